@@ -1,0 +1,457 @@
+/* peer_client.c — the controller's end of one peer's control channel (see peer_client.h). */
+#include "controller/peer_client.h"
+
+#include "peer/protocol.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* How long to wait after EOF for the exit status, so the failure message can
+ * say how the peer died; bounded well under the 100 ms promise. */
+#define PEER_EXIT_GRACE_S 0.05
+#define PEER_CONTROL_FD 3
+
+struct pending {
+    uint32_t msgid;
+    peer_reply_fn cb;
+    void *ctx;
+    struct pending *prev, *next;
+};
+
+struct peer_client {
+    struct ev_loop *loop;
+    char node[64];
+    pid_t pid;
+    int fd; /* -1 once closed */
+    bool exited;
+    int wait_status;
+    char gone_reason[400]; /* why pending calls fail, once the channel is down */
+
+    ev_io read_watcher;
+    ev_io write_watcher;
+    ev_child child_watcher;
+    ev_timer grace_timer;
+
+    struct proto_reader reader;
+    msgpack_sbuffer out;
+    size_t out_sent;
+    msgpack_packer packer;
+    uint32_t next_msgid;
+
+    struct pending *head, *tail;
+    size_t n_pending;
+    struct peer_client_hooks hooks;
+};
+
+/* ---- child side ---- */
+
+static void child_exec(const struct peer_spawn *spec, int fd)
+{
+    /* Die with the controller even if it is SIGKILLed (EOF would also do). */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (spec->netns_fd >= 0 && setns(spec->netns_fd, CLONE_NEWNET) < 0) {
+        fprintf(stderr, "hiernet: node '%s': setns: %s\n", spec->node, strerror(errno));
+        _exit(127);
+    }
+    if (fd == PEER_CONTROL_FD)
+        fcntl(fd, F_SETFD, 0);
+    else if (dup2(fd, PEER_CONTROL_FD) < 0)
+        _exit(127);
+    char threads[16], speed[32], fdarg[8];
+    snprintf(threads, sizeof threads, "%d", spec->threads > 0 ? spec->threads : 1);
+    snprintf(speed, sizeof speed, "%.17g", spec->speed > 0 ? spec->speed : 1.0);
+    snprintf(fdarg, sizeof fdarg, "%d", PEER_CONTROL_FD);
+    setenv("OPENBLAS_NUM_THREADS", threads, 1);
+    char *argv[] = {(char *)spec->peer_path, "--control-fd", fdarg, "--node", (char *)spec->node,
+                    "--addr", (char *)(spec->addr ? spec->addr : "127.0.0.1"), "--threads",
+                    threads, "--speed", speed, NULL};
+    execv(spec->peer_path, argv);
+    fprintf(stderr, "hiernet: node '%s': cannot exec %s: %s\n", spec->node, spec->peer_path,
+            strerror(errno));
+    _exit(127);
+}
+
+/* ---- pending table ---- */
+
+static void pending_push(struct peer_client *pc, struct pending *p)
+{
+    p->next = NULL;
+    p->prev = pc->tail;
+    if (pc->tail)
+        pc->tail->next = p;
+    else
+        pc->head = p;
+    pc->tail = p;
+    pc->n_pending++;
+}
+
+static void pending_unlink(struct peer_client *pc, struct pending *p)
+{
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        pc->head = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    else
+        pc->tail = p->prev;
+    pc->n_pending--;
+}
+
+/* Responses mostly arrive in request order, so the scan usually stops at the head. */
+static struct pending *pending_take(struct peer_client *pc, uint32_t msgid)
+{
+    for (struct pending *p = pc->head; p; p = p->next) {
+        if (p->msgid == msgid) {
+            pending_unlink(pc, p);
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* Fails every pending call with gone_reason. The list is detached first so
+ * that callbacks issuing new requests cannot make this loop run forever. */
+static void pending_fail_all(struct peer_client *pc)
+{
+    struct pending *p = pc->head;
+    pc->head = pc->tail = NULL;
+    pc->n_pending = 0;
+    while (p) {
+        struct pending *next = p->next;
+        p->cb(p->ctx, pc->gone_reason, NULL);
+        free(p);
+        p = next;
+    }
+}
+
+/* ---- channel teardown ---- */
+
+static void channel_close(struct peer_client *pc)
+{
+    if (pc->fd < 0) return;
+    ev_io_stop(pc->loop, &pc->read_watcher);
+    ev_io_stop(pc->loop, &pc->write_watcher);
+    close(pc->fd);
+    pc->fd = -1;
+}
+
+static void describe_exit(struct peer_client *pc)
+{
+    int st = pc->wait_status;
+    if (WIFEXITED(st))
+        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': peer exited with status %d",
+                 pc->node, WEXITSTATUS(st));
+    else if (WIFSIGNALED(st))
+        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': peer killed by signal %d (%s)",
+                 pc->node, WTERMSIG(st), strsignal(WTERMSIG(st)));
+}
+
+/* The peer vanished (EOF or error on the channel) or exited: fail its calls. */
+static void channel_lost(struct peer_client *pc)
+{
+    ev_timer_stop(pc->loop, &pc->grace_timer);
+    channel_close(pc);
+    if (pc->gone_reason[0] == '\0')
+        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': peer exited unexpectedly",
+                 pc->node);
+    pending_fail_all(pc);
+}
+
+static void on_grace_timeout(EV_P_ ev_timer *w, int revents)
+{
+    channel_lost(container_of(w, struct peer_client, grace_timer));
+}
+
+static void on_child(EV_P_ ev_child *w, int revents)
+{
+    struct peer_client *pc = container_of(w, struct peer_client, child_watcher);
+    ev_child_stop(pc->loop, w);
+    pc->exited = true;
+    pc->wait_status = w->rstatus;
+    if (pc->gone_reason[0] == '\0') describe_exit(pc);
+    channel_lost(pc);
+    if (pc->hooks.on_exit) pc->hooks.on_exit(pc->hooks.ctx, pc->wait_status);
+}
+
+/* EOF: wait briefly for SIGCHLD so the error can say how the peer died. */
+static void on_eof(struct peer_client *pc)
+{
+    channel_close(pc);
+    if (pc->exited) {
+        channel_lost(pc);
+        return;
+    }
+    ev_timer_set(&pc->grace_timer, PEER_EXIT_GRACE_S, 0);
+    ev_timer_start(pc->loop, &pc->grace_timer);
+}
+
+/* ---- input ---- */
+
+static void handle_response(struct peer_client *pc, const struct proto_msg *m)
+{
+    struct pending *p = pending_take(pc, m->msgid);
+    if (!p) {
+        fprintf(stderr, "hiernet: node '%s': response to unknown request %u ignored\n", pc->node,
+                m->msgid);
+        return;
+    }
+    if (m->error->type == MSGPACK_OBJECT_STR) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%.*s", (int)m->error->via.str.size, m->error->via.str.ptr);
+        p->cb(p->ctx, msg, NULL);
+    } else {
+        p->cb(p->ctx, NULL, m->result);
+    }
+    free(p);
+}
+
+static void handle_message(struct peer_client *pc, const struct proto_msg *m)
+{
+    if (m->kind == PROTO_RESPONSE)
+        handle_response(pc, m);
+    else if (m->kind == PROTO_NOTIFY && pc->hooks.on_notify)
+        pc->hooks.on_notify(pc->hooks.ctx, m->method, m->method_len, m->params);
+    else if (m->kind == PROTO_REQUEST)
+        fprintf(stderr, "hiernet: node '%s': unexpected request from peer ignored\n", pc->node);
+}
+
+/* Decodes every complete message in the buffer. Returns -1 when the stream
+ * is broken (the channel has then been closed). */
+static int drain_messages(struct peer_client *pc)
+{
+    struct proto_msg m;
+    bool has_msgid;
+    char err[160];
+    for (;;) {
+        enum proto_next r = proto_reader_next(&pc->reader, &m, &has_msgid, err, sizeof err);
+        if (r == PROTO_NEXT_MORE) return 0;
+        if (r == PROTO_NEXT_FATAL) {
+            snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': control channel: %s",
+                     pc->node, err);
+            channel_lost(pc);
+            return -1;
+        }
+        if (r == PROTO_NEXT_INVALID)
+            fprintf(stderr, "hiernet: node '%s': %s\n", pc->node, err);
+        else
+            handle_message(pc, &m);
+        if (pc->fd < 0) return -1; /* a callback closed the client */
+    }
+}
+
+static void on_readable(EV_P_ ev_io *w, int revents)
+{
+    struct peer_client *pc = container_of(w, struct peer_client, read_watcher);
+    size_t avail;
+    char *buf = proto_reader_buffer(&pc->reader, 64 * 1024, &avail);
+    if (!buf) {
+        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': out of memory", pc->node);
+        channel_lost(pc);
+        return;
+    }
+    ssize_t n = read(pc->fd, buf, avail);
+    if (n > 0) {
+        proto_reader_consumed(&pc->reader, (size_t)n);
+        drain_messages(pc);
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        on_eof(pc);
+    }
+}
+
+/* ---- output ---- */
+
+static int flush_output(struct peer_client *pc)
+{
+    while (pc->out_sent < pc->out.size) {
+        ssize_t n = send(pc->fd, pc->out.data + pc->out_sent, pc->out.size - pc->out_sent,
+                         MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN) {
+                ev_io_start(pc->loop, &pc->write_watcher);
+                return 0;
+            }
+            return -1;
+        }
+        pc->out_sent += (size_t)n;
+    }
+    msgpack_sbuffer_clear(&pc->out);
+    pc->out_sent = 0;
+    ev_io_stop(pc->loop, &pc->write_watcher);
+    return 0;
+}
+
+static void on_writable(EV_P_ ev_io *w, int revents)
+{
+    struct peer_client *pc = container_of(w, struct peer_client, write_watcher);
+    if (flush_output(pc) < 0) on_eof(pc);
+}
+
+int peer_client_call(struct peer_client *pc, const char *method, const char *params,
+                     size_t params_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen)
+{
+    if (pc->fd < 0) {
+        snprintf(err, errlen, "%s",
+                 pc->gone_reason[0] ? pc->gone_reason : "peer control channel is closed");
+        return -1;
+    }
+    struct pending *p = malloc(sizeof *p);
+    if (!p) {
+        snprintf(err, errlen, "node '%s': out of memory", pc->node);
+        return -1;
+    }
+    p->msgid = pc->next_msgid++;
+    p->cb = cb;
+    p->ctx = ctx;
+    pending_push(pc, p);
+    msgpack_pack_array(&pc->packer, 4);
+    msgpack_pack_uint8(&pc->packer, PROTO_REQUEST);
+    msgpack_pack_uint32(&pc->packer, p->msgid);
+    proto_pack_str(&pc->packer, method);
+    if (params && params_len)
+        msgpack_sbuffer_write(&pc->out, params, params_len);
+    else
+        msgpack_pack_map(&pc->packer, 0);
+    /* With a backlog the write watcher is already running and keeps order. */
+    if (!ev_is_active(&pc->write_watcher) && flush_output(pc) < 0) on_eof(pc);
+    return 0;
+}
+
+/* ---- lifecycle ---- */
+
+static struct peer_client *client_alloc(struct ev_loop *loop, const struct peer_spawn *spec,
+                                        const struct peer_client_hooks *hooks)
+{
+    struct peer_client *pc = calloc(1, sizeof *pc);
+    if (!pc) return NULL;
+    if (proto_reader_init(&pc->reader, PROTO_MAX_MESSAGE) < 0) {
+        free(pc);
+        return NULL;
+    }
+    pc->loop = loop;
+    pc->fd = -1;
+    pc->pid = -1;
+    pc->next_msgid = 1;
+    snprintf(pc->node, sizeof pc->node, "%s", spec->node);
+    if (hooks) pc->hooks = *hooks;
+    msgpack_sbuffer_init(&pc->out);
+    msgpack_packer_init(&pc->packer, &pc->out, msgpack_sbuffer_write);
+    ev_timer_init(&pc->grace_timer, on_grace_timeout, 0, 0);
+    return pc;
+}
+
+struct peer_client *peer_client_spawn(struct ev_loop *loop, const struct peer_spawn *spec,
+                                      const struct peer_client_hooks *hooks, char *err,
+                                      size_t errlen)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        snprintf(err, errlen, "node '%s': socketpair: %s", spec->node, strerror(errno));
+        return NULL;
+    }
+    struct peer_client *pc = client_alloc(loop, spec, hooks);
+    if (!pc) {
+        snprintf(err, errlen, "node '%s': out of memory", spec->node);
+        close(sv[0]);
+        close(sv[1]);
+        return NULL;
+    }
+    pid_t pid = fork();
+    if (pid == 0) child_exec(spec, sv[1]);
+    close(sv[1]);
+    if (pid < 0) {
+        snprintf(err, errlen, "node '%s': fork: %s", spec->node, strerror(errno));
+        close(sv[0]);
+        peer_client_free(pc);
+        return NULL;
+    }
+    pc->pid = pid;
+    pc->fd = sv[0];
+    fcntl(pc->fd, F_SETFL, fcntl(pc->fd, F_GETFL) | O_NONBLOCK);
+    ev_io_init(&pc->read_watcher, on_readable, pc->fd, EV_READ);
+    ev_io_init(&pc->write_watcher, on_writable, pc->fd, EV_WRITE);
+    ev_io_start(loop, &pc->read_watcher);
+    ev_child_init(&pc->child_watcher, on_child, pid, 0);
+    ev_child_start(loop, &pc->child_watcher);
+    return pc;
+}
+
+void peer_client_close(struct peer_client *pc)
+{
+    if (pc->fd < 0) return;
+    if (pc->gone_reason[0] == '\0')
+        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': peer stopped", pc->node);
+    channel_lost(pc);
+}
+
+void peer_client_kill(struct peer_client *pc, int sig)
+{
+    if (pc->pid > 0 && !pc->exited) kill(pc->pid, sig);
+}
+
+bool peer_client_exited(const struct peer_client *pc)
+{
+    return pc->exited;
+}
+
+pid_t peer_client_pid(const struct peer_client *pc)
+{
+    return pc->pid;
+}
+
+const char *peer_client_node(const struct peer_client *pc)
+{
+    return pc->node;
+}
+
+size_t peer_client_pending(const struct peer_client *pc)
+{
+    return pc->n_pending;
+}
+
+void peer_client_free(struct peer_client *pc)
+{
+    if (!pc) return;
+    peer_client_close(pc);
+    ev_timer_stop(pc->loop, &pc->grace_timer);
+    if (pc->pid > 0 && !pc->exited) {
+        ev_child_stop(pc->loop, &pc->child_watcher);
+        kill(pc->pid, SIGKILL);
+        waitpid(pc->pid, NULL, 0); /* SIGKILLed: returns at once */
+    }
+    proto_reader_destroy(&pc->reader);
+    msgpack_sbuffer_destroy(&pc->out);
+    free(pc);
+}
+
+int peer_client_sibling_path(const char *name, const char *env_override, char *out, size_t cap)
+{
+    const char *env = env_override ? getenv(env_override) : NULL;
+    if (env && *env) {
+        snprintf(out, cap, "%s", env);
+        return 0;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n < 0) return -1;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash) return -1;
+    *slash = '\0';
+    if ((size_t)snprintf(out, cap, "%s/%s", self, name) >= cap) return -1;
+    return 0;
+}

@@ -1,0 +1,69 @@
+/* peer_client.h — the controller's end of one peer's control channel.
+ *
+ * Forks hiernet-peer with one end of a socketpair (no listening socket
+ * anywhere), optionally inside a network namespace, and speaks
+ * MessagePack-RPC to it from the libev loop. Requests are queued without
+ * blocking; each completes through its callback exactly once: with the
+ * result, with the peer's error, or with a failure naming the node when the
+ * peer dies (noticed within 100 ms) or the client is closed.
+ *
+ * Owns: the socket, the child pid (reaped through ev_child), the pending
+ * request table and the output buffer. Needs the default libev loop
+ * (ev_child only works there). */
+#pragma once
+
+#include <ev.h>
+#include <msgpack.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct peer_client;
+
+struct peer_spawn {
+    const char *node;      /* node name, used in every error message */
+    const char *peer_path; /* hiernet-peer executable */
+    const char *addr;      /* data-plane address, passed as --addr */
+    int netns_fd;          /* namespace to enter before exec, or -1 */
+    int threads;           /* OpenBLAS threads (>= 1) */
+    double speed;          /* compute speed factor (1 = this host) */
+};
+
+/* Completion of one request: exactly one of error / result is non-NULL.
+ * result (a msgpack map) is valid only during the call. */
+typedef void (*peer_reply_fn)(void *ctx, const char *error, const msgpack_object *result);
+/* A notification from the peer (e.g. "recv"); params valid only during the call. */
+typedef void (*peer_notify_fn)(void *ctx, const char *method, uint32_t method_len,
+                               const msgpack_object *params);
+/* The peer process has exited (status as from waitpid). */
+typedef void (*peer_exit_fn)(void *ctx, int wait_status);
+
+struct peer_client_hooks {
+    peer_notify_fn on_notify;
+    peer_exit_fn on_exit;
+    void *ctx;
+};
+
+struct peer_client *peer_client_spawn(struct ev_loop *loop, const struct peer_spawn *spec,
+                                      const struct peer_client_hooks *hooks, char *err,
+                                      size_t errlen);
+
+/* Sends request `method` whose params map is already encoded (params,
+ * params_len bytes of msgpack; NULL for an empty map). cb runs later, never
+ * from inside this call. Fails (-1, err set) only when the peer is gone. */
+int peer_client_call(struct peer_client *pc, const char *method, const char *params,
+                     size_t params_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen);
+
+/* Closes the control channel: the peer exits on EOF. Pending requests fail
+ * with "node 'x': peer stopped". Idempotent. */
+void peer_client_close(struct peer_client *pc);
+void peer_client_kill(struct peer_client *pc, int sig);
+bool peer_client_exited(const struct peer_client *pc);
+pid_t peer_client_pid(const struct peer_client *pc);
+const char *peer_client_node(const struct peer_client *pc);
+size_t peer_client_pending(const struct peer_client *pc);
+/* Frees the client; kills (SIGKILL) and reaps a peer that has not exited. */
+void peer_client_free(struct peer_client *pc);
+
+/* Path of an executable installed beside the running one (/proc/self/exe's
+ * directory), unless the environment variable env_override names one. */
+int peer_client_sibling_path(const char *name, const char *env_override, char *out, size_t cap);

@@ -1,0 +1,23 @@
+/* record.h — CSV result writers (hn.record) in a run's results directory.
+ *
+ * A record is one CSV file with a fixed header; every row is flushed as soon
+ * as it is written so an interrupted run keeps all rows written so far.
+ * Owns its FILE* and a copy of the column names. */
+#pragma once
+
+#include <stddef.h>
+
+struct record;
+
+/* Creates DIR/NAME.csv and writes the header. NAME is [A-Za-z0-9_.-]+. */
+struct record *record_open(const char *dir, const char *name, const char *const *columns,
+                           size_t n_columns, char *err, size_t errlen);
+size_t record_columns(const struct record *r);
+/* Index of a column, or -1. */
+int record_column(const struct record *r, const char *name);
+const char *record_name(const struct record *r);
+/* Writes one row of n_columns cells (NULL = empty) and flushes it. */
+int record_add(struct record *r, const char *const *cells, char *err, size_t errlen);
+void record_close(struct record *r);
+/* True for names usable as file stems: [A-Za-z0-9_.-]+, not starting with '.'. */
+int record_name_valid(const char *name);

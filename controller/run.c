@@ -1,0 +1,300 @@
+/* run.c — a run's options, parameters, results directory and run.json (see run.h). */
+#include "controller/run.h"
+
+#include "controller/json.h"
+#include "hiernet_version.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void run_init(struct run *r)
+{
+    memset(r, 0, sizeof *r);
+    r->status = "running";
+    r->start_wall = run_wall_clock();
+    r->topology_json = strdup("[]");
+}
+
+void run_destroy(struct run *r)
+{
+    for (size_t i = 0; i < r->n_params; i++) {
+        free(r->params[i].name);
+        free(r->params[i].value);
+    }
+    free(r->params);
+    free(r->scenario);
+    free(r->dir);
+    free(r->backend_override);
+    free(r->topology_json);
+    free(r->error);
+    memset(r, 0, sizeof *r);
+}
+
+double run_wall_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+struct run_param *run_find_param(struct run *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_params; i++)
+        if (strcmp(r->params[i].name, name) == 0) return &r->params[i];
+    return NULL;
+}
+
+static struct run_param *param_append(struct run *r, const char *name, const char *value)
+{
+    struct run_param *grown = realloc(r->params, (r->n_params + 1) * sizeof *grown);
+    if (!grown) return NULL;
+    r->params = grown;
+    struct run_param *p = &r->params[r->n_params];
+    memset(p, 0, sizeof *p);
+    p->name = strdup(name);
+    p->value = strdup(value);
+    if (!p->name || !p->value) {
+        free(p->name);
+        free(p->value);
+        return NULL;
+    }
+    r->n_params++;
+    return p;
+}
+
+int run_set_param(struct run *r, const char *assignment, char *err, size_t errlen)
+{
+    const char *eq = strchr(assignment, '=');
+    if (!eq || eq == assignment) {
+        snprintf(err, errlen, "--set '%s': expected name=value", assignment);
+        return -1;
+    }
+    char name[128];
+    size_t len = (size_t)(eq - assignment);
+    if (len >= sizeof name) {
+        snprintf(err, errlen, "--set '%s': name too long", assignment);
+        return -1;
+    }
+    memcpy(name, assignment, len);
+    name[len] = '\0';
+    struct run_param *p = run_find_param(r, name);
+    if (p) {
+        char *v = strdup(eq + 1);
+        if (!v) return -1;
+        free(p->value);
+        p->value = v;
+        return 0;
+    }
+    if (!(p = param_append(r, name, eq + 1))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    p->from_cli = true;
+    return 0;
+}
+
+struct run_param *run_note_param(struct run *r, const char *name, const char *value,
+                                 enum run_param_kind kind)
+{
+    struct run_param *p = run_find_param(r, name);
+    if (!p && !(p = param_append(r, name, value))) return NULL;
+    p->kind = kind;
+    p->read = true;
+    return p;
+}
+
+/* ---- results directory ---- */
+
+static int mkdir_p(const char *path)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static void scenario_stem(const char *scenario, char *out, size_t cap)
+{
+    const char *base = strrchr(scenario, '/');
+    base = base ? base + 1 : scenario;
+    snprintf(out, cap, "%s", base);
+    char *dot = strrchr(out, '.');
+    if (dot && dot != out) *dot = '\0';
+}
+
+/* results/<stem>-<timestamp>, with -2, -3... when two runs start in one second. */
+static int make_default_dir(struct run *r, char *path, size_t cap)
+{
+    char stem[256], stamp[32];
+    scenario_stem(r->scenario ? r->scenario : "run", stem, sizeof stem);
+    time_t now = (time_t)r->start_wall;
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    if (mkdir("results", 0755) < 0 && errno != EEXIST) return -1;
+    for (int n = 1; n < 1000; n++) {
+        if (n == 1)
+            snprintf(path, cap, "results/%s-%s", stem, stamp);
+        else
+            snprintf(path, cap, "results/%s-%s-%d", stem, stamp, n);
+        if (mkdir(path, 0755) == 0) return 0;
+        if (errno != EEXIST) return -1;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+int run_make_dir(struct run *r, const char *out_dir, char *err, size_t errlen)
+{
+    char path[4096];
+    int rc;
+    if (out_dir) {
+        snprintf(path, sizeof path, "%s", out_dir);
+        rc = mkdir_p(path);
+    } else {
+        rc = make_default_dir(r, path, sizeof path);
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot create results directory '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    free(r->dir);
+    r->dir = strdup(path);
+    return r->dir ? 0 : -1;
+}
+
+/* ---- run.json ---- */
+
+static void write_time(FILE *f, double t)
+{
+    if (t <= 0) {
+        fputs("null", f);
+        return;
+    }
+    time_t s = (time_t)t;
+    struct tm tm;
+    char buf[64];
+    gmtime_r(&s, &tm);
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(f, "\"%s.%03dZ\"", buf, (int)((t - (double)s) * 1000));
+}
+
+static void write_param_value(FILE *f, const struct run_param *p)
+{
+    char *end;
+    if (p->kind == RUN_PARAM_NUMBER) {
+        double v = strtod(p->value, &end);
+        if (*p->value && !*end) {
+            json_write_number(f, v);
+            return;
+        }
+    } else if (p->kind == RUN_PARAM_BOOL) {
+        bool t = !strcmp(p->value, "true") || !strcmp(p->value, "1") || !strcmp(p->value, "yes");
+        fputs(t ? "true" : "false", f);
+        return;
+    }
+    json_write_string(f, p->value);
+}
+
+static void write_params(FILE *f, const struct run *r)
+{
+    fputs("  \"params\": {", f);
+    for (size_t i = 0; i < r->n_params; i++) {
+        fputs(i ? ", " : "", f);
+        json_write_string(f, r->params[i].name);
+        fputs(": ", f);
+        write_param_value(f, &r->params[i]);
+    }
+    fputs("},\n", f);
+}
+
+static void write_versions(FILE *f, const char *lua_release)
+{
+    fprintf(f, "  \"versions\": {\"hiernet\": \"%s\", \"git\": \"%s\", \"lua\": \"%s\", "
+               "\"msgpack\": \"%s\", \"libev\": \"%d.%d\"},\n",
+            HIERNET_VERSION, HIERNET_GIT, lua_release ? lua_release : "", msgpack_version(), ev_version_major(),
+            ev_version_minor());
+}
+
+static void write_json_body(FILE *f, const struct run *r)
+{
+    fputs("{\n  \"scenario\": ", f);
+    json_write_string(f, r->scenario ? r->scenario : "");
+    fputs(",\n  \"status\": ", f);
+    json_write_string(f, r->status);
+    fputs(",\n  \"start_time\": ", f);
+    write_time(f, r->start_wall);
+    fputs(",\n  \"end_time\": ", f);
+    write_time(f, r->end_wall);
+    fputs(",\n", f);
+    if (r->end_wall > 0) fprintf(f, "  \"wall_s\": %.3f,\n", r->end_wall - r->start_wall);
+    write_params(f, r);
+    fputs("  \"seed\": ", f);
+    if (r->has_seed)
+        fprintf(f, "%lld", r->seed);
+    else
+        fputs("null", f);
+    fputs(",\n  \"backend\": ", f);
+    if (r->backend_override)
+        json_write_string(f, r->backend_override);
+    else
+        fputs("null", f);
+    fprintf(f, ",\n  \"topology\": %s,\n", r->topology_json ? r->topology_json : "[]");
+    write_versions(f, r->lua_release);
+    fputs("  \"error\": ", f);
+    if (r->error)
+        json_write_string(f, r->error);
+    else
+        fputs("null", f);
+    fprintf(f, ",\n  \"pid\": %d\n}\n", (int)getpid());
+}
+
+int run_write_json(const struct run *r, char *err, size_t errlen)
+{
+    if (!r->dir) return 0;
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/run.json", r->dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    write_json_body(f, r);
+    if (fclose(f) != 0 || rename(tmp, path) < 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+void run_set_topology(struct run *r, const char *json)
+{
+    char *copy = strdup(json);
+    if (!copy) return;
+    free(r->topology_json);
+    r->topology_json = copy;
+}
+
+void run_set_error(struct run *r, const char *msg)
+{
+    if (r->error) return;
+    size_t n = strcspn(msg, "\n");
+    r->error = strndup(msg, n);
+}

@@ -1,0 +1,52 @@
+/* run.h — one run of a scenario: its options, parameters, results directory
+ * and run.json.
+ *
+ * Owns the --set list, the parameters the scenario read (with their types),
+ * the topology description (a JSON fragment handed over by the network
+ * layer) and the paths. run.json is rewritten atomically (temp + rename) at
+ * start (status "running") and at the end (completed|failed|interrupted). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum run_param_kind { RUN_PARAM_STRING, RUN_PARAM_NUMBER, RUN_PARAM_BOOL };
+
+struct run_param {
+    char *name;
+    char *value; /* as given on the command line, or the default's text */
+    enum run_param_kind kind;
+    bool from_cli; /* set with --set */
+    bool read;     /* read by the scenario through hn.param */
+};
+
+struct run {
+    char *scenario;        /* path as given */
+    char *dir;             /* results directory */
+    char *backend_override; /* --backend, or NULL */
+    struct run_param *params;
+    size_t n_params;
+    char *topology_json; /* JSON array of networks, "[]" until a network starts */
+    char *error;          /* first line of the failure, for run.json */
+    const char *status;
+    double start_wall, end_wall; /* seconds since the epoch */
+    const char *lua_release; /* set by the scripting layer (static string) */
+    long long seed;
+    bool has_seed;
+};
+
+void run_init(struct run *r);
+void run_destroy(struct run *r);
+/* Adds "name=value" from --set; a repeated name keeps the last value. */
+int run_set_param(struct run *r, const char *assignment, char *err, size_t errlen);
+struct run_param *run_find_param(struct run *r, const char *name);
+/* Records a parameter read by the scenario with its default (value = text of default). */
+struct run_param *run_note_param(struct run *r, const char *name, const char *value,
+                                 enum run_param_kind kind);
+/* Creates the results directory: out_dir if given (created if missing), else
+ * results/<scenario-stem>-<YYYYmmdd-HHMMSS>[-N] under the working directory. */
+int run_make_dir(struct run *r, const char *out_dir, char *err, size_t errlen);
+int run_write_json(const struct run *r, char *err, size_t errlen);
+void run_set_topology(struct run *r, const char *json); /* copies */
+void run_set_error(struct run *r, const char *msg);     /* keeps the first line */
+double run_wall_clock(void);

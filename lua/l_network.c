@@ -1,0 +1,721 @@
+/* l_network.c — networks, node handles and peer commands (see l_network.h).
+ *
+ * The binding stays thin: the topology model is topo/network.c, the control
+ * channel controller/peer_client.c, the waiting lua/l_sched.c. */
+#include "lua/l_network.h"
+
+#include "controller/peer_client.h"
+#include "lua/lmsgpack.h"
+#include "lua/runtime.h"
+#include "topo/network.h"
+
+#include <lauxlib.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NETWORK_MT "hiernet.network"
+#define NODE_MT "hiernet.node"
+/* Peers get this long to exit on EOF before they are SIGKILLed. */
+#define STOP_DEADLINE_S 3.0
+
+enum net_state { NET_DEFINED, NET_STARTING, NET_STARTED, NET_STOPPING, NET_STOPPED };
+
+struct l_peer {
+    struct l_network *net;
+    int index;
+    struct peer_client *client;
+};
+
+struct l_network {
+    struct hn_runtime *rt;
+    struct topo_network *topo;
+    struct l_peer *peers; /* one per node; client NULL for switches */
+    enum net_state state;
+    int self_ref;  /* anchors the network while peers run */
+    int nodes_ref; /* table: name -> node handle, and 1..n -> node handle */
+    struct l_network *next;
+    /* start: pings outstanding and the first failure */
+    int outstanding;
+    task_token start_tok;
+    char start_error[512];
+    /* stop: tasks waiting for the peers to exit */
+    task_token *stop_waiters;
+    size_t n_stop_waiters;
+    ev_timer stop_deadline;
+};
+
+struct l_node {
+    struct l_network *net;
+    int index;
+};
+
+struct call {
+    struct sched *sched;
+    task_token tok;
+    char node[TOPO_NAME_MAX];
+    char method[32];
+};
+
+struct reply {
+    const char *error;
+    const msgpack_object *result;
+    const struct call *call;
+};
+
+static struct l_network *check_network(lua_State *L, int i)
+{
+    struct l_network **p = luaL_checkudata(L, i, NETWORK_MT);
+    if (!*p) luaL_error(L, "network handle is closed");
+    return *p;
+}
+
+static struct l_node *check_node(lua_State *L, int i)
+{
+    return luaL_checkudata(L, i, NODE_MT);
+}
+
+const char *l_node_name(lua_State *L, int i)
+{
+    struct l_node *n = luaL_testudata(L, i, NODE_MT);
+    return n ? n->net->topo->nodes[n->index].name : NULL;
+}
+
+static const char *state_word(enum net_state s)
+{
+    static const char *const words[] = {"not started", "starting", "started", "stopping",
+                                        "stopped"};
+    return words[s];
+}
+
+/* ---- option tables ---- */
+
+/* Raises an error for any key of the table at index i not in `allowed`. */
+static void check_options(lua_State *L, int i, const char *const *allowed, const char *what)
+{
+    lua_pushnil(L);
+    while (lua_next(L, i)) {
+        lua_pop(L, 1);
+        bool ok = false;
+        if (lua_type(L, -1) == LUA_TSTRING)
+            for (const char *const *a = allowed; *a && !ok; a++)
+                ok = strcmp(*a, lua_tostring(L, -1)) == 0;
+        if (!ok) {
+            luaL_tolstring(L, -1, NULL);
+            luaL_error(L, "%s: unknown option '%s'", what, lua_tostring(L, -1));
+        }
+    }
+}
+
+static const char *opt_string(lua_State *L, int i, const char *key, const char *dflt,
+                              const char *what)
+{
+    lua_getfield(L, i, key);
+    const char *v = dflt;
+    if (!lua_isnil(L, -1)) {
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "%s: option '%s' must be a string, got %s", what, key,
+                       luaL_typename(L, -1));
+        v = lua_tostring(L, -1);
+    }
+    lua_pop(L, 1); /* strings stay alive: they belong to the option table */
+    return v;
+}
+
+static double opt_number(lua_State *L, int i, const char *key, double dflt, const char *what)
+{
+    lua_getfield(L, i, key);
+    double v = dflt;
+    if (!lua_isnil(L, -1)) {
+        if (!lua_isnumber(L, -1))
+            luaL_error(L, "%s: option '%s' must be a number, got %s", what, key,
+                       luaL_typename(L, -1));
+        v = lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+/* ---- hn.network ---- */
+
+static const char *const network_options[] = {"name", "backend", "seed", "addr_base", NULL};
+
+static int l_network_new(lua_State *L)
+{
+    struct hn_runtime *rt = hn_runtime(L);
+    if (lua_isnoneornil(L, 1)) lua_newtable(L);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    check_options(L, 1, network_options, "hn.network");
+    const char *name = opt_string(L, 1, "name", "net", "hn.network");
+    const char *backend = opt_string(L, 1, "backend", "auto", "hn.network");
+    double seed = opt_number(L, 1, "seed", 1, "hn.network");
+    if (seed < 0 || seed != (double)(long long)seed)
+        return luaL_error(L, "network '%s': seed must be a non-negative integer, got %f", name,
+                          seed);
+    if (rt->run->backend_override) backend = rt->run->backend_override;
+    char err[256];
+    enum topo_backend b;
+    if (topo_backend_parse(backend, &b, err, sizeof err) < 0)
+        return luaL_error(L, "network '%s': %s", name, err);
+    struct l_network **handle = lua_newuserdatauv(L, sizeof *handle, 0);
+    *handle = NULL;
+    luaL_setmetatable(L, NETWORK_MT);
+    struct l_network *net = calloc(1, sizeof *net);
+    if (!net) return luaL_error(L, "network '%s': out of memory", name);
+    net->topo = topo_network_new(name, b, (uint64_t)seed, err, sizeof err);
+    if (!net->topo) {
+        free(net);
+        return luaL_error(L, "%s", err);
+    }
+    net->rt = rt;
+    net->self_ref = LUA_NOREF;
+    ev_timer_init(&net->stop_deadline, NULL, 0, 0);
+    lua_newtable(L);
+    net->nodes_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    net->next = rt->networks;
+    rt->networks = net;
+    *handle = net;
+    if (!rt->run->has_seed) {
+        rt->run->seed = (long long)seed;
+        rt->run->has_seed = true;
+    }
+    return 1;
+}
+
+/* ---- net:node ---- */
+
+static const char *const node_options[] = {"tier", "cpu", "speed", "threads", "device", NULL};
+
+static void read_node_options(lua_State *L, int i, struct topo_node *n)
+{
+    char what[64];
+    snprintf(what, sizeof what, "node '%s'", n->name);
+    check_options(L, i, node_options, what);
+    snprintf(n->tier, sizeof n->tier, "%s", opt_string(L, i, "tier", "", what));
+    n->cpu = opt_number(L, i, "cpu", 0, what);
+    n->speed = opt_number(L, i, "speed", 1, what);
+    double threads = opt_number(L, i, "threads", 1, what);
+    const char *device = opt_string(L, i, "device", "cpu", what);
+    if (n->cpu < 0) luaL_error(L, "%s: cpu must be > 0 (a share of one core), got %f", what, n->cpu);
+    if (!(n->speed > 0)) luaL_error(L, "%s: speed must be > 0, got %f", what, n->speed);
+    if (threads < 1 || threads > 256 || threads != (int)threads)
+        luaL_error(L, "%s: threads must be an integer from 1 to 256, got %f", what, threads);
+    if (strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0)
+        luaL_error(L, "%s: device must be 'cpu' or 'cuda', got '%s'", what, device);
+    n->threads = (int)threads;
+    snprintf(n->device, sizeof n->device, "%s", device);
+}
+
+static void push_node_handle(lua_State *L, struct l_network *net, int index)
+{
+    struct l_node *h = lua_newuserdatauv(L, sizeof *h, 1);
+    h->net = net;
+    h->index = index;
+    luaL_setmetatable(L, NODE_MT);
+    lua_pushvalue(L, 1); /* the network handle: keeps net alive while the node is */
+    lua_setiuservalue(L, -2, 1);
+}
+
+static int add_node(lua_State *L, enum topo_node_kind kind)
+{
+    struct l_network *net = check_network(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    if (net->state != NET_DEFINED)
+        return luaL_error(L, "network '%s': cannot add node '%s': network is %s", net->topo->name,
+                          name, state_word(net->state));
+    char err[256];
+    int index = topo_node_add(net->topo, name, kind, err, sizeof err);
+    if (index < 0) return luaL_error(L, "%s", err);
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        read_node_options(L, 3, &net->topo->nodes[index]);
+    }
+    lua_settop(L, 2);
+    push_node_handle(L, net, index);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, net->nodes_ref);
+    lua_pushvalue(L, -2);
+    lua_setfield(L, -2, name);
+    lua_pushvalue(L, -2);
+    lua_rawseti(L, -2, index + 1);
+    lua_pop(L, 1);
+    return 1;
+}
+
+static int l_net_node(lua_State *L)
+{
+    return add_node(L, TOPO_NODE_HOST);
+}
+
+/* net:nodes() -> array of every node handle, in creation order. */
+static int l_net_nodes(lua_State *L)
+{
+    struct l_network *net = check_network(L, 1);
+    lua_createtable(L, (int)net->topo->n_nodes, 0);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, net->nodes_ref);
+    for (size_t i = 1; i <= net->topo->n_nodes; i++) {
+        lua_rawgeti(L, -1, (lua_Integer)i);
+        lua_rawseti(L, -3, (lua_Integer)i);
+    }
+    lua_pop(L, 1);
+    return 1;
+}
+
+/* net:find(name) -> node handle or nil. */
+static int l_net_find(lua_State *L)
+{
+    struct l_network *net = check_network(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, net->nodes_ref);
+    lua_getfield(L, -1, name);
+    return 1;
+}
+
+/* ---- peer commands ---- */
+
+/* Drops a leading "node 'x': " and "method: " so the message is said once. */
+static const char *strip_prefixes(const char *msg, const char *node, const char *method)
+{
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "node '%s': ", node);
+    if (strncmp(msg, prefix, strlen(prefix)) == 0) msg += strlen(prefix);
+    size_t mlen = strlen(method);
+    if (strncmp(msg, method, mlen) == 0 && msg[mlen] == ':' && msg[mlen + 1] == ' ')
+        msg += mlen + 2;
+    return msg;
+}
+
+static int push_reply(lua_State *co, void *ud)
+{
+    const struct reply *r = ud;
+    if (r->error) {
+        lua_pushboolean(co, 0);
+        lua_pushfstring(co, "node '%s': %s: %s", r->call->node, r->call->method,
+                        strip_prefixes(r->error, r->call->node, r->call->method));
+    } else {
+        lua_pushboolean(co, 1);
+        lmsgpack_push(co, r->result);
+    }
+    return 2;
+}
+
+static void on_call_reply(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct call *c = ctx;
+    struct reply r = {error, result, c};
+    sched_wake(c->sched, c->tok, push_reply, &r);
+    free(c);
+}
+
+static int node_call_k(lua_State *L, int status, lua_KContext ctx)
+{
+    if (!lua_toboolean(L, -2)) return luaL_error(L, "%s", lua_tostring(L, -1));
+    return 1;
+}
+
+static struct peer_client *node_client(lua_State *L, struct l_node *n, const char *method)
+{
+    struct l_network *net = n->net;
+    const struct topo_node *tn = &net->topo->nodes[n->index];
+    if (net->state != NET_STARTED && net->state != NET_STARTING)
+        luaL_error(L, "node '%s': %s: network '%s' is %s", tn->name, method, net->topo->name,
+                   state_word(net->state));
+    if (tn->kind != TOPO_NODE_HOST)
+        luaL_error(L, "node '%s': %s: a switch runs no peer", tn->name, method);
+    return net->peers[n->index].client;
+}
+
+/* Sends method with params (a table or nil) and yields until the reply. */
+static int node_request(lua_State *L, struct l_node *n, const char *method, int params)
+{
+    struct hn_runtime *rt = hn_runtime(L);
+    const char *node = n->net->topo->nodes[n->index].name;
+    struct peer_client *pc = node_client(L, n, method);
+    char err[512];
+    msgpack_sbuffer_clear(&rt->scratch);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &rt->scratch, msgpack_sbuffer_write);
+    if (lmsgpack_pack_params(L, params, &pk, err, sizeof err) < 0)
+        return luaL_error(L, "node '%s': %s: %s", node, method, err);
+    struct call *c = malloc(sizeof *c);
+    if (!c) return luaL_error(L, "node '%s': %s: out of memory", node, method);
+    c->sched = rt->sched;
+    snprintf(c->node, sizeof c->node, "%s", node);
+    snprintf(c->method, sizeof c->method, "%s", method);
+    if (peer_client_call(pc, method, rt->scratch.data, rt->scratch.size, on_call_reply, c, err,
+                         sizeof err) < 0) {
+        free(c);
+        return luaL_error(L, "node '%s': %s: %s", node, method, strip_prefixes(err, node, method));
+    }
+    /* The reply cannot arrive before we yield: callbacks run from the loop. */
+    c->tok = sched_suspend(L);
+    return lua_yieldk(L, 0, 0, node_call_k);
+}
+
+/* node:<command>(params): the command name is the closure's upvalue. */
+static int l_node_command(lua_State *L)
+{
+    struct l_node *n = check_node(L, 1);
+    if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
+        return luaL_error(L, "node '%s': %s: expected a table of parameters, got %s",
+                          n->net->topo->nodes[n->index].name,
+                          lua_tostring(L, lua_upvalueindex(1)), luaL_typename(L, 2));
+    return node_request(L, n, lua_tostring(L, lua_upvalueindex(1)), 2);
+}
+
+/* Peer commands of DESIGN.md; the peer answers "unknown method" for the ones
+ * this build's peer does not implement yet. */
+static const char *const peer_commands[] = {
+    "ping",   "stats",   "tensor", "copy",     "drop",       "axpy", "scale",
+    "sum",    "norm",    "dot",    "read",     "dataset",    "model", "grad",
+    "optim",  "eval",    "send",   "compress", "decompress", NULL,
+};
+
+/* ---- node handle ---- */
+
+static int l_node_index(lua_State *L)
+{
+    struct l_node *n = check_node(L, 1);
+    const struct topo_node *tn = &n->net->topo->nodes[n->index];
+    const char *key = luaL_checkstring(L, 2);
+    if (strcmp(key, "name") == 0)
+        lua_pushstring(L, tn->name);
+    else if (strcmp(key, "addr") == 0)
+        tn->addr[0] ? (void)lua_pushstring(L, tn->addr) : lua_pushnil(L);
+    else if (strcmp(key, "tier") == 0)
+        lua_pushstring(L, tn->tier);
+    else if (strcmp(key, "index") == 0)
+        lua_pushinteger(L, n->index + 1);
+    else if (strcmp(key, "kind") == 0)
+        lua_pushstring(L, tn->kind == TOPO_NODE_HOST ? "host" : "switch");
+    else if (strcmp(key, "network") == 0)
+        lua_getiuservalue(L, 1, 1);
+    else {
+        lua_getfield(L, lua_upvalueindex(1), key); /* methods */
+        if (lua_isnil(L, -1))
+            return luaL_error(L, "node '%s' has no field or command '%s'", tn->name, key);
+    }
+    return 1;
+}
+
+static int l_node_tostring(lua_State *L)
+{
+    struct l_node *n = check_node(L, 1);
+    lua_pushfstring(L, "node '%s'", n->net->topo->nodes[n->index].name);
+    return 1;
+}
+
+static int l_node_eq(lua_State *L)
+{
+    struct l_node *a = luaL_testudata(L, 1, NODE_MT), *b = luaL_testudata(L, 2, NODE_MT);
+    lua_pushboolean(L, a && b && a->net == b->net && a->index == b->index);
+    return 1;
+}
+
+static void create_node_meta(lua_State *L)
+{
+    luaL_newmetatable(L, NODE_MT);
+    lua_newtable(L); /* methods */
+    for (const char *const *c = peer_commands; *c; c++) {
+        lua_pushstring(L, *c);
+        lua_pushcclosure(L, l_node_command, 1);
+        lua_setfield(L, -2, *c);
+    }
+    lua_pushcclosure(L, l_node_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_node_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushcfunction(L, l_node_eq);
+    lua_setfield(L, -2, "__eq");
+    lua_pop(L, 1);
+}
+
+/* ---- start ---- */
+
+static void publish_topology(struct hn_runtime *rt)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return;
+    fputc('[', f);
+    int k = 0;
+    for (struct l_network *net = rt->networks; net; net = net->next) {
+        if (net->state == NET_DEFINED) continue;
+        if (k++) fputs(", ", f);
+        topo_network_write_json(net->topo, f);
+    }
+    fputc(']', f);
+    if (fclose(f) == 0) run_set_topology(rt->run, buf);
+    free(buf);
+    char err[256];
+    if (run_write_json(rt->run, err, sizeof err) < 0) hn_logf(rt, "warning: %s", err);
+}
+
+static void on_peer_exit(void *ctx, int status)
+{
+    struct l_peer *p = ctx;
+    struct l_network *net = p->net;
+    if (net->state == NET_STARTED)
+        hn_logf(net->rt, "node '%s': peer exited unexpectedly (wait status %d)",
+                net->topo->nodes[p->index].name, status);
+    if (net->state != NET_STOPPING) return;
+    for (size_t i = 0; i < net->topo->n_nodes; i++)
+        if (net->peers[i].client && !peer_client_exited(net->peers[i].client)) return;
+    ev_timer_stop(net->rt->loop, &net->stop_deadline);
+    net->state = NET_STOPPED;
+    task_token *waiters = net->stop_waiters;
+    size_t n = net->n_stop_waiters;
+    net->stop_waiters = NULL;
+    net->n_stop_waiters = 0;
+    for (size_t i = 0; i < n; i++) sched_wake(net->rt->sched, waiters[i], NULL, NULL);
+    free(waiters);
+}
+
+static int spawn_peers(struct l_network *net, char *err, size_t errlen)
+{
+    char peer_path[4096];
+    if (peer_client_sibling_path("hiernet-peer", "HIERNET_PEER", peer_path, sizeof peer_path) < 0) {
+        snprintf(err, errlen, "cannot locate the hiernet-peer executable");
+        return -1;
+    }
+    for (size_t i = 0; i < net->topo->n_nodes; i++) {
+        const struct topo_node *tn = &net->topo->nodes[i];
+        net->peers[i] = (struct l_peer){net, (int)i, NULL};
+        if (tn->kind != TOPO_NODE_HOST) continue;
+        struct peer_spawn spec = {tn->name, peer_path, tn->addr, -1, tn->threads, tn->speed};
+        struct peer_client_hooks hooks = {NULL, on_peer_exit, &net->peers[i]};
+        net->peers[i].client = peer_client_spawn(net->rt->loop, &spec, &hooks, err, errlen);
+        if (!net->peers[i].client) return -1;
+    }
+    return 0;
+}
+
+static void on_start_ping(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct l_network *net = ctx;
+    if (error && !net->start_error[0])
+        snprintf(net->start_error, sizeof net->start_error, "%s", error);
+    if (--net->outstanding == 0) sched_wake(net->rt->sched, net->start_tok, NULL, NULL);
+}
+
+static void close_peers(struct l_network *net)
+{
+    for (size_t i = 0; net->peers && i < net->topo->n_nodes; i++)
+        if (net->peers[i].client) peer_client_close(net->peers[i].client);
+}
+
+static int start_k(lua_State *L, int status, lua_KContext ctx)
+{
+    struct l_network *net = check_network(L, 1);
+    if (net->start_error[0]) {
+        net->state = NET_STOPPING;
+        close_peers(net);
+        return luaL_error(L, "network '%s': start failed: %s", net->topo->name, net->start_error);
+    }
+    net->state = NET_STARTED;
+    publish_topology(net->rt);
+    return 0;
+}
+
+static int check_backend_available(lua_State *L, struct l_network *net)
+{
+    const struct topo_network *t = net->topo;
+    if (t->backend == TOPO_BACKEND_NONE) return 0;
+    return luaL_error(L,
+                      "network '%s': backend '%s' needs the namespace topology engine, which this "
+                      "build does not have yet; use backend = \"none\"",
+                      t->name, topo_backend_name(t->backend));
+}
+
+static void check_devices(lua_State *L, struct l_network *net)
+{
+    for (size_t i = 0; i < net->topo->n_nodes; i++)
+        if (strcmp(net->topo->nodes[i].device, "cuda") == 0)
+            luaL_error(L, "node '%s': device 'cuda' is not available: this build has no CUDA kernels",
+                       net->topo->nodes[i].name);
+}
+
+/* Pings every peer concurrently: start returns once all answer. */
+static int ping_all(lua_State *L, struct l_network *net)
+{
+    char err[512];
+    net->outstanding = 0;
+    for (size_t i = 0; i < net->topo->n_nodes; i++) {
+        if (!net->peers[i].client) continue;
+        if (peer_client_call(net->peers[i].client, "ping", NULL, 0, on_start_ping, net, err,
+                             sizeof err) < 0) {
+            snprintf(net->start_error, sizeof net->start_error, "%s", err);
+            break;
+        }
+        net->outstanding++;
+    }
+    if (net->outstanding == 0) return start_k(L, LUA_OK, 0);
+    /* Replies only arrive from the loop, after this task has yielded. */
+    net->start_tok = sched_suspend(L);
+    return lua_yieldk(L, 0, 0, start_k);
+}
+
+static int l_net_start(lua_State *L)
+{
+    struct l_network *net = check_network(L, 1);
+    lua_settop(L, 1);
+    if (net->state != NET_DEFINED)
+        return luaL_error(L, "network '%s': start: network is %s", net->topo->name,
+                          state_word(net->state));
+    if (net->topo->n_nodes == 0)
+        return luaL_error(L, "network '%s': start: the network has no nodes", net->topo->name);
+    check_backend_available(L, net);
+    check_devices(L, net);
+    char err[512];
+    if (topo_assign_loopback_addresses(net->topo, err, sizeof err) < 0)
+        return luaL_error(L, "%s", err);
+    net->peers = calloc(net->topo->n_nodes, sizeof *net->peers);
+    if (!net->peers) return luaL_error(L, "network '%s': out of memory", net->topo->name);
+    lua_pushvalue(L, 1);
+    net->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    net->state = NET_STARTING;
+    if (spawn_peers(net, err, sizeof err) < 0) {
+        net->state = NET_STOPPING;
+        close_peers(net);
+        return luaL_error(L, "network '%s': start failed: %s", net->topo->name, err);
+    }
+    return ping_all(L, net);
+}
+
+/* ---- stop ---- */
+
+static void on_stop_deadline(EV_P_ ev_timer *w, int revents)
+{
+    struct l_network *net = (struct l_network *)((char *)w - offsetof(struct l_network, stop_deadline));
+    for (size_t i = 0; i < net->topo->n_nodes; i++) {
+        struct peer_client *pc = net->peers[i].client;
+        if (pc && !peer_client_exited(pc)) {
+            hn_logf(net->rt, "node '%s': peer did not exit within %.0f s; killing it",
+                    net->topo->nodes[i].name, STOP_DEADLINE_S);
+            peer_client_kill(pc, SIGKILL);
+        }
+    }
+}
+
+/* Closes every channel; the peers exit on EOF. Returns true when all have exited. */
+static bool stop_begin(struct l_network *net)
+{
+    if (net->state == NET_DEFINED || net->state == NET_STOPPED) return true;
+    if (net->state != NET_STOPPING) {
+        net->state = NET_STOPPING;
+        close_peers(net);
+        ev_timer_init(&net->stop_deadline, on_stop_deadline, STOP_DEADLINE_S, 0);
+        ev_timer_start(net->rt->loop, &net->stop_deadline);
+    }
+    for (size_t i = 0; i < net->topo->n_nodes; i++)
+        if (net->peers[i].client && !peer_client_exited(net->peers[i].client)) return false;
+    ev_timer_stop(net->rt->loop, &net->stop_deadline);
+    net->state = NET_STOPPED;
+    return true;
+}
+
+static int stop_k(lua_State *L, int status, lua_KContext ctx)
+{
+    return 0;
+}
+
+/* net:stop(): waits until every peer has exited. Stopping twice is fine. */
+static int l_net_stop(lua_State *L)
+{
+    struct l_network *net = check_network(L, 1);
+    if (stop_begin(net)) return 0;
+    task_token *grown = realloc(net->stop_waiters, (net->n_stop_waiters + 1) * sizeof *grown);
+    if (!grown) return luaL_error(L, "network '%s': out of memory", net->topo->name);
+    net->stop_waiters = grown;
+    net->stop_waiters[net->n_stop_waiters++] = sched_suspend(L);
+    return lua_yieldk(L, 0, 0, stop_k);
+}
+
+static int l_net_state(lua_State *L)
+{
+    lua_pushstring(L, state_word(check_network(L, 1)->state));
+    return 1;
+}
+
+static int l_net_index(lua_State *L)
+{
+    struct l_network *net = check_network(L, 1);
+    const char *key = luaL_checkstring(L, 2);
+    if (strcmp(key, "name") == 0) {
+        lua_pushstring(L, net->topo->name);
+    } else if (strcmp(key, "backend") == 0) {
+        lua_pushstring(L, topo_backend_name(net->topo->backend));
+    } else if (strcmp(key, "seed") == 0) {
+        lua_pushinteger(L, (lua_Integer)net->topo->seed);
+    } else {
+        lua_getfield(L, lua_upvalueindex(1), key);
+        if (lua_isnil(L, -1))
+            return luaL_error(L, "network '%s' has no field or method '%s'", net->topo->name, key);
+    }
+    return 1;
+}
+
+static int l_net_tostring(lua_State *L)
+{
+    lua_pushfstring(L, "network '%s'", check_network(L, 1)->topo->name);
+    return 1;
+}
+
+static const luaL_Reg network_methods[] = {
+    {"node", l_net_node},   {"nodes", l_net_nodes}, {"find", l_net_find},
+    {"start", l_net_start}, {"stop", l_net_stop},   {"state", l_net_state},
+    {NULL, NULL},
+};
+
+static void create_network_meta(lua_State *L)
+{
+    luaL_newmetatable(L, NETWORK_MT);
+    luaL_newlib(L, network_methods);
+    lua_pushcclosure(L, l_net_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_net_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+}
+
+void l_network_register(lua_State *L)
+{
+    create_network_meta(L);
+    create_node_meta(L);
+    lua_pushcfunction(L, l_network_new);
+    lua_setfield(L, -2, "network");
+}
+
+/* ---- teardown (outside tasks) ---- */
+
+void l_network_stop_all(struct hn_runtime *rt)
+{
+    for (struct l_network *net = rt->networks; net; net = net->next) stop_begin(net);
+}
+
+bool l_network_all_exited(struct hn_runtime *rt)
+{
+    for (struct l_network *net = rt->networks; net; net = net->next)
+        for (size_t i = 0; net->peers && i < net->topo->n_nodes; i++)
+            if (net->peers[i].client && !peer_client_exited(net->peers[i].client)) return false;
+    return true;
+}
+
+void l_network_release_all(struct hn_runtime *rt)
+{
+    while (rt->networks) {
+        struct l_network *net = rt->networks;
+        rt->networks = net->next;
+        ev_timer_stop(rt->loop, &net->stop_deadline);
+        for (size_t i = 0; net->peers && i < net->topo->n_nodes; i++)
+            peer_client_free(net->peers[i].client); /* kills and reaps a survivor */
+        free(net->peers);
+        free(net->stop_waiters);
+        luaL_unref(rt->L, LUA_REGISTRYINDEX, net->self_ref);
+        luaL_unref(rt->L, LUA_REGISTRYINDEX, net->nodes_ref);
+        topo_network_free(net->topo);
+        net->topo = NULL;
+        free(net);
+    }
+}

@@ -1,0 +1,275 @@
+/* l_runtime.c — hn.param, hn.log, hn.progress and hn.record, plus the
+ * runtime accessor every binding uses. The CSV writing itself is
+ * controller/record.c; the parameter store is controller/run.c. */
+#include "lua/l_runtime.h"
+
+#include "controller/record.h"
+#include "lua/runtime.h"
+
+#include <lauxlib.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RUNTIME_KEY "hiernet.runtime"
+#define RECORD_MT "hiernet.record"
+
+struct hn_runtime *hn_runtime(lua_State *L)
+{
+    lua_getfield(L, LUA_REGISTRYINDEX, RUNTIME_KEY);
+    struct hn_runtime *rt = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (!rt) luaL_error(L, "hiernet runtime is not initialised");
+    return rt;
+}
+
+void hn_runtime_attach(lua_State *L, struct hn_runtime *rt)
+{
+    lua_pushlightuserdata(L, rt);
+    lua_setfield(L, LUA_REGISTRYINDEX, RUNTIME_KEY);
+}
+
+void hn_logf(struct hn_runtime *rt, const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    double t = rt->sched ? sched_now(rt->sched) : 0;
+    if (!rt->quiet) fprintf(stderr, "[%9.3f] %s\n", t, line);
+    if (rt->log) {
+        fprintf(rt->log, "[%9.3f] %s\n", t, line);
+        fflush(rt->log);
+    }
+}
+
+/* ---- hn.param ---- */
+
+static bool parse_bool(const char *s, bool *out)
+{
+    static const char *const yes[] = {"true", "1", "yes", "on", NULL};
+    static const char *const no[] = {"false", "0", "no", "off", NULL};
+    for (int i = 0; yes[i]; i++)
+        if (strcmp(s, yes[i]) == 0) return (*out = true), true;
+    for (int i = 0; no[i]; i++)
+        if (strcmp(s, no[i]) == 0) return (*out = false), true;
+    return false;
+}
+
+/* Converts the --set text to the default's type and pushes it. */
+static void push_param_value(lua_State *L, const char *name, const char *text, int dflt_type)
+{
+    if (dflt_type == LUA_TNUMBER) {
+        if (!lua_stringtonumber(L, text))
+            luaL_error(L, "--set %s=%s: expected a number", name, text);
+    } else if (dflt_type == LUA_TBOOLEAN) {
+        bool b = false;
+        if (!parse_bool(text, &b))
+            luaL_error(L, "--set %s=%s: expected true or false", name, text);
+        lua_pushboolean(L, b);
+    } else {
+        lua_pushstring(L, text);
+    }
+}
+
+/* hn.param(name, default) -> the --set value typed like the default, or the default. */
+static int l_param(lua_State *L)
+{
+    struct hn_runtime *rt = hn_runtime(L);
+    const char *name = luaL_checkstring(L, 1);
+    int type = lua_type(L, 2);
+    if (type != LUA_TNUMBER && type != LUA_TBOOLEAN && type != LUA_TSTRING && type != LUA_TNIL &&
+        type != LUA_TNONE)
+        return luaL_error(L, "hn.param('%s'): the default must be a number, boolean, string or "
+                             "nil, got %s", name, luaL_typename(L, 2));
+    enum run_param_kind kind = type == LUA_TNUMBER    ? RUN_PARAM_NUMBER
+                               : type == LUA_TBOOLEAN ? RUN_PARAM_BOOL
+                                                      : RUN_PARAM_STRING;
+    struct run_param *set = run_find_param(rt->run, name);
+    if (set && set->from_cli) {
+        push_param_value(L, name, set->value, type);
+        run_note_param(rt->run, name, set->value, kind);
+        return 1;
+    }
+    if (type == LUA_TNIL || type == LUA_TNONE) {
+        lua_pushnil(L);
+        return 1;
+    }
+    const char *text = luaL_tolstring(L, 2, NULL);
+    run_note_param(rt->run, name, text, kind);
+    lua_pop(L, 1);
+    lua_pushvalue(L, 2);
+    return 1;
+}
+
+/* ---- hn.log / hn.progress ---- */
+
+static void join_args(lua_State *L, int first, luaL_Buffer *b)
+{
+    int n = lua_gettop(L);
+    for (int i = first; i <= n; i++) {
+        if (i > first) luaL_addchar(b, ' ');
+        luaL_tolstring(L, i, NULL);
+        luaL_addvalue(b);
+    }
+}
+
+static int l_log(lua_State *L)
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    join_args(L, 1, &b);
+    luaL_pushresult(&b);
+    hn_logf(hn_runtime(L), "%s", lua_tostring(L, -1));
+    return 0;
+}
+
+/* hn.progress{step=10, loss=0.3}: one log line "progress step=10 loss=0.3",
+ * keys sorted so lines line up across calls. */
+static int l_progress(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_getglobal(L, "table");
+    lua_newtable(L);
+    int keys = lua_gettop(L);
+    int n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, 1)) {
+        lua_pop(L, 1);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, keys, ++n);
+    }
+    lua_getfield(L, keys - 1, "sort");
+    lua_pushvalue(L, keys);
+    lua_call(L, 1, 0);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, "progress");
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, keys, i);
+        luaL_addchar(&b, ' ');
+        luaL_addstring(&b, luaL_tolstring(L, -1, NULL));
+        lua_pop(L, 1);
+        luaL_addchar(&b, '=');
+        lua_gettable(L, 1);
+        luaL_addstring(&b, luaL_tolstring(L, -1, NULL));
+        lua_pop(L, 2);
+    }
+    luaL_pushresult(&b);
+    hn_logf(hn_runtime(L), "%s", lua_tostring(L, -1));
+    return 0;
+}
+
+/* ---- hn.record ---- */
+
+struct l_record {
+    struct record *rec;
+};
+
+static struct l_record *check_record(lua_State *L, int i)
+{
+    struct l_record *r = luaL_checkudata(L, i, RECORD_MT);
+    if (!r->rec) luaL_error(L, "record is closed");
+    return r;
+}
+
+static int collect_columns(lua_State *L, int i, const char **cols, int max)
+{
+    luaL_checktype(L, i, LUA_TTABLE);
+    int n = (int)luaL_len(L, i);
+    if (n < 1 || n > max) luaL_error(L, "hn.record: give 1 to %d column names, got %d", max, n);
+    for (int k = 1; k <= n; k++) {
+        lua_rawgeti(L, i, k);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "hn.record: column %d is a %s, not a string", k, luaL_typename(L, -1));
+        cols[k - 1] = lua_tostring(L, -1); /* anchored by the columns table */
+        lua_pop(L, 1);
+    }
+    return n;
+}
+
+/* hn.record(name, {columns...}) -> writer with :add{col = value, ...}. */
+static int l_record(lua_State *L)
+{
+    struct hn_runtime *rt = hn_runtime(L);
+    const char *name = luaL_checkstring(L, 1);
+    const char *cols[256];
+    int n = collect_columns(L, 2, cols, 256);
+    struct record **grown = realloc(rt->records, (rt->n_records + 1) * sizeof *grown);
+    if (!grown) return luaL_error(L, "hn.record: out of memory");
+    rt->records = grown;
+    struct l_record *h = lua_newuserdatauv(L, sizeof *h, 0);
+    h->rec = NULL;
+    luaL_setmetatable(L, RECORD_MT);
+    char err[512];
+    h->rec = record_open(rt->run->dir, name, cols, (size_t)n, err, sizeof err);
+    if (!h->rec) return luaL_error(L, "%s", err);
+    rt->records[rt->n_records++] = h->rec; /* the runtime closes it at the end of the run */
+    return 1;
+}
+
+/* Numbers keep 12 significant digits: readable, and finer than any timing. */
+static void push_cell_text(lua_State *L, int i)
+{
+    i = lua_absindex(L, i);
+    if (lua_type(L, i) == LUA_TNUMBER && !lua_isinteger(L, i)) {
+        char num[64];
+        snprintf(num, sizeof num, "%.12g", lua_tonumber(L, i));
+        lua_pushstring(L, num);
+    } else {
+        luaL_tolstring(L, i, NULL);
+    }
+}
+
+/* rec:add{col = value, ...}: missing columns stay empty; unknown ones are errors. */
+static int l_record_add(lua_State *L)
+{
+    struct l_record *r = check_record(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_settop(L, 2);
+    size_t n = record_columns(r->rec);
+    lua_createtable(L, (int)n, 0); /* 3: cell texts by column, keeps them alive */
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        int col = key ? record_column(r->rec, key) : -1;
+        if (col < 0) {
+            luaL_tolstring(L, -2, NULL);
+            return luaL_error(L, "record '%s': unknown column '%s'", record_name(r->rec),
+                              lua_tostring(L, -1));
+        }
+        push_cell_text(L, -1);
+        lua_rawseti(L, 3, col + 1);
+        lua_pop(L, 1);
+    }
+    const char **cells = lua_newuserdatauv(L, (n ? n : 1) * sizeof *cells, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, 3, (lua_Integer)i + 1);
+        cells[i] = lua_tostring(L, -1); /* NULL for nil; the text lives in table 3 */
+        lua_pop(L, 1);
+    }
+    char err[512];
+    if (record_add(r->rec, cells, err, sizeof err) < 0) return luaL_error(L, "%s", err);
+    return 0;
+}
+
+static const luaL_Reg record_methods[] = {
+    {"add", l_record_add},
+    {NULL, NULL},
+};
+
+static const luaL_Reg runtime_functions[] = {
+    {"param", l_param}, {"log", l_log}, {"progress", l_progress}, {"record", l_record},
+    {NULL, NULL},
+};
+
+void l_runtime_register(lua_State *L)
+{
+    luaL_newmetatable(L, RECORD_MT);
+    luaL_newlib(L, record_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    luaL_setfuncs(L, runtime_functions, 0);
+}

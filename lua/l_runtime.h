@@ -1,0 +1,7 @@
+/* l_runtime.h — registers hn.param, hn.log, hn.progress and hn.record. */
+#pragma once
+
+#include <lua.h>
+
+/* Registers the functions into the table at the top of L. */
+void l_runtime_register(lua_State *L);

@@ -1,0 +1,33 @@
+/* runtime.h — the state one scenario run shares across the Lua bindings:
+ * loop, scheduler, run record, log, live networks and records.
+ * Owned by scenario.c, reachable from any binding through hn_runtime(L). */
+#pragma once
+
+#include "controller/run.h"
+#include "lua/sched.h"
+
+#include <ev.h>
+#include <lua.h>
+#include <msgpack.h>
+#include <stdio.h>
+
+struct l_network;
+struct record;
+
+struct hn_runtime {
+    lua_State *L;
+    struct ev_loop *loop;
+    struct sched *sched;
+    struct run *run;
+    FILE *log;                  /* results/<run>/log.txt, or NULL */
+    struct l_network *networks; /* every network defined, newest first */
+    struct record **records;
+    size_t n_records;
+    msgpack_sbuffer scratch; /* encodes a peer command's params */
+    bool quiet;              /* no log lines on stderr */
+};
+
+struct hn_runtime *hn_runtime(lua_State *L);
+void hn_runtime_attach(lua_State *L, struct hn_runtime *rt);
+/* A timestamped line on stderr (unless quiet) and in log.txt. */
+void hn_logf(struct hn_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,0 +1,255 @@
+/* scenario.c — one run of a scenario file (see scenario.h).
+ *
+ * Order of a run: check options and load the chunk (bad input exits 2 before
+ * anything is created), create the results directory and run.json, run the
+ * chunk as the main task on the libev loop, then tear down in order: halt
+ * the scheduler, stop every network (peers exit on EOF; SIGKILL after a
+ * deadline), close the records and write the final run.json. */
+#include "lua/scenario.h"
+
+#include "controller/record.h"
+#include "controller/run.h"
+#include "lua/l_core.h"
+#include "lua/l_network.h"
+#include "lua/modules.h"
+#include "lua/runtime.h"
+#include "lua/sched.h"
+#include "topo/network.h"
+
+#include <lauxlib.h>
+#include <lualib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TEARDOWN_DEADLINE_S 5.0
+
+struct scenario {
+    struct hn_runtime rt;
+    struct run run;
+    ev_signal sigint, sigterm;
+    ev_timer teardown_timer;
+    int signal;        /* the signal that interrupted the run, or 0 */
+    bool teardown_late; /* teardown deadline passed or a second signal came */
+};
+
+static struct scenario *scenario_of_loop(struct ev_loop *loop)
+{
+    return ev_userdata(loop);
+}
+
+static void on_signal(EV_P_ ev_signal *w, int revents)
+{
+    struct scenario *sc = scenario_of_loop(EV_A);
+    if (sc->signal) {
+        sc->teardown_late = true; /* second signal: stop waiting for peers */
+        ev_break(EV_A_ EVBREAK_ALL);
+        return;
+    }
+    sc->signal = w->signum;
+    hn_logf(&sc->rt, "interrupted by %s; stopping", w->signum == SIGINT ? "SIGINT" : "SIGTERM");
+    ev_break(EV_A_ EVBREAK_ALL);
+}
+
+static void on_teardown_deadline(EV_P_ ev_timer *w, int revents)
+{
+    scenario_of_loop(EV_A)->teardown_late = true;
+}
+
+/* ---- setup ---- */
+
+static int apply_options(struct scenario *sc, const struct scenario_options *o)
+{
+    char err[512];
+    sc->run.scenario = strdup(o->path);
+    for (size_t i = 0; i < o->n_sets; i++) {
+        if (run_set_param(&sc->run, o->sets[i], err, sizeof err) < 0) {
+            fprintf(stderr, "hiernet: %s\n", err);
+            return -1;
+        }
+    }
+    if (o->backend) {
+        enum topo_backend b;
+        if (topo_backend_parse(o->backend, &b, err, sizeof err) < 0) {
+            fprintf(stderr, "hiernet: --backend: %s\n", err);
+            return -1;
+        }
+        sc->run.backend_override = strdup(o->backend);
+    }
+    return 0;
+}
+
+/* Loads the chunk onto the stack: a missing or unparsable file is bad input. */
+static int load_chunk(lua_State *L, const char *path)
+{
+    int rc = luaL_loadfilex(L, path, "t");
+    if (rc == LUA_OK) return 0;
+    fprintf(stderr, "hiernet: %s\n", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return -1;
+}
+
+static void open_libraries(lua_State *L, struct scenario *sc)
+{
+    luaL_openlibs(L);
+    l_modules_install(L);
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    lua_pushcfunction(L, luaopen_hiernet_core);
+    lua_setfield(L, -2, "hiernet.core");
+    lua_pop(L, 1);
+    hn_runtime_attach(L, &sc->rt);
+}
+
+static int open_results(struct scenario *sc, const char *out_dir)
+{
+    char err[512];
+    if (run_make_dir(&sc->run, out_dir, err, sizeof err) < 0 ||
+        run_write_json(&sc->run, err, sizeof err) < 0) {
+        fprintf(stderr, "hiernet: %s\n", err);
+        return -1;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/log.txt", sc->run.dir);
+    sc->rt.log = fopen(path, "w");
+    return 0;
+}
+
+static void watch_signals(struct scenario *sc)
+{
+    struct ev_loop *loop = sc->rt.loop;
+    ev_signal_init(&sc->sigint, on_signal, SIGINT);
+    ev_signal_init(&sc->sigterm, on_signal, SIGTERM);
+    ev_signal_start(loop, &sc->sigint);
+    ev_signal_start(loop, &sc->sigterm);
+    /* Signal watchers must not keep the loop alive on their own. */
+    ev_unref(loop);
+    ev_unref(loop);
+}
+
+/* ---- running ---- */
+
+static void run_main_task(struct scenario *sc, const struct scenario_options *o)
+{
+    lua_State *L = sc->rt.L;
+    for (size_t i = 0; i < o->n_args; i++) lua_pushstring(L, o->args[i]);
+    sched_spawn(L, (int)o->n_args, true);
+    lua_pop(L, 1);
+    sched_drain(sc->rt.sched);
+    if (sched_main_outcome(sc->rt.sched) == SCHED_RUNNING && !sched_fatal_error(sc->rt.sched))
+        ev_run(sc->rt.loop, 0);
+}
+
+/* Decides status and exit code after the loop has returned. */
+static int outcome(struct scenario *sc)
+{
+    const char *fatal = sched_fatal_error(sc->rt.sched);
+    if (sc->signal) {
+        sc->run.status = "interrupted";
+        run_set_error(&sc->run, sc->signal == SIGINT ? "interrupted by SIGINT"
+                                                     : "interrupted by SIGTERM");
+        return 128 + sc->signal;
+    }
+    if (fatal) {
+        fprintf(stderr, "%s\n", fatal);
+        if (sc->rt.log) fprintf(sc->rt.log, "%s\n", fatal);
+        sc->run.status = "failed";
+        run_set_error(&sc->run, fatal);
+        return 1;
+    }
+    if (sched_main_outcome(sc->rt.sched) == SCHED_DONE) {
+        sc->run.status = "completed";
+        return 0;
+    }
+    const char *msg = "hiernet: the scenario is waiting for something that can never happen "
+                      "(every task is blocked and nothing is pending)";
+    fprintf(stderr, "%s\n", msg);
+    sc->run.status = "failed";
+    run_set_error(&sc->run, msg);
+    return 1;
+}
+
+/* ---- teardown ---- */
+
+static void stop_networks(struct scenario *sc)
+{
+    struct ev_loop *loop = sc->rt.loop;
+    sched_halt(sc->rt.sched);
+    l_network_stop_all(&sc->rt);
+    ev_timer_init(&sc->teardown_timer, on_teardown_deadline, TEARDOWN_DEADLINE_S, 0);
+    ev_timer_start(loop, &sc->teardown_timer);
+    while (!l_network_all_exited(&sc->rt) && !sc->teardown_late) ev_run(loop, EVRUN_ONCE);
+    ev_timer_stop(loop, &sc->teardown_timer);
+    l_network_release_all(&sc->rt); /* SIGKILLs and reaps whatever is left */
+}
+
+static void close_records(struct hn_runtime *rt)
+{
+    for (size_t i = 0; i < rt->n_records; i++) record_close(rt->records[i]);
+    free(rt->records);
+    rt->records = NULL;
+    rt->n_records = 0;
+}
+
+static void finish_run(struct scenario *sc)
+{
+    char err[512];
+    close_records(&sc->rt);
+    sc->run.end_wall = run_wall_clock();
+    if (run_write_json(&sc->run, err, sizeof err) < 0) fprintf(stderr, "hiernet: %s\n", err);
+    if (sc->rt.log) fclose(sc->rt.log);
+    sc->rt.log = NULL;
+}
+
+static void release(struct scenario *sc)
+{
+    struct ev_loop *loop = sc->rt.loop;
+    if (loop && ev_is_active(&sc->sigint)) {
+        ev_ref(loop); /* undo watch_signals' unrefs before stopping */
+        ev_ref(loop);
+        ev_signal_stop(loop, &sc->sigint);
+        ev_signal_stop(loop, &sc->sigterm);
+    }
+    sched_free(sc->rt.sched);
+    if (sc->rt.L) lua_close(sc->rt.L);
+    msgpack_sbuffer_destroy(&sc->rt.scratch);
+    run_destroy(&sc->run);
+}
+
+int scenario_run(const struct scenario_options *o)
+{
+    struct scenario sc;
+    memset(&sc, 0, sizeof sc);
+    run_init(&sc.run);
+    msgpack_sbuffer_init(&sc.rt.scratch);
+    sc.rt.run = &sc.run;
+    sc.rt.quiet = o->quiet;
+    sc.run.lua_release = LUA_RELEASE;
+    int code = 2;
+    if (apply_options(&sc, o) < 0) goto out_early;
+    sc.rt.L = luaL_newstate();
+    if (!sc.rt.L) {
+        fprintf(stderr, "hiernet: cannot create a Lua state (out of memory)\n");
+        goto out_early;
+    }
+    open_libraries(sc.rt.L, &sc);
+    if (load_chunk(sc.rt.L, o->path) < 0) goto out_early;
+    sc.rt.loop = ev_default_loop(EVFLAG_AUTO);
+    ev_set_userdata(sc.rt.loop, &sc);
+    sc.rt.sched = sched_new(sc.rt.L, sc.rt.loop);
+    if (!sc.rt.sched || open_results(&sc, o->out_dir) < 0) goto out_early;
+    signal(SIGPIPE, SIG_IGN);
+    watch_signals(&sc);
+    run_main_task(&sc, o);
+    code = outcome(&sc);
+    stop_networks(&sc);
+    finish_run(&sc);
+    if (!o->quiet)
+        fprintf(stderr, "hiernet: run %s in %.2f s; results in %s\n", sc.run.status,
+                sc.run.end_wall - sc.run.start_wall, sc.run.dir);
+    release(&sc);
+    return code;
+out_early:
+    release(&sc);
+    return code;
+}

@@ -1,0 +1,22 @@
+/* scenario.h — runs one scenario file: the entry point the CLI calls.
+ * Plain C (no lua.h), like wrk's script.h: the controller only sees this. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct scenario_options {
+    const char *path;     /* the scenario file */
+    const char *out_dir;  /* --out, or NULL for results/<stem>-<timestamp> */
+    const char *backend;  /* --backend, or NULL: each network's own */
+    const char *const *sets; /* --set name=value, n_sets of them */
+    size_t n_sets;
+    const char *const *args; /* extra arguments, passed to the chunk as ... */
+    size_t n_args;
+    bool quiet;
+};
+
+/* Runs the scenario and returns the process exit code: 0 completed,
+ * 1 scenario error, 2 bad input (options, unreadable or unparsable scenario),
+ * 130/143 interrupted by SIGINT/SIGTERM. */
+int scenario_run(const struct scenario_options *opts);

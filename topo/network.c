@@ -1,0 +1,157 @@
+/* network.c — the topology model (see network.h). */
+#include "topo/network.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool name_char_ok(char c)
+{
+    return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') ||
+           c == '_' || c == '-' || c == '.';
+}
+
+int topo_name_check(const char *what, const char *name, char *err, size_t errlen)
+{
+    size_t n = strlen(name);
+    bool ok = n > 0 && n < TOPO_NAME_MAX && name_char_ok(name[0]) && name[0] != '.' &&
+              name[0] != '-' && name[0] != '_';
+    for (size_t i = 0; ok && i < n; i++) ok = name_char_ok(name[i]);
+    if (ok) return 0;
+    snprintf(err, errlen,
+             "%s name '%s' is invalid: use 1 to %d letters, digits, '_', '-' or '.', starting "
+             "with a letter or digit",
+             what, name, TOPO_NAME_MAX - 1);
+    return -1;
+}
+
+static const char *const backend_names[] = {"none", "auto", "kernel", "user"};
+
+int topo_backend_parse(const char *s, enum topo_backend *out, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < sizeof backend_names / sizeof *backend_names; i++) {
+        if (strcmp(s, backend_names[i]) == 0) {
+            *out = (enum topo_backend)i;
+            return 0;
+        }
+    }
+    snprintf(err, errlen, "unknown backend '%s' (expected none, auto, kernel or user)", s);
+    return -1;
+}
+
+const char *topo_backend_name(enum topo_backend b)
+{
+    return backend_names[b];
+}
+
+struct topo_network *topo_network_new(const char *name, enum topo_backend backend, uint64_t seed,
+                                      char *err, size_t errlen)
+{
+    if (topo_name_check("network", name, err, errlen) < 0) return NULL;
+    struct topo_network *net = calloc(1, sizeof *net);
+    if (!net) {
+        snprintf(err, errlen, "network '%s': out of memory", name);
+        return NULL;
+    }
+    snprintf(net->name, sizeof net->name, "%s", name);
+    net->backend = backend;
+    net->seed = seed;
+    return net;
+}
+
+void topo_network_free(struct topo_network *net)
+{
+    if (!net) return;
+    free(net->nodes);
+    free(net);
+}
+
+int topo_node_find(const struct topo_network *net, const char *name)
+{
+    for (size_t i = 0; i < net->n_nodes; i++)
+        if (strcmp(net->nodes[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+static int grow_nodes(struct topo_network *net)
+{
+    if (net->n_nodes < net->cap_nodes) return 0;
+    size_t cap = net->cap_nodes ? net->cap_nodes * 2 : 16;
+    struct topo_node *grown = realloc(net->nodes, cap * sizeof *grown);
+    if (!grown) return -1;
+    net->nodes = grown;
+    net->cap_nodes = cap;
+    return 0;
+}
+
+int topo_node_add(struct topo_network *net, const char *name, enum topo_node_kind kind, char *err,
+                  size_t errlen)
+{
+    if (topo_name_check("node", name, err, errlen) < 0) return -1;
+    if (topo_node_find(net, name) >= 0) {
+        snprintf(err, errlen, "network '%s': duplicate node '%s'", net->name, name);
+        return -1;
+    }
+    if (grow_nodes(net) < 0) {
+        snprintf(err, errlen, "network '%s': out of memory adding node '%s'", net->name, name);
+        return -1;
+    }
+    struct topo_node *n = &net->nodes[net->n_nodes];
+    memset(n, 0, sizeof *n);
+    snprintf(n->name, sizeof n->name, "%s", name);
+    n->kind = kind;
+    n->speed = 1.0;
+    n->threads = 1;
+    snprintf(n->device, sizeof n->device, "cpu");
+    return (int)net->n_nodes++;
+}
+
+int topo_assign_loopback_addresses(struct topo_network *net, char *err, size_t errlen)
+{
+    uint32_t next = 2; /* 127.0.0.1 stays the host's own */
+    for (size_t i = 0; i < net->n_nodes; i++) {
+        struct topo_node *n = &net->nodes[i];
+        n->addr[0] = '\0';
+        if (n->kind != TOPO_NODE_HOST) continue;
+        if (next >= (1u << 24) - 1) {
+            snprintf(err, errlen, "network '%s': too many nodes for 127.0.0.0/8", net->name);
+            return -1;
+        }
+        snprintf(n->addr, sizeof n->addr, "127.%u.%u.%u", (next >> 16) & 255, (next >> 8) & 255,
+                 next & 255);
+        next++;
+        if ((next & 255) == 255) next += 2; /* skip .255 and .0 of the next /24 */
+    }
+    return 0;
+}
+
+static void write_json_str(FILE *f, const char *s)
+{
+    /* Names are validated to [A-Za-z0-9_.-]: no escaping needed; tiers are
+     * free-form, so escape the two characters that could break the string. */
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        if ((unsigned char)*s >= 0x20) fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void topo_network_write_json(const struct topo_network *net, FILE *f)
+{
+    fputs("{\"name\": ", f);
+    write_json_str(f, net->name);
+    fprintf(f, ", \"backend\": \"%s\", \"seed\": %llu, \"nodes\": [",
+            topo_backend_name(net->backend), (unsigned long long)net->seed);
+    for (size_t i = 0; i < net->n_nodes; i++) {
+        const struct topo_node *n = &net->nodes[i];
+        fputs(i ? ", {\"name\": " : "{\"name\": ", f);
+        write_json_str(f, n->name);
+        fprintf(f, ", \"kind\": \"%s\", \"tier\": ", n->kind == TOPO_NODE_HOST ? "host" : "switch");
+        write_json_str(f, n->tier);
+        fputs(", \"addr\": ", f);
+        write_json_str(f, n->addr);
+        fprintf(f, ", \"cpu\": %g, \"speed\": %g, \"threads\": %d, \"device\": \"%s\"}", n->cpu,
+                n->speed, n->threads, n->device);
+    }
+    fputs("]}", f);
+}
