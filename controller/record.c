@@ -84,7 +84,8 @@ struct record *record_open(const char *dir, const char *name, const char *const 
     r->f = fopen(path, "wx"); /* never overwrite another record of this run */
     if (!r->f) {
         snprintf(err, errlen, "record '%s': cannot create %s: %s", name, path,
-                 errno == EEXIST ? "already exists in this run" : strerror(errno));
+                 errno == EEXIST ? "a record of that name already exists in this run"
+                                 : strerror(errno));
         record_free(r);
         return NULL;
     }

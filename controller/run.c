@@ -165,6 +165,14 @@ int run_make_dir(struct run *r, const char *out_dir, char *err, size_t errlen)
     int rc;
     if (out_dir) {
         snprintf(path, sizeof path, "%s", out_dir);
+        char previous[4200];
+        snprintf(previous, sizeof previous, "%s/run.json", path);
+        if (access(previous, F_OK) == 0) {
+            /* Never mix two runs' results or overwrite a finished one. */
+            snprintf(err, errlen, "results directory '%s' already holds a run (run.json); "
+                                  "choose another --out or remove it", path);
+            return -1;
+        }
         rc = mkdir_p(path);
     } else {
         rc = make_default_dir(r, path, sizeof path);

@@ -106,9 +106,9 @@ static int l_param(lua_State *L)
 
 /* ---- hn.log / hn.progress ---- */
 
-static void join_args(lua_State *L, int first, luaL_Buffer *b)
+/* n is taken before luaL_buffinit, which may push a slot of its own. */
+static void join_args(lua_State *L, int first, int n, luaL_Buffer *b)
 {
-    int n = lua_gettop(L);
     for (int i = first; i <= n; i++) {
         if (i > first) luaL_addchar(b, ' ');
         luaL_tolstring(L, i, NULL);
@@ -118,9 +118,10 @@ static void join_args(lua_State *L, int first, luaL_Buffer *b)
 
 static int l_log(lua_State *L)
 {
+    int n = lua_gettop(L);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    join_args(L, 1, &b);
+    join_args(L, 1, n, &b);
     luaL_pushresult(&b);
     hn_logf(hn_runtime(L), "%s", lua_tostring(L, -1));
     return 0;

@@ -35,6 +35,7 @@ struct task {
     enum task_state state;
     int nargs; /* values waiting on co's stack for the next resume */
     bool is_main, observed;
+    struct task *failed_dependency; /* a joined task that failed while we waited */
     struct waiter *waiters;
     size_t n_waiters, cap_waiters;
     struct task *next_ready, *next_failed;
@@ -145,13 +146,24 @@ static void sched_set_fatal(struct sched *s, const char *msg)
 
 /* Waiters only learn that something finished; their continuations look at
  * the task states themselves, so a wake that comes too late is harmless. */
+/* Waiters only learn that something finished; their continuations look at
+ * the task states themselves, so a wake that comes too late is harmless. A
+ * failure is also noted on each waiter still registered, so wait_all can
+ * raise it without rescanning its whole list. */
 static void wake_waiters(struct sched *s, struct task *t)
 {
     size_t n = t->n_waiters;
     struct waiter *waiters = t->waiters;
     t->waiters = NULL;
     t->n_waiters = t->cap_waiters = 0;
-    for (size_t i = 0; i < n; i++) sched_wake(s, waiters[i].tok, NULL, NULL);
+    for (size_t i = 0; i < n; i++) {
+        task_token tok = waiters[i].tok;
+        struct slot *sl = tok.slot < s->n_slots ? &s->slots[tok.slot] : NULL;
+        if (t->state == TASK_FAILED && sl && sl->task && sl->gen == tok.gen &&
+            !sl->task->failed_dependency)
+            sl->task->failed_dependency = t;
+        sched_wake(s, tok, NULL, NULL);
+    }
     free(waiters);
 }
 
@@ -314,6 +326,7 @@ task_token sched_suspend(lua_State *L)
     struct sched *s = t->sched;
     s->slots[t->slot].gen++;
     t->state = TASK_WAITING;
+    t->failed_dependency = NULL;
     return (task_token){t->slot, s->slots[t->slot].gen};
 }
 
@@ -464,55 +477,61 @@ static struct task *list_task(lua_State *L, int list, int k)
 
 static int wait_all_k(lua_State *L, int status, lua_KContext ctx);
 
-/* Registers on every unfinished task once; each finish wakes us with the same
- * token because we re-park without a new suspension. */
-static int wait_all_step(lua_State *L, bool first)
+/* Results table of a wait_all whose tasks have all finished well. */
+static int wait_all_results(lua_State *L, int n)
 {
-    int n = (int)luaL_len(L, 1);
-    int unfinished = 0;
+    lua_createtable(L, n, 0);
+    int tbl = lua_gettop(L);
     for (int k = 1; k <= n; k++) {
-        struct task *t = list_task(L, 1, k);
-        if (t->state == TASK_FAILED) return raise_task_error(L, t);
-        if (!task_finished_state(t)) unfinished++;
+        int got = push_results(L, list_task(L, 1, k));
+        if (got == 0) lua_pushnil(L);
+        lua_settop(L, tbl + 1);
+        lua_rawseti(L, tbl, k);
     }
-    if (unfinished == 0) {
-        lua_createtable(L, n, 0);
-        for (int k = 1; k <= n; k++) {
-            int top = lua_gettop(L);
-            int got = push_results(L, list_task(L, 1, k));
-            if (got > 1) lua_settop(L, top + 1);
-            if (got == 0) lua_pushnil(L);
-            lua_rawseti(L, top, k);
-        }
-        return 1;
-    }
-    struct task *self = current_task(L);
-    if (first) {
-        task_token tok = sched_suspend(L);
-        for (int k = 1; k <= n; k++) {
-            struct task *t = list_task(L, 1, k);
-            if (t == self) return luaL_error(L, "a task cannot wait for itself");
-            if (!task_finished_state(t)) add_waiter(L, t, tok);
-        }
-    } else {
-        /* Park again under the same token: the remaining tasks hold it. */
-        self->state = TASK_WAITING;
-    }
-    return lua_yieldk(L, 0, 0, wait_all_k);
+    return 1;
 }
 
-static int wait_all_k(lua_State *L, int status, lua_KContext ctx)
+/* Moves the cursor (ctx) past finished tasks; returns it (n + 1 when all are done). */
+static lua_KContext wait_all_advance(lua_State *L, int n, lua_KContext cursor)
 {
+    while (cursor <= n && task_finished_state(list_task(L, 1, (int)cursor))) cursor++;
+    return cursor;
+}
+
+/* One token registered on every unfinished task: each finish wakes us; a
+ * failure anywhere arrives through failed_dependency; the cursor makes the
+ * total scanning O(n). */
+static int wait_all_k(lua_State *L, int status, lua_KContext cursor)
+{
+    struct task *self = current_task(L);
+    int n = (int)luaL_len(L, 1);
     lua_settop(L, 1);
-    return wait_all_step(L, false);
+    if (self->failed_dependency) return raise_task_error(L, self->failed_dependency);
+    cursor = wait_all_advance(L, n, cursor);
+    if (cursor > n) return wait_all_results(L, n);
+    self->state = TASK_WAITING; /* park again under the same token */
+    return lua_yieldk(L, 0, cursor, wait_all_k);
 }
 
 /* hn.wait_all(list) -> array of each task's first result; raises the first failure seen. */
 static int l_wait_all(lua_State *L)
 {
-    list_length(L, 1);
+    int n = list_length(L, 1);
     lua_settop(L, 1);
-    return wait_all_step(L, true);
+    struct task *self = current_task(L);
+    for (int k = 1; k <= n; k++) {
+        struct task *t = list_task(L, 1, k);
+        if (t->state == TASK_FAILED) return raise_task_error(L, t);
+        if (t == self) return luaL_error(L, "a task cannot wait for itself");
+    }
+    lua_KContext cursor = wait_all_advance(L, n, 1);
+    if (cursor > n) return wait_all_results(L, n);
+    task_token tok = sched_suspend(L);
+    for (int k = (int)cursor; k <= n; k++) {
+        struct task *t = list_task(L, 1, k);
+        if (!task_finished_state(t)) add_waiter(L, t, tok);
+    }
+    return lua_yieldk(L, 0, cursor, wait_all_k);
 }
 
 static int wait_any_k(lua_State *L, int status, lua_KContext ctx);
@@ -598,9 +617,12 @@ static int l_yield(lua_State *L)
 
 /* ---- token primitives for Lua-side synchronisation (hn.queue) ---- */
 
+/* _prepare() -> token: a token for the next _park(). Wakes before the park
+ * are refused, so a token can be handed out before the task parks. */
 static int l_prepare(lua_State *L)
 {
     task_token tok = sched_suspend(L);
+    current_task(L)->state = TASK_RUNNING;
     lua_pushinteger(L, (lua_Integer)(((uint64_t)tok.slot << 32) | tok.gen));
     return 1;
 }
@@ -608,7 +630,8 @@ static int l_prepare(lua_State *L)
 static int l_park(lua_State *L)
 {
     struct task *t = current_task(L);
-    if (!t || t->state != TASK_WAITING) return luaL_error(L, "park without prepare");
+    if (!t || t->co != L || !lua_isyieldable(L)) return luaL_error(L, "park outside a task");
+    t->state = TASK_WAITING;
     return lua_yield(L, 0);
 }
 

@@ -1,0 +1,35 @@
+-- Misuse of networks, nodes and commands raises errors that name the
+-- network, node, command and value at fault.
+local hn = require("hiernet")
+
+local function fails(pattern, fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert(not ok, "expected an error matching " .. pattern)
+  assert(tostring(err):find(pattern, 1, true), "error '" .. tostring(err) .. "' lacks '" .. pattern .. "'")
+end
+
+local net = hn.network{ name = "bad", backend = "none" }
+local a = net:node("a", { tier = "edge" })
+fails("duplicate node 'a'", net.node, net, "a")
+fails("node name 'no space' is invalid", net.node, net, "no space")
+fails("unknown option 'cpus'", net.node, net, "c", { cpus = 2 })
+fails("speed must be > 0", net.node, net, "d", { speed = 0 })
+fails("unknown backend 'fast'", hn.network, { name = "n2", backend = "fast" })
+fails("unknown option 'nodes'", hn.network, { nodes = 3 })
+fails("network 'bad' is not started", a.ping, a)
+
+net:start()
+assert(a.addr:match("^127%.%d+%.%d+%.%d+$"), "none backend gives a loopback address: " .. tostring(a.addr))
+fails("cannot add node 'late'", net.node, net, "late")
+fails("node 'a': tensor: param 'size'", a.tensor, a, { name = "t", size = "big" })
+fails("node 'a' has no field or command 'nosuch'", function() return a:nosuch() end)
+fails("node 'a': axpy", a.axpy, a, { y = "missing", x = "missing" })
+fails("node 'a': read", a.read, a, { tensor = "missing" })
+fails("a function cannot be sent", a.tensor, a, { name = "t", size = 1, fill = print })
+a:tensor{ name = "t", size = 4 }
+fails("out of bounds", a.read, a, { tensor = "t", range = { 3, 2 } })
+-- The peer lives on after every error above.
+assert(a:ping().ms >= 0)
+net:stop()
+fails("network 'bad' is stopped", a.ping, a)
+net:stop() -- stopping twice is fine
