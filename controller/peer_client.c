@@ -58,8 +58,25 @@ struct peer_client {
 
 /* ---- child side ---- */
 
+/* The child starts with the controller's signal state: libev blocks the
+ * signals it watches and the controller ignores SIGPIPE, and both would
+ * survive exec. */
+static void child_reset_signals(void)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+}
+
 static void child_exec(const struct peer_spawn *spec, int fd)
 {
+    child_reset_signals();
+    /* Ctrl-C in a terminal signals the whole foreground process group: keep
+     * peers out of it so the controller stops them in order. */
+    setpgid(0, 0);
     /* Die with the controller even if it is SIGKILLed (EOF would also do). */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (spec->netns_fd >= 0 && setns(spec->netns_fd, CLONE_NEWNET) < 0) {

@@ -1,6 +1,7 @@
 /* network.c — the topology model (see network.h). */
 #include "topo/network.h"
 
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,8 @@ struct topo_network *topo_network_new(const char *name, enum topo_backend backen
     snprintf(net->name, sizeof net->name, "%s", name);
     net->backend = backend;
     net->seed = seed;
+    net->addr_base = 0x0a000000; /* 10.0.0.0/8 */
+    net->addr_prefix_len = 8;
     return net;
 }
 
@@ -62,6 +65,7 @@ void topo_network_free(struct topo_network *net)
 {
     if (!net) return;
     free(net->nodes);
+    free(net->links);
     free(net);
 }
 
@@ -99,10 +103,90 @@ int topo_node_add(struct topo_network *net, const char *name, enum topo_node_kin
     memset(n, 0, sizeof *n);
     snprintf(n->name, sizeof n->name, "%s", name);
     n->kind = kind;
+    n->segment = -1;
     n->speed = 1.0;
     n->threads = 1;
     snprintf(n->device, sizeof n->device, "cpu");
     return (int)net->n_nodes++;
+}
+
+void topo_link_describe(const struct topo_network *net, const struct topo_link *l, char *buf,
+                        size_t len)
+{
+    snprintf(buf, len, "%s-%s", net->nodes[l->a].name, net->nodes[l->b].name);
+}
+
+static int grow_links(struct topo_network *net)
+{
+    if (net->n_links < net->cap_links) return 0;
+    size_t cap = net->cap_links ? net->cap_links * 2 : 16;
+    struct topo_link *grown = realloc(net->links, cap * sizeof *grown);
+    if (!grown) return -1;
+    net->links = grown;
+    net->cap_links = cap;
+    return 0;
+}
+
+int topo_link_add(struct topo_network *net, int a, int b, const struct topo_link_params *params,
+                  char *err, size_t errlen)
+{
+    const char *na = net->nodes[a].name, *nb = net->nodes[b].name;
+    if (a == b) {
+        snprintf(err, errlen, "link %s-%s: a node cannot be linked to itself", na, nb);
+        return -1;
+    }
+    for (size_t i = 0; i < net->n_links; i++) {
+        const struct topo_link *l = &net->links[i];
+        if ((l->a == a && l->b == b) || (l->a == b && l->b == a)) {
+            snprintf(err, errlen, "link %s-%s: the two nodes are already linked", na, nb);
+            return -1;
+        }
+    }
+    if (grow_links(net) < 0) {
+        snprintf(err, errlen, "link %s-%s: out of memory", na, nb);
+        return -1;
+    }
+    struct topo_link *l = &net->links[net->n_links];
+    memset(l, 0, sizeof *l);
+    l->a = a;
+    l->b = b;
+    l->params = *params;
+    l->up = true;
+    return (int)net->n_links++;
+}
+
+int topo_set_addr_base(struct topo_network *net, const char *cidr, char *err, size_t errlen)
+{
+    char ip[32];
+    const char *slash = strchr(cidr, '/');
+    size_t n = slash ? (size_t)(slash - cidr) : strlen(cidr);
+    char *end = NULL;
+    long prefix = slash ? strtol(slash + 1, &end, 10) : -1;
+    struct in_addr in;
+    if (n >= sizeof ip || !slash || *end || prefix < 1 || prefix > 24) goto bad;
+    memcpy(ip, cidr, n);
+    ip[n] = '\0';
+    if (inet_pton(AF_INET, ip, &in) != 1) goto bad;
+    uint32_t base = ntohl(in.s_addr);
+    uint32_t mask = prefix == 32 ? 0xffffffffu : ~(0xffffffffu >> prefix);
+    if (base & ~mask) {
+        snprintf(err, errlen, "network '%s': addr_base '%s' has host bits set", net->name, cidr);
+        return -1;
+    }
+    net->addr_base = base;
+    net->addr_prefix_len = (uint8_t)prefix;
+    return 0;
+bad:
+    snprintf(err, errlen,
+             "network '%s': addr_base '%s' is not an IPv4 prefix like 10.0.0.0/8 (/1 to /24)",
+             net->name, cidr);
+    return -1;
+}
+
+void topo_addr_format(uint32_t addr, char *buf, size_t len)
+{
+    snprintf(buf, len, "%u.%u.%u.%u", addr >> 24, (addr >> 16) & 255, (addr >> 8) & 255,
+             addr & 255);
 }
 
 int topo_assign_loopback_addresses(struct topo_network *net, char *err, size_t errlen)

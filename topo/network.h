@@ -10,7 +10,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "topo/units.h"
+
 #define TOPO_NAME_MAX 32 /* bytes, NUL included */
+#define TOPO_IFNAME_MAX 16 /* IFNAMSIZ */
 
 enum topo_backend { TOPO_BACKEND_NONE, TOPO_BACKEND_AUTO, TOPO_BACKEND_KERNEL, TOPO_BACKEND_USER };
 enum topo_node_kind { TOPO_NODE_HOST, TOPO_NODE_SWITCH };
@@ -24,6 +27,29 @@ struct topo_node {
     int threads;   /* OpenBLAS threads of the peer */
     char device[8]; /* "cpu" or "cuda" */
     char addr[16]; /* node address, dotted quad, set by the backend */
+    uint32_t node_addr; /* the same, host byte order (0 until assigned) */
+    int segment;        /* switches: index of their L2 segment, else -1 */
+};
+
+/* What a link emulates, per direction (both directions alike). Zero rate
+ * means unlimited; a zero queue means "size it from the bandwidth-delay
+ * product". */
+struct topo_link_params {
+    uint64_t rate_bps;
+    uint64_t delay_ns, jitter_ns;
+    double loss; /* fraction 0..1 */
+    struct topo_units_queue queue;
+    bool reorder;
+};
+
+struct topo_link {
+    int a, b; /* node indices */
+    struct topo_link_params params;
+    bool up;
+    /* set by topo_assign_addresses: */
+    char ifname_a[TOPO_IFNAME_MAX], ifname_b[TOPO_IFNAME_MAX];
+    uint32_t addr_a, addr_b; /* host byte order; 0 for a switch end */
+    uint8_t prefix_len;
 };
 
 struct topo_network {
@@ -32,6 +58,11 @@ struct topo_network {
     uint64_t seed;
     struct topo_node *nodes;
     size_t n_nodes, cap_nodes;
+    struct topo_link *links;
+    size_t n_links, cap_links;
+    uint32_t addr_base; /* host byte order */
+    uint8_t addr_prefix_len;
+    size_t n_segments; /* L2 segments: connected groups of switches */
 };
 
 /* Checks a node or network name: 1..31 of [A-Za-z0-9_.-], starting with a
@@ -48,6 +79,18 @@ void topo_network_free(struct topo_network *net);
 int topo_node_add(struct topo_network *net, const char *name, enum topo_node_kind kind, char *err,
                   size_t errlen);
 int topo_node_find(const struct topo_network *net, const char *name);
+/* Adds a link between two nodes; a self-link or a second link between the
+ * same pair is an error naming both nodes. Returns its index or -1. */
+int topo_link_add(struct topo_network *net, int a, int b, const struct topo_link_params *params,
+                  char *err, size_t errlen);
+/* "a-b" for messages. */
+void topo_link_describe(const struct topo_network *net, const struct topo_link *l, char *buf,
+                        size_t len);
+/* Parses "10.0.0.0/8" into net->addr_base / addr_prefix_len. */
+int topo_set_addr_base(struct topo_network *net, const char *cidr, char *err, size_t errlen);
+/* Formats a host-order IPv4 address. */
+void topo_addr_format(uint32_t addr, char *buf, size_t len);
+
 /* Backend none: host i gets 127.0.0.(2 + i) and onwards through 127.0.x.y,
  * so every peer has its own data-plane address without privileges. */
 int topo_assign_loopback_addresses(struct topo_network *net, char *err, size_t errlen);

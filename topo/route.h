@@ -1,0 +1,43 @@
+/* route.h — static shortest-path routing of an emulated network.
+ *
+ * Paths minimise total delay, then hop count (switches count as hops).
+ * Every host gets routes to every other host's node address: the most
+ * common next hop becomes its default route and only the destinations
+ * reached through another next hop get /32 host routes, so a tree needs
+ * O(N * depth) routes rather than N^2. Needs the address plan
+ * (topo_assign_addresses) first. Owns the route lists it computes. */
+#pragma once
+
+#include "topo/network.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct topo_route {
+    uint32_t dst;     /* node address, or 0 for the default route */
+    int link;         /* link index the route leaves by */
+    uint32_t gateway; /* next host's address on that link or segment */
+};
+
+struct topo_node_routes {
+    struct topo_route *routes; /* the default route (if any) first */
+    size_t n_routes;
+};
+
+struct topo_routing {
+    struct topo_node_routes *nodes; /* one per node; empty for switches */
+    size_t n_nodes;
+    size_t total_routes;
+};
+
+/* A disconnected network is an error naming one unreachable pair. */
+int topo_routing_compute(const struct topo_network *net, struct topo_routing *out, char *err,
+                         size_t errlen);
+void topo_routing_free(struct topo_routing *r);
+
+/* The path packets take from host `from` to host `to`, as node indices
+ * (both ends and any switches included), following each hop's own routes.
+ * Returns the number of nodes written (at most cap), or -1 when there is no
+ * path. */
+int topo_routing_path(const struct topo_network *net, const struct topo_routing *r, int from,
+                      int to, int *path, size_t cap);
