@@ -8,6 +8,7 @@
 #include "lua/lmsgpack.h"
 #include "lua/runtime.h"
 #include "topo/network.h"
+#include "topo/route.h"
 
 #include <lauxlib.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 
 #define NETWORK_MT "hiernet.network"
 #define NODE_MT "hiernet.node"
+#define LINK_MT "hiernet.link"
 /* Peers get this long to exit on EOF before they are SIGKILLed. */
 #define STOP_DEADLINE_S 3.0
 
@@ -46,6 +48,11 @@ struct l_network {
 };
 
 struct l_node {
+    struct l_network *net;
+    int index;
+};
+
+struct l_link {
     struct l_network *net;
     int index;
 };
@@ -168,6 +175,12 @@ static int l_network_new(lua_State *L)
         free(net);
         return luaL_error(L, "%s", err);
     }
+    const char *addr_base = opt_string(L, 1, "addr_base", NULL, "hn.network");
+    if (addr_base && topo_set_addr_base(net->topo, addr_base, err, sizeof err) < 0) {
+        topo_network_free(net->topo);
+        free(net);
+        return luaL_error(L, "%s", err);
+    }
     net->rt = rt;
     net->self_ref = LUA_NOREF;
     ev_timer_init(&net->stop_deadline, NULL, 0, 0);
@@ -269,6 +282,208 @@ static int l_net_find(lua_State *L)
     lua_rawgeti(L, LUA_REGISTRYINDEX, net->nodes_ref);
     lua_getfield(L, -1, name);
     return 1;
+}
+
+/* ---- net:switch, net:link, net:route ---- */
+
+static int l_net_switch(lua_State *L)
+{
+    return add_node(L, TOPO_NODE_SWITCH);
+}
+
+static struct l_node *check_node_of(lua_State *L, int i, struct l_network *net)
+{
+    struct l_node *n = luaL_testudata(L, i, NODE_MT);
+    if (!n && lua_type(L, i) == LUA_TSTRING) {
+        int index = topo_node_find(net->topo, lua_tostring(L, i));
+        if (index < 0)
+            luaL_error(L, "network '%s': no node named '%s'", net->topo->name, lua_tostring(L, i));
+        lua_rawgeti(L, LUA_REGISTRYINDEX, net->nodes_ref);
+        lua_rawgeti(L, -1, index + 1);
+        lua_replace(L, i);
+        lua_pop(L, 1);
+        return lua_touserdata(L, i);
+    }
+    if (!n) luaL_error(L, "expected a node or a node name, got %s", luaL_typename(L, i));
+    if (n->net != net)
+        luaL_error(L, "node '%s' belongs to another network than '%s'",
+                   n->net->topo->nodes[n->index].name, net->topo->name);
+    return n;
+}
+
+static const char *const link_options[] = {"bw", "delay", "jitter", "loss", "queue", "reorder",
+                                           NULL};
+
+/* Reads bw/delay/jitter/loss/queue (strings with units, or numbers: bit/s,
+ * seconds, a fraction, packets) and reorder from the table at index i. */
+static void read_link_params(lua_State *L, int i, struct topo_link_params *p, const char *what)
+{
+    check_options(L, i, link_options, what);
+    char err[256];
+    for (const char *const *key = link_options; *key; key++) {
+        lua_getfield(L, i, *key);
+        if (lua_isnil(L, -1)) {
+            lua_pop(L, 1);
+            continue;
+        }
+        if (strcmp(*key, "reorder") == 0) {
+            if (!lua_isboolean(L, -1)) luaL_error(L, "%s: reorder must be true or false", what);
+            p->reorder = lua_toboolean(L, -1);
+        } else {
+            if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
+                luaL_error(L, "%s: %s must be a string with a unit or a number, got %s", what,
+                           *key, luaL_typename(L, -1));
+            if (topo_link_param_set(p, *key, lua_tostring(L, -1), err, sizeof err) < 0)
+                luaL_error(L, "%s: %s: %s", what, *key, err);
+        }
+        lua_pop(L, 1);
+    }
+}
+
+static struct l_link *check_link(lua_State *L, int i)
+{
+    return luaL_checkudata(L, i, LINK_MT);
+}
+
+/* net:link(a, b, {bw=, delay=, jitter=, loss=, queue=, reorder=}) -> link */
+static int l_net_link(lua_State *L)
+{
+    struct l_network *net = check_network(L, 1);
+    struct l_node *a = check_node_of(L, 2, net), *b = check_node_of(L, 3, net);
+    char what[96];
+    snprintf(what, sizeof what, "link %s-%s", net->topo->nodes[a->index].name,
+             net->topo->nodes[b->index].name);
+    if (net->state != NET_DEFINED)
+        return luaL_error(L, "network '%s': cannot add %s: network is %s", net->topo->name, what,
+                          state_word(net->state));
+    struct topo_link_params params = {0};
+    if (!lua_isnoneornil(L, 4)) {
+        luaL_checktype(L, 4, LUA_TTABLE);
+        read_link_params(L, 4, &params, what);
+    }
+    char err[256];
+    int index = topo_link_add(net->topo, a->index, b->index, &params, err, sizeof err);
+    if (index < 0) return luaL_error(L, "network '%s': %s", net->topo->name, err);
+    struct l_link *h = lua_newuserdatauv(L, sizeof *h, 1);
+    h->net = net;
+    h->index = index;
+    luaL_setmetatable(L, LINK_MT);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1);
+    return 1;
+}
+
+/* net:route(a, b) -> array of the node names packets from a to b cross. */
+static int l_net_route(lua_State *L)
+{
+    struct l_network *net = check_network(L, 1);
+    struct l_node *a = check_node_of(L, 2, net), *b = check_node_of(L, 3, net);
+    char err[512];
+    struct topo_routing routing;
+    if (topo_routing_compute(net->topo, &routing, err, sizeof err) < 0)
+        return luaL_error(L, "%s", err);
+    size_t cap = net->topo->n_nodes + 1;
+    int *path = malloc(cap * sizeof *path);
+    int n = path ? topo_routing_path(net->topo, &routing, a->index, b->index, path, cap) : -1;
+    topo_routing_free(&routing);
+    if (n < 0) {
+        free(path);
+        return luaL_error(L, "network '%s': no path from '%s' to '%s'", net->topo->name,
+                          net->topo->nodes[a->index].name, net->topo->nodes[b->index].name);
+    }
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushstring(L, net->topo->nodes[path[i]].name);
+        lua_rawseti(L, -2, i + 1);
+    }
+    free(path);
+    return 1;
+}
+
+static int link_not_emulated(lua_State *L, struct l_link *h, const char *method)
+{
+    const struct topo_link *l = &h->net->topo->links[h->index];
+    return luaL_error(L, "link %s-%s: %s: backend '%s' does not emulate links",
+                      h->net->topo->nodes[l->a].name, h->net->topo->nodes[l->b].name, method,
+                      topo_backend_name(h->net->topo->backend));
+}
+
+static int l_link_set(lua_State *L)
+{
+    return link_not_emulated(L, check_link(L, 1), "set");
+}
+
+static int l_link_down(lua_State *L)
+{
+    return link_not_emulated(L, check_link(L, 1), "down");
+}
+
+static int l_link_up(lua_State *L)
+{
+    return link_not_emulated(L, check_link(L, 1), "up");
+}
+
+static int l_link_stats(lua_State *L)
+{
+    return link_not_emulated(L, check_link(L, 1), "stats");
+}
+
+static void push_link_end(lua_State *L, struct l_link *h, int node)
+{
+    lua_getiuservalue(L, 1, 1);
+    struct l_network *net = h->net;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, net->nodes_ref);
+    lua_rawgeti(L, -1, node + 1);
+    lua_replace(L, -3);
+    lua_pop(L, 1);
+}
+
+static int l_link_index(lua_State *L)
+{
+    struct l_link *h = check_link(L, 1);
+    const struct topo_link *l = &h->net->topo->links[h->index];
+    const char *key = luaL_checkstring(L, 2);
+    char buf[96];
+    if (strcmp(key, "a") == 0) {
+        push_link_end(L, h, l->a);
+    } else if (strcmp(key, "b") == 0) {
+        push_link_end(L, h, l->b);
+    } else if (strcmp(key, "name") == 0) {
+        topo_link_describe(h->net->topo, l, buf, sizeof buf);
+        lua_pushstring(L, buf);
+    } else {
+        lua_getfield(L, lua_upvalueindex(1), key);
+        if (lua_isnil(L, -1)) {
+            topo_link_describe(h->net->topo, l, buf, sizeof buf);
+            return luaL_error(L, "link %s has no field or method '%s'", buf, key);
+        }
+    }
+    return 1;
+}
+
+static int l_link_tostring(lua_State *L)
+{
+    struct l_link *h = check_link(L, 1);
+    char buf[96];
+    topo_link_describe(h->net->topo, &h->net->topo->links[h->index], buf, sizeof buf);
+    lua_pushfstring(L, "link %s", buf);
+    return 1;
+}
+
+static const luaL_Reg link_methods[] = {
+    {"set", l_link_set}, {"down", l_link_down}, {"up", l_link_up}, {"stats", l_link_stats},
+    {NULL, NULL},
+};
+
+static void create_link_meta(lua_State *L)
+{
+    luaL_newmetatable(L, LINK_MT);
+    luaL_newlib(L, link_methods);
+    lua_pushcclosure(L, l_link_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_link_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
 }
 
 /* ---- peer commands ---- */
@@ -570,6 +785,9 @@ static int l_net_start(lua_State *L)
     char err[512];
     if (topo_assign_loopback_addresses(net->topo, err, sizeof err) < 0)
         return luaL_error(L, "%s", err);
+    if (net->topo->n_links)
+        hn_logf(net->rt, "network '%s': backend none: %zu links recorded but not emulated",
+                net->topo->name, net->topo->n_links);
     net->peers = calloc(net->topo->n_nodes, sizeof *net->peers);
     if (!net->peers) return luaL_error(L, "network '%s': out of memory", net->topo->name);
     lua_pushvalue(L, 1);
@@ -663,8 +881,9 @@ static int l_net_tostring(lua_State *L)
 }
 
 static const luaL_Reg network_methods[] = {
-    {"node", l_net_node},   {"nodes", l_net_nodes}, {"find", l_net_find},
-    {"start", l_net_start}, {"stop", l_net_stop},   {"state", l_net_state},
+    {"node", l_net_node},   {"switch", l_net_switch}, {"link", l_net_link},
+    {"route", l_net_route}, {"nodes", l_net_nodes},   {"find", l_net_find},
+    {"start", l_net_start}, {"stop", l_net_stop},     {"state", l_net_state},
     {NULL, NULL},
 };
 
@@ -683,6 +902,7 @@ void l_network_register(lua_State *L)
 {
     create_network_meta(L);
     create_node_meta(L);
+    create_link_meta(L);
     lua_pushcfunction(L, l_network_new);
     lua_setfield(L, -2, "network");
 }

@@ -110,6 +110,19 @@ int topo_node_add(struct topo_network *net, const char *name, enum topo_node_kin
     return (int)net->n_nodes++;
 }
 
+int topo_link_param_set(struct topo_link_params *p, const char *key, const char *value,
+                        char *err, size_t errlen)
+{
+    if (strcmp(key, "bw") == 0) return topo_units_parse_rate(value, &p->rate_bps, err, errlen);
+    if (strcmp(key, "delay") == 0) return topo_units_parse_time(value, &p->delay_ns, err, errlen);
+    if (strcmp(key, "jitter") == 0)
+        return topo_units_parse_time(value, &p->jitter_ns, err, errlen);
+    if (strcmp(key, "loss") == 0) return topo_units_parse_loss(value, &p->loss, err, errlen);
+    if (strcmp(key, "queue") == 0)
+        return topo_units_parse_queue(value, &p->queue, err, errlen);
+    return -2;
+}
+
 void topo_link_describe(const struct topo_network *net, const struct topo_link *l, char *buf,
                         size_t len)
 {
@@ -236,6 +249,18 @@ void topo_network_write_json(const struct topo_network *net, FILE *f)
         write_json_str(f, n->addr);
         fprintf(f, ", \"cpu\": %g, \"speed\": %g, \"threads\": %d, \"device\": \"%s\"}", n->cpu,
                 n->speed, n->threads, n->device);
+    }
+    fputs("], \"links\": [", f);
+    for (size_t k = 0; k < net->n_links; k++) {
+        const struct topo_link *l = &net->links[k];
+        fprintf(f, "%s{\"a\": \"%s\", \"b\": \"%s\", \"bw_bps\": %llu, \"delay_us\": %.3f, "
+                   "\"jitter_us\": %.3f, \"loss\": %g, \"queue_packets\": %llu, "
+                   "\"queue_bytes\": %llu, \"reorder\": %s}",
+                k ? ", " : "", net->nodes[l->a].name, net->nodes[l->b].name,
+                (unsigned long long)l->params.rate_bps, l->params.delay_ns / 1e3,
+                l->params.jitter_ns / 1e3, l->params.loss,
+                (unsigned long long)l->params.queue.packets,
+                (unsigned long long)l->params.queue.bytes, l->params.reorder ? "true" : "false");
     }
     fputs("]}", f);
 }

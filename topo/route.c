@@ -179,8 +179,9 @@ static struct topo_route next_hop(const struct topo_network *net, const struct s
             entry_link = link;
         }
         if (prev == src) {
-            return (struct topo_route){net->nodes[dst].node_addr, link,
-                                       addr_on_link(&net->links[entry_link], first_host)};
+            return (struct topo_route){net->nodes[dst].node_addr, dst, link,
+                                       addr_on_link(&net->links[entry_link], first_host),
+                                       first_host};
         }
         node = prev;
     }
@@ -188,11 +189,15 @@ static struct topo_route next_hop(const struct topo_network *net, const struct s
 
 /* ---- default route compression ---- */
 
+static bool same_hop(const struct topo_route *x, const struct topo_route *y)
+{
+    return x->link == y->link && x->via == y->via;
+}
+
 static int count_same(const struct topo_route *hops, size_t n, size_t i)
 {
     int c = 0;
-    for (size_t j = 0; j < n; j++)
-        c += hops[j].link == hops[i].link && hops[j].gateway == hops[i].gateway;
+    for (size_t j = 0; j < n; j++) c += same_hop(&hops[j], &hops[i]);
     return c;
 }
 
@@ -205,7 +210,7 @@ static size_t most_common(const struct topo_route *hops, size_t n)
     for (size_t i = 0; i < n; i++) {
         bool seen = false;
         for (size_t j = 0; j < i && !seen; j++)
-            seen = hops[j].link == hops[i].link && hops[j].gateway == hops[i].gateway;
+            seen = same_hop(&hops[j], &hops[i]);
         if (seen) continue;
         int c = count_same(hops, n, i);
         if (c > best_count) best_count = c, best = i;
@@ -220,10 +225,11 @@ static int compress_routes(struct topo_route *hops, size_t n, struct topo_node_r
     out->n_routes = 0;
     if (n == 0) return 0;
     struct topo_route def = hops[most_common(hops, n)];
-    out->routes[out->n_routes++] = (struct topo_route){0, def.link, def.gateway};
+    def.dst = 0;
+    def.dst_node = -1;
+    out->routes[out->n_routes++] = def;
     for (size_t i = 0; i < n; i++)
-        if (hops[i].link != def.link || hops[i].gateway != def.gateway)
-            out->routes[out->n_routes++] = hops[i];
+        if (!same_hop(&hops[i], &def)) out->routes[out->n_routes++] = hops[i];
     return 0;
 }
 
@@ -287,22 +293,11 @@ void topo_routing_free(struct topo_routing *r)
 
 /* ---- paths ---- */
 
-static const struct topo_route *route_to(const struct topo_node_routes *nr, uint32_t dst)
+static const struct topo_route *route_to(const struct topo_node_routes *nr, int dst_node)
 {
     for (size_t i = 1; i < nr->n_routes; i++)
-        if (nr->routes[i].dst == dst) return &nr->routes[i];
+        if (nr->routes[i].dst_node == dst_node) return &nr->routes[i];
     return nr->n_routes ? &nr->routes[0] : NULL;
-}
-
-/* The host owning `gateway` on link `link`, or at the far side of its segment. */
-static int gateway_host(const struct topo_network *net, uint32_t gateway)
-{
-    for (size_t k = 0; k < net->n_links; k++) {
-        const struct topo_link *l = &net->links[k];
-        if (l->addr_a == gateway && net->nodes[l->a].kind == TOPO_NODE_HOST) return l->a;
-        if (l->addr_b == gateway && net->nodes[l->b].kind == TOPO_NODE_HOST) return l->b;
-    }
-    return -1;
 }
 
 /* Appends the switches between host `from` and the next host `to` (L2 path). */
@@ -335,10 +330,10 @@ int topo_routing_path(const struct topo_network *net, const struct topo_routing 
     if (cap) path[n++] = from;
     int at = from;
     for (size_t guard = 0; at != to && guard <= net->n_nodes; guard++) {
-        const struct topo_route *rt = route_to(&r->nodes[at], net->nodes[to].node_addr);
+        const struct topo_route *rt = route_to(&r->nodes[at], to);
         if (!rt) return -1;
-        int next = gateway_host(net, rt->gateway);
-        if (next < 0 || append_segment(net, at, next, path, cap, &n) < 0) return -1;
+        int next = rt->via;
+        if (append_segment(net, at, next, path, cap, &n) < 0) return -1;
         at = next;
     }
     return at == to ? (int)n : -1;

@@ -4,8 +4,9 @@
  * Every host gets routes to every other host's node address: the most
  * common next hop becomes its default route and only the destinations
  * reached through another next hop get /32 host routes, so a tree needs
- * O(N * depth) routes rather than N^2. Needs the address plan
- * (topo_assign_addresses) first. Owns the route lists it computes. */
+ * O(N * depth) routes rather than N^2. Addresses come from the address
+ * plan (topo_assign_addresses); paths do not need it. Owns the route lists
+ * it computes. */
 #pragma once
 
 #include "topo/network.h"
@@ -15,8 +16,10 @@
 
 struct topo_route {
     uint32_t dst;     /* node address, or 0 for the default route */
+    int dst_node;     /* its node index, -1 for the default route */
     int link;         /* link index the route leaves by */
     uint32_t gateway; /* next host's address on that link or segment */
+    int via;          /* that next host's node index */
 };
 
 struct topo_node_routes {
