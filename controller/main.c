@@ -1,6 +1,7 @@
 /* main.c — the hiernet command line: parses the command and its options and
  * hands over to the scenario runner. Exit codes: 0 success, 1 scenario error,
  * 2 usage or bad input, 3 environment. */
+#include "controller/cli.h"
 #include "hiernet_version.h"
 #include "lua/scenario.h"
 
@@ -21,6 +22,9 @@ static const char main_usage[] =
     "\n"
     "commands:\n"
     "  run SCENARIO.lua [options] [ARGS...]  run a scenario (see hiernet run --help)\n"
+    "  doctor                                privileges, kernel features, the backend auto picks\n"
+    "  exec RUN NODE -- CMD...               run a command inside a node of a live run\n"
+    "  clean                                 remove what crashed runs left behind\n"
     "  version                               print versions of hiernet and its libraries\n"
     "  help                                  this text\n"
     "\n"
@@ -124,6 +128,9 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "clean")) return cli_clean(argc - 2, argv + 2);
+    if (!strcmp(cmd, "exec")) return cli_exec(argc - 2, argv + 2);
+    if (!strcmp(cmd, "doctor")) return cli_doctor(argc - 2, argv + 2);
     fprintf(stderr, "hiernet: unknown command '%s' (see hiernet --help)\n", cmd);
     return EXIT_USAGE;
 }

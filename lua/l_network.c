@@ -4,7 +4,10 @@
  * channel controller/peer_client.c, the waiting lua/l_sched.c. */
 #include "lua/l_network.h"
 
+#include "controller/netrun.h"
 #include "controller/peer_client.h"
+#include "controller/proc.h"
+#include "controller/registry.h"
 #include "lua/lmsgpack.h"
 #include "lua/runtime.h"
 #include "topo/network.h"
@@ -18,21 +21,16 @@
 #define NETWORK_MT "hiernet.network"
 #define NODE_MT "hiernet.node"
 #define LINK_MT "hiernet.link"
+#define PROC_MT "hiernet.proc"
 /* Peers get this long to exit on EOF before they are SIGKILLed. */
 #define STOP_DEADLINE_S 3.0
 
 enum net_state { NET_DEFINED, NET_STARTING, NET_STARTED, NET_STOPPING, NET_STOPPED };
 
-struct l_peer {
-    struct l_network *net;
-    int index;
-    struct peer_client *client;
-};
-
 struct l_network {
     struct hn_runtime *rt;
     struct topo_network *topo;
-    struct l_peer *peers; /* one per node; client NULL for switches */
+    struct netrun *run; /* once started */
     enum net_state state;
     int self_ref;  /* anchors the network while peers run */
     int nodes_ref; /* table: name -> node handle, and 1..n -> node handle */
@@ -45,11 +43,26 @@ struct l_network {
     task_token *stop_waiters;
     size_t n_stop_waiters;
     ev_timer stop_deadline;
+    struct l_proc *procs; /* programs started in nodes, ended at stop */
 };
 
 struct l_node {
     struct l_network *net;
     int index;
+};
+
+/* A program started in a node; the handle outlives the process. */
+struct l_proc {
+    struct l_network *net;
+    struct proc *proc; /* NULL once the network released it */
+    char node[TOPO_NAME_MAX];
+    int self_ref;      /* anchors the handle while the program runs */
+    bool done;
+    int status;
+    int out_ref, err_ref;
+    task_token *waiters;
+    size_t n_waiters;
+    struct l_proc *next;
 };
 
 struct l_link {
@@ -400,32 +413,66 @@ static int l_net_route(lua_State *L)
     return 1;
 }
 
-static int link_not_emulated(lua_State *L, struct l_link *h, const char *method)
+static const char *link_name(struct l_link *h, char *buf, size_t len)
 {
-    const struct topo_link *l = &h->net->topo->links[h->index];
-    return luaL_error(L, "link %s-%s: %s: backend '%s' does not emulate links",
-                      h->net->topo->nodes[l->a].name, h->net->topo->nodes[l->b].name, method,
-                      topo_backend_name(h->net->topo->backend));
+    topo_link_describe(h->net->topo, &h->net->topo->links[h->index], buf, len);
+    return buf;
 }
 
+static void check_link_running(lua_State *L, struct l_link *h, const char *method)
+{
+    char name[96];
+    if (h->net->state != NET_STARTED)
+        luaL_error(L, "link %s: %s: network '%s' is %s", link_name(h, name, sizeof name), method,
+                   h->net->topo->name, state_word(h->net->state));
+}
+
+/* link:set{bw=, delay=, jitter=, loss=, queue=}: unnamed parameters keep their values. */
 static int l_link_set(lua_State *L)
 {
-    return link_not_emulated(L, check_link(L, 1), "set");
+    struct l_link *h = check_link(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    char name[96], what[128], err[512];
+    snprintf(what, sizeof what, "link %s", link_name(h, name, sizeof name));
+    check_link_running(L, h, "set");
+    struct topo_link *l = &h->net->topo->links[h->index];
+    struct topo_link_params params = l->params;
+    read_link_params(L, 2, &params, what);
+    if (netrun_link_set(h->net->run, h->index, &params, err, sizeof err) < 0)
+        return luaL_error(L, "%s", err);
+    l->params = params;
+    return 0;
+}
+
+static int link_updown(lua_State *L, bool up)
+{
+    struct l_link *h = check_link(L, 1);
+    char err[512];
+    check_link_running(L, h, up ? "up" : "down");
+    if (netrun_link_updown(h->net->run, h->index, up, err, sizeof err) < 0)
+        return luaL_error(L, "%s", err);
+    h->net->topo->links[h->index].up = up;
+    return 0;
 }
 
 static int l_link_down(lua_State *L)
 {
-    return link_not_emulated(L, check_link(L, 1), "down");
+    return link_updown(L, false);
 }
 
 static int l_link_up(lua_State *L)
 {
-    return link_not_emulated(L, check_link(L, 1), "up");
+    return link_updown(L, true);
 }
 
 static int l_link_stats(lua_State *L)
 {
-    return link_not_emulated(L, check_link(L, 1), "stats");
+    struct l_link *h = check_link(L, 1);
+    char name[96];
+    check_link_running(L, h, "stats");
+    return luaL_error(L, "link %s: stats: counters come with the user backend (hiernet-linkd); "
+                         "backend '%s' has none yet",
+                      link_name(h, name, sizeof name), netrun_backend(h->net->run));
 }
 
 static void push_link_end(lua_State *L, struct l_link *h, int node)
@@ -486,6 +533,229 @@ static void create_link_meta(lua_State *L)
     lua_pop(L, 1);
 }
 
+/* ---- programs in nodes: node:run, node:spawn ---- */
+
+static void on_proc_done(void *ctx, struct proc *p, int status, const char *out, size_t out_len,
+                         const char *err, size_t err_len)
+{
+    struct l_proc *lp = ctx;
+    lua_State *L = lp->net->rt->L;
+    lp->done = true;
+    lp->status = status;
+    lua_pushlstring(L, out, out_len);
+    lp->out_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pushlstring(L, err, err_len);
+    lp->err_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    task_token *waiters = lp->waiters;
+    size_t n = lp->n_waiters;
+    lp->waiters = NULL;
+    lp->n_waiters = 0;
+    int self = lp->self_ref;
+    lp->self_ref = LUA_NOREF;
+    for (size_t i = 0; i < n; i++) sched_wake(lp->net->rt->sched, waiters[i], NULL, NULL);
+    free(waiters);
+    luaL_unref(L, LUA_REGISTRYINDEX, self); /* may let the handle be collected */
+}
+
+static struct l_proc *check_proc(lua_State *L, int i)
+{
+    return luaL_checkudata(L, i, PROC_MT);
+}
+
+/* Collects argv from a string (run through /bin/sh -c) or an array of strings. */
+static char **collect_argv(lua_State *L, int i, const char *node)
+{
+    if (lua_type(L, i) == LUA_TSTRING) {
+        char **argv = lua_newuserdatauv(L, 4 * sizeof *argv, 0);
+        argv[0] = "/bin/sh", argv[1] = "-c", argv[2] = (char *)lua_tostring(L, i), argv[3] = NULL;
+        return argv;
+    }
+    if (!lua_istable(L, i) || luaL_len(L, i) < 1)
+        luaL_error(L, "node '%s': expected a command string or a non-empty array of strings", node);
+    lua_Integer n = luaL_len(L, i);
+    char **argv = lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *argv, 0);
+    for (lua_Integer k = 1; k <= n; k++) {
+        lua_rawgeti(L, i, k);
+        if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
+            luaL_error(L, "node '%s': argument %d is a %s, not a string", node, (int)k,
+                       luaL_typename(L, -1));
+        argv[k - 1] = (char *)lua_tostring(L, -1);
+        lua_rawseti(L, i, k); /* keep the (possibly converted) string anchored in the table */
+    }
+    argv[n] = NULL;
+    return argv;
+}
+
+/* Starts argv (at index 2) in node 1's namespace; pushes the proc handle. */
+static struct l_proc *start_proc(lua_State *L)
+{
+    struct l_node *n = check_node(L, 1);
+    struct l_network *net = n->net;
+    const char *node = net->topo->nodes[n->index].name;
+    if (net->state != NET_STARTED)
+        luaL_error(L, "node '%s': network '%s' is %s", node, net->topo->name,
+                   state_word(net->state));
+    if (net->topo->nodes[n->index].kind != TOPO_NODE_HOST)
+        luaL_error(L, "node '%s': programs run in host nodes, not switches", node);
+    char **argv = collect_argv(L, 2, node);
+    struct l_proc *lp = lua_newuserdatauv(L, sizeof *lp, 0);
+    memset(lp, 0, sizeof *lp);
+    lp->net = net;
+    lp->self_ref = lp->out_ref = lp->err_ref = LUA_NOREF;
+    snprintf(lp->node, sizeof lp->node, "%s", node);
+    luaL_setmetatable(L, PROC_MT);
+    char err[512];
+    lp->proc = proc_spawn(net->rt->loop, netrun_node_ns(net->run, n->index), argv, on_proc_done,
+                          lp, err, sizeof err);
+    if (!lp->proc) luaL_error(L, "node '%s': %s", node, err);
+    lua_pushvalue(L, -1);
+    lp->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lp->next = net->procs;
+    net->procs = lp;
+    return lp;
+}
+
+/* Parks the running task until the program of lp ends. */
+static void proc_add_waiter(lua_State *L, struct l_proc *lp)
+{
+    if (!lp->proc) luaL_error(L, "node '%s': the program was ended with its network", lp->node);
+    task_token *grown = realloc(lp->waiters, (lp->n_waiters + 1) * sizeof *grown);
+    if (!grown) luaL_error(L, "node '%s': out of memory", lp->node);
+    lp->waiters = grown;
+    lp->waiters[lp->n_waiters] = sched_suspend(L);
+    lp->n_waiters++;
+}
+
+static struct l_proc *finished_proc(lua_State *L)
+{
+    struct l_proc *lp = check_proc(L, 1);
+    if (!lp->done) luaL_error(L, "node '%s': the program was ended with its network", lp->node);
+    return lp;
+}
+
+static int proc_wait_k(lua_State *L, int status, lua_KContext ctx)
+{
+    struct l_proc *lp = finished_proc(L);
+    lua_pushinteger(L, lp->status);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lp->out_ref);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lp->err_ref);
+    return 3;
+}
+
+/* p:wait() -> status, out, err (status: exit code, or 128 + signal). */
+static int proc_wait(lua_State *L)
+{
+    struct l_proc *lp = check_proc(L, 1);
+    lua_settop(L, 1);
+    if (lp->done) return proc_wait_k(L, LUA_OK, 0);
+    proc_add_waiter(L, lp);
+    return lua_yieldk(L, 0, 0, proc_wait_k);
+}
+
+static int run_k(lua_State *L, int status, lua_KContext ctx)
+{
+    struct l_proc *lp = finished_proc(L);
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, lp->status);
+    lua_setfield(L, -2, "status");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lp->out_ref);
+    lua_setfield(L, -2, "out");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lp->err_ref);
+    lua_setfield(L, -2, "err");
+    return 1;
+}
+
+/* node:run(cmd) -> {status=, out=, err=}: cmd is a shell command string or an argv array. */
+static int l_node_run(lua_State *L)
+{
+    lua_settop(L, 2);
+    struct l_proc *lp = start_proc(L);
+    lua_replace(L, 1); /* the handle takes the node's place */
+    lua_settop(L, 1);
+    if (lp->done) return run_k(L, LUA_OK, 0);
+    proc_add_waiter(L, lp);
+    return lua_yieldk(L, 0, 0, run_k);
+}
+
+/* node:spawn(argv) -> handle with :wait() -> status, out, err; :kill([signal]); .pid */
+static int l_node_spawn(lua_State *L)
+{
+    lua_settop(L, 2);
+    start_proc(L);
+    return 1;
+}
+
+static int l_proc_kill(lua_State *L)
+{
+    struct l_proc *lp = check_proc(L, 1);
+    int sig = (int)luaL_optinteger(L, 2, SIGTERM);
+    if (sig < 1 || sig > 64) return luaL_error(L, "kill: bad signal number %d", sig);
+    if (lp->proc && !lp->done) proc_kill(lp->proc, sig);
+    return 0;
+}
+
+static int l_proc_index(lua_State *L)
+{
+    struct l_proc *lp = check_proc(L, 1);
+    const char *key = luaL_checkstring(L, 2);
+    if (strcmp(key, "pid") == 0) {
+        lua_pushinteger(L, lp->proc ? proc_pid(lp->proc) : 0);
+        return 1;
+    }
+    if (strcmp(key, "done") == 0) {
+        lua_pushboolean(L, lp->done);
+        return 1;
+    }
+    lua_getfield(L, lua_upvalueindex(1), key);
+    return 1;
+}
+
+static int l_proc_gc(lua_State *L)
+{
+    struct l_proc *lp = check_proc(L, 1);
+    luaL_unref(L, LUA_REGISTRYINDEX, lp->out_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, lp->err_ref);
+    lp->out_ref = lp->err_ref = LUA_NOREF;
+    free(lp->waiters);
+    lp->waiters = NULL;
+    return 0;
+}
+
+static const luaL_Reg proc_methods[] = {
+    {"wait", proc_wait}, {"kill", l_proc_kill}, {NULL, NULL},
+};
+
+static void create_proc_meta(lua_State *L)
+{
+    luaL_newmetatable(L, PROC_MT);
+    luaL_newlib(L, proc_methods);
+    lua_pushcclosure(L, l_proc_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_proc_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
+}
+
+/* Stop: every program still running in the network gets SIGTERM. */
+static void procs_terminate(struct l_network *net)
+{
+    for (struct l_proc *lp = net->procs; lp; lp = lp->next)
+        if (lp->proc && !lp->done) proc_kill(lp->proc, SIGTERM);
+}
+
+/* Release: SIGKILL and reap what is left; handles stay valid but detached. */
+static void procs_release(struct l_network *net)
+{
+    while (net->procs) {
+        struct l_proc *lp = net->procs;
+        net->procs = lp->next;
+        proc_free(lp->proc);
+        lp->proc = NULL;
+        if (!lp->done) luaL_unref(net->rt->L, LUA_REGISTRYINDEX, lp->self_ref);
+        lp->self_ref = LUA_NOREF;
+    }
+}
+
 /* ---- peer commands ---- */
 
 /* Drops a leading "node 'x': " and "method: " so the message is said once. */
@@ -537,7 +807,7 @@ static struct peer_client *node_client(lua_State *L, struct l_node *n, const cha
                    state_word(net->state));
     if (tn->kind != TOPO_NODE_HOST)
         luaL_error(L, "node '%s': %s: a switch runs no peer", tn->name, method);
-    return net->peers[n->index].client;
+    return netrun_peer(net->run, n->index);
 }
 
 /* Sends method with params (a table or nil) and yields until the reply. */
@@ -636,6 +906,10 @@ static void create_node_meta(lua_State *L)
         lua_pushcclosure(L, l_node_command, 1);
         lua_setfield(L, -2, *c);
     }
+    lua_pushcfunction(L, l_node_run);
+    lua_setfield(L, -2, "run");
+    lua_pushcfunction(L, l_node_spawn);
+    lua_setfield(L, -2, "spawn");
     lua_pushcclosure(L, l_node_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, l_node_tostring);
@@ -667,16 +941,8 @@ static void publish_topology(struct hn_runtime *rt)
     if (run_write_json(rt->run, err, sizeof err) < 0) hn_logf(rt, "warning: %s", err);
 }
 
-static void on_peer_exit(void *ctx, int status)
+static void finish_stop(struct l_network *net)
 {
-    struct l_peer *p = ctx;
-    struct l_network *net = p->net;
-    if (net->state == NET_STARTED)
-        hn_logf(net->rt, "node '%s': peer exited unexpectedly (wait status %d)",
-                net->topo->nodes[p->index].name, status);
-    if (net->state != NET_STOPPING) return;
-    for (size_t i = 0; i < net->topo->n_nodes; i++)
-        if (net->peers[i].client && !peer_client_exited(net->peers[i].client)) return;
     ev_timer_stop(net->rt->loop, &net->stop_deadline);
     net->state = NET_STOPPED;
     task_token *waiters = net->stop_waiters;
@@ -687,23 +953,13 @@ static void on_peer_exit(void *ctx, int status)
     free(waiters);
 }
 
-static int spawn_peers(struct l_network *net, char *err, size_t errlen)
+static void on_peer_exit(void *ctx, int node, int status)
 {
-    char peer_path[4096];
-    if (peer_client_sibling_path("hiernet-peer", "HIERNET_PEER", peer_path, sizeof peer_path) < 0) {
-        snprintf(err, errlen, "cannot locate the hiernet-peer executable");
-        return -1;
-    }
-    for (size_t i = 0; i < net->topo->n_nodes; i++) {
-        const struct topo_node *tn = &net->topo->nodes[i];
-        net->peers[i] = (struct l_peer){net, (int)i, NULL};
-        if (tn->kind != TOPO_NODE_HOST) continue;
-        struct peer_spawn spec = {tn->name, peer_path, tn->addr, -1, tn->threads, tn->speed};
-        struct peer_client_hooks hooks = {NULL, on_peer_exit, &net->peers[i]};
-        net->peers[i].client = peer_client_spawn(net->rt->loop, &spec, &hooks, err, errlen);
-        if (!net->peers[i].client) return -1;
-    }
-    return 0;
+    struct l_network *net = ctx;
+    if (net->state == NET_STARTED)
+        hn_logf(net->rt, "node '%s': peer exited unexpectedly (wait status %d)",
+                net->topo->nodes[node].name, status);
+    if (net->state == NET_STOPPING && netrun_peers_exited(net->run)) finish_stop(net);
 }
 
 static void on_start_ping(void *ctx, const char *error, const msgpack_object *result)
@@ -716,8 +972,7 @@ static void on_start_ping(void *ctx, const char *error, const msgpack_object *re
 
 static void close_peers(struct l_network *net)
 {
-    for (size_t i = 0; net->peers && i < net->topo->n_nodes; i++)
-        if (net->peers[i].client) peer_client_close(net->peers[i].client);
+    if (net->run) netrun_close_peers(net->run);
 }
 
 static int start_k(lua_State *L, int status, lua_KContext ctx)
@@ -731,16 +986,6 @@ static int start_k(lua_State *L, int status, lua_KContext ctx)
     net->state = NET_STARTED;
     publish_topology(net->rt);
     return 0;
-}
-
-static int check_backend_available(lua_State *L, struct l_network *net)
-{
-    const struct topo_network *t = net->topo;
-    if (t->backend == TOPO_BACKEND_NONE) return 0;
-    return luaL_error(L,
-                      "network '%s': backend '%s' needs the namespace topology engine, which this "
-                      "build does not have yet; use backend = \"none\"",
-                      t->name, topo_backend_name(t->backend));
 }
 
 static void check_devices(lua_State *L, struct l_network *net)
@@ -757,9 +1002,9 @@ static int ping_all(lua_State *L, struct l_network *net)
     char err[512];
     net->outstanding = 0;
     for (size_t i = 0; i < net->topo->n_nodes; i++) {
-        if (!net->peers[i].client) continue;
-        if (peer_client_call(net->peers[i].client, "ping", NULL, 0, on_start_ping, net, err,
-                             sizeof err) < 0) {
+        struct peer_client *pc = netrun_peer(net->run, (int)i);
+        if (!pc) continue;
+        if (peer_client_call(pc, "ping", NULL, 0, on_start_ping, net, err, sizeof err) < 0) {
             snprintf(net->start_error, sizeof net->start_error, "%s", err);
             break;
         }
@@ -771,33 +1016,49 @@ static int ping_all(lua_State *L, struct l_network *net)
     return lua_yieldk(L, 0, 0, start_k);
 }
 
+/* The run's registry entry, made at the first network start. */
+static struct registry *run_registry(struct hn_runtime *rt)
+{
+    if (rt->registry || !rt->run->dir) return rt->registry;
+    char err[512];
+    struct registry_sweep_counts counts;
+    if (registry_sweep_stale(NULL, NULL, &counts, err, sizeof err) == 0 && counts.runs)
+        hn_logf(rt, "removed what %u crashed run(s) left behind", counts.runs);
+    const char *base = strrchr(rt->run->dir, '/');
+    rt->registry = registry_open(base ? base + 1 : rt->run->dir, rt->run->dir, err, sizeof err);
+    if (!rt->registry) hn_logf(rt, "warning: no run registry: %s", err);
+    return rt->registry;
+}
+
 static int l_net_start(lua_State *L)
 {
     struct l_network *net = check_network(L, 1);
+    struct hn_runtime *rt = net->rt;
     lua_settop(L, 1);
     if (net->state != NET_DEFINED)
         return luaL_error(L, "network '%s': start: network is %s", net->topo->name,
                           state_word(net->state));
     if (net->topo->n_nodes == 0)
         return luaL_error(L, "network '%s': start: the network has no nodes", net->topo->name);
-    check_backend_available(L, net);
     check_devices(L, net);
-    char err[512];
-    if (topo_assign_loopback_addresses(net->topo, err, sizeof err) < 0)
+    struct registry *reg = run_registry(rt);
+    struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg};
+    char err[1024];
+    bool env_error = false;
+    if (netrun_start(rt->loop, net->topo, &cfg, on_peer_exit, net, &net->run, &env_error, err,
+                     sizeof err) < 0) {
+        rt->env_failure |= env_error;
         return luaL_error(L, "%s", err);
-    if (net->topo->n_links)
-        hn_logf(net->rt, "network '%s': backend none: %zu links recorded but not emulated",
+    }
+    if (net->topo->backend == TOPO_BACKEND_NONE && net->topo->n_links)
+        hn_logf(rt, "network '%s': backend none: %zu links recorded but not emulated",
                 net->topo->name, net->topo->n_links);
-    net->peers = calloc(net->topo->n_nodes, sizeof *net->peers);
-    if (!net->peers) return luaL_error(L, "network '%s': out of memory", net->topo->name);
+    else if (net->topo->backend != TOPO_BACKEND_NONE)
+        hn_logf(rt, "network '%s': backend %s (%s)", net->topo->name, netrun_backend(net->run),
+                netrun_backend_reason(net->run));
     lua_pushvalue(L, 1);
     net->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     net->state = NET_STARTING;
-    if (spawn_peers(net, err, sizeof err) < 0) {
-        net->state = NET_STOPPING;
-        close_peers(net);
-        return luaL_error(L, "network '%s': start failed: %s", net->topo->name, err);
-    }
     return ping_all(L, net);
 }
 
@@ -805,15 +1066,11 @@ static int l_net_start(lua_State *L)
 
 static void on_stop_deadline(EV_P_ ev_timer *w, int revents)
 {
-    struct l_network *net = (struct l_network *)((char *)w - offsetof(struct l_network, stop_deadline));
-    for (size_t i = 0; i < net->topo->n_nodes; i++) {
-        struct peer_client *pc = net->peers[i].client;
-        if (pc && !peer_client_exited(pc)) {
-            hn_logf(net->rt, "node '%s': peer did not exit within %.0f s; killing it",
-                    net->topo->nodes[i].name, STOP_DEADLINE_S);
-            peer_client_kill(pc, SIGKILL);
-        }
-    }
+    struct l_network *net =
+        (struct l_network *)((char *)w - offsetof(struct l_network, stop_deadline));
+    hn_logf(net->rt, "network '%s': peers did not exit within %.0f s; killing them",
+            net->topo->name, STOP_DEADLINE_S);
+    netrun_kill_peers(net->run, SIGKILL);
 }
 
 /* Closes every channel; the peers exit on EOF. Returns true when all have exited. */
@@ -822,12 +1079,12 @@ static bool stop_begin(struct l_network *net)
     if (net->state == NET_DEFINED || net->state == NET_STOPPED) return true;
     if (net->state != NET_STOPPING) {
         net->state = NET_STOPPING;
+        procs_terminate(net);
         close_peers(net);
         ev_timer_init(&net->stop_deadline, on_stop_deadline, STOP_DEADLINE_S, 0);
         ev_timer_start(net->rt->loop, &net->stop_deadline);
     }
-    for (size_t i = 0; i < net->topo->n_nodes; i++)
-        if (net->peers[i].client && !peer_client_exited(net->peers[i].client)) return false;
+    if (net->run && !netrun_peers_exited(net->run)) return false;
     ev_timer_stop(net->rt->loop, &net->stop_deadline);
     net->state = NET_STOPPED;
     return true;
@@ -903,6 +1160,7 @@ void l_network_register(lua_State *L)
     create_network_meta(L);
     create_node_meta(L);
     create_link_meta(L);
+    create_proc_meta(L);
     lua_pushcfunction(L, l_network_new);
     lua_setfield(L, -2, "network");
 }
@@ -917,8 +1175,7 @@ void l_network_stop_all(struct hn_runtime *rt)
 bool l_network_all_exited(struct hn_runtime *rt)
 {
     for (struct l_network *net = rt->networks; net; net = net->next)
-        for (size_t i = 0; net->peers && i < net->topo->n_nodes; i++)
-            if (net->peers[i].client && !peer_client_exited(net->peers[i].client)) return false;
+        if (net->run && !netrun_peers_exited(net->run)) return false;
     return true;
 }
 
@@ -928,9 +1185,9 @@ void l_network_release_all(struct hn_runtime *rt)
         struct l_network *net = rt->networks;
         rt->networks = net->next;
         ev_timer_stop(rt->loop, &net->stop_deadline);
-        for (size_t i = 0; net->peers && i < net->topo->n_nodes; i++)
-            peer_client_free(net->peers[i].client); /* kills and reaps a survivor */
-        free(net->peers);
+        procs_release(net);
+        netrun_free(net->run); /* kills and reaps survivors, releases the topology */
+        net->run = NULL;
         free(net->stop_waiters);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->self_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->nodes_ref);

@@ -13,6 +13,7 @@
 
 struct l_network;
 struct record;
+struct registry;
 
 struct hn_runtime {
     lua_State *L;
@@ -25,6 +26,8 @@ struct hn_runtime {
     size_t n_records;
     msgpack_sbuffer scratch; /* encodes a peer command's params */
     bool quiet;              /* no log lines on stderr */
+    bool env_failure;        /* the failure came from the environment: exit 3 */
+    struct registry *registry; /* /run/hiernet/<run-id>, once a network starts */
 };
 
 struct hn_runtime *hn_runtime(lua_State *L);

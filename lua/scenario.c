@@ -8,6 +8,7 @@
 #include "lua/scenario.h"
 
 #include "controller/record.h"
+#include "controller/registry.h"
 #include "controller/run.h"
 #include "lua/l_core.h"
 #include "lua/l_network.h"
@@ -155,7 +156,7 @@ static int outcome(struct scenario *sc)
         if (sc->rt.log) fprintf(sc->rt.log, "%s\n", fatal);
         sc->run.status = "failed";
         run_set_error(&sc->run, fatal);
-        return 1;
+        return sc->rt.env_failure ? 3 : 1;
     }
     if (sched_main_outcome(sc->rt.sched) == SCHED_DONE) {
         sc->run.status = "completed";
@@ -181,6 +182,10 @@ static void stop_networks(struct scenario *sc)
     while (!l_network_all_exited(&sc->rt) && !sc->teardown_late) ev_run(loop, EVRUN_ONCE);
     ev_timer_stop(loop, &sc->teardown_timer);
     l_network_release_all(&sc->rt); /* SIGKILLs and reaps whatever is left */
+    char err[512];
+    if (registry_close_and_remove(sc->rt.registry, err, sizeof err) < 0)
+        fprintf(stderr, "hiernet: %s\n", err);
+    sc->rt.registry = NULL;
 }
 
 static void close_records(struct hn_runtime *rt)

@@ -18,5 +18,6 @@ struct scenario_options {
 
 /* Runs the scenario and returns the process exit code: 0 completed,
  * 1 scenario error, 2 bad input (options, unreadable or unparsable scenario),
+ * 3 environment (a privilege or kernel feature a network needs is missing),
  * 130/143 interrupted by SIGINT/SIGTERM. */
 int scenario_run(const struct scenario_options *opts);

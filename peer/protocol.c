@@ -9,6 +9,8 @@
 int proto_reader_init(struct proto_reader *r, size_t max_message)
 {
     r->max_message = max_message ? max_message : PROTO_MAX_MESSAGE;
+    r->scan_len = 0;
+    r->scan_pending = 1;
     if (!msgpack_unpacker_init(&r->unpacker, 64 * 1024)) return -1;
     msgpack_unpacked_init(&r->unpacked);
     return 0;
@@ -32,6 +34,98 @@ char *proto_reader_buffer(struct proto_reader *r, size_t want, size_t *avail)
 void proto_reader_consumed(struct proto_reader *r, size_t n)
 {
     msgpack_unpacker_buffer_consumed(&r->unpacker, n);
+}
+
+/* ---- framing ----
+ * msgpack-c allocates a container's element array as soon as it reads the
+ * header, so a 5-byte "array of 4 billion elements" makes it reserve ~100 GB
+ * before any size check can run. The reader therefore first walks the raw
+ * bytes without allocating and hands a message to msgpack-c only once it is
+ * complete and within max_message. Every pending item needs at least one more
+ * byte, which bounds what any header may claim. */
+
+struct frame_item {
+    uint32_t header;   /* bytes of type, length field and ext type */
+    uint64_t payload;  /* raw bytes after the header (str, bin, ext) */
+    uint64_t children; /* items that follow (array elements, map keys and values) */
+};
+
+/* Item shapes of the prefix bytes 0xc0..0xdf: header bytes, bytes of the
+ * big-endian length field after the type byte, and what the length counts
+ * (0: payload bytes, 1: array elements, 2: map entries, i.e. 2 items each).
+ * header 0 marks 0xc1, the byte msgpack never uses. */
+static const struct {
+    uint8_t header, len_bytes, per;
+} frame_shapes[32] = {
+    {1, 0, 0},  {0, 0, 0}, {1, 0, 0}, {1, 0, 0},  /* nil, (unused), false, true */
+    {2, 1, 0},  {3, 2, 0}, {5, 4, 0},             /* bin 8/16/32 */
+    {3, 1, 0},  {4, 2, 0}, {6, 4, 0},             /* ext 8/16/32 */
+    {5, 0, 0},  {9, 0, 0},                        /* float 32/64 */
+    {2, 0, 0},  {3, 0, 0}, {5, 0, 0}, {9, 0, 0},  /* uint 8..64 */
+    {2, 0, 0},  {3, 0, 0}, {5, 0, 0}, {9, 0, 0},  /* int 8..64 */
+    {3, 0, 0},  {4, 0, 0}, {6, 0, 0}, {10, 0, 0}, /* fixext 1/2/4/8 */
+    {18, 0, 0},                                   /* fixext 16 */
+    {2, 1, 0},  {3, 2, 0}, {5, 4, 0},             /* str 8/16/32 */
+    {3, 2, 1},  {5, 4, 1},                        /* array 16/32 */
+    {3, 2, 2},  {5, 4, 2},                        /* map 16/32 */
+};
+
+/* Shape of the item at p (avail bytes buffered). Returns 1, 0 when its header
+ * is not complete yet, -1 for a byte that starts no msgpack item. */
+static int frame_item_read(const uint8_t *p, size_t avail, struct frame_item *it)
+{
+    if (avail == 0) return 0;
+    uint8_t b = p[0];
+    *it = (struct frame_item){.header = 1};
+    if (b >= 0x80 && b <= 0x8f) it->children = 2u * (b & 0x0f); /* fixmap */
+    if (b >= 0x90 && b <= 0x9f) it->children = b & 0x0f;        /* fixarray */
+    if (b >= 0xa0 && b <= 0xbf) it->payload = b & 0x1f;         /* fixstr */
+    if (b < 0xc0 || b >= 0xe0) return 1;                        /* and the fixints */
+    uint8_t shape = b - 0xc0;
+    it->header = frame_shapes[shape].header;
+    if (it->header == 0) return -1;
+    if (frame_shapes[shape].len_bytes == 0) return 1;
+    if (avail < it->header) return 0;
+    uint64_t len = 0;
+    for (int i = 1; i <= frame_shapes[shape].len_bytes; i++)
+        len = (len << 8) | p[i];
+    if (frame_shapes[shape].per == 0)
+        it->payload = len;
+    else
+        it->children = len * frame_shapes[shape].per;
+    return 1;
+}
+
+static int frame_too_large(const struct proto_reader *r, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "message larger than %zu bytes", r->max_message);
+    return -1;
+}
+
+/* Advances the scan of the message at the start of the unparsed bytes.
+ * Returns 1 when all r->scan_len bytes of it are buffered, 0 when more are
+ * needed, -1 (err set) when it is oversized or not msgpack. Positions are
+ * relative to the unpacker's `off`, so buffer reallocation does not matter. */
+static int frame_scan(struct proto_reader *r, char *err, size_t errlen)
+{
+    const uint8_t *buf = (const uint8_t *)r->unpacker.buffer + r->unpacker.off;
+    size_t avail = r->unpacker.used - r->unpacker.off;
+    while (r->scan_pending > 0) {
+        struct frame_item it;
+        int got = frame_item_read(buf + r->scan_len, avail - r->scan_len, &it);
+        if (got < 0) {
+            snprintf(err, errlen, "unparsable msgpack data");
+            return -1;
+        }
+        if (got == 0) return 0;
+        uint64_t len = it.header + it.payload;
+        if (len > r->max_message - r->scan_len) return frame_too_large(r, err, errlen);
+        if (len > avail - r->scan_len) return 0;
+        r->scan_len += len;
+        r->scan_pending = r->scan_pending - 1 + it.children;
+        if (r->scan_pending > r->max_message - r->scan_len) return frame_too_large(r, err, errlen);
+    }
+    return 1;
 }
 
 static bool is_uint32(const msgpack_object *o)
@@ -92,19 +186,18 @@ enum proto_next proto_reader_next(struct proto_reader *r, struct proto_msg *msg,
                                   char *err, size_t errlen)
 {
     *has_msgid = false;
-    msgpack_unpack_return ret = msgpack_unpacker_next(&r->unpacker, &r->unpacked);
-    switch (ret) {
+    int framed = frame_scan(r, err, errlen);
+    if (framed < 0) return PROTO_NEXT_FATAL;
+    if (framed == 0) return PROTO_NEXT_MORE;
+    r->scan_len = 0;
+    r->scan_pending = 1;
+    /* The message is complete, so anything but SUCCESS is a decoder failure;
+     * msgpack-c reports nesting deeper than 32 levels as NOMEM too. */
+    switch (msgpack_unpacker_next(&r->unpacker, &r->unpacked)) {
     case MSGPACK_UNPACK_SUCCESS:
         return proto_decode(&r->unpacked.data, msg, has_msgid, err, errlen);
-    case MSGPACK_UNPACK_CONTINUE:
-        /* message_size counts the bytes of the message being parsed so far. */
-        if (msgpack_unpacker_message_size(&r->unpacker) > r->max_message) {
-            snprintf(err, errlen, "message larger than %zu bytes", r->max_message);
-            return PROTO_NEXT_FATAL;
-        }
-        return PROTO_NEXT_MORE;
     case MSGPACK_UNPACK_NOMEM_ERROR:
-        snprintf(err, errlen, "out of memory decoding a message");
+        snprintf(err, errlen, "cannot decode message: out of memory or nested too deeply");
         return PROTO_NEXT_FATAL;
     default:
         snprintf(err, errlen, "unparsable msgpack data");
@@ -175,13 +268,15 @@ void proto_pack_kv_f64(msgpack_packer *pk, const char *key, double value)
     msgpack_pack_double(pk, value);
 }
 
-/* ---- dispatch ---- */
+/* ---- dispatch ----
+ * msgpack-c gives an empty string a NULL pointer, and the mem* functions
+ * must not see NULL even with length 0, hence the length tests below. */
 
 const struct proto_method *proto_method_find(const struct proto_method *table, const char *name,
                                              uint32_t len)
 {
     for (const struct proto_method *m = table; m->name; m++)
-        if (strlen(m->name) == len && memcmp(m->name, name, len) == 0) return m;
+        if (strlen(m->name) == len && (len == 0 || memcmp(m->name, name, len) == 0)) return m;
     return NULL;
 }
 
@@ -190,17 +285,26 @@ const struct proto_method *proto_method_find(const struct proto_method *table, c
 const char *proto_type_name(msgpack_object_type t)
 {
     switch (t) {
-    case MSGPACK_OBJECT_NIL: return "nil";
-    case MSGPACK_OBJECT_BOOLEAN: return "boolean";
+    case MSGPACK_OBJECT_NIL:
+        return "nil";
+    case MSGPACK_OBJECT_BOOLEAN:
+        return "boolean";
     case MSGPACK_OBJECT_POSITIVE_INTEGER:
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return "integer";
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        return "integer";
     case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64: return "number";
-    case MSGPACK_OBJECT_STR: return "string";
-    case MSGPACK_OBJECT_ARRAY: return "array";
-    case MSGPACK_OBJECT_MAP: return "map";
-    case MSGPACK_OBJECT_BIN: return "binary";
-    case MSGPACK_OBJECT_EXT: return "ext";
+    case MSGPACK_OBJECT_FLOAT64:
+        return "number";
+    case MSGPACK_OBJECT_STR:
+        return "string";
+    case MSGPACK_OBJECT_ARRAY:
+        return "array";
+    case MSGPACK_OBJECT_MAP:
+        return "map";
+    case MSGPACK_OBJECT_BIN:
+        return "binary";
+    case MSGPACK_OBJECT_EXT:
+        return "ext";
     }
     return "unknown";
 }
@@ -219,7 +323,7 @@ const msgpack_object *proto_args_get(const struct proto_args *a, const char *key
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key;
         if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == klen &&
-            memcmp(k->via.str.ptr, key, klen) == 0)
+            (klen == 0 || memcmp(k->via.str.ptr, key, klen) == 0))
             return &m->ptr[i].val;
     }
     return NULL;
@@ -231,6 +335,11 @@ static int wrong_type(struct proto_args *a, const char *key, const char *want,
     snprintf(a->err, sizeof a->err, "param '%s': expected %s, got %s", key, want,
              proto_type_name(o->type));
     return -1;
+}
+
+static bool is_float(const msgpack_object *o)
+{
+    return o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32;
 }
 
 /* An absent key and an explicit nil both mean "not given". */
@@ -256,12 +365,12 @@ int proto_arg_strcpy(struct proto_args *a, const char *key, char *dst, size_t ca
     uint32_t len;
     int r = proto_arg_str(a, key, &s, &len);
     if (r != 1) return r;
-    if (len >= cap || memchr(s, '\0', len)) {
+    if (len >= cap || (len > 0 && memchr(s, '\0', len))) {
         snprintf(a->err, sizeof a->err, "param '%s': string too long or holds NUL (max %zu)", key,
                  cap - 1);
         return -1;
     }
-    memcpy(dst, s, len);
+    if (len > 0) memcpy(dst, s, len);
     dst[len] = '\0';
     return 1;
 }
@@ -279,8 +388,9 @@ int proto_arg_i64(struct proto_args *a, const char *key, int64_t *out)
         *out = o->via.i64;
         return 1;
     }
-    /* Lua numbers like 3.0 arrive as floats; accept them when integral. */
-    if ((o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32) &&
+    /* Lua numbers like 3.0 arrive as floats; accept them when integral. The
+     * range test comes first: casting an out-of-range double is undefined. */
+    if (is_float(o) && o->via.f64 >= -0x1p63 && o->via.f64 < 0x1p63 &&
         o->via.f64 == (double)(int64_t)o->via.f64) {
         *out = (int64_t)o->via.f64;
         return 1;
@@ -293,11 +403,18 @@ int proto_arg_f64(struct proto_args *a, const char *key, double *out)
     const msgpack_object *o = arg_lookup(a, key);
     if (!o) return 0;
     switch (o->type) {
-    case MSGPACK_OBJECT_POSITIVE_INTEGER: *out = (double)o->via.u64; return 1;
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER: *out = (double)o->via.i64; return 1;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        *out = (double)o->via.u64;
+        return 1;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        *out = (double)o->via.i64;
+        return 1;
     case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64: *out = o->via.f64; return 1;
-    default: return wrong_type(a, key, "number", o);
+    case MSGPACK_OBJECT_FLOAT64:
+        *out = o->via.f64;
+        return 1;
+    default:
+        return wrong_type(a, key, "number", o);
     }
 }
 
@@ -310,24 +427,35 @@ int proto_arg_bool(struct proto_args *a, const char *key, bool *out)
     return 1;
 }
 
+/* A non-negative integer, also written as an integral float (Lua 3.0). */
+static bool count_value(const msgpack_object *o, uint64_t *out)
+{
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        *out = o->via.u64;
+        return true;
+    }
+    if (is_float(o) && o->via.f64 >= 0 && o->via.f64 < 0x1p64 &&
+        o->via.f64 == (double)(uint64_t)o->via.f64) {
+        *out = (uint64_t)o->via.f64;
+        return true;
+    }
+    return false;
+}
+
 int proto_arg_range(struct proto_args *a, const char *key, uint64_t *offset, uint64_t *count)
 {
     const msgpack_object *o = arg_lookup(a, key);
     if (!o) return 0;
     if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 2)
         return wrong_type(a, key, "{offset, count}", o);
-    const msgpack_object *e = o->via.array.ptr;
-    for (int i = 0; i < 2; i++) {
-        bool integral_float = (e[i].type == MSGPACK_OBJECT_FLOAT64) && e[i].via.f64 >= 0 &&
-                              e[i].via.f64 == (double)(uint64_t)e[i].via.f64;
-        if (e[i].type != MSGPACK_OBJECT_POSITIVE_INTEGER && !integral_float) {
-            snprintf(a->err, sizeof a->err,
-                     "param '%s': expected {offset, count} of non-negative integers", key);
-            return -1;
-        }
+    uint64_t off, cnt;
+    if (!count_value(&o->via.array.ptr[0], &off) || !count_value(&o->via.array.ptr[1], &cnt)) {
+        snprintf(a->err, sizeof a->err,
+                 "param '%s': expected {offset, count} of non-negative integers", key);
+        return -1;
     }
-    *offset = e[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER ? e[0].via.u64 : (uint64_t)e[0].via.f64;
-    *count = e[1].type == MSGPACK_OBJECT_POSITIVE_INTEGER ? e[1].via.u64 : (uint64_t)e[1].via.f64;
+    *offset = off;
+    *count = cnt;
     return 1;
 }
 

@@ -25,8 +25,8 @@ enum proto_kind { PROTO_REQUEST = 0, PROTO_RESPONSE = 1, PROTO_NOTIFY = 2 };
 
 struct proto_msg {
     enum proto_kind kind;
-    uint32_t msgid;               /* request, response */
-    const char *method;           /* request, notification; not NUL-terminated */
+    uint32_t msgid;     /* request, response */
+    const char *method; /* request, notification; not NUL-terminated, NULL if empty */
     uint32_t method_len;
     const msgpack_object *params; /* request, notification: a map */
     const msgpack_object *error;  /* response: nil or str */
@@ -45,6 +45,10 @@ struct proto_reader {
     msgpack_unpacker unpacker;
     msgpack_unpacked unpacked;
     size_t max_message;
+    /* Framing scan of the message being received (see protocol.c): bytes of it
+     * walked so far and items still expected. */
+    size_t scan_len;
+    uint64_t scan_pending;
 };
 
 int proto_reader_init(struct proto_reader *r, size_t max_message);
@@ -90,6 +94,7 @@ struct proto_args {
 };
 void proto_args_init(struct proto_args *a, const msgpack_object *map);
 const msgpack_object *proto_args_get(const struct proto_args *a, const char *key);
+/* *s is not NUL-terminated and may be NULL when *len is 0. */
 int proto_arg_str(struct proto_args *a, const char *key, const char **s, uint32_t *len);
 /* Copies a string argument into dst (NUL-terminated); too long is an error. */
 int proto_arg_strcpy(struct proto_args *a, const char *key, char *dst, size_t cap);

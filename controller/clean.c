@@ -1,0 +1,96 @@
+/* clean.c — `hiernet clean`: removes what crashed runs left behind.
+ *
+ * A thin face over registry_sweep_stale(): one line per thing removed on
+ * stdout (peers still running, cgroups, registry entries of runs whose
+ * controller is dead), problems on stderr, then a summary line. Live runs and
+ * anything no registry lists are never touched. Namespaces and links need no
+ * cleaning: they are anonymous and vanish with the last process of a run. */
+#include "controller/cli.h"
+#include "controller/registry.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define EXIT_USAGE 2
+#define EXIT_ENVIRONMENT 3
+
+static const char clean_usage[] =
+    "usage: hiernet clean\n"
+    "\n"
+    "Removes what runs whose controller has died left behind: peer processes\n"
+    "that still run, the cgroups the run created and its entry in the run\n"
+    "registry (/run/hiernet, or $XDG_RUNTIME_DIR/hiernet or /tmp/hiernet-UID\n"
+    "when not root; $" REGISTRY_ENV_ROOT " overrides). Only what a dead run's registry\n"
+    "entry lists is touched, each process checked by pid and start time; live\n"
+    "runs are left alone. Prints one line per thing removed and a summary.\n"
+    "\n"
+    "exit codes: 0 nothing stale is left, 3 something could not be removed\n"
+    "(said on stderr; the next clean retries it), 2 usage.\n";
+
+static void clean_report(void *ctx, enum registry_event event, const char *run_id,
+                         const char *detail)
+{
+    const char *run = run_id ? run_id : "?";
+
+    switch (event) {
+    case REGISTRY_EVENT_PEER_KILLED:
+        printf("killed %s of run %s\n", detail, run);
+        break;
+    case REGISTRY_EVENT_CGROUP_REMOVED:
+        printf("removed %s of run %s\n", detail, run);
+        break;
+    case REGISTRY_EVENT_RUN_REMOVED:
+        printf("removed run %s (%s)\n", run, detail);
+        break;
+    case REGISTRY_EVENT_FAILED:
+        fprintf(stderr, "hiernet clean: run %s: %s\n", run, detail);
+        break;
+    case REGISTRY_EVENT_NOTE:
+        fprintf(stderr, "hiernet clean: note: %s\n", detail);
+        break;
+    }
+    fflush(stdout);
+}
+
+static const char *clean_plural(unsigned n, const char *one, const char *many)
+{
+    return n == 1 ? one : many;
+}
+
+static void clean_summary(const struct registry_sweep_counts *c)
+{
+    if (c->runs + c->peers + c->cgroups == 0)
+        printf("clean: nothing stale");
+    else
+        printf("clean: removed %u stale %s, %u %s, %u %s", c->runs,
+               clean_plural(c->runs, "run", "runs"), c->peers,
+               clean_plural(c->peers, "peer", "peers"), c->cgroups,
+               clean_plural(c->cgroups, "cgroup", "cgroups"));
+    printf("; %u live %s left alone", c->live, clean_plural(c->live, "run", "runs"));
+    if (c->failures)
+        printf("; %u %s could not be removed", c->failures,
+               clean_plural(c->failures, "thing", "things"));
+    printf("\n");
+}
+
+int cli_clean(int argc, char **argv)
+{
+    struct registry_sweep_counts counts;
+    char err[512];
+    int rc;
+
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(clean_usage, stdout);
+            return 0;
+        }
+        fprintf(stderr, "hiernet clean: unknown argument '%s' (see hiernet clean --help)\n",
+                argv[i]);
+        return EXIT_USAGE;
+    }
+    rc = registry_sweep_stale(clean_report, NULL, &counts, err, sizeof err);
+    clean_summary(&counts);
+    if (rc == 0) return 0;
+    if (!counts.failures) fprintf(stderr, "hiernet clean: %s\n", err);
+    return EXIT_ENVIRONMENT;
+}

@@ -1,0 +1,12 @@
+/* cli.h — the hiernet subcommands that live in controller/ (main.c
+ * dispatches to them): clean.c, exec.c, doctor.c.
+ *
+ * Each takes the arguments after the command name (argv[0] is the first of
+ * them, as main.c's cmd_run), answers --help, prints one-line errors naming
+ * the value, and returns the process exit code: 0 success, 2 usage or bad
+ * input, 3 environment (missing privilege or feature, run not alive). */
+#pragma once
+
+int cli_clean(int argc, char **argv);
+int cli_exec(int argc, char **argv);
+int cli_doctor(int argc, char **argv);

@@ -1,0 +1,332 @@
+/* netrun.c — one started network (see netrun.h). */
+#include "controller/netrun.h"
+
+#include "controller/backend_pick.h"
+#include "controller/registry.h"
+#include "topo/address.h"
+#include "topo/cgroup.h"
+#include "topo/kernel.h"
+#include "topo/netns.h"
+#include "topo/nl.h"
+#include "topo/route.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct netrun_peer {
+    struct netrun *nr;
+    int node;
+    struct peer_client *client;
+};
+
+struct netrun {
+    struct ev_loop *loop;
+    struct topo_network *net;
+    enum topo_backend backend;
+    char reason[640];
+    struct topo_routing routing;
+    struct topo_kernel *kernel;
+    struct netrun_peer *peers; /* one per node; client NULL for switches */
+    struct topo_cgroup cgroup;
+    bool cgroups_made;
+    char run_id[96];
+    struct registry *registry;
+    netrun_exit_fn on_exit;
+    void *ctx;
+};
+
+/* ---- backend choice ---- */
+
+static unsigned link_needs(const struct topo_network *net)
+{
+    unsigned needs = 0;
+    for (size_t i = 0; i < net->n_links; i++) {
+        const struct topo_link_params *p = &net->links[i].params;
+        if (p->rate_bps) needs |= BACKEND_NEED_RATE;
+        if (p->delay_ns || p->jitter_ns || p->loss > 0) needs |= BACKEND_NEED_NETEM;
+    }
+    for (size_t i = 0; i < net->n_nodes; i++)
+        if (net->nodes[i].kind == TOPO_NODE_SWITCH) needs |= BACKEND_NEED_BRIDGE;
+    return needs;
+}
+
+/* The probe creates a scratch namespace: once per process is enough. */
+static const struct topo_nl_features *features(char *err, size_t errlen)
+{
+    static struct topo_nl_features f;
+    static int state; /* 0 unknown, 1 probed, -1 cannot probe */
+    static char why[256];
+    if (state == 0) state = topo_nl_probe(&f, why, sizeof why) == 0 ? 1 : -1;
+    if (state < 0) snprintf(err, errlen, "%s", why);
+    return state > 0 ? &f : NULL;
+}
+
+static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+{
+    const struct topo_network *net = nr->net;
+    if (net->backend == TOPO_BACKEND_NONE) {
+        snprintf(nr->reason, sizeof nr->reason, "asked for: no emulation");
+        nr->backend = TOPO_BACKEND_NONE;
+        return 0;
+    }
+    char why[512];
+    const struct topo_nl_features *f = features(why, sizeof why);
+    *env_error = true;
+    if (!f) {
+        snprintf(err, errlen,
+                 "network '%s': backend '%s' needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) to create "
+                 "namespaces: %s; run as root or use backend = \"none\"",
+                 net->name, topo_backend_name(net->backend), why);
+        return -1;
+    }
+    unsigned needs = link_needs(net);
+    int pick = backend_pick(f, needs, why, sizeof why);
+    if (net->backend == TOPO_BACKEND_AUTO) {
+        if (pick == TOPO_BACKEND_NONE) {
+            snprintf(err, errlen, "network '%s': no backend can emulate its links here: %s",
+                     net->name, why);
+            return -1;
+        }
+        nr->backend = (enum topo_backend)pick;
+        snprintf(nr->reason, sizeof nr->reason, "auto: %s", why);
+    } else {
+        nr->backend = net->backend;
+        snprintf(nr->reason, sizeof nr->reason, "asked for");
+    }
+    if (nr->backend == TOPO_BACKEND_KERNEL && (needs & BACKEND_NEED_NETEM) &&
+        !f->available[TOPO_NL_FEATURE_NETEM]) {
+        snprintf(err, errlen,
+                 "network '%s': backend 'kernel' cannot emulate delay, jitter or loss here: this "
+                 "kernel has no sch_netem (%s); use backend 'user' or 'auto'",
+                 net->name, f->reason[TOPO_NL_FEATURE_NETEM]);
+        return -1;
+    }
+    if (nr->backend == TOPO_BACKEND_USER) {
+        snprintf(err, errlen,
+                 "network '%s': backend 'user' (hiernet-linkd) is not wired into this build yet",
+                 net->name);
+        return -1;
+    }
+    *env_error = false;
+    return 0;
+}
+
+/* ---- topology ---- */
+
+static int build_topology(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+{
+    struct topo_network *net = nr->net;
+    if (nr->backend == TOPO_BACKEND_NONE) {
+        if (topo_assign_loopback_addresses(net, err, errlen) < 0) return -1;
+        if (net->n_links) return topo_routing_compute(net, &nr->routing, err, errlen);
+        return 0;
+    }
+    if (topo_assign_addresses(net, err, errlen) < 0 ||
+        topo_routing_compute(net, &nr->routing, err, errlen) < 0)
+        return -1;
+    char why[256];
+    const struct topo_nl_features *f = features(why, sizeof why);
+    struct topo_kernel_options opts = {f && f->available[TOPO_NL_FEATURE_NETEM],
+                                       TOPO_SHAPE_ROOT_HTB};
+    if (topo_kernel_build(net, &nr->routing, &opts, &nr->kernel, err, errlen) < 0) {
+        *env_error = true; /* the model is valid: what failed is the kernel */
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- cgroups ---- */
+
+static bool wants_cpu_limit(const struct topo_network *net)
+{
+    for (size_t i = 0; i < net->n_nodes; i++)
+        if (net->nodes[i].kind == TOPO_NODE_HOST && net->nodes[i].cpu > 0) return true;
+    return false;
+}
+
+/* The run's group is listed in the registry before it exists, so a crash
+ * in between cannot leak it (registry.h). */
+static int prepare_cgroups(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+{
+    if (!wants_cpu_limit(nr->net)) return 0;
+    char why[256];
+    if (topo_cgroup_detect(&nr->cgroup, why, sizeof why) < 0 ||
+        nr->cgroup.version == TOPO_CGROUP_NONE) {
+        *env_error = true;
+        snprintf(err, errlen, "network '%s': cpu= limits need a cgroup cpu controller: %s",
+                 nr->net->name, why);
+        return -1;
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s%s", nr->cgroup.root, TOPO_CGROUP_PREFIX, nr->run_id);
+    if (nr->registry && (registry_add_cgroup(nr->registry, path, err, errlen) < 0 ||
+                         registry_commit(nr->registry, err, errlen) < 0))
+        return -1;
+    if (topo_cgroup_run_create(&nr->cgroup, nr->run_id, err, errlen) < 0) {
+        *env_error = true;
+        return -1;
+    }
+    nr->cgroups_made = true;
+    return 0;
+}
+
+static int limit_cpu(struct netrun *nr, int node, pid_t pid, char *err, size_t errlen)
+{
+    const struct topo_node *n = &nr->net->nodes[node];
+    if (!(n->cpu > 0)) return 0;
+    char path[512];
+    if (topo_cgroup_node_create(&nr->cgroup, nr->run_id, n->name, n->cpu, path, sizeof path, err,
+                                errlen) < 0)
+        return -1;
+    return topo_cgroup_attach(path, pid, err, errlen);
+}
+
+/* ---- peers ---- */
+
+static void on_peer_exit(void *ctx, int status)
+{
+    struct netrun_peer *p = ctx;
+    if (p->nr->on_exit) p->nr->on_exit(p->nr->ctx, p->node, status);
+}
+
+static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *err, size_t errlen)
+{
+    const struct topo_node *n = &nr->net->nodes[node];
+    struct netrun_peer *p = &nr->peers[node];
+    struct peer_spawn spec = {n->name,    peer_path, n->addr, netrun_node_ns(nr, node),
+                              n->threads, n->speed};
+    struct peer_client_hooks hooks = {NULL, on_peer_exit, p};
+    p->client = peer_client_spawn(nr->loop, &spec, &hooks, err, errlen);
+    if (!p->client) return -1;
+    pid_t pid = peer_client_pid(p->client);
+    if (limit_cpu(nr, node, pid, err, errlen) < 0) return -1;
+    if (!nr->registry) return 0;
+    unsigned long inode = nr->kernel ? topo_netns_inode(netrun_node_ns(nr, node)) : 0;
+    return registry_add_node(nr->registry, nr->net->name, n->name, pid, inode, err, errlen);
+}
+
+static int spawn_peers(struct netrun *nr, char *err, size_t errlen)
+{
+    char peer_path[4096];
+    if (peer_client_sibling_path("hiernet-peer", "HIERNET_PEER", peer_path, sizeof peer_path) < 0)
+        return snprintf(err, errlen, "cannot locate the hiernet-peer executable"), -1;
+    for (size_t i = 0; i < nr->net->n_nodes; i++) {
+        nr->peers[i] = (struct netrun_peer){nr, (int)i, NULL};
+        if (nr->net->nodes[i].kind != TOPO_NODE_HOST) continue;
+        if (spawn_peer(nr, peer_path, (int)i, err, errlen) < 0) return -1;
+    }
+    return nr->registry ? registry_commit(nr->registry, err, errlen) : 0;
+}
+
+/* ---- lifecycle ---- */
+
+int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
+                 netrun_exit_fn on_exit, void *ctx, struct netrun **out, bool *env_error, char *err,
+                 size_t errlen)
+{
+    *env_error = false;
+    struct netrun *nr = calloc(1, sizeof *nr);
+    if (nr) nr->peers = calloc(net->n_nodes ? net->n_nodes : 1, sizeof *nr->peers);
+    if (!nr || !nr->peers) {
+        free(nr);
+        return snprintf(err, errlen, "network '%s': out of memory", net->name), -1;
+    }
+    nr->loop = loop;
+    nr->net = net;
+    nr->on_exit = on_exit;
+    nr->ctx = ctx;
+    nr->registry = cfg->registry;
+    snprintf(nr->run_id, sizeof nr->run_id, "%s-%s", cfg->run_id ? cfg->run_id : "run", net->name);
+    if (choose_backend(nr, env_error, err, errlen) < 0 ||
+        build_topology(nr, env_error, err, errlen) < 0 ||
+        prepare_cgroups(nr, env_error, err, errlen) < 0 || spawn_peers(nr, err, errlen) < 0) {
+        netrun_free(nr);
+        return -1;
+    }
+    *out = nr;
+    return 0;
+}
+
+const char *netrun_backend(const struct netrun *nr)
+{
+    return topo_backend_name(nr->backend);
+}
+
+const char *netrun_backend_reason(const struct netrun *nr)
+{
+    return nr->reason;
+}
+
+struct peer_client *netrun_peer(const struct netrun *nr, int node)
+{
+    return nr->peers[node].client;
+}
+
+int netrun_node_ns(const struct netrun *nr, int node)
+{
+    return nr->kernel ? topo_kernel_node_ns(nr->kernel, node) : -1;
+}
+
+static int link_not_emulated(struct netrun *nr, int link, char *err, size_t errlen)
+{
+    char what[80];
+    topo_link_describe(nr->net, &nr->net->links[link], what, sizeof what);
+    snprintf(err, errlen, "link %s: backend '%s' does not emulate links", what, netrun_backend(nr));
+    return -1;
+}
+
+int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *params, char *err,
+                    size_t errlen)
+{
+    if (!nr->kernel) return link_not_emulated(nr, link, err, errlen);
+    return topo_kernel_link_set(nr->kernel, link, params, err, errlen);
+}
+
+int netrun_link_updown(struct netrun *nr, int link, bool up, char *err, size_t errlen)
+{
+    if (!nr->kernel) return link_not_emulated(nr, link, err, errlen);
+    return topo_kernel_link_updown(nr->kernel, link, up, err, errlen);
+}
+
+void netrun_close_peers(struct netrun *nr)
+{
+    for (size_t i = 0; i < nr->net->n_nodes; i++)
+        if (nr->peers[i].client) peer_client_close(nr->peers[i].client);
+}
+
+bool netrun_peers_exited(const struct netrun *nr)
+{
+    for (size_t i = 0; i < nr->net->n_nodes; i++)
+        if (nr->peers[i].client && !peer_client_exited(nr->peers[i].client)) return false;
+    return true;
+}
+
+void netrun_kill_peers(struct netrun *nr, int sig)
+{
+    for (size_t i = 0; i < nr->net->n_nodes; i++)
+        if (nr->peers[i].client) peer_client_kill(nr->peers[i].client, sig);
+}
+
+void netrun_free(struct netrun *nr)
+{
+    if (!nr) return;
+    for (size_t i = 0; nr->peers && i < nr->net->n_nodes; i++)
+        peer_client_free(nr->peers[i].client); /* kills and reaps a survivor */
+    free(nr->peers);
+    topo_kernel_destroy(nr->kernel);
+    topo_routing_free(&nr->routing);
+    char err[256];
+    if (nr->cgroups_made && topo_cgroup_run_remove(&nr->cgroup, nr->run_id, err, sizeof err) < 0)
+        fprintf(stderr, "hiernet: %s\n", err);
+    if (nr->registry) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s%s", nr->cgroup.root, TOPO_CGROUP_PREFIX, nr->run_id);
+        if (nr->cgroups_made) registry_remove_cgroup(nr->registry, path);
+        registry_remove_network(nr->registry, nr->net->name);
+        if (registry_commit(nr->registry, err, sizeof err) < 0)
+            fprintf(stderr, "hiernet: %s\n", err);
+    }
+    free(nr);
+}

@@ -1,0 +1,50 @@
+/* netrun.h — one started network: its realised topology (none or kernel
+ * backend; the user backend through hiernet-linkd), its peers, their
+ * cgroups and its registry entries.
+ *
+ * Start is synchronous (namespaces, links, routes, qdiscs, fork/exec of the
+ * peers); everything after runs on the libev loop. Stop closes the control
+ * channels (peers exit on EOF); free kills and reaps any survivor, then
+ * releases the namespaces, cgroups and registry entries.
+ * Owns: the backend state, one peer client per host node, the cgroups. */
+#pragma once
+
+#include "controller/peer_client.h"
+#include "topo/network.h"
+
+#include <ev.h>
+#include <stdbool.h>
+
+struct registry;
+struct netrun;
+
+struct netrun_config {
+    const char *run_id;        /* names the run's cgroups */
+    struct registry *registry; /* may be NULL */
+};
+
+typedef void (*netrun_exit_fn)(void *ctx, int node, int wait_status);
+
+/* Builds the network and starts its peers. On failure nothing is left and
+ * *env_error tells whether the cause is the environment (privilege, kernel
+ * feature: exit code 3) rather than the scenario. */
+int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
+                 netrun_exit_fn on_exit, void *ctx, struct netrun **out, bool *env_error,
+                 char *err, size_t errlen);
+/* The backend actually used ("none", "kernel", "user") and why it was chosen. */
+const char *netrun_backend(const struct netrun *nr);
+const char *netrun_backend_reason(const struct netrun *nr);
+struct peer_client *netrun_peer(const struct netrun *nr, int node);
+int netrun_node_ns(const struct netrun *nr, int node); /* -1 on the none backend */
+
+int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *params, char *err,
+                    size_t errlen);
+int netrun_link_updown(struct netrun *nr, int link, bool up, char *err, size_t errlen);
+
+/* Closes every control channel: the peers exit on EOF. Idempotent. */
+void netrun_close_peers(struct netrun *nr);
+bool netrun_peers_exited(const struct netrun *nr);
+void netrun_kill_peers(struct netrun *nr, int sig);
+/* Kills and reaps surviving peers, then releases the topology, cgroups and
+ * registry entries. */
+void netrun_free(struct netrun *nr);

@@ -1,0 +1,915 @@
+/* cpu/model.c — model spec parsing, initialisation, and the forward/backward
+ * passes of dense, convolution (im2col + cblas_sgemm), max-pool and flatten
+ * layers with softmax cross-entropy on OpenBLAS. See kernels/model.h.
+ *
+ * Owns each model's layer table, spec copy and one workspace block. */
+#include "kernels/model.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/rng.h"
+
+/* GCC's -O2 cost model vectorises only loops without a remainder, which
+ * leaves bias, ReLU and pooling loops scalar and branchy: on mixed-sign data
+ * the branch misses cost 15% of an mlp step (measured). The dynamic model
+ * vectorises them; builds at -O3 get the same without this. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
+
+#define MODEL_MAX_LAYERS 64
+#define MODEL_MAX_WIDTH 1000000
+#define MODEL_MAX_PARAMS (1ull << 31)
+#define MODEL_MAX_BATCH 65536
+#define MODEL_EVAL_MIN_BATCH 64
+/* Convolution columns (im2col) of a whole batch are kept from the forward
+ * pass for the backward one while all conv layers' columns fit in this many
+ * bytes (cnn:lenet: up to batch 115). Past that, the columns are built in
+ * chunks of MODEL_CONV_CHUNK_BYTES and rebuilt in the backward pass: keeping
+ * is ~10% faster (measured on lenet), chunking bounds the memory per model. */
+#ifndef MODEL_KEEP_COLUMNS_BYTES /* overridable to benchmark both paths */
+#define MODEL_KEEP_COLUMNS_BYTES (16u << 20)
+#endif
+#define MODEL_CONV_CHUNK_BYTES (256u << 10)
+
+enum layer_kind { LAYER_DENSE, LAYER_CONV, LAYER_POOL, LAYER_FLATTEN };
+
+struct layer {
+    enum layer_kind kind;
+    int relu;                      /* ReLU fused onto the output */
+    int in_c, in_h, in_w;          /* input shape; dense: in_c features */
+    int out_c, out_h, out_w;       /* output shape */
+    int kernel, pad;               /* conv: square kernel and zero padding */
+    size_t weight_offset, bias_offset;
+    size_t in_size, out_size;      /* floats per sample */
+    size_t col_size;               /* conv: im2col floats per sample */
+};
+
+struct model {
+    char *spec;
+    int in_c, in_h, in_w;          /* input shape of the first layer */
+    struct layer layers[MODEL_MAX_LAYERS];
+    int layer_count;
+    size_t param_count;
+    int capacity;                  /* workspace batch size */
+    float *workspace;              /* one block holding everything below */
+    float *act[MODEL_MAX_LAYERS];  /* per-layer outputs, kept for backward */
+    int keep_columns;              /* columns kept per layer, else one shared chunk */
+    float *columns[MODEL_MAX_LAYERS]; /* conv: kept im2col columns of the batch */
+    float *col;                    /* shared chunk of columns when not keeping */
+    float *delta[2];               /* ping-pong activation gradients */
+    float *ones;                   /* all 1: bias gradients as GEMV row sums */
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* ---- architecture ---- */
+
+static struct layer *layer_append(struct model *m, enum layer_kind kind)
+{
+    struct layer *prev = m->layer_count ? &m->layers[m->layer_count - 1] : NULL;
+    struct layer *l = &m->layers[m->layer_count++];
+    memset(l, 0, sizeof *l);
+    l->kind = kind;
+    l->in_c = prev ? prev->out_c : m->in_c;
+    l->in_h = prev ? prev->out_h : m->in_h;
+    l->in_w = prev ? prev->out_w : m->in_w;
+    return l;
+}
+
+static void layer_finish(struct model *m, struct layer *l, size_t weights, size_t biases)
+{
+    l->in_size = (size_t)l->in_c * l->in_h * l->in_w;
+    l->out_size = (size_t)l->out_c * l->out_h * l->out_w;
+    l->weight_offset = m->param_count;
+    l->bias_offset = m->param_count + weights;
+    m->param_count += weights + biases;
+}
+
+static void add_dense(struct model *m, int in, int out, int relu)
+{
+    struct layer *l = layer_append(m, LAYER_DENSE);
+    /* Dense layers see the previous map flattened. */
+    l->in_c = in;
+    l->in_h = l->in_w = 1;
+    l->out_c = out;
+    l->out_h = l->out_w = 1;
+    l->relu = relu;
+    layer_finish(m, l, (size_t)in * out, (size_t)out);
+}
+
+static void add_conv(struct model *m, int out_c, int kernel, int pad)
+{
+    struct layer *l = layer_append(m, LAYER_CONV);
+    l->out_c = out_c;
+    l->kernel = kernel;
+    l->pad = pad;
+    l->out_h = l->in_h + 2 * pad - kernel + 1;
+    l->out_w = l->in_w + 2 * pad - kernel + 1;
+    l->relu = 1;
+    size_t patch = (size_t)kernel * kernel * l->in_c;
+    l->col_size = (size_t)l->out_h * l->out_w * patch;
+    layer_finish(m, l, patch * out_c, (size_t)out_c);
+}
+
+/* 2x2 max pooling, stride 2 (odd trailing rows and columns dropped). */
+static void add_pool(struct model *m)
+{
+    struct layer *l = layer_append(m, LAYER_POOL);
+    l->out_c = l->in_c;
+    l->out_h = l->in_h / 2;
+    l->out_w = l->in_w / 2;
+    layer_finish(m, l, 0, 0);
+}
+
+/* From the channel-major maps of the conv layers to per-sample rows. */
+static void add_flatten(struct model *m)
+{
+    struct layer *l = layer_append(m, LAYER_FLATTEN);
+    l->out_c = l->in_c * l->in_h * l->in_w;
+    l->out_h = l->out_w = 1;
+    layer_finish(m, l, 0, 0);
+}
+
+static void build_lenet(struct model *m)
+{
+    m->in_c = 1;
+    m->in_h = m->in_w = 28;
+    add_conv(m, 6, 5, 2);
+    add_pool(m);
+    add_conv(m, 16, 5, 0);
+    add_pool(m);
+    add_flatten(m);
+    add_dense(m, 400, 120, 1);
+    add_dense(m, 120, 84, 1);
+    add_dense(m, 84, 10, 0);
+}
+
+/* Parses "A-B-C" into sizes; returns the count or -1 with err set. */
+static int parse_sizes(const char *spec, const char *list, int *sizes, int cap, char *err,
+                       size_t errlen)
+{
+    int count = 0;
+    const char *p = list;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long v = (*p >= '0' && *p <= '9') ? strtol(p, &end, 10) : (end = (char *)p, -1);
+        if (end == p || errno || v < 1 || v > MODEL_MAX_WIDTH || (*end != '-' && *end != '\0'))
+            return fail(err, errlen,
+                        "model spec \"%s\": layer size %d is not an integer in 1..%d", spec,
+                        count + 1, MODEL_MAX_WIDTH);
+        if (count == cap)
+            return fail(err, errlen, "model spec \"%s\": more than %d layer sizes", spec, cap);
+        sizes[count++] = (int)v;
+        if (*end == '\0')
+            return count;
+        p = end + 1;
+    }
+}
+
+static int build_dense_stack(struct model *m, const char *spec, const char *list, int is_logreg,
+                             char *err, size_t errlen)
+{
+    int sizes[MODEL_MAX_LAYERS + 1];
+    int n = parse_sizes(spec, list, sizes, MODEL_MAX_LAYERS + 1, err, errlen);
+    if (n < 0)
+        return -1;
+    if (is_logreg && n != 2)
+        return fail(err, errlen, "model spec \"%s\": logreg takes exactly IN-OUT", spec);
+    if (n < 2)
+        return fail(err, errlen, "model spec \"%s\": mlp needs at least IN-OUT", spec);
+    for (int i = 0; i + 1 < n; i++)
+        add_dense(m, sizes[i], sizes[i + 1], i + 2 < n);
+    return 0;
+}
+
+static int parse_spec(struct model *m, const char *spec, char *err, size_t errlen)
+{
+    if (strncmp(spec, "logreg:", 7) == 0)
+        return build_dense_stack(m, spec, spec + 7, 1, err, errlen);
+    if (strncmp(spec, "mlp:", 4) == 0)
+        return build_dense_stack(m, spec, spec + 4, 0, err, errlen);
+    if (strcmp(spec, "cnn:lenet") == 0) {
+        build_lenet(m);
+        return 0;
+    }
+    if (strncmp(spec, "cnn:", 4) == 0)
+        return fail(err, errlen, "model spec \"%s\": unknown cnn (known: cnn:lenet)", spec);
+    return fail(err, errlen,
+                "model spec \"%s\": unknown architecture (expected logreg:IN-OUT, "
+                "mlp:IN-H1-...-OUT or cnn:lenet)",
+                spec);
+}
+
+int model_create(const char *spec, int max_batch, struct model **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!spec)
+        return fail(err, errlen, "model spec is missing");
+    struct model *m = calloc(1, sizeof *m);
+    if (!m || !(m->spec = strdup(spec))) {
+        free(m);
+        return fail(err, errlen, "model spec \"%s\": out of memory", spec);
+    }
+    if (parse_spec(m, spec, err, errlen) < 0) {
+        model_destroy(m);
+        return -1;
+    }
+    if (m->param_count > MODEL_MAX_PARAMS) {
+        fail(err, errlen, "model spec \"%s\": %zu parameters exceed the limit of %llu", spec,
+             m->param_count, MODEL_MAX_PARAMS);
+        model_destroy(m);
+        return -1;
+    }
+    if (max_batch > 0 && model_reserve(m, max_batch, err, errlen) < 0) {
+        model_destroy(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+void model_destroy(struct model *m)
+{
+    if (!m)
+        return;
+    free(m->workspace);
+    free(m->spec);
+    free(m);
+}
+
+const char *model_spec(const struct model *m)
+{
+    return m->spec;
+}
+
+size_t model_param_count(const struct model *m)
+{
+    return m->param_count;
+}
+
+int model_input_size(const struct model *m)
+{
+    return (int)m->layers[0].in_size;
+}
+
+int model_classes(const struct model *m)
+{
+    return (int)m->layers[m->layer_count - 1].out_size;
+}
+
+/* ---- workspace ---- */
+
+/* Rounds a float count up to a 64-byte boundary so every buffer is aligned
+ * for the vector loads of OpenBLAS and our own loops. */
+static size_t aligned_floats(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
+static size_t column_bytes_per_sample(const struct model *m)
+{
+    size_t floats = 0;
+    for (int i = 0; i < m->layer_count; i++)
+        floats += m->layers[i].col_size;
+    return floats * sizeof(float);
+}
+
+static int keeps_columns(const struct model *m, size_t batch)
+{
+    return column_bytes_per_sample(m) * batch <= MODEL_KEEP_COLUMNS_BYTES;
+}
+
+/* Samples per im2col chunk of a conv layer: the batch when columns are kept. */
+static int conv_chunk(const struct layer *l, int batch, int keep)
+{
+    size_t per_sample = l->col_size * sizeof(float);
+    size_t chunk = MODEL_CONV_CHUNK_BYTES / (per_sample ? per_sample : 1);
+    if (keep)
+        return batch;
+    return chunk < 1 ? 1 : chunk > (size_t)batch ? batch : (int)chunk;
+}
+
+/* Reserves n floats (64-byte aligned) at *used and points *slot at them
+ * when base is given. */
+static void carve(float *base, size_t *used, size_t n, float **slot)
+{
+    if (base)
+        *slot = base + *used;
+    *used += aligned_floats(n);
+}
+
+/* Lays the workspace out for `batch` samples from base and returns its size
+ * in floats; base NULL only measures and leaves m untouched. One function for
+ * both, so the sizes and the pointers can never disagree. */
+static size_t workspace_layout(struct model *m, size_t batch, float *base)
+{
+    size_t used = 0, widest = 0, col = 0, ones = batch;
+    int keep = keeps_columns(m, batch);
+    float *unused;
+    for (int i = 0; i < m->layer_count; i++) {
+        const struct layer *l = &m->layers[i];
+        carve(base, &used, l->out_size * batch, &m->act[i]);
+        widest = l->in_size > widest ? l->in_size : widest;
+        widest = l->out_size > widest ? l->out_size : widest;
+        if (l->kind != LAYER_CONV)
+            continue;
+        size_t chunk_cols = l->col_size * (size_t)conv_chunk(l, (int)batch, keep);
+        if (keep)
+            carve(base, &used, chunk_cols, &m->columns[i]);
+        col = chunk_cols > col ? chunk_cols : col;
+        ones = batch * l->out_h * l->out_w > ones ? batch * l->out_h * l->out_w : ones;
+    }
+    carve(base, &used, keep ? 0 : col, keep ? &unused : &m->col);
+    carve(base, &used, widest * batch, &m->delta[0]);
+    carve(base, &used, widest * batch, &m->delta[1]);
+    carve(base, &used, ones, &m->ones);
+    for (size_t i = 0; base && i < ones; i++)
+        m->ones[i] = 1.0f;
+    if (base)
+        m->keep_columns = keep;
+    return used;
+}
+
+int model_reserve(struct model *m, int batch, char *err, size_t errlen)
+{
+    if (batch < 1 || batch > MODEL_MAX_BATCH)
+        return fail(err, errlen, "model \"%s\": batch %d is outside 1..%d", m->spec, batch,
+                    MODEL_MAX_BATCH);
+    if (batch <= m->capacity)
+        return 0;
+    void *block = NULL;
+    size_t bytes = workspace_layout(m, (size_t)batch, NULL) * sizeof(float);
+    if (posix_memalign(&block, 64, bytes) != 0)
+        return fail(err, errlen, "model \"%s\": cannot allocate %zu bytes of workspace",
+                    m->spec, bytes);
+    free(m->workspace);
+    m->workspace = block;
+    m->capacity = batch;
+    workspace_layout(m, (size_t)batch, block);
+    return 0;
+}
+
+/* ---- flops and shapes ---- */
+
+/* Multiply-accumulates of a layer's forward GEMM per sample. */
+static double layer_macs(const struct layer *l)
+{
+    if (l->kind == LAYER_DENSE)
+        return (double)l->in_size * l->out_size;
+    if (l->kind == LAYER_CONV)
+        return (double)l->col_size * l->out_c;
+    return 0;
+}
+
+double model_forward_flops(const struct model *m)
+{
+    double macs = 0;
+    for (int i = 0; i < m->layer_count; i++)
+        macs += layer_macs(&m->layers[i]);
+    return 2 * macs;
+}
+
+double model_grad_flops(const struct model *m)
+{
+    /* Backward does the weight gradient for every layer and the input
+     * gradient for all but the first (nobody needs d loss / d pixels). */
+    double macs = 0;
+    for (int i = 0; i < m->layer_count; i++)
+        macs += layer_macs(&m->layers[i]) * (i == 0 ? 2 : 3);
+    return 2 * macs;
+}
+
+static int shape_put(struct model_gemm_shape *s, int cap, int n, int ta, int tb, int rows,
+                     int cols, int inner)
+{
+    if (n < cap)
+        s[n] = (struct model_gemm_shape){ta, tb, rows, cols, inner};
+    return n + 1;
+}
+
+/* The GEMMs of dense_forward/backward and conv_forward/backward, in the
+ * order model_grad runs them; keep in step with those functions. */
+static int conv_shapes(const struct layer *l, int batch, int keep, int backward,
+                       int first_layer, struct model_gemm_shape *s, int cap, int n)
+{
+    int pixels = l->out_h * l->out_w, patch = l->in_c * l->kernel * l->kernel;
+    int step = conv_chunk(l, batch, keep);
+    for (int first = 0; first < batch; first += step) {
+        int cols = (batch - first < step ? batch - first : step) * pixels;
+        if (!backward) {
+            n = shape_put(s, cap, n, 0, 0, l->out_c, cols, patch);
+            continue;
+        }
+        n = shape_put(s, cap, n, 0, 1, l->out_c, patch, cols);
+        if (!first_layer)
+            n = shape_put(s, cap, n, 1, 0, patch, cols, l->out_c);
+    }
+    return n;
+}
+
+int model_gemm_shapes(const struct model *m, int batch, struct model_gemm_shape *s, int cap)
+{
+    /* As model_grad would run on this workspace, or on one made for batch. */
+    int keep = batch <= m->capacity ? m->keep_columns : keeps_columns(m, (size_t)batch);
+    int n = 0;
+    for (int i = 0; i < m->layer_count; i++) {
+        const struct layer *l = &m->layers[i];
+        if (l->kind == LAYER_DENSE)
+            n = shape_put(s, cap, n, 0, 1, batch, l->out_c, l->in_c);
+        else if (l->kind == LAYER_CONV)
+            n = conv_shapes(l, batch, keep, 0, i == 0, s, cap, n);
+    }
+    for (int i = m->layer_count - 1; i >= 0; i--) {
+        const struct layer *l = &m->layers[i];
+        if (l->kind == LAYER_DENSE) {
+            n = shape_put(s, cap, n, 1, 0, l->out_c, l->in_c, batch);
+            if (i > 0)
+                n = shape_put(s, cap, n, 0, 0, batch, l->in_c, l->out_c);
+        } else if (l->kind == LAYER_CONV) {
+            n = conv_shapes(l, batch, keep, 1, i == 0, s, cap, n);
+        }
+    }
+    return n;
+}
+
+/* ---- initialisation ---- */
+
+static void fill_uniform(struct rng *r, float *p, size_t n, double bound)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)((2.0 * rng_uniform(r) - 1.0) * bound);
+}
+
+int model_init(const struct model *m, float *params, const char *method, uint64_t seed, char *err,
+               size_t errlen)
+{
+    int he = 1, zeros = 0;
+    if (!method || strcmp(method, "default") == 0)
+        he = 1;
+    else if (strcmp(method, "xavier") == 0)
+        he = 0;
+    else if (strcmp(method, "zeros") == 0)
+        zeros = 1;
+    else
+        return fail(err, errlen, "model \"%s\": unknown init \"%s\" (default, xavier, zeros)",
+                    m->spec, method);
+    memset(params, 0, m->param_count * sizeof(float));
+    if (zeros)
+        return 0;
+    struct rng r;
+    rng_seed(&r, seed, 0x1417);
+    for (int i = 0; i < m->layer_count; i++) {
+        const struct layer *l = &m->layers[i];
+        if (l->kind != LAYER_DENSE && l->kind != LAYER_CONV)
+            continue;
+        size_t weights = l->bias_offset - l->weight_offset;
+        double area = l->kind == LAYER_CONV ? (double)l->kernel * l->kernel : 1.0;
+        double fan_in = l->in_c * area, fan_out = l->out_c * area;
+        double bound = (he && l->relu) ? sqrt(6.0 / fan_in) : sqrt(6.0 / (fan_in + fan_out));
+        fill_uniform(&r, params + l->weight_offset, weights, bound);
+    }
+    return 0;
+}
+
+/* ---- elementwise helpers ---- */
+
+/* y[r][c] += b[c], then ReLU when asked: one pass over the GEMM output. */
+static void bias_relu_rows(float *y, size_t rows, int cols, const float *b, int relu)
+{
+    for (size_t r = 0; r < rows; r++) {
+        float *row = y + r * cols;
+        if (relu) {
+            for (int c = 0; c < cols; c++) {
+                float v = row[c] + b[c];
+                row[c] = v > 0.0f ? v : 0.0f;
+            }
+        } else {
+            for (int c = 0; c < cols; c++)
+                row[c] += b[c];
+        }
+    }
+}
+
+/* The ReLU gradient: zero where the (post-ReLU) output was not positive. */
+static void relu_mask(float *dy, const float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+/* ---- dense ---- */
+
+static void dense_forward(const struct layer *l, const float *params, const float *x, float *y,
+                          int batch)
+{
+    int in = (int)l->in_size, out = (int)l->out_size;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in,
+                params + l->weight_offset, in, 0.0f, y, out);
+    bias_relu_rows(y, (size_t)batch, out, params + l->bias_offset, l->relu);
+}
+
+/* dy is masked in place; dx may be NULL for the first layer. */
+static void dense_backward(const struct model *m, const struct layer *l, const float *params,
+                           const float *x, const float *y, float *dy, float *grad, float *dx,
+                           int batch)
+{
+    int in = (int)l->in_size, out = (int)l->out_size;
+    if (l->relu)
+        relu_mask(dy, y, (size_t)batch * out);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dy, out, x, in,
+                0.0f, grad + l->weight_offset, in);
+    cblas_sgemv(CblasRowMajor, CblasTrans, batch, out, 1.0f, dy, out, m->ones, 1, 0.0f,
+                grad + l->bias_offset, 1);
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, dy, out,
+                    params + l->weight_offset, in, 0.0f, dx, in);
+}
+
+/* ---- convolution, pooling, flattening (channel-major activations) ----
+ *
+ * Between convolution layers activations are stored C x B x H x W: channel
+ * outermost, then the batch. im2col builds col[K][S*OH*OW] for a chunk of S
+ * samples, K = C*k*k rows ordered (c, ky, kx), each row the shifted input
+ * planes, so every copy is a contiguous run of an image row; the GEMM
+ * W[COUT][K] x col then writes the chunk's output columns in place. The
+ * model input B x 1 x 28 x 28 already is this layout (one channel). */
+
+static int conv_patch(const struct layer *l)
+{
+    return l->in_c * l->kernel * l->kernel;
+}
+
+struct conv_chunk {
+    int first, count; /* samples */
+    int total;        /* batch: planes are [c][total][h][w] */
+};
+
+/* Output columns ox whose input column ox + kx - pad falls inside [0, w). */
+static void valid_columns(const struct layer *l, int kx, int *lo, int *hi)
+{
+    int shift = kx - l->pad;
+    *lo = shift < 0 ? -shift : 0;
+    *hi = l->in_w - shift < l->out_w ? l->in_w - shift : l->out_w;
+    *hi = *hi < *lo ? *lo : *hi;
+}
+
+/* Output rows oy whose input row oy + ky - pad falls inside [0, h). */
+static void valid_rows(const struct layer *l, int ky, int *lo, int *hi)
+{
+    int shift = ky - l->pad;
+    *lo = shift < 0 ? -shift : 0;
+    *hi = l->in_h - shift < l->out_h ? l->in_h - shift : l->out_h;
+    *hi = *hi < *lo ? *lo : *hi;
+}
+
+/* One row (c, ky, kx) of col: for every sample, the input plane shifted by
+ * (ky - pad, kx - pad). Only the valid window is copied: im2col zeroes the
+ * chunk's columns once up front, which is one fast memset instead of a few
+ * tiny ones per image row. */
+static void im2col_row(const struct layer *l, const float *restrict plane, float *restrict dst,
+                       int count, int ky, int kx)
+{
+    int x_lo, x_hi, y_lo, y_hi, ow = l->out_w, iw = l->in_w;
+    valid_columns(l, kx, &x_lo, &x_hi);
+    valid_rows(l, ky, &y_lo, &y_hi);
+    size_t in_plane = (size_t)l->in_h * iw, out_plane = (size_t)l->out_h * ow;
+    int width = x_hi - x_lo, in_x = x_lo + kx - l->pad;
+    for (int b = 0; b < count; b++) {
+        for (int oy = y_lo; oy < y_hi; oy++) {
+            const float *restrict s =
+                plane + (size_t)b * in_plane + (size_t)(oy + ky - l->pad) * iw + in_x;
+            float *restrict d = dst + (size_t)b * out_plane + (size_t)oy * ow + x_lo;
+            for (int j = 0; j < width; j++)
+                d[j] = s[j];
+        }
+    }
+}
+
+static void im2col(const struct layer *l, const float *in, float *col, struct conv_chunk c)
+{
+    size_t cols = (size_t)c.count * l->out_h * l->out_w, plane = (size_t)l->in_h * l->in_w;
+    int k = l->kernel;
+    if (l->pad)
+        memset(col, 0, cols * (size_t)conv_patch(l) * sizeof(float));
+    for (int ch = 0; ch < l->in_c; ch++) {
+        const float *src = in + ((size_t)ch * c.total + c.first) * plane;
+        for (int ky = 0; ky < k; ky++)
+            for (int kx = 0; kx < k; kx++, col += cols)
+                im2col_row(l, src, col, c.count, ky, kx);
+    }
+}
+
+/* The adjoint of im2col_row: adds the row back into its shifted planes. */
+static void col2im_row(const struct layer *l, const float *restrict src, float *restrict plane,
+                       int count, int ky, int kx)
+{
+    int x_lo, x_hi, y_lo, y_hi, ow = l->out_w, iw = l->in_w;
+    valid_columns(l, kx, &x_lo, &x_hi);
+    valid_rows(l, ky, &y_lo, &y_hi);
+    size_t in_plane = (size_t)l->in_h * iw, out_plane = (size_t)l->out_h * ow;
+    int width = x_hi - x_lo, in_x = x_lo + kx - l->pad;
+    for (int b = 0; b < count; b++) {
+        for (int oy = y_lo; oy < y_hi; oy++) {
+            float *restrict d =
+                plane + (size_t)b * in_plane + (size_t)(oy + ky - l->pad) * iw + in_x;
+            const float *restrict s = src + (size_t)b * out_plane + (size_t)oy * ow + x_lo;
+            for (int j = 0; j < width; j++)
+                d[j] += s[j];
+        }
+    }
+}
+
+/* Writes the chunk's samples of dx (zeroed first) from d col. */
+static void col2im(const struct layer *l, const float *col, float *dx, struct conv_chunk c)
+{
+    size_t cols = (size_t)c.count * l->out_h * l->out_w, plane = (size_t)l->in_h * l->in_w;
+    int k = l->kernel;
+    for (int ch = 0; ch < l->in_c; ch++) {
+        float *dst = dx + ((size_t)ch * c.total + c.first) * plane;
+        memset(dst, 0, (size_t)c.count * plane * sizeof(float));
+        for (int ky = 0; ky < k; ky++)
+            for (int kx = 0; kx < k; kx++, col += cols)
+                col2im_row(l, col, dst, c.count, ky, kx);
+    }
+}
+
+/* y[c][j] += b[c] over rows of a channel-major map, with ReLU when asked. */
+static void bias_relu_planes(float *y, int channels, size_t n, const float *b, int relu)
+{
+    for (int c = 0; c < channels; c++) {
+        float *row = y + c * n, bias = b[c];
+        if (relu) {
+            for (size_t j = 0; j < n; j++) {
+                float v = row[j] + bias;
+                row[j] = v > 0.0f ? v : 0.0f;
+            }
+        } else {
+            for (size_t j = 0; j < n; j++)
+                row[j] += bias;
+        }
+    }
+}
+
+static void conv_forward(struct model *m, int index, const float *params, const float *x,
+                         float *y, int batch)
+{
+    const struct layer *l = &m->layers[index];
+    int pixels = l->out_h * l->out_w, n = batch * pixels, patch = conv_patch(l);
+    int step = conv_chunk(l, batch, m->keep_columns);
+    float *col = m->keep_columns ? m->columns[index] : m->col;
+    for (int first = 0; first < batch; first += step) {
+        struct conv_chunk c = {first, batch - first < step ? batch - first : step, batch};
+        im2col(l, x, col, c);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, l->out_c, c.count * pixels, patch,
+                    1.0f, params + l->weight_offset, patch, col, c.count * pixels, 0.0f,
+                    y + (size_t)first * pixels, n);
+    }
+    bias_relu_planes(y, l->out_c, (size_t)n, params + l->bias_offset, l->relu);
+}
+
+/* dy arrives masked by the ReLU when `masked` (a following pool did it).
+ * Uses the forward pass's columns when they were kept, else rebuilds each
+ * chunk's; either way the buffer then receives d col. dx may be NULL for the
+ * first layer. */
+static void conv_backward(struct model *m, int index, const float *params, const float *x,
+                          float *dy, float *grad, float *dx, int batch, int masked)
+{
+    const struct layer *l = &m->layers[index];
+    int pixels = l->out_h * l->out_w, n = batch * pixels, patch = conv_patch(l);
+    int step = conv_chunk(l, batch, m->keep_columns);
+    float *col = m->keep_columns ? m->columns[index] : m->col;
+    const float *y = m->act[index];
+    if (l->relu && !masked)
+        relu_mask(dy, y, (size_t)n * l->out_c);
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, l->out_c, n, 1.0f, dy, n, m->ones, 1, 0.0f,
+                grad + l->bias_offset, 1);
+    for (int first = 0; first < batch; first += step) {
+        struct conv_chunk c = {first, batch - first < step ? batch - first : step, batch};
+        const float *dy_chunk = dy + (size_t)first * pixels;
+        if (!m->keep_columns)
+            im2col(l, x, col, c);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, l->out_c, patch, c.count * pixels,
+                    1.0f, dy_chunk, n, col, c.count * pixels, first ? 1.0f : 0.0f,
+                    grad + l->weight_offset, patch);
+        if (!dx)
+            continue;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, patch, c.count * pixels, l->out_c,
+                    1.0f, params + l->weight_offset, patch, dy_chunk, n, 0.0f, col,
+                    c.count * pixels);
+        col2im(l, col, dx, c);
+    }
+}
+
+/* Max pooling with window = stride = 2 over C x B planes. */
+static void pool_forward(const struct layer *l, const float *x, float *y, int batch)
+{
+    size_t planes = (size_t)l->in_c * batch;
+    int w = l->in_w;
+    for (size_t p = 0; p < planes; p++) {
+        const float *in = x + p * l->in_h * w;
+        float *out = y + p * l->out_h * l->out_w;
+        for (int oy = 0; oy < l->out_h; oy++, out += l->out_w) {
+            const float *r0 = in + (size_t)(2 * oy) * w, *r1 = r0 + w;
+            for (int ox = 0; ox < l->out_w; ox++) {
+                float a = r0[2 * ox] > r0[2 * ox + 1] ? r0[2 * ox] : r0[2 * ox + 1];
+                float b = r1[2 * ox] > r1[2 * ox + 1] ? r1[2 * ox] : r1[2 * ox + 1];
+                out[ox] = a > b ? a : b;
+            }
+        }
+    }
+}
+
+/* Routes each output gradient to the first input of its window that equals
+ * the max (recomputed from x and y rather than stored), writing every input
+ * once so dx needs no separate clearing. With relu_below, x is a ReLU output
+ * and a window whose max is 0 gets no gradient: that is the ReLU's mask,
+ * applied here on a quarter of the elements instead of in a pass of its own. */
+static void pool_backward(const struct layer *l, const float *x, const float *y, const float *dy,
+                          float *dx, int batch, int relu_below)
+{
+    size_t planes = (size_t)l->in_c * batch;
+    int w = l->in_w;
+    if (l->in_h % 2 || w % 2) /* odd edges get no window: clear them */
+        memset(dx, 0, planes * l->in_h * w * sizeof(float));
+    for (size_t p = 0; p < planes; p++) {
+        size_t in_base = p * l->in_h * w, out_base = p * l->out_h * l->out_w;
+        for (int oy = 0; oy < l->out_h; oy++) {
+            for (int ox = 0; ox < l->out_w; ox++) {
+                size_t o = out_base + (size_t)oy * l->out_w + ox;
+                size_t i = in_base + (size_t)(2 * oy) * w + 2 * ox;
+                /* Arithmetic, not branches: where the max sits is random,
+                 * and branching on it made this a quarter of a lenet step
+                 * (measured); GCC keeps float selects as jumps. */
+                float m = y[o], g = dy[o] * (float)(!relu_below | (m > 0.0f));
+                int e0 = x[i] == m, e1 = !e0 & (x[i + 1] == m);
+                int e2 = !(e0 | e1) & (x[i + w] == m), e3 = !(e0 | e1 | e2);
+                dx[i] = g * (float)e0;
+                dx[i + 1] = g * (float)e1;
+                dx[i + w] = g * (float)e2;
+                dx[i + w + 1] = g * (float)e3;
+            }
+        }
+    }
+}
+
+/* C x B x HW -> B x (C*HW): each sample's features in (c, y, x) order. */
+static void flatten_forward(const struct layer *l, const float *x, float *y, int batch)
+{
+    size_t plane = (size_t)l->in_h * l->in_w;
+    for (int c = 0; c < l->in_c; c++)
+        for (int b = 0; b < batch; b++)
+            memcpy(y + (size_t)b * l->out_size + c * plane, x + ((size_t)c * batch + b) * plane,
+                   plane * sizeof(float));
+}
+
+static void flatten_backward(const struct layer *l, const float *dy, float *dx, int batch)
+{
+    size_t plane = (size_t)l->in_h * l->in_w;
+    for (int c = 0; c < l->in_c; c++)
+        for (int b = 0; b < batch; b++)
+            memcpy(dx + ((size_t)c * batch + b) * plane, dy + (size_t)b * l->out_size + c * plane,
+                   plane * sizeof(float));
+}
+
+/* ---- softmax cross-entropy ---- */
+
+/* Adds each row's loss to *loss_sum and its hit to *correct; when dlogits is
+ * non-NULL writes (softmax - onehot) / batch, the gradient of the mean. */
+static void softmax_xent(const float *logits, const int32_t *labels, int batch, int classes,
+                         float *dlogits, double *loss_sum, size_t *correct)
+{
+    for (int b = 0; b < batch; b++) {
+        const float *z = logits + (size_t)b * classes;
+        int best = 0;
+        for (int c = 1; c < classes; c++)
+            best = z[c] > z[best] ? c : best;
+        double max = z[best], sum = 0;
+        for (int c = 0; c < classes; c++)
+            sum += exp((double)z[c] - max);
+        *loss_sum += log(sum) - ((double)z[labels[b]] - max);
+        *correct += best == labels[b];
+        if (!dlogits)
+            continue;
+        float *d = dlogits + (size_t)b * classes;
+        for (int c = 0; c < classes; c++)
+            d[c] = (float)(exp((double)z[c] - max) / sum / batch);
+        d[labels[b]] -= 1.0f / (float)batch;
+    }
+}
+
+/* ---- passes ---- */
+
+static const float *forward(struct model *m, const float *params, const float *x, int batch)
+{
+    const float *in = x;
+    for (int i = 0; i < m->layer_count; i++) {
+        const struct layer *l = &m->layers[i];
+        if (l->kind == LAYER_DENSE)
+            dense_forward(l, params, in, m->act[i], batch);
+        else if (l->kind == LAYER_CONV)
+            conv_forward(m, i, params, in, m->act[i], batch);
+        else if (l->kind == LAYER_POOL)
+            pool_forward(l, in, m->act[i], batch);
+        else
+            flatten_forward(l, in, m->act[i], batch);
+        in = m->act[i];
+    }
+    return in;
+}
+
+/* A conv layer whose ReLU mask the pool above it applies (pool_backward). */
+static int relu_masked_by_pool(const struct model *m, int i)
+{
+    return i + 1 < m->layer_count && m->layers[i + 1].kind == LAYER_POOL &&
+           m->layers[i].relu;
+}
+
+/* Expects the d loss / d logits in m->delta[0]. */
+static void backward(struct model *m, const float *params, const float *x, float *grad, int batch)
+{
+    float *dy = m->delta[0], *dx = m->delta[1];
+    for (int i = m->layer_count - 1; i >= 0; i--) {
+        const struct layer *l = &m->layers[i];
+        const float *in = i ? m->act[i - 1] : x;
+        float *dx_or_null = i ? dx : NULL;
+        if (l->kind == LAYER_DENSE)
+            dense_backward(m, l, params, in, m->act[i], dy, grad, dx_or_null, batch);
+        else if (l->kind == LAYER_CONV)
+            conv_backward(m, i, params, in, dy, grad, dx_or_null, batch,
+                          relu_masked_by_pool(m, i));
+        else if (l->kind == LAYER_POOL)
+            pool_backward(l, in, m->act[i], dy, dx, batch,
+                          i > 0 && relu_masked_by_pool(m, i - 1));
+        else
+            flatten_backward(l, dy, dx, batch);
+        float *t = dy;
+        dy = dx;
+        dx = t;
+    }
+}
+
+static int check_labels(const struct model *m, const int32_t *labels, size_t n, char *err,
+                        size_t errlen)
+{
+    int classes = model_classes(m);
+    for (size_t i = 0; i < n; i++)
+        if (labels[i] < 0 || labels[i] >= classes)
+            return fail(err, errlen, "model \"%s\": label %d of sample %zu is outside 0..%d",
+                        m->spec, (int)labels[i], i, classes - 1);
+    return 0;
+}
+
+int model_grad(struct model *m, const float *params, const float *x, const int32_t *labels,
+               int batch, float *grad, float *loss, char *err, size_t errlen)
+{
+    if (model_reserve(m, batch, err, errlen) < 0 ||
+        check_labels(m, labels, (size_t)batch, err, errlen) < 0)
+        return -1;
+    const float *logits = forward(m, params, x, batch);
+    double loss_sum = 0;
+    size_t correct = 0;
+    softmax_xent(logits, labels, batch, model_classes(m), m->delta[0], &loss_sum, &correct);
+    backward(m, params, x, grad, batch);
+    *loss = (float)(loss_sum / batch);
+    return 0;
+}
+
+int model_eval(struct model *m, const float *params, const float *x, const int32_t *labels,
+               size_t n, struct model_score *score, char *err, size_t errlen)
+{
+    int chunk = m->capacity > MODEL_EVAL_MIN_BATCH ? m->capacity : MODEL_EVAL_MIN_BATCH;
+    if (model_reserve(m, chunk, err, errlen) < 0 || check_labels(m, labels, n, err, errlen) < 0)
+        return -1;
+    size_t in = (size_t)model_input_size(m);
+    for (size_t done = 0; done < n;) {
+        int batch = n - done < (size_t)chunk ? (int)(n - done) : chunk;
+        const float *logits = forward(m, params, x + done * in, batch);
+        softmax_xent(logits, labels + done, batch, model_classes(m), NULL, &score->loss_sum,
+                     &score->correct);
+        done += (size_t)batch;
+        score->samples += (size_t)batch;
+    }
+    return 0;
+}

@@ -1,0 +1,101 @@
+/* model.h — neural-network models over one flat float32 parameter tensor.
+ *
+ * A struct model is a parsed architecture ("logreg:784-10",
+ * "mlp:784-256-128-10", "cnn:lenet") plus the scratch memory its forward and
+ * backward passes use. It does not own parameters or gradients: those are flat
+ * float arrays of model_param_count() elements owned by the caller (the peer's
+ * tensor store), so a model tensor can be sent, averaged and overwritten like
+ * any other tensor.
+ *
+ * Flat parameter layout: layers in order, each layer's weights then its bias,
+ * the same as PyTorch's state_dict order for nn.Linear / nn.Conv2d:
+ *   dense IN->OUT   W[OUT][IN] row-major (y = W x + b), then b[OUT]
+ *   conv  CIN->COUT W[COUT][CIN][KH][KW], then b[COUT]
+ * and lenet's 16x5x5 feature map enters its first dense layer flattened as
+ * c * 25 + y * 5 + x (PyTorch's flatten of NCHW).
+ *
+ * Architectures:
+ *   logreg:IN-OUT        one dense layer, softmax cross-entropy
+ *   mlp:IN-H1-...-OUT    dense layers with ReLU between them
+ *   cnn:lenet            input 1x28x28; conv 5x5x6 pad 2, ReLU, maxpool 2;
+ *                        conv 5x5x16, ReLU, maxpool 2; dense 400-120, ReLU;
+ *                        dense 120-84, ReLU; dense 84-10
+ * Input samples are float32 rows of model_input_size() values (for lenet the
+ * 28x28 image row by row); labels are int32 class indices.
+ *
+ * The workspace (activations, im2col buffers, gradients of activations) is
+ * owned by the model and grows only when a call needs a larger batch than any
+ * before, so steady-state training never allocates. Consequently a model is
+ * not reentrant: one thread at a time per struct model (the peer's compute
+ * worker). Errors: functions return 0 or -1 and write a message into err. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct model;
+
+/* Parses spec and creates the model with workspace for `max_batch` samples
+ * (0: allocate on first use). On error *out is NULL and err names the spec. */
+int model_create(const char *spec, int max_batch, struct model **out, char *err, size_t errlen);
+void model_destroy(struct model *m);
+
+/* Makes the workspace hold at least `batch` samples (one allocation). */
+int model_reserve(struct model *m, int batch, char *err, size_t errlen);
+
+const char *model_spec(const struct model *m);
+size_t model_param_count(const struct model *m);
+int model_input_size(const struct model *m);
+int model_classes(const struct model *m);
+
+/* Multiply-add work per sample, counted as 2 flops per multiply-accumulate of
+ * the dense and convolution layers (the GEMMs); elementwise work (bias, ReLU,
+ * pooling, softmax) is not counted. grad = forward + backward. */
+double model_forward_flops(const struct model *m);
+double model_grad_flops(const struct model *m);
+
+/* Writes initial parameters. method: NULL or "default" (He uniform for layers
+ * followed by ReLU, Xavier uniform for the output layer, zero biases),
+ * "xavier" (Xavier uniform everywhere) or "zeros". Deterministic in seed. */
+int model_init(const struct model *m, float *params, const char *method, uint64_t seed, char *err,
+               size_t errlen);
+
+/* Forward and backward pass of softmax cross-entropy over one mini-batch.
+ * x: batch x model_input_size() floats; labels: batch class indices.
+ * Writes grad (model_param_count() floats, the mean over the batch) and
+ * *loss (mean cross-entropy). params and grad must not overlap. */
+int model_grad(struct model *m, const float *params, const float *x, const int32_t *labels,
+               int batch, float *grad, float *loss, char *err, size_t errlen);
+
+/* Running totals of an evaluation; start from {0} and add chunks with
+ * model_eval, so callers can stream a large split through a small buffer. */
+struct model_score {
+    size_t samples;
+    size_t correct;
+    double loss_sum;
+};
+
+/* Forward passes over n samples in batches of the workspace size (at least
+ * 64), adding to *score. */
+int model_eval(struct model *m, const float *params, const float *x, const int32_t *labels,
+               size_t n, struct model_score *score, char *err, size_t errlen);
+
+static inline double model_score_accuracy(const struct model_score *s)
+{
+    return s->samples ? (double)s->correct / (double)s->samples : 0.0;
+}
+
+static inline double model_score_loss(const struct model_score *s)
+{
+    return s->samples ? s->loss_sum / (double)s->samples : 0.0;
+}
+
+/* GEMM shapes (row-major M x N x K) one model_grad call of `batch` samples
+ * performs, in order, for benchmarks that time raw sgemm on the same shapes.
+ * Returns how many there are, writing at most `cap` (shapes may be NULL when
+ * cap is 0). trans_a/trans_b: operand transposed, as in cblas. */
+struct model_gemm_shape {
+    int trans_a, trans_b;
+    int m, n, k;
+};
+int model_gemm_shapes(const struct model *m, int batch, struct model_gemm_shape *shapes, int cap);

@@ -1,0 +1,201 @@
+/* main.c — hiernet-peer: the command line and start-up of the peer server.
+ *
+ * The controller starts one peer per host node, inside the node's network
+ * namespace, with one end of a socketpair as the control channel
+ * (DESIGN.md "Processes"). Exit status: 0 on EOF of the control fd, 1 on a
+ * runtime error, 2 on bad arguments. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hiernet_version.h"
+#include "kernels/vec.h"
+#include "peer/server.h"
+
+#define PEER_NODE_NAME_MAX 255
+
+static const char peer_usage[] =
+    "usage: hiernet-peer --control-fd N --node NAME [options]\n"
+    "\n"
+    "The peer server of hiernet: holds tensors, computes, and answers MessagePack-RPC\n"
+    "requests on the control fd until that fd reaches EOF. Started by `hiernet`.\n"
+    "\n"
+    "  --control-fd N    connected stream socket of the control channel (required)\n"
+    "  --node NAME       name of the node the peer serves (required)\n"
+    "  --addr A          the node's address for the data plane (IPv4 or IPv6)\n"
+    "  --data-port P     TCP port of the data plane (default 7000)\n"
+    "  --threads T       BLAS threads per compute command (default 1)\n"
+    "  --speed S         emulated device speed relative to this host, > 0 (default 1)\n"
+    "  --help            this text\n"
+    "  --version         version\n";
+
+/* One line on stderr, exit status 2. */
+static int peer_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int peer_usage_error(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "hiernet-peer: %s (see --help)\n", line);
+    return 2;
+}
+
+static bool peer_parse_long(const char *text, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < min || v > max) return false;
+    *out = v;
+    return true;
+}
+
+static bool peer_parse_double(const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end) return false;
+    *out = v;
+    return true;
+}
+
+enum {
+    OPT_CONTROL_FD = 256,
+    OPT_NODE,
+    OPT_ADDR,
+    OPT_DATA_PORT,
+    OPT_THREADS,
+    OPT_SPEED,
+    OPT_HELP,
+    OPT_VERSION
+};
+
+static const struct option peer_options[] = {
+    {"control-fd", required_argument, NULL, OPT_CONTROL_FD},
+    {"node", required_argument, NULL, OPT_NODE},
+    {"addr", required_argument, NULL, OPT_ADDR},
+    {"data-port", required_argument, NULL, OPT_DATA_PORT},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"speed", required_argument, NULL, OPT_SPEED},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+/* Applies one option to cfg; returns 0, or the exit status for an error. */
+static int peer_apply_option(int opt, const char *value, struct peer_config *cfg)
+{
+    long n;
+    unsigned char addr[sizeof(struct in6_addr)];
+    switch (opt) {
+    case OPT_CONTROL_FD:
+        if (!peer_parse_long(value, 0, INT32_MAX, &n))
+            return peer_usage_error("--control-fd: '%s' is not a file descriptor number", value);
+        cfg->control_fd = (int)n;
+        return 0;
+    case OPT_NODE:
+        cfg->node = value;
+        return 0;
+    case OPT_ADDR:
+        if (inet_pton(AF_INET, value, addr) != 1 && inet_pton(AF_INET6, value, addr) != 1)
+            return peer_usage_error("--addr: '%s' is not an IPv4 or IPv6 address", value);
+        cfg->addr = value;
+        return 0;
+    case OPT_DATA_PORT:
+        if (!peer_parse_long(value, 1, 65535, &n))
+            return peer_usage_error("--data-port: '%s' is not a port (1-65535)", value);
+        cfg->data_port = (int)n;
+        return 0;
+    case OPT_THREADS:
+        if (!peer_parse_long(value, 1, 1024, &n))
+            return peer_usage_error("--threads: '%s' is not a thread count (1-1024)", value);
+        cfg->threads = (int)n;
+        return 0;
+    case OPT_SPEED:
+        if (!peer_parse_double(value, &cfg->speed) || !isfinite(cfg->speed) || cfg->speed <= 0)
+            return peer_usage_error("--speed: '%s' is not a positive number", value);
+        return 0;
+    }
+    return peer_usage_error("internal: unhandled option %d", opt);
+}
+
+/* Checks what the options alone cannot. */
+static int peer_check_config(const struct peer_config *cfg)
+{
+    if (cfg->control_fd < 0) return peer_usage_error("--control-fd is required");
+    if (!cfg->node) return peer_usage_error("--node is required");
+    if (!cfg->node[0] || strlen(cfg->node) > PEER_NODE_NAME_MAX)
+        return peer_usage_error("--node: the name must have 1 to %d bytes", PEER_NODE_NAME_MAX);
+    if (fcntl(cfg->control_fd, F_GETFD) < 0)
+        return peer_usage_error("--control-fd %d: %s", cfg->control_fd, strerror(errno));
+    return 0;
+}
+
+/* Fills cfg from argv. Returns -1 to go on, else the exit status. */
+static int peer_parse_args(int argc, char **argv, struct peer_config *cfg)
+{
+    *cfg = (struct peer_config){.control_fd = -1, .data_port = 7000, .threads = 1, .speed = 1.0};
+    opterr = 0; /* our own one-line messages */
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":", peer_options, NULL)) != -1) {
+        int status = 0;
+        if (opt == OPT_HELP) {
+            fputs(peer_usage, stdout);
+            return 0;
+        }
+        if (opt == OPT_VERSION) {
+            printf("hiernet-peer %s (%s)\n", HIERNET_VERSION, HIERNET_GIT);
+            return 0;
+        }
+        if (opt == ':')
+            status = peer_usage_error("%s needs a value", argv[optind - 1]);
+        else if (opt == '?')
+            status = peer_usage_error("unknown option '%s'", argv[optind - 1]);
+        else
+            status = peer_apply_option(opt, optarg, cfg);
+        if (status) return status;
+    }
+    if (optind < argc) return peer_usage_error("unexpected argument '%s'", argv[optind]);
+    int status = peer_check_config(cfg);
+    return status ? status : -1;
+}
+
+int main(int argc, char **argv)
+{
+    struct peer_config cfg;
+    int status = peer_parse_args(argc, argv, &cfg);
+    if (status >= 0) return status;
+
+    /* A vanished controller must show up as EPIPE on write, not kill the peer. */
+    signal(SIGPIPE, SIG_IGN);
+    vec_set_threads(cfg.threads);
+    /* A loop of our own rather than ev_default_loop, which would install a
+     * SIGCHLD handler. */
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    if (!loop) {
+        fprintf(stderr, "hiernet-peer[%s]: cannot create the event loop\n", cfg.node);
+        return 1;
+    }
+    struct peer_server *server = peer_server_create(loop, &cfg);
+    if (!server) {
+        ev_loop_destroy(loop);
+        return 1;
+    }
+    status = peer_server_run(server);
+    /* A job still computing cannot be interrupted; the process ends around it. */
+    if (!peer_server_destroy(server)) _exit(status);
+    ev_loop_destroy(loop);
+    return status;
+}

@@ -1,0 +1,280 @@
+/* server.c — the peer server's event-loop side (see server.h). */
+#include "peer/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "peer/commands.h"
+#include "peer/store.h"
+#include "peer/worker.h"
+
+/* Bytes to have room for on every read(): requests are small, but a burst of
+ * them should take one system call. */
+#define SERVER_READ_CHUNK (64 * 1024)
+/* Pending output above which the server stops reading requests until the
+ * controller has taken its responses (backpressure). */
+#define SERVER_OUTPUT_HIGH_WATER (8u << 20)
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* ---- output buffer ---- */
+
+int peer_buffer_write(void *buffer, const char *bytes, size_t len)
+{
+    struct peer_buffer *b = buffer;
+    if (b->failed) return -1;
+    if (len > b->cap - b->len) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap - b->len < len) {
+            if (cap > SIZE_MAX / 2)
+                cap = SIZE_MAX; /* unreachable in practice */
+            else
+                cap *= 2;
+        }
+        char *data = realloc(b->data, cap);
+        if (!data) {
+            b->failed = true;
+            return -1;
+        }
+        b->data = data;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, bytes, len);
+    b->len += len;
+    return 0;
+}
+
+void peer_buffer_free(struct peer_buffer *b)
+{
+    free(b->data);
+    *b = (struct peer_buffer){0};
+}
+
+/* ---- logging and stopping ---- */
+
+void peer_server_log(const struct peer_server *s, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    /* One write per line, so lines of many peers sharing a stderr don't mix. */
+    fprintf(stderr, "hiernet-peer[%s]: %s\n", s->cfg.node, line);
+}
+
+static void server_stop(struct peer_server *s, int status)
+{
+    s->exit_status = status;
+    ev_break(s->loop, EVBREAK_ALL);
+}
+
+/* ---- writing ---- */
+
+/* Moves unsent bytes to the front once the sent part dominates, so a peer
+ * that is always a little behind does not grow its buffer forever. */
+static void server_compact_output(struct peer_buffer *out)
+{
+    if (out->sent < SERVER_READ_CHUNK || out->sent < out->len / 2) return;
+    memmove(out->data, out->data + out->sent, out->len - out->sent);
+    out->len -= out->sent;
+    out->sent = 0;
+}
+
+/* Writes as much pending output as the socket takes; the write watcher
+ * finishes the rest, and reading pauses while the backlog is large. */
+static void server_flush(struct peer_server *s)
+{
+    struct peer_buffer *out = &s->out;
+    while (out->sent < out->len) {
+        ssize_t n = write(s->cfg.control_fd, out->data + out->sent, out->len - out->sent);
+        if (n >= 0) {
+            out->sent += (size_t)n;
+            continue;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        /* EPIPE / ECONNRESET: the controller is gone, which ends a peer like EOF. */
+        bool gone = errno == EPIPE || errno == ECONNRESET;
+        peer_server_log(s, "control channel write: %s", strerror(errno));
+        server_stop(s, gone ? 0 : 1);
+        return;
+    }
+    if (out->sent == out->len) {
+        out->len = out->sent = 0;
+        ev_io_stop(s->loop, &s->write_watcher);
+        if (!ev_is_active(&s->read_watcher)) ev_io_start(s->loop, &s->read_watcher);
+        return;
+    }
+    server_compact_output(out);
+    ev_io_start(s->loop, &s->write_watcher);
+    if (out->len - out->sent > SERVER_OUTPUT_HIGH_WATER) ev_io_stop(s->loop, &s->read_watcher);
+}
+
+static void on_writable(EV_P_ ev_io *w, int revents)
+{
+    server_flush(container_of(w, struct peer_server, write_watcher));
+}
+
+/* Runs before the loop blocks: one write() carries every response produced
+ * in this iteration, whether by requests or by finished jobs. */
+static void on_prepare(EV_P_ ev_prepare *w, int revents)
+{
+    struct peer_server *s = container_of(w, struct peer_server, flush_watcher);
+    if (s->out.failed) {
+        peer_server_log(s, "out of memory buffering responses");
+        server_stop(s, 1);
+        return;
+    }
+    if (s->out.sent < s->out.len && !ev_is_active(&s->write_watcher)) server_flush(s);
+}
+
+/* ---- reading ---- */
+
+static void server_reject(struct peer_server *s, bool has_msgid, uint32_t msgid, const char *err)
+{
+    if (has_msgid)
+        proto_pack_error(&s->pk, msgid, err);
+    else
+        peer_server_log(s, "dropped a message without msgid: %s", err);
+}
+
+static void server_handle(struct peer_server *s, const struct proto_msg *msg)
+{
+    if (msg->kind == PROTO_REQUEST) {
+        commands_dispatch(s, msg);
+        return;
+    }
+    /* Nothing sends the peer responses or notifications; answering them could
+     * loop, so they are only logged. */
+    const char *what = msg->kind == PROTO_RESPONSE ? "response" : "notification";
+    peer_server_log(s, "dropped an unexpected %s", what);
+}
+
+/* Decodes and handles every complete message buffered so far. */
+static void server_drain(struct peer_server *s)
+{
+    for (;;) {
+        struct proto_msg msg;
+        bool has_msgid;
+        char err[256];
+        switch (proto_reader_next(&s->reader, &msg, &has_msgid, err, sizeof err)) {
+        case PROTO_NEXT_MORE:
+            return;
+        case PROTO_NEXT_MESSAGE:
+            server_handle(s, &msg);
+            break;
+        case PROTO_NEXT_INVALID:
+            server_reject(s, has_msgid, msg.msgid, err);
+            break;
+        case PROTO_NEXT_FATAL:
+            peer_server_log(s, "control channel unusable: %s", err);
+            server_stop(s, 1);
+            return;
+        }
+    }
+}
+
+static void on_readable(EV_P_ ev_io *w, int revents)
+{
+    struct peer_server *s = container_of(w, struct peer_server, read_watcher);
+    size_t avail;
+    char *buf = proto_reader_buffer(&s->reader, SERVER_READ_CHUNK, &avail);
+    if (!buf) {
+        peer_server_log(s, "out of memory reading the control channel");
+        server_stop(s, 1);
+        return;
+    }
+    ssize_t n = read(s->cfg.control_fd, buf, avail);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    if (n < 0 && errno != ECONNRESET) {
+        peer_server_log(s, "control channel read: %s", strerror(errno));
+        server_stop(s, 1);
+        return;
+    }
+    if (n <= 0) { /* EOF or reset: the controller is done with this peer */
+        server_stop(s, 0);
+        return;
+    }
+    proto_reader_consumed(&s->reader, (size_t)n);
+    server_drain(s);
+}
+
+/* ---- life cycle ---- */
+
+static bool server_open_fd(struct peer_server *s)
+{
+    int fd = s->cfg.control_fd;
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
+        fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+        peer_server_log(s, "control fd %d: %s", fd, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+static bool server_init(struct peer_server *s)
+{
+    if (!server_open_fd(s)) return false;
+    s->store = store_create();
+    s->worker = s->store ? worker_create(s->loop, s->cfg.speed) : NULL;
+    if (!s->worker) {
+        peer_server_log(s, "cannot start the worker: %s", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+struct peer_server *peer_server_create(struct ev_loop *loop, const struct peer_config *cfg)
+{
+    struct peer_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        fprintf(stderr, "hiernet-peer[%s]: out of memory\n", cfg->node);
+        return NULL;
+    }
+    s->loop = loop;
+    s->cfg = *cfg;
+    msgpack_packer_init(&s->pk, &s->out, peer_buffer_write);
+    ev_io_init(&s->read_watcher, on_readable, cfg->control_fd, EV_READ);
+    ev_io_init(&s->write_watcher, on_writable, cfg->control_fd, EV_WRITE);
+    ev_prepare_init(&s->flush_watcher, on_prepare);
+    if (proto_reader_init(&s->reader, 0) != 0) {
+        peer_server_log(s, "out of memory");
+        free(s);
+        return NULL;
+    }
+    if (!server_init(s)) {
+        peer_server_destroy(s);
+        return NULL;
+    }
+    ev_io_start(loop, &s->read_watcher);
+    ev_prepare_start(loop, &s->flush_watcher);
+    return s;
+}
+
+int peer_server_run(struct peer_server *s)
+{
+    ev_run(s->loop, 0);
+    return s->exit_status;
+}
+
+bool peer_server_destroy(struct peer_server *s)
+{
+    if (!s) return true;
+    ev_io_stop(s->loop, &s->read_watcher);
+    ev_io_stop(s->loop, &s->write_watcher);
+    ev_prepare_stop(s->loop, &s->flush_watcher);
+    /* Cancelled jobs release their tensors, so the worker goes before the store. */
+    if (!worker_destroy(s->worker)) return false;
+    store_destroy(s->store);
+    proto_reader_destroy(&s->reader);
+    peer_buffer_free(&s->out);
+    free(s);
+    return true;
+}

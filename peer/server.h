@@ -1,0 +1,70 @@
+/* server.h — the peer server's event-loop side (hiernet-peer).
+ *
+ * Owns the control channel: reads MessagePack-RPC requests from the control
+ * fd into a proto_reader, hands them to commands_dispatch, and buffers the
+ * responses, which it writes without blocking (a write watcher takes over
+ * when the socket is full, and reading pauses while too much output is
+ * pending). Also owns the tensor store and the worker. Everything here runs
+ * on the loop thread. The server stops its loop on EOF of the control fd
+ * (exit status 0) or when the stream is unusable (status 1). */
+#pragma once
+
+#include <ev.h>
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "peer/protocol.h"
+
+struct store;
+struct worker;
+
+struct peer_config {
+    int control_fd;
+    const char *node; /* the node's name, for logs and stats */
+    const char *addr; /* data-plane address; NULL when not given */
+    int data_port;
+    int threads; /* BLAS threads */
+    double speed;
+};
+
+/* A growable byte buffer that a msgpack_packer writes into
+ * (msgpack_packer_init(&pk, &buffer, peer_buffer_write)). A failed allocation
+ * sets `failed` and drops every later write, so the contents are never
+ * silently truncated. Owns data. */
+struct peer_buffer {
+    char *data;
+    size_t len, cap;
+    size_t sent; /* output only: bytes already written to the fd */
+    bool failed;
+};
+
+int peer_buffer_write(void *buffer, const char *bytes, size_t len);
+void peer_buffer_free(struct peer_buffer *b);
+
+struct peer_server {
+    struct ev_loop *loop;
+    struct peer_config cfg;
+    ev_io read_watcher, write_watcher;
+    ev_prepare flush_watcher; /* writes what this loop iteration produced */
+    struct proto_reader reader;
+    struct peer_buffer out; /* responses not yet written */
+    msgpack_packer pk;      /* packs responses into out */
+    struct store *store;
+    struct worker *worker;
+    uint64_t commands; /* requests received */
+    int exit_status;
+};
+
+/* NULL (after logging why) on failure. Makes the control fd non-blocking. */
+struct peer_server *peer_server_create(struct ev_loop *loop, const struct peer_config *cfg);
+/* Serves until EOF or a fatal stream error; returns the exit status. */
+int peer_server_run(struct peer_server *s);
+/* Stops everything and frees the server. Returns false, freeing nothing, when
+ * a worker job is still running: the caller must then end the process with
+ * _exit (see worker_destroy). The control fd is left open. */
+bool peer_server_destroy(struct peer_server *s);
+/* A line on stderr: "hiernet-peer[NODE]: message". */
+void peer_server_log(const struct peer_server *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));

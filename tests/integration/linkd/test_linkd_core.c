@@ -1,0 +1,253 @@
+/* test_linkd_core.c — unit tests of hiernet-linkd's core, no root needed.
+ *
+ * The timer heap and the packet pool are tested directly. The pipeline is
+ * tested end to end by forwarding between two SOCK_DGRAM socketpairs, which
+ * hand out one frame per read() just like a TAP: frames written into "a" come
+ * out of "b" with the configured delay, rate, loss, queue and order. */
+#include "check.h"
+#include "topo/linkd/forward.h"
+#include "topo/linkd/pool.h"
+#include "topo/linkd/timerq.h"
+
+#include <linux/virtio_net.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void linkd_log(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* ---- timer heap ---- */
+
+struct item {
+    struct linkd_timerq_node node;
+    int id;
+};
+
+static void test_timerq_order(void)
+{
+    enum { N = 1000 };
+    static struct item items[N];
+    struct linkd_timerq q;
+    linkd_timerq_init(&q);
+    srand(7);
+    for (int i = 0; i < N; i++) {
+        items[i].id = i;
+        linkd_timerq_node_init(&items[i].node);
+        /* Few distinct times, so ties are common. */
+        CHECK(linkd_timerq_push(&q, &items[i].node, rand() % 50) == 0);
+    }
+    for (int i = 0; i < N; i += 3)
+        linkd_timerq_remove(&q, &items[i].node);
+    linkd_timerq_update(&q, &items[1].node, -5);
+    int64_t last_at = INT64_MIN;
+    int last_id = -1, popped = 0;
+    bool ordered = true;
+    struct linkd_timerq_node *n;
+    while ((n = linkd_timerq_pop(&q))) {
+        struct item *it = (struct item *)n;
+        if (popped == 0) CHECK(it->id == 1);
+        if (n->at < last_at || (n->at == last_at && it->id < last_id && it->id != 1))
+            ordered = false;
+        last_at = n->at;
+        last_id = it->id;
+        popped++;
+        CHECK(!linkd_timerq_queued(n));
+    }
+    CHECK(ordered);
+    CHECK(popped == N - (N + 2) / 3);
+    linkd_timerq_destroy(&q);
+}
+
+static void test_pool_limit(void)
+{
+    struct linkd_pool pool;
+    linkd_pool_init(&pool, 600 * 1024);
+    struct linkd_packet *a = linkd_pool_get(&pool, true);
+    CHECK(a && a->large);
+    CHECK(linkd_pool_get(&pool, false) == NULL); /* the large chunk used the budget */
+    linkd_pool_put(&pool, a);
+    CHECK(linkd_pool_get(&pool, true) == a); /* reused, not reallocated */
+    CHECK(pool.in_use == 1);
+    linkd_pool_destroy(&pool);
+}
+
+/* ---- pipeline over socketpairs ---- */
+
+struct rig {
+    struct ev_loop *loop;
+    struct linkd ld;
+    int a_user, b_user; /* our ends; linkd has the others */
+    struct linkd_link *link;
+};
+
+static void rig_open(struct rig *r, const struct linkd_params *p)
+{
+    int sa[2], sb[2];
+    char err[256];
+    r->loop = ev_loop_new(EVBACKEND_EPOLL);
+    CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, sa) == 0);
+    CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, sb) == 0);
+    int buf = 8 << 20;
+    setsockopt(sa[0], SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    CHECK(linkd_init(&r->ld, r->loop, err, sizeof err) == 0);
+    r->a_user = sa[0];
+    r->b_user = sb[0];
+    r->link = linkd_link_add(&r->ld, 1, sa[1], sb[1], p, p, LINKD_OFFLOAD_OFF, 42, err, sizeof err);
+    CHECK_MSG(r->link != NULL, "%s", err);
+}
+
+static void rig_close(struct rig *r)
+{
+    linkd_destroy(&r->ld);
+    ev_loop_destroy(r->loop);
+    close(r->a_user);
+    close(r->b_user);
+}
+
+/* Frame `seq` of `len` Ethernet bytes behind a zeroed virtio-net header. */
+static void rig_send(struct rig *r, uint32_t seq, size_t len)
+{
+    unsigned char f[2048] = {0};
+    size_t hdr = sizeof(struct virtio_net_hdr);
+    memcpy(f + hdr + 14, &seq, sizeof seq);
+    CHECK(write(r->a_user, f, hdr + len) == (ssize_t)(hdr + len));
+}
+
+/* Runs the loop until `want` frames came out of b or timeout_ns passed;
+ * records arrival times and sequence numbers. */
+static int rig_collect(struct rig *r, int want, int64_t timeout_ns, int64_t *at, uint32_t *seq)
+{
+    int got = 0;
+    int64_t end = linkd_now() + timeout_ns;
+    while (got < want && linkd_now() < end) {
+        ev_run(r->loop, EVRUN_NOWAIT);
+        unsigned char f[2048];
+        while (got < want && read(r->b_user, f, sizeof f) > 0) {
+            at[got] = linkd_now();
+            memcpy(&seq[got], f + sizeof(struct virtio_net_hdr) + 14, sizeof seq[got]);
+            got++;
+        }
+    }
+    return got;
+}
+
+static void test_delay(void)
+{
+    struct linkd_params p;
+    linkd_params_default(&p);
+    p.delay_ns = 20000000;
+    struct rig r;
+    rig_open(&r, &p);
+    int64_t sent = linkd_now(), at[1];
+    uint32_t seq[1];
+    rig_send(&r, 0, 100);
+    CHECK(rig_collect(&r, 1, 1000000000, at, seq) == 1);
+    CHECK_NEAR((at[0] - sent) / 1e6, 20.0, 1.0);
+    rig_close(&r);
+}
+
+static void test_rate_and_queue(void)
+{
+    struct linkd_params p;
+    linkd_params_default(&p);
+    p.rate_bps = 8000000; /* 1 byte per µs */
+    p.queue = 5;
+    struct rig r;
+    rig_open(&r, &p);
+    /* 20 back-to-back frames of 976 + 24 = 1000 wire bytes: one goes on the
+     * wire, five wait, fourteen are dropped. */
+    int64_t sent = linkd_now(), at[20];
+    uint32_t seq[20];
+    for (uint32_t i = 0; i < 20; i++)
+        rig_send(&r, i, 976);
+    int got = rig_collect(&r, 20, 200000000, at, seq);
+    CHECK(got == 6);
+    CHECK(r.link->dir[0].c.drops_queue == 14);
+    CHECK(r.link->dir[0].c.queue_peak == 5);
+    CHECK_NEAR((at[got - 1] - sent) / 1e6, 6.0, 0.5); /* six serializations of 1 ms */
+    rig_close(&r);
+}
+
+static void test_loss(void)
+{
+    struct linkd_params p;
+    linkd_params_default(&p);
+    p.loss = 0.25;
+    p.queue = 0;
+    struct rig r;
+    rig_open(&r, &p);
+    enum { N = 4000 };
+    static int64_t at[N];
+    static uint32_t seq[N];
+    int got = 0;
+    for (uint32_t i = 0; i < N; i += 100) {
+        for (uint32_t j = 0; j < 100; j++)
+            rig_send(&r, i + j, 100);
+        got += rig_collect(&r, N, 20000000, at, seq);
+    }
+    CHECK_NEAR(r.link->dir[0].c.drops_loss, N * 0.25, N * 0.03);
+    CHECK(got + (int)r.link->dir[0].c.drops_loss == N);
+    rig_close(&r);
+}
+
+static void test_jitter_keeps_order(void)
+{
+    struct linkd_params p;
+    linkd_params_default(&p);
+    p.delay_ns = 5000000;
+    p.jitter_ns = 4000000;
+    struct rig r;
+    rig_open(&r, &p);
+    enum { N = 200 };
+    int64_t at[N];
+    uint32_t seq[N];
+    for (uint32_t i = 0; i < N; i++)
+        rig_send(&r, i, 100);
+    CHECK(rig_collect(&r, N, 1000000000, at, seq) == N);
+    bool in_order = true;
+    for (int i = 1; i < N; i++)
+        in_order &= seq[i] > seq[i - 1];
+    CHECK(in_order);
+    rig_close(&r);
+}
+
+static void test_down_up(void)
+{
+    struct linkd_params p;
+    linkd_params_default(&p);
+    p.delay_ns = 10000000;
+    struct rig r;
+    rig_open(&r, &p);
+    int64_t at[4];
+    uint32_t seq[4];
+    rig_send(&r, 0, 100);
+    ev_run(r.loop, EVRUN_NOWAIT); /* in flight */
+    linkd_link_set_up(r.link, false);
+    rig_send(&r, 1, 100);
+    CHECK(rig_collect(&r, 1, 30000000, at, seq) == 0);
+    CHECK(r.link->dir[0].c.drops_down == 2);
+    linkd_link_set_up(r.link, true);
+    rig_send(&r, 2, 100);
+    CHECK(rig_collect(&r, 1, 100000000, at, seq) == 1 && seq[0] == 2);
+    rig_close(&r);
+}
+
+int main(void)
+{
+    test_timerq_order();
+    test_pool_limit();
+    test_delay();
+    test_rate_and_queue();
+    test_loss();
+    test_jitter_keeps_order();
+    test_down_up();
+    return check_report();
+}

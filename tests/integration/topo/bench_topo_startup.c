@@ -1,0 +1,167 @@
+/* bench_topo_startup.c — micro-benchmark of topo/'s kernel layer (label
+ * netns, root; prints figures, asserts only that the steps succeed):
+ * N namespaces (default 1000; argv[1] overrides) in a ring of N veth pairs,
+ * every namespace with lo up, a node address, both link addresses and a
+ * default route, then teardown. Last line: one JSON object of the figures.
+ *
+ * The ring gives every namespace two interfaces with explicit ifindexes (2
+ * for the end it owns, 3 for its neighbour's), so no lookups are needed:
+ * the pattern the topology engine can use. */
+#include <arpa/inet.h>
+#include <netlink/msg.h>
+
+#include "helpers.h"
+#include "topo/netns.h"
+#include "topo/nl.h"
+
+static char err[512];
+
+/* 10.(i / 250).(i % 250 * 1).x style plans would do; a flat /30 per link
+ * from 10.128.0.0 and node addresses from 10.64.0.0 keep it simple. */
+static uint32_t link_addr(size_t link, int end)
+{
+    return 0x0a800000u + (uint32_t)link * 4 + 1 + (uint32_t)end;
+}
+
+static uint32_t node_addr(size_t node)
+{
+    return 0x0a400000u + (uint32_t)node + 1;
+}
+
+static int make_links(struct nl_sock *host, struct topo_netns *ns, size_t n)
+{
+    struct topo_nl_batch batch;
+    char a_name[16], b_name[16];
+    int rc;
+
+    topo_nl_batch_init(&batch, host);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(a_name, sizeof a_name, "r%u", (unsigned)i);
+        snprintf(b_name, sizeof b_name, "l%u", (unsigned)((i + 1) % n));
+        struct topo_nl_veth_end a = {.ns_fd = ns[i].fd, .name = a_name, .ifindex = 2};
+        struct topo_nl_veth_end b = {.ns_fd = ns[(i + 1) % n].fd, .name = b_name, .ifindex = 3};
+        topo_nl_batch_add(&batch, topo_nl_veth_build(&a, &b, 1500, 1), "veth %s/%s", a_name,
+                          b_name);
+    }
+    rc = topo_nl_batch_run(&batch, err, sizeof err);
+    topo_nl_batch_free(&batch);
+    return rc;
+}
+
+/* lo up + node address, r end address, l end up + address, default route
+ * via the next node, host route back to the previous node: one batch, one
+ * sendmsg, per namespace. */
+static int configure_node(struct topo_netns *ns, size_t i, size_t n)
+{
+    size_t previous = (i + n - 1) % n;
+    struct topo_nl_route route = {
+        .gateway = link_addr(i, 1), .ifindex = 2, .pref_src = node_addr(i)};
+    struct topo_nl_route back = {.dst = node_addr(previous),
+                                 .dst_len = 32,
+                                 .gateway = link_addr(previous, 0),
+                                 .ifindex = 3,
+                                 .pref_src = node_addr(i)};
+    struct topo_nl_batch batch;
+    int rc;
+
+    topo_nl_batch_init(&batch, ns->sock);
+    topo_nl_batch_add(&batch, topo_nl_link_updown_build(1, 1), "lo up");
+    topo_nl_batch_add(&batch, topo_nl_addr_build(1, node_addr(i), 32), "node address");
+    topo_nl_batch_add(&batch, topo_nl_addr_build(2, link_addr(i, 0), 30), "r address");
+    topo_nl_batch_add(&batch, topo_nl_link_updown_build(3, 1), "l up");
+    topo_nl_batch_add(&batch, topo_nl_addr_build(3, link_addr(previous, 1), 30), "l address");
+    topo_nl_batch_add(&batch, topo_nl_route_build(&route, 0), "default route");
+    topo_nl_batch_add(&batch, topo_nl_route_build(&back, 0), "route back");
+    rc = topo_nl_batch_run(&batch, err, sizeof err);
+    topo_nl_batch_free(&batch);
+    return rc;
+}
+
+/* The same work one request at a time, for comparison. */
+static int configure_node_unbatched(struct topo_netns *ns, size_t i, size_t n)
+{
+    size_t previous = (i + n - 1) % n;
+    struct topo_nl_route route = {
+        .gateway = link_addr(i, 1), .ifindex = 2, .pref_src = node_addr(i)};
+    struct topo_nl_route back = {.dst = node_addr(previous),
+                                 .dst_len = 32,
+                                 .gateway = link_addr(previous, 0),
+                                 .ifindex = 3,
+                                 .pref_src = node_addr(i)};
+    return topo_nl_loopback_setup(ns->sock, node_addr(i), err, sizeof err) ||
+           topo_nl_addr_add(ns->sock, 2, link_addr(i, 0), 30, "r", err, sizeof err) ||
+           topo_nl_interface_up(ns->sock, 3, "l", link_addr(previous, 1), 30, err, sizeof err) ||
+           topo_nl_route_add(ns->sock, &route, 0, err, sizeof err) ||
+           topo_nl_route_add(ns->sock, &back, 0, err, sizeof err);
+}
+
+int main(int argc, char **argv)
+{
+    size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 1000;
+    struct topo_netns *ns = calloc(n, sizeof *ns);
+    unsigned flags = TOPO_NETNS_SOCKET | TOPO_NETNS_FORWARDING | TOPO_NETNS_NO_IPV6;
+    struct nl_sock *host;
+    double t0, t_ns, t_links, t_config, t_close, t_one;
+    int failed = 0;
+
+    helper_require_root();
+    helper_raise_fd_limit();
+    if (!ns || n < 3) CHECK_SKIP("need at least 3 nodes");
+    host = topo_nl_open(err, sizeof err);
+    CHECK_MSG(host != NULL, "%s", err);
+
+    t0 = helper_now();
+    CHECK_MSG(topo_netns_create_many(ns, n, flags, 0, err, sizeof err) == 0, "%s", err);
+    t_ns = helper_now();
+    CHECK_MSG(make_links(host, ns, n) == 0, "%s", err);
+    t_links = helper_now();
+    for (size_t i = 0; i < n && !failed; i++)
+        failed = configure_node(&ns[i], i, n);
+    CHECK_MSG(!failed, "%s", err);
+    t_config = helper_now();
+    /* Spot check: node 0 reaches node 1's address and back (farther nodes
+     * answer along the ring's other side, more hops than a TTL allows). */
+    uint32_t far = htonl(node_addr(1));
+    char far_text[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &far, far_text, sizeof far_text);
+    int ping_ok = helper_ping(ns[0].fd, far_text) == 0;
+
+    /* Unbatched configuration of a second, small ring for comparison. */
+    struct topo_netns small[100];
+    CHECK_MSG(topo_netns_create_many(small, 100, flags, 0, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(make_links(host, small, 100) == 0, "%s", err);
+    double t_small1 = helper_now();
+    for (size_t i = 0; i < 100 && !failed; i++)
+        failed = configure_node_unbatched(&small[i], i, 100);
+    CHECK_MSG(!failed, "%s", err);
+    t_one = (helper_now() - t_small1) / 100;
+    for (size_t i = 0; i < 100; i++)
+        topo_netns_close(&small[i]);
+
+    double t_close0 = helper_now();
+    for (size_t i = 0; i < n; i++)
+        topo_netns_close(&ns[i]);
+    t_close = helper_now() - t_close0;
+    topo_nl_close(host);
+
+    printf("namespaces:   %zu in %.3f s (%.0f us each, lo, forwarding, socket)\n", n, t_ns - t0,
+           (t_ns - t0) / (double)n * 1e6);
+    printf("veth pairs:   %zu in %.3f s (%.0f us each, batched, ends placed by ns fd)\n", n,
+           t_links - t_ns, (t_links - t_ns) / (double)n * 1e6);
+    printf("addressing:   %zu nodes in %.3f s (%.0f us each: lo up, 3 addresses, 1 up, 2 routes)\n",
+           n, t_config - t_links, (t_config - t_links) / (double)n * 1e6);
+    printf("  unbatched:  %.0f us per node (same 7 requests, one sendmsg each)\n", t_one * 1e6);
+    printf("total up:     %.3f s\n", t_config - t0);
+    printf("close:        %.3f s (the kernel frees namespaces and veths asynchronously)\n",
+           t_close);
+    printf("ping node 0 -> node 1 address: %s\n", ping_ok ? "ok" : "FAILED");
+    CHECK(ping_ok);
+    printf("{\"bench\":\"topo_netlink_startup\",\"nodes\":%zu,\"netns_s\":%.4f,\"veth_s\":%.4f,"
+           "\"config_s\":%.4f,\"total_up_s\":%.4f,\"close_s\":%.4f,\"config_batched_us\":%.1f,"
+           "\"config_unbatched_us\":%.1f,\"batch_speedup\":%.2f}\n",
+           n, t_ns - t0, t_links - t_ns, t_config - t_links, t_config - t0, t_close,
+           (t_config - t_links) / (double)n * 1e6, t_one * 1e6,
+           t_one / ((t_config - t_links) / (double)n));
+    free(ns);
+    return check_report();
+}

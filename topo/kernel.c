@@ -1,0 +1,320 @@
+/* kernel.c — the kernel backend (see kernel.h). */
+#include "topo/kernel.h"
+
+#include "topo/netns.h"
+#include "topo/nl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Interface numbering inside every namespace: lo is 1, a switch's bridge 2,
+ * then one ifindex per link end in link order. Chosen up front, so no
+ * lookups are needed between creating a veth and configuring it. */
+#define IFINDEX_BRIDGE 2
+#define IFINDEX_FIRST 3
+
+struct topo_kernel {
+    const struct topo_network *net;
+    const struct topo_routing *routing; /* the caller's; replayed when a link comes back up */
+    struct topo_netns *ns;          /* one per node */
+    int *ifindex_a, *ifindex_b;     /* per link: its ifindex in a's and b's namespace */
+    struct topo_shape_plan *plan_a; /* per link: what is installed on a's end (towards b) */
+    struct topo_shape_plan *plan_b;
+    struct topo_kernel_options opts;
+};
+
+/* ---- allocation ---- */
+
+static struct topo_kernel *kernel_alloc(const struct topo_network *net)
+{
+    struct topo_kernel *k = calloc(1, sizeof *k);
+    if (!k) return NULL;
+    size_t nn = net->n_nodes ? net->n_nodes : 1, nl = net->n_links ? net->n_links : 1;
+    k->net = net;
+    k->ns = calloc(nn, sizeof *k->ns);
+    k->ifindex_a = calloc(nl, sizeof *k->ifindex_a);
+    k->ifindex_b = calloc(nl, sizeof *k->ifindex_b);
+    k->plan_a = calloc(nl, sizeof *k->plan_a);
+    k->plan_b = calloc(nl, sizeof *k->plan_b);
+    if (!k->ns || !k->ifindex_a || !k->ifindex_b || !k->plan_a || !k->plan_b) {
+        topo_kernel_destroy(k);
+        return NULL;
+    }
+    for (size_t i = 0; i < nn; i++) k->ns[i].fd = -1;
+    return k;
+}
+
+void topo_kernel_destroy(struct topo_kernel *k)
+{
+    if (!k) return;
+    for (size_t i = 0; k->ns && i < k->net->n_nodes; i++) topo_netns_close(&k->ns[i]);
+    free(k->ns);
+    free(k->ifindex_a);
+    free(k->ifindex_b);
+    free(k->plan_a);
+    free(k->plan_b);
+    free(k);
+}
+
+int topo_kernel_node_ns(const struct topo_kernel *k, int node)
+{
+    return k->ns[node].fd;
+}
+
+static void number_interfaces(struct topo_kernel *k)
+{
+    const struct topo_network *net = k->net;
+    int *next = calloc(net->n_nodes ? net->n_nodes : 1, sizeof *next);
+    for (size_t i = 0; i < net->n_nodes; i++) next[i] = IFINDEX_FIRST;
+    for (size_t l = 0; l < net->n_links; l++) {
+        k->ifindex_a[l] = next[net->links[l].a]++;
+        k->ifindex_b[l] = next[net->links[l].b]++;
+    }
+    free(next);
+}
+
+/* ---- shaping plans ---- */
+
+void topo_kernel_shape_request(const struct topo_link_params *p, enum topo_shape_root root,
+                               struct topo_shape_request *req)
+{
+    memset(req, 0, sizeof *req);
+    req->rate_bps = p->rate_bps;
+    req->delay_ns = p->delay_ns;
+    req->jitter_ns = p->jitter_ns;
+    req->loss = p->loss;
+    req->queue = p->queue;
+    req->root = root;
+}
+
+static int plan_link(const struct topo_kernel *k, const struct topo_link_params *p,
+                     const char *what, struct topo_shape_plan *plan, char *err, size_t errlen)
+{
+    struct topo_shape_request req;
+    char why[256];
+    topo_kernel_shape_request(p, k->opts.root, &req);
+    if (topo_shape_plan(&req, k->opts.have_netem, plan, why, sizeof why) < 0) {
+        snprintf(err, errlen, "link %s: %s", what, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- building ---- */
+
+static int create_namespaces(struct topo_kernel *k, char *err, size_t errlen)
+{
+    unsigned flags = TOPO_NETNS_SOCKET | TOPO_NETNS_LO_UP | TOPO_NETNS_FORWARDING |
+                     TOPO_NETNS_NO_IPV6;
+    return topo_netns_create_many(k->ns, k->net->n_nodes, flags, 0, err, errlen);
+}
+
+/* Every veth from one host-namespace socket; end a comes up here, end b
+ * with its configuration in b's namespace (nl.h explains why). */
+static int create_veths(struct topo_kernel *k, char *err, size_t errlen)
+{
+    const struct topo_network *net = k->net;
+    struct nl_sock *sock = topo_nl_open(err, errlen);
+    if (!sock) return -1;
+    struct topo_nl_batch batch;
+    topo_nl_batch_init(&batch, sock);
+    for (size_t l = 0; l < net->n_links; l++) {
+        const struct topo_link *link = &net->links[l];
+        struct topo_nl_veth_end a = {k->ns[link->a].fd, link->ifname_a, k->ifindex_a[l]};
+        struct topo_nl_veth_end b = {k->ns[link->b].fd, link->ifname_b, k->ifindex_b[l]};
+        topo_nl_batch_add(&batch, topo_nl_veth_build(&a, &b, 0, 1), "link %s-%s",
+                          net->nodes[link->a].name, net->nodes[link->b].name);
+    }
+    int rc = topo_nl_batch_run(&batch, err, errlen);
+    topo_nl_batch_free(&batch);
+    topo_nl_close(sock);
+    return rc;
+}
+
+static void add_bridge(struct topo_kernel *k, int node, struct topo_nl_batch *b)
+{
+    const struct topo_network *net = k->net;
+    topo_nl_batch_add(b, topo_nl_bridge_build("bridge", -1, IFINDEX_BRIDGE, 1),
+                      "switch %s: bridge", net->nodes[node].name);
+    for (size_t l = 0; l < net->n_links; l++) {
+        const struct topo_link *link = &net->links[l];
+        if (link->a == node)
+            topo_nl_batch_add(b, topo_nl_link_master_build(k->ifindex_a[l], IFINDEX_BRIDGE),
+                              "switch %s: port %s", net->nodes[node].name, link->ifname_a);
+        if (link->b == node)
+            topo_nl_batch_add(b, topo_nl_link_master_build(k->ifindex_b[l], IFINDEX_BRIDGE),
+                              "switch %s: port %s", net->nodes[node].name, link->ifname_b);
+    }
+}
+
+/* Brings node's end of every link up (end b was created down) and gives it its address. */
+static void add_link_ends(struct topo_kernel *k, int node, struct topo_nl_batch *b)
+{
+    const struct topo_network *net = k->net;
+    for (size_t l = 0; l < net->n_links; l++) {
+        const struct topo_link *link = &net->links[l];
+        if (link->a != node && link->b != node) continue;
+        bool is_a = link->a == node;
+        int ifindex = is_a ? k->ifindex_a[l] : k->ifindex_b[l];
+        const char *ifname = is_a ? link->ifname_a : link->ifname_b;
+        uint32_t addr = is_a ? link->addr_a : link->addr_b;
+        if (!is_a)
+            topo_nl_batch_add(b, topo_nl_link_updown_build(ifindex, 1), "node %s: %s up",
+                              net->nodes[node].name, ifname);
+        if (addr)
+            topo_nl_batch_add(b, topo_nl_addr_build(ifindex, addr, link->prefix_len),
+                              "node %s: address of %s", net->nodes[node].name, ifname);
+    }
+}
+
+static int link_ifindex_toward(const struct topo_kernel *k, int link, int node)
+{
+    return k->net->links[link].a == node ? k->ifindex_a[link] : k->ifindex_b[link];
+}
+
+static void add_routes(struct topo_kernel *k, int node, const struct topo_node_routes *nr,
+                       int replace, struct topo_nl_batch *b)
+{
+    const struct topo_network *net = k->net;
+    for (size_t i = 0; i < nr->n_routes; i++) {
+        const struct topo_route *r = &nr->routes[i];
+        /* Sources are node addresses, so replies find their way back along
+         * routes that only know node addresses. */
+        struct topo_nl_route rt = {r->dst, r->dst ? 32 : 0, r->gateway,
+                                   link_ifindex_toward(k, r->link, node),
+                                   net->nodes[node].node_addr, 0};
+        topo_nl_batch_add(b, topo_nl_route_build(&rt, replace), "node %s: route to %s",
+                          net->nodes[node].name,
+                          r->dst_node >= 0 ? net->nodes[r->dst_node].name : "default");
+    }
+}
+
+/* Shapes node's egress of every link it ends, from the link's parameters. */
+static int add_shaping(struct topo_kernel *k, int node, struct topo_nl_batch *b, char *err,
+                       size_t errlen)
+{
+    const struct topo_network *net = k->net;
+    for (size_t l = 0; l < net->n_links; l++) {
+        const struct topo_link *link = &net->links[l];
+        if (link->a != node && link->b != node) continue;
+        char what[80];
+        topo_link_describe(net, link, what, sizeof what);
+        struct topo_shape_plan *plan = link->a == node ? &k->plan_a[l] : &k->plan_b[l];
+        if (plan_link(k, &link->params, what, plan, err, errlen) < 0) return -1;
+        struct nl_msg *msgs[3];
+        int n = topo_nl_shape_build(plan, link_ifindex_toward(k, (int)l, node), 0, msgs);
+        if (n < 0) return snprintf(err, errlen, "link %s: out of memory", what), -1;
+        for (int i = 0; i < n; i++)
+            topo_nl_batch_add(b, msgs[i], "link %s: qdisc on %s's end", what,
+                              net->nodes[node].name);
+    }
+    return 0;
+}
+
+static int run_batch(struct topo_nl_batch *b, char *err, size_t errlen)
+{
+    int rc = topo_nl_batch_run(b, err, errlen);
+    topo_nl_batch_free(b);
+    return rc;
+}
+
+/* Pass 1: interfaces up, addresses, bridges. Routes need every link's far
+ * end up (a gateway behind a link without carrier is refused), hence two passes. */
+static int configure_interfaces(struct topo_kernel *k, int node, char *err, size_t errlen)
+{
+    const struct topo_node *n = &k->net->nodes[node];
+    struct topo_nl_batch b;
+    topo_nl_batch_init(&b, k->ns[node].sock);
+    add_link_ends(k, node, &b);
+    if (n->kind == TOPO_NODE_SWITCH)
+        add_bridge(k, node, &b);
+    else
+        topo_nl_batch_add(&b, topo_nl_addr_build(TOPO_NL_LOOPBACK_IFINDEX, n->node_addr, 32),
+                          "node %s: node address", n->name);
+    return run_batch(&b, err, errlen);
+}
+
+/* Pass 2: routes and shaping. */
+static int configure_routes(struct topo_kernel *k, int node, const struct topo_routing *routing,
+                            char *err, size_t errlen)
+{
+    struct topo_nl_batch b;
+    topo_nl_batch_init(&b, k->ns[node].sock);
+    if (k->net->nodes[node].kind == TOPO_NODE_HOST)
+        add_routes(k, node, &routing->nodes[node], 0, &b);
+    if (add_shaping(k, node, &b, err, errlen) < 0) {
+        topo_nl_batch_free(&b);
+        return -1;
+    }
+    return run_batch(&b, err, errlen);
+}
+
+int topo_kernel_build(const struct topo_network *net, const struct topo_routing *routing,
+                      const struct topo_kernel_options *opts, struct topo_kernel **out,
+                      char *err, size_t errlen)
+{
+    struct topo_kernel *k = kernel_alloc(net);
+    if (!k) return snprintf(err, errlen, "network '%s': out of memory", net->name), -1;
+    k->opts = *opts;
+    k->routing = routing;
+    number_interfaces(k);
+    int rc = create_namespaces(k, err, errlen);
+    if (rc == 0) rc = create_veths(k, err, errlen);
+    for (size_t i = 0; rc == 0 && i < net->n_nodes; i++)
+        rc = configure_interfaces(k, (int)i, err, errlen);
+    for (size_t i = 0; rc == 0 && i < net->n_nodes; i++)
+        rc = configure_routes(k, (int)i, routing, err, errlen);
+    if (rc < 0) {
+        topo_kernel_destroy(k);
+        return -1;
+    }
+    *out = k;
+    return 0;
+}
+
+/* ---- runtime ---- */
+
+int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_link_params *params,
+                         char *err, size_t errlen)
+{
+    const struct topo_link *link = &k->net->links[index];
+    char what[80];
+    topo_link_describe(k->net, link, what, sizeof what);
+    struct topo_shape_plan to_a, to_b;
+    if (plan_link(k, params, what, &to_a, err, errlen) < 0) return -1;
+    to_b = to_a;
+    if (topo_nl_shape_change(k->ns[link->a].sock, k->ifindex_a[index], link->ifname_a,
+                             &k->plan_a[index], &to_a, err, errlen) < 0)
+        return -1;
+    k->plan_a[index] = to_a;
+    if (topo_nl_shape_change(k->ns[link->b].sock, k->ifindex_b[index], link->ifname_b,
+                             &k->plan_b[index], &to_b, err, errlen) < 0)
+        return -1;
+    k->plan_b[index] = to_b;
+    return 0;
+}
+
+/* An interface that goes down takes the routes through it along; bringing
+ * it back replays its two nodes' routes (replace: the others still exist). */
+static int replay_routes(struct topo_kernel *k, int node, char *err, size_t errlen)
+{
+    if (k->net->nodes[node].kind != TOPO_NODE_HOST) return 0;
+    struct topo_nl_batch b;
+    topo_nl_batch_init(&b, k->ns[node].sock);
+    add_routes(k, node, &k->routing->nodes[node], 1, &b);
+    return run_batch(&b, err, errlen);
+}
+
+int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err, size_t errlen)
+{
+    const struct topo_link *link = &k->net->links[index];
+    if (topo_nl_link_set_up(k->ns[link->a].sock, k->ifindex_a[index], up, link->ifname_a, err,
+                            errlen) < 0 ||
+        topo_nl_link_set_up(k->ns[link->b].sock, k->ifindex_b[index], up, link->ifname_b, err,
+                            errlen) < 0)
+        return -1;
+    if (!up) return 0;
+    if (replay_routes(k, link->a, err, errlen) < 0) return -1;
+    return replay_routes(k, link->b, err, errlen);
+}

@@ -1,0 +1,48 @@
+/* kernel.h — the kernel backend: realises a topology model in the kernel.
+ *
+ * Every node (host or switch) gets an anonymous network namespace held by an
+ * fd (nothing bind-mounted: when the controller and the peers are gone, the
+ * kernel frees the namespaces and every link in them); every link becomes a
+ * veth pair created straight in its two namespaces; a switch is a bridge in
+ * its namespace with its links as ports; hosts get their node address on lo,
+ * their link addresses, forwarding and the static routes of route.h; both
+ * directions of every link are shaped on egress with the qdisc plans of
+ * shape.h (HTB + netem, or HTB + bfifo where netem is not needed).
+ *
+ * All netlink goes through topo/nl.h in batches (one per namespace, one for
+ * the veths) so a 1000-node network starts in well under a second.
+ * Owns the namespaces, their netlink sockets and the installed plans. */
+#pragma once
+
+#include "topo/network.h"
+#include "topo/route.h"
+#include "topo/shape.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct topo_kernel;
+
+struct topo_kernel_options {
+    bool have_netem;            /* the kernel has sch_netem */
+    enum topo_shape_root root;  /* HTB (default) or TBF */
+};
+
+/* Builds everything; on failure nothing is left (the namespaces are closed). */
+int topo_kernel_build(const struct topo_network *net, const struct topo_routing *routing,
+                      const struct topo_kernel_options *opts, struct topo_kernel **out,
+                      char *err, size_t errlen);
+/* The namespace fd of node i (for spawning its peer and node programs). */
+int topo_kernel_node_ns(const struct topo_kernel *k, int node);
+/* Runtime changes of link `index` (both directions). The model's params are
+ * the caller's to update once this succeeds. */
+int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_link_params *params,
+                         char *err, size_t errlen);
+int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err, size_t errlen);
+/* Closes every namespace fd and socket; the namespaces vanish once no
+ * process (peer, node program) is left in them. */
+void topo_kernel_destroy(struct topo_kernel *k);
+
+/* The shaping request of one link direction (shared with the user backend). */
+void topo_kernel_shape_request(const struct topo_link_params *p, enum topo_shape_root root,
+                               struct topo_shape_request *req);

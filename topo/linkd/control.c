@@ -1,0 +1,625 @@
+/* control.c — MessagePack-RPC methods of hiernet-linkd (see control.h). */
+#include "topo/linkd/control.h"
+#include "topo/linkd/tap.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+typedef int (*control_handler)(struct linkd_control *c, struct proto_args *a, uint32_t msgid,
+                               char *err, size_t errlen);
+
+static void control_nested_error(char *err, size_t errlen, const char *outer, const char *inner);
+
+/* ---- emulation parameters ---- */
+
+enum control_field {
+    F_BW,
+    F_DELAY,
+    F_JITTER,
+    F_LOSS,
+    F_GE_P,
+    F_GE_R,
+    F_GE_H,
+    F_GE_K,
+    F_QUEUE,
+    F_QUEUE_BYTES,
+    F_OVERHEAD,
+};
+
+struct control_param {
+    const char *key;
+    double min, max;
+    enum control_field field;
+};
+
+/* Numeric keys with their accepted ranges (units: bit/s, µs, fraction, packets, bytes). */
+static const struct control_param control_params[] = {
+    {"bw", 0, 1e13, F_BW},
+    {"delay", 0, 1e9, F_DELAY},
+    {"jitter", 0, 1e9, F_JITTER},
+    {"loss", 0, 1, F_LOSS},
+    {"ge_p", 0, 1, F_GE_P},
+    {"ge_r", 0, 1, F_GE_R},
+    {"ge_h", 0, 1, F_GE_H},
+    {"ge_k", 0, 1, F_GE_K},
+    {"queue", 0, 1e7, F_QUEUE},
+    {"queue_bytes", 0, 1e12, F_QUEUE_BYTES},
+    {"overhead", -14, 1024, F_OVERHEAD},
+};
+
+static void control_param_store(struct linkd_params *p, enum control_field f, double v)
+{
+    switch (f) {
+    case F_BW:
+        p->rate_bps = (uint64_t)llround(v);
+        break;
+    case F_DELAY:
+        p->delay_ns = llround(v * 1000.0);
+        break;
+    case F_JITTER:
+        p->jitter_ns = llround(v * 1000.0);
+        break;
+    case F_LOSS:
+        p->loss = v;
+        break;
+    case F_GE_P:
+        p->ge_p = v;
+        break;
+    case F_GE_R:
+        p->ge_r = v;
+        break;
+    case F_GE_H:
+        p->ge_h = v;
+        break;
+    case F_GE_K:
+        p->ge_k = v;
+        break;
+    case F_QUEUE:
+        p->queue = (uint32_t)v;
+        break;
+    case F_QUEUE_BYTES:
+        p->queue_bytes = (uint64_t)v;
+        break;
+    case F_OVERHEAD:
+        p->overhead = (int32_t)v;
+        break;
+    }
+}
+
+static int control_parse_jitter_dist(struct proto_args *a, struct linkd_params *p)
+{
+    char dist[16];
+    int r = proto_arg_strcpy(a, "jitter_dist", dist, sizeof dist);
+    if (r <= 0) return r;
+    if (strcmp(dist, "uniform") == 0)
+        p->jitter_dist = LINKD_JITTER_UNIFORM;
+    else if (strcmp(dist, "normal") == 0)
+        p->jitter_dist = LINKD_JITTER_NORMAL;
+    else {
+        snprintf(a->err, sizeof a->err, "param 'jitter_dist': '%s' is neither uniform nor normal",
+                 dist);
+        return -1;
+    }
+    return 1;
+}
+
+/* Applies the emulation keys present in a to p; absent keys leave p alone. */
+static int control_parse_params(struct proto_args *a, struct linkd_params *p)
+{
+    for (size_t i = 0; i < sizeof control_params / sizeof control_params[0]; i++) {
+        const struct control_param *cp = &control_params[i];
+        double v;
+        int r = proto_arg_f64(a, cp->key, &v);
+        if (r < 0) return -1;
+        if (r == 0) continue;
+        if (!(v >= cp->min && v <= cp->max)) {
+            snprintf(a->err, sizeof a->err, "param '%s': %g is outside %g..%g", cp->key, v, cp->min,
+                     cp->max);
+            return -1;
+        }
+        control_param_store(p, cp->field, v);
+    }
+    if (proto_arg_bool(a, "reorder", &p->reorder) < 0) return -1;
+    return control_parse_jitter_dist(a, p) < 0 ? -1 : 0;
+}
+
+/* Top-level keys go to both directions, then "ab" / "ba" override one. */
+static int control_parse_directions(struct proto_args *a, struct linkd_params p[2], char *err,
+                                    size_t errlen)
+{
+    static const char *names[2] = {"ab", "ba"};
+    for (int i = 0; i < 2; i++) {
+        if (control_parse_params(a, &p[i]) < 0) {
+            snprintf(err, errlen, "%s", a->err);
+            return -1;
+        }
+        const msgpack_object *sub = proto_args_get(a, names[i]);
+        if (!sub || sub->type == MSGPACK_OBJECT_NIL) continue;
+        struct proto_args sa;
+        proto_args_init(&sa, sub);
+        if (sub->type != MSGPACK_OBJECT_MAP) {
+            snprintf(err, errlen, "param '%s': expected map, got %s", names[i],
+                     proto_type_name(sub->type));
+            return -1;
+        }
+        if (control_parse_params(&sa, &p[i]) < 0) {
+            control_nested_error(err, errlen, names[i], sa.err);
+            return -1;
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (linkd_params_check(&p[i], err, errlen) < 0) return -1;
+    return 0;
+}
+
+static int control_parse_offload(struct proto_args *a, enum linkd_offload *mode)
+{
+    bool on;
+    int r = proto_arg_bool(a, "offload", &on);
+    if (r == 1) *mode = on ? LINKD_OFFLOAD_ON : LINKD_OFFLOAD_OFF;
+    if (r != -1) return r;
+    char s[8];
+    a->err[0] = '\0';
+    r = proto_arg_strcpy(a, "offload", s, sizeof s);
+    if (r <= 0) return r;
+    if (strcmp(s, "auto") == 0)
+        *mode = LINKD_OFFLOAD_AUTO;
+    else if (strcmp(s, "on") == 0)
+        *mode = LINKD_OFFLOAD_ON;
+    else if (strcmp(s, "off") == 0)
+        *mode = LINKD_OFFLOAD_OFF;
+    else {
+        snprintf(a->err, sizeof a->err, "param 'offload': '%s' is not auto, on or off", s);
+        return -1;
+    }
+    return 1;
+}
+
+/* ---- common argument helpers ---- */
+
+/* "param 'x': ..." of a nested map becomes "param 'a.x': ...". */
+static void control_nested_error(char *err, size_t errlen, const char *outer, const char *inner)
+{
+    static const char tag[] = "param '";
+    if (strncmp(inner, tag, sizeof tag - 1) == 0)
+        snprintf(err, errlen, "%s%s.%s", tag, outer, inner + sizeof tag - 1);
+    else
+        snprintf(err, errlen, "param '%s': %s", outer, inner);
+}
+
+static int control_arg_fail(struct proto_args *a, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s", a->err);
+    return -1;
+}
+
+static int control_get_id(struct proto_args *a, int64_t *id, char *err, size_t errlen)
+{
+    int r = proto_arg_i64(a, "id", id);
+    if (r == 0) proto_args_missing(a, "id");
+    return r == 1 ? 0 : control_arg_fail(a, err, errlen);
+}
+
+static struct linkd_link *control_get_link(struct linkd_control *c, struct proto_args *a, char *err,
+                                           size_t errlen)
+{
+    int64_t id;
+    if (control_get_id(a, &id, err, errlen) < 0) return NULL;
+    struct linkd_link *l = linkd_link_find(c->ld, id);
+    if (!l) snprintf(err, errlen, "link %lld: no such link", (long long)id);
+    return l;
+}
+
+/* ---- link ends ---- */
+
+struct control_end {
+    char netns_path[PATH_MAX];
+    struct linkd_tap_config cfg;
+};
+
+static int control_parse_end_fields(struct proto_args *ea, struct control_end *e)
+{
+    char mac[24];
+    int64_t mtu = 0;
+    int r;
+    if (proto_arg_strcpy(ea, "netns_path", e->netns_path, sizeof e->netns_path) < 0) return -1;
+    if (proto_arg_strcpy(ea, "ifname", e->cfg.ifname, sizeof e->cfg.ifname) < 0) return -1;
+    if (proto_arg_bool(ea, "up", &e->cfg.up) < 0) return -1;
+    if ((r = proto_arg_i64(ea, "mtu", &mtu)) < 0) return -1;
+    if (r && (mtu < 68 || mtu > 65535)) {
+        snprintf(ea->err, sizeof ea->err, "param 'mtu': %lld is outside 68..65535", (long long)mtu);
+        return -1;
+    }
+    e->cfg.mtu = (int)mtu;
+    if ((r = proto_arg_strcpy(ea, "mac", mac, sizeof mac)) < 0) return -1;
+    if (r && !(e->cfg.has_mac = linkd_tap_parse_mac(mac, e->cfg.mac))) {
+        snprintf(ea->err, sizeof ea->err, "param 'mac': '%s' is not a unicast MAC", mac);
+        return -1;
+    }
+    return 0;
+}
+
+static int control_parse_end(struct proto_args *a, const char *key, struct control_end *e,
+                             char *err, size_t errlen)
+{
+    memset(e, 0, sizeof *e);
+    e->cfg.netns_path = e->netns_path;
+    const msgpack_object *o = proto_args_get(a, key);
+    if (!o || o->type != MSGPACK_OBJECT_MAP) {
+        snprintf(err, errlen, "param '%s': expected map {netns_path=, ifname=}, got %s", key,
+                 o ? proto_type_name(o->type) : "nothing");
+        return -1;
+    }
+    struct proto_args ea;
+    proto_args_init(&ea, o);
+    if (control_parse_end_fields(&ea, e) < 0) {
+        control_nested_error(err, errlen, key, ea.err);
+        return -1;
+    }
+    return 0;
+}
+
+static void control_pack_end(msgpack_packer *pk, const char *key, const char *ifname, int ifindex)
+{
+    proto_pack_str(pk, key);
+    msgpack_pack_map(pk, 2);
+    proto_pack_kv_str(pk, "ifname", ifname);
+    proto_pack_kv_i64(pk, "ifindex", ifindex);
+}
+
+/* ---- methods ---- */
+
+static int on_ping(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
+                   size_t errlen)
+{
+    proto_pack_response_begin(&c->pk, msgid, 3);
+    proto_pack_str(&c->pk, "pong");
+    msgpack_pack_true(&c->pk);
+    proto_pack_kv_i64(&c->pk, "pid", getpid());
+    proto_pack_kv_i64(&c->pk, "links", (int64_t)c->ld->n_links);
+    return 0;
+}
+
+/* Validates everything before creating a device, so a bad request leaves
+ * nothing behind. */
+static int control_link_add_parse(struct linkd_control *c, struct proto_args *a, int64_t *id,
+                                  struct linkd_params p[2], enum linkd_offload *offload,
+                                  int64_t *seed, char *err, size_t errlen)
+{
+    if (control_get_id(a, id, err, errlen) < 0) return -1;
+    if (linkd_link_find(c->ld, *id)) {
+        snprintf(err, errlen, "link %lld: already exists", (long long)*id);
+        return -1;
+    }
+    linkd_params_default(&p[0]);
+    linkd_params_default(&p[1]);
+    if (control_parse_directions(a, p, err, errlen) < 0) return -1;
+    *offload = LINKD_OFFLOAD_AUTO;
+    *seed = *id;
+    if (control_parse_offload(a, offload) < 0 || proto_arg_i64(a, "seed", seed) < 0)
+        return control_arg_fail(a, err, errlen);
+    return 0;
+}
+
+static int on_link_add(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
+                       size_t errlen)
+{
+    int64_t id, seed;
+    struct linkd_params p[2];
+    enum linkd_offload offload;
+    struct control_end end[2];
+    if (control_link_add_parse(c, a, &id, p, &offload, &seed, err, errlen) < 0 ||
+        control_parse_end(a, "a", &end[0], err, errlen) < 0 ||
+        control_parse_end(a, "b", &end[1], err, errlen) < 0)
+        return -1;
+    char ifname[2][IFNAMSIZ];
+    int ifindex[2], fd[2];
+    char why[256];
+    fd[0] = linkd_tap_open(&end[0].cfg, ifname[0], &ifindex[0], why, sizeof why);
+    fd[1] = fd[0] < 0 ? -1 : linkd_tap_open(&end[1].cfg, ifname[1], &ifindex[1], why, sizeof why);
+    if (fd[1] < 0) {
+        if (fd[0] >= 0) close(fd[0]);
+        snprintf(err, errlen, "link %lld end %c: %s", (long long)id, fd[0] < 0 ? 'a' : 'b', why);
+        return -1;
+    }
+    if (!linkd_link_add(c->ld, id, fd[0], fd[1], &p[0], &p[1], offload, (uint64_t)seed, why,
+                        sizeof why)) {
+        snprintf(err, errlen, "link %lld: %s", (long long)id, why);
+        return -1;
+    }
+    proto_pack_response_begin(&c->pk, msgid, 3);
+    proto_pack_kv_i64(&c->pk, "id", id);
+    control_pack_end(&c->pk, "a", ifname[0], ifindex[0]);
+    control_pack_end(&c->pk, "b", ifname[1], ifindex[1]);
+    return 0;
+}
+
+static int on_link_set(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
+                       size_t errlen)
+{
+    struct linkd_link *l = control_get_link(c, a, err, errlen);
+    if (!l) return -1;
+    struct linkd_params p[2] = {l->dir[0].p, l->dir[1].p};
+    enum linkd_offload offload = l->offload;
+    char why[256];
+    int rc = control_parse_directions(a, p, why, sizeof why);
+    if (rc == 0 && control_parse_offload(a, &offload) < 0) {
+        snprintf(why, sizeof why, "%s", a->err);
+        rc = -1;
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "link %lld: %s", (long long)l->id, why);
+        return -1;
+    }
+    l->offload = offload;
+    for (int i = 0; i < 2; i++) {
+        if (linkd_link_set(l, i, &p[i], why, sizeof why) < 0) {
+            snprintf(err, errlen, "link %lld: %s", (long long)l->id, why);
+            return -1;
+        }
+    }
+    proto_pack_response_begin(&c->pk, msgid, 1);
+    proto_pack_kv_i64(&c->pk, "id", l->id);
+    return 0;
+}
+
+static int control_link_updown(struct linkd_control *c, struct proto_args *a, uint32_t msgid,
+                               bool up, char *err, size_t errlen)
+{
+    struct linkd_link *l = control_get_link(c, a, err, errlen);
+    if (!l) return -1;
+    linkd_link_set_up(l, up);
+    proto_pack_response_begin(&c->pk, msgid, 2);
+    proto_pack_kv_i64(&c->pk, "id", l->id);
+    proto_pack_str(&c->pk, "up");
+    if (up)
+        msgpack_pack_true(&c->pk);
+    else
+        msgpack_pack_false(&c->pk);
+    return 0;
+}
+
+static int on_link_down(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
+                        size_t errlen)
+{
+    return control_link_updown(c, a, msgid, false, err, errlen);
+}
+
+static int on_link_up(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
+                      size_t errlen)
+{
+    return control_link_updown(c, a, msgid, true, err, errlen);
+}
+
+static void control_pack_counters(msgpack_packer *pk, const char *key, struct linkd_dir *d,
+                                  bool reset_peak)
+{
+    const struct linkd_counters *k = &d->c;
+    proto_pack_str(pk, key);
+    msgpack_pack_map(pk, 14);
+    proto_pack_kv_i64(pk, "packets", (int64_t)k->packets);
+    proto_pack_kv_i64(pk, "bytes", (int64_t)k->bytes);
+    proto_pack_kv_i64(pk, "delivered", (int64_t)k->delivered);
+    proto_pack_kv_i64(pk, "delivered_bytes", (int64_t)k->delivered_bytes);
+    proto_pack_kv_i64(pk, "drops_loss", (int64_t)k->drops_loss);
+    proto_pack_kv_i64(pk, "drops_queue", (int64_t)k->drops_queue);
+    proto_pack_kv_i64(pk, "drops_down", (int64_t)k->drops_down);
+    proto_pack_kv_i64(pk, "drops_nobuf", (int64_t)k->drops_nobuf);
+    proto_pack_kv_i64(pk, "drops_write", (int64_t)k->drops_write);
+    proto_pack_kv_i64(pk, "queue_peak", (int64_t)k->queue_peak);
+    proto_pack_kv_i64(pk, "queue_len", d->q_packets);
+    proto_pack_kv_i64(pk, "queue_bytes", (int64_t)d->q_bytes);
+    proto_pack_kv_i64(pk, "in_flight", linkd_dir_in_flight(d));
+    proto_pack_kv_i64(pk, "tso", d->link->tso[d == &d->link->dir[0] ? 0 : 1]);
+    /* A peak that restarts at every sample gives per-interval peaks. */
+    if (reset_peak) d->c.queue_peak = d->q_packets;
+}
+
+/* {id, up, ab, ba}: 4 map entries, packed after the caller's key or array slot. */
+static void control_pack_link_stats(msgpack_packer *pk, struct linkd_link *l, bool reset_peak)
+{
+    linkd_link_sync(l); /* counters as of now, not as of the last wake-up */
+    msgpack_pack_map(pk, 4);
+    proto_pack_kv_i64(pk, "id", l->id);
+    proto_pack_str(pk, "up");
+    if (l->up)
+        msgpack_pack_true(pk);
+    else
+        msgpack_pack_false(pk);
+    control_pack_counters(pk, "ab", &l->dir[0], reset_peak);
+    control_pack_counters(pk, "ba", &l->dir[1], reset_peak);
+}
+
+static int on_link_stats(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
+                         size_t errlen)
+{
+    bool reset_peak = false;
+    struct linkd_link *l = control_get_link(c, a, err, errlen);
+    if (!l) return -1;
+    if (proto_arg_bool(a, "reset_peak", &reset_peak) < 0) return control_arg_fail(a, err, errlen);
+    /* The result map is the link's stats map itself. */
+    msgpack_pack_array(&c->pk, 4);
+    msgpack_pack_uint8(&c->pk, PROTO_RESPONSE);
+    msgpack_pack_uint32(&c->pk, msgid);
+    msgpack_pack_nil(&c->pk);
+    control_pack_link_stats(&c->pk, l, reset_peak);
+    return 0;
+}
+
+static int on_link_stats_all(struct linkd_control *c, struct proto_args *a, uint32_t msgid,
+                             char *err, size_t errlen)
+{
+    bool reset_peak = false;
+    if (proto_arg_bool(a, "reset_peak", &reset_peak) < 0) return control_arg_fail(a, err, errlen);
+    proto_pack_response_begin(&c->pk, msgid, 1);
+    proto_pack_str(&c->pk, "links");
+    msgpack_pack_array(&c->pk, (uint32_t)c->ld->n_links);
+    for (struct linkd_link *l = c->ld->links; l; l = l->next)
+        control_pack_link_stats(&c->pk, l, reset_peak);
+    return 0;
+}
+
+static int on_link_del(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
+                       size_t errlen)
+{
+    struct linkd_link *l = control_get_link(c, a, err, errlen);
+    if (!l) return -1;
+    int64_t id = l->id;
+    linkd_link_del(l);
+    proto_pack_response_begin(&c->pk, msgid, 1);
+    proto_pack_kv_i64(&c->pk, "id", id);
+    return 0;
+}
+
+static const struct proto_method control_methods[] = {
+    {"ping", (void *)on_ping},
+    {"link_add", (void *)on_link_add},
+    {"link_set", (void *)on_link_set},
+    {"link_down", (void *)on_link_down},
+    {"link_up", (void *)on_link_up},
+    {"link_stats", (void *)on_link_stats},
+    {"link_stats_all", (void *)on_link_stats_all},
+    {"link_del", (void *)on_link_del},
+    {NULL, NULL},
+};
+
+/* ---- the channel ---- */
+
+static void control_close(struct linkd_control *c)
+{
+    if (c->closed) return;
+    c->closed = true;
+    ev_io_stop(c->ld->loop, &c->read_io);
+    ev_io_stop(c->ld->loop, &c->write_io);
+    /* Without a controller there is nobody to serve: linkd exits. */
+    ev_break(c->ld->loop, EVBREAK_ALL);
+}
+
+static void control_dispatch(struct linkd_control *c, const struct proto_msg *msg)
+{
+    const struct proto_method *m = proto_method_find(control_methods, msg->method, msg->method_len);
+    char err[512];
+    if (!m) {
+        snprintf(err, sizeof err, "unknown method '%.*s'", (int)msg->method_len, msg->method);
+        proto_pack_error(&c->pk, msg->msgid, err);
+        return;
+    }
+    struct proto_args a;
+    proto_args_init(&a, msg->params);
+    control_handler handler = (control_handler)m->handler;
+    size_t mark = c->out.size;
+    if (handler(c, &a, msg->msgid, err, sizeof err) < 0) {
+        c->out.size = mark; /* drop anything a failing handler packed */
+        proto_pack_error(&c->pk, msg->msgid, err);
+    }
+}
+
+static void control_drain(struct linkd_control *c)
+{
+    while (!c->closed) {
+        struct proto_msg msg;
+        bool has_msgid;
+        char err[256];
+        enum proto_next r = proto_reader_next(&c->reader, &msg, &has_msgid, err, sizeof err);
+        if (r == PROTO_NEXT_MORE) return;
+        if (r == PROTO_NEXT_FATAL) {
+            linkd_log("control channel: %s; exiting", err);
+            control_close(c);
+            return;
+        }
+        if (r == PROTO_NEXT_INVALID) {
+            if (has_msgid) proto_pack_error(&c->pk, msg.msgid, err);
+            continue;
+        }
+        if (msg.kind == PROTO_REQUEST) control_dispatch(c, &msg);
+        /* Notifications and responses carry nothing linkd acts on. */
+    }
+}
+
+static void control_flush(struct linkd_control *c)
+{
+    while (!c->closed && c->out_sent < c->out.size) {
+        ssize_t n = write(c->fd, c->out.data + c->out_sent, c->out.size - c->out_sent);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) {
+            ev_io_start(c->ld->loop, &c->write_io);
+            return;
+        }
+        if (n < 0) {
+            linkd_log("control channel write: %s; exiting", strerror(errno));
+            control_close(c);
+            return;
+        }
+        c->out_sent += (size_t)n;
+    }
+    msgpack_sbuffer_clear(&c->out);
+    c->out_sent = 0;
+    ev_io_stop(c->ld->loop, &c->write_io);
+}
+
+static void on_control_writable(EV_P_ ev_io *w, int revents)
+{
+    control_flush(container_of(w, struct linkd_control, write_io));
+}
+
+static void on_control_readable(EV_P_ ev_io *w, int revents)
+{
+    struct linkd_control *c = container_of(w, struct linkd_control, read_io);
+    size_t avail;
+    char *buf = proto_reader_buffer(&c->reader, 64 * 1024, &avail);
+    if (!buf) {
+        linkd_log("control channel: out of memory; exiting");
+        control_close(c);
+        return;
+    }
+    ssize_t n = read(c->fd, buf, avail);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) {
+        if (n < 0) linkd_log("control channel read: %s; exiting", strerror(errno));
+        control_close(c);
+        return;
+    }
+    proto_reader_consumed(&c->reader, (size_t)n);
+    control_drain(c);
+    control_flush(c);
+}
+
+int linkd_control_start(struct linkd_control *c, struct linkd *ld, int fd, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    c->ld = ld;
+    c->fd = fd;
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
+        fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+        snprintf(err, errlen, "control fd %d: %s", fd, strerror(errno));
+        return -1;
+    }
+    if (proto_reader_init(&c->reader, 0) < 0) {
+        snprintf(err, errlen, "control channel: out of memory");
+        return -1;
+    }
+    msgpack_sbuffer_init(&c->out);
+    msgpack_packer_init(&c->pk, &c->out, msgpack_sbuffer_write);
+    ev_io_init(&c->read_io, on_control_readable, fd, EV_READ);
+    ev_io_init(&c->write_io, on_control_writable, fd, EV_WRITE);
+    ev_io_start(ld->loop, &c->read_io);
+    return 0;
+}
+
+void linkd_control_stop(struct linkd_control *c)
+{
+    ev_io_stop(c->ld->loop, &c->read_io);
+    ev_io_stop(c->ld->loop, &c->write_io);
+    close(c->fd);
+    proto_reader_destroy(&c->reader);
+    msgpack_sbuffer_destroy(&c->out);
+}

@@ -1,0 +1,684 @@
+/* forward.c — the forwarding core of hiernet-linkd (see forward.h).
+ *
+ * Scheduling model. Each direction has a FIFO queue in front of a
+ * transmitter and a delay line behind it. The transmitter is advanced lazily
+ * in virtual time: whenever a direction is touched at time `now`, every
+ * queued frame whose serialization would have started by `now` is given its
+ * exact start (max(arrival, previous end)) and end, and moves to the delay
+ * line with release = end + delay + jitter. What is left in the queue is then
+ * exactly what an ideal FIFO would hold at `now`, so drop-tail decisions and
+ * queue peaks are exact, while wake-ups are needed only for releases (and
+ * for the transmitter no later than `delay` after it frees up, because a
+ * frame serialized then is not due before). struct linkd keeps every busy
+ * direction in one heap keyed by its next event and one timerfd armed for the
+ * earliest; a timerfd is used instead of an ev_timer because libev's epoll
+ * backend rounds timeouts to whole milliseconds. */
+#include "topo/linkd/forward.h"
+#include "topo/linkd/tap.h"
+
+#include <errno.h>
+#include <linux/virtio_net.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef VIRTIO_NET_HDR_GSO_UDP_L4
+#define VIRTIO_NET_HDR_GSO_UDP_L4 5
+#endif
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+#define VNET_HDR_LEN ((uint32_t)sizeof(struct virtio_net_hdr))
+#define ETH_MIN_FRAME 60u /* without FCS; shorter frames are padded on the wire */
+#define ETH_HEADER 14u
+/* Frames read per wake-up of one direction: enough to amortize the loop,
+ * few enough that one busy link cannot starve the others. */
+#define LINKD_READ_BATCH 64
+#define LINKD_DEFAULT_POOL_LIMIT (256u << 20)
+
+int64_t linkd_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- parameters ---- */
+
+void linkd_params_default(struct linkd_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->jitter_dist = LINKD_JITTER_UNIFORM;
+    p->ge_h = 0.0;
+    p->ge_k = 1.0;
+    p->queue = LINKD_DEFAULT_QUEUE;
+    p->overhead = LINKD_ETH_OVERHEAD;
+}
+
+static bool is_probability(double x)
+{
+    return x >= 0.0 && x <= 1.0; /* false for NaN too */
+}
+
+int linkd_params_check(const struct linkd_params *p, char *err, size_t errlen)
+{
+    const char *bad = NULL;
+    if (p->delay_ns < 0)
+        bad = "delay must not be negative";
+    else if (p->jitter_ns < 0)
+        bad = "jitter must not be negative";
+    else if (!is_probability(p->loss))
+        bad = "loss must be within 0..1";
+    else if (!is_probability(p->ge_p) || !is_probability(p->ge_r))
+        bad = "ge_p and ge_r must be within 0..1";
+    else if (!is_probability(p->ge_h) || !is_probability(p->ge_k))
+        bad = "ge_h and ge_k must be within 0..1";
+    else if (p->overhead < -(int32_t)ETH_HEADER || p->overhead > 1024)
+        bad = "overhead must be within -14..1024 bytes";
+    if (!bad) return 0;
+    snprintf(err, errlen, "%s", bad);
+    return -1;
+}
+
+/* ---- randomness: splitmix64, seeded per direction for reproducible runs ---- */
+
+static uint64_t dir_random(struct linkd_dir *d)
+{
+    uint64_t z = (d->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1). */
+static double dir_uniform(struct linkd_dir *d)
+{
+    return (double)(dir_random(d) >> 11) * 0x1.0p-53;
+}
+
+static bool dir_lose(struct linkd_dir *d)
+{
+    const struct linkd_params *p = &d->p;
+    if (p->ge_p > 0.0) {
+        double u = dir_uniform(d);
+        if (d->ge_bad) {
+            if (u < p->ge_r) d->ge_bad = false;
+        } else if (u < p->ge_p) {
+            d->ge_bad = true;
+        }
+        return dir_uniform(d) >= (d->ge_bad ? p->ge_h : p->ge_k);
+    }
+    return p->loss > 0.0 && dir_uniform(d) < p->loss;
+}
+
+static int64_t dir_jitter(struct linkd_dir *d)
+{
+    double j = (double)d->p.jitter_ns;
+    if (j <= 0.0) return 0;
+    if (d->p.jitter_dist == LINKD_JITTER_UNIFORM)
+        return (int64_t)((2.0 * dir_uniform(d) - 1.0) * j);
+    /* Box-Muller; 1 - u keeps the logarithm finite. */
+    double r = sqrt(-2.0 * log(1.0 - dir_uniform(d)));
+    return (int64_t)(r * cos(2.0 * M_PI * dir_uniform(d)) * j);
+}
+
+/* ---- what a frame costs on the wire ---- */
+
+/* Length of the headers every GSO segment repeats. csum_start locates the
+ * transport header more reliably than hdr_len, which tun fills with the
+ * length of the linear part of the skb. */
+static uint32_t frame_header_len(const unsigned char *frame, uint32_t flen,
+                                 const struct virtio_net_hdr *h)
+{
+    uint8_t type = h->gso_type & ~VIRTIO_NET_HDR_GSO_ECN;
+    if (h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) {
+        uint32_t l4 = h->csum_start, hl = 0;
+        if (type == VIRTIO_NET_HDR_GSO_UDP || type == VIRTIO_NET_HDR_GSO_UDP_L4)
+            hl = l4 + 8;
+        else if (l4 + 13 <= flen)
+            hl = l4 + (uint32_t)(frame[l4 + 12] >> 4) * 4;
+        if (hl > ETH_HEADER && hl < flen) return hl;
+    }
+    if (h->hdr_len > ETH_HEADER && h->hdr_len < flen) return h->hdr_len;
+    return ETH_HEADER + 20 + 20 < flen ? ETH_HEADER + 20 + 20 : flen;
+}
+
+/* Fills segs, frame_bytes and wire_bytes from the virtio-net header. */
+static void packet_measure(struct linkd_packet *pkt, int32_t overhead)
+{
+    const struct virtio_net_hdr *h = (const struct virtio_net_hdr *)pkt->data;
+    const unsigned char *frame = pkt->data + VNET_HDR_LEN;
+    uint32_t flen = pkt->len - VNET_HDR_LEN;
+    uint32_t segs = 1, frame_bytes = flen;
+    uint8_t type = h->gso_type & ~VIRTIO_NET_HDR_GSO_ECN;
+    if (type != VIRTIO_NET_HDR_GSO_NONE && h->gso_size > 0) {
+        uint32_t hl = frame_header_len(frame, flen, h);
+        uint32_t payload = flen - hl;
+        segs = (payload + h->gso_size - 1) / h->gso_size;
+        if (segs == 0) segs = 1;
+        frame_bytes = flen + (segs - 1) * hl;
+    }
+    int64_t wire = (int64_t)(frame_bytes < ETH_MIN_FRAME ? ETH_MIN_FRAME : frame_bytes) +
+                   (int64_t)segs * overhead;
+    pkt->segs = segs;
+    pkt->frame_bytes = frame_bytes;
+    pkt->wire_bytes = wire > 0 ? (uint32_t)wire : 1;
+}
+
+static int64_t dir_serialize_ns(const struct linkd_dir *d, uint32_t wire_bytes)
+{
+    if (!d->p.rate_bps) return 0;
+    return (int64_t)((unsigned __int128)wire_bytes * 8000000000u / d->p.rate_bps);
+}
+
+/* ---- queue ---- */
+
+static bool dir_queue_full(const struct linkd_dir *d, const struct linkd_packet *pkt)
+{
+    /* An empty queue takes any frame, so a GSO frame of more segments than
+     * the limit cannot wedge the link. */
+    if (!d->q_head) return false;
+    if (d->p.queue && d->q_packets + pkt->segs > d->p.queue) return true;
+    return d->p.queue_bytes && d->q_bytes + pkt->frame_bytes > d->p.queue_bytes;
+}
+
+static void dir_enqueue(struct linkd_dir *d, struct linkd_packet *pkt)
+{
+    pkt->next = NULL;
+    if (d->q_tail)
+        d->q_tail->next = pkt;
+    else
+        d->q_head = pkt;
+    d->q_tail = pkt;
+    d->q_packets += pkt->segs;
+    d->q_bytes += pkt->frame_bytes;
+    if (d->q_packets > d->c.queue_peak) d->c.queue_peak = d->q_packets;
+}
+
+static struct linkd_packet *dir_dequeue(struct linkd_dir *d)
+{
+    struct linkd_packet *pkt = d->q_head;
+    d->q_head = pkt->next;
+    if (!d->q_head) d->q_tail = NULL;
+    d->q_packets -= pkt->segs;
+    d->q_bytes -= pkt->frame_bytes;
+    return pkt;
+}
+
+/* ---- transmitter, delay line, egress ---- */
+
+static void dir_write(struct linkd_dir *d, const struct linkd_packet *pkt)
+{
+    ssize_t n = write(d->out_fd, pkt->data, pkt->len);
+    if (n == (ssize_t)pkt->len) {
+        d->c.delivered += pkt->segs;
+        d->c.delivered_bytes += pkt->frame_bytes;
+        return;
+    }
+    /* Typically EIO while the egress interface is down; say so once. */
+    if (!d->c.drops_write)
+        linkd_log("link %lld: write to TAP failed: %s", (long long)d->link->id,
+                  n < 0 ? strerror(errno) : "short write");
+    d->c.drops_write += pkt->segs;
+}
+
+/* A serialized frame enters the delay line. */
+static void dir_launch(struct linkd_dir *d, struct linkd_packet *pkt, int64_t sent)
+{
+    int64_t release = sent + d->p.delay_ns + dir_jitter(d);
+    if (release < sent) release = sent;
+    if (!d->p.reorder && release < d->last_release) release = d->last_release;
+    if (release > d->last_release) d->last_release = release;
+    if (linkd_timerq_push(&d->delay_line, &pkt->node, release) < 0) {
+        d->c.drops_nobuf += pkt->segs;
+        linkd_pool_put(&d->link->pool, pkt);
+    }
+}
+
+/* Serializes every queued frame whose transmission starts by `now`. */
+static void dir_transmit(struct linkd_dir *d, int64_t now)
+{
+    while (d->q_head && d->tx_free_at <= now) {
+        struct linkd_packet *pkt = dir_dequeue(d);
+        int64_t start = pkt->arrival > d->tx_free_at ? pkt->arrival : d->tx_free_at;
+        d->tx_free_at = start + dir_serialize_ns(d, pkt->wire_bytes);
+        dir_launch(d, pkt, d->tx_free_at);
+    }
+}
+
+static void dir_deliver(struct linkd_dir *d, int64_t now)
+{
+    struct linkd_timerq_node *n;
+    while ((n = linkd_timerq_peek(&d->delay_line)) && n->at <= now) {
+        linkd_timerq_pop(&d->delay_line);
+        struct linkd_packet *pkt = container_of(n, struct linkd_packet, node);
+        dir_write(d, pkt);
+        linkd_pool_put(&d->link->pool, pkt);
+    }
+}
+
+static int64_t dir_next_event(const struct linkd_dir *d)
+{
+    const struct linkd_timerq_node *n = linkd_timerq_peek(&d->delay_line);
+    int64_t next = n ? n->at : INT64_MAX;
+    if (d->q_head) {
+        /* Without jitter nothing serialized after tx_free_at is due before
+         * tx_free_at + delay, so the transmitter may wait until then. */
+        int64_t t = d->tx_free_at + (d->p.jitter_ns ? 0 : d->p.delay_ns);
+        if (t < next) next = t;
+    }
+    return next;
+}
+
+static void dir_schedule(struct linkd_dir *d)
+{
+    struct linkd_timerq *events = &d->link->ld->events;
+    int64_t next = dir_next_event(d);
+    if (next == INT64_MAX)
+        linkd_timerq_remove(events, &d->event);
+    else if (linkd_timerq_queued(&d->event))
+        linkd_timerq_update(events, &d->event, next);
+    else if (linkd_timerq_push(events, &d->event, next) < 0)
+        linkd_log("link %lld: out of memory scheduling a timer", (long long)d->link->id);
+}
+
+static void dir_process(struct linkd_dir *d, int64_t now)
+{
+    dir_transmit(d, now);
+    dir_deliver(d, now);
+    dir_schedule(d);
+}
+
+/* ---- ingress ---- */
+
+/* Unshaped, undelayed and idle: the frame can go out straight away without
+ * a copy or a timer. */
+static bool dir_can_cut_through(const struct linkd_dir *d)
+{
+    return !d->p.rate_bps && !d->p.delay_ns && !d->p.jitter_ns && !d->q_head &&
+           !linkd_timerq_peek(&d->delay_line);
+}
+
+/* Moves the frame just read into d->spare into a buffer of its own:
+ * a small one (copy) if it fits, else the spare itself. */
+static struct linkd_packet *dir_take_buffer(struct linkd_dir *d)
+{
+    struct linkd_packet *spare = d->spare;
+    if (spare->len > LINKD_SMALL_BUF) {
+        d->spare = NULL;
+        return spare;
+    }
+    struct linkd_packet *pkt = linkd_pool_get(&d->link->pool, false);
+    if (!pkt) return NULL;
+    memcpy(pkt->data, spare->data, spare->len);
+    pkt->len = spare->len;
+    pkt->arrival = spare->arrival;
+    pkt->segs = spare->segs;
+    pkt->frame_bytes = spare->frame_bytes;
+    pkt->wire_bytes = spare->wire_bytes;
+    return pkt;
+}
+
+/* The pipeline for one frame that was read into d->spare. */
+static void dir_arrive(struct linkd_dir *d, uint32_t len, int64_t now)
+{
+    struct linkd_packet *in = d->spare;
+    in->len = len;
+    in->arrival = now;
+    packet_measure(in, d->p.overhead);
+    d->c.packets += in->segs;
+    d->c.bytes += in->frame_bytes;
+    if (!d->link->up) {
+        d->c.drops_down += in->segs;
+        return;
+    }
+    if (dir_lose(d)) {
+        d->c.drops_loss += in->segs;
+        return;
+    }
+    dir_transmit(d, now);
+    if (dir_queue_full(d, in)) {
+        d->c.drops_queue += in->segs;
+        return;
+    }
+    if (dir_can_cut_through(d)) {
+        dir_write(d, in);
+        return;
+    }
+    struct linkd_packet *pkt = dir_take_buffer(d);
+    if (!pkt) {
+        d->c.drops_nobuf += in->segs;
+        return;
+    }
+    dir_enqueue(d, pkt);
+    dir_transmit(d, now);
+}
+
+static void dir_read_failed(struct linkd_dir *d, int err)
+{
+    /* EBADFD and friends: the device is gone (its namespace died). Stop
+     * watching so a dead fd cannot spin the loop. */
+    linkd_log("link %lld: reading TAP %c failed: %s; direction stopped", (long long)d->link->id,
+              d == &d->link->dir[0] ? 'a' : 'b', strerror(err));
+    ev_io_stop(d->link->ld->loop, &d->in_io);
+}
+
+static void on_tap_readable(EV_P_ ev_io *w, int revents)
+{
+    struct linkd_dir *d = container_of(w, struct linkd_dir, in_io);
+    struct linkd *ld = d->link->ld;
+    int64_t now = linkd_now();
+    for (int i = 0; i < LINKD_READ_BATCH; i++) {
+        if (!d->spare) d->spare = linkd_pool_get(&d->link->pool, true);
+        /* Out of buffers: still drain the TAP, so the drop is ours and counted. */
+        unsigned char *buf = d->spare ? d->spare->data : ld->scratch;
+        ssize_t n = read(d->in_fd, buf, LINKD_LARGE_BUF);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN) dir_read_failed(d, errno);
+            break;
+        }
+        now = linkd_now();
+        if ((uint32_t)n < VNET_HDR_LEN + ETH_HEADER) continue; /* runt: nothing to forward */
+        if (!d->spare) {
+            d->c.packets++;
+            d->c.drops_nobuf++;
+            continue;
+        }
+        dir_arrive(d, (uint32_t)n, now);
+    }
+    dir_process(d, now);
+}
+
+/* ---- the timer ----
+ *
+ * Waking a sleeping CPU costs tens of microseconds on top of the timer itself
+ * (idle-state exit, VM halt), which would add to every release. So the timerfd
+ * is armed wake_lead early, where wake_lead tracks the latency actually
+ * observed, and the last stretch before an event is covered by an idle
+ * watcher: the loop then polls without blocking, still serving every fd. On a
+ * busy CPU the observed latency is small, and so is the polling. */
+
+#define LINKD_WAKE_LEAD_MAX 150000 /* ns: bounds the polling per event */
+#define LINKD_WAKE_LEAD_INIT 50000
+
+static void linkd_run_due(struct linkd *ld, int64_t now)
+{
+    /* Each direction's next event is after `now` once processed; the bound
+     * only guards against a bug turning this into an endless loop. */
+    size_t budget = ld->events.len;
+    struct linkd_timerq_node *n;
+    while (budget-- > 0 && (n = linkd_timerq_peek(&ld->events)) && n->at <= now)
+        dir_process(container_of(n, struct linkd_dir, event), now);
+}
+
+static void on_timer(EV_P_ ev_io *w, int revents)
+{
+    struct linkd *ld = container_of(w, struct linkd, timer_io);
+    uint64_t expirations;
+    if (read(ld->timer_fd, &expirations, sizeof expirations) < 0) {
+        if (errno != EAGAIN) linkd_log("timerfd read: %s", strerror(errno));
+        return; /* not expired: the timer was re-armed meanwhile */
+    }
+    int64_t now = linkd_now();
+    int64_t late = now - ld->armed_at;
+    if (late > LINKD_WAKE_LEAD_MAX) late = LINKD_WAKE_LEAD_MAX;
+    if (late > 0) ld->wake_lead += (late - ld->wake_lead) / 8;
+    ld->armed_at = INT64_MAX;
+    linkd_run_due(ld, now);
+}
+
+static void on_poll(EV_P_ ev_idle *w, int revents)
+{
+    struct linkd *ld = container_of(w, struct linkd, poll);
+    linkd_run_due(ld, linkd_now());
+}
+
+/* Runs before the loop blocks: poll if the earliest event is near, else arm
+ * the timerfd wake_lead before it. An earlier-than-needed expiry only costs a
+ * spurious wake-up, so the timerfd is re-armed only to move it earlier. */
+static void on_prepare(EV_P_ ev_prepare *w, int revents)
+{
+    struct linkd *ld = container_of(w, struct linkd, prepare);
+    /* Idle watchers never run while I/O keeps arriving, so due events are
+     * also served here, once per loop iteration. */
+    int64_t now = linkd_now();
+    linkd_run_due(ld, now);
+    struct linkd_timerq_node *n = linkd_timerq_peek(&ld->events);
+    bool near = n && n->at - now <= ld->wake_lead;
+    if (near != ev_is_active(&ld->poll)) {
+        if (near)
+            ev_idle_start(EV_A_ & ld->poll);
+        else
+            ev_idle_stop(EV_A_ & ld->poll);
+    }
+    if (!n || near) return;
+    int64_t at = n->at - ld->wake_lead;
+    if (at >= ld->armed_at) return;
+    struct itimerspec its = {.it_value = {.tv_sec = at / 1000000000, .tv_nsec = at % 1000000000}};
+    if (timerfd_settime(ld->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
+        linkd_log("timerfd_settime: %s", strerror(errno));
+        return;
+    }
+    ld->armed_at = at;
+}
+
+/* ---- the process context ---- */
+
+int linkd_init(struct linkd *ld, struct ev_loop *loop, char *err, size_t errlen)
+{
+    memset(ld, 0, sizeof *ld);
+    ld->loop = loop;
+    ld->armed_at = INT64_MAX;
+    ld->wake_lead = LINKD_WAKE_LEAD_INIT;
+    ld->pool_limit = LINKD_DEFAULT_POOL_LIMIT;
+    linkd_timerq_init(&ld->events);
+    ld->scratch = malloc(LINKD_LARGE_BUF);
+    ld->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (!ld->scratch || ld->timer_fd < 0) {
+        snprintf(err, errlen, "linkd init: %s", ld->scratch ? strerror(errno) : "out of memory");
+        free(ld->scratch);
+        if (ld->timer_fd >= 0) close(ld->timer_fd);
+        return -1;
+    }
+    ev_io_init(&ld->timer_io, on_timer, ld->timer_fd, EV_READ);
+    ev_io_start(loop, &ld->timer_io);
+    ev_prepare_init(&ld->prepare, on_prepare);
+    ev_prepare_start(loop, &ld->prepare);
+    ev_idle_init(&ld->poll, on_poll);
+    return 0;
+}
+
+void linkd_destroy(struct linkd *ld)
+{
+    while (ld->links)
+        linkd_link_del(ld->links);
+    ev_idle_stop(ld->loop, &ld->poll);
+    ev_prepare_stop(ld->loop, &ld->prepare);
+    ev_io_stop(ld->loop, &ld->timer_io);
+    close(ld->timer_fd);
+    free(ld->scratch);
+    linkd_timerq_destroy(&ld->events);
+}
+
+/* ---- links ---- */
+
+struct linkd_link *linkd_link_find(struct linkd *ld, int64_t id)
+{
+    for (struct linkd_link *l = ld->links; l; l = l->next)
+        if (l->id == id) return l;
+    return NULL;
+}
+
+static bool link_wants_tso(const struct linkd_link *l, int i)
+{
+    const struct linkd_params *p = &l->dir[i].p;
+    switch (l->offload) {
+    case LINKD_OFFLOAD_ON:
+        return true;
+    case LINKD_OFFLOAD_OFF:
+        return false;
+    case LINKD_OFFLOAD_AUTO:
+        break;
+    }
+    /* Loss must hit single packets, not whole super-frames. */
+    return (p->rate_bps == 0 || p->rate_bps >= LINKD_TSO_MIN_RATE) && p->loss == 0.0 &&
+           p->ge_p == 0.0;
+}
+
+/* The offloads of TAP i decide which frames direction i reads. */
+static int link_apply_offload(struct linkd_link *l, bool force, char *err, size_t errlen)
+{
+    for (int i = 0; i < 2; i++) {
+        bool tso = link_wants_tso(l, i);
+        if (!force && tso == l->tso[i]) continue;
+        if (linkd_tap_set_offload(l->fd[i], l->offload != LINKD_OFFLOAD_OFF, tso, err, errlen) < 0)
+            return -1;
+        l->tso[i] = tso;
+    }
+    return 0;
+}
+
+static void dir_init(struct linkd_dir *d, struct linkd_link *l, int i, const struct linkd_params *p,
+                     uint64_t seed)
+{
+    memset(d, 0, sizeof *d);
+    d->link = l;
+    d->in_fd = l->fd[i];
+    d->out_fd = l->fd[1 - i];
+    d->p = *p;
+    d->rng = seed * 2 + (uint64_t)i; /* distinct streams per direction */
+    linkd_timerq_init(&d->delay_line);
+    linkd_timerq_node_init(&d->event);
+    ev_io_init(&d->in_io, on_tap_readable, d->in_fd, EV_READ);
+}
+
+static void link_free(struct linkd_link *l)
+{
+    for (int i = 0; i < 2; i++) {
+        linkd_timerq_destroy(&l->dir[i].delay_line);
+        if (l->fd[i] >= 0) close(l->fd[i]);
+    }
+    linkd_pool_destroy(&l->pool);
+    free(l);
+}
+
+struct linkd_link *linkd_link_add(struct linkd *ld, int64_t id, int fd_a, int fd_b,
+                                  const struct linkd_params *ab, const struct linkd_params *ba,
+                                  enum linkd_offload offload, uint64_t seed, char *err,
+                                  size_t errlen)
+{
+    struct linkd_link *l = calloc(1, sizeof *l);
+    if (!l) {
+        close(fd_a);
+        close(fd_b);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    l->id = id;
+    l->up = true;
+    l->offload = offload;
+    l->fd[0] = fd_a;
+    l->fd[1] = fd_b;
+    l->ld = ld;
+    linkd_pool_init(&l->pool, ld->pool_limit);
+    dir_init(&l->dir[0], l, 0, ab, seed);
+    dir_init(&l->dir[1], l, 1, ba, seed);
+    /* Reserve now so scheduling never allocates on the packet path. */
+    if (linkd_timerq_reserve(&ld->events, 2 * (ld->n_links + 1)) < 0 ||
+        linkd_timerq_reserve(&l->dir[0].delay_line, 256) < 0 ||
+        linkd_timerq_reserve(&l->dir[1].delay_line, 256) < 0) {
+        snprintf(err, errlen, "out of memory");
+        link_free(l);
+        return NULL;
+    }
+    if (link_apply_offload(l, true, err, errlen) < 0) {
+        link_free(l);
+        return NULL;
+    }
+    for (int i = 0; i < 2; i++)
+        ev_io_start(ld->loop, &l->dir[i].in_io);
+    l->next = ld->links;
+    ld->links = l;
+    ld->n_links++;
+    return l;
+}
+
+int linkd_link_set(struct linkd_link *l, int d, const struct linkd_params *p, char *err,
+                   size_t errlen)
+{
+    if (linkd_params_check(p, err, errlen) < 0) return -1;
+    struct linkd_dir *dir = &l->dir[d];
+    int64_t now = linkd_now();
+    /* Frames whose serialization began under the old rate keep it. */
+    dir_transmit(dir, now);
+    dir->p = *p;
+    if (p->ge_p == 0.0) dir->ge_bad = false;
+    int rc = link_apply_offload(l, false, err, errlen);
+    dir_process(dir, now);
+    return rc;
+}
+
+static void dir_flush(struct linkd_dir *d)
+{
+    while (d->q_head) {
+        struct linkd_packet *pkt = dir_dequeue(d);
+        d->c.drops_down += pkt->segs;
+        linkd_pool_put(&d->link->pool, pkt);
+    }
+    struct linkd_timerq_node *n;
+    while ((n = linkd_timerq_pop(&d->delay_line))) {
+        struct linkd_packet *pkt = container_of(n, struct linkd_packet, node);
+        d->c.drops_down += pkt->segs;
+        linkd_pool_put(&d->link->pool, pkt);
+    }
+    d->last_release = 0;
+    d->tx_free_at = 0; /* the transmitter stops with the link */
+    dir_schedule(d);
+}
+
+void linkd_link_set_up(struct linkd_link *l, bool up)
+{
+    if (l->up == up) return;
+    int64_t now = linkd_now();
+    for (int i = 0; i < 2; i++) {
+        dir_process(&l->dir[i], now); /* what was due before the change goes out */
+        if (!up) dir_flush(&l->dir[i]);
+    }
+    l->up = up;
+}
+
+void linkd_link_sync(struct linkd_link *l)
+{
+    int64_t now = linkd_now();
+    for (int i = 0; i < 2; i++)
+        dir_process(&l->dir[i], now);
+}
+
+uint32_t linkd_dir_in_flight(const struct linkd_dir *d)
+{
+    return (uint32_t)d->delay_line.len;
+}
+
+void linkd_link_del(struct linkd_link *l)
+{
+    struct linkd *ld = l->ld;
+    for (struct linkd_link **pp = &ld->links; *pp; pp = &(*pp)->next) {
+        if (*pp == l) {
+            *pp = l->next;
+            ld->n_links--;
+            break;
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        ev_io_stop(ld->loop, &l->dir[i].in_io);
+        linkd_timerq_remove(&ld->events, &l->dir[i].event);
+    }
+    link_free(l);
+}

@@ -1,0 +1,132 @@
+/* forward.h — the forwarding core of hiernet-linkd.
+ *
+ * Provides the process context (struct linkd: the libev loop, every link and
+ * the one event queue that drives all release timers) and links: two TAP
+ * file descriptors and one pipeline per direction,
+ *
+ *   read → loss (Bernoulli or Gilbert-Elliott) → drop-tail queue
+ *        → serialization at the link rate (bytes on the wire)
+ *        → propagation delay + jitter (FIFO unless reorder) → write
+ *
+ * A link owns its TAP fds, its watchers and its packet pool; struct linkd
+ * owns its links. Times are CLOCK_MONOTONIC nanoseconds. */
+#pragma once
+
+#include "topo/linkd/pool.h"
+#include "topo/linkd/timerq.h"
+
+#include <ev.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Ethernet preamble + SFD (8) + FCS (4) + inter-frame gap (12): bytes a frame
+ * occupies on the wire beyond what the TAP hands us. */
+#define LINKD_ETH_OVERHEAD 24
+#define LINKD_DEFAULT_QUEUE 1000u
+/* Offload "auto" turns TSO on only for links this fast (or unshaped): on
+ * slower links a 64 KiB super-frame would leave as one burst and be dropped or
+ * queued as one unit, distorting TCP. */
+#define LINKD_TSO_MIN_RATE 1000000000ull
+
+enum linkd_jitter_dist { LINKD_JITTER_UNIFORM, LINKD_JITTER_NORMAL };
+enum linkd_offload { LINKD_OFFLOAD_AUTO, LINKD_OFFLOAD_ON, LINKD_OFFLOAD_OFF };
+
+/* What one direction emulates. */
+struct linkd_params {
+    uint64_t rate_bps; /* 0 = unlimited */
+    int64_t delay_ns;
+    int64_t jitter_ns; /* uniform: ±jitter; normal: standard deviation */
+    enum linkd_jitter_dist jitter_dist;
+    bool reorder;         /* let jitter reorder packets */
+    double loss;          /* Bernoulli loss probability, used when ge_p == 0 */
+    double ge_p, ge_r;    /* Gilbert-Elliott: P(good→bad), P(bad→good); ge_p > 0 enables */
+    double ge_h, ge_k;    /* delivery probability in the bad / good state */
+    uint32_t queue;       /* packets waiting for the transmitter; 0 = unbounded */
+    uint64_t queue_bytes; /* 0 = no byte bound */
+    int32_t overhead;     /* wire bytes added per frame */
+};
+
+struct linkd_counters {
+    uint64_t packets, bytes;             /* arrived (segments, Ethernet bytes) */
+    uint64_t delivered, delivered_bytes; /* written to the egress TAP */
+    uint64_t drops_loss, drops_queue, drops_down, drops_nobuf, drops_write;
+    uint64_t queue_peak; /* packets */
+};
+
+struct linkd;
+struct linkd_link;
+
+struct linkd_dir {
+    struct linkd_link *link;
+    int in_fd, out_fd; /* borrowed from the link */
+    ev_io in_io;       /* in_fd readable */
+    struct linkd_params p;
+    uint64_t rng; /* splitmix64 state */
+    bool ge_bad;  /* Gilbert-Elliott state */
+    struct linkd_packet *q_head, *q_tail;
+    uint32_t q_packets;
+    uint64_t q_bytes;
+    int64_t tx_free_at;             /* when the transmitter finishes its current frame */
+    struct linkd_timerq delay_line; /* serialized packets by release time */
+    int64_t last_release;
+    struct linkd_timerq_node event; /* this direction in struct linkd's event queue */
+    struct linkd_packet *spare;     /* large buffer the next read lands in */
+    struct linkd_counters c;
+};
+
+struct linkd_link {
+    int64_t id;
+    bool up;
+    enum linkd_offload offload;
+    int fd[2];               /* TAP a, TAP b */
+    bool tso[2];             /* TSO currently enabled on fd[i] */
+    struct linkd_dir dir[2]; /* 0: a→b, 1: b→a */
+    struct linkd_pool pool;
+    struct linkd *ld;
+    struct linkd_link *next;
+};
+
+struct linkd {
+    struct ev_loop *loop;
+    struct linkd_timerq events; /* one node per busy direction */
+    int timer_fd;
+    ev_io timer_io;
+    ev_prepare prepare; /* re-arms timer_fd once per loop iteration */
+    ev_idle poll;       /* active while an event is closer than wake_lead: no blocking */
+    int64_t armed_at;   /* what timer_fd is set to; INT64_MAX when disarmed */
+    int64_t wake_lead;  /* observed timer wake-up latency (moving average), ns */
+    struct linkd_link *links;
+    size_t n_links;
+    size_t pool_limit;      /* bytes of packet buffers per link */
+    unsigned char *scratch; /* LINKD_LARGE_BUF bytes to drain frames we must drop */
+};
+
+int64_t linkd_now(void);
+void linkd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+void linkd_params_default(struct linkd_params *p);
+/* Checks ranges; on error writes a message naming the parameter. */
+int linkd_params_check(const struct linkd_params *p, char *err, size_t errlen);
+
+int linkd_init(struct linkd *ld, struct ev_loop *loop, char *err, size_t errlen);
+void linkd_destroy(struct linkd *ld);
+
+struct linkd_link *linkd_link_find(struct linkd *ld, int64_t id);
+/* Creates a link between TAP fds a and b and starts forwarding. Takes
+ * ownership of both fds (closed on failure too). */
+struct linkd_link *linkd_link_add(struct linkd *ld, int64_t id, int fd_a, int fd_b,
+                                  const struct linkd_params *ab, const struct linkd_params *ba,
+                                  enum linkd_offload offload, uint64_t seed, char *err,
+                                  size_t errlen);
+/* New parameters for direction `d` (0 a→b, 1 b→a); packets already queued keep
+ * their place, every packet serialized from now on sees the new values. */
+int linkd_link_set(struct linkd_link *l, int d, const struct linkd_params *p, char *err,
+                   size_t errlen);
+/* Down drops what is queued or in flight and everything that arrives. */
+void linkd_link_set_up(struct linkd_link *l, bool up);
+/* Stops forwarding, closes the TAPs (the devices vanish) and frees the link. */
+void linkd_link_del(struct linkd_link *l);
+/* Brings the counters of both directions up to now (serializes what is due). */
+void linkd_link_sync(struct linkd_link *l);
+/* Packets in the queue and in flight of direction d. */
+uint32_t linkd_dir_in_flight(const struct linkd_dir *d);

@@ -1,0 +1,65 @@
+/* netns.h — anonymous network namespaces held by file descriptors.
+ *
+ * Provides creation of network namespaces without bind mounts (so they die
+ * with the last fd or process that holds them: DESIGN.md "Topology"), one at
+ * a time or many in parallel; entering and leaving a namespace on the calling
+ * thread; an rtnetlink socket bound inside a namespace; and sysctl writes in
+ * the namespace the calling thread is in.
+ *
+ * A struct topo_netns owns its namespace fd and its socket; topo_netns_close()
+ * releases both. Every function returns 0 (or a valid pointer) on success and
+ * -1 (NULL) with a one-line message in err on failure. */
+#pragma once
+
+#include <stddef.h>
+
+struct nl_sock;
+
+/* Set up while the namespace is being created (the thread is inside it
+ * anyway, so this costs no extra setns). */
+enum topo_netns_flags {
+    TOPO_NETNS_SOCKET = 1 << 0,     /* open ns->sock inside the namespace */
+    TOPO_NETNS_LO_UP = 1 << 1,      /* bring lo up (implies SOCKET) */
+    TOPO_NETNS_FORWARDING = 1 << 2, /* ip_forward = 1, rp_filter = 0 (routes may be asymmetric) */
+    TOPO_NETNS_NO_IPV6 = 1 << 3,    /* no IPv6 on new links: no DAD/RS/MLD noise on shaped links */
+};
+
+struct topo_netns {
+    int fd;               /* O_CLOEXEC fd of the namespace; -1 when closed */
+    struct nl_sock *sock; /* rtnetlink socket inside it, or NULL */
+};
+
+/* Creates one namespace. Runs unshare(CLONE_NEWNET) on the calling thread
+ * and returns it to its namespace before returning. */
+int topo_netns_create(struct topo_netns *ns, unsigned flags, char *err, size_t errlen);
+
+/* Creates count namespaces on up to `threads` helper threads (0 = one per
+ * online CPU, at most 8): namespace creation is CPU-bound kernel work that
+ * scales with cores. On failure every namespace already made is closed. */
+int topo_netns_create_many(struct topo_netns *ns, size_t count, unsigned flags, unsigned threads,
+                           char *err, size_t errlen);
+
+/* Releases the socket and the fd. Idempotent; leaves ns->fd == -1. */
+void topo_netns_close(struct topo_netns *ns);
+
+/* Moves the calling thread into the namespace of ns_fd; *saved_fd receives an
+ * fd of the namespace it was in, for topo_netns_leave(). Sockets created in
+ * between belong to the entered namespace and stay there. */
+int topo_netns_enter(int ns_fd, int *saved_fd, char *err, size_t errlen);
+
+/* Returns the calling thread to *saved_fd's namespace and closes it. A failure
+ * leaves the thread in the wrong namespace: callers should treat it as fatal. */
+int topo_netns_leave(int *saved_fd, char *err, size_t errlen);
+
+/* An rtnetlink socket bound inside the namespace of ns_fd (enter, open,
+ * leave). The caller owns it: topo_nl_close(). */
+struct nl_sock *topo_netns_nl_open(int ns_fd, char *err, size_t errlen);
+
+/* Writes value to /proc/sys/<key> ("net/ipv4/ip_forward") of the namespace
+ * the calling thread is in: /proc/sys/net resolves to the opener's network
+ * namespace when the file is opened, so enter first. */
+int topo_netns_sysctl_write(const char *key, const char *value, char *err, size_t errlen);
+
+/* The namespace's inode number (as in "net:[4026532281]"), for messages and
+ * for telling namespaces apart; 0 when ns_fd is not valid. */
+unsigned long topo_netns_inode(int ns_fd);

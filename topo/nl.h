@@ -1,0 +1,216 @@
+/* nl.h — the rtnetlink layer of the kernel backend (libnl-3 / libnl-route-3).
+ *
+ * Provides, one module per job:
+ *   nl.c        sockets, sending a request and checking its ack (with the
+ *               kernel's extended-ack text), batches of requests
+ *   nl_link.c   veth pairs placed straight into their namespaces, bridges,
+ *               enslaving, link up/down, delete, ifindex lookup
+ *   nl_addr.c   IPv4 addresses, the loopback node address
+ *   nl_route.c  IPv4 routes (host, subnet, default; via a gateway)
+ *   nl_qdisc.c  the qdisc trees of shape.h: apply, change, clear
+ *   nl_probe.c  which link types and qdiscs this kernel has
+ * Every request is built apart from being sent (topo_nl_*_build return an
+ * nl_msg the caller may send alone or in a batch; unit tests check the bytes).
+ *
+ * Conventions: addresses are IPv4 in host byte order, as topo/network.h keeps
+ * them (10.0.0.1 is 0x0a000001); every function returns 0 (or a non-negative value) on success and
+ * -1 with a one-line message in err naming the object and the errno text.
+ * Builders return NULL only when out of memory or given bad arguments. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "topo/shape.h"
+
+struct nl_sock;
+struct nl_msg;
+
+/* ---- nl.c: sockets, acks, batches ---- */
+
+#define TOPO_NL_EXTACK_MAX 128 /* kernel extended-ack messages are short */
+#define TOPO_NL_WHAT_MAX 80    /* the object a batched request is about */
+
+/* An rtnetlink socket in the calling thread's current namespace, with
+ * extended acks on and buffers big enough for a window of batched acks. */
+struct nl_sock *topo_nl_open(char *err, size_t errlen);
+void topo_nl_close(struct nl_sock *sock);
+
+/* Sends one request with NLM_F_ACK and waits for its ack (seq and port
+ * checked). Returns 0 or a negative errno; the kernel's extended-ack text, if
+ * any, goes to extack. Does not take ownership of msg. */
+int topo_nl_talk(struct nl_sock *sock, struct nl_msg *msg, char *extack, size_t extack_len);
+
+/* The same for a request that also gets replies (a GET): on_reply sees every
+ * message of ours that is not the ack, before the ack arrives. */
+struct nlmsghdr;
+typedef void (*topo_nl_reply_fn)(const struct nlmsghdr *reply, void *ctx);
+int topo_nl_request(struct nl_sock *sock, struct nl_msg *msg, topo_nl_reply_fn on_reply, void *ctx,
+                    char *extack, size_t extack_len);
+
+/* Formats "<what>: <strerror(-error)>[ (<extack>)]" into err; returns -1. */
+int topo_nl_fail(char *err, size_t errlen, int error, const char *extack, const char *what_fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Sends msg and formats the failure naming what; frees msg in every case. */
+int topo_nl_run(struct nl_sock *sock, struct nl_msg *msg, char *err, size_t errlen,
+                const char *what_fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Many requests on one socket: sent in windows of up to TOPO_NL_WINDOW
+ * messages per sendmsg(), every ack collected. The kernel carries on after a
+ * failed request, so run() reports the first failure and the failure count. */
+#define TOPO_NL_WINDOW 64
+
+struct topo_nl_batch_entry {
+    struct nl_msg *msg;
+    int error; /* 0 or negative errno once run */
+    char what[TOPO_NL_WHAT_MAX];
+    char extack[TOPO_NL_EXTACK_MAX];
+};
+
+struct topo_nl_batch {
+    struct nl_sock *sock;
+    struct topo_nl_batch_entry *entries;
+    size_t count, capacity;
+    int oom; /* an add failed: run() reports it */
+};
+
+void topo_nl_batch_init(struct topo_nl_batch *batch, struct nl_sock *sock);
+/* Takes ownership of msg (NULL msg = a builder failed: recorded as ENOMEM). */
+void topo_nl_batch_add(struct topo_nl_batch *batch, struct nl_msg *msg, const char *what_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Sends everything added; returns 0 when every request succeeded. */
+int topo_nl_batch_run(struct topo_nl_batch *batch, char *err, size_t errlen);
+/* Frees the messages; the batch may be reused after topo_nl_batch_init(). */
+void topo_nl_batch_free(struct topo_nl_batch *batch);
+
+/* ---- nl_link.c: links ---- */
+
+#define TOPO_NL_IFNAME_MAX 15 /* IFNAMSIZ - 1 */
+
+/* One end of a veth pair. */
+struct topo_nl_veth_end {
+    int ns_fd;        /* namespace to create it in; -1 = the socket's own */
+    const char *name; /* at most 15 characters */
+    int ifindex;      /* ifindex to give it; 0 = the kernel picks */
+};
+
+/* A veth pair with each end created directly in its namespace
+ * (IFLA_NET_NS_FD on the main end and inside VETH_INFO_PEER), with MTU
+ * (0 = default) and, if up, end a administratively up. End b cannot be set
+ * up in the same request (the kernel opens the peer before the pair is
+ * joined: ENOTCONN), so bring it up from b's namespace, e.g. together with
+ * its address: topo_nl_link_updown_build() and topo_nl_addr_build() in one
+ * batch on that namespace's socket. */
+struct nl_msg *topo_nl_veth_build(const struct topo_nl_veth_end *a,
+                                  const struct topo_nl_veth_end *b, unsigned mtu, int up);
+int topo_nl_veth_add(struct nl_sock *sock, const struct topo_nl_veth_end *a,
+                     const struct topo_nl_veth_end *b, unsigned mtu, int up, char *err,
+                     size_t errlen);
+
+/* A Linux bridge (STP off, so ports forward at once) in ns_fd (-1 = the
+ * socket's namespace). */
+struct nl_msg *topo_nl_bridge_build(const char *name, int ns_fd, int ifindex, int up);
+int topo_nl_bridge_add(struct nl_sock *sock, const char *name, int ns_fd, int ifindex, int up,
+                       char *err, size_t errlen);
+
+/* Makes ifindex a port of bridge master_ifindex (0 = release it). */
+struct nl_msg *topo_nl_link_master_build(int ifindex, int master_ifindex);
+int topo_nl_link_set_master(struct nl_sock *sock, int ifindex, int master_ifindex, const char *name,
+                            char *err, size_t errlen);
+
+/* Administrative up/down; name (may be NULL) only labels errors. */
+struct nl_msg *topo_nl_link_updown_build(int ifindex, int up);
+int topo_nl_link_set_up(struct nl_sock *sock, int ifindex, int up, const char *name, char *err,
+                        size_t errlen);
+
+/* Deletes a link (for a veth, both ends go). */
+struct nl_msg *topo_nl_link_delete_build(int ifindex);
+int topo_nl_link_delete(struct nl_sock *sock, int ifindex, const char *name, char *err,
+                        size_t errlen);
+
+/* ifindex of name in the socket's namespace, or -1 (err says why). */
+int topo_nl_link_index(struct nl_sock *sock, const char *name, char *err, size_t errlen);
+
+/* ---- nl_addr.c: addresses ---- */
+
+#define TOPO_NL_LOOPBACK_IFINDEX 1 /* lo is ifindex 1 in every namespace */
+
+struct nl_msg *topo_nl_addr_build(int ifindex, uint32_t addr, unsigned prefix_len);
+int topo_nl_addr_add(struct nl_sock *sock, int ifindex, uint32_t addr, unsigned prefix_len,
+                     const char *name, char *err, size_t errlen);
+
+/* Brings ifindex up and, if addr != 0, gives it addr/prefix_len: both in
+ * one sendmsg(). The usual second step for the b end of a new veth. */
+int topo_nl_interface_up(struct nl_sock *sock, int ifindex, const char *name, uint32_t addr,
+                         unsigned prefix_len, char *err, size_t errlen);
+
+/* Brings lo up and, if node_addr != 0, gives it node_addr/32. */
+int topo_nl_loopback_setup(struct nl_sock *sock, uint32_t node_addr, char *err, size_t errlen);
+
+/* ---- nl_route.c: routes ---- */
+
+struct topo_nl_route {
+    uint32_t dst;      /* network */
+    unsigned dst_len;  /* 32 = host route, 0 = default route */
+    uint32_t gateway;  /* 0 = destination directly on ifindex */
+    int ifindex;       /* outgoing interface; 0 = resolve from the gateway */
+    uint32_t pref_src; /* source for locally sent packets (the node address); 0 = any */
+    int onlink;        /* gateway is on ifindex even without a covering subnet route */
+};
+
+/* replace: NLM_F_REPLACE instead of NLM_F_EXCL (re-routing at runtime). */
+struct nl_msg *topo_nl_route_build(const struct topo_nl_route *route, int replace);
+int topo_nl_route_add(struct nl_sock *sock, const struct topo_nl_route *route, int replace,
+                      char *err, size_t errlen);
+struct nl_msg *topo_nl_route_delete_build(const struct topo_nl_route *route);
+int topo_nl_route_delete(struct nl_sock *sock, const struct topo_nl_route *route, char *err,
+                         size_t errlen);
+
+/* ---- nl_qdisc.c: shaping ---- */
+
+/* The messages that install plan on ifindex's egress, in order (root, class,
+ * leaf): at most 3. Returns how many, or -1 when out of memory (none left
+ * allocated). change: modify the existing tree's parameters instead. */
+int topo_nl_shape_build(const struct topo_shape_plan *plan, int ifindex, int change,
+                        struct nl_msg *msgs[3]);
+
+/* Installs plan (nothing for TOPO_SHAPE_LEAF_NONE). The interface must have
+ * no root qdisc of ours yet. */
+int topo_nl_shape_apply(struct nl_sock *sock, int ifindex, const char *name,
+                        const struct topo_shape_plan *plan, char *err, size_t errlen);
+
+/* Moves from plan `from` (what is installed) to `to` at runtime: a parameter
+ * change when both have the same tree, else clear and apply. */
+int topo_nl_shape_change(struct nl_sock *sock, int ifindex, const char *name,
+                         const struct topo_shape_plan *from, const struct topo_shape_plan *to,
+                         char *err, size_t errlen);
+
+/* Removes the root qdisc (and so the whole tree); no tree is not an error. */
+int topo_nl_shape_clear(struct nl_sock *sock, int ifindex, const char *name, char *err,
+                        size_t errlen);
+
+/* ---- nl_probe.c: kernel features ---- */
+
+enum topo_nl_feature {
+    TOPO_NL_FEATURE_VETH,
+    TOPO_NL_FEATURE_BRIDGE,
+    TOPO_NL_FEATURE_TUN,
+    TOPO_NL_FEATURE_HTB,
+    TOPO_NL_FEATURE_TBF,
+    TOPO_NL_FEATURE_NETEM,
+    TOPO_NL_FEATURE_COUNT
+};
+
+struct topo_nl_features {
+    int available[TOPO_NL_FEATURE_COUNT];
+    char reason[TOPO_NL_FEATURE_COUNT][TOPO_NL_EXTACK_MAX + 64]; /* why not, when not */
+};
+
+/* "veth", "bridge", "tun", "htb", "tbf", "netem". */
+const char *topo_nl_feature_name(enum topo_nl_feature feature);
+
+/* Tries each feature in a scratch namespace that vanishes afterwards.
+ * Returns -1 only when the probe cannot run at all (e.g. no CAP_SYS_ADMIN to
+ * create a namespace); a missing feature is reported in features. */
+int topo_nl_probe(struct topo_nl_features *features, char *err, size_t errlen);

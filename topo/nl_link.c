@@ -1,0 +1,209 @@
+/* nl_link.c — veth pairs, bridges, ports, up/down, delete, lookup (see nl.h).
+ *
+ * A veth pair is created with each end directly in its own namespace: the
+ * main end carries IFLA_NET_NS_FD, and so does the peer's ifinfomsg inside
+ * VETH_INFO_PEER (libnl's veth module writes the peer's attributes there).
+ * Nothing is created in the caller's namespace and then moved, which would
+ * cost a second request per end and briefly expose the name to the host. */
+#include "topo/nl.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <net/if.h>
+#include <linux/rtnetlink.h>
+
+#include <netlink/msg.h>
+#include <netlink/route/link.h>
+#include <netlink/route/link/veth.h>
+
+/* The kernel's dev_valid_name(), checked here for a clearer message. */
+static int link_name_check(const char *name, char *err, size_t errlen)
+{
+    size_t len = name ? strlen(name) : 0;
+
+    if (len == 0 || len > TOPO_NL_IFNAME_MAX) {
+        snprintf(err, errlen, "bad interface name \"%s\": must be 1 to %d characters",
+                 name ? name : "", TOPO_NL_IFNAME_MAX);
+        return -1;
+    }
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+        snprintf(err, errlen, "bad interface name \"%s\"", name);
+        return -1;
+    }
+    for (const char *p = name; *p; p++)
+        if (*p == '/' || *p == ':' || isspace((unsigned char)*p) || !isprint((unsigned char)*p)) {
+            snprintf(err, errlen, "bad interface name \"%s\": no '/', ':' or spaces allowed", name);
+            return -1;
+        }
+    return 0;
+}
+
+/* Sets what both a new veth end and a new bridge take. */
+static void link_configure(struct rtnl_link *link, const char *name, int ns_fd, int ifindex,
+                           unsigned mtu, int up)
+{
+    rtnl_link_set_name(link, name);
+    if (ns_fd >= 0) rtnl_link_set_ns_fd(link, ns_fd);
+    if (ifindex > 0) rtnl_link_set_ifindex(link, ifindex);
+    if (mtu > 0) rtnl_link_set_mtu(link, mtu);
+    if (up) rtnl_link_set_flags(link, IFF_UP);
+}
+
+struct nl_msg *topo_nl_veth_build(const struct topo_nl_veth_end *a,
+                                  const struct topo_nl_veth_end *b, unsigned mtu, int up)
+{
+    struct rtnl_link *link = rtnl_link_veth_alloc(), *peer;
+    struct nl_msg *msg = NULL;
+
+    if (!link) return NULL;
+    peer = rtnl_link_veth_get_peer(link); /* takes a reference */
+    link_configure(link, a->name, a->ns_fd, a->ifindex, mtu, up);
+    /* Never the peer: the kernel opens it before the pair is joined, and
+     * veth_open() then fails with ENOTCONN. */
+    link_configure(peer, b->name, b->ns_fd, b->ifindex, mtu, 0);
+    if (rtnl_link_build_add_request(link, NLM_F_CREATE | NLM_F_EXCL, &msg) < 0) msg = NULL;
+    rtnl_link_put(peer);
+    rtnl_link_put(link); /* frees the peer with it */
+    return msg;
+}
+
+int topo_nl_veth_add(struct nl_sock *sock, const struct topo_nl_veth_end *a,
+                     const struct topo_nl_veth_end *b, unsigned mtu, int up, char *err,
+                     size_t errlen)
+{
+    if (link_name_check(a->name, err, errlen) < 0 || link_name_check(b->name, err, errlen) < 0)
+        return -1;
+    return topo_nl_run(sock, topo_nl_veth_build(a, b, mtu, up), err, errlen, "create veth %s/%s",
+                       a->name, b->name);
+}
+
+struct nl_msg *topo_nl_bridge_build(const char *name, int ns_fd, int ifindex, int up)
+{
+    struct rtnl_link *link = rtnl_link_alloc();
+    struct nl_msg *msg = NULL;
+
+    if (!link) return NULL;
+    if (rtnl_link_set_type(link, "bridge") == 0) {
+        link_configure(link, name, ns_fd, ifindex, 0, up);
+        if (rtnl_link_build_add_request(link, NLM_F_CREATE | NLM_F_EXCL, &msg) < 0) msg = NULL;
+    }
+    rtnl_link_put(link);
+    return msg;
+}
+
+int topo_nl_bridge_add(struct nl_sock *sock, const char *name, int ns_fd, int ifindex, int up,
+                       char *err, size_t errlen)
+{
+    if (link_name_check(name, err, errlen) < 0) return -1;
+    return topo_nl_run(sock, topo_nl_bridge_build(name, ns_fd, ifindex, up), err, errlen,
+                       "create bridge %s", name);
+}
+
+/* RTM_NEWLINK without NLM_F_CREATE on an existing ifindex changes that link
+ * (what `ip link set` sends); `edit` sets the change on the link object. */
+static struct nl_msg *link_change_build(int ifindex, void (*edit)(struct rtnl_link *, int),
+                                        int value)
+{
+    struct rtnl_link *link = rtnl_link_alloc();
+    struct nl_msg *msg = NULL;
+
+    if (!link) return NULL;
+    rtnl_link_set_ifindex(link, ifindex);
+    edit(link, value);
+    if (rtnl_link_build_add_request(link, 0, &msg) < 0) msg = NULL;
+    rtnl_link_put(link);
+    return msg;
+}
+
+static void link_edit_master(struct rtnl_link *link, int master)
+{
+    rtnl_link_set_master(link, master);
+}
+
+static void link_edit_updown(struct rtnl_link *link, int up)
+{
+    if (up)
+        rtnl_link_set_flags(link, IFF_UP);
+    else
+        rtnl_link_unset_flags(link, IFF_UP); /* ifi_change = IFF_UP, ifi_flags = 0 */
+}
+
+/* "veth0" or "ifindex 7" for messages. */
+static const char *link_label(const char *name, int ifindex, char *buf, size_t buflen)
+{
+    if (name && *name) return name;
+    snprintf(buf, buflen, "ifindex %d", ifindex);
+    return buf;
+}
+
+struct nl_msg *topo_nl_link_master_build(int ifindex, int master_ifindex)
+{
+    return link_change_build(ifindex, link_edit_master, master_ifindex);
+}
+
+int topo_nl_link_set_master(struct nl_sock *sock, int ifindex, int master_ifindex, const char *name,
+                            char *err, size_t errlen)
+{
+    char label[32];
+    return topo_nl_run(sock, topo_nl_link_master_build(ifindex, master_ifindex), err, errlen,
+                       "attach %s to bridge ifindex %d",
+                       link_label(name, ifindex, label, sizeof label), master_ifindex);
+}
+
+struct nl_msg *topo_nl_link_updown_build(int ifindex, int up)
+{
+    return link_change_build(ifindex, link_edit_updown, up);
+}
+
+int topo_nl_link_set_up(struct nl_sock *sock, int ifindex, int up, const char *name, char *err,
+                        size_t errlen)
+{
+    char label[32];
+    return topo_nl_run(sock, topo_nl_link_updown_build(ifindex, up), err, errlen, "set %s %s",
+                       link_label(name, ifindex, label, sizeof label), up ? "up" : "down");
+}
+
+struct nl_msg *topo_nl_link_delete_build(int ifindex)
+{
+    struct rtnl_link *link = rtnl_link_alloc();
+    struct nl_msg *msg = NULL;
+
+    if (!link) return NULL;
+    rtnl_link_set_ifindex(link, ifindex);
+    if (rtnl_link_build_delete_request(link, &msg) < 0) msg = NULL;
+    rtnl_link_put(link);
+    return msg;
+}
+
+int topo_nl_link_delete(struct nl_sock *sock, int ifindex, const char *name, char *err,
+                        size_t errlen)
+{
+    char label[32];
+    return topo_nl_run(sock, topo_nl_link_delete_build(ifindex), err, errlen, "delete %s",
+                       link_label(name, ifindex, label, sizeof label));
+}
+
+static void link_on_reply(const struct nlmsghdr *reply, void *ctx)
+{
+    const struct ifinfomsg *ifi = NLMSG_DATA(reply);
+    if (reply->nlmsg_type == RTM_NEWLINK && reply->nlmsg_len >= NLMSG_LENGTH(sizeof *ifi))
+        *(int *)ctx = ifi->ifi_index;
+}
+
+int topo_nl_link_index(struct nl_sock *sock, const char *name, char *err, size_t errlen)
+{
+    char extack[TOPO_NL_EXTACK_MAX];
+    struct nl_msg *msg = NULL;
+    int ifindex = 0, error;
+
+    if (link_name_check(name, err, errlen) < 0) return -1;
+    if (rtnl_link_build_get_request(0, name, &msg) < 0)
+        return topo_nl_fail(err, errlen, -ENOMEM, NULL, "look up interface %s", name);
+    error = topo_nl_request(sock, msg, link_on_reply, &ifindex, extack, sizeof extack);
+    nlmsg_free(msg);
+    if (error == 0 && ifindex <= 0) error = -ENODEV;
+    if (error < 0) return topo_nl_fail(err, errlen, error, extack, "look up interface %s", name);
+    return ifindex;
+}
