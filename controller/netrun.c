@@ -2,6 +2,7 @@
 #include "controller/netrun.h"
 
 #include "controller/backend_pick.h"
+#include "controller/linkd_client.h"
 #include "controller/registry.h"
 #include "topo/address.h"
 #include "topo/cgroup.h"
@@ -12,6 +13,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +30,7 @@ struct netrun {
     char reason[640];
     struct topo_routing routing;
     struct topo_kernel *kernel;
+    struct linkd_client *linkd; /* backend user */
     struct netrun_peer *peers; /* one per node; client NULL for switches */
     struct topo_cgroup cgroup;
     bool cgroups_made;
@@ -103,17 +106,38 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
                  net->name, f->reason[TOPO_NL_FEATURE_NETEM]);
         return -1;
     }
-    if (nr->backend == TOPO_BACKEND_USER) {
-        snprintf(err, errlen,
-                 "network '%s': backend 'user' (hiernet-linkd) is not wired into this build yet",
-                 net->name);
-        return -1;
-    }
     *env_error = false;
     return 0;
 }
 
 /* ---- topology ---- */
+
+/* Backend user: linkd makes every link a TAP pair it forwards between. */
+static int make_user_links(struct netrun *nr, char *err, size_t errlen)
+{
+    const struct topo_network *net = nr->net;
+    nr->linkd = linkd_client_start(nr->loop, err, errlen);
+    if (!nr->linkd) return -1;
+    if (nr->registry &&
+        registry_add_node(nr->registry, net->name, "@linkd", linkd_client_pid(nr->linkd), 0, err,
+                          errlen) < 0)
+        return -1;
+    for (size_t l = 0; l < net->n_links; l++) {
+        const struct topo_link *link = &net->links[l];
+        char path_a[64], path_b[64];
+        /* linkd opens our namespace fds through /proc: they have no other name. */
+        snprintf(path_a, sizeof path_a, "/proc/%d/fd/%d", (int)getpid(),
+                 topo_kernel_node_ns(nr->kernel, link->a));
+        snprintf(path_b, sizeof path_b, "/proc/%d/fd/%d", (int)getpid(),
+                 topo_kernel_node_ns(nr->kernel, link->b));
+        int ia, ib;
+        if (linkd_client_link_add(nr->linkd, (int)l, path_a, link->ifname_a, path_b,
+                                  link->ifname_b, &link->params, &ia, &ib, err, errlen) < 0)
+            return -1;
+        topo_kernel_set_link_ifindex(nr->kernel, (int)l, ia, ib);
+    }
+    return 0;
+}
 
 static int build_topology(struct netrun *nr, bool *env_error, char *err, size_t errlen)
 {
@@ -130,10 +154,15 @@ static int build_topology(struct netrun *nr, bool *env_error, char *err, size_t 
     const struct topo_nl_features *f = features(why, sizeof why);
     struct topo_kernel_options opts = {f && f->available[TOPO_NL_FEATURE_NETEM],
                                        TOPO_SHAPE_ROOT_HTB};
-    if (topo_kernel_build(net, &nr->routing, &opts, &nr->kernel, err, errlen) < 0) {
-        *env_error = true; /* the model is valid: what failed is the kernel */
+    /* From here on the model is valid: what fails is the kernel or linkd. */
+    *env_error = true;
+    if (nr->backend == TOPO_BACKEND_KERNEL)
+        return topo_kernel_build(net, &nr->routing, &opts, &nr->kernel, err, errlen);
+    if (topo_kernel_create(net, &opts, &nr->kernel, err, errlen) < 0 ||
+        make_user_links(nr, err, errlen) < 0 ||
+        topo_kernel_configure(nr->kernel, &nr->routing, false, err, errlen) < 0)
         return -1;
-    }
+    *env_error = false;
     return 0;
 }
 
@@ -191,12 +220,19 @@ static void on_peer_exit(void *ctx, int status)
     if (p->nr->on_exit) p->nr->on_exit(p->nr->ctx, p->node, status);
 }
 
-static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *err, size_t errlen)
+static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *err,
+                      size_t errlen)
 {
     const struct topo_node *n = &nr->net->nodes[node];
     struct netrun_peer *p = &nr->peers[node];
-    struct peer_spawn spec = {n->name,    peer_path, n->addr, netrun_node_ns(nr, node),
-                              n->threads, n->speed};
+    char threads[16], speed[32], blas[48];
+    snprintf(threads, sizeof threads, "%d", n->threads > 0 ? n->threads : 1);
+    snprintf(speed, sizeof speed, "%.17g", n->speed > 0 ? n->speed : 1.0);
+    snprintf(blas, sizeof blas, "OPENBLAS_NUM_THREADS=%s", threads);
+    const char *args[] = {"--node", n->name, "--addr", n->addr, "--threads", threads,
+                          "--speed", speed, NULL};
+    const char *env[] = {blas, NULL};
+    struct peer_spawn spec = {n->name, peer_path, args, netrun_node_ns(nr, node), env};
     struct peer_client_hooks hooks = {NULL, on_peer_exit, p};
     p->client = peer_client_spawn(nr->loop, &spec, &hooks, err, errlen);
     if (!p->client) return -1;
@@ -273,21 +309,40 @@ static int link_not_emulated(struct netrun *nr, int link, char *err, size_t errl
 {
     char what[80];
     topo_link_describe(nr->net, &nr->net->links[link], what, sizeof what);
-    snprintf(err, errlen, "link %s: backend '%s' does not emulate links", what, netrun_backend(nr));
+    snprintf(err, errlen, "link %s: backend '%s' does not emulate links", what,
+             netrun_backend(nr));
     return -1;
 }
 
-int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *params, char *err,
-                    size_t errlen)
+int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *params,
+                    peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
+    if (nr->linkd)
+        return linkd_client_link_set(nr->linkd, link, params, cb, ctx, err, errlen) < 0 ? -1 : 1;
     if (!nr->kernel) return link_not_emulated(nr, link, err, errlen);
     return topo_kernel_link_set(nr->kernel, link, params, err, errlen);
 }
 
-int netrun_link_updown(struct netrun *nr, int link, bool up, char *err, size_t errlen)
+int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, void *ctx,
+                       char *err, size_t errlen)
 {
+    if (nr->linkd)
+        return linkd_client_link_updown(nr->linkd, link, up, cb, ctx, err, errlen) < 0 ? -1 : 1;
     if (!nr->kernel) return link_not_emulated(nr, link, err, errlen);
     return topo_kernel_link_updown(nr->kernel, link, up, err, errlen);
+}
+
+int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
+                      size_t errlen)
+{
+    if (nr->linkd)
+        return linkd_client_link_stats(nr->linkd, link, cb, ctx, err, errlen) < 0 ? -1 : 1;
+    char what[80];
+    topo_link_describe(nr->net, &nr->net->links[link], what, sizeof what);
+    snprintf(err, errlen, "link %s: stats: counters come from the user backend (hiernet-linkd); "
+                          "backend '%s' keeps none",
+             what, netrun_backend(nr));
+    return -1;
 }
 
 void netrun_close_peers(struct netrun *nr)
@@ -315,6 +370,8 @@ void netrun_free(struct netrun *nr)
     for (size_t i = 0; nr->peers && i < nr->net->n_nodes; i++)
         peer_client_free(nr->peers[i].client); /* kills and reaps a survivor */
     free(nr->peers);
+    linkd_client_close(nr->linkd); /* linkd exits on EOF; its TAPs vanish with it */
+    linkd_client_free(nr->linkd);
     topo_kernel_destroy(nr->kernel);
     topo_routing_free(&nr->routing);
     char err[256];

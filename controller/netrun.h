@@ -37,9 +37,16 @@ const char *netrun_backend_reason(const struct netrun *nr);
 struct peer_client *netrun_peer(const struct netrun *nr, int node);
 int netrun_node_ns(const struct netrun *nr, int node); /* -1 on the none backend */
 
-int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *params, char *err,
-                    size_t errlen);
-int netrun_link_updown(struct netrun *nr, int link, bool up, char *err, size_t errlen);
+/* Run-time link changes. Kernel backend: done at once, returns 0 (or -1).
+ * User backend: the request is queued to linkd and 1 is returned; cb gets
+ * the reply later. */
+int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *params,
+                    peer_reply_fn cb, void *ctx, char *err, size_t errlen);
+int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, void *ctx,
+                       char *err, size_t errlen);
+/* Per-direction counters (user backend only): 1 and a later cb, or -1. */
+int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
+                      size_t errlen);
 
 /* Closes every control channel: the peers exit on EOF. Idempotent. */
 void netrun_close_peers(struct netrun *nr);

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,7 +24,7 @@
 /* How long to wait after EOF for the exit status, so the failure message can
  * say how the peer died; bounded well under the 100 ms promise. */
 #define PEER_EXIT_GRACE_S 0.05
-#define PEER_CONTROL_FD 3
+#define PEER_CONTROL_FD 3 /* also spelled "3" in child_exec */
 
 struct pending {
     uint32_t msgid;
@@ -75,7 +77,7 @@ static void child_exec(const struct peer_spawn *spec, int fd)
 {
     child_reset_signals();
     /* Ctrl-C in a terminal signals the whole foreground process group: keep
-     * peers out of it so the controller stops them in order. */
+     * children out of it so the controller stops them in order. */
     setpgid(0, 0);
     /* Die with the controller even if it is SIGKILLed (EOF would also do). */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -87,16 +89,16 @@ static void child_exec(const struct peer_spawn *spec, int fd)
         fcntl(fd, F_SETFD, 0);
     else if (dup2(fd, PEER_CONTROL_FD) < 0)
         _exit(127);
-    char threads[16], speed[32], fdarg[8];
-    snprintf(threads, sizeof threads, "%d", spec->threads > 0 ? spec->threads : 1);
-    snprintf(speed, sizeof speed, "%.17g", spec->speed > 0 ? spec->speed : 1.0);
-    snprintf(fdarg, sizeof fdarg, "%d", PEER_CONTROL_FD);
-    setenv("OPENBLAS_NUM_THREADS", threads, 1);
-    char *argv[] = {(char *)spec->peer_path, "--control-fd", fdarg, "--node", (char *)spec->node,
-                    "--addr", (char *)(spec->addr ? spec->addr : "127.0.0.1"), "--threads",
-                    threads, "--speed", speed, NULL};
-    execv(spec->peer_path, argv);
-    fprintf(stderr, "hiernet: node '%s': cannot exec %s: %s\n", spec->node, spec->peer_path,
+    for (const char *const *e = spec->env; e && *e; e++) putenv((char *)*e);
+    char *argv[64];
+    size_t n = 0;
+    argv[n++] = (char *)spec->path;
+    argv[n++] = "--control-fd";
+    argv[n++] = "3";
+    for (const char *const *a = spec->args; a && *a && n < 63; a++) argv[n++] = (char *)*a;
+    argv[n] = NULL;
+    execv(spec->path, argv);
+    fprintf(stderr, "hiernet: node '%s': cannot exec %s: %s\n", spec->node, spec->path,
             strerror(errno));
     _exit(127);
 }
@@ -346,6 +348,59 @@ int peer_client_call(struct peer_client *pc, const char *method, const char *par
     /* With a backlog the write watcher is already running and keeps order. */
     if (!ev_is_active(&pc->write_watcher) && flush_output(pc) < 0) on_eof(pc);
     return 0;
+}
+
+/* ---- synchronous calls (set-up) ---- */
+
+struct sync_call {
+    bool done;
+    peer_reply_fn cb;
+    void *ctx;
+};
+
+static void on_sync_reply(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct sync_call *sc = ctx;
+    sc->done = true;
+    sc->cb(sc->ctx, error, result);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* One poll round: flush what is pending, read and dispatch what arrived. */
+static int sync_step(struct peer_client *pc, double remaining)
+{
+    struct pollfd pfd = {pc->fd, POLLIN | (pc->out_sent < pc->out.size ? POLLOUT : 0), 0};
+    int rc = poll(&pfd, 1, (int)(remaining * 1000) + 1);
+    if (rc < 0 && errno != EINTR) return -1;
+    if (rc <= 0) return 0;
+    if ((pfd.revents & POLLOUT) && flush_output(pc) < 0) return -1;
+    if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) on_readable(pc->loop, &pc->read_watcher, 0);
+    return 0;
+}
+
+int peer_client_call_sync(struct peer_client *pc, const char *method, const char *params,
+                          size_t params_len, double timeout_s, peer_reply_fn cb, void *ctx,
+                          char *err, size_t errlen)
+{
+    struct sync_call sc = {false, cb, ctx};
+    if (peer_client_call(pc, method, params, params_len, on_sync_reply, &sc, err, errlen) < 0)
+        return -1;
+    double deadline = now_s() + timeout_s;
+    while (!sc.done && pc->fd >= 0 && now_s() < deadline)
+        if (sync_step(pc, deadline - now_s()) < 0) break;
+    if (sc.done) return 0;
+    /* The pending entry still points at sc on our stack: fail it now. */
+    snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': no reply to %s within %.1f s",
+             pc->node, method, timeout_s);
+    channel_lost(pc);
+    snprintf(err, errlen, "%s", pc->gone_reason);
+    return -1;
 }
 
 /* ---- lifecycle ---- */

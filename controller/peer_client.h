@@ -1,8 +1,9 @@
-/* peer_client.h — the controller's end of one peer's control channel.
+/* peer_client.h — the controller's end of one child's control channel.
  *
- * Forks hiernet-peer with one end of a socketpair (no listening socket
- * anywhere), optionally inside a network namespace, and speaks
- * MessagePack-RPC to it from the libev loop. Requests are queued without
+ * Forks a child (hiernet-peer, or hiernet-linkd) with one end of a
+ * socketpair (no listening socket anywhere) as --control-fd, optionally
+ * inside a network namespace, and speaks MessagePack-RPC to it from the
+ * libev loop. Requests are queued without
  * blocking; each completes through its callback exactly once: with the
  * result, with the peer's error, or with a failure naming the node when the
  * peer dies (noticed within 100 ms) or the client is closed.
@@ -20,12 +21,11 @@
 struct peer_client;
 
 struct peer_spawn {
-    const char *node;      /* node name, used in every error message */
-    const char *peer_path; /* hiernet-peer executable */
-    const char *addr;      /* data-plane address, passed as --addr */
-    int netns_fd;          /* namespace to enter before exec, or -1 */
-    int threads;           /* OpenBLAS threads (>= 1) */
-    double speed;          /* compute speed factor (1 = this host) */
+    const char *node;        /* node name (or "@linkd"), used in every error message */
+    const char *path;        /* the executable */
+    const char *const *args; /* arguments after "--control-fd N", NULL-terminated */
+    int netns_fd;            /* namespace to enter before exec, or -1 */
+    const char *const *env;  /* "NAME=value" settings for the child, NULL-terminated, or NULL */
 };
 
 /* Completion of one request: exactly one of error / result is non-NULL.
@@ -52,6 +52,13 @@ struct peer_client *peer_client_spawn(struct ev_loop *loop, const struct peer_sp
  * from inside this call. Fails (-1, err set) only when the peer is gone. */
 int peer_client_call(struct peer_client *pc, const char *method, const char *params,
                      size_t params_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen);
+
+/* The same, waiting (poll, at most timeout_s) for the reply: for set-up steps
+ * whose result the caller needs before it can go on (a link's ifindex).
+ * cb has run when this returns 0; -1 means no reply (err says why). */
+int peer_client_call_sync(struct peer_client *pc, const char *method, const char *params,
+                          size_t params_len, double timeout_s, peer_reply_fn cb, void *ctx,
+                          char *err, size_t errlen);
 
 /* Closes the control channel: the peer exits on EOF. Pending requests fail
  * with "node 'x': peer stopped". Idempotent. */

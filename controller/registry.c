@@ -316,7 +316,7 @@ static int registry_claim_id(const char *root, const char *tmp, const char *base
         if (n == 1)
             snprintf(reg->id, sizeof reg->id, "%s", base);
         else
-            snprintf(reg->id, sizeof reg->id, "%s-%d", base, n);
+            snprintf(reg->id, sizeof reg->id, "%.59s-%d", base, n);
         if (snprintf(reg->path, sizeof reg->path, "%s/%s", root, reg->id) >=
             (int)sizeof reg->path) {
             snprintf(err, errlen, "register run %s: registry path %s too long", reg->id, root);

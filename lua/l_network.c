@@ -73,7 +73,8 @@ struct l_link {
 struct call {
     struct sched *sched;
     task_token tok;
-    char node[TOPO_NAME_MAX];
+    const char *kind; /* "node" or "link": how error messages name the object */
+    char node[2 * TOPO_NAME_MAX]; /* a node's name, or a link's "a-b" */
     char method[32];
 };
 
@@ -427,52 +428,97 @@ static void check_link_running(lua_State *L, struct l_link *h, const char *metho
                    h->net->topo->name, state_word(h->net->state));
 }
 
+static int push_reply(lua_State *co, void *ud);
+
+enum link_change { LINK_SET, LINK_DOWN, LINK_UP, LINK_STATS };
+
+/* A link request in flight to linkd; the model changes once it succeeded. */
+struct link_call {
+    struct call call; /* first: on_call_reply's machinery reads it */
+    struct l_network *net;
+    int link;
+    enum link_change change;
+    struct topo_link_params params;
+};
+
+static void apply_link_change(struct link_call *lc)
+{
+    struct topo_link *l = &lc->net->topo->links[lc->link];
+    if (lc->change == LINK_SET) l->params = lc->params;
+    if (lc->change == LINK_DOWN || lc->change == LINK_UP) l->up = lc->change == LINK_UP;
+}
+
+static void on_link_reply(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct link_call *lc = ctx;
+    if (!error) apply_link_change(lc);
+    struct reply r = {error, result, &lc->call};
+    sched_wake(lc->call.sched, lc->call.tok, push_reply, &r);
+    free(lc);
+}
+
+static int link_call_k(lua_State *L, int status, lua_KContext ctx)
+{
+    if (!lua_toboolean(L, -2)) return luaL_error(L, "%s", lua_tostring(L, -1));
+    return ctx == LINK_STATS ? 1 : 0;
+}
+
+/* Runs one link change: at once (kernel backend) or through linkd,
+ * waiting for its reply (user backend). */
+static int link_request(lua_State *L, struct l_link *h, enum link_change change,
+                        const struct topo_link_params *params)
+{
+    static const char *const names[] = {"set", "down", "up", "stats"};
+    char name[96], err[512];
+    check_link_running(L, h, names[change]);
+    struct link_call *lc = calloc(1, sizeof *lc);
+    if (!lc) return luaL_error(L, "link %s: out of memory", link_name(h, name, sizeof name));
+    *lc = (struct link_call){{h->net->rt->sched, {0, 0}, "link", "", ""}, h->net, h->index, change,
+                             {0}};
+    if (params) lc->params = *params;
+    snprintf(lc->call.node, sizeof lc->call.node, "%s", link_name(h, name, sizeof name));
+    snprintf(lc->call.method, sizeof lc->call.method, "%s", names[change]);
+    struct netrun *run = h->net->run;
+    int rc = change == LINK_SET     ? netrun_link_set(run, h->index, params, on_link_reply, lc, err, sizeof err)
+             : change == LINK_STATS ? netrun_link_stats(run, h->index, on_link_reply, lc, err, sizeof err)
+                                    : netrun_link_updown(run, h->index, change == LINK_UP,
+                                                         on_link_reply, lc, err, sizeof err);
+    if (rc <= 0) {
+        if (rc == 0) apply_link_change(lc);
+        free(lc);
+        if (rc < 0) return luaL_error(L, "%s", err);
+        return 0;
+    }
+    lc->call.tok = sched_suspend(L);
+    return lua_yieldk(L, 0, change, link_call_k);
+}
+
 /* link:set{bw=, delay=, jitter=, loss=, queue=}: unnamed parameters keep their values. */
 static int l_link_set(lua_State *L)
 {
     struct l_link *h = check_link(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
-    char name[96], what[128], err[512];
+    char name[96], what[128];
     snprintf(what, sizeof what, "link %s", link_name(h, name, sizeof name));
-    check_link_running(L, h, "set");
-    struct topo_link *l = &h->net->topo->links[h->index];
-    struct topo_link_params params = l->params;
+    struct topo_link_params params = h->net->topo->links[h->index].params;
     read_link_params(L, 2, &params, what);
-    if (netrun_link_set(h->net->run, h->index, &params, err, sizeof err) < 0)
-        return luaL_error(L, "%s", err);
-    l->params = params;
-    return 0;
-}
-
-static int link_updown(lua_State *L, bool up)
-{
-    struct l_link *h = check_link(L, 1);
-    char err[512];
-    check_link_running(L, h, up ? "up" : "down");
-    if (netrun_link_updown(h->net->run, h->index, up, err, sizeof err) < 0)
-        return luaL_error(L, "%s", err);
-    h->net->topo->links[h->index].up = up;
-    return 0;
+    return link_request(L, h, LINK_SET, &params);
 }
 
 static int l_link_down(lua_State *L)
 {
-    return link_updown(L, false);
+    return link_request(L, check_link(L, 1), LINK_DOWN, NULL);
 }
 
 static int l_link_up(lua_State *L)
 {
-    return link_updown(L, true);
+    return link_request(L, check_link(L, 1), LINK_UP, NULL);
 }
 
+/* link:stats() -> {up=, ab={packets=, bytes=, delivered=, drops_loss=, ...}, ba={...}} */
 static int l_link_stats(lua_State *L)
 {
-    struct l_link *h = check_link(L, 1);
-    char name[96];
-    check_link_running(L, h, "stats");
-    return luaL_error(L, "link %s: stats: counters come with the user backend (hiernet-linkd); "
-                         "backend '%s' has none yet",
-                      link_name(h, name, sizeof name), netrun_backend(h->net->run));
+    return link_request(L, check_link(L, 1), LINK_STATS, NULL);
 }
 
 static void push_link_end(lua_State *L, struct l_link *h, int node)
@@ -775,8 +821,12 @@ static int push_reply(lua_State *co, void *ud)
     const struct reply *r = ud;
     if (r->error) {
         lua_pushboolean(co, 0);
-        lua_pushfstring(co, "node '%s': %s: %s", r->call->node, r->call->method,
-                        strip_prefixes(r->error, r->call->node, r->call->method));
+        const struct call *c = r->call;
+        const char *msg = strip_prefixes(r->error, c->node, c->method);
+        if (c->kind[0] == 'n')
+            lua_pushfstring(co, "node '%s': %s: %s", c->node, c->method, msg);
+        else
+            lua_pushfstring(co, "link %s: %s: %s", c->node, c->method, msg);
     } else {
         lua_pushboolean(co, 1);
         lmsgpack_push(co, r->result);
@@ -825,6 +875,7 @@ static int node_request(lua_State *L, struct l_node *n, const char *method, int 
     struct call *c = malloc(sizeof *c);
     if (!c) return luaL_error(L, "node '%s': %s: out of memory", node, method);
     c->sched = rt->sched;
+    c->kind = "node";
     snprintf(c->node, sizeof c->node, "%s", node);
     snprintf(c->method, sizeof c->method, "%s", method);
     if (peer_client_call(pc, method, rt->scratch.data, rt->scratch.size, on_call_reply, c, err,

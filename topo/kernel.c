@@ -22,6 +22,7 @@ struct topo_kernel {
     struct topo_shape_plan *plan_a; /* per link: what is installed on a's end (towards b) */
     struct topo_shape_plan *plan_b;
     struct topo_kernel_options opts;
+    bool shaped; /* qdiscs are ours to install (kernel backend) */
 };
 
 /* ---- allocation ---- */
@@ -243,29 +244,53 @@ static int configure_routes(struct topo_kernel *k, int node, const struct topo_r
     topo_nl_batch_init(&b, k->ns[node].sock);
     if (k->net->nodes[node].kind == TOPO_NODE_HOST)
         add_routes(k, node, &routing->nodes[node], 0, &b);
-    if (add_shaping(k, node, &b, err, errlen) < 0) {
+    if (k->shaped && add_shaping(k, node, &b, err, errlen) < 0) {
         topo_nl_batch_free(&b);
         return -1;
     }
     return run_batch(&b, err, errlen);
 }
 
-int topo_kernel_build(const struct topo_network *net, const struct topo_routing *routing,
-                      const struct topo_kernel_options *opts, struct topo_kernel **out,
-                      char *err, size_t errlen)
+int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_options *opts,
+                       struct topo_kernel **out, char *err, size_t errlen)
 {
     struct topo_kernel *k = kernel_alloc(net);
     if (!k) return snprintf(err, errlen, "network '%s': out of memory", net->name), -1;
     k->opts = *opts;
-    k->routing = routing;
     number_interfaces(k);
-    int rc = create_namespaces(k, err, errlen);
-    if (rc == 0) rc = create_veths(k, err, errlen);
-    for (size_t i = 0; rc == 0 && i < net->n_nodes; i++)
-        rc = configure_interfaces(k, (int)i, err, errlen);
-    for (size_t i = 0; rc == 0 && i < net->n_nodes; i++)
-        rc = configure_routes(k, (int)i, routing, err, errlen);
-    if (rc < 0) {
+    if (create_namespaces(k, err, errlen) < 0) {
+        topo_kernel_destroy(k);
+        return -1;
+    }
+    *out = k;
+    return 0;
+}
+
+void topo_kernel_set_link_ifindex(struct topo_kernel *k, int link, int ifindex_a, int ifindex_b)
+{
+    k->ifindex_a[link] = ifindex_a;
+    k->ifindex_b[link] = ifindex_b;
+}
+
+int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *routing, bool shape,
+                          char *err, size_t errlen)
+{
+    k->routing = routing;
+    k->shaped = shape;
+    for (size_t i = 0; i < k->net->n_nodes; i++)
+        if (configure_interfaces(k, (int)i, err, errlen) < 0) return -1;
+    for (size_t i = 0; i < k->net->n_nodes; i++)
+        if (configure_routes(k, (int)i, routing, err, errlen) < 0) return -1;
+    return 0;
+}
+
+int topo_kernel_build(const struct topo_network *net, const struct topo_routing *routing,
+                      const struct topo_kernel_options *opts, struct topo_kernel **out,
+                      char *err, size_t errlen)
+{
+    struct topo_kernel *k;
+    if (topo_kernel_create(net, opts, &k, err, errlen) < 0) return -1;
+    if (create_veths(k, err, errlen) < 0 || topo_kernel_configure(k, routing, true, err, errlen) < 0) {
         topo_kernel_destroy(k);
         return -1;
     }

@@ -32,6 +32,16 @@ struct topo_kernel_options {
 int topo_kernel_build(const struct topo_network *net, const struct topo_routing *routing,
                       const struct topo_kernel_options *opts, struct topo_kernel **out,
                       char *err, size_t errlen);
+
+/* The same in steps, for links made by someone else (the user backend's
+ * TAP pairs): create the namespaces, let the caller make each link and
+ * report its two ifindexes, then configure addresses, bridges and routes
+ * (and qdiscs when shape is true). */
+int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_options *opts,
+                       struct topo_kernel **out, char *err, size_t errlen);
+void topo_kernel_set_link_ifindex(struct topo_kernel *k, int link, int ifindex_a, int ifindex_b);
+int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *routing, bool shape,
+                          char *err, size_t errlen);
 /* The namespace fd of node i (for spawning its peer and node programs). */
 int topo_kernel_node_ns(const struct topo_kernel *k, int node);
 /* Runtime changes of link `index` (both directions). The model's params are

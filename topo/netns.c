@@ -145,6 +145,19 @@ static int netns_setup_no_ipv6(char *err, size_t errlen)
     return topo_netns_sysctl_write("net/ipv6/conf/default/disable_ipv6", "1", err, errlen);
 }
 
+static void netns_track_ifindex(const char *name, int ifindex, void *ctx)
+{
+    struct topo_netns *ns = ctx;
+    (void)name;
+    if (ifindex >= ns->next_ifindex)
+        ns->next_ifindex = ifindex + 1;
+}
+
+int topo_netns_ifindex_alloc(struct topo_netns *ns)
+{
+    return ns->next_ifindex > 0 ? ns->next_ifindex++ : 0;
+}
+
 /* Runs inside the new namespace. */
 static int netns_setup(struct topo_netns *ns, unsigned flags, char *err, size_t errlen)
 {
@@ -163,8 +176,7 @@ static int netns_setup(struct topo_netns *ns, unsigned flags, char *err, size_t 
 /* Makes a namespace and leaves the calling thread inside it. */
 static int netns_create_here(struct topo_netns *ns, unsigned flags, char *err, size_t errlen)
 {
-    ns->fd = -1;
-    ns->sock = NULL;
+    *ns = (struct topo_netns){.fd = -1};
     if (unshare(CLONE_NEWNET) < 0)
         return netns_fail_errno(err, errlen, "create network namespace: unshare(CLONE_NEWNET)",
                                 errno);
@@ -238,7 +250,7 @@ int topo_netns_create_many(struct topo_netns *ns, size_t count, unsigned flags, 
     int failed = 0;
 
     for (size_t i = 0; i < count; i++)
-        ns[i] = (struct topo_netns){.fd = -1, .sock = NULL};
+        ns[i] = (struct topo_netns){.fd = -1};
     for (unsigned t = 0; t < n; t++) {
         workers[t] = (struct netns_worker){
             .ns = ns, .first = t, .count = count, .stride = n, .flags = flags};

@@ -27,6 +27,7 @@ enum topo_netns_flags {
 struct topo_netns {
     int fd;               /* O_CLOEXEC fd of the namespace; -1 when closed */
     struct nl_sock *sock; /* rtnetlink socket inside it, or NULL */
+    int next_ifindex;     /* first ifindex no link has (with a socket), else 0 */
 };
 
 /* Creates one namespace. Runs unshare(CLONE_NEWNET) on the calling thread
@@ -38,6 +39,12 @@ int topo_netns_create(struct topo_netns *ns, unsigned flags, char *err, size_t e
  * scales with cores. On failure every namespace already made is closed. */
 int topo_netns_create_many(struct topo_netns *ns, size_t count, unsigned flags, unsigned threads,
                            char *err, size_t errlen);
+
+/* An ifindex for a new link in ns (topo_nl_veth_end.ifindex), so its index
+ * is known without a lookup; 0 (= the kernel picks) when ns was made without
+ * a socket. Fresh namespaces usually hold only lo, but some kernels add
+ * fallback tunnel devices (sit0, tunl0, ...): creation lists the links once. */
+int topo_netns_ifindex_alloc(struct topo_netns *ns);
 
 /* Releases the socket and the fd. Idempotent; leaves ns->fd == -1. */
 void topo_netns_close(struct topo_netns *ns);

@@ -25,7 +25,7 @@
 #include <netlink/socket.h>
 
 #define NL_BUFFER_BYTES (1024 * 1024) /* a window of acks, with room to spare */
-#define NL_RECV_BYTES 16384
+#define NL_RECV_BYTES 32768 /* the kernel sizes dump replies to our reads */
 #define NL_TIMEOUT_SECONDS 10
 
 static void nl_set_buffer(int fd, int force_option, int option)
@@ -53,6 +53,9 @@ struct nl_sock *topo_nl_open(char *err, size_t errlen)
         nl_socket_free(sock);
         return NULL;
     }
+    /* Our requests take sequence numbers libnl does not know about; its
+     * strict-order check would then fail any libnl call made on this socket. */
+    nl_socket_disable_seq_check(sock);
     fd = nl_socket_get_fd(sock);
     nl_set_buffer(fd, SO_RCVBUFFORCE, SO_RCVBUF);
     nl_set_buffer(fd, SO_SNDBUFFORCE, SO_SNDBUF);
@@ -163,12 +166,19 @@ static int nl_window_take(struct nl_window *w, const struct nlmsghdr *nlh, uint3
 
     if (nlh->nlmsg_pid != port || index >= w->count || w->acked[index])
         return 0; /* a stale or foreign message: not for this window */
-    if (nlh->nlmsg_type != NLMSG_ERROR) {
-        if (w->on_reply && nlh->nlmsg_type != NLMSG_DONE && nlh->nlmsg_type != NLMSG_NOOP)
+    if (nlh->nlmsg_type == NLMSG_ERROR) {
+        *w->errors[index] = nl_parse_ack(nlh, w->extacks[index], w->extack_len);
+    } else if (nlh->nlmsg_type == NLMSG_DONE) {
+        /* A dump ends with DONE (carrying its error) instead of an ack. */
+        int error = 0;
+        if (nlh->nlmsg_len >= NLMSG_LENGTH(sizeof error))
+            memcpy(&error, NLMSG_DATA(nlh), sizeof error);
+        *w->errors[index] = error;
+    } else {
+        if (w->on_reply && nlh->nlmsg_type != NLMSG_NOOP)
             w->on_reply(nlh, w->ctx);
         return 0;
     }
-    *w->errors[index] = nl_parse_ack(nlh, w->extacks[index], w->extack_len);
     w->acked[index] = 1;
     return 1;
 }

@@ -41,8 +41,9 @@ void topo_nl_close(struct nl_sock *sock);
  * any, goes to extack. Does not take ownership of msg. */
 int topo_nl_talk(struct nl_sock *sock, struct nl_msg *msg, char *extack, size_t extack_len);
 
-/* The same for a request that also gets replies (a GET): on_reply sees every
- * message of ours that is not the ack, before the ack arrives. */
+/* The same for a request that also gets replies (a GET, or a dump with
+ * NLM_F_DUMP, which ends with NLMSG_DONE instead of an ack): on_reply sees
+ * every reply message, before the request completes. */
 struct nlmsghdr;
 typedef void (*topo_nl_reply_fn)(const struct nlmsghdr *reply, void *ctx);
 int topo_nl_request(struct nl_sock *sock, struct nl_msg *msg, topo_nl_reply_fn on_reply, void *ctx,
@@ -108,8 +109,8 @@ int topo_nl_veth_add(struct nl_sock *sock, const struct topo_nl_veth_end *a,
                      const struct topo_nl_veth_end *b, unsigned mtu, int up, char *err,
                      size_t errlen);
 
-/* A Linux bridge (STP off, so ports forward at once) in ns_fd (-1 = the
- * socket's namespace). */
+/* A Linux bridge in ns_fd (-1 = the socket's namespace). STP stays off, the
+ * kernel's default, so a port forwards as soon as it is up. */
 struct nl_msg *topo_nl_bridge_build(const char *name, int ns_fd, int ifindex, int up);
 int topo_nl_bridge_add(struct nl_sock *sock, const char *name, int ns_fd, int ifindex, int up,
                        char *err, size_t errlen);
@@ -131,6 +132,12 @@ int topo_nl_link_delete(struct nl_sock *sock, int ifindex, const char *name, cha
 
 /* ifindex of name in the socket's namespace, or -1 (err says why). */
 int topo_nl_link_index(struct nl_sock *sock, const char *name, char *err, size_t errlen);
+
+/* Calls fn for every link of the socket's namespace (one dump request):
+ * cheaper than a lookup per name when a namespace has many links. */
+typedef void (*topo_nl_link_fn)(const char *name, int ifindex, void *ctx);
+int topo_nl_link_list(struct nl_sock *sock, topo_nl_link_fn fn, void *ctx, char *err,
+                      size_t errlen);
 
 /* ---- nl_addr.c: addresses ---- */
 

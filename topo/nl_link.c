@@ -14,6 +14,7 @@
 #include <net/if.h>
 #include <linux/rtnetlink.h>
 
+#include <netlink/attr.h>
 #include <netlink/msg.h>
 #include <netlink/route/link.h>
 #include <netlink/route/link/veth.h>
@@ -206,4 +207,37 @@ int topo_nl_link_index(struct nl_sock *sock, const char *name, char *err, size_t
     if (error == 0 && ifindex <= 0) error = -ENODEV;
     if (error < 0) return topo_nl_fail(err, errlen, error, extack, "look up interface %s", name);
     return ifindex;
+}
+
+struct link_list {
+    topo_nl_link_fn fn;
+    void *ctx;
+};
+
+static void link_list_on_reply(const struct nlmsghdr *reply, void *ctx)
+{
+    struct link_list *list = ctx;
+    const struct ifinfomsg *ifi = NLMSG_DATA(reply);
+    struct nlattr *name;
+
+    if (reply->nlmsg_type != RTM_NEWLINK || reply->nlmsg_len < NLMSG_LENGTH(sizeof *ifi))
+        return;
+    name = nlmsg_find_attr((struct nlmsghdr *)reply, sizeof *ifi, IFLA_IFNAME);
+    list->fn(name ? (const char *)nla_data(name) : "", ifi->ifi_index, list->ctx);
+}
+
+int topo_nl_link_list(struct nl_sock *sock, topo_nl_link_fn fn, void *ctx, char *err,
+                      size_t errlen)
+{
+    struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
+    struct link_list list = {.fn = fn, .ctx = ctx};
+    char extack[TOPO_NL_EXTACK_MAX] = "";
+    struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETLINK, NLM_F_DUMP);
+    int error = -ENOMEM;
+
+    if (msg && nlmsg_append(msg, &ifi, sizeof ifi, NLMSG_ALIGNTO) == 0)
+        error = topo_nl_request(sock, msg, link_list_on_reply, &list, extack, sizeof extack);
+    if (msg)
+        nlmsg_free(msg);
+    return error < 0 ? topo_nl_fail(err, errlen, error, extack, "list interfaces") : 0;
 }

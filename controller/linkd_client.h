@@ -1,0 +1,37 @@
+/* linkd_client.h — the controller's side of hiernet-linkd, the user-space
+ * link emulator of backend "user".
+ *
+ * Starts linkd (a peer_client child in the host namespace: it exits on EOF,
+ * and its TAP devices vanish with it) and encodes its requests: link_add
+ * during start (synchronous: the TAP ifindexes are needed to configure
+ * addresses), then link_set / link_down / link_up / link_stats at run time
+ * (asynchronous, the reply goes to a callback). Units on the wire: bit/s,
+ * microseconds, loss fraction, packets or bytes (topo/linkd/control.h).
+ * Owns the linkd peer_client. */
+#pragma once
+
+#include "controller/peer_client.h"
+#include "topo/network.h"
+
+#include <ev.h>
+
+struct linkd_client;
+
+struct linkd_client *linkd_client_start(struct ev_loop *loop, char *err, size_t errlen);
+/* Creates link `id` as a TAP pair: end a named ifname_a in the namespace at
+ * ns_path_a (e.g. /proc/<pid>/fd/<n>), end b likewise; returns their ifindexes. */
+int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a,
+                          const char *ifname_a, const char *ns_path_b, const char *ifname_b,
+                          const struct topo_link_params *params, int *ifindex_a, int *ifindex_b,
+                          char *err, size_t errlen);
+int linkd_client_link_set(struct linkd_client *lc, int id, const struct topo_link_params *params,
+                          peer_reply_fn cb, void *ctx, char *err, size_t errlen);
+int linkd_client_link_updown(struct linkd_client *lc, int id, bool up, peer_reply_fn cb,
+                             void *ctx, char *err, size_t errlen);
+int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, void *ctx,
+                            char *err, size_t errlen);
+pid_t linkd_client_pid(const struct linkd_client *lc);
+void linkd_client_close(struct linkd_client *lc);
+bool linkd_client_exited(const struct linkd_client *lc);
+void linkd_client_kill(struct linkd_client *lc, int sig);
+void linkd_client_free(struct linkd_client *lc);
