@@ -7,11 +7,15 @@
 
 #include <ev.h>
 #include <msgpack.h>
+#include <spawn.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define EXIT_USAGE 2
+
+extern char **environ;
 
 static const char main_usage[] =
     "usage: hiernet <command> [options]\n"
@@ -22,6 +26,7 @@ static const char main_usage[] =
     "\n"
     "commands:\n"
     "  run SCENARIO.lua [options] [ARGS...]  run a scenario (see hiernet run --help)\n"
+    "  draw SCENARIO.lua [--out FILE.dot]    the topology as Graphviz DOT (and SVG), nothing started\n"
     "  doctor                                privileges, kernel features, the backend auto picks\n"
     "  exec RUN NODE -- CMD...               run a command inside a node of a live run\n"
     "  clean                                 remove what crashed runs left behind\n"
@@ -46,6 +51,16 @@ static const char run_usage[] =
     "  --quiet            no log lines on stderr (they still go to log.txt)\n"
     "  ARGS               passed to the scenario chunk as ...\n";
 
+static const char draw_usage[] =
+    "usage: hiernet draw SCENARIO.lua [--set name=value]... [--out FILE.dot] [ARGS...]\n"
+    "\n"
+    "Runs the scenario up to its first net:start() and prints that network as\n"
+    "a Graphviz DOT graph instead of starting it: nothing is created. Nodes are\n"
+    "coloured by tier, switches are boxes, links are labelled with their\n"
+    "parameters. With --out the DOT goes to FILE, and an SVG beside it when\n"
+    "Graphviz's dot is installed. A scenario that starts no network is drawn\n"
+    "whole at its end.\n";
+
 static void print_version(void)
 {
     printf("hiernet %s (git %s)\n", HIERNET_VERSION, HIERNET_GIT);
@@ -66,47 +81,78 @@ static const char *option_value(int argc, char **argv, int *i, const char *name)
     return argv[++*i];
 }
 
-static int cmd_run(int argc, char **argv)
+/* Parses the options shared by run and draw into o (sets/args point into
+ * argv). Returns -1 to go on, else the exit code (--help, bad usage). */
+static int parse_scenario_options(const char *cmd, const char *usage, int argc, char **argv,
+                                  struct scenario_options *o, const char **sets,
+                                  const char **args)
 {
-    struct scenario_options o = {0};
-    const char **sets = calloc((size_t)argc, sizeof *sets);
-    const char **args = calloc((size_t)argc, sizeof *args);
-    if (!sets || !args) return 1;
     const char *v;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(run_usage, stdout);
-            free(sets);
-            free(args);
+            fputs(usage, stdout);
             return 0;
         } else if ((v = option_value(argc, argv, &i, "--set"))) {
-            sets[o.n_sets++] = v;
+            sets[o->n_sets++] = v;
         } else if ((v = option_value(argc, argv, &i, "--out"))) {
-            o.out_dir = v;
+            o->out_dir = v;
         } else if ((v = option_value(argc, argv, &i, "--backend"))) {
-            o.backend = v;
+            o->backend = v;
         } else if (!strcmp(argv[i], "--quiet")) {
-            o.quiet = true;
-        } else if (argv[i][0] == '-' && argv[i][1] == '-' && !o.path) {
-            fprintf(stderr, "hiernet run: unknown option '%s' (see hiernet run --help)\n", argv[i]);
-            free(sets);
-            free(args);
+            o->quiet = true;
+        } else if (argv[i][0] == '-' && argv[i][1] == '-' && !o->path) {
+            fprintf(stderr, "hiernet %s: unknown option '%s' (see hiernet %s --help)\n", cmd,
+                    argv[i], cmd);
             return EXIT_USAGE;
-        } else if (!o.path) {
-            o.path = argv[i];
+        } else if (!o->path) {
+            o->path = argv[i];
         } else {
-            args[o.n_args++] = argv[i];
+            args[o->n_args++] = argv[i];
         }
     }
-    if (!o.path) {
-        fprintf(stderr, "hiernet run: missing SCENARIO.lua (see hiernet run --help)\n");
-        free(sets);
-        free(args);
+    if (!o->path) {
+        fprintf(stderr, "hiernet %s: missing SCENARIO.lua (see hiernet %s --help)\n", cmd, cmd);
         return EXIT_USAGE;
     }
-    o.sets = sets;
-    o.args = args;
-    int code = scenario_run(&o);
+    o->sets = sets;
+    o->args = args;
+    return -1;
+}
+
+/* dot -Tsvg, when Graphviz is installed: the SVG goes beside the DOT file. */
+static void render_svg(const char *dot_path)
+{
+    char svg[4096];
+    size_t n = strlen(dot_path);
+    if (n > 4 && !strcmp(dot_path + n - 4, ".dot"))
+        snprintf(svg, sizeof svg, "%.*s.svg", (int)(n - 4), dot_path);
+    else
+        snprintf(svg, sizeof svg, "%s.svg", dot_path);
+    pid_t pid;
+    char *argv[] = {"dot", "-Tsvg", (char *)dot_path, "-o", svg, NULL};
+    if (posix_spawnp(&pid, "dot", NULL, NULL, argv, environ) != 0) return; /* no Graphviz */
+    int status;
+    if (waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        fprintf(stderr, "hiernet draw: wrote %s and %s\n", dot_path, svg);
+}
+
+static int cmd_scenario(const char *cmd, int argc, char **argv)
+{
+    bool draw = !strcmp(cmd, "draw");
+    struct scenario_options o = {0};
+    const char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    const char **args = calloc((size_t)argc + 1, sizeof *args);
+    int code = 1;
+    if (sets && args) {
+        code = parse_scenario_options(cmd, draw ? draw_usage : run_usage, argc, argv, &o, sets,
+                                      args);
+        if (code < 0) {
+            o.draw = draw;
+            o.draw_out = draw ? o.out_dir : NULL;
+            code = scenario_run(&o);
+            if (draw && code == 0 && o.draw_out) render_svg(o.draw_out);
+        }
+    }
     free(sets);
     free(args);
     return code;
@@ -127,7 +173,7 @@ int main(int argc, char **argv)
         print_version();
         return 0;
     }
-    if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "run") || !strcmp(cmd, "draw")) return cmd_scenario(cmd, argc - 2, argv + 2);
     if (!strcmp(cmd, "clean")) return cli_clean(argc - 2, argv + 2);
     if (!strcmp(cmd, "exec")) return cli_exec(argc - 2, argv + 2);
     if (!strcmp(cmd, "doctor")) return cli_doctor(argc - 2, argv + 2);

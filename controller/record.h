@@ -9,7 +9,8 @@
 
 struct record;
 
-/* Creates DIR/NAME.csv and writes the header. NAME is [A-Za-z0-9_.-]+. */
+/* Creates DIR/NAME.csv and writes the header. NAME is [A-Za-z0-9_.-]+.
+ * A NULL dir discards the rows (a run that keeps no results). */
 struct record *record_open(const char *dir, const char *name, const char *const *columns,
                            size_t n_columns, char *err, size_t errlen);
 size_t record_columns(const struct record *r);

@@ -10,6 +10,7 @@
 #include "controller/registry.h"
 #include "lua/lmsgpack.h"
 #include "lua/runtime.h"
+#include "topo/dot.h"
 #include "topo/network.h"
 #include "topo/route.h"
 
@@ -469,14 +470,14 @@ static int link_request(lua_State *L, struct l_link *h, enum link_change change,
                         const struct topo_link_params *params)
 {
     static const char *const names[] = {"set", "down", "up", "stats"};
-    char name[96], err[512];
+    char err[512];
     check_link_running(L, h, names[change]);
     struct link_call *lc = calloc(1, sizeof *lc);
-    if (!lc) return luaL_error(L, "link %s: out of memory", link_name(h, name, sizeof name));
+    if (!lc) return luaL_error(L, "link %d: out of memory", h->index);
     *lc = (struct link_call){{h->net->rt->sched, {0, 0}, "link", "", ""}, h->net, h->index, change,
                              {0}};
     if (params) lc->params = *params;
-    snprintf(lc->call.node, sizeof lc->call.node, "%s", link_name(h, name, sizeof name));
+    link_name(h, lc->call.node, sizeof lc->call.node);
     snprintf(lc->call.method, sizeof lc->call.method, "%s", names[change]);
     struct netrun *run = h->net->run;
     int rc = change == LINK_SET     ? netrun_link_set(run, h->index, params, on_link_reply, lc, err, sizeof err)
@@ -1081,6 +1082,18 @@ static struct registry *run_registry(struct hn_runtime *rt)
     return rt->registry;
 }
 
+/* hiernet draw: the network is drawn instead of started, and the scenario
+ * ends there (its task stays parked; the runner sees rt->drawn). */
+static int draw_instead(lua_State *L, struct l_network *net)
+{
+    struct hn_runtime *rt = net->rt;
+    topo_network_write_dot(net->topo, rt->draw);
+    rt->drawn = true;
+    ev_break(rt->loop, EVBREAK_ALL);
+    sched_suspend(L);
+    return lua_yield(L, 0);
+}
+
 static int l_net_start(lua_State *L)
 {
     struct l_network *net = check_network(L, 1);
@@ -1091,6 +1104,7 @@ static int l_net_start(lua_State *L)
                           state_word(net->state));
     if (net->topo->n_nodes == 0)
         return luaL_error(L, "network '%s': start: the network has no nodes", net->topo->name);
+    if (rt->draw) return draw_instead(L, net);
     check_devices(L, net);
     struct registry *reg = run_registry(rt);
     struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg};
@@ -1217,6 +1231,12 @@ void l_network_register(lua_State *L)
 }
 
 /* ---- teardown (outside tasks) ---- */
+
+void l_network_draw_all(struct hn_runtime *rt)
+{
+    for (struct l_network *net = rt->networks; net; net = net->next)
+        topo_network_write_dot(net->topo, rt->draw);
+}
 
 void l_network_stop_all(struct hn_runtime *rt)
 {

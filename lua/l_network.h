@@ -16,6 +16,8 @@ void l_network_register(lua_State *L);
 /* Name of the node handle at index i, or NULL when it is not a node. */
 const char *l_node_name(lua_State *L, int i);
 
+/* hiernet draw: every network defined, as DOT, to rt->draw. */
+void l_network_draw_all(struct hn_runtime *rt);
 /* Teardown, outside any task: close every peer channel so the peers exit. */
 void l_network_stop_all(struct hn_runtime *rt);
 /* True once every peer of every network has exited. */

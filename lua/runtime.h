@@ -28,6 +28,8 @@ struct hn_runtime {
     bool quiet;              /* no log lines on stderr */
     bool env_failure;        /* the failure came from the environment: exit 3 */
     struct registry *registry; /* /run/hiernet/<run-id>, once a network starts */
+    FILE *draw;                /* hiernet draw: networks go here as DOT, nothing starts */
+    bool drawn;                /* a network was drawn: the run is over */
 };
 
 struct hn_runtime *hn_runtime(lua_State *L);

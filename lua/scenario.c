@@ -19,6 +19,7 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,7 +159,7 @@ static int outcome(struct scenario *sc)
         run_set_error(&sc->run, fatal);
         return sc->rt.env_failure ? 3 : 1;
     }
-    if (sched_main_outcome(sc->rt.sched) == SCHED_DONE) {
+    if (sched_main_outcome(sc->rt.sched) == SCHED_DONE || sc->rt.drawn) {
         sc->run.status = "completed";
         return 0;
     }
@@ -221,6 +222,32 @@ static void release(struct scenario *sc)
     run_destroy(&sc->run);
 }
 
+/* ---- hiernet draw ---- */
+
+static int open_drawing(struct scenario *sc, const char *out)
+{
+    sc->rt.quiet = true;
+    sc->rt.draw = out ? fopen(out, "w") : stdout;
+    if (!sc->rt.draw) {
+        fprintf(stderr, "hiernet: cannot write '%s': %s\n", out, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* A scenario that never starts a network is drawn whole at its end. */
+static int finish_drawing(struct scenario *sc, int code)
+{
+    if (code == 0 && !sc->rt.drawn) l_network_draw_all(&sc->rt);
+    if (sc->rt.drawn) code = 0; /* the parked main task is not a failure */
+    if (sc->rt.draw != stdout) fclose(sc->rt.draw);
+    sc->rt.draw = NULL;
+    sched_halt(sc->rt.sched);
+    l_network_release_all(&sc->rt);
+    release(sc);
+    return code;
+}
+
 int scenario_run(const struct scenario_options *o)
 {
     struct scenario sc;
@@ -242,11 +269,14 @@ int scenario_run(const struct scenario_options *o)
     sc.rt.loop = ev_default_loop(EVFLAG_AUTO);
     ev_set_userdata(sc.rt.loop, &sc);
     sc.rt.sched = sched_new(sc.rt.L, sc.rt.loop);
-    if (!sc.rt.sched || open_results(&sc, o->out_dir) < 0) goto out_early;
+    if (!sc.rt.sched) goto out_early;
+    if (o->draw ? open_drawing(&sc, o->draw_out) < 0 : open_results(&sc, o->out_dir) < 0)
+        goto out_early;
     signal(SIGPIPE, SIG_IGN);
     watch_signals(&sc);
     run_main_task(&sc, o);
     code = outcome(&sc);
+    if (o->draw) return finish_drawing(&sc, code);
     stop_networks(&sc);
     finish_run(&sc);
     if (!o->quiet)

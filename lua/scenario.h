@@ -14,6 +14,8 @@ struct scenario_options {
     const char *const *args; /* extra arguments, passed to the chunk as ... */
     size_t n_args;
     bool quiet;
+    bool draw;            /* hiernet draw: DOT of the topology, nothing created */
+    const char *draw_out; /* draw: file for the DOT (and .svg beside it), or NULL: stdout */
 };
 
 /* Runs the scenario and returns the process exit code: 0 completed,

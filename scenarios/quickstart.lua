@@ -1,9 +1,12 @@
--- quickstart: a four-node terminal / edge / cloud network on the "none"
--- backend (no privileges, no emulation): every terminal and the edge compute
--- a local update, the controller gathers their norms, and the cloud averages
--- what it is told, all through peer commands.
+-- quickstart: a four-node terminal / edge / cloud network. Every terminal
+-- and the edge compute a local update, the controller gathers their norms,
+-- and the cloud scales its model by what it is told, all through peer commands.
 --
 --   tools/run scenarios/quickstart.lua [--set size=100000] [--set rounds=3]
+--   tools/run scenarios/quickstart.lua --set backend=auto   (as root: emulated links)
+--
+-- On the default "none" backend the links below are recorded, not emulated,
+-- and nothing needs privileges.
 local hn = require("hiernet")
 
 local size = hn.param("size", 100000)   -- elements per tensor
@@ -15,9 +18,13 @@ local edge = net:node("edge", { tier = "edge" })
 local t1 = net:node("t1", { tier = "terminal" })
 local t2 = net:node("t2", { tier = "terminal" })
 local workers = { edge, t1, t2 }
+net:link(cloud, edge, { bw = "1Gbit", delay = "10ms" })
+net:link(edge, t1, { bw = "20Mbit", delay = "5ms" })
+net:link(edge, t2, { bw = "20Mbit", delay = "5ms" })
 net:start()
 
-hn.log(string.format("network up: %d nodes, cloud at %s", #net:nodes(), cloud.addr))
+hn.log(string.format("network up: %d nodes, cloud at %s, path t1 -> cloud: %s", #net:nodes(),
+                     cloud.addr, table.concat(net:route(t1, cloud), " -> ")))
 local rec = hn.record("rounds", { "round", "node", "norm", "ms" })
 
 -- Every worker holds a model "w" and computes an "update" from it.

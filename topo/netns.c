@@ -149,8 +149,7 @@ static void netns_track_ifindex(const char *name, int ifindex, void *ctx)
 {
     struct topo_netns *ns = ctx;
     (void)name;
-    if (ifindex >= ns->next_ifindex)
-        ns->next_ifindex = ifindex + 1;
+    if (ifindex >= ns->next_ifindex) ns->next_ifindex = ifindex + 1;
 }
 
 int topo_netns_ifindex_alloc(struct topo_netns *ns)
@@ -165,7 +164,8 @@ static int netns_setup(struct topo_netns *ns, unsigned flags, char *err, size_t 
     if ((flags & TOPO_NETNS_NO_IPV6) && netns_setup_no_ipv6(err, errlen) < 0) return -1;
     if (flags & (TOPO_NETNS_SOCKET | TOPO_NETNS_LO_UP)) {
         ns->sock = topo_nl_open(err, errlen);
-        if (!ns->sock) return -1;
+        if (!ns->sock || topo_nl_link_list(ns->sock, netns_track_ifindex, ns, err, errlen) < 0)
+            return -1;
     }
     if ((flags & TOPO_NETNS_LO_UP) &&
         topo_nl_link_set_up(ns->sock, TOPO_NL_LOOPBACK_IFINDEX, 1, "lo", err, errlen) < 0)

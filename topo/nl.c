@@ -25,7 +25,7 @@
 #include <netlink/socket.h>
 
 #define NL_BUFFER_BYTES (1024 * 1024) /* a window of acks, with room to spare */
-#define NL_RECV_BYTES 32768 /* the kernel sizes dump replies to our reads */
+#define NL_RECV_BYTES 32768           /* the kernel sizes dump replies to our reads */
 #define NL_TIMEOUT_SECONDS 10
 
 static void nl_set_buffer(int fd, int force_option, int option)
@@ -175,8 +175,7 @@ static int nl_window_take(struct nl_window *w, const struct nlmsghdr *nlh, uint3
             memcpy(&error, NLMSG_DATA(nlh), sizeof error);
         *w->errors[index] = error;
     } else {
-        if (w->on_reply && nlh->nlmsg_type != NLMSG_NOOP)
-            w->on_reply(nlh, w->ctx);
+        if (w->on_reply && nlh->nlmsg_type != NLMSG_NOOP) w->on_reply(nlh, w->ctx);
         return 0;
     }
     w->acked[index] = 1;

@@ -220,14 +220,12 @@ static void link_list_on_reply(const struct nlmsghdr *reply, void *ctx)
     const struct ifinfomsg *ifi = NLMSG_DATA(reply);
     struct nlattr *name;
 
-    if (reply->nlmsg_type != RTM_NEWLINK || reply->nlmsg_len < NLMSG_LENGTH(sizeof *ifi))
-        return;
+    if (reply->nlmsg_type != RTM_NEWLINK || reply->nlmsg_len < NLMSG_LENGTH(sizeof *ifi)) return;
     name = nlmsg_find_attr((struct nlmsghdr *)reply, sizeof *ifi, IFLA_IFNAME);
     list->fn(name ? (const char *)nla_data(name) : "", ifi->ifi_index, list->ctx);
 }
 
-int topo_nl_link_list(struct nl_sock *sock, topo_nl_link_fn fn, void *ctx, char *err,
-                      size_t errlen)
+int topo_nl_link_list(struct nl_sock *sock, topo_nl_link_fn fn, void *ctx, char *err, size_t errlen)
 {
     struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
     struct link_list list = {.fn = fn, .ctx = ctx};
@@ -237,7 +235,6 @@ int topo_nl_link_list(struct nl_sock *sock, topo_nl_link_fn fn, void *ctx, char 
 
     if (msg && nlmsg_append(msg, &ifi, sizeof ifi, NLMSG_ALIGNTO) == 0)
         error = topo_nl_request(sock, msg, link_list_on_reply, &list, extack, sizeof extack);
-    if (msg)
-        nlmsg_free(msg);
+    if (msg) nlmsg_free(msg);
     return error < 0 ? topo_nl_fail(err, errlen, error, extack, "list interfaces") : 0;
 }

@@ -1,0 +1,77 @@
+/* dot.c — the topology as a Graphviz graph (see dot.h). */
+#include "topo/dot.h"
+
+#include "topo/units.h"
+
+#include <string.h>
+
+/* Fill colours by tier; other tiers get the default. */
+static const char *tier_colour(const char *tier)
+{
+    static const struct {
+        const char *tier, *colour;
+    } colours[] = {
+        {"cloud", "#9ecae1"},
+        {"edge", "#a1d99b"},
+        {"terminal", "#fdd49e"},
+    };
+    for (size_t i = 0; i < sizeof colours / sizeof *colours; i++)
+        if (strcmp(colours[i].tier, tier) == 0) return colours[i].colour;
+    return "#e0e0e0";
+}
+
+static void write_node(const struct topo_node *n, FILE *f)
+{
+    if (n->kind == TOPO_NODE_SWITCH) {
+        fprintf(f, "  \"%s\" [shape=box, style=filled, fillcolor=\"#bdbdbd\"];\n", n->name);
+        return;
+    }
+    fprintf(f, "  \"%s\" [shape=ellipse, style=filled, fillcolor=\"%s\"", n->name,
+            tier_colour(n->tier));
+    if (n->tier[0] || n->speed != 1.0 || n->cpu > 0) {
+        fprintf(f, ", label=\"%s", n->name);
+        if (n->tier[0]) fprintf(f, "\\n%s", n->tier);
+        if (n->speed != 1.0) fprintf(f, "\\nspeed %g", n->speed);
+        if (n->cpu > 0) fprintf(f, "\\ncpu %g", n->cpu);
+        fputc('"', f);
+    }
+    fputs("];\n", f);
+}
+
+/* "1Gbit 10ms ±1ms 0.5% q100": only what the link sets. */
+static void link_label(const struct topo_link_params *p, char *buf, size_t len)
+{
+    char part[48];
+    buf[0] = '\0';
+    if (p->rate_bps) {
+        topo_units_format_rate(p->rate_bps, part, sizeof part);
+        strncat(buf, part, len - strlen(buf) - 1);
+    }
+    if (p->delay_ns) {
+        topo_units_format_time(p->delay_ns, part, sizeof part);
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? " " : "", part);
+    }
+    if (p->jitter_ns) {
+        topo_units_format_time(p->jitter_ns, part, sizeof part);
+        snprintf(buf + strlen(buf), len - strlen(buf), " ±%s", part);
+    }
+    if (p->loss > 0) snprintf(buf + strlen(buf), len - strlen(buf), " %g%%", p->loss * 100);
+    if (p->queue.packets)
+        snprintf(buf + strlen(buf), len - strlen(buf), " q%llu",
+                 (unsigned long long)p->queue.packets);
+}
+
+void topo_network_write_dot(const struct topo_network *net, FILE *f)
+{
+    fprintf(f, "graph \"%s\" {\n  graph [overlap=false, splines=true];\n", net->name);
+    for (size_t i = 0; i < net->n_nodes; i++) write_node(&net->nodes[i], f);
+    for (size_t k = 0; k < net->n_links; k++) {
+        const struct topo_link *l = &net->links[k];
+        char label[160];
+        link_label(&l->params, label, sizeof label);
+        fprintf(f, "  \"%s\" -- \"%s\"", net->nodes[l->a].name, net->nodes[l->b].name);
+        if (label[0]) fprintf(f, " [label=\"%s\", fontsize=10]", label);
+        fputs(";\n", f);
+    }
+    fputs("}\n", f);
+}
