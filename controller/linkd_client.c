@@ -179,6 +179,16 @@ int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, v
     return call_with_id(lc, "link_stats", id, cb, ctx, err, errlen);
 }
 
+int linkd_client_stats_all(struct linkd_client *lc, peer_reply_fn cb, void *ctx, char *err,
+                           size_t errlen)
+{
+    msgpack_packer *pk = begin(lc);
+    msgpack_pack_map(pk, 1);
+    pack_key(pk, "reset_peak");
+    msgpack_pack_true(pk);
+    return call(lc, "link_stats_all", cb, ctx, err, errlen);
+}
+
 /* ---- lifecycle ---- */
 
 pid_t linkd_client_pid(const struct linkd_client *lc)

@@ -30,6 +30,9 @@ int linkd_client_link_updown(struct linkd_client *lc, int id, bool up, peer_repl
                              void *ctx, char *err, size_t errlen);
 int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, void *ctx,
                             char *err, size_t errlen);
+/* Every link's counters; peak queue lengths restart after each sample. */
+int linkd_client_stats_all(struct linkd_client *lc, peer_reply_fn cb, void *ctx, char *err,
+                           size_t errlen);
 pid_t linkd_client_pid(const struct linkd_client *lc);
 void linkd_client_close(struct linkd_client *lc);
 bool linkd_client_exited(const struct linkd_client *lc);

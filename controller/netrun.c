@@ -3,6 +3,7 @@
 
 #include "controller/backend_pick.h"
 #include "controller/linkd_client.h"
+#include "controller/record.h"
 #include "controller/registry.h"
 #include "topo/address.h"
 #include "topo/cgroup.h"
@@ -10,9 +11,12 @@
 #include "topo/netns.h"
 #include "topo/nl.h"
 #include "topo/route.h"
+#include "peer/protocol.h"
 
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +39,15 @@ struct netrun {
     struct topo_cgroup cgroup;
     bool cgroups_made;
     char run_id[96];
+    char peer_path[4096];
     struct registry *registry;
     netrun_exit_fn on_exit;
     void *ctx;
+    /* links.csv: linkd's counters sampled once per second */
+    struct record *links_record;
+    ev_timer sample_timer;
+    double t0; /* CLOCK_MONOTONIC of the run's start */
+    bool sample_pending;
 };
 
 /* ---- backend choice ---- */
@@ -245,18 +255,20 @@ static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *
 
 static int spawn_peers(struct netrun *nr, char *err, size_t errlen)
 {
-    char peer_path[4096];
-    if (peer_client_sibling_path("hiernet-peer", "HIERNET_PEER", peer_path, sizeof peer_path) < 0)
+    if (peer_client_sibling_path("hiernet-peer", "HIERNET_PEER", nr->peer_path,
+                                 sizeof nr->peer_path) < 0)
         return snprintf(err, errlen, "cannot locate the hiernet-peer executable"), -1;
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
         nr->peers[i] = (struct netrun_peer){nr, (int)i, NULL};
         if (nr->net->nodes[i].kind != TOPO_NODE_HOST) continue;
-        if (spawn_peer(nr, peer_path, (int)i, err, errlen) < 0) return -1;
+        if (spawn_peer(nr, nr->peer_path, (int)i, err, errlen) < 0) return -1;
     }
     return nr->registry ? registry_commit(nr->registry, err, errlen) : 0;
 }
 
 /* ---- lifecycle ---- */
+
+static void on_sample_timer(EV_P_ ev_timer *w, int revents);
 
 int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
                  netrun_exit_fn on_exit, void *ctx, struct netrun **out, bool *env_error, char *err,
@@ -271,6 +283,7 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
     }
     nr->loop = loop;
     nr->net = net;
+    ev_timer_init(&nr->sample_timer, on_sample_timer, 1.0, 1.0);
     nr->on_exit = on_exit;
     nr->ctx = ctx;
     nr->registry = cfg->registry;
@@ -345,8 +358,109 @@ int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, 
     return -1;
 }
 
+void netrun_peer_kill(struct netrun *nr, int node)
+{
+    if (nr->peers[node].client) peer_client_kill(nr->peers[node].client, SIGKILL);
+}
+
+int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
+{
+    struct netrun_peer *p = &nr->peers[node];
+    peer_client_free(p->client); /* kills and reaps the old peer if it still runs */
+    p->client = NULL;
+    if (spawn_peer(nr, nr->peer_path, node, err, errlen) < 0) return -1;
+    return nr->registry ? registry_commit(nr->registry, err, errlen) : 0;
+}
+
+/* ---- links.csv ---- */
+
+static const char *const link_columns[] = {
+    "time_s", "network", "link", "dir", "up", "packets", "bytes", "delivered", "delivered_bytes",
+    "drops_loss", "drops_queue", "drops_down", "queue_peak", "queue_len",
+};
+#define N_LINK_COLUMNS (sizeof link_columns / sizeof *link_columns)
+
+const char *const *netrun_link_columns(size_t *n)
+{
+    *n = N_LINK_COLUMNS;
+    return link_columns;
+}
+
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* One CSV row for one direction of one link, counters as linkd names them. */
+static void record_direction(struct netrun *nr, const char *t, const char *link, const char *dir,
+                             bool up, const msgpack_object *counters)
+{
+    char cells[N_LINK_COLUMNS][32];
+    const char *row[N_LINK_COLUMNS] = {t, nr->net->name, link, dir, up ? "1" : "0"};
+    struct proto_args args;
+    proto_args_init(&args, counters);
+    for (size_t c = 5; c < N_LINK_COLUMNS; c++) {
+        int64_t v = 0;
+        proto_arg_i64(&args, link_columns[c], &v);
+        snprintf(cells[c], sizeof cells[c], "%lld", (long long)v);
+        row[c] = cells[c];
+    }
+    char err[256];
+    if (record_add(nr->links_record, row, err, sizeof err) < 0) fprintf(stderr, "hiernet: %s\n", err);
+}
+
+static void record_link(struct netrun *nr, const char *t, const msgpack_object *entry)
+{
+    struct proto_args args;
+    proto_args_init(&args, entry);
+    int64_t id = -1;
+    bool up = true;
+    proto_arg_bool(&args, "up", &up);
+    if (proto_arg_i64(&args, "id", &id) != 1 || id < 0 || (size_t)id >= nr->net->n_links) return;
+    char name[80];
+    topo_link_describe(nr->net, &nr->net->links[id], name, sizeof name);
+    const msgpack_object *ab = proto_args_get(&args, "ab"), *ba = proto_args_get(&args, "ba");
+    if (ab) record_direction(nr, t, name, "ab", up, ab);
+    if (ba) record_direction(nr, t, name, "ba", up, ba);
+}
+
+static void on_links_sampled(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct netrun *nr = ctx;
+    nr->sample_pending = false;
+    if (error || !nr->links_record) return;
+    struct proto_args args;
+    proto_args_init(&args, result);
+    const msgpack_object *links = proto_args_get(&args, "links");
+    if (!links || links->type != MSGPACK_OBJECT_ARRAY) return;
+    char t[32];
+    snprintf(t, sizeof t, "%.3f", monotonic_s() - nr->t0);
+    for (uint32_t i = 0; i < links->via.array.size; i++) record_link(nr, t, &links->via.array.ptr[i]);
+}
+
+static void on_sample_timer(EV_P_ ev_timer *w, int revents)
+{
+    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, sample_timer));
+    char err[256];
+    if (nr->sample_pending || !nr->linkd) return; /* linkd is slow to answer: skip a beat */
+    if (linkd_client_stats_all(nr->linkd, on_links_sampled, nr, err, sizeof err) == 0)
+        nr->sample_pending = true;
+}
+
+void netrun_sample_links(struct netrun *nr, struct record *rec, double t0)
+{
+    if (!nr->linkd || !rec) return;
+    nr->links_record = rec;
+    nr->t0 = t0;
+    ev_timer_init(&nr->sample_timer, on_sample_timer, 1.0, 1.0);
+    ev_timer_start(nr->loop, &nr->sample_timer);
+}
+
 void netrun_close_peers(struct netrun *nr)
 {
+    ev_timer_stop(nr->loop, &nr->sample_timer);
     for (size_t i = 0; i < nr->net->n_nodes; i++)
         if (nr->peers[i].client) peer_client_close(nr->peers[i].client);
 }
@@ -367,6 +481,8 @@ void netrun_kill_peers(struct netrun *nr, int sig)
 void netrun_free(struct netrun *nr)
 {
     if (!nr) return;
+    ev_timer_stop(nr->loop, &nr->sample_timer);
+    nr->links_record = NULL;
     for (size_t i = 0; nr->peers && i < nr->net->n_nodes; i++)
         peer_client_free(nr->peers[i].client); /* kills and reaps a survivor */
     free(nr->peers);

@@ -48,6 +48,19 @@ int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, v
 int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
                       size_t errlen);
 
+struct record;
+/* User backend: writes linkd's per-direction counters to rec once per
+ * second (time_s relative to t0, a CLOCK_MONOTONIC instant). No-op on other
+ * backends. rec must outlive the sampling (stopped at close/free). */
+void netrun_sample_links(struct netrun *nr, struct record *rec, double t0);
+/* The columns of those rows. */
+const char *const *netrun_link_columns(size_t *n);
+
+/* node:kill(): SIGKILLs the node's peer; its pending calls fail. */
+void netrun_peer_kill(struct netrun *nr, int node);
+/* node:restart(): a fresh peer (empty tensor store) in the same node. */
+int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen);
+
 /* Closes every control channel: the peers exit on EOF. Idempotent. */
 void netrun_close_peers(struct netrun *nr);
 bool netrun_peers_exited(const struct netrun *nr);

@@ -58,10 +58,8 @@ static uint32_t be32(const uint8_t *p)
 
 static int32_t label_at(const struct dataset *ds, size_t i)
 {
-    if (ds->synth_y)
-        return ds->synth_y[i];
-    if (ds->labels.type == DATASET_IDX_U8)
-        return ds->labels.data[i];
+    if (ds->synth_y) return ds->synth_y[i];
+    if (ds->labels.type == DATASET_IDX_U8) return ds->labels.data[i];
     return (int32_t)be32(ds->labels.data + 4 * i);
 }
 
@@ -73,7 +71,7 @@ static void sample_copy(const struct dataset *ds, size_t i, float *dst)
     } else if (ds->images.type == DATASET_IDX_U8) {
         const uint8_t *src = ds->images.data + i * dim;
         for (size_t j = 0; j < dim; j++)
-            dst[j] = (float)src[j] * (1.0f / 255.0f);
+            dst[j] = (float)src[j] / 255.0f; /* exact at 0 and 255 */
     } else {
         const uint8_t *src = ds->images.data + 4 * i * dim;
         for (size_t j = 0; j < dim; j++) {
@@ -103,8 +101,7 @@ static void mnist_file(const char *dir, int test, const char *kind, char *out, s
     const char *dims = strcmp(kind, "images") == 0 ? "idx3" : "idx1";
     snprintf(out, outlen, "%s/%s-%s-%s-ubyte", dir, prefix, kind, dims);
     struct stat st;
-    if (stat(out, &st) == 0)
-        return;
+    if (stat(out, &st) == 0) return;
     snprintf(out, outlen, "%s/%s-%s-%s-ubyte.gz", dir, prefix, kind, dims);
 }
 
@@ -112,8 +109,7 @@ static void replace_in_name(char *path, const char *from, const char *to)
 {
     char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     char *hit = strstr(base, from);
-    if (hit && strlen(from) == strlen(to))
-        memcpy(hit, to, strlen(to));
+    if (hit && strlen(from) == strlen(to)) memcpy(hit, to, strlen(to));
 }
 
 /* Resolves spec into an images and a labels path (see dataset.h). */
@@ -146,8 +142,9 @@ static int resolve_files(const struct dataset_spec *spec, int test, char *images
     replace_in_name(labels, "images", "labels");
     replace_in_name(labels, "idx3", "idx1");
     if (strcmp(images, labels) == 0)
-        return fail(err, errlen, "dataset file %s: cannot derive its labels file (no \"images\" "
-                                 "in the name); give images and labels",
+        return fail(err, errlen,
+                    "dataset file %s: cannot derive its labels file (no \"images\" "
+                    "in the name); give images and labels",
                     images);
     return 0;
 }
@@ -157,13 +154,13 @@ static int check_idx_pair(struct dataset *ds, const char *images, const char *la
 {
     const struct dataset_idx *im = &ds->images, *lb = &ds->labels;
     if (im->type != DATASET_IDX_U8 && im->type != DATASET_IDX_F32)
-        return fail(err, errlen, "dataset file %s: IDX type 0x%02x unsupported for images "
-                                 "(unsigned byte or float32)",
+        return fail(err, errlen,
+                    "dataset file %s: IDX type 0x%02x unsupported for images "
+                    "(unsigned byte or float32)",
                     images, im->type);
     if ((lb->type != DATASET_IDX_U8 && lb->type != DATASET_IDX_I32) || lb->ndims != 1)
-        return fail(err, errlen, "dataset file %s: labels must be a 1-D IDX of unsigned byte or "
-                                 "int32",
-                    labels);
+        return fail(err, errlen,
+                    "dataset file %s: labels must be a 1-D IDX of unsigned byte or int32", labels);
     if (im->count != lb->count)
         return fail(err, errlen, "dataset files %s and %s: %zu images but %zu labels", images,
                     labels, im->count, lb->count);
@@ -182,16 +179,16 @@ static int scan_labels(struct dataset *ds, const char *what, char *err, size_t e
     for (size_t i = 0; i < ds->total; i++) {
         int32_t y = label_at(ds, i);
         if (y < 0 || y >= DATASET_MAX_CLASSES)
-            return fail(err, errlen, "dataset file %s: label %d of item %zu is outside 0..%d",
-                        what, (int)y, i, DATASET_MAX_CLASSES - 1);
+            return fail(err, errlen, "dataset file %s: label %d of item %zu is outside 0..%d", what,
+                        (int)y, i, DATASET_MAX_CLASSES - 1);
         max = y > max ? y : max;
     }
     ds->classes = (int)max + 1;
     return 0;
 }
 
-static int open_idx_source(struct dataset *ds, const struct dataset_spec *spec, int test,
-                           char *err, size_t errlen)
+static int open_idx_source(struct dataset *ds, const struct dataset_spec *spec, int test, char *err,
+                           size_t errlen)
 {
     char images[4096], labels[4096];
     if (resolve_files(spec, test, images, labels, sizeof images, err, errlen) < 0 ||
@@ -252,8 +249,7 @@ static uint32_t *identity(size_t n)
 static int partition_shuffle(struct dataset *ds, int shard, int shards, uint64_t seed)
 {
     uint32_t *perm = identity(ds->total);
-    if (!perm)
-        return -1;
+    if (!perm) return -1;
     struct rng r;
     rng_seed(&r, seed, 0x5348);
     rng_shuffle_u32(&r, perm, ds->total);
@@ -261,8 +257,7 @@ static int partition_shuffle(struct dataset *ds, int shard, int shards, uint64_t
     /* Keep only this shard's slice: a peer must not hold the whole split. */
     ds->count = hi - lo;
     ds->indices = malloc((ds->count ? ds->count : 1) * sizeof *perm);
-    if (ds->indices)
-        memcpy(ds->indices, perm + lo, ds->count * sizeof *perm);
+    if (ds->indices) memcpy(ds->indices, perm + lo, ds->count * sizeof *perm);
     free(perm);
     return ds->indices ? 0 : -1;
 }
@@ -271,8 +266,7 @@ static int partition_sample(struct dataset *ds, int shard, int shards, uint64_t 
 {
     size_t n = ds->total / shards ? ds->total / shards : 1;
     ds->indices = malloc(n * sizeof *ds->indices);
-    if (!ds->indices)
-        return -1;
+    if (!ds->indices) return -1;
     struct rng r;
     rng_seed(&r, seed, 0x53414d00 + (uint64_t)shard);
     for (size_t i = 0; i < n; i++)
@@ -349,8 +343,7 @@ static int dirichlet_collect(struct dataset *ds, int shard, int shards, const ui
                              const size_t *starts, const size_t *cuts, size_t size)
 {
     ds->indices = malloc((size ? size : 1) * sizeof *ds->indices);
-    if (!ds->indices)
-        return -1;
+    if (!ds->indices) return -1;
     ds->count = 0;
     for (int c = 0; c < ds->classes; c++) {
         const size_t *row = cuts + (size_t)c * (shards + 1);
@@ -372,17 +365,20 @@ static int partition_dirichlet(struct dataset *ds, int shard, int shards, double
     rng_seed(&r, seed, 0xd1c1);
     uint32_t *grouped = starts && cuts && sizes && logs ? group_by_class(ds, starts, &r) : NULL;
     int rc = grouped ? 0 : fail(err, errlen, "dataset: out of memory in the dirichlet partition");
-    size_t want = ds->total / shards < DIRICHLET_MIN_SHARD ? ds->total / shards
-                                                            : DIRICHLET_MIN_SHARD;
+    size_t want =
+        ds->total / shards < DIRICHLET_MIN_SHARD ? ds->total / shards : DIRICHLET_MIN_SHARD;
     want = want ? want : 1;
-    int draw = 0;
-    while (rc == 0 && dirichlet_draw(&r, alpha, shards, ds->classes, starts, cuts, logs, sizes) <
-                          want)
-        if (++draw == DIRICHLET_MAX_DRAWS)
+    /* Redraw until no shard is (nearly) empty; the draws continue one rng
+     * stream, so every peer ends on the same accepted draw. */
+    for (int draw = 1; rc == 0; draw++) {
+        if (dirichlet_draw(&r, alpha, shards, ds->classes, starts, cuts, logs, sizes) >= want)
+            break;
+        if (draw == DIRICHLET_MAX_DRAWS)
             rc = fail(err, errlen,
                       "dataset: dirichlet alpha %g left a shard under %zu samples in %d draws; "
                       "raise alpha or lower shards",
                       alpha, want, DIRICHLET_MAX_DRAWS);
+    }
     if (rc == 0 && dirichlet_collect(ds, shard, shards, grouped, starts, cuts, sizes[shard - 1]))
         rc = fail(err, errlen, "dataset: out of memory in the dirichlet partition");
     free(grouped);
@@ -393,14 +389,12 @@ static int partition_dirichlet(struct dataset *ds, int shard, int shards, double
     return rc;
 }
 
-static int partition(struct dataset *ds, const struct dataset_spec *spec, char *err,
-                     size_t errlen)
+static int partition(struct dataset *ds, const struct dataset_spec *spec, char *err, size_t errlen)
 {
     const char *how = spec->partition ? spec->partition : "shuffle";
     int known = !strcmp(how, "shuffle") || !strcmp(how, "sample") || !strcmp(how, "dirichlet");
     if (!known)
-        return fail(err, errlen, "dataset partition \"%s\" is unknown (shuffle, sample, "
-                                 "dirichlet)",
+        return fail(err, errlen, "dataset partition \"%s\" is unknown (shuffle, sample, dirichlet)",
                     how);
     if (spec->shards == 0) {
         ds->indices = identity(ds->total);
@@ -409,8 +403,8 @@ static int partition(struct dataset *ds, const struct dataset_spec *spec, char *
     }
     if (spec->shards < 0 || (size_t)spec->shards > ds->total || spec->shard < 1 ||
         spec->shard > spec->shards)
-        return fail(err, errlen, "dataset: shard %d of %d is invalid for %zu samples",
-                    spec->shard, spec->shards, ds->total);
+        return fail(err, errlen, "dataset: shard %d of %d is invalid for %zu samples", spec->shard,
+                    spec->shards, ds->total);
     double alpha = spec->alpha == 0 ? 0.5 : spec->alpha;
     if (!strcmp(how, "dirichlet") && !(alpha > 0 && alpha < 1e6))
         return fail(err, errlen, "dataset: dirichlet alpha %g must be in (0, 1e6)", alpha);
@@ -420,19 +414,16 @@ static int partition(struct dataset *ds, const struct dataset_spec *spec, char *
     else if (!strcmp(how, "sample"))
         rc = partition_sample(ds, spec->shard, spec->shards, spec->seed);
     else
-        return partition_dirichlet(ds, spec->shard, spec->shards, alpha, spec->seed, err,
-                                   errlen);
+        return partition_dirichlet(ds, spec->shard, spec->shards, alpha, spec->seed, err, errlen);
     return rc == 0 ? 0 : fail(err, errlen, "dataset: out of memory");
 }
 
 /* ---- lifecycle ---- */
 
-static int order_init(struct dataset *ds, const struct dataset_spec *spec, char *err,
-                      size_t errlen)
+static int order_init(struct dataset *ds, const struct dataset_spec *spec, char *err, size_t errlen)
 {
     ds->order = identity(ds->count);
-    if (!ds->order)
-        return fail(err, errlen, "dataset: out of memory");
+    if (!ds->order) return fail(err, errlen, "dataset: out of memory");
     /* Its own stream per shard, so shards do not walk in lockstep. */
     rng_seed(&ds->order_rng, spec->seed, 0x0badc0de00000000ull + (uint64_t)spec->shard);
     rng_shuffle_u32(&ds->order_rng, ds->order, ds->count);
@@ -443,20 +434,15 @@ int dataset_open(const struct dataset_spec *spec, struct dataset **out, char *er
 {
     *out = NULL;
     int test = 0;
-    if (!spec->name && !spec->images)
-        return fail(err, errlen, "dataset: no name given");
-    if (split_is_test(spec->split, &test, err, errlen) < 0)
-        return -1;
+    if (!spec->name && !spec->images) return fail(err, errlen, "dataset: no name given");
+    if (split_is_test(spec->split, &test, err, errlen) < 0) return -1;
     struct dataset *ds = calloc(1, sizeof *ds);
-    if (!ds)
-        return fail(err, errlen, "dataset: out of memory");
+    if (!ds) return fail(err, errlen, "dataset: out of memory");
     int synthetic = !spec->images && spec->name && strcmp(spec->name, "synthetic") == 0;
     int rc = synthetic ? open_synthetic(ds, &spec->synthetic, test, err, errlen)
                        : open_idx_source(ds, spec, test, err, errlen);
-    if (rc == 0)
-        rc = partition(ds, spec, err, errlen);
-    if (rc == 0)
-        rc = order_init(ds, spec, err, errlen);
+    if (rc == 0) rc = partition(ds, spec, err, errlen);
+    if (rc == 0) rc = order_init(ds, spec, err, errlen);
     if (rc < 0) {
         dataset_close(ds);
         return -1;
@@ -467,8 +453,7 @@ int dataset_open(const struct dataset_spec *spec, struct dataset **out, char *er
 
 void dataset_close(struct dataset *ds)
 {
-    if (!ds)
-        return;
+    if (!ds) return;
     dataset_idx_close(&ds->images);
     dataset_idx_close(&ds->labels);
     free(ds->synth_x);
@@ -520,10 +505,8 @@ void dataset_class_counts(const struct dataset *ds, size_t *counts)
 int dataset_next_batch(struct dataset *ds, int batch, float *x, int32_t *labels, char *err,
                        size_t errlen)
 {
-    if (batch < 1)
-        return fail(err, errlen, "dataset: batch %d must be positive", batch);
-    if (ds->count == 0)
-        return fail(err, errlen, "dataset: the shard is empty");
+    if (batch < 1) return fail(err, errlen, "dataset: batch %d must be positive", batch);
+    if (ds->count == 0) return fail(err, errlen, "dataset: the shard is empty");
     for (int b = 0; b < batch; b++) {
         if (ds->pos == ds->count) {
             rng_shuffle_u32(&ds->order_rng, ds->order, ds->count);

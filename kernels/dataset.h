@@ -45,7 +45,9 @@
  * shards = 0 means the whole split in file order.
  *
  * Batches cycle through the shard in a seeded order, reshuffled every epoch;
- * a batch that crosses an epoch boundary continues into the next order.
+ * a batch that crosses an epoch boundary continues into the next order. The
+ * cursor makes dataset_next_batch one thread at a time per dataset; reads
+ * (dataset_read and the accessors) may run concurrently.
  * Errors name the file (or spec) and the problem; nothing is printed. */
 #pragma once
 
@@ -64,9 +66,9 @@ struct dataset_synthetic {
 };
 
 struct dataset_spec {
-    const char *name;      /* see above */
-    const char *split;     /* "train" (NULL) or "test" */
-    const char *images;    /* explicit IDX pair, overrides name */
+    const char *name;   /* see above */
+    const char *split;  /* "train" (NULL) or "test" */
+    const char *images; /* explicit IDX pair, overrides name */
     const char *labels;
     int shard, shards;     /* 1-based shard of shards; shards = 0: whole split */
     const char *partition; /* "shuffle" (NULL), "sample", "dirichlet" */
@@ -81,10 +83,10 @@ struct dataset;
 int dataset_open(const struct dataset_spec *spec, struct dataset **out, char *err, size_t errlen);
 void dataset_close(struct dataset *ds);
 
-size_t dataset_size(const struct dataset *ds);  /* samples in this shard */
-size_t dataset_total(const struct dataset *ds); /* samples in the split */
-int dataset_dim(const struct dataset *ds);      /* floats per sample */
-int dataset_classes(const struct dataset *ds);  /* max label + 1 over the split */
+size_t dataset_size(const struct dataset *ds);    /* samples in this shard */
+size_t dataset_total(const struct dataset *ds);   /* samples in the split */
+int dataset_dim(const struct dataset *ds);        /* floats per sample */
+int dataset_classes(const struct dataset *ds);    /* max label + 1 over the split */
 uint64_t dataset_epoch(const struct dataset *ds); /* completed passes of next_batch */
 
 /* Index into the split of shard position i (< dataset_size). */

@@ -102,8 +102,7 @@ static int header_dims(const char *path, const uint8_t *p, size_t avail, struct 
 static int header_parse(const char *path, const uint8_t *p, size_t avail, struct idx_header *h,
                         char *err, size_t errlen)
 {
-    if (header_magic(path, p, avail, h, err, errlen) < 0)
-        return -1;
+    if (header_magic(path, p, avail, h, err, errlen) < 0) return -1;
     return header_dims(path, p, avail, h, err, errlen);
 }
 
@@ -112,8 +111,7 @@ static int map_validated(const char *path, int fd, struct dataset_idx *idx, char
                          size_t errlen)
 {
     struct stat st;
-    if (fstat(fd, &st) < 0)
-        return fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) < 0) return fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
     size_t len = (size_t)st.st_size;
     void *map = len ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0) : NULL;
     if (map == MAP_FAILED)
@@ -121,19 +119,24 @@ static int map_validated(const char *path, int fd, struct dataset_idx *idx, char
     struct idx_header h;
     int rc = header_parse(path, map, len, &h, err, errlen);
     if (rc == 0 && len < h.header_bytes + h.data_bytes)
-        rc = fail(err, errlen, "dataset file %s: truncated: the header promises %zu data bytes, "
-                               "the file holds %zu",
+        rc = fail(err, errlen,
+                  "dataset file %s: truncated: the header promises %zu data bytes, "
+                  "the file holds %zu",
                   path, h.data_bytes, len - h.header_bytes);
     if (rc == 0 && len > h.header_bytes + h.data_bytes)
         rc = fail(err, errlen, "dataset file %s: %zu bytes after the IDX data", path,
                   len - h.header_bytes - h.data_bytes);
     if (rc < 0) {
-        if (map)
-            munmap(map, len);
+        if (map) munmap(map, len);
         return -1;
     }
-    *idx = (struct dataset_idx){.map = map, .map_len = len, .data = (uint8_t *)map + h.header_bytes,
-                                .type = h.type, .ndims = h.ndims, .count = h.dims[0], .item = 1};
+    *idx = (struct dataset_idx){.map = map,
+                                .map_len = len,
+                                .data = (uint8_t *)map + h.header_bytes,
+                                .type = h.type,
+                                .ndims = h.ndims,
+                                .count = h.dims[0],
+                                .item = 1};
     for (int i = 0; i < h.ndims; i++) {
         idx->dims[i] = h.dims[i];
         idx->item *= i ? h.dims[i] : 1;
@@ -144,8 +147,7 @@ static int map_validated(const char *path, int fd, struct dataset_idx *idx, char
 static int map_path(const char *path, struct dataset_idx *idx, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
+    if (fd < 0) return fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
     int rc = map_validated(path, fd, idx, err, errlen);
     close(fd);
     return rc;
@@ -155,8 +157,7 @@ static int map_path(const char *path, struct dataset_idx *idx, char *err, size_t
 
 static const char *cache_dir_of(const char *requested)
 {
-    if (requested && *requested)
-        return requested;
+    if (requested && *requested) return requested;
     const char *env = getenv("HIERNET_CACHE");
     return env && *env ? env : DATASET_DEFAULT_CACHE;
 }
@@ -167,12 +168,10 @@ static int mkdir_parents(const char *dir, char *err, size_t errlen)
     if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
         return fail(err, errlen, "dataset cache %s: path too long", dir);
     for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
+        if (*p != '/') continue;
         *p = '\0';
         if (mkdir(path, 0755) < 0 && errno != EEXIST)
-            return fail(err, errlen, "dataset cache %s: mkdir %s: %s", dir, path,
-                        strerror(errno));
+            return fail(err, errlen, "dataset cache %s: mkdir %s: %s", dir, path, strerror(errno));
         *p = '/';
     }
     if (mkdir(path, 0755) < 0 && errno != EEXIST)
@@ -193,17 +192,15 @@ static int cache_entry_path(const char *src, const struct stat *st, const char *
                             size_t outlen, char *err, size_t errlen)
 {
     char real[4096];
-    if (!realpath(src, real))
-        return fail(err, errlen, "dataset file %s: %s", src, strerror(errno));
+    if (!realpath(src, real)) return fail(err, errlen, "dataset file %s: %s", src, strerror(errno));
     uint64_t h = fnv1a(0xcbf29ce484222325ull, real, strlen(real));
     h = fnv1a(h, &st->st_size, sizeof st->st_size);
     h = fnv1a(h, &st->st_mtim, sizeof st->st_mtim);
     const char *base = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
     size_t stem = strlen(base);
-    if (stem > 3 && strcmp(base + stem - 3, ".gz") == 0)
-        stem -= 3;
-    if (snprintf(out, outlen, "%s/%.*s-%016llx.idx", dir, (int)stem, base,
-                 (unsigned long long)h) >= (int)outlen)
+    if (stem > 3 && strcmp(base + stem - 3, ".gz") == 0) stem -= 3;
+    if (snprintf(out, outlen, "%s/%.*s-%016llx.idx", dir, (int)stem, base, (unsigned long long)h) >=
+        (int)outlen)
         return fail(err, errlen, "dataset cache %s: path too long", dir);
     return 0;
 }
@@ -231,8 +228,9 @@ static int gz_read_exact(gzFile gz, const char *path, void *buf, size_t len, siz
         if (n < 0 || (zerr != Z_OK && zerr != Z_STREAM_END))
             return fail(err, errlen, "dataset file %s: corrupt gzip data (%s)", path, msg);
         if (n == 0)
-            return fail(err, errlen, "dataset file %s: truncated: the IDX header promises %zu "
-                                     "bytes, the gzip stream holds %zu",
+            return fail(err, errlen,
+                        "dataset file %s: truncated: the IDX header promises %zu "
+                        "bytes, the gzip stream holds %zu",
                         path, expected, *done);
         buf = (uint8_t *)buf + n;
         len -= (size_t)n;
@@ -246,10 +244,8 @@ static int write_all(int fd, const void *buf, size_t len, const char *what, char
 {
     while (len > 0) {
         ssize_t n = write(fd, buf, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return fail(err, errlen, "dataset cache %s: write: %s", what, strerror(errno));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return fail(err, errlen, "dataset cache %s: write: %s", what, strerror(errno));
         buf = (const uint8_t *)buf + n;
         len -= (size_t)n;
     }
@@ -265,8 +261,8 @@ static int gz_copy_idx(gzFile gz, const char *path, int out_fd, const char *tmp,
     size_t done = 0;
     if (gz_read_exact(gz, path, buf, 4, 4, &done, err, errlen) < 0 ||
         header_magic(path, buf, 4, &h, err, errlen) < 0 ||
-        gz_read_exact(gz, path, buf + 4, h.header_bytes - 4, h.header_bytes, &done, err,
-                      errlen) < 0 ||
+        gz_read_exact(gz, path, buf + 4, h.header_bytes - 4, h.header_bytes, &done, err, errlen) <
+            0 ||
         header_dims(path, buf, h.header_bytes, &h, err, errlen) < 0 ||
         write_all(out_fd, buf, h.header_bytes, tmp, err, errlen) < 0)
         return -1;
@@ -298,8 +294,7 @@ static int decompress_file(const char *path, int src_fd, int out_fd, const char 
     uint8_t *buf = malloc(IDX_COPY_CHUNK);
     int rc = -1;
     if (!gz || !buf) {
-        if (fd >= 0 && !gz)
-            close(fd);
+        if (fd >= 0 && !gz) close(fd);
         fail(err, errlen, "dataset file %s: cannot start decompression", path);
     } else {
         gzbuffer(gz, 1u << 17);
@@ -307,8 +302,7 @@ static int decompress_file(const char *path, int src_fd, int out_fd, const char 
     }
     if (rc == 0 && fdatasync(out_fd) < 0)
         rc = fail(err, errlen, "dataset cache %s: fsync: %s", tmp, strerror(errno));
-    if (gz)
-        gzclose(gz);
+    if (gz) gzclose(gz);
     free(buf);
     return rc;
 }
@@ -321,15 +315,13 @@ static int cache_fill(const char *path, int src_fd, const char *dir, const char 
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", dir);
     int out = mkstemp(tmp);
-    if (out < 0)
-        return fail(err, errlen, "dataset cache %s: %s", dir, strerror(errno));
+    if (out < 0) return fail(err, errlen, "dataset cache %s: %s", dir, strerror(errno));
     fchmod(out, 0644);
     int rc = decompress_file(path, src_fd, out, tmp, err, errlen);
     close(out);
     if (rc == 0 && rename(tmp, entry) < 0)
         rc = fail(err, errlen, "dataset cache %s: rename: %s", entry, strerror(errno));
-    if (rc < 0)
-        unlink(tmp);
+    if (rc < 0) unlink(tmp);
     return rc;
 }
 
@@ -337,39 +329,32 @@ static int cache_fill(const char *path, int src_fd, const char *dir, const char 
 static int cache_try(const char *entry, struct dataset_idx *idx)
 {
     char ignored[8];
-    if (access(entry, R_OK) < 0)
-        return 0;
+    if (access(entry, R_OK) < 0) return 0;
     return map_path(entry, idx, ignored, sizeof ignored) == 0;
 }
 
-static int open_gzip(const char *path, int fd, const char *requested_dir,
-                     struct dataset_idx *idx, char *err, size_t errlen)
+static int open_gzip(const char *path, int fd, const char *requested_dir, struct dataset_idx *idx,
+                     char *err, size_t errlen)
 {
     const char *dir = cache_dir_of(requested_dir);
     char entry[4200];
     struct stat st;
-    if (fstat(fd, &st) < 0)
-        return fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
-    if (cache_entry_path(path, &st, dir, entry, sizeof entry, err, errlen) < 0)
-        return -1;
-    if (cache_try(entry, idx))
-        return 0;
-    if (mkdir_parents(dir, err, errlen) < 0)
-        return -1;
+    if (fstat(fd, &st) < 0) return fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
+    if (cache_entry_path(path, &st, dir, entry, sizeof entry, err, errlen) < 0) return -1;
+    if (cache_try(entry, idx)) return 0;
+    if (mkdir_parents(dir, err, errlen) < 0) return -1;
     /* The lock makes concurrent starters wait for the first one's entry
      * instead of each decompressing the same file. */
     int lock = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (lock < 0 || flock(lock, LOCK_EX) < 0) {
         fail(err, errlen, "dataset cache %s: lock: %s", dir, strerror(errno));
-        if (lock >= 0)
-            close(lock);
+        if (lock >= 0) close(lock);
         return -1;
     }
     int rc = 0;
     if (!cache_try(entry, idx)) {
         rc = cache_fill(path, fd, dir, entry, err, errlen);
-        if (rc == 0)
-            rc = map_path(entry, idx, err, errlen);
+        if (rc == 0) rc = map_path(entry, idx, err, errlen);
     }
     close(lock); /* releases the flock */
     return rc;
@@ -380,8 +365,7 @@ int dataset_idx_open(const char *path, const char *cache_dir, struct dataset_idx
 {
     memset(idx, 0, sizeof *idx);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
+    if (fd < 0) return fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
     uint8_t magic[2] = {0, 0};
     ssize_t n = pread(fd, magic, 2, 0);
     int rc;
@@ -397,7 +381,6 @@ int dataset_idx_open(const char *path, const char *cache_dir, struct dataset_idx
 
 void dataset_idx_close(struct dataset_idx *idx)
 {
-    if (idx->map)
-        munmap(idx->map, idx->map_len);
+    if (idx->map) munmap(idx->map, idx->map_len);
     memset(idx, 0, sizeof *idx);
 }

@@ -25,8 +25,11 @@
  *
  * The workspace (activations, im2col buffers, gradients of activations) is
  * owned by the model and grows only when a call needs a larger batch than any
- * before, so steady-state training never allocates. Consequently a model is
- * not reentrant: one thread at a time per struct model (the peer's compute
+ * before, so steady-state training never allocates. Its size: about 4 bytes x
+ * batch x (sum of layer widths + 2 x the widest); cnn:lenet also keeps its
+ * im2col columns (135 KiB per sample) up to a 16 MiB budget (batch 121), and
+ * beyond it rebuilds them in 256 KiB chunks. Consequently a model is not
+ * reentrant: one thread at a time per struct model (the peer's compute
  * worker). Errors: functions return 0 or -1 and write a message into err. */
 #pragma once
 

@@ -86,21 +86,17 @@ static double log_gamma_large(struct rng *r, double shape)
     for (;;) {
         double x = rng_normal(r);
         double v = 1.0 + c * x;
-        if (v <= 0.0)
-            continue;
+        if (v <= 0.0) continue;
         v = v * v * v;
         double u = rng_uniform(r);
-        if (u <= 0.0)
-            continue;
-        if (log(u) < 0.5 * x * x + d - d * v + d * log(v))
-            return log(d) + log(v);
+        if (u <= 0.0) continue;
+        if (log(u) < 0.5 * x * x + d - d * v + d * log(v)) return log(d) + log(v);
     }
 }
 
 double rng_log_gamma(struct rng *r, double shape)
 {
-    if (shape >= 1.0)
-        return log_gamma_large(r, shape);
+    if (shape >= 1.0) return log_gamma_large(r, shape);
     double u;
     do
         u = rng_uniform(r);

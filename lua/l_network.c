@@ -7,6 +7,7 @@
 #include "controller/netrun.h"
 #include "controller/peer_client.h"
 #include "controller/proc.h"
+#include "controller/record.h"
 #include "controller/registry.h"
 #include "lua/lmsgpack.h"
 #include "lua/runtime.h"
@@ -16,6 +17,8 @@
 
 #include <lauxlib.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -889,6 +892,33 @@ static int node_request(lua_State *L, struct l_node *n, const char *method, int 
     return lua_yieldk(L, 0, 0, node_call_k);
 }
 
+/* ---- node failures ---- */
+
+/* node:kill(): the node crashes: its peer is SIGKILLed and its programs
+ * too; calls to it fail until node:restart(). */
+static int l_node_kill(lua_State *L)
+{
+    struct l_node *n = check_node(L, 1);
+    const char *name = n->net->topo->nodes[n->index].name;
+    node_client(L, n, "kill");
+    netrun_peer_kill(n->net->run, n->index);
+    for (struct l_proc *lp = n->net->procs; lp; lp = lp->next)
+        if (lp->proc && !lp->done && strcmp(lp->node, name) == 0) proc_kill(lp->proc, SIGKILL);
+    return 0;
+}
+
+/* node:restart(): a fresh peer (no tensors) in the same node; returns once it answers. */
+static int l_node_restart(lua_State *L)
+{
+    struct l_node *n = check_node(L, 1);
+    char err[512];
+    node_client(L, n, "restart");
+    if (netrun_peer_restart(n->net->run, n->index, err, sizeof err) < 0)
+        return luaL_error(L, "node '%s': restart: %s", n->net->topo->nodes[n->index].name, err);
+    lua_settop(L, 1);
+    return node_request(L, n, "ping", 2);
+}
+
 /* node:<command>(params): the command name is the closure's upvalue. */
 static int l_node_command(lua_State *L)
 {
@@ -962,6 +992,10 @@ static void create_node_meta(lua_State *L)
     lua_setfield(L, -2, "run");
     lua_pushcfunction(L, l_node_spawn);
     lua_setfield(L, -2, "spawn");
+    lua_pushcfunction(L, l_node_kill);
+    lua_setfield(L, -2, "kill");
+    lua_pushcfunction(L, l_node_restart);
+    lua_setfield(L, -2, "restart");
     lua_pushcclosure(L, l_node_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, l_node_tostring);
@@ -1008,9 +1042,12 @@ static void finish_stop(struct l_network *net)
 static void on_peer_exit(void *ctx, int node, int status)
 {
     struct l_network *net = ctx;
-    if (net->state == NET_STARTED)
-        hn_logf(net->rt, "node '%s': peer exited unexpectedly (wait status %d)",
-                net->topo->nodes[node].name, status);
+    if (net->state == NET_STARTED && WIFSIGNALED(status))
+        hn_logf(net->rt, "node '%s': peer killed by signal %d", net->topo->nodes[node].name,
+                WTERMSIG(status));
+    else if (net->state == NET_STARTED)
+        hn_logf(net->rt, "node '%s': peer exited with status %d", net->topo->nodes[node].name,
+                WEXITSTATUS(status));
     if (net->state == NET_STOPPING && netrun_peers_exited(net->run)) finish_stop(net);
 }
 
@@ -1094,6 +1131,30 @@ static int draw_instead(lua_State *L, struct l_network *net)
     return lua_yield(L, 0);
 }
 
+/* links.csv, shared by every network of the run that has counters (user backend). */
+static void sample_links(struct hn_runtime *rt, struct netrun *run)
+{
+    if (strcmp(netrun_backend(run), "user") != 0) return;
+    if (!rt->links_record) {
+        size_t n;
+        const char *const *columns = netrun_link_columns(&n);
+        char err[512];
+        struct record **grown = realloc(rt->records, (rt->n_records + 1) * sizeof *grown);
+        if (!grown) return;
+        rt->records = grown;
+        rt->links_record = record_open(rt->run->dir, "links", columns, n, err, sizeof err);
+        if (!rt->links_record) {
+            hn_logf(rt, "warning: no links.csv: %s", err);
+            return;
+        }
+        rt->records[rt->n_records++] = rt->links_record; /* closed with the others */
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double t0 = (double)now.tv_sec + now.tv_nsec / 1e9 - sched_now(rt->sched);
+    netrun_sample_links(run, rt->links_record, t0);
+}
+
 static int l_net_start(lua_State *L)
 {
     struct l_network *net = check_network(L, 1);
@@ -1121,6 +1182,7 @@ static int l_net_start(lua_State *L)
     else if (net->topo->backend != TOPO_BACKEND_NONE)
         hn_logf(rt, "network '%s': backend %s (%s)", net->topo->name, netrun_backend(net->run),
                 netrun_backend_reason(net->run));
+    sample_links(rt, net->run);
     lua_pushvalue(L, 1);
     net->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     net->state = NET_STARTING;

@@ -680,6 +680,9 @@ struct sched *sched_new(lua_State *L, struct ev_loop *loop)
     s->L = L;
     s->loop = loop;
     s->t0 = monotonic_s();
+    /* Lua leaves the main thread's extra space uninitialised; new threads
+     * copy it, so NULL here means "not a task" everywhere but in tasks. */
+    *(struct task **)lua_getextraspace(L) = NULL;
     lua_pushlightuserdata(L, s);
     lua_setfield(L, LUA_REGISTRYINDEX, SCHED_KEY);
     luaL_newmetatable(L, TASK_MT);

@@ -22,8 +22,9 @@ struct hn_runtime {
     struct run *run;
     FILE *log;                  /* results/<run>/log.txt, or NULL */
     struct l_network *networks; /* every network defined, newest first */
-    struct record **records;
+    struct record **records; /* every CSV of the run, closed at its end */
     size_t n_records;
+    struct record *links_record; /* links.csv (user backend), one of records */
     msgpack_sbuffer scratch; /* encodes a peer command's params */
     bool quiet;              /* no log lines on stderr */
     bool env_failure;        /* the failure came from the environment: exit 3 */

@@ -56,7 +56,7 @@ struct command_job {
     uint64_t count; /* tensor{size}; stats: requests received so far */
     bool has_range;
     uint64_t range_offset, range_count;
-    /* Result: the map entries run() packed, besides ms and cpu_ms. */
+    /* Result: the map entries run() packed, besides ms, cpu_ms and queue_ms. */
     struct peer_buffer body;
     msgpack_packer pk;
     uint32_t n_entries;
@@ -319,6 +319,7 @@ static bool stats_run(struct command_job *j)
     result_u64(j, "jobs", totals.jobs);
     result_u64(j, "overruns", totals.overruns);
     result_u64(j, "commands", j->count);
+    result_u64(j, "pid", (uint64_t)getpid()); /* for tests and `hiernet exec` users */
     return true;
 }
 

@@ -28,6 +28,7 @@ int peer_buffer_write(void *buffer, const char *bytes, size_t len)
 {
     struct peer_buffer *b = buffer;
     if (b->failed) return -1;
+    if (len == 0) return 0; /* bytes may then be NULL, which memcpy must not see */
     if (len > b->cap - b->len) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap - b->len < len) {

@@ -8,17 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Interface numbering inside every namespace: lo is 1, a switch's bridge 2,
- * then one ifindex per link end in link order. Chosen up front, so no
- * lookups are needed between creating a veth and configuring it. */
-#define IFINDEX_BRIDGE 2
-#define IFINDEX_FIRST 3
+/* Interface numbers are chosen up front from each namespace's free ones
+ * (topo_netns_ifindex_alloc: a new namespace may already hold fallback
+ * tunnel devices), so no lookups are needed between creating a veth and
+ * configuring it. A switch's bridge takes the first. */
 
 struct topo_kernel {
     const struct topo_network *net;
     const struct topo_routing *routing; /* the caller's; replayed when a link comes back up */
     struct topo_netns *ns;          /* one per node */
     int *ifindex_a, *ifindex_b;     /* per link: its ifindex in a's and b's namespace */
+    int *bridge_ifindex;            /* per node: its bridge (switches) */
     struct topo_shape_plan *plan_a; /* per link: what is installed on a's end (towards b) */
     struct topo_shape_plan *plan_b;
     struct topo_kernel_options opts;
@@ -38,7 +38,9 @@ static struct topo_kernel *kernel_alloc(const struct topo_network *net)
     k->ifindex_b = calloc(nl, sizeof *k->ifindex_b);
     k->plan_a = calloc(nl, sizeof *k->plan_a);
     k->plan_b = calloc(nl, sizeof *k->plan_b);
-    if (!k->ns || !k->ifindex_a || !k->ifindex_b || !k->plan_a || !k->plan_b) {
+    k->bridge_ifindex = calloc(nn, sizeof *k->bridge_ifindex);
+    if (!k->ns || !k->ifindex_a || !k->ifindex_b || !k->plan_a || !k->plan_b ||
+        !k->bridge_ifindex) {
         topo_kernel_destroy(k);
         return NULL;
     }
@@ -55,6 +57,7 @@ void topo_kernel_destroy(struct topo_kernel *k)
     free(k->ifindex_b);
     free(k->plan_a);
     free(k->plan_b);
+    free(k->bridge_ifindex);
     free(k);
 }
 
@@ -66,13 +69,13 @@ int topo_kernel_node_ns(const struct topo_kernel *k, int node)
 static void number_interfaces(struct topo_kernel *k)
 {
     const struct topo_network *net = k->net;
-    int *next = calloc(net->n_nodes ? net->n_nodes : 1, sizeof *next);
-    for (size_t i = 0; i < net->n_nodes; i++) next[i] = IFINDEX_FIRST;
+    for (size_t i = 0; i < net->n_nodes; i++)
+        if (net->nodes[i].kind == TOPO_NODE_SWITCH)
+            k->bridge_ifindex[i] = topo_netns_ifindex_alloc(&k->ns[i]);
     for (size_t l = 0; l < net->n_links; l++) {
-        k->ifindex_a[l] = next[net->links[l].a]++;
-        k->ifindex_b[l] = next[net->links[l].b]++;
+        k->ifindex_a[l] = topo_netns_ifindex_alloc(&k->ns[net->links[l].a]);
+        k->ifindex_b[l] = topo_netns_ifindex_alloc(&k->ns[net->links[l].b]);
     }
-    free(next);
 }
 
 /* ---- shaping plans ---- */
@@ -133,18 +136,31 @@ static int create_veths(struct topo_kernel *k, char *err, size_t errlen)
     return rc;
 }
 
-static void add_bridge(struct topo_kernel *k, int node, struct topo_nl_batch *b)
+/* Bridges exist before any link, so an ifindex the kernel picks for a link
+ * made by someone else (linkd's TAPs) cannot take a bridge's number. */
+static int create_bridges(struct topo_kernel *k, char *err, size_t errlen)
 {
     const struct topo_network *net = k->net;
-    topo_nl_batch_add(b, topo_nl_bridge_build("bridge", -1, IFINDEX_BRIDGE, 1),
-                      "switch %s: bridge", net->nodes[node].name);
+    for (size_t i = 0; i < net->n_nodes; i++) {
+        if (net->nodes[i].kind != TOPO_NODE_SWITCH) continue;
+        if (topo_nl_run(k->ns[i].sock, topo_nl_bridge_build("bridge", -1, k->bridge_ifindex[i], 1),
+                        err, errlen, "switch %s: bridge", net->nodes[i].name) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void enslave_ports(struct topo_kernel *k, int node, struct topo_nl_batch *b)
+{
+    const struct topo_network *net = k->net;
+    int bridge = k->bridge_ifindex[node];
     for (size_t l = 0; l < net->n_links; l++) {
         const struct topo_link *link = &net->links[l];
         if (link->a == node)
-            topo_nl_batch_add(b, topo_nl_link_master_build(k->ifindex_a[l], IFINDEX_BRIDGE),
+            topo_nl_batch_add(b, topo_nl_link_master_build(k->ifindex_a[l], bridge),
                               "switch %s: port %s", net->nodes[node].name, link->ifname_a);
         if (link->b == node)
-            topo_nl_batch_add(b, topo_nl_link_master_build(k->ifindex_b[l], IFINDEX_BRIDGE),
+            topo_nl_batch_add(b, topo_nl_link_master_build(k->ifindex_b[l], bridge),
                               "switch %s: port %s", net->nodes[node].name, link->ifname_b);
     }
 }
@@ -229,7 +245,7 @@ static int configure_interfaces(struct topo_kernel *k, int node, char *err, size
     topo_nl_batch_init(&b, k->ns[node].sock);
     add_link_ends(k, node, &b);
     if (n->kind == TOPO_NODE_SWITCH)
-        add_bridge(k, node, &b);
+        enslave_ports(k, node, &b);
     else
         topo_nl_batch_add(&b, topo_nl_addr_build(TOPO_NL_LOOPBACK_IFINDEX, n->node_addr, 32),
                           "node %s: node address", n->name);
@@ -257,8 +273,12 @@ int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_
     struct topo_kernel *k = kernel_alloc(net);
     if (!k) return snprintf(err, errlen, "network '%s': out of memory", net->name), -1;
     k->opts = *opts;
-    number_interfaces(k);
     if (create_namespaces(k, err, errlen) < 0) {
+        topo_kernel_destroy(k);
+        return -1;
+    }
+    number_interfaces(k);
+    if (create_bridges(k, err, errlen) < 0) {
         topo_kernel_destroy(k);
         return -1;
     }

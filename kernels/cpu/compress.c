@@ -64,14 +64,12 @@ int compress_method_parse(const char *name, enum compress_method *out, char *err
             return 0;
         }
     }
-    return fail(err, errlen, "compression \"%s\" is unknown (topk, int8, sign)",
-                name ? name : "");
+    return fail(err, errlen, "compression \"%s\" is unknown (topk, int8, sign)", name ? name : "");
 }
 
 size_t compress_topk_count(size_t n, double ratio)
 {
-    if (n == 0)
-        return 0;
+    if (n == 0) return 0;
     /* Rounded, not ceil'ed: 0.01 * 100 is 1.0000000000000002 in double. */
     double k = floor(ratio * (double)n + 0.5);
     return k < 1 ? 1 : k > (double)n ? n : (size_t)k;
@@ -189,16 +187,14 @@ static void topk_emit(const float *x, float *residual, size_t n, size_t k, uint3
             ties--;
         }
         if (!keep) {
-            if (residual)
-                residual[i] = in;
+            if (residual) residual[i] = in;
             continue;
         }
         uint32_t index = (uint32_t)i;
         memcpy(idx + 4 * out, &index, 4);
         memcpy(val + 4 * out, &in, 4);
         out++;
-        if (residual)
-            residual[i] = 0.0f;
+        if (residual) residual[i] = 0.0f;
     }
 }
 
@@ -210,8 +206,7 @@ static int encode_topk(double ratio, const float *x, float *residual, size_t n, 
     size_t above = 0;
     if (k > 0) {
         uint32_t *keys = malloc(n * sizeof *keys);
-        if (!keys)
-            return fail(err, errlen, "topk: cannot allocate %zu bytes of scratch", n * 4);
+        if (!keys) return fail(err, errlen, "topk: cannot allocate %zu bytes of scratch", n * 4);
         for (size_t i = 0; i < n; i++)
             keys[i] = magnitude_key(input_at(x, residual, i));
         threshold = select_rank(keys, n, n - k);
@@ -234,8 +229,7 @@ static int encode_int8(const float *x, float *residual, size_t n, uint8_t *out, 
         float a = fabsf(input_at(x, residual, i));
         max = a > max || a != a ? a : max; /* a NaN wins and is caught below */
     }
-    if (!isfinite(max))
-        return fail(err, errlen, "int8: the input holds a non-finite value");
+    if (!isfinite(max)) return fail(err, errlen, "int8: the input holds a non-finite value");
     float scale = max / 127.0f, inv = max > 0.0f ? 127.0f / max : 0.0f;
     put_header(out, COMPRESS_INT8, 0, n);
     memcpy(out + COMPRESS_HEADER_BYTES, &scale, 4);
@@ -244,8 +238,7 @@ static int encode_int8(const float *x, float *residual, size_t n, uint8_t *out, 
         float in = input_at(x, residual, i);
         float r = rintf(in * inv);
         q[i] = (int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
-        if (residual)
-            residual[i] = in - (float)q[i] * scale;
+        if (residual) residual[i] = in - (float)q[i] * scale;
     }
     return 0;
 }
@@ -257,8 +250,7 @@ static int encode_sign(const float *x, float *residual, size_t n, uint8_t *out, 
     for (size_t i = 0; i < n; i++)
         sum += fabsf(input_at(x, residual, i));
     float scale = n ? (float)(sum / (double)n) : 0.0f;
-    if (!isfinite(scale))
-        return fail(err, errlen, "sign: the input holds a non-finite value");
+    if (!isfinite(scale)) return fail(err, errlen, "sign: the input holds a non-finite value");
     put_header(out, COMPRESS_SIGN, 0, n);
     memcpy(out + COMPRESS_HEADER_BYTES, &scale, 4);
     uint8_t *bits = out + COMPRESS_HEADER_BYTES + 4;
@@ -267,8 +259,7 @@ static int encode_sign(const float *x, float *residual, size_t n, uint8_t *out, 
         float in = input_at(x, residual, i);
         int negative = in < 0.0f;
         bits[i / 8] |= (uint8_t)(negative << (i % 8));
-        if (residual)
-            residual[i] = in - (negative ? -scale : scale);
+        if (residual) residual[i] = in - (negative ? -scale : scale);
     }
     return 0;
 }
@@ -282,16 +273,14 @@ int compress_encode(enum compress_method method, double ratio, const float *x, f
     if (method == COMPRESS_TOPK && n > UINT32_MAX)
         return fail(err, errlen, "topk: %zu elements exceed 32-bit indices", n);
     size_t need = compress_size(method, n, ratio);
-    if (need == 0)
-        return fail(err, errlen, "compression method %d is unknown", (int)method);
+    if (need == 0) return fail(err, errlen, "compression method %d is unknown", (int)method);
     if (cap < need)
         return fail(err, errlen, "%s: output holds %zu bytes, %zu needed",
                     compress_method_name(method), cap, need);
     int rc = method == COMPRESS_TOPK   ? encode_topk(ratio, x, residual, n, out, err, errlen)
              : method == COMPRESS_INT8 ? encode_int8(x, residual, n, out, err, errlen)
                                        : encode_sign(x, residual, n, out, err, errlen);
-    if (rc == 0)
-        *len = need;
+    if (rc == 0) *len = need;
     return rc;
 }
 
@@ -326,8 +315,8 @@ int compress_inspect(const void *buf, size_t len, struct compress_info *info, ch
     info->k = get_u32(p + 4);
     info->n = (uint64_t)get_u32(p + 8) | (uint64_t)get_u32(p + 12) << 32;
     if (info->method == COMPRESS_TOPK ? info->k > info->n : info->k != 0)
-        return fail(err, errlen, "compressed tensor: k %u invalid for %s of %llu elements",
-                    info->k, compress_method_name(info->method), (unsigned long long)info->n);
+        return fail(err, errlen, "compressed tensor: k %u invalid for %s of %llu elements", info->k,
+                    compress_method_name(info->method), (unsigned long long)info->n);
     /* n bounded by len first, so body_size cannot overflow. */
     if (info->method != COMPRESS_TOPK && info->n / 8 > len)
         return fail(err, errlen, "compressed tensor: %zu bytes cannot hold %llu elements", len,
@@ -339,20 +328,21 @@ int compress_inspect(const void *buf, size_t len, struct compress_info *info, ch
     return 0;
 }
 
-static int decode_topk(const uint8_t *body, uint32_t k, float *out, size_t n, bool add,
-                       char *err, size_t errlen)
+static int decode_topk(const uint8_t *body, uint32_t k, float *out, size_t n, bool add, char *err,
+                       size_t errlen)
 {
     const uint8_t *idx = body, *val = body + 4 * (size_t)k;
     uint32_t prev = 0;
     for (uint32_t j = 0; j < k; j++) {
         uint32_t i = get_u32(idx + 4 * (size_t)j);
         if (i >= n || (j > 0 && i <= prev))
-            return fail(err, errlen, "compressed tensor: topk index %u at %u out of order or "
-                                     "range", i, j);
+            return fail(err, errlen,
+                        "compressed tensor: topk index %u at %u out of order or "
+                        "range",
+                        i, j);
         prev = i;
     }
-    if (!add)
-        memset(out, 0, n * sizeof(float));
+    if (!add) memset(out, 0, n * sizeof(float));
     for (uint32_t j = 0; j < k; j++) {
         float v;
         memcpy(&v, val + 4 * (size_t)j, 4);
@@ -373,7 +363,7 @@ static int decode_scaled(const struct compress_info *info, const uint8_t *body, 
     if (info->method == COMPRESS_SIGN && n % 8 && (data[n / 8] >> (n % 8)))
         return fail(err, errlen, "compressed tensor: sign padding bits are set");
     for (size_t i = 0; i < n; i++) {
-        float v = info->method == COMPRESS_INT8 ? (float)(int8_t)data[i] * scale
+        float v = info->method == COMPRESS_INT8  ? (float)(int8_t)data[i] * scale
                   : (data[i / 8] >> (i % 8)) & 1 ? -scale
                                                  : scale;
         out[i] = add ? out[i] + v : v;
@@ -385,13 +375,11 @@ int compress_decode(const void *buf, size_t len, float *out, size_t n, bool add,
                     size_t errlen)
 {
     struct compress_info info;
-    if (compress_inspect(buf, len, &info, err, errlen) < 0)
-        return -1;
+    if (compress_inspect(buf, len, &info, err, errlen) < 0) return -1;
     if (info.n != n)
         return fail(err, errlen, "compressed tensor: holds %llu elements, target has %zu",
                     (unsigned long long)info.n, n);
     const uint8_t *body = (const uint8_t *)buf + COMPRESS_HEADER_BYTES;
-    if (info.method == COMPRESS_TOPK)
-        return decode_topk(body, info.k, out, n, add, err, errlen);
+    if (info.method == COMPRESS_TOPK) return decode_topk(body, info.k, out, n, add, err, errlen);
     return decode_scaled(&info, body, out, n, add, err, errlen);
 }

@@ -7,8 +7,6 @@
 
 #include <cblas.h>
 #include <errno.h>
-#include <float.h>
-#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,7 +30,7 @@
 #define MODEL_EVAL_MIN_BATCH 64
 /* Convolution columns (im2col) of a whole batch are kept from the forward
  * pass for the backward one while all conv layers' columns fit in this many
- * bytes (cnn:lenet: up to batch 115). Past that, the columns are built in
+ * bytes (cnn:lenet: up to batch 121). Past that, the columns are built in
  * chunks of MODEL_CONV_CHUNK_BYTES and rebuilt in the backward pass: keeping
  * is ~10% faster (measured on lenet), chunking bounds the memory per model. */
 #ifndef MODEL_KEEP_COLUMNS_BYTES /* overridable to benchmark both paths */
@@ -44,29 +42,29 @@ enum layer_kind { LAYER_DENSE, LAYER_CONV, LAYER_POOL, LAYER_FLATTEN };
 
 struct layer {
     enum layer_kind kind;
-    int relu;                      /* ReLU fused onto the output */
-    int in_c, in_h, in_w;          /* input shape; dense: in_c features */
-    int out_c, out_h, out_w;       /* output shape */
-    int kernel, pad;               /* conv: square kernel and zero padding */
+    int relu;                /* ReLU fused onto the output */
+    int in_c, in_h, in_w;    /* input shape; dense: in_c features */
+    int out_c, out_h, out_w; /* output shape */
+    int kernel, pad;         /* conv: square kernel and zero padding */
     size_t weight_offset, bias_offset;
-    size_t in_size, out_size;      /* floats per sample */
-    size_t col_size;               /* conv: im2col floats per sample */
+    size_t in_size, out_size; /* floats per sample */
+    size_t col_size;          /* conv: im2col floats per sample */
 };
 
 struct model {
     char *spec;
-    int in_c, in_h, in_w;          /* input shape of the first layer */
+    int in_c, in_h, in_w; /* input shape of the first layer */
     struct layer layers[MODEL_MAX_LAYERS];
     int layer_count;
     size_t param_count;
-    int capacity;                  /* workspace batch size */
-    float *workspace;              /* one block holding everything below */
-    float *act[MODEL_MAX_LAYERS];  /* per-layer outputs, kept for backward */
-    int keep_columns;              /* columns kept per layer, else one shared chunk */
+    int capacity;                     /* workspace batch size */
+    float *workspace;                 /* one block holding everything below */
+    float *act[MODEL_MAX_LAYERS];     /* per-layer outputs, kept for backward */
+    int keep_columns;                 /* columns kept per layer, else one shared chunk */
     float *columns[MODEL_MAX_LAYERS]; /* conv: kept im2col columns of the batch */
-    float *col;                    /* shared chunk of columns when not keeping */
-    float *delta[2];               /* ping-pong activation gradients */
-    float *ones;                   /* all 1: bias gradients as GEMV row sums */
+    float *col;                       /* shared chunk of columns when not keeping */
+    float *delta[2];                  /* ping-pong activation gradients */
+    float *ones;                      /* all 1: bias gradients as GEMV row sums */
 };
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -172,18 +170,18 @@ static int parse_sizes(const char *spec, const char *list, int *sizes, int cap, 
     int count = 0;
     const char *p = list;
     for (;;) {
-        char *end;
+        char *end = (char *)p;
+        long v = -1;
         errno = 0;
-        long v = (*p >= '0' && *p <= '9') ? strtol(p, &end, 10) : (end = (char *)p, -1);
+        if (*p >= '0' && *p <= '9') /* strtol alone would accept "+5" and " 5" */
+            v = strtol(p, &end, 10);
         if (end == p || errno || v < 1 || v > MODEL_MAX_WIDTH || (*end != '-' && *end != '\0'))
-            return fail(err, errlen,
-                        "model spec \"%s\": layer size %d is not an integer in 1..%d", spec,
-                        count + 1, MODEL_MAX_WIDTH);
+            return fail(err, errlen, "model spec \"%s\": layer size %d is not an integer in 1..%d",
+                        spec, count + 1, MODEL_MAX_WIDTH);
         if (count == cap)
             return fail(err, errlen, "model spec \"%s\": more than %d layer sizes", spec, cap);
         sizes[count++] = (int)v;
-        if (*end == '\0')
-            return count;
+        if (*end == '\0') return count;
         p = end + 1;
     }
 }
@@ -193,12 +191,10 @@ static int build_dense_stack(struct model *m, const char *spec, const char *list
 {
     int sizes[MODEL_MAX_LAYERS + 1];
     int n = parse_sizes(spec, list, sizes, MODEL_MAX_LAYERS + 1, err, errlen);
-    if (n < 0)
-        return -1;
+    if (n < 0) return -1;
     if (is_logreg && n != 2)
         return fail(err, errlen, "model spec \"%s\": logreg takes exactly IN-OUT", spec);
-    if (n < 2)
-        return fail(err, errlen, "model spec \"%s\": mlp needs at least IN-OUT", spec);
+    if (n < 2) return fail(err, errlen, "model spec \"%s\": mlp needs at least IN-OUT", spec);
     for (int i = 0; i + 1 < n; i++)
         add_dense(m, sizes[i], sizes[i + 1], i + 2 < n);
     return 0;
@@ -208,8 +204,7 @@ static int parse_spec(struct model *m, const char *spec, char *err, size_t errle
 {
     if (strncmp(spec, "logreg:", 7) == 0)
         return build_dense_stack(m, spec, spec + 7, 1, err, errlen);
-    if (strncmp(spec, "mlp:", 4) == 0)
-        return build_dense_stack(m, spec, spec + 4, 0, err, errlen);
+    if (strncmp(spec, "mlp:", 4) == 0) return build_dense_stack(m, spec, spec + 4, 0, err, errlen);
     if (strcmp(spec, "cnn:lenet") == 0) {
         build_lenet(m);
         return 0;
@@ -225,8 +220,7 @@ static int parse_spec(struct model *m, const char *spec, char *err, size_t errle
 int model_create(const char *spec, int max_batch, struct model **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (!spec)
-        return fail(err, errlen, "model spec is missing");
+    if (!spec) return fail(err, errlen, "model spec is missing");
     struct model *m = calloc(1, sizeof *m);
     if (!m || !(m->spec = strdup(spec))) {
         free(m);
@@ -252,8 +246,7 @@ int model_create(const char *spec, int max_batch, struct model **out, char *err,
 
 void model_destroy(struct model *m)
 {
-    if (!m)
-        return;
+    if (!m) return;
     free(m->workspace);
     free(m->spec);
     free(m);
@@ -304,10 +297,9 @@ static int keeps_columns(const struct model *m, size_t batch)
 /* Samples per im2col chunk of a conv layer: the batch when columns are kept. */
 static int conv_chunk(const struct layer *l, int batch, int keep)
 {
+    if (keep) return batch;
     size_t per_sample = l->col_size * sizeof(float);
     size_t chunk = MODEL_CONV_CHUNK_BYTES / (per_sample ? per_sample : 1);
-    if (keep)
-        return batch;
     return chunk < 1 ? 1 : chunk > (size_t)batch ? batch : (int)chunk;
 }
 
@@ -315,8 +307,7 @@ static int conv_chunk(const struct layer *l, int batch, int keep)
  * when base is given. */
 static void carve(float *base, size_t *used, size_t n, float **slot)
 {
-    if (base)
-        *slot = base + *used;
+    if (base) *slot = base + *used;
     *used += aligned_floats(n);
 }
 
@@ -333,11 +324,9 @@ static size_t workspace_layout(struct model *m, size_t batch, float *base)
         carve(base, &used, l->out_size * batch, &m->act[i]);
         widest = l->in_size > widest ? l->in_size : widest;
         widest = l->out_size > widest ? l->out_size : widest;
-        if (l->kind != LAYER_CONV)
-            continue;
+        if (l->kind != LAYER_CONV) continue;
         size_t chunk_cols = l->col_size * (size_t)conv_chunk(l, (int)batch, keep);
-        if (keep)
-            carve(base, &used, chunk_cols, &m->columns[i]);
+        if (keep) carve(base, &used, chunk_cols, &m->columns[i]);
         col = chunk_cols > col ? chunk_cols : col;
         ones = batch * l->out_h * l->out_w > ones ? batch * l->out_h * l->out_w : ones;
     }
@@ -347,8 +336,7 @@ static size_t workspace_layout(struct model *m, size_t batch, float *base)
     carve(base, &used, ones, &m->ones);
     for (size_t i = 0; base && i < ones; i++)
         m->ones[i] = 1.0f;
-    if (base)
-        m->keep_columns = keep;
+    if (base) m->keep_columns = keep;
     return used;
 }
 
@@ -357,13 +345,12 @@ int model_reserve(struct model *m, int batch, char *err, size_t errlen)
     if (batch < 1 || batch > MODEL_MAX_BATCH)
         return fail(err, errlen, "model \"%s\": batch %d is outside 1..%d", m->spec, batch,
                     MODEL_MAX_BATCH);
-    if (batch <= m->capacity)
-        return 0;
+    if (batch <= m->capacity) return 0;
     void *block = NULL;
     size_t bytes = workspace_layout(m, (size_t)batch, NULL) * sizeof(float);
     if (posix_memalign(&block, 64, bytes) != 0)
-        return fail(err, errlen, "model \"%s\": cannot allocate %zu bytes of workspace",
-                    m->spec, bytes);
+        return fail(err, errlen, "model \"%s\": cannot allocate %zu bytes of workspace", m->spec,
+                    bytes);
     free(m->workspace);
     m->workspace = block;
     m->capacity = batch;
@@ -376,10 +363,8 @@ int model_reserve(struct model *m, int batch, char *err, size_t errlen)
 /* Multiply-accumulates of a layer's forward GEMM per sample. */
 static double layer_macs(const struct layer *l)
 {
-    if (l->kind == LAYER_DENSE)
-        return (double)l->in_size * l->out_size;
-    if (l->kind == LAYER_CONV)
-        return (double)l->col_size * l->out_c;
+    if (l->kind == LAYER_DENSE) return (double)l->in_size * l->out_size;
+    if (l->kind == LAYER_CONV) return (double)l->col_size * l->out_c;
     return 0;
 }
 
@@ -401,18 +386,17 @@ double model_grad_flops(const struct model *m)
     return 2 * macs;
 }
 
-static int shape_put(struct model_gemm_shape *s, int cap, int n, int ta, int tb, int rows,
-                     int cols, int inner)
+static int shape_put(struct model_gemm_shape *s, int cap, int n, int ta, int tb, int rows, int cols,
+                     int inner)
 {
-    if (n < cap)
-        s[n] = (struct model_gemm_shape){ta, tb, rows, cols, inner};
+    if (n < cap) s[n] = (struct model_gemm_shape){ta, tb, rows, cols, inner};
     return n + 1;
 }
 
 /* The GEMMs of dense_forward/backward and conv_forward/backward, in the
  * order model_grad runs them; keep in step with those functions. */
-static int conv_shapes(const struct layer *l, int batch, int keep, int backward,
-                       int first_layer, struct model_gemm_shape *s, int cap, int n)
+static int conv_shapes(const struct layer *l, int batch, int keep, int backward, int first_layer,
+                       struct model_gemm_shape *s, int cap, int n)
 {
     int pixels = l->out_h * l->out_w, patch = l->in_c * l->kernel * l->kernel;
     int step = conv_chunk(l, batch, keep);
@@ -423,8 +407,7 @@ static int conv_shapes(const struct layer *l, int batch, int keep, int backward,
             continue;
         }
         n = shape_put(s, cap, n, 0, 1, l->out_c, patch, cols);
-        if (!first_layer)
-            n = shape_put(s, cap, n, 1, 0, patch, cols, l->out_c);
+        if (!first_layer) n = shape_put(s, cap, n, 1, 0, patch, cols, l->out_c);
     }
     return n;
 }
@@ -445,8 +428,7 @@ int model_gemm_shapes(const struct model *m, int batch, struct model_gemm_shape 
         const struct layer *l = &m->layers[i];
         if (l->kind == LAYER_DENSE) {
             n = shape_put(s, cap, n, 1, 0, l->out_c, l->in_c, batch);
-            if (i > 0)
-                n = shape_put(s, cap, n, 0, 0, batch, l->in_c, l->out_c);
+            if (i > 0) n = shape_put(s, cap, n, 0, 0, batch, l->in_c, l->out_c);
         } else if (l->kind == LAYER_CONV) {
             n = conv_shapes(l, batch, keep, 1, i == 0, s, cap, n);
         }
@@ -476,14 +458,12 @@ int model_init(const struct model *m, float *params, const char *method, uint64_
         return fail(err, errlen, "model \"%s\": unknown init \"%s\" (default, xavier, zeros)",
                     m->spec, method);
     memset(params, 0, m->param_count * sizeof(float));
-    if (zeros)
-        return 0;
+    if (zeros) return 0;
     struct rng r;
     rng_seed(&r, seed, 0x1417);
     for (int i = 0; i < m->layer_count; i++) {
         const struct layer *l = &m->layers[i];
-        if (l->kind != LAYER_DENSE && l->kind != LAYER_CONV)
-            continue;
+        if (l->kind != LAYER_DENSE && l->kind != LAYER_CONV) continue;
         size_t weights = l->bias_offset - l->weight_offset;
         double area = l->kind == LAYER_CONV ? (double)l->kernel * l->kernel : 1.0;
         double fan_in = l->in_c * area, fan_out = l->out_c * area;
@@ -536,10 +516,9 @@ static void dense_backward(const struct model *m, const struct layer *l, const f
                            int batch)
 {
     int in = (int)l->in_size, out = (int)l->out_size;
-    if (l->relu)
-        relu_mask(dy, y, (size_t)batch * out);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dy, out, x, in,
-                0.0f, grad + l->weight_offset, in);
+    if (l->relu) relu_mask(dy, y, (size_t)batch * out);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dy, out, x, in, 0.0f,
+                grad + l->weight_offset, in);
     cblas_sgemv(CblasRowMajor, CblasTrans, batch, out, 1.0f, dy, out, m->ones, 1, 0.0f,
                 grad + l->bias_offset, 1);
     if (dx)
@@ -611,8 +590,7 @@ static void im2col(const struct layer *l, const float *in, float *col, struct co
 {
     size_t cols = (size_t)c.count * l->out_h * l->out_w, plane = (size_t)l->in_h * l->in_w;
     int k = l->kernel;
-    if (l->pad)
-        memset(col, 0, cols * (size_t)conv_patch(l) * sizeof(float));
+    if (l->pad) memset(col, 0, cols * (size_t)conv_patch(l) * sizeof(float));
     for (int ch = 0; ch < l->in_c; ch++) {
         const float *src = in + ((size_t)ch * c.total + c.first) * plane;
         for (int ky = 0; ky < k; ky++)
@@ -672,8 +650,8 @@ static void bias_relu_planes(float *y, int channels, size_t n, const float *b, i
     }
 }
 
-static void conv_forward(struct model *m, int index, const float *params, const float *x,
-                         float *y, int batch)
+static void conv_forward(struct model *m, int index, const float *params, const float *x, float *y,
+                         int batch)
 {
     const struct layer *l = &m->layers[index];
     int pixels = l->out_h * l->out_w, n = batch * pixels, patch = conv_patch(l);
@@ -701,20 +679,17 @@ static void conv_backward(struct model *m, int index, const float *params, const
     int step = conv_chunk(l, batch, m->keep_columns);
     float *col = m->keep_columns ? m->columns[index] : m->col;
     const float *y = m->act[index];
-    if (l->relu && !masked)
-        relu_mask(dy, y, (size_t)n * l->out_c);
+    if (l->relu && !masked) relu_mask(dy, y, (size_t)n * l->out_c);
     cblas_sgemv(CblasRowMajor, CblasNoTrans, l->out_c, n, 1.0f, dy, n, m->ones, 1, 0.0f,
                 grad + l->bias_offset, 1);
     for (int first = 0; first < batch; first += step) {
         struct conv_chunk c = {first, batch - first < step ? batch - first : step, batch};
         const float *dy_chunk = dy + (size_t)first * pixels;
-        if (!m->keep_columns)
-            im2col(l, x, col, c);
+        if (!m->keep_columns) im2col(l, x, col, c);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, l->out_c, patch, c.count * pixels,
                     1.0f, dy_chunk, n, col, c.count * pixels, first ? 1.0f : 0.0f,
                     grad + l->weight_offset, patch);
-        if (!dx)
-            continue;
+        if (!dx) continue;
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, patch, c.count * pixels, l->out_c,
                     1.0f, params + l->weight_offset, patch, dy_chunk, n, 0.0f, col,
                     c.count * pixels);
@@ -810,8 +785,7 @@ static void softmax_xent(const float *logits, const int32_t *labels, int batch, 
             sum += exp((double)z[c] - max);
         *loss_sum += log(sum) - ((double)z[labels[b]] - max);
         *correct += best == labels[b];
-        if (!dlogits)
-            continue;
+        if (!dlogits) continue;
         float *d = dlogits + (size_t)b * classes;
         for (int c = 0; c < classes; c++)
             d[c] = (float)(exp((double)z[c] - max) / sum / batch);
@@ -842,8 +816,7 @@ static const float *forward(struct model *m, const float *params, const float *x
 /* A conv layer whose ReLU mask the pool above it applies (pool_backward). */
 static int relu_masked_by_pool(const struct model *m, int i)
 {
-    return i + 1 < m->layer_count && m->layers[i + 1].kind == LAYER_POOL &&
-           m->layers[i].relu;
+    return i + 1 < m->layer_count && m->layers[i + 1].kind == LAYER_POOL && m->layers[i].relu;
 }
 
 /* Expects the d loss / d logits in m->delta[0]. */
@@ -857,11 +830,9 @@ static void backward(struct model *m, const float *params, const float *x, float
         if (l->kind == LAYER_DENSE)
             dense_backward(m, l, params, in, m->act[i], dy, grad, dx_or_null, batch);
         else if (l->kind == LAYER_CONV)
-            conv_backward(m, i, params, in, dy, grad, dx_or_null, batch,
-                          relu_masked_by_pool(m, i));
+            conv_backward(m, i, params, in, dy, grad, dx_or_null, batch, relu_masked_by_pool(m, i));
         else if (l->kind == LAYER_POOL)
-            pool_backward(l, in, m->act[i], dy, dx, batch,
-                          i > 0 && relu_masked_by_pool(m, i - 1));
+            pool_backward(l, in, m->act[i], dy, dx, batch, i > 0 && relu_masked_by_pool(m, i - 1));
         else
             flatten_backward(l, dy, dx, batch);
         float *t = dy;

@@ -83,8 +83,7 @@ static int config_check(const struct optim_config *c, char *err, size_t errlen)
     if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f))
         return fail(err, errlen, "%s: beta1 %g and beta2 %g must be in [0, 1)", name, c->beta1,
                     c->beta2);
-    if (!(c->eps > 0.0f))
-        return fail(err, errlen, "%s: eps %g must be > 0", name, c->eps);
+    if (!(c->eps > 0.0f)) return fail(err, errlen, "%s: eps %g must be > 0", name, c->eps);
     return 0;
 }
 
@@ -107,11 +106,9 @@ int optim_create(const struct optim_config *cfg, size_t n, struct optim **out, c
                  size_t errlen)
 {
     *out = NULL;
-    if (config_check(cfg, err, errlen) < 0)
-        return -1;
+    if (config_check(cfg, err, errlen) < 0) return -1;
     struct optim *o = calloc(1, sizeof *o);
-    if (!o)
-        return fail(err, errlen, "optimizer: out of memory");
+    if (!o) return fail(err, errlen, "optimizer: out of memory");
     o->cfg = *cfg;
     o->n = n;
     if (state_alloc(o, err, errlen) < 0) {
@@ -124,8 +121,7 @@ int optim_create(const struct optim_config *cfg, size_t n, struct optim **out, c
 
 void optim_destroy(struct optim *o)
 {
-    if (!o)
-        return;
+    if (!o) return;
     free(o->first);
     free(o->second);
     free(o);
@@ -133,8 +129,7 @@ void optim_destroy(struct optim *o)
 
 int optim_configure(struct optim *o, const struct optim_config *cfg, char *err, size_t errlen)
 {
-    if (config_check(cfg, err, errlen) < 0)
-        return -1;
+    if (config_check(cfg, err, errlen) < 0) return -1;
     enum optim_method before = o->cfg.method;
     o->cfg = *cfg;
     return cfg->method == before ? 0 : state_alloc(o, err, errlen);
@@ -147,10 +142,8 @@ const struct optim_config *optim_config(const struct optim *o)
 
 void optim_reset(struct optim *o)
 {
-    if (o->first)
-        memset(o->first, 0, o->n * sizeof(float));
-    if (o->second)
-        memset(o->second, 0, o->n * sizeof(float));
+    if (o->first) memset(o->first, 0, o->n * sizeof(float));
+    if (o->second) memset(o->second, 0, o->n * sizeof(float));
     o->steps = 0;
 }
 

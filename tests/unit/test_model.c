@@ -293,7 +293,7 @@ static void gradient_check(const char *spec, const struct block *blocks, int nbl
     model_destroy(m);
 }
 
-/* Past MODEL_KEEP_COLUMNS_BYTES (16 MiB: batch 116 for lenet) convolution
+/* Past MODEL_KEEP_COLUMNS_BYTES (16 MiB: batch 122 for lenet) convolution
  * rebuilds its columns in chunks; a 130-sample gradient that way must equal
  * the mean of two 65-sample gradients computed with kept columns. */
 static void test_conv_chunked_path(void)

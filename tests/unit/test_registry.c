@@ -84,7 +84,7 @@ static void register_dead_run(const char *hint, const pid_t *peers, size_t n, co
 {
     pid_t child = fork();
     if (child == 0) {
-        char err[512], node[16];
+        char err[512], node[32];
         struct registry *reg = registry_open(hint, "/tmp/results dir", err, sizeof err);
         if (!reg) _exit(1);
         for (size_t i = 0; i < n; i++) {
@@ -165,6 +165,67 @@ static void test_proc_identity(void)
     CHECK(registry_dot_owner(".sweep-x-1-a", &owner, &rest) < 0);
 }
 
+static void add_nodes(struct registry *a, pid_t peer)
+{
+    char err[512];
+
+    CHECK(registry_add_node(a, "net", "n1", peer, 0, err, sizeof err) == 0);
+    CHECK(registry_add_node(a, "net", "n2", getpid(), 4026532000UL, err, sizeof err) == 0);
+    CHECK(registry_add_node(a, "other", "n2", getpid(), 0, err, sizeof err) == 0);
+    CHECK(registry_add_node(a, "net", "n1", peer, 7, err, sizeof err) == 0); /* restart: replaces */
+    CHECK(registry_add_node(a, "net", "bad name", peer, 0, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "bad name");
+    CHECK(registry_add_node(a, "net", "gone", 999999999, 0, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "999999999");
+    CHECK(registry_add_cgroup(a, "relative/path", err, sizeof err) < 0);
+    CHECK(registry_commit(a, err, sizeof err) == 0);
+}
+
+/* Returns the number of nodes run "demo" lists. */
+static size_t check_lookups(pid_t peer)
+{
+    char err[512];
+    struct registry_list list;
+    const struct registry_run_entry *run;
+    const struct registry_node_entry *node;
+    size_t n_nodes = 0;
+
+    CHECK(registry_list(&list, err, sizeof err) == 0);
+    CHECK(registry_find_run(&list, "demo", &run) == REGISTRY_MATCH_ONE && run->alive);
+    if (run && (n_nodes = run->n_nodes) == 3) {
+        CHECK(run->controller.pid == getpid());
+        CHECK_STREQ(run->results, "/tmp/results");
+        CHECK(registry_find_node(run, "n1", &node) == REGISTRY_MATCH_ONE &&
+              node->peer.pid == peer && node->ns_inode == 7);
+        CHECK(registry_find_node(run, "n2", &node) == REGISTRY_MATCH_AMBIGUOUS);
+        CHECK(registry_find_node(run, "other/n2", &node) == REGISTRY_MATCH_ONE &&
+              !strcmp(node->network, "other"));
+        CHECK(registry_find_node(run, "n9", &node) == REGISTRY_MATCH_NONE);
+    }
+    CHECK(list.count == 3);
+    CHECK(registry_find_run(&list, "dem", &run) == REGISTRY_MATCH_AMBIGUOUS);
+    CHECK(registry_find_run(&list, "demo-", &run) == REGISTRY_MATCH_ONE &&
+          !strcmp(run->id, "demo-2"));
+    CHECK(registry_find_run(&list, "my", &run) == REGISTRY_MATCH_ONE);
+    CHECK(registry_find_run(&list, "zzz", &run) == REGISTRY_MATCH_NONE);
+    registry_list_free(&list);
+    return n_nodes;
+}
+
+/* Live runs are never swept, nor their peers killed. */
+static void check_live_not_swept(pid_t peer)
+{
+    char path[512];
+    struct events e;
+    struct registry_sweep_counts counts;
+
+    CHECK(sweep(&e, &counts) == 0);
+    CHECK(counts.live == 3 && counts.runs == 0 && counts.peers == 0);
+    CHECK(kill(peer, 0) == 0);
+    snprintf(path, sizeof path, "%s/demo-2", root);
+    CHECK(exists(path));
+}
+
 static void test_open_and_list(void)
 {
     char err[512], path[512];
@@ -181,52 +242,13 @@ static void test_open_and_list(void)
     snprintf(path, sizeof path, "%s/demo/run", root);
     CHECK(exists(path));
 
-    CHECK(registry_add_node(a, "net", "n1", peer, 0, err, sizeof err) == 0);
-    CHECK(registry_add_node(a, "net", "n2", getpid(), 4026532000UL, err, sizeof err) == 0);
-    CHECK(registry_add_node(a, "other", "n2", getpid(), 0, err, sizeof err) == 0);
-    CHECK(registry_add_node(a, "net", "n1", peer, 7, err, sizeof err) == 0); /* restart: replaces */
-    CHECK(registry_add_node(a, "net", "bad name", peer, 0, err, sizeof err) < 0);
-    CHECK_CONTAINS(err, "bad name");
-    CHECK(registry_add_node(a, "net", "gone", 999999999, 0, err, sizeof err) < 0);
-    CHECK_CONTAINS(err, "999999999");
-    CHECK(registry_add_cgroup(a, "relative/path", err, sizeof err) < 0);
-    CHECK(registry_commit(a, err, sizeof err) == 0);
-
-    struct registry_list list;
-    const struct registry_run_entry *run;
-    const struct registry_node_entry *node;
-    CHECK(registry_list(&list, err, sizeof err) == 0);
-    CHECK(list.count == 3);
-    CHECK(registry_find_run(&list, "demo", &run) == REGISTRY_MATCH_ONE && run->alive);
-    if (run) {
-        CHECK(run->n_nodes == 3);
-        CHECK(run->controller.pid == getpid());
-        CHECK_STREQ(run->results, "/tmp/results");
-        CHECK(registry_find_node(run, "n1", &node) == REGISTRY_MATCH_ONE &&
-              node->peer.pid == peer && node->ns_inode == 7);
-        CHECK(registry_find_node(run, "n2", &node) == REGISTRY_MATCH_AMBIGUOUS);
-        CHECK(registry_find_node(run, "other/n2", &node) == REGISTRY_MATCH_ONE &&
-              !strcmp(node->network, "other"));
-        CHECK(registry_find_node(run, "n9", &node) == REGISTRY_MATCH_NONE);
-    }
-    CHECK(registry_find_run(&list, "dem", &run) == REGISTRY_MATCH_AMBIGUOUS);
-    CHECK(registry_find_run(&list, "demo-", &run) == REGISTRY_MATCH_ONE &&
-          !strcmp(run->id, "demo-2"));
-    CHECK(registry_find_run(&list, "my", &run) == REGISTRY_MATCH_ONE);
-    CHECK(registry_find_run(&list, "zzz", &run) == REGISTRY_MATCH_NONE);
-    registry_list_free(&list);
-
-    /* Live runs are never swept, nor their peers killed. */
-    struct events e;
-    struct registry_sweep_counts counts;
-    CHECK(sweep(&e, &counts) == 0);
-    CHECK(counts.live == 3 && counts.runs == 0 && counts.peers == 0);
-    CHECK(kill(peer, 0) == 0);
-    snprintf(path, sizeof path, "%s/demo-2", root);
-    CHECK(exists(path));
-
+    add_nodes(a, peer);
+    CHECK(check_lookups(peer) == 3);
+    check_live_not_swept(peer);
     registry_remove_network(a, "other");
     CHECK(registry_commit(a, err, sizeof err) == 0);
+    CHECK(check_lookups(peer) == 2);
+
     snprintf(path, sizeof path, "%s/demo", root);
     CHECK(registry_close_and_remove(a, err, sizeof err) == 0);
     CHECK(!exists(path));
@@ -257,19 +279,27 @@ static void test_sweep_dead(void)
     snprintf(path, sizeof path, "%s/dead", root);
     CHECK(!exists(path));
     stop_sleeper(reused);
+}
 
-    /* A controller pid that was reused: the run is dead, however alive the pid. */
+/* A controller pid that was reused makes the run dead however alive the pid
+ * is; a registration whose process died is swept, a live one's is not. */
+static void test_sweep_reused_controller(void)
+{
+    char path[512];
+    struct events e;
+    struct registry_sweep_counts counts;
     struct registry_proc self;
+    FILE *f;
+
     registry_proc_read(getpid(), &self);
     snprintf(path, sizeof path, "%s/ghost", root);
     mkdir(path, 0755);
     snprintf(path, sizeof path, "%s/ghost/run", root);
-    FILE *f = fopen(path, "w");
-    if (f)
+    if ((f = fopen(path, "w")) != NULL) {
         fprintf(f, "hiernet-registry 1\ncontroller %ld %llu\nresults \n", (long)self.pid,
-                self.start + 1),
-            fclose(f);
-    /* An unfinished registration of a dead process, and one of a live one. */
+                self.start + 1);
+        fclose(f);
+    }
     snprintf(path, sizeof path, "%s/.tmp-999999998-1-0", root);
     mkdir(path, 0755);
     snprintf(path, sizeof path, "%s/.tmp-%ld-%llu-77", root, (long)self.pid, self.start);
@@ -373,19 +403,10 @@ static void test_sweep_cgroups(void)
     snprintf(pid_text, sizeof pid_text, "pids %ld", (long)stranger);
     CHECK_CONTAINS(e.text, pid_text);
 
-    /* Once the stranger is gone, a later sweep (another process) finishes. */
+    /* Once the stranger is gone, a later sweep finishes the released run. */
     stop_sleeper(stranger);
-    pid_t child = fork();
-    if (child == 0) {
-        struct registry_sweep_counts c2;
-        _exit(registry_sweep_stale(NULL, NULL, &c2, err, sizeof err) == 0 && c2.runs == 1 &&
-                      c2.cgroups == 2
-                  ? 0
-                  : 1);
-    }
-    int status = -1;
-    waitpid(child, &status, 0);
-    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "second sweep status %d", status);
+    CHECK(sweep(&e, &counts) == 0);
+    CHECK_MSG(counts.runs == 1 && counts.cgroups == 2, "second sweep: %s", e.text);
     CHECK(!exists(run_path));
     topo_cgroup_run_remove(&cg, run_id, err, sizeof err);
 }
@@ -414,6 +435,7 @@ int main(void)
     test_proc_identity();
     test_open_and_list();
     test_sweep_dead();
+    test_sweep_reused_controller();
     test_sweep_refuses_non_cgroup();
     test_cost();
     test_sweep_cgroups();

@@ -7,7 +7,7 @@
  * spends in GEMM, i.e. what im2col, pooling, bias, ReLU and softmax cost.
  * Readable lines first, the JSON summary as the very last line.
  *
- * Usage: bench-kernels [--batch N] [--seconds S] [--threads T]
+ * Usage: bench_kernels [--batch N] [--seconds S] [--threads T]
  * Owns everything it allocates; exits 2 on bad usage, 1 on kernel errors. */
 #include <cblas.h>
 #include <stdio.h>
@@ -58,8 +58,8 @@ static float *random_floats(struct rng *r, size_t n)
 
 static int same_shape(const struct model_gemm_shape *x, const struct model_gemm_shape *y)
 {
-    return x->trans_a == y->trans_a && x->trans_b == y->trans_b && x->m == y->m &&
-           x->n == y->n && x->k == y->k;
+    return x->trans_a == y->trans_a && x->trans_b == y->trans_b && x->m == y->m && x->n == y->n &&
+           x->k == y->k;
 }
 
 static int gemm_setup(struct gemm_buffers *g, const struct model *m, int batch, struct rng *r)
@@ -69,21 +69,18 @@ static int gemm_setup(struct gemm_buffers *g, const struct model *m, int batch, 
     g->a = calloc((size_t)g->count, sizeof *g->a);
     g->b = calloc((size_t)g->count, sizeof *g->b);
     g->c = calloc((size_t)g->count, sizeof *g->c);
-    if (!g->shapes || !g->a || !g->b || !g->c)
-        return -1;
+    if (!g->shapes || !g->a || !g->b || !g->c) return -1;
     model_gemm_shapes(m, batch, g->shapes, g->count);
     for (int i = 0; i < g->count; i++) {
         const struct model_gemm_shape *s = &g->shapes[i];
         int twin = 0;
         while (twin < i && !same_shape(&g->shapes[twin], s))
             twin++;
-        if (twin < i)
-            continue; /* shares the buffers of shape `twin` (a is NULL here) */
+        if (twin < i) continue; /* shares the buffers of shape `twin` (a is NULL here) */
         g->a[i] = random_floats(r, (size_t)s->m * s->k);
         g->b[i] = random_floats(r, (size_t)s->k * s->n);
         g->c[i] = random_floats(r, (size_t)s->m * s->n);
-        if (!g->a[i] || !g->b[i] || !g->c[i])
-            return -1;
+        if (!g->a[i] || !g->b[i] || !g->c[i]) return -1;
     }
     return 0;
 }
@@ -137,8 +134,7 @@ static double time_round(int (*step)(void *), void *arg, double budget)
     int n = 0;
     double start = now(), elapsed;
     do {
-        if (step(arg) < 0)
-            return -1;
+        if (step(arg) < 0) return -1;
         n++;
     } while ((elapsed = now() - start) < budget);
     return elapsed / n;
@@ -148,15 +144,14 @@ static double time_round(int (*step)(void *), void *arg, double budget)
 
 /* Best-of-ROUNDS for both, in alternating rounds, so that load from other
  * processes on the host hits both sides alike instead of skewing the ratio. */
-static int time_pair(int (*a)(void *), void *a_arg, int (*b)(void *), void *b_arg,
-                     double budget, double *t_a, double *t_b)
+static int time_pair(int (*a)(void *), void *a_arg, int (*b)(void *), void *b_arg, double budget,
+                     double *t_a, double *t_b)
 {
     *t_a = *t_b = 1e30;
     for (int round = 0; round < ROUNDS; round++) {
         double ta = time_round(a, a_arg, budget / ROUNDS);
         double tb = time_round(b, b_arg, budget / ROUNDS);
-        if (ta < 0 || tb < 0)
-            return -1;
+        if (ta < 0 || tb < 0) return -1;
         *t_a = ta < *t_a ? ta : *t_a;
         *t_b = tb < *t_b ? tb : *t_b;
     }
@@ -169,7 +164,7 @@ static int model_step(void *arg)
     char err[256];
     float loss;
     if (model_grad(r->m, r->params, r->x, r->labels, r->batch, r->grad, &loss, err, sizeof err)) {
-        fprintf(stderr, "bench-kernels: %s\n", err);
+        fprintf(stderr, "bench_kernels: %s\n", err);
         return -1;
     }
     return 0;
@@ -186,7 +181,7 @@ static int bench_model(const char *spec, const struct options *o, struct result 
     char err[256];
     struct model_run run = {.batch = o->batch};
     if (model_create(spec, o->batch, &run.m, err, sizeof err) < 0) {
-        fprintf(stderr, "bench-kernels: %s\n", err);
+        fprintf(stderr, "bench_kernels: %s\n", err);
         return -1;
     }
     struct rng r;
@@ -202,7 +197,7 @@ static int bench_model(const char *spec, const struct options *o, struct result 
     struct gemm_buffers g = {0};
     if (gemm_setup(&g, run.m, o->batch, &r) < 0 || !run.params || !run.grad || !run.x ||
         !run.labels) {
-        fprintf(stderr, "bench-kernels: out of memory\n");
+        fprintf(stderr, "bench_kernels: out of memory\n");
         return -1;
     }
 
@@ -230,18 +225,18 @@ static int bench_model(const char *spec, const struct options *o, struct result 
 static int parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){.batch = 64, .seconds = 1.5, .threads = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--batch") && v)
+    for (int i = 1; i + 1 < argc; i += 2) { /* --name value pairs */
+        const char *v = argv[i + 1];
+        if (!strcmp(argv[i], "--batch"))
             o->batch = atoi(v);
-        else if (!strcmp(argv[i], "--seconds") && v)
+        else if (!strcmp(argv[i], "--seconds"))
             o->seconds = atof(v);
-        else if (!strcmp(argv[i], "--threads") && v)
+        else if (!strcmp(argv[i], "--threads"))
             o->threads = atoi(v);
         else
             return -1;
-        i++;
     }
+    if (argc % 2 == 0) return -1; /* a name without its value */
     return o->batch > 0 && o->seconds > 0 && o->threads > 0 ? 0 : -1;
 }
 
@@ -249,15 +244,14 @@ int main(int argc, char **argv)
 {
     struct options o;
     if (parse_options(argc, argv, &o) < 0) {
-        fprintf(stderr, "usage: bench-kernels [--batch N] [--seconds S] [--threads T]\n");
+        fprintf(stderr, "usage: bench_kernels [--batch N] [--seconds S] [--threads T]\n");
         return 2;
     }
     openblas_set_num_threads(o.threads);
     bench_clock = o.threads == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
     printf("OpenBLAS %s, %d thread(s); GFLOP/s count 2 per multiply-add of the GEMMs, "
            "timed by %s\n",
-           openblas_get_config(), o.threads,
-           o.threads == 1 ? "thread CPU time" : "wall clock");
+           openblas_get_config(), o.threads, o.threads == 1 ? "thread CPU time" : "wall clock");
     struct result mlp, cnn;
     if (bench_model("mlp:784-256-128-10", &o, &mlp) < 0 || bench_model("cnn:lenet", &o, &cnn) < 0)
         return 1;
@@ -266,8 +260,8 @@ int main(int argc, char **argv)
            "\"mlp_ms_per_step\":%.3f,"
            "\"cnn_gflops\":%.2f,\"cnn_sgemm_gflops\":%.2f,\"cnn_ratio\":%.3f,"
            "\"cnn_ms_per_step\":%.3f}\n",
-           o.batch, o.threads, o.threads == 1 ? "thread_cpu" : "wall", mlp.model_gflops, mlp.sgemm_gflops,
-           mlp.model_gflops / mlp.sgemm_gflops, mlp.ms_per_step, cnn.model_gflops,
+           o.batch, o.threads, o.threads == 1 ? "thread_cpu" : "wall", mlp.model_gflops,
+           mlp.sgemm_gflops, mlp.model_gflops / mlp.sgemm_gflops, mlp.ms_per_step, cnn.model_gflops,
            cnn.sgemm_gflops, cnn.model_gflops / cnn.sgemm_gflops, cnn.ms_per_step);
     return 0;
 }

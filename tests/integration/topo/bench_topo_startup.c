@@ -4,9 +4,9 @@
  * every namespace with lo up, a node address, both link addresses and a
  * default route, then teardown. Last line: one JSON object of the figures.
  *
- * The ring gives every namespace two interfaces with explicit ifindexes (2
- * for the end it owns, 3 for its neighbour's), so no lookups are needed:
- * the pattern the topology engine can use. */
+ * The ring gives every namespace two interfaces whose ifindexes are chosen
+ * up front (topo_netns_ifindex_alloc), so no lookups are needed: the pattern
+ * the topology engine can use. */
 #include <arpa/inet.h>
 #include <netlink/msg.h>
 
@@ -15,6 +15,7 @@
 #include "topo/nl.h"
 
 static char err[512];
+static int *r_if, *l_if; /* per node: its end of the next link, of the previous */
 
 /* 10.(i / 250).(i % 250 * 1).x style plans would do; a flat /30 per link
  * from 10.128.0.0 and node addresses from 10.64.0.0 keep it simple. */
@@ -38,8 +39,11 @@ static int make_links(struct nl_sock *host, struct topo_netns *ns, size_t n)
     for (size_t i = 0; i < n; i++) {
         snprintf(a_name, sizeof a_name, "r%u", (unsigned)i);
         snprintf(b_name, sizeof b_name, "l%u", (unsigned)((i + 1) % n));
-        struct topo_nl_veth_end a = {.ns_fd = ns[i].fd, .name = a_name, .ifindex = 2};
-        struct topo_nl_veth_end b = {.ns_fd = ns[(i + 1) % n].fd, .name = b_name, .ifindex = 3};
+        r_if[i] = topo_netns_ifindex_alloc(&ns[i]);
+        l_if[(i + 1) % n] = topo_netns_ifindex_alloc(&ns[(i + 1) % n]);
+        struct topo_nl_veth_end a = {.ns_fd = ns[i].fd, .name = a_name, .ifindex = r_if[i]};
+        struct topo_nl_veth_end b = {
+            .ns_fd = ns[(i + 1) % n].fd, .name = b_name, .ifindex = l_if[(i + 1) % n]};
         topo_nl_batch_add(&batch, topo_nl_veth_build(&a, &b, 1500, 1), "veth %s/%s", a_name,
                           b_name);
     }
@@ -55,11 +59,11 @@ static int configure_node(struct topo_netns *ns, size_t i, size_t n)
 {
     size_t previous = (i + n - 1) % n;
     struct topo_nl_route route = {
-        .gateway = link_addr(i, 1), .ifindex = 2, .pref_src = node_addr(i)};
+        .gateway = link_addr(i, 1), .ifindex = r_if[i], .pref_src = node_addr(i)};
     struct topo_nl_route back = {.dst = node_addr(previous),
                                  .dst_len = 32,
                                  .gateway = link_addr(previous, 0),
-                                 .ifindex = 3,
+                                 .ifindex = l_if[i],
                                  .pref_src = node_addr(i)};
     struct topo_nl_batch batch;
     int rc;
@@ -67,9 +71,9 @@ static int configure_node(struct topo_netns *ns, size_t i, size_t n)
     topo_nl_batch_init(&batch, ns->sock);
     topo_nl_batch_add(&batch, topo_nl_link_updown_build(1, 1), "lo up");
     topo_nl_batch_add(&batch, topo_nl_addr_build(1, node_addr(i), 32), "node address");
-    topo_nl_batch_add(&batch, topo_nl_addr_build(2, link_addr(i, 0), 30), "r address");
-    topo_nl_batch_add(&batch, topo_nl_link_updown_build(3, 1), "l up");
-    topo_nl_batch_add(&batch, topo_nl_addr_build(3, link_addr(previous, 1), 30), "l address");
+    topo_nl_batch_add(&batch, topo_nl_addr_build(r_if[i], link_addr(i, 0), 30), "r address");
+    topo_nl_batch_add(&batch, topo_nl_link_updown_build(l_if[i], 1), "l up");
+    topo_nl_batch_add(&batch, topo_nl_addr_build(l_if[i], link_addr(previous, 1), 30), "l address");
     topo_nl_batch_add(&batch, topo_nl_route_build(&route, 0), "default route");
     topo_nl_batch_add(&batch, topo_nl_route_build(&back, 0), "route back");
     rc = topo_nl_batch_run(&batch, err, sizeof err);
@@ -82,15 +86,16 @@ static int configure_node_unbatched(struct topo_netns *ns, size_t i, size_t n)
 {
     size_t previous = (i + n - 1) % n;
     struct topo_nl_route route = {
-        .gateway = link_addr(i, 1), .ifindex = 2, .pref_src = node_addr(i)};
+        .gateway = link_addr(i, 1), .ifindex = r_if[i], .pref_src = node_addr(i)};
     struct topo_nl_route back = {.dst = node_addr(previous),
                                  .dst_len = 32,
                                  .gateway = link_addr(previous, 0),
-                                 .ifindex = 3,
+                                 .ifindex = l_if[i],
                                  .pref_src = node_addr(i)};
     return topo_nl_loopback_setup(ns->sock, node_addr(i), err, sizeof err) ||
-           topo_nl_addr_add(ns->sock, 2, link_addr(i, 0), 30, "r", err, sizeof err) ||
-           topo_nl_interface_up(ns->sock, 3, "l", link_addr(previous, 1), 30, err, sizeof err) ||
+           topo_nl_addr_add(ns->sock, r_if[i], link_addr(i, 0), 30, "r", err, sizeof err) ||
+           topo_nl_interface_up(ns->sock, l_if[i], "l", link_addr(previous, 1), 30, err,
+                                sizeof err) ||
            topo_nl_route_add(ns->sock, &route, 0, err, sizeof err) ||
            topo_nl_route_add(ns->sock, &back, 0, err, sizeof err);
 }
@@ -99,14 +104,16 @@ int main(int argc, char **argv)
 {
     size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 1000;
     struct topo_netns *ns = calloc(n, sizeof *ns);
+    r_if = calloc(n > 100 ? n : 100, sizeof *r_if);
+    l_if = calloc(n > 100 ? n : 100, sizeof *l_if);
     unsigned flags = TOPO_NETNS_SOCKET | TOPO_NETNS_FORWARDING | TOPO_NETNS_NO_IPV6;
     struct nl_sock *host;
     double t0, t_ns, t_links, t_config, t_close, t_one;
     int failed = 0;
 
-    helper_require_root();
+    helper_require_root("needs root (network namespaces, veth)");
     helper_raise_fd_limit();
-    if (!ns || n < 3) CHECK_SKIP("need at least 3 nodes");
+    if (!ns || !r_if || !l_if || n < 3) CHECK_SKIP("need at least 3 nodes");
     host = topo_nl_open(err, sizeof err);
     CHECK_MSG(host != NULL, "%s", err);
 
@@ -163,5 +170,7 @@ int main(int argc, char **argv)
            (t_config - t_links) / (double)n * 1e6, t_one * 1e6,
            t_one / ((t_config - t_links) / (double)n));
     free(ns);
+    free(r_if);
+    free(l_if);
     return check_report();
 }

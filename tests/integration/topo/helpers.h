@@ -27,9 +27,9 @@ static inline double helper_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static inline void helper_require_root(void)
+static inline void helper_require_root(const char *why)
 {
-    if (geteuid() != 0) CHECK_SKIP("needs root (network namespaces, veth, qdiscs)");
+    if (geteuid() != 0) CHECK_SKIP(why);
     if (access("/proc/thread-self/ns/net", R_OK) != 0)
         CHECK_SKIP("no /proc/thread-self/ns/net: kernel without network namespaces");
 }

@@ -62,7 +62,7 @@ int main(void)
     pid_t child;
     double used;
 
-    helper_require_root();
+    helper_require_root("needs root (cgroup directories)");
     CHECK_OK(topo_cgroup_detect(&cgroup, err, sizeof err));
     topo_cgroup_describe(&cgroup, description, sizeof description);
     printf("cpu controller: %s\n", description);

@@ -75,6 +75,21 @@ static void route(struct topo_netns *ns, const char *dst, unsigned len, const ch
     CHECK_OK(topo_nl_route_add(ns->sock, &r, 0, err, sizeof err));
 }
 
+/* TOPO_NETNS_NO_IPV6: links made afterwards have IPv6 off. */
+static void check_no_ipv6(struct topo_netns *ns, const char *ifname)
+{
+    char path[128], value[8] = "";
+    int saved, fd;
+
+    snprintf(path, sizeof path, "/proc/sys/net/ipv6/conf/%s/disable_ipv6", ifname);
+    CHECK_OK(topo_netns_enter(ns->fd, &saved, err, sizeof err));
+    fd = open(path, O_RDONLY);
+    CHECK_OK(topo_netns_leave(&saved, err, sizeof err));
+    if (fd < 0) return; /* a kernel without IPv6 */
+    CHECK(read(fd, value, sizeof value - 1) > 0 && value[0] == '1');
+    close(fd);
+}
+
 /* A - R - B; node addresses 10.251.0.{1,2,3} on the loopbacks. */
 static void test_line(unsigned long *inodes)
 {
@@ -89,6 +104,7 @@ static void test_line(unsigned long *inodes)
     link_pair(&ns[1], "hn-h4-r1", 0, "10.250.0.5", &ns[2], "hn-h4-b0", "10.250.0.6", &r1, &b0);
     CHECK(a0 == 10); /* the ifindex asked for */
     CHECK(!helper_host_has_link("hn-h4-a0") && !helper_host_has_link("hn-h4-r0"));
+    check_no_ipv6(&ns[0], "hn-h4-a0");
     CHECK_OK(topo_nl_loopback_setup(ns[0].sock, ip("10.251.0.1"), err, sizeof err));
     CHECK_OK(topo_nl_loopback_setup(ns[1].sock, ip("10.251.0.2"), err, sizeof err));
     CHECK_OK(topo_nl_loopback_setup(ns[2].sock, ip("10.251.0.3"), err, sizeof err));
@@ -124,6 +140,17 @@ static void test_line(unsigned long *inodes)
         topo_netns_close(&ns[i]);
 }
 
+struct link_count {
+    int links, ports;
+};
+
+static void count_link(const char *name, int ifindex, void *ctx)
+{
+    struct link_count *count = ctx;
+    count->links += ifindex > 0;
+    count->ports += strncmp(name, "hn-h4-p", 7) == 0;
+}
+
 /* Three hosts on one bridge in a switch namespace, one subnet. */
 static void test_switch(unsigned long *inodes)
 {
@@ -145,15 +172,28 @@ static void test_switch(unsigned long *inodes)
         snprintf(addr, sizeof addr, "10.252.0.%d", i + 1);
         struct topo_nl_veth_end a = {.ns_fd = host[i].fd, .name = host_name};
         struct topo_nl_veth_end b = {.ns_fd = sw.fd, .name = port_name};
+        a.ifindex = topo_netns_ifindex_alloc(&host[i]);
+        CHECK(a.ifindex >= 2); /* after lo */
         CHECK_OK(topo_nl_veth_add(sw.sock, &a, &b, 0, 1, err, sizeof err));
         port = topo_nl_link_index(sw.sock, port_name, err, sizeof err);
         host_if = topo_nl_link_index(host[i].sock, host_name, err, sizeof err);
+        CHECK_MSG(host_if == a.ifindex, "%s got ifindex %d, not %d", host_name, host_if, a.ifindex);
         CHECK_OK(topo_nl_link_set_master(sw.sock, port, bridge, port_name, err, sizeof err));
         CHECK_OK(topo_nl_link_set_up(sw.sock, port, 1, port_name, err, sizeof err));
         CHECK_OK(topo_nl_addr_add(host[i].sock, host_if, ip(addr), 24, host_name, err, sizeof err));
     }
     CHECK_MSG(helper_ping(host[0].fd, "10.252.0.3") == 0, "h0 cannot reach h2 over the bridge");
     CHECK_MSG(helper_ping(host[2].fd, "10.252.0.2") == 0, "h2 cannot reach h1 over the bridge");
+
+    /* One dump lists lo, the bridge and its three ports. */
+    struct link_count count = {0, 0};
+    CHECK_OK(topo_nl_link_list(sw.sock, count_link, &count, err, sizeof err));
+    CHECK_MSG(count.links == 5 && count.ports == 3, "%d links, %d ports", count.links, count.ports);
+    /* Deleting a port deletes the veth: its other end leaves host 2. */
+    CHECK_OK(topo_nl_link_delete(sw.sock, port, "hn-h4-p2", err, sizeof err));
+    CHECK(topo_nl_link_index(host[2].sock, "hn-h4-h2", err, sizeof err) < 0);
+    CHECK_MSG(helper_ping(host[0].fd, "10.252.0.3") != 0, "h2 answers without a link");
+    CHECK_MSG(helper_ping(host[0].fd, "10.252.0.2") == 0, "h1 lost its link too");
     topo_netns_close(&sw);
     for (int i = 0; i < 3; i++)
         topo_netns_close(&host[i]);
@@ -198,7 +238,7 @@ int main(void)
     unsigned long line[3], segment[4];
     int own_before, own_after;
 
-    helper_require_root();
+    helper_require_root("needs root (network namespaces, veth, routes)");
     if (!helper_have("ping")) CHECK_SKIP("ping is not installed");
     own_before = helper_count_fds();
     test_enter_leave_and_sysctl();

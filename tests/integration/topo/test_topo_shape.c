@@ -33,16 +33,16 @@ static uint32_t ip(const char *text)
 
 static int pair_create(struct pair *p)
 {
-    struct topo_nl_veth_end a = {.ns_fd = -1, .name = "hn-h4-a0", .ifindex = 2};
-    struct topo_nl_veth_end b = {.ns_fd = -1, .name = "hn-h4-b0", .ifindex = 2};
+    struct topo_nl_veth_end a = {.name = "hn-h4-a0"}, b = {.name = "hn-h4-b0"};
     unsigned flags = TOPO_NETNS_LO_UP | TOPO_NETNS_NO_IPV6;
 
-    if (topo_netns_create_many(&p->a, 1, flags, 1, err, sizeof err) < 0 ||
-        topo_netns_create_many(&p->b, 1, flags, 1, err, sizeof err) < 0)
+    if (topo_netns_create(&p->a, flags, err, sizeof err) < 0 ||
+        topo_netns_create(&p->b, flags, err, sizeof err) < 0)
         return -1;
     a.ns_fd = p->a.fd;
     b.ns_fd = p->b.fd;
-    p->a_if = p->b_if = 2; /* fresh namespaces: lo is 1, so 2 is free */
+    a.ifindex = p->a_if = topo_netns_ifindex_alloc(&p->a);
+    b.ifindex = p->b_if = topo_netns_ifindex_alloc(&p->b);
     if (topo_nl_veth_add(p->a.sock, &a, &b, 1500, 1, err, sizeof err) < 0 ||
         topo_nl_addr_add(p->a.sock, p->a_if, ip("10.253.0.1"), 30, "hn-h4-a0", err, sizeof err) ||
         topo_nl_interface_up(p->b.sock, p->b_if, "hn-h4-b0", ip("10.253.0.2"), 30, err,
@@ -89,7 +89,7 @@ int main(void)
     struct topo_shape_plan htb100, htb1g, htb30, tbf100;
     unsigned long inodes[2];
 
-    helper_require_root();
+    helper_require_root("needs root (network namespaces, veth, qdiscs)");
     if (!helper_have("iperf3")) CHECK_SKIP("iperf3 is not installed");
     htb100 = plan_for(100000000, TOPO_SHAPE_ROOT_HTB);
     htb1g = plan_for(1000000000, TOPO_SHAPE_ROOT_HTB);
