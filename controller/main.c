@@ -9,6 +9,7 @@
 #include <msgpack.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,8 +159,20 @@ static int cmd_scenario(const char *cmd, int argc, char **argv)
     return code;
 }
 
+/* A network holds a namespace fd, a netlink socket and a control socket per
+ * node: 1000 nodes need more than the usual soft limit of 1024 fds. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    raise_fd_limit();
     if (argc < 2) {
         fputs(main_usage, stderr);
         return EXIT_USAGE;

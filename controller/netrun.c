@@ -34,7 +34,8 @@ struct netrun {
     char reason[640];
     struct topo_routing routing;
     struct topo_kernel *kernel;
-    struct linkd_client *linkd; /* backend user */
+    struct linkd_client **linkd; /* backend user: link l is served by linkd[l % n_linkd] */
+    size_t n_linkd;
     struct netrun_peer *peers; /* one per node; client NULL for switches */
     struct topo_cgroup cgroup;
     bool cgroups_made;
@@ -47,8 +48,12 @@ struct netrun {
     struct record *links_record;
     ev_timer sample_timer;
     double t0; /* CLOCK_MONOTONIC of the run's start */
-    bool sample_pending;
+    size_t samples_pending;
 };
+
+/* One linkd process forwards this many links before another is started (up
+ * to one per core): a process is one event loop on one core. */
+#define LINKS_PER_LINKD 64
 
 /* ---- backend choice ---- */
 
@@ -122,16 +127,37 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
 
 /* ---- topology ---- */
 
+static int start_linkds(struct netrun *nr, char *err, size_t errlen)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t want = (nr->net->n_links + LINKS_PER_LINKD - 1) / LINKS_PER_LINKD;
+    if (want < 1) want = 1;
+    if (cores > 0 && want > (size_t)cores) want = (size_t)cores;
+    nr->linkd = calloc(want, sizeof *nr->linkd);
+    if (!nr->linkd) return snprintf(err, errlen, "out of memory"), -1;
+    for (; nr->n_linkd < want; nr->n_linkd++) {
+        struct linkd_client *lc = linkd_client_start(nr->loop, err, errlen);
+        if (!lc) return -1;
+        nr->linkd[nr->n_linkd] = lc;
+        char name[32];
+        snprintf(name, sizeof name, "@linkd%zu", nr->n_linkd + 1);
+        if (nr->registry && registry_add_node(nr->registry, nr->net->name, name,
+                                              linkd_client_pid(lc), 0, err, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static struct linkd_client *linkd_of(const struct netrun *nr, int link)
+{
+    return nr->linkd[(size_t)link % nr->n_linkd];
+}
+
 /* Backend user: linkd makes every link a TAP pair it forwards between. */
 static int make_user_links(struct netrun *nr, char *err, size_t errlen)
 {
     const struct topo_network *net = nr->net;
-    nr->linkd = linkd_client_start(nr->loop, err, errlen);
-    if (!nr->linkd) return -1;
-    if (nr->registry &&
-        registry_add_node(nr->registry, net->name, "@linkd", linkd_client_pid(nr->linkd), 0, err,
-                          errlen) < 0)
-        return -1;
+    if (start_linkds(nr, err, errlen) < 0) return -1;
     for (size_t l = 0; l < net->n_links; l++) {
         const struct topo_link *link = &net->links[l];
         char path_a[64], path_b[64];
@@ -141,7 +167,7 @@ static int make_user_links(struct netrun *nr, char *err, size_t errlen)
         snprintf(path_b, sizeof path_b, "/proc/%d/fd/%d", (int)getpid(),
                  topo_kernel_node_ns(nr->kernel, link->b));
         int ia, ib;
-        if (linkd_client_link_add(nr->linkd, (int)l, path_a, link->ifname_a, path_b,
+        if (linkd_client_link_add(linkd_of(nr, (int)l), (int)l, path_a, link->ifname_a, path_b,
                                   link->ifname_b, &link->params, &ia, &ib, err, errlen) < 0)
             return -1;
         topo_kernel_set_link_ifindex(nr->kernel, (int)l, ia, ib);
@@ -331,7 +357,9 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
                     peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
     if (nr->linkd)
-        return linkd_client_link_set(nr->linkd, link, params, cb, ctx, err, errlen) < 0 ? -1 : 1;
+        return linkd_client_link_set(linkd_of(nr, link), link, params, cb, ctx, err, errlen) < 0
+                   ? -1
+                   : 1;
     if (!nr->kernel) return link_not_emulated(nr, link, err, errlen);
     return topo_kernel_link_set(nr->kernel, link, params, err, errlen);
 }
@@ -340,7 +368,9 @@ int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, v
                        char *err, size_t errlen)
 {
     if (nr->linkd)
-        return linkd_client_link_updown(nr->linkd, link, up, cb, ctx, err, errlen) < 0 ? -1 : 1;
+        return linkd_client_link_updown(linkd_of(nr, link), link, up, cb, ctx, err, errlen) < 0
+                   ? -1
+                   : 1;
     if (!nr->kernel) return link_not_emulated(nr, link, err, errlen);
     return topo_kernel_link_updown(nr->kernel, link, up, err, errlen);
 }
@@ -349,7 +379,8 @@ int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, 
                       size_t errlen)
 {
     if (nr->linkd)
-        return linkd_client_link_stats(nr->linkd, link, cb, ctx, err, errlen) < 0 ? -1 : 1;
+        return linkd_client_link_stats(linkd_of(nr, link), link, cb, ctx, err, errlen) < 0 ? -1
+                                                                                           : 1;
     char what[80];
     topo_link_describe(nr->net, &nr->net->links[link], what, sizeof what);
     snprintf(err, errlen, "link %s: stats: counters come from the user backend (hiernet-linkd); "
@@ -429,7 +460,7 @@ static void record_link(struct netrun *nr, const char *t, const msgpack_object *
 static void on_links_sampled(void *ctx, const char *error, const msgpack_object *result)
 {
     struct netrun *nr = ctx;
-    nr->sample_pending = false;
+    if (nr->samples_pending) nr->samples_pending--;
     if (error || !nr->links_record) return;
     struct proto_args args;
     proto_args_init(&args, result);
@@ -444,9 +475,10 @@ static void on_sample_timer(EV_P_ ev_timer *w, int revents)
 {
     struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, sample_timer));
     char err[256];
-    if (nr->sample_pending || !nr->linkd) return; /* linkd is slow to answer: skip a beat */
-    if (linkd_client_stats_all(nr->linkd, on_links_sampled, nr, err, sizeof err) == 0)
-        nr->sample_pending = true;
+    if (nr->samples_pending || !nr->linkd) return; /* linkd is slow to answer: skip a beat */
+    for (size_t i = 0; i < nr->n_linkd; i++)
+        if (linkd_client_stats_all(nr->linkd[i], on_links_sampled, nr, err, sizeof err) == 0)
+            nr->samples_pending++;
 }
 
 void netrun_sample_links(struct netrun *nr, struct record *rec, double t0)
@@ -486,8 +518,11 @@ void netrun_free(struct netrun *nr)
     for (size_t i = 0; nr->peers && i < nr->net->n_nodes; i++)
         peer_client_free(nr->peers[i].client); /* kills and reaps a survivor */
     free(nr->peers);
-    linkd_client_close(nr->linkd); /* linkd exits on EOF; its TAPs vanish with it */
-    linkd_client_free(nr->linkd);
+    for (size_t i = 0; i < nr->n_linkd; i++) {
+        linkd_client_close(nr->linkd[i]); /* linkd exits on EOF; its TAPs vanish with it */
+        linkd_client_free(nr->linkd[i]);
+    }
+    free(nr->linkd);
     topo_kernel_destroy(nr->kernel);
     topo_routing_free(&nr->routing);
     char err[256];

@@ -196,9 +196,10 @@ int topo_netns_create(struct topo_netns *ns, unsigned flags, char *err, size_t e
 
     if (home < 0) return -1;
     if (netns_create_here(ns, flags, err, errlen) < 0) {
-        /* unshare() may have succeeded before the failure: go home anyway. */
-        if (topo_netns_leave(&home, leave_err, sizeof leave_err) < 0)
-            snprintf(err, errlen, "%s", leave_err);
+        /* unshare() may have succeeded before the failure: go home anyway.
+         * The first failure is the one to report: without privileges the
+         * return fails too, though the thread never moved. */
+        topo_netns_leave(&home, leave_err, sizeof leave_err);
         return -1;
     }
     if (topo_netns_leave(&home, err, errlen) < 0) {
