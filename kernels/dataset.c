@@ -5,10 +5,10 @@
  * Owns per dataset: the two IDX mappings or the synthetic arrays, the shard's
  * index list and its batch order. */
 #include "kernels/dataset.h"
+#include "kernels/kern_error.h"
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,20 +34,6 @@ struct dataset {
     uint64_t epoch;
     struct rng order_rng;
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* ---- samples ---- */
 
@@ -90,7 +76,7 @@ static int split_is_test(const char *split, int *test, char *err, size_t errlen)
     else if (strcmp(split, "test") == 0)
         *test = 1;
     else
-        return fail(err, errlen, "dataset split \"%s\" is unknown (train, test)", split);
+        return kern_fail(err, errlen, "dataset split \"%s\" is unknown (train, test)", split);
     return 0;
 }
 
@@ -118,7 +104,7 @@ static int resolve_files(const struct dataset_spec *spec, int test, char *images
 {
     if (spec->images || spec->labels) {
         if (!spec->images || !spec->labels)
-            return fail(err, errlen, "dataset: an IDX pair needs both images and labels");
+            return kern_fail(err, errlen, "dataset: an IDX pair needs both images and labels");
         snprintf(images, len, "%s", spec->images);
         snprintf(labels, len, "%s", spec->labels);
         return 0;
@@ -128,7 +114,7 @@ static int resolve_files(const struct dataset_spec *spec, int test, char *images
     if (strcmp(name, "fashion-mnist") == 0)
         name = DATASET_FASHION_MNIST_DIR;
     else if (stat(name, &st) < 0)
-        return fail(err, errlen,
+        return kern_fail(err, errlen,
                     "dataset \"%s\" is unknown (fashion-mnist, synthetic, an IDX file or a "
                     "directory of them): %s",
                     name, strerror(errno));
@@ -142,7 +128,7 @@ static int resolve_files(const struct dataset_spec *spec, int test, char *images
     replace_in_name(labels, "images", "labels");
     replace_in_name(labels, "idx3", "idx1");
     if (strcmp(images, labels) == 0)
-        return fail(err, errlen,
+        return kern_fail(err, errlen,
                     "dataset file %s: cannot derive its labels file (no \"images\" "
                     "in the name); give images and labels",
                     images);
@@ -154,18 +140,18 @@ static int check_idx_pair(struct dataset *ds, const char *images, const char *la
 {
     const struct dataset_idx *im = &ds->images, *lb = &ds->labels;
     if (im->type != DATASET_IDX_U8 && im->type != DATASET_IDX_F32)
-        return fail(err, errlen,
+        return kern_fail(err, errlen,
                     "dataset file %s: IDX type 0x%02x unsupported for images "
                     "(unsigned byte or float32)",
                     images, im->type);
     if ((lb->type != DATASET_IDX_U8 && lb->type != DATASET_IDX_I32) || lb->ndims != 1)
-        return fail(err, errlen,
+        return kern_fail(err, errlen,
                     "dataset file %s: labels must be a 1-D IDX of unsigned byte or int32", labels);
     if (im->count != lb->count)
-        return fail(err, errlen, "dataset files %s and %s: %zu images but %zu labels", images,
+        return kern_fail(err, errlen, "dataset files %s and %s: %zu images but %zu labels", images,
                     labels, im->count, lb->count);
     if (im->count == 0 || im->count > UINT32_MAX || im->item == 0 || im->item > INT32_MAX)
-        return fail(err, errlen, "dataset file %s: %zu items of %zu elements is unusable", images,
+        return kern_fail(err, errlen, "dataset file %s: %zu items of %zu elements is unusable", images,
                     im->count, im->item);
     ds->total = im->count;
     ds->dim = (int)im->item;
@@ -179,7 +165,7 @@ static int scan_labels(struct dataset *ds, const char *what, char *err, size_t e
     for (size_t i = 0; i < ds->total; i++) {
         int32_t y = label_at(ds, i);
         if (y < 0 || y >= DATASET_MAX_CLASSES)
-            return fail(err, errlen, "dataset file %s: label %d of item %zu is outside 0..%d", what,
+            return kern_fail(err, errlen, "dataset file %s: label %d of item %zu is outside 0..%d", what,
                         (int)y, i, DATASET_MAX_CLASSES - 1);
         max = y > max ? y : max;
     }
@@ -207,14 +193,14 @@ static int open_synthetic(struct dataset *ds, const struct dataset_synthetic *cf
     double noise = cfg->noise > 0 ? cfg->noise : 0.5;
     if (n > UINT32_MAX || dim > (1 << 24) || classes > DATASET_MAX_CLASSES ||
         (double)n * dim > 1e10)
-        return fail(err, errlen, "dataset synthetic: n %zu, dim %d, classes %d too large", n, dim,
+        return kern_fail(err, errlen, "dataset synthetic: n %zu, dim %d, classes %d too large", n, dim,
                     classes);
     float *centres = malloc((size_t)classes * dim * sizeof(float));
     ds->synth_x = malloc(n * dim * sizeof(float));
     ds->synth_y = malloc(n * sizeof(int32_t));
     if (!centres || !ds->synth_x || !ds->synth_y) {
         free(centres);
-        return fail(err, errlen, "dataset synthetic: cannot allocate %zu x %d floats", n, dim);
+        return kern_fail(err, errlen, "dataset synthetic: cannot allocate %zu x %d floats", n, dim);
     }
     struct rng r;
     /* Train and test share the centres (stream 1) and differ in samples. */
@@ -364,7 +350,7 @@ static int partition_dirichlet(struct dataset *ds, int shard, int shards, double
     struct rng r;
     rng_seed(&r, seed, 0xd1c1);
     uint32_t *grouped = starts && cuts && sizes && logs ? group_by_class(ds, starts, &r) : NULL;
-    int rc = grouped ? 0 : fail(err, errlen, "dataset: out of memory in the dirichlet partition");
+    int rc = grouped ? 0 : kern_fail(err, errlen, "dataset: out of memory in the dirichlet partition");
     size_t want =
         ds->total / shards < DIRICHLET_MIN_SHARD ? ds->total / shards : DIRICHLET_MIN_SHARD;
     want = want ? want : 1;
@@ -374,13 +360,13 @@ static int partition_dirichlet(struct dataset *ds, int shard, int shards, double
         if (dirichlet_draw(&r, alpha, shards, ds->classes, starts, cuts, logs, sizes) >= want)
             break;
         if (draw == DIRICHLET_MAX_DRAWS)
-            rc = fail(err, errlen,
+            rc = kern_fail(err, errlen,
                       "dataset: dirichlet alpha %g left a shard under %zu samples in %d draws; "
                       "raise alpha or lower shards",
                       alpha, want, DIRICHLET_MAX_DRAWS);
     }
     if (rc == 0 && dirichlet_collect(ds, shard, shards, grouped, starts, cuts, sizes[shard - 1]))
-        rc = fail(err, errlen, "dataset: out of memory in the dirichlet partition");
+        rc = kern_fail(err, errlen, "dataset: out of memory in the dirichlet partition");
     free(grouped);
     free(starts);
     free(cuts);
@@ -394,20 +380,20 @@ static int partition(struct dataset *ds, const struct dataset_spec *spec, char *
     const char *how = spec->partition ? spec->partition : "shuffle";
     int known = !strcmp(how, "shuffle") || !strcmp(how, "sample") || !strcmp(how, "dirichlet");
     if (!known)
-        return fail(err, errlen, "dataset partition \"%s\" is unknown (shuffle, sample, dirichlet)",
+        return kern_fail(err, errlen, "dataset partition \"%s\" is unknown (shuffle, sample, dirichlet)",
                     how);
     if (spec->shards == 0) {
         ds->indices = identity(ds->total);
         ds->count = ds->total;
-        return ds->indices ? 0 : fail(err, errlen, "dataset: out of memory");
+        return ds->indices ? 0 : kern_fail(err, errlen, "dataset: out of memory");
     }
     if (spec->shards < 0 || (size_t)spec->shards > ds->total || spec->shard < 1 ||
         spec->shard > spec->shards)
-        return fail(err, errlen, "dataset: shard %d of %d is invalid for %zu samples", spec->shard,
+        return kern_fail(err, errlen, "dataset: shard %d of %d is invalid for %zu samples", spec->shard,
                     spec->shards, ds->total);
     double alpha = spec->alpha == 0 ? 0.5 : spec->alpha;
     if (!strcmp(how, "dirichlet") && !(alpha > 0 && alpha < 1e6))
-        return fail(err, errlen, "dataset: dirichlet alpha %g must be in (0, 1e6)", alpha);
+        return kern_fail(err, errlen, "dataset: dirichlet alpha %g must be in (0, 1e6)", alpha);
     int rc;
     if (!strcmp(how, "shuffle"))
         rc = partition_shuffle(ds, spec->shard, spec->shards, spec->seed);
@@ -415,7 +401,7 @@ static int partition(struct dataset *ds, const struct dataset_spec *spec, char *
         rc = partition_sample(ds, spec->shard, spec->shards, spec->seed);
     else
         return partition_dirichlet(ds, spec->shard, spec->shards, alpha, spec->seed, err, errlen);
-    return rc == 0 ? 0 : fail(err, errlen, "dataset: out of memory");
+    return rc == 0 ? 0 : kern_fail(err, errlen, "dataset: out of memory");
 }
 
 /* ---- lifecycle ---- */
@@ -423,7 +409,7 @@ static int partition(struct dataset *ds, const struct dataset_spec *spec, char *
 static int order_init(struct dataset *ds, const struct dataset_spec *spec, char *err, size_t errlen)
 {
     ds->order = identity(ds->count);
-    if (!ds->order) return fail(err, errlen, "dataset: out of memory");
+    if (!ds->order) return kern_fail(err, errlen, "dataset: out of memory");
     /* Its own stream per shard, so shards do not walk in lockstep. */
     rng_seed(&ds->order_rng, spec->seed, 0x0badc0de00000000ull + (uint64_t)spec->shard);
     rng_shuffle_u32(&ds->order_rng, ds->order, ds->count);
@@ -434,10 +420,10 @@ int dataset_open(const struct dataset_spec *spec, struct dataset **out, char *er
 {
     *out = NULL;
     int test = 0;
-    if (!spec->name && !spec->images) return fail(err, errlen, "dataset: no name given");
+    if (!spec->name && !spec->images) return kern_fail(err, errlen, "dataset: no name given");
     if (split_is_test(spec->split, &test, err, errlen) < 0) return -1;
     struct dataset *ds = calloc(1, sizeof *ds);
-    if (!ds) return fail(err, errlen, "dataset: out of memory");
+    if (!ds) return kern_fail(err, errlen, "dataset: out of memory");
     int synthetic = !spec->images && spec->name && strcmp(spec->name, "synthetic") == 0;
     int rc = synthetic ? open_synthetic(ds, &spec->synthetic, test, err, errlen)
                        : open_idx_source(ds, spec, test, err, errlen);
@@ -505,8 +491,8 @@ void dataset_class_counts(const struct dataset *ds, size_t *counts)
 int dataset_next_batch(struct dataset *ds, int batch, float *x, int32_t *labels, char *err,
                        size_t errlen)
 {
-    if (batch < 1) return fail(err, errlen, "dataset: batch %d must be positive", batch);
-    if (ds->count == 0) return fail(err, errlen, "dataset: the shard is empty");
+    if (batch < 1) return kern_fail(err, errlen, "dataset: batch %d must be positive", batch);
+    if (ds->count == 0) return kern_fail(err, errlen, "dataset: the shard is empty");
     for (int b = 0; b < batch; b++) {
         if (ds->pos == ds->count) {
             rng_shuffle_u32(&ds->order_rng, ds->order, ds->count);
@@ -524,7 +510,7 @@ int dataset_read(const struct dataset *ds, size_t first, size_t count, float *x,
                  char *err, size_t errlen)
 {
     if (first > ds->count || count > ds->count - first)
-        return fail(err, errlen, "dataset: read of [%zu, %zu) beyond the shard's %zu samples",
+        return kern_fail(err, errlen, "dataset: read of [%zu, %zu) beyond the shard's %zu samples",
                     first, first + count, ds->count);
     for (size_t i = 0; i < count; i++) {
         uint32_t index = ds->indices[first + i];

@@ -4,10 +4,10 @@
  * Owns the mappings it returns and, while decompressing, one temporary file
  * (removed on every failure path) and one locked directory fd. */
 #include "kernels/dataset_idx.h"
+#include "kernels/kern_error.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,20 +30,6 @@ struct idx_header {
     uint32_t dims[DATASET_IDX_MAX_DIMS];
     size_t header_bytes, data_bytes;
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static size_t type_size(uint8_t type)
 {
@@ -68,10 +54,10 @@ static int header_magic(const char *path, const uint8_t *p, size_t avail, struct
                         char *err, size_t errlen)
 {
     if (avail < 4)
-        return fail(err, errlen, "dataset file %s: %zu bytes, too short for an IDX header", path,
+        return kern_fail(err, errlen, "dataset file %s: %zu bytes, too short for an IDX header", path,
                     avail);
     if (p[0] != 0 || p[1] != 0 || !type_size(p[2]) || p[3] < 1 || p[3] > DATASET_IDX_MAX_DIMS)
-        return fail(err, errlen,
+        return kern_fail(err, errlen,
                     "dataset file %s: bad IDX magic %02x %02x %02x %02x (expected 00 00, a type "
                     "byte and 1..%d dimensions)",
                     path, p[0], p[1], p[2], p[3], DATASET_IDX_MAX_DIMS);
@@ -85,13 +71,13 @@ static int header_dims(const char *path, const uint8_t *p, size_t avail, struct 
                        char *err, size_t errlen)
 {
     if (avail < h->header_bytes)
-        return fail(err, errlen, "dataset file %s: truncated in the IDX header", path);
+        return kern_fail(err, errlen, "dataset file %s: truncated in the IDX header", path);
     size_t bytes = type_size(h->type);
     for (int i = 0; i < h->ndims; i++) {
         const uint8_t *d = p + 4 + 4 * i;
         h->dims[i] = (uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 | (uint32_t)d[2] << 8 | d[3];
         if (h->dims[i] != 0 && bytes > IDX_MAX_DATA_BYTES / h->dims[i])
-            return fail(err, errlen, "dataset file %s: IDX dimensions describe over %llu bytes",
+            return kern_fail(err, errlen, "dataset file %s: IDX dimensions describe over %llu bytes",
                         path, IDX_MAX_DATA_BYTES);
         bytes *= h->dims[i];
     }
@@ -111,20 +97,20 @@ static int map_validated(const char *path, int fd, struct dataset_idx *idx, char
                          size_t errlen)
 {
     struct stat st;
-    if (fstat(fd, &st) < 0) return fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) < 0) return kern_fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
     size_t len = (size_t)st.st_size;
     void *map = len ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0) : NULL;
     if (map == MAP_FAILED)
-        return fail(err, errlen, "dataset file %s: mmap: %s", path, strerror(errno));
+        return kern_fail(err, errlen, "dataset file %s: mmap: %s", path, strerror(errno));
     struct idx_header h;
     int rc = header_parse(path, map, len, &h, err, errlen);
     if (rc == 0 && len < h.header_bytes + h.data_bytes)
-        rc = fail(err, errlen,
+        rc = kern_fail(err, errlen,
                   "dataset file %s: truncated: the header promises %zu data bytes, "
                   "the file holds %zu",
                   path, h.data_bytes, len - h.header_bytes);
     if (rc == 0 && len > h.header_bytes + h.data_bytes)
-        rc = fail(err, errlen, "dataset file %s: %zu bytes after the IDX data", path,
+        rc = kern_fail(err, errlen, "dataset file %s: %zu bytes after the IDX data", path,
                   len - h.header_bytes - h.data_bytes);
     if (rc < 0) {
         if (map) munmap(map, len);
@@ -147,7 +133,7 @@ static int map_validated(const char *path, int fd, struct dataset_idx *idx, char
 static int map_path(const char *path, struct dataset_idx *idx, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
+    if (fd < 0) return kern_fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
     int rc = map_validated(path, fd, idx, err, errlen);
     close(fd);
     return rc;
@@ -166,16 +152,16 @@ static int mkdir_parents(const char *dir, char *err, size_t errlen)
 {
     char path[4096];
     if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return fail(err, errlen, "dataset cache %s: path too long", dir);
+        return kern_fail(err, errlen, "dataset cache %s: path too long", dir);
     for (char *p = path + 1; *p; p++) {
         if (*p != '/') continue;
         *p = '\0';
         if (mkdir(path, 0755) < 0 && errno != EEXIST)
-            return fail(err, errlen, "dataset cache %s: mkdir %s: %s", dir, path, strerror(errno));
+            return kern_fail(err, errlen, "dataset cache %s: mkdir %s: %s", dir, path, strerror(errno));
         *p = '/';
     }
     if (mkdir(path, 0755) < 0 && errno != EEXIST)
-        return fail(err, errlen, "dataset cache %s: %s", dir, strerror(errno));
+        return kern_fail(err, errlen, "dataset cache %s: %s", dir, strerror(errno));
     return 0;
 }
 
@@ -192,7 +178,7 @@ static int cache_entry_path(const char *src, const struct stat *st, const char *
                             size_t outlen, char *err, size_t errlen)
 {
     char real[4096];
-    if (!realpath(src, real)) return fail(err, errlen, "dataset file %s: %s", src, strerror(errno));
+    if (!realpath(src, real)) return kern_fail(err, errlen, "dataset file %s: %s", src, strerror(errno));
     uint64_t h = fnv1a(0xcbf29ce484222325ull, real, strlen(real));
     h = fnv1a(h, &st->st_size, sizeof st->st_size);
     h = fnv1a(h, &st->st_mtim, sizeof st->st_mtim);
@@ -201,7 +187,7 @@ static int cache_entry_path(const char *src, const struct stat *st, const char *
     if (stem > 3 && strcmp(base + stem - 3, ".gz") == 0) stem -= 3;
     if (snprintf(out, outlen, "%s/%.*s-%016llx.idx", dir, (int)stem, base, (unsigned long long)h) >=
         (int)outlen)
-        return fail(err, errlen, "dataset cache %s: path too long", dir);
+        return kern_fail(err, errlen, "dataset cache %s: path too long", dir);
     return 0;
 }
 
@@ -224,11 +210,11 @@ static int gz_read_exact(gzFile gz, const char *path, void *buf, size_t len, siz
         int zerr = Z_OK;
         const char *msg = gz_message(gz, &zerr);
         if (zerr == Z_BUF_ERROR)
-            return fail(err, errlen, "dataset file %s: truncated gzip data (%s)", path, msg);
+            return kern_fail(err, errlen, "dataset file %s: truncated gzip data (%s)", path, msg);
         if (n < 0 || (zerr != Z_OK && zerr != Z_STREAM_END))
-            return fail(err, errlen, "dataset file %s: corrupt gzip data (%s)", path, msg);
+            return kern_fail(err, errlen, "dataset file %s: corrupt gzip data (%s)", path, msg);
         if (n == 0)
-            return fail(err, errlen,
+            return kern_fail(err, errlen,
                         "dataset file %s: truncated: the IDX header promises %zu "
                         "bytes, the gzip stream holds %zu",
                         path, expected, *done);
@@ -245,7 +231,7 @@ static int write_all(int fd, const void *buf, size_t len, const char *what, char
     while (len > 0) {
         ssize_t n = write(fd, buf, len);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return fail(err, errlen, "dataset cache %s: write: %s", what, strerror(errno));
+        if (n < 0) return kern_fail(err, errlen, "dataset cache %s: write: %s", what, strerror(errno));
         buf = (const uint8_t *)buf + n;
         len -= (size_t)n;
     }
@@ -277,11 +263,11 @@ static int gz_copy_idx(gzFile gz, const char *path, int out_fd, const char *tmp,
     int zerr = Z_OK;
     const char *msg = gz_message(gz, &zerr);
     if (zerr == Z_BUF_ERROR)
-        return fail(err, errlen, "dataset file %s: truncated gzip data (%s)", path, msg);
+        return kern_fail(err, errlen, "dataset file %s: truncated gzip data (%s)", path, msg);
     if (extra < 0 || (zerr != Z_OK && zerr != Z_STREAM_END))
-        return fail(err, errlen, "dataset file %s: corrupt gzip data (%s)", path, msg);
+        return kern_fail(err, errlen, "dataset file %s: corrupt gzip data (%s)", path, msg);
     if (extra > 0)
-        return fail(err, errlen, "dataset file %s: data continues after the %zu IDX bytes", path,
+        return kern_fail(err, errlen, "dataset file %s: data continues after the %zu IDX bytes", path,
                     total);
     return 0;
 }
@@ -295,13 +281,13 @@ static int decompress_file(const char *path, int src_fd, int out_fd, const char 
     int rc = -1;
     if (!gz || !buf) {
         if (fd >= 0 && !gz) close(fd);
-        fail(err, errlen, "dataset file %s: cannot start decompression", path);
+        kern_fail(err, errlen, "dataset file %s: cannot start decompression", path);
     } else {
         gzbuffer(gz, 1u << 17);
         rc = gz_copy_idx(gz, path, out_fd, tmp, buf, err, errlen);
     }
     if (rc == 0 && fdatasync(out_fd) < 0)
-        rc = fail(err, errlen, "dataset cache %s: fsync: %s", tmp, strerror(errno));
+        rc = kern_fail(err, errlen, "dataset cache %s: fsync: %s", tmp, strerror(errno));
     if (gz) gzclose(gz);
     free(buf);
     return rc;
@@ -315,12 +301,12 @@ static int cache_fill(const char *path, int src_fd, const char *dir, const char 
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", dir);
     int out = mkstemp(tmp);
-    if (out < 0) return fail(err, errlen, "dataset cache %s: %s", dir, strerror(errno));
+    if (out < 0) return kern_fail(err, errlen, "dataset cache %s: %s", dir, strerror(errno));
     fchmod(out, 0644);
     int rc = decompress_file(path, src_fd, out, tmp, err, errlen);
     close(out);
     if (rc == 0 && rename(tmp, entry) < 0)
-        rc = fail(err, errlen, "dataset cache %s: rename: %s", entry, strerror(errno));
+        rc = kern_fail(err, errlen, "dataset cache %s: rename: %s", entry, strerror(errno));
     if (rc < 0) unlink(tmp);
     return rc;
 }
@@ -339,7 +325,7 @@ static int open_gzip(const char *path, int fd, const char *requested_dir, struct
     const char *dir = cache_dir_of(requested_dir);
     char entry[4200];
     struct stat st;
-    if (fstat(fd, &st) < 0) return fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) < 0) return kern_fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
     if (cache_entry_path(path, &st, dir, entry, sizeof entry, err, errlen) < 0) return -1;
     if (cache_try(entry, idx)) return 0;
     if (mkdir_parents(dir, err, errlen) < 0) return -1;
@@ -347,7 +333,7 @@ static int open_gzip(const char *path, int fd, const char *requested_dir, struct
      * instead of each decompressing the same file. */
     int lock = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (lock < 0 || flock(lock, LOCK_EX) < 0) {
-        fail(err, errlen, "dataset cache %s: lock: %s", dir, strerror(errno));
+        kern_fail(err, errlen, "dataset cache %s: lock: %s", dir, strerror(errno));
         if (lock >= 0) close(lock);
         return -1;
     }
@@ -365,12 +351,12 @@ int dataset_idx_open(const char *path, const char *cache_dir, struct dataset_idx
 {
     memset(idx, 0, sizeof *idx);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
+    if (fd < 0) return kern_fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
     uint8_t magic[2] = {0, 0};
     ssize_t n = pread(fd, magic, 2, 0);
     int rc;
     if (n < 0)
-        rc = fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
+        rc = kern_fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
     else if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b)
         rc = open_gzip(path, fd, cache_dir, idx, err, errlen);
     else

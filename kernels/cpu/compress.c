@@ -4,9 +4,9 @@
  * Every encoder reads its input as x[i] + residual[i] and validates before it
  * writes anything, so a failed call leaves the residual as it was. */
 #include "kernels/compress.h"
+#include "kernels/kern_error.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,20 +29,6 @@
 #define COMPRESS_MAGIC1 'C'
 #define COMPRESS_VERSION 1
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 const char *compress_method_name(enum compress_method method)
 {
     switch (method) {
@@ -64,7 +50,7 @@ int compress_method_parse(const char *name, enum compress_method *out, char *err
             return 0;
         }
     }
-    return fail(err, errlen, "compression \"%s\" is unknown (topk, int8, sign)", name ? name : "");
+    return kern_fail(err, errlen, "compression \"%s\" is unknown (topk, int8, sign)", name ? name : "");
 }
 
 size_t compress_topk_count(size_t n, double ratio)
@@ -206,7 +192,7 @@ static int encode_topk(double ratio, const float *x, float *residual, size_t n, 
     size_t above = 0;
     if (k > 0) {
         uint32_t *keys = malloc(n * sizeof *keys);
-        if (!keys) return fail(err, errlen, "topk: cannot allocate %zu bytes of scratch", n * 4);
+        if (!keys) return kern_fail(err, errlen, "topk: cannot allocate %zu bytes of scratch", n * 4);
         for (size_t i = 0; i < n; i++)
             keys[i] = magnitude_key(input_at(x, residual, i));
         threshold = select_rank(keys, n, n - k);
@@ -229,7 +215,7 @@ static int encode_int8(const float *x, float *residual, size_t n, uint8_t *out, 
         float a = fabsf(input_at(x, residual, i));
         max = a > max || a != a ? a : max; /* a NaN wins and is caught below */
     }
-    if (!isfinite(max)) return fail(err, errlen, "int8: the input holds a non-finite value");
+    if (!isfinite(max)) return kern_fail(err, errlen, "int8: the input holds a non-finite value");
     float scale = max / 127.0f, inv = max > 0.0f ? 127.0f / max : 0.0f;
     put_header(out, COMPRESS_INT8, 0, n);
     memcpy(out + COMPRESS_HEADER_BYTES, &scale, 4);
@@ -250,7 +236,7 @@ static int encode_sign(const float *x, float *residual, size_t n, uint8_t *out, 
     for (size_t i = 0; i < n; i++)
         sum += fabsf(input_at(x, residual, i));
     float scale = n ? (float)(sum / (double)n) : 0.0f;
-    if (!isfinite(scale)) return fail(err, errlen, "sign: the input holds a non-finite value");
+    if (!isfinite(scale)) return kern_fail(err, errlen, "sign: the input holds a non-finite value");
     put_header(out, COMPRESS_SIGN, 0, n);
     memcpy(out + COMPRESS_HEADER_BYTES, &scale, 4);
     uint8_t *bits = out + COMPRESS_HEADER_BYTES + 4;
@@ -269,13 +255,13 @@ int compress_encode(enum compress_method method, double ratio, const float *x, f
 {
     *len = 0;
     if (method == COMPRESS_TOPK && !ratio_valid(ratio))
-        return fail(err, errlen, "topk: ratio %g is outside (0, 1]", ratio);
+        return kern_fail(err, errlen, "topk: ratio %g is outside (0, 1]", ratio);
     if (method == COMPRESS_TOPK && n > UINT32_MAX)
-        return fail(err, errlen, "topk: %zu elements exceed 32-bit indices", n);
+        return kern_fail(err, errlen, "topk: %zu elements exceed 32-bit indices", n);
     size_t need = compress_size(method, n, ratio);
-    if (need == 0) return fail(err, errlen, "compression method %d is unknown", (int)method);
+    if (need == 0) return kern_fail(err, errlen, "compression method %d is unknown", (int)method);
     if (cap < need)
-        return fail(err, errlen, "%s: output holds %zu bytes, %zu needed",
+        return kern_fail(err, errlen, "%s: output holds %zu bytes, %zu needed",
                     compress_method_name(method), cap, need);
     int rc = method == COMPRESS_TOPK   ? encode_topk(ratio, x, residual, n, out, err, errlen)
              : method == COMPRESS_INT8 ? encode_int8(x, residual, n, out, err, errlen)
@@ -304,25 +290,25 @@ int compress_inspect(const void *buf, size_t len, struct compress_info *info, ch
 {
     const uint8_t *p = buf;
     if (len < COMPRESS_HEADER_BYTES)
-        return fail(err, errlen, "compressed tensor: %zu bytes, shorter than its header", len);
+        return kern_fail(err, errlen, "compressed tensor: %zu bytes, shorter than its header", len);
     if (p[0] != COMPRESS_MAGIC0 || p[1] != COMPRESS_MAGIC1)
-        return fail(err, errlen, "compressed tensor: bad magic %02x %02x", p[0], p[1]);
+        return kern_fail(err, errlen, "compressed tensor: bad magic %02x %02x", p[0], p[1]);
     if (p[2] != COMPRESS_VERSION)
-        return fail(err, errlen, "compressed tensor: version %u unsupported", p[2]);
+        return kern_fail(err, errlen, "compressed tensor: version %u unsupported", p[2]);
     if (p[3] < COMPRESS_TOPK || p[3] > COMPRESS_SIGN)
-        return fail(err, errlen, "compressed tensor: method %u unknown", p[3]);
+        return kern_fail(err, errlen, "compressed tensor: method %u unknown", p[3]);
     info->method = (enum compress_method)p[3];
     info->k = get_u32(p + 4);
     info->n = (uint64_t)get_u32(p + 8) | (uint64_t)get_u32(p + 12) << 32;
     if (info->method == COMPRESS_TOPK ? info->k > info->n : info->k != 0)
-        return fail(err, errlen, "compressed tensor: k %u invalid for %s of %llu elements", info->k,
+        return kern_fail(err, errlen, "compressed tensor: k %u invalid for %s of %llu elements", info->k,
                     compress_method_name(info->method), (unsigned long long)info->n);
     /* n bounded by len first, so body_size cannot overflow. */
     if (info->method != COMPRESS_TOPK && info->n / 8 > len)
-        return fail(err, errlen, "compressed tensor: %zu bytes cannot hold %llu elements", len,
+        return kern_fail(err, errlen, "compressed tensor: %zu bytes cannot hold %llu elements", len,
                     (unsigned long long)info->n);
     if (len - COMPRESS_HEADER_BYTES != body_size(info))
-        return fail(err, errlen, "compressed tensor: %s body is %zu bytes, expected %zu",
+        return kern_fail(err, errlen, "compressed tensor: %s body is %zu bytes, expected %zu",
                     compress_method_name(info->method), len - COMPRESS_HEADER_BYTES,
                     body_size(info));
     return 0;
@@ -336,7 +322,7 @@ static int decode_topk(const uint8_t *body, uint32_t k, float *out, size_t n, bo
     for (uint32_t j = 0; j < k; j++) {
         uint32_t i = get_u32(idx + 4 * (size_t)j);
         if (i >= n || (j > 0 && i <= prev))
-            return fail(err, errlen,
+            return kern_fail(err, errlen,
                         "compressed tensor: topk index %u at %u out of order or "
                         "range",
                         i, j);
@@ -357,11 +343,11 @@ static int decode_scaled(const struct compress_info *info, const uint8_t *body, 
     float scale;
     memcpy(&scale, body, 4);
     if (!isfinite(scale) || scale < 0.0f)
-        return fail(err, errlen, "compressed tensor: %s scale %g invalid",
+        return kern_fail(err, errlen, "compressed tensor: %s scale %g invalid",
                     compress_method_name(info->method), scale);
     const uint8_t *data = body + 4;
     if (info->method == COMPRESS_SIGN && n % 8 && (data[n / 8] >> (n % 8)))
-        return fail(err, errlen, "compressed tensor: sign padding bits are set");
+        return kern_fail(err, errlen, "compressed tensor: sign padding bits are set");
     for (size_t i = 0; i < n; i++) {
         float v = info->method == COMPRESS_INT8  ? (float)(int8_t)data[i] * scale
                   : (data[i / 8] >> (i % 8)) & 1 ? -scale
@@ -377,7 +363,7 @@ int compress_decode(const void *buf, size_t len, float *out, size_t n, bool add,
     struct compress_info info;
     if (compress_inspect(buf, len, &info, err, errlen) < 0) return -1;
     if (info.n != n)
-        return fail(err, errlen, "compressed tensor: holds %llu elements, target has %zu",
+        return kern_fail(err, errlen, "compressed tensor: holds %llu elements, target has %zu",
                     (unsigned long long)info.n, n);
     const uint8_t *body = (const uint8_t *)buf + COMPRESS_HEADER_BYTES;
     if (info.method == COMPRESS_TOPK) return decode_topk(body, info.k, out, n, add, err, errlen);

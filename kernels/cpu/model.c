@@ -4,11 +4,11 @@
  *
  * Owns each model's layer table, spec copy and one workspace block. */
 #include "kernels/model.h"
+#include "kernels/kern_error.h"
 
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,20 +66,6 @@ struct model {
     float *delta[2];                  /* ping-pong activation gradients */
     float *ones;                      /* all 1: bias gradients as GEMV row sums */
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* ---- architecture ---- */
 
@@ -176,10 +162,10 @@ static int parse_sizes(const char *spec, const char *list, int *sizes, int cap, 
         if (*p >= '0' && *p <= '9') /* strtol alone would accept "+5" and " 5" */
             v = strtol(p, &end, 10);
         if (end == p || errno || v < 1 || v > MODEL_MAX_WIDTH || (*end != '-' && *end != '\0'))
-            return fail(err, errlen, "model spec \"%s\": layer size %d is not an integer in 1..%d",
+            return kern_fail(err, errlen, "model spec \"%s\": layer size %d is not an integer in 1..%d",
                         spec, count + 1, MODEL_MAX_WIDTH);
         if (count == cap)
-            return fail(err, errlen, "model spec \"%s\": more than %d layer sizes", spec, cap);
+            return kern_fail(err, errlen, "model spec \"%s\": more than %d layer sizes", spec, cap);
         sizes[count++] = (int)v;
         if (*end == '\0') return count;
         p = end + 1;
@@ -193,8 +179,8 @@ static int build_dense_stack(struct model *m, const char *spec, const char *list
     int n = parse_sizes(spec, list, sizes, MODEL_MAX_LAYERS + 1, err, errlen);
     if (n < 0) return -1;
     if (is_logreg && n != 2)
-        return fail(err, errlen, "model spec \"%s\": logreg takes exactly IN-OUT", spec);
-    if (n < 2) return fail(err, errlen, "model spec \"%s\": mlp needs at least IN-OUT", spec);
+        return kern_fail(err, errlen, "model spec \"%s\": logreg takes exactly IN-OUT", spec);
+    if (n < 2) return kern_fail(err, errlen, "model spec \"%s\": mlp needs at least IN-OUT", spec);
     for (int i = 0; i + 1 < n; i++)
         add_dense(m, sizes[i], sizes[i + 1], i + 2 < n);
     return 0;
@@ -210,8 +196,8 @@ static int parse_spec(struct model *m, const char *spec, char *err, size_t errle
         return 0;
     }
     if (strncmp(spec, "cnn:", 4) == 0)
-        return fail(err, errlen, "model spec \"%s\": unknown cnn (known: cnn:lenet)", spec);
-    return fail(err, errlen,
+        return kern_fail(err, errlen, "model spec \"%s\": unknown cnn (known: cnn:lenet)", spec);
+    return kern_fail(err, errlen,
                 "model spec \"%s\": unknown architecture (expected logreg:IN-OUT, "
                 "mlp:IN-H1-...-OUT or cnn:lenet)",
                 spec);
@@ -220,18 +206,18 @@ static int parse_spec(struct model *m, const char *spec, char *err, size_t errle
 int model_create(const char *spec, int max_batch, struct model **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (!spec) return fail(err, errlen, "model spec is missing");
+    if (!spec) return kern_fail(err, errlen, "model spec is missing");
     struct model *m = calloc(1, sizeof *m);
     if (!m || !(m->spec = strdup(spec))) {
         free(m);
-        return fail(err, errlen, "model spec \"%s\": out of memory", spec);
+        return kern_fail(err, errlen, "model spec \"%s\": out of memory", spec);
     }
     if (parse_spec(m, spec, err, errlen) < 0) {
         model_destroy(m);
         return -1;
     }
     if (m->param_count > MODEL_MAX_PARAMS) {
-        fail(err, errlen, "model spec \"%s\": %zu parameters exceed the limit of %llu", spec,
+        kern_fail(err, errlen, "model spec \"%s\": %zu parameters exceed the limit of %llu", spec,
              m->param_count, MODEL_MAX_PARAMS);
         model_destroy(m);
         return -1;
@@ -343,13 +329,13 @@ static size_t workspace_layout(struct model *m, size_t batch, float *base)
 int model_reserve(struct model *m, int batch, char *err, size_t errlen)
 {
     if (batch < 1 || batch > MODEL_MAX_BATCH)
-        return fail(err, errlen, "model \"%s\": batch %d is outside 1..%d", m->spec, batch,
+        return kern_fail(err, errlen, "model \"%s\": batch %d is outside 1..%d", m->spec, batch,
                     MODEL_MAX_BATCH);
     if (batch <= m->capacity) return 0;
     void *block = NULL;
     size_t bytes = workspace_layout(m, (size_t)batch, NULL) * sizeof(float);
     if (posix_memalign(&block, 64, bytes) != 0)
-        return fail(err, errlen, "model \"%s\": cannot allocate %zu bytes of workspace", m->spec,
+        return kern_fail(err, errlen, "model \"%s\": cannot allocate %zu bytes of workspace", m->spec,
                     bytes);
     free(m->workspace);
     m->workspace = block;
@@ -455,7 +441,7 @@ int model_init(const struct model *m, float *params, const char *method, uint64_
     else if (strcmp(method, "zeros") == 0)
         zeros = 1;
     else
-        return fail(err, errlen, "model \"%s\": unknown init \"%s\" (default, xavier, zeros)",
+        return kern_fail(err, errlen, "model \"%s\": unknown init \"%s\" (default, xavier, zeros)",
                     m->spec, method);
     memset(params, 0, m->param_count * sizeof(float));
     if (zeros) return 0;
@@ -847,7 +833,7 @@ static int check_labels(const struct model *m, const int32_t *labels, size_t n, 
     int classes = model_classes(m);
     for (size_t i = 0; i < n; i++)
         if (labels[i] < 0 || labels[i] >= classes)
-            return fail(err, errlen, "model \"%s\": label %d of sample %zu is outside 0..%d",
+            return kern_fail(err, errlen, "model \"%s\": label %d of sample %zu is outside 0..%d",
                         m->spec, (int)labels[i], i, classes - 1);
     return 0;
 }

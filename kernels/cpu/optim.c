@@ -2,9 +2,9 @@
  * compiler vectorises (they are memory-bound; BLAS would add passes). Owns
  * each optimizer's state arrays. See kernels/optim.h. */
 #include "kernels/optim.h"
+#include "kernels/kern_error.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,20 +23,6 @@ struct optim {
     float *second; /* adam's second moment */
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 static const char *const method_names[] = {"sgd", "momentum", "nesterov", "adam"};
 
 const char *optim_method_name(enum optim_method method)
@@ -52,7 +38,7 @@ int optim_method_parse(const char *name, enum optim_method *out, char *err, size
             return 0;
         }
     }
-    return fail(err, errlen, "optimizer \"%s\" is unknown (sgd, momentum, nesterov, adam)",
+    return kern_fail(err, errlen, "optimizer \"%s\" is unknown (sgd, momentum, nesterov, adam)",
                 name ? name : "");
 }
 
@@ -73,17 +59,17 @@ static int config_check(const struct optim_config *c, char *err, size_t errlen)
 {
     const char *name = optim_method_name(c->method);
     if ((unsigned)c->method > OPTIM_ADAM)
-        return fail(err, errlen, "optimizer method %d is unknown", (int)c->method);
+        return kern_fail(err, errlen, "optimizer method %d is unknown", (int)c->method);
     /* Written as negated ranges so that NaN fails every test. */
     if (!(c->lr >= 0.0f) || !(c->weight_decay >= 0.0f))
-        return fail(err, errlen, "%s: lr %g and weight_decay %g must be >= 0", name, c->lr,
+        return kern_fail(err, errlen, "%s: lr %g and weight_decay %g must be >= 0", name, c->lr,
                     c->weight_decay);
     if (!(c->momentum >= 0.0f && c->momentum < 1.0f))
-        return fail(err, errlen, "%s: momentum %g is outside [0, 1)", name, c->momentum);
+        return kern_fail(err, errlen, "%s: momentum %g is outside [0, 1)", name, c->momentum);
     if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f))
-        return fail(err, errlen, "%s: beta1 %g and beta2 %g must be in [0, 1)", name, c->beta1,
+        return kern_fail(err, errlen, "%s: beta1 %g and beta2 %g must be in [0, 1)", name, c->beta1,
                     c->beta2);
-    if (!(c->eps > 0.0f)) return fail(err, errlen, "%s: eps %g must be > 0", name, c->eps);
+    if (!(c->eps > 0.0f)) return kern_fail(err, errlen, "%s: eps %g must be > 0", name, c->eps);
     return 0;
 }
 
@@ -97,7 +83,7 @@ static int state_alloc(struct optim *o, char *err, size_t errlen)
     o->second = second ? calloc(o->n ? o->n : 1, sizeof(float)) : NULL;
     o->steps = 0;
     if ((first && !o->first) || (second && !o->second))
-        return fail(err, errlen, "%s: cannot allocate state for %zu parameters",
+        return kern_fail(err, errlen, "%s: cannot allocate state for %zu parameters",
                     optim_method_name(o->cfg.method), o->n);
     return 0;
 }
@@ -108,7 +94,7 @@ int optim_create(const struct optim_config *cfg, size_t n, struct optim **out, c
     *out = NULL;
     if (config_check(cfg, err, errlen) < 0) return -1;
     struct optim *o = calloc(1, sizeof *o);
-    if (!o) return fail(err, errlen, "optimizer: out of memory");
+    if (!o) return kern_fail(err, errlen, "optimizer: out of memory");
     o->cfg = *cfg;
     o->n = n;
     if (state_alloc(o, err, errlen) < 0) {
@@ -189,7 +175,7 @@ int optim_step(struct optim *o, float *params, const float *grad, size_t n, char
                size_t errlen)
 {
     if (n != o->n)
-        return fail(err, errlen, "%s: step on %zu parameters, state is for %zu",
+        return kern_fail(err, errlen, "%s: step on %zu parameters, state is for %zu",
                     optim_method_name(o->cfg.method), n, o->n);
     o->steps++;
     switch (o->cfg.method) {

@@ -1,0 +1,219 @@
+/* l_link.c — link handles: l:set{...}, l:down(), l:up(), l:stats(), l.a, l.b,
+ * l.name. The kernel backend applies changes at once; the user backend sends
+ * them to hiernet-linkd and the calling task waits for its reply
+ * (controller/netrun.c decides which). */
+#include "lua/l_net.h"
+
+#include "controller/netrun.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const link_options[] = {"bw", "delay", "jitter", "loss", "queue", "reorder",
+                                           NULL};
+
+/* Reads bw/delay/jitter/loss/queue (strings with units, or numbers: bit/s,
+ * seconds, a fraction, packets) and reorder from the table at index i. */
+void lnet_read_link_params(lua_State *L, int i, struct topo_link_params *p, const char *what)
+{
+    lnet_check_options(L, i, link_options, what);
+    char err[256];
+    for (const char *const *key = link_options; *key; key++) {
+        lua_getfield(L, i, *key);
+        if (lua_isnil(L, -1)) {
+            lua_pop(L, 1);
+            continue;
+        }
+        if (strcmp(*key, "reorder") == 0) {
+            if (!lua_isboolean(L, -1)) luaL_error(L, "%s: reorder must be true or false", what);
+            p->reorder = lua_toboolean(L, -1);
+        } else {
+            if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
+                luaL_error(L, "%s: %s must be a string with a unit or a number, got %s", what,
+                           *key, luaL_typename(L, -1));
+            if (topo_link_param_set(p, *key, lua_tostring(L, -1), err, sizeof err) < 0)
+                luaL_error(L, "%s: %s: %s", what, *key, err);
+        }
+        lua_pop(L, 1);
+    }
+}
+
+static struct l_link *check_link(lua_State *L, int i)
+{
+    return luaL_checkudata(L, i, LINK_MT);
+}
+
+static const char *link_name(struct l_link *h, char *buf, size_t len)
+{
+    topo_link_describe(h->net->topo, &h->net->topo->links[h->index], buf, len);
+    return buf;
+}
+
+static void check_link_running(lua_State *L, struct l_link *h, const char *method)
+{
+    char name[96];
+    if (h->net->state != NET_STARTED)
+        luaL_error(L, "link %s: %s: network '%s' is %s", link_name(h, name, sizeof name), method,
+                   h->net->topo->name, lnet_state_word(h->net->state));
+}
+
+enum link_change { LINK_SET, LINK_DOWN, LINK_UP, LINK_STATS };
+
+/* A link request in flight to linkd; the model changes once it succeeded. */
+struct link_call {
+    struct call call; /* first: on_call_reply's machinery reads it */
+    struct l_network *net;
+    int link;
+    enum link_change change;
+    struct topo_link_params params;
+};
+
+static void apply_link_change(struct link_call *lc)
+{
+    struct topo_link *l = &lc->net->topo->links[lc->link];
+    if (lc->change == LINK_SET) l->params = lc->params;
+    if (lc->change == LINK_DOWN || lc->change == LINK_UP) l->up = lc->change == LINK_UP;
+}
+
+static void on_link_reply(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct link_call *lc = ctx;
+    if (!error) apply_link_change(lc);
+    struct reply r = {error, result, &lc->call};
+    sched_wake(lc->call.sched, lc->call.tok, lnet_push_reply, &r);
+    free(lc);
+}
+
+static int link_call_k(lua_State *L, int status, lua_KContext ctx)
+{
+    if (!lua_toboolean(L, -2)) return luaL_error(L, "%s", lua_tostring(L, -1));
+    return ctx == LINK_STATS ? 1 : 0;
+}
+
+/* Runs one link change: at once (kernel backend) or through linkd,
+ * waiting for its reply (user backend). */
+static int link_request(lua_State *L, struct l_link *h, enum link_change change,
+                        const struct topo_link_params *params)
+{
+    static const char *const names[] = {"set", "down", "up", "stats"};
+    char err[512];
+    check_link_running(L, h, names[change]);
+    struct link_call *lc = calloc(1, sizeof *lc);
+    if (!lc) return luaL_error(L, "link %d: out of memory", h->index);
+    *lc = (struct link_call){{h->net->rt->sched, {0, 0}, "link", "", ""}, h->net, h->index, change,
+                             {0}};
+    if (params) lc->params = *params;
+    link_name(h, lc->call.node, sizeof lc->call.node);
+    snprintf(lc->call.method, sizeof lc->call.method, "%s", names[change]);
+    struct netrun *run = h->net->run;
+    int rc = change == LINK_SET     ? netrun_link_set(run, h->index, params, on_link_reply, lc, err, sizeof err)
+             : change == LINK_STATS ? netrun_link_stats(run, h->index, on_link_reply, lc, err, sizeof err)
+                                    : netrun_link_updown(run, h->index, change == LINK_UP,
+                                                         on_link_reply, lc, err, sizeof err);
+    if (rc <= 0) {
+        if (rc == 0) apply_link_change(lc);
+        free(lc);
+        if (rc < 0) return luaL_error(L, "%s", err);
+        return 0;
+    }
+    lc->call.tok = sched_suspend(L);
+    return lua_yieldk(L, 0, change, link_call_k);
+}
+
+/* link:set{bw=, delay=, jitter=, loss=, queue=}: unnamed parameters keep their values. */
+static int l_link_set(lua_State *L)
+{
+    struct l_link *h = check_link(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    char name[96], what[128];
+    snprintf(what, sizeof what, "link %s", link_name(h, name, sizeof name));
+    struct topo_link_params params = h->net->topo->links[h->index].params;
+    lnet_read_link_params(L, 2, &params, what);
+    return link_request(L, h, LINK_SET, &params);
+}
+
+static int l_link_down(lua_State *L)
+{
+    return link_request(L, check_link(L, 1), LINK_DOWN, NULL);
+}
+
+static int l_link_up(lua_State *L)
+{
+    return link_request(L, check_link(L, 1), LINK_UP, NULL);
+}
+
+/* link:stats() -> {up=, ab={packets=, bytes=, delivered=, drops_loss=, ...}, ba={...}} */
+static int l_link_stats(lua_State *L)
+{
+    return link_request(L, check_link(L, 1), LINK_STATS, NULL);
+}
+
+static void push_link_end(lua_State *L, struct l_link *h, int node)
+{
+    lua_getiuservalue(L, 1, 1);
+    struct l_network *net = h->net;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, net->nodes_ref);
+    lua_rawgeti(L, -1, node + 1);
+    lua_replace(L, -3);
+    lua_pop(L, 1);
+}
+
+static int l_link_index(lua_State *L)
+{
+    struct l_link *h = check_link(L, 1);
+    const struct topo_link *l = &h->net->topo->links[h->index];
+    const char *key = luaL_checkstring(L, 2);
+    char buf[96];
+    if (strcmp(key, "a") == 0) {
+        push_link_end(L, h, l->a);
+    } else if (strcmp(key, "b") == 0) {
+        push_link_end(L, h, l->b);
+    } else if (strcmp(key, "name") == 0) {
+        topo_link_describe(h->net->topo, l, buf, sizeof buf);
+        lua_pushstring(L, buf);
+    } else {
+        lua_getfield(L, lua_upvalueindex(1), key);
+        if (lua_isnil(L, -1)) {
+            topo_link_describe(h->net->topo, l, buf, sizeof buf);
+            return luaL_error(L, "link %s has no field or method '%s'", buf, key);
+        }
+    }
+    return 1;
+}
+
+static int l_link_tostring(lua_State *L)
+{
+    struct l_link *h = check_link(L, 1);
+    char buf[96];
+    topo_link_describe(h->net->topo, &h->net->topo->links[h->index], buf, sizeof buf);
+    lua_pushfstring(L, "link %s", buf);
+    return 1;
+}
+
+static const luaL_Reg link_methods[] = {
+    {"set", l_link_set}, {"down", l_link_down}, {"up", l_link_up}, {"stats", l_link_stats},
+    {NULL, NULL},
+};
+
+void lnet_create_link_meta(lua_State *L)
+{
+    luaL_newmetatable(L, LINK_MT);
+    luaL_newlib(L, link_methods);
+    lua_pushcclosure(L, l_link_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_link_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+}
+
+
+void lnet_push_link(lua_State *L, int net_index, struct l_network *net, int index)
+{
+    struct l_link *h = lua_newuserdatauv(L, sizeof *h, 1);
+    h->net = net;
+    h->index = index;
+    luaL_setmetatable(L, LINK_MT);
+    lua_pushvalue(L, net_index); /* keeps the network alive while the link is */
+    lua_setiuservalue(L, -2, 1);
+}

@@ -1,0 +1,107 @@
+/* l_net.h — what the network, node, link and program bindings share:
+ * their handle structs and the helpers one unit offers another. Internal to
+ * lua/ (l_network.c, l_node.c, l_link.c, l_proc.c); the public face is
+ * l_network.h. */
+#pragma once
+
+#include "controller/netrun.h"
+#include "lua/runtime.h"
+#include "lua/sched.h"
+#include "topo/network.h"
+
+#include <lua.h>
+#include <msgpack.h>
+#include <stdbool.h>
+
+#define NETWORK_MT "hiernet.network"
+#define NODE_MT "hiernet.node"
+#define LINK_MT "hiernet.link"
+#define PROC_MT "hiernet.proc"
+
+enum net_state { NET_DEFINED, NET_STARTING, NET_STARTED, NET_STOPPING, NET_STOPPED };
+
+struct l_network {
+    struct hn_runtime *rt;
+    struct topo_network *topo;
+    struct netrun *run; /* once started */
+    enum net_state state;
+    int self_ref;  /* anchors the network while peers run */
+    int nodes_ref; /* table: name -> node handle, and 1..n -> node handle */
+    struct l_network *next;
+    /* start: pings outstanding and the first failure */
+    int outstanding;
+    task_token start_tok;
+    char start_error[512];
+    /* stop: tasks waiting for the peers to exit */
+    task_token *stop_waiters;
+    size_t n_stop_waiters;
+    ev_timer stop_deadline;
+    struct l_proc *procs; /* programs started in nodes, ended at stop */
+};
+
+struct l_node {
+    struct l_network *net;
+    int index;
+};
+
+/* A program started in a node; the handle outlives the process. */
+struct l_proc {
+    struct l_network *net;
+    struct proc *proc; /* NULL once the network released it */
+    char node[TOPO_NAME_MAX];
+    int self_ref;      /* anchors the handle while the program runs */
+    bool done;
+    int status;
+    int out_ref, err_ref;
+    task_token *waiters;
+    size_t n_waiters;
+    struct l_proc *next;
+};
+
+struct l_link {
+    struct l_network *net;
+    int index;
+};
+
+struct call {
+    struct sched *sched;
+    task_token tok;
+    const char *kind; /* "node" or "link": how error messages name the object */
+    char node[2 * TOPO_NAME_MAX]; /* a node's name, or a link's "a-b" */
+    char method[32];
+};
+
+struct reply {
+    const char *error;
+    const msgpack_object *result;
+    const struct call *call;
+};
+
+/* l_network.c */
+const char *lnet_state_word(enum net_state s);
+/* Raises an error for any key of the option table at index i not in allowed. */
+void lnet_check_options(lua_State *L, int i, const char *const *allowed, const char *what);
+const char *lnet_opt_string(lua_State *L, int i, const char *key, const char *dflt,
+                            const char *what);
+double lnet_opt_number(lua_State *L, int i, const char *key, double dflt, const char *what);
+
+/* l_node.c */
+struct l_node *lnet_check_node(lua_State *L, int i);
+/* Pushes (ok, value-or-message) for a woken task: a struct reply is ud. */
+int lnet_push_reply(lua_State *co, void *ud);
+void lnet_create_node_meta(lua_State *L);
+
+/* l_link.c */
+void lnet_read_link_params(lua_State *L, int i, struct topo_link_params *p, const char *what);
+/* Pushes a handle for link index of the network handle at index net_index. */
+void lnet_push_link(lua_State *L, int net_index, struct l_network *net, int index);
+void lnet_create_link_meta(lua_State *L);
+
+/* l_proc.c */
+int lnet_node_run(lua_State *L);
+int lnet_node_spawn(lua_State *L);
+/* Stop: SIGTERM to every program still running in the network. */
+void lnet_procs_terminate(struct l_network *net);
+/* Release: SIGKILL and reap what is left; the handles stay valid, detached. */
+void lnet_procs_release(struct l_network *net);
+void lnet_create_proc_meta(lua_State *L);

@@ -1,0 +1,236 @@
+/* l_proc.c — programs in nodes: node:run(cmd) waits for a command and
+ * returns its status and output; node:spawn(argv) returns a handle with
+ * :wait() and :kill(). The process work is controller/proc.c; this unit
+ * ties each program to its network, so that stopping the network ends it. */
+#include "lua/l_net.h"
+
+#include "controller/proc.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+
+/* ---- programs in nodes: node:run, node:spawn ---- */
+
+static void on_proc_done(void *ctx, struct proc *p, int status, const char *out, size_t out_len,
+                         const char *err, size_t err_len)
+{
+    struct l_proc *lp = ctx;
+    lua_State *L = lp->net->rt->L;
+    lp->done = true;
+    lp->status = status;
+    lua_pushlstring(L, out, out_len);
+    lp->out_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pushlstring(L, err, err_len);
+    lp->err_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    task_token *waiters = lp->waiters;
+    size_t n = lp->n_waiters;
+    lp->waiters = NULL;
+    lp->n_waiters = 0;
+    int self = lp->self_ref;
+    lp->self_ref = LUA_NOREF;
+    for (size_t i = 0; i < n; i++) sched_wake(lp->net->rt->sched, waiters[i], NULL, NULL);
+    free(waiters);
+    luaL_unref(L, LUA_REGISTRYINDEX, self); /* may let the handle be collected */
+}
+
+static struct l_proc *check_proc(lua_State *L, int i)
+{
+    return luaL_checkudata(L, i, PROC_MT);
+}
+
+/* Collects argv from a string (run through /bin/sh -c) or an array of strings. */
+static char **collect_argv(lua_State *L, int i, const char *node)
+{
+    if (lua_type(L, i) == LUA_TSTRING) {
+        char **argv = lua_newuserdatauv(L, 4 * sizeof *argv, 0);
+        argv[0] = "/bin/sh", argv[1] = "-c", argv[2] = (char *)lua_tostring(L, i), argv[3] = NULL;
+        return argv;
+    }
+    if (!lua_istable(L, i) || luaL_len(L, i) < 1)
+        luaL_error(L, "node '%s': expected a command string or a non-empty array of strings", node);
+    lua_Integer n = luaL_len(L, i);
+    char **argv = lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *argv, 0);
+    for (lua_Integer k = 1; k <= n; k++) {
+        lua_rawgeti(L, i, k);
+        if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
+            luaL_error(L, "node '%s': argument %d is a %s, not a string", node, (int)k,
+                       luaL_typename(L, -1));
+        argv[k - 1] = (char *)lua_tostring(L, -1);
+        lua_rawseti(L, i, k); /* keep the (possibly converted) string anchored in the table */
+    }
+    argv[n] = NULL;
+    return argv;
+}
+
+/* Starts argv (at index 2) in node 1's namespace; pushes the proc handle. */
+static struct l_proc *start_proc(lua_State *L)
+{
+    struct l_node *n = lnet_check_node(L, 1);
+    struct l_network *net = n->net;
+    const char *node = net->topo->nodes[n->index].name;
+    if (net->state != NET_STARTED)
+        luaL_error(L, "node '%s': network '%s' is %s", node, net->topo->name,
+                   lnet_state_word(net->state));
+    if (net->topo->nodes[n->index].kind != TOPO_NODE_HOST)
+        luaL_error(L, "node '%s': programs run in host nodes, not switches", node);
+    char **argv = collect_argv(L, 2, node);
+    struct l_proc *lp = lua_newuserdatauv(L, sizeof *lp, 0);
+    memset(lp, 0, sizeof *lp);
+    lp->net = net;
+    lp->self_ref = lp->out_ref = lp->err_ref = LUA_NOREF;
+    snprintf(lp->node, sizeof lp->node, "%s", node);
+    luaL_setmetatable(L, PROC_MT);
+    char err[512];
+    lp->proc = proc_spawn(net->rt->loop, netrun_node_ns(net->run, n->index), argv, on_proc_done,
+                          lp, err, sizeof err);
+    if (!lp->proc) luaL_error(L, "node '%s': %s", node, err);
+    lua_pushvalue(L, -1);
+    lp->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lp->next = net->procs;
+    net->procs = lp;
+    return lp;
+}
+
+/* Parks the running task until the program of lp ends. */
+static void proc_add_waiter(lua_State *L, struct l_proc *lp)
+{
+    if (!lp->proc) luaL_error(L, "node '%s': the program was ended with its network", lp->node);
+    task_token *grown = realloc(lp->waiters, (lp->n_waiters + 1) * sizeof *grown);
+    if (!grown) luaL_error(L, "node '%s': out of memory", lp->node);
+    lp->waiters = grown;
+    lp->waiters[lp->n_waiters] = sched_suspend(L);
+    lp->n_waiters++;
+}
+
+static struct l_proc *finished_proc(lua_State *L)
+{
+    struct l_proc *lp = check_proc(L, 1);
+    if (!lp->done) luaL_error(L, "node '%s': the program was ended with its network", lp->node);
+    return lp;
+}
+
+static int proc_wait_k(lua_State *L, int status, lua_KContext ctx)
+{
+    struct l_proc *lp = finished_proc(L);
+    lua_pushinteger(L, lp->status);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lp->out_ref);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lp->err_ref);
+    return 3;
+}
+
+/* p:wait() -> status, out, err (status: exit code, or 128 + signal). */
+static int proc_wait(lua_State *L)
+{
+    struct l_proc *lp = check_proc(L, 1);
+    lua_settop(L, 1);
+    if (lp->done) return proc_wait_k(L, LUA_OK, 0);
+    proc_add_waiter(L, lp);
+    return lua_yieldk(L, 0, 0, proc_wait_k);
+}
+
+static int run_k(lua_State *L, int status, lua_KContext ctx)
+{
+    struct l_proc *lp = finished_proc(L);
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, lp->status);
+    lua_setfield(L, -2, "status");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lp->out_ref);
+    lua_setfield(L, -2, "out");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lp->err_ref);
+    lua_setfield(L, -2, "err");
+    return 1;
+}
+
+/* node:run(cmd) -> {status=, out=, err=}: cmd is a shell command string or an argv array. */
+int lnet_node_run(lua_State *L)
+{
+    lua_settop(L, 2);
+    struct l_proc *lp = start_proc(L);
+    lua_replace(L, 1); /* the handle takes the node's place */
+    lua_settop(L, 1);
+    if (lp->done) return run_k(L, LUA_OK, 0);
+    proc_add_waiter(L, lp);
+    return lua_yieldk(L, 0, 0, run_k);
+}
+
+/* node:spawn(argv) -> handle with :wait() -> status, out, err; :kill([signal]); .pid */
+int lnet_node_spawn(lua_State *L)
+{
+    lua_settop(L, 2);
+    start_proc(L);
+    return 1;
+}
+
+static int l_proc_kill(lua_State *L)
+{
+    struct l_proc *lp = check_proc(L, 1);
+    int sig = (int)luaL_optinteger(L, 2, SIGTERM);
+    if (sig < 1 || sig > 64) return luaL_error(L, "kill: bad signal number %d", sig);
+    if (lp->proc && !lp->done) proc_kill(lp->proc, sig);
+    return 0;
+}
+
+static int l_proc_index(lua_State *L)
+{
+    struct l_proc *lp = check_proc(L, 1);
+    const char *key = luaL_checkstring(L, 2);
+    if (strcmp(key, "pid") == 0) {
+        lua_pushinteger(L, lp->proc ? proc_pid(lp->proc) : 0);
+        return 1;
+    }
+    if (strcmp(key, "done") == 0) {
+        lua_pushboolean(L, lp->done);
+        return 1;
+    }
+    lua_getfield(L, lua_upvalueindex(1), key);
+    return 1;
+}
+
+static int l_proc_gc(lua_State *L)
+{
+    struct l_proc *lp = check_proc(L, 1);
+    luaL_unref(L, LUA_REGISTRYINDEX, lp->out_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, lp->err_ref);
+    lp->out_ref = lp->err_ref = LUA_NOREF;
+    free(lp->waiters);
+    lp->waiters = NULL;
+    return 0;
+}
+
+static const luaL_Reg proc_methods[] = {
+    {"wait", proc_wait}, {"kill", l_proc_kill}, {NULL, NULL},
+};
+
+void lnet_create_proc_meta(lua_State *L)
+{
+    luaL_newmetatable(L, PROC_MT);
+    luaL_newlib(L, proc_methods);
+    lua_pushcclosure(L, l_proc_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_proc_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
+}
+
+/* Stop: every program still running in the network gets SIGTERM. */
+void lnet_procs_terminate(struct l_network *net)
+{
+    for (struct l_proc *lp = net->procs; lp; lp = lp->next)
+        if (lp->proc && !lp->done) proc_kill(lp->proc, SIGTERM);
+}
+
+/* Release: SIGKILL and reap what is left; handles stay valid but detached. */
+void lnet_procs_release(struct l_network *net)
+{
+    while (net->procs) {
+        struct l_proc *lp = net->procs;
+        net->procs = lp->next;
+        proc_free(lp->proc);
+        lp->proc = NULL;
+        if (!lp->done) luaL_unref(net->rt->L, LUA_REGISTRYINDEX, lp->self_ref);
+        lp->self_ref = LUA_NOREF;
+    }
+}
+
