@@ -320,6 +320,7 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
         netrun_free(nr);
         return -1;
     }
+    net->backend_used = nr->backend;
     *out = nr;
     return 0;
 }

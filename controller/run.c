@@ -258,7 +258,9 @@ static void write_json_body(FILE *f, const struct run *r)
     else
         fputs("null", f);
     fputs(",\n  \"backend\": ", f);
-    if (r->backend_override)
+    if (r->backend_used[0])
+        json_write_string(f, r->backend_used);
+    else if (r->backend_override)
         json_write_string(f, r->backend_override);
     else
         fputs("null", f);

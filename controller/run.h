@@ -24,6 +24,7 @@ struct run {
     char *scenario;        /* path as given */
     char *dir;             /* results directory */
     char *backend_override; /* --backend, or NULL */
+    char backend_used[16];  /* what the first started network runs on ("" before) */
     struct run_param *params;
     size_t n_params;
     char *topology_json; /* JSON array of networks, "[]" until a network starts */

@@ -486,6 +486,8 @@ static int l_net_start(lua_State *L)
         hn_logf(rt, "network '%s': backend %s (%s)", net->topo->name, netrun_backend(net->run),
                 netrun_backend_reason(net->run));
     sample_links(rt, net->run);
+    if (!rt->run->backend_used[0])
+        snprintf(rt->run->backend_used, sizeof rt->run->backend_used, "%s", netrun_backend(net->run));
     lua_pushvalue(L, 1);
     net->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     net->state = NET_STARTING;
@@ -550,7 +552,8 @@ static int l_net_index(lua_State *L)
     if (strcmp(key, "name") == 0) {
         lua_pushstring(L, net->topo->name);
     } else if (strcmp(key, "backend") == 0) {
-        lua_pushstring(L, topo_backend_name(net->topo->backend));
+        /* the backend start chose once started (auto resolves), else the one asked for */
+        lua_pushstring(L, topo_backend_name(net->run ? net->topo->backend_used : net->topo->backend));
     } else if (strcmp(key, "seed") == 0) {
         lua_pushinteger(L, (lua_Integer)net->topo->seed);
     } else {

@@ -237,8 +237,9 @@ void topo_network_write_json(const struct topo_network *net, FILE *f)
 {
     fputs("{\"name\": ", f);
     write_json_str(f, net->name);
-    fprintf(f, ", \"backend\": \"%s\", \"seed\": %llu, \"nodes\": [",
-            topo_backend_name(net->backend), (unsigned long long)net->seed);
+    fprintf(f, ", \"backend\": \"%s\", \"backend_requested\": \"%s\", \"seed\": %llu, \"nodes\": [",
+            topo_backend_name(net->backend_used), topo_backend_name(net->backend),
+            (unsigned long long)net->seed);
     for (size_t i = 0; i < net->n_nodes; i++) {
         const struct topo_node *n = &net->nodes[i];
         fputs(i ? ", {\"name\": " : "{\"name\": ", f);

@@ -54,7 +54,8 @@ struct topo_link {
 
 struct topo_network {
     char name[TOPO_NAME_MAX];
-    enum topo_backend backend;
+    enum topo_backend backend;           /* as asked (auto, ...) */
+    enum topo_backend backend_used;      /* what start chose; NONE before start */
     uint64_t seed;
     struct topo_node *nodes;
     size_t n_nodes, cap_nodes;
