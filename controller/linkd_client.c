@@ -44,7 +44,7 @@ static void pack_key(msgpack_packer *pk, const char *key)
 
 static unsigned emulation_entries(const struct topo_link_params *p)
 {
-    return 5 + (p->queue.packets || p->queue.bytes ? 1 : 0);
+    return 5 + (p->queue.packets || p->queue.bytes ? 1 : 0) + (p->gilbert ? 4 : 0);
 }
 
 /* bw (0 = unlimited), delay, jitter, loss, reorder and the queue if set. */
@@ -66,6 +66,12 @@ static void pack_emulation(msgpack_packer *pk, const struct topo_link_params *p)
     } else if (p->queue.bytes) {
         pack_key(pk, "queue_bytes");
         msgpack_pack_uint64(pk, p->queue.bytes);
+    }
+    if (p->gilbert) {
+        proto_pack_kv_f64(pk, "ge_p", p->ge_p);
+        proto_pack_kv_f64(pk, "ge_r", p->ge_r);
+        proto_pack_kv_f64(pk, "ge_h", p->ge_h);
+        proto_pack_kv_f64(pk, "ge_k", p->ge_k);
     }
 }
 

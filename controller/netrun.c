@@ -57,6 +57,13 @@ struct netrun {
 
 /* ---- backend choice ---- */
 
+static bool wants_gilbert(const struct topo_network *net)
+{
+    for (size_t i = 0; i < net->n_links; i++)
+        if (net->links[i].params.gilbert) return true;
+    return false;
+}
+
 static unsigned link_needs(const struct topo_network *net)
 {
     unsigned needs = 0;
@@ -112,6 +119,16 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
     } else {
         nr->backend = net->backend;
         snprintf(nr->reason, sizeof nr->reason, "asked for");
+    }
+    /* The kernel backend's netem plans carry no Gilbert-Elliott model. */
+    if (wants_gilbert(net) && nr->backend == TOPO_BACKEND_KERNEL) {
+        if (net->backend == TOPO_BACKEND_KERNEL) {
+            snprintf(err, errlen, "network '%s': gilbert burst loss needs backend 'user' (or 'auto')",
+                     net->name);
+            return -1;
+        }
+        nr->backend = TOPO_BACKEND_USER;
+        snprintf(nr->reason, sizeof nr->reason, "auto: gilbert burst loss needs hiernet-linkd");
     }
     if (nr->backend == TOPO_BACKEND_KERNEL && (needs & BACKEND_NEED_NETEM) &&
         !f->available[TOPO_NL_FEATURE_NETEM]) {

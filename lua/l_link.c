@@ -10,11 +10,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const link_options[] = {"bw", "delay", "jitter", "loss", "queue", "reorder",
-                                           NULL};
+static const char *const link_options[] = {"bw",    "delay",   "jitter", "loss",
+                                           "queue", "reorder", "gilbert", NULL};
+
+/* gilbert = {p=, r=, h=1, k=0}: probabilities in [0, 1] (see topo/network.h). */
+static void read_gilbert(lua_State *L, int i, struct topo_link_params *p, const char *what)
+{
+    static const char *const keys[] = {"p", "r", "h", "k", NULL};
+    double *fields[] = {&p->ge_p, &p->ge_r, &p->ge_h, &p->ge_k};
+    double defaults[] = {-1, -1, 0, 1}; /* a packet is lost in the bad state, kept in the good */
+    if (!lua_istable(L, i)) luaL_error(L, "%s: gilbert must be a table {p=, r=, h=, k=}", what);
+    lnet_check_options(L, i, keys, what);
+    for (int f = 0; keys[f]; f++) {
+        *fields[f] = lnet_opt_number(L, i, keys[f], defaults[f], what);
+        if (*fields[f] < 0 || *fields[f] > 1)
+            luaL_error(L, "%s: gilbert.%s must be a probability in [0, 1]%s", what, keys[f],
+                       f < 2 ? " (p and r are required)" : "");
+    }
+    p->gilbert = true;
+}
 
 /* Reads bw/delay/jitter/loss/queue (strings with units, or numbers: bit/s,
- * seconds, a fraction, packets) and reorder from the table at index i. */
+ * seconds, a fraction, packets), reorder and gilbert from the table at index i. */
 void lnet_read_link_params(lua_State *L, int i, struct topo_link_params *p, const char *what)
 {
     lnet_check_options(L, i, link_options, what);
@@ -25,7 +42,9 @@ void lnet_read_link_params(lua_State *L, int i, struct topo_link_params *p, cons
             lua_pop(L, 1);
             continue;
         }
-        if (strcmp(*key, "reorder") == 0) {
+        if (strcmp(*key, "gilbert") == 0) {
+            read_gilbert(L, lua_gettop(L), p, what);
+        } else if (strcmp(*key, "reorder") == 0) {
             if (!lua_isboolean(L, -1)) luaL_error(L, "%s: reorder must be true or false", what);
             p->reorder = lua_toboolean(L, -1);
         } else {

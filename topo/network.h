@@ -40,6 +40,11 @@ struct topo_link_params {
     double loss; /* fraction 0..1 */
     struct topo_units_queue queue;
     bool reorder;
+    /* Gilbert-Elliott burst loss instead of independent loss (user backend):
+     * p = P(good -> bad), r = P(bad -> good), h / k = P(a packet gets
+     * through) in the bad / good state. */
+    bool gilbert;
+    double ge_p, ge_r, ge_h, ge_k;
 };
 
 struct topo_link {
