@@ -42,6 +42,7 @@ struct netrun {
     char run_id[96];
     char peer_path[4096];
     struct registry *registry;
+    uint32_t *loopback_next;
     netrun_exit_fn on_exit;
     void *ctx;
     /* links.csv: linkd's counters sampled once per second */
@@ -196,7 +197,7 @@ static int build_topology(struct netrun *nr, bool *env_error, char *err, size_t 
 {
     struct topo_network *net = nr->net;
     if (nr->backend == TOPO_BACKEND_NONE) {
-        if (topo_assign_loopback_addresses(net, err, errlen) < 0) return -1;
+        if (topo_assign_loopback_addresses(net, nr->loopback_next, err, errlen) < 0) return -1;
         if (net->n_links) return topo_routing_compute(net, &nr->routing, err, errlen);
         return 0;
     }
@@ -330,6 +331,7 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
     nr->on_exit = on_exit;
     nr->ctx = ctx;
     nr->registry = cfg->registry;
+    nr->loopback_next = cfg->loopback_next;
     snprintf(nr->run_id, sizeof nr->run_id, "%s-%s", cfg->run_id ? cfg->run_id : "run", net->name);
     if (choose_backend(nr, env_error, err, errlen) < 0 ||
         build_topology(nr, env_error, err, errlen) < 0 ||
@@ -419,6 +421,22 @@ int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
     p->client = NULL;
     if (spawn_peer(nr, nr->peer_path, node, err, errlen) < 0) return -1;
     return nr->registry ? registry_commit(nr->registry, err, errlen) : 0;
+}
+
+/* ---- the peers' address book ---- */
+
+void netrun_pack_peer_table(const struct netrun *nr, msgpack_sbuffer *out)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+    size_t hosts = 0;
+    for (size_t i = 0; i < nr->net->n_nodes; i++) hosts += nr->peers[i].client != NULL;
+    msgpack_pack_map(&pk, 1);
+    proto_pack_str(&pk, "table");
+    msgpack_pack_map(&pk, hosts);
+    for (size_t i = 0; i < nr->net->n_nodes; i++)
+        if (nr->peers[i].client)
+            proto_pack_kv_str(&pk, nr->net->nodes[i].name, nr->net->nodes[i].addr);
 }
 
 /* ---- links.csv ---- */

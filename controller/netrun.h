@@ -21,6 +21,7 @@ struct netrun;
 struct netrun_config {
     const char *run_id;        /* names the run's cgroups */
     struct registry *registry; /* may be NULL */
+    uint32_t *loopback_next;   /* backend none: the run's next free 127.x.y.z (host order) */
 };
 
 typedef void (*netrun_exit_fn)(void *ctx, int node, int wait_status);
@@ -36,6 +37,9 @@ const char *netrun_backend(const struct netrun *nr);
 const char *netrun_backend_reason(const struct netrun *nr);
 struct peer_client *netrun_peer(const struct netrun *nr, int node);
 int netrun_node_ns(const struct netrun *nr, int node); /* -1 on the none backend */
+/* Params of the peers' "peers" command: {table = {node name = address}}, so
+ * that send{to = node} finds its target. Appends to out. */
+void netrun_pack_peer_table(const struct netrun *nr, msgpack_sbuffer *out);
 
 /* Run-time link changes. Kernel backend: done at once, returns 0 (or -1).
  * User backend: the request is queued to linkd and 1 is returned; cb gets

@@ -389,19 +389,33 @@ static void check_devices(lua_State *L, struct l_network *net)
 }
 
 /* Pings every peer concurrently: start returns once all answer. */
-static int ping_all(lua_State *L, struct l_network *net)
+/* Queues one call per peer; counts it in net->outstanding. */
+static bool call_every_peer(struct l_network *net, const char *method, const char *params,
+                            size_t len)
 {
     char err[512];
-    net->outstanding = 0;
     for (size_t i = 0; i < net->topo->n_nodes; i++) {
         struct peer_client *pc = netrun_peer(net->run, (int)i);
         if (!pc) continue;
-        if (peer_client_call(pc, "ping", NULL, 0, on_start_ping, net, err, sizeof err) < 0) {
+        if (peer_client_call(pc, method, params, len, on_start_ping, net, err, sizeof err) < 0) {
             snprintf(net->start_error, sizeof net->start_error, "%s", err);
-            break;
+            return false;
         }
         net->outstanding++;
     }
+    return true;
+}
+
+/* Pings every peer and hands each the address book, all at once: start
+ * returns when every peer has answered both. */
+static int ping_all(lua_State *L, struct l_network *net)
+{
+    struct hn_runtime *rt = net->rt;
+    net->outstanding = 0;
+    msgpack_sbuffer_clear(&rt->scratch);
+    netrun_pack_peer_table(net->run, &rt->scratch);
+    if (call_every_peer(net, "ping", NULL, 0))
+        call_every_peer(net, "peers", rt->scratch.data, rt->scratch.size);
     if (net->outstanding == 0) return start_k(L, LUA_OK, 0);
     /* Replies only arrive from the loop, after this task has yielded. */
     net->start_tok = sched_suspend(L);
@@ -471,7 +485,7 @@ static int l_net_start(lua_State *L)
     if (rt->draw) return draw_instead(L, net);
     check_devices(L, net);
     struct registry *reg = run_registry(rt);
-    struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg};
+    struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg, &rt->loopback_next};
     char err[1024];
     bool env_error = false;
     if (netrun_start(rt->loop, net->topo, &cfg, on_peer_exit, net, &net->run, &env_error, err,

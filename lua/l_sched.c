@@ -595,6 +595,9 @@ static int l_sleep(lua_State *L)
     sl->next = s->sleepers;
     if (s->sleepers) s->sleepers->prev = sl;
     s->sleepers = sl;
+    /* Timers count from the loop's cached time, which is as old as this
+     * loop iteration: refresh it, or the sleep ends early. */
+    ev_now_update(s->loop);
     ev_timer_init(&sl->timer, on_sleep_done, seconds, 0);
     ev_timer_start(s->loop, &sl->timer);
     return lua_yield(L, 0);

@@ -29,6 +29,7 @@ struct hn_runtime {
     bool quiet;              /* no log lines on stderr */
     bool env_failure;        /* the failure came from the environment: exit 3 */
     struct registry *registry; /* /run/hiernet/<run-id>, once a network starts */
+    uint32_t loopback_next; /* backend none: next free 127.x.y.z, see scenario.c */
     FILE *draw;                /* hiernet draw: networks go here as DOT, nothing starts */
     bool drawn;                /* a network was drawn: the run is over */
 };

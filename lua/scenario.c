@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TEARDOWN_DEADLINE_S 5.0
 
@@ -256,6 +257,10 @@ int scenario_run(const struct scenario_options *o)
     msgpack_sbuffer_init(&sc.rt.scratch);
     sc.rt.run = &sc.run;
     sc.rt.quiet = o->quiet;
+    /* Backend none puts every peer on its own loopback address. Runs at the
+     * same time must not share addresses (a peer's data port is fixed), so
+     * each run takes its own 127.N.0.0/16, N from its pid. */
+    sc.rt.loopback_next = (127u << 24) | ((1u + (unsigned)getpid() % 254u) << 16) | 2u;
     sc.run.lua_release = LUA_RELEASE;
     int code = 2;
     if (apply_options(&sc, o) < 0) goto out_early;

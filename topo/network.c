@@ -202,21 +202,22 @@ void topo_addr_format(uint32_t addr, char *buf, size_t len)
              addr & 255);
 }
 
-int topo_assign_loopback_addresses(struct topo_network *net, char *err, size_t errlen)
+int topo_assign_loopback_addresses(struct topo_network *net, uint32_t *next, char *err,
+                                   size_t errlen)
 {
-    uint32_t next = 2; /* 127.0.0.1 stays the host's own */
     for (size_t i = 0; i < net->n_nodes; i++) {
         struct topo_node *n = &net->nodes[i];
         n->addr[0] = '\0';
+        n->node_addr = 0;
         if (n->kind != TOPO_NODE_HOST) continue;
-        if (next >= (1u << 24) - 1) {
+        if ((*next & 0xff) == 0) (*next)++;   /* no .0 */
+        if ((*next & 0xff) == 255) *next += 2; /* no .255, no .0 of the next /24 */
+        if ((*next >> 24) != 127) {
             snprintf(err, errlen, "network '%s': too many nodes for 127.0.0.0/8", net->name);
             return -1;
         }
-        snprintf(n->addr, sizeof n->addr, "127.%u.%u.%u", (next >> 16) & 255, (next >> 8) & 255,
-                 next & 255);
-        next++;
-        if ((next & 255) == 255) next += 2; /* skip .255 and .0 of the next /24 */
+        n->node_addr = (*next)++;
+        topo_addr_format(n->node_addr, n->addr, sizeof n->addr);
     }
     return 0;
 }

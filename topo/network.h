@@ -102,8 +102,10 @@ int topo_set_addr_base(struct topo_network *net, const char *cidr, char *err, si
 /* Formats a host-order IPv4 address. */
 void topo_addr_format(uint32_t addr, char *buf, size_t len);
 
-/* Backend none: host i gets 127.0.0.(2 + i) and onwards through 127.0.x.y,
- * so every peer has its own data-plane address without privileges. */
-int topo_assign_loopback_addresses(struct topo_network *net, char *err, size_t errlen);
+/* Backend none: every host gets its own loopback address, taken from *next
+ * (host order, inside 127.0.0.0/8) onwards; *next moves past them, so the
+ * networks of one run never share an address. */
+int topo_assign_loopback_addresses(struct topo_network *net, uint32_t *next, char *err,
+                                   size_t errlen);
 /* The network as a JSON object for run.json. */
 void topo_network_write_json(const struct topo_network *net, FILE *f);
