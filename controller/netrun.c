@@ -5,6 +5,7 @@
 #include "controller/linkd_client.h"
 #include "controller/record.h"
 #include "controller/registry.h"
+#include "kernels/device.h"
 #include "topo/address.h"
 #include "topo/cgroup.h"
 #include "topo/kernel.h"
@@ -140,6 +141,30 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
         return -1;
     }
     *env_error = false;
+    return 0;
+}
+
+/* ---- devices ---- */
+
+/* A node asking for a device this host lacks fails the start, naming why. */
+static int check_devices(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < nr->net->n_nodes; i++) {
+        const struct topo_node *n = &nr->net->nodes[i];
+        enum kern_device device;
+        char why[256];
+        if (n->kind != TOPO_NODE_HOST) continue;
+        if (kern_device_parse(n->device, &device, why, sizeof why) < 0) {
+            snprintf(err, errlen, "node '%s': %s", n->name, why);
+            return -1;
+        }
+        if (!kern_device_available(device, why, sizeof why)) {
+            *env_error = true;
+            snprintf(err, errlen, "node '%s': device '%s' is not available: %s", n->name,
+                     n->device, why);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -333,7 +358,8 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
     nr->registry = cfg->registry;
     nr->loopback_next = cfg->loopback_next;
     snprintf(nr->run_id, sizeof nr->run_id, "%s-%s", cfg->run_id ? cfg->run_id : "run", net->name);
-    if (choose_backend(nr, env_error, err, errlen) < 0 ||
+    if (check_devices(nr, env_error, err, errlen) < 0 ||
+        choose_backend(nr, env_error, err, errlen) < 0 ||
         build_topology(nr, env_error, err, errlen) < 0 ||
         prepare_cgroups(nr, env_error, err, errlen) < 0 || spawn_peers(nr, err, errlen) < 0) {
         netrun_free(nr);

@@ -380,13 +380,6 @@ static int start_k(lua_State *L, int status, lua_KContext ctx)
     return 0;
 }
 
-static void check_devices(lua_State *L, struct l_network *net)
-{
-    for (size_t i = 0; i < net->topo->n_nodes; i++)
-        if (strcmp(net->topo->nodes[i].device, "cuda") == 0)
-            luaL_error(L, "node '%s': device 'cuda' is not available: this build has no CUDA kernels",
-                       net->topo->nodes[i].name);
-}
 
 /* Pings every peer concurrently: start returns once all answer. */
 /* Queues one call per peer; counts it in net->outstanding. */
@@ -483,7 +476,6 @@ static int l_net_start(lua_State *L)
     if (net->topo->n_nodes == 0)
         return luaL_error(L, "network '%s': start: the network has no nodes", net->topo->name);
     if (rt->draw) return draw_instead(L, net);
-    check_devices(L, net);
     struct registry *reg = run_registry(rt);
     struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg, &rt->loopback_next};
     char err[1024];

@@ -1,0 +1,91 @@
+/* cuda/cuda_backend.h — the C interface between kernels/device.c and the
+ * CUDA module libhiernet_cuda.so (the .cu files of kernels/cuda/).
+ *
+ * The module exports one symbol, hiernet_cuda_ops(), returning a table of
+ * functions; device.c finds it with dlsym and checks abi and size before
+ * using anything, so a stale module from another build is refused rather
+ * than called with the wrong layout. All pointers named x, y, params, grad,
+ * first, second are device memory; names starting with host_ are host
+ * memory. Every function is synchronous and returns 0, or -1 with a message
+ * in err. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KERN_CUDA_ABI 1
+#define KERN_CUDA_ENTRY "hiernet_cuda_ops"
+#define KERN_CUDA_MODULE_NAME "libhiernet_cuda.so"
+
+struct kern_cuda_ctx;   /* one GPU: stream, cuBLAS handle, reduction scratch */
+struct kern_cuda_dense; /* a dense-stack model's device workspace */
+
+enum kern_cuda_copy { KERN_CUDA_TO_DEVICE, KERN_CUDA_TO_HOST, KERN_CUDA_ON_DEVICE };
+
+/* Dense stack: sizes[0] inputs, sizes[count - 1] classes, ReLU after every
+ * layer but the last; parameters laid out as kernels/model.h says. */
+struct kern_cuda_dense_spec {
+    int count;
+    const int *sizes;
+};
+
+/* One optimizer step with its scalars resolved on the host (adam's bias
+ * corrections c1 = 1 / (1 - beta1^t), c2 = 1 / (1 - beta2^t) in double). */
+struct kern_cuda_optim_step {
+    int method; /* enum optim_method */
+    float lr, momentum, beta1, beta2, eps, weight_decay;
+    float c1, c2;
+};
+
+struct kern_cuda_ops {
+    int abi;                   /* KERN_CUDA_ABI */
+    size_t size;               /* sizeof(struct kern_cuda_ops) */
+    const char *architectures; /* CMAKE_CUDA_ARCHITECTURES the module holds */
+
+    /* The runtime's device count; on failure the CUDA error in why. */
+    int (*device_count)(int *count, char *why, size_t whylen);
+    int (*ctx_create)(int ordinal, struct kern_cuda_ctx **out, char *describe, size_t describelen,
+                      char *err, size_t errlen);
+    void (*ctx_destroy)(struct kern_cuda_ctx *c);
+
+    int (*alloc)(struct kern_cuda_ctx *c, size_t n, float **out, char *err, size_t errlen);
+    void (*free)(struct kern_cuda_ctx *c, float *p);
+    int (*copy)(struct kern_cuda_ctx *c, void *dst, const void *src, size_t bytes,
+                enum kern_cuda_copy kind, char *err, size_t errlen);
+
+    int (*fill)(struct kern_cuda_ctx *c, size_t n, float value, float *x, char *err, size_t errlen);
+    int (*axpy)(struct kern_cuda_ctx *c, size_t n, float alpha, const float *x, float *y, char *err,
+                size_t errlen);
+    int (*scale)(struct kern_cuda_ctx *c, size_t n, float alpha, float *x, char *err,
+                 size_t errlen);
+    int (*dot)(struct kern_cuda_ctx *c, size_t n, const float *x, const float *y, double *out,
+               char *err, size_t errlen);
+    int (*sgemm)(struct kern_cuda_ctx *c, int trans_a, int trans_b, int m, int n, int k,
+                 float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                 float *cm, int ldc, char *err, size_t errlen);
+
+    int (*dense_create)(struct kern_cuda_ctx *c, const struct kern_cuda_dense_spec *spec,
+                        struct kern_cuda_dense **out, char *err, size_t errlen);
+    void (*dense_destroy)(struct kern_cuda_dense *d);
+    /* Grows the workspace to hold `batch` samples (runs grow it too). */
+    int (*dense_reserve)(struct kern_cuda_dense *d, int batch, char *err, size_t errlen);
+    /* Mean gradient into grad; *loss_sum gets the batch's summed loss and
+     * *correct its hits. grad may be NULL (evaluation: forward pass only). */
+    int (*dense_run)(struct kern_cuda_dense *d, const float *params, const float *host_x,
+                     const int32_t *host_labels, int batch, float *grad, double *loss_sum,
+                     size_t *correct, char *err, size_t errlen);
+
+    int (*optim_step)(struct kern_cuda_ctx *c, const struct kern_cuda_optim_step *step,
+                      float *params, const float *grad, float *first, float *second, size_t n,
+                      char *err, size_t errlen);
+};
+
+typedef const struct kern_cuda_ops *(*kern_cuda_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif

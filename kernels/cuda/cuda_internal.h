@@ -1,0 +1,71 @@
+/* cuda/cuda_internal.h — what the module's .cu files share: the context
+ * (one GPU's stream, cuBLAS handle and reduction scratch), error helpers,
+ * launch geometry, and the functions context.cu puts in the ops table. */
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+#include "kernels/cuda/cuda_backend.h"
+
+/* Blocks of the grid-stride kernels and of the first reduction pass. */
+#define KERN_CUDA_THREADS 256
+#define KERN_CUDA_MAX_BLOCKS 4096
+#define KERN_CUDA_REDUCE_BLOCKS 512
+
+struct kern_cuda_ctx {
+    int ordinal;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    double *reduce; /* device: KERN_CUDA_REDUCE_BLOCKS partial sums, then the total */
+};
+
+/* Write "cuda <what>: <message> (<name>)" / "cublas <what>: <message>" and
+ * return -1. */
+int kern_cuda_fail(char *err, size_t errlen, const char *what, cudaError_t e);
+int kern_cuda_blas_fail(char *err, size_t errlen, const char *what, cublasStatus_t s);
+int kern_cuda_failf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Makes the context's GPU current for the calling thread (the peer may open
+ * a context on one thread and compute on another). */
+int kern_cuda_enter(struct kern_cuda_ctx *c, char *err, size_t errlen);
+/* Checks the last launch and waits for the stream: the call is complete,
+ * and an asynchronous fault is reported against `what`. */
+int kern_cuda_finish(struct kern_cuda_ctx *c, const char *what, char *err, size_t errlen);
+/* Reports a failed launch (bad configuration, no image for this GPU). */
+int kern_cuda_launched(const char *what, char *err, size_t errlen);
+
+static inline unsigned kern_cuda_blocks(size_t n)
+{
+    size_t blocks = (n + KERN_CUDA_THREADS - 1) / KERN_CUDA_THREADS;
+    return blocks > KERN_CUDA_MAX_BLOCKS ? KERN_CUDA_MAX_BLOCKS : blocks ? (unsigned)blocks : 1u;
+}
+
+/* vec.cu */
+int kern_cuda_fill(struct kern_cuda_ctx *c, size_t n, float value, float *x, char *err,
+                   size_t errlen);
+int kern_cuda_axpy(struct kern_cuda_ctx *c, size_t n, float alpha, const float *x, float *y,
+                   char *err, size_t errlen);
+int kern_cuda_scale(struct kern_cuda_ctx *c, size_t n, float alpha, float *x, char *err,
+                    size_t errlen);
+int kern_cuda_dot(struct kern_cuda_ctx *c, size_t n, const float *x, const float *y, double *out,
+                  char *err, size_t errlen);
+
+/* dense.cu */
+int kern_cuda_sgemm(struct kern_cuda_ctx *c, int trans_a, int trans_b, int m, int n, int k,
+                    float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                    float *cm, int ldc, char *err, size_t errlen);
+int kern_cuda_dense_create(struct kern_cuda_ctx *c, const struct kern_cuda_dense_spec *spec,
+                           struct kern_cuda_dense **out, char *err, size_t errlen);
+void kern_cuda_dense_destroy(struct kern_cuda_dense *d);
+int kern_cuda_dense_reserve(struct kern_cuda_dense *d, int batch, char *err, size_t errlen);
+int kern_cuda_dense_run(struct kern_cuda_dense *d, const float *params, const float *host_x,
+                        const int32_t *host_labels, int batch, float *grad, double *loss_sum,
+                        size_t *correct, char *err, size_t errlen);
+
+/* optim.cu */
+int kern_cuda_optim_step(struct kern_cuda_ctx *c, const struct kern_cuda_optim_step *step,
+                         float *params, const float *grad, float *first, float *second, size_t n,
+                         char *err, size_t errlen);

@@ -1,0 +1,276 @@
+/* test_cuda_host.cu — the CUDA module's arithmetic without a GPU.
+ *
+ * kernels/cuda/dense_pass.cuh (the sequence of GEMMs, transposes and leading
+ * dimensions of the logreg / mlp passes) runs here with a host executor that
+ * implements cuBLAS's column-major sgemm / sgemv semantics by the book and
+ * calls the element functions of kernels/cuda/elementwise.cuh, which the
+ * GPU kernels call too. Gradients, losses and hits must match
+ * kernels/cpu/model.c, and optimizer element updates kernels/cpu/optim.c.
+ * What this cannot see (kernel launch geometry, device memory) is
+ * test_cuda.c's job on a machine with a GPU. Built only with CUDA. */
+#include <cblas.h>
+#include <stdlib.h>
+
+extern "C" {
+#include "kernels/model.h"
+#include "kernels/optim.h"
+#include "kernels/rng.h"
+}
+#include "kernels/cuda/dense_pass.cuh"
+#include "kernels/cuda/elementwise.cuh"
+#include "tests/unit/check.h"
+
+static struct rng rng;
+static char err[256];
+
+/* cuBLAS semantics on the host: column-major, op() per flag, beta == 0
+ * does not read C. */
+struct host_exec {
+    int gemm_colmajor(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                      const float *b, int ldb, float beta, float *c, int ldc)
+    {
+        for (int j = 0; j < n; j++) {
+            for (int i = 0; i < m; i++) {
+                double s = 0;
+                for (int p = 0; p < k; p++) {
+                    float av = ta ? a[p + (size_t)i * lda] : a[i + (size_t)p * lda];
+                    float bv = tb ? b[j + (size_t)p * ldb] : b[p + (size_t)j * ldb];
+                    s += (double)av * bv;
+                }
+                float *cij = &c[i + (size_t)j * ldc];
+                *cij = (float)(alpha * s + (beta == 0.0f ? 0.0 : (double)beta * *cij));
+            }
+        }
+        return 0;
+    }
+
+    int gemv_colmajor(int ta, int m, int n, float alpha, const float *a, int lda, const float *x,
+                      float beta, float *y)
+    {
+        int rows = ta ? n : m, inner = ta ? m : n;
+        for (int r = 0; r < rows; r++) {
+            double s = 0;
+            for (int q = 0; q < inner; q++)
+                s += (double)(ta ? a[q + (size_t)r * lda] : a[r + (size_t)q * lda]) * x[q];
+            y[r] = (float)(alpha * s + (beta == 0.0f ? 0.0 : (double)beta * y[r]));
+        }
+        return 0;
+    }
+
+    int bias_relu(float *y, int rows, int cols, const float *b, int relu)
+    {
+        for (size_t i = 0; i < (size_t)rows * cols; i++)
+            y[i] = kern_bias_relu(y[i], b[i % (size_t)cols], relu);
+        return 0;
+    }
+
+    int relu_mask(float *dy, const float *y, size_t n)
+    {
+        for (size_t i = 0; i < n; i++)
+            dy[i] = kern_relu_mask(dy[i], y[i]);
+        return 0;
+    }
+
+    int softmax(const float *z, const int32_t *labels, int batch, int classes, float *d,
+                double *row_loss, int *row_hit)
+    {
+        for (int r = 0; r < batch; r++)
+            kern_softmax_xent_row(z + (size_t)r * classes, labels[r], classes, batch,
+                                  d ? d + (size_t)r * classes : NULL, &row_loss[r], &row_hit[r]);
+        return 0;
+    }
+};
+
+static float *random_floats(size_t n, float lo, float hi)
+{
+    float *p = (float *)malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        p[i] = lo + (hi - lo) * rng_uniform_float(&rng);
+    return p;
+}
+
+static double scaled_error(const float *got, const float *want, size_t n)
+{
+    double worst = 0, scale = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        worst = d > worst ? d : worst;
+        scale = fabs(want[i]) > scale ? fabs(want[i]) : scale;
+    }
+    return worst / scale;
+}
+
+/* The row-major to column-major swap, every transpose, padded strides. */
+static void test_gemm_mapping(void)
+{
+    const int m = 7, n = 5, k = 6, pad = 2;
+    host_exec e;
+    for (int ta = 0; ta < 2; ta++) {
+        for (int tb = 0; tb < 2; tb++) {
+            int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+            size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb;
+            size_t nc = (size_t)m * ldc;
+            float *a = random_floats(na, -1, 1), *b = random_floats(nb, -1, 1);
+            float *c = random_floats(nc, -1, 1), *want = (float *)malloc(nc * sizeof(float));
+            memcpy(want, c, nc * sizeof(float));
+            kern_gemm_rowmajor(e, ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 2.0f, c, ldc);
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                        tb ? CblasTrans : CblasNoTrans, m, n, k, 0.5f, a, lda, b, ldb, 2.0f, want,
+                        ldc);
+            double e_ = scaled_error(c, want, nc);
+            CHECK_MSG(e_ < 1e-6, "ta=%d tb=%d: scaled error %g", ta, tb, e_);
+            free(a);
+            free(b);
+            free(c);
+            free(want);
+        }
+    }
+}
+
+struct host_buffers {
+    kern_dense_buffers b;
+    void *blocks[KERN_DENSE_MAX_LAYERS + 8];
+    int count;
+};
+
+static void *host_alloc(host_buffers *h, size_t bytes)
+{
+    return h->blocks[h->count++] = calloc(1, bytes ? bytes : 1);
+}
+
+static void buffers_create(host_buffers *h, const kern_dense_layout &l, int cap)
+{
+    h->count = 0;
+    h->b.x = (float *)host_alloc(h, (size_t)cap * l.inputs * sizeof(float));
+    h->b.labels = (int32_t *)host_alloc(h, (size_t)cap * sizeof(int32_t));
+    for (int i = 0; i < l.count; i++)
+        h->b.act[i] = (float *)host_alloc(h, (size_t)cap * l.out[i] * sizeof(float));
+    for (int i = 0; i < 2; i++)
+        h->b.delta[i] = (float *)host_alloc(h, (size_t)cap * l.widest * sizeof(float));
+    h->b.ones = (float *)host_alloc(h, (size_t)cap * sizeof(float));
+    for (int i = 0; i < cap; i++)
+        h->b.ones[i] = 1.0f;
+    h->b.row_loss = (double *)host_alloc(h, (size_t)cap * sizeof(double));
+    h->b.row_hit = (int *)host_alloc(h, (size_t)cap * sizeof(int));
+}
+
+static void buffers_destroy(host_buffers *h)
+{
+    for (int i = 0; i < h->count; i++)
+        free(h->blocks[i]);
+}
+
+static void test_dense(const char *spec, const int *sizes, int count, int batch)
+{
+    kern_dense_layout l;
+    struct model *ref;
+    CHECK(kern_dense_layout_build(sizes, count, &l) == 0);
+    CHECK(model_create(spec, batch, &ref, err, sizeof err) == 0);
+    CHECK(l.params == model_param_count(ref));
+    CHECK(l.inputs == model_input_size(ref) && l.classes == model_classes(ref));
+
+    float *params = (float *)malloc(l.params * sizeof(float));
+    float *grad = (float *)malloc(l.params * sizeof(float));
+    float *want = (float *)malloc(l.params * sizeof(float)), want_loss;
+    CHECK(model_init(ref, params, NULL, 11, err, sizeof err) == 0);
+    host_buffers h;
+    buffers_create(&h, l, batch);
+    for (size_t i = 0; i < (size_t)batch * l.inputs; i++)
+        h.b.x[i] = rng_uniform_float(&rng);
+    for (int i = 0; i < batch; i++)
+        h.b.labels[i] = (int32_t)rng_below(&rng, (uint64_t)l.classes);
+
+    host_exec e;
+    CHECK(kern_dense_pass(e, l, h.b, params, batch, grad) == 0);
+    CHECK(model_grad(ref, params, h.b.x, h.b.labels, batch, want, &want_loss, err, sizeof err) ==
+          0);
+    double loss = 0;
+    for (int i = 0; i < batch; i++)
+        loss += h.b.row_loss[i];
+    CHECK_MSG(fabs(loss / batch - want_loss) < 1e-6 * fabs(want_loss), "%s: loss %g vs %g", spec,
+              loss / batch, want_loss);
+    double ge = scaled_error(grad, want, l.params);
+    CHECK_MSG(ge < 1e-5, "%s batch %d: gradient scaled error %g", spec, batch, ge);
+
+    /* Forward only (evaluation): hits as model_eval counts them. */
+    struct model_score score = {};
+    CHECK(kern_dense_pass(e, l, h.b, params, batch, (float *)NULL) == 0);
+    CHECK(model_eval(ref, params, h.b.x, h.b.labels, (size_t)batch, &score, err, sizeof err) == 0);
+    size_t hits = 0;
+    for (int i = 0; i < batch; i++)
+        hits += (size_t)h.b.row_hit[i];
+    CHECK_MSG(hits == score.correct, "%s: %zu vs %zu hits", spec, hits, score.correct);
+
+    buffers_destroy(&h);
+    free(params);
+    free(grad);
+    free(want);
+    model_destroy(ref);
+}
+
+static void test_layout_limits(void)
+{
+    kern_dense_layout l;
+    int sizes[KERN_DENSE_MAX_LAYERS + 2];
+    for (int i = 0; i < KERN_DENSE_MAX_LAYERS + 2; i++)
+        sizes[i] = 2;
+    CHECK(kern_dense_layout_build(sizes, 1, &l) == -1);
+    CHECK(kern_dense_layout_build(sizes, KERN_DENSE_MAX_LAYERS + 1, &l) == 0);
+    CHECK(kern_dense_layout_build(sizes, KERN_DENSE_MAX_LAYERS + 2, &l) == -1);
+}
+
+/* Three steps of the element updates, with the scalars device.c passes. */
+static void test_optim(enum optim_method method, float wd)
+{
+    const size_t n = 1000;
+    struct optim_config cfg;
+    optim_config_default(&cfg, method);
+    cfg.lr = 0.05f;
+    cfg.weight_decay = wd;
+    struct optim *ref;
+    CHECK(optim_create(&cfg, n, &ref, err, sizeof err) == 0);
+    float *p = random_floats(n, -1, 1), *want = (float *)malloc(n * sizeof(float));
+    float *v = (float *)calloc(n, sizeof(float)), *s = (float *)calloc(n, sizeof(float));
+    memcpy(want, p, n * sizeof(float));
+    for (long t = 1; t <= 3; t++) {
+        float *g = random_floats(n, -1, 1);
+        float c1 = (float)(1.0 / (1.0 - pow(cfg.beta1, (double)t)));
+        float c2 = (float)(1.0 / (1.0 - pow(cfg.beta2, (double)t)));
+        for (size_t i = 0; i < n; i++) {
+            if (method == OPTIM_SGD)
+                kern_sgd(&p[i], g[i], cfg.lr, wd);
+            else if (method == OPTIM_ADAM)
+                kern_adam(&p[i], g[i], &v[i], &s[i], cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, wd, c1,
+                          c2);
+            else
+                kern_momentum(&p[i], g[i], &v[i], cfg.lr, cfg.momentum, wd,
+                              method == OPTIM_NESTEROV);
+        }
+        CHECK(optim_step(ref, want, g, n, err, sizeof err) == 0);
+        free(g);
+    }
+    double e_ = scaled_error(p, want, n);
+    CHECK_MSG(e_ < 1e-6, "%s wd %g: scaled error %g", optim_method_name(method), wd, e_);
+    free(p);
+    free(want);
+    free(v);
+    free(s);
+    optim_destroy(ref);
+}
+
+int main(void)
+{
+    rng_seed(&rng, 99, 1);
+    test_gemm_mapping();
+    test_layout_limits();
+    static const int logreg[] = {784, 10}, mlp[] = {784, 64, 32, 10}, tiny[] = {5, 3, 4};
+    test_dense("logreg:784-10", logreg, 2, 16);
+    test_dense("mlp:784-64-32-10", mlp, 4, 16);
+    test_dense("mlp:5-3-4", tiny, 3, 1);
+    test_dense("mlp:5-3-4", tiny, 3, 7);
+    for (int m = OPTIM_SGD; m <= OPTIM_ADAM; m++) {
+        test_optim((enum optim_method)m, 0.0f);
+        test_optim((enum optim_method)m, 0.01f);
+    }
+    return check_report();
+}
