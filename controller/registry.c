@@ -488,6 +488,24 @@ void registry_remove_network(struct registry *reg, const char *network)
     }
 }
 
+void registry_remove_node(struct registry *reg, const char *network, const char *node)
+{
+    size_t kept = 0;
+
+    for (size_t i = 0; i < reg->n_nodes; i++)
+        if (strcmp(reg->nodes[i].network, network) != 0 || strcmp(reg->nodes[i].node, node) != 0)
+            reg->nodes[kept++] = reg->nodes[i];
+    if (kept == reg->n_nodes) return;
+    reg->n_nodes = kept;
+    reg->nodes_dirty = true;
+    if (registry_reindex(reg, reg->cap_nodes) < 0) {
+        free(reg->slots);
+        reg->slots = NULL;
+        reg->n_slots = 0;
+        reg->cap_nodes = reg->n_nodes;
+    }
+}
+
 int registry_add_cgroup(struct registry *reg, const char *path, char *err, size_t errlen)
 {
     char *copy;

@@ -84,6 +84,15 @@ const char *registry_path(const struct registry *reg); /* the run's directory */
 int registry_add_node(struct registry *reg, const char *network, const char *node, pid_t pid,
                       unsigned long ns_inode, char *err, size_t errlen);
 
+/* Drops one entry (a node program that ended). Buffered like adds. */
+void registry_remove_node(struct registry *reg, const char *network, const char *node);
+
+/* Node programs (node:run, node:spawn) are listed as "@prog<pid>" with the
+ * namespace of their node: each leads its own process group, and a sweep
+ * kills every process still in that group and that namespace, which is what
+ * a program's own children are when the controller was SIGKILLed. */
+#define REGISTRY_PROGRAM_PREFIX "@prog"
+
 /* Drops every node of network (the network stopped, the run goes on). */
 void registry_remove_network(struct registry *reg, const char *network);
 

@@ -108,10 +108,61 @@ static int sweep_kill(const struct registry_proc *proc)
     return rc;
 }
 
+/* The process group of pid and the inode of its network namespace. */
+static int proc_group_and_netns(pid_t pid, pid_t *pgrp, unsigned long *ns_inode)
+{
+    char path[64], buf[512], link[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')'); /* the command name may hold spaces */
+    int ppid, group;
+    char state;
+    if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &group) != 3) return -1;
+    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+    ssize_t len = readlink(path, link, sizeof link - 1);
+    if (len < 0) return -1;
+    link[len] = '\0';
+    *pgrp = group;
+    return sscanf(link, "net:[%lu]", ns_inode) == 1 ? 0 : -1;
+}
+
+/* A node program's leader died with the controller; what it started lives
+ * on in its process group, in the node's namespace: both must match, so a
+ * reused group id or namespace inode alone never selects a process. */
+static unsigned sweep_program_group(pid_t group, unsigned long ns_inode)
+{
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    unsigned killed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        pid_t pgrp;
+        unsigned long inode;
+        if (*end || pid <= 0 || proc_group_and_netns((pid_t)pid, &pgrp, &inode) < 0) continue;
+        if (pgrp == group && inode == ns_inode && kill((pid_t)pid, SIGKILL) == 0) killed++;
+    }
+    closedir(d);
+    return killed;
+}
+
 static void sweep_peers(struct sweep *s, const struct registry_run_entry *run)
 {
     for (size_t i = 0; i < run->n_nodes; i++) {
         const struct registry_node_entry *n = &run->nodes[i];
+        if (strncmp(n->node, REGISTRY_PROGRAM_PREFIX, strlen(REGISTRY_PROGRAM_PREFIX)) == 0 &&
+            n->ns_inode) {
+            unsigned k = sweep_program_group(n->peer.pid, n->ns_inode);
+            if (k)
+                sweep_report(s, REGISTRY_EVENT_PEER_KILLED,
+                             "%u process(es) of node program group %ld (network %s)", k,
+                             (long)n->peer.pid, n->network);
+        }
         int rc = sweep_kill(&n->peer);
         if (rc == 0)
             sweep_report(s, REGISTRY_EVENT_PEER_KILLED, "peer pid %ld (node %s/%s)",

@@ -12,6 +12,7 @@
 #include <lua.h>
 #include <msgpack.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #define NETWORK_MT "hiernet.network"
 #define NODE_MT "hiernet.node"
@@ -55,7 +56,9 @@ struct l_proc {
     int out_ref, err_ref;
     task_token *waiters;
     size_t n_waiters;
-    struct l_proc *next;
+    pid_t pid;
+    char registry_name[32]; /* "@prog<pid>" while listed in the run registry */
+    struct l_proc *prev, *next; /* in net->procs while the program runs */
 };
 
 struct l_link {

@@ -5,14 +5,74 @@
 #include "lua/l_net.h"
 
 #include "controller/proc.h"
+#include "controller/registry.h"
+#include "topo/netns.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 /* ---- programs in nodes: node:run, node:spawn ---- */
 
+/* ---- the network's list of running programs, and the run registry ---- */
+
+static void procs_link(struct l_network *net, struct l_proc *lp)
+{
+    lp->prev = NULL;
+    lp->next = net->procs;
+    if (net->procs) net->procs->prev = lp;
+    net->procs = lp;
+}
+
+static void procs_unlink(struct l_network *net, struct l_proc *lp)
+{
+    if (lp->prev)
+        lp->prev->next = lp->next;
+    else if (net->procs == lp)
+        net->procs = lp->next;
+    if (lp->next) lp->next->prev = lp->prev;
+    lp->prev = lp->next = NULL;
+}
+
+static unsigned long namespace_inode(struct l_network *net, int node)
+{
+    int fd = netrun_node_ns(net->run, node);
+    if (fd >= 0) return topo_netns_inode(fd);
+    struct stat st; /* backend none: the host's own namespace */
+    return stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
+/* Listed so that `hiernet clean` can end what the program started should the
+ * controller be SIGKILLed (registry.h, REGISTRY_PROGRAM_PREFIX). */
+static void registry_list_program(struct l_network *net, struct l_proc *lp, int node)
+{
+    struct registry *reg = net->rt->registry;
+    char err[256];
+    if (!reg) return;
+    snprintf(lp->registry_name, sizeof lp->registry_name, REGISTRY_PROGRAM_PREFIX "%d",
+             (int)lp->pid);
+    if (registry_add_node(reg, net->topo->name, lp->registry_name, lp->pid,
+                          namespace_inode(net, node), err, sizeof err) < 0 ||
+        registry_commit(reg, err, sizeof err) < 0)
+        hn_logf(net->rt, "warning: %s", err);
+}
+
+static void registry_unlist_program(struct l_network *net, struct l_proc *lp)
+{
+    struct registry *reg = net->rt->registry;
+    char err[256];
+    if (!reg || !lp->registry_name[0]) return;
+    registry_remove_node(reg, net->topo->name, lp->registry_name);
+    lp->registry_name[0] = '\0';
+    if (registry_commit(reg, err, sizeof err) < 0) hn_logf(net->rt, "warning: %s", err);
+}
+
+/* ---- completion ---- */
+
+/* The program ended: keep its results in the handle, release the process
+ * (we are its last callback, so it may go) and wake its waiters. */
 static void on_proc_done(void *ctx, struct proc *p, int status, const char *out, size_t out_len,
                          const char *err, size_t err_len)
 {
@@ -24,6 +84,10 @@ static void on_proc_done(void *ctx, struct proc *p, int status, const char *out,
     lp->out_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_pushlstring(L, err, err_len);
     lp->err_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    procs_unlink(lp->net, lp);
+    registry_unlist_program(lp->net, lp);
+    proc_free(p);
+    lp->proc = NULL;
     task_token *waiters = lp->waiters;
     size_t n = lp->n_waiters;
     lp->waiters = NULL;
@@ -86,10 +150,11 @@ static struct l_proc *start_proc(lua_State *L)
     lp->proc = proc_spawn(net->rt->loop, netrun_node_ns(net->run, n->index), argv, on_proc_done,
                           lp, err, sizeof err);
     if (!lp->proc) luaL_error(L, "node '%s': %s", node, err);
+    lp->pid = proc_pid(lp->proc);
     lua_pushvalue(L, -1);
     lp->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lp->next = net->procs;
-    net->procs = lp;
+    procs_link(net, lp);
+    registry_list_program(net, lp, n->index);
     return lp;
 }
 
@@ -177,7 +242,7 @@ static int l_proc_index(lua_State *L)
     struct l_proc *lp = check_proc(L, 1);
     const char *key = luaL_checkstring(L, 2);
     if (strcmp(key, "pid") == 0) {
-        lua_pushinteger(L, lp->proc ? proc_pid(lp->proc) : 0);
+        lua_pushinteger(L, lp->pid);
         return 1;
     }
     if (strcmp(key, "done") == 0) {
@@ -226,10 +291,11 @@ void lnet_procs_release(struct l_network *net)
 {
     while (net->procs) {
         struct l_proc *lp = net->procs;
-        net->procs = lp->next;
-        proc_free(lp->proc);
+        procs_unlink(net, lp);
+        registry_unlist_program(net, lp);
+        proc_free(lp->proc); /* SIGKILLs its process group and reaps the leader */
         lp->proc = NULL;
-        if (!lp->done) luaL_unref(net->rt->L, LUA_REGISTRYINDEX, lp->self_ref);
+        luaL_unref(net->rt->L, LUA_REGISTRYINDEX, lp->self_ref); /* still running: anchored */
         lp->self_ref = LUA_NOREF;
     }
 }
