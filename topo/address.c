@@ -126,8 +126,12 @@ static int assign_node_addresses(struct topo_network *net, struct allocator *a)
 {
     size_t hosts = 0;
     for (size_t i = 0; i < net->n_nodes; i++) hosts += !is_switch(net, (int)i);
-    uint32_t block = alloc_block(a, pow2_at_least(hosts + 2));
+    uint32_t size = pow2_at_least(hosts + 2);
+    uint32_t block = alloc_block(a, size);
     if (!block && hosts) return -1;
+    net->node_block = block;
+    net->node_block_len = 32;
+    for (uint32_t v = size; v > 1; v >>= 1) net->node_block_len--;
     uint32_t next = block + 1; /* skip the block's network address */
     for (size_t i = 0; i < net->n_nodes; i++) {
         struct topo_node *n = &net->nodes[i];

@@ -198,7 +198,7 @@ static void add_routes(struct topo_kernel *k, int node, const struct topo_node_r
         const struct topo_route *r = &nr->routes[i];
         /* Sources are node addresses, so replies find their way back along
          * routes that only know node addresses. */
-        struct topo_nl_route rt = {r->dst, r->dst ? 32 : 0, r->gateway,
+        struct topo_nl_route rt = {r->dst, r->dst_len, r->gateway,
                                    link_ifindex_toward(k, r->link, node),
                                    net->nodes[node].node_addr, 0};
         topo_nl_batch_add(b, topo_nl_route_build(&rt, replace), "node %s: route to %s",

@@ -68,6 +68,8 @@ struct topo_network {
     size_t n_links, cap_links;
     uint32_t addr_base; /* host byte order */
     uint8_t addr_prefix_len;
+    uint32_t node_block;     /* the block every node address is in (address plan) */
+    uint8_t node_block_len;  /* its prefix length; 0 before the plan */
     size_t n_segments; /* L2 segments: connected groups of switches */
 };
 

@@ -179,7 +179,7 @@ static struct topo_route next_hop(const struct topo_network *net, const struct s
             entry_link = link;
         }
         if (prev == src) {
-            return (struct topo_route){net->nodes[dst].node_addr, dst, link,
+            return (struct topo_route){net->nodes[dst].node_addr, 32, dst, link,
                                        addr_on_link(&net->links[entry_link], first_host),
                                        first_host};
         }
@@ -218,18 +218,64 @@ static size_t most_common(const struct topo_route *hops, size_t n)
     return best;
 }
 
-static int compress_routes(struct topo_route *hops, size_t n, struct topo_node_routes *out)
+/* Next hops that are the destination itself across a segment, per link:
+ * the link with the most, and how many. */
+static int best_segment_link(const struct topo_network *net, const struct topo_route *hops,
+                             size_t n, size_t *count)
+{
+    int best = -1;
+    *count = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct topo_link *l = &net->links[hops[i].link];
+        bool on_segment = net->nodes[l->a].kind == TOPO_NODE_SWITCH ||
+                          net->nodes[l->b].kind == TOPO_NODE_SWITCH;
+        if (!on_segment || hops[i].via != hops[i].dst_node || hops[i].link == best) continue;
+        size_t c = 0;
+        for (size_t j = 0; j < n; j++)
+            c += hops[j].link == hops[i].link && hops[j].via == hops[j].dst_node;
+        if (c > *count) *count = c, best = hops[i].link;
+    }
+    return best;
+}
+
+/* Default route via the most common next hop, /32s for the rest. */
+static void compress_by_default(struct topo_route *hops, size_t n, struct topo_node_routes *out)
+{
+    struct topo_route def = hops[most_common(hops, n)];
+    def.dst = 0;
+    def.dst_len = 0;
+    def.dst_node = -1;
+    out->routes[out->n_routes++] = def;
+    for (size_t i = 0; i < n; i++)
+        if (!same_hop(&hops[i], &def)) out->routes[out->n_routes++] = hops[i];
+}
+
+/* One on-link route for the node block on the busiest segment, /32s for
+ * the destinations reached otherwise. */
+static void compress_by_segment(const struct topo_network *net, struct topo_route *hops, size_t n,
+                                int link, struct topo_node_routes *out)
+{
+    out->routes[out->n_routes++] = (struct topo_route){
+        net->node_block, net->node_block_len, -1, link, 0, TOPO_ROUTE_DIRECT};
+    for (size_t i = 0; i < n; i++)
+        if (hops[i].link != link || hops[i].via != hops[i].dst_node)
+            out->routes[out->n_routes++] = hops[i];
+}
+
+static int compress_routes(const struct topo_network *net, struct topo_route *hops, size_t n,
+                           struct topo_node_routes *out)
 {
     out->routes = malloc((n + 1) * sizeof *out->routes);
     if (!out->routes) return -1;
     out->n_routes = 0;
     if (n == 0) return 0;
-    struct topo_route def = hops[most_common(hops, n)];
-    def.dst = 0;
-    def.dst_node = -1;
-    out->routes[out->n_routes++] = def;
-    for (size_t i = 0; i < n; i++)
-        if (!same_hop(&hops[i], &def)) out->routes[out->n_routes++] = hops[i];
+    size_t on_segment;
+    int link = best_segment_link(net, hops, n, &on_segment);
+    size_t common = (size_t)count_same(hops, n, most_common(hops, n));
+    if (link >= 0 && net->node_block_len && on_segment > common)
+        compress_by_segment(net, hops, n, link, out);
+    else
+        compress_by_default(hops, n, out);
     return 0;
 }
 
@@ -251,7 +297,7 @@ static int routes_for_source(const struct topo_network *net, const struct adjace
         if (s->parent_link[d] < 0) return unreachable(net, src, (int)d, err, errlen);
         hops[n++] = next_hop(net, s, src, (int)d);
     }
-    if (compress_routes(hops, n, out) < 0) return snprintf(err, errlen, "out of memory"), -1;
+    if (compress_routes(net, hops, n, out) < 0) return snprintf(err, errlen, "out of memory"), -1;
     return 0;
 }
 
@@ -332,7 +378,7 @@ int topo_routing_path(const struct topo_network *net, const struct topo_routing 
     for (size_t guard = 0; at != to && guard <= net->n_nodes; guard++) {
         const struct topo_route *rt = route_to(&r->nodes[at], to);
         if (!rt) return -1;
-        int next = rt->via;
+        int next = rt->via == TOPO_ROUTE_DIRECT ? to : rt->via;
         if (append_segment(net, at, next, path, cap, &n) < 0) return -1;
         at = next;
     }

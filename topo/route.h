@@ -4,7 +4,10 @@
  * Every host gets routes to every other host's node address: the most
  * common next hop becomes its default route and only the destinations
  * reached through another next hop get /32 host routes, so a tree needs
- * O(N * depth) routes rather than N^2. Addresses come from the address
+ * O(N * depth) routes rather than N^2. On a shared segment (a switch) the
+ * hosts reach each other directly: there one on-link route for the whole
+ * node-address block replaces the default when that needs fewer routes,
+ * so a 1000-host star needs one route per host, not 999. Addresses come from the address
  * plan (topo_assign_addresses); paths do not need it. Owns the route lists
  * it computes. */
 #pragma once
@@ -15,12 +18,18 @@
 #include <stdint.h>
 
 struct topo_route {
-    uint32_t dst;     /* node address, or 0 for the default route */
-    int dst_node;     /* its node index, -1 for the default route */
+    uint32_t dst;     /* node address, the node-address block, or 0 for the default */
+    uint8_t dst_len;  /* 32 (one node), the block's prefix length, or 0 (default) */
+    int dst_node;     /* the node for a /32, else -1 */
     int link;         /* link index the route leaves by */
-    uint32_t gateway; /* next host's address on that link or segment */
-    int via;          /* that next host's node index */
+    uint32_t gateway; /* next host's address on that link or segment; 0 = on-link */
+    int via;          /* that next host's node index; TOPO_ROUTE_DIRECT for on-link */
 };
+
+/* A route without gateway: the destination itself answers on the segment
+ * (Linux answers ARP for any of its addresses, its loopback node address
+ * included). */
+#define TOPO_ROUTE_DIRECT (-2)
 
 struct topo_node_routes {
     struct topo_route *routes; /* the default route (if any) first */

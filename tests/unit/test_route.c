@@ -215,8 +215,45 @@ static void test_tree_route_count(void)
     (void)leaves;
 }
 
+/* Hosts sharing a switch reach each other on-link: one route each for a
+ * 1000-host star instead of 999; a host on the segment with a private
+ * link elsewhere keeps a /32 for what lies behind it. */
+static void test_star_on_one_segment(void)
+{
+    struct topo_network *net = net_new();
+    int s = sw(net, "s"), first = -1, last = -1;
+    char name[16];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(name, sizeof name, "h%d", i);
+        last = host(net, name);
+        if (first < 0) first = last;
+        link_ms(net, s, last, 1);
+    }
+    int far = host(net, "far");
+    link_ms(net, first, far, 1);
+    CHECK(topo_assign_addresses(net, err, sizeof err) == 0);
+    struct topo_routing r;
+    CHECK(topo_routing_compute(net, &r, err, sizeof err) == 0);
+    const struct topo_node_routes *lr = &r.nodes[last];
+    CHECK_MSG(lr->n_routes == 2, "%zu routes", lr->n_routes); /* the block on-link, far via h0 */
+    CHECK(lr->routes[0].gateway == 0 && lr->routes[0].via == TOPO_ROUTE_DIRECT);
+    CHECK(lr->routes[0].dst == net->node_block && lr->routes[0].dst_len == net->node_block_len);
+    CHECK(lr->routes[1].dst_node == far && lr->routes[1].dst_len == 32);
+    CHECK_MSG(r.total_routes < 3 * net->n_nodes, "%zu routes", r.total_routes);
+    char p[256];
+    path_names(net, &r, last, first, p, sizeof p);
+    CHECK_STREQ(p, "h999,s,h0");
+    path_names(net, &r, last, far, p, sizeof p);
+    CHECK_STREQ(p, "h999,s,h0,far");
+    path_names(net, &r, far, last, p, sizeof p);
+    CHECK_STREQ(p, "far,h0,s,h999");
+    topo_routing_free(&r);
+    topo_network_free(net);
+}
+
 int main(void)
 {
+    test_star_on_one_segment();
     test_addresses_and_names();
     test_shortest_by_delay_then_hops();
     test_three_tiers_with_switch();
