@@ -1,6 +1,7 @@
 /* peer_client.c — the controller's end of one peer's control channel (see peer_client.h). */
 #include "controller/peer_client.h"
 
+#include "controller/spawn.h"
 #include "peer/protocol.h"
 
 #include <errno.h>
@@ -13,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
-#include <sys/prctl.h>
 #include <time.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -60,47 +60,35 @@ struct peer_client {
 
 /* ---- child side ---- */
 
-/* The child starts with the controller's signal state: libev blocks the
- * signals it watches and the controller ignores SIGPIPE, and both would
- * survive exec. */
-static void child_reset_signals(void)
+/* argv: path, "--control-fd", "3", then the spec's own arguments. */
+static int build_argv(const struct peer_spawn *spec, char **argv, size_t cap)
 {
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-}
-
-static void child_exec(const struct peer_spawn *spec, int fd)
-{
-    child_reset_signals();
-    /* Ctrl-C in a terminal signals the whole foreground process group: keep
-     * children out of it so the controller stops them in order. */
-    setpgid(0, 0);
-    /* Die with the controller even if it is SIGKILLed (EOF would also do). */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (spec->netns_fd >= 0 && setns(spec->netns_fd, CLONE_NEWNET) < 0) {
-        fprintf(stderr, "hiernet: node '%s': setns: %s\n", spec->node, strerror(errno));
-        _exit(127);
-    }
-    if (fd == PEER_CONTROL_FD)
-        fcntl(fd, F_SETFD, 0);
-    else if (dup2(fd, PEER_CONTROL_FD) < 0)
-        _exit(127);
-    for (const char *const *e = spec->env; e && *e; e++) putenv((char *)*e);
-    char *argv[64];
     size_t n = 0;
     argv[n++] = (char *)spec->path;
     argv[n++] = "--control-fd";
-    argv[n++] = "3";
-    for (const char *const *a = spec->args; a && *a && n < 63; a++) argv[n++] = (char *)*a;
+    argv[n++] = "3"; /* PEER_CONTROL_FD */
+    for (const char *const *a = spec->args; a && *a; a++) {
+        if (n + 1 >= cap) return -1;
+        argv[n++] = (char *)*a;
+    }
     argv[n] = NULL;
-    execv(spec->path, argv);
-    fprintf(stderr, "hiernet: node '%s': cannot exec %s: %s\n", spec->node, spec->path,
-            strerror(errno));
-    _exit(127);
+    return 0;
+}
+
+/* Starts the child with its end of the socketpair as fd 3. */
+static pid_t start_child(const struct peer_spawn *spec, int fd, char *err, size_t errlen)
+{
+    char *argv[64];
+    if (build_argv(spec, argv, 64) < 0)
+        return snprintf(err, errlen, "node '%s': too many arguments", spec->node), -1;
+    char **envp = spawn_env(spec->env);
+    if (!envp) return snprintf(err, errlen, "node '%s': out of memory", spec->node), -1;
+    struct spawn_spec s = {spec->path, argv, envp, spec->netns_fd, {fd}, {PEER_CONTROL_FD}, 1};
+    char why[400];
+    pid_t pid = spawn_child(&s, why, sizeof why);
+    spawn_env_free(envp);
+    if (pid < 0) snprintf(err, errlen, "node '%s': %s", spec->node, why);
+    return pid;
 }
 
 /* ---- pending table ---- */
@@ -276,7 +264,7 @@ static void on_readable(EV_P_ ev_io *w, int revents)
 {
     struct peer_client *pc = container_of(w, struct peer_client, read_watcher);
     size_t avail;
-    char *buf = proto_reader_buffer(&pc->reader, 64 * 1024, &avail);
+    char *buf = proto_reader_buffer(&pc->reader, 4096, &avail);
     if (!buf) {
         snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': out of memory", pc->node);
         channel_lost(pc);
@@ -442,11 +430,9 @@ struct peer_client *peer_client_spawn(struct ev_loop *loop, const struct peer_sp
         close(sv[1]);
         return NULL;
     }
-    pid_t pid = fork();
-    if (pid == 0) child_exec(spec, sv[1]);
+    pid_t pid = start_child(spec, sv[1], err, errlen);
     close(sv[1]);
     if (pid < 0) {
-        snprintf(err, errlen, "node '%s': fork: %s", spec->node, strerror(errno));
         close(sv[0]);
         peer_client_free(pc);
         return NULL;

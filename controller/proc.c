@@ -1,6 +1,8 @@
 /* proc.c — programs run inside a node (see proc.h). */
 #include "controller/proc.h"
 
+#include "controller/spawn.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -9,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,29 +33,6 @@ struct proc {
     proc_done_fn done;
     void *ctx;
 };
-
-/* ---- child ---- */
-
-static void child_exec(int netns_fd, char *const argv[], int out_fd, int err_fd)
-{
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    setpgid(0, 0); /* not in the terminal's foreground group: the controller stops it */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) < 0) {
-        dprintf(err_fd, "hiernet: setns: %s\n", strerror(errno));
-        _exit(127);
-    }
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, 0);
-    dup2(out_fd, 1);
-    dup2(err_fd, 2);
-    execvp(argv[0], argv);
-    dprintf(2, "hiernet: cannot run %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
-}
 
 /* ---- completion ---- */
 
@@ -152,12 +130,19 @@ struct proc *proc_spawn(struct ev_loop *loop, int netns_fd, char *const argv[], 
         return snprintf(err, errlen, "pipe: %s", strerror(errno)), NULL;
     }
     struct proc *p = calloc(1, sizeof *p);
-    pid_t pid = p ? fork() : -1;
-    if (pid == 0) child_exec(netns_fd, argv, out_pipe[1], err_pipe[1]);
+    char **envp = spawn_env(NULL);
+    pid_t pid = -1;
+    if (p && envp) {
+        struct spawn_spec s = {argv[0], argv, envp, netns_fd, {-1, out_pipe[1], err_pipe[1]},
+                               {0, 1, 2}, 3};
+        pid = spawn_child(&s, err, errlen);
+    } else {
+        snprintf(err, errlen, "cannot start %s: out of memory", argv[0]);
+    }
+    spawn_env_free(envp);
     close(out_pipe[1]);
     close(err_pipe[1]);
     if (pid < 0) {
-        snprintf(err, errlen, "cannot start %s: %s", argv[0], p ? strerror(errno) : "out of memory");
         close(out_pipe[0]);
         close(err_pipe[0]);
         free(p);

@@ -11,7 +11,9 @@ int proto_reader_init(struct proto_reader *r, size_t max_message)
     r->max_message = max_message ? max_message : PROTO_MAX_MESSAGE;
     r->scan_len = 0;
     r->scan_pending = 1;
-    if (!msgpack_unpacker_init(&r->unpacker, 64 * 1024)) return -1;
+    /* Small at first: a controller holds one reader per peer, thousands of
+     * them; the buffer grows with the messages. */
+    if (!msgpack_unpacker_init(&r->unpacker, 4096)) return -1;
     msgpack_unpacked_init(&r->unpacked);
     return 0;
 }

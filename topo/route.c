@@ -108,6 +108,7 @@ struct search {
     int *parent_link;
     bool *done;
     struct heap heap;
+    int *via_count; /* per node, all zero between uses (most_common) */
 };
 
 static int search_init(struct search *s, const struct topo_network *net)
@@ -117,7 +118,8 @@ static int search_init(struct search *s, const struct topo_network *net)
     s->parent_link = malloc(n * sizeof *s->parent_link);
     s->done = malloc(n * sizeof *s->done);
     s->heap.items = malloc((2 * net->n_links + n + 1) * sizeof *s->heap.items);
-    return s->cost && s->parent_link && s->done && s->heap.items ? 0 : -1;
+    s->via_count = calloc(n, sizeof *s->via_count);
+    return s->cost && s->parent_link && s->done && s->heap.items && s->via_count ? 0 : -1;
 }
 
 static void search_free(struct search *s)
@@ -126,6 +128,7 @@ static void search_free(struct search *s)
     free(s->parent_link);
     free(s->done);
     free(s->heap.items);
+    free(s->via_count);
 }
 
 /* Paths never continue through a host other than the source's first hops:
@@ -194,27 +197,18 @@ static bool same_hop(const struct topo_route *x, const struct topo_route *y)
     return x->link == y->link && x->via == y->via;
 }
 
-static int count_same(const struct topo_route *hops, size_t n, size_t i)
-{
-    int c = 0;
-    for (size_t j = 0; j < n; j++) c += same_hop(&hops[j], &hops[i]);
-    return c;
-}
-
-/* Picks the most common next hop as the default route. O(n * distinct
- * next hops) thanks to skipping next hops already counted. */
-static size_t most_common(const struct topo_route *hops, size_t n)
+/* The most common next hop and how many destinations use it. A next host
+ * is reached through one link (its branch of the shortest-path tree), so
+ * `via` alone names a next hop; counts is scratch of one int per node, all
+ * zero, and left all zero. Ties go to the first in hops order. */
+static size_t most_common(const struct topo_route *hops, size_t n, int *counts, size_t *count)
 {
     size_t best = 0;
-    int best_count = -1;
-    for (size_t i = 0; i < n; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < i && !seen; j++)
-            seen = same_hop(&hops[j], &hops[i]);
-        if (seen) continue;
-        int c = count_same(hops, n, i);
-        if (c > best_count) best_count = c, best = i;
-    }
+    int best_count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (++counts[hops[i].via] > best_count) best_count = counts[hops[i].via], best = i;
+    for (size_t i = 0; i < n; i++) counts[hops[i].via] = 0;
+    *count = (size_t)best_count;
     return best;
 }
 
@@ -238,10 +232,11 @@ static int best_segment_link(const struct topo_network *net, const struct topo_r
     return best;
 }
 
-/* Default route via the most common next hop, /32s for the rest. */
-static void compress_by_default(struct topo_route *hops, size_t n, struct topo_node_routes *out)
+/* Default route via the most common next hop (hops[best]), /32s for the rest. */
+static void compress_by_default(struct topo_route *hops, size_t n, size_t best,
+                                struct topo_node_routes *out)
 {
-    struct topo_route def = hops[most_common(hops, n)];
+    struct topo_route def = hops[best];
     def.dst = 0;
     def.dst_len = 0;
     def.dst_node = -1;
@@ -263,7 +258,7 @@ static void compress_by_segment(const struct topo_network *net, struct topo_rout
 }
 
 static int compress_routes(const struct topo_network *net, struct topo_route *hops, size_t n,
-                           struct topo_node_routes *out)
+                           int *counts, struct topo_node_routes *out)
 {
     out->routes = malloc((n + 1) * sizeof *out->routes);
     if (!out->routes) return -1;
@@ -271,11 +266,12 @@ static int compress_routes(const struct topo_network *net, struct topo_route *ho
     if (n == 0) return 0;
     size_t on_segment;
     int link = best_segment_link(net, hops, n, &on_segment);
-    size_t common = (size_t)count_same(hops, n, most_common(hops, n));
+    size_t common;
+    size_t best = most_common(hops, n, counts, &common);
     if (link >= 0 && net->node_block_len && on_segment > common)
         compress_by_segment(net, hops, n, link, out);
     else
-        compress_by_default(hops, n, out);
+        compress_by_default(hops, n, best, out);
     return 0;
 }
 
@@ -297,7 +293,8 @@ static int routes_for_source(const struct topo_network *net, const struct adjace
         if (s->parent_link[d] < 0) return unreachable(net, src, (int)d, err, errlen);
         hops[n++] = next_hop(net, s, src, (int)d);
     }
-    if (compress_routes(net, hops, n, out) < 0) return snprintf(err, errlen, "out of memory"), -1;
+    if (compress_routes(net, hops, n, s->via_count, out) < 0)
+        return snprintf(err, errlen, "out of memory"), -1;
     return 0;
 }
 

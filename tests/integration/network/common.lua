@@ -116,6 +116,7 @@ function H.own(net, opts)
   end
   for _, l in ipairs(read_lines(regdir .. "/cgroups")) do out[#out + 1] = "cgroup " .. l end
   local host = popen_lines("readlink /proc/self/ns/net")[1]
+  H.check(host and host:match("^net:%["), "cannot read the host's network namespace")
   for _, l in ipairs(popen_lines("find /proc/" .. cpid .. "/fd -maxdepth 1 -lname 'net:*' -printf '%l\\n' 2>/dev/null")) do
     if l ~= host then out[#out + 1] = "netns " .. l:match("%d+") .. " controller-fd" end
   end
@@ -158,12 +159,16 @@ function H.median(sorted)
   return (sorted[n // 2] + sorted[n // 2 + 1]) / 2
 end
 
--- The first number after `key` that follows `section` in iperf3's JSON.
-function H.json_number(text, section, key)
-  local s = text:find('"' .. section .. '"', 1, true)
-  if not s then return nil end
-  local v = text:match('"' .. key .. '"%s*:%s*([-%d%.eE+]+)', s)
-  return tonumber(v)
+-- A number in iperf3's JSON: the first `key` inside the objects named by
+-- `path` (a name or a list of nested object names, e.g. {"end", "sum"}).
+function H.json_number(text, path, key)
+  local pos = 1
+  for _, name in ipairs(type(path) == "table" and path or { path }) do
+    local _, e = text:find('"' .. name .. '"%s*:%s*[{%[]', pos)
+    if not e then return nil end
+    pos = e
+  end
+  return tonumber(text:match('"' .. key .. '"%s*:%s*([-%d%.eE+]+)', pos))
 end
 
 -- Runs an iperf3 server in `server` (one test) and client_args from `client`;
@@ -192,7 +197,7 @@ end
 -- over `secs` seconds after a first omitted second (slow start).
 function H.goodput(server, client, secs)
   local out = H.iperf(server, client, { "-t", tostring(secs or 3), "-O", "1" })
-  local bps = H.json_number(out, "sum_received", "bits_per_second")
+  local bps = H.json_number(out, { "end", "sum_received" }, "bits_per_second")
   H.check(bps, "iperf3 %s -> %s: no sum_received in its JSON", client.name, server.name)
   return bps
 end

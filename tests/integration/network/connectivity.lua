@@ -9,7 +9,8 @@
 --   * link:down() cuts a host off and link:up() restores its routes.
 -- The segment hosts' names share their first 15 characters (interface-name
 -- collisions) and one is 31 characters long (the longest valid name).
--- Args: backend=kernel|user (and owned=, regdir= from lib.sh).
+-- Args: backend=kernel|user; switch=no makes the segment's centre a host
+-- (to exercise the rest where switches fail); owned=, regdir= from lib.sh.
 local hn = require("hiernet")
 local topo = require("hiernet.topo")
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
@@ -21,7 +22,7 @@ local net = hn.network{ name = "conn", backend = backend, seed = 3 }
 local t = topo.hier(net, { clouds = 2, edges_per_cloud = 2, terminals_per_edge = 2,
                            links = { cloud_edge = { bw = "1Gbit" }, edge_terminal = { bw = "100Mbit" },
                                      cloud_cloud = { bw = "1Gbit" } } })
-local sw = net:switch("segment")
+local sw = A.switch == "no" and net:node("segment") or net:switch("segment")
 local seg = {
   net:node("seghost-longname-a", { tier = "terminal" }),
   net:node("seghost-longname-b", { tier = "terminal" }),

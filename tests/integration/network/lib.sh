@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # lib.sh — shared helpers of the network scenario tests (sourced by bash).
 #
 # Provides: skip / fail / note, a private scratch directory removed on exit,
@@ -28,6 +29,7 @@ note() { echo "note: $*"; }
 
 # hn_require_root HIERNET: exits 77 with a one-line reason when this machine cannot run the test.
 hn_require_root() {
+  HN_HIERNET=$1
   [[ $(id -u) -eq 0 ]] || skip "needs root (network namespaces, links, cgroups)"
   [[ -x $1 ]] || skip "hiernet binary '$1' not found"
   command -v ip >/dev/null || skip "iproute2 (ip) not installed"
@@ -50,25 +52,18 @@ hn_on_exit() {
 # namespace, or an open fd) or by a bind mount.
 hn_netns_inodes() {
   {
-    for p in /proc/[0-9]*; do
-      readlink "$p/ns/net"
-    done
-    for t in /proc/[0-9]*/task/[0-9]*; do
-      readlink "$t/ns/net"
-    done
-    find /proc/[0-9]*/fd -maxdepth 1 -lname 'net:*' -printf '%l\n'
+    find /proc/[0-9]*/ns/net /proc/[0-9]*/task/[0-9]*/ns/net /proc/[0-9]*/fd -maxdepth 1 \
+      -lname 'net:*' -printf '%l\n'
     grep -o 'net:\[[0-9]*\]' /proc/self/mountinfo
   } 2>/dev/null | grep -o '[0-9][0-9]*' | sort -u
 }
 
 # Pids (with their command line) of processes holding namespace inode $1.
 hn_netns_holders() {
-  local ino=$1 p
-  for p in /proc/[0-9]*; do
-    if [[ $(readlink "$p/ns/net" 2>/dev/null) == "net:[$ino]" ]] ||
-      find "$p/fd" -maxdepth 1 -lname "net:\[$ino\]" 2>/dev/null | grep -q .; then
-      echo "${p#/proc/}:$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | cut -c1-80)"
-    fi
+  local p
+  for p in $(find /proc/[0-9]*/ns/net /proc/[0-9]*/fd -maxdepth 1 -lname "net:\[$1\]" \
+    -printf '%h\n' 2>/dev/null | cut -d/ -f3 | sort -un); do
+    echo "$p:$({ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null | cut -c1-80)"
   done | tr '\n' ';'
 }
 
@@ -97,7 +92,7 @@ hn_problems() {
       proc)
         st=$(hn_proc_state_start "$a")
         if [[ -n $st && ${st#* } == "$b" && ${st%% *} != Z ]]; then
-          echo "process $c (pid $a) still runs: $(tr '\0' ' ' <"/proc/$a/cmdline" 2>/dev/null)"
+          echo "process $c (pid $a) still runs: $({ tr '\0' ' ' <"/proc/$a/cmdline"; } 2>/dev/null)"
         fi
         ;;
       netns)
@@ -114,7 +109,7 @@ hn_problems() {
         fi
         ;;
       node)
-        if ps -eo args | grep -E -- "(hiernet-peer|hiernet-linkd).* --node $a( |\$)" | grep -v grep | grep -q .; then
+        if pgrep -f -- "hiernet-peer .*--node $a( |\$)" >/dev/null; then
           echo "a peer of node $a still runs"
         fi
         ;;
@@ -149,27 +144,55 @@ hn_check_left() {
   done
   if [[ -n $problems ]]; then
     while read -r i; do fail "$run_id left: $i"; done <<<"$problems"
+    hn_remove_leftovers "$owned" "$before"
     return 1
   fi
-  echo "ok: $run_id left nothing behind ($(cat "$owned" 2>/dev/null | wc -l) owned items checked)"
+  echo "ok: $run_id left nothing behind ($(wc -l <"$owned" 2>/dev/null || echo 0) owned items checked)"
   return 0
+}
+
+# hn_remove_leftovers OWNED BEFORE: after a failure, ends what the run left:
+# its processes that still run (pid + start time checked) and every process
+# living in one of its namespaces (the run's programs and their children);
+# a namespace that existed before the run, or the host's, is never touched.
+# Then `hiernet clean` sweeps the dead run's cgroups and registry entry.
+hn_remove_leftovers() {
+  local owned=$1 before=$2 kind a b st p host
+  host=$(readlink /proc/self/ns/net | grep -o '[0-9][0-9]*')
+  while read -r kind a b _; do
+    [[ $kind == netns && ( $a == "$host" ) ]] && continue
+    [[ $kind == netns ]] && grep -qx "$a" "$before.netns" && continue
+    if [[ $kind == proc ]]; then
+      st=$(hn_proc_state_start "$a")
+      [[ -n $st && ${st#* } == "$b" ]] && kill -9 "$a" 2>/dev/null && echo "  removed: process $a"
+    elif [[ $kind == netns ]]; then
+      for p in $(find /proc/[0-9]*/ns/net -lname "net:\[$a\]" -printf '%h\n' 2>/dev/null | cut -d/ -f3); do
+        kill -9 "$p" 2>/dev/null && echo "  removed: process $p in namespace net:[$a]"
+      done
+    fi
+  done < <(sort -u "$owned" 2>/dev/null)
+  sleep 0.5
+  [[ -n ${HN_HIERNET:-} ]] && "$HN_HIERNET" clean 2>&1 | sed 's/^/  clean: /'
 }
 
 # hn_run NAME HIERNET SCENARIO ARGS...: runs a scenario with results in
 # $HN_TMP/NAME (run id NAME), the owned list in $HN_TMP/NAME.owned and the
 # scenario's args owned=, regdir= and tmp= prepended. Sets HN_RC, prints the
-# scenario's output (stdout and stderr, indented) and its wall time.
+# scenario's output (stdout and stderr, indented) and its wall time. A run
+# that outlives $HN_RUN_TIMEOUT seconds (default 150) gets SIGTERM, then SIGKILL.
 hn_run() {
   local name=$1 hiernet=$2 scenario=$3 t0 t1
   shift 3
   : >"$HN_TMP/$name.owned"
   t0=$(date +%s.%N)
-  "$hiernet" run "$scenario" --out "$HN_TMP/$name" --quiet \
+  timeout --kill-after=5 "${HN_RUN_TIMEOUT:-150}" "$hiernet" run "$scenario" --out "$HN_TMP/$name" --quiet \
     "owned=$HN_TMP/$name.owned" "regdir=$HN_REG_ROOT/$name" "tmp=$HN_TMP" "$@" \
     >"$HN_TMP/$name.stdout" 2>"$HN_TMP/$name.stderr"
   HN_RC=$?
   t1=$(date +%s.%N)
   sed 's/^/  | /' "$HN_TMP/$name.stdout" "$HN_TMP/$name.stderr"
+  awk -v a="$t0" -v b="$t1" -v t="${HN_RUN_TIMEOUT:-150}" 'BEGIN { exit !(b - a >= t) }' &&
+    echo "$name: timed out after ${HN_RUN_TIMEOUT:-150} s"
   printf '%s: exit %d in %.1f s\n' "$name" "$HN_RC" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
 }
 

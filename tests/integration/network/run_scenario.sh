@@ -6,6 +6,7 @@
 # Exit: 0 pass, 1 fail, 77 skipped (not root, tool missing).
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$here/lib.sh"
 hiernet=$1 scenario=$2
 shift 2

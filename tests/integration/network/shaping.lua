@@ -1,0 +1,82 @@
+-- shaping: iperf3 TCP goodput through rate-limited links is within 5% of the
+-- ideal, framing accounted, in both directions of the path's links, and
+-- link:set{bw=} takes effect.
+--
+--   kernel backend (veth + HTB): HTB counts the 1514-byte Ethernet frame of a
+--     1448-byte TCP segment (timestamps on): ideal = rate * 1448 / 1514.
+--     Links 100 Mbit and 1 Gbit; then the 100 Mbit link set to 50 Mbit.
+--   user backend (hiernet-linkd): linkd counts 24 more bytes per frame on the
+--     wire (preamble, FCS, gap): ideal = rate * 1448 / 1538.
+--     Links 10 Mbit, 100 Mbit and 1 Gbit; then the 100 Mbit link set to 30 Mbit.
+--     Also: linkd's counters agree with what iperf3 moved.
+-- Args: backend=kernel|user, secs= (measured seconds, default 3).
+local hn = require("hiernet")
+local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local H = dofile(dir .. "common.lua")
+local A = H.args(...)
+local backend = A.backend or "kernel"
+local secs = tonumber(A.secs or 3)
+local TOLERANCE = 0.05
+
+local plans = {
+  kernel = { factor = 1448 / 1514, rates = { "100Mbit", "1Gbit" }, set = { link = 1, bw = "50Mbit" } },
+  user = { factor = 1448 / 1538, rates = { "10Mbit", "100Mbit", "1Gbit" }, set = { link = 2, bw = "30Mbit" } },
+}
+local plan = assert(plans[backend], "backend must be kernel or user")
+
+local function bits(rate)
+  local v, unit = rate:match("^([%d%.]+)(%a+)$")
+  return tonumber(v) * ({ Kbit = 1e3, Mbit = 1e6, Gbit = 1e9 })[unit]
+end
+
+-- A line h1 - h2 - ... with one link per rate; each measurement uses one link.
+local net = hn.network{ name = "shape", backend = backend, seed = 5 }
+local hosts, links = { net:node("h1") }, {}
+for i, rate in ipairs(plan.rates) do
+  hosts[i + 1] = net:node("h" .. (i + 1))
+  links[i] = net:link(hosts[i], hosts[i + 1], { bw = rate })
+end
+net:start()
+H.check(net.backend == backend, "network backend is %s, asked for %s", net.backend, backend)
+H.own(net)
+
+local failures = {}
+local function measure(i, rate, server, client)
+  local ideal = bits(rate) * plan.factor
+  local s0 = backend == "user" and links[i]:stats() or nil
+  local got = H.goodput(server, client, secs)
+  local err = got / ideal - 1
+  local ok = math.abs(err) <= TOLERANCE
+  H.log("%-8s link %s->%s: %8.2f Mbit/s, ideal %8.2f (%+.2f%%) %s", rate, client.name, server.name,
+        got / 1e6, ideal / 1e6, err * 100, ok and "ok" or "FAIL")
+  if not ok then
+    failures[#failures + 1] = string.format("%s %s->%s: %.2f Mbit/s vs ideal %.2f (%+.1f%%)", rate,
+                                            client.name, server.name, got / 1e6, ideal / 1e6, err * 100)
+  end
+  if s0 then
+    -- The data direction of the link carried at least the goodput's bytes
+    -- (plus headers and slow start) and dropped nothing to loss.
+    local s1 = links[i]:stats()
+    local dir_key = (client == links[i].a) and "ab" or "ba"
+    local moved = s1[dir_key].delivered_bytes - s0[dir_key].delivered_bytes
+    local expect = got * (secs + 1) / 8 / plan.factor * (1514 / 1538)
+    H.log("         linkd %s delivered %.1f MB (goodput over %d s with headers: %.1f MB), drops_loss %d",
+          dir_key, moved / 1e6, secs + 1, expect / 1e6, s1[dir_key].drops_loss - s0[dir_key].drops_loss)
+    if moved < expect * 0.95 then
+      failures[#failures + 1] = string.format("%s: linkd delivered %.0f bytes, iperf3 moved at least %.0f", rate, moved, expect)
+    end
+  end
+end
+
+for i, rate in ipairs(plan.rates) do measure(i, rate, hosts[i + 1], hosts[i]) end
+
+-- link:set{bw=} takes effect; the other direction of the link is shaped too.
+local k = plan.set.link
+local t0 = hn.now()
+links[k]:set{ bw = plan.set.bw }
+H.log("link:set{bw=%q} took %.1f ms", plan.set.bw, (hn.now() - t0) * 1000)
+measure(k, plan.set.bw, hosts[k], hosts[k + 1])
+
+net:stop()
+H.check(#failures == 0, "%d goodput check(s) failed:\n%s", #failures, table.concat(failures, "\n"))
+H.log("PASS shaping (%s)", backend)
