@@ -83,7 +83,7 @@ static pid_t start_child(const struct peer_spawn *spec, int fd, char *err, size_
         return snprintf(err, errlen, "node '%s': too many arguments", spec->node), -1;
     char **envp = spawn_env(spec->env);
     if (!envp) return snprintf(err, errlen, "node '%s': out of memory", spec->node), -1;
-    struct spawn_spec s = {spec->path, argv, envp, spec->netns_fd, {fd}, {PEER_CONTROL_FD}, 1};
+    struct spawn_spec s = {spec->path, argv, envp, spec->netns_fd, {fd}, {PEER_CONTROL_FD}, 1, 0};
     char why[400];
     pid_t pid = spawn_child(&s, why, sizeof why);
     spawn_env_free(envp);

@@ -133,8 +133,10 @@ struct proc *proc_spawn(struct ev_loop *loop, int netns_fd, char *const argv[], 
     char **envp = spawn_env(NULL);
     pid_t pid = -1;
     if (p && envp) {
+        /* In an emulated node (root), under an init of its own: whatever the
+         * program starts ends with it, and with the controller. */
         struct spawn_spec s = {argv[0], argv, envp, netns_fd, {-1, out_pipe[1], err_pipe[1]},
-                               {0, 1, 2}, 3};
+                               {0, 1, 2}, 3, netns_fd >= 0};
         pid = spawn_child(&s, err, errlen);
     } else {
         snprintf(err, errlen, "cannot start %s: out of memory", argv[0]);

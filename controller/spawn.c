@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,10 +24,10 @@ struct child_args {
     const char *step; /* which step failed */
 };
 
-/* Runs in the child, on its own stack, sharing our memory: system calls only. */
-static int child_main(void *p)
+/* Everything before exec: signal state, process group, parent-death
+ * signal, namespace, file descriptors. System calls only. */
+static int child_setup(struct child_args *a)
 {
-    struct child_args *a = p;
     const struct spawn_spec *s = a->spec;
     sigset_t none;
     sigemptyset(&none);
@@ -39,27 +40,103 @@ static int child_main(void *p)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (s->netns_fd >= 0 && setns(s->netns_fd, CLONE_NEWNET) < 0) {
         a->step = "setns";
-        goto fail;
+        return -1;
     }
     for (int i = 0; i < s->n_fds; i++) {
         int from = s->from[i] >= 0 ? s->from[i] : open("/dev/null", O_RDWR);
         if (from == s->to[i] ? fcntl(from, F_SETFD, 0) < 0 : dup2(from, s->to[i]) < 0) {
             a->step = "dup2";
-            goto fail;
+            return -1;
         }
     }
+    return 0;
+}
+
+static void child_exec(struct child_args *a)
+{
+    const struct spawn_spec *s = a->spec;
     if (strchr(s->path, '/'))
         execve(s->path, s->argv, s->envp);
     else
         execvpe(s->path, s->argv, s->envp);
     a->step = "exec";
-fail:
     a->error = errno;
     _exit(127);
 }
 
+/* Runs in the child, on its own stack, sharing our memory: system calls only. */
+static int child_main(void *p)
+{
+    struct child_args *a = p;
+    if (child_setup(a) < 0) {
+        a->error = errno;
+        _exit(127);
+    }
+    child_exec(a);
+    return 127;
+}
+
+/* ---- a program under its own init (spec->pid_namespace) ---- */
+
+static volatile pid_t init_program; /* the init's only direct child */
+
+static void init_forward(int sig)
+{
+    if (init_program > 0) kill(init_program, sig);
+}
+
+static const int init_forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+#define N_FORWARDED (sizeof init_forwarded / sizeof *init_forwarded)
+
+/* A fork by raw system call: glibc's fork() runs its atfork handlers and
+ * takes its locks, which after our raw clones would deadlock on state
+ * copied from the controller (a futex nobody will release). */
+static pid_t raw_fork(unsigned long flags)
+{
+    return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
+}
+
+/* pid 1 of the new namespace, a forked copy of the controller that never
+ * execs: it keeps only the program's descriptors (a copy of a peer's
+ * control socket would hide that peer's EOF), starts the program, passes
+ * signals on, reaps every orphan until none is left and exits with the
+ * program's status. System calls only. */
+static void init_main(struct child_args *a)
+{
+    for (int sig = 1; sig < NSIG; sig++) signal(sig, SIG_DFL); /* libev's handlers are not ours */
+    if (child_setup(a) < 0) _exit(127);
+    syscall(SYS_close_range, 3, ~0U, 0);
+    struct sigaction sa = {.sa_handler = init_forward};
+    for (size_t i = 0; i < N_FORWARDED; i++) sigaction(init_forwarded[i], &sa, NULL);
+    pid_t child = raw_fork(0);
+    if (child == 0) {
+        for (size_t i = 0; i < N_FORWARDED; i++) signal(init_forwarded[i], SIG_DFL);
+        child_exec(a);
+    }
+    if (child < 0) _exit(127);
+    init_program = child;
+    int status = 0, main_status = 0;
+    pid_t pid;
+    while ((pid = (pid_t)syscall(SYS_wait4, -1, &status, 0, NULL)) > 0 ||
+           (pid < 0 && errno == EINTR))
+        if (pid == child) main_status = status;
+    _exit(WIFEXITED(main_status) ? WEXITSTATUS(main_status) : 128 + WTERMSIG(main_status));
+}
+
+/* A full fork (the init never execs, so it cannot share our memory). An
+ * exec failure in the program shows as exit status 127, not as err. */
+static pid_t spawn_with_init(const struct spawn_spec *spec, char *err, size_t errlen)
+{
+    struct child_args args = {spec, 0, NULL};
+    pid_t pid = raw_fork(CLONE_NEWPID);
+    if (pid == 0) init_main(&args);
+    if (pid < 0) snprintf(err, errlen, "cannot start %s: %s", spec->path, strerror(errno));
+    return pid;
+}
+
 pid_t spawn_child(const struct spawn_spec *spec, char *err, size_t errlen)
 {
+    if (spec->pid_namespace) return spawn_with_init(spec, err, errlen);
     struct child_args args = {spec, 0, NULL};
     char *stack = malloc(SPAWN_STACK);
     if (!stack) return snprintf(err, errlen, "cannot start %s: out of memory", spec->path), -1;

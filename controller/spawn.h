@@ -20,6 +20,13 @@ struct spawn_spec {
     /* dup2(from[i], to[i]) for each i < n_fds, in order; -1 = open /dev/null */
     int from[4], to[4];
     int n_fds;
+    /* Run the program under a small init in a new PID namespace: when the
+     * program ends, or the init is killed (the controller died: the init has
+     * PDEATHSIG), the kernel kills everything the program started, however
+     * it detached. Signals sent to the init (other than SIGKILL) are passed
+     * to the program; its exit status becomes the init's (a death by signal
+     * N as 128 + N). Needs CAP_SYS_ADMIN; costs a full fork. */
+    int pid_namespace;
 };
 
 /* Returns the child's pid, or -1 with err set when it could not be started

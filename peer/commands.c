@@ -1,69 +1,36 @@
-/* commands.c — the peer's control commands (see commands.h): parsing params on
- * the loop thread, running them on the worker, packing the responses. */
+/* commands.c — the peer's control commands (see commands.h): the command
+ * table, dispatch and replies, the helpers of command_job.h, and the vector
+ * commands (tensor, copy, drop, axpy, scale, sum, norm, dot, read, stats).
+ * The learning commands are in ml.c, send and peers in commands_data.c. */
 #include "peer/commands.h"
 
+#include <errno.h>
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "kernels/vec.h"
-#include "peer/protocol.h"
-#include "peer/server.h"
-#include "peer/store.h"
-#include "peer/worker.h"
+#include "peer/command_job.h"
+#include "peer/commands_data.h"
+#include "peer/dataplane.h"
+#include "peer/ml.h"
 
 /* read{} answers at most this many values (DESIGN.md): bulk data never
  * crosses the control channel. */
 #define COMMAND_READ_MAX 65536
-#define COMMAND_NAME_SIZE (STORE_NAME_MAX + 1)
 /* Bytes of a client-supplied method or key name quoted in an error. */
 #define COMMAND_QUOTE_MAX 64
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
-struct command_job;
-
-struct command {
-    const char *name;
-    const char *const *keys; /* the params it takes, NULL-terminated */
-    /* Commands answered on the loop thread have reply_inline; the others
-     * parse on the loop thread and run on the worker. */
-    void (*reply_inline)(struct peer_server *s, uint32_t msgid, double start_ms);
-    bool (*parse)(struct command_job *job, struct proto_args *a);
-    bool (*run)(struct command_job *job); /* false: job->err says why */
-};
-
-struct command_job {
-    struct worker_job work;
-    const struct command *cmd;
-    struct peer_server *server; /* loop thread only, except the immutable cfg */
-    struct store *store;
-    struct worker *worker;
-    uint32_t msgid;
-    /* Params, copied out of the request, which is gone when the job runs.
-     * Tensor names: x is tensor{name}, copy{src}, sum{out}, read{tensor} and
-     * the x of axpy/scale/norm/dot; y is copy{dst} and the y of axpy/dot. */
-    char x[COMMAND_NAME_SIZE], y[COMMAND_NAME_SIZE];
-    char (*names)[COMMAND_NAME_SIZE]; /* sum{inputs}, drop{name, names}; owned */
-    uint32_t n_names;
-    double number;  /* alpha, or tensor{fill} */
-    uint64_t count; /* tensor{size}; stats: requests received so far */
-    bool has_range;
-    uint64_t range_offset, range_count;
-    /* Result: the map entries run() packed, besides ms, cpu_ms and queue_ms. */
-    struct peer_buffer body;
-    msgpack_packer pk;
-    uint32_t n_entries;
-    char err[512];
-};
-
-static double now_ms(void)
+double command_now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -72,10 +39,7 @@ static double now_ms(void)
 
 /* ---- helpers for run() on the worker ---- */
 
-static bool job_fail(struct command_job *j, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static bool job_fail(struct command_job *j, const char *fmt, ...)
+bool cmd_fail(struct command_job *j, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -84,40 +48,42 @@ static bool job_fail(struct command_job *j, const char *fmt, ...)
     return false;
 }
 
-static void result_u64(struct command_job *j, const char *key, uint64_t value)
+void cmd_result_u64(struct command_job *j, const char *key, uint64_t value)
 {
     proto_pack_kv_i64(&j->pk, key, (int64_t)value);
     j->n_entries++;
 }
 
-static void result_f64(struct command_job *j, const char *key, double value)
+void cmd_result_f64(struct command_job *j, const char *key, double value)
 {
     proto_pack_kv_f64(&j->pk, key, value);
     j->n_entries++;
 }
 
-/* The tensor called name, with a reference, or NULL with the error set. */
-static struct store_tensor *job_find(struct command_job *j, const char *name)
+void cmd_result_str(struct command_job *j, const char *key, const char *value)
+{
+    proto_pack_kv_str(&j->pk, key, value);
+    j->n_entries++;
+}
+
+struct store_tensor *cmd_find(struct command_job *j, const char *name)
 {
     struct store_tensor *t = store_find(j->store, name);
-    if (!t) job_fail(j, "tensor '%s' not found", name);
+    if (!t) cmd_fail(j, "tensor '%s' not found", name);
     return t;
 }
 
-/* A new tensor for the command's output, or NULL with the error set. */
-static struct store_tensor *job_new_tensor(struct command_job *j, const char *name, uint64_t size,
-                                           bool zeroed)
+struct store_tensor *cmd_new_tensor(struct command_job *j, const char *name, uint64_t size,
+                                    bool zeroed)
 {
     struct store_tensor *t = store_tensor_new(name, size, zeroed);
     if (!t)
-        job_fail(j, "out of memory for %" PRIu64 " elements of '%s' (%" PRIu64 " bytes)", size,
+        cmd_fail(j, "out of memory for %" PRIu64 " elements of '%s' (%" PRIu64 " bytes)", size,
                  name, size * (uint64_t)sizeof(float));
     return t;
 }
 
-/* The elements of t a command works on: its range, or all of it. */
-static bool job_span(struct command_job *j, const struct store_tensor *t, float **start,
-                     uint64_t *n)
+bool cmd_span(struct command_job *j, const struct store_tensor *t, float **start, uint64_t *n)
 {
     if (!j->has_range) {
         *start = t->data;
@@ -125,7 +91,7 @@ static bool job_span(struct command_job *j, const struct store_tensor *t, float 
         return true;
     }
     if (j->range_offset > t->size || j->range_count > t->size - j->range_offset)
-        return job_fail(
+        return cmd_fail(
             j, "range {%" PRIu64 ", %" PRIu64 "} out of bounds for '%s' (%" PRIu64 " elements)",
             j->range_offset, j->range_count, t->name, t->size);
     *start = t->data + j->range_offset;
@@ -140,10 +106,10 @@ static bool job_span2(struct command_job *j, const char *key_a, const struct sto
                       uint64_t *n)
 {
     if (!j->has_range && a->size != b->size)
-        return job_fail(j, "size mismatch: %s has %" PRIu64 " elements, %s has %" PRIu64, key_a,
+        return cmd_fail(j, "size mismatch: %s has %" PRIu64 " elements, %s has %" PRIu64, key_a,
                         a->size, key_b, b->size);
     uint64_t n_b;
-    return job_span(j, a, pa, n) && job_span(j, b, pb, &n_b);
+    return cmd_span(j, a, pa, n) && cmd_span(j, b, pb, &n_b);
 }
 
 /* ---- run(): the commands, on the worker ---- */
@@ -151,23 +117,23 @@ static bool job_span2(struct command_job *j, const char *key_a, const struct sto
 static bool tensor_run(struct command_job *j)
 {
     bool zeroed = j->number == 0.0; /* calloc: the kernel zeroes pages lazily */
-    struct store_tensor *t = job_new_tensor(j, j->x, j->count, zeroed);
+    struct store_tensor *t = cmd_new_tensor(j, j->x, j->count, zeroed);
     if (!t) return false;
     if (!zeroed) vec_fill(t->size, (float)j->number, t->data);
     store_publish(j->store, t);
-    result_u64(j, "size", t->size);
+    cmd_result_u64(j, "size", t->size);
     store_tensor_release(t);
     return true;
 }
 
 static bool copy_run(struct command_job *j)
 {
-    struct store_tensor *src = job_find(j, j->x);
-    struct store_tensor *dst = src ? job_new_tensor(j, j->y, src->size, false) : NULL;
+    struct store_tensor *src = cmd_find(j, j->x);
+    struct store_tensor *dst = src ? cmd_new_tensor(j, j->y, src->size, false) : NULL;
     if (dst) {
         vec_copy(src->size, src->data, dst->data);
         store_publish(j->store, dst);
-        result_u64(j, "size", dst->size);
+        cmd_result_u64(j, "size", dst->size);
     }
     store_tensor_release(dst);
     store_tensor_release(src);
@@ -179,53 +145,68 @@ static bool drop_run(struct command_job *j)
     uint64_t dropped = 0;
     for (uint32_t i = 0; i < j->n_names; i++)
         dropped += store_drop(j->store, j->names[i]);
-    result_u64(j, "dropped", dropped);
+    cmd_result_u64(j, "dropped", dropped);
     return true;
 }
 
+bool cmd_patch_begin(struct command_job *j, const char *name, struct store_patch *p)
+{
+    if (store_patch_begin(j->store, name, p) == 0) return true;
+    if (errno == ENOENT) return cmd_fail(j, "tensor '%s' not found", name);
+    return cmd_fail(j, "out of memory for a copy of '%s' (it is being sent or read)", name);
+}
+
+/* axpy and scale write in place through a patch (store.h): a tensor a send
+ * still holds is copied first, so the transfer keeps its snapshot. The patch
+ * is taken before x, which may be the same tensor. */
 static bool axpy_run(struct command_job *j)
 {
-    struct store_tensor *y = job_find(j, j->y);
-    struct store_tensor *x = y ? job_find(j, j->x) : NULL;
+    struct store_patch y;
+    store_write_lock(j->store);
+    bool ok = cmd_patch_begin(j, j->y, &y);
+    struct store_tensor *x = ok ? cmd_find(j, j->x) : NULL;
     float *py, *px;
     uint64_t n;
-    bool ok = x && job_span2(j, "y", y, "x", x, &py, &px, &n);
+    ok = x && job_span2(j, "y", y.t, "x", x, &py, &px, &n);
     if (ok) vec_axpy(n, (float)j->number, px, py);
     store_tensor_release(x);
-    store_tensor_release(y);
+    if (y.t) store_patch_end(j->store, &y, ok);
+    store_write_unlock(j->store);
     return ok;
 }
 
 static bool scale_run(struct command_job *j)
 {
-    struct store_tensor *x = job_find(j, j->x);
+    struct store_patch x;
+    store_write_lock(j->store);
     float *px;
     uint64_t n;
-    bool ok = x && job_span(j, x, &px, &n);
+    bool ok = cmd_patch_begin(j, j->x, &x) && cmd_span(j, x.t, &px, &n);
     if (ok) vec_scale(n, (float)j->number, px);
-    store_tensor_release(x);
+    if (x.t) store_patch_end(j->store, &x, ok);
+    store_write_unlock(j->store);
     return ok;
 }
 
 static bool norm_run(struct command_job *j)
 {
-    struct store_tensor *x = job_find(j, j->x);
+    struct store_tensor *x = cmd_find(j, j->x);
     float *px;
     uint64_t n;
-    bool ok = x && job_span(j, x, &px, &n);
-    if (ok) result_f64(j, "value", vec_norm(n, px));
+    bool ok = x && cmd_span(j, x, &px, &n);
+    if (ok) cmd_result_f64(j, "value", vec_norm(n, px));
     store_tensor_release(x);
     return ok;
 }
 
 static bool dot_run(struct command_job *j)
 {
-    struct store_tensor *x = job_find(j, j->x);
-    struct store_tensor *y = x ? job_find(j, j->y) : NULL;
+    struct store_tensor *x = cmd_find(j, j->x);
+    struct store_tensor *y = x ? cmd_find(j, j->y) : NULL;
     float *px, *py;
     uint64_t n;
     bool ok = y && job_span2(j, "x", x, "y", y, &px, &py, &n);
-    if (ok) result_f64(j, "value", vec_dot(n, px, py));
+    if (ok) cmd_result_f64(j, "value", vec_dot(n, px, py));
     store_tensor_release(y);
     store_tensor_release(x);
     return ok;
@@ -234,10 +215,10 @@ static bool dot_run(struct command_job *j)
 /* Finds input i of sum and checks that its size matches input 0. */
 static bool sum_find_input(struct command_job *j, struct store_tensor **in, uint32_t i)
 {
-    in[i] = job_find(j, j->names[i]);
+    in[i] = cmd_find(j, j->names[i]);
     if (!in[i]) return false;
     if (i > 0 && in[i]->size != in[0]->size)
-        return job_fail(j, "size mismatch: input '%s' has %" PRIu64 " elements, '%s' has %" PRIu64,
+        return cmd_fail(j, "size mismatch: input '%s' has %" PRIu64 " elements, '%s' has %" PRIu64,
                         in[i]->name, in[i]->size, in[0]->name, in[0]->size);
     return true;
 }
@@ -249,16 +230,16 @@ static bool sum_run(struct command_job *j)
     struct store_tensor **in = calloc(j->n_names, sizeof *in);
     const float **data = calloc(j->n_names, sizeof *data);
     bool ok = in && data;
-    if (!ok) job_fail(j, "out of memory");
+    if (!ok) cmd_fail(j, "out of memory");
     for (uint32_t i = 0; ok && i < j->n_names; i++) {
         ok = sum_find_input(j, in, i);
         if (ok) data[i] = in[i]->data;
     }
-    struct store_tensor *out = ok ? job_new_tensor(j, j->x, in[0]->size, false) : NULL;
+    struct store_tensor *out = ok ? cmd_new_tensor(j, j->x, in[0]->size, false) : NULL;
     if (out) {
         vec_sum(out->size, out->data, data, j->n_names);
         store_publish(j->store, out);
-        result_u64(j, "size", out->size);
+        cmd_result_u64(j, "size", out->size);
     }
     store_tensor_release(out);
     for (uint32_t i = 0; in && i < j->n_names; i++)
@@ -270,12 +251,12 @@ static bool sum_run(struct command_job *j)
 
 static bool read_run(struct command_job *j)
 {
-    struct store_tensor *t = job_find(j, j->x);
+    struct store_tensor *t = cmd_find(j, j->x);
     float *p;
     uint64_t n;
-    bool ok = t && job_span(j, t, &p, &n);
+    bool ok = t && cmd_span(j, t, &p, &n);
     if (ok && n > COMMAND_READ_MAX)
-        ok = job_fail(j,
+        ok = cmd_fail(j,
                       "tensor '%s' has %" PRIu64 " elements, more than the %d one read may return;"
                       " pass a range",
                       t->name, n, COMMAND_READ_MAX);
@@ -302,33 +283,43 @@ static uint64_t rss_bytes(void)
     return got == 2 && page > 0 ? resident_pages * (uint64_t)page : 0;
 }
 
+/* What stats reads on the loop thread, where the data plane lives. */
+struct stats_params {
+    uint64_t commands;
+    struct dataplane_totals data;
+    int data_port;
+    uint64_t peers;
+};
+
 static bool stats_run(struct command_job *j)
 {
+    const struct stats_params *p = j->extra;
     uint64_t tensors, tensor_bytes;
     store_totals(j->store, &tensors, &tensor_bytes);
     struct worker_totals totals;
     worker_get_totals(j->worker, &totals);
-    proto_pack_kv_str(&j->pk, "node", j->server->cfg.node);
-    j->n_entries++;
-    result_u64(j, "tensors", tensors);
-    result_u64(j, "tensor_bytes", tensor_bytes);
-    result_u64(j, "mem_rss_bytes", rss_bytes());
-    result_u64(j, "bytes_sent", 0); /* the data plane is not there yet */
-    result_u64(j, "bytes_received", 0);
-    result_f64(j, "compute_ms", totals.compute_ms);
-    result_u64(j, "jobs", totals.jobs);
-    result_u64(j, "overruns", totals.overruns);
-    result_u64(j, "commands", j->count);
-    result_u64(j, "pid", (uint64_t)getpid()); /* for tests and `hiernet exec` users */
+    cmd_result_str(j, "node", j->server->cfg.node);
+    cmd_result_u64(j, "tensors", tensors);
+    cmd_result_u64(j, "tensor_bytes", tensor_bytes);
+    cmd_result_u64(j, "mem_rss_bytes", rss_bytes());
+    cmd_result_u64(j, "bytes_sent", p->data.bytes_sent);
+    cmd_result_u64(j, "bytes_received", p->data.bytes_received);
+    cmd_result_u64(j, "transfers_sent", p->data.transfers_sent);
+    cmd_result_u64(j, "transfers_received", p->data.transfers_received);
+    cmd_result_u64(j, "data_connections", p->data.connections);
+    cmd_result_u64(j, "data_port", (uint64_t)p->data_port);
+    cmd_result_u64(j, "peers", p->peers);
+    cmd_result_f64(j, "compute_ms", totals.compute_ms);
+    cmd_result_u64(j, "jobs", totals.jobs);
+    cmd_result_u64(j, "overruns", totals.overruns);
+    cmd_result_u64(j, "commands", p->commands);
+    cmd_result_u64(j, "pid", (uint64_t)getpid()); /* for tests and `hiernet exec` users */
     return true;
 }
 
 /* ---- parse(): params into the job, on the loop thread ---- */
 
-static bool arg_fail(struct proto_args *a, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static bool arg_fail(struct proto_args *a, const char *fmt, ...)
+bool cmd_arg_fail(struct proto_args *a, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -337,41 +328,64 @@ static bool arg_fail(struct proto_args *a, const char *fmt, ...)
     return false;
 }
 
-/* A tensor name: a non-empty string of at most STORE_NAME_MAX bytes. */
-static int arg_name(struct proto_args *a, const char *key, char *dst)
+int cmd_arg_name(struct proto_args *a, const char *key, char *dst)
 {
     int got = proto_arg_strcpy(a, key, dst, COMMAND_NAME_SIZE);
     if (got == 1 && dst[0] == '\0') {
-        arg_fail(a, "param '%s': empty tensor name", key);
+        cmd_arg_fail(a, "param '%s': empty tensor name", key);
         return -1;
     }
     return got;
 }
 
-static bool arg_required_name(struct proto_args *a, const char *key, char *dst)
+bool cmd_arg_required_name(struct proto_args *a, const char *key, char *dst)
 {
-    int got = arg_name(a, key, dst);
+    int got = cmd_arg_name(a, key, dst);
     return got == 1 || (got == 0 && proto_args_missing(a, key));
 }
 
-/* A number that must fit a float32, as it scales float32 tensors. */
-static bool arg_float(struct proto_args *a, const char *key, bool required, double fallback,
-                      double *out)
+bool cmd_arg_float(struct proto_args *a, const char *key, bool required, double fallback,
+                   double *out)
 {
     *out = fallback;
     int got = proto_arg_f64(a, key, out);
     if (got == 0) return !required || proto_args_missing(a, key);
     if (got < 0) return false;
     if (isfinite(*out) && fabs(*out) > FLT_MAX)
-        return arg_fail(a, "param '%s': %g is out of the float32 range", key, *out);
+        return cmd_arg_fail(a, "param '%s': %g is out of the float32 range", key, *out);
     return true;
 }
 
-static bool arg_range(struct command_job *j, struct proto_args *a)
+bool cmd_arg_range(struct command_job *j, struct proto_args *a)
 {
     int got = proto_arg_range(a, "range", &j->range_offset, &j->range_count);
     j->has_range = got == 1;
     return got >= 0;
+}
+
+bool cmd_arg_int(struct proto_args *a, const char *key, bool required, int64_t min, int64_t max,
+                 int64_t *out)
+{
+    int64_t v;
+    int got = proto_arg_i64(a, key, &v);
+    if (got == 0) return !required || proto_args_missing(a, key);
+    if (got < 0) return false;
+    if (v < min || v > max)
+        return cmd_arg_fail(a, "param '%s': %" PRId64 " is not between %" PRId64 " and %" PRId64,
+                            key, v, min, max);
+    *out = v;
+    return true;
+}
+
+bool cmd_arg_text(struct proto_args *a, const char *key, bool required, char *dst, size_t cap)
+{
+    char buf[4096];
+    int got = proto_arg_strcpy(a, key, buf, cap < sizeof buf ? cap : sizeof buf);
+    if (got == 0) return !required || proto_args_missing(a, key);
+    if (got < 0) return false;
+    if (!buf[0]) return cmd_arg_fail(a, "param '%s': empty", key);
+    memcpy(dst, buf, strlen(buf) + 1);
+    return true;
 }
 
 /* Copies element i of a name list; false (with a->err) when it is no name. */
@@ -380,9 +394,10 @@ static bool arg_list_name(struct proto_args *a, const char *key, uint32_t i,
 {
     if (e->type != MSGPACK_OBJECT_STR || e->via.str.size == 0 || e->via.str.size > STORE_NAME_MAX ||
         memchr(e->via.str.ptr, '\0', e->via.str.size))
-        return arg_fail(a, "param '%s': element %" PRIu32 " is not a tensor name (%s)", key, i + 1,
-                        e->type == MSGPACK_OBJECT_STR ? "empty, too long or holds NUL"
-                                                      : proto_type_name(e->type));
+        return cmd_arg_fail(a, "param '%s': element %" PRIu32 " is not a tensor name (%s)", key,
+                            i + 1,
+                            e->type == MSGPACK_OBJECT_STR ? "empty, too long or holds NUL"
+                                                          : proto_type_name(e->type));
     memcpy(dst, e->via.str.ptr, e->via.str.size);
     dst[e->via.str.size] = '\0';
     return true;
@@ -406,12 +421,12 @@ static int arg_names(struct command_job *j, struct proto_args *a, const char *ke
     if (!o || o->type == MSGPACK_OBJECT_NIL) return 0;
     if (o->type == MSGPACK_OBJECT_MAP && o->via.map.size == 0) return 1;
     if (o->type != MSGPACK_OBJECT_ARRAY) {
-        arg_fail(a, "param '%s': expected an array of tensor names, got %s", key,
-                 proto_type_name(o->type));
+        cmd_arg_fail(a, "param '%s': expected an array of tensor names, got %s", key,
+                     proto_type_name(o->type));
         return -1;
     }
     if (!job_names_reserve(j, o->via.array.size)) {
-        arg_fail(a, "out of memory");
+        cmd_arg_fail(a, "out of memory");
         return -1;
     }
     for (uint32_t i = 0; i < o->via.array.size; i++) {
@@ -424,32 +439,32 @@ static int arg_names(struct command_job *j, struct proto_args *a, const char *ke
 static bool tensor_parse(struct command_job *j, struct proto_args *a)
 {
     int64_t size;
-    if (!arg_required_name(a, "name", j->x)) return false;
+    if (!cmd_arg_required_name(a, "name", j->x)) return false;
     int got = proto_arg_i64(a, "size", &size);
     if (got == 0) return proto_args_missing(a, "size");
     if (got < 0) return false;
     if (size < 0 || (uint64_t)size > STORE_MAX_ELEMENTS)
-        return arg_fail(a, "param 'size': %" PRId64 " is not between 0 and %" PRIu64, size,
-                        STORE_MAX_ELEMENTS);
+        return cmd_arg_fail(a, "param 'size': %" PRId64 " is not between 0 and %" PRIu64, size,
+                            STORE_MAX_ELEMENTS);
     j->count = (uint64_t)size;
-    return arg_float(a, "fill", false, 0.0, &j->number);
+    return cmd_arg_float(a, "fill", false, 0.0, &j->number);
 }
 
 static bool copy_parse(struct command_job *j, struct proto_args *a)
 {
-    return arg_required_name(a, "src", j->x) && arg_required_name(a, "dst", j->y);
+    return cmd_arg_required_name(a, "src", j->x) && cmd_arg_required_name(a, "dst", j->y);
 }
 
 static bool drop_parse(struct command_job *j, struct proto_args *a)
 {
     char name[COMMAND_NAME_SIZE];
-    int got_name = arg_name(a, "name", name);
+    int got_name = cmd_arg_name(a, "name", name);
     if (got_name < 0) return false;
     int got_names = arg_names(j, a, "names");
     if (got_names < 0) return false;
-    if (got_name == 0 && got_names == 0) return arg_fail(a, "param 'name' or 'names': missing");
+    if (got_name == 0 && got_names == 0) return cmd_arg_fail(a, "param 'name' or 'names': missing");
     if (got_name == 1) {
-        if (!job_names_reserve(j, 1)) return arg_fail(a, "out of memory");
+        if (!job_names_reserve(j, 1)) return cmd_arg_fail(a, "out of memory");
         memcpy(j->names[j->n_names++], name, sizeof name);
     }
     return true;
@@ -457,55 +472,61 @@ static bool drop_parse(struct command_job *j, struct proto_args *a)
 
 static bool axpy_parse(struct command_job *j, struct proto_args *a)
 {
-    return arg_required_name(a, "y", j->y) && arg_required_name(a, "x", j->x) &&
-           arg_float(a, "alpha", false, 1.0, &j->number) && arg_range(j, a);
+    return cmd_arg_required_name(a, "y", j->y) && cmd_arg_required_name(a, "x", j->x) &&
+           cmd_arg_float(a, "alpha", false, 1.0, &j->number) && cmd_arg_range(j, a);
 }
 
 static bool scale_parse(struct command_job *j, struct proto_args *a)
 {
-    return arg_required_name(a, "x", j->x) && arg_float(a, "alpha", true, 0.0, &j->number) &&
-           arg_range(j, a);
+    return cmd_arg_required_name(a, "x", j->x) &&
+           cmd_arg_float(a, "alpha", true, 0.0, &j->number) && cmd_arg_range(j, a);
 }
 
 static bool sum_parse(struct command_job *j, struct proto_args *a)
 {
-    if (!arg_required_name(a, "out", j->x)) return false;
+    if (!cmd_arg_required_name(a, "out", j->x)) return false;
     int got = arg_names(j, a, "inputs");
     if (got == 0) return proto_args_missing(a, "inputs");
-    if (got == 1 && j->n_names == 0) return arg_fail(a, "param 'inputs': empty");
+    if (got == 1 && j->n_names == 0) return cmd_arg_fail(a, "param 'inputs': empty");
     return got == 1;
 }
 
 static bool norm_parse(struct command_job *j, struct proto_args *a)
 {
-    return arg_required_name(a, "x", j->x) && arg_range(j, a);
+    return cmd_arg_required_name(a, "x", j->x) && cmd_arg_range(j, a);
 }
 
 static bool dot_parse(struct command_job *j, struct proto_args *a)
 {
-    return arg_required_name(a, "x", j->x) && arg_required_name(a, "y", j->y) && arg_range(j, a);
+    return cmd_arg_required_name(a, "x", j->x) && cmd_arg_required_name(a, "y", j->y) &&
+           cmd_arg_range(j, a);
 }
 
 static bool read_parse(struct command_job *j, struct proto_args *a)
 {
-    if (!arg_required_name(a, "tensor", j->x) || !arg_range(j, a)) return false;
+    if (!cmd_arg_required_name(a, "tensor", j->x) || !cmd_arg_range(j, a)) return false;
     if (j->has_range && j->range_count > COMMAND_READ_MAX)
-        return arg_fail(a,
-                        "param 'range': %" PRIu64 " values, more than the %d one read may return",
-                        j->range_count, COMMAND_READ_MAX);
+        return cmd_arg_fail(
+            a, "param 'range': %" PRIu64 " values, more than the %d one read may return",
+            j->range_count, COMMAND_READ_MAX);
     return true;
 }
 
 static bool stats_parse(struct command_job *j, struct proto_args *a)
 {
-    j->count = j->server->commands;
+    struct stats_params *p = j->extra;
+    struct peer_server *s = j->server;
+    p->commands = s->commands;
+    dataplane_get_totals(s->dataplane, &p->data);
+    p->data_port = dataplane_port(s->dataplane);
+    p->peers = dataplane_peer_count(s->dataplane);
     return true;
 }
 
-static void ping_reply(struct peer_server *s, uint32_t msgid, double start_ms)
+static void ping_reply(struct peer_server *s, uint32_t msgid, double start_ms, struct proto_args *a)
 {
     proto_pack_response_begin(&s->pk, msgid, 1);
-    proto_pack_kv_f64(&s->pk, "ms", now_ms() - start_ms);
+    proto_pack_kv_f64(&s->pk, "ms", command_now_ms() - start_ms);
 }
 
 /* ---- the table ---- */
@@ -521,28 +542,44 @@ static const char *const keys_norm[] = {"x", "range", NULL};
 static const char *const keys_dot[] = {"x", "y", "range", NULL};
 static const char *const keys_read[] = {"tensor", "range", NULL};
 
-static const struct command commands[] = {
-    {"ping", keys_none, ping_reply, NULL, NULL},
-    {"stats", keys_none, NULL, stats_parse, stats_run},
-    {"tensor", keys_tensor, NULL, tensor_parse, tensor_run},
-    {"copy", keys_copy, NULL, copy_parse, copy_run},
-    {"drop", keys_drop, NULL, drop_parse, drop_run},
-    {"axpy", keys_axpy, NULL, axpy_parse, axpy_run},
-    {"scale", keys_scale, NULL, scale_parse, scale_run},
-    {"sum", keys_sum, NULL, sum_parse, sum_run},
-    {"norm", keys_norm, NULL, norm_parse, norm_run},
-    {"dot", keys_dot, NULL, dot_parse, dot_run},
-    {"read", keys_read, NULL, read_parse, read_run},
-};
+static const struct command cmd_ping = {"ping", keys_none, .reply_inline = ping_reply};
+static const struct command cmd_stats = {"stats", keys_none, .parse = stats_parse, .run = stats_run,
+                                         .extra_size = sizeof(struct stats_params)};
+static const struct command cmd_tensor = {"tensor", keys_tensor, .parse = tensor_parse,
+                                          .run = tensor_run};
+static const struct command cmd_copy = {"copy", keys_copy, .parse = copy_parse, .run = copy_run};
+static const struct command cmd_drop = {"drop", keys_drop, .parse = drop_parse, .run = drop_run};
+static const struct command cmd_axpy = {"axpy", keys_axpy, .parse = axpy_parse, .run = axpy_run};
+static const struct command cmd_scale = {"scale", keys_scale, .parse = scale_parse,
+                                         .run = scale_run};
+static const struct command cmd_sum = {"sum", keys_sum, .parse = sum_parse, .run = sum_run};
+static const struct command cmd_norm = {"norm", keys_norm, .parse = norm_parse, .run = norm_run};
+static const struct command cmd_dot = {"dot", keys_dot, .parse = dot_parse, .run = dot_run};
+static const struct command cmd_read = {"read", keys_read, .parse = read_parse, .run = read_run};
 
-/* proto_method_find's view of `commands`, ping first: it is the hot one. */
+/* Every command, ping first: it is the hot one. */
 static const struct proto_method command_table[] = {
-    {"ping", (void *)&commands[0]},   {"stats", (void *)&commands[1]},
-    {"tensor", (void *)&commands[2]}, {"copy", (void *)&commands[3]},
-    {"drop", (void *)&commands[4]},   {"axpy", (void *)&commands[5]},
-    {"scale", (void *)&commands[6]},  {"sum", (void *)&commands[7]},
-    {"norm", (void *)&commands[8]},   {"dot", (void *)&commands[9]},
-    {"read", (void *)&commands[10]},  {NULL, NULL},
+    {"ping", (void *)&cmd_ping},
+    {"stats", (void *)&cmd_stats},
+    {"tensor", (void *)&cmd_tensor},
+    {"copy", (void *)&cmd_copy},
+    {"drop", (void *)&cmd_drop},
+    {"axpy", (void *)&cmd_axpy},
+    {"scale", (void *)&cmd_scale},
+    {"sum", (void *)&cmd_sum},
+    {"norm", (void *)&cmd_norm},
+    {"dot", (void *)&cmd_dot},
+    {"read", (void *)&cmd_read},
+    {"send", (void *)&data_cmd_send},
+    {"peers", (void *)&data_cmd_peers},
+    {"dataset", (void *)&ml_cmd_dataset},
+    {"model", (void *)&ml_cmd_model},
+    {"grad", (void *)&ml_cmd_grad},
+    {"optim", (void *)&ml_cmd_optim},
+    {"eval", (void *)&ml_cmd_eval},
+    {"compress", (void *)&ml_cmd_compress},
+    {"decompress", (void *)&ml_cmd_decompress},
+    {NULL, NULL},
 };
 
 /* ---- dispatch and completion, on the loop thread ---- */
@@ -563,7 +600,8 @@ static bool params_known(const struct command *cmd, const msgpack_object *params
     for (uint32_t i = 0; i < params->via.map.size; i++) {
         const msgpack_object *key = &params->via.map.ptr[i].key;
         if (key->type != MSGPACK_OBJECT_STR)
-            return arg_fail(a, "param names must be strings, got %s", proto_type_name(key->type));
+            return cmd_arg_fail(a, "param names must be strings, got %s",
+                                proto_type_name(key->type));
         const char *const *k = cmd->keys;
         while (*k && (strlen(*k) != key->via.str.size ||
                       memcmp(*k, key->via.str.ptr, key->via.str.size) != 0))
@@ -571,7 +609,7 @@ static bool params_known(const struct command *cmd, const msgpack_object *params
         if (!*k) {
             int len =
                 key->via.str.size < COMMAND_QUOTE_MAX ? (int)key->via.str.size : COMMAND_QUOTE_MAX;
-            return arg_fail(a, "unknown param '%.*s'", len, len ? key->via.str.ptr : "");
+            return cmd_arg_fail(a, "unknown param '%.*s'", len, len ? key->via.str.ptr : "");
         }
     }
     return true;
@@ -579,6 +617,7 @@ static bool params_known(const struct command *cmd, const msgpack_object *params
 
 static void command_job_free(struct command_job *j)
 {
+    if (j->cmd->cleanup) j->cmd->cleanup(j);
     free(j->names);
     peer_buffer_free(&j->body);
     free(j);
@@ -587,7 +626,7 @@ static void command_job_free(struct command_job *j)
 static void command_reply(struct command_job *j)
 {
     struct peer_server *s = j->server;
-    if (!j->err[0] && j->body.failed) job_fail(j, "out of memory packing the result");
+    if (!j->err[0] && j->body.failed) cmd_fail(j, "out of memory packing the result");
     if (j->err[0]) {
         reply_error(s, j->msgid, j->cmd->name, j->err);
         return;
@@ -599,6 +638,17 @@ static void command_reply(struct command_job *j)
     peer_buffer_write(&s->out, j->body.data, j->body.len);
 }
 
+void command_job_reply(struct command_job *j)
+{
+    command_reply(j);
+    command_job_free(j);
+}
+
+void command_job_discard(struct command_job *j)
+{
+    command_job_free(j);
+}
+
 static void command_job_run(struct worker_job *work)
 {
     struct command_job *j = container_of(work, struct command_job, work);
@@ -608,14 +658,18 @@ static void command_job_run(struct worker_job *work)
 static void command_job_done(struct worker_job *work, bool cancelled)
 {
     struct command_job *j = container_of(work, struct command_job, work);
+    if (!cancelled && !j->err[0] && j->cmd->after && j->cmd->after(j)) return; /* kept */
     if (!cancelled) command_reply(j);
     command_job_free(j);
 }
 
+/* The job and its command's extra params in one allocation. */
 static struct command_job *command_job_new(struct peer_server *s, const struct command *cmd,
                                            uint32_t msgid)
 {
-    struct command_job *j = calloc(1, sizeof *j);
+    size_t head =
+        (sizeof(struct command_job) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1);
+    struct command_job *j = calloc(1, head + cmd->extra_size);
     if (!j) return NULL;
     j->work.run = command_job_run;
     j->work.done = command_job_done;
@@ -623,7 +677,9 @@ static struct command_job *command_job_new(struct peer_server *s, const struct c
     j->server = s;
     j->store = s->store;
     j->worker = s->worker;
+    j->ml = s->ml;
     j->msgid = msgid;
+    j->extra = cmd->extra_size ? (char *)j + head : NULL;
     msgpack_packer_init(&j->pk, &j->body, peer_buffer_write);
     return j;
 }
@@ -647,7 +703,7 @@ static void command_submit(struct peer_server *s, const struct command *cmd, uin
 
 void commands_dispatch(struct peer_server *s, const struct proto_msg *msg)
 {
-    double start_ms = now_ms();
+    double start_ms = command_now_ms();
     s->commands++;
     const struct proto_method *m = proto_method_find(command_table, msg->method, msg->method_len);
     if (!m) {
@@ -663,7 +719,7 @@ void commands_dispatch(struct peer_server *s, const struct proto_msg *msg)
     if (!params_known(cmd, msg->params, &a))
         reply_error(s, msg->msgid, cmd->name, a.err);
     else if (cmd->reply_inline)
-        cmd->reply_inline(s, msg->msgid, start_ms);
+        cmd->reply_inline(s, msg->msgid, start_ms, &a);
     else
         command_submit(s, cmd, msg->msgid, &a);
 }

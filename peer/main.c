@@ -31,7 +31,8 @@ static const char peer_usage[] =
     "  --control-fd N    connected stream socket of the control channel (required)\n"
     "  --node NAME       name of the node the peer serves (required)\n"
     "  --addr A          the node's address for the data plane (IPv4 or IPv6)\n"
-    "  --data-port P     TCP port of the data plane (default 7000)\n"
+    "  --data-port P     TCP port of the data plane (default 7000; 0: any free port,\n"
+    "                    which stats reports as data_port)\n"
     "  --threads T       BLAS threads per compute command (default 1)\n"
     "  --speed S         emulated device speed relative to this host, > 0 (default 1)\n"
     "  --help            this text\n"
@@ -114,8 +115,8 @@ static int peer_apply_option(int opt, const char *value, struct peer_config *cfg
         cfg->addr = value;
         return 0;
     case OPT_DATA_PORT:
-        if (!peer_parse_long(value, 1, 65535, &n))
-            return peer_usage_error("--data-port: '%s' is not a port (1-65535)", value);
+        if (!peer_parse_long(value, 0, 65535, &n))
+            return peer_usage_error("--data-port: '%s' is not a port (0-65535)", value);
         cfg->data_port = (int)n;
         return 0;
     case OPT_THREADS:

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "peer/commands.h"
+#include "peer/dataplane.h"
+#include "peer/ml.h"
 #include "peer/store.h"
 #include "peer/worker.h"
 
@@ -220,16 +222,46 @@ static bool server_open_fd(struct peer_server *s)
     return true;
 }
 
+/* A tensor arrived: [2, "recv", {tensor, from, bytes, transfer, ms[, range]}]. */
+static void on_data_recv(void *ctx, const struct dataplane_recv_info *info)
+{
+    struct peer_server *s = ctx;
+    proto_pack_notify_begin(&s->pk, "recv", 5u + info->has_range);
+    proto_pack_kv_str(&s->pk, "tensor", info->tensor);
+    proto_pack_kv_str(&s->pk, "from", info->from);
+    proto_pack_kv_i64(&s->pk, "bytes", (int64_t)info->bytes);
+    proto_pack_kv_i64(&s->pk, "transfer", (int64_t)info->id);
+    proto_pack_kv_f64(&s->pk, "ms", info->ms);
+    if (info->has_range) {
+        proto_pack_str(&s->pk, "range");
+        msgpack_pack_array(&s->pk, 2);
+        msgpack_pack_uint64(&s->pk, info->offset);
+        msgpack_pack_uint64(&s->pk, info->count);
+    }
+    /* Written now, before the data plane acks: the controller then normally
+     * hears of the tensor before the sender's send{} completes. */
+    if (!s->out.failed && !ev_is_active(&s->write_watcher)) server_flush(s);
+}
+
+static void on_data_log(void *ctx, const char *line)
+{
+    peer_server_log(ctx, "%s", line);
+}
+
 static bool server_init(struct peer_server *s)
 {
     if (!server_open_fd(s)) return false;
     s->store = store_create();
-    s->worker = s->store ? worker_create(s->loop, s->cfg.speed) : NULL;
+    s->ml = s->store ? ml_state_create() : NULL;
+    s->worker = s->ml ? worker_create(s->loop, s->cfg.speed) : NULL;
     if (!s->worker) {
         peer_server_log(s, "cannot start the worker: %s", strerror(errno));
         return false;
     }
-    return true;
+    struct dataplane_config dc = {s->cfg.node, s->cfg.addr, s->cfg.data_port, s->store};
+    struct dataplane_hooks hooks = {on_data_recv, on_data_log, s};
+    s->dataplane = dataplane_create(s->loop, &dc, &hooks);
+    return s->dataplane != NULL;
 }
 
 struct peer_server *peer_server_create(struct ev_loop *loop, const struct peer_config *cfg)
@@ -271,8 +303,11 @@ bool peer_server_destroy(struct peer_server *s)
     ev_io_stop(s->loop, &s->read_watcher);
     ev_io_stop(s->loop, &s->write_watcher);
     ev_prepare_stop(s->loop, &s->flush_watcher);
-    /* Cancelled jobs release their tensors, so the worker goes before the store. */
+    /* Cancelled jobs release their tensors, so the worker goes before the
+     * store; jobs a transfer kept (send) are cancelled by the data plane. */
     if (!worker_destroy(s->worker)) return false;
+    dataplane_destroy(s->dataplane);
+    ml_state_destroy(s->ml);
     store_destroy(s->store);
     proto_reader_destroy(&s->reader);
     peer_buffer_free(&s->out);

@@ -4,8 +4,10 @@
  * fd into a proto_reader, hands them to commands_dispatch, and buffers the
  * responses, which it writes without blocking (a write watcher takes over
  * when the socket is full, and reading pauses while too much output is
- * pending). Also owns the tensor store and the worker. Everything here runs
- * on the loop thread. The server stops its loop on EOF of the control fd
+ * pending). Also owns the tensor store, the worker, the learning state
+ * (ml.h) and the data plane, whose received tensors it announces to the
+ * controller as `recv` notifications. Everything here runs on the loop
+ * thread. The server stops its loop on EOF of the control fd
  * (exit status 0) or when the stream is unusable (status 1). */
 #pragma once
 
@@ -19,13 +21,15 @@
 
 struct store;
 struct worker;
+struct dataplane;
+struct ml_state;
 
 struct peer_config {
     int control_fd;
     const char *node; /* the node's name, for logs and stats */
     const char *addr; /* data-plane address; NULL when not given */
-    int data_port;
-    int threads; /* BLAS threads */
+    int data_port;    /* 0: any free port (stats reports it as data_port) */
+    int threads;      /* BLAS threads */
     double speed;
 };
 
@@ -53,6 +57,8 @@ struct peer_server {
     msgpack_packer pk;      /* packs responses into out */
     struct store *store;
     struct worker *worker;
+    struct ml_state *ml;
+    struct dataplane *dataplane;
     uint64_t commands; /* requests received */
     int exit_status;
 };

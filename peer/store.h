@@ -9,9 +9,23 @@
  *
  * Threads: the map and the counters are guarded by a mutex and reference
  * counts are atomic, so the worker thread and the loop thread (data plane)
- * may both use the store. The store does not serialise access to a tensor's
- * elements: the peer runs its compute commands one at a time on the worker,
- * and a reader on another thread must take its own snapshot. */
+ * may both use the store.
+ *
+ * Consistency of a tensor's elements (DESIGN.md "send semantics"): whoever
+ * holds a reference to a tensor may read it at any time (a transfer in
+ * flight, a compute command), so a published tensor is never written while
+ * somebody else holds it. Writers follow one of two rules:
+ *   - replacers (whole-tensor results, received tensors) build a new tensor
+ *     and publish it under the name; holders of the old one keep theirs;
+ *   - patchers (axpy, scale, optimizer steps, range receives) hold the
+ *     store's write lock and go through store_patch_begin/_end or
+ *     store_patch_range, which write in place only when the map is the sole
+ *     other holder and otherwise copy on write. A copy is published only if
+ *     the name still maps to the tensor it was copied from; if a replacer got
+ *     there first the patch is dropped, as if it had happened just before
+ *     the replacement.
+ * The write lock serialises patchers (the worker and the data plane's range
+ * receives), so two patches never race on one tensor. */
 #pragma once
 
 #include <stdatomic.h>
@@ -44,16 +58,54 @@ void store_destroy(struct store *s);
  * STORE_NAME_MAX), EINVAL (size above STORE_MAX_ELEMENTS) or ENOMEM. */
 struct store_tensor *store_tensor_new(const char *name, uint64_t size, bool zeroed);
 void store_tensor_hold(struct store_tensor *t);
+/* True when the caller's reference is the only one: nobody else can see the
+ * tensor, so its memory may be reused. */
+bool store_tensor_sole(const struct store_tensor *t);
 /* Returns one reference; frees the tensor with the last one. NULL is a no-op. */
 void store_tensor_release(struct store_tensor *t);
 
-/* Puts a tensor from store_tensor_new into the map under its name, replacing
+/* Gives an unpublished tensor (one the caller holds alone) another name;
+ * false (errno ENAMETOOLONG) when the name is too long. */
+bool store_tensor_rename(struct store_tensor *t, const char *name);
+
+/* Puts a tensor that is in no map into the map under its name, replacing
  * (and releasing) any tensor of that name. The map takes its own reference;
- * the caller keeps its one. A tensor can be published once. */
+ * the caller keeps its one. */
 void store_publish(struct store *s, struct store_tensor *t);
+/* store_publish that hands the map's reference to the replaced tensor (NULL
+ * if none) to the caller instead of releasing it: a caller that then finds
+ * itself the only holder may reuse the tensor's memory. */
+struct store_tensor *store_swap(struct store *s, struct store_tensor *t);
 /* The tensor called name with a new reference for the caller, or NULL. */
 struct store_tensor *store_find(struct store *s, const char *name);
 /* Removes name from the map; false when there was no such tensor. */
 bool store_drop(struct store *s, const char *name);
+/* ---- patchers (see the top of this file) ---- */
+
+void store_write_lock(struct store *s);
+bool store_write_trylock(struct store *s);
+void store_write_unlock(struct store *s);
+
+struct store_patch {
+    struct store_tensor *t;    /* write here; the caller holds a reference */
+    struct store_tensor *orig; /* the published tensor when t is a private copy */
+};
+/* With the write lock held: the tensor called name, ready to be written.
+ * 0, or -1 with errno ENOENT (no such tensor) or ENOMEM (copy failed).
+ * Call it before taking other references to the same tensor, which would
+ * make it look shared and force a copy. */
+int store_patch_begin(struct store *s, const char *name, struct store_patch *p);
+/* Publishes a copy (commit true, and only if the name still maps to the
+ * original) and returns the references. Then the write lock may go. */
+void store_patch_end(struct store *s, struct store_patch *p, bool commit);
+/* With the write lock held: copies count floats from src to elements
+ * [offset, offset + count) of the tensor called name. In place, under the
+ * map's mutex so that no reader can take the tensor meanwhile, when the map
+ * is its only holder; otherwise copy on write. 0, or -1 with errno ENOENT,
+ * ERANGE (outside the tensor) or ENOMEM; *size gets the tensor's size when
+ * it exists. */
+int store_patch_range(struct store *s, const char *name, uint64_t offset, const float *src,
+                      uint64_t count, uint64_t *size);
+
 /* Tensors in the map and the bytes of their elements. */
 void store_totals(struct store *s, uint64_t *count, uint64_t *bytes);

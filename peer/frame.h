@@ -1,0 +1,70 @@
+/* frame.h — the data-plane wire format between peers (DESIGN.md "Data plane").
+ *
+ * Every message on a data connection is a frame:
+ *
+ *   offset size
+ *   0      4    magic "HNd1"
+ *   4      4    u32 big-endian length H of the header (1..FRAME_HEADER_MAX)
+ *   8      H    msgpack map with string keys (below)
+ *   8+H    B    payload: B = header "bytes", raw little-endian float32
+ *
+ * Header keys:
+ *   type   "tensor" (dialer -> acceptor) or "ack" (acceptor -> dialer)
+ *   id     u64 transfer id chosen by the sender; an ack repeats it
+ *   tensor frames:
+ *     from   str, the sending node's name
+ *     to     str, optional: the node the sender means to reach; a peer with
+ *            another name refuses the frame (a stale address cannot deliver a
+ *            tensor to the wrong node)
+ *     as     str, the tensor name on the receiver
+ *     dtype  "f32"
+ *     count  u64 elements in the payload
+ *     bytes  u64 payload bytes, = 4 * count
+ *     range  optional [offset, count]: the payload overwrites elements
+ *            [offset, offset + count) of an existing tensor `as`
+ *   ack frames: bytes = 0 and optional error (str): why the receiver did not
+ *   store the tensor; absent when it did.
+ *
+ * A frame whose magic, header or sizes are wrong is malformed: the receiver
+ * logs it and closes the connection. Decoding never allocates and walks only
+ * the bytes it is given (the decoder sees untrusted input). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "peer/store.h"
+
+#define FRAME_MAGIC "HNd1"
+#define FRAME_PREFIX_BYTES 8
+#define FRAME_HEADER_MAX 1024
+#define FRAME_NODE_NAME_SIZE 256 /* node names have at most 255 bytes */
+#define FRAME_ERROR_SIZE 256
+
+enum frame_type { FRAME_TENSOR = 1, FRAME_ACK = 2 };
+
+struct frame_header {
+    enum frame_type type;
+    uint64_t id;
+    uint64_t count, bytes; /* elements and payload bytes; 0 for acks */
+    bool has_range;
+    uint64_t offset; /* with has_range; the range's count is `count` */
+    char from[FRAME_NODE_NAME_SIZE];
+    char to[FRAME_NODE_NAME_SIZE]; /* "" when absent */
+    char as[STORE_NAME_MAX + 1];
+    char error[FRAME_ERROR_SIZE]; /* acks: "" = stored */
+};
+
+/* Prefix and header of h into buf; returns the bytes written (prefix
+ * included) or 0 when they do not fit cap (FRAME_PREFIX_BYTES +
+ * FRAME_HEADER_MAX always suffices). */
+size_t frame_encode(const struct frame_header *h, uint8_t *buf, size_t cap);
+
+/* The header length announced by an 8-byte prefix, or 0 with err set when
+ * the prefix is malformed. */
+uint32_t frame_prefix_decode(const uint8_t *prefix, char *err, size_t errlen);
+
+/* Decodes and checks a header of len bytes. 0, or -1 with err set. */
+int frame_header_decode(const uint8_t *buf, size_t len, struct frame_header *h, char *err,
+                        size_t errlen);

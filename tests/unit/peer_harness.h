@@ -1,0 +1,427 @@
+/* peer_harness.h — drives real hiernet-peer processes from a C unit test
+ * (test_dataplane.c, test_ml_commands.c): start a peer on a socketpair with
+ * its own loopback address and a free data port, send requests, collect
+ * responses in any order, and record the `recv` notifications it sends.
+ *
+ * A response is copied out of the wire buffer into a struct harness_reply
+ * (its numbers by key, and the `values` array of read), so a test may keep
+ * several while others arrive. Everything is static: include it in one test
+ * file. The binary is $HIERNET_BIN_DIR/hiernet-peer (set by ctest); each
+ * peer's stderr goes to a temporary file, returned by harness_stop. */
+#pragma once
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "peer/protocol.h"
+#include "tests/unit/check.h"
+
+#define HARNESS_NUMS 32
+#define HARNESS_NOTES 1024
+
+static char harness_peer_path[4096];
+
+struct harness_reply {
+    uint32_t msgid;
+    bool ok;
+    char error[600];
+    int n_nums;
+    char keys[HARNESS_NUMS][32];
+    double nums[HARNESS_NUMS];
+    float *values; /* read{}; malloc'd, freed by harness_reply_free */
+    size_t n_values;
+};
+
+struct harness_note {
+    char tensor[128], from[256];
+    uint64_t bytes, transfer;
+};
+
+struct harness_peer {
+    pid_t pid;
+    int fd;
+    char node[64], addr[64];
+    int data_port;
+    char log_path[64];
+    struct proto_reader reader;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    uint32_t next_msgid;
+    struct harness_reply *early; /* responses that arrived while waiting for another */
+    int n_early, cap_early;
+    struct harness_note notes[HARNESS_NOTES];
+    int n_notes;
+};
+
+static double harness_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* Finds hiernet-peer or skips the test. */
+static void harness_init(void)
+{
+    const char *dir = getenv("HIERNET_BIN_DIR");
+    if (!dir) CHECK_SKIP("HIERNET_BIN_DIR is not set (run through ctest)");
+    snprintf(harness_peer_path, sizeof harness_peer_path, "%s/hiernet-peer", dir);
+    if (access(harness_peer_path, X_OK) != 0) CHECK_SKIP("hiernet-peer is not built");
+    signal(SIGPIPE, SIG_IGN);
+    setenv("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1", 1);
+}
+
+/* ---- replies ---- */
+
+static void harness_reply_free(struct harness_reply *r)
+{
+    free(r->values);
+    r->values = NULL;
+    r->n_values = 0;
+}
+
+static double harness_num(const struct harness_reply *r, const char *key)
+{
+    for (int i = 0; i < r->n_nums; i++)
+        if (strcmp(r->keys[i], key) == 0) return r->nums[i];
+    CHECK_MSG(0, "result lacks number '%s'%s%s", key,
+              r->ok ? "" : "; error: ", r->ok ? "" : r->error);
+    return -1e300;
+}
+
+static bool harness_number(const msgpack_object *o, double *v)
+{
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        *v = (double)o->via.u64;
+    else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        *v = (double)o->via.i64;
+    else if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64)
+        *v = o->via.f64;
+    else
+        return false;
+    return true;
+}
+
+static void harness_copy_values(struct harness_reply *r, const msgpack_object *v)
+{
+    r->n_values = v->via.array.size;
+    r->values = malloc((r->n_values ? r->n_values : 1) * sizeof *r->values);
+    for (size_t i = 0; i < r->n_values; i++)
+        r->values[i] = (float)v->via.array.ptr[i].via.f64;
+}
+
+/* Copies a response's error, numbers and values out of the reader. */
+static void harness_copy_reply(const struct proto_msg *msg, struct harness_reply *r)
+{
+    *r = (struct harness_reply){.msgid = msg->msgid, .ok = msg->error->type == MSGPACK_OBJECT_NIL};
+    if (!r->ok) {
+        snprintf(r->error, sizeof r->error, "%.*s", (int)msg->error->via.str.size,
+                 msg->error->via.str.ptr);
+        return;
+    }
+    const msgpack_object *map = msg->result;
+    for (uint32_t i = 0; map && map->type == MSGPACK_OBJECT_MAP && i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr[i].key, *v = &map->via.map.ptr[i].val;
+        double d;
+        if (v->type == MSGPACK_OBJECT_ARRAY && k->via.str.size == 6 &&
+            memcmp(k->via.str.ptr, "values", 6) == 0)
+            harness_copy_values(r, v);
+        else if (harness_number(v, &d) && r->n_nums < HARNESS_NUMS) {
+            snprintf(r->keys[r->n_nums], sizeof r->keys[0], "%.*s", (int)k->via.str.size,
+                     k->via.str.ptr);
+            r->nums[r->n_nums++] = d;
+        }
+    }
+}
+
+static void harness_copy_str(const msgpack_object *map, const char *key, char *dst, size_t cap)
+{
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr[i].key, *v = &map->via.map.ptr[i].val;
+        if (k->via.str.size == strlen(key) && memcmp(k->via.str.ptr, key, k->via.str.size) == 0 &&
+            v->type == MSGPACK_OBJECT_STR)
+            snprintf(dst, cap, "%.*s", (int)v->via.str.size, v->via.str.ptr);
+    }
+}
+
+static void harness_record_note(struct harness_peer *p, const struct proto_msg *msg)
+{
+    if (msg->method_len != 4 || memcmp(msg->method, "recv", 4) != 0 || p->n_notes >= HARNESS_NOTES)
+        return;
+    struct harness_note *n = &p->notes[p->n_notes++];
+    memset(n, 0, sizeof *n);
+    harness_copy_str(msg->params, "tensor", n->tensor, sizeof n->tensor);
+    harness_copy_str(msg->params, "from", n->from, sizeof n->from);
+    struct proto_args a;
+    proto_args_init(&a, msg->params);
+    int64_t v;
+    if (proto_arg_i64(&a, "bytes", &v) == 1) n->bytes = (uint64_t)v;
+    if (proto_arg_i64(&a, "transfer", &v) == 1) n->transfer = (uint64_t)v;
+}
+
+/* Reads until one response arrives (notifications are recorded on the way);
+ * false on EOF or a broken stream. */
+static bool harness_read_reply(struct harness_peer *p, struct harness_reply *r)
+{
+    for (;;) {
+        struct proto_msg msg;
+        bool has_msgid;
+        char err[256];
+        enum proto_next k = proto_reader_next(&p->reader, &msg, &has_msgid, err, sizeof err);
+        if (k == PROTO_NEXT_MESSAGE && msg.kind == PROTO_RESPONSE) {
+            harness_copy_reply(&msg, r);
+            return true;
+        }
+        if (k == PROTO_NEXT_MESSAGE && msg.kind == PROTO_NOTIFY) {
+            harness_record_note(p, &msg);
+            continue;
+        }
+        if (k != PROTO_NEXT_MORE) return false;
+        size_t avail;
+        char *buf = proto_reader_buffer(&p->reader, 65536, &avail);
+        ssize_t n = buf ? read(p->fd, buf, avail) : -1;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        proto_reader_consumed(&p->reader, (size_t)n);
+    }
+}
+
+/* The response to msgid; responses to others are kept for later. */
+static bool harness_wait(struct harness_peer *p, uint32_t msgid, struct harness_reply *r)
+{
+    for (int i = 0; i < p->n_early; i++) {
+        if (p->early[i].msgid == msgid) {
+            *r = p->early[i];
+            p->early[i] = p->early[--p->n_early];
+            return true;
+        }
+    }
+    for (;;) {
+        if (!harness_read_reply(p, r)) {
+            CHECK_MSG(0, "%s: no response to request %u (peer gone?)", p->node, msgid);
+            return false;
+        }
+        if (r->msgid == msgid) return true;
+        if (p->n_early == p->cap_early) {
+            p->cap_early = p->cap_early ? 2 * p->cap_early : 16;
+            p->early = realloc(p->early, (size_t)p->cap_early * sizeof *p->early);
+        }
+        p->early[p->n_early++] = *r;
+    }
+}
+
+/* ---- requests ---- */
+
+static bool harness_write_all(int fd, const void *data, size_t n)
+{
+    const char *b = data;
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        b += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* Packs one param of type t: s string, i integer, f double, b bool,
+ * r range (two ints), m map of strings (int n, const char **keys, values). */
+static void harness_pack_value(msgpack_packer *pk, char t, va_list *ap)
+{
+    switch (t) {
+    case 's':
+        proto_pack_str(pk, va_arg(*ap, const char *));
+        break;
+    case 'i':
+        msgpack_pack_int64(pk, va_arg(*ap, long long));
+        break;
+    case 'f':
+        msgpack_pack_double(pk, va_arg(*ap, double));
+        break;
+    case 'b':
+        if (va_arg(*ap, int))
+            msgpack_pack_true(pk);
+        else
+            msgpack_pack_false(pk);
+        break;
+    case 'r':
+        msgpack_pack_array(pk, 2);
+        msgpack_pack_int64(pk, va_arg(*ap, long long));
+        msgpack_pack_int64(pk, va_arg(*ap, long long));
+        break;
+    case 'm': {
+        int n = va_arg(*ap, int);
+        const char **keys = va_arg(*ap, const char **), **vals = va_arg(*ap, const char **);
+        msgpack_pack_map(pk, (size_t)n);
+        for (int i = 0; i < n; i++) {
+            proto_pack_str(pk, keys[i]);
+            proto_pack_str(pk, vals[i]);
+        }
+        break;
+    }
+    }
+}
+
+/* Sends `method` with params from fmt ("tensor:s to_addr:s range:r");
+ * returns the msgid. */
+static uint32_t harness_request_v(struct harness_peer *p, const char *method, const char *fmt,
+                                  va_list args)
+{
+    uint32_t msgid = p->next_msgid++, n = 0;
+    for (const char *c = fmt; *c; c++)
+        n += *c == ':';
+    msgpack_sbuffer_clear(&p->sb);
+    proto_pack_request_begin(&p->pk, msgid, method, n);
+    va_list ap;
+    va_copy(ap, args);
+    for (const char *c = fmt; *c;) {
+        const char *colon = strchr(c, ':');
+        msgpack_pack_str(&p->pk, (size_t)(colon - c));
+        msgpack_pack_str_body(&p->pk, c, (size_t)(colon - c));
+        harness_pack_value(&p->pk, colon[1], &ap);
+        c = colon + 2;
+        while (*c == ' ')
+            c++;
+    }
+    va_end(ap);
+    CHECK(harness_write_all(p->fd, p->sb.data, p->sb.size));
+    return msgid;
+}
+
+static uint32_t harness_request(struct harness_peer *p, const char *method, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    uint32_t msgid = harness_request_v(p, method, fmt, ap);
+    va_end(ap);
+    return msgid;
+}
+
+/* Sends a request and waits for its response; true when it succeeded. */
+static bool harness_call(struct harness_peer *p, struct harness_reply *r, const char *method,
+                         const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    uint32_t msgid = harness_request_v(p, method, fmt, ap);
+    va_end(ap);
+    return harness_wait(p, msgid, r) && r->ok;
+}
+
+/* harness_call that must succeed. */
+#define HCALL_OK(p, r, method, ...)                                                                \
+    do {                                                                                           \
+        bool ok_ = harness_call(p, r, method, __VA_ARGS__);                                        \
+        CHECK_MSG(ok_, "%s on %s failed: %s", method, (p)->node, (r)->error);                      \
+    } while (0)
+
+/* harness_call that must fail with an error containing want. */
+#define HCALL_ERR(p, r, want, method, ...)                                                         \
+    do {                                                                                           \
+        bool ok_ = harness_call(p, r, method, __VA_ARGS__);                                        \
+        CHECK_MSG(!ok_, "%s on %s: expected an error", method, (p)->node);                         \
+        CHECK_CONTAINS((r)->error, want);                                                          \
+    } while (0)
+
+/* ---- peers ---- */
+
+static void harness_exec(int control_fd, int log_fd, const char *const *argv)
+{
+    dup2(log_fd, STDERR_FILENO);
+    fcntl(control_fd, F_SETFD, 0); /* the one fd the peer inherits */
+    execv(harness_peer_path, (char **)argv);
+    _exit(127);
+}
+
+/* Starts a peer called node listening on addr:any port, with extra
+ * arguments; fills p->data_port from its stats. */
+static bool harness_start(struct harness_peer *p, const char *node, const char *addr,
+                          const char *const *extra)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->node, sizeof p->node, "%s", node);
+    snprintf(p->addr, sizeof p->addr, "%s", addr);
+    snprintf(p->log_path, sizeof p->log_path, "/tmp/hiernet-test-peer-XXXXXX");
+    int log_fd = mkstemp(p->log_path), sv[2];
+    if (log_fd < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
+    char fd_text[16];
+    snprintf(fd_text, sizeof fd_text, "%d", sv[1]);
+    const char *argv[32] = {harness_peer_path, "--control-fd", fd_text,       "--node", node,
+                            "--addr",          addr,           "--data-port", "0"};
+    int argc = 9;
+    for (; extra && *extra && argc < 30; extra++)
+        argv[argc++] = *extra;
+    argv[argc] = NULL;
+    p->pid = fork();
+    if (p->pid == 0) harness_exec(sv[1], log_fd, argv);
+    close(sv[1]);
+    close(log_fd);
+    p->fd = sv[0];
+    p->next_msgid = 1;
+    proto_reader_init(&p->reader, 0);
+    msgpack_sbuffer_init(&p->sb);
+    msgpack_packer_init(&p->pk, &p->sb, msgpack_sbuffer_write);
+    struct harness_reply r;
+    if (p->pid <= 0 || !harness_call(p, &r, "stats", "")) return false;
+    p->data_port = (int)harness_num(&r, "data_port");
+    return p->data_port > 0;
+}
+
+/* "addr:port" of p's data plane. */
+static const char *harness_data_addr(const struct harness_peer *p)
+{
+    static char text[4][96];
+    static int next;
+    char *t = text[next++ % 4];
+    snprintf(t, sizeof text[0], "%s:%d", p->addr, p->data_port);
+    return t;
+}
+
+static int harness_wait_exit(struct harness_peer *p, double timeout_ms)
+{
+    double deadline = harness_now_ms() + timeout_ms;
+    int status;
+    for (;;) {
+        pid_t r = waitpid(p->pid, &status, WNOHANG);
+        if (r == p->pid) return status;
+        if (r < 0 || harness_now_ms() > deadline) break;
+        struct timespec tick = {0, 5 * 1000 * 1000};
+        nanosleep(&tick, NULL);
+    }
+    kill(p->pid, SIGKILL);
+    waitpid(p->pid, &status, 0);
+    return -1;
+}
+
+/* Closes the control channel, expects exit 0, returns the peer's log
+ * (static storage, valid until the next call). */
+static const char *harness_stop(struct harness_peer *p)
+{
+    static char log[1 << 16];
+    close(p->fd);
+    int status = harness_wait_exit(p, 10000);
+    CHECK_MSG(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: exit status %d",
+              p->node, status);
+    FILE *f = fopen(p->log_path, "r");
+    size_t n = f ? fread(log, 1, sizeof log - 1, f) : 0;
+    if (f) fclose(f);
+    log[n] = '\0';
+    unlink(p->log_path);
+    proto_reader_destroy(&p->reader);
+    msgpack_sbuffer_destroy(&p->sb);
+    for (int i = 0; i < p->n_early; i++)
+        harness_reply_free(&p->early[i]);
+    free(p->early);
+    CHECK_MSG(!strstr(log, "runtime error") && !strstr(log, "Sanitizer"), "%s log:\n%s", p->node,
+              log);
+    return log;
+}
