@@ -470,12 +470,15 @@ int registry_add_node(struct registry *reg, const char *network, const char *nod
     return 0;
 }
 
-void registry_remove_network(struct registry *reg, const char *network)
+/* Drops the entries of network (of one node of it when node is non-NULL). */
+static void registry_remove_entries(struct registry *reg, const char *network, const char *node)
 {
     size_t kept = 0;
 
     for (size_t i = 0; i < reg->n_nodes; i++)
-        if (strcmp(reg->nodes[i].network, network) != 0) reg->nodes[kept++] = reg->nodes[i];
+        if (strcmp(reg->nodes[i].network, network) != 0 ||
+            (node && strcmp(reg->nodes[i].node, node) != 0))
+            reg->nodes[kept++] = reg->nodes[i];
     if (kept == reg->n_nodes) return;
     reg->n_nodes = kept;
     reg->nodes_dirty = true;
@@ -488,22 +491,14 @@ void registry_remove_network(struct registry *reg, const char *network)
     }
 }
 
+void registry_remove_network(struct registry *reg, const char *network)
+{
+    registry_remove_entries(reg, network, NULL);
+}
+
 void registry_remove_node(struct registry *reg, const char *network, const char *node)
 {
-    size_t kept = 0;
-
-    for (size_t i = 0; i < reg->n_nodes; i++)
-        if (strcmp(reg->nodes[i].network, network) != 0 || strcmp(reg->nodes[i].node, node) != 0)
-            reg->nodes[kept++] = reg->nodes[i];
-    if (kept == reg->n_nodes) return;
-    reg->n_nodes = kept;
-    reg->nodes_dirty = true;
-    if (registry_reindex(reg, reg->cap_nodes) < 0) {
-        free(reg->slots);
-        reg->slots = NULL;
-        reg->n_slots = 0;
-        reg->cap_nodes = reg->n_nodes;
-    }
+    registry_remove_entries(reg, network, node);
 }
 
 int registry_add_cgroup(struct registry *reg, const char *path, char *err, size_t errlen)

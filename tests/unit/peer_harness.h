@@ -1,13 +1,15 @@
 /* peer_harness.h — drives real hiernet-peer processes from a C unit test
- * (test_dataplane.c, test_ml_commands.c): start a peer on a socketpair with
- * its own loopback address and a free data port, send requests, collect
- * responses in any order, and record the `recv` notifications it sends.
+ * (test_peer.c, test_dataplane.c, test_ml_commands.c): start a peer on a
+ * socketpair with its own loopback address and a free data port, send
+ * requests, collect responses in any order (or, for a peer set in_order, in
+ * request order), and record the `recv` notifications it sends.
  *
  * A response is copied out of the wire buffer into a struct harness_reply
- * (its numbers by key, and the `values` array of read), so a test may keep
- * several while others arrive. Everything is static: include it in one test
- * file. The binary is $HIERNET_BIN_DIR/hiernet-peer (set by ctest); each
- * peer's stderr goes to a temporary file, returned by harness_stop. */
+ * (its numbers and strings by key, and the `values` array of read), so a test
+ * may keep several while others arrive. Everything is static (inline: a test
+ * may use a part): include it in one test file. The binary is
+ * $HIERNET_BIN_DIR/hiernet-peer (set by ctest); each peer's stderr goes to a
+ * temporary file, returned by harness_stop. */
 #pragma once
 
 #include <errno.h>
@@ -25,6 +27,7 @@
 #include "tests/unit/check.h"
 
 #define HARNESS_NUMS 32
+#define HARNESS_STRS 8
 #define HARNESS_NOTES 1024
 
 static char harness_peer_path[4096];
@@ -36,6 +39,8 @@ struct harness_reply {
     int n_nums;
     char keys[HARNESS_NUMS][32];
     double nums[HARNESS_NUMS];
+    int n_strs;
+    char str_keys[HARNESS_STRS][32], strs[HARNESS_STRS][128];
     float *values; /* read{}; malloc'd, freed by harness_reply_free */
     size_t n_values;
 };
@@ -55,13 +60,14 @@ struct harness_peer {
     msgpack_sbuffer sb;
     msgpack_packer pk;
     uint32_t next_msgid;
+    bool in_order;               /* harness_wait: the next response must be the one waited for */
     struct harness_reply *early; /* responses that arrived while waiting for another */
     int n_early, cap_early;
     struct harness_note notes[HARNESS_NOTES];
     int n_notes;
 };
 
-static double harness_now_ms(void)
+static inline double harness_now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -69,35 +75,73 @@ static double harness_now_ms(void)
 }
 
 /* Finds hiernet-peer or skips the test. */
-static void harness_init(void)
+static inline void harness_init(void)
 {
     const char *dir = getenv("HIERNET_BIN_DIR");
     if (!dir) CHECK_SKIP("HIERNET_BIN_DIR is not set (run through ctest)");
     snprintf(harness_peer_path, sizeof harness_peer_path, "%s/hiernet-peer", dir);
     if (access(harness_peer_path, X_OK) != 0) CHECK_SKIP("hiernet-peer is not built");
     signal(SIGPIPE, SIG_IGN);
+    /* Read by sanitizer builds of the peers (not by this process, which has
+     * started already): undefined behaviour ends the peer. */
     setenv("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1", 1);
 }
 
 /* ---- replies ---- */
 
-static void harness_reply_free(struct harness_reply *r)
+static inline void harness_reply_free(struct harness_reply *r)
 {
     free(r->values);
     r->values = NULL;
     r->n_values = 0;
 }
 
-static double harness_num(const struct harness_reply *r, const char *key)
+static inline int harness_find(const struct harness_reply *r, const char *key)
 {
     for (int i = 0; i < r->n_nums; i++)
-        if (strcmp(r->keys[i], key) == 0) return r->nums[i];
+        if (strcmp(r->keys[i], key) == 0) return i;
+    return -1;
+}
+
+/* The number under key; a failed check only when it is missing. */
+static inline double harness_num(const struct harness_reply *r, const char *key)
+{
+    int i = harness_find(r, key);
+    if (i >= 0) return r->nums[i];
     CHECK_MSG(0, "result lacks number '%s'%s%s", key,
               r->ok ? "" : "; error: ", r->ok ? "" : r->error);
     return -1e300;
 }
 
-static bool harness_number(const msgpack_object *o, double *v)
+/* The number under key, its presence a check of its own (passed or failed,
+ * like proto_arg_f64 in a test). */
+static inline double harness_f64(const struct harness_reply *r, const char *key)
+{
+    int i = harness_find(r, key);
+    CHECK_MSG(i >= 0, "result lacks number '%s'", key);
+    return i >= 0 ? r->nums[i] : -1e300;
+}
+
+/* The integer under key (an integral number, as proto_arg_i64 takes it),
+ * checked like harness_f64. Exact up to 2^53. */
+static inline int64_t harness_i64(const struct harness_reply *r, const char *key)
+{
+    int i = harness_find(r, key);
+    double d = i >= 0 ? r->nums[i] : 0.5;
+    bool integral = d >= -0x1p63 && d < 0x1p63 && d == (double)(int64_t)d;
+    CHECK_MSG(integral, "result lacks integer '%s'", key);
+    return integral ? (int64_t)d : INT64_MIN;
+}
+
+/* The string under key, or NULL. */
+static inline const char *harness_str(const struct harness_reply *r, const char *key)
+{
+    for (int i = 0; i < r->n_strs; i++)
+        if (strcmp(r->str_keys[i], key) == 0) return r->strs[i];
+    return NULL;
+}
+
+static inline bool harness_number(const msgpack_object *o, double *v)
 {
     if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
         *v = (double)o->via.u64;
@@ -110,7 +154,7 @@ static bool harness_number(const msgpack_object *o, double *v)
     return true;
 }
 
-static void harness_copy_values(struct harness_reply *r, const msgpack_object *v)
+static inline void harness_copy_values(struct harness_reply *r, const msgpack_object *v)
 {
     r->n_values = v->via.array.size;
     r->values = malloc((r->n_values ? r->n_values : 1) * sizeof *r->values);
@@ -118,8 +162,8 @@ static void harness_copy_values(struct harness_reply *r, const msgpack_object *v
         r->values[i] = (float)v->via.array.ptr[i].via.f64;
 }
 
-/* Copies a response's error, numbers and values out of the reader. */
-static void harness_copy_reply(const struct proto_msg *msg, struct harness_reply *r)
+/* Copies a response's error, numbers, strings and values out of the reader. */
+static inline void harness_copy_reply(const struct proto_msg *msg, struct harness_reply *r)
 {
     *r = (struct harness_reply){.msgid = msg->msgid, .ok = msg->error->type == MSGPACK_OBJECT_NIL};
     if (!r->ok) {
@@ -138,11 +182,17 @@ static void harness_copy_reply(const struct proto_msg *msg, struct harness_reply
             snprintf(r->keys[r->n_nums], sizeof r->keys[0], "%.*s", (int)k->via.str.size,
                      k->via.str.ptr);
             r->nums[r->n_nums++] = d;
+        } else if (v->type == MSGPACK_OBJECT_STR && r->n_strs < HARNESS_STRS) {
+            snprintf(r->str_keys[r->n_strs], sizeof r->str_keys[0], "%.*s", (int)k->via.str.size,
+                     k->via.str.ptr);
+            snprintf(r->strs[r->n_strs++], sizeof r->strs[0], "%.*s", (int)v->via.str.size,
+                     v->via.str.ptr);
         }
     }
 }
 
-static void harness_copy_str(const msgpack_object *map, const char *key, char *dst, size_t cap)
+static inline void harness_copy_str(const msgpack_object *map, const char *key, char *dst,
+                                    size_t cap)
 {
     for (uint32_t i = 0; i < map->via.map.size; i++) {
         const msgpack_object *k = &map->via.map.ptr[i].key, *v = &map->via.map.ptr[i].val;
@@ -152,7 +202,7 @@ static void harness_copy_str(const msgpack_object *map, const char *key, char *d
     }
 }
 
-static void harness_record_note(struct harness_peer *p, const struct proto_msg *msg)
+static inline void harness_record_note(struct harness_peer *p, const struct proto_msg *msg)
 {
     if (msg->method_len != 4 || memcmp(msg->method, "recv", 4) != 0 || p->n_notes >= HARNESS_NOTES)
         return;
@@ -168,9 +218,10 @@ static void harness_record_note(struct harness_peer *p, const struct proto_msg *
 }
 
 /* Reads until one response arrives (notifications are recorded on the way);
- * false on EOF or a broken stream. */
-static bool harness_read_reply(struct harness_peer *p, struct harness_reply *r)
+ * false, with *r empty, on EOF or a broken stream. */
+static inline bool harness_read_reply(struct harness_peer *p, struct harness_reply *r)
 {
+    *r = (struct harness_reply){0};
     for (;;) {
         struct proto_msg msg;
         bool has_msgid;
@@ -194,9 +245,17 @@ static bool harness_read_reply(struct harness_peer *p, struct harness_reply *r)
     }
 }
 
-/* The response to msgid; responses to others are kept for later. */
-static bool harness_wait(struct harness_peer *p, uint32_t msgid, struct harness_reply *r)
+/* The response to msgid; responses to others are kept for later. On a peer
+ * set in_order it must be the next response, which is a check. */
+static inline bool harness_wait(struct harness_peer *p, uint32_t msgid, struct harness_reply *r)
 {
+    if (p->in_order) {
+        bool ours = harness_read_reply(p, r) && r->msgid == msgid;
+        CHECK_MSG(ours, "%s: no response to request %u (or the one to %u instead)", p->node, msgid,
+                  r->msgid);
+        if (!ours) harness_reply_free(r);
+        return ours;
+    }
     for (int i = 0; i < p->n_early; i++) {
         if (p->early[i].msgid == msgid) {
             *r = p->early[i];
@@ -220,7 +279,7 @@ static bool harness_wait(struct harness_peer *p, uint32_t msgid, struct harness_
 
 /* ---- requests ---- */
 
-static bool harness_write_all(int fd, const void *data, size_t n)
+static inline bool harness_write_all(int fd, const void *data, size_t n)
 {
     const char *b = data;
     while (n > 0) {
@@ -233,9 +292,10 @@ static bool harness_write_all(int fd, const void *data, size_t n)
     return true;
 }
 
-/* Packs one param of type t: s string, i integer, f double, b bool,
- * r range (two ints), m map of strings (int n, const char **keys, values). */
-static void harness_pack_value(msgpack_packer *pk, char t, va_list *ap)
+/* Packs one param of type t: s string, i integer, f double, b bool, n nil,
+ * r range (two ints), l list of strings (int n, const char **names),
+ * m map of strings (int n, const char **keys, values). */
+static inline void harness_pack_value(msgpack_packer *pk, char t, va_list *ap)
 {
     switch (t) {
     case 's':
@@ -253,11 +313,22 @@ static void harness_pack_value(msgpack_packer *pk, char t, va_list *ap)
         else
             msgpack_pack_false(pk);
         break;
+    case 'n':
+        msgpack_pack_nil(pk);
+        break;
     case 'r':
         msgpack_pack_array(pk, 2);
         msgpack_pack_int64(pk, va_arg(*ap, long long));
         msgpack_pack_int64(pk, va_arg(*ap, long long));
         break;
+    case 'l': {
+        int n = va_arg(*ap, int);
+        const char **names = va_arg(*ap, const char **);
+        msgpack_pack_array(pk, (size_t)n);
+        for (int i = 0; i < n; i++)
+            proto_pack_str(pk, names[i]);
+        break;
+    }
     case 'm': {
         int n = va_arg(*ap, int);
         const char **keys = va_arg(*ap, const char **), **vals = va_arg(*ap, const char **);
@@ -273,8 +344,8 @@ static void harness_pack_value(msgpack_packer *pk, char t, va_list *ap)
 
 /* Sends `method` with params from fmt ("tensor:s to_addr:s range:r");
  * returns the msgid. */
-static uint32_t harness_request_v(struct harness_peer *p, const char *method, const char *fmt,
-                                  va_list args)
+static inline uint32_t harness_request_v(struct harness_peer *p, const char *method,
+                                         const char *fmt, va_list args)
 {
     uint32_t msgid = p->next_msgid++, n = 0;
     for (const char *c = fmt; *c; c++)
@@ -297,7 +368,8 @@ static uint32_t harness_request_v(struct harness_peer *p, const char *method, co
     return msgid;
 }
 
-static uint32_t harness_request(struct harness_peer *p, const char *method, const char *fmt, ...)
+static inline uint32_t harness_request(struct harness_peer *p, const char *method, const char *fmt,
+                                       ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -307,8 +379,8 @@ static uint32_t harness_request(struct harness_peer *p, const char *method, cons
 }
 
 /* Sends a request and waits for its response; true when it succeeded. */
-static bool harness_call(struct harness_peer *p, struct harness_reply *r, const char *method,
-                         const char *fmt, ...)
+static inline bool harness_call(struct harness_peer *p, struct harness_reply *r, const char *method,
+                                const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -334,7 +406,7 @@ static bool harness_call(struct harness_peer *p, struct harness_reply *r, const 
 
 /* ---- peers ---- */
 
-static void harness_exec(int control_fd, int log_fd, const char *const *argv)
+static inline void harness_exec(int control_fd, int log_fd, const char *const *argv)
 {
     dup2(log_fd, STDERR_FILENO);
     fcntl(control_fd, F_SETFD, 0); /* the one fd the peer inherits */
@@ -343,9 +415,10 @@ static void harness_exec(int control_fd, int log_fd, const char *const *argv)
 }
 
 /* Starts a peer called node listening on addr:any port, with extra
- * arguments; fills p->data_port from its stats. */
-static bool harness_start(struct harness_peer *p, const char *node, const char *addr,
-                          const char *const *extra)
+ * arguments, and sends it nothing: a test of a fresh peer's counters
+ * (test_peer.c) starts it so. p->data_port stays 0. */
+static inline bool harness_spawn(struct harness_peer *p, const char *node, const char *addr,
+                                 const char *const *extra)
 {
     memset(p, 0, sizeof *p);
     snprintf(p->node, sizeof p->node, "%s", node);
@@ -370,14 +443,21 @@ static bool harness_start(struct harness_peer *p, const char *node, const char *
     proto_reader_init(&p->reader, 0);
     msgpack_sbuffer_init(&p->sb);
     msgpack_packer_init(&p->pk, &p->sb, msgpack_sbuffer_write);
+    return p->pid > 0;
+}
+
+/* harness_spawn, then fills p->data_port from the peer's stats. */
+static inline bool harness_start(struct harness_peer *p, const char *node, const char *addr,
+                                 const char *const *extra)
+{
     struct harness_reply r;
-    if (p->pid <= 0 || !harness_call(p, &r, "stats", "")) return false;
+    if (!harness_spawn(p, node, addr, extra) || !harness_call(p, &r, "stats", "")) return false;
     p->data_port = (int)harness_num(&r, "data_port");
     return p->data_port > 0;
 }
 
 /* "addr:port" of p's data plane. */
-static const char *harness_data_addr(const struct harness_peer *p)
+static inline const char *harness_data_addr(const struct harness_peer *p)
 {
     static char text[4][96];
     static int next;
@@ -386,7 +466,14 @@ static const char *harness_data_addr(const struct harness_peer *p)
     return t;
 }
 
-static int harness_wait_exit(struct harness_peer *p, double timeout_ms)
+static inline bool harness_exited(int status, int code)
+{
+    return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == code;
+}
+
+/* Waits up to timeout_ms for p to exit; its wait status, or -1 after killing
+ * it when it did not exit in time. */
+static inline int harness_wait_exit(struct harness_peer *p, double timeout_ms)
 {
     double deadline = harness_now_ms() + timeout_ms;
     int status;
@@ -402,15 +489,17 @@ static int harness_wait_exit(struct harness_peer *p, double timeout_ms)
     return -1;
 }
 
-/* Closes the control channel, expects exit 0, returns the peer's log
- * (static storage, valid until the next call). */
-static const char *harness_stop(struct harness_peer *p)
+/* Expects p to exit with status code within timeout_ms (its control channel
+ * left as it is until then), frees the client side and returns the peer's
+ * log (static storage, valid until the next call), which must hold no
+ * sanitizer report: UBSan may only print. */
+static inline const char *harness_finish(struct harness_peer *p, int code, double timeout_ms)
 {
     static char log[1 << 16];
-    close(p->fd);
-    int status = harness_wait_exit(p, 10000);
-    CHECK_MSG(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: exit status %d",
-              p->node, status);
+    int status = harness_wait_exit(p, timeout_ms);
+    CHECK_MSG(harness_exited(status, code), "%s: exit status %d, not %d", p->node, status, code);
+    if (p->fd >= 0) close(p->fd);
+    p->fd = -1;
     FILE *f = fopen(p->log_path, "r");
     size_t n = f ? fread(log, 1, sizeof log - 1, f) : 0;
     if (f) fclose(f);
@@ -424,4 +513,12 @@ static const char *harness_stop(struct harness_peer *p)
     CHECK_MSG(!strstr(log, "runtime error") && !strstr(log, "Sanitizer"), "%s log:\n%s", p->node,
               log);
     return log;
+}
+
+/* Closes the control channel, expects exit 0, returns the peer's log. */
+static inline const char *harness_stop(struct harness_peer *p)
+{
+    close(p->fd);
+    p->fd = -1;
+    return harness_finish(p, 0, 10000);
 }

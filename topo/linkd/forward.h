@@ -95,6 +95,9 @@ struct linkd {
     ev_idle poll;       /* active while an event is closer than wake_lead: no blocking */
     int64_t armed_at;   /* what timer_fd is set to; INT64_MAX when disarmed */
     int64_t wake_lead;  /* observed timer wake-up latency (moving average), ns */
+    ev_check check;     /* runs when the loop wakes: estimates how late it woke */
+    int64_t blocked_at; /* when the loop last went to sleep (0: it did not) */
+    int64_t wake_delay; /* this iteration's estimate of how long frames waited for us */
     struct linkd_link *links;
     size_t n_links;
     size_t pool_limit;      /* bytes of packet buffers per link */
