@@ -51,6 +51,7 @@ struct netrun {
     ev_timer sample_timer;
     double t0; /* CLOCK_MONOTONIC of the run's start */
     size_t samples_pending;
+    double topology_s, peers_s; /* start phases, for the log */
 };
 
 /* One linkd process serves this many links before another is started, up to
@@ -337,6 +338,8 @@ static int spawn_peers(struct netrun *nr, char *err, size_t errlen)
     return nr->registry ? registry_commit(nr->registry, err, errlen) : 0;
 }
 
+static double monotonic_s(void);
+
 /* ---- lifecycle ---- */
 
 static void on_sample_timer(EV_P_ ev_timer *w, int revents);
@@ -360,10 +363,16 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
     nr->registry = cfg->registry;
     nr->loopback_next = cfg->loopback_next;
     snprintf(nr->run_id, sizeof nr->run_id, "%s-%s", cfg->run_id ? cfg->run_id : "run", net->name);
-    if (check_devices(nr, env_error, err, errlen) < 0 ||
-        choose_backend(nr, env_error, err, errlen) < 0 ||
-        build_topology(nr, env_error, err, errlen) < 0 ||
-        prepare_cgroups(nr, env_error, err, errlen) < 0 || spawn_peers(nr, err, errlen) < 0) {
+    double t0 = monotonic_s();
+    int rc = check_devices(nr, env_error, err, errlen);
+    if (rc == 0) rc = choose_backend(nr, env_error, err, errlen);
+    if (rc == 0) rc = build_topology(nr, env_error, err, errlen);
+    double t1 = monotonic_s();
+    if (rc == 0) rc = prepare_cgroups(nr, env_error, err, errlen);
+    if (rc == 0) rc = spawn_peers(nr, err, errlen);
+    nr->topology_s = t1 - t0;
+    nr->peers_s = monotonic_s() - t1;
+    if (rc < 0) {
         netrun_free(nr);
         return -1;
     }
@@ -380,6 +389,19 @@ const char *netrun_backend(const struct netrun *nr)
 const char *netrun_backend_reason(const struct netrun *nr)
 {
     return nr->reason;
+}
+
+void netrun_describe_start(const struct netrun *nr, char *buf, size_t len)
+{
+    if (!nr->kernel) {
+        snprintf(buf, len, "peers %.3f s", nr->peers_s);
+        return;
+    }
+    const struct topo_kernel_timing *t = topo_kernel_timing(nr->kernel);
+    snprintf(buf, len,
+             "topology %.3f s (namespaces %.3f, links %.3f, addresses/routes/qdiscs %.3f), "
+             "peers %.3f s",
+             nr->topology_s, t->namespaces, t->links, t->configure, nr->peers_s);
 }
 
 struct peer_client *netrun_peer(const struct netrun *nr, int node)

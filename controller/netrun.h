@@ -35,6 +35,8 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
 /* The backend actually used ("none", "kernel", "user") and why it was chosen. */
 const char *netrun_backend(const struct netrun *nr);
 const char *netrun_backend_reason(const struct netrun *nr);
+/* "topology 0.9 s (namespaces ..., links ..., ...), peers 1.2 s": the start's phases. */
+void netrun_describe_start(const struct netrun *nr, char *buf, size_t len);
 struct peer_client *netrun_peer(const struct netrun *nr, int node);
 int netrun_node_ns(const struct netrun *nr, int node); /* -1 on the none backend */
 /* Params of the peers' "peers" command: {table = {node name = address}}, so

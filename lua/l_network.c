@@ -491,6 +491,10 @@ static int l_net_start(lua_State *L)
     else if (net->topo->backend != TOPO_BACKEND_NONE)
         hn_logf(rt, "network '%s': backend %s (%s)", net->topo->name, netrun_backend(net->run),
                 netrun_backend_reason(net->run));
+    char phases[256];
+    netrun_describe_start(net->run, phases, sizeof phases);
+    hn_logf(rt, "network '%s': %zu nodes, %zu links built: %s", net->topo->name,
+            net->topo->n_nodes, net->topo->n_links, phases);
     sample_links(rt, net->run);
     if (!rt->run->backend_used[0])
         snprintf(rt->run->backend_used, sizeof rt->run->backend_used, "%s", netrun_backend(net->run));

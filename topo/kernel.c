@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Interface numbers are chosen up front from each namespace's free ones
  * (topo_netns_ifindex_alloc: a new namespace may already hold fallback
@@ -23,7 +24,20 @@ struct topo_kernel {
     struct topo_shape_plan *plan_b;
     struct topo_kernel_options opts;
     bool shaped; /* qdiscs are ours to install (kernel backend) */
+    struct topo_kernel_timing timing;
 };
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+const struct topo_kernel_timing *topo_kernel_timing(const struct topo_kernel *k)
+{
+    return &k->timing;
+}
 
 /* ---- allocation ---- */
 
@@ -273,6 +287,7 @@ int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_
     struct topo_kernel *k = kernel_alloc(net);
     if (!k) return snprintf(err, errlen, "network '%s': out of memory", net->name), -1;
     k->opts = *opts;
+    double t0 = seconds_now();
     if (create_namespaces(k, err, errlen) < 0) {
         topo_kernel_destroy(k);
         return -1;
@@ -282,6 +297,7 @@ int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_
         topo_kernel_destroy(k);
         return -1;
     }
+    k->timing.namespaces = seconds_now() - t0;
     *out = k;
     return 0;
 }
@@ -297,10 +313,12 @@ int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *rout
 {
     k->routing = routing;
     k->shaped = shape;
+    double t0 = seconds_now();
     for (size_t i = 0; i < k->net->n_nodes; i++)
         if (configure_interfaces(k, (int)i, err, errlen) < 0) return -1;
     for (size_t i = 0; i < k->net->n_nodes; i++)
         if (configure_routes(k, (int)i, routing, err, errlen) < 0) return -1;
+    k->timing.configure = seconds_now() - t0;
     return 0;
 }
 
@@ -310,7 +328,10 @@ int topo_kernel_build(const struct topo_network *net, const struct topo_routing 
 {
     struct topo_kernel *k;
     if (topo_kernel_create(net, opts, &k, err, errlen) < 0) return -1;
-    if (create_veths(k, err, errlen) < 0 || topo_kernel_configure(k, routing, true, err, errlen) < 0) {
+    double t0 = seconds_now();
+    int rc = create_veths(k, err, errlen);
+    k->timing.links = seconds_now() - t0;
+    if (rc < 0 || topo_kernel_configure(k, routing, true, err, errlen) < 0) {
         topo_kernel_destroy(k);
         return -1;
     }

@@ -28,6 +28,12 @@ struct topo_kernel_options {
     enum topo_shape_root root;  /* HTB (default) or TBF */
 };
 
+/* Seconds spent per phase of the last build (reported in the run's log). */
+struct topo_kernel_timing {
+    double namespaces, links, configure;
+};
+const struct topo_kernel_timing *topo_kernel_timing(const struct topo_kernel *k);
+
 /* Builds everything; on failure nothing is left (the namespaces are closed). */
 int topo_kernel_build(const struct topo_network *net, const struct topo_routing *routing,
                       const struct topo_kernel_options *opts, struct topo_kernel **out,
