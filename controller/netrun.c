@@ -167,6 +167,14 @@ static int check_devices(struct netrun *nr, bool *env_error, char *err, size_t e
                      n->device, why);
             return -1;
         }
+        /* The CUDA kernels exist (kernels/device.h) but the peer does not
+         * drive them yet: refuse rather than compute on the CPU unasked. */
+        if (device == KERN_DEVICE_CUDA) {
+            snprintf(err, errlen, "node '%s': device 'cuda': the peer cannot compute on a GPU in "
+                                  "this build yet; use device = \"cpu\"",
+                     n->name);
+            return -1;
+        }
     }
     return 0;
 }
