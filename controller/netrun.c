@@ -229,31 +229,49 @@ static int make_user_links(struct netrun *nr, char *err, size_t errlen)
     return 0;
 }
 
-static int build_topology(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+/* Addresses and routes: pure computation on the model. */
+static int plan_topology(struct netrun *nr, char *err, size_t errlen)
 {
     struct topo_network *net = nr->net;
     if (nr->backend == TOPO_BACKEND_NONE) {
         if (topo_assign_loopback_addresses(net, nr->loopback_next, err, errlen) < 0) return -1;
-        if (net->n_links) return topo_routing_compute(net, &nr->routing, err, errlen);
-        return 0;
+        return net->n_links ? topo_routing_compute(net, &nr->routing, err, errlen) : 0;
     }
-    if (topo_assign_addresses(net, err, errlen) < 0 ||
-        topo_routing_compute(net, &nr->routing, err, errlen) < 0)
-        return -1;
+    if (topo_assign_addresses(net, err, errlen) < 0) return -1;
+    return topo_routing_compute(net, &nr->routing, err, errlen);
+}
+
+/* Emulated backends: the namespaces (and bridges), before the peers. */
+static int make_namespaces(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+{
+    if (nr->backend == TOPO_BACKEND_NONE) return 0;
     char why[256];
     const struct topo_nl_features *f = features(why, sizeof why);
     struct topo_kernel_options opts = {f && f->available[TOPO_NL_FEATURE_NETEM],
                                        TOPO_SHAPE_ROOT_HTB};
-    /* From here on the model is valid: what fails is the kernel or linkd. */
-    *env_error = true;
+    int rc = topo_kernel_create(nr->net, &opts, &nr->kernel, err, errlen);
+    *env_error = rc < 0; /* the model is valid: what fails is the host */
+    return rc;
+}
+
+/* Links, addresses, routes and qdiscs, while the peers start up on the
+ * other core (they bind their node address before it exists: IP_FREEBIND). */
+static int make_links(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+{
+    if (nr->backend == TOPO_BACKEND_NONE) return 0;
+    int rc;
     if (nr->backend == TOPO_BACKEND_KERNEL)
-        return topo_kernel_build(net, &nr->routing, &opts, &nr->kernel, err, errlen);
-    if (topo_kernel_create(net, &opts, &nr->kernel, err, errlen) < 0 ||
-        make_user_links(nr, err, errlen) < 0 ||
-        topo_kernel_configure(nr->kernel, &nr->routing, false, err, errlen) < 0)
-        return -1;
-    *env_error = false;
-    return 0;
+        rc = topo_kernel_add_veths(nr->kernel, err, errlen) < 0 ||
+                     topo_kernel_configure(nr->kernel, &nr->routing, true, err, errlen) < 0
+                 ? -1
+                 : 0;
+    else
+        rc = make_user_links(nr, err, errlen) < 0 ||
+                     topo_kernel_configure(nr->kernel, &nr->routing, false, err, errlen) < 0
+                 ? -1
+                 : 0;
+    *env_error = rc < 0;
+    return rc;
 }
 
 /* ---- cgroups ---- */
@@ -374,12 +392,15 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
     double t0 = monotonic_s();
     int rc = check_devices(nr, env_error, err, errlen);
     if (rc == 0) rc = choose_backend(nr, env_error, err, errlen);
-    if (rc == 0) rc = build_topology(nr, env_error, err, errlen);
+    if (rc == 0) rc = plan_topology(nr, err, errlen);
+    if (rc == 0) rc = make_namespaces(nr, env_error, err, errlen);
     double t1 = monotonic_s();
     if (rc == 0) rc = prepare_cgroups(nr, env_error, err, errlen);
     if (rc == 0) rc = spawn_peers(nr, err, errlen);
-    nr->topology_s = t1 - t0;
-    nr->peers_s = monotonic_s() - t1;
+    double t2 = monotonic_s();
+    if (rc == 0) rc = make_links(nr, env_error, err, errlen);
+    nr->topology_s = (t1 - t0) + (monotonic_s() - t2);
+    nr->peers_s = t2 - t1;
     if (rc < 0) {
         netrun_free(nr);
         return -1;

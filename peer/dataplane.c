@@ -981,6 +981,9 @@ static bool dp_listen(struct dataplane *dp, const struct dataplane_config *cfg)
     int one = 1;
     if (fd >= 0) {
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        /* The controller starts peers while it is still giving their node
+         * their addresses: bind before the address exists. */
+        if (addr.ss_family == AF_INET) setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof one);
         dp_socket_options(fd);
     }
     if (fd < 0 || bind(fd, (struct sockaddr *)&addr, len) != 0 || listen(fd, SOMAXCONN) != 0 ||

@@ -322,16 +322,22 @@ int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *rout
     return 0;
 }
 
+int topo_kernel_add_veths(struct topo_kernel *k, char *err, size_t errlen)
+{
+    double t0 = seconds_now();
+    int rc = create_veths(k, err, errlen);
+    k->timing.links = seconds_now() - t0;
+    return rc;
+}
+
 int topo_kernel_build(const struct topo_network *net, const struct topo_routing *routing,
                       const struct topo_kernel_options *opts, struct topo_kernel **out,
                       char *err, size_t errlen)
 {
     struct topo_kernel *k;
     if (topo_kernel_create(net, opts, &k, err, errlen) < 0) return -1;
-    double t0 = seconds_now();
-    int rc = create_veths(k, err, errlen);
-    k->timing.links = seconds_now() - t0;
-    if (rc < 0 || topo_kernel_configure(k, routing, true, err, errlen) < 0) {
+    if (topo_kernel_add_veths(k, err, errlen) < 0 ||
+        topo_kernel_configure(k, routing, true, err, errlen) < 0) {
         topo_kernel_destroy(k);
         return -1;
     }

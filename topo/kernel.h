@@ -46,6 +46,8 @@ int topo_kernel_build(const struct topo_network *net, const struct topo_routing 
 int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_options *opts,
                        struct topo_kernel **out, char *err, size_t errlen);
 void topo_kernel_set_link_ifindex(struct topo_kernel *k, int link, int ifindex_a, int ifindex_b);
+/* The kernel backend's links: every veth pair, straight into its namespaces. */
+int topo_kernel_add_veths(struct topo_kernel *k, char *err, size_t errlen);
 int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *routing, bool shape,
                           char *err, size_t errlen);
 /* The namespace fd of node i (for spawning its peer and node programs). */
