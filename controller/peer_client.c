@@ -383,11 +383,27 @@ int peer_client_call_sync(struct peer_client *pc, const char *method, const char
     while (!sc.done && pc->fd >= 0 && now_s() < deadline)
         if (sync_step(pc, deadline - now_s()) < 0) break;
     if (sc.done) return 0;
+    if (pc->fd >= 0) {
+        snprintf(pc->gone_reason, sizeof pc->gone_reason,
+                 "node '%s': no reply to %s within %.1f s", pc->node, method, timeout_s);
+    } else if (!pc->exited) {
+        /* The channel closed: give the child a moment to be reaped so the
+         * error can say how it died rather than that it was slow. */
+        int st;
+        for (int i = 0; i < 50 && !pc->exited; i++) {
+            if (waitpid(pc->pid, &st, WNOHANG) == pc->pid) {
+                ev_child_stop(pc->loop, &pc->child_watcher);
+                pc->exited = true;
+                pc->wait_status = st;
+                describe_exit(pc);
+            } else {
+                usleep(1000);
+            }
+        }
+    }
     /* The pending entry still points at sc on our stack: fail it now. */
-    snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': no reply to %s within %.1f s",
-             pc->node, method, timeout_s);
     channel_lost(pc);
-    snprintf(err, errlen, "%s", pc->gone_reason);
+    snprintf(err, errlen, "%s", pc->gone_reason[0] ? pc->gone_reason : "peer exited");
     return -1;
 }
 

@@ -83,7 +83,7 @@ struct record *record_open(const char *dir, const char *name, const char *const 
     snprintf(path, sizeof path, "%s/%s.csv", dir ? dir : "", name);
     /* No directory (hiernet draw): rows go nowhere. Otherwise never
      * overwrite another record of this run. */
-    r->f = dir ? fopen(path, "wx") : fopen("/dev/null", "w");
+    r->f = dir ? fopen(path, "wxe") : fopen("/dev/null", "we");
     if (!r->f) {
         snprintf(err, errlen, "record '%s': cannot create %s: %s", name, path,
                  errno == EEXIST ? "a record of that name already exists in this run"

@@ -280,7 +280,7 @@ int run_write_json(const struct run *r, char *err, size_t errlen)
     char path[4096], tmp[4200];
     snprintf(path, sizeof path, "%s/run.json", r->dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    FILE *f = fopen(tmp, "we");
     if (!f) {
         snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
         return -1;

@@ -34,6 +34,14 @@ static int child_setup(struct child_args *a)
     /* Dispositions are the child's own (no CLONE_SIGHAND). Exec resets the
      * handled ones; the controller ignores only SIGPIPE, which would survive.
      * libev blocks the signals it watches: unblock everything. */
+    /* Signals are blocked across the clone: a handler of the controller's
+     * (libev's SIGCHLD) must never run here, on memory we share with it. */
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction old;
+        if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_DFL &&
+            old.sa_handler != SIG_IGN)
+            signal(sig, SIG_DFL);
+    }
     signal(SIGPIPE, SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, NULL);
     setpgid(0, 0); /* out of the terminal's group: Ctrl-C reaches the controller only */
@@ -43,7 +51,7 @@ static int child_setup(struct child_args *a)
         return -1;
     }
     for (int i = 0; i < s->n_fds; i++) {
-        int from = s->from[i] >= 0 ? s->from[i] : open("/dev/null", O_RDWR);
+        int from = s->from[i] >= 0 ? s->from[i] : open("/dev/null", O_RDWR | O_CLOEXEC);
         if (from == s->to[i] ? fcntl(from, F_SETFD, 0) < 0 : dup2(from, s->to[i]) < 0) {
             a->step = "dup2";
             return -1;
@@ -140,9 +148,13 @@ pid_t spawn_child(const struct spawn_spec *spec, char *err, size_t errlen)
     struct child_args args = {spec, 0, NULL};
     char *stack = malloc(SPAWN_STACK);
     if (!stack) return snprintf(err, errlen, "cannot start %s: out of memory", spec->path), -1;
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old); /* the child unblocks once it is safe (child_setup) */
     /* CLONE_VFORK: we resume once the child has exec'd or exited. */
     pid_t pid = clone(child_main, stack + SPAWN_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
     int clone_errno = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL);
     free(stack);
     if (pid < 0) {
         snprintf(err, errlen, "cannot start %s: %s", spec->path, strerror(clone_errno));

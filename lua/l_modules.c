@@ -21,7 +21,7 @@ static int load_override(lua_State *L, const struct lua_module *m)
     if (!dir || !*dir) return 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, m->path + strlen("lua/"));
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (!f) return 0;
     fclose(f);
     if (luaL_loadfilex(L, path, "t") != LUA_OK)

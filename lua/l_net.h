@@ -32,6 +32,7 @@ struct l_network {
     /* start: pings outstanding and the first failure */
     int outstanding;
     task_token start_tok;
+    ev_timer start_deadline;
     char start_error[512];
     /* stop: tasks waiting for the peers to exit */
     task_token *stop_waiters;

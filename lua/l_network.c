@@ -27,6 +27,8 @@
 
 /* Peers get this long to exit on EOF before they are SIGKILLed. */
 #define STOP_DEADLINE_S 3.0
+/* and this long to answer at start (a thousand peers take about a second). */
+#define START_DEADLINE_S 30.0
 
 static struct l_network *check_network(lua_State *L, int i)
 {
@@ -131,6 +133,7 @@ static int l_network_new(lua_State *L)
     net->rt = rt;
     net->self_ref = LUA_NOREF;
     ev_timer_init(&net->stop_deadline, NULL, 0, 0);
+    ev_timer_init(&net->start_deadline, NULL, 0, 0);
     lua_newtable(L);
     net->nodes_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     net->next = rt->networks;
@@ -367,12 +370,14 @@ static void close_peers(struct l_network *net)
     if (net->run) netrun_close_peers(net->run);
 }
 
+static bool stop_begin(struct l_network *net);
+
 static int start_k(lua_State *L, int status, lua_KContext ctx)
 {
     struct l_network *net = check_network(L, 1);
+    ev_timer_stop(net->rt->loop, &net->start_deadline);
     if (net->start_error[0]) {
-        net->state = NET_STOPPING;
-        close_peers(net);
+        stop_begin(net); /* with its deadline: a hung peer is killed, not waited for */
         return luaL_error(L, "network '%s': start failed: %s", net->topo->name, net->start_error);
     }
     net->state = NET_STARTED;
@@ -382,6 +387,18 @@ static int start_k(lua_State *L, int status, lua_KContext ctx)
 
 
 /* Pings every peer concurrently: start returns once all answer. */
+/* A peer that is alive but never answers must not hang the start: fail it
+ * and close the channels, which fails the calls still out and wakes us. */
+static void on_start_deadline(EV_P_ ev_timer *w, int revents)
+{
+    struct l_network *net =
+        (struct l_network *)((char *)w - offsetof(struct l_network, start_deadline));
+    if (!net->start_error[0])
+        snprintf(net->start_error, sizeof net->start_error,
+                 "%d peer(s) did not answer within %.0f s", net->outstanding, START_DEADLINE_S);
+    close_peers(net);
+}
+
 /* Queues one call per peer; counts it in net->outstanding. */
 static bool call_every_peer(struct l_network *net, const char *method, const char *params,
                             size_t len)
@@ -412,6 +429,8 @@ static int ping_all(lua_State *L, struct l_network *net)
     if (net->outstanding == 0) return start_k(L, LUA_OK, 0);
     /* Replies only arrive from the loop, after this task has yielded. */
     net->start_tok = sched_suspend(L);
+    ev_timer_init(&net->start_deadline, on_start_deadline, START_DEADLINE_S, 0);
+    ev_timer_start(net->rt->loop, &net->start_deadline);
     return lua_yieldk(L, 0, 0, start_k);
 }
 
@@ -634,6 +653,7 @@ void l_network_release_all(struct hn_runtime *rt)
         struct l_network *net = rt->networks;
         rt->networks = net->next;
         ev_timer_stop(rt->loop, &net->stop_deadline);
+        ev_timer_stop(rt->loop, &net->start_deadline);
         lnet_procs_release(net);
         netrun_free(net->run); /* kills and reaps survivors, releases the topology */
         net->run = NULL;

@@ -68,6 +68,8 @@ struct sched {
     char *fatal;
     bool draining, halted;
     double t0;
+    ev_prepare runner; /* drains the ready queue before the loop waits again */
+    bool runner_held;  /* the runner keeps the loop alive: tasks are queued */
 };
 
 static double monotonic_s(void)
@@ -209,9 +211,10 @@ static void task_record_failure(struct sched *s, struct task *t)
     if (inherited) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, t->inherited_tb_ref);
     } else {
-        const char *msg = lua_tostring(L, -1);
-        if (!msg) msg = luaL_typename(L, -1);
+        /* Convert a copy: the error value itself is re-raised as it was. */
+        const char *msg = luaL_tolstring(L, -1, NULL);
         luaL_traceback(L, t->co, msg, 0);
+        lua_remove(L, -2);
     }
     t->traceback_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     t->results_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -287,13 +290,25 @@ void sched_halt(struct sched *s)
     s->halted = true;
 }
 
+static void runner_release(struct sched *s)
+{
+    if (!s->runner_held) return;
+    s->runner_held = false;
+    ev_unref(s->loop);
+}
+
 void sched_drain(struct sched *s)
 {
-    if (s->draining || s->halted) return;
+    if (s->draining) return;
+    if (s->halted) {
+        runner_release(s);
+        return;
+    }
     s->draining = true;
     struct task *t;
     while (!s->fatal && (t = ready_pop(s))) task_resume(s, t);
     s->draining = false;
+    runner_release(s);
     check_unobserved(s);
 }
 
@@ -307,8 +322,15 @@ bool sched_wake(struct sched *s, task_token tok, sched_push_fn push, void *ud)
         luaL_checkstack(t->co, 8, "waking a task");
         t->nargs = push(t->co, ud);
     }
+    /* Only queued: the ready tasks run from the loop's prepare watcher, once
+     * the callback that woke them has returned. Running scenario code inside
+     * an I/O callback would let it free the very object whose callback is
+     * on the stack (node:restart from a reply, say). */
     ready_push(s, t);
-    sched_drain(s);
+    if (!s->runner_held) {
+        s->runner_held = true;
+        ev_ref(s->loop); /* the loop must come round once more to run it */
+    }
     return true;
 }
 
@@ -676,12 +698,20 @@ static const luaL_Reg task_meta[] = {
     {NULL, NULL},
 };
 
+static void on_runner(EV_P_ ev_prepare *w, int revents)
+{
+    sched_drain(container_of(w, struct sched, runner));
+}
+
 struct sched *sched_new(lua_State *L, struct ev_loop *loop)
 {
     struct sched *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->L = L;
     s->loop = loop;
+    ev_prepare_init(&s->runner, on_runner);
+    ev_prepare_start(loop, &s->runner);
+    ev_unref(loop); /* queued tasks alone must not keep the loop alive */
     s->t0 = monotonic_s();
     /* Lua leaves the main thread's extra space uninitialised; new threads
      * copy it, so NULL here means "not a task" everywhere but in tasks. */
@@ -708,6 +738,9 @@ struct sched *sched_get(lua_State *L)
 void sched_free(struct sched *s)
 {
     if (!s) return;
+    runner_release(s);
+    ev_ref(s->loop);
+    ev_prepare_stop(s->loop, &s->runner);
     while (s->sleepers) {
         struct sleeper *sl = s->sleepers;
         s->sleepers = sl->next;

@@ -114,7 +114,7 @@ static int open_results(struct scenario *sc, const char *out_dir)
     }
     char path[4200];
     snprintf(path, sizeof path, "%s/log.txt", sc->run.dir);
-    sc->rt.log = fopen(path, "w");
+    sc->rt.log = fopen(path, "we");
     return 0;
 }
 
@@ -228,7 +228,7 @@ static void release(struct scenario *sc)
 static int open_drawing(struct scenario *sc, const char *out)
 {
     sc->rt.quiet = true;
-    sc->rt.draw = out ? fopen(out, "w") : stdout;
+    sc->rt.draw = out ? fopen(out, "we") : stdout;
     if (!sc->rt.draw) {
         fprintf(stderr, "hiernet: cannot write '%s': %s\n", out, strerror(errno));
         return -1;

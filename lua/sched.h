@@ -48,9 +48,9 @@ struct task *sched_spawn(lua_State *L, int nargs, bool is_main);
  * must then return lua_yield/lua_yieldk without raising in between. Raises
  * a Lua error when L is not a task that may yield. */
 task_token sched_suspend(lua_State *L);
-/* Resumes the task of tok with the values push() puts on its stack, unless
- * tok is stale. Runs ready tasks before returning unless already inside the
- * scheduler. Returns false for a stale token. */
+/* Queues the task of tok to resume with the values push() puts on its
+ * stack, unless tok is stale (returns false). Ready tasks run from a
+ * prepare watcher once the current callback has returned, never inside it. */
 bool sched_wake(struct sched *s, task_token tok, sched_push_fn push, void *ud);
 /* Runs every ready task, then checks for unobserved failures. */
 void sched_drain(struct sched *s);
