@@ -8,20 +8,7 @@ HN=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-passed=0 failed=0
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-# expect_exit CODE DESCRIPTION -- CMD...: runs CMD, keeps its stderr in $err.
-expect_exit() {
-  local want=$1 what=$2; shift 3
-  "$@" >out.txt 2>err.txt; local got=$?
-  err=$(cat err.txt)
-  if [[ $got -eq $want ]]; then ok; else bad "$what: exit $got, want $want; stderr: $err"; fi
-}
-expect_err() { # PATTERN DESCRIPTION
-  if grep -qF -- "$1" err.txt; then ok; else bad "$2: stderr lacks '$1': $(cat err.txt)"; fi
-}
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"
 json_status() { grep -o '"status": "[a-z]*"' "$1/run.json" | cut -d'"' -f4; }
 peers_of() { # node-name prefix -> number of live hiernet-peer processes with it
   ps -eo args= | grep -c "^[^ ]*hiernet-peer .*--node $1" || true
@@ -132,5 +119,4 @@ LUA
 expect_exit 0 "peer death" -- "$HN" run death.lua --out r-death --quiet
 [[ -n $(grep -F "peer death noticed" out.txt) ]] && ok || bad "peer death scenario output: $err"
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+report

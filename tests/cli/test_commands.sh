@@ -17,18 +17,7 @@ cleanup() {
 trap cleanup EXIT
 cd "$work"
 export HIERNET_RUN_DIR=$work/reg
-passed=0 failed=0
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-# expect_exit CODE DESCRIPTION -- CMD...: runs CMD with stdout in out.txt, stderr in err.txt.
-expect_exit() {
-  local want=$1 what=$2; shift 3
-  "$@" >out.txt 2>err.txt; local got=$?
-  if [[ $got -eq $want ]]; then ok; else bad "$what: exit $got, want $want; stderr: $(cat err.txt)"; fi
-}
-expect_out() { grep -qF -- "$1" out.txt && ok || bad "$2: stdout lacks '$1': $(cat out.txt)"; }
-expect_err() { grep -qF -- "$1" err.txt && ok || bad "$2: stderr lacks '$1': $(cat err.txt)"; }
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"
 one_line_err() { [[ $(wc -l <err.txt) -eq 1 ]] && ok || bad "$1: stderr is not one line: $(cat err.txt)"; }
 start_time() { awk '{print $22}' "/proc/$1/stat"; }
 # register RUN_ID CONTROLLER_PID CONTROLLER_START [NETWORK NODE PID START]...
@@ -115,5 +104,4 @@ expect_out "backend auto picks: " "doctor names the backend"
 grep -qE '^(ok   |MISSING )netem' out.txt && ok || bad "doctor reports netem: $(cat out.txt)"
 expect_exit 2 "doctor with a stray argument" -- "$HN" doctor --frob
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+report
