@@ -27,8 +27,16 @@
 
 /* Peers get this long to exit on EOF before they are SIGKILLed. */
 #define STOP_DEADLINE_S 3.0
-/* and this long to answer at start (a thousand peers take about a second). */
+/* and this long to answer at start (a thousand peers take about a second);
+ * HIERNET_START_TIMEOUT (seconds) overrides it, for tests and slow hosts. */
 #define START_DEADLINE_S 30.0
+
+static double start_deadline_s(void)
+{
+    const char *env = getenv("HIERNET_START_TIMEOUT");
+    double v = env ? atof(env) : 0;
+    return v > 0 ? v : START_DEADLINE_S;
+}
 
 static struct l_network *check_network(lua_State *L, int i)
 {
@@ -395,7 +403,7 @@ static void on_start_deadline(EV_P_ ev_timer *w, int revents)
         (struct l_network *)((char *)w - offsetof(struct l_network, start_deadline));
     if (!net->start_error[0])
         snprintf(net->start_error, sizeof net->start_error,
-                 "%d peer(s) did not answer within %.0f s", net->outstanding, START_DEADLINE_S);
+                 "%d peer(s) did not answer within %g s", net->outstanding, start_deadline_s());
     close_peers(net);
 }
 
@@ -429,7 +437,7 @@ static int ping_all(lua_State *L, struct l_network *net)
     if (net->outstanding == 0) return start_k(L, LUA_OK, 0);
     /* Replies only arrive from the loop, after this task has yielded. */
     net->start_tok = sched_suspend(L);
-    ev_timer_init(&net->start_deadline, on_start_deadline, START_DEADLINE_S, 0);
+    ev_timer_init(&net->start_deadline, on_start_deadline, start_deadline_s(), 0);
     ev_timer_start(net->rt->loop, &net->start_deadline);
     return lua_yieldk(L, 0, 0, start_k);
 }

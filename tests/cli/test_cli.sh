@@ -119,4 +119,30 @@ LUA
 expect_exit 0 "peer death" -- "$HN" run death.lua --out r-death --quiet
 [[ -n $(grep -F "peer death noticed" out.txt) ]] && ok || bad "peer death scenario output: $err"
 
+# --- peers that misbehave at start: the start fails in bounded time, and
+# the stop that follows kills what does not exit ---
+printf '#!/bin/sh\nexec sleep 30.731\n' > mute-peer.sh
+printf '#!/bin/sh\nprintf "\\301\\301\\301" >&3\nexec 3>&-\nexec sleep 30.732\n' > garbage-peer.sh
+chmod +x mute-peer.sh garbage-peer.sh
+cat >start.lua <<'LUA'
+local hn = require("hiernet")
+local net = hn.network{ name = "s", backend = "none" }
+net:node("clistart_n1")
+local t0 = hn.now()
+local ok, err = pcall(net.start, net)
+print(string.format("start %s after %.1f s: %s", tostring(ok), hn.now() - t0, tostring(err)))
+t0 = hn.now()
+net:stop()
+print(string.format("stop after %.1f s", hn.now() - t0))
+LUA
+HIERNET_PEER=$PWD/mute-peer.sh HIERNET_START_TIMEOUT=1 \
+  expect_exit 0 "silent peer" -- "$HN" run start.lua --out r-mute --quiet
+grep -q "start false after 1\.[0-9] s: .*did not answer within 1 s" out.txt && ok || bad "silent peer: $(cat out.txt)"
+HIERNET_PEER=$PWD/garbage-peer.sh \
+  expect_exit 0 "garbling peer" -- "$HN" run start.lua --out r-garbage --quiet
+grep -q "start false after 0\.[0-9] s" out.txt && ok || bad "garbling peer start: $(cat out.txt)"
+grep -q "stop after [23]\.[0-9] s" out.txt && ok || bad "garbling peer is killed at the stop deadline: $(cat out.txt)"
+sleep 0.2
+[[ -z $(ps -eo args= | grep -E "^sleep 30\.73[12]") ]] && ok || bad "a misbehaving peer survived its run"
+
 report
