@@ -4,10 +4,12 @@
 #include "topo/netns.h"
 #include "topo/nl.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Interface numbers are chosen up front from each namespace's free ones
  * (topo_netns_ifindex_alloc: a new namespace may already hold fallback
@@ -308,16 +310,70 @@ void topo_kernel_set_link_ifindex(struct topo_kernel *k, int link, int ifindex_a
     k->ifindex_b[link] = ifindex_b;
 }
 
+/* ---- configuring nodes on several threads ----
+ *
+ * Every node has its own namespace socket and its own share of the plans,
+ * so nodes can be configured side by side: the kernel work behind each
+ * request (qdiscs, ports, routes) then runs on every core. */
+#define CONFIGURE_THREADS_MAX 4
+
+enum configure_pass { PASS_INTERFACES, PASS_ROUTES };
+
+struct configure_job {
+    struct topo_kernel *k;
+    enum configure_pass pass;
+    size_t first, step; /* nodes first, first + step, ... */
+    int rc;
+    char err[512];
+};
+
+static void *configure_worker(void *p)
+{
+    struct configure_job *j = p;
+    const struct topo_network *net = j->k->net;
+    for (size_t i = j->first; i < net->n_nodes && j->rc == 0; i += j->step)
+        j->rc = j->pass == PASS_INTERFACES
+                    ? configure_interfaces(j->k, (int)i, j->err, sizeof j->err)
+                    : configure_routes(j->k, (int)i, j->k->routing, j->err, sizeof j->err);
+    return NULL;
+}
+
+static int configure_pass(struct topo_kernel *k, enum configure_pass pass, char *err,
+                          size_t errlen)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t n = cores > 1 ? (size_t)cores : 1;
+    if (n > CONFIGURE_THREADS_MAX) n = CONFIGURE_THREADS_MAX;
+    if (n > k->net->n_nodes / 16 + 1) n = k->net->n_nodes / 16 + 1; /* small nets: no threads */
+    struct configure_job jobs[CONFIGURE_THREADS_MAX];
+    pthread_t threads[CONFIGURE_THREADS_MAX];
+    bool started[CONFIGURE_THREADS_MAX] = {false};
+    for (size_t t = 0; t < n; t++) {
+        jobs[t] = (struct configure_job){k, pass, t, n, 0, ""};
+        /* Job 0 runs here; the others on threads (or here, if a thread cannot start). */
+        started[t] = t > 0 && pthread_create(&threads[t], NULL, configure_worker, &jobs[t]) == 0;
+    }
+    configure_worker(&jobs[0]);
+    for (size_t t = 1; t < n; t++) {
+        if (started[t])
+            pthread_join(threads[t], NULL);
+        else
+            configure_worker(&jobs[t]);
+    }
+    for (size_t t = 0; t < n; t++)
+        if (jobs[t].rc < 0) return snprintf(err, errlen, "%s", jobs[t].err), -1;
+    return 0;
+}
+
 int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *routing, bool shape,
                           char *err, size_t errlen)
 {
     k->routing = routing;
     k->shaped = shape;
     double t0 = seconds_now();
-    for (size_t i = 0; i < k->net->n_nodes; i++)
-        if (configure_interfaces(k, (int)i, err, errlen) < 0) return -1;
-    for (size_t i = 0; i < k->net->n_nodes; i++)
-        if (configure_routes(k, (int)i, routing, err, errlen) < 0) return -1;
+    if (configure_pass(k, PASS_INTERFACES, err, errlen) < 0 ||
+        configure_pass(k, PASS_ROUTES, err, errlen) < 0)
+        return -1;
     k->timing.configure = seconds_now() - t0;
     return 0;
 }

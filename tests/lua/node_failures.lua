@@ -15,6 +15,8 @@ a:restart() -- right after a reply
 assert(a:stats().tensors == 0, "a restarted peer starts empty")
 
 -- Two calls in flight when the node dies: both fail, naming node and command.
+-- The peer is stopped first, so that neither call can be answered in time.
+os.execute("kill -STOP " .. a:stats().pid)
 local first = hn.spawn(function()
   local ok, err = pcall(a.ping, a)
   a:restart() -- from the task the failure woke
