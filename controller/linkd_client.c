@@ -124,13 +124,15 @@ static void on_add_reply(void *ctx, const char *error, const msgpack_object *res
 
 int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a,
                           const char *ifname_a, const char *ns_path_b, const char *ifname_b,
-                          const struct topo_link_params *params, int *ifindex_a, int *ifindex_b,
-                          char *err, size_t errlen)
+                          const struct topo_link_params *params, uint64_t seed, int *ifindex_a,
+                          int *ifindex_b, char *err, size_t errlen)
 {
     msgpack_packer *pk = begin(lc);
-    msgpack_pack_map(pk, 3 + emulation_entries(params));
+    msgpack_pack_map(pk, 4 + emulation_entries(params));
     pack_key(pk, "id");
     msgpack_pack_int(pk, id);
+    pack_key(pk, "seed");
+    msgpack_pack_uint64(pk, seed);
     pack_end(pk, "a", ns_path_a, ifname_a);
     pack_end(pk, "b", ns_path_b, ifname_b);
     pack_emulation(pk, params);

@@ -19,11 +19,12 @@ struct linkd_client;
 
 struct linkd_client *linkd_client_start(struct ev_loop *loop, char *err, size_t errlen);
 /* Creates link `id` as a TAP pair: end a named ifname_a in the namespace at
- * ns_path_a (e.g. /proc/<pid>/fd/<n>), end b likewise; returns their ifindexes. */
+ * ns_path_a (e.g. /proc/<pid>/fd/<n>), end b likewise; returns their
+ * ifindexes. seed drives the link's loss and jitter draws. */
 int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a,
                           const char *ifname_a, const char *ns_path_b, const char *ifname_b,
-                          const struct topo_link_params *params, int *ifindex_a, int *ifindex_b,
-                          char *err, size_t errlen);
+                          const struct topo_link_params *params, uint64_t seed, int *ifindex_a,
+                          int *ifindex_b, char *err, size_t errlen);
 int linkd_client_link_set(struct linkd_client *lc, int id, const struct topo_link_params *params,
                           peer_reply_fn cb, void *ctx, char *err, size_t errlen);
 int linkd_client_link_updown(struct linkd_client *lc, int id, bool up, peer_reply_fn cb,

@@ -221,8 +221,10 @@ static int make_user_links(struct netrun *nr, char *err, size_t errlen)
         snprintf(path_b, sizeof path_b, "/proc/%d/fd/%d", (int)getpid(),
                  topo_kernel_node_ns(nr->kernel, link->b));
         int ia, ib;
+        /* The network's seed makes a run's losses and jitter reproducible. */
+        uint64_t seed = net->seed * 1000003u + l;
         if (linkd_client_link_add(linkd_of(nr, (int)l), (int)l, path_a, link->ifname_a, path_b,
-                                  link->ifname_b, &link->params, &ia, &ib, err, errlen) < 0)
+                                  link->ifname_b, &link->params, seed, &ia, &ib, err, errlen) < 0)
             return -1;
         topo_kernel_set_link_ifindex(nr->kernel, (int)l, ia, ib);
     }

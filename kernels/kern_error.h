@@ -4,5 +4,13 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" { /* the CUDA module (.cu, compiled as C++) uses it too */
+#endif
+
 /* Formats the message into err (when err is non-NULL) and returns -1. */
 int kern_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#ifdef __cplusplus
+}
+#endif

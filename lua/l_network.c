@@ -133,6 +133,9 @@ static int l_network_new(lua_State *L)
         return luaL_error(L, "%s", err);
     }
     const char *addr_base = lnet_opt_string(L, 1, "addr_base", NULL, "hn.network");
+    if (addr_base && b == TOPO_BACKEND_NONE) /* said, not silently dropped */
+        hn_logf(rt, "network '%s': addr_base '%s' is not used by backend none (its peers get "
+                    "loopback addresses)", name, addr_base);
     if (addr_base && topo_set_addr_base(net->topo, addr_base, err, sizeof err) < 0) {
         topo_network_free(net->topo);
         free(net);

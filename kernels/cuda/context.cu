@@ -3,7 +3,6 @@
  * error helpers the other .cu files use. Owns each context's stream, handle
  * and reduction scratch. */
 #include <dlfcn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,26 +12,15 @@
 #define HIERNET_CUDA_ARCHITECTURES "unknown"
 #endif
 
-int kern_cuda_failf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 int kern_cuda_fail(char *err, size_t errlen, const char *what, cudaError_t e)
 {
-    return kern_cuda_failf(err, errlen, "cuda %s: %s (%s)", what, cudaGetErrorString(e),
+    return kern_fail(err, errlen, "cuda %s: %s (%s)", what, cudaGetErrorString(e),
                            cudaGetErrorName(e));
 }
 
 int kern_cuda_blas_fail(char *err, size_t errlen, const char *what, cublasStatus_t s)
 {
-    return kern_cuda_failf(err, errlen, "cublas %s: %s (%s)", what, cublasGetStatusString(s),
+    return kern_fail(err, errlen, "cublas %s: %s (%s)", what, cublasGetStatusString(s),
                            cublasGetStatusName(s));
 }
 
@@ -77,7 +65,7 @@ static int device_count(int *count, char *why, size_t whylen)
     if (e == cudaSuccess) return 0;
     *count = 0;
     cudaGetLastError(); /* not sticky, but keep later calls clean */
-    return kern_cuda_failf(why, whylen, "%s (%s)%s", cudaGetErrorString(e), cudaGetErrorName(e),
+    return kern_fail(why, whylen, "%s (%s)%s", cudaGetErrorString(e), cudaGetErrorName(e),
                            driver_hint(e));
 }
 
@@ -99,7 +87,7 @@ static int check_image(int ordinal, char *err, size_t errlen)
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal);
     cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ordinal);
     cudaGetLastError();
-    return kern_cuda_failf(err, errlen,
+    return kern_fail(err, errlen,
                            "cuda: GPU %d (sm_%d%d) cannot run this build's kernels (built for "
                            "CUDA architectures %s; rebuild with -DCMAKE_CUDA_ARCHITECTURES=%d%d): "
                            "%s",
@@ -154,7 +142,7 @@ static int ctx_create(int ordinal, struct kern_cuda_ctx **out, char *describe, s
 {
     *out = NULL;
     struct kern_cuda_ctx *c = (struct kern_cuda_ctx *)calloc(1, sizeof *c);
-    if (!c) return kern_cuda_failf(err, errlen, "cuda: out of memory");
+    if (!c) return kern_fail(err, errlen, "cuda: out of memory");
     c->ordinal = ordinal;
     /* Waiting threads sleep instead of spinning: a peer's cpu_ms must not
      * fill up with busy-waiting on the GPU. The flag can only be given as
@@ -185,7 +173,7 @@ static int mem_alloc(struct kern_cuda_ctx *c, size_t n, float **out, char *err, 
     if (e == cudaSuccess) return 0;
     *out = NULL;
     cudaGetLastError();
-    return kern_cuda_failf(err, errlen, "cuda: cannot allocate %zu floats (%zu MiB): %s", n,
+    return kern_fail(err, errlen, "cuda: cannot allocate %zu floats (%zu MiB): %s", n,
                            (n * sizeof(float)) >> 20, cudaGetErrorString(e));
 }
 

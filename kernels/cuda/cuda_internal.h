@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/kern_error.h"
 
 /* Blocks of the grid-stride kernels and of the first reduction pass. */
 #define KERN_CUDA_THREADS 256
@@ -22,11 +23,9 @@ struct kern_cuda_ctx {
 };
 
 /* Write "cuda <what>: <message> (<name>)" / "cublas <what>: <message>" and
- * return -1. */
+ * return -1. Other messages: kern_fail (kernels/kern_error.h). */
 int kern_cuda_fail(char *err, size_t errlen, const char *what, cudaError_t e);
 int kern_cuda_blas_fail(char *err, size_t errlen, const char *what, cublasStatus_t s);
-int kern_cuda_failf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* Makes the context's GPU current for the calling thread (the peer may open
  * a context on one thread and compute on another). */

@@ -154,14 +154,14 @@ static int dense_reserve(struct kern_cuda_dense *d, int batch, char *err, size_t
     if (e != cudaSuccess) {
         d->block = NULL;
         cudaGetLastError();
-        return kern_cuda_failf(err, errlen, "cuda: cannot allocate %zu MiB of model workspace: %s",
+        return kern_fail(err, errlen, "cuda: cannot allocate %zu MiB of model workspace: %s",
                                bytes >> 20, cudaGetErrorString(e));
     }
     d->host_loss = (double *)malloc((size_t)batch * sizeof(double));
     d->host_hit = (int *)malloc((size_t)batch * sizeof(int));
     if (!d->host_loss || !d->host_hit) {
         dense_release(d);
-        return kern_cuda_failf(err, errlen, "cuda: out of host memory for model staging");
+        return kern_fail(err, errlen, "cuda: out of host memory for model staging");
     }
     dense_layout_buffers(d, (size_t)batch, (char *)d->block);
     d->capacity = batch;
@@ -173,11 +173,11 @@ int kern_cuda_dense_create(struct kern_cuda_ctx *c, const struct kern_cuda_dense
 {
     *out = NULL;
     struct kern_cuda_dense *d = (struct kern_cuda_dense *)calloc(1, sizeof *d);
-    if (!d) return kern_cuda_failf(err, errlen, "cuda: out of memory");
+    if (!d) return kern_fail(err, errlen, "cuda: out of memory");
     d->c = c;
     if (kern_dense_layout_build(spec->sizes, spec->count, &d->layout) < 0) {
         free(d);
-        return kern_cuda_failf(err, errlen, "cuda: a dense model needs 2..%d layer sizes, got %d",
+        return kern_fail(err, errlen, "cuda: a dense model needs 2..%d layer sizes, got %d",
                                KERN_DENSE_MAX_LAYERS + 1, spec->count);
     }
     *out = d;

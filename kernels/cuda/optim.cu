@@ -54,7 +54,7 @@ int kern_cuda_optim_step(struct kern_cuda_ctx *c, const struct kern_cuda_optim_s
                                                                       second, *h);
         break;
     default:
-        return kern_cuda_failf(err, errlen, "cuda optimizer: unknown method %d", h->method);
+        return kern_fail(err, errlen, "cuda optimizer: unknown method %d", h->method);
     }
     static const char *const names[] = {"sgd", "momentum", "nesterov", "adam"};
     return kern_cuda_finish(c, names[h->method], err, errlen);
