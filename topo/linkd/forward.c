@@ -58,7 +58,7 @@ void linkd_params_default(struct linkd_params *p)
     p->ge_h = 0.0;
     p->ge_k = 1.0;
     p->queue = LINKD_DEFAULT_QUEUE;
-    p->overhead = LINKD_ETH_OVERHEAD;
+    p->overhead = LINKD_DEFAULT_OVERHEAD;
 }
 
 static bool is_probability(double x)

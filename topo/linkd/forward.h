@@ -19,9 +19,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Ethernet preamble + SFD (8) + FCS (4) + inter-frame gap (12): bytes a frame
- * occupies on the wire beyond what the TAP hands us. */
-#define LINKD_ETH_OVERHEAD 24
+/* Bytes added to each frame the TAP hands us (Ethernet header included)
+ * before the rate sees it. 0 counts frames as the kernel's HTB, TBF and netem
+ * count skb->len, so a `bw` gives the same goodput on both backends (a
+ * 1448-byte TCP segment costs 1514 bytes). A link can set `overhead` = 24 to
+ * also count preamble, FCS and inter-frame gap as a physical Ethernet does. */
+#define LINKD_DEFAULT_OVERHEAD 0
 #define LINKD_DEFAULT_QUEUE 1000u
 /* Offload "auto" turns TSO on only for links this fast (or unshaped): on
  * slower links a 64 KiB super-frame would leave as one burst and be dropped or

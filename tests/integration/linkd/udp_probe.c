@@ -198,7 +198,7 @@ int main(int argc, char **argv)
                           strtoull(argv[6], NULL, 10));
     if (argc >= 4 && argc <= 7 && strcmp(argv[1], "recv") == 0)
         return probe_recv(atoi(argv[2]), strtoull(argv[3], NULL, 10), argc > 4 ? atof(argv[4]) : 0,
-                          argc > 5 ? atof(argv[5]) : 0, argc > 6 ? atoi(argv[6]) : 24);
+                          argc > 5 ? atof(argv[5]) : 0, argc > 6 ? atoi(argv[6]) : 0);
     fprintf(stderr, "usage: hn-udp-probe send DST PORT RATE_BPS PAYLOAD COUNT\n"
                     "       hn-udp-probe recv PORT COUNT [LINK_BPS DELAY_US [OVERHEAD]]\n");
     return 2;
