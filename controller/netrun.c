@@ -3,6 +3,7 @@
 
 #include "controller/backend_pick.h"
 #include "controller/linkd_client.h"
+#include "controller/peer_template.h"
 #include "controller/record.h"
 #include "controller/registry.h"
 #include "kernels/device.h"
@@ -26,6 +27,7 @@ struct netrun_peer {
     struct netrun *nr;
     int node;
     struct peer_client *client;
+    int template_id; /* request to the peer template, -1 once adopted */
 };
 
 struct netrun {
@@ -42,6 +44,7 @@ struct netrun {
     bool cgroups_made;
     char run_id[96];
     char peer_path[4096];
+    struct peer_template *template; /* during start only */
     struct registry *registry;
     uint32_t *loopback_next;
     netrun_exit_fn on_exit;
@@ -59,6 +62,9 @@ struct netrun {
  * cores, and at the end the processes close their TAP devices (~20 ms each
  * in the kernel) side by side instead of one after another. */
 #define LINKS_PER_LINKD 16
+
+/* How long start waits for the peer template to have forked a peer. */
+#define PEER_START_TIMEOUT_S 30.0
 
 /* ---- backend choice ---- */
 
@@ -330,40 +336,112 @@ static void on_peer_exit(void *ctx, int status)
     if (p->nr->on_exit) p->nr->on_exit(p->nr->ctx, p->node, status);
 }
 
+/* A peer's command line (after the executable) and environment. */
+struct peer_argv {
+    char threads[16], speed[32], blas[48];
+    const char *args[16];
+    const char *env[2];
+};
+
+static void peer_argv_build(const struct topo_node *n, struct peer_argv *a)
+{
+    snprintf(a->threads, sizeof a->threads, "%d", n->threads > 0 ? n->threads : 1);
+    snprintf(a->speed, sizeof a->speed, "%.17g", n->speed > 0 ? n->speed : 1.0);
+    snprintf(a->blas, sizeof a->blas, "OPENBLAS_NUM_THREADS=%s", a->threads);
+    const char *args[] = {"--node", n->name, "--addr", n->addr, "--threads", a->threads,
+                          "--speed", a->speed, NULL};
+    memcpy(a->args, args, sizeof args);
+    a->env[0] = a->blas;
+    a->env[1] = NULL;
+}
+
+/* The peer of `node` runs as pid: limit it, register it. */
+static int register_peer(struct netrun *nr, int node, pid_t pid, char *err, size_t errlen)
+{
+    if (limit_cpu(nr, node, pid, err, errlen) < 0) return -1;
+    if (!nr->registry) return 0;
+    unsigned long inode = nr->kernel ? topo_netns_inode(netrun_node_ns(nr, node)) : 0;
+    return registry_add_node(nr->registry, nr->net->name, nr->net->nodes[node].name, pid, inode,
+                             err, errlen);
+}
+
+/* One peer by exec: for a restart, when no template runs. */
 static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *err,
                       size_t errlen)
 {
     const struct topo_node *n = &nr->net->nodes[node];
     struct netrun_peer *p = &nr->peers[node];
-    char threads[16], speed[32], blas[48];
-    snprintf(threads, sizeof threads, "%d", n->threads > 0 ? n->threads : 1);
-    snprintf(speed, sizeof speed, "%.17g", n->speed > 0 ? n->speed : 1.0);
-    snprintf(blas, sizeof blas, "OPENBLAS_NUM_THREADS=%s", threads);
-    const char *args[] = {"--node", n->name, "--addr", n->addr, "--threads", threads,
-                          "--speed", speed, NULL};
-    const char *env[] = {blas, NULL};
-    struct peer_spawn spec = {n->name, peer_path, args, netrun_node_ns(nr, node), env};
+    struct peer_argv a;
+    peer_argv_build(n, &a);
+    struct peer_spawn spec = {n->name, peer_path, a.args, netrun_node_ns(nr, node), a.env};
     struct peer_client_hooks hooks = {NULL, on_peer_exit, p};
     p->client = peer_client_spawn(nr->loop, &spec, &hooks, err, errlen);
     if (!p->client) return -1;
-    pid_t pid = peer_client_pid(p->client);
-    if (limit_cpu(nr, node, pid, err, errlen) < 0) return -1;
-    if (!nr->registry) return 0;
-    unsigned long inode = nr->kernel ? topo_netns_inode(netrun_node_ns(nr, node)) : 0;
-    return registry_add_node(nr->registry, nr->net->name, n->name, pid, inode, err, errlen);
+    return register_peer(nr, node, peer_client_pid(p->client), err, errlen);
 }
 
-static int spawn_peers(struct netrun *nr, char *err, size_t errlen)
+/* Every host's peer, asked of a template (controller/peer_template.h): the
+ * forks run on another core while the links are made; adopt_peers then
+ * collects them. With HIERNET_PEER set, each peer is exec'd instead, so a
+ * wrapper there (valgrind, strace, a test's fake peer) sees every peer. */
+static int request_peers(struct netrun *nr, char *err, size_t errlen)
 {
     if (peer_client_sibling_path("hiernet-peer", "HIERNET_PEER", nr->peer_path,
                                  sizeof nr->peer_path) < 0)
         return snprintf(err, errlen, "cannot locate the hiernet-peer executable"), -1;
-    for (size_t i = 0; i < nr->net->n_nodes; i++) {
-        nr->peers[i] = (struct netrun_peer){nr, (int)i, NULL};
-        if (nr->net->nodes[i].kind != TOPO_NODE_HOST) continue;
-        if (spawn_peer(nr, nr->peer_path, (int)i, err, errlen) < 0) return -1;
+    for (size_t i = 0; i < nr->net->n_nodes; i++)
+        nr->peers[i] = (struct netrun_peer){nr, (int)i, NULL, -1};
+    const char *wrapper = getenv("HIERNET_PEER");
+    if (!(wrapper && *wrapper)) {
+        nr->template = peer_template_start(nr->peer_path, err, errlen);
+        if (!nr->template) return -1;
     }
-    return nr->registry ? registry_commit(nr->registry, err, errlen) : 0;
+    for (size_t i = 0; i < nr->net->n_nodes; i++) {
+        const struct topo_node *n = &nr->net->nodes[i];
+        struct netrun_peer *p = &nr->peers[i];
+        if (n->kind != TOPO_NODE_HOST) continue;
+        if (!nr->template) {
+            if (spawn_peer(nr, nr->peer_path, (int)i, err, errlen) < 0) return -1;
+            continue;
+        }
+        struct peer_spawn spec = {.node = n->name};
+        struct peer_client_hooks hooks = {NULL, on_peer_exit, p};
+        int child_end;
+        p->client = peer_client_open(nr->loop, &spec, &hooks, &child_end, err, errlen);
+        if (!p->client) return -1;
+        struct peer_argv a;
+        peer_argv_build(n, &a);
+        p->template_id = peer_template_request(nr->template, a.args, child_end,
+                                               netrun_node_ns(nr, (int)i), err, errlen);
+        close(child_end);
+        if (p->template_id < 0) return -1;
+    }
+    return 0;
+}
+
+/* Collects the peers the template started; runs after a failed start too,
+ * so every started peer is known (and killed) when the network is freed. */
+static int adopt_peers(struct netrun *nr, char *err, size_t errlen)
+{
+    int rc = 0;
+    char why[256];
+    for (size_t i = 0; nr->template && i < nr->net->n_nodes; i++) {
+        struct netrun_peer *p = &nr->peers[i];
+        if (!p->client || p->template_id < 0) continue;
+        pid_t pid = peer_template_pid(nr->template, p->template_id, PEER_START_TIMEOUT_S, why,
+                                      sizeof why);
+        p->template_id = -1;
+        if (pid < 0 && rc == 0)
+            rc = snprintf(err, errlen, "node '%s': %s", nr->net->nodes[i].name, why), -1;
+        if (pid < 0) continue;
+        peer_client_adopt(p->client, pid);
+        if (register_peer(nr, (int)i, pid, rc == 0 ? err : why, rc == 0 ? errlen : sizeof why) < 0)
+            rc = -1;
+    }
+    peer_template_stop(nr->template);
+    nr->template = NULL;
+    if (rc == 0 && nr->registry) rc = registry_commit(nr->registry, err, errlen);
+    return rc;
 }
 
 static double monotonic_s(void);
@@ -398,11 +476,15 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
     if (rc == 0) rc = make_namespaces(nr, env_error, err, errlen);
     double t1 = monotonic_s();
     if (rc == 0) rc = prepare_cgroups(nr, env_error, err, errlen);
-    if (rc == 0) rc = spawn_peers(nr, err, errlen);
+    if (rc == 0) rc = request_peers(nr, err, errlen);
     double t2 = monotonic_s();
     if (rc == 0) rc = make_links(nr, env_error, err, errlen);
-    nr->topology_s = (t1 - t0) + (monotonic_s() - t2);
-    nr->peers_s = t2 - t1;
+    double t3 = monotonic_s();
+    char adopt_err[512];
+    if (adopt_peers(nr, rc == 0 ? err : adopt_err, rc == 0 ? errlen : sizeof adopt_err) < 0)
+        rc = -1;
+    nr->topology_s = (t1 - t0) + (t3 - t2);
+    nr->peers_s = (t2 - t1) + (monotonic_s() - t3);
     if (rc < 0) {
         netrun_free(nr);
         return -1;
@@ -635,6 +717,7 @@ void netrun_free(struct netrun *nr)
     for (size_t i = 0; nr->peers && i < nr->net->n_nodes; i++)
         peer_client_free(nr->peers[i].client); /* kills and reaps a survivor */
     free(nr->peers);
+    peer_template_stop(nr->template);
     topo_kernel_destroy(nr->kernel);
     /* linkd's exit closes its TAP devices, about 20 ms each in the kernel:
      * end every linkd before reaping any, so they tear down side by side. */

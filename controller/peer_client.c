@@ -3,6 +3,7 @@
 
 #include "controller/spawn.h"
 #include "peer/protocol.h"
+#include "peer/template_wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +25,6 @@
 /* How long to wait after EOF for the exit status, so the failure message can
  * say how the peer died; bounded well under the 100 ms promise. */
 #define PEER_EXIT_GRACE_S 0.05
-#define PEER_CONTROL_FD 3 /* also spelled "3" in child_exec */
 
 struct pending {
     uint32_t msgid;
@@ -66,7 +66,7 @@ static int build_argv(const struct peer_spawn *spec, char **argv, size_t cap)
     size_t n = 0;
     argv[n++] = (char *)spec->path;
     argv[n++] = "--control-fd";
-    argv[n++] = "3"; /* PEER_CONTROL_FD */
+    argv[n++] = PEER_CONTROL_FD_TEXT;
     for (const char *const *a = spec->args; a && *a; a++) {
         if (n + 1 >= cap) return -1;
         argv[n++] = (char *)*a;
@@ -430,9 +430,9 @@ static struct peer_client *client_alloc(struct ev_loop *loop, const struct peer_
     return pc;
 }
 
-struct peer_client *peer_client_spawn(struct ev_loop *loop, const struct peer_spawn *spec,
-                                      const struct peer_client_hooks *hooks, char *err,
-                                      size_t errlen)
+struct peer_client *peer_client_open(struct ev_loop *loop, const struct peer_spawn *spec,
+                                     const struct peer_client_hooks *hooks, int *child_end,
+                                     char *err, size_t errlen)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -446,21 +446,36 @@ struct peer_client *peer_client_spawn(struct ev_loop *loop, const struct peer_sp
         close(sv[1]);
         return NULL;
     }
-    pid_t pid = start_child(spec, sv[1], err, errlen);
-    close(sv[1]);
-    if (pid < 0) {
-        close(sv[0]);
-        peer_client_free(pc);
-        return NULL;
-    }
-    pc->pid = pid;
     pc->fd = sv[0];
     fcntl(pc->fd, F_SETFL, fcntl(pc->fd, F_GETFL) | O_NONBLOCK);
     ev_io_init(&pc->read_watcher, on_readable, pc->fd, EV_READ);
     ev_io_init(&pc->write_watcher, on_writable, pc->fd, EV_WRITE);
     ev_io_start(loop, &pc->read_watcher);
+    *child_end = sv[1];
+    return pc;
+}
+
+void peer_client_adopt(struct peer_client *pc, pid_t pid)
+{
+    pc->pid = pid;
     ev_child_init(&pc->child_watcher, on_child, pid, 0);
-    ev_child_start(loop, &pc->child_watcher);
+    ev_child_start(pc->loop, &pc->child_watcher);
+}
+
+struct peer_client *peer_client_spawn(struct ev_loop *loop, const struct peer_spawn *spec,
+                                      const struct peer_client_hooks *hooks, char *err,
+                                      size_t errlen)
+{
+    int child_end;
+    struct peer_client *pc = peer_client_open(loop, spec, hooks, &child_end, err, errlen);
+    if (!pc) return NULL;
+    pid_t pid = start_child(spec, child_end, err, errlen);
+    close(child_end);
+    if (pid < 0) {
+        peer_client_free(pc);
+        return NULL;
+    }
+    peer_client_adopt(pc, pid);
     return pc;
 }
 

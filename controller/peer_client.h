@@ -47,6 +47,16 @@ struct peer_client *peer_client_spawn(struct ev_loop *loop, const struct peer_sp
                                       const struct peer_client_hooks *hooks, char *err,
                                       size_t errlen);
 
+/* The same in two steps, for a child started elsewhere (a peer template,
+ * controller/peer_template.h): open makes the channel and hands back the
+ * child's end of it in *child_end (the caller's to pass on and close; spec's
+ * path, args and netns are not used); adopt names the child once it exists,
+ * so its exit is reaped and reported. Calls may be queued in between. */
+struct peer_client *peer_client_open(struct ev_loop *loop, const struct peer_spawn *spec,
+                                     const struct peer_client_hooks *hooks, int *child_end,
+                                     char *err, size_t errlen);
+void peer_client_adopt(struct peer_client *pc, pid_t pid);
+
 /* Sends request `method` whose params map is already encoded (params,
  * params_len bytes of msgpack; NULL for an empty map). cb runs later, never
  * from inside this call. Fails (-1, err set) only when the peer is gone. */

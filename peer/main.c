@@ -19,11 +19,13 @@
 #include "hiernet_version.h"
 #include "kernels/vec.h"
 #include "peer/server.h"
+#include "peer/template.h"
 
 #define PEER_NODE_NAME_MAX 255
 
 static const char peer_usage[] =
     "usage: hiernet-peer --control-fd N --node NAME [options]\n"
+    "       hiernet-peer --template --control-fd N [PADDING]\n"
     "\n"
     "The peer server of hiernet: holds tensors, computes, and answers MessagePack-RPC\n"
     "requests on the control fd until that fd reaches EOF. Started by `hiernet`.\n"
@@ -35,6 +37,8 @@ static const char peer_usage[] =
     "                    which stats reports as data_port)\n"
     "  --threads T       BLAS threads per compute command (default 1)\n"
     "  --speed S         emulated device speed relative to this host, > 0 (default 1)\n"
+    "  --template        fork peers on request from the SOCK_SEQPACKET control fd\n"
+    "                    instead (how hiernet starts many peers fast)\n"
     "  --help            this text\n"
     "  --version         version\n";
 
@@ -173,7 +177,7 @@ static int peer_parse_args(int argc, char **argv, struct peer_config *cfg)
     return status ? status : -1;
 }
 
-int main(int argc, char **argv)
+static int peer_main(int argc, char **argv)
 {
     struct peer_config cfg;
     int status = peer_parse_args(argc, argv, &cfg);
@@ -199,4 +203,23 @@ int main(int argc, char **argv)
     if (!peer_server_destroy(server)) _exit(status);
     ev_loop_destroy(loop);
     return status;
+}
+
+/* "--template --control-fd N [PADDING]": serve fork requests
+ * (peer/template.h). PADDING, any text, makes room for the peers'
+ * command lines, which are written over these strings. */
+static int template_main(int argc, char **argv)
+{
+    long fd;
+    if ((argc != 4 && argc != 5) || strcmp(argv[2], "--control-fd") != 0 ||
+        !peer_parse_long(argv[3], 0, INT32_MAX, &fd))
+        return peer_usage_error("--template takes --control-fd N and an optional padding");
+    char *end = argv[argc - 1] + strlen(argv[argc - 1]) + 1;
+    return peer_template_serve((int)fd, peer_main, argv[0], (size_t)(end - argv[0]));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--template") == 0) return template_main(argc, argv);
+    return peer_main(argc, argv);
 }

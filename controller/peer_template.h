@@ -1,0 +1,36 @@
+/* peer_template.h — the controller's end of a peer template
+ * (hiernet-peer --template, peer/template.h): a network's start hands it one
+ * request per peer and goes on building links while the template forks the
+ * peers on another core; then it collects their pids.
+ *
+ * Owns the template process and its socket. Blocking, like the rest of a
+ * network's start: a request waits only while the socket is full (draining
+ * replies meanwhile, so the two sides never wait on each other), and
+ * collecting a pid waits at most the given time. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct peer_template;
+
+/* Starts `peer_path --template` in the controller's own namespace. */
+struct peer_template *peer_template_start(const char *peer_path, char *err, size_t errlen);
+
+/* Asks for a peer running `peer_path args...` (args NULL-terminated, as they
+ * would follow the path in an exec) with control_fd as its control socket,
+ * inside netns_fd (or -1). The descriptors are copied: the caller still owns
+ * its own. Returns the request's id (0, 1, ... in order), or -1 with err. */
+int peer_template_request(struct peer_template *t, const char *const *args, int control_fd,
+                          int netns_fd, char *err, size_t errlen);
+
+/* The pid of request id, waiting for the template's replies at most until
+ * timeout_s from now; -1 with err (why the template could not start it, or
+ * that it died or fell silent). */
+pid_t peer_template_pid(struct peer_template *t, int id, double timeout_s, char *err,
+                        size_t errlen);
+
+/* Ends the template (EOF on its socket) and reaps it. NULL is a no-op. The
+ * peers it started live on: they are the caller's children. */
+void peer_template_stop(struct peer_template *t);
