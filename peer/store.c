@@ -274,6 +274,7 @@ int store_patch_begin(struct store *s, const char *name, struct store_patch *p)
         errno = ENOENT;
         return -1;
     }
+    p->gen_before = store_tensor_gen(t);
     if (exclusive) {
         store_tensor_renew(t); /* about to be written in place */
         p->t = t;

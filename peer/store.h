@@ -99,6 +99,7 @@ void store_write_unlock(struct store *s);
 struct store_patch {
     struct store_tensor *t;    /* write here; the caller holds a reference */
     struct store_tensor *orig; /* the published tensor when t is a private copy */
+    uint64_t gen_before;       /* generation of the elements the patch starts from */
 };
 /* With the write lock held: the tensor called name, ready to be written.
  * 0, or -1 with errno ENOENT (no such tensor) or ENOMEM (copy failed).
