@@ -161,18 +161,13 @@ static int check_devices(struct netrun *nr, bool *env_error, char *err, size_t e
             snprintf(err, errlen, "node '%s': %s", n->name, why);
             return -1;
         }
+        /* Checked here too, not only by the peer as it opens the device:
+         * before any namespace or process exists, and as an environment
+         * error (exit code 3). */
         if (!kern_device_available(device, why, sizeof why)) {
             *env_error = true;
             snprintf(err, errlen, "node '%s': device '%s' is not available: %s", n->name,
                      n->device, why);
-            return -1;
-        }
-        /* The CUDA kernels exist (kernels/device.h) but the peer does not
-         * drive them yet: refuse rather than compute on the CPU unasked. */
-        if (device == KERN_DEVICE_CUDA) {
-            snprintf(err, errlen, "node '%s': device 'cuda': the peer cannot compute on a GPU in "
-                                  "this build yet; use device = \"cpu\"",
-                     n->name);
             return -1;
         }
     }
@@ -339,8 +334,8 @@ static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *
     snprintf(threads, sizeof threads, "%d", n->threads > 0 ? n->threads : 1);
     snprintf(speed, sizeof speed, "%.17g", n->speed > 0 ? n->speed : 1.0);
     snprintf(blas, sizeof blas, "OPENBLAS_NUM_THREADS=%s", threads);
-    const char *args[] = {"--node", n->name, "--addr", n->addr, "--threads", threads,
-                          "--speed", speed, NULL};
+    const char *args[] = {"--node", n->name, "--addr",   n->addr,   "--threads", threads,
+                          "--speed", speed,   "--device", n->device, NULL};
     const char *env[] = {blas, NULL};
     struct peer_spawn spec = {n->name, peer_path, args, netrun_node_ns(nr, node), env};
     struct peer_client_hooks hooks = {NULL, on_peer_exit, p};

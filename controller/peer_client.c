@@ -226,10 +226,30 @@ static void handle_response(struct peer_client *pc, const struct proto_msg *m)
     free(p);
 }
 
+/* [2, "fatal", {error = "..."}]: the peer says why it is about to exit
+ * (e.g. its device cannot be opened); calls that fail because it is gone
+ * give this reason rather than only its exit status. */
+static bool handle_fatal(struct peer_client *pc, const struct proto_msg *m)
+{
+    if (m->method_len != 5 || memcmp(m->method, "fatal", 5) != 0) return false;
+    struct proto_args a;
+    const char *why = "no reason given";
+    uint32_t len = (uint32_t)strlen(why);
+    proto_args_init(&a, m->params);
+    if (proto_arg_str(&a, "error", &why, &len) != 1) {
+        why = "no reason given";
+        len = (uint32_t)strlen(why);
+    }
+    snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': %.*s", pc->node, (int)len, why);
+    return true;
+}
+
 static void handle_message(struct peer_client *pc, const struct proto_msg *m)
 {
     if (m->kind == PROTO_RESPONSE)
         handle_response(pc, m);
+    else if (m->kind == PROTO_NOTIFY && handle_fatal(pc, m))
+        return;
     else if (m->kind == PROTO_NOTIFY && pc->hooks.on_notify)
         pc->hooks.on_notify(pc->hooks.ctx, m->method, m->method_len, m->params);
     else if (m->kind == PROTO_REQUEST)
