@@ -175,16 +175,16 @@ static bool axpy_device(struct command_job *j, const struct store_patch *y,
 {
     float *dy = devmirror_patch(j->dev, y, j->err, sizeof j->err);
     const float *dx = dy ? devmirror_read(j->dev, x, j->err, sizeof j->err) : NULL;
-    return dx && kern_axpy(job_ctx(j), n, (float)j->number, dx + ox, dy + oy, j->err,
-                           sizeof j->err) == 0;
+    return dx &&
+           kern_axpy(job_ctx(j), n, (float)j->number, dx + ox, dy + oy, j->err, sizeof j->err) == 0;
 }
 
 static bool scale_device(struct command_job *j, const struct store_patch *x, uint64_t offset,
                          uint64_t n)
 {
     float *dx = devmirror_patch(j->dev, x, j->err, sizeof j->err);
-    return dx && kern_scale(job_ctx(j), n, (float)j->number, dx + offset, j->err, sizeof j->err) ==
-                     0;
+    return dx &&
+           kern_scale(job_ctx(j), n, (float)j->number, dx + offset, j->err, sizeof j->err) == 0;
 }
 
 /* x . y (x == y: the squared norm) over n elements from offset. */
@@ -240,8 +240,8 @@ static bool norm_run(struct command_job *j)
     float *px;
     uint64_t n;
     double value;
-    bool ok = x && cmd_span(j, x, &px, &n) && dot_device(j, x, x, (uint64_t)(px - x->data), n,
-                                                         &value);
+    bool ok =
+        x && cmd_span(j, x, &px, &n) && dot_device(j, x, x, (uint64_t)(px - x->data), n, &value);
     if (ok) cmd_result_f64(j, "value", value);
     store_tensor_release(x);
     return ok;

@@ -224,8 +224,7 @@ static struct kern_ctx *peer_open_device(const struct peer_options *o)
     struct kern_ctx *ctx;
     char err[900], message[1024];
     if (kern_ctx_create(o->device, &ctx, err, sizeof err) == 0) return ctx;
-    snprintf(message, sizeof message, "cannot compute on %s: %s", kern_device_name(o->device),
-             err);
+    snprintf(message, sizeof message, "cannot compute on %s: %s", kern_device_name(o->device), err);
     peer_fatal(&o->cfg, message);
     return NULL;
 }

@@ -370,8 +370,9 @@ static struct kern_optim *optim_prepare(struct command_job *j, const struct opti
     optim_override(&cfg.eps, p->eps);
     optim_override(&cfg.weight_decay, p->weight_decay);
     if (m->optim && kern_optim_configure(m->optim, &cfg, j->err, sizeof j->err) != 0) return NULL;
-    if (!m->optim && kern_optim_create(devmirror_ctx(j->dev), &cfg, kern_model_param_count(m->model),
-                                       &m->optim, j->err, sizeof j->err) != 0)
+    if (!m->optim &&
+        kern_optim_create(devmirror_ctx(j->dev), &cfg, kern_model_param_count(m->model), &m->optim,
+                          j->err, sizeof j->err) != 0)
         return NULL;
     return m->optim;
 }
@@ -402,7 +403,8 @@ static bool optim_apply(struct command_job *j, const struct optim_params *p, str
         optim_step_device(j, o, &params, grad, n);
     ok = grad && !j->err[0];
     store_tensor_release(grad);
-    if (params.t) ok = devmirror_patch_end(j->dev, j->store, &params, ok, 0, n, j->err, sizeof j->err);
+    if (params.t)
+        ok = devmirror_patch_end(j->dev, j->store, &params, ok, 0, n, j->err, sizeof j->err);
     store_write_unlock(j->store);
     return ok;
 }

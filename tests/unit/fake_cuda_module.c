@@ -125,8 +125,10 @@ static int device_count(int *count, char *why, size_t whylen)
     *count = env ? atoi(env) : 1;
     if (*count > 0) return 0;
     *count = 0;
-    return kern_fail(why, whylen, "no CUDA-capable device is detected (fake module, "
-                                  "HIERNET_FAKE_CUDA_DEVICES=%s)", env);
+    return kern_fail(why, whylen,
+                     "no CUDA-capable device is detected (fake module, "
+                     "HIERNET_FAKE_CUDA_DEVICES=%s)",
+                     env);
 }
 
 static int ctx_create(int ordinal, struct kern_cuda_ctx **out, char *describe, size_t describelen,
@@ -244,8 +246,8 @@ static int sgemm(struct kern_cuda_ctx *c, int ta, int tb, int m, int n, int k, f
     NEED_DEVICE("sgemm", a, extent(ta ? k : m, ta ? m : k, lda));
     NEED_DEVICE("sgemm", b, extent(tb ? n : k, tb ? k : n, ldb));
     NEED_DEVICE("sgemm", cm, extent(m, n, ldc));
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-                n, k, alpha, a, lda, b, ldb, beta, cm, ldc);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, alpha, a, lda, b, ldb, beta, cm, ldc);
     return 0;
 }
 
@@ -262,8 +264,8 @@ static int dense_create(struct kern_cuda_ctx *c, const struct kern_cuda_dense_sp
     char text[512];
     int len = snprintf(text, sizeof text, "%s", spec->count == 2 ? "logreg" : "mlp");
     for (int i = 0; i < spec->count && len < (int)sizeof text; i++)
-        len += snprintf(text + len, sizeof text - (size_t)len, "%c%d", i ? '-' : ':',
-                        spec->sizes[i]);
+        len +=
+            snprintf(text + len, sizeof text - (size_t)len, "%c%d", i ? '-' : ':', spec->sizes[i]);
     struct kern_cuda_dense *d = calloc(1, sizeof *d);
     if (!d) return kern_fail(err, errlen, "fake cuda: out of memory");
     if (model_create(text, 0, &d->model, err, errlen) < 0) {
@@ -315,8 +317,8 @@ static int dense_run(struct kern_cuda_dense *d, const float *params, const float
 /* ---- optimizers: the GPU kernels' element functions ---- */
 
 static int fake_optim_step(struct kern_cuda_ctx *c, const struct kern_cuda_optim_step *h, float *p,
-                      const float *g, float *first, float *second, size_t n, char *err,
-                      size_t errlen)
+                           const float *g, float *first, float *second, size_t n, char *err,
+                           size_t errlen)
 {
     size_t bytes = n * sizeof(float);
     NEED_DEVICE("optimizer", p, bytes);

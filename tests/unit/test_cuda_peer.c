@@ -263,7 +263,8 @@ static void test_start_failures(void)
     CHECK(harness_spawn(&p, "busy", "127.0.9.4", cuda_args));
     read_fatal(&p, why, sizeof why);
     unsetenv("HIERNET_FAKE_CUDA_CTX_ERROR");
-    CHECK_CONTAINS(why, "cannot compute on cuda: cuda set device: all CUDA-capable devices are busy");
+    CHECK_CONTAINS(why,
+                   "cannot compute on cuda: cuda set device: all CUDA-capable devices are busy");
     harness_finish(&p, 1, 10000);
 
     static const char *const gpu[] = {"--device", "gpu", NULL};
