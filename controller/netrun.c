@@ -167,18 +167,13 @@ static int check_devices(struct netrun *nr, bool *env_error, char *err, size_t e
             snprintf(err, errlen, "node '%s': %s", n->name, why);
             return -1;
         }
+        /* Checked here too, not only by the peer as it opens the device:
+         * before any namespace or process exists, and as an environment
+         * error (exit code 3). */
         if (!kern_device_available(device, why, sizeof why)) {
             *env_error = true;
             snprintf(err, errlen, "node '%s': device '%s' is not available: %s", n->name,
                      n->device, why);
-            return -1;
-        }
-        /* The CUDA kernels exist (kernels/device.h) but the peer does not
-         * drive them yet: refuse rather than compute on the CPU unasked. */
-        if (device == KERN_DEVICE_CUDA) {
-            snprintf(err, errlen, "node '%s': device 'cuda': the peer cannot compute on a GPU in "
-                                  "this build yet; use device = \"cpu\"",
-                     n->name);
             return -1;
         }
     }
@@ -348,8 +343,8 @@ static void peer_argv_build(const struct topo_node *n, struct peer_argv *a)
     snprintf(a->threads, sizeof a->threads, "%d", n->threads > 0 ? n->threads : 1);
     snprintf(a->speed, sizeof a->speed, "%.17g", n->speed > 0 ? n->speed : 1.0);
     snprintf(a->blas, sizeof a->blas, "OPENBLAS_NUM_THREADS=%s", a->threads);
-    const char *args[] = {"--node", n->name, "--addr", n->addr, "--threads", a->threads,
-                          "--speed", a->speed, NULL};
+    const char *args[] = {"--node",  n->name,  "--addr",   n->addr,   "--threads", a->threads,
+                          "--speed", a->speed, "--device", n->device, NULL};
     memcpy(a->args, args, sizeof args);
     a->env[0] = a->blas;
     a->env[1] = NULL;

@@ -38,6 +38,7 @@ struct peer_client {
     char node[64];
     pid_t pid;
     int fd; /* -1 once closed */
+    bool output_broken; /* a write failed: reading on until EOF */
     bool exited;
     int wait_status;
     char gone_reason[400]; /* why pending calls fail, once the channel is down */
@@ -183,10 +184,27 @@ static void on_grace_timeout(EV_P_ ev_timer *w, int revents)
     channel_lost(container_of(w, struct peer_client, grace_timer));
 }
 
+static int drain_messages(struct peer_client *pc);
+
+/* The peer has exited, so all it wrote is in the socket: read it (a "fatal"
+ * notification naming the cause, late replies) before failing the calls. */
+static void read_leftovers(struct peer_client *pc)
+{
+    while (pc->fd >= 0) {
+        size_t avail;
+        char *buf = proto_reader_buffer(&pc->reader, 4096, &avail);
+        ssize_t n = buf ? read(pc->fd, buf, avail) : -1;
+        if (n <= 0) return;
+        proto_reader_consumed(&pc->reader, (size_t)n);
+        if (drain_messages(pc) < 0) return;
+    }
+}
+
 static void on_child(EV_P_ ev_child *w, int revents)
 {
     struct peer_client *pc = container_of(w, struct peer_client, child_watcher);
     ev_child_stop(pc->loop, w);
+    read_leftovers(pc);
     pc->exited = true;
     pc->wait_status = w->rstatus;
     if (pc->gone_reason[0] == '\0') describe_exit(pc);
@@ -226,10 +244,30 @@ static void handle_response(struct peer_client *pc, const struct proto_msg *m)
     free(p);
 }
 
+/* [2, "fatal", {error = "..."}]: the peer says why it is about to exit
+ * (e.g. its device cannot be opened); calls that fail because it is gone
+ * give this reason rather than only its exit status. */
+static bool handle_fatal(struct peer_client *pc, const struct proto_msg *m)
+{
+    if (m->method_len != 5 || memcmp(m->method, "fatal", 5) != 0) return false;
+    struct proto_args a;
+    const char *why = "no reason given";
+    uint32_t len = (uint32_t)strlen(why);
+    proto_args_init(&a, m->params);
+    if (proto_arg_str(&a, "error", &why, &len) != 1) {
+        why = "no reason given";
+        len = (uint32_t)strlen(why);
+    }
+    snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': %.*s", pc->node, (int)len, why);
+    return true;
+}
+
 static void handle_message(struct peer_client *pc, const struct proto_msg *m)
 {
     if (m->kind == PROTO_RESPONSE)
         handle_response(pc, m);
+    else if (m->kind == PROTO_NOTIFY && handle_fatal(pc, m))
+        return;
     else if (m->kind == PROTO_NOTIFY && pc->hooks.on_notify)
         pc->hooks.on_notify(pc->hooks.ctx, m->method, m->method_len, m->params);
     else if (m->kind == PROTO_REQUEST)
@@ -281,8 +319,21 @@ static void on_readable(EV_P_ ev_io *w, int revents)
 
 /* ---- output ---- */
 
-static int flush_output(struct peer_client *pc)
+/* A write failed: the peer is gone or going. Its end may still hold what it
+ * said before it went (a "fatal" notification naming the cause), so the
+ * channel stays open for reading until EOF; output is dropped, and calls
+ * made meanwhile stay pending until the EOF fails them with that cause. */
+static void output_broken(struct peer_client *pc)
 {
+    pc->output_broken = true;
+    ev_io_stop(pc->loop, &pc->write_watcher);
+    msgpack_sbuffer_clear(&pc->out);
+    pc->out_sent = 0;
+}
+
+static void flush_output(struct peer_client *pc)
+{
+    if (pc->output_broken) return output_broken(pc);
     while (pc->out_sent < pc->out.size) {
         ssize_t n = send(pc->fd, pc->out.data + pc->out_sent, pc->out.size - pc->out_sent,
                          MSG_NOSIGNAL);
@@ -290,22 +341,20 @@ static int flush_output(struct peer_client *pc)
             if (errno == EINTR) continue;
             if (errno == EAGAIN) {
                 ev_io_start(pc->loop, &pc->write_watcher);
-                return 0;
+                return;
             }
-            return -1;
+            return output_broken(pc);
         }
         pc->out_sent += (size_t)n;
     }
     msgpack_sbuffer_clear(&pc->out);
     pc->out_sent = 0;
     ev_io_stop(pc->loop, &pc->write_watcher);
-    return 0;
 }
 
 static void on_writable(EV_P_ ev_io *w, int revents)
 {
-    struct peer_client *pc = container_of(w, struct peer_client, write_watcher);
-    if (flush_output(pc) < 0) on_eof(pc);
+    flush_output(container_of(w, struct peer_client, write_watcher));
 }
 
 int peer_client_call(struct peer_client *pc, const char *method, const char *params,
@@ -334,7 +383,7 @@ int peer_client_call(struct peer_client *pc, const char *method, const char *par
     else
         msgpack_pack_map(&pc->packer, 0);
     /* With a backlog the write watcher is already running and keeps order. */
-    if (!ev_is_active(&pc->write_watcher) && flush_output(pc) < 0) on_eof(pc);
+    if (!ev_is_active(&pc->write_watcher)) flush_output(pc);
     return 0;
 }
 
@@ -367,7 +416,7 @@ static int sync_step(struct peer_client *pc, double remaining)
     int rc = poll(&pfd, 1, (int)(remaining * 1000) + 1);
     if (rc < 0 && errno != EINTR) return -1;
     if (rc <= 0) return 0;
-    if ((pfd.revents & POLLOUT) && flush_output(pc) < 0) return -1;
+    if (pfd.revents & POLLOUT) flush_output(pc);
     if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) on_readable(pc->loop, &pc->read_watcher, 0);
     return 0;
 }

@@ -432,6 +432,11 @@ size_t kern_model_param_count(const struct kern_model *m)
     return model_param_count(m->cpu);
 }
 
+const char *kern_model_spec(const struct kern_model *m)
+{
+    return model_spec(m->cpu);
+}
+
 int kern_model_input_size(const struct kern_model *m)
 {
     return model_input_size(m->cpu);

@@ -26,6 +26,7 @@
 
 struct command_job;
 struct ml_state;
+struct devmirror;
 
 struct command {
     const char *name;
@@ -47,7 +48,8 @@ struct command_job {
     struct peer_server *server; /* loop thread only, except the immutable cfg */
     struct store *store;
     struct worker *worker;
-    struct ml_state *ml; /* worker thread only */
+    struct ml_state *ml;   /* worker thread only */
+    struct devmirror *dev; /* worker thread only: the device and its tensor copies */
     uint32_t msgid;
     /* Params of the vector commands, copied out of the request, which is gone
      * when the job runs. Tensor names: x is tensor{name}, copy{src},

@@ -1,6 +1,8 @@
 /* commands.c — the peer's control commands (see commands.h): the command
  * table, dispatch and replies, the helpers of command_job.h, and the vector
  * commands (tensor, copy, drop, axpy, scale, sum, norm, dot, read, stats).
+ * axpy, scale, sum, norm and dot compute on the peer's device through the
+ * device copies of devmirror.h; tensor, copy and read are host work.
  * The learning commands are in ml.c, send and peers in commands_data.c. */
 #include "peer/commands.h"
 
@@ -16,10 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/device.h"
 #include "kernels/vec.h"
 #include "peer/command_job.h"
 #include "peer/commands_data.h"
 #include "peer/dataplane.h"
+#include "peer/devmirror.h"
 #include "peer/ml.h"
 
 /* read{} answers at most this many values (DESIGN.md): bulk data never
@@ -143,8 +147,10 @@ static bool copy_run(struct command_job *j)
 static bool drop_run(struct command_job *j)
 {
     uint64_t dropped = 0;
-    for (uint32_t i = 0; i < j->n_names; i++)
+    for (uint32_t i = 0; i < j->n_names; i++) {
         dropped += store_drop(j->store, j->names[i]);
+        devmirror_forget(j->dev, j->names[i]);
+    }
     cmd_result_u64(j, "dropped", dropped);
     return true;
 }
@@ -156,6 +162,42 @@ bool cmd_patch_begin(struct command_job *j, const char *name, struct store_patch
     return cmd_fail(j, "out of memory for a copy of '%s' (it is being sent or read)", name);
 }
 
+/* ---- vector kernels on the peer's device (host memory on the cpu) ---- */
+
+static struct kern_ctx *job_ctx(struct command_job *j)
+{
+    return devmirror_ctx(j->dev);
+}
+
+/* y[oy, oy + n) += alpha * x[ox, ox + n); y is patched, x may be y. */
+static bool axpy_device(struct command_job *j, const struct store_patch *y,
+                        const struct store_tensor *x, uint64_t oy, uint64_t ox, uint64_t n)
+{
+    float *dy = devmirror_patch(j->dev, y, j->err, sizeof j->err);
+    const float *dx = dy ? devmirror_read(j->dev, x, j->err, sizeof j->err) : NULL;
+    return dx &&
+           kern_axpy(job_ctx(j), n, (float)j->number, dx + ox, dy + oy, j->err, sizeof j->err) == 0;
+}
+
+static bool scale_device(struct command_job *j, const struct store_patch *x, uint64_t offset,
+                         uint64_t n)
+{
+    float *dx = devmirror_patch(j->dev, x, j->err, sizeof j->err);
+    return dx &&
+           kern_scale(job_ctx(j), n, (float)j->number, dx + offset, j->err, sizeof j->err) == 0;
+}
+
+/* x . y (x == y: the squared norm) over n elements from offset. */
+static bool dot_device(struct command_job *j, const struct store_tensor *x,
+                       const struct store_tensor *y, uint64_t offset, uint64_t n, double *out)
+{
+    const float *dx = devmirror_read(j->dev, x, j->err, sizeof j->err);
+    const float *dy = dx && y != x ? devmirror_read(j->dev, y, j->err, sizeof j->err) : dx;
+    if (!dy) return false;
+    if (y == x) return kern_norm(job_ctx(j), n, dx + offset, out, j->err, sizeof j->err) == 0;
+    return kern_dot(job_ctx(j), n, dx + offset, dy + offset, out, j->err, sizeof j->err) == 0;
+}
+
 /* axpy and scale write in place through a patch (store.h): a tensor a send
  * still holds is copied first, so the transfer keeps its snapshot. The patch
  * is taken before x, which may be the same tensor. */
@@ -165,12 +207,14 @@ static bool axpy_run(struct command_job *j)
     store_write_lock(j->store);
     bool ok = cmd_patch_begin(j, j->y, &y);
     struct store_tensor *x = ok ? cmd_find(j, j->x) : NULL;
-    float *py, *px;
-    uint64_t n;
-    ok = x && job_span2(j, "y", y.t, "x", x, &py, &px, &n);
-    if (ok) vec_axpy(n, (float)j->number, px, py);
+    float *py = NULL, *px;
+    uint64_t n = 0;
+    ok = x && job_span2(j, "y", y.t, "x", x, &py, &px, &n) &&
+         axpy_device(j, &y, x, (uint64_t)(py - y.t->data), (uint64_t)(px - x->data), n);
     store_tensor_release(x);
-    if (y.t) store_patch_end(j->store, &y, ok);
+    if (y.t)
+        ok = devmirror_patch_end(j->dev, j->store, &y, ok, py ? (uint64_t)(py - y.t->data) : 0, n,
+                                 j->err, sizeof j->err);
     store_write_unlock(j->store);
     return ok;
 }
@@ -179,11 +223,13 @@ static bool scale_run(struct command_job *j)
 {
     struct store_patch x;
     store_write_lock(j->store);
-    float *px;
-    uint64_t n;
-    bool ok = cmd_patch_begin(j, j->x, &x) && cmd_span(j, x.t, &px, &n);
-    if (ok) vec_scale(n, (float)j->number, px);
-    if (x.t) store_patch_end(j->store, &x, ok);
+    float *px = NULL;
+    uint64_t n = 0;
+    bool ok = cmd_patch_begin(j, j->x, &x) && cmd_span(j, x.t, &px, &n) &&
+              scale_device(j, &x, (uint64_t)(px - x.t->data), n);
+    if (x.t)
+        ok = devmirror_patch_end(j->dev, j->store, &x, ok, px ? (uint64_t)(px - x.t->data) : 0, n,
+                                 j->err, sizeof j->err);
     store_write_unlock(j->store);
     return ok;
 }
@@ -193,8 +239,10 @@ static bool norm_run(struct command_job *j)
     struct store_tensor *x = cmd_find(j, j->x);
     float *px;
     uint64_t n;
-    bool ok = x && cmd_span(j, x, &px, &n);
-    if (ok) cmd_result_f64(j, "value", vec_norm(n, px));
+    double value;
+    bool ok =
+        x && cmd_span(j, x, &px, &n) && dot_device(j, x, x, (uint64_t)(px - x->data), n, &value);
+    if (ok) cmd_result_f64(j, "value", value);
     store_tensor_release(x);
     return ok;
 }
@@ -205,8 +253,10 @@ static bool dot_run(struct command_job *j)
     struct store_tensor *y = x ? cmd_find(j, j->y) : NULL;
     float *px, *py;
     uint64_t n;
-    bool ok = y && job_span2(j, "x", x, "y", y, &px, &py, &n);
-    if (ok) cmd_result_f64(j, "value", vec_dot(n, px, py));
+    double value;
+    bool ok = y && job_span2(j, "x", x, "y", y, &px, &py, &n) &&
+              dot_device(j, x, y, (uint64_t)(px - x->data), n, &value);
+    if (ok) cmd_result_f64(j, "value", value);
     store_tensor_release(y);
     store_tensor_release(x);
     return ok;
@@ -232,21 +282,21 @@ static bool sum_run(struct command_job *j)
     bool ok = in && data;
     if (!ok) cmd_fail(j, "out of memory");
     for (uint32_t i = 0; ok && i < j->n_names; i++) {
-        ok = sum_find_input(j, in, i);
-        if (ok) data[i] = in[i]->data;
+        ok = sum_find_input(j, in, i) &&
+             (data[i] = devmirror_read(j->dev, in[i], j->err, sizeof j->err)) != NULL;
     }
     struct store_tensor *out = ok ? cmd_new_tensor(j, j->x, in[0]->size, false) : NULL;
-    if (out) {
-        vec_sum(out->size, out->data, data, j->n_names);
-        store_publish(j->store, out);
-        cmd_result_u64(j, "size", out->size);
-    }
+    float *dout = out ? devmirror_result(j->dev, out, j->err, sizeof j->err) : NULL;
+    ok = dout &&
+         kern_sum(job_ctx(j), out->size, dout, data, j->n_names, j->err, sizeof j->err) == 0 &&
+         devmirror_publish(j->dev, j->store, out, j->err, sizeof j->err);
+    if (ok) cmd_result_u64(j, "size", out->size);
     store_tensor_release(out);
     for (uint32_t i = 0; in && i < j->n_names; i++)
         store_tensor_release(in[i]);
     free(in);
     free(data);
-    return out != NULL;
+    return ok;
 }
 
 static bool read_run(struct command_job *j)
@@ -314,6 +364,15 @@ static bool stats_run(struct command_job *j)
     cmd_result_u64(j, "overruns", totals.overruns);
     cmd_result_u64(j, "commands", p->commands);
     cmd_result_u64(j, "pid", (uint64_t)getpid()); /* for tests and `hiernet exec` users */
+    struct devmirror_totals dev;
+    devmirror_get_totals(j->dev, &dev);
+    cmd_result_str(j, "device", kern_ctx_describe(job_ctx(j)));
+    cmd_result_u64(j, "device_uploads", dev.uploads);
+    cmd_result_u64(j, "device_upload_bytes", dev.upload_bytes);
+    cmd_result_u64(j, "device_downloads", dev.downloads);
+    cmd_result_u64(j, "device_download_bytes", dev.download_bytes);
+    cmd_result_u64(j, "device_mirrors", dev.mirrors);
+    cmd_result_u64(j, "device_bytes", dev.mirror_bytes);
     return true;
 }
 
@@ -678,6 +737,7 @@ static struct command_job *command_job_new(struct peer_server *s, const struct c
     j->store = s->store;
     j->worker = s->worker;
     j->ml = s->ml;
+    j->dev = s->dev;
     j->msgid = msgid;
     j->extra = cmd->extra_size ? (char *)j + head : NULL;
     msgpack_packer_init(&j->pk, &j->body, peer_buffer_write);

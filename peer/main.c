@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "hiernet_version.h"
+#include "kernels/device.h"
 #include "kernels/vec.h"
+#include "peer/protocol.h"
 #include "peer/server.h"
 #include "peer/template.h"
 
@@ -37,6 +39,9 @@ static const char peer_usage[] =
     "                    which stats reports as data_port)\n"
     "  --threads T       BLAS threads per compute command (default 1)\n"
     "  --speed S         emulated device speed relative to this host, > 0 (default 1)\n"
+    "  --device D        where compute commands run: cpu (default) or cuda (GPU 0 as\n"
+    "                    CUDA_VISIBLE_DEVICES orders them); a device that cannot be\n"
+    "                    opened ends the peer at start (status 1)\n"
     "  --template        fork peers on request from the SOCK_SEQPACKET control fd\n"
     "                    instead (how hiernet starts many peers fast)\n"
     "  --help            this text\n"
@@ -83,6 +88,7 @@ enum {
     OPT_DATA_PORT,
     OPT_THREADS,
     OPT_SPEED,
+    OPT_DEVICE,
     OPT_HELP,
     OPT_VERSION
 };
@@ -94,14 +100,23 @@ static const struct option peer_options[] = {
     {"data-port", required_argument, NULL, OPT_DATA_PORT},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"speed", required_argument, NULL, OPT_SPEED},
+    {"device", required_argument, NULL, OPT_DEVICE},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
 };
 
+/* The options main() acts on itself rather than the server. */
+struct peer_options {
+    struct peer_config cfg;
+    enum kern_device device;
+};
+
 /* Applies one option to cfg; returns 0, or the exit status for an error. */
-static int peer_apply_option(int opt, const char *value, struct peer_config *cfg)
+static int peer_apply_option(int opt, const char *value, struct peer_options *o)
 {
+    struct peer_config *cfg = &o->cfg;
+    char why[128];
     long n;
     unsigned char addr[sizeof(struct in6_addr)];
     switch (opt) {
@@ -132,6 +147,10 @@ static int peer_apply_option(int opt, const char *value, struct peer_config *cfg
         if (!peer_parse_double(value, &cfg->speed) || !isfinite(cfg->speed) || cfg->speed <= 0)
             return peer_usage_error("--speed: '%s' is not a positive number", value);
         return 0;
+    case OPT_DEVICE:
+        if (kern_device_parse(value, &o->device, why, sizeof why) < 0)
+            return peer_usage_error("--device: %s", why);
+        return 0;
     }
     return peer_usage_error("internal: unhandled option %d", opt);
 }
@@ -148,10 +167,12 @@ static int peer_check_config(const struct peer_config *cfg)
     return 0;
 }
 
-/* Fills cfg from argv. Returns -1 to go on, else the exit status. */
-static int peer_parse_args(int argc, char **argv, struct peer_config *cfg)
+/* Fills o from argv. Returns -1 to go on, else the exit status. */
+static int peer_parse_args(int argc, char **argv, struct peer_options *o)
 {
-    *cfg = (struct peer_config){.control_fd = -1, .data_port = 7000, .threads = 1, .speed = 1.0};
+    *o = (struct peer_options){
+        .cfg = {.control_fd = -1, .data_port = 7000, .threads = 1, .speed = 1.0},
+        .device = KERN_DEVICE_CPU};
     opterr = 0; /* our own one-line messages */
     int opt;
     while ((opt = getopt_long(argc, argv, ":", peer_options, NULL)) != -1) {
@@ -169,39 +190,80 @@ static int peer_parse_args(int argc, char **argv, struct peer_config *cfg)
         else if (opt == '?')
             status = peer_usage_error("unknown option '%s'", argv[optind - 1]);
         else
-            status = peer_apply_option(opt, optarg, cfg);
+            status = peer_apply_option(opt, optarg, o);
         if (status) return status;
     }
     if (optind < argc) return peer_usage_error("unexpected argument '%s'", argv[optind]);
-    int status = peer_check_config(cfg);
+    int status = peer_check_config(&o->cfg);
     return status ? status : -1;
+}
+
+/* Tells the controller why the peer ends before serving: a "fatal"
+ * notification on the control channel (its start error then names the
+ * cause, not just the exit status), and a line on stderr. */
+static void peer_fatal(const struct peer_config *cfg, const char *message)
+{
+    fprintf(stderr, "hiernet-peer[%s]: %s\n", cfg->node, message);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_notify_begin(&pk, "fatal", 1);
+    proto_pack_kv_str(&pk, "error", message);
+    /* Blocking and small: the socket buffer is empty at start. A failed
+     * write leaves the exit status and stderr to tell. */
+    for (size_t done = 0; done < sb.size;) {
+        ssize_t n = write(cfg->control_fd, sb.data + done, sb.size - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += (size_t)n;
+    }
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* Opens the compute device before anything else: a peer that cannot
+ * compute where it was asked to fails its start, it never falls back. */
+static struct kern_ctx *peer_open_device(const struct peer_options *o)
+{
+    struct kern_ctx *ctx;
+    char err[900], message[1024];
+    if (kern_ctx_create(o->device, &ctx, err, sizeof err) == 0) return ctx;
+    snprintf(message, sizeof message, "cannot compute on %s: %s", kern_device_name(o->device), err);
+    peer_fatal(&o->cfg, message);
+    return NULL;
 }
 
 static int peer_main(int argc, char **argv)
 {
-    struct peer_config cfg;
-    int status = peer_parse_args(argc, argv, &cfg);
+    struct peer_options options;
+    int status = peer_parse_args(argc, argv, &options);
     if (status >= 0) return status;
+    struct peer_config cfg = options.cfg;
 
     /* A vanished controller must show up as EPIPE on write, not kill the peer. */
     signal(SIGPIPE, SIG_IGN);
     vec_set_threads(cfg.threads);
+    cfg.kern = peer_open_device(&options);
+    if (!cfg.kern) return 1;
     /* A loop of our own rather than ev_default_loop, which would install a
      * SIGCHLD handler. */
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     if (!loop) {
         fprintf(stderr, "hiernet-peer[%s]: cannot create the event loop\n", cfg.node);
+        kern_ctx_destroy(cfg.kern);
         return 1;
     }
     struct peer_server *server = peer_server_create(loop, &cfg);
     if (!server) {
         ev_loop_destroy(loop);
+        kern_ctx_destroy(cfg.kern);
         return 1;
     }
     status = peer_server_run(server);
     /* A job still computing cannot be interrupted; the process ends around it. */
     if (!peer_server_destroy(server)) _exit(status);
     ev_loop_destroy(loop);
+    kern_ctx_destroy(cfg.kern);
     return status;
 }
 

@@ -1,6 +1,8 @@
 /* ml.c — the peer's learning commands over kernels/ (see ml.h): params
  * parsed on the loop thread, run on the worker against ml_state and the
- * tensor store. */
+ * tensor store. model, grad, optim and eval compute on the peer's device
+ * (kernels/device.h) through the device copies of peer/devmirror.h; the
+ * dataset and compression commands work on host memory. */
 #include "peer/ml.h"
 
 #include <errno.h>
@@ -11,9 +13,9 @@
 
 #include "kernels/compress.h"
 #include "kernels/dataset.h"
-#include "kernels/model.h"
-#include "kernels/optim.h"
+#include "kernels/device.h"
 #include "peer/command_job.h"
+#include "peer/devmirror.h"
 
 #define ML_SPLIT_SIZE 32
 #define ML_PATH_SIZE 4096
@@ -28,8 +30,8 @@ struct ml_split {
 
 struct ml_model {
     char name[COMMAND_NAME_SIZE]; /* its parameter tensor */
-    struct model *model;
-    struct optim *optim; /* NULL until the first optim{} */
+    struct kern_model *model;
+    struct kern_optim *optim; /* NULL until the first optim{} */
     struct ml_model *next;
 };
 
@@ -48,8 +50,8 @@ struct ml_state *ml_state_create(void)
 
 static void ml_model_free(struct ml_model *m)
 {
-    model_destroy(m->model);
-    optim_destroy(m->optim);
+    kern_model_destroy(m->model);
+    kern_optim_destroy(m->optim);
     free(m);
 }
 
@@ -108,9 +110,9 @@ static struct ml_model *ml_model_find(struct command_job *j, const char *name)
 static struct store_tensor *ml_params_find(struct command_job *j, const struct ml_model *m)
 {
     struct store_tensor *t = cmd_find(j, m->name);
-    if (t && t->size != model_param_count(m->model)) {
+    if (t && t->size != kern_model_param_count(m->model)) {
         cmd_fail(j, "tensor '%s' has %" PRIu64 " elements, model %s has %zu parameters", m->name,
-                 t->size, model_spec(m->model), model_param_count(m->model));
+                 t->size, kern_model_spec(m->model), kern_model_param_count(m->model));
         store_tensor_release(t);
         return NULL;
     }
@@ -140,9 +142,10 @@ static bool ml_scratch(struct command_job *j, size_t n, int dim)
 static bool ml_check_shapes(struct command_job *j, const struct ml_model *m, struct dataset *ds,
                             const char *split)
 {
-    if (dataset_dim(ds) != model_input_size(m->model))
+    if (dataset_dim(ds) != kern_model_input_size(m->model))
         return cmd_fail(j, "model %s takes %d inputs, the '%s' split has %d per sample",
-                        model_spec(m->model), model_input_size(m->model), split, dataset_dim(ds));
+                        kern_model_spec(m->model), kern_model_input_size(m->model), split,
+                        dataset_dim(ds));
     return true;
 }
 
@@ -229,7 +232,9 @@ static bool model_parse(struct command_job *j, struct proto_args *a)
            cmd_arg_int(a, "seed", false, 0, INT64_MAX, &p->seed);
 }
 
-/* Creates the model and its initial parameters, not yet published. */
+/* Creates the model and its initial parameters, published (initialised on
+ * the device, which on cuda means on the host and uploaded: the same values
+ * on every device). */
 static struct ml_model *model_build(struct command_job *j, const struct model_params *p,
                                     struct store_tensor **params)
 {
@@ -237,10 +242,14 @@ static struct ml_model *model_build(struct command_job *j, const struct model_pa
     if (!m) return cmd_fail(j, "out of memory"), NULL;
     strcpy(m->name, p->name);
     *params = NULL;
-    if (model_create(p->arch, 0, &m->model, j->err, sizeof j->err) == 0) {
-        *params = cmd_new_tensor(j, p->name, model_param_count(m->model), false);
-        if (*params && model_init(m->model, (*params)->data, p->init, (uint64_t)p->seed, j->err,
-                                  sizeof j->err) == 0)
+    if (kern_model_create(devmirror_ctx(j->dev), p->arch, 0, &m->model, j->err, sizeof j->err) ==
+        0) {
+        *params = cmd_new_tensor(j, p->name, kern_model_param_count(m->model), false);
+        float *dst = *params ? devmirror_result(j->dev, *params, j->err, sizeof j->err) : NULL;
+        if (dst &&
+            kern_model_init(m->model, dst, p->init, (uint64_t)p->seed, j->err, sizeof j->err) ==
+                0 &&
+            devmirror_publish(j->dev, j->store, *params, j->err, sizeof j->err))
             return m;
     }
     store_tensor_release(*params);
@@ -260,7 +269,6 @@ static bool model_run(struct command_job *j)
         ml_model_free(*slot);
     }
     *slot = m;
-    store_publish(j->store, params);
     cmd_result_u64(j, "size", params->size);
     store_tensor_release(params);
     return true;
@@ -290,12 +298,15 @@ static bool grad_compute(struct command_job *j, const struct grad_params *p, str
     if (!ml_check_shapes(j, m, ds, "train") || !ml_scratch(j, (size_t)batch, dataset_dim(ds)) ||
         dataset_next_batch(ds, batch, j->ml->x, j->ml->y, j->err, sizeof j->err) != 0)
         return false;
-    struct store_tensor *out = cmd_new_tensor(j, p->out, params->size, false);
+    const float *dparams = devmirror_read(j->dev, params, j->err, sizeof j->err);
+    struct store_tensor *out = dparams ? cmd_new_tensor(j, p->out, params->size, false) : NULL;
     if (!out) return false;
-    bool ok = model_grad(m->model, params->data, j->ml->x, j->ml->y, batch, out->data, &loss,
-                         j->err, sizeof j->err) == 0;
+    float *dgrad = devmirror_result(j->dev, out, j->err, sizeof j->err);
+    bool ok = dgrad &&
+              kern_model_grad(m->model, dparams, j->ml->x, j->ml->y, batch, dgrad, &loss, j->err,
+                              sizeof j->err) == 0 &&
+              devmirror_publish(j->dev, j->store, out, j->err, sizeof j->err);
     if (ok) {
-        store_publish(j->store, out);
         cmd_result_f64(j, "loss", loss);
         cmd_result_u64(j, "batch", (uint64_t)batch);
         cmd_result_u64(j, "epoch", dataset_epoch(ds));
@@ -343,12 +354,12 @@ static void optim_override(float *field, double value)
 
 /* The model's optimizer configured by p: created on first use;
  * optim_configure resets it on a new method. */
-static struct optim *optim_prepare(struct command_job *j, const struct optim_params *p,
-                                   struct ml_model *m)
+static struct kern_optim *optim_prepare(struct command_job *j, const struct optim_params *p,
+                                        struct ml_model *m)
 {
     struct optim_config cfg;
     if (!p->method[0]) /* absent: the model's current method, or sgd */
-        cfg.method = m->optim ? optim_config(m->optim)->method : OPTIM_SGD;
+        cfg.method = m->optim ? kern_optim_config(m->optim)->method : OPTIM_SGD;
     else if (optim_method_parse(p->method, &cfg.method, j->err, sizeof j->err) != 0)
         return NULL;
     optim_config_default(&cfg, cfg.method);
@@ -358,30 +369,42 @@ static struct optim *optim_prepare(struct command_job *j, const struct optim_par
     optim_override(&cfg.beta2, p->beta2);
     optim_override(&cfg.eps, p->eps);
     optim_override(&cfg.weight_decay, p->weight_decay);
-    if (m->optim && optim_configure(m->optim, &cfg, j->err, sizeof j->err) != 0) return NULL;
+    if (m->optim && kern_optim_configure(m->optim, &cfg, j->err, sizeof j->err) != 0) return NULL;
     if (!m->optim &&
-        optim_create(&cfg, model_param_count(m->model), &m->optim, j->err, sizeof j->err) != 0)
+        kern_optim_create(devmirror_ctx(j->dev), &cfg, kern_model_param_count(m->model), &m->optim,
+                          j->err, sizeof j->err) != 0)
         return NULL;
     return m->optim;
 }
 
+/* The step itself, on the device copies of the parameters and gradient. */
+static void optim_step_device(struct command_job *j, struct kern_optim *o,
+                              const struct store_patch *params, const struct store_tensor *grad,
+                              size_t n)
+{
+    float *dparams = devmirror_patch(j->dev, params, j->err, sizeof j->err);
+    const float *dgrad = dparams ? devmirror_read(j->dev, grad, j->err, sizeof j->err) : NULL;
+    if (dgrad) kern_optim_step(o, dparams, dgrad, n, j->err, sizeof j->err);
+}
+
 /* One step on the parameters, patched in place (copied if a send holds them). */
 static bool optim_apply(struct command_job *j, const struct optim_params *p, struct ml_model *m,
-                        struct optim *o)
+                        struct kern_optim *o)
 {
     struct store_patch params;
     store_write_lock(j->store);
     bool ok = cmd_patch_begin(j, m->name, &params);
     struct store_tensor *grad = ok ? cmd_find(j, p->grad) : NULL;
-    size_t n = model_param_count(m->model);
+    size_t n = kern_model_param_count(m->model);
     if (grad && (params.t->size != n || grad->size != n))
         cmd_fail(j, "model %s has %zu parameters; '%s' has %" PRIu64 ", '%s' %" PRIu64,
-                 model_spec(m->model), n, m->name, params.t->size, p->grad, grad->size);
+                 kern_model_spec(m->model), n, m->name, params.t->size, p->grad, grad->size);
     else if (grad)
-        optim_step(o, params.t->data, grad->data, n, j->err, sizeof j->err);
+        optim_step_device(j, o, &params, grad, n);
     ok = grad && !j->err[0];
     store_tensor_release(grad);
-    if (params.t) store_patch_end(j->store, &params, ok);
+    if (params.t)
+        ok = devmirror_patch_end(j->dev, j->store, &params, ok, 0, n, j->err, sizeof j->err);
     store_write_unlock(j->store);
     return ok;
 }
@@ -390,10 +413,10 @@ static bool optim_run(struct command_job *j)
 {
     const struct optim_params *p = j->extra;
     struct ml_model *m = ml_model_find(j, p->model);
-    struct optim *o = m ? optim_prepare(j, p, m) : NULL;
+    struct kern_optim *o = m ? optim_prepare(j, p, m) : NULL;
     if (!o || !optim_apply(j, p, m, o)) return false;
-    cmd_result_u64(j, "steps", (uint64_t)optim_steps(o));
-    cmd_result_f64(j, "lr", optim_config(o)->lr);
+    cmd_result_u64(j, "steps", (uint64_t)kern_optim_steps(o));
+    cmd_result_f64(j, "lr", kern_optim_config(o)->lr);
     return true;
 }
 
@@ -420,7 +443,8 @@ static bool eval_samples(struct command_job *j, struct ml_model *m, struct datas
     for (size_t first = 0; first < limit; first += ML_EVAL_CHUNK) {
         size_t n = limit - first < ML_EVAL_CHUNK ? limit - first : ML_EVAL_CHUNK;
         if (dataset_read(ds, first, n, j->ml->x, j->ml->y, j->err, sizeof j->err) != 0 ||
-            model_eval(m->model, params, j->ml->x, j->ml->y, n, score, j->err, sizeof j->err) != 0)
+            kern_model_eval(m->model, params, j->ml->x, j->ml->y, n, score, j->err,
+                            sizeof j->err) != 0)
             return false;
     }
     return true;
@@ -437,7 +461,8 @@ static bool eval_run(struct command_job *j)
     size_t limit = dataset_size(ds);
     if (p->limit > 0 && (uint64_t)p->limit < limit) limit = (size_t)p->limit;
     struct model_score score = {0};
-    bool ok = eval_samples(j, m, ds, params->data, limit, &score);
+    const float *dparams = devmirror_read(j->dev, params, j->err, sizeof j->err);
+    bool ok = dparams && eval_samples(j, m, ds, dparams, limit, &score);
     store_tensor_release(params);
     if (!ok) return false;
     cmd_result_f64(j, "accuracy", model_score_accuracy(&score));

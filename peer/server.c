@@ -11,6 +11,7 @@
 
 #include "peer/commands.h"
 #include "peer/dataplane.h"
+#include "peer/devmirror.h"
 #include "peer/ml.h"
 #include "peer/store.h"
 #include "peer/worker.h"
@@ -252,7 +253,8 @@ static bool server_init(struct peer_server *s)
 {
     if (!server_open_fd(s)) return false;
     s->store = store_create();
-    s->ml = s->store ? ml_state_create() : NULL;
+    s->dev = s->store ? devmirror_create(s->cfg.kern) : NULL;
+    s->ml = s->dev ? ml_state_create() : NULL;
     s->worker = s->ml ? worker_create(s->loop, s->cfg.speed) : NULL;
     if (!s->worker) {
         peer_server_log(s, "cannot start the worker: %s", strerror(errno));
@@ -307,7 +309,8 @@ bool peer_server_destroy(struct peer_server *s)
      * store; jobs a transfer kept (send) are cancelled by the data plane. */
     if (!worker_destroy(s->worker)) return false;
     dataplane_destroy(s->dataplane);
-    ml_state_destroy(s->ml);
+    ml_state_destroy(s->ml); /* its models and optimizers free device memory */
+    devmirror_destroy(s->dev);
     store_destroy(s->store);
     proto_reader_destroy(&s->reader);
     peer_buffer_free(&s->out);

@@ -23,6 +23,8 @@ struct store;
 struct worker;
 struct dataplane;
 struct ml_state;
+struct kern_ctx;
+struct devmirror;
 
 struct peer_config {
     int control_fd;
@@ -31,6 +33,8 @@ struct peer_config {
     int data_port;    /* 0: any free port (stats reports it as data_port) */
     int threads;      /* BLAS threads */
     double speed;
+    struct kern_ctx *kern; /* the compute device, opened by the caller, who closes it after
+                              the server is destroyed */
 };
 
 /* A growable byte buffer that a msgpack_packer writes into
@@ -58,6 +62,7 @@ struct peer_server {
     struct store *store;
     struct worker *worker;
     struct ml_state *ml;
+    struct devmirror *dev; /* device copies of tensors, on cfg.kern */
     struct dataplane *dataplane;
     uint64_t commands; /* requests received */
     int exit_status;

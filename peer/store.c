@@ -18,6 +18,19 @@ struct store {
     uint64_t count, bytes;
 };
 
+/* Source of tensor generations (store.h); 0 is never handed out. */
+static atomic_uint_fast64_t store_next_gen = 1;
+
+static void store_tensor_renew(struct store_tensor *t)
+{
+    atomic_store_explicit(&t->gen, atomic_fetch_add(&store_next_gen, 1), memory_order_relaxed);
+}
+
+uint64_t store_tensor_gen(const struct store_tensor *t)
+{
+    return atomic_load_explicit(&((struct store_tensor *)t)->gen, memory_order_relaxed);
+}
+
 /* FNV-1a: short names, few of them; no need for anything stronger. */
 static uint64_t store_hash(const char *name)
 {
@@ -86,6 +99,8 @@ struct store_tensor *store_tensor_new(const char *name, uint64_t size, bool zero
     t->size = size;
     t->next = NULL;
     atomic_init(&t->refs, 1);
+    atomic_init(&t->gen, 0);
+    store_tensor_renew(t);
     return t;
 }
 
@@ -159,6 +174,7 @@ static struct store_tensor *store_replace(struct store *s, struct store_tensor *
     struct store_tensor *old = *slot;
     t->next = old ? old->next : NULL;
     *slot = t;
+    store_tensor_renew(t); /* its elements may be new to readers (a recycled tensor) */
     if (old) {
         old->next = NULL;
         s->count--;
@@ -258,7 +274,9 @@ int store_patch_begin(struct store *s, const char *name, struct store_patch *p)
         errno = ENOENT;
         return -1;
     }
+    p->gen_before = store_tensor_gen(t);
     if (exclusive) {
+        store_tensor_renew(t); /* about to be written in place */
         p->t = t;
         return 0;
     }
@@ -308,6 +326,7 @@ int store_patch_range(struct store *s, const char *name, uint64_t offset, const 
     if (!err && atomic_load(&t->refs) == 1) {
         /* Under the lock: a reader would take a reference first, and cannot. */
         memcpy(t->data + offset, src, count * sizeof(float));
+        store_tensor_renew(t);
         pthread_mutex_unlock(&s->lock);
         return 0;
     }

@@ -25,7 +25,14 @@
  *     there first the patch is dropped, as if it had happened just before
  *     the replacement.
  * The write lock serialises patchers (the worker and the data plane's range
- * receives), so two patches never race on one tensor. */
+ * receives), so two patches never race on one tensor.
+ *
+ * Generations: every tensor carries `gen`, a number unique in the process
+ * that changes whenever its elements may have changed where a reader could
+ * see it: it is fresh when the tensor is created, when it is published
+ * (a recycled tensor gets a new one) and when a patch writes it in place.
+ * Two looks at a tensor with equal gen saw the same elements, which is what
+ * a GPU peer's device copies are checked against (peer/devmirror.h). */
 #pragma once
 
 #include <stdatomic.h>
@@ -43,6 +50,7 @@ struct store_tensor {
     /* Private to store.c: */
     struct store_tensor *next; /* hash chain, guarded by the store's mutex */
     atomic_uint refs;
+    atomic_uint_fast64_t gen; /* read it with store_tensor_gen */
 };
 
 struct store;
@@ -61,6 +69,8 @@ void store_tensor_hold(struct store_tensor *t);
 /* True when the caller's reference is the only one: nobody else can see the
  * tensor, so its memory may be reused. */
 bool store_tensor_sole(const struct store_tensor *t);
+/* The tensor's generation (see the top of this file); never 0. */
+uint64_t store_tensor_gen(const struct store_tensor *t);
 /* Returns one reference; frees the tensor with the last one. NULL is a no-op. */
 void store_tensor_release(struct store_tensor *t);
 
@@ -89,6 +99,7 @@ void store_write_unlock(struct store *s);
 struct store_patch {
     struct store_tensor *t;    /* write here; the caller holds a reference */
     struct store_tensor *orig; /* the published tensor when t is a private copy */
+    uint64_t gen_before;       /* generation of the elements the patch starts from */
 };
 /* With the write lock held: the tensor called name, ready to be written.
  * 0, or -1 with errno ENOENT (no such tensor) or ENOMEM (copy failed).

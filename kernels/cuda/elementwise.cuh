@@ -4,7 +4,8 @@
  * The kernels (dense.cu, optim.cu) call these on the GPU; the host test
  * tests/unit/test_cuda_host.cu calls the same functions on the CPU and
  * compares them with kernels/cpu/, which is how the arithmetic is checked on
- * machines without a GPU. Each mirrors its kernels/cpu/ counterpart
+ * machines without a GPU (and the fake module of tests/unit uses them to
+ * stand in for a GPU in the peer's tests). Each mirrors its kernels/cpu/ counterpart
  * expression for expression (model.c bias_relu_rows, relu_mask,
  * softmax_xent; optim.c step_*), so results agree to rounding (nvcc may
  * contract a multiply-add into an FMA). */
@@ -13,7 +14,13 @@
 #include <math.h>
 #include <stdint.h>
 
+#ifdef __CUDACC__
 #define KERN_HD __host__ __device__ inline
+#else
+/* Plain C or C++: the fake CUDA module of the unit tests
+ * (tests/unit/fake_cuda_module.c) runs this arithmetic on the CPU. */
+#define KERN_HD static inline
+#endif
 
 /* y = x + b, then ReLU when asked. */
 KERN_HD float kern_bias_relu(float x, float bias, int relu)

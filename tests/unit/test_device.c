@@ -4,6 +4,7 @@
  * which models each device runs, the CUDA module loader's errors, and the
  * cpu context's dispatch to kernels/cpu/. Runs everywhere. */
 #include <cblas.h>
+#include <math.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,6 +87,65 @@ static void test_module_errors(void)
         int status = -1;
         CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
         CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "module %s", modules[i]);
+    }
+}
+
+/* The fake module of the unit tests (tests/unit/fake_cuda_module.c) stands
+ * in for a GPU only if it catches what a GPU would: host pointers given as
+ * device memory, device pointers given as host memory, overruns, and reads
+ * of memory never uploaded (NaN). Checked in a child with the module loaded. */
+static int fake_module_child(void)
+{
+    char why[768];
+    struct kern_ctx *ctx;
+    float host[4] = {1, 2, 3, 4}, *d, back[5];
+    double v;
+    int bad = 0;
+    bad |= kern_ctx_create(KERN_DEVICE_CUDA, &ctx, why, sizeof why) != 0;
+    if (bad) return fprintf(stderr, "open: %s\n", why), 1;
+    bad |= !strstr(kern_ctx_describe(ctx), "fake") << 1;
+    bad |= (kern_alloc(ctx, 4, &d, why, sizeof why) != 0) << 2;
+    bad |= (kern_axpy(ctx, 4, 1.0f, host, d, why, sizeof why) != -1 ||
+            !strstr(why, "fake cuda axpy: x") || !strstr(why, "is not device memory"))
+           << 3;
+    bad |= (kern_download(ctx, back, d, 5, why, sizeof why) != -1) << 4; /* overrun */
+    bad |= (kern_upload(ctx, d, d, 4, why, sizeof why) != -1 || !strstr(why, "not host")) << 5;
+    bad |= (kern_download(ctx, back, d, 4, why, sizeof why) != 0 || !isnan(back[3])) << 6;
+    bad |= (kern_upload(ctx, d, host, 4, why, sizeof why) != 0 ||
+            kern_norm(ctx, 4, d, &v, why, sizeof why) != 0 || v != sqrt(30.0))
+           << 7;
+    kern_free(ctx, d);
+    kern_ctx_destroy(ctx);
+    if (bad) fprintf(stderr, "fake module: failed checks 0x%x (last: %s)\n", bad, why);
+    return bad != 0;
+}
+
+/* A machine without a GPU, as the fake module shows it. */
+static int fake_no_device_child(void)
+{
+    char why[768];
+    setenv("HIERNET_FAKE_CUDA_DEVICES", "0", 1);
+    int ok = kern_device_available(KERN_DEVICE_CUDA, why, sizeof why) == 0 &&
+             strncmp(why, "no CUDA device: ", 16) == 0;
+    if (!ok) fprintf(stderr, "no device: %s\n", why);
+    return !ok;
+}
+
+static void test_fake_module(void)
+{
+    const char *fake = getenv("HIERNET_FAKE_CUDA_MODULE");
+    if (!kern_device_built(KERN_DEVICE_CUDA) || !fake) return;
+    int (*children[])(void) = {fake_module_child, fake_no_device_child};
+    for (int i = 0; i < 2; i++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("HIERNET_CUDA_MODULE", fake, 1);
+            _exit(children[i]());
+        }
+        int status = -1;
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fake module check %d", i);
     }
 }
 
@@ -185,6 +245,7 @@ int main(void)
 {
     test_names();
     test_module_errors(); /* first: its children must not inherit a loaded module */
+    test_fake_module();
     test_availability();
     test_model_support();
     struct kern_ctx *ctx;

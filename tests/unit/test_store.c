@@ -161,8 +161,52 @@ static void test_threads(void)
     store_destroy(s);
 }
 
+/* A generation changes with every write a reader could see: publish (also
+ * of a recycled tensor), in-place patches and range patches; a copy on
+ * write is a tensor of its own. */
+static void test_generations(void)
+{
+    struct store *s = store_create();
+    struct store_tensor *a = store_tensor_new("a", 4, true), *b = store_tensor_new("b", 4, true);
+    uint64_t g0 = store_tensor_gen(a);
+    CHECK(g0 != 0 && store_tensor_gen(b) != g0);
+    store_publish(s, a);
+    uint64_t g1 = store_tensor_gen(a);
+    CHECK(g1 != g0 && store_tensor_gen(a) == g1); /* stable while untouched */
+    store_tensor_release(a);
+
+    struct store_patch p;
+    store_write_lock(s);
+    CHECK(store_patch_begin(s, "a", &p) == 0 && p.t == a && !p.orig); /* in place */
+    uint64_t g2 = store_tensor_gen(a);
+    CHECK(g2 != g1);
+    store_patch_end(s, &p, true);
+    float one = 1;
+    uint64_t size;
+    CHECK(store_patch_range(s, "a", 1, &one, 1, &size) == 0); /* in place */
+    struct store_tensor *held = store_find(s, "a");
+    CHECK(held == a && store_tensor_gen(a) != g2);
+    uint64_t g3 = store_tensor_gen(a);
+    CHECK(store_patch_range(s, "a", 2, &one, 1, &size) == 0); /* copy on write */
+    CHECK(store_tensor_gen(held) == g3);
+    struct store_tensor *now = store_find(s, "a");
+    CHECK(now != held && store_tensor_gen(now) != g3 && now->data[2] == 1 && held->data[2] == 0);
+    store_write_unlock(s);
+
+    /* Republishing a tensor (the data plane recycles received ones) renews it. */
+    store_drop(s, "a");
+    uint64_t g4 = store_tensor_gen(now);
+    store_publish(s, now);
+    CHECK(store_tensor_gen(now) != g4);
+    store_tensor_release(now);
+    store_tensor_release(held);
+    store_tensor_release(b);
+    store_destroy(s);
+}
+
 int main(void)
 {
+    test_generations();
     test_new_limits();
     test_publish_find_drop();
     test_replace();

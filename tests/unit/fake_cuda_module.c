@@ -1,0 +1,376 @@
+/* fake_cuda_module.c — a stand-in for libhiernet_cuda.so on machines without
+ * a GPU, for the unit tests only (built as build/tests/libhiernet_fake_cuda.so
+ * when the CUDA module itself is built).
+ *
+ * It exports the same hiernet_cuda_ops table (same ABI number and size, so
+ * kernels/device.c loads it through $HIERNET_CUDA_MODULE like the real one)
+ * and computes on the CPU: vectors with kernels/cpu/vec.c, dense models with
+ * kernels/cpu/model.c, optimizer steps with the element functions the GPU
+ * kernels use (kernels/cuda/elementwise.cuh). So a "cuda" context or peer
+ * runs every CUDA code path of device.c and of the peer, with results that
+ * can be compared with the cpu ones.
+ *
+ * What makes it a test rather than a second CPU backend: "device memory" is a
+ * tracked pool. Every buffer this module hands out is registered and
+ * poisoned with NaN; every pointer a call takes as device memory must lie
+ * inside one registered buffer (with all the elements the call touches),
+ * and every pointer it takes as host memory must lie outside all of them.
+ * A host pointer passed where a device one belongs, a device pointer used
+ * as host memory, an overrun, or a read of memory never uploaded (NaN) is
+ * an error or a wrong result, as it would be on a GPU, instead of silently
+ * working because both are host memory.
+ *
+ * Environment: HIERNET_FAKE_CUDA_DEVICES=0 makes the device count fail (a
+ * machine without a GPU); HIERNET_FAKE_CUDA_CTX_ERROR=text makes opening a
+ * context fail with that text (a GPU that cannot be used). */
+#include <cblas.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/elementwise.cuh"
+#include "kernels/kern_error.h"
+#include "kernels/model.h"
+#include "kernels/optim.h"
+#include "kernels/vec.h"
+
+/* ---- the device-memory pool ---- */
+
+struct block {
+    const char *base;
+    size_t bytes;
+};
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct block *pool;
+static size_t pool_count, pool_cap;
+
+/* The index of the block holding p, or -1. Called with the lock held. */
+static long pool_find(const void *p)
+{
+    const char *c = p;
+    for (size_t i = 0; i < pool_count; i++)
+        if (c >= pool[i].base && c < pool[i].base + pool[i].bytes) return (long)i;
+    return -1;
+}
+
+/* [p, p + bytes) lies inside one device buffer (any p for 0 bytes: a
+ * zero-length call dereferences nothing, on a GPU neither). */
+static bool on_device(const void *p, size_t bytes)
+{
+    if (bytes == 0) return true;
+    pthread_mutex_lock(&pool_lock);
+    long i = p ? pool_find(p) : -1;
+    bool ok = i >= 0 && (size_t)((const char *)p - pool[i].base) + bytes <= pool[i].bytes;
+    pthread_mutex_unlock(&pool_lock);
+    return ok;
+}
+
+/* [p, p + bytes) touches no device buffer. */
+static bool on_host(const void *p, size_t bytes)
+{
+    if (bytes == 0) return true;
+    pthread_mutex_lock(&pool_lock);
+    bool ok = p != NULL && pool_find(p) < 0 && pool_find((const char *)p + bytes - 1) < 0;
+    pthread_mutex_unlock(&pool_lock);
+    return ok;
+}
+
+#define NEED_DEVICE(what, ptr, nbytes)                                                             \
+    do {                                                                                           \
+        if (!on_device((ptr), (nbytes)))                                                           \
+            return kern_fail(err, errlen, "fake cuda %s: %s (%p, %zu bytes) is not device memory", \
+                             (what), #ptr, (const void *)(ptr), (size_t)(nbytes));                 \
+    } while (0)
+
+#define NEED_HOST(what, ptr, nbytes)                                                               \
+    do {                                                                                           \
+        if (!on_host((ptr), (nbytes)))                                                             \
+            return kern_fail(err, errlen, "fake cuda %s: %s (%p) is device memory, not host",      \
+                             (what), #ptr, (const void *)(ptr));                                   \
+    } while (0)
+
+static int pool_add(char *base, size_t bytes)
+{
+    pthread_mutex_lock(&pool_lock);
+    if (pool_count == pool_cap) {
+        size_t cap = pool_cap ? 2 * pool_cap : 64;
+        struct block *grown = realloc(pool, cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&pool_lock);
+            return -1;
+        }
+        pool = grown;
+        pool_cap = cap;
+    }
+    pool[pool_count++] = (struct block){base, bytes};
+    pthread_mutex_unlock(&pool_lock);
+    return 0;
+}
+
+/* ---- discovery and contexts ---- */
+
+struct kern_cuda_ctx {
+    int ordinal;
+};
+
+static int device_count(int *count, char *why, size_t whylen)
+{
+    const char *env = getenv("HIERNET_FAKE_CUDA_DEVICES");
+    *count = env ? atoi(env) : 1;
+    if (*count > 0) return 0;
+    *count = 0;
+    return kern_fail(why, whylen,
+                     "no CUDA-capable device is detected (fake module, "
+                     "HIERNET_FAKE_CUDA_DEVICES=%s)",
+                     env);
+}
+
+static int ctx_create(int ordinal, struct kern_cuda_ctx **out, char *describe, size_t describelen,
+                      char *err, size_t errlen)
+{
+    *out = NULL;
+    const char *fail = getenv("HIERNET_FAKE_CUDA_CTX_ERROR");
+    if (fail && *fail) return kern_fail(err, errlen, "cuda set device: %s (fake)", fail);
+    struct kern_cuda_ctx *c = calloc(1, sizeof *c);
+    if (!c) return kern_fail(err, errlen, "fake cuda: out of memory");
+    c->ordinal = ordinal;
+    snprintf(describe, describelen, "cuda:%d fake (host memory, tests only)", ordinal);
+    *out = c;
+    return 0;
+}
+
+static void ctx_destroy(struct kern_cuda_ctx *c)
+{
+    free(c);
+}
+
+/* ---- memory ---- */
+
+static int mem_alloc(struct kern_cuda_ctx *c, size_t n, float **out, char *err, size_t errlen)
+{
+    size_t count = n ? n : 1;
+    float *p = malloc(count * sizeof(float));
+    if (!p || pool_add((char *)p, count * sizeof(float)) < 0) {
+        free(p);
+        return kern_fail(err, errlen, "fake cuda: cannot allocate %zu floats", n);
+    }
+    /* Uninitialised device memory reads as NaN: a missing upload shows. */
+    for (size_t i = 0; i < count; i++)
+        p[i] = NAN;
+    *out = p;
+    return 0;
+}
+
+static void mem_free(struct kern_cuda_ctx *c, float *p)
+{
+    if (!p) return;
+    pthread_mutex_lock(&pool_lock);
+    long i = pool_find(p);
+    bool ok = i >= 0 && pool[i].base == (const char *)p;
+    if (ok) pool[i] = pool[--pool_count];
+    pthread_mutex_unlock(&pool_lock);
+    if (!ok) {
+        /* cudaFree of a host pointer: a bug in the caller, stop here. */
+        fprintf(stderr, "fake cuda: free of %p, which is not a device buffer\n", (void *)p);
+        abort();
+    }
+    free(p);
+}
+
+static int mem_copy(struct kern_cuda_ctx *c, void *dst, const void *src, size_t bytes,
+                    enum kern_cuda_copy kind, char *err, size_t errlen)
+{
+    static const char *const names[] = {"copy to device", "copy to host", "copy on device"};
+    if (kind == KERN_CUDA_TO_HOST)
+        NEED_HOST(names[kind], dst, bytes);
+    else
+        NEED_DEVICE(names[kind], dst, bytes);
+    if (kind == KERN_CUDA_TO_DEVICE)
+        NEED_HOST(names[kind], src, bytes);
+    else
+        NEED_DEVICE(names[kind], src, bytes);
+    if (bytes) memmove(dst, src, bytes);
+    return 0;
+}
+
+/* ---- vectors ---- */
+
+static int fill(struct kern_cuda_ctx *c, size_t n, float value, float *x, char *err, size_t errlen)
+{
+    NEED_DEVICE("fill", x, n * sizeof(float));
+    vec_fill(n, value, x);
+    return 0;
+}
+
+static int axpy(struct kern_cuda_ctx *c, size_t n, float alpha, const float *x, float *y, char *err,
+                size_t errlen)
+{
+    NEED_DEVICE("axpy", x, n * sizeof(float));
+    NEED_DEVICE("axpy", y, n * sizeof(float));
+    vec_axpy(n, alpha, x, y);
+    return 0;
+}
+
+static int scale(struct kern_cuda_ctx *c, size_t n, float alpha, float *x, char *err, size_t errlen)
+{
+    NEED_DEVICE("scale", x, n * sizeof(float));
+    vec_scale(n, alpha, x);
+    return 0;
+}
+
+static int dot(struct kern_cuda_ctx *c, size_t n, const float *x, const float *y, double *out,
+               char *err, size_t errlen)
+{
+    NEED_DEVICE("dot", x, n * sizeof(float));
+    NEED_DEVICE("dot", y, n * sizeof(float));
+    *out = vec_dot(n, x, y);
+    return 0;
+}
+
+/* Bytes a row-major rows x cols operand with leading dimension ld spans. */
+static size_t extent(int rows, int cols, int ld)
+{
+    return rows && cols ? ((size_t)(rows - 1) * ld + cols) * sizeof(float) : 0;
+}
+
+static int sgemm(struct kern_cuda_ctx *c, int ta, int tb, int m, int n, int k, float alpha,
+                 const float *a, int lda, const float *b, int ldb, float beta, float *cm, int ldc,
+                 char *err, size_t errlen)
+{
+    NEED_DEVICE("sgemm", a, extent(ta ? k : m, ta ? m : k, lda));
+    NEED_DEVICE("sgemm", b, extent(tb ? n : k, tb ? k : n, ldb));
+    NEED_DEVICE("sgemm", cm, extent(m, n, ldc));
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, alpha, a, lda, b, ldb, beta, cm, ldc);
+    return 0;
+}
+
+/* ---- dense models: kernels/cpu/model.c on pool memory ---- */
+
+struct kern_cuda_dense {
+    struct model *model;
+};
+
+static int dense_create(struct kern_cuda_ctx *c, const struct kern_cuda_dense_spec *spec,
+                        struct kern_cuda_dense **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    char text[512];
+    int len = snprintf(text, sizeof text, "%s", spec->count == 2 ? "logreg" : "mlp");
+    for (int i = 0; i < spec->count && len < (int)sizeof text; i++)
+        len +=
+            snprintf(text + len, sizeof text - (size_t)len, "%c%d", i ? '-' : ':', spec->sizes[i]);
+    struct kern_cuda_dense *d = calloc(1, sizeof *d);
+    if (!d) return kern_fail(err, errlen, "fake cuda: out of memory");
+    if (model_create(text, 0, &d->model, err, errlen) < 0) {
+        free(d);
+        return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+static void dense_destroy(struct kern_cuda_dense *d)
+{
+    if (!d) return;
+    model_destroy(d->model);
+    free(d);
+}
+
+static int dense_reserve(struct kern_cuda_dense *d, int batch, char *err, size_t errlen)
+{
+    return model_reserve(d->model, batch, err, errlen);
+}
+
+static int dense_run(struct kern_cuda_dense *d, const float *params, const float *host_x,
+                     const int32_t *host_labels, int batch, float *grad, double *loss_sum,
+                     size_t *correct, char *err, size_t errlen)
+{
+    size_t np = model_param_count(d->model) * sizeof(float);
+    NEED_DEVICE("model pass", params, np);
+    if (grad) NEED_DEVICE("model pass", grad, np);
+    NEED_HOST("model pass", host_x, (size_t)batch * model_input_size(d->model) * sizeof(float));
+    NEED_HOST("model pass", host_labels, (size_t)batch * sizeof(int32_t));
+    if (!grad) {
+        struct model_score s = {0};
+        if (model_eval(d->model, params, host_x, host_labels, (size_t)batch, &s, err, errlen) < 0)
+            return -1;
+        *loss_sum = s.loss_sum;
+        *correct = s.correct;
+        return 0;
+    }
+    float loss;
+    if (model_grad(d->model, params, host_x, host_labels, batch, grad, &loss, err, errlen) < 0)
+        return -1;
+    /* Exact: a float times an int below 2^29 fits a double, and divides back. */
+    *loss_sum = (double)loss * batch;
+    *correct = 0;
+    return 0;
+}
+
+/* ---- optimizers: the GPU kernels' element functions ---- */
+
+static int fake_optim_step(struct kern_cuda_ctx *c, const struct kern_cuda_optim_step *h, float *p,
+                           const float *g, float *first, float *second, size_t n, char *err,
+                           size_t errlen)
+{
+    size_t bytes = n * sizeof(float);
+    NEED_DEVICE("optimizer", p, bytes);
+    NEED_DEVICE("optimizer", g, bytes);
+    if (h->method != OPTIM_SGD) NEED_DEVICE("optimizer", first, bytes);
+    if (h->method == OPTIM_ADAM) NEED_DEVICE("optimizer", second, bytes);
+    for (size_t i = 0; i < n; i++) {
+        switch (h->method) {
+        case OPTIM_SGD:
+            kern_sgd(&p[i], g[i], h->lr, h->weight_decay);
+            break;
+        case OPTIM_MOMENTUM:
+        case OPTIM_NESTEROV:
+            kern_momentum(&p[i], g[i], &first[i], h->lr, h->momentum, h->weight_decay,
+                          h->method == OPTIM_NESTEROV);
+            break;
+        case OPTIM_ADAM:
+            kern_adam(&p[i], g[i], &first[i], &second[i], h->lr, h->beta1, h->beta2, h->eps,
+                      h->weight_decay, h->c1, h->c2);
+            break;
+        default:
+            return kern_fail(err, errlen, "fake cuda optimizer: unknown method %d", h->method);
+        }
+    }
+    return 0;
+}
+
+/* ---- the entry point ---- */
+
+static const struct kern_cuda_ops ops = {
+    .abi = KERN_CUDA_ABI,
+    .size = sizeof(struct kern_cuda_ops),
+    .architectures = "fake",
+    .device_count = device_count,
+    .ctx_create = ctx_create,
+    .ctx_destroy = ctx_destroy,
+    .alloc = mem_alloc,
+    .free = mem_free,
+    .copy = mem_copy,
+    .fill = fill,
+    .axpy = axpy,
+    .scale = scale,
+    .dot = dot,
+    .sgemm = sgemm,
+    .dense_create = dense_create,
+    .dense_destroy = dense_destroy,
+    .dense_reserve = dense_reserve,
+    .dense_run = dense_run,
+    .optim_step = fake_optim_step,
+};
+
+__attribute__((visibility("default"))) const struct kern_cuda_ops *hiernet_cuda_ops(void)
+{
+    return &ops;
+}
