@@ -398,6 +398,8 @@ int main(void)
     set_peers(&b, 2, names, addrs);
 
     send_and_check(&a, &b, "t1m", 1023, 256);   /* 1 MB */
+    /* Not a whole number of the sender's 256 KB writes: 4 and a part. */
+    send_and_check(&a, &b, "t_odd", 99, 3001);
     send_and_check(&a, &b, "t64m", 4095, 4096); /* 64 MB */
     send_and_check(&b, &a, "t64m", 4095, 4096); /* back, into the existing tensor */
     test_concurrent(&a, &b);
