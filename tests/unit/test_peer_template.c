@@ -84,13 +84,14 @@ static void test_peer_is_a_working_child(void)
     if (pid <= 0) return;
     peer_client_adopt(pc, pid);
     CHECK(parent_of(pid) == getpid());
-    char line[1024];
-    read_command_line(pid, line, sizeof line);
-    CHECK_CONTAINS(line, "hiernet-peer --control-fd 3 --node tpl1 --data-port 0");
     int answered = 0;
     CHECK(peer_client_call_sync(pc, "ping", NULL, 0, 5.0, on_ping, &answered, err, sizeof err) ==
           0);
     CHECK(answered == 1);
+    /* Written before the peer serves: certain once it has answered. */
+    char line[1024];
+    read_command_line(pid, line, sizeof line);
+    CHECK_CONTAINS(line, "hiernet-peer --control-fd 3 --node tpl1 --data-port 0");
     peer_client_close(pc); /* EOF: the peer exits by itself */
     double t0 = now_s();
     while (!peer_client_exited(pc) && now_s() - t0 < 5) ev_run(ev_default_loop(0), EVRUN_ONCE);
