@@ -195,6 +195,9 @@ static void add_link_ends(struct topo_kernel *k, int node, struct topo_nl_batch 
         if (!is_a)
             topo_nl_batch_add(b, topo_nl_link_updown_build(ifindex, 1), "node %s: %s up",
                               net->nodes[node].name, ifname);
+        if (net->nodes[node].kind == TOPO_NODE_HOST)
+            topo_nl_batch_add(b, topo_nl_link_router_build(ifindex), "node %s: forwarding on %s",
+                              net->nodes[node].name, ifname);
         if (addr)
             topo_nl_batch_add(b, topo_nl_addr_build(ifindex, addr, link->prefix_len),
                               "node %s: address of %s", net->nodes[node].name, ifname);

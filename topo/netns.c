@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,26 +123,49 @@ void topo_netns_close(struct topo_netns *ns)
     ns->fd = -1;
 }
 
-/* Router settings: forwarding on; reverse-path filtering off because
- * shortest-path routes need not be symmetric; no ICMP redirects, since a
- * node forwarding within one switch segment would otherwise send them. */
+/* Whether new namespaces copy the host's IPv4 settings
+ * (net.core.devconf_inherit_init_net 1 or 3) rather than the kernel's
+ * defaults. Read once: it is the host's and does not change under us. */
+static pthread_once_t host_probe_once = PTHREAD_ONCE_INIT;
+static bool host_inherits_conf, host_has_ipv6;
+
+/* Runs in the caller's namespace, before any thread enters a new one: the
+ * setting exists only in the initial namespace. Unreadable (we run in a
+ * container's namespace) counts as inheriting, the cautious side. */
+static void netns_probe_host(void)
+{
+    char v[8] = "";
+    int fd = open("/proc/sys/net/core/devconf_inherit_init_net", O_RDONLY | O_CLOEXEC);
+    host_inherits_conf = true;
+    if (fd >= 0 && read(fd, v, sizeof v - 1) > 0) host_inherits_conf = v[0] == '1' || v[0] == '3';
+    if (fd >= 0) close(fd);
+    host_has_ipv6 = access("/proc/sys/net/ipv6", F_OK) == 0;
+}
+
+
+/* Router settings the interfaces cannot carry alone. Forwarding, rp_filter
+ * and redirects are set per interface through netlink
+ * (topo_nl_link_router_build), because every /proc/sys path lookup here
+ * costs O(namespaces) in the kernel (the dcache keeps one entry per
+ * namespace under the same name): a 1000-node start spent 10% of its CPU
+ * on seven such writes per namespace. What must stay: conf/all/
+ * send_redirects, which the kernel ORs with the interface's (a node
+ * forwarding within one switch segment would send redirects), and where
+ * namespaces inherit the host's settings, its reverse-path filter, which
+ * the kernel combines by maximum. */
 static int netns_setup_forwarding(char *err, size_t errlen)
 {
-    static const char *const keys[] = {
-        "net/ipv4/ip_forward", "net/ipv4/conf/all/rp_filter", "net/ipv4/conf/default/rp_filter",
-        "net/ipv4/conf/all/send_redirects", "net/ipv4/conf/default/send_redirects"};
-    static const char *const values[] = {"1", "0", "0", "0", "0"};
-
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (topo_netns_sysctl_write(keys[i], values[i], err, errlen) < 0) return -1;
-    return 0;
+    if (topo_netns_sysctl_write("net/ipv4/conf/all/send_redirects", "0", err, errlen) < 0)
+        return -1;
+    if (!host_inherits_conf) return 0;
+    return topo_netns_sysctl_write("net/ipv4/conf/all/rp_filter", "0", err, errlen);
 }
 
 /* Links made later copy conf/default; lo keeps ::1. A kernel without IPv6
  * has no such file, which is what we want anyway. */
 static int netns_setup_no_ipv6(char *err, size_t errlen)
 {
-    if (access("/proc/sys/net/ipv6", F_OK) < 0) return 0;
+    if (!host_has_ipv6) return 0;
     return topo_netns_sysctl_write("net/ipv6/conf/default/disable_ipv6", "1", err, errlen);
 }
 
@@ -191,6 +215,7 @@ static int netns_create_here(struct topo_netns *ns, unsigned flags, char *err, s
 
 int topo_netns_create(struct topo_netns *ns, unsigned flags, char *err, size_t errlen)
 {
+    pthread_once(&host_probe_once, netns_probe_host);
     int home = netns_open_self(err, errlen);
     char leave_err[256];
 
@@ -250,6 +275,7 @@ int topo_netns_create_many(struct topo_netns *ns, size_t count, unsigned flags, 
     unsigned started = 0, n = netns_thread_count(threads, count);
     int failed = 0;
 
+    pthread_once(&host_probe_once, netns_probe_host);
     for (size_t i = 0; i < count; i++)
         ns[i] = (struct topo_netns){.fd = -1};
     for (unsigned t = 0; t < n; t++) {

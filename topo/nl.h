@@ -125,6 +125,13 @@ struct nl_msg *topo_nl_link_updown_build(int ifindex, int up);
 int topo_nl_link_set_up(struct nl_sock *sock, int ifindex, int up, const char *name, char *err,
                         size_t errlen);
 
+/* Makes ifindex a router's interface, through its IPv4 devconf (what
+ * /proc/sys/net/ipv4/conf/IF/ would set, without a path lookup there, which
+ * costs O(namespaces) in the kernel): forwarding on, no reverse-path filter
+ * (routes may be asymmetric), no ICMP redirects. The namespace's
+ * conf/all/send_redirects must be 0 too (the kernel ORs the two). */
+struct nl_msg *topo_nl_link_router_build(int ifindex);
+
 /* Deletes a link (for a veth, both ends go). */
 struct nl_msg *topo_nl_link_delete_build(int ifindex);
 int topo_nl_link_delete(struct nl_sock *sock, int ifindex, const char *name, char *err,

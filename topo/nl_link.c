@@ -16,7 +16,9 @@
 
 #include <netlink/attr.h>
 #include <netlink/msg.h>
+#include <linux/ip.h>
 #include <netlink/route/link.h>
+#include <netlink/route/link/inet.h>
 #include <netlink/route/link/veth.h>
 
 /* The kernel's dev_valid_name(), checked here for a clearer message. */
@@ -137,6 +139,19 @@ static const char *link_label(const char *name, int ifindex, char *buf, size_t b
     if (name && *name) return name;
     snprintf(buf, buflen, "ifindex %d", ifindex);
     return buf;
+}
+
+static void link_edit_router(struct rtnl_link *link, int unused)
+{
+    (void)unused;
+    rtnl_link_inet_set_conf(link, IPV4_DEVCONF_FORWARDING, 1);
+    rtnl_link_inet_set_conf(link, IPV4_DEVCONF_RP_FILTER, 0);
+    rtnl_link_inet_set_conf(link, IPV4_DEVCONF_SEND_REDIRECTS, 0);
+}
+
+struct nl_msg *topo_nl_link_router_build(int ifindex)
+{
+    return link_change_build(ifindex, link_edit_router, 0);
 }
 
 struct nl_msg *topo_nl_link_master_build(int ifindex, int master_ifindex)

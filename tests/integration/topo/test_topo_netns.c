@@ -112,6 +112,10 @@ static void test_line(unsigned long *inodes)
     route(&ns[2], NULL, 0, "10.250.0.5", b0, "10.251.0.3");
     route(&ns[1], "10.251.0.1", 32, "10.250.0.1", r0, "10.251.0.2");
     route(&ns[1], "10.251.0.3", 32, "10.250.0.6", r1, "10.251.0.2");
+    /* Without forwarding on R's interfaces nothing crosses R. */
+    CHECK_MSG(helper_ping(ns[0].fd, "10.251.0.3") != 0, "R forwards before it is a router");
+    CHECK_OK(topo_nl_run(ns[1].sock, topo_nl_link_router_build(r0), err, sizeof err, "router r0"));
+    CHECK_OK(topo_nl_run(ns[1].sock, topo_nl_link_router_build(r1), err, sizeof err, "router r1"));
 
     CHECK_MSG(helper_ping(ns[0].fd, "10.251.0.3") == 0, "A cannot reach B's node address");
     CHECK_MSG(helper_ping(ns[2].fd, "10.251.0.1") == 0, "B cannot reach A's node address");
