@@ -59,8 +59,7 @@ struct netrun {
 
 /* One linkd process serves this many links before another is started, up to
  * four per core: a process is one event loop, so links spread over the
- * cores, and at the end the processes close their TAP devices (~20 ms each
- * in the kernel) side by side instead of one after another. */
+ * cores. */
 #define LINKS_PER_LINKD 16
 
 /* How long start waits for the peer template to have forked a peer. */
@@ -713,9 +712,11 @@ void netrun_free(struct netrun *nr)
         peer_client_free(nr->peers[i].client); /* kills and reaps a survivor */
     free(nr->peers);
     peer_template_stop(nr->template);
+    /* The TAPs are persistent (linkd_client.c): neither closing our
+     * namespace fds nor linkd's exit deletes them one by one; each namespace
+     * goes once the last of us lets go and takes its devices along in one
+     * batch. End every linkd before reaping any, so they exit side by side. */
     topo_kernel_destroy(nr->kernel);
-    /* linkd's exit closes its TAP devices, about 20 ms each in the kernel:
-     * end every linkd before reaping any, so they tear down side by side. */
     for (size_t i = 0; i < nr->n_linkd; i++) {
         linkd_client_close(nr->linkd[i]); /* linkd exits on EOF */
         linkd_client_kill(nr->linkd[i], SIGKILL);

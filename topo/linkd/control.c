@@ -233,6 +233,7 @@ static int control_parse_end_fields(struct proto_args *ea, struct control_end *e
     if (proto_arg_strcpy(ea, "netns_path", e->netns_path, sizeof e->netns_path) < 0) return -1;
     if (proto_arg_strcpy(ea, "ifname", e->cfg.ifname, sizeof e->cfg.ifname) < 0) return -1;
     if (proto_arg_bool(ea, "up", &e->cfg.up) < 0) return -1;
+    if (proto_arg_bool(ea, "persist", &e->cfg.persist) < 0) return -1;
     if ((r = proto_arg_i64(ea, "mtu", &mtu)) < 0) return -1;
     if (r && (mtu < 68 || mtu > 65535)) {
         snprintf(ea->err, sizeof ea->err, "param 'mtu': %lld is outside 68..65535", (long long)mtu);
@@ -326,7 +327,7 @@ static int on_link_add(struct linkd_control *c, struct proto_args *a, uint32_t m
     fd[0] = linkd_tap_open(&end[0].cfg, ifname[0], &ifindex[0], why, sizeof why);
     fd[1] = fd[0] < 0 ? -1 : linkd_tap_open(&end[1].cfg, ifname[1], &ifindex[1], why, sizeof why);
     if (fd[1] < 0) {
-        if (fd[0] >= 0) close(fd[0]);
+        if (fd[0] >= 0) linkd_tap_remove(fd[0]);
         snprintf(err, errlen, "link %lld end %c: %s", (long long)id, fd[0] < 0 ? 'a' : 'b', why);
         return -1;
     }

@@ -5,7 +5,7 @@
  * maps; rates in bit/s, times in microseconds, loss as a fraction 0..1):
  *
  *   ping           {}                              -> {pong, pid, links}
- *   link_add       {id, a={netns_path, ifname, mac?, mtu?, up?}, b={...},
+ *   link_add       {id, a={netns_path, ifname, mac?, mtu?, up?, persist?}, b={...},
  *                   <emulation>, ab={<emulation>}?, ba={<emulation>}?,
  *                   offload="auto"|"on"|"off"?, seed?}
  *                                                  -> {id, a={ifname, ifindex}, b={...}}
@@ -21,9 +21,12 @@
  * overhead (wire bytes per frame). Top-level keys apply to both directions,
  * ab / ba maps override one direction (a→b is what a's side sends).
  *
+ * An end with persist=true leaves its TAP to its namespace when linkd exits
+ * (tap.h); link_del and a failed link_add still remove it.
+ *
  * The control struct owns the fd, its watchers, the reader and the output
  * buffer. EOF (or an unusable stream) breaks the loop: linkd then exits and
- * its TAPs vanish. */
+ * its TAPs vanish, persistent ones with their namespaces. */
 #pragma once
 
 #include "peer/protocol.h"

@@ -515,10 +515,18 @@ int linkd_init(struct linkd *ld, struct ev_loop *loop, char *err, size_t errlen)
     return 0;
 }
 
+static void link_unlist(struct linkd_link *l);
+static void link_free(struct linkd_link *l, bool remove_devices);
+
 void linkd_destroy(struct linkd *ld)
 {
-    while (ld->links)
-        linkd_link_del(ld->links);
+    /* Only closes the TAPs: persistent ones are left to their namespaces,
+     * which delete them in one batch (tap.h). */
+    while (ld->links) {
+        struct linkd_link *l = ld->links;
+        link_unlist(l);
+        link_free(l, false);
+    }
     ev_idle_stop(ld->loop, &ld->poll);
     ev_prepare_stop(ld->loop, &ld->prepare);
     ev_check_stop(ld->loop, &ld->check);
@@ -580,11 +588,15 @@ static void dir_init(struct linkd_dir *d, struct linkd_link *l, int i, const str
     ev_io_init(&d->in_io, on_tap_readable, d->in_fd, EV_READ);
 }
 
-static void link_free(struct linkd_link *l)
+static void link_free(struct linkd_link *l, bool remove_devices)
 {
     for (int i = 0; i < 2; i++) {
         linkd_timerq_destroy(&l->dir[i].delay_line);
-        if (l->fd[i] >= 0) close(l->fd[i]);
+        if (l->fd[i] < 0) continue;
+        if (remove_devices)
+            linkd_tap_remove(l->fd[i]);
+        else
+            close(l->fd[i]);
     }
     linkd_pool_destroy(&l->pool);
     free(l);
@@ -616,11 +628,11 @@ struct linkd_link *linkd_link_add(struct linkd *ld, int64_t id, int fd_a, int fd
         linkd_timerq_reserve(&l->dir[0].delay_line, 256) < 0 ||
         linkd_timerq_reserve(&l->dir[1].delay_line, 256) < 0) {
         snprintf(err, errlen, "out of memory");
-        link_free(l);
+        link_free(l, true);
         return NULL;
     }
     if (link_apply_offload(l, true, err, errlen) < 0) {
-        link_free(l);
+        link_free(l, true);
         return NULL;
     }
     for (int i = 0; i < 2; i++)
@@ -687,7 +699,8 @@ uint32_t linkd_dir_in_flight(const struct linkd_dir *d)
     return (uint32_t)d->delay_line.len;
 }
 
-void linkd_link_del(struct linkd_link *l)
+/* Takes the link out of the loop and the list. */
+static void link_unlist(struct linkd_link *l)
 {
     struct linkd *ld = l->ld;
     for (struct linkd_link **pp = &ld->links; *pp; pp = &(*pp)->next) {
@@ -701,5 +714,10 @@ void linkd_link_del(struct linkd_link *l)
         ev_io_stop(ld->loop, &l->dir[i].in_io);
         linkd_timerq_remove(&ld->events, &l->dir[i].event);
     }
-    link_free(l);
+}
+
+void linkd_link_del(struct linkd_link *l)
+{
+    link_unlist(l);
+    link_free(l, true);
 }

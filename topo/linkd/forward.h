@@ -130,7 +130,7 @@ int linkd_link_set(struct linkd_link *l, int d, const struct linkd_params *p, ch
                    size_t errlen);
 /* Down drops what is queued or in flight and everything that arrives. */
 void linkd_link_set_up(struct linkd_link *l, bool up);
-/* Stops forwarding, closes the TAPs (the devices vanish) and frees the link. */
+/* Stops forwarding, removes the TAPs (persistent ones too) and frees the link. */
 void linkd_link_del(struct linkd_link *l);
 /* Brings the counters of both directions up to now (serializes what is due). */
 void linkd_link_sync(struct linkd_link *l);

@@ -3,7 +3,8 @@
  * Provides the executable: parses the command line, owns the libev loop, the
  * forwarding context (forward.h) and the control channel (control.h), and
  * exits when the controller's end of the control socketpair closes, which
- * closes every TAP and so removes the devices (DESIGN.md, "Processes").
+ * closes every TAP and so removes the devices, or leaves persistent ones to
+ * their namespaces (tap.h; DESIGN.md, "Processes").
  *
  *   hiernet-linkd --control-fd N [--cpu CPU] [--priority P]
  */

@@ -108,10 +108,24 @@ static int tap_create_here(const struct linkd_tap_config *cfg, char ifname[IFNAM
     }
     snprintf(ifname, IFNAMSIZ, "%s", ifr.ifr_name);
     if (tap_configure(cfg, ifname, ifindex, err, errlen) < 0) {
-        close(fd); /* not persistent: closing removes the device */
+        close(fd); /* not persistent yet: closing removes the device */
+        return -1;
+    }
+    if (cfg->persist && ioctl(fd, TUNSETPERSIST, 1) < 0) {
+        snprintf(err, errlen, "TAP %s: TUNSETPERSIST: %s", ifname, strerror(errno));
+        close(fd);
         return -1;
     }
     return fd;
+}
+
+void linkd_tap_remove(int fd)
+{
+    /* ENOTTY: not a tun fd (the unit tests forward between socketpairs). */
+    if (ioctl(fd, TUNSETPERSIST, 0) < 0 && errno != ENOTTY)
+        linkd_log("TUNSETPERSIST 0: %s; the device stays until its namespace goes",
+                  strerror(errno));
+    close(fd);
 }
 
 int linkd_tap_open(const struct linkd_tap_config *cfg, char ifname[IFNAMSIZ], int *ifindex,

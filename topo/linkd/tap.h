@@ -1,9 +1,10 @@
 /* tap.h — TAP devices of hiernet-linkd.
  *
- * Provides opening a TAP (IFF_TAP | IFF_NO_PI | IFF_VNET_HDR, no persist flag,
- * so the device vanishes with the fd) inside the network namespace named by a
- * path (/proc/<pid>/ns/net, /proc/<pid>/fd/<n>, /run/netns/<name>), optional
- * MAC / MTU / up of the new device, and switching its offloads. linkd enters
+ * Provides opening a TAP (IFF_TAP | IFF_NO_PI | IFF_VNET_HDR) inside the
+ * network namespace named by a path (/proc/<pid>/ns/net, /proc/<pid>/fd/<n>,
+ * /run/netns/<name>), optional MAC / MTU / up of the new device, switching
+ * its offloads and removing it. By default the device vanishes with the fd;
+ * a persistent one outlives the fd and goes with its namespace. linkd enters
  * the target namespace only for the few syscalls that create the device and
  * returns to its own namespace before anything else runs; the returned fd
  * keeps working from there. The caller owns the returned fd. */
@@ -21,6 +22,12 @@ struct linkd_tap_config {
     uint8_t mac[6];
     int mtu; /* 0: leave the default */
     bool up;
+    /* Closing the fd leaves the device; the kernel deletes it with its
+     * namespace. Deleting a TAP on close costs the kernel a grace period per
+     * device (~20 ms), one after another; a dying namespace deletes all of
+     * its devices in one batch. Only for namespaces that go away by
+     * themselves (held by the processes of a run), or the device stays. */
+    bool persist;
 };
 
 /* Remembers linkd's own namespace; call once at start-up. */
@@ -32,6 +39,9 @@ void linkd_tap_shutdown(void);
  * and *ifindex its index inside the target namespace. */
 int linkd_tap_open(const struct linkd_tap_config *cfg, char ifname[IFNAMSIZ], int *ifindex,
                    char *err, size_t errlen);
+
+/* Closes fd and deletes its device now, even a persistent one. */
+void linkd_tap_remove(int fd);
 
 /* csum: accept partially checksummed frames; tso: also TCP (and UDP) GSO
  * super-frames. */

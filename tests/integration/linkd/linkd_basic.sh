@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # linkd_basic.sh — hiernet-linkd on a 3-hop chain h1 - r1 - r2 - h2, 5 ms per
 # hop: ping RTT, link_down/up, jitter keeps order unless reorder=true, bad
-# requests are refused, and the TAPs vanish when the controller is killed.
+# requests are refused, and the TAPs vanish when the controller is killed
+# (persistent ones with their namespaces).
 # Args: hiernet-linkd hn-linkd-ctl hn-udp-probe
 source "$(dirname "$0")/lib.sh" "$@"
 
@@ -71,6 +72,16 @@ rpc link_del id=4
 gone=$(nsx h1 ip -o link show x4 2>/dev/null | wc -l)
 check "link_del removes the TAPs" "$present == 1 and $gone == 0"
 
+# persist=true: link_del still removes the devices, linkd's exit leaves them
+# to their namespaces (which delete them when they go)
+rpc link_add id=5 a.netns_path="$(nspath h1)" a.ifname=p5 a.persist=true \
+    b.netns_path="$(nspath h2)" b.ifname=p5 b.persist=true
+rpc link_del id=5
+gone=$(nsx h1 ip -o link show p5 2>/dev/null | wc -l)
+check "link_del removes persistent TAPs" "$gone == 0"
+rpc link_add id=6 a.netns_path="$(nspath h1)" a.ifname=p6 a.persist=true \
+    b.netns_path="$(nspath h2)" b.ifname=p6 b.persist=true
+
 # crash safety: SIGKILL of the controller → linkd sees EOF, exits, TAPs vanish
 { kill -9 "$CTL_PID"; wait "$CTL_PID"; } 2>/dev/null
 CTL_PID=
@@ -78,4 +89,6 @@ for _ in $(seq 50); do kill -0 "$LINKD_PID" 2>/dev/null || break; sleep 0.1; don
 check "linkd exits after its controller is killed" "$(kill -0 "$LINKD_PID" 2>/dev/null && echo 1 || echo 0) == 0"
 left=$(for n in h1 r1 r2 h2; do ip -n "$PFX-$n" -o link show 2>/dev/null; done | grep -c ': l[0-9]:')
 check "no TAP left behind" "$left == 0"
+kept=$(for n in h1 h2; do ip -n "$PFX-$n" -o link show p6 2>/dev/null; done | wc -l)
+check "persistent TAPs stay with their namespaces" "$kept == 2"
 finish
