@@ -425,8 +425,10 @@ static int adopt_peers(struct netrun *nr, char *err, size_t errlen)
         pid_t pid = peer_template_pid(nr->template, p->template_id, PEER_START_TIMEOUT_S, why,
                                       sizeof why);
         p->template_id = -1;
-        if (pid < 0 && rc == 0)
-            rc = snprintf(err, errlen, "node '%s': %s", nr->net->nodes[i].name, why), -1;
+        if (pid < 0 && rc == 0) {
+            snprintf(err, errlen, "node '%s': %s", nr->net->nodes[i].name, why);
+            rc = -1;
+        }
         if (pid < 0) continue;
         peer_client_adopt(p->client, pid);
         if (register_peer(nr, (int)i, pid, rc == 0 ? err : why, rc == 0 ? errlen : sizeof why) < 0)

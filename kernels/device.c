@@ -179,15 +179,22 @@ static int is_dense_spec(const char *spec)
     return strncmp(spec, "logreg:", 7) == 0 || strncmp(spec, "mlp:", 4) == 0;
 }
 
+static int is_lenet_spec(const char *spec)
+{
+    return strcmp(spec, "cnn:lenet") == 0;
+}
+
 int kern_device_supports_model(enum kern_device device, const char *spec, char *why, size_t whylen)
 {
     struct model *m;
     if (model_create(spec, 0, &m, why, whylen) < 0) return 0;
     model_destroy(m);
-    if (device == KERN_DEVICE_CUDA && !is_dense_spec(spec)) {
+    /* Every architecture model.c parses runs on cuda; a new one must be
+     * added here with its kernels. */
+    if (device == KERN_DEVICE_CUDA && !is_dense_spec(spec) && !is_lenet_spec(spec)) {
         kern_fail(why, whylen,
-                  "model \"%s\": not supported on cuda yet (cuda runs logreg:IN-OUT and "
-                  "mlp:IN-H1-...-OUT; use device \"cpu\")",
+                  "model \"%s\": not supported on cuda yet (cuda runs logreg:IN-OUT, "
+                  "mlp:IN-H1-...-OUT and cnn:lenet; use device \"cpu\")",
                   spec);
         return 0;
     }
@@ -382,24 +389,50 @@ int kern_sgemm(struct kern_ctx *ctx, int trans_a, int trans_b, int m, int n, int
 
 struct kern_model {
     struct kern_ctx *ctx;
-    struct model *cpu;           /* cpu: does the work; cuda: spec, sizes, init */
-    struct kern_cuda_dense *gpu; /* cuda */
-    int largest_batch;           /* cuda: the evaluation chunk follows it */
+    struct model *cpu;             /* cpu: does the work; cuda: spec, sizes, init */
+    struct kern_cuda_dense *dense; /* cuda, logreg and mlp */
+    struct kern_cuda_lenet *lenet; /* cuda, cnn:lenet */
+    int largest_batch;             /* cuda: the evaluation chunk follows it */
 };
+
+static int cuda_model_reserve(struct kern_model *m, int batch, char *err, size_t errlen)
+{
+    const struct kern_cuda_ops *ops = m->ctx->cuda;
+    return m->lenet ? ops->lenet_reserve(m->lenet, batch, err, errlen)
+                    : ops->dense_reserve(m->dense, batch, err, errlen);
+}
+
+/* One pass of either kind of cuda model; grad NULL evaluates. */
+static int cuda_model_run(struct kern_model *m, const float *params, const float *host_x,
+                          const int32_t *host_labels, int batch, float *grad, double *loss_sum,
+                          size_t *correct, char *err, size_t errlen)
+{
+    const struct kern_cuda_ops *ops = m->ctx->cuda;
+    if (m->lenet)
+        return ops->lenet_run(m->lenet, params, host_x, host_labels, batch, grad, loss_sum, correct,
+                              err, errlen);
+    return ops->dense_run(m->dense, params, host_x, host_labels, batch, grad, loss_sum, correct,
+                          err, errlen);
+}
 
 static int cuda_model_create(struct kern_model *m, const char *spec, int max_batch, char *err,
                              size_t errlen)
 {
+    const struct kern_cuda_ops *ops = m->ctx->cuda;
     int sizes[DEVICE_MAX_SIZES];
     if (!kern_device_supports_model(KERN_DEVICE_CUDA, spec, err, errlen)) return -1;
-    struct kern_cuda_dense_spec dense = {dense_sizes(spec, sizes, DEVICE_MAX_SIZES), sizes};
-    if (m->ctx->cuda->dense_create(m->ctx->gpu, &dense, &m->gpu, err, errlen) < 0) return -1;
+    if (is_lenet_spec(spec)) {
+        if (ops->lenet_create(m->ctx->gpu, &m->lenet, err, errlen) < 0) return -1;
+    } else {
+        struct kern_cuda_dense_spec dense = {dense_sizes(spec, sizes, DEVICE_MAX_SIZES), sizes};
+        if (ops->dense_create(m->ctx->gpu, &dense, &m->dense, err, errlen) < 0) return -1;
+    }
     if (max_batch <= 0) return 0;
     if (max_batch > DEVICE_MAX_BATCH)
         return kern_fail(err, errlen, "model \"%s\": batch %d is outside 1..%d", spec, max_batch,
                          DEVICE_MAX_BATCH);
     m->largest_batch = max_batch;
-    return m->ctx->cuda->dense_reserve(m->gpu, max_batch, err, errlen);
+    return cuda_model_reserve(m, max_batch, err, errlen);
 }
 
 int kern_model_create(struct kern_ctx *ctx, const char *spec, int max_batch,
@@ -422,7 +455,8 @@ int kern_model_create(struct kern_ctx *ctx, const char *spec, int max_batch,
 void kern_model_destroy(struct kern_model *m)
 {
     if (!m) return;
-    if (m->gpu) m->ctx->cuda->dense_destroy(m->gpu);
+    if (m->dense) m->ctx->cuda->dense_destroy(m->dense);
+    if (m->lenet) m->ctx->cuda->lenet_destroy(m->lenet);
     model_destroy(m->cpu);
     free(m);
 }
@@ -450,7 +484,7 @@ int kern_model_classes(const struct kern_model *m)
 int kern_model_init(struct kern_model *m, float *params, const char *method, uint64_t seed,
                     char *err, size_t errlen)
 {
-    if (!m->gpu) return model_init(m->cpu, params, method, seed, err, errlen);
+    if (!m->ctx->cuda) return model_init(m->cpu, params, method, seed, err, errlen);
     size_t n = model_param_count(m->cpu);
     float *host = malloc((n ? n : 1) * sizeof(float));
     if (!host) return kern_fail(err, errlen, "model \"%s\": out of memory", model_spec(m->cpu));
@@ -480,14 +514,14 @@ int kern_model_grad(struct kern_model *m, const float *params, const float *host
                     const int32_t *host_labels, int batch, float *grad, float *loss, char *err,
                     size_t errlen)
 {
-    if (!m->gpu)
+    if (!m->ctx->cuda)
         return model_grad(m->cpu, params, host_x, host_labels, batch, grad, loss, err, errlen);
     if (cuda_batch_check(m, host_labels, (size_t)(batch > 0 ? batch : 0), batch, err, errlen) < 0)
         return -1;
     double loss_sum = 0;
     size_t correct = 0;
-    if (m->ctx->cuda->dense_run(m->gpu, params, host_x, host_labels, batch, grad, &loss_sum,
-                                &correct, err, errlen) < 0)
+    if (cuda_model_run(m, params, host_x, host_labels, batch, grad, &loss_sum, &correct, err,
+                       errlen) < 0)
         return -1;
     m->largest_batch = batch > m->largest_batch ? batch : m->largest_batch;
     *loss = (float)(loss_sum / batch);
@@ -498,7 +532,8 @@ int kern_model_eval(struct kern_model *m, const float *params, const float *host
                     const int32_t *host_labels, size_t n, struct model_score *score, char *err,
                     size_t errlen)
 {
-    if (!m->gpu) return model_eval(m->cpu, params, host_x, host_labels, n, score, err, errlen);
+    if (!m->ctx->cuda)
+        return model_eval(m->cpu, params, host_x, host_labels, n, score, err, errlen);
     int chunk = m->largest_batch > DEVICE_CUDA_EVAL_MIN_BATCH ? m->largest_batch
                                                               : DEVICE_CUDA_EVAL_MIN_BATCH;
     if (cuda_batch_check(m, host_labels, n, chunk, err, errlen) < 0) return -1;
@@ -507,8 +542,8 @@ int kern_model_eval(struct kern_model *m, const float *params, const float *host
         int batch = n - done < (size_t)chunk ? (int)(n - done) : chunk;
         double loss_sum = 0;
         size_t correct = 0;
-        if (m->ctx->cuda->dense_run(m->gpu, params, host_x + done * in, host_labels + done, batch,
-                                    NULL, &loss_sum, &correct, err, errlen) < 0)
+        if (cuda_model_run(m, params, host_x + done * in, host_labels + done, batch, NULL,
+                           &loss_sum, &correct, err, errlen) < 0)
             return -1;
         score->loss_sum += loss_sum;
         score->correct += correct;

@@ -15,9 +15,11 @@
  * libraries are absent. The module is looked up at $HIERNET_CUDA_MODULE,
  * beside the running executable, then at its path in the build tree.
  *
- * Models on cuda: logreg and mlp (dense layers, ReLU, softmax cross-entropy)
- * with the same flat parameter layout as kernels/model.h; cnn:lenet is
- * refused with a clear error. Optimizers: all of kernels/optim.h, same rules.
+ * Models on cuda: every architecture of kernels/model.h (logreg, mlp,
+ * cnn:lenet) with the same flat parameter layout and the same arithmetic
+ * (convolutions as im2col + SGEMM, pooling ties as on the CPU), so
+ * results agree to float rounding. Optimizers: all of kernels/optim.h,
+ * same rules.
  *
  * Not thread-safe per context (the peer's compute worker owns it); functions
  * return 0 or -1 with a message in err, unless documented otherwise. */
@@ -44,8 +46,8 @@ int kern_device_built(enum kern_device device);
 int kern_device_available(enum kern_device device, char *why, size_t whylen);
 
 /* 1 when `spec` (a kernels/model.h architecture) can run on the device, else
- * 0 with the reason, e.g. cnn:lenet on cuda. Needs no device present, so a
- * scenario can be rejected before anything starts. */
+ * 0 with the reason (today only a spec model_create refuses). Needs no
+ * device present, so a scenario can be rejected before anything starts. */
 int kern_device_supports_model(enum kern_device device, const char *spec, char *why, size_t whylen);
 
 /* ---- contexts and memory ---- */

@@ -218,6 +218,10 @@ static const struct kern_cuda_ops ops = {
     kern_cuda_dense_destroy,
     kern_cuda_dense_reserve,
     kern_cuda_dense_run,
+    kern_cuda_lenet_create,
+    kern_cuda_lenet_destroy,
+    kern_cuda_lenet_reserve,
+    kern_cuda_lenet_run,
     kern_cuda_optim_step,
 };
 

@@ -17,12 +17,13 @@
 extern "C" {
 #endif
 
-#define KERN_CUDA_ABI 1
+#define KERN_CUDA_ABI 2
 #define KERN_CUDA_ENTRY "hiernet_cuda_ops"
 #define KERN_CUDA_MODULE_NAME "libhiernet_cuda.so"
 
 struct kern_cuda_ctx;   /* one GPU: stream, cuBLAS handle, reduction scratch */
 struct kern_cuda_dense; /* a dense-stack model's device workspace */
+struct kern_cuda_lenet; /* a cnn:lenet model's device workspace */
 
 enum kern_cuda_copy { KERN_CUDA_TO_DEVICE, KERN_CUDA_TO_HOST, KERN_CUDA_ON_DEVICE };
 
@@ -76,6 +77,16 @@ struct kern_cuda_ops {
     /* Mean gradient into grad; *loss_sum gets the batch's summed loss and
      * *correct its hits. grad may be NULL (evaluation: forward pass only). */
     int (*dense_run)(struct kern_cuda_dense *d, const float *params, const float *host_x,
+                     const int32_t *host_labels, int batch, float *grad, double *loss_sum,
+                     size_t *correct, char *err, size_t errlen);
+
+    /* cnn:lenet (kernels/model.h: layers, flat parameter layout, pooling
+     * ties): the same four calls as the dense stack. */
+    int (*lenet_create)(struct kern_cuda_ctx *c, struct kern_cuda_lenet **out, char *err,
+                        size_t errlen);
+    void (*lenet_destroy)(struct kern_cuda_lenet *n);
+    int (*lenet_reserve)(struct kern_cuda_lenet *n, int batch, char *err, size_t errlen);
+    int (*lenet_run)(struct kern_cuda_lenet *n, const float *params, const float *host_x,
                      const int32_t *host_labels, int batch, float *grad, double *loss_sum,
                      size_t *correct, char *err, size_t errlen);
 

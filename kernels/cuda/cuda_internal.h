@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/kern_error.h"
@@ -52,6 +53,41 @@ int kern_cuda_scale(struct kern_cuda_ctx *c, size_t n, float alpha, float *x, ch
 int kern_cuda_dot(struct kern_cuda_ctx *c, size_t n, const float *x, const float *y, double *out,
                   char *err, size_t errlen);
 
+/* 256-byte aligned slices of one allocation, advancing *used; base NULL
+ * only measures (a workspace is laid out twice: to size it, then to use it). */
+static inline void *kern_cuda_slice(char *base, size_t *used, size_t bytes)
+{
+    void *p = base ? base + *used : NULL;
+    *used += (bytes + 255) & ~(size_t)255;
+    return p;
+}
+
+/* dense.cu: the executor of dense_pass.cuh on this GPU (cuBLAS and the
+ * elementwise kernels), which lenet.cu extends with its own kernels. */
+struct kern_cuda_exec {
+    struct kern_cuda_ctx *c;
+    char *err;
+    size_t errlen;
+
+    kern_cuda_exec(struct kern_cuda_ctx *ctx, char *e, size_t elen) : c(ctx), err(e), errlen(elen)
+    {
+    }
+    int gemm_colmajor(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                      const float *b, int ldb, float beta, float *cm, int ldc);
+    int gemv_colmajor(int ta, int m, int n, float alpha, const float *a, int lda, const float *x,
+                      float beta, float *y);
+    int bias_relu(float *y, int rows, int cols, const float *b, int relu);
+    int relu_mask(float *dy, const float *y, size_t n);
+    int softmax(const float *z, const int32_t *labels, int batch, int classes, float *d,
+                double *row_loss, int *row_hit);
+};
+
+/* Copies a pass's per-row losses and hits (device) to the host staging
+ * arrays, waits for the stream, and sums them. */
+int kern_cuda_collect_rows(struct kern_cuda_ctx *c, const double *row_loss, const int *row_hit,
+                           double *host_loss, int *host_hit, int batch, double *loss_sum,
+                           size_t *correct, char *err, size_t errlen);
+
 /* dense.cu */
 int kern_cuda_sgemm(struct kern_cuda_ctx *c, int trans_a, int trans_b, int m, int n, int k,
                     float alpha, const float *a, int lda, const float *b, int ldb, float beta,
@@ -61,6 +97,15 @@ int kern_cuda_dense_create(struct kern_cuda_ctx *c, const struct kern_cuda_dense
 void kern_cuda_dense_destroy(struct kern_cuda_dense *d);
 int kern_cuda_dense_reserve(struct kern_cuda_dense *d, int batch, char *err, size_t errlen);
 int kern_cuda_dense_run(struct kern_cuda_dense *d, const float *params, const float *host_x,
+                        const int32_t *host_labels, int batch, float *grad, double *loss_sum,
+                        size_t *correct, char *err, size_t errlen);
+
+/* lenet.cu */
+int kern_cuda_lenet_create(struct kern_cuda_ctx *c, struct kern_cuda_lenet **out, char *err,
+                           size_t errlen);
+void kern_cuda_lenet_destroy(struct kern_cuda_lenet *n);
+int kern_cuda_lenet_reserve(struct kern_cuda_lenet *n, int batch, char *err, size_t errlen);
+int kern_cuda_lenet_run(struct kern_cuda_lenet *n, const float *params, const float *host_x,
                         const int32_t *host_labels, int batch, float *grad, double *loss_sum,
                         size_t *correct, char *err, size_t errlen);
 

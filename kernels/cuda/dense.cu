@@ -1,5 +1,6 @@
-/* cuda/dense.cu — row-major SGEMM on cuBLAS, and logreg / mlp models on the
- * GPU: the passes of dense_pass.cuh run by a cuBLAS + kernels executor.
+/* cuda/dense.cu — row-major SGEMM on cuBLAS, the executor of dense_pass.cuh
+ * (cuBLAS + kernels; lenet.cu extends it), and logreg / mlp models on the
+ * GPU.
  * Owns each model's device workspace (one cudaMalloc block) and host
  * staging for the per-row losses. */
 #include <stdlib.h>
@@ -35,59 +36,53 @@ __global__ void kern_softmax_kernel(const float *z, const int32_t *labels, int b
                               d ? d + (size_t)r * classes : NULL, &row_loss[r], &row_hit[r]);
 }
 
-/* ---- the executor of dense_pass.cuh ---- */
+/* ---- the executor of dense_pass.cuh (struct in cuda_internal.h) ---- */
 
-struct gpu_exec {
-    struct kern_cuda_ctx *c;
-    char *err;
-    size_t errlen;
+int kern_cuda_exec::gemm_colmajor(int ta, int tb, int m, int n, int k, float alpha, const float *a,
+                                  int lda, const float *b, int ldb, float beta, float *cm, int ldc)
+{
+    cublasStatus_t s =
+        cublasSgemm(c->blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n,
+                    k, &alpha, a, lda, b, ldb, &beta, cm, ldc);
+    return s == CUBLAS_STATUS_SUCCESS ? 0 : kern_cuda_blas_fail(err, errlen, "sgemm", s);
+}
 
-    int gemm_colmajor(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
-                      const float *b, int ldb, float beta, float *cm, int ldc)
-    {
-        cublasStatus_t s =
-            cublasSgemm(c->blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m,
-                        n, k, &alpha, a, lda, b, ldb, &beta, cm, ldc);
-        return s == CUBLAS_STATUS_SUCCESS ? 0 : kern_cuda_blas_fail(err, errlen, "sgemm", s);
-    }
+int kern_cuda_exec::gemv_colmajor(int ta, int m, int n, float alpha, const float *a, int lda,
+                                  const float *x, float beta, float *y)
+{
+    cublasStatus_t s = cublasSgemv(c->blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, &alpha, a, lda, x,
+                                   1, &beta, y, 1);
+    return s == CUBLAS_STATUS_SUCCESS ? 0 : kern_cuda_blas_fail(err, errlen, "sgemv", s);
+}
 
-    int gemv_colmajor(int ta, int m, int n, float alpha, const float *a, int lda, const float *x,
-                      float beta, float *y)
-    {
-        cublasStatus_t s = cublasSgemv(c->blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, &alpha, a,
-                                       lda, x, 1, &beta, y, 1);
-        return s == CUBLAS_STATUS_SUCCESS ? 0 : kern_cuda_blas_fail(err, errlen, "sgemv", s);
-    }
+int kern_cuda_exec::bias_relu(float *y, int rows, int cols, const float *b, int relu)
+{
+    size_t n = (size_t)rows * cols;
+    kern_bias_relu_kernel<<<kern_cuda_blocks(n), KERN_CUDA_THREADS, 0, c->stream>>>(y, (size_t)rows,
+                                                                                    cols, b, relu);
+    return kern_cuda_launched("bias", err, errlen);
+}
 
-    int bias_relu(float *y, int rows, int cols, const float *b, int relu)
-    {
-        size_t n = (size_t)rows * cols;
-        kern_bias_relu_kernel<<<kern_cuda_blocks(n), KERN_CUDA_THREADS, 0, c->stream>>>(
-            y, (size_t)rows, cols, b, relu);
-        return kern_cuda_launched("bias", err, errlen);
-    }
+int kern_cuda_exec::relu_mask(float *dy, const float *y, size_t n)
+{
+    kern_relu_mask_kernel<<<kern_cuda_blocks(n), KERN_CUDA_THREADS, 0, c->stream>>>(dy, y, n);
+    return kern_cuda_launched("relu", err, errlen);
+}
 
-    int relu_mask(float *dy, const float *y, size_t n)
-    {
-        kern_relu_mask_kernel<<<kern_cuda_blocks(n), KERN_CUDA_THREADS, 0, c->stream>>>(dy, y, n);
-        return kern_cuda_launched("relu", err, errlen);
-    }
-
-    int softmax(const float *z, const int32_t *labels, int batch, int classes, float *d,
-                double *row_loss, int *row_hit)
-    {
-        kern_softmax_kernel<<<kern_cuda_blocks((size_t)batch), KERN_CUDA_THREADS, 0, c->stream>>>(
-            z, labels, batch, classes, d, row_loss, row_hit);
-        return kern_cuda_launched("softmax", err, errlen);
-    }
-};
+int kern_cuda_exec::softmax(const float *z, const int32_t *labels, int batch, int classes, float *d,
+                            double *row_loss, int *row_hit)
+{
+    kern_softmax_kernel<<<kern_cuda_blocks((size_t)batch), KERN_CUDA_THREADS, 0, c->stream>>>(
+        z, labels, batch, classes, d, row_loss, row_hit);
+    return kern_cuda_launched("softmax", err, errlen);
+}
 
 int kern_cuda_sgemm(struct kern_cuda_ctx *c, int trans_a, int trans_b, int m, int n, int k,
                     float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                     float *cm, int ldc, char *err, size_t errlen)
 {
     if (kern_cuda_enter(c, err, errlen) < 0) return -1;
-    struct gpu_exec e = {c, err, errlen};
+    kern_cuda_exec e(c, err, errlen);
     if (kern_gemm_rowmajor(e, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, cm, ldc) < 0)
         return -1;
     return kern_cuda_finish(c, "sgemm", err, errlen);
@@ -105,29 +100,21 @@ struct kern_cuda_dense {
     int *host_hit;
 };
 
-/* 256-byte aligned slices of one allocation; base NULL only measures. */
-static void *slice(char *base, size_t *used, size_t bytes)
-{
-    void *p = base ? base + *used : NULL;
-    *used += (bytes + 255) & ~(size_t)255;
-    return p;
-}
-
 /* Lays out the device workspace for `cap` samples; returns its bytes. */
 static size_t dense_layout_buffers(struct kern_cuda_dense *d, size_t cap, char *base)
 {
     const struct kern_dense_layout *l = &d->layout;
     struct kern_dense_buffers *b = &d->buf;
     size_t used = 0;
-    b->x = (float *)slice(base, &used, cap * l->inputs * sizeof(float));
-    b->labels = (int32_t *)slice(base, &used, cap * sizeof(int32_t));
+    b->x = (float *)kern_cuda_slice(base, &used, cap * l->inputs * sizeof(float));
+    b->labels = (int32_t *)kern_cuda_slice(base, &used, cap * sizeof(int32_t));
     for (int i = 0; i < l->count; i++)
-        b->act[i] = (float *)slice(base, &used, cap * l->out[i] * sizeof(float));
+        b->act[i] = (float *)kern_cuda_slice(base, &used, cap * l->out[i] * sizeof(float));
     for (int i = 0; i < 2; i++)
-        b->delta[i] = (float *)slice(base, &used, cap * l->widest * sizeof(float));
-    b->ones = (float *)slice(base, &used, cap * sizeof(float));
-    b->row_loss = (double *)slice(base, &used, cap * sizeof(double));
-    b->row_hit = (int *)slice(base, &used, cap * sizeof(int));
+        b->delta[i] = (float *)kern_cuda_slice(base, &used, cap * l->widest * sizeof(float));
+    b->ones = (float *)kern_cuda_slice(base, &used, cap * sizeof(float));
+    b->row_loss = (double *)kern_cuda_slice(base, &used, cap * sizeof(double));
+    b->row_hit = (int *)kern_cuda_slice(base, &used, cap * sizeof(int));
     return used;
 }
 
@@ -155,7 +142,7 @@ static int dense_reserve(struct kern_cuda_dense *d, int batch, char *err, size_t
         d->block = NULL;
         cudaGetLastError();
         return kern_fail(err, errlen, "cuda: cannot allocate %zu MiB of model workspace: %s",
-                               bytes >> 20, cudaGetErrorString(e));
+                         bytes >> 20, cudaGetErrorString(e));
     }
     d->host_loss = (double *)malloc((size_t)batch * sizeof(double));
     d->host_hit = (int *)malloc((size_t)batch * sizeof(int));
@@ -178,7 +165,7 @@ int kern_cuda_dense_create(struct kern_cuda_ctx *c, const struct kern_cuda_dense
     if (kern_dense_layout_build(spec->sizes, spec->count, &d->layout) < 0) {
         free(d);
         return kern_fail(err, errlen, "cuda: a dense model needs 2..%d layer sizes, got %d",
-                               KERN_DENSE_MAX_LAYERS + 1, spec->count);
+                         KERN_DENSE_MAX_LAYERS + 1, spec->count);
     }
     *out = d;
     return 0;
@@ -209,15 +196,26 @@ static int dense_upload(struct kern_cuda_dense *d, const float *host_x, const in
     return e == cudaSuccess ? 0 : kern_cuda_fail(err, errlen, "copy batch to device", e);
 }
 
-static int dense_download_rows(struct kern_cuda_dense *d, int batch, char *err, size_t errlen)
+int kern_cuda_collect_rows(struct kern_cuda_ctx *c, const double *row_loss, const int *row_hit,
+                           double *host_loss, int *host_hit, int batch, double *loss_sum,
+                           size_t *correct, char *err, size_t errlen)
 {
-    cudaError_t e = cudaMemcpyAsync(d->host_loss, d->buf.row_loss, (size_t)batch * sizeof(double),
-                                    cudaMemcpyDeviceToHost, d->c->stream);
+    cudaError_t e = cudaMemcpyAsync(host_loss, row_loss, (size_t)batch * sizeof(double),
+                                    cudaMemcpyDeviceToHost, c->stream);
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(d->host_hit, d->buf.row_hit, (size_t)batch * sizeof(int),
-                            cudaMemcpyDeviceToHost, d->c->stream);
+        e = cudaMemcpyAsync(host_hit, row_hit, (size_t)batch * sizeof(int), cudaMemcpyDeviceToHost,
+                            c->stream);
     if (e != cudaSuccess) return kern_cuda_fail(err, errlen, "copy losses to host", e);
-    return kern_cuda_finish(d->c, "model pass", err, errlen);
+    if (kern_cuda_finish(c, "model pass", err, errlen) < 0) return -1;
+    double sum = 0;
+    size_t hits = 0;
+    for (int r = 0; r < batch; r++) {
+        sum += host_loss[r];
+        hits += (size_t)host_hit[r];
+    }
+    *loss_sum = sum;
+    *correct = hits;
+    return 0;
 }
 
 int kern_cuda_dense_run(struct kern_cuda_dense *d, const float *params, const float *host_x,
@@ -227,17 +225,8 @@ int kern_cuda_dense_run(struct kern_cuda_dense *d, const float *params, const fl
     if (kern_cuda_enter(d->c, err, errlen) < 0 || dense_reserve(d, batch, err, errlen) < 0 ||
         dense_upload(d, host_x, host_labels, batch, err, errlen) < 0)
         return -1;
-    struct gpu_exec e = {d->c, err, errlen};
-    if (kern_dense_pass(e, d->layout, d->buf, params, batch, grad) < 0 ||
-        dense_download_rows(d, batch, err, errlen) < 0)
-        return -1;
-    double sum = 0;
-    size_t hits = 0;
-    for (int r = 0; r < batch; r++) {
-        sum += d->host_loss[r];
-        hits += (size_t)d->host_hit[r];
-    }
-    *loss_sum = sum;
-    *correct = hits;
-    return 0;
+    kern_cuda_exec e(d->c, err, errlen);
+    if (kern_dense_pass(e, d->layout, d->buf, params, batch, grad) < 0) return -1;
+    return kern_cuda_collect_rows(d->c, d->buf.row_loss, d->buf.row_hit, d->host_loss, d->host_hit,
+                                  batch, loss_sum, correct, err, errlen);
 }

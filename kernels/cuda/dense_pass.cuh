@@ -90,10 +90,13 @@ int kern_dense_forward(E &e, const struct kern_dense_layout &l, const struct ker
     return 0;
 }
 
-/* Expects d loss / d logits in b.delta[0]; writes the whole gradient. */
+/* Expects d loss / d logits in b.delta[0]; writes the whole gradient, and
+ * d loss / d b.x into dinput (batch x inputs) when it is not NULL: a stack
+ * fed by layers below it (lenet's convolutions) needs it, a model's input
+ * does not. */
 template <class E>
 int kern_dense_backward(E &e, const struct kern_dense_layout &l, const struct kern_dense_buffers &b,
-                        const float *params, float *grad, int batch)
+                        const float *params, float *grad, int batch, float *dinput = NULL)
 {
     float *dy = b.delta[0], *dx = b.delta[1];
     for (int i = l.count - 1; i >= 0; i--) {
@@ -108,9 +111,10 @@ int kern_dense_backward(E &e, const struct kern_dense_layout &l, const struct ke
          * out x batch, times the ones vector. */
         if (e.gemv_colmajor(0, nout, batch, 1.0f, dy, nout, b.ones, 0.0f, grad + l.bias[i]) < 0)
             return -1;
-        /* dx[batch][in] = dy[batch][out] W[out][in]; nobody needs d loss / d x */
-        if (i && kern_gemm_rowmajor(e, 0, 0, batch, nin, nout, 1.0f, dy, nout, params + l.weight[i],
-                                    nin, 0.0f, dx, nin) < 0)
+        /* dx[batch][in] = dy[batch][out] W[out][in] */
+        float *to = i ? dx : dinput;
+        if (to && kern_gemm_rowmajor(e, 0, 0, batch, nin, nout, 1.0f, dy, nout,
+                                     params + l.weight[i], nin, 0.0f, to, nin) < 0)
             return -1;
         float *t = dy;
         dy = dx;

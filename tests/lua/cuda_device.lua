@@ -2,8 +2,8 @@
 -- Without a usable GPU the start fails before anything is created, naming
 -- the node and why. With one -- or with the fake CUDA module of the unit
 -- tests (ctest runs this script again as lua.cuda_device_fake, with
--- HIERNET_CUDA_MODULE set) -- a cuda node trains like a cpu node, and
--- receives its parameters from it over the data plane. With
+-- HIERNET_CUDA_MODULE set) -- a cuda node trains like a cpu node (mlp and
+-- cnn:lenet), and receives its parameters from it over the data plane. With
 -- HIERNET_FAKE_CUDA_CTX_ERROR the fake GPU exists but cannot be opened: the
 -- peer's own reason reaches the start error.
 local hn = require("hiernet")
@@ -61,7 +61,20 @@ assert(math.abs(lg - lc) <= 1e-5 * lc, "the received parameters are used on the 
 same("grad", 1e-5)
 local eg, ec = g:eval{ model = "m" }, c:eval{ model = "m" }
 assert(math.abs(eg.accuracy - ec.accuracy) <= 2 / 500, "accuracy")
-local ok2, err2 = pcall(g.model, g, { name = "cnn", arch = "cnn:lenet" })
-assert(not ok2 and err2:find("not supported on cuda yet", 1, true), tostring(err2))
+-- cnn:lenet trains on the cuda node as on the cpu node.
+for _, n in ipairs({ g, c }) do
+  n:dataset{ name = "synthetic", n = 200, dim = 784, classes = 10, seed = 8 }
+  n:dataset{ name = "synthetic", split = "test", n = 100, dim = 784, classes = 10, seed = 8 }
+  n:model{ name = "cnn", arch = "cnn:lenet", seed = 4 }
+end
+for step = 1, 3 do
+  local lg, lc = g:grad{ model = "cnn", batch = 16, out = "cg" }.loss, c:grad{ model = "cnn", batch = 16, out = "cg" }.loss
+  assert(math.abs(lg - lc) <= 1e-5 * lc, string.format("lenet step %d: loss %.9g vs %.9g", step, lg, lc))
+  g:optim{ model = "cnn", grad = "cg", method = "sgd", lr = 0.05 }
+  c:optim{ model = "cnn", grad = "cg", method = "sgd", lr = 0.05 }
+end
+same("cnn", 1e-5)
+local lg2, lc2 = g:eval{ model = "cnn" }, c:eval{ model = "cnn" }
+assert(math.abs(lg2.accuracy - lc2.accuracy) <= 1.5 / 100, "lenet accuracy")
 hn.log(string.format("cuda node on %s agrees with the cpu node (%d uploads)", st.device, g:stats().device_uploads))
 net:stop()

@@ -4,11 +4,10 @@
  *
  * It exports the same hiernet_cuda_ops table (same ABI number and size, so
  * kernels/device.c loads it through $HIERNET_CUDA_MODULE like the real one)
- * and computes on the CPU: vectors with kernels/cpu/vec.c, dense models with
- * kernels/cpu/model.c, optimizer steps with the element functions the GPU
- * kernels use (kernels/cuda/elementwise.cuh). So a "cuda" context or peer
- * runs every CUDA code path of device.c and of the peer, with results that
- * can be compared with the cpu ones.
+ * and computes on the CPU: vectors with kernels/cpu/vec.c, models (dense
+ * stacks and cnn:lenet) with kernels/cpu/model.c, optimizer steps with the element functions the
+ * GPU kernels use (kernels/cuda/elementwise.cuh). So a "cuda" context or peer runs every CUDA code
+ * path of device.c and of the peer, with results that can be compared with the cpu ones.
  *
  * What makes it a test rather than a second CPU backend: "device memory" is a
  * tracked pool. Every buffer this module hands out is registered and
@@ -251,11 +250,55 @@ static int sgemm(struct kern_cuda_ctx *c, int ta, int tb, int m, int n, int k, f
     return 0;
 }
 
-/* ---- dense models: kernels/cpu/model.c on pool memory ---- */
+/* ---- models: kernels/cpu/model.c on pool memory ----
+ *
+ * Dense stacks and cnn:lenet alike wrap the CPU model of the same spec, so
+ * the cuda paths of device.c and of the peer see the CPU's results. The GPU
+ * passes themselves (dense_pass.cuh, lenet_pass.cuh) are checked against
+ * that same CPU code by tests/unit/test_cuda_host.cu. */
 
-struct kern_cuda_dense {
+struct fake_model {
     struct model *model;
 };
+
+struct kern_cuda_dense {
+    struct fake_model m;
+};
+
+struct kern_cuda_lenet {
+    struct fake_model m;
+};
+
+static int fake_model_create(const char *spec, struct fake_model *m, char *err, size_t errlen)
+{
+    return model_create(spec, 0, &m->model, err, errlen);
+}
+
+static int fake_model_run(struct fake_model *m, const float *params, const float *host_x,
+                          const int32_t *host_labels, int batch, float *grad, double *loss_sum,
+                          size_t *correct, char *err, size_t errlen)
+{
+    size_t np = model_param_count(m->model) * sizeof(float);
+    NEED_DEVICE("model pass", params, np);
+    if (grad) NEED_DEVICE("model pass", grad, np);
+    NEED_HOST("model pass", host_x, (size_t)batch * model_input_size(m->model) * sizeof(float));
+    NEED_HOST("model pass", host_labels, (size_t)batch * sizeof(int32_t));
+    if (!grad) {
+        struct model_score s = {0};
+        if (model_eval(m->model, params, host_x, host_labels, (size_t)batch, &s, err, errlen) < 0)
+            return -1;
+        *loss_sum = s.loss_sum;
+        *correct = s.correct;
+        return 0;
+    }
+    float loss;
+    if (model_grad(m->model, params, host_x, host_labels, batch, grad, &loss, err, errlen) < 0)
+        return -1;
+    /* Exact: a float times an int below 2^29 fits a double, and divides back. */
+    *loss_sum = (double)loss * batch;
+    *correct = 0;
+    return 0;
+}
 
 static int dense_create(struct kern_cuda_ctx *c, const struct kern_cuda_dense_spec *spec,
                         struct kern_cuda_dense **out, char *err, size_t errlen)
@@ -268,7 +311,7 @@ static int dense_create(struct kern_cuda_ctx *c, const struct kern_cuda_dense_sp
             snprintf(text + len, sizeof text - (size_t)len, "%c%d", i ? '-' : ':', spec->sizes[i]);
     struct kern_cuda_dense *d = calloc(1, sizeof *d);
     if (!d) return kern_fail(err, errlen, "fake cuda: out of memory");
-    if (model_create(text, 0, &d->model, err, errlen) < 0) {
+    if (fake_model_create(text, &d->m, err, errlen) < 0) {
         free(d);
         return -1;
     }
@@ -279,39 +322,55 @@ static int dense_create(struct kern_cuda_ctx *c, const struct kern_cuda_dense_sp
 static void dense_destroy(struct kern_cuda_dense *d)
 {
     if (!d) return;
-    model_destroy(d->model);
+    model_destroy(d->m.model);
     free(d);
 }
 
 static int dense_reserve(struct kern_cuda_dense *d, int batch, char *err, size_t errlen)
 {
-    return model_reserve(d->model, batch, err, errlen);
+    return model_reserve(d->m.model, batch, err, errlen);
 }
 
 static int dense_run(struct kern_cuda_dense *d, const float *params, const float *host_x,
                      const int32_t *host_labels, int batch, float *grad, double *loss_sum,
                      size_t *correct, char *err, size_t errlen)
 {
-    size_t np = model_param_count(d->model) * sizeof(float);
-    NEED_DEVICE("model pass", params, np);
-    if (grad) NEED_DEVICE("model pass", grad, np);
-    NEED_HOST("model pass", host_x, (size_t)batch * model_input_size(d->model) * sizeof(float));
-    NEED_HOST("model pass", host_labels, (size_t)batch * sizeof(int32_t));
-    if (!grad) {
-        struct model_score s = {0};
-        if (model_eval(d->model, params, host_x, host_labels, (size_t)batch, &s, err, errlen) < 0)
-            return -1;
-        *loss_sum = s.loss_sum;
-        *correct = s.correct;
-        return 0;
-    }
-    float loss;
-    if (model_grad(d->model, params, host_x, host_labels, batch, grad, &loss, err, errlen) < 0)
+    return fake_model_run(&d->m, params, host_x, host_labels, batch, grad, loss_sum, correct, err,
+                          errlen);
+}
+
+static int lenet_create(struct kern_cuda_ctx *c, struct kern_cuda_lenet **out, char *err,
+                        size_t errlen)
+{
+    *out = NULL;
+    struct kern_cuda_lenet *n = calloc(1, sizeof *n);
+    if (!n) return kern_fail(err, errlen, "fake cuda: out of memory");
+    if (fake_model_create("cnn:lenet", &n->m, err, errlen) < 0) {
+        free(n);
         return -1;
-    /* Exact: a float times an int below 2^29 fits a double, and divides back. */
-    *loss_sum = (double)loss * batch;
-    *correct = 0;
+    }
+    *out = n;
     return 0;
+}
+
+static void lenet_destroy(struct kern_cuda_lenet *n)
+{
+    if (!n) return;
+    model_destroy(n->m.model);
+    free(n);
+}
+
+static int lenet_reserve(struct kern_cuda_lenet *n, int batch, char *err, size_t errlen)
+{
+    return model_reserve(n->m.model, batch, err, errlen);
+}
+
+static int lenet_run(struct kern_cuda_lenet *n, const float *params, const float *host_x,
+                     const int32_t *host_labels, int batch, float *grad, double *loss_sum,
+                     size_t *correct, char *err, size_t errlen)
+{
+    return fake_model_run(&n->m, params, host_x, host_labels, batch, grad, loss_sum, correct, err,
+                          errlen);
 }
 
 /* ---- optimizers: the GPU kernels' element functions ---- */
@@ -367,6 +426,10 @@ static const struct kern_cuda_ops ops = {
     .dense_destroy = dense_destroy,
     .dense_reserve = dense_reserve,
     .dense_run = dense_run,
+    .lenet_create = lenet_create,
+    .lenet_destroy = lenet_destroy,
+    .lenet_reserve = lenet_reserve,
+    .lenet_run = lenet_run,
     .optim_step = fake_optim_step,
 };
 

@@ -1,9 +1,10 @@
 /* test_cuda.c — the CUDA kernels (kernels/device.h on a cuda context)
  * against the CPU ones: every vector operation (with lengths past one grid
  * of blocks, ranges, x == y), sgemm in all four transpose combinations with
- * padded leading dimensions, logreg and mlp gradients and evaluation
- * against model_grad / model_eval, cnn:lenet refused, and three steps of
- * every optimizer against optim_step, with reconfiguration and reset.
+ * padded leading dimensions, logreg, mlp and cnn:lenet gradients and
+ * evaluation against model_grad / model_eval, lenet trained by a few sgd
+ * steps as on the cpu, and three steps of every optimizer against
+ * optim_step, with reconfiguration and reset.
  *
  * Needs a GPU: in a build without CUDA, or where no device is present, it
  * prints "SKIP: <why>" and exits 77. HIERNET_TEST_DEVICE=cpu runs the same
@@ -281,13 +282,66 @@ static void test_model(const char *spec, int batch)
     model_destroy(ref);
 }
 
-static void test_cnn_refused(void)
+static void test_spec_refused(void)
 {
     struct kern_model *km;
-    CHECK(kern_model_create(dev, "cnn:lenet", 8, &km, err, sizeof err) == -1 && km == NULL);
-    CHECK_CONTAINS(err, "not supported on cuda yet");
-    CHECK(kern_model_create(dev, "mlp:784-x", 8, &km, err, sizeof err) == -1);
+    CHECK(kern_model_create(dev, "mlp:784-x", 8, &km, err, sizeof err) == -1 && km == NULL);
     CHECK_CONTAINS(err, "mlp:784-x");
+    CHECK(kern_model_create(dev, "cnn:alexnet", 8, &km, err, sizeof err) == -1 && km == NULL);
+    CHECK_CONTAINS(err, "unknown cnn");
+}
+
+/* A few SGD steps on one batch, on the device and on the cpu model from the
+ * same parameters: the same losses step by step, falling, and the same
+ * parameters at the end. */
+static void test_lenet_training(void)
+{
+    const int batch = 16, steps = 5;
+    struct model *ref;
+    struct kern_model *km;
+    struct optim *opt;
+    struct kern_optim *kopt;
+    struct optim_config cfg;
+    optim_config_default(&cfg, OPTIM_SGD);
+    cfg.lr = 0.05f;
+    CHECK(model_create("cnn:lenet", batch, &ref, err, sizeof err) == 0);
+    CHECK_MSG(kern_model_create(dev, "cnn:lenet", batch, &km, err, sizeof err) == 0, "%s", err);
+    size_t np = model_param_count(ref);
+    CHECK(optim_create(&cfg, np, &opt, err, sizeof err) == 0);
+    CHECK_MSG(kern_optim_create(dev, &cfg, np, &kopt, err, sizeof err) == 0, "%s", err);
+    float *params = malloc(np * sizeof(float)), *grad = malloc(np * sizeof(float));
+    float *dparams, *dgrad;
+    CHECK(model_init(ref, params, NULL, 3, err, sizeof err) == 0);
+    dparams = to_device(params, np);
+    CHECK(kern_alloc(dev, np, &dgrad, err, sizeof err) == 0);
+    float *x = random_host((size_t)batch * model_input_size(ref), 0, 1);
+    int32_t labels[16];
+    for (int i = 0; i < batch; i++)
+        labels[i] = (int32_t)rng_below(&rng, 10);
+    float first = 0, last = 0;
+    for (int t = 0; t < steps; t++) {
+        float want = 0, got = -1;
+        CHECK(model_grad(ref, params, x, labels, batch, grad, &want, err, sizeof err) == 0);
+        CHECK_MSG(kern_model_grad(km, dparams, x, labels, batch, dgrad, &got, err, sizeof err) == 0,
+                  "%s", err);
+        CHECK_MSG(fabs(got - want) <= 1e-4 * fabs(want), "lenet step %d: loss %.7g vs %.7g", t, got,
+                  want);
+        CHECK(optim_step(opt, params, grad, np, err, sizeof err) == 0);
+        CHECK_MSG(kern_optim_step(kopt, dparams, dgrad, np, err, sizeof err) == 0, "%s", err);
+        first = t ? first : got;
+        last = got;
+    }
+    CHECK_MSG(last < first, "lenet: loss %g after %d sgd steps, %g before", last, steps, first);
+    CHECK_CLOSE("lenet parameters after sgd", dparams, params, np, 1e-4);
+    free(x);
+    free(params);
+    free(grad);
+    kern_free(dev, dparams);
+    kern_free(dev, dgrad);
+    kern_optim_destroy(kopt);
+    optim_destroy(opt);
+    kern_model_destroy(km);
+    model_destroy(ref);
 }
 
 /* ---- optimizers ---- */
@@ -368,7 +422,9 @@ int main(void)
     test_model("logreg:784-10", 64);
     test_model("mlp:784-64-32-10", 64);
     test_model("mlp:5-3-4", 1);
-    if (device == KERN_DEVICE_CUDA) test_cnn_refused();
+    test_model("cnn:lenet", 8);
+    test_lenet_training();
+    test_spec_refused();
     for (int method = OPTIM_SGD; method <= OPTIM_ADAM; method++) {
         test_optim((enum optim_method)method, 0.0f);
         test_optim((enum optim_method)method, 0.01f);

@@ -6,6 +6,9 @@
  * calls the element functions of kernels/cuda/elementwise.cuh, which the
  * GPU kernels call too. Gradients, losses and hits must match
  * kernels/cpu/model.c, and optimizer element updates kernels/cpu/optim.c.
+ * The same for cnn:lenet's passes (kernels/cuda/lenet_pass.cuh: im2col,
+ * col2im, pooling with argmax, flattening, the dense tail), with a host
+ * executor that loops over the element functions lenet.cu's kernels call.
  * What this cannot see (kernel launch geometry, device memory) is
  * test_cuda.c's job on a machine with a GPU. Built only with CUDA. */
 #include <cblas.h>
@@ -18,6 +21,7 @@ extern "C" {
 }
 #include "kernels/cuda/dense_pass.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/lenet_pass.cuh"
 #include "tests/unit/check.h"
 
 static struct rng rng;
@@ -77,6 +81,61 @@ struct host_exec {
         for (int r = 0; r < batch; r++)
             kern_softmax_xent_row(z + (size_t)r * classes, labels[r], classes, batch,
                                   d ? d + (size_t)r * classes : NULL, &row_loss[r], &row_hit[r]);
+        return 0;
+    }
+};
+
+/* lenet_pass.cuh's extra operations: one loop iteration per GPU thread. */
+struct host_lenet_exec : host_exec {
+    int im2col(const kern_conv_shape &s, const float *in, int batch, float *col)
+    {
+        size_t n = kern_conv_patch(s) * batch * kern_conv_plane(s);
+        for (size_t t = 0; t < n; t++)
+            col[t] = kern_im2col_value(s, in, batch, t);
+        return 0;
+    }
+
+    int col2im(const kern_conv_shape &s, const float *col, int batch, float *dx)
+    {
+        size_t n = (size_t)s.in_c * batch * s.in_h * s.in_w;
+        for (size_t t = 0; t < n; t++)
+            dx[t] = kern_col2im_value(s, col, batch, t);
+        return 0;
+    }
+
+    int bias_relu_planes(float *y, int channels, size_t plane, const float *b, int relu)
+    {
+        for (size_t i = 0; i < (size_t)channels * plane; i++)
+            y[i] = kern_bias_relu(y[i], b[i / plane], relu);
+        return 0;
+    }
+
+    int pool_forward(const kern_pool_shape &s, const float *x, int batch, float *y, uint8_t *argmax)
+    {
+        for (size_t o = 0; o < (size_t)s.channels * batch * s.out_h * s.out_w; o++)
+            kern_pool_max(s, x, o, y, argmax);
+        return 0;
+    }
+
+    int pool_backward(const kern_pool_shape &s, const float *dy, const float *y,
+                      const uint8_t *argmax, int batch, int relu_below, float *dx)
+    {
+        for (size_t t = 0; t < (size_t)s.channels * batch * s.in_h * s.in_w; t++)
+            dx[t] = kern_pool_grad(s, dy, y, argmax, relu_below, t);
+        return 0;
+    }
+
+    int flatten(const float *x, int batch, int channels, size_t plane, float *y)
+    {
+        for (size_t t = 0; t < (size_t)batch * channels * plane; t++)
+            y[t] = x[kern_flatten_source(batch, channels, plane, t)];
+        return 0;
+    }
+
+    int unflatten(const float *dy, int batch, int channels, size_t plane, float *dx)
+    {
+        for (size_t t = 0; t < (size_t)batch * channels * plane; t++)
+            dx[kern_flatten_source(batch, channels, plane, t)] = dy[t];
         return 0;
     }
 };
@@ -208,6 +267,110 @@ static void test_dense(const char *spec, const int *sizes, int count, int batch)
     model_destroy(ref);
 }
 
+/* Host buffers for a lenet pass of `cap` samples, NaN-poisoned so a read
+ * of anything the pass did not write shows in the results. */
+static void lenet_buffers_create(host_buffers *h, kern_lenet_buffers *b, const kern_lenet_layout &l,
+                                 int cap)
+{
+    h->count = 0;
+    kern_dense_buffers *d = &b->dense;
+    size_t c = (size_t)cap;
+    float **floats[] = {&b->x,      &b->conv[0],   &b->pool[0],  &b->conv[1], &b->pool[1],
+                        &b->col,    &b->dfeatures, &d->x,        &d->act[0],  &d->act[1],
+                        &d->act[2], &d->delta[0],  &d->delta[1], &d->ones};
+    size_t sizes[] = {c * l.inputs,
+                      c * l.conv[0].out_c * kern_conv_plane(l.conv[0]),
+                      c * l.pool[0].channels * l.pool[0].out_h * l.pool[0].out_w,
+                      c * l.conv[1].out_c * kern_conv_plane(l.conv[1]),
+                      c * l.pool[1].channels * l.pool[1].out_h * l.pool[1].out_w,
+                      c * l.col_per_sample,
+                      c * l.features,
+                      c * l.features,
+                      c * l.dense.out[0],
+                      c * l.dense.out[1],
+                      c * l.dense.out[2],
+                      c * l.delta_per_sample,
+                      c * l.delta_per_sample,
+                      c * l.pixels_per_sample};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        *floats[i] = (float *)host_alloc(h, sizes[i] * sizeof(float));
+        for (size_t j = 0; j < sizes[i]; j++)
+            (*floats[i])[j] = i + 1 == sizeof sizes / sizeof sizes[0] ? 1.0f : NAN;
+    }
+    for (int i = 0; i < 2; i++)
+        b->argmax[i] = (uint8_t *)host_alloc(h, sizes[2 * i + 2]);
+    d->labels = (int32_t *)host_alloc(h, c * sizeof(int32_t));
+    d->row_loss = (double *)host_alloc(h, c * sizeof(double));
+    d->row_hit = (int *)host_alloc(h, c * sizeof(int));
+}
+
+/* lenet_pass.cuh against model.c: loss, every gradient element, hits. Some
+ * images get ties in their pooling windows (flat regions), where the
+ * routing rule matters. */
+static void test_lenet(int batch)
+{
+    kern_lenet_layout l;
+    kern_lenet_layout_build(&l);
+    struct model *ref;
+    CHECK(model_create("cnn:lenet", batch, &ref, err, sizeof err) == 0);
+    CHECK(l.params == model_param_count(ref));
+    CHECK(l.inputs == model_input_size(ref) && l.classes == model_classes(ref));
+    CHECK(l.features == 400 && l.conv[1].out_h == 10 && l.pool[1].out_h == 5);
+
+    float *params = (float *)malloc(l.params * sizeof(float));
+    float *grad = (float *)malloc(l.params * sizeof(float));
+    float *want = (float *)malloc(l.params * sizeof(float)), want_loss;
+    CHECK(model_init(ref, params, NULL, 5, err, sizeof err) == 0);
+    for (size_t i = 0; i < l.params; i++) /* non-zero biases, so they are tested */
+        params[i] += 0.01f * (rng_uniform_float(&rng) - 0.5f);
+    host_buffers h;
+    kern_lenet_buffers b;
+    lenet_buffers_create(&h, &b, l, batch);
+    for (size_t i = 0; i < (size_t)batch * l.inputs; i++)
+        b.x[i] = i % 784 < 200 ? 0.5f : rng_uniform_float(&rng);
+    for (int i = 0; i < batch; i++)
+        b.dense.labels[i] = (int32_t)rng_below(&rng, (uint64_t)l.classes);
+
+    host_lenet_exec e;
+    CHECK(kern_lenet_pass(e, l, b, params, batch, grad) == 0);
+    CHECK(model_grad(ref, params, b.x, b.dense.labels, batch, want, &want_loss, err, sizeof err) ==
+          0);
+    double loss = 0;
+    for (int i = 0; i < batch; i++)
+        loss += b.dense.row_loss[i];
+    CHECK_MSG(fabs(loss / batch - want_loss) < 1e-6 * fabs(want_loss), "lenet: loss %g vs %g",
+              loss / batch, want_loss);
+    double ge = scaled_error(grad, want, l.params);
+    CHECK_MSG(ge < 1e-5, "lenet batch %d: gradient scaled error %g", batch, ge);
+    /* Per layer too: a small layer's error would hide under the largest. */
+    const size_t bounds[] = {
+        0, l.conv[0].bias, l.conv[1].weight, l.conv[1].bias, l.dense.weight[0], l.params};
+    for (int i = 0; i + 1 < 6; i++) {
+        double le = scaled_error(grad + bounds[i], want + bounds[i], bounds[i + 1] - bounds[i]);
+        CHECK_MSG(le < 1e-5, "lenet batch %d: parameters %zu..%zu scaled error %g", batch,
+                  bounds[i], bounds[i + 1], le);
+    }
+
+    struct model_score score = {};
+    CHECK(kern_lenet_pass(e, l, b, params, batch, (float *)NULL) == 0);
+    CHECK(model_eval(ref, params, b.x, b.dense.labels, (size_t)batch, &score, err, sizeof err) ==
+          0);
+    size_t hits = 0;
+    double eval_loss = 0;
+    for (int i = 0; i < batch; i++) {
+        hits += (size_t)b.dense.row_hit[i];
+        eval_loss += b.dense.row_loss[i];
+    }
+    CHECK_MSG(hits == score.correct, "lenet: %zu vs %zu hits", hits, score.correct);
+    CHECK_NEAR(eval_loss, score.loss_sum, 1e-6 * score.loss_sum);
+
+    buffers_destroy(&h);
+    free(params);
+    free(grad);
+    free(want);
+    model_destroy(ref);
+}
+
 static void test_layout_limits(void)
 {
     kern_dense_layout l;
@@ -268,6 +431,8 @@ int main(void)
     test_dense("mlp:784-64-32-10", mlp, 4, 16);
     test_dense("mlp:5-3-4", tiny, 3, 1);
     test_dense("mlp:5-3-4", tiny, 3, 7);
+    test_lenet(1);
+    test_lenet(3);
     for (int m = OPTIM_SGD; m <= OPTIM_ADAM; m++) {
         test_optim((enum optim_method)m, 0.0f);
         test_optim((enum optim_method)m, 0.01f);

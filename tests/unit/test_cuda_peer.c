@@ -8,9 +8,11 @@
  *     next use: parameters received over the data plane (whole and as a
  *     range), a tensor replaced by a CPU command (copy), and one patched in
  *     place on the host (compress's error-feedback residual);
- *   - cnn:lenet is refused on cuda; a device that is missing or cannot be
- *     opened ends the peer at start with status 1, and its reason reaches the
- *     controller in a "fatal" notification; --device gpu is a usage error.
+ *   - cnn:lenet trains as on the cpu peer (losses, gradients, parameters,
+ *     accuracy);
+ *   - a device that is missing or cannot be opened ends the peer at start
+ *     with status 1, and its reason reaches the controller in a "fatal"
+ *     notification; --device gpu is a usage error.
  * Without a GPU the peers use the fake CUDA module of the unit tests
  * (fake_cuda_module.c: CPU arithmetic on checked "device memory", so a
  * missing upload or a host pointer given as device memory shows). Skips
@@ -202,12 +204,32 @@ static void test_host_writes(struct harness_peer *g, struct harness_peer *c)
     }
 }
 
-static void test_cnn_refused(struct harness_peer *g)
+/* cnn:lenet on 28x28 inputs: the same losses, gradients, parameters and
+ * accuracy as the cpu peer over a few sgd and momentum steps. */
+static void test_lenet(struct harness_peer *g, struct harness_peer *c)
 {
-    struct harness_reply r;
-    HCALL_ERR(g, &r, "model \"cnn:lenet\": not supported on cuda yet", "model", "name:s arch:s",
-              "cnn", "cnn:lenet");
-    HCALL_ERR(g, &r, "tensor 'cnn' not found", "read", "tensor:s", "cnn");
+    double a, b;
+    both(g, c, NULL, &a, &b, "dataset", "name:s n:i dim:i classes:i seed:i", "synthetic", 400LL,
+         784LL, 10LL, 6LL);
+    both(g, c, NULL, &a, &b, "dataset", "name:s split:s n:i dim:i classes:i seed:i", "synthetic",
+         "test", 200LL, 784LL, 10LL, 6LL);
+    both(g, c, "size", &a, &b, "model", "name:s arch:s seed:i", "cnn", "cnn:lenet", 3LL);
+    CHECK(a == b && a == 61706);
+    check_same_tensor(g, c, "cnn", 0);
+    for (int step = 0; step < 4; step++) {
+        double lg, lc;
+        both(g, c, "loss", &lg, &lc, "grad", "model:s batch:i out:s", "cnn", 16LL, "cgrad");
+        CHECK_MSG(fabs(lg - lc) <= 1e-5 * fabs(lc), "lenet step %d: loss %.9g on cuda, %.9g on cpu",
+                  step, lg, lc);
+        check_same_tensor(g, c, "cgrad", 1e-5);
+        both(g, c, NULL, &a, &b, "optim", "model:s grad:s method:s lr:f", "cnn", "cgrad",
+             step < 2 ? "sgd" : "momentum", 0.05);
+        check_same_tensor(g, c, "cnn", 1e-5);
+    }
+    both(g, c, "accuracy", &a, &b, "eval", "model:s", "cnn");
+    CHECK_NEAR(a, b, 1.5 / 200);
+    both(g, c, "loss", &a, &b, "eval", "model:s", "cnn");
+    CHECK_NEAR(a, b, 1e-5 * b);
 }
 
 /* ---- start failures ---- */
@@ -288,7 +310,7 @@ int main(void)
     test_received_whole(&g, &c);
     test_received_range(&g, &c);
     test_host_writes(&g, &c);
-    test_cnn_refused(&g);
+    test_lenet(&g, &c);
     printf("cuda peer (%g uploads, %g downloads) agrees with the cpu peer\n",
            stat_of(&g, "device_uploads"), stat_of(&g, "device_downloads"));
     harness_stop(&g);

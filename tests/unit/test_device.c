@@ -156,8 +156,9 @@ static void test_model_support(void)
     CHECK(kern_device_supports_model(KERN_DEVICE_CPU, "mlp:784-128-10", why, sizeof why) == 1);
     CHECK(kern_device_supports_model(KERN_DEVICE_CUDA, "mlp:784-128-10", why, sizeof why) == 1);
     CHECK(kern_device_supports_model(KERN_DEVICE_CUDA, "logreg:784-10", why, sizeof why) == 1);
-    CHECK(kern_device_supports_model(KERN_DEVICE_CUDA, "cnn:lenet", why, sizeof why) == 0);
-    CHECK_CONTAINS(why, "model \"cnn:lenet\": not supported on cuda yet");
+    CHECK(kern_device_supports_model(KERN_DEVICE_CUDA, "cnn:lenet", why, sizeof why) == 1);
+    CHECK(kern_device_supports_model(KERN_DEVICE_CUDA, "cnn:vgg", why, sizeof why) == 0);
+    CHECK_CONTAINS(why, "unknown cnn");
     CHECK(kern_device_supports_model(KERN_DEVICE_CUDA, "mlp:784", why, sizeof why) == 0);
     CHECK_CONTAINS(why, "mlp:784");
 }

@@ -1,0 +1,310 @@
+/* cuda/lenet_pass.cuh — cnn:lenet's forward and backward passes written once
+ * over an executor E, as dense_pass.cuh does for the dense stack (whose
+ * passes run lenet's three dense layers here): lenet.cu runs them with
+ * cuBLAS and kernels, tests/unit/test_cuda_host.cu with host loops, where
+ * they are checked against kernels/cpu/model.c without a GPU.
+ *
+ * Same semantics and layout as kernels/cpu/model.c: activations between
+ * convolution layers are channel-major C x B x H x W; im2col builds
+ * col[K][B*OH*OW] with K = C*k*k rows in (c, ky, kx) order and the GEMM
+ * W[COUT][K] x col writes the output map in place; 2x2 max pooling sends each
+ * gradient to the first input of its window (in the order x00, x01, x10,
+ * x11) equal to the max, and applies the ReLU mask of the convolution below
+ * (no gradient where the max is 0); the 16x5x5 map enters the first dense
+ * layer flattened as c * 25 + y * 5 + x.
+ *
+ * E provides, besides dense_pass.cuh's operations, each returning 0 or -1:
+ *   im2col(conv, in, batch, col)        col[t] = kern_im2col_value(conv, in, batch, t)
+ *   col2im(conv, col, batch, dx)        dx[t] = kern_col2im_value(conv, col, batch, t)
+ *   bias_relu_planes(y, channels, n, b, relu)   y[i] = kern_bias_relu(y[i], b[i / n], relu)
+ *   pool_forward(pool, x, batch, y, argmax)     kern_pool_max per output
+ *   pool_backward(pool, dy, y, argmax, batch, relu_below, dx)  kern_pool_grad per input
+ *   flatten(x, batch, channels, plane, y)       y[t] = x[kern_flatten_source(...)]
+ *   unflatten(dy, batch, channels, plane, dx)   dx[kern_flatten_source(...)] = dy[t] */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/cuda/dense_pass.cuh"
+#include "kernels/cuda/elementwise.cuh"
+
+struct kern_conv_shape {
+    int in_c, in_h, in_w;
+    int out_c, out_h, out_w;
+    int kernel, pad;
+    size_t weight, bias; /* offsets in the flat parameters */
+};
+
+/* 2x2 windows, stride 2, odd trailing rows and columns dropped. */
+struct kern_pool_shape {
+    int channels, in_h, in_w, out_h, out_w;
+};
+
+struct kern_lenet_layout {
+    struct kern_conv_shape conv[2];
+    struct kern_pool_shape pool[2];
+    struct kern_dense_layout dense; /* offsets already past the convolutions */
+    int inputs, classes, features;  /* features: the flattened map, dense.inputs */
+    size_t params;
+    size_t col_per_sample;    /* im2col floats per sample, the larger layer's */
+    size_t delta_per_sample;  /* widest activation per sample */
+    size_t pixels_per_sample; /* largest output plane: the bias-gradient ones */
+};
+
+/* Buffers of one pass for `capacity` samples (device or host memory as the
+ * executor expects). dense.x is the flattened feature map, dense.delta and
+ * dense.ones are delta and ones, dense.labels / row_loss / row_hit are this
+ * struct's. */
+struct kern_lenet_buffers {
+    float *x; /* capacity x 784, which is 1 x capacity x 28 x 28 */
+    float *conv[2], *pool[2];
+    uint8_t *argmax[2]; /* per pooled output: 0..3, the window's max */
+    float *col;         /* capacity x col_per_sample */
+    float *dfeatures;   /* capacity x features: d loss / d dense.x */
+    struct kern_dense_buffers dense;
+};
+
+KERN_HD size_t kern_conv_patch(const struct kern_conv_shape &c)
+{
+    return (size_t)c.in_c * c.kernel * c.kernel;
+}
+
+KERN_HD size_t kern_conv_plane(const struct kern_conv_shape &c)
+{
+    return (size_t)c.out_h * c.out_w;
+}
+
+static inline void kern_conv_shape_build(struct kern_conv_shape *c, int in_c, int in_h, int in_w,
+                                         int out_c, int kernel, int pad, size_t *params)
+{
+    c->in_c = in_c;
+    c->in_h = in_h;
+    c->in_w = in_w;
+    c->out_c = out_c;
+    c->kernel = kernel;
+    c->pad = pad;
+    c->out_h = in_h + 2 * pad - kernel + 1;
+    c->out_w = in_w + 2 * pad - kernel + 1;
+    c->weight = *params;
+    c->bias = *params + kern_conv_patch(*c) * out_c;
+    *params = c->bias + (size_t)out_c;
+}
+
+static inline void kern_pool_shape_build(struct kern_pool_shape *p, const struct kern_conv_shape &c)
+{
+    p->channels = c.out_c;
+    p->in_h = c.out_h;
+    p->in_w = c.out_w;
+    p->out_h = c.out_h / 2;
+    p->out_w = c.out_w / 2;
+}
+
+static inline size_t kern_size_max(size_t a, size_t b)
+{
+    return a > b ? a : b;
+}
+
+/* kernels/model.h's cnn:lenet: input 1x28x28; conv 5x5x6 pad 2, ReLU,
+ * maxpool 2; conv 5x5x16, ReLU, maxpool 2; dense 400-120-84-10. */
+static inline void kern_lenet_layout_build(struct kern_lenet_layout *l)
+{
+    static const int dense[] = {400, 120, 84, 10};
+    size_t params = 0;
+    kern_conv_shape_build(&l->conv[0], 1, 28, 28, 6, 5, 2, &params);
+    kern_pool_shape_build(&l->pool[0], l->conv[0]);
+    kern_conv_shape_build(&l->conv[1], 6, l->pool[0].out_h, l->pool[0].out_w, 16, 5, 0, &params);
+    kern_pool_shape_build(&l->pool[1], l->conv[1]);
+    kern_dense_layout_build(dense, 4, &l->dense);
+    for (int i = 0; i < l->dense.count; i++) {
+        l->dense.weight[i] += params;
+        l->dense.bias[i] += params;
+    }
+    l->dense.params += params;
+    l->params = l->dense.params;
+    l->inputs = 28 * 28;
+    l->classes = l->dense.classes;
+    l->features = l->dense.inputs; /* 16 x 5 x 5 */
+    l->col_per_sample = 0;
+    l->delta_per_sample = (size_t)l->dense.widest;
+    l->pixels_per_sample = 0;
+    for (int i = 0; i < 2; i++) {
+        const struct kern_conv_shape &c = l->conv[i];
+        l->col_per_sample =
+            kern_size_max(l->col_per_sample, kern_conv_patch(c) * kern_conv_plane(c));
+        l->delta_per_sample =
+            kern_size_max(l->delta_per_sample, (size_t)c.out_c * kern_conv_plane(c));
+        l->delta_per_sample = kern_size_max(l->delta_per_sample, (size_t)c.in_c * c.in_h * c.in_w);
+        l->pixels_per_sample = kern_size_max(l->pixels_per_sample, kern_conv_plane(c));
+    }
+}
+
+/* ---- element functions (one GPU thread each) ---- */
+
+/* Element t of col[K][batch * OH * OW]: row (c, ky, kx), column (b, oy, ox)
+ * holds input pixel (oy + ky - pad, ox + kx - pad) of plane (c, b), zero
+ * outside the image (model.c's im2col). */
+KERN_HD float kern_im2col_value(const struct kern_conv_shape &c, const float *in, int batch,
+                                size_t t)
+{
+    size_t plane = kern_conv_plane(c), cols = (size_t)batch * plane;
+    int row = (int)(t / cols), k = c.kernel;
+    size_t j = t % cols, b = j / plane, p = j % plane;
+    int ch = row / (k * k), ky = row / k % k, kx = row % k;
+    int iy = (int)(p / c.out_w) + ky - c.pad, ix = (int)(p % c.out_w) + kx - c.pad;
+    if (iy < 0 || iy >= c.in_h || ix < 0 || ix >= c.in_w) return 0.0f;
+    return in[((size_t)ch * batch + b) * c.in_h * c.in_w + (size_t)iy * c.in_w + ix];
+}
+
+/* Element t of dx (C x batch x H x W): the sum of the col entries im2col
+ * copied pixel t into, added in (ky, kx) order from 0 as model.c's col2im
+ * does, so the result is the CPU's to the bit. */
+KERN_HD float kern_col2im_value(const struct kern_conv_shape &c, const float *col, int batch,
+                                size_t t)
+{
+    size_t image = (size_t)c.in_h * c.in_w, plane = kern_conv_plane(c);
+    size_t cols = (size_t)batch * plane, ch = t / ((size_t)batch * image);
+    size_t b = t / image % batch, p = t % image;
+    int iy = (int)(p / c.in_w), ix = (int)(p % c.in_w), k = c.kernel;
+    float sum = 0.0f;
+    for (int ky = 0; ky < k; ky++) {
+        int oy = iy - ky + c.pad;
+        if (oy < 0 || oy >= c.out_h) continue;
+        for (int kx = 0; kx < k; kx++) {
+            int ox = ix - kx + c.pad;
+            if (ox < 0 || ox >= c.out_w) continue;
+            size_t row = ch * k * k + (size_t)ky * k + kx;
+            sum += col[row * cols + b * plane + (size_t)oy * c.out_w + ox];
+        }
+    }
+    return sum;
+}
+
+/* Output o of the pooling over C x batch planes: y[o] and which of the
+ * window's inputs (0: x00, 1: x01, 2: x10, 3: x11) is the first equal to
+ * it, model.c's pool_forward and the choice its pool_backward makes. */
+KERN_HD void kern_pool_max(const struct kern_pool_shape &s, const float *x, size_t o, float *y,
+                           uint8_t *argmax)
+{
+    size_t out_plane = (size_t)s.out_h * s.out_w, p = o / out_plane, q = o % out_plane;
+    int w = s.in_w;
+    const float *r0 = x + p * s.in_h * w + (q / s.out_w) * 2 * w + (q % s.out_w) * 2, *r1 = r0 + w;
+    float a = r0[0] > r0[1] ? r0[0] : r0[1];
+    float b = r1[0] > r1[1] ? r1[0] : r1[1];
+    float m = a > b ? a : b;
+    y[o] = m;
+    argmax[o] = r0[0] == m ? 0 : r0[1] == m ? 1 : r1[0] == m ? 2 : 3;
+}
+
+/* Input t's gradient: its window's, when t is the window's argmax, masked
+ * by the ReLU below when relu_below (model.c's pool_backward arithmetic). */
+KERN_HD float kern_pool_grad(const struct kern_pool_shape &s, const float *dy, const float *y,
+                             const uint8_t *argmax, int relu_below, size_t t)
+{
+    size_t image = (size_t)s.in_h * s.in_w, p = t / image, q = t % image;
+    int iy = (int)(q / s.in_w), ix = (int)(q % s.in_w);
+    int oy = iy / 2, ox = ix / 2;
+    if (oy >= s.out_h || ox >= s.out_w) return 0.0f; /* odd edge: in no window */
+    size_t o = p * s.out_h * s.out_w + (size_t)oy * s.out_w + ox;
+    float m = y[o], g = dy[o] * (float)(!relu_below | (m > 0.0f));
+    return g * (float)(argmax[o] == (iy & 1) * 2 + (ix & 1));
+}
+
+/* Element t of the batch x (channels * plane) rows comes from this element
+ * of the channels x batch x plane map. */
+KERN_HD size_t kern_flatten_source(int batch, int channels, size_t plane, size_t t)
+{
+    size_t row = (size_t)channels * plane, b = t / row, f = t % row;
+    return (f / plane * batch + b) * plane + f % plane;
+}
+
+/* ---- passes ---- */
+
+template <class E>
+int kern_conv_forward(E &e, const struct kern_conv_shape &c, const float *params, const float *in,
+                      float *col, float *y, int batch)
+{
+    int n = batch * (int)kern_conv_plane(c), patch = (int)kern_conv_patch(c);
+    /* y[COUT][n] = W[COUT][patch] col[patch][n] */
+    if (e.im2col(c, in, batch, col) < 0 ||
+        kern_gemm_rowmajor(e, 0, 0, c.out_c, n, patch, 1.0f, params + c.weight, patch, col, n, 0.0f,
+                           y, n) < 0)
+        return -1;
+    return e.bias_relu_planes(y, c.out_c, (size_t)n, params + c.bias, 1);
+}
+
+/* dy: d loss / d output, already ReLU-masked (by the pooling above). col
+ * is rebuilt from in, then receives d col when dx is wanted. */
+template <class E>
+int kern_conv_backward(E &e, const struct kern_conv_shape &c, const float *params, const float *in,
+                       const float *dy, const float *ones, float *col, float *grad, float *dx,
+                       int batch)
+{
+    int n = batch * (int)kern_conv_plane(c), patch = (int)kern_conv_patch(c);
+    /* db = row sums of dy[COUT][n]: column-major n x COUT, transposed, times ones */
+    if (e.gemv_colmajor(1, n, c.out_c, 1.0f, dy, n, ones, 0.0f, grad + c.bias) < 0 ||
+        e.im2col(c, in, batch, col) < 0)
+        return -1;
+    /* dW[COUT][patch] = dy[COUT][n] col[patch][n]^T */
+    if (kern_gemm_rowmajor(e, 0, 1, c.out_c, patch, n, 1.0f, dy, n, col, n, 0.0f, grad + c.weight,
+                           patch) < 0)
+        return -1;
+    if (!dx) return 0;
+    /* d col[patch][n] = W[COUT][patch]^T dy[COUT][n] */
+    if (kern_gemm_rowmajor(e, 1, 0, patch, n, c.out_c, 1.0f, params + c.weight, patch, dy, n, 0.0f,
+                           col, n) < 0)
+        return -1;
+    return e.col2im(c, col, batch, dx);
+}
+
+/* Fills the activations from b.x; the logits end up in the last dense act. */
+template <class E>
+int kern_lenet_forward(E &e, const struct kern_lenet_layout &l, const struct kern_lenet_buffers &b,
+                       const float *params, int batch)
+{
+    const float *in = b.x;
+    for (int i = 0; i < 2; i++) {
+        if (kern_conv_forward(e, l.conv[i], params, in, b.col, b.conv[i], batch) < 0 ||
+            e.pool_forward(l.pool[i], b.conv[i], batch, b.pool[i], b.argmax[i]) < 0)
+            return -1;
+        in = b.pool[i];
+    }
+    const struct kern_pool_shape &top = l.pool[1];
+    if (e.flatten(in, batch, top.channels, (size_t)top.out_h * top.out_w, b.dense.x) < 0) return -1;
+    return kern_dense_forward(e, l.dense, b.dense, params, batch);
+}
+
+/* Expects d loss / d logits in b.dense.delta[0]; writes the whole gradient. */
+template <class E>
+int kern_lenet_backward(E &e, const struct kern_lenet_layout &l, const struct kern_lenet_buffers &b,
+                        const float *params, float *grad, int batch)
+{
+    const struct kern_pool_shape &top = l.pool[1];
+    float *dy = b.dense.delta[0], *dx = b.dense.delta[1], *t;
+    if (kern_dense_backward(e, l.dense, b.dense, params, grad, batch, b.dfeatures) < 0 ||
+        e.unflatten(b.dfeatures, batch, top.channels, (size_t)top.out_h * top.out_w, dy) < 0)
+        return -1;
+    for (int i = 1; i >= 0; i--) {
+        /* Both convolutions have a ReLU, which their pooling masks. */
+        if (e.pool_backward(l.pool[i], dy, b.pool[i], b.argmax[i], batch, 1, dx) < 0) return -1;
+        t = dy, dy = dx, dx = t;
+        if (kern_conv_backward(e, l.conv[i], params, i ? b.pool[0] : b.x, dy, b.dense.ones, b.col,
+                               grad, i ? dx : NULL, batch) < 0)
+            return -1;
+        t = dy, dy = dx, dx = t;
+    }
+    return 0;
+}
+
+/* Forward, loss per row, and (grad non-NULL) backward. */
+template <class E>
+int kern_lenet_pass(E &e, const struct kern_lenet_layout &l, const struct kern_lenet_buffers &b,
+                    const float *params, int batch, float *grad)
+{
+    const struct kern_dense_buffers &d = b.dense;
+    if (kern_lenet_forward(e, l, b, params, batch) < 0 ||
+        e.softmax(d.act[l.dense.count - 1], d.labels, batch, l.classes, grad ? d.delta[0] : NULL,
+                  d.row_loss, d.row_hit) < 0)
+        return -1;
+    return grad ? kern_lenet_backward(e, l, b, params, grad, batch) : 0;
+}
