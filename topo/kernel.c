@@ -4,6 +4,7 @@
 #include "topo/netns.h"
 #include "topo/nl.h"
 
+#include <net/if.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +287,65 @@ static int configure_routes(struct topo_kernel *k, int node, const struct topo_r
     return run_batch(&b, err, errlen);
 }
 
+/* ---- waiting for the links to run ---- */
+
+/* A link end counts once the kernel has it running: up, with carrier, and
+ * processed by its link watcher, which is what attaches the end's qdiscs
+ * and puts a bridge port into forwarding. That happens asynchronously after
+ * "up" (on a busy host, seconds after), and until then the end drops every
+ * packet: a start that returned earlier would lose a scenario's first
+ * packets (a SYN retransmitted a second later, a ping that fails). */
+#define RUNNING_TIMEOUT_S 10.0
+
+struct running_check {
+    const struct topo_kernel *k;
+    int node;
+    int pending; /* link ends of node not running yet */
+    int example; /* one of them, for the error */
+};
+
+static int link_end_at(const struct topo_kernel *k, int node, int ifindex)
+{
+    for (size_t l = 0; l < k->net->n_links; l++) {
+        const struct topo_link *link = &k->net->links[l];
+        if ((link->a == node && k->ifindex_a[l] == ifindex) ||
+            (link->b == node && k->ifindex_b[l] == ifindex))
+            return (int)l;
+    }
+    return -1;
+}
+
+static void count_not_running(const char *name, int ifindex, unsigned flags, void *ctx)
+{
+    struct running_check *c = ctx;
+    (void)name;
+    if (flags & IFF_RUNNING) return;
+    int link = link_end_at(c->k, c->node, ifindex);
+    if (link < 0) return; /* lo, a bridge: not a link end */
+    c->pending++;
+    c->example = link;
+}
+
+static int wait_running(struct topo_kernel *k, int node, char *err, size_t errlen)
+{
+    double deadline = seconds_now() + RUNNING_TIMEOUT_S;
+    for (;;) {
+        struct running_check c = {k, node, 0, -1};
+        if (topo_nl_link_list(k->ns[node].sock, count_not_running, &c, err, errlen) < 0) return -1;
+        if (c.pending == 0) return 0;
+        if (seconds_now() > deadline) {
+            char what[80];
+            topo_link_describe(k->net, &k->net->links[c.example], what, sizeof what);
+            return snprintf(err, errlen,
+                            "link %s: node %s's end is not running %.0f s after it was set up "
+                            "(%d such links there)",
+                            what, k->net->nodes[node].name, RUNNING_TIMEOUT_S, c.pending),
+                   -1;
+        }
+        usleep(2000);
+    }
+}
+
 int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_options *opts,
                        struct topo_kernel **out, char *err, size_t errlen)
 {
@@ -320,7 +380,7 @@ void topo_kernel_set_link_ifindex(struct topo_kernel *k, int link, int ifindex_a
  * request (qdiscs, ports, routes) then runs on every core. */
 #define CONFIGURE_THREADS_MAX 4
 
-enum configure_pass { PASS_INTERFACES, PASS_ROUTES };
+enum configure_pass { PASS_INTERFACES, PASS_ROUTES, PASS_RUNNING };
 
 struct configure_job {
     struct topo_kernel *k;
@@ -335,9 +395,10 @@ static void *configure_worker(void *p)
     struct configure_job *j = p;
     const struct topo_network *net = j->k->net;
     for (size_t i = j->first; i < net->n_nodes && j->rc == 0; i += j->step)
-        j->rc = j->pass == PASS_INTERFACES
-                    ? configure_interfaces(j->k, (int)i, j->err, sizeof j->err)
-                    : configure_routes(j->k, (int)i, j->k->routing, j->err, sizeof j->err);
+        j->rc = j->pass == PASS_INTERFACES ? configure_interfaces(j->k, (int)i, j->err, sizeof j->err)
+                 : j->pass == PASS_ROUTES
+                     ? configure_routes(j->k, (int)i, j->k->routing, j->err, sizeof j->err)
+                     : wait_running(j->k, (int)i, j->err, sizeof j->err);
     return NULL;
 }
 
@@ -375,7 +436,8 @@ int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *rout
     k->shaped = shape;
     double t0 = seconds_now();
     if (configure_pass(k, PASS_INTERFACES, err, errlen) < 0 ||
-        configure_pass(k, PASS_ROUTES, err, errlen) < 0)
+        configure_pass(k, PASS_ROUTES, err, errlen) < 0 ||
+        configure_pass(k, PASS_RUNNING, err, errlen) < 0)
         return -1;
     k->timing.configure = seconds_now() - t0;
     return 0;

@@ -169,10 +169,11 @@ static int netns_setup_no_ipv6(char *err, size_t errlen)
     return topo_netns_sysctl_write("net/ipv6/conf/default/disable_ipv6", "1", err, errlen);
 }
 
-static void netns_track_ifindex(const char *name, int ifindex, void *ctx)
+static void netns_track_ifindex(const char *name, int ifindex, unsigned flags, void *ctx)
 {
     struct topo_netns *ns = ctx;
     (void)name;
+    (void)flags;
     if (ifindex >= ns->next_ifindex) ns->next_ifindex = ifindex + 1;
 }
 

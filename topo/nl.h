@@ -141,8 +141,9 @@ int topo_nl_link_delete(struct nl_sock *sock, int ifindex, const char *name, cha
 int topo_nl_link_index(struct nl_sock *sock, const char *name, char *err, size_t errlen);
 
 /* Calls fn for every link of the socket's namespace (one dump request):
- * cheaper than a lookup per name when a namespace has many links. */
-typedef void (*topo_nl_link_fn)(const char *name, int ifindex, void *ctx);
+ * cheaper than a lookup per name when a namespace has many links. flags are
+ * the link's IFF_* flags (IFF_RUNNING: up with carrier, and activated). */
+typedef void (*topo_nl_link_fn)(const char *name, int ifindex, unsigned flags, void *ctx);
 int topo_nl_link_list(struct nl_sock *sock, topo_nl_link_fn fn, void *ctx, char *err,
                       size_t errlen);
 

@@ -237,7 +237,7 @@ static void link_list_on_reply(const struct nlmsghdr *reply, void *ctx)
 
     if (reply->nlmsg_type != RTM_NEWLINK || reply->nlmsg_len < NLMSG_LENGTH(sizeof *ifi)) return;
     name = nlmsg_find_attr((struct nlmsghdr *)reply, sizeof *ifi, IFLA_IFNAME);
-    list->fn(name ? (const char *)nla_data(name) : "", ifi->ifi_index, list->ctx);
+    list->fn(name ? (const char *)nla_data(name) : "", ifi->ifi_index, ifi->ifi_flags, list->ctx);
 }
 
 int topo_nl_link_list(struct nl_sock *sock, topo_nl_link_fn fn, void *ctx, char *err, size_t errlen)

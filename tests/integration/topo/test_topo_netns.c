@@ -148,9 +148,10 @@ struct link_count {
     int links, ports;
 };
 
-static void count_link(const char *name, int ifindex, void *ctx)
+static void count_link(const char *name, int ifindex, unsigned flags, void *ctx)
 {
     struct link_count *count = ctx;
+    (void)flags;
     count->links += ifindex > 0;
     count->ports += strncmp(name, "hn-h4-p", 7) == 0;
 }
