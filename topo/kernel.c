@@ -167,42 +167,31 @@ static int create_bridges(struct topo_kernel *k, char *err, size_t errlen)
     return 0;
 }
 
-static void enslave_ports(struct topo_kernel *k, int node, struct topo_nl_batch *b)
+/* One end of a link, at node, in one request: a host's end becomes a
+ * router's interface, a switch's end a port of its bridge, and end b (made
+ * down: see create_veths) comes up. Then a host's end gets its address. */
+static void add_link_end(struct topo_kernel *k, int node, int l, struct topo_nl_batch *b)
 {
     const struct topo_network *net = k->net;
-    int bridge = k->bridge_ifindex[node];
-    for (size_t l = 0; l < net->n_links; l++) {
-        const struct topo_link *link = &net->links[l];
-        if (link->a == node)
-            topo_nl_batch_add(b, topo_nl_link_master_build(k->ifindex_a[l], bridge),
-                              "switch %s: port %s", net->nodes[node].name, link->ifname_a);
-        if (link->b == node)
-            topo_nl_batch_add(b, topo_nl_link_master_build(k->ifindex_b[l], bridge),
-                              "switch %s: port %s", net->nodes[node].name, link->ifname_b);
-    }
+    const struct topo_link *link = &net->links[l];
+    const char *name = net->nodes[node].name;
+    bool is_a = link->a == node, host = net->nodes[node].kind == TOPO_NODE_HOST;
+    int ifindex = is_a ? k->ifindex_a[l] : k->ifindex_b[l];
+    const char *ifname = is_a ? link->ifname_a : link->ifname_b;
+    uint32_t addr = is_a ? link->addr_a : link->addr_b;
+    struct topo_nl_link_conf conf = {ifindex, host, host ? 0 : k->bridge_ifindex[node], !is_a};
+    topo_nl_batch_add(b, topo_nl_link_node_conf_build(&conf), "node %s: %s%s", name, ifname,
+                      host ? " as a router's interface" : " as a port");
+    if (host && addr)
+        topo_nl_batch_add(b, topo_nl_addr_build(ifindex, addr, link->prefix_len),
+                          "node %s: address of %s", name, ifname);
 }
 
-/* Brings node's end of every link up (end b was created down) and gives it its address. */
 static void add_link_ends(struct topo_kernel *k, int node, struct topo_nl_batch *b)
 {
-    const struct topo_network *net = k->net;
-    for (size_t l = 0; l < net->n_links; l++) {
-        const struct topo_link *link = &net->links[l];
-        if (link->a != node && link->b != node) continue;
-        bool is_a = link->a == node;
-        int ifindex = is_a ? k->ifindex_a[l] : k->ifindex_b[l];
-        const char *ifname = is_a ? link->ifname_a : link->ifname_b;
-        uint32_t addr = is_a ? link->addr_a : link->addr_b;
-        if (!is_a)
-            topo_nl_batch_add(b, topo_nl_link_updown_build(ifindex, 1), "node %s: %s up",
-                              net->nodes[node].name, ifname);
-        if (net->nodes[node].kind == TOPO_NODE_HOST)
-            topo_nl_batch_add(b, topo_nl_link_router_build(ifindex), "node %s: forwarding on %s",
-                              net->nodes[node].name, ifname);
-        if (addr)
-            topo_nl_batch_add(b, topo_nl_addr_build(ifindex, addr, link->prefix_len),
-                              "node %s: address of %s", net->nodes[node].name, ifname);
-    }
+    for (size_t l = 0; l < k->net->n_links; l++)
+        if (k->net->links[l].a == node || k->net->links[l].b == node)
+            add_link_end(k, node, (int)l, b);
 }
 
 static int link_ifindex_toward(const struct topo_kernel *k, int link, int node)
@@ -264,9 +253,7 @@ static int configure_interfaces(struct topo_kernel *k, int node, char *err, size
     struct topo_nl_batch b;
     topo_nl_batch_init(&b, k->ns[node].sock);
     add_link_ends(k, node, &b);
-    if (n->kind == TOPO_NODE_SWITCH)
-        enslave_ports(k, node, &b);
-    else
+    if (n->kind == TOPO_NODE_HOST)
         topo_nl_batch_add(&b, topo_nl_addr_build(TOPO_NL_LOOPBACK_IFINDEX, n->node_addr, 32),
                           "node %s: node address", n->name);
     return run_batch(&b, err, errlen);

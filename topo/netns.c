@@ -143,20 +143,15 @@ static void netns_probe_host(void)
 }
 
 
-/* Router settings the interfaces cannot carry alone. Forwarding, rp_filter
- * and redirects are set per interface through netlink
- * (topo_nl_link_router_build), because every /proc/sys path lookup here
- * costs O(namespaces) in the kernel (the dcache keeps one entry per
- * namespace under the same name): a 1000-node start spent 10% of its CPU
- * on seven such writes per namespace. What must stay: conf/all/
- * send_redirects, which the kernel ORs with the interface's (a node
- * forwarding within one switch segment would send redirects), and where
- * namespaces inherit the host's settings, its reverse-path filter, which
- * the kernel combines by maximum. */
+/* Router settings live on the interfaces (topo_nl_link_node_conf_build),
+ * set through netlink, because every /proc/sys path lookup costs
+ * O(namespaces) in the kernel (the dcache keeps one entry per namespace
+ * under each name): a 1000-node start spent a fifth of its CPU on such
+ * writes. Only where namespaces inherit the host's settings
+ * may the reverse-path filter of conf/all be on, which the kernel combines
+ * with the interface's by maximum: that one is written. */
 static int netns_setup_forwarding(char *err, size_t errlen)
 {
-    if (topo_netns_sysctl_write("net/ipv4/conf/all/send_redirects", "0", err, errlen) < 0)
-        return -1;
     if (!host_inherits_conf) return 0;
     return topo_netns_sysctl_write("net/ipv4/conf/all/rp_filter", "0", err, errlen);
 }

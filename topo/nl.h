@@ -125,12 +125,22 @@ struct nl_msg *topo_nl_link_updown_build(int ifindex, int up);
 int topo_nl_link_set_up(struct nl_sock *sock, int ifindex, int up, const char *name, char *err,
                         size_t errlen);
 
-/* Makes ifindex a router's interface, through its IPv4 devconf (what
- * /proc/sys/net/ipv4/conf/IF/ would set, without a path lookup there, which
- * costs O(namespaces) in the kernel): forwarding on, no reverse-path filter
- * (routes may be asymmetric), no ICMP redirects. The namespace's
- * conf/all/send_redirects must be 0 too (the kernel ORs the two). */
-struct nl_msg *topo_nl_link_router_build(int ifindex);
+/* Settings of a node's interface in one request: with router, its IPv4
+ * devconf (IFLA_AF_SPEC) makes it a router's: forwarding on, no
+ * reverse-path filter (routes may be asymmetric), neither sending nor
+ * accepting ICMP redirects (a forwarding interface accepts one only if
+ * conf/all does too, which the kernel ANDs; sending is ORed with conf/all,
+ * left as it is: a redirect that nobody accepts changes nothing). Through
+ * netlink rather than /proc/sys, where every lookup costs O(namespaces) in
+ * the kernel (the dcache keeps one entry per namespace under each name).
+ * master_ifindex (> 0) makes it a port of that bridge; up brings it up. */
+struct topo_nl_link_conf {
+    int ifindex;
+    int router;
+    int master_ifindex;
+    int up;
+};
+struct nl_msg *topo_nl_link_node_conf_build(const struct topo_nl_link_conf *conf);
 
 /* Deletes a link (for a veth, both ends go). */
 struct nl_msg *topo_nl_link_delete_build(int ifindex);

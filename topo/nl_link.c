@@ -141,17 +141,24 @@ static const char *link_label(const char *name, int ifindex, char *buf, size_t b
     return buf;
 }
 
-static void link_edit_router(struct rtnl_link *link, int unused)
+struct nl_msg *topo_nl_link_node_conf_build(const struct topo_nl_link_conf *conf)
 {
-    (void)unused;
-    rtnl_link_inet_set_conf(link, IPV4_DEVCONF_FORWARDING, 1);
-    rtnl_link_inet_set_conf(link, IPV4_DEVCONF_RP_FILTER, 0);
-    rtnl_link_inet_set_conf(link, IPV4_DEVCONF_SEND_REDIRECTS, 0);
-}
+    struct rtnl_link *link = rtnl_link_alloc();
+    struct nl_msg *msg = NULL;
 
-struct nl_msg *topo_nl_link_router_build(int ifindex)
-{
-    return link_change_build(ifindex, link_edit_router, 0);
+    if (!link) return NULL;
+    rtnl_link_set_ifindex(link, conf->ifindex);
+    if (conf->router) {
+        rtnl_link_inet_set_conf(link, IPV4_DEVCONF_FORWARDING, 1);
+        rtnl_link_inet_set_conf(link, IPV4_DEVCONF_RP_FILTER, 0);
+        rtnl_link_inet_set_conf(link, IPV4_DEVCONF_SEND_REDIRECTS, 0);
+        rtnl_link_inet_set_conf(link, IPV4_DEVCONF_ACCEPT_REDIRECTS, 0);
+    }
+    if (conf->master_ifindex > 0) rtnl_link_set_master(link, conf->master_ifindex);
+    if (conf->up) rtnl_link_set_flags(link, IFF_UP);
+    if (rtnl_link_build_add_request(link, 0, &msg) < 0) msg = NULL;
+    rtnl_link_put(link);
+    return msg;
 }
 
 struct nl_msg *topo_nl_link_master_build(int ifindex, int master_ifindex)

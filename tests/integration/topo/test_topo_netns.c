@@ -114,8 +114,11 @@ static void test_line(unsigned long *inodes)
     route(&ns[1], "10.251.0.3", 32, "10.250.0.6", r1, "10.251.0.2");
     /* Without forwarding on R's interfaces nothing crosses R. */
     CHECK_MSG(helper_ping(ns[0].fd, "10.251.0.3") != 0, "R forwards before it is a router");
-    CHECK_OK(topo_nl_run(ns[1].sock, topo_nl_link_router_build(r0), err, sizeof err, "router r0"));
-    CHECK_OK(topo_nl_run(ns[1].sock, topo_nl_link_router_build(r1), err, sizeof err, "router r1"));
+    struct topo_nl_link_conf router_r0 = {r0, 1, 0, 0}, router_r1 = {r1, 1, 0, 0};
+    CHECK_OK(topo_nl_run(ns[1].sock, topo_nl_link_node_conf_build(&router_r0), err, sizeof err,
+                         "router r0"));
+    CHECK_OK(topo_nl_run(ns[1].sock, topo_nl_link_node_conf_build(&router_r1), err, sizeof err,
+                         "router r1"));
 
     CHECK_MSG(helper_ping(ns[0].fd, "10.251.0.3") == 0, "A cannot reach B's node address");
     CHECK_MSG(helper_ping(ns[2].fd, "10.251.0.1") == 0, "B cannot reach A's node address");
