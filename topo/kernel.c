@@ -92,6 +92,12 @@ static void number_interfaces(struct topo_kernel *k)
     for (size_t l = 0; l < net->n_links; l++) {
         k->ifindex_a[l] = topo_netns_ifindex_alloc(&k->ns[net->links[l].a]);
         k->ifindex_b[l] = topo_netns_ifindex_alloc(&k->ns[net->links[l].b]);
+        /* A veth end whose ifindex equals its peer's looks to the kernel's
+         * link watcher like a device without a lower link, whose carrier
+         * changes it handles at most once a second: the end would drop
+         * packets for up to a second after it came up. */
+        if (k->ifindex_b[l] > 0 && k->ifindex_b[l] == k->ifindex_a[l])
+            k->ifindex_b[l] = topo_netns_ifindex_alloc(&k->ns[net->links[l].b]);
     }
 }
 
