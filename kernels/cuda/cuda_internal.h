@@ -82,6 +82,23 @@ struct kern_cuda_exec {
                 double *row_loss, int *row_hit);
 };
 
+/* A model's workspace: one device block, carved into the model's buffers by
+ * its layout function, and host staging for the per-row losses and hits
+ * read back after a pass. It grows to the largest batch seen, never
+ * shrinks. */
+struct kern_cuda_workspace {
+    void *block;
+    double *host_loss;
+    int *host_hit;
+    int capacity; /* rows */
+};
+void kern_cuda_workspace_release(const struct kern_cuda_ctx *c, struct kern_cuda_workspace *w);
+/* Replaces the workspace with one of `bytes` device bytes and staging for
+ * `rows` rows (capacity is left for the caller to set once its buffers are
+ * ready); what names the model in errors. On failure nothing is held. */
+int kern_cuda_workspace_alloc(const struct kern_cuda_ctx *c, struct kern_cuda_workspace *w,
+                              size_t bytes, int rows, const char *what, char *err, size_t errlen);
+
 /* Copies a pass's per-row losses and hits (device) to the host staging
  * arrays, waits for the stream, and sums them. */
 int kern_cuda_collect_rows(struct kern_cuda_ctx *c, const double *row_loss, const int *row_hit,

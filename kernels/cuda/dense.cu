@@ -93,11 +93,8 @@ int kern_cuda_sgemm(struct kern_cuda_ctx *c, int trans_a, int trans_b, int m, in
 struct kern_cuda_dense {
     struct kern_cuda_ctx *c;
     struct kern_dense_layout layout;
-    struct kern_dense_buffers buf; /* device pointers into block */
-    int capacity;
-    void *block;
-    double *host_loss;
-    int *host_hit;
+    struct kern_dense_buffers buf; /* device pointers into ws.block */
+    struct kern_cuda_workspace ws;
 };
 
 /* Lays out the device workspace for `cap` samples; returns its bytes. */
@@ -118,40 +115,47 @@ static size_t dense_layout_buffers(struct kern_cuda_dense *d, size_t cap, char *
     return used;
 }
 
-static void dense_release(struct kern_cuda_dense *d)
+void kern_cuda_workspace_release(const struct kern_cuda_ctx *c, struct kern_cuda_workspace *w)
 {
-    cudaSetDevice(d->c->ordinal);
-    if (d->block) cudaFree(d->block);
+    cudaSetDevice(c->ordinal);
+    if (w->block) cudaFree(w->block);
     cudaGetLastError();
-    free(d->host_loss);
-    free(d->host_hit);
-    d->block = NULL;
-    d->host_loss = NULL;
-    d->host_hit = NULL;
-    d->capacity = 0;
+    free(w->host_loss);
+    free(w->host_hit);
+    w->block = NULL;
+    w->host_loss = NULL;
+    w->host_hit = NULL;
+    w->capacity = 0;
+}
+
+int kern_cuda_workspace_alloc(const struct kern_cuda_ctx *c, struct kern_cuda_workspace *w,
+                              size_t bytes, int rows, const char *what, char *err, size_t errlen)
+{
+    kern_cuda_workspace_release(c, w);
+    cudaError_t e = cudaMalloc(&w->block, bytes);
+    if (e != cudaSuccess) {
+        w->block = NULL;
+        cudaGetLastError();
+        return kern_fail(err, errlen, "cuda: cannot allocate %zu MiB of %s workspace: %s",
+                         bytes >> 20, what, cudaGetErrorString(e));
+    }
+    w->host_loss = (double *)malloc((size_t)rows * sizeof(double));
+    w->host_hit = (int *)malloc((size_t)rows * sizeof(int));
+    if (!w->host_loss || !w->host_hit) {
+        kern_cuda_workspace_release(c, w);
+        return kern_fail(err, errlen, "cuda: out of host memory for model staging");
+    }
+    return 0;
 }
 
 /* Grows the workspace to `batch` samples (never shrinks). */
 static int dense_reserve(struct kern_cuda_dense *d, int batch, char *err, size_t errlen)
 {
-    if (batch <= d->capacity) return 0;
-    dense_release(d);
+    if (batch <= d->ws.capacity) return 0;
     size_t bytes = dense_layout_buffers(d, (size_t)batch, NULL);
-    cudaError_t e = cudaMalloc(&d->block, bytes);
-    if (e != cudaSuccess) {
-        d->block = NULL;
-        cudaGetLastError();
-        return kern_fail(err, errlen, "cuda: cannot allocate %zu MiB of model workspace: %s",
-                         bytes >> 20, cudaGetErrorString(e));
-    }
-    d->host_loss = (double *)malloc((size_t)batch * sizeof(double));
-    d->host_hit = (int *)malloc((size_t)batch * sizeof(int));
-    if (!d->host_loss || !d->host_hit) {
-        dense_release(d);
-        return kern_fail(err, errlen, "cuda: out of host memory for model staging");
-    }
-    dense_layout_buffers(d, (size_t)batch, (char *)d->block);
-    d->capacity = batch;
+    if (kern_cuda_workspace_alloc(d->c, &d->ws, bytes, batch, "model", err, errlen) < 0) return -1;
+    dense_layout_buffers(d, (size_t)batch, (char *)d->ws.block);
+    d->ws.capacity = batch;
     return kern_cuda_fill(d->c, (size_t)batch, 1.0f, d->buf.ones, err, errlen);
 }
 
@@ -174,7 +178,7 @@ int kern_cuda_dense_create(struct kern_cuda_ctx *c, const struct kern_cuda_dense
 void kern_cuda_dense_destroy(struct kern_cuda_dense *d)
 {
     if (!d) return;
-    dense_release(d);
+    kern_cuda_workspace_release(d->c, &d->ws);
     free(d);
 }
 
@@ -227,6 +231,6 @@ int kern_cuda_dense_run(struct kern_cuda_dense *d, const float *params, const fl
         return -1;
     kern_cuda_exec e(d->c, err, errlen);
     if (kern_dense_pass(e, d->layout, d->buf, params, batch, grad) < 0) return -1;
-    return kern_cuda_collect_rows(d->c, d->buf.row_loss, d->buf.row_hit, d->host_loss, d->host_hit,
-                                  batch, loss_sum, correct, err, errlen);
+    return kern_cuda_collect_rows(d->c, d->buf.row_loss, d->buf.row_hit, d->ws.host_loss,
+                                  d->ws.host_hit, batch, loss_sum, correct, err, errlen);
 }

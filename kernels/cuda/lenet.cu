@@ -141,11 +141,8 @@ struct lenet_exec : kern_cuda_exec {
 struct kern_cuda_lenet {
     struct kern_cuda_ctx *c;
     struct kern_lenet_layout layout;
-    struct kern_lenet_buffers buf; /* device pointers into block */
-    int capacity;
-    void *block;
-    double *host_loss;
-    int *host_hit;
+    struct kern_lenet_buffers buf; /* device pointers into ws.block */
+    struct kern_cuda_workspace ws;
 };
 
 static float *floats(char *base, size_t *used, size_t n)
@@ -182,45 +179,21 @@ static size_t lenet_layout_buffers(struct kern_cuda_lenet *n, size_t cap, char *
     return used;
 }
 
-static void lenet_release(struct kern_cuda_lenet *n)
-{
-    cudaSetDevice(n->c->ordinal);
-    if (n->block) cudaFree(n->block);
-    cudaGetLastError();
-    free(n->host_loss);
-    free(n->host_hit);
-    n->block = NULL;
-    n->host_loss = NULL;
-    n->host_hit = NULL;
-    n->capacity = 0;
-}
-
 /* Grows the workspace to `batch` samples (never shrinks). */
 static int lenet_reserve(struct kern_cuda_lenet *n, int batch, char *err, size_t errlen)
 {
-    if (batch <= n->capacity) return 0;
-    lenet_release(n);
+    if (batch <= n->ws.capacity) return 0;
     size_t bytes = lenet_layout_buffers(n, (size_t)batch, NULL);
-    cudaError_t e = cudaMalloc(&n->block, bytes);
-    if (e != cudaSuccess) {
-        n->block = NULL;
-        cudaGetLastError();
-        return kern_fail(err, errlen, "cuda: cannot allocate %zu MiB of cnn:lenet workspace: %s",
-                         bytes >> 20, cudaGetErrorString(e));
-    }
-    n->host_loss = (double *)malloc((size_t)batch * sizeof(double));
-    n->host_hit = (int *)malloc((size_t)batch * sizeof(int));
-    if (!n->host_loss || !n->host_hit) {
-        lenet_release(n);
-        return kern_fail(err, errlen, "cuda: out of host memory for model staging");
-    }
-    lenet_layout_buffers(n, (size_t)batch, (char *)n->block);
+    if (kern_cuda_workspace_alloc(n->c, &n->ws, bytes, batch, "cnn:lenet", err, errlen) < 0)
+        return -1;
+    lenet_layout_buffers(n, (size_t)batch, (char *)n->ws.block);
     if (kern_cuda_fill(n->c, (size_t)batch * n->layout.pixels_per_sample, 1.0f, n->buf.dense.ones,
                        err, errlen) < 0) {
-        lenet_release(n); /* no half-made workspace: the next call starts over */
+        /* No half-made workspace: the next call starts over. */
+        kern_cuda_workspace_release(n->c, &n->ws);
         return -1;
     }
-    n->capacity = batch;
+    n->ws.capacity = batch;
     return 0;
 }
 
@@ -239,7 +212,7 @@ int kern_cuda_lenet_create(struct kern_cuda_ctx *c, struct kern_cuda_lenet **out
 void kern_cuda_lenet_destroy(struct kern_cuda_lenet *n)
 {
     if (!n) return;
-    lenet_release(n);
+    kern_cuda_workspace_release(n->c, &n->ws);
     free(n);
 }
 
@@ -276,6 +249,6 @@ int kern_cuda_lenet_run(struct kern_cuda_lenet *n, const float *params, const fl
         return -1;
     }
     const struct kern_dense_buffers &d = n->buf.dense;
-    return kern_cuda_collect_rows(n->c, d.row_loss, d.row_hit, n->host_loss, n->host_hit, batch,
-                                  loss_sum, correct, err, errlen);
+    return kern_cuda_collect_rows(n->c, d.row_loss, d.row_hit, n->ws.host_loss, n->ws.host_hit,
+                                  batch, loss_sum, correct, err, errlen);
 }
