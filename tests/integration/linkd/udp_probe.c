@@ -34,6 +34,8 @@ struct probe_hdr {
 };
 
 #define PROBE_WIRE_EXTRA (8 + 20 + 14) /* UDP + IPv4 + Ethernet headers */
+/* Bytes a link counts beyond the frame: linkd's default per-frame overhead. */
+#define PROBE_OVERHEAD 0
 
 static int64_t probe_now(void)
 {
@@ -62,7 +64,7 @@ static int probe_send(const char *dst, int port, double rate, uint32_t payload, 
     setsockopt(s, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     char buf[65536] = {0};
     if (payload < sizeof(struct probe_hdr)) payload = sizeof(struct probe_hdr);
-    double interval = probe_wire_bytes(payload, 24) * 8e9 / rate;
+    double interval = probe_wire_bytes(payload, PROBE_OVERHEAD) * 8e9 / rate;
     int64_t start = probe_now() + 1000000;
     for (uint64_t i = 0; i < count; i++) {
         int64_t due = start + (int64_t)(interval * (double)i);
@@ -198,7 +200,7 @@ int main(int argc, char **argv)
                           strtoull(argv[6], NULL, 10));
     if (argc >= 4 && argc <= 7 && strcmp(argv[1], "recv") == 0)
         return probe_recv(atoi(argv[2]), strtoull(argv[3], NULL, 10), argc > 4 ? atof(argv[4]) : 0,
-                          argc > 5 ? atof(argv[5]) : 0, argc > 6 ? atoi(argv[6]) : 0);
+                          argc > 5 ? atof(argv[5]) : 0, argc > 6 ? atoi(argv[6]) : PROBE_OVERHEAD);
     fprintf(stderr, "usage: hn-udp-probe send DST PORT RATE_BPS PAYLOAD COUNT\n"
                     "       hn-udp-probe recv PORT COUNT [LINK_BPS DELAY_US [OVERHEAD]]\n");
     return 2;
