@@ -187,15 +187,29 @@ static bool scale_device(struct command_job *j, const struct store_patch *x, uin
            kern_scale(job_ctx(j), n, (float)j->number, dx + offset, j->err, sizeof j->err) == 0;
 }
 
-/* x . y (x == y: the squared norm) over n elements from offset. */
+/* x . y over n elements from offset; y NULL: the norm of x. */
 static bool dot_device(struct command_job *j, const struct store_tensor *x,
                        const struct store_tensor *y, uint64_t offset, uint64_t n, double *out)
 {
     const float *dx = devmirror_read(j->dev, x, j->err, sizeof j->err);
-    const float *dy = dx && y != x ? devmirror_read(j->dev, y, j->err, sizeof j->err) : dx;
+    const float *dy = dx && y && y != x ? devmirror_read(j->dev, y, j->err, sizeof j->err) : dx;
     if (!dy) return false;
-    if (y == x) return kern_norm(job_ctx(j), n, dx + offset, out, j->err, sizeof j->err) == 0;
+    if (!y) return kern_norm(job_ctx(j), n, dx + offset, out, j->err, sizeof j->err) == 0;
     return kern_dot(job_ctx(j), n, dx + offset, dy + offset, out, j->err, sizeof j->err) == 0;
+}
+
+/* The tensor called name, or `same` (held again) when that is the tensor
+ * of the same name already looked up by this command: two lookups could
+ * return two tensors if a receive replaced it in between, and device copies
+ * are kept per name. */
+static struct store_tensor *cmd_find_or_same(struct command_job *j, const char *name,
+                                             struct store_tensor *same)
+{
+    if (same && strcmp(same->name, name) == 0) {
+        store_tensor_hold(same);
+        return same;
+    }
+    return cmd_find(j, name);
 }
 
 /* axpy and scale write in place through a patch (store.h): a tensor a send
@@ -206,7 +220,7 @@ static bool axpy_run(struct command_job *j)
     struct store_patch y;
     store_write_lock(j->store);
     bool ok = cmd_patch_begin(j, j->y, &y);
-    struct store_tensor *x = ok ? cmd_find(j, j->x) : NULL;
+    struct store_tensor *x = ok ? cmd_find_or_same(j, j->x, y.t) : NULL;
     float *py = NULL, *px;
     uint64_t n = 0;
     ok = x && job_span2(j, "y", y.t, "x", x, &py, &px, &n) &&
@@ -241,7 +255,7 @@ static bool norm_run(struct command_job *j)
     uint64_t n;
     double value;
     bool ok =
-        x && cmd_span(j, x, &px, &n) && dot_device(j, x, x, (uint64_t)(px - x->data), n, &value);
+        x && cmd_span(j, x, &px, &n) && dot_device(j, x, NULL, (uint64_t)(px - x->data), n, &value);
     if (ok) cmd_result_f64(j, "value", value);
     store_tensor_release(x);
     return ok;
@@ -250,7 +264,7 @@ static bool norm_run(struct command_job *j)
 static bool dot_run(struct command_job *j)
 {
     struct store_tensor *x = cmd_find(j, j->x);
-    struct store_tensor *y = x ? cmd_find(j, j->y) : NULL;
+    struct store_tensor *y = x ? cmd_find_or_same(j, j->y, x) : NULL;
     float *px, *py;
     uint64_t n;
     double value;
@@ -262,10 +276,14 @@ static bool dot_run(struct command_job *j)
     return ok;
 }
 
-/* Finds input i of sum and checks that its size matches input 0. */
+/* Finds input i of sum (an input named twice is the same tensor) and checks
+ * that its size matches input 0. */
 static bool sum_find_input(struct command_job *j, struct store_tensor **in, uint32_t i)
 {
-    in[i] = cmd_find(j, j->names[i]);
+    in[i] = NULL;
+    for (uint32_t k = 0; k < i && !in[i]; k++)
+        if (strcmp(j->names[k], j->names[i]) == 0) in[i] = cmd_find_or_same(j, j->names[i], in[k]);
+    if (!in[i]) in[i] = cmd_find(j, j->names[i]);
     if (!in[i]) return false;
     if (i > 0 && in[i]->size != in[0]->size)
         return cmd_fail(j, "size mismatch: input '%s' has %" PRIu64 " elements, '%s' has %" PRIu64,

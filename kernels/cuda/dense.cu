@@ -155,8 +155,13 @@ static int dense_reserve(struct kern_cuda_dense *d, int batch, char *err, size_t
     size_t bytes = dense_layout_buffers(d, (size_t)batch, NULL);
     if (kern_cuda_workspace_alloc(d->c, &d->ws, bytes, batch, "model", err, errlen) < 0) return -1;
     dense_layout_buffers(d, (size_t)batch, (char *)d->ws.block);
+    if (kern_cuda_fill(d->c, (size_t)batch, 1.0f, d->buf.ones, err, errlen) < 0) {
+        /* No half-made workspace: the next call starts over. */
+        kern_cuda_workspace_release(d->c, &d->ws);
+        return -1;
+    }
     d->ws.capacity = batch;
-    return kern_cuda_fill(d->c, (size_t)batch, 1.0f, d->buf.ones, err, errlen);
+    return 0;
 }
 
 int kern_cuda_dense_create(struct kern_cuda_ctx *c, const struct kern_cuda_dense_spec *spec,

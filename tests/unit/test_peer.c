@@ -236,6 +236,8 @@ static void test_sum(struct harness_peer *p)
     CHECK(values_are(p, "b", 3, (float[]){11, 11, 11}));
     CALL_OK(p, &r, "sum", "out:s inputs:l", "one", 1, (const char *[]){"c"});
     CHECK(values_are(p, "one", 3, (float[]){100, 100, 100}));
+    CALL_OK(p, &r, "sum", "out:s inputs:l", "twice", 3, (const char *[]){"c", "a", "c"});
+    CHECK(values_are(p, "twice", 3, (float[]){201, 201, 201})); /* an input named twice */
     CALL_OK(p, &r, "tensor", "name:s size:i", "four", 4LL);
     HCALL_ERR(p, &r, "sum: size mismatch: input 'four' has 4 elements, 'a' has 3", "sum",
               "out:s inputs:l", "s", 2, (const char *[]){"a", "four"});
@@ -262,6 +264,9 @@ static void test_norm_dot(struct harness_peer *p)
     CHECK_NEAR(harness_f64(&r, "value"), 14.0, 1e-5);
     CALL_OK(p, &r, "dot", "x:s y:s range:r", "v", "u", 0LL, 1LL);
     CHECK_NEAR(harness_f64(&r, "value"), 6.0, 1e-6);
+    /* A tensor with itself: x . x, not the norm. */
+    CALL_OK(p, &r, "dot", "x:s y:s", "v", "v");
+    CHECK_NEAR(harness_f64(&r, "value"), 25.0, 1e-5);
     CALL_OK(p, &r, "tensor", "name:s size:i", "u3", 3LL);
     HCALL_ERR(p, &r, "dot: size mismatch: x has 2 elements, y has 3", "dot", "x:s y:s", "v", "u3");
     HCALL_ERR(p, &r, "norm: tensor 'q' not found", "norm", "x:s", "q");
