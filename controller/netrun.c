@@ -44,7 +44,7 @@ struct netrun {
     bool cgroups_made;
     char run_id[96];
     char peer_path[4096];
-    struct peer_template *template; /* during start only */
+    struct peer_template *template; /* forks the peers at start; ends with them */
     struct registry *registry;
     uint32_t *loopback_next;
     netrun_exit_fn on_exit;
@@ -231,6 +231,27 @@ static int make_user_links(struct netrun *nr, char *err, size_t errlen)
     return 0;
 }
 
+/* A Linux bridge numbers its ports with 10 bits, port 0 unused. */
+#define BRIDGE_MAX_PORTS 1023
+
+/* Emulated switches are bridges: refused before anything is made. */
+static int check_switch_ports(const struct topo_network *net, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < net->n_nodes; i++) {
+        if (net->nodes[i].kind != TOPO_NODE_SWITCH) continue;
+        size_t ports = 0;
+        for (size_t l = 0; l < net->n_links; l++)
+            ports += (net->links[l].a == (int)i) + (net->links[l].b == (int)i);
+        if (ports > BRIDGE_MAX_PORTS)
+            return snprintf(err, errlen,
+                            "switch '%s': %zu links, but a Linux bridge takes at most %d ports; "
+                            "split the segment over several switches",
+                            net->nodes[i].name, ports, BRIDGE_MAX_PORTS),
+                   -1;
+    }
+    return 0;
+}
+
 /* Addresses and routes: pure computation on the model. */
 static int plan_topology(struct netrun *nr, char *err, size_t errlen)
 {
@@ -239,7 +260,8 @@ static int plan_topology(struct netrun *nr, char *err, size_t errlen)
         if (topo_assign_loopback_addresses(net, nr->loopback_next, err, errlen) < 0) return -1;
         return net->n_links ? topo_routing_compute(net, &nr->routing, err, errlen) : 0;
     }
-    if (topo_assign_addresses(net, err, errlen) < 0) return -1;
+    if (check_switch_ports(net, err, errlen) < 0 || topo_assign_addresses(net, err, errlen) < 0)
+        return -1;
     return topo_routing_compute(net, &nr->routing, err, errlen);
 }
 
@@ -405,10 +427,11 @@ static int request_peers(struct netrun *nr, char *err, size_t errlen)
         if (!p->client) return -1;
         struct peer_argv a;
         peer_argv_build(n, &a);
+        char why[400];
         p->template_id = peer_template_request(nr->template, a.args, child_end,
-                                               netrun_node_ns(nr, (int)i), err, errlen);
+                                               netrun_node_ns(nr, (int)i), why, sizeof why);
         close(child_end);
-        if (p->template_id < 0) return -1;
+        if (p->template_id < 0) return snprintf(err, errlen, "node '%s': %s", n->name, why), -1;
     }
     return 0;
 }
@@ -434,8 +457,7 @@ static int adopt_peers(struct netrun *nr, char *err, size_t errlen)
         if (register_peer(nr, (int)i, pid, rc == 0 ? err : why, rc == 0 ? errlen : sizeof why) < 0)
             rc = -1;
     }
-    peer_template_stop(nr->template);
-    nr->template = NULL;
+    /* The template stays until the peers are gone (peer_template.h). */
     if (rc == 0 && nr->registry) rc = registry_commit(nr->registry, err, errlen);
     return rc;
 }

@@ -325,6 +325,9 @@ static void on_readable(EV_P_ ev_io *w, int revents)
  * made meanwhile stay pending until the EOF fails them with that cause. */
 static void output_broken(struct peer_client *pc)
 {
+    /* Whatever the error was, the peer must see EOF, so that the EOF we
+     * wait for comes even if its end is still open (ENOBUFS, ENOMEM). */
+    if (!pc->output_broken) shutdown(pc->fd, SHUT_WR);
     pc->output_broken = true;
     ev_io_stop(pc->loop, &pc->write_watcher);
     msgpack_sbuffer_clear(&pc->out);

@@ -20,6 +20,8 @@
 /* Room for many requests in flight, so the controller rarely waits. */
 #define TEMPLATE_SOCKET_BUFFER (4 << 20)
 #define TEMPLATE_TITLE_ROOM 512
+/* How long a request may wait for room on a template that takes none. */
+#define TEMPLATE_REQUEST_TIMEOUT_S 30.0
 
 struct template_result {
     int32_t pid;
@@ -161,6 +163,7 @@ int peer_template_request(struct peer_template *t, const char *const *args, int 
 {
     if (grow_results(t) < 0) return snprintf(err, errlen, "peer template: out of memory"), -1;
     uint32_t id = (uint32_t)t->n_requests;
+    double deadline = now_s() + TEMPLATE_REQUEST_TIMEOUT_S;
     while (!t->broken) {
         if (peer_template_send_request(t->sock, id, args, control_fd, netns_fd) == 0) {
             t->results[id] = (struct template_result){0};
@@ -171,9 +174,15 @@ int peer_template_request(struct peer_template *t, const char *const *args, int 
             template_gone(t);
             break;
         }
-        if (errno != EAGAIN && errno != EINTR) {
+        /* ETOOMANYREFS: too many descriptors in flight for an unprivileged
+         * sender; they drain as the template takes its requests. */
+        if (errno != EAGAIN && errno != EINTR && errno != ETOOMANYREFS) {
             snprintf(err, errlen, "peer template: send: %s", strerror(errno));
             return -1;
+        }
+        if (now_s() > deadline) {
+            template_break(t, "it takes no requests");
+            break;
         }
         /* Full: the template is busy or blocked on its replies; take them. */
         struct pollfd p = {t->sock, POLLIN | POLLOUT, 0};
@@ -195,8 +204,13 @@ pid_t peer_template_pid(struct peer_template *t, int id, double timeout_s, char 
         snprintf(err, errlen, "peer template: %s: %s", res->step, strerror(res->error));
     else if (t->broken)
         snprintf(err, errlen, "peer template: %s", t->broken_why);
-    else
-        snprintf(err, errlen, "peer template: no reply within %.1f s", timeout_s);
+    else {
+        /* Later peers would wait as long again: one wait per start. */
+        char why[80];
+        snprintf(why, sizeof why, "no reply within %.1f s", timeout_s);
+        template_break(t, why);
+        snprintf(err, errlen, "peer template: %s", why);
+    }
     return -1;
 }
 

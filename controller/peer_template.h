@@ -5,8 +5,13 @@
  *
  * Owns the template process and its socket. Blocking, like the rest of a
  * network's start: a request waits only while the socket is full (draining
- * replies meanwhile, so the two sides never wait on each other), and
- * collecting a pid waits at most the given time. */
+ * replies meanwhile, so the two sides never wait on each other; at most
+ * 30 s in all), and collecting the pids waits at most the given time once.
+ *
+ * The caller keeps the template until its peers are gone: a peer forked by
+ * raw clone keeps the template's thread id in glibc's thread block (see
+ * peer/template.c), and while the template lives no new thread can get that
+ * id. */
 #pragma once
 
 #include <stddef.h>
@@ -27,7 +32,8 @@ int peer_template_request(struct peer_template *t, const char *const *args, int 
 
 /* The pid of request id, waiting for the template's replies at most until
  * timeout_s from now; -1 with err (why the template could not start it, or
- * that it died or fell silent). */
+ * that it died or fell silent). A template silent that long counts as dead:
+ * later calls return what had arrived, without waiting again. */
 pid_t peer_template_pid(struct peer_template *t, int id, double timeout_s, char *err,
                         size_t errlen);
 

@@ -204,21 +204,7 @@ static int peer_parse_args(int argc, char **argv, struct peer_options *o)
 static void peer_fatal(const struct peer_config *cfg, const char *message)
 {
     fprintf(stderr, "hiernet-peer[%s]: %s\n", cfg->node, message);
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    proto_pack_notify_begin(&pk, "fatal", 1);
-    proto_pack_kv_str(&pk, "error", message);
-    /* Blocking and small: the socket buffer is empty at start. A failed
-     * write leaves the exit status and stderr to tell. */
-    for (size_t done = 0; done < sb.size;) {
-        ssize_t n = write(cfg->control_fd, sb.data + done, sb.size - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        done += (size_t)n;
-    }
-    msgpack_sbuffer_destroy(&sb);
+    proto_write_fatal(cfg->control_fd, message);
 }
 
 /* Opens the compute device before anything else: a peer that cannot

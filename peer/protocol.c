@@ -1,8 +1,10 @@
 /* protocol.c — MessagePack-RPC codec of the control channel (see protocol.h). */
 #include "peer/protocol.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- reader ---- */
 
@@ -465,4 +467,21 @@ bool proto_args_missing(struct proto_args *a, const char *key)
 {
     snprintf(a->err, sizeof a->err, "param '%s': missing", key);
     return false;
+}
+
+void proto_write_fatal(int fd, const char *message)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_notify_begin(&pk, "fatal", 1);
+    proto_pack_kv_str(&pk, "error", message);
+    for (size_t done = 0; done < sb.size;) {
+        ssize_t n = write(fd, sb.data + done, sb.size - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += (size_t)n;
+    }
+    msgpack_sbuffer_destroy(&sb);
 }

@@ -66,6 +66,11 @@ enum proto_next proto_reader_next(struct proto_reader *r, struct proto_msg *msg,
 void proto_pack_request_begin(msgpack_packer *pk, uint32_t msgid, const char *method,
                               uint32_t n_entries);
 void proto_pack_notify_begin(msgpack_packer *pk, const char *method, uint32_t n_entries);
+/* Writes [2, "fatal", {error = message}] to fd, blocking: how a peer that is
+ * about to exit before serving tells the controller why (its start error then
+ * names the cause, not just the exit status). A failed write is ignored:
+ * the exit status and stderr still tell. */
+void proto_write_fatal(int fd, const char *message);
 void proto_pack_response_begin(msgpack_packer *pk, uint32_t msgid, uint32_t n_entries);
 /* A complete error response: [1, msgid, "message", nil]. */
 void proto_pack_error(msgpack_packer *pk, uint32_t msgid, const char *message);

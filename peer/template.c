@@ -1,9 +1,11 @@
 /* template.c — forking peers on request (see template.h). */
 #include "peer/template.h"
 
+#include "peer/protocol.h"
 #include "peer/template_wire.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <sched.h>
 #include <signal.h>
@@ -20,8 +22,13 @@ static size_t title_len;
 /* A fork whose child's parent is our parent (the controller). By raw system
  * call, as glibc's fork() cannot pass CLONE_PARENT. Safe here because the
  * template is single-threaded and holds no locks, so glibc's atfork work
- * has nothing to do; glibc (>= 2.34) asks the kernel for the tid where it
- * matters (raise, abort), so the child's stale cached tid is harmless. */
+ * has nothing to do, and glibc (>= 2.34) asks the kernel for the tid where
+ * signals are sent (raise, abort). What remains is that the child's main
+ * thread keeps the template's tid in glibc's thread block, which glibc uses
+ * as the owner of recursive and error-checking mutexes (the dynamic
+ * loader's among them). That only matters if another thread of the child
+ * could get the same tid, which cannot happen while the template lives: the
+ * controller keeps it until the peers are gone. */
 static pid_t fork_sibling(void)
 {
     return (pid_t)syscall(SYS_clone, CLONE_PARENT | SIGCHLD, NULL, NULL, NULL, NULL);
@@ -53,12 +60,20 @@ static void run_peer(int sock, pid_t controller, struct peer_template_request *r
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != controller) _exit(1);
     if (req->netns_fd >= 0 && setns(req->netns_fd, CLONE_NEWNET) < 0) {
-        fprintf(stderr, "hiernet-peer: template: setns: %s\n", strerror(errno));
+        char message[160];
+        snprintf(message, sizeof message, "cannot enter the node's network namespace: %s",
+                 strerror(errno));
+        fprintf(stderr, "hiernet-peer: template: %s\n", message);
+        proto_write_fatal(req->control_fd, message);
         _exit(1);
     }
     if (sock != PEER_CONTROL_FD) close(sock);
-    if (dup2(req->control_fd, PEER_CONTROL_FD) < 0) _exit(1);
-    close(req->control_fd);
+    if (req->control_fd != PEER_CONTROL_FD) {
+        if (dup2(req->control_fd, PEER_CONTROL_FD) < 0) _exit(1);
+        close(req->control_fd);
+    } else if (fcntl(PEER_CONTROL_FD, F_SETFD, 0) < 0) { /* it came with MSG_CMSG_CLOEXEC */
+        _exit(1);
+    }
     if (req->netns_fd >= 0) close(req->netns_fd);
     /* The command line an exec'd peer would have had. */
     char *argv[PEER_TEMPLATE_MAX_ARGS + 4] = {"hiernet-peer", "--control-fd", PEER_CONTROL_FD_TEXT};

@@ -123,36 +123,44 @@ void topo_netns_close(struct topo_netns *ns)
     ns->fd = -1;
 }
 
-/* Whether new namespaces copy the host's IPv4 settings
- * (net.core.devconf_inherit_init_net 1 or 3) rather than the kernel's
- * defaults. Read once: it is the host's and does not change under us. */
+/* Whether this kernel has IPv6: probed once, from the caller's namespace. */
 static pthread_once_t host_probe_once = PTHREAD_ONCE_INIT;
-static bool host_inherits_conf, host_has_ipv6;
+static bool host_has_ipv6;
 
-/* Runs in the caller's namespace, before any thread enters a new one: the
- * setting exists only in the initial namespace. Unreadable (we run in a
- * container's namespace) counts as inheriting, the cautious side. */
 static void netns_probe_host(void)
 {
-    char v[8] = "";
-    int fd = open("/proc/sys/net/core/devconf_inherit_init_net", O_RDONLY | O_CLOEXEC);
-    host_inherits_conf = true;
-    if (fd >= 0 && read(fd, v, sizeof v - 1) > 0) host_inherits_conf = v[0] == '1' || v[0] == '3';
-    if (fd >= 0) close(fd);
     host_has_ipv6 = access("/proc/sys/net/ipv6", F_OK) == 0;
 }
 
+/* Whether a new namespace starts with conf/all/rp_filter on. Every new
+ * namespace starts with the same conf/all: the host's copied, or the
+ * kernel's defaults (net.core.devconf_inherit_init_net decides), so the
+ * first one tells. Unreadable counts as on, the cautious side. */
+static pthread_once_t rp_filter_probe_once = PTHREAD_ONCE_INIT;
+static bool new_ns_rp_filter_on;
+
+static void netns_probe_rp_filter(void) /* inside the first new namespace */
+{
+    char v[8] = "";
+    int fd = open("/proc/sys/net/ipv4/conf/all/rp_filter", O_RDONLY | O_CLOEXEC);
+    new_ns_rp_filter_on = !(fd >= 0 && read(fd, v, sizeof v - 1) > 0 && v[0] == '0');
+    if (fd >= 0) close(fd);
+}
 
 /* Router settings live on the interfaces (topo_nl_link_node_conf_build),
  * set through netlink, because every /proc/sys path lookup costs
  * O(namespaces) in the kernel (the dcache keeps one entry per namespace
  * under each name): a 1000-node start spent a fifth of its CPU on such
- * writes. Only where namespaces inherit the host's settings
- * may the reverse-path filter of conf/all be on, which the kernel combines
- * with the interface's by maximum: that one is written. */
+ * writes. conf/all/rp_filter is written only where a new namespace starts
+ * with it on (a host that sets it and lets namespaces inherit it): the
+ * kernel combines it with the interface's by maximum. conf/all/
+ * send_redirects stays on: a forwarding node may send a redirect within a
+ * switch segment, which every node ignores (accept_redirects is off on all
+ * of its interfaces). */
 static int netns_setup_forwarding(char *err, size_t errlen)
 {
-    if (!host_inherits_conf) return 0;
+    pthread_once(&rp_filter_probe_once, netns_probe_rp_filter);
+    if (!new_ns_rp_filter_on) return 0;
     return topo_netns_sysctl_write("net/ipv4/conf/all/rp_filter", "0", err, errlen);
 }
 

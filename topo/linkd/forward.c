@@ -609,8 +609,8 @@ struct linkd_link *linkd_link_add(struct linkd *ld, int64_t id, int fd_a, int fd
 {
     struct linkd_link *l = calloc(1, sizeof *l);
     if (!l) {
-        close(fd_a);
-        close(fd_b);
+        linkd_tap_remove(fd_a); /* a failed link_add leaves no TAP, persistent or not */
+        linkd_tap_remove(fd_b);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }

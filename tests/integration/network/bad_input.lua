@@ -8,6 +8,7 @@
 --   disconnect  start with two unlinked nodes (must name an unreachable pair)
 --   setunit     link:set{bw = "10Mbps"} on the running network
 --   nonetem     backend = "kernel" with delay on a kernel without sch_netem
+--   bigswitch   a switch with 1024 links (a bridge takes at most 1023 ports)
 -- Node names start with tag= (unique to the test run).
 local hn = require("hiernet")
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
@@ -40,6 +41,10 @@ elseif case == "disconnect" then
   net:start()
 elseif case == "setunit" then
   okl:set{ bw = "10Mbps" }
+elseif case == "bigswitch" then
+  local sw = net:switch(tag .. "sw")
+  for i = 1, 1024 do net:link(sw, net:node(tag .. "h" .. i), {}) end
+  net:start()
 elseif case == "nonetem" then
   net:link(x, y, { bw = "10Mbit", delay = "5ms" })
   net:start()

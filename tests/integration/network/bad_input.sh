@@ -37,6 +37,7 @@ cases=(
   "longname:$long"
   "selflink:linked to itself"
   "disconnect:'%T[xy]'.*'%T[xy]'"
+  "bigswitch:switch '%Tsw': 1024 links, but a Linux bridge takes at most 1023 ports"
   "setunit:10Mbps"
 )
 # Without sch_netem, asking the kernel backend for delay must fail at start and point to the user backend.
