@@ -4,6 +4,7 @@
  *
  * Owns each model's layer table, spec copy and one workspace block. */
 #include "kernels/model.h"
+#include "kernels/elementwise.h"
 #include "kernels/kern_error.h"
 
 #include <cblas.h>
@@ -466,15 +467,8 @@ static void bias_relu_rows(float *y, size_t rows, int cols, const float *b, int 
 {
     for (size_t r = 0; r < rows; r++) {
         float *row = y + r * cols;
-        if (relu) {
-            for (int c = 0; c < cols; c++) {
-                float v = row[c] + b[c];
-                row[c] = v > 0.0f ? v : 0.0f;
-            }
-        } else {
-            for (int c = 0; c < cols; c++)
-                row[c] += b[c];
-        }
+        for (int c = 0; c < cols; c++)
+            row[c] = kern_bias_relu(row[c], b[c], relu);
     }
 }
 
@@ -482,7 +476,7 @@ static void bias_relu_rows(float *y, size_t rows, int cols, const float *b, int 
 static void relu_mask(float *dy, const float *y, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+        dy[i] = kern_relu_mask(dy[i], y[i]);
 }
 
 /* ---- dense ---- */
@@ -762,20 +756,12 @@ static void softmax_xent(const float *logits, const int32_t *labels, int batch, 
                          float *dlogits, double *loss_sum, size_t *correct)
 {
     for (int b = 0; b < batch; b++) {
-        const float *z = logits + (size_t)b * classes;
-        int best = 0;
-        for (int c = 1; c < classes; c++)
-            best = z[c] > z[best] ? c : best;
-        double max = z[best], sum = 0;
-        for (int c = 0; c < classes; c++)
-            sum += exp((double)z[c] - max);
-        *loss_sum += log(sum) - ((double)z[labels[b]] - max);
-        *correct += best == labels[b];
-        if (!dlogits) continue;
-        float *d = dlogits + (size_t)b * classes;
-        for (int c = 0; c < classes; c++)
-            d[c] = (float)(exp((double)z[c] - max) / sum / batch);
-        d[labels[b]] -= 1.0f / (float)batch;
+        double loss;
+        int hit;
+        kern_softmax_xent_row(logits + (size_t)b * classes, labels[b], classes, batch,
+                              dlogits ? dlogits + (size_t)b * classes : NULL, &loss, &hit);
+        *loss_sum += loss;
+        *correct += (size_t)hit;
     }
 }
 

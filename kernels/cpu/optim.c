@@ -2,6 +2,8 @@
  * compiler vectorises (they are memory-bound; BLAS would add passes). Owns
  * each optimizer's state arrays. See kernels/optim.h. */
 #include "kernels/optim.h"
+
+#include "kernels/elementwise.h"
 #include "kernels/kern_error.h"
 
 #include <math.h>
@@ -141,18 +143,14 @@ long optim_steps(const struct optim *o)
 static void step_sgd(const struct optim_config *c, float *p, const float *g, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        p[i] -= c->lr * (g[i] + c->weight_decay * p[i]);
+        kern_sgd(&p[i], g[i], c->lr, c->weight_decay);
 }
 
 static void step_momentum(const struct optim_config *c, float *p, const float *g, float *v,
                           size_t n, int nesterov)
 {
-    float mu = c->momentum;
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] + c->weight_decay * p[i];
-        v[i] = mu * v[i] + gi;
-        p[i] -= c->lr * (nesterov ? gi + mu * v[i] : v[i]);
-    }
+    for (size_t i = 0; i < n; i++)
+        kern_momentum(&p[i], g[i], &v[i], c->lr, c->momentum, c->weight_decay, nesterov);
 }
 
 static void step_adam(const struct optim_config *c, long t, float *p, const float *g, float *m,
@@ -162,13 +160,9 @@ static void step_adam(const struct optim_config *c, long t, float *p, const floa
      * small t, and they are per-step scalars anyway. */
     float c1 = (float)(1.0 / (1.0 - pow(c->beta1, (double)t)));
     float c2 = (float)(1.0 / (1.0 - pow(c->beta2, (double)t)));
-    float b1 = c->beta1, b2 = c->beta2;
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] + c->weight_decay * p[i];
-        m[i] = b1 * m[i] + (1.0f - b1) * gi;
-        s[i] = b2 * s[i] + (1.0f - b2) * gi * gi;
-        p[i] -= c->lr * (m[i] * c1) / (sqrtf(s[i] * c2) + c->eps);
-    }
+    for (size_t i = 0; i < n; i++)
+        kern_adam(&p[i], g[i], &m[i], &s[i], c->lr, c->beta1, c->beta2, c->eps, c->weight_decay,
+                  c1, c2);
 }
 
 int optim_step(struct optim *o, float *params, const float *grad, size_t n, char *err,

@@ -8,7 +8,7 @@
 
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/dense_pass.cuh"
-#include "kernels/cuda/elementwise.cuh"
+#include "kernels/elementwise.h"
 
 /* ---- kernels ---- */
 

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "kernels/cuda/dense_pass.cuh"
-#include "kernels/cuda/elementwise.cuh"
+#include "kernels/elementwise.h"
 
 struct kern_conv_shape {
     int in_c, in_h, in_w;

@@ -1,10 +1,10 @@
 /* cuda/optim.cu — sgd, momentum, nesterov and adam updates on device
  * buffers, one grid-stride kernel per method over the element functions of
- * elementwise.cuh. The state arrays belong to the caller (kernels/device.c
+ * elementwise.h. The state arrays belong to the caller (kernels/device.c
  * keeps them per optimizer); the method numbers are enum optim_method
  * (only the enum is used from optim.h: the module links no hiernet code). */
 #include "kernels/cuda/cuda_internal.h"
-#include "kernels/cuda/elementwise.cuh"
+#include "kernels/elementwise.h"
 #include "kernels/optim.h"
 
 __global__ void kern_sgd_kernel(size_t n, float *p, const float *g, float lr, float wd)

@@ -6,7 +6,7 @@
  * kernels/device.c loads it through $HIERNET_CUDA_MODULE like the real one)
  * and computes on the CPU: vectors with kernels/cpu/vec.c, models (dense
  * stacks and cnn:lenet) with kernels/cpu/model.c, optimizer steps with the element functions the
- * GPU kernels use (kernels/cuda/elementwise.cuh). So a "cuda" context or peer runs every CUDA code
+ * GPU kernels use (kernels/elementwise.h). So a "cuda" context or peer runs every CUDA code
  * path of device.c and of the peer, with results that can be compared with the cpu ones.
  *
  * What makes it a test rather than a second CPU backend: "device memory" is a
@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/elementwise.cuh"
+#include "kernels/elementwise.h"
 #include "kernels/kern_error.h"
 #include "kernels/model.h"
 #include "kernels/optim.h"

@@ -1,14 +1,11 @@
-/* cuda/elementwise.cuh — the per-element and per-row arithmetic of the CUDA
- * kernels, as __host__ __device__ functions.
- *
- * The kernels (dense.cu, optim.cu) call these on the GPU; the host test
- * tests/unit/test_cuda_host.cu calls the same functions on the CPU and
- * compares them with kernels/cpu/, which is how the arithmetic is checked on
- * machines without a GPU (and the fake module of tests/unit uses them to
- * stand in for a GPU in the peer's tests). Each mirrors its kernels/cpu/ counterpart
- * expression for expression (model.c bias_relu_rows, relu_mask,
- * softmax_xent; optim.c step_*), so results agree to rounding (nvcc may
- * contract a multiply-add into an FMA). */
+/* elementwise.h — the per-element and per-row arithmetic of the models and
+ * optimizers, written once for both devices: kernels/cpu/ (model.c,
+ * optim.c) calls these functions in its loops, and the CUDA kernels
+ * (kernels/cuda/dense.cu, optim.cu, lenet_pass.cuh) call them per thread as
+ * __host__ __device__ functions. So the two devices compute the same
+ * expressions, and results agree to rounding (nvcc may contract a
+ * multiply-add into an FMA). The fake CUDA module of the unit tests and
+ * tests/unit/test_cuda_host.cu run them on the CPU too. */
 #pragma once
 
 #include <math.h>
@@ -17,8 +14,6 @@
 #ifdef __CUDACC__
 #define KERN_HD __host__ __device__ inline
 #else
-/* Plain C or C++: the fake CUDA module of the unit tests
- * (tests/unit/fake_cuda_module.c) runs this arithmetic on the CPU. */
 #define KERN_HD static inline
 #endif
 
