@@ -4,12 +4,12 @@
  *
  * Owns each model's layer table, spec copy and one workspace block. */
 #include "kernels/model.h"
-#include "kernels/elementwise.h"
 #include "kernels/kern_error.h"
 
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +23,10 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("vect-cost-model=dynamic")
 #endif
+
+/* After the pragma: its functions are inlined into the loops below and must
+ * carry the same options, or GCC keeps them as calls. */
+#include "kernels/elementwise.h"
 
 #define MODEL_MAX_LAYERS 64
 #define MODEL_MAX_WIDTH 1000000
@@ -543,12 +547,16 @@ static void valid_rows(const struct layer *l, int ky, int *lo, int *hi)
     *hi = *hi < *lo ? *lo : *hi;
 }
 
-/* One row (c, ky, kx) of col: for every sample, the input plane shifted by
- * (ky - pad, kx - pad). Only the valid window is copied: im2col zeroes the
- * chunk's columns once up front, which is one fast memset instead of a few
- * tiny ones per image row. */
-static void im2col_row(const struct layer *l, const float *restrict plane, float *restrict dst,
-                       int count, int ky, int kx)
+/* One row (c, ky, kx) of col against the input planes shifted by
+ * (ky - pad, kx - pad), for every sample: im2col copies the valid window of
+ * the planes into col (it zeroes the chunk's columns once up front, which is
+ * one fast memset instead of a few tiny ones per image row); col2im, the
+ * adjoint, adds col back into the planes. Always inlined with `gather`
+ * constant, so each use keeps its own tight loop. */
+static inline __attribute__((always_inline)) void window_row(const struct layer *l,
+                                                             float *restrict plane,
+                                                             float *restrict col, int count,
+                                                             int ky, int kx, bool gather)
 {
     int x_lo, x_hi, y_lo, y_hi, ow = l->out_w, iw = l->in_w;
     valid_columns(l, kx, &x_lo, &x_hi);
@@ -557,11 +565,14 @@ static void im2col_row(const struct layer *l, const float *restrict plane, float
     int width = x_hi - x_lo, in_x = x_lo + kx - l->pad;
     for (int b = 0; b < count; b++) {
         for (int oy = y_lo; oy < y_hi; oy++) {
-            const float *restrict s =
-                plane + (size_t)b * in_plane + (size_t)(oy + ky - l->pad) * iw + in_x;
-            float *restrict d = dst + (size_t)b * out_plane + (size_t)oy * ow + x_lo;
-            for (int j = 0; j < width; j++)
-                d[j] = s[j];
+            float *restrict p = plane + (size_t)b * in_plane + (size_t)(oy + ky - l->pad) * iw + in_x;
+            float *restrict c = col + (size_t)b * out_plane + (size_t)oy * ow + x_lo;
+            if (gather)
+                for (int j = 0; j < width; j++)
+                    c[j] = p[j];
+            else
+                for (int j = 0; j < width; j++)
+                    p[j] += c[j];
         }
     }
 }
@@ -575,29 +586,10 @@ static void im2col(const struct layer *l, const float *in, float *col, struct co
         const float *src = in + ((size_t)ch * c.total + c.first) * plane;
         for (int ky = 0; ky < k; ky++)
             for (int kx = 0; kx < k; kx++, col += cols)
-                im2col_row(l, src, col, c.count, ky, kx);
+                window_row(l, (float *)src, col, c.count, ky, kx, true); /* only read */
     }
 }
 
-/* The adjoint of im2col_row: adds the row back into its shifted planes. */
-static void col2im_row(const struct layer *l, const float *restrict src, float *restrict plane,
-                       int count, int ky, int kx)
-{
-    int x_lo, x_hi, y_lo, y_hi, ow = l->out_w, iw = l->in_w;
-    valid_columns(l, kx, &x_lo, &x_hi);
-    valid_rows(l, ky, &y_lo, &y_hi);
-    size_t in_plane = (size_t)l->in_h * iw, out_plane = (size_t)l->out_h * ow;
-    int width = x_hi - x_lo, in_x = x_lo + kx - l->pad;
-    for (int b = 0; b < count; b++) {
-        for (int oy = y_lo; oy < y_hi; oy++) {
-            float *restrict d =
-                plane + (size_t)b * in_plane + (size_t)(oy + ky - l->pad) * iw + in_x;
-            const float *restrict s = src + (size_t)b * out_plane + (size_t)oy * ow + x_lo;
-            for (int j = 0; j < width; j++)
-                d[j] += s[j];
-        }
-    }
-}
 
 /* Writes the chunk's samples of dx (zeroed first) from d col. */
 static void col2im(const struct layer *l, const float *col, float *dx, struct conv_chunk c)
@@ -609,7 +601,7 @@ static void col2im(const struct layer *l, const float *col, float *dx, struct co
         memset(dst, 0, (size_t)c.count * plane * sizeof(float));
         for (int ky = 0; ky < k; ky++)
             for (int kx = 0; kx < k; kx++, col += cols)
-                col2im_row(l, col, dst, c.count, ky, kx);
+                window_row(l, dst, (float *)col, c.count, ky, kx, false); /* only read */
     }
 }
 
@@ -618,15 +610,8 @@ static void bias_relu_planes(float *y, int channels, size_t n, const float *b, i
 {
     for (int c = 0; c < channels; c++) {
         float *row = y + c * n, bias = b[c];
-        if (relu) {
-            for (size_t j = 0; j < n; j++) {
-                float v = row[j] + bias;
-                row[j] = v > 0.0f ? v : 0.0f;
-            }
-        } else {
-            for (size_t j = 0; j < n; j++)
-                row[j] += bias;
-        }
+        for (size_t j = 0; j < n; j++)
+            row[j] = kern_bias_relu(row[j], bias, relu);
     }
 }
 

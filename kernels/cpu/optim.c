@@ -3,7 +3,6 @@
  * each optimizer's state arrays. See kernels/optim.h. */
 #include "kernels/optim.h"
 
-#include "kernels/elementwise.h"
 #include "kernels/kern_error.h"
 
 #include <math.h>
@@ -16,6 +15,10 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("vect-cost-model=dynamic")
 #endif
+
+/* After the pragma: its functions are inlined into the loops below and must
+ * carry the same options, or GCC keeps them as calls. */
+#include "kernels/elementwise.h"
 
 struct optim {
     struct optim_config cfg;
@@ -142,15 +145,17 @@ long optim_steps(const struct optim *o)
 
 static void step_sgd(const struct optim_config *c, float *p, const float *g, size_t n)
 {
+    float lr = c->lr, wd = c->weight_decay; /* locals: p[i] may not alias them */
     for (size_t i = 0; i < n; i++)
-        kern_sgd(&p[i], g[i], c->lr, c->weight_decay);
+        kern_sgd(&p[i], g[i], lr, wd);
 }
 
 static void step_momentum(const struct optim_config *c, float *p, const float *g, float *v,
                           size_t n, int nesterov)
 {
+    float lr = c->lr, mu = c->momentum, wd = c->weight_decay;
     for (size_t i = 0; i < n; i++)
-        kern_momentum(&p[i], g[i], &v[i], c->lr, c->momentum, c->weight_decay, nesterov);
+        kern_momentum(&p[i], g[i], &v[i], lr, mu, wd, nesterov);
 }
 
 static void step_adam(const struct optim_config *c, long t, float *p, const float *g, float *m,
@@ -160,9 +165,9 @@ static void step_adam(const struct optim_config *c, long t, float *p, const floa
      * small t, and they are per-step scalars anyway. */
     float c1 = (float)(1.0 / (1.0 - pow(c->beta1, (double)t)));
     float c2 = (float)(1.0 / (1.0 - pow(c->beta2, (double)t)));
+    float lr = c->lr, b1 = c->beta1, b2 = c->beta2, eps = c->eps, wd = c->weight_decay;
     for (size_t i = 0; i < n; i++)
-        kern_adam(&p[i], g[i], &m[i], &s[i], c->lr, c->beta1, c->beta2, c->eps, c->weight_decay,
-                  c1, c2);
+        kern_adam(&p[i], g[i], &m[i], &s[i], lr, b1, b2, eps, wd, c1, c2);
 }
 
 int optim_step(struct optim *o, float *params, const float *grad, size_t n, char *err,
