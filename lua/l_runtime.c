@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define RUNTIME_KEY "hiernet.runtime"
 #define RECORD_MT "hiernet.record"
@@ -38,6 +39,7 @@ void hn_logf(struct hn_runtime *rt, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     double t = rt->sched ? sched_now(rt->sched) : 0;
+    hn_status_clear(rt);
     if (!rt->quiet) fprintf(stderr, "[%9.3f] %s\n", t, line);
     if (rt->log) {
         fprintf(rt->log, "[%9.3f] %s\n", t, line);
@@ -163,6 +165,45 @@ static int l_progress(lua_State *L)
     return 0;
 }
 
+/* ---- hn.status ---- */
+
+/* Plain status lines go to the log at most this often: a long run's log
+ * stays readable while a terminal shows every update. */
+#define STATUS_LOG_INTERVAL_S 5.0
+
+void hn_status_clear(struct hn_runtime *rt)
+{
+    if (!rt->status_shown) return;
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+    rt->status_shown = false;
+}
+
+/* hn.status(text): a live line on a terminal (rewritten in place by the next
+ * call); a plain log line at most every few seconds otherwise, and in
+ * log.txt in both cases. */
+static int l_status(lua_State *L)
+{
+    struct hn_runtime *rt = hn_runtime(L);
+    const char *text = luaL_checkstring(L, 1);
+    double t = rt->sched ? sched_now(rt->sched) : 0;
+    bool live = !rt->quiet && isatty(STDERR_FILENO);
+    bool log_due = rt->status_logged_at < 0 || t - rt->status_logged_at >= STATUS_LOG_INTERVAL_S;
+    if (log_due) {
+        rt->status_logged_at = t;
+        bool quiet = rt->quiet;
+        rt->quiet = quiet || live; /* the terminal gets the live line instead */
+        hn_logf(rt, "%s", text);
+        rt->quiet = quiet;
+    }
+    if (live) {
+        fprintf(stderr, "\r\033[K[%9.3f] %s", t, text);
+        fflush(stderr);
+        rt->status_shown = true;
+    }
+    return 0;
+}
+
 /* ---- hn.record ---- */
 
 struct l_record {
@@ -262,7 +303,8 @@ static const luaL_Reg record_methods[] = {
 };
 
 static const luaL_Reg runtime_functions[] = {
-    {"param", l_param}, {"log", l_log}, {"progress", l_progress}, {"record", l_record},
+    {"param", l_param}, {"log", l_log},         {"progress", l_progress},
+    {"record", l_record}, {"status", l_status},
     {NULL, NULL},
 };
 

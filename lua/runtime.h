@@ -32,9 +32,14 @@ struct hn_runtime {
     uint32_t loopback_next; /* backend none: next free 127.x.y.z, see scenario.c */
     FILE *draw;                /* hiernet draw: networks go here as DOT, nothing starts */
     bool drawn;                /* a network was drawn: the run is over */
+    bool status_shown;         /* hn.status's live line is on the terminal */
+    double status_logged_at;   /* run time of the last status line logged, or -1 */
 };
 
 struct hn_runtime *hn_runtime(lua_State *L);
 void hn_runtime_attach(lua_State *L, struct hn_runtime *rt);
-/* A timestamped line on stderr (unless quiet) and in log.txt. */
+/* A timestamped line on stderr (unless quiet) and in log.txt; it first clears
+ * hn.status's live line, which the next status call draws again. */
 void hn_logf(struct hn_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Clears hn.status's live line from the terminal (end of run, before output). */
+void hn_status_clear(struct hn_runtime *rt);

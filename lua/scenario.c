@@ -147,6 +147,7 @@ static void run_main_task(struct scenario *sc, const struct scenario_options *o)
 static int outcome(struct scenario *sc)
 {
     const char *fatal = sched_fatal_error(sc->rt.sched);
+    hn_status_clear(&sc->rt);
     if (sc->signal) {
         sc->run.status = "interrupted";
         run_set_error(&sc->run, sc->signal == SIGINT ? "interrupted by SIGINT"
@@ -257,6 +258,7 @@ int scenario_run(const struct scenario_options *o)
     msgpack_sbuffer_init(&sc.rt.scratch);
     sc.rt.run = &sc.run;
     sc.rt.quiet = o->quiet;
+    sc.rt.status_logged_at = -1;
     /* Backend none puts every peer on its own loopback address. Runs at the
      * same time must not share addresses (a peer's data port is fixed), so
      * each run takes its own 127.N.0.0/16, N from its pid. */
