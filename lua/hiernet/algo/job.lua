@@ -1,0 +1,554 @@
+-- hiernet.algo.job: what every training algorithm shares, written once.
+--
+--   local J = job.new("ps", opts, { mode = "bsp", options = { servers = job.check.nodes } })
+--   J:setup{ origin = server, eval_node = server, holders = { server } }
+--   ... the algorithm's loop: J:stopped(), J:step_row{...}, J:evaluate(...) ...
+--   return J:finish{ steps = ..., updates_applied = ... }
+--
+-- A job is: the option table checked up front (unknown options and bad
+-- values are errors naming the option and the value), the data and model
+-- set-up (each worker loads its shard of the training split, one initial
+-- model is made on one node and sent to every other, so every worker starts
+-- from the same parameters), the training clock, the stop conditions, the
+-- evaluation (in the background on the eval node, so it never stretches the
+-- training it measures), and the metrics: <prefix>steps.csv,
+-- <prefix>eval.csv and <prefix>summary.json in the results directory.
+--
+-- Times are on the run's clock (hn.now(), emulated seconds when the network
+-- is dilated), counted from the moment training starts (after set-up).
+local hn = require("hiernet")
+
+local job = {}
+
+-- ---- errors that point at the scenario's line, not at the library's ----
+
+-- The first stack level whose code is not part of the hiernet library.
+local function user_level()
+  for level = 2, 40 do
+    local info = debug.getinfo(level, "S")
+    if not info then return 1 end
+    if not info.source:find("hiernet/", 1, true) and info.what ~= "C" then return level end
+  end
+  return 1
+end
+
+function job.fail(fmt, ...)
+  local level = user_level()
+  local info = debug.getinfo(level, "Sl")
+  local where = info and info.currentline and info.currentline > 0
+      and (info.short_src .. ":" .. info.currentline .. ": ") or ""
+  error(where .. string.format(fmt, ...), 0)
+end
+local fail = job.fail
+
+-- ---- option checkers: each returns the checked (and defaulted) value ----
+
+local check = {}
+job.check = check
+
+local function describe(v)
+  if type(v) == "string" then return string.format("%q", v) end
+  return tostring(v)
+end
+
+function check.posint(what, v)
+  if math.type(v) ~= "integer" or v < 1 then fail("%s: expected a positive integer, got %s", what, describe(v)) end
+  return v
+end
+
+function check.nonnegint(what, v)
+  if math.type(v) ~= "integer" or v < 0 then fail("%s: expected an integer >= 0, got %s", what, describe(v)) end
+  return v
+end
+
+function check.posnumber(what, v)
+  if type(v) ~= "number" or not (v > 0) or v == math.huge then
+    fail("%s: expected a positive number, got %s", what, describe(v))
+  end
+  return v
+end
+
+function check.nonnegnumber(what, v)
+  if type(v) ~= "number" or not (v >= 0) or v == math.huge then
+    fail("%s: expected a number >= 0, got %s", what, describe(v))
+  end
+  return v
+end
+
+function check.fraction(what, v)
+  if type(v) ~= "number" or not (v > 0 and v <= 1) then
+    fail("%s: expected a number in (0, 1], got %s", what, describe(v))
+  end
+  return v
+end
+
+function check.boolean(what, v)
+  if type(v) ~= "boolean" then fail("%s: expected true or false, got %s", what, describe(v)) end
+  return v
+end
+
+function check.string(what, v)
+  if type(v) ~= "string" or v == "" then fail("%s: expected a non-empty string, got %s", what, describe(v)) end
+  return v
+end
+
+function check.name(what, v)
+  if type(v) ~= "string" or not v:match("^[A-Za-z0-9_.-]*$") then
+    fail("%s: expected letters, digits, '_', '.' or '-', got %s", what, describe(v))
+  end
+  return v
+end
+
+function check.oneof(...)
+  local allowed = { ... }
+  return function(what, v)
+    for _, a in ipairs(allowed) do if v == a then return v end end
+    fail("%s: expected one of %s, got %s", what, table.concat(allowed, ", "), describe(v))
+  end
+end
+
+local function is_node(v)
+  return type(v) == "userdata" and pcall(function() return v.kind end)
+end
+
+function check.node(what, v)
+  if not is_node(v) then fail("%s: expected a node, got %s", what, describe(v)) end
+  if v.kind ~= "host" then fail("%s: node '%s' is a switch and runs no peer", what, v.name) end
+  return v
+end
+
+function check.nodes(what, v)
+  if type(v) ~= "table" or #v == 0 then fail("%s: expected a non-empty list of nodes, got %s", what, describe(v)) end
+  local seen = {}
+  for i, n in ipairs(v) do
+    check.node(what .. "[" .. i .. "]", n)
+    if seen[n.name] then fail("%s: node '%s' is listed twice", what, n.name) end
+    seen[n.name] = true
+  end
+  return v
+end
+
+-- A table with only the given keys, each checked: fields = {key = checker}.
+function check.fields(fields)
+  return function(what, v)
+    if type(v) ~= "table" then fail("%s: expected a table, got %s", what, describe(v)) end
+    local out = {}
+    for k, val in pairs(v) do
+      local c = fields[k]
+      if not c then fail("%s: unknown field '%s'", what, tostring(k)) end
+      out[k] = c(what .. "." .. k, val)
+    end
+    return out
+  end
+end
+
+local OPTIM_METHODS = { "sgd", "momentum", "nesterov", "adam" }
+-- The peer's defaults (kernels/optim.h) apply to what is not given.
+check.optimizer = check.fields{
+  method = check.oneof(table.unpack(OPTIM_METHODS)),
+  lr = check.posnumber, momentum = check.nonnegnumber, beta1 = check.nonnegnumber,
+  beta2 = check.nonnegnumber, eps = check.posnumber, weight_decay = check.nonnegnumber,
+}
+
+local dataset_fields = check.fields{
+  name = check.string, path = check.string,
+  partition = check.oneof("shuffle", "sample", "dirichlet"), alpha = check.posnumber,
+  seed = check.nonnegint, n = check.posint, dim = check.posint, classes = check.posint,
+  noise = check.nonnegnumber, test_n = check.posint,
+}
+function check.dataset(what, v)
+  if type(v) == "string" then v = { name = v } end
+  local d = dataset_fields(what, v)
+  d.name = d.name or "fashion-mnist"
+  if d.alpha and d.partition ~= "dirichlet" then
+    fail("%s.alpha: only with partition = \"dirichlet\"", what)
+  end
+  return d
+end
+
+check.compress = function(what, v)
+  if v == nil or v == false or v == "none" then return nil end
+  if type(v) == "string" then v = { method = v } end
+  local c = check.fields{
+    method = check.oneof("none", "topk", "int8", "sign"), ratio = check.fraction,
+    error_feedback = check.boolean,
+  }(what, v)
+  if c.method == nil then fail("%s.method: missing (topk, int8 or sign)", what) end
+  if c.method == "none" then return nil end
+  if c.ratio and c.method ~= "topk" then fail("%s.ratio: only with method = \"topk\"", what) end
+  c.ratio = c.ratio or 0.01
+  if c.error_feedback == nil then c.error_feedback = true end
+  return c
+end
+
+-- Options every algorithm takes (algorithm-specific ones come in spec.options).
+local COMMON = {
+  workers = check.nodes, model = check.string, init = check.string, seed = check.nonnegint,
+  dataset = check.dataset, batch = check.posint, worker_opt = check.optimizer,
+  steps = check.posint, epochs = check.posnumber, seconds = check.posnumber,
+  target_accuracy = check.fraction, eval_every = check.posint, eval_limit = check.nonnegint,
+  eval_node = check.node, final_eval_limit = check.nonnegint, compress = check.compress,
+  prefix = check.name, on_failure = check.oneof("fail", "drop"), progress = check.boolean,
+  label = check.string,
+}
+
+local DEFAULTS = {
+  model = "mlp:784-128-10", init = "default", seed = 1, batch = 64,
+  worker_opt = { method = "sgd", lr = 0.05 },
+}
+
+-- Options as given, made JSON-safe (nodes become their names), for summary.json.
+local function plain(v)
+  if is_node(v) then return v.name end
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = plain(x) end
+  return out
+end
+
+local function check_options(algorithm, opts, spec)
+  if type(opts) ~= "table" then fail("%s.train: expected a table of options, got %s", algorithm, describe(opts)) end
+  local o = {}
+  for k, v in pairs(opts) do
+    local c = COMMON[k] or (spec.options or {})[k]
+    if not c then fail("%s.train: unknown option '%s'", algorithm, tostring(k)) end
+    o[k] = c(algorithm .. ".train: option '" .. k .. "'", v)
+  end
+  for _, k in ipairs(spec.required or {}) do
+    if o[k] == nil then fail("%s.train: option '%s' is required", algorithm, k) end
+  end
+  if o.workers == nil and not spec.no_workers then fail("%s.train: option 'workers' is required", algorithm) end
+  if not (o.steps or o.epochs or o.seconds) then
+    fail("%s.train: give a stop condition: steps, epochs or seconds (target_accuracy may end it sooner)", algorithm)
+  end
+  for k, v in pairs(DEFAULTS) do if o[k] == nil then o[k] = v end end
+  o.worker_opt.method = o.worker_opt.method or "sgd"
+  o.dataset = o.dataset or { name = "fashion-mnist" }
+  return o
+end
+
+-- ---- the job ----
+
+local Job = {}
+Job.__index = Job
+
+-- Record prefixes in use in this run (one Lua state per run).
+local used_prefixes = {}
+
+local function pick_prefix(o, label)
+  if o.prefix then
+    if used_prefixes[o.prefix] then fail("prefix '%s' is already used by another training in this run", o.prefix) end
+    used_prefixes[o.prefix] = true
+    return o.prefix
+  end
+  local candidates = { "", label:gsub("[^A-Za-z0-9_.-]", "_") .. "_" }
+  for _, p in ipairs(candidates) do
+    if not used_prefixes[p] then used_prefixes[p] = true; return p end
+  end
+  for n = 2, 10000 do
+    local p = candidates[2] .. n .. "_"
+    if not used_prefixes[p] then used_prefixes[p] = true; return p end
+  end
+end
+
+-- job.new(algorithm, opts, spec) -> job. spec: { mode=, options = {key = checker},
+-- required = {...}, defaults = {...}, no_workers = bool }.
+function job.new(algorithm, opts, spec)
+  spec = spec or {}
+  local o = check_options(algorithm, opts, spec)
+  for k, v in pairs(spec.defaults or {}) do if o[k] == nil then o[k] = v end end
+  local mode = spec.mode or o.mode or o.algo
+  local label = o.label or (mode and (algorithm .. "-" .. mode) or algorithm)
+  local J = setmetatable({
+    algorithm = algorithm, mode = mode, label = label, o = o,
+    parameters = plain(opts),
+    workers = o.workers or {},
+    prefix = pick_prefix(o, label),
+    on_failure = o.on_failure or spec.on_failure or "fail",
+    -- progress of the training
+    steps = 0, updates_applied = 0, bytes = 0, samples = 0, compute_ms = 0,
+    worker_steps = 0,
+    last_loss = nil, best_accuracy = nil, last_accuracy = nil, time_to_target = nil,
+    evals = 0, evals_skipped = 0, eval_busy = false, eval_tasks = {},
+    stop_reason = nil, dead = {}, t0 = nil,
+  }, Job)
+  J.steps_rec = hn.record(J.prefix .. "steps", { "time", "worker", "step", "loss", "compute_ms",
+    "comm_ms", "wait_ms", "staleness", "lr", "k", "bytes" })
+  J.eval_rec = hn.record(J.prefix .. "eval", { "time", "step", "accuracy", "loss" })
+  if o.eval_every == nil then
+    o.eval_every = o.steps and math.max(1, o.steps // 20) or 50
+  end
+  return J
+end
+
+-- ---- set-up ----
+
+-- Loads shard i of n of the training split on each worker (partition and
+-- seed shared, so the shards are disjoint where the partition says so).
+local function load_shards(J)
+  local d, n = J.o.dataset, #J.workers
+  local tasks = {}
+  for i, w in ipairs(J.workers) do
+    tasks[i] = hn.spawn(function()
+      return w:dataset{ name = d.name, path = d.path, split = "train", shard = i, shards = n,
+                        partition = d.partition, alpha = d.alpha, seed = d.seed or J.o.seed,
+                        n = d.n, dim = d.dim, classes = d.classes, noise = d.noise }
+    end)
+  end
+  local results = hn.wait_all(tasks)
+  J.train_samples = 0
+  J.shard_samples = {}
+  for i, r in ipairs(results) do
+    J.shard_samples[i] = r.samples
+    J.train_samples = J.train_samples + r.samples
+  end
+end
+
+local function load_test(J, node)
+  local d = J.o.dataset
+  node:dataset{ name = d.name, path = d.path, split = "test", seed = d.seed or J.o.seed,
+                n = d.test_n, dim = d.dim, classes = d.classes, noise = d.noise }
+end
+
+-- J:setup{ origin = node, holders = {nodes that hold the model besides the
+-- workers}, eval_node = node, model_name = "w" }: datasets loaded, the model
+-- created on origin and sent to every worker and holder, test split on the
+-- eval node. Starts the training clock.
+function Job:setup(s)
+  s = s or {}
+  local name = s.model_name or "w"
+  self.model_name = name
+  self.eval_node = self.o.eval_node or s.eval_node or self.workers[1]
+  load_shards(self)
+  load_test(self, self.eval_node)
+  local origin = s.origin or self.workers[1]
+  local holders, seen = {}, { [origin.name] = true }
+  for _, list in ipairs{ self.workers, s.holders or {}, { self.eval_node } } do
+    for _, n in ipairs(list) do
+      if not seen[n.name] then seen[n.name] = true; holders[#holders + 1] = n end
+    end
+  end
+  -- Every holder needs a model of that name (grad and eval work on models);
+  -- the data then comes from the origin's one initialisation.
+  local tasks = {}
+  for i, n in ipairs(holders) do
+    tasks[i] = hn.spawn(function() n:model{ name = name, arch = self.o.model, init = self.o.init, seed = self.o.seed } end)
+  end
+  local made = origin:model{ name = name, arch = self.o.model, init = self.o.init, seed = self.o.seed }
+  hn.wait_all(tasks)
+  self.model_size = made.size
+  if #holders > 0 then origin:send{ tensor = name, to = holders } end
+  hn.log(string.format("%s: %d workers, model %s (%d parameters), %d training samples, eval on %s%s",
+    self.label, #self.workers, self.o.model, made.size, self.train_samples, self.eval_node.name,
+    self.prefix ~= "" and (", records " .. self.prefix .. "*") or ""))
+end
+
+-- Training starts now: times in the records count from here.
+function Job:start_clock()
+  self.t0 = hn.now()
+  self.last_status = -1
+end
+
+-- ---- clock, stop conditions, progress ----
+
+-- Seconds of training so far, on the run's clock.
+function Job:now()
+  return hn.now() - self.t0
+end
+
+function Job:epochs()
+  return self.train_samples > 0 and self.samples / self.train_samples or 0
+end
+
+-- The reason to stop (and remember it), or nil to go on.
+function Job:stopped()
+  if self.stop_reason then return self.stop_reason end
+  local o = self.o
+  if o.steps and self.steps >= o.steps then
+    self.stop_reason = "steps"
+  elseif o.epochs and self:epochs() >= o.epochs then
+    self.stop_reason = "epochs"
+  elseif o.seconds and self:now() >= o.seconds then
+    self.stop_reason = "seconds"
+  elseif o.target_accuracy and self.time_to_target then
+    self.stop_reason = "target_accuracy"
+  elseif #self.workers > 0 and self:alive_count() == 0 then
+    self.stop_reason = "no workers left"
+  end
+  return self.stop_reason
+end
+
+-- Stops the job from outside the stop conditions (an algorithm's own reason).
+function Job:stop(reason)
+  self.stop_reason = self.stop_reason or reason
+end
+
+-- A fraction of the way to the nearest stop condition (for the ETA), or nil.
+function Job:fraction_done()
+  local o, f = self.o, nil
+  local function take(x) if x and (not f or x > f) then f = x end end
+  if o.steps then take(self.steps / o.steps) end
+  if o.epochs then take(self:epochs() / o.epochs) end
+  if o.seconds then take(self:now() / o.seconds) end
+  return f
+end
+
+local function fmt(v, pattern)
+  return v and string.format(pattern, v) or "-"
+end
+
+-- The live progress line (terminal) / a log line every few seconds (otherwise).
+function Job:progress()
+  if self.o.progress == false then return end
+  local t = self:now()
+  if t - self.last_status < 0.2 then return end
+  self.last_status = t
+  local f = self:fraction_done()
+  local eta = (f and f > 0.01) and (t / f - t) or nil
+  hn.status(string.format("%s step %d loss %s acc %s elapsed %.1fs ETA %s", self.label, self.steps,
+    fmt(self.last_loss, "%.4f"), fmt(self.last_accuracy, "%.4f"), t, fmt(eta, "%.0fs")))
+end
+
+-- ---- workers ----
+
+function Job:alive(i)
+  return not self.dead[i]
+end
+
+function Job:alive_count()
+  local n = 0
+  for i = 1, #self.workers do if not self.dead[i] then n = n + 1 end end
+  return n
+end
+
+-- A worker's command failed. With on_failure = "drop" the training goes on
+-- without it (logged); otherwise the error ends the training.
+function Job:worker_failed(i, err)
+  if self.on_failure ~= "drop" then error(err, 0) end
+  if not self.dead[i] then
+    self.dead[i] = true
+    hn.log(string.format("%s: worker %s dropped: %s", self.label, self.workers[i].name, tostring(err)))
+  end
+end
+
+-- ---- metrics ----
+
+-- One row of steps.csv: {worker=i, step=, time=, loss=, compute_ms=,
+-- comm_ms=, wait_ms=, staleness=, lr=, k=, bytes=, samples=}; time defaults
+-- to now.
+function Job:step_row(r)
+  self.worker_steps = self.worker_steps + 1
+  self.compute_ms = self.compute_ms + (r.compute_ms or 0)
+  self.bytes = self.bytes + (r.bytes or 0)
+  self.samples = self.samples + (r.samples or 0)
+  if r.loss then self.last_loss = r.loss end
+  self.steps_rec:add{ time = r.time or self:now(), worker = self.workers[r.worker].name, step = r.step,
+    loss = r.loss, compute_ms = r.compute_ms, comm_ms = r.comm_ms, wait_ms = r.wait_ms,
+    staleness = r.staleness, lr = r.lr, k = r.k, bytes = r.bytes }
+  self:progress()
+end
+
+-- Bytes moved outside worker steps (model broadcasts, averaging rounds).
+function Job:count_bytes(n)
+  self.bytes = self.bytes + (n or 0)
+end
+
+-- The sum of the `ms` of a list of results (a batch's results, say).
+function job.sum_ms(results, first, last)
+  local s = 0
+  for i = first or 1, last or #results do s = s + (results[i].ms or 0) end
+  return s
+end
+
+-- ---- evaluation ----
+
+local function record_eval(J, t, step, r)
+  J.evals = J.evals + 1
+  J.last_accuracy = r.accuracy
+  if not J.best_accuracy or r.accuracy > J.best_accuracy then J.best_accuracy = r.accuracy end
+  J.eval_rec:add{ time = t, step = step, accuracy = r.accuracy, loss = r.loss }
+  if J.o.target_accuracy and not J.time_to_target and r.accuracy >= J.o.target_accuracy then
+    J.time_to_target = t
+    J.steps_to_target = step
+    hn.log(string.format("%s: accuracy %.4f >= target %.4f at %.2f s (step %d)", J.label,
+      r.accuracy, J.o.target_accuracy, t, step))
+  end
+end
+
+-- Evaluates `model` on `node` (default: the job's eval node and model) as
+-- of now, in the background: the peer snapshots the model in order with its
+-- compute commands and evaluates it on a low-priority thread, so training
+-- commands never wait for it. The row's time is the snapshot's. One
+-- evaluation at a time: a due evaluation while one runs is skipped.
+function Job:evaluate(step, node, model)
+  if self.eval_busy then
+    self.evals_skipped = self.evals_skipped + 1
+    return
+  end
+  node, model = node or self.eval_node, model or self.model_name
+  local t = self:now()
+  self.eval_busy = true
+  local task = hn.spawn(function()
+    local ok, r = pcall(node.eval, node, { model = model, limit = self.o.eval_limit or 0, background = true })
+    self.eval_busy = false
+    if ok then record_eval(self, t, step, r) else hn.log(self.label .. ": evaluation failed: " .. tostring(r)) end
+  end)
+  self.eval_tasks[#self.eval_tasks + 1] = task
+  hn.yield() -- the eval request goes out before the caller's next command: the snapshot is of now
+end
+
+-- True when `step` is an evaluation step.
+function Job:eval_due(step)
+  return step > 0 and step % self.o.eval_every == 0
+end
+
+-- ---- the end ----
+
+-- Final evaluation (outside the training time), summary.json, and the
+-- summary returned to the scenario. extra: algorithm-specific fields.
+function Job:finish(extra)
+  local wall = self:now()
+  hn.wait_all(self.eval_tasks)
+  local node, model = self.eval_node, self.model_name
+  if extra and extra.final_node then node, model = extra.final_node, extra.final_model or model end
+  local r = node:eval{ model = model, limit = self.o.final_eval_limit or self.o.eval_limit or 0 }
+  local s = {
+    algorithm = self.algorithm, mode = self.mode, parameters = self.parameters, prefix = self.prefix,
+    workers = #self.workers, workers_alive = self:alive_count(),
+    final_accuracy = r.accuracy, final_loss = r.loss,
+    best_accuracy = math.max(self.best_accuracy or r.accuracy, r.accuracy),
+    target_accuracy = self.o.target_accuracy, time_to_target_s = self.time_to_target,
+    steps_to_target = self.steps_to_target,
+    steps = self.steps, updates_applied = self.updates_applied, worker_steps = self.worker_steps,
+    epochs = self:epochs(), bytes = self.bytes, wall_s = wall,
+    compute_share = (#self.workers > 0 and wall > 0)
+        and self.compute_ms / 1000 / (#self.workers * wall) or nil,
+    stop_reason = self.stop_reason, evals = self.evals, evals_skipped = self.evals_skipped,
+    last_loss = self.last_loss,
+  }
+  for k, v in pairs(extra or {}) do
+    if k ~= "final_node" and k ~= "final_model" then s[k] = v end
+  end
+  if hn.overload then
+    local ok, ov = pcall(hn.overload)
+    if ok then s.overload = ov end
+  end
+  local json = {}
+  for k, v in pairs(s) do json[k] = v end
+  if json.time_to_target_s == nil then json.time_to_target_s = hn.null end
+  hn.write_json(self.prefix .. "summary", json)
+  hn.log(string.format("%s: %s after %d steps, %.2f s: final accuracy %.4f (best %.4f)%s, %s",
+    self.label, self.stop_reason or "stopped", self.steps, wall, s.final_accuracy, s.best_accuracy,
+    s.time_to_target_s and string.format(", target reached at %.2f s", s.time_to_target_s) or "",
+    job.format_bytes(self.bytes)))
+  return s
+end
+
+function job.format_bytes(n)
+  if n >= 1e9 then return string.format("%.2f GB", n / 1e9) end
+  if n >= 1e6 then return string.format("%.2f MB", n / 1e6) end
+  if n >= 1e3 then return string.format("%.1f kB", n / 1e3) end
+  return string.format("%d B", n)
+end
+
+return job

@@ -1,0 +1,660 @@
+-- hiernet.algo.ps: data-parallel training with a parameter server.
+--
+--   local ps = require("hiernet.algo.ps")
+--   local s = ps.train{ server = cloud, workers = terminals, mode = "bsp",
+--                       model = "mlp:784-128-10", dataset = { name = "fashion-mnist" },
+--                       steps = 500, batch = 64, worker_opt = { method = "sgd", lr = 0.05 },
+--                       server_opt = { method = "sgd", lr = 1.0 }, eval_every = 50 }
+--
+-- Workers pull the model, run the worker optimizer for `local_steps` steps
+-- on their shard (local_steps = 1 with sgd pushes lr * gradient) and push
+-- their update u = w_pulled - w_after to the server, which applies the mean
+-- of the updates it aggregates with its own optimizer: w <- opt(w, mean u)
+-- (the system paper's worker and server optimizers: a server rate below 1
+-- damps stale updates). Several servers (`servers = {...}`) each hold one
+-- contiguous range of the parameters.
+--
+-- When a push is aggregated and when the aggregate is applied is the
+-- synchronization model: a policy object (ps.policies) with three hooks,
+--   accept(push, S)  -> "fresh" (aggregate it), "late" (merge it elsewhere)
+--                       or "drop"
+--   ready(S)         -> apply the aggregate now?
+--   may_start(i, S)  -> may worker i pull and start its next step?
+-- over the engine's state S (below). BSP, ASP, SSP, fastest-k, drop-worker
+-- and adaptive-k differ only in their policy; docs/writing-algorithms.md
+-- walks through writing a new one.
+--
+-- Staleness is exact: every push carries the version of the model it was
+-- computed on (the peer's tensor version of the pulled model), and the
+-- server records version_now - version_used when it takes the push.
+local hn = require("hiernet")
+local job = require("hiernet.algo.job")
+local worker = require("hiernet.algo.worker")
+
+local ps = {}
+local check, fail = job.check, job.fail
+
+-- ---- policies ----
+--
+-- S, the engine state the hooks read (never write):
+--   S.version        the server's model version (the peer's tensor version)
+--   S.round.n        fresh pushes aggregated since the last apply
+--   S.round.norm2    sum of their squared norms (workers report ||u_i||^2)
+--   S.round.sum_norm2  ||sum of the aggregated updates||^2 (when wants_norm)
+--   S.n_alive        workers still training
+--   S.started[i], S.completed[i]   steps worker i has started / pushed
+--   S.pushed_version[i]  the model version of worker i's last push (nil: none)
+--   S.alive(i)       worker i is still training
+
+local policies = {}
+ps.policies = policies
+
+-- A worker whose last push was computed on the current model must wait for
+-- the next one; one that has not pushed yet, or whose push is older, may go.
+local function new_model_since_push(i, S)
+  local v = S.pushed_version[i]
+  return v == nil or v < S.version
+end
+
+function policies.bsp()
+  return {
+    name = "bsp",
+    direct_add = true, -- every push of a step is fresh: workers add straight into the aggregate
+    accept = function(_, push, S)
+      assert(push.version == S.version, "bsp: a push computed on an old model")
+      return "fresh"
+    end,
+    ready = function(_, S) return S.round.n >= S.n_alive end,
+    may_start = function(_, i, S) return new_model_since_push(i, S) end,
+  }
+end
+
+function policies.asp()
+  return {
+    name = "asp",
+    applies_each = true, -- every push is applied alone, as it comes
+    accept = function() return "fresh" end,
+    ready = function(_, S) return S.round.n >= 1 end,
+    may_start = function() return true end,
+  }
+end
+
+-- SSP (Ho et al. 2013): a worker may start step c + 1 only while
+-- c - (the fewest steps any live worker has completed) <= s, so no worker is
+-- ever more than s steps ahead of the slowest.
+function policies.ssp(o)
+  local s = o.staleness or 3
+  return {
+    name = "ssp", staleness = s, applies_each = true,
+    accept = function() return "fresh" end,
+    ready = function(_, S) return S.round.n >= 1 end,
+    may_start = function(_, i, S)
+      local slowest = math.huge
+      for j = 1, #S.started do
+        if S.alive(j) and S.completed[j] < slowest then slowest = S.completed[j] end
+      end
+      return S.started[i] - slowest <= s
+    end,
+  }
+end
+
+-- Fastest-k: each step aggregates the first k pushes computed on the current
+-- model; later ones are dropped, or merged into the next step's aggregate
+-- (late = "merge").
+policies["fastest-k"] = function(o, n)
+  local k = o.k or math.max(1, n // 2)
+  if k > n then fail("ps.train: option 'k': %d is more than the %d workers", k, n) end
+  local late = o.late or "drop"
+  return {
+    name = "fastest-k", k = k,
+    accept = function(_, push, S)
+      if push.version == S.version then return "fresh" end
+      return late == "merge" and "late" or "drop"
+    end,
+    late_weight = function() return 1 end,
+    merge_into = "acc",
+    ready = function(_, S) return S.round.n >= math.min(k, S.n_alive) end,
+    may_start = function(_, i, S) return new_model_since_push(i, S) end,
+  }
+end
+
+-- Drop-worker: each step drops the slowest fraction of the live workers,
+-- i.e. aggregates the first n - floor(fraction * n) pushes.
+policies["drop-worker"] = function(o)
+  local fraction = o.drop_fraction or 0.5
+  local function k_of(S) return math.max(1, S.n_alive - math.floor(fraction * S.n_alive)) end
+  return {
+    name = "drop-worker", drop_fraction = fraction,
+    accept = function(_, push, S) return push.version == S.version and "fresh" or "drop" end,
+    ready = function(_, S) return S.round.n >= k_of(S) end,
+    may_start = function(_, i, S) return new_model_since_push(i, S) end,
+  }
+end
+
+-- The norm test of adaptive-k (adaptive-k-momentum-sync paper, Sec. 4.2,
+-- after Byrd et al.'s sample-size test): with k updates u_i aggregated,
+-- mean g = sum u_i / k and tr(Sigma) = (sum ||u_i||^2 - k ||g||^2) / (k - 1),
+-- the mean is a good enough descent direction when
+--   ||g||^2 >= theta^2 * tr(Sigma) / k.
+-- Returns the verdict and both sides.
+function ps.norm_test(sum_norm2, norm2_sum, k, theta)
+  if k < 2 then return false, 0, 0 end
+  local mean_norm2 = sum_norm2 / (k * k)
+  local trace = math.max(0, (norm2_sum - k * mean_norm2) / (k - 1))
+  local rhs = theta * theta * trace / k
+  return mean_norm2 >= rhs, mean_norm2, rhs
+end
+
+-- Adaptive-k (adaptive-k-momentum-sync paper, Algorithm 1): the server
+-- aggregates fresh updates until the norm test holds (or every live worker
+-- has pushed), so k adapts step by step; a late update (staleness tau) is
+-- merged into the server's momentum with weight gamma^tau -- the weight it
+-- would carry now had it arrived tau steps ago -- instead of being dropped.
+policies["adaptive-k"] = function(o)
+  local theta = o.theta or 0.9
+  return {
+    name = "adaptive-k", theta = theta, wants_norm = true, momentum_server = true,
+    accept = function(_, push, S) return push.version == S.version and "fresh" or "late" end,
+    merge_into = "mom",
+    late_weight = function(self, tau) return self.gamma ^ tau end,
+    ready = function(_, S)
+      if S.round.n >= S.n_alive then return S.round.n >= 1 end
+      return (ps.norm_test(S.round.sum_norm2 or 0, S.round.norm2, S.round.n, theta))
+    end,
+    may_start = function(_, i, S) return new_model_since_push(i, S) end,
+  }
+end
+
+ps.modes = { "bsp", "asp", "ssp", "fastest-k", "drop-worker", "adaptive-k" }
+
+-- ---- the engine ----
+--
+-- One task per worker runs its steps (wait for the policy, pull if its copy
+-- is old, compute and push in one batch), one server task takes the pushes
+-- in the order they complete (classify, fold in, apply). After an apply the
+-- server sends the new model, in the same batch request, to every worker
+-- that is waiting for it, so a synchronous step costs two round trips.
+
+-- ---- the bookkeeping of a synchronization model ----
+--
+-- ps.sync(policy, n) keeps the state S the policy hooks read and does all
+-- the counting (versions, rounds, staleness, k), with no peer I/O: the
+-- engine below asks it what to do, and the tests drive it with scripted
+-- arrival orders, so every count is checked exactly, without timing.
+
+local Sync = {}
+Sync.__index = Sync
+
+-- alive(i): is worker i still training (default: all are).
+function ps.sync(policy, n, alive)
+  local S = { version = 0, round = { n = 0, norm2 = 0, members = {} }, n_alive = n,
+              started = {}, completed = {}, pushed_version = {}, alive = alive or function() return true end }
+  for i = 1, n do S.started[i], S.completed[i] = 0, 0 end
+  return setmetatable({ policy = policy, S = S, n = n }, Sync)
+end
+
+function Sync:may_start(i)
+  return self.S.alive(i) and self.policy:may_start(i, self.S)
+end
+
+function Sync:start(i)
+  self.S.started[i] = self.S.started[i] + 1
+  return self.S.started[i]
+end
+
+-- Takes push p = {worker=, version=, norm2=}: sets p.staleness (the server's
+-- version now minus the version p was computed on) and p.kind (the policy's
+-- verdict), and counts it. Returns p.kind.
+function Sync:take(p)
+  local S = self.S
+  p.staleness = S.version - p.version
+  p.kind = self.policy:accept(p, S)
+  if p.kind == "fresh" then
+    S.round.n = S.round.n + 1
+    S.round.norm2 = S.round.norm2 + (p.norm2 or 0)
+    S.round.members[#S.round.members + 1] = p
+  end
+  S.completed[p.worker] = S.completed[p.worker] + 1
+  S.pushed_version[p.worker] = p.version
+  return p.kind
+end
+
+-- Does the policy need ||sum of the round's updates||^2 before it decides?
+function Sync:wants_norm()
+  return self.policy.wants_norm and self.S.round.n >= 2 and self.S.round.n < self.S.n_alive
+end
+
+function Sync:set_norm2(v)
+  self.S.round.sum_norm2 = v
+end
+
+function Sync:ready()
+  return self.S.round.n > 0 and self.policy:ready(self.S)
+end
+
+-- Closes the round: the model version moves on; every member learns its k.
+-- Returns k and the members.
+function Sync:close_round()
+  local S = self.S
+  local k, members = S.round.n, S.round.members
+  for _, p in ipairs(members) do p.k = k end
+  S.version = S.version + 1
+  S.round = { n = 0, norm2 = 0, members = {} }
+  return k, members
+end
+
+function Sync:set_alive_count(n)
+  self.S.n_alive = n
+end
+
+local Engine = {}
+Engine.__index = Engine
+
+-- Parameter ranges of the servers: contiguous, sizes differing by at most one.
+function ps.shard_ranges(size, n)
+  local ranges, offset = {}, 0
+  for s = 1, n do
+    local count = size // n + ((s <= size % n) and 1 or 0)
+    ranges[s] = { offset, count }
+    offset = offset + count
+  end
+  return ranges
+end
+
+-- A wake-up per worker over hn.queue: signal() never blocks; a waiter always
+-- re-checks its condition, so a spare token is harmless.
+local function new_signal()
+  local q = hn.queue()
+  return {
+    wait = function() q:pop() end,
+    signal = function() if q:len() == 0 then q:push(true) end end,
+  }
+end
+
+local function slot_name(i) return "u." .. i end
+
+function Engine.new(J, policy, servers)
+  local n = #J.workers
+  local E = setmetatable({
+    J = J, o = J.o, policy = policy, servers = servers, n = n, events = hn.queue(),
+    direct_add = policy.direct_add and not J.o.compress,
+    signals = {}, consumed = {}, parked = {}, fresh = {}, worker_version = {},
+    pull_ms = {}, pull_bytes = {}, tasks = {}, finished = 0,
+  }, Engine)
+  E.sync = ps.sync(policy, n, function(i) return J:alive(i) end)
+  for i = 1, n do
+    E.signals[i] = new_signal()
+    E.consumed[i] = true
+  end
+  if policy.momentum_server then policy.gamma = J.o.server_opt.momentum or 0.9 end
+  return E
+end
+
+-- Each server's tensors: its shard of the model when there are several
+-- (a plain tensor: optim{tensor=} keeps its state), the aggregate, the
+-- momentum; then the version every copy of the model has now.
+function Engine:setup_servers()
+  local J, sharded = self.J, #self.servers > 1
+  self.ranges = ps.shard_ranges(J.model_size, #self.servers)
+  local tasks = {}
+  for s, server in ipairs(self.servers) do
+    tasks[s] = hn.spawn(function()
+      local count, cmds = self.ranges[s][2], {}
+      if sharded then cmds[#cmds + 1] = { "tensor", { name = "w", size = count } } end
+      if not self.policy.applies_each then cmds[#cmds + 1] = { "tensor", { name = "acc", size = count } } end
+      if self.policy.momentum_server then cmds[#cmds + 1] = { "tensor", { name = "mom", size = count } } end
+      if #cmds > 0 then server:batch(cmds) end
+      if sharded then -- the shard of the one initial model, made on the first worker
+        J.workers[1]:send{ tensor = J.model_name, to = server, as = "w", range = self.ranges[s], at = 0 }
+      end
+    end)
+  end
+  hn.wait_all(tasks)
+  self.base = {}
+  for s, server in ipairs(self.servers) do self.base[s] = server:norm{ x = "w" }.version end
+  for i = 1, self.n do self.worker_version[i], self.fresh[i] = 0, true end
+end
+
+-- The engine's model version from server s's tensor version: every apply
+-- writes "w" exactly once on every server.
+function Engine:version_of(s, peer_version)
+  return peer_version - self.base[s]
+end
+
+-- ---- the server side ----
+
+-- Folds worker i's update into the aggregate (fresh) or into the policy's
+-- merge target (late, weighted); a dropped one is left where it is.
+function Engine:take_push(p, kind, weight)
+  if kind == "drop" or (kind == "fresh" and (self.direct_add or self.policy.applies_each)) then return end
+  local into = kind == "fresh" and "acc" or self.policy.merge_into
+  local tasks = {}
+  for s, server in ipairs(self.servers) do
+    tasks[s] = hn.spawn(function()
+      worker.accumulate(server, slot_name(p.worker), into, weight, self.o.compress)
+    end)
+  end
+  hn.wait_all(tasks)
+end
+
+-- ||sum of the aggregated updates||^2 over every server's range.
+function Engine:aggregate_norm2()
+  local total = 0
+  for _, server in ipairs(self.servers) do total = total + server:norm{ x = "acc" }.value ^ 2 end
+  return total
+end
+
+local function server_optim(so, target, grad)
+  return { [target] = "w", grad = grad, method = so.method, lr = so.lr, momentum = so.momentum,
+           beta1 = so.beta1, beta2 = so.beta2, eps = so.eps, weight_decay = so.weight_decay }
+end
+
+-- The batch server s runs to apply a round of k updates, and the index of
+-- its command that writes "w". waiting: the workers to send the new model.
+function Engine:apply_commands(s, k, members, waiting)
+  local so, count = self.o.server_opt, self.ranges[s][2]
+  local target = #self.servers > 1 and "tensor" or "model"
+  local cmds
+  if self.policy.applies_each then
+    local grad
+    cmds, grad = worker.dense_commands(slot_name(members[1].worker), self.o.compress)
+    cmds[#cmds + 1] = { "optim", server_optim(so, target, grad) }
+  elseif self.policy.momentum_server then
+    -- mom <- gamma mom + (mean of the fresh updates); w <- w - lr mom.
+    -- Late updates were merged into mom as they came (Engine:on_push).
+    cmds = { { "scale", { x = "mom", alpha = self.policy.gamma } },
+             { "axpy", { y = "mom", x = "acc", alpha = 1 / k } },
+             { "axpy", { y = "w", x = "mom", alpha = -(so.lr or 1.0) } } }
+  else
+    cmds = { { "scale", { x = "acc", alpha = 1 / k } }, { "optim", server_optim(so, target, "acc") } }
+  end
+  local writes_w = #cmds
+  if not self.policy.applies_each then cmds[#cmds + 1] = { "tensor", { name = "acc", size = count } } end
+  if #waiting > 0 then
+    cmds[#cmds + 1] = { "send", { tensor = "w", to = waiting, as = self.J.model_name,
+                                  at = #self.servers > 1 and self.ranges[s][1] or nil } }
+  end
+  return cmds, writes_w
+end
+
+-- The parked workers the policy lets start once the new model exists.
+function Engine:workers_to_send()
+  local nodes, ids = {}, {}
+  for i = 1, self.n do
+    if self.parked[i] and self.consumed[i] and self.sync:may_start(i) then
+      nodes[#nodes + 1], ids[#ids + 1] = self.J.workers[i], i
+    end
+  end
+  return nodes, ids
+end
+
+-- Applies the round on every server (in parallel), sends the new model to
+-- the waiting workers, and opens the next round.
+function Engine:apply()
+  local J = self.J
+  local k, members = self.sync:close_round()
+  local version = self.sync.S.version
+  local nodes, ids = self:workers_to_send()
+  local sent, tasks = {}, {}
+  for s, server in ipairs(self.servers) do
+    tasks[s] = hn.spawn(function()
+      local cmds, writes_w = self:apply_commands(s, k, members, nodes)
+      local res = server:batch(cmds).results
+      local v = self:version_of(s, res[writes_w].version)
+      if v ~= version then
+        error(string.format("ps: server %s holds model version %d, expected %d (something else wrote 'w')",
+                            server.name, v, version), 0)
+      end
+      sent[s] = res[#res]
+    end)
+  end
+  hn.wait_all(tasks)
+  local bytes = 0
+  for s = 1, #sent do bytes = bytes + (#ids > 0 and sent[s].bytes or 0) end
+  for _, i in ipairs(ids) do
+    self.worker_version[i], self.fresh[i] = version, true
+    self.pull_ms[i], self.pull_bytes[i] = sent[1].ms, bytes / #ids
+  end
+  J.steps = J.steps + 1
+  J.updates_applied = J.updates_applied + k
+  if J:eval_due(J.steps) then self:evaluate() end
+end
+
+-- Sends every server's range of "w" into the eval node's full model.
+function Engine:gather(into)
+  local tasks = {}
+  for s, server in ipairs(self.servers) do
+    tasks[s] = hn.spawn(function()
+      server:send{ tensor = "w", to = self.J.eval_node, as = into, at = self.ranges[s][1] }
+    end)
+  end
+  return tasks
+end
+
+-- Evaluates the model as of now: on the server that holds it, or, with
+-- several servers, on the eval node once the shards are gathered there.
+function Engine:evaluate()
+  local J = self.J
+  if #self.servers == 1 then return J:evaluate(J.steps, self.servers[1], "w") end
+  local step, gathers = J.steps, self:gather("w_full")
+  hn.spawn(function()
+    hn.wait_all(gathers)
+    J:evaluate(step, J.eval_node, "w_full")
+  end)
+end
+
+-- One push, in completion order: classify, fold in, apply when ready.
+function Engine:on_push(p)
+  local sync = self.sync
+  local kind = sync:take(p)
+  if kind == "fresh" then
+    self:take_push(p, "fresh", 1)
+    if sync:wants_norm() then sync:set_norm2(self:aggregate_norm2()) end
+  elseif kind == "late" then
+    self:take_push(p, "late", self.policy.late_weight and self.policy:late_weight(p.staleness) or 1)
+  end
+  self.consumed[p.worker] = true
+  if sync:ready() then self:apply() end
+end
+
+function Engine:wake_all()
+  for i = 1, self.n do self.signals[i].signal() end
+end
+
+-- The server task: pushes in completion order until every worker is done.
+function Engine:serve()
+  local J, sync = self.J, self.sync
+  while self.finished < self.n do
+    local ev = self.events:pop()
+    if ev.kind == "push" and not J:stopped() then
+      self:on_push(ev)
+    elseif ev.kind == "push" then
+      self.consumed[ev.worker] = true -- training is over: taken, not applied
+    elseif ev.kind == "dead" then
+      sync:set_alive_count(J:alive_count())
+      if not J:stopped() and sync:ready() then self:apply() end
+    elseif ev.kind == "done" then
+      self.finished = self.finished + 1
+    end
+    J:stopped()
+    self:wake_all()
+  end
+end
+
+-- ---- the worker side ----
+
+-- Parks worker i until the policy lets it start; the ms it waited.
+function Engine:wait_for_start(i)
+  local t0 = hn.now()
+  self.parked[i] = true
+  while not self.J:stopped() and self.J:alive(i) and not self.sync:may_start(i) do
+    self.signals[i].wait()
+  end
+  self.parked[i] = false
+  return (hn.now() - t0) * 1000
+end
+
+-- Brings worker i's model to the current version, unless the server has
+-- just sent it: every server sends its range. Returns the version, ms, bytes.
+function Engine:pull(i)
+  local current = self.sync.S.version
+  if self.fresh[i] and self.worker_version[i] == current then
+    local ms, bytes = self.pull_ms[i] or 0, self.pull_bytes[i] or 0
+    self.pull_ms[i], self.pull_bytes[i] = 0, 0
+    return current, ms, bytes
+  end
+  local w, J = self.J.workers[i], self.J
+  local tasks, version, ms, bytes = {}, math.huge, 0, 0
+  for s, server in ipairs(self.servers) do
+    tasks[s] = hn.spawn(function()
+      local r = server:send{ tensor = "w", to = w, as = J.model_name,
+                             at = #self.servers > 1 and self.ranges[s][1] or nil }
+      version = math.min(version, self:version_of(s, r.version))
+      ms, bytes = math.max(ms, r.ms), bytes + r.bytes
+    end)
+  end
+  hn.wait_all(tasks)
+  self.worker_version[i], self.fresh[i] = version, true
+  return version, ms, bytes
+end
+
+-- Where worker i's update goes: one target per server.
+function Engine:push_targets(i)
+  local targets = {}
+  for s, server in ipairs(self.servers) do
+    targets[s] = { node = server, as = self.direct_add and "acc" or slot_name(i), add = self.direct_add,
+                   range = #self.servers > 1 and self.ranges[s] or nil }
+  end
+  return targets
+end
+
+-- One step of worker i: pull, compute and push, hand the push to the server
+-- and wait until it is taken. Returns the steps.csv row (k is filled in once
+-- the round the push joined has been applied).
+function Engine:step(i, wait_ms)
+  local step = self.sync:start(i)
+  local version, pull_ms, pull_bytes = self:pull(i)
+  local r = self.compute:step(i, self:push_targets(i))
+  if self.compute.writes_model then self.fresh[i] = false end
+  local push = { kind = "push", worker = i, version = version, norm2 = r.norm2 }
+  self.consumed[i] = false
+  self.events:push(push)
+  while not self.consumed[i] and not self.J:stopped() do self.signals[i].wait() end
+  return { worker = i, step = step, time = self.J:now(), loss = r.loss,
+           compute_ms = r.compute_ms, comm_ms = pull_ms + r.push_ms, wait_ms = wait_ms,
+           lr = r.lr, bytes = pull_bytes + r.push_bytes, samples = r.samples, push = push }
+end
+
+local function write_row(J, row)
+  row.staleness = row.push.staleness
+  row.k = row.push.k
+  row.push = nil
+  J:step_row(row)
+end
+
+-- Worker i's task. A failed command is the worker's failure: with
+-- on_failure = "drop" the others go on without it.
+function Engine:work(i)
+  local J, row = self.J, nil
+  local ok, err = pcall(function()
+    while not J:stopped() and J:alive(i) do
+      local wait_ms = self:wait_for_start(i)
+      if row then write_row(J, row); row = nil end
+      if J:stopped() or not J:alive(i) then break end
+      row = self:step(i, wait_ms)
+    end
+  end)
+  if row then write_row(J, row) end
+  local failure
+  if not ok then
+    local handled, raised = pcall(J.worker_failed, J, i, err)
+    if handled then self.events:push{ kind = "dead", worker = i } else failure = raised end
+  end
+  self.events:push{ kind = "done", worker = i }
+  if failure then error(failure, 0) end
+end
+
+-- ---- ps.train ----
+
+local OPTIONS = {
+  server = check.node, servers = check.nodes, mode = check.oneof(table.unpack(ps.modes)),
+  server_opt = check.optimizer, local_steps = check.posint, staleness = check.nonnegint,
+  k = check.posint, late = check.oneof("drop", "merge"), drop_fraction = check.fraction,
+  theta = check.posnumber, bb = check.boolean,
+  bb_opts = check.fields{ min_lr = check.posnumber, max_lr = check.posnumber,
+    smoothing = check.fraction, armijo_c = check.posnumber, backtrack = check.fraction,
+    max_backtracks = check.posint },
+}
+
+-- Options that belong to one mode are errors elsewhere: a staleness given
+-- to BSP would otherwise silently do nothing.
+local MODE_OPTIONS = { staleness = "ssp", k = "fastest-k", late = "fastest-k",
+                       drop_fraction = "drop-worker", theta = "adaptive-k", bb = "adaptive-k",
+                       bb_opts = "adaptive-k" }
+
+local function check_mode_options(J, mode)
+  for key, m in pairs(MODE_OPTIONS) do
+    if J.o[key] ~= nil and m ~= mode then
+      fail("ps.train: option '%s' is for mode '%s', not '%s'", key, m, mode)
+    end
+  end
+end
+
+local function servers_of(J)
+  local o = J.o
+  if o.server and o.servers then fail("ps.train: give 'server' or 'servers', not both") end
+  local servers = o.servers or (o.server and { o.server })
+  if not servers then fail("ps.train: option 'server' is required") end
+  for _, s in ipairs(servers) do
+    for _, w in ipairs(J.workers) do
+      if s == w then fail("ps.train: node '%s' is both a server and a worker", s.name) end
+    end
+  end
+  if #servers > 1 and o.compress then
+    fail("ps.train: compression with several servers is not supported yet (give one server)")
+  end
+  return servers
+end
+
+-- Runs the workers and the server until a stop condition holds.
+local function run_engine(E)
+  local server_task = hn.spawn(function() E:serve() end)
+  for i = 1, E.n do E.tasks[i] = hn.spawn(function() E:work(i) end) end
+  local ok, err = pcall(hn.wait_all, E.tasks)
+  E.J:stop("error")
+  E:wake_all()
+  server_task:wait()
+  if not ok then error(err, 0) end
+end
+
+function ps.train(opts)
+  local mode = type(opts) == "table" and opts.mode or "bsp"
+  local J = job.new("ps", opts, { mode = mode, options = OPTIONS })
+  check_mode_options(J, mode)
+  J.on_failure = J.o.on_failure or ((mode == "bsp") and "fail" or "drop")
+  local servers = servers_of(J)
+  J.o.server_opt = J.o.server_opt or { method = "sgd", lr = 1.0 }
+  J.o.server_opt.method = J.o.server_opt.method or "sgd"
+  local policy = policies[mode](J.o, #J.workers)
+  local sharded = #servers > 1
+  J:setup{ origin = sharded and J.workers[1] or servers[1], holders = sharded and {} or servers,
+           eval_node = sharded and J.workers[1] or servers[1], model_name = "w" }
+  if sharded then J.eval_node:model{ name = "w_full", arch = J.o.model, seed = J.o.seed } end
+  local E = Engine.new(J, policy, servers)
+  E:setup_servers()
+  E.compute = worker.new(J, { want_norm = policy.wants_norm,
+                              bb = mode == "adaptive-k" and J.o.bb ~= false, bb_opts = J.o.bb_opts })
+  E.compute:setup()
+  J:start_clock()
+  run_engine(E)
+  local extra = { policy = policy.name, servers = #servers, local_steps = J.o.local_steps or 1,
+                  k = policy.k, staleness = policy.staleness, drop_fraction = policy.drop_fraction,
+                  theta = policy.theta }
+  if sharded then
+    hn.wait_all(E:gather("w_full"))
+    extra.final_node, extra.final_model = J.eval_node, "w_full"
+  end
+  return J:finish(extra)
+end
+
+return ps

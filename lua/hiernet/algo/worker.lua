@@ -1,0 +1,231 @@
+-- hiernet.algo.worker: what a worker computes in one step, and how updates
+-- move, shared by the algorithms.
+--
+--   local W = worker.new(J, { want_norm = true, bb = false })
+--   W:setup()
+--   local r = W:step(i, { { node = server, as = "u.1" } })
+--   -- r = { loss=, samples=, compute_ms=, push_ms=, push_bytes=, norm2=, lr= }
+--   worker.accumulate(server, "u.1", "acc", 1, J.o.compress)
+--
+-- A step runs the worker optimizer for `local_steps` steps on the worker's
+-- model "w" and pushes the update u = w_before - w_after. With one local
+-- step of plain sgd that is lr * gradient, computed without touching the
+-- model (so a model the server sent stays current). The whole step -- the
+-- compute commands and the push -- is one batch request: one round trip.
+--
+-- Compression (job option `compress`): the update is compressed on the
+-- worker (with error feedback: the part compression dropped is kept in a
+-- residual and added to the next update) and decompressed by the receiver
+-- into its target; the bytes counted are the compressed ones.
+--
+-- Barzilai-Borwein learning rate (adaptive-k paper, Sec. 4.3, Algorithm 2,
+-- after De et al.'s big-batch SGD): each worker sets its own rate from the
+-- two-point step alpha_BB = ||s||^2 / <s, y>, with s = w_t - w_{t-1} (its
+-- consecutive models) and y = g_t - g_{t-1} (its consecutive gradients),
+-- clamped to [min_lr, max_lr] and smoothed, alpha <- (1 - beta) alpha +
+-- beta alpha_BB; a rate above the last accepted one must pass the Armijo
+-- test on the same mini-batch, L(w - alpha g) <= L(w) - c alpha ||g||^2,
+-- else it is halved (backtrack) until it does.
+local job = require("hiernet.algo.job")
+
+local worker = {}
+
+local W = {}
+W.__index = W
+
+local BB_DEFAULTS = { min_lr = 1e-4, max_lr = 10, smoothing = 0.5, armijo_c = 1e-4,
+                      backtrack = 0.5, max_backtracks = 5 }
+
+-- worker.new(J, { want_norm=, bb=, bb_opts=, model = "w" })
+function worker.new(J, o)
+  local opt = J.o.worker_opt
+  local steps = J.o.local_steps or 1
+  local plain_sgd = steps == 1 and opt.method == "sgd" and not opt.weight_decay
+  local self = setmetatable({
+    J = J, opt = opt, local_steps = steps, want_norm = o.want_norm, compress = J.o.compress,
+    model = o.model or J.model_name or "w", bb = o.bb, lr = {}, bb_state = {},
+    bb_opts = {},
+    -- Does a step write the worker's model? Then it must pull before the next one.
+    writes_model = not plain_sgd and not o.bb,
+  }, W)
+  for k, v in pairs(BB_DEFAULTS) do self.bb_opts[k] = (o.bb_opts or {})[k] or v end
+  for i = 1, #J.workers do self.lr[i] = opt.lr or 0.05 end
+  return self
+end
+
+-- Per-worker tensors the step needs (the BB trial model).
+function W:setup()
+  if not self.bb then return end
+  local tasks = {}
+  for i, w in ipairs(self.J.workers) do
+    tasks[i] = require("hiernet").spawn(function()
+      w:model{ name = "trial", arch = self.J.o.model, seed = self.J.o.seed }
+    end)
+  end
+  require("hiernet").wait_all(tasks)
+end
+
+local function optim_params(opt, model, grad)
+  return { model = model, grad = grad, method = opt.method, lr = opt.lr, momentum = opt.momentum,
+           beta1 = opt.beta1, beta2 = opt.beta2, eps = opt.eps, weight_decay = opt.weight_decay }
+end
+
+-- Commands computing the update of one step; returns them and the update's name.
+function W:update_commands(lr)
+  local batch, m = self.J.o.batch, self.model
+  if not self.writes_model then
+    return { { "grad", { model = m, out = "g", batch = batch } },
+             { "scale", { x = "g", alpha = lr } } }, "g"
+  end
+  local cmds = { { "copy", { src = m, dst = "w0" } } }
+  for _ = 1, self.local_steps do
+    cmds[#cmds + 1] = { "grad", { model = m, out = "g", batch = batch } }
+    cmds[#cmds + 1] = { "optim", optim_params(self.opt, m, "g") }
+  end
+  cmds[#cmds + 1] = { "axpy", { y = "w0", x = m, alpha = -1 } } -- w0 <- w_before - w_after
+  return cmds, "w0"
+end
+
+-- Appends compression of `update` when asked; returns the name to send.
+function W:compress_commands(cmds, update)
+  local c = self.compress
+  if not c then return update end
+  cmds[#cmds + 1] = { "compress", { tensor = update, method = c.method, ratio = c.ratio, out = "uc",
+                                    residual = c.error_feedback and "ef" or nil } }
+  return "uc"
+end
+
+-- The push commands: one send per target ({node=, as=, add=, range=}).
+local function push_commands(cmds, tensor, targets)
+  for _, t in ipairs(targets) do
+    local send = { tensor = tensor, to = t.node, as = t.as, add = t.add or nil }
+    if t.range then send.range, send.at = t.range, 0 end
+    cmds[#cmds + 1] = { "send", send }
+  end
+end
+
+-- Sums what the results of a batch say: loss (mean of grads), compute and
+-- push times, bytes.
+local function summarize(results, cmds)
+  local r = { compute_ms = 0, push_ms = 0, push_bytes = 0, samples = 0 }
+  local losses, n = 0, 0
+  for k, res in ipairs(results) do
+    local name = cmds[k][1]
+    if name == "send" then
+      r.push_ms = r.push_ms + res.ms
+      r.push_bytes = r.push_bytes + res.bytes
+    else
+      r.compute_ms = r.compute_ms + res.ms
+    end
+    if name == "grad" and not cmds[k][2].same_batch then
+      losses, n = losses + res.loss, n + 1
+      r.samples = r.samples + res.batch
+    end
+    if name == "norm" then r.norm2 = res.value * res.value end
+  end
+  r.loss = n > 0 and losses / n or nil
+  return r
+end
+
+-- One step of worker i (index into J.workers): compute, then push to targets.
+function W:step(i, targets)
+  local node = self.J.workers[i]
+  if self.bb then return self:bb_step(i, targets) end
+  local cmds, update = self:update_commands(self.lr[i])
+  if self.want_norm then cmds[#cmds + 1] = { "norm", { x = update } } end
+  push_commands(cmds, self:compress_commands(cmds, update), targets)
+  local r = summarize(node:batch(cmds).results, cmds)
+  r.lr = self.lr[i]
+  return r
+end
+
+-- ---- Barzilai-Borwein rate (adaptive-k) ----
+
+-- The gradient, its norm, and (from the second step on) ||s||^2 and <s, y>.
+function W:bb_measure(node, st)
+  local m, batch = self.model, self.J.o.batch
+  local cmds = { { "grad", { model = m, out = "g", batch = batch } }, { "norm", { x = "g" } } }
+  if st.has_prev then
+    local more = {
+      { "copy", { src = m, dst = "s" } }, { "axpy", { y = "s", x = "w_prev", alpha = -1 } },
+      { "copy", { src = "g", dst = "y" } }, { "axpy", { y = "y", x = "g_prev", alpha = -1 } },
+      { "dot", { x = "s", y = "s" } }, { "dot", { x = "s", y = "y" } },
+    }
+    for _, c in ipairs(more) do cmds[#cmds + 1] = c end
+  end
+  cmds[#cmds + 1] = { "copy", { src = m, dst = "w_prev" } }
+  cmds[#cmds + 1] = { "copy", { src = "g", dst = "g_prev" } }
+  local res = node:batch(cmds).results
+  local out = { loss = res[1].loss, samples = res[1].batch, gnorm2 = res[2].value ^ 2,
+                ms = job.sum_ms(res) }
+  if st.has_prev then out.ss, out.sy = res[7].value, res[8].value end
+  st.has_prev = true
+  return out
+end
+
+-- The BB proposal, clamped and smoothed (nil on the first step or when the
+-- curvature <s, y> is not positive: the rate stays).
+function worker.bb_rate(prev_lr, ss, sy, o)
+  if not ss or not sy or sy <= 0 or ss <= 0 then return prev_lr end
+  local bb = math.min(o.max_lr, math.max(o.min_lr, ss / sy))
+  return (1 - o.smoothing) * prev_lr + o.smoothing * bb
+end
+
+-- Armijo backtracking on the batch of the last grad: halves lr until
+-- L(w - lr g) <= L(w) - c lr ||g||^2. Returns the rate and the compute ms.
+function W:armijo(node, lr, loss, gnorm2)
+  local o, ms = self.bb_opts, 0
+  for _ = 1, o.max_backtracks do
+    local res = node:batch{
+      { "copy", { src = self.model, dst = "trial" } },
+      { "axpy", { y = "trial", x = "g", alpha = -lr } },
+      { "grad", { model = "trial", out = "g_trial", same_batch = true } },
+    }.results
+    ms = ms + job.sum_ms(res)
+    if res[3].loss <= loss - o.armijo_c * lr * gnorm2 then return lr, ms end
+    lr = lr * o.backtrack
+  end
+  return math.max(lr, o.min_lr), ms
+end
+
+function W:bb_step(i, targets)
+  local node = self.J.workers[i]
+  local st = self.bb_state[i] or {}
+  self.bb_state[i] = st
+  local m = self:bb_measure(node, st)
+  local lr = worker.bb_rate(self.lr[i], m.ss, m.sy, self.bb_opts)
+  local armijo_ms = 0
+  if lr > self.lr[i] then lr, armijo_ms = self:armijo(node, lr, m.loss, m.gnorm2) end
+  self.lr[i] = lr
+  local cmds = { { "scale", { x = "g", alpha = lr } } }
+  push_commands(cmds, self:compress_commands(cmds, "g"), targets)
+  local r = summarize(node:batch(cmds).results, cmds)
+  r.compute_ms = r.compute_ms + m.ms + armijo_ms
+  r.loss, r.samples, r.lr = m.loss, m.samples, lr
+  r.norm2 = lr * lr * m.gnorm2
+  return r
+end
+
+-- ---- the receiving side ----
+
+-- Adds weight * (the update in `slot`) into `into` on node, decompressing
+-- it first when compression is on.
+function worker.accumulate(node, slot, into, weight, compress)
+  if not compress then
+    node:axpy{ y = into, x = slot, alpha = weight }
+  elseif weight == 1 then
+    node:decompress{ tensor = slot, out = into, add = true }
+  else
+    node:batch{ { "decompress", { tensor = slot, out = "dense" } },
+                { "axpy", { y = into, x = "dense", alpha = weight } } }
+  end
+end
+
+-- The name of a dense update in `slot` (decompressing it into "dense" when
+-- compression is on), with the commands that make it.
+function worker.dense_commands(slot, compress)
+  if not compress then return {}, slot end
+  return { { "decompress", { tensor = slot, out = "dense" } } }, "dense"
+end
+
+return worker
