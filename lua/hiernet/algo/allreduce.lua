@@ -1,0 +1,499 @@
+-- hiernet.algo.allreduce: all-reduce among peers, and synchronous
+-- data-parallel training over it.
+--
+--   local ar = require("hiernet.algo.allreduce")
+--   ar.allreduce{ peers = { n1, n2, n3 }, tensor = "g", algo = "ring" }
+--   -- afterwards every peer's "g" holds the element-wise sum
+--   local s = ar.train{ workers = { ... }, algo = "ring", model = ..., steps = ... }
+--
+-- An algorithm is a schedule: per peer, a list of operations
+--   { "send", to = q, range = {offset, count}, add = bool }   -- a range send
+--   { "wait", from = {q, ...}, k = n }                         -- n arrivals from those peers
+-- (peers numbered 1..N). Each peer runs its whole list as one batch request,
+-- so a collective costs the controller one round trip per peer, and each
+-- step starts on a peer as soon as its data is in (the batch runs a send
+-- after the wait before it). A schedule is checked by running it on Lua
+-- arrays with random delivery delays (tests/lua/algo_allreduce.lua).
+--
+-- Algorithms (S elements, N peers, link latency alpha, bandwidth beta):
+--   ring             reduce-scatter then all-gather around the ring, N-1 + N-1
+--                    steps of S/N: time 2 (N-1) (alpha + S / (N beta))
+--   halving-doubling Rabenseifner: recursive halving reduce-scatter then
+--                    recursive doubling all-gather over the largest power of
+--                    two p <= N; the N - p extra peers first fold into a
+--                    partner and get the result back at the end (any N)
+--   tree             binary tree rooted at peer 1: reduce up, broadcast down
+--   hierarchical     reduce inside each group to its leader, ring all-reduce
+--                    among the leaders, broadcast back inside each group;
+--                    groups from the topology by default (peers that share
+--                    their first hop towards the top tier)
+local hn = require("hiernet")
+local job = require("hiernet.algo.job")
+local worker = require("hiernet.algo.worker")
+
+local ar = {}
+local check, fail = job.check, job.fail
+
+-- Batches the peer runs at most (the peer's limit on commands per batch).
+local BATCH_MAX = 256
+
+-- Contiguous ranges of n nearly equal parts of [offset, offset + size).
+local function split(offset, size, n)
+  local ranges = {}
+  for i = 1, n do
+    local count = size // n + ((i <= size % n) and 1 or 0)
+    ranges[i] = { offset, count }
+    offset = offset + count
+  end
+  return ranges
+end
+ar.split = split
+
+-- ---- schedules ----
+
+local function new_schedule(n)
+  local s = {}
+  for r = 1, n do s[r] = {} end
+  return s
+end
+
+-- A send of a non-empty range and the wait it satisfies on the receiver.
+local function transfer(s, from, to, range, add)
+  if range[2] == 0 then return end
+  s[from][#s[from] + 1] = { "send", to = to, range = range, add = add }
+end
+
+local function wait(s, r, from, k)
+  if k > 0 then s[r][#s[r] + 1] = { "wait", from = from, k = k } end
+end
+
+-- Ring among the peers listed in `ring` (indices), over [0, size).
+local function ring_ops(s, ring, size)
+  local n = #ring
+  if n < 2 then return end
+  local chunks = split(0, size, n)
+  local function at(x) return ((x - 1) % n) + 1 end
+  for phase = 1, 2 do
+    for step = 0, n - 2 do
+      for pos = 1, n do
+        -- reduce-scatter: send chunk pos - step, adding; all-gather: chunk pos + 1 - step
+        local chunk = chunks[at(phase == 1 and pos - step or pos + 1 - step)]
+        local succ, pred = ring[at(pos + 1)], ring[at(pos - 1)]
+        transfer(s, ring[pos], succ, chunk, phase == 1)
+        local incoming = chunks[at(phase == 1 and pos - 1 - step or pos - step)]
+        wait(s, ring[pos], { pred }, incoming[2] > 0 and 1 or 0)
+      end
+    end
+  end
+end
+
+function ar.ring_schedule(n, size)
+  local s, ring = new_schedule(n), {}
+  for r = 1, n do ring[r] = r end
+  ring_ops(s, ring, size)
+  return s
+end
+
+-- Rabenseifner's halving-doubling for any n.
+function ar.halving_doubling_schedule(n, size)
+  local s = new_schedule(n)
+  local p = 1
+  while p * 2 <= n do p = p * 2 end
+  local extra = n - p
+  -- Peers 1..2*extra pair up: the second of each pair folds into the first.
+  local active = {}
+  for r = 1, n do
+    local z = r - 1
+    if z < 2 * extra then
+      if z % 2 == 1 then
+        transfer(s, r, r - 1, { 0, size }, true)
+      else
+        wait(s, r, { r + 1 }, size > 0 and 1 or 0)
+        active[#active + 1] = r
+      end
+    else
+      active[#active + 1] = r
+    end
+  end
+  -- Recursive halving: at distance d, keep one half, send the other.
+  local range = {}
+  for i = 1, p do range[i] = { 0, size } end
+  local d = p // 2
+  local steps = {}
+  while d >= 1 do
+    for i = 1, p do
+      local partner = ((i - 1) ~ d) + 1
+      local lo, count = range[i][1], range[i][2]
+      local half = count // 2
+      local lower, upper = { lo, half }, { lo + half, count - half }
+      local keep, give = lower, upper
+      if (i - 1) & d ~= 0 then keep, give = upper, lower end
+      transfer(s, active[i], active[partner], give, true)
+      wait(s, active[i], { active[partner] }, keep[2] > 0 and 1 or 0)
+      range[i] = keep
+    end
+    steps[#steps + 1] = d
+    d = d // 2
+  end
+  -- Recursive doubling: send what I hold, receive the partner's half.
+  for j = #steps, 1, -1 do
+    local dd = steps[j]
+    local new = {}
+    for i = 1, p do
+      local partner = ((i - 1) ~ dd) + 1
+      transfer(s, active[i], active[partner], range[i], false)
+      wait(s, active[i], { active[partner] }, range[partner][2] > 0 and 1 or 0)
+      local a, b = range[i], range[partner]
+      new[i] = { math.min(a[1], b[1]), a[2] + b[2] }
+    end
+    range = new
+  end
+  -- The folded peers get the result back.
+  for z = 1, 2 * extra - 1, 2 do
+    transfer(s, z, z + 1, { 0, size }, false)
+    wait(s, z + 1, { z }, size > 0 and 1 or 0)
+  end
+  return s
+end
+
+-- Binary tree rooted at peer 1: children of i are 2i and 2i + 1.
+function ar.tree_schedule(n, size)
+  local s = new_schedule(n)
+  local all = { 0, size }
+  for r = 1, n do
+    local kids = {}
+    for _, c in ipairs{ 2 * r, 2 * r + 1 } do if c <= n then kids[#kids + 1] = c end end
+    wait(s, r, kids, size > 0 and #kids or 0)
+    if r > 1 then
+      transfer(s, r, r // 2, all, true)
+      wait(s, r, { r // 2 }, size > 0 and 1 or 0)
+    end
+    for _, c in ipairs(kids) do transfer(s, r, c, all, false) end
+  end
+  return s
+end
+
+-- groups: lists of peer indices; the first of each is its leader.
+function ar.hierarchical_schedule(n, size, groups)
+  local s = new_schedule(n)
+  local all, leaders = { 0, size }, {}
+  for g, members in ipairs(groups) do
+    local leader = members[1]
+    leaders[g] = leader
+    for j = 2, #members do transfer(s, members[j], leader, all, true) end
+    wait(s, leader, { table.unpack(members, 2) }, size > 0 and (#members - 1) or 0)
+  end
+  ring_ops(s, leaders, size)
+  for _, members in ipairs(groups) do
+    for j = 2, #members do
+      transfer(s, members[1], members[j], all, false)
+      wait(s, members[j], { members[1] }, size > 0 and 1 or 0)
+    end
+  end
+  return s
+end
+
+ar.algos = { "ring", "halving-doubling", "tree", "hierarchical" }
+
+-- ---- groups from the topology ----
+
+-- The node of the top tier (cloud, then edge) to group peers under, or nil.
+local function top_node(net)
+  for _, tier in ipairs{ "cloud", "edge" } do
+    for _, n in ipairs(net:nodes()) do if n.tier == tier then return n end end
+  end
+end
+
+-- Peers that share their first hop towards the top tier form a group; its
+-- leader is the first of them in `peers` order.
+function ar.default_groups(peers)
+  local net = peers[1].network
+  local top = top_node(net)
+  local order, by_key = {}, {}
+  for i, p in ipairs(peers) do
+    local key = "all"
+    if top and top ~= p then key = net:route(p, top)[2] end
+    if not by_key[key] then by_key[key] = {}; order[#order + 1] = key end
+    table.insert(by_key[key], i)
+  end
+  local groups = {}
+  for _, key in ipairs(order) do groups[#groups + 1] = by_key[key] end
+  return groups
+end
+
+-- Peer indices of `groups` given as lists of nodes.
+local function group_indices(peers, groups)
+  local index = {}
+  for i, p in ipairs(peers) do index[p.name] = i end
+  local out, seen = {}, {}
+  for g, list in ipairs(groups) do
+    out[g] = {}
+    for _, node in ipairs(list) do
+      local i = index[node.name]
+      if not i then fail("allreduce: groups[%d]: node '%s' is not one of the peers", g, node.name) end
+      if seen[i] then fail("allreduce: node '%s' is in two groups", node.name) end
+      seen[i] = true
+      out[g][#out[g] + 1] = i
+    end
+  end
+  for i, p in ipairs(peers) do
+    if not seen[i] then fail("allreduce: peer '%s' is in no group", p.name) end
+  end
+  return out
+end
+
+function ar.schedule(algo, n, size, groups)
+  if algo == "ring" then return ar.ring_schedule(n, size) end
+  if algo == "halving-doubling" then return ar.halving_doubling_schedule(n, size) end
+  if algo == "tree" then return ar.tree_schedule(n, size) end
+  if algo == "hierarchical" then return ar.hierarchical_schedule(n, size, groups) end
+  fail("allreduce: unknown algo '%s' (%s)", tostring(algo), table.concat(ar.algos, ", "))
+end
+
+-- ---- running a schedule ----
+
+-- A peer's operations as peer commands on tensor t. Consecutive sends of
+-- the same range become one send to a list (one snapshot, sent in parallel).
+local function commands_of(ops, peers, t)
+  local cmds = {}
+  for i, op in ipairs(ops) do
+    local prev = ops[i - 1]
+    if op[1] == "send" and prev and prev[1] == "send" and prev.range[1] == op.range[1]
+        and prev.range[2] == op.range[2] and prev.add == op.add then
+      local to = cmds[#cmds][2].to
+      if type(to) ~= "table" then cmds[#cmds][2].to = { to } end
+      table.insert(cmds[#cmds][2].to, peers[op.to])
+    elseif op[1] == "send" then
+      cmds[#cmds + 1] = { "send", { tensor = t, to = peers[op.to], range = op.range,
+                                    add = op.add or nil } }
+    else
+      local from = {}
+      for _, q in ipairs(op.from) do from[#from + 1] = peers[q] end
+      cmds[#cmds + 1] = { "wait", { tensor = t, k = op.k, from = from } }
+    end
+  end
+  return cmds
+end
+
+-- Runs cmds on node in batches of at most BATCH_MAX; results concatenated.
+local function run_batches(node, cmds)
+  local results = {}
+  for first = 1, #cmds, BATCH_MAX do
+    local part = table.move(cmds, first, math.min(#cmds, first + BATCH_MAX - 1), 1, {})
+    for _, r in ipairs(node:batch(part).results) do results[#results + 1] = r end
+  end
+  return results
+end
+
+-- Runs per-peer command lists at once; returns each peer's results.
+local function run_all(peers, lists)
+  local tasks = {}
+  for r, p in ipairs(peers) do
+    tasks[r] = hn.spawn(function() return run_batches(p, lists[r]) end)
+  end
+  return hn.wait_all(tasks)
+end
+
+local function sum_bytes(results, cmds)
+  local bytes, send_ms = 0, 0
+  for k, r in ipairs(results) do
+    if cmds[k][1] == "send" then bytes, send_ms = bytes + r.bytes, send_ms + r.ms end
+  end
+  return bytes, send_ms
+end
+
+local ALLREDUCE_OPTIONS = {
+  peers = check.nodes, tensor = check.string, algo = check.oneof(table.unpack(ar.algos)),
+  groups = function(what, v)
+    if type(v) ~= "table" or #v == 0 then fail("%s: expected a list of lists of nodes", what) end
+    for g, list in ipairs(v) do check.nodes(what .. "[" .. g .. "]", list) end
+    return v
+  end,
+  size = check.nonnegint,
+}
+
+local function tensor_size(peer, t)
+  return peer:norm{ x = t }.size
+end
+
+-- The plan of one all-reduce: options checked, schedule made, each peer's
+-- commands (with `before`/`after` commands of the caller around them).
+function ar.plan(o)
+  if type(o) ~= "table" then fail("allreduce: expected a table of options") end
+  for k, v in pairs(o) do
+    local c = ALLREDUCE_OPTIONS[k]
+    if not c and k ~= "before" and k ~= "after" then fail("allreduce: unknown option '%s'", tostring(k)) end
+    if c then c("allreduce: option '" .. k .. "'", v) end
+  end
+  local peers, t = o.peers, o.tensor
+  if not peers then fail("allreduce: option 'peers' is required") end
+  if not t then fail("allreduce: option 'tensor' is required") end
+  local algo = o.algo or "ring"
+  if o.groups and algo ~= "hierarchical" then fail("allreduce: 'groups' is for algo 'hierarchical'") end
+  local size = o.size or tensor_size(peers[1], t)
+  local groups = algo == "hierarchical"
+      and (o.groups and group_indices(peers, o.groups) or group_indices(peers, (function()
+        local g = {}
+        for _, idx in ipairs(ar.default_groups(peers)) do
+          local list = {}
+          for _, i in ipairs(idx) do list[#list + 1] = peers[i] end
+          g[#g + 1] = list
+        end
+        return g
+      end)())) or nil
+  local schedule = ar.schedule(algo, #peers, size, groups)
+  local lists = {}
+  for r = 1, #peers do
+    local cmds = {}
+    for _, c in ipairs((o.before or {})[r] or {}) do cmds[#cmds + 1] = c end
+    local first = #cmds + 1
+    for _, c in ipairs(commands_of(schedule[r], peers, t)) do cmds[#cmds + 1] = c end
+    local last = #cmds
+    for _, c in ipairs((o.after or {})[r] or {}) do cmds[#cmds + 1] = c end
+    lists[r] = { cmds = cmds, first = first, last = last }
+  end
+  return { peers = peers, algo = algo, size = size, lists = lists, groups = groups }
+end
+
+-- Runs a plan; returns per peer { results=, bytes=, send_ms=, ms= }.
+function ar.run(plan)
+  local cmds = {}
+  for r, l in ipairs(plan.lists) do cmds[r] = l.cmds end
+  local t0 = hn.now()
+  local all = run_all(plan.peers, cmds)
+  local out = { ms = (hn.now() - t0) * 1000, bytes = 0, peers = {} }
+  for r, results in ipairs(all) do
+    local bytes, send_ms = sum_bytes(results, cmds[r])
+    out.peers[r] = { results = results, bytes = bytes, send_ms = send_ms }
+    out.bytes = out.bytes + bytes
+  end
+  return out
+end
+
+-- ar.allreduce{ peers=, tensor=, algo="ring", groups=, size= } -> {ms=, bytes=}:
+-- in place, every peer's tensor holds the element-wise sum.
+function ar.allreduce(o)
+  local r = ar.run(ar.plan(o))
+  return { ms = r.ms, bytes = r.bytes, algo = o.algo or "ring" }
+end
+
+-- ---- synchronous data-parallel training (paper data-parallel-ring-allreduce) ----
+--
+-- Each step every worker computes its update (worker optimizer on its shard,
+-- as in hiernet.algo.ps: lr * gradient for one sgd step), the updates are
+-- all-reduced, and every worker applies the mean with the server optimizer
+-- (sgd lr 1 by default: w <- w - mean update), so all copies stay equal.
+-- The whole step is one batch per worker. With compression the compressed
+-- updates travel around the ring instead (an all-gather: each worker adds
+-- every other's decompressed update), since compressed data cannot be
+-- summed on the way.
+
+local TRAIN_OPTIONS = {
+  algo = check.oneof(table.unpack(ar.algos)), groups = ALLREDUCE_OPTIONS.groups,
+  server_opt = check.optimizer, local_steps = check.posint,
+}
+
+-- The commands that apply the mean update `u` to the model.
+local function apply_commands(J, u, n)
+  local so = J.o.server_opt
+  return {
+    { "scale", { x = u, alpha = 1 / n } },
+    { "optim", { model = J.model_name, grad = u, method = so.method, lr = so.lr,
+                 momentum = so.momentum, beta1 = so.beta1, beta2 = so.beta2, eps = so.eps,
+                 weight_decay = so.weight_decay } },
+  }
+end
+
+-- The compressed all-gather around the ring: worker r's update travels as
+-- "c.<r>"; every worker decompresses what arrives into "sum".
+local function compressed_ring(J, n, update)
+  local c = J.o.compress
+  local lists = {}
+  for r = 1, n do
+    local own = "c." .. r
+    local cmds = {
+      { "compress", { tensor = update, method = c.method, ratio = c.ratio, out = own,
+                      residual = c.error_feedback and "ef" or nil } },
+      { "tensor", { name = "sum", size = J.model_size } },
+      { "decompress", { tensor = own, out = "sum", add = true } },
+    }
+    local succ, pred = J.workers[r % n + 1], J.workers[(r - 2) % n + 1]
+    for step = 0, n - 2 do
+      local sending, arriving = "c." .. ((r - 1 - step) % n + 1), "c." .. ((r - 2 - step) % n + 1)
+      cmds[#cmds + 1] = { "send", { tensor = sending, to = succ } }
+      cmds[#cmds + 1] = { "wait", { tensor = arriving, k = 1, from = { pred } } }
+      cmds[#cmds + 1] = { "decompress", { tensor = arriving, out = "sum", add = true } }
+    end
+    lists[r] = cmds
+  end
+  return lists, "sum"
+end
+
+-- One training step on every worker: returns each worker's results and the
+-- index range of its communication commands.
+local function step_plan(J, W)
+  local n = #J.workers
+  local before, after = {}, {}
+  local update
+  for r = 1, n do
+    before[r], update = W:update_commands(W.lr[r])
+    -- Local steps moved this worker's model: back to where every worker
+    -- started the step, so that all apply the same mean update to it.
+    if W.writes_model then
+      table.insert(before[r], { "axpy", { y = J.model_name, x = update, alpha = 1 } })
+    end
+  end
+  if J.o.compress then
+    local lists, sum = compressed_ring(J, n, update)
+    for r = 1, n do
+      local cmds = table.move(before[r], 1, #before[r], 1, {})
+      local first = #cmds + 1
+      for _, c in ipairs(lists[r]) do cmds[#cmds + 1] = c end
+      local last = #cmds
+      for _, c in ipairs(apply_commands(J, sum, n)) do cmds[#cmds + 1] = c end
+      lists[r] = { cmds = cmds, first = first, last = last }
+    end
+    return { peers = J.workers, lists = lists }
+  end
+  for r = 1, n do after[r] = apply_commands(J, update, n) end
+  return ar.plan{ peers = J.workers, tensor = update, algo = J.o.algo or "ring", groups = J.o.groups,
+                  size = J.model_size, before = before, after = after }
+end
+
+local function record_step(J, plan, run, t_step)
+  for r = 1, #J.workers do
+    local p, l = run.peers[r], plan.lists[r]
+    local compute, loss, samples = 0, nil, 0
+    for k, res in ipairs(p.results) do
+      local name = l.cmds[k][1]
+      if name ~= "send" and name ~= "wait" then compute = compute + res.ms end
+      if name == "grad" then loss, samples = res.loss, samples + res.batch end
+    end
+    local comm = math.max(0, run.ms - compute)
+    J:step_row{ worker = r, step = J.steps, time = t_step, loss = loss, compute_ms = compute,
+                comm_ms = comm, wait_ms = 0, lr = (J.o.worker_opt.lr or 0.05), k = #J.workers,
+                bytes = p.bytes, samples = samples }
+  end
+end
+
+function ar.train(opts)
+  local algo = type(opts) == "table" and opts.algo or "ring"
+  local J = job.new("allreduce", opts, { mode = algo, options = TRAIN_OPTIONS })
+  if #J.workers < 2 then fail("allreduce.train: give at least 2 workers") end
+  J.o.server_opt = J.o.server_opt or { method = "sgd", lr = 1.0 }
+  J.o.server_opt.method = J.o.server_opt.method or "sgd"
+  J:setup{ origin = J.workers[1], eval_node = J.workers[1], model_name = "w" }
+  local W = worker.new(J, {})
+  J:start_clock()
+  while not J:stopped() do
+    local plan = step_plan(J, W)
+    local run = ar.run(plan)
+    J.steps = J.steps + 1
+    J.updates_applied = J.updates_applied + #J.workers
+    record_step(J, plan, run, J:now())
+    if J:eval_due(J.steps) then J:evaluate(J.steps) end
+  end
+  return J:finish{ algo = algo }
+end
+
+return ar

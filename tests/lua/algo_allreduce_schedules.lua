@@ -1,0 +1,126 @@
+-- The all-reduce schedules of hiernet.algo.allreduce run on Lua arrays with
+-- random delivery delays (no peers): for N = 2..9, sizes not divisible by N
+-- and every algorithm, every peer must end with the exact element-wise sum
+-- (integer data, so the check is exact), whatever order messages arrive in.
+local ar = require("hiernet.algo.allreduce")
+
+-- Runs schedule over data (data[r] an array), delivering in-flight messages
+-- in a random order (but in order between one sender and one receiver, as
+-- one connection does). A wait claims arrivals from its senders in arrival order.
+local function simulate(schedule, data, rng)
+  local n = #schedule
+  local pc, flight, arrived = {}, {}, {}
+  for r = 1, n do pc[r], arrived[r] = 1, {} end
+  local function try_run(r)
+    local ops, moved = schedule[r], false
+    while pc[r] <= #ops do
+      local op = ops[pc[r]]
+      if op[1] == "send" then
+        local off, count = op.range[1], op.range[2]
+        local values = {}
+        for e = 1, count do values[e] = data[r][off + e] end
+        flight[#flight + 1] = { to = op.to, from = r, off = off, values = values, add = op.add }
+      else
+        local from = {}
+        for _, q in ipairs(op.from) do from[q] = true end
+        local got = {}
+        for j, a in ipairs(arrived[r]) do
+          if not a.claimed and from[a.from] and #got < op.k then got[#got + 1] = j end
+        end
+        if #got < op.k then break end
+        for _, j in ipairs(got) do arrived[r][j].claimed = true end
+      end
+      pc[r], moved = pc[r] + 1, true
+    end
+    return moved
+  end
+  while true do
+    local moved = false
+    for r = 1, n do moved = try_run(r) or moved end
+    if #flight > 0 then
+      -- Any pair's oldest message: one connection per pair keeps its order.
+      local m = flight[rng(#flight)]
+      for j, f in ipairs(flight) do
+        if f.from == m.from and f.to == m.to then m = table.remove(flight, j); break end
+      end
+      for e, v in ipairs(m.values) do
+        local i = m.off + e
+        data[m.to][i] = m.add and (data[m.to][i] + v) or v
+      end
+      table.insert(arrived[m.to], { from = m.from })
+      moved = true
+    end
+    if not moved then break end
+  end
+  for r = 1, n do
+    if pc[r] <= #schedule[r] then error(string.format("peer %d stuck at operation %d of %d", r, pc[r], #schedule[r])) end
+    for _, a in ipairs(arrived[r]) do
+      if not a.claimed then error(string.format("peer %d: an arrival from %d was never waited for", r, a.from)) end
+    end
+  end
+end
+
+local function check_algo(algo, n, size, groups, seed)
+  math.randomseed(seed)
+  local data, want = {}, {}
+  for i = 1, size do want[i] = 0 end
+  for r = 1, n do
+    data[r] = {}
+    for i = 1, size do
+      data[r][i] = math.random(-1000, 1000)
+      want[i] = want[i] + data[r][i]
+    end
+  end
+  local schedule = ar.schedule(algo, n, size, groups)
+  simulate(schedule, data, function(m) return math.random(m) end)
+  for r = 1, n do
+    for i = 1, size do
+      if data[r][i] ~= want[i] then
+        error(string.format("%s N=%d size=%d: peer %d element %d is %d, the sum is %d", algo, n, size, r,
+                            i, data[r][i], want[i]))
+      end
+    end
+  end
+  local sends = 0
+  for r = 1, n do for _, op in ipairs(schedule[r]) do if op[1] == "send" then sends = sends + 1 end end end
+  return sends
+end
+
+-- Random groups of 1..N peers covering them all.
+local function random_groups(n)
+  local order = {}
+  for r = 1, n do order[r] = r end
+  for i = n, 2, -1 do local j = math.random(i); order[i], order[j] = order[j], order[i] end
+  local groups, i = {}, 1
+  while i <= n do
+    local size = math.random(1, n - i + 1)
+    groups[#groups + 1] = table.move(order, i, i + size - 1, 1, {})
+    i = i + size
+  end
+  return groups
+end
+
+local checked = 0
+for n = 2, 9 do
+  for _, size in ipairs{ 1, n - 1, n + 1, 7 * n + 3, 100 } do
+    for trial = 1, 3 do
+      local seed = n * 1000 + size * 10 + trial
+      for _, algo in ipairs{ "ring", "halving-doubling", "tree" } do
+        check_algo(algo, n, size, nil, seed)
+        checked = checked + 1
+      end
+      math.randomseed(seed)
+      check_algo("hierarchical", n, size, random_groups(n), seed)
+      checked = checked + 1
+    end
+  end
+end
+
+-- The ring moves 2 (N-1) chunks per peer: 2 (N-1) sends each.
+assert(check_algo("ring", 5, 100, nil, 1) == 5 * 2 * 4, "ring: 2 (N-1) sends per peer")
+-- Halving-doubling on a power of two: 2 log2 N sends per peer.
+assert(check_algo("halving-doubling", 8, 100, nil, 1) == 8 * 2 * 3, "halving-doubling: 2 log N sends per peer")
+-- Tree: one send up per non-root, one down per non-root.
+assert(check_algo("tree", 7, 100, nil, 1) == 2 * 6, "tree: 2 (N-1) sends")
+
+print(string.format("algo_allreduce_schedules: %d schedules checked", checked))
