@@ -338,6 +338,16 @@ function Job:setup(s)
   hn.wait_all(tasks)
   self.model_size = made.size
   if #holders > 0 then origin:send{ tensor = name, to = holders } end
+  -- What the model gets as it arrives is not a step's message: forget it, so
+  -- that no later wait takes it for one.
+  local clears = {}
+  for i, n in ipairs(holders) do
+    clears[i] = hn.spawn(function() n:wait{ tensor = name, clear = true } end)
+  end
+  hn.wait_all(clears)
+  -- The starting point, measured outside the training time.
+  local r = self.eval_node:eval{ model = name, limit = self.o.eval_limit or 0 }
+  self.initial_accuracy, self.initial_loss = r.accuracy, r.loss
   hn.log(string.format("%s: %d workers, model %s (%d parameters), %d training samples, eval on %s%s",
     self.label, #self.workers, self.o.model, made.size, self.train_samples, self.eval_node.name,
     self.prefix ~= "" and (", records " .. self.prefix .. "*") or ""))
@@ -515,6 +525,7 @@ function Job:finish(extra)
   local s = {
     algorithm = self.algorithm, mode = self.mode, parameters = self.parameters, prefix = self.prefix,
     workers = #self.workers, workers_alive = self:alive_count(),
+    initial_accuracy = self.initial_accuracy, initial_loss = self.initial_loss,
     final_accuracy = r.accuracy, final_loss = r.loss,
     best_accuracy = math.max(self.best_accuracy or r.accuracy, r.accuracy),
     target_accuracy = self.o.target_accuracy, time_to_target_s = self.time_to_target,

@@ -197,9 +197,18 @@ function Sync:may_start(i)
   return self.S.alive(i) and self.policy:may_start(i, self.S)
 end
 
+-- Worker i starts a step; returns its number. Keeps max_ahead: how far the
+-- step started is ahead of the step the slowest live worker is on.
 function Sync:start(i)
-  self.S.started[i] = self.S.started[i] + 1
-  return self.S.started[i]
+  local S = self.S
+  S.started[i] = S.started[i] + 1
+  local slowest = math.huge
+  for j = 1, self.n do
+    if S.alive(j) and S.completed[j] < slowest then slowest = S.completed[j] end
+  end
+  local ahead = S.started[i] - (slowest + 1)
+  if ahead > (self.max_ahead or 0) then self.max_ahead = ahead end
+  return S.started[i]
 end
 
 -- Takes push p = {worker=, version=, norm2=}: sets p.staleness (the server's
@@ -279,7 +288,7 @@ function Engine.new(J, policy, servers)
     J = J, o = J.o, policy = policy, servers = servers, n = n, events = hn.queue(),
     direct_add = policy.direct_add and not J.o.compress,
     signals = {}, consumed = {}, parked = {}, fresh = {}, worker_version = {},
-    pull_ms = {}, pull_bytes = {}, tasks = {}, finished = 0,
+    pull_ms = {}, pull_bytes = {}, tasks = {}, finished = 0, apply_ms = 0,
   }, Engine)
   E.sync = ps.sync(policy, n, function(i) return J:alive(i) end)
   for i = 1, n do
@@ -406,6 +415,7 @@ function Engine:apply()
                             server.name, v, version), 0)
       end
       sent[s] = res[#res]
+      for c = 1, (#nodes > 0) and #res - 1 or #res do self.apply_ms = self.apply_ms + res[c].ms end
     end)
   end
   hn.wait_all(tasks)
@@ -648,6 +658,7 @@ function ps.train(opts)
   J:start_clock()
   run_engine(E)
   local extra = { policy = policy.name, servers = #servers, local_steps = J.o.local_steps or 1,
+                  max_ahead = E.sync.max_ahead or 0, server_apply_ms = E.apply_ms,
                   k = policy.k, staleness = policy.staleness, drop_fraction = policy.drop_fraction,
                   theta = policy.theta }
   if sharded then

@@ -1,0 +1,365 @@
+-- hiernet.algo.decentral: decentralized training, no parameter server.
+--
+--   local dc = require("hiernet.algo.decentral")
+--   local s = dc.train{ algo = "dpsgd", workers = nodes, graph = "ring", steps = 300, ... }
+--
+-- Algorithms (every worker trains its own model on its shard; `steps` is the
+-- number of local steps each worker makes):
+--   dpsgd   D-PSGD (Lian et al. 2017): each step worker i sends its model to
+--           its neighbours, computes its gradient g_i, and sets
+--           x_i <- sum_j W_ij x_j - lr g_i with Metropolis-Hastings weights
+--           W_ij = 1 / (1 + max(d_i, d_j)) for neighbours, W_ii = 1 - sum.
+--   gossip  push-sum SGD (Kempe et al. 2003; Assran et al. 2019): each worker
+--           keeps a numerator x_i and a weight a_i (carried as x_i's last
+--           element, so both travel in one send); a step is x_i <- x_i - lr
+--           grad(z_i) at z_i = x_i / a_i, then it keeps half of (x_i, a_i)
+--           and adds the other half into one random neighbour's. Sums are
+--           conserved whatever arrives meanwhile.
+--   easgd   elastic averaging (Zhang et al. 2015), asynchronous: every
+--           `period` local steps worker i pulls the centre c from the centre
+--           node, d = alpha (x_i - c), x_i <- x_i - d, and c <- c + d (the
+--           centre adds d as it arrives).
+-- Neighbours (`graph`): "ring" (a logical ring over `workers` in order),
+-- "complete", "links" (workers directly linked in the topology), or a
+-- table {[node name] = {nodes}} (made symmetric). Default: "links" when
+-- the workers' own links connect them all, else "ring".
+local hn = require("hiernet")
+local job = require("hiernet.algo.job")
+local worker = require("hiernet.algo.worker")
+
+local dc = {}
+local check, fail = job.check, job.fail
+
+dc.algos = { "dpsgd", "gossip", "easgd" }
+
+-- ---- neighbour graphs ----
+
+local function add_edge(adj, i, j)
+  if i == j then return end
+  adj[i][j], adj[j][i] = true, true
+end
+
+-- Adjacency sets over worker indices.
+function dc.graph(workers, graph)
+  local n, adj = #workers, {}
+  for i = 1, n do adj[i] = {} end
+  if graph == "ring" then
+    for i = 1, n do add_edge(adj, i, i % n + 1) end
+  elseif graph == "complete" then
+    for i = 1, n do for j = i + 1, n do add_edge(adj, i, j) end end
+  elseif graph == "links" then
+    local net = workers[1].network
+    for i = 1, n do
+      for j = i + 1, n do
+        if #net:route(workers[i], workers[j]) == 2 then add_edge(adj, i, j) end
+      end
+    end
+  elseif type(graph) == "table" then
+    local index = {}
+    for i, w in ipairs(workers) do index[w.name] = i end
+    for name, list in pairs(graph) do
+      local i = index[type(name) == "string" and name or name.name]
+      if not i then fail("decentral.train: graph: '%s' is not a worker", tostring(name)) end
+      for _, other in ipairs(list) do
+        local j = index[other.name or other]
+        if not j then fail("decentral.train: graph: '%s' is not a worker", tostring(other.name or other)) end
+        add_edge(adj, i, j)
+      end
+    end
+  else
+    fail("decentral.train: option 'graph': expected \"ring\", \"complete\", \"links\" or a table, got %s",
+         tostring(graph))
+  end
+  return adj
+end
+
+function dc.connected(adj)
+  local seen, stack, count = { [1] = true }, { 1 }, 1
+  while #stack > 0 do
+    local i = table.remove(stack)
+    for j in pairs(adj[i]) do
+      if not seen[j] then seen[j], count = true, count + 1; stack[#stack + 1] = j end
+    end
+  end
+  return count == #adj
+end
+
+local function sorted_neighbours(adj, i)
+  local list = {}
+  for j in pairs(adj[i]) do list[#list + 1] = j end
+  table.sort(list)
+  return list
+end
+
+local function degree(adj, i)
+  local d = 0
+  for _ in pairs(adj[i]) do d = d + 1 end
+  return d
+end
+
+-- Metropolis-Hastings mixing weights: W[i][j] for neighbours and W[i][i];
+-- symmetric and doubly stochastic, so the models' average is kept.
+function dc.metropolis(adj)
+  local W = {}
+  for i = 1, #adj do
+    W[i] = {}
+    local self_weight = 1
+    for j in pairs(adj[i]) do
+      W[i][j] = 1 / (1 + math.max(degree(adj, i), degree(adj, j)))
+      self_weight = self_weight - W[i][j]
+    end
+    W[i][i] = self_weight
+  end
+  return W
+end
+
+-- ---- the shared loop ----
+
+-- Runs step(i, t) for t = 1.. on every worker in its own task until the job
+-- stops; all workers then finish the same number of steps (D-PSGD's
+-- neighbours wait for each other's messages). J.steps is the fewest steps
+-- any worker has finished.
+local function run_workers(J, step, lockstep)
+  local n, done = #J.workers, {}
+  for i = 1, n do done[i] = 0 end
+  local last -- with lockstep: the step every worker ends with
+  local function update_steps()
+    local m = math.huge
+    for i = 1, n do if J:alive(i) then m = math.min(m, done[i]) end end
+    J.steps = m == math.huge and J.steps or m
+  end
+  local tasks = {}
+  for i = 1, n do
+    tasks[i] = hn.spawn(function()
+      local ok, err = pcall(function()
+        while true do
+          local t = done[i] + 1
+          if J.o.steps and t > J.o.steps then break end
+          if lockstep then
+            if not last and J:stopped() then last = math.max(table.unpack(done)) end
+            if last and t > last then break end
+          elseif J:stopped() then
+            break
+          end
+          step(i, t)
+          done[i] = t
+          update_steps()
+        end
+      end)
+      if not ok then J:worker_failed(i, err) end
+    end)
+  end
+  hn.wait_all(tasks)
+  update_steps()
+end
+
+-- The local update: x <- x - lr g (or the worker optimizer) as commands.
+local function local_step_commands(J, model)
+  local o = J.o.worker_opt
+  return {
+    { "grad", { model = model, out = "g", batch = J.o.batch } },
+    { "optim", { model = model, grad = "g", method = o.method, lr = o.lr, momentum = o.momentum,
+                 beta1 = o.beta1, beta2 = o.beta2, eps = o.eps, weight_decay = o.weight_decay } },
+  }
+end
+
+local function step_summary(results, cmds)
+  local r = { compute_ms = 0, comm_ms = 0, bytes = 0, samples = 0 }
+  for k, res in ipairs(results) do
+    local name = cmds[k][1]
+    if name == "send" then
+      r.comm_ms, r.bytes = r.comm_ms + res.ms, r.bytes + res.bytes
+    elseif name == "wait" then
+      r.wait_ms = (r.wait_ms or 0) + res.ms
+    else
+      r.compute_ms = r.compute_ms + res.ms
+    end
+    if name == "grad" then r.loss, r.samples = res.loss, r.samples + res.batch end
+  end
+  return r
+end
+
+local function record(J, i, t, r)
+  J:step_row{ worker = i, step = t, loss = r.loss, compute_ms = r.compute_ms, comm_ms = r.comm_ms,
+              wait_ms = r.wait_ms or 0, lr = J.o.worker_opt.lr, bytes = r.bytes, samples = r.samples }
+end
+
+-- ---- D-PSGD ----
+
+-- Neighbours' models land in "x.<sender>.<step parity>": a neighbour can be
+-- one step ahead (it waits for our message of its previous step), never two.
+local function dpsgd_step(J, adj, W)
+  local m, o = J.model_name, J.o.worker_opt
+  return function(i, t)
+    local node, nbrs = J.workers[i], sorted_neighbours(adj, i)
+    local parity = t % 2
+    local to, incoming = {}, {}
+    for _, j in ipairs(nbrs) do
+      to[#to + 1] = J.workers[j]
+      incoming[#incoming + 1] = "x." .. j .. "." .. parity
+    end
+    local cmds = {
+      { "send", { tensor = m, to = to, as = "x." .. i .. "." .. parity } },
+      { "grad", { model = m, out = "g", batch = J.o.batch } },
+      { "wait", { tensors = incoming, k = #incoming } },
+      { "scale", { x = m, alpha = W[i][i] } },
+    }
+    for n, j in ipairs(nbrs) do
+      cmds[#cmds + 1] = { "axpy", { y = m, x = incoming[n], alpha = W[i][j] } }
+    end
+    cmds[#cmds + 1] = { "axpy", { y = m, x = "g", alpha = -(o.lr or 0.05) } }
+    record(J, i, t, step_summary(node:batch(cmds).results, cmds))
+    if i == 1 and J:eval_due(t) then J:evaluate(t) end
+  end
+end
+
+-- ---- gossip (push-sum) ----
+
+local function gossip_setup(J)
+  local P, tasks = J.model_size, {}
+  for i, w in ipairs(J.workers) do
+    tasks[i] = hn.spawn(function()
+      -- x = (model, weight 1): the model's elements, then the weight.
+      w:batch{ { "tensor", { name = "x", size = P + 1, fill = 1 } },
+               { "scale", { x = "x", alpha = 0, range = { 0, P } } },
+               { "axpy", { y = "x", x = J.model_name, alpha = 1, range = { 0, P } } } }
+    end)
+  end
+  hn.wait_all(tasks)
+end
+
+local function gossip_step(J, adj, rng)
+  local m, P, o = J.model_name, J.model_size, J.o.worker_opt
+  return function(i, t)
+    local node, nbrs = J.workers[i], sorted_neighbours(adj, i)
+    -- z = x / a from a private snapshot (adds may land in x at any time).
+    local a = node:batch{ { "copy", { src = "x", dst = "xs" } },
+                          { "read", { tensor = "xs", range = { P, 1 } } } }.results[2].values[1]
+    local j = nbrs[rng(#nbrs)]
+    local cmds = {
+      { "scale", { x = m, alpha = 0 } },
+      { "axpy", { y = m, x = "xs", alpha = 1 / a, range = { 0, P } } },
+      { "grad", { model = m, out = "g", batch = J.o.batch } },
+      { "axpy", { y = "x", x = "g", alpha = -(o.lr or 0.05), range = { 0, P } } },
+      -- keep half, give half: x <- x - h with h = x / 2 sent, so that
+      -- what arrives between these commands is neither lost nor doubled
+      { "copy", { src = "x", dst = "half" } },
+      { "scale", { x = "half", alpha = 0.5 } },
+      { "axpy", { y = "x", x = "half", alpha = -1 } },
+      { "send", { tensor = "half", to = J.workers[j], as = "x", add = true } },
+    }
+    record(J, i, t, step_summary(node:batch(cmds).results, cmds))
+    if i == 1 and J:eval_due(t) then J:evaluate(t) end
+  end
+end
+
+-- ---- EASGD ----
+
+local function easgd_step(J, center, alpha, period)
+  local m = J.model_name
+  local c = J.o.compress
+  return function(i, t)
+    local node = J.workers[i]
+    local cmds = local_step_commands(J, m)
+    local r = step_summary(node:batch(cmds).results, cmds)
+    if t % period == 0 then
+      -- Elastic exchange: pull the centre, move towards it, push the difference.
+      local pull = center:send{ tensor = "c", to = node, as = "center" }
+      local ex = {
+        { "copy", { src = m, dst = "d" } },
+        { "axpy", { y = "d", x = "center", alpha = -1 } },
+        { "scale", { x = "d", alpha = alpha } },
+        { "axpy", { y = m, x = "d", alpha = -1 } },
+      }
+      local sent = "d"
+      if c then
+        ex[#ex + 1] = { "compress", { tensor = "d", method = c.method, ratio = c.ratio, out = "dc",
+                                      residual = c.error_feedback and "ef" or nil } }
+        sent = "dc"
+      end
+      ex[#ex + 1] = { "send", { tensor = sent, to = center, as = c and ("dc." .. i) or "c",
+                                add = not c or nil } }
+      local e = step_summary(node:batch(ex).results, ex)
+      if c then center:decompress{ tensor = "dc." .. i, out = "c", add = true } end
+      r.comm_ms, r.bytes = r.comm_ms + pull.ms + e.comm_ms, r.bytes + pull.bytes + e.bytes
+      r.compute_ms = r.compute_ms + e.compute_ms
+      J.updates_applied = J.updates_applied + 1
+      if J:eval_due(J.updates_applied) then J:evaluate(J.updates_applied, center, "c") end
+    end
+    record(J, i, t, r)
+  end
+end
+
+-- ---- dc.train ----
+
+local OPTIONS = {
+  algo = check.oneof(table.unpack(dc.algos)),
+  graph = function(what, v)
+    if type(v) == "table" or v == "ring" or v == "complete" or v == "links" then return v end
+    fail("%s: expected \"ring\", \"complete\", \"links\" or a table, got %s", what, tostring(v))
+  end,
+  center = check.node, alpha = check.fraction, period = check.posint,
+}
+
+local function pick_graph(J)
+  local g = J.o.graph
+  if g == nil then
+    local links = dc.graph(J.workers, "links")
+    if #J.workers > 1 and dc.connected(links) then return links, "links" end
+    return dc.graph(J.workers, "ring"), "ring"
+  end
+  local adj = dc.graph(J.workers, g)
+  if not dc.connected(adj) then fail("decentral.train: the '%s' graph does not connect every worker", tostring(g)) end
+  return adj, type(g) == "table" and "custom" or g
+end
+
+function dc.train(opts)
+  local algo = type(opts) == "table" and opts.algo
+  if not algo then fail("decentral.train: option 'algo' is required (%s)", table.concat(dc.algos, ", ")) end
+  local J = job.new("decentral", opts, { mode = algo, options = OPTIONS })
+  if #J.workers < 2 then fail("decentral.train: give at least 2 workers") end
+  if J.o.compress and algo ~= "easgd" then
+    fail("decentral.train: compression is supported for easgd (the elastic difference); %s exchanges whole models", algo)
+  end
+  for _, k in ipairs{ "center", "alpha", "period" } do
+    if J.o[k] ~= nil and algo ~= "easgd" then fail("decentral.train: option '%s' is for algo 'easgd'", k) end
+  end
+  if J.o.graph ~= nil and algo == "easgd" then fail("decentral.train: option 'graph' is not for algo 'easgd'") end
+  local center = J.o.center
+  if algo == "easgd" and not center then fail("decentral.train: easgd needs option 'center' (the node holding the centre variable)") end
+  J:setup{ origin = J.workers[1], holders = center and { center } or {}, model_name = "w",
+           eval_node = algo == "easgd" and center or J.workers[1] }
+  local extra = { algo = algo }
+  local step, lockstep
+  if algo == "dpsgd" then
+    local adj, name = pick_graph(J)
+    step, lockstep, extra.graph = dpsgd_step(J, adj, dc.metropolis(adj)), true, name
+  elseif algo == "gossip" then
+    local adj, name = pick_graph(J)
+    gossip_setup(J)
+    local seed = J.o.seed
+    local function rng(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n + 1 end
+    step, extra.graph = gossip_step(J, adj, rng), name
+  else
+    -- The centre starts as the common initial model (a model, so it can be evaluated).
+    center:model{ name = "c", arch = J.o.model, seed = J.o.seed }
+    center:copy{ src = "w", dst = "c" }
+    local alpha, period = J.o.alpha or (0.9 / #J.workers), J.o.period or 4
+    step, extra.alpha, extra.period = easgd_step(J, center, alpha, period), alpha, period
+  end
+  J:start_clock()
+  run_workers(J, step, lockstep)
+  if algo ~= "easgd" then J.updates_applied = J.steps * #J.workers end
+  if algo == "gossip" then
+    -- The final model of worker 1 is z_1 = x_1 / a_1.
+    local node = J.workers[1]
+    local a = node:batch{ { "copy", { src = "x", dst = "xs" } },
+                          { "read", { tensor = "xs", range = { J.model_size, 1 } } } }.results[2].values[1]
+    node:batch{ { "scale", { x = "w", alpha = 0 } },
+                { "axpy", { y = "w", x = "xs", alpha = 1 / a, range = { 0, J.model_size } } } }
+  end
+  if algo == "easgd" then extra.final_node, extra.final_model = center, "c" end
+  return J:finish(extra)
+end
+
+return dc

@@ -1,0 +1,228 @@
+-- hiernet.algo.hier: hierarchical averaging on terminal / edge / cloud trees
+-- (HierFAVG, Liu et al. 2020).
+--
+--   local hier = require("hiernet.algo.hier")
+--   local s = hier.train{ cloud = t.cloud[1], workers = t.terminal, tau1 = 5, tau2 = 2,
+--                         steps = 200, worker_opt = { lr = 0.05 }, ... }
+--
+-- Terminals (the workers) train locally; every tau1 local steps each edge
+-- replaces its terminals' models by their average weighted by samples,
+--   w_e = sum_{i in e} (n_i / n_e) w_i;
+-- every tau2 such edge rounds the cloud averages the edges the same way,
+--   w = sum_e (n_e / n) w_e,
+-- and sends the result back down. Every node of a round runs one batch
+-- request: a terminal's local steps and its weighted model sent (added) into
+-- its edge's accumulator; an edge waits for its terminals, takes the
+-- average, passes it up when it is the cloud's turn, and sends the model
+-- down. Each terminal belongs to the first of `edges` (default: the
+-- network's nodes of tier "edge") on its route to the cloud.
+--
+-- With compression a terminal sends its compressed weighted change since
+-- the last model it got from its edge (error feedback keeps what was
+-- dropped for the next round), which the edge decompresses onto that model.
+local hn = require("hiernet")
+local job = require("hiernet.algo.job")
+
+local hier = {}
+local check, fail = job.check, job.fail
+
+local OPTIONS = { cloud = check.node, edges = check.nodes, tau1 = check.posint, tau2 = check.posint }
+
+-- Terminal indices per edge: each terminal goes to the first edge on its
+-- route to the cloud.
+function hier.assign(workers, edges, cloud)
+  local net, is_edge, groups, order = cloud.network, {}, {}, {}
+  for e, node in ipairs(edges) do is_edge[node.name] = e end
+  for i, w in ipairs(workers) do
+    local found
+    for _, name in ipairs(net:route(w, cloud)) do
+      if is_edge[name] then found = is_edge[name]; break end
+    end
+    if not found then fail("hier.train: terminal '%s' has no edge on its route to the cloud '%s'", w.name, cloud.name) end
+    if not groups[found] then groups[found] = {}; order[#order + 1] = found end
+    table.insert(groups[found], i)
+  end
+  local out = {}
+  for _, e in ipairs(order) do out[#out + 1] = { edge = edges[e], terminals = groups[e] } end
+  return out
+end
+
+local function tier_nodes(net, tier)
+  local list = {}
+  for _, n in ipairs(net:nodes()) do if n.tier == tier and n.kind == "host" then list[#list + 1] = n end end
+  return list
+end
+
+-- ---- one round's commands ----
+
+-- A terminal: tau1 local steps, then its model weighted by `share` into the edge.
+function hier.terminal_commands(J, i, edge, share)
+  local m, o, c = J.model_name, J.o.worker_opt, J.o.compress
+  local cmds = {}
+  if c then cmds[#cmds + 1] = { "copy", { src = m, dst = "base" } } end
+  for _ = 1, J.o.tau1 or 5 do
+    cmds[#cmds + 1] = { "grad", { model = m, out = "g", batch = J.o.batch } }
+    cmds[#cmds + 1] = { "optim", { model = m, grad = "g", method = o.method, lr = o.lr,
+                                   momentum = o.momentum, beta1 = o.beta1, beta2 = o.beta2,
+                                   eps = o.eps, weight_decay = o.weight_decay } }
+  end
+  cmds[#cmds + 1] = { "copy", { src = m, dst = "share" } }
+  if c then cmds[#cmds + 1] = { "axpy", { y = "share", x = "base", alpha = -1 } } end
+  cmds[#cmds + 1] = { "scale", { x = "share", alpha = share } }
+  if c then
+    cmds[#cmds + 1] = { "compress", { tensor = "share", method = c.method, ratio = c.ratio, out = "sc",
+                                      residual = c.error_feedback and "ef" or nil } }
+    cmds[#cmds + 1] = { "send", { tensor = "sc", to = edge, as = "sc." .. i } }
+  else
+    cmds[#cmds + 1] = { "send", { tensor = "share", to = edge, as = "acc", add = true } }
+  end
+  return cmds
+end
+
+-- An edge: the weighted sum of its terminals becomes its model; on a cloud
+-- round it adds its own weighted model into the cloud and waits for the
+-- cloud's average; then it sends the model to its terminals.
+function hier.edge_commands(J, group, cloud_share, cloud)
+  local m, c, P = J.model_name, J.o.compress, J.model_size
+  local terms = {}
+  for n, i in ipairs(group.terminals) do terms[n] = J.workers[i] end
+  local cmds = {}
+  if c then
+    local names = {}
+    for n, i in ipairs(group.terminals) do names[n] = "sc." .. i end
+    cmds[#cmds + 1] = { "wait", { tensors = names, k = #names } }
+    cmds[#cmds + 1] = { "copy", { src = m, dst = "acc" } } -- the model the changes start from
+    for _, name in ipairs(names) do
+      cmds[#cmds + 1] = { "decompress", { tensor = name, out = "acc", add = true } }
+    end
+  else
+    cmds[#cmds + 1] = { "wait", { tensor = "acc", k = #terms, from = terms } }
+  end
+  cmds[#cmds + 1] = { "copy", { src = "acc", dst = m } }
+  cmds[#cmds + 1] = { "tensor", { name = "acc", size = P } }
+  if cloud_share then
+    cmds[#cmds + 1] = { "copy", { src = m, dst = "share" } }
+    cmds[#cmds + 1] = { "scale", { x = "share", alpha = cloud_share } }
+    cmds[#cmds + 1] = { "send", { tensor = "share", to = cloud, as = "acc", add = true } }
+    cmds[#cmds + 1] = { "wait", { tensor = m, k = 1, from = { cloud } } }
+  end
+  cmds[#cmds + 1] = { "send", { tensor = m, to = terms } }
+  return cmds
+end
+
+function hier.cloud_commands(J, edges)
+  local m = J.model_name
+  return {
+    { "wait", { tensor = "acc", k = #edges, from = edges } },
+    { "copy", { src = "acc", dst = m } },
+    { "tensor", { name = "acc", size = J.model_size } },
+    { "send", { tensor = m, to = edges } },
+  }
+end
+
+-- ---- the training loop ----
+
+local function round(J, groups, shares, cloud, cloud_round)
+  local tasks, edges, meta = {}, {}, {}
+  for g, group in ipairs(groups) do
+    edges[g] = group.edge
+    for _, i in ipairs(group.terminals) do
+      local cmds = hier.terminal_commands(J, i, group.edge, shares.terminal[i])
+      meta[#meta + 1] = { i = i, cmds = cmds }
+      local at = #meta
+      tasks[#tasks + 1] = hn.spawn(function() meta[at].res = J.workers[i]:batch(cmds).results end)
+    end
+    local ecmds = hier.edge_commands(J, group, cloud_round and shares.edge[g] or nil, cloud)
+    tasks[#tasks + 1] = hn.spawn(function() group.edge:batch(ecmds) end)
+  end
+  if cloud_round then
+    local ccmds = hier.cloud_commands(J, edges)
+    tasks[#tasks + 1] = hn.spawn(function() cloud:batch(ccmds) end)
+  end
+  local t0 = hn.now()
+  hn.wait_all(tasks)
+  return meta, (hn.now() - t0) * 1000
+end
+
+local function record_round(J, meta, round_ms)
+  for _, m in ipairs(meta) do
+    local compute, comm, bytes, loss, samples = 0, 0, 0, nil, 0
+    for k, res in ipairs(m.res) do
+      local name = m.cmds[k][1]
+      if name == "send" then comm, bytes = comm + res.ms, bytes + res.bytes else compute = compute + res.ms end
+      if name == "grad" then loss, samples = res.loss, samples + res.batch end
+    end
+    J:step_row{ worker = m.i, step = J.steps, loss = loss, compute_ms = compute, comm_ms = comm,
+                wait_ms = math.max(0, round_ms - compute - comm), lr = J.o.worker_opt.lr,
+                bytes = bytes, samples = samples }
+  end
+end
+
+-- Sample shares: each terminal's share of its edge, each edge's of the cloud.
+local function shares_of(J, groups)
+  local s = { terminal = {}, edge = {} }
+  local total = 0
+  for g, group in ipairs(groups) do
+    local n = 0
+    for _, i in ipairs(group.terminals) do n = n + J.shard_samples[i] end
+    for _, i in ipairs(group.terminals) do s.terminal[i] = J.shard_samples[i] / n end
+    s.edge[g] = n
+    total = total + n
+  end
+  for g in ipairs(groups) do s.edge[g] = s.edge[g] / total end
+  return s
+end
+
+function hier.train(opts)
+  local J = job.new("hier", opts, { mode = "hierfavg", options = OPTIONS, required = { "cloud" } })
+  local cloud = J.o.cloud
+  local edges = J.o.edges or tier_nodes(cloud.network, "edge")
+  if #edges == 0 then fail("hier.train: no edges (give option 'edges' or nodes of tier \"edge\")") end
+  local groups = hier.assign(J.workers, edges, cloud)
+  local used = {}
+  for _, g in ipairs(groups) do used[#used + 1] = g.edge end
+  J.o.tau1, J.o.tau2 = J.o.tau1 or 5, J.o.tau2 or 2
+  J:setup{ origin = cloud, holders = { cloud, table.unpack(used) }, eval_node = cloud, model_name = "w" }
+  local acc = {}
+  for n, node in ipairs({ cloud, table.unpack(used) }) do
+    acc[n] = hn.spawn(function() node:tensor{ name = "acc", size = J.model_size } end)
+  end
+  hn.wait_all(acc)
+  local shares = shares_of(J, groups)
+  J:start_clock()
+  local edge_rounds = 0
+  while not J:stopped() do
+    edge_rounds = edge_rounds + 1
+    local cloud_round = edge_rounds % J.o.tau2 == 0
+    local meta, ms = round(J, groups, shares, cloud, cloud_round)
+    J.steps = J.steps + J.o.tau1
+    J.updates_applied = J.updates_applied + #J.workers
+    record_round(J, meta, ms)
+    if cloud_round then
+      J.cloud_rounds = (J.cloud_rounds or 0) + 1
+      J:evaluate(J.steps)
+    end
+  end
+  if edge_rounds % J.o.tau2 ~= 0 then
+    -- The training ended between cloud rounds: one last cloud average of the
+    -- edges' models (no local steps) so that the cloud holds the result.
+    local tasks, list = {}, {}
+    for g, group in ipairs(groups) do
+      list[g] = group.edge
+      tasks[g] = hn.spawn(function()
+        group.edge:batch{ { "copy", { src = "w", dst = "share" } },
+                          { "scale", { x = "share", alpha = shares.edge[g] } },
+                          { "send", { tensor = "share", to = cloud, as = "acc", add = true } } }
+      end)
+    end
+    tasks[#tasks + 1] = hn.spawn(function()
+      cloud:batch{ { "wait", { tensor = "acc", k = #list, from = list } },
+                   { "copy", { src = "acc", dst = "w" } } }
+    end)
+    hn.wait_all(tasks)
+  end
+  return J:finish{ tau1 = J.o.tau1, tau2 = J.o.tau2, edges = #groups, edge_rounds = edge_rounds,
+                   cloud_rounds = J.cloud_rounds or 0 }
+end
+
+return hier

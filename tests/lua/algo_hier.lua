@@ -1,0 +1,88 @@
+-- hiernet.algo.hier on backend none: the edge and cloud averages are exact
+-- (weighted by the given shares, to float rounding) and hierarchical
+-- averaging learns on a 3-tier network.
+local hn = require("hiernet")
+local hier = require("hiernet.algo.hier")
+local topo = require("hiernet.topo")
+local T = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "lib/algo_test.lua")
+
+local net = hn.network{ name = "hier", backend = "none" }
+local t = topo.hier(net, { clouds = 1, edges_per_cloud = 2, terminals_per_edge = 3 })
+net:start()
+local cloud, edges, terms = t.cloud[1], t.edge, t.terminal
+
+-- Terminals go to the edge on their route to the cloud.
+local groups = hier.assign(terms, edges, cloud)
+T.eq(#groups, 2, "groups")
+T.eq(table.concat(groups[2].terminals, ","), "4,5,6", "terminals of edge2")
+
+-- ---- exact averages: one edge round, then one with the cloud ----
+local P = 1001
+local J = { model_name = "w", model_size = P, workers = terms,
+            o = { tau1 = 0, batch = 32, worker_opt = { method = "sgd", lr = 0.1 } } }
+local shares = { 0.5, 0.3, 0.2, 0.25, 0.25, 0.5 }
+local edge_shares = { 0.4, 0.6 }
+local want_edge = { {}, {} }
+for i, n in ipairs(terms) do
+  n:tensor{ name = "w", size = P, fill = "normal", seed = i }
+  local g = i <= 3 and 1 or 2
+  for e, v in ipairs(T.read_all(n, "w", P)) do
+    want_edge[g][e] = (want_edge[g][e] or 0) + shares[i] * v
+  end
+end
+for _, n in ipairs({ cloud, edges[1], edges[2] }) do
+  n:batch{ { "tensor", { name = "w", size = P } }, { "tensor", { name = "acc", size = P } } }
+end
+
+local function run_round(cloud_round)
+  local tasks = {}
+  for g, group in ipairs(groups) do
+    for _, i in ipairs(group.terminals) do
+      local cmds = hier.terminal_commands(J, i, group.edge, shares[i])
+      tasks[#tasks + 1] = hn.spawn(function() terms[i]:batch(cmds) end)
+    end
+    local ecmds = hier.edge_commands(J, group, cloud_round and edge_shares[g] or nil, cloud)
+    tasks[#tasks + 1] = hn.spawn(function() group.edge:batch(ecmds) end)
+  end
+  if cloud_round then
+    local ccmds = hier.cloud_commands(J, edges)
+    tasks[#tasks + 1] = hn.spawn(function() cloud:batch(ccmds) end)
+  end
+  hn.wait_all(tasks)
+end
+
+local function check_tensor(node, want, what)
+  local got = T.read_all(node, "w", P)
+  for e = 1, P do
+    if math.abs(got[e] - want[e]) > 1e-5 * math.max(1, math.abs(want[e])) then
+      error(string.format("%s: element %d is %.8g, want %.8g", what, e - 1, got[e], want[e]))
+    end
+  end
+end
+
+run_round(false)
+for g = 1, 2 do
+  check_tensor(edges[g], want_edge[g], "edge " .. g .. " average")
+  for _, i in ipairs(groups[g].terminals) do check_tensor(terms[i], want_edge[g], "terminal " .. i .. " got its edge's model") end
+end
+-- Second round with the cloud: terminals hold their edge's model, so each
+-- edge's average is that model again; the cloud weights the two edges.
+local want_cloud = {}
+for e = 1, P do want_cloud[e] = edge_shares[1] * want_edge[1][e] + edge_shares[2] * want_edge[2][e] end
+run_round(true)
+check_tensor(cloud, want_cloud, "cloud average")
+for i = 1, #terms do check_tensor(terms[i], want_cloud, "terminal " .. i .. " got the cloud's model") end
+
+-- ---- training ----
+local s = hier.train{ cloud = cloud, workers = terms, tau1 = 4, tau2 = 2, model = T.model, dataset = T.dataset,
+                      batch = 32, steps = 48, worker_opt = { lr = 0.2 }, eval_limit = 300, progress = false }
+T.learned(s, 0.5, "hier")
+T.eq(s.steps, 48, "hier: local steps")
+T.eq(s.edge_rounds, 12, "hier: edge rounds")
+T.eq(s.cloud_rounds, 6, "hier: cloud rounds")
+local c = hier.train{ cloud = cloud, workers = terms, tau1 = 4, tau2 = 2, model = T.model, dataset = T.dataset,
+                      batch = 32, steps = 48, worker_opt = { lr = 0.2 }, compress = { method = "topk", ratio = 0.2 },
+                      prefix = "topk_", progress = false }
+T.learned(c, 0.6, "hier with topk compression")
+assert(c.bytes < s.bytes, string.format("compression moved fewer bytes: %d vs %d", c.bytes, s.bytes))
+print("algo_hier: ok")

@@ -1,0 +1,98 @@
+-- hiernet.algo.ps end to end on backend none with a synthetic problem: every
+-- mode learns, BSP applies exactly N updates a step and fastest-k exactly k,
+-- SSP keeps workers within s steps, several servers and local steps work,
+-- and a worker that dies does not stop ASP.
+local hn = require("hiernet")
+local ps = require("hiernet.algo.ps")
+local T = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "lib/algo_test.lua")
+
+local net, server, workers = T.network("ps", 4, { speeds = { 1, 1, 1, 0.5 } })
+
+local function train(mode, extra)
+  local o = { server = server, workers = workers, mode = mode, model = T.model, dataset = T.dataset,
+              batch = 32, steps = 40, worker_opt = { method = "sgd", lr = 0.2 }, eval_limit = 300,
+              prefix = mode:gsub("-", "_") .. "_", progress = false }
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return ps.train(o)
+end
+
+-- Every mode learns: the loss at most half of the start within 40 steps.
+local summaries = {}
+for _, mode in ipairs(ps.modes) do
+  local extra = ({ ssp = { staleness = 2 }, ["fastest-k"] = { k = 2 }, ["drop-worker"] = { drop_fraction = 0.25 } })[mode]
+  local s = train(mode, extra)
+  summaries[mode] = s
+  T.learned(s, 0.5, "ps " .. mode)
+  T.eq(s.steps, 40, mode .. ": server steps")
+  T.eq(s.stop_reason, "steps", mode .. ": stop reason")
+  assert(s.final_accuracy > 0.8, mode .. ": accuracy " .. s.final_accuracy)
+end
+
+-- BSP: exactly N updates per step, every row k = N, staleness 0.
+T.eq(summaries.bsp.updates_applied, 40 * 4, "bsp: updates applied")
+for _, row in ipairs(T.csv("bsp_steps")) do
+  T.eq(row.k, 4, "bsp: k of worker " .. row.worker .. " step " .. row.step)
+  T.eq(row.staleness, 0, "bsp: staleness")
+end
+-- fastest-k: exactly k per step; rows not aggregated have no k.
+T.eq(summaries["fastest-k"].updates_applied, 40 * 2, "fastest-k: updates applied")
+local ks = 0
+for _, row in ipairs(T.csv("fastest_k_steps")) do
+  if row.k then T.eq(row.k, 2, "fastest-k: k"); ks = ks + 1 end
+end
+T.eq(ks, 80, "fastest-k: rows with k")
+-- drop-worker 0.25 of 4: 3 per step.
+T.eq(summaries["drop-worker"].updates_applied, 40 * 3, "drop-worker: updates applied")
+-- ASP: one update per push; some pushes were stale.
+T.eq(summaries.asp.updates_applied, 40, "asp: updates applied")
+local stale = 0
+for _, row in ipairs(T.csv("asp_steps")) do stale = math.max(stale, row.staleness) end
+assert(stale >= 1, "asp: no push was ever stale")
+-- SSP: never more than s ahead; with a slow worker it does get ahead.
+T.le(summaries.ssp.max_ahead, 2, "ssp: steps ahead of the slowest")
+-- adaptive-k: k within [1, N].
+for _, row in ipairs(T.csv("adaptive_k_steps")) do
+  if row.k then assert(row.k >= 1 and row.k <= 4, "adaptive-k: k = " .. row.k) end
+end
+
+-- Two servers, each holding half of the parameters; three local steps.
+local net2 = hn.network{ name = "ps2", backend = "none" }
+local s1, s2 = net2:node("s1"), net2:node("s2")
+local ws = {}
+for i = 1, 3 do ws[i] = net2:node("v" .. i) end
+net2:start()
+local sh = ps.train{ servers = { s1, s2 }, workers = ws, mode = "bsp", model = T.model, dataset = T.dataset,
+                     batch = 32, steps = 30, local_steps = 3, worker_opt = { lr = 0.1 }, prefix = "sharded_",
+                     progress = false }
+T.learned(sh, 0.5, "ps with two servers and local steps")
+T.eq(sh.servers, 2, "servers")
+
+-- A worker killed during ASP: the others go on; the summary says so.
+local killer = hn.spawn(function()
+  -- once training is under way (20 rows in its steps.csv), not during set-up
+  while true do
+    local f = io.open(hn.results_dir() .. "/asp_dead_steps.csv")
+    local rows = 0
+    if f then for _ in f:lines() do rows = rows + 1 end; f:close() end
+    if rows > 20 then break end
+    hn.sleep(0.02)
+  end
+  workers[2]:kill()
+end)
+local dead = train("asp", { steps = 150, prefix = "asp_dead_" })
+killer:wait()
+T.eq(dead.workers_alive, 3, "asp with a dead worker: live workers")
+T.eq(dead.steps, 150, "asp with a dead worker: steps")
+T.learned(dead, 0.5, "asp with a dead worker")
+
+-- Bad options name the option and the value.
+local ok, err = pcall(ps.train, { server = server, workers = workers, mode = "bsp", steps = 5, stalenes = 3 })
+assert(not ok and err:find("unknown option 'stalenes'"), tostring(err))
+ok, err = pcall(ps.train, { server = server, workers = workers, mode = "bsp", steps = 5, staleness = 3 })
+assert(not ok and err:find("'staleness' is for mode 'ssp'"), tostring(err))
+ok, err = pcall(ps.train, { server = server, workers = workers, mode = "asp" })
+assert(not ok and err:find("stop condition"), tostring(err))
+ok, err = pcall(ps.train, { server = server, workers = workers, mode = "bsp", steps = 5, batch = 0 })
+assert(not ok and err:find("option 'batch': expected a positive integer, got 0"), tostring(err))
+
+print("algo_ps: ok")
