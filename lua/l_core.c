@@ -5,6 +5,7 @@
 
 #include "hiernet_version.h"
 #include "lua/l_network.h"
+#include "lua/l_host.h"
 #include "lua/l_results.h"
 #include "lua/l_runtime.h"
 #include "lua/sched.h"
@@ -17,6 +18,7 @@ int luaopen_hiernet_core(lua_State *L)
     sched_register(L);
     l_runtime_register(L);
     l_results_register(L);
+    l_host_register(L);
     l_network_register(L);
     lua_pushstring(L, HIERNET_VERSION);
     lua_setfield(L, -2, "version");

@@ -18,7 +18,10 @@ local function check_count(what, value, min)
   return value
 end
 
-local function node_opts(base, tier)
+-- Options of one node: `base` is a table, or a function(i, tier) giving one
+-- (per-node options, e.g. slower terminals); i numbers the nodes of a tier.
+local function node_opts(base, tier, i)
+  if type(base) == "function" then base = base(i, tier) end
   local o = {}
   for k, v in pairs(base or {}) do o[k] = v end
   if tier and o.tier == nil then o.tier = tier end
@@ -27,7 +30,7 @@ end
 
 local function hosts(net, n, prefix, opts, tier)
   local list = {}
-  for i = 1, n do list[i] = net:node(prefix .. i, node_opts(opts, tier)) end
+  for i = 1, n do list[i] = net:node(prefix .. i, node_opts(opts, tier, i)) end
   return list
 end
 
@@ -103,6 +106,7 @@ end
 
 -- hier{clouds=1, edges_per_cloud=, terminals_per_edge=, links={cloud_edge=, edge_terminal=,
 -- cloud_cloud=}, nodes={cloud=, edge=, terminal=}} -> {cloud={...}, edge={...}, terminal={...}}
+-- (each of nodes.* a table of node options, or a function(i, tier) returning one)
 -- A terminal / edge / cloud hierarchy: clouds fully meshed (cloud_cloud, default cloud_edge),
 -- each cloud with its edges, each edge with its terminals. Names: cloud1.., edge1.., t1..
 -- numbered across the whole network; tiers set to "cloud", "edge", "terminal".
@@ -114,17 +118,18 @@ function topo.hier(net, o)
   local links, nodes = o.links or {}, o.nodes or {}
   local by_tier = { cloud = {}, edge = {}, terminal = {} }
   for c = 1, clouds do
-    local cloud = net:node("cloud" .. c, node_opts(nodes.cloud, "cloud"))
+    local cloud = net:node("cloud" .. c, node_opts(nodes.cloud, "cloud", c))
     for _, other in ipairs(by_tier.cloud) do
       net:link(other, cloud, links.cloud_cloud or links.cloud_edge)
     end
     by_tier.cloud[c] = cloud
     for _ = 1, edges do
-      local edge = net:node("edge" .. (#by_tier.edge + 1), node_opts(nodes.edge, "edge"))
+      local edge = net:node("edge" .. (#by_tier.edge + 1), node_opts(nodes.edge, "edge", #by_tier.edge + 1))
       by_tier.edge[#by_tier.edge + 1] = edge
       net:link(cloud, edge, links.cloud_edge)
       for _ = 1, terminals do
-        local t = net:node("t" .. (#by_tier.terminal + 1), node_opts(nodes.terminal, "terminal"))
+        local t = net:node("t" .. (#by_tier.terminal + 1),
+                           node_opts(nodes.terminal, "terminal", #by_tier.terminal + 1))
         by_tier.terminal[#by_tier.terminal + 1] = t
         net:link(edge, t, links.edge_terminal)
       end

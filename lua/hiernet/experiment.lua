@@ -1,0 +1,81 @@
+-- hiernet.experiment: what the scenarios that compare algorithms share.
+--
+--   local ex = require("hiernet.experiment")
+--   local backend = ex.backend()            -- --set backend=..., auto falls back to none
+--   ...
+--   ex.table("results", rows, { "label", "final_accuracy", ... })
+--   ex.finish{ scenario = "...", results = rows, ... }   -- summary.json, plots, report page
+local hn = require("hiernet")
+
+local ex = {}
+
+-- The backend to use: --set backend=NAME (default "auto"). "auto" on a host
+-- that cannot emulate links (no privileges) falls back to "none", said in
+-- one line, so a scenario still runs (its links recorded, not emulated).
+function ex.backend(default)
+  local backend = hn.param("backend", default or "auto")
+  if backend == "auto" then
+    local can, why = hn.emulation()
+    if can == "none" then
+      hn.log("links cannot be emulated here (" .. why .. "): running on backend none, links recorded but not emulated")
+      return "none"
+    end
+  end
+  return backend
+end
+
+local function cell(v)
+  if v == nil or v == hn.null then return "-" end
+  if math.type(v) == "float" then
+    if v ~= 0 and (math.abs(v) >= 1e6 or math.abs(v) < 1e-3) then return string.format("%.3g", v) end
+    return string.format("%.4g", v)
+  end
+  return tostring(v)
+end
+
+-- Prints rows (tables) as an aligned table of the given columns, and logs it.
+function ex.table(title, rows, columns)
+  local widths, lines = {}, {}
+  for c, name in ipairs(columns) do
+    widths[c] = #name
+    for _, r in ipairs(rows) do widths[c] = math.max(widths[c], #cell(r[name])) end
+  end
+  local function line(values)
+    local parts = {}
+    for c, v in ipairs(values) do parts[c] = string.format("%-" .. widths[c] .. "s", v) end
+    return table.concat(parts, "  ")
+  end
+  lines[1] = line(columns)
+  for _, r in ipairs(rows) do
+    local values = {}
+    for c, name in ipairs(columns) do values[c] = cell(r[name]) end
+    lines[#lines + 1] = line(values)
+  end
+  print(title)
+  for _, l in ipairs(lines) do print("  " .. l) end
+  hn.log(title .. "\n  " .. table.concat(lines, "\n  "))
+end
+
+-- The scenario's own summary.json (the trainings write <prefix>summary.json),
+-- then the plots and the report page of the run. Plotting needs gnuplot;
+-- a host without it gets a line saying so, not a failed run.
+function ex.finish(summary)
+  hn.write_json("summary", summary)
+  if hn.plot and hn.param("plots", true) then
+    local ok, err = pcall(hn.report, {})
+    if not ok then hn.log("no plots or report page: " .. tostring(err)) end
+  end
+end
+
+-- Copies the summary fields worth a table row, with a label.
+function ex.row(label, s, extra)
+  local r = { label = label }
+  for _, k in ipairs{ "final_accuracy", "best_accuracy", "time_to_target_s", "steps", "updates_applied",
+                      "bytes", "wall_s", "compute_share", "prefix", "initial_loss", "final_loss" } do
+    r[k] = s[k]
+  end
+  for k, v in pairs(extra or {}) do r[k] = v end
+  return r
+end
+
+return ex
