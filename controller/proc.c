@@ -119,8 +119,8 @@ static void capture_start(struct proc *p, struct capture *c, int fd,
 
 /* ---- lifecycle ---- */
 
-struct proc *proc_spawn(struct ev_loop *loop, int netns_fd, char *const argv[], proc_done_fn done,
-                        void *ctx, char *err, size_t errlen)
+struct proc *proc_spawn(struct ev_loop *loop, int netns_fd, const char *cwd, char *const argv[],
+                        proc_done_fn done, void *ctx, char *err, size_t errlen)
 {
     int out_pipe[2], err_pipe[2];
     if (pipe2(out_pipe, O_CLOEXEC) < 0) return snprintf(err, errlen, "pipe: %s", strerror(errno)), NULL;
@@ -137,6 +137,7 @@ struct proc *proc_spawn(struct ev_loop *loop, int netns_fd, char *const argv[], 
          * program starts ends with it, and with the controller. */
         struct spawn_spec s = {argv[0], argv, envp, netns_fd, {-1, out_pipe[1], err_pipe[1]},
                                {0, 1, 2}, 3, netns_fd >= 0};
+        s.cwd = cwd;
         pid = spawn_child(&s, err, errlen);
     } else {
         snprintf(err, errlen, "cannot start %s: out of memory", argv[0]);

@@ -23,8 +23,11 @@ struct proc;
 typedef void (*proc_done_fn)(void *ctx, struct proc *p, int status, const char *out,
                              size_t out_len, const char *err, size_t err_len);
 
-struct proc *proc_spawn(struct ev_loop *loop, int netns_fd, char *const argv[], proc_done_fn done,
-                        void *ctx, char *err, size_t errlen);
+/* netns_fd: the node's namespace, or -1 for the controller's (a program
+ * given a namespace runs under an init of its own, spawn.h); cwd: its
+ * working directory, or NULL for the controller's. */
+struct proc *proc_spawn(struct ev_loop *loop, int netns_fd, const char *cwd, char *const argv[],
+                        proc_done_fn done, void *ctx, char *err, size_t errlen);
 pid_t proc_pid(const struct proc *p);
 bool proc_finished(const struct proc *p);
 void proc_kill(struct proc *p, int sig);

@@ -25,7 +25,7 @@ struct child_args {
 };
 
 /* Everything before exec: signal state, process group, parent-death
- * signal, namespace, file descriptors. System calls only. */
+ * signal, namespace, working directory, file descriptors. System calls only. */
 static int child_setup(struct child_args *a)
 {
     const struct spawn_spec *s = a->spec;
@@ -48,6 +48,10 @@ static int child_setup(struct child_args *a)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (s->netns_fd >= 0 && setns(s->netns_fd, CLONE_NEWNET) < 0) {
         a->step = "setns";
+        return -1;
+    }
+    if (s->cwd && chdir(s->cwd) < 0) {
+        a->step = "chdir";
         return -1;
     }
     for (int i = 0; i < s->n_fds; i++) {

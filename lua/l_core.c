@@ -4,6 +4,7 @@
 #include "lua/l_core.h"
 
 #include "hiernet_version.h"
+#include "lua/l_host.h"
 #include "lua/l_network.h"
 #include "lua/l_runtime.h"
 #include "lua/sched.h"
@@ -16,6 +17,10 @@ int luaopen_hiernet_core(lua_State *L)
     sched_register(L);
     l_runtime_register(L);
     l_network_register(L);
+    l_host_register(L);
+    l_files_register(L);
+    l_codec_register(L);
+    l_dot_register(L);
     lua_pushstring(L, HIERNET_VERSION);
     lua_setfield(L, -2, "version");
     return 1;

@@ -11,6 +11,7 @@
 #include <msgpack.h>
 #include <stdio.h>
 
+struct host_run;
 struct l_network;
 struct record;
 struct registry;
@@ -32,6 +33,10 @@ struct hn_runtime {
     uint32_t loopback_next; /* backend none: next free 127.x.y.z, see scenario.c */
     FILE *draw;                /* hiernet draw: networks go here as DOT, nothing starts */
     bool drawn;                /* a network was drawn: the run is over */
+    struct host_run *host_runs; /* programs run on this host (l_host.c), killed at the end */
+    char **temp_dirs;           /* scratch directories of the tools (l_files.c) */
+    size_t n_temp_dirs;
+    int tool_exit; /* hiernet plot / report: the exit code the tool returned */
 };
 
 struct hn_runtime *hn_runtime(lua_State *L);
