@@ -111,7 +111,8 @@ static pid_t raw_fork(unsigned long flags)
 /* pid 1 of the new namespace, a forked copy of the controller that never
  * execs: it keeps only the program's descriptors (a copy of a peer's
  * control socket would hide that peer's EOF), starts the program, passes
- * signals on, reaps every orphan until none is left and exits with the
+ * signals on, reaps every orphan until none is left (or, with
+ * end_with_program, until the program itself has ended) and exits with the
  * program's status. System calls only. */
 static void init_main(struct child_args *a)
 {
@@ -130,8 +131,11 @@ static void init_main(struct child_args *a)
     int status = 0, main_status = 0;
     pid_t pid;
     while ((pid = (pid_t)syscall(SYS_wait4, -1, &status, 0, NULL)) > 0 ||
-           (pid < 0 && errno == EINTR))
-        if (pid == child) main_status = status;
+           (pid < 0 && errno == EINTR)) {
+        if (pid != child) continue;
+        main_status = status;
+        if (a->spec->end_with_program) break; /* our exit kills the namespace's rest */
+    }
     _exit(WIFEXITED(main_status) ? WEXITSTATUS(main_status) : 128 + WTERMSIG(main_status));
 }
 

@@ -28,6 +28,10 @@ struct spawn_spec {
      * to the program; its exit status becomes the init's (a death by signal
      * N as 128 + N). Needs CAP_SYS_ADMIN; costs a full fork. */
     int pid_namespace;
+    /* With pid_namespace: the init exits as soon as the program has, which
+     * makes the kernel kill whatever the program left running, instead of
+     * waiting for those to end. */
+    int end_with_program;
     const char *cwd; /* working directory of the program, or NULL: ours */
 };
 

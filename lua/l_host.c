@@ -132,9 +132,9 @@ static int l_host_run(lua_State *L)
     struct host_run *h = calloc(1, sizeof *h);
     if (!h) return luaL_error(L, "%s: out of memory", argv[0]);
     struct topo_netns ns = {.fd = -1};
-    int netns_fd = sandbox ? sandbox_namespace(&ns) : -1;
+    struct proc_spec spec = {sandbox ? sandbox_namespace(&ns) : -1, cwd, true};
     char err[512];
-    h->proc = proc_spawn(rt->loop, netns_fd, cwd, argv, on_done, h, err, sizeof err);
+    h->proc = proc_spawn(rt->loop, &spec, argv, on_done, h, err, sizeof err);
     topo_netns_close(&ns); /* the program holds its namespace now */
     if (!h->proc) {
         free(h);
