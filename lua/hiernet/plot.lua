@@ -26,6 +26,7 @@ local plot = {}
 
 local GNUPLOT_TIMEOUT_S = 120
 local MAX_LINK_SERIES = 8 -- more lines than this make the link figure unreadable
+local MAX_POINTS = 2000 -- per line: a 960-pixel plot shows no more, and SVGs stay small
 local WIDTH, HEIGHT = 960, 540
 
 local fmt = string.format
@@ -41,6 +42,8 @@ end
 local function num(x)
   return fmt("%.10g", x)
 end
+
+local number = results.number
 
 -- ---- series ----
 
@@ -60,49 +63,75 @@ local function all_series(runs)
   return list
 end
 
--- Points {x, y} from two columns of a CSV, rows where both are numbers.
-local function xy_points(csv, xname, yname)
-  local xs, ys = results.column(csv, xname), results.column(csv, yname)
-  local points = {}
-  if not xs or not ys then return points end
-  for i = 1, #csv.rows do
-    if xs[i] and ys[i] then points[#points + 1] = { xs[i], ys[i] } end
+-- Two columns of a CSV as parallel arrays xs, ys of the rows where both
+-- are numbers, sorted by x (rows of equal x keep their order). Results
+-- are written in time order, so the sort is mostly skipped; arrays rather
+-- than a table per point keep a million-row steps.csv cheap.
+local function xy_arrays(csv, xname, yname)
+  local cx, cy = results.column(csv, xname), results.column(csv, yname)
+  local xs, ys, sorted = {}, {}, true
+  if not cx or not cy then return xs, ys end
+  for i = 1, csv.n do
+    local x, y = number(cx[i]), number(cy[i])
+    if x and y then
+      local m = #xs + 1
+      if m > 1 and x < xs[m - 1] then sorted = false end
+      xs[m], ys[m] = x, y
+    end
   end
-  table.sort(points, function(a, b) return a[1] < b[1] end)
+  if sorted then return xs, ys end
+  local order = {}
+  for i = 1, #xs do order[i] = i end
+  table.sort(order, function(a, b) return xs[a] < xs[b] or (xs[a] == xs[b] and a < b) end)
+  local sx, sy = {}, {}
+  for i, k in ipairs(order) do sx[i], sy[i] = xs[k], ys[k] end
+  return sx, sy
+end
+
+-- Points {x, y} of a line, at most MAX_POINTS: every k-th one, and the last.
+local function points_of(xs, ys)
+  local n, points = #xs, {}
+  local step = math.max(1, math.ceil(n / MAX_POINTS))
+  for i = 1, n, step do points[#points + 1] = { xs[i], ys[i] } end
+  if n > 0 and (n - 1) % step ~= 0 then points[#points + 1] = { xs[n], ys[n] } end
   return points
 end
 
 local function line_figure(series, csv_of, xname, yname)
   local lines = {}
   for _, s in ipairs(series) do
-    local points = xy_points(csv_of(s), xname, yname)
+    local points = points_of(xy_arrays(csv_of(s), xname, yname))
     if #points > 0 then lines[#lines + 1] = { label = s.label, points = points } end
   end
   return lines
 end
 
--- Mean of y per x, then a centred moving average over 2% of the points.
-local function mean_by_x(points)
-  local sum, n, xs = {}, {}, {}
-  for _, p in ipairs(points) do
-    if not sum[p[1]] then xs[#xs + 1] = p[1] end
-    sum[p[1]] = (sum[p[1]] or 0) + p[2]
-    n[p[1]] = (n[p[1]] or 0) + 1
+-- Mean of y per distinct x, by increasing x.
+local function mean_by_x(xs, ys)
+  local sum, count, keys = {}, {}, {}
+  for i = 1, #xs do
+    local x = xs[i]
+    if sum[x] then
+      sum[x], count[x] = sum[x] + ys[i], count[x] + 1
+    else
+      sum[x], count[x], keys[#keys + 1] = ys[i], 1, x
+    end
   end
-  table.sort(xs)
+  table.sort(keys)
   local means = {}
-  for i, x in ipairs(xs) do means[i] = { x, sum[x] / n[x] } end
-  return means
+  for i, x in ipairs(keys) do means[i] = sum[x] / count[x] end
+  return keys, means
 end
 
-local function smooth(points)
-  local half = math.floor(#points / 100)
-  if half == 0 then return points end
-  local out = {}
-  for i = 1, #points do
-    local lo, hi, total = math.max(1, i - half), math.min(#points, i + half), 0
-    for j = lo, hi do total = total + points[j][2] end
-    out[i] = { points[i][1], total / (hi - lo + 1) }
+-- Centred moving average over 2% of the values, by prefix sums (O(n)).
+local function smooth(ys)
+  local half = math.floor(#ys / 100)
+  if half == 0 then return ys end
+  local prefix, out = { [0] = 0 }, {}
+  for i = 1, #ys do prefix[i] = prefix[i - 1] + ys[i] end
+  for i = 1, #ys do
+    local lo, hi = math.max(1, i - half), math.min(#ys, i + half)
+    out[i] = (prefix[hi] - prefix[lo - 1]) / (hi - lo + 1)
   end
   return out
 end
@@ -110,16 +139,23 @@ end
 local function loss_lines(series)
   local lines = {}
   for _, s in ipairs(series) do
-    local points = smooth(mean_by_x(xy_points(s.algo.steps, "step", "loss")))
+    local steps, means = mean_by_x(xy_arrays(s.algo.steps, "step", "loss"))
+    local points = points_of(steps, smooth(means))
     if #points > 0 then lines[#lines + 1] = { label = s.label, points = points } end
   end
   return lines
 end
 
+-- k only where it changes (and at the end): a step line needs no more.
 local function k_lines(series)
   local lines = {}
   for _, s in ipairs(series) do
-    local points = xy_points(s.algo.steps, "time", "k")
+    local ts, ks = xy_arrays(s.algo.steps, "time", "k")
+    local cx, cy = {}, {}
+    for i = 1, #ts do
+      if i == 1 or i == #ts or ks[i] ~= ks[i - 1] then cx[#cx + 1], cy[#cy + 1] = ts[i], ks[i] end
+    end
+    local points = points_of(cx, cy)
     if #points > 0 then lines[#lines + 1] = { label = s.label, points = points } end
   end
   return lines
@@ -138,14 +174,14 @@ end
 
 -- {worker -> {compute=, comm=, wait=}} means of one series (ms per step).
 local function worker_means(steps)
-  local workers = results.text_column(steps, "worker")
+  local workers = results.column(steps, "worker")
   if not workers then return nil end
   local sums, order = {}, {}
   for p, part in ipairs(PARTS) do
     local values = results.column(steps, part[1]) or {}
-    for i = 1, #steps.rows do
-      local w, v = workers[i], values[i]
-      if w and w ~= "" and v then
+    for i = 1, steps.n do
+      local w, v = workers[i], number(values[i])
+      if w and v then
         if not sums[w] then sums[w] = {}; order[#order + 1] = w end
         local cell = sums[w][p] or { 0, 0 }
         sums[w][p] = { cell[1] + v, cell[2] + 1 }
@@ -185,8 +221,8 @@ local function staleness_bars(series)
   for _, s in ipairs(series) do
     local values = results.column(s.algo.steps, "staleness") or {}
     local count, total = {}, 0
-    for i = 1, (s.algo.steps and #s.algo.steps.rows or 0) do
-      local v = values[i]
+    for i = 1, (s.algo.steps and s.algo.steps.n or 0) do
+      local v = number(values[i])
       if v and v >= 0 then
         v = math.floor(v + 0.5)
         count[v] = (count[v] or 0) + 1
@@ -217,12 +253,12 @@ local function link_samples(run)
   local csv = run.links
   local t = results.column(csv, "time_s")
   local bytes = results.column(csv, "delivered_bytes") or results.column(csv, "bytes")
-  local nets, links, dirs = results.text_column(csv, "network"), results.text_column(csv, "link"),
-                            results.text_column(csv, "dir")
+  local nets, links, dirs = results.column(csv, "network"), results.column(csv, "link"),
+                            results.column(csv, "dir")
   if not (t and bytes and links) then return {} end
   local groups, order = {}, {}
-  for i = 1, #csv.rows do
-    if t[i] and bytes[i] and links[i] then
+  for i = 1, csv.n do
+    if number(t[i]) and number(bytes[i]) and links[i] then
       local key = (nets and nets[i] or "") .. "\0" .. links[i] .. "\0" .. (dirs and dirs[i] or "")
       if not groups[key] then
         groups[key] = { network = nets and nets[i] or "", link = links[i],
@@ -270,7 +306,9 @@ local function link_lines(runs)
   local share = #lines > 0
   for _, l in ipairs(lines) do share = share and l.bw > 0 end
   for _, l in ipairs(lines) do
-    for _, p in ipairs(l.points) do p[2] = share and 100 * p[2] / l.bw or p[2] / 1e6 end
+    local xs, ys = {}, {}
+    for i, p in ipairs(l.points) do xs[i], ys[i] = p[1], share and 100 * p[2] / l.bw or p[2] / 1e6 end
+    l.points = points_of(xs, ys)
   end
   return lines, share
 end
@@ -345,6 +383,7 @@ local function worker_plot(ctx, fig, bars, workers)
     if (i - 1) % step == 0 then tics[#tics + 1] = fmt("%s %d", q(w), i) end
   end
   s[#s + 1] = "set xtics (" .. table.concat(tics, ", ") .. ")" .. (#workers > 8 and " rotate by -45" or "")
+  if #workers > 8 then s[#s + 1] = "set xlabel offset 0,-1" end -- clear of the slanted names
   s[#s + 1] = fmt("set xrange [0.4:%s]", num(#workers + 0.6))
   s[#s + 1] = "set yrange [0:*]"
   local width, parts = 0.8 / #bars, {}

@@ -3,6 +3,7 @@
 --   local results = require("hiernet.results")
 --   local run = results.load("results/demo-20250101-120000")
 --   run.info (run.json), run.label, run.algos[i].prefix / .steps / .eval / .summary, run.links
+--   results.column(run.algos[1].steps, "loss") -> {2.3, 2.1, false, ...}
 --
 -- An algorithm's files are <prefix>steps.csv, <prefix>eval.csv and
 -- <prefix>summary.json, prefix "" for a run of one algorithm or e.g. "bsp_"
@@ -69,42 +70,89 @@ local function csv_record(text, pos)
   end
 end
 
+-- Columns that hold names, kept as text ("1" stays "1", "0x10" stays "0x10").
+local TEXT_COLUMNS = { worker = true, network = true, link = true, dir = true }
+
+-- A cell as stored: false when empty, the text in a text column, else a
+-- number when it reads as one (or the text).
+local function cell_value(cell, is_text)
+  if cell == "" then return false end
+  if is_text then return cell end
+  return tonumber(cell) or cell
+end
+
+local function store_row(csv, cells)
+  local r = csv.n + 1
+  csv.n = r
+  for c, col in ipairs(csv.cells) do col[r] = cell_value(cells[c] or "", csv.text[c]) end
+end
+
+-- One line without quotes straight into the columns (the common case,
+-- kept tight: steps.csv may have a million lines).
+local function store_line(csv, line)
+  local r, cells, text, c = csv.n + 1, csv.cells, csv.text, 0
+  csv.n = r
+  for cell in line:gmatch("[^,]*") do
+    c = c + 1
+    local col = cells[c]
+    if col then
+      if cell == "" then
+        col[r] = false
+      elseif text[c] then
+        col[r] = cell
+      else
+        col[r] = tonumber(cell) or cell
+      end
+    end
+  end
+  for k = c + 1, #cells do cells[k][r] = false end
+end
+
 -- Reads path: nil when the file does not exist, else {columns = {...},
--- index = {name -> column number}, rows = {{cell, ...}, ...}} (an empty
--- file gives no columns and no rows).
+-- index = {name -> column number}, n = rows, cells = {column -> {value
+-- by row}}}, stored column by column so that a million-row steps.csv stays
+-- a few arrays of numbers. An empty file gives no columns and no rows.
 function results.read_csv(path)
   local text = read_file(path)
   if not text then return nil end
-  local csv = { columns = {}, index = {}, rows = {} }
+  local csv = { columns = {}, index = {}, n = 0, cells = {}, text = {} }
   local pos, n = 1, #text
   if n == 0 then return csv end
   csv.columns, pos = csv_record(text, pos)
-  for i, name in ipairs(csv.columns) do csv.index[name] = csv.index[name] or i end
+  for i, name in ipairs(csv.columns) do
+    csv.index[name] = csv.index[name] or i
+    csv.cells[i], csv.text[i] = {}, TEXT_COLUMNS[name] or false
+  end
   while pos <= n do
-    local row
-    row, pos = csv_record(text, pos)
-    if not (#row == 1 and row[1] == "") then csv.rows[#csv.rows + 1] = row end
+    local quote = text:find('"', pos, true)
+    if not quote then -- no quoted cell in the rest: line by line
+      for line in text:gmatch("[^\r\n]+", pos) do store_line(csv, line) end
+      break
+    end
+    local stop = text:find("\n", pos, true) or n + 1
+    if quote < stop then -- this record has quoted cells, maybe over several lines
+      local cells
+      cells, pos = csv_record(text, pos)
+      store_row(csv, cells)
+    else
+      local line = text:sub(pos, stop - 1):gsub("\r$", "")
+      if line ~= "" then store_line(csv, line) end
+      pos = stop + 1
+    end
   end
   return csv
 end
 
--- The numbers of one column, row by row (nil where empty or not a number);
--- nil when the column does not exist.
+-- The values of one column, by row: numbers (or text in a name column),
+-- false where empty; nil when the column does not exist.
 function results.column(csv, name)
   local i = csv and csv.index[name]
-  if not i then return nil end
-  local values = {}
-  for r, row in ipairs(csv.rows) do values[r] = tonumber(row[i]) end
-  return values
+  return i and csv.cells[i] or nil
 end
 
--- The texts of one column (nil when the column does not exist).
-function results.text_column(csv, name)
-  local i = csv and csv.index[name]
-  if not i then return nil end
-  local values = {}
-  for r, row in ipairs(csv.rows) do values[r] = row[i] end
-  return values
+-- The number in a cell, or nil.
+function results.number(v)
+  return type(v) == "number" and v or nil
 end
 
 -- ---- a results directory ----
