@@ -109,11 +109,7 @@ local function image_uri(path)
   return "data:" .. kind .. ";base64," .. core._base64(bytes)
 end
 
-local TITLES = {
-  accuracy_time = "Test accuracy over time", accuracy_steps = "Test accuracy over steps",
-  loss_steps = "Training loss over steps", time_per_worker = "Compute, communication and wait time per worker",
-  staleness = "Staleness of applied updates", k_time = "k over time", links = "Link throughput",
-}
+local TITLES = plot.titles
 
 local function plots_section(files, skipped, out)
   out[#out + 1] = "<section id=\"plots\"><h2>Plots</h2>"

@@ -73,6 +73,11 @@ expect_keys "cmp 'x'/k_time.svg" 1 "plot_fixture lr=0.1 prefixes=bsp_,asp_,ada_ 
 expect_keys "cmp 'x'/links.svg" 8
 images png "cmp 'x'"/*.png && ok || bad "overlay PNG check"
 
+# --- runs that differ in no --set parameter are told apart by directory ---
+fixture twin
+expect_exit 0 "plot twins" -- "$HN" plot "$one" twin --out twins --format svg
+expect_keys twins/accuracy_time.svg 2 "plot_fixture (run one 'q' \"dq\" \$x;) psgd" "plot_fixture (twin) psgd"
+
 # --- --format ---
 expect_exit 0 "--format png" -- "$HN" plot multi --format png --out fmt-png
 [[ -z $(ls fmt-png | grep -v '\.png$') && $(ls fmt-png | wc -l) -eq 7 ]] && ok || bad "--format png: $(ls fmt-png)"
@@ -112,6 +117,10 @@ printf 'time,worker,step,loss\n0.1,w1,1,2.0\n0.2,w2,1,2.2\n0.3,w1,2,1.5\n0.4,w2,
 expect_exit 0 "plot without most columns" -- "$HN" plot nocols
 [[ $(ls nocols/plots) == $'loss_steps.png\nloss_steps.svg' ]] && ok || bad "column-less: $(ls nocols/plots)"
 expect_keys nocols/plots/loss_steps.svg 1 "plot_fixture lr=0.1 prefixes=bsp_,asp_,ada_"
+cp "cmp 'x'/links.png" "cmp 'x'/staleness.png" nocols/plots/ # as if from an older run
+expect_exit 0 "plot again" -- "$HN" plot nocols
+[[ ! -e nocols/plots/links.png && ! -e nocols/plots/staleness.png ]] && ok ||
+  bad "images of figures without data survived: $(ls nocols/plots)"
 expect_exit 0 "plot an empty run next to a full one" -- "$HN" plot empty "$one" --out mixed --format svg
 [[ $(wc -l <out.txt) -eq 5 ]] && ok || bad "empty + full: $(cat out.txt)"
 
