@@ -131,6 +131,9 @@ static int l_host_run(lua_State *L)
     double timeout = lua_tonumber(L, -1);
     struct host_run *h = calloc(1, sizeof *h);
     if (!h) return luaL_error(L, "%s: out of memory", argv[0]);
+    /* No task to wake until sched_suspend below gives one: should it raise
+     * (a coroutine that is not a task), the completion wakes nobody. */
+    h->tok = (task_token){UINT32_MAX, 0};
     struct topo_netns ns = {.fd = -1};
     struct proc_spec spec = {sandbox ? sandbox_namespace(&ns) : -1, cwd, true};
     char err[512];

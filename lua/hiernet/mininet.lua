@@ -413,7 +413,9 @@ end
 -- constructor's arguments, positional in the array part and keyword in
 -- the hash part ({4, n = 2} is Class(4, n=2)).
 function mininet.load(net, file, class_name, args)
-  if type(net) ~= "userdata" or not pcall(net.state, net) then fail("load: net must be a network") end
+  if type(net) ~= "userdata" or not pcall(function() return net:state() end) then
+    fail("load: net must be a network (hn.network{...}), got %s", type(net))
+  end
   if file ~= nil and type(file) ~= "string" then fail("load: file must be a path or nil, got %s", type(file)) end
   if type(class_name) ~= "string" or class_name == "" then fail("load: class_name must be a non-empty string") end
   if net:state() ~= "not started" then fail("load: network '%s' is already %s", net.name, net:state()) end

@@ -168,7 +168,7 @@ local PARTS = { { "compute_ms", "compute", "#4c72b0" }, { "comm_ms", "comm", "#d
 
 -- "w10" after "w9": digits compare as numbers.
 local function natural_less(a, b)
-  local function key(s) return (s:gsub("%d+", function(d) return fmt("%012d", tonumber(d)) end)) end
+  local function key(s) return (s:gsub("%d+", function(d) return ("0"):rep(32 - #d) .. d end)) end
   return key(a) < key(b)
 end
 

@@ -49,7 +49,7 @@ local function format_bytes(b)
   for _, u in ipairs({ { 1e12, "TB" }, { 1e9, "GB" }, { 1e6, "MB" }, { 1e3, "kB" } }) do
     if b >= u[1] then return fmt("%.1f %s", b / u[1], u[2]) end
   end
-  return fmt("%d B", b)
+  return fmt("%.0f B", b)
 end
 
 -- One summary cell: formatted text and a title with the exact value.
@@ -57,8 +57,8 @@ local CELLS = {
   { "final_accuracy", "final accuracy", function(v) return fmt("%.4f", v) end },
   { "best_accuracy", "best accuracy", function(v) return fmt("%.4f", v) end },
   { "time_to_target_s", "time to target", function(v) return fmt("%.1f s", v) end, "not reached" },
-  { "steps", "steps", function(v) return fmt("%d", math.floor(v)) end },
-  { "updates_applied", "updates", function(v) return fmt("%d", math.floor(v)) end },
+  { "steps", "steps", function(v) return fmt("%.0f", v) end },
+  { "updates_applied", "updates", function(v) return fmt("%.0f", v) end },
   { "bytes", "bytes", format_bytes },
   { "wall_s", "wall time", function(v) return fmt("%.1f s", v) end },
   { "compute_share", "compute share", function(v) return fmt("%.0f %%", v * 100) end },
@@ -138,11 +138,13 @@ local function distinct_networks(runs)
   local list, index = {}, {}
   for _, run in ipairs(runs) do
     for _, net in ipairs(type(run.info.topology) == "table" and run.info.topology or {}) do
-      local dot, err = core._topology_dot(net)
+      local dot, err
+      if type(net) == "table" then dot, err = core._topology_dot(net) else err = "not a JSON object" end
       local key = dot or ("error:" .. err)
       if not index[key] then
         index[key] = #list + 1
-        list[#list + 1] = { dot = dot, err = err, name = tostring(net.name), runs = {} }
+        list[#list + 1] = { dot = dot, err = err, name = type(net) == "table" and tostring(net.name) or "?",
+                            runs = {} }
       end
       local entry = list[index[key]]
       entry.runs[#entry.runs + 1] = run.label

@@ -150,9 +150,9 @@ function results.column(csv, name)
   return i and csv.cells[i] or nil
 end
 
--- The number in a cell, or nil.
+-- The finite number in a cell, or nil ("1e999" reads as infinity).
 function results.number(v)
-  return type(v) == "number" and v or nil
+  return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge and v or nil
 end
 
 -- ---- a results directory ----
@@ -264,9 +264,9 @@ end
 -- The link "a-b" of network `network` in a run's topology, or nil.
 function results.topology_link(run, network, link)
   for _, net in ipairs(type(run.info.topology) == "table" and run.info.topology or {}) do
-    if net.name == network then
-      for _, l in ipairs(net.links or {}) do
-        if tostring(l.a) .. "-" .. tostring(l.b) == link then return l end
+    if type(net) == "table" and net.name == network and type(net.links) == "table" then
+      for _, l in ipairs(net.links) do
+        if type(l) == "table" and tostring(l.a) .. "-" .. tostring(l.b) == link then return l end
       end
     end
   end

@@ -113,7 +113,7 @@ echo '{"algorithm": ' >empty/summary.json
 expect_exit 0 "plot empty CSVs" -- "$HN" plot empty
 expect_err "nothing to plot" "empty CSVs: says there is nothing"
 [[ ! -s out.txt ]] && ok || bad "empty CSVs wrote: $(cat out.txt)"
-printf 'time,worker,step,loss\n0.1,w1,1,2.0\n0.2,w2,1,2.2\n0.3,w1,2,1.5\n0.4,w2,2,"1.7"\n0.5,w1,3,\n' >nocols/steps.csv
+printf 'time,worker,step,loss\n0.1,w1,1,2.0\n0.2,w2,1,2.2\n0.3,w1,2,1.5\n0.4,w2,2,"1.7"\n0.5,w1,3,\n0.6,w1,3,1e999\n0.7,w1,4,nan\n' >nocols/steps.csv
 expect_exit 0 "plot without most columns" -- "$HN" plot nocols
 [[ $(ls nocols/plots) == $'loss_steps.png\nloss_steps.svg' ]] && ok || bad "column-less: $(ls nocols/plots)"
 expect_keys nocols/plots/loss_steps.svg 1 "plot_fixture lr=0.1 prefixes=bsp_,asp_,ada_"
@@ -161,6 +161,12 @@ grep -qF 'src="data:image/svg+xml;base64,' esc/index.html && ok || bad "report: 
 expect_exit 0 "report two runs" -- "$HN" report "$one" multi --out "rep cmp"
 [[ -s "rep cmp/index.html" && -s "rep cmp/plots/staleness.svg" ]] && ok || bad "comparison report"
 [[ $(grep -c '<td>plot_fixture' "rep cmp/index.html") -ge 4 ]] && ok || bad "comparison: want 4 summary rows"
+mkdir -p weird && cp "$one"/steps.csv weird/ # valid JSON of the wrong shapes everywhere
+echo '{"scenario": 5, "topology": [1, {"name": 3, "nodes": "x"}, {"name": "n", "nodes": [{"name": "a b"}]}],
+       "params": "x", "set": [1], "versions": {"a": [1, {"b": null}]}}' >weird/run.json
+echo '{"algorithm": ["x"], "steps": "many", "updates_applied": 1e300, "bytes": 1.5, "parameters": 7}' >weird/summary.json
+expect_exit 0 "report of a run.json of odd shapes" -- "$HN" report weird
+grep -qF "not drawn" weird/index.html && ok || bad "odd topology: no note"
 expect_exit 2 "report of a non-results dir" -- "$HN" report notres
 expect_err "is not a results directory" "report: not a results dir"
 no_scratch "reports"
