@@ -118,9 +118,12 @@ static int l_host_run(lua_State *L)
     struct hn_runtime *rt = hn_runtime(L);
     luaL_checktype(L, 1, LUA_TTABLE);
     if (!lua_isyieldable(L)) return luaL_error(L, "_host_run: must be called from a task");
-    if (lua_isnoneornil(L, 2)) lua_newtable(L);
-    luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
+    if (lua_isnil(L, 2)) {
+        lua_newtable(L);
+        lua_replace(L, 2);
+    }
+    luaL_checktype(L, 2, LUA_TTABLE);
     char *argv[HOST_ARGV_MAX];
     collect_argv(L, 1, argv);
     lua_getfield(L, 2, "cwd");
