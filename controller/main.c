@@ -28,6 +28,8 @@ static const char main_usage[] =
     "commands:\n"
     "  run SCENARIO.lua [options] [ARGS...]  run a scenario (see hiernet run --help)\n"
     "  draw SCENARIO.lua [--out FILE.dot]    the topology as Graphviz DOT (and SVG), nothing started\n"
+    "  plot DIR... [--out OUTDIR]            plots of results directories (accuracy, loss, ...)\n"
+    "  report DIR... [--out OUTDIR]          one HTML page of runs: summary, plots, topology\n"
     "  doctor                                privileges, kernel features, the backend auto picks\n"
     "  exec RUN NODE -- CMD...               run a command inside a node of a live run\n"
     "  clean                                 remove what crashed runs left behind\n"
@@ -159,6 +161,18 @@ static int cmd_scenario(const char *cmd, int argc, char **argv)
     return code;
 }
 
+/* hiernet plot / report: tools of the embedded Lua library
+ * (lua/hiernet/plot.lua, report.lua), which parse their own options. */
+static int cmd_tool(const char *module, int argc, char **argv)
+{
+    struct scenario_options o = {0};
+    o.tool = module;
+    o.args = (const char *const *)argv;
+    o.n_args = (size_t)argc;
+    o.quiet = true;
+    return scenario_run(&o);
+}
+
 /* A network holds a namespace fd, a netlink socket and a control socket per
  * node: 1000 nodes need more than the usual soft limit of 1024 fds. */
 static void raise_fd_limit(void)
@@ -187,6 +201,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "run") || !strcmp(cmd, "draw")) return cmd_scenario(cmd, argc - 2, argv + 2);
+    if (!strcmp(cmd, "plot")) return cmd_tool("hiernet.plot", argc - 2, argv + 2);
+    if (!strcmp(cmd, "report")) return cmd_tool("hiernet.report", argc - 2, argv + 2);
     if (!strcmp(cmd, "clean")) return cli_clean(argc - 2, argv + 2);
     if (!strcmp(cmd, "exec")) return cli_exec(argc - 2, argv + 2);
     if (!strcmp(cmd, "doctor")) return cli_doctor(argc - 2, argv + 2);

@@ -32,6 +32,7 @@ struct proc {
     struct capture out, err;
     proc_done_fn done;
     void *ctx;
+    bool end_with_program;
 };
 
 /* ---- completion ---- */
@@ -53,6 +54,9 @@ static void on_child(EV_P_ ev_child *w, int revents)
     ev_child_stop(EV_A_ w);
     p->exited = true;
     p->status = w->rstatus;
+    /* The group outlives its leader while members remain, and its id is
+     * not reused meanwhile: this reaches exactly what the program left. */
+    if (p->end_with_program) kill(-p->pid, SIGKILL);
     maybe_finish(p);
 }
 
@@ -119,8 +123,8 @@ static void capture_start(struct proc *p, struct capture *c, int fd,
 
 /* ---- lifecycle ---- */
 
-struct proc *proc_spawn(struct ev_loop *loop, int netns_fd, char *const argv[], proc_done_fn done,
-                        void *ctx, char *err, size_t errlen)
+struct proc *proc_spawn(struct ev_loop *loop, const struct proc_spec *spec, char *const argv[],
+                        proc_done_fn done, void *ctx, char *err, size_t errlen)
 {
     int out_pipe[2], err_pipe[2];
     if (pipe2(out_pipe, O_CLOEXEC) < 0) return snprintf(err, errlen, "pipe: %s", strerror(errno)), NULL;
@@ -135,8 +139,16 @@ struct proc *proc_spawn(struct ev_loop *loop, int netns_fd, char *const argv[], 
     if (p && envp) {
         /* In an emulated node (root), under an init of its own: whatever the
          * program starts ends with it, and with the controller. */
-        struct spawn_spec s = {argv[0], argv, envp, netns_fd, {-1, out_pipe[1], err_pipe[1]},
-                               {0, 1, 2}, 3, netns_fd >= 0};
+        struct spawn_spec s = {.path = argv[0],
+                               .argv = argv,
+                               .envp = envp,
+                               .netns_fd = spec->netns_fd,
+                               .from = {-1, out_pipe[1], err_pipe[1]},
+                               .to = {0, 1, 2},
+                               .n_fds = 3,
+                               .pid_namespace = spec->netns_fd >= 0,
+                               .end_with_program = spec->end_with_program,
+                               .cwd = spec->cwd};
         pid = spawn_child(&s, err, errlen);
     } else {
         snprintf(err, errlen, "cannot start %s: out of memory", argv[0]);
@@ -152,6 +164,7 @@ struct proc *proc_spawn(struct ev_loop *loop, int netns_fd, char *const argv[], 
     }
     p->loop = loop;
     p->pid = pid;
+    p->end_with_program = spec->end_with_program;
     p->done = done;
     p->ctx = ctx;
     capture_start(p, &p->out, out_pipe[0], on_stdout);

@@ -23,8 +23,20 @@ struct proc;
 typedef void (*proc_done_fn)(void *ctx, struct proc *p, int status, const char *out,
                              size_t out_len, const char *err, size_t err_len);
 
-struct proc *proc_spawn(struct ev_loop *loop, int netns_fd, char *const argv[], proc_done_fn done,
-                        void *ctx, char *err, size_t errlen);
+/* Where and how a program runs. */
+struct proc_spec {
+    int netns_fd;    /* the node's namespace (the program then runs under an init
+                      * of its own, spawn.h), or -1 for the controller's */
+    const char *cwd; /* working directory, or NULL for the controller's */
+    /* The program's end is the end: whatever it started and left running
+     * is SIGKILLed (its process group; with a namespace, everything in its
+     * PID namespace), so that it cannot hold the output pipes open.
+     * Without it, the completion waits for them (a node's daemons). */
+    bool end_with_program;
+};
+
+struct proc *proc_spawn(struct ev_loop *loop, const struct proc_spec *spec, char *const argv[],
+                        proc_done_fn done, void *ctx, char *err, size_t errlen);
 pid_t proc_pid(const struct proc *p);
 bool proc_finished(const struct proc *p);
 void proc_kill(struct proc *p, int sig);

@@ -229,6 +229,19 @@ static void write_params(FILE *f, const struct run *r)
         write_param_value(f, &r->params[i]);
     }
     fputs("},\n", f);
+    /* The command line's --set assignments as given (strings): what a
+     * comparison of runs labels them by. */
+    fputs("  \"set\": {", f);
+    bool first = true;
+    for (size_t i = 0; i < r->n_params; i++) {
+        if (!r->params[i].from_cli) continue;
+        fputs(first ? "" : ", ", f);
+        first = false;
+        json_write_string(f, r->params[i].name);
+        fputs(": ", f);
+        json_write_string(f, r->params[i].value);
+    }
+    fputs("},\n", f);
 }
 
 static void write_versions(FILE *f, const char *lua_release)

@@ -25,7 +25,7 @@ struct child_args {
 };
 
 /* Everything before exec: signal state, process group, parent-death
- * signal, namespace, file descriptors. System calls only. */
+ * signal, namespace, working directory, file descriptors. System calls only. */
 static int child_setup(struct child_args *a)
 {
     const struct spawn_spec *s = a->spec;
@@ -48,6 +48,10 @@ static int child_setup(struct child_args *a)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (s->netns_fd >= 0 && setns(s->netns_fd, CLONE_NEWNET) < 0) {
         a->step = "setns";
+        return -1;
+    }
+    if (s->cwd && chdir(s->cwd) < 0) {
+        a->step = "chdir";
         return -1;
     }
     for (int i = 0; i < s->n_fds; i++) {
@@ -107,7 +111,8 @@ static pid_t raw_fork(unsigned long flags)
 /* pid 1 of the new namespace, a forked copy of the controller that never
  * execs: it keeps only the program's descriptors (a copy of a peer's
  * control socket would hide that peer's EOF), starts the program, passes
- * signals on, reaps every orphan until none is left and exits with the
+ * signals on, reaps every orphan until none is left (or, with
+ * end_with_program, until the program itself has ended) and exits with the
  * program's status. System calls only. */
 static void init_main(struct child_args *a)
 {
@@ -126,8 +131,11 @@ static void init_main(struct child_args *a)
     int status = 0, main_status = 0;
     pid_t pid;
     while ((pid = (pid_t)syscall(SYS_wait4, -1, &status, 0, NULL)) > 0 ||
-           (pid < 0 && errno == EINTR))
-        if (pid == child) main_status = status;
+           (pid < 0 && errno == EINTR)) {
+        if (pid != child) continue;
+        main_status = status;
+        if (a->spec->end_with_program) break; /* our exit kills the namespace's rest */
+    }
     _exit(WIFEXITED(main_status) ? WEXITSTATUS(main_status) : 128 + WTERMSIG(main_status));
 }
 

@@ -5,7 +5,8 @@
  * copied, however large the controller is (a 1000-node start forks a
  * thousand peers). Before exec it resets its signal state, leaves the
  * terminal's process group, asks for SIGKILL when the controller dies,
- * enters a network namespace if given and moves file descriptors into place.
+ * enters a network namespace if given, changes directory if asked and moves
+ * file descriptors into place.
  * Only system calls run in the child. Owns nothing once it returns. */
 #pragma once
 
@@ -27,6 +28,11 @@ struct spawn_spec {
      * to the program; its exit status becomes the init's (a death by signal
      * N as 128 + N). Needs CAP_SYS_ADMIN; costs a full fork. */
     int pid_namespace;
+    /* With pid_namespace: the init exits as soon as the program has, which
+     * makes the kernel kill whatever the program left running, instead of
+     * waiting for those to end. */
+    int end_with_program;
+    const char *cwd; /* working directory of the program, or NULL: ours */
 };
 
 /* Returns the child's pid, or -1 with err set when it could not be started

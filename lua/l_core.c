@@ -4,8 +4,9 @@
 #include "lua/l_core.h"
 
 #include "hiernet_version.h"
-#include "lua/l_network.h"
+#include "lua/l_emulation.h"
 #include "lua/l_host.h"
+#include "lua/l_network.h"
 #include "lua/l_results.h"
 #include "lua/l_runtime.h"
 #include "lua/sched.h"
@@ -18,8 +19,12 @@ int luaopen_hiernet_core(lua_State *L)
     sched_register(L);
     l_runtime_register(L);
     l_results_register(L);
-    l_host_register(L);
+    l_emulation_register(L);
     l_network_register(L);
+    l_host_register(L);
+    l_files_register(L);
+    l_codec_register(L);
+    l_dot_register(L);
     lua_pushstring(L, HIERNET_VERSION);
     lua_setfield(L, -2, "version");
     return 1;

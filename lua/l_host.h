@@ -1,7 +1,22 @@
-/* l_host.h — hn.emulation (see l_host.c). */
+/* l_host.h — what the Lua library's tools (plots, reports, the Mininet
+ * import) use of the controller's own host: programs run there (l_host.c),
+ * files and scratch directories (l_files.c), JSON and base64 (l_codec.c),
+ * and a topology description drawn as DOT (l_dot.c). Each unit registers
+ * internal functions ("_name") into the hiernet.core table; they are not
+ * part of the public hn API. */
 #pragma once
+
+#include "lua/runtime.h"
 
 #include <lua.h>
 
-/* Adds the functions to the table on top of the stack. */
 void l_host_register(lua_State *L);
+void l_files_register(lua_State *L);
+void l_codec_register(lua_State *L);
+void l_dot_register(lua_State *L);
+
+/* Run teardown: SIGKILLs and reaps every host program still running. */
+void l_host_release(struct hn_runtime *rt);
+/* Run teardown: removes the scratch directories the tools left (an
+ * interrupted plot), with the files in them. */
+void l_files_release(struct hn_runtime *rt);

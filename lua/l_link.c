@@ -168,6 +168,47 @@ static int l_link_stats(lua_State *L)
     return link_request(L, check_link(L, 1), LINK_STATS, NULL);
 }
 
+static void set_number(lua_State *L, const char *key, double v)
+{
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, key);
+}
+
+/* link:params() -> {bw=bit/s, delay=s, jitter=s, loss=fraction, queue=packets |
+ * queue_bytes=bytes, reorder=, gilbert={p=, r=, h=, k=}}: what the link
+ * emulates, in base units (0 = not limited / none); the queue field only
+ * when one was set. */
+static int l_link_params(lua_State *L)
+{
+    struct l_link *h = check_link(L, 1);
+    const struct topo_link_params *p = &h->net->topo->links[h->index].params;
+    lua_createtable(L, 0, 7);
+    lua_pushinteger(L, (lua_Integer)p->rate_bps);
+    lua_setfield(L, -2, "bw");
+    set_number(L, "delay", (double)p->delay_ns / 1e9);
+    set_number(L, "jitter", (double)p->jitter_ns / 1e9);
+    set_number(L, "loss", p->loss);
+    if (p->queue.packets) {
+        lua_pushinteger(L, (lua_Integer)p->queue.packets);
+        lua_setfield(L, -2, "queue");
+    }
+    if (p->queue.bytes) {
+        lua_pushinteger(L, (lua_Integer)p->queue.bytes);
+        lua_setfield(L, -2, "queue_bytes");
+    }
+    lua_pushboolean(L, p->reorder);
+    lua_setfield(L, -2, "reorder");
+    if (p->gilbert) {
+        lua_createtable(L, 0, 4);
+        set_number(L, "p", p->ge_p);
+        set_number(L, "r", p->ge_r);
+        set_number(L, "h", p->ge_h);
+        set_number(L, "k", p->ge_k);
+        lua_setfield(L, -2, "gilbert");
+    }
+    return 1;
+}
+
 static void push_link_end(lua_State *L, struct l_link *h, int node)
 {
     lua_getiuservalue(L, 1, 1);
@@ -211,8 +252,8 @@ static int l_link_tostring(lua_State *L)
 }
 
 static const luaL_Reg link_methods[] = {
-    {"set", l_link_set}, {"down", l_link_down}, {"up", l_link_up}, {"stats", l_link_stats},
-    {NULL, NULL},
+    {"set", l_link_set},     {"down", l_link_down},     {"up", l_link_up},
+    {"stats", l_link_stats}, {"params", l_link_params}, {NULL, NULL},
 };
 
 void lnet_create_link_meta(lua_State *L)

@@ -177,6 +177,10 @@ static int l_node_index(lua_State *L)
         lua_pushstring(L, tn->kind == TOPO_NODE_HOST ? "host" : "switch");
     else if (strcmp(key, "network") == 0)
         lua_getiuservalue(L, 1, 1);
+    else if (strcmp(key, "cpu") == 0)
+        lua_pushnumber(L, tn->cpu);
+    else if (strcmp(key, "speed") == 0)
+        lua_pushnumber(L, tn->speed);
     else {
         lua_getfield(L, lua_upvalueindex(1), key); /* methods */
         if (lua_isnil(L, -1))

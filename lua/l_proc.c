@@ -147,8 +147,8 @@ static struct l_proc *start_proc(lua_State *L)
     snprintf(lp->node, sizeof lp->node, "%s", node);
     luaL_setmetatable(L, PROC_MT);
     char err[512];
-    lp->proc = proc_spawn(net->rt->loop, netrun_node_ns(net->run, n->index), argv, on_proc_done,
-                          lp, err, sizeof err);
+    struct proc_spec spec = {netrun_node_ns(net->run, n->index), NULL, false};
+    lp->proc = proc_spawn(net->rt->loop, &spec, argv, on_proc_done, lp, err, sizeof err);
     if (!lp->proc) luaL_error(L, "node '%s': %s", node, err);
     lp->pid = proc_pid(lp->proc);
     lua_pushvalue(L, -1);

@@ -1,6 +1,8 @@
 /* l_runtime.c — hn.param, hn.log, hn.progress and hn.record, plus the
- * runtime accessor every binding uses. The CSV writing itself is
- * controller/record.c; the parameter store is controller/run.c. */
+ * runtime accessor every binding uses and the run facts the library's
+ * tools read (results directory, run.json, a tool's exit code). The CSV
+ * writing itself is controller/record.c; the parameter store is
+ * controller/run.c. */
 #include "lua/l_runtime.h"
 
 #include "controller/record.h"
@@ -297,14 +299,38 @@ static int l_record_add(lua_State *L)
     return 0;
 }
 
+/* ---- what the library's tools (hn.plot, hn.report) need of the run ---- */
+
+/* core._write_run_json(): rewrites run.json now, so that a report made
+ * during the run shows the parameters and topology as they are. */
+static int l_write_run_json(lua_State *L)
+{
+    struct hn_runtime *rt = hn_runtime(L);
+    char err[512];
+    if (run_write_json(rt->run, err, sizeof err) < 0) return luaL_error(L, "%s", err);
+    return 0;
+}
+
+/* core._set_exit_code(code): the exit code of a tool (hiernet plot). */
+static int l_set_exit_code(lua_State *L)
+{
+    hn_runtime(L)->tool_exit = (int)luaL_checkinteger(L, 1);
+    return 0;
+}
+
 static const luaL_Reg record_methods[] = {
     {"add", l_record_add},
     {NULL, NULL},
 };
 
 static const luaL_Reg runtime_functions[] = {
-    {"param", l_param}, {"log", l_log},         {"progress", l_progress},
-    {"record", l_record}, {"status", l_status},
+    {"param", l_param},
+    {"log", l_log},
+    {"progress", l_progress},
+    {"record", l_record},
+    {"status", l_status},
+    {"_write_run_json", l_write_run_json},
+    {"_set_exit_code", l_set_exit_code},
     {NULL, NULL},
 };
 

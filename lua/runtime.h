@@ -11,6 +11,7 @@
 #include <msgpack.h>
 #include <stdio.h>
 
+struct host_run;
 struct l_network;
 struct record;
 struct registry;
@@ -34,6 +35,10 @@ struct hn_runtime {
     bool drawn;                /* a network was drawn: the run is over */
     bool status_shown;         /* hn.status's live line is on the terminal */
     double status_logged_at;   /* run time of the last status line logged, or -1 */
+    struct host_run *host_runs; /* programs run on this host (l_host.c), killed at the end */
+    char **temp_dirs;           /* scratch directories of the tools (l_files.c) */
+    size_t n_temp_dirs;
+    int tool_exit; /* hiernet plot / report: the exit code the tool returned */
 };
 
 struct hn_runtime *hn_runtime(lua_State *L);

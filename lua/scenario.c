@@ -11,6 +11,7 @@
 #include "controller/registry.h"
 #include "controller/run.h"
 #include "lua/l_core.h"
+#include "lua/l_host.h"
 #include "lua/l_network.h"
 #include "lua/modules.h"
 #include "lua/runtime.h"
@@ -65,7 +66,7 @@ static void on_teardown_deadline(EV_P_ ev_timer *w, int revents)
 static int apply_options(struct scenario *sc, const struct scenario_options *o)
 {
     char err[512];
-    sc->run.scenario = strdup(o->path);
+    sc->run.scenario = strdup(o->tool ? o->tool : o->path);
     for (size_t i = 0; i < o->n_sets; i++) {
         if (run_set_param(&sc->run, o->sets[i], err, sizeof err) < 0) {
             fprintf(stderr, "hiernet: %s\n", err);
@@ -88,6 +89,19 @@ static int load_chunk(lua_State *L, const char *path)
 {
     int rc = luaL_loadfilex(L, path, "t");
     if (rc == LUA_OK) return 0;
+    fprintf(stderr, "hiernet: %s\n", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return -1;
+}
+
+/* A tool's chunk: its module's _cli(...) returns the exit code. The module
+ * name comes from main.c, never from the user. */
+static int load_tool(lua_State *L, const char *module)
+{
+    char chunk[256];
+    snprintf(chunk, sizeof chunk, "require('hiernet.core')._set_exit_code(require('%s')._cli(...))",
+             module);
+    if (luaL_loadbufferx(L, chunk, strlen(chunk), "=hiernet", "t") == LUA_OK) return 0;
     fprintf(stderr, "hiernet: %s\n", lua_tostring(L, -1));
     lua_pop(L, 1);
     return -1;
@@ -163,7 +177,7 @@ static int outcome(struct scenario *sc)
     }
     if (sched_main_outcome(sc->rt.sched) == SCHED_DONE || sc->rt.drawn) {
         sc->run.status = "completed";
-        return 0;
+        return sc->rt.tool_exit;
     }
     const char *msg = "hiernet: the scenario is waiting for something that can never happen "
                       "(every task is blocked and nothing is pending)";
@@ -212,6 +226,8 @@ static void finish_run(struct scenario *sc)
 static void release(struct scenario *sc)
 {
     struct ev_loop *loop = sc->rt.loop;
+    l_host_release(&sc->rt);  /* a plot's gnuplot still running (interrupt) */
+    l_files_release(&sc->rt); /* and its scratch files */
     if (loop && ev_is_active(&sc->sigint)) {
         ev_ref(loop); /* undo watch_signals' unrefs before stopping */
         ev_ref(loop);
@@ -272,18 +288,24 @@ int scenario_run(const struct scenario_options *o)
         goto out_early;
     }
     open_libraries(sc.rt.L, &sc);
-    if (load_chunk(sc.rt.L, o->path) < 0) goto out_early;
+    if ((o->tool ? load_tool(sc.rt.L, o->tool) : load_chunk(sc.rt.L, o->path)) < 0) goto out_early;
     sc.rt.loop = ev_default_loop(EVFLAG_AUTO);
     ev_set_userdata(sc.rt.loop, &sc);
     sc.rt.sched = sched_new(sc.rt.L, sc.rt.loop);
     if (!sc.rt.sched) goto out_early;
-    if (o->draw ? open_drawing(&sc, o->draw_out) < 0 : open_results(&sc, o->out_dir) < 0)
+    if (o->draw ? open_drawing(&sc, o->draw_out) < 0
+                : !o->tool && open_results(&sc, o->out_dir) < 0)
         goto out_early;
     signal(SIGPIPE, SIG_IGN);
     watch_signals(&sc);
     run_main_task(&sc, o);
     code = outcome(&sc);
     if (o->draw) return finish_drawing(&sc, code);
+    if (o->tool) {
+        sched_halt(sc.rt.sched);
+        release(&sc);
+        return code;
+    }
     stop_networks(&sc);
     finish_run(&sc);
     if (!o->quiet)

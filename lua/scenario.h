@@ -16,9 +16,13 @@ struct scenario_options {
     bool quiet;
     bool draw;            /* hiernet draw: DOT of the topology, nothing created */
     const char *draw_out; /* draw: file for the DOT (and .svg beside it), or NULL: stdout */
+    /* A tool (hiernet plot, hiernet report): the embedded module whose
+     * _cli(args...) runs as the main task instead of a scenario file and
+     * returns the exit code. No results directory, no run.json. */
+    const char *tool;
 };
 
-/* Runs the scenario and returns the process exit code: 0 completed,
+/* Runs the scenario (or the tool) and returns the process exit code: 0 completed,
  * 1 scenario error, 2 bad input (options, unreadable or unparsable scenario),
  * 3 environment (a privilege or kernel feature a network needs is missing),
  * 130/143 interrupted by SIGINT/SIGTERM. */

@@ -20,6 +20,17 @@ static const char *tier_colour(const char *tier)
     return "#e0e0e0";
 }
 
+/* Tiers are free-form: inside a DOT string only '"' and '\\' need escaping
+ * (a lone trailing backslash would swallow the closing quote), and control
+ * characters become spaces. Names are [A-Za-z0-9_.-] and need none. */
+static void write_dot_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        fputc((unsigned char)*s < 0x20 ? ' ' : *s, f);
+    }
+}
+
 static void write_node(const struct topo_node *n, FILE *f)
 {
     if (n->kind == TOPO_NODE_SWITCH) {
@@ -30,7 +41,10 @@ static void write_node(const struct topo_node *n, FILE *f)
             tier_colour(n->tier));
     if (n->tier[0] || n->speed != 1.0 || n->cpu > 0) {
         fprintf(f, ", label=\"%s", n->name);
-        if (n->tier[0]) fprintf(f, "\\n%s", n->tier);
+        if (n->tier[0]) {
+            fputs("\\n", f);
+            write_dot_text(f, n->tier);
+        }
         if (n->speed != 1.0) fprintf(f, "\\nspeed %g", n->speed);
         if (n->cpu > 0) fprintf(f, "\\ncpu %g", n->cpu);
         fputc('"', f);

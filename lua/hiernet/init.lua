@@ -44,4 +44,33 @@ function Queue:len()
   return self.tail - self.head + 1
 end
 
+-- hn.plot{dirs=, out=, format=} / hn.report{...}: hiernet.plot and
+-- hiernet.report on this run's results directory unless dirs are given.
+-- run.json is rewritten first, so the topology and the parameters read so
+-- far are current. Without a results directory (hiernet draw) they do
+-- nothing and return an empty list.
+local function current_run_options(opts)
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  if o.dirs == nil then
+    local dir = core.results_dir()
+    if not dir then return nil end
+    o.dirs = { dir }
+  end
+  if core.results_dir() then core._write_run_json() end
+  return o
+end
+
+function hn.plot(opts)
+  local o = current_run_options(opts)
+  if not o then return {} end
+  return require("hiernet.plot").run(o)
+end
+
+function hn.report(opts)
+  local o = current_run_options(opts)
+  if not o then return nil, {} end
+  return require("hiernet.report").run(o)
+end
+
 return hn

@@ -1,0 +1,6 @@
+from mininet.topo import Topo
+
+
+class Broken(Topo)
+    def build(self):
+        pass
