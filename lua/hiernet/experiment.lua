@@ -67,6 +67,37 @@ function ex.finish(summary)
   end
 end
 
+-- Rows of a CSV of this run's results directory: tables by column (numbers
+-- as numbers, empty cells absent).
+function ex.read_csv(name)
+  local f = assert(io.open(hn.results_dir() .. "/" .. name .. ".csv"))
+  local header, rows = nil, {}
+  for line in f:lines() do
+    local cells = {}
+    for c in (line .. ","):gmatch("([^,]*),") do cells[#cells + 1] = c end
+    if not header then
+      header = cells
+    else
+      local row = {}
+      for i, col in ipairs(header) do
+        if cells[i] and cells[i] ~= "" then row[col] = tonumber(cells[i]) or cells[i] end
+      end
+      rows[#rows + 1] = row
+    end
+  end
+  f:close()
+  return rows
+end
+
+-- Mean of field over rows that have it (nil when none has).
+function ex.mean(rows, field)
+  local sum, n = 0, 0
+  for _, r in ipairs(rows) do
+    if type(r[field]) == "number" then sum, n = sum + r[field], n + 1 end
+  end
+  return n > 0 and sum / n or nil
+end
+
 -- Copies the summary fields worth a table row, with a label.
 function ex.row(label, s, extra)
   local r = { label = label }

@@ -186,7 +186,7 @@ local COMMON = {
   workers = check.nodes, model = check.string, init = check.string, seed = check.nonnegint,
   dataset = check.dataset, batch = check.posint, worker_opt = check.optimizer,
   steps = check.posint, epochs = check.posnumber, seconds = check.posnumber,
-  target_accuracy = check.fraction, eval_every = check.posint, eval_limit = check.nonnegint,
+  target_accuracy = check.fraction, stop_at_target = check.boolean, eval_every = check.posint, eval_limit = check.nonnegint,
   eval_node = check.node, final_eval_limit = check.nonnegint, compress = check.compress,
   prefix = check.name, on_failure = check.oneof("fail", "drop"), progress = check.boolean,
   label = check.string,
@@ -380,7 +380,7 @@ function Job:stopped()
     self.stop_reason = "epochs"
   elseif o.seconds and self:now() >= o.seconds then
     self.stop_reason = "seconds"
-  elseif o.target_accuracy and self.time_to_target then
+  elseif o.target_accuracy and self.time_to_target and o.stop_at_target ~= false then
     self.stop_reason = "target_accuracy"
   elseif #self.workers > 0 and self:alive_count() == 0 then
     self.stop_reason = "no workers left"

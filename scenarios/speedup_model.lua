@@ -1,0 +1,67 @@
+-- speedup_model: measured speed-up of synchronous data parallelism over a
+-- ring all-reduce against the model T_N = T_1 / N + T_comm (data-parallel
+-- ring all-reduce paper).
+--
+-- N = 1, 2, 4, 8 workers on one switch (1 Gbit/s, 0.5 ms links), each
+-- computing at a fifth of this host's speed, train mlp:784-128-10 on the same
+-- number of Fashion-MNIST samples (`epochs`, default 1): each of N workers
+-- does 1/N of the steps. T_comm is measured on the links: the median time of
+-- an all-reduce of the model alone, times the number of steps.
+--
+--   tools/run scenarios/speedup_model.lua [--set epochs=1] [--set quick=true]
+--
+-- Expected: the measured speed-up T_1 / T_N follows the model within a few
+-- per cent and falls below N as T_comm grows with N (the ring moves
+-- 2 (N-1)/N of the model per step whatever N is, so T_comm does not shrink).
+-- summary.json: per N the measured time, T_comm, the model's time, both
+-- speed-ups and the final accuracy.
+local hn = require("hiernet")
+local ar = require("hiernet.algo.allreduce")
+local ex = require("hiernet.experiment")
+
+local quick = hn.param("quick", false)
+local epochs = hn.param("epochs", quick and 0.05 or 1)
+local batch = 64
+local sizes = quick and { 1, 2, 4 } or { 1, 2, 4, 8 }
+
+local function median(list)
+  table.sort(list)
+  return list[(#list + 1) // 2]
+end
+
+local results, t1 = {}, nil
+for _, n in ipairs(sizes) do
+  local net = hn.network{ name = "speedup" .. n, backend = ex.backend(), seed = 1 }
+  local sw, workers = net:switch("sw"), {}
+  for i = 1, n do
+    workers[i] = net:node("w" .. i, { speed = 0.2 })
+    net:link(sw, workers[i], { bw = "1Gbit", delay = "0.5ms" })
+  end
+  net:start()
+  local steps = math.max(1, math.floor(epochs * 60000 / (n * batch) + 0.5))
+  local s = ar.train{ workers = workers, algo = "ring", model = "mlp:784-128-10",
+                      dataset = { name = "fashion-mnist" }, batch = batch, steps = steps,
+                      worker_opt = { method = "sgd", lr = 0.1 }, eval_every = steps, eval_limit = 1000,
+                      final_eval_limit = 2000, prefix = "n" .. n .. "_", progress = not quick }
+  -- T_comm: an all-reduce of the model alone, on the same links.
+  local comm_ms = 0
+  if n > 1 then
+    local times = {}
+    for r = 1, 5 do
+      for _, w in ipairs(workers) do w:copy{ src = "w", dst = "probe" } end
+      times[r] = ar.allreduce{ peers = workers, tensor = "probe", algo = "ring" }.ms
+    end
+    comm_ms = median(times)
+  end
+  t1 = t1 or s.wall_s
+  local t_comm = comm_ms * steps / 1000
+  local model = t1 / n + t_comm
+  results[#results + 1] = ex.row("N=" .. n, s, { workers = n, steps = steps, time_s = s.wall_s,
+    t_comm_s = t_comm, model_time_s = model, speedup = t1 / s.wall_s, model_speedup = t1 / model,
+    model_error = (s.wall_s - model) / model })
+  net:stop()
+end
+ex.table(string.format("speedup_model: %.2f epochs of Fashion-MNIST, ring all-reduce", epochs), results,
+         { "label", "steps", "time_s", "t_comm_s", "model_time_s", "speedup", "model_speedup", "final_accuracy" })
+ex.finish{ scenario = "speedup_model", paper = "data-parallel ring all-reduce: T_N = T_1/N + T_comm",
+           epochs = epochs, results = results }
