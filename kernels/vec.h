@@ -10,6 +10,8 @@
 
 /* y += alpha * x. x == y is allowed (y becomes (1 + alpha) * y). */
 void vec_axpy(size_t n, float alpha, const float *x, float *y);
+/* out = a + b element-wise in one pass; out may be a (or b). */
+void vec_add(size_t n, const float *a, const float *b, float *out);
 /* x *= alpha. */
 void vec_scale(size_t n, float alpha, float *x);
 /* out = inputs[0] + ... + inputs[k-1] element-wise; out must not be one of

@@ -150,12 +150,30 @@ static int l_node_command(lua_State *L)
     return node_request(L, n, lua_tostring(L, lua_upvalueindex(1)), 2);
 }
 
-/* Peer commands of DESIGN.md; the peer answers "unknown method" for the ones
- * this build's peer does not implement yet. */
+/* node:batch{{"grad", {...}}, {"send", {...}}, ...}: the list of commands
+ * travels as the param `commands` (a request's params are a map). A table
+ * that already has `commands` is sent as it is. */
+static int l_node_batch(lua_State *L)
+{
+    struct l_node *n = lnet_check_node(L, 1);
+    if (!lua_istable(L, 2))
+        return luaL_error(L, "node '%s': batch: expected a list of {command, params}, got %s",
+                          n->net->topo->nodes[n->index].name, luaL_typename(L, 2));
+    lua_settop(L, 2);
+    if (lua_getfield(L, 2, "commands") != LUA_TNIL) return node_request(L, n, "batch", 2);
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 1);
+    lua_pushvalue(L, 2);
+    lua_setfield(L, -2, "commands");
+    return node_request(L, n, "batch", 3);
+}
+
+/* Peer commands of DESIGN.md and docs/lua-api.md; the peer answers "unknown
+ * method" for the ones this build's peer does not implement. */
 static const char *const peer_commands[] = {
-    "ping",   "stats",   "tensor", "copy",     "drop",       "axpy", "scale",
-    "sum",    "norm",    "dot",    "read",     "dataset",    "model", "grad",
-    "optim",  "eval",    "send",   "compress", "decompress", NULL,
+    "ping",  "stats", "tensor", "copy", "drop",     "axpy",       "scale",
+    "sum",   "norm",  "dot",    "read", "dataset",  "model",      "grad",
+    "optim", "eval",  "send",   "wait", "compress", "decompress", NULL,
 };
 
 /* ---- node handle ---- */
@@ -212,6 +230,8 @@ void lnet_create_node_meta(lua_State *L)
         lua_pushcclosure(L, l_node_command, 1);
         lua_setfield(L, -2, *c);
     }
+    lua_pushcfunction(L, l_node_batch);
+    lua_setfield(L, -2, "batch");
     lua_pushcfunction(L, lnet_node_run);
     lua_setfield(L, -2, "run");
     lua_pushcfunction(L, lnet_node_spawn);

@@ -1,15 +1,27 @@
 /* command_job.h — internals shared by the peer's command modules: the command
  * table entry, the job a command becomes, and the helpers for parsing params
- * (loop thread) and building results (worker). Implemented in commands.c;
- * used by commands.c (vector commands), ml.c (learning commands) and
- * commands_data.c (send, peers). Not part of the peer's outside API.
+ * (loop thread) and building results. The framework (dispatch, life cycle,
+ * replies) is commands.c, the param helpers command_args.c; the commands are
+ * in commands_vec.c (vectors, stats, ping), commands_data.c (send, peers),
+ * commands_sync.c (wait, batch) and ml.c / ml_eval.c (learning). Not part of
+ * the peer's outside API.
  *
- * Life of a job: parse() copies the params into the job on the loop thread;
- * run() executes on the worker and packs result entries into job->body;
- * after() (optional) runs on the loop thread when run() succeeded and may
- * keep the job to answer later with command_job_reply (send waits for the
- * receiver's ack); cleanup() (optional) frees what parse/run left in
- * job->extra, on every path. */
+ * Kinds of commands (when they run):
+ *   COMMAND_NOW     on the loop thread at once, not ordered with compute
+ *                   (ping, peers, stats); inside a batch, at their turn
+ *   COMMAND_WORKER  run() on the worker in FIFO order with all compute
+ *   COMMAND_GATE    start() on the loop thread when the FIFO reaches the job,
+ *                   which then holds the worker until it finishes (wait,
+ *                   batch): commands queued after it start only after it
+ *
+ * Life of a job: parse() copies the params into the job on the loop thread
+ * (typed commands into job->extra); the job starts (above); run() packs
+ * result entries into job->body; after() (optional, loop thread) may keep a
+ * job whose work goes on elsewhere (send waits for acks, a background eval
+ * for its thread), which calls command_job_finish later. command_job_finish
+ * hands the job to its continuation, job->complete: by default the RPC reply
+ * to the request, in a batch the batch's next step. cleanup() (optional)
+ * frees what parse/run left in job->extra, on every path. */
 #pragma once
 
 #include <msgpack.h>
@@ -28,22 +40,27 @@ struct command_job;
 struct ml_state;
 struct devmirror;
 
+enum command_kind { COMMAND_WORKER, COMMAND_NOW, COMMAND_GATE };
+
 struct command {
     const char *name;
     const char *const *keys; /* the params it takes, NULL-terminated */
-    /* Commands answered on the loop thread have reply_inline; the others
-     * parse on the loop thread and run on the worker. */
-    void (*reply_inline)(struct peer_server *s, uint32_t msgid, double start_ms,
-                         struct proto_args *a);
-    bool (*parse)(struct command_job *job, struct proto_args *a);
-    bool (*run)(struct command_job *job); /* false: job->err says why */
+    enum command_kind kind;
+    bool (*parse)(struct command_job *job, struct proto_args *a); /* NULL: no params */
+    /* WORKER: on the worker; NOW: on the loop thread. false: job->err says why. */
+    bool (*run)(struct command_job *job);
+    /* WORKER: loop thread, after run() succeeded; true keeps the job, which
+     * then ends with command_job_finish. */
     bool (*after)(struct command_job *job);
+    /* GATE: loop thread, at its turn; ends with command_job_finish. */
+    void (*start)(struct command_job *job);
     void (*cleanup)(struct command_job *job);
     size_t extra_size; /* bytes of job->extra, zeroed */
+    bool bare;         /* the result has ms, not cpu_ms and queue_ms (ping, peers) */
 };
 
 struct command_job {
-    struct worker_job work;
+    struct worker_job work; /* the timings: wall_ms, cpu_ms, queue_ms */
     const struct command *cmd;
     struct peer_server *server; /* loop thread only, except the immutable cfg */
     struct store *store;
@@ -51,15 +68,23 @@ struct command_job {
     struct ml_state *ml;   /* worker thread only */
     struct devmirror *dev; /* worker thread only: the device and its tensor copies */
     uint32_t msgid;
-    /* Params of the vector commands, copied out of the request, which is gone
-     * when the job runs. Tensor names: x is tensor{name}, copy{src},
-     * sum{out}, read{tensor} and the x of axpy/scale/norm/dot; y is
-     * copy{dst} and the y of axpy/dot. */
+    double start_ms; /* when the request arrived */
+    /* Continuation: called once by command_job_finish (also when cancelled);
+     * owns the job from then on and frees it with command_job_free. */
+    void (*complete)(struct command_job *job);
+    struct command_job *parent; /* the batch of a batch's command */
+    uint32_t index;             /* its 1-based position there */
+    bool holds_worker;          /* a gate that reached the head on its own */
+    bool cancelled;             /* the peer is shutting down: no answer is wanted */
+    bool skipped;               /* a batch's command not run: an earlier one failed */
+    /* Params of the older vector commands, copied out of the request, which is
+     * gone when the job runs. Tensor names: x is copy{src}, sum{out},
+     * read{tensor} and the x of axpy/scale/norm/dot; y is copy{dst} and the y
+     * of axpy/dot. Newer commands keep typed params in extra. */
     char x[COMMAND_NAME_SIZE], y[COMMAND_NAME_SIZE];
     char (*names)[COMMAND_NAME_SIZE]; /* sum{inputs}, drop{name, names}; owned */
     uint32_t n_names;
-    double number;  /* alpha, or tensor{fill} */
-    uint64_t count; /* tensor{size} */
+    double number; /* alpha */
     bool has_range;
     uint64_t range_offset, range_count;
     void *extra; /* cmd->extra_size bytes for the command's own params */
@@ -72,11 +97,41 @@ struct command_job {
 
 double command_now_ms(void);
 
+/* ---- life cycle (loop thread) ---- */
+
+/* The command called name (len bytes), or NULL. */
+const struct command *command_find(const char *name, uint32_t len);
+
+/* A job for cmd (extra zeroed, complete = the RPC reply to msgid); NULL when
+ * out of memory. */
+struct command_job *command_job_new(struct peer_server *s, const struct command *cmd,
+                                    uint32_t msgid);
+/* Parses params (a msgpack map) into j: unknown keys are errors. false with
+ * a->err set. */
+bool command_job_parse(struct command_job *j, const msgpack_object *params, struct proto_args *a);
+/* Starts a parsed job by its kind. A job of a batch (parent set) runs while
+ * the batch holds the worker: worker jobs go ahead of the queue, gates start
+ * at once. */
+void command_job_start(struct command_job *j);
+/* The job's work is over (j->err set on failure): releases the worker it
+ * held and calls its continuation. */
+void command_job_finish(struct command_job *j);
+/* The job will not finish (the peer is shutting down): its continuation
+ * runs with j->cancelled and answers nobody. */
+void command_job_cancel(struct command_job *j);
+void command_job_free(struct command_job *j);
+/* The result map (ms, cpu_ms, queue_ms and the entries) into pk. */
+void command_job_pack_result(const struct command_job *j, msgpack_packer *pk);
+/* A batch's wait or batch must not hold the FIFO on its own. */
+bool command_job_in_batch(const struct command_job *j);
+
 /* ---- results and errors (worker, or the job's owner) ---- */
 bool cmd_fail(struct command_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cmd_result_u64(struct command_job *j, const char *key, uint64_t value);
 void cmd_result_f64(struct command_job *j, const char *key, double value);
 void cmd_result_str(struct command_job *j, const char *key, const char *value);
+/* A key whose value the caller packs next into j->pk (an array, a map). */
+void cmd_result_key(struct command_job *j, const char *key);
 /* The tensor called name, with a reference, or NULL with the error set. */
 struct store_tensor *cmd_find(struct command_job *j, const char *name);
 /* A new unpublished tensor, or NULL with the error set. */
@@ -88,12 +143,7 @@ bool cmd_span(struct command_job *j, const struct store_tensor *t, float **start
  * caller holds the store's write lock. */
 bool cmd_patch_begin(struct command_job *j, const char *name, struct store_patch *p);
 
-/* Packs the response of a job that after() kept and frees the job. */
-void command_job_reply(struct command_job *j);
-/* Frees a kept job without answering (the peer is shutting down). */
-void command_job_discard(struct command_job *j);
-
-/* ---- params (loop thread) ---- */
+/* ---- params (loop thread; command_args.c) ---- */
 bool cmd_arg_fail(struct proto_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A tensor name: 1 present, 0 absent, -1 wrong (a->err set). */
 int cmd_arg_name(struct proto_args *a, const char *key, char *dst);
@@ -106,6 +156,15 @@ bool cmd_arg_range(struct command_job *j, struct proto_args *a);
 /* An integer in [min, max]; absent leaves *out as it is unless required. */
 bool cmd_arg_int(struct proto_args *a, const char *key, bool required, int64_t min, int64_t max,
                  int64_t *out);
+/* A boolean; absent leaves *out as it is. */
+bool cmd_arg_bool(struct proto_args *a, const char *key, bool *out);
 /* A string copied into dst (cap bytes); absent leaves dst as it is unless
  * required; empty is an error. */
 bool cmd_arg_text(struct proto_args *a, const char *key, bool required, char *dst, size_t cap);
+/* An array of tensor names appended to *names (grown with realloc, owned by
+ * the caller): 1, 0 when absent, -1. An empty Lua table may arrive as an
+ * empty map; it is an empty list. */
+int cmd_arg_names(struct proto_args *a, const char *key, char (**names)[COMMAND_NAME_SIZE],
+                  uint32_t *n);
+/* The same for the legacy j->names. */
+int cmd_arg_job_names(struct command_job *j, struct proto_args *a, const char *key);

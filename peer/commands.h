@@ -1,12 +1,14 @@
-/* commands.h — the peer's control commands (DESIGN.md "Peer commands").
+/* commands.h — the peer's control commands (DESIGN.md "Peer commands";
+ * docs/lua-api.md).
  *
- * commands_dispatch answers one request. ping, unknown methods and requests
- * with bad params are answered at once on the loop thread; every command
- * that touches the tensor store becomes a job on the worker and is answered
- * when the job is done. Jobs run in arrival order, so their responses keep
- * request order among themselves; answers given at once may overtake them.
- * The module owns the jobs it creates and frees them when they complete or
- * are cancelled. */
+ * commands_dispatch answers one request. ping, stats, peers, unknown methods
+ * and requests with bad params are answered at once on the loop thread;
+ * every other command becomes a job in the worker's FIFO (command_job.h) and
+ * is answered when it is done. Jobs run in arrival order, so their responses
+ * keep request order among themselves, except those that complete after the
+ * worker moved on (send, background eval); answers given at once may
+ * overtake them. The module owns the jobs it creates and frees them when
+ * they complete or are cancelled. */
 #pragma once
 
 struct peer_server;

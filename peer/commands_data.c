@@ -1,9 +1,11 @@
 /* commands_data.c — send and peers (see commands_data.h): params on the loop
- * thread, the snapshot on the worker, the transfer through dataplane.c. */
+ * thread, the snapshot on the worker, the transfers through dataplane.c (one
+ * per destination, all from the one snapshot). */
 #include "peer/commands_data.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "peer/command_job.h"
@@ -11,10 +13,35 @@
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
+/* Destinations of one broadcast: far more than a network's nodes is a bug. */
+#define SEND_MAX_DESTINATIONS 4096
+
+struct send_params;
+
+/* One destination of a send: its transfer, owned by the send's job. */
+struct send_dest {
+    struct dataplane_send ds; /* addr, to; the rest is filled in after() */
+    struct send_params *send;
+};
+
 struct send_params {
-    struct dataplane_send ds; /* addr, to, as, then the snapshot */
+    char tensor[COMMAND_NAME_SIZE], as[COMMAND_NAME_SIZE];
+    bool has_at, add;
+    int64_t at;
+    struct send_dest *dests;
+    uint32_t n_dests;
     struct command_job *job;
-    char tensor[COMMAND_NAME_SIZE];
+    /* The snapshot (worker): the tensor held whole, or a copy of its range. */
+    struct store_tensor *snapshot;
+    const float *data;
+    uint64_t count, version;
+    /* The transfers (loop thread). */
+    uint32_t pending; /* destinations not done yet (+1 while they start) */
+    uint32_t failed;
+    bool cancelled;
+    uint64_t bytes;
+    double ms;
+    char error[600]; /* the first failure */
 };
 
 /* The port of addresses that name none: ours, as all peers of a run
@@ -24,29 +51,68 @@ static int data_default_port(const struct peer_server *s)
     return s->cfg.data_port ? s->cfg.data_port : DATAPLANE_DEFAULT_PORT;
 }
 
-/* ---- send ---- */
+/* ---- send: params ---- */
 
-/* Fills p->ds's destination from to= or to_addr=. */
-static bool send_parse_destination(struct command_job *j, struct send_params *p,
-                                   struct proto_args *a)
+static bool send_dests_alloc(struct send_params *p, struct proto_args *a, uint32_t n)
 {
-    char addr_text[128] = "";
-    bool by_name = proto_args_get(a, "to") != NULL, by_addr = proto_args_get(a, "to_addr") != NULL;
-    if (by_name == by_addr) return cmd_arg_fail(a, "give one of 'to' (a node) and 'to_addr'");
-    if (by_name) {
-        if (!cmd_arg_text(a, "to", true, p->ds.to, sizeof p->ds.to)) return false;
-        if (!dataplane_lookup(j->server->dataplane, p->ds.to, &p->ds.addr, &p->ds.addr_len))
-            return cmd_arg_fail(a,
-                                "param 'to': no address for node '%s' (the controller gives "
-                                "them with peers{})",
-                                p->ds.to);
+    if (n == 0) return cmd_arg_fail(a, "param 'to': no destination");
+    if (n > SEND_MAX_DESTINATIONS)
+        return cmd_arg_fail(a, "param 'to': %" PRIu32 " destinations, at most %d", n,
+                            SEND_MAX_DESTINATIONS);
+    p->dests = calloc(n, sizeof *p->dests);
+    if (!p->dests) return cmd_arg_fail(a, "out of memory");
+    p->n_dests = n;
+    return true;
+}
+
+/* Destination i by node name (the peers{} table gives the address). */
+static bool send_dest_node(struct command_job *j, struct proto_args *a, uint32_t i,
+                           const msgpack_object *o)
+{
+    struct send_params *p = j->extra;
+    struct dataplane_send *ds = &p->dests[i].ds;
+    if (o->type != MSGPACK_OBJECT_STR || o->via.str.size == 0 || o->via.str.size >= sizeof ds->to ||
+        memchr(o->via.str.ptr, '\0', o->via.str.size))
+        return cmd_arg_fail(a, "param 'to': %s %" PRIu32 " is not a node name",
+                            p->n_dests > 1 ? "element" : "value", i + 1);
+    memcpy(ds->to, o->via.str.ptr, o->via.str.size);
+    ds->to[o->via.str.size] = '\0';
+    for (uint32_t k = 0; k < i; k++)
+        if (strcmp(p->dests[k].ds.to, ds->to) == 0)
+            return cmd_arg_fail(a, "param 'to': node '%s' is listed twice", ds->to);
+    if (!dataplane_lookup(j->server->dataplane, ds->to, &ds->addr, &ds->addr_len))
+        return cmd_arg_fail(a,
+                            "param 'to': no address for node '%s' (the controller gives "
+                            "them with peers{})",
+                            ds->to);
+    return true;
+}
+
+/* to = node | {node, ...}, or to_addr = "A[:PORT]". */
+static bool send_parse_destinations(struct command_job *j, struct send_params *p,
+                                    struct proto_args *a)
+{
+    const msgpack_object *to = proto_args_get(a, "to");
+    bool by_addr = proto_args_get(a, "to_addr") != NULL;
+    if ((to != NULL) == by_addr) return cmd_arg_fail(a, "give one of 'to' (a node) and 'to_addr'");
+    if (by_addr) {
+        char addr_text[128] = "", err[200];
+        if (!cmd_arg_text(a, "to_addr", true, addr_text, sizeof addr_text) ||
+            !send_dests_alloc(p, a, 1))
+            return false;
+        struct dataplane_send *ds = &p->dests[0].ds;
+        if (dataplane_parse_addr(addr_text, data_default_port(j->server), &ds->addr, &ds->addr_len,
+                                 err, sizeof err) != 0)
+            return cmd_arg_fail(a, "param 'to_addr': %s", err);
         return true;
     }
-    char err[200];
-    if (!cmd_arg_text(a, "to_addr", true, addr_text, sizeof addr_text)) return false;
-    if (dataplane_parse_addr(addr_text, data_default_port(j->server), &p->ds.addr, &p->ds.addr_len,
-                             err, sizeof err) != 0)
-        return cmd_arg_fail(a, "param 'to_addr': %s", err);
+    if (to->type == MSGPACK_OBJECT_MAP && to->via.map.size == 0) /* {} from Lua */
+        return send_dests_alloc(p, a, 0);
+    if (to->type != MSGPACK_OBJECT_ARRAY)
+        return send_dests_alloc(p, a, 1) && send_dest_node(j, a, 0, to);
+    if (!send_dests_alloc(p, a, to->via.array.size)) return false;
+    for (uint32_t i = 0; i < p->n_dests; i++)
+        if (!send_dest_node(j, a, i, &to->via.array.ptr[i])) return false;
     return true;
 }
 
@@ -55,16 +121,20 @@ static bool send_parse(struct command_job *j, struct proto_args *a)
     struct send_params *p = j->extra;
     p->job = j;
     if (!cmd_arg_required_name(a, "tensor", p->tensor) || !cmd_arg_range(j, a) ||
-        !send_parse_destination(j, p, a))
+        !send_parse_destinations(j, p, a))
         return false;
-    int got = cmd_arg_name(a, "as", p->ds.as);
-    if (got == 0) memcpy(p->ds.as, p->tensor, sizeof p->tensor);
-    return got >= 0;
+    int got = cmd_arg_name(a, "as", p->as);
+    if (got == 0) memcpy(p->as, p->tensor, sizeof p->tensor);
+    p->has_at = proto_args_get(a, "at") != NULL;
+    return got >= 0 && cmd_arg_int(a, "at", false, 0, (int64_t)STORE_MAX_ELEMENTS, &p->at) &&
+           cmd_arg_bool(a, "add", &p->add);
 }
 
-/* On the worker, in order with compute: the whole tensor is held by
- * reference (patchers then copy on write, store.h); a part of it is copied,
- * so that receiving into other parts of it meanwhile needs no copy. */
+/* ---- send: snapshot (worker) ---- */
+
+/* In order with compute: the whole tensor is held by reference (patchers
+ * then copy on write, store.h); a part of it is copied, so that receiving
+ * into other parts of it meanwhile needs no copy. */
 static bool send_run(struct command_job *j)
 {
     struct send_params *p = j->extra;
@@ -75,55 +145,96 @@ static bool send_run(struct command_job *j)
         store_tensor_release(t);
         return false;
     }
-    p->ds.count = n;
-    p->ds.has_range = j->has_range;
-    p->ds.offset = j->range_offset;
+    if (p->has_at && n > STORE_MAX_ELEMENTS - (uint64_t)p->at) {
+        store_tensor_release(t);
+        return cmd_fail(j, "at %" PRId64 " + %" PRIu64 " elements is beyond any tensor", p->at, n);
+    }
+    p->count = n;
+    p->version = store_tensor_version(t);
     if (n == t->size) {
-        p->ds.snapshot = t;
-        p->ds.data = start;
+        p->snapshot = t;
+        p->data = start;
         return true;
     }
     struct store_tensor *part = cmd_new_tensor(j, t->name, n, false);
     if (part) memcpy(part->data, start, n * sizeof(float));
     store_tensor_release(t);
-    p->ds.snapshot = part;
-    p->ds.data = part ? part->data : NULL;
+    p->snapshot = part;
+    p->data = part ? part->data : NULL;
     return part != NULL;
 }
 
-static void send_done(struct dataplane_send *ds, const char *error, bool cancelled)
+/* ---- send: transfers (loop thread) ---- */
+
+static void send_finish(struct send_params *p)
 {
-    struct send_params *p = container_of(ds, struct send_params, ds);
     struct command_job *j = p->job;
-    if (cancelled) {
-        command_job_discard(j);
+    if (p->cancelled) {
+        command_job_cancel(j);
         return;
     }
-    if (error) {
-        cmd_fail(j, "%s", error);
-    } else {
-        cmd_result_u64(j, "bytes", ds->bytes);
-        cmd_result_u64(j, "transfer", ds->id);
+    if (p->failed > 1)
+        cmd_fail(j, "%s (and %" PRIu32 " more of %" PRIu32 " destinations failed)", p->error,
+                 p->failed - 1, p->n_dests);
+    else if (p->failed)
+        cmd_fail(j, "%s", p->error);
+    if (!p->failed) {
+        cmd_result_u64(j, "bytes", p->bytes);
+        cmd_result_u64(j, "transfer", p->dests[0].ds.id);
+        cmd_result_u64(j, "transfers", p->n_dests);
+        cmd_result_u64(j, "version", p->version);
         cmd_result_f64(j, "snapshot_ms", j->work.wall_ms);
-        j->work.wall_ms = ds->ms;
+        j->work.wall_ms = p->ms;
     }
-    command_job_reply(j);
+    command_job_finish(j);
 }
 
-/* Loop thread: hands the snapshot to the data plane and keeps the job. */
+static void send_dest_done(struct dataplane_send *ds, const char *error, bool cancelled)
+{
+    struct send_dest *d = container_of(ds, struct send_dest, ds);
+    struct send_params *p = d->send;
+    if (cancelled) {
+        p->cancelled = true;
+    } else if (error) {
+        if (!p->failed++) snprintf(p->error, sizeof p->error, "%s", error);
+    } else {
+        p->bytes += ds->bytes;
+    }
+    if (ds->ms > p->ms) p->ms = ds->ms; /* all start together: the last ack's */
+    if (--p->pending == 0) send_finish(p);
+}
+
+/* Hands the snapshot to the data plane, once per destination (each
+ * transfer holds a reference), and keeps the job until every one is done. */
 static bool send_after(struct command_job *j)
 {
     struct send_params *p = j->extra;
-    p->ds.done = send_done;
-    dataplane_send(j->server->dataplane, &p->ds);
+    p->pending = p->n_dests + 1; /* a done called at once must not end the send early */
+    for (uint32_t i = 0; i < p->n_dests; i++) {
+        struct dataplane_send *ds = &p->dests[i].ds;
+        p->dests[i].send = p;
+        store_tensor_hold(p->snapshot);
+        ds->snapshot = p->snapshot;
+        ds->data = p->data;
+        ds->count = p->count;
+        ds->has_range = p->has_at || j->has_range;
+        ds->offset = p->has_at ? (uint64_t)p->at : j->range_offset;
+        ds->add = p->add;
+        ds->version = p->version;
+        snprintf(ds->as, sizeof ds->as, "%s", p->as);
+        ds->done = send_dest_done;
+        dataplane_send(j->server->dataplane, ds);
+    }
+    if (--p->pending == 0) send_finish(p);
     return true;
 }
 
 static void send_cleanup(struct command_job *j)
 {
     struct send_params *p = j->extra;
-    store_tensor_release(p->ds.snapshot);
-    p->ds.snapshot = NULL;
+    store_tensor_release(p->snapshot);
+    p->snapshot = NULL;
+    free(p->dests);
 }
 
 /* ---- peers ---- */
@@ -148,64 +259,101 @@ static bool peers_entry(struct proto_args *a, const msgpack_object_kv *kv, int p
     return true;
 }
 
-/* Validates every entry, then (second pass) stores them: a bad entry
- * changes nothing. */
-static bool peers_apply(struct peer_server *s, struct proto_args *a, const msgpack_object *table,
-                        bool replace)
+struct peers_params {
+    const msgpack_object *table; /* the request's, or `copy` in a batch */
+    bool replace, copied;
+    msgpack_sbuffer packed;
+    msgpack_unpacked copy;
+};
+
+/* A batch runs its commands after the request is gone: the table is kept
+ * as a copy (packed and unpacked again into memory of its own). */
+static bool peers_keep_table(struct peers_params *p, struct proto_args *a)
 {
-    uint32_t n = table->type == MSGPACK_OBJECT_MAP ? table->via.map.size : 0;
-    struct sockaddr_storage addr;
-    socklen_t len;
-    int port = data_default_port(s);
-    for (uint32_t i = 0; i < n; i++)
-        if (!peers_entry(a, &table->via.map.ptr[i], port, &addr, &len)) return false;
-    if (replace) dataplane_clear_peers(s->dataplane);
-    for (uint32_t i = 0; i < n; i++) {
-        const msgpack_object *k = &table->via.map.ptr[i].key;
-        char name[FRAME_NODE_NAME_SIZE];
-        memcpy(name, k->via.str.ptr, k->via.str.size);
-        name[k->via.str.size] = '\0';
-        peers_entry(a, &table->via.map.ptr[i], port, &addr, &len);
-        if (dataplane_set_peer(s->dataplane, name, &addr, len) != 0)
-            return cmd_arg_fail(a, "out of memory");
-    }
+    msgpack_sbuffer_init(&p->packed);
+    msgpack_unpacked_init(&p->copy);
+    p->copied = true;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &p->packed, msgpack_sbuffer_write);
+    if (msgpack_pack_object(&pk, *p->table) != 0 ||
+        msgpack_unpack_next(&p->copy, p->packed.data, p->packed.size, NULL) !=
+            MSGPACK_UNPACK_SUCCESS)
+        return cmd_arg_fail(a, "out of memory");
+    p->table = &p->copy.data;
     return true;
 }
 
-static void peers_reply(struct peer_server *s, uint32_t msgid, double start_ms,
-                        struct proto_args *a)
+/* Checks every entry: a bad table is refused before anything changes. */
+static bool peers_parse(struct command_job *j, struct proto_args *a)
 {
-    const msgpack_object *table = proto_args_get(a, "table");
-    bool replace = false;
-    bool ok = proto_arg_bool(a, "replace", &replace) >= 0;
-    if (ok && !table) ok = proto_args_missing(a, "table");
+    struct peers_params *p = j->extra;
+    p->table = proto_args_get(a, "table");
+    if (!cmd_arg_bool(a, "replace", &p->replace)) return false;
+    if (!p->table) return proto_args_missing(a, "table");
     /* An empty Lua table arrives as an empty array. */
-    if (ok && table->type != MSGPACK_OBJECT_MAP &&
-        !(table->type == MSGPACK_OBJECT_ARRAY && table->via.array.size == 0))
-        ok = cmd_arg_fail(a, "param 'table': expected a map of node names to addresses, got %s",
-                          proto_type_name(table->type));
-    if (ok) ok = peers_apply(s, a, table, replace);
-    if (!ok) {
-        char message[400];
-        snprintf(message, sizeof message, "peers: %s", a->err);
-        proto_pack_error(&s->pk, msgid, message);
-        return;
+    if (p->table->type != MSGPACK_OBJECT_MAP &&
+        !(p->table->type == MSGPACK_OBJECT_ARRAY && p->table->via.array.size == 0))
+        return cmd_arg_fail(a, "param 'table': expected a map of node names to addresses, got %s",
+                            proto_type_name(p->table->type));
+    uint32_t n = p->table->type == MSGPACK_OBJECT_MAP ? p->table->via.map.size : 0;
+    struct sockaddr_storage addr;
+    socklen_t len;
+    for (uint32_t i = 0; i < n; i++)
+        if (!peers_entry(a, &p->table->via.map.ptr[i], data_default_port(j->server), &addr, &len))
+            return false;
+    return !command_job_in_batch(j) || peers_keep_table(p, a);
+}
+
+/* Stores the entries parse() checked. */
+static bool peers_run(struct command_job *j)
+{
+    struct peers_params *p = j->extra;
+    struct peer_server *s = j->server;
+    uint32_t n = p->table->type == MSGPACK_OBJECT_MAP ? p->table->via.map.size : 0;
+    struct proto_args a;
+    struct sockaddr_storage addr;
+    socklen_t len;
+    if (p->replace) dataplane_clear_peers(s->dataplane);
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object *k = &p->table->via.map.ptr[i].key;
+        char name[FRAME_NODE_NAME_SIZE];
+        memcpy(name, k->via.str.ptr, k->via.str.size);
+        name[k->via.str.size] = '\0';
+        peers_entry(&a, &p->table->via.map.ptr[i], data_default_port(s), &addr, &len);
+        if (dataplane_set_peer(s->dataplane, name, &addr, len) != 0)
+            return cmd_fail(j, "out of memory");
     }
-    proto_pack_response_begin(&s->pk, msgid, 2);
-    proto_pack_kv_i64(&s->pk, "peers", (int64_t)dataplane_peer_count(s->dataplane));
-    proto_pack_kv_f64(&s->pk, "ms", command_now_ms() - start_ms);
+    cmd_result_u64(j, "peers", dataplane_peer_count(s->dataplane));
+    return true;
+}
+
+static void peers_cleanup(struct command_job *j)
+{
+    struct peers_params *p = j->extra;
+    if (!p->copied) return;
+    msgpack_unpacked_destroy(&p->copy);
+    msgpack_sbuffer_destroy(&p->packed);
 }
 
 /* ---- table entries ---- */
 
-static const char *const keys_send[] = {"tensor", "to", "to_addr", "as", "range", NULL};
+static const char *const keys_send[] = {"tensor", "to", "to_addr", "as",
+                                        "range",  "at", "add",     NULL};
 static const char *const keys_peers[] = {"table", "replace", NULL};
 
 const struct command data_cmd_send = {"send",
                                       keys_send,
+                                      COMMAND_WORKER,
                                       .parse = send_parse,
                                       .run = send_run,
                                       .after = send_after,
                                       .cleanup = send_cleanup,
                                       .extra_size = sizeof(struct send_params)};
-const struct command data_cmd_peers = {"peers", keys_peers, .reply_inline = peers_reply};
+const struct command data_cmd_peers = {"peers",
+                                       keys_peers,
+                                       COMMAND_NOW,
+                                       .parse = peers_parse,
+                                       .run = peers_run,
+                                       .cleanup = peers_cleanup,
+                                       .extra_size = sizeof(struct peers_params),
+                                       .bare = true};

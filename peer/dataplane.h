@@ -14,8 +14,13 @@
  * Receiving (store.h rules): a whole tensor is read straight into a new
  * tensor that replaces any tensor of that name when complete (recently
  * replaced tensors of the same size are recycled, so repeated transfers do
- * not fault in fresh pages); a range goes through a per-connection staging
- * buffer into the existing tensor as a patch. The loop thread does all I/O,
+ * not fault in fresh pages); its version becomes the sender's (unless the
+ * name's own is higher). A range, and an add (FRAME_FLAG_ADD: the payload is
+ * summed into the existing tensor, whole or a range of it), go through a
+ * per-connection staging buffer into the existing tensor as a patch (in
+ * place when nobody else holds the tensor, else copied on write in the same
+ * pass) under the store's write lock, one version up. Every receive records
+ * its arrival in the store in the same step. The loop thread does all I/O,
  * so the peer keeps receiving while its worker computes.
  *
  * Failure: a malformed frame, or one whose payload overruns what it
@@ -60,9 +65,10 @@ struct dataplane_config {
 struct dataplane_recv_info {
     const char *tensor, *from;
     uint64_t id, bytes;
-    bool has_range;
+    bool has_range, add;
     uint64_t offset, count;
-    double ms; /* from the frame's first byte to the tensor stored */
+    uint64_t version; /* of the tensor after the receive */
+    double ms;        /* from the frame's first byte to the tensor stored */
 };
 
 struct dataplane_hooks {
@@ -82,7 +88,9 @@ struct dataplane_send {
     const float *data;             /* count elements inside snapshot */
     uint64_t count;
     bool has_range;
-    uint64_t offset; /* where data lands in the receiver's tensor */
+    uint64_t offset;  /* where data lands in the receiver's tensor */
+    bool add;         /* the receiver adds data into its tensor */
+    uint64_t version; /* of the sender's tensor, for the receiver */
     /* error: NULL when the receiver stored the tensor. cancelled: the data
      * plane is going away and nobody wants an answer. */
     void (*done)(struct dataplane_send *send, const char *error, bool cancelled);

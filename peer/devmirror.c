@@ -4,6 +4,7 @@
  * its device buffers; borrows the kern_ctx. */
 #include "peer/devmirror.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,8 +24,25 @@ struct devmirror {
     struct kern_ctx *ctx;
     bool host; /* the cpu: tensors are their own device copies */
     struct mirror *mirrors;
-    struct devmirror_totals totals; /* the transfer counters */
+    /* The counters, kept up to date as mirrors change, so that stats can
+     * read them from the loop thread. */
+    pthread_mutex_t totals_lock;
+    struct devmirror_totals totals;
 };
+
+/* Adds to the counters (the loop thread may be reading them). */
+static void totals_add(struct devmirror *m, int64_t mirrors, int64_t mirror_bytes, bool upload,
+                       bool download, uint64_t bytes)
+{
+    pthread_mutex_lock(&m->totals_lock);
+    m->totals.mirrors += (uint64_t)mirrors;
+    m->totals.mirror_bytes += (uint64_t)mirror_bytes;
+    m->totals.uploads += upload;
+    m->totals.upload_bytes += upload ? bytes : 0;
+    m->totals.downloads += download;
+    m->totals.download_bytes += download ? bytes : 0;
+    pthread_mutex_unlock(&m->totals_lock);
+}
 
 struct devmirror *devmirror_create(struct kern_ctx *ctx)
 {
@@ -32,11 +50,16 @@ struct devmirror *devmirror_create(struct kern_ctx *ctx)
     if (!m) return NULL;
     m->ctx = ctx;
     m->host = kern_ctx_device(ctx) == KERN_DEVICE_CPU;
+    if (pthread_mutex_init(&m->totals_lock, NULL) != 0) {
+        free(m);
+        return NULL;
+    }
     return m;
 }
 
 static void mirror_free(struct devmirror *m, struct mirror *e)
 {
+    totals_add(m, -1, -(int64_t)((e->size + e->spare_size) * sizeof(float)), false, false, 0);
     kern_free(m->ctx, e->buf);
     kern_free(m->ctx, e->spare);
     free(e);
@@ -50,6 +73,7 @@ void devmirror_destroy(struct devmirror *m)
         mirror_free(m, m->mirrors);
         m->mirrors = next;
     }
+    pthread_mutex_destroy(&m->totals_lock);
     free(m);
 }
 
@@ -60,11 +84,10 @@ struct kern_ctx *devmirror_ctx(const struct devmirror *m)
 
 void devmirror_get_totals(const struct devmirror *m, struct devmirror_totals *out)
 {
+    struct devmirror *mm = (struct devmirror *)m; /* the lock, not the counters */
+    pthread_mutex_lock(&mm->totals_lock);
     *out = m->totals;
-    for (const struct mirror *e = m->mirrors; e; e = e->next) {
-        out->mirrors++;
-        out->mirror_bytes += (uint64_t)(e->size + e->spare_size) * sizeof(float);
-    }
+    pthread_mutex_unlock(&mm->totals_lock);
 }
 
 /* ---- entries ---- */
@@ -86,6 +109,7 @@ static struct mirror *mirror_get(struct devmirror *m, const char *name, char *er
     if (!e) return kern_fail(err, errlen, "out of memory for the device copy of '%s'", name), NULL;
     strcpy(e->name, name); /* store names fit (STORE_NAME_MAX) */
     *slot = e;
+    totals_add(m, 1, 0, false, false, 0);
     return e;
 }
 
@@ -96,10 +120,12 @@ static int buffer_fit(struct devmirror *m, float **buf, size_t *size, size_t n, 
 {
     if (*buf && *size == n) return 0;
     kern_free(m->ctx, *buf);
+    totals_add(m, 0, -(int64_t)(*size * sizeof(float)), false, false, 0);
     *buf = NULL;
     *size = 0;
     if (kern_alloc(m->ctx, n, buf, err, errlen) < 0) return -1;
     *size = n;
+    totals_add(m, 0, (int64_t)(n * sizeof(float)), false, false, 0);
     return 0;
 }
 
@@ -112,8 +138,7 @@ static int mirror_upload(struct devmirror *m, struct mirror *e, const struct sto
         kern_upload(m->ctx, e->buf, t->data, t->size, err, errlen) < 0)
         return -1;
     e->gen = gen;
-    m->totals.uploads++;
-    m->totals.upload_bytes += t->size * sizeof(float);
+    totals_add(m, 0, 0, true, false, t->size * sizeof(float));
     return 0;
 }
 
@@ -121,8 +146,7 @@ static int mirror_download(struct devmirror *m, const float *src, float *dst, ui
                            char *err, size_t errlen)
 {
     if (kern_download(m->ctx, dst, src, count, err, errlen) < 0) return -1;
-    m->totals.downloads++;
-    m->totals.download_bytes += count * sizeof(float);
+    totals_add(m, 0, 0, false, true, count * sizeof(float));
     return 0;
 }
 

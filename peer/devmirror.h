@@ -21,8 +21,9 @@
  * tensor's own elements and copies nothing, so the CPU path costs what it
  * did without this layer.
  *
- * Worker thread only (like the kern_ctx, which it borrows). Functions that
- * can fail return NULL / false with a message in err. */
+ * Worker thread only (like the kern_ctx, which it borrows), except
+ * devmirror_get_totals, which any thread may call. Functions that can fail
+ * return NULL / false with a message in err. */
 #pragma once
 
 #include <stdbool.h>

@@ -54,7 +54,7 @@ static void pack_kv_u64(msgpack_packer *pk, const char *key, uint64_t value)
 
 static void frame_pack_tensor(msgpack_packer *pk, const struct frame_header *h)
 {
-    msgpack_pack_map(pk, 7u + (h->to[0] != '\0') + h->has_range);
+    msgpack_pack_map(pk, 8u + (h->to[0] != '\0') + h->has_range + (h->flags != 0));
     pack_kv_str(pk, "type", "tensor");
     pack_kv_u64(pk, "id", h->id);
     pack_kv_str(pk, "from", h->from);
@@ -63,6 +63,8 @@ static void frame_pack_tensor(msgpack_packer *pk, const struct frame_header *h)
     pack_kv_str(pk, "dtype", "f32");
     pack_kv_u64(pk, "count", h->count);
     pack_kv_u64(pk, "bytes", h->bytes);
+    pack_kv_u64(pk, "version", h->version);
+    if (h->flags) pack_kv_u64(pk, "flags", h->flags);
     if (h->has_range) {
         pack_str(pk, "range");
         msgpack_pack_array(pk, 2);
@@ -261,10 +263,12 @@ enum {
     KEY_BYTES = 1 << 7,
     KEY_RANGE = 1 << 8,
     KEY_ERROR = 1 << 9,
+    KEY_VERSION = 1 << 10,
+    KEY_FLAGS = 1 << 11,
 };
 
-static const char *const frame_keys[] = {"type",  "id",    "from",  "to",    "as",
-                                         "dtype", "count", "bytes", "range", "error"};
+static const char *const frame_keys[] = {"type",  "id",    "from",  "to",    "as",      "dtype",
+                                         "count", "bytes", "range", "error", "version", "flags"};
 
 /* Decodes the value of key number k. */
 static bool frame_value(struct mp_cursor *c, int k, struct frame_header *h, uint64_t *range_count)
@@ -288,8 +292,12 @@ static bool frame_value(struct mp_cursor *c, int k, struct frame_header *h, uint
         return mp_uint(c, &h->bytes);
     case 8:
         return mp_range(c, h, range_count);
-    default:
+    case 9:
         return mp_strcpy(c, h->error, sizeof h->error);
+    case 10:
+        return mp_uint(c, &h->version);
+    default:
+        return mp_uint(c, &h->flags);
     }
 }
 
@@ -308,7 +316,7 @@ static bool frame_check(const struct frame_header *h, unsigned seen, uint64_t ra
                         char *err, size_t errlen)
 {
     unsigned tensor_keys =
-        KEY_TYPE | KEY_ID | KEY_FROM | KEY_AS | KEY_DTYPE | KEY_COUNT | KEY_BYTES;
+        KEY_TYPE | KEY_ID | KEY_FROM | KEY_AS | KEY_DTYPE | KEY_COUNT | KEY_BYTES | KEY_VERSION;
     if (h->type == FRAME_ACK) {
         if ((seen & (KEY_TYPE | KEY_ID)) != (KEY_TYPE | KEY_ID) ||
             (seen & ~(KEY_TYPE | KEY_ID | KEY_BYTES | KEY_ERROR)))
@@ -326,6 +334,8 @@ static bool frame_check(const struct frame_header *h, unsigned seen, uint64_t ra
                           h->count, h->bytes);
     if (h->has_range && (range_count != h->count || h->offset > STORE_MAX_ELEMENTS))
         return frame_fail(err, errlen, "tensor frame with a range that does not match its count");
+    if (h->flags & ~(uint64_t)FRAME_FLAGS_KNOWN)
+        return frame_fail(err, errlen, "tensor frame with unknown flags %#" PRIx64, h->flags);
     return true;
 }
 

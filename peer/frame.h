@@ -3,7 +3,7 @@
  * Every message on a data connection is a frame:
  *
  *   offset size
- *   0      4    magic "HNd1"
+ *   0      4    magic "HNd2" (format 2: version and flags; "HNd1" had neither)
  *   4      4    u32 big-endian length H of the header (1..FRAME_HEADER_MAX)
  *   8      H    msgpack map with string keys (below)
  *   8+H    B    payload: B = header "bytes", raw little-endian float32
@@ -22,6 +22,11 @@
  *     bytes  u64 payload bytes, = 4 * count
  *     range  optional [offset, count]: the payload overwrites elements
  *            [offset, offset + count) of an existing tensor `as`
+ *     version u64, the version of the sender's tensor in the snapshot
+ *     flags  optional u64 bit set, 0 when absent: FRAME_FLAG_ADD adds the
+ *            payload into the existing tensor `as` (its range, or the whole
+ *            tensor, which must then have `count` elements) instead of
+ *            replacing it; other bits are malformed
  *   ack frames: bytes = 0 and optional error (str): why the receiver did not
  *   store the tensor; absent when it did.
  *
@@ -36,7 +41,7 @@
 
 #include "peer/store.h"
 
-#define FRAME_MAGIC "HNd1"
+#define FRAME_MAGIC "HNd2"
 #define FRAME_PREFIX_BYTES 8
 #define FRAME_HEADER_MAX 1024
 #define FRAME_NODE_NAME_SIZE 256 /* node names have at most 255 bytes */
@@ -44,12 +49,17 @@
 
 enum frame_type { FRAME_TENSOR = 1, FRAME_ACK = 2 };
 
+#define FRAME_FLAG_ADD 1u
+#define FRAME_FLAGS_KNOWN FRAME_FLAG_ADD
+
 struct frame_header {
     enum frame_type type;
     uint64_t id;
     uint64_t count, bytes; /* elements and payload bytes; 0 for acks */
     bool has_range;
-    uint64_t offset; /* with has_range; the range's count is `count` */
+    uint64_t offset;  /* with has_range; the range's count is `count` */
+    uint64_t version; /* tensor frames */
+    uint64_t flags;   /* tensor frames: FRAME_FLAG_* */
     char from[FRAME_NODE_NAME_SIZE];
     char to[FRAME_NODE_NAME_SIZE]; /* "" when absent */
     char as[STORE_NAME_MAX + 1];

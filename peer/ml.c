@@ -16,32 +16,10 @@
 #include "kernels/device.h"
 #include "peer/command_job.h"
 #include "peer/devmirror.h"
+#include "peer/ml_internal.h"
 
-#define ML_SPLIT_SIZE 32
 #define ML_PATH_SIZE 4096
-#define ML_EVAL_CHUNK 1024 /* samples per dataset_read of eval */
 #define ML_BATCH_MAX 65536
-
-struct ml_split {
-    char name[ML_SPLIT_SIZE];
-    struct dataset *ds;
-    struct ml_split *next;
-};
-
-struct ml_model {
-    char name[COMMAND_NAME_SIZE]; /* its parameter tensor */
-    struct kern_model *model;
-    struct kern_optim *optim; /* NULL until the first optim{} */
-    struct ml_model *next;
-};
-
-struct ml_state {
-    struct ml_split *splits;
-    struct ml_model *models;
-    float *x; /* batch scratch */
-    int32_t *y;
-    size_t x_cap, y_cap;
-};
 
 struct ml_state *ml_state_create(void)
 {
@@ -60,7 +38,7 @@ void ml_state_destroy(struct ml_state *ml)
     if (!ml) return;
     while (ml->splits) {
         struct ml_split *next = ml->splits->next;
-        dataset_close(ml->splits->ds);
+        ml_data_release(ml->splits->data);
         free(ml->splits);
         ml->splits = next;
     }
@@ -69,12 +47,33 @@ void ml_state_destroy(struct ml_state *ml)
         ml_model_free(ml->models);
         ml->models = next;
     }
+    while (ml->tensor_optims) {
+        struct ml_tensor_optim *next = ml->tensor_optims->next;
+        kern_optim_destroy(ml->tensor_optims->optim);
+        free(ml->tensor_optims);
+        ml->tensor_optims = next;
+    }
     free(ml->x);
     free(ml->y);
+    free(ml->batch_x);
+    free(ml->batch_y);
     free(ml);
 }
 
 /* ---- lookups and scratch (worker) ---- */
+
+void ml_data_hold(struct ml_data *d)
+{
+    atomic_fetch_add(&d->refs, 1);
+}
+
+void ml_data_release(struct ml_data *d)
+{
+    if (d && atomic_fetch_sub(&d->refs, 1) == 1) {
+        dataset_close(d->ds);
+        free(d);
+    }
+}
 
 static struct ml_split **ml_split_slot(struct ml_state *ml, const char *name)
 {
@@ -84,11 +83,11 @@ static struct ml_split **ml_split_slot(struct ml_state *ml, const char *name)
     return p;
 }
 
-static struct dataset *ml_split_find(struct command_job *j, const char *split)
+struct ml_data *ml_split_find(struct command_job *j, const char *split)
 {
     struct ml_split *s = *ml_split_slot(j->ml, split);
     if (!s) cmd_fail(j, "no '%s' split loaded (load it with dataset{split='%s'})", split, split);
-    return s ? s->ds : NULL;
+    return s ? s->data : NULL;
 }
 
 static struct ml_model **ml_model_slot(struct ml_state *ml, const char *name)
@@ -99,15 +98,14 @@ static struct ml_model **ml_model_slot(struct ml_state *ml, const char *name)
     return p;
 }
 
-static struct ml_model *ml_model_find(struct command_job *j, const char *name)
+struct ml_model *ml_model_find(struct command_job *j, const char *name)
 {
     struct ml_model *m = *ml_model_slot(j->ml, name);
     if (!m) cmd_fail(j, "model '%s' not found (create it with model{})", name);
     return m;
 }
 
-/* The model's parameter tensor, checked against its architecture. */
-static struct store_tensor *ml_params_find(struct command_job *j, const struct ml_model *m)
+struct store_tensor *ml_params_find(struct command_job *j, const struct ml_model *m)
 {
     struct store_tensor *t = cmd_find(j, m->name);
     if (t && t->size != kern_model_param_count(m->model)) {
@@ -119,28 +117,27 @@ static struct store_tensor *ml_params_find(struct command_job *j, const struct m
     return t;
 }
 
-/* Scratch for n samples of dim floats. */
-static bool ml_scratch(struct command_job *j, size_t n, int dim)
+bool ml_reserve(struct command_job *j, size_t n, int dim, float **x, size_t *x_cap, int32_t **y,
+                size_t *y_cap)
 {
-    struct ml_state *ml = j->ml;
     size_t floats = n * (size_t)dim;
-    if (floats > ml->x_cap) {
-        float *x = realloc(ml->x, floats * sizeof *x);
-        if (!x) return cmd_fail(j, "out of memory for %zu samples", n);
-        ml->x = x;
-        ml->x_cap = floats;
+    if (floats > *x_cap) {
+        float *grown = realloc(*x, floats * sizeof *grown);
+        if (!grown) return cmd_fail(j, "out of memory for %zu samples", n);
+        *x = grown;
+        *x_cap = floats;
     }
-    if (n > ml->y_cap) {
-        int32_t *y = realloc(ml->y, n * sizeof *y);
-        if (!y) return cmd_fail(j, "out of memory for %zu labels", n);
-        ml->y = y;
-        ml->y_cap = n;
+    if (n > *y_cap) {
+        int32_t *grown = realloc(*y, n * sizeof *grown);
+        if (!grown) return cmd_fail(j, "out of memory for %zu labels", n);
+        *y = grown;
+        *y_cap = n;
     }
     return true;
 }
 
-static bool ml_check_shapes(struct command_job *j, const struct ml_model *m, struct dataset *ds,
-                            const char *split)
+bool ml_check_shapes(struct command_job *j, const struct ml_model *m, struct dataset *ds,
+                     const char *split)
 {
     if (dataset_dim(ds) != kern_model_input_size(m->model))
         return cmd_fail(j, "model %s takes %d inputs, the '%s' split has %d per sample",
@@ -195,17 +192,21 @@ static bool dataset_run(struct command_job *j)
         .synthetic = {(size_t)p->n, (int)p->dim, (int)p->classes, p->noise, (uint64_t)p->seed}};
     struct dataset *ds;
     if (dataset_open(&spec, &ds, j->err, sizeof j->err) != 0) return false;
+    struct ml_data *data = calloc(1, sizeof *data);
     struct ml_split **slot = ml_split_slot(j->ml, p->split);
-    if (!*slot) {
+    if (data && !*slot) {
         *slot = calloc(1, sizeof **slot);
-        if (!*slot) {
-            dataset_close(ds);
-            return cmd_fail(j, "out of memory");
-        }
-        strcpy((*slot)->name, p->split);
+        if (*slot) strcpy((*slot)->name, p->split);
     }
-    dataset_close((*slot)->ds);
-    (*slot)->ds = ds;
+    if (!data || !*slot) {
+        free(data);
+        dataset_close(ds);
+        return cmd_fail(j, "out of memory");
+    }
+    atomic_init(&data->refs, 1);
+    data->ds = ds;
+    ml_data_release((*slot)->data); /* a background eval may still read the old one */
+    (*slot)->data = data;
     cmd_result_str(j, "split", p->split);
     cmd_result_u64(j, "samples", dataset_size(ds));
     cmd_result_u64(j, "total", dataset_total(ds));
@@ -270,6 +271,7 @@ static bool model_run(struct command_job *j)
     }
     *slot = m;
     cmd_result_u64(j, "size", params->size);
+    cmd_result_u64(j, "version", store_tensor_version(params));
     store_tensor_release(params);
     return true;
 }
@@ -278,38 +280,73 @@ static bool model_run(struct command_job *j)
 
 struct grad_params {
     char model[COMMAND_NAME_SIZE], out[COMMAND_NAME_SIZE];
-    int64_t batch;
+    int64_t batch; /* 0: not given */
+    bool same_batch;
 };
 
 static bool grad_parse(struct command_job *j, struct proto_args *a)
 {
     struct grad_params *p = j->extra;
     strcpy(p->out, "grad");
-    p->batch = 64;
     return cmd_arg_required_name(a, "model", p->model) && cmd_arg_name(a, "out", p->out) >= 0 &&
-           cmd_arg_int(a, "batch", false, 1, ML_BATCH_MAX, &p->batch);
+           cmd_arg_int(a, "batch", false, 1, ML_BATCH_MAX, &p->batch) &&
+           cmd_arg_bool(a, "same_batch", &p->same_batch);
+}
+
+/* The next mini-batch of the train split into the kept batch buffers
+ * (eval has scratch of its own, so the batch survives for same_batch). */
+static bool grad_next_batch(struct command_job *j, const struct grad_params *p, struct dataset *ds)
+{
+    struct ml_state *ml = j->ml;
+    int batch = p->batch ? (int)p->batch : 64;
+    ml->batch_n = 0; /* overwritten from here on */
+    if (!ml_reserve(j, (size_t)batch, dataset_dim(ds), &ml->batch_x, &ml->batch_x_cap, &ml->batch_y,
+                    &ml->batch_y_cap) ||
+        dataset_next_batch(ds, batch, ml->batch_x, ml->batch_y, j->err, sizeof j->err) != 0)
+        return false;
+    ml->batch_n = batch;
+    ml->batch_dim = dataset_dim(ds);
+    return true;
+}
+
+/* same_batch: the samples of the previous grad again; the cursor stays. */
+static bool grad_same_batch(struct command_job *j, const struct grad_params *p,
+                            const struct ml_model *m)
+{
+    const struct ml_state *ml = j->ml;
+    if (!ml->batch_n)
+        return cmd_fail(j, "same_batch: this peer has no previous grad (no batch to repeat)");
+    if (p->batch && p->batch != ml->batch_n)
+        return cmd_fail(j, "same_batch: batch %" PRId64 " differs from the previous grad's %d",
+                        p->batch, ml->batch_n);
+    if (ml->batch_dim != kern_model_input_size(m->model))
+        return cmd_fail(j, "same_batch: model %s takes %d inputs, the previous batch has %d",
+                        kern_model_spec(m->model), kern_model_input_size(m->model), ml->batch_dim);
+    return true;
 }
 
 static bool grad_compute(struct command_job *j, const struct grad_params *p, struct ml_model *m,
                          struct dataset *ds, const struct store_tensor *params)
 {
-    int batch = (int)p->batch;
+    struct ml_state *ml = j->ml;
     float loss;
-    if (!ml_check_shapes(j, m, ds, "train") || !ml_scratch(j, (size_t)batch, dataset_dim(ds)) ||
-        dataset_next_batch(ds, batch, j->ml->x, j->ml->y, j->err, sizeof j->err) != 0)
+    if (!(p->same_batch ? grad_same_batch(j, p, m)
+                        : ml_check_shapes(j, m, ds, "train") && grad_next_batch(j, p, ds)))
         return false;
     const float *dparams = devmirror_read(j->dev, params, j->err, sizeof j->err);
     struct store_tensor *out = dparams ? cmd_new_tensor(j, p->out, params->size, false) : NULL;
     if (!out) return false;
     float *dgrad = devmirror_result(j->dev, out, j->err, sizeof j->err);
     bool ok = dgrad &&
-              kern_model_grad(m->model, dparams, j->ml->x, j->ml->y, batch, dgrad, &loss, j->err,
-                              sizeof j->err) == 0 &&
+              kern_model_grad(m->model, dparams, ml->batch_x, ml->batch_y, ml->batch_n, dgrad,
+                              &loss, j->err, sizeof j->err) == 0 &&
               devmirror_publish(j->dev, j->store, out, j->err, sizeof j->err);
     if (ok) {
         cmd_result_f64(j, "loss", loss);
-        cmd_result_u64(j, "batch", (uint64_t)batch);
+        cmd_result_u64(j, "batch", (uint64_t)ml->batch_n);
         cmd_result_u64(j, "epoch", dataset_epoch(ds));
+        /* The model version the gradient was computed on: exact staleness. */
+        cmd_result_u64(j, "version", store_tensor_version(params));
     }
     store_tensor_release(out);
     return ok;
@@ -319,9 +356,9 @@ static bool grad_run(struct command_job *j)
 {
     const struct grad_params *p = j->extra;
     struct ml_model *m = ml_model_find(j, p->model);
-    struct dataset *ds = m ? ml_split_find(j, "train") : NULL;
-    struct store_tensor *params = ds ? ml_params_find(j, m) : NULL;
-    bool ok = params && grad_compute(j, p, m, ds, params);
+    struct ml_data *data = m ? ml_split_find(j, "train") : NULL;
+    struct store_tensor *params = data ? ml_params_find(j, m) : NULL;
+    bool ok = params && grad_compute(j, p, m, data->ds, params);
     store_tensor_release(params);
     return ok;
 }
@@ -329,7 +366,8 @@ static bool grad_run(struct command_job *j)
 /* ---- optim ---- */
 
 struct optim_params {
-    char model[COMMAND_NAME_SIZE], grad[COMMAND_NAME_SIZE], method[16];
+    char model[COMMAND_NAME_SIZE], tensor[COMMAND_NAME_SIZE], grad[COMMAND_NAME_SIZE];
+    char method[16];
     double lr, momentum, beta1, beta2, eps, weight_decay; /* NAN: the default */
 };
 
@@ -337,7 +375,13 @@ static bool optim_parse(struct command_job *j, struct proto_args *a)
 {
     struct optim_params *p = j->extra;
     strcpy(p->grad, "grad");
-    return cmd_arg_required_name(a, "model", p->model) && cmd_arg_name(a, "grad", p->grad) >= 0 &&
+    int got_model = cmd_arg_name(a, "model", p->model);
+    int got_tensor = cmd_arg_name(a, "tensor", p->tensor);
+    if (got_model < 0 || got_tensor < 0) return false;
+    if ((got_model == 1) == (got_tensor == 1))
+        return cmd_arg_fail(a, "give one of 'model' (a model's parameters) and 'tensor' (any "
+                               "tensor, e.g. a shard of them)");
+    return cmd_arg_name(a, "grad", p->grad) >= 0 &&
            cmd_arg_text(a, "method", false, p->method, sizeof p->method) &&
            cmd_arg_float(a, "lr", false, NAN, &p->lr) &&
            cmd_arg_float(a, "momentum", false, NAN, &p->momentum) &&
@@ -352,14 +396,14 @@ static void optim_override(float *field, double value)
     if (!isnan(value)) *field = (float)value;
 }
 
-/* The model's optimizer configured by p: created on first use;
- * optim_configure resets it on a new method. */
+/* The optimizer in *slot, for n parameters, configured by p: created on
+ * first use; kern_optim_configure resets it on a new method. */
 static struct kern_optim *optim_prepare(struct command_job *j, const struct optim_params *p,
-                                        struct ml_model *m)
+                                        struct kern_optim **slot, size_t n)
 {
     struct optim_config cfg;
-    if (!p->method[0]) /* absent: the model's current method, or sgd */
-        cfg.method = m->optim ? kern_optim_config(m->optim)->method : OPTIM_SGD;
+    if (!p->method[0]) /* absent: the current method, or sgd */
+        cfg.method = *slot ? kern_optim_config(*slot)->method : OPTIM_SGD;
     else if (optim_method_parse(p->method, &cfg.method, j->err, sizeof j->err) != 0)
         return NULL;
     optim_config_default(&cfg, cfg.method);
@@ -369,12 +413,11 @@ static struct kern_optim *optim_prepare(struct command_job *j, const struct opti
     optim_override(&cfg.beta2, p->beta2);
     optim_override(&cfg.eps, p->eps);
     optim_override(&cfg.weight_decay, p->weight_decay);
-    if (m->optim && kern_optim_configure(m->optim, &cfg, j->err, sizeof j->err) != 0) return NULL;
-    if (!m->optim &&
-        kern_optim_create(devmirror_ctx(j->dev), &cfg, kern_model_param_count(m->model), &m->optim,
-                          j->err, sizeof j->err) != 0)
+    if (*slot && kern_optim_configure(*slot, &cfg, j->err, sizeof j->err) != 0) return NULL;
+    if (!*slot &&
+        kern_optim_create(devmirror_ctx(j->dev), &cfg, n, slot, j->err, sizeof j->err) != 0)
         return NULL;
-    return m->optim;
+    return *slot;
 }
 
 /* The step itself, on the device copies of the parameters and gradient. */
@@ -387,18 +430,18 @@ static void optim_step_device(struct command_job *j, struct kern_optim *o,
     if (dgrad) kern_optim_step(o, dparams, dgrad, n, j->err, sizeof j->err);
 }
 
-/* One step on the parameters, patched in place (copied if a send holds them). */
-static bool optim_apply(struct command_job *j, const struct optim_params *p, struct ml_model *m,
-                        struct kern_optim *o)
+/* One step on the n parameters in tensor `name`, patched in place (copied
+ * if a send holds them); what names them in a size error. */
+static bool optim_apply(struct command_job *j, const struct optim_params *p, const char *name,
+                        size_t n, const char *what, struct kern_optim *o)
 {
     struct store_patch params;
     store_write_lock(j->store);
-    bool ok = cmd_patch_begin(j, m->name, &params);
+    bool ok = cmd_patch_begin(j, name, &params);
     struct store_tensor *grad = ok ? cmd_find(j, p->grad) : NULL;
-    size_t n = kern_model_param_count(m->model);
     if (grad && (params.t->size != n || grad->size != n))
-        cmd_fail(j, "model %s has %zu parameters; '%s' has %" PRIu64 ", '%s' %" PRIu64,
-                 kern_model_spec(m->model), n, m->name, params.t->size, p->grad, grad->size);
+        cmd_fail(j, "%s has %zu parameters; '%s' has %" PRIu64 ", '%s' %" PRIu64, what, n, name,
+                 params.t->size, p->grad, grad->size);
     else if (grad)
         optim_step_device(j, o, &params, grad, n);
     ok = grad && !j->err[0];
@@ -406,69 +449,58 @@ static bool optim_apply(struct command_job *j, const struct optim_params *p, str
     if (params.t)
         ok = devmirror_patch_end(j->dev, j->store, &params, ok, 0, n, j->err, sizeof j->err);
     store_write_unlock(j->store);
+    if (ok) {
+        cmd_result_u64(j, "steps", (uint64_t)kern_optim_steps(o));
+        cmd_result_f64(j, "lr", kern_optim_config(o)->lr);
+        cmd_result_u64(j, "version", params.version);
+    }
     return ok;
+}
+
+/* The state of optim{tensor=}, per name; a tensor of another size than the
+ * state was made for starts afresh. */
+static struct kern_optim **optim_tensor_slot(struct command_job *j, const char *name, size_t n)
+{
+    struct ml_tensor_optim **p = &j->ml->tensor_optims;
+    while (*p && strcmp((*p)->name, name) != 0)
+        p = &(*p)->next;
+    if (!*p) {
+        *p = calloc(1, sizeof **p);
+        if (!*p) return cmd_fail(j, "out of memory"), NULL;
+        strcpy((*p)->name, name);
+    }
+    if ((*p)->optim && (*p)->size != n) {
+        kern_optim_destroy((*p)->optim);
+        (*p)->optim = NULL;
+    }
+    (*p)->size = n;
+    return &(*p)->optim;
+}
+
+static bool optim_run_tensor(struct command_job *j, const struct optim_params *p)
+{
+    struct store_tensor *t = cmd_find(j, p->tensor);
+    if (!t) return false;
+    size_t n = (size_t)t->size;
+    store_tensor_release(t); /* the patch takes it again: held, it would be copied */
+    char what[COMMAND_NAME_SIZE + 16];
+    snprintf(what, sizeof what, "tensor '%s'", p->tensor);
+    struct kern_optim **slot = optim_tensor_slot(j, p->tensor, n);
+    struct kern_optim *o = slot ? optim_prepare(j, p, slot, n) : NULL;
+    return o && optim_apply(j, p, p->tensor, n, what, o);
 }
 
 static bool optim_run(struct command_job *j)
 {
     const struct optim_params *p = j->extra;
+    if (p->tensor[0]) return optim_run_tensor(j, p);
     struct ml_model *m = ml_model_find(j, p->model);
-    struct kern_optim *o = m ? optim_prepare(j, p, m) : NULL;
-    if (!o || !optim_apply(j, p, m, o)) return false;
-    cmd_result_u64(j, "steps", (uint64_t)kern_optim_steps(o));
-    cmd_result_f64(j, "lr", kern_optim_config(o)->lr);
-    return true;
-}
-
-/* ---- eval ---- */
-
-struct eval_params {
-    char model[COMMAND_NAME_SIZE], split[ML_SPLIT_SIZE];
-    int64_t limit;
-};
-
-static bool eval_parse(struct command_job *j, struct proto_args *a)
-{
-    struct eval_params *p = j->extra;
-    strcpy(p->split, "test");
-    return cmd_arg_required_name(a, "model", p->model) &&
-           cmd_arg_text(a, "split", false, p->split, sizeof p->split) &&
-           cmd_arg_int(a, "limit", false, 0, INT64_MAX, &p->limit);
-}
-
-static bool eval_samples(struct command_job *j, struct ml_model *m, struct dataset *ds,
-                         const float *params, size_t limit, struct model_score *score)
-{
-    if (!ml_scratch(j, ML_EVAL_CHUNK, dataset_dim(ds))) return false;
-    for (size_t first = 0; first < limit; first += ML_EVAL_CHUNK) {
-        size_t n = limit - first < ML_EVAL_CHUNK ? limit - first : ML_EVAL_CHUNK;
-        if (dataset_read(ds, first, n, j->ml->x, j->ml->y, j->err, sizeof j->err) != 0 ||
-            kern_model_eval(m->model, params, j->ml->x, j->ml->y, n, score, j->err,
-                            sizeof j->err) != 0)
-            return false;
-    }
-    return true;
-}
-
-static bool eval_run(struct command_job *j)
-{
-    const struct eval_params *p = j->extra;
-    struct ml_model *m = ml_model_find(j, p->model);
-    struct dataset *ds = m ? ml_split_find(j, p->split) : NULL;
-    struct store_tensor *params =
-        ds && ml_check_shapes(j, m, ds, p->split) ? ml_params_find(j, m) : NULL;
-    if (!params) return false;
-    size_t limit = dataset_size(ds);
-    if (p->limit > 0 && (uint64_t)p->limit < limit) limit = (size_t)p->limit;
-    struct model_score score = {0};
-    const float *dparams = devmirror_read(j->dev, params, j->err, sizeof j->err);
-    bool ok = dparams && eval_samples(j, m, ds, dparams, limit, &score);
-    store_tensor_release(params);
-    if (!ok) return false;
-    cmd_result_f64(j, "accuracy", model_score_accuracy(&score));
-    cmd_result_f64(j, "loss", model_score_loss(&score));
-    cmd_result_u64(j, "samples", score.samples);
-    return true;
+    if (!m) return false;
+    size_t n = kern_model_param_count(m->model);
+    char what[300];
+    snprintf(what, sizeof what, "model %s", kern_model_spec(m->model));
+    struct kern_optim *o = optim_prepare(j, p, &m->optim, n);
+    return o && optim_apply(j, p, m->name, n, what, o);
 }
 
 /* ---- compress ---- */
@@ -532,7 +564,7 @@ static bool compress_with(struct command_job *j, const struct compress_params *p
     if (r.t) store_patch_end(j->store, &r, ok);
     store_write_unlock(j->store);
     if (ok) {
-        store_publish(j->store, out);
+        cmd_result_u64(j, "version", store_publish(j->store, out));
         cmd_result_u64(j, "bytes", len);
         cmd_result_u64(j, "size", out->size);
         cmd_result_u64(j, "dense_bytes", x->size * sizeof(float));
@@ -594,7 +626,7 @@ static bool decompress_into(struct command_job *j, const struct decompress_param
         struct store_tensor *out = cmd_new_tensor(j, p->out, n, false);
         bool ok =
             out && compress_decode(c->data, len, out->data, n, false, j->err, sizeof j->err) == 0;
-        if (ok) store_publish(j->store, out);
+        if (ok) cmd_result_u64(j, "version", store_publish(j->store, out));
         store_tensor_release(out);
         return ok;
     }
@@ -607,6 +639,7 @@ static bool decompress_into(struct command_job *j, const struct decompress_param
     ok = ok && compress_decode(c->data, len, o.t->data, n, true, j->err, sizeof j->err) == 0;
     if (o.t) store_patch_end(j->store, &o, ok);
     store_write_unlock(j->store);
+    if (ok) cmd_result_u64(j, "version", o.version);
     return ok;
 }
 
@@ -634,23 +667,22 @@ static const char *const keys_dataset[] = {"name",    "split", "shard", "shards"
                                            "alpha",   "seed",  "path",  "n",      "dim",
                                            "classes", "noise", NULL};
 static const char *const keys_model[] = {"name", "arch", "init", "seed", NULL};
-static const char *const keys_grad[] = {"model", "batch", "out", NULL};
-static const char *const keys_optim[] = {"model", "grad",  "method", "lr",           "momentum",
-                                         "beta1", "beta2", "eps",    "weight_decay", NULL};
-static const char *const keys_eval[] = {"model", "split", "limit", NULL};
+static const char *const keys_grad[] = {"model", "batch", "out", "same_batch", NULL};
+static const char *const keys_optim[] = {"model", "tensor",       "grad",  "method",
+                                         "lr",    "momentum",     "beta1", "beta2",
+                                         "eps",   "weight_decay", NULL};
 static const char *const keys_compress[] = {"tensor", "method", "ratio", "out", "residual", NULL};
 static const char *const keys_decompress[] = {"tensor", "out", "add", NULL};
 
 #define ML_COMMAND(cname, keys, prefix)                                                            \
     {                                                                                              \
-        cname, keys, .parse = prefix##_parse, .run = prefix##_run,                                 \
-                     .extra_size = sizeof(struct prefix##_params)                                  \
+        cname, keys, COMMAND_WORKER, .parse = prefix##_parse, .run = prefix##_run,                 \
+                                     .extra_size = sizeof(struct prefix##_params)                  \
     }
 
 const struct command ml_cmd_dataset = ML_COMMAND("dataset", keys_dataset, dataset);
 const struct command ml_cmd_model = ML_COMMAND("model", keys_model, model);
 const struct command ml_cmd_grad = ML_COMMAND("grad", keys_grad, grad);
 const struct command ml_cmd_optim = ML_COMMAND("optim", keys_optim, optim);
-const struct command ml_cmd_eval = ML_COMMAND("eval", keys_eval, eval);
 const struct command ml_cmd_compress = ML_COMMAND("compress", keys_compress, compress);
 const struct command ml_cmd_decompress = ML_COMMAND("decompress", keys_decompress, decompress);

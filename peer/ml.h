@@ -17,15 +17,20 @@
  *       n, dim, classes, noise: the synthetic generator.
  *   model{name=, arch=, init="default", seed=1} -> {size=}
  *       creates the flat parameter tensor `name` and resets its optimizer.
- *   grad{model=, batch=64, out="grad"} -> {loss=, batch=, epoch=}
+ *   grad{model=, batch=64, out="grad", same_batch=false}
+ *       -> {loss=, batch=, epoch=, version=}
  *       on the next mini-batch of the train split; out is a new tensor.
- *   optim{model=, grad="grad", method=, lr=, momentum=, beta1=, beta2=,
- *         eps=, weight_decay=} -> {steps=, lr=}
- *       method: sgd, momentum, nesterov, adam; absent: the model's current
- *       one (sgd at first). Hyperparameters not given take the method's
- *       defaults (optim.h), on every call. The state is kept per model and
- *       reset when the method changes (or model{} recreates the model).
- *   eval{model=, split="test", limit=0} -> {accuracy=, loss=, samples=}
+ *       same_batch: the previous grad's mini-batch again (kept in a buffer
+ *       of its own), the cursor stays. version: of the model read.
+ *   optim{model= | tensor=, grad="grad", method=, lr=, momentum=, beta1=,
+ *         beta2=, eps=, weight_decay=} -> {steps=, lr=, version=}
+ *       method: sgd, momentum, nesterov, adam; absent: the current one (sgd
+ *       at first). Hyperparameters not given take the method's defaults
+ *       (optim.h), on every call. The state is kept per model (reset when
+ *       the method changes or model{} recreates the model) or, with tensor=,
+ *       per tensor name (also reset when the tensor's size changes).
+ *   eval{model=, split="test", limit=0, background=false}
+ *       -> {accuracy=, loss=, samples=, version=}   (ml_eval.c)
  *   compress{tensor=, method="topk"|"int8"|"sign", ratio=0.01, out=,
  *            residual=} -> {bytes=, size=, dense_bytes=}
  *       out holds the compress.h bytes in ceil(bytes / 4) float32 elements
@@ -36,11 +41,18 @@
  *       add=true adds into the existing out (summing compressed gradients). */
 #pragma once
 
+#include <stddef.h>
+
 struct command;
 struct ml_state;
+struct ml_background;
 
 struct ml_state *ml_state_create(void);
 void ml_state_destroy(struct ml_state *ml);
+/* The state of background evaluations (ml_eval.c), used by the peer's
+ * background thread alone. NULL with err set on failure. */
+struct ml_background *ml_background_create(char *err, size_t errlen);
+void ml_background_destroy(struct ml_background *bg);
 
 extern const struct command ml_cmd_dataset;
 extern const struct command ml_cmd_model;

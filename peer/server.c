@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "peer/commands.h"
+#include "peer/commands_sync.h"
 #include "peer/dataplane.h"
 #include "peer/devmirror.h"
 #include "peer/ml.h"
@@ -223,16 +224,20 @@ static bool server_open_fd(struct peer_server *s)
     return true;
 }
 
-/* A tensor arrived: [2, "recv", {tensor, from, bytes, transfer, ms[, range]}]. */
+/* A tensor arrived: [2, "recv", {tensor, from, bytes, transfer, ms, version,
+ * add[, range]}]; a pending wait looks at its arrival. */
 static void on_data_recv(void *ctx, const struct dataplane_recv_info *info)
 {
     struct peer_server *s = ctx;
-    proto_pack_notify_begin(&s->pk, "recv", 5u + info->has_range);
+    proto_pack_notify_begin(&s->pk, "recv", 7u + info->has_range);
     proto_pack_kv_str(&s->pk, "tensor", info->tensor);
     proto_pack_kv_str(&s->pk, "from", info->from);
     proto_pack_kv_i64(&s->pk, "bytes", (int64_t)info->bytes);
     proto_pack_kv_i64(&s->pk, "transfer", (int64_t)info->id);
     proto_pack_kv_f64(&s->pk, "ms", info->ms);
+    proto_pack_kv_i64(&s->pk, "version", (int64_t)info->version);
+    proto_pack_str(&s->pk, "add");
+    info->add ? msgpack_pack_true(&s->pk) : msgpack_pack_false(&s->pk);
     if (info->has_range) {
         proto_pack_str(&s->pk, "range");
         msgpack_pack_array(&s->pk, 2);
@@ -242,6 +247,7 @@ static void on_data_recv(void *ctx, const struct dataplane_recv_info *info)
     /* Written now, before the data plane acks: the controller then normally
      * hears of the tensor before the sender's send{} completes. */
     if (!s->out.failed && !ev_is_active(&s->write_watcher)) server_flush(s);
+    sync_arrival(s);
 }
 
 static void on_data_log(void *ctx, const char *line)
@@ -305,10 +311,14 @@ bool peer_server_destroy(struct peer_server *s)
     ev_io_stop(s->loop, &s->read_watcher);
     ev_io_stop(s->loop, &s->write_watcher);
     ev_prepare_stop(s->loop, &s->flush_watcher);
-    /* Cancelled jobs release their tensors, so the worker goes before the
-     * store; jobs a transfer kept (send) are cancelled by the data plane. */
+    /* Cancelled jobs release their tensors, so the workers go before the
+     * store; a pending wait is cancelled here, jobs a transfer kept (send)
+     * by the data plane. */
     if (!worker_destroy(s->worker)) return false;
+    sync_shutdown(s);
+    if (!worker_destroy(s->background)) return false;
     dataplane_destroy(s->dataplane);
+    ml_background_destroy(s->ml_background);
     ml_state_destroy(s->ml); /* its models and optimizers free device memory */
     devmirror_destroy(s->dev);
     store_destroy(s->store);

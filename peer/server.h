@@ -6,9 +6,9 @@
  * when the socket is full, and reading pauses while too much output is
  * pending). Also owns the tensor store, the worker, the learning state
  * (ml.h) and the data plane, whose received tensors it announces to the
- * controller as `recv` notifications. Everything here runs on the loop
- * thread. The server stops its loop on EOF of the control fd
- * (exit status 0) or when the stream is unusable (status 1). */
+ * controller as `recv` notifications and to a pending wait (commands_sync.h). Everything here runs
+ * on the loop thread. The server stops its loop on EOF of the control fd (exit status 0) or when
+ * the stream is unusable (status 1). */
 #pragma once
 
 #include <ev.h>
@@ -23,8 +23,10 @@ struct store;
 struct worker;
 struct dataplane;
 struct ml_state;
+struct ml_background;
 struct kern_ctx;
 struct devmirror;
+struct command_job;
 
 struct peer_config {
     int control_fd;
@@ -64,7 +66,12 @@ struct peer_server {
     struct ml_state *ml;
     struct devmirror *dev; /* device copies of tensors, on cfg.kern */
     struct dataplane *dataplane;
-    uint64_t commands; /* requests received */
+    /* Background evaluations (ml.h): their idle-priority thread and its state,
+     * created with the first one. */
+    struct worker *background;
+    struct ml_background *ml_background;
+    struct command_job *waiter; /* the wait holding the FIFO, if any (commands_sync.h) */
+    uint64_t commands;          /* requests received */
     int exit_status;
 };
 

@@ -1,14 +1,26 @@
 /* store.c — the peer's tensor store (see store.h): a chained hash map from
- * names to reference-counted tensors, behind one mutex, and the write lock
- * and copy-on-write rules of patchers. */
+ * names to reference-counted tensors, behind one mutex, the write lock and
+ * copy-on-write rules of patchers, the versions of names (tombstones keep
+ * those of dropped ones) and the queue of pending arrivals. */
 #include "peer/store.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/vec.h"
+
 #define STORE_INITIAL_BUCKETS 64
+
+/* The last version of a dropped name, so that re-creating it continues the
+ * count. Removed when the name is published again. */
+struct store_tombstone {
+    struct store_tombstone *next;
+    uint64_t version;
+    char name[];
+};
 
 struct store {
     pthread_mutex_t lock;
@@ -16,6 +28,10 @@ struct store {
     struct store_tensor **buckets;
     size_t n_buckets; /* a power of two */
     uint64_t count, bytes;
+    struct store_tombstone **tombstones;
+    size_t n_tombstone_buckets, n_tombstones;        /* a power of two; entries */
+    struct store_arrival *arrivals, **arrivals_tail; /* pending, oldest first */
+    uint64_t n_arrivals, arrivals_dropped;
 };
 
 /* Source of tensor generations (store.h); 0 is never handed out. */
@@ -29,6 +45,16 @@ static void store_tensor_renew(struct store_tensor *t)
 uint64_t store_tensor_gen(const struct store_tensor *t)
 {
     return atomic_load_explicit(&((struct store_tensor *)t)->gen, memory_order_relaxed);
+}
+
+uint64_t store_tensor_version(const struct store_tensor *t)
+{
+    return atomic_load_explicit(&((struct store_tensor *)t)->version, memory_order_relaxed);
+}
+
+static void store_tensor_set_version(struct store_tensor *t, uint64_t version)
+{
+    atomic_store_explicit(&t->version, version, memory_order_relaxed);
 }
 
 /* FNV-1a: short names, few of them; no need for anything stronger. */
@@ -57,6 +83,13 @@ struct store *store_create(void)
         free(s);
         return NULL;
     }
+    s->arrivals_tail = &s->arrivals;
+    s->n_tombstone_buckets = STORE_INITIAL_BUCKETS;
+    s->tombstones = calloc(s->n_tombstone_buckets, sizeof *s->tombstones);
+    if (!s->tombstones) {
+        store_destroy(s);
+        return NULL;
+    }
     return s;
 }
 
@@ -73,6 +106,15 @@ void store_destroy(struct store *s)
         }
     }
     free(s->buckets);
+    for (size_t i = 0; s->tombstones && i < s->n_tombstone_buckets; i++) {
+        while (s->tombstones[i]) {
+            struct store_tombstone *next = s->tombstones[i]->next;
+            free(s->tombstones[i]);
+            s->tombstones[i] = next;
+        }
+    }
+    free(s->tombstones);
+    store_arrivals_free(s->arrivals);
     pthread_mutex_destroy(&s->write_lock);
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -100,6 +142,7 @@ struct store_tensor *store_tensor_new(const char *name, uint64_t size, bool zero
     t->next = NULL;
     atomic_init(&t->refs, 1);
     atomic_init(&t->gen, 0);
+    atomic_init(&t->version, 0);
     store_tensor_renew(t);
     return t;
 }
@@ -165,41 +208,123 @@ bool store_tensor_rename(struct store_tensor *t, const char *name)
     return true;
 }
 
-/* Puts t into the map in place of *slot (which may be NULL). Called with the
- * lock held; returns the replaced tensor, whose map reference the caller
- * now holds. */
+/* ---- versions ---- */
+
+static struct store_tombstone **store_tombstone_slot(struct store *s, const char *name)
+{
+    struct store_tombstone **p = &s->tombstones[store_hash(name) & (s->n_tombstone_buckets - 1)];
+    while (*p && strcmp((*p)->name, name) != 0)
+        p = &(*p)->next;
+    return p;
+}
+
+/* Doubles the tombstone buckets (a script that drops a fresh name every
+ * round leaves many); on allocation failure chains just get longer. Called
+ * with the lock held. */
+static void store_tombstones_grow(struct store *s)
+{
+    size_t n = s->n_tombstone_buckets * 2;
+    struct store_tombstone **buckets = calloc(n, sizeof *buckets);
+    if (!buckets) return;
+    for (size_t i = 0; i < s->n_tombstone_buckets; i++) {
+        while (s->tombstones[i]) {
+            struct store_tombstone *t = s->tombstones[i];
+            s->tombstones[i] = t->next;
+            struct store_tombstone **head = &buckets[store_hash(t->name) & (n - 1)];
+            t->next = *head;
+            *head = t;
+        }
+    }
+    free(s->tombstones);
+    s->tombstones = buckets;
+    s->n_tombstone_buckets = n;
+}
+
+/* The version of name, whose map slot holds `current` (NULL: not in the
+ * map). Called with the lock held. */
+static uint64_t store_name_version(struct store *s, const struct store_tensor *current,
+                                   const char *name)
+{
+    if (current) return store_tensor_version(current);
+    struct store_tombstone *grave = *store_tombstone_slot(s, name);
+    return grave ? grave->version : 0;
+}
+
+/* The name is in the map again: its tombstone goes. Called with the lock held. */
+static void store_tombstone_remove(struct store *s, const char *name)
+{
+    struct store_tombstone **slot = store_tombstone_slot(s, name);
+    struct store_tombstone *grave = *slot;
+    if (!grave) return;
+    *slot = grave->next;
+    s->n_tombstones--;
+    free(grave);
+}
+
+/* Puts t into the map in place of *slot (which may be NULL) with the given
+ * version. Called with the lock held; returns the replaced tensor, whose map
+ * reference the caller now holds. */
 static struct store_tensor *store_replace(struct store *s, struct store_tensor **slot,
-                                          struct store_tensor *t)
+                                          struct store_tensor *t, uint64_t version)
 {
     struct store_tensor *old = *slot;
     t->next = old ? old->next : NULL;
     *slot = t;
     store_tensor_renew(t); /* its elements may be new to readers (a recycled tensor) */
+    store_tensor_set_version(t, version);
     if (old) {
         old->next = NULL;
         s->count--;
         s->bytes -= old->size * sizeof(float);
+    } else {
+        store_tombstone_remove(s, t->name);
     }
     s->count++;
     s->bytes += t->size * sizeof(float);
     return old;
 }
 
-struct store_tensor *store_swap(struct store *s, struct store_tensor *t)
+/* store_swap with the version the caller chooses from the name's previous
+ * one: previous + 1, or for a receive max(sender's, previous). */
+static void store_arrival_post(struct store *s, struct store_arrival *a, uint64_t version);
+
+static struct store_tensor *store_swap_versioned(struct store *s, struct store_tensor *t,
+                                                 bool received, uint64_t sender_version,
+                                                 struct store_arrival *arrival)
 {
     store_tensor_hold(t); /* the map's reference */
     pthread_mutex_lock(&s->lock);
     if (s->count >= s->n_buckets) store_grow(s);
-    struct store_tensor *old = store_replace(s, store_slot(s, t->name), t);
+    struct store_tensor **slot = store_slot(s, t->name);
+    uint64_t previous = store_name_version(s, *slot, t->name);
+    uint64_t version = !received                   ? previous + 1
+                       : sender_version > previous ? sender_version
+                                                   : previous;
+    struct store_tensor *old = store_replace(s, slot, t, version);
+    store_arrival_post(s, arrival, version);
     pthread_mutex_unlock(&s->lock);
     return old;
 }
 
-void store_publish(struct store *s, struct store_tensor *t)
+struct store_tensor *store_swap(struct store *s, struct store_tensor *t)
+{
+    return store_swap_versioned(s, t, false, 0, NULL);
+}
+
+uint64_t store_publish(struct store *s, struct store_tensor *t)
 {
     /* Released outside the lock: freeing gigabytes (munmap) should not stall
      * others. */
     store_tensor_release(store_swap(s, t));
+    return store_tensor_version(t);
+}
+
+uint64_t store_version(struct store *s, const char *name)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t version = store_name_version(s, *store_slot(s, name), name);
+    pthread_mutex_unlock(&s->lock);
+    return version;
 }
 
 struct store_tensor *store_find(struct store *s, const char *name)
@@ -211,9 +336,19 @@ struct store_tensor *store_find(struct store *s, const char *name)
     return t;
 }
 
-bool store_drop(struct store *s, const char *name)
+static void store_arrivals_discard(struct store *s, const char *name);
+
+int store_drop(struct store *s, const char *name)
 {
+    size_t len = strlen(name) + 1;
+    struct store_tombstone *grave = malloc(sizeof *grave + len);
+    if (!grave) {
+        errno = ENOMEM;
+        return -1;
+    }
+    memcpy(grave->name, name, len);
     pthread_mutex_lock(&s->lock);
+    store_arrivals_discard(s, name);
     struct store_tensor **slot = store_slot(s, name);
     struct store_tensor *t = *slot;
     if (t) {
@@ -221,8 +356,16 @@ bool store_drop(struct store *s, const char *name)
         t->next = NULL;
         s->count--;
         s->bytes -= t->size * sizeof(float);
+        if (s->n_tombstones >= s->n_tombstone_buckets) store_tombstones_grow(s);
+        struct store_tombstone **gslot = store_tombstone_slot(s, name);
+        grave->version = store_tensor_version(t);
+        grave->next = NULL;
+        *gslot = grave; /* the name was in the map: it had no tombstone */
+        s->n_tombstones++;
+        grave = NULL;
     }
     pthread_mutex_unlock(&s->lock);
+    free(grave);
     store_tensor_release(t);
     return t != NULL;
 }
@@ -290,45 +433,119 @@ int store_patch_begin(struct store *s, const char *name, struct store_patch *p)
     return 0;
 }
 
-/* Publishes copy in place of orig if the name still maps to orig; returns
- * the reference of whichever tensor did not end up in the map. */
+/* Publishes copy in place of orig, with orig's version + 1, if the name
+ * still maps to orig; returns the reference of whichever tensor did not end
+ * up in the map and in *version the version published (0: none). */
+static struct store_tensor *store_publish_if_locked(struct store *s, struct store_tensor *copy,
+                                                    struct store_tensor *orig, uint64_t *version)
+{
+    struct store_tensor **slot = store_slot(s, copy->name);
+    *version = 0;
+    if (*slot != orig) return copy;
+    *version = store_tensor_version(orig) + 1;
+    return store_replace(s, slot, copy, *version);
+}
+
 static struct store_tensor *store_publish_if(struct store *s, struct store_tensor *copy,
-                                             struct store_tensor *orig)
+                                             struct store_tensor *orig, uint64_t *version)
 {
     pthread_mutex_lock(&s->lock);
-    struct store_tensor **slot = store_slot(s, copy->name);
-    struct store_tensor *loser = copy;
-    if (*slot == orig) loser = store_replace(s, slot, copy);
+    struct store_tensor *loser = store_publish_if_locked(s, copy, orig, version);
     pthread_mutex_unlock(&s->lock);
     return loser;
 }
 
+/* A patch written in place is one version more. */
+static uint64_t store_bump_version(struct store *s, struct store_tensor *t)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t version = store_tensor_version(t) + 1;
+    store_tensor_set_version(t, version);
+    pthread_mutex_unlock(&s->lock);
+    return version;
+}
+
 void store_patch_end(struct store *s, struct store_patch *p, bool commit)
 {
+    uint64_t version = 0;
     if (p->orig && commit) {
         /* The map's reference moves from the loser to the winner: copy gets
          * one; orig's (or copy's, when dropped) goes. */
         store_tensor_hold(p->t);
-        store_tensor_release(store_publish_if(s, p->t, p->orig));
+        store_tensor_release(store_publish_if(s, p->t, p->orig, &version));
+    } else if (commit) {
+        version = store_bump_version(s, p->t);
     }
     store_tensor_release(p->t);
     store_tensor_release(p->orig);
-    *p = (struct store_patch){0};
+    *p = (struct store_patch){.version = version};
 }
 
-int store_patch_range(struct store *s, const char *name, uint64_t offset, const float *src,
-                      uint64_t count, uint64_t *size)
+/* ---- writes into existing tensors (range and add receives) ---- */
+
+static int store_write_check(const struct store_write *w, const struct store_tensor *t)
+{
+    if (!t) return ENOENT;
+    if (w->add && w->whole && t->size != w->count) return EINVAL;
+    if (w->offset > t->size || w->count > t->size - w->offset) return ERANGE;
+    return 0;
+}
+
+/* dst = orig with w applied: in place when dst is orig, else the copy is
+ * built in the same pass (the elements outside w copied, those inside
+ * replaced or summed). */
+static void store_write_apply(const struct store_write *w, const struct store_tensor *orig,
+                              struct store_tensor *dst)
+{
+    const float *in = orig->data + w->offset;
+    float *out = dst->data + w->offset;
+    if (dst != orig) {
+        vec_copy(w->offset, orig->data, dst->data);
+        uint64_t end = w->offset + w->count;
+        vec_copy(orig->size - end, orig->data + end, dst->data + end);
+    }
+    if (w->add)
+        vec_add(w->count, in, w->src, out);
+    else
+        vec_copy(w->count, w->src, out);
+}
+
+/* Appends an arrival; beyond STORE_ARRIVALS_MAX pending the oldest goes
+ * (counted), so a script that never waits does not grow the peer. Called
+ * with the lock held. */
+static void store_arrival_post(struct store *s, struct store_arrival *a, uint64_t version)
+{
+    if (!a) return;
+    a->version = version;
+    *s->arrivals_tail = a;
+    s->arrivals_tail = &a->next;
+    if (++s->n_arrivals <= STORE_ARRIVALS_MAX) return;
+    struct store_arrival *oldest = s->arrivals;
+    s->arrivals = oldest->next;
+    free(oldest);
+    s->n_arrivals--;
+    s->arrivals_dropped++;
+}
+
+/* One attempt at w: 1 done, 0 when the copy lost to a replacer that came
+ * in between (try again on what it published), -1 with errno. The arrival
+ * (if any) is posted in the step that makes the change visible. */
+static int store_write_once(struct store *s, const struct store_write *w, struct store_arrival *a,
+                            uint64_t *size, uint64_t *version)
 {
     pthread_mutex_lock(&s->lock);
-    struct store_tensor *t = *store_slot(s, name);
-    int err = !t ? ENOENT : offset > t->size || count > t->size - offset ? ERANGE : 0;
+    struct store_tensor *t = *store_slot(s, w->name);
+    int err = store_write_check(w, t);
     if (t) *size = t->size;
     if (!err && atomic_load(&t->refs) == 1) {
         /* Under the lock: a reader would take a reference first, and cannot. */
-        memcpy(t->data + offset, src, count * sizeof(float));
+        store_write_apply(w, t, t);
         store_tensor_renew(t);
+        *version = store_tensor_version(t) + 1;
+        store_tensor_set_version(t, *version);
+        store_arrival_post(s, a, *version);
         pthread_mutex_unlock(&s->lock);
-        return 0;
+        return 1;
     }
     if (!err) store_tensor_hold(t);
     pthread_mutex_unlock(&s->lock);
@@ -336,13 +553,181 @@ int store_patch_range(struct store *s, const char *name, uint64_t offset, const 
         errno = err;
         return -1;
     }
-    struct store_patch p = {.t = store_copy(t), .orig = t};
-    if (!p.t) {
+    struct store_tensor *copy = store_tensor_new(t->name, t->size, false);
+    if (!copy) {
         store_tensor_release(t);
         errno = ENOMEM;
         return -1;
     }
-    memcpy(p.t->data + offset, src, count * sizeof(float));
-    store_patch_end(s, &p, true);
+    store_write_apply(w, t, copy);
+    store_tensor_hold(copy); /* the map's, if it wins */
+    pthread_mutex_lock(&s->lock);
+    struct store_tensor *loser = store_publish_if_locked(s, copy, t, version);
+    if (*version) store_arrival_post(s, a, *version);
+    pthread_mutex_unlock(&s->lock);
+    store_tensor_release(loser);
+    store_tensor_release(copy);
+    store_tensor_release(t);
+    return *version ? 1 : 0;
+}
+
+static int store_write(struct store *s, const struct store_write *w, struct store_arrival *a,
+                       uint64_t *size, uint64_t *version)
+{
+    int rc;
+    while ((rc = store_write_once(s, w, a, size, version)) == 0) {
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+int store_patch_range(struct store *s, const char *name, uint64_t offset, const float *src,
+                      uint64_t count, uint64_t *size)
+{
+    struct store_write w = {.name = name, .src = src, .offset = offset, .count = count};
+    uint64_t version;
+    return store_write(s, &w, NULL, size, &version);
+}
+
+/* ---- receives and arrivals ---- */
+
+/* One allocation sized to its two names. */
+static struct store_arrival *store_arrival_new(const char *name, const char *from, uint64_t bytes)
+{
+    size_t name_size = strlen(name) + 1, from_size = strlen(from) + 1;
+    struct store_arrival *a = malloc(sizeof *a + name_size + from_size);
+    if (!a) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    a->next = NULL;
+    a->version = 0;
+    a->bytes = bytes;
+    memcpy(a->strings, name, name_size);
+    memcpy(a->strings + name_size, from, from_size);
+    a->name = a->strings;
+    a->from = a->strings + name_size;
+    return a;
+}
+
+int store_receive_whole(struct store *s, struct store_tensor *t, const char *from,
+                        uint64_t sender_version, struct store_tensor **replaced)
+{
+    struct store_arrival *a = store_arrival_new(t->name, from, t->size * sizeof(float));
+    *replaced = NULL;
+    if (!a) return -1;
+    *replaced = store_swap_versioned(s, t, true, sender_version, a);
     return 0;
+}
+
+int store_receive_replace(struct store *s, struct store_tensor *r, struct store_tensor *t,
+                          const char *from, struct store_tensor **replaced, uint64_t *version)
+{
+    struct store_arrival *a = store_arrival_new(r->name, from, r->size * sizeof(float));
+    *replaced = NULL;
+    if (!a) return -1;
+    store_tensor_hold(r); /* the map's, if it wins */
+    pthread_mutex_lock(&s->lock);
+    struct store_tensor *loser = store_publish_if_locked(s, r, t, version);
+    if (*version) store_arrival_post(s, a, *version);
+    pthread_mutex_unlock(&s->lock);
+    if (*version) {
+        *replaced = loser;
+        return 1;
+    }
+    free(a);
+    store_tensor_release(loser); /* r's map reference, unused */
+    return 0;
+}
+
+int store_receive_patch(struct store *s, const struct store_write *w, uint64_t *size,
+                        uint64_t *version)
+{
+    struct store_arrival *a =
+        store_arrival_new(w->name, w->from ? w->from : "", w->count * sizeof(float));
+    if (!a) return -1;
+    if (store_write(s, w, a, size, version) == 0) return 0;
+    int err = errno;
+    free(a);
+    errno = err;
+    return -1;
+}
+
+/* Drops the pending arrivals of name. Called with the lock held. */
+static void store_arrivals_discard(struct store *s, const char *name)
+{
+    struct store_arrival **p = &s->arrivals;
+    while (*p) {
+        struct store_arrival *a = *p;
+        if (strcmp(a->name, name) == 0) {
+            *p = a->next;
+            s->n_arrivals--;
+            free(a);
+        } else {
+            p = &a->next;
+        }
+    }
+    s->arrivals_tail = p;
+}
+
+size_t store_arrivals_claim(struct store *s, store_match_fn match, const void *ctx, size_t k,
+                            struct store_arrival **claimed)
+{
+    *claimed = NULL;
+    pthread_mutex_lock(&s->lock);
+    size_t pending = 0;
+    for (struct store_arrival *a = s->arrivals; a; a = a->next)
+        pending += match(a->name, ctx);
+    struct store_arrival **out = claimed, **p = &s->arrivals;
+    for (size_t taken = 0; pending >= k && taken < k;) {
+        struct store_arrival *a = *p;
+        if (!match(a->name, ctx)) {
+            p = &a->next;
+            continue;
+        }
+        *p = a->next; /* unlinked, in order, onto the claimed list */
+        a->next = NULL;
+        *out = a;
+        out = &a->next;
+        taken++;
+        s->n_arrivals--;
+    }
+    while (*p)
+        p = &(*p)->next;
+    s->arrivals_tail = p;
+    pthread_mutex_unlock(&s->lock);
+    return pending;
+}
+
+size_t store_arrivals_describe(struct store *s, store_match_fn match, const void *ctx, char *buf,
+                               size_t cap)
+{
+    size_t n = 0, len = 0;
+    if (cap) buf[0] = '\0';
+    pthread_mutex_lock(&s->lock);
+    for (struct store_arrival *a = s->arrivals; a; a = a->next) {
+        if (!match(a->name, ctx)) continue;
+        int w = len < cap ? snprintf(buf + len, cap - len, "%s%s", n ? ", " : "", a->name) : 0;
+        len += w > 0 ? (size_t)w : 0;
+        n++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (len >= cap && cap > 4) strcpy(buf + cap - 4, "...");
+    return n;
+}
+
+void store_arrivals_totals(struct store *s, uint64_t *pending, uint64_t *dropped)
+{
+    pthread_mutex_lock(&s->lock);
+    *pending = s->n_arrivals;
+    *dropped = s->arrivals_dropped;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void store_arrivals_free(struct store_arrival *list)
+{
+    while (list) {
+        struct store_arrival *next = list->next;
+        free(list);
+        list = next;
+    }
 }

@@ -32,16 +32,37 @@
  * see it: it is fresh when the tensor is created, when it is published
  * (a recycled tensor gets a new one) and when a patch writes it in place.
  * Two looks at a tensor with equal gen saw the same elements, which is what
- * a GPU peer's device copies are checked against (peer/devmirror.h). */
+ * a GPU peer's device copies are checked against (peer/devmirror.h).
+ *
+ * Versions (docs/lua-api.md "Ordering and versions"): every name has a
+ * version, a counter users see. Publishing a tensor under a name sets it to
+ * the name's previous version + 1 (1 for a name never seen), a committed
+ * patch adds 1, a whole-tensor receive takes the sender's version unless the
+ * name's own is higher. A dropped name keeps its last version (a tombstone),
+ * so a re-created name continues the count: versions never go backwards.
+ * A tensor's version is set under the map's mutex when it is published or
+ * patched and does not change while anyone but the map holds it.
+ *
+ * Arrivals: every receive (whole, range, add) records an arrival (name,
+ * sending node, version after the receive, bytes) in the same step, under
+ * the map's mutex, as the tensor changes. Arrivals stay pending, in order,
+ * until claimed (the wait command) or until their name is dropped, which
+ * discards them in the same step as the tensor: no arrival outlives the
+ * tensor it announced, none is lost between a receive and a drop. At most
+ * STORE_ARRIVALS_MAX stay pending: beyond that the oldest is discarded and
+ * counted, so that a script that never waits does not grow the peer. */
 #pragma once
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define STORE_NAME_MAX 127 /* bytes of a tensor name, without the NUL */
 /* Largest tensor (8 GiB of float32): a guard against typos, not a real limit. */
 #define STORE_MAX_ELEMENTS ((uint64_t)1 << 31)
+/* Pending arrivals kept at most (about 100 bytes each). */
+#define STORE_ARRIVALS_MAX (1u << 16)
 
 struct store_tensor {
     char name[STORE_NAME_MAX + 1];
@@ -50,7 +71,8 @@ struct store_tensor {
     /* Private to store.c: */
     struct store_tensor *next; /* hash chain, guarded by the store's mutex */
     atomic_uint refs;
-    atomic_uint_fast64_t gen; /* read it with store_tensor_gen */
+    atomic_uint_fast64_t gen;     /* read it with store_tensor_gen */
+    atomic_uint_fast64_t version; /* read it with store_tensor_version */
 };
 
 struct store;
@@ -71,6 +93,9 @@ void store_tensor_hold(struct store_tensor *t);
 bool store_tensor_sole(const struct store_tensor *t);
 /* The tensor's generation (see the top of this file); never 0. */
 uint64_t store_tensor_gen(const struct store_tensor *t);
+/* The version the tensor was published or last patched with; 0 for a tensor
+ * that was never in a map. */
+uint64_t store_tensor_version(const struct store_tensor *t);
 /* Returns one reference; frees the tensor with the last one. NULL is a no-op. */
 void store_tensor_release(struct store_tensor *t);
 
@@ -80,16 +105,21 @@ bool store_tensor_rename(struct store_tensor *t, const char *name);
 
 /* Puts a tensor that is in no map into the map under its name, replacing
  * (and releasing) any tensor of that name. The map takes its own reference;
- * the caller keeps its one. */
-void store_publish(struct store *s, struct store_tensor *t);
+ * the caller keeps its one. Returns the tensor's new version. */
+uint64_t store_publish(struct store *s, struct store_tensor *t);
 /* store_publish that hands the map's reference to the replaced tensor (NULL
  * if none) to the caller instead of releasing it: a caller that then finds
  * itself the only holder may reuse the tensor's memory. */
 struct store_tensor *store_swap(struct store *s, struct store_tensor *t);
 /* The tensor called name with a new reference for the caller, or NULL. */
 struct store_tensor *store_find(struct store *s, const char *name);
-/* Removes name from the map; false when there was no such tensor. */
-bool store_drop(struct store *s, const char *name);
+/* The version of name: its tensor's, or the last one it had before it was
+ * dropped; 0 for a name never published. */
+uint64_t store_version(struct store *s, const char *name);
+/* Removes name from the map and discards its pending arrivals: 1, 0 when
+ * there was no such tensor (arrivals are discarded all the same), -1
+ * (errno ENOMEM, nothing changed) when its tombstone cannot be allocated. */
+int store_drop(struct store *s, const char *name);
 /* ---- patchers (see the top of this file) ---- */
 
 void store_write_lock(struct store *s);
@@ -100,6 +130,7 @@ struct store_patch {
     struct store_tensor *t;    /* write here; the caller holds a reference */
     struct store_tensor *orig; /* the published tensor when t is a private copy */
     uint64_t gen_before;       /* generation of the elements the patch starts from */
+    uint64_t version;          /* set by store_patch_end: the version committed, 0 if none */
 };
 /* With the write lock held: the tensor called name, ready to be written.
  * 0, or -1 with errno ENOENT (no such tensor) or ENOMEM (copy failed).
@@ -107,7 +138,9 @@ struct store_patch {
  * make it look shared and force a copy. */
 int store_patch_begin(struct store *s, const char *name, struct store_patch *p);
 /* Publishes a copy (commit true, and only if the name still maps to the
- * original) and returns the references. Then the write lock may go. */
+ * original), adds 1 to the version of a committed patch and returns the
+ * references; p->version then holds the version committed (0: the patch was
+ * dropped or not committed). Then the write lock may go. */
 void store_patch_end(struct store *s, struct store_patch *p, bool commit);
 /* With the write lock held: copies count floats from src to elements
  * [offset, offset + count) of the tensor called name. In place, under the
@@ -117,6 +150,67 @@ void store_patch_end(struct store *s, struct store_patch *p, bool commit);
  * it exists. */
 int store_patch_range(struct store *s, const char *name, uint64_t offset, const float *src,
                       uint64_t count, uint64_t *size);
+
+/* ---- receives (the data plane; see "Arrivals" above) ---- */
+
+/* A whole-tensor receive: publishes t (unpublished, held by the caller)
+ * under its name with version max(sender_version, the name's version) and
+ * records the arrival. *replaced gets the map's reference to the tensor it
+ * replaced (NULL if none), as store_swap. 0, or -1 (ENOMEM: nothing done). */
+int store_receive_whole(struct store *s, struct store_tensor *t, const char *from,
+                        uint64_t sender_version, struct store_tensor **replaced);
+
+/* A whole add summed as it arrived: the data plane computed r = t +
+ * payload while receiving, t being the tensor the name mapped to then (held
+ * by the caller). With the write lock held: publishes r (unpublished, held
+ * by the caller) in place of t if the name still maps to t, with t's
+ * version + 1, and records the arrival (bytes: 4 * r's size). 1 done
+ * (*replaced: the map's reference to t), 0 when the name maps to another
+ * tensor by now (nothing done: add the payload with store_receive_patch),
+ * -1 (ENOMEM). */
+int store_receive_replace(struct store *s, struct store_tensor *r, struct store_tensor *t,
+                          const char *from, struct store_tensor **replaced, uint64_t *version);
+
+/* A range or add receive into an existing tensor. */
+struct store_write {
+    const char *name, *from;
+    const float *src;
+    uint64_t offset, count; /* elements [offset, offset + count) of name */
+    bool add;               /* add src into them instead of replacing them */
+    bool whole;             /* add only: the whole tensor, whose size must be count */
+};
+/* With the write lock held: writes (or adds) w->src into name as a patch:
+ * in place, under the map's mutex so that no reader can take the tensor
+ * meanwhile, when the map is its only holder; otherwise a copy on write, in
+ * one pass (the copy is made with the sum). The version goes up by 1 and the
+ * arrival is recorded (bytes: 4 * count). 0, or -1 with errno ENOENT, ERANGE
+ * (outside the tensor), EINVAL (a whole add of another size) or ENOMEM;
+ * *size gets the tensor's size when it exists, *version the new version. */
+int store_receive_patch(struct store *s, const struct store_write *w, uint64_t *size,
+                        uint64_t *version);
+
+/* ---- arrivals ---- */
+
+struct store_arrival {
+    struct store_arrival *next;
+    uint64_t version, bytes;
+    const char *name, *from; /* the tensor and the sending node, in strings */
+    char strings[];
+};
+typedef bool (*store_match_fn)(const char *name, const void *ctx);
+/* When at least k pending arrivals match, removes the first k of them (in
+ * arrival order) and returns them as a list in *claimed (free it with
+ * store_arrivals_free). Returns how many were pending (nothing is claimed
+ * when that is fewer than k). */
+size_t store_arrivals_claim(struct store *s, store_match_fn match, const void *ctx, size_t k,
+                            struct store_arrival **claimed);
+/* The names of the matching pending arrivals, ", "-separated in buf
+ * (truncated with "..." to fit cap); returns their count. */
+size_t store_arrivals_describe(struct store *s, store_match_fn match, const void *ctx, char *buf,
+                               size_t cap);
+void store_arrivals_free(struct store_arrival *list);
+/* Arrivals pending now, and those discarded beyond STORE_ARRIVALS_MAX. */
+void store_arrivals_totals(struct store *s, uint64_t *pending, uint64_t *dropped);
 
 /* Tensors in the map and the bytes of their elements. */
 void store_totals(struct store *s, uint64_t *count, uint64_t *bytes);

@@ -1,9 +1,14 @@
-/* worker.c — the peer's compute thread (see worker.h). */
+/* worker.c — the peer's compute thread (see worker.h): the FIFO, gates
+ * and the jobs their owners run while holding it, speed emulation, and the
+ * background variant at idle priority. */
 #include "peer/worker.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 struct job_queue {
     struct worker_job *head, *tail;
@@ -17,7 +22,10 @@ struct worker {
     pthread_mutex_t lock; /* guards everything below */
     pthread_cond_t wake;  /* loop -> worker: a job or stop; CLOCK_MONOTONIC */
     struct job_queue pending, finished;
-    bool busy, stopping;
+    struct job_queue held_jobs; /* run ahead of pending while a gate holds the worker */
+    bool busy, stopping, held;
+    bool background;
+    const char *priority; /* worker_priority */
     struct worker_totals totals;
 };
 
@@ -86,19 +94,54 @@ static void worker_run_job(struct worker *w, struct worker_job *job)
     w->totals.compute_ms += job->wall_ms;
 }
 
+/* The next job to run (lock held): while held, only the holder's. */
+static struct worker_job *worker_next(struct worker *w)
+{
+    return queue_pop(w->held ? &w->held_jobs : &w->pending);
+}
+
+/* A gate reached the head (lock held): the worker is held from now on and
+ * the gate's owner hears of it through done. */
+static void worker_hold(struct worker *w, struct worker_job *gate)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    gate->queue_ms = ts_ms(&now) - ts_ms(&gate->submitted);
+    gate->wall_ms = gate->cpu_ms = 0;
+    w->held = true;
+}
+
+/* Background threads only use CPU nobody else wants. A thread may always
+ * lower its own priority, but a sandbox may refuse SCHED_IDLE. */
+static void worker_lower_priority(struct worker *w)
+{
+    struct sched_param param = {0};
+    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) == 0)
+        w->priority = "SCHED_IDLE";
+    else if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) == 0)
+        w->priority = "nice 19";
+    else
+        w->priority = "normal";
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     pthread_mutex_lock(&w->lock);
+    if (w->background) worker_lower_priority(w);
     for (;;) {
-        while (!w->pending.head && !w->stopping)
+        struct worker_job *job = NULL;
+        while (!w->stopping && !(job = worker_next(w)))
             pthread_cond_wait(&w->wake, &w->lock);
-        if (w->stopping) break;
-        struct worker_job *job = queue_pop(&w->pending);
-        w->busy = true;
-        pthread_mutex_unlock(&w->lock);
-        worker_run_job(w, job);
-        w->busy = false;
+        if (!job) break;
+        if (job->run) {
+            w->busy = true;
+            pthread_mutex_unlock(&w->lock);
+            worker_run_job(w, job);
+            w->busy = false;
+        } else {
+            worker_hold(w, job);
+        }
         queue_push(&w->finished, job);
         pthread_mutex_unlock(&w->lock);
         ev_async_send(w->loop, &w->wakeup);
@@ -136,12 +179,14 @@ static int worker_init_sync(struct worker *w)
     return 0;
 }
 
-struct worker *worker_create(struct ev_loop *loop, double speed)
+static struct worker *worker_start(struct ev_loop *loop, double speed, bool background)
 {
     struct worker *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->loop = loop;
     w->speed = speed > 0 ? speed : 1.0;
+    w->background = background;
+    w->priority = "normal";
     if (worker_init_sync(w) != 0) {
         free(w);
         return NULL;
@@ -160,11 +205,54 @@ struct worker *worker_create(struct ev_loop *loop, double speed)
     return w;
 }
 
+struct worker *worker_create(struct ev_loop *loop, double speed)
+{
+    return worker_start(loop, speed, false);
+}
+
+struct worker *worker_create_background(struct ev_loop *loop)
+{
+    return worker_start(loop, 1.0, true);
+}
+
+const char *worker_priority(struct worker *w)
+{
+    pthread_mutex_lock(&w->lock);
+    const char *priority = w->priority;
+    pthread_mutex_unlock(&w->lock);
+    return priority;
+}
+
 void worker_submit(struct worker *w, struct worker_job *job)
 {
     clock_gettime(CLOCK_MONOTONIC, &job->submitted);
     pthread_mutex_lock(&w->lock);
-    queue_push(&w->pending, job);
+    /* A gate that finds the worker idle, with nothing queued and every
+     * earlier job delivered, is at the head already: it holds the worker at
+     * once, without a round trip through the worker thread. */
+    bool at_head = !job->run && !w->busy && !w->held && !w->pending.head && !w->finished.head;
+    if (at_head)
+        worker_hold(w, job);
+    else
+        queue_push(&w->pending, job);
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    if (at_head) job->done(job, false);
+}
+
+void worker_submit_held(struct worker *w, struct worker_job *job)
+{
+    clock_gettime(CLOCK_MONOTONIC, &job->submitted);
+    pthread_mutex_lock(&w->lock);
+    queue_push(&w->held_jobs, job);
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+}
+
+void worker_release(struct worker *w)
+{
+    pthread_mutex_lock(&w->lock);
+    w->held = false;
     pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->lock);
 }
@@ -194,6 +282,7 @@ bool worker_destroy(struct worker *w)
     if (busy) return false;
     pthread_join(w->thread, NULL);
     ev_async_stop(w->loop, &w->wakeup);
+    worker_cancel(&w->held_jobs);
     worker_cancel(&w->pending);
     worker_cancel(&w->finished);
     pthread_cond_destroy(&w->wake);

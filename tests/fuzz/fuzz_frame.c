@@ -1,7 +1,7 @@
 /* fuzz_frame.c — libFuzzer target for the data-plane frame decoder
  * (peer/frame.c), which reads bytes from other peers: the prefix, then the
  * header; a header that decodes must survive an encode/decode round trip
- * unchanged. */
+ * unchanged (version and flags included), and its flags must be known ones. */
 #include "peer/frame.h"
 
 #include <stdint.h>
@@ -20,7 +20,8 @@ static void round_trip(const struct frame_header *h)
     if (frame_header_decode(buf + FRAME_PREFIX_BYTES, len, &again, err, sizeof err) != 0) abort();
     if (again.type != h->type || again.id != h->id || again.count != h->count ||
         again.bytes != h->bytes || again.has_range != h->has_range ||
-        (h->has_range && again.offset != h->offset) || strcmp(again.from, h->from) != 0 ||
+        (h->has_range && again.offset != h->offset) || again.version != h->version ||
+        again.flags != h->flags || strcmp(again.from, h->from) != 0 ||
         strcmp(again.to, h->to) != 0 || strcmp(again.as, h->as) != 0 ||
         strcmp(again.error, h->error) != 0)
         abort();
@@ -35,6 +36,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size >= FRAME_PREFIX_BYTES ? size - FRAME_PREFIX_BYTES : size;
     struct frame_header h;
     memset(&h, 0, sizeof h);
-    if (frame_header_decode(header, len, &h, err, sizeof err) == 0) round_trip(&h);
+    if (frame_header_decode(header, len, &h, err, sizeof err) == 0) {
+        if (h.flags & ~(uint64_t)FRAME_FLAGS_KNOWN) abort();
+        round_trip(&h);
+    }
     return 0;
 }

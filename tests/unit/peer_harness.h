@@ -29,8 +29,20 @@
 #define HARNESS_NUMS 32
 #define HARNESS_STRS 8
 #define HARNESS_NOTES 1024
+#define HARNESS_LISTS 4
+#define HARNESS_LIST_MAX 64
 
 static char harness_peer_path[4096];
+
+/* An array of strings or numbers in a result (wait's arrived, from and
+ * versions), up to HARNESS_LIST_MAX entries. */
+struct harness_list {
+    char key[32];
+    int n;
+    bool strings;
+    double nums[HARNESS_LIST_MAX];
+    char strs[HARNESS_LIST_MAX][64];
+};
 
 struct harness_reply {
     uint32_t msgid;
@@ -43,11 +55,15 @@ struct harness_reply {
     char str_keys[HARNESS_STRS][32], strs[HARNESS_STRS][128];
     float *values; /* read{}; malloc'd, freed by harness_reply_free */
     size_t n_values;
+    struct harness_list *lists; /* malloc'd when the result has arrays */
+    int n_lists;
+    struct harness_reply *results; /* batch's results, each a reply; malloc'd */
+    size_t n_results;
 };
 
 struct harness_note {
     char tensor[128], from[256];
-    uint64_t bytes, transfer;
+    uint64_t bytes, transfer, version;
 };
 
 struct harness_peer {
@@ -94,6 +110,25 @@ static inline void harness_reply_free(struct harness_reply *r)
     free(r->values);
     r->values = NULL;
     r->n_values = 0;
+    free(r->lists);
+    r->lists = NULL;
+    r->n_lists = 0;
+    for (size_t i = 0; i < r->n_results; i++)
+        harness_reply_free(&r->results[i]);
+    free(r->results);
+    r->results = NULL;
+    r->n_results = 0;
+}
+
+/* The array under key, or NULL (a failed check when must is set). */
+static inline const struct harness_list *harness_list(const struct harness_reply *r,
+                                                      const char *key)
+{
+    for (int i = 0; i < r->n_lists; i++)
+        if (strcmp(r->lists[i].key, key) == 0) return &r->lists[i];
+    CHECK_MSG(0, "result lacks array '%s'%s%s", key,
+              r->ok ? "" : "; error: ", r->ok ? "" : r->error);
+    return NULL;
 }
 
 static inline int harness_find(const struct harness_reply *r, const char *key)
@@ -162,7 +197,48 @@ static inline void harness_copy_values(struct harness_reply *r, const msgpack_ob
         r->values[i] = (float)v->via.array.ptr[i].via.f64;
 }
 
-/* Copies a response's error, numbers, strings and values out of the reader. */
+static inline bool harness_key_is(const msgpack_object *k, const char *key)
+{
+    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(key) &&
+           memcmp(k->via.str.ptr, key, k->via.str.size) == 0;
+}
+
+/* An array of strings or numbers into the next list of r. */
+static inline void harness_copy_list(struct harness_reply *r, const msgpack_object *k,
+                                     const msgpack_object *v)
+{
+    if (r->n_lists == HARNESS_LISTS) return;
+    if (!r->lists) r->lists = calloc(HARNESS_LISTS, sizeof *r->lists);
+    struct harness_list *l = &r->lists[r->n_lists++];
+    memset(l, 0, sizeof *l);
+    snprintf(l->key, sizeof l->key, "%.*s", (int)k->via.str.size, k->via.str.ptr);
+    for (uint32_t i = 0; i < v->via.array.size && l->n < HARNESS_LIST_MAX; i++) {
+        const msgpack_object *e = &v->via.array.ptr[i];
+        if (e->type == MSGPACK_OBJECT_STR) {
+            l->strings = true;
+            snprintf(l->strs[l->n++], sizeof l->strs[0], "%.*s", (int)e->via.str.size,
+                     e->via.str.ptr);
+        } else if (harness_number(e, &l->nums[l->n])) {
+            l->n++;
+        }
+    }
+}
+
+static inline void harness_copy_map(const msgpack_object *map, struct harness_reply *r);
+
+/* batch's results: an array of result maps. */
+static inline void harness_copy_results(struct harness_reply *r, const msgpack_object *v)
+{
+    r->n_results = v->via.array.size;
+    r->results = calloc(r->n_results ? r->n_results : 1, sizeof *r->results);
+    for (size_t i = 0; i < r->n_results; i++) {
+        r->results[i].ok = true;
+        harness_copy_map(&v->via.array.ptr[i], &r->results[i]);
+    }
+}
+
+/* Copies a response's error, numbers, strings, values, arrays and batch
+ * results out of the reader. */
 static inline void harness_copy_reply(const struct proto_msg *msg, struct harness_reply *r)
 {
     *r = (struct harness_reply){.msgid = msg->msgid, .ok = msg->error->type == MSGPACK_OBJECT_NIL};
@@ -171,13 +247,20 @@ static inline void harness_copy_reply(const struct proto_msg *msg, struct harnes
                  msg->error->via.str.ptr);
         return;
     }
-    const msgpack_object *map = msg->result;
+    harness_copy_map(msg->result, r);
+}
+
+static inline void harness_copy_map(const msgpack_object *map, struct harness_reply *r)
+{
     for (uint32_t i = 0; map && map->type == MSGPACK_OBJECT_MAP && i < map->via.map.size; i++) {
         const msgpack_object *k = &map->via.map.ptr[i].key, *v = &map->via.map.ptr[i].val;
         double d;
-        if (v->type == MSGPACK_OBJECT_ARRAY && k->via.str.size == 6 &&
-            memcmp(k->via.str.ptr, "values", 6) == 0)
+        if (v->type == MSGPACK_OBJECT_ARRAY && harness_key_is(k, "values"))
             harness_copy_values(r, v);
+        else if (v->type == MSGPACK_OBJECT_ARRAY && harness_key_is(k, "results"))
+            harness_copy_results(r, v);
+        else if (v->type == MSGPACK_OBJECT_ARRAY)
+            harness_copy_list(r, k, v);
         else if (harness_number(v, &d) && r->n_nums < HARNESS_NUMS) {
             snprintf(r->keys[r->n_nums], sizeof r->keys[0], "%.*s", (int)k->via.str.size,
                      k->via.str.ptr);
@@ -215,6 +298,7 @@ static inline void harness_record_note(struct harness_peer *p, const struct prot
     int64_t v;
     if (proto_arg_i64(&a, "bytes", &v) == 1) n->bytes = (uint64_t)v;
     if (proto_arg_i64(&a, "transfer", &v) == 1) n->transfer = (uint64_t)v;
+    if (proto_arg_i64(&a, "version", &v) == 1) n->version = (uint64_t)v;
 }
 
 /* Reads until one response arrives (notifications are recorded on the way);
@@ -342,28 +426,80 @@ static inline void harness_pack_value(msgpack_packer *pk, char t, va_list *ap)
     }
 }
 
+static inline uint32_t harness_count_params(const char *fmt)
+{
+    uint32_t n = 0;
+    for (const char *c = fmt; *c; c++)
+        n += *c == ':';
+    return n;
+}
+
+/* The n entries of a params map from fmt (its header packed already). */
+static inline void harness_pack_entries(msgpack_packer *pk, const char *fmt, va_list *ap)
+{
+    for (const char *c = fmt; *c;) {
+        const char *colon = strchr(c, ':');
+        msgpack_pack_str(pk, (size_t)(colon - c));
+        msgpack_pack_str_body(pk, c, (size_t)(colon - c));
+        harness_pack_value(pk, colon[1], ap);
+        c = colon + 2;
+        while (*c == ' ')
+            c++;
+    }
+}
+
 /* Sends `method` with params from fmt ("tensor:s to_addr:s range:r");
  * returns the msgid. */
 static inline uint32_t harness_request_v(struct harness_peer *p, const char *method,
                                          const char *fmt, va_list args)
 {
-    uint32_t msgid = p->next_msgid++, n = 0;
-    for (const char *c = fmt; *c; c++)
-        n += *c == ':';
+    uint32_t msgid = p->next_msgid++;
     msgpack_sbuffer_clear(&p->sb);
-    proto_pack_request_begin(&p->pk, msgid, method, n);
+    proto_pack_request_begin(&p->pk, msgid, method, harness_count_params(fmt));
     va_list ap;
     va_copy(ap, args);
-    for (const char *c = fmt; *c;) {
-        const char *colon = strchr(c, ':');
-        msgpack_pack_str(&p->pk, (size_t)(colon - c));
-        msgpack_pack_str_body(&p->pk, c, (size_t)(colon - c));
-        harness_pack_value(&p->pk, colon[1], &ap);
-        c = colon + 2;
-        while (*c == ' ')
-            c++;
-    }
+    harness_pack_entries(&p->pk, fmt, &ap);
     va_end(ap);
+    CHECK(harness_write_all(p->fd, p->sb.data, p->sb.size));
+    return msgid;
+}
+
+/* ---- batches: batch{commands = {{name, params}, ...}} ---- */
+
+struct harness_batch {
+    msgpack_sbuffer sb; /* the commands array */
+    msgpack_packer pk;
+};
+
+static inline void harness_batch_begin(struct harness_batch *b, int n)
+{
+    msgpack_sbuffer_init(&b->sb);
+    msgpack_packer_init(&b->pk, &b->sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&b->pk, (size_t)n);
+}
+
+/* Appends {name, params from fmt} (harness_request's formats). */
+static inline void harness_batch_add(struct harness_batch *b, const char *name, const char *fmt,
+                                     ...)
+{
+    msgpack_pack_array(&b->pk, 2);
+    proto_pack_str(&b->pk, name);
+    msgpack_pack_map(&b->pk, harness_count_params(fmt));
+    va_list ap;
+    va_start(ap, fmt);
+    harness_pack_entries(&b->pk, fmt, &ap);
+    va_end(ap);
+}
+
+/* Sends batch{commands = b} (and frees b); returns the msgid. */
+static inline uint32_t harness_batch_request(struct harness_peer *p, struct harness_batch *b)
+{
+    uint32_t msgid = p->next_msgid++;
+    msgpack_sbuffer_clear(&p->sb);
+    proto_pack_request_begin(&p->pk, msgid, "batch", 1);
+    proto_pack_str(&p->pk, "commands");
+    msgpack_sbuffer_write(&p->sb, b->sb.data, b->sb.size);
+    msgpack_sbuffer_destroy(&b->sb);
     CHECK(harness_write_all(p->fd, p->sb.data, p->sb.size));
     return msgid;
 }
@@ -387,6 +523,24 @@ static inline bool harness_call(struct harness_peer *p, struct harness_reply *r,
     uint32_t msgid = harness_request_v(p, method, fmt, ap);
     va_end(ap);
     return harness_wait(p, msgid, r) && r->ok;
+}
+
+/* Whether tensor name on p holds exactly the n values of want (a read). */
+static inline bool harness_values_are(struct harness_peer *p, const char *name, int n,
+                                      const float *want)
+{
+    struct harness_reply r;
+    bool same = harness_call(p, &r, "read", "tensor:s", name) && r.n_values == (size_t)n;
+    for (int i = 0; same && i < n; i++)
+        same = r.values[i] == want[i];
+    if (!same) {
+        fprintf(stderr, "tensor %s (%zu values%s%s):", name, r.n_values, r.ok ? "" : ", ", r.error);
+        for (size_t i = 0; i < r.n_values && i < 64; i++)
+            fprintf(stderr, " %g", r.values[i]);
+        fputc('\n', stderr);
+    }
+    harness_reply_free(&r);
+    return same;
 }
 
 /* harness_call that must succeed. */

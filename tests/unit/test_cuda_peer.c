@@ -3,7 +3,7 @@
  * (peer/devmirror.h). Driven side by side with a cpu peer on the same data:
  *   - model, grad, optim (momentum, adam), eval and the vector commands give
  *     the cpu peer's results, and a training loop uploads nothing (the
- *     model stays on the device);
+ *     model stays on the device); a background eval computes on the host;
  *   - a tensor changed behind the device's back is uploaded again before the
  *     next use: parameters received over the data plane (whole and as a
  *     range), a tensor replaced by a CPU command (copy), and one patched in
@@ -128,6 +128,12 @@ static void test_training(struct harness_peer *g, struct harness_peer *c)
     CHECK_NEAR(a, b, 1.5 / 700);
     both(g, c, "loss", &a, &b, "eval", "model:s limit:i", "m", 300LL);
     CHECK_NEAR(a, b, 1e-5 * b);
+    /* A background eval on the cuda peer computes on the host CPU, from the
+     * host parameters: the cpu peer's numbers; nothing is uploaded. */
+    uploads = stat_of(g, "device_uploads");
+    both(g, c, "loss", &a, &b, "eval", "model:s limit:i background:b", "m", 300LL, 1);
+    CHECK_NEAR(a, b, 1e-5 * b);
+    CHECK(stat_of(g, "device_uploads") == uploads);
 }
 
 static void test_vectors(struct harness_peer *g, struct harness_peer *c)

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <poll.h>
 
+#include "peer/frame.h"
 #include "tests/unit/peer_harness.h"
 
 enum { RANGES = 16 };
@@ -348,7 +349,7 @@ static size_t raw_header(uint8_t *buf, uint64_t count)
     msgpack_packer pk;
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 7);
+    msgpack_pack_map(&pk, 8);
     proto_pack_kv_str(&pk, "type", "tensor");
     proto_pack_kv_i64(&pk, "id", 1);
     proto_pack_kv_str(&pk, "from", "raw");
@@ -356,7 +357,8 @@ static size_t raw_header(uint8_t *buf, uint64_t count)
     proto_pack_kv_str(&pk, "dtype", "f32");
     proto_pack_kv_i64(&pk, "count", (int64_t)count);
     proto_pack_kv_i64(&pk, "bytes", (int64_t)(count * 4));
-    memcpy(buf, "HNd1", 4);
+    proto_pack_kv_i64(&pk, "version", 1);
+    memcpy(buf, FRAME_MAGIC, 4);
     buf[4] = buf[5] = 0;
     buf[6] = (uint8_t)(sb.size >> 8);
     buf[7] = (uint8_t)sb.size;
@@ -371,14 +373,14 @@ static void test_malformed(struct harness_peer *a, struct harness_peer *b)
     struct harness_reply r;
     HCALL_OK(a, &r, "send", "tensor:s to:s as:s", "w", b->node, "before"); /* a -> b is open */
     expect_closed_after(b, "GET / HTTP/1.0\r\n\r\n", 18);
-    static const uint8_t huge[] = {'H', 'N', 'd', '1', 0x7f, 0, 0, 0};
+    static const uint8_t huge[] = {'H', 'N', 'd', '2', 0x7f, 0, 0, 0};
     expect_closed_after(b, huge, sizeof huge);
     uint8_t frame[512 + 64];
     size_t n = raw_header(frame, 4);
     memset(frame + n, 0x3f, 32); /* 16 bytes more than the 4 floats announced */
     expect_closed_after(b, frame, n + 32);
     n = raw_header(frame, 4);
-    frame[8] = 0x81; /* a map of one entry instead of seven: trailing bytes */
+    frame[8] = 0x81; /* a map of one entry instead of eight: trailing bytes */
     expect_closed_after(b, frame, n);
     /* b lives on, its other connections too, and took the good frame. */
     HCALL_OK(a, &r, "send", "tensor:s to:s as:s", "w", b->node, "after");
@@ -397,7 +399,7 @@ int main(void)
     set_peers(&a, 2, names, addrs);
     set_peers(&b, 2, names, addrs);
 
-    send_and_check(&a, &b, "t1m", 1023, 256);   /* 1 MB */
+    send_and_check(&a, &b, "t1m", 1023, 256); /* 1 MB */
     /* Not a whole number of the sender's 256 KB writes: 4 and a part. */
     send_and_check(&a, &b, "t_odd", 99, 3001);
     send_and_check(&a, &b, "t64m", 4095, 4096); /* 64 MB */

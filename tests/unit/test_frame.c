@@ -1,5 +1,6 @@
 /* test_frame.c — the data-plane frame codec (peer/frame.c): round trips of
- * tensor and ack headers, the prefix checks, every rejection rule, and
+ * tensor and ack headers (format 2: version and flags), the prefix checks,
+ * every rejection rule, and
  * 200000 random mutations and truncations of valid headers, which must
  * decode or fail cleanly (run under ASan, this is a small fuzzer). */
 #include "peer/frame.h"
@@ -33,7 +34,9 @@ static void test_round_trips(void)
                              .count = 1u << 30,
                              .bytes = 4ull << 30,
                              .has_range = true,
-                             .offset = 12345};
+                             .offset = 12345,
+                             .version = UINT64_MAX - 1,
+                             .flags = FRAME_FLAG_ADD};
     memset(h.from, 'f', 255);
     memset(h.to, 't', 255);
     memset(h.as, 'a', STORE_NAME_MAX);
@@ -42,6 +45,7 @@ static void test_round_trips(void)
     CHECK(decode(buf, n, &got, err) == 0);
     CHECK(got.type == FRAME_TENSOR && got.id == UINT64_MAX && got.count == 1u << 30);
     CHECK(got.bytes == 4ull << 30 && got.has_range && got.offset == 12345);
+    CHECK(got.version == UINT64_MAX - 1 && got.flags == FRAME_FLAG_ADD);
     CHECK(strcmp(got.from, h.from) == 0 && strcmp(got.to, h.to) == 0);
     CHECK(strcmp(got.as, h.as) == 0 && got.error[0] == '\0');
 
@@ -50,6 +54,9 @@ static void test_round_trips(void)
     strcpy(plain.as, "x");
     n = encode(&plain, buf);
     CHECK(decode(buf, n, &got, err) == 0 && !got.has_range && got.to[0] == '\0');
+    CHECK(got.version == 0 && got.flags == 0); /* flags 0 is not even encoded */
+    CHECK(memmem(buf, n, "flags", 5) == NULL && memmem(buf, n, "version", 7) != NULL);
+    CHECK(memcmp(buf, "HNd2", 4) == 0);
 
     struct frame_header ack = {.type = FRAME_ACK, .id = 77};
     strcpy(ack.error, "range target 'g' does not exist");
@@ -99,21 +106,38 @@ static void expect_reject(const char *const *kv, int n_pairs, const char *want)
 static void test_rejections(void)
 {
     char err[256];
-    CHECK(frame_prefix_decode((const uint8_t *)"HNd2\0\0\0\x10", err, sizeof err) == 0);
+    CHECK(frame_prefix_decode((const uint8_t *)"HNd3\0\0\0\x10", err, sizeof err) == 0);
     CHECK_CONTAINS(err, "bad frame magic");
-    CHECK(frame_prefix_decode((const uint8_t *)"HNd1\0\0\0\0", err, sizeof err) == 0);
+    /* Format 1 (no version) is refused by its magic, before its header. */
+    CHECK(frame_prefix_decode((const uint8_t *)"HNd1\0\0\0\x10", err, sizeof err) == 0);
+    CHECK_CONTAINS(err, "bad frame magic 484e6431");
+    CHECK(frame_prefix_decode((const uint8_t *)"HNd2\0\0\0\0", err, sizeof err) == 0);
     CHECK_CONTAINS(err, "frame header of 0 bytes");
-    CHECK(frame_prefix_decode((const uint8_t *)"HNd1\0\0\x04\x01", err, sizeof err) == 0);
-    CHECK(frame_prefix_decode((const uint8_t *)"HNd1\0\0\x04\x00", err, sizeof err) == 1024);
+    CHECK(frame_prefix_decode((const uint8_t *)"HNd2\0\0\x04\x01", err, sizeof err) == 0);
+    CHECK(frame_prefix_decode((const uint8_t *)"HNd2\0\0\x04\x00", err, sizeof err) == 1024);
 
-    const char *ok[] = {"type", "tensor", "id",  "#1",    "from", "a",     "as",
-                        "x",    "dtype",  "f32", "count", "#2",   "bytes", "#8"};
+    const char *ok[] = {"type",  "tensor", "id",    "#1", "from",  "a",  "as",      "x",
+                        "dtype", "f32",    "count", "#2", "bytes", "#8", "version", "#5"};
     uint8_t buf[2048];
     struct frame_header h;
-    CHECK(frame_header_decode(buf, header_of(buf, ok, 7), &h, err, sizeof err) == 0);
-    const char *wrong_bytes[] = {"type", "tensor", "id",  "#1",    "from", "a",     "as",
-                                 "x",    "dtype",  "f32", "count", "#2",   "bytes", "#9"};
-    expect_reject(wrong_bytes, 7, "announces 9 bytes");
+    CHECK(frame_header_decode(buf, header_of(buf, ok, 8), &h, err, sizeof err) == 0);
+    CHECK(h.version == 5 && h.flags == 0);
+    expect_reject(ok, 7, "missing or unexpected keys"); /* without version */
+    const char *add[] = {"type", "tensor", "id", "#1",    "from", "a",       "as", "x",     "dtype",
+                         "f32",  "count",  "#2", "bytes", "#8",   "version", "#5", "flags", "#1"};
+    CHECK(frame_header_decode(buf, header_of(buf, add, 9), &h, err, sizeof err) == 0);
+    CHECK(h.flags == FRAME_FLAG_ADD);
+    const char *bad_flags[] = {"type",  "tensor", "id",      "#1",  "from",  "a",
+                               "as",    "x",      "dtype",   "f32", "count", "#2",
+                               "bytes", "#8",     "version", "#5",  "flags", "#2"};
+    expect_reject(bad_flags, 9, "unknown flags 0x2");
+    const char *ack_version[] = {"type", "ack", "id", "#3", "version", "#4"};
+    expect_reject(ack_version, 3, "ack frame with missing or unexpected keys");
+    const char *text_version[] = {"type", "tensor", "version", "five"};
+    expect_reject(text_version, 2, "bad value for 'version'");
+    const char *wrong_bytes[] = {"type",  "tensor", "id",    "#1", "from",  "a",  "as",      "x",
+                                 "dtype", "f32",    "count", "#2", "bytes", "#9", "version", "#1"};
+    expect_reject(wrong_bytes, 8, "announces 9 bytes");
     const char *missing[] = {"type", "tensor", "id", "#1", "from", "a", "as", "x"};
     expect_reject(missing, 4, "missing or unexpected keys");
     const char *dup[] = {"type", "tensor", "type", "tensor"};
@@ -126,12 +150,13 @@ static void test_rejections(void)
     expect_reject(type, 1, "bad value for 'type'");
     const char *ack_payload[] = {"type", "ack", "id", "#3", "bytes", "#4"};
     expect_reject(ack_payload, 3, "ack frame with a payload");
-    const char *huge[] = {"type", "tensor", "id",  "#1",    "from",        "a",     "as",
-                          "x",    "dtype",  "f32", "count", "#4294967296", "bytes", "#17179869184"};
-    expect_reject(huge, 7, "elements announces");
-    const char *empty[] = {"type", "tensor", "id",  "#1",    "from", "a",     "as",
-                           "",     "dtype",  "f32", "count", "#0",   "bytes", "#0"};
-    expect_reject(empty, 7, "empty name");
+    const char *huge[] = {
+        "type", "tensor", "id",          "#1",    "from",         "a",       "as", "x", "dtype",
+        "f32",  "count",  "#4294967296", "bytes", "#17179869184", "version", "#1"};
+    expect_reject(huge, 8, "elements announces");
+    const char *empty[] = {"type",  "tensor", "id",    "#1", "from",  "a",  "as",      "",
+                           "dtype", "f32",    "count", "#0", "bytes", "#0", "version", "#1"};
+    expect_reject(empty, 8, "empty name");
 }
 
 /* xorshift64*: deterministic mutations. */
@@ -147,8 +172,14 @@ static uint64_t next_random(void)
 static void test_mutations(void)
 {
     uint8_t good[FRAME_PREFIX_BYTES + FRAME_HEADER_MAX], buf[sizeof good];
-    struct frame_header h = {
-        .type = FRAME_TENSOR, .id = 9, .count = 5, .bytes = 20, .has_range = true, .offset = 2};
+    struct frame_header h = {.type = FRAME_TENSOR,
+                             .id = 9,
+                             .count = 5,
+                             .bytes = 20,
+                             .has_range = true,
+                             .offset = 2,
+                             .version = 300,
+                             .flags = FRAME_FLAG_ADD};
     strcpy(h.from, "node");
     strcpy(h.to, "other");
     strcpy(h.as, "tensor");
@@ -170,6 +201,7 @@ static void test_mutations(void)
         if (rc == 0) {
             accepted++;
             CHECK(got.bytes == got.count * 4 && got.count <= STORE_MAX_ELEMENTS);
+            CHECK((got.flags & ~(uint64_t)FRAME_FLAGS_KNOWN) == 0);
         }
         free(exact);
     }

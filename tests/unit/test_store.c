@@ -1,6 +1,8 @@
 /* test_store.c — the peer's tensor store (peer/store.{h,c}): creation limits,
- * publish/find/drop, replacement, reference lifetimes, growth, totals, and
- * two threads using it at once. */
+ * publish/find/drop, replacement, reference lifetimes, growth, totals, two
+ * threads using it at once, generations, versions (and their tombstones),
+ * add receives as patches, a summed add refused when its target changed,
+ * and arrivals (order, claims, drop, the cap). */
 #include "peer/store.h"
 #include "tests/unit/check.h"
 
@@ -204,8 +206,140 @@ static void test_generations(void)
     store_destroy(s);
 }
 
+/* Versions: publish +1, patches +1 (in place and copied), a drop keeps
+ * the count, a whole receive takes the sender's unless lower. */
+static void test_versions(void)
+{
+    struct store *s = store_create();
+    struct store_tensor *t = publish_new(s, "v", 4);
+    CHECK(store_tensor_version(t) == 1 && store_version(s, "v") == 1);
+    store_tensor_release(t);
+    t = publish_new(s, "v", 4);
+    CHECK(store_tensor_version(t) == 2);
+    store_tensor_release(t);
+    struct store_patch p;
+    store_write_lock(s);
+    CHECK(store_patch_begin(s, "v", &p) == 0 && !p.orig);
+    store_patch_end(s, &p, true);
+    CHECK(p.version == 3 && store_version(s, "v") == 3);
+    struct store_tensor *held = store_find(s, "v");
+    CHECK(store_patch_begin(s, "v", &p) == 0 && p.orig); /* copied: held */
+    store_patch_end(s, &p, true);
+    CHECK(p.version == 4 && store_tensor_version(held) == 3 && store_version(s, "v") == 4);
+    CHECK(store_patch_begin(s, "v", &p) == 0);
+    store_patch_end(s, &p, false);
+    CHECK(p.version == 0 && store_version(s, "v") == 4);
+    store_write_unlock(s);
+    store_tensor_release(held);
+    CHECK(store_drop(s, "v") == 1 && store_version(s, "v") == 4);
+    t = publish_new(s, "v", 4);
+    CHECK(store_tensor_version(t) == 5); /* the count goes on */
+    store_tensor_release(t);
+    CHECK(store_version(s, "never") == 0 && store_drop(s, "never") == 0);
+    /* Whole receives: the sender's version, unless the name's is higher. */
+    struct store_tensor *r = store_tensor_new("v", 4, true), *replaced;
+    CHECK(store_receive_whole(s, r, "a", 9, &replaced) == 0 && store_tensor_version(r) == 9);
+    store_tensor_release(replaced);
+    store_tensor_release(r);
+    r = store_tensor_new("v", 4, true);
+    CHECK(store_receive_whole(s, r, "a", 2, &replaced) == 0 && store_tensor_version(r) == 9);
+    store_tensor_release(replaced);
+    store_tensor_release(r);
+    /* Many dropped names: each keeps its count (the tombstones grow). */
+    char name[16];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(name, sizeof name, "t%d", i);
+        store_tensor_release(publish_new(s, name, 1));
+        store_drop(s, name);
+    }
+    int continued = 0;
+    for (int i = 0; i < 1000; i++) {
+        snprintf(name, sizeof name, "t%d", i);
+        t = publish_new(s, name, 1);
+        continued += store_tensor_version(t) == 2;
+        store_tensor_release(t);
+    }
+    CHECK(continued == 1000);
+    store_destroy(s);
+}
+
+static bool match_any(const char *name, const void *ctx)
+{
+    return strcmp(name, ctx) == 0 || strcmp(ctx, "*") == 0;
+}
+
+/* Adds as patches (in place, and copied while a reader holds the tensor),
+ * arrivals: order, claims, discard on drop, the cap; a summed add whose
+ * target changed meanwhile is refused. */
+static void test_receives(void)
+{
+    struct store *s = store_create();
+    struct store_tensor *acc = publish_new(s, "acc", 4);
+    store_tensor_release(acc);
+    const float two[4] = {2, 2, 2, 2};
+    struct store_write w = {
+        .name = "acc", .from = "a", .src = two, .count = 4, .add = true, .whole = true};
+    uint64_t size, version;
+    store_write_lock(s);
+    CHECK(store_receive_patch(s, &w, &size, &version) == 0 && version == 2);
+    struct store_tensor *held = store_find(s, "acc");
+    w.from = "b";
+    w.offset = 1;
+    w.count = 2;
+    w.whole = false;
+    CHECK(store_receive_patch(s, &w, &size, &version) == 0 && version == 3);
+    struct store_tensor *now = store_find(s, "acc");
+    CHECK(now != held && held->data[1] == 2 && now->data[0] == 2 && now->data[1] == 4 &&
+          now->data[2] == 4 && now->data[3] == 2);
+    w.offset = 3;
+    CHECK(store_receive_patch(s, &w, &size, &version) == -1 && errno == ERANGE && size == 4);
+    w.whole = true;
+    w.offset = 0;
+    CHECK(store_receive_patch(s, &w, &size, &version) == -1 && errno == EINVAL);
+    w.name = "none";
+    CHECK(store_receive_patch(s, &w, &size, &version) == -1 && errno == ENOENT);
+    /* A sum computed from `held` may not replace `now`. */
+    struct store_tensor *sum = store_tensor_new("acc", 4, true), *replaced;
+    CHECK(store_receive_replace(s, sum, held, "c", &replaced, &version) == 0 && !replaced);
+    CHECK(store_receive_replace(s, sum, now, "c", &replaced, &version) == 1 && replaced == now &&
+          version == 4);
+    store_tensor_release(replaced);
+    store_write_unlock(s);
+    store_tensor_release(sum);
+    store_tensor_release(held);
+    store_tensor_release(now);
+    struct store_arrival *list;
+    CHECK(store_arrivals_claim(s, match_any, "acc", 4, &list) == 3 && !list);
+    CHECK(store_arrivals_claim(s, match_any, "acc", 2, &list) == 3 && list && list->next &&
+          !list->next->next);
+    if (list && list->next) {
+        CHECK(strcmp(list->from, "a") == 0 && list->version == 2 && list->bytes == 16);
+        CHECK(strcmp(list->next->from, "b") == 0 && list->next->version == 3);
+    }
+    store_arrivals_free(list);
+    CHECK(store_drop(s, "acc") == 1);
+    CHECK(store_arrivals_claim(s, match_any, "*", 1, &list) == 0); /* c's went with the drop */
+    /* The cap: the oldest go. */
+    store_tensor_release(publish_new(s, "x", 1));
+    const float one = 1;
+    struct store_write wx = {.name = "x", .from = "a", .src = &one, .count = 1};
+    store_write_lock(s);
+    for (uint32_t i = 0; i < STORE_ARRIVALS_MAX + 5; i++)
+        store_receive_patch(s, &wx, &size, &version);
+    store_write_unlock(s);
+    uint64_t pending, dropped;
+    store_arrivals_totals(s, &pending, &dropped);
+    CHECK(pending == STORE_ARRIVALS_MAX && dropped == 5);
+    CHECK(store_arrivals_claim(s, match_any, "x", 1, &list) == STORE_ARRIVALS_MAX);
+    CHECK(list && list->version == 2 + 5); /* the oldest kept: the 6th write */
+    store_arrivals_free(list);
+    store_destroy(s);
+}
+
 int main(void)
 {
+    test_versions();
+    test_receives();
     test_generations();
     test_new_limits();
     test_publish_find_drop();

@@ -1,0 +1,381 @@
+/* commands_sync.c — wait and batch (see commands_sync.h): gates of the
+ * worker's FIFO driven on the loop thread. At most one wait is pending at a
+ * time (it holds the FIFO, alone or inside the batch that does); the server
+ * keeps it in s->waiter so that arrivals and shutdown find it. */
+#include "peer/commands_sync.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer/command_job.h"
+
+#define WAIT_K_MAX STORE_ARRIVALS_MAX /* more can never be pending */
+#define WAIT_DEFAULT_TIMEOUT_S 60.0
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* ---- wait ---- */
+
+struct wait_params {
+    char (*names)[COMMAND_NAME_SIZE]; /* sorted, each once: what arrivals must match */
+    uint32_t n_names;
+    int64_t k;
+    double timeout_s; /* 0: none */
+    double started_ms;
+    ev_timer timer;
+    struct command_job *job;
+};
+
+static int name_compare(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+static bool wait_match(const char *name, const void *ctx)
+{
+    const struct wait_params *p = ctx;
+    return bsearch(name, p->names, p->n_names, sizeof *p->names, name_compare) != NULL;
+}
+
+static void on_wait_timeout(EV_P_ ev_timer *w, int revents);
+
+/* tensors = {...} or tensor = name; k defaults to the number listed. */
+static bool wait_parse_names(struct wait_params *p, struct proto_args *a)
+{
+    char one[COMMAND_NAME_SIZE];
+    int got_one = cmd_arg_name(a, "tensor", one);
+    if (got_one < 0) return false;
+    int got_list = cmd_arg_names(a, "tensors", &p->names, &p->n_names);
+    if (got_list < 0) return false;
+    if ((got_one == 1) == (got_list == 1))
+        return cmd_arg_fail(a, "give one of 'tensor' (a name) and 'tensors' (a list)");
+    if (got_one == 1) {
+        p->names = malloc(sizeof *p->names);
+        if (!p->names) return cmd_arg_fail(a, "out of memory");
+        memcpy(p->names[0], one, sizeof one);
+        p->n_names = 1;
+    }
+    if (p->n_names == 0) return cmd_arg_fail(a, "param 'tensors': empty");
+    p->k = p->n_names;
+    qsort(p->names, p->n_names, sizeof *p->names, name_compare);
+    uint32_t unique = 0;
+    for (uint32_t i = 0; i < p->n_names; i++)
+        if (unique == 0 || strcmp(p->names[unique - 1], p->names[i]) != 0)
+            memmove(p->names[unique++], p->names[i], sizeof *p->names);
+    p->n_names = unique;
+    return true;
+}
+
+static bool wait_parse(struct command_job *j, struct proto_args *a)
+{
+    struct wait_params *p = j->extra;
+    p->job = j;
+    p->timeout_s = WAIT_DEFAULT_TIMEOUT_S;
+    ev_init(&p->timer, on_wait_timeout);
+    if (!wait_parse_names(p, a) || !cmd_arg_int(a, "k", false, 1, WAIT_K_MAX, &p->k) ||
+        !cmd_arg_float(a, "timeout", false, WAIT_DEFAULT_TIMEOUT_S, &p->timeout_s))
+        return false;
+    if (!(p->timeout_s >= 0) || !isfinite(p->timeout_s))
+        return cmd_arg_fail(a, "param 'timeout': %g is not a number of seconds >= 0 (0: none)",
+                            p->timeout_s);
+    return true;
+}
+
+/* Packs the claimed arrivals as three parallel arrays. */
+static void wait_result(struct command_job *j, const struct store_arrival *list, size_t k)
+{
+    cmd_result_key(j, "arrived");
+    msgpack_pack_array(&j->pk, k);
+    for (const struct store_arrival *a = list; a; a = a->next)
+        proto_pack_str(&j->pk, a->name);
+    cmd_result_key(j, "from");
+    msgpack_pack_array(&j->pk, k);
+    for (const struct store_arrival *a = list; a; a = a->next)
+        proto_pack_str(&j->pk, a->from);
+    cmd_result_key(j, "versions");
+    msgpack_pack_array(&j->pk, k);
+    for (const struct store_arrival *a = list; a; a = a->next)
+        msgpack_pack_uint64(&j->pk, a->version);
+}
+
+static void wait_end(struct command_job *j)
+{
+    struct wait_params *p = j->extra;
+    struct peer_server *s = j->server;
+    if (s->waiter == j) s->waiter = NULL;
+    ev_timer_stop(s->loop, &p->timer);
+    j->work.wall_ms = command_now_ms() - p->started_ms;
+    command_job_finish(j);
+}
+
+/* Claims the arrivals when enough are pending; false while not. */
+static bool wait_try(struct command_job *j)
+{
+    struct wait_params *p = j->extra;
+    struct store_arrival *claimed;
+    size_t pending = store_arrivals_claim(j->store, wait_match, p, (size_t)p->k, &claimed);
+    if (pending < (size_t)p->k) return false;
+    wait_result(j, claimed, (size_t)p->k);
+    store_arrivals_free(claimed);
+    wait_end(j);
+    return true;
+}
+
+static void on_wait_timeout(EV_P_ ev_timer *w, int revents)
+{
+    struct wait_params *p = container_of(w, struct wait_params, timer);
+    struct command_job *j = p->job;
+    char names[256];
+    size_t pending = store_arrivals_describe(j->store, wait_match, p, names, sizeof names);
+    cmd_fail(j, "timeout after %g s: %zu of %" PRId64 " arrivals%s%s%s", p->timeout_s, pending,
+             p->k, pending ? " (" : "", names, pending ? ")" : "");
+    wait_end(j);
+}
+
+static void wait_start(struct command_job *j)
+{
+    struct wait_params *p = j->extra;
+    struct peer_server *s = j->server;
+    p->started_ms = command_now_ms();
+    if (s->waiter) { /* cannot happen: a wait holds the FIFO */
+        cmd_fail(j, "another wait is pending");
+        wait_end(j);
+        return;
+    }
+    if (wait_try(j)) return;
+    s->waiter = j;
+    ev_timer_set(&p->timer, p->timeout_s, 0.0);
+    if (p->timeout_s > 0) ev_timer_start(s->loop, &p->timer);
+}
+
+static void wait_cleanup(struct command_job *j)
+{
+    struct wait_params *p = j->extra;
+    free(p->names);
+}
+
+void sync_arrival(struct peer_server *s)
+{
+    if (s->waiter) wait_try(s->waiter);
+}
+
+void sync_shutdown(struct peer_server *s)
+{
+    struct command_job *j = s->waiter;
+    if (!j) return;
+    struct wait_params *p = j->extra;
+    s->waiter = NULL;
+    ev_timer_stop(s->loop, &p->timer);
+    command_job_cancel(j);
+}
+
+/* ---- batch ---- */
+
+struct batch_params {
+    struct command_job **children; /* not started yet; NULL once started */
+    uint32_t n, next;
+    uint32_t in_flight;         /* started, not completed */
+    struct peer_buffer results; /* the packed result maps of those done */
+    msgpack_packer pk;
+    uint32_t n_results;
+    double started_ms, cpu_ms;
+    bool stepping, advance; /* batch_step's trampoline */
+    bool cancelled;
+    atomic_bool stopped; /* a command failed on the worker: skip the ones after it */
+};
+
+static void batch_child_done(struct command_job *c);
+
+/* params of one command: a map; absent, nil or {} (an empty Lua table, which
+ * may arrive as an empty array) mean none. NULL when it is something else. */
+static const msgpack_object *batch_child_params(const msgpack_object *entry)
+{
+    static const msgpack_object none = {.type = MSGPACK_OBJECT_MAP};
+    if (entry->via.array.size < 2) return &none;
+    const msgpack_object *o = &entry->via.array.ptr[1];
+    if (o->type == MSGPACK_OBJECT_MAP) return o;
+    if (o->type == MSGPACK_OBJECT_NIL || (o->type == MSGPACK_OBJECT_ARRAY && !o->via.array.size))
+        return &none;
+    return NULL;
+}
+
+/* Parses command i ({name, params}) into a job of its own. */
+static bool batch_parse_child(struct command_job *j, struct proto_args *a, uint32_t i,
+                              const msgpack_object *entry)
+{
+    struct batch_params *p = j->extra;
+    if (entry->type != MSGPACK_OBJECT_ARRAY || entry->via.array.size < 1 ||
+        entry->via.array.size > 2 || entry->via.array.ptr[0].type != MSGPACK_OBJECT_STR)
+        return cmd_arg_fail(a, "command %" PRIu32 ": expected {name, params}", i + 1);
+    const msgpack_object *name = &entry->via.array.ptr[0];
+    const struct command *cmd = command_find(name->via.str.ptr, name->via.str.size);
+    int len = name->via.str.size < 64 ? (int)name->via.str.size : 64;
+    if (!cmd)
+        return cmd_arg_fail(a, "command %" PRIu32 ": unknown command '%.*s'", i + 1, len,
+                            len ? name->via.str.ptr : "");
+    if (cmd == &sync_cmd_batch)
+        return cmd_arg_fail(a, "command %" PRIu32 " (batch): batches do not nest", i + 1);
+    const msgpack_object *params = batch_child_params(entry);
+    if (!params)
+        return cmd_arg_fail(a, "command %" PRIu32 " (%s): params must be a table", i + 1,
+                            cmd->name);
+    struct command_job *c = command_job_new(j->server, cmd, 0);
+    if (!c) return cmd_arg_fail(a, "out of memory");
+    c->parent = j;
+    c->index = i + 1;
+    c->complete = batch_child_done;
+    p->children[i] = c;
+    struct proto_args ca;
+    if (!command_job_parse(c, params, &ca))
+        return cmd_arg_fail(a, "command %" PRIu32 " (%s): %s", i + 1, cmd->name, ca.err);
+    return true;
+}
+
+static bool batch_parse(struct command_job *j, struct proto_args *a)
+{
+    struct batch_params *p = j->extra;
+    msgpack_packer_init(&p->pk, &p->results, peer_buffer_write);
+    const msgpack_object *list = proto_args_get(a, "commands");
+    if (!list) return proto_args_missing(a, "commands");
+    if (list->type == MSGPACK_OBJECT_MAP && list->via.map.size == 0) return true; /* {} */
+    if (list->type != MSGPACK_OBJECT_ARRAY)
+        return cmd_arg_fail(a, "param 'commands': expected a list of {name, params}, got %s",
+                            proto_type_name(list->type));
+    if (list->via.array.size > BATCH_MAX)
+        return cmd_arg_fail(a, "param 'commands': %" PRIu32 " commands, at most %d",
+                            list->via.array.size, BATCH_MAX);
+    p->children = calloc(list->via.array.size ? list->via.array.size : 1, sizeof *p->children);
+    if (!p->children) return cmd_arg_fail(a, "out of memory");
+    p->n = list->via.array.size;
+    for (uint32_t i = 0; i < p->n; i++)
+        if (!batch_parse_child(j, a, i, &list->via.array.ptr[i])) return false;
+    return true;
+}
+
+static void batch_end(struct command_job *j)
+{
+    struct batch_params *p = j->extra;
+    if (!j->err[0] && p->results.failed) cmd_fail(j, "out of memory packing the results");
+    if (!j->err[0]) {
+        cmd_result_key(j, "results");
+        msgpack_pack_array(&j->pk, p->n_results);
+        peer_buffer_write(&j->body, p->results.data, p->results.len);
+    }
+    j->work.wall_ms = command_now_ms() - p->started_ms;
+    j->work.cpu_ms = p->cpu_ms;
+    command_job_finish(j);
+}
+
+/* A command whose completion is the end of its run on the worker: the next
+ * worker command may be queued behind it at once, since the worker runs
+ * them in order (and skips the rest once one failed, sync_batch_stopped). */
+static bool batch_chainable(const struct command_job *c)
+{
+    return c->cmd->kind == COMMAND_WORKER && !c->cmd->after;
+}
+
+/* Starts the next commands (a run of worker commands goes to the worker
+ * together), or ends the batch once nothing is in flight. Commands that
+ * complete at once (ping, a satisfied wait) come back here through
+ * batch_child_done: the loop then goes on instead of recursing. */
+static void batch_step(struct command_job *j)
+{
+    struct batch_params *p = j->extra;
+    if (p->stepping) {
+        p->advance = true;
+        return;
+    }
+    p->stepping = true;
+    do {
+        p->advance = false;
+        if (p->in_flight) break;
+        if (j->err[0] || p->next == p->n) {
+            p->stepping = false;
+            batch_end(j);
+            return;
+        }
+        bool chain;
+        do {
+            struct command_job *c = p->children[p->next];
+            p->children[p->next++] = NULL;
+            chain = batch_chainable(c);
+            p->in_flight++;
+            command_job_start(c);
+        } while (chain && p->next < p->n && p->children[p->next]->cmd->kind == COMMAND_WORKER);
+    } while (p->advance);
+    p->stepping = false;
+}
+
+static void batch_child_done(struct command_job *c)
+{
+    struct command_job *j = c->parent;
+    struct batch_params *p = j->extra;
+    p->in_flight--;
+    if (c->cancelled) {
+        p->cancelled = true;
+    } else if (c->err[0]) {
+        if (!j->err[0]) cmd_fail(j, "command %" PRIu32 " (%s): %s", c->index, c->cmd->name, c->err);
+    } else if (!c->skipped) {
+        command_job_pack_result(c, &p->pk);
+        p->n_results++;
+        p->cpu_ms += c->work.cpu_ms;
+    }
+    command_job_free(c);
+    if (p->cancelled) {
+        if (!p->in_flight) command_job_cancel(j);
+        return;
+    }
+    batch_step(j);
+}
+
+bool sync_batch_stopped(struct command_job *batch)
+{
+    struct batch_params *p = batch->extra;
+    return atomic_load(&p->stopped);
+}
+
+void sync_batch_stop(struct command_job *batch)
+{
+    struct batch_params *p = batch->extra;
+    atomic_store(&p->stopped, true);
+}
+
+static void batch_start(struct command_job *j)
+{
+    struct batch_params *p = j->extra;
+    p->started_ms = command_now_ms();
+    batch_step(j);
+}
+
+static void batch_cleanup(struct command_job *j)
+{
+    struct batch_params *p = j->extra;
+    for (uint32_t i = 0; p->children && i < p->n; i++)
+        command_job_free(p->children[i]);
+    free(p->children);
+    peer_buffer_free(&p->results);
+}
+
+/* ---- table entries ---- */
+
+static const char *const keys_wait[] = {"tensors", "tensor", "k", "timeout", NULL};
+static const char *const keys_batch[] = {"commands", NULL};
+
+const struct command sync_cmd_wait = {"wait",
+                                      keys_wait,
+                                      COMMAND_GATE,
+                                      .parse = wait_parse,
+                                      .start = wait_start,
+                                      .cleanup = wait_cleanup,
+                                      .extra_size = sizeof(struct wait_params)};
+const struct command sync_cmd_batch = {"batch",
+                                       keys_batch,
+                                       COMMAND_GATE,
+                                       .parse = batch_parse,
+                                       .start = batch_start,
+                                       .cleanup = batch_cleanup,
+                                       .extra_size = sizeof(struct batch_params)};

@@ -1,0 +1,40 @@
+/* commands_sync.h — the peer commands that order others (docs/lua-api.md
+ * "Ordering and versions"): wait and batch, both gates of the worker's FIFO
+ * (command_job.h): commands queued after them start only once they are done.
+ *
+ *   wait{tensors={names} | tensor=name, k=#names, timeout=60}
+ *     -> {arrived={name...}, from={node...}, versions={...}, ms}
+ *     Once k pending arrivals (store.h) on the listed names exist, claims the
+ *     first k of them in arrival order. timeout in seconds, 0 = none; on
+ *     timeout it fails and claims nothing. Blocks no thread: the waiting job
+ *     holds the FIFO while the loop receives; every arrival re-checks it.
+ *   batch{commands={{name, params}, ...}} -> {results={{...}, ...}, ms}
+ *     Runs the commands in order, each once the previous one completed (a
+ *     send: acked by every receiver; a wait: satisfied), holding the FIFO
+ *     throughout. Worker commands that complete with their run go to the
+ *     worker together (it runs them in order and skips those after one
+ *     that failed), so a run of them costs no round trips to the loop. Every command is parsed
+ * before any runs; the first error stops the batch ("command 2 (send): ..."). At most BATCH_MAX; no
+ *     nested batch. */
+#pragma once
+
+#include <stdbool.h>
+
+struct command;
+struct command_job;
+struct peer_server;
+
+#define BATCH_MAX 256
+
+extern const struct command sync_cmd_wait;
+extern const struct command sync_cmd_batch;
+
+/* Worker thread: whether a command of this batch failed there, so that the
+ * ones queued behind it are skipped; and marking that one did. */
+bool sync_batch_stopped(struct command_job *batch);
+void sync_batch_stop(struct command_job *batch);
+
+/* A receive recorded an arrival: the pending wait (if any) looks again. */
+void sync_arrival(struct peer_server *s);
+/* The peer is shutting down: a pending wait is cancelled (and its batch). */
+void sync_shutdown(struct peer_server *s);

@@ -1,0 +1,528 @@
+/* commands_vec.c — the vector commands (tensor, copy, drop, axpy, scale,
+ * sum, norm, dot, read) and the two answered at once on the loop thread,
+ * ping and stats. axpy, scale, sum, norm and dot compute on the peer's
+ * device through the device copies of devmirror.h; tensor, copy and read
+ * are host work. Every command that writes a tensor returns the version it
+ * gave it, every one that reads the version it read (store.h). */
+#include "peer/commands_vec.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/device.h"
+#include "kernels/rng.h"
+#include "kernels/vec.h"
+#include "peer/command_job.h"
+#include "peer/dataplane.h"
+#include "peer/devmirror.h"
+
+/* read{} answers at most this many values (DESIGN.md): bulk data never
+ * crosses the control channel. */
+#define COMMAND_READ_MAX 65536
+/* The random stream of tensor{fill=}: one of its own, so that the same seed
+ * in model{} or dataset{} draws other numbers. */
+#define TENSOR_RNG_STREAM 0x74656e736f72ull /* "tensor" */
+
+/* Spans of two operands: the same range of both, or both whole when their
+ * sizes match. key_a/key_b name the params in the error. */
+static bool job_span2(struct command_job *j, const char *key_a, const struct store_tensor *a,
+                      const char *key_b, const struct store_tensor *b, float **pa, float **pb,
+                      uint64_t *n)
+{
+    if (!j->has_range && a->size != b->size)
+        return cmd_fail(j, "size mismatch: %s has %" PRIu64 " elements, %s has %" PRIu64, key_a,
+                        a->size, key_b, b->size);
+    uint64_t n_b;
+    return cmd_span(j, a, pa, n) && cmd_span(j, b, pb, &n_b);
+}
+
+/* ---- tensor ---- */
+
+enum tensor_fill { FILL_CONSTANT, FILL_UNIFORM, FILL_NORMAL };
+
+struct tensor_params {
+    char name[COMMAND_NAME_SIZE];
+    uint64_t size;
+    enum tensor_fill fill;
+    double value, low, high, mean, std;
+    int64_t seed;
+};
+
+/* fill = number | "uniform" | "normal". */
+static bool tensor_parse_fill(struct tensor_params *p, struct proto_args *a)
+{
+    const msgpack_object *o = proto_args_get(a, "fill");
+    if (!o || o->type != MSGPACK_OBJECT_STR) return cmd_arg_float(a, "fill", false, 0.0, &p->value);
+    uint32_t len = o->via.str.size;
+    const char *s = o->via.str.ptr;
+    if (len == 7 && memcmp(s, "uniform", 7) == 0)
+        p->fill = FILL_UNIFORM;
+    else if (len == 6 && memcmp(s, "normal", 6) == 0)
+        p->fill = FILL_NORMAL;
+    else
+        return cmd_arg_fail(a,
+                            "param 'fill': expected number, got string '%.*s' (or \"uniform\", "
+                            "\"normal\")",
+                            (int)(len < 32 ? len : 32), s);
+    return true;
+}
+
+/* low/high belong to uniform, mean/std to normal, seed to both. */
+static bool tensor_parse_distribution(struct tensor_params *p, struct proto_args *a)
+{
+    static const char *const uniform_keys[] = {"low", "high"}, *const normal_keys[] = {"mean",
+                                                                                       "std"};
+    for (int i = 0; i < 2; i++) {
+        if (p->fill != FILL_UNIFORM && proto_args_get(a, uniform_keys[i]))
+            return cmd_arg_fail(a, "param '%s' goes with fill = \"uniform\" only", uniform_keys[i]);
+        if (p->fill != FILL_NORMAL && proto_args_get(a, normal_keys[i]))
+            return cmd_arg_fail(a, "param '%s' goes with fill = \"normal\" only", normal_keys[i]);
+    }
+    if (p->fill == FILL_CONSTANT && proto_args_get(a, "seed"))
+        return cmd_arg_fail(a, "param 'seed' goes with fill = \"uniform\" or \"normal\" only");
+    p->high = p->std = 1.0;
+    p->seed = 1;
+    if (!cmd_arg_float(a, "low", false, 0.0, &p->low) ||
+        !cmd_arg_float(a, "high", false, 1.0, &p->high) ||
+        !cmd_arg_float(a, "mean", false, 0.0, &p->mean) ||
+        !cmd_arg_float(a, "std", false, 1.0, &p->std) ||
+        !cmd_arg_int(a, "seed", false, 0, INT64_MAX, &p->seed))
+        return false;
+    if (!(p->low <= p->high) || !isfinite(p->high - p->low))
+        return cmd_arg_fail(a, "params 'low' %g and 'high' %g: need low <= high, both finite",
+                            p->low, p->high);
+    if (!(p->std >= 0) || !isfinite(p->std) || !isfinite(p->mean))
+        return cmd_arg_fail(a, "param 'std': %g is not a finite number >= 0", p->std);
+    return true;
+}
+
+static bool tensor_parse(struct command_job *j, struct proto_args *a)
+{
+    struct tensor_params *p = j->extra;
+    int64_t size;
+    if (!cmd_arg_required_name(a, "name", p->name)) return false;
+    int got = proto_arg_i64(a, "size", &size);
+    if (got == 0) return proto_args_missing(a, "size");
+    if (got < 0) return false;
+    if (size < 0 || (uint64_t)size > STORE_MAX_ELEMENTS)
+        return cmd_arg_fail(a, "param 'size': %" PRId64 " is not between 0 and %" PRIu64, size,
+                            STORE_MAX_ELEMENTS);
+    p->size = (uint64_t)size;
+    return tensor_parse_fill(p, a) && tensor_parse_distribution(p, a);
+}
+
+/* Seeded draws in element order: the same seed gives the same tensor on
+ * every peer and machine (kernels/rng.h). */
+static void tensor_fill_random(const struct tensor_params *p, float *x, uint64_t n)
+{
+    struct rng r;
+    rng_seed(&r, (uint64_t)p->seed, TENSOR_RNG_STREAM);
+    if (p->fill == FILL_UNIFORM) {
+        double width = p->high - p->low;
+        for (uint64_t i = 0; i < n; i++)
+            x[i] = (float)(p->low + width * rng_uniform(&r));
+    } else {
+        for (uint64_t i = 0; i < n; i++)
+            x[i] = (float)(p->mean + p->std * rng_normal(&r));
+    }
+}
+
+static bool tensor_run(struct command_job *j)
+{
+    const struct tensor_params *p = j->extra;
+    bool zeroed = p->fill == FILL_CONSTANT && p->value == 0.0; /* calloc: pages zeroed lazily */
+    struct store_tensor *t = cmd_new_tensor(j, p->name, p->size, zeroed);
+    if (!t) return false;
+    if (p->fill != FILL_CONSTANT)
+        tensor_fill_random(p, t->data, t->size);
+    else if (!zeroed)
+        vec_fill(t->size, (float)p->value, t->data);
+    cmd_result_u64(j, "version", store_publish(j->store, t));
+    cmd_result_u64(j, "size", t->size);
+    store_tensor_release(t);
+    return true;
+}
+
+/* ---- copy, drop ---- */
+
+static bool copy_run(struct command_job *j)
+{
+    struct store_tensor *src = cmd_find(j, j->x);
+    struct store_tensor *dst = src ? cmd_new_tensor(j, j->y, src->size, false) : NULL;
+    if (dst) {
+        vec_copy(src->size, src->data, dst->data);
+        cmd_result_u64(j, "version", store_publish(j->store, dst));
+        cmd_result_u64(j, "size", dst->size);
+    }
+    store_tensor_release(dst);
+    store_tensor_release(src);
+    return dst != NULL;
+}
+
+/* Dropping a name also discards its pending arrivals (store.h). */
+static bool drop_run(struct command_job *j)
+{
+    uint64_t dropped = 0;
+    for (uint32_t i = 0; i < j->n_names; i++) {
+        int rc = store_drop(j->store, j->names[i]);
+        if (rc < 0) return cmd_fail(j, "out of memory dropping '%s'", j->names[i]);
+        dropped += (uint64_t)rc;
+        devmirror_forget(j->dev, j->names[i]);
+    }
+    cmd_result_u64(j, "dropped", dropped);
+    return true;
+}
+/* ---- vector kernels on the peer's device (host memory on the cpu) ---- */
+
+static struct kern_ctx *job_ctx(struct command_job *j)
+{
+    return devmirror_ctx(j->dev);
+}
+
+/* y[oy, oy + n) += alpha * x[ox, ox + n); y is patched, x may be y. */
+static bool axpy_device(struct command_job *j, const struct store_patch *y,
+                        const struct store_tensor *x, uint64_t oy, uint64_t ox, uint64_t n)
+{
+    float *dy = devmirror_patch(j->dev, y, j->err, sizeof j->err);
+    const float *dx = dy ? devmirror_read(j->dev, x, j->err, sizeof j->err) : NULL;
+    return dx &&
+           kern_axpy(job_ctx(j), n, (float)j->number, dx + ox, dy + oy, j->err, sizeof j->err) == 0;
+}
+
+static bool scale_device(struct command_job *j, const struct store_patch *x, uint64_t offset,
+                         uint64_t n)
+{
+    float *dx = devmirror_patch(j->dev, x, j->err, sizeof j->err);
+    return dx &&
+           kern_scale(job_ctx(j), n, (float)j->number, dx + offset, j->err, sizeof j->err) == 0;
+}
+
+/* x . y over n elements from offset; y NULL: the norm of x. */
+static bool dot_device(struct command_job *j, const struct store_tensor *x,
+                       const struct store_tensor *y, uint64_t offset, uint64_t n, double *out)
+{
+    const float *dx = devmirror_read(j->dev, x, j->err, sizeof j->err);
+    const float *dy = dx && y && y != x ? devmirror_read(j->dev, y, j->err, sizeof j->err) : dx;
+    if (!dy) return false;
+    if (!y) return kern_norm(job_ctx(j), n, dx + offset, out, j->err, sizeof j->err) == 0;
+    return kern_dot(job_ctx(j), n, dx + offset, dy + offset, out, j->err, sizeof j->err) == 0;
+}
+
+/* The tensor called name, or `same` (held again) when that is the tensor
+ * of the same name already looked up by this command: two lookups could
+ * return two tensors if a receive replaced it in between, and device copies
+ * are kept per name. */
+static struct store_tensor *cmd_find_or_same(struct command_job *j, const char *name,
+                                             struct store_tensor *same)
+{
+    if (same && strcmp(same->name, name) == 0) {
+        store_tensor_hold(same);
+        return same;
+    }
+    return cmd_find(j, name);
+}
+
+/* axpy and scale write in place through a patch (store.h): a tensor a send
+ * still holds is copied first, so the transfer keeps its snapshot. The patch
+ * is taken before x, which may be the same tensor. */
+
+/* ---- the other vector commands ---- */
+
+static bool axpy_run(struct command_job *j)
+{
+    struct store_patch y;
+    store_write_lock(j->store);
+    bool ok = cmd_patch_begin(j, j->y, &y);
+    struct store_tensor *x = ok ? cmd_find_or_same(j, j->x, y.t) : NULL;
+    float *py = NULL, *px;
+    uint64_t n = 0;
+    ok = x && job_span2(j, "y", y.t, "x", x, &py, &px, &n) &&
+         axpy_device(j, &y, x, (uint64_t)(py - y.t->data), (uint64_t)(px - x->data), n);
+    store_tensor_release(x);
+    if (y.t)
+        ok = devmirror_patch_end(j->dev, j->store, &y, ok, py ? (uint64_t)(py - y.t->data) : 0, n,
+                                 j->err, sizeof j->err);
+    store_write_unlock(j->store);
+    if (ok) cmd_result_u64(j, "version", y.version);
+    return ok;
+}
+
+static bool scale_run(struct command_job *j)
+{
+    struct store_patch x;
+    store_write_lock(j->store);
+    float *px = NULL;
+    uint64_t n = 0;
+    bool ok = cmd_patch_begin(j, j->x, &x) && cmd_span(j, x.t, &px, &n) &&
+              scale_device(j, &x, (uint64_t)(px - x.t->data), n);
+    if (x.t)
+        ok = devmirror_patch_end(j->dev, j->store, &x, ok, px ? (uint64_t)(px - x.t->data) : 0, n,
+                                 j->err, sizeof j->err);
+    store_write_unlock(j->store);
+    if (ok) cmd_result_u64(j, "version", x.version);
+    return ok;
+}
+
+static bool norm_run(struct command_job *j)
+{
+    struct store_tensor *x = cmd_find(j, j->x);
+    float *px;
+    uint64_t n;
+    double value;
+    bool ok =
+        x && cmd_span(j, x, &px, &n) && dot_device(j, x, NULL, (uint64_t)(px - x->data), n, &value);
+    if (ok) cmd_result_f64(j, "value", value);
+    if (ok) cmd_result_u64(j, "version", store_tensor_version(x));
+    store_tensor_release(x);
+    return ok;
+}
+
+static bool dot_run(struct command_job *j)
+{
+    struct store_tensor *x = cmd_find(j, j->x);
+    struct store_tensor *y = x ? cmd_find_or_same(j, j->y, x) : NULL;
+    float *px, *py;
+    uint64_t n;
+    double value;
+    bool ok = y && job_span2(j, "x", x, "y", y, &px, &py, &n) &&
+              dot_device(j, x, y, (uint64_t)(px - x->data), n, &value);
+    if (ok) cmd_result_f64(j, "value", value);
+    if (ok) cmd_result_u64(j, "version", store_tensor_version(x));
+    store_tensor_release(y);
+    store_tensor_release(x);
+    return ok;
+}
+
+/* Finds input i of sum (an input named twice is the same tensor) and checks
+ * that its size matches input 0. */
+static bool sum_find_input(struct command_job *j, struct store_tensor **in, uint32_t i)
+{
+    in[i] = NULL;
+    for (uint32_t k = 0; k < i && !in[i]; k++)
+        if (strcmp(j->names[k], j->names[i]) == 0) in[i] = cmd_find_or_same(j, j->names[i], in[k]);
+    if (!in[i]) in[i] = cmd_find(j, j->names[i]);
+    if (!in[i]) return false;
+    if (i > 0 && in[i]->size != in[0]->size)
+        return cmd_fail(j, "size mismatch: input '%s' has %" PRIu64 " elements, '%s' has %" PRIu64,
+                        in[i]->name, in[i]->size, in[0]->name, in[0]->size);
+    return true;
+}
+
+/* The output goes to a new tensor that replaces `out` only when complete, so
+ * out may be one of the inputs and nobody holding the old one sees it change. */
+static bool sum_run(struct command_job *j)
+{
+    struct store_tensor **in = calloc(j->n_names, sizeof *in);
+    const float **data = calloc(j->n_names, sizeof *data);
+    bool ok = in && data;
+    if (!ok) cmd_fail(j, "out of memory");
+    for (uint32_t i = 0; ok && i < j->n_names; i++) {
+        ok = sum_find_input(j, in, i) &&
+             (data[i] = devmirror_read(j->dev, in[i], j->err, sizeof j->err)) != NULL;
+    }
+    struct store_tensor *out = ok ? cmd_new_tensor(j, j->x, in[0]->size, false) : NULL;
+    float *dout = out ? devmirror_result(j->dev, out, j->err, sizeof j->err) : NULL;
+    ok = dout &&
+         kern_sum(job_ctx(j), out->size, dout, data, j->n_names, j->err, sizeof j->err) == 0 &&
+         devmirror_publish(j->dev, j->store, out, j->err, sizeof j->err);
+    if (ok) cmd_result_u64(j, "size", out->size);
+    if (ok) cmd_result_u64(j, "version", store_tensor_version(out));
+    store_tensor_release(out);
+    for (uint32_t i = 0; in && i < j->n_names; i++)
+        store_tensor_release(in[i]);
+    free(in);
+    free(data);
+    return ok;
+}
+
+static bool read_run(struct command_job *j)
+{
+    struct store_tensor *t = cmd_find(j, j->x);
+    float *p;
+    uint64_t n;
+    bool ok = t && cmd_span(j, t, &p, &n);
+    if (ok && n > COMMAND_READ_MAX)
+        ok = cmd_fail(j,
+                      "tensor '%s' has %" PRIu64 " elements, more than the %d one read may return;"
+                      " pass a range",
+                      t->name, n, COMMAND_READ_MAX);
+    if (ok) {
+        proto_pack_str(&j->pk, "values");
+        msgpack_pack_array(&j->pk, (size_t)n);
+        for (uint64_t i = 0; i < n; i++)
+            msgpack_pack_float(&j->pk, p[i]);
+        j->n_entries++;
+        cmd_result_u64(j, "version", store_tensor_version(t));
+    }
+    store_tensor_release(t);
+    return ok;
+}
+
+/* ---- stats ---- */
+
+/* Resident set size from /proc/self/statm (in pages); 0 if unreadable. */
+static uint64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    if (!f) return 0;
+    unsigned long long size_pages, resident_pages;
+    int got = fscanf(f, "%llu %llu", &size_pages, &resident_pages);
+    fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return got == 2 && page > 0 ? resident_pages * (uint64_t)page : 0;
+}
+
+/* On the loop thread, at once: every counter it reads is safe from there, so
+ * stats answers while the worker computes or a wait holds the queue. */
+static bool stats_run(struct command_job *j)
+{
+    struct peer_server *s = j->server;
+    struct dataplane_totals data;
+    dataplane_get_totals(s->dataplane, &data);
+    uint64_t tensors, tensor_bytes;
+    store_totals(j->store, &tensors, &tensor_bytes);
+    struct worker_totals totals;
+    worker_get_totals(j->worker, &totals);
+    cmd_result_str(j, "node", j->server->cfg.node);
+    cmd_result_u64(j, "tensors", tensors);
+    cmd_result_u64(j, "tensor_bytes", tensor_bytes);
+    uint64_t arrivals, arrivals_dropped;
+    store_arrivals_totals(j->store, &arrivals, &arrivals_dropped);
+    cmd_result_u64(j, "arrivals", arrivals);
+    cmd_result_u64(j, "arrivals_dropped", arrivals_dropped);
+    cmd_result_u64(j, "mem_rss_bytes", rss_bytes());
+    cmd_result_u64(j, "bytes_sent", data.bytes_sent);
+    cmd_result_u64(j, "bytes_received", data.bytes_received);
+    cmd_result_u64(j, "transfers_sent", data.transfers_sent);
+    cmd_result_u64(j, "transfers_received", data.transfers_received);
+    cmd_result_u64(j, "data_connections", data.connections);
+    cmd_result_u64(j, "data_port", (uint64_t)dataplane_port(s->dataplane));
+    cmd_result_u64(j, "peers", dataplane_peer_count(s->dataplane));
+    cmd_result_f64(j, "compute_ms", totals.compute_ms);
+    cmd_result_u64(j, "jobs", totals.jobs);
+    cmd_result_u64(j, "overruns", totals.overruns);
+    cmd_result_u64(j, "commands", s->commands);
+    cmd_result_u64(j, "pid", (uint64_t)getpid()); /* for tests and `hiernet exec` users */
+    struct devmirror_totals dev;
+    devmirror_get_totals(j->dev, &dev);
+    cmd_result_str(j, "device", kern_ctx_describe(job_ctx(j)));
+    cmd_result_u64(j, "device_uploads", dev.uploads);
+    cmd_result_u64(j, "device_upload_bytes", dev.upload_bytes);
+    cmd_result_u64(j, "device_downloads", dev.downloads);
+    cmd_result_u64(j, "device_download_bytes", dev.download_bytes);
+    cmd_result_u64(j, "device_mirrors", dev.mirrors);
+    cmd_result_u64(j, "device_bytes", dev.mirror_bytes);
+    return true;
+}
+
+/* ---- parse(): params into the job, on the loop thread ---- */
+
+/* ---- parse(): params into the job, on the loop thread ---- */
+
+static bool copy_parse(struct command_job *j, struct proto_args *a)
+{
+    return cmd_arg_required_name(a, "src", j->x) && cmd_arg_required_name(a, "dst", j->y);
+}
+
+static bool drop_parse(struct command_job *j, struct proto_args *a)
+{
+    char name[COMMAND_NAME_SIZE];
+    int got_name = cmd_arg_name(a, "name", name);
+    if (got_name < 0) return false;
+    int got_names = cmd_arg_job_names(j, a, "names");
+    if (got_names < 0) return false;
+    if (got_name == 0 && got_names == 0) return cmd_arg_fail(a, "param 'name' or 'names': missing");
+    if (got_name == 1) {
+        void *names = realloc(j->names, ((size_t)j->n_names + 1) * sizeof *j->names);
+        if (!names) return cmd_arg_fail(a, "out of memory");
+        j->names = names;
+        memcpy(j->names[j->n_names++], name, sizeof name);
+    }
+    return true;
+}
+
+static bool axpy_parse(struct command_job *j, struct proto_args *a)
+{
+    return cmd_arg_required_name(a, "y", j->y) && cmd_arg_required_name(a, "x", j->x) &&
+           cmd_arg_float(a, "alpha", false, 1.0, &j->number) && cmd_arg_range(j, a);
+}
+
+static bool scale_parse(struct command_job *j, struct proto_args *a)
+{
+    return cmd_arg_required_name(a, "x", j->x) &&
+           cmd_arg_float(a, "alpha", true, 0.0, &j->number) && cmd_arg_range(j, a);
+}
+
+static bool sum_parse(struct command_job *j, struct proto_args *a)
+{
+    if (!cmd_arg_required_name(a, "out", j->x)) return false;
+    int got = cmd_arg_job_names(j, a, "inputs");
+    if (got == 0) return proto_args_missing(a, "inputs");
+    if (got == 1 && j->n_names == 0) return cmd_arg_fail(a, "param 'inputs': empty");
+    return got == 1;
+}
+
+static bool norm_parse(struct command_job *j, struct proto_args *a)
+{
+    return cmd_arg_required_name(a, "x", j->x) && cmd_arg_range(j, a);
+}
+
+static bool dot_parse(struct command_job *j, struct proto_args *a)
+{
+    return cmd_arg_required_name(a, "x", j->x) && cmd_arg_required_name(a, "y", j->y) &&
+           cmd_arg_range(j, a);
+}
+
+static bool read_parse(struct command_job *j, struct proto_args *a)
+{
+    if (!cmd_arg_required_name(a, "tensor", j->x) || !cmd_arg_range(j, a)) return false;
+    if (j->has_range && j->range_count > COMMAND_READ_MAX)
+        return cmd_arg_fail(
+            a, "param 'range': %" PRIu64 " values, more than the %d one read may return",
+            j->range_count, COMMAND_READ_MAX);
+    return true;
+}
+
+static bool ping_run(struct command_job *j)
+{
+    return true;
+}
+
+/* ---- table entries ---- */
+
+static const char *const keys_none[] = {NULL};
+static const char *const keys_tensor[] = {"name", "size", "fill", "low", "high",
+                                          "mean", "std",  "seed", NULL};
+static const char *const keys_copy[] = {"src", "dst", NULL};
+static const char *const keys_drop[] = {"name", "names", NULL};
+static const char *const keys_axpy[] = {"y", "x", "alpha", "range", NULL};
+static const char *const keys_scale[] = {"x", "alpha", "range", NULL};
+static const char *const keys_sum[] = {"out", "inputs", NULL};
+static const char *const keys_norm[] = {"x", "range", NULL};
+static const char *const keys_dot[] = {"x", "y", "range", NULL};
+static const char *const keys_read[] = {"tensor", "range", NULL};
+
+#define VEC_COMMAND(cname, prefix)                                                                 \
+    {                                                                                              \
+#cname, keys_##cname, COMMAND_WORKER, .parse = prefix##_parse, .run = prefix##_run         \
+    }
+
+const struct command vec_cmd_ping = {"ping", keys_none, COMMAND_NOW, .run = ping_run, .bare = true};
+const struct command vec_cmd_stats = {"stats", keys_none, COMMAND_NOW, .run = stats_run};
+const struct command vec_cmd_tensor = {
+    "tensor",          keys_tensor,
+    COMMAND_WORKER,    .parse = tensor_parse,
+    .run = tensor_run, .extra_size = sizeof(struct tensor_params)};
+const struct command vec_cmd_copy = VEC_COMMAND(copy, copy);
+const struct command vec_cmd_drop = VEC_COMMAND(drop, drop);
+const struct command vec_cmd_axpy = VEC_COMMAND(axpy, axpy);
+const struct command vec_cmd_scale = VEC_COMMAND(scale, scale);
+const struct command vec_cmd_sum = VEC_COMMAND(sum, sum);
+const struct command vec_cmd_norm = VEC_COMMAND(norm, norm);
+const struct command vec_cmd_dot = VEC_COMMAND(dot, dot);
+const struct command vec_cmd_read = VEC_COMMAND(read, read);

@@ -1,0 +1,76 @@
+/* ml_internal.h — the learning state shared by ml.c (dataset, model, grad,
+ * optim, compress, decompress) and ml_eval.c (eval, in the foreground and
+ * in the background). Private to those two files.
+ *
+ * Threads: ml_state belongs to the worker thread. A loaded split's data
+ * (struct ml_data) is reference counted, because a background evaluation
+ * reads it on its own thread while the worker may load another dataset
+ * under the same split name; the last holder closes it. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/dataset.h"
+#include "kernels/device.h"
+#include "peer/command_job.h"
+
+#define ML_SPLIT_SIZE 32
+
+/* A loaded split: the dataset and the threads that read it. */
+struct ml_data {
+    atomic_uint refs;
+    struct dataset *ds;
+};
+
+struct ml_split {
+    char name[ML_SPLIT_SIZE];
+    struct ml_data *data;
+    struct ml_split *next;
+};
+
+struct ml_model {
+    char name[COMMAND_NAME_SIZE]; /* its parameter tensor */
+    struct kern_model *model;
+    struct kern_optim *optim; /* NULL until the first optim{} */
+    struct ml_model *next;
+};
+
+/* The optimizer state of optim{tensor=}: per tensor name, for its size. */
+struct ml_tensor_optim {
+    char name[COMMAND_NAME_SIZE];
+    struct kern_optim *optim;
+    size_t size;
+    struct ml_tensor_optim *next;
+};
+
+struct ml_state {
+    struct ml_split *splits;
+    struct ml_model *models;
+    struct ml_tensor_optim *tensor_optims;
+    float *x; /* eval scratch */
+    int32_t *y;
+    size_t x_cap, y_cap;
+    /* The mini-batch of the last grad, kept for grad{same_batch}. */
+    float *batch_x;
+    int32_t *batch_y;
+    size_t batch_x_cap, batch_y_cap;
+    int batch_n, batch_dim; /* samples and floats per sample; batch_n 0: none */
+};
+
+void ml_data_hold(struct ml_data *d);
+/* Closes the dataset with the last reference; any thread. */
+void ml_data_release(struct ml_data *d);
+
+/* Lookups (worker); NULL with the job's error set. */
+struct ml_data *ml_split_find(struct command_job *j, const char *split);
+struct ml_model *ml_model_find(struct command_job *j, const char *name);
+/* The model's parameter tensor (held), checked against its architecture. */
+struct store_tensor *ml_params_find(struct command_job *j, const struct ml_model *m);
+bool ml_check_shapes(struct command_job *j, const struct ml_model *m, struct dataset *ds,
+                     const char *split);
+/* Room for n samples of dim floats in *x and their labels in *y. */
+bool ml_reserve(struct command_job *j, size_t n, int dim, float **x, size_t *x_cap, int32_t **y,
+                size_t *y_cap);
