@@ -23,6 +23,9 @@
 struct wait_params {
     char (*names)[COMMAND_NAME_SIZE]; /* sorted, each once: what arrivals must match */
     uint32_t n_names;
+    char (*from)[COMMAND_NAME_SIZE]; /* sorted senders that count; NULL: any */
+    uint32_t n_from;
+    bool clear; /* discard the matching pending arrivals, never wait */
     int64_t k;
     double timeout_s; /* 0: none */
     double started_ms;
@@ -35,10 +38,11 @@ static int name_compare(const void *a, const void *b)
     return strcmp(a, b);
 }
 
-static bool wait_match(const char *name, const void *ctx)
+static bool wait_match(const struct store_arrival *a, const void *ctx)
 {
     const struct wait_params *p = ctx;
-    return bsearch(name, p->names, p->n_names, sizeof *p->names, name_compare) != NULL;
+    return bsearch(a->name, p->names, p->n_names, sizeof *p->names, name_compare) != NULL &&
+           (!p->from || bsearch(a->from, p->from, p->n_from, sizeof *p->from, name_compare));
 }
 
 static void on_wait_timeout(EV_P_ ev_timer *w, int revents);
@@ -70,15 +74,36 @@ static bool wait_parse_names(struct wait_params *p, struct proto_args *a)
     return true;
 }
 
+/* from = node or {nodes}: only arrivals sent by those count. */
+static bool wait_parse_from(struct wait_params *p, struct proto_args *a)
+{
+    const msgpack_object *o = proto_args_get(a, "from");
+    if (!o || o->type == MSGPACK_OBJECT_NIL) return true;
+    if (o->type == MSGPACK_OBJECT_STR) {
+        p->from = calloc(1, sizeof *p->from);
+        if (!p->from) return cmd_arg_fail(a, "out of memory");
+        p->n_from = 1;
+        return cmd_arg_text(a, "from", true, p->from[0], sizeof p->from[0]);
+    }
+    if (cmd_arg_names(a, "from", &p->from, &p->n_from) < 0) return false;
+    if (p->n_from == 0) return cmd_arg_fail(a, "param 'from': empty");
+    qsort(p->from, p->n_from, sizeof *p->from, name_compare);
+    return true;
+}
+
 static bool wait_parse(struct command_job *j, struct proto_args *a)
 {
     struct wait_params *p = j->extra;
     p->job = j;
     p->timeout_s = WAIT_DEFAULT_TIMEOUT_S;
     ev_init(&p->timer, on_wait_timeout);
-    if (!wait_parse_names(p, a) || !cmd_arg_int(a, "k", false, 1, WAIT_K_MAX, &p->k) ||
-        !cmd_arg_float(a, "timeout", false, WAIT_DEFAULT_TIMEOUT_S, &p->timeout_s))
+    if (!wait_parse_names(p, a) || !wait_parse_from(p, a) ||
+        !cmd_arg_int(a, "k", false, 1, WAIT_K_MAX, &p->k) ||
+        !cmd_arg_float(a, "timeout", false, WAIT_DEFAULT_TIMEOUT_S, &p->timeout_s) ||
+        !cmd_arg_bool(a, "clear", &p->clear))
         return false;
+    if (p->clear && proto_args_get(a, "k"))
+        return cmd_arg_fail(a, "param 'k': not with clear (which discards every matching arrival)");
     if (!(p->timeout_s >= 0) || !isfinite(p->timeout_s))
         return cmd_arg_fail(a, "param 'timeout': %g is not a number of seconds >= 0 (0: none)",
                             p->timeout_s);
@@ -112,14 +137,17 @@ static void wait_end(struct command_job *j)
     command_job_finish(j);
 }
 
-/* Claims the arrivals when enough are pending; false while not. */
+/* Claims the arrivals when enough are pending; false while not. A clear
+ * claims every matching one at once (perhaps none). */
 static bool wait_try(struct command_job *j)
 {
     struct wait_params *p = j->extra;
     struct store_arrival *claimed;
-    size_t pending = store_arrivals_claim(j->store, wait_match, p, (size_t)p->k, &claimed);
-    if (pending < (size_t)p->k) return false;
-    wait_result(j, claimed, (size_t)p->k);
+    size_t k = (size_t)p->k;
+    if (p->clear) k = store_arrivals_describe(j->store, wait_match, p, NULL, 0);
+    size_t pending = store_arrivals_claim(j->store, wait_match, p, k, &claimed);
+    if (pending < k) return false;
+    wait_result(j, claimed, k);
     store_arrivals_free(claimed);
     wait_end(j);
     return true;
@@ -156,6 +184,7 @@ static void wait_cleanup(struct command_job *j)
 {
     struct wait_params *p = j->extra;
     free(p->names);
+    free(p->from);
 }
 
 void sync_arrival(struct peer_server *s)
@@ -362,7 +391,7 @@ static void batch_cleanup(struct command_job *j)
 
 /* ---- table entries ---- */
 
-static const char *const keys_wait[] = {"tensors", "tensor", "k", "timeout", NULL};
+static const char *const keys_wait[] = {"tensors", "tensor", "k", "from", "timeout", "clear", NULL};
 static const char *const keys_batch[] = {"commands", NULL};
 
 const struct command sync_cmd_wait = {"wait",

@@ -278,6 +278,7 @@ static bool norm_run(struct command_job *j)
         x && cmd_span(j, x, &px, &n) && dot_device(j, x, NULL, (uint64_t)(px - x->data), n, &value);
     if (ok) cmd_result_f64(j, "value", value);
     if (ok) cmd_result_u64(j, "version", store_tensor_version(x));
+    if (ok) cmd_result_u64(j, "size", x->size); /* how algorithms learn a tensor's size */
     store_tensor_release(x);
     return ok;
 }

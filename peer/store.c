@@ -676,11 +676,11 @@ size_t store_arrivals_claim(struct store *s, store_match_fn match, const void *c
     pthread_mutex_lock(&s->lock);
     size_t pending = 0;
     for (struct store_arrival *a = s->arrivals; a; a = a->next)
-        pending += match(a->name, ctx);
+        pending += match(a, ctx);
     struct store_arrival **out = claimed, **p = &s->arrivals;
     for (size_t taken = 0; pending >= k && taken < k;) {
         struct store_arrival *a = *p;
-        if (!match(a->name, ctx)) {
+        if (!match(a, ctx)) {
             p = &a->next;
             continue;
         }
@@ -705,7 +705,7 @@ size_t store_arrivals_describe(struct store *s, store_match_fn match, const void
     if (cap) buf[0] = '\0';
     pthread_mutex_lock(&s->lock);
     for (struct store_arrival *a = s->arrivals; a; a = a->next) {
-        if (!match(a->name, ctx)) continue;
+        if (!match(a, ctx)) continue;
         int w = len < cap ? snprintf(buf + len, cap - len, "%s%s", n ? ", " : "", a->name) : 0;
         len += w > 0 ? (size_t)w : 0;
         n++;

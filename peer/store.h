@@ -197,7 +197,8 @@ struct store_arrival {
     const char *name, *from; /* the tensor and the sending node, in strings */
     char strings[];
 };
-typedef bool (*store_match_fn)(const char *name, const void *ctx);
+/* Does a pending arrival count for the caller (by its name, sender, ...)? */
+typedef bool (*store_match_fn)(const struct store_arrival *a, const void *ctx);
 /* When at least k pending arrivals match, removes the first k of them (in
  * arrival order) and returns them as a list in *claimed (free it with
  * store_arrivals_free). Returns how many were pending (nothing is claimed

@@ -54,18 +54,21 @@ end
 -- Barzilai-Borwein: two steps at two models; the rate from s and y by hand.
 local B = worker.new(J, { bb = true, bb_opts = { max_lr = 10, smoothing = 0.5 } })
 B:setup()
-B.lr[1] = 10 -- above any proposal: no Armijo backtracking in this check
+B.lr[1] = 10 * 0.3 -- the cap (10 x worker_opt.lr): no Armijo backtracking in this check
 local w1 = workers[1]
 B:step(1, { { node = server, as = "b.1" } })
-local w_prev, g_prev = T.read_all(w1, "w_prev", P), T.read_all(w1, "g_prev", P)
-T.eq(B.lr[1], 10, "bb: the first step keeps the rate")
-w1:axpy{ y = "w", x = "g_prev", alpha = -0.5 } -- a new model for the second step
+local w_before = T.read_all(w1, "w_prev", P)
+T.eq(B.lr[1], 10 * 0.3, "bb: the first step keeps the rate")
+w1:axpy{ y = "w", x = "g", alpha = -0.05 } -- a new model for the second step
 B:step(1, { { node = server, as = "b.1" } })
-local w_now, g_now = T.read_all(w1, "w_prev", P), T.read_all(w1, "g_prev", P)
+-- y = g_B(w_now) - g_B(w_before) on the second step's batch B; "g" was
+-- pushed scaled by the rate, "g_prev" is the gradient at w_before on B.
+local w_now, g_before = T.read_all(w1, "w_prev", P), T.read_all(w1, "g_prev", P)
+local g_now = T.read_all(w1, "g", P)
 local s, y = {}, {}
-for e = 1, P do s[e], y[e] = w_now[e] - w_prev[e], g_now[e] - g_prev[e] end
+for e = 1, P do s[e], y[e] = w_now[e] - w_before[e], g_now[e] / B.lr[1] - g_before[e] end
 local ss, sy = dot(s, s), dot(s, y)
 assert(sy > 0, "bb: the check needs positive curvature, got " .. sy)
-local want = 0.5 * 10 + 0.5 * math.min(10, math.max(1e-4, ss / sy))
+local want = 0.5 * 3 + 0.5 * math.min(3, math.max(0.003, ss / sy))
 T.near(B.lr[1], want, 1e-4, "bb: smoothed two-point rate")
 print("algo_adaptive_k: ok")

@@ -263,9 +263,9 @@ static void test_versions(void)
     store_destroy(s);
 }
 
-static bool match_any(const char *name, const void *ctx)
+static bool match_any(const struct store_arrival *a, const void *ctx)
 {
-    return strcmp(name, ctx) == 0 || strcmp(ctx, "*") == 0;
+    return strcmp(a->name, ctx) == 0 || strcmp(ctx, "*") == 0;
 }
 
 /* Adds as patches (in place, and copied while a reader holds the tensor),

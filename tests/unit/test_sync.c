@@ -3,7 +3,8 @@
  *
  * wait: k arrivals out of a set of names, in arrival order; one name
  * arriving several times; arrivals from before the wait count; a timeout
- * claims nothing; drop discards pending arrivals; commands queued after a
+ * claims nothing; drop discards pending arrivals; from filters by sender,
+ * clear discards at once; commands queued after a
  * wait start only once it is satisfied (wait then sum as two requests),
  * while ping and stats keep answering. batch: order, results, the index and
  * name of a failing command, params checked before anything runs, limits,
@@ -117,6 +118,42 @@ static void test_wait_drop(void)
               "tensor:s timeout:f", "x", -1.0);
     HCALL_ERR(&b, &r, "wait: param 'tensors': empty", "wait", "tensors:l", 0, NULL);
     HCALL_ERR(&b, &r, "wait: unknown param 'names'", "wait", "names:l", 1, (const char *[]){"x"});
+}
+
+/* from: only the named senders' arrivals count, the others stay pending;
+ * clear: discards the matching pending arrivals at once, never waits. */
+static void test_wait_from_clear(void)
+{
+    struct harness_reply r;
+    HCALL_OK(&b, &r, "tensor", "name:s size:i fill:f", "mix", 4LL, 0.0);
+    HCALL_OK(&a, &r, "send", "tensor:s to:s as:s add:b", "x", "b", "mix", 1);
+    HCALL_OK(&c, &r, "send", "tensor:s to:s as:s add:b", "x", "b", "mix", 1);
+    HCALL_OK(&a, &r, "send", "tensor:s to:s as:s add:b", "x", "b", "mix", 1);
+    HCALL_OK(&b, &r, "wait", "tensor:s k:i from:l", "mix", 1LL, 1, (const char *[]){"c"});
+    expect_arrivals(&r, 1, (const char *[]){"mix"}, (const char *[]){"c"});
+    harness_reply_free(&r);
+    HCALL_ERR(&b, &r, "wait: timeout after 0.1 s: 2 of 3 arrivals", "wait",
+              "tensor:s k:i from:s timeout:f", "mix", 3LL, "a", 0.1);
+    HCALL_OK(&b, &r, "wait", "tensor:s k:i from:s", "mix", 2LL, "a");
+    expect_arrivals(&r, 2, (const char *[]){"mix", "mix"}, (const char *[]){"a", "a"});
+    harness_reply_free(&r);
+    /* clear: what is pending goes (only the matching names and senders). */
+    send_ok(&a, "x", "b", "old");
+    send_ok(&c, "x", "b", "old");
+    send_ok(&a, "x", "b", "keep");
+    HCALL_OK(&b, &r, "wait", "tensor:s from:s clear:b", "old", "a", 1);
+    expect_arrivals(&r, 1, (const char *[]){"old"}, (const char *[]){"a"});
+    harness_reply_free(&r);
+    HCALL_OK(&b, &r, "wait", "tensors:l clear:b", 2, (const char *[]){"old", "nothing"}, 1);
+    expect_arrivals(&r, 1, (const char *[]){"old"}, (const char *[]){"c"});
+    harness_reply_free(&r);
+    HCALL_OK(&b, &r, "wait", "tensor:s clear:b", "old", 1); /* none pending: at once */
+    expect_arrivals(&r, 0, NULL, NULL);
+    harness_reply_free(&r);
+    HCALL_OK(&b, &r, "wait", "tensor:s", "keep");
+    harness_reply_free(&r);
+    HCALL_ERR(&b, &r, "wait: param 'k': not with clear", "wait", "tensor:s k:i clear:b", "x", 1LL, 1);
+    HCALL_ERR(&b, &r, "wait: param 'from': empty", "wait", "tensor:s from:l", "x", 0, NULL);
 }
 
 /* wait then sum as two requests: the sum starts only once the wait is
@@ -392,6 +429,7 @@ int main(void)
     test_wait_set();
     test_wait_duplicates();
     test_wait_drop();
+    test_wait_from_clear();
     test_wait_orders();
     test_batch_order();
     test_batch_errors();

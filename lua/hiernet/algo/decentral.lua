@@ -11,8 +11,10 @@
 --           W_ij = 1 / (1 + max(d_i, d_j)) for neighbours, W_ii = 1 - sum.
 --   gossip  push-sum SGD (Kempe et al. 2003; Assran et al. 2019): each worker
 --           keeps a numerator x_i and a weight a_i (carried as x_i's last
---           element, so both travel in one send); a step is x_i <- x_i - lr
---           grad(z_i) at z_i = x_i / a_i, then it keeps half of (x_i, a_i)
+--           element, so both travel in one send); a step is x_i <- x_i -
+--           lr a_i grad(z_i) at z_i = x_i / a_i (a step of lr on z_i: with
+--           the weight left out, a node whose weight has halved a few times
+--           would take steps several times too long), then it keeps half of (x_i, a_i)
 --           and adds the other half into one random neighbour's. Sums are
 --           conserved whatever arrives meanwhile.
 --   easgd   elastic averaging (Zhang et al. 2015), asynchronous: every
@@ -240,7 +242,8 @@ local function gossip_step(J, adj, rng)
       { "scale", { x = m, alpha = 0 } },
       { "axpy", { y = m, x = "xs", alpha = 1 / a, range = { 0, P } } },
       { "grad", { model = m, out = "g", batch = J.o.batch } },
-      { "axpy", { y = "x", x = "g", alpha = -(o.lr or 0.05), range = { 0, P } } },
+      -- x <- x - lr a g: a step of lr on z = x / a, whatever the weight
+      { "axpy", { y = "x", x = "g", alpha = -(o.lr or 0.05) * a, range = { 0, P } } },
       -- keep half, give half: x <- x - h with h = x / 2 sent, so that
       -- what arrives between these commands is neither lost nor doubled
       { "copy", { src = "x", dst = "half" } },
@@ -349,6 +352,7 @@ function dc.train(opts)
   end
   J:start_clock()
   run_workers(J, step, lockstep)
+  J:stopped() -- the reason, when every worker stopped at `steps` by itself
   if algo ~= "easgd" then J.updates_applied = J.steps * #J.workers end
   if algo == "gossip" then
     -- The final model of worker 1 is z_1 = x_1 / a_1.

@@ -263,7 +263,6 @@ function job.new(algorithm, opts, spec)
     algorithm = algorithm, mode = mode, label = label, o = o,
     parameters = plain(opts),
     workers = o.workers or {},
-    prefix = pick_prefix(o, label),
     on_failure = o.on_failure or spec.on_failure or "fail",
     -- progress of the training
     steps = 0, updates_applied = 0, bytes = 0, samples = 0, compute_ms = 0,
@@ -272,9 +271,6 @@ function job.new(algorithm, opts, spec)
     evals = 0, evals_skipped = 0, eval_busy = false, eval_tasks = {},
     stop_reason = nil, dead = {}, t0 = nil,
   }, Job)
-  J.steps_rec = hn.record(J.prefix .. "steps", { "time", "worker", "step", "loss", "compute_ms",
-    "comm_ms", "wait_ms", "staleness", "lr", "k", "bytes" })
-  J.eval_rec = hn.record(J.prefix .. "eval", { "time", "step", "accuracy", "loss" })
   if o.eval_every == nil then
     o.eval_every = o.steps and math.max(1, o.steps // 20) or 50
   end
@@ -316,6 +312,12 @@ end
 -- eval node. Starts the training clock.
 function Job:setup(s)
   s = s or {}
+  -- The records (and their prefix) once every option has been checked: a
+  -- train call that fails its checks leaves no files and frees no name.
+  self.prefix = pick_prefix(self.o, self.label)
+  self.steps_rec = hn.record(self.prefix .. "steps", { "time", "worker", "step", "loss", "compute_ms",
+    "comm_ms", "wait_ms", "staleness", "lr", "k", "bytes" })
+  self.eval_rec = hn.record(self.prefix .. "eval", { "time", "step", "accuracy", "loss" })
   local name = s.model_name or "w"
   self.model_name = name
   self.eval_node = self.o.eval_node or s.eval_node or self.workers[1]
@@ -437,7 +439,9 @@ function Job:worker_failed(i, err)
   if self.on_failure ~= "drop" then error(err, 0) end
   if not self.dead[i] then
     self.dead[i] = true
-    hn.log(string.format("%s: worker %s dropped: %s", self.label, self.workers[i].name, tostring(err)))
+    -- the cause as the peer said it, without the library line it surfaced at
+    local cause = tostring(err):gsub("^[^:]*%.lua:%d+: ", "")
+    hn.log(string.format("%s: worker %s dropped: %s", self.label, self.workers[i].name, cause))
   end
 end
 

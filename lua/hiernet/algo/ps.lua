@@ -295,7 +295,13 @@ function Engine.new(J, policy, servers)
     E.signals[i] = new_signal()
     E.consumed[i] = true
   end
-  if policy.momentum_server then policy.gamma = J.o.server_opt.momentum or 0.9 end
+  if policy.momentum_server then
+    -- The momentum sums a geometric series: a steady update u moves w by
+    -- lr u / (1 - gamma) per step. The default rate 1 - gamma makes that
+    -- lr u = u, the workers' own step, as for the other modes.
+    policy.gamma = J.o.server_opt.momentum or 0.9
+    policy.server_lr = J.o.server_opt.lr or (1 - policy.gamma)
+  end
   return E
 end
 
@@ -373,7 +379,7 @@ function Engine:apply_commands(s, k, members, waiting)
     -- Late updates were merged into mom as they came (Engine:on_push).
     cmds = { { "scale", { x = "mom", alpha = self.policy.gamma } },
              { "axpy", { y = "mom", x = "acc", alpha = 1 / k } },
-             { "axpy", { y = "w", x = "mom", alpha = -(so.lr or 1.0) } } }
+             { "axpy", { y = "w", x = "mom", alpha = -self.policy.server_lr } } }
   else
     cmds = { { "scale", { x = "acc", alpha = 1 / k } }, { "optim", server_optim(so, target, "acc") } }
   end
@@ -643,7 +649,7 @@ function ps.train(opts)
   check_mode_options(J, mode)
   J.on_failure = J.o.on_failure or ((mode == "bsp") and "fail" or "drop")
   local servers = servers_of(J)
-  J.o.server_opt = J.o.server_opt or { method = "sgd", lr = 1.0 }
+  J.o.server_opt = J.o.server_opt or { method = "sgd", lr = mode ~= "adaptive-k" and 1.0 or nil }
   J.o.server_opt.method = J.o.server_opt.method or "sgd"
   local policy = policies[mode](J.o, #J.workers)
   local sharded = #servers > 1

@@ -21,8 +21,9 @@
 -- Barzilai-Borwein learning rate (adaptive-k paper, Sec. 4.3, Algorithm 2,
 -- after De et al.'s big-batch SGD): each worker sets its own rate from the
 -- two-point step alpha_BB = ||s||^2 / <s, y>, with s = w_t - w_{t-1} (its
--- consecutive models) and y = g_t - g_{t-1} (its consecutive gradients),
--- clamped to [min_lr, max_lr] and smoothed, alpha <- (1 - beta) alpha +
+-- consecutive models) and y = g_B(w_t) - g_B(w_{t-1}) (the gradients at
+-- both on this step's mini-batch B), clamped to [min_lr, max_lr] (multiples
+-- of worker_opt.lr) and smoothed, alpha <- (1 - beta) alpha +
 -- beta alpha_BB; a rate above the last accepted one must pass the Armijo
 -- test on the same mini-batch, L(w - alpha g) <= L(w) - c alpha ||g||^2,
 -- else it is halved (backtrack) until it does.
@@ -33,7 +34,9 @@ local worker = {}
 local W = {}
 W.__index = W
 
-local BB_DEFAULTS = { min_lr = 1e-4, max_lr = 10, smoothing = 0.5, armijo_c = 1e-4,
+-- min_lr and max_lr are multiples of the worker's first rate (worker_opt.lr):
+-- the rate may move within [lr / 100, 10 lr].
+local BB_DEFAULTS = { min_lr = 0.01, max_lr = 10, smoothing = 0.5, armijo_c = 0.5,
                       backtrack = 0.5, max_backtracks = 5 }
 
 -- worker.new(J, { want_norm=, bb=, bb_opts=, model = "w" })
@@ -49,7 +52,9 @@ function worker.new(J, o)
     writes_model = not plain_sgd and not o.bb,
   }, W)
   for k, v in pairs(BB_DEFAULTS) do self.bb_opts[k] = (o.bb_opts or {})[k] or v end
-  for i = 1, #J.workers do self.lr[i] = opt.lr or 0.05 end
+  local lr0 = opt.lr or 0.05
+  self.bb_opts.min_lr, self.bb_opts.max_lr = self.bb_opts.min_lr * lr0, self.bb_opts.max_lr * lr0
+  for i = 1, #J.workers do self.lr[i] = lr0 end
   return self
 end
 
@@ -142,11 +147,17 @@ end
 -- ---- Barzilai-Borwein rate (adaptive-k) ----
 
 -- The gradient, its norm, and (from the second step on) ||s||^2 and <s, y>.
+-- y is the change of the gradient along s on ONE mini-batch: the gradient
+-- at the previous model is recomputed on this step's batch (Eq. 22 of the
+-- paper; gradients of two different batches differ mostly by their noise,
+-- which made <s, y> near zero and the step explode).
 function W:bb_measure(node, st)
   local m, batch = self.model, self.J.o.batch
   local cmds = { { "grad", { model = m, out = "g", batch = batch } }, { "norm", { x = "g" } } }
   if st.has_prev then
     local more = {
+      { "copy", { src = "w_prev", dst = "trial" } },
+      { "grad", { model = "trial", out = "g_prev", same_batch = true } },
       { "copy", { src = m, dst = "s" } }, { "axpy", { y = "s", x = "w_prev", alpha = -1 } },
       { "copy", { src = "g", dst = "y" } }, { "axpy", { y = "y", x = "g_prev", alpha = -1 } },
       { "dot", { x = "s", y = "s" } }, { "dot", { x = "s", y = "y" } },
@@ -154,11 +165,10 @@ function W:bb_measure(node, st)
     for _, c in ipairs(more) do cmds[#cmds + 1] = c end
   end
   cmds[#cmds + 1] = { "copy", { src = m, dst = "w_prev" } }
-  cmds[#cmds + 1] = { "copy", { src = "g", dst = "g_prev" } }
   local res = node:batch(cmds).results
   local out = { loss = res[1].loss, samples = res[1].batch, gnorm2 = res[2].value ^ 2,
                 ms = job.sum_ms(res) }
-  if st.has_prev then out.ss, out.sy = res[7].value, res[8].value end
+  if st.has_prev then out.ss, out.sy = res[9].value, res[10].value end
   st.has_prev = true
   return out
 end

@@ -6,7 +6,7 @@ local hn = require("hiernet")
 local T = {}
 
 -- Four Gaussian classes in 16 dimensions: a model learns it in tens of steps.
-T.dataset = { name = "synthetic", n = 2400, dim = 16, classes = 4, noise = 0.7, test_n = 600 }
+T.dataset = { name = "synthetic", n = 2400, dim = 16, classes = 4, noise = 0.4, test_n = 600 }
 T.model = "mlp:16-32-4"
 
 -- A network of backend none: `server` (unless no_server) and workers w1..wn.
