@@ -26,6 +26,9 @@ end
 
 local function cell(v)
   if v == nil or v == hn.null then return "-" end
+  if math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then
+    return string.format("%d", v)
+  end
   if math.type(v) == "float" then
     if v ~= 0 and (math.abs(v) >= 1e6 or math.abs(v) < 1e-3) then return string.format("%.3g", v) end
     return string.format("%.4g", v)

@@ -479,7 +479,7 @@ end
 function ar.train(opts)
   local algo = type(opts) == "table" and opts.algo or "ring"
   local J = job.new("allreduce", opts, { mode = algo, options = TRAIN_OPTIONS })
-  if #J.workers < 2 then fail("allreduce.train: give at least 2 workers") end
+
   J.o.server_opt = J.o.server_opt or { method = "sgd", lr = 1.0 }
   J.o.server_opt.method = J.o.server_opt.method or "sgd"
   J:setup{ origin = J.workers[1], eval_node = J.workers[1], model_name = "w" }

@@ -122,9 +122,12 @@ end
 -- neighbours wait for each other's messages). J.steps is the fewest steps
 -- any worker has finished.
 local function run_workers(J, step, lockstep)
-  local n, done = #J.workers, {}
-  for i = 1, n do done[i] = 0 end
-  local last -- with lockstep: the step every worker ends with
+  local n, done, started = #J.workers, {}, {}
+  for i = 1, n do done[i], started[i] = 0, 0 end
+  -- With lockstep, the step every worker ends with: the highest step any
+  -- worker has started when the stop is noticed (one already under way
+  -- waits for its neighbours' messages of that step).
+  local last
   local function update_steps()
     local m = math.huge
     for i = 1, n do if J:alive(i) then m = math.min(m, done[i]) end end
@@ -138,11 +141,12 @@ local function run_workers(J, step, lockstep)
           local t = done[i] + 1
           if J.o.steps and t > J.o.steps then break end
           if lockstep then
-            if not last and J:stopped() then last = math.max(table.unpack(done)) end
+            if not last and J:stopped() then last = math.max(table.unpack(started)) end
             if last and t > last then break end
           elseif J:stopped() then
             break
           end
+          started[i] = t
           step(i, t)
           done[i] = t
           update_steps()

@@ -47,23 +47,7 @@ function T.learned(s, factor, what)
 end
 
 -- Rows of a CSV of the run's results directory, as tables by column.
-function T.csv(name)
-  local f = assert(io.open(hn.results_dir() .. "/" .. name .. ".csv"))
-  local header, rows = nil, {}
-  for line in f:lines() do
-    local cells = {}
-    for cell in (line .. ","):gmatch("([^,]*),") do cells[#cells + 1] = cell end
-    if not header then
-      header = cells
-    else
-      local row = {}
-      for i, col in ipairs(header) do row[col] = cells[i] ~= "" and (tonumber(cells[i]) or cells[i]) or nil end
-      rows[#rows + 1] = row
-    end
-  end
-  f:close()
-  return rows
-end
+T.csv = require("hiernet.experiment").read_csv
 
 -- Every value of a tensor (small tensors), read in pieces of 65536.
 function T.read_all(node, tensor, size)
