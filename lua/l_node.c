@@ -84,12 +84,113 @@ static struct peer_client *node_client(lua_State *L, struct l_node *n, const cha
     return netrun_peer(net->run, n->index);
 }
 
+/* ---- destinations named in params ---- */
+
+/* The host names of net, for an error message: "a, b, c" (at most 12). */
+static void host_names(const struct topo_network *net, char *buf, size_t cap)
+{
+    size_t len = 0, shown = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < net->n_nodes && len < cap; i++) {
+        if (net->nodes[i].kind != TOPO_NODE_HOST) continue;
+        if (shown++ == 12) {
+            snprintf(buf + len, cap - len, ", ...");
+            return;
+        }
+        int w = snprintf(buf + len, cap - len, "%s%s", shown > 1 ? ", " : "", net->nodes[i].name);
+        len += w > 0 ? (size_t)w : 0;
+    }
+}
+
+/* The value at idx names a host of node n's network (a name or a node
+ * handle), else raises an error naming the value and listing the hosts: the
+ * peer would only find "no address for node", in its own words. */
+static void check_destination(lua_State *L, struct l_node *n, const char *method, const char *key,
+                              int idx)
+{
+    const struct topo_network *net = n->net->topo;
+    const char *self = net->nodes[n->index].name;
+    struct l_node *other = luaL_testudata(L, idx, NODE_MT);
+    if (other) {
+        if (other->net != n->net)
+            luaL_error(L, "node '%s': %s: param '%s': node '%s' belongs to network '%s', not '%s'",
+                       self, method, key, other->net->topo->nodes[other->index].name,
+                       other->net->topo->name, net->name);
+        return;
+    }
+    if (lua_type(L, idx) != LUA_TSTRING) return; /* the peer says what it expects */
+    const char *name = lua_tostring(L, idx);
+    int i = topo_node_find(net, name);
+    if (i >= 0 && net->nodes[i].kind == TOPO_NODE_HOST) return;
+    char hosts[512];
+    host_names(net, hosts, sizeof hosts);
+    luaL_error(L, "node '%s': %s: param '%s': '%s' is not a %s of network '%s' (its hosts: %s)",
+               self, method, key, name, i >= 0 ? "host (a switch runs no peer)" : "node",
+               net->name, hosts);
+}
+
+/* Checks params[key] (a destination or a list of them). */
+static void check_destinations(lua_State *L, struct l_node *n, const char *method, int params,
+                               const char *key)
+{
+    lua_getfield(L, params, key);
+    int v = lua_gettop(L);
+    if (lua_istable(L, v)) {
+        lua_Integer len = luaL_len(L, v);
+        for (lua_Integer i = 1; i <= len; i++) {
+            lua_rawgeti(L, v, i);
+            check_destination(L, n, method, key, lua_gettop(L));
+            lua_pop(L, 1);
+        }
+    } else if (!lua_isnil(L, v)) {
+        check_destination(L, n, method, key, v);
+    }
+    lua_pop(L, 1);
+}
+
+/* The node names in params of send (to), wait (from), and of the sends and
+ * waits inside a batch ({ {"send", {...}}, ... }). label: the method as the
+ * error says it ("send", or "batch: command 2 (send)"). */
+static void check_params_nodes(lua_State *L, struct l_node *n, const char *method,
+                               const char *label, int params)
+{
+    if (!lua_istable(L, params)) return;
+    if (strcmp(method, "send") == 0) check_destinations(L, n, label, params, "to");
+    if (strcmp(method, "wait") == 0) check_destinations(L, n, label, params, "from");
+    if (strcmp(method, "batch") != 0) return;
+    lua_getfield(L, params, "commands"); /* the list travels as params.commands */
+    params = lua_gettop(L);
+    if (!lua_istable(L, params)) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_Integer len = luaL_len(L, params);
+    for (lua_Integer i = 1; i <= len; i++) {
+        lua_rawgeti(L, params, i);
+        int entry = lua_gettop(L);
+        if (lua_istable(L, entry)) {
+            lua_rawgeti(L, entry, 1);
+            lua_rawgeti(L, entry, 2);
+            const char *sub = lua_tostring(L, -2);
+            char sub_label[96];
+            snprintf(sub_label, sizeof sub_label, "batch: command %lld (%s)", (long long)i,
+                     sub ? sub : "?");
+            if (sub && strcmp(sub, "batch") != 0)
+                check_params_nodes(L, n, sub, sub_label, lua_gettop(L));
+            lua_pop(L, 2);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
 /* Sends method with params (a table or nil) and yields until the reply. */
 static int node_request(lua_State *L, struct l_node *n, const char *method, int params)
 {
     struct hn_runtime *rt = hn_runtime(L);
     const char *node = n->net->topo->nodes[n->index].name;
     struct peer_client *pc = node_client(L, n, method);
+    check_params_nodes(L, n, method, method, params);
     char err[512];
     msgpack_sbuffer_clear(&rt->scratch);
     msgpack_packer pk;

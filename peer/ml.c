@@ -178,9 +178,17 @@ static bool dataset_parse(struct command_job *j, struct proto_args *a)
 static bool dataset_run(struct command_job *j)
 {
     const struct dataset_params *p = j->extra;
-    if ((p->shard > 0) != (p->shards > 0) || p->shard > p->shards)
-        return cmd_fail(j, "shard %" PRId64 " of %" PRId64 ": give both, 1 <= shard <= shards",
-                        p->shard, p->shards);
+    /* shard is 1-based (the i-th of n), unlike ranges, which are 0-based
+     * offsets: say which rule a value breaks. */
+    if (p->shards > 0 && p->shard == 0)
+        return cmd_fail(j, "shard 0 of %" PRId64 ": shards are numbered from 1 (give 1 to %" PRId64 ")",
+                        p->shards, p->shards);
+    if (p->shard > 0 && p->shards == 0)
+        return cmd_fail(j, "shard %" PRId64 " without shards: give shards (how many) with it",
+                        p->shard);
+    if (p->shard > p->shards)
+        return cmd_fail(j, "shard %" PRId64 " of %" PRId64 ": there are only %" PRId64 " shards",
+                        p->shard, p->shards, p->shards);
     struct dataset_spec spec = {
         .name = p->path[0] ? p->path : p->name,
         .split = p->split,

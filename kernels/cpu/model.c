@@ -154,7 +154,18 @@ static void build_lenet(struct model *m)
     add_dense(m, 84, 10, 0);
 }
 
-/* Parses "A-B-C" into sizes; returns the count or -1 with err set. */
+/* "first", "second", ... for the n-th (1-based) layer size in messages. */
+static const char *ordinal(int n, char *buf, size_t cap)
+{
+    static const char *const words[] = {"first", "second", "third", "fourth", "fifth",
+                                        "sixth", "seventh", "eighth", "ninth", "tenth"};
+    if (n >= 1 && n <= 10) return words[n - 1];
+    snprintf(buf, cap, "%dth", n);
+    return buf;
+}
+
+/* Parses "A-B-C" into sizes; returns the count or -1 with err set, quoting
+ * the size at fault as the user wrote it. */
 static int parse_sizes(const char *spec, const char *list, int *sizes, int cap, char *err,
                        size_t errlen)
 {
@@ -166,9 +177,15 @@ static int parse_sizes(const char *spec, const char *list, int *sizes, int cap, 
         errno = 0;
         if (*p >= '0' && *p <= '9') /* strtol alone would accept "+5" and " 5" */
             v = strtol(p, &end, 10);
-        if (end == p || errno || v < 1 || v > MODEL_MAX_WIDTH || (*end != '-' && *end != '\0'))
-            return kern_fail(err, errlen, "model spec \"%s\": layer size %d is not an integer in 1..%d",
-                        spec, count + 1, MODEL_MAX_WIDTH);
+        if (end == p || errno || v < 1 || v > MODEL_MAX_WIDTH || (*end != '-' && *end != '\0')) {
+            size_t len = strcspn(p, "-");
+            char nth[16];
+            return kern_fail(err, errlen,
+                             "model spec \"%s\": the %s layer size '%.*s' is not a whole number "
+                             "from 1 to %d",
+                             spec, ordinal(count + 1, nth, sizeof nth), (int)(len < 32 ? len : 32), p,
+                             MODEL_MAX_WIDTH);
+        }
         if (count == cap)
             return kern_fail(err, errlen, "model spec \"%s\": more than %d layer sizes", spec, cap);
         sizes[count++] = (int)v;

@@ -28,6 +28,18 @@ fails("node 'a': read", a.read, a, { tensor = "missing" })
 fails("a function cannot be sent", a.tensor, a, { name = "t", size = 1, fill = print })
 a:tensor{ name = "t", size = 4 }
 fails("out of bounds", a.read, a, { tensor = "t", range = { 3, 2 } })
+-- Destinations are checked in the controller, naming the network's hosts.
+fails("node 'a': send: param 'to': 'zz' is not a node of network 'bad' (its hosts: a",
+      a.send, a, { tensor = "t", to = "zz" })
+fails("node 'a': batch: command 1 (send): param 'to': 'q' is not a node of network 'bad'",
+      a.batch, a, { { "send", { tensor = "t", to = "q" } } })
+fails("node 'a': wait: param 'from': 'nope' is not a node", a.wait, a, { tensor = "t", from = "nope" })
+local other = hn.network{ name = "other", backend = "none" }
+local o = other:node("o")
+other:start()
+fails("node 'a': send: param 'to': node 'o' belongs to network 'other', not 'bad'",
+      a.send, a, { tensor = "t", to = o })
+other:stop()
 -- The peer lives on after every error above.
 assert(a:ping().ms >= 0)
 net:stop()

@@ -198,7 +198,11 @@ static void test_errors(void)
     HCALL_ERR(&p, &r, "/nonexistent/x-images-idx3-ubyte", "dataset", "name:s",
               "/nonexistent/x-images-idx3-ubyte");
     HCALL_ERR(&p, &r, "model 'm' not found", "eval", "model:s", "m");
-    HCALL_ERR(&p, &r, "shard 3 of 2", "dataset", "name:s shard:i shards:i", "synthetic", 3LL, 2LL);
+    HCALL_ERR(&p, &r, "shard 3 of 2: there are only 2 shards", "dataset", "name:s shard:i shards:i",
+              "synthetic", 3LL, 2LL);
+    HCALL_ERR(&p, &r, "shard 0 of 4: shards are numbered from 1 (give 1 to 4)", "dataset",
+              "name:s shard:i shards:i", "synthetic", 0LL, 4LL);
+    HCALL_ERR(&p, &r, "shard 2 without shards", "dataset", "name:s shard:i", "synthetic", 2LL);
     HCALL_ERR(&p, &r, "unknown param 'lr'", "grad", "model:s lr:f", "m", 0.1);
     HCALL_OK(&p, &r, "model", "name:s arch:s", "m", "logreg:32-10");
     HCALL_ERR(&p, &r, "no 'train' split loaded", "grad", "model:s", "m");

@@ -56,6 +56,11 @@ static void test_specs(void)
         snprintf(quoted, sizeof quoted, "\"%s\"", bad[i]);
         CHECK_CONTAINS(err, quoted);
     }
+    /* The size at fault is named as written, with its place. */
+    CHECK(model_create("mlp:784-10-x", 0, &m, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "the third layer size 'x' is not a whole number from 1 to");
+    CHECK(model_create("mlp:784-0-10", 0, &m, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "the second layer size '0'");
 }
 
 static void test_init(void)
