@@ -77,6 +77,7 @@ struct command_job {
     bool holds_worker;          /* a gate that reached the head on its own */
     bool cancelled;             /* the peer is shutting down: no answer is wanted */
     bool skipped;               /* a batch's command not run: an earlier one failed */
+    bool detached; /* a batch's send with nowait: the batch goes on once it is queued */
     /* Params of the older vector commands, copied out of the request, which is
      * gone when the job runs. Tensor names: x is copy{src}, sum{out},
      * read{tensor} and the x of axpy/scale/norm/dot; y is copy{dst} and the y

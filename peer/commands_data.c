@@ -126,8 +126,17 @@ static bool send_parse(struct command_job *j, struct proto_args *a)
     int got = cmd_arg_name(a, "as", p->as);
     if (got == 0) memcpy(p->as, p->tensor, sizeof p->tensor);
     p->has_at = proto_args_get(a, "at") != NULL;
-    return got >= 0 && cmd_arg_int(a, "at", false, 0, (int64_t)STORE_MAX_ELEMENTS, &p->at) &&
-           cmd_arg_bool(a, "add", &p->add);
+    bool nowait = false;
+    if (got < 0 || !cmd_arg_int(a, "at", false, 0, (int64_t)STORE_MAX_ELEMENTS, &p->at) ||
+        !cmd_arg_bool(a, "add", &p->add) || !cmd_arg_bool(a, "nowait", &nowait))
+        return false;
+    /* nowait: the batch's next command need not wait for the receiver's
+     * ack (the snapshot is still taken in order); alone it would mean
+     * answering before the send is done, which no caller can use. */
+    if (nowait && !j->parent)
+        return cmd_arg_fail(a, "param 'nowait': only for a send inside a batch");
+    j->detached = nowait;
+    return true;
 }
 
 /* ---- send: snapshot (worker) ---- */
@@ -337,8 +346,8 @@ static void peers_cleanup(struct command_job *j)
 
 /* ---- table entries ---- */
 
-static const char *const keys_send[] = {"tensor", "to", "to_addr", "as",
-                                        "range",  "at", "add",     NULL};
+static const char *const keys_send[] = {"tensor", "to", "to_addr", "as",    "range",
+                                        "at",     "add", "nowait",  NULL};
 static const char *const keys_peers[] = {"table", "replace", NULL};
 
 const struct command data_cmd_send = {"send",

@@ -207,9 +207,9 @@ void sync_shutdown(struct peer_server *s)
 struct batch_params {
     struct command_job **children; /* not started yet; NULL once started */
     uint32_t n, next;
-    uint32_t in_flight;         /* started, not completed */
-    struct peer_buffer results; /* the packed result maps of those done */
-    msgpack_packer pk;
+    uint32_t in_flight;  /* started, not completed, holding the batch */
+    uint32_t detached;   /* nowait sends started, not completed */
+    struct peer_buffer *results; /* per command, its packed result map once done */
     uint32_t n_results;
     double started_ms, cpu_ms;
     bool stepping, advance; /* batch_step's trampoline */
@@ -267,7 +267,6 @@ static bool batch_parse_child(struct command_job *j, struct proto_args *a, uint3
 static bool batch_parse(struct command_job *j, struct proto_args *a)
 {
     struct batch_params *p = j->extra;
-    msgpack_packer_init(&p->pk, &p->results, peer_buffer_write);
     const msgpack_object *list = proto_args_get(a, "commands");
     if (!list) return proto_args_missing(a, "commands");
     if (list->type == MSGPACK_OBJECT_MAP && list->via.map.size == 0) return true; /* {} */
@@ -278,21 +277,26 @@ static bool batch_parse(struct command_job *j, struct proto_args *a)
         return cmd_arg_fail(a, "param 'commands': %" PRIu32 " commands, at most %d",
                             list->via.array.size, BATCH_MAX);
     p->children = calloc(list->via.array.size ? list->via.array.size : 1, sizeof *p->children);
-    if (!p->children) return cmd_arg_fail(a, "out of memory");
+    p->results = calloc(list->via.array.size ? list->via.array.size : 1, sizeof *p->results);
+    if (!p->children || !p->results) return cmd_arg_fail(a, "out of memory");
     p->n = list->via.array.size;
     for (uint32_t i = 0; i < p->n; i++)
         if (!batch_parse_child(j, a, i, &list->via.array.ptr[i])) return false;
     return true;
 }
 
+/* The results in command order (a nowait send may complete after commands
+ * that follow it). */
 static void batch_end(struct command_job *j)
 {
     struct batch_params *p = j->extra;
-    if (!j->err[0] && p->results.failed) cmd_fail(j, "out of memory packing the results");
+    for (uint32_t i = 0; i < p->n && !j->err[0]; i++)
+        if (p->results[i].failed) cmd_fail(j, "out of memory packing the results");
     if (!j->err[0]) {
         cmd_result_key(j, "results");
         msgpack_pack_array(&j->pk, p->n_results);
-        peer_buffer_write(&j->body, p->results.data, p->results.len);
+        for (uint32_t i = 0; i < p->n; i++)
+            if (p->results[i].len) peer_buffer_write(&j->body, p->results[i].data, p->results[i].len);
     }
     j->work.wall_ms = command_now_ms() - p->started_ms;
     j->work.cpu_ms = p->cpu_ms;
@@ -308,9 +312,11 @@ static bool batch_chainable(const struct command_job *c)
 }
 
 /* Starts the next commands (a run of worker commands goes to the worker
- * together), or ends the batch once nothing is in flight. Commands that
- * complete at once (ping, a satisfied wait) come back here through
- * batch_child_done: the loop then goes on instead of recursing. */
+ * together; a nowait send does not hold up what follows it: its snapshot is
+ * queued in order before them), or ends the batch once nothing is in
+ * flight. Commands that complete at once (ping, a satisfied wait) come back
+ * here through batch_child_done: the loop then goes on instead of
+ * recursing. */
 static void batch_step(struct command_job *j)
 {
     struct batch_params *p = j->extra;
@@ -323,18 +329,23 @@ static void batch_step(struct command_job *j)
         p->advance = false;
         if (p->in_flight) break;
         if (j->err[0] || p->next == p->n) {
+            if (p->detached) break; /* the batch ends when its last send does */
             p->stepping = false;
             batch_end(j);
             return;
         }
-        bool chain;
+        bool go_on;
         do {
             struct command_job *c = p->children[p->next];
             p->children[p->next++] = NULL;
-            chain = batch_chainable(c);
-            p->in_flight++;
+            go_on = c->detached || (batch_chainable(c) && p->next < p->n &&
+                                    p->children[p->next]->cmd->kind == COMMAND_WORKER);
+            if (c->detached)
+                p->detached++;
+            else
+                p->in_flight++;
             command_job_start(c);
-        } while (chain && p->next < p->n && p->children[p->next]->cmd->kind == COMMAND_WORKER);
+        } while (go_on && p->next < p->n && !j->err[0]);
     } while (p->advance);
     p->stepping = false;
 }
@@ -343,19 +354,24 @@ static void batch_child_done(struct command_job *c)
 {
     struct command_job *j = c->parent;
     struct batch_params *p = j->extra;
-    p->in_flight--;
+    if (c->detached)
+        p->detached--;
+    else
+        p->in_flight--;
     if (c->cancelled) {
         p->cancelled = true;
     } else if (c->err[0]) {
         if (!j->err[0]) cmd_fail(j, "command %" PRIu32 " (%s): %s", c->index, c->cmd->name, c->err);
     } else if (!c->skipped) {
-        command_job_pack_result(c, &p->pk);
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &p->results[c->index - 1], peer_buffer_write);
+        command_job_pack_result(c, &pk);
         p->n_results++;
         p->cpu_ms += c->work.cpu_ms;
     }
     command_job_free(c);
     if (p->cancelled) {
-        if (!p->in_flight) command_job_cancel(j);
+        if (!p->in_flight && !p->detached) command_job_cancel(j);
         return;
     }
     batch_step(j);
@@ -386,7 +402,9 @@ static void batch_cleanup(struct command_job *j)
     for (uint32_t i = 0; p->children && i < p->n; i++)
         command_job_free(p->children[i]);
     free(p->children);
-    peer_buffer_free(&p->results);
+    for (uint32_t i = 0; p->results && i < p->n; i++)
+        peer_buffer_free(&p->results[i]);
+    free(p->results);
 }
 
 /* ---- table entries ---- */

@@ -41,7 +41,7 @@ for _, mode in ipairs{ "bsp", "asp" } do
   local s = ps.train{ server = t.cloud[1], workers = t.terminal, mode = mode, model = "mlp:784-128-10",
                       dataset = { name = "fashion-mnist", partition = "shuffle" }, batch = 64,
                       seconds = seconds, worker_opt = { method = "sgd", lr = 0.1 },
-                      server_opt = { method = "sgd", lr = 1.0 }, eval_every = quick and 5 or 10,
+                      server_opt = { method = "sgd", lr = 1.0 }, eval_every = mode == "bsp" and 3 or 15,
                       eval_limit = 1000, final_eval_limit = quick and 2000 or 0, prefix = mode .. "_" }
   rows[#rows + 1] = ex.row(mode, s)
 end

@@ -221,6 +221,41 @@ static void test_batch_order(void)
     harness_reply_free(&r);
 }
 
+/* A nowait send does not hold up the commands after it (a ring step sends
+ * its chunk and waits for its neighbour's at once), its snapshot is still
+ * taken in order, the batch ends only once it is acknowledged, and the
+ * results stay in command order. */
+static void test_batch_nowait(void)
+{
+    struct harness_reply r;
+    struct harness_batch bb;
+    harness_batch_begin(&bb, 4);
+    harness_batch_add(&bb, "tensor", "name:s size:i fill:f", "n", 4LL, 2.0);
+    harness_batch_add(&bb, "send", "tensor:s to:s as:s nowait:b", "n", "b", "nw", 1);
+    harness_batch_add(&bb, "scale", "x:s alpha:f", "n", 10.0); /* after the snapshot */
+    harness_batch_add(&bb, "norm", "x:s", "n");
+    CHECK(harness_wait(&a, harness_batch_request(&a, &bb), &r) && r.ok);
+    CHECK_MSG(r.n_results == 4, "%zu results", r.n_results);
+    if (r.n_results == 4) {
+        CHECK(harness_num(&r.results[1], "bytes") == 16 && harness_num(&r.results[1], "version") == 1);
+        CHECK(harness_num(&r.results[2], "version") == 2);
+        CHECK_NEAR(harness_num(&r.results[3], "value"), 40, 1e-4);
+    }
+    harness_reply_free(&r);
+    /* The batch answered only once the send was acknowledged: b has the snapshot. */
+    CHECK(harness_values_are(&b, "nw", 4, (float[]){2, 2, 2, 2}));
+    HCALL_ERR(&a, &r, "send: param 'nowait': only for a send inside a batch", "send",
+              "tensor:s to:s nowait:b", "n", "b", 1);
+    /* A nowait send that fails fails the batch, naming it. */
+    harness_batch_begin(&bb, 2);
+    harness_batch_add(&bb, "send", "tensor:s to:s as:s range:r at:i nowait:b", "n", "b", "nosuch",
+                      0LL, 2LL, 1LL, 1);
+    harness_batch_add(&bb, "ping", "");
+    CHECK(harness_wait(&a, harness_batch_request(&a, &bb), &r) && !r.ok);
+    CHECK_CONTAINS(r.error, "batch: command 1 (send)");
+    harness_reply_free(&r);
+}
+
 static void test_batch_errors(void)
 {
     struct harness_reply r;
@@ -432,6 +467,7 @@ int main(void)
     test_wait_from_clear();
     test_wait_orders();
     test_batch_order();
+    test_batch_nowait();
     test_batch_errors();
     test_batch_wait();
     test_shutdown_while_waiting();

@@ -91,7 +91,7 @@ if part == "allreduce" then
     local port = 29500
     local procs = {}
     for i, p in ipairs(peers) do
-      procs[i] = p:spawn{ "python3", gloo, "--rank", tostring(i - 1), "--world", tostring(n),
+      procs[i] = p:spawn{ hn.param("python", "/usr/bin/python3"), gloo, "--rank", tostring(i - 1), "--world", tostring(n),
                           "--master", peers[1].addr, "--port", tostring(port), "--mb", tostring(mb),
                           "--reps", tostring(reps) }
     end

@@ -5,7 +5,7 @@ hiernet node, started inside the nodes by the bench scenario. Prints
 "median_ms X" (rank 0's median over the timed repetitions, after one warm-up).
 
 gloo binds to the interface named by GLOO_SOCKET_IFNAME: the node's link
-interface, found here as the first interface that is not loopback."""
+interface, found here from the node's routes."""
 import argparse
 import os
 import statistics
@@ -13,10 +13,18 @@ import time
 
 
 def link_interface():
-    names = sorted(n for n in os.listdir("/sys/class/net") if n != "lo")
-    if not names:
-        raise SystemExit("gloo_allreduce: no network interface besides lo in this node")
-    return names[0]
+    """The interface the node's routes leave by (hiernet names a link's end
+    after the node at its other end; a node on one switch has one), the
+    default route's where there is one."""
+    routes = []
+    with open("/proc/net/route") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if len(fields) > 1 and fields[0] != "lo":
+                routes.append((fields[1] != "00000000", fields[0]))
+    if not routes:
+        raise SystemExit("gloo_allreduce: this node has no route")
+    return min(routes)[1]
 
 
 def main():

@@ -264,8 +264,10 @@ local function commands_of(ops, peers, t)
       if type(to) ~= "table" then cmds[#cmds][2].to = { to } end
       table.insert(cmds[#cmds][2].to, peers[op.to])
     elseif op[1] == "send" then
+      -- nowait: the next step starts when its data is in, not when this
+      -- send's ack is back (one latency less per step)
       cmds[#cmds + 1] = { "send", { tensor = t, to = peers[op.to], range = op.range,
-                                    add = op.add or nil } }
+                                    add = op.add or nil, nowait = true } }
     else
       local from = {}
       for _, q in ipairs(op.from) do from[#from + 1] = peers[q] end
