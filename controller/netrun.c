@@ -52,7 +52,8 @@ struct netrun {
     /* links.csv: linkd's counters sampled once per second */
     struct record *links_record;
     ev_timer sample_timer;
-    double t0; /* CLOCK_MONOTONIC of the run's start */
+    netrun_clock_fn clock; /* the run's emulated seconds, for the time_s column */
+    void *clock_ctx;
     size_t samples_pending;
     double topology_s, peers_s; /* start phases, for the log */
 };
@@ -223,8 +224,10 @@ static int make_user_links(struct netrun *nr, char *err, size_t errlen)
         int ia, ib;
         /* The network's seed makes a run's losses and jitter reproducible. */
         uint64_t seed = net->seed * 1000003u + l;
+        struct topo_link_params installed;
+        topo_link_params_dilate(&link->params, net->dilation, &installed);
         if (linkd_client_link_add(linkd_of(nr, (int)l), (int)l, path_a, link->ifname_a, path_b,
-                                  link->ifname_b, &link->params, seed, &ia, &ib, err, errlen) < 0)
+                                  link->ifname_b, &installed, seed, &ia, &ib, err, errlen) < 0)
             return -1;
         topo_kernel_set_link_ifindex(nr->kernel, (int)l, ia, ib);
     }
@@ -354,18 +357,21 @@ static void on_peer_exit(void *ctx, int status)
 
 /* A peer's command line (after the executable) and environment. */
 struct peer_argv {
-    char threads[16], speed[32], blas[48];
-    const char *args[16];
+    char threads[16], speed[32], dilation[32], blas[48];
+    const char *args[20];
     const char *env[2];
 };
 
-static void peer_argv_build(const struct topo_node *n, struct peer_argv *a)
+static void peer_argv_build(const struct topo_network *net, const struct topo_node *n,
+                            struct peer_argv *a)
 {
     snprintf(a->threads, sizeof a->threads, "%d", n->threads > 0 ? n->threads : 1);
     snprintf(a->speed, sizeof a->speed, "%.17g", n->speed > 0 ? n->speed : 1.0);
+    snprintf(a->dilation, sizeof a->dilation, "%.17g", net->dilation > 1 ? net->dilation : 1.0);
     snprintf(a->blas, sizeof a->blas, "OPENBLAS_NUM_THREADS=%s", a->threads);
-    const char *args[] = {"--node",  n->name,  "--addr",   n->addr,   "--threads", a->threads,
-                          "--speed", a->speed, "--device", n->device, NULL};
+    const char *args[] = {"--node",   n->name,   "--addr", n->addr,      "--threads",
+                          a->threads, "--speed", a->speed, "--dilation", a->dilation,
+                          "--device", n->device, NULL};
     memcpy(a->args, args, sizeof args);
     a->env[0] = a->blas;
     a->env[1] = NULL;
@@ -388,7 +394,7 @@ static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *
     const struct topo_node *n = &nr->net->nodes[node];
     struct netrun_peer *p = &nr->peers[node];
     struct peer_argv a;
-    peer_argv_build(n, &a);
+    peer_argv_build(nr->net, n, &a);
     struct peer_spawn spec = {n->name, peer_path, a.args, netrun_node_ns(nr, node), a.env};
     struct peer_client_hooks hooks = {NULL, on_peer_exit, p};
     p->client = peer_client_spawn(nr->loop, &spec, &hooks, err, errlen);
@@ -426,7 +432,7 @@ static int request_peers(struct netrun *nr, char *err, size_t errlen)
         p->client = peer_client_open(nr->loop, &spec, &hooks, &child_end, err, errlen);
         if (!p->client) return -1;
         struct peer_argv a;
-        peer_argv_build(n, &a);
+        peer_argv_build(nr->net, n, &a);
         char why[400];
         p->template_id = peer_template_request(nr->template, a.args, child_end,
                                                netrun_node_ns(nr, (int)i), why, sizeof why);
@@ -557,8 +563,10 @@ static int link_not_emulated(struct netrun *nr, int link, char *err, size_t errl
 int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *params,
                     peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
+    struct topo_link_params installed; /* the kernel backend dilates its own plans */
+    topo_link_params_dilate(params, nr->net->dilation, &installed);
     if (nr->linkd)
-        return linkd_client_link_set(linkd_of(nr, link), link, params, cb, ctx, err, errlen) < 0
+        return linkd_client_link_set(linkd_of(nr, link), link, &installed, cb, ctx, err, errlen) < 0
                    ? -1
                    : 1;
     if (!nr->kernel) return link_not_emulated(nr, link, err, errlen);
@@ -684,7 +692,7 @@ static void on_links_sampled(void *ctx, const char *error, const msgpack_object 
     const msgpack_object *links = proto_args_get(&args, "links");
     if (!links || links->type != MSGPACK_OBJECT_ARRAY) return;
     char t[32];
-    snprintf(t, sizeof t, "%.3f", monotonic_s() - nr->t0);
+    snprintf(t, sizeof t, "%.3f", nr->clock(nr->clock_ctx));
     for (uint32_t i = 0; i < links->via.array.size; i++) record_link(nr, t, &links->via.array.ptr[i]);
 }
 
@@ -698,12 +706,14 @@ static void on_sample_timer(EV_P_ ev_timer *w, int revents)
             nr->samples_pending++;
 }
 
-void netrun_sample_links(struct netrun *nr, struct record *rec, double t0)
+void netrun_sample_links(struct netrun *nr, struct record *rec, netrun_clock_fn clock, void *ctx)
 {
     if (!nr->linkd || !rec) return;
     nr->links_record = rec;
-    nr->t0 = t0;
-    ev_timer_init(&nr->sample_timer, on_sample_timer, 1.0, 1.0);
+    nr->clock = clock;
+    nr->clock_ctx = ctx;
+    double every = nr->net->dilation > 1 ? nr->net->dilation : 1.0; /* one emulated second */
+    ev_timer_init(&nr->sample_timer, on_sample_timer, every, every);
     ev_timer_start(nr->loop, &nr->sample_timer);
 }
 

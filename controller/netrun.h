@@ -55,10 +55,13 @@ int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, 
                       size_t errlen);
 
 struct record;
+/* The run's clock: emulated seconds since the run started. */
+typedef double (*netrun_clock_fn)(void *ctx);
 /* User backend: writes linkd's per-direction counters to rec once per
- * second (time_s relative to t0, a CLOCK_MONOTONIC instant). No-op on other
- * backends. rec must outlive the sampling (stopped at close/free). */
-void netrun_sample_links(struct netrun *nr, struct record *rec, double t0);
+ * emulated second (the network's dilation in real seconds), time_s from
+ * clock. No-op on other backends. rec must outlive the sampling (stopped
+ * at close/free). */
+void netrun_sample_links(struct netrun *nr, struct record *rec, netrun_clock_fn clock, void *ctx);
 /* The columns of those rows. */
 const char *const *netrun_link_columns(size_t *n);
 

@@ -5,6 +5,7 @@
 #include "lua/l_net.h"
 
 #include "controller/netrun.h"
+#include "controller/overload.h"
 #include "controller/peer_client.h"
 #include "controller/proc.h"
 #include "lua/l_network.h"
@@ -61,6 +62,8 @@ int lnet_push_reply(lua_State *co, void *ud)
 static void on_call_reply(void *ctx, const char *error, const msgpack_object *result)
 {
     struct call *c = ctx;
+    if (!error && c->overload) /* send's ms is its transfer, not compute time */
+        overload_note_reply(c->overload, c->overload_id, result, strcmp(c->method, "send") != 0);
     struct reply r = {error, result, c};
     sched_wake(c->sched, c->tok, lnet_push_reply, &r);
     free(c);
@@ -102,6 +105,8 @@ static int node_request(lua_State *L, struct l_node *n, const char *method, int 
     c->kind = "node";
     snprintf(c->node, sizeof c->node, "%s", node);
     snprintf(c->method, sizeof c->method, "%s", method);
+    c->overload = n->net->overload_ids ? rt->overload : NULL;
+    c->overload_id = n->net->overload_ids ? n->net->overload_ids[n->index] : -1;
     if (peer_client_call(pc, method, rt->scratch.data, rt->scratch.size, on_call_reply, c, err,
                          sizeof err) < 0) {
         free(c);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 struct l_network;
+struct overload;
 struct record;
 struct registry;
 
@@ -32,9 +33,12 @@ struct hn_runtime {
     uint32_t loopback_next; /* backend none: next free 127.x.y.z, see scenario.c */
     FILE *draw;                /* hiernet draw: networks go here as DOT, nothing starts */
     bool drawn;                /* a network was drawn: the run is over */
+    struct overload *overload; /* host CPU and compute overruns (controller/overload.h) */
 };
 
 struct hn_runtime *hn_runtime(lua_State *L);
 void hn_runtime_attach(lua_State *L, struct hn_runtime *rt);
+/* Puts the overload report into the run record (run.json's "overload"). */
+void hn_publish_overload(struct hn_runtime *rt);
 /* A timestamped line on stderr (unless quiet) and in log.txt. */
 void hn_logf(struct hn_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

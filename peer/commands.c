@@ -377,7 +377,7 @@ static bool stats_run(struct command_job *j)
     cmd_result_u64(j, "data_connections", p->data.connections);
     cmd_result_u64(j, "data_port", (uint64_t)p->data_port);
     cmd_result_u64(j, "peers", p->peers);
-    cmd_result_f64(j, "compute_ms", totals.compute_ms);
+    cmd_result_f64(j, "compute_ms", peer_emulated_ms(j->server, totals.compute_ms));
     cmd_result_u64(j, "jobs", totals.jobs);
     cmd_result_u64(j, "overruns", totals.overruns);
     cmd_result_u64(j, "commands", p->commands);
@@ -603,7 +603,7 @@ static bool stats_parse(struct command_job *j, struct proto_args *a)
 static void ping_reply(struct peer_server *s, uint32_t msgid, double start_ms, struct proto_args *a)
 {
     proto_pack_response_begin(&s->pk, msgid, 1);
-    proto_pack_kv_f64(&s->pk, "ms", command_now_ms() - start_ms);
+    proto_pack_kv_f64(&s->pk, "ms", peer_emulated_ms(s, command_now_ms() - start_ms));
 }
 
 /* ---- the table ---- */
@@ -708,10 +708,14 @@ static void command_reply(struct command_job *j)
         reply_error(s, j->msgid, j->cmd->name, j->err);
         return;
     }
-    proto_pack_response_begin(&s->pk, j->msgid, j->n_entries + 3);
-    proto_pack_kv_f64(&s->pk, "ms", j->work.wall_ms);
+    /* cpu_ms is work, not a duration: the host's CPU time, which the
+     * emulated device spends in cpu_ms / speed emulated ms. */
+    proto_pack_response_begin(&s->pk, j->msgid, j->n_entries + 4);
+    proto_pack_kv_f64(&s->pk, "ms", peer_emulated_ms(s, j->work.wall_ms));
     proto_pack_kv_f64(&s->pk, "cpu_ms", j->work.cpu_ms);
-    proto_pack_kv_f64(&s->pk, "queue_ms", j->work.queue_ms);
+    proto_pack_kv_f64(&s->pk, "queue_ms", peer_emulated_ms(s, j->work.queue_ms));
+    proto_pack_str(&s->pk, "overrun");
+    j->work.overrun ? msgpack_pack_true(&s->pk) : msgpack_pack_false(&s->pk);
     peer_buffer_write(&s->out, j->body.data, j->body.len);
 }
 

@@ -104,7 +104,7 @@ static void send_done(struct dataplane_send *ds, const char *error, bool cancell
     } else {
         cmd_result_u64(j, "bytes", ds->bytes);
         cmd_result_u64(j, "transfer", ds->id);
-        cmd_result_f64(j, "snapshot_ms", j->work.wall_ms);
+        cmd_result_f64(j, "snapshot_ms", peer_emulated_ms(j->server, j->work.wall_ms));
         j->work.wall_ms = ds->ms;
     }
     command_job_reply(j);
@@ -193,7 +193,7 @@ static void peers_reply(struct peer_server *s, uint32_t msgid, double start_ms,
     }
     proto_pack_response_begin(&s->pk, msgid, 2);
     proto_pack_kv_i64(&s->pk, "peers", (int64_t)dataplane_peer_count(s->dataplane));
-    proto_pack_kv_f64(&s->pk, "ms", command_now_ms() - start_ms);
+    proto_pack_kv_f64(&s->pk, "ms", peer_emulated_ms(s, command_now_ms() - start_ms));
 }
 
 /* ---- table entries ---- */

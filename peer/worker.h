@@ -6,9 +6,15 @@
  * callbacks in the same order. Each job is timed: wall ms (CLOCK_MONOTONIC)
  * and the CPU ms of the worker thread (CLOCK_THREAD_CPUTIME_ID).
  *
- * Device speed emulation (DESIGN.md "Node limits"): with speed != 1 a job
- * completes at its start + (CPU time it used) / speed, or at its real end if
- * that is later, which is counted as an overrun.
+ * Device speed emulation (DESIGN.md "Node limits") and time dilation: a job
+ * completes at its start + dilation * (CPU time it used) / speed (its
+ * budget), or at its real end if that is later. With speed 1 and dilation 1
+ * the budget is the CPU time itself, so a job waits for nothing. A job whose
+ * real end passes its budget by more than the tolerance below overran: the
+ * host's CPU, not the emulated device, set its duration (another process
+ * had the core). On a GPU the device's own time is stretched too (budget at
+ * least dilation * real time), and overruns cannot be told from the CPU
+ * time alone: none are counted there.
  *
  * Ownership: the submitter allocates a job; the worker holds it from
  * worker_submit until it calls the job's done callback, which must release
@@ -27,9 +33,11 @@ struct worker_job {
      * down and the job's result is not wanted (it may not have run at all). */
     void (*done)(struct worker_job *job, bool cancelled);
     /* Filled in by the worker. */
-    double queue_ms; /* waited before it started */
-    double wall_ms;  /* ran (including the emulated slowdown) */
+    double queue_ms; /* waited for the jobs before it (from its arrival) */
+    double wall_ms;  /* from its start (arrival, or the previous end) to its end,
+                        including the emulated slowdown */
     double cpu_ms;   /* CPU time of the worker thread while it ran */
+    bool overrun;    /* ended after its budget (beyond the tolerance) */
     /* Private to worker.c. */
     struct timespec submitted;
     struct worker_job *next;
@@ -41,10 +49,26 @@ struct worker_totals {
     uint64_t overruns; /* jobs that ended after their emulated completion time */
 };
 
+/* Tolerance of the overrun count: a real end up to this share of the
+ * budget plus this many real ms late is scheduling noise, not overload. */
+#define WORKER_OVERRUN_SHARE 0.05
+#define WORKER_OVERRUN_SLACK_MS 0.5
+
+struct worker_timing {
+    double speed;    /* > 0; 1 = this host's speed */
+    double dilation; /* >= 1: real time runs this many times slower than emulated time */
+    bool cpu_device; /* compute runs on the CPU (not a GPU) */
+};
+
+/* A job's budget in real ms: dilation * cpu_ms / speed (on a GPU at least
+ * dilation * real_ms); and whether a real duration overran it. */
+double worker_budget_ms(const struct worker_timing *t, double cpu_ms, double real_ms);
+bool worker_overran(const struct worker_timing *t, double budget_ms, double real_ms);
+
 struct worker;
 
-/* Starts the thread. speed > 0 (1: no emulation). NULL with errno on failure. */
-struct worker *worker_create(struct ev_loop *loop, double speed);
+/* Starts the thread. NULL with errno on failure. */
+struct worker *worker_create(struct ev_loop *loop, const struct worker_timing *timing);
 /* Queues a job (loop thread). */
 void worker_submit(struct worker *w, struct worker_job *job);
 /* Safe from any thread. */

@@ -119,8 +119,10 @@ static int plan_link(const struct topo_kernel *k, const struct topo_link_params 
                      const char *what, struct topo_shape_plan *plan, char *err, size_t errlen)
 {
     struct topo_shape_request req;
+    struct topo_link_params installed;
     char why[256];
-    topo_kernel_shape_request(p, k->opts.root, &req);
+    topo_link_params_dilate(p, k->net->dilation, &installed);
+    topo_kernel_shape_request(&installed, k->opts.root, &req);
     if (topo_shape_plan(&req, k->opts.have_netem, plan, why, sizeof why) < 0) {
         snprintf(err, errlen, "link %s: %s", what, why);
         return -1;
