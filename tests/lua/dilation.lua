@@ -54,7 +54,7 @@ w:tensor{ name = "a", size = 4000000, fill = 1 }
 r0 = real_now()
 local r = w:norm{ x = "a" }
 local real = real_now() - r0
-check(not r.overrun, "norm overran at dilation 4 on an idle host: ms %.3f cpu_ms %.3f", r.ms, r.cpu_ms)
+check(r.overrun == false, "norm overran at dilation 4 on an idle host: ms %.3f cpu_ms %.3f", r.ms, r.cpu_ms)
 check(r.ms >= r.cpu_ms * 0.98 and r.ms <= r.cpu_ms * 1.3 + 0.2,
       "norm ms %.3f (emulated) vs cpu_ms %.3f", r.ms, r.cpu_ms)
 check(real * 1e3 >= 4 * r.cpu_ms * 0.98, "norm took %.1f real ms for %.2f cpu ms at D=4", real * 1e3, r.cpu_ms)
