@@ -15,6 +15,7 @@
 #include "topo/route.h"
 #include "peer/protocol.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,11 +24,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define NETRUN_PHASES_MAX 16
+
 struct netrun_peer {
     struct netrun *nr;
     int node;
     struct peer_client *client;
     int template_id; /* request to the peer template, -1 once adopted */
+    uint8_t *told;   /* bit per node: its address was sent (netrun_tell_address) */
 };
 
 struct netrun {
@@ -55,7 +59,13 @@ struct netrun {
     netrun_clock_fn clock; /* the run's emulated seconds, for the time_s column */
     void *clock_ctx;
     size_t samples_pending;
-    double topology_s, peers_s; /* start phases, for the log */
+    /* the start's phases in order, for the log (netrun_describe_start) */
+    struct {
+        const char *name;
+        double s;
+    } phases[NETRUN_PHASES_MAX];
+    size_t n_phases;
+    double phase_mark, start_s;
 };
 
 /* One linkd process serves this many links before another is started, up to
@@ -268,17 +278,55 @@ static int plan_topology(struct netrun *nr, char *err, size_t errlen)
     return topo_routing_compute(net, &nr->routing, err, errlen);
 }
 
-/* Emulated backends: the namespaces (and bridges), before the peers. */
-static int make_namespaces(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+/* Emulated backends: the namespaces (and bridges), before the peers. They
+ * need neither the backend's choice nor the address plan, so they are made
+ * on a thread of their own while this one probes the kernel and plans:
+ * namespace creation is kernel work that leaves this core idle. */
+struct namespaces_job {
+    struct netrun *nr;
+    pthread_t thread;
+    bool started;
+    int rc;
+    char err[512];
+};
+
+static void *namespaces_main(void *arg)
 {
-    if (nr->backend == TOPO_BACKEND_NONE) return 0;
+    struct namespaces_job *j = arg;
+    struct topo_kernel_options opts = {false, TOPO_SHAPE_ROOT_HTB}; /* netem: set at join */
+    j->rc = topo_kernel_create(j->nr->net, &opts, &j->nr->kernel, j->err, sizeof j->err);
+    return NULL;
+}
+
+static void namespaces_begin(struct netrun *nr, struct namespaces_job *j)
+{
+    *j = (struct namespaces_job){.nr = nr};
+    if (nr->net->backend == TOPO_BACKEND_NONE) return;
+    j->started = pthread_create(&j->thread, NULL, namespaces_main, j) == 0;
+    if (!j->started) namespaces_main(j); /* no thread: here, in turn */
+}
+
+/* Joins the namespace thread; rc is the start's so far (its error wins). */
+static int namespaces_end(struct netrun *nr, struct namespaces_job *j, int rc, bool *env_error,
+                          char *err, size_t errlen)
+{
+    if (j->started) pthread_join(j->thread, NULL);
+    if (rc < 0) return rc; /* the kernel, if made, goes with the netrun */
+    if (nr->backend == TOPO_BACKEND_NONE) {
+        topo_kernel_destroy(nr->kernel); /* none after all (cannot happen: asked for) */
+        nr->kernel = NULL;
+        return 0;
+    }
+    if (j->rc < 0) {
+        *env_error = true; /* the model is valid: what fails is the host */
+        return snprintf(err, errlen, "%s", j->err), -1;
+    }
     char why[256];
     const struct topo_nl_features *f = features(why, sizeof why);
     struct topo_kernel_options opts = {f && f->available[TOPO_NL_FEATURE_NETEM],
                                        TOPO_SHAPE_ROOT_HTB};
-    int rc = topo_kernel_create(nr->net, &opts, &nr->kernel, err, errlen);
-    *env_error = rc < 0; /* the model is valid: what fails is the host */
-    return rc;
+    topo_kernel_set_options(nr->kernel, &opts);
+    return 0;
 }
 
 /* Links, addresses, routes and qdiscs, while the peers start up on the
@@ -412,7 +460,7 @@ static int request_peers(struct netrun *nr, char *err, size_t errlen)
                                  sizeof nr->peer_path) < 0)
         return snprintf(err, errlen, "cannot locate the hiernet-peer executable"), -1;
     for (size_t i = 0; i < nr->net->n_nodes; i++)
-        nr->peers[i] = (struct netrun_peer){nr, (int)i, NULL, -1};
+        nr->peers[i] = (struct netrun_peer){nr, (int)i, NULL, -1, NULL};
     const char *wrapper = getenv("HIERNET_PEER");
     if (!(wrapper && *wrapper)) {
         nr->template = peer_template_start(nr->peer_path, err, errlen);
@@ -470,6 +518,29 @@ static int adopt_peers(struct netrun *nr, char *err, size_t errlen)
 
 static double monotonic_s(void);
 
+/* ---- the start's profile ---- */
+
+/* Ends the phase in progress under `name`. */
+static void phase_end(struct netrun *nr, const char *name)
+{
+    double now = monotonic_s();
+    if (nr->n_phases < NETRUN_PHASES_MAX)
+        nr->phases[nr->n_phases++].name = name, nr->phases[nr->n_phases - 1].s = now - nr->phase_mark;
+    nr->phase_mark = now;
+}
+
+/* The kernel layer's own phases, inside the last one ("links"). */
+static void phase_split_kernel(struct netrun *nr)
+{
+    if (!nr->kernel || nr->n_phases == 0 || nr->n_phases + 3 > NETRUN_PHASES_MAX) return;
+    const struct topo_kernel_timing *t = topo_kernel_timing(nr->kernel);
+    double inside = t->interfaces + t->routes + t->running;
+    nr->phases[nr->n_phases - 1].s -= inside;
+    const char *names[] = {"interfaces", "routes+qdiscs", "running"};
+    double s[] = {t->interfaces, t->routes, t->running};
+    for (int i = 0; i < 3; i++) nr->phases[nr->n_phases].name = names[i], nr->phases[nr->n_phases++].s = s[i];
+}
+
 /* ---- lifecycle ---- */
 
 static void on_sample_timer(EV_P_ ev_timer *w, int revents);
@@ -493,22 +564,26 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
     nr->registry = cfg->registry;
     nr->loopback_next = cfg->loopback_next;
     snprintf(nr->run_id, sizeof nr->run_id, "%s-%s", cfg->run_id ? cfg->run_id : "run", net->name);
-    double t0 = monotonic_s();
+    nr->start_s = nr->phase_mark = monotonic_s();
+    struct namespaces_job ns_job = {0};
     int rc = check_devices(nr, env_error, err, errlen);
+    if (rc == 0) namespaces_begin(nr, &ns_job);
     if (rc == 0) rc = choose_backend(nr, env_error, err, errlen);
+    phase_end(nr, "backend");
     if (rc == 0) rc = plan_topology(nr, err, errlen);
-    if (rc == 0) rc = make_namespaces(nr, env_error, err, errlen);
-    double t1 = monotonic_s();
+    phase_end(nr, "plan");
+    rc = namespaces_end(nr, &ns_job, rc, env_error, err, errlen);
+    phase_end(nr, "namespaces");
     if (rc == 0) rc = prepare_cgroups(nr, env_error, err, errlen);
     if (rc == 0) rc = request_peers(nr, err, errlen);
-    double t2 = monotonic_s();
+    phase_end(nr, "peers asked");
     if (rc == 0) rc = make_links(nr, env_error, err, errlen);
-    double t3 = monotonic_s();
+    phase_end(nr, "links");
+    phase_split_kernel(nr);
     char adopt_err[512];
     if (adopt_peers(nr, rc == 0 ? err : adopt_err, rc == 0 ? errlen : sizeof adopt_err) < 0)
         rc = -1;
-    nr->topology_s = (t1 - t0) + (t3 - t2);
-    nr->peers_s = (t2 - t1) + (monotonic_s() - t3);
+    phase_end(nr, "peers forked");
     if (rc < 0) {
         netrun_free(nr);
         return -1;
@@ -530,15 +605,10 @@ const char *netrun_backend_reason(const struct netrun *nr)
 
 void netrun_describe_start(const struct netrun *nr, char *buf, size_t len)
 {
-    if (!nr->kernel) {
-        snprintf(buf, len, "peers %.3f s", nr->peers_s);
-        return;
-    }
-    const struct topo_kernel_timing *t = topo_kernel_timing(nr->kernel);
-    snprintf(buf, len,
-             "topology %.3f s (namespaces %.3f, links %.3f, addresses/routes/qdiscs %.3f), "
-             "peers %.3f s",
-             nr->topology_s, t->namespaces, t->links, t->configure, nr->peers_s);
+    size_t used = (size_t)snprintf(buf, len, "%.3f s:", nr->phase_mark - nr->start_s);
+    for (size_t i = 0; i < nr->n_phases && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s %s %.3f", i ? "," : "",
+                                 nr->phases[i].name, nr->phases[i].s);
 }
 
 struct peer_client *netrun_peer(const struct netrun *nr, int node)
@@ -608,24 +678,46 @@ int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
     struct netrun_peer *p = &nr->peers[node];
     peer_client_free(p->client); /* kills and reaps the old peer if it still runs */
     p->client = NULL;
+    free(p->told); /* the fresh peer knows no address */
+    p->told = NULL;
     if (spawn_peer(nr, nr->peer_path, node, err, errlen) < 0) return -1;
     return nr->registry ? registry_commit(nr->registry, err, errlen) : 0;
 }
 
-/* ---- the peers' address book ---- */
+/* ---- the peers' address book ----
+ *
+ * A peer learns a node's address (peers{table = {name = addr}}) just before
+ * its first send to that node, not at start: at start every peer would get
+ * the whole book, which for a thousand nodes is 60 MB of requests and a
+ * million entries parsed, a fifth of the start's CPU, while a parameter
+ * server's workers each only ever need one entry. */
 
-void netrun_pack_peer_table(const struct netrun *nr, msgpack_sbuffer *out)
+static void on_told(void *ctx, const char *error, const msgpack_object *result)
 {
+    (void)result;
+    if (error) fprintf(stderr, "hiernet: node '%s': peers: %s\n", (const char *)ctx, error);
+}
+
+int netrun_tell_address(struct netrun *nr, int from, int to, char *err, size_t errlen)
+{
+    struct netrun_peer *p = &nr->peers[from];
+    if (to < 0 || (size_t)to >= nr->net->n_nodes || !p->client || !nr->peers[to].client) return 0;
+    if (!p->told) p->told = calloc((nr->net->n_nodes + 7) / 8, 1);
+    if (!p->told) return snprintf(err, errlen, "out of memory"), -1;
+    if (p->told[to / 8] & (1u << (to % 8))) return 0;
+    msgpack_sbuffer buf;
     msgpack_packer pk;
-    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
-    size_t hosts = 0;
-    for (size_t i = 0; i < nr->net->n_nodes; i++) hosts += nr->peers[i].client != NULL;
+    msgpack_sbuffer_init(&buf);
+    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 1);
     proto_pack_str(&pk, "table");
-    msgpack_pack_map(&pk, hosts);
-    for (size_t i = 0; i < nr->net->n_nodes; i++)
-        if (nr->peers[i].client)
-            proto_pack_kv_str(&pk, nr->net->nodes[i].name, nr->net->nodes[i].addr);
+    msgpack_pack_map(&pk, 1);
+    proto_pack_kv_str(&pk, nr->net->nodes[to].name, nr->net->nodes[to].addr);
+    int rc = peer_client_call(p->client, "peers", buf.data, buf.size, on_told,
+                              nr->net->nodes[from].name, err, errlen);
+    msgpack_sbuffer_destroy(&buf);
+    if (rc == 0) p->told[to / 8] |= (uint8_t)(1u << (to % 8));
+    return rc;
 }
 
 /* ---- links.csv ---- */
@@ -742,8 +834,10 @@ void netrun_free(struct netrun *nr)
     if (!nr) return;
     ev_timer_stop(nr->loop, &nr->sample_timer);
     nr->links_record = NULL;
-    for (size_t i = 0; nr->peers && i < nr->net->n_nodes; i++)
+    for (size_t i = 0; nr->peers && i < nr->net->n_nodes; i++) {
         peer_client_free(nr->peers[i].client); /* kills and reaps a survivor */
+        free(nr->peers[i].told);
+    }
     free(nr->peers);
     peer_template_stop(nr->template);
     /* The TAPs are persistent (linkd_client.c): neither closing our

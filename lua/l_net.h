@@ -39,6 +39,7 @@ struct l_network {
     size_t n_stop_waiters;
     ev_timer stop_deadline;
     struct l_proc *procs; /* programs started in nodes, ended at stop */
+    double phase_t0;      /* real time the start's build or the stop ended / began */
     int *overload_ids;    /* per node: its entry in the run's overload account, -1 none */
 };
 

@@ -32,6 +32,15 @@
  * HIERNET_START_TIMEOUT (seconds) overrides it, for tests and slow hosts. */
 #define START_DEADLINE_S 30.0
 
+/* Real seconds, for the start and stop profiles in the log (the run's clock
+ * may be dilated). */
+static double real_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static double start_deadline_s(void)
 {
     const char *env = getenv("HIERNET_START_TIMEOUT");
@@ -390,10 +399,17 @@ static void publish_topology(struct hn_runtime *rt)
     if (run_write_json(rt->run, err, sizeof err) < 0) hn_logf(rt, "warning: %s", err);
 }
 
+static void log_stopped(struct l_network *net)
+{
+    hn_logf(net->rt, "network '%s': stopped: every peer exited %.3f s after the stop",
+            net->topo->name, real_now() - net->phase_t0);
+}
+
 static void finish_stop(struct l_network *net)
 {
     ev_timer_stop(net->rt->loop, &net->stop_deadline);
     net->state = NET_STOPPED;
+    log_stopped(net);
     task_token *waiters = net->stop_waiters;
     size_t n = net->n_stop_waiters;
     net->stop_waiters = NULL;
@@ -438,6 +454,8 @@ static int start_k(lua_State *L, int status, lua_KContext ctx)
         return luaL_error(L, "network '%s': start failed: %s", net->topo->name, net->start_error);
     }
     net->state = NET_STARTED;
+    hn_logf(net->rt, "network '%s': started: every peer answered %.3f s after the build",
+            net->topo->name, real_now() - net->phase_t0);
     publish_topology(net->rt);
     return 0;
 }
@@ -473,16 +491,13 @@ static bool call_every_peer(struct l_network *net, const char *method, const cha
     return true;
 }
 
-/* Pings every peer and hands each the address book, all at once: start
- * returns when every peer has answered both. */
+/* Pings every peer, all at once: start returns when every peer has
+ * answered. (Addresses come later, before a peer's first send to a node:
+ * netrun_tell_address.) */
 static int ping_all(lua_State *L, struct l_network *net)
 {
-    struct hn_runtime *rt = net->rt;
     net->outstanding = 0;
-    msgpack_sbuffer_clear(&rt->scratch);
-    netrun_pack_peer_table(net->run, &rt->scratch);
-    if (call_every_peer(net, "ping", NULL, 0))
-        call_every_peer(net, "peers", rt->scratch.data, rt->scratch.size);
+    call_every_peer(net, "ping", NULL, 0);
     if (net->outstanding == 0) return start_k(L, LUA_OK, 0);
     /* Replies only arrive from the loop, after this task has yielded. */
     net->start_tok = sched_suspend(L);
@@ -584,10 +599,11 @@ static int l_net_start(lua_State *L)
     else if (net->topo->backend != TOPO_BACKEND_NONE)
         hn_logf(rt, "network '%s': backend %s (%s)", net->topo->name, netrun_backend(net->run),
                 netrun_backend_reason(net->run));
-    char phases[256];
+    char phases[512];
     netrun_describe_start(net->run, phases, sizeof phases);
-    hn_logf(rt, "network '%s': %zu nodes, %zu links built: %s", net->topo->name,
+    hn_logf(rt, "network '%s': %zu nodes, %zu links built in %s", net->topo->name,
             net->topo->n_nodes, net->topo->n_links, phases);
+    net->phase_t0 = real_now();
     sample_links(rt, net->run);
     count_overload(rt, net);
     if (!rt->run->backend_used[0])
@@ -615,6 +631,7 @@ static bool stop_begin(struct l_network *net)
     if (net->state == NET_DEFINED || net->state == NET_STOPPED) return true;
     if (net->state != NET_STOPPING) {
         net->state = NET_STOPPING;
+        net->phase_t0 = real_now();
         lnet_procs_terminate(net);
         close_peers(net);
         ev_timer_init(&net->stop_deadline, on_stop_deadline, STOP_DEADLINE_S, 0);
@@ -623,6 +640,7 @@ static bool stop_begin(struct l_network *net)
     if (net->run && !netrun_peers_exited(net->run)) return false;
     ev_timer_stop(net->rt->loop, &net->stop_deadline);
     net->state = NET_STOPPED;
+    log_stopped(net);
     return true;
 }
 

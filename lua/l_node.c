@@ -87,12 +87,28 @@ static struct peer_client *node_client(lua_State *L, struct l_node *n, const cha
     return netrun_peer(net->run, n->index);
 }
 
+/* send{to = node}: the sender learns the target's address first (netrun.h). */
+static void tell_target(lua_State *L, struct l_node *n, int params)
+{
+    if (!lua_istable(L, params)) return;
+    lua_getfield(L, params, "to");
+    struct l_node *to = luaL_testudata(L, -1, NODE_MT);
+    int target = to && to->net == n->net ? to->index
+                 : lua_type(L, -1) == LUA_TSTRING ? topo_node_find(n->net->topo, lua_tostring(L, -1))
+                                                  : -1;
+    lua_pop(L, 1);
+    char err[256];
+    if (target >= 0 && netrun_tell_address(n->net->run, n->index, target, err, sizeof err) < 0)
+        luaL_error(L, "node '%s': send: %s", n->net->topo->nodes[n->index].name, err);
+}
+
 /* Sends method with params (a table or nil) and yields until the reply. */
 static int node_request(lua_State *L, struct l_node *n, const char *method, int params)
 {
     struct hn_runtime *rt = hn_runtime(L);
     const char *node = n->net->topo->nodes[n->index].name;
     struct peer_client *pc = node_client(L, n, method);
+    if (strcmp(method, "send") == 0) tell_target(L, n, params);
     char err[512];
     msgpack_sbuffer_clear(&rt->scratch);
     msgpack_packer pk;

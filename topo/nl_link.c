@@ -19,6 +19,10 @@
 #include <linux/ip.h>
 #include <netlink/route/link.h>
 #include <netlink/route/link/inet.h>
+#include <netlink/route/link/inet6.h>
+#include <linux/if_link.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <netlink/route/link/veth.h>
 
 /* The kernel's dev_valid_name(), checked here for a clearer message. */
@@ -141,6 +145,20 @@ static const char *link_label(const char *name, int ifindex, char *buf, size_t b
     return buf;
 }
 
+static pthread_once_t ipv6_once = PTHREAD_ONCE_INIT;
+static int ipv6_present;
+
+static void ipv6_probe(void)
+{
+    ipv6_present = access("/proc/sys/net/ipv6", F_OK) == 0;
+}
+
+int topo_nl_host_has_ipv6(void)
+{
+    pthread_once(&ipv6_once, ipv6_probe);
+    return ipv6_present;
+}
+
 struct nl_msg *topo_nl_link_node_conf_build(const struct topo_nl_link_conf *conf)
 {
     struct rtnl_link *link = rtnl_link_alloc();
@@ -157,6 +175,20 @@ struct nl_msg *topo_nl_link_node_conf_build(const struct topo_nl_link_conf *conf
     if (conf->master_ifindex > 0) rtnl_link_set_master(link, conf->master_ifindex);
     if (conf->up) rtnl_link_set_flags(link, IFF_UP);
     if (rtnl_link_build_add_request(link, 0, &msg) < 0) msg = NULL;
+    rtnl_link_put(link);
+    return msg;
+}
+
+struct nl_msg *topo_nl_link_ipv6_off_build(int ifindex)
+{
+    struct rtnl_link *link = rtnl_link_alloc();
+    struct nl_msg *msg = NULL;
+
+    if (!link) return NULL;
+    rtnl_link_set_ifindex(link, ifindex);
+    if (rtnl_link_inet6_set_addr_gen_mode(link, IN6_ADDR_GEN_MODE_NONE) < 0 ||
+        rtnl_link_build_add_request(link, 0, &msg) < 0)
+        msg = NULL;
     rtnl_link_put(link);
     return msg;
 }
