@@ -280,8 +280,7 @@ static int plan_topology(struct netrun *nr, char *err, size_t errlen)
 
 /* Emulated backends: the namespaces (and bridges), before the peers. They
  * need neither the backend's choice nor the address plan, so they are made
- * on a thread of their own while this one probes the kernel and plans:
- * namespace creation is kernel work that leaves this core idle. */
+ * on a thread of their own while this one probes the kernel and plans. */
 struct namespaces_job {
     struct netrun *nr;
     pthread_t thread;
@@ -520,25 +519,31 @@ static double monotonic_s(void);
 
 /* ---- the start's profile ---- */
 
+static void phase_add(struct netrun *nr, const char *name, double seconds)
+{
+    if (nr->n_phases == NETRUN_PHASES_MAX) return;
+    nr->phases[nr->n_phases].name = name;
+    nr->phases[nr->n_phases].s = seconds;
+    nr->n_phases++;
+}
+
 /* Ends the phase in progress under `name`. */
 static void phase_end(struct netrun *nr, const char *name)
 {
     double now = monotonic_s();
-    if (nr->n_phases < NETRUN_PHASES_MAX)
-        nr->phases[nr->n_phases++].name = name, nr->phases[nr->n_phases - 1].s = now - nr->phase_mark;
+    phase_add(nr, name, now - nr->phase_mark);
     nr->phase_mark = now;
 }
 
-/* The kernel layer's own phases, inside the last one ("links"). */
+/* The kernel layer's own passes, which ran inside the last phase ("links"). */
 static void phase_split_kernel(struct netrun *nr)
 {
-    if (!nr->kernel || nr->n_phases == 0 || nr->n_phases + 3 > NETRUN_PHASES_MAX) return;
+    if (!nr->kernel || nr->n_phases == 0) return;
     const struct topo_kernel_timing *t = topo_kernel_timing(nr->kernel);
-    double inside = t->interfaces + t->routes + t->running;
-    nr->phases[nr->n_phases - 1].s -= inside;
-    const char *names[] = {"interfaces", "routes+qdiscs", "running"};
-    double s[] = {t->interfaces, t->routes, t->running};
-    for (int i = 0; i < 3; i++) nr->phases[nr->n_phases].name = names[i], nr->phases[nr->n_phases++].s = s[i];
+    nr->phases[nr->n_phases - 1].s -= t->interfaces + t->routes + t->running;
+    phase_add(nr, "interfaces", t->interfaces);
+    phase_add(nr, "routes+qdiscs", t->routes);
+    phase_add(nr, "running", t->running);
 }
 
 /* ---- lifecycle ---- */
@@ -692,10 +697,11 @@ int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
  * million entries parsed, a fifth of the start's CPU, while a parameter
  * server's workers each only ever need one entry. */
 
+/* Nothing to do: when the peer cannot take the address, the send queued
+ * behind it fails and says why. */
 static void on_told(void *ctx, const char *error, const msgpack_object *result)
 {
-    (void)result;
-    if (error) fprintf(stderr, "hiernet: node '%s': peers: %s\n", (const char *)ctx, error);
+    (void)ctx, (void)error, (void)result;
 }
 
 int netrun_tell_address(struct netrun *nr, int from, int to, char *err, size_t errlen)
@@ -713,8 +719,7 @@ int netrun_tell_address(struct netrun *nr, int from, int to, char *err, size_t e
     proto_pack_str(&pk, "table");
     msgpack_pack_map(&pk, 1);
     proto_pack_kv_str(&pk, nr->net->nodes[to].name, nr->net->nodes[to].addr);
-    int rc = peer_client_call(p->client, "peers", buf.data, buf.size, on_told,
-                              nr->net->nodes[from].name, err, errlen);
+    int rc = peer_client_call(p->client, "peers", buf.data, buf.size, on_told, NULL, err, errlen);
     msgpack_sbuffer_destroy(&buf);
     if (rc == 0) p->told[to / 8] |= (uint8_t)(1u << (to % 8));
     return rc;

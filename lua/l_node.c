@@ -94,8 +94,9 @@ static void tell_target(lua_State *L, struct l_node *n, int params)
     lua_getfield(L, params, "to");
     struct l_node *to = luaL_testudata(L, -1, NODE_MT);
     int target = to && to->net == n->net ? to->index
-                 : lua_type(L, -1) == LUA_TSTRING ? topo_node_find(n->net->topo, lua_tostring(L, -1))
-                                                  : -1;
+                 : lua_type(L, -1) == LUA_TSTRING
+                     ? topo_node_find(n->net->topo, lua_tostring(L, -1))
+                     : -1;
     lua_pop(L, 1);
     char err[256];
     if (target >= 0 && netrun_tell_address(n->net->run, n->index, target, err, sizeof err) < 0)

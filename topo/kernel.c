@@ -191,8 +191,8 @@ static int create_bridges(struct topo_kernel *k, char *err, size_t errlen)
         struct topo_nl_batch b;
         struct topo_nl_link_conf up = {.ifindex = k->bridge_ifindex[i], .up = 1};
         topo_nl_batch_init(&b, k->ns[i].sock);
-        topo_nl_batch_add(&b, topo_nl_bridge_build("bridge", -1, up.ifindex, 0), "switch %s: bridge",
-                          net->nodes[i].name);
+        topo_nl_batch_add(&b, topo_nl_bridge_build("bridge", -1, up.ifindex, 0),
+                          "switch %s: bridge", net->nodes[i].name);
         add_ipv6_off(&b, up.ifindex, net->nodes[i].name, "bridge");
         topo_nl_batch_add(&b, topo_nl_link_node_conf_build(&up), "switch %s: bridge up",
                           net->nodes[i].name);
@@ -273,7 +273,6 @@ static int add_shaping(struct topo_kernel *k, int node, struct topo_nl_batch *b,
     }
     return 0;
 }
-
 
 /* Pass 1: interfaces up, addresses, bridges. Routes need every link's far
  * end up (a gateway behind a link without carrier is refused), hence two passes. */

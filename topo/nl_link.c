@@ -94,8 +94,10 @@ int topo_nl_veth_add(struct nl_sock *sock, const struct topo_nl_veth_end *a,
 struct nl_msg *topo_nl_bridge_build(const char *name, int ns_fd, int ifindex, int up)
 {
     struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
-    struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = ifindex > 0 ? ifindex : 0,
-                            .ifi_flags = up ? IFF_UP : 0, .ifi_change = up ? IFF_UP : 0};
+    struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC,
+                            .ifi_index = ifindex > 0 ? ifindex : 0,
+                            .ifi_flags = up ? IFF_UP : 0,
+                            .ifi_change = up ? IFF_UP : 0};
     struct nlattr *info, *data;
     if (!msg) return NULL;
     if (nlmsg_append(msg, &ifi, sizeof ifi, NLMSG_ALIGNTO) < 0 ||
