@@ -81,8 +81,10 @@ static void pack_end(msgpack_packer *pk, const char *key, const char *ns_path, c
     msgpack_pack_map(pk, 4);
     proto_pack_kv_str(pk, "netns_path", ns_path);
     proto_pack_kv_str(pk, "ifname", ifname);
+    /* Down: the controller brings every end up itself, once IPv6 is off on
+     * it (topo/kernel.c). */
     pack_key(pk, "up");
-    msgpack_pack_true(pk);
+    msgpack_pack_false(pk);
     /* Our namespaces go when the run's processes do, and take their TAPs
      * along in one batch: far quicker than linkd's exit deleting them one
      * by one (topo/linkd/tap.h). */

@@ -41,7 +41,8 @@ static const char main_usage[] =
 
 static const char run_usage[] =
     "usage: hiernet run SCENARIO.lua [--set name=value]... [--out DIR]\n"
-    "                   [--backend none|auto|kernel|user] [--quiet] [ARGS...]\n"
+    "                   [--backend none|auto|kernel|user] [--dilation D] [--quiet]\n"
+    "                   [ARGS...]\n"
     "\n"
     "Runs the scenario as a task on the event loop. Results go to\n"
     "results/<scenario>-<timestamp>/ (or DIR): run.json (status, parameters,\n"
@@ -51,6 +52,8 @@ static const char run_usage[] =
     "  --set name=value   value for hn.param(name, default), typed like the default\n"
     "  --out DIR          results directory (created if missing)\n"
     "  --backend B        override every network's backend\n"
+    "  --dilation D       time dilation, D >= 1 (overrides the networks'): the run goes\n"
+    "                     D times slower than real time and reports emulated time\n"
     "  --quiet            no log lines on stderr (they still go to log.txt)\n"
     "  ARGS               passed to the scenario chunk as ...\n";
 
@@ -101,6 +104,8 @@ static int parse_scenario_options(const char *cmd, const char *usage, int argc, 
             o->out_dir = v;
         } else if ((v = option_value(argc, argv, &i, "--backend"))) {
             o->backend = v;
+        } else if ((v = option_value(argc, argv, &i, "--dilation"))) {
+            o->dilation = v;
         } else if (!strcmp(argv[i], "--quiet")) {
             o->quiet = true;
         } else if (argv[i][0] == '-' && argv[i][1] == '-' && !o->path) {

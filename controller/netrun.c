@@ -15,6 +15,7 @@
 #include "topo/route.h"
 #include "peer/protocol.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,11 +24,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define NETRUN_PHASES_MAX 16
+
 struct netrun_peer {
     struct netrun *nr;
     int node;
     struct peer_client *client;
     int template_id; /* request to the peer template, -1 once adopted */
+    uint8_t *told;   /* bit per node: its address was sent (netrun_tell_address) */
 };
 
 struct netrun {
@@ -52,9 +56,16 @@ struct netrun {
     /* links.csv: linkd's counters sampled once per second */
     struct record *links_record;
     ev_timer sample_timer;
-    double t0; /* CLOCK_MONOTONIC of the run's start */
+    netrun_clock_fn clock; /* the run's emulated seconds, for the time_s column */
+    void *clock_ctx;
     size_t samples_pending;
-    double topology_s, peers_s; /* start phases, for the log */
+    /* the start's phases in order, for the log (netrun_describe_start) */
+    struct {
+        const char *name;
+        double s;
+    } phases[NETRUN_PHASES_MAX];
+    size_t n_phases;
+    double phase_mark, start_s;
 };
 
 /* One linkd process serves this many links before another is started, up to
@@ -223,8 +234,10 @@ static int make_user_links(struct netrun *nr, char *err, size_t errlen)
         int ia, ib;
         /* The network's seed makes a run's losses and jitter reproducible. */
         uint64_t seed = net->seed * 1000003u + l;
+        struct topo_link_params installed;
+        topo_link_params_dilate(&link->params, net->dilation, &installed);
         if (linkd_client_link_add(linkd_of(nr, (int)l), (int)l, path_a, link->ifname_a, path_b,
-                                  link->ifname_b, &link->params, seed, &ia, &ib, err, errlen) < 0)
+                                  link->ifname_b, &installed, seed, &ia, &ib, err, errlen) < 0)
             return -1;
         topo_kernel_set_link_ifindex(nr->kernel, (int)l, ia, ib);
     }
@@ -265,17 +278,54 @@ static int plan_topology(struct netrun *nr, char *err, size_t errlen)
     return topo_routing_compute(net, &nr->routing, err, errlen);
 }
 
-/* Emulated backends: the namespaces (and bridges), before the peers. */
-static int make_namespaces(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+/* Emulated backends: the namespaces (and bridges), before the peers. They
+ * need neither the backend's choice nor the address plan, so they are made
+ * on a thread of their own while this one probes the kernel and plans. */
+struct namespaces_job {
+    struct netrun *nr;
+    pthread_t thread;
+    bool started;
+    int rc;
+    char err[512];
+};
+
+static void *namespaces_main(void *arg)
 {
-    if (nr->backend == TOPO_BACKEND_NONE) return 0;
+    struct namespaces_job *j = arg;
+    struct topo_kernel_options opts = {false, TOPO_SHAPE_ROOT_HTB}; /* netem: set at join */
+    j->rc = topo_kernel_create(j->nr->net, &opts, &j->nr->kernel, j->err, sizeof j->err);
+    return NULL;
+}
+
+static void namespaces_begin(struct netrun *nr, struct namespaces_job *j)
+{
+    *j = (struct namespaces_job){.nr = nr};
+    if (nr->net->backend == TOPO_BACKEND_NONE) return;
+    j->started = pthread_create(&j->thread, NULL, namespaces_main, j) == 0;
+    if (!j->started) namespaces_main(j); /* no thread: here, in turn */
+}
+
+/* Joins the namespace thread; rc is the start's so far (its error wins). */
+static int namespaces_end(struct netrun *nr, struct namespaces_job *j, int rc, bool *env_error,
+                          char *err, size_t errlen)
+{
+    if (j->started) pthread_join(j->thread, NULL);
+    if (rc < 0) return rc; /* the kernel, if made, goes with the netrun */
+    if (nr->backend == TOPO_BACKEND_NONE) {
+        topo_kernel_destroy(nr->kernel); /* none after all (cannot happen: asked for) */
+        nr->kernel = NULL;
+        return 0;
+    }
+    if (j->rc < 0) {
+        *env_error = true; /* the model is valid: what fails is the host */
+        return snprintf(err, errlen, "%s", j->err), -1;
+    }
     char why[256];
     const struct topo_nl_features *f = features(why, sizeof why);
     struct topo_kernel_options opts = {f && f->available[TOPO_NL_FEATURE_NETEM],
                                        TOPO_SHAPE_ROOT_HTB};
-    int rc = topo_kernel_create(nr->net, &opts, &nr->kernel, err, errlen);
-    *env_error = rc < 0; /* the model is valid: what fails is the host */
-    return rc;
+    topo_kernel_set_options(nr->kernel, &opts);
+    return 0;
 }
 
 /* Links, addresses, routes and qdiscs, while the peers start up on the
@@ -354,18 +404,21 @@ static void on_peer_exit(void *ctx, int status)
 
 /* A peer's command line (after the executable) and environment. */
 struct peer_argv {
-    char threads[16], speed[32], blas[48];
-    const char *args[16];
+    char threads[16], speed[32], dilation[32], blas[48];
+    const char *args[20];
     const char *env[2];
 };
 
-static void peer_argv_build(const struct topo_node *n, struct peer_argv *a)
+static void peer_argv_build(const struct topo_network *net, const struct topo_node *n,
+                            struct peer_argv *a)
 {
     snprintf(a->threads, sizeof a->threads, "%d", n->threads > 0 ? n->threads : 1);
     snprintf(a->speed, sizeof a->speed, "%.17g", n->speed > 0 ? n->speed : 1.0);
+    snprintf(a->dilation, sizeof a->dilation, "%.17g", net->dilation > 1 ? net->dilation : 1.0);
     snprintf(a->blas, sizeof a->blas, "OPENBLAS_NUM_THREADS=%s", a->threads);
-    const char *args[] = {"--node",  n->name,  "--addr",   n->addr,   "--threads", a->threads,
-                          "--speed", a->speed, "--device", n->device, NULL};
+    const char *args[] = {"--node",   n->name,   "--addr", n->addr,      "--threads",
+                          a->threads, "--speed", a->speed, "--dilation", a->dilation,
+                          "--device", n->device, NULL};
     memcpy(a->args, args, sizeof args);
     a->env[0] = a->blas;
     a->env[1] = NULL;
@@ -388,7 +441,7 @@ static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *
     const struct topo_node *n = &nr->net->nodes[node];
     struct netrun_peer *p = &nr->peers[node];
     struct peer_argv a;
-    peer_argv_build(n, &a);
+    peer_argv_build(nr->net, n, &a);
     struct peer_spawn spec = {n->name, peer_path, a.args, netrun_node_ns(nr, node), a.env};
     struct peer_client_hooks hooks = {NULL, on_peer_exit, p};
     p->client = peer_client_spawn(nr->loop, &spec, &hooks, err, errlen);
@@ -406,7 +459,7 @@ static int request_peers(struct netrun *nr, char *err, size_t errlen)
                                  sizeof nr->peer_path) < 0)
         return snprintf(err, errlen, "cannot locate the hiernet-peer executable"), -1;
     for (size_t i = 0; i < nr->net->n_nodes; i++)
-        nr->peers[i] = (struct netrun_peer){nr, (int)i, NULL, -1};
+        nr->peers[i] = (struct netrun_peer){nr, (int)i, NULL, -1, NULL};
     const char *wrapper = getenv("HIERNET_PEER");
     if (!(wrapper && *wrapper)) {
         nr->template = peer_template_start(nr->peer_path, err, errlen);
@@ -426,7 +479,7 @@ static int request_peers(struct netrun *nr, char *err, size_t errlen)
         p->client = peer_client_open(nr->loop, &spec, &hooks, &child_end, err, errlen);
         if (!p->client) return -1;
         struct peer_argv a;
-        peer_argv_build(n, &a);
+        peer_argv_build(nr->net, n, &a);
         char why[400];
         p->template_id = peer_template_request(nr->template, a.args, child_end,
                                                netrun_node_ns(nr, (int)i), why, sizeof why);
@@ -464,6 +517,35 @@ static int adopt_peers(struct netrun *nr, char *err, size_t errlen)
 
 static double monotonic_s(void);
 
+/* ---- the start's profile ---- */
+
+static void phase_add(struct netrun *nr, const char *name, double seconds)
+{
+    if (nr->n_phases == NETRUN_PHASES_MAX) return;
+    nr->phases[nr->n_phases].name = name;
+    nr->phases[nr->n_phases].s = seconds;
+    nr->n_phases++;
+}
+
+/* Ends the phase in progress under `name`. */
+static void phase_end(struct netrun *nr, const char *name)
+{
+    double now = monotonic_s();
+    phase_add(nr, name, now - nr->phase_mark);
+    nr->phase_mark = now;
+}
+
+/* The kernel layer's own passes, which ran inside the last phase ("links"). */
+static void phase_split_kernel(struct netrun *nr)
+{
+    if (!nr->kernel || nr->n_phases == 0) return;
+    const struct topo_kernel_timing *t = topo_kernel_timing(nr->kernel);
+    nr->phases[nr->n_phases - 1].s -= t->interfaces + t->routes + t->running;
+    phase_add(nr, "interfaces", t->interfaces);
+    phase_add(nr, "routes+qdiscs", t->routes);
+    phase_add(nr, "running", t->running);
+}
+
 /* ---- lifecycle ---- */
 
 static void on_sample_timer(EV_P_ ev_timer *w, int revents);
@@ -487,22 +569,26 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
     nr->registry = cfg->registry;
     nr->loopback_next = cfg->loopback_next;
     snprintf(nr->run_id, sizeof nr->run_id, "%s-%s", cfg->run_id ? cfg->run_id : "run", net->name);
-    double t0 = monotonic_s();
+    nr->start_s = nr->phase_mark = monotonic_s();
+    struct namespaces_job ns_job = {0};
     int rc = check_devices(nr, env_error, err, errlen);
+    if (rc == 0) namespaces_begin(nr, &ns_job);
     if (rc == 0) rc = choose_backend(nr, env_error, err, errlen);
+    phase_end(nr, "backend");
     if (rc == 0) rc = plan_topology(nr, err, errlen);
-    if (rc == 0) rc = make_namespaces(nr, env_error, err, errlen);
-    double t1 = monotonic_s();
+    phase_end(nr, "plan");
+    rc = namespaces_end(nr, &ns_job, rc, env_error, err, errlen);
+    phase_end(nr, "namespaces");
     if (rc == 0) rc = prepare_cgroups(nr, env_error, err, errlen);
     if (rc == 0) rc = request_peers(nr, err, errlen);
-    double t2 = monotonic_s();
+    phase_end(nr, "peers asked");
     if (rc == 0) rc = make_links(nr, env_error, err, errlen);
-    double t3 = monotonic_s();
+    phase_end(nr, "links");
+    phase_split_kernel(nr);
     char adopt_err[512];
     if (adopt_peers(nr, rc == 0 ? err : adopt_err, rc == 0 ? errlen : sizeof adopt_err) < 0)
         rc = -1;
-    nr->topology_s = (t1 - t0) + (t3 - t2);
-    nr->peers_s = (t2 - t1) + (monotonic_s() - t3);
+    phase_end(nr, "peers forked");
     if (rc < 0) {
         netrun_free(nr);
         return -1;
@@ -524,15 +610,10 @@ const char *netrun_backend_reason(const struct netrun *nr)
 
 void netrun_describe_start(const struct netrun *nr, char *buf, size_t len)
 {
-    if (!nr->kernel) {
-        snprintf(buf, len, "peers %.3f s", nr->peers_s);
-        return;
-    }
-    const struct topo_kernel_timing *t = topo_kernel_timing(nr->kernel);
-    snprintf(buf, len,
-             "topology %.3f s (namespaces %.3f, links %.3f, addresses/routes/qdiscs %.3f), "
-             "peers %.3f s",
-             nr->topology_s, t->namespaces, t->links, t->configure, nr->peers_s);
+    size_t used = (size_t)snprintf(buf, len, "%.3f s:", nr->phase_mark - nr->start_s);
+    for (size_t i = 0; i < nr->n_phases && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s %s %.3f", i ? "," : "",
+                                 nr->phases[i].name, nr->phases[i].s);
 }
 
 struct peer_client *netrun_peer(const struct netrun *nr, int node)
@@ -557,8 +638,10 @@ static int link_not_emulated(struct netrun *nr, int link, char *err, size_t errl
 int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *params,
                     peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
+    struct topo_link_params installed; /* the kernel backend dilates its own plans */
+    topo_link_params_dilate(params, nr->net->dilation, &installed);
     if (nr->linkd)
-        return linkd_client_link_set(linkd_of(nr, link), link, params, cb, ctx, err, errlen) < 0
+        return linkd_client_link_set(linkd_of(nr, link), link, &installed, cb, ctx, err, errlen) < 0
                    ? -1
                    : 1;
     if (!nr->kernel) return link_not_emulated(nr, link, err, errlen);
@@ -600,24 +683,46 @@ int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
     struct netrun_peer *p = &nr->peers[node];
     peer_client_free(p->client); /* kills and reaps the old peer if it still runs */
     p->client = NULL;
+    free(p->told); /* the fresh peer knows no address */
+    p->told = NULL;
     if (spawn_peer(nr, nr->peer_path, node, err, errlen) < 0) return -1;
     return nr->registry ? registry_commit(nr->registry, err, errlen) : 0;
 }
 
-/* ---- the peers' address book ---- */
+/* ---- the peers' address book ----
+ *
+ * A peer learns a node's address (peers{table = {name = addr}}) just before
+ * its first send to that node, not at start: at start every peer would get
+ * the whole book, which for a thousand nodes is 60 MB of requests and a
+ * million entries parsed, a fifth of the start's CPU, while a parameter
+ * server's workers each only ever need one entry. */
 
-void netrun_pack_peer_table(const struct netrun *nr, msgpack_sbuffer *out)
+/* Nothing to do: when the peer cannot take the address, the send queued
+ * behind it fails and says why. */
+static void on_told(void *ctx, const char *error, const msgpack_object *result)
 {
+    (void)ctx, (void)error, (void)result;
+}
+
+int netrun_tell_address(struct netrun *nr, int from, int to, char *err, size_t errlen)
+{
+    struct netrun_peer *p = &nr->peers[from];
+    if (to < 0 || (size_t)to >= nr->net->n_nodes || !p->client || !nr->peers[to].client) return 0;
+    if (!p->told) p->told = calloc((nr->net->n_nodes + 7) / 8, 1);
+    if (!p->told) return snprintf(err, errlen, "out of memory"), -1;
+    if (p->told[to / 8] & (1u << (to % 8))) return 0;
+    msgpack_sbuffer buf;
     msgpack_packer pk;
-    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
-    size_t hosts = 0;
-    for (size_t i = 0; i < nr->net->n_nodes; i++) hosts += nr->peers[i].client != NULL;
+    msgpack_sbuffer_init(&buf);
+    msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 1);
     proto_pack_str(&pk, "table");
-    msgpack_pack_map(&pk, hosts);
-    for (size_t i = 0; i < nr->net->n_nodes; i++)
-        if (nr->peers[i].client)
-            proto_pack_kv_str(&pk, nr->net->nodes[i].name, nr->net->nodes[i].addr);
+    msgpack_pack_map(&pk, 1);
+    proto_pack_kv_str(&pk, nr->net->nodes[to].name, nr->net->nodes[to].addr);
+    int rc = peer_client_call(p->client, "peers", buf.data, buf.size, on_told, NULL, err, errlen);
+    msgpack_sbuffer_destroy(&buf);
+    if (rc == 0) p->told[to / 8] |= (uint8_t)(1u << (to % 8));
+    return rc;
 }
 
 /* ---- links.csv ---- */
@@ -684,7 +789,7 @@ static void on_links_sampled(void *ctx, const char *error, const msgpack_object 
     const msgpack_object *links = proto_args_get(&args, "links");
     if (!links || links->type != MSGPACK_OBJECT_ARRAY) return;
     char t[32];
-    snprintf(t, sizeof t, "%.3f", monotonic_s() - nr->t0);
+    snprintf(t, sizeof t, "%.3f", nr->clock(nr->clock_ctx));
     for (uint32_t i = 0; i < links->via.array.size; i++) record_link(nr, t, &links->via.array.ptr[i]);
 }
 
@@ -698,12 +803,14 @@ static void on_sample_timer(EV_P_ ev_timer *w, int revents)
             nr->samples_pending++;
 }
 
-void netrun_sample_links(struct netrun *nr, struct record *rec, double t0)
+void netrun_sample_links(struct netrun *nr, struct record *rec, netrun_clock_fn clock, void *ctx)
 {
     if (!nr->linkd || !rec) return;
     nr->links_record = rec;
-    nr->t0 = t0;
-    ev_timer_init(&nr->sample_timer, on_sample_timer, 1.0, 1.0);
+    nr->clock = clock;
+    nr->clock_ctx = ctx;
+    double every = nr->net->dilation > 1 ? nr->net->dilation : 1.0; /* one emulated second */
+    ev_timer_init(&nr->sample_timer, on_sample_timer, every, every);
     ev_timer_start(nr->loop, &nr->sample_timer);
 }
 
@@ -732,8 +839,10 @@ void netrun_free(struct netrun *nr)
     if (!nr) return;
     ev_timer_stop(nr->loop, &nr->sample_timer);
     nr->links_record = NULL;
-    for (size_t i = 0; nr->peers && i < nr->net->n_nodes; i++)
+    for (size_t i = 0; nr->peers && i < nr->net->n_nodes; i++) {
         peer_client_free(nr->peers[i].client); /* kills and reaps a survivor */
+        free(nr->peers[i].told);
+    }
     free(nr->peers);
     peer_template_stop(nr->template);
     /* The TAPs are persistent (linkd_client.c): neither closing our

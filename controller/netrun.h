@@ -35,13 +35,18 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
 /* The backend actually used ("none", "kernel", "user") and why it was chosen. */
 const char *netrun_backend(const struct netrun *nr);
 const char *netrun_backend_reason(const struct netrun *nr);
-/* "topology 0.9 s (namespaces ..., links ..., ...), peers 1.2 s": the start's phases. */
+/* "2.051 s: backend 0.001, plan 0.020, namespaces 0.502, ...": the start's
+ * phases in order (links: the veths or linkd's TAPs; interfaces, routes+
+ * qdiscs and running: topo/kernel.h's passes; peers asked and peers forked:
+ * the requests to the peer template and the wait for its forks). */
 void netrun_describe_start(const struct netrun *nr, char *buf, size_t len);
 struct peer_client *netrun_peer(const struct netrun *nr, int node);
 int netrun_node_ns(const struct netrun *nr, int node); /* -1 on the none backend */
-/* Params of the peers' "peers" command: {table = {node name = address}}, so
- * that send{to = node} finds its target. Appends to out. */
-void netrun_pack_peer_table(const struct netrun *nr, msgpack_sbuffer *out);
+/* Before node `from` sends to node `to`: queues peers{table = {to = its
+ * address}} on from's channel, once per peer and target (again after a
+ * restart), so that send{to = node} finds its target. Nodes without a peer
+ * are ignored. 0, or -1 with err when the request cannot be queued. */
+int netrun_tell_address(struct netrun *nr, int from, int to, char *err, size_t errlen);
 
 /* Run-time link changes. Kernel backend: done at once, returns 0 (or -1).
  * User backend: the request is queued to linkd and 1 is returned; cb gets
@@ -55,10 +60,13 @@ int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, 
                       size_t errlen);
 
 struct record;
+/* The run's clock: emulated seconds since the run started. */
+typedef double (*netrun_clock_fn)(void *ctx);
 /* User backend: writes linkd's per-direction counters to rec once per
- * second (time_s relative to t0, a CLOCK_MONOTONIC instant). No-op on other
- * backends. rec must outlive the sampling (stopped at close/free). */
-void netrun_sample_links(struct netrun *nr, struct record *rec, double t0);
+ * emulated second (the network's dilation in real seconds), time_s from
+ * clock. No-op on other backends. rec must outlive the sampling (stopped
+ * at close/free). */
+void netrun_sample_links(struct netrun *nr, struct record *rec, netrun_clock_fn clock, void *ctx);
 /* The columns of those rows. */
 const char *const *netrun_link_columns(size_t *n);
 

@@ -18,6 +18,7 @@ void run_init(struct run *r)
 {
     memset(r, 0, sizeof *r);
     r->status = "running";
+    r->dilation = 1.0;
     r->start_wall = run_wall_clock();
     r->topology_json = strdup("[]");
 }
@@ -34,6 +35,7 @@ void run_destroy(struct run *r)
     free(r->backend_override);
     free(r->topology_json);
     free(r->error);
+    free(r->overload_json);
     memset(r, 0, sizeof *r);
 }
 
@@ -277,7 +279,11 @@ static void write_json_body(FILE *f, const struct run *r)
         json_write_string(f, r->backend_override);
     else
         fputs("null", f);
+    fprintf(f, ",\n  \"dilation\": %g", r->dilation);
+    if (r->end_wall > 0)
+        fprintf(f, ",\n  \"emulated_s\": %.3f", (r->end_wall - r->start_wall) / r->dilation);
     fprintf(f, ",\n  \"topology\": %s,\n", r->topology_json ? r->topology_json : "[]");
+    if (r->overload_json) fprintf(f, "  \"overload\": %s,\n", r->overload_json);
     write_versions(f, r->lua_release);
     fputs("  \"error\": ", f);
     if (r->error)
@@ -313,6 +319,14 @@ void run_set_topology(struct run *r, const char *json)
     if (!copy) return;
     free(r->topology_json);
     r->topology_json = copy;
+}
+
+void run_set_overload(struct run *r, const char *json)
+{
+    char *copy = strdup(json);
+    if (!copy) return;
+    free(r->overload_json);
+    r->overload_json = copy;
 }
 
 void run_set_error(struct run *r, const char *msg)

@@ -29,12 +29,20 @@ struct run {
     size_t n_params;
     char *topology_json; /* JSON array of networks, "[]" until a network starts */
     char *error;          /* first line of the failure, for run.json */
+    char *overload_json;  /* the overload report (controller/overload.h), or NULL */
     const char *status;
     double start_wall, end_wall; /* seconds since the epoch */
     const char *lua_release; /* set by the scripting layer (static string) */
     long long seed;
     bool has_seed;
+    /* Time dilation of the run's clock and links, >= 1 (run.json). */
+    double dilation;
+    bool dilation_from_cli; /* --dilation: overrides the networks' */
+    bool dilation_named;    /* a network named it (others must agree) */
 };
+
+/* The largest dilation accepted: beyond it, timers of a few ms turn into minutes. */
+#define HN_DILATION_MAX 1000
 
 void run_init(struct run *r);
 void run_destroy(struct run *r);
@@ -50,4 +58,5 @@ int run_make_dir(struct run *r, const char *out_dir, char *err, size_t errlen);
 int run_write_json(const struct run *r, char *err, size_t errlen);
 void run_set_topology(struct run *r, const char *json); /* copies */
 void run_set_error(struct run *r, const char *msg);     /* keeps the first line */
+void run_set_overload(struct run *r, const char *json); /* copies */
 double run_wall_clock(void);

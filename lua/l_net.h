@@ -39,6 +39,8 @@ struct l_network {
     size_t n_stop_waiters;
     ev_timer stop_deadline;
     struct l_proc *procs; /* programs started in nodes, ended at stop */
+    double phase_t0;      /* real time the start's build or the stop ended / began */
+    int *overload_ids;    /* per node: its entry in the run's overload account, -1 none */
 };
 
 struct l_node {
@@ -73,6 +75,8 @@ struct call {
     const char *kind; /* "node" or "link": how error messages name the object */
     char node[2 * TOPO_NAME_MAX]; /* a node's name, or a link's "a-b" */
     char method[32];
+    struct overload *overload; /* node calls: the run's overload account, or NULL */
+    int overload_id;           /* the node's entry there */
 };
 
 struct reply {

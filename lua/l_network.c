@@ -9,6 +9,7 @@
 #include "lua/l_network.h"
 
 #include "controller/netrun.h"
+#include "controller/overload.h"
 #include "controller/peer_client.h"
 #include "controller/record.h"
 #include "controller/registry.h"
@@ -30,6 +31,15 @@
 /* and this long to answer at start (a thousand peers take about a second);
  * HIERNET_START_TIMEOUT (seconds) overrides it, for tests and slow hosts. */
 #define START_DEADLINE_S 30.0
+
+/* Real seconds, for the start and stop profiles in the log (the run's clock
+ * may be dilated). */
+static double real_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
 
 static double start_deadline_s(void)
 {
@@ -102,7 +112,50 @@ double lnet_opt_number(lua_State *L, int i, const char *key, double dflt, const 
 
 /* ---- hn.network ---- */
 
-static const char *const network_options[] = {"name", "backend", "seed", "addr_base", NULL};
+static const char *const network_options[] = {"name",      "backend",  "seed",
+                                              "addr_base", "dilation", NULL};
+
+static bool any_network_started(const struct hn_runtime *rt)
+{
+    for (const struct l_network *n = rt->networks; n; n = n->next)
+        if (n->state != NET_DEFINED) return true;
+    return false;
+}
+
+/* dilation = D: the run's clock, shared by every network. --dilation wins;
+ * otherwise the first network that names one sets it, before any starts. */
+static void apply_dilation(lua_State *L, struct hn_runtime *rt, const char *name)
+{
+    bool given = lua_getfield(L, 1, "dilation") != LUA_TNIL;
+    lua_pop(L, 1);
+    if (!given) return;
+    double d = lnet_opt_number(L, 1, "dilation", 1, "hn.network");
+    char asked[32], now[32]; /* luaL_error has no %g */
+    snprintf(asked, sizeof asked, "%g", d);
+    if (!(d >= 1 && d <= HN_DILATION_MAX))
+        luaL_error(L, "network '%s': dilation must be a number from 1 to %d, got %s", name,
+                   HN_DILATION_MAX, asked);
+    struct run *run = rt->run;
+    snprintf(now, sizeof now, "%g", run->dilation);
+    if (d == run->dilation && !run->dilation_from_cli) {
+        run->dilation_named = true;
+        return;
+    }
+    if (d == run->dilation) return;
+    if (run->dilation_from_cli) {
+        hn_logf(rt, "network '%s': dilation %s from --dilation replaces the scenario's %s", name,
+                now, asked);
+        return;
+    }
+    if (run->dilation_named || any_network_started(rt))
+        luaL_error(L,
+                   "network '%s': dilation %s differs from the run's %s (every network of a run "
+                   "shares one clock, fixed once a network names it or starts)",
+                   name, asked, now);
+    run->dilation = d;
+    run->dilation_named = true;
+    sched_set_dilation(rt->sched, d);
+}
 
 static int l_network_new(lua_State *L)
 {
@@ -118,6 +171,7 @@ static int l_network_new(lua_State *L)
         return luaL_error(L, "network '%s': seed must be a non-negative integer, got %f", name,
                           seed);
     if (rt->run->backend_override) backend = rt->run->backend_override;
+    apply_dilation(L, rt, name);
     char err[256];
     enum topo_backend b;
     if (topo_backend_parse(backend, &b, err, sizeof err) < 0)
@@ -340,14 +394,22 @@ static void publish_topology(struct hn_runtime *rt)
     fputc(']', f);
     if (fclose(f) == 0) run_set_topology(rt->run, buf);
     free(buf);
+    hn_publish_overload(rt);
     char err[256];
     if (run_write_json(rt->run, err, sizeof err) < 0) hn_logf(rt, "warning: %s", err);
+}
+
+static void log_stopped(struct l_network *net)
+{
+    hn_logf(net->rt, "network '%s': stopped: every peer exited %.3f s after the stop",
+            net->topo->name, real_now() - net->phase_t0);
 }
 
 static void finish_stop(struct l_network *net)
 {
     ev_timer_stop(net->rt->loop, &net->stop_deadline);
     net->state = NET_STOPPED;
+    log_stopped(net);
     task_token *waiters = net->stop_waiters;
     size_t n = net->n_stop_waiters;
     net->stop_waiters = NULL;
@@ -392,6 +454,8 @@ static int start_k(lua_State *L, int status, lua_KContext ctx)
         return luaL_error(L, "network '%s': start failed: %s", net->topo->name, net->start_error);
     }
     net->state = NET_STARTED;
+    hn_logf(net->rt, "network '%s': started: every peer answered %.3f s after the build",
+            net->topo->name, real_now() - net->phase_t0);
     publish_topology(net->rt);
     return 0;
 }
@@ -427,16 +491,13 @@ static bool call_every_peer(struct l_network *net, const char *method, const cha
     return true;
 }
 
-/* Pings every peer and hands each the address book, all at once: start
- * returns when every peer has answered both. */
+/* Pings every peer, all at once: start returns when every peer has
+ * answered. (Addresses come later, before a peer's first send to a node:
+ * netrun_tell_address.) */
 static int ping_all(lua_State *L, struct l_network *net)
 {
-    struct hn_runtime *rt = net->rt;
     net->outstanding = 0;
-    msgpack_sbuffer_clear(&rt->scratch);
-    netrun_pack_peer_table(net->run, &rt->scratch);
-    if (call_every_peer(net, "ping", NULL, 0))
-        call_every_peer(net, "peers", rt->scratch.data, rt->scratch.size);
+    call_every_peer(net, "ping", NULL, 0);
     if (net->outstanding == 0) return start_k(L, LUA_OK, 0);
     /* Replies only arrive from the loop, after this task has yielded. */
     net->start_tok = sched_suspend(L);
@@ -471,6 +532,11 @@ static int draw_instead(lua_State *L, struct l_network *net)
     return lua_yield(L, 0);
 }
 
+static double run_clock(void *ctx)
+{
+    return sched_now(((struct hn_runtime *)ctx)->sched);
+}
+
 /* links.csv, shared by every network of the run that has counters (user backend). */
 static void sample_links(struct hn_runtime *rt, struct netrun *run)
 {
@@ -489,10 +555,21 @@ static void sample_links(struct hn_runtime *rt, struct netrun *run)
         }
         rt->records[rt->n_records++] = rt->links_record; /* closed with the others */
     }
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double t0 = (double)now.tv_sec + now.tv_nsec / 1e9 - sched_now(rt->sched);
-    netrun_sample_links(run, rt->links_record, t0);
+    netrun_sample_links(run, rt->links_record, run_clock, rt);
+}
+
+/* Every host's compute commands go into the run's overload account. */
+static void count_overload(struct hn_runtime *rt, struct l_network *net)
+{
+    if (!rt->overload) return;
+    net->overload_ids = malloc(net->topo->n_nodes * sizeof *net->overload_ids);
+    for (size_t i = 0; net->overload_ids && i < net->topo->n_nodes; i++) {
+        const struct topo_node *n = &net->topo->nodes[i];
+        net->overload_ids[i] = n->kind != TOPO_NODE_HOST
+                                   ? -1
+                                   : overload_add_node(rt->overload, net->topo->name, n->name,
+                                                       n->speed, strcmp(n->device, "cpu") == 0);
+    }
 }
 
 static int l_net_start(lua_State *L)
@@ -506,6 +583,7 @@ static int l_net_start(lua_State *L)
     if (net->topo->n_nodes == 0)
         return luaL_error(L, "network '%s': start: the network has no nodes", net->topo->name);
     if (rt->draw) return draw_instead(L, net);
+    net->topo->dilation = rt->run->dilation;
     struct registry *reg = run_registry(rt);
     struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg, &rt->loopback_next};
     char err[1024];
@@ -521,11 +599,13 @@ static int l_net_start(lua_State *L)
     else if (net->topo->backend != TOPO_BACKEND_NONE)
         hn_logf(rt, "network '%s': backend %s (%s)", net->topo->name, netrun_backend(net->run),
                 netrun_backend_reason(net->run));
-    char phases[256];
+    char phases[512];
     netrun_describe_start(net->run, phases, sizeof phases);
-    hn_logf(rt, "network '%s': %zu nodes, %zu links built: %s", net->topo->name,
+    hn_logf(rt, "network '%s': %zu nodes, %zu links built in %s", net->topo->name,
             net->topo->n_nodes, net->topo->n_links, phases);
+    net->phase_t0 = real_now();
     sample_links(rt, net->run);
+    count_overload(rt, net);
     if (!rt->run->backend_used[0])
         snprintf(rt->run->backend_used, sizeof rt->run->backend_used, "%s", netrun_backend(net->run));
     lua_pushvalue(L, 1);
@@ -551,6 +631,7 @@ static bool stop_begin(struct l_network *net)
     if (net->state == NET_DEFINED || net->state == NET_STOPPED) return true;
     if (net->state != NET_STOPPING) {
         net->state = NET_STOPPING;
+        net->phase_t0 = real_now();
         lnet_procs_terminate(net);
         close_peers(net);
         ev_timer_init(&net->stop_deadline, on_stop_deadline, STOP_DEADLINE_S, 0);
@@ -559,6 +640,7 @@ static bool stop_begin(struct l_network *net)
     if (net->run && !netrun_peers_exited(net->run)) return false;
     ev_timer_stop(net->rt->loop, &net->stop_deadline);
     net->state = NET_STOPPED;
+    log_stopped(net);
     return true;
 }
 
@@ -596,6 +678,8 @@ static int l_net_index(lua_State *L)
         lua_pushstring(L, topo_backend_name(net->run ? net->topo->backend_used : net->topo->backend));
     } else if (strcmp(key, "seed") == 0) {
         lua_pushinteger(L, (lua_Integer)net->topo->seed);
+    } else if (strcmp(key, "dilation") == 0) {
+        lua_pushnumber(L, net->run ? net->topo->dilation : net->rt->run->dilation);
     } else {
         lua_getfield(L, lua_upvalueindex(1), key);
         if (lua_isnil(L, -1))
@@ -669,6 +753,7 @@ void l_network_release_all(struct hn_runtime *rt)
         netrun_free(net->run); /* kills and reaps survivors, releases the topology */
         net->run = NULL;
         free(net->stop_waiters);
+        free(net->overload_ids);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->self_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->nodes_ref);
         topo_network_free(net->topo);

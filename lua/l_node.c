@@ -5,6 +5,7 @@
 #include "lua/l_net.h"
 
 #include "controller/netrun.h"
+#include "controller/overload.h"
 #include "controller/peer_client.h"
 #include "controller/proc.h"
 #include "lua/l_network.h"
@@ -61,6 +62,10 @@ int lnet_push_reply(lua_State *co, void *ud)
 static void on_call_reply(void *ctx, const char *error, const msgpack_object *result)
 {
     struct call *c = ctx;
+    if (!error && c->overload && strcmp(c->method, "batch") == 0)
+        overload_note_batch(c->overload, c->overload_id, result);
+    else if (!error && c->overload) /* send's ms is its transfer, not compute time */
+        overload_note_reply(c->overload, c->overload_id, result, strcmp(c->method, "send") != 0);
     struct reply r = {error, result, c};
     sched_wake(c->sched, c->tok, lnet_push_reply, &r);
     free(c);
@@ -104,46 +109,55 @@ static void host_names(const struct topo_network *net, char *buf, size_t cap)
 
 /* The value at idx names a host of node n's network (a name or a node
  * handle), else raises an error naming the value and listing the hosts: the
- * peer would only find "no address for node", in its own words. */
+ * peer would only find "no address for node", in its own words. With tell,
+ * a send's destination: the sender learns its address first (peers learn
+ * addresses lazily, netrun.h). */
 static void check_destination(lua_State *L, struct l_node *n, const char *method, const char *key,
-                              int idx)
+                              int idx, bool tell)
 {
     const struct topo_network *net = n->net->topo;
     const char *self = net->nodes[n->index].name;
     struct l_node *other = luaL_testudata(L, idx, NODE_MT);
+    int target = -1;
     if (other) {
         if (other->net != n->net)
             luaL_error(L, "node '%s': %s: param '%s': node '%s' belongs to network '%s', not '%s'",
                        self, method, key, other->net->topo->nodes[other->index].name,
                        other->net->topo->name, net->name);
-        return;
-    }
-    if (lua_type(L, idx) != LUA_TSTRING) return; /* the peer says what it expects */
-    const char *name = lua_tostring(L, idx);
-    int i = topo_node_find(net, name);
-    if (i >= 0 && net->nodes[i].kind == TOPO_NODE_HOST) return;
-    char hosts[512];
-    host_names(net, hosts, sizeof hosts);
-    luaL_error(L, "node '%s': %s: param '%s': '%s' is not a %s of network '%s' (its hosts: %s)",
-               self, method, key, name, i >= 0 ? "host (a switch runs no peer)" : "node",
-               net->name, hosts);
+        target = other->index;
+    } else if (lua_type(L, idx) == LUA_TSTRING) {
+        const char *name = lua_tostring(L, idx);
+        target = topo_node_find(net, name);
+        if (target < 0 || net->nodes[target].kind != TOPO_NODE_HOST) {
+            char hosts[512];
+            host_names(net, hosts, sizeof hosts);
+            luaL_error(L, "node '%s': %s: param '%s': '%s' is not a %s of network '%s' (its hosts: %s)",
+                       self, method, key, name, target >= 0 ? "host (a switch runs no peer)" : "node",
+                       net->name, hosts);
+        }
+    } /* anything else: the peer says what it expects */
+    char err[256];
+    if (tell && target >= 0 &&
+        netrun_tell_address(n->net->run, n->index, target, err, sizeof err) < 0)
+        luaL_error(L, "node '%s': %s: %s", self, method, err);
 }
 
 /* Checks params[key] (a destination or a list of them). */
 static void check_destinations(lua_State *L, struct l_node *n, const char *method, int params,
                                const char *key)
 {
+    bool tell = strcmp(key, "to") == 0;
     lua_getfield(L, params, key);
     int v = lua_gettop(L);
     if (lua_istable(L, v)) {
         lua_Integer len = luaL_len(L, v);
         for (lua_Integer i = 1; i <= len; i++) {
             lua_rawgeti(L, v, i);
-            check_destination(L, n, method, key, lua_gettop(L));
+            check_destination(L, n, method, key, lua_gettop(L), tell);
             lua_pop(L, 1);
         }
     } else if (!lua_isnil(L, v)) {
-        check_destination(L, n, method, key, v);
+        check_destination(L, n, method, key, v, tell);
     }
     lua_pop(L, 1);
 }
@@ -203,6 +217,8 @@ static int node_request(lua_State *L, struct l_node *n, const char *method, int 
     c->kind = "node";
     snprintf(c->node, sizeof c->node, "%s", node);
     snprintf(c->method, sizeof c->method, "%s", method);
+    c->overload = n->net->overload_ids ? rt->overload : NULL;
+    c->overload_id = n->net->overload_ids ? n->net->overload_ids[n->index] : -1;
     if (peer_client_call(pc, method, rt->scratch.data, rt->scratch.size, on_call_reply, c, err,
                          sizeof err) < 0) {
         free(c);

@@ -1,10 +1,11 @@
-/* l_runtime.c — hn.param, hn.log, hn.progress and hn.record, plus the
- * runtime accessor every binding uses and the run facts the library's
- * tools read (results directory, run.json, a tool's exit code). The CSV
+/* l_runtime.c — hn.param, hn.log, hn.progress, hn.status, hn.record and
+ * hn.overload, plus the runtime accessor every binding uses and the run
+ * facts the library's tools read (run.json, a tool's exit code). The CSV
  * writing itself is controller/record.c; the parameter store is
- * controller/run.c. */
+ * controller/run.c; the overload account controller/overload.c. */
 #include "lua/l_runtime.h"
 
+#include "controller/overload.h"
 #include "controller/record.h"
 #include "lua/runtime.h"
 
@@ -318,6 +319,59 @@ static int l_set_exit_code(lua_State *L)
     return 0;
 }
 
+/* ---- hn.overload ---- */
+
+static void set_number(lua_State *L, const char *key, double v)
+{
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, key);
+}
+
+/* hn.overload() -> {host_cpu_saturation=, overrun_share=, worst_node=, ...}:
+ * the run so far (controller/overload.h). */
+static int l_overload(lua_State *L)
+{
+    struct hn_runtime *rt = hn_runtime(L);
+    struct overload_report r;
+    if (!rt->overload) return luaL_error(L, "hn.overload: no overload account in this run");
+    overload_report(rt->overload, rt->run->dilation, &r);
+    lua_createtable(L, 0, 12);
+    if (r.host_cpu_saturation >= 0) set_number(L, "host_cpu_saturation", r.host_cpu_saturation);
+    if (r.host_cpu_peak >= 0) set_number(L, "host_cpu_peak", r.host_cpu_peak);
+    lua_pushinteger(L, r.host_cores);
+    lua_setfield(L, -2, "host_cores");
+    lua_pushinteger(L, (lua_Integer)r.commands);
+    lua_setfield(L, -2, "commands");
+    lua_pushinteger(L, (lua_Integer)r.overruns);
+    lua_setfield(L, -2, "overruns");
+    set_number(L, "overrun_share", r.overrun_share);
+    if (r.worst_node[0]) {
+        lua_pushstring(L, r.worst_node);
+        lua_setfield(L, -2, "worst_node");
+    }
+    set_number(L, "worst_node_overrun_share", r.worst_node_overrun_share);
+    set_number(L, "stretch_p95", r.stretch_p95);
+    set_number(L, "dilation", r.dilation);
+    set_number(L, "suggested_dilation", r.suggested_dilation);
+    lua_pushboolean(L, r.limited);
+    lua_setfield(L, -2, "limited");
+    return 1;
+}
+
+void hn_publish_overload(struct hn_runtime *rt)
+{
+    if (!rt->overload) return;
+    struct overload_report r;
+    overload_report(rt->overload, rt->run->dilation, &r);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return;
+    overload_write_json(f, &r);
+    if (fclose(f) == 0) run_set_overload(rt->run, buf);
+    free(buf);
+}
+
 static const luaL_Reg record_methods[] = {
     {"add", l_record_add},
     {NULL, NULL},
@@ -329,6 +383,7 @@ static const luaL_Reg runtime_functions[] = {
     {"progress", l_progress},
     {"record", l_record},
     {"status", l_status},
+    {"overload", l_overload},
     {"_write_run_json", l_write_run_json},
     {"_set_exit_code", l_set_exit_code},
     {NULL, NULL},

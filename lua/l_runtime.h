@@ -1,4 +1,4 @@
-/* l_runtime.h — registers hn.param, hn.log, hn.progress and hn.record. */
+/* l_runtime.h — registers hn.param, hn.log, hn.progress, hn.record and hn.overload. */
 #pragma once
 
 #include <lua.h>

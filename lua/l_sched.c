@@ -2,6 +2,7 @@
  *
  * hn.spawn(fn, ...) -> task; task:wait(); task:status(); hn.wait_all(list);
  * hn.wait_any(list) -> index, values...; hn.sleep(s); hn.now(); hn.yield();
+ * all in the run's emulated time (real time / dilation, see sched.h);
  * and for Lua-side primitives (hn.queue): core.prepare() -> token,
  * core.park(), core.wake(token). */
 #include "lua/sched.h"
@@ -67,7 +68,8 @@ struct sched {
     enum sched_outcome main_outcome;
     char *fatal;
     bool draining, halted;
-    double t0;
+    /* The run's clock: emulated = emu0 + (real - real0) / dilation. */
+    double real0, emu0, dilation;
     ev_prepare runner; /* drains the ready queue before the loop waits again */
     bool runner_held;  /* the runner keeps the loop alive: tasks are queued */
 };
@@ -620,7 +622,7 @@ static int l_sleep(lua_State *L)
     /* Timers count from the loop's cached time, which is as old as this
      * loop iteration: refresh it, or the sleep ends early. */
     ev_now_update(s->loop);
-    ev_timer_init(&sl->timer, on_sleep_done, seconds, 0);
+    ev_timer_init(&sl->timer, on_sleep_done, seconds * s->dilation, 0);
     ev_timer_start(s->loop, &sl->timer);
     return lua_yield(L, 0);
 }
@@ -712,7 +714,8 @@ struct sched *sched_new(lua_State *L, struct ev_loop *loop)
     ev_prepare_init(&s->runner, on_runner);
     ev_prepare_start(loop, &s->runner);
     ev_unref(loop); /* queued tasks alone must not keep the loop alive */
-    s->t0 = monotonic_s();
+    s->real0 = monotonic_s();
+    s->dilation = 1.0;
     /* Lua leaves the main thread's extra space uninitialised; new threads
      * copy it, so NULL here means "not a task" everywhere but in tasks. */
     *(struct task **)lua_getextraspace(L) = NULL;
@@ -796,5 +799,17 @@ const char *sched_fatal_error(const struct sched *s)
 
 double sched_now(const struct sched *s)
 {
-    return monotonic_s() - s->t0;
+    return s->emu0 + (monotonic_s() - s->real0) / s->dilation;
+}
+
+void sched_set_dilation(struct sched *s, double dilation)
+{
+    s->emu0 = sched_now(s);
+    s->real0 = monotonic_s();
+    s->dilation = dilation >= 1 ? dilation : 1.0;
+}
+
+double sched_dilation(const struct sched *s)
+{
+    return s->dilation;
 }

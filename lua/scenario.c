@@ -7,6 +7,7 @@
  * deadline), close the records and write the final run.json. */
 #include "lua/scenario.h"
 
+#include "controller/overload.h"
 #include "controller/record.h"
 #include "controller/registry.h"
 #include "controller/run.h"
@@ -80,6 +81,17 @@ static int apply_options(struct scenario *sc, const struct scenario_options *o)
             return -1;
         }
         sc->run.backend_override = strdup(o->backend);
+    }
+    if (o->dilation) {
+        char *end;
+        double d = strtod(o->dilation, &end);
+        if (end == o->dilation || *end || !(d >= 1 && d <= HN_DILATION_MAX)) {
+            fprintf(stderr, "hiernet: --dilation '%s': expected a number from 1 to %d\n",
+                    o->dilation, HN_DILATION_MAX);
+            return -1;
+        }
+        sc->run.dilation = d;
+        sc->run.dilation_from_cli = true;
     }
     return 0;
 }
@@ -213,9 +225,21 @@ static void close_records(struct hn_runtime *rt)
     rt->n_records = 0;
 }
 
+/* The overload report goes into run.json; a CPU-limited run says so last. */
+static void report_overload(struct scenario *sc)
+{
+    if (!sc->rt.overload) return;
+    struct overload_report r;
+    overload_report(sc->rt.overload, sc->run.dilation, &r);
+    char line[512];
+    if (overload_warning(&r, line, sizeof line)) hn_logf(&sc->rt, "%s", line);
+    hn_publish_overload(&sc->rt);
+}
+
 static void finish_run(struct scenario *sc)
 {
     char err[512];
+    report_overload(sc);
     close_records(&sc->rt);
     sc->run.end_wall = run_wall_clock();
     if (run_write_json(&sc->run, err, sizeof err) < 0) fprintf(stderr, "hiernet: %s\n", err);
@@ -235,6 +259,8 @@ static void release(struct scenario *sc)
         ev_signal_stop(loop, &sc->sigterm);
     }
     sched_free(sc->rt.sched);
+    overload_free(sc->rt.overload);
+    sc->rt.overload = NULL;
     if (sc->rt.L) lua_close(sc->rt.L);
     msgpack_sbuffer_destroy(&sc->rt.scratch);
     run_destroy(&sc->run);
@@ -293,6 +319,8 @@ int scenario_run(const struct scenario_options *o)
     ev_set_userdata(sc.rt.loop, &sc);
     sc.rt.sched = sched_new(sc.rt.L, sc.rt.loop);
     if (!sc.rt.sched) goto out_early;
+    sched_set_dilation(sc.rt.sched, sc.run.dilation);
+    if (!o->draw && !o->tool) sc.rt.overload = overload_new(sc.rt.loop);
     if (o->draw ? open_drawing(&sc, o->draw_out) < 0
                 : !o->tool && open_results(&sc, o->out_dir) < 0)
         goto out_early;

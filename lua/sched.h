@@ -64,5 +64,12 @@ enum sched_outcome sched_main_outcome(const struct sched *s);
 /* The fatal error (message + traceback) once the outcome is SCHED_FAILED or
  * an unobserved task failure stopped the loop; NULL otherwise. */
 const char *sched_fatal_error(const struct sched *s);
-/* Monotonic seconds since sched_new. */
+/* The run's clock, in emulated seconds since sched_new: real seconds
+ * divided by the time dilation (1 unless set), continuous across a change
+ * of dilation. hn.now() reads it, hn.sleep(s) waits s of it (s * dilation
+ * real seconds), log lines are stamped with it. */
 double sched_now(const struct sched *s);
+/* Sets the dilation (>= 1) from now on; sleeps already started keep their
+ * real deadlines. */
+void sched_set_dilation(struct sched *s, double dilation);
+double sched_dilation(const struct sched *s);

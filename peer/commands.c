@@ -144,17 +144,32 @@ bool cmd_patch_begin(struct command_job *j, const char *name, struct store_patch
 
 /* ---- results and replies ---- */
 
-static uint32_t command_result_entries(const struct command_job *j)
+/* Only worker jobs are compute that can overrun (the overload account,
+ * controller/overload.h): gates (wait, batch) and loop-thread commands say
+ * nothing of it. */
+static bool command_reports_overrun(const struct command_job *j)
 {
-    return j->n_entries + (j->cmd->bare ? 1 : 3);
+    return !j->cmd->bare && j->cmd->kind == COMMAND_WORKER;
 }
 
+static uint32_t command_result_entries(const struct command_job *j)
+{
+    return j->n_entries + (j->cmd->bare ? 1 : 3) + command_reports_overrun(j);
+}
+
+/* Durations in emulated time (divided by the dilation); cpu_ms is work, not
+ * a duration: the host's CPU time, which the emulated device spends in
+ * cpu_ms / speed emulated ms. */
 static void command_pack_entries(const struct command_job *j, msgpack_packer *pk)
 {
-    proto_pack_kv_f64(pk, "ms", j->work.wall_ms);
+    proto_pack_kv_f64(pk, "ms", peer_emulated_ms(j->server, j->work.wall_ms));
     if (!j->cmd->bare) {
         proto_pack_kv_f64(pk, "cpu_ms", j->work.cpu_ms);
-        proto_pack_kv_f64(pk, "queue_ms", j->work.queue_ms);
+        proto_pack_kv_f64(pk, "queue_ms", peer_emulated_ms(j->server, j->work.queue_ms));
+    }
+    if (command_reports_overrun(j)) {
+        proto_pack_str(pk, "overrun");
+        j->work.overrun ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
     }
     if (j->body.len) pk->callback(pk->data, j->body.data, j->body.len); /* the packed entries */
 }

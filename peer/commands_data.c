@@ -192,7 +192,7 @@ static void send_finish(struct send_params *p)
         cmd_result_u64(j, "transfer", p->dests[0].ds.id);
         cmd_result_u64(j, "transfers", p->n_dests);
         cmd_result_u64(j, "version", p->version);
-        cmd_result_f64(j, "snapshot_ms", j->work.wall_ms);
+        cmd_result_f64(j, "snapshot_ms", peer_emulated_ms(j->server, j->work.wall_ms));
         j->work.wall_ms = p->ms;
     }
     command_job_finish(j);

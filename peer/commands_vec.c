@@ -404,7 +404,7 @@ static bool stats_run(struct command_job *j)
     cmd_result_u64(j, "data_connections", data.connections);
     cmd_result_u64(j, "data_port", (uint64_t)dataplane_port(s->dataplane));
     cmd_result_u64(j, "peers", dataplane_peer_count(s->dataplane));
-    cmd_result_f64(j, "compute_ms", totals.compute_ms);
+    cmd_result_f64(j, "compute_ms", peer_emulated_ms(j->server, totals.compute_ms));
     cmd_result_u64(j, "jobs", totals.jobs);
     cmd_result_u64(j, "overruns", totals.overruns);
     cmd_result_u64(j, "commands", s->commands);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/device.h"
 #include "peer/commands.h"
 #include "peer/commands_sync.h"
 #include "peer/dataplane.h"
@@ -234,7 +235,7 @@ static void on_data_recv(void *ctx, const struct dataplane_recv_info *info)
     proto_pack_kv_str(&s->pk, "from", info->from);
     proto_pack_kv_i64(&s->pk, "bytes", (int64_t)info->bytes);
     proto_pack_kv_i64(&s->pk, "transfer", (int64_t)info->id);
-    proto_pack_kv_f64(&s->pk, "ms", info->ms);
+    proto_pack_kv_f64(&s->pk, "ms", peer_emulated_ms(s, info->ms));
     proto_pack_kv_i64(&s->pk, "version", (int64_t)info->version);
     proto_pack_str(&s->pk, "add");
     info->add ? msgpack_pack_true(&s->pk) : msgpack_pack_false(&s->pk);
@@ -261,7 +262,11 @@ static bool server_init(struct peer_server *s)
     s->store = store_create();
     s->dev = s->store ? devmirror_create(s->cfg.kern) : NULL;
     s->ml = s->dev ? ml_state_create() : NULL;
-    s->worker = s->ml ? worker_create(s->loop, s->cfg.speed) : NULL;
+    s->worker = s->ml
+                    ? worker_create(s->loop, &(struct worker_timing){s->cfg.speed, s->cfg.dilation,
+                                                                     kern_ctx_device(s->cfg.kern) ==
+                                                                         KERN_DEVICE_CPU})
+                    : NULL;
     if (!s->worker) {
         peer_server_log(s, "cannot start the worker: %s", strerror(errno));
         return false;

@@ -35,6 +35,8 @@ struct peer_config {
     int data_port;    /* 0: any free port (stats reports it as data_port) */
     int threads;      /* BLAS threads */
     double speed;
+    double dilation;       /* >= 1: real time runs this many times slower than emulated time;
+                              every duration the peer reports is emulated (real / dilation) */
     struct kern_ctx *kern; /* the compute device, opened by the caller, who closes it after
                               the server is destroyed */
 };
@@ -83,6 +85,11 @@ int peer_server_run(struct peer_server *s);
  * a worker job is still running: the caller must then end the process with
  * _exit (see worker_destroy). The control fd is left open. */
 bool peer_server_destroy(struct peer_server *s);
+/* A real duration in the emulated time every result reports (real / dilation). */
+static inline double peer_emulated_ms(const struct peer_server *s, double real_ms)
+{
+    return real_ms / s->cfg.dilation;
+}
 /* A line on stderr: "hiernet-peer[NODE]: message". */
 void peer_server_log(const struct peer_server *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -1,6 +1,6 @@
 /* worker.c — the peer's compute thread (see worker.h): the FIFO, gates
- * and the jobs their owners run while holding it, speed emulation, and the
- * background variant at idle priority. */
+ * and the jobs their owners run while holding it, speed emulation and time
+ * dilation, and the background variant at idle priority. */
 #include "peer/worker.h"
 
 #include <errno.h>
@@ -8,7 +8,11 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+/* The worker thread's nice value (see worker_lower_priority). */
+#define WORKER_NICE 10
 
 struct job_queue {
     struct worker_job *head, *tail;
@@ -17,7 +21,8 @@ struct job_queue {
 struct worker {
     struct ev_loop *loop;
     ev_async wakeup; /* worker -> loop: jobs in `finished` */
-    double speed;
+    struct worker_timing timing;
+    double free_ms; /* worker thread: when the last job ended (CLOCK_MONOTONIC) */
     pthread_t thread;
     pthread_mutex_t lock; /* guards everything below */
     pthread_cond_t wake;  /* loop -> worker: a job or stop; CLOCK_MONOTONIC */
@@ -61,36 +66,55 @@ static double clock_ms(clockid_t clock)
     return ts_ms(&t);
 }
 
-/* Holds the worker (lock held) until start_ms + cpu_ms / speed; returns
- * false when that time had already passed (an overrun). The wait is on the
- * condition variable so that shutdown can cut it short. */
-static bool worker_emulate_speed(struct worker *w, double start_ms, double cpu_ms)
+/* Holds the worker (lock held) until end_ms (CLOCK_MONOTONIC). The wait is
+ * on the condition variable so that shutdown can cut it short. */
+static void worker_wait_until(struct worker *w, double end_ms)
 {
-    double end_ms = start_ms + cpu_ms / w->speed;
-    if (clock_ms(CLOCK_MONOTONIC) >= end_ms) return false;
     struct timespec until = {.tv_sec = (time_t)(end_ms / 1e3)};
     until.tv_nsec = (long)((end_ms - (double)until.tv_sec * 1e3) * 1e6);
     if (until.tv_nsec > 999999999) until.tv_nsec = 999999999;
     while (!w->stopping && clock_ms(CLOCK_MONOTONIC) < end_ms)
         if (pthread_cond_timedwait(&w->wake, &w->lock, &until) == ETIMEDOUT) break;
-    return true;
+}
+
+double worker_budget_ms(const struct worker_timing *t, double cpu_ms, double real_ms)
+{
+    double budget = t->dilation * cpu_ms / t->speed;
+    /* A GPU's time is not CPU time: the device itself is stretched. */
+    if (!t->cpu_device && t->dilation * real_ms > budget) budget = t->dilation * real_ms;
+    return budget;
+}
+
+bool worker_overran(const struct worker_timing *t, double budget_ms, double real_ms)
+{
+    if (!t->cpu_device) return false;
+    return real_ms > budget_ms * (1.0 + WORKER_OVERRUN_SHARE) + WORKER_OVERRUN_SLACK_MS;
 }
 
 /* Runs one job and times it. Called with the lock released; returns with it
- * held. */
+ * held. The emulated device takes the job when it arrives, or when the
+ * previous one ends if that is later: the moment this thread actually gets a
+ * core is the host's business, so a late start counts against the job, not
+ * as queueing. The job ends at that start + its budget, or at its real end
+ * when that is later (an overrun, beyond the tolerance). */
 static void worker_run_job(struct worker *w, struct worker_job *job)
 {
-    struct timespec start;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    double submitted_ms = ts_ms(&job->submitted);
+    double start_ms = submitted_ms > w->free_ms ? submitted_ms : w->free_ms;
     double cpu0 = clock_ms(CLOCK_THREAD_CPUTIME_ID);
-    job->queue_ms = ts_ms(&start) - ts_ms(&job->submitted);
+    job->queue_ms = start_ms - submitted_ms;
     job->run(job);
     job->cpu_ms = clock_ms(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    double real_ms = clock_ms(CLOCK_MONOTONIC) - start_ms;
+    double budget_ms = worker_budget_ms(&w->timing, job->cpu_ms, real_ms);
     pthread_mutex_lock(&w->lock);
-    if (w->speed != 1.0 && !worker_emulate_speed(w, ts_ms(&start), job->cpu_ms))
-        w->totals.overruns++;
-    job->wall_ms = clock_ms(CLOCK_MONOTONIC) - ts_ms(&start);
+    job->overrun = !w->background && worker_overran(&w->timing, budget_ms, real_ms);
+    if (real_ms < budget_ms) worker_wait_until(w, start_ms + budget_ms);
+    double end_ms = clock_ms(CLOCK_MONOTONIC);
+    job->wall_ms = end_ms - start_ms;
+    w->free_ms = end_ms;
     w->totals.jobs++;
+    w->totals.overruns += job->overrun;
     w->totals.compute_ms += job->wall_ms;
 }
 
@@ -104,21 +128,36 @@ static struct worker_job *worker_next(struct worker *w)
  * the gate's owner hears of it through done. */
 static void worker_hold(struct worker *w, struct worker_job *gate)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    gate->queue_ms = ts_ms(&now) - ts_ms(&gate->submitted);
+    double now = clock_ms(CLOCK_MONOTONIC);
+    gate->queue_ms = now - ts_ms(&gate->submitted);
     gate->wall_ms = gate->cpu_ms = 0;
     w->held = true;
 }
 
+/* Compute yields to control: the peer's loop thread (requests, replies, the
+ * data plane) and the controller preempt this thread at once when they
+ * wake, even when every core is computing. Otherwise a request or reply can
+ * wait out a time slice behind other peers' compute, and on an overloaded
+ * host (many peers per core) that wait, not the emulated link or device,
+ * would set the times. A real NIC and a real controller do not queue behind
+ * a device's compute either. Best effort: a failure changes nothing else. */
+static void worker_lower_priority(struct worker *w)
+{
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, (id_t)tid);
+    if (errno == 0 && nice < WORKER_NICE) (void)setpriority(PRIO_PROCESS, (id_t)tid, WORKER_NICE);
+    w->priority = "nice 10";
+}
+
 /* Background threads only use CPU nobody else wants. A thread may always
  * lower its own priority, but a sandbox may refuse SCHED_IDLE. */
-static void worker_lower_priority(struct worker *w)
+static void worker_idle_priority(struct worker *w)
 {
     struct sched_param param = {0};
     if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) == 0)
         w->priority = "SCHED_IDLE";
-    else if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) == 0)
+    else if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19) == 0)
         w->priority = "nice 19";
     else
         w->priority = "normal";
@@ -128,7 +167,10 @@ static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     pthread_mutex_lock(&w->lock);
-    if (w->background) worker_lower_priority(w);
+    if (w->background)
+        worker_idle_priority(w);
+    else
+        worker_lower_priority(w);
     for (;;) {
         struct worker_job *job = NULL;
         while (!w->stopping && !(job = worker_next(w)))
@@ -179,12 +221,15 @@ static int worker_init_sync(struct worker *w)
     return 0;
 }
 
-static struct worker *worker_start(struct ev_loop *loop, double speed, bool background)
+static struct worker *worker_start(struct ev_loop *loop, const struct worker_timing *timing,
+                                   bool background)
 {
     struct worker *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->loop = loop;
-    w->speed = speed > 0 ? speed : 1.0;
+    w->timing = *timing;
+    if (!(w->timing.speed > 0)) w->timing.speed = 1.0;
+    if (!(w->timing.dilation >= 1)) w->timing.dilation = 1.0;
     w->background = background;
     w->priority = "normal";
     if (worker_init_sync(w) != 0) {
@@ -205,14 +250,15 @@ static struct worker *worker_start(struct ev_loop *loop, double speed, bool back
     return w;
 }
 
-struct worker *worker_create(struct ev_loop *loop, double speed)
+struct worker *worker_create(struct ev_loop *loop, const struct worker_timing *timing)
 {
-    return worker_start(loop, speed, false);
+    return worker_start(loop, timing, false);
 }
 
 struct worker *worker_create_background(struct ev_loop *loop)
 {
-    return worker_start(loop, 1.0, true);
+    static const struct worker_timing none = {.speed = 1.0, .dilation = 1.0, .cpu_device = true};
+    return worker_start(loop, &none, true);
 }
 
 const char *worker_priority(struct worker *w)
@@ -249,10 +295,14 @@ void worker_submit_held(struct worker *w, struct worker_job *job)
     pthread_mutex_unlock(&w->lock);
 }
 
+/* The hold ends now: the emulated device was busy until now, so the next
+ * job's budget starts here, not at its (earlier) arrival. */
 void worker_release(struct worker *w)
 {
     pthread_mutex_lock(&w->lock);
     w->held = false;
+    double now = clock_ms(CLOCK_MONOTONIC);
+    if (now > w->free_ms) w->free_ms = now;
     pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->lock);
 }

@@ -6,9 +6,15 @@
  * callbacks in the same order. Each job is timed: wall ms (CLOCK_MONOTONIC)
  * and the CPU ms of the worker thread (CLOCK_THREAD_CPUTIME_ID).
  *
- * Device speed emulation (DESIGN.md "Node limits"): with speed != 1 a job
- * completes at its start + (CPU time it used) / speed, or at its real end if
- * that is later, which is counted as an overrun.
+ * Device speed emulation (DESIGN.md "Node limits") and time dilation: a job
+ * completes at its start + dilation * (CPU time it used) / speed (its
+ * budget), or at its real end if that is later. With speed 1 and dilation 1
+ * the budget is the CPU time itself, so a job waits for nothing. A job whose
+ * real end passes its budget by more than the tolerance below overran: the
+ * host's CPU, not the emulated device, set its duration (another process
+ * had the core). On a GPU the device's own time is stretched too (budget at
+ * least dilation * real time), and overruns cannot be told from the CPU
+ * time alone: none are counted there.
  *
  * Gates: a job without run is a gate. When a gate reaches the head of the
  * queue the worker takes no further job from it and calls the gate's done
@@ -16,11 +22,14 @@
  * holds the worker, as long as it needs to (a wait until its arrivals, a
  * batch until its last command), and may run jobs of its own ahead of the
  * queue with worker_submit_held; worker_release lets the queue go on. A
- * gate is not counted as a job and takes no compute time.
+ * gate is not counted as a job and takes no compute time; the emulated
+ * device is busy while it holds (a job queued behind it starts, for its
+ * budget, when the hold ends).
  *
  * A background worker (worker_create_background) is the same FIFO thread at
  * the lowest CPU priority (SCHED_IDLE, or nice 19 where that is refused),
- * without speed emulation: for work that must only use otherwise idle CPU.
+ * without speed emulation, dilation or overruns: for work that must only use
+ * otherwise idle CPU.
  *
  * Ownership: the submitter allocates a job; the worker holds it from
  * worker_submit until it calls the job's done callback, which must release
@@ -39,9 +48,12 @@ struct worker_job {
      * down and the job's result is not wanted (it may not have run at all). */
     void (*done)(struct worker_job *job, bool cancelled);
     /* Filled in by the worker. */
-    double queue_ms; /* waited before it started (a gate: before it reached the head) */
-    double wall_ms;  /* ran (including the emulated slowdown) */
+    double queue_ms; /* waited for the jobs before it (from its arrival; a gate:
+                        until it reached the head) */
+    double wall_ms;  /* from its start (arrival, or the previous end) to its end,
+                        including the emulated slowdown */
     double cpu_ms;   /* CPU time of the worker thread while it ran */
+    bool overrun;    /* ended after its budget (beyond the tolerance) */
     /* Private to worker.c. */
     struct timespec submitted;
     struct worker_job *next;
@@ -53,14 +65,30 @@ struct worker_totals {
     uint64_t overruns; /* jobs that ended after their emulated completion time */
 };
 
+/* Tolerance of the overrun count: a real end up to this share of the
+ * budget plus this many real ms late is scheduling noise, not overload. */
+#define WORKER_OVERRUN_SHARE 0.05
+#define WORKER_OVERRUN_SLACK_MS 0.5
+
+struct worker_timing {
+    double speed;    /* > 0; 1 = this host's speed */
+    double dilation; /* >= 1: real time runs this many times slower than emulated time */
+    bool cpu_device; /* compute runs on the CPU (not a GPU) */
+};
+
+/* A job's budget in real ms: dilation * cpu_ms / speed (on a GPU at least
+ * dilation * real_ms); and whether a real duration overran it. */
+double worker_budget_ms(const struct worker_timing *t, double cpu_ms, double real_ms);
+bool worker_overran(const struct worker_timing *t, double budget_ms, double real_ms);
+
 struct worker;
 
-/* Starts the thread. speed > 0 (1: no emulation). NULL with errno on failure. */
-struct worker *worker_create(struct ev_loop *loop, double speed);
-/* Starts a background worker thread: lowest CPU priority, speed 1. */
+/* Starts the thread. NULL with errno on failure. */
+struct worker *worker_create(struct ev_loop *loop, const struct worker_timing *timing);
+/* Starts a background worker thread: lowest CPU priority, no emulation. */
 struct worker *worker_create_background(struct ev_loop *loop);
 /* The scheduling the background thread got: "SCHED_IDLE", "nice 19" or
- * "normal" (neither was allowed); "normal" for other workers. Valid once
+ * "normal" (neither was allowed); "nice 10" for compute workers. Valid once
  * the thread has run a job. */
 const char *worker_priority(struct worker *w);
 /* Queues a job (loop thread). */

@@ -119,8 +119,10 @@ static int plan_link(const struct topo_kernel *k, const struct topo_link_params 
                      const char *what, struct topo_shape_plan *plan, char *err, size_t errlen)
 {
     struct topo_shape_request req;
+    struct topo_link_params installed;
     char why[256];
-    topo_kernel_shape_request(p, k->opts.root, &req);
+    topo_link_params_dilate(p, k->net->dilation, &installed);
+    topo_kernel_shape_request(&installed, k->opts.root, &req);
     if (topo_shape_plan(&req, k->opts.have_netem, plan, why, sizeof why) < 0) {
         snprintf(err, errlen, "link %s: %s", what, why);
         return -1;
@@ -130,15 +132,20 @@ static int plan_link(const struct topo_kernel *k, const struct topo_link_params 
 
 /* ---- building ---- */
 
+/* IPv6 is kept off per link end (topo_nl_link_conf.no_ipv6, in the request
+ * that brings the end up), not with the namespace's conf/default sysctl:
+ * every /proc/sys lookup walks one dentry per live namespace under the same
+ * name, so a thousand namespaces paid a million compares under a global
+ * lock, a tenth of the start's CPU. Every end is therefore made down and
+ * brought up by our own request, after its IPv6 is off. */
 static int create_namespaces(struct topo_kernel *k, char *err, size_t errlen)
 {
-    unsigned flags = TOPO_NETNS_SOCKET | TOPO_NETNS_LO_UP | TOPO_NETNS_FORWARDING |
-                     TOPO_NETNS_NO_IPV6;
+    unsigned flags = TOPO_NETNS_SOCKET | TOPO_NETNS_LO_UP | TOPO_NETNS_FORWARDING;
     return topo_netns_create_many(k->ns, k->net->n_nodes, flags, 0, err, errlen);
 }
 
-/* Every veth from one host-namespace socket; end a comes up here, end b
- * with its configuration in b's namespace (nl.h explains why). */
+/* Every veth from one host-namespace socket, both ends down: each comes up
+ * with its configuration in its own namespace (add_link_end). */
 static int create_veths(struct topo_kernel *k, char *err, size_t errlen)
 {
     const struct topo_network *net = k->net;
@@ -150,7 +157,7 @@ static int create_veths(struct topo_kernel *k, char *err, size_t errlen)
         const struct topo_link *link = &net->links[l];
         struct topo_nl_veth_end a = {k->ns[link->a].fd, link->ifname_a, k->ifindex_a[l]};
         struct topo_nl_veth_end b = {k->ns[link->b].fd, link->ifname_b, k->ifindex_b[l]};
-        topo_nl_batch_add(&batch, topo_nl_veth_build(&a, &b, 0, 1), "link %s-%s",
+        topo_nl_batch_add(&batch, topo_nl_veth_build(&a, &b, 0, 0), "link %s-%s",
                           net->nodes[link->a].name, net->nodes[link->b].name);
     }
     int rc = topo_nl_batch_run(&batch, err, errlen);
@@ -159,23 +166,45 @@ static int create_veths(struct topo_kernel *k, char *err, size_t errlen)
     return rc;
 }
 
+static int run_batch(struct topo_nl_batch *b, char *err, size_t errlen)
+{
+    int rc = topo_nl_batch_run(b, err, errlen);
+    topo_nl_batch_free(b);
+    return rc;
+}
+
+static void add_ipv6_off(struct topo_nl_batch *b, int ifindex, const char *node, const char *ifname)
+{
+    if (topo_nl_host_has_ipv6())
+        topo_nl_batch_add(b, topo_nl_link_ipv6_off_build(ifindex), "node %s: IPv6 off on %s", node,
+                          ifname);
+}
+
 /* Bridges exist before any link, so an ifindex the kernel picks for a link
- * made by someone else (linkd's TAPs) cannot take a bridge's number. */
+ * made by someone else (linkd's TAPs) cannot take a bridge's number. Each
+ * is made down, gets IPv6 off, and comes up, before its ports. */
 static int create_bridges(struct topo_kernel *k, char *err, size_t errlen)
 {
     const struct topo_network *net = k->net;
     for (size_t i = 0; i < net->n_nodes; i++) {
         if (net->nodes[i].kind != TOPO_NODE_SWITCH) continue;
-        if (topo_nl_run(k->ns[i].sock, topo_nl_bridge_build("bridge", -1, k->bridge_ifindex[i], 1),
-                        err, errlen, "switch %s: bridge", net->nodes[i].name) < 0)
-            return -1;
+        struct topo_nl_batch b;
+        struct topo_nl_link_conf up = {.ifindex = k->bridge_ifindex[i], .up = 1};
+        topo_nl_batch_init(&b, k->ns[i].sock);
+        topo_nl_batch_add(&b, topo_nl_bridge_build("bridge", -1, up.ifindex, 0),
+                          "switch %s: bridge", net->nodes[i].name);
+        add_ipv6_off(&b, up.ifindex, net->nodes[i].name, "bridge");
+        topo_nl_batch_add(&b, topo_nl_link_node_conf_build(&up), "switch %s: bridge up",
+                          net->nodes[i].name);
+        if (run_batch(&b, err, errlen) < 0) return -1;
     }
     return 0;
 }
 
-/* One end of a link, at node, in one request: a host's end becomes a
- * router's interface, a switch's end a port of its bridge, and end b (made
- * down: see create_veths) comes up. Then a host's end gets its address. */
+/* One end of a link, at node: IPv6 off (a request of its own, nl.h says
+ * why), then in one request a host's end becomes a router's interface, a
+ * switch's end a port of its bridge, and it comes up (both ends are made
+ * down). Then a host's end gets its address. */
 static void add_link_end(struct topo_kernel *k, int node, int l, struct topo_nl_batch *b)
 {
     const struct topo_network *net = k->net;
@@ -185,7 +214,8 @@ static void add_link_end(struct topo_kernel *k, int node, int l, struct topo_nl_
     int ifindex = is_a ? k->ifindex_a[l] : k->ifindex_b[l];
     const char *ifname = is_a ? link->ifname_a : link->ifname_b;
     uint32_t addr = is_a ? link->addr_a : link->addr_b;
-    struct topo_nl_link_conf conf = {ifindex, host, host ? 0 : k->bridge_ifindex[node], !is_a};
+    struct topo_nl_link_conf conf = {ifindex, host, host ? 0 : k->bridge_ifindex[node], 1};
+    add_ipv6_off(b, ifindex, name, ifname);
     topo_nl_batch_add(b, topo_nl_link_node_conf_build(&conf), "node %s: %s%s", name, ifname,
                       host ? " as a router's interface" : " as a port");
     if (host && addr)
@@ -242,13 +272,6 @@ static int add_shaping(struct topo_kernel *k, int node, struct topo_nl_batch *b,
                               net->nodes[node].name);
     }
     return 0;
-}
-
-static int run_batch(struct topo_nl_batch *b, char *err, size_t errlen)
-{
-    int rc = topo_nl_batch_run(b, err, errlen);
-    topo_nl_batch_free(b);
-    return rc;
 }
 
 /* Pass 1: interfaces up, addresses, bridges. Routes need every link's far
@@ -360,6 +383,11 @@ int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_
     return 0;
 }
 
+void topo_kernel_set_options(struct topo_kernel *k, const struct topo_kernel_options *opts)
+{
+    k->opts = *opts;
+}
+
 void topo_kernel_set_link_ifindex(struct topo_kernel *k, int link, int ifindex_a, int ifindex_b)
 {
     k->ifindex_a[link] = ifindex_a;
@@ -428,11 +456,16 @@ int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *rout
     k->routing = routing;
     k->shaped = shape;
     double t0 = seconds_now();
-    if (configure_pass(k, PASS_INTERFACES, err, errlen) < 0 ||
-        configure_pass(k, PASS_ROUTES, err, errlen) < 0 ||
-        configure_pass(k, PASS_RUNNING, err, errlen) < 0)
-        return -1;
-    k->timing.configure = seconds_now() - t0;
+    if (configure_pass(k, PASS_INTERFACES, err, errlen) < 0) return -1;
+    double t1 = seconds_now();
+    if (configure_pass(k, PASS_ROUTES, err, errlen) < 0) return -1;
+    double t2 = seconds_now();
+    if (configure_pass(k, PASS_RUNNING, err, errlen) < 0) return -1;
+    double t3 = seconds_now();
+    k->timing.interfaces = t1 - t0;
+    k->timing.routes = t2 - t1;
+    k->timing.running = t3 - t2;
+    k->timing.configure = t3 - t0;
     return 0;
 }
 

@@ -31,6 +31,7 @@ struct topo_kernel_options {
 /* Seconds spent per phase of the last build (reported in the run's log). */
 struct topo_kernel_timing {
     double namespaces, links, configure;
+    double interfaces, routes, running; /* configure's passes */
 };
 const struct topo_kernel_timing *topo_kernel_timing(const struct topo_kernel *k);
 
@@ -46,6 +47,9 @@ int topo_kernel_build(const struct topo_network *net, const struct topo_routing 
 int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_options *opts,
                        struct topo_kernel **out, char *err, size_t errlen);
 void topo_kernel_set_link_ifindex(struct topo_kernel *k, int link, int ifindex_a, int ifindex_b);
+/* Options decided after topo_kernel_create (they only matter from the
+ * shaping plans on). */
+void topo_kernel_set_options(struct topo_kernel *k, const struct topo_kernel_options *opts);
 /* The kernel backend's links: every veth pair, straight into its namespaces. */
 int topo_kernel_add_veths(struct topo_kernel *k, char *err, size_t errlen);
 int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *routing, bool shape,

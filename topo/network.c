@@ -2,6 +2,7 @@
 #include "topo/network.h"
 
 #include <arpa/inet.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +57,7 @@ struct topo_network *topo_network_new(const char *name, enum topo_backend backen
     snprintf(net->name, sizeof net->name, "%s", name);
     net->backend = backend;
     net->seed = seed;
+    net->dilation = 1.0;
     net->addr_base = 0x0a000000; /* 10.0.0.0/8 */
     net->addr_prefix_len = 8;
     return net;
@@ -121,6 +123,19 @@ int topo_link_param_set(struct topo_link_params *p, const char *key, const char 
     if (strcmp(key, "queue") == 0)
         return topo_units_parse_queue(value, &p->queue, err, errlen);
     return -2;
+}
+
+void topo_link_params_dilate(const struct topo_link_params *p, double d,
+                             struct topo_link_params *out)
+{
+    *out = *p;
+    if (!(d > 1)) return;
+    if (p->rate_bps) {
+        double rate = (double)p->rate_bps / d;
+        out->rate_bps = rate < 1 ? 1 : (uint64_t)llround(rate);
+    }
+    out->delay_ns = (uint64_t)llround((double)p->delay_ns * d);
+    out->jitter_ns = (uint64_t)llround((double)p->jitter_ns * d);
 }
 
 void topo_link_describe(const struct topo_network *net, const struct topo_link *l, char *buf,
@@ -238,9 +253,11 @@ void topo_network_write_json(const struct topo_network *net, FILE *f)
 {
     fputs("{\"name\": ", f);
     write_json_str(f, net->name);
-    fprintf(f, ", \"backend\": \"%s\", \"backend_requested\": \"%s\", \"seed\": %llu, \"nodes\": [",
+    fprintf(f,
+            ", \"backend\": \"%s\", \"backend_requested\": \"%s\", \"seed\": %llu, "
+            "\"dilation\": %g, \"nodes\": [",
             topo_backend_name(net->backend_used), topo_backend_name(net->backend),
-            (unsigned long long)net->seed);
+            (unsigned long long)net->seed, net->dilation);
     for (size_t i = 0; i < net->n_nodes; i++) {
         const struct topo_node *n = &net->nodes[i];
         fputs(i ? ", {\"name\": " : "{\"name\": ", f);

@@ -62,6 +62,10 @@ struct topo_network {
     enum topo_backend backend;           /* as asked (auto, ...) */
     enum topo_backend backend_used;      /* what start chose; NONE before start */
     uint64_t seed;
+    /* Time dilation, >= 1: the emulation runs this many times slower than
+     * real time. Link parameters here are emulated; the backends install
+     * topo_link_params_dilate()'s. */
+    double dilation;
     struct topo_node *nodes;
     size_t n_nodes, cap_nodes;
     struct topo_link *links;
@@ -96,6 +100,13 @@ int topo_link_add(struct topo_network *net, int a, int b, const struct topo_link
  * for an unknown key. */
 int topo_link_param_set(struct topo_link_params *p, const char *key, const char *value,
                         char *err, size_t errlen);
+/* What a backend installs for the emulated parameters p under dilation d
+ * (>= 1): rates divided by d (at least 1 bit/s), delay and jitter multiplied
+ * by d; loss, queue, reorder and burst loss as they are (a queue in bytes
+ * or packets holds the same data; the default queue, a bandwidth-delay
+ * product, comes out the same). */
+void topo_link_params_dilate(const struct topo_link_params *p, double d,
+                             struct topo_link_params *out);
 /* "a-b" for messages. */
 void topo_link_describe(const struct topo_network *net, const struct topo_link *l, char *buf,
                         size_t len);

@@ -141,6 +141,15 @@ struct topo_nl_link_conf {
     int up;
 };
 struct nl_msg *topo_nl_link_node_conf_build(const struct topo_nl_link_conf *conf);
+/* Keeps IPv6 quiet on a link: no link-local address (addr_gen_mode none),
+ * hence no DAD, router solicitations or MLD reports on it. A request of its
+ * own that must come before the one bringing the link up: the kernel
+ * applies a request's IFLA_AF_SPEC after its flags, and an end whose peer
+ * is up gets its link-local address at "up". NULL on a kernel without IPv6
+ * (nothing to do) or when out of memory: check topo_nl_host_has_ipv6(). */
+struct nl_msg *topo_nl_link_ipv6_off_build(int ifindex);
+/* Whether this kernel has IPv6 at all. */
+int topo_nl_host_has_ipv6(void);
 
 /* Deletes a link (for a veth, both ends go). */
 struct nl_msg *topo_nl_link_delete_build(int ifindex);

@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <net/if.h>
@@ -19,6 +20,10 @@
 #include <linux/ip.h>
 #include <netlink/route/link.h>
 #include <netlink/route/link/inet.h>
+#include <netlink/route/link/inet6.h>
+#include <linux/if_link.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <netlink/route/link/veth.h>
 
 /* The kernel's dev_valid_name(), checked here for a clearer message. */
@@ -82,17 +87,31 @@ int topo_nl_veth_add(struct nl_sock *sock, const struct topo_nl_veth_end *a,
                        a->name, b->name);
 }
 
+/* Built by hand: libnl's bridge type writes no IFLA_INFO_DATA. Multicast
+ * snooping is off: an emulated switch floods multicast like a plain hub
+ * does broadcasts, and each port of a snooping bridge gets query timers and
+ * group state (a thousand ports' worth at start and again at teardown). */
 struct nl_msg *topo_nl_bridge_build(const char *name, int ns_fd, int ifindex, int up)
 {
-    struct rtnl_link *link = rtnl_link_alloc();
-    struct nl_msg *msg = NULL;
-
-    if (!link) return NULL;
-    if (rtnl_link_set_type(link, "bridge") == 0) {
-        link_configure(link, name, ns_fd, ifindex, 0, up);
-        if (rtnl_link_build_add_request(link, NLM_F_CREATE | NLM_F_EXCL, &msg) < 0) msg = NULL;
+    struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+    struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC,
+                            .ifi_index = ifindex > 0 ? ifindex : 0,
+                            .ifi_flags = up ? IFF_UP : 0,
+                            .ifi_change = up ? IFF_UP : 0};
+    struct nlattr *info, *data;
+    if (!msg) return NULL;
+    if (nlmsg_append(msg, &ifi, sizeof ifi, NLMSG_ALIGNTO) < 0 ||
+        nla_put_string(msg, IFLA_IFNAME, name) < 0 ||
+        (ns_fd >= 0 && nla_put_u32(msg, IFLA_NET_NS_FD, (uint32_t)ns_fd) < 0) ||
+        !(info = nla_nest_start(msg, IFLA_LINKINFO)) ||
+        nla_put_string(msg, IFLA_INFO_KIND, "bridge") < 0 ||
+        !(data = nla_nest_start(msg, IFLA_INFO_DATA)) ||
+        nla_put_u8(msg, IFLA_BR_MCAST_SNOOPING, 0) < 0) {
+        nlmsg_free(msg);
+        return NULL;
     }
-    rtnl_link_put(link);
+    nla_nest_end(msg, data);
+    nla_nest_end(msg, info);
     return msg;
 }
 
@@ -141,6 +160,20 @@ static const char *link_label(const char *name, int ifindex, char *buf, size_t b
     return buf;
 }
 
+static pthread_once_t ipv6_once = PTHREAD_ONCE_INIT;
+static int ipv6_present;
+
+static void ipv6_probe(void)
+{
+    ipv6_present = access("/proc/sys/net/ipv6", F_OK) == 0;
+}
+
+int topo_nl_host_has_ipv6(void)
+{
+    pthread_once(&ipv6_once, ipv6_probe);
+    return ipv6_present;
+}
+
 struct nl_msg *topo_nl_link_node_conf_build(const struct topo_nl_link_conf *conf)
 {
     struct rtnl_link *link = rtnl_link_alloc();
@@ -157,6 +190,20 @@ struct nl_msg *topo_nl_link_node_conf_build(const struct topo_nl_link_conf *conf
     if (conf->master_ifindex > 0) rtnl_link_set_master(link, conf->master_ifindex);
     if (conf->up) rtnl_link_set_flags(link, IFF_UP);
     if (rtnl_link_build_add_request(link, 0, &msg) < 0) msg = NULL;
+    rtnl_link_put(link);
+    return msg;
+}
+
+struct nl_msg *topo_nl_link_ipv6_off_build(int ifindex)
+{
+    struct rtnl_link *link = rtnl_link_alloc();
+    struct nl_msg *msg = NULL;
+
+    if (!link) return NULL;
+    rtnl_link_set_ifindex(link, ifindex);
+    if (rtnl_link_inet6_set_addr_gen_mode(link, IN6_ADDR_GEN_MODE_NONE) < 0 ||
+        rtnl_link_build_add_request(link, 0, &msg) < 0)
+        msg = NULL;
     rtnl_link_put(link);
     return msg;
 }

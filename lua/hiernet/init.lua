@@ -8,6 +8,23 @@ for name, fn in pairs(core) do
   if name:sub(1, 1) ~= "_" then hn[name] = fn end
 end
 
+-- hn.at(t, fn, ...): a task that runs fn(...) at run time t (seconds on
+-- hn.now()'s clock, emulated under dilation); a time already past runs it at
+-- once. Returns the task, like hn.spawn.
+function hn.at(t, fn, ...)
+  if type(t) ~= "number" or t ~= t then
+    error(("hn.at: the time must be a number of seconds, got %s"):format(tostring(t)), 2)
+  end
+  if type(fn) ~= "function" then
+    error(("hn.at: expected a function to run, got %s"):format(type(fn)), 2)
+  end
+  return hn.spawn(function(...)
+    local wait = t - hn.now()
+    if wait > 0 then hn.sleep(wait) end
+    return fn(...)
+  end, ...)
+end
+
 -- hn.queue(): an unbounded FIFO between tasks; pop() waits while it is empty.
 local Queue = {}
 Queue.__index = Queue

@@ -52,4 +52,19 @@ end
 local norms = hn.wait_all(tasks)
 near(norms[1], math.sqrt(1000), 1e-3, "norm on a")
 near(norms[2], 2 * math.sqrt(1000), 1e-3, "norm on b")
+
+-- send{to=}: a peer learns a target's address before its first send to it
+-- (by handle or by name), and again after a restart; unknown names fail.
+a:tensor{ name = "p", size = 4, fill = 3 }
+assert(a:send{ tensor = "p", to = b }.bytes == 16, "send to a node handle")
+assert(a:send{ tensor = "p", to = "b", as = "q" }.bytes == 16, "send to a node name")
+near(b:norm{ x = "q" }.value, 6, 1e-5, "what arrived")
+ok, err = pcall(a.send, a, { tensor = "p", to = "ghost" })
+assert(not ok and err:find("'ghost' is not a node of network", 1, true), "send to ghost: " .. tostring(err))
+a:restart()
+a:tensor{ name = "p", size = 4, fill = 1 }
+assert(a:send{ tensor = "p", to = b, as = "r" }.bytes == 16, "send after a restart")
+near(b:norm{ x = "r" }.value, 2, 1e-5, "what arrived after the restart")
+b:restart()
+assert(a:send{ tensor = "p", to = b, as = "r" }.bytes == 16, "send to a restarted peer")
 net:stop()

@@ -92,6 +92,9 @@ static void test_command_line(void)
                        "--control-fd 987: Bad file descriptor");
     expect_usage_error((const char *[]){"--bogus", NULL}, "unknown option '--bogus'");
     expect_usage_error((const char *[]){"--node", NULL}, "--node needs a value");
+    expect_usage_error(
+        (const char *[]){"--control-fd", "1", "--node", "a", "--dilation", "0.5", NULL},
+        "--dilation: '0.5' is not a number >= 1");
     expect_usage_error((const char *[]){"--control-fd", "1", "--node", "a", "--speed", "0", NULL},
                        "--speed: '0' is not a positive number");
     expect_usage_error((const char *[]){"--control-fd", "1", "--node", "a", "--threads", "0", NULL},
@@ -382,6 +385,33 @@ static void test_pipelined_output(struct harness_peer *p)
     CHECK_MSG(good == N, "%d of %d pipelined reads", good, N);
 }
 
+/* --dilation 4: a command takes 4x its CPU time in real time and reports
+ * emulated ms (its CPU time again); queue_ms of the one behind it is
+ * emulated too. */
+static void test_dilation(void)
+{
+    struct harness_peer p;
+    CHECK(peer_start(&p, (const char *[]){"--dilation", "4", NULL}));
+    struct harness_reply r;
+    double t0 = harness_now_ms();
+    uint32_t first = harness_request(&p, "tensor", "name:s size:i fill:f", "big", 4000000LL, 1.0);
+    uint32_t second = harness_request(&p, "norm", "x:s", "big");
+    CHECK(harness_read_reply(&p, &r) && r.msgid == first && r.ok);
+    double ms = harness_f64(&r, "ms"), cpu = harness_f64(&r, "cpu_ms");
+    CHECK(harness_read_reply(&p, &r) && r.msgid == second && r.ok);
+    double real = harness_now_ms() - t0, ms2 = harness_f64(&r, "ms"),
+           cpu2 = harness_f64(&r, "cpu_ms");
+    CHECK_MSG(ms >= cpu * 0.98 && ms <= cpu * 1.5 + 0.5, "ms %g (emulated), cpu_ms %g at D=4", ms,
+              cpu);
+    CHECK_MSG(real >= 4 * (cpu + cpu2) * 0.95, "real %g ms for %g + %g ms of CPU at D=4", real, cpu,
+              cpu2);
+    /* the norm waited behind the fill: about its emulated time, not 4x */
+    CHECK_MSG(harness_f64(&r, "queue_ms") <= ms * 1.3 + 0.5, "queue_ms %g after a %g ms command",
+              harness_f64(&r, "queue_ms"), ms);
+    CHECK(ms2 > 0);
+    harness_stop(&p);
+}
+
 /* ---- exits ---- */
 
 static void test_exit_while_computing(void)
@@ -433,6 +463,7 @@ int main(void)
     CHECK_CONTAINS(log, "dropped an unexpected notification");
 
     test_order_and_concurrency();
+    test_dilation();
     test_exit_while_computing();
     static const unsigned char never_used[] = {0xc1};
     test_fatal_stream(never_used, sizeof never_used, "control channel unusable: unparsable");

@@ -1,6 +1,8 @@
 -- startup.lua — one start-up measurement for tools/bench/startup.
--- Args (key=value): topo=star|tree, n= (host nodes), backend=kernel|user|auto.
+-- Args (key=value): topo=star|direct|tree, n= (host nodes), backend=kernel|user|auto.
 --   star: n hosts on one switch (Mininet's "single switch" topology);
+--   direct: one host linked to n others (a parameter server and n workers:
+--     n + 1 hosts, n point-to-point links);
 --   tree: n hosts in a complete 4-ary tree (host i's parent is (i-2)//4+1).
 -- Every link is bw = "1Gbit" only, so the kernel backend needs no sch_netem.
 -- Prints one line: "startup <topo> <n> <backend> <build_s> <up_s> <down_s> <ping> <end_s>"
@@ -28,13 +30,19 @@ if kind == "star" then
     hosts[i] = net:node("h" .. i)
     net:link(sw, hosts[i], link)
   end
+elseif kind == "direct" then
+  local ps = net:node("ps")
+  for i = 1, n do
+    hosts[i] = net:node("w" .. i)
+    net:link(ps, hosts[i], link)
+  end
 elseif kind == "tree" then
   for i = 1, n do
     hosts[i] = net:node("n" .. i)
     if i > 1 then net:link(hosts[(i - 2) // 4 + 1], hosts[i], link) end
   end
 else
-  error("topo must be star or tree, got " .. tostring(kind))
+  error("topo must be star, direct or tree, got " .. tostring(kind))
 end
 local t1 = hn.now()
 net:start()

@@ -1,0 +1,65 @@
+/* overload.h — the run's overload account: was the host's CPU, rather than
+ * the emulated network and devices, what set the run's times?
+ *
+ * Two sources. The host: /proc/stat's CPU counters from the run's start
+ * (and once per second, for the peak), so saturation is the busy share of
+ * every core over the run. The peers: every compute command's reply says
+ * whether it overran its emulated completion (peer/worker.h: the `speed`
+ * rule, stretched by the dilation); the account counts commands and
+ * overruns per node and how late the overruns were (their stretch: real
+ * duration over emulated budget), from which it suggests the dilation that
+ * would have covered the run's demand.
+ *
+ * Owns the node table and the sampling timer (which never keeps the loop
+ * alive). No Lua here: lua/ reads the report (hn.overload(), run.json). */
+#pragma once
+
+#include <ev.h>
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Above this share of overrun commands a run is called CPU-limited. */
+#define OVERLOAD_WARN_SHARE 0.05
+/* The suggested dilation covers the 95th percentile of the overruns'
+ * stretch, with this margin. */
+#define OVERLOAD_DILATION_MARGIN 1.25
+
+struct overload;
+
+struct overload_report {
+    double host_cpu_saturation; /* busy share of all cores over the run, 0..1 (-1: unknown) */
+    double host_cpu_peak;       /* the highest one-second sample */
+    int host_cores;
+    uint64_t commands, overruns; /* compute commands of every node */
+    double overrun_share;        /* overruns / commands (0 without commands) */
+    char worst_node[96];         /* highest overrun share ("" without overruns) */
+    double worst_node_overrun_share;
+    double stretch_p95;        /* real / emulated duration, 95th percentile over commands */
+    double dilation;           /* the run's */
+    double suggested_dilation; /* the run's when it was not CPU-limited */
+    bool limited;              /* overrun_share > OVERLOAD_WARN_SHARE */
+};
+
+/* Starts the host account now; samples once per second on loop. */
+struct overload *overload_new(struct ev_loop *loop);
+void overload_free(struct overload *o);
+
+/* A node whose compute commands are counted; returns its id (or -1 when
+ * out of memory: its commands then go uncounted). cpu_device: a node
+ * computing on the CPU (a GPU's time is not CPU time: no stretch). */
+int overload_add_node(struct overload *o, const char *network, const char *node, double speed,
+                      bool cpu_device);
+/* One reply of node id: counted when it carries the worker's fields
+ * (ms, cpu_ms, overrun). timed: its ms is the compute's (not send's transfer). */
+void overload_note_reply(struct overload *o, int id, const msgpack_object *result, bool timed);
+/* The same for each command of a batch's result ({results = {...}}): a
+ * send's result (it has a transfer id) is counted but not timed. */
+void overload_note_batch(struct overload *o, int id, const msgpack_object *result);
+
+void overload_report(struct overload *o, double dilation, struct overload_report *r);
+/* The report as a JSON object. */
+void overload_write_json(FILE *f, const struct overload_report *r);
+/* The end-of-run warning when the run was CPU-limited; false otherwise. */
+bool overload_warning(const struct overload_report *r, char *buf, size_t len);

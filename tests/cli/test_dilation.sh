@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# test_dilation.sh — the overload report and time dilation on a compute-bound
+# workload (tools/bench/dilation.lua, backend none, workers at speed 0.5):
+#   * 16 workers at dilation 1 need 8 of this host's cores: more than 5% of
+#     their compute commands overrun, run.json's overload says limited, and
+#     the log's last word is the warning naming a dilation;
+#   * the same 16 workers at --dilation 8 report emulated step times within
+#     10% of 2 workers at dilation 1 (where the host is not overloaded), with
+#     at most 5% overruns; run.json records the dilation.
+# The comparison is retried twice when it misses (other load on a shared
+# host), each attempt printed. Small sizes: the full figures are
+# tools/bench/dilation's.
+# Usage: test_dilation.sh HIERNET SCENARIO
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+hiernet=$(realpath "$1") scenario=$(realpath "$2")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+
+# run NAME WORKERS DILATION: the scenario's JSON line (results in NAME/).
+run() {
+  "$hiernet" run "$scenario" --quiet --out "$1" --dilation "$3" --set "workers=$2" --set steps=8 \
+    --set batch=256 --set speed=0.5 >"$1.out" 2>"$1.err" || {
+    bad "$2 workers at D=$3: exit $?: $(head -n1 "$1.err")"
+    return 1
+  }
+  sed -n 's/^dilation //p' "$1.out"
+}
+field() { sed -E "s/.*\"$1\":([^,}]*).*/\\1/" <<<"$2"; }
+
+# Overloaded: 16 workers, no dilation.
+loaded=$(run loaded 16 1)
+share=$(field overrun_share "$loaded")
+if awk -v s="$share" 'BEGIN { exit !(s > 0.05) }'; then ok; else bad "16 workers at D=1: overrun share $share, want > 0.05"; fi
+grep -q '"limited": true' loaded/run.json && ok || bad "16 workers at D=1: run.json overload not limited: $(grep overload loaded/run.json)"
+last=$(tail -n1 loaded/log.txt)
+if [[ $last == *"warning: this run was limited by the host's CPU: "*"% of compute commands overran; use fewer nodes, lower speeds, or dilation = "* ]]; then
+  ok
+else
+  bad "16 workers at D=1: the log does not end with the overload warning: $last"
+fi
+suggested=$(field suggested_dilation "$loaded")
+awk -v d="$suggested" 'BEGIN { exit !(d >= 2) }' && ok || bad "suggested dilation $suggested, want >= 2"
+
+# Dilated: within 10% of the unloaded reference.
+for attempt in 1 2 3; do
+  ref=$(run "ref$attempt" 2 1) && dil=$(run "dil$attempt" 16 8) || break
+  r=$(field step_ms_median "$ref") d=$(field step_ms_median "$dil") o=$(field overrun_share "$dil")
+  err=$(awk -v d="$d" -v r="$r" 'BEGIN { printf "%.4f", d / r - 1 }')
+  echo "attempt $attempt: reference $r ms, 16 workers at D=8 $d ms ($err), overruns $o"
+  awk -v e="$err" -v o="$o" 'BEGIN { exit !(e <= 0.10 && e >= -0.10 && o <= 0.05) }' && break
+done
+if awk -v e="${err:-1}" -v o="${o:-1}" 'BEGIN { exit !(e <= 0.10 && e >= -0.10 && o <= 0.05) }'; then
+  ok
+else
+  bad "16 workers at D=8: step error ${err:-?}, overrun share ${o:-?} (want |error| <= 0.10, share <= 0.05)"
+fi
+grep -q '"dilation": 8,' "dil$attempt/run.json" && ok || bad "run.json lacks \"dilation\": 8"
+grep -q '"emulated_s": ' "dil$attempt/run.json" && ok || bad "run.json lacks emulated_s"
+report
