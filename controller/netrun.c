@@ -32,6 +32,7 @@ struct netrun_peer {
     struct peer_client *client;
     int template_id; /* request to the peer template, -1 once adopted */
     uint8_t *told;   /* bit per node: its address was sent (netrun_tell_address) */
+    bool killed;     /* netrun_peer_kill'ed, until a restart (its exit comes later) */
 };
 
 struct netrun {
@@ -673,8 +674,25 @@ int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, 
     return -1;
 }
 
+bool netrun_peer_alive(const struct netrun *nr, int node)
+{
+    const struct peer_client *pc = nr->peers[node].client;
+    return pc && !nr->peers[node].killed && !peer_client_exited(pc);
+}
+
+int netrun_partition(struct netrun *nr, const unsigned char *side, char *err, size_t errlen)
+{
+    if (!nr->kernel) {
+        snprintf(err, errlen, "backend '%s' emulates no network to cut (use kernel, user or auto)",
+                 netrun_backend(nr));
+        return -1;
+    }
+    return topo_kernel_partition(nr->kernel, side, err, errlen);
+}
+
 void netrun_peer_kill(struct netrun *nr, int node)
 {
+    nr->peers[node].killed = true;
     if (nr->peers[node].client) peer_client_kill(nr->peers[node].client, SIGKILL);
 }
 
@@ -683,6 +701,7 @@ int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
     struct netrun_peer *p = &nr->peers[node];
     peer_client_free(p->client); /* kills and reaps the old peer if it still runs */
     p->client = NULL;
+    p->killed = false;
     free(p->told); /* the fresh peer knows no address */
     p->told = NULL;
     if (spawn_peer(nr, nr->peer_path, node, err, errlen) < 0) return -1;

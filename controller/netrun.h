@@ -72,6 +72,11 @@ const char *const *netrun_link_columns(size_t *n);
 
 /* node:kill(): SIGKILLs the node's peer; its pending calls fail. */
 void netrun_peer_kill(struct netrun *nr, int node);
+/* The node's peer runs (not killed, not exited). */
+bool netrun_peer_alive(const struct netrun *nr, int node);
+/* Puts a partition in place (side[node]: group 1 or 2, 0 neither) or heals
+ * it (side NULL); see topo_kernel_partition. The emulated backends only. */
+int netrun_partition(struct netrun *nr, const unsigned char *side, char *err, size_t errlen);
 /* node:restart(): a fresh peer (empty tensor store) in the same node. */
 int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen);
 

@@ -41,6 +41,8 @@ struct l_network {
     struct l_proc *procs; /* programs started in nodes, ended at stop */
     double phase_t0;      /* real time the start's build or the stop ended / began */
     int *overload_ids;    /* per node: its entry in the run's overload account, -1 none */
+    int listeners_ref;        /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
+    unsigned char *partition; /* per node: its group in the partition in place; NULL none */
 };
 
 struct l_node {
@@ -92,6 +94,13 @@ void lnet_check_options(lua_State *L, int i, const char *const *allowed, const c
 const char *lnet_opt_string(lua_State *L, int i, const char *key, const char *dflt,
                             const char *what);
 double lnet_opt_number(lua_State *L, int i, const char *key, double dflt, const char *what);
+
+/* l_faults.c */
+/* Adds on, partition, heal and reachable to the methods table on top. */
+void lnet_faults_methods(lua_State *L);
+/* Runs every listener of event as a task: fn(net, <the nargs values on top,
+ * which are popped>); the network handle is at net_index. */
+void lnet_fire(lua_State *L, struct l_network *net, int net_index, const char *event, int nargs);
 
 /* l_node.c */
 struct l_node *lnet_check_node(lua_State *L, int i);

@@ -197,6 +197,7 @@ static int l_network_new(lua_State *L)
     }
     net->rt = rt;
     net->self_ref = LUA_NOREF;
+    net->listeners_ref = LUA_NOREF;
     ev_timer_init(&net->stop_deadline, NULL, 0, 0);
     ev_timer_init(&net->start_deadline, NULL, 0, 0);
     lua_newtable(L);
@@ -705,6 +706,7 @@ static void create_network_meta(lua_State *L)
 {
     luaL_newmetatable(L, NETWORK_MT);
     luaL_newlib(L, network_methods);
+    lnet_faults_methods(L);
     lua_pushcclosure(L, l_net_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, l_net_tostring);
@@ -756,6 +758,8 @@ void l_network_release_all(struct hn_runtime *rt)
         free(net->overload_ids);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->self_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->nodes_ref);
+        luaL_unref(rt->L, LUA_REGISTRYINDEX, net->listeners_ref);
+        free(net->partition);
         topo_network_free(net->topo);
         net->topo = NULL;
         free(net);

@@ -241,6 +241,11 @@ static int l_node_kill(lua_State *L)
     netrun_peer_kill(n->net->run, n->index);
     for (struct l_proc *lp = n->net->procs; lp; lp = lp->next)
         if (lp->proc && !lp->done && strcmp(lp->node, name) == 0) proc_kill(lp->proc, SIGKILL);
+    hn_logf(n->net->rt, "node '%s': killed", name);
+    lua_settop(L, 1);
+    lua_getiuservalue(L, 1, 1); /* the network */
+    lua_pushvalue(L, 1);
+    lnet_fire(L, n->net, 2, "kill", 1);
     return 0;
 }
 
@@ -252,6 +257,13 @@ static int l_node_restart(lua_State *L)
     node_client(L, n, "restart");
     if (netrun_peer_restart(n->net->run, n->index, err, sizeof err) < 0)
         return luaL_error(L, "node '%s': restart: %s", n->net->topo->nodes[n->index].name, err);
+    hn_logf(n->net->rt, "node '%s': restarted", n->net->topo->nodes[n->index].name);
+    /* Listeners start when this task waits for the ping below: their
+     * commands to the node queue behind it. */
+    lua_settop(L, 1);
+    lua_getiuservalue(L, 1, 1);
+    lua_pushvalue(L, 1);
+    lnet_fire(L, n->net, 2, "restart", 1);
     lua_settop(L, 1);
     return node_request(L, n, "ping", 2);
 }
@@ -290,7 +302,7 @@ static int l_node_batch(lua_State *L)
 static const char *const peer_commands[] = {
     "ping",  "stats", "tensor", "copy", "drop",     "axpy",       "scale",
     "sum",   "norm",  "dot",    "read", "dataset",  "model",      "grad",
-    "optim", "eval",  "send",   "wait", "compress", "decompress", NULL,
+    "optim", "eval",  "send",   "wait", "compress", "decompress", "abort", NULL,
 };
 
 /* ---- node handle ---- */

@@ -51,6 +51,7 @@ static const struct proto_method command_table[] = {
     {"peers", (void *)&data_cmd_peers},
     {"wait", (void *)&sync_cmd_wait},
     {"batch", (void *)&sync_cmd_batch},
+    {"abort", (void *)&sync_cmd_abort},
     {"dataset", (void *)&ml_cmd_dataset},
     {"model", (void *)&ml_cmd_model},
     {"grad", (void *)&ml_cmd_grad},

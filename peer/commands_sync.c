@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "peer/command_job.h"
+#include "peer/dataplane.h"
 
 #define WAIT_K_MAX STORE_ARRIVALS_MAX /* more can never be pending */
 #define WAIT_DEFAULT_TIMEOUT_S 60.0
@@ -200,6 +201,47 @@ void sync_shutdown(struct peer_server *s)
     s->waiter = NULL;
     ev_timer_stop(s->loop, &p->timer);
     command_job_cancel(j);
+}
+
+/* ---- abort ---- */
+
+/* abort{nodes = {...}}: a fault took these nodes away. The pending wait (if
+ * any) fails, ending the batch that holds it, and the sends on their way to
+ * those nodes fail, so that the peer's queue moves on instead of waiting
+ * out the timeouts. Answered at once, like ping. */
+struct abort_params {
+    char (*nodes)[COMMAND_NAME_SIZE];
+    uint32_t n_nodes;
+};
+
+static bool abort_parse(struct command_job *j, struct proto_args *a)
+{
+    struct abort_params *p = j->extra;
+    return cmd_arg_names(a, "nodes", &p->nodes, &p->n_nodes) >= 0;
+}
+
+static bool abort_run(struct command_job *j)
+{
+    struct abort_params *p = j->extra;
+    struct peer_server *s = j->server;
+    uint64_t closed = 0;
+    for (uint32_t i = 0; i < p->n_nodes; i++)
+        closed += dataplane_abort(s->dataplane, p->nodes[i], "aborted: the node was cut off or died");
+    bool waited = s->waiter != NULL;
+    if (waited) {
+        struct command_job *w = s->waiter;
+        cmd_fail(w, "aborted by the controller (a node it waited for was cut off or died)");
+        wait_end(w);
+    }
+    cmd_result_u64(j, "connections_closed", closed);
+    cmd_result_u64(j, "waits_aborted", waited);
+    return true;
+}
+
+static void abort_cleanup(struct command_job *j)
+{
+    struct abort_params *p = j->extra;
+    free(p->nodes);
 }
 
 /* ---- batch ---- */
@@ -411,6 +453,7 @@ static void batch_cleanup(struct command_job *j)
 
 static const char *const keys_wait[] = {"tensors", "tensor", "k", "from", "timeout", "clear", NULL};
 static const char *const keys_batch[] = {"commands", NULL};
+static const char *const keys_abort[] = {"nodes", NULL};
 
 const struct command sync_cmd_wait = {"wait",
                                       keys_wait,
@@ -426,3 +469,10 @@ const struct command sync_cmd_batch = {"batch",
                                        .start = batch_start,
                                        .cleanup = batch_cleanup,
                                        .extra_size = sizeof(struct batch_params)};
+const struct command sync_cmd_abort = {"abort",
+                                       keys_abort,
+                                       COMMAND_NOW,
+                                       .run = abort_run,
+                                       .parse = abort_parse,
+                                       .cleanup = abort_cleanup,
+                                       .extra_size = sizeof(struct abort_params)};

@@ -28,6 +28,7 @@ struct peer_server;
 
 extern const struct command sync_cmd_wait;
 extern const struct command sync_cmd_batch;
+extern const struct command sync_cmd_abort;
 
 /* Worker thread: whether a command of this batch failed there, so that the
  * ones queued behind it are skipped; and marking that one did. */

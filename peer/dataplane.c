@@ -449,6 +449,18 @@ static struct dp_conn *dp_conn_find(struct dataplane *dp, const struct sockaddr_
     return NULL;
 }
 
+bool dataplane_abort(struct dataplane *dp, const char *name, const char *cause)
+{
+    struct sockaddr_storage addr;
+    socklen_t len;
+    if (!dataplane_lookup(dp, name, &addr, &len)) return false;
+    struct dp_conn *c = dp_conn_find(dp, &addr, len);
+    if (!c) return false;
+    dp_log(dp, "connection %s (%s): %s; closed", c->where, name, cause);
+    dp_conn_close(c, cause, false);
+    return true;
+}
+
 /* Opens a connection to the send's address. NULL with error set. */
 static struct dp_conn *dp_conn_open(struct dataplane *dp, const struct dataplane_send *s,
                                     char *error, size_t errlen)

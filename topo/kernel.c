@@ -28,6 +28,7 @@ struct topo_kernel {
     struct topo_kernel_options opts;
     bool shaped; /* qdiscs are ours to install (kernel backend) */
     struct topo_kernel_timing timing;
+    unsigned char *partition; /* per node: its group (1, 2) in the partition, 0 none; NULL healed */
 };
 
 static double seconds_now(void)
@@ -75,6 +76,7 @@ void topo_kernel_destroy(struct topo_kernel *k)
     free(k->plan_a);
     free(k->plan_b);
     free(k->bridge_ifindex);
+    free(k->partition);
     free(k);
 }
 
@@ -514,15 +516,72 @@ int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_lin
     return 0;
 }
 
+/* node's blackholes towards every host of the other group of a partition
+ * (replace: they take the place of host routes to those addresses). */
+static void add_blackholes(struct topo_kernel *k, int node, const unsigned char *side, bool add,
+                           struct topo_nl_batch *b)
+{
+    const struct topo_network *net = k->net;
+    for (size_t j = 0; j < net->n_nodes; j++) {
+        if (!side[j] || side[j] == side[node] || net->nodes[j].kind != TOPO_NODE_HOST) continue;
+        struct topo_nl_route rt = {.dst = net->nodes[j].node_addr, .dst_len = 32, .blackhole = 1};
+        topo_nl_batch_add(b, add ? topo_nl_route_build(&rt, 1) : topo_nl_route_delete_build(&rt),
+                          "node %s: %s to %s", net->nodes[node].name,
+                          add ? "blackhole" : "heal", net->nodes[j].name);
+    }
+}
+
 /* An interface that goes down takes the routes through it along; bringing
- * it back replays its two nodes' routes (replace: the others still exist). */
+ * it back replays its two nodes' routes (replace: the others still exist),
+ * and a partition's blackholes after them. */
 static int replay_routes(struct topo_kernel *k, int node, char *err, size_t errlen)
 {
     if (k->net->nodes[node].kind != TOPO_NODE_HOST) return 0;
     struct topo_nl_batch b;
     topo_nl_batch_init(&b, k->ns[node].sock);
     add_routes(k, node, &k->routing->nodes[node], 1, &b);
+    if (k->partition && k->partition[node]) add_blackholes(k, node, k->partition, true, &b);
     return run_batch(&b, err, errlen);
+}
+
+static int partition_apply(struct topo_kernel *k, const unsigned char *side, bool cut, char *err,
+                           size_t errlen)
+{
+    for (size_t i = 0; i < k->net->n_nodes; i++) {
+        if (!side[i] || k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
+        struct topo_nl_batch b;
+        topo_nl_batch_init(&b, k->ns[i].sock);
+        add_blackholes(k, (int)i, side, cut, &b);
+        if (run_batch(&b, err, errlen) < 0) return -1;
+    }
+    return 0;
+}
+
+int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char *err,
+                          size_t errlen)
+{
+    size_t n = k->net->n_nodes;
+    if (side && k->partition) {
+        snprintf(err, errlen, "a partition is in place already: heal it first");
+        return -1;
+    }
+    if (side) {
+        k->partition = malloc(n);
+        if (!k->partition) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        memcpy(k->partition, side, n);
+        return partition_apply(k, side, true, err, errlen);
+    }
+    if (!k->partition) return 0; /* nothing to heal */
+    unsigned char *was = k->partition;
+    k->partition = NULL;
+    int rc = partition_apply(k, was, false, err, errlen);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (was[i]) rc = replay_routes(k, (int)i, err, errlen);
+    free(was);
+    return rc;
 }
 
 int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err, size_t errlen)

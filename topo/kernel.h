@@ -61,6 +61,14 @@ int topo_kernel_node_ns(const struct topo_kernel *k, int node);
 int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_link_params *params,
                          char *err, size_t errlen);
 int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err, size_t errlen);
+/* A partition (side[node]: 1 or 2 for its two groups, 0 for neither; NULL:
+ * heal): every host of one group drops, silently, what it sends or forwards
+ * to a host of the other group (blackhole routes to their node addresses),
+ * as a cut network does. Healing removes them and replays the routes they
+ * replaced. One partition at a time; routes replayed when a link comes up
+ * keep it. */
+int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char *err,
+                          size_t errlen);
 /* Closes every namespace fd and socket; the namespaces vanish once no
  * process (peer, node program) is left in them. */
 void topo_kernel_destroy(struct topo_kernel *k);

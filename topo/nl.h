@@ -191,6 +191,7 @@ struct topo_nl_route {
     int ifindex;       /* outgoing interface; 0 = resolve from the gateway */
     uint32_t pref_src; /* source for locally sent packets (the node address); 0 = any */
     int onlink;        /* gateway is on ifindex even without a covering subnet route */
+    int blackhole;     /* drop what matches, silently (a partition); no next hop */
 };
 
 /* replace: NLM_F_REPLACE instead of NLM_F_EXCL (re-routing at runtime). */

@@ -1,4 +1,5 @@
-/* nl_route.c — static IPv4 routes in the main table (see nl.h).
+/* nl_route.c — static IPv4 routes in the main table (see nl.h), and the
+ * blackhole host routes of a partition.
  *
  * Routes are RTPROT_STATIC so they are told apart from the kernel's own
  * subnet routes (`ip route show proto static`). A gateway route may be
@@ -61,11 +62,12 @@ static struct rtnl_route *route_object(const struct topo_nl_route *route)
         rtnl_route_set_family(object, AF_INET);
         rtnl_route_set_table(object, RT_TABLE_MAIN);
         rtnl_route_set_protocol(object, RTPROT_STATIC);
-        rtnl_route_set_type(object, RTN_UNICAST);
-        rtnl_route_set_scope(object, route->gateway ? RT_SCOPE_UNIVERSE : RT_SCOPE_LINK);
+        rtnl_route_set_type(object, route->blackhole ? RTN_BLACKHOLE : RTN_UNICAST);
+        rtnl_route_set_scope(object, route->gateway || route->blackhole ? RT_SCOPE_UNIVERSE
+                                                                        : RT_SCOPE_LINK);
         ok = rtnl_route_set_dst(object, dst) == 0 &&
              (!src || rtnl_route_set_pref_src(object, src) == 0) &&
-             route_set_nexthop(object, route) == 0;
+             (route->blackhole || route_set_nexthop(object, route) == 0);
     }
     if (dst) nl_addr_put(dst);
     if (src) nl_addr_put(src);
@@ -111,8 +113,11 @@ static void route_describe(const struct topo_nl_route *route, char *buf, size_t 
         snprintf(dst, sizeof dst, "default");
     else
         snprintf(dst + strlen(dst), sizeof dst - strlen(dst), "/%u", route->dst_len);
-    snprintf(buf, buflen, "%s%s%s dev ifindex %d", dst, route->gateway ? " via " : "",
-             route->gateway ? gateway : "", route->ifindex);
+    if (route->blackhole)
+        snprintf(buf, buflen, "blackhole %s", dst);
+    else
+        snprintf(buf, buflen, "%s%s%s dev ifindex %d", dst, route->gateway ? " via " : "",
+                 route->gateway ? gateway : "", route->ifindex);
 }
 
 int topo_nl_route_add(struct nl_sock *sock, const struct topo_nl_route *route, int replace,

@@ -117,7 +117,7 @@ if part == "mnist" then
   local extra = ({ ssp = { staleness = 3 }, ["adaptive-k"] = {} })[mode] or {}
   local o = { server = server, workers = workers, mode = mode, model = "mlp:784-128-10",
               dataset = { name = "fashion-mnist" }, batch = 64, seconds = hn.param("seconds", 300),
-              target_accuracy = 0.85, eval_every = hn.param("eval_every", 25), eval_limit = 2000,
+              target_accuracy = 0.85, eval_every = hn.param("eval_every", 10), eval_limit = 0,
               final_eval_limit = 0, worker_opt = { method = "sgd", lr = hn.param("lr", 0.1) },
               progress = false }
   for k, v in pairs(extra) do o[k] = v end

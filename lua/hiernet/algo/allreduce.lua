@@ -288,12 +288,19 @@ local function run_batches(node, cmds)
 end
 
 -- Runs per-peer command lists at once; returns each peer's results.
+-- Every peer's batches at once; when some fail (a fault aborts the waits
+-- of all), all are waited for and the first failure is raised.
 local function run_all(peers, lists)
   local tasks = {}
   for r, p in ipairs(peers) do
-    tasks[r] = hn.spawn(function() return run_batches(p, lists[r]) end)
+    tasks[r] = hn.spawn(function() return { pcall(run_batches, p, lists[r]) } end)
   end
-  return hn.wait_all(tasks)
+  local out, failure = {}, nil
+  for r, res in ipairs(hn.wait_all(tasks)) do
+    if res[1] then out[r] = res[2] else failure = failure or res[2] end
+  end
+  if failure then error(failure, 0) end
+  return out
 end
 
 local function sum_bytes(results, cmds)
@@ -406,10 +413,10 @@ local function apply_commands(J, u, n)
   }
 end
 
--- The compressed all-gather around the ring: worker r's update travels as
--- "c.<r>"; every worker decompresses what arrives into "sum".
-local function compressed_ring(J, n, update)
-  local c = J.o.compress
+-- The compressed all-gather around the ring of `nodes`: the r-th's update
+-- travels as "c.<r>"; every one decompresses what arrives into "sum".
+local function compressed_ring(J, nodes, update)
+  local c, n = J.o.compress, #nodes
   local lists = {}
   for r = 1, n do
     local own = "c." .. r
@@ -419,7 +426,7 @@ local function compressed_ring(J, n, update)
       { "tensor", { name = "sum", size = J.model_size } },
       { "decompress", { tensor = own, out = "sum", add = true } },
     }
-    local succ, pred = J.workers[r % n + 1], J.workers[(r - 2) % n + 1]
+    local succ, pred = nodes[r % n + 1], nodes[(r - 2) % n + 1]
     for step = 0, n - 2 do
       local sending, arriving = "c." .. ((r - 1 - step) % n + 1), "c." .. ((r - 2 - step) % n + 1)
       cmds[#cmds + 1] = { "send", { tensor = sending, to = succ } }
@@ -431,14 +438,28 @@ local function compressed_ring(J, n, update)
   return lists, "sum"
 end
 
--- One training step on every worker: returns each worker's results and the
--- index range of its communication commands.
-local function step_plan(J, W)
-  local n = #J.workers
+-- The explicit groups restricted to the active nodes (empty groups go).
+local function active_groups(groups, nodes)
+  if not groups then return nil end
+  local is_active, out = {}, {}
+  for _, n in ipairs(nodes) do is_active[n.name] = true end
+  for _, g in ipairs(groups) do
+    local kept = {}
+    for _, n in ipairs(g) do if is_active[n.name] then kept[#kept + 1] = n end end
+    if #kept > 0 then out[#out + 1] = kept end
+  end
+  return out
+end
+
+-- One training step of the active workers (ids: their indices): each
+-- worker's commands (compute, the collective, apply) as one batch.
+local function step_plan(J, W, ids)
+  local n, nodes = #ids, {}
   local before, after = {}, {}
   local update
-  for r = 1, n do
-    before[r], update = W:update_commands(W.lr[r])
+  for r, i in ipairs(ids) do
+    nodes[r] = J.workers[i]
+    before[r], update = W:update_commands(W.lr[i])
     -- Local steps moved this worker's model: back to where every worker
     -- started the step, so that all apply the same mean update to it.
     if W.writes_model then
@@ -446,7 +467,7 @@ local function step_plan(J, W)
     end
   end
   if J.o.compress then
-    local lists, sum = compressed_ring(J, n, update)
+    local lists, sum = compressed_ring(J, nodes, update)
     for r = 1, n do
       local cmds = table.move(before[r], 1, #before[r], 1, {})
       local first = #cmds + 1
@@ -455,15 +476,16 @@ local function step_plan(J, W)
       for _, c in ipairs(apply_commands(J, sum, n)) do cmds[#cmds + 1] = c end
       lists[r] = { cmds = cmds, first = first, last = last }
     end
-    return { peers = J.workers, lists = lists }
+    return { peers = nodes, lists = lists }
   end
   for r = 1, n do after[r] = apply_commands(J, update, n) end
-  return ar.plan{ peers = J.workers, tensor = update, algo = J.o.algo or "ring", groups = J.o.groups,
-                  size = J.model_size, before = before, after = after }
+  return ar.plan{ peers = nodes, tensor = update, algo = J.o.algo or "ring",
+                  groups = active_groups(J.o.groups, nodes), size = J.model_size,
+                  before = before, after = after }
 end
 
-local function record_step(J, plan, run, t_step)
-  for r = 1, #J.workers do
+local function record_step(J, plan, run, ids, t_step)
+  for r, i in ipairs(ids) do
     local p, l = run.peers[r], plan.lists[r]
     local compute, loss, samples = 0, nil, 0
     for k, res in ipairs(p.results) do
@@ -472,29 +494,102 @@ local function record_step(J, plan, run, t_step)
       if name == "grad" then loss, samples = res.loss, samples + res.batch end
     end
     local comm = math.max(0, run.ms - compute)
-    J:step_row{ worker = r, step = J.steps, time = t_step, loss = loss, compute_ms = compute,
-                comm_ms = comm, wait_ms = 0, lr = (J.o.worker_opt.lr or 0.05), k = #J.workers,
+    J:step_row{ worker = i, step = J.steps, time = t_step, loss = loss, compute_ms = compute,
+                comm_ms = comm, wait_ms = 0, lr = (J.o.worker_opt.lr or 0.05), k = #ids,
                 bytes = p.bytes, samples = samples }
   end
+end
+
+local function active_ids(J)
+  local ids = {}
+  for i = 1, #J.workers do if J:alive(i) then ids[#ids + 1] = i end end
+  return ids
+end
+
+-- After a step a fault cut short, some workers may have applied it and some
+-- not: every active worker takes the first one's model (and a worker that
+-- is back gets it too), so that all go on from one model.
+local function resync(J, ids)
+  if #ids < 2 then return end
+  local to = {}
+  for r = 2, #ids do to[#to + 1] = J.workers[ids[r]] end
+  J.workers[ids[1]]:send{ tensor = J.model_name, to = to }
+  -- What the cut step sent may have landed after its waits were aborted: a
+  -- wait of the next step must not take it for its own.
+  local names = { "g", "w0" }
+  for r = 1, #J.workers do names[#names + 1] = "c." .. r end
+  local tasks = {}
+  for r, i in ipairs(ids) do
+    tasks[r] = hn.spawn(function() J.workers[i]:wait{ tensors = names, clear = true } end)
+  end
+  hn.wait_all(tasks)
+end
+
+-- Faults: a worker cut off from the first worker (or killed) is away; with
+-- on_failure = "drop" the collective goes on among the others, otherwise the
+-- training stops with an error naming it. The waits and transfers of the
+-- step in flight are aborted so that no peer waits out a timeout.
+local function watch(J, state)
+  J:watch_faults{
+    -- the collective goes on among the largest group of workers that still
+    -- reach each other
+    cut_off = function(i)
+      if not J:main_group()[i] then return "is cut off from the other workers" end
+    end,
+    sync = true,
+    on_change = function(i, back)
+      state.changed = true
+      if back then return end
+      -- on every side: the others stop waiting for it, it stops sending to them
+      local cut, others = J.workers[i], {}
+      for _, w in ipairs(J.workers) do
+        if w ~= cut then
+          others[#others + 1] = w
+          hn.spawn(function() pcall(w.abort, w, { nodes = { cut } }) end)
+        end
+      end
+      hn.spawn(function() pcall(cut.abort, cut, { nodes = others }) end)
+    end,
+  }
+end
+
+-- One step; false when a fault cut it short (and on_failure = "drop").
+local function train_step(J, W, state)
+  local ids = active_ids(J)
+  if #ids == 0 then
+    hn.sleep(0.05) -- everyone away: wait for a worker to be back
+    return false
+  end
+  if state.changed then
+    state.changed = false
+    resync(J, ids)
+  end
+  local plan = step_plan(J, W, ids)
+  local ok, run = pcall(ar.run, plan)
+  if not ok then
+    if J.fault_error then error(J.fault_error, 0) end
+    if not state.changed then error(run, 0) end
+    return false
+  end
+  J.steps = J.steps + 1
+  J.updates_applied = J.updates_applied + #ids
+  record_step(J, plan, run, ids, J:now())
+  if J:eval_due(J.steps) then J:evaluate(J.steps) end
+  return true
 end
 
 function ar.train(opts)
   local algo = type(opts) == "table" and opts.algo or "ring"
   local J = job.new("allreduce", opts, { mode = algo, options = TRAIN_OPTIONS })
-
   J.o.server_opt = J.o.server_opt or { method = "sgd", lr = 1.0 }
   J.o.server_opt.method = J.o.server_opt.method or "sgd"
   J:setup{ origin = J.workers[1], eval_node = J.workers[1], model_name = "w" }
   local W = worker.new(J, {})
+  local state = {}
+  if #J.workers > 1 then watch(J, state) end
   J:start_clock()
-  while not J:stopped() do
-    local plan = step_plan(J, W)
-    local run = ar.run(plan)
-    J.steps = J.steps + 1
-    J.updates_applied = J.updates_applied + #J.workers
-    record_step(J, plan, run, J:now())
-    if J:eval_due(J.steps) then J:evaluate(J.steps) end
-  end
+  while not J:stopped() do train_step(J, W, state) end
+  if J.fault_error then error(J.fault_error, 0) end
   return J:finish{ algo = algo }
 end
 

@@ -269,7 +269,7 @@ function job.new(algorithm, opts, spec)
     worker_steps = 0,
     last_loss = nil, best_accuracy = nil, last_accuracy = nil, time_to_target = nil,
     evals = 0, evals_skipped = 0, eval_busy = false, eval_tasks = {},
-    stop_reason = nil, dead = {}, t0 = nil,
+    stop_reason = nil, dead = {}, away = {}, killed = {}, fault_hooks = {}, t0 = nil,
   }, Job)
   if o.eval_every == nil then
     o.eval_every = o.steps and math.max(1, o.steps // 20) or 50
@@ -384,7 +384,7 @@ function Job:stopped()
     self.stop_reason = "seconds"
   elseif o.target_accuracy and self.time_to_target and o.stop_at_target ~= false then
     self.stop_reason = "target_accuracy"
-  elseif #self.workers > 0 and self:alive_count() == 0 then
+  elseif #self.workers > 0 and self:dropped_all() then
     self.stop_reason = "no workers left"
   end
   return self.stop_reason
@@ -423,14 +423,150 @@ end
 
 -- ---- workers ----
 
+-- Worker i takes part: not dropped after a failure, not killed, not cut
+-- off from what it must reach (Job:watch_faults).
 function Job:alive(i)
-  return not self.dead[i]
+  return not self.dead[i] and not self.away[i]
 end
 
 function Job:alive_count()
   local n = 0
-  for i = 1, #self.workers do if not self.dead[i] then n = n + 1 end end
+  for i = 1, #self.workers do if self:alive(i) then n = n + 1 end end
   return n
+end
+
+-- Every worker dropped for good (away ones may come back).
+function Job:dropped_all()
+  for i = 1, #self.workers do
+    if not self.dead[i] or self.killed[i] then return false end
+  end
+  return true
+end
+
+-- ---- faults (net:partition / heal, node:kill / restart) ----
+--
+-- J:watch_faults{ hub = function(i) -> the node worker i must reach (nil:
+-- none), on_change = function(i, back, why), rejoin = function(i) (set-up
+-- a restarted worker's peer needs besides its data and model), sync = bool }
+-- follows the network's fault events: a worker that is killed, or cut off
+-- from its hub by a partition, is away (J:alive(i) false) until it is back
+-- (healed, or restarted and set up again); the algorithm hears of each change
+-- through on_change. A synchronous algorithm (sync) with on_failure = "fail"
+-- stops at the first worker away, with an error naming it (J.fault_error).
+
+local function worker_index(J, node)
+  for i, w in ipairs(J.workers) do if w == node then return i end end
+end
+
+function Job:set_away(i, away, why)
+  if (self.away[i] or false) == away then return end
+  self.away[i] = away or nil
+  local w = self.workers[i].name
+  if away then
+    if self.fault_sync and self.on_failure ~= "drop" then
+      self.fault_error = string.format("%s: step %d: worker %s %s", self.label, self.steps, w, why)
+      hn.log(self.fault_error)
+      self:stop("fault")
+    else
+      hn.log(string.format("%s: worker %s %s; training goes on without it", self.label, w, why))
+    end
+  else
+    hn.log(string.format("%s: worker %s is back (%s); it takes the current model", self.label, w, why))
+  end
+  if self.fault_hooks.on_change then self.fault_hooks.on_change(i, not away, why) end
+end
+
+-- The nodes worker i must reach (the hooks' hub: a node or a list).
+local function hubs_of(J, i)
+  local hub = J.fault_hooks.hub and J.fault_hooks.hub(i)
+  if hub == nil then return {} end
+  if type(hub) == "table" then return hub end
+  return { hub }
+end
+
+-- Re-checks every worker against its hubs after a partition or a heal (or
+-- asks the hooks' cut_off(i) -> why or nil, for algorithms without hubs).
+function Job:recheck_reach(why)
+  local net = self.workers[1].network
+  for i, w in ipairs(self.workers) do
+    if not self.killed[i] then
+      local cut
+      if self.fault_hooks.cut_off then
+        cut = self.fault_hooks.cut_off(i)
+      else
+        for _, hub in ipairs(hubs_of(self, i)) do
+          if not net:reachable(w, hub) then cut = "is cut off from " .. hub.name; break end
+        end
+      end
+      self:set_away(i, cut ~= nil, cut and (cut .. " (" .. why .. ")") or why)
+    end
+  end
+end
+
+-- The largest group of the workers that reach each other (ties: the one
+-- with the lowest index); by worker index, true for its members.
+function Job:main_group()
+  local net, n = self.workers[1].network, #self.workers
+  local group, best, best_size = {}, nil, 0
+  for i = 1, n do
+    if not self.killed[i] and not group[i] then
+      local members, size = { [i] = true }, 1
+      for j = i + 1, n do
+        if not self.killed[j] and net:reachable(self.workers[i], self.workers[j]) then
+          members[j], size = true, size + 1
+        end
+      end
+      for j in pairs(members) do group[j] = group[j] or members end
+      if size > best_size then best, best_size = members, size end
+    end
+  end
+  return best or {}
+end
+
+-- A restarted worker's peer is new: its shard, its model (the current one
+-- comes with its next pull) and the algorithm's own tensors, then it is back.
+function Job:resetup_worker(i)
+  local w, d, o = self.workers[i], self.o.dataset, self.o
+  w:dataset{ name = d.name, path = d.path, split = "train", shard = i, shards = #self.workers,
+             partition = d.partition, alpha = d.alpha, seed = d.seed or o.seed,
+             n = d.n, dim = d.dim, classes = d.classes, noise = d.noise }
+  w:model{ name = self.model_name, arch = o.model, init = o.init, seed = o.seed }
+  if self.eval_node == w then
+    w:dataset{ name = d.name, path = d.path, split = "test", seed = d.seed or o.seed,
+               n = d.test_n, dim = d.dim, classes = d.classes, noise = d.noise }
+  end
+  if self.fault_hooks.rejoin then self.fault_hooks.rejoin(i) end
+end
+
+function Job:watch_faults(hooks)
+  self.fault_hooks, self.fault_sync = hooks, hooks.sync
+  local net = self.workers[1].network
+  net:on("kill", function(_, node)
+    local i = worker_index(self, node)
+    if i then
+      self.killed[i] = true
+      self:set_away(i, true, "was killed")
+    else
+      for j = 1, #self.workers do
+        for _, hub in ipairs(hubs_of(self, j)) do
+          if hub == node then self:set_away(j, true, "lost " .. node.name .. " (killed)") end
+        end
+      end
+    end
+  end)
+  net:on("restart", function(_, node)
+    local i = worker_index(self, node)
+    if i and self.killed[i] and not self:stopped() then
+      self:resetup_worker(i)
+      self.killed[i], self.dead[i] = nil, nil
+      self:recheck_reach("restarted")
+      self:set_away(i, false, "restarted")
+    elseif not i then
+      self:recheck_reach(node.name .. " restarted")
+    end
+  end)
+  net:on("partition", function() self:recheck_reach("partition") end)
+  net:on("heal", function() self:recheck_reach("healed") end)
 end
 
 -- A worker's command failed. With on_failure = "drop" the training goes on
@@ -500,6 +636,10 @@ function Job:evaluate(step, node, model)
     return
   end
   node, model = node or self.eval_node, model or self.model_name
+  if not node.network:reachable(node, node) then -- killed: nothing to evaluate on
+    self.evals_skipped = self.evals_skipped + 1
+    return
+  end
   local t = self:now()
   self.eval_busy = true
   local task = hn.spawn(function()
@@ -525,12 +665,18 @@ function Job:finish(extra)
   hn.wait_all(self.eval_tasks)
   local node, model = self.eval_node, self.model_name
   if extra and extra.final_node then node, model = extra.final_node, extra.final_model or model end
-  local r = node:eval{ model = model, limit = self.o.final_eval_limit or self.o.eval_limit or 0 }
+  local ok, r = pcall(node.eval, node, { model = model, limit = self.o.final_eval_limit or self.o.eval_limit or 0 })
+  if not ok then
+    -- The node that holds the model died (a fault): the last evaluation stands.
+    hn.log(string.format("%s: final evaluation failed (%s); the last one stands", self.label,
+                         tostring(r):gsub("^[^:]*%.lua:%d+: ", "")))
+    r = { accuracy = self.last_accuracy or self.initial_accuracy, loss = nil, failed = true }
+  end
   local s = {
     algorithm = self.algorithm, mode = self.mode, parameters = self.parameters, prefix = self.prefix,
     workers = #self.workers, workers_alive = self:alive_count(),
     initial_accuracy = self.initial_accuracy, initial_loss = self.initial_loss,
-    final_accuracy = r.accuracy, final_loss = r.loss,
+    final_accuracy = r.accuracy, final_loss = r.loss, final_eval_failed = r.failed,
     best_accuracy = math.max(self.best_accuracy or r.accuracy, r.accuracy),
     target_accuracy = self.o.target_accuracy, time_to_target_s = self.time_to_target,
     steps_to_target = self.steps_to_target,

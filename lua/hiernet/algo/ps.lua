@@ -60,10 +60,9 @@ function policies.bsp()
   return {
     name = "bsp",
     direct_add = true, -- every push of a step is fresh: workers add straight into the aggregate
-    accept = function(_, push, S)
-      assert(push.version == S.version, "bsp: a push computed on an old model")
-      return "fresh"
-    end,
+    -- Only a worker that was away can push on an old model: its push is
+    -- dropped, and it pulls the current one.
+    accept = function(_, push, S) return push.version == S.version and "fresh" or "drop" end,
     ready = function(_, S) return S.round.n >= S.n_alive end,
     may_start = function(_, i, S) return new_model_since_push(i, S) end,
   }
@@ -286,9 +285,12 @@ function Engine.new(J, policy, servers)
   local n = #J.workers
   local E = setmetatable({
     J = J, o = J.o, policy = policy, servers = servers, n = n, events = hn.queue(),
-    direct_add = policy.direct_add and not J.o.compress,
+    -- Adding straight into the aggregate counts what lands; when faults may
+    -- drop a worker mid-push (on_failure = "drop") only pushes the server
+    -- took may count, so they go through slots.
+    direct_add = policy.direct_add and not J.o.compress and J.on_failure ~= "drop",
     signals = {}, consumed = {}, parked = {}, fresh = {}, worker_version = {},
-    pull_ms = {}, pull_bytes = {}, tasks = {}, finished = 0, apply_ms = 0,
+    pull_ms = {}, pull_bytes = {}, task_running = {}, running = 0, apply_ms = 0,
   }, Engine)
   E.sync = ps.sync(policy, n, function(i) return J:alive(i) end)
   for i = 1, n do
@@ -414,7 +416,19 @@ function Engine:apply()
   for s, server in ipairs(self.servers) do
     tasks[s] = hn.spawn(function()
       local cmds, writes_w = self:apply_commands(s, k, members, nodes)
-      local res = server:batch(cmds).results
+      local ok, r = pcall(server.batch, server, cmds)
+      if not ok then
+        -- The model's sending failed when a fault took a receiver away (the
+        -- update itself, before it, was applied): who did not get it pulls.
+        if #nodes == 0 or not tostring(r):find("command " .. #cmds .. " (send)", 1, true)
+            or J:alive_count() == #J.workers then
+          error(r, 0)
+        end
+        for _, i in ipairs(ids) do self.fresh[i] = false end
+        ids, sent[s] = {}, false
+        return
+      end
+      local res = r.results
       local v = self:version_of(s, res[writes_w].version)
       if v ~= version then
         error(string.format("ps: server %s holds model version %d, expected %d (something else wrote 'w')",
@@ -426,10 +440,12 @@ function Engine:apply()
   end
   hn.wait_all(tasks)
   local bytes = 0
-  for s = 1, #sent do bytes = bytes + (#ids > 0 and sent[s].bytes or 0) end
+  for s = 1, #self.servers do bytes = bytes + ((#ids > 0 and sent[s]) and sent[s].bytes or 0) end
   for _, i in ipairs(ids) do
-    self.worker_version[i], self.fresh[i] = version, true
-    self.pull_ms[i], self.pull_bytes[i] = sent[1].ms, bytes / #ids
+    if sent[1] then
+      self.worker_version[i], self.fresh[i] = version, true
+      self.pull_ms[i], self.pull_bytes[i] = sent[1].ms, bytes / #ids
+    end
   end
   J.steps = J.steps + 1
   J.updates_applied = J.updates_applied + k
@@ -480,7 +496,7 @@ end
 -- The server task: pushes in completion order until every worker is done.
 function Engine:serve()
   local J, sync = self.J, self.sync
-  while self.finished < self.n do
+  while self.running > 0 do
     local ev = self.events:pop()
     if ev.kind == "push" and not J:stopped() then
       self:on_push(ev)
@@ -489,8 +505,6 @@ function Engine:serve()
     elseif ev.kind == "dead" then
       sync:set_alive_count(J:alive_count())
       if not J:stopped() and sync:ready() then self:apply() end
-    elseif ev.kind == "done" then
-      self.finished = self.finished + 1
     end
     J:stopped()
     self:wake_all()
@@ -568,26 +582,78 @@ local function write_row(J, row)
   J:step_row(row)
 end
 
--- Worker i's task. A failed command is the worker's failure: with
--- on_failure = "drop" the others go on without it.
+-- Parks worker i while it is away (cut off, or killed: then its task ends
+-- and a restart starts a new one).
+function Engine:wait_back(i)
+  local J = self.J
+  while not J:stopped() and not J:alive(i) and not J.killed[i] and not J.dead[i] do
+    self.signals[i].wait()
+  end
+end
+
+-- Worker i's task. A failed command is the worker's failure (on_failure =
+-- "drop" goes on without it), unless a fault took the worker away meanwhile
+-- (Job:watch_faults): then it waits to be back and pulls the current model.
 function Engine:work(i)
   local J, row = self.J, nil
-  local ok, err = pcall(function()
-    while not J:stopped() and J:alive(i) do
-      local wait_ms = self:wait_for_start(i)
-      if row then write_row(J, row); row = nil end
-      if J:stopped() or not J:alive(i) then break end
-      row = self:step(i, wait_ms)
+  self.task_running[i] = true
+  while not J:stopped() do
+    if not J:alive(i) then
+      if J.killed[i] or J.dead[i] then break end
+      self:wait_back(i)
+    else
+      local ok, err = pcall(function()
+        local wait_ms = self:wait_for_start(i)
+        if row then write_row(J, row); row = nil end
+        if J:stopped() or not J:alive(i) then return end
+        row = self:step(i, wait_ms)
+      end)
+      if not ok and J:alive(i) then
+        local handled, raised = pcall(J.worker_failed, J, i, err)
+        if not handled then
+          self.failure = self.failure or raised
+          J:stop("error")
+        end
+        self.sync:set_alive_count(J:alive_count())
+        self.events:push{ kind = "dead", worker = i }
+        break
+      elseif not ok then
+        self.consumed[i], self.fresh[i] = true, false -- a step cut short: pull before the next
+      end
     end
-  end)
-  if row then write_row(J, row) end
-  local failure
-  if not ok then
-    local handled, raised = pcall(J.worker_failed, J, i, err)
-    if handled then self.events:push{ kind = "dead", worker = i } else failure = raised end
   end
+  if row then write_row(J, row) end
+  self.task_running[i] = false
+  self.running = self.running - 1
   self.events:push{ kind = "done", worker = i }
-  if failure then error(failure, 0) end
+end
+
+function Engine:spawn_worker(i)
+  self.running = self.running + 1
+  self.task_running[i] = true
+  hn.spawn(function() self:work(i) end)
+end
+
+-- A fault took worker i away, or it is back (Job:watch_faults). Away: the
+-- transfers between it and the servers will never be acknowledged, so they
+-- are aborted on both ends and the tasks waiting for them move on; the
+-- server's round counts the live workers only. Back: it pulls the current
+-- model (and gets a new task when it was restarted).
+function Engine:on_fault(i, back)
+  local w = self.J.workers[i]
+  self.sync:set_alive_count(self.J:alive_count())
+  if back then
+    self.fresh[i] = false
+    self.consumed[i] = true
+    if not self.task_running[i] and not self.J:stopped() then self:spawn_worker(i) end
+  else
+    hn.spawn(function() pcall(w.abort, w, { nodes = self.servers }) end)
+    for _, server in ipairs(self.servers) do
+      hn.spawn(function() pcall(server.abort, server, { nodes = { w } }) end)
+    end
+  end
+  self.events:push{ kind = "dead", worker = i }
+  self:wake_all()
 end
 
 -- ---- ps.train ----
@@ -633,14 +699,18 @@ local function servers_of(J)
 end
 
 -- Runs the workers and the server until a stop condition holds.
+-- Runs the workers and the server until a stop condition holds; the server
+-- task ends once every worker task has (a restarted worker gets a new one).
 local function run_engine(E)
   local server_task = hn.spawn(function() E:serve() end)
-  for i = 1, E.n do E.tasks[i] = hn.spawn(function() E:work(i) end) end
-  local ok, err = pcall(hn.wait_all, E.tasks)
-  E.J:stop("error")
-  E:wake_all()
-  server_task:wait()
-  if not ok then error(err, 0) end
+  for i = 1, E.n do E:spawn_worker(i) end
+  local ok, err = pcall(server_task.wait, server_task)
+  if not ok then
+    E.J:stop("error")
+    error(err, 0)
+  end
+  if E.failure then error(E.failure, 0) end
+  if E.J.fault_error then error(E.J.fault_error, 0) end
 end
 
 function ps.train(opts)
@@ -661,6 +731,9 @@ function ps.train(opts)
   E.compute = worker.new(J, { want_norm = policy.wants_norm,
                               bb = mode == "adaptive-k" and J.o.bb ~= false, bb_opts = J.o.bb_opts })
   E.compute:setup()
+  J:watch_faults{ hub = function() return servers end, sync = mode == "bsp",
+                  on_change = function(i, back) E:on_fault(i, back) end,
+                  rejoin = function(i) E.compute:setup_worker(i) end }
   J:start_clock()
   run_engine(E)
   local extra = { policy = policy.name, servers = #servers, local_steps = J.o.local_steps or 1,

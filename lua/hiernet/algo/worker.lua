@@ -58,16 +58,17 @@ function worker.new(J, o)
   return self
 end
 
--- Per-worker tensors the step needs (the BB trial model).
+-- Per-worker tensors the step needs (the BB trial model), on worker i.
+function W:setup_worker(i)
+  self.bb_state[i] = nil
+  if self.bb then self.J.workers[i]:model{ name = "trial", arch = self.J.o.model, seed = self.J.o.seed } end
+end
+
 function W:setup()
-  if not self.bb then return end
+  local hn = require("hiernet")
   local tasks = {}
-  for i, w in ipairs(self.J.workers) do
-    tasks[i] = require("hiernet").spawn(function()
-      w:model{ name = "trial", arch = self.J.o.model, seed = self.J.o.seed }
-    end)
-  end
-  require("hiernet").wait_all(tasks)
+  for i = 1, #self.J.workers do tasks[i] = hn.spawn(function() self:setup_worker(i) end) end
+  hn.wait_all(tasks)
 end
 
 local function optim_params(opt, model, grad)

@@ -1,0 +1,188 @@
+/* l_faults.c — faults as experiment features, on a network's handle:
+ * net:partition({a, ...}, {b, ...}) and net:heal() (the topology engine's
+ * blackhole routes, topo/kernel.h), net:reachable(a, b), and the events
+ * algorithms react to: net:on("partition" | "heal" | "kill" | "restart", fn).
+ * Each listener runs as a task of its own when the event happens: fn(net,
+ * groupA, groupB) for a partition, fn(net) for a heal, fn(net, node) for a
+ * node killed or restarted (node:kill(), node:restart(), l_node.c).
+ *
+ * Owns the network's listener table (a registry reference in l_network) and
+ * its record of the partition in place (which node is in which group). */
+#include "lua/l_net.h"
+
+#include "controller/netrun.h"
+#include "lua/sched.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const fault_events[] = {"partition", "heal", "kill", "restart", NULL};
+
+static struct l_network *check_net(lua_State *L, int i)
+{
+    struct l_network **p = luaL_checkudata(L, i, NETWORK_MT);
+    if (!*p) luaL_error(L, "network handle is closed");
+    return *p;
+}
+
+/* ---- events ---- */
+
+/* net:on(event, fn): fn runs as a new task each time the event happens. */
+static int l_net_on(lua_State *L)
+{
+    struct l_network *net = check_net(L, 1);
+    int event = luaL_checkoption(L, 2, NULL, fault_events);
+    luaL_checktype(L, 3, LUA_TFUNCTION);
+    if (net->listeners_ref == LUA_NOREF) {
+        lua_newtable(L);
+        net->listeners_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, net->listeners_ref);
+    if (lua_getfield(L, -1, fault_events[event]) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, -3, fault_events[event]);
+    }
+    lua_pushvalue(L, 3);
+    lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+    return 0;
+}
+
+/* Spawns every listener of event with the nargs values on top of the stack
+ * (popped) after the network handle at net_index. */
+void lnet_fire(lua_State *L, struct l_network *net, int net_index, const char *event, int nargs)
+{
+    net_index = lua_absindex(L, net_index);
+    int args = lua_gettop(L) - nargs + 1;
+    if (net->listeners_ref != LUA_NOREF) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, net->listeners_ref);
+        if (lua_getfield(L, -1, event) == LUA_TTABLE) {
+            lua_Integer n = (lua_Integer)luaL_len(L, -1);
+            for (lua_Integer i = 1; i <= n; i++) {
+                luaL_checkstack(L, nargs + 3, "listeners");
+                lua_rawgeti(L, -1, i);
+                lua_pushvalue(L, net_index);
+                for (int a = 0; a < nargs; a++) lua_pushvalue(L, args + a);
+                sched_spawn(L, nargs + 1, false);
+                lua_pop(L, 1); /* the task handle */
+            }
+        }
+        lua_pop(L, 2);
+    }
+    lua_pop(L, nargs);
+}
+
+/* ---- partition ---- */
+
+/* Marks the hosts of the list at index i as group g in side[] (names or
+ * node handles of this network), raising an error naming what is wrong. */
+static void read_group(lua_State *L, struct l_network *net, int i, unsigned char *side,
+                       unsigned char g)
+{
+    luaL_checktype(L, i, LUA_TTABLE);
+    lua_Integer n = (lua_Integer)luaL_len(L, i);
+    if (n == 0) luaL_error(L, "network '%s': partition: group %d is empty", net->topo->name, g);
+    for (lua_Integer k = 1; k <= n; k++) {
+        lua_rawgeti(L, i, k);
+        struct l_node *node = luaL_testudata(L, -1, NODE_MT);
+        int index = node && node->net == net ? node->index
+                    : lua_type(L, -1) == LUA_TSTRING ? topo_node_find(net->topo, lua_tostring(L, -1))
+                                                     : -1;
+        if (index < 0 || net->topo->nodes[index].kind != TOPO_NODE_HOST)
+            luaL_error(L, "network '%s': partition: group %d, entry %d (%s) is not a host of this "
+                          "network",
+                       net->topo->name, g, (int)k, luaL_tolstring(L, -1, NULL));
+        if (side[index])
+            luaL_error(L, "network '%s': partition: node '%s' is in both groups (or twice)",
+                       net->topo->name, net->topo->nodes[index].name);
+        side[index] = g;
+        lua_pop(L, 1);
+    }
+}
+
+static void check_started(lua_State *L, struct l_network *net, const char *what)
+{
+    if (net->state != NET_STARTED)
+        luaL_error(L, "network '%s': %s: network is %s", net->topo->name, what,
+                   lnet_state_word(net->state));
+}
+
+/* net:partition({nodes}, {nodes}): what the hosts of one group send to the
+ * other's is dropped (both ways) until net:heal(); other traffic flows. */
+static int l_net_partition(lua_State *L)
+{
+    struct l_network *net = check_net(L, 1);
+    check_started(L, net, "partition");
+    size_t n = net->topo->n_nodes;
+    unsigned char *side = lua_newuserdatauv(L, n ? n : 1, 0); /* freed by the GC on errors */
+    memset(side, 0, n ? n : 1);
+    read_group(L, net, 2, side, 1);
+    read_group(L, net, 3, side, 2);
+    char err[512];
+    if (netrun_partition(net->run, side, err, sizeof err) < 0)
+        return luaL_error(L, "network '%s': partition: %s", net->topo->name, err);
+    free(net->partition);
+    net->partition = malloc(n ? n : 1);
+    if (net->partition) memcpy(net->partition, side, n ? n : 1);
+    hn_logf(net->rt, "network '%s': partitioned", net->topo->name);
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 3);
+    lnet_fire(L, net, 1, "partition", 2);
+    return 0;
+}
+
+/* net:heal(): the partition goes; routes are as they were. */
+static int l_net_heal(lua_State *L)
+{
+    struct l_network *net = check_net(L, 1);
+    check_started(L, net, "heal");
+    char err[512];
+    if (netrun_partition(net->run, NULL, err, sizeof err) < 0)
+        return luaL_error(L, "network '%s': heal: %s", net->topo->name, err);
+    bool was = net->partition != NULL;
+    free(net->partition);
+    net->partition = NULL;
+    if (was) {
+        hn_logf(net->rt, "network '%s': healed", net->topo->name);
+        lnet_fire(L, net, 1, "heal", 0);
+    }
+    return 0;
+}
+
+static int node_index_arg(lua_State *L, struct l_network *net, int i)
+{
+    struct l_node *node = luaL_testudata(L, i, NODE_MT);
+    if (node && node->net == net) return node->index;
+    int index = lua_type(L, i) == LUA_TSTRING ? topo_node_find(net->topo, lua_tostring(L, i)) : -1;
+    if (index < 0)
+        luaL_error(L, "network '%s': reachable: %s is not a node of this network", net->topo->name,
+                   luaL_tolstring(L, i, NULL));
+    return index;
+}
+
+/* net:reachable(a, b): both peers run and no partition separates them. */
+static int l_net_reachable(lua_State *L)
+{
+    struct l_network *net = check_net(L, 1);
+    int a = node_index_arg(L, net, 2), b = node_index_arg(L, net, 3);
+    bool ok = net->state == NET_STARTED && netrun_peer_alive(net->run, a) &&
+              netrun_peer_alive(net->run, b);
+    if (ok && net->partition && net->partition[a] && net->partition[b])
+        ok = net->partition[a] == net->partition[b];
+    lua_pushboolean(L, ok);
+    return 1;
+}
+
+void lnet_faults_methods(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        {"on", l_net_on},
+        {"partition", l_net_partition},
+        {"heal", l_net_heal},
+        {"reachable", l_net_reachable},
+        {NULL, NULL},
+    };
+    luaL_setfuncs(L, methods, 0);
+}
