@@ -7,7 +7,8 @@
  * node killed or restarted (node:kill(), node:restart(), l_node.c).
  *
  * Owns the network's listener table (a registry reference in l_network) and
- * its record of the partition in place (which node is in which group). */
+ * its record of the partitions in place (which node is in which group);
+ * partitions add up until one heal removes them all. */
 #include "lua/l_net.h"
 
 #include "controller/netrun.h"
@@ -110,7 +111,8 @@ static void check_started(lua_State *L, struct l_network *net, const char *what)
 }
 
 /* net:partition({nodes}, {nodes}): what the hosts of one group send to the
- * other's is dropped (both ways) until net:heal(); other traffic flows. */
+ * other's is dropped (both ways) until net:heal(); other traffic flows.
+ * Several partitions add up. */
 static int l_net_partition(lua_State *L)
 {
     struct l_network *net = check_net(L, 1);
@@ -121,11 +123,19 @@ static int l_net_partition(lua_State *L)
     read_group(L, net, 2, side, 1);
     read_group(L, net, 3, side, 2);
     char err[512];
-    if (netrun_partition(net->run, side, err, sizeof err) < 0)
+    unsigned char *copy = malloc(n ? n : 1);
+    unsigned char **grown = realloc(net->partitions, (net->n_partitions + 1) * sizeof *grown);
+    if (grown) net->partitions = grown;
+    if (!copy || !grown) {
+        free(copy);
+        return luaL_error(L, "network '%s': partition: out of memory", net->topo->name);
+    }
+    if (netrun_partition(net->run, side, err, sizeof err) < 0) {
+        free(copy);
         return luaL_error(L, "network '%s': partition: %s", net->topo->name, err);
-    free(net->partition);
-    net->partition = malloc(n ? n : 1);
-    if (net->partition) memcpy(net->partition, side, n ? n : 1);
+    }
+    memcpy(copy, side, n ? n : 1);
+    net->partitions[net->n_partitions++] = copy;
     hn_logf(net->rt, "network '%s': partitioned", net->topo->name);
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
@@ -141,9 +151,11 @@ static int l_net_heal(lua_State *L)
     char err[512];
     if (netrun_partition(net->run, NULL, err, sizeof err) < 0)
         return luaL_error(L, "network '%s': heal: %s", net->topo->name, err);
-    bool was = net->partition != NULL;
-    free(net->partition);
-    net->partition = NULL;
+    bool was = net->n_partitions > 0;
+    for (size_t p = 0; p < net->n_partitions; p++) free(net->partitions[p]);
+    free(net->partitions);
+    net->partitions = NULL;
+    net->n_partitions = 0;
     if (was) {
         hn_logf(net->rt, "network '%s': healed", net->topo->name);
         lnet_fire(L, net, 1, "heal", 0);
@@ -169,8 +181,10 @@ static int l_net_reachable(lua_State *L)
     int a = node_index_arg(L, net, 2), b = node_index_arg(L, net, 3);
     bool ok = net->state == NET_STARTED && netrun_peer_alive(net->run, a) &&
               netrun_peer_alive(net->run, b);
-    if (ok && net->partition && net->partition[a] && net->partition[b])
-        ok = net->partition[a] == net->partition[b];
+    for (size_t p = 0; ok && p < net->n_partitions; p++) {
+        const unsigned char *side = net->partitions[p];
+        if (side[a] && side[b] && side[a] != side[b]) ok = false;
+    }
     lua_pushboolean(L, ok);
     return 1;
 }

@@ -42,7 +42,8 @@ struct l_network {
     double phase_t0;      /* real time the start's build or the stop ended / began */
     int *overload_ids;    /* per node: its entry in the run's overload account, -1 none */
     int listeners_ref;        /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
-    unsigned char *partition; /* per node: its group in the partition in place; NULL none */
+    unsigned char **partitions; /* each partition in place: per node its group (1, 2) or 0 */
+    size_t n_partitions;
 };
 
 struct l_node {

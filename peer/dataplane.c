@@ -456,8 +456,7 @@ bool dataplane_abort(struct dataplane *dp, const char *name, const char *cause)
     if (!dataplane_lookup(dp, name, &addr, &len)) return false;
     struct dp_conn *c = dp_conn_find(dp, &addr, len);
     if (!c) return false;
-    dp_log(dp, "connection %s (%s): %s; closed", c->where, name, cause);
-    dp_conn_close(c, cause, false);
+    dp_conn_close(c, cause, false); /* the controller logged the fault that asked for it */
     return true;
 }
 

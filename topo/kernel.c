@@ -28,7 +28,8 @@ struct topo_kernel {
     struct topo_kernel_options opts;
     bool shaped; /* qdiscs are ours to install (kernel backend) */
     struct topo_kernel_timing timing;
-    unsigned char *partition; /* per node: its group (1, 2) in the partition, 0 none; NULL healed */
+    unsigned char **partitions; /* each: per node its group (1, 2) or 0; until healed */
+    size_t n_partitions;
 };
 
 static double seconds_now(void)
@@ -76,7 +77,8 @@ void topo_kernel_destroy(struct topo_kernel *k)
     free(k->plan_a);
     free(k->plan_b);
     free(k->bridge_ifindex);
-    free(k->partition);
+    for (size_t i = 0; i < k->n_partitions; i++) free(k->partitions[i]);
+    free(k->partitions);
     free(k);
 }
 
@@ -540,7 +542,8 @@ static int replay_routes(struct topo_kernel *k, int node, char *err, size_t errl
     struct topo_nl_batch b;
     topo_nl_batch_init(&b, k->ns[node].sock);
     add_routes(k, node, &k->routing->nodes[node], 1, &b);
-    if (k->partition && k->partition[node]) add_blackholes(k, node, k->partition, true, &b);
+    for (size_t p = 0; p < k->n_partitions; p++)
+        if (k->partitions[p][node]) add_blackholes(k, node, k->partitions[p], true, &b);
     return run_batch(&b, err, errlen);
 }
 
@@ -561,25 +564,34 @@ int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char
                           size_t errlen)
 {
     size_t n = k->net->n_nodes;
-    if (side && k->partition) {
-        snprintf(err, errlen, "a partition is in place already: heal it first");
-        return -1;
-    }
     if (side) {
-        k->partition = malloc(n);
-        if (!k->partition) {
+        unsigned char *copy = malloc(n);
+        unsigned char **grown = realloc(k->partitions, (k->n_partitions + 1) * sizeof *grown);
+        if (!copy || !grown) {
+            free(copy);
+            if (grown) k->partitions = grown;
             snprintf(err, errlen, "out of memory");
             return -1;
         }
-        memcpy(k->partition, side, n);
+        memcpy(copy, side, n);
+        k->partitions = grown;
+        k->partitions[k->n_partitions++] = copy;
         return partition_apply(k, side, true, err, errlen);
     }
-    if (!k->partition) return 0; /* nothing to heal */
-    unsigned char *was = k->partition;
-    k->partition = NULL;
-    int rc = partition_apply(k, was, false, err, errlen);
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        if (was[i]) rc = replay_routes(k, (int)i, err, errlen);
+    /* Heal: every blackhole goes, then every node touched gets its routes
+     * back (replay skips the partitions, all gone by then). */
+    unsigned char **was = k->partitions;
+    size_t n_was = k->n_partitions;
+    k->partitions = NULL;
+    k->n_partitions = 0;
+    int rc = 0;
+    for (size_t p = 0; rc == 0 && p < n_was; p++) rc = partition_apply(k, was[p], false, err, errlen);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        bool touched = false;
+        for (size_t p = 0; p < n_was; p++) touched = touched || was[p][i];
+        if (touched) rc = replay_routes(k, (int)i, err, errlen);
+    }
+    for (size_t p = 0; p < n_was; p++) free(was[p]);
     free(was);
     return rc;
 }

@@ -65,8 +65,8 @@ int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err
  * heal): every host of one group drops, silently, what it sends or forwards
  * to a host of the other group (blackhole routes to their node addresses),
  * as a cut network does. Healing removes them and replays the routes they
- * replaced. One partition at a time; routes replayed when a link comes up
- * keep it. */
+ * replaced. Partitions add up (each cuts its two groups apart) until one
+ * heal removes them all; routes replayed when a link comes up keep them. */
 int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char *err,
                           size_t errlen);
 /* Closes every namespace fd and socket; the namespaces vanish once no

@@ -588,8 +588,10 @@ function ar.train(opts)
   local state = {}
   if #J.workers > 1 then watch(J, state) end
   J:start_clock()
-  while not J:stopped() do train_step(J, W, state) end
-  if J.fault_error then error(J.fault_error, 0) end
+  J:guard(function()
+    while not J:stopped() do train_step(J, W, state) end
+    if J.fault_error then error(J.fault_error, 0) end
+  end)
   return J:finish{ algo = algo }
 end
 

@@ -31,6 +31,7 @@ local worker = require("hiernet.algo.worker")
 
 local dc = {}
 local check, fail = job.check, job.fail
+local watch
 
 dc.algos = { "dpsgd", "gossip", "easgd" }
 
@@ -120,43 +121,72 @@ end
 -- Runs step(i, t) for t = 1.. on every worker in its own task until the job
 -- stops; all workers then finish the same number of steps (D-PSGD's
 -- neighbours wait for each other's messages). J.steps is the fewest steps
--- any worker has finished.
-local function run_workers(J, step, lockstep)
-  local n, done, started = #J.workers, {}, {}
-  for i = 1, n do done[i], started[i] = 0, 0 end
+-- any live worker has finished. A worker away (Job:watch_faults) waits to
+-- be back; a killed one's task ends, and run:spawn(i) starts a new one when
+-- it is restarted.
+local function new_runner(J, step, lockstep)
+  local n = #J.workers
+  local R = { done = {}, started = {}, tasks = {}, running = {}, signals = {} }
+  for i = 1, n do R.done[i], R.started[i], R.signals[i] = 0, 0, hn.queue() end
   -- With lockstep, the step every worker ends with: the highest step any
   -- worker has started when the stop is noticed (one already under way
   -- waits for its neighbours' messages of that step).
-  local last
   local function update_steps()
     local m = math.huge
-    for i = 1, n do if J:alive(i) then m = math.min(m, done[i]) end end
+    for i = 1, n do if J:alive(i) then m = math.min(m, R.done[i]) end end
     J.steps = m == math.huge and J.steps or m
   end
-  local tasks = {}
-  for i = 1, n do
-    tasks[i] = hn.spawn(function()
-      local ok, err = pcall(function()
-        while true do
-          local t = done[i] + 1
-          if J.o.steps and t > J.o.steps then break end
-          if lockstep then
-            if not last and J:stopped() then last = math.max(table.unpack(started)) end
-            if last and t > last then break end
-          elseif J:stopped() then
-            break
-          end
-          started[i] = t
-          step(i, t)
-          done[i] = t
-          update_steps()
-        end
-      end)
-      if not ok then J:worker_failed(i, err) end
-    end)
+  local function next_step(i)
+    local t = R.done[i] + 1
+    if J.o.steps and t > J.o.steps then return nil end
+    if lockstep then
+      if not R.last and J:stopped() then R.last = math.max(table.unpack(R.started)) end
+      if R.last and t > R.last then return nil end
+    elseif J:stopped() then
+      return nil
+    end
+    return t
   end
-  hn.wait_all(tasks)
-  update_steps()
+  local function work(i)
+    R.running[i] = true
+    while true do
+      if not J:alive(i) then
+        if J.killed[i] or J.dead[i] or J:stopped() then break end
+        R.signals[i]:pop() -- away: until a change
+      else
+        local t = next_step(i)
+        if not t then break end
+        R.started[i] = t
+        local ok, err = pcall(step, i, t)
+        if ok then
+          R.done[i] = t
+          update_steps()
+        elseif J.fault_error then
+          break -- the training ends with the fault's error
+        elseif J:alive(i) then
+          J:worker_failed(i, err)
+          break
+        end
+      end
+    end
+    R.running[i] = false
+  end
+  function R.spawn(i)
+    R.tasks[#R.tasks + 1] = hn.spawn(function() work(i) end)
+  end
+  function R.wake(i)
+    R.signals[i]:push(true)
+  end
+  function R.run()
+    for i = 1, n do R.spawn(i) end
+    local k = 1
+    while R.tasks[k] do -- restarts may add tasks while we wait
+      R.tasks[k]:wait()
+      k = k + 1
+    end
+    update_steps()
+  end
+  return R
 end
 
 -- The local update: x <- x - lr g (or the worker optimizer) as commands.
@@ -241,21 +271,35 @@ local function gossip_step(J, adj, rng)
     -- z = x / a from a private snapshot (adds may land in x at any time).
     local a = node:batch{ { "copy", { src = "x", dst = "xs" } },
                           { "read", { tensor = "xs", range = { P, 1 } } } }.results[2].values[1]
-    local j = nbrs[rng(#nbrs)]
+    -- a random neighbour among those it can reach now (a partition or a
+    -- dead node leaves it fewer; with none it trains alone this step)
+    local reach = {}
+    for _, j in ipairs(nbrs) do
+      if J:alive(j) and node.network:reachable(node, J.workers[j]) then reach[#reach + 1] = j end
+    end
+    local j = #reach > 0 and reach[rng(#reach)] or nil
     local cmds = {
       { "scale", { x = m, alpha = 0 } },
       { "axpy", { y = m, x = "xs", alpha = 1 / a, range = { 0, P } } },
       { "grad", { model = m, out = "g", batch = J.o.batch } },
       -- x <- x - lr a g: a step of lr on z = x / a, whatever the weight
       { "axpy", { y = "x", x = "g", alpha = -(o.lr or 0.05) * a, range = { 0, P } } },
-      -- keep half, give half: x <- x - h with h = x / 2 sent, so that
-      -- what arrives between these commands is neither lost nor doubled
-      { "copy", { src = "x", dst = "half" } },
-      { "scale", { x = "half", alpha = 0.5 } },
-      { "axpy", { y = "x", x = "half", alpha = -1 } },
-      { "send", { tensor = "half", to = J.workers[j], as = "x", add = true } },
     }
-    record(J, i, t, step_summary(node:batch(cmds).results, cmds))
+    if j then
+      -- keep half, give half: send h = x / 2, then x <- x - h, so that what
+      -- arrives meanwhile is neither lost nor doubled, and a send that fails
+      -- (the neighbour died) takes nothing away
+      cmds[#cmds + 1] = { "copy", { src = "x", dst = "half" } }
+      cmds[#cmds + 1] = { "scale", { x = "half", alpha = 0.5 } }
+      cmds[#cmds + 1] = { "send", { tensor = "half", to = J.workers[j], as = "x", add = true } }
+      cmds[#cmds + 1] = { "axpy", { y = "x", x = "half", alpha = -1 } }
+    end
+    local ok, r = pcall(node.batch, node, cmds)
+    if not ok then
+      if J:alive(j) and node.network:reachable(node, J.workers[j]) then error(r, 0) end
+      return -- the neighbour went away mid-send: its half stays here
+    end
+    record(J, i, t, step_summary(r.results, cmds))
     if i == 1 and J:eval_due(t) then J:evaluate(t) end
   end
 end
@@ -320,6 +364,69 @@ local function pick_graph(J)
   return adj, type(g) == "table" and "custom" or g
 end
 
+-- Faults (Job:watch_faults). D-PSGD's neighbours wait for each other: a
+-- worker away fails the training, naming it. Gossip has no hub: a worker
+-- gossips with the neighbours it can reach, and one that was killed comes
+-- back with a sliver of a neighbour's model (push-sum weight 0.01: the mass
+-- it held is lost with it). EASGD's workers must reach the centre; one cut
+-- off waits, one restarted starts from the centre.
+local REJOIN_WEIGHT = 0.01
+
+local function gossip_rejoin(J, i)
+  local node, P = J.workers[i], J.model_size
+  for j, other in ipairs(J.workers) do
+    if j ~= i and node.network:reachable(other, node) then
+      other:send{ tensor = J.model_name, to = node } -- its z
+      break
+    end
+  end
+  node:batch{ { "tensor", { name = "x", size = P + 1, fill = REJOIN_WEIGHT } },
+              { "scale", { x = "x", alpha = 0, range = { 0, P } } },
+              { "axpy", { y = "x", x = J.model_name, alpha = REJOIN_WEIGHT, range = { 0, P } } } }
+end
+
+local function abort_between(a, list)
+  hn.spawn(function() pcall(a.abort, a, { nodes = list }) end)
+  for _, b in ipairs(list) do hn.spawn(function() pcall(b.abort, b, { nodes = { a } }) end) end
+end
+
+watch = function(J, R, algo, center)
+  J:watch_faults{
+    sync = algo == "dpsgd",
+    hub = algo == "easgd" and function() return center end or nil,
+    cut_off = algo == "dpsgd" and function(i)
+      if not J:main_group()[i] then return "is cut off from the other workers" end
+    end or nil,
+    rejoin = function(i)
+      if algo == "gossip" then gossip_rejoin(J, i) end
+      if algo == "easgd" then center:send{ tensor = "c", to = J.workers[i], as = J.model_name } end
+    end,
+    on_change = function(i, back)
+      local w = J.workers[i]
+      if back then
+        if R.running[i] then R.wake(i) elseif not J:stopped() then R.spawn(i) end
+        return
+      end
+      if algo == "easgd" then abort_between(w, { center }) end
+      if algo == "dpsgd" then
+        for j = 1, #J.workers do if J.workers[j] ~= w then abort_between(J.workers[j], { w }) end end
+      end
+    end,
+  }
+  if algo == "gossip" then
+    -- a partition stops the transfers between its sides
+    local net = J.workers[1].network
+    net:on("partition", function()
+      if J.closed then return end
+      for i, a in ipairs(J.workers) do
+        local cut = {}
+        for j, b in ipairs(J.workers) do if j ~= i and not net:reachable(a, b) then cut[#cut + 1] = b end end
+        if #cut > 0 then hn.spawn(function() pcall(a.abort, a, { nodes = cut }) end) end
+      end
+    end)
+  end
+end
+
 function dc.train(opts)
   local algo = type(opts) == "table" and opts.algo
   if not algo then fail("decentral.train: option 'algo' is required (%s)", table.concat(dc.algos, ", ")) end
@@ -332,6 +439,9 @@ function dc.train(opts)
     if J.o[k] ~= nil and algo ~= "easgd" then fail("decentral.train: option '%s' is for algo 'easgd'", k) end
   end
   if J.o.graph ~= nil and algo == "easgd" then fail("decentral.train: option 'graph' is not for algo 'easgd'") end
+  if algo == "dpsgd" and J.o.on_failure == "drop" then
+    fail("decentral.train: dpsgd cannot drop a worker (on_failure = \"drop\"): its neighbours wait for its model every step")
+  end
   local center = J.o.center
   if algo == "easgd" and not center then fail("decentral.train: easgd needs option 'center' (the node holding the centre variable)") end
   J:setup{ origin = J.workers[1], holders = center and { center } or {}, model_name = "w",
@@ -354,9 +464,14 @@ function dc.train(opts)
     local alpha, period = J.o.alpha or (0.9 / #J.workers), J.o.period or 4
     step, extra.alpha, extra.period = easgd_step(J, center, alpha, period), alpha, period
   end
+  local R = new_runner(J, step, lockstep)
+  watch(J, R, algo, center)
   J:start_clock()
-  run_workers(J, step, lockstep)
-  J:stopped() -- the reason, when every worker stopped at `steps` by itself
+  J:guard(function()
+    R.run()
+    J:stopped() -- the reason, when every worker stopped at `steps` by itself
+    if J.fault_error then error(J.fault_error, 0) end
+  end)
   if algo ~= "easgd" then J.updates_applied = J.steps * #J.workers end
   if algo == "gossip" then
     -- The final model of worker 1 is z_1 = x_1 / a_1.

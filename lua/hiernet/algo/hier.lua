@@ -122,25 +122,53 @@ end
 
 -- ---- the training loop ----
 
+-- The groups of this round: each edge with its terminals that take part
+-- (not away: Job:watch_faults); edges without any sit the round out, and
+-- `cloud` says whether the edge reaches the cloud for a cloud round.
+local function active_groups(J, groups, cloud)
+  local out = {}
+  for _, group in ipairs(groups) do
+    local terms = {}
+    for _, i in ipairs(group.terminals) do if J:alive(i) then terms[#terms + 1] = i end end
+    if #terms > 0 then
+      out[#out + 1] = { edge = group.edge, terminals = terms,
+                        cloud = cloud.network:reachable(group.edge, cloud) }
+    end
+  end
+  return out
+end
+
+-- Runs every node's batch of the round; when a fault cuts it short, all
+-- are waited for and the first failure is raised.
+local function run_round(tasks)
+  local failure
+  for _, res in ipairs(hn.wait_all(tasks)) do
+    if not res[1] then failure = failure or res[2] end
+  end
+  if failure then error(failure, 0) end
+end
+
 local function round(J, groups, shares, cloud, cloud_round)
   local tasks, edges, meta = {}, {}, {}
+  local function spawn(fn) tasks[#tasks + 1] = hn.spawn(function() return { pcall(fn) } end) end
   for g, group in ipairs(groups) do
-    edges[g] = group.edge
+    local up = cloud_round and group.cloud
+    if up then edges[#edges + 1] = group.edge end
     for _, i in ipairs(group.terminals) do
       local cmds = hier.terminal_commands(J, i, group.edge, shares.terminal[i])
       meta[#meta + 1] = { i = i, cmds = cmds }
       local at = #meta
-      tasks[#tasks + 1] = hn.spawn(function() meta[at].res = J.workers[i]:batch(cmds).results end)
+      spawn(function() meta[at].res = J.workers[i]:batch(cmds).results end)
     end
-    local ecmds = hier.edge_commands(J, group, cloud_round and shares.edge[g] or nil, cloud)
-    tasks[#tasks + 1] = hn.spawn(function() group.edge:batch(ecmds) end)
+    local ecmds = hier.edge_commands(J, group, up and shares.edge[g] or nil, cloud)
+    spawn(function() group.edge:batch(ecmds) end)
   end
-  if cloud_round then
+  if #edges > 0 then
     local ccmds = hier.cloud_commands(J, edges)
-    tasks[#tasks + 1] = hn.spawn(function() cloud:batch(ccmds) end)
+    spawn(function() cloud:batch(ccmds) end)
   end
   local t0 = hn.now()
-  hn.wait_all(tasks)
+  run_round(tasks)
   return meta, (hn.now() - t0) * 1000
 end
 
@@ -158,7 +186,8 @@ local function record_round(J, meta, round_ms)
   end
 end
 
--- Sample shares: each terminal's share of its edge, each edge's of the cloud.
+-- Sample shares: each terminal's share of its edge, each edge's of the
+-- cloud (among the edges that reach it), over the groups taking part.
 local function shares_of(J, groups)
   local s = { terminal = {}, edge = {} }
   local total = 0
@@ -167,10 +196,49 @@ local function shares_of(J, groups)
     for _, i in ipairs(group.terminals) do n = n + J.shard_samples[i] end
     for _, i in ipairs(group.terminals) do s.terminal[i] = J.shard_samples[i] / n end
     s.edge[g] = n
-    total = total + n
+    if group.cloud ~= false then total = total + n end
   end
   for g in ipairs(groups) do s.edge[g] = s.edge[g] / total end
   return s
+end
+
+-- Faults: a terminal cut off from its edge (or killed, or whose edge died)
+-- is away and the rounds go on with the others; one that is back gets its
+-- edge's model first. An edge cut off from the cloud averages its
+-- terminals and skips the cloud rounds until it is back. A fault in the
+-- middle of a round aborts its waits and transfers; the round is run again
+-- with who is left.
+local function watch(J, groups, cloud, state)
+  local edge_of = {}
+  for _, g in ipairs(groups) do for _, i in ipairs(g.terminals) do edge_of[i] = g.edge end end
+  local function abort_all()
+    local nodes = { cloud }
+    for _, g in ipairs(groups) do nodes[#nodes + 1] = g.edge end
+    for _, w in ipairs(J.workers) do nodes[#nodes + 1] = w end
+    for _, n in ipairs(nodes) do hn.spawn(function() pcall(n.abort, n, { nodes = nodes }) end) end
+  end
+  J:watch_faults{
+    hub = function(i) return edge_of[i] end,
+    on_change = function(i, back)
+      state.changed = true
+      if back then state.returning[i] = true else abort_all() end
+    end,
+  }
+  local net = cloud.network
+  net:on("partition", function() if not J.closed then state.changed = true; abort_all() end end)
+  net:on("heal", function() if not J.closed then state.changed = true end end)
+end
+
+-- Terminals that are back start from their edge's model.
+local function bring_back(J, state, groups)
+  for i in pairs(state.returning) do
+    for _, g in ipairs(groups) do
+      for _, t in ipairs(g.terminals) do
+        if t == i and J:alive(i) then pcall(g.edge.send, g.edge, { tensor = J.model_name, to = J.workers[i] }) end
+      end
+    end
+  end
+  state.returning = {}
 end
 
 function hier.train(opts)
@@ -188,26 +256,54 @@ function hier.train(opts)
     acc[n] = hn.spawn(function() node:tensor{ name = "acc", size = J.model_size } end)
   end
   hn.wait_all(acc)
-  local shares = shares_of(J, groups)
+  local state = { returning = {} }
+  watch(J, groups, cloud, state)
   J:start_clock()
   local edge_rounds = 0
-  while not J:stopped() do
-    edge_rounds = edge_rounds + 1
-    local cloud_round = edge_rounds % J.o.tau2 == 0
-    local meta, ms = round(J, groups, shares, cloud, cloud_round)
-    J.steps = J.steps + J.o.tau1
-    J.updates_applied = J.updates_applied + #J.workers
-    record_round(J, meta, ms)
-    if cloud_round then
-      J.cloud_rounds = (J.cloud_rounds or 0) + 1
-      J:evaluate(J.steps)
+  J:guard(function()
+    while not J:stopped() do
+      if state.changed then
+        state.changed = false
+        -- a cut round leaves arrivals nobody waited for: not this round's
+        for _, n in ipairs({ cloud, table.unpack(used) }) do
+          pcall(n.wait, n, { tensors = { "acc", J.model_name }, clear = true })
+        end
+        for _, n in ipairs(used) do pcall(n.tensor, n, { name = "acc", size = J.model_size }) end
+        pcall(cloud.tensor, cloud, { name = "acc", size = J.model_size })
+        bring_back(J, state, groups)
+      end
+      local active = active_groups(J, groups, cloud)
+      if #active == 0 then
+        hn.sleep(0.05) -- nobody can take part: wait for a terminal to be back
+      else
+        local cloud_round = (edge_rounds + 1) % J.o.tau2 == 0
+        local ok, meta, ms = pcall(round, J, active, shares_of(J, active), cloud, cloud_round)
+        if not ok then
+          if J.fault_error then error(J.fault_error, 0) end
+          if not state.changed then error(meta, 0) end
+        else
+          edge_rounds = edge_rounds + 1
+          J.steps = J.steps + J.o.tau1
+          local taking_part = 0
+          for _, g in ipairs(active) do taking_part = taking_part + #g.terminals end
+          J.updates_applied = J.updates_applied + taking_part
+          record_round(J, meta, ms)
+          if cloud_round then
+            J.cloud_rounds = (J.cloud_rounds or 0) + 1
+            J:evaluate(J.steps)
+          end
+        end
+      end
     end
-  end
+  end)
   if edge_rounds % J.o.tau2 ~= 0 then
     -- The training ended between cloud rounds: one last cloud average of the
     -- edges' models (no local steps) so that the cloud holds the result.
     local tasks, list = {}, {}
-    for g, group in ipairs(groups) do
+    local up = {}
+    for _, g in ipairs(active_groups(J, groups, cloud)) do if g.cloud then up[#up + 1] = g end end
+    local shares = shares_of(J, up)
+    for g, group in ipairs(up) do
       list[g] = group.edge
       tasks[g] = hn.spawn(function()
         group.edge:batch{ { "copy", { src = "w", dst = "share" } },

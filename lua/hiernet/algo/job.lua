@@ -82,6 +82,11 @@ function check.fraction(what, v)
   return v
 end
 
+function check.func(what, v)
+  if type(v) ~= "function" then fail("%s: expected a function, got %s", what, describe(v)) end
+  return v
+end
+
 function check.boolean(what, v)
   if type(v) ~= "boolean" then fail("%s: expected true or false, got %s", what, describe(v)) end
   return v
@@ -189,7 +194,7 @@ local COMMON = {
   target_accuracy = check.fraction, stop_at_target = check.boolean, eval_every = check.posint, eval_limit = check.nonnegint,
   eval_node = check.node, final_eval_limit = check.nonnegint, compress = check.compress,
   prefix = check.name, on_failure = check.oneof("fail", "drop"), progress = check.boolean,
-  label = check.string,
+  label = check.string, at_start = check.func,
 }
 
 local DEFAULTS = {
@@ -200,6 +205,7 @@ local DEFAULTS = {
 -- Options as given, made JSON-safe (nodes become their names), for summary.json.
 local function plain(v)
   if is_node(v) then return v.name end
+  if type(v) == "function" then return "<function>" end
   if type(v) ~= "table" then return v end
   local out = {}
   for k, x in pairs(v) do out[k] = plain(x) end
@@ -355,10 +361,13 @@ function Job:setup(s)
     self.prefix ~= "" and (", records " .. self.prefix .. "*") or ""))
 end
 
--- Training starts now: times in the records count from here.
+-- Training starts now: times in the records count from here. The option
+-- at_start(summary-so-far) runs as a task of its own from here (faults to
+-- schedule in training time, say).
 function Job:start_clock()
   self.t0 = hn.now()
   self.last_status = -1
+  if self.o.at_start then hn.spawn(self.o.at_start, { start_s = self.t0, label = self.label }) end
 end
 
 -- ---- clock, stop conditions, progress ----
@@ -538,10 +547,23 @@ function Job:resetup_worker(i)
   if self.fault_hooks.rejoin then self.fault_hooks.rejoin(i) end
 end
 
+-- Runs body(); whatever its end, the job's fault listeners fall silent
+-- (they stay registered on the network, which outlives the training).
+function Job:guard(body)
+  local ok, r = pcall(body)
+  self.closed = true
+  if not ok then error(r, 0) end
+  return r
+end
+
 function Job:watch_faults(hooks)
   self.fault_hooks, self.fault_sync = hooks, hooks.sync
   local net = self.workers[1].network
-  net:on("kill", function(_, node)
+  local function live(fn)
+    return function(...) if not self.closed then return fn(...) end end
+  end
+  local on = function(event, fn) net:on(event, live(fn)) end
+  on("kill", function(_, node)
     local i = worker_index(self, node)
     if i then
       self.killed[i] = true
@@ -554,7 +576,7 @@ function Job:watch_faults(hooks)
       end
     end
   end)
-  net:on("restart", function(_, node)
+  on("restart", function(_, node)
     local i = worker_index(self, node)
     if i and self.killed[i] and not self:stopped() then
       self:resetup_worker(i)
@@ -565,8 +587,8 @@ function Job:watch_faults(hooks)
       self:recheck_reach(node.name .. " restarted")
     end
   end)
-  net:on("partition", function() self:recheck_reach("partition") end)
-  net:on("heal", function() self:recheck_reach("healed") end)
+  on("partition", function() self:recheck_reach("partition") end)
+  on("heal", function() self:recheck_reach("healed") end)
 end
 
 -- A worker's command failed. With on_failure = "drop" the training goes on
@@ -661,6 +683,7 @@ end
 -- Final evaluation (outside the training time), summary.json, and the
 -- summary returned to the scenario. extra: algorithm-specific fields.
 function Job:finish(extra)
+  self.closed = true
   local wall = self:now()
   hn.wait_all(self.eval_tasks)
   local node, model = self.eval_node, self.model_name
@@ -681,7 +704,7 @@ function Job:finish(extra)
     target_accuracy = self.o.target_accuracy, time_to_target_s = self.time_to_target,
     steps_to_target = self.steps_to_target,
     steps = self.steps, updates_applied = self.updates_applied, worker_steps = self.worker_steps,
-    epochs = self:epochs(), bytes = self.bytes, wall_s = wall,
+    epochs = self:epochs(), bytes = self.bytes, wall_s = wall, start_s = self.t0,
     compute_share = (#self.workers > 0 and wall > 0)
         and self.compute_ms / 1000 / (#self.workers * wall) or nil,
     stop_reason = self.stop_reason, evals = self.evals, evals_skipped = self.evals_skipped,

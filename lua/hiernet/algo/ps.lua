@@ -709,8 +709,8 @@ local function run_engine(E)
     E.J:stop("error")
     error(err, 0)
   end
-  if E.failure then error(E.failure, 0) end
   if E.J.fault_error then error(E.J.fault_error, 0) end
+  if E.failure then error(E.failure, 0) end
 end
 
 function ps.train(opts)
@@ -735,7 +735,7 @@ function ps.train(opts)
                   on_change = function(i, back) E:on_fault(i, back) end,
                   rejoin = function(i) E.compute:setup_worker(i) end }
   J:start_clock()
-  run_engine(E)
+  J:guard(function() run_engine(E) end)
   local extra = { policy = policy.name, servers = #servers, local_steps = J.o.local_steps or 1,
                   max_ahead = E.sync.max_ahead or 0, server_apply_ms = E.apply_ms,
                   k = policy.k, staleness = policy.staleness, drop_fraction = policy.drop_fraction,
