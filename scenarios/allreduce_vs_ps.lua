@@ -12,12 +12,12 @@
 --
 --   tools/run scenarios/allreduce_vs_ps.lua [--set seconds=20] [--set quick=true]
 --
--- Expected: on the star the ring all-reduce's steps are fastest (every link
--- carries 2 (N-1)/N of the model per step, the server's link N models);
--- on the ring topology the logical ring maps onto the links and wins by more;
--- on the 3-tier network the server (the cloud) and the hierarchical
--- all-reduce (groups = the edges) avoid crossing the cloud links with every
--- chunk. summary.json: per (topology, algorithm) seconds per step, steps,
+-- Expected: the ring all-reduce's steps are the fastest on every topology
+-- (every link carries 2 (N-1)/N of the model per step, the server's link
+-- N models); on the ring topology its logical ring maps onto the links and
+-- it wins by the most (more than 2x the server); halving-doubling and the
+-- tree pay for long paths and idle links, and on the 3-tier network the
+-- hierarchical all-reduce (groups = the edges) and the server sit between. summary.json: per (topology, algorithm) seconds per step, steps,
 -- bytes, final accuracy.
 local hn = require("hiernet")
 local topo = require("hiernet.topo")

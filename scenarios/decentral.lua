@@ -13,10 +13,12 @@
 --   tools/run scenarios/decentral.lua [--set seconds=30] [--set quick=true]
 --
 -- Expected: on the ring D-PSGD and gossip exchange only with neighbours over
--- direct links and make more steps than the server, whose link carries every
--- worker's model; on the 3-tier network their neighbour exchanges cross the
--- edges and the cloud and the server holds up better. EASGD communicates
--- every 4 steps and makes the most local steps. summary.json: per (network,
+-- direct links and make several times the server's steps (its one link
+-- carries every worker's model); on the 3-tier network their neighbour
+-- exchanges cross the edges and the cloud, they make about half as many, and
+-- the server holds up better. EASGD communicates every 4 steps and makes
+-- many local steps on both; the decentralized runs end at a higher accuracy
+-- than the server in the same time. summary.json: per (network,
 -- algorithm) steps, bytes, final accuracy.
 local hn = require("hiernet")
 local topo = require("hiernet.topo")

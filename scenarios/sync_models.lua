@@ -4,18 +4,22 @@
 --
 -- BSP, ASP, SSP (s = 3), fastest-k (k = 2), drop-worker (half) and
 -- adaptive-k, 4 workers linked to a server, Fashion-MNIST, mlp:784-64-10,
--- workers computing at a twentieth of this host's speed, at three link
--- rates chosen so that the communication / computation time of a step spans
--- about 0.05 to 25. The ratio is measured (BSP's mean comm_ms / compute_ms
--- per step), not assumed, and printed.
+-- workers computing at a hundredth of this host's speed, at three link
+-- rates (10 Gbit/s, 100 Mbit/s, 3 Mbit/s) chosen so that the communication
+-- / computation time of a step spans about 0.05 to 25. The ratio is
+-- measured (BSP's mean comm_ms / compute_ms per step), not assumed, and
+-- printed.
 --
 --   tools/run scenarios/sync_models.lua [--set seconds=40] [--set quick=true]
 --
--- Expected (the paper's shape): when communication is cheap all models reach
--- the target in similar times; as it grows, BSP and SSP slow down most (they
--- wait for the slowest), ASP makes the most updates but with stale
--- gradients, and adaptive-k keeps a speed-up over BSP with k (k over time in
--- adaptive_k_*_steps.csv, plotted) moving between 2 and N.
+-- Expected: the paper's Table 4 shape for the ratio (communication grows
+-- from a sliver of a step to many times the compute); ASP and SSP make by far
+-- the most updates but, with gradients several versions stale, need many
+-- more of them; the k-models (fastest-k, drop-worker, adaptive-k) sit
+-- between. On this small problem (4 workers, a 50k-parameter model) BSP's
+-- averaged gradient reaches the target first at every rate, unlike the
+-- paper's large CNNs on 32 workers, where adaptive-k wins; k over time of
+-- adaptive-k (steps.csv, plotted) moves between 2 and N.
 -- summary.json: per rate the measured ratio; per (rate, mode) time to the
 -- target accuracy, speed-up over BSP, final accuracy, updates.
 local hn = require("hiernet")
@@ -24,9 +28,9 @@ local ex = require("hiernet.experiment")
 
 local quick = hn.param("quick", false)
 local seconds = hn.param("seconds", quick and 4 or 40)
-local target = hn.param("target", quick and 0.55 or 0.75)
+local target = hn.param("target", quick and 0.55 or 0.7)
 local modes = quick and { "bsp", "asp", "adaptive-k" } or ps.modes
-local rates = quick and { "10Gbit", "6Mbit" } or { "10Gbit", "100Mbit", "6Mbit" }
+local rates = quick and { "10Gbit", "3Mbit" } or { "10Gbit", "100Mbit", "3Mbit" }
 local extra = { ssp = { staleness = 3 }, ["fastest-k"] = { k = 2 }, ["drop-worker"] = { drop_fraction = 0.5 } }
 
 local results, ratios = {}, {}
@@ -34,7 +38,7 @@ for _, rate in ipairs(rates) do
   local net = hn.network{ name = "sync_" .. rate, backend = ex.backend(), seed = 1 }
   local server, workers = net:node("server", { tier = "cloud" }), {}
   for i = 1, 4 do
-    workers[i] = net:node("w" .. i, { tier = "terminal", speed = 0.05 })
+    workers[i] = net:node("w" .. i, { tier = "terminal", speed = 0.01 })
     net:link(server, workers[i], { bw = rate, delay = "0.1ms" })
   end
   net:start()
