@@ -150,7 +150,7 @@ end
 -- merged into the server's momentum with weight gamma^tau -- the weight it
 -- would carry now had it arrived tau steps ago -- instead of being dropped.
 policies["adaptive-k"] = function(o)
-  local theta = o.theta or 0.9
+  local theta = o.theta or 1.5
   return {
     name = "adaptive-k", theta = theta, wants_norm = true, momentum_server = true,
     accept = function(_, push, S) return push.version == S.version and "fresh" or "late" end,
