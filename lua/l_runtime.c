@@ -5,6 +5,7 @@
  * controller/run.c. */
 #include "lua/l_runtime.h"
 
+#include "controller/durable.h"
 #include "controller/record.h"
 #include "lua/runtime.h"
 
@@ -44,6 +45,7 @@ void hn_logf(struct hn_runtime *rt, const char *fmt, ...)
     if (rt->log) {
         fprintf(rt->log, "[%9.3f] %s\n", t, line);
         fflush(rt->log);
+        durable_sync_later(fileno(rt->log)); /* on the disk soon, without waiting here */
     }
 }
 
