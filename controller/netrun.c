@@ -4,8 +4,10 @@
 #include "controller/backend_pick.h"
 #include "controller/linkd_client.h"
 #include "controller/peer_template.h"
+#include "controller/privilege.h"
 #include "controller/record.h"
 #include "controller/registry.h"
+#include "kernels/dataset.h"
 #include "kernels/device.h"
 #include "topo/address.h"
 #include "topo/cgroup.h"
@@ -15,8 +17,10 @@
 #include "topo/route.h"
 #include "peer/protocol.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +49,10 @@ struct netrun {
     char run_id[96];
     char peer_path[4096];
     struct peer_template *template; /* forks the peers at start; ends with them */
+    struct privilege_identity helper; /* who peers and linkd become once set up */
+    /* Proves a data connection belongs to this network (peer/data_auth.h):
+     * handed to the peers with their address book, never on a command line. */
+    uint8_t data_secret[32];
     struct registry *registry;
     uint32_t *loopback_next;
     netrun_exit_fn on_exit;
@@ -228,6 +236,10 @@ static int make_user_links(struct netrun *nr, char *err, size_t errlen)
             return -1;
         topo_kernel_set_link_ifindex(nr->kernel, (int)l, ia, ib);
     }
+    /* Every TAP is open: linkd needs root no more. */
+    for (size_t i = 0; nr->helper.drop && i < nr->n_linkd; i++)
+        if (linkd_client_drop_root(nr->linkd[i], nr->helper.uid, nr->helper.gid, err, errlen) < 0)
+            return -1;
     return 0;
 }
 
@@ -346,6 +358,24 @@ static int limit_cpu(struct netrun *nr, int node, pid_t pid, char *err, size_t e
 
 /* ---- peers ---- */
 
+/* The identity peers and linkd drop to, and the network's data secret. */
+static int prepare_helpers(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+{
+    if (getrandom(nr->data_secret, sizeof nr->data_secret, 0) != (ssize_t)sizeof nr->data_secret) {
+        *env_error = true;
+        return snprintf(err, errlen, "network '%s': getrandom: %s", nr->net->name, strerror(errno)),
+               -1;
+    }
+    if (privilege_helper_identity(&nr->helper, err, errlen) < 0) {
+        *env_error = true;
+        return -1;
+    }
+    char why[256];
+    if (nr->helper.drop && dataset_cache_grant(nr->helper.uid, nr->helper.gid, why, sizeof why) < 0)
+        fprintf(stderr, "hiernet: warning: %s; peers decompress datasets into memory\n", why);
+    return 0;
+}
+
 static void on_peer_exit(void *ctx, int status)
 {
     struct netrun_peer *p = ctx;
@@ -359,13 +389,19 @@ struct peer_argv {
     const char *env[2];
 };
 
-static void peer_argv_build(const struct topo_node *n, struct peer_argv *a)
+static void peer_argv_build(const struct netrun *nr, const struct topo_node *n, struct peer_argv *a)
 {
     snprintf(a->threads, sizeof a->threads, "%d", n->threads > 0 ? n->threads : 1);
     snprintf(a->speed, sizeof a->speed, "%.17g", n->speed > 0 ? n->speed : 1.0);
     snprintf(a->blas, sizeof a->blas, "OPENBLAS_NUM_THREADS=%s", a->threads);
-    const char *args[] = {"--node",  n->name,  "--addr",   n->addr,   "--threads", a->threads,
-                          "--speed", a->speed, "--device", n->device, NULL};
+    /* --data-auth: the secret follows on the control channel (peers). */
+    const char *args[] = {"--node",      n->name,   "--addr", n->addr,    "--threads",
+                          a->threads,    "--speed", a->speed, "--device", n->device,
+                          "--data-auth", NULL,      NULL,     NULL};
+    if (nr->helper.drop) { /* a root controller's peers give up root once set up */
+        args[11] = "--user";
+        args[12] = nr->helper.arg;
+    }
     memcpy(a->args, args, sizeof args);
     a->env[0] = a->blas;
     a->env[1] = NULL;
@@ -388,7 +424,7 @@ static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *
     const struct topo_node *n = &nr->net->nodes[node];
     struct netrun_peer *p = &nr->peers[node];
     struct peer_argv a;
-    peer_argv_build(n, &a);
+    peer_argv_build(nr, n, &a);
     struct peer_spawn spec = {n->name, peer_path, a.args, netrun_node_ns(nr, node), a.env};
     struct peer_client_hooks hooks = {NULL, on_peer_exit, p};
     p->client = peer_client_spawn(nr->loop, &spec, &hooks, err, errlen);
@@ -426,7 +462,7 @@ static int request_peers(struct netrun *nr, char *err, size_t errlen)
         p->client = peer_client_open(nr->loop, &spec, &hooks, &child_end, err, errlen);
         if (!p->client) return -1;
         struct peer_argv a;
-        peer_argv_build(n, &a);
+        peer_argv_build(nr, n, &a);
         char why[400];
         p->template_id = peer_template_request(nr->template, a.args, child_end,
                                                netrun_node_ns(nr, (int)i), why, sizeof why);
@@ -489,6 +525,7 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
     snprintf(nr->run_id, sizeof nr->run_id, "%s-%s", cfg->run_id ? cfg->run_id : "run", net->name);
     double t0 = monotonic_s();
     int rc = check_devices(nr, env_error, err, errlen);
+    if (rc == 0) rc = prepare_helpers(nr, env_error, err, errlen);
     if (rc == 0) rc = choose_backend(nr, env_error, err, errlen);
     if (rc == 0) rc = plan_topology(nr, err, errlen);
     if (rc == 0) rc = make_namespaces(nr, env_error, err, errlen);
@@ -595,12 +632,26 @@ void netrun_peer_kill(struct netrun *nr, int node)
     if (nr->peers[node].client) peer_client_kill(nr->peers[node].client, SIGKILL);
 }
 
+static void on_restart_peers(void *ctx, const char *error, const msgpack_object *result)
+{
+    if (error) fprintf(stderr, "hiernet: a restarted peer refused its address book: %s\n", error);
+}
+
 int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
 {
     struct netrun_peer *p = &nr->peers[node];
     peer_client_free(p->client); /* kills and reaps the old peer if it still runs */
     p->client = NULL;
     if (spawn_peer(nr, nr->peer_path, node, err, errlen) < 0) return -1;
+    /* Its address book and data secret, as at start: queued before any
+     * call of the caller's, so the peer has them when it answers one. */
+    msgpack_sbuffer table;
+    msgpack_sbuffer_init(&table);
+    netrun_pack_peer_table(nr, &table);
+    int rc = peer_client_call(p->client, "peers", table.data, table.size, on_restart_peers, NULL,
+                              err, errlen);
+    msgpack_sbuffer_destroy(&table);
+    if (rc < 0) return -1;
     return nr->registry ? registry_commit(nr->registry, err, errlen) : 0;
 }
 
@@ -612,7 +663,10 @@ void netrun_pack_peer_table(const struct netrun *nr, msgpack_sbuffer *out)
     msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
     size_t hosts = 0;
     for (size_t i = 0; i < nr->net->n_nodes; i++) hosts += nr->peers[i].client != NULL;
-    msgpack_pack_map(&pk, 1);
+    msgpack_pack_map(&pk, 2);
+    proto_pack_str(&pk, "secret");
+    msgpack_pack_bin(&pk, sizeof nr->data_secret);
+    msgpack_pack_bin_body(&pk, nr->data_secret, sizeof nr->data_secret);
     proto_pack_str(&pk, "table");
     msgpack_pack_map(&pk, hosts);
     for (size_t i = 0; i < nr->net->n_nodes; i++)

@@ -39,8 +39,10 @@ const char *netrun_backend_reason(const struct netrun *nr);
 void netrun_describe_start(const struct netrun *nr, char *buf, size_t len);
 struct peer_client *netrun_peer(const struct netrun *nr, int node);
 int netrun_node_ns(const struct netrun *nr, int node); /* -1 on the none backend */
-/* Params of the peers' "peers" command: {table = {node name = address}}, so
- * that send{to = node} finds its target. Appends to out. */
+/* Params of the peers' "peers" command: {secret = the network's data
+ * secret (peer/data_auth.h), table = {node name = address}}, so that
+ * send{to = node} finds its target and the connection proves it belongs to
+ * the network. Appends to out. A restarted peer gets them too. */
 void netrun_pack_peer_table(const struct netrun *nr, msgpack_sbuffer *out);
 
 /* Run-time link changes. Kernel backend: done at once, returns 0 (or -1).

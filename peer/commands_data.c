@@ -172,12 +172,27 @@ static bool peers_apply(struct peer_server *s, struct proto_args *a, const msgpa
     return true;
 }
 
+/* The network's data secret (peer/data_auth.h), when given: binary. */
+static bool peers_secret(struct peer_server *s, struct proto_args *a)
+{
+    const msgpack_object *secret = proto_args_get(a, "secret");
+    char why[128];
+    if (!secret) return true;
+    if (secret->type != MSGPACK_OBJECT_BIN)
+        return cmd_arg_fail(a, "param 'secret': expected binary, got %s",
+                            proto_type_name(secret->type));
+    if (dataplane_set_secret(s->dataplane, secret->via.bin.ptr, secret->via.bin.size, why,
+                             sizeof why) < 0)
+        return cmd_arg_fail(a, "param 'secret': %s", why);
+    return true;
+}
+
 static void peers_reply(struct peer_server *s, uint32_t msgid, double start_ms,
                         struct proto_args *a)
 {
     const msgpack_object *table = proto_args_get(a, "table");
     bool replace = false;
-    bool ok = proto_arg_bool(a, "replace", &replace) >= 0;
+    bool ok = proto_arg_bool(a, "replace", &replace) >= 0 && peers_secret(s, a);
     if (ok && !table) ok = proto_args_missing(a, "table");
     /* An empty Lua table arrives as an empty array. */
     if (ok && table->type != MSGPACK_OBJECT_MAP &&
@@ -199,7 +214,7 @@ static void peers_reply(struct peer_server *s, uint32_t msgid, double start_ms,
 /* ---- table entries ---- */
 
 static const char *const keys_send[] = {"tensor", "to", "to_addr", "as", "range", NULL};
-static const char *const keys_peers[] = {"table", "replace", NULL};
+static const char *const keys_peers[] = {"table", "replace", "secret", NULL};
 
 const struct command data_cmd_send = {"send",
                                       keys_send,

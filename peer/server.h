@@ -32,6 +32,7 @@ struct peer_config {
     const char *addr; /* data-plane address; NULL when not given */
     int data_port;    /* 0: any free port (stats reports it as data_port) */
     int threads;      /* BLAS threads */
+    bool data_auth;   /* data connections must prove the network's secret (data_auth.h) */
     double speed;
     struct kern_ctx *kern; /* the compute device, opened by the caller, who closes it after
                               the server is destroyed */
