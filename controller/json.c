@@ -55,10 +55,15 @@ void json_write_value(FILE *f, const struct json_value *v)
         fputs("true", f);
         break;
     case JSON_NUMBER:
-        if (v->is_int)
+        if (v->is_int) {
             fprintf(f, "%lld", v->integer);
-        else
-            fprintf(f, "%.17g", v->number);
+        } else {
+            /* Read back as what it was: a number with a fraction or exponent. */
+            char text[40];
+            snprintf(text, sizeof text, "%.17g", v->number);
+            fputs(text, f);
+            if (!strpbrk(text, ".e")) fputs(".0", f);
+        }
         break;
     case JSON_STRING:
         json_write_string_len(f, v->string, v->len);

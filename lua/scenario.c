@@ -123,21 +123,26 @@ static void open_libraries(lua_State *L, struct scenario *sc)
     hn_runtime_attach(L, &sc->rt);
 }
 
-/* The registry entry of the run, made with its results directory: every
- * run that has results can be found (and marked crashed) after a SIGKILL.
- * What earlier runs left goes first. Without a usable registry the run goes
- * on, with a warning. */
-static void register_run(struct scenario *sc)
+/* The registry entry of the run, made with its results directory and
+ * before its first run.json: a run.json that says "running" always has an
+ * entry that leads a sweep to it after a SIGKILL. Without a usable registry
+ * the run goes on, with a warning (logged once log.txt exists). */
+static void register_run(struct scenario *sc, char *warning, size_t len)
 {
-    struct hn_runtime *rt = &sc->rt;
+    const char *base = strrchr(sc->run.dir, '/');
+    char err[512];
+    sc->rt.registry = registry_open(base ? base + 1 : sc->run.dir, sc->run.dir, err, sizeof err);
+    if (!sc->rt.registry) snprintf(warning, len, "warning: no run registry: %s", err);
+}
+
+/* What earlier runs left goes, once this run is on its way. */
+static void sweep_stale_runs(struct hn_runtime *rt)
+{
     char err[512];
     struct registry_sweep_counts counts;
     if (registry_sweep_stale(NULL, NULL, &counts, err, sizeof err) == 0 && counts.runs)
         hn_logf(rt, "removed what %u crashed run(s) left behind (%u run.json marked crashed)",
                 counts.runs, counts.marked);
-    const char *base = strrchr(sc->run.dir, '/');
-    rt->registry = registry_open(base ? base + 1 : sc->run.dir, sc->run.dir, err, sizeof err);
-    if (!rt->registry) hn_logf(rt, "warning: no run registry: %s", err);
 }
 
 static int open_results(struct scenario *sc, const char *out_dir)
@@ -147,6 +152,8 @@ static int open_results(struct scenario *sc, const char *out_dir)
         fprintf(stderr, "hiernet: %s\n", err);
         return -1;
     }
+    char warning[600] = "";
+    register_run(sc, warning, sizeof warning);
     int fd = durable_create(sc->run.dir, "log.txt", 1);
     if (fd < 0 || !(sc->rt.log = fdopen(fd, "a"))) {
         fprintf(stderr, "hiernet: cannot create %s/log.txt: %s\n", sc->run.dir,
@@ -154,11 +161,12 @@ static int open_results(struct scenario *sc, const char *out_dir)
         if (fd >= 0) close(fd);
         return -1;
     }
+    if (warning[0]) hn_logf(&sc->rt, "%s", warning);
     if (run_write_json(&sc->run, err, sizeof err) < 0) {
         fprintf(stderr, "hiernet: %s\n", err);
         return -1;
     }
-    register_run(sc);
+    sweep_stale_runs(&sc->rt);
     return 0;
 }
 
