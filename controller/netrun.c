@@ -138,6 +138,7 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
         nr->backend = net->backend;
         snprintf(nr->reason, sizeof nr->reason, "asked for");
     }
+    *env_error = false; /* from here on, the scenario asks for what cannot be */
     /* The kernel backend's netem plans carry no Gilbert-Elliott model. */
     if (wants_gilbert(net) && nr->backend == TOPO_BACKEND_KERNEL) {
         if (net->backend == TOPO_BACKEND_KERNEL) {
@@ -150,6 +151,7 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
     }
     if (nr->backend == TOPO_BACKEND_KERNEL && (needs & BACKEND_NEED_NETEM) &&
         !f->available[TOPO_NL_FEATURE_NETEM]) {
+        *env_error = true; /* this host's kernel lacks it */
         snprintf(err, errlen,
                  "network '%s': backend 'kernel' cannot emulate delay, jitter or loss here: this "
                  "kernel has no sch_netem (%s); use backend 'user' or 'auto'",

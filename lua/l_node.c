@@ -84,12 +84,34 @@ static struct peer_client *node_client(lua_State *L, struct l_node *n, const cha
     return netrun_peer(net->run, n->index);
 }
 
+/* A node handle among the params must be of n's network: a peer knows the
+ * addresses (and the data secret) of its own network only, and a node of
+ * another one of the same name would be the wrong node. */
+static void check_same_network(lua_State *L, struct l_node *n, const char *method, int params)
+{
+    if (!lua_istable(L, params)) return;
+    lua_pushnil(L);
+    while (lua_next(L, params)) {
+        struct l_node *other = luaL_testudata(L, -1, NODE_MT);
+        if (other && other->net != n->net)
+            luaL_error(L,
+                       "node '%s': %s: param '%s' is node '%s' of network '%s', not of "
+                       "network '%s'",
+                       n->net->topo->nodes[n->index].name, method,
+                       lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?",
+                       other->net->topo->nodes[other->index].name, other->net->topo->name,
+                       n->net->topo->name);
+        lua_pop(L, 1);
+    }
+}
+
 /* Sends method with params (a table or nil) and yields until the reply. */
 static int node_request(lua_State *L, struct l_node *n, const char *method, int params)
 {
     struct hn_runtime *rt = hn_runtime(L);
     const char *node = n->net->topo->nodes[n->index].name;
     struct peer_client *pc = node_client(L, n, method);
+    check_same_network(L, n, method, params);
     char err[512];
     msgpack_sbuffer_clear(&rt->scratch);
     msgpack_packer pk;

@@ -68,6 +68,9 @@ static void push_param_value(lua_State *L, const char *name, const char *text, i
     if (dflt_type == LUA_TNUMBER) {
         if (!lua_stringtonumber(L, text))
             luaL_error(L, "--set %s=%s: expected a number", name, text);
+        /* "1e400" reads as inf: no parameter means that. */
+        if (!isfinite(lua_tonumber(L, -1)))
+            luaL_error(L, "--set %s=%s: expected a finite number", name, text);
     } else if (dflt_type == LUA_TBOOLEAN) {
         bool b = false;
         if (!parse_bool(text, &b))

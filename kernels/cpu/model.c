@@ -167,8 +167,10 @@ static int parse_sizes(const char *spec, const char *list, int *sizes, int cap, 
         if (*p >= '0' && *p <= '9') /* strtol alone would accept "+5" and " 5" */
             v = strtol(p, &end, 10);
         if (end == p || errno || v < 1 || v > MODEL_MAX_WIDTH || (*end != '-' && *end != '\0'))
-            return kern_fail(err, errlen, "model spec \"%s\": layer size %d is not an integer in 1..%d",
-                        spec, count + 1, MODEL_MAX_WIDTH);
+            return kern_fail(err, errlen,
+                             "model spec \"%s\": size %d of the list, \"%.*s\", is not an "
+                             "integer in 1..%d",
+                             spec, count + 1, (int)strcspn(p, "-"), p, MODEL_MAX_WIDTH);
         if (count == cap)
             return kern_fail(err, errlen, "model spec \"%s\": more than %d layer sizes", spec, cap);
         sizes[count++] = (int)v;
