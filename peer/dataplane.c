@@ -742,13 +742,17 @@ static bool dp_payload_from_buffer(struct dp_conn *c)
     return c->payload_got < c->hdr.bytes || dp_frame_complete(c);
 }
 
-/* The hello of an incoming connection: 1 proven, 0 not yet decidable
- * (short, or no secret yet: the bytes wait), -1 refused (c closed). */
+/* The hello of an incoming connection: 1 proven, 0 too short yet, 2 no
+ * secret yet (reading paused until dataplane_set_secret: the frames that
+ * follow stay in the socket), -1 refused (c closed). */
 static int dp_conn_authenticate(struct dp_conn *c)
 {
     struct dataplane *dp = c->dp;
-    if (c->rx_end - c->rx_start < DATA_AUTH_HELLO_BYTES || dp->auth.state != DATA_AUTH_READY)
-        return 0;
+    if (c->rx_end - c->rx_start < DATA_AUTH_HELLO_BYTES) return 0;
+    if (dp->auth.state != DATA_AUTH_READY) {
+        ev_io_stop(dp->loop, &c->read_watcher);
+        return 2;
+    }
     struct sockaddr_storage local;
     socklen_t len = sizeof local;
     char here[64] = "", why[160], cause[200];
@@ -774,7 +778,7 @@ static bool dp_conn_process(struct dp_conn *c)
         char err[128];
         if (c->state == RX_AUTH) {
             int proven = dp_conn_authenticate(c);
-            if (proven < 0) return false;
+            if (proven < 0 || proven == 2) return false;
             if (proven == 0) break;
         } else if (c->state == RX_PREFIX) {
             if (avail < FRAME_PREFIX_BYTES) break;
@@ -1153,7 +1157,9 @@ int dataplane_set_secret(struct dataplane *dp, const void *secret, size_t len, c
     /* Connections that arrived first have waited with their hello unread. */
     for (struct dp_conn *c = dp->conns, *next; c; c = next) {
         next = c->next;
-        if (!c->outgoing && c->state == RX_AUTH && dp_conn_process(c)) dp_conn_arm_timer(c);
+        if (c->outgoing || c->state != RX_AUTH) continue;
+        ev_io_start(dp->loop, &c->read_watcher);
+        if (dp_conn_process(c)) dp_conn_arm_timer(c);
     }
     return 0;
 }

@@ -7,8 +7,10 @@
  * with --data-auth on loopback: sends fail until the secret arrives; a
  * connection that sends a valid frame without a hello, or with a forged
  * one, is closed and stores nothing, even one that connected before the
- * secret was known; peers of another network (another secret) cannot store
- * a tensor; peers of the same network send as before. */
+ * secret was known; a member of the network that connects that early
+ * waits (far more bytes than the receiver buffers stay in the socket) and
+ * is served once the secret is there; peers of another network (another
+ * secret) cannot store a tensor; peers of the same network send as before. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -118,6 +120,68 @@ static int raw_connect(const struct harness_peer *p)
     return fd;
 }
 
+/* A frame header for count floats to tensor `as` (prefix included). */
+static size_t frame_header_for(uint8_t *buf, const char *as, int64_t count)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 7);
+    proto_pack_kv_str(&pk, "type", "tensor");
+    proto_pack_kv_i64(&pk, "id", 1);
+    proto_pack_kv_str(&pk, "from", "early");
+    proto_pack_kv_str(&pk, "as", as);
+    proto_pack_kv_str(&pk, "dtype", "f32");
+    proto_pack_kv_i64(&pk, "count", count);
+    proto_pack_kv_i64(&pk, "bytes", count * 4);
+    memcpy(buf, "HNd1", 4);
+    buf[4] = buf[5] = 0;
+    buf[6] = (uint8_t)(sb.size >> 8);
+    buf[7] = (uint8_t)sb.size;
+    memcpy(buf + 8, sb.data, sb.size);
+    size_t n = 8 + sb.size;
+    msgpack_sbuffer_destroy(&sb);
+    return n;
+}
+
+/* A member of the network that connects before the receiver has the
+ * secret and sends a valid hello and a 400 KB tensor (far more than the
+ * receiver buffers): the receiver waits for the secret without reading
+ * on, then takes the tensor and acks it. */
+static int early_member(const struct harness_peer *p, const uint8_t *secret)
+{
+    enum { COUNT = 100000 };
+    struct data_auth auth;
+    uint8_t hello[DATA_AUTH_HELLO_BYTES], header[600];
+    char err[200];
+    data_auth_init(&auth, true);
+    data_auth_set_secret(&auth, secret, DATA_AUTH_SECRET_BYTES, err, sizeof err);
+    CHECK(data_auth_hello(&auth, harness_data_addr(p), hello, err, sizeof err) == sizeof hello);
+    int fd = raw_connect(p);
+    size_t n = frame_header_for(header, "early", COUNT);
+    float *payload = calloc(COUNT, sizeof *payload);
+    for (int i = 0; payload && i < COUNT; i++)
+        payload[i] = 1.0f;
+    int flags = fd >= 0 ? fcntl(fd, F_GETFL) : 0;
+    if (fd >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK); /* the receiver is not reading yet */
+    size_t sent = 0, total = sizeof hello + n + COUNT * sizeof(float);
+    uint8_t *all = malloc(total);
+    if (all && payload) {
+        memcpy(all, hello, sizeof hello);
+        memcpy(all + sizeof hello, header, n);
+        memcpy(all + sizeof hello + n, payload, COUNT * sizeof(float));
+        ssize_t w = fd >= 0 ? write(fd, all, total) : -1;
+        sent = w > 0 ? (size_t)w : 0;
+    }
+    CHECK(sent >= sizeof hello + 16384); /* more than the receiver's buffer is on its way */
+    if (fd >= 0) fcntl(fd, F_SETFL, flags);
+    if (all && sent < total) CHECK(harness_write_all(fd, all + sent, total - sent) || true);
+    free(all);
+    free(payload);
+    return fd;
+}
+
 /* A complete, valid frame of 4 floats for tensor "injected". */
 static size_t injected_frame(uint8_t *buf)
 {
@@ -188,10 +252,19 @@ static void test_peers(void)
     size_t n = injected_frame(frame);
     CHECK(early >= 0 && harness_write_all(early, frame, n));
     set_book(&a, secret, 3, names, addrs);
+    int member = early_member(&c, secret); /* c has no secret yet */
     set_book(&b, secret, 3, names, addrs);
-    set_book(&c, other, 3, names, addrs); /* another network's peer */
     CHECK_MSG(closed_without_ack(early), "a connection without a hello was kept");
     close(early);
+    set_book(&c, secret, 3, names, addrs); /* now c reads on: the early member's tensor */
+    HCALL_OK(&c, &r, "norm", "x:s", "early");
+    CHECK_NEAR(harness_num(&r, "value"), sqrt(100000.0), 1e-2);
+    if (member >= 0) close(member);
+    harness_stop(&c); /* c was of this network; now another network's peer */
+    CHECK(harness_start(&c, "c", "127.0.8.3", auth));
+    addrs[2] = harness_data_addr(&c);
+    HCALL_OK(&c, &r, "tensor", "name:s size:i fill:f", "w", 1000LL, 0.5);
+    set_book(&c, other, 3, names, addrs);
     /* A forged hello: right magic, no knowledge of the secret. */
     int forged = raw_connect(&b);
     uint8_t hello[DATA_AUTH_HELLO_BYTES] = DATA_AUTH_MAGIC;
