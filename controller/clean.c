@@ -1,8 +1,9 @@
 /* clean.c — `hiernet clean`: removes what crashed runs left behind.
  *
- * A thin face over registry_sweep_stale(): one line per thing removed on
+ * A thin face over registry_sweep_stale_as(): one line per thing removed on
  * stdout (peers still running, cgroups, registry entries of runs whose
- * controller is dead), problems on stderr, then a summary line. Live runs and
+ * controller is dead, run.json files marked crashed), problems on stderr,
+ * then a summary line. Live runs and
  * anything no registry lists are never touched. Namespaces and links need no
  * cleaning: they are anonymous and vanish with the last process of a run. */
 #include "controller/cli.h"
@@ -22,7 +23,9 @@ static const char clean_usage[] =
     "registry (/run/hiernet, or $XDG_RUNTIME_DIR/hiernet or /tmp/hiernet-UID\n"
     "when not root; $" REGISTRY_ENV_ROOT " overrides). Only what a dead run's registry\n"
     "entry lists is touched, each process checked by pid and start time; live\n"
-    "runs are left alone. Prints one line per thing removed and a summary.\n"
+    "runs are left alone. The run.json of such a run, still \"running\", becomes\n"
+    "\"crashed\" (its results are complete up to the controller's death).\n"
+    "Prints one line per thing removed and a summary.\n"
     "\n"
     "exit codes: 0 nothing stale is left, 3 something could not be removed\n"
     "(said on stderr; the next clean retries it), 2 usage.\n";
@@ -41,6 +44,9 @@ static void clean_report(void *ctx, enum registry_event event, const char *run_i
         break;
     case REGISTRY_EVENT_RUN_REMOVED:
         printf("removed run %s (%s)\n", run, detail);
+        break;
+    case REGISTRY_EVENT_RESULTS_MARKED:
+        printf("marked %s of run %s crashed\n", detail, run);
         break;
     case REGISTRY_EVENT_FAILED:
         fprintf(stderr, "hiernet clean: run %s: %s\n", run, detail);
@@ -66,6 +72,7 @@ static void clean_summary(const struct registry_sweep_counts *c)
                clean_plural(c->runs, "run", "runs"), c->peers,
                clean_plural(c->peers, "peer", "peers"), c->cgroups,
                clean_plural(c->cgroups, "cgroup", "cgroups"));
+    if (c->marked) printf("; marked %u run.json %s", c->marked, "crashed");
     printf("; %u live %s left alone", c->live, clean_plural(c->live, "run", "runs"));
     if (c->failures)
         printf("; %u %s could not be removed", c->failures,
@@ -88,7 +95,7 @@ int cli_clean(int argc, char **argv)
                 argv[i]);
         return EXIT_USAGE;
     }
-    rc = registry_sweep_stale(clean_report, NULL, &counts, err, sizeof err);
+    rc = registry_sweep_stale_as("hiernet clean", clean_report, NULL, &counts, err, sizeof err);
     clean_summary(&counts);
     if (rc == 0) return 0;
     if (!counts.failures) fprintf(stderr, "hiernet clean: %s\n", err);

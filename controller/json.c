@@ -1,12 +1,21 @@
 /* json.c — minimal JSON writing (see json.h). */
 #include "controller/json.h"
 
+#include "controller/json_read.h"
+
 #include <math.h>
+#include <string.h>
 
 void json_write_string(FILE *f, const char *s)
 {
+    json_write_string_len(f, s, strlen(s));
+}
+
+void json_write_string_len(FILE *f, const char *s, size_t len)
+{
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; p < (const unsigned char *)s + len;
+         p++) {
         switch (*p) {
         case '"': fputs("\\\"", f); break;
         case '\\': fputs("\\\\", f); break;
@@ -31,4 +40,51 @@ void json_write_number(FILE *f, double v)
         fprintf(f, "%lld", (long long)v);
     else
         fprintf(f, "%.17g", v);
+}
+
+void json_write_value(FILE *f, const struct json_value *v)
+{
+    switch (v->type) {
+    case JSON_NULL:
+        fputs("null", f);
+        break;
+    case JSON_FALSE:
+        fputs("false", f);
+        break;
+    case JSON_TRUE:
+        fputs("true", f);
+        break;
+    case JSON_NUMBER:
+        if (v->is_int) {
+            fprintf(f, "%lld", v->integer);
+        } else {
+            /* Read back as what it was: a number with a fraction or exponent. */
+            char text[40];
+            snprintf(text, sizeof text, "%.17g", v->number);
+            fputs(text, f);
+            if (!strpbrk(text, ".e")) fputs(".0", f);
+        }
+        break;
+    case JSON_STRING:
+        json_write_string_len(f, v->string, v->len);
+        break;
+    case JSON_ARRAY:
+        fputc('[', f);
+        for (size_t i = 0; i < v->n; i++) {
+            if (i) fputs(", ", f);
+            json_write_value(f, &v->items[i]);
+        }
+        fputc(']', f);
+        break;
+    case JSON_OBJECT:
+        fputc('{', f);
+        for (size_t i = 0; i < v->n; i++) {
+            if (i) fputs(", ", f);
+            json_write_string_len(f, v->members[i].key, v->members[i].key_len);
+            fputs(": ", f);
+            json_write_value(f, &v->members[i].value);
+        }
+        fputc('}', f);
+        break;
+    }
 }

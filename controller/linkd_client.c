@@ -153,6 +153,28 @@ int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a
     return 0;
 }
 
+static void on_drop_reply(void *ctx, const char *error, const msgpack_object *result)
+{
+    char *out = ctx;
+    if (error) snprintf(out, 400, "%s", error);
+}
+
+int linkd_client_drop_root(struct linkd_client *lc, uid_t uid, gid_t gid, char *err, size_t errlen)
+{
+    msgpack_packer *pk = begin(lc);
+    msgpack_pack_map(pk, 2);
+    pack_key(pk, "uid");
+    msgpack_pack_uint32(pk, (uint32_t)uid);
+    pack_key(pk, "gid");
+    msgpack_pack_uint32(pk, (uint32_t)gid);
+    char error[400] = "";
+    if (peer_client_call_sync(lc->pc, "drop_root", lc->buf.data, lc->buf.size,
+                              LINKD_SETUP_TIMEOUT_S, on_drop_reply, error, err, errlen) < 0)
+        return -1;
+    if (error[0]) return snprintf(err, errlen, "linkd: drop_root: %s", error), -1;
+    return 0;
+}
+
 /* ---- run-time requests ---- */
 
 static int call(struct linkd_client *lc, const char *method, peer_reply_fn cb, void *ctx,

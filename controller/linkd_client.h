@@ -34,6 +34,9 @@ int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, v
 /* Every link's counters; peak queue lengths restart after each sample. */
 int linkd_client_stats_all(struct linkd_client *lc, peer_reply_fn cb, void *ctx, char *err,
                            size_t errlen);
+/* Every link is made: linkd gives up root for uid/gid (peer/privdrop.h)
+ * and can make no more links. Synchronous. */
+int linkd_client_drop_root(struct linkd_client *lc, uid_t uid, gid_t gid, char *err, size_t errlen);
 pid_t linkd_client_pid(const struct linkd_client *lc);
 void linkd_client_close(struct linkd_client *lc);
 bool linkd_client_exited(const struct linkd_client *lc);

@@ -4,8 +4,10 @@
 #include "controller/backend_pick.h"
 #include "controller/linkd_client.h"
 #include "controller/peer_template.h"
+#include "controller/privilege.h"
 #include "controller/record.h"
 #include "controller/registry.h"
+#include "kernels/dataset.h"
 #include "kernels/device.h"
 #include "topo/address.h"
 #include "topo/cgroup.h"
@@ -15,9 +17,11 @@
 #include "topo/route.h"
 #include "peer/protocol.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,6 +54,10 @@ struct netrun {
     char run_id[96];
     char peer_path[4096];
     struct peer_template *template; /* forks the peers at start; ends with them */
+    struct privilege_identity helper; /* who peers and linkd become once set up */
+    /* Proves a data connection belongs to this network (peer/data_auth.h):
+     * handed to the peers with their address book, never on a command line. */
+    uint8_t data_secret[32];
     struct registry *registry;
     uint32_t *loopback_next;
     netrun_exit_fn on_exit;
@@ -142,6 +150,7 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
         nr->backend = net->backend;
         snprintf(nr->reason, sizeof nr->reason, "asked for");
     }
+    *env_error = false; /* from here on, the scenario asks for what cannot be */
     /* The kernel backend's netem plans carry no Gilbert-Elliott model. */
     if (wants_gilbert(net) && nr->backend == TOPO_BACKEND_KERNEL) {
         if (net->backend == TOPO_BACKEND_KERNEL) {
@@ -154,6 +163,7 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
     }
     if (nr->backend == TOPO_BACKEND_KERNEL && (needs & BACKEND_NEED_NETEM) &&
         !f->available[TOPO_NL_FEATURE_NETEM]) {
+        *env_error = true; /* this host's kernel lacks it */
         snprintf(err, errlen,
                  "network '%s': backend 'kernel' cannot emulate delay, jitter or loss here: this "
                  "kernel has no sch_netem (%s); use backend 'user' or 'auto'",
@@ -242,6 +252,10 @@ static int make_user_links(struct netrun *nr, char *err, size_t errlen)
             return -1;
         topo_kernel_set_link_ifindex(nr->kernel, (int)l, ia, ib);
     }
+    /* Every TAP is open: linkd needs root no more. */
+    for (size_t i = 0; nr->helper.drop && i < nr->n_linkd; i++)
+        if (linkd_client_drop_root(nr->linkd[i], nr->helper.uid, nr->helper.gid, err, errlen) < 0)
+            return -1;
     return 0;
 }
 
@@ -397,6 +411,24 @@ static int limit_cpu(struct netrun *nr, int node, pid_t pid, char *err, size_t e
 
 /* ---- peers ---- */
 
+/* The identity peers and linkd drop to, and the network's data secret. */
+static int prepare_helpers(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+{
+    if (getrandom(nr->data_secret, sizeof nr->data_secret, 0) != (ssize_t)sizeof nr->data_secret) {
+        *env_error = true;
+        return snprintf(err, errlen, "network '%s': getrandom: %s", nr->net->name, strerror(errno)),
+               -1;
+    }
+    if (privilege_helper_identity(&nr->helper, err, errlen) < 0) {
+        *env_error = true;
+        return -1;
+    }
+    char why[256];
+    if (nr->helper.drop && dataset_cache_grant(nr->helper.uid, nr->helper.gid, why, sizeof why) < 0)
+        fprintf(stderr, "hiernet: warning: %s; peers decompress datasets into memory\n", why);
+    return 0;
+}
+
 static void on_peer_exit(void *ctx, int status)
 {
     struct netrun_peer *p = ctx;
@@ -410,16 +442,22 @@ struct peer_argv {
     const char *env[2];
 };
 
-static void peer_argv_build(const struct topo_network *net, const struct topo_node *n,
-                            struct peer_argv *a)
+static void peer_argv_build(const struct netrun *nr, const struct topo_node *n, struct peer_argv *a)
 {
     snprintf(a->threads, sizeof a->threads, "%d", n->threads > 0 ? n->threads : 1);
     snprintf(a->speed, sizeof a->speed, "%.17g", n->speed > 0 ? n->speed : 1.0);
-    snprintf(a->dilation, sizeof a->dilation, "%.17g", net->dilation > 1 ? net->dilation : 1.0);
+    double dilation = nr->net->dilation;
+    snprintf(a->dilation, sizeof a->dilation, "%.17g", dilation > 1 ? dilation : 1.0);
     snprintf(a->blas, sizeof a->blas, "OPENBLAS_NUM_THREADS=%s", a->threads);
-    const char *args[] = {"--node",   n->name,   "--addr", n->addr,      "--threads",
-                          a->threads, "--speed", a->speed, "--dilation", a->dilation,
-                          "--device", n->device, NULL};
+    /* --data-auth: the secret follows on the control channel (peers). */
+    const char *args[] = {"--node",      n->name,    "--addr",   n->addr,     "--threads",
+                          a->threads,    "--speed",  a->speed,   "--dilation", a->dilation,
+                          "--device",    n->device,  "--data-auth", NULL,     NULL,
+                          NULL};
+    if (nr->helper.drop) { /* a root controller's peers give up root once set up */
+        args[13] = "--user";
+        args[14] = nr->helper.arg;
+    }
     memcpy(a->args, args, sizeof args);
     a->env[0] = a->blas;
     a->env[1] = NULL;
@@ -442,7 +480,7 @@ static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *
     const struct topo_node *n = &nr->net->nodes[node];
     struct netrun_peer *p = &nr->peers[node];
     struct peer_argv a;
-    peer_argv_build(nr->net, n, &a);
+    peer_argv_build(nr, n, &a);
     struct peer_spawn spec = {n->name, peer_path, a.args, netrun_node_ns(nr, node), a.env};
     struct peer_client_hooks hooks = {NULL, on_peer_exit, p};
     p->client = peer_client_spawn(nr->loop, &spec, &hooks, err, errlen);
@@ -480,7 +518,7 @@ static int request_peers(struct netrun *nr, char *err, size_t errlen)
         p->client = peer_client_open(nr->loop, &spec, &hooks, &child_end, err, errlen);
         if (!p->client) return -1;
         struct peer_argv a;
-        peer_argv_build(nr->net, n, &a);
+        peer_argv_build(nr, n, &a);
         char why[400];
         p->template_id = peer_template_request(nr->template, a.args, child_end,
                                                netrun_node_ns(nr, (int)i), why, sizeof why);
@@ -573,6 +611,7 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
     nr->start_s = nr->phase_mark = monotonic_s();
     struct namespaces_job ns_job = {0};
     int rc = check_devices(nr, env_error, err, errlen);
+    if (rc == 0) rc = prepare_helpers(nr, env_error, err, errlen);
     if (rc == 0) namespaces_begin(nr, &ns_job);
     if (rc == 0) rc = choose_backend(nr, env_error, err, errlen);
     phase_end(nr, "backend");
@@ -696,6 +735,11 @@ void netrun_peer_kill(struct netrun *nr, int node)
     if (nr->peers[node].client) peer_client_kill(nr->peers[node].client, SIGKILL);
 }
 
+static void on_restart_peers(void *ctx, const char *error, const msgpack_object *result)
+{
+    if (error) fprintf(stderr, "hiernet: a restarted peer refused its data secret: %s\n", error);
+}
+
 int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
 {
     struct netrun_peer *p = &nr->peers[node];
@@ -705,7 +749,26 @@ int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
     free(p->told); /* the fresh peer knows no address */
     p->told = NULL;
     if (spawn_peer(nr, nr->peer_path, node, err, errlen) < 0) return -1;
+    /* Its data secret, as at start: queued before any call of the
+     * caller's, so the peer has it when it answers one. */
+    msgpack_sbuffer secret;
+    msgpack_sbuffer_init(&secret);
+    netrun_pack_peer_secret(nr, &secret);
+    int rc = peer_client_call(p->client, "peers", secret.data, secret.size, on_restart_peers, NULL,
+                              err, errlen);
+    msgpack_sbuffer_destroy(&secret);
+    if (rc < 0) return -1;
     return nr->registry ? registry_commit(nr->registry, err, errlen) : 0;
+}
+
+void netrun_pack_peer_secret(const struct netrun *nr, msgpack_sbuffer *out)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1);
+    proto_pack_str(&pk, "secret");
+    msgpack_pack_bin(&pk, sizeof nr->data_secret);
+    msgpack_pack_bin_body(&pk, nr->data_secret, sizeof nr->data_secret);
 }
 
 /* ---- the peers' address book ----

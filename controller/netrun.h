@@ -47,6 +47,11 @@ int netrun_node_ns(const struct netrun *nr, int node); /* -1 on the none backend
  * restart), so that send{to = node} finds its target. Nodes without a peer
  * are ignored. 0, or -1 with err when the request cannot be queued. */
 int netrun_tell_address(struct netrun *nr, int from, int to, char *err, size_t errlen);
+/* Params of the peers' "peers" command that every peer gets at start and
+ * after a restart: {secret = the network's data secret (peer/data_auth.h)},
+ * so that its data connections prove they belong to the network. Appends to
+ * out. */
+void netrun_pack_peer_secret(const struct netrun *nr, msgpack_sbuffer *out);
 
 /* Run-time link changes. Kernel backend: done at once, returns 0 (or -1).
  * User backend: the request is queued to linkd and 1 is returned; cb gets

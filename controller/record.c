@@ -1,16 +1,24 @@
 /* record.c — CSV result writers (see record.h). */
 #include "controller/record.h"
 
+#include "controller/durable.h"
+
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct record {
-    FILE *f;
+    int fd;
+    bool sync; /* a results file: handed to the sync thread after each row */
     char *name;
     char **columns;
     size_t n_columns;
+    char *row; /* the row being built, reused */
+    size_t row_len, row_cap;
 };
 
 int record_name_valid(const char *name)
@@ -23,29 +31,59 @@ int record_name_valid(const char *name)
     return 1;
 }
 
-/* RFC 4180: quote cells holding separators, quotes or line breaks. */
-static void write_cell(FILE *f, const char *cell)
+static int row_push(struct record *r, const char *bytes, size_t n)
 {
-    if (!strpbrk(cell, ",\"\r\n")) {
-        fputs(cell, f);
-        return;
+    if (r->row_len + n > r->row_cap) {
+        size_t cap = r->row_cap ? r->row_cap : 256;
+        while (cap < r->row_len + n)
+            cap *= 2;
+        char *grown = realloc(r->row, cap);
+        if (!grown) return -1;
+        r->row = grown;
+        r->row_cap = cap;
     }
-    fputc('"', f);
-    for (const char *p = cell; *p; p++) {
-        if (*p == '"') fputc('"', f);
-        fputc(*p, f);
-    }
-    fputc('"', f);
+    memcpy(r->row + r->row_len, bytes, n);
+    r->row_len += n;
+    return 0;
 }
 
-static int write_row(FILE *f, const char *const *cells, size_t n)
+/* RFC 4180: quote cells holding separators, quotes or line breaks. */
+static int row_cell(struct record *r, const char *cell)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (i) fputc(',', f);
-        if (cells[i]) write_cell(f, cells[i]);
+    if (!strpbrk(cell, ",\"\r\n")) return row_push(r, cell, strlen(cell));
+    if (row_push(r, "\"", 1) < 0) return -1;
+    for (const char *p = cell; *p; p++) {
+        if (*p == '"' && row_push(r, "\"", 1) < 0) return -1; /* a quote is doubled */
+        if (row_push(r, p, 1) < 0) return -1;
     }
-    fputc('\n', f);
-    return fflush(f) == 0 && !ferror(f) ? 0 : -1;
+    return row_push(r, "\"", 1);
+}
+
+/* The whole row goes out in one write(2) on an O_APPEND file: once it
+ * returns, the row is in the file for every reader and survives the death
+ * of this process (SIGKILL included); a crash never leaves half a row
+ * (short of a full disk). */
+static int write_row(struct record *r, const char *const *cells, size_t n)
+{
+    r->row_len = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (i) rc = row_push(r, ",", 1);
+        if (rc == 0 && cells[i]) rc = row_cell(r, cells[i]);
+    }
+    if (rc == 0) rc = row_push(r, "\n", 1);
+    if (rc < 0) {
+        errno = ENOMEM;
+        return -1;
+    }
+    for (size_t done = 0; done < r->row_len;) {
+        ssize_t w = write(r->fd, r->row + done, r->row_len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return -1;
+        done += (size_t)w;
+    }
+    if (r->sync) durable_sync_later(r->fd);
+    return 0;
 }
 
 static void record_free(struct record *r)
@@ -53,6 +91,7 @@ static void record_free(struct record *r)
     for (size_t i = 0; i < r->n_columns; i++) free(r->columns[i]);
     free(r->columns);
     free(r->name);
+    free(r->row);
     free(r);
 }
 
@@ -74,25 +113,28 @@ struct record *record_open(const char *dir, const char *name, const char *const 
         return NULL;
     }
     struct record *r = calloc(1, sizeof *r);
+    if (r) r->fd = -1;
     if (!r || !(r->name = strdup(name)) || copy_columns(r, columns, n_columns) < 0) {
         snprintf(err, errlen, "record '%s': out of memory", name);
         if (r) record_free(r);
         return NULL;
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.csv", dir ? dir : "", name);
+    char file[160];
+    snprintf(file, sizeof file, "%s.csv", name);
     /* No directory (hiernet draw): rows go nowhere. Otherwise never
-     * overwrite another record of this run. */
-    r->f = dir ? fopen(path, "wxe") : fopen("/dev/null", "we");
-    if (!r->f) {
-        snprintf(err, errlen, "record '%s': cannot create %s: %s", name, path,
+     * overwrite another record of this run, nor follow a planted link. */
+    r->fd = dir ? durable_create(dir, file, 1) : open("/dev/null", O_WRONLY | O_CLOEXEC);
+    r->sync = dir != NULL;
+    if (r->fd < 0) {
+        snprintf(err, errlen, "record '%s': cannot create %s/%s: %s", name, dir ? dir : "", file,
                  errno == EEXIST ? "a record of that name already exists in this run"
                                  : strerror(errno));
         record_free(r);
         return NULL;
     }
-    if (write_row(r->f, columns, n_columns) < 0) {
-        snprintf(err, errlen, "record '%s': cannot write %s", name, path);
+    if (write_row(r, columns, n_columns) < 0) {
+        snprintf(err, errlen, "record '%s': cannot write %s/%s: %s", name, dir ? dir : "", file,
+                 strerror(errno));
         record_close(r);
         return NULL;
     }
@@ -118,7 +160,7 @@ int record_column(const struct record *r, const char *name)
 
 int record_add(struct record *r, const char *const *cells, char *err, size_t errlen)
 {
-    if (!r->f || write_row(r->f, cells, r->n_columns) < 0) {
+    if (r->fd < 0 || write_row(r, cells, r->n_columns) < 0) {
         snprintf(err, errlen, "record '%s': write failed: %s", r->name, strerror(errno));
         return -1;
     }
@@ -128,6 +170,9 @@ int record_add(struct record *r, const char *const *cells, char *err, size_t err
 void record_close(struct record *r)
 {
     if (!r) return;
-    if (r->f) fclose(r->f);
+    if (r->fd >= 0) {
+        if (r->sync) durable_sync_forget(r->fd);
+        close(r->fd);
+    }
     record_free(r);
 }

@@ -1,8 +1,11 @@
 /* record.h — CSV result writers (hn.record) in a run's results directory.
  *
- * A record is one CSV file with a fixed header; every row is flushed as soon
- * as it is written so an interrupted run keeps all rows written so far.
- * Owns its FILE* and a copy of the column names. */
+ * A record is one CSV file with a fixed header. Every row is written with
+ * one write(2) before record_add returns, so a run that is interrupted or
+ * killed (SIGKILL included) keeps every row written so far, whole; the sync
+ * thread of durable.h then puts it on the disk within milliseconds. The
+ * file is created exclusively, never through a symbolic link.
+ * Owns its file descriptor and a copy of the column names. */
 #pragma once
 
 #include <stddef.h>
@@ -17,7 +20,7 @@ size_t record_columns(const struct record *r);
 /* Index of a column, or -1. */
 int record_column(const struct record *r, const char *name);
 const char *record_name(const struct record *r);
-/* Writes one row of n_columns cells (NULL = empty) and flushes it. */
+/* Writes one row of n_columns cells (NULL = empty) in one write(2). */
 int record_add(struct record *r, const char *const *cells, char *err, size_t errlen);
 void record_close(struct record *r);
 /* True for names usable as file stems: [A-Za-z0-9_.-]+, not starting with '.'. */

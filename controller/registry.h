@@ -167,6 +167,7 @@ enum registry_event {
     REGISTRY_EVENT_PEER_KILLED,    /* a listed peer was still running */
     REGISTRY_EVENT_CGROUP_REMOVED, /* one cgroup directory */
     REGISTRY_EVENT_RUN_REMOVED,    /* the run's registry directory */
+    REGISTRY_EVENT_RESULTS_MARKED, /* its run.json said "running": now "crashed" */
     REGISTRY_EVENT_FAILED,         /* something stale could not be removed: detail says why */
     REGISTRY_EVENT_NOTE,           /* e.g. a root this process may not write */
 };
@@ -177,16 +178,23 @@ typedef void (*registry_report_fn)(void *ctx, enum registry_event event, const c
 
 struct registry_sweep_counts {
     unsigned runs, peers, cgroups; /* removed */
+    unsigned marked;               /* run.json files marked "crashed" */
     unsigned failures;             /* REGISTRY_EVENT_FAILED reports */
     unsigned live;                 /* live runs left alone */
 };
 
-/* For every run whose controller is dead: kills its listed peers that still
- * run (pid + start time checked), removes its listed cgroups (deepest first,
- * waiting up to a second for killed processes to leave them), then its
- * directory. A run with something left keeps its (claimed) directory for the
- * next sweep. Live runs are never touched. report may be NULL. Returns -1
- * when anything failed (counts->failures) or no root could be read. */
+/* For every run whose controller is dead: marks its results' run.json
+ * "crashed" when it still says "running" (run_json_mark_crashed; who names
+ * the sweeper in it, e.g. "hiernet clean"), kills its listed peers that
+ * still run (pid + start time checked), removes its listed cgroups (deepest
+ * first, waiting up to a second for killed processes to leave them), then
+ * its directory. A run with something left keeps its (claimed) directory
+ * for the next sweep. Live runs are never touched. report may be NULL.
+ * Returns -1 when anything failed (counts->failures) or no root could be
+ * read. */
+int registry_sweep_stale_as(const char *who, registry_report_fn report, void *ctx,
+                            struct registry_sweep_counts *counts, char *err, size_t errlen);
+/* The same, as the start-up sweep of a later run. */
 int registry_sweep_stale(registry_report_fn report, void *ctx, struct registry_sweep_counts *counts,
                          char *err, size_t errlen);
 

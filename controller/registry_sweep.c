@@ -14,6 +14,8 @@
  * Owns nothing beyond the call. */
 #include "controller/registry.h"
 
+#include "controller/run.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +43,7 @@ struct sweep {
     struct registry_sweep_counts *counts;
     struct registry_proc self;
     const char *run_id;
+    const char *who;              /* named in a crashed run.json */
     long long cgroup_deadline_ns; /* one wait budget per run, not per group */
 };
 
@@ -58,6 +61,7 @@ static void sweep_report(struct sweep *s, enum registry_event event, const char 
     if (event == REGISTRY_EVENT_PEER_KILLED) s->counts->peers++;
     if (event == REGISTRY_EVENT_CGROUP_REMOVED) s->counts->cgroups++;
     if (event == REGISTRY_EVENT_RUN_REMOVED) s->counts->runs++;
+    if (event == REGISTRY_EVENT_RESULTS_MARKED) s->counts->marked++;
     if (event == REGISTRY_EVENT_FAILED) s->counts->failures++;
     if (s->report) s->report(s->ctx, event, s->run_id, detail);
 }
@@ -287,6 +291,23 @@ static void sweep_cgroups(struct sweep *s, const struct registry_run_entry *run)
     }
 }
 
+/* ---- results ---- */
+
+/* The run's results stay as they were at its death, complete up to its last
+ * write; only run.json learns that the run will never finish. A failure
+ * here is a note: it leaves nothing running, so the entry still goes. */
+static void sweep_results(struct sweep *s, const struct registry_run_entry *run)
+{
+    char err[REGISTRY_PATH_MAX + 256];
+    if (!run->results[0]) return;
+    int rc =
+        run_json_mark_crashed(run->results, (long)run->controller.pid, s->who, err, sizeof err);
+    if (rc > 0)
+        sweep_report(s, REGISTRY_EVENT_RESULTS_MARKED, "%s/run.json", run->results);
+    else if (rc < 0)
+        sweep_report(s, REGISTRY_EVENT_NOTE, "%s", err);
+}
+
 /* ---- runs ---- */
 
 /* Sweeps a claimed run directory; the directory goes only when everything it
@@ -312,6 +333,7 @@ static int sweep_claimed(struct sweep *s, const char *path)
         sweep_report(s, REGISTRY_EVENT_FAILED, "%s", err);
         return -1;
     }
+    sweep_results(s, &run);
     sweep_peers(s, &run);
     sweep_cgroups(s, &run);
     if (s->counts->failures == failures && registry_dir_remove(path, err, sizeof err) < 0)
@@ -440,9 +462,15 @@ static void sweep_root_readonly(struct sweep *s, const char *root, int error)
 int registry_sweep_stale(registry_report_fn report, void *ctx, struct registry_sweep_counts *counts,
                          char *err, size_t errlen)
 {
+    return registry_sweep_stale_as("the start of a later run", report, ctx, counts, err, errlen);
+}
+
+int registry_sweep_stale_as(const char *who, registry_report_fn report, void *ctx,
+                            struct registry_sweep_counts *counts, char *err, size_t errlen)
+{
     char roots[REGISTRY_ROOTS_MAX][REGISTRY_PATH_MAX];
     size_t n = registry_roots(roots);
-    struct sweep s = {.report = report, .ctx = ctx, .counts = counts};
+    struct sweep s = {.report = report, .ctx = ctx, .counts = counts, .who = who};
     struct stat st;
 
     memset(counts, 0, sizeof *counts);

@@ -1,10 +1,15 @@
 /* run.c — a run's options, parameters, results directory and run.json (see run.h). */
 #include "controller/run.h"
 
+#include "controller/durable.h"
 #include "controller/json.h"
+#include "controller/json_read.h"
 #include "hiernet_version.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ev.h>
 #include <msgpack.h>
 #include <stdio.h>
@@ -130,6 +135,9 @@ static int mkdir_p(const char *path)
     return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* The scenario file's name without its extension, made a safe directory
+ * name: [A-Za-z0-9_.-], not starting with '.' (whatever bytes the file's
+ * name holds, the results directory is one plain entry of results/). */
 static void scenario_stem(const char *scenario, char *out, size_t cap)
 {
     const char *base = strrchr(scenario, '/');
@@ -137,6 +145,10 @@ static void scenario_stem(const char *scenario, char *out, size_t cap)
     snprintf(out, cap, "%s", base);
     char *dot = strrchr(out, '.');
     if (dot && dot != out) *dot = '\0';
+    for (char *p = out; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("_.-", *p)) *p = '-';
+    if (out[0] == '.' || out[0] == '\0') out[0] = out[0] ? '_' : '\0';
+    if (!out[0]) snprintf(out, cap, "run");
 }
 
 /* results/<stem>-<timestamp>, with -2, -3... when two runs start in one second. */
@@ -293,24 +305,16 @@ static void write_json_body(FILE *f, const struct run *r)
     fprintf(f, ",\n  \"pid\": %d\n}\n", (int)getpid());
 }
 
+static int fill_run_json(FILE *f, void *ctx)
+{
+    write_json_body(f, ctx);
+    return 0;
+}
+
 int run_write_json(const struct run *r, char *err, size_t errlen)
 {
     if (!r->dir) return 0;
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/run.json", r->dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "we");
-    if (!f) {
-        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    write_json_body(f, r);
-    if (fclose(f) != 0 || rename(tmp, path) < 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return durable_replace(r->dir, "run.json", fill_run_json, (void *)r, err, errlen);
 }
 
 void run_set_topology(struct run *r, const char *json)
@@ -334,4 +338,144 @@ void run_set_error(struct run *r, const char *msg)
     if (r->error) return;
     size_t n = strcspn(msg, "\n");
     r->error = strndup(msg, n);
+}
+
+/* ---- a run whose controller died ---- */
+
+#define RUN_JSON_MAX (64u << 20) /* a 1000-node topology is well under 1 MB */
+
+/* Reads path whole (at most max bytes); NULL with errno. */
+static char *read_whole(const char *path, size_t max, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0) return NULL;
+    char *text = NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size <= max)
+        text = malloc((size_t)st.st_size + 1);
+    else
+        errno = EFBIG;
+    size_t got = 0;
+    while (text && got < (size_t)st.st_size) {
+        ssize_t n = read(fd, text + got, (size_t)st.st_size - got);
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (text) text[got] = '\0';
+    *len = got;
+    return text;
+}
+
+/* The newest modification time of the directory's files: when the run
+ * last wrote a result, the latest moment it is known to have been alive. */
+static double newest_write(const char *dir)
+{
+    DIR *d = opendir(dir);
+    double newest = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        struct stat st;
+        if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        double t = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9;
+        if (t > newest) newest = t;
+    }
+    if (d) closedir(d);
+    return newest;
+}
+
+/* "2024-05-01T12:00:00.123Z" (write_time's format) -> seconds, or 0. */
+static double parse_time(const struct json_value *v)
+{
+    struct tm tm = {0};
+    int ms = 0;
+    if (!v || v->type != JSON_STRING ||
+        sscanf(v->string, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7)
+        return 0;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (double)timegm(&tm) + ms / 1000.0;
+}
+
+struct crashed_json {
+    const struct json_value *root;
+    double start, end;
+    const char *error;
+};
+
+/* run.json as it was, but for status, end time, wall time and error. */
+static int fill_crashed(FILE *f, void *ctx)
+{
+    const struct crashed_json *c = ctx;
+    static const char *const replaced[] = {"status", "end_time", "wall_s", "error"};
+    bool seen[4] = {false};
+    fputs("{\n", f);
+    for (size_t i = 0; i < c->root->n; i++) {
+        const struct json_member *m = &c->root->members[i];
+        int k = -1;
+        for (int j = 0; j < 4; j++)
+            if (!strcmp(m->key, replaced[j])) k = j;
+        fputs(i ? ",\n  " : "  ", f);
+        json_write_string_len(f, m->key, m->key_len);
+        fputs(": ", f);
+        if (k >= 0) seen[k] = true;
+        if (k == 0)
+            json_write_string(f, "crashed");
+        else if (k == 1)
+            write_time(f, c->end);
+        else if (k == 2 && c->start > 0 && c->end >= c->start)
+            fprintf(f, "%.3f", c->end - c->start);
+        else if (k == 2)
+            fputs("null", f);
+        else if (k == 3)
+            json_write_string(f, c->error);
+        else
+            json_write_value(f, &m->value);
+    }
+    if (!seen[0]) fputs(",\n  \"status\": \"crashed\"", f);
+    if (!seen[3]) {
+        fputs(",\n  \"error\": ", f);
+        json_write_string(f, c->error);
+    }
+    fputs("\n}\n", f);
+    return 0;
+}
+
+int run_json_mark_crashed(const char *dir, long controller_pid, const char *who, char *err,
+                          size_t errlen)
+{
+    char path[4200], why[256];
+    size_t len;
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    char *text = read_whole(path, RUN_JSON_MAX, &len);
+    if (!text) {
+        if (errno == ENOENT) return 0; /* the run never got that far */
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct json_value *root = json_read(text, len, why, sizeof why);
+    free(text);
+    if (!root) {
+        snprintf(err, errlen, "%s is no JSON (%s): left as it is", path, why);
+        return -1;
+    }
+    const struct json_value *status = json_get(root, "status"), *pid = json_get(root, "pid");
+    int rc = 0;
+    /* Only the run of that controller, and only while it claims to run. */
+    if (status && status->type == JSON_STRING && !strcmp(status->string, "running") && pid &&
+        pid->is_int && pid->integer == controller_pid) {
+        char error[512];
+        struct crashed_json c = {root, parse_time(json_get(root, "start_time")), newest_write(dir),
+                                 error};
+        snprintf(error, sizeof error,
+                 "the controller (pid %ld) ended without finishing the run (killed or crashed); "
+                 "results are complete up to end_time, its last write; marked by %s",
+                 controller_pid, who);
+        rc = durable_replace(dir, "run.json", fill_crashed, &c, err, errlen) < 0 ? -1 : 1;
+    }
+    json_free(root);
+    return rc;
 }

@@ -3,8 +3,11 @@
  *
  * Owns the --set list, the parameters the scenario read (with their types),
  * the topology description (a JSON fragment handed over by the network
- * layer) and the paths. run.json is rewritten atomically (temp + rename) at
- * start (status "running") and at the end (completed|failed|interrupted). */
+ * layer) and the paths. run.json is replaced atomically (durable.h: temp
+ * file, fsync, rename) at start (status "running"), whenever a network
+ * starts or stops, and at the end (completed|failed|interrupted). A run
+ * whose controller died keeps "running" until a sweep of the run registry
+ * (hiernet clean, or the start of a later run) marks it "crashed". */
 #pragma once
 
 #include <stdbool.h>
@@ -60,3 +63,10 @@ void run_set_topology(struct run *r, const char *json); /* copies */
 void run_set_error(struct run *r, const char *msg);     /* keeps the first line */
 void run_set_overload(struct run *r, const char *json); /* copies */
 double run_wall_clock(void);
+/* A run whose controller (pid) died: when dir/run.json still says "running"
+ * for that pid, rewrites it with status "crashed", end_time the newest write
+ * in dir (results are complete up to it) and an error naming who found it
+ * ("hiernet clean"). Returns 1 marked, 0 nothing to mark (no run.json,
+ * finished, another controller's), -1 with err. */
+int run_json_mark_crashed(const char *dir, long controller_pid, const char *who, char *err,
+                          size_t errlen);

@@ -53,6 +53,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define DATASET_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
 #define DATASET_DEFAULT_CACHE "/var/cache/hiernet/datasets"
@@ -79,6 +80,14 @@ struct dataset_spec {
 };
 
 struct dataset;
+
+/* Makes the decompression cache ($HIERNET_CACHE or DATASET_DEFAULT_CACHE)
+ * writable by uid:gid, the user peers run as after giving up root: creates
+ * it when missing (theirs then), or hands over hiernet's own default
+ * directory while it belongs to root; any other existing directory is left
+ * as it is. A cache the peers cannot write is no error: gzip files are then
+ * decompressed into each peer's memory. Called by a root controller. */
+int dataset_cache_grant(uid_t uid, gid_t gid, char *err, size_t errlen);
 
 int dataset_open(const struct dataset_spec *spec, struct dataset **out, char *err, size_t errlen);
 void dataset_close(struct dataset *ds);

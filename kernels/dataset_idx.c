@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,21 +149,25 @@ static const char *cache_dir_of(const char *requested)
     return env && *env ? env : DATASET_DEFAULT_CACHE;
 }
 
+/* mkdir -p; on failure errno still says why (strerror may change it). */
 static int mkdir_parents(const char *dir, char *err, size_t errlen)
 {
     char path[4096];
     if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
         return kern_fail(err, errlen, "dataset cache %s: path too long", dir);
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
+    for (char *p = path + 1;; p++) {
+        if (*p && *p != '/') continue;
+        char end = *p;
         *p = '\0';
-        if (mkdir(path, 0755) < 0 && errno != EEXIST)
-            return kern_fail(err, errlen, "dataset cache %s: mkdir %s: %s", dir, path, strerror(errno));
+        if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+            int error = errno;
+            kern_fail(err, errlen, "dataset cache %s: mkdir %s: %s", dir, path, strerror(error));
+            errno = error;
+            return -1;
+        }
+        if (!end) return 0;
         *p = '/';
     }
-    if (mkdir(path, 0755) < 0 && errno != EEXIST)
-        return kern_fail(err, errlen, "dataset cache %s: %s", dir, strerror(errno));
-    return 0;
 }
 
 static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
@@ -293,14 +298,24 @@ static int decompress_file(const char *path, int src_fd, int out_fd, const char 
     return rc;
 }
 
+/* The cache cannot be written by this process (a peer that gave up root,
+ * a read-only or foreign directory): not an error, the file is then
+ * decompressed into memory instead. */
+static bool cache_unwritable(int error)
+{
+    return error == EACCES || error == EPERM || error == EROFS;
+}
+
 /* Decompresses into a temporary file beside `entry` and renames it into
- * place, so readers only ever see a complete entry. */
+ * place, so readers only ever see a complete entry. 1 when the directory
+ * takes no file (cache_unwritable). */
 static int cache_fill(const char *path, int src_fd, const char *dir, const char *entry, char *err,
                       size_t errlen)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", dir);
     int out = mkstemp(tmp);
+    if (out < 0 && cache_unwritable(errno)) return 1;
     if (out < 0) return kern_fail(err, errlen, "dataset cache %s: %s", dir, strerror(errno));
     fchmod(out, 0644);
     int rc = decompress_file(path, src_fd, out, tmp, err, errlen);
@@ -319,23 +334,33 @@ static int cache_try(const char *entry, struct dataset_idx *idx)
     return map_path(entry, idx, ignored, sizeof ignored) == 0;
 }
 
-static int open_gzip(const char *path, int fd, const char *requested_dir, struct dataset_idx *idx,
-                     char *err, size_t errlen)
+/* Without a usable cache: decompressed into an anonymous file of this
+ * process only (not shared with other peers, so each holds its own copy). */
+static int decompress_to_memory(const char *path, int fd, struct dataset_idx *idx, char *err,
+                                size_t errlen)
 {
-    const char *dir = cache_dir_of(requested_dir);
-    char entry[4200];
-    struct stat st;
-    if (fstat(fd, &st) < 0) return kern_fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
-    if (cache_entry_path(path, &st, dir, entry, sizeof entry, err, errlen) < 0) return -1;
-    if (cache_try(entry, idx)) return 0;
-    if (mkdir_parents(dir, err, errlen) < 0) return -1;
+    int out = memfd_create("hiernet-dataset", MFD_CLOEXEC);
+    if (out < 0) return kern_fail(err, errlen, "dataset file %s: memfd: %s", path, strerror(errno));
+    int rc = decompress_file(path, fd, out, "(memory)", err, errlen);
+    if (rc == 0) rc = map_validated(path, out, idx, err, errlen);
+    close(out);
+    return rc;
+}
+
+/* Fills the cache entry under the directory's lock and maps it: 0, -1, or
+ * 1 when the cache cannot be written. */
+static int cache_fill_locked(const char *path, int fd, const char *dir, const char *entry,
+                             struct dataset_idx *idx, char *err, size_t errlen)
+{
+    if (mkdir_parents(dir, err, errlen) < 0) return cache_unwritable(errno) ? 1 : -1;
     /* The lock makes concurrent starters wait for the first one's entry
      * instead of each decompressing the same file. */
     int lock = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (lock < 0 || flock(lock, LOCK_EX) < 0) {
-        kern_fail(err, errlen, "dataset cache %s: lock: %s", dir, strerror(errno));
+        int error = errno;
+        kern_fail(err, errlen, "dataset cache %s: lock: %s", dir, strerror(error));
         if (lock >= 0) close(lock);
-        return -1;
+        return cache_unwritable(error) ? 1 : -1;
     }
     int rc = 0;
     if (!cache_try(entry, idx)) {
@@ -344,6 +369,38 @@ static int open_gzip(const char *path, int fd, const char *requested_dir, struct
     }
     close(lock); /* releases the flock */
     return rc;
+}
+
+static int open_gzip(const char *path, int fd, const char *requested_dir, struct dataset_idx *idx,
+                     char *err, size_t errlen)
+{
+    const char *dir = cache_dir_of(requested_dir);
+    char entry[4200];
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return kern_fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
+    if (cache_entry_path(path, &st, dir, entry, sizeof entry, err, errlen) < 0) return -1;
+    if (cache_try(entry, idx)) return 0;
+    int rc = cache_fill_locked(path, fd, dir, entry, idx, err, errlen);
+    if (rc != 1) return rc;
+    if (err && errlen) err[0] = '\0'; /* an unwritable cache is no error */
+    return decompress_to_memory(path, fd, idx, err, errlen);
+}
+
+int dataset_cache_grant(uid_t uid, gid_t gid, char *err, size_t errlen)
+{
+    const char *dir = cache_dir_of(NULL);
+    struct stat st;
+    bool existed = lstat(dir, &st) == 0;
+    if (!existed && mkdir_parents(dir, err, errlen) < 0) return -1;
+    if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+        return kern_fail(err, errlen, "dataset cache %s: not a directory", dir);
+    /* hiernet's own directory, or one made just now; never someone's else. */
+    bool ours = !existed || (st.st_uid == 0 && strcmp(dir, DATASET_DEFAULT_CACHE) == 0);
+    if (!ours || (st.st_uid == uid && st.st_gid == gid)) return 0;
+    if (chown(dir, uid, gid) < 0)
+        return kern_fail(err, errlen, "dataset cache %s: chown: %s", dir, strerror(errno));
+    return 0;
 }
 
 int dataset_idx_open(const char *path, const char *cache_dir, struct dataset_idx *idx, char *err,

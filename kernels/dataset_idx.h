@@ -5,7 +5,9 @@
  * dimensions, then the elements big-endian (LeCun's MNIST format). A plain
  * IDX file is mapped where it lies; a gzip one is decompressed once into the
  * cache directory (temporary file + rename, under an flock of the directory)
- * and the cache entry is mapped. A struct dataset_idx owns its mapping. */
+ * and the cache entry is mapped; where the cache cannot be written (a peer
+ * that gave up root), into an anonymous memory file of the process instead.
+ * A struct dataset_idx owns its mapping. */
 #pragma once
 
 #include <stddef.h>

@@ -226,7 +226,9 @@ static void read_node_options(lua_State *L, int i, struct topo_node *n)
     n->speed = lnet_opt_number(L, i, "speed", 1, what);
     double threads = lnet_opt_number(L, i, "threads", 1, what);
     const char *device = lnet_opt_string(L, i, "device", "cpu", what);
-    if (n->cpu < 0) luaL_error(L, "%s: cpu must be > 0 (a share of one core), got %f", what, n->cpu);
+    if (!(n->cpu >= 0 && n->cpu <= 4096)) /* 0: no limit; topo/cgroup.c's range */
+        luaL_error(L, "%s: cpu must be > 0 (a share of one core) and at most 4096, got %f", what,
+                   n->cpu);
     if (!(n->speed > 0)) luaL_error(L, "%s: speed must be > 0, got %f", what, n->speed);
     if (threads < 1 || threads > 256 || threads != (int)threads)
         luaL_error(L, "%s: threads must be an integer from 1 to 256, got %f", what, threads);
@@ -492,13 +494,16 @@ static bool call_every_peer(struct l_network *net, const char *method, const cha
     return true;
 }
 
-/* Pings every peer, all at once: start returns when every peer has
- * answered. (Addresses come later, before a peer's first send to a node:
- * netrun_tell_address.) */
-static int ping_all(lua_State *L, struct l_network *net)
+/* Gives every peer the network's data secret, all at once: start returns
+ * when every peer has answered. (Addresses come later, before a peer's
+ * first send to a node: netrun_tell_address.) */
+static int tell_secret_all(lua_State *L, struct l_network *net)
 {
+    msgpack_sbuffer *secret = &net->rt->scratch;
+    secret->size = 0;
+    netrun_pack_peer_secret(net->run, secret);
     net->outstanding = 0;
-    call_every_peer(net, "ping", NULL, 0);
+    call_every_peer(net, "peers", secret->data, secret->size);
     if (net->outstanding == 0) return start_k(L, LUA_OK, 0);
     /* Replies only arrive from the loop, after this task has yielded. */
     net->start_tok = sched_suspend(L);
@@ -612,7 +617,7 @@ static int l_net_start(lua_State *L)
     lua_pushvalue(L, 1);
     net->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     net->state = NET_STARTING;
-    return ping_all(L, net);
+    return tell_secret_all(L, net);
 }
 
 /* ---- stop ---- */

@@ -6,6 +6,7 @@
 #include "lua/l_runtime.h"
 
 #include "controller/overload.h"
+#include "controller/durable.h"
 #include "controller/record.h"
 #include "lua/runtime.h"
 
@@ -47,6 +48,7 @@ void hn_logf(struct hn_runtime *rt, const char *fmt, ...)
     if (rt->log) {
         fprintf(rt->log, "[%9.3f] %s\n", t, line);
         fflush(rt->log);
+        durable_sync_later(fileno(rt->log)); /* on the disk soon, without waiting here */
     }
 }
 
@@ -69,6 +71,9 @@ static void push_param_value(lua_State *L, const char *name, const char *text, i
     if (dflt_type == LUA_TNUMBER) {
         if (!lua_stringtonumber(L, text))
             luaL_error(L, "--set %s=%s: expected a number", name, text);
+        /* "1e400" reads as inf: no parameter means that. */
+        if (!isfinite(lua_tonumber(L, -1)))
+            luaL_error(L, "--set %s=%s: expected a finite number", name, text);
     } else if (dflt_type == LUA_TBOOLEAN) {
         bool b = false;
         if (!parse_bool(text, &b))

@@ -1,13 +1,17 @@
 /* scenario.c — one run of a scenario file (see scenario.h).
  *
  * Order of a run: check options and load the chunk (bad input exits 2 before
- * anything is created), create the results directory and run.json, run the
- * chunk as the main task on the libev loop, then tear down in order: halt
- * the scheduler, stop every network (peers exit on EOF; SIGKILL after a
- * deadline), close the records and write the final run.json. */
+ * anything is created), create the results directory and run.json, sweep
+ * what crashed runs left and register this run (the registry lists its
+ * results directory, so that a sweep after a crash of ours marks run.json
+ * "crashed"), run the chunk as the main task on the libev loop, then tear
+ * down in order: halt the scheduler, stop every network (peers exit on EOF;
+ * SIGKILL after a deadline), close the records, write the final run.json
+ * and only then remove the registry entry. */
 #include "lua/scenario.h"
 
 #include "controller/overload.h"
+#include "controller/durable.h"
 #include "controller/record.h"
 #include "controller/registry.h"
 #include "controller/run.h"
@@ -22,6 +26,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,17 +135,50 @@ static void open_libraries(lua_State *L, struct scenario *sc)
     hn_runtime_attach(L, &sc->rt);
 }
 
+/* The registry entry of the run, made with its results directory and
+ * before its first run.json: a run.json that says "running" always has an
+ * entry that leads a sweep to it after a SIGKILL. Without a usable registry
+ * the run goes on, with a warning (logged once log.txt exists). */
+static void register_run(struct scenario *sc, char *warning, size_t len)
+{
+    const char *base = strrchr(sc->run.dir, '/');
+    char err[512];
+    sc->rt.registry = registry_open(base ? base + 1 : sc->run.dir, sc->run.dir, err, sizeof err);
+    if (!sc->rt.registry) snprintf(warning, len, "warning: no run registry: %s", err);
+}
+
+/* What earlier runs left goes, once this run is on its way. */
+static void sweep_stale_runs(struct hn_runtime *rt)
+{
+    char err[512];
+    struct registry_sweep_counts counts;
+    if (registry_sweep_stale(NULL, NULL, &counts, err, sizeof err) == 0 && counts.runs)
+        hn_logf(rt, "removed what %u crashed run(s) left behind (%u run.json marked crashed)",
+                counts.runs, counts.marked);
+}
+
 static int open_results(struct scenario *sc, const char *out_dir)
 {
     char err[512];
-    if (run_make_dir(&sc->run, out_dir, err, sizeof err) < 0 ||
-        run_write_json(&sc->run, err, sizeof err) < 0) {
+    if (run_make_dir(&sc->run, out_dir, err, sizeof err) < 0) {
         fprintf(stderr, "hiernet: %s\n", err);
         return -1;
     }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/log.txt", sc->run.dir);
-    sc->rt.log = fopen(path, "we");
+    char warning[600] = "";
+    register_run(sc, warning, sizeof warning);
+    int fd = durable_create(sc->run.dir, "log.txt", 1);
+    if (fd < 0 || !(sc->rt.log = fdopen(fd, "a"))) {
+        fprintf(stderr, "hiernet: cannot create %s/log.txt: %s\n", sc->run.dir,
+                errno == EEXIST ? "it exists already (a file or a link)" : strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (warning[0]) hn_logf(&sc->rt, "%s", warning);
+    if (run_write_json(&sc->run, err, sizeof err) < 0) {
+        fprintf(stderr, "hiernet: %s\n", err);
+        return -1;
+    }
+    sweep_stale_runs(&sc->rt);
     return 0;
 }
 
@@ -211,6 +249,12 @@ static void stop_networks(struct scenario *sc)
     while (!l_network_all_exited(&sc->rt) && !sc->teardown_late) ev_run(loop, EVRUN_ONCE);
     ev_timer_stop(loop, &sc->teardown_timer);
     l_network_release_all(&sc->rt); /* SIGKILLs and reaps whatever is left */
+}
+
+/* Last of all: a crash before this leaves an entry whose sweep marks a
+ * run.json that still says "running", never a finished one. */
+static void unregister_run(struct scenario *sc)
+{
     char err[512];
     if (registry_close_and_remove(sc->rt.registry, err, sizeof err) < 0)
         fprintf(stderr, "hiernet: %s\n", err);
@@ -243,13 +287,18 @@ static void finish_run(struct scenario *sc)
     close_records(&sc->rt);
     sc->run.end_wall = run_wall_clock();
     if (run_write_json(&sc->run, err, sizeof err) < 0) fprintf(stderr, "hiernet: %s\n", err);
-    if (sc->rt.log) fclose(sc->rt.log);
+    if (sc->rt.log) {
+        fflush(sc->rt.log);
+        durable_sync_forget(fileno(sc->rt.log));
+        fclose(sc->rt.log);
+    }
     sc->rt.log = NULL;
 }
 
 static void release(struct scenario *sc)
 {
     struct ev_loop *loop = sc->rt.loop;
+    unregister_run(sc);       /* a no-op unless a failed start left it */
     l_host_release(&sc->rt);  /* a plot's gnuplot still running (interrupt) */
     l_files_release(&sc->rt); /* and its scratch files */
     if (loop && ev_is_active(&sc->sigint)) {
@@ -336,6 +385,7 @@ int scenario_run(const struct scenario_options *o)
     }
     stop_networks(&sc);
     finish_run(&sc);
+    unregister_run(&sc);
     if (!o->quiet)
         fprintf(stderr, "hiernet: run %s in %.2f s; results in %s\n", sc.run.status,
                 sc.run.end_wall - sc.run.start_wall, sc.run.dir);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "peer/command_job.h"
+#include "peer/data_auth.h"
 #include "peer/dataplane.h"
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
@@ -269,8 +270,9 @@ static bool peers_entry(struct proto_args *a, const msgpack_object_kv *kv, int p
 }
 
 struct peers_params {
-    const msgpack_object *table; /* the request's, or `copy` in a batch */
-    bool replace, copied;
+    const msgpack_object *table; /* the request's, or `copy` in a batch; may be NULL */
+    bool replace, copied, has_secret;
+    uint8_t secret[DATA_AUTH_SECRET_BYTES];
     msgpack_sbuffer packed;
     msgpack_unpacked copy;
 };
@@ -292,13 +294,33 @@ static bool peers_keep_table(struct peers_params *p, struct proto_args *a)
     return true;
 }
 
-/* Checks every entry: a bad table is refused before anything changes. */
+/* The network's data secret (peer/data_auth.h), when given: binary of
+ * DATA_AUTH_SECRET_BYTES, kept until run. */
+static bool peers_parse_secret(struct peers_params *p, struct proto_args *a)
+{
+    const msgpack_object *secret = proto_args_get(a, "secret");
+    if (!secret) return true;
+    if (secret->type != MSGPACK_OBJECT_BIN)
+        return cmd_arg_fail(a, "param 'secret': expected binary, got %s",
+                            proto_type_name(secret->type));
+    if (secret->via.bin.size != sizeof p->secret)
+        return cmd_arg_fail(a, "param 'secret': expected %zu bytes, got %u", sizeof p->secret,
+                            secret->via.bin.size);
+    memcpy(p->secret, secret->via.bin.ptr, sizeof p->secret);
+    p->has_secret = true;
+    return true;
+}
+
+/* Checks every entry: a bad table is refused before anything changes. A
+ * call may give the secret, the table or both. */
 static bool peers_parse(struct command_job *j, struct proto_args *a)
 {
     struct peers_params *p = j->extra;
     p->table = proto_args_get(a, "table");
     if (!cmd_arg_bool(a, "replace", &p->replace)) return false;
-    if (!p->table) return proto_args_missing(a, "table");
+    if (!peers_parse_secret(p, a)) return false;
+    if (!p->table && !p->has_secret) return proto_args_missing(a, "table");
+    if (!p->table) return true;
     /* An empty Lua table arrives as an empty array. */
     if (p->table->type != MSGPACK_OBJECT_MAP &&
         !(p->table->type == MSGPACK_OBJECT_ARRAY && p->table->via.array.size == 0))
@@ -318,7 +340,11 @@ static bool peers_run(struct command_job *j)
 {
     struct peers_params *p = j->extra;
     struct peer_server *s = j->server;
-    uint32_t n = p->table->type == MSGPACK_OBJECT_MAP ? p->table->via.map.size : 0;
+    char why[128];
+    if (p->has_secret &&
+        dataplane_set_secret(s->dataplane, p->secret, sizeof p->secret, why, sizeof why) < 0)
+        return cmd_fail(j, "param 'secret': %s", why);
+    uint32_t n = p->table && p->table->type == MSGPACK_OBJECT_MAP ? p->table->via.map.size : 0;
     struct proto_args a;
     struct sockaddr_storage addr;
     socklen_t len;
@@ -348,7 +374,7 @@ static void peers_cleanup(struct command_job *j)
 
 static const char *const keys_send[] = {"tensor", "to", "to_addr", "as",    "range",
                                         "at",     "add", "nowait",  NULL};
-static const char *const keys_peers[] = {"table", "replace", NULL};
+static const char *const keys_peers[] = {"table", "replace", "secret", NULL};
 
 const struct command data_cmd_send = {"send",
                                       keys_send,

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "kernels/vec.h"
+#include "peer/data_auth.h"
 #include "peer/store.h"
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
@@ -58,7 +59,7 @@ struct dp_peer {
     char name[]; /* NUL-terminated */
 };
 
-enum dp_rx_state { RX_PREFIX, RX_HEADER, RX_PAYLOAD, RX_INSTALL };
+enum dp_rx_state { RX_PREFIX, RX_HEADER, RX_PAYLOAD, RX_INSTALL, RX_AUTH };
 
 struct dp_conn {
     struct dataplane *dp;
@@ -69,6 +70,8 @@ struct dp_conn {
     struct sockaddr_storage addr; /* the other end */
     socklen_t addr_len;
     char where[160]; /* "to t2 (10.0.0.2:7000)" / "from 10.0.0.1:4711" */
+    uint8_t hello[DATA_AUTH_HELLO_BYTES]; /* outgoing: proof of membership, sent first */
+    size_t hello_len, hello_sent;
     ev_io read_watcher, write_watcher;
     ev_timer timer;           /* connect and stall deadlines */
     struct dp_queue queue;    /* outgoing: not completely written */
@@ -109,6 +112,7 @@ struct dataplane {
     struct store_tensor *spares[DP_SPARES];
     uint64_t next_id;
     struct dataplane_totals totals;
+    struct data_auth auth;
 };
 
 static double now_ms(void)
@@ -324,15 +328,37 @@ static void on_conn_readable(EV_P_ ev_io *w, int revents);
 static void on_conn_writable(EV_P_ ev_io *w, int revents);
 static void on_conn_timeout(EV_P_ ev_timer *w, int revents);
 
+/* True when an unprivileged SO_SNDBUF/SO_RCVBUF can have `size` (the host's
+ * net.core.{w,r}mem_max allow it), read once. Below it, a fixed buffer
+ * would be smaller than what TCP's autotuning reaches alone. */
+static bool dp_buffer_allowed(const char *sysctl_path, int size)
+{
+    FILE *f = fopen(sysctl_path, "re");
+    long max = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &max) != 1) max = 0;
+        fclose(f);
+    }
+    return max >= size;
+}
+
 /* Sets the socket options every data connection gets. Buffer sizes must be
- * set before connect/listen: the window scale is fixed in the SYN. */
+ * set before connect/listen: the window scale is fixed in the SYN. A peer
+ * that gave up root (peer/privdrop.h) cannot force them: it sets them when
+ * the host allows that size and otherwise leaves them to autotuning.
+ * Accepted connections inherit the listener's, set while still root. */
 static void dp_socket_options(int fd)
 {
+    static int snd_ok = -1, rcv_ok = -1;
     int size = DATAPLANE_SOCKET_BUFFER, one = 1;
-    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) != 0)
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size) != 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) != 0) {
+        if (snd_ok < 0) snd_ok = dp_buffer_allowed("/proc/sys/net/core/wmem_max", size);
+        if (snd_ok) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+    }
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size) != 0) {
+        if (rcv_ok < 0) rcv_ok = dp_buffer_allowed("/proc/sys/net/core/rmem_max", size);
+        if (rcv_ok) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    }
     /* Acks are small and a send waits for them. */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
@@ -418,11 +444,15 @@ static void dp_conn_close(struct dp_conn *c, const char *cause, bool cancelled)
  * in flight in either direction. Called on every bit of progress. */
 static void dp_conn_arm_timer(struct dp_conn *c)
 {
+    /* The proof of membership has one deadline from the accept: trickled
+     * bytes do not extend it. */
+    if (c->state == RX_AUTH && !c->outgoing && ev_is_active(&c->timer)) return;
     bool busy = c->outgoing ? c->queue.head || c->awaiting.head
                             : c->state != RX_PREFIX || c->rx_end > c->rx_start;
-    c->timer.repeat = c->connecting ? DATAPLANE_CONNECT_TIMEOUT_S
-                      : busy        ? DATAPLANE_STALL_TIMEOUT_S
-                                    : 0.0;
+    c->timer.repeat = c->connecting                         ? DATAPLANE_CONNECT_TIMEOUT_S
+                      : c->state == RX_AUTH && !c->outgoing ? DATA_AUTH_TIMEOUT_S
+                      : busy                                ? DATAPLANE_STALL_TIMEOUT_S
+                                                            : 0.0;
     ev_timer_again(c->dp->loop, &c->timer); /* repeat 0 stops it */
 }
 
@@ -433,6 +463,8 @@ static void on_conn_timeout(EV_P_ ev_timer *w, int revents)
     if (c->connecting)
         snprintf(cause, sizeof cause, "connect timed out after %.0f s",
                  DATAPLANE_CONNECT_TIMEOUT_S);
+    else if (c->state == RX_AUTH && !c->outgoing)
+        snprintf(cause, sizeof cause, "no proof of membership within %.0f s", DATA_AUTH_TIMEOUT_S);
     else
         snprintf(cause, sizeof cause, "no progress for %.0f s", DATAPLANE_STALL_TIMEOUT_S);
     dp_log(c->dp, "connection %s: %s; closed", c->where, cause);
@@ -487,6 +519,12 @@ static struct dp_conn *dp_conn_open(struct dataplane *dp, const struct dataplane
         snprintf(c->where, sizeof c->where, "to %.40s (%s)", s->to, text);
     else
         snprintf(c->where, sizeof c->where, "to %s", text);
+    int hello = data_auth_hello(&dp->auth, text, c->hello, error, errlen);
+    if (hello < 0) {
+        dp_conn_close(c, error, false);
+        return NULL;
+    }
+    c->hello_len = (size_t)hello;
     c->connecting = pending;
     ev_io_start(dp->loop, pending ? &c->write_watcher : &c->read_watcher);
     return c;
@@ -537,10 +575,31 @@ static ssize_t dp_write_send(struct dp_conn *c, struct dataplane_send *s, size_t
     return w;
 }
 
+/* The hello goes out before the first frame; false until it is all out
+ * (or when c was closed). */
+static bool dp_conn_write_hello(struct dp_conn *c)
+{
+    while (c->hello_sent < c->hello_len) {
+        ssize_t w =
+            send(c->fd, c->hello + c->hello_sent, c->hello_len - c->hello_sent, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+        if (w < 0) {
+            char cause[160];
+            snprintf(cause, sizeof cause, "write: %s", strerror(errno));
+            dp_conn_close(c, cause, false);
+            return false;
+        }
+        c->hello_sent += (size_t)w;
+    }
+    return true;
+}
+
 /* Streams queued sends until the socket is full or the budget is spent. */
 static void dp_conn_write_sends(struct dp_conn *c)
 {
     size_t written = 0;
+    if (!dp_conn_write_hello(c)) return;
     while (c->queue.head && written < DP_IO_BUDGET) {
         struct dataplane_send *s = c->queue.head;
         ssize_t w = dp_write_send(c, s, DP_IO_BUDGET - written);
@@ -781,6 +840,33 @@ static bool dp_payload_from_buffer(struct dp_conn *c)
     return c->payload_got < c->hdr.bytes || dp_frame_complete(c);
 }
 
+/* The hello of an incoming connection: 1 proven, 0 too short yet, 2 no
+ * secret yet (reading paused until dataplane_set_secret: the frames that
+ * follow stay in the socket), -1 refused (c closed). */
+static int dp_conn_authenticate(struct dp_conn *c)
+{
+    struct dataplane *dp = c->dp;
+    if (c->rx_end - c->rx_start < DATA_AUTH_HELLO_BYTES) return 0;
+    if (dp->auth.state != DATA_AUTH_READY) {
+        ev_io_stop(dp->loop, &c->read_watcher);
+        return 2;
+    }
+    struct sockaddr_storage local;
+    socklen_t len = sizeof local;
+    char here[64] = "", why[160], cause[200];
+    if (getsockname(c->fd, (struct sockaddr *)&local, &len) == 0)
+        dataplane_format_addr(&local, here, sizeof here);
+    if (data_auth_check(&dp->auth, here, c->rx + c->rx_start, why, sizeof why) < 0) {
+        snprintf(cause, sizeof cause, "refused: %s", why);
+        dp_log(dp, "connection %s: %s; closed", c->where, cause);
+        dp_conn_close(c, cause, false);
+        return -1;
+    }
+    c->rx_start += DATA_AUTH_HELLO_BYTES;
+    c->state = RX_PREFIX;
+    return 1;
+}
+
 /* Handles the buffered bytes; false when c was closed or is paused. */
 static bool dp_conn_process(struct dp_conn *c)
 {
@@ -788,7 +874,11 @@ static bool dp_conn_process(struct dp_conn *c)
         size_t avail = c->rx_end - c->rx_start;
         const uint8_t *p = c->rx + c->rx_start;
         char err[128];
-        if (c->state == RX_PREFIX) {
+        if (c->state == RX_AUTH) {
+            int proven = dp_conn_authenticate(c);
+            if (proven < 0 || proven == 2) return false;
+            if (proven == 0) break;
+        } else if (c->state == RX_PREFIX) {
             if (avail < FRAME_PREFIX_BYTES) break;
             c->header_len = frame_prefix_decode(p, err, sizeof err);
             if (!c->header_len) return dp_conn_malformed(c, err);
@@ -1094,6 +1184,8 @@ static void dp_accept_one(struct dataplane *dp, int fd, const struct sockaddr_st
     /* The listener's options are inherited; TCP_NODELAY is set again to be sure. */
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    c->state = data_auth_required(&dp->auth) ? RX_AUTH : RX_PREFIX;
+    if (c->state == RX_AUTH) dp_conn_arm_timer(c);
     ev_io_start(dp->loop, &c->read_watcher);
 }
 
@@ -1170,6 +1262,7 @@ struct dataplane *dataplane_create(struct ev_loop *loop, const struct dataplane_
     ev_init(&dp->accept_retry, on_accept_retry);
     ev_init(&dp->install_retry, on_install_retry);
     dp->install_retry.repeat = DP_INSTALL_RETRY_S;
+    data_auth_init(&dp->auth, cfg->require_auth);
     if (cfg->addr) dp_listen(dp, cfg);
     return dp;
 }
@@ -1189,6 +1282,20 @@ void dataplane_destroy(struct dataplane *dp)
         store_tensor_release(dp->spares[i]);
     dataplane_clear_peers(dp);
     free(dp);
+}
+
+int dataplane_set_secret(struct dataplane *dp, const void *secret, size_t len, char *err,
+                         size_t errlen)
+{
+    if (data_auth_set_secret(&dp->auth, secret, len, err, errlen) < 0) return -1;
+    /* Connections that arrived first have waited with their hello unread. */
+    for (struct dp_conn *c = dp->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->outgoing || c->state != RX_AUTH) continue;
+        ev_io_start(dp->loop, &c->read_watcher);
+        if (dp_conn_process(c)) dp_conn_arm_timer(c);
+    }
+    return 0;
 }
 
 int dataplane_port(const struct dataplane *dp)

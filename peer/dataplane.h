@@ -30,6 +30,12 @@
  * DATAPLANE_CONNECT_TIMEOUT_S, and no progress for DATAPLANE_STALL_TIMEOUT_S
  * while a frame is in flight.
  *
+ * Authentication (data_auth.h): with require_auth, every incoming
+ * connection must open with a hello proving the network's secret
+ * (dataplane_set_secret, from the `peers` command) before any of its
+ * frames is read; until the secret arrives incoming connections wait and
+ * sends fail. Outgoing connections open with their hello.
+ *
  * Ownership: the data plane owns its sockets, connections, buffers and the
  * peer table; a struct dataplane_send belongs to the caller, which must keep
  * it alive until its done callback; the snapshot reference in it moves to
@@ -60,6 +66,7 @@ struct dataplane_config {
     const char *addr; /* listen address; NULL: send only */
     int port;         /* listen port; 0: any free port (see dataplane_port) */
     struct store *store;
+    bool require_auth; /* connections prove the network's secret (a peer of a run) */
 };
 
 struct dataplane_recv_info {
@@ -130,6 +137,10 @@ int dataplane_parse_addr(const char *text, int default_port, struct sockaddr_sto
                          socklen_t *len, char *err, size_t errlen);
 /* "A:PORT" or "[A6]:PORT". */
 void dataplane_format_addr(const struct sockaddr_storage *addr, char *buf, size_t len);
+
+/* The network's secret (data_auth.h); connections waiting for it go on. */
+int dataplane_set_secret(struct dataplane *dp, const void *secret, size_t len, char *err,
+                         size_t errlen);
 
 /* The peer table: node name -> data-plane address (the `peers` command). */
 int dataplane_set_peer(struct dataplane *dp, const char *name, const struct sockaddr_storage *addr,

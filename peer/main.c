@@ -19,6 +19,7 @@
 #include "hiernet_version.h"
 #include "kernels/device.h"
 #include "kernels/vec.h"
+#include "peer/privdrop.h"
 #include "peer/protocol.h"
 #include "peer/server.h"
 #include "peer/template.h"
@@ -45,6 +46,11 @@ static const char peer_usage[] =
     "  --device D        where compute commands run: cpu (default) or cuda (GPU 0 as\n"
     "                    CUDA_VISIBLE_DEVICES orders them); a device that cannot be\n"
     "                    opened ends the peer at start (status 1)\n"
+    "  --data-auth       data connections must prove the network's secret, which\n"
+    "                    arrives with the `peers` command (never on this line)\n"
+    "  --user UID:GID    give up root for this uid and gid once set up (listening\n"
+    "                    socket bound, device open); the peer always runs with no\n"
+    "                    new privileges and no capabilities after its set-up\n"
     "  --template        fork peers on request from the SOCK_SEQPACKET control fd\n"
     "                    instead (how hiernet starts many peers fast)\n"
     "  --help            this text\n"
@@ -93,6 +99,8 @@ enum {
     OPT_SPEED,
     OPT_DILATION,
     OPT_DEVICE,
+    OPT_USER,
+    OPT_DATA_AUTH,
     OPT_HELP,
     OPT_VERSION
 };
@@ -106,6 +114,8 @@ static const struct option peer_options[] = {
     {"speed", required_argument, NULL, OPT_SPEED},
     {"dilation", required_argument, NULL, OPT_DILATION},
     {"device", required_argument, NULL, OPT_DEVICE},
+    {"user", required_argument, NULL, OPT_USER},
+    {"data-auth", no_argument, NULL, OPT_DATA_AUTH},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -115,6 +125,7 @@ static const struct option peer_options[] = {
 struct peer_options {
     struct peer_config cfg;
     enum kern_device device;
+    struct privdrop_target user; /* --user: who the peer becomes after set-up */
 };
 
 /* Applies one option to cfg; returns 0, or the exit status for an error. */
@@ -160,6 +171,13 @@ static int peer_apply_option(int opt, const char *value, struct peer_options *o)
     case OPT_DEVICE:
         if (kern_device_parse(value, &o->device, why, sizeof why) < 0)
             return peer_usage_error("--device: %s", why);
+        return 0;
+    case OPT_DATA_AUTH:
+        cfg->data_auth = true;
+        return 0;
+    case OPT_USER:
+        if (privdrop_parse(value, &o->user, why, sizeof why) < 0)
+            return peer_usage_error("--user: %s", why);
         return 0;
     }
     return peer_usage_error("internal: unhandled option %d", opt);
@@ -229,12 +247,31 @@ static struct kern_ctx *peer_open_device(const struct peer_options *o)
     return NULL;
 }
 
+/* Set-up is over: the listener is bound, the device open. What remains
+ * (tensors, frames, datasets under /usr/share) needs no privilege. */
+static int peer_drop_root(const struct peer_options *o, pid_t parent)
+{
+    char err[256], message[320];
+    if (privdrop_apply(&o->user, parent, err, sizeof err) == 0) return 0;
+    snprintf(message, sizeof message, "cannot give up root: %s", err);
+    peer_fatal(&o->cfg, message);
+    return -1;
+}
+
 static int peer_main(int argc, char **argv)
 {
     struct peer_options options;
+    pid_t parent = getppid(); /* the controller: forked with CLONE_PARENT, or spawned */
     int status = peer_parse_args(argc, argv, &options);
     if (status >= 0) return status;
     struct peer_config cfg = options.cfg;
+    char err[256];
+    /* Before any thread exists (BLAS, the worker, a GPU runtime), so that
+     * every thread inherits it. */
+    if (privdrop_prepare(err, sizeof err) < 0) {
+        peer_fatal(&cfg, err);
+        return 1;
+    }
 
     /* A vanished controller must show up as EPIPE on write, not kill the peer. */
     signal(SIGPIPE, SIG_IGN);
@@ -250,7 +287,8 @@ static int peer_main(int argc, char **argv)
         return 1;
     }
     struct peer_server *server = peer_server_create(loop, &cfg);
-    if (!server) {
+    if (!server || peer_drop_root(&options, parent) < 0) {
+        if (server && !peer_server_destroy(server)) _exit(1);
         ev_loop_destroy(loop);
         kern_ctx_destroy(cfg.kern);
         return 1;
@@ -280,6 +318,13 @@ static int template_main(int argc, char **argv)
         !peer_parse_long(argv[3], 0, INT32_MAX, &fd))
         return peer_usage_error("--template takes --control-fd N and an optional padding");
     char *end = argv[argc - 1] + strlen(argv[argc - 1]) + 1;
+    /* The template keeps root (each fork enters a node's namespace) but no
+     * exec of it or of its peers can gain a privilege. */
+    char err[128];
+    if (privdrop_prepare(err, sizeof err) < 0) {
+        fprintf(stderr, "hiernet-peer: template: %s\n", err);
+        return 1;
+    }
     return peer_template_serve((int)fd, peer_main, argv[0], (size_t)(end - argv[0]));
 }
 

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/compress.h"
 #include "kernels/dataset.h"
@@ -175,6 +176,18 @@ static bool dataset_parse(struct command_job *j, struct proto_args *a)
            cmd_arg_float(a, "noise", false, 0.0, &p->noise);
 }
 
+/* A peer that gave up root (peer/privdrop.h) may not read a file its user
+ * could: say so, rather than leave a bare "Permission denied". */
+static void dataset_hint_unprivileged(char *err, size_t errlen)
+{
+    size_t n = strlen(err);
+    if (geteuid() == 0 || !strstr(err, "Permission denied") || n + 1 >= errlen) return;
+    snprintf(err + n, errlen - n,
+             " (peers run as uid %lu after giving up root: make it readable to that user, or "
+             "set HIERNET_PEER_USER)",
+             (unsigned long)geteuid());
+}
+
 static bool dataset_run(struct command_job *j)
 {
     const struct dataset_params *p = j->extra;
@@ -199,7 +212,10 @@ static bool dataset_run(struct command_job *j)
         .seed = (uint64_t)p->seed,
         .synthetic = {(size_t)p->n, (int)p->dim, (int)p->classes, p->noise, (uint64_t)p->seed}};
     struct dataset *ds;
-    if (dataset_open(&spec, &ds, j->err, sizeof j->err) != 0) return false;
+    if (dataset_open(&spec, &ds, j->err, sizeof j->err) != 0) {
+        dataset_hint_unprivileged(j->err, sizeof j->err);
+        return false;
+    }
     struct ml_data *data = calloc(1, sizeof *data);
     struct ml_split **slot = ml_split_slot(j->ml, p->split);
     if (data && !*slot) {

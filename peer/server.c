@@ -271,7 +271,8 @@ static bool server_init(struct peer_server *s)
         peer_server_log(s, "cannot start the worker: %s", strerror(errno));
         return false;
     }
-    struct dataplane_config dc = {s->cfg.node, s->cfg.addr, s->cfg.data_port, s->store};
+    struct dataplane_config dc = {s->cfg.node, s->cfg.addr, s->cfg.data_port, s->store,
+                                  s->cfg.data_auth};
     struct dataplane_hooks hooks = {on_data_recv, on_data_log, s};
     s->dataplane = dataplane_create(s->loop, &dc, &hooks);
     return s->dataplane != NULL;

@@ -34,6 +34,7 @@ struct peer_config {
     const char *addr; /* data-plane address; NULL when not given */
     int data_port;    /* 0: any free port (stats reports it as data_port) */
     int threads;      /* BLAS threads */
+    bool data_auth;   /* data connections must prove the network's secret (data_auth.h) */
     double speed;
     double dilation;       /* >= 1: real time runs this many times slower than emulated time;
                               every duration the peer reports is emulated (real / dilation) */

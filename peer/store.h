@@ -59,8 +59,9 @@
 #include <stdint.h>
 
 #define STORE_NAME_MAX 127 /* bytes of a tensor name, without the NUL */
-/* Largest tensor (8 GiB of float32): a guard against typos, not a real limit. */
-#define STORE_MAX_ELEMENTS ((uint64_t)1 << 31)
+/* Largest tensor (8 GiB of float32): a guard against typos, not a real
+ * limit. 2^31 - 1: an element count always fits a signed 32-bit integer. */
+#define STORE_MAX_ELEMENTS (((uint64_t)1 << 31) - 1)
 /* Pending arrivals kept at most (about 100 bytes each). */
 #define STORE_ARRIVALS_MAX (1u << 16)
 

@@ -378,7 +378,8 @@ static inline bool harness_write_all(int fd, const void *data, size_t n)
 
 /* Packs one param of type t: s string, i integer, f double, b bool, n nil,
  * r range (two ints), l list of strings (int n, const char **names),
- * m map of strings (int n, const char **keys, values). */
+ * m map of strings (int n, const char **keys, values), B binary (int n,
+ * const void *bytes). */
 static inline void harness_pack_value(msgpack_packer *pk, char t, va_list *ap)
 {
     switch (t) {
@@ -400,6 +401,13 @@ static inline void harness_pack_value(msgpack_packer *pk, char t, va_list *ap)
     case 'n':
         msgpack_pack_nil(pk);
         break;
+    case 'B': {
+        int n = va_arg(*ap, int);
+        const void *bytes = va_arg(*ap, const void *);
+        msgpack_pack_bin(pk, (size_t)n);
+        msgpack_pack_bin_body(pk, bytes, (size_t)n);
+        break;
+    }
     case 'r':
         msgpack_pack_array(pk, 2);
         msgpack_pack_int64(pk, va_arg(*ap, long long));

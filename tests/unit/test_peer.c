@@ -145,7 +145,7 @@ static void test_tensor(struct harness_peer *p)
     CHECK(values_are(p, "empty", 0, NULL));
     HCALL_ERR(p, &r, "tensor: param 'size': missing", "tensor", "name:s", "a");
     HCALL_ERR(p, &r, "tensor: param 'name': missing", "tensor", "size:i", 1LL);
-    HCALL_ERR(p, &r, "tensor: param 'size': -1 is not between 0 and 2147483648", "tensor",
+    HCALL_ERR(p, &r, "tensor: param 'size': -1 is not between 0 and 2147483647", "tensor",
               "name:s size:i", "a", -1LL);
     HCALL_ERR(p, &r, "is not between", "tensor", "name:s size:i", "a", (1LL << 31) + 1);
     HCALL_ERR(p, &r, "tensor: param 'size': expected integer, got number", "tensor",

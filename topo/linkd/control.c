@@ -1,5 +1,6 @@
 /* control.c — MessagePack-RPC methods of hiernet-linkd (see control.h). */
 #include "topo/linkd/control.h"
+#include "peer/privdrop.h"
 #include "topo/linkd/tap.h"
 
 #include <errno.h>
@@ -7,6 +8,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -480,6 +482,28 @@ static int on_link_del(struct linkd_control *c, struct proto_args *a, uint32_t m
     return 0;
 }
 
+/* The controller has made every link: the TAP fds and the timer stay
+ * usable, nothing new can be opened. */
+static int on_drop_root(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
+                        size_t errlen)
+{
+    int64_t uid = -1, gid = -1;
+    if (proto_arg_i64(a, "uid", &uid) != 1 || proto_arg_i64(a, "gid", &gid) != 1 || uid <= 0 ||
+        gid < 0 || uid > UINT32_MAX - 1 || gid > UINT32_MAX - 1) {
+        snprintf(err, errlen, "drop_root: give uid (> 0) and gid");
+        return -1;
+    }
+    struct privdrop_target t = {true, (uid_t)uid, (gid_t)gid};
+    if (privdrop_apply(&t, c->parent, err, errlen) < 0) {
+        /* Never run on as root after being told not to. */
+        linkd_log("%s; exiting", err);
+        _exit(3);
+    }
+    proto_pack_response_begin(&c->pk, msgid, 1);
+    proto_pack_kv_i64(&c->pk, "uid", (int64_t)getuid());
+    return 0;
+}
+
 static const struct proto_method control_methods[] = {
     {"ping", (void *)on_ping},
     {"link_add", (void *)on_link_add},
@@ -489,6 +513,7 @@ static const struct proto_method control_methods[] = {
     {"link_stats", (void *)on_link_stats},
     {"link_stats_all", (void *)on_link_stats_all},
     {"link_del", (void *)on_link_del},
+    {"drop_root", (void *)on_drop_root},
     {NULL, NULL},
 };
 
@@ -598,6 +623,7 @@ int linkd_control_start(struct linkd_control *c, struct linkd *ld, int fd, char 
     memset(c, 0, sizeof *c);
     c->ld = ld;
     c->fd = fd;
+    c->parent = getppid();
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
         fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {

@@ -15,6 +15,8 @@
  *   link_stats     {id, reset_peak?}               -> {id, up, ab={counters}, ba={counters}}
  *   link_stats_all {reset_peak?}                   -> {links=[{id, up, ab, ba}, ...]}
  *   link_del       {id}                            -> {id}
+ *   drop_root      {uid, gid}                      -> {uid}: gives up root for good
+ *                  (peer/privdrop.h) once every link is made; link_add fails after it
  *
  * <emulation> keys: bw, delay, jitter, jitter_dist="uniform"|"normal",
  * reorder, loss, ge_p, ge_r, ge_h, ge_k, queue (packets), queue_bytes,
@@ -44,6 +46,7 @@ struct linkd_control {
     msgpack_packer pk; /* writes into out */
     size_t out_sent;
     bool closed;
+    pid_t parent; /* the controller, whose death must still kill us after drop_root */
 };
 
 int linkd_control_start(struct linkd_control *c, struct linkd *ld, int fd, char *err,

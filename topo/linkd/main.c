@@ -4,11 +4,14 @@
  * forwarding context (forward.h) and the control channel (control.h), and
  * exits when the controller's end of the control socketpair closes, which
  * closes every TAP and so removes the devices, or leaves persistent ones to
- * their namespaces (tap.h; DESIGN.md, "Processes").
+ * their namespaces (tap.h; DESIGN.md, "Processes"). It runs without new
+ * privileges from the start and gives up root when the controller says
+ * every link is made (drop_root, control.h).
  *
  *   hiernet-linkd --control-fd N [--cpu CPU] [--priority P]
  */
 #include "hiernet_version.h"
+#include "peer/privdrop.h"
 #include "topo/linkd/control.h"
 #include "topo/linkd/forward.h"
 #include "topo/linkd/tap.h"
@@ -171,6 +174,13 @@ int main(int argc, char **argv)
     if (rc) return rc == 1 ? 0 : 2;
     /* A controller that vanishes mid-write must not kill us before we clean up. */
     signal(SIGPIPE, SIG_IGN);
+    char err[256];
+    /* No exec of ours may ever gain a privilege; root itself goes with the
+     * controller's drop_root once the links are made (control.h). */
+    if (privdrop_prepare(err, sizeof err) < 0) {
+        linkd_log("%s", err);
+        return 3;
+    }
     linkd_tune_process(&o);
     return linkd_run(&o);
 }

@@ -274,7 +274,7 @@ function job.new(algorithm, opts, spec)
     steps = 0, updates_applied = 0, bytes = 0, samples = 0, compute_ms = 0,
     worker_steps = 0,
     last_loss = nil, best_accuracy = nil, last_accuracy = nil, time_to_target = nil,
-    evals = 0, evals_skipped = 0, eval_busy = false, eval_tasks = {},
+    evals = 0, evals_skipped = 0, eval_busy = false, eval_task = nil,
     stop_reason = nil, dead = {}, away = {}, killed = {}, fault_hooks = {}, t0 = nil,
   }, Job)
   if o.eval_every == nil then
@@ -669,7 +669,7 @@ function Job:evaluate(step, node, model)
     self.eval_busy = false
     if ok then record_eval(self, t, step, r) else hn.log(self.label .. ": evaluation failed: " .. tostring(r)) end
   end)
-  self.eval_tasks[#self.eval_tasks + 1] = task
+  self.eval_task = task -- only the running one is kept: a long run makes thousands
   hn.yield() -- the eval request goes out before the caller's next command: the snapshot is of now
 end
 
@@ -685,7 +685,7 @@ end
 function Job:finish(extra)
   self.closed = true
   local wall = self:now()
-  hn.wait_all(self.eval_tasks)
+  if self.eval_task then hn.wait_all{ self.eval_task } end
   local node, model = self.eval_node, self.model_name
   if extra and extra.final_node then node, model = extra.final_node, extra.final_model or model end
   local ok, r = pcall(node.eval, node, { model = model, limit = self.o.final_eval_limit or self.o.eval_limit or 0 })

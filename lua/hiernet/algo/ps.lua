@@ -391,6 +391,11 @@ function Engine:apply_commands(s, k, members, waiting)
     cmds[#cmds + 1] = { "send", { tensor = "w", to = waiting, as = self.J.model_name,
                                   at = #self.servers > 1 and self.ranges[s][1] or nil } }
   end
+  -- The pushes' arrivals: the engine counts pushes itself, never waits on
+  -- them; claimed here so that they do not pile up on the server.
+  local pushed = { "acc" }
+  for _, p in ipairs(members) do pushed[#pushed + 1] = slot_name(p.worker) end
+  cmds[#cmds + 1] = { "wait", { tensors = pushed, clear = true } }
   return cmds, writes_w
 end
 
@@ -729,7 +734,8 @@ function ps.train(opts)
   local E = Engine.new(J, policy, servers)
   E:setup_servers()
   E.compute = worker.new(J, { want_norm = policy.wants_norm,
-                              bb = mode == "adaptive-k" and J.o.bb ~= false, bb_opts = J.o.bb_opts })
+                              bb = mode == "adaptive-k" and J.o.bb ~= false, bb_opts = J.o.bb_opts,
+                              claim_model = true })
   E.compute:setup()
   J:watch_faults{ hub = function() return servers end, sync = mode == "bsp",
                   on_change = function(i, back) E:on_fault(i, back) end,

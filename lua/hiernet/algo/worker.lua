@@ -39,7 +39,10 @@ W.__index = W
 local BB_DEFAULTS = { min_lr = 0.01, max_lr = 10, smoothing = 0.5, armijo_c = 0.5,
                       backtrack = 0.5, max_backtracks = 5 }
 
--- worker.new(J, { want_norm=, bb=, bb_opts=, model = "w" })
+-- worker.new(J, { want_norm=, bb=, bb_opts=, model = "w", claim_model = false })
+-- claim_model: each step's batch also claims the model's pending arrivals
+-- (wait{clear}): an algorithm that pulls without waiting would otherwise
+-- leave them pending on the peer up to its cap.
 function worker.new(J, o)
   local opt = J.o.worker_opt
   local steps = J.o.local_steps or 1
@@ -47,6 +50,7 @@ function worker.new(J, o)
   local self = setmetatable({
     J = J, opt = opt, local_steps = steps, want_norm = o.want_norm, compress = J.o.compress,
     model = o.model or J.model_name or "w", bb = o.bb, lr = {}, bb_state = {},
+    claim_model = o.claim_model,
     bb_opts = {},
     -- Does a step write the worker's model? Then it must pull before the next one.
     writes_model = not plain_sgd and not o.bb,
@@ -101,13 +105,15 @@ function W:compress_commands(cmds, update)
   return "uc"
 end
 
--- The push commands: one send per target ({node=, as=, add=, range=}).
-local function push_commands(cmds, tensor, targets)
+-- The push commands: one send per target ({node=, as=, add=, range=}),
+-- and the claim of the model's arrivals (worker.new's claim_model).
+function W:push_commands(cmds, tensor, targets)
   for _, t in ipairs(targets) do
     local send = { tensor = tensor, to = t.node, as = t.as, add = t.add or nil }
     if t.range then send.range, send.at = t.range, 0 end
     cmds[#cmds + 1] = { "send", send }
   end
+  if self.claim_model then cmds[#cmds + 1] = { "wait", { tensor = self.model, clear = true } } end
 end
 
 -- Sums what the results of a batch say: loss (mean of grads), compute and
@@ -139,7 +145,7 @@ function W:step(i, targets)
   if self.bb then return self:bb_step(i, targets) end
   local cmds, update = self:update_commands(self.lr[i])
   if self.want_norm then cmds[#cmds + 1] = { "norm", { x = update } } end
-  push_commands(cmds, self:compress_commands(cmds, update), targets)
+  self:push_commands(cmds, self:compress_commands(cmds, update), targets)
   local r = summarize(node:batch(cmds).results, cmds)
   r.lr = self.lr[i]
   return r
@@ -209,7 +215,7 @@ function W:bb_step(i, targets)
   if lr > self.lr[i] then lr, armijo_ms = self:armijo(node, lr, m.loss, m.gnorm2) end
   self.lr[i] = lr
   local cmds = { { "scale", { x = "g", alpha = lr } } }
-  push_commands(cmds, self:compress_commands(cmds, "g"), targets)
+  self:push_commands(cmds, self:compress_commands(cmds, "g"), targets)
   local r = summarize(node:batch(cmds).results, cmds)
   r.compute_ms = r.compute_ms + m.ms + armijo_ms
   r.loss, r.samples, r.lr = m.loss, m.samples, lr

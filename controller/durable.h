@@ -1,0 +1,49 @@
+/* durable.h — files of a results directory that a crash can neither lose
+ * nor tear.
+ *
+ * Three tools, one per kind of file:
+ *
+ *   - durable_create: a new file, created exclusively (O_EXCL) and without
+ *     following symbolic links, mode 0644 whatever the umask allows beyond
+ *     it: a symlink planted in a shared results directory can never make
+ *     the controller write elsewhere, and nobody else may write the file.
+ *   - durable_replace: a whole file replaced atomically (a uniquely named
+ *     temp file beside it, written, fsync'd, renamed over the old one, the
+ *     directory fsync'd): a reader, or the next run after a crash, sees the
+ *     old or the new content, never half of one (run.json).
+ *   - durable_sync_later: an append-only file (a CSV, log.txt) whose writes
+ *     are already in the kernel (write(2) returned, so they survive the
+ *     death of any process) is handed to a background thread that
+ *     fdatasyncs it, so rows also reach the disk within milliseconds
+ *     without the event loop waiting for the device. durable_sync_forget
+ *     must be called before such an fd is closed.
+ *
+ * Owns the sync thread (started on first use, lives as long as the
+ * process) and its list of dirty descriptors; the descriptors themselves
+ * belong to the callers. */
+#pragma once
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Creates dir/name (O_CREAT | O_EXCL | O_NOFOLLOW, 0644) for writing;
+ * append makes every write land at the end. Returns the fd, or -1 with
+ * errno (EEXIST also for a symlink in the way). */
+int durable_create(const char *dir, const char *name, int append);
+
+/* Writes dir/name through fill(f, ctx) and replaces it atomically, as
+ * described above. fill returns 0, or -1 to abandon the write (err then
+ * holds what it said, or a generic message). Returns 0 or -1 with err. */
+int durable_replace(const char *dir, const char *name, int (*fill)(FILE *f, void *ctx), void *ctx,
+                    char *err, size_t errlen);
+
+/* fd has new data: the sync thread fdatasyncs it soon. Cheap (a lock and a
+ * signal); safe to call after every write. */
+void durable_sync_later(int fd);
+
+/* Stops syncing fd (waits while the thread is inside an fdatasync of it),
+ * then fdatasyncs it once more on the caller's thread. Call before close. */
+void durable_sync_forget(int fd);
+
+/* Syncs the directory entry of a file just created in dir. */
+void durable_sync_dir(const char *dir);

@@ -1,0 +1,152 @@
+/* test_durable.c — crash-proof results files (controller/durable.h) and the
+ * marking of a dead run's run.json (run_json_mark_crashed, controller/run.h):
+ * exclusive creation that refuses planted links and ignores the umask,
+ * atomic replacement that leaves no temp file (also when the writer gives
+ * up), the sync thread, and which run.json files a sweep may rewrite. */
+#include "controller/durable.h"
+#include "controller/json_read.h"
+#include "controller/run.h"
+#include "tests/unit/check.h"
+
+#include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static void write_text(const char *name, const char *text)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *read_text(const char *name)
+{
+    static char buf[8192];
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static int entries(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)))
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d) closedir(d);
+    return n;
+}
+
+static void test_create(void)
+{
+    char path[128], target[128];
+    mode_t old = umask(0);
+    int fd = durable_create(dir, "a.csv", 1);
+    umask(old);
+    CHECK(fd >= 0);
+    struct stat st;
+    CHECK(fd >= 0 && fstat(fd, &st) == 0 && (st.st_mode & 0777) == 0644);
+    CHECK(write(fd, "x\n", 2) == 2);
+    durable_sync_later(fd);
+    durable_sync_later(fd); /* twice: queued once */
+    durable_sync_forget(fd);
+    close(fd);
+    CHECK(durable_create(dir, "a.csv", 1) < 0 && errno == EEXIST); /* never overwritten */
+    snprintf(target, sizeof target, "%s/victim", dir);
+    write_text("victim", "precious");
+    snprintf(path, sizeof path, "%s/link.csv", dir);
+    CHECK(symlink(target, path) == 0);
+    CHECK(durable_create(dir, "link.csv", 1) < 0 && errno == EEXIST); /* a link is refused */
+    CHECK_STREQ(read_text("victim"), "precious");
+    unlink(path);
+    unlink(target);
+}
+
+static int fill_hello(FILE *f, void *ctx)
+{
+    fputs(ctx, f);
+    return 0;
+}
+
+static int fill_fail(FILE *f, void *ctx)
+{
+    fputs("half", f);
+    return -1;
+}
+
+static void test_replace(void)
+{
+    char err[256];
+    int before = entries();
+    CHECK(durable_replace(dir, "r.json", fill_hello, "one", err, sizeof err) == 0);
+    CHECK(durable_replace(dir, "r.json", fill_hello, "two", err, sizeof err) == 0);
+    CHECK_STREQ(read_text("r.json"), "two");
+    CHECK(durable_replace(dir, "r.json", fill_fail, NULL, err, sizeof err) < 0);
+    CHECK_STREQ(read_text("r.json"), "two"); /* the old content stays */
+    CHECK(entries() == before + 1);          /* and no temp file is left */
+    CHECK(durable_replace("/nonexistent-dir", "r.json", fill_hello, "x", err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "/nonexistent-dir");
+}
+
+static const char *status_of(const char *name)
+{
+    static char status[32];
+    char err[128], *text = read_text(name);
+    struct json_value *root = json_read(text, strlen(text), err, sizeof err);
+    const struct json_value *s = root ? json_get(root, "status") : NULL;
+    snprintf(status, sizeof status, "%s", s && s->type == JSON_STRING ? s->string : "?");
+    json_free(root);
+    return status;
+}
+
+static void test_mark_crashed(void)
+{
+    char err[256];
+    write_text("run.json",
+               "{\n  \"scenario\": \"s.lua\",\n  \"status\": \"running\",\n"
+               "  \"start_time\": \"2024-05-01T12:00:00.000Z\",\n  \"end_time\": null,\n"
+               "  \"params\": {\"lr\": 0.5, \"n\": 3, \"x\": -0.0},\n  \"error\": null,\n"
+               "  \"pid\": 4242\n}\n");
+    write_text("steps.csv", "a\n1\n");
+    CHECK(run_json_mark_crashed(dir, 4343, "test", err, sizeof err) == 0); /* another pid */
+    CHECK_STREQ(status_of("run.json"), "running");
+    CHECK(run_json_mark_crashed(dir, 4242, "test", err, sizeof err) == 1);
+    CHECK_STREQ(status_of("run.json"), "crashed");
+    char *text = read_text("run.json");
+    CHECK_CONTAINS(text, "\"params\": {\"lr\": 0.5, \"n\": 3, \"x\": -0.0}"); /* kept as read */
+    CHECK_CONTAINS(text, "controller (pid 4242) ended without finishing the run");
+    CHECK_CONTAINS(text, "marked by test");
+    CHECK(!strstr(text, "\"end_time\": null"));
+    CHECK(run_json_mark_crashed(dir, 4242, "test", err, sizeof err) == 0); /* only once */
+    write_text("run.json", "{\"status\": \"running\", \"pid\": 4242, oops}");
+    CHECK(run_json_mark_crashed(dir, 4242, "test", err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "is no JSON");
+    CHECK_CONTAINS(read_text("run.json"), "oops"); /* left as it is */
+    unlink(strcat(strcpy((char[128]){0}, dir), "/run.json"));
+    CHECK(run_json_mark_crashed(dir, 4242, "test", err, sizeof err) == 0); /* no run.json */
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/hiernet-test-durable-XXXXXX");
+    if (!mkdtemp(dir)) CHECK_SKIP("cannot make a temporary directory");
+    test_create();
+    test_replace();
+    test_mark_crashed();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    return check_report();
+}
