@@ -387,15 +387,16 @@ function Engine:apply_commands(s, k, members, waiting)
   end
   local writes_w = #cmds
   if not self.policy.applies_each then cmds[#cmds + 1] = { "tensor", { name = "acc", size = count } } end
+  -- The pushes' arrivals: the engine counts pushes itself and never waits
+  -- on them; claimed here so that they do not pile up on the server (before
+  -- the send, which stays last: Engine:apply reads its result there).
+  local pushed = { "acc" }
+  for _, p in ipairs(members) do pushed[#pushed + 1] = slot_name(p.worker) end
+  cmds[#cmds + 1] = { "wait", { tensors = pushed, clear = true } }
   if #waiting > 0 then
     cmds[#cmds + 1] = { "send", { tensor = "w", to = waiting, as = self.J.model_name,
                                   at = #self.servers > 1 and self.ranges[s][1] or nil } }
   end
-  -- The pushes' arrivals: the engine counts pushes itself, never waits on
-  -- them; claimed here so that they do not pile up on the server.
-  local pushed = { "acc" }
-  for _, p in ipairs(members) do pushed[#pushed + 1] = slot_name(p.worker) end
-  cmds[#cmds + 1] = { "wait", { tensors = pushed, clear = true } }
   return cmds, writes_w
 end
 
