@@ -3,9 +3,9 @@
 -- peers, linkd) shows as growing memory. tools/bench/soak samples the RSS
 -- of every process of the run from outside while this runs.
 --
--- load = "ps": the algorithm library's asynchronous parameter server,
+-- load = "ps" (default): the algorithm library's asynchronous parameter server,
 --   require("hiernet.algo.ps").train{mode = "asp", ...}.
--- load = "loop" (default while the library is not on main): the same
+-- load = "loop": the same
 --   traffic by hand: every worker in a loop computes a gradient on its
 --   shard, sends it to the server, the server applies it and sends the
 --   model back; every worker also makes and drops a scratch tensor, so the
@@ -15,7 +15,7 @@ local hn = require("hiernet")
 local backend = hn.param("backend", "user")
 local workers = hn.param("workers", 16)
 local seconds = hn.param("seconds", 1800.0)
-local load = hn.param("load", "loop")
+local load = hn.param("load", "ps")
 local model = hn.param("model", "logreg:16-4")
 
 local net = hn.network{ name = "soak", backend = backend }
