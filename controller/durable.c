@@ -1,6 +1,7 @@
 /* durable.c — crash-proof results files (see durable.h). */
 #include "controller/durable.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -169,4 +170,52 @@ void durable_sync_forget(int fd)
         pthread_cond_wait(&syncer.idle, &syncer.lock);
     pthread_mutex_unlock(&syncer.lock);
     fdatasync(fd);
+}
+
+/* ---- after a crash ---- */
+
+/* Length of fd's content up to and with its last '\n' (0 when none). */
+static off_t whole_lines_length(int fd, off_t size)
+{
+    char buf[4096];
+    for (off_t end = size; end > 0;) {
+        off_t start = end > (off_t)sizeof buf ? end - (off_t)sizeof buf : 0;
+        ssize_t n = pread(fd, buf, (size_t)(end - start), start);
+        if (n != end - start) return size; /* unreadable: leave it */
+        for (ssize_t i = n - 1; i >= 0; i--)
+            if (buf[i] == '\n') return start + i + 1;
+        end = start;
+    }
+    return 0;
+}
+
+static bool trim_file(int dirfd, const char *name)
+{
+    int fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    char last;
+    bool cut = false;
+    if (fd < 0) return false;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+        pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n')
+        cut = ftruncate(fd, whole_lines_length(fd, st.st_size)) == 0 && fsync(fd) == 0;
+    close(fd);
+    return cut;
+}
+
+static bool is_results_text(const char *name)
+{
+    size_t n = strlen(name);
+    return !strcmp(name, "log.txt") || (n > 4 && !strcmp(name + n - 4, ".csv"));
+}
+
+unsigned durable_trim_partial_lines(const char *dir)
+{
+    DIR *d = opendir(dir);
+    unsigned cut = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.' && is_results_text(e->d_name)) cut += trim_file(dirfd(d), e->d_name);
+    if (d) closedir(d);
+    return cut;
 }

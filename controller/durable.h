@@ -45,5 +45,13 @@ void durable_sync_later(int fd);
  * then fdatasyncs it once more on the caller's thread. Call before close. */
 void durable_sync_forget(int fd);
 
+/* After a crash: cuts a partial last line off every regular *.csv and
+ * log.txt in dir. One write(2) per row is not atomic against SIGKILL when
+ * the row crosses a page of the file (the kernel copies page by page and
+ * stops between pages for a fatal signal), so the row being written at the
+ * kill may be on file in part; it never returned to the writer, so it is
+ * not part of the results. Returns how many files were cut. */
+unsigned durable_trim_partial_lines(const char *dir);
+
 /* Syncs the directory entry of a file just created in dir. */
 void durable_sync_dir(const char *dir);

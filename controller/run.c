@@ -474,6 +474,7 @@ int run_json_mark_crashed(const char *dir, long controller_pid, const char *who,
                  "the controller (pid %ld) ended without finishing the run (killed or crashed); "
                  "results are complete up to end_time, its last write; marked by %s",
                  controller_pid, who);
+        durable_trim_partial_lines(dir); /* after end_time was taken: this touches the files */
         rc = durable_replace(dir, "run.json", fill_crashed, &c, err, errlen) < 0 ? -1 : 1;
     }
     json_free(root);

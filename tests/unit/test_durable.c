@@ -119,11 +119,15 @@ static void test_mark_crashed(void)
                "  \"start_time\": \"2024-05-01T12:00:00.000Z\",\n  \"end_time\": null,\n"
                "  \"params\": {\"lr\": 0.5, \"n\": 3, \"x\": -0.0},\n  \"error\": null,\n"
                "  \"pid\": 4242\n}\n");
-    write_text("steps.csv", "a\n1\n");
+    write_text("steps.csv", "a\n1\n2,3"); /* the row being written at the kill */
+    write_text("log.txt", "one\n");
     CHECK(run_json_mark_crashed(dir, 4343, "test", err, sizeof err) == 0); /* another pid */
+    CHECK_STREQ(read_text("steps.csv"), "a\n1\n2,3");                      /* not its run */
     CHECK_STREQ(status_of("run.json"), "running");
     CHECK(run_json_mark_crashed(dir, 4242, "test", err, sizeof err) == 1);
     CHECK_STREQ(status_of("run.json"), "crashed");
+    CHECK_STREQ(read_text("steps.csv"), "a\n1\n"); /* whole rows only */
+    CHECK_STREQ(read_text("log.txt"), "one\n");
     char *text = read_text("run.json");
     CHECK_CONTAINS(text, "\"params\": {\"lr\": 0.5, \"n\": 3, \"x\": -0.0}"); /* kept as read */
     CHECK_CONTAINS(text, "controller (pid 4242) ended without finishing the run");
@@ -138,6 +142,38 @@ static void test_mark_crashed(void)
     CHECK(run_json_mark_crashed(dir, 4242, "test", err, sizeof err) == 0); /* no run.json */
 }
 
+/* Partial last lines go; whole files, other names and a file of one
+ * partial line (cut to empty) behave. */
+static void test_trim(void)
+{
+    char sub[96];
+    snprintf(sub, sizeof sub, "%s/trim", dir);
+    CHECK(mkdir(sub, 0755) == 0);
+    char big[6000];
+    memset(big, 'x', sizeof big);
+    big[4000] = '\n';
+    big[sizeof big - 1] = '\0';
+    const struct { const char *name, *text; size_t want; } cases[] = {
+        {"a.csv", "h\n1,2\n3,", 6}, {"b.csv", "h\n", 2}, {"c.csv", "partial", 0},
+        {"log.txt", big, 4001},      {"note.md", "no newline", 10},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[160];
+        snprintf(path, sizeof path, "%s/%s", sub, cases[i].name);
+        FILE *f = fopen(path, "w");
+        fputs(cases[i].text, f);
+        fclose(f);
+    }
+    CHECK(durable_trim_partial_lines(sub) == 3);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[160];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", sub, cases[i].name);
+        CHECK(stat(path, &st) == 0 && (size_t)st.st_size == cases[i].want);
+    }
+    CHECK(durable_trim_partial_lines(sub) == 0); /* once */
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/hiernet-test-durable-XXXXXX");
@@ -145,6 +181,7 @@ int main(void)
     test_create();
     test_replace();
     test_mark_crashed();
+    test_trim();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0);
