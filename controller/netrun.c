@@ -1,6 +1,7 @@
 /* netrun.c — one started network (see netrun.h). */
 #include "controller/netrun.h"
 
+#include "common/clock.h"
 #include "controller/backend_pick.h"
 #include "controller/linkd_client.h"
 #include "controller/peer_template.h"
@@ -554,8 +555,6 @@ static int adopt_peers(struct netrun *nr, char *err, size_t errlen)
     return rc;
 }
 
-static double monotonic_s(void);
-
 /* ---- the start's profile ---- */
 
 static void phase_add(struct netrun *nr, const char *name, double seconds)
@@ -569,7 +568,7 @@ static void phase_add(struct netrun *nr, const char *name, double seconds)
 /* Ends the phase in progress under `name`. */
 static void phase_end(struct netrun *nr, const char *name)
 {
-    double now = monotonic_s();
+    double now = mono_s();
     phase_add(nr, name, now - nr->phase_mark);
     nr->phase_mark = now;
 }
@@ -608,7 +607,7 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
     nr->registry = cfg->registry;
     nr->loopback_next = cfg->loopback_next;
     snprintf(nr->run_id, sizeof nr->run_id, "%s-%s", cfg->run_id ? cfg->run_id : "run", net->name);
-    nr->start_s = nr->phase_mark = monotonic_s();
+    nr->start_s = nr->phase_mark = mono_s();
     struct namespaces_job ns_job = {0};
     int rc = check_devices(nr, env_error, err, errlen);
     if (rc == 0) rc = prepare_helpers(nr, env_error, err, errlen);
@@ -819,13 +818,6 @@ const char *const *netrun_link_columns(size_t *n)
 {
     *n = N_LINK_COLUMNS;
     return link_columns;
-}
-
-static double monotonic_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* One CSV row for one direction of one link, counters as linkd names them. */

@@ -1,6 +1,8 @@
 /* peer_client.c — the controller's end of one peer's control channel (see peer_client.h). */
 #include "controller/peer_client.h"
 
+#include "common/clock.h"
+#include "common/container.h"
 #include "controller/spawn.h"
 #include "peer/protocol.h"
 #include "peer/template_wire.h"
@@ -19,8 +21,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 /* How long to wait after EOF for the exit status, so the failure message can
  * say how the peer died; bounded well under the 100 ms promise. */
@@ -405,13 +405,6 @@ static void on_sync_reply(void *ctx, const char *error, const msgpack_object *re
     sc->cb(sc->ctx, error, result);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* One poll round: flush what is pending, read and dispatch what arrived. */
 static int sync_step(struct peer_client *pc, double remaining)
 {
@@ -431,9 +424,9 @@ int peer_client_call_sync(struct peer_client *pc, const char *method, const char
     struct sync_call sc = {false, cb, ctx};
     if (peer_client_call(pc, method, params, params_len, on_sync_reply, &sc, err, errlen) < 0)
         return -1;
-    double deadline = now_s() + timeout_s;
-    while (!sc.done && pc->fd >= 0 && now_s() < deadline)
-        if (sync_step(pc, deadline - now_s()) < 0) break;
+    double deadline = mono_s() + timeout_s;
+    while (!sc.done && pc->fd >= 0 && mono_s() < deadline)
+        if (sync_step(pc, deadline - mono_s()) < 0) break;
     if (sc.done) return 0;
     if (pc->fd >= 0) {
         snprintf(pc->gone_reason, sizeof pc->gone_reason,

@@ -1,6 +1,7 @@
 /* proc.c — programs run inside a node (see proc.h). */
 #include "controller/proc.h"
 
+#include "common/container.h"
 #include "controller/spawn.h"
 
 #include <errno.h>
@@ -13,8 +14,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 struct capture {
     ev_io watcher;

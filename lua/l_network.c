@@ -8,6 +8,7 @@
  * lua/l_sched.c. */
 #include "lua/l_network.h"
 
+#include "common/clock.h"
 #include "controller/netrun.h"
 #include "controller/overload.h"
 #include "controller/peer_client.h"
@@ -31,15 +32,6 @@
 /* and this long to answer at start (a thousand peers take about a second);
  * HIERNET_START_TIMEOUT (seconds) overrides it, for tests and slow hosts. */
 #define START_DEADLINE_S 30.0
-
-/* Real seconds, for the start and stop profiles in the log (the run's clock
- * may be dilated). */
-static double real_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static double start_deadline_s(void)
 {
@@ -405,7 +397,7 @@ static void publish_topology(struct hn_runtime *rt)
 static void log_stopped(struct l_network *net)
 {
     hn_logf(net->rt, "network '%s': stopped: every peer exited %.3f s after the stop",
-            net->topo->name, real_now() - net->phase_t0);
+            net->topo->name, mono_s() - net->phase_t0);
 }
 
 static void finish_stop(struct l_network *net)
@@ -458,7 +450,7 @@ static int start_k(lua_State *L, int status, lua_KContext ctx)
     }
     net->state = NET_STARTED;
     hn_logf(net->rt, "network '%s': started: every peer answered %.3f s after the build",
-            net->topo->name, real_now() - net->phase_t0);
+            net->topo->name, mono_s() - net->phase_t0);
     publish_topology(net->rt);
     return 0;
 }
@@ -609,7 +601,7 @@ static int l_net_start(lua_State *L)
     netrun_describe_start(net->run, phases, sizeof phases);
     hn_logf(rt, "network '%s': %zu nodes, %zu links built in %s", net->topo->name,
             net->topo->n_nodes, net->topo->n_links, phases);
-    net->phase_t0 = real_now();
+    net->phase_t0 = mono_s();
     sample_links(rt, net->run);
     count_overload(rt, net);
     if (!rt->run->backend_used[0])
@@ -637,7 +629,7 @@ static bool stop_begin(struct l_network *net)
     if (net->state == NET_DEFINED || net->state == NET_STOPPED) return true;
     if (net->state != NET_STOPPING) {
         net->state = NET_STOPPING;
-        net->phase_t0 = real_now();
+        net->phase_t0 = mono_s();
         lnet_procs_terminate(net);
         close_peers(net);
         ev_timer_init(&net->stop_deadline, on_stop_deadline, STOP_DEADLINE_S, 0);

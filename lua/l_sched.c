@@ -5,7 +5,10 @@
  * all in the run's emulated time (real time / dilation, see sched.h);
  * and for Lua-side primitives (hn.queue): core.prepare() -> token,
  * core.park(), core.wake(token). */
+#include "common/container.h"
 #include "lua/sched.h"
+
+#include "common/clock.h"
 
 #include <lauxlib.h>
 #include <stddef.h>
@@ -16,7 +19,6 @@
 
 #define TASK_MT "hiernet.task"
 #define SCHED_KEY "hiernet.sched"
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 enum task_state { TASK_READY, TASK_RUNNING, TASK_WAITING, TASK_DONE, TASK_FAILED };
 
@@ -73,13 +75,6 @@ struct sched {
     ev_prepare runner; /* drains the ready queue before the loop waits again */
     bool runner_held;  /* the runner keeps the loop alive: tasks are queued */
 };
-
-static double monotonic_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* ---- slots ---- */
 
@@ -714,7 +709,7 @@ struct sched *sched_new(lua_State *L, struct ev_loop *loop)
     ev_prepare_init(&s->runner, on_runner);
     ev_prepare_start(loop, &s->runner);
     ev_unref(loop); /* queued tasks alone must not keep the loop alive */
-    s->real0 = monotonic_s();
+    s->real0 = mono_s();
     s->dilation = 1.0;
     /* Lua leaves the main thread's extra space uninitialised; new threads
      * copy it, so NULL here means "not a task" everywhere but in tasks. */
@@ -799,13 +794,13 @@ const char *sched_fatal_error(const struct sched *s)
 
 double sched_now(const struct sched *s)
 {
-    return s->emu0 + (monotonic_s() - s->real0) / s->dilation;
+    return s->emu0 + (mono_s() - s->real0) / s->dilation;
 }
 
 void sched_set_dilation(struct sched *s, double dilation)
 {
     s->emu0 = sched_now(s);
-    s->real0 = monotonic_s();
+    s->real0 = mono_s();
     s->dilation = dilation >= 1 ? dilation : 1.0;
 }
 

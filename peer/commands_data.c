@@ -8,11 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/container.h"
 #include "peer/command_job.h"
 #include "peer/data_auth.h"
 #include "peer/dataplane.h"
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* Destinations of one broadcast: far more than a network's nodes is a bug. */
 #define SEND_MAX_DESTINATIONS 4096

@@ -11,13 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/container.h"
 #include "peer/command_job.h"
 #include "peer/dataplane.h"
 
 #define WAIT_K_MAX STORE_ARRIVALS_MAX /* more can never be pending */
 #define WAIT_DEFAULT_TIMEOUT_S 60.0
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* ---- wait ---- */
 

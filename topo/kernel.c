@@ -1,6 +1,7 @@
 /* kernel.c — the kernel backend (see kernel.h). */
 #include "topo/kernel.h"
 
+#include "common/clock.h"
 #include "topo/netns.h"
 #include "topo/nl.h"
 
@@ -31,13 +32,6 @@ struct topo_kernel {
     unsigned char **partitions; /* each: per node its group (1, 2) or 0; until healed */
     size_t n_partitions;
 };
-
-static double seconds_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 const struct topo_kernel_timing *topo_kernel_timing(const struct topo_kernel *k)
 {
@@ -348,12 +342,12 @@ static void count_not_running(const char *name, int ifindex, unsigned flags, voi
 
 static int wait_running(struct topo_kernel *k, int node, char *err, size_t errlen)
 {
-    double deadline = seconds_now() + RUNNING_TIMEOUT_S;
+    double deadline = mono_s() + RUNNING_TIMEOUT_S;
     for (;;) {
         struct running_check c = {k, node, 0, -1};
         if (topo_nl_link_list(k->ns[node].sock, count_not_running, &c, err, errlen) < 0) return -1;
         if (c.pending == 0) return 0;
-        if (seconds_now() > deadline) {
+        if (mono_s() > deadline) {
             char what[80];
             topo_link_describe(k->net, &k->net->links[c.example], what, sizeof what);
             return snprintf(err, errlen,
@@ -372,7 +366,7 @@ int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_
     struct topo_kernel *k = kernel_alloc(net);
     if (!k) return snprintf(err, errlen, "network '%s': out of memory", net->name), -1;
     k->opts = *opts;
-    double t0 = seconds_now();
+    double t0 = mono_s();
     if (create_namespaces(k, err, errlen) < 0) {
         topo_kernel_destroy(k);
         return -1;
@@ -382,7 +376,7 @@ int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_
         topo_kernel_destroy(k);
         return -1;
     }
-    k->timing.namespaces = seconds_now() - t0;
+    k->timing.namespaces = mono_s() - t0;
     *out = k;
     return 0;
 }
@@ -459,13 +453,13 @@ int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *rout
 {
     k->routing = routing;
     k->shaped = shape;
-    double t0 = seconds_now();
+    double t0 = mono_s();
     if (configure_pass(k, PASS_INTERFACES, err, errlen) < 0) return -1;
-    double t1 = seconds_now();
+    double t1 = mono_s();
     if (configure_pass(k, PASS_ROUTES, err, errlen) < 0) return -1;
-    double t2 = seconds_now();
+    double t2 = mono_s();
     if (configure_pass(k, PASS_RUNNING, err, errlen) < 0) return -1;
-    double t3 = seconds_now();
+    double t3 = mono_s();
     k->timing.interfaces = t1 - t0;
     k->timing.routes = t2 - t1;
     k->timing.running = t3 - t2;
@@ -475,9 +469,9 @@ int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *rout
 
 int topo_kernel_add_veths(struct topo_kernel *k, char *err, size_t errlen)
 {
-    double t0 = seconds_now();
+    double t0 = mono_s();
     int rc = create_veths(k, err, errlen);
-    k->timing.links = seconds_now() - t0;
+    k->timing.links = mono_s() - t0;
     return rc;
 }
 

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "peer/protocol.h"
 #include "tests/unit/check.h"
 
@@ -82,13 +83,6 @@ struct harness_peer {
     struct harness_note notes[HARNESS_NOTES];
     int n_notes;
 };
-
-static inline double harness_now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 /* Finds hiernet-peer or skips the test. */
 static inline void harness_init(void)
@@ -637,12 +631,12 @@ static inline bool harness_exited(int status, int code)
  * it when it did not exit in time. */
 static inline int harness_wait_exit(struct harness_peer *p, double timeout_ms)
 {
-    double deadline = harness_now_ms() + timeout_ms;
+    double deadline = mono_ms() + timeout_ms;
     int status;
     for (;;) {
         pid_t r = waitpid(p->pid, &status, WNOHANG);
         if (r == p->pid) return status;
-        if (r < 0 || harness_now_ms() > deadline) break;
+        if (r < 0 || mono_ms() > deadline) break;
         struct timespec tick = {0, 5 * 1000 * 1000};
         nanosleep(&tick, NULL);
     }
