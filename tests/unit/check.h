@@ -2,8 +2,10 @@
  *
  * CHECK(cond) records a failure with file:line and goes on; a test's main()
  * ends with `return check_report();`, which prints "N passed, N failed" and
- * returns non-zero when anything failed. CHECK_SKIP(why) exits 77, which
- * ctest counts as skipped (SKIP_RETURN_CODE). */
+ * returns non-zero when anything failed or when no check ran at all (a test
+ * that asserted nothing proves nothing: a loop that never iterated, a case
+ * left out by a condition). CHECK_SKIP(why) exits 77, which ctest counts as
+ * skipped (SKIP_RETURN_CODE). */
 #pragma once
 
 #include <math.h>
@@ -50,5 +52,9 @@ static int check_passed, check_failed;
 static inline int check_report(void)
 {
     printf("%d passed, %d failed\n", check_passed, check_failed);
+    if (check_passed + check_failed == 0) {
+        fprintf(stderr, "no check ran: a test must assert something\n");
+        return 1;
+    }
     return check_failed ? 1 : 0;
 }
