@@ -357,7 +357,7 @@ static int l_net_route(lua_State *L)
     int *path = malloc(cap * sizeof *path);
     int n = path ? topo_routing_path(net->topo, &routing, a->index, b->index, path, cap) : -1;
     topo_routing_free(&routing);
-    if (n < 0) {
+    if (n < 0 || (size_t)n > cap) {
         free(path);
         return luaL_error(L, "network '%s': no path from '%s' to '%s'", net->topo->name,
                           net->topo->nodes[a->index].name, net->topo->nodes[b->index].name);

@@ -343,7 +343,21 @@ static const struct topo_route *route_to(const struct topo_node_routes *nr, int 
     return nr->n_routes ? &nr->routes[0] : NULL;
 }
 
-/* Appends the switches between host `from` and the next host `to` (L2 path). */
+/* Nodes from `to` back to `from` (excluded) along the search's parent links:
+ * the segment's length, or -1 when `to` is unreachable. Any number of
+ * switches: the walk is bounded by the node count, not by a buffer. */
+static long segment_length(const struct topo_network *net, const struct search *s, int from, int to)
+{
+    long depth = 0;
+    for (int v = to; v != from; depth++) {
+        if (s->parent_link[v] < 0 || (size_t)depth >= net->n_nodes) return -1;
+        v = other_end(&net->links[s->parent_link[v]], v);
+    }
+    return depth;
+}
+
+/* Appends the switches between host `from` and the next host `to` (L2 path),
+ * writing each node at its place from the end so no buffer bounds the path. */
 static int append_segment(const struct topo_network *net, int from, int to, int *path, size_t cap,
                           size_t *n)
 {
@@ -352,14 +366,16 @@ static int append_segment(const struct topo_network *net, int from, int to, int 
     int rc = -1;
     if (adjacency_build(net, &adj) == 0 && search_init(&s, net) == 0) {
         dijkstra(net, &adj, from, &s);
-        int stack[64], depth = 0;
-        for (int v = to; v != from && depth < 64; depth++) {
-            stack[depth] = v;
-            v = other_end(&net->links[s.parent_link[v]], v);
+        long depth = segment_length(net, &s, from, to);
+        if (depth >= 0) {
+            long i = depth - 1;
+            for (int v = to; v != from; i--) {
+                if (*n + (size_t)i < cap) path[*n + (size_t)i] = v;
+                v = other_end(&net->links[s.parent_link[v]], v);
+            }
+            *n += (size_t)depth;
+            rc = 0;
         }
-        for (int i = depth - 1; i >= 0; i--)
-            if (*n < cap) path[(*n)++] = stack[i];
-        rc = 0;
     }
     search_free(&s);
     adjacency_free(&adj);
@@ -369,8 +385,8 @@ static int append_segment(const struct topo_network *net, int from, int to, int 
 int topo_routing_path(const struct topo_network *net, const struct topo_routing *r, int from,
                       int to, int *path, size_t cap)
 {
-    size_t n = 0;
-    if (cap) path[n++] = from;
+    size_t n = 1;
+    if (cap) path[0] = from;
     int at = from;
     for (size_t guard = 0; at != to && guard <= net->n_nodes; guard++) {
         const struct topo_route *rt = route_to(&r->nodes[at], to);
