@@ -142,7 +142,8 @@ HIERNET_PEER=$PWD/garbage-peer.sh \
   expect_exit 0 "garbling peer" -- "$HN" run start.lua --out r-garbage --quiet
 grep -q "start false after 0\.[0-9] s" out.txt && ok || bad "garbling peer start: $(cat out.txt)"
 grep -q "stop after [23]\.[0-9] s" out.txt && ok || bad "garbling peer is killed at the stop deadline: $(cat out.txt)"
-sleep 0.2
+# Killed peers may take a moment to leave the process table: poll, 5 s at most.
+for _ in $(seq 100); do [[ -z $(ps -eo args= | grep -E "^sleep 30\.73[12]") ]] && break; sleep 0.05; done
 [[ -z $(ps -eo args= | grep -E "^sleep 30\.73[12]") ]] && ok || bad "a misbehaving peer survived its run"
 
 report

@@ -370,10 +370,8 @@ static void test_pipelined_output(struct harness_peer *p)
     for (int i = 0; i < N; i++) {
         uint32_t id = harness_request(p, "read", "tensor:s", "bulk");
         if (i == 0) first = id;
-        if (i == N / 2) {
-            struct timespec pause = {0, 100 * 1000 * 1000}; /* let the peer fill its buffer */
-            nanosleep(&pause, NULL);
-        }
+        if (i == N / 2) /* the peer fills the socket buffers and holds the rest */
+            CHECK(harness_wait_backlog(p, 1 << 16, 5000));
     }
     int good = 0;
     for (int i = 0; i < N; i++) {
@@ -420,8 +418,7 @@ static void test_exit_while_computing(void)
     CHECK(peer_start(&p, (const char *[]){"--speed", "0.0001", NULL}));
     harness_request(&p, "tensor", "name:s size:i fill:f", "big", 4000000LL, 1.0);
     harness_request(&p, "norm", "x:s", "big"); /* still queued at exit */
-    struct timespec pause = {0, 50 * 1000 * 1000};
-    nanosleep(&pause, NULL);
+    CHECK(harness_wait_busy(&p, 20, 5000));    /* the tensor job is computing */
     double t0 = mono_ms();
     close(p.fd);
     p.fd = -1;

@@ -139,7 +139,8 @@ static void test_proc_identity(void)
     pid_t child = fork();
     if (child == 0) _exit(0);
     struct registry_proc zombie;
-    usleep(50000);
+    siginfo_t exited; /* wait until the child has exited, leaving it unreaped */
+    CHECK(waitid(P_PID, (id_t)child, &exited, WEXITED | WNOWAIT) == 0);
     CHECK(registry_proc_read(child, &zombie) == 0); /* exited, not reaped */
     CHECK(!registry_proc_alive(&zombie));
     CHECK(registry_proc_open(&zombie) < 0);
