@@ -297,7 +297,7 @@ static int l_node_batch(lua_State *L)
     return node_request(L, n, "batch", 3);
 }
 
-/* Peer commands of DESIGN.md and docs/lua-api.md; the peer answers "unknown
+/* Peer commands of docs/lua-api.md; the peer answers "unknown
  * method" for the ones this build's peer does not implement. */
 static const char *const peer_commands[] = {
     "ping",  "stats", "tensor", "copy", "drop",     "axpy",       "scale",

@@ -1,12 +1,12 @@
 /* worker.h — the peer's compute thread and its FIFO job queue.
  *
  * One thread runs the jobs in arrival order, so a peer computes one command
- * at a time (DESIGN.md). The loop thread submits jobs; when a job has run, the
+ * at a time (docs/lua-api.md "Ordering and versions"). The loop thread submits jobs; when a job has run, the
  * worker wakes the loop with ev_async_send and the loop calls the jobs' done
  * callbacks in the same order. Each job is timed: wall ms (CLOCK_MONOTONIC)
  * and the CPU ms of the worker thread (CLOCK_THREAD_CPUTIME_ID).
  *
- * Device speed emulation (DESIGN.md "Node limits") and time dilation: a job
+ * Device speed emulation (node `speed`, docs/lua-api.md "Networks and nodes"; docs/fidelity.md) and time dilation: a job
  * completes at its start + dilation * (CPU time it used) / speed (its
  * budget), or at its real end if that is later. With speed 1 and dilation 1
  * the budget is the CPU time itself, so a job waits for nothing. A job whose

@@ -1,7 +1,7 @@
 /* netns.h — anonymous network namespaces held by file descriptors.
  *
  * Provides creation of network namespaces without bind mounts (so they die
- * with the last fd or process that holds them: DESIGN.md "Topology"), one at
+ * with the last fd or process that holds them: docs/guide.md "Crashes and cleanup"), one at
  * a time or many in parallel; entering and leaving a namespace on the calling
  * thread; an rtnetlink socket bound inside a namespace; and sysctl writes in
  * the namespace the calling thread is in.
