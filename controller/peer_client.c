@@ -37,7 +37,7 @@ struct peer_client {
     struct ev_loop *loop;
     char node[64];
     pid_t pid;
-    int fd; /* -1 once closed */
+    int fd;             /* -1 once closed */
     bool output_broken; /* a write failed: reading on until EOF */
     bool exited;
     int wait_status;
@@ -164,8 +164,9 @@ static void describe_exit(struct peer_client *pc)
         snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': peer exited with status %d",
                  pc->node, WEXITSTATUS(st));
     else if (WIFSIGNALED(st))
-        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': peer killed by signal %d (%s)",
-                 pc->node, WTERMSIG(st), strsignal(WTERMSIG(st)));
+        snprintf(pc->gone_reason, sizeof pc->gone_reason,
+                 "node '%s': peer killed by signal %d (%s)", pc->node, WTERMSIG(st),
+                 strsignal(WTERMSIG(st)));
 }
 
 /* The peer vanished (EOF or error on the channel) or exited: fail its calls. */
@@ -338,8 +339,8 @@ static void flush_output(struct peer_client *pc)
 {
     if (pc->output_broken) return output_broken(pc);
     while (pc->out_sent < pc->out.size) {
-        ssize_t n = send(pc->fd, pc->out.data + pc->out_sent, pc->out.size - pc->out_sent,
-                         MSG_NOSIGNAL);
+        ssize_t n =
+            send(pc->fd, pc->out.data + pc->out_sent, pc->out.size - pc->out_sent, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN) {
@@ -429,8 +430,8 @@ int peer_client_call_sync(struct peer_client *pc, const char *method, const char
         if (sync_step(pc, deadline - mono_s()) < 0) break;
     if (sc.done) return 0;
     if (pc->fd >= 0) {
-        snprintf(pc->gone_reason, sizeof pc->gone_reason,
-                 "node '%s': no reply to %s within %.1f s", pc->node, method, timeout_s);
+        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': no reply to %s within %.1f s",
+                 pc->node, method, timeout_s);
     } else if (!pc->exited) {
         /* The channel closed: give the child a moment to be reaped so the
          * error can say how it died rather than that it was slow. */

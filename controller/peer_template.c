@@ -97,7 +97,8 @@ static void template_gone(struct peer_template *t)
 {
     int status = 0;
     pid_t got = 0;
-    for (int i = 0; i < 100 && (got = waitpid(t->pid, &status, WNOHANG)) == 0; i++) usleep(1000);
+    for (int i = 0; i < 100 && (got = waitpid(t->pid, &status, WNOHANG)) == 0; i++)
+        usleep(1000);
     char why[96] = "it exited";
     if (got == t->pid) {
         t->reaped = true;
@@ -187,12 +188,12 @@ int peer_template_request(struct peer_template *t, const char *const *args, int 
     return -1;
 }
 
-pid_t peer_template_pid(struct peer_template *t, int id, double timeout_s, char *err,
-                        size_t errlen)
+pid_t peer_template_pid(struct peer_template *t, int id, double timeout_s, char *err, size_t errlen)
 {
     double deadline = mono_s() + timeout_s;
     struct template_result *res = &t->results[id];
-    while (!res->done && !t->broken && mono_s() < deadline) read_replies(t, deadline - mono_s());
+    while (!res->done && !t->broken && mono_s() < deadline)
+        read_replies(t, deadline - mono_s());
     if (res->done && res->pid > 0) return res->pid;
     if (res->done)
         snprintf(err, errlen, "peer template: %s: %s", res->step, strerror(res->error));

@@ -74,7 +74,7 @@ void lnet_check_options(lua_State *L, int i, const char *const *allowed, const c
 }
 
 const char *lnet_opt_string(lua_State *L, int i, const char *key, const char *dflt,
-                              const char *what)
+                            const char *what)
 {
     lua_getfield(L, i, key);
     const char *v = dflt;
@@ -180,8 +180,10 @@ static int l_network_new(lua_State *L)
     }
     const char *addr_base = lnet_opt_string(L, 1, "addr_base", NULL, "hn.network");
     if (addr_base && b == TOPO_BACKEND_NONE) /* said, not silently dropped */
-        hn_logf(rt, "network '%s': addr_base '%s' is not used by backend none (its peers get "
-                    "loopback addresses)", name, addr_base);
+        hn_logf(rt,
+                "network '%s': addr_base '%s' is not used by backend none (its peers get "
+                "loopback addresses)",
+                name, addr_base);
     if (addr_base && topo_set_addr_base(net->topo, addr_base, err, sizeof err) < 0) {
         topo_network_free(net->topo);
         free(net);
@@ -409,7 +411,8 @@ static void finish_stop(struct l_network *net)
     size_t n = net->n_stop_waiters;
     net->stop_waiters = NULL;
     net->n_stop_waiters = 0;
-    for (size_t i = 0; i < n; i++) sched_wake(net->rt->sched, waiters[i], NULL, NULL);
+    for (size_t i = 0; i < n; i++)
+        sched_wake(net->rt->sched, waiters[i], NULL, NULL);
     free(waiters);
 }
 
@@ -455,7 +458,6 @@ static int start_k(lua_State *L, int status, lua_KContext ctx)
     return 0;
 }
 
-
 /* Pings every peer concurrently: start returns once all answer. */
 /* A peer that is alive but never answers must not hang the start: fail it
  * and close the channels, which fails the calls still out and wakes us. */
@@ -464,8 +466,8 @@ static void on_start_deadline(EV_P_ ev_timer *w, int revents)
     struct l_network *net =
         (struct l_network *)((char *)w - offsetof(struct l_network, start_deadline));
     if (!net->start_error[0])
-        snprintf(net->start_error, sizeof net->start_error,
-                 "%d peer(s) did not answer within %g s", net->outstanding, start_deadline_s());
+        snprintf(net->start_error, sizeof net->start_error, "%d peer(s) did not answer within %g s",
+                 net->outstanding, start_deadline_s());
     close_peers(net);
 }
 
@@ -605,7 +607,8 @@ static int l_net_start(lua_State *L)
     sample_links(rt, net->run);
     count_overload(rt, net);
     if (!rt->run->backend_used[0])
-        snprintf(rt->run->backend_used, sizeof rt->run->backend_used, "%s", netrun_backend(net->run));
+        snprintf(rt->run->backend_used, sizeof rt->run->backend_used, "%s",
+                 netrun_backend(net->run));
     lua_pushvalue(L, 1);
     net->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     net->state = NET_STARTING;
@@ -673,7 +676,8 @@ static int l_net_index(lua_State *L)
         lua_pushstring(L, net->topo->name);
     } else if (strcmp(key, "backend") == 0) {
         /* the backend start chose once started (auto resolves), else the one asked for */
-        lua_pushstring(L, topo_backend_name(net->run ? net->topo->backend_used : net->topo->backend));
+        lua_pushstring(L,
+                       topo_backend_name(net->run ? net->topo->backend_used : net->topo->backend));
     } else if (strcmp(key, "seed") == 0) {
         lua_pushinteger(L, (lua_Integer)net->topo->seed);
     } else if (strcmp(key, "dilation") == 0) {
@@ -731,7 +735,8 @@ void l_network_draw_all(struct hn_runtime *rt)
 
 void l_network_stop_all(struct hn_runtime *rt)
 {
-    for (struct l_network *net = rt->networks; net; net = net->next) stop_begin(net);
+    for (struct l_network *net = rt->networks; net; net = net->next)
+        stop_begin(net);
 }
 
 bool l_network_all_exited(struct hn_runtime *rt)
@@ -756,11 +761,11 @@ void l_network_release_all(struct hn_runtime *rt)
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->self_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->nodes_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->listeners_ref);
-        for (size_t p = 0; p < net->n_partitions; p++) free(net->partitions[p]);
+        for (size_t p = 0; p < net->n_partitions; p++)
+            free(net->partitions[p]);
         free(net->partitions);
         topo_network_free(net->topo);
         net->topo = NULL;
         free(net);
     }
 }
-

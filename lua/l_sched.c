@@ -186,7 +186,8 @@ static void task_finish_ok(struct sched *s, struct task *t, int nres)
     lua_createtable(L, nres, 1);
     lua_insert(L, -(nres + 1));
     int tbl = lua_absindex(L, -(nres + 1));
-    for (int i = nres; i >= 1; i--) lua_rawseti(L, tbl, i);
+    for (int i = nres; i >= 1; i--)
+        lua_rawseti(L, tbl, i);
     lua_pushinteger(L, nres);
     lua_setfield(L, tbl, "n");
     t->results_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -303,7 +304,8 @@ void sched_drain(struct sched *s)
     }
     s->draining = true;
     struct task *t;
-    while (!s->fatal && (t = ready_pop(s))) task_resume(s, t);
+    while (!s->fatal && (t = ready_pop(s)))
+        task_resume(s, t);
     s->draining = false;
     runner_release(s);
     check_unobserved(s);
@@ -436,7 +438,8 @@ static int push_results(lua_State *L, struct task *t)
     int n = (int)lua_tointeger(L, -1);
     lua_pop(L, 1);
     luaL_checkstack(L, n, "too many task results");
-    for (int i = 1; i <= n; i++) lua_rawgeti(L, -i, i);
+    for (int i = 1; i <= n; i++)
+        lua_rawgeti(L, -i, i);
     lua_remove(L, -n - 1);
     return n;
 }
@@ -480,7 +483,8 @@ static int list_length(lua_State *L, int i)
     for (int k = 1; k <= n; k++) {
         lua_rawgeti(L, i, k);
         if (!luaL_testudata(L, -1, TASK_MT))
-            luaL_error(L, "element %d of the task list is a %s, not a task", k, luaL_typename(L, -1));
+            luaL_error(L, "element %d of the task list is a %s, not a task", k,
+                       luaL_typename(L, -1));
         lua_pop(L, 1);
     }
     return n;
@@ -513,7 +517,8 @@ static int wait_all_results(lua_State *L, int n)
 /* Moves the cursor (ctx) past finished tasks; returns it (n + 1 when all are done). */
 static lua_KContext wait_all_advance(lua_State *L, int n, lua_KContext cursor)
 {
-    while (cursor <= n && task_finished_state(list_task(L, 1, (int)cursor))) cursor++;
+    while (cursor <= n && task_finished_state(list_task(L, 1, (int)cursor)))
+        cursor++;
     return cursor;
 }
 
@@ -570,7 +575,8 @@ static int l_wait_any(lua_State *L)
     for (int k = 1; k <= n; k++)
         if (task_finished_state(list_task(L, 1, k))) return wait_any_result(L, k);
     task_token tok = sched_suspend(L);
-    for (int k = 1; k <= n; k++) add_waiter(L, list_task(L, 1, k), tok);
+    for (int k = 1; k <= n; k++)
+        add_waiter(L, list_task(L, 1, k), tok);
     return lua_yieldk(L, 0, 0, wait_any_k);
 }
 
@@ -771,10 +777,11 @@ void sched_free(struct sched *s)
 }
 
 static const luaL_Reg sched_functions[] = {
-    {"spawn", l_spawn},       {"wait_all", l_wait_all}, {"wait_any", l_wait_any},
-    {"sleep", l_sleep},       {"now", l_now},           {"yield", l_yield},
-    {"_prepare", l_prepare},  {"_park", l_park},        {"_wake", l_wake},
-    {NULL, NULL},
+    {"spawn", l_spawn},       {"wait_all", l_wait_all},
+    {"wait_any", l_wait_any}, {"sleep", l_sleep},
+    {"now", l_now},           {"yield", l_yield},
+    {"_prepare", l_prepare},  {"_park", l_park},
+    {"_wake", l_wake},        {NULL, NULL},
 };
 
 void sched_register(lua_State *L)

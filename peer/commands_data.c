@@ -371,7 +371,7 @@ static void peers_cleanup(struct command_job *j)
 
 /* ---- table entries ---- */
 
-static const char *const keys_send[] = {"tensor", "to", "to_addr", "as",    "range",
+static const char *const keys_send[] = {"tensor", "to",  "to_addr", "as", "range",
                                         "at",     "add", "nowait",  NULL};
 static const char *const keys_peers[] = {"table", "replace", "secret", NULL};
 

@@ -21,7 +21,8 @@ static int adjacency_build(const struct topo_network *net, struct adjacency *adj
         adj->start[net->links[k].a + 1]++;
         adj->start[net->links[k].b + 1]++;
     }
-    for (size_t i = 0; i < net->n_nodes; i++) adj->start[i + 1] += adj->start[i];
+    for (size_t i = 0; i < net->n_nodes; i++)
+        adj->start[i + 1] += adj->start[i];
     int *fill = malloc((net->n_nodes + 1) * sizeof *fill);
     if (!fill) return -1;
     memcpy(fill, adj->start, (net->n_nodes + 1) * sizeof *fill);
@@ -182,7 +183,10 @@ static struct topo_route next_hop(const struct topo_network *net, const struct s
             entry_link = link;
         }
         if (prev == src) {
-            return (struct topo_route){net->nodes[dst].node_addr, 32, dst, link,
+            return (struct topo_route){net->nodes[dst].node_addr,
+                                       32,
+                                       dst,
+                                       link,
                                        addr_on_link(&net->links[entry_link], first_host),
                                        first_host};
         }
@@ -207,7 +211,8 @@ static size_t most_common(const struct topo_route *hops, size_t n, int *counts, 
     int best_count = 0;
     for (size_t i = 0; i < n; i++)
         if (++counts[hops[i].via] > best_count) best_count = counts[hops[i].via], best = i;
-    for (size_t i = 0; i < n; i++) counts[hops[i].via] = 0;
+    for (size_t i = 0; i < n; i++)
+        counts[hops[i].via] = 0;
     *count = (size_t)best_count;
     return best;
 }
@@ -221,8 +226,8 @@ static int best_segment_link(const struct topo_network *net, const struct topo_r
     *count = 0;
     for (size_t i = 0; i < n; i++) {
         const struct topo_link *l = &net->links[hops[i].link];
-        bool on_segment = net->nodes[l->a].kind == TOPO_NODE_SWITCH ||
-                          net->nodes[l->b].kind == TOPO_NODE_SWITCH;
+        bool on_segment =
+            net->nodes[l->a].kind == TOPO_NODE_SWITCH || net->nodes[l->b].kind == TOPO_NODE_SWITCH;
         if (!on_segment || hops[i].via != hops[i].dst_node || hops[i].link == best) continue;
         size_t c = 0;
         for (size_t j = 0; j < n; j++)
@@ -250,8 +255,8 @@ static void compress_by_default(struct topo_route *hops, size_t n, size_t best,
 static void compress_by_segment(const struct topo_network *net, struct topo_route *hops, size_t n,
                                 int link, struct topo_node_routes *out)
 {
-    out->routes[out->n_routes++] = (struct topo_route){
-        net->node_block, net->node_block_len, -1, link, 0, TOPO_ROUTE_DIRECT};
+    out->routes[out->n_routes++] =
+        (struct topo_route){net->node_block, net->node_block_len, -1, link, 0, TOPO_ROUTE_DIRECT};
     for (size_t i = 0; i < n; i++)
         if (hops[i].link != link || hops[i].via != hops[i].dst_node)
             out->routes[out->n_routes++] = hops[i];
@@ -329,7 +334,8 @@ done:
 
 void topo_routing_free(struct topo_routing *r)
 {
-    for (size_t i = 0; r->nodes && i < r->n_nodes; i++) free(r->nodes[i].routes);
+    for (size_t i = 0; r->nodes && i < r->n_nodes; i++)
+        free(r->nodes[i].routes);
     free(r->nodes);
     memset(r, 0, sizeof *r);
 }

@@ -157,8 +157,8 @@ static void build_lenet(struct model *m)
 /* "first", "second", ... for the n-th (1-based) layer size in messages. */
 static const char *ordinal(int n, char *buf, size_t cap)
 {
-    static const char *const words[] = {"first", "second", "third", "fourth", "fifth",
-                                        "sixth", "seventh", "eighth", "ninth", "tenth"};
+    static const char *const words[] = {"first", "second",  "third",  "fourth", "fifth",
+                                        "sixth", "seventh", "eighth", "ninth",  "tenth"};
     if (n >= 1 && n <= 10) return words[n - 1];
     snprintf(buf, cap, "%dth", n);
     return buf;
@@ -183,8 +183,8 @@ static int parse_sizes(const char *spec, const char *list, int *sizes, int cap, 
             return kern_fail(err, errlen,
                              "model spec \"%s\": the %s layer size '%.*s' is not a whole number "
                              "from 1 to %d",
-                             spec, ordinal(count + 1, nth, sizeof nth), (int)(len < 32 ? len : 32), p,
-                             MODEL_MAX_WIDTH);
+                             spec, ordinal(count + 1, nth, sizeof nth), (int)(len < 32 ? len : 32),
+                             p, MODEL_MAX_WIDTH);
         }
         if (count == cap)
             return kern_fail(err, errlen, "model spec \"%s\": more than %d layer sizes", spec, cap);
@@ -220,9 +220,9 @@ static int parse_spec(struct model *m, const char *spec, char *err, size_t errle
     if (strncmp(spec, "cnn:", 4) == 0)
         return kern_fail(err, errlen, "model spec \"%s\": unknown cnn (known: cnn:lenet)", spec);
     return kern_fail(err, errlen,
-                "model spec \"%s\": unknown architecture (expected logreg:IN-OUT, "
-                "mlp:IN-H1-...-OUT or cnn:lenet)",
-                spec);
+                     "model spec \"%s\": unknown architecture (expected logreg:IN-OUT, "
+                     "mlp:IN-H1-...-OUT or cnn:lenet)",
+                     spec);
 }
 
 int model_create(const char *spec, int max_batch, struct model **out, char *err, size_t errlen)
@@ -240,7 +240,7 @@ int model_create(const char *spec, int max_batch, struct model **out, char *err,
     }
     if (m->param_count > MODEL_MAX_PARAMS) {
         kern_fail(err, errlen, "model spec \"%s\": %zu parameters exceed the limit of %llu", spec,
-             m->param_count, MODEL_MAX_PARAMS);
+                  m->param_count, MODEL_MAX_PARAMS);
         model_destroy(m);
         return -1;
     }
@@ -352,13 +352,13 @@ int model_reserve(struct model *m, int batch, char *err, size_t errlen)
 {
     if (batch < 1 || batch > MODEL_MAX_BATCH)
         return kern_fail(err, errlen, "model \"%s\": batch %d is outside 1..%d", m->spec, batch,
-                    MODEL_MAX_BATCH);
+                         MODEL_MAX_BATCH);
     if (batch <= m->capacity) return 0;
     void *block = NULL;
     size_t bytes = workspace_layout(m, (size_t)batch, NULL) * sizeof(float);
     if (posix_memalign(&block, 64, bytes) != 0)
-        return kern_fail(err, errlen, "model \"%s\": cannot allocate %zu bytes of workspace", m->spec,
-                    bytes);
+        return kern_fail(err, errlen, "model \"%s\": cannot allocate %zu bytes of workspace",
+                         m->spec, bytes);
     free(m->workspace);
     m->workspace = block;
     m->capacity = batch;
@@ -464,7 +464,7 @@ int model_init(const struct model *m, float *params, const char *method, uint64_
         zeros = 1;
     else
         return kern_fail(err, errlen, "model \"%s\": unknown init \"%s\" (default, xavier, zeros)",
-                    m->spec, method);
+                         m->spec, method);
     memset(params, 0, m->param_count * sizeof(float));
     if (zeros) return 0;
     struct rng r;
@@ -572,8 +572,8 @@ static void valid_rows(const struct layer *l, int ky, int *lo, int *hi)
  * constant, so each use keeps its own tight loop. */
 static inline __attribute__((always_inline)) void window_row(const struct layer *l,
                                                              float *restrict plane,
-                                                             float *restrict col, int count,
-                                                             int ky, int kx, bool gather)
+                                                             float *restrict col, int count, int ky,
+                                                             int kx, bool gather)
 {
     int x_lo, x_hi, y_lo, y_hi, ow = l->out_w, iw = l->in_w;
     valid_columns(l, kx, &x_lo, &x_hi);
@@ -582,7 +582,8 @@ static inline __attribute__((always_inline)) void window_row(const struct layer 
     int width = x_hi - x_lo, in_x = x_lo + kx - l->pad;
     for (int b = 0; b < count; b++) {
         for (int oy = y_lo; oy < y_hi; oy++) {
-            float *restrict p = plane + (size_t)b * in_plane + (size_t)(oy + ky - l->pad) * iw + in_x;
+            float *restrict p =
+                plane + (size_t)b * in_plane + (size_t)(oy + ky - l->pad) * iw + in_x;
             float *restrict c = col + (size_t)b * out_plane + (size_t)oy * ow + x_lo;
             if (gather)
                 for (int j = 0; j < width; j++)
@@ -606,7 +607,6 @@ static void im2col(const struct layer *l, const float *in, float *col, struct co
                 window_row(l, (float *)src, col, c.count, ky, kx, true); /* only read */
     }
 }
-
 
 /* Writes the chunk's samples of dx (zeroed first) from d col. */
 static void col2im(const struct layer *l, const float *col, float *dx, struct conv_chunk c)
@@ -822,7 +822,7 @@ static int check_labels(const struct model *m, const int32_t *labels, size_t n, 
     for (size_t i = 0; i < n; i++)
         if (labels[i] < 0 || labels[i] >= classes)
             return kern_fail(err, errlen, "model \"%s\": label %d of sample %zu is outside 0..%d",
-                        m->spec, (int)labels[i], i, classes - 1);
+                             m->spec, (int)labels[i], i, classes - 1);
     return 0;
 }
 

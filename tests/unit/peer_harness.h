@@ -718,15 +718,14 @@ static inline double harness_cpu_ms(pid_t pid)
     buf[n] = '\0';
     const char *p = strrchr(buf, ')');
     unsigned long long utime, stime;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
-                     &stime) != 2)
+    if (!p ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
         return -1;
     return (double)(utime + stime) * 1e3 / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* Until p has used cpu_ms more CPU than now: a job it was given is running. */
-static inline bool harness_wait_busy(const struct harness_peer *p, double cpu_ms,
-                                     double timeout_ms)
+static inline bool harness_wait_busy(const struct harness_peer *p, double cpu_ms, double timeout_ms)
 {
     double deadline = mono_ms() + timeout_ms, start = harness_cpu_ms(p->pid);
     while (harness_cpu_ms(p->pid) < start + cpu_ms) {

@@ -397,8 +397,7 @@ static void test_dilation(void)
     CHECK(harness_read_reply(&p, &r) && r.msgid == first && r.ok);
     double ms = harness_f64(&r, "ms"), cpu = harness_f64(&r, "cpu_ms");
     CHECK(harness_read_reply(&p, &r) && r.msgid == second && r.ok);
-    double real = mono_ms() - t0, ms2 = harness_f64(&r, "ms"),
-           cpu2 = harness_f64(&r, "cpu_ms");
+    double real = mono_ms() - t0, ms2 = harness_f64(&r, "ms"), cpu2 = harness_f64(&r, "cpu_ms");
     CHECK_MSG(ms >= cpu * 0.98 && ms <= cpu * 1.5 + 0.5, "ms %g (emulated), cpu_ms %g at D=4", ms,
               cpu);
     CHECK_MSG(real >= 4 * (cpu + cpu2) * 0.95, "real %g ms for %g + %g ms of CPU at D=4", real, cpu,

@@ -88,7 +88,8 @@ static void test_peer_is_a_working_child(void)
     CHECK_CONTAINS(line, "hiernet-peer --control-fd 3 --node tpl1 --data-port 0");
     peer_client_close(pc); /* EOF: the peer exits by itself */
     double t0 = mono_s();
-    while (!peer_client_exited(pc) && mono_s() - t0 < 5) ev_run(ev_default_loop(0), EVRUN_ONCE);
+    while (!peer_client_exited(pc) && mono_s() - t0 < 5)
+        ev_run(ev_default_loop(0), EVRUN_ONCE);
     CHECK(peer_client_exited(pc));
     peer_client_free(pc);
 }
@@ -120,7 +121,8 @@ static void test_many_requests(void)
     }
     CHECK_MSG(started == N, "%d of %d started: %s", started, N, err);
     peer_template_stop(t);
-    for (int i = 0; i < N; i++) close(ours[i]);
+    for (int i = 0; i < N; i++)
+        close(ours[i]);
     int clean = 0;
     for (int i = 0; i < N; i++) {
         int status;

@@ -277,7 +277,8 @@ static void test_long_switch_chain(void)
     CHECK_MSG(n == 102, "%d nodes", n);
     CHECK(n == 102 && path[0] == a && path[1] == 1 && path[100] == prev && path[101] == b);
     bool in_order = n == 102;
-    for (int i = 1; in_order && i <= 100; i++) in_order = path[i] == i; /* s0 is node 1 */
+    for (int i = 1; in_order && i <= 100; i++)
+        in_order = path[i] == i; /* s0 is node 1 */
     CHECK(in_order);
     CHECK(topo_routing_path(net, &r, b, a, path, 128) == 102 && path[1] == prev && path[101] == a);
     CHECK(topo_routing_path(net, &r, a, b, small, 64) == 102 && small[63] == 63);

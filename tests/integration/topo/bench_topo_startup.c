@@ -54,8 +54,7 @@ static int make_links(struct nl_sock *host, struct topo_netns *ns, size_t n)
 
 /* Node i's two routes: default via the next node, host route back to the
  * previous one. */
-static void ring_routes(size_t i, size_t n, struct topo_nl_route *route,
-                        struct topo_nl_route *back)
+static void ring_routes(size_t i, size_t n, struct topo_nl_route *route, struct topo_nl_route *back)
 {
     size_t previous = (i + n - 1) % n;
     *route = (struct topo_nl_route){
