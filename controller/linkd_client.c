@@ -1,7 +1,7 @@
 /* linkd_client.c — requests to hiernet-linkd (see linkd_client.h). */
 #include "controller/linkd_client.h"
 
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -16,7 +16,7 @@
 #include "topo/netns.h"
 #include "topo/nl.h"
 #include "topo/route.h"
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -4,8 +4,8 @@
 #include "common/clock.h"
 #include "common/container.h"
 #include "controller/spawn.h"
-#include "peer/protocol.h"
-#include "peer/template_wire.h"
+#include "proto/protocol.h"
+#include "proto/template_wire.h"
 
 #include <errno.h>
 #include <fcntl.h>

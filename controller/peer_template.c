@@ -3,7 +3,7 @@
 
 #include "common/clock.h"
 #include "controller/spawn.h"
-#include "peer/template_wire.h"
+#include "proto/template_wire.h"
 
 #include <errno.h>
 #include <fcntl.h>

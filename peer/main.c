@@ -20,7 +20,7 @@
 #include "kernels/device.h"
 #include "kernels/vec.h"
 #include "peer/privdrop.h"
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 #include "peer/server.h"
 #include "peer/template.h"
 

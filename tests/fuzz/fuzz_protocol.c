@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 
 #define FUZZ_MAX_MESSAGE 4096
 /* Every outcome consumes at least one byte, so inputs below this never hit it. */

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 #include "tests/unit/check.h"
 
 #define HARNESS_NUMS 32

@@ -31,7 +31,7 @@
  * its TAPs vanish, persistent ones with their namespaces. */
 #pragma once
 
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 #include "topo/linkd/forward.h"
 
 #include <ev.h>

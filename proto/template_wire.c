@@ -1,5 +1,5 @@
 /* template_wire.c — controller <-> peer template messages (see template_wire.h). */
-#include "peer/template_wire.h"
+#include "proto/template_wire.h"
 
 #include <errno.h>
 #include <stdbool.h>
