@@ -1,4 +1,4 @@
-/* test_protocol.c — the control-protocol codec (peer/protocol.{h,c}):
+/* test_protocol.c — the control-protocol codec (proto/protocol.{h,c}):
  * round trips, streaming (truncation, byte-by-byte), limits, malformed
  * envelopes, method lookup and the typed argument getters. */
 #include "proto/protocol.h"
