@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "controller/backend_pick.h"
 #include "controller/linkd_client.h"
+#include "controller/log.h"
 #include "controller/peer_template.h"
 #include "controller/privilege.h"
 #include "controller/record.h"
@@ -427,7 +428,7 @@ static int prepare_helpers(struct netrun *nr, bool *env_error, char *err, size_t
     }
     char why[256];
     if (nr->helper.drop && dataset_cache_grant(nr->helper.uid, nr->helper.gid, why, sizeof why) < 0)
-        fprintf(stderr, "hiernet: warning: %s; peers decompress datasets into memory\n", why);
+        ctl_log("warning: %s; peers decompress datasets into memory", why);
     return 0;
 }
 
@@ -734,7 +735,7 @@ void netrun_peer_kill(struct netrun *nr, int node)
 
 static void on_restart_peers(void *ctx, const char *error, const msgpack_object *result)
 {
-    if (error) fprintf(stderr, "hiernet: a restarted peer refused its data secret: %s\n", error);
+    if (error) ctl_log("a restarted peer refused its data secret: %s", error);
 }
 
 int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
@@ -836,8 +837,7 @@ static void record_direction(struct netrun *nr, const char *t, const char *link,
         row[c] = cells[c];
     }
     char err[256];
-    if (record_add(nr->links_record, row, err, sizeof err) < 0)
-        fprintf(stderr, "hiernet: %s\n", err);
+    if (record_add(nr->links_record, row, err, sizeof err) < 0) ctl_log("%s", err);
 }
 
 static void record_link(struct netrun *nr, const char *t, const msgpack_object *entry)
@@ -937,14 +937,13 @@ void netrun_free(struct netrun *nr)
     topo_routing_free(&nr->routing);
     char err[256];
     if (nr->cgroups_made && topo_cgroup_run_remove(&nr->cgroup, nr->run_id, err, sizeof err) < 0)
-        fprintf(stderr, "hiernet: %s\n", err);
+        ctl_log("%s", err);
     if (nr->registry) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s%s", nr->cgroup.root, TOPO_CGROUP_PREFIX, nr->run_id);
         if (nr->cgroups_made) registry_remove_cgroup(nr->registry, path);
         registry_remove_network(nr->registry, nr->net->name);
-        if (registry_commit(nr->registry, err, sizeof err) < 0)
-            fprintf(stderr, "hiernet: %s\n", err);
+        if (registry_commit(nr->registry, err, sizeof err) < 0) ctl_log("%s", err);
     }
     free(nr);
 }

@@ -3,6 +3,7 @@
 
 #include "common/clock.h"
 #include "common/container.h"
+#include "controller/log.h"
 #include "controller/spawn.h"
 #include "proto/protocol.h"
 #include "proto/template_wire.h"
@@ -231,8 +232,7 @@ static void handle_response(struct peer_client *pc, const struct proto_msg *m)
 {
     struct pending *p = pending_take(pc, m->msgid);
     if (!p) {
-        fprintf(stderr, "hiernet: node '%s': response to unknown request %u ignored\n", pc->node,
-                m->msgid);
+        ctl_log("node '%s': response to unknown request %u ignored", pc->node, m->msgid);
         return;
     }
     if (m->error->type == MSGPACK_OBJECT_STR) {
@@ -272,7 +272,7 @@ static void handle_message(struct peer_client *pc, const struct proto_msg *m)
     else if (m->kind == PROTO_NOTIFY && pc->hooks.on_notify)
         pc->hooks.on_notify(pc->hooks.ctx, m->method, m->method_len, m->params);
     else if (m->kind == PROTO_REQUEST)
-        fprintf(stderr, "hiernet: node '%s': unexpected request from peer ignored\n", pc->node);
+        ctl_log("node '%s': unexpected request from peer ignored", pc->node);
 }
 
 /* Decodes every complete message in the buffer. Returns -1 when the stream
@@ -292,7 +292,7 @@ static int drain_messages(struct peer_client *pc)
             return -1;
         }
         if (r == PROTO_NEXT_INVALID)
-            fprintf(stderr, "hiernet: node '%s': %s\n", pc->node, err);
+            ctl_log("node '%s': %s", pc->node, err);
         else
             handle_message(pc, &m);
         if (pc->fd < 0) return -1; /* a callback closed the client */

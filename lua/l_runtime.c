@@ -7,6 +7,7 @@
 
 #include "controller/overload.h"
 #include "controller/durable.h"
+#include "controller/log.h"
 #include "controller/record.h"
 #include "lua/runtime.h"
 
@@ -29,10 +30,17 @@ struct hn_runtime *hn_runtime(lua_State *L)
     return rt;
 }
 
+/* The controller library's messages join the run's log (log.h). */
+static void runtime_log_sink(void *ctx, const char *line)
+{
+    hn_logf(ctx, "%s", line);
+}
+
 void hn_runtime_attach(lua_State *L, struct hn_runtime *rt)
 {
     lua_pushlightuserdata(L, rt);
     lua_setfield(L, LUA_REGISTRYINDEX, RUNTIME_KEY);
+    ctl_log_set(runtime_log_sink, rt);
 }
 
 void hn_logf(struct hn_runtime *rt, const char *fmt, ...)

@@ -12,6 +12,7 @@
 
 #include "controller/overload.h"
 #include "controller/durable.h"
+#include "controller/log.h"
 #include "controller/record.h"
 #include "controller/registry.h"
 #include "controller/run.h"
@@ -310,6 +311,7 @@ static void release(struct scenario *sc)
         ev_signal_stop(loop, &sc->sigint);
         ev_signal_stop(loop, &sc->sigterm);
     }
+    ctl_log_set(NULL, NULL); /* the runtime's log goes; teardown messages to stderr */
     sched_free(sc->rt.sched);
     overload_free(sc->rt.overload);
     sc->rt.overload = NULL;
