@@ -17,11 +17,21 @@ void json_write_string_len(FILE *f, const char *s, size_t len)
     for (const unsigned char *p = (const unsigned char *)s; p < (const unsigned char *)s + len;
          p++) {
         switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
+        case '"':
+            fputs("\\\"", f);
+            break;
+        case '\\':
+            fputs("\\\\", f);
+            break;
+        case '\n':
+            fputs("\\n", f);
+            break;
+        case '\r':
+            fputs("\\r", f);
+            break;
+        case '\t':
+            fputs("\\t", f);
+            break;
         default:
             if (*p < 0x20)
                 fprintf(f, "\\u%04x", *p);

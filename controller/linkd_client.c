@@ -1,7 +1,7 @@
 /* linkd_client.c — requests to hiernet-linkd (see linkd_client.h). */
 #include "controller/linkd_client.h"
 
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,8 +144,8 @@ int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a
     pack_end(pk, "b", ns_path_b, ifname_b);
     pack_emulation(pk, params);
     struct add_reply r = {0};
-    if (peer_client_call_sync(lc->pc, "link_add", lc->buf.data, lc->buf.size,
-                              LINKD_SETUP_TIMEOUT_S, on_add_reply, &r, err, errlen) < 0)
+    if (peer_client_call_sync(lc->pc, "link_add", lc->buf.data, lc->buf.size, LINKD_SETUP_TIMEOUT_S,
+                              on_add_reply, &r, err, errlen) < 0)
         return -1;
     if (r.error[0]) return snprintf(err, errlen, "%s", r.error), -1;
     *ifindex_a = r.ifindex_a;
@@ -177,8 +177,8 @@ int linkd_client_drop_root(struct linkd_client *lc, uid_t uid, gid_t gid, char *
 
 /* ---- run-time requests ---- */
 
-static int call(struct linkd_client *lc, const char *method, peer_reply_fn cb, void *ctx,
-                char *err, size_t errlen)
+static int call(struct linkd_client *lc, const char *method, peer_reply_fn cb, void *ctx, char *err,
+                size_t errlen)
 {
     return peer_client_call(lc->pc, method, lc->buf.data, lc->buf.size, cb, ctx, err, errlen);
 }
@@ -204,14 +204,14 @@ static int call_with_id(struct linkd_client *lc, const char *method, int id, pee
     return call(lc, method, cb, ctx, err, errlen);
 }
 
-int linkd_client_link_updown(struct linkd_client *lc, int id, bool up, peer_reply_fn cb,
-                             void *ctx, char *err, size_t errlen)
+int linkd_client_link_updown(struct linkd_client *lc, int id, bool up, peer_reply_fn cb, void *ctx,
+                             char *err, size_t errlen)
 {
     return call_with_id(lc, up ? "link_up" : "link_down", id, cb, ctx, err, errlen);
 }
 
-int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, void *ctx,
-                            char *err, size_t errlen)
+int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, void *ctx, char *err,
+                            size_t errlen)
 {
     return call_with_id(lc, "link_stats", id, cb, ctx, err, errlen);
 }

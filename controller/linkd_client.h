@@ -27,10 +27,10 @@ int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a
                           int *ifindex_b, char *err, size_t errlen);
 int linkd_client_link_set(struct linkd_client *lc, int id, const struct topo_link_params *params,
                           peer_reply_fn cb, void *ctx, char *err, size_t errlen);
-int linkd_client_link_updown(struct linkd_client *lc, int id, bool up, peer_reply_fn cb,
-                             void *ctx, char *err, size_t errlen);
-int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, void *ctx,
-                            char *err, size_t errlen);
+int linkd_client_link_updown(struct linkd_client *lc, int id, bool up, peer_reply_fn cb, void *ctx,
+                             char *err, size_t errlen);
+int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, void *ctx, char *err,
+                            size_t errlen);
 /* Every link's counters; peak queue lengths restart after each sample. */
 int linkd_client_stats_all(struct linkd_client *lc, peer_reply_fn cb, void *ctx, char *err,
                            size_t errlen);

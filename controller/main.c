@@ -27,7 +27,8 @@ static const char main_usage[] =
     "\n"
     "commands:\n"
     "  run SCENARIO.lua [options] [ARGS...]  run a scenario (see hiernet run --help)\n"
-    "  draw SCENARIO.lua [--out FILE.dot]    the topology as Graphviz DOT (and SVG), nothing started\n"
+    "  draw SCENARIO.lua [--out FILE.dot]    the topology as Graphviz DOT (and SVG), nothing "
+    "started\n"
     "  plot DIR... [--out OUTDIR]            plots of results directories (accuracy, loss, ...)\n"
     "  report DIR... [--out OUTDIR]          one HTML page of runs: summary, plots, topology\n"
     "  doctor                                privileges, kernel features, the backend auto picks\n"
@@ -90,8 +91,7 @@ static const char *option_value(int argc, char **argv, int *i, const char *name)
 /* Parses the options shared by run and draw into o (sets/args point into
  * argv). Returns -1 to go on, else the exit code (--help, bad usage). */
 static int parse_scenario_options(const char *cmd, const char *usage, int argc, char **argv,
-                                  struct scenario_options *o, const char **sets,
-                                  const char **args)
+                                  struct scenario_options *o, const char **sets, const char **args)
 {
     const char *v;
     for (int i = 0; i < argc; i++) {
@@ -152,8 +152,8 @@ static int cmd_scenario(const char *cmd, int argc, char **argv)
     const char **args = calloc((size_t)argc + 1, sizeof *args);
     int code = 1;
     if (sets && args) {
-        code = parse_scenario_options(cmd, draw ? draw_usage : run_usage, argc, argv, &o, sets,
-                                      args);
+        code =
+            parse_scenario_options(cmd, draw ? draw_usage : run_usage, argc, argv, &o, sets, args);
         if (code < 0) {
             o.draw = draw;
             o.draw_out = draw ? o.out_dir : NULL;

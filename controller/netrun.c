@@ -1,8 +1,10 @@
 /* netrun.c — one started network (see netrun.h). */
 #include "controller/netrun.h"
 
+#include "common/clock.h"
 #include "controller/backend_pick.h"
 #include "controller/linkd_client.h"
+#include "controller/log.h"
 #include "controller/peer_template.h"
 #include "controller/privilege.h"
 #include "controller/record.h"
@@ -15,7 +17,7 @@
 #include "topo/netns.h"
 #include "topo/nl.h"
 #include "topo/route.h"
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -53,7 +55,7 @@ struct netrun {
     bool cgroups_made;
     char run_id[96];
     char peer_path[4096];
-    struct peer_template *template; /* forks the peers at start; ends with them */
+    struct peer_template *template;   /* forks the peers at start; ends with them */
     struct privilege_identity helper; /* who peers and linkd become once set up */
     /* Proves a data connection belongs to this network (peer/data_auth.h):
      * handed to the peers with their address book, never on a command line. */
@@ -154,7 +156,8 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
     /* The kernel backend's netem plans carry no Gilbert-Elliott model. */
     if (wants_gilbert(net) && nr->backend == TOPO_BACKEND_KERNEL) {
         if (net->backend == TOPO_BACKEND_KERNEL) {
-            snprintf(err, errlen, "network '%s': gilbert burst loss needs backend 'user' (or 'auto')",
+            snprintf(err, errlen,
+                     "network '%s': gilbert burst loss needs backend 'user' (or 'auto')",
                      net->name);
             return -1;
         }
@@ -193,8 +196,8 @@ static int check_devices(struct netrun *nr, bool *env_error, char *err, size_t e
          * error (exit code 3). */
         if (!kern_device_available(device, why, sizeof why)) {
             *env_error = true;
-            snprintf(err, errlen, "node '%s': device '%s' is not available: %s", n->name,
-                     n->device, why);
+            snprintf(err, errlen, "node '%s': device '%s' is not available: %s", n->name, n->device,
+                     why);
             return -1;
         }
     }
@@ -425,7 +428,7 @@ static int prepare_helpers(struct netrun *nr, bool *env_error, char *err, size_t
     }
     char why[256];
     if (nr->helper.drop && dataset_cache_grant(nr->helper.uid, nr->helper.gid, why, sizeof why) < 0)
-        fprintf(stderr, "hiernet: warning: %s; peers decompress datasets into memory\n", why);
+        ctl_log("warning: %s; peers decompress datasets into memory", why);
     return 0;
 }
 
@@ -450,10 +453,10 @@ static void peer_argv_build(const struct netrun *nr, const struct topo_node *n, 
     snprintf(a->dilation, sizeof a->dilation, "%.17g", dilation > 1 ? dilation : 1.0);
     snprintf(a->blas, sizeof a->blas, "OPENBLAS_NUM_THREADS=%s", a->threads);
     /* --data-auth: the secret follows on the control channel (peers). */
-    const char *args[] = {"--node",      n->name,    "--addr",   n->addr,     "--threads",
-                          a->threads,    "--speed",  a->speed,   "--dilation", a->dilation,
-                          "--device",    n->device,  "--data-auth", NULL,     NULL,
-                          NULL};
+    const char *args[] = {"--node",      n->name,     "--addr",   n->addr,
+                          "--threads",   a->threads,  "--speed",  a->speed,
+                          "--dilation",  a->dilation, "--device", n->device,
+                          "--data-auth", NULL,        NULL,       NULL};
     if (nr->helper.drop) { /* a root controller's peers give up root once set up */
         args[13] = "--user";
         args[14] = nr->helper.arg;
@@ -474,8 +477,7 @@ static int register_peer(struct netrun *nr, int node, pid_t pid, char *err, size
 }
 
 /* One peer by exec: for a restart, when no template runs. */
-static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *err,
-                      size_t errlen)
+static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *err, size_t errlen)
 {
     const struct topo_node *n = &nr->net->nodes[node];
     struct netrun_peer *p = &nr->peers[node];
@@ -537,8 +539,8 @@ static int adopt_peers(struct netrun *nr, char *err, size_t errlen)
     for (size_t i = 0; nr->template && i < nr->net->n_nodes; i++) {
         struct netrun_peer *p = &nr->peers[i];
         if (!p->client || p->template_id < 0) continue;
-        pid_t pid = peer_template_pid(nr->template, p->template_id, PEER_START_TIMEOUT_S, why,
-                                      sizeof why);
+        pid_t pid =
+            peer_template_pid(nr->template, p->template_id, PEER_START_TIMEOUT_S, why, sizeof why);
         p->template_id = -1;
         if (pid < 0 && rc == 0) {
             snprintf(err, errlen, "node '%s': %s", nr->net->nodes[i].name, why);
@@ -554,8 +556,6 @@ static int adopt_peers(struct netrun *nr, char *err, size_t errlen)
     return rc;
 }
 
-static double monotonic_s(void);
-
 /* ---- the start's profile ---- */
 
 static void phase_add(struct netrun *nr, const char *name, double seconds)
@@ -569,7 +569,7 @@ static void phase_add(struct netrun *nr, const char *name, double seconds)
 /* Ends the phase in progress under `name`. */
 static void phase_end(struct netrun *nr, const char *name)
 {
-    double now = monotonic_s();
+    double now = mono_s();
     phase_add(nr, name, now - nr->phase_mark);
     nr->phase_mark = now;
 }
@@ -608,7 +608,7 @@ int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct ne
     nr->registry = cfg->registry;
     nr->loopback_next = cfg->loopback_next;
     snprintf(nr->run_id, sizeof nr->run_id, "%s-%s", cfg->run_id ? cfg->run_id : "run", net->name);
-    nr->start_s = nr->phase_mark = monotonic_s();
+    nr->start_s = nr->phase_mark = mono_s();
     struct namespaces_job ns_job = {0};
     int rc = check_devices(nr, env_error, err, errlen);
     if (rc == 0) rc = prepare_helpers(nr, env_error, err, errlen);
@@ -670,8 +670,7 @@ static int link_not_emulated(struct netrun *nr, int link, char *err, size_t errl
 {
     char what[80];
     topo_link_describe(nr->net, &nr->net->links[link], what, sizeof what);
-    snprintf(err, errlen, "link %s: backend '%s' does not emulate links", what,
-             netrun_backend(nr));
+    snprintf(err, errlen, "link %s: backend '%s' does not emulate links", what, netrun_backend(nr));
     return -1;
 }
 
@@ -688,13 +687,12 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
     return topo_kernel_link_set(nr->kernel, link, params, err, errlen);
 }
 
-int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, void *ctx,
-                       char *err, size_t errlen)
+int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, void *ctx, char *err,
+                       size_t errlen)
 {
     if (nr->linkd)
-        return linkd_client_link_updown(linkd_of(nr, link), link, up, cb, ctx, err, errlen) < 0
-                   ? -1
-                   : 1;
+        return linkd_client_link_updown(linkd_of(nr, link), link, up, cb, ctx, err, errlen) < 0 ? -1
+                                                                                                : 1;
     if (!nr->kernel) return link_not_emulated(nr, link, err, errlen);
     return topo_kernel_link_updown(nr->kernel, link, up, err, errlen);
 }
@@ -703,12 +701,12 @@ int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, 
                       size_t errlen)
 {
     if (nr->linkd)
-        return linkd_client_link_stats(linkd_of(nr, link), link, cb, ctx, err, errlen) < 0 ? -1
-                                                                                           : 1;
+        return linkd_client_link_stats(linkd_of(nr, link), link, cb, ctx, err, errlen) < 0 ? -1 : 1;
     char what[80];
     topo_link_describe(nr->net, &nr->net->links[link], what, sizeof what);
-    snprintf(err, errlen, "link %s: stats: counters come from the user backend (hiernet-linkd); "
-                          "backend '%s' keeps none",
+    snprintf(err, errlen,
+             "link %s: stats: counters come from the user backend (hiernet-linkd); "
+             "backend '%s' keeps none",
              what, netrun_backend(nr));
     return -1;
 }
@@ -737,7 +735,7 @@ void netrun_peer_kill(struct netrun *nr, int node)
 
 static void on_restart_peers(void *ctx, const char *error, const msgpack_object *result)
 {
-    if (error) fprintf(stderr, "hiernet: a restarted peer refused its data secret: %s\n", error);
+    if (error) ctl_log("a restarted peer refused its data secret: %s", error);
 }
 
 int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
@@ -810,8 +808,11 @@ int netrun_tell_address(struct netrun *nr, int from, int to, char *err, size_t e
 /* ---- links.csv ---- */
 
 static const char *const link_columns[] = {
-    "time_s", "network", "link", "dir", "up", "packets", "bytes", "delivered", "delivered_bytes",
-    "drops_loss", "drops_queue", "drops_down", "queue_peak", "queue_len",
+    "time_s",     "network",     "link",
+    "dir",        "up",          "packets",
+    "bytes",      "delivered",   "delivered_bytes",
+    "drops_loss", "drops_queue", "drops_down",
+    "queue_peak", "queue_len",
 };
 #define N_LINK_COLUMNS (sizeof link_columns / sizeof *link_columns)
 
@@ -819,13 +820,6 @@ const char *const *netrun_link_columns(size_t *n)
 {
     *n = N_LINK_COLUMNS;
     return link_columns;
-}
-
-static double monotonic_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* One CSV row for one direction of one link, counters as linkd names them. */
@@ -843,7 +837,7 @@ static void record_direction(struct netrun *nr, const char *t, const char *link,
         row[c] = cells[c];
     }
     char err[256];
-    if (record_add(nr->links_record, row, err, sizeof err) < 0) fprintf(stderr, "hiernet: %s\n", err);
+    if (record_add(nr->links_record, row, err, sizeof err) < 0) ctl_log("%s", err);
 }
 
 static void record_link(struct netrun *nr, const char *t, const msgpack_object *entry)
@@ -872,7 +866,8 @@ static void on_links_sampled(void *ctx, const char *error, const msgpack_object 
     if (!links || links->type != MSGPACK_OBJECT_ARRAY) return;
     char t[32];
     snprintf(t, sizeof t, "%.3f", nr->clock(nr->clock_ctx));
-    for (uint32_t i = 0; i < links->via.array.size; i++) record_link(nr, t, &links->via.array.ptr[i]);
+    for (uint32_t i = 0; i < links->via.array.size; i++)
+        record_link(nr, t, &links->via.array.ptr[i]);
 }
 
 static void on_sample_timer(EV_P_ ev_timer *w, int revents)
@@ -936,19 +931,19 @@ void netrun_free(struct netrun *nr)
         linkd_client_close(nr->linkd[i]); /* linkd exits on EOF */
         linkd_client_kill(nr->linkd[i], SIGKILL);
     }
-    for (size_t i = 0; i < nr->n_linkd; i++) linkd_client_free(nr->linkd[i]);
+    for (size_t i = 0; i < nr->n_linkd; i++)
+        linkd_client_free(nr->linkd[i]);
     free(nr->linkd);
     topo_routing_free(&nr->routing);
     char err[256];
     if (nr->cgroups_made && topo_cgroup_run_remove(&nr->cgroup, nr->run_id, err, sizeof err) < 0)
-        fprintf(stderr, "hiernet: %s\n", err);
+        ctl_log("%s", err);
     if (nr->registry) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s%s", nr->cgroup.root, TOPO_CGROUP_PREFIX, nr->run_id);
         if (nr->cgroups_made) registry_remove_cgroup(nr->registry, path);
         registry_remove_network(nr->registry, nr->net->name);
-        if (registry_commit(nr->registry, err, sizeof err) < 0)
-            fprintf(stderr, "hiernet: %s\n", err);
+        if (registry_commit(nr->registry, err, sizeof err) < 0) ctl_log("%s", err);
     }
     free(nr);
 }

@@ -30,8 +30,8 @@ typedef void (*netrun_exit_fn)(void *ctx, int node, int wait_status);
  * *env_error tells whether the cause is the environment (privilege, kernel
  * feature: exit code 3) rather than the scenario. */
 int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
-                 netrun_exit_fn on_exit, void *ctx, struct netrun **out, bool *env_error,
-                 char *err, size_t errlen);
+                 netrun_exit_fn on_exit, void *ctx, struct netrun **out, bool *env_error, char *err,
+                 size_t errlen);
 /* The backend actually used ("none", "kernel", "user") and why it was chosen. */
 const char *netrun_backend(const struct netrun *nr);
 const char *netrun_backend_reason(const struct netrun *nr);
@@ -58,8 +58,8 @@ void netrun_pack_peer_secret(const struct netrun *nr, msgpack_sbuffer *out);
  * the reply later. */
 int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *params,
                     peer_reply_fn cb, void *ctx, char *err, size_t errlen);
-int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, void *ctx,
-                       char *err, size_t errlen);
+int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, void *ctx, char *err,
+                       size_t errlen);
 /* Per-direction counters (user backend only): 1 and a later cb, or -1. */
 int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
                       size_t errlen);

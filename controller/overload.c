@@ -2,7 +2,7 @@
 #include "controller/overload.h"
 
 #include "controller/json.h"
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 
 #include <math.h>
 #include <stdlib.h>

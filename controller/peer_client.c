@@ -1,9 +1,12 @@
 /* peer_client.c — the controller's end of one peer's control channel (see peer_client.h). */
 #include "controller/peer_client.h"
 
+#include "common/clock.h"
+#include "common/container.h"
+#include "controller/log.h"
 #include "controller/spawn.h"
-#include "peer/protocol.h"
-#include "peer/template_wire.h"
+#include "proto/protocol.h"
+#include "proto/template_wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,8 +23,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
-
 /* How long to wait after EOF for the exit status, so the failure message can
  * say how the peer died; bounded well under the 100 ms promise. */
 #define PEER_EXIT_GRACE_S 0.05
@@ -37,7 +38,7 @@ struct peer_client {
     struct ev_loop *loop;
     char node[64];
     pid_t pid;
-    int fd; /* -1 once closed */
+    int fd;             /* -1 once closed */
     bool output_broken; /* a write failed: reading on until EOF */
     bool exited;
     int wait_status;
@@ -164,8 +165,9 @@ static void describe_exit(struct peer_client *pc)
         snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': peer exited with status %d",
                  pc->node, WEXITSTATUS(st));
     else if (WIFSIGNALED(st))
-        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': peer killed by signal %d (%s)",
-                 pc->node, WTERMSIG(st), strsignal(WTERMSIG(st)));
+        snprintf(pc->gone_reason, sizeof pc->gone_reason,
+                 "node '%s': peer killed by signal %d (%s)", pc->node, WTERMSIG(st),
+                 strsignal(WTERMSIG(st)));
 }
 
 /* The peer vanished (EOF or error on the channel) or exited: fail its calls. */
@@ -230,8 +232,7 @@ static void handle_response(struct peer_client *pc, const struct proto_msg *m)
 {
     struct pending *p = pending_take(pc, m->msgid);
     if (!p) {
-        fprintf(stderr, "hiernet: node '%s': response to unknown request %u ignored\n", pc->node,
-                m->msgid);
+        ctl_log("node '%s': response to unknown request %u ignored", pc->node, m->msgid);
         return;
     }
     if (m->error->type == MSGPACK_OBJECT_STR) {
@@ -271,7 +272,7 @@ static void handle_message(struct peer_client *pc, const struct proto_msg *m)
     else if (m->kind == PROTO_NOTIFY && pc->hooks.on_notify)
         pc->hooks.on_notify(pc->hooks.ctx, m->method, m->method_len, m->params);
     else if (m->kind == PROTO_REQUEST)
-        fprintf(stderr, "hiernet: node '%s': unexpected request from peer ignored\n", pc->node);
+        ctl_log("node '%s': unexpected request from peer ignored", pc->node);
 }
 
 /* Decodes every complete message in the buffer. Returns -1 when the stream
@@ -291,7 +292,7 @@ static int drain_messages(struct peer_client *pc)
             return -1;
         }
         if (r == PROTO_NEXT_INVALID)
-            fprintf(stderr, "hiernet: node '%s': %s\n", pc->node, err);
+            ctl_log("node '%s': %s", pc->node, err);
         else
             handle_message(pc, &m);
         if (pc->fd < 0) return -1; /* a callback closed the client */
@@ -338,8 +339,8 @@ static void flush_output(struct peer_client *pc)
 {
     if (pc->output_broken) return output_broken(pc);
     while (pc->out_sent < pc->out.size) {
-        ssize_t n = send(pc->fd, pc->out.data + pc->out_sent, pc->out.size - pc->out_sent,
-                         MSG_NOSIGNAL);
+        ssize_t n =
+            send(pc->fd, pc->out.data + pc->out_sent, pc->out.size - pc->out_sent, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN) {
@@ -405,13 +406,6 @@ static void on_sync_reply(void *ctx, const char *error, const msgpack_object *re
     sc->cb(sc->ctx, error, result);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* One poll round: flush what is pending, read and dispatch what arrived. */
 static int sync_step(struct peer_client *pc, double remaining)
 {
@@ -431,13 +425,13 @@ int peer_client_call_sync(struct peer_client *pc, const char *method, const char
     struct sync_call sc = {false, cb, ctx};
     if (peer_client_call(pc, method, params, params_len, on_sync_reply, &sc, err, errlen) < 0)
         return -1;
-    double deadline = now_s() + timeout_s;
-    while (!sc.done && pc->fd >= 0 && now_s() < deadline)
-        if (sync_step(pc, deadline - now_s()) < 0) break;
+    double deadline = mono_s() + timeout_s;
+    while (!sc.done && pc->fd >= 0 && mono_s() < deadline)
+        if (sync_step(pc, deadline - mono_s()) < 0) break;
     if (sc.done) return 0;
     if (pc->fd >= 0) {
-        snprintf(pc->gone_reason, sizeof pc->gone_reason,
-                 "node '%s': no reply to %s within %.1f s", pc->node, method, timeout_s);
+        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': no reply to %s within %.1f s",
+                 pc->node, method, timeout_s);
     } else if (!pc->exited) {
         /* The channel closed: give the child a moment to be reaped so the
          * error can say how it died rather than that it was slow. */

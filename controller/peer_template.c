@@ -1,8 +1,9 @@
 /* peer_template.c — starting peers through a peer template (see peer_template.h). */
 #include "controller/peer_template.h"
 
+#include "common/clock.h"
 #include "controller/spawn.h"
-#include "peer/template_wire.h"
+#include "proto/template_wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,13 +42,6 @@ struct peer_template {
     bool reaped;
     char broken_why[160];
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 struct peer_template *peer_template_start(const char *peer_path, char *err, size_t errlen)
 {
@@ -103,7 +97,8 @@ static void template_gone(struct peer_template *t)
 {
     int status = 0;
     pid_t got = 0;
-    for (int i = 0; i < 100 && (got = waitpid(t->pid, &status, WNOHANG)) == 0; i++) usleep(1000);
+    for (int i = 0; i < 100 && (got = waitpid(t->pid, &status, WNOHANG)) == 0; i++)
+        usleep(1000);
     char why[96] = "it exited";
     if (got == t->pid) {
         t->reaped = true;
@@ -163,7 +158,7 @@ int peer_template_request(struct peer_template *t, const char *const *args, int 
 {
     if (grow_results(t) < 0) return snprintf(err, errlen, "peer template: out of memory"), -1;
     uint32_t id = (uint32_t)t->n_requests;
-    double deadline = now_s() + TEMPLATE_REQUEST_TIMEOUT_S;
+    double deadline = mono_s() + TEMPLATE_REQUEST_TIMEOUT_S;
     while (!t->broken) {
         if (peer_template_send_request(t->sock, id, args, control_fd, netns_fd) == 0) {
             t->results[id] = (struct template_result){0};
@@ -180,7 +175,7 @@ int peer_template_request(struct peer_template *t, const char *const *args, int 
             snprintf(err, errlen, "peer template: send: %s", strerror(errno));
             return -1;
         }
-        if (now_s() > deadline) {
+        if (mono_s() > deadline) {
             template_break(t, "it takes no requests");
             break;
         }
@@ -193,12 +188,12 @@ int peer_template_request(struct peer_template *t, const char *const *args, int 
     return -1;
 }
 
-pid_t peer_template_pid(struct peer_template *t, int id, double timeout_s, char *err,
-                        size_t errlen)
+pid_t peer_template_pid(struct peer_template *t, int id, double timeout_s, char *err, size_t errlen)
 {
-    double deadline = now_s() + timeout_s;
+    double deadline = mono_s() + timeout_s;
     struct template_result *res = &t->results[id];
-    while (!res->done && !t->broken && now_s() < deadline) read_replies(t, deadline - now_s());
+    while (!res->done && !t->broken && mono_s() < deadline)
+        read_replies(t, deadline - mono_s());
     if (res->done && res->pid > 0) return res->pid;
     if (res->done)
         snprintf(err, errlen, "peer template: %s: %s", res->step, strerror(res->error));
@@ -219,9 +214,9 @@ void peer_template_stop(struct peer_template *t)
     if (!t) return;
     close(t->sock);
     /* On EOF it exits at once; a template stuck for a second is killed. */
-    double deadline = now_s() + 1.0;
+    double deadline = mono_s() + 1.0;
     while (!t->reaped && waitpid(t->pid, NULL, WNOHANG) == 0) {
-        if (now_s() > deadline) {
+        if (mono_s() > deadline) {
             kill(t->pid, SIGKILL);
             waitpid(t->pid, NULL, 0);
             break;

@@ -1,6 +1,7 @@
 /* proc.c — programs run inside a node (see proc.h). */
 #include "controller/proc.h"
 
+#include "common/container.h"
 #include "controller/spawn.h"
 
 #include <errno.h>
@@ -13,8 +14,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 struct capture {
     ev_io watcher;
@@ -74,7 +73,8 @@ static void capture_append(struct capture *c, const char *buf, size_t n)
 {
     if (c->len + n + 1 > c->cap) {
         size_t cap = c->cap ? c->cap : 4096;
-        while (cap < c->len + n + 1 && cap < PROC_OUTPUT_MAX + 1) cap *= 2;
+        while (cap < c->len + n + 1 && cap < PROC_OUTPUT_MAX + 1)
+            cap *= 2;
         if (cap > PROC_OUTPUT_MAX + 1) cap = PROC_OUTPUT_MAX + 1;
         char *grown = realloc(c->data, cap);
         if (grown) c->data = grown, c->cap = cap;
@@ -127,7 +127,8 @@ struct proc *proc_spawn(struct ev_loop *loop, const struct proc_spec *spec, char
                         proc_done_fn done, void *ctx, char *err, size_t errlen)
 {
     int out_pipe[2], err_pipe[2];
-    if (pipe2(out_pipe, O_CLOEXEC) < 0) return snprintf(err, errlen, "pipe: %s", strerror(errno)), NULL;
+    if (pipe2(out_pipe, O_CLOEXEC) < 0)
+        return snprintf(err, errlen, "pipe: %s", strerror(errno)), NULL;
     if (pipe2(err_pipe, O_CLOEXEC) < 0) {
         close(out_pipe[0]);
         close(out_pipe[1]);

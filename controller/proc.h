@@ -20,8 +20,8 @@ struct proc;
 
 /* status: the exit code, or 128 + signal number when killed. out/err are
  * NUL-terminated and valid only during the call. */
-typedef void (*proc_done_fn)(void *ctx, struct proc *p, int status, const char *out,
-                             size_t out_len, const char *err, size_t err_len);
+typedef void (*proc_done_fn)(void *ctx, struct proc *p, int status, const char *out, size_t out_len,
+                             const char *err, size_t err_len);
 
 /* Where and how a program runs. */
 struct proc_spec {

@@ -88,7 +88,8 @@ static int write_row(struct record *r, const char *const *cells, size_t n)
 
 static void record_free(struct record *r)
 {
-    for (size_t i = 0; i < r->n_columns; i++) free(r->columns[i]);
+    for (size_t i = 0; i < r->n_columns; i++)
+        free(r->columns[i]);
     free(r->columns);
     free(r->name);
     free(r->row);

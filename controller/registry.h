@@ -1,7 +1,7 @@
 /* registry.h — the run registry: which runs are alive and what each one owns.
  *
  * Every run that starts a network registers itself in a directory
- * <root>/<run-id>/ (DESIGN.md "Topology"), where <root> is $HIERNET_RUN_DIR if
+ * <root>/<run-id>/ (docs/guide.md "Crashes and cleanup"), where <root> is $HIERNET_RUN_DIR if
  * set (tests), else the first usable of /run/hiernet, $XDG_RUNTIME_DIR/hiernet
  * and /tmp/hiernet-<uid>. The directory holds three small text files:
  *

@@ -14,6 +14,7 @@
  * Owns nothing beyond the call. */
 #include "controller/registry.h"
 
+#include "common/clock.h"
 #include "controller/run.h"
 
 #include <dirent.h>
@@ -64,13 +65,6 @@ static void sweep_report(struct sweep *s, enum registry_event event, const char 
     if (event == REGISTRY_EVENT_RESULTS_MARKED) s->counts->marked++;
     if (event == REGISTRY_EVENT_FAILED) s->counts->failures++;
     if (s->report) s->report(s->ctx, event, s->run_id, detail);
-}
-
-static long long sweep_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 /* ---- peers ---- */
@@ -239,7 +233,7 @@ static int sweep_rmdir(struct sweep *s, const char *path)
     for (;;) {
         if (rmdir(path) == 0) return 0;
         if (errno == ENOENT) return 1;
-        if (errno != EBUSY || sweep_now_ns() > s->cgroup_deadline_ns) return -1;
+        if (errno != EBUSY || mono_ns() > s->cgroup_deadline_ns) return -1;
         nanosleep(&pause, NULL);
     }
 }
@@ -280,7 +274,7 @@ static void sweep_cgroups(struct sweep *s, const struct registry_run_entry *run)
 {
     char why[256];
 
-    s->cgroup_deadline_ns = sweep_now_ns() + SWEEP_CGROUP_WAIT_NS;
+    s->cgroup_deadline_ns = mono_ns() + SWEEP_CGROUP_WAIT_NS;
     for (size_t i = 0; i < run->n_cgroups; i++) {
         int allowed = sweep_cgroup_allowed(run->cgroups[i], why, sizeof why);
         if (allowed < 0)

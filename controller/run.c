@@ -183,8 +183,10 @@ int run_make_dir(struct run *r, const char *out_dir, char *err, size_t errlen)
         snprintf(previous, sizeof previous, "%s/run.json", path);
         if (access(previous, F_OK) == 0) {
             /* Never mix two runs' results or overwrite a finished one. */
-            snprintf(err, errlen, "results directory '%s' already holds a run (run.json); "
-                                  "choose another --out or remove it", path);
+            snprintf(err, errlen,
+                     "results directory '%s' already holds a run (run.json); "
+                     "choose another --out or remove it",
+                     path);
             return -1;
         }
         rc = mkdir_p(path);
@@ -260,10 +262,11 @@ static void write_params(FILE *f, const struct run *r)
 
 static void write_versions(FILE *f, const char *lua_release)
 {
-    fprintf(f, "  \"versions\": {\"hiernet\": \"%s\", \"git\": \"%s\", \"lua\": \"%s\", "
-               "\"msgpack\": \"%s\", \"libev\": \"%d.%d\"},\n",
-            HIERNET_VERSION, HIERNET_GIT, lua_release ? lua_release : "", msgpack_version(), ev_version_major(),
-            ev_version_minor());
+    fprintf(f,
+            "  \"versions\": {\"hiernet\": \"%s\", \"git\": \"%s\", \"lua\": \"%s\", "
+            "\"msgpack\": \"%s\", \"libev\": \"%d.%d\"},\n",
+            HIERNET_VERSION, HIERNET_GIT, lua_release ? lua_release : "", msgpack_version(),
+            ev_version_major(), ev_version_minor());
 }
 
 static void write_json_body(FILE *f, const struct run *r)

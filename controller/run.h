@@ -24,18 +24,18 @@ struct run_param {
 };
 
 struct run {
-    char *scenario;        /* path as given */
-    char *dir;             /* results directory */
+    char *scenario;         /* path as given */
+    char *dir;              /* results directory */
     char *backend_override; /* --backend, or NULL */
     char backend_used[16];  /* what the first started network runs on ("" before) */
     struct run_param *params;
     size_t n_params;
     char *topology_json; /* JSON array of networks, "[]" until a network starts */
-    char *error;          /* first line of the failure, for run.json */
-    char *overload_json;  /* the overload report (controller/overload.h), or NULL */
+    char *error;         /* first line of the failure, for run.json */
+    char *overload_json; /* the overload report (controller/overload.h), or NULL */
     const char *status;
     double start_wall, end_wall; /* seconds since the epoch */
-    const char *lua_release; /* set by the scripting layer (static string) */
+    const char *lua_release;     /* set by the scripting layer (static string) */
     long long seed;
     bool has_seed;
     /* Time dilation of the run's clock and links, >= 1 (run.json). */

@@ -20,7 +20,7 @@ extern char **environ;
 
 struct child_args {
     const struct spawn_spec *spec;
-    int error;       /* written by the child before it gives up: shared memory */
+    int error;        /* written by the child before it gives up: shared memory */
     const char *step; /* which step failed */
 };
 
@@ -116,14 +116,17 @@ static pid_t raw_fork(unsigned long flags)
  * program's status. System calls only. */
 static void init_main(struct child_args *a)
 {
-    for (int sig = 1; sig < NSIG; sig++) signal(sig, SIG_DFL); /* libev's handlers are not ours */
+    for (int sig = 1; sig < NSIG; sig++)
+        signal(sig, SIG_DFL); /* libev's handlers are not ours */
     if (child_setup(a) < 0) _exit(127);
     syscall(SYS_close_range, 3, ~0U, 0);
     struct sigaction sa = {.sa_handler = init_forward};
-    for (size_t i = 0; i < N_FORWARDED; i++) sigaction(init_forwarded[i], &sa, NULL);
+    for (size_t i = 0; i < N_FORWARDED; i++)
+        sigaction(init_forwarded[i], &sa, NULL);
     pid_t child = raw_fork(0);
     if (child == 0) {
-        for (size_t i = 0; i < N_FORWARDED; i++) signal(init_forwarded[i], SIG_DFL);
+        for (size_t i = 0; i < N_FORWARDED; i++)
+            signal(init_forwarded[i], SIG_DFL);
         child_exec(a);
     }
     if (child < 0) _exit(127);
@@ -188,17 +191,21 @@ static bool same_name(const char *a, const char *b)
 char **spawn_env(const char *const *extra)
 {
     size_t n_env = 0, n_extra = 0;
-    while (environ[n_env]) n_env++;
-    while (extra && extra[n_extra]) n_extra++;
+    while (environ[n_env])
+        n_env++;
+    while (extra && extra[n_extra])
+        n_extra++;
     char **envp = calloc(n_env + n_extra + 1, sizeof *envp);
     if (!envp) return NULL;
     size_t n = 0;
     for (size_t i = 0; i < n_env; i++) {
         bool replaced = false;
-        for (size_t j = 0; j < n_extra && !replaced; j++) replaced = same_name(extra[j], environ[i]);
+        for (size_t j = 0; j < n_extra && !replaced; j++)
+            replaced = same_name(extra[j], environ[i]);
         if (!replaced) envp[n++] = environ[i];
     }
-    for (size_t j = 0; j < n_extra; j++) envp[n++] = (char *)extra[j];
+    for (size_t j = 0; j < n_extra; j++)
+        envp[n++] = (char *)extra[j];
     envp[n] = NULL;
     return envp;
 }

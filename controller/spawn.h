@@ -14,7 +14,7 @@
 #include <sys/types.h>
 
 struct spawn_spec {
-    const char *path;  /* executable; searched in PATH when it has no '/' */
+    const char *path; /* executable; searched in PATH when it has no '/' */
     char *const *argv;
     char *const *envp; /* the child's whole environment */
     int netns_fd;      /* namespace to enter, or -1 */

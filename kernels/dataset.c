@@ -115,9 +115,9 @@ static int resolve_files(const struct dataset_spec *spec, int test, char *images
         name = DATASET_FASHION_MNIST_DIR;
     else if (stat(name, &st) < 0)
         return kern_fail(err, errlen,
-                    "dataset \"%s\" is unknown (fashion-mnist, synthetic, an IDX file or a "
-                    "directory of them): %s",
-                    name, strerror(errno));
+                         "dataset \"%s\" is unknown (fashion-mnist, synthetic, an IDX file or a "
+                         "directory of them): %s",
+                         name, strerror(errno));
     if (name != spec->name || S_ISDIR(st.st_mode)) {
         mnist_file(name, test, "images", images, len);
         mnist_file(name, test, "labels", labels, len);
@@ -129,9 +129,9 @@ static int resolve_files(const struct dataset_spec *spec, int test, char *images
     replace_in_name(labels, "idx3", "idx1");
     if (strcmp(images, labels) == 0)
         return kern_fail(err, errlen,
-                    "dataset file %s: cannot derive its labels file (no \"images\" "
-                    "in the name); give images and labels",
-                    images);
+                         "dataset file %s: cannot derive its labels file (no \"images\" "
+                         "in the name); give images and labels",
+                         images);
     return 0;
 }
 
@@ -141,18 +141,19 @@ static int check_idx_pair(struct dataset *ds, const char *images, const char *la
     const struct dataset_idx *im = &ds->images, *lb = &ds->labels;
     if (im->type != DATASET_IDX_U8 && im->type != DATASET_IDX_F32)
         return kern_fail(err, errlen,
-                    "dataset file %s: IDX type 0x%02x unsupported for images "
-                    "(unsigned byte or float32)",
-                    images, im->type);
+                         "dataset file %s: IDX type 0x%02x unsupported for images "
+                         "(unsigned byte or float32)",
+                         images, im->type);
     if ((lb->type != DATASET_IDX_U8 && lb->type != DATASET_IDX_I32) || lb->ndims != 1)
         return kern_fail(err, errlen,
-                    "dataset file %s: labels must be a 1-D IDX of unsigned byte or int32", labels);
+                         "dataset file %s: labels must be a 1-D IDX of unsigned byte or int32",
+                         labels);
     if (im->count != lb->count)
         return kern_fail(err, errlen, "dataset files %s and %s: %zu images but %zu labels", images,
-                    labels, im->count, lb->count);
+                         labels, im->count, lb->count);
     if (im->count == 0 || im->count > UINT32_MAX || im->item == 0 || im->item > INT32_MAX)
-        return kern_fail(err, errlen, "dataset file %s: %zu items of %zu elements is unusable", images,
-                    im->count, im->item);
+        return kern_fail(err, errlen, "dataset file %s: %zu items of %zu elements is unusable",
+                         images, im->count, im->item);
     ds->total = im->count;
     ds->dim = (int)im->item;
     return 0;
@@ -165,8 +166,8 @@ static int scan_labels(struct dataset *ds, const char *what, char *err, size_t e
     for (size_t i = 0; i < ds->total; i++) {
         int32_t y = label_at(ds, i);
         if (y < 0 || y >= DATASET_MAX_CLASSES)
-            return kern_fail(err, errlen, "dataset file %s: label %d of item %zu is outside 0..%d", what,
-                        (int)y, i, DATASET_MAX_CLASSES - 1);
+            return kern_fail(err, errlen, "dataset file %s: label %d of item %zu is outside 0..%d",
+                             what, (int)y, i, DATASET_MAX_CLASSES - 1);
         max = y > max ? y : max;
     }
     ds->classes = (int)max + 1;
@@ -193,8 +194,8 @@ static int open_synthetic(struct dataset *ds, const struct dataset_synthetic *cf
     double noise = cfg->noise > 0 ? cfg->noise : 0.5;
     if (n > UINT32_MAX || dim > (1 << 24) || classes > DATASET_MAX_CLASSES ||
         (double)n * dim > 1e10)
-        return kern_fail(err, errlen, "dataset synthetic: n %zu, dim %d, classes %d too large", n, dim,
-                    classes);
+        return kern_fail(err, errlen, "dataset synthetic: n %zu, dim %d, classes %d too large", n,
+                         dim, classes);
     float *centres = malloc((size_t)classes * dim * sizeof(float));
     ds->synth_x = malloc(n * dim * sizeof(float));
     ds->synth_y = malloc(n * sizeof(int32_t));
@@ -350,7 +351,8 @@ static int partition_dirichlet(struct dataset *ds, int shard, int shards, double
     struct rng r;
     rng_seed(&r, seed, 0xd1c1);
     uint32_t *grouped = starts && cuts && sizes && logs ? group_by_class(ds, starts, &r) : NULL;
-    int rc = grouped ? 0 : kern_fail(err, errlen, "dataset: out of memory in the dirichlet partition");
+    int rc =
+        grouped ? 0 : kern_fail(err, errlen, "dataset: out of memory in the dirichlet partition");
     size_t want =
         ds->total / shards < DIRICHLET_MIN_SHARD ? ds->total / shards : DIRICHLET_MIN_SHARD;
     want = want ? want : 1;
@@ -360,10 +362,11 @@ static int partition_dirichlet(struct dataset *ds, int shard, int shards, double
         if (dirichlet_draw(&r, alpha, shards, ds->classes, starts, cuts, logs, sizes) >= want)
             break;
         if (draw == DIRICHLET_MAX_DRAWS)
-            rc = kern_fail(err, errlen,
-                      "dataset: dirichlet alpha %g left a shard under %zu samples in %d draws; "
-                      "raise alpha or lower shards",
-                      alpha, want, DIRICHLET_MAX_DRAWS);
+            rc =
+                kern_fail(err, errlen,
+                          "dataset: dirichlet alpha %g left a shard under %zu samples in %d draws; "
+                          "raise alpha or lower shards",
+                          alpha, want, DIRICHLET_MAX_DRAWS);
     }
     if (rc == 0 && dirichlet_collect(ds, shard, shards, grouped, starts, cuts, sizes[shard - 1]))
         rc = kern_fail(err, errlen, "dataset: out of memory in the dirichlet partition");
@@ -380,8 +383,8 @@ static int partition(struct dataset *ds, const struct dataset_spec *spec, char *
     const char *how = spec->partition ? spec->partition : "shuffle";
     int known = !strcmp(how, "shuffle") || !strcmp(how, "sample") || !strcmp(how, "dirichlet");
     if (!known)
-        return kern_fail(err, errlen, "dataset partition \"%s\" is unknown (shuffle, sample, dirichlet)",
-                    how);
+        return kern_fail(err, errlen,
+                         "dataset partition \"%s\" is unknown (shuffle, sample, dirichlet)", how);
     if (spec->shards == 0) {
         ds->indices = identity(ds->total);
         ds->count = ds->total;
@@ -389,8 +392,8 @@ static int partition(struct dataset *ds, const struct dataset_spec *spec, char *
     }
     if (spec->shards < 0 || (size_t)spec->shards > ds->total || spec->shard < 1 ||
         spec->shard > spec->shards)
-        return kern_fail(err, errlen, "dataset: shard %d of %d is invalid for %zu samples", spec->shard,
-                    spec->shards, ds->total);
+        return kern_fail(err, errlen, "dataset: shard %d of %d is invalid for %zu samples",
+                         spec->shard, spec->shards, ds->total);
     double alpha = spec->alpha == 0 ? 0.5 : spec->alpha;
     if (!strcmp(how, "dirichlet") && !(alpha > 0 && alpha < 1e6))
         return kern_fail(err, errlen, "dataset: dirichlet alpha %g must be in (0, 1e6)", alpha);
@@ -511,7 +514,7 @@ int dataset_read(const struct dataset *ds, size_t first, size_t count, float *x,
 {
     if (first > ds->count || count > ds->count - first)
         return kern_fail(err, errlen, "dataset: read of [%zu, %zu) beyond the shard's %zu samples",
-                    first, first + count, ds->count);
+                         first, first + count, ds->count);
     for (size_t i = 0; i < count; i++) {
         uint32_t index = ds->indices[first + i];
         sample_copy(ds, index, x + i * ds->dim);

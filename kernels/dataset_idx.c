@@ -55,13 +55,14 @@ static int header_magic(const char *path, const uint8_t *p, size_t avail, struct
                         char *err, size_t errlen)
 {
     if (avail < 4)
-        return kern_fail(err, errlen, "dataset file %s: %zu bytes, too short for an IDX header", path,
-                    avail);
+        return kern_fail(err, errlen, "dataset file %s: %zu bytes, too short for an IDX header",
+                         path, avail);
     if (p[0] != 0 || p[1] != 0 || !type_size(p[2]) || p[3] < 1 || p[3] > DATASET_IDX_MAX_DIMS)
-        return kern_fail(err, errlen,
-                    "dataset file %s: bad IDX magic %02x %02x %02x %02x (expected 00 00, a type "
-                    "byte and 1..%d dimensions)",
-                    path, p[0], p[1], p[2], p[3], DATASET_IDX_MAX_DIMS);
+        return kern_fail(
+            err, errlen,
+            "dataset file %s: bad IDX magic %02x %02x %02x %02x (expected 00 00, a type "
+            "byte and 1..%d dimensions)",
+            path, p[0], p[1], p[2], p[3], DATASET_IDX_MAX_DIMS);
     h->type = p[2];
     h->ndims = p[3];
     h->header_bytes = 4 + 4 * (size_t)h->ndims;
@@ -78,8 +79,9 @@ static int header_dims(const char *path, const uint8_t *p, size_t avail, struct 
         const uint8_t *d = p + 4 + 4 * i;
         h->dims[i] = (uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 | (uint32_t)d[2] << 8 | d[3];
         if (h->dims[i] != 0 && bytes > IDX_MAX_DATA_BYTES / h->dims[i])
-            return kern_fail(err, errlen, "dataset file %s: IDX dimensions describe over %llu bytes",
-                        path, IDX_MAX_DATA_BYTES);
+            return kern_fail(err, errlen,
+                             "dataset file %s: IDX dimensions describe over %llu bytes", path,
+                             IDX_MAX_DATA_BYTES);
         bytes *= h->dims[i];
     }
     h->data_bytes = bytes;
@@ -98,7 +100,8 @@ static int map_validated(const char *path, int fd, struct dataset_idx *idx, char
                          size_t errlen)
 {
     struct stat st;
-    if (fstat(fd, &st) < 0) return kern_fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) < 0)
+        return kern_fail(err, errlen, "dataset file %s: %s", path, strerror(errno));
     size_t len = (size_t)st.st_size;
     void *map = len ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0) : NULL;
     if (map == MAP_FAILED)
@@ -107,12 +110,12 @@ static int map_validated(const char *path, int fd, struct dataset_idx *idx, char
     int rc = header_parse(path, map, len, &h, err, errlen);
     if (rc == 0 && len < h.header_bytes + h.data_bytes)
         rc = kern_fail(err, errlen,
-                  "dataset file %s: truncated: the header promises %zu data bytes, "
-                  "the file holds %zu",
-                  path, h.data_bytes, len - h.header_bytes);
+                       "dataset file %s: truncated: the header promises %zu data bytes, "
+                       "the file holds %zu",
+                       path, h.data_bytes, len - h.header_bytes);
     if (rc == 0 && len > h.header_bytes + h.data_bytes)
         rc = kern_fail(err, errlen, "dataset file %s: %zu bytes after the IDX data", path,
-                  len - h.header_bytes - h.data_bytes);
+                       len - h.header_bytes - h.data_bytes);
     if (rc < 0) {
         if (map) munmap(map, len);
         return -1;
@@ -183,7 +186,8 @@ static int cache_entry_path(const char *src, const struct stat *st, const char *
                             size_t outlen, char *err, size_t errlen)
 {
     char real[4096];
-    if (!realpath(src, real)) return kern_fail(err, errlen, "dataset file %s: %s", src, strerror(errno));
+    if (!realpath(src, real))
+        return kern_fail(err, errlen, "dataset file %s: %s", src, strerror(errno));
     uint64_t h = fnv1a(0xcbf29ce484222325ull, real, strlen(real));
     h = fnv1a(h, &st->st_size, sizeof st->st_size);
     h = fnv1a(h, &st->st_mtim, sizeof st->st_mtim);
@@ -220,9 +224,9 @@ static int gz_read_exact(gzFile gz, const char *path, void *buf, size_t len, siz
             return kern_fail(err, errlen, "dataset file %s: corrupt gzip data (%s)", path, msg);
         if (n == 0)
             return kern_fail(err, errlen,
-                        "dataset file %s: truncated: the IDX header promises %zu "
-                        "bytes, the gzip stream holds %zu",
-                        path, expected, *done);
+                             "dataset file %s: truncated: the IDX header promises %zu "
+                             "bytes, the gzip stream holds %zu",
+                             path, expected, *done);
         buf = (uint8_t *)buf + n;
         len -= (size_t)n;
         *done += (size_t)n;
@@ -236,7 +240,8 @@ static int write_all(int fd, const void *buf, size_t len, const char *what, char
     while (len > 0) {
         ssize_t n = write(fd, buf, len);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return kern_fail(err, errlen, "dataset cache %s: write: %s", what, strerror(errno));
+        if (n < 0)
+            return kern_fail(err, errlen, "dataset cache %s: write: %s", what, strerror(errno));
         buf = (const uint8_t *)buf + n;
         len -= (size_t)n;
     }
@@ -272,8 +277,8 @@ static int gz_copy_idx(gzFile gz, const char *path, int out_fd, const char *tmp,
     if (extra < 0 || (zerr != Z_OK && zerr != Z_STREAM_END))
         return kern_fail(err, errlen, "dataset file %s: corrupt gzip data (%s)", path, msg);
     if (extra > 0)
-        return kern_fail(err, errlen, "dataset file %s: data continues after the %zu IDX bytes", path,
-                    total);
+        return kern_fail(err, errlen, "dataset file %s: data continues after the %zu IDX bytes",
+                         path, total);
     return 0;
 }
 

@@ -1,214 +1,49 @@
-/* device.c — the device layer of kernels/device.h: names and availability,
- * and every kern_* call dispatched to kernels/cpu/ (vec, model, optim) or to
- * the CUDA module, which is loaded here with dlopen on first use (see
- * device.h for why it is not linked).
+/* device.c — the kern_* API of kernels/device.h, written once for every
+ * device: it checks the arguments, keeps what the devices share (the host
+ * model: spec, parameter count, initialisation; the optimizer's
+ * configuration and its validation by optim.c) and hands the work to the
+ * context's backend table (kernels/backend.h: kernels/cpu/backend.c,
+ * kernels/cuda_backend.c). Names and availability are device_probe.c's.
  *
- * Owns contexts, the CPU buffers of kern_alloc, kern_model / kern_optim
- * wrappers and a cuda optimizer's state buffers. The loaded module is never
- * unloaded: the CUDA runtime does not support being unloaded while the
- * process lives. */
+ * Owns contexts and the kern_model / kern_optim wrappers; each backend owns
+ * its state behind their impl pointers. */
 #include "kernels/device.h"
 
-#include <cblas.h>
-#include <dlfcn.h>
-#include <limits.h>
-#include <math.h>
-#include <pthread.h>
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
-#include "kernels/cuda/cuda_backend.h"
+#include "kernels/backend.h"
 #include "kernels/kern_error.h"
-#include "kernels/vec.h"
 
-/* As kernels/cpu/model.c: batch limit, and the smallest evaluation chunk
- * (larger on a GPU, where small launches waste it). */
-#define DEVICE_MAX_BATCH 65536
-#define DEVICE_CUDA_EVAL_MIN_BATCH 256
-#define DEVICE_MAX_SIZES 65
-
-/* ---- names ---- */
-
-static const char *const device_names[] = {"cpu", "cuda"};
-
-const char *kern_device_name(enum kern_device device)
+static const struct kern_backend *backend_of(enum kern_device device)
 {
-    return (unsigned)device < 2 ? device_names[device] : "?";
-}
-
-int kern_device_parse(const char *name, enum kern_device *out, char *err, size_t errlen)
-{
-    for (int i = 0; i < 2; i++) {
-        if (name && strcmp(name, device_names[i]) == 0) {
-            *out = (enum kern_device)i;
-            return 0;
-        }
+    switch (device) {
+    case KERN_DEVICE_CPU:
+        return &kern_cpu_backend;
+    case KERN_DEVICE_CUDA:
+        return &kern_cuda_backend;
     }
-    return kern_fail(err, errlen, "device \"%s\" is unknown (cpu, cuda)", name ? name : "");
-}
-
-int kern_device_built(enum kern_device device)
-{
-#ifdef HIERNET_HAVE_CUDA
-    return device == KERN_DEVICE_CPU || device == KERN_DEVICE_CUDA;
-#else
-    return device == KERN_DEVICE_CPU;
-#endif
-}
-
-/* ---- the CUDA module ---- */
-
-#ifdef HIERNET_HAVE_CUDA
-static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
-static const struct kern_cuda_ops *cuda_ops;
-static char cuda_load_error[768];
-
-/* <directory of the running executable>/libhiernet_cuda.so */
-static int module_beside_exe(char *out, size_t outlen)
-{
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return -1;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash) return -1;
-    *slash = '\0';
-    return snprintf(out, outlen, "%s/%s", exe, KERN_CUDA_MODULE_NAME) < (int)outlen ? 0 : -1;
-}
-
-/* Loads one module file and checks that it is this build's. */
-static void module_open(const char *path)
-{
-    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-        /* dlerror names a missing dependency (libcublas.so.13) without the module. */
-        kern_fail(cuda_load_error, sizeof cuda_load_error, "cannot load the CUDA kernels (%s): %s",
-                  path, dlerror());
-        return;
-    }
-    kern_cuda_entry_fn entry = (kern_cuda_entry_fn)dlsym(handle, KERN_CUDA_ENTRY);
-    const struct kern_cuda_ops *ops = entry ? entry() : NULL;
-    if (!ops || ops->abi != KERN_CUDA_ABI || ops->size != sizeof *ops) {
-        kern_fail(cuda_load_error, sizeof cuda_load_error,
-                  "cannot load the CUDA kernels: %s is not this build's CUDA module "
-                  "(interface %d, expected %d); rebuild or unset HIERNET_CUDA_MODULE",
-                  path, ops ? ops->abi : -1, KERN_CUDA_ABI);
-        dlclose(handle);
-        return;
-    }
-    cuda_ops = ops;
-}
-
-static void module_load(void)
-{
-    const char *env = getenv("HIERNET_CUDA_MODULE");
-    if (env && *env) {
-        module_open(env);
-        return;
-    }
-    char beside[PATH_MAX + 64];
-    if (module_beside_exe(beside, sizeof beside) == 0 && access(beside, F_OK) == 0) {
-        module_open(beside);
-        return;
-    }
-    if (access(HIERNET_CUDA_MODULE_PATH, F_OK) == 0) {
-        module_open(HIERNET_CUDA_MODULE_PATH);
-        return;
-    }
-    kern_fail(cuda_load_error, sizeof cuda_load_error,
-              "cannot load the CUDA kernels: %s is neither beside the executable nor at %s "
-              "(set HIERNET_CUDA_MODULE to its path)",
-              KERN_CUDA_MODULE_NAME, HIERNET_CUDA_MODULE_PATH);
-}
-
-static const struct kern_cuda_ops *cuda_module(char *why, size_t whylen)
-{
-    pthread_once(&cuda_once, module_load);
-    if (!cuda_ops) kern_fail(why, whylen, "%s", cuda_load_error);
-    return cuda_ops;
-}
-#endif
-
-int kern_device_available(enum kern_device device, char *why, size_t whylen)
-{
-    if (why && whylen) why[0] = '\0';
-    if (device == KERN_DEVICE_CPU) return 1;
-    if (device != KERN_DEVICE_CUDA) {
-        kern_fail(why, whylen, "device %d is unknown", (int)device);
-        return 0;
-    }
-#ifndef HIERNET_HAVE_CUDA
-    kern_fail(why, whylen, "this build has no CUDA support");
-    return 0;
-#else
-    const struct kern_cuda_ops *ops = cuda_module(why, whylen);
-    if (!ops) return 0;
-    char reason[512];
-    int count = 0;
-    if (ops->device_count(&count, reason, sizeof reason) < 0) {
-        kern_fail(why, whylen, "no CUDA device: %s", reason);
-        return 0;
-    }
-    if (count < 1) {
-        kern_fail(why, whylen, "no CUDA device: the CUDA runtime found none");
-        return 0;
-    }
-    return 1;
-#endif
-}
-
-/* ---- model specs on devices ---- */
-
-/* Layer widths of a logreg / mlp spec that model_create has accepted. */
-static int dense_sizes(const char *spec, int *sizes, int cap)
-{
-    const char *p = strchr(spec, ':');
-    int count = 0;
-    while (p && count < cap) {
-        char *end;
-        sizes[count++] = (int)strtol(p + 1, &end, 10);
-        p = *end == '-' ? end : NULL;
-    }
-    return count;
-}
-
-static int is_dense_spec(const char *spec)
-{
-    return strncmp(spec, "logreg:", 7) == 0 || strncmp(spec, "mlp:", 4) == 0;
-}
-
-static int is_lenet_spec(const char *spec)
-{
-    return strcmp(spec, "cnn:lenet") == 0;
+    return NULL;
 }
 
 int kern_device_supports_model(enum kern_device device, const char *spec, char *why, size_t whylen)
 {
-    struct model *m;
-    if (model_create(spec, 0, &m, why, whylen) < 0) return 0;
-    model_destroy(m);
-    /* Every architecture model.c parses runs on cuda; a new one must be
-     * added here with its kernels. */
-    if (device == KERN_DEVICE_CUDA && !is_dense_spec(spec) && !is_lenet_spec(spec)) {
+    struct model_spec *parsed = malloc(sizeof *parsed);
+    if (!parsed) return kern_fail(why, whylen, "model: out of memory"), 0;
+    int ok = model_spec_parse(spec, parsed, why, whylen) == 0;
+    const struct kern_backend *b = backend_of(device);
+    if (ok && b && !(b->model_archs & MODEL_ARCH_BIT(parsed->arch))) {
         kern_fail(why, whylen,
-                  "model \"%s\": not supported on cuda yet (cuda runs logreg:IN-OUT, "
+                  "model \"%s\": not supported on %s yet (%s runs logreg:IN-OUT, "
                   "mlp:IN-H1-...-OUT and cnn:lenet; use device \"cpu\")",
-                  spec);
-        return 0;
+                  spec, kern_device_name(device), kern_device_name(device));
+        ok = 0;
     }
-    return 1;
+    free(parsed);
+    return ok;
 }
 
 /* ---- contexts and memory ---- */
-
-struct kern_ctx {
-    enum kern_device device;
-    const struct kern_cuda_ops *cuda; /* NULL on the CPU */
-    struct kern_cuda_ctx *gpu;
-    char describe[192];
-};
 
 int kern_ctx_create(enum kern_device device, struct kern_ctx **out, char *err, size_t errlen)
 {
@@ -220,17 +55,11 @@ int kern_ctx_create(enum kern_device device, struct kern_ctx **out, char *err, s
     struct kern_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return kern_fail(err, errlen, "device %s: out of memory", kern_device_name(device));
     ctx->device = device;
-    snprintf(ctx->describe, sizeof ctx->describe, "cpu");
-#ifdef HIERNET_HAVE_CUDA
-    if (device == KERN_DEVICE_CUDA) {
-        ctx->cuda = cuda_module(NULL, 0);
-        if (ctx->cuda->ctx_create(0, &ctx->gpu, ctx->describe, sizeof ctx->describe, err, errlen) <
-            0) {
-            free(ctx);
-            return -1;
-        }
+    ctx->backend = backend_of(device);
+    if (ctx->backend->ctx_open(ctx, err, errlen) < 0) {
+        free(ctx);
+        return -1;
     }
-#endif
     *out = ctx;
     return 0;
 }
@@ -238,7 +67,7 @@ int kern_ctx_create(enum kern_device device, struct kern_ctx **out, char *err, s
 void kern_ctx_destroy(struct kern_ctx *ctx)
 {
     if (!ctx) return;
-    if (ctx->cuda) ctx->cuda->ctx_destroy(ctx->gpu);
+    ctx->backend->ctx_close(ctx);
     free(ctx);
 }
 
@@ -257,104 +86,65 @@ int kern_alloc(struct kern_ctx *ctx, size_t n, float **out, char *err, size_t er
     *out = NULL;
     if (n > SIZE_MAX / sizeof(float))
         return kern_fail(err, errlen, "%s: %zu floats do not fit in memory", ctx->describe, n);
-    if (ctx->cuda) return ctx->cuda->alloc(ctx->gpu, n, out, err, errlen);
-    void *p = NULL;
-    if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float)) != 0)
-        return kern_fail(err, errlen, "cpu: cannot allocate %zu floats", n);
-    *out = p;
-    return 0;
+    return ctx->backend->alloc(ctx, n, out, err, errlen);
 }
 
 void kern_free(struct kern_ctx *ctx, float *buffer)
 {
-    if (!buffer) return;
-    if (ctx->cuda)
-        ctx->cuda->free(ctx->gpu, buffer);
-    else
-        free(buffer);
-}
-
-static int transfer(struct kern_ctx *ctx, float *dst, const float *src, size_t n,
-                    enum kern_cuda_copy kind, char *err, size_t errlen)
-{
-    if (ctx->cuda) return ctx->cuda->copy(ctx->gpu, dst, src, n * sizeof(float), kind, err, errlen);
-    if (n) memcpy(dst, src, n * sizeof(float));
-    return 0;
+    if (buffer) ctx->backend->free(ctx, buffer);
 }
 
 int kern_upload(struct kern_ctx *ctx, float *dst, const float *host_src, size_t n, char *err,
                 size_t errlen)
 {
-    return transfer(ctx, dst, host_src, n, KERN_CUDA_TO_DEVICE, err, errlen);
+    return ctx->backend->copy(ctx, dst, host_src, n, KERN_COPY_TO_DEVICE, err, errlen);
 }
 
 int kern_download(struct kern_ctx *ctx, float *host_dst, const float *src, size_t n, char *err,
                   size_t errlen)
 {
-    return transfer(ctx, host_dst, src, n, KERN_CUDA_TO_HOST, err, errlen);
+    return ctx->backend->copy(ctx, host_dst, src, n, KERN_COPY_TO_HOST, err, errlen);
 }
 
 int kern_copy(struct kern_ctx *ctx, float *dst, const float *src, size_t n, char *err,
               size_t errlen)
 {
-    return transfer(ctx, dst, src, n, KERN_CUDA_ON_DEVICE, err, errlen);
+    return ctx->backend->copy(ctx, dst, src, n, KERN_COPY_ON_DEVICE, err, errlen);
 }
 
 /* ---- vector operations ---- */
 
 int kern_fill(struct kern_ctx *ctx, size_t n, float value, float *x, char *err, size_t errlen)
 {
-    if (ctx->cuda) return ctx->cuda->fill(ctx->gpu, n, value, x, err, errlen);
-    vec_fill(n, value, x);
-    return 0;
+    return ctx->backend->fill(ctx, n, value, x, err, errlen);
 }
 
 int kern_axpy(struct kern_ctx *ctx, size_t n, float alpha, const float *x, float *y, char *err,
               size_t errlen)
 {
-    if (ctx->cuda) return ctx->cuda->axpy(ctx->gpu, n, alpha, x, y, err, errlen);
-    vec_axpy(n, alpha, x, y);
-    return 0;
+    return ctx->backend->axpy(ctx, n, alpha, x, y, err, errlen);
 }
 
 int kern_scale(struct kern_ctx *ctx, size_t n, float alpha, float *x, char *err, size_t errlen)
 {
-    if (ctx->cuda) return ctx->cuda->scale(ctx->gpu, n, alpha, x, err, errlen);
-    vec_scale(n, alpha, x);
-    return 0;
+    return ctx->backend->scale(ctx, n, alpha, x, err, errlen);
 }
 
 int kern_sum(struct kern_ctx *ctx, size_t n, float *out, const float *const *inputs, size_t k,
              char *err, size_t errlen)
 {
-    if (!ctx->cuda) {
-        vec_sum(n, out, inputs, k);
-        return 0;
-    }
-    if (k == 0) return kern_fill(ctx, n, 0.0f, out, err, errlen);
-    if (out != inputs[0] && kern_copy(ctx, out, inputs[0], n, err, errlen) < 0) return -1;
-    for (size_t i = 1; i < k; i++)
-        if (kern_axpy(ctx, n, 1.0f, inputs[i], out, err, errlen) < 0) return -1;
-    return 0;
+    return ctx->backend->sum(ctx, n, out, inputs, k, err, errlen);
 }
 
 int kern_dot(struct kern_ctx *ctx, size_t n, const float *x, const float *y, double *out, char *err,
              size_t errlen)
 {
-    if (ctx->cuda) return ctx->cuda->dot(ctx->gpu, n, x, y, out, err, errlen);
-    *out = vec_dot(n, x, y);
-    return 0;
+    return ctx->backend->dot(ctx, n, x, y, out, err, errlen);
 }
 
 int kern_norm(struct kern_ctx *ctx, size_t n, const float *x, double *out, char *err, size_t errlen)
 {
-    if (!ctx->cuda) {
-        *out = vec_norm(n, x);
-        return 0;
-    }
-    if (ctx->cuda->dot(ctx->gpu, n, x, x, out, err, errlen) < 0) return -1;
-    *out = sqrt(*out);
-    return 0;
+    return ctx->backend->norm(ctx, n, x, out, err, errlen);
 }
 
 /* Rejects what BLAS would reject (OpenBLAS prints to stderr instead). */
@@ -377,63 +167,11 @@ int kern_sgemm(struct kern_ctx *ctx, int trans_a, int trans_b, int m, int n, int
 {
     if (gemm_check(trans_a, trans_b, m, n, k, lda, ldb, ldc, err, errlen) < 0) return -1;
     if (m == 0 || n == 0) return 0;
-    if (ctx->cuda)
-        return ctx->cuda->sgemm(ctx->gpu, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                                ldc, err, errlen);
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return 0;
+    return ctx->backend->sgemm(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                               err, errlen);
 }
 
 /* ---- models ---- */
-
-struct kern_model {
-    struct kern_ctx *ctx;
-    struct model *cpu;             /* cpu: does the work; cuda: spec, sizes, init */
-    struct kern_cuda_dense *dense; /* cuda, logreg and mlp */
-    struct kern_cuda_lenet *lenet; /* cuda, cnn:lenet */
-    int largest_batch;             /* cuda: the evaluation chunk follows it */
-};
-
-static int cuda_model_reserve(struct kern_model *m, int batch, char *err, size_t errlen)
-{
-    const struct kern_cuda_ops *ops = m->ctx->cuda;
-    return m->lenet ? ops->lenet_reserve(m->lenet, batch, err, errlen)
-                    : ops->dense_reserve(m->dense, batch, err, errlen);
-}
-
-/* One pass of either kind of cuda model; grad NULL evaluates. */
-static int cuda_model_run(struct kern_model *m, const float *params, const float *host_x,
-                          const int32_t *host_labels, int batch, float *grad, double *loss_sum,
-                          size_t *correct, char *err, size_t errlen)
-{
-    const struct kern_cuda_ops *ops = m->ctx->cuda;
-    if (m->lenet)
-        return ops->lenet_run(m->lenet, params, host_x, host_labels, batch, grad, loss_sum, correct,
-                              err, errlen);
-    return ops->dense_run(m->dense, params, host_x, host_labels, batch, grad, loss_sum, correct,
-                          err, errlen);
-}
-
-static int cuda_model_create(struct kern_model *m, const char *spec, int max_batch, char *err,
-                             size_t errlen)
-{
-    const struct kern_cuda_ops *ops = m->ctx->cuda;
-    int sizes[DEVICE_MAX_SIZES];
-    if (!kern_device_supports_model(KERN_DEVICE_CUDA, spec, err, errlen)) return -1;
-    if (is_lenet_spec(spec)) {
-        if (ops->lenet_create(m->ctx->gpu, &m->lenet, err, errlen) < 0) return -1;
-    } else {
-        struct kern_cuda_dense_spec dense = {dense_sizes(spec, sizes, DEVICE_MAX_SIZES), sizes};
-        if (ops->dense_create(m->ctx->gpu, &dense, &m->dense, err, errlen) < 0) return -1;
-    }
-    if (max_batch <= 0) return 0;
-    if (max_batch > DEVICE_MAX_BATCH)
-        return kern_fail(err, errlen, "model \"%s\": batch %d is outside 1..%d", spec, max_batch,
-                         DEVICE_MAX_BATCH);
-    m->largest_batch = max_batch;
-    return cuda_model_reserve(m, max_batch, err, errlen);
-}
 
 int kern_model_create(struct kern_ctx *ctx, const char *spec, int max_batch,
                       struct kern_model **out, char *err, size_t errlen)
@@ -442,9 +180,20 @@ int kern_model_create(struct kern_ctx *ctx, const char *spec, int max_batch,
     struct kern_model *m = calloc(1, sizeof *m);
     if (!m) return kern_fail(err, errlen, "model: out of memory");
     m->ctx = ctx;
-    /* On cuda the CPU model only parses: no workspace (max_batch 0). */
-    if (model_create(spec, ctx->cuda ? 0 : max_batch, &m->cpu, err, errlen) < 0 ||
-        (ctx->cuda && cuda_model_create(m, spec, max_batch, err, errlen) < 0)) {
+    /* The host model parses; the backend reserves its workspace. */
+    if (model_create(spec, 0, &m->host, err, errlen) < 0 ||
+        !kern_device_supports_model(ctx->device, spec, err, errlen)) {
+        kern_model_destroy(m);
+        return -1;
+    }
+    m->spec = model_layout(m->host);
+    if (max_batch > MODEL_MAX_BATCH) {
+        kern_fail(err, errlen, "model \"%s\": batch %d is outside 1..%d", spec, max_batch,
+                  MODEL_MAX_BATCH);
+        kern_model_destroy(m);
+        return -1;
+    }
+    if (ctx->backend->model_open(m, max_batch, err, errlen) < 0) {
         kern_model_destroy(m);
         return -1;
     }
@@ -455,118 +204,65 @@ int kern_model_create(struct kern_ctx *ctx, const char *spec, int max_batch,
 void kern_model_destroy(struct kern_model *m)
 {
     if (!m) return;
-    if (m->dense) m->ctx->cuda->dense_destroy(m->dense);
-    if (m->lenet) m->ctx->cuda->lenet_destroy(m->lenet);
-    model_destroy(m->cpu);
+    if (m->spec) m->ctx->backend->model_close(m);
+    model_destroy(m->host);
     free(m);
 }
 
 size_t kern_model_param_count(const struct kern_model *m)
 {
-    return model_param_count(m->cpu);
+    return model_param_count(m->host);
 }
 
 const char *kern_model_spec(const struct kern_model *m)
 {
-    return model_spec(m->cpu);
+    return model_spec(m->host);
 }
 
 int kern_model_input_size(const struct kern_model *m)
 {
-    return model_input_size(m->cpu);
+    return model_input_size(m->host);
 }
 
 int kern_model_classes(const struct kern_model *m)
 {
-    return model_classes(m->cpu);
+    return model_classes(m->host);
 }
 
+/* On the host model, then uploaded where buffers are not host memory: every
+ * device starts from the same parameters. */
 int kern_model_init(struct kern_model *m, float *params, const char *method, uint64_t seed,
                     char *err, size_t errlen)
 {
-    if (!m->ctx->cuda) return model_init(m->cpu, params, method, seed, err, errlen);
-    size_t n = model_param_count(m->cpu);
+    if (m->ctx->backend->host_memory) return model_init(m->host, params, method, seed, err, errlen);
+    size_t n = model_param_count(m->host);
     float *host = malloc((n ? n : 1) * sizeof(float));
-    if (!host) return kern_fail(err, errlen, "model \"%s\": out of memory", model_spec(m->cpu));
-    int rc = model_init(m->cpu, host, method, seed, err, errlen);
+    if (!host) return kern_fail(err, errlen, "model \"%s\": out of memory", model_spec(m->host));
+    int rc = model_init(m->host, host, method, seed, err, errlen);
     if (rc == 0) rc = kern_upload(m->ctx, params, host, n, err, errlen);
     free(host);
     return rc;
-}
-
-/* The checks model.c makes before its passes: the GPU would read outside
- * its buffers instead of failing. */
-static int cuda_batch_check(const struct kern_model *m, const int32_t *labels, size_t n, int batch,
-                            char *err, size_t errlen)
-{
-    if (batch < 1 || batch > DEVICE_MAX_BATCH)
-        return kern_fail(err, errlen, "model \"%s\": batch %d is outside 1..%d", model_spec(m->cpu),
-                         batch, DEVICE_MAX_BATCH);
-    int classes = model_classes(m->cpu);
-    for (size_t i = 0; i < n; i++)
-        if (labels[i] < 0 || labels[i] >= classes)
-            return kern_fail(err, errlen, "model \"%s\": label %d of sample %zu is outside 0..%d",
-                             model_spec(m->cpu), (int)labels[i], i, classes - 1);
-    return 0;
 }
 
 int kern_model_grad(struct kern_model *m, const float *params, const float *host_x,
                     const int32_t *host_labels, int batch, float *grad, float *loss, char *err,
                     size_t errlen)
 {
-    if (!m->ctx->cuda)
-        return model_grad(m->cpu, params, host_x, host_labels, batch, grad, loss, err, errlen);
-    if (cuda_batch_check(m, host_labels, (size_t)(batch > 0 ? batch : 0), batch, err, errlen) < 0)
-        return -1;
-    double loss_sum = 0;
-    size_t correct = 0;
-    if (cuda_model_run(m, params, host_x, host_labels, batch, grad, &loss_sum, &correct, err,
-                       errlen) < 0)
-        return -1;
-    m->largest_batch = batch > m->largest_batch ? batch : m->largest_batch;
-    *loss = (float)(loss_sum / batch);
-    return 0;
+    return m->ctx->backend->model_grad(m, params, host_x, host_labels, batch, grad, loss, err,
+                                       errlen);
 }
 
 int kern_model_eval(struct kern_model *m, const float *params, const float *host_x,
                     const int32_t *host_labels, size_t n, struct model_score *score, char *err,
                     size_t errlen)
 {
-    if (!m->ctx->cuda)
-        return model_eval(m->cpu, params, host_x, host_labels, n, score, err, errlen);
-    int chunk = m->largest_batch > DEVICE_CUDA_EVAL_MIN_BATCH ? m->largest_batch
-                                                              : DEVICE_CUDA_EVAL_MIN_BATCH;
-    if (cuda_batch_check(m, host_labels, n, chunk, err, errlen) < 0) return -1;
-    size_t in = (size_t)model_input_size(m->cpu);
-    for (size_t done = 0; done < n;) {
-        int batch = n - done < (size_t)chunk ? (int)(n - done) : chunk;
-        double loss_sum = 0;
-        size_t correct = 0;
-        if (cuda_model_run(m, params, host_x + done * in, host_labels + done, batch, NULL,
-                           &loss_sum, &correct, err, errlen) < 0)
-            return -1;
-        score->loss_sum += loss_sum;
-        score->correct += correct;
-        score->samples += (size_t)batch;
-        done += (size_t)batch;
-    }
-    return 0;
+    return m->ctx->backend->model_eval(m, params, host_x, host_labels, n, score, err, errlen);
 }
 
 /* ---- optimizers ---- */
 
-struct kern_optim {
-    struct kern_ctx *ctx;
-    struct optim *cpu; /* cpu: does the work */
-    /* cuda: the same rules with the state on the device */
-    struct optim_config cfg;
-    size_t n;
-    long steps;
-    float *first, *second;
-};
-
 /* optim.c owns the validation rules and their messages: a throw-away CPU
- * optimizer for no parameters applies them. */
+ * optimizer for no parameters applies them, whatever the device. */
 static int config_validate(const struct optim_config *cfg, char *err, size_t errlen)
 {
     struct optim *probe;
@@ -575,36 +271,17 @@ static int config_validate(const struct optim_config *cfg, char *err, size_t err
     return 0;
 }
 
-/* Device state for o->cfg.method, zeroed; frees what the method does not use. */
-static int cuda_state_alloc(struct kern_optim *o, char *err, size_t errlen)
-{
-    int first = o->cfg.method != OPTIM_SGD, second = o->cfg.method == OPTIM_ADAM;
-    kern_free(o->ctx, o->first);
-    kern_free(o->ctx, o->second);
-    o->first = o->second = NULL;
-    o->steps = 0;
-    if (first && (kern_alloc(o->ctx, o->n, &o->first, err, errlen) < 0 ||
-                  kern_fill(o->ctx, o->n, 0.0f, o->first, err, errlen) < 0))
-        return -1;
-    if (second && (kern_alloc(o->ctx, o->n, &o->second, err, errlen) < 0 ||
-                   kern_fill(o->ctx, o->n, 0.0f, o->second, err, errlen) < 0))
-        return -1;
-    return 0;
-}
-
 int kern_optim_create(struct kern_ctx *ctx, const struct optim_config *cfg, size_t n,
                       struct kern_optim **out, char *err, size_t errlen)
 {
     *out = NULL;
+    if (config_validate(cfg, err, errlen) < 0) return -1;
     struct kern_optim *o = calloc(1, sizeof *o);
     if (!o) return kern_fail(err, errlen, "optimizer: out of memory");
     o->ctx = ctx;
     o->cfg = *cfg;
     o->n = n;
-    int rc =
-        ctx->cuda ? config_validate(cfg, err, errlen) : optim_create(cfg, n, &o->cpu, err, errlen);
-    if (rc == 0 && ctx->cuda) rc = cuda_state_alloc(o, err, errlen);
-    if (rc < 0) {
+    if (ctx->backend->optim_open(o, err, errlen) < 0) {
         kern_optim_destroy(o);
         return -1;
     }
@@ -615,69 +292,36 @@ int kern_optim_create(struct kern_ctx *ctx, const struct optim_config *cfg, size
 void kern_optim_destroy(struct kern_optim *o)
 {
     if (!o) return;
-    optim_destroy(o->cpu);
-    kern_free(o->ctx, o->first);
-    kern_free(o->ctx, o->second);
+    o->ctx->backend->optim_close(o);
     free(o);
 }
 
 int kern_optim_configure(struct kern_optim *o, const struct optim_config *cfg, char *err,
                          size_t errlen)
 {
-    if (o->cpu) return optim_configure(o->cpu, cfg, err, errlen);
     if (config_validate(cfg, err, errlen) < 0) return -1;
-    enum optim_method before = o->cfg.method;
-    o->cfg = *cfg;
-    return cfg->method == before ? 0 : cuda_state_alloc(o, err, errlen);
+    int rc = o->ctx->backend->optim_configure(o, cfg, err, errlen);
+    o->cfg = *cfg; /* as optim.c: the configuration stands even if new state failed */
+    return rc;
 }
 
 const struct optim_config *kern_optim_config(const struct kern_optim *o)
 {
-    return o->cpu ? optim_config(o->cpu) : &o->cfg;
+    return &o->cfg;
 }
 
 int kern_optim_step(struct kern_optim *o, float *params, const float *grad, size_t n, char *err,
                     size_t errlen)
 {
-    if (o->cpu) return optim_step(o->cpu, params, grad, n, err, errlen);
-    const struct optim_config *c = &o->cfg;
-    if (n != o->n)
-        return kern_fail(err, errlen, "%s: step on %zu parameters, state is for %zu",
-                         optim_method_name(c->method), n, o->n);
-    long t = o->steps + 1;
-    struct kern_cuda_optim_step step = {
-        .method = (int)c->method,
-        .lr = c->lr,
-        .momentum = c->momentum,
-        .beta1 = c->beta1,
-        .beta2 = c->beta2,
-        .eps = c->eps,
-        .weight_decay = c->weight_decay,
-        /* In double, as optim.c: 1 - 0.999^t loses digits in float. */
-        .c1 = (float)(1.0 / (1.0 - pow(c->beta1, (double)t))),
-        .c2 = (float)(1.0 / (1.0 - pow(c->beta2, (double)t))),
-    };
-    if (o->ctx->cuda->optim_step(o->ctx->gpu, &step, params, grad, o->first, o->second, n, err,
-                                 errlen) < 0)
-        return -1;
-    o->steps = t;
-    return 0;
+    return o->ctx->backend->optim_step(o, params, grad, n, err, errlen);
 }
 
 int kern_optim_reset(struct kern_optim *o, char *err, size_t errlen)
 {
-    if (o->cpu) {
-        optim_reset(o->cpu);
-        return 0;
-    }
-    if ((o->first && kern_fill(o->ctx, o->n, 0.0f, o->first, err, errlen) < 0) ||
-        (o->second && kern_fill(o->ctx, o->n, 0.0f, o->second, err, errlen) < 0))
-        return -1;
-    o->steps = 0;
-    return 0;
+    return o->ctx->backend->optim_reset(o, err, errlen);
 }
 
 long kern_optim_steps(const struct kern_optim *o)
 {
-    return o->cpu ? optim_steps(o->cpu) : o->steps;
+    return o->ctx->backend->optim_steps(o);
 }

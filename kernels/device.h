@@ -8,7 +8,7 @@
  * when it returns, the work is done and its errors are reported, so a peer
  * can time a command and reuse host inputs at once.
  *
- * The CUDA side is a module (libhiernet_cuda.so) that this file loads with
+ * The CUDA side is a module (libhiernet_cuda.so) that kernels/device_probe.c loads with
  * dlopen on the first CUDA call, not a link-time dependency: loading cuBLAS
  * costs ~100 ms per process (measured), which a thousand CPU-only peers
  * should not pay, and a binary built with CUDA still runs where the CUDA

@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 struct model;
+struct model_spec;
 
 /* Parses spec and creates the model with workspace for `max_batch` samples
  * (0: allocate on first use). On error *out is NULL and err names the spec. */
@@ -47,6 +48,8 @@ void model_destroy(struct model *m);
 int model_reserve(struct model *m, int batch, char *err, size_t errlen);
 
 const char *model_spec(const struct model *m);
+/* The layer table and parameter layout (kernels/model_spec.h). */
+const struct model_spec *model_layout(const struct model *m);
 size_t model_param_count(const struct model *m);
 int model_input_size(const struct model *m);
 int model_classes(const struct model *m);

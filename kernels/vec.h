@@ -24,5 +24,5 @@ double vec_dot(size_t n, const float *x, const float *y);
 void vec_fill(size_t n, float value, float *x);
 /* dst = src; the arrays must not overlap. */
 void vec_copy(size_t n, const float *src, float *dst);
-/* Threads BLAS may use for one call (peers default to 1, DESIGN.md). */
+/* Threads BLAS may use for one call (peers default to 1: node `threads` in docs/lua-api.md). */
 void vec_set_threads(int threads);

@@ -65,7 +65,8 @@ void lnet_fire(lua_State *L, struct l_network *net, int net_index, const char *e
                 luaL_checkstack(L, nargs + 3, "listeners");
                 lua_rawgeti(L, -1, i);
                 lua_pushvalue(L, net_index);
-                for (int a = 0; a < nargs; a++) lua_pushvalue(L, args + a);
+                for (int a = 0; a < nargs; a++)
+                    lua_pushvalue(L, args + a);
                 sched_spawn(L, nargs + 1, false);
                 lua_pop(L, 1); /* the task handle */
             }
@@ -89,11 +90,13 @@ static void read_group(lua_State *L, struct l_network *net, int i, unsigned char
         lua_rawgeti(L, i, k);
         struct l_node *node = luaL_testudata(L, -1, NODE_MT);
         int index = node && node->net == net ? node->index
-                    : lua_type(L, -1) == LUA_TSTRING ? topo_node_find(net->topo, lua_tostring(L, -1))
-                                                     : -1;
+                    : lua_type(L, -1) == LUA_TSTRING
+                        ? topo_node_find(net->topo, lua_tostring(L, -1))
+                        : -1;
         if (index < 0 || net->topo->nodes[index].kind != TOPO_NODE_HOST)
-            luaL_error(L, "network '%s': partition: group %d, entry %d (%s) is not a host of this "
-                          "network",
+            luaL_error(L,
+                       "network '%s': partition: group %d, entry %d (%s) is not a host of this "
+                       "network",
                        net->topo->name, g, (int)k, luaL_tolstring(L, -1, NULL));
         if (side[index])
             luaL_error(L, "network '%s': partition: node '%s' is in both groups (or twice)",
@@ -152,7 +155,8 @@ static int l_net_heal(lua_State *L)
     if (netrun_partition(net->run, NULL, err, sizeof err) < 0)
         return luaL_error(L, "network '%s': heal: %s", net->topo->name, err);
     bool was = net->n_partitions > 0;
-    for (size_t p = 0; p < net->n_partitions; p++) free(net->partitions[p]);
+    for (size_t p = 0; p < net->n_partitions; p++)
+        free(net->partitions[p]);
     free(net->partitions);
     net->partitions = NULL;
     net->n_partitions = 0;
@@ -192,10 +196,8 @@ static int l_net_reachable(lua_State *L)
 void lnet_faults_methods(lua_State *L)
 {
     static const luaL_Reg methods[] = {
-        {"on", l_net_on},
-        {"partition", l_net_partition},
-        {"heal", l_net_heal},
-        {"reachable", l_net_reachable},
+        {"on", l_net_on},     {"partition", l_net_partition},
+        {"heal", l_net_heal}, {"reachable", l_net_reachable},
         {NULL, NULL},
     };
     luaL_setfuncs(L, methods, 0);

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const link_options[] = {"bw",    "delay",   "jitter", "loss",
+static const char *const link_options[] = {"bw",    "delay",   "jitter",  "loss",
                                            "queue", "reorder", "gilbert", NULL};
 
 /* gilbert = {p=, r=, h=1, k=0}: probabilities in [0, 1] (see topo/network.h). */
@@ -49,8 +49,8 @@ void lnet_read_link_params(lua_State *L, int i, struct topo_link_params *p, cons
             p->reorder = lua_toboolean(L, -1);
         } else {
             if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
-                luaL_error(L, "%s: %s must be a string with a unit or a number, got %s", what,
-                           *key, luaL_typename(L, -1));
+                luaL_error(L, "%s: %s must be a string with a unit or a number, got %s", what, *key,
+                           luaL_typename(L, -1));
             if (topo_link_param_set(p, *key, lua_tostring(L, -1), err, sizeof err) < 0)
                 luaL_error(L, "%s: %s: %s", what, *key, err);
         }
@@ -120,16 +120,18 @@ static int link_request(lua_State *L, struct l_link *h, enum link_change change,
     check_link_running(L, h, names[change]);
     struct link_call *lc = calloc(1, sizeof *lc);
     if (!lc) return luaL_error(L, "link %d: out of memory", h->index);
-    *lc = (struct link_call){{h->net->rt->sched, {0, 0}, "link", "", ""}, h->net, h->index, change,
-                             {0}};
+    *lc = (struct link_call){
+        {h->net->rt->sched, {0, 0}, "link", "", ""}, h->net, h->index, change, {0}};
     if (params) lc->params = *params;
     link_name(h, lc->call.node, sizeof lc->call.node);
     snprintf(lc->call.method, sizeof lc->call.method, "%s", names[change]);
     struct netrun *run = h->net->run;
-    int rc = change == LINK_SET     ? netrun_link_set(run, h->index, params, on_link_reply, lc, err, sizeof err)
-             : change == LINK_STATS ? netrun_link_stats(run, h->index, on_link_reply, lc, err, sizeof err)
-                                    : netrun_link_updown(run, h->index, change == LINK_UP,
-                                                         on_link_reply, lc, err, sizeof err);
+    int rc = change == LINK_SET
+                 ? netrun_link_set(run, h->index, params, on_link_reply, lc, err, sizeof err)
+             : change == LINK_STATS
+                 ? netrun_link_stats(run, h->index, on_link_reply, lc, err, sizeof err)
+                 : netrun_link_updown(run, h->index, change == LINK_UP, on_link_reply, lc, err,
+                                      sizeof err);
     if (rc <= 0) {
         if (rc == 0) apply_link_change(lc);
         free(lc);
@@ -266,7 +268,6 @@ void lnet_create_link_meta(lua_State *L)
     lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
 }
-
 
 void lnet_push_link(lua_State *L, int net_index, struct l_network *net, int index)
 {

@@ -43,8 +43,8 @@ static int pack_array(lua_State *L, int i, lua_Integer n, msgpack_packer *pk, in
     return 0;
 }
 
-static int pack_map(lua_State *L, int i, msgpack_packer *pk, int depth, const char *key,
-                    char *err, size_t errlen)
+static int pack_map(lua_State *L, int i, msgpack_packer *pk, int depth, const char *key, char *err,
+                    size_t errlen)
 {
     size_t n = 0;
     lua_pushnil(L);
@@ -92,7 +92,9 @@ static int pack_value(lua_State *L, int i, msgpack_packer *pk, int depth, const 
                       char *err, size_t errlen)
 {
     switch (lua_type(L, i)) {
-    case LUA_TNIL: msgpack_pack_nil(pk); return 0;
+    case LUA_TNIL:
+        msgpack_pack_nil(pk);
+        return 0;
     case LUA_TBOOLEAN:
         lua_toboolean(L, i) ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
         return 0;
@@ -109,7 +111,8 @@ static int pack_value(lua_State *L, int i, msgpack_packer *pk, int depth, const 
         msgpack_pack_str_body(pk, s, len);
         return 0;
     }
-    case LUA_TTABLE: return pack_table(L, i, pk, depth, key, err, errlen);
+    case LUA_TTABLE:
+        return pack_table(L, i, pk, depth, key, err, errlen);
     case LUA_TUSERDATA: {
         const char *node = l_node_name(L, i);
         if (node) {
@@ -141,13 +144,25 @@ void lmsgpack_push(lua_State *L, const msgpack_object *o)
 {
     luaL_checkstack(L, 4, "unpacking a peer result");
     switch (o->type) {
-    case MSGPACK_OBJECT_BOOLEAN: lua_pushboolean(L, o->via.boolean); break;
-    case MSGPACK_OBJECT_POSITIVE_INTEGER: lua_pushinteger(L, (lua_Integer)o->via.u64); break;
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER: lua_pushinteger(L, (lua_Integer)o->via.i64); break;
+    case MSGPACK_OBJECT_BOOLEAN:
+        lua_pushboolean(L, o->via.boolean);
+        break;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        lua_pushinteger(L, (lua_Integer)o->via.u64);
+        break;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        lua_pushinteger(L, (lua_Integer)o->via.i64);
+        break;
     case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64: lua_pushnumber(L, o->via.f64); break;
-    case MSGPACK_OBJECT_STR: lua_pushlstring(L, o->via.str.ptr, o->via.str.size); break;
-    case MSGPACK_OBJECT_BIN: lua_pushlstring(L, o->via.bin.ptr, o->via.bin.size); break;
+    case MSGPACK_OBJECT_FLOAT64:
+        lua_pushnumber(L, o->via.f64);
+        break;
+    case MSGPACK_OBJECT_STR:
+        lua_pushlstring(L, o->via.str.ptr, o->via.str.size);
+        break;
+    case MSGPACK_OBJECT_BIN:
+        lua_pushlstring(L, o->via.bin.ptr, o->via.bin.size);
+        break;
     case MSGPACK_OBJECT_ARRAY:
         lua_createtable(L, (int)o->via.array.size, 0);
         for (uint32_t k = 0; k < o->via.array.size; k++) {
@@ -166,6 +181,8 @@ void lmsgpack_push(lua_State *L, const msgpack_object *o)
                 lua_rawset(L, -3);
         }
         break;
-    default: lua_pushnil(L); break;
+    default:
+        lua_pushnil(L);
+        break;
     }
 }

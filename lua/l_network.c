@@ -8,6 +8,7 @@
  * lua/l_sched.c. */
 #include "lua/l_network.h"
 
+#include "common/clock.h"
 #include "controller/netrun.h"
 #include "controller/overload.h"
 #include "controller/peer_client.h"
@@ -31,15 +32,6 @@
 /* and this long to answer at start (a thousand peers take about a second);
  * HIERNET_START_TIMEOUT (seconds) overrides it, for tests and slow hosts. */
 #define START_DEADLINE_S 30.0
-
-/* Real seconds, for the start and stop profiles in the log (the run's clock
- * may be dilated). */
-static double real_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static double start_deadline_s(void)
 {
@@ -82,7 +74,7 @@ void lnet_check_options(lua_State *L, int i, const char *const *allowed, const c
 }
 
 const char *lnet_opt_string(lua_State *L, int i, const char *key, const char *dflt,
-                              const char *what)
+                            const char *what)
 {
     lua_getfield(L, i, key);
     const char *v = dflt;
@@ -188,8 +180,10 @@ static int l_network_new(lua_State *L)
     }
     const char *addr_base = lnet_opt_string(L, 1, "addr_base", NULL, "hn.network");
     if (addr_base && b == TOPO_BACKEND_NONE) /* said, not silently dropped */
-        hn_logf(rt, "network '%s': addr_base '%s' is not used by backend none (its peers get "
-                    "loopback addresses)", name, addr_base);
+        hn_logf(rt,
+                "network '%s': addr_base '%s' is not used by backend none (its peers get "
+                "loopback addresses)",
+                name, addr_base);
     if (addr_base && topo_set_addr_base(net->topo, addr_base, err, sizeof err) < 0) {
         topo_network_free(net->topo);
         free(net);
@@ -365,7 +359,7 @@ static int l_net_route(lua_State *L)
     int *path = malloc(cap * sizeof *path);
     int n = path ? topo_routing_path(net->topo, &routing, a->index, b->index, path, cap) : -1;
     topo_routing_free(&routing);
-    if (n < 0) {
+    if (n < 0 || (size_t)n > cap) {
         free(path);
         return luaL_error(L, "network '%s': no path from '%s' to '%s'", net->topo->name,
                           net->topo->nodes[a->index].name, net->topo->nodes[b->index].name);
@@ -405,7 +399,7 @@ static void publish_topology(struct hn_runtime *rt)
 static void log_stopped(struct l_network *net)
 {
     hn_logf(net->rt, "network '%s': stopped: every peer exited %.3f s after the stop",
-            net->topo->name, real_now() - net->phase_t0);
+            net->topo->name, mono_s() - net->phase_t0);
 }
 
 static void finish_stop(struct l_network *net)
@@ -417,7 +411,8 @@ static void finish_stop(struct l_network *net)
     size_t n = net->n_stop_waiters;
     net->stop_waiters = NULL;
     net->n_stop_waiters = 0;
-    for (size_t i = 0; i < n; i++) sched_wake(net->rt->sched, waiters[i], NULL, NULL);
+    for (size_t i = 0; i < n; i++)
+        sched_wake(net->rt->sched, waiters[i], NULL, NULL);
     free(waiters);
 }
 
@@ -458,11 +453,10 @@ static int start_k(lua_State *L, int status, lua_KContext ctx)
     }
     net->state = NET_STARTED;
     hn_logf(net->rt, "network '%s': started: every peer answered %.3f s after the build",
-            net->topo->name, real_now() - net->phase_t0);
+            net->topo->name, mono_s() - net->phase_t0);
     publish_topology(net->rt);
     return 0;
 }
-
 
 /* Pings every peer concurrently: start returns once all answer. */
 /* A peer that is alive but never answers must not hang the start: fail it
@@ -472,8 +466,8 @@ static void on_start_deadline(EV_P_ ev_timer *w, int revents)
     struct l_network *net =
         (struct l_network *)((char *)w - offsetof(struct l_network, start_deadline));
     if (!net->start_error[0])
-        snprintf(net->start_error, sizeof net->start_error,
-                 "%d peer(s) did not answer within %g s", net->outstanding, start_deadline_s());
+        snprintf(net->start_error, sizeof net->start_error, "%d peer(s) did not answer within %g s",
+                 net->outstanding, start_deadline_s());
     close_peers(net);
 }
 
@@ -609,11 +603,12 @@ static int l_net_start(lua_State *L)
     netrun_describe_start(net->run, phases, sizeof phases);
     hn_logf(rt, "network '%s': %zu nodes, %zu links built in %s", net->topo->name,
             net->topo->n_nodes, net->topo->n_links, phases);
-    net->phase_t0 = real_now();
+    net->phase_t0 = mono_s();
     sample_links(rt, net->run);
     count_overload(rt, net);
     if (!rt->run->backend_used[0])
-        snprintf(rt->run->backend_used, sizeof rt->run->backend_used, "%s", netrun_backend(net->run));
+        snprintf(rt->run->backend_used, sizeof rt->run->backend_used, "%s",
+                 netrun_backend(net->run));
     lua_pushvalue(L, 1);
     net->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     net->state = NET_STARTING;
@@ -637,7 +632,7 @@ static bool stop_begin(struct l_network *net)
     if (net->state == NET_DEFINED || net->state == NET_STOPPED) return true;
     if (net->state != NET_STOPPING) {
         net->state = NET_STOPPING;
-        net->phase_t0 = real_now();
+        net->phase_t0 = mono_s();
         lnet_procs_terminate(net);
         close_peers(net);
         ev_timer_init(&net->stop_deadline, on_stop_deadline, STOP_DEADLINE_S, 0);
@@ -681,7 +676,8 @@ static int l_net_index(lua_State *L)
         lua_pushstring(L, net->topo->name);
     } else if (strcmp(key, "backend") == 0) {
         /* the backend start chose once started (auto resolves), else the one asked for */
-        lua_pushstring(L, topo_backend_name(net->run ? net->topo->backend_used : net->topo->backend));
+        lua_pushstring(L,
+                       topo_backend_name(net->run ? net->topo->backend_used : net->topo->backend));
     } else if (strcmp(key, "seed") == 0) {
         lua_pushinteger(L, (lua_Integer)net->topo->seed);
     } else if (strcmp(key, "dilation") == 0) {
@@ -739,7 +735,8 @@ void l_network_draw_all(struct hn_runtime *rt)
 
 void l_network_stop_all(struct hn_runtime *rt)
 {
-    for (struct l_network *net = rt->networks; net; net = net->next) stop_begin(net);
+    for (struct l_network *net = rt->networks; net; net = net->next)
+        stop_begin(net);
 }
 
 bool l_network_all_exited(struct hn_runtime *rt)
@@ -764,11 +761,11 @@ void l_network_release_all(struct hn_runtime *rt)
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->self_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->nodes_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->listeners_ref);
-        for (size_t p = 0; p < net->n_partitions; p++) free(net->partitions[p]);
+        for (size_t p = 0; p < net->n_partitions; p++)
+            free(net->partitions[p]);
         free(net->partitions);
         topo_network_free(net->topo);
         net->topo = NULL;
         free(net);
     }
 }
-

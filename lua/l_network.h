@@ -2,7 +2,7 @@
  * commands that are methods of host nodes.
  *
  * hn.network{...} -> network; net:node(name, opts) -> node; net:start();
- * net:stop(); node:<command>{...} for every peer command of DESIGN.md.
+ * net:stop(); node:<command>{...} for every peer command of docs/lua-api.md.
  * A network owns its topology model and one peer client per host node. */
 #pragma once
 

@@ -131,9 +131,10 @@ static void check_destination(lua_State *L, struct l_node *n, const char *method
         if (target < 0 || net->nodes[target].kind != TOPO_NODE_HOST) {
             char hosts[512];
             host_names(net, hosts, sizeof hosts);
-            luaL_error(L, "node '%s': %s: param '%s': '%s' is not a %s of network '%s' (its hosts: %s)",
-                       self, method, key, name, target >= 0 ? "host (a switch runs no peer)" : "node",
-                       net->name, hosts);
+            luaL_error(
+                L, "node '%s': %s: param '%s': '%s' is not a %s of network '%s' (its hosts: %s)",
+                self, method, key, name, target >= 0 ? "host (a switch runs no peer)" : "node",
+                net->name, hosts);
         }
     } /* anything else: the peer says what it expects */
     char err[256];
@@ -274,8 +275,8 @@ static int l_node_command(lua_State *L)
     struct l_node *n = lnet_check_node(L, 1);
     if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
         return luaL_error(L, "node '%s': %s: expected a table of parameters, got %s",
-                          n->net->topo->nodes[n->index].name,
-                          lua_tostring(L, lua_upvalueindex(1)), luaL_typename(L, 2));
+                          n->net->topo->nodes[n->index].name, lua_tostring(L, lua_upvalueindex(1)),
+                          luaL_typename(L, 2));
     return node_request(L, n, lua_tostring(L, lua_upvalueindex(1)), 2);
 }
 
@@ -297,12 +298,12 @@ static int l_node_batch(lua_State *L)
     return node_request(L, n, "batch", 3);
 }
 
-/* Peer commands of DESIGN.md and docs/lua-api.md; the peer answers "unknown
+/* Peer commands of docs/lua-api.md; the peer answers "unknown
  * method" for the ones this build's peer does not implement. */
 static const char *const peer_commands[] = {
-    "ping",  "stats", "tensor", "copy", "drop",     "axpy",       "scale",
-    "sum",   "norm",  "dot",    "read", "dataset",  "model",      "grad",
-    "optim", "eval",  "send",   "wait", "compress", "decompress", "abort", NULL,
+    "ping", "stats", "tensor",   "copy",       "drop",  "axpy", "scale", "sum",
+    "norm", "dot",   "read",     "dataset",    "model", "grad", "optim", "eval",
+    "send", "wait",  "compress", "decompress", "abort", NULL,
 };
 
 /* ---- node handle ---- */
@@ -377,4 +378,3 @@ void lnet_create_node_meta(lua_State *L)
     lua_setfield(L, -2, "__eq");
     lua_pop(L, 1);
 }
-

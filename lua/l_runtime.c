@@ -7,6 +7,7 @@
 
 #include "controller/overload.h"
 #include "controller/durable.h"
+#include "controller/log.h"
 #include "controller/record.h"
 #include "lua/runtime.h"
 
@@ -29,10 +30,17 @@ struct hn_runtime *hn_runtime(lua_State *L)
     return rt;
 }
 
+/* The controller library's messages join the run's log (log.h). */
+static void runtime_log_sink(void *ctx, const char *line)
+{
+    hn_logf(ctx, "%s", line);
+}
+
 void hn_runtime_attach(lua_State *L, struct hn_runtime *rt)
 {
     lua_pushlightuserdata(L, rt);
     lua_setfield(L, LUA_REGISTRYINDEX, RUNTIME_KEY);
+    ctl_log_set(runtime_log_sink, rt);
 }
 
 void hn_logf(struct hn_runtime *rt, const char *fmt, ...)
@@ -76,8 +84,7 @@ static void push_param_value(lua_State *L, const char *name, const char *text, i
             luaL_error(L, "--set %s=%s: expected a finite number", name, text);
     } else if (dflt_type == LUA_TBOOLEAN) {
         bool b = false;
-        if (!parse_bool(text, &b))
-            luaL_error(L, "--set %s=%s: expected true or false", name, text);
+        if (!parse_bool(text, &b)) luaL_error(L, "--set %s=%s: expected true or false", name, text);
         lua_pushboolean(L, b);
     } else {
         lua_pushstring(L, text);
@@ -92,8 +99,10 @@ static int l_param(lua_State *L)
     int type = lua_type(L, 2);
     if (type != LUA_TNUMBER && type != LUA_TBOOLEAN && type != LUA_TSTRING && type != LUA_TNIL &&
         type != LUA_TNONE)
-        return luaL_error(L, "hn.param('%s'): the default must be a number, boolean, string or "
-                             "nil, got %s", name, luaL_typename(L, 2));
+        return luaL_error(L,
+                          "hn.param('%s'): the default must be a number, boolean, string or "
+                          "nil, got %s",
+                          name, luaL_typename(L, 2));
     enum run_param_kind kind = type == LUA_TNUMBER    ? RUN_PARAM_NUMBER
                                : type == LUA_TBOOLEAN ? RUN_PARAM_BOOL
                                                       : RUN_PARAM_STRING;

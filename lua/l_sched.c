@@ -5,7 +5,10 @@
  * all in the run's emulated time (real time / dilation, see sched.h);
  * and for Lua-side primitives (hn.queue): core.prepare() -> token,
  * core.park(), core.wake(token). */
+#include "common/container.h"
 #include "lua/sched.h"
+
+#include "common/clock.h"
 
 #include <lauxlib.h>
 #include <stddef.h>
@@ -16,7 +19,6 @@
 
 #define TASK_MT "hiernet.task"
 #define SCHED_KEY "hiernet.sched"
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 enum task_state { TASK_READY, TASK_RUNNING, TASK_WAITING, TASK_DONE, TASK_FAILED };
 
@@ -73,13 +75,6 @@ struct sched {
     ev_prepare runner; /* drains the ready queue before the loop waits again */
     bool runner_held;  /* the runner keeps the loop alive: tasks are queued */
 };
-
-static double monotonic_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* ---- slots ---- */
 
@@ -191,7 +186,8 @@ static void task_finish_ok(struct sched *s, struct task *t, int nres)
     lua_createtable(L, nres, 1);
     lua_insert(L, -(nres + 1));
     int tbl = lua_absindex(L, -(nres + 1));
-    for (int i = nres; i >= 1; i--) lua_rawseti(L, tbl, i);
+    for (int i = nres; i >= 1; i--)
+        lua_rawseti(L, tbl, i);
     lua_pushinteger(L, nres);
     lua_setfield(L, tbl, "n");
     t->results_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -308,7 +304,8 @@ void sched_drain(struct sched *s)
     }
     s->draining = true;
     struct task *t;
-    while (!s->fatal && (t = ready_pop(s))) task_resume(s, t);
+    while (!s->fatal && (t = ready_pop(s)))
+        task_resume(s, t);
     s->draining = false;
     runner_release(s);
     check_unobserved(s);
@@ -441,7 +438,8 @@ static int push_results(lua_State *L, struct task *t)
     int n = (int)lua_tointeger(L, -1);
     lua_pop(L, 1);
     luaL_checkstack(L, n, "too many task results");
-    for (int i = 1; i <= n; i++) lua_rawgeti(L, -i, i);
+    for (int i = 1; i <= n; i++)
+        lua_rawgeti(L, -i, i);
     lua_remove(L, -n - 1);
     return n;
 }
@@ -485,7 +483,8 @@ static int list_length(lua_State *L, int i)
     for (int k = 1; k <= n; k++) {
         lua_rawgeti(L, i, k);
         if (!luaL_testudata(L, -1, TASK_MT))
-            luaL_error(L, "element %d of the task list is a %s, not a task", k, luaL_typename(L, -1));
+            luaL_error(L, "element %d of the task list is a %s, not a task", k,
+                       luaL_typename(L, -1));
         lua_pop(L, 1);
     }
     return n;
@@ -518,7 +517,8 @@ static int wait_all_results(lua_State *L, int n)
 /* Moves the cursor (ctx) past finished tasks; returns it (n + 1 when all are done). */
 static lua_KContext wait_all_advance(lua_State *L, int n, lua_KContext cursor)
 {
-    while (cursor <= n && task_finished_state(list_task(L, 1, (int)cursor))) cursor++;
+    while (cursor <= n && task_finished_state(list_task(L, 1, (int)cursor)))
+        cursor++;
     return cursor;
 }
 
@@ -575,7 +575,8 @@ static int l_wait_any(lua_State *L)
     for (int k = 1; k <= n; k++)
         if (task_finished_state(list_task(L, 1, k))) return wait_any_result(L, k);
     task_token tok = sched_suspend(L);
-    for (int k = 1; k <= n; k++) add_waiter(L, list_task(L, 1, k), tok);
+    for (int k = 1; k <= n; k++)
+        add_waiter(L, list_task(L, 1, k), tok);
     return lua_yieldk(L, 0, 0, wait_any_k);
 }
 
@@ -714,7 +715,7 @@ struct sched *sched_new(lua_State *L, struct ev_loop *loop)
     ev_prepare_init(&s->runner, on_runner);
     ev_prepare_start(loop, &s->runner);
     ev_unref(loop); /* queued tasks alone must not keep the loop alive */
-    s->real0 = monotonic_s();
+    s->real0 = mono_s();
     s->dilation = 1.0;
     /* Lua leaves the main thread's extra space uninitialised; new threads
      * copy it, so NULL here means "not a task" everywhere but in tasks. */
@@ -776,10 +777,11 @@ void sched_free(struct sched *s)
 }
 
 static const luaL_Reg sched_functions[] = {
-    {"spawn", l_spawn},       {"wait_all", l_wait_all}, {"wait_any", l_wait_any},
-    {"sleep", l_sleep},       {"now", l_now},           {"yield", l_yield},
-    {"_prepare", l_prepare},  {"_park", l_park},        {"_wake", l_wake},
-    {NULL, NULL},
+    {"spawn", l_spawn},       {"wait_all", l_wait_all},
+    {"wait_any", l_wait_any}, {"sleep", l_sleep},
+    {"now", l_now},           {"yield", l_yield},
+    {"_prepare", l_prepare},  {"_park", l_park},
+    {"_wake", l_wake},        {NULL, NULL},
 };
 
 void sched_register(lua_State *L)
@@ -799,13 +801,13 @@ const char *sched_fatal_error(const struct sched *s)
 
 double sched_now(const struct sched *s)
 {
-    return s->emu0 + (monotonic_s() - s->real0) / s->dilation;
+    return s->emu0 + (mono_s() - s->real0) / s->dilation;
 }
 
 void sched_set_dilation(struct sched *s, double dilation)
 {
     s->emu0 = sched_now(s);
-    s->real0 = monotonic_s();
+    s->real0 = mono_s();
     s->dilation = dilation >= 1 ? dilation : 1.0;
 }
 

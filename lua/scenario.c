@@ -12,6 +12,7 @@
 
 #include "controller/overload.h"
 #include "controller/durable.h"
+#include "controller/log.h"
 #include "controller/record.h"
 #include "controller/registry.h"
 #include "controller/run.h"
@@ -40,7 +41,7 @@ struct scenario {
     struct run run;
     ev_signal sigint, sigterm;
     ev_timer teardown_timer;
-    int signal;        /* the signal that interrupted the run, or 0 */
+    int signal;         /* the signal that interrupted the run, or 0 */
     bool teardown_late; /* teardown deadline passed or a second signal came */
 };
 
@@ -199,7 +200,8 @@ static void watch_signals(struct scenario *sc)
 static void run_main_task(struct scenario *sc, const struct scenario_options *o)
 {
     lua_State *L = sc->rt.L;
-    for (size_t i = 0; i < o->n_args; i++) lua_pushstring(L, o->args[i]);
+    for (size_t i = 0; i < o->n_args; i++)
+        lua_pushstring(L, o->args[i]);
     sched_spawn(L, (int)o->n_args, true);
     lua_pop(L, 1);
     sched_drain(sc->rt.sched);
@@ -214,8 +216,8 @@ static int outcome(struct scenario *sc)
     hn_status_clear(&sc->rt);
     if (sc->signal) {
         sc->run.status = "interrupted";
-        run_set_error(&sc->run, sc->signal == SIGINT ? "interrupted by SIGINT"
-                                                     : "interrupted by SIGTERM");
+        run_set_error(&sc->run,
+                      sc->signal == SIGINT ? "interrupted by SIGINT" : "interrupted by SIGTERM");
         return 128 + sc->signal;
     }
     if (fatal) {
@@ -246,7 +248,8 @@ static void stop_networks(struct scenario *sc)
     l_network_stop_all(&sc->rt);
     ev_timer_init(&sc->teardown_timer, on_teardown_deadline, TEARDOWN_DEADLINE_S, 0);
     ev_timer_start(loop, &sc->teardown_timer);
-    while (!l_network_all_exited(&sc->rt) && !sc->teardown_late) ev_run(loop, EVRUN_ONCE);
+    while (!l_network_all_exited(&sc->rt) && !sc->teardown_late)
+        ev_run(loop, EVRUN_ONCE);
     ev_timer_stop(loop, &sc->teardown_timer);
     l_network_release_all(&sc->rt); /* SIGKILLs and reaps whatever is left */
 }
@@ -263,7 +266,8 @@ static void unregister_run(struct scenario *sc)
 
 static void close_records(struct hn_runtime *rt)
 {
-    for (size_t i = 0; i < rt->n_records; i++) record_close(rt->records[i]);
+    for (size_t i = 0; i < rt->n_records; i++)
+        record_close(rt->records[i]);
     free(rt->records);
     rt->records = NULL;
     rt->n_records = 0;
@@ -307,6 +311,7 @@ static void release(struct scenario *sc)
         ev_signal_stop(loop, &sc->sigint);
         ev_signal_stop(loop, &sc->sigterm);
     }
+    ctl_log_set(NULL, NULL); /* the runtime's log goes; teardown messages to stderr */
     sched_free(sc->rt.sched);
     overload_free(sc->rt.overload);
     sc->rt.overload = NULL;

@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 #include "peer/server.h"
 #include "peer/store.h"
 #include "peer/worker.h"

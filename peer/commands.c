@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
+#include "common/container.h"
 #include "peer/command_job.h"
 #include "peer/commands_data.h"
 #include "peer/commands_sync.h"
@@ -23,13 +25,9 @@
 /* Bytes of a client-supplied method or key name quoted in an error. */
 #define COMMAND_QUOTE_MAX 64
 
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
-
 double command_now_ms(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+    return mono_ms();
 }
 
 /* ---- the table ---- */

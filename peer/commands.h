@@ -1,4 +1,4 @@
-/* commands.h — the peer's control commands (DESIGN.md "Peer commands";
+/* commands.h — the peer's control commands (docs/lua-api.md "Peer commands";
  * docs/lua-api.md).
  *
  * commands_dispatch answers one request. ping, stats, peers, unknown methods

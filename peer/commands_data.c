@@ -8,11 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/container.h"
 #include "peer/command_job.h"
 #include "peer/data_auth.h"
 #include "peer/dataplane.h"
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* Destinations of one broadcast: far more than a network's nodes is a bug. */
 #define SEND_MAX_DESTINATIONS 4096
@@ -372,7 +371,7 @@ static void peers_cleanup(struct command_job *j)
 
 /* ---- table entries ---- */
 
-static const char *const keys_send[] = {"tensor", "to", "to_addr", "as",    "range",
+static const char *const keys_send[] = {"tensor", "to",  "to_addr", "as", "range",
                                         "at",     "add", "nowait",  NULL};
 static const char *const keys_peers[] = {"table", "replace", "secret", NULL};
 

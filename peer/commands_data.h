@@ -1,5 +1,5 @@
-/* commands_data.h — the peer commands of the data plane (DESIGN.md "Peer
- * commands"; docs/lua-api.md): send and peers. Their entries in the command
+/* commands_data.h — the peer commands of the data plane (docs/lua-api.md "Peer
+ * commands"): send and peers. Their entries in the command
  * table of commands.c; see command_job.h for how a command runs.
  *
  *   send{tensor=, to=NODE | {NODE, ...} | to_addr="A[:PORT]", as=tensor,

@@ -11,13 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/container.h"
 #include "peer/command_job.h"
 #include "peer/dataplane.h"
 
 #define WAIT_K_MAX STORE_ARRIVALS_MAX /* more can never be pending */
 #define WAIT_DEFAULT_TIMEOUT_S 60.0
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* ---- wait ---- */
 
@@ -226,7 +225,8 @@ static bool abort_run(struct command_job *j)
     struct peer_server *s = j->server;
     uint64_t closed = 0;
     for (uint32_t i = 0; i < p->n_nodes; i++)
-        closed += dataplane_abort(s->dataplane, p->nodes[i], "aborted: the node was cut off or died");
+        closed +=
+            dataplane_abort(s->dataplane, p->nodes[i], "aborted: the node was cut off or died");
     bool waited = s->waiter != NULL;
     if (waited) {
         struct command_job *w = s->waiter;
@@ -249,8 +249,8 @@ static void abort_cleanup(struct command_job *j)
 struct batch_params {
     struct command_job **children; /* not started yet; NULL once started */
     uint32_t n, next;
-    uint32_t in_flight;  /* started, not completed, holding the batch */
-    uint32_t detached;   /* nowait sends started, not completed */
+    uint32_t in_flight;          /* started, not completed, holding the batch */
+    uint32_t detached;           /* nowait sends started, not completed */
     struct peer_buffer *results; /* per command, its packed result map once done */
     uint32_t n_results;
     double started_ms, cpu_ms;
@@ -338,7 +338,8 @@ static void batch_end(struct command_job *j)
         cmd_result_key(j, "results");
         msgpack_pack_array(&j->pk, p->n_results);
         for (uint32_t i = 0; i < p->n; i++)
-            if (p->results[i].len) peer_buffer_write(&j->body, p->results[i].data, p->results[i].len);
+            if (p->results[i].len)
+                peer_buffer_write(&j->body, p->results[i].data, p->results[i].len);
     }
     j->work.wall_ms = command_now_ms() - p->started_ms;
     j->work.cpu_ms = p->cpu_ms;

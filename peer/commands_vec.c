@@ -21,7 +21,7 @@
 #include "peer/dataplane.h"
 #include "peer/devmirror.h"
 
-/* read{} answers at most this many values (DESIGN.md): bulk data never
+/* read{} answers at most this many values (docs/lua-api.md, `read`): bulk data never
  * crosses the control channel. */
 #define COMMAND_READ_MAX 65536
 /* The random stream of tensor{fill=}: one of its own, so that the same seed

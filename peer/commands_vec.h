@@ -1,5 +1,5 @@
-/* commands_vec.h — the vector commands of the peer (DESIGN.md "Peer
- * commands"; docs/lua-api.md): their entries in the command table of
+/* commands_vec.h — the vector commands of the peer (docs/lua-api.md "Peer
+ * commands"): their entries in the command table of
  * commands.c; see command_job.h for how a command runs.
  *
  *   ping{}                    -> {ms}                      loop thread, at once

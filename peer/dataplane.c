@@ -16,11 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+#include "common/container.h"
 #include "kernels/vec.h"
 #include "peer/data_auth.h"
 #include "peer/store.h"
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* Bytes one read or write callback moves at most before it lets the loop
  * serve others (the control channel, other connections). */
@@ -69,7 +69,7 @@ struct dp_conn {
     bool outgoing, connecting;
     struct sockaddr_storage addr; /* the other end */
     socklen_t addr_len;
-    char where[160]; /* "to t2 (10.0.0.2:7000)" / "from 10.0.0.1:4711" */
+    char where[160];                      /* "to t2 (10.0.0.2:7000)" / "from 10.0.0.1:4711" */
     uint8_t hello[DATA_AUTH_HELLO_BYTES]; /* outgoing: proof of membership, sent first */
     size_t hello_len, hello_sent;
     ev_io read_watcher, write_watcher;
@@ -114,13 +114,6 @@ struct dataplane {
     struct dataplane_totals totals;
     struct data_auth auth;
 };
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 static void dp_log(const struct dataplane *dp, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -399,7 +392,7 @@ static void dp_send_finish(struct dataplane_send *s, const char *error, bool can
 {
     store_tensor_release(s->snapshot);
     s->snapshot = NULL;
-    s->ms = now_ms() - s->start_ms;
+    s->ms = mono_ms() - s->start_ms;
     s->done(s, error, cancelled);
 }
 
@@ -883,7 +876,7 @@ static bool dp_conn_process(struct dp_conn *c)
             c->header_len = frame_prefix_decode(p, err, sizeof err);
             if (!c->header_len) return dp_conn_malformed(c, err);
             c->rx_start += FRAME_PREFIX_BYTES;
-            c->frame_start_ms = now_ms();
+            c->frame_start_ms = mono_ms();
             c->state = RX_HEADER;
         } else if (c->state == RX_HEADER) {
             if (avail < c->header_len) break;
@@ -916,7 +909,7 @@ static void dp_notify(struct dp_conn *c)
                                        .offset = h->offset,
                                        .count = h->count,
                                        .version = c->version_after,
-                                       .ms = now_ms() - c->frame_start_ms};
+                                       .ms = mono_ms() - c->frame_start_ms};
     dp->hooks.on_recv(dp->hooks.ctx, &info);
 }
 
@@ -1143,7 +1136,7 @@ void dataplane_send(struct dataplane *dp, struct dataplane_send *s)
 {
     s->id = ++dp->next_id;
     s->bytes = s->count * sizeof(float);
-    s->start_ms = now_ms();
+    s->start_ms = mono_ms();
     dp_send_header(dp, s);
     struct dp_conn *c = dp_conn_find(dp, &s->addr, s->addr_len);
     char error[256];

@@ -1,4 +1,5 @@
-/* dataplane.h — the peer's TCP data plane (DESIGN.md "Data plane").
+/* dataplane.h — the peer's TCP data plane (docs/design-notes.md "Data connections prove they belong
+ * to the network").
  *
  * Provides: a listener on the node address (--addr, --data-port), one
  * outgoing connection per destination address, opened lazily on the first

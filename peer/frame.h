@@ -1,4 +1,5 @@
-/* frame.h — the data-plane wire format between peers (DESIGN.md "Data plane").
+/* frame.h — the data-plane wire format between peers (docs/design-notes.md "Data connections prove
+ * they belong to the network").
  *
  * Every message on a data connection is a frame:
  *

@@ -2,8 +2,8 @@
  *
  * The controller starts one peer per host node, inside the node's network
  * namespace, with one end of a socketpair as the control channel
- * (DESIGN.md "Processes"). Exit status: 0 on EOF of the control fd, 1 on a
- * runtime error, 2 on bad arguments. */
+ * (docs/design-notes.md "Peers are forked by a template, not exec'd"). Exit status: 0 on EOF of the
+ * control fd, 1 on a runtime error, 2 on bad arguments. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 #include "kernels/device.h"
 #include "kernels/vec.h"
 #include "peer/privdrop.h"
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 #include "peer/server.h"
 #include "peer/template.h"
 

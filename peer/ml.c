@@ -194,8 +194,9 @@ static bool dataset_run(struct command_job *j)
     /* shard is 1-based (the i-th of n), unlike ranges, which are 0-based
      * offsets: say which rule a value breaks. */
     if (p->shards > 0 && p->shard == 0)
-        return cmd_fail(j, "shard 0 of %" PRId64 ": shards are numbered from 1 (give 1 to %" PRId64 ")",
-                        p->shards, p->shards);
+        return cmd_fail(
+            j, "shard 0 of %" PRId64 ": shards are numbered from 1 (give 1 to %" PRId64 ")",
+            p->shards, p->shards);
     if (p->shard > 0 && p->shards == 0)
         return cmd_fail(j, "shard %" PRId64 " without shards: give shards (how many) with it",
                         p->shard);

@@ -1,4 +1,4 @@
-/* ml.h — the peer's learning commands and the state they keep (DESIGN.md
+/* ml.h — the peer's learning commands and the state they keep (docs/lua-api.md
  * "Peer commands"): datasets by split, models by name, an optimizer per
  * model. Parameters, gradients and compressed tensors are ordinary tensors
  * in the store, so they can be sent, averaged and overwritten like any

@@ -6,6 +6,7 @@
  * scratch of its own (struct ml_background), so compute queued after it
  * never waits for it. On a cuda peer the background path computes on the
  * host CPU: the parameters are host tensors (write-through, devmirror.h). */
+#include "common/container.h"
 #include "peer/ml.h"
 
 #include <inttypes.h>
@@ -21,8 +22,6 @@
 
 #define ML_EVAL_CHUNK 1024 /* samples per dataset_read of eval */
 #define ML_SPEC_SIZE 256
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* The background thread's own: a CPU context, the model of the last spec it
  * evaluated (its workspace is per model, so never the worker's) and scratch. */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/container.h"
 #include "kernels/device.h"
 #include "peer/commands.h"
 #include "peer/commands_sync.h"
@@ -24,8 +25,6 @@
 /* Pending output above which the server stops reading requests until the
  * controller has taken its responses (backpressure). */
 #define SERVER_OUTPUT_HIGH_WATER (8u << 20)
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* ---- output buffer ---- */
 

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 
 struct store;
 struct worker;

@@ -11,7 +11,7 @@
  * counts are atomic, so the worker thread and the loop thread (data plane)
  * may both use the store.
  *
- * Consistency of a tensor's elements (DESIGN.md "send semantics"): whoever
+ * Consistency of a tensor's elements (docs/lua-api.md "send: broadcast, at, add"): whoever
  * holds a reference to a tensor may read it at any time (a transfer in
  * flight, a compute command), so a published tensor is never written while
  * somebody else holds it. Writers follow one of two rules:

@@ -1,8 +1,8 @@
 /* template.c — forking peers on request (see template.h). */
 #include "peer/template.h"
 
-#include "peer/protocol.h"
-#include "peer/template_wire.h"
+#include "proto/protocol.h"
+#include "proto/template_wire.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,7 +8,7 @@
  * costs about a tenth of that and runs on another core while the controller
  * builds links.
  *
- * The template reads requests (peer/template_wire.h) until EOF. For each it
+ * The template reads requests (proto/template_wire.h) until EOF. For each it
  * forks with CLONE_PARENT, so the peer is the controller's own child exactly
  * as an exec'd one would be (the controller reaps it, gets its exit status
  * and its SIGCHLD); the child enters the node's namespace, moves its control

@@ -3,6 +3,8 @@
  * dilation, and the background variant at idle priority. */
 #include "peer/worker.h"
 
+#include "common/clock.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -73,7 +75,7 @@ static void worker_wait_until(struct worker *w, double end_ms)
     struct timespec until = {.tv_sec = (time_t)(end_ms / 1e3)};
     until.tv_nsec = (long)((end_ms - (double)until.tv_sec * 1e3) * 1e6);
     if (until.tv_nsec > 999999999) until.tv_nsec = 999999999;
-    while (!w->stopping && clock_ms(CLOCK_MONOTONIC) < end_ms)
+    while (!w->stopping && mono_ms() < end_ms)
         if (pthread_cond_timedwait(&w->wake, &w->lock, &until) == ETIMEDOUT) break;
 }
 
@@ -105,12 +107,12 @@ static void worker_run_job(struct worker *w, struct worker_job *job)
     job->queue_ms = start_ms - submitted_ms;
     job->run(job);
     job->cpu_ms = clock_ms(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-    double real_ms = clock_ms(CLOCK_MONOTONIC) - start_ms;
+    double real_ms = mono_ms() - start_ms;
     double budget_ms = worker_budget_ms(&w->timing, job->cpu_ms, real_ms);
     pthread_mutex_lock(&w->lock);
     job->overrun = !w->background && worker_overran(&w->timing, budget_ms, real_ms);
     if (real_ms < budget_ms) worker_wait_until(w, start_ms + budget_ms);
-    double end_ms = clock_ms(CLOCK_MONOTONIC);
+    double end_ms = mono_ms();
     job->wall_ms = end_ms - start_ms;
     w->free_ms = end_ms;
     w->totals.jobs++;
@@ -128,7 +130,7 @@ static struct worker_job *worker_next(struct worker *w)
  * the gate's owner hears of it through done. */
 static void worker_hold(struct worker *w, struct worker_job *gate)
 {
-    double now = clock_ms(CLOCK_MONOTONIC);
+    double now = mono_ms();
     gate->queue_ms = now - ts_ms(&gate->submitted);
     gate->wall_ms = gate->cpu_ms = 0;
     w->held = true;
@@ -301,7 +303,7 @@ void worker_release(struct worker *w)
 {
     pthread_mutex_lock(&w->lock);
     w->held = false;
-    double now = clock_ms(CLOCK_MONOTONIC);
+    double now = mono_ms();
     if (now > w->free_ms) w->free_ms = now;
     pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->lock);

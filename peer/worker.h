@@ -1,20 +1,18 @@
 /* worker.h — the peer's compute thread and its FIFO job queue.
  *
  * One thread runs the jobs in arrival order, so a peer computes one command
- * at a time (DESIGN.md). The loop thread submits jobs; when a job has run, the
- * worker wakes the loop with ev_async_send and the loop calls the jobs' done
- * callbacks in the same order. Each job is timed: wall ms (CLOCK_MONOTONIC)
- * and the CPU ms of the worker thread (CLOCK_THREAD_CPUTIME_ID).
+ * at a time (docs/lua-api.md "Ordering and versions"). The loop thread submits jobs; when a job has
+ * run, the worker wakes the loop with ev_async_send and the loop calls the jobs' done callbacks in
+ * the same order. Each job is timed: wall ms (CLOCK_MONOTONIC) and the CPU ms of the worker thread
+ * (CLOCK_THREAD_CPUTIME_ID).
  *
- * Device speed emulation (DESIGN.md "Node limits") and time dilation: a job
- * completes at its start + dilation * (CPU time it used) / speed (its
- * budget), or at its real end if that is later. With speed 1 and dilation 1
- * the budget is the CPU time itself, so a job waits for nothing. A job whose
- * real end passes its budget by more than the tolerance below overran: the
- * host's CPU, not the emulated device, set its duration (another process
- * had the core). On a GPU the device's own time is stretched too (budget at
- * least dilation * real time), and overruns cannot be told from the CPU
- * time alone: none are counted there.
+ * Device speed emulation (node `speed`, docs/lua-api.md "Networks and nodes"; docs/fidelity.md) and
+ * time dilation: a job completes at its start + dilation * (CPU time it used) / speed (its budget),
+ * or at its real end if that is later. With speed 1 and dilation 1 the budget is the CPU time
+ * itself, so a job waits for nothing. A job whose real end passes its budget by more than the
+ * tolerance below overran: the host's CPU, not the emulated device, set its duration (another
+ * process had the core). On a GPU the device's own time is stretched too (budget at least dilation
+ * * real time), and overruns cannot be told from the CPU time alone: none are counted there.
  *
  * Gates: a job without run is a gate. When a gate reaches the head of the
  * queue the worker takes no further job from it and calls the gate's done

@@ -9,7 +9,8 @@
 
 static int uf_find(int *parent, int i)
 {
-    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    while (parent[i] != i)
+        i = parent[i] = parent[parent[i]];
     return i;
 }
 
@@ -23,7 +24,8 @@ static int assign_segments(struct topo_network *net, char *err, size_t errlen)
 {
     int *parent = malloc((net->n_nodes ? net->n_nodes : 1) * sizeof *parent);
     if (!parent) return snprintf(err, errlen, "out of memory"), -1;
-    for (size_t i = 0; i < net->n_nodes; i++) parent[i] = (int)i;
+    for (size_t i = 0; i < net->n_nodes; i++)
+        parent[i] = (int)i;
     for (size_t k = 0; k < net->n_links; k++) {
         const struct topo_link *l = &net->links[k];
         if (!is_switch(net, l->a) || !is_switch(net, l->b)) continue;
@@ -40,7 +42,8 @@ static int assign_segments(struct topo_network *net, char *err, size_t errlen)
     }
     int *segment_of_root = malloc(net->n_nodes * sizeof *segment_of_root);
     if (!segment_of_root) return free(parent), snprintf(err, errlen, "out of memory"), -1;
-    for (size_t i = 0; i < net->n_nodes; i++) segment_of_root[i] = -1;
+    for (size_t i = 0; i < net->n_nodes; i++)
+        segment_of_root[i] = -1;
     net->n_segments = 0;
     for (size_t i = 0; i < net->n_nodes; i++) {
         if (!is_switch(net, (int)i)) continue;
@@ -98,7 +101,8 @@ struct allocator {
 static uint32_t pow2_at_least(uint64_t n)
 {
     uint32_t p = 4;
-    while (p < n) p <<= 1;
+    while (p < n)
+        p <<= 1;
     return p;
 }
 
@@ -125,13 +129,15 @@ static int exhausted(const struct topo_network *net, char *err, size_t errlen)
 static int assign_node_addresses(struct topo_network *net, struct allocator *a)
 {
     size_t hosts = 0;
-    for (size_t i = 0; i < net->n_nodes; i++) hosts += !is_switch(net, (int)i);
+    for (size_t i = 0; i < net->n_nodes; i++)
+        hosts += !is_switch(net, (int)i);
     uint32_t size = pow2_at_least(hosts + 2);
     uint32_t block = alloc_block(a, size);
     if (!block && hosts) return -1;
     net->node_block = block;
     net->node_block_len = 32;
-    for (uint32_t v = size; v > 1; v >>= 1) net->node_block_len--;
+    for (uint32_t v = size; v > 1; v >>= 1)
+        net->node_block_len--;
     uint32_t next = block + 1; /* skip the block's network address */
     for (size_t i = 0; i < net->n_nodes; i++) {
         struct topo_node *n = &net->nodes[i];
@@ -173,7 +179,8 @@ static int assign_segment_subnets(struct topo_network *net, struct allocator *a)
         uint32_t subnet = alloc_block(a, size);
         if (!subnet) return -1;
         uint8_t prefix = 32;
-        for (uint32_t v = size; v > 1; v >>= 1) prefix--;
+        for (uint32_t v = size; v > 1; v >>= 1)
+            prefix--;
         uint32_t next = subnet + 1;
         for (size_t k = 0; k < net->n_links; k++) {
             struct topo_link *l = &net->links[k];

@@ -78,7 +78,8 @@ static void link_label(const struct topo_link_params *p, char *buf, size_t len)
 void topo_network_write_dot(const struct topo_network *net, FILE *f)
 {
     fprintf(f, "graph \"%s\" {\n  graph [overlap=false, splines=true];\n", net->name);
-    for (size_t i = 0; i < net->n_nodes; i++) write_node(&net->nodes[i], f);
+    for (size_t i = 0; i < net->n_nodes; i++)
+        write_node(&net->nodes[i], f);
     for (size_t k = 0; k < net->n_links; k++) {
         const struct topo_link *l = &net->links[k];
         char label[160];

@@ -1,6 +1,7 @@
 /* kernel.c — the kernel backend (see kernel.h). */
 #include "topo/kernel.h"
 
+#include "common/clock.h"
 #include "topo/netns.h"
 #include "topo/nl.h"
 
@@ -20,10 +21,10 @@
 struct topo_kernel {
     const struct topo_network *net;
     const struct topo_routing *routing; /* the caller's; replayed when a link comes back up */
-    struct topo_netns *ns;          /* one per node */
-    int *ifindex_a, *ifindex_b;     /* per link: its ifindex in a's and b's namespace */
-    int *bridge_ifindex;            /* per node: its bridge (switches) */
-    struct topo_shape_plan *plan_a; /* per link: what is installed on a's end (towards b) */
+    struct topo_netns *ns;              /* one per node */
+    int *ifindex_a, *ifindex_b;         /* per link: its ifindex in a's and b's namespace */
+    int *bridge_ifindex;                /* per node: its bridge (switches) */
+    struct topo_shape_plan *plan_a;     /* per link: what is installed on a's end (towards b) */
     struct topo_shape_plan *plan_b;
     struct topo_kernel_options opts;
     bool shaped; /* qdiscs are ours to install (kernel backend) */
@@ -31,13 +32,6 @@ struct topo_kernel {
     unsigned char **partitions; /* each: per node its group (1, 2) or 0; until healed */
     size_t n_partitions;
 };
-
-static double seconds_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 const struct topo_kernel_timing *topo_kernel_timing(const struct topo_kernel *k)
 {
@@ -63,21 +57,24 @@ static struct topo_kernel *kernel_alloc(const struct topo_network *net)
         topo_kernel_destroy(k);
         return NULL;
     }
-    for (size_t i = 0; i < nn; i++) k->ns[i].fd = -1;
+    for (size_t i = 0; i < nn; i++)
+        k->ns[i].fd = -1;
     return k;
 }
 
 void topo_kernel_destroy(struct topo_kernel *k)
 {
     if (!k) return;
-    for (size_t i = 0; k->ns && i < k->net->n_nodes; i++) topo_netns_close(&k->ns[i]);
+    for (size_t i = 0; k->ns && i < k->net->n_nodes; i++)
+        topo_netns_close(&k->ns[i]);
     free(k->ns);
     free(k->ifindex_a);
     free(k->ifindex_b);
     free(k->plan_a);
     free(k->plan_b);
     free(k->bridge_ifindex);
-    for (size_t i = 0; i < k->n_partitions; i++) free(k->partitions[i]);
+    for (size_t i = 0; i < k->n_partitions; i++)
+        free(k->partitions[i]);
     free(k->partitions);
     free(k);
 }
@@ -247,9 +244,12 @@ static void add_routes(struct topo_kernel *k, int node, const struct topo_node_r
         const struct topo_route *r = &nr->routes[i];
         /* Sources are node addresses, so replies find their way back along
          * routes that only know node addresses. */
-        struct topo_nl_route rt = {r->dst, r->dst_len, r->gateway,
+        struct topo_nl_route rt = {r->dst,
+                                   r->dst_len,
+                                   r->gateway,
                                    link_ifindex_toward(k, r->link, node),
-                                   net->nodes[node].node_addr, 0};
+                                   net->nodes[node].node_addr,
+                                   0};
         topo_nl_batch_add(b, topo_nl_route_build(&rt, replace), "node %s: route to %s",
                           net->nodes[node].name,
                           r->dst_node >= 0 ? net->nodes[r->dst_node].name : "default");
@@ -348,12 +348,12 @@ static void count_not_running(const char *name, int ifindex, unsigned flags, voi
 
 static int wait_running(struct topo_kernel *k, int node, char *err, size_t errlen)
 {
-    double deadline = seconds_now() + RUNNING_TIMEOUT_S;
+    double deadline = mono_s() + RUNNING_TIMEOUT_S;
     for (;;) {
         struct running_check c = {k, node, 0, -1};
         if (topo_nl_link_list(k->ns[node].sock, count_not_running, &c, err, errlen) < 0) return -1;
         if (c.pending == 0) return 0;
-        if (seconds_now() > deadline) {
+        if (mono_s() > deadline) {
             char what[80];
             topo_link_describe(k->net, &k->net->links[c.example], what, sizeof what);
             return snprintf(err, errlen,
@@ -372,7 +372,7 @@ int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_
     struct topo_kernel *k = kernel_alloc(net);
     if (!k) return snprintf(err, errlen, "network '%s': out of memory", net->name), -1;
     k->opts = *opts;
-    double t0 = seconds_now();
+    double t0 = mono_s();
     if (create_namespaces(k, err, errlen) < 0) {
         topo_kernel_destroy(k);
         return -1;
@@ -382,7 +382,7 @@ int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_
         topo_kernel_destroy(k);
         return -1;
     }
-    k->timing.namespaces = seconds_now() - t0;
+    k->timing.namespaces = mono_s() - t0;
     *out = k;
     return 0;
 }
@@ -420,15 +420,15 @@ static void *configure_worker(void *p)
     struct configure_job *j = p;
     const struct topo_network *net = j->k->net;
     for (size_t i = j->first; i < net->n_nodes && j->rc == 0; i += j->step)
-        j->rc = j->pass == PASS_INTERFACES ? configure_interfaces(j->k, (int)i, j->err, sizeof j->err)
-                 : j->pass == PASS_ROUTES
-                     ? configure_routes(j->k, (int)i, j->k->routing, j->err, sizeof j->err)
-                     : wait_running(j->k, (int)i, j->err, sizeof j->err);
+        j->rc = j->pass == PASS_INTERFACES
+                    ? configure_interfaces(j->k, (int)i, j->err, sizeof j->err)
+                : j->pass == PASS_ROUTES
+                    ? configure_routes(j->k, (int)i, j->k->routing, j->err, sizeof j->err)
+                    : wait_running(j->k, (int)i, j->err, sizeof j->err);
     return NULL;
 }
 
-static int configure_pass(struct topo_kernel *k, enum configure_pass pass, char *err,
-                          size_t errlen)
+static int configure_pass(struct topo_kernel *k, enum configure_pass pass, char *err, size_t errlen)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     size_t n = cores > 1 ? (size_t)cores : 1;
@@ -459,13 +459,13 @@ int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *rout
 {
     k->routing = routing;
     k->shaped = shape;
-    double t0 = seconds_now();
+    double t0 = mono_s();
     if (configure_pass(k, PASS_INTERFACES, err, errlen) < 0) return -1;
-    double t1 = seconds_now();
+    double t1 = mono_s();
     if (configure_pass(k, PASS_ROUTES, err, errlen) < 0) return -1;
-    double t2 = seconds_now();
+    double t2 = mono_s();
     if (configure_pass(k, PASS_RUNNING, err, errlen) < 0) return -1;
-    double t3 = seconds_now();
+    double t3 = mono_s();
     k->timing.interfaces = t1 - t0;
     k->timing.routes = t2 - t1;
     k->timing.running = t3 - t2;
@@ -475,15 +475,15 @@ int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *rout
 
 int topo_kernel_add_veths(struct topo_kernel *k, char *err, size_t errlen)
 {
-    double t0 = seconds_now();
+    double t0 = mono_s();
     int rc = create_veths(k, err, errlen);
-    k->timing.links = seconds_now() - t0;
+    k->timing.links = mono_s() - t0;
     return rc;
 }
 
 int topo_kernel_build(const struct topo_network *net, const struct topo_routing *routing,
-                      const struct topo_kernel_options *opts, struct topo_kernel **out,
-                      char *err, size_t errlen)
+                      const struct topo_kernel_options *opts, struct topo_kernel **out, char *err,
+                      size_t errlen)
 {
     struct topo_kernel *k;
     if (topo_kernel_create(net, opts, &k, err, errlen) < 0) return -1;
@@ -528,8 +528,8 @@ static void add_blackholes(struct topo_kernel *k, int node, const unsigned char 
         if (!side[j] || side[j] == side[node] || net->nodes[j].kind != TOPO_NODE_HOST) continue;
         struct topo_nl_route rt = {.dst = net->nodes[j].node_addr, .dst_len = 32, .blackhole = 1};
         topo_nl_batch_add(b, add ? topo_nl_route_build(&rt, 1) : topo_nl_route_delete_build(&rt),
-                          "node %s: %s to %s", net->nodes[node].name,
-                          add ? "blackhole" : "heal", net->nodes[j].name);
+                          "node %s: %s to %s", net->nodes[node].name, add ? "blackhole" : "heal",
+                          net->nodes[j].name);
     }
 }
 
@@ -585,13 +585,16 @@ int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char
     k->partitions = NULL;
     k->n_partitions = 0;
     int rc = 0;
-    for (size_t p = 0; rc == 0 && p < n_was; p++) rc = partition_apply(k, was[p], false, err, errlen);
+    for (size_t p = 0; rc == 0 && p < n_was; p++)
+        rc = partition_apply(k, was[p], false, err, errlen);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         bool touched = false;
-        for (size_t p = 0; p < n_was; p++) touched = touched || was[p][i];
+        for (size_t p = 0; p < n_was; p++)
+            touched = touched || was[p][i];
         if (touched) rc = replay_routes(k, (int)i, err, errlen);
     }
-    for (size_t p = 0; p < n_was; p++) free(was[p]);
+    for (size_t p = 0; p < n_was; p++)
+        free(was[p]);
     free(was);
     return rc;
 }

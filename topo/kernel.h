@@ -24,8 +24,8 @@
 struct topo_kernel;
 
 struct topo_kernel_options {
-    bool have_netem;            /* the kernel has sch_netem */
-    enum topo_shape_root root;  /* HTB (default) or TBF */
+    bool have_netem;           /* the kernel has sch_netem */
+    enum topo_shape_root root; /* HTB (default) or TBF */
 };
 
 /* Seconds spent per phase of the last build (reported in the run's log). */
@@ -37,8 +37,8 @@ const struct topo_kernel_timing *topo_kernel_timing(const struct topo_kernel *k)
 
 /* Builds everything; on failure nothing is left (the namespaces are closed). */
 int topo_kernel_build(const struct topo_network *net, const struct topo_routing *routing,
-                      const struct topo_kernel_options *opts, struct topo_kernel **out,
-                      char *err, size_t errlen);
+                      const struct topo_kernel_options *opts, struct topo_kernel **out, char *err,
+                      size_t errlen);
 
 /* The same in steps, for links made by someone else (the user backend's
  * TAP pairs): create the namespaces, let the caller make each link and

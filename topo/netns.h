@@ -1,7 +1,7 @@
 /* netns.h — anonymous network namespaces held by file descriptors.
  *
  * Provides creation of network namespaces without bind mounts (so they die
- * with the last fd or process that holds them: DESIGN.md "Topology"), one at
+ * with the last fd or process that holds them: docs/guide.md "Crashes and cleanup"), one at
  * a time or many in parallel; entering and leaving a namespace on the calling
  * thread; an rtnetlink socket bound inside a namespace; and sysctl writes in
  * the namespace the calling thread is in.
@@ -18,13 +18,13 @@ struct nl_sock;
 /* Set up while the namespace is being created (the thread is inside it
  * anyway, so this costs no extra setns). */
 enum topo_netns_flags {
-    TOPO_NETNS_SOCKET = 1 << 0,     /* open ns->sock inside the namespace */
-    TOPO_NETNS_LO_UP = 1 << 1,      /* bring lo up (implies SOCKET) */
+    TOPO_NETNS_SOCKET = 1 << 0, /* open ns->sock inside the namespace */
+    TOPO_NETNS_LO_UP = 1 << 1,  /* bring lo up (implies SOCKET) */
     /* A router's namespace: no reverse-path filter in conf/all where the
      * host's settings are inherited. Each interface needs
      * topo_nl_link_node_conf_build (forwarding on, no redirects). */
     TOPO_NETNS_FORWARDING = 1 << 2,
-    TOPO_NETNS_NO_IPV6 = 1 << 3,    /* no IPv6 on new links: no DAD/RS/MLD noise on shaped links */
+    TOPO_NETNS_NO_IPV6 = 1 << 3, /* no IPv6 on new links: no DAD/RS/MLD noise on shaped links */
 };
 
 struct topo_netns {

@@ -8,8 +8,8 @@
 
 static bool name_char_ok(char c)
 {
-    return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') ||
-           c == '_' || c == '-' || c == '.';
+    return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
 }
 
 int topo_name_check(const char *what, const char *name, char *err, size_t errlen)
@@ -17,7 +17,8 @@ int topo_name_check(const char *what, const char *name, char *err, size_t errlen
     size_t n = strlen(name);
     bool ok = n > 0 && n < TOPO_NAME_MAX && name_char_ok(name[0]) && name[0] != '.' &&
               name[0] != '-' && name[0] != '_';
-    for (size_t i = 0; ok && i < n; i++) ok = name_char_ok(name[i]);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = name_char_ok(name[i]);
     if (ok) return 0;
     snprintf(err, errlen,
              "%s name '%s' is invalid: use 1 to %d letters, digits, '_', '-' or '.', starting "
@@ -112,16 +113,14 @@ int topo_node_add(struct topo_network *net, const char *name, enum topo_node_kin
     return (int)net->n_nodes++;
 }
 
-int topo_link_param_set(struct topo_link_params *p, const char *key, const char *value,
-                        char *err, size_t errlen)
+int topo_link_param_set(struct topo_link_params *p, const char *key, const char *value, char *err,
+                        size_t errlen)
 {
     if (strcmp(key, "bw") == 0) return topo_units_parse_rate(value, &p->rate_bps, err, errlen);
     if (strcmp(key, "delay") == 0) return topo_units_parse_time(value, &p->delay_ns, err, errlen);
-    if (strcmp(key, "jitter") == 0)
-        return topo_units_parse_time(value, &p->jitter_ns, err, errlen);
+    if (strcmp(key, "jitter") == 0) return topo_units_parse_time(value, &p->jitter_ns, err, errlen);
     if (strcmp(key, "loss") == 0) return topo_units_parse_loss(value, &p->loss, err, errlen);
-    if (strcmp(key, "queue") == 0)
-        return topo_units_parse_queue(value, &p->queue, err, errlen);
+    if (strcmp(key, "queue") == 0) return topo_units_parse_queue(value, &p->queue, err, errlen);
     return -2;
 }
 
@@ -225,7 +224,7 @@ int topo_assign_loopback_addresses(struct topo_network *net, uint32_t *next, cha
         n->addr[0] = '\0';
         n->node_addr = 0;
         if (n->kind != TOPO_NODE_HOST) continue;
-        if ((*next & 0xff) == 0) (*next)++;   /* no .0 */
+        if ((*next & 0xff) == 0) (*next)++;    /* no .0 */
         if ((*next & 0xff) == 255) *next += 2; /* no .255, no .0 of the next /24 */
         if ((*next >> 24) != 127) {
             snprintf(err, errlen, "network '%s': too many nodes for 127.0.0.0/8", net->name);
@@ -272,9 +271,10 @@ void topo_network_write_json(const struct topo_network *net, FILE *f)
     fputs("], \"links\": [", f);
     for (size_t k = 0; k < net->n_links; k++) {
         const struct topo_link *l = &net->links[k];
-        fprintf(f, "%s{\"a\": \"%s\", \"b\": \"%s\", \"bw_bps\": %llu, \"delay_us\": %.3f, "
-                   "\"jitter_us\": %.3f, \"loss\": %g, \"queue_packets\": %llu, "
-                   "\"queue_bytes\": %llu, \"reorder\": %s}",
+        fprintf(f,
+                "%s{\"a\": \"%s\", \"b\": \"%s\", \"bw_bps\": %llu, \"delay_us\": %.3f, "
+                "\"jitter_us\": %.3f, \"loss\": %g, \"queue_packets\": %llu, "
+                "\"queue_bytes\": %llu, \"reorder\": %s}",
                 k ? ", " : "", net->nodes[l->a].name, net->nodes[l->b].name,
                 (unsigned long long)l->params.rate_bps, l->params.delay_ns / 1e3,
                 l->params.jitter_ns / 1e3, l->params.loss,

@@ -12,7 +12,7 @@
 
 #include "topo/units.h"
 
-#define TOPO_NAME_MAX 32 /* bytes, NUL included */
+#define TOPO_NAME_MAX 32   /* bytes, NUL included */
 #define TOPO_IFNAME_MAX 16 /* IFNAMSIZ */
 
 enum topo_backend { TOPO_BACKEND_NONE, TOPO_BACKEND_AUTO, TOPO_BACKEND_KERNEL, TOPO_BACKEND_USER };
@@ -22,11 +22,11 @@ struct topo_node {
     char name[TOPO_NAME_MAX];
     char tier[TOPO_NAME_MAX]; /* free-form label: terminal, edge, cloud, ... */
     enum topo_node_kind kind;
-    double cpu;    /* share of one core, 0 = unlimited */
-    double speed;  /* compute speed factor, 1 = this host */
-    int threads;   /* OpenBLAS threads of the peer */
-    char device[8]; /* "cpu" or "cuda" */
-    char addr[16]; /* node address, dotted quad, set by the backend */
+    double cpu;         /* share of one core, 0 = unlimited */
+    double speed;       /* compute speed factor, 1 = this host */
+    int threads;        /* OpenBLAS threads of the peer */
+    char device[8];     /* "cpu" or "cuda" */
+    char addr[16];      /* node address, dotted quad, set by the backend */
     uint32_t node_addr; /* the same, host byte order (0 until assigned) */
     int segment;        /* switches: index of their L2 segment, else -1 */
 };
@@ -59,8 +59,8 @@ struct topo_link {
 
 struct topo_network {
     char name[TOPO_NAME_MAX];
-    enum topo_backend backend;           /* as asked (auto, ...) */
-    enum topo_backend backend_used;      /* what start chose; NONE before start */
+    enum topo_backend backend;      /* as asked (auto, ...) */
+    enum topo_backend backend_used; /* what start chose; NONE before start */
     uint64_t seed;
     /* Time dilation, >= 1: the emulation runs this many times slower than
      * real time. Link parameters here are emulated; the backends install
@@ -72,9 +72,9 @@ struct topo_network {
     size_t n_links, cap_links;
     uint32_t addr_base; /* host byte order */
     uint8_t addr_prefix_len;
-    uint32_t node_block;     /* the block every node address is in (address plan) */
-    uint8_t node_block_len;  /* its prefix length; 0 before the plan */
-    size_t n_segments; /* L2 segments: connected groups of switches */
+    uint32_t node_block;    /* the block every node address is in (address plan) */
+    uint8_t node_block_len; /* its prefix length; 0 before the plan */
+    size_t n_segments;      /* L2 segments: connected groups of switches */
 };
 
 /* Checks a node or network name: 1..31 of [A-Za-z0-9_.-], starting with a
@@ -96,10 +96,10 @@ int topo_node_find(const struct topo_network *net, const char *name);
 int topo_link_add(struct topo_network *net, int a, int b, const struct topo_link_params *params,
                   char *err, size_t errlen);
 /* Sets one link parameter from its text ("bw", "delay", "jitter", "loss",
- * "queue"; DESIGN.md units). Returns -1 with err quoting the value, or -2
+ * "queue"; units of docs/lua-api.md). Returns -1 with err quoting the value, or -2
  * for an unknown key. */
-int topo_link_param_set(struct topo_link_params *p, const char *key, const char *value,
-                        char *err, size_t errlen);
+int topo_link_param_set(struct topo_link_params *p, const char *key, const char *value, char *err,
+                        size_t errlen);
 /* What a backend installs for the emulated parameters p under dilation d
  * (>= 1): rates divided by d (at least 1 bit/s), delay and jitter multiplied
  * by d; loss, queue, reorder and burst loss as they are (a queue in bytes

@@ -21,7 +21,8 @@ static int adjacency_build(const struct topo_network *net, struct adjacency *adj
         adj->start[net->links[k].a + 1]++;
         adj->start[net->links[k].b + 1]++;
     }
-    for (size_t i = 0; i < net->n_nodes; i++) adj->start[i + 1] += adj->start[i];
+    for (size_t i = 0; i < net->n_nodes; i++)
+        adj->start[i + 1] += adj->start[i];
     int *fill = malloc((net->n_nodes + 1) * sizeof *fill);
     if (!fill) return -1;
     memcpy(fill, adj->start, (net->n_nodes + 1) * sizeof *fill);
@@ -182,7 +183,10 @@ static struct topo_route next_hop(const struct topo_network *net, const struct s
             entry_link = link;
         }
         if (prev == src) {
-            return (struct topo_route){net->nodes[dst].node_addr, 32, dst, link,
+            return (struct topo_route){net->nodes[dst].node_addr,
+                                       32,
+                                       dst,
+                                       link,
                                        addr_on_link(&net->links[entry_link], first_host),
                                        first_host};
         }
@@ -207,7 +211,8 @@ static size_t most_common(const struct topo_route *hops, size_t n, int *counts, 
     int best_count = 0;
     for (size_t i = 0; i < n; i++)
         if (++counts[hops[i].via] > best_count) best_count = counts[hops[i].via], best = i;
-    for (size_t i = 0; i < n; i++) counts[hops[i].via] = 0;
+    for (size_t i = 0; i < n; i++)
+        counts[hops[i].via] = 0;
     *count = (size_t)best_count;
     return best;
 }
@@ -221,8 +226,8 @@ static int best_segment_link(const struct topo_network *net, const struct topo_r
     *count = 0;
     for (size_t i = 0; i < n; i++) {
         const struct topo_link *l = &net->links[hops[i].link];
-        bool on_segment = net->nodes[l->a].kind == TOPO_NODE_SWITCH ||
-                          net->nodes[l->b].kind == TOPO_NODE_SWITCH;
+        bool on_segment =
+            net->nodes[l->a].kind == TOPO_NODE_SWITCH || net->nodes[l->b].kind == TOPO_NODE_SWITCH;
         if (!on_segment || hops[i].via != hops[i].dst_node || hops[i].link == best) continue;
         size_t c = 0;
         for (size_t j = 0; j < n; j++)
@@ -250,8 +255,8 @@ static void compress_by_default(struct topo_route *hops, size_t n, size_t best,
 static void compress_by_segment(const struct topo_network *net, struct topo_route *hops, size_t n,
                                 int link, struct topo_node_routes *out)
 {
-    out->routes[out->n_routes++] = (struct topo_route){
-        net->node_block, net->node_block_len, -1, link, 0, TOPO_ROUTE_DIRECT};
+    out->routes[out->n_routes++] =
+        (struct topo_route){net->node_block, net->node_block_len, -1, link, 0, TOPO_ROUTE_DIRECT};
     for (size_t i = 0; i < n; i++)
         if (hops[i].link != link || hops[i].via != hops[i].dst_node)
             out->routes[out->n_routes++] = hops[i];
@@ -329,7 +334,8 @@ done:
 
 void topo_routing_free(struct topo_routing *r)
 {
-    for (size_t i = 0; r->nodes && i < r->n_nodes; i++) free(r->nodes[i].routes);
+    for (size_t i = 0; r->nodes && i < r->n_nodes; i++)
+        free(r->nodes[i].routes);
     free(r->nodes);
     memset(r, 0, sizeof *r);
 }
@@ -343,7 +349,21 @@ static const struct topo_route *route_to(const struct topo_node_routes *nr, int 
     return nr->n_routes ? &nr->routes[0] : NULL;
 }
 
-/* Appends the switches between host `from` and the next host `to` (L2 path). */
+/* Nodes from `to` back to `from` (excluded) along the search's parent links:
+ * the segment's length, or -1 when `to` is unreachable. Any number of
+ * switches: the walk is bounded by the node count, not by a buffer. */
+static long segment_length(const struct topo_network *net, const struct search *s, int from, int to)
+{
+    long depth = 0;
+    for (int v = to; v != from; depth++) {
+        if (s->parent_link[v] < 0 || (size_t)depth >= net->n_nodes) return -1;
+        v = other_end(&net->links[s->parent_link[v]], v);
+    }
+    return depth;
+}
+
+/* Appends the switches between host `from` and the next host `to` (L2 path),
+ * writing each node at its place from the end so no buffer bounds the path. */
 static int append_segment(const struct topo_network *net, int from, int to, int *path, size_t cap,
                           size_t *n)
 {
@@ -352,14 +372,16 @@ static int append_segment(const struct topo_network *net, int from, int to, int 
     int rc = -1;
     if (adjacency_build(net, &adj) == 0 && search_init(&s, net) == 0) {
         dijkstra(net, &adj, from, &s);
-        int stack[64], depth = 0;
-        for (int v = to; v != from && depth < 64; depth++) {
-            stack[depth] = v;
-            v = other_end(&net->links[s.parent_link[v]], v);
+        long depth = segment_length(net, &s, from, to);
+        if (depth >= 0) {
+            long i = depth - 1;
+            for (int v = to; v != from; i--) {
+                if (*n + (size_t)i < cap) path[*n + (size_t)i] = v;
+                v = other_end(&net->links[s.parent_link[v]], v);
+            }
+            *n += (size_t)depth;
+            rc = 0;
         }
-        for (int i = depth - 1; i >= 0; i--)
-            if (*n < cap) path[(*n)++] = stack[i];
-        rc = 0;
     }
     search_free(&s);
     adjacency_free(&adj);
@@ -369,8 +391,8 @@ static int append_segment(const struct topo_network *net, int from, int to, int 
 int topo_routing_path(const struct topo_network *net, const struct topo_routing *r, int from,
                       int to, int *path, size_t cap)
 {
-    size_t n = 0;
-    if (cap) path[n++] = from;
+    size_t n = 1;
+    if (cap) path[0] = from;
     int at = from;
     for (size_t guard = 0; at != to && guard <= net->n_nodes; guard++) {
         const struct topo_route *rt = route_to(&r->nodes[at], to);

@@ -49,7 +49,8 @@ void topo_routing_free(struct topo_routing *r);
 
 /* The path packets take from host `from` to host `to`, as node indices
  * (both ends and any switches included), following each hop's own routes.
- * Returns the number of nodes written (at most cap), or -1 when there is no
- * path. */
+ * Returns the number of nodes on the path, or -1 when there is no path. Like
+ * snprintf, a return above cap says the path did not fit: only its first cap
+ * nodes were written. n_nodes + 1 entries always suffice. */
 int topo_routing_path(const struct topo_network *net, const struct topo_routing *r, int from,
                       int to, int *path, size_t cap);

@@ -1,7 +1,7 @@
 /* units.h — parsing of the unit strings of link parameters.
  *
  * Provides the parsers behind every bw/delay/jitter/loss/queue value a scenario
- * gives (DESIGN.md "Units"): rates "10Mbit" (bit, Kbit, Mbit, Gbit, Tbit; SI
+ * gives (docs/lua-api.md "Networks and nodes"): rates "10Mbit" (bit, Kbit, Mbit, Gbit, Tbit; SI
  * multipliers, case-insensitive; a plain number is bit/s), times "5ms"
  * (ns, us, ms, s; a plain number is seconds), loss "0.5%" or a fraction in
  * [0, 1], queues "100" (packets) or "64KB" (B, KB, MB; KiB, MiB).

@@ -50,7 +50,8 @@ int compress_method_parse(const char *name, enum compress_method *out, char *err
             return 0;
         }
     }
-    return kern_fail(err, errlen, "compression \"%s\" is unknown (topk, int8, sign)", name ? name : "");
+    return kern_fail(err, errlen, "compression \"%s\" is unknown (topk, int8, sign)",
+                     name ? name : "");
 }
 
 size_t compress_topk_count(size_t n, double ratio)
@@ -192,7 +193,8 @@ static int encode_topk(double ratio, const float *x, float *residual, size_t n, 
     size_t above = 0;
     if (k > 0) {
         uint32_t *keys = malloc(n * sizeof *keys);
-        if (!keys) return kern_fail(err, errlen, "topk: cannot allocate %zu bytes of scratch", n * 4);
+        if (!keys)
+            return kern_fail(err, errlen, "topk: cannot allocate %zu bytes of scratch", n * 4);
         for (size_t i = 0; i < n; i++)
             keys[i] = magnitude_key(input_at(x, residual, i));
         threshold = select_rank(keys, n, n - k);
@@ -262,7 +264,7 @@ int compress_encode(enum compress_method method, double ratio, const float *x, f
     if (need == 0) return kern_fail(err, errlen, "compression method %d is unknown", (int)method);
     if (cap < need)
         return kern_fail(err, errlen, "%s: output holds %zu bytes, %zu needed",
-                    compress_method_name(method), cap, need);
+                         compress_method_name(method), cap, need);
     int rc = method == COMPRESS_TOPK   ? encode_topk(ratio, x, residual, n, out, err, errlen)
              : method == COMPRESS_INT8 ? encode_int8(x, residual, n, out, err, errlen)
                                        : encode_sign(x, residual, n, out, err, errlen);
@@ -301,16 +303,16 @@ int compress_inspect(const void *buf, size_t len, struct compress_info *info, ch
     info->k = get_u32(p + 4);
     info->n = (uint64_t)get_u32(p + 8) | (uint64_t)get_u32(p + 12) << 32;
     if (info->method == COMPRESS_TOPK ? info->k > info->n : info->k != 0)
-        return kern_fail(err, errlen, "compressed tensor: k %u invalid for %s of %llu elements", info->k,
-                    compress_method_name(info->method), (unsigned long long)info->n);
+        return kern_fail(err, errlen, "compressed tensor: k %u invalid for %s of %llu elements",
+                         info->k, compress_method_name(info->method), (unsigned long long)info->n);
     /* n bounded by len first, so body_size cannot overflow. */
     if (info->method != COMPRESS_TOPK && info->n / 8 > len)
         return kern_fail(err, errlen, "compressed tensor: %zu bytes cannot hold %llu elements", len,
-                    (unsigned long long)info->n);
+                         (unsigned long long)info->n);
     if (len - COMPRESS_HEADER_BYTES != body_size(info))
         return kern_fail(err, errlen, "compressed tensor: %s body is %zu bytes, expected %zu",
-                    compress_method_name(info->method), len - COMPRESS_HEADER_BYTES,
-                    body_size(info));
+                         compress_method_name(info->method), len - COMPRESS_HEADER_BYTES,
+                         body_size(info));
     return 0;
 }
 
@@ -323,9 +325,9 @@ static int decode_topk(const uint8_t *body, uint32_t k, float *out, size_t n, bo
         uint32_t i = get_u32(idx + 4 * (size_t)j);
         if (i >= n || (j > 0 && i <= prev))
             return kern_fail(err, errlen,
-                        "compressed tensor: topk index %u at %u out of order or "
-                        "range",
-                        i, j);
+                             "compressed tensor: topk index %u at %u out of order or "
+                             "range",
+                             i, j);
         prev = i;
     }
     if (!add) memset(out, 0, n * sizeof(float));
@@ -344,7 +346,7 @@ static int decode_scaled(const struct compress_info *info, const uint8_t *body, 
     memcpy(&scale, body, 4);
     if (!isfinite(scale) || scale < 0.0f)
         return kern_fail(err, errlen, "compressed tensor: %s scale %g invalid",
-                    compress_method_name(info->method), scale);
+                         compress_method_name(info->method), scale);
     const uint8_t *data = body + 4;
     if (info->method == COMPRESS_SIGN && n % 8 && (data[n / 8] >> (n % 8)))
         return kern_fail(err, errlen, "compressed tensor: sign padding bits are set");
@@ -364,7 +366,7 @@ int compress_decode(const void *buf, size_t len, float *out, size_t n, bool add,
     if (compress_inspect(buf, len, &info, err, errlen) < 0) return -1;
     if (info.n != n)
         return kern_fail(err, errlen, "compressed tensor: holds %llu elements, target has %zu",
-                    (unsigned long long)info.n, n);
+                         (unsigned long long)info.n, n);
     const uint8_t *body = (const uint8_t *)buf + COMPRESS_HEADER_BYTES;
     if (info.method == COMPRESS_TOPK) return decode_topk(body, info.k, out, n, add, err, errlen);
     return decode_scaled(&info, body, out, n, add, err, errlen);

@@ -1,10 +1,12 @@
-/* cpu/model.c — model spec parsing, initialisation, and the forward/backward
- * passes of dense, convolution (im2col + cblas_sgemm), max-pool and flatten
- * layers with softmax cross-entropy on OpenBLAS. See kernels/model.h.
+/* cpu/model.c — initialisation and the forward/backward passes of dense,
+ * convolution (im2col + cblas_sgemm), max-pool and flatten layers with
+ * softmax cross-entropy on OpenBLAS, over the layer table that
+ * kernels/model_spec.c parses from a spec. See kernels/model.h.
  *
  * Owns each model's layer table, spec copy and one workspace block. */
 #include "kernels/model.h"
 #include "kernels/kern_error.h"
+#include "kernels/model_spec.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -28,11 +30,6 @@
  * carry the same options, or GCC keeps them as calls. */
 #include "kernels/elementwise.h"
 
-#define MODEL_MAX_LAYERS 64
-#define MODEL_MAX_WIDTH 1000000
-#define MODEL_MAX_PARAMS (1ull << 31)
-#define MODEL_MAX_BATCH 65536
-#define MODEL_EVAL_MIN_BATCH 64
 /* Convolution columns (im2col) of a whole batch are kept from the forward
  * pass for the backward one while all conv layers' columns fit in this many
  * bytes (cnn:lenet: up to batch 121). Past that, the columns are built in
@@ -43,25 +40,9 @@
 #endif
 #define MODEL_CONV_CHUNK_BYTES (256u << 10)
 
-enum layer_kind { LAYER_DENSE, LAYER_CONV, LAYER_POOL, LAYER_FLATTEN };
-
-struct layer {
-    enum layer_kind kind;
-    int relu;                /* ReLU fused onto the output */
-    int in_c, in_h, in_w;    /* input shape; dense: in_c features */
-    int out_c, out_h, out_w; /* output shape */
-    int kernel, pad;         /* conv: square kernel and zero padding */
-    size_t weight_offset, bias_offset;
-    size_t in_size, out_size; /* floats per sample */
-    size_t col_size;          /* conv: im2col floats per sample */
-};
-
 struct model {
     char *spec;
-    int in_c, in_h, in_w; /* input shape of the first layer */
-    struct layer layers[MODEL_MAX_LAYERS];
-    int layer_count;
-    size_t param_count;
+    struct model_spec arch;           /* the layer table and parameter layout */
     int capacity;                     /* workspace batch size */
     float *workspace;                 /* one block holding everything below */
     float *act[MODEL_MAX_LAYERS];     /* per-layer outputs, kept for backward */
@@ -72,159 +53,6 @@ struct model {
     float *ones;                      /* all 1: bias gradients as GEMV row sums */
 };
 
-/* ---- architecture ---- */
-
-static struct layer *layer_append(struct model *m, enum layer_kind kind)
-{
-    struct layer *prev = m->layer_count ? &m->layers[m->layer_count - 1] : NULL;
-    struct layer *l = &m->layers[m->layer_count++];
-    memset(l, 0, sizeof *l);
-    l->kind = kind;
-    l->in_c = prev ? prev->out_c : m->in_c;
-    l->in_h = prev ? prev->out_h : m->in_h;
-    l->in_w = prev ? prev->out_w : m->in_w;
-    return l;
-}
-
-static void layer_finish(struct model *m, struct layer *l, size_t weights, size_t biases)
-{
-    l->in_size = (size_t)l->in_c * l->in_h * l->in_w;
-    l->out_size = (size_t)l->out_c * l->out_h * l->out_w;
-    l->weight_offset = m->param_count;
-    l->bias_offset = m->param_count + weights;
-    m->param_count += weights + biases;
-}
-
-static void add_dense(struct model *m, int in, int out, int relu)
-{
-    struct layer *l = layer_append(m, LAYER_DENSE);
-    /* Dense layers see the previous map flattened. */
-    l->in_c = in;
-    l->in_h = l->in_w = 1;
-    l->out_c = out;
-    l->out_h = l->out_w = 1;
-    l->relu = relu;
-    layer_finish(m, l, (size_t)in * out, (size_t)out);
-}
-
-static void add_conv(struct model *m, int out_c, int kernel, int pad)
-{
-    struct layer *l = layer_append(m, LAYER_CONV);
-    l->out_c = out_c;
-    l->kernel = kernel;
-    l->pad = pad;
-    l->out_h = l->in_h + 2 * pad - kernel + 1;
-    l->out_w = l->in_w + 2 * pad - kernel + 1;
-    l->relu = 1;
-    size_t patch = (size_t)kernel * kernel * l->in_c;
-    l->col_size = (size_t)l->out_h * l->out_w * patch;
-    layer_finish(m, l, patch * out_c, (size_t)out_c);
-}
-
-/* 2x2 max pooling, stride 2 (odd trailing rows and columns dropped). */
-static void add_pool(struct model *m)
-{
-    struct layer *l = layer_append(m, LAYER_POOL);
-    l->out_c = l->in_c;
-    l->out_h = l->in_h / 2;
-    l->out_w = l->in_w / 2;
-    layer_finish(m, l, 0, 0);
-}
-
-/* From the channel-major maps of the conv layers to per-sample rows. */
-static void add_flatten(struct model *m)
-{
-    struct layer *l = layer_append(m, LAYER_FLATTEN);
-    l->out_c = l->in_c * l->in_h * l->in_w;
-    l->out_h = l->out_w = 1;
-    layer_finish(m, l, 0, 0);
-}
-
-static void build_lenet(struct model *m)
-{
-    m->in_c = 1;
-    m->in_h = m->in_w = 28;
-    add_conv(m, 6, 5, 2);
-    add_pool(m);
-    add_conv(m, 16, 5, 0);
-    add_pool(m);
-    add_flatten(m);
-    add_dense(m, 400, 120, 1);
-    add_dense(m, 120, 84, 1);
-    add_dense(m, 84, 10, 0);
-}
-
-/* "first", "second", ... for the n-th (1-based) layer size in messages. */
-static const char *ordinal(int n, char *buf, size_t cap)
-{
-    static const char *const words[] = {"first", "second", "third", "fourth", "fifth",
-                                        "sixth", "seventh", "eighth", "ninth", "tenth"};
-    if (n >= 1 && n <= 10) return words[n - 1];
-    snprintf(buf, cap, "%dth", n);
-    return buf;
-}
-
-/* Parses "A-B-C" into sizes; returns the count or -1 with err set, quoting
- * the size at fault as the user wrote it. */
-static int parse_sizes(const char *spec, const char *list, int *sizes, int cap, char *err,
-                       size_t errlen)
-{
-    int count = 0;
-    const char *p = list;
-    for (;;) {
-        char *end = (char *)p;
-        long v = -1;
-        errno = 0;
-        if (*p >= '0' && *p <= '9') /* strtol alone would accept "+5" and " 5" */
-            v = strtol(p, &end, 10);
-        if (end == p || errno || v < 1 || v > MODEL_MAX_WIDTH || (*end != '-' && *end != '\0')) {
-            size_t len = strcspn(p, "-");
-            char nth[16];
-            return kern_fail(err, errlen,
-                             "model spec \"%s\": the %s layer size '%.*s' is not a whole number "
-                             "from 1 to %d",
-                             spec, ordinal(count + 1, nth, sizeof nth), (int)(len < 32 ? len : 32), p,
-                             MODEL_MAX_WIDTH);
-        }
-        if (count == cap)
-            return kern_fail(err, errlen, "model spec \"%s\": more than %d layer sizes", spec, cap);
-        sizes[count++] = (int)v;
-        if (*end == '\0') return count;
-        p = end + 1;
-    }
-}
-
-static int build_dense_stack(struct model *m, const char *spec, const char *list, int is_logreg,
-                             char *err, size_t errlen)
-{
-    int sizes[MODEL_MAX_LAYERS + 1];
-    int n = parse_sizes(spec, list, sizes, MODEL_MAX_LAYERS + 1, err, errlen);
-    if (n < 0) return -1;
-    if (is_logreg && n != 2)
-        return kern_fail(err, errlen, "model spec \"%s\": logreg takes exactly IN-OUT", spec);
-    if (n < 2) return kern_fail(err, errlen, "model spec \"%s\": mlp needs at least IN-OUT", spec);
-    for (int i = 0; i + 1 < n; i++)
-        add_dense(m, sizes[i], sizes[i + 1], i + 2 < n);
-    return 0;
-}
-
-static int parse_spec(struct model *m, const char *spec, char *err, size_t errlen)
-{
-    if (strncmp(spec, "logreg:", 7) == 0)
-        return build_dense_stack(m, spec, spec + 7, 1, err, errlen);
-    if (strncmp(spec, "mlp:", 4) == 0) return build_dense_stack(m, spec, spec + 4, 0, err, errlen);
-    if (strcmp(spec, "cnn:lenet") == 0) {
-        build_lenet(m);
-        return 0;
-    }
-    if (strncmp(spec, "cnn:", 4) == 0)
-        return kern_fail(err, errlen, "model spec \"%s\": unknown cnn (known: cnn:lenet)", spec);
-    return kern_fail(err, errlen,
-                "model spec \"%s\": unknown architecture (expected logreg:IN-OUT, "
-                "mlp:IN-H1-...-OUT or cnn:lenet)",
-                spec);
-}
-
 int model_create(const char *spec, int max_batch, struct model **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -234,13 +62,7 @@ int model_create(const char *spec, int max_batch, struct model **out, char *err,
         free(m);
         return kern_fail(err, errlen, "model spec \"%s\": out of memory", spec);
     }
-    if (parse_spec(m, spec, err, errlen) < 0) {
-        model_destroy(m);
-        return -1;
-    }
-    if (m->param_count > MODEL_MAX_PARAMS) {
-        kern_fail(err, errlen, "model spec \"%s\": %zu parameters exceed the limit of %llu", spec,
-             m->param_count, MODEL_MAX_PARAMS);
+    if (model_spec_parse(spec, &m->arch, err, errlen) < 0) {
         model_destroy(m);
         return -1;
     }
@@ -265,19 +87,24 @@ const char *model_spec(const struct model *m)
     return m->spec;
 }
 
+const struct model_spec *model_layout(const struct model *m)
+{
+    return &m->arch;
+}
+
 size_t model_param_count(const struct model *m)
 {
-    return m->param_count;
+    return m->arch.param_count;
 }
 
 int model_input_size(const struct model *m)
 {
-    return (int)m->layers[0].in_size;
+    return (int)m->arch.layers[0].in_size;
 }
 
 int model_classes(const struct model *m)
 {
-    return (int)m->layers[m->layer_count - 1].out_size;
+    return (int)m->arch.layers[m->arch.layer_count - 1].out_size;
 }
 
 /* ---- workspace ---- */
@@ -292,8 +119,8 @@ static size_t aligned_floats(size_t n)
 static size_t column_bytes_per_sample(const struct model *m)
 {
     size_t floats = 0;
-    for (int i = 0; i < m->layer_count; i++)
-        floats += m->layers[i].col_size;
+    for (int i = 0; i < m->arch.layer_count; i++)
+        floats += m->arch.layers[i].col_size;
     return floats * sizeof(float);
 }
 
@@ -303,7 +130,7 @@ static int keeps_columns(const struct model *m, size_t batch)
 }
 
 /* Samples per im2col chunk of a conv layer: the batch when columns are kept. */
-static int conv_chunk(const struct layer *l, int batch, int keep)
+static int conv_chunk(const struct model_layer *l, int batch, int keep)
 {
     if (keep) return batch;
     size_t per_sample = l->col_size * sizeof(float);
@@ -327,12 +154,12 @@ static size_t workspace_layout(struct model *m, size_t batch, float *base)
     size_t used = 0, widest = 0, col = 0, ones = batch;
     int keep = keeps_columns(m, batch);
     float *unused;
-    for (int i = 0; i < m->layer_count; i++) {
-        const struct layer *l = &m->layers[i];
+    for (int i = 0; i < m->arch.layer_count; i++) {
+        const struct model_layer *l = &m->arch.layers[i];
         carve(base, &used, l->out_size * batch, &m->act[i]);
         widest = l->in_size > widest ? l->in_size : widest;
         widest = l->out_size > widest ? l->out_size : widest;
-        if (l->kind != LAYER_CONV) continue;
+        if (l->kind != MODEL_LAYER_CONV) continue;
         size_t chunk_cols = l->col_size * (size_t)conv_chunk(l, (int)batch, keep);
         if (keep) carve(base, &used, chunk_cols, &m->columns[i]);
         col = chunk_cols > col ? chunk_cols : col;
@@ -352,13 +179,13 @@ int model_reserve(struct model *m, int batch, char *err, size_t errlen)
 {
     if (batch < 1 || batch > MODEL_MAX_BATCH)
         return kern_fail(err, errlen, "model \"%s\": batch %d is outside 1..%d", m->spec, batch,
-                    MODEL_MAX_BATCH);
+                         MODEL_MAX_BATCH);
     if (batch <= m->capacity) return 0;
     void *block = NULL;
     size_t bytes = workspace_layout(m, (size_t)batch, NULL) * sizeof(float);
     if (posix_memalign(&block, 64, bytes) != 0)
-        return kern_fail(err, errlen, "model \"%s\": cannot allocate %zu bytes of workspace", m->spec,
-                    bytes);
+        return kern_fail(err, errlen, "model \"%s\": cannot allocate %zu bytes of workspace",
+                         m->spec, bytes);
     free(m->workspace);
     m->workspace = block;
     m->capacity = batch;
@@ -369,18 +196,18 @@ int model_reserve(struct model *m, int batch, char *err, size_t errlen)
 /* ---- flops and shapes ---- */
 
 /* Multiply-accumulates of a layer's forward GEMM per sample. */
-static double layer_macs(const struct layer *l)
+static double layer_macs(const struct model_layer *l)
 {
-    if (l->kind == LAYER_DENSE) return (double)l->in_size * l->out_size;
-    if (l->kind == LAYER_CONV) return (double)l->col_size * l->out_c;
+    if (l->kind == MODEL_LAYER_DENSE) return (double)l->in_size * l->out_size;
+    if (l->kind == MODEL_LAYER_CONV) return (double)l->col_size * l->out_c;
     return 0;
 }
 
 double model_forward_flops(const struct model *m)
 {
     double macs = 0;
-    for (int i = 0; i < m->layer_count; i++)
-        macs += layer_macs(&m->layers[i]);
+    for (int i = 0; i < m->arch.layer_count; i++)
+        macs += layer_macs(&m->arch.layers[i]);
     return 2 * macs;
 }
 
@@ -389,8 +216,8 @@ double model_grad_flops(const struct model *m)
     /* Backward does the weight gradient for every layer and the input
      * gradient for all but the first (nobody needs d loss / d pixels). */
     double macs = 0;
-    for (int i = 0; i < m->layer_count; i++)
-        macs += layer_macs(&m->layers[i]) * (i == 0 ? 2 : 3);
+    for (int i = 0; i < m->arch.layer_count; i++)
+        macs += layer_macs(&m->arch.layers[i]) * (i == 0 ? 2 : 3);
     return 2 * macs;
 }
 
@@ -403,8 +230,8 @@ static int shape_put(struct model_gemm_shape *s, int cap, int n, int ta, int tb,
 
 /* The GEMMs of dense_forward/backward and conv_forward/backward, in the
  * order model_grad runs them; keep in step with those functions. */
-static int conv_shapes(const struct layer *l, int batch, int keep, int backward, int first_layer,
-                       struct model_gemm_shape *s, int cap, int n)
+static int conv_shapes(const struct model_layer *l, int batch, int keep, int backward,
+                       int first_layer, struct model_gemm_shape *s, int cap, int n)
 {
     int pixels = l->out_h * l->out_w, patch = l->in_c * l->kernel * l->kernel;
     int step = conv_chunk(l, batch, keep);
@@ -425,19 +252,19 @@ int model_gemm_shapes(const struct model *m, int batch, struct model_gemm_shape 
     /* As model_grad would run on this workspace, or on one made for batch. */
     int keep = batch <= m->capacity ? m->keep_columns : keeps_columns(m, (size_t)batch);
     int n = 0;
-    for (int i = 0; i < m->layer_count; i++) {
-        const struct layer *l = &m->layers[i];
-        if (l->kind == LAYER_DENSE)
+    for (int i = 0; i < m->arch.layer_count; i++) {
+        const struct model_layer *l = &m->arch.layers[i];
+        if (l->kind == MODEL_LAYER_DENSE)
             n = shape_put(s, cap, n, 0, 1, batch, l->out_c, l->in_c);
-        else if (l->kind == LAYER_CONV)
+        else if (l->kind == MODEL_LAYER_CONV)
             n = conv_shapes(l, batch, keep, 0, i == 0, s, cap, n);
     }
-    for (int i = m->layer_count - 1; i >= 0; i--) {
-        const struct layer *l = &m->layers[i];
-        if (l->kind == LAYER_DENSE) {
+    for (int i = m->arch.layer_count - 1; i >= 0; i--) {
+        const struct model_layer *l = &m->arch.layers[i];
+        if (l->kind == MODEL_LAYER_DENSE) {
             n = shape_put(s, cap, n, 1, 0, l->out_c, l->in_c, batch);
             if (i > 0) n = shape_put(s, cap, n, 0, 0, batch, l->in_c, l->out_c);
-        } else if (l->kind == LAYER_CONV) {
+        } else if (l->kind == MODEL_LAYER_CONV) {
             n = conv_shapes(l, batch, keep, 1, i == 0, s, cap, n);
         }
     }
@@ -464,16 +291,16 @@ int model_init(const struct model *m, float *params, const char *method, uint64_
         zeros = 1;
     else
         return kern_fail(err, errlen, "model \"%s\": unknown init \"%s\" (default, xavier, zeros)",
-                    m->spec, method);
-    memset(params, 0, m->param_count * sizeof(float));
+                         m->spec, method);
+    memset(params, 0, m->arch.param_count * sizeof(float));
     if (zeros) return 0;
     struct rng r;
     rng_seed(&r, seed, 0x1417);
-    for (int i = 0; i < m->layer_count; i++) {
-        const struct layer *l = &m->layers[i];
-        if (l->kind != LAYER_DENSE && l->kind != LAYER_CONV) continue;
+    for (int i = 0; i < m->arch.layer_count; i++) {
+        const struct model_layer *l = &m->arch.layers[i];
+        if (l->kind != MODEL_LAYER_DENSE && l->kind != MODEL_LAYER_CONV) continue;
         size_t weights = l->bias_offset - l->weight_offset;
-        double area = l->kind == LAYER_CONV ? (double)l->kernel * l->kernel : 1.0;
+        double area = l->kind == MODEL_LAYER_CONV ? (double)l->kernel * l->kernel : 1.0;
         double fan_in = l->in_c * area, fan_out = l->out_c * area;
         double bound = (he && l->relu) ? sqrt(6.0 / fan_in) : sqrt(6.0 / (fan_in + fan_out));
         fill_uniform(&r, params + l->weight_offset, weights, bound);
@@ -502,8 +329,8 @@ static void relu_mask(float *dy, const float *y, size_t n)
 
 /* ---- dense ---- */
 
-static void dense_forward(const struct layer *l, const float *params, const float *x, float *y,
-                          int batch)
+static void dense_forward(const struct model_layer *l, const float *params, const float *x,
+                          float *y, int batch)
 {
     int in = (int)l->in_size, out = (int)l->out_size;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in,
@@ -512,7 +339,7 @@ static void dense_forward(const struct layer *l, const float *params, const floa
 }
 
 /* dy is masked in place; dx may be NULL for the first layer. */
-static void dense_backward(const struct model *m, const struct layer *l, const float *params,
+static void dense_backward(const struct model *m, const struct model_layer *l, const float *params,
                            const float *x, const float *y, float *dy, float *grad, float *dx,
                            int batch)
 {
@@ -536,7 +363,7 @@ static void dense_backward(const struct model *m, const struct layer *l, const f
  * W[COUT][K] x col then writes the chunk's output columns in place. The
  * model input B x 1 x 28 x 28 already is this layout (one channel). */
 
-static int conv_patch(const struct layer *l)
+static int conv_patch(const struct model_layer *l)
 {
     return l->in_c * l->kernel * l->kernel;
 }
@@ -547,7 +374,7 @@ struct conv_chunk {
 };
 
 /* Output columns ox whose input column ox + kx - pad falls inside [0, w). */
-static void valid_columns(const struct layer *l, int kx, int *lo, int *hi)
+static void valid_columns(const struct model_layer *l, int kx, int *lo, int *hi)
 {
     int shift = kx - l->pad;
     *lo = shift < 0 ? -shift : 0;
@@ -556,7 +383,7 @@ static void valid_columns(const struct layer *l, int kx, int *lo, int *hi)
 }
 
 /* Output rows oy whose input row oy + ky - pad falls inside [0, h). */
-static void valid_rows(const struct layer *l, int ky, int *lo, int *hi)
+static void valid_rows(const struct model_layer *l, int ky, int *lo, int *hi)
 {
     int shift = ky - l->pad;
     *lo = shift < 0 ? -shift : 0;
@@ -570,10 +397,10 @@ static void valid_rows(const struct layer *l, int ky, int *lo, int *hi)
  * one fast memset instead of a few tiny ones per image row); col2im, the
  * adjoint, adds col back into the planes. Always inlined with `gather`
  * constant, so each use keeps its own tight loop. */
-static inline __attribute__((always_inline)) void window_row(const struct layer *l,
+static inline __attribute__((always_inline)) void window_row(const struct model_layer *l,
                                                              float *restrict plane,
-                                                             float *restrict col, int count,
-                                                             int ky, int kx, bool gather)
+                                                             float *restrict col, int count, int ky,
+                                                             int kx, bool gather)
 {
     int x_lo, x_hi, y_lo, y_hi, ow = l->out_w, iw = l->in_w;
     valid_columns(l, kx, &x_lo, &x_hi);
@@ -582,7 +409,8 @@ static inline __attribute__((always_inline)) void window_row(const struct layer 
     int width = x_hi - x_lo, in_x = x_lo + kx - l->pad;
     for (int b = 0; b < count; b++) {
         for (int oy = y_lo; oy < y_hi; oy++) {
-            float *restrict p = plane + (size_t)b * in_plane + (size_t)(oy + ky - l->pad) * iw + in_x;
+            float *restrict p =
+                plane + (size_t)b * in_plane + (size_t)(oy + ky - l->pad) * iw + in_x;
             float *restrict c = col + (size_t)b * out_plane + (size_t)oy * ow + x_lo;
             if (gather)
                 for (int j = 0; j < width; j++)
@@ -594,7 +422,7 @@ static inline __attribute__((always_inline)) void window_row(const struct layer 
     }
 }
 
-static void im2col(const struct layer *l, const float *in, float *col, struct conv_chunk c)
+static void im2col(const struct model_layer *l, const float *in, float *col, struct conv_chunk c)
 {
     size_t cols = (size_t)c.count * l->out_h * l->out_w, plane = (size_t)l->in_h * l->in_w;
     int k = l->kernel;
@@ -607,9 +435,8 @@ static void im2col(const struct layer *l, const float *in, float *col, struct co
     }
 }
 
-
 /* Writes the chunk's samples of dx (zeroed first) from d col. */
-static void col2im(const struct layer *l, const float *col, float *dx, struct conv_chunk c)
+static void col2im(const struct model_layer *l, const float *col, float *dx, struct conv_chunk c)
 {
     size_t cols = (size_t)c.count * l->out_h * l->out_w, plane = (size_t)l->in_h * l->in_w;
     int k = l->kernel;
@@ -635,7 +462,7 @@ static void bias_relu_planes(float *y, int channels, size_t n, const float *b, i
 static void conv_forward(struct model *m, int index, const float *params, const float *x, float *y,
                          int batch)
 {
-    const struct layer *l = &m->layers[index];
+    const struct model_layer *l = &m->arch.layers[index];
     int pixels = l->out_h * l->out_w, n = batch * pixels, patch = conv_patch(l);
     int step = conv_chunk(l, batch, m->keep_columns);
     float *col = m->keep_columns ? m->columns[index] : m->col;
@@ -656,7 +483,7 @@ static void conv_forward(struct model *m, int index, const float *params, const 
 static void conv_backward(struct model *m, int index, const float *params, const float *x,
                           float *dy, float *grad, float *dx, int batch, int masked)
 {
-    const struct layer *l = &m->layers[index];
+    const struct model_layer *l = &m->arch.layers[index];
     int pixels = l->out_h * l->out_w, n = batch * pixels, patch = conv_patch(l);
     int step = conv_chunk(l, batch, m->keep_columns);
     float *col = m->keep_columns ? m->columns[index] : m->col;
@@ -680,7 +507,7 @@ static void conv_backward(struct model *m, int index, const float *params, const
 }
 
 /* Max pooling with window = stride = 2 over C x B planes. */
-static void pool_forward(const struct layer *l, const float *x, float *y, int batch)
+static void pool_forward(const struct model_layer *l, const float *x, float *y, int batch)
 {
     size_t planes = (size_t)l->in_c * batch;
     int w = l->in_w;
@@ -703,8 +530,8 @@ static void pool_forward(const struct layer *l, const float *x, float *y, int ba
  * once so dx needs no separate clearing. With relu_below, x is a ReLU output
  * and a window whose max is 0 gets no gradient: that is the ReLU's mask,
  * applied here on a quarter of the elements instead of in a pass of its own. */
-static void pool_backward(const struct layer *l, const float *x, const float *y, const float *dy,
-                          float *dx, int batch, int relu_below)
+static void pool_backward(const struct model_layer *l, const float *x, const float *y,
+                          const float *dy, float *dx, int batch, int relu_below)
 {
     size_t planes = (size_t)l->in_c * batch;
     int w = l->in_w;
@@ -732,7 +559,7 @@ static void pool_backward(const struct layer *l, const float *x, const float *y,
 }
 
 /* C x B x HW -> B x (C*HW): each sample's features in (c, y, x) order. */
-static void flatten_forward(const struct layer *l, const float *x, float *y, int batch)
+static void flatten_forward(const struct model_layer *l, const float *x, float *y, int batch)
 {
     size_t plane = (size_t)l->in_h * l->in_w;
     for (int c = 0; c < l->in_c; c++)
@@ -741,7 +568,7 @@ static void flatten_forward(const struct layer *l, const float *x, float *y, int
                    plane * sizeof(float));
 }
 
-static void flatten_backward(const struct layer *l, const float *dy, float *dx, int batch)
+static void flatten_backward(const struct model_layer *l, const float *dy, float *dx, int batch)
 {
     size_t plane = (size_t)l->in_h * l->in_w;
     for (int c = 0; c < l->in_c; c++)
@@ -772,13 +599,13 @@ static void softmax_xent(const float *logits, const int32_t *labels, int batch, 
 static const float *forward(struct model *m, const float *params, const float *x, int batch)
 {
     const float *in = x;
-    for (int i = 0; i < m->layer_count; i++) {
-        const struct layer *l = &m->layers[i];
-        if (l->kind == LAYER_DENSE)
+    for (int i = 0; i < m->arch.layer_count; i++) {
+        const struct model_layer *l = &m->arch.layers[i];
+        if (l->kind == MODEL_LAYER_DENSE)
             dense_forward(l, params, in, m->act[i], batch);
-        else if (l->kind == LAYER_CONV)
+        else if (l->kind == MODEL_LAYER_CONV)
             conv_forward(m, i, params, in, m->act[i], batch);
-        else if (l->kind == LAYER_POOL)
+        else if (l->kind == MODEL_LAYER_POOL)
             pool_forward(l, in, m->act[i], batch);
         else
             flatten_forward(l, in, m->act[i], batch);
@@ -790,22 +617,23 @@ static const float *forward(struct model *m, const float *params, const float *x
 /* A conv layer whose ReLU mask the pool above it applies (pool_backward). */
 static int relu_masked_by_pool(const struct model *m, int i)
 {
-    return i + 1 < m->layer_count && m->layers[i + 1].kind == LAYER_POOL && m->layers[i].relu;
+    return i + 1 < m->arch.layer_count && m->arch.layers[i + 1].kind == MODEL_LAYER_POOL &&
+           m->arch.layers[i].relu;
 }
 
 /* Expects the d loss / d logits in m->delta[0]. */
 static void backward(struct model *m, const float *params, const float *x, float *grad, int batch)
 {
     float *dy = m->delta[0], *dx = m->delta[1];
-    for (int i = m->layer_count - 1; i >= 0; i--) {
-        const struct layer *l = &m->layers[i];
+    for (int i = m->arch.layer_count - 1; i >= 0; i--) {
+        const struct model_layer *l = &m->arch.layers[i];
         const float *in = i ? m->act[i - 1] : x;
         float *dx_or_null = i ? dx : NULL;
-        if (l->kind == LAYER_DENSE)
+        if (l->kind == MODEL_LAYER_DENSE)
             dense_backward(m, l, params, in, m->act[i], dy, grad, dx_or_null, batch);
-        else if (l->kind == LAYER_CONV)
+        else if (l->kind == MODEL_LAYER_CONV)
             conv_backward(m, i, params, in, dy, grad, dx_or_null, batch, relu_masked_by_pool(m, i));
-        else if (l->kind == LAYER_POOL)
+        else if (l->kind == MODEL_LAYER_POOL)
             pool_backward(l, in, m->act[i], dy, dx, batch, i > 0 && relu_masked_by_pool(m, i - 1));
         else
             flatten_backward(l, dy, dx, batch);
@@ -822,7 +650,7 @@ static int check_labels(const struct model *m, const int32_t *labels, size_t n, 
     for (size_t i = 0; i < n; i++)
         if (labels[i] < 0 || labels[i] >= classes)
             return kern_fail(err, errlen, "model \"%s\": label %d of sample %zu is outside 0..%d",
-                        m->spec, (int)labels[i], i, classes - 1);
+                             m->spec, (int)labels[i], i, classes - 1);
     return 0;
 }
 

@@ -44,7 +44,7 @@ int optim_method_parse(const char *name, enum optim_method *out, char *err, size
         }
     }
     return kern_fail(err, errlen, "optimizer \"%s\" is unknown (sgd, momentum, nesterov, adam)",
-                name ? name : "");
+                     name ? name : "");
 }
 
 void optim_config_default(struct optim_config *cfg, enum optim_method method)
@@ -68,12 +68,12 @@ static int config_check(const struct optim_config *c, char *err, size_t errlen)
     /* Written as negated ranges so that NaN fails every test. */
     if (!(c->lr >= 0.0f) || !(c->weight_decay >= 0.0f))
         return kern_fail(err, errlen, "%s: lr %g and weight_decay %g must be >= 0", name, c->lr,
-                    c->weight_decay);
+                         c->weight_decay);
     if (!(c->momentum >= 0.0f && c->momentum < 1.0f))
         return kern_fail(err, errlen, "%s: momentum %g is outside [0, 1)", name, c->momentum);
     if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f))
         return kern_fail(err, errlen, "%s: beta1 %g and beta2 %g must be in [0, 1)", name, c->beta1,
-                    c->beta2);
+                         c->beta2);
     if (!(c->eps > 0.0f)) return kern_fail(err, errlen, "%s: eps %g must be > 0", name, c->eps);
     return 0;
 }
@@ -89,7 +89,7 @@ static int state_alloc(struct optim *o, char *err, size_t errlen)
     o->steps = 0;
     if ((first && !o->first) || (second && !o->second))
         return kern_fail(err, errlen, "%s: cannot allocate state for %zu parameters",
-                    optim_method_name(o->cfg.method), o->n);
+                         optim_method_name(o->cfg.method), o->n);
     return 0;
 }
 
@@ -175,7 +175,7 @@ int optim_step(struct optim *o, float *params, const float *grad, size_t n, char
 {
     if (n != o->n)
         return kern_fail(err, errlen, "%s: step on %zu parameters, state is for %zu",
-                    optim_method_name(o->cfg.method), n, o->n);
+                         optim_method_name(o->cfg.method), n, o->n);
     o->steps++;
     switch (o->cfg.method) {
     case OPTIM_SGD:

@@ -1,8 +1,8 @@
-/* cuda/cuda_backend.h — the C interface between kernels/device.c and the
+/* cuda/cuda_backend.h — the C interface between kernels/cuda_backend.c and the
  * CUDA module libhiernet_cuda.so (the .cu files of kernels/cuda/).
  *
  * The module exports one symbol, hiernet_cuda_ops(), returning a table of
- * functions; device.c finds it with dlsym and checks abi and size before
+ * functions; kernels/device_probe.c finds it with dlsym and checks abi and size before
  * using anything, so a stale module from another build is refused rather
  * than called with the wrong layout. All pointers named x, y, params, grad,
  * first, second are device memory; names starting with host_ are host

@@ -1,6 +1,6 @@
 /* cuda/optim.cu — sgd, momentum, nesterov and adam updates on device
  * buffers, one grid-stride kernel per method over the element functions of
- * elementwise.h. The state arrays belong to the caller (kernels/device.c
+ * elementwise.h. The state arrays belong to the caller (kernels/cuda_backend.c
  * keeps them per optimizer); the method numbers are enum optim_method
  * (only the enum is used from optim.h: the module links no hiernet code). */
 #include "kernels/cuda/cuda_internal.h"

@@ -142,7 +142,20 @@ HIERNET_PEER=$PWD/garbage-peer.sh \
   expect_exit 0 "garbling peer" -- "$HN" run start.lua --out r-garbage --quiet
 grep -q "start false after 0\.[0-9] s" out.txt && ok || bad "garbling peer start: $(cat out.txt)"
 grep -q "stop after [23]\.[0-9] s" out.txt && ok || bad "garbling peer is killed at the stop deadline: $(cat out.txt)"
-sleep 0.2
+# Killed peers may take a moment to leave the process table: poll, 5 s at most.
+for _ in $(seq 100); do [[ -z $(ps -eo args= | grep -E "^sleep 30\.73[12]") ]] && break; sleep 0.05; done
 [[ -z $(ps -eo args= | grep -E "^sleep 30\.73[12]") ]] && ok || bad "a misbehaving peer survived its run"
+
+# --- the controller library's messages go to the run's log.txt, and not to
+# a --quiet stderr: a peer that sends a well-formed msgpack value that is no
+# RPC message (the array [9]) is reported and ignored ---
+printf '#!/bin/sh\nprintf "\\221\\011" >&3\nexec sleep 30.733\n' > odd-peer.sh
+chmod +x odd-peer.sh
+HIERNET_PEER=$PWD/odd-peer.sh HIERNET_START_TIMEOUT=1 \
+  expect_exit 0 "odd peer" -- "$HN" run start.lua --out r-odd --quiet
+grep -q "node 'clistart_n1': malformed message" r-odd/log.txt && ok ||
+  bad "library message missing from log.txt: $(cat r-odd/log.txt)"
+grep -q "malformed message" err.txt && bad "--quiet run printed a library message: $(cat err.txt)" || ok
+for _ in $(seq 100); do [[ -z $(ps -eo args= | grep -E "^sleep 30\.733") ]] && break; sleep 0.05; done
 
 report

@@ -1,5 +1,5 @@
 /* fuzz_protocol.c — libFuzzer target for the control-protocol reader
- * (peer/protocol.c), the decoder every peer runs on its control channel.
+ * (proto/protocol.c), the decoder every peer runs on its control channel.
  *
  * Each input is decoded twice: all at once, and fed in small chunks whose
  * size the input's first byte picks. Both must give the same sequence of
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 
 #define FUZZ_MAX_MESSAGE 4096
 /* Every outcome consumes at least one byte, so inputs below this never hit it. */

@@ -3,11 +3,12 @@
  * when the CUDA module itself is built).
  *
  * It exports the same hiernet_cuda_ops table (same ABI number and size, so
- * kernels/device.c loads it through $HIERNET_CUDA_MODULE like the real one)
+ * kernels/device_probe.c loads it through $HIERNET_CUDA_MODULE like the real one)
  * and computes on the CPU: vectors with kernels/cpu/vec.c, models (dense
  * stacks and cnn:lenet) with kernels/cpu/model.c, optimizer steps with the element functions the
  * GPU kernels use (kernels/elementwise.h). So a "cuda" context or peer runs every CUDA code
- * path of device.c and of the peer, with results that can be compared with the cpu ones.
+ * path of kernels/cuda_backend.c and of the peer, with results that can be compared with the cpu
+ * ones.
  *
  * What makes it a test rather than a second CPU backend: "device memory" is a
  * tracked pool. Every buffer this module hands out is registered and
@@ -253,7 +254,7 @@ static int sgemm(struct kern_cuda_ctx *c, int ta, int tb, int m, int n, int k, f
 /* ---- models: kernels/cpu/model.c on pool memory ----
  *
  * Dense stacks and cnn:lenet alike wrap the CPU model of the same spec, so
- * the cuda paths of device.c and of the peer see the CPU's results. The GPU
+ * the cuda paths of kernels/cuda_backend.c and of the peer see the CPU's results. The GPU
  * passes themselves (dense_pass.cuh, lenet_pass.cuh) are checked against
  * that same CPU code by tests/unit/test_cuda_host.cu. */
 

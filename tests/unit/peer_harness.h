@@ -18,12 +18,14 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "peer/protocol.h"
+#include "common/clock.h"
+#include "proto/protocol.h"
 #include "tests/unit/check.h"
 
 #define HARNESS_NUMS 32
@@ -82,13 +84,6 @@ struct harness_peer {
     struct harness_note notes[HARNESS_NOTES];
     int n_notes;
 };
-
-static inline double harness_now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 /* Finds hiernet-peer or skips the test. */
 static inline void harness_init(void)
@@ -637,12 +632,12 @@ static inline bool harness_exited(int status, int code)
  * it when it did not exit in time. */
 static inline int harness_wait_exit(struct harness_peer *p, double timeout_ms)
 {
-    double deadline = harness_now_ms() + timeout_ms;
+    double deadline = mono_ms() + timeout_ms;
     int status;
     for (;;) {
         pid_t r = waitpid(p->pid, &status, WNOHANG);
         if (r == p->pid) return status;
-        if (r < 0 || harness_now_ms() > deadline) break;
+        if (r < 0 || mono_ms() > deadline) break;
         struct timespec tick = {0, 5 * 1000 * 1000};
         nanosleep(&tick, NULL);
     }
@@ -675,6 +670,103 @@ static inline const char *harness_finish(struct harness_peer *p, int code, doubl
     CHECK_MSG(!strstr(log, "runtime error") && !strstr(log, "Sanitizer"), "%s log:\n%s", p->node,
               log);
     return log;
+}
+
+/* ---- waiting for a condition ---- */
+
+/* Tests order events by waiting for the state they need, polled every 2 ms
+ * up to a deadline, never by a fixed sleep that is too short on a loaded
+ * host and wasted on an idle one. Each returns whether the state came. */
+
+/* One of p's "stats" counters (a COMMAND_NOW: answered even while p
+ * computes); -1 when the call failed. Not for in_order peers. */
+static inline double harness_stat(struct harness_peer *p, const char *key)
+{
+    struct harness_reply r;
+    double v = harness_call(p, &r, "stats", "") ? harness_num(&r, key) : -1;
+    harness_reply_free(&r);
+    return v;
+}
+
+static inline void harness_tick(void)
+{
+    struct timespec tick = {0, 2 * 1000 * 1000};
+    nanosleep(&tick, NULL);
+}
+
+/* Until p's stats counter key exceeds floor (e.g. bytes_sent: a send has
+ * started, its snapshot taken). */
+static inline bool harness_wait_stat_above(struct harness_peer *p, const char *key, double floor,
+                                           double timeout_ms)
+{
+    double deadline = mono_ms() + timeout_ms;
+    while (harness_stat(p, key) <= floor) {
+        if (mono_ms() > deadline) return false;
+        harness_tick();
+    }
+    return true;
+}
+
+/* p's user + system CPU time in ms (/proc/PID/stat), -1 when unreadable. */
+static inline double harness_cpu_ms(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    unsigned long long utime, stime;
+    if (!p ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+        return -1;
+    return (double)(utime + stime) * 1e3 / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Until p has used cpu_ms more CPU than now: a job it was given is running. */
+static inline bool harness_wait_busy(const struct harness_peer *p, double cpu_ms, double timeout_ms)
+{
+    double deadline = mono_ms() + timeout_ms, start = harness_cpu_ms(p->pid);
+    while (harness_cpu_ms(p->pid) < start + cpu_ms) {
+        if (start < 0 || mono_ms() > deadline) return false;
+        harness_tick();
+    }
+    return true;
+}
+
+/* Until p's log holds needle. */
+static inline bool harness_wait_log(const struct harness_peer *p, const char *needle,
+                                    double timeout_ms)
+{
+    double deadline = mono_ms() + timeout_ms;
+    static char log[1 << 16];
+    for (;;) {
+        FILE *f = fopen(p->log_path, "r");
+        size_t n = f ? fread(log, 1, sizeof log - 1, f) : 0;
+        if (f) fclose(f);
+        log[n] = '\0';
+        if (strstr(log, needle)) return true;
+        if (mono_ms() > deadline) return false;
+        harness_tick();
+    }
+}
+
+/* Until the bytes waiting on p's control channel reach at least min_bytes
+ * and stop growing (the peer has filled the socket buffers and holds the
+ * rest: backpressure). */
+static inline bool harness_wait_backlog(const struct harness_peer *p, int min_bytes,
+                                        double timeout_ms)
+{
+    double deadline = mono_ms() + timeout_ms;
+    int last = -1, now = 0, still = 0;
+    while (still < 5) {
+        if (ioctl(p->fd, FIONREAD, &now) < 0 || mono_ms() > deadline) return false;
+        still = now >= min_bytes && now == last ? still + 1 : 0;
+        last = now;
+        harness_tick();
+    }
+    return true;
 }
 
 /* Closes the control channel, expects exit 0, returns the peer's log. */

@@ -124,8 +124,11 @@ static int raw_connect(const struct harness_peer *p)
 /* A frame header for count floats to tensor `as` (prefix included). */
 static size_t frame_header_for(uint8_t *buf, const char *from, const char *as, int64_t count)
 {
-    struct frame_header h = {.type = FRAME_TENSOR, .id = 1, .count = (uint64_t)count,
-                             .bytes = (uint64_t)count * 4, .version = 1};
+    struct frame_header h = {.type = FRAME_TENSOR,
+                             .id = 1,
+                             .count = (uint64_t)count,
+                             .bytes = (uint64_t)count * 4,
+                             .version = 1};
     snprintf(h.from, sizeof h.from, "%s", from);
     snprintf(h.as, sizeof h.as, "%s", as);
     return frame_encode(&h, buf, 600);
@@ -226,6 +229,7 @@ static void test_peers(void)
     close(early);
     set_book(&c, secret, 3, names, addrs); /* now c reads on: the early member's tensor */
     HCALL_OK(&c, &r, "wait", "tensor:s timeout:f", "early", 10.0); /* it is read on, async */
+    harness_reply_free(&r); /* its arrivals list, when the transfer landed as it waited */
     HCALL_OK(&c, &r, "norm", "x:s", "early");
     CHECK_NEAR(harness_num(&r, "value"), sqrt(100000.0), 1e-2);
     if (member >= 0) close(member);

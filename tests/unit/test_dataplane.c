@@ -262,14 +262,13 @@ static void test_receive_while_computing(struct harness_peer *a)
     const char *names[] = {"slow"}, *addrs[] = {harness_data_addr(&slow)};
     set_peers(a, 1, names, addrs);
     make_random(a, "busy", 1023, 256, 3);
-    double t0 = harness_now_ms();
+    double t0 = mono_ms();
     uint32_t job = harness_request(&slow, "tensor", "name:s size:i fill:f", "big", 8LL << 20, 1.0);
-    struct timespec pause = {0, 50 * 1000 * 1000};
-    nanosleep(&pause, NULL);
+    CHECK(harness_wait_busy(&slow, 10, 5000)); /* the job is computing */
     HCALL_OK(a, &r, "send", "tensor:s to:s", "busy", "slow");
-    double sent = harness_now_ms() - t0;
+    double sent = mono_ms() - t0;
     CHECK(harness_wait(&slow, job, &r) && r.ok);
-    double computed = harness_now_ms() - t0;
+    double computed = mono_ms() - t0;
     printf("slow peer: send done after %.0f ms, its compute job after %.0f ms\n", sent, computed);
     CHECK_MSG(sent < computed - 200, "send %.0f ms, compute %.0f ms", sent, computed);
     harness_stop(&slow);
@@ -285,9 +284,9 @@ static void test_peer_death(void)
     CHECK(harness_start(&d, "d", "127.0.7.5", NULL));
     make_random(&c, "big", 4095, 4096, 1);
     kill(d.pid, SIGSTOP); /* d stops reading: the transfer stalls in its buffers */
+    double sent = harness_stat(&c, "bytes_sent");
     uint32_t id = harness_request(&c, "send", "tensor:s to_addr:s", "big", harness_data_addr(&d));
-    struct timespec pause = {0, 200 * 1000 * 1000};
-    nanosleep(&pause, NULL);
+    CHECK(harness_wait_stat_above(&c, "bytes_sent", sent, 5000)); /* in flight */
     kill(d.pid, SIGKILL);
     CHECK(harness_wait(&c, id, &r) && !r.ok);
     CHECK_CONTAINS(r.error, "send: to 127.0.7.5:");
@@ -300,11 +299,13 @@ static void test_peer_death(void)
 
     CHECK(harness_start(&d, "d", "127.0.7.5", NULL));
     kill(d.pid, SIGSTOP);
+    sent = harness_stat(&c, "bytes_sent");
     harness_request(&c, "send", "tensor:s to_addr:s", "big", harness_data_addr(&d));
-    nanosleep(&pause, NULL);
+    CHECK(harness_wait_stat_above(&c, "bytes_sent", sent, 5000));
     harness_stop(&c); /* exit 0 with the send pending, no leak reports */
     kill(d.pid, SIGCONT);
-    nanosleep(&pause, NULL); /* d drains what c's orphaned socket still sends */
+    /* d drains what c's orphaned socket still sends, then sees it close. */
+    CHECK(harness_wait_log(&d, "connection closed by the other end inside a frame", 10000));
     HCALL_OK(&d, &r, "ping", "");
     const char *log = harness_stop(&d);
     CHECK_CONTAINS(log, "connection closed by the other end inside a frame");

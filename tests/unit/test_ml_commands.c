@@ -50,7 +50,7 @@ static void test_fashion_mnist(const struct plan *plan)
     struct harness_peer p;
     struct harness_reply r;
     CHECK(harness_start(&p, "trainer", "127.0.8.1", NULL));
-    double t0 = harness_now_ms();
+    double t0 = mono_ms();
     HCALL_OK(&p, &r, "dataset", "name:s split:s shard:i shards:i partition:s seed:i",
              "fashion-mnist", "train", 1LL, (long long)plan->shards, "shuffle", 3LL);
     CHECK(harness_num(&r, "samples") == 60000 / plan->shards && harness_num(&r, "total") == 60000);
@@ -70,7 +70,7 @@ static void test_fashion_mnist(const struct plan *plan)
     printf("fashion-mnist via peer commands: %d steps on %d samples, last loss %.3f, test "
            "accuracy %.4f -> %.4f (%lld samples), %.1f s\n",
            steps, 60000 / plan->shards, loss, before, accuracy, plan->eval_limit,
-           (harness_now_ms() - t0) / 1e3);
+           (mono_ms() - t0) / 1e3);
     CHECK_MSG(accuracy > plan->target, "accuracy %.4f <= %.2f", accuracy, plan->target);
     HCALL_OK(&p, &r, "optim", "model:s lr:f", "m", 0.02); /* keeps momentum */
     CHECK(harness_num(&r, "steps") == steps + 1);

@@ -370,10 +370,8 @@ static void test_pipelined_output(struct harness_peer *p)
     for (int i = 0; i < N; i++) {
         uint32_t id = harness_request(p, "read", "tensor:s", "bulk");
         if (i == 0) first = id;
-        if (i == N / 2) {
-            struct timespec pause = {0, 100 * 1000 * 1000}; /* let the peer fill its buffer */
-            nanosleep(&pause, NULL);
-        }
+        if (i == N / 2) /* the peer fills the socket buffers and holds the rest */
+            CHECK(harness_wait_backlog(p, 1 << 16, 5000));
     }
     int good = 0;
     for (int i = 0; i < N; i++) {
@@ -393,14 +391,13 @@ static void test_dilation(void)
     struct harness_peer p;
     CHECK(peer_start(&p, (const char *[]){"--dilation", "4", NULL}));
     struct harness_reply r;
-    double t0 = harness_now_ms();
+    double t0 = mono_ms();
     uint32_t first = harness_request(&p, "tensor", "name:s size:i fill:f", "big", 4000000LL, 1.0);
     uint32_t second = harness_request(&p, "norm", "x:s", "big");
     CHECK(harness_read_reply(&p, &r) && r.msgid == first && r.ok);
     double ms = harness_f64(&r, "ms"), cpu = harness_f64(&r, "cpu_ms");
     CHECK(harness_read_reply(&p, &r) && r.msgid == second && r.ok);
-    double real = harness_now_ms() - t0, ms2 = harness_f64(&r, "ms"),
-           cpu2 = harness_f64(&r, "cpu_ms");
+    double real = mono_ms() - t0, ms2 = harness_f64(&r, "ms"), cpu2 = harness_f64(&r, "cpu_ms");
     CHECK_MSG(ms >= cpu * 0.98 && ms <= cpu * 1.5 + 0.5, "ms %g (emulated), cpu_ms %g at D=4", ms,
               cpu);
     CHECK_MSG(real >= 4 * (cpu + cpu2) * 0.95, "real %g ms for %g + %g ms of CPU at D=4", real, cpu,
@@ -420,13 +417,12 @@ static void test_exit_while_computing(void)
     CHECK(peer_start(&p, (const char *[]){"--speed", "0.0001", NULL}));
     harness_request(&p, "tensor", "name:s size:i fill:f", "big", 4000000LL, 1.0);
     harness_request(&p, "norm", "x:s", "big"); /* still queued at exit */
-    struct timespec pause = {0, 50 * 1000 * 1000};
-    nanosleep(&pause, NULL);
-    double t0 = harness_now_ms();
+    CHECK(harness_wait_busy(&p, 20, 5000));    /* the tensor job is computing */
+    double t0 = mono_ms();
     close(p.fd);
     p.fd = -1;
     harness_finish(&p, 0, 3000);
-    CHECK_MSG(harness_now_ms() - t0 < 2000, "exit took %.0f ms", harness_now_ms() - t0);
+    CHECK_MSG(mono_ms() - t0 < 2000, "exit took %.0f ms", mono_ms() - t0);
 }
 
 static void test_fatal_stream(const void *bytes, size_t n, const char *want_log)

@@ -5,6 +5,7 @@
  * silent or is not a template at all gives a clear error in bounded time. */
 #include "check.h"
 
+#include "common/clock.h"
 #include "controller/peer_client.h"
 #include "controller/peer_template.h"
 
@@ -18,13 +19,6 @@
 #include <unistd.h>
 
 static char peer_path[4096];
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Field 4 of /proc/PID/stat: the parent's pid. */
 static pid_t parent_of(pid_t pid)
@@ -93,8 +87,9 @@ static void test_peer_is_a_working_child(void)
     read_command_line(pid, line, sizeof line);
     CHECK_CONTAINS(line, "hiernet-peer --control-fd 3 --node tpl1 --data-port 0");
     peer_client_close(pc); /* EOF: the peer exits by itself */
-    double t0 = now_s();
-    while (!peer_client_exited(pc) && now_s() - t0 < 5) ev_run(ev_default_loop(0), EVRUN_ONCE);
+    double t0 = mono_s();
+    while (!peer_client_exited(pc) && mono_s() - t0 < 5)
+        ev_run(ev_default_loop(0), EVRUN_ONCE);
     CHECK(peer_client_exited(pc));
     peer_client_free(pc);
 }
@@ -126,7 +121,8 @@ static void test_many_requests(void)
     }
     CHECK_MSG(started == N, "%d of %d started: %s", started, N, err);
     peer_template_stop(t);
-    for (int i = 0; i < N; i++) close(ours[i]);
+    for (int i = 0; i < N; i++)
+        close(ours[i]);
     int clean = 0;
     for (int i = 0; i < N; i++) {
         int status;
@@ -155,9 +151,9 @@ static const char *script(const char *name, const char *body)
 /* Asks one peer of `path`; returns how long the failure took, err set. */
 static double failing_template(const char *path, double timeout_s, char *err, size_t errlen)
 {
-    double t0 = now_s();
+    double t0 = mono_s();
     struct peer_template *t = peer_template_start(path, err, errlen);
-    if (!t) return now_s() - t0;
+    if (!t) return mono_s() - t0;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return -1;
     const char *args[] = {"--node", "bad", NULL};
@@ -166,7 +162,7 @@ static double failing_template(const char *path, double timeout_s, char *err, si
     if (id >= 0) CHECK(peer_template_pid(t, id, timeout_s, err, errlen) < 0);
     peer_template_stop(t);
     close(sv[0]);
-    return now_s() - t0;
+    return mono_s() - t0;
 }
 
 static void test_broken_templates(void)

@@ -1,7 +1,7 @@
-/* test_protocol.c — the control-protocol codec (peer/protocol.{h,c}):
+/* test_protocol.c — the control-protocol codec (proto/protocol.{h,c}):
  * round trips, streaming (truncation, byte-by-byte), limits, malformed
  * envelopes, method lookup and the typed argument getters. */
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 #include "tests/unit/check.h"
 
 #include <stdint.h>

@@ -5,6 +5,7 @@
  * is never swept, a reused pid (wrong start time) is never killed, listed
  * paths off a cgroup file system are left alone; with root, real cgroups are
  * removed and a process the run does not list is never killed. */
+#include "common/clock.h"
 #include "controller/registry.h"
 #include "tests/unit/check.h"
 #include "topo/cgroup.h"
@@ -122,13 +123,6 @@ static void shift_start_times(const char *run_id, long long delta)
     if (f) fputs(out, f), fclose(f);
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* ---- tests ---- */
 
 static void test_proc_identity(void)
@@ -145,7 +139,8 @@ static void test_proc_identity(void)
     pid_t child = fork();
     if (child == 0) _exit(0);
     struct registry_proc zombie;
-    usleep(50000);
+    siginfo_t exited; /* wait until the child has exited, leaving it unreaped */
+    CHECK(waitid(P_PID, (id_t)child, &exited, WEXITED | WNOWAIT) == 0);
     CHECK(registry_proc_read(child, &zombie) == 0); /* exited, not reaped */
     CHECK(!registry_proc_alive(&zombie));
     CHECK(registry_proc_open(&zombie) < 0);
@@ -348,14 +343,14 @@ static void test_cost(void)
     struct registry *reg = registry_open("big", NULL, err, sizeof err);
     CHECK(reg != NULL);
     if (!reg) return;
-    double t0 = now_ms();
+    double t0 = mono_ms();
     for (int i = 0; i < 1000; i++) {
         snprintf(node, sizeof node, "t%d", i);
         if (registry_add_node(reg, "big", node, getpid(), 4026532000UL + i, err, sizeof err) < 0)
             CHECK_MSG(0, "%s", err);
     }
     CHECK(registry_commit(reg, err, sizeof err) == 0);
-    double ms = now_ms() - t0;
+    double ms = mono_ms() - t0;
     printf("1000 nodes registered and committed in %.2f ms\n", ms);
     CHECK_MSG(ms < 50, "%.1f ms", ms);
 

@@ -34,6 +34,8 @@ static void path_names(struct topo_network *net, struct topo_routing *r, int a, 
 {
     int path[64];
     int n = topo_routing_path(net, r, a, b, path, 64);
+    CHECK_MSG(n <= 64, "path of %d nodes", n);
+    if (n > 64) n = 64;
     out[0] = '\0';
     for (int i = 0; i < n; i++) {
         if (i) strncat(out, ",", cap - strlen(out) - 1);
@@ -251,8 +253,42 @@ static void test_star_on_one_segment(void)
     topo_network_free(net);
 }
 
+/* A segment of any length: 100 switches in a row between two hosts (the
+ * path walk once stopped at 64 and cut the path without a word), and a
+ * buffer too small is told by the return, as with snprintf. */
+static void test_long_switch_chain(void)
+{
+    struct topo_network *net = net_new();
+    int a = host(net, "a"), prev = a;
+    char name[16];
+    for (int i = 0; i < 100; i++) {
+        snprintf(name, sizeof name, "s%d", i);
+        int s = sw(net, name);
+        link_ms(net, prev, s, 1);
+        prev = s;
+    }
+    int b = host(net, "b");
+    link_ms(net, prev, b, 1);
+    CHECK(topo_assign_addresses(net, err, sizeof err) == 0);
+    struct topo_routing r;
+    CHECK(topo_routing_compute(net, &r, err, sizeof err) == 0);
+    int path[128], small[64];
+    int n = topo_routing_path(net, &r, a, b, path, 128);
+    CHECK_MSG(n == 102, "%d nodes", n);
+    CHECK(n == 102 && path[0] == a && path[1] == 1 && path[100] == prev && path[101] == b);
+    bool in_order = n == 102;
+    for (int i = 1; in_order && i <= 100; i++)
+        in_order = path[i] == i; /* s0 is node 1 */
+    CHECK(in_order);
+    CHECK(topo_routing_path(net, &r, b, a, path, 128) == 102 && path[1] == prev && path[101] == a);
+    CHECK(topo_routing_path(net, &r, a, b, small, 64) == 102 && small[63] == 63);
+    topo_routing_free(&r);
+    topo_network_free(net);
+}
+
 int main(void)
 {
+    test_long_switch_chain();
     test_star_on_one_segment();
     test_addresses_and_names();
     test_shortest_by_delay_then_hops();

@@ -100,7 +100,8 @@ static void test_wait_any_first_finisher(void)
 static void test_wait_all(void)
 {
     expect_out("local ts = {}\n"
-               "for i = 1, 4 do ts[i] = hn.spawn(function() hn.sleep(0.01 * (5 - i)) return i * i end) end\n"
+               "for i = 1, 4 do ts[i] = hn.spawn(function() hn.sleep(0.01 * (5 - i)) return i * i "
+               "end) end\n"
                "out = table.concat(hn.wait_all(ts), ',')",
                "1,4,9,16");
 }
@@ -159,8 +160,8 @@ static void test_stale_token(void)
     env_open(&e);
     /* _prepare/_park expose tokens; keep the first one and wake it late. */
     enum sched_outcome o = run_main(&e, "tok = hn._prepare()\n"
-                                        "hn._wake(tok)\n"  /* not parked yet: refused */
-                                        "hn._park()\n");    /* parks under tok */
+                                        "hn._wake(tok)\n" /* not parked yet: refused */
+                                        "hn._park()\n");  /* parks under tok */
     CHECK(o == SCHED_RUNNING);
     lua_getglobal(e.L, "tok");
     uint64_t v = (uint64_t)lua_tointeger(e.L, -1);
@@ -171,7 +172,7 @@ static void test_stale_token(void)
     CHECK(sched_wake(e.s, tok, push_marker, "fresh"));
     CHECK(!sched_wake(e.s, tok, push_marker, "again")); /* queued already, not waiting */
     sched_drain(e.s);                                   /* what the loop's prepare does */
-    CHECK(!sched_wake(e.s, tok, push_marker, "late")); /* the task has finished */
+    CHECK(!sched_wake(e.s, tok, push_marker, "late"));  /* the task has finished */
     CHECK(sched_main_outcome(e.s) == SCHED_DONE);
     env_close(&e);
 }

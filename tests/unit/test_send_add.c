@@ -202,9 +202,9 @@ static void test_add_into_held(void)
     HCALL_OK(a, &r, "tensor", "name:s size:i fill:f", "one", n, 2.0);
     HCALL_OK(a, &r, "tensor", "name:s size:i fill:f", "part", 5LL, 4.0);
     kill(c->pid, SIGSTOP); /* c stops reading: b's send stalls with its snapshot held */
+    double sent = harness_stat(b, "bytes_sent");
     uint32_t id = harness_request(b, "send", "tensor:s to:s", "held", "c");
-    struct timespec pause = {0, 100 * 1000 * 1000};
-    nanosleep(&pause, NULL);
+    CHECK(harness_wait_stat_above(b, "bytes_sent", sent, 5000)); /* the send has begun */
     HCALL_OK(a, &r, "send", "tensor:s to:s as:s add:b", "one", "b", "held", 1);
     HCALL_OK(a, &r, "send", "tensor:s to:s as:s at:i add:b", "part", "b", "held", 10LL, 1);
     kill(c->pid, SIGCONT);

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "kernels/dataset.h"
 #include "kernels/model.h"
 #include "kernels/optim.h"
@@ -28,13 +29,6 @@ struct plan {
     size_t eval;   /* test samples evaluated */
     double target; /* accuracy to pass */
 };
-
-static double seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static int open_split(const char *split, int shards, const char *cache, struct dataset **ds)
 {
@@ -92,7 +86,7 @@ static void train(const struct plan *plan, const char *cache)
     static int32_t y[BATCH];
     CHECK(model_init(m, params, NULL, 1, err, sizeof err) == 0);
 
-    double start = seconds(), loss_sum = 0, test_loss = 0;
+    double start = mono_s(), loss_sum = 0, test_loss = 0;
     size_t steps = dataset_size(train_ds) * plan->epochs / BATCH;
     for (size_t step = 1; step <= steps; step++) {
         float loss;
@@ -108,12 +102,12 @@ static void train(const struct plan *plan, const char *cache)
             loss_sum = 0;
         }
     }
-    double train_s = seconds() - start;
+    double train_s = mono_s() - start;
     double accuracy = evaluate(m, params, test_ds, plan->eval, &test_loss);
     printf("mlp:784-128-10 %s lr %g, %zu train samples x %d epochs, %zu steps of %d: test "
            "accuracy %.4f (loss %.4f) on %zu samples; train %.1f s, total %.1f s\n",
            optim_method_name(plan->method), plan->lr, dataset_size(train_ds), plan->epochs, steps,
-           BATCH, accuracy, test_loss, plan->eval, train_s, seconds() - start);
+           BATCH, accuracy, test_loss, plan->eval, train_s, mono_s() - start);
     CHECK_MSG(accuracy > plan->target, "accuracy %.4f <= %.2f", accuracy, plan->target);
     free(params);
     free(grad);

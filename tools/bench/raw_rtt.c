@@ -2,6 +2,8 @@
  * small message over a bare socketpair between two processes, blocking
  * read/write, no codec, no event loop. Prints "median_us p99_us".
  * Usage: bench_raw_rtt [ITERATIONS] */
+#include "common/clock.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +16,7 @@
 
 static double now_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+    return mono_s() * 1e6;
 }
 
 static int cmp_double(const void *a, const void *b)

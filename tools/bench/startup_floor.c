@@ -25,6 +25,9 @@
  * at that moment in one batch.
  * Needs root. Exit 77 without it (the bench says why), 1 on a failure. */
 #define _GNU_SOURCE
+
+#include "common/clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/if_link.h>
@@ -44,13 +47,6 @@
 
 #define BATCH 128
 #define MSG_BYTES 256
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void die(const char *what)
 {
@@ -228,14 +224,14 @@ static int floor_main(const char *topo, size_t n, unsigned threads)
     int *fds = calloc(count, sizeof *fds);
     if (!fds) die("calloc");
     raise_fd_limit(count);
-    double t0 = now_s();
+    double t0 = mono_s();
     namespaces(fds, count, threads);
-    double t1 = now_s();
+    double t1 = mono_s();
     veths(fds, a, b, links);
-    double t2 = now_s();
+    double t2 = mono_s();
     for (size_t i = 0; i < count; i++)
         close(fds[i]);
-    double t3 = now_s();
+    double t3 = mono_s();
     printf("floor %s %zu %.4f %.4f %.4f %.4f\n", topo, n, t2 - t0, t1 - t0, t2 - t1, t3 - t2);
     free(a);
     free(b);
@@ -255,14 +251,14 @@ static double probe_us(void)
 {
     pthread_t t;
     int error = 0;
-    double t0 = now_s();
+    double t0 = mono_s();
     if (pthread_create(&t, NULL, probe_thread, &error) != 0) die("pthread_create");
     pthread_join(t, NULL);
     if (error) {
         errno = error;
         die("unshare(CLONE_NEWNET)");
     }
-    return (now_s() - t0) * 1e6;
+    return (mono_s() - t0) * 1e6;
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -291,18 +287,18 @@ static double base_us(void)
 
 static int settle_main(double timeout_s)
 {
-    double base = base_us(), t0 = now_s(), first_fast = -1;
-    while (now_s() - t0 < timeout_s) {
-        double t = now_s();
+    double base = base_us(), t0 = mono_s(), first_fast = -1;
+    while (mono_s() - t0 < timeout_s) {
+        double t = mono_s();
         if (probe_us() < 2 * base + 500) {
             if (first_fast < 0) first_fast = t;
-            if (now_s() - first_fast >= SETTLE_SPAN_S) break;
+            if (mono_s() - first_fast >= SETTLE_SPAN_S) break;
         } else {
             first_fast = -1;
         }
         usleep(5000);
     }
-    printf("%.4f\n", (first_fast >= 0 ? first_fast : now_s()) - t0);
+    printf("%.4f\n", (first_fast >= 0 ? first_fast : mono_s()) - t0);
     return 0;
 }
 

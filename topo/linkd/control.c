@@ -1,5 +1,6 @@
 /* control.c — MessagePack-RPC methods of hiernet-linkd (see control.h). */
 #include "topo/linkd/control.h"
+#include "common/container.h"
 #include "peer/privdrop.h"
 #include "topo/linkd/tap.h"
 
@@ -12,8 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 typedef int (*control_handler)(struct linkd_control *c, struct proto_args *a, uint32_t msgid,
                                char *err, size_t errlen);

@@ -1,6 +1,6 @@
 /* control.h — the control channel of hiernet-linkd.
  *
- * Provides the MessagePack-RPC server (peer/protocol codec) on the socketpair
+ * Provides the MessagePack-RPC server (proto/protocol codec) on the socketpair
  * fd the controller passed with --control-fd. Methods (params and results are
  * maps; rates in bit/s, times in microseconds, loss as a fraction 0..1):
  *
@@ -31,7 +31,7 @@
  * its TAPs vanish, persistent ones with their namespaces. */
 #pragma once
 
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 #include "topo/linkd/forward.h"
 
 #include <ev.h>

@@ -14,6 +14,8 @@
  * earliest; a timerfd is used instead of an ev_timer because libev's epoll
  * backend rounds timeouts to whole milliseconds. */
 #include "topo/linkd/forward.h"
+#include "common/clock.h"
+#include "common/container.h"
 #include "topo/linkd/tap.h"
 
 #include <errno.h>
@@ -32,8 +34,6 @@
 #define VIRTIO_NET_HDR_GSO_UDP_L4 5
 #endif
 
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
-
 #define VNET_HDR_LEN ((uint32_t)sizeof(struct virtio_net_hdr))
 #define ETH_MIN_FRAME 60u /* without FCS; shorter frames are padded on the wire */
 #define ETH_HEADER 14u
@@ -44,9 +44,7 @@
 
 int64_t linkd_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return mono_ns();
 }
 
 /* ---- parameters ---- */

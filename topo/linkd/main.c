@@ -4,9 +4,9 @@
  * forwarding context (forward.h) and the control channel (control.h), and
  * exits when the controller's end of the control socketpair closes, which
  * closes every TAP and so removes the devices, or leaves persistent ones to
- * their namespaces (tap.h; DESIGN.md, "Processes"). It runs without new
- * privileges from the start and gives up root when the controller says
- * every link is made (drop_root, control.h).
+ * their namespaces (tap.h; docs/design-notes.md, "Peers and linkd give up root after setup"). It
+ * runs without new privileges from the start and gives up root when the controller says every link
+ * is made (drop_root, control.h).
  *
  *   hiernet-linkd --control-fd N [--cpu CPU] [--priority P]
  */

@@ -11,7 +11,7 @@
  * Used by the netns tests and tools/bench/linkd.
  *
  *   hn-linkd-ctl PATH-TO-hiernet-linkd [linkd args...] */
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 
 #include <ctype.h>
 #include <errno.h>

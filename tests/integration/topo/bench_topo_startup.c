@@ -54,8 +54,7 @@ static int make_links(struct nl_sock *host, struct topo_netns *ns, size_t n)
 
 /* Node i's two routes: default via the next node, host route back to the
  * previous one. */
-static void ring_routes(size_t i, size_t n, struct topo_nl_route *route,
-                        struct topo_nl_route *back)
+static void ring_routes(size_t i, size_t n, struct topo_nl_route *route, struct topo_nl_route *back)
 {
     size_t previous = (i + n - 1) % n;
     *route = (struct topo_nl_route){
@@ -122,15 +121,15 @@ int main(int argc, char **argv)
     host = topo_nl_open(err, sizeof err);
     CHECK_MSG(host != NULL, "%s", err);
 
-    t0 = helper_now();
+    t0 = mono_s();
     CHECK_MSG(topo_netns_create_many(ns, n, flags, 0, err, sizeof err) == 0, "%s", err);
-    t_ns = helper_now();
+    t_ns = mono_s();
     CHECK_MSG(make_links(host, ns, n) == 0, "%s", err);
-    t_links = helper_now();
+    t_links = mono_s();
     for (size_t i = 0; i < n && !failed; i++)
         failed = configure_node(&ns[i], i, n);
     CHECK_MSG(!failed, "%s", err);
-    t_config = helper_now();
+    t_config = mono_s();
     /* Spot check: node 0 reaches node 1's address and back (farther nodes
      * answer along the ring's other side, more hops than a TTL allows). */
     uint32_t far = htonl(node_addr(1));
@@ -142,18 +141,18 @@ int main(int argc, char **argv)
     struct topo_netns small[100];
     CHECK_MSG(topo_netns_create_many(small, 100, flags, 0, err, sizeof err) == 0, "%s", err);
     CHECK_MSG(make_links(host, small, 100) == 0, "%s", err);
-    double t_small1 = helper_now();
+    double t_small1 = mono_s();
     for (size_t i = 0; i < 100 && !failed; i++)
         failed = configure_node_unbatched(&small[i], i, 100);
     CHECK_MSG(!failed, "%s", err);
-    t_one = (helper_now() - t_small1) / 100;
+    t_one = (mono_s() - t_small1) / 100;
     for (size_t i = 0; i < 100; i++)
         topo_netns_close(&small[i]);
 
-    double t_close0 = helper_now();
+    double t_close0 = mono_s();
     for (size_t i = 0; i < n; i++)
         topo_netns_close(&ns[i]);
-    t_close = helper_now() - t_close0;
+    t_close = mono_s() - t_close0;
     topo_nl_close(host);
 
     printf("namespaces:   %zu in %.3f s (%.0f us each, lo, socket)\n", n, t_ns - t0,

@@ -19,13 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
-
-static inline double helper_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "common/clock.h"
 
 static inline void helper_require_root(const char *why)
 {
@@ -65,7 +59,7 @@ static inline int helper_wait(pid_t pid, double deadline)
 {
     int status;
     while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (helper_now() > deadline) {
+        if (mono_s() > deadline) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             return -1;
@@ -82,14 +76,14 @@ static inline int helper_run(int ns_fd, char *const argv[], char *out, size_t ou
 {
     int pipe_fds[2];
     size_t used = 0;
-    double deadline = helper_now() + timeout_s;
+    double deadline = mono_s() + timeout_s;
 
     if (pipe2(pipe_fds, O_CLOEXEC) < 0) return -1;
     pid_t pid = helper_spawn(ns_fd, argv, pipe_fds[1]);
     close(pipe_fds[1]);
     for (;;) {
         struct pollfd p = {.fd = pipe_fds[0], .events = POLLIN};
-        int left_ms = (int)((deadline - helper_now()) * 1000);
+        int left_ms = (int)((deadline - mono_s()) * 1000);
         if (left_ms <= 0 || poll(&p, 1, left_ms) <= 0) break;
         char scratch[4096];
         char *dst = used + 1 < outlen ? out + used : scratch;
@@ -133,7 +127,7 @@ static inline double helper_iperf3(int server_ns, int client_ns, const char *add
     if (p && (p = strstr(p, "\"bits_per_second\":")))
         bps = strtod(p + strlen("\"bits_per_second\":"), NULL);
     kill(pid, SIGTERM);
-    helper_wait(pid, helper_now() + 5);
+    helper_wait(pid, mono_s() + 5);
     return bps;
 }
 

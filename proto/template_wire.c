@@ -1,5 +1,5 @@
 /* template_wire.c — controller <-> peer template messages (see template_wire.h). */
-#include "peer/template_wire.h"
+#include "proto/template_wire.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -27,7 +27,9 @@ int peer_template_send_request(int sock, uint32_t id, const char *const *args, i
     } control;
     memset(&control, 0, sizeof control);
     struct iovec iov = {buf, len};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = control.space,
                          .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
     struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
     cmsg->cmsg_level = SOL_SOCKET;
@@ -79,7 +81,9 @@ int peer_template_recv_request(int sock, struct peer_template_request *req)
         struct cmsghdr align;
     } control;
     struct iovec iov = {req->buf, sizeof req->buf};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = control.space,
                          .msg_controllen = sizeof control.space};
     ssize_t len = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
     if (len <= 0) return (int)len;
@@ -89,7 +93,8 @@ int peer_template_recv_request(int sock, struct peer_template_request *req)
     req->netns_fd = fds[1];
     memcpy(&req->id, req->buf, (size_t)len >= sizeof req->id ? sizeof req->id : 0);
     if (nfds == 0 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || !split_args(req, (size_t)len)) {
-        for (size_t i = 0; i < nfds; i++) close(fds[i]);
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
         return errno = EBADMSG, -1;
     }
     return 1;

@@ -1,5 +1,5 @@
 /* protocol.c — MessagePack-RPC codec of the control channel (see protocol.h). */
-#include "peer/protocol.h"
+#include "proto/protocol.h"
 
 #include <errno.h>
 #include <stdio.h>
