@@ -215,7 +215,8 @@ unsigned durable_trim_partial_lines(const char *dir)
     unsigned cut = 0;
     struct dirent *e;
     while (d && (e = readdir(d)))
-        if (e->d_name[0] != '.' && is_results_text(e->d_name)) cut += trim_file(dirfd(d), e->d_name);
+        if (e->d_name[0] != '.' && is_results_text(e->d_name))
+            cut += trim_file(dirfd(d), e->d_name);
     if (d) closedir(d);
     return cut;
 }

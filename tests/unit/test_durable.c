@@ -153,9 +153,12 @@ static void test_trim(void)
     memset(big, 'x', sizeof big);
     big[4000] = '\n';
     big[sizeof big - 1] = '\0';
-    const struct { const char *name, *text; size_t want; } cases[] = {
-        {"a.csv", "h\n1,2\n3,", 6}, {"b.csv", "h\n", 2}, {"c.csv", "partial", 0},
-        {"log.txt", big, 4001},      {"note.md", "no newline", 10},
+    const struct {
+        const char *name, *text;
+        size_t want;
+    } cases[] = {
+        {"a.csv", "h\n1,2\n3,", 6}, {"b.csv", "h\n", 2},           {"c.csv", "partial", 0},
+        {"log.txt", big, 4001},     {"note.md", "no newline", 10},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char path[160];
