@@ -14,13 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
 #include <time.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* How long to wait after EOF for the exit status, so the failure message can
  * say how the peer died; bounded well under the 100 ms promise. */
@@ -37,7 +36,7 @@ struct peer_client {
     struct ev_loop *loop;
     char node[64];
     pid_t pid;
-    int fd; /* -1 once closed */
+    int fd;             /* -1 once closed */
     bool output_broken; /* a write failed: reading on until EOF */
     bool exited;
     int wait_status;
@@ -164,8 +163,9 @@ static void describe_exit(struct peer_client *pc)
         snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': peer exited with status %d",
                  pc->node, WEXITSTATUS(st));
     else if (WIFSIGNALED(st))
-        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': peer killed by signal %d (%s)",
-                 pc->node, WTERMSIG(st), strsignal(WTERMSIG(st)));
+        snprintf(pc->gone_reason, sizeof pc->gone_reason,
+                 "node '%s': peer killed by signal %d (%s)", pc->node, WTERMSIG(st),
+                 strsignal(WTERMSIG(st)));
 }
 
 /* The peer vanished (EOF or error on the channel) or exited: fail its calls. */
@@ -338,8 +338,8 @@ static void flush_output(struct peer_client *pc)
 {
     if (pc->output_broken) return output_broken(pc);
     while (pc->out_sent < pc->out.size) {
-        ssize_t n = send(pc->fd, pc->out.data + pc->out_sent, pc->out.size - pc->out_sent,
-                         MSG_NOSIGNAL);
+        ssize_t n =
+            send(pc->fd, pc->out.data + pc->out_sent, pc->out.size - pc->out_sent, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN) {
@@ -388,75 +388,6 @@ int peer_client_call(struct peer_client *pc, const char *method, const char *par
     /* With a backlog the write watcher is already running and keeps order. */
     if (!ev_is_active(&pc->write_watcher)) flush_output(pc);
     return 0;
-}
-
-/* ---- synchronous calls (set-up) ---- */
-
-struct sync_call {
-    bool done;
-    peer_reply_fn cb;
-    void *ctx;
-};
-
-static void on_sync_reply(void *ctx, const char *error, const msgpack_object *result)
-{
-    struct sync_call *sc = ctx;
-    sc->done = true;
-    sc->cb(sc->ctx, error, result);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* One poll round: flush what is pending, read and dispatch what arrived. */
-static int sync_step(struct peer_client *pc, double remaining)
-{
-    struct pollfd pfd = {pc->fd, POLLIN | (pc->out_sent < pc->out.size ? POLLOUT : 0), 0};
-    int rc = poll(&pfd, 1, (int)(remaining * 1000) + 1);
-    if (rc < 0 && errno != EINTR) return -1;
-    if (rc <= 0) return 0;
-    if (pfd.revents & POLLOUT) flush_output(pc);
-    if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) on_readable(pc->loop, &pc->read_watcher, 0);
-    return 0;
-}
-
-int peer_client_call_sync(struct peer_client *pc, const char *method, const char *params,
-                          size_t params_len, double timeout_s, peer_reply_fn cb, void *ctx,
-                          char *err, size_t errlen)
-{
-    struct sync_call sc = {false, cb, ctx};
-    if (peer_client_call(pc, method, params, params_len, on_sync_reply, &sc, err, errlen) < 0)
-        return -1;
-    double deadline = now_s() + timeout_s;
-    while (!sc.done && pc->fd >= 0 && now_s() < deadline)
-        if (sync_step(pc, deadline - now_s()) < 0) break;
-    if (sc.done) return 0;
-    if (pc->fd >= 0) {
-        snprintf(pc->gone_reason, sizeof pc->gone_reason,
-                 "node '%s': no reply to %s within %.1f s", pc->node, method, timeout_s);
-    } else if (!pc->exited) {
-        /* The channel closed: give the child a moment to be reaped so the
-         * error can say how it died rather than that it was slow. */
-        int st;
-        for (int i = 0; i < 50 && !pc->exited; i++) {
-            if (waitpid(pc->pid, &st, WNOHANG) == pc->pid) {
-                ev_child_stop(pc->loop, &pc->child_watcher);
-                pc->exited = true;
-                pc->wait_status = st;
-                describe_exit(pc);
-            } else {
-                usleep(1000);
-            }
-        }
-    }
-    /* The pending entry still points at sc on our stack: fail it now. */
-    channel_lost(pc);
-    snprintf(err, errlen, "%s", pc->gone_reason[0] ? pc->gone_reason : "peer exited");
-    return -1;
 }
 
 /* ---- lifecycle ---- */

@@ -103,7 +103,8 @@ static void template_gone(struct peer_template *t)
 {
     int status = 0;
     pid_t got = 0;
-    for (int i = 0; i < 100 && (got = waitpid(t->pid, &status, WNOHANG)) == 0; i++) usleep(1000);
+    for (int i = 0; i < 100 && (got = waitpid(t->pid, &status, WNOHANG)) == 0; i++)
+        usleep(1000);
     char why[96] = "it exited";
     if (got == t->pid) {
         t->reaped = true;
@@ -193,12 +194,12 @@ int peer_template_request(struct peer_template *t, const char *const *args, int 
     return -1;
 }
 
-pid_t peer_template_pid(struct peer_template *t, int id, double timeout_s, char *err,
-                        size_t errlen)
+pid_t peer_template_pid(struct peer_template *t, int id, double timeout_s, char *err, size_t errlen)
 {
     double deadline = now_s() + timeout_s;
     struct template_result *res = &t->results[id];
-    while (!res->done && !t->broken && now_s() < deadline) read_replies(t, deadline - now_s());
+    while (!res->done && !t->broken && now_s() < deadline)
+        read_replies(t, deadline - now_s());
     if (res->done && res->pid > 0) return res->pid;
     if (res->done)
         snprintf(err, errlen, "peer template: %s: %s", res->step, strerror(res->error));
@@ -212,6 +213,28 @@ pid_t peer_template_pid(struct peer_template *t, int id, double timeout_s, char 
         snprintf(err, errlen, "peer template: %s", why);
     }
     return -1;
+}
+
+int peer_template_fd(const struct peer_template *t)
+{
+    return t->sock;
+}
+
+void peer_template_poll(struct peer_template *t)
+{
+    read_replies(t, 0);
+}
+
+bool peer_template_settled(const struct peer_template *t)
+{
+    return t->broken || t->n_replies == t->n_requests;
+}
+
+void peer_template_expire(struct peer_template *t, double timeout_s)
+{
+    char why[80];
+    snprintf(why, sizeof why, "no reply within %.1f s", timeout_s);
+    template_break(t, why);
 }
 
 void peer_template_stop(struct peer_template *t)

@@ -32,16 +32,18 @@ struct l_network {
     /* start: pings outstanding and the first failure */
     int outstanding;
     task_token start_tok;
+    bool building;         /* netrun_build in flight: the loop runs meanwhile */
+    bool stop_after_build; /* net:stop() (or the run's end) came during the build */
     ev_timer start_deadline;
     char start_error[512];
     /* stop: tasks waiting for the peers to exit */
     task_token *stop_waiters;
     size_t n_stop_waiters;
     ev_timer stop_deadline;
-    struct l_proc *procs; /* programs started in nodes, ended at stop */
-    double phase_t0;      /* real time the start's build or the stop ended / began */
-    int *overload_ids;    /* per node: its entry in the run's overload account, -1 none */
-    int listeners_ref;        /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
+    struct l_proc *procs;       /* programs started in nodes, ended at stop */
+    double phase_t0;            /* real time the start's build or the stop ended / began */
+    int *overload_ids;          /* per node: its entry in the run's overload account, -1 none */
+    int listeners_ref;          /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
     unsigned char **partitions; /* each partition in place: per node its group (1, 2) or 0 */
     size_t n_partitions;
 };
@@ -56,14 +58,14 @@ struct l_proc {
     struct l_network *net;
     struct proc *proc; /* NULL once the network released it */
     char node[TOPO_NAME_MAX];
-    int self_ref;      /* anchors the handle while the program runs */
+    int self_ref; /* anchors the handle while the program runs */
     bool done;
     int status;
     int out_ref, err_ref;
     task_token *waiters;
     size_t n_waiters;
     pid_t pid;
-    char registry_name[32]; /* "@prog<pid>" while listed in the run registry */
+    char registry_name[32];     /* "@prog<pid>" while listed in the run registry */
     struct l_proc *prev, *next; /* in net->procs while the program runs */
 };
 
@@ -75,7 +77,7 @@ struct l_link {
 struct call {
     struct sched *sched;
     task_token tok;
-    const char *kind; /* "node" or "link": how error messages name the object */
+    const char *kind;             /* "node" or "link": how error messages name the object */
     char node[2 * TOPO_NAME_MAX]; /* a node's name, or a link's "a-b" */
     char method[32];
     struct overload *overload; /* node calls: the run's overload account, or NULL */

@@ -82,7 +82,7 @@ void lnet_check_options(lua_State *L, int i, const char *const *allowed, const c
 }
 
 const char *lnet_opt_string(lua_State *L, int i, const char *key, const char *dflt,
-                              const char *what)
+                            const char *what)
 {
     lua_getfield(L, i, key);
     const char *v = dflt;
@@ -188,8 +188,10 @@ static int l_network_new(lua_State *L)
     }
     const char *addr_base = lnet_opt_string(L, 1, "addr_base", NULL, "hn.network");
     if (addr_base && b == TOPO_BACKEND_NONE) /* said, not silently dropped */
-        hn_logf(rt, "network '%s': addr_base '%s' is not used by backend none (its peers get "
-                    "loopback addresses)", name, addr_base);
+        hn_logf(rt,
+                "network '%s': addr_base '%s' is not used by backend none (its peers get "
+                "loopback addresses)",
+                name, addr_base);
     if (addr_base && topo_set_addr_base(net->topo, addr_base, err, sizeof err) < 0) {
         topo_network_free(net->topo);
         free(net);
@@ -417,7 +419,8 @@ static void finish_stop(struct l_network *net)
     size_t n = net->n_stop_waiters;
     net->stop_waiters = NULL;
     net->n_stop_waiters = 0;
-    for (size_t i = 0; i < n; i++) sched_wake(net->rt->sched, waiters[i], NULL, NULL);
+    for (size_t i = 0; i < n; i++)
+        sched_wake(net->rt->sched, waiters[i], NULL, NULL);
     free(waiters);
 }
 
@@ -452,6 +455,11 @@ static int start_k(lua_State *L, int status, lua_KContext ctx)
 {
     struct l_network *net = check_network(L, 1);
     ev_timer_stop(net->rt->loop, &net->start_deadline);
+    if (!net->run) { /* the build failed: nothing is left, it may start again */
+        luaL_unref(L, LUA_REGISTRYINDEX, net->self_ref);
+        net->self_ref = LUA_NOREF;
+        return luaL_error(L, "%s", net->start_error);
+    }
     if (net->start_error[0]) {
         stop_begin(net); /* with its deadline: a hung peer is killed, not waited for */
         return luaL_error(L, "network '%s': start failed: %s", net->topo->name, net->start_error);
@@ -463,7 +471,6 @@ static int start_k(lua_State *L, int status, lua_KContext ctx)
     return 0;
 }
 
-
 /* Pings every peer concurrently: start returns once all answer. */
 /* A peer that is alive but never answers must not hang the start: fail it
  * and close the channels, which fails the calls still out and wakes us. */
@@ -472,8 +479,8 @@ static void on_start_deadline(EV_P_ ev_timer *w, int revents)
     struct l_network *net =
         (struct l_network *)((char *)w - offsetof(struct l_network, start_deadline));
     if (!net->start_error[0])
-        snprintf(net->start_error, sizeof net->start_error,
-                 "%d peer(s) did not answer within %g s", net->outstanding, start_deadline_s());
+        snprintf(net->start_error, sizeof net->start_error, "%d peer(s) did not answer within %g s",
+                 net->outstanding, start_deadline_s());
     close_peers(net);
 }
 
@@ -494,22 +501,22 @@ static bool call_every_peer(struct l_network *net, const char *method, const cha
     return true;
 }
 
-/* Gives every peer the network's data secret, all at once: start returns
- * when every peer has answered. (Addresses come later, before a peer's
- * first send to a node: netrun_tell_address.) */
-static int tell_secret_all(lua_State *L, struct l_network *net)
+/* Gives every peer the network's data secret, all at once: the starting
+ * task wakes when every peer has answered. (Addresses come later, before a
+ * peer's first send to a node: netrun_tell_address.) */
+static void tell_secret_all(struct l_network *net)
 {
     msgpack_sbuffer *secret = &net->rt->scratch;
     secret->size = 0;
     netrun_pack_peer_secret(net->run, secret);
     net->outstanding = 0;
     call_every_peer(net, "peers", secret->data, secret->size);
-    if (net->outstanding == 0) return start_k(L, LUA_OK, 0);
-    /* Replies only arrive from the loop, after this task has yielded. */
-    net->start_tok = sched_suspend(L);
+    if (net->outstanding == 0) {
+        sched_wake(net->rt->sched, net->start_tok, NULL, NULL);
+        return;
+    }
     ev_timer_init(&net->start_deadline, on_start_deadline, start_deadline_s(), 0);
     ev_timer_start(net->rt->loop, &net->start_deadline);
-    return lua_yieldk(L, 0, 0, start_k);
 }
 
 /* The run's registry entry, made at the first network start. */
@@ -578,27 +585,8 @@ static void count_overload(struct hn_runtime *rt, struct l_network *net)
     }
 }
 
-static int l_net_start(lua_State *L)
+static void log_built(struct hn_runtime *rt, struct l_network *net)
 {
-    struct l_network *net = check_network(L, 1);
-    struct hn_runtime *rt = net->rt;
-    lua_settop(L, 1);
-    if (net->state != NET_DEFINED)
-        return luaL_error(L, "network '%s': start: network is %s", net->topo->name,
-                          lnet_state_word(net->state));
-    if (net->topo->n_nodes == 0)
-        return luaL_error(L, "network '%s': start: the network has no nodes", net->topo->name);
-    if (rt->draw) return draw_instead(L, net);
-    net->topo->dilation = rt->run->dilation;
-    struct registry *reg = run_registry(rt);
-    struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg, &rt->loopback_next};
-    char err[1024];
-    bool env_error = false;
-    if (netrun_start(rt->loop, net->topo, &cfg, on_peer_exit, net, &net->run, &env_error, err,
-                     sizeof err) < 0) {
-        rt->env_failure |= env_error;
-        return luaL_error(L, "%s", err);
-    }
     if (net->topo->backend == TOPO_BACKEND_NONE && net->topo->n_links)
         hn_logf(rt, "network '%s': backend none: %zu links recorded but not emulated",
                 net->topo->name, net->topo->n_links);
@@ -609,15 +597,71 @@ static int l_net_start(lua_State *L)
     netrun_describe_start(net->run, phases, sizeof phases);
     hn_logf(rt, "network '%s': %zu nodes, %zu links built in %s", net->topo->name,
             net->topo->n_nodes, net->topo->n_links, phases);
+}
+
+/* The build's end (netrun_build), on the loop: the handshake follows, or
+ * the starting task wakes to the error. */
+static void on_built(void *ctx, struct netrun *run, bool env_error, const char *err)
+{
+    struct l_network *net = ctx;
+    struct hn_runtime *rt = net->rt;
+    net->building = false;
+    net->run = run;
+    if (!run) {
+        rt->env_failure |= env_error;
+        snprintf(net->start_error, sizeof net->start_error, "%s", err);
+        net->state = net->stop_after_build ? NET_STOPPED : NET_DEFINED;
+        if (net->stop_after_build) finish_stop(net);
+        sched_wake(rt->sched, net->start_tok, NULL, NULL);
+        return;
+    }
+    log_built(rt, net);
     net->phase_t0 = real_now();
     sample_links(rt, net->run);
     count_overload(rt, net);
     if (!rt->run->backend_used[0])
-        snprintf(rt->run->backend_used, sizeof rt->run->backend_used, "%s", netrun_backend(net->run));
+        snprintf(rt->run->backend_used, sizeof rt->run->backend_used, "%s",
+                 netrun_backend(net->run));
+    if (net->stop_after_build) { /* stopped during the build: the start fails, the stop goes on */
+        snprintf(net->start_error, sizeof net->start_error, "stopped while starting");
+        stop_begin(net);
+        sched_wake(rt->sched, net->start_tok, NULL, NULL);
+        return;
+    }
+    tell_secret_all(net);
+}
+
+static int l_net_start(lua_State *L)
+{
+    struct l_network *net = check_network(L, 1);
+    struct hn_runtime *rt = net->rt;
+    lua_settop(L, 1);
+    if (net->state != NET_DEFINED || net->building)
+        return luaL_error(L, "network '%s': start: network is %s", net->topo->name,
+                          lnet_state_word(net->building ? NET_STARTING : net->state));
+    if (net->topo->n_nodes == 0)
+        return luaL_error(L, "network '%s': start: the network has no nodes", net->topo->name);
+    if (rt->draw) return draw_instead(L, net);
+    net->topo->dilation = rt->run->dilation;
+    struct registry *reg = run_registry(rt);
+    struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg, &rt->loopback_next};
+    char err[1024];
+    bool env_error = false;
+    net->start_error[0] = '\0';
+    net->stop_after_build = false;
+    if (netrun_build(rt->loop, net->topo, &cfg, on_peer_exit, net, on_built, net, &net->run,
+                     &env_error, err, sizeof err) < 0) {
+        net->run = NULL;
+        rt->env_failure |= env_error;
+        return luaL_error(L, "%s", err);
+    }
+    net->building = true;
     lua_pushvalue(L, 1);
     net->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     net->state = NET_STARTING;
-    return tell_secret_all(L, net);
+    /* The build, then the handshake, go on from the loop; other tasks run. */
+    net->start_tok = sched_suspend(L);
+    return lua_yieldk(L, 0, 0, start_k);
 }
 
 /* ---- stop ---- */
@@ -634,6 +678,10 @@ static void on_stop_deadline(EV_P_ ev_timer *w, int revents)
 /* Closes every channel; the peers exit on EOF. Returns true when all have exited. */
 static bool stop_begin(struct l_network *net)
 {
+    if (net->building) { /* the build ends first (on_built), then the stop goes on */
+        net->stop_after_build = true;
+        return false;
+    }
     if (net->state == NET_DEFINED || net->state == NET_STOPPED) return true;
     if (net->state != NET_STOPPING) {
         net->state = NET_STOPPING;
@@ -681,7 +729,8 @@ static int l_net_index(lua_State *L)
         lua_pushstring(L, net->topo->name);
     } else if (strcmp(key, "backend") == 0) {
         /* the backend start chose once started (auto resolves), else the one asked for */
-        lua_pushstring(L, topo_backend_name(net->run ? net->topo->backend_used : net->topo->backend));
+        lua_pushstring(L,
+                       topo_backend_name(net->run ? net->topo->backend_used : net->topo->backend));
     } else if (strcmp(key, "seed") == 0) {
         lua_pushinteger(L, (lua_Integer)net->topo->seed);
     } else if (strcmp(key, "dilation") == 0) {
@@ -739,7 +788,8 @@ void l_network_draw_all(struct hn_runtime *rt)
 
 void l_network_stop_all(struct hn_runtime *rt)
 {
-    for (struct l_network *net = rt->networks; net; net = net->next) stop_begin(net);
+    for (struct l_network *net = rt->networks; net; net = net->next)
+        stop_begin(net);
 }
 
 bool l_network_all_exited(struct hn_runtime *rt)
@@ -764,11 +814,11 @@ void l_network_release_all(struct hn_runtime *rt)
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->self_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->nodes_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->listeners_ref);
-        for (size_t p = 0; p < net->n_partitions; p++) free(net->partitions[p]);
+        for (size_t p = 0; p < net->n_partitions; p++)
+            free(net->partitions[p]);
         free(net->partitions);
         topo_network_free(net->topo);
         net->topo = NULL;
         free(net);
     }
 }
-

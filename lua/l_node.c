@@ -86,6 +86,9 @@ static struct peer_client *node_client(lua_State *L, struct l_node *n, const cha
                    lnet_state_word(net->state));
     if (tn->kind != TOPO_NODE_HOST)
         luaL_error(L, "node '%s': %s: a switch runs no peer", tn->name, method);
+    if (net->building)
+        luaL_error(L, "node '%s': %s: network '%s' is still being built", tn->name, method,
+                   net->topo->name);
     return netrun_peer(net->run, n->index);
 }
 
@@ -131,9 +134,10 @@ static void check_destination(lua_State *L, struct l_node *n, const char *method
         if (target < 0 || net->nodes[target].kind != TOPO_NODE_HOST) {
             char hosts[512];
             host_names(net, hosts, sizeof hosts);
-            luaL_error(L, "node '%s': %s: param '%s': '%s' is not a %s of network '%s' (its hosts: %s)",
-                       self, method, key, name, target >= 0 ? "host (a switch runs no peer)" : "node",
-                       net->name, hosts);
+            luaL_error(
+                L, "node '%s': %s: param '%s': '%s' is not a %s of network '%s' (its hosts: %s)",
+                self, method, key, name, target >= 0 ? "host (a switch runs no peer)" : "node",
+                net->name, hosts);
         }
     } /* anything else: the peer says what it expects */
     char err[256];
@@ -274,8 +278,8 @@ static int l_node_command(lua_State *L)
     struct l_node *n = lnet_check_node(L, 1);
     if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
         return luaL_error(L, "node '%s': %s: expected a table of parameters, got %s",
-                          n->net->topo->nodes[n->index].name,
-                          lua_tostring(L, lua_upvalueindex(1)), luaL_typename(L, 2));
+                          n->net->topo->nodes[n->index].name, lua_tostring(L, lua_upvalueindex(1)),
+                          luaL_typename(L, 2));
     return node_request(L, n, lua_tostring(L, lua_upvalueindex(1)), 2);
 }
 
@@ -300,9 +304,9 @@ static int l_node_batch(lua_State *L)
 /* Peer commands of DESIGN.md and docs/lua-api.md; the peer answers "unknown
  * method" for the ones this build's peer does not implement. */
 static const char *const peer_commands[] = {
-    "ping",  "stats", "tensor", "copy", "drop",     "axpy",       "scale",
-    "sum",   "norm",  "dot",    "read", "dataset",  "model",      "grad",
-    "optim", "eval",  "send",   "wait", "compress", "decompress", "abort", NULL,
+    "ping", "stats", "tensor",   "copy",       "drop",  "axpy", "scale", "sum",
+    "norm", "dot",   "read",     "dataset",    "model", "grad", "optim", "eval",
+    "send", "wait",  "compress", "decompress", "abort", NULL,
 };
 
 /* ---- node handle ---- */
@@ -377,4 +381,3 @@ void lnet_create_node_meta(lua_State *L)
     lua_setfield(L, -2, "__eq");
     lua_pop(L, 1);
 }
-
