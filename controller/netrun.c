@@ -53,6 +53,7 @@ struct netrun {
     bool cgroups_made;
     char run_id[96];
     char peer_path[4096];
+    bool peer_path_given;             /* netrun_config.peer_path: always through the template */
     struct peer_template *template;   /* forks the peers at start; ends with them */
     struct privilege_identity helper; /* who peers and linkd become once set up */
     /* Proves a data connection belongs to this network (peer/data_auth.h):
@@ -98,6 +99,7 @@ struct netrun {
     bool linkd_dropping;
     ev_timer linkd_deadline;
     netrun_built_fn built;
+    netrun_phase_fn links_made;
     void *built_ctx;
 };
 
@@ -640,13 +642,13 @@ static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *
  * wrapper there (valgrind, strace, a test's fake peer) sees every peer. */
 static int request_peers(struct netrun *nr, char *err, size_t errlen)
 {
-    if (peer_client_sibling_path("hiernet-peer", "HIERNET_PEER", nr->peer_path,
-                                 sizeof nr->peer_path) < 0)
+    if (!nr->peer_path[0] && peer_client_sibling_path("hiernet-peer", "HIERNET_PEER", nr->peer_path,
+                                                      sizeof nr->peer_path) < 0)
         return snprintf(err, errlen, "cannot locate the hiernet-peer executable"), -1;
     for (size_t i = 0; i < nr->net->n_nodes; i++)
         nr->peers[i] = (struct netrun_peer){nr, (int)i, NULL, -1, NULL};
     const char *wrapper = getenv("HIERNET_PEER");
-    if (!(wrapper && *wrapper)) {
+    if (!(wrapper && *wrapper) || nr->peer_path_given) {
         nr->template = peer_template_start(nr->peer_path, err, errlen);
         if (!nr->template) return -1;
     }
@@ -783,6 +785,7 @@ static void links_done(struct netrun *nr)
 {
     phase_end(nr, "links");
     phase_split_kernel(nr);
+    if (nr->links_made && nr->job.rc == 0) nr->links_made(nr->built_ctx);
     if (!nr->template || (peer_template_poll(nr->template), peer_template_settled(nr->template)))
         return peers_collected(nr);
     ev_io_init(&nr->template_watcher, on_template_readable, peer_template_fd(nr->template),
@@ -847,6 +850,9 @@ int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct ne
     nr->ctx = ctx;
     nr->built = built;
     nr->built_ctx = built_ctx;
+    nr->links_made = cfg->links_made;
+    if (cfg->peer_path) snprintf(nr->peer_path, sizeof nr->peer_path, "%s", cfg->peer_path);
+    nr->peer_path_given = cfg->peer_path != NULL;
     int rc = check_devices(nr, env_error, err, errlen);
     if (rc == 0) rc = prepare_helpers(nr, env_error, err, errlen);
     bool emulated = net->backend != TOPO_BACKEND_NONE;

@@ -21,10 +21,16 @@
 struct registry;
 struct netrun;
 
+typedef void (*netrun_phase_fn)(void *ctx);
+
 struct netrun_config {
-    const char *run_id;        /* names the run's cgroups */
-    struct registry *registry; /* may be NULL */
-    uint32_t *loopback_next;   /* backend none: the run's next free 127.x.y.z (host order) */
+    const char *run_id;         /* names the run's cgroups */
+    struct registry *registry;  /* may be NULL */
+    uint32_t *loopback_next;    /* backend none: the run's next free 127.x.y.z (host order) */
+    netrun_phase_fn links_made; /* may be NULL: the links are made, the peers' forks are
+                                   being collected (called with the build's ctx) */
+    const char *peer_path;      /* hiernet-peer; NULL: next to this executable (or
+                                   HIERNET_PEER, which bypasses the peer template) */
 };
 
 typedef void (*netrun_exit_fn)(void *ctx, int node, int wait_status);

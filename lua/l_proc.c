@@ -48,7 +48,7 @@ static unsigned long namespace_inode(struct l_network *net, int node)
  * controller be SIGKILLed (registry.h, REGISTRY_PROGRAM_PREFIX). */
 static void registry_list_program(struct l_network *net, struct l_proc *lp, int node)
 {
-    struct registry *reg = net->rt->registry;
+    struct registry *reg = net->rt->life.registry;
     char err[256];
     if (!reg) return;
     snprintf(lp->registry_name, sizeof lp->registry_name, REGISTRY_PROGRAM_PREFIX "%d",
@@ -61,7 +61,7 @@ static void registry_list_program(struct l_network *net, struct l_proc *lp, int 
 
 static void registry_unlist_program(struct l_network *net, struct l_proc *lp)
 {
-    struct registry *reg = net->rt->registry;
+    struct registry *reg = net->rt->life.registry;
     char err[256];
     if (!reg || !lp->registry_name[0]) return;
     registry_remove_node(reg, net->topo->name, lp->registry_name);
@@ -94,7 +94,8 @@ static void on_proc_done(void *ctx, struct proc *p, int status, const char *out,
     lp->n_waiters = 0;
     int self = lp->self_ref;
     lp->self_ref = LUA_NOREF;
-    for (size_t i = 0; i < n; i++) sched_wake(lp->net->rt->sched, waiters[i], NULL, NULL);
+    for (size_t i = 0; i < n; i++)
+        sched_wake(lp->net->rt->sched, waiters[i], NULL, NULL);
     free(waiters);
     luaL_unref(L, LUA_REGISTRYINDEX, self); /* may let the handle be collected */
 }
@@ -265,7 +266,9 @@ static int l_proc_gc(lua_State *L)
 }
 
 static const luaL_Reg proc_methods[] = {
-    {"wait", proc_wait}, {"kill", l_proc_kill}, {NULL, NULL},
+    {"wait", proc_wait},
+    {"kill", l_proc_kill},
+    {NULL, NULL},
 };
 
 void lnet_create_proc_meta(lua_State *L)
@@ -299,4 +302,3 @@ void lnet_procs_release(struct l_network *net)
         lp->self_ref = LUA_NOREF;
     }
 }
-
