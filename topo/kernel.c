@@ -4,7 +4,11 @@
 #include "topo/netns.h"
 #include "topo/nl.h"
 
+#include <linux/rtnetlink.h>
 #include <net/if.h>
+#include <netlink/socket.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,10 +24,10 @@
 struct topo_kernel {
     const struct topo_network *net;
     const struct topo_routing *routing; /* the caller's; replayed when a link comes back up */
-    struct topo_netns *ns;          /* one per node */
-    int *ifindex_a, *ifindex_b;     /* per link: its ifindex in a's and b's namespace */
-    int *bridge_ifindex;            /* per node: its bridge (switches) */
-    struct topo_shape_plan *plan_a; /* per link: what is installed on a's end (towards b) */
+    struct topo_netns *ns;              /* one per node */
+    int *ifindex_a, *ifindex_b;         /* per link: its ifindex in a's and b's namespace */
+    int *bridge_ifindex;                /* per node: its bridge (switches) */
+    struct topo_shape_plan *plan_a;     /* per link: what is installed on a's end (towards b) */
     struct topo_shape_plan *plan_b;
     struct topo_kernel_options opts;
     bool shaped; /* qdiscs are ours to install (kernel backend) */
@@ -63,21 +67,24 @@ static struct topo_kernel *kernel_alloc(const struct topo_network *net)
         topo_kernel_destroy(k);
         return NULL;
     }
-    for (size_t i = 0; i < nn; i++) k->ns[i].fd = -1;
+    for (size_t i = 0; i < nn; i++)
+        k->ns[i].fd = -1;
     return k;
 }
 
 void topo_kernel_destroy(struct topo_kernel *k)
 {
     if (!k) return;
-    for (size_t i = 0; k->ns && i < k->net->n_nodes; i++) topo_netns_close(&k->ns[i]);
+    for (size_t i = 0; k->ns && i < k->net->n_nodes; i++)
+        topo_netns_close(&k->ns[i]);
     free(k->ns);
     free(k->ifindex_a);
     free(k->ifindex_b);
     free(k->plan_a);
     free(k->plan_b);
     free(k->bridge_ifindex);
-    for (size_t i = 0; i < k->n_partitions; i++) free(k->partitions[i]);
+    for (size_t i = 0; i < k->n_partitions; i++)
+        free(k->partitions[i]);
     free(k->partitions);
     free(k);
 }
@@ -247,9 +254,12 @@ static void add_routes(struct topo_kernel *k, int node, const struct topo_node_r
         const struct topo_route *r = &nr->routes[i];
         /* Sources are node addresses, so replies find their way back along
          * routes that only know node addresses. */
-        struct topo_nl_route rt = {r->dst, r->dst_len, r->gateway,
+        struct topo_nl_route rt = {r->dst,
+                                   r->dst_len,
+                                   r->gateway,
                                    link_ifindex_toward(k, r->link, node),
-                                   net->nodes[node].node_addr, 0};
+                                   net->nodes[node].node_addr,
+                                   0};
         topo_nl_batch_add(b, topo_nl_route_build(&rt, replace), "node %s: route to %s",
                           net->nodes[node].name,
                           r->dst_node >= 0 ? net->nodes[r->dst_node].name : "default");
@@ -346,24 +356,65 @@ static void count_not_running(const char *name, int ifindex, unsigned flags, voi
     c->example = link;
 }
 
+static int not_running_error(struct topo_kernel *k, int node, const struct running_check *c,
+                             char *err, size_t errlen)
+{
+    char what[80];
+    topo_link_describe(k->net, &k->net->links[c->example], what, sizeof what);
+    return snprintf(err, errlen,
+                    "link %s: node %s's end is not running %.0f s after it was set up "
+                    "(%d such links there)",
+                    what, k->net->nodes[node].name, RUNNING_TIMEOUT_S, c->pending),
+           -1;
+}
+
+/* Sleeps until the kernel announces a link change in the watched namespace
+ * (RTNLGRP_LINK) or `left` seconds pass, then drops the announcements: the
+ * caller lists the links again. */
+static void await_link_change(struct nl_sock *watch, double left)
+{
+    int fd = nl_socket_get_fd(watch);
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) return;
+    char buf[8192];
+    while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
+        continue;
+}
+
+/* Runs on a configure thread, never on the controller's loop. The common
+ * case costs one listing: every end already runs. Otherwise a socket in the
+ * node's namespace subscribes to its link announcements before the next
+ * listing, so no change between the two is missed, and the thread sleeps
+ * until one comes (no polling). */
 static int wait_running(struct topo_kernel *k, int node, char *err, size_t errlen)
 {
     double deadline = seconds_now() + RUNNING_TIMEOUT_S;
+    struct nl_sock *watch = NULL;
+    int rc;
     for (;;) {
         struct running_check c = {k, node, 0, -1};
-        if (topo_nl_link_list(k->ns[node].sock, count_not_running, &c, err, errlen) < 0) return -1;
-        if (c.pending == 0) return 0;
-        if (seconds_now() > deadline) {
-            char what[80];
-            topo_link_describe(k->net, &k->net->links[c.example], what, sizeof what);
-            return snprintf(err, errlen,
-                            "link %s: node %s's end is not running %.0f s after it was set up "
-                            "(%d such links there)",
-                            what, k->net->nodes[node].name, RUNNING_TIMEOUT_S, c.pending),
-                   -1;
+        rc = topo_nl_link_list(k->ns[node].sock, count_not_running, &c, err, errlen);
+        if (rc < 0 || c.pending == 0) break;
+        if (!watch) {
+            watch = topo_netns_nl_open(k->ns[node].fd, err, errlen);
+            if (!watch) return -1;
+            if (nl_socket_add_membership(watch, RTNLGRP_LINK) < 0) {
+                topo_nl_close(watch);
+                return snprintf(err, errlen, "node %s: cannot watch its links (RTNLGRP_LINK)",
+                                k->net->nodes[node].name),
+                       -1;
+            }
+            continue; /* subscribed: list again before sleeping */
         }
-        usleep(2000);
+        double left = deadline - seconds_now();
+        if (left <= 0) {
+            rc = not_running_error(k, node, &c, err, errlen);
+            break;
+        }
+        await_link_change(watch, left);
     }
+    if (watch) topo_nl_close(watch);
+    return rc < 0 ? -1 : 0;
 }
 
 int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_options *opts,
@@ -420,15 +471,15 @@ static void *configure_worker(void *p)
     struct configure_job *j = p;
     const struct topo_network *net = j->k->net;
     for (size_t i = j->first; i < net->n_nodes && j->rc == 0; i += j->step)
-        j->rc = j->pass == PASS_INTERFACES ? configure_interfaces(j->k, (int)i, j->err, sizeof j->err)
-                 : j->pass == PASS_ROUTES
-                     ? configure_routes(j->k, (int)i, j->k->routing, j->err, sizeof j->err)
-                     : wait_running(j->k, (int)i, j->err, sizeof j->err);
+        j->rc = j->pass == PASS_INTERFACES
+                    ? configure_interfaces(j->k, (int)i, j->err, sizeof j->err)
+                : j->pass == PASS_ROUTES
+                    ? configure_routes(j->k, (int)i, j->k->routing, j->err, sizeof j->err)
+                    : wait_running(j->k, (int)i, j->err, sizeof j->err);
     return NULL;
 }
 
-static int configure_pass(struct topo_kernel *k, enum configure_pass pass, char *err,
-                          size_t errlen)
+static int configure_pass(struct topo_kernel *k, enum configure_pass pass, char *err, size_t errlen)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     size_t n = cores > 1 ? (size_t)cores : 1;
@@ -482,8 +533,8 @@ int topo_kernel_add_veths(struct topo_kernel *k, char *err, size_t errlen)
 }
 
 int topo_kernel_build(const struct topo_network *net, const struct topo_routing *routing,
-                      const struct topo_kernel_options *opts, struct topo_kernel **out,
-                      char *err, size_t errlen)
+                      const struct topo_kernel_options *opts, struct topo_kernel **out, char *err,
+                      size_t errlen)
 {
     struct topo_kernel *k;
     if (topo_kernel_create(net, opts, &k, err, errlen) < 0) return -1;
@@ -528,8 +579,8 @@ static void add_blackholes(struct topo_kernel *k, int node, const unsigned char 
         if (!side[j] || side[j] == side[node] || net->nodes[j].kind != TOPO_NODE_HOST) continue;
         struct topo_nl_route rt = {.dst = net->nodes[j].node_addr, .dst_len = 32, .blackhole = 1};
         topo_nl_batch_add(b, add ? topo_nl_route_build(&rt, 1) : topo_nl_route_delete_build(&rt),
-                          "node %s: %s to %s", net->nodes[node].name,
-                          add ? "blackhole" : "heal", net->nodes[j].name);
+                          "node %s: %s to %s", net->nodes[node].name, add ? "blackhole" : "heal",
+                          net->nodes[j].name);
     }
 }
 
@@ -585,13 +636,16 @@ int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char
     k->partitions = NULL;
     k->n_partitions = 0;
     int rc = 0;
-    for (size_t p = 0; rc == 0 && p < n_was; p++) rc = partition_apply(k, was[p], false, err, errlen);
+    for (size_t p = 0; rc == 0 && p < n_was; p++)
+        rc = partition_apply(k, was[p], false, err, errlen);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         bool touched = false;
-        for (size_t p = 0; p < n_was; p++) touched = touched || was[p][i];
+        for (size_t p = 0; p < n_was; p++)
+            touched = touched || was[p][i];
         if (touched) rc = replay_routes(k, (int)i, err, errlen);
     }
-    for (size_t p = 0; p < n_was; p++) free(was[p]);
+    for (size_t p = 0; p < n_was; p++)
+        free(was[p]);
     free(was);
     return rc;
 }
