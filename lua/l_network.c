@@ -3,17 +3,17 @@
  * l_network.h). Node, link and program handles are l_node.c, l_link.c and
  * l_proc.c.
  *
- * The binding stays thin: the topology model is topo/, a started network
- * (backend, peers, cgroups, registry) controller/netrun.c, the waiting
- * lua/l_sched.c. */
+ * The binding stays thin: the topology model is topo/; a network's life
+ * cycle (build, spawn, handshake, stop, deadlines, registry, links.csv)
+ * controller/netlife.c, which this calls and which reports back through
+ * on_transition; a started network (backend, peers, cgroups)
+ * controller/netrun.c; the waiting lua/l_sched.c. */
 #include "lua/l_network.h"
 
 #include "controller/netlife.h"
 #include "controller/netrun.h"
 #include "controller/overload.h"
 #include "controller/peer_client.h"
-#include "controller/record.h"
-#include "controller/registry.h"
 #include "lua/l_net.h"
 #include "lua/runtime.h"
 #include "topo/dot.h"
@@ -21,9 +21,6 @@
 #include "topo/route.h"
 
 #include <lauxlib.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
