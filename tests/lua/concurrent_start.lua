@@ -2,9 +2,11 @@
 -- Two networks start (and later stop) at once from two tasks while a third
 -- task sleeps 50 ms at a time and records how late each wake-up is. Asserts
 -- both networks start and stop, and that the worst lateness stays well
--- below a start's duration (a start that blocked the loop would make some
--- wake-up as late as the start took). Arguments: the backend (default
--- none) and a function called with each started network;
+-- below a start's duration (a start that blocked the loop makes some
+-- wake-up about as late as the start took, every time). A busy host can
+-- delay any wake-up, so a round that misses is tried again, up to three
+-- rounds: a blocking start fails all three. Arguments: the backend
+-- (default none) and a function called with each started network;
 -- tests/integration/network/concurrent_start.lua runs it on kernel and user.
 local hn = require("hiernet")
 local backend, on_started = ...
@@ -13,7 +15,7 @@ local hosts = backend == "none" and 150 or 40
 
 local function make(name)
   local net = hn.network{ name = name, backend = backend, seed = 1 }
-  local sw = backend ~= "none" and net:switch("s") or nil
+  local sw = backend ~= "none" and net:switch(name .. "s") or nil
   for i = 1, hosts do
     local n = net:node(name .. i)
     if sw then net:link(n, sw, { bw = "1Gbit" }) end
@@ -21,20 +23,7 @@ local function make(name)
   return net
 end
 
-local running, lateness = true, { worst = 0, n = 0 }
-local ticker = hn.spawn(function()
-  while running do
-    local t0 = hn.now()
-    hn.sleep(0.05)
-    local late = hn.now() - t0 - 0.05
-    lateness.n = lateness.n + 1
-    if late > lateness.worst then lateness.worst = late end
-  end
-end)
-
-local a, b = make("ca"), make("cb")
-local took = {}
-local function start_stop(net)
+local function start_stop(net, took)
   local t0 = hn.now()
   net:start()
   took[#took + 1] = hn.now() - t0
@@ -44,15 +33,36 @@ local function start_stop(net)
   net:stop()
   assert(net:state() == "stopped", net.name .. " is " .. net:state())
 end
-hn.sleep(0.06) -- the ticker's first sleep is under way
-hn.wait_all({ hn.spawn(start_stop, a), hn.spawn(start_stop, b) })
-running = false
-ticker:wait()
 
-local slowest = math.max(took[1], took[2])
-print(string.format("concurrent_start(%s): starts %.3f s and %.3f s; %d ticks, worst lateness %.4f s",
-                    backend, took[1], took[2], lateness.n, lateness.worst))
-assert(lateness.n >= 3, "the ticker woke only " .. lateness.n .. " times")
-assert(lateness.worst < math.max(0.4 * slowest, 0.02),
-       string.format("a tick was %.4f s late while starts took %.3f s: the loop blocked",
-                     lateness.worst, slowest))
+-- One round: returns whether the ticker kept time, and what it measured.
+local function round(r)
+  local running, worst, ticks = true, 0, 0
+  local ticker = hn.spawn(function()
+    while running do
+      local t0 = hn.now()
+      hn.sleep(0.05)
+      local late = hn.now() - t0 - 0.05
+      ticks = ticks + 1
+      if late > worst then worst = late end
+    end
+  end)
+  local a, b = make("ca" .. r), make("cb" .. r)
+  local took = {}
+  hn.sleep(0.06) -- the ticker's first sleep is under way
+  hn.wait_all({ hn.spawn(start_stop, a, took), hn.spawn(start_stop, b, took) })
+  running = false
+  ticker:wait()
+  local slowest = math.max(took[1], took[2])
+  print(string.format("concurrent_start(%s) round %d: starts %.3f s and %.3f s; %d ticks, "
+                      .. "worst lateness %.4f s", backend, r, took[1], took[2], ticks, worst))
+  assert(ticks >= 3, "the ticker woke only " .. ticks .. " times")
+  return worst < math.max(0.4 * slowest, 0.02), worst, slowest
+end
+
+local ok, worst, slowest
+for r = 1, 3 do
+  ok, worst, slowest = round(r)
+  if ok then break end
+end
+assert(ok, string.format("a tick was %.4f s late while starts took %.3f s, in each of 3 rounds: "
+                         .. "the loop blocked", worst, slowest))
