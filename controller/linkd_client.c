@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LINKD_SETUP_TIMEOUT_S 5.0
-
 struct linkd_client {
     struct peer_client *pc;
     msgpack_sbuffer buf;
@@ -98,11 +96,11 @@ static msgpack_packer *begin(struct linkd_client *lc)
     return &lc->pk;
 }
 
-/* ---- link_add (synchronous) ---- */
+/* ---- set-up: link_add, drop_root (asynchronous, like the rest) ---- */
 
-struct add_reply {
-    int ifindex_a, ifindex_b;
-    char error[400];
+struct add_call {
+    linkd_added_fn cb;
+    void *ctx;
 };
 
 static int end_ifindex(const msgpack_object *result, const char *key)
@@ -118,21 +116,18 @@ static int end_ifindex(const msgpack_object *result, const char *key)
 
 static void on_add_reply(void *ctx, const char *error, const msgpack_object *result)
 {
-    struct add_reply *r = ctx;
-    if (error) {
-        snprintf(r->error, sizeof r->error, "%s", error);
-        return;
-    }
-    r->ifindex_a = end_ifindex(result, "a");
-    r->ifindex_b = end_ifindex(result, "b");
-    if (r->ifindex_a <= 0 || r->ifindex_b <= 0)
-        snprintf(r->error, sizeof r->error, "linkd: link_add reply lacks the ifindexes");
+    struct add_call c = *(struct add_call *)ctx;
+    free(ctx);
+    if (error) return c.cb(c.ctx, -1, -1, error);
+    int a = end_ifindex(result, "a"), b = end_ifindex(result, "b");
+    if (a <= 0 || b <= 0) return c.cb(c.ctx, -1, -1, "linkd: link_add reply lacks the ifindexes");
+    c.cb(c.ctx, a, b, NULL);
 }
 
 int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a,
                           const char *ifname_a, const char *ns_path_b, const char *ifname_b,
-                          const struct topo_link_params *params, uint64_t seed, int *ifindex_a,
-                          int *ifindex_b, char *err, size_t errlen)
+                          const struct topo_link_params *params, uint64_t seed, linkd_added_fn cb,
+                          void *ctx, char *err, size_t errlen)
 {
     msgpack_packer *pk = begin(lc);
     msgpack_pack_map(pk, 4 + emulation_entries(params));
@@ -143,23 +138,19 @@ int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a
     pack_end(pk, "a", ns_path_a, ifname_a);
     pack_end(pk, "b", ns_path_b, ifname_b);
     pack_emulation(pk, params);
-    struct add_reply r = {0};
-    if (peer_client_call_sync(lc->pc, "link_add", lc->buf.data, lc->buf.size, LINKD_SETUP_TIMEOUT_S,
-                              on_add_reply, &r, err, errlen) < 0)
+    struct add_call *c = malloc(sizeof *c);
+    if (!c) return snprintf(err, errlen, "out of memory"), -1;
+    *c = (struct add_call){cb, ctx};
+    if (peer_client_call(lc->pc, "link_add", lc->buf.data, lc->buf.size, on_add_reply, c, err,
+                         errlen) < 0) {
+        free(c);
         return -1;
-    if (r.error[0]) return snprintf(err, errlen, "%s", r.error), -1;
-    *ifindex_a = r.ifindex_a;
-    *ifindex_b = r.ifindex_b;
+    }
     return 0;
 }
 
-static void on_drop_reply(void *ctx, const char *error, const msgpack_object *result)
-{
-    char *out = ctx;
-    if (error) snprintf(out, 400, "%s", error);
-}
-
-int linkd_client_drop_root(struct linkd_client *lc, uid_t uid, gid_t gid, char *err, size_t errlen)
+int linkd_client_drop_root(struct linkd_client *lc, uid_t uid, gid_t gid, peer_reply_fn cb,
+                           void *ctx, char *err, size_t errlen)
 {
     msgpack_packer *pk = begin(lc);
     msgpack_pack_map(pk, 2);
@@ -167,12 +158,7 @@ int linkd_client_drop_root(struct linkd_client *lc, uid_t uid, gid_t gid, char *
     msgpack_pack_uint32(pk, (uint32_t)uid);
     pack_key(pk, "gid");
     msgpack_pack_uint32(pk, (uint32_t)gid);
-    char error[400] = "";
-    if (peer_client_call_sync(lc->pc, "drop_root", lc->buf.data, lc->buf.size,
-                              LINKD_SETUP_TIMEOUT_S, on_drop_reply, error, err, errlen) < 0)
-        return -1;
-    if (error[0]) return snprintf(err, errlen, "linkd: drop_root: %s", error), -1;
-    return 0;
+    return peer_client_call(lc->pc, "drop_root", lc->buf.data, lc->buf.size, cb, ctx, err, errlen);
 }
 
 /* ---- run-time requests ---- */

@@ -3,7 +3,7 @@
  *
  * Starts linkd (a peer_client child in the host namespace: it exits on EOF,
  * and its TAP devices vanish with it) and encodes its requests: link_add
- * during start (synchronous: the TAP ifindexes are needed to configure
+ * during start (its reply brings the TAP ifindexes, needed to configure
  * addresses), then link_set / link_down / link_up / link_stats at run time
  * (asynchronous, the reply goes to a callback). Units on the wire: bit/s,
  * microseconds, loss fraction, packets or bytes (topo/linkd/control.h).
@@ -21,10 +21,13 @@ struct linkd_client *linkd_client_start(struct ev_loop *loop, char *err, size_t 
 /* Creates link `id` as a TAP pair: end a named ifname_a in the namespace at
  * ns_path_a (e.g. /proc/<pid>/fd/<n>), end b likewise; returns their
  * ifindexes. seed drives the link's loss and jitter draws. */
+/* The reply to link_add: the ends' ifindexes, or error (non-NULL). Called
+ * once, from the loop (also when linkd's channel is lost). */
+typedef void (*linkd_added_fn)(void *ctx, int ifindex_a, int ifindex_b, const char *error);
 int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a,
                           const char *ifname_a, const char *ns_path_b, const char *ifname_b,
-                          const struct topo_link_params *params, uint64_t seed, int *ifindex_a,
-                          int *ifindex_b, char *err, size_t errlen);
+                          const struct topo_link_params *params, uint64_t seed, linkd_added_fn cb,
+                          void *ctx, char *err, size_t errlen);
 int linkd_client_link_set(struct linkd_client *lc, int id, const struct topo_link_params *params,
                           peer_reply_fn cb, void *ctx, char *err, size_t errlen);
 int linkd_client_link_updown(struct linkd_client *lc, int id, bool up, peer_reply_fn cb, void *ctx,
@@ -35,8 +38,9 @@ int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, v
 int linkd_client_stats_all(struct linkd_client *lc, peer_reply_fn cb, void *ctx, char *err,
                            size_t errlen);
 /* Every link is made: linkd gives up root for uid/gid (peer/privdrop.h)
- * and can make no more links. Synchronous. */
-int linkd_client_drop_root(struct linkd_client *lc, uid_t uid, gid_t gid, char *err, size_t errlen);
+ * and can make no more links. The reply goes to cb. */
+int linkd_client_drop_root(struct linkd_client *lc, uid_t uid, gid_t gid, peer_reply_fn cb,
+                           void *ctx, char *err, size_t errlen);
 pid_t linkd_client_pid(const struct linkd_client *lc);
 void linkd_client_close(struct linkd_client *lc);
 bool linkd_client_exited(const struct linkd_client *lc);

@@ -55,6 +55,7 @@ struct netrun {
     bool cgroups_made;
     char run_id[96];
     char peer_path[4096];
+    bool peer_path_given;             /* netrun_config.peer_path: always through the template */
     struct peer_template *template;   /* forks the peers at start; ends with them */
     struct privilege_identity helper; /* who peers and linkd become once set up */
     /* Proves a data connection belongs to this network (peer/data_auth.h):
@@ -77,6 +78,31 @@ struct netrun {
     } phases[NETRUN_PHASES_MAX];
     size_t n_phases;
     double phase_mark, start_s;
+    /* the build in flight (netrun_build): a step on a worker thread, whose
+     * end the loop hears through job_done; the template's replies through
+     * template_watcher, bounded by template_deadline */
+    struct {
+        pthread_t thread;
+        bool running;
+        void (*work)(struct netrun *nr);
+        void (*then)(struct netrun *nr);
+        int rc;
+        bool env_error;
+        char err[1024];
+    } job;
+    ev_async job_done;
+    ev_io template_watcher;
+    ev_timer template_deadline;
+    bool building;
+    bool freeing; /* netrun_free: replies still arriving are ignored */
+    /* backend user: linkd's replies outstanding during the build */
+    struct link_add_ctx *link_adds;
+    size_t linkd_pending;
+    bool linkd_dropping;
+    ev_timer linkd_deadline;
+    netrun_built_fn built;
+    netrun_phase_fn links_made;
+    void *built_ctx;
 };
 
 /* One linkd process serves this many links before another is started, up to
@@ -86,6 +112,11 @@ struct netrun {
 
 /* How long start waits for the peer template to have forked a peer. */
 #define PEER_START_TIMEOUT_S 30.0
+
+/* The build's steps (below): a step off the loop, and the first error. */
+static void job_begin(struct netrun *nr, void (*work)(struct netrun *),
+                      void (*then)(struct netrun *));
+static void job_fail(struct netrun *nr, bool env_error, const char *err);
 
 /* ---- backend choice ---- */
 
@@ -227,16 +258,101 @@ static int start_linkds(struct netrun *nr, char *err, size_t errlen)
     return 0;
 }
 
+/* How long linkd may take to answer every link_add (or drop_root). */
+static double linkd_setup_timeout(const struct netrun *nr)
+{
+    return 5.0 + 0.02 * (double)nr->net->n_links;
+}
+
 static struct linkd_client *linkd_of(const struct netrun *nr, int link)
 {
     return nr->linkd[(size_t)link % nr->n_linkd];
 }
 
-/* Backend user: linkd makes every link a TAP pair it forwards between. */
-static int make_user_links(struct netrun *nr, char *err, size_t errlen)
+/* Backend user: linkd makes every link a TAP pair it forwards between.
+ * The requests go out at once (spread over the linkd processes); each reply
+ * brings a link's ifindexes (on_link_added); once all are in, every linkd
+ * drops root, and then the addresses are configured off the loop. */
+struct link_add_ctx {
+    struct netrun *nr;
+    int link;
+};
+
+static void linkd_settled(struct netrun *nr);
+
+static void linkd_answered(struct netrun *nr, const char *error)
+{
+    if (error) job_fail(nr, true, error);
+    if (--nr->linkd_pending == 0) linkd_settled(nr);
+}
+
+static void on_link_added(void *ctx, int ifindex_a, int ifindex_b, const char *error)
+{
+    struct link_add_ctx *c = ctx;
+    struct netrun *nr = c->nr;
+    if (nr->freeing || nr->linkd_pending == 0) return; /* abandoned */
+    if (!error) topo_kernel_set_link_ifindex(nr->kernel, c->link, ifindex_a, ifindex_b);
+    linkd_answered(nr, error);
+}
+
+static void on_linkd_dropped(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)result;
+    struct netrun *nr = ctx;
+    if (nr->freeing || nr->linkd_pending == 0) return;
+    char why[512];
+    if (error) snprintf(why, sizeof why, "linkd: drop_root: %s", error);
+    linkd_answered(nr, error ? why : NULL);
+}
+
+static void on_linkd_deadline(EV_P_ ev_timer *w, int revents)
+{
+    (void)revents;
+    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, linkd_deadline));
+    char why[160];
+    snprintf(why, sizeof why, "linkd: %zu request(s) unanswered after %.1f s", nr->linkd_pending,
+             linkd_setup_timeout(nr));
+    job_fail(nr, true, why);
+    nr->linkd_pending = 1; /* later replies are ignored from here on */
+    linkd_answered(nr, NULL);
+}
+
+/* Every TAP is open: linkd needs root no more. */
+static int linkd_drop_root(struct netrun *nr, char *err, size_t errlen)
+{
+    nr->linkd_dropping = true;
+    for (size_t i = 0; i < nr->n_linkd; i++) {
+        if (linkd_client_drop_root(nr->linkd[i], nr->helper.uid, nr->helper.gid, on_linkd_dropped,
+                                   nr, err, errlen) < 0)
+            return -1;
+        nr->linkd_pending++;
+    }
+    return 0;
+}
+
+static void links_done(struct netrun *nr);
+static void work_user_configure(struct netrun *nr);
+
+static void linkd_settled(struct netrun *nr)
+{
+    ev_timer_stop(nr->loop, &nr->linkd_deadline);
+    char err[512];
+    if (nr->job.rc == 0 && nr->helper.drop && !nr->linkd_dropping) {
+        if (linkd_drop_root(nr, err, sizeof err) < 0) job_fail(nr, true, err);
+        if (nr->linkd_pending) { /* a fresh allowance for the drops */
+            ev_timer_set(&nr->linkd_deadline, linkd_setup_timeout(nr), 0);
+            return ev_timer_start(nr->loop, &nr->linkd_deadline);
+        }
+    }
+    if (nr->job.rc < 0) return links_done(nr);
+    job_begin(nr, work_user_configure, links_done);
+}
+
+static int request_user_links(struct netrun *nr, char *err, size_t errlen)
 {
     const struct topo_network *net = nr->net;
-    if (start_linkds(nr, err, errlen) < 0) return -1;
+    nr->link_adds = calloc(net->n_links ? net->n_links : 1, sizeof *nr->link_adds);
+    if (!nr->link_adds) return snprintf(err, errlen, "out of memory"), -1;
     for (size_t l = 0; l < net->n_links; l++) {
         const struct topo_link *link = &net->links[l];
         char path_a[64], path_b[64];
@@ -245,21 +361,27 @@ static int make_user_links(struct netrun *nr, char *err, size_t errlen)
                  topo_kernel_node_ns(nr->kernel, link->a));
         snprintf(path_b, sizeof path_b, "/proc/%d/fd/%d", (int)getpid(),
                  topo_kernel_node_ns(nr->kernel, link->b));
-        int ia, ib;
         /* The network's seed makes a run's losses and jitter reproducible. */
         uint64_t seed = net->seed * 1000003u + l;
         struct topo_link_params installed;
         topo_link_params_dilate(&link->params, net->dilation, &installed);
+        nr->link_adds[l] = (struct link_add_ctx){nr, (int)l};
         if (linkd_client_link_add(linkd_of(nr, (int)l), (int)l, path_a, link->ifname_a, path_b,
-                                  link->ifname_b, &installed, seed, &ia, &ib, err, errlen) < 0)
+                                  link->ifname_b, &installed, seed, on_link_added,
+                                  &nr->link_adds[l], err, errlen) < 0)
             return -1;
-        topo_kernel_set_link_ifindex(nr->kernel, (int)l, ia, ib);
+        nr->linkd_pending++;
     }
-    /* Every TAP is open: linkd needs root no more. */
-    for (size_t i = 0; nr->helper.drop && i < nr->n_linkd; i++)
-        if (linkd_client_drop_root(nr->linkd[i], nr->helper.uid, nr->helper.gid, err, errlen) < 0)
-            return -1;
     return 0;
+}
+
+static void make_user_links(struct netrun *nr)
+{
+    char err[1024];
+    if (start_linkds(nr, err, sizeof err) < 0 || request_user_links(nr, err, sizeof err) < 0)
+        job_fail(nr, true, err);
+    if (nr->linkd_pending == 0) return linkd_settled(nr);
+    ev_timer_start(nr->loop, &nr->linkd_deadline);
 }
 
 /* A Linux bridge numbers its ports with 10 bits, port 0 unused. */
@@ -296,74 +418,100 @@ static int plan_topology(struct netrun *nr, char *err, size_t errlen)
     return topo_routing_compute(net, &nr->routing, err, errlen);
 }
 
-/* Emulated backends: the namespaces (and bridges), before the peers. They
- * need neither the backend's choice nor the address plan, so they are made
- * on a thread of their own while this one probes the kernel and plans. */
-struct namespaces_job {
-    struct netrun *nr;
-    pthread_t thread;
-    bool started;
-    int rc;
-    char err[512];
-};
-
-static void *namespaces_main(void *arg)
+/* ---- the build's steps off the loop ----
+ *
+ * The kernel work of a build (namespaces, veths, addresses, routes, qdiscs,
+ * waiting for the links to run) takes from milliseconds to seconds and
+ * touches nothing but the netrun's own topology: it runs on a thread of its
+ * own, one step at a time, and the loop hears of its end through job_done
+ * (an ev_async) and goes on with the next step. Every signal stays blocked
+ * on that thread: they are the loop's. */
+static void *job_main(void *arg)
 {
-    struct namespaces_job *j = arg;
-    struct topo_kernel_options opts = {false, TOPO_SHAPE_ROOT_HTB}; /* netem: set at join */
-    j->rc = topo_kernel_create(j->nr->net, &opts, &j->nr->kernel, j->err, sizeof j->err);
+    struct netrun *nr = arg;
+    nr->job.work(nr);
+    ev_async_send(nr->loop, &nr->job_done);
     return NULL;
 }
 
-static void namespaces_begin(struct netrun *nr, struct namespaces_job *j)
+static void job_begin(struct netrun *nr, void (*work)(struct netrun *),
+                      void (*then)(struct netrun *))
 {
-    *j = (struct namespaces_job){.nr = nr};
-    if (nr->net->backend == TOPO_BACKEND_NONE) return;
-    j->started = pthread_create(&j->thread, NULL, namespaces_main, j) == 0;
-    if (!j->started) namespaces_main(j); /* no thread: here, in turn */
+    nr->job.work = work;
+    nr->job.then = then;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    nr->job.running = pthread_create(&nr->job.thread, NULL, job_main, nr) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!nr->job.running) job_main(nr); /* no thread: here, in turn; `then` still on the loop */
 }
 
-/* Joins the namespace thread; rc is the start's so far (its error wins). */
-static int namespaces_end(struct netrun *nr, struct namespaces_job *j, int rc, bool *env_error,
-                          char *err, size_t errlen)
+/* Goes on with `then` at the loop's next turn (no work off the loop). */
+static void job_then(struct netrun *nr, void (*then)(struct netrun *))
 {
-    if (j->started) pthread_join(j->thread, NULL);
-    if (rc < 0) return rc; /* the kernel, if made, goes with the netrun */
-    if (nr->backend == TOPO_BACKEND_NONE) {
-        topo_kernel_destroy(nr->kernel); /* none after all (cannot happen: asked for) */
-        nr->kernel = NULL;
-        return 0;
-    }
-    if (j->rc < 0) {
-        *env_error = true; /* the model is valid: what fails is the host */
-        return snprintf(err, errlen, "%s", j->err), -1;
-    }
+    nr->job.then = then;
+    ev_async_send(nr->loop, &nr->job_done);
+}
+
+static void on_job_done(EV_P_ ev_async *w, int revents)
+{
+    (void)revents;
+    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, job_done));
+    if (nr->job.running) pthread_join(nr->job.thread, NULL);
+    nr->job.running = false;
+    void (*then)(struct netrun *) = nr->job.then;
+    nr->job.then = NULL;
+    if (then) then(nr);
+}
+
+static void job_fail(struct netrun *nr, bool env_error, const char *err)
+{
+    if (nr->job.rc < 0) return; /* the first error wins */
+    nr->job.rc = -1;
+    nr->job.env_error = env_error;
+    snprintf(nr->job.err, sizeof nr->job.err, "%s", err);
+}
+
+/* Emulated backends: the namespaces (and bridges), before the peers. They
+ * need neither the backend's choice nor the address plan, so they are made
+ * off the loop while the loop probes the kernel and plans. */
+static void work_namespaces(struct netrun *nr)
+{
+    struct topo_kernel_options opts = {false, TOPO_SHAPE_ROOT_HTB}; /* netem: set after */
+    char err[512];
+    if (topo_kernel_create(nr->net, &opts, &nr->kernel, err, sizeof err) < 0)
+        job_fail(nr, true, err); /* the model is valid: what fails is the host */
+}
+
+/* The kernel now knows which qdiscs it has. */
+static void namespaces_done(struct netrun *nr)
+{
+    if (nr->backend == TOPO_BACKEND_NONE || !nr->kernel) return;
     char why[256];
     const struct topo_nl_features *f = features(why, sizeof why);
     struct topo_kernel_options opts = {f && f->available[TOPO_NL_FEATURE_NETEM],
                                        TOPO_SHAPE_ROOT_HTB};
     topo_kernel_set_options(nr->kernel, &opts);
-    return 0;
 }
 
 /* Links, addresses, routes and qdiscs, while the peers start up on the
- * other core (they bind their node address before it exists: IP_FREEBIND). */
-static int make_links(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+ * other core (they bind their node address before it exists: IP_FREEBIND).
+ * Off the loop. */
+static void work_kernel_links(struct netrun *nr)
 {
-    if (nr->backend == TOPO_BACKEND_NONE) return 0;
-    int rc;
-    if (nr->backend == TOPO_BACKEND_KERNEL)
-        rc = topo_kernel_add_veths(nr->kernel, err, errlen) < 0 ||
-                     topo_kernel_configure(nr->kernel, &nr->routing, true, err, errlen) < 0
-                 ? -1
-                 : 0;
-    else
-        rc = make_user_links(nr, err, errlen) < 0 ||
-                     topo_kernel_configure(nr->kernel, &nr->routing, false, err, errlen) < 0
-                 ? -1
-                 : 0;
-    *env_error = rc < 0;
-    return rc;
+    char err[1024];
+    if (topo_kernel_add_veths(nr->kernel, err, sizeof err) < 0 ||
+        topo_kernel_configure(nr->kernel, &nr->routing, true, err, sizeof err) < 0)
+        job_fail(nr, true, err);
+}
+
+/* Backend user: addresses and routes on linkd's TAPs. Off the loop. */
+static void work_user_configure(struct netrun *nr)
+{
+    char err[1024];
+    if (topo_kernel_configure(nr->kernel, &nr->routing, false, err, sizeof err) < 0)
+        job_fail(nr, true, err);
 }
 
 /* ---- cgroups ---- */
@@ -496,13 +644,13 @@ static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *
  * wrapper there (valgrind, strace, a test's fake peer) sees every peer. */
 static int request_peers(struct netrun *nr, char *err, size_t errlen)
 {
-    if (peer_client_sibling_path("hiernet-peer", "HIERNET_PEER", nr->peer_path,
-                                 sizeof nr->peer_path) < 0)
+    if (!nr->peer_path[0] && peer_client_sibling_path("hiernet-peer", "HIERNET_PEER", nr->peer_path,
+                                                      sizeof nr->peer_path) < 0)
         return snprintf(err, errlen, "cannot locate the hiernet-peer executable"), -1;
     for (size_t i = 0; i < nr->net->n_nodes; i++)
         nr->peers[i] = (struct netrun_peer){nr, (int)i, NULL, -1, NULL};
     const char *wrapper = getenv("HIERNET_PEER");
-    if (!(wrapper && *wrapper)) {
+    if (!(wrapper && *wrapper) || nr->peer_path_given) {
         nr->template = peer_template_start(nr->peer_path, err, errlen);
         if (!nr->template) return -1;
     }
@@ -539,8 +687,8 @@ static int adopt_peers(struct netrun *nr, char *err, size_t errlen)
     for (size_t i = 0; nr->template && i < nr->net->n_nodes; i++) {
         struct netrun_peer *p = &nr->peers[i];
         if (!p->client || p->template_id < 0) continue;
-        pid_t pid =
-            peer_template_pid(nr->template, p->template_id, PEER_START_TIMEOUT_S, why, sizeof why);
+        /* Settled (collect_peers): nothing is waited for here. */
+        pid_t pid = peer_template_pid(nr->template, p->template_id, 0, why, sizeof why);
         p->template_id = -1;
         if (pid < 0 && rc == 0) {
             snprintf(err, errlen, "node '%s': %s", nr->net->nodes[i].name, why);
@@ -589,51 +737,136 @@ static void phase_split_kernel(struct netrun *nr)
 
 static void on_sample_timer(EV_P_ ev_timer *w, int revents);
 
-int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
-                 netrun_exit_fn on_exit, void *ctx, struct netrun **out, bool *env_error, char *err,
-                 size_t errlen)
+static void build_fail(struct netrun *nr)
 {
-    *env_error = false;
+    netrun_built_fn built = nr->built;
+    void *ctx = nr->built_ctx;
+    bool env_error = nr->job.env_error;
+    char err[sizeof nr->job.err];
+    snprintf(err, sizeof err, "%s", nr->job.err);
+    nr->building = false;
+    netrun_free(nr);
+    built(ctx, NULL, env_error, err);
+}
+
+/* Last step: every peer the template started is adopted (also after a
+ * failure, so that each is known and killed when the network is freed). */
+static void peers_collected(struct netrun *nr)
+{
+    ev_io_stop(nr->loop, &nr->template_watcher);
+    ev_timer_stop(nr->loop, &nr->template_deadline);
+    char err[1024];
+    if (adopt_peers(nr, err, sizeof err) < 0) job_fail(nr, false, err);
+    phase_end(nr, "peers forked");
+    if (nr->job.rc < 0) return build_fail(nr);
+    nr->net->backend_used = nr->backend;
+    nr->building = false;
+    nr->built(nr->built_ctx, nr, false, "");
+}
+
+static void on_template_readable(EV_P_ ev_io *w, int revents)
+{
+    (void)revents;
+    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, template_watcher));
+    peer_template_poll(nr->template);
+    if (peer_template_settled(nr->template)) peers_collected(nr);
+}
+
+static void on_template_deadline(EV_P_ ev_timer *w, int revents)
+{
+    (void)revents;
+    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, template_deadline));
+    peer_template_expire(nr->template, PEER_START_TIMEOUT_S);
+    peers_collected(nr);
+}
+
+/* The links are made: wait (on the loop) for the template's forks. */
+static void links_done(struct netrun *nr)
+{
+    phase_end(nr, "links");
+    phase_split_kernel(nr);
+    if (nr->links_made && nr->job.rc == 0) nr->links_made(nr->built_ctx);
+    if (!nr->template || (peer_template_poll(nr->template), peer_template_settled(nr->template)))
+        return peers_collected(nr);
+    ev_io_init(&nr->template_watcher, on_template_readable, peer_template_fd(nr->template),
+               EV_READ);
+    ev_io_start(nr->loop, &nr->template_watcher);
+    ev_timer_init(&nr->template_deadline, on_template_deadline, PEER_START_TIMEOUT_S, 0);
+    ev_timer_start(nr->loop, &nr->template_deadline);
+}
+
+/* The namespaces exist: cgroups, the peers asked of the template, links. */
+static void namespaces_made(struct netrun *nr)
+{
+    char err[1024];
+    bool env_error = false;
+    phase_end(nr, "namespaces");
+    if (nr->job.rc < 0) return build_fail(nr);
+    namespaces_done(nr);
+    int rc = prepare_cgroups(nr, &env_error, err, sizeof err);
+    if (rc == 0) rc = request_peers(nr, err, sizeof err);
+    phase_end(nr, "peers asked");
+    if (rc < 0) {
+        job_fail(nr, env_error, err);
+        return links_done(nr); /* adopts what was asked for, then fails */
+    }
+    if (nr->backend == TOPO_BACKEND_KERNEL) return job_begin(nr, work_kernel_links, links_done);
+    if (nr->backend == TOPO_BACKEND_USER) return make_user_links(nr);
+    links_done(nr);
+}
+
+static struct netrun *netrun_alloc(struct ev_loop *loop, struct topo_network *net,
+                                   const struct netrun_config *cfg)
+{
     struct netrun *nr = calloc(1, sizeof *nr);
     if (nr) nr->peers = calloc(net->n_nodes ? net->n_nodes : 1, sizeof *nr->peers);
     if (!nr || !nr->peers) {
         free(nr);
-        return snprintf(err, errlen, "network '%s': out of memory", net->name), -1;
+        return NULL;
     }
     nr->loop = loop;
     nr->net = net;
     ev_timer_init(&nr->sample_timer, on_sample_timer, 1.0, 1.0);
-    nr->on_exit = on_exit;
-    nr->ctx = ctx;
+    ev_async_init(&nr->job_done, on_job_done);
+    ev_async_start(loop, &nr->job_done);
+    ev_init(&nr->template_watcher, on_template_readable);
+    ev_init(&nr->template_deadline, on_template_deadline);
+    ev_timer_init(&nr->linkd_deadline, on_linkd_deadline, linkd_setup_timeout(nr), 0);
     nr->registry = cfg->registry;
     nr->loopback_next = cfg->loopback_next;
     snprintf(nr->run_id, sizeof nr->run_id, "%s-%s", cfg->run_id ? cfg->run_id : "run", net->name);
     nr->start_s = nr->phase_mark = mono_s();
-    struct namespaces_job ns_job = {0};
+    return nr;
+}
+
+int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
+                 netrun_exit_fn on_exit, void *ctx, netrun_built_fn built, void *built_ctx,
+                 struct netrun **out, bool *env_error, char *err, size_t errlen)
+{
+    *env_error = false;
+    struct netrun *nr = netrun_alloc(loop, net, cfg);
+    if (!nr) return snprintf(err, errlen, "network '%s': out of memory", net->name), -1;
+    nr->on_exit = on_exit;
+    nr->ctx = ctx;
+    nr->built = built;
+    nr->built_ctx = built_ctx;
+    nr->links_made = cfg->links_made;
+    if (cfg->peer_path) snprintf(nr->peer_path, sizeof nr->peer_path, "%s", cfg->peer_path);
+    nr->peer_path_given = cfg->peer_path != NULL;
     int rc = check_devices(nr, env_error, err, errlen);
     if (rc == 0) rc = prepare_helpers(nr, env_error, err, errlen);
-    if (rc == 0) namespaces_begin(nr, &ns_job);
+    bool emulated = net->backend != TOPO_BACKEND_NONE;
+    if (rc == 0 && emulated) job_begin(nr, work_namespaces, namespaces_made);
     if (rc == 0) rc = choose_backend(nr, env_error, err, errlen);
     phase_end(nr, "backend");
     if (rc == 0) rc = plan_topology(nr, err, errlen);
     phase_end(nr, "plan");
-    rc = namespaces_end(nr, &ns_job, rc, env_error, err, errlen);
-    phase_end(nr, "namespaces");
-    if (rc == 0) rc = prepare_cgroups(nr, env_error, err, errlen);
-    if (rc == 0) rc = request_peers(nr, err, errlen);
-    phase_end(nr, "peers asked");
-    if (rc == 0) rc = make_links(nr, env_error, err, errlen);
-    phase_end(nr, "links");
-    phase_split_kernel(nr);
-    char adopt_err[512];
-    if (adopt_peers(nr, rc == 0 ? err : adopt_err, rc == 0 ? errlen : sizeof adopt_err) < 0)
-        rc = -1;
-    phase_end(nr, "peers forked");
     if (rc < 0) {
-        netrun_free(nr);
+        netrun_free(nr); /* joins the namespaces' thread */
         return -1;
     }
-    net->backend_used = nr->backend;
+    if (!emulated) job_then(nr, namespaces_made);
+    nr->building = true;
     *out = nr;
     return 0;
 }
@@ -914,6 +1147,15 @@ void netrun_kill_peers(struct netrun *nr, int sig)
 void netrun_free(struct netrun *nr)
 {
     if (!nr) return;
+    /* A build in flight: its step off the loop ends first (a few seconds
+     * at most: a link that never runs times out). */
+    if (nr->job.running) pthread_join(nr->job.thread, NULL);
+    nr->job.running = false;
+    nr->freeing = true;
+    ev_timer_stop(nr->loop, &nr->linkd_deadline);
+    ev_async_stop(nr->loop, &nr->job_done);
+    ev_io_stop(nr->loop, &nr->template_watcher);
+    ev_timer_stop(nr->loop, &nr->template_deadline);
     ev_timer_stop(nr->loop, &nr->sample_timer);
     nr->links_record = NULL;
     for (size_t i = 0; nr->peers && i < nr->net->n_nodes; i++) {
@@ -934,6 +1176,7 @@ void netrun_free(struct netrun *nr)
     for (size_t i = 0; i < nr->n_linkd; i++)
         linkd_client_free(nr->linkd[i]);
     free(nr->linkd);
+    free(nr->link_adds);
     topo_routing_free(&nr->routing);
     char err[256];
     if (nr->cgroups_made && topo_cgroup_run_remove(&nr->cgroup, nr->run_id, err, sizeof err) < 0)

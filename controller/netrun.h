@@ -2,8 +2,11 @@
  * backend; the user backend through hiernet-linkd), its peers, their
  * cgroups and its registry entries.
  *
- * Start is synchronous (namespaces, links, routes, qdiscs, fork/exec of the
- * peers); everything after runs on the libev loop. Stop closes the control
+ * The build never blocks the libev loop: its kernel work (namespaces,
+ * links, routes, qdiscs, waiting for the links to run) runs one step at a
+ * time on a worker thread whose end the loop hears through an ev_async; the
+ * peers are forked by the peer template while the links are made, and
+ * their pids collected from the template's socket by an ev_io watcher. Stop closes the control
  * channels (peers exit on EOF); free kills and reaps any survivor, then
  * releases the namespaces, cgroups and registry entries.
  * Owns: the backend state, one peer client per host node, the cgroups. */
@@ -18,20 +21,32 @@
 struct registry;
 struct netrun;
 
+typedef void (*netrun_phase_fn)(void *ctx);
+
 struct netrun_config {
-    const char *run_id;        /* names the run's cgroups */
-    struct registry *registry; /* may be NULL */
-    uint32_t *loopback_next;   /* backend none: the run's next free 127.x.y.z (host order) */
+    const char *run_id;         /* names the run's cgroups */
+    struct registry *registry;  /* may be NULL */
+    uint32_t *loopback_next;    /* backend none: the run's next free 127.x.y.z (host order) */
+    netrun_phase_fn links_made; /* may be NULL: the links are made, the peers' forks are
+                                   being collected (called with the build's ctx) */
+    const char *peer_path;      /* hiernet-peer; NULL: next to this executable (or
+                                   HIERNET_PEER, which bypasses the peer template) */
 };
 
 typedef void (*netrun_exit_fn)(void *ctx, int node, int wait_status);
 
-/* Builds the network and starts its peers. On failure nothing is left and
- * *env_error tells whether the cause is the environment (privilege, kernel
- * feature: exit code 3) rather than the scenario. */
-int netrun_start(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
-                 netrun_exit_fn on_exit, void *ctx, struct netrun **out, bool *env_error, char *err,
-                 size_t errlen);
+/* The build's end: nr is the started network, or NULL after a failure (it
+ * is freed, nothing is left) with err; env_error tells whether the cause is
+ * the environment (privilege, kernel feature: exit code 3) rather than the
+ * scenario. Called once, from the loop. */
+typedef void (*netrun_built_fn)(void *ctx, struct netrun *nr, bool env_error, const char *err);
+/* Begins building the network and starting its peers; returns at once with
+ * *out set (0), and `built` follows from the loop. -1 with err (and
+ * *env_error) when the build cannot begin: nothing is left and `built` is
+ * not called. netrun_free during the build abandons it (built not called). */
+int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
+                 netrun_exit_fn on_exit, void *ctx, netrun_built_fn built, void *built_ctx,
+                 struct netrun **out, bool *env_error, char *err, size_t errlen);
 /* The backend actually used ("none", "kernel", "user") and why it was chosen. */
 const char *netrun_backend(const struct netrun *nr);
 const char *netrun_backend_reason(const struct netrun *nr);

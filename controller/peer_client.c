@@ -1,7 +1,6 @@
 /* peer_client.c — the controller's end of one peer's control channel (see peer_client.h). */
 #include "controller/peer_client.h"
 
-#include "common/clock.h"
 #include "common/container.h"
 #include "controller/log.h"
 #include "controller/spawn.h"
@@ -17,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
 #include <time.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -389,68 +387,6 @@ int peer_client_call(struct peer_client *pc, const char *method, const char *par
     /* With a backlog the write watcher is already running and keeps order. */
     if (!ev_is_active(&pc->write_watcher)) flush_output(pc);
     return 0;
-}
-
-/* ---- synchronous calls (set-up) ---- */
-
-struct sync_call {
-    bool done;
-    peer_reply_fn cb;
-    void *ctx;
-};
-
-static void on_sync_reply(void *ctx, const char *error, const msgpack_object *result)
-{
-    struct sync_call *sc = ctx;
-    sc->done = true;
-    sc->cb(sc->ctx, error, result);
-}
-
-/* One poll round: flush what is pending, read and dispatch what arrived. */
-static int sync_step(struct peer_client *pc, double remaining)
-{
-    struct pollfd pfd = {pc->fd, POLLIN | (pc->out_sent < pc->out.size ? POLLOUT : 0), 0};
-    int rc = poll(&pfd, 1, (int)(remaining * 1000) + 1);
-    if (rc < 0 && errno != EINTR) return -1;
-    if (rc <= 0) return 0;
-    if (pfd.revents & POLLOUT) flush_output(pc);
-    if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) on_readable(pc->loop, &pc->read_watcher, 0);
-    return 0;
-}
-
-int peer_client_call_sync(struct peer_client *pc, const char *method, const char *params,
-                          size_t params_len, double timeout_s, peer_reply_fn cb, void *ctx,
-                          char *err, size_t errlen)
-{
-    struct sync_call sc = {false, cb, ctx};
-    if (peer_client_call(pc, method, params, params_len, on_sync_reply, &sc, err, errlen) < 0)
-        return -1;
-    double deadline = mono_s() + timeout_s;
-    while (!sc.done && pc->fd >= 0 && mono_s() < deadline)
-        if (sync_step(pc, deadline - mono_s()) < 0) break;
-    if (sc.done) return 0;
-    if (pc->fd >= 0) {
-        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': no reply to %s within %.1f s",
-                 pc->node, method, timeout_s);
-    } else if (!pc->exited) {
-        /* The channel closed: give the child a moment to be reaped so the
-         * error can say how it died rather than that it was slow. */
-        int st;
-        for (int i = 0; i < 50 && !pc->exited; i++) {
-            if (waitpid(pc->pid, &st, WNOHANG) == pc->pid) {
-                ev_child_stop(pc->loop, &pc->child_watcher);
-                pc->exited = true;
-                pc->wait_status = st;
-                describe_exit(pc);
-            } else {
-                usleep(1000);
-            }
-        }
-    }
-    /* The pending entry still points at sc on our stack: fail it now. */
-    channel_lost(pc);
-    snprintf(err, errlen, "%s", pc->gone_reason[0] ? pc->gone_reason : "peer exited");
-    return -1;
 }
 
 /* ---- lifecycle ---- */

@@ -63,13 +63,6 @@ void peer_client_adopt(struct peer_client *pc, pid_t pid);
 int peer_client_call(struct peer_client *pc, const char *method, const char *params,
                      size_t params_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen);
 
-/* The same, waiting (poll, at most timeout_s) for the reply: for set-up steps
- * whose result the caller needs before it can go on (a link's ifindex).
- * cb has run when this returns 0; -1 means no reply (err says why). */
-int peer_client_call_sync(struct peer_client *pc, const char *method, const char *params,
-                          size_t params_len, double timeout_s, peer_reply_fn cb, void *ctx,
-                          char *err, size_t errlen);
-
 /* Closes the control channel: the peer exits on EOF. Pending requests fail
  * with "node 'x': peer stopped". Idempotent. */
 void peer_client_close(struct peer_client *pc);

@@ -209,6 +209,28 @@ pid_t peer_template_pid(struct peer_template *t, int id, double timeout_s, char 
     return -1;
 }
 
+int peer_template_fd(const struct peer_template *t)
+{
+    return t->sock;
+}
+
+void peer_template_poll(struct peer_template *t)
+{
+    read_replies(t, 0);
+}
+
+bool peer_template_settled(const struct peer_template *t)
+{
+    return t->broken || t->n_replies == t->n_requests;
+}
+
+void peer_template_expire(struct peer_template *t, double timeout_s)
+{
+    char why[80];
+    snprintf(why, sizeof why, "no reply within %.1f s", timeout_s);
+    template_break(t, why);
+}
+
 void peer_template_stop(struct peer_template *t)
 {
     if (!t) return;

@@ -3,10 +3,14 @@
  * request per peer and goes on building links while the template forks the
  * peers on another core; then it collects their pids.
  *
- * Owns the template process and its socket. Blocking, like the rest of a
- * network's start: a request waits only while the socket is full (draining
- * replies meanwhile, so the two sides never wait on each other; at most
- * 30 s in all), and collecting the pids waits at most the given time once.
+ * Owns the template process and its socket. A request waits only while the
+ * socket is full (draining replies meanwhile, so the two sides never wait on
+ * each other; at most 30 s in all: rare, the socket holds 4 MB). The
+ * replies are collected without blocking: the caller watches
+ * peer_template_fd() on its event loop, calls peer_template_poll() when it
+ * is readable until peer_template_settled(), then takes each pid with
+ * peer_template_pid(t, id, 0, ...); peer_template_expire() gives up on a
+ * silent template.
  *
  * The caller keeps the template until its peers are gone: a peer forked by
  * raw clone keeps the template's thread id in glibc's thread block (see
@@ -14,6 +18,7 @@
  * id. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -36,6 +41,16 @@ int peer_template_request(struct peer_template *t, const char *const *args, int 
  * later calls return what had arrived, without waiting again. */
 pid_t peer_template_pid(struct peer_template *t, int id, double timeout_s, char *err,
                         size_t errlen);
+
+/* The socket the replies arrive on (readable: call peer_template_poll). */
+int peer_template_fd(const struct peer_template *t);
+/* Reads every reply that has arrived, without waiting. */
+void peer_template_poll(struct peer_template *t);
+/* Every request has its reply, or the template died or broke. */
+bool peer_template_settled(const struct peer_template *t);
+/* The replies did not come within timeout_s: the template counts as dead
+ * (later peer_template_pid calls say so). */
+void peer_template_expire(struct peer_template *t, double timeout_s);
 
 /* Ends the template (EOF on its socket) and reaps it. NULL is a no-op. The
  * peers it started live on: they are the caller's children. */

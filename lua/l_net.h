@@ -24,22 +24,21 @@ enum net_state { NET_DEFINED, NET_STARTING, NET_STARTED, NET_STOPPING, NET_STOPP
 struct l_network {
     struct hn_runtime *rt;
     struct topo_network *topo;
-    struct netrun *run; /* once started */
-    enum net_state state;
-    int self_ref;  /* anchors the network while peers run */
-    int nodes_ref; /* table: name -> node handle, and 1..n -> node handle */
+    struct netlife *life; /* its life cycle (controller/netlife.h), from the first start */
+    struct netrun *run;   /* the started network (netlife_netrun), NULL while it builds */
+    enum net_state state; /* follows the engine's state */
+    int self_ref;         /* anchors the network while peers run */
+    int nodes_ref;        /* table: name -> node handle, and 1..n -> node handle */
     struct l_network *next;
-    /* start: pings outstanding and the first failure */
-    int outstanding;
+    /* start: the task waiting for it and the engine's error */
     task_token start_tok;
-    ev_timer start_deadline;
-    char start_error[512];
+    bool start_waiting, start_failed, start_failed_build;
+    bool building; /* the engine builds or spawns: the loop runs meanwhile */
+    char start_error[1024];
     /* stop: tasks waiting for the peers to exit */
     task_token *stop_waiters;
     size_t n_stop_waiters;
-    ev_timer stop_deadline;
     struct l_proc *procs;       /* programs started in nodes, ended at stop */
-    double phase_t0;            /* real time the start's build or the stop ended / began */
     int *overload_ids;          /* per node: its entry in the run's overload account, -1 none */
     int listeners_ref;          /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
     unsigned char **partitions; /* each partition in place: per node its group (1, 2) or 0 */

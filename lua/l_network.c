@@ -3,17 +3,17 @@
  * l_network.h). Node, link and program handles are l_node.c, l_link.c and
  * l_proc.c.
  *
- * The binding stays thin: the topology model is topo/, a started network
- * (backend, peers, cgroups, registry) controller/netrun.c, the waiting
- * lua/l_sched.c. */
+ * The binding stays thin: the topology model is topo/; a network's life
+ * cycle (build, spawn, handshake, stop, deadlines, registry, links.csv)
+ * controller/netlife.c, which this calls and which reports back through
+ * on_transition; a started network (backend, peers, cgroups)
+ * controller/netrun.c; the waiting lua/l_sched.c. */
 #include "lua/l_network.h"
 
-#include "common/clock.h"
+#include "controller/netlife.h"
 #include "controller/netrun.h"
 #include "controller/overload.h"
 #include "controller/peer_client.h"
-#include "controller/record.h"
-#include "controller/registry.h"
 #include "lua/l_net.h"
 #include "lua/runtime.h"
 #include "topo/dot.h"
@@ -21,9 +21,6 @@
 #include "topo/route.h"
 
 #include <lauxlib.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,13 +29,6 @@
 /* and this long to answer at start (a thousand peers take about a second);
  * HIERNET_START_TIMEOUT (seconds) overrides it, for tests and slow hosts. */
 #define START_DEADLINE_S 30.0
-
-static double start_deadline_s(void)
-{
-    const char *env = getenv("HIERNET_START_TIMEOUT");
-    double v = env ? atof(env) : 0;
-    return v > 0 ? v : START_DEADLINE_S;
-}
 
 static struct l_network *check_network(lua_State *L, int i)
 {
@@ -192,8 +182,6 @@ static int l_network_new(lua_State *L)
     net->rt = rt;
     net->self_ref = LUA_NOREF;
     net->listeners_ref = LUA_NOREF;
-    ev_timer_init(&net->stop_deadline, NULL, 0, 0);
-    ev_timer_init(&net->start_deadline, NULL, 0, 0);
     lua_newtable(L);
     net->nodes_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     net->next = rt->networks;
@@ -396,17 +384,8 @@ static void publish_topology(struct hn_runtime *rt)
     if (run_write_json(rt->run, err, sizeof err) < 0) hn_logf(rt, "warning: %s", err);
 }
 
-static void log_stopped(struct l_network *net)
+static void wake_stop_waiters(struct l_network *net)
 {
-    hn_logf(net->rt, "network '%s': stopped: every peer exited %.3f s after the stop",
-            net->topo->name, mono_s() - net->phase_t0);
-}
-
-static void finish_stop(struct l_network *net)
-{
-    ev_timer_stop(net->rt->loop, &net->stop_deadline);
-    net->state = NET_STOPPED;
-    log_stopped(net);
     task_token *waiters = net->stop_waiters;
     size_t n = net->n_stop_waiters;
     net->stop_waiters = NULL;
@@ -416,108 +395,78 @@ static void finish_stop(struct l_network *net)
     free(waiters);
 }
 
-static void on_peer_exit(void *ctx, int node, int status)
+static enum net_state state_of(enum netlife_state s)
 {
+    switch (s) {
+    case NETLIFE_DEFINED:
+        return NET_DEFINED;
+    case NETLIFE_RUNNING:
+        return NET_STARTED;
+    case NETLIFE_STOPPING:
+        return NET_STOPPING;
+    case NETLIFE_STOPPED:
+        return NET_STOPPED;
+    default:
+        return NET_STARTING;
+    }
+}
+
+/* Every host's compute commands go into the run's overload account. */
+static void count_overload(struct hn_runtime *rt, struct l_network *net)
+{
+    if (!rt->overload || net->overload_ids) return;
+    net->overload_ids = malloc(net->topo->n_nodes * sizeof *net->overload_ids);
+    for (size_t i = 0; net->overload_ids && i < net->topo->n_nodes; i++) {
+        const struct topo_node *n = &net->topo->nodes[i];
+        net->overload_ids[i] = n->kind != TOPO_NODE_HOST
+                                   ? -1
+                                   : overload_add_node(rt->overload, net->topo->name, n->name,
+                                                       n->speed, strcmp(n->device, "cpu") == 0);
+    }
+}
+
+/* The engine's report (controller/netlife.h): the binding's view of the
+ * network follows it, and the tasks waiting on it wake. */
+static void on_transition(void *ctx, enum netlife_state from, enum netlife_state to,
+                          const struct netlife_error *error)
+{
+    (void)from;
     struct l_network *net = ctx;
-    if (net->state == NET_STARTED && WIFSIGNALED(status))
-        hn_logf(net->rt, "node '%s': peer killed by signal %d", net->topo->nodes[node].name,
-                WTERMSIG(status));
-    else if (net->state == NET_STARTED)
-        hn_logf(net->rt, "node '%s': peer exited with status %d", net->topo->nodes[node].name,
-                WEXITSTATUS(status));
-    if (net->state == NET_STOPPING && netrun_peers_exited(net->run)) finish_stop(net);
+    struct hn_runtime *rt = net->rt;
+    net->state = state_of(to);
+    net->building = to == NETLIFE_BUILDING || to == NETLIFE_SPAWNING;
+    net->run = netlife_netrun(net->life);
+    if (to == NETLIFE_HANDSHAKE) {
+        count_overload(rt, net);
+        if (!rt->run->backend_used[0])
+            snprintf(rt->run->backend_used, sizeof rt->run->backend_used, "%s",
+                     netrun_backend(net->run));
+    }
+    if (to == NETLIFE_RUNNING) publish_topology(rt);
+    if (error && error->code == NETLIFE_ERR_ENVIRONMENT) rt->env_failure = true;
+    if (net->start_waiting && (to == NETLIFE_RUNNING || error)) {
+        net->start_waiting = false;
+        net->start_failed = error != NULL;
+        net->start_failed_build = error && (error->code == NETLIFE_ERR_SCENARIO ||
+                                            error->code == NETLIFE_ERR_ENVIRONMENT);
+        if (error) snprintf(net->start_error, sizeof net->start_error, "%s", error->message);
+        sched_wake(rt->sched, net->start_tok, NULL, NULL);
+    }
+    if (to == NETLIFE_STOPPED) wake_stop_waiters(net);
 }
-
-static void on_start_ping(void *ctx, const char *error, const msgpack_object *result)
-{
-    struct l_network *net = ctx;
-    if (error && !net->start_error[0])
-        snprintf(net->start_error, sizeof net->start_error, "%s", error);
-    if (--net->outstanding == 0) sched_wake(net->rt->sched, net->start_tok, NULL, NULL);
-}
-
-static void close_peers(struct l_network *net)
-{
-    if (net->run) netrun_close_peers(net->run);
-}
-
-static bool stop_begin(struct l_network *net);
 
 static int start_k(lua_State *L, int status, lua_KContext ctx)
 {
+    (void)status, (void)ctx;
     struct l_network *net = check_network(L, 1);
-    ev_timer_stop(net->rt->loop, &net->start_deadline);
-    if (net->start_error[0]) {
-        stop_begin(net); /* with its deadline: a hung peer is killed, not waited for */
-        return luaL_error(L, "network '%s': start failed: %s", net->topo->name, net->start_error);
+    if (!net->start_failed) return 0;
+    if (net->state == NET_DEFINED) { /* the build failed: nothing is left */
+        luaL_unref(L, LUA_REGISTRYINDEX, net->self_ref);
+        net->self_ref = LUA_NOREF;
+        return luaL_error(L, "%s", net->start_error);
     }
-    net->state = NET_STARTED;
-    hn_logf(net->rt, "network '%s': started: every peer answered %.3f s after the build",
-            net->topo->name, mono_s() - net->phase_t0);
-    publish_topology(net->rt);
-    return 0;
-}
-
-/* Pings every peer concurrently: start returns once all answer. */
-/* A peer that is alive but never answers must not hang the start: fail it
- * and close the channels, which fails the calls still out and wakes us. */
-static void on_start_deadline(EV_P_ ev_timer *w, int revents)
-{
-    struct l_network *net =
-        (struct l_network *)((char *)w - offsetof(struct l_network, start_deadline));
-    if (!net->start_error[0])
-        snprintf(net->start_error, sizeof net->start_error, "%d peer(s) did not answer within %g s",
-                 net->outstanding, start_deadline_s());
-    close_peers(net);
-}
-
-/* Queues one call per peer; counts it in net->outstanding. */
-static bool call_every_peer(struct l_network *net, const char *method, const char *params,
-                            size_t len)
-{
-    char err[512];
-    for (size_t i = 0; i < net->topo->n_nodes; i++) {
-        struct peer_client *pc = netrun_peer(net->run, (int)i);
-        if (!pc) continue;
-        if (peer_client_call(pc, method, params, len, on_start_ping, net, err, sizeof err) < 0) {
-            snprintf(net->start_error, sizeof net->start_error, "%s", err);
-            return false;
-        }
-        net->outstanding++;
-    }
-    return true;
-}
-
-/* Gives every peer the network's data secret, all at once: start returns
- * when every peer has answered. (Addresses come later, before a peer's
- * first send to a node: netrun_tell_address.) */
-static int tell_secret_all(lua_State *L, struct l_network *net)
-{
-    msgpack_sbuffer *secret = &net->rt->scratch;
-    secret->size = 0;
-    netrun_pack_peer_secret(net->run, secret);
-    net->outstanding = 0;
-    call_every_peer(net, "peers", secret->data, secret->size);
-    if (net->outstanding == 0) return start_k(L, LUA_OK, 0);
-    /* Replies only arrive from the loop, after this task has yielded. */
-    net->start_tok = sched_suspend(L);
-    ev_timer_init(&net->start_deadline, on_start_deadline, start_deadline_s(), 0);
-    ev_timer_start(net->rt->loop, &net->start_deadline);
-    return lua_yieldk(L, 0, 0, start_k);
-}
-
-/* The run's registry entry, made at the first network start. */
-static struct registry *run_registry(struct hn_runtime *rt)
-{
-    if (rt->registry || !rt->run->dir) return rt->registry;
-    char err[512];
-    struct registry_sweep_counts counts;
-    if (registry_sweep_stale(NULL, NULL, &counts, err, sizeof err) == 0 && counts.runs)
-        hn_logf(rt, "removed what %u crashed run(s) left behind", counts.runs);
-    const char *base = strrchr(rt->run->dir, '/');
-    rt->registry = registry_open(base ? base + 1 : rt->run->dir, rt->run->dir, err, sizeof err);
-    if (!rt->registry) hn_logf(rt, "warning: no run registry: %s", err);
-    return rt->registry;
+    if (net->start_failed_build) return luaL_error(L, "%s", net->start_error);
+    return luaL_error(L, "network '%s': start failed: %s", net->topo->name, net->start_error);
 }
 
 /* hiernet draw: the network is drawn instead of started, and the scenario
@@ -532,46 +481,24 @@ static int draw_instead(lua_State *L, struct l_network *net)
     return lua_yield(L, 0);
 }
 
-static double run_clock(void *ctx)
+static double start_timeout_s(void)
 {
-    return sched_now(((struct hn_runtime *)ctx)->sched);
+    const char *env = getenv("HIERNET_START_TIMEOUT");
+    double v = env ? atof(env) : 0;
+    return v > 0 ? v : START_DEADLINE_S;
 }
 
-/* links.csv, shared by every network of the run that has counters (user backend). */
-static void sample_links(struct hn_runtime *rt, struct netrun *run)
+static struct netlife *network_life(struct l_network *net)
 {
-    if (strcmp(netrun_backend(run), "user") != 0) return;
-    if (!rt->links_record) {
-        size_t n;
-        const char *const *columns = netrun_link_columns(&n);
-        char err[512];
-        struct record **grown = realloc(rt->records, (rt->n_records + 1) * sizeof *grown);
-        if (!grown) return;
-        rt->records = grown;
-        rt->links_record = record_open(rt->run->dir, "links", columns, n, err, sizeof err);
-        if (!rt->links_record) {
-            hn_logf(rt, "warning: no links.csv: %s", err);
-            return;
-        }
-        rt->records[rt->n_records++] = rt->links_record; /* closed with the others */
+    if (!net->life) {
+        struct netlife_hooks hooks = {on_transition, NULL, net};
+        net->life = netlife_new(&net->rt->life, net->topo, &hooks);
     }
-    netrun_sample_links(run, rt->links_record, run_clock, rt);
+    return net->life;
 }
 
-/* Every host's compute commands go into the run's overload account. */
-static void count_overload(struct hn_runtime *rt, struct l_network *net)
-{
-    if (!rt->overload) return;
-    net->overload_ids = malloc(net->topo->n_nodes * sizeof *net->overload_ids);
-    for (size_t i = 0; net->overload_ids && i < net->topo->n_nodes; i++) {
-        const struct topo_node *n = &net->topo->nodes[i];
-        net->overload_ids[i] = n->kind != TOPO_NODE_HOST
-                                   ? -1
-                                   : overload_add_node(rt->overload, net->topo->name, n->name,
-                                                       n->speed, strcmp(n->device, "cpu") == 0);
-    }
-}
-
+/* net:start(): the engine builds, spawns and shakes hands from the loop;
+ * this task waits (other tasks run) and raises its error, once. */
 static int l_net_start(lua_State *L)
 {
     struct l_network *net = check_network(L, 1);
@@ -584,65 +511,29 @@ static int l_net_start(lua_State *L)
         return luaL_error(L, "network '%s': start: the network has no nodes", net->topo->name);
     if (rt->draw) return draw_instead(L, net);
     net->topo->dilation = rt->run->dilation;
-    struct registry *reg = run_registry(rt);
-    struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg, &rt->loopback_next};
-    char err[1024];
-    bool env_error = false;
-    if (netrun_start(rt->loop, net->topo, &cfg, on_peer_exit, net, &net->run, &env_error, err,
-                     sizeof err) < 0) {
-        rt->env_failure |= env_error;
-        return luaL_error(L, "%s", err);
+    if (!network_life(net)) return luaL_error(L, "network '%s': out of memory", net->topo->name);
+    struct netlife_options opts = {start_timeout_s(), STOP_DEADLINE_S};
+    struct netlife_error error;
+    if (netlife_start(net->life, &opts, &error) < 0) {
+        rt->env_failure |= error.code == NETLIFE_ERR_ENVIRONMENT;
+        return luaL_error(L, "%s", error.message);
     }
-    if (net->topo->backend == TOPO_BACKEND_NONE && net->topo->n_links)
-        hn_logf(rt, "network '%s': backend none: %zu links recorded but not emulated",
-                net->topo->name, net->topo->n_links);
-    else if (net->topo->backend != TOPO_BACKEND_NONE)
-        hn_logf(rt, "network '%s': backend %s (%s)", net->topo->name, netrun_backend(net->run),
-                netrun_backend_reason(net->run));
-    char phases[512];
-    netrun_describe_start(net->run, phases, sizeof phases);
-    hn_logf(rt, "network '%s': %zu nodes, %zu links built in %s", net->topo->name,
-            net->topo->n_nodes, net->topo->n_links, phases);
-    net->phase_t0 = mono_s();
-    sample_links(rt, net->run);
-    count_overload(rt, net);
-    if (!rt->run->backend_used[0])
-        snprintf(rt->run->backend_used, sizeof rt->run->backend_used, "%s",
-                 netrun_backend(net->run));
     lua_pushvalue(L, 1);
     net->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    net->state = NET_STARTING;
-    return tell_secret_all(L, net);
+    net->start_failed = false;
+    net->start_waiting = true;
+    net->start_tok = sched_suspend(L);
+    return lua_yieldk(L, 0, 0, start_k);
 }
 
 /* ---- stop ---- */
 
-static void on_stop_deadline(EV_P_ ev_timer *w, int revents)
-{
-    struct l_network *net =
-        (struct l_network *)((char *)w - offsetof(struct l_network, stop_deadline));
-    hn_logf(net->rt, "network '%s': peers did not exit within %.0f s; killing them",
-            net->topo->name, STOP_DEADLINE_S);
-    netrun_kill_peers(net->run, SIGKILL);
-}
-
-/* Closes every channel; the peers exit on EOF. Returns true when all have exited. */
+/* Programs end, then the engine stops the network. True once stopped. */
 static bool stop_begin(struct l_network *net)
 {
-    if (net->state == NET_DEFINED || net->state == NET_STOPPED) return true;
-    if (net->state != NET_STOPPING) {
-        net->state = NET_STOPPING;
-        net->phase_t0 = mono_s();
-        lnet_procs_terminate(net);
-        close_peers(net);
-        ev_timer_init(&net->stop_deadline, on_stop_deadline, STOP_DEADLINE_S, 0);
-        ev_timer_start(net->rt->loop, &net->stop_deadline);
-    }
-    if (net->run && !netrun_peers_exited(net->run)) return false;
-    ev_timer_stop(net->rt->loop, &net->stop_deadline);
-    net->state = NET_STOPPED;
-    log_stopped(net);
-    return true;
+    if (!net->life) return true;
+    if (net->state == NET_STARTED || net->state == NET_STARTING) lnet_procs_terminate(net);
+    return netlife_stop(net->life);
 }
 
 static int stop_k(lua_State *L, int status, lua_KContext ctx)
@@ -742,7 +633,7 @@ void l_network_stop_all(struct hn_runtime *rt)
 bool l_network_all_exited(struct hn_runtime *rt)
 {
     for (struct l_network *net = rt->networks; net; net = net->next)
-        if (net->run && !netrun_peers_exited(net->run)) return false;
+        if (net->life && !netlife_exited(net->life)) return false;
     return true;
 }
 
@@ -751,10 +642,9 @@ void l_network_release_all(struct hn_runtime *rt)
     while (rt->networks) {
         struct l_network *net = rt->networks;
         rt->networks = net->next;
-        ev_timer_stop(rt->loop, &net->stop_deadline);
-        ev_timer_stop(rt->loop, &net->start_deadline);
         lnet_procs_release(net);
-        netrun_free(net->run); /* kills and reaps survivors, releases the topology */
+        netlife_free(net->life); /* kills and reaps survivors, releases the topology */
+        net->life = NULL;
         net->run = NULL;
         free(net->stop_waiters);
         free(net->overload_ids);

@@ -86,6 +86,9 @@ static struct peer_client *node_client(lua_State *L, struct l_node *n, const cha
                    lnet_state_word(net->state));
     if (tn->kind != TOPO_NODE_HOST)
         luaL_error(L, "node '%s': %s: a switch runs no peer", tn->name, method);
+    if (net->building)
+        luaL_error(L, "node '%s': %s: network '%s' is still being built", tn->name, method,
+                   net->topo->name);
     return netrun_peer(net->run, n->index);
 }
 

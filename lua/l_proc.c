@@ -48,7 +48,7 @@ static unsigned long namespace_inode(struct l_network *net, int node)
  * controller be SIGKILLed (registry.h, REGISTRY_PROGRAM_PREFIX). */
 static void registry_list_program(struct l_network *net, struct l_proc *lp, int node)
 {
-    struct registry *reg = net->rt->registry;
+    struct registry *reg = net->rt->life.registry;
     char err[256];
     if (!reg) return;
     snprintf(lp->registry_name, sizeof lp->registry_name, REGISTRY_PROGRAM_PREFIX "%d",
@@ -61,7 +61,7 @@ static void registry_list_program(struct l_network *net, struct l_proc *lp, int 
 
 static void registry_unlist_program(struct l_network *net, struct l_proc *lp)
 {
-    struct registry *reg = net->rt->registry;
+    struct registry *reg = net->rt->life.registry;
     char err[256];
     if (!reg || !lp->registry_name[0]) return;
     registry_remove_node(reg, net->topo->name, lp->registry_name);

@@ -3,6 +3,7 @@
  * Owned by scenario.c, reachable from any binding through hn_runtime(L). */
 #pragma once
 
+#include "controller/netlife.h"
 #include "controller/run.h"
 #include "lua/sched.h"
 
@@ -26,18 +27,16 @@ struct hn_runtime {
     struct l_network *networks; /* every network defined, newest first */
     struct record **records;    /* every CSV of the run, closed at its end */
     size_t n_records;
-    struct record *links_record; /* links.csv (user backend), one of records */
-    msgpack_sbuffer scratch;     /* encodes a peer command's params */
-    bool quiet;                  /* no log lines on stderr */
-    bool env_failure;            /* the failure came from the environment: exit 3 */
-    struct registry *registry;   /* /run/hiernet/<run-id>, once a network starts */
-    uint32_t loopback_next;      /* backend none: next free 127.x.y.z, see scenario.c */
-    FILE *draw;                  /* hiernet draw: networks go here as DOT, nothing starts */
-    bool drawn;                  /* a network was drawn: the run is over */
-    bool status_shown;           /* hn.status's live line is on the terminal */
-    double status_logged_at;     /* run time of the last status line logged, or -1 */
-    struct host_run *host_runs;  /* programs run on this host (l_host.c), killed at the end */
-    char **temp_dirs;            /* scratch directories of the tools (l_files.c) */
+    msgpack_sbuffer scratch;    /* encodes a peer command's params */
+    bool quiet;                 /* no log lines on stderr */
+    bool env_failure;           /* the failure came from the environment: exit 3 */
+    struct netlife_run life;    /* the networks' shared state: registry, links.csv, addresses */
+    FILE *draw;                 /* hiernet draw: networks go here as DOT, nothing starts */
+    bool drawn;                 /* a network was drawn: the run is over */
+    bool status_shown;          /* hn.status's live line is on the terminal */
+    double status_logged_at;    /* run time of the last status line logged, or -1 */
+    struct host_run *host_runs; /* programs run on this host (l_host.c), killed at the end */
+    char **temp_dirs;           /* scratch directories of the tools (l_files.c) */
     size_t n_temp_dirs;
     int tool_exit;             /* hiernet plot / report: the exit code the tool returned */
     struct overload *overload; /* host CPU and compute overruns (controller/overload.h) */

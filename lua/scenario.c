@@ -8,11 +8,11 @@
  * down in order: halt the scheduler, stop every network (peers exit on EOF;
  * SIGKILL after a deadline), close the records, write the final run.json
  * and only then remove the registry entry. */
+#include "controller/log.h"
 #include "lua/scenario.h"
 
 #include "controller/overload.h"
 #include "controller/durable.h"
-#include "controller/log.h"
 #include "controller/record.h"
 #include "controller/registry.h"
 #include "controller/run.h"
@@ -136,6 +136,26 @@ static void open_libraries(lua_State *L, struct scenario *sc)
     hn_runtime_attach(L, &sc->rt);
 }
 
+/* The networks' life cycle engine logs to the run's log on its clock. */
+static void life_log(void *ctx, const char *line)
+{
+    hn_logf(ctx, "%s", line);
+}
+
+static double life_clock(void *ctx)
+{
+    return sched_now(((struct hn_runtime *)ctx)->sched);
+}
+
+static void attach_life(struct hn_runtime *rt)
+{
+    netlife_run_init(&rt->life, rt->loop, NULL);
+    rt->life.log = life_log;
+    rt->life.log_ctx = rt;
+    rt->life.clock = life_clock;
+    rt->life.clock_ctx = rt;
+}
+
 /* The registry entry of the run, made with its results directory and
  * before its first run.json: a run.json that says "running" always has an
  * entry that leads a sweep to it after a SIGKILL. Without a usable registry
@@ -144,8 +164,9 @@ static void register_run(struct scenario *sc, char *warning, size_t len)
 {
     const char *base = strrchr(sc->run.dir, '/');
     char err[512];
-    sc->rt.registry = registry_open(base ? base + 1 : sc->run.dir, sc->run.dir, err, sizeof err);
-    if (!sc->rt.registry) snprintf(warning, len, "warning: no run registry: %s", err);
+    sc->rt.life.registry =
+        registry_open(base ? base + 1 : sc->run.dir, sc->run.dir, err, sizeof err);
+    if (!sc->rt.life.registry) snprintf(warning, len, "warning: no run registry: %s", err);
 }
 
 /* What earlier runs left goes, once this run is on its way. */
@@ -166,6 +187,7 @@ static int open_results(struct scenario *sc, const char *out_dir)
         return -1;
     }
     char warning[600] = "";
+    sc->rt.life.dir = sc->run.dir;
     register_run(sc, warning, sizeof warning);
     int fd = durable_create(sc->run.dir, "log.txt", 1);
     if (fd < 0 || !(sc->rt.log = fdopen(fd, "a"))) {
@@ -259,13 +281,14 @@ static void stop_networks(struct scenario *sc)
 static void unregister_run(struct scenario *sc)
 {
     char err[512];
-    if (registry_close_and_remove(sc->rt.registry, err, sizeof err) < 0)
+    if (registry_close_and_remove(sc->rt.life.registry, err, sizeof err) < 0)
         fprintf(stderr, "hiernet: %s\n", err);
-    sc->rt.registry = NULL;
+    sc->rt.life.registry = NULL;
 }
 
 static void close_records(struct hn_runtime *rt)
 {
+    netlife_run_close(&rt->life); /* links.csv */
     for (size_t i = 0; i < rt->n_records; i++)
         record_close(rt->records[i]);
     free(rt->records);
@@ -355,10 +378,6 @@ int scenario_run(const struct scenario_options *o)
     sc.rt.run = &sc.run;
     sc.rt.quiet = o->quiet;
     sc.rt.status_logged_at = -1;
-    /* Backend none puts every peer on its own loopback address. Runs at the
-     * same time must not share addresses (a peer's data port is fixed), so
-     * each run takes its own 127.N.0.0/16, N from its pid. */
-    sc.rt.loopback_next = (127u << 24) | ((1u + (unsigned)getpid() % 254u) << 16) | 2u;
     sc.run.lua_release = LUA_RELEASE;
     int code = 2;
     if (apply_options(&sc, o) < 0) goto out_early;
@@ -371,6 +390,7 @@ int scenario_run(const struct scenario_options *o)
     if ((o->tool ? load_tool(sc.rt.L, o->tool) : load_chunk(sc.rt.L, o->path)) < 0) goto out_early;
     sc.rt.loop = ev_default_loop(EVFLAG_AUTO);
     ev_set_userdata(sc.rt.loop, &sc);
+    attach_life(&sc.rt);
     sc.rt.sched = sched_new(sc.rt.L, sc.rt.loop);
     if (!sc.rt.sched) goto out_early;
     sched_set_dilation(sc.rt.sched, sc.run.dilation);

@@ -37,8 +37,7 @@
 /* Replaced tensors kept for reuse by the next receive of the same size. */
 #define DP_SPARES 2
 #define DP_PEER_BUCKETS 256
-/* How often a range receive waiting for the store's write lock retries. */
-#define DP_INSTALL_RETRY_S 0.0005
+/* How long accepting pauses when the process is out of descriptors. */
 #define DP_ACCEPT_RETRY_S 1.0
 
 struct dp_queue {
@@ -104,7 +103,8 @@ struct dataplane {
     char node[FRAME_NODE_NAME_SIZE];
     int listen_fd, port;
     ev_io accept_watcher;
-    ev_timer accept_retry, install_retry;
+    ev_timer accept_retry;
+    ev_async install_ready; /* the write lock was released: retry `installs` */
     struct dp_conn *conns;
     struct dp_conn *installs; /* waiting for the write lock, oldest first */
     struct dp_peer *peers[DP_PEER_BUCKETS];
@@ -384,7 +384,7 @@ static void dp_install_remove(struct dataplane *dp, struct dp_conn *c)
             break;
         }
     }
-    if (!dp->installs) ev_timer_stop(dp->loop, &dp->install_retry);
+    if (!dp->installs) ev_async_stop(dp->loop, &dp->install_ready);
 }
 
 /* Ends a send: the snapshot goes, then the owner hears of it. */
@@ -952,7 +952,11 @@ static int dp_install_range(struct dp_conn *c, char *error, size_t errlen)
 {
     struct store *store = c->dp->store;
     const struct frame_header *h = &c->hdr;
-    if (!store_write_trylock(store)) return 0;
+    /* Busy (a compute job patches): the holder's unlock wakes install_ready,
+     * which is listening before the attempt, so no wake-up is lost. */
+    if (!ev_is_active(&c->dp->install_ready)) ev_async_start(c->dp->loop, &c->dp->install_ready);
+    if (!store_write_trylock_or_notify(store)) return 0;
+    if (!c->dp->installs) ev_async_stop(c->dp->loop, &c->dp->install_ready);
     int fused = c->fuse_dst ? dp_fuse_commit(c) : 0;
     if (fused != 0) {
         store_write_unlock(store);
@@ -984,7 +988,6 @@ static void dp_install_wait(struct dp_conn *c)
     while (*p)
         p = &(*p)->install_next;
     *p = c;
-    if (!ev_is_active(&dp->install_retry)) ev_timer_again(dp->loop, &dp->install_retry);
 }
 
 /* The whole payload is in; false when c was closed or is paused. */
@@ -1008,10 +1011,11 @@ static bool dp_frame_complete(struct dp_conn *c)
     return dp_frame_finish(c, error[0] ? error : NULL);
 }
 
-/* Retries waiting range receives in arrival order. */
-static void on_install_retry(EV_P_ ev_timer *w, int revents)
+/* Retries waiting range receives in arrival order, once the write lock's
+ * holder has let go (store_write_trylock_or_notify). */
+static void on_install_ready(EV_P_ ev_async *w, int revents)
 {
-    struct dataplane *dp = container_of(w, struct dataplane, install_retry);
+    struct dataplane *dp = container_of(w, struct dataplane, install_ready);
     while (dp->installs) {
         struct dp_conn *c = dp->installs;
         char error[FRAME_ERROR_SIZE] = "";
@@ -1020,7 +1024,7 @@ static void on_install_retry(EV_P_ ev_timer *w, int revents)
         ev_io_start(dp->loop, &c->read_watcher);
         if (dp_frame_finish(c, error[0] ? error : NULL)) dp_conn_process(c);
     }
-    ev_timer_stop(dp->loop, &dp->install_retry);
+    ev_async_stop(dp->loop, &dp->install_ready);
 }
 
 /* An ack on an outgoing connection: completes the oldest written send. */
@@ -1156,6 +1160,13 @@ void dataplane_send(struct dataplane *dp, struct dataplane_send *s)
 
 /* ---- listening ---- */
 
+/* From the thread that released the store's write lock: only a signal. */
+static void on_store_unlocked(void *ctx)
+{
+    struct dataplane *dp = ctx;
+    ev_async_send(dp->loop, &dp->install_ready);
+}
+
 static void on_accept_retry(EV_P_ ev_timer *w, int revents)
 {
     struct dataplane *dp = container_of(w, struct dataplane, accept_retry);
@@ -1253,8 +1264,8 @@ struct dataplane *dataplane_create(struct ev_loop *loop, const struct dataplane_
     dp->listen_fd = -1;
     snprintf(dp->node, sizeof dp->node, "%s", cfg->node);
     ev_init(&dp->accept_retry, on_accept_retry);
-    ev_init(&dp->install_retry, on_install_retry);
-    dp->install_retry.repeat = DP_INSTALL_RETRY_S;
+    ev_async_init(&dp->install_ready, on_install_ready);
+    store_set_unlock_hook(dp->store, on_store_unlocked, dp);
     data_auth_init(&dp->auth, cfg->require_auth);
     if (cfg->addr) dp_listen(dp, cfg);
     return dp;
@@ -1268,7 +1279,8 @@ void dataplane_destroy(struct dataplane *dp)
         close(dp->listen_fd);
     }
     ev_timer_stop(dp->loop, &dp->accept_retry);
-    ev_timer_stop(dp->loop, &dp->install_retry);
+    store_set_unlock_hook(dp->store, NULL, NULL);
+    ev_async_stop(dp->loop, &dp->install_ready);
     while (dp->conns)
         dp_conn_close(dp->conns, "the peer is shutting down", true);
     for (int i = 0; i < DP_SPARES; i++)

@@ -25,6 +25,10 @@ struct store_tombstone {
 struct store {
     pthread_mutex_t lock;
     pthread_mutex_t write_lock; /* serialises patchers (store.h) */
+    /* store_write_trylock_or_notify: someone waits for the write lock */
+    atomic_bool unlock_wanted;
+    store_unlock_fn on_unlock;
+    void *on_unlock_ctx;
     struct store_tensor **buckets;
     size_t n_buckets; /* a power of two */
     uint64_t count, bytes;
@@ -393,6 +397,23 @@ bool store_write_trylock(struct store *s)
 void store_write_unlock(struct store *s)
 {
     pthread_mutex_unlock(&s->write_lock);
+    if (s->on_unlock && atomic_exchange(&s->unlock_wanted, false)) s->on_unlock(s->on_unlock_ctx);
+}
+
+void store_set_unlock_hook(struct store *s, store_unlock_fn fn, void *ctx)
+{
+    s->on_unlock = fn;
+    s->on_unlock_ctx = ctx;
+}
+
+/* The flag goes up before the attempt: a holder that unlocks after a
+ * failed attempt always sees it (at worst a spare notification). */
+bool store_write_trylock_or_notify(struct store *s)
+{
+    atomic_store(&s->unlock_wanted, true);
+    if (pthread_mutex_trylock(&s->write_lock) != 0) return false;
+    atomic_store(&s->unlock_wanted, false);
+    return true;
 }
 
 /* A private copy of t (same name and elements), or NULL with errno ENOMEM. */

@@ -126,6 +126,14 @@ int store_drop(struct store *s, const char *name);
 void store_write_lock(struct store *s);
 bool store_write_trylock(struct store *s);
 void store_write_unlock(struct store *s);
+/* For a caller on an event loop that must not wait for the write lock: a
+ * try that, when it fails, asks for the unlock hook to be called (once) at
+ * the holder's next store_write_unlock, from the holder's thread (so the
+ * hook only signals, e.g. ev_async_send). Set the hook before any patcher
+ * runs. */
+typedef void (*store_unlock_fn)(void *ctx);
+void store_set_unlock_hook(struct store *s, store_unlock_fn fn, void *ctx);
+bool store_write_trylock_or_notify(struct store *s);
 
 struct store_patch {
     struct store_tensor *t;    /* write here; the caller holds a reference */

@@ -5,7 +5,11 @@
 #include "topo/netns.h"
 #include "topo/nl.h"
 
+#include <linux/rtnetlink.h>
 #include <net/if.h>
+#include <netlink/socket.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,24 +350,65 @@ static void count_not_running(const char *name, int ifindex, unsigned flags, voi
     c->example = link;
 }
 
+static int not_running_error(struct topo_kernel *k, int node, const struct running_check *c,
+                             char *err, size_t errlen)
+{
+    char what[80];
+    topo_link_describe(k->net, &k->net->links[c->example], what, sizeof what);
+    return snprintf(err, errlen,
+                    "link %s: node %s's end is not running %.0f s after it was set up "
+                    "(%d such links there)",
+                    what, k->net->nodes[node].name, RUNNING_TIMEOUT_S, c->pending),
+           -1;
+}
+
+/* Sleeps until the kernel announces a link change in the watched namespace
+ * (RTNLGRP_LINK) or `left` seconds pass, then drops the announcements: the
+ * caller lists the links again. */
+static void await_link_change(struct nl_sock *watch, double left)
+{
+    int fd = nl_socket_get_fd(watch);
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) return;
+    char buf[8192];
+    while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
+        continue;
+}
+
+/* Runs on a configure thread, never on the controller's loop. The common
+ * case costs one listing: every end already runs. Otherwise a socket in the
+ * node's namespace subscribes to its link announcements before the next
+ * listing, so no change between the two is missed, and the thread sleeps
+ * until one comes (no polling). */
 static int wait_running(struct topo_kernel *k, int node, char *err, size_t errlen)
 {
     double deadline = mono_s() + RUNNING_TIMEOUT_S;
+    struct nl_sock *watch = NULL;
+    int rc;
     for (;;) {
         struct running_check c = {k, node, 0, -1};
-        if (topo_nl_link_list(k->ns[node].sock, count_not_running, &c, err, errlen) < 0) return -1;
-        if (c.pending == 0) return 0;
-        if (mono_s() > deadline) {
-            char what[80];
-            topo_link_describe(k->net, &k->net->links[c.example], what, sizeof what);
-            return snprintf(err, errlen,
-                            "link %s: node %s's end is not running %.0f s after it was set up "
-                            "(%d such links there)",
-                            what, k->net->nodes[node].name, RUNNING_TIMEOUT_S, c.pending),
-                   -1;
+        rc = topo_nl_link_list(k->ns[node].sock, count_not_running, &c, err, errlen);
+        if (rc < 0 || c.pending == 0) break;
+        if (!watch) {
+            watch = topo_netns_nl_open(k->ns[node].fd, err, errlen);
+            if (!watch) return -1;
+            if (nl_socket_add_membership(watch, RTNLGRP_LINK) < 0) {
+                topo_nl_close(watch);
+                return snprintf(err, errlen, "node %s: cannot watch its links (RTNLGRP_LINK)",
+                                k->net->nodes[node].name),
+                       -1;
+            }
+            continue; /* subscribed: list again before sleeping */
         }
-        usleep(2000);
+        double left = deadline - mono_s();
+        if (left <= 0) {
+            rc = not_running_error(k, node, &c, err, errlen);
+            break;
+        }
+        await_link_change(watch, left);
     }
+    if (watch) topo_nl_close(watch);
+    return rc < 0 ? -1 : 0;
 }
 
 int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_options *opts,

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 static struct store_tensor *publish_new(struct store *s, const char *name, uint64_t size)
 {
@@ -336,6 +337,58 @@ static void test_receives(void)
     store_destroy(s);
 }
 
+static void count_unlock(void *ctx)
+{
+    atomic_fetch_add((atomic_int *)ctx, 1);
+}
+
+struct holder {
+    struct store *s;
+    pthread_barrier_t held, release;
+};
+
+/* Holds the write lock from `held` until `release`, like a compute job. */
+static void *hold_write_lock(void *arg)
+{
+    struct holder *h = arg;
+    store_write_lock(h->s);
+    pthread_barrier_wait(&h->held);
+    pthread_barrier_wait(&h->release);
+    store_write_unlock(h->s);
+    return NULL;
+}
+
+/* A loop's caller that finds the write lock busy is told when it is free:
+ * the hook runs once at the holder's unlock, and not when nobody waited. */
+static void test_unlock_hook(void)
+{
+    struct store *s = store_create();
+    atomic_int calls = 0;
+    store_set_unlock_hook(s, count_unlock, &calls);
+    CHECK(store_write_trylock_or_notify(s)); /* free: taken, nobody waits */
+    store_write_unlock(s);
+    CHECK(atomic_load(&calls) == 0);
+    struct holder h = {.s = s};
+    pthread_barrier_init(&h.held, NULL, 2);
+    pthread_barrier_init(&h.release, NULL, 2);
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, hold_write_lock, &h) == 0);
+    pthread_barrier_wait(&h.held);
+    CHECK(!store_write_trylock_or_notify(s));
+    CHECK(!store_write_trylock_or_notify(s)); /* asking twice: still one call */
+    CHECK(atomic_load(&calls) == 0);
+    pthread_barrier_wait(&h.release);
+    pthread_join(thread, NULL); /* it has unlocked */
+    CHECK(atomic_load(&calls) == 1);
+    pthread_barrier_destroy(&h.held);
+    pthread_barrier_destroy(&h.release);
+    store_write_lock(s);
+    store_write_unlock(s);
+    CHECK(atomic_load(&calls) == 1);
+    store_set_unlock_hook(s, NULL, NULL);
+    store_destroy(s);
+}
+
 int main(void)
 {
     test_versions();
@@ -346,5 +399,6 @@ int main(void)
     test_replace();
     test_many();
     test_threads();
+    test_unlock_hook();
     return check_report();
 }

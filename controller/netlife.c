@@ -1,0 +1,378 @@
+/* netlife.c — the network life cycle engine (see netlife.h). */
+#include "controller/netlife.h"
+
+#include "common/clock.h"
+#include "controller/record.h"
+#include "controller/registry.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* One handshake call: the node it went to, for the error. */
+struct handshake_call {
+    struct netlife *nl;
+    int node;
+};
+
+struct netlife {
+    struct netlife_run *run;
+    struct topo_network *topo;
+    struct netlife_hooks hooks;
+    struct netlife_options opts;
+    enum netlife_state state;
+    struct netrun *nr;
+    bool stop_requested; /* during the build: the stop follows its end */
+    bool closing;        /* inside netrun_close_peers: replies failing now */
+    int outstanding;     /* handshake calls not answered yet */
+    struct netlife_error error;
+    struct handshake_call *calls; /* one per node */
+    ev_timer start_deadline, stop_deadline;
+    double phase_t0; /* real time the build ended / the stop began */
+};
+
+static void life_log(struct netlife_run *run, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void life_log(struct netlife_run *run, const char *fmt, ...)
+{
+    if (!run->log) return;
+    char line[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    run->log(run->log_ctx, line);
+}
+
+/* ---- the run ---- */
+
+void netlife_run_init(struct netlife_run *run, struct ev_loop *loop, const char *dir)
+{
+    *run = (struct netlife_run){.loop = loop, .dir = dir};
+    /* Backend none puts every peer on its own loopback address. Runs at the
+     * same time must not share addresses (a peer's data port is fixed), so
+     * each run takes its own 127.N.0.0/16, N from its pid. */
+    run->loopback_next = (127u << 24) | ((1u + (unsigned)getpid() % 254u) << 16) | 2u;
+}
+
+struct registry *netlife_run_registry(struct netlife_run *run)
+{
+    if (run->registry || !run->dir || run->registry_tried) return run->registry;
+    run->registry_tried = true;
+    char err[512];
+    struct registry_sweep_counts counts;
+    if (registry_sweep_stale(NULL, NULL, &counts, err, sizeof err) == 0 && counts.runs)
+        life_log(run, "removed what %u crashed run(s) left behind", counts.runs);
+    const char *base = strrchr(run->dir, '/');
+    run->registry = registry_open(base ? base + 1 : run->dir, run->dir, err, sizeof err);
+    if (!run->registry) life_log(run, "warning: no run registry: %s", err);
+    return run->registry;
+}
+
+void netlife_run_close(struct netlife_run *run)
+{
+    record_close(run->links_record);
+    run->links_record = NULL;
+}
+
+/* links.csv, shared by every network of the run that has counters (user backend). */
+static void sample_links(struct netlife_run *run, struct netrun *nr)
+{
+    if (strcmp(netrun_backend(nr), "user") != 0 || !run->dir) return;
+    if (!run->links_record) {
+        size_t n;
+        const char *const *columns = netrun_link_columns(&n);
+        char err[512];
+        run->links_record = record_open(run->dir, "links", columns, n, err, sizeof err);
+        if (!run->links_record) return life_log(run, "warning: no links.csv: %s", err);
+    }
+    netrun_sample_links(nr, run->links_record, run->clock, run->clock_ctx);
+}
+
+/* ---- transitions and errors ---- */
+
+const char *netlife_state_name(enum netlife_state s)
+{
+    static const char *const names[] = {"defined", "building", "spawning", "handshake",
+                                        "running", "stopping", "stopped"};
+    return (unsigned)s < sizeof names / sizeof *names ? names[s] : "?";
+}
+
+static void transition(struct netlife *nl, enum netlife_state to, const struct netlife_error *e)
+{
+    enum netlife_state from = nl->state;
+    nl->state = to;
+    if (nl->hooks.on_transition) nl->hooks.on_transition(nl->hooks.ctx, from, to, e);
+}
+
+/* Names the node when the message starts with "node 'x'" (netrun's style). */
+static int node_named(const struct topo_network *topo, const char *message)
+{
+    if (strncmp(message, "node '", 6) != 0) return -1;
+    const char *end = strchr(message + 6, '\'');
+    if (!end || end - (message + 6) >= TOPO_NAME_MAX) return -1;
+    char name[TOPO_NAME_MAX];
+    memcpy(name, message + 6, (size_t)(end - (message + 6)));
+    name[end - (message + 6)] = '\0';
+    return topo_node_find(topo, name);
+}
+
+static void error_set(struct netlife *nl, struct netlife_error *e, enum netlife_code code, int node,
+                      const char *message)
+{
+    *e = (struct netlife_error){code, node, -1, ""};
+    snprintf(e->message, sizeof e->message, "%s", message);
+    if (e->node < 0) e->node = node_named(nl->topo, message);
+}
+
+/* ---- stop ---- */
+
+static void finish_stop(struct netlife *nl)
+{
+    ev_timer_stop(nl->run->loop, &nl->stop_deadline);
+    life_log(nl->run, "network '%s': stopped: every peer exited %.3f s after the stop",
+             nl->topo->name, mono_s() - nl->phase_t0);
+    transition(nl, NETLIFE_STOPPED, NULL);
+}
+
+static void on_stop_deadline(EV_P_ ev_timer *w, int revents)
+{
+    (void)revents;
+    struct netlife *nl = (struct netlife *)((char *)w - offsetof(struct netlife, stop_deadline));
+    life_log(nl->run, "network '%s': peers did not exit within %.0f s; killing them",
+             nl->topo->name, nl->opts.stop_timeout_s);
+    netrun_kill_peers(nl->nr, SIGKILL);
+}
+
+/* Closes every channel (the peers exit on EOF) under the stop deadline. */
+static void begin_stop(struct netlife *nl, const struct netlife_error *e)
+{
+    ev_timer_stop(nl->run->loop, &nl->start_deadline);
+    nl->phase_t0 = mono_s();
+    transition(nl, NETLIFE_STOPPING, e);
+    nl->closing = true;
+    netrun_close_peers(nl->nr);
+    nl->closing = false;
+    ev_timer_set(&nl->stop_deadline, nl->opts.stop_timeout_s, 0);
+    ev_timer_start(nl->run->loop, &nl->stop_deadline);
+    if (nl->state == NETLIFE_STOPPING && netrun_peers_exited(nl->nr)) finish_stop(nl);
+}
+
+static void on_peer_exit(void *ctx, int node, int status)
+{
+    struct netlife *nl = ctx;
+    const char *name = nl->topo->nodes[node].name;
+    if (nl->state == NETLIFE_RUNNING && WIFSIGNALED(status))
+        life_log(nl->run, "node '%s': peer killed by signal %d", name, WTERMSIG(status));
+    else if (nl->state == NETLIFE_RUNNING)
+        life_log(nl->run, "node '%s': peer exited with status %d", name, WEXITSTATUS(status));
+    if (nl->hooks.on_peer_exit) nl->hooks.on_peer_exit(nl->hooks.ctx, node, status);
+    if (nl->state == NETLIFE_STOPPING && netrun_peers_exited(nl->nr)) finish_stop(nl);
+}
+
+/* ---- handshake: peers{secret=} to every peer, start ends when all answered ---- */
+
+static void handshake_end(struct netlife *nl)
+{
+    if (nl->state != NETLIFE_HANDSHAKE) return;
+    ev_timer_stop(nl->run->loop, &nl->start_deadline);
+    if (nl->error.code != NETLIFE_OK) return begin_stop(nl, &nl->error);
+    life_log(nl->run, "network '%s': started: every peer answered %.3f s after the build",
+             nl->topo->name, mono_s() - nl->phase_t0);
+    transition(nl, NETLIFE_RUNNING, NULL);
+}
+
+static void on_handshake_reply(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)result;
+    struct handshake_call *c = ctx;
+    struct netlife *nl = c->nl;
+    if (error && nl->error.code == NETLIFE_OK)
+        error_set(nl, &nl->error, NETLIFE_ERR_PEER, c->node, error);
+    if (--nl->outstanding == 0 && !nl->closing) handshake_end(nl);
+}
+
+/* A peer that is alive but never answers must not hang the start: fail it
+ * and close the channels, which fails the calls still out. */
+static void on_start_deadline(EV_P_ ev_timer *w, int revents)
+{
+    (void)revents;
+    struct netlife *nl = (struct netlife *)((char *)w - offsetof(struct netlife, start_deadline));
+    if (nl->error.code == NETLIFE_OK) {
+        char why[128];
+        snprintf(why, sizeof why, "%d peer(s) did not answer within %g s", nl->outstanding,
+                 nl->opts.start_timeout_s);
+        error_set(nl, &nl->error, NETLIFE_ERR_TIMEOUT, -1, why);
+    }
+    nl->closing = true;
+    netrun_close_peers(nl->nr);
+    nl->closing = false;
+    if (nl->outstanding == 0) handshake_end(nl);
+}
+
+static void begin_handshake(struct netlife *nl, msgpack_sbuffer *secret)
+{
+    transition(nl, NETLIFE_HANDSHAKE, NULL);
+    netrun_pack_peer_secret(nl->nr, secret);
+    nl->outstanding = 0;
+    char err[512];
+    for (size_t i = 0; i < nl->topo->n_nodes && nl->error.code == NETLIFE_OK; i++) {
+        struct peer_client *pc = netrun_peer(nl->nr, (int)i);
+        if (!pc) continue;
+        nl->calls[i] = (struct handshake_call){nl, (int)i};
+        if (peer_client_call(pc, "peers", secret->data, secret->size, on_handshake_reply,
+                             &nl->calls[i], err, sizeof err) < 0)
+            error_set(nl, &nl->error, NETLIFE_ERR_PEER, (int)i, err);
+        else
+            nl->outstanding++;
+    }
+    if (nl->outstanding == 0) return handshake_end(nl);
+    ev_timer_set(&nl->start_deadline, nl->opts.start_timeout_s, 0);
+    ev_timer_start(nl->run->loop, &nl->start_deadline);
+}
+
+/* ---- build ---- */
+
+static void log_built(struct netlife *nl)
+{
+    const struct topo_network *t = nl->topo;
+    if (t->backend == TOPO_BACKEND_NONE && t->n_links)
+        life_log(nl->run, "network '%s': backend none: %zu links recorded but not emulated",
+                 t->name, t->n_links);
+    else if (t->backend != TOPO_BACKEND_NONE)
+        life_log(nl->run, "network '%s': backend %s (%s)", t->name, netrun_backend(nl->nr),
+                 netrun_backend_reason(nl->nr));
+    char phases[512];
+    netrun_describe_start(nl->nr, phases, sizeof phases);
+    life_log(nl->run, "network '%s': %zu nodes, %zu links built in %s", t->name, t->n_nodes,
+             t->n_links, phases);
+}
+
+static void on_links_made(void *ctx)
+{
+    struct netlife *nl = ctx;
+    transition(nl, NETLIFE_SPAWNING, NULL);
+}
+
+static void on_built(void *ctx, struct netrun *nr, bool env_error, const char *err)
+{
+    struct netlife *nl = ctx;
+    nl->nr = nr;
+    if (!nr) {
+        struct netlife_error e;
+        error_set(nl, &e, env_error ? NETLIFE_ERR_ENVIRONMENT : NETLIFE_ERR_SCENARIO, -1, err);
+        return transition(nl, nl->stop_requested ? NETLIFE_STOPPED : NETLIFE_DEFINED, &e);
+    }
+    log_built(nl);
+    nl->phase_t0 = mono_s();
+    sample_links(nl->run, nr);
+    if (nl->stop_requested) {
+        error_set(nl, &nl->error, NETLIFE_ERR_STOPPED, -1, "stopped while starting");
+        return begin_stop(nl, &nl->error);
+    }
+    msgpack_sbuffer secret;
+    msgpack_sbuffer_init(&secret);
+    begin_handshake(nl, &secret);
+    msgpack_sbuffer_destroy(&secret);
+}
+
+/* ---- the network ---- */
+
+struct netlife *netlife_new(struct netlife_run *run, struct topo_network *topo,
+                            const struct netlife_hooks *hooks)
+{
+    struct netlife *nl = calloc(1, sizeof *nl);
+    if (nl) nl->calls = calloc(topo->n_nodes ? topo->n_nodes : 1, sizeof *nl->calls);
+    if (!nl || !nl->calls) {
+        free(nl);
+        return NULL;
+    }
+    nl->run = run;
+    nl->topo = topo;
+    if (hooks) nl->hooks = *hooks;
+    ev_timer_init(&nl->start_deadline, on_start_deadline, 0, 0);
+    ev_timer_init(&nl->stop_deadline, on_stop_deadline, 0, 0);
+    return nl;
+}
+
+int netlife_start(struct netlife *nl, const struct netlife_options *opts,
+                  struct netlife_error *error)
+{
+    char err[1024];
+    if (nl->state != NETLIFE_DEFINED) {
+        snprintf(err, sizeof err, "network '%s': start: network is %s", nl->topo->name,
+                 netlife_state_name(nl->state));
+        return error_set(nl, error, NETLIFE_ERR_SCENARIO, -1, err), -1;
+    }
+    nl->opts = *opts;
+    nl->stop_requested = false;
+    nl->error = (struct netlife_error){NETLIFE_OK, -1, -1, ""};
+    struct registry *reg = netlife_run_registry(nl->run);
+    struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg, &nl->run->loopback_next,
+                                on_links_made, nl->run->peer_path};
+    bool env_error = false;
+    if (netrun_build(nl->run->loop, nl->topo, &cfg, on_peer_exit, nl, on_built, nl, &nl->nr,
+                     &env_error, err, sizeof err) < 0) {
+        nl->nr = NULL;
+        return error_set(nl, error, env_error ? NETLIFE_ERR_ENVIRONMENT : NETLIFE_ERR_SCENARIO, -1,
+                         err),
+               -1;
+    }
+    transition(nl, NETLIFE_BUILDING, NULL);
+    return 0;
+}
+
+bool netlife_stop(struct netlife *nl)
+{
+    switch (nl->state) {
+    case NETLIFE_DEFINED:
+    case NETLIFE_STOPPED:
+        return true;
+    case NETLIFE_BUILDING:
+    case NETLIFE_SPAWNING:
+        nl->stop_requested = true;
+        return false;
+    case NETLIFE_HANDSHAKE:
+        if (nl->error.code == NETLIFE_OK)
+            error_set(nl, &nl->error, NETLIFE_ERR_STOPPED, -1, "stopped while starting");
+        begin_stop(nl, &nl->error);
+        break;
+    case NETLIFE_RUNNING:
+        begin_stop(nl, NULL);
+        break;
+    case NETLIFE_STOPPING:
+        break;
+    }
+    return nl->state == NETLIFE_STOPPED;
+}
+
+enum netlife_state netlife_state(const struct netlife *nl)
+{
+    return nl->state;
+}
+
+struct netrun *netlife_netrun(const struct netlife *nl)
+{
+    return nl->state == NETLIFE_BUILDING || nl->state == NETLIFE_SPAWNING ? NULL : nl->nr;
+}
+
+bool netlife_exited(const struct netlife *nl)
+{
+    return !nl->nr || netrun_peers_exited(nl->nr);
+}
+
+void netlife_free(struct netlife *nl)
+{
+    if (!nl) return;
+    ev_timer_stop(nl->run->loop, &nl->start_deadline);
+    ev_timer_stop(nl->run->loop, &nl->stop_deadline);
+    netrun_free(nl->nr); /* abandons a build in flight; kills and reaps survivors */
+    free(nl->calls);
+    free(nl);
+}

@@ -1,0 +1,113 @@
+/* netlife.h — the network life cycle engine: one network's way from
+ * defined to stopped, driven by the libev loop, without any Lua state.
+ *
+ *   defined -> building -> spawning -> handshake -> running -> stopping -> stopped
+ *
+ * building   netrun_build's kernel work (off the loop, controller/netrun.h)
+ * spawning   the links are made; the peer template's forks are collected
+ * handshake  every peer is sent peers{secret=} and start waits for all answers
+ * running    every peer answered
+ * stopping   channels closed (peers exit on EOF); SIGKILL after the deadline
+ * stopped    every peer has exited (netlife_free releases the rest)
+ *
+ * A build that fails goes back to defined (nothing is left, the network may
+ * start again); a handshake that fails, and a stop asked for during the
+ * start, go on to stopping. Each transition is reported once, through
+ * on_transition, with a structured error when it is a failure.
+ *
+ * The run (struct netlife_run) owns what the run's networks share: the run
+ * registry (opened at the first start if the caller opened none, after
+ * sweeping what crashed runs left), links.csv (the user backend's counters,
+ * opened at the first such network) and the loopback addresses of backend
+ * none. Owns: per network its netrun, its deadlines and handshake state. */
+#pragma once
+
+#include "controller/netrun.h"
+#include "topo/network.h"
+
+#include <ev.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum netlife_state {
+    NETLIFE_DEFINED,
+    NETLIFE_BUILDING,
+    NETLIFE_SPAWNING,
+    NETLIFE_HANDSHAKE,
+    NETLIFE_RUNNING,
+    NETLIFE_STOPPING,
+    NETLIFE_STOPPED,
+};
+
+enum netlife_code {
+    NETLIFE_OK,
+    NETLIFE_ERR_SCENARIO,    /* the network asked for cannot be built (exit 1) */
+    NETLIFE_ERR_ENVIRONMENT, /* privilege, kernel feature, device (exit 3) */
+    NETLIFE_ERR_PEER,        /* a peer refused or died during the handshake */
+    NETLIFE_ERR_TIMEOUT,     /* peers did not answer within the start deadline */
+    NETLIFE_ERR_STOPPED,     /* the network was stopped while it started */
+};
+
+struct netlife_error {
+    enum netlife_code code;
+    int node; /* the node at fault, or -1 */
+    int link; /* the link at fault, or -1 */
+    char message[1024];
+};
+
+typedef void (*netlife_log_fn)(void *ctx, const char *line);
+
+struct netlife_run {
+    struct ev_loop *loop;
+    const char *dir;           /* the results directory, or NULL: no registry, no records */
+    struct registry *registry; /* borrowed if set before the first start, else opened here */
+    bool registry_tried;
+    struct record *links_record; /* links.csv, once a network has counters */
+    uint32_t loopback_next;      /* backend none: the next free 127.x.y.z (host order) */
+    netrun_clock_fn clock;       /* the run's emulated seconds */
+    void *clock_ctx;
+    netlife_log_fn log; /* the run's log (a line without newline), or NULL */
+    void *log_ctx;
+    const char *peer_path; /* NULL: hiernet-peer next to this executable */
+};
+
+void netlife_run_init(struct netlife_run *run, struct ev_loop *loop, const char *dir);
+/* The run registry: the one set, or opened now (once) under dir. NULL without. */
+struct registry *netlife_run_registry(struct netlife_run *run);
+/* Closes links.csv, after the networks are freed. The registry, once open,
+ * is closed by the run's owner (registry_close_and_remove, last of all). */
+void netlife_run_close(struct netlife_run *run);
+
+struct netlife;
+
+struct netlife_hooks {
+    /* from -> to; error is NULL unless the transition is a failure. */
+    void (*on_transition)(void *ctx, enum netlife_state from, enum netlife_state to,
+                          const struct netlife_error *error);
+    netrun_exit_fn on_peer_exit; /* after the engine's own handling; may be NULL */
+    void *ctx;
+};
+
+struct netlife_options {
+    double start_timeout_s; /* handshake deadline */
+    double stop_timeout_s;  /* peers exit on EOF within this, or are SIGKILLed */
+};
+
+/* A network in state defined; topo stays the caller's and must outlive it. */
+struct netlife *netlife_new(struct netlife_run *run, struct topo_network *topo,
+                            const struct netlife_hooks *hooks);
+/* defined -> building. -1 (state unchanged, error filled, nothing reported)
+ * when the build cannot even begin. */
+int netlife_start(struct netlife *nl, const struct netlife_options *opts,
+                  struct netlife_error *error);
+/* Asks the network to stop; true when it is already stopped (or was never
+ * started). A start in flight ends first, failing with NETLIFE_ERR_STOPPED. */
+bool netlife_stop(struct netlife *nl);
+enum netlife_state netlife_state(const struct netlife *nl);
+const char *netlife_state_name(enum netlife_state s);
+/* The started network (peers, links), or NULL before the build ends. */
+struct netrun *netlife_netrun(const struct netlife *nl);
+/* No peer of it is still running. */
+bool netlife_exited(const struct netlife *nl);
+/* Kills and reaps what is left, releases everything (any state). */
+void netlife_free(struct netlife *nl);

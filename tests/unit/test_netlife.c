@@ -1,0 +1,206 @@
+/* test_netlife.c — the network life cycle engine (controller/netlife.h)
+ * without any Lua state: small networks on backend none started and
+ * stopped through it on a libev loop, their transitions in order, each
+ * reported once; two networks started at once while a timer keeps time; a
+ * stop during the build; errors that name their node. Needs hiernet-peer
+ * (HIERNET_BIN_DIR, set by ctest). */
+#include "check.h"
+#include "common/clock.h"
+#include "controller/netlife.h"
+#include "controller/netrun.h"
+
+#include <ev.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static char peer_path[4096];
+
+struct watch {
+    enum netlife_state seen[16];
+    enum netlife_code codes[16];
+    int n;
+};
+
+static void on_transition(void *ctx, enum netlife_state from, enum netlife_state to,
+                          const struct netlife_error *error)
+{
+    struct watch *w = ctx;
+    if (w->n > 0) CHECK(w->seen[w->n - 1] == from);
+    if (w->n < 16) {
+        w->codes[w->n] = error ? error->code : NETLIFE_OK;
+        w->seen[w->n++] = to;
+    }
+}
+
+static struct topo_network *hosts_network(const char *name, int hosts)
+{
+    char err[256];
+    struct topo_network *net = topo_network_new(name, TOPO_BACKEND_NONE, 1, err, sizeof err);
+    CHECK_MSG(net != NULL, "%s", err);
+    for (int i = 0; net && i < hosts; i++) {
+        char node[32];
+        snprintf(node, sizeof node, "%s%d", name, i);
+        CHECK(topo_node_add(net, node, TOPO_NODE_HOST, err, sizeof err) == i);
+    }
+    return net;
+}
+
+/* Runs the loop until every network reaches `state` or seconds pass. */
+static bool run_until(struct netlife **nl, int n, enum netlife_state state, double seconds)
+{
+    double deadline = mono_s() + seconds;
+    for (;;) {
+        int there = 0;
+        for (int i = 0; i < n; i++)
+            there += netlife_state(nl[i]) == state;
+        if (there == n) return true;
+        if (mono_s() > deadline) return false;
+        ev_run(EV_DEFAULT, EVRUN_ONCE);
+    }
+}
+
+static const struct netlife_options opts = {10.0, 3.0};
+
+static void check_sequence(const struct watch *w, const enum netlife_state *want, int n)
+{
+    CHECK_MSG(w->n == n, "%d transitions, %d expected", w->n, n);
+    for (int i = 0; i < n && i < w->n; i++)
+        CHECK_MSG(w->seen[i] == want[i], "transition %d: %s, %s expected", i,
+                  netlife_state_name(w->seen[i]), netlife_state_name(want[i]));
+}
+
+static void test_start_stop(struct netlife_run *run)
+{
+    struct topo_network *net = hosts_network("a", 3);
+    struct watch w = {0};
+    struct netlife_hooks hooks = {on_transition, NULL, &w};
+    struct netlife *nl = netlife_new(run, net, &hooks);
+    struct netlife_error e;
+    CHECK_MSG(netlife_start(nl, &opts, &e) == 0, "%s", e.message);
+    CHECK(netlife_state(nl) == NETLIFE_BUILDING); /* returns before the build is done */
+    CHECK(netlife_netrun(nl) == NULL);
+    CHECK(run_until(&nl, 1, NETLIFE_RUNNING, 10));
+    struct netrun *nr = netlife_netrun(nl);
+    CHECK(nr != NULL);
+    for (int i = 0; nr && i < 3; i++)
+        CHECK(netrun_peer_alive(nr, i));
+    CHECK(netlife_start(nl, &opts, &e) < 0); /* twice: refused, named */
+    CHECK(strstr(e.message, "network is running") != NULL);
+    CHECK(!netlife_stop(nl));
+    CHECK(run_until(&nl, 1, NETLIFE_STOPPED, 10));
+    CHECK(netlife_exited(nl));
+    CHECK(netlife_stop(nl)); /* stopping twice is fine */
+    const enum netlife_state want[] = {NETLIFE_BUILDING, NETLIFE_SPAWNING, NETLIFE_HANDSHAKE,
+                                       NETLIFE_RUNNING,  NETLIFE_STOPPING, NETLIFE_STOPPED};
+    check_sequence(&w, want, 6);
+    for (int i = 0; i < w.n; i++)
+        CHECK(w.codes[i] == NETLIFE_OK);
+    netlife_free(nl);
+    topo_network_free(net);
+}
+
+struct ticker {
+    ev_timer timer;
+    double last, worst;
+    int ticks;
+};
+
+static void on_tick(EV_P_ ev_timer *w, int revents)
+{
+    (void)revents;
+    struct ticker *t = (struct ticker *)w;
+    double now = mono_s();
+    if (t->ticks++ && now - t->last - 0.005 > t->worst) t->worst = now - t->last - 0.005;
+    t->last = now;
+}
+
+/* Two networks at once: the loop keeps serving a 5 ms timer meanwhile. */
+static void test_concurrent_starts(struct netlife_run *run)
+{
+    struct topo_network *nets[2] = {hosts_network("b", 40), hosts_network("c", 40)};
+    struct watch w[2] = {{0}};
+    struct netlife *nl[2];
+    struct ticker t = {0};
+    ev_timer_init(&t.timer, on_tick, 0.005, 0.005);
+    ev_timer_start(EV_DEFAULT, &t.timer);
+    double t0 = mono_s();
+    for (int i = 0; i < 2; i++) {
+        struct netlife_hooks hooks = {on_transition, NULL, &w[i]};
+        nl[i] = netlife_new(run, nets[i], &hooks);
+        struct netlife_error e;
+        CHECK_MSG(netlife_start(nl[i], &opts, &e) == 0, "%s", e.message);
+    }
+    CHECK(run_until(nl, 2, NETLIFE_RUNNING, 20));
+    double took = mono_s() - t0;
+    printf("two 40-host starts: %.3f s, %d ticks, worst lateness %.4f s\n", took, t.ticks, t.worst);
+    CHECK(t.ticks >= 2);
+    CHECK_MSG(t.worst < 0.5 * took || t.worst < 0.01, "worst %.4f s of %.3f s", t.worst, took);
+    for (int i = 0; i < 2; i++)
+        netlife_stop(nl[i]);
+    CHECK(run_until(nl, 2, NETLIFE_STOPPED, 10));
+    ev_timer_stop(EV_DEFAULT, &t.timer);
+    for (int i = 0; i < 2; i++) {
+        netlife_free(nl[i]);
+        topo_network_free(nets[i]);
+    }
+}
+
+/* A stop during the build waits for its end, then stops: the start fails
+ * with NETLIFE_ERR_STOPPED, each transition once. */
+static void test_stop_during_build(struct netlife_run *run)
+{
+    struct topo_network *net = hosts_network("d", 5);
+    struct watch w = {0};
+    struct netlife_hooks hooks = {on_transition, NULL, &w};
+    struct netlife *nl = netlife_new(run, net, &hooks);
+    struct netlife_error e;
+    CHECK_MSG(netlife_start(nl, &opts, &e) == 0, "%s", e.message);
+    CHECK(!netlife_stop(nl));
+    CHECK(run_until(&nl, 1, NETLIFE_STOPPED, 10));
+    CHECK(netlife_exited(nl));
+    const enum netlife_state want[] = {NETLIFE_BUILDING, NETLIFE_SPAWNING, NETLIFE_STOPPING,
+                                       NETLIFE_STOPPED};
+    check_sequence(&w, want, 4);
+    CHECK(w.codes[2] == NETLIFE_ERR_STOPPED);
+    netlife_free(nl);
+    topo_network_free(net);
+}
+
+/* A network that cannot be built: the error names the node, nothing is reported. */
+static void test_error_names_node(struct netlife_run *run)
+{
+    struct topo_network *net = hosts_network("e", 2);
+    snprintf(net->nodes[1].device, sizeof net->nodes[1].device, "tpu");
+    struct watch w = {0};
+    struct netlife_hooks hooks = {on_transition, NULL, &w};
+    struct netlife *nl = netlife_new(run, net, &hooks);
+    struct netlife_error e;
+    CHECK(netlife_start(nl, &opts, &e) < 0);
+    CHECK(e.code == NETLIFE_ERR_SCENARIO);
+    CHECK_MSG(e.node == 1, "node %d: %s", e.node, e.message);
+    CHECK(strstr(e.message, "tpu") != NULL);
+    CHECK(netlife_state(nl) == NETLIFE_DEFINED && w.n == 0);
+    netlife_free(nl);
+    topo_network_free(net);
+}
+
+int main(void)
+{
+    const char *dir = getenv("HIERNET_BIN_DIR");
+    if (!dir) CHECK_SKIP("HIERNET_BIN_DIR is not set (run through ctest)");
+    snprintf(peer_path, sizeof peer_path, "%s/hiernet-peer", dir);
+    if (access(peer_path, X_OK) != 0) CHECK_SKIP("hiernet-peer is not built");
+    signal(SIGPIPE, SIG_IGN);
+    struct netlife_run run;
+    netlife_run_init(&run, EV_DEFAULT, NULL); /* no results directory: no registry */
+    run.peer_path = peer_path;
+    test_start_stop(&run);
+    test_concurrent_starts(&run);
+    test_stop_during_build(&run);
+    test_error_names_node(&run);
+    netlife_run_close(&run);
+    return check_report();
+}
