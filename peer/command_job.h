@@ -16,7 +16,7 @@
  *
  * Life of a job: parse() copies the params into the job on the loop thread
  * (typed commands into job->extra); the job starts (above); run() packs
- * result entries into job->body; after() (optional, loop thread) may keep a
+ * result entries into job->result; after() (optional, loop thread) may keep a
  * job whose work goes on elsewhere (send waits for acks, a background eval
  * for its thread), which calls command_job_finish later. command_job_finish
  * hands the job to its continuation, job->complete: by default the RPC reply
@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "peer/msgmap.h"
 #include "peer/protocol.h"
 #include "peer/server.h"
 #include "peer/store.h"
@@ -89,10 +90,9 @@ struct command_job {
     bool has_range;
     uint64_t range_offset, range_count;
     void *extra; /* cmd->extra_size bytes for the command's own params */
-    /* Result: the map entries run() packed, besides ms, cpu_ms and queue_ms. */
-    struct peer_buffer body;
-    msgpack_packer pk;
-    uint32_t n_entries;
+    /* Result: the map entries run() packed, besides ms, cpu_ms and queue_ms
+     * (counted by the builder: peer/msgmap.h). */
+    struct msgmap result;
     char err[512];
 };
 
@@ -121,8 +121,9 @@ void command_job_finish(struct command_job *j);
  * runs with j->cancelled and answers nobody. */
 void command_job_cancel(struct command_job *j);
 void command_job_free(struct command_job *j);
-/* The result map (ms, cpu_ms, queue_ms and the entries) into pk. */
-void command_job_pack_result(const struct command_job *j, msgpack_packer *pk);
+/* The result map (ms, cpu_ms, queue_ms and the entries) into pk; false,
+ * writing nothing, when out of memory. */
+bool command_job_pack_result(const struct command_job *j, msgpack_packer *pk);
 /* A batch's wait or batch must not hold the FIFO on its own. */
 bool command_job_in_batch(const struct command_job *j);
 
@@ -131,7 +132,7 @@ bool cmd_fail(struct command_job *j, const char *fmt, ...) __attribute__((format
 void cmd_result_u64(struct command_job *j, const char *key, uint64_t value);
 void cmd_result_f64(struct command_job *j, const char *key, double value);
 void cmd_result_str(struct command_job *j, const char *key, const char *value);
-/* A key whose value the caller packs next into j->pk (an array, a map). */
+/* A key whose value the caller packs next into j->result.pk (an array, a map). */
 void cmd_result_key(struct command_job *j, const char *key);
 /* The tensor called name, with a reference, or NULL with the error set. */
 struct store_tensor *cmd_find(struct command_job *j, const char *name);

@@ -81,26 +81,22 @@ bool cmd_fail(struct command_job *j, const char *fmt, ...)
 
 void cmd_result_u64(struct command_job *j, const char *key, uint64_t value)
 {
-    proto_pack_kv_i64(&j->pk, key, (int64_t)value);
-    j->n_entries++;
+    msgmap_i64(&j->result, key, (int64_t)value);
 }
 
 void cmd_result_f64(struct command_job *j, const char *key, double value)
 {
-    proto_pack_kv_f64(&j->pk, key, value);
-    j->n_entries++;
+    msgmap_f64(&j->result, key, value);
 }
 
 void cmd_result_str(struct command_job *j, const char *key, const char *value)
 {
-    proto_pack_kv_str(&j->pk, key, value);
-    j->n_entries++;
+    msgmap_str(&j->result, key, value);
 }
 
 void cmd_result_key(struct command_job *j, const char *key)
 {
-    proto_pack_str(&j->pk, key);
-    j->n_entries++;
+    msgmap_key(&j->result, key);
 }
 
 struct store_tensor *cmd_find(struct command_job *j, const char *name)
@@ -153,32 +149,27 @@ static bool command_reports_overrun(const struct command_job *j)
     return !j->cmd->bare && j->cmd->kind == COMMAND_WORKER;
 }
 
-static uint32_t command_result_entries(const struct command_job *j)
-{
-    return j->n_entries + (j->cmd->bare ? 1 : 3) + command_reports_overrun(j);
-}
-
-/* Durations in emulated time (divided by the dilation); cpu_ms is work, not
- * a duration: the host's CPU time, which the emulated device spends in
+/* The whole result: the timings, then the entries run() packed. Durations
+ * in emulated time (divided by the dilation); cpu_ms is work, not a
+ * duration: the host's CPU time, which the emulated device spends in
  * cpu_ms / speed emulated ms. */
-static void command_pack_entries(const struct command_job *j, msgpack_packer *pk)
+static void command_result(const struct command_job *j, struct msgmap *m)
 {
-    proto_pack_kv_f64(pk, "ms", peer_emulated_ms(j->server, j->work.wall_ms));
+    msgmap_init(m);
+    msgmap_f64(m, "ms", peer_emulated_ms(j->server, j->work.wall_ms));
     if (!j->cmd->bare) {
-        proto_pack_kv_f64(pk, "cpu_ms", j->work.cpu_ms);
-        proto_pack_kv_f64(pk, "queue_ms", peer_emulated_ms(j->server, j->work.queue_ms));
+        msgmap_f64(m, "cpu_ms", j->work.cpu_ms);
+        msgmap_f64(m, "queue_ms", peer_emulated_ms(j->server, j->work.queue_ms));
     }
-    if (command_reports_overrun(j)) {
-        proto_pack_str(pk, "overrun");
-        j->work.overrun ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
-    }
-    if (j->body.len) pk->callback(pk->data, j->body.data, j->body.len); /* the packed entries */
+    if (command_reports_overrun(j)) msgmap_bool(m, "overrun", j->work.overrun);
+    msgmap_append(m, &j->result);
 }
 
-void command_job_pack_result(const struct command_job *j, msgpack_packer *pk)
+bool command_job_pack_result(const struct command_job *j, msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, command_result_entries(j));
-    command_pack_entries(j, pk);
+    struct msgmap m;
+    command_result(j, &m);
+    return msgmap_end(&m, pk);
 }
 
 static void reply_error(struct peer_server *s, uint32_t msgid, const char *command,
@@ -193,16 +184,13 @@ static void reply_error(struct peer_server *s, uint32_t msgid, const char *comma
 static void command_reply(struct command_job *j)
 {
     struct peer_server *s = j->server;
-    if (!j->cancelled && !j->err[0] && j->body.failed)
-        cmd_fail(j, "out of memory packing the result");
-    if (j->cancelled) {
-        /* Nobody is listening any more. */
-    } else if (j->err[0]) {
-        reply_error(s, j->msgid, j->cmd->name, j->err);
-    } else {
-        proto_pack_response_begin(&s->pk, j->msgid, command_result_entries(j));
-        command_pack_entries(j, &s->pk);
+    struct msgmap m;
+    if (!j->cancelled && !j->err[0]) {
+        command_result(j, &m);
+        if (!msgmap_response(&m, &s->pk, j->msgid)) cmd_fail(j, "out of memory packing the result");
     }
+    if (!j->cancelled && j->err[0]) reply_error(s, j->msgid, j->cmd->name, j->err);
+    /* else answered, or cancelled: nobody is listening any more */
     command_job_free(j);
 }
 
@@ -226,7 +214,7 @@ struct command_job *command_job_new(struct peer_server *s, const struct command 
     j->start_ms = command_now_ms();
     j->complete = command_reply;
     j->extra = cmd->extra_size ? (char *)j + head : NULL;
-    msgpack_packer_init(&j->pk, &j->body, peer_buffer_write);
+    msgmap_init(&j->result);
     return j;
 }
 
@@ -235,7 +223,7 @@ void command_job_free(struct command_job *j)
     if (!j) return;
     if (j->cmd->cleanup) j->cmd->cleanup(j);
     free(j->names);
-    peer_buffer_free(&j->body);
+    msgmap_free(&j->result);
     free(j);
 }
 

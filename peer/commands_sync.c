@@ -115,17 +115,17 @@ static bool wait_parse(struct command_job *j, struct proto_args *a)
 static void wait_result(struct command_job *j, const struct store_arrival *list, size_t k)
 {
     cmd_result_key(j, "arrived");
-    msgpack_pack_array(&j->pk, k);
+    msgpack_pack_array(&j->result.pk, k);
     for (const struct store_arrival *a = list; a; a = a->next)
-        proto_pack_str(&j->pk, a->name);
+        proto_pack_str(&j->result.pk, a->name);
     cmd_result_key(j, "from");
-    msgpack_pack_array(&j->pk, k);
+    msgpack_pack_array(&j->result.pk, k);
     for (const struct store_arrival *a = list; a; a = a->next)
-        proto_pack_str(&j->pk, a->from);
+        proto_pack_str(&j->result.pk, a->from);
     cmd_result_key(j, "versions");
-    msgpack_pack_array(&j->pk, k);
+    msgpack_pack_array(&j->result.pk, k);
     for (const struct store_arrival *a = list; a; a = a->next)
-        msgpack_pack_uint64(&j->pk, a->version);
+        msgpack_pack_uint64(&j->result.pk, a->version);
 }
 
 static void wait_end(struct command_job *j)
@@ -336,9 +336,9 @@ static void batch_end(struct command_job *j)
         if (p->results[i].failed) cmd_fail(j, "out of memory packing the results");
     if (!j->err[0]) {
         cmd_result_key(j, "results");
-        msgpack_pack_array(&j->pk, p->n_results);
+        msgpack_pack_array(&j->result.pk, p->n_results);
         for (uint32_t i = 0; i < p->n; i++)
-            if (p->results[i].len) peer_buffer_write(&j->body, p->results[i].data, p->results[i].len);
+            msgmap_raw(&j->result, p->results[i].data, p->results[i].len);
     }
     j->work.wall_ms = command_now_ms() - p->started_ms;
     j->work.cpu_ms = p->cpu_ms;
@@ -407,7 +407,7 @@ static void batch_child_done(struct command_job *c)
     } else if (!c->skipped) {
         msgpack_packer pk;
         msgpack_packer_init(&pk, &p->results[c->index - 1], peer_buffer_write);
-        command_job_pack_result(c, &pk);
+        if (!command_job_pack_result(c, &pk)) p->results[c->index - 1].failed = true;
         p->n_results++;
         p->cpu_ms += c->work.cpu_ms;
     }

@@ -353,11 +353,10 @@ static bool read_run(struct command_job *j)
                       " pass a range",
                       t->name, n, COMMAND_READ_MAX);
     if (ok) {
-        proto_pack_str(&j->pk, "values");
-        msgpack_pack_array(&j->pk, (size_t)n);
+        cmd_result_key(j, "values");
+        msgpack_pack_array(&j->result.pk, (size_t)n);
         for (uint64_t i = 0; i < n; i++)
-            msgpack_pack_float(&j->pk, p[i]);
-        j->n_entries++;
+            msgpack_pack_float(&j->result.pk, p[i]);
         cmd_result_u64(j, "version", store_tensor_version(t));
     }
     store_tensor_release(t);

@@ -1,5 +1,6 @@
 /* control.c — MessagePack-RPC methods of hiernet-linkd (see control.h). */
 #include "topo/linkd/control.h"
+#include "peer/msgmap.h"
 #include "peer/privdrop.h"
 #include "topo/linkd/tap.h"
 
@@ -270,12 +271,23 @@ static int control_parse_end(struct proto_args *a, const char *key, struct contr
     return 0;
 }
 
-static void control_pack_end(msgpack_packer *pk, const char *key, const char *ifname, int ifindex)
+static void control_pack_end(struct msgmap *m, const char *key, const char *ifname, int ifindex)
 {
-    proto_pack_str(pk, key);
-    msgpack_pack_map(pk, 2);
-    proto_pack_kv_str(pk, "ifname", ifname);
-    proto_pack_kv_i64(pk, "ifindex", ifindex);
+    struct msgmap end;
+    msgmap_init(&end);
+    msgmap_str(&end, "ifname", ifname);
+    msgmap_i64(&end, "ifindex", ifindex);
+    msgmap_key(m, key);
+    if (!msgmap_end(&end, &m->pk)) m->failed = true;
+}
+
+/* The response with result m (freed). */
+static int control_reply(struct linkd_control *c, struct msgmap *m, uint32_t msgid, char *err,
+                         size_t errlen)
+{
+    if (msgmap_response(m, &c->pk, msgid)) return 0;
+    snprintf(err, errlen, "out of memory packing the result");
+    return -1;
 }
 
 /* ---- methods ---- */
@@ -283,12 +295,12 @@ static void control_pack_end(msgpack_packer *pk, const char *key, const char *if
 static int on_ping(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
                    size_t errlen)
 {
-    proto_pack_response_begin(&c->pk, msgid, 3);
-    proto_pack_str(&c->pk, "pong");
-    msgpack_pack_true(&c->pk);
-    proto_pack_kv_i64(&c->pk, "pid", getpid());
-    proto_pack_kv_i64(&c->pk, "links", (int64_t)c->ld->n_links);
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_bool(&m, "pong", true);
+    msgmap_i64(&m, "pid", getpid());
+    msgmap_i64(&m, "links", (int64_t)c->ld->n_links);
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 /* Validates everything before creating a device, so a bad request leaves
@@ -338,11 +350,12 @@ static int on_link_add(struct linkd_control *c, struct proto_args *a, uint32_t m
         snprintf(err, errlen, "link %lld: %s", (long long)id, why);
         return -1;
     }
-    proto_pack_response_begin(&c->pk, msgid, 3);
-    proto_pack_kv_i64(&c->pk, "id", id);
-    control_pack_end(&c->pk, "a", ifname[0], ifindex[0]);
-    control_pack_end(&c->pk, "b", ifname[1], ifindex[1]);
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "id", id);
+    control_pack_end(&m, "a", ifname[0], ifindex[0]);
+    control_pack_end(&m, "b", ifname[1], ifindex[1]);
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 static int on_link_set(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
@@ -369,9 +382,10 @@ static int on_link_set(struct linkd_control *c, struct proto_args *a, uint32_t m
             return -1;
         }
     }
-    proto_pack_response_begin(&c->pk, msgid, 1);
-    proto_pack_kv_i64(&c->pk, "id", l->id);
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "id", l->id);
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 static int control_link_updown(struct linkd_control *c, struct proto_args *a, uint32_t msgid,
@@ -380,14 +394,11 @@ static int control_link_updown(struct linkd_control *c, struct proto_args *a, ui
     struct linkd_link *l = control_get_link(c, a, err, errlen);
     if (!l) return -1;
     linkd_link_set_up(l, up);
-    proto_pack_response_begin(&c->pk, msgid, 2);
-    proto_pack_kv_i64(&c->pk, "id", l->id);
-    proto_pack_str(&c->pk, "up");
-    if (up)
-        msgpack_pack_true(&c->pk);
-    else
-        msgpack_pack_false(&c->pk);
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "id", l->id);
+    msgmap_bool(&m, "up", up);
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 static int on_link_down(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
@@ -402,43 +413,40 @@ static int on_link_up(struct linkd_control *c, struct proto_args *a, uint32_t ms
     return control_link_updown(c, a, msgid, true, err, errlen);
 }
 
-static void control_pack_counters(msgpack_packer *pk, const char *key, struct linkd_dir *d,
+static void control_pack_counters(struct msgmap *link, const char *key, struct linkd_dir *d,
                                   bool reset_peak)
 {
     const struct linkd_counters *k = &d->c;
-    proto_pack_str(pk, key);
-    msgpack_pack_map(pk, 14);
-    proto_pack_kv_i64(pk, "packets", (int64_t)k->packets);
-    proto_pack_kv_i64(pk, "bytes", (int64_t)k->bytes);
-    proto_pack_kv_i64(pk, "delivered", (int64_t)k->delivered);
-    proto_pack_kv_i64(pk, "delivered_bytes", (int64_t)k->delivered_bytes);
-    proto_pack_kv_i64(pk, "drops_loss", (int64_t)k->drops_loss);
-    proto_pack_kv_i64(pk, "drops_queue", (int64_t)k->drops_queue);
-    proto_pack_kv_i64(pk, "drops_down", (int64_t)k->drops_down);
-    proto_pack_kv_i64(pk, "drops_nobuf", (int64_t)k->drops_nobuf);
-    proto_pack_kv_i64(pk, "drops_write", (int64_t)k->drops_write);
-    proto_pack_kv_i64(pk, "queue_peak", (int64_t)k->queue_peak);
-    proto_pack_kv_i64(pk, "queue_len", d->q_packets);
-    proto_pack_kv_i64(pk, "queue_bytes", (int64_t)d->q_bytes);
-    proto_pack_kv_i64(pk, "in_flight", linkd_dir_in_flight(d));
-    proto_pack_kv_i64(pk, "tso", d->link->tso[d == &d->link->dir[0] ? 0 : 1]);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "packets", (int64_t)k->packets);
+    msgmap_i64(&m, "bytes", (int64_t)k->bytes);
+    msgmap_i64(&m, "delivered", (int64_t)k->delivered);
+    msgmap_i64(&m, "delivered_bytes", (int64_t)k->delivered_bytes);
+    msgmap_i64(&m, "drops_loss", (int64_t)k->drops_loss);
+    msgmap_i64(&m, "drops_queue", (int64_t)k->drops_queue);
+    msgmap_i64(&m, "drops_down", (int64_t)k->drops_down);
+    msgmap_i64(&m, "drops_nobuf", (int64_t)k->drops_nobuf);
+    msgmap_i64(&m, "drops_write", (int64_t)k->drops_write);
+    msgmap_i64(&m, "queue_peak", (int64_t)k->queue_peak);
+    msgmap_i64(&m, "queue_len", d->q_packets);
+    msgmap_i64(&m, "queue_bytes", (int64_t)d->q_bytes);
+    msgmap_i64(&m, "in_flight", linkd_dir_in_flight(d));
+    msgmap_i64(&m, "tso", d->link->tso[d == &d->link->dir[0] ? 0 : 1]);
+    msgmap_key(link, key);
+    if (!msgmap_end(&m, &link->pk)) link->failed = true;
     /* A peak that restarts at every sample gives per-interval peaks. */
     if (reset_peak) d->c.queue_peak = d->q_packets;
 }
 
-/* {id, up, ab, ba}: 4 map entries, packed after the caller's key or array slot. */
-static void control_pack_link_stats(msgpack_packer *pk, struct linkd_link *l, bool reset_peak)
+/* {id, up, ab, ba} into m. */
+static void control_pack_link_stats(struct msgmap *m, struct linkd_link *l, bool reset_peak)
 {
     linkd_link_sync(l); /* counters as of now, not as of the last wake-up */
-    msgpack_pack_map(pk, 4);
-    proto_pack_kv_i64(pk, "id", l->id);
-    proto_pack_str(pk, "up");
-    if (l->up)
-        msgpack_pack_true(pk);
-    else
-        msgpack_pack_false(pk);
-    control_pack_counters(pk, "ab", &l->dir[0], reset_peak);
-    control_pack_counters(pk, "ba", &l->dir[1], reset_peak);
+    msgmap_i64(m, "id", l->id);
+    msgmap_bool(m, "up", l->up);
+    control_pack_counters(m, "ab", &l->dir[0], reset_peak);
+    control_pack_counters(m, "ba", &l->dir[1], reset_peak);
 }
 
 static int on_link_stats(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
@@ -449,12 +457,10 @@ static int on_link_stats(struct linkd_control *c, struct proto_args *a, uint32_t
     if (!l) return -1;
     if (proto_arg_bool(a, "reset_peak", &reset_peak) < 0) return control_arg_fail(a, err, errlen);
     /* The result map is the link's stats map itself. */
-    msgpack_pack_array(&c->pk, 4);
-    msgpack_pack_uint8(&c->pk, PROTO_RESPONSE);
-    msgpack_pack_uint32(&c->pk, msgid);
-    msgpack_pack_nil(&c->pk);
-    control_pack_link_stats(&c->pk, l, reset_peak);
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    control_pack_link_stats(&m, l, reset_peak);
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 static int on_link_stats_all(struct linkd_control *c, struct proto_args *a, uint32_t msgid,
@@ -462,12 +468,17 @@ static int on_link_stats_all(struct linkd_control *c, struct proto_args *a, uint
 {
     bool reset_peak = false;
     if (proto_arg_bool(a, "reset_peak", &reset_peak) < 0) return control_arg_fail(a, err, errlen);
-    proto_pack_response_begin(&c->pk, msgid, 1);
-    proto_pack_str(&c->pk, "links");
-    msgpack_pack_array(&c->pk, (uint32_t)c->ld->n_links);
-    for (struct linkd_link *l = c->ld->links; l; l = l->next)
-        control_pack_link_stats(&c->pk, l, reset_peak);
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_key(&m, "links");
+    msgpack_pack_array(&m.pk, (uint32_t)c->ld->n_links);
+    for (struct linkd_link *l = c->ld->links; l; l = l->next) {
+        struct msgmap link;
+        msgmap_init(&link);
+        control_pack_link_stats(&link, l, reset_peak);
+        if (!msgmap_end(&link, &m.pk)) m.failed = true;
+    }
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 static int on_link_del(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
@@ -477,9 +488,10 @@ static int on_link_del(struct linkd_control *c, struct proto_args *a, uint32_t m
     if (!l) return -1;
     int64_t id = l->id;
     linkd_link_del(l);
-    proto_pack_response_begin(&c->pk, msgid, 1);
-    proto_pack_kv_i64(&c->pk, "id", id);
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "id", id);
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 /* The controller has made every link: the TAP fds and the timer stay
@@ -499,9 +511,10 @@ static int on_drop_root(struct linkd_control *c, struct proto_args *a, uint32_t 
         linkd_log("%s; exiting", err);
         _exit(3);
     }
-    proto_pack_response_begin(&c->pk, msgid, 1);
-    proto_pack_kv_i64(&c->pk, "uid", (int64_t)getuid());
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "uid", (int64_t)getuid());
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 static const struct proto_method control_methods[] = {
