@@ -43,8 +43,9 @@ struct devmirror;
 
 enum command_kind { COMMAND_WORKER, COMMAND_NOW, COMMAND_GATE };
 
+/* A command's behaviour; its name is its row in the dispatch table, which
+ * peer/command_names.h generates. */
 struct command {
-    const char *name;
     const char *const *keys; /* the params it takes, NULL-terminated */
     enum command_kind kind;
     bool (*parse)(struct command_job *job, struct proto_args *a); /* NULL: no params */
@@ -60,9 +61,16 @@ struct command {
     bool bare;         /* the result has ms, not cpu_ms and queue_ms (ping, peers) */
 };
 
+/* A row of the dispatch table. */
+struct command_entry {
+    const char *name;
+    const struct command *cmd;
+};
+
 struct command_job {
     struct worker_job work; /* the timings: wall_ms, cpu_ms, queue_ms */
     const struct command *cmd;
+    const char *name;           /* the command's, for errors */
     struct peer_server *server; /* loop thread only, except the immutable cfg */
     struct store *store;
     struct worker *worker;
@@ -101,11 +109,11 @@ double command_now_ms(void);
 /* ---- life cycle (loop thread) ---- */
 
 /* The command called name (len bytes), or NULL. */
-const struct command *command_find(const char *name, uint32_t len);
+const struct command_entry *command_find(const char *name, uint32_t len);
 
-/* A job for cmd (extra zeroed, complete = the RPC reply to msgid); NULL when
- * out of memory. */
-struct command_job *command_job_new(struct peer_server *s, const struct command *cmd,
+/* A job for the command (extra zeroed, complete = the RPC reply to msgid);
+ * NULL when out of memory. */
+struct command_job *command_job_new(struct peer_server *s, const struct command_entry *e,
                                     uint32_t msgid);
 /* Parses params (a msgpack map) into j: unknown keys are errors. false with
  * a->err set. */

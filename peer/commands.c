@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "peer/command_job.h"
+#include "peer/command_names.h"
 #include "peer/commands_data.h"
 #include "peer/commands_sync.h"
 #include "peer/commands_vec.h"
@@ -34,38 +35,19 @@ double command_now_ms(void)
 
 /* ---- the table ---- */
 
-/* Every command, ping first: it is the hot one. */
-static const struct proto_method command_table[] = {
-    {"ping", (void *)&vec_cmd_ping},
-    {"stats", (void *)&vec_cmd_stats},
-    {"tensor", (void *)&vec_cmd_tensor},
-    {"copy", (void *)&vec_cmd_copy},
-    {"drop", (void *)&vec_cmd_drop},
-    {"axpy", (void *)&vec_cmd_axpy},
-    {"scale", (void *)&vec_cmd_scale},
-    {"sum", (void *)&vec_cmd_sum},
-    {"norm", (void *)&vec_cmd_norm},
-    {"dot", (void *)&vec_cmd_dot},
-    {"read", (void *)&vec_cmd_read},
-    {"send", (void *)&data_cmd_send},
-    {"peers", (void *)&data_cmd_peers},
-    {"wait", (void *)&sync_cmd_wait},
-    {"batch", (void *)&sync_cmd_batch},
-    {"abort", (void *)&sync_cmd_abort},
-    {"dataset", (void *)&ml_cmd_dataset},
-    {"model", (void *)&ml_cmd_model},
-    {"grad", (void *)&ml_cmd_grad},
-    {"optim", (void *)&ml_cmd_optim},
-    {"eval", (void *)&ml_cmd_eval},
-    {"compress", (void *)&ml_cmd_compress},
-    {"decompress", (void *)&ml_cmd_decompress},
-    {NULL, NULL},
-};
+/* Every command (peer/command_names.h), ping first: it is the hot one. */
+#define COMMAND_ROW(name, definition, face) {#name, &definition},
+static const struct command_entry command_table[] = {PEER_COMMANDS(COMMAND_ROW)};
+#undef COMMAND_ROW
 
-const struct command *command_find(const char *name, uint32_t len)
+const struct command_entry *command_find(const char *name, uint32_t len)
 {
-    const struct proto_method *m = proto_method_find(command_table, name, len);
-    return m ? m->handler : NULL;
+    if (!name || !len) return NULL; /* no command has an empty name */
+    for (size_t i = 0; i < sizeof command_table / sizeof command_table[0]; i++) {
+        const struct command_entry *e = &command_table[i];
+        if (strncmp(e->name, name, len) == 0 && e->name[len] == '\0') return e;
+    }
+    return NULL;
 }
 
 /* ---- helpers for run() ---- */
@@ -189,7 +171,7 @@ static void command_reply(struct command_job *j)
         command_result(j, &m);
         if (!msgmap_response(&m, &s->pk, j->msgid)) cmd_fail(j, "out of memory packing the result");
     }
-    if (!j->cancelled && j->err[0]) reply_error(s, j->msgid, j->cmd->name, j->err);
+    if (!j->cancelled && j->err[0]) reply_error(s, j->msgid, j->name, j->err);
     /* else answered, or cancelled: nobody is listening any more */
     command_job_free(j);
 }
@@ -197,14 +179,16 @@ static void command_reply(struct command_job *j)
 /* ---- life cycle ---- */
 
 /* The job and its command's extra params in one allocation. */
-struct command_job *command_job_new(struct peer_server *s, const struct command *cmd,
+struct command_job *command_job_new(struct peer_server *s, const struct command_entry *e,
                                     uint32_t msgid)
 {
+    const struct command *cmd = e->cmd;
     size_t head =
         (sizeof(struct command_job) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1);
     struct command_job *j = calloc(1, head + cmd->extra_size);
     if (!j) return NULL;
     j->cmd = cmd;
+    j->name = e->name;
     j->server = s;
     j->store = s->store;
     j->worker = s->worker;
@@ -338,7 +322,7 @@ void command_job_start(struct command_job *j)
 void commands_dispatch(struct peer_server *s, const struct proto_msg *msg)
 {
     s->commands++;
-    const struct command *cmd = command_find(msg->method, msg->method_len);
+    const struct command_entry *cmd = command_find(msg->method, msg->method_len);
     if (!cmd) {
         char message[128];
         int len = msg->method_len < COMMAND_QUOTE_MAX ? (int)msg->method_len : COMMAND_QUOTE_MAX;

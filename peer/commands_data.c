@@ -372,21 +372,19 @@ static void peers_cleanup(struct command_job *j)
 
 /* ---- table entries ---- */
 
-static const char *const keys_send[] = {"tensor", "to", "to_addr", "as",    "range",
+static const char *const keys_send[] = {"tensor", "to",  "to_addr", "as", "range",
                                         "at",     "add", "nowait",  NULL};
 static const char *const keys_peers[] = {"table", "replace", "secret", NULL};
 
-const struct command data_cmd_send = {"send",
-                                      keys_send,
-                                      COMMAND_WORKER,
+const struct command data_cmd_send = {.keys = keys_send,
+                                      .kind = COMMAND_WORKER,
                                       .parse = send_parse,
                                       .run = send_run,
                                       .after = send_after,
                                       .cleanup = send_cleanup,
                                       .extra_size = sizeof(struct send_params)};
-const struct command data_cmd_peers = {"peers",
-                                       keys_peers,
-                                       COMMAND_NOW,
+const struct command data_cmd_peers = {.keys = keys_peers,
+                                       .kind = COMMAND_NOW,
                                        .parse = peers_parse,
                                        .run = peers_run,
                                        .cleanup = peers_cleanup,

@@ -226,7 +226,8 @@ static bool abort_run(struct command_job *j)
     struct peer_server *s = j->server;
     uint64_t closed = 0;
     for (uint32_t i = 0; i < p->n_nodes; i++)
-        closed += dataplane_abort(s->dataplane, p->nodes[i], "aborted: the node was cut off or died");
+        closed +=
+            dataplane_abort(s->dataplane, p->nodes[i], "aborted: the node was cut off or died");
     bool waited = s->waiter != NULL;
     if (waited) {
         struct command_job *w = s->waiter;
@@ -249,8 +250,8 @@ static void abort_cleanup(struct command_job *j)
 struct batch_params {
     struct command_job **children; /* not started yet; NULL once started */
     uint32_t n, next;
-    uint32_t in_flight;  /* started, not completed, holding the batch */
-    uint32_t detached;   /* nowait sends started, not completed */
+    uint32_t in_flight;          /* started, not completed, holding the batch */
+    uint32_t detached;           /* nowait sends started, not completed */
     struct peer_buffer *results; /* per command, its packed result map once done */
     uint32_t n_results;
     double started_ms, cpu_ms;
@@ -283,12 +284,12 @@ static bool batch_parse_child(struct command_job *j, struct proto_args *a, uint3
         entry->via.array.size > 2 || entry->via.array.ptr[0].type != MSGPACK_OBJECT_STR)
         return cmd_arg_fail(a, "command %" PRIu32 ": expected {name, params}", i + 1);
     const msgpack_object *name = &entry->via.array.ptr[0];
-    const struct command *cmd = command_find(name->via.str.ptr, name->via.str.size);
+    const struct command_entry *cmd = command_find(name->via.str.ptr, name->via.str.size);
     int len = name->via.str.size < 64 ? (int)name->via.str.size : 64;
     if (!cmd)
         return cmd_arg_fail(a, "command %" PRIu32 ": unknown command '%.*s'", i + 1, len,
                             len ? name->via.str.ptr : "");
-    if (cmd == &sync_cmd_batch)
+    if (cmd->cmd == &sync_cmd_batch)
         return cmd_arg_fail(a, "command %" PRIu32 " (batch): batches do not nest", i + 1);
     const msgpack_object *params = batch_child_params(entry);
     if (!params)
@@ -403,7 +404,7 @@ static void batch_child_done(struct command_job *c)
     if (c->cancelled) {
         p->cancelled = true;
     } else if (c->err[0]) {
-        if (!j->err[0]) cmd_fail(j, "command %" PRIu32 " (%s): %s", c->index, c->cmd->name, c->err);
+        if (!j->err[0]) cmd_fail(j, "command %" PRIu32 " (%s): %s", c->index, c->name, c->err);
     } else if (!c->skipped) {
         msgpack_packer pk;
         msgpack_packer_init(&pk, &p->results[c->index - 1], peer_buffer_write);
@@ -455,23 +456,20 @@ static const char *const keys_wait[] = {"tensors", "tensor", "k", "from", "timeo
 static const char *const keys_batch[] = {"commands", NULL};
 static const char *const keys_abort[] = {"nodes", NULL};
 
-const struct command sync_cmd_wait = {"wait",
-                                      keys_wait,
-                                      COMMAND_GATE,
+const struct command sync_cmd_wait = {.keys = keys_wait,
+                                      .kind = COMMAND_GATE,
                                       .parse = wait_parse,
                                       .start = wait_start,
                                       .cleanup = wait_cleanup,
                                       .extra_size = sizeof(struct wait_params)};
-const struct command sync_cmd_batch = {"batch",
-                                       keys_batch,
-                                       COMMAND_GATE,
+const struct command sync_cmd_batch = {.keys = keys_batch,
+                                       .kind = COMMAND_GATE,
                                        .parse = batch_parse,
                                        .start = batch_start,
                                        .cleanup = batch_cleanup,
                                        .extra_size = sizeof(struct batch_params)};
-const struct command sync_cmd_abort = {"abort",
-                                       keys_abort,
-                                       COMMAND_NOW,
+const struct command sync_cmd_abort = {.keys = keys_abort,
+                                       .kind = COMMAND_NOW,
                                        .run = abort_run,
                                        .parse = abort_parse,
                                        .cleanup = abort_cleanup,

@@ -509,15 +509,17 @@ static const char *const keys_read[] = {"tensor", "range", NULL};
 
 #define VEC_COMMAND(cname, prefix)                                                                 \
     {                                                                                              \
-#cname, keys_##cname, COMMAND_WORKER, .parse = prefix##_parse, .run = prefix##_run         \
+        .keys = keys_##cname, .kind = COMMAND_WORKER, .parse = prefix##_parse, .run = prefix##_run \
     }
 
-const struct command vec_cmd_ping = {"ping", keys_none, COMMAND_NOW, .run = ping_run, .bare = true};
-const struct command vec_cmd_stats = {"stats", keys_none, COMMAND_NOW, .run = stats_run};
-const struct command vec_cmd_tensor = {
-    "tensor",          keys_tensor,
-    COMMAND_WORKER,    .parse = tensor_parse,
-    .run = tensor_run, .extra_size = sizeof(struct tensor_params)};
+const struct command vec_cmd_ping = {
+    .keys = keys_none, .kind = COMMAND_NOW, .run = ping_run, .bare = true};
+const struct command vec_cmd_stats = {.keys = keys_none, .kind = COMMAND_NOW, .run = stats_run};
+const struct command vec_cmd_tensor = {.keys = keys_tensor,
+                                       .kind = COMMAND_WORKER,
+                                       .parse = tensor_parse,
+                                       .run = tensor_run,
+                                       .extra_size = sizeof(struct tensor_params)};
 const struct command vec_cmd_copy = VEC_COMMAND(copy, copy);
 const struct command vec_cmd_drop = VEC_COMMAND(drop, drop);
 const struct command vec_cmd_axpy = VEC_COMMAND(axpy, axpy);

@@ -517,18 +517,30 @@ static int on_drop_root(struct linkd_control *c, struct proto_args *a, uint32_t 
     return control_reply(c, &m, msgid, err, errlen);
 }
 
-static const struct proto_method control_methods[] = {
-    {"ping", (void *)on_ping},
-    {"link_add", (void *)on_link_add},
-    {"link_set", (void *)on_link_set},
-    {"link_down", (void *)on_link_down},
-    {"link_up", (void *)on_link_up},
-    {"link_stats", (void *)on_link_stats},
-    {"link_stats_all", (void *)on_link_stats_all},
-    {"link_del", (void *)on_link_del},
-    {"drop_root", (void *)on_drop_root},
-    {NULL, NULL},
+static const struct control_method {
+    const char *name;
+    control_handler handler;
+} control_methods[] = {
+    {"ping", on_ping},
+    {"link_add", on_link_add},
+    {"link_set", on_link_set},
+    {"link_down", on_link_down},
+    {"link_up", on_link_up},
+    {"link_stats", on_link_stats},
+    {"link_stats_all", on_link_stats_all},
+    {"link_del", on_link_del},
+    {"drop_root", on_drop_root},
 };
+
+static const struct control_method *control_method_find(const char *name, uint32_t len)
+{
+    if (!name || !len) return NULL;
+    for (size_t i = 0; i < sizeof control_methods / sizeof control_methods[0]; i++) {
+        const struct control_method *m = &control_methods[i];
+        if (strncmp(m->name, name, len) == 0 && m->name[len] == '\0') return m;
+    }
+    return NULL;
+}
 
 /* ---- the channel ---- */
 
@@ -544,7 +556,7 @@ static void control_close(struct linkd_control *c)
 
 static void control_dispatch(struct linkd_control *c, const struct proto_msg *msg)
 {
-    const struct proto_method *m = proto_method_find(control_methods, msg->method, msg->method_len);
+    const struct control_method *m = control_method_find(msg->method, msg->method_len);
     char err[512];
     if (!m) {
         snprintf(err, sizeof err, "unknown method '%.*s'", (int)msg->method_len, msg->method);
@@ -553,9 +565,8 @@ static void control_dispatch(struct linkd_control *c, const struct proto_msg *ms
     }
     struct proto_args a;
     proto_args_init(&a, msg->params);
-    control_handler handler = (control_handler)m->handler;
     size_t mark = c->out.size;
-    if (handler(c, &a, msg->msgid, err, sizeof err) < 0) {
+    if (m->handler(c, &a, msg->msgid, err, sizeof err) < 0) {
         c->out.size = mark; /* drop anything a failing handler packed */
         proto_pack_error(&c->pk, msg->msgid, err);
     }
