@@ -10,9 +10,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "topo/names.h"
 #include "topo/units.h"
 
-#define TOPO_NAME_MAX 32 /* bytes, NUL included */
+#define TOPO_NAME_MAX (HN_NODE_NAME_MAX + 1) /* bytes, NUL included */
 #define TOPO_IFNAME_MAX 16 /* IFNAMSIZ */
 
 enum topo_backend { TOPO_BACKEND_NONE, TOPO_BACKEND_AUTO, TOPO_BACKEND_KERNEL, TOPO_BACKEND_USER };
