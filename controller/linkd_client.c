@@ -3,6 +3,7 @@
 
 #include "peer/msgmap.h"
 #include "peer/protocol.h"
+#include "topo/link_keys.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,22 +41,22 @@ struct linkd_client *linkd_client_start(struct ev_loop *loop, char *err, size_t 
 
 /* bw (0 = unlimited), delay, jitter, loss, reorder, the queue if set and
  * the Gilbert-Elliott parameters if set. */
+/* A struct field as its wire value, by unit (topo/link_keys.h). */
+#define PACK_BPS(m, key, v) msgmap_u64(m, key, v)
+#define PACK_TIME(m, key, v) msgmap_f64(m, key, (v) / LINK_WIRE_NS_PER_UNIT)
+#define PACK_FRACTION(m, key, v) msgmap_f64(m, key, v)
+#define PACK_KEY(key, field, unit, min, max) PACK_##unit(m, #key, p->field);
+
 static void pack_emulation(struct msgmap *m, const struct topo_link_params *p)
 {
-    msgmap_u64(m, "bw", p->rate_bps);
-    msgmap_f64(m, "delay", p->delay_ns / 1e3);
-    msgmap_f64(m, "jitter", p->jitter_ns / 1e3);
-    msgmap_f64(m, "loss", p->loss);
+    LINK_WIRE_KEYS(PACK_KEY)
     msgmap_bool(m, "reorder", p->reorder);
     if (p->queue.packets)
         msgmap_u64(m, "queue", p->queue.packets);
     else if (p->queue.bytes)
         msgmap_u64(m, "queue_bytes", p->queue.bytes);
     if (p->gilbert) {
-        msgmap_f64(m, "ge_p", p->ge_p);
-        msgmap_f64(m, "ge_r", p->ge_r);
-        msgmap_f64(m, "ge_h", p->ge_h);
-        msgmap_f64(m, "ge_k", p->ge_k);
+        LINK_WIRE_GILBERT_KEYS(PACK_KEY)
     }
 }
 

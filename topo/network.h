@@ -96,8 +96,8 @@ int topo_node_find(const struct topo_network *net, const char *name);
  * same pair is an error naming both nodes. Returns its index or -1. */
 int topo_link_add(struct topo_network *net, int a, int b, const struct topo_link_params *params,
                   char *err, size_t errlen);
-/* Sets one link parameter from its text ("bw", "delay", "jitter", "loss",
- * "queue"; DESIGN.md units). Returns -1 with err quoting the value, or -2
+/* Sets one link parameter from its text (the keys of TOPO_LINK_TEXT_KEYS,
+ * topo/link_keys.h: bw, delay, jitter, loss, queue; DESIGN.md units). Returns -1 with err quoting the value, or -2
  * for an unknown key. */
 int topo_link_param_set(struct topo_link_params *p, const char *key, const char *value,
                         char *err, size_t errlen);

@@ -2,6 +2,7 @@
 #include "topo/linkd/control.h"
 #include "peer/msgmap.h"
 #include "peer/privdrop.h"
+#include "topo/link_keys.h"
 #include "topo/linkd/tap.h"
 
 #include <errno.h>
@@ -23,15 +24,12 @@ static void control_nested_error(char *err, size_t errlen, const char *outer, co
 
 /* ---- emulation parameters ---- */
 
+/* The shared keys (topo/link_keys.h), then linkd's own: a queue in packets
+ * or bytes and the per-frame overhead. */
 enum control_field {
-    F_BW,
-    F_DELAY,
-    F_JITTER,
-    F_LOSS,
-    F_GE_P,
-    F_GE_R,
-    F_GE_H,
-    F_GE_K,
+#define FIELD_ENUM(key, field, unit, min, max) F_##key,
+    LINK_WIRE_KEYS(FIELD_ENUM) LINK_WIRE_GILBERT_KEYS(FIELD_ENUM)
+#undef FIELD_ENUM
     F_QUEUE,
     F_QUEUE_BYTES,
     F_OVERHEAD,
@@ -45,14 +43,9 @@ struct control_param {
 
 /* Numeric keys with their accepted ranges (units: bit/s, µs, fraction, packets, bytes). */
 static const struct control_param control_params[] = {
-    {"bw", 0, 1e13, F_BW},
-    {"delay", 0, 1e9, F_DELAY},
-    {"jitter", 0, 1e9, F_JITTER},
-    {"loss", 0, 1, F_LOSS},
-    {"ge_p", 0, 1, F_GE_P},
-    {"ge_r", 0, 1, F_GE_R},
-    {"ge_h", 0, 1, F_GE_H},
-    {"ge_k", 0, 1, F_GE_K},
+#define FIELD_ROW(key, field, unit, min, max) {#key, min, max, F_##key},
+    LINK_WIRE_KEYS(FIELD_ROW) LINK_WIRE_GILBERT_KEYS(FIELD_ROW)
+#undef FIELD_ROW
     {"queue", 0, 1e7, F_QUEUE},
     {"queue_bytes", 0, 1e12, F_QUEUE_BYTES},
     {"overhead", -14, 1024, F_OVERHEAD},
@@ -61,30 +54,13 @@ static const struct control_param control_params[] = {
 static void control_param_store(struct linkd_params *p, enum control_field f, double v)
 {
     switch (f) {
-    case F_BW:
-        p->rate_bps = (uint64_t)llround(v);
+#define FIELD_STORE(key, field, unit, min, max) \
+    case F_##key:                               \
+        p->field = LINK_WIRE_IN_##unit(v);      \
         break;
-    case F_DELAY:
-        p->delay_ns = llround(v * 1000.0);
-        break;
-    case F_JITTER:
-        p->jitter_ns = llround(v * 1000.0);
-        break;
-    case F_LOSS:
-        p->loss = v;
-        break;
-    case F_GE_P:
-        p->ge_p = v;
-        break;
-    case F_GE_R:
-        p->ge_r = v;
-        break;
-    case F_GE_H:
-        p->ge_h = v;
-        break;
-    case F_GE_K:
-        p->ge_k = v;
-        break;
+        LINK_WIRE_KEYS(FIELD_STORE)
+        LINK_WIRE_GILBERT_KEYS(FIELD_STORE)
+#undef FIELD_STORE
     case F_QUEUE:
         p->queue = (uint32_t)v;
         break;
