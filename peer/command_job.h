@@ -14,8 +14,8 @@
  *                   which then holds the worker until it finishes (wait,
  *                   batch): commands queued after it start only after it
  *
- * Life of a job: parse() copies the params into the job on the loop thread
- * (typed commands into job->extra); the job starts (above); run() packs
+ * Life of a job: parse() copies the params into the job's typed params
+ * (job->extra, struct <command>_params) on the loop thread; the job starts (above); run() packs
  * result entries into job->result; after() (optional, loop thread) may keep a
  * job whose work goes on elsewhere (send waits for acks, a background eval
  * for its thread), which calls command_job_finish later. command_job_finish
@@ -39,6 +39,18 @@
 
 struct command_job;
 struct ml_state;
+
+/* range = {offset, count} of a command's params. */
+struct cmd_range {
+    bool set;
+    uint64_t offset, count;
+};
+
+/* A list of tensor names of a command's params; owned by the params. */
+struct cmd_names {
+    char (*v)[COMMAND_NAME_SIZE];
+    uint32_t n;
+};
 struct devmirror;
 
 enum command_kind { COMMAND_WORKER, COMMAND_NOW, COMMAND_GATE };
@@ -87,17 +99,9 @@ struct command_job {
     bool cancelled;             /* the peer is shutting down: no answer is wanted */
     bool skipped;               /* a batch's command not run: an earlier one failed */
     bool detached; /* a batch's send with nowait: the batch goes on once it is queued */
-    /* Params of the older vector commands, copied out of the request, which is
-     * gone when the job runs. Tensor names: x is copy{src}, sum{out},
-     * read{tensor} and the x of axpy/scale/norm/dot; y is copy{dst} and the y
-     * of axpy/dot. Newer commands keep typed params in extra. */
-    char x[COMMAND_NAME_SIZE], y[COMMAND_NAME_SIZE];
-    char (*names)[COMMAND_NAME_SIZE]; /* sum{inputs}, drop{name, names}; owned */
-    uint32_t n_names;
-    double number; /* alpha */
-    bool has_range;
-    uint64_t range_offset, range_count;
-    void *extra; /* cmd->extra_size bytes for the command's own params */
+    /* The command's own params (struct <command>_params, cmd->extra_size
+     * bytes), copied out of the request, which is gone when the job runs. */
+    void *extra;
     /* Result: the map entries run() packed, besides ms, cpu_ms and queue_ms
      * (counted by the builder: peer/msgmap.h). */
     struct msgmap result;
@@ -147,8 +151,10 @@ struct store_tensor *cmd_find(struct command_job *j, const char *name);
 /* A new unpublished tensor, or NULL with the error set. */
 struct store_tensor *cmd_new_tensor(struct command_job *j, const char *name, uint64_t size,
                                     bool zeroed);
-/* The elements of t the job's range selects (all of t without a range). */
-bool cmd_span(struct command_job *j, const struct store_tensor *t, float **start, uint64_t *n);
+/* The elements of t the range selects (all of t without one); false with
+ * the job's error set when out of bounds. */
+bool cmd_span(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,
+              float **start, uint64_t *n);
 /* store_patch_begin with the error set ("tensor 'x' not found", ...). The
  * caller holds the store's write lock. */
 bool cmd_patch_begin(struct command_job *j, const char *name, struct store_patch *p);
@@ -161,8 +167,8 @@ bool cmd_arg_required_name(struct proto_args *a, const char *key, char *dst);
 /* A number that fits a float32. */
 bool cmd_arg_float(struct proto_args *a, const char *key, bool required, double fallback,
                    double *out);
-/* range = {offset, count} into job->has_range/range_offset/range_count. */
-bool cmd_arg_range(struct command_job *j, struct proto_args *a);
+/* range = {offset, count}; absent leaves r->set false. */
+bool cmd_arg_range(struct proto_args *a, struct cmd_range *r);
 /* An integer in [min, max]; absent leaves *out as it is unless required. */
 bool cmd_arg_int(struct proto_args *a, const char *key, bool required, int64_t min, int64_t max,
                  int64_t *out);
@@ -176,5 +182,5 @@ bool cmd_arg_text(struct proto_args *a, const char *key, bool required, char *ds
  * empty map; it is an empty list. */
 int cmd_arg_names(struct proto_args *a, const char *key, char (**names)[COMMAND_NAME_SIZE],
                   uint32_t *n);
-/* The same for the legacy j->names. */
-int cmd_arg_job_names(struct command_job *j, struct proto_args *a, const char *key);
+/* The same into a cmd_names list. */
+int cmd_arg_name_list(struct proto_args *a, const char *key, struct cmd_names *names);

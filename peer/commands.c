@@ -98,19 +98,20 @@ struct store_tensor *cmd_new_tensor(struct command_job *j, const char *name, uin
     return t;
 }
 
-bool cmd_span(struct command_job *j, const struct store_tensor *t, float **start, uint64_t *n)
+bool cmd_span(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,
+              float **start, uint64_t *n)
 {
-    if (!j->has_range) {
+    if (!r->set) {
         *start = t->data;
         *n = t->size;
         return true;
     }
-    if (j->range_offset > t->size || j->range_count > t->size - j->range_offset)
+    if (r->offset > t->size || r->count > t->size - r->offset)
         return cmd_fail(
             j, "range {%" PRIu64 ", %" PRIu64 "} out of bounds for '%s' (%" PRIu64 " elements)",
-            j->range_offset, j->range_count, t->name, t->size);
-    *start = t->data + j->range_offset;
-    *n = j->range_count;
+            r->offset, r->count, t->name, t->size);
+    *start = t->data + r->offset;
+    *n = r->count;
     return true;
 }
 
@@ -206,7 +207,6 @@ void command_job_free(struct command_job *j)
 {
     if (!j) return;
     if (j->cmd->cleanup) j->cmd->cleanup(j);
-    free(j->names);
     msgmap_free(&j->result);
     free(j);
 }
