@@ -1,10 +1,13 @@
 /* command_job.h — internals shared by the peer's command modules: the command
  * table entry, the job a command becomes, and the helpers for parsing params
  * (loop thread) and building results. The framework (dispatch, life cycle,
- * replies) is commands.c, the param helpers command_args.c; the commands are
- * in commands_vec.c (vectors, stats, ping), commands_data.c (send, peers),
- * commands_sync.c (wait, batch) and ml.c / ml_eval.c (learning). Not part of
- * the peer's outside API.
+ * replies) is commands.c, with its table generated from command_names.h;
+ * the param helpers are command_args.c, the result helpers
+ * command_result.c; the commands are in commands_stats.c (ping, stats),
+ * commands_vec.c (vectors), commands_data.c (send, peers), commands_sync.c
+ * (wait, batch, abort) and ml.c / ml_eval.c (learning). Each command parses
+ * into and runs from its own params struct (job->extra). Not part of the
+ * peer's outside API.
  *
  * Kinds of commands (when they run):
  *   COMMAND_NOW     on the loop thread at once, not ordered with compute

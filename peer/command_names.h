@@ -19,8 +19,8 @@
 #define PEER_FACE_CONTROLLER 3
 
 #define PEER_COMMANDS(X)                                                                           \
-    X(ping, vec_cmd_ping, PEER_FACE_METHOD)                                                        \
-    X(stats, vec_cmd_stats, PEER_FACE_METHOD)                                                      \
+    X(ping, stats_cmd_ping, PEER_FACE_METHOD)                                                      \
+    X(stats, stats_cmd_stats, PEER_FACE_METHOD)                                                    \
     X(tensor, vec_cmd_tensor, PEER_FACE_METHOD)                                                    \
     X(copy, vec_cmd_copy, PEER_FACE_METHOD)                                                        \
     X(drop, vec_cmd_drop, PEER_FACE_METHOD)                                                        \

@@ -1,8 +1,10 @@
-/* commands.c — the peer's control commands (see commands.h): the command
- * table, dispatch, the life cycle of jobs (command_job.h) and their replies,
- * and the helpers commands use to build results. The commands themselves
- * are in commands_vec.c, commands_data.c, commands_sync.c, ml.c and
- * ml_eval.c. */
+/* commands.c — the framework of the peer's control commands (see
+ * commands.h): the command table (generated from command_names.h),
+ * dispatch, the life cycle of jobs (command_job.h) and their replies. The
+ * helpers commands use to build results are in command_result.c, those
+ * that parse params in command_args.c; the commands themselves in
+ * commands_stats.c, commands_vec.c, commands_data.c, commands_sync.c,
+ * ml.c and ml_eval.c. */
 #include "peer/commands.h"
 
 #include <errno.h>
@@ -17,6 +19,7 @@
 #include "peer/command_job.h"
 #include "peer/command_names.h"
 #include "peer/commands_data.h"
+#include "peer/commands_stats.h"
 #include "peer/commands_sync.h"
 #include "peer/commands_vec.h"
 #include "peer/ml.h"
@@ -48,78 +51,6 @@ const struct command_entry *command_find(const char *name, uint32_t len)
         if (strncmp(e->name, name, len) == 0 && e->name[len] == '\0') return e;
     }
     return NULL;
-}
-
-/* ---- helpers for run() ---- */
-
-bool cmd_fail(struct command_job *j, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(j->err, sizeof j->err, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
-void cmd_result_u64(struct command_job *j, const char *key, uint64_t value)
-{
-    msgmap_i64(&j->result, key, (int64_t)value);
-}
-
-void cmd_result_f64(struct command_job *j, const char *key, double value)
-{
-    msgmap_f64(&j->result, key, value);
-}
-
-void cmd_result_str(struct command_job *j, const char *key, const char *value)
-{
-    msgmap_str(&j->result, key, value);
-}
-
-void cmd_result_key(struct command_job *j, const char *key)
-{
-    msgmap_key(&j->result, key);
-}
-
-struct store_tensor *cmd_find(struct command_job *j, const char *name)
-{
-    struct store_tensor *t = store_find(j->store, name);
-    if (!t) cmd_fail(j, "tensor '%s' not found", name);
-    return t;
-}
-
-struct store_tensor *cmd_new_tensor(struct command_job *j, const char *name, uint64_t size,
-                                    bool zeroed)
-{
-    struct store_tensor *t = store_tensor_new(name, size, zeroed);
-    if (!t)
-        cmd_fail(j, "out of memory for %" PRIu64 " elements of '%s' (%" PRIu64 " bytes)", size,
-                 name, size * (uint64_t)sizeof(float));
-    return t;
-}
-
-bool cmd_span(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,
-              float **start, uint64_t *n)
-{
-    if (!r->set) {
-        *start = t->data;
-        *n = t->size;
-        return true;
-    }
-    if (r->offset > t->size || r->count > t->size - r->offset)
-        return cmd_fail(
-            j, "range {%" PRIu64 ", %" PRIu64 "} out of bounds for '%s' (%" PRIu64 " elements)",
-            r->offset, r->count, t->name, t->size);
-    *start = t->data + r->offset;
-    *n = r->count;
-    return true;
-}
-
-bool cmd_patch_begin(struct command_job *j, const char *name, struct store_patch *p)
-{
-    if (store_patch_begin(j->store, name, p) == 0) return true;
-    if (errno == ENOENT) return cmd_fail(j, "tensor '%s' not found", name);
-    return cmd_fail(j, "out of memory for a copy of '%s' (it is being sent or read)", name);
 }
 
 /* ---- results and replies ---- */

@@ -4,6 +4,7 @@
 #include "peer/command_job.h"
 #include "peer/command_names.h"
 #include "peer/commands_data.h"
+#include "peer/commands_stats.h"
 #include "peer/commands_sync.h"
 #include "peer/commands_vec.h"
 #include "peer/ml.h"
