@@ -226,6 +226,7 @@ static void test_peers(void)
     close(early);
     set_book(&c, secret, 3, names, addrs); /* now c reads on: the early member's tensor */
     HCALL_OK(&c, &r, "wait", "tensor:s timeout:f", "early", 10.0); /* it is read on, async */
+    harness_reply_free(&r); /* its arrival lists */
     HCALL_OK(&c, &r, "norm", "x:s", "early");
     CHECK_NEAR(harness_num(&r, "value"), sqrt(100000.0), 1e-2);
     if (member >= 0) close(member);
