@@ -1,7 +1,9 @@
 /* linkd_client.c — requests to hiernet-linkd (see linkd_client.h). */
 #include "controller/linkd_client.h"
 
+#include "proto/msgmap.h"
 #include "proto/protocol.h"
+#include "topo/link_keys.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,65 +37,50 @@ struct linkd_client *linkd_client_start(struct ev_loop *loop, char *err, size_t 
 
 /* ---- encoding ---- */
 
-static void pack_key(msgpack_packer *pk, const char *key)
-{
-    proto_pack_str(pk, key);
-}
+/* bw (0 = unlimited), delay, jitter, loss, reorder, the queue if set and
+ * the Gilbert-Elliott parameters if set. */
+/* A struct field as its wire value, by unit (topo/link_keys.h). */
+#define PACK_BPS(m, key, v) msgmap_u64(m, key, v)
+#define PACK_TIME(m, key, v) msgmap_f64(m, key, (v) / LINK_WIRE_NS_PER_UNIT)
+#define PACK_FRACTION(m, key, v) msgmap_f64(m, key, v)
+#define PACK_KEY(key, field, unit, min, max) PACK_##unit(m, #key, p->field);
 
-static unsigned emulation_entries(const struct topo_link_params *p)
+static void pack_emulation(struct msgmap *m, const struct topo_link_params *p)
 {
-    return 5 + (p->queue.packets || p->queue.bytes ? 1 : 0) + (p->gilbert ? 4 : 0);
-}
-
-/* bw (0 = unlimited), delay, jitter, loss, reorder and the queue if set. */
-static void pack_emulation(msgpack_packer *pk, const struct topo_link_params *p)
-{
-    pack_key(pk, "bw");
-    msgpack_pack_uint64(pk, p->rate_bps);
-    pack_key(pk, "delay");
-    msgpack_pack_double(pk, p->delay_ns / 1e3);
-    pack_key(pk, "jitter");
-    msgpack_pack_double(pk, p->jitter_ns / 1e3);
-    pack_key(pk, "loss");
-    msgpack_pack_double(pk, p->loss);
-    pack_key(pk, "reorder");
-    p->reorder ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
-    if (p->queue.packets) {
-        pack_key(pk, "queue");
-        msgpack_pack_uint64(pk, p->queue.packets);
-    } else if (p->queue.bytes) {
-        pack_key(pk, "queue_bytes");
-        msgpack_pack_uint64(pk, p->queue.bytes);
-    }
+    LINK_WIRE_KEYS(PACK_KEY)
+    msgmap_bool(m, "reorder", p->reorder);
+    if (p->queue.packets)
+        msgmap_u64(m, "queue", p->queue.packets);
+    else if (p->queue.bytes)
+        msgmap_u64(m, "queue_bytes", p->queue.bytes);
     if (p->gilbert) {
-        proto_pack_kv_f64(pk, "ge_p", p->ge_p);
-        proto_pack_kv_f64(pk, "ge_r", p->ge_r);
-        proto_pack_kv_f64(pk, "ge_h", p->ge_h);
-        proto_pack_kv_f64(pk, "ge_k", p->ge_k);
+        LINK_WIRE_GILBERT_KEYS(PACK_KEY)
     }
 }
 
-static void pack_end(msgpack_packer *pk, const char *key, const char *ns_path, const char *ifname)
+static void pack_end(struct msgmap *m, const char *key, const char *ns_path, const char *ifname)
 {
-    pack_key(pk, key);
-    msgpack_pack_map(pk, 4);
-    proto_pack_kv_str(pk, "netns_path", ns_path);
-    proto_pack_kv_str(pk, "ifname", ifname);
+    struct msgmap end;
+    msgmap_init(&end);
+    msgmap_str(&end, "netns_path", ns_path);
+    msgmap_str(&end, "ifname", ifname);
     /* Down: the controller brings every end up itself, once IPv6 is off on
      * it (topo/kernel.c). */
-    pack_key(pk, "up");
-    msgpack_pack_false(pk);
+    msgmap_bool(&end, "up", false);
     /* Our namespaces go when the run's processes do, and take their TAPs
      * along in one batch: far quicker than linkd's exit deleting them one
      * by one (topo/linkd/tap.h). */
-    pack_key(pk, "persist");
-    msgpack_pack_true(pk);
+    msgmap_bool(&end, "persist", true);
+    msgmap_key(m, key);
+    if (!msgmap_end(&end, &m->pk)) m->failed = true;
 }
 
-static msgpack_packer *begin(struct linkd_client *lc)
+/* The params of the next request, from m (freed), in lc->buf. */
+static int set_params(struct linkd_client *lc, struct msgmap *m, char *err, size_t errlen)
 {
     msgpack_sbuffer_clear(&lc->buf);
-    return &lc->pk;
+    if (!msgmap_end(m, &lc->pk)) return snprintf(err, errlen, "out of memory"), -1;
+    return 0;
 }
 
 /* ---- set-up: link_add, drop_root (asynchronous, like the rest) ---- */
@@ -129,15 +116,14 @@ int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a
                           const struct topo_link_params *params, uint64_t seed, linkd_added_fn cb,
                           void *ctx, char *err, size_t errlen)
 {
-    msgpack_packer *pk = begin(lc);
-    msgpack_pack_map(pk, 4 + emulation_entries(params));
-    pack_key(pk, "id");
-    msgpack_pack_int(pk, id);
-    pack_key(pk, "seed");
-    msgpack_pack_uint64(pk, seed);
-    pack_end(pk, "a", ns_path_a, ifname_a);
-    pack_end(pk, "b", ns_path_b, ifname_b);
-    pack_emulation(pk, params);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "id", id);
+    msgmap_u64(&m, "seed", seed);
+    pack_end(&m, "a", ns_path_a, ifname_a);
+    pack_end(&m, "b", ns_path_b, ifname_b);
+    pack_emulation(&m, params);
+    if (set_params(lc, &m, err, errlen) < 0) return -1;
     struct add_call *c = malloc(sizeof *c);
     if (!c) return snprintf(err, errlen, "out of memory"), -1;
     *c = (struct add_call){cb, ctx};
@@ -152,12 +138,11 @@ int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a
 int linkd_client_drop_root(struct linkd_client *lc, uid_t uid, gid_t gid, peer_reply_fn cb,
                            void *ctx, char *err, size_t errlen)
 {
-    msgpack_packer *pk = begin(lc);
-    msgpack_pack_map(pk, 2);
-    pack_key(pk, "uid");
-    msgpack_pack_uint32(pk, (uint32_t)uid);
-    pack_key(pk, "gid");
-    msgpack_pack_uint32(pk, (uint32_t)gid);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_u64(&m, "uid", (uint32_t)uid);
+    msgmap_u64(&m, "gid", (uint32_t)gid);
+    if (set_params(lc, &m, err, errlen) < 0) return -1;
     return peer_client_call(lc->pc, "drop_root", lc->buf.data, lc->buf.size, cb, ctx, err, errlen);
 }
 
@@ -172,21 +157,21 @@ static int call(struct linkd_client *lc, const char *method, peer_reply_fn cb, v
 int linkd_client_link_set(struct linkd_client *lc, int id, const struct topo_link_params *params,
                           peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
-    msgpack_packer *pk = begin(lc);
-    msgpack_pack_map(pk, 1 + emulation_entries(params));
-    pack_key(pk, "id");
-    msgpack_pack_int(pk, id);
-    pack_emulation(pk, params);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "id", id);
+    pack_emulation(&m, params);
+    if (set_params(lc, &m, err, errlen) < 0) return -1;
     return call(lc, "link_set", cb, ctx, err, errlen);
 }
 
 static int call_with_id(struct linkd_client *lc, const char *method, int id, peer_reply_fn cb,
                         void *ctx, char *err, size_t errlen)
 {
-    msgpack_packer *pk = begin(lc);
-    msgpack_pack_map(pk, 1);
-    pack_key(pk, "id");
-    msgpack_pack_int(pk, id);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "id", id);
+    if (set_params(lc, &m, err, errlen) < 0) return -1;
     return call(lc, method, cb, ctx, err, errlen);
 }
 
@@ -205,10 +190,10 @@ int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, v
 int linkd_client_stats_all(struct linkd_client *lc, peer_reply_fn cb, void *ctx, char *err,
                            size_t errlen)
 {
-    msgpack_packer *pk = begin(lc);
-    msgpack_pack_map(pk, 1);
-    pack_key(pk, "reset_peak");
-    msgpack_pack_true(pk);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_bool(&m, "reset_peak", true);
+    if (set_params(lc, &m, err, errlen) < 0) return -1;
     return call(lc, "link_stats_all", cb, ctx, err, errlen);
 }
 

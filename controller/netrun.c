@@ -17,6 +17,7 @@
 #include "topo/netns.h"
 #include "topo/nl.h"
 #include "topo/route.h"
+#include "proto/msgmap.h"
 #include "proto/protocol.h"
 
 #include <errno.h>
@@ -996,10 +997,10 @@ void netrun_pack_peer_secret(const struct netrun *nr, msgpack_sbuffer *out)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 1);
-    proto_pack_str(&pk, "secret");
-    msgpack_pack_bin(&pk, sizeof nr->data_secret);
-    msgpack_pack_bin_body(&pk, nr->data_secret, sizeof nr->data_secret);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_bin(&m, "secret", nr->data_secret, sizeof nr->data_secret);
+    msgmap_end(&m, &pk); /* the secret fits the builder's inline buffer: it cannot fail */
 }
 
 /* ---- the peers' address book ----
@@ -1028,10 +1029,16 @@ int netrun_tell_address(struct netrun *nr, int from, int to, char *err, size_t e
     msgpack_packer pk;
     msgpack_sbuffer_init(&buf);
     msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 1);
-    proto_pack_str(&pk, "table");
-    msgpack_pack_map(&pk, 1);
-    proto_pack_kv_str(&pk, nr->net->nodes[to].name, nr->net->nodes[to].addr);
+    struct msgmap params, table;
+    msgmap_init(&params);
+    msgmap_init(&table);
+    msgmap_str(&table, nr->net->nodes[to].name, nr->net->nodes[to].addr);
+    msgmap_key(&params, "table");
+    if (!msgmap_end(&table, &params.pk) || !msgmap_end(&params, &pk)) {
+        msgmap_free(&params);
+        msgpack_sbuffer_destroy(&buf);
+        return snprintf(err, errlen, "out of memory"), -1;
+    }
     int rc = peer_client_call(p->client, "peers", buf.data, buf.size, on_told, NULL, err, errlen);
     msgpack_sbuffer_destroy(&buf);
     if (rc == 0) p->told[to / 8] |= (uint8_t)(1u << (to % 8));

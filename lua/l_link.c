@@ -5,13 +5,17 @@
 #include "lua/l_net.h"
 
 #include "controller/netrun.h"
+#include "topo/link_keys.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const link_options[] = {"bw",    "delay",   "jitter",  "loss",
-                                           "queue", "reorder", "gilbert", NULL};
+/* The text keys topo parses (topo/link_keys.h), then reorder and gilbert. */
+#define TEXT_KEY(key, field, parse) #key,
+static const char *const link_options[] = {TOPO_LINK_TEXT_KEYS(TEXT_KEY) "reorder", "gilbert",
+                                           NULL};
+#undef TEXT_KEY
 
 /* gilbert = {p=, r=, h=1, k=0}: probabilities in [0, 1] (see topo/network.h). */
 static void read_gilbert(lua_State *L, int i, struct topo_link_params *p, const char *what)

@@ -10,6 +10,7 @@
 #include "controller/proc.h"
 #include "lua/l_network.h"
 #include "lua/lmsgpack.h"
+#include "peer/command_names.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -301,13 +302,12 @@ static int l_node_batch(lua_State *L)
     return node_request(L, n, "batch", 3);
 }
 
-/* Peer commands of docs/lua-api.md; the peer answers "unknown
- * method" for the ones this build's peer does not implement. */
-static const char *const peer_commands[] = {
-    "ping", "stats", "tensor",   "copy",       "drop",  "axpy", "scale", "sum",
-    "norm", "dot",   "read",     "dataset",    "model", "grad", "optim", "eval",
-    "send", "wait",  "compress", "decompress", "abort", NULL,
-};
+/* The peer commands a node method sends as they are (peer/command_names.h:
+ * the peer's own table; batch has its own method above, peers is the
+ * controller's). */
+#define NODE_COMMAND(name, definition, face) face == PEER_FACE_METHOD ? #name : NULL,
+static const char *const peer_commands[] = {PEER_COMMANDS(NODE_COMMAND)};
+#undef NODE_COMMAND
 
 /* ---- node handle ---- */
 
@@ -358,10 +358,11 @@ void lnet_create_node_meta(lua_State *L)
 {
     luaL_newmetatable(L, NODE_MT);
     lua_newtable(L); /* methods */
-    for (const char *const *c = peer_commands; *c; c++) {
-        lua_pushstring(L, *c);
+    for (size_t i = 0; i < sizeof peer_commands / sizeof peer_commands[0]; i++) {
+        if (!peer_commands[i]) continue; /* not a plain node method */
+        lua_pushstring(L, peer_commands[i]);
         lua_pushcclosure(L, l_node_command, 1);
-        lua_setfield(L, -2, *c);
+        lua_setfield(L, -2, peer_commands[i]);
     }
     lua_pushcfunction(L, l_node_batch);
     lua_setfield(L, -2, "batch");

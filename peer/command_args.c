@@ -48,10 +48,10 @@ bool cmd_arg_float(struct proto_args *a, const char *key, bool required, double 
     return true;
 }
 
-bool cmd_arg_range(struct command_job *j, struct proto_args *a)
+bool cmd_arg_range(struct proto_args *a, struct cmd_range *r)
 {
-    int got = proto_arg_range(a, "range", &j->range_offset, &j->range_count);
-    j->has_range = got == 1;
+    int got = proto_arg_range(a, "range", &r->offset, &r->count);
+    r->set = got == 1;
     return got >= 0;
 }
 
@@ -127,9 +127,9 @@ int cmd_arg_names(struct proto_args *a, const char *key, char (**names)[COMMAND_
     return 1;
 }
 
-int cmd_arg_job_names(struct command_job *j, struct proto_args *a, const char *key)
+int cmd_arg_name_list(struct proto_args *a, const char *key, struct cmd_names *names)
 {
-    return cmd_arg_names(a, key, &j->names, &j->n_names);
+    return cmd_arg_names(a, key, &names->v, &names->n);
 }
 
 bool cmd_arg_bool(struct proto_args *a, const char *key, bool *out)

@@ -1,10 +1,13 @@
 /* command_job.h — internals shared by the peer's command modules: the command
  * table entry, the job a command becomes, and the helpers for parsing params
  * (loop thread) and building results. The framework (dispatch, life cycle,
- * replies) is commands.c, the param helpers command_args.c; the commands are
- * in commands_vec.c (vectors, stats, ping), commands_data.c (send, peers),
- * commands_sync.c (wait, batch) and ml.c / ml_eval.c (learning). Not part of
- * the peer's outside API.
+ * replies) is commands.c, with its table generated from command_names.h;
+ * the param helpers are command_args.c, the result helpers
+ * command_result.c; the commands are in commands_stats.c (ping, stats),
+ * commands_vec.c (vectors), commands_data.c (send, peers), commands_sync.c
+ * (wait, batch, abort) and ml.c / ml_eval.c (learning). Each command parses
+ * into and runs from its own params struct (job->extra). Not part of the
+ * peer's outside API.
  *
  * Kinds of commands (when they run):
  *   COMMAND_NOW     on the loop thread at once, not ordered with compute
@@ -14,9 +17,9 @@
  *                   which then holds the worker until it finishes (wait,
  *                   batch): commands queued after it start only after it
  *
- * Life of a job: parse() copies the params into the job on the loop thread
- * (typed commands into job->extra); the job starts (above); run() packs
- * result entries into job->body; after() (optional, loop thread) may keep a
+ * Life of a job: parse() copies the params into the job's typed params
+ * (job->extra, struct <command>_params) on the loop thread; the job starts (above); run() packs
+ * result entries into job->result; after() (optional, loop thread) may keep a
  * job whose work goes on elsewhere (send waits for acks, a background eval
  * for its thread), which calls command_job_finish later. command_job_finish
  * hands the job to its continuation, job->complete: by default the RPC reply
@@ -29,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/msgmap.h"
 #include "proto/protocol.h"
 #include "peer/server.h"
 #include "peer/store.h"
@@ -38,12 +42,25 @@
 
 struct command_job;
 struct ml_state;
+
+/* range = {offset, count} of a command's params. */
+struct cmd_range {
+    bool set;
+    uint64_t offset, count;
+};
+
+/* A list of tensor names of a command's params; owned by the params. */
+struct cmd_names {
+    char (*v)[COMMAND_NAME_SIZE];
+    uint32_t n;
+};
 struct devmirror;
 
 enum command_kind { COMMAND_WORKER, COMMAND_NOW, COMMAND_GATE };
 
+/* A command's behaviour; its name is its row in the dispatch table, which
+ * peer/command_names.h generates. */
 struct command {
-    const char *name;
     const char *const *keys; /* the params it takes, NULL-terminated */
     enum command_kind kind;
     bool (*parse)(struct command_job *job, struct proto_args *a); /* NULL: no params */
@@ -59,9 +76,16 @@ struct command {
     bool bare;         /* the result has ms, not cpu_ms and queue_ms (ping, peers) */
 };
 
+/* A row of the dispatch table. */
+struct command_entry {
+    const char *name;
+    const struct command *cmd;
+};
+
 struct command_job {
     struct worker_job work; /* the timings: wall_ms, cpu_ms, queue_ms */
     const struct command *cmd;
+    const char *name;           /* the command's, for errors */
     struct peer_server *server; /* loop thread only, except the immutable cfg */
     struct store *store;
     struct worker *worker;
@@ -78,21 +102,12 @@ struct command_job {
     bool cancelled;             /* the peer is shutting down: no answer is wanted */
     bool skipped;               /* a batch's command not run: an earlier one failed */
     bool detached; /* a batch's send with nowait: the batch goes on once it is queued */
-    /* Params of the older vector commands, copied out of the request, which is
-     * gone when the job runs. Tensor names: x is copy{src}, sum{out},
-     * read{tensor} and the x of axpy/scale/norm/dot; y is copy{dst} and the y
-     * of axpy/dot. Newer commands keep typed params in extra. */
-    char x[COMMAND_NAME_SIZE], y[COMMAND_NAME_SIZE];
-    char (*names)[COMMAND_NAME_SIZE]; /* sum{inputs}, drop{name, names}; owned */
-    uint32_t n_names;
-    double number; /* alpha */
-    bool has_range;
-    uint64_t range_offset, range_count;
-    void *extra; /* cmd->extra_size bytes for the command's own params */
-    /* Result: the map entries run() packed, besides ms, cpu_ms and queue_ms. */
-    struct peer_buffer body;
-    msgpack_packer pk;
-    uint32_t n_entries;
+    /* The command's own params (struct <command>_params, cmd->extra_size
+     * bytes), copied out of the request, which is gone when the job runs. */
+    void *extra;
+    /* Result: the map entries run() packed, besides ms, cpu_ms and queue_ms
+     * (counted by the builder: peer/msgmap.h). */
+    struct msgmap result;
     char err[512];
 };
 
@@ -101,11 +116,11 @@ double command_now_ms(void);
 /* ---- life cycle (loop thread) ---- */
 
 /* The command called name (len bytes), or NULL. */
-const struct command *command_find(const char *name, uint32_t len);
+const struct command_entry *command_find(const char *name, uint32_t len);
 
-/* A job for cmd (extra zeroed, complete = the RPC reply to msgid); NULL when
- * out of memory. */
-struct command_job *command_job_new(struct peer_server *s, const struct command *cmd,
+/* A job for the command (extra zeroed, complete = the RPC reply to msgid);
+ * NULL when out of memory. */
+struct command_job *command_job_new(struct peer_server *s, const struct command_entry *e,
                                     uint32_t msgid);
 /* Parses params (a msgpack map) into j: unknown keys are errors. false with
  * a->err set. */
@@ -121,8 +136,9 @@ void command_job_finish(struct command_job *j);
  * runs with j->cancelled and answers nobody. */
 void command_job_cancel(struct command_job *j);
 void command_job_free(struct command_job *j);
-/* The result map (ms, cpu_ms, queue_ms and the entries) into pk. */
-void command_job_pack_result(const struct command_job *j, msgpack_packer *pk);
+/* The result map (ms, cpu_ms, queue_ms and the entries) into pk; false,
+ * writing nothing, when out of memory. */
+bool command_job_pack_result(const struct command_job *j, msgpack_packer *pk);
 /* A batch's wait or batch must not hold the FIFO on its own. */
 bool command_job_in_batch(const struct command_job *j);
 
@@ -131,15 +147,17 @@ bool cmd_fail(struct command_job *j, const char *fmt, ...) __attribute__((format
 void cmd_result_u64(struct command_job *j, const char *key, uint64_t value);
 void cmd_result_f64(struct command_job *j, const char *key, double value);
 void cmd_result_str(struct command_job *j, const char *key, const char *value);
-/* A key whose value the caller packs next into j->pk (an array, a map). */
+/* A key whose value the caller packs next into j->result.pk (an array, a map). */
 void cmd_result_key(struct command_job *j, const char *key);
 /* The tensor called name, with a reference, or NULL with the error set. */
 struct store_tensor *cmd_find(struct command_job *j, const char *name);
 /* A new unpublished tensor, or NULL with the error set. */
 struct store_tensor *cmd_new_tensor(struct command_job *j, const char *name, uint64_t size,
                                     bool zeroed);
-/* The elements of t the job's range selects (all of t without a range). */
-bool cmd_span(struct command_job *j, const struct store_tensor *t, float **start, uint64_t *n);
+/* The elements of t the range selects (all of t without one); false with
+ * the job's error set when out of bounds. */
+bool cmd_span(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,
+              float **start, uint64_t *n);
 /* store_patch_begin with the error set ("tensor 'x' not found", ...). The
  * caller holds the store's write lock. */
 bool cmd_patch_begin(struct command_job *j, const char *name, struct store_patch *p);
@@ -152,8 +170,8 @@ bool cmd_arg_required_name(struct proto_args *a, const char *key, char *dst);
 /* A number that fits a float32. */
 bool cmd_arg_float(struct proto_args *a, const char *key, bool required, double fallback,
                    double *out);
-/* range = {offset, count} into job->has_range/range_offset/range_count. */
-bool cmd_arg_range(struct command_job *j, struct proto_args *a);
+/* range = {offset, count}; absent leaves r->set false. */
+bool cmd_arg_range(struct proto_args *a, struct cmd_range *r);
 /* An integer in [min, max]; absent leaves *out as it is unless required. */
 bool cmd_arg_int(struct proto_args *a, const char *key, bool required, int64_t min, int64_t max,
                  int64_t *out);
@@ -167,5 +185,5 @@ bool cmd_arg_text(struct proto_args *a, const char *key, bool required, char *ds
  * empty map; it is an empty list. */
 int cmd_arg_names(struct proto_args *a, const char *key, char (**names)[COMMAND_NAME_SIZE],
                   uint32_t *n);
-/* The same for the legacy j->names. */
-int cmd_arg_job_names(struct command_job *j, struct proto_args *a, const char *key);
+/* The same into a cmd_names list. */
+int cmd_arg_name_list(struct proto_args *a, const char *key, struct cmd_names *names);

@@ -1,8 +1,10 @@
-/* commands.c — the peer's control commands (see commands.h): the command
- * table, dispatch, the life cycle of jobs (command_job.h) and their replies,
- * and the helpers commands use to build results. The commands themselves
- * are in commands_vec.c, commands_data.c, commands_sync.c, ml.c and
- * ml_eval.c. */
+/* commands.c — the framework of the peer's control commands (see
+ * commands.h): the command table (generated from command_names.h),
+ * dispatch, the life cycle of jobs (command_job.h) and their replies. The
+ * helpers commands use to build results are in command_result.c, those
+ * that parse params in command_args.c; the commands themselves in
+ * commands_stats.c, commands_vec.c, commands_data.c, commands_sync.c,
+ * ml.c and ml_eval.c. */
 #include "peer/commands.h"
 
 #include <errno.h>
@@ -17,7 +19,9 @@
 #include "common/clock.h"
 #include "common/container.h"
 #include "peer/command_job.h"
+#include "peer/command_names.h"
 #include "peer/commands_data.h"
+#include "peer/commands_stats.h"
 #include "peer/commands_sync.h"
 #include "peer/commands_vec.h"
 #include "peer/ml.h"
@@ -32,113 +36,19 @@ double command_now_ms(void)
 
 /* ---- the table ---- */
 
-/* Every command, ping first: it is the hot one. */
-static const struct proto_method command_table[] = {
-    {"ping", (void *)&vec_cmd_ping},
-    {"stats", (void *)&vec_cmd_stats},
-    {"tensor", (void *)&vec_cmd_tensor},
-    {"copy", (void *)&vec_cmd_copy},
-    {"drop", (void *)&vec_cmd_drop},
-    {"axpy", (void *)&vec_cmd_axpy},
-    {"scale", (void *)&vec_cmd_scale},
-    {"sum", (void *)&vec_cmd_sum},
-    {"norm", (void *)&vec_cmd_norm},
-    {"dot", (void *)&vec_cmd_dot},
-    {"read", (void *)&vec_cmd_read},
-    {"send", (void *)&data_cmd_send},
-    {"peers", (void *)&data_cmd_peers},
-    {"wait", (void *)&sync_cmd_wait},
-    {"batch", (void *)&sync_cmd_batch},
-    {"abort", (void *)&sync_cmd_abort},
-    {"dataset", (void *)&ml_cmd_dataset},
-    {"model", (void *)&ml_cmd_model},
-    {"grad", (void *)&ml_cmd_grad},
-    {"optim", (void *)&ml_cmd_optim},
-    {"eval", (void *)&ml_cmd_eval},
-    {"compress", (void *)&ml_cmd_compress},
-    {"decompress", (void *)&ml_cmd_decompress},
-    {NULL, NULL},
-};
+/* Every command (peer/command_names.h), ping first: it is the hot one. */
+#define COMMAND_ROW(name, definition, face) {#name, &definition},
+static const struct command_entry command_table[] = {PEER_COMMANDS(COMMAND_ROW)};
+#undef COMMAND_ROW
 
-const struct command *command_find(const char *name, uint32_t len)
+const struct command_entry *command_find(const char *name, uint32_t len)
 {
-    const struct proto_method *m = proto_method_find(command_table, name, len);
-    return m ? m->handler : NULL;
-}
-
-/* ---- helpers for run() ---- */
-
-bool cmd_fail(struct command_job *j, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(j->err, sizeof j->err, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
-void cmd_result_u64(struct command_job *j, const char *key, uint64_t value)
-{
-    proto_pack_kv_i64(&j->pk, key, (int64_t)value);
-    j->n_entries++;
-}
-
-void cmd_result_f64(struct command_job *j, const char *key, double value)
-{
-    proto_pack_kv_f64(&j->pk, key, value);
-    j->n_entries++;
-}
-
-void cmd_result_str(struct command_job *j, const char *key, const char *value)
-{
-    proto_pack_kv_str(&j->pk, key, value);
-    j->n_entries++;
-}
-
-void cmd_result_key(struct command_job *j, const char *key)
-{
-    proto_pack_str(&j->pk, key);
-    j->n_entries++;
-}
-
-struct store_tensor *cmd_find(struct command_job *j, const char *name)
-{
-    struct store_tensor *t = store_find(j->store, name);
-    if (!t) cmd_fail(j, "tensor '%s' not found", name);
-    return t;
-}
-
-struct store_tensor *cmd_new_tensor(struct command_job *j, const char *name, uint64_t size,
-                                    bool zeroed)
-{
-    struct store_tensor *t = store_tensor_new(name, size, zeroed);
-    if (!t)
-        cmd_fail(j, "out of memory for %" PRIu64 " elements of '%s' (%" PRIu64 " bytes)", size,
-                 name, size * (uint64_t)sizeof(float));
-    return t;
-}
-
-bool cmd_span(struct command_job *j, const struct store_tensor *t, float **start, uint64_t *n)
-{
-    if (!j->has_range) {
-        *start = t->data;
-        *n = t->size;
-        return true;
+    if (!name || !len) return NULL; /* no command has an empty name */
+    for (size_t i = 0; i < sizeof command_table / sizeof command_table[0]; i++) {
+        const struct command_entry *e = &command_table[i];
+        if (strncmp(e->name, name, len) == 0 && e->name[len] == '\0') return e;
     }
-    if (j->range_offset > t->size || j->range_count > t->size - j->range_offset)
-        return cmd_fail(
-            j, "range {%" PRIu64 ", %" PRIu64 "} out of bounds for '%s' (%" PRIu64 " elements)",
-            j->range_offset, j->range_count, t->name, t->size);
-    *start = t->data + j->range_offset;
-    *n = j->range_count;
-    return true;
-}
-
-bool cmd_patch_begin(struct command_job *j, const char *name, struct store_patch *p)
-{
-    if (store_patch_begin(j->store, name, p) == 0) return true;
-    if (errno == ENOENT) return cmd_fail(j, "tensor '%s' not found", name);
-    return cmd_fail(j, "out of memory for a copy of '%s' (it is being sent or read)", name);
+    return NULL;
 }
 
 /* ---- results and replies ---- */
@@ -151,32 +61,27 @@ static bool command_reports_overrun(const struct command_job *j)
     return !j->cmd->bare && j->cmd->kind == COMMAND_WORKER;
 }
 
-static uint32_t command_result_entries(const struct command_job *j)
-{
-    return j->n_entries + (j->cmd->bare ? 1 : 3) + command_reports_overrun(j);
-}
-
-/* Durations in emulated time (divided by the dilation); cpu_ms is work, not
- * a duration: the host's CPU time, which the emulated device spends in
+/* The whole result: the timings, then the entries run() packed. Durations
+ * in emulated time (divided by the dilation); cpu_ms is work, not a
+ * duration: the host's CPU time, which the emulated device spends in
  * cpu_ms / speed emulated ms. */
-static void command_pack_entries(const struct command_job *j, msgpack_packer *pk)
+static void command_result(const struct command_job *j, struct msgmap *m)
 {
-    proto_pack_kv_f64(pk, "ms", peer_emulated_ms(j->server, j->work.wall_ms));
+    msgmap_init(m);
+    msgmap_f64(m, "ms", peer_emulated_ms(j->server, j->work.wall_ms));
     if (!j->cmd->bare) {
-        proto_pack_kv_f64(pk, "cpu_ms", j->work.cpu_ms);
-        proto_pack_kv_f64(pk, "queue_ms", peer_emulated_ms(j->server, j->work.queue_ms));
+        msgmap_f64(m, "cpu_ms", j->work.cpu_ms);
+        msgmap_f64(m, "queue_ms", peer_emulated_ms(j->server, j->work.queue_ms));
     }
-    if (command_reports_overrun(j)) {
-        proto_pack_str(pk, "overrun");
-        j->work.overrun ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
-    }
-    if (j->body.len) pk->callback(pk->data, j->body.data, j->body.len); /* the packed entries */
+    if (command_reports_overrun(j)) msgmap_bool(m, "overrun", j->work.overrun);
+    msgmap_append(m, &j->result);
 }
 
-void command_job_pack_result(const struct command_job *j, msgpack_packer *pk)
+bool command_job_pack_result(const struct command_job *j, msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, command_result_entries(j));
-    command_pack_entries(j, pk);
+    struct msgmap m;
+    command_result(j, &m);
+    return msgmap_end(&m, pk);
 }
 
 static void reply_error(struct peer_server *s, uint32_t msgid, const char *command,
@@ -191,30 +96,29 @@ static void reply_error(struct peer_server *s, uint32_t msgid, const char *comma
 static void command_reply(struct command_job *j)
 {
     struct peer_server *s = j->server;
-    if (!j->cancelled && !j->err[0] && j->body.failed)
-        cmd_fail(j, "out of memory packing the result");
-    if (j->cancelled) {
-        /* Nobody is listening any more. */
-    } else if (j->err[0]) {
-        reply_error(s, j->msgid, j->cmd->name, j->err);
-    } else {
-        proto_pack_response_begin(&s->pk, j->msgid, command_result_entries(j));
-        command_pack_entries(j, &s->pk);
+    struct msgmap m;
+    if (!j->cancelled && !j->err[0]) {
+        command_result(j, &m);
+        if (!msgmap_response(&m, &s->pk, j->msgid)) cmd_fail(j, "out of memory packing the result");
     }
+    if (!j->cancelled && j->err[0]) reply_error(s, j->msgid, j->name, j->err);
+    /* else answered, or cancelled: nobody is listening any more */
     command_job_free(j);
 }
 
 /* ---- life cycle ---- */
 
 /* The job and its command's extra params in one allocation. */
-struct command_job *command_job_new(struct peer_server *s, const struct command *cmd,
+struct command_job *command_job_new(struct peer_server *s, const struct command_entry *e,
                                     uint32_t msgid)
 {
+    const struct command *cmd = e->cmd;
     size_t head =
         (sizeof(struct command_job) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1);
     struct command_job *j = calloc(1, head + cmd->extra_size);
     if (!j) return NULL;
     j->cmd = cmd;
+    j->name = e->name;
     j->server = s;
     j->store = s->store;
     j->worker = s->worker;
@@ -224,7 +128,7 @@ struct command_job *command_job_new(struct peer_server *s, const struct command 
     j->start_ms = command_now_ms();
     j->complete = command_reply;
     j->extra = cmd->extra_size ? (char *)j + head : NULL;
-    msgpack_packer_init(&j->pk, &j->body, peer_buffer_write);
+    msgmap_init(&j->result);
     return j;
 }
 
@@ -232,8 +136,7 @@ void command_job_free(struct command_job *j)
 {
     if (!j) return;
     if (j->cmd->cleanup) j->cmd->cleanup(j);
-    free(j->names);
-    peer_buffer_free(&j->body);
+    msgmap_free(&j->result);
     free(j);
 }
 
@@ -348,7 +251,7 @@ void command_job_start(struct command_job *j)
 void commands_dispatch(struct peer_server *s, const struct proto_msg *msg)
 {
     s->commands++;
-    const struct command *cmd = command_find(msg->method, msg->method_len);
+    const struct command_entry *cmd = command_find(msg->method, msg->method_len);
     if (!cmd) {
         char message[128];
         int len = msg->method_len < COMMAND_QUOTE_MAX ? (int)msg->method_len : COMMAND_QUOTE_MAX;

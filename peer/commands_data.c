@@ -25,6 +25,7 @@ struct send_dest {
 };
 
 struct send_params {
+    struct cmd_range range;
     char tensor[COMMAND_NAME_SIZE], as[COMMAND_NAME_SIZE];
     bool has_at, add;
     int64_t at;
@@ -120,7 +121,7 @@ static bool send_parse(struct command_job *j, struct proto_args *a)
 {
     struct send_params *p = j->extra;
     p->job = j;
-    if (!cmd_arg_required_name(a, "tensor", p->tensor) || !cmd_arg_range(j, a) ||
+    if (!cmd_arg_required_name(a, "tensor", p->tensor) || !cmd_arg_range(a, &p->range) ||
         !send_parse_destinations(j, p, a))
         return false;
     int got = cmd_arg_name(a, "as", p->as);
@@ -150,7 +151,7 @@ static bool send_run(struct command_job *j)
     struct store_tensor *t = cmd_find(j, p->tensor);
     float *start;
     uint64_t n;
-    if (!t || !cmd_span(j, t, &start, &n)) {
+    if (!t || !cmd_span(j, &p->range, t, &start, &n)) {
         store_tensor_release(t);
         return false;
     }
@@ -226,8 +227,8 @@ static bool send_after(struct command_job *j)
         ds->snapshot = p->snapshot;
         ds->data = p->data;
         ds->count = p->count;
-        ds->has_range = p->has_at || j->has_range;
-        ds->offset = p->has_at ? (uint64_t)p->at : j->range_offset;
+        ds->has_range = p->has_at || p->range.set;
+        ds->offset = p->has_at ? (uint64_t)p->at : p->range.offset;
         ds->add = p->add;
         ds->version = p->version;
         snprintf(ds->as, sizeof ds->as, "%s", p->as);
@@ -375,17 +376,15 @@ static const char *const keys_send[] = {"tensor", "to",  "to_addr", "as", "range
                                         "at",     "add", "nowait",  NULL};
 static const char *const keys_peers[] = {"table", "replace", "secret", NULL};
 
-const struct command data_cmd_send = {"send",
-                                      keys_send,
-                                      COMMAND_WORKER,
+const struct command data_cmd_send = {.keys = keys_send,
+                                      .kind = COMMAND_WORKER,
                                       .parse = send_parse,
                                       .run = send_run,
                                       .after = send_after,
                                       .cleanup = send_cleanup,
                                       .extra_size = sizeof(struct send_params)};
-const struct command data_cmd_peers = {"peers",
-                                       keys_peers,
-                                       COMMAND_NOW,
+const struct command data_cmd_peers = {.keys = keys_peers,
+                                       .kind = COMMAND_NOW,
                                        .parse = peers_parse,
                                        .run = peers_run,
                                        .cleanup = peers_cleanup,

@@ -114,17 +114,17 @@ static bool wait_parse(struct command_job *j, struct proto_args *a)
 static void wait_result(struct command_job *j, const struct store_arrival *list, size_t k)
 {
     cmd_result_key(j, "arrived");
-    msgpack_pack_array(&j->pk, k);
+    msgpack_pack_array(&j->result.pk, k);
     for (const struct store_arrival *a = list; a; a = a->next)
-        proto_pack_str(&j->pk, a->name);
+        proto_pack_str(&j->result.pk, a->name);
     cmd_result_key(j, "from");
-    msgpack_pack_array(&j->pk, k);
+    msgpack_pack_array(&j->result.pk, k);
     for (const struct store_arrival *a = list; a; a = a->next)
-        proto_pack_str(&j->pk, a->from);
+        proto_pack_str(&j->result.pk, a->from);
     cmd_result_key(j, "versions");
-    msgpack_pack_array(&j->pk, k);
+    msgpack_pack_array(&j->result.pk, k);
     for (const struct store_arrival *a = list; a; a = a->next)
-        msgpack_pack_uint64(&j->pk, a->version);
+        msgpack_pack_uint64(&j->result.pk, a->version);
 }
 
 static void wait_end(struct command_job *j)
@@ -283,12 +283,12 @@ static bool batch_parse_child(struct command_job *j, struct proto_args *a, uint3
         entry->via.array.size > 2 || entry->via.array.ptr[0].type != MSGPACK_OBJECT_STR)
         return cmd_arg_fail(a, "command %" PRIu32 ": expected {name, params}", i + 1);
     const msgpack_object *name = &entry->via.array.ptr[0];
-    const struct command *cmd = command_find(name->via.str.ptr, name->via.str.size);
+    const struct command_entry *cmd = command_find(name->via.str.ptr, name->via.str.size);
     int len = name->via.str.size < 64 ? (int)name->via.str.size : 64;
     if (!cmd)
         return cmd_arg_fail(a, "command %" PRIu32 ": unknown command '%.*s'", i + 1, len,
                             len ? name->via.str.ptr : "");
-    if (cmd == &sync_cmd_batch)
+    if (cmd->cmd == &sync_cmd_batch)
         return cmd_arg_fail(a, "command %" PRIu32 " (batch): batches do not nest", i + 1);
     const msgpack_object *params = batch_child_params(entry);
     if (!params)
@@ -336,10 +336,9 @@ static void batch_end(struct command_job *j)
         if (p->results[i].failed) cmd_fail(j, "out of memory packing the results");
     if (!j->err[0]) {
         cmd_result_key(j, "results");
-        msgpack_pack_array(&j->pk, p->n_results);
+        msgpack_pack_array(&j->result.pk, p->n_results);
         for (uint32_t i = 0; i < p->n; i++)
-            if (p->results[i].len)
-                peer_buffer_write(&j->body, p->results[i].data, p->results[i].len);
+            msgmap_raw(&j->result, p->results[i].data, p->results[i].len);
     }
     j->work.wall_ms = command_now_ms() - p->started_ms;
     j->work.cpu_ms = p->cpu_ms;
@@ -404,11 +403,11 @@ static void batch_child_done(struct command_job *c)
     if (c->cancelled) {
         p->cancelled = true;
     } else if (c->err[0]) {
-        if (!j->err[0]) cmd_fail(j, "command %" PRIu32 " (%s): %s", c->index, c->cmd->name, c->err);
+        if (!j->err[0]) cmd_fail(j, "command %" PRIu32 " (%s): %s", c->index, c->name, c->err);
     } else if (!c->skipped) {
         msgpack_packer pk;
         msgpack_packer_init(&pk, &p->results[c->index - 1], peer_buffer_write);
-        command_job_pack_result(c, &pk);
+        if (!command_job_pack_result(c, &pk)) p->results[c->index - 1].failed = true;
         p->n_results++;
         p->cpu_ms += c->work.cpu_ms;
     }
@@ -456,23 +455,20 @@ static const char *const keys_wait[] = {"tensors", "tensor", "k", "from", "timeo
 static const char *const keys_batch[] = {"commands", NULL};
 static const char *const keys_abort[] = {"nodes", NULL};
 
-const struct command sync_cmd_wait = {"wait",
-                                      keys_wait,
-                                      COMMAND_GATE,
+const struct command sync_cmd_wait = {.keys = keys_wait,
+                                      .kind = COMMAND_GATE,
                                       .parse = wait_parse,
                                       .start = wait_start,
                                       .cleanup = wait_cleanup,
                                       .extra_size = sizeof(struct wait_params)};
-const struct command sync_cmd_batch = {"batch",
-                                       keys_batch,
-                                       COMMAND_GATE,
+const struct command sync_cmd_batch = {.keys = keys_batch,
+                                       .kind = COMMAND_GATE,
                                        .parse = batch_parse,
                                        .start = batch_start,
                                        .cleanup = batch_cleanup,
                                        .extra_size = sizeof(struct batch_params)};
-const struct command sync_cmd_abort = {"abort",
-                                       keys_abort,
-                                       COMMAND_NOW,
+const struct command sync_cmd_abort = {.keys = keys_abort,
+                                       .kind = COMMAND_NOW,
                                        .run = abort_run,
                                        .parse = abort_parse,
                                        .cleanup = abort_cleanup,

@@ -1,9 +1,8 @@
 /* commands_vec.c — the vector commands (tensor, copy, drop, axpy, scale,
- * sum, norm, dot, read) and the two answered at once on the loop thread,
- * ping and stats. axpy, scale, sum, norm and dot compute on the peer's
- * device through the device copies of devmirror.h; tensor, copy and read
- * are host work. Every command that writes a tensor returns the version it
- * gave it, every one that reads the version it read (store.h). */
+ * sum, norm, dot, read): their typed params, parsing and work. axpy, scale, sum, norm and dot
+ * compute on the peer's device through the device copies of devmirror.h; tensor, copy and read are
+ * host work. Every command that writes a tensor returns the version it gave it, every one that
+ * reads the version it read (store.h). */
 #include "peer/commands_vec.h"
 
 #include <errno.h>
@@ -28,17 +27,51 @@
  * in model{} or dataset{} draws other numbers. */
 #define TENSOR_RNG_STREAM 0x74656e736f72ull /* "tensor" */
 
+/* Each command's params, typed (job->extra). */
+struct copy_params {
+    char src[COMMAND_NAME_SIZE], dst[COMMAND_NAME_SIZE];
+};
+struct drop_params {
+    struct cmd_names names;
+};
+struct axpy_params { /* y += alpha * x */
+    char y[COMMAND_NAME_SIZE], x[COMMAND_NAME_SIZE];
+    double alpha;
+    struct cmd_range range;
+};
+struct scale_params { /* x *= alpha */
+    char x[COMMAND_NAME_SIZE];
+    double alpha;
+    struct cmd_range range;
+};
+struct sum_params {
+    char out[COMMAND_NAME_SIZE];
+    struct cmd_names inputs;
+};
+struct norm_params {
+    char x[COMMAND_NAME_SIZE];
+    struct cmd_range range;
+};
+struct dot_params {
+    char x[COMMAND_NAME_SIZE], y[COMMAND_NAME_SIZE];
+    struct cmd_range range;
+};
+struct read_params {
+    char tensor[COMMAND_NAME_SIZE];
+    struct cmd_range range;
+};
+
 /* Spans of two operands: the same range of both, or both whole when their
  * sizes match. key_a/key_b name the params in the error. */
-static bool job_span2(struct command_job *j, const char *key_a, const struct store_tensor *a,
-                      const char *key_b, const struct store_tensor *b, float **pa, float **pb,
-                      uint64_t *n)
+static bool job_span2(struct command_job *j, const struct cmd_range *r, const char *key_a,
+                      const struct store_tensor *a, const char *key_b, const struct store_tensor *b,
+                      float **pa, float **pb, uint64_t *n)
 {
-    if (!j->has_range && a->size != b->size)
+    if (!r->set && a->size != b->size)
         return cmd_fail(j, "size mismatch: %s has %" PRIu64 " elements, %s has %" PRIu64, key_a,
                         a->size, key_b, b->size);
     uint64_t n_b;
-    return cmd_span(j, a, pa, n) && cmd_span(j, b, pb, &n_b);
+    return cmd_span(j, r, a, pa, n) && cmd_span(j, r, b, pb, &n_b);
 }
 
 /* ---- tensor ---- */
@@ -150,10 +183,10 @@ static bool tensor_run(struct command_job *j)
 
 /* ---- copy, drop ---- */
 
-static bool copy_run(struct command_job *j)
+static bool copy_run(struct command_job *j, const struct copy_params *p)
 {
-    struct store_tensor *src = cmd_find(j, j->x);
-    struct store_tensor *dst = src ? cmd_new_tensor(j, j->y, src->size, false) : NULL;
+    struct store_tensor *src = cmd_find(j, p->src);
+    struct store_tensor *dst = src ? cmd_new_tensor(j, p->dst, src->size, false) : NULL;
     if (dst) {
         vec_copy(src->size, src->data, dst->data);
         cmd_result_u64(j, "version", store_publish(j->store, dst));
@@ -165,14 +198,14 @@ static bool copy_run(struct command_job *j)
 }
 
 /* Dropping a name also discards its pending arrivals (store.h). */
-static bool drop_run(struct command_job *j)
+static bool drop_run(struct command_job *j, const struct drop_params *p)
 {
     uint64_t dropped = 0;
-    for (uint32_t i = 0; i < j->n_names; i++) {
-        int rc = store_drop(j->store, j->names[i]);
-        if (rc < 0) return cmd_fail(j, "out of memory dropping '%s'", j->names[i]);
+    for (uint32_t i = 0; i < p->names.n; i++) {
+        int rc = store_drop(j->store, p->names.v[i]);
+        if (rc < 0) return cmd_fail(j, "out of memory dropping '%s'", p->names.v[i]);
         dropped += (uint64_t)rc;
-        devmirror_forget(j->dev, j->names[i]);
+        devmirror_forget(j->dev, p->names.v[i]);
     }
     cmd_result_u64(j, "dropped", dropped);
     return true;
@@ -185,21 +218,20 @@ static struct kern_ctx *job_ctx(struct command_job *j)
 }
 
 /* y[oy, oy + n) += alpha * x[ox, ox + n); y is patched, x may be y. */
-static bool axpy_device(struct command_job *j, const struct store_patch *y,
+static bool axpy_device(struct command_job *j, double alpha, const struct store_patch *y,
                         const struct store_tensor *x, uint64_t oy, uint64_t ox, uint64_t n)
 {
     float *dy = devmirror_patch(j->dev, y, j->err, sizeof j->err);
     const float *dx = dy ? devmirror_read(j->dev, x, j->err, sizeof j->err) : NULL;
     return dx &&
-           kern_axpy(job_ctx(j), n, (float)j->number, dx + ox, dy + oy, j->err, sizeof j->err) == 0;
+           kern_axpy(job_ctx(j), n, (float)alpha, dx + ox, dy + oy, j->err, sizeof j->err) == 0;
 }
 
-static bool scale_device(struct command_job *j, const struct store_patch *x, uint64_t offset,
-                         uint64_t n)
+static bool scale_device(struct command_job *j, double alpha, const struct store_patch *x,
+                         uint64_t offset, uint64_t n)
 {
     float *dx = devmirror_patch(j->dev, x, j->err, sizeof j->err);
-    return dx &&
-           kern_scale(job_ctx(j), n, (float)j->number, dx + offset, j->err, sizeof j->err) == 0;
+    return dx && kern_scale(job_ctx(j), n, (float)alpha, dx + offset, j->err, sizeof j->err) == 0;
 }
 
 /* x . y over n elements from offset; y NULL: the norm of x. */
@@ -233,16 +265,16 @@ static struct store_tensor *cmd_find_or_same(struct command_job *j, const char *
 
 /* ---- the other vector commands ---- */
 
-static bool axpy_run(struct command_job *j)
+static bool axpy_run(struct command_job *j, const struct axpy_params *p)
 {
     struct store_patch y;
     store_write_lock(j->store);
-    bool ok = cmd_patch_begin(j, j->y, &y);
-    struct store_tensor *x = ok ? cmd_find_or_same(j, j->x, y.t) : NULL;
+    bool ok = cmd_patch_begin(j, p->y, &y);
+    struct store_tensor *x = ok ? cmd_find_or_same(j, p->x, y.t) : NULL;
     float *py = NULL, *px;
     uint64_t n = 0;
-    ok = x && job_span2(j, "y", y.t, "x", x, &py, &px, &n) &&
-         axpy_device(j, &y, x, (uint64_t)(py - y.t->data), (uint64_t)(px - x->data), n);
+    ok = x && job_span2(j, &p->range, "y", y.t, "x", x, &py, &px, &n) &&
+         axpy_device(j, p->alpha, &y, x, (uint64_t)(py - y.t->data), (uint64_t)(px - x->data), n);
     store_tensor_release(x);
     if (y.t)
         ok = devmirror_patch_end(j->dev, j->store, &y, ok, py ? (uint64_t)(py - y.t->data) : 0, n,
@@ -252,14 +284,14 @@ static bool axpy_run(struct command_job *j)
     return ok;
 }
 
-static bool scale_run(struct command_job *j)
+static bool scale_run(struct command_job *j, const struct scale_params *p)
 {
     struct store_patch x;
     store_write_lock(j->store);
     float *px = NULL;
     uint64_t n = 0;
-    bool ok = cmd_patch_begin(j, j->x, &x) && cmd_span(j, x.t, &px, &n) &&
-              scale_device(j, &x, (uint64_t)(px - x.t->data), n);
+    bool ok = cmd_patch_begin(j, p->x, &x) && cmd_span(j, &p->range, x.t, &px, &n) &&
+              scale_device(j, p->alpha, &x, (uint64_t)(px - x.t->data), n);
     if (x.t)
         ok = devmirror_patch_end(j->dev, j->store, &x, ok, px ? (uint64_t)(px - x.t->data) : 0, n,
                                  j->err, sizeof j->err);
@@ -268,14 +300,14 @@ static bool scale_run(struct command_job *j)
     return ok;
 }
 
-static bool norm_run(struct command_job *j)
+static bool norm_run(struct command_job *j, const struct norm_params *p)
 {
-    struct store_tensor *x = cmd_find(j, j->x);
+    struct store_tensor *x = cmd_find(j, p->x);
     float *px;
     uint64_t n;
     double value;
-    bool ok =
-        x && cmd_span(j, x, &px, &n) && dot_device(j, x, NULL, (uint64_t)(px - x->data), n, &value);
+    bool ok = x && cmd_span(j, &p->range, x, &px, &n) &&
+              dot_device(j, x, NULL, (uint64_t)(px - x->data), n, &value);
     if (ok) cmd_result_f64(j, "value", value);
     if (ok) cmd_result_u64(j, "version", store_tensor_version(x));
     if (ok) cmd_result_u64(j, "size", x->size); /* how algorithms learn a tensor's size */
@@ -283,14 +315,14 @@ static bool norm_run(struct command_job *j)
     return ok;
 }
 
-static bool dot_run(struct command_job *j)
+static bool dot_run(struct command_job *j, const struct dot_params *p)
 {
-    struct store_tensor *x = cmd_find(j, j->x);
-    struct store_tensor *y = x ? cmd_find_or_same(j, j->y, x) : NULL;
+    struct store_tensor *x = cmd_find(j, p->x);
+    struct store_tensor *y = x ? cmd_find_or_same(j, p->y, x) : NULL;
     float *px, *py;
     uint64_t n;
     double value;
-    bool ok = y && job_span2(j, "x", x, "y", y, &px, &py, &n) &&
+    bool ok = y && job_span2(j, &p->range, "x", x, "y", y, &px, &py, &n) &&
               dot_device(j, x, y, (uint64_t)(px - x->data), n, &value);
     if (ok) cmd_result_f64(j, "value", value);
     if (ok) cmd_result_u64(j, "version", store_tensor_version(x));
@@ -301,12 +333,13 @@ static bool dot_run(struct command_job *j)
 
 /* Finds input i of sum (an input named twice is the same tensor) and checks
  * that its size matches input 0. */
-static bool sum_find_input(struct command_job *j, struct store_tensor **in, uint32_t i)
+static bool sum_find_input(struct command_job *j, const struct cmd_names *names,
+                           struct store_tensor **in, uint32_t i)
 {
     in[i] = NULL;
     for (uint32_t k = 0; k < i && !in[i]; k++)
-        if (strcmp(j->names[k], j->names[i]) == 0) in[i] = cmd_find_or_same(j, j->names[i], in[k]);
-    if (!in[i]) in[i] = cmd_find(j, j->names[i]);
+        if (strcmp(names->v[k], names->v[i]) == 0) in[i] = cmd_find_or_same(j, names->v[i], in[k]);
+    if (!in[i]) in[i] = cmd_find(j, names->v[i]);
     if (!in[i]) return false;
     if (i > 0 && in[i]->size != in[0]->size)
         return cmd_fail(j, "size mismatch: input '%s' has %" PRIu64 " elements, '%s' has %" PRIu64,
@@ -316,187 +349,132 @@ static bool sum_find_input(struct command_job *j, struct store_tensor **in, uint
 
 /* The output goes to a new tensor that replaces `out` only when complete, so
  * out may be one of the inputs and nobody holding the old one sees it change. */
-static bool sum_run(struct command_job *j)
+static bool sum_run(struct command_job *j, const struct sum_params *p)
 {
-    struct store_tensor **in = calloc(j->n_names, sizeof *in);
-    const float **data = calloc(j->n_names, sizeof *data);
+    uint32_t n_in = p->inputs.n;
+    struct store_tensor **in = calloc(n_in, sizeof *in);
+    const float **data = calloc(n_in, sizeof *data);
     bool ok = in && data;
     if (!ok) cmd_fail(j, "out of memory");
-    for (uint32_t i = 0; ok && i < j->n_names; i++) {
-        ok = sum_find_input(j, in, i) &&
+    for (uint32_t i = 0; ok && i < n_in; i++) {
+        ok = sum_find_input(j, &p->inputs, in, i) &&
              (data[i] = devmirror_read(j->dev, in[i], j->err, sizeof j->err)) != NULL;
     }
-    struct store_tensor *out = ok ? cmd_new_tensor(j, j->x, in[0]->size, false) : NULL;
+    struct store_tensor *out = ok ? cmd_new_tensor(j, p->out, in[0]->size, false) : NULL;
     float *dout = out ? devmirror_result(j->dev, out, j->err, sizeof j->err) : NULL;
-    ok = dout &&
-         kern_sum(job_ctx(j), out->size, dout, data, j->n_names, j->err, sizeof j->err) == 0 &&
+    ok = dout && kern_sum(job_ctx(j), out->size, dout, data, n_in, j->err, sizeof j->err) == 0 &&
          devmirror_publish(j->dev, j->store, out, j->err, sizeof j->err);
     if (ok) cmd_result_u64(j, "size", out->size);
     if (ok) cmd_result_u64(j, "version", store_tensor_version(out));
     store_tensor_release(out);
-    for (uint32_t i = 0; in && i < j->n_names; i++)
+    for (uint32_t i = 0; in && i < n_in; i++)
         store_tensor_release(in[i]);
     free(in);
     free(data);
     return ok;
 }
 
-static bool read_run(struct command_job *j)
+static bool read_run(struct command_job *j, const struct read_params *rp)
 {
-    struct store_tensor *t = cmd_find(j, j->x);
+    struct store_tensor *t = cmd_find(j, rp->tensor);
     float *p;
     uint64_t n;
-    bool ok = t && cmd_span(j, t, &p, &n);
+    bool ok = t && cmd_span(j, &rp->range, t, &p, &n);
     if (ok && n > COMMAND_READ_MAX)
         ok = cmd_fail(j,
                       "tensor '%s' has %" PRIu64 " elements, more than the %d one read may return;"
                       " pass a range",
                       t->name, n, COMMAND_READ_MAX);
     if (ok) {
-        proto_pack_str(&j->pk, "values");
-        msgpack_pack_array(&j->pk, (size_t)n);
+        cmd_result_key(j, "values");
+        msgpack_pack_array(&j->result.pk, (size_t)n);
         for (uint64_t i = 0; i < n; i++)
-            msgpack_pack_float(&j->pk, p[i]);
-        j->n_entries++;
+            msgpack_pack_float(&j->result.pk, p[i]);
         cmd_result_u64(j, "version", store_tensor_version(t));
     }
     store_tensor_release(t);
     return ok;
 }
 
-/* ---- stats ---- */
-
-/* Resident set size from /proc/self/statm (in pages); 0 if unreadable. */
-static uint64_t rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "re");
-    if (!f) return 0;
-    unsigned long long size_pages, resident_pages;
-    int got = fscanf(f, "%llu %llu", &size_pages, &resident_pages);
-    fclose(f);
-    long page = sysconf(_SC_PAGESIZE);
-    return got == 2 && page > 0 ? resident_pages * (uint64_t)page : 0;
-}
-
-/* On the loop thread, at once: every counter it reads is safe from there, so
- * stats answers while the worker computes or a wait holds the queue. */
-static bool stats_run(struct command_job *j)
-{
-    struct peer_server *s = j->server;
-    struct dataplane_totals data;
-    dataplane_get_totals(s->dataplane, &data);
-    uint64_t tensors, tensor_bytes;
-    store_totals(j->store, &tensors, &tensor_bytes);
-    struct worker_totals totals;
-    worker_get_totals(j->worker, &totals);
-    cmd_result_str(j, "node", j->server->cfg.node);
-    cmd_result_u64(j, "tensors", tensors);
-    cmd_result_u64(j, "tensor_bytes", tensor_bytes);
-    uint64_t arrivals, arrivals_dropped;
-    store_arrivals_totals(j->store, &arrivals, &arrivals_dropped);
-    cmd_result_u64(j, "arrivals", arrivals);
-    cmd_result_u64(j, "arrivals_dropped", arrivals_dropped);
-    cmd_result_u64(j, "mem_rss_bytes", rss_bytes());
-    cmd_result_u64(j, "bytes_sent", data.bytes_sent);
-    cmd_result_u64(j, "bytes_received", data.bytes_received);
-    cmd_result_u64(j, "transfers_sent", data.transfers_sent);
-    cmd_result_u64(j, "transfers_received", data.transfers_received);
-    cmd_result_u64(j, "data_connections", data.connections);
-    cmd_result_u64(j, "data_port", (uint64_t)dataplane_port(s->dataplane));
-    cmd_result_u64(j, "peers", dataplane_peer_count(s->dataplane));
-    cmd_result_f64(j, "compute_ms", peer_emulated_ms(j->server, totals.compute_ms));
-    cmd_result_u64(j, "jobs", totals.jobs);
-    cmd_result_u64(j, "overruns", totals.overruns);
-    cmd_result_u64(j, "commands", s->commands);
-    cmd_result_u64(j, "pid", (uint64_t)getpid()); /* for tests and `hiernet exec` users */
-    struct devmirror_totals dev;
-    devmirror_get_totals(j->dev, &dev);
-    cmd_result_str(j, "device", kern_ctx_describe(job_ctx(j)));
-    cmd_result_u64(j, "device_uploads", dev.uploads);
-    cmd_result_u64(j, "device_upload_bytes", dev.upload_bytes);
-    cmd_result_u64(j, "device_downloads", dev.downloads);
-    cmd_result_u64(j, "device_download_bytes", dev.download_bytes);
-    cmd_result_u64(j, "device_mirrors", dev.mirrors);
-    cmd_result_u64(j, "device_bytes", dev.mirror_bytes);
-    return true;
-}
-
 /* ---- parse(): params into the job, on the loop thread ---- */
 
-/* ---- parse(): params into the job, on the loop thread ---- */
-
-static bool copy_parse(struct command_job *j, struct proto_args *a)
+static bool copy_parse(struct copy_params *p, struct proto_args *a)
 {
-    return cmd_arg_required_name(a, "src", j->x) && cmd_arg_required_name(a, "dst", j->y);
+    return cmd_arg_required_name(a, "src", p->src) && cmd_arg_required_name(a, "dst", p->dst);
 }
 
-static bool drop_parse(struct command_job *j, struct proto_args *a)
+static bool drop_parse(struct drop_params *p, struct proto_args *a)
 {
     char name[COMMAND_NAME_SIZE];
     int got_name = cmd_arg_name(a, "name", name);
     if (got_name < 0) return false;
-    int got_names = cmd_arg_job_names(j, a, "names");
+    int got_names = cmd_arg_name_list(a, "names", &p->names);
     if (got_names < 0) return false;
     if (got_name == 0 && got_names == 0) return cmd_arg_fail(a, "param 'name' or 'names': missing");
     if (got_name == 1) {
-        void *names = realloc(j->names, ((size_t)j->n_names + 1) * sizeof *j->names);
+        void *names = realloc(p->names.v, ((size_t)p->names.n + 1) * sizeof *p->names.v);
         if (!names) return cmd_arg_fail(a, "out of memory");
-        j->names = names;
-        memcpy(j->names[j->n_names++], name, sizeof name);
+        p->names.v = names;
+        memcpy(p->names.v[p->names.n++], name, sizeof name);
     }
     return true;
 }
 
-static bool axpy_parse(struct command_job *j, struct proto_args *a)
+static bool axpy_parse(struct axpy_params *p, struct proto_args *a)
 {
-    return cmd_arg_required_name(a, "y", j->y) && cmd_arg_required_name(a, "x", j->x) &&
-           cmd_arg_float(a, "alpha", false, 1.0, &j->number) && cmd_arg_range(j, a);
+    return cmd_arg_required_name(a, "y", p->y) && cmd_arg_required_name(a, "x", p->x) &&
+           cmd_arg_float(a, "alpha", false, 1.0, &p->alpha) && cmd_arg_range(a, &p->range);
 }
 
-static bool scale_parse(struct command_job *j, struct proto_args *a)
+static bool scale_parse(struct scale_params *p, struct proto_args *a)
 {
-    return cmd_arg_required_name(a, "x", j->x) &&
-           cmd_arg_float(a, "alpha", true, 0.0, &j->number) && cmd_arg_range(j, a);
+    return cmd_arg_required_name(a, "x", p->x) && cmd_arg_float(a, "alpha", true, 0.0, &p->alpha) &&
+           cmd_arg_range(a, &p->range);
 }
 
-static bool sum_parse(struct command_job *j, struct proto_args *a)
+static bool sum_parse(struct sum_params *p, struct proto_args *a)
 {
-    if (!cmd_arg_required_name(a, "out", j->x)) return false;
-    int got = cmd_arg_job_names(j, a, "inputs");
+    if (!cmd_arg_required_name(a, "out", p->out)) return false;
+    int got = cmd_arg_name_list(a, "inputs", &p->inputs);
     if (got == 0) return proto_args_missing(a, "inputs");
-    if (got == 1 && j->n_names == 0) return cmd_arg_fail(a, "param 'inputs': empty");
+    if (got == 1 && p->inputs.n == 0) return cmd_arg_fail(a, "param 'inputs': empty");
     return got == 1;
 }
 
-static bool norm_parse(struct command_job *j, struct proto_args *a)
+static bool norm_parse(struct norm_params *p, struct proto_args *a)
 {
-    return cmd_arg_required_name(a, "x", j->x) && cmd_arg_range(j, a);
+    return cmd_arg_required_name(a, "x", p->x) && cmd_arg_range(a, &p->range);
 }
 
-static bool dot_parse(struct command_job *j, struct proto_args *a)
+static bool dot_parse(struct dot_params *p, struct proto_args *a)
 {
-    return cmd_arg_required_name(a, "x", j->x) && cmd_arg_required_name(a, "y", j->y) &&
-           cmd_arg_range(j, a);
+    return cmd_arg_required_name(a, "x", p->x) && cmd_arg_required_name(a, "y", p->y) &&
+           cmd_arg_range(a, &p->range);
 }
 
-static bool read_parse(struct command_job *j, struct proto_args *a)
+static bool read_parse(struct read_params *p, struct proto_args *a)
 {
-    if (!cmd_arg_required_name(a, "tensor", j->x) || !cmd_arg_range(j, a)) return false;
-    if (j->has_range && j->range_count > COMMAND_READ_MAX)
+    if (!cmd_arg_required_name(a, "tensor", p->tensor) || !cmd_arg_range(a, &p->range))
+        return false;
+    if (p->range.set && p->range.count > COMMAND_READ_MAX)
         return cmd_arg_fail(
             a, "param 'range': %" PRIu64 " values, more than the %d one read may return",
-            j->range_count, COMMAND_READ_MAX);
+            p->range.count, COMMAND_READ_MAX);
     return true;
 }
 
-static bool ping_run(struct command_job *j)
+static void drop_cleanup(struct drop_params *p)
 {
-    return true;
+    free(p->names.v);
+}
+
+static void sum_cleanup(struct sum_params *p)
+{
+    free(p->inputs.v);
 }
 
 /* ---- table entries ---- */
 
-static const char *const keys_none[] = {NULL};
 static const char *const keys_tensor[] = {"name", "size", "fill", "low", "high",
                                           "mean", "std",  "seed", NULL};
 static const char *const keys_copy[] = {"src", "dst", NULL};
@@ -508,22 +486,49 @@ static const char *const keys_norm[] = {"x", "range", NULL};
 static const char *const keys_dot[] = {"x", "y", "range", NULL};
 static const char *const keys_read[] = {"tensor", "range", NULL};
 
-#define VEC_COMMAND(cname, prefix)                                                                 \
+/* The typed parse/run/cleanup of a command behind the job-level entry
+ * points of struct command: the params are the command's own struct. */
+#define VEC_TYPED(cname)                                                                           \
+    static bool cname##_parse_job(struct command_job *j, struct proto_args *a)                     \
     {                                                                                              \
-#cname, keys_##cname, COMMAND_WORKER, .parse = prefix##_parse, .run = prefix##_run         \
+        return cname##_parse(j->extra, a);                                                         \
+    }                                                                                              \
+    static bool cname##_run_job(struct command_job *j)                                             \
+    {                                                                                              \
+        return cname##_run(j, j->extra);                                                           \
+    }
+#define VEC_TYPED_CLEANUP(cname)                                                                   \
+    static void cname##_cleanup_job(struct command_job *j)                                         \
+    {                                                                                              \
+        cname##_cleanup(j->extra);                                                                 \
+    }
+VEC_TYPED(copy)
+VEC_TYPED(drop)
+VEC_TYPED_CLEANUP(drop)
+VEC_TYPED(axpy)
+VEC_TYPED(scale)
+VEC_TYPED(sum)
+VEC_TYPED_CLEANUP(sum)
+VEC_TYPED(norm)
+VEC_TYPED(dot)
+VEC_TYPED(read)
+
+#define VEC_COMMAND(cname, ...)                                                                    \
+    {                                                                                              \
+        .keys = keys_##cname, .kind = COMMAND_WORKER, .parse = cname##_parse_job,                  \
+        .run = cname##_run_job, .extra_size = sizeof(struct cname##_params), __VA_ARGS__           \
     }
 
-const struct command vec_cmd_ping = {"ping", keys_none, COMMAND_NOW, .run = ping_run, .bare = true};
-const struct command vec_cmd_stats = {"stats", keys_none, COMMAND_NOW, .run = stats_run};
-const struct command vec_cmd_tensor = {
-    "tensor",          keys_tensor,
-    COMMAND_WORKER,    .parse = tensor_parse,
-    .run = tensor_run, .extra_size = sizeof(struct tensor_params)};
-const struct command vec_cmd_copy = VEC_COMMAND(copy, copy);
-const struct command vec_cmd_drop = VEC_COMMAND(drop, drop);
-const struct command vec_cmd_axpy = VEC_COMMAND(axpy, axpy);
-const struct command vec_cmd_scale = VEC_COMMAND(scale, scale);
-const struct command vec_cmd_sum = VEC_COMMAND(sum, sum);
-const struct command vec_cmd_norm = VEC_COMMAND(norm, norm);
-const struct command vec_cmd_dot = VEC_COMMAND(dot, dot);
-const struct command vec_cmd_read = VEC_COMMAND(read, read);
+const struct command vec_cmd_tensor = {.keys = keys_tensor,
+                                       .kind = COMMAND_WORKER,
+                                       .parse = tensor_parse,
+                                       .run = tensor_run,
+                                       .extra_size = sizeof(struct tensor_params)};
+const struct command vec_cmd_copy = VEC_COMMAND(copy);
+const struct command vec_cmd_drop = VEC_COMMAND(drop, .cleanup = drop_cleanup_job);
+const struct command vec_cmd_axpy = VEC_COMMAND(axpy);
+const struct command vec_cmd_scale = VEC_COMMAND(scale);
+const struct command vec_cmd_sum = VEC_COMMAND(sum, .cleanup = sum_cleanup_job);
+const struct command vec_cmd_norm = VEC_COMMAND(norm);
+const struct command vec_cmd_dot = VEC_COMMAND(dot);
+const struct command vec_cmd_read = VEC_COMMAND(read);

@@ -2,8 +2,6 @@
  * commands"): their entries in the command table of
  * commands.c; see command_job.h for how a command runs.
  *
- *   ping{}                    -> {ms}                      loop thread, at once
- *   stats{}                   -> {tensors, ..., ms}        loop thread, at once
  *   tensor{name, size, fill=0 | "uniform" | "normal", low, high, mean, std,
  *          seed=1}            -> {size, version}
  *   copy{src, dst}            -> {size, version}           (of dst)
@@ -18,8 +16,6 @@
 
 struct command;
 
-extern const struct command vec_cmd_ping;
-extern const struct command vec_cmd_stats;
 extern const struct command vec_cmd_tensor;
 extern const struct command vec_cmd_copy;
 extern const struct command vec_cmd_drop;

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "proto/msgmap.h"
+
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the data plane sends float32 payloads as they are in memory: little-endian hosts only"
 #endif
@@ -33,53 +35,38 @@ static int frame_sink_write(void *data, const char *bytes, size_t len)
     return 0;
 }
 
-static void pack_str(msgpack_packer *pk, const char *s)
+static bool frame_pack_tensor(msgpack_packer *pk, const struct frame_header *h)
 {
-    size_t n = strlen(s);
-    msgpack_pack_str(pk, n);
-    msgpack_pack_str_body(pk, s, n);
-}
-
-static void pack_kv_str(msgpack_packer *pk, const char *key, const char *value)
-{
-    pack_str(pk, key);
-    pack_str(pk, value);
-}
-
-static void pack_kv_u64(msgpack_packer *pk, const char *key, uint64_t value)
-{
-    pack_str(pk, key);
-    msgpack_pack_uint64(pk, value);
-}
-
-static void frame_pack_tensor(msgpack_packer *pk, const struct frame_header *h)
-{
-    msgpack_pack_map(pk, 8u + (h->to[0] != '\0') + h->has_range + (h->flags != 0));
-    pack_kv_str(pk, "type", "tensor");
-    pack_kv_u64(pk, "id", h->id);
-    pack_kv_str(pk, "from", h->from);
-    if (h->to[0]) pack_kv_str(pk, "to", h->to);
-    pack_kv_str(pk, "as", h->as);
-    pack_kv_str(pk, "dtype", "f32");
-    pack_kv_u64(pk, "count", h->count);
-    pack_kv_u64(pk, "bytes", h->bytes);
-    pack_kv_u64(pk, "version", h->version);
-    if (h->flags) pack_kv_u64(pk, "flags", h->flags);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_str(&m, "type", "tensor");
+    msgmap_u64(&m, "id", h->id);
+    msgmap_str(&m, "from", h->from);
+    if (h->to[0]) msgmap_str(&m, "to", h->to);
+    msgmap_str(&m, "as", h->as);
+    msgmap_str(&m, "dtype", "f32");
+    msgmap_u64(&m, "count", h->count);
+    msgmap_u64(&m, "bytes", h->bytes);
+    msgmap_u64(&m, "version", h->version);
+    if (h->flags) msgmap_u64(&m, "flags", h->flags);
     if (h->has_range) {
-        pack_str(pk, "range");
-        msgpack_pack_array(pk, 2);
-        msgpack_pack_uint64(pk, h->offset);
-        msgpack_pack_uint64(pk, h->count);
+        msgmap_key(&m, "range");
+        msgpack_pack_array(&m.pk, 2);
+        msgpack_pack_uint64(&m.pk, h->offset);
+        msgpack_pack_uint64(&m.pk, h->count);
     }
+    return msgmap_end(&m, pk);
 }
 
-static void frame_pack_ack(msgpack_packer *pk, const struct frame_header *h)
+static bool frame_pack_ack(msgpack_packer *pk, const struct frame_header *h)
 {
-    msgpack_pack_map(pk, 3u + (h->error[0] != '\0'));
-    pack_kv_str(pk, "type", "ack");
-    pack_kv_u64(pk, "id", h->id);
-    pack_kv_u64(pk, "bytes", 0);
-    if (h->error[0]) pack_kv_str(pk, "error", h->error);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_str(&m, "type", "ack");
+    msgmap_u64(&m, "id", h->id);
+    msgmap_u64(&m, "bytes", 0);
+    if (h->error[0]) msgmap_str(&m, "error", h->error);
+    return msgmap_end(&m, pk);
 }
 
 size_t frame_encode(const struct frame_header *h, uint8_t *buf, size_t cap)
@@ -89,11 +76,8 @@ size_t frame_encode(const struct frame_header *h, uint8_t *buf, size_t cap)
     if (sink.cap > FRAME_HEADER_MAX) sink.cap = FRAME_HEADER_MAX;
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sink, frame_sink_write);
-    if (h->type == FRAME_TENSOR)
-        frame_pack_tensor(&pk, h);
-    else
-        frame_pack_ack(&pk, h);
-    if (sink.full || sink.len == 0) return 0;
+    bool packed = h->type == FRAME_TENSOR ? frame_pack_tensor(&pk, h) : frame_pack_ack(&pk, h);
+    if (!packed || sink.full || sink.len == 0) return 0;
     memcpy(buf, FRAME_MAGIC, 4);
     uint32_t n = (uint32_t)sink.len;
     buf[4] = (uint8_t)(n >> 24);

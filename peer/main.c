@@ -23,8 +23,7 @@
 #include "proto/protocol.h"
 #include "peer/server.h"
 #include "peer/template.h"
-
-#define PEER_NODE_NAME_MAX 255
+#include "topo/names.h"
 
 static const char peer_usage[] =
     "usage: hiernet-peer --control-fd N --node NAME [options]\n"
@@ -188,8 +187,8 @@ static int peer_check_config(const struct peer_config *cfg)
 {
     if (cfg->control_fd < 0) return peer_usage_error("--control-fd is required");
     if (!cfg->node) return peer_usage_error("--node is required");
-    if (!cfg->node[0] || strlen(cfg->node) > PEER_NODE_NAME_MAX)
-        return peer_usage_error("--node: the name must have 1 to %d bytes", PEER_NODE_NAME_MAX);
+    if (!cfg->node[0] || strlen(cfg->node) > HN_NODE_NAME_MAX)
+        return peer_usage_error("--node: the name must have 1 to %d bytes", HN_NODE_NAME_MAX);
     if (fcntl(cfg->control_fd, F_GETFD) < 0)
         return peer_usage_error("--control-fd %d: %s", cfg->control_fd, strerror(errno));
     return 0;

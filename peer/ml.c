@@ -699,15 +699,15 @@ static const char *const keys_optim[] = {"model", "tensor",       "grad",  "meth
 static const char *const keys_compress[] = {"tensor", "method", "ratio", "out", "residual", NULL};
 static const char *const keys_decompress[] = {"tensor", "out", "add", NULL};
 
-#define ML_COMMAND(cname, keys, prefix)                                                            \
+#define ML_COMMAND(keys_, prefix)                                                                  \
     {                                                                                              \
-        cname, keys, COMMAND_WORKER, .parse = prefix##_parse, .run = prefix##_run,                 \
-                                     .extra_size = sizeof(struct prefix##_params)                  \
+        .keys = keys_, .kind = COMMAND_WORKER, .parse = prefix##_parse, .run = prefix##_run,       \
+        .extra_size = sizeof(struct prefix##_params)                                               \
     }
 
-const struct command ml_cmd_dataset = ML_COMMAND("dataset", keys_dataset, dataset);
-const struct command ml_cmd_model = ML_COMMAND("model", keys_model, model);
-const struct command ml_cmd_grad = ML_COMMAND("grad", keys_grad, grad);
-const struct command ml_cmd_optim = ML_COMMAND("optim", keys_optim, optim);
-const struct command ml_cmd_compress = ML_COMMAND("compress", keys_compress, compress);
-const struct command ml_cmd_decompress = ML_COMMAND("decompress", keys_decompress, decompress);
+const struct command ml_cmd_dataset = ML_COMMAND(keys_dataset, dataset);
+const struct command ml_cmd_model = ML_COMMAND(keys_model, model);
+const struct command ml_cmd_grad = ML_COMMAND(keys_grad, grad);
+const struct command ml_cmd_optim = ML_COMMAND(keys_optim, optim);
+const struct command ml_cmd_compress = ML_COMMAND(keys_compress, compress);
+const struct command ml_cmd_decompress = ML_COMMAND(keys_decompress, decompress);

@@ -209,9 +209,8 @@ static void eval_cleanup(struct command_job *j)
 
 static const char *const keys_eval[] = {"model", "split", "limit", "background", NULL};
 
-const struct command ml_cmd_eval = {"eval",
-                                    keys_eval,
-                                    COMMAND_WORKER,
+const struct command ml_cmd_eval = {.keys = keys_eval,
+                                    .kind = COMMAND_WORKER,
                                     .parse = eval_parse,
                                     .run = eval_run,
                                     .after = eval_after,

@@ -16,6 +16,7 @@
 #include "peer/dataplane.h"
 #include "peer/devmirror.h"
 #include "peer/ml.h"
+#include "proto/msgmap.h"
 #include "peer/store.h"
 #include "peer/worker.h"
 
@@ -229,21 +230,24 @@ static bool server_open_fd(struct peer_server *s)
 static void on_data_recv(void *ctx, const struct dataplane_recv_info *info)
 {
     struct peer_server *s = ctx;
-    proto_pack_notify_begin(&s->pk, "recv", 7u + info->has_range);
-    proto_pack_kv_str(&s->pk, "tensor", info->tensor);
-    proto_pack_kv_str(&s->pk, "from", info->from);
-    proto_pack_kv_i64(&s->pk, "bytes", (int64_t)info->bytes);
-    proto_pack_kv_i64(&s->pk, "transfer", (int64_t)info->id);
-    proto_pack_kv_f64(&s->pk, "ms", peer_emulated_ms(s, info->ms));
-    proto_pack_kv_i64(&s->pk, "version", (int64_t)info->version);
-    proto_pack_str(&s->pk, "add");
-    info->add ? msgpack_pack_true(&s->pk) : msgpack_pack_false(&s->pk);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_str(&m, "tensor", info->tensor);
+    msgmap_str(&m, "from", info->from);
+    msgmap_i64(&m, "bytes", (int64_t)info->bytes);
+    msgmap_i64(&m, "transfer", (int64_t)info->id);
+    msgmap_f64(&m, "ms", peer_emulated_ms(s, info->ms));
+    msgmap_i64(&m, "version", (int64_t)info->version);
+    msgmap_bool(&m, "add", info->add);
     if (info->has_range) {
-        proto_pack_str(&s->pk, "range");
-        msgpack_pack_array(&s->pk, 2);
-        msgpack_pack_uint64(&s->pk, info->offset);
-        msgpack_pack_uint64(&s->pk, info->count);
+        msgmap_key(&m, "range");
+        msgpack_pack_array(&m.pk, 2);
+        msgpack_pack_uint64(&m.pk, info->offset);
+        msgpack_pack_uint64(&m.pk, info->count);
     }
+    /* Out of memory: the output fails as a whole, as when its own buffer
+     * cannot grow, rather than lose one notice silently. */
+    if (!msgmap_notify(&m, &s->pk, "recv")) s->out.failed = true;
     /* Written now, before the data plane acks: the controller then normally
      * hears of the tensor before the sender's send{} completes. */
     if (!s->out.failed && !ev_is_active(&s->write_watcher)) server_flush(s);

@@ -1,6 +1,8 @@
 /* protocol.c — MessagePack-RPC codec of the control channel (see protocol.h). */
 #include "proto/protocol.h"
 
+#include "proto/msgmap.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -475,8 +477,10 @@ void proto_write_fatal(int fd, const char *message)
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    proto_pack_notify_begin(&pk, "fatal", 1);
-    proto_pack_kv_str(&pk, "error", message);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_str(&m, "error", message);
+    msgmap_notify(&m, &pk, "fatal"); /* out of memory: nothing to write, as the comment says */
     for (size_t done = 0; done < sb.size;) {
         ssize_t n = write(fd, sb.data + done, sb.size - done);
         if (n < 0 && errno == EINTR) continue;

@@ -1,5 +1,6 @@
 /* network.c — the topology model (see network.h). */
 #include "topo/network.h"
+#include "topo/link_keys.h"
 
 #include <arpa/inet.h>
 #include <math.h>
@@ -113,14 +114,13 @@ int topo_node_add(struct topo_network *net, const char *name, enum topo_node_kin
     return (int)net->n_nodes++;
 }
 
-int topo_link_param_set(struct topo_link_params *p, const char *key, const char *value, char *err,
+int topo_link_param_set(struct topo_link_params *p, const char *name, const char *value, char *err,
                         size_t errlen)
 {
-    if (strcmp(key, "bw") == 0) return topo_units_parse_rate(value, &p->rate_bps, err, errlen);
-    if (strcmp(key, "delay") == 0) return topo_units_parse_time(value, &p->delay_ns, err, errlen);
-    if (strcmp(key, "jitter") == 0) return topo_units_parse_time(value, &p->jitter_ns, err, errlen);
-    if (strcmp(key, "loss") == 0) return topo_units_parse_loss(value, &p->loss, err, errlen);
-    if (strcmp(key, "queue") == 0) return topo_units_parse_queue(value, &p->queue, err, errlen);
+#define PARSE_KEY(key, field, parse)                                                               \
+    if (strcmp(name, #key) == 0) return parse(value, &p->field, err, errlen);
+    TOPO_LINK_TEXT_KEYS(PARSE_KEY)
+#undef PARSE_KEY
     return -2;
 }
 

@@ -10,10 +10,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "topo/names.h"
 #include "topo/units.h"
 
-#define TOPO_NAME_MAX 32   /* bytes, NUL included */
-#define TOPO_IFNAME_MAX 16 /* IFNAMSIZ */
+#define TOPO_NAME_MAX (HN_NODE_NAME_MAX + 1) /* bytes, NUL included */
+#define TOPO_IFNAME_MAX 16                   /* IFNAMSIZ */
 
 enum topo_backend { TOPO_BACKEND_NONE, TOPO_BACKEND_AUTO, TOPO_BACKEND_KERNEL, TOPO_BACKEND_USER };
 enum topo_node_kind { TOPO_NODE_HOST, TOPO_NODE_SWITCH };
@@ -95,8 +96,9 @@ int topo_node_find(const struct topo_network *net, const char *name);
  * same pair is an error naming both nodes. Returns its index or -1. */
 int topo_link_add(struct topo_network *net, int a, int b, const struct topo_link_params *params,
                   char *err, size_t errlen);
-/* Sets one link parameter from its text ("bw", "delay", "jitter", "loss",
- * "queue"; units of docs/lua-api.md). Returns -1 with err quoting the value, or -2
+/* Sets one link parameter from its text (the keys of TOPO_LINK_TEXT_KEYS,
+ * topo/link_keys.h: bw, delay, jitter, loss, queue; units of docs/lua-api.md).
+ * Returns -1 with err quoting the value, or -2
  * for an unknown key. */
 int topo_link_param_set(struct topo_link_params *p, const char *key, const char *value, char *err,
                         size_t errlen);

@@ -37,8 +37,8 @@ static void test_round_trips(void)
                              .offset = 12345,
                              .version = UINT64_MAX - 1,
                              .flags = FRAME_FLAG_ADD};
-    memset(h.from, 'f', 255);
-    memset(h.to, 't', 255);
+    memset(h.from, 'f', FRAME_NODE_NAME_SIZE - 1); /* the longest node name */
+    memset(h.to, 't', FRAME_NODE_NAME_SIZE - 1);
     memset(h.as, 'a', STORE_NAME_MAX);
     struct frame_header got;
     size_t n = encode(&h, buf);

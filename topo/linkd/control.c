@@ -1,7 +1,9 @@
 /* control.c — MessagePack-RPC methods of hiernet-linkd (see control.h). */
 #include "topo/linkd/control.h"
 #include "common/container.h"
+#include "proto/msgmap.h"
 #include "peer/privdrop.h"
+#include "topo/link_keys.h"
 #include "topo/linkd/tap.h"
 
 #include <errno.h>
@@ -21,16 +23,13 @@ static void control_nested_error(char *err, size_t errlen, const char *outer, co
 
 /* ---- emulation parameters ---- */
 
+/* The shared keys (topo/link_keys.h), then linkd's own: a queue in packets
+ * or bytes and the per-frame overhead. */
 enum control_field {
-    F_BW,
-    F_DELAY,
-    F_JITTER,
-    F_LOSS,
-    F_GE_P,
-    F_GE_R,
-    F_GE_H,
-    F_GE_K,
-    F_QUEUE,
+#define FIELD_ENUM(key, field, unit, min, max) F_##key,
+    LINK_WIRE_KEYS(FIELD_ENUM) LINK_WIRE_GILBERT_KEYS(FIELD_ENUM)
+#undef FIELD_ENUM
+        F_QUEUE,
     F_QUEUE_BYTES,
     F_OVERHEAD,
 };
@@ -43,15 +42,10 @@ struct control_param {
 
 /* Numeric keys with their accepted ranges (units: bit/s, µs, fraction, packets, bytes). */
 static const struct control_param control_params[] = {
-    {"bw", 0, 1e13, F_BW},
-    {"delay", 0, 1e9, F_DELAY},
-    {"jitter", 0, 1e9, F_JITTER},
-    {"loss", 0, 1, F_LOSS},
-    {"ge_p", 0, 1, F_GE_P},
-    {"ge_r", 0, 1, F_GE_R},
-    {"ge_h", 0, 1, F_GE_H},
-    {"ge_k", 0, 1, F_GE_K},
-    {"queue", 0, 1e7, F_QUEUE},
+#define FIELD_ROW(key, field, unit, min, max) {#key, min, max, F_##key},
+    LINK_WIRE_KEYS(FIELD_ROW) LINK_WIRE_GILBERT_KEYS(FIELD_ROW)
+#undef FIELD_ROW
+        {"queue", 0, 1e7, F_QUEUE},
     {"queue_bytes", 0, 1e12, F_QUEUE_BYTES},
     {"overhead", -14, 1024, F_OVERHEAD},
 };
@@ -59,30 +53,13 @@ static const struct control_param control_params[] = {
 static void control_param_store(struct linkd_params *p, enum control_field f, double v)
 {
     switch (f) {
-    case F_BW:
-        p->rate_bps = (uint64_t)llround(v);
+#define FIELD_STORE(key, field, unit, min, max)                                                    \
+    case F_##key:                                                                                  \
+        p->field = LINK_WIRE_IN_##unit(v);                                                         \
         break;
-    case F_DELAY:
-        p->delay_ns = llround(v * 1000.0);
-        break;
-    case F_JITTER:
-        p->jitter_ns = llround(v * 1000.0);
-        break;
-    case F_LOSS:
-        p->loss = v;
-        break;
-    case F_GE_P:
-        p->ge_p = v;
-        break;
-    case F_GE_R:
-        p->ge_r = v;
-        break;
-    case F_GE_H:
-        p->ge_h = v;
-        break;
-    case F_GE_K:
-        p->ge_k = v;
-        break;
+        LINK_WIRE_KEYS(FIELD_STORE)
+        LINK_WIRE_GILBERT_KEYS(FIELD_STORE)
+#undef FIELD_STORE
     case F_QUEUE:
         p->queue = (uint32_t)v;
         break;
@@ -269,12 +246,23 @@ static int control_parse_end(struct proto_args *a, const char *key, struct contr
     return 0;
 }
 
-static void control_pack_end(msgpack_packer *pk, const char *key, const char *ifname, int ifindex)
+static void control_pack_end(struct msgmap *m, const char *key, const char *ifname, int ifindex)
 {
-    proto_pack_str(pk, key);
-    msgpack_pack_map(pk, 2);
-    proto_pack_kv_str(pk, "ifname", ifname);
-    proto_pack_kv_i64(pk, "ifindex", ifindex);
+    struct msgmap end;
+    msgmap_init(&end);
+    msgmap_str(&end, "ifname", ifname);
+    msgmap_i64(&end, "ifindex", ifindex);
+    msgmap_key(m, key);
+    if (!msgmap_end(&end, &m->pk)) m->failed = true;
+}
+
+/* The response with result m (freed). */
+static int control_reply(struct linkd_control *c, struct msgmap *m, uint32_t msgid, char *err,
+                         size_t errlen)
+{
+    if (msgmap_response(m, &c->pk, msgid)) return 0;
+    snprintf(err, errlen, "out of memory packing the result");
+    return -1;
 }
 
 /* ---- methods ---- */
@@ -282,12 +270,12 @@ static void control_pack_end(msgpack_packer *pk, const char *key, const char *if
 static int on_ping(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
                    size_t errlen)
 {
-    proto_pack_response_begin(&c->pk, msgid, 3);
-    proto_pack_str(&c->pk, "pong");
-    msgpack_pack_true(&c->pk);
-    proto_pack_kv_i64(&c->pk, "pid", getpid());
-    proto_pack_kv_i64(&c->pk, "links", (int64_t)c->ld->n_links);
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_bool(&m, "pong", true);
+    msgmap_i64(&m, "pid", getpid());
+    msgmap_i64(&m, "links", (int64_t)c->ld->n_links);
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 /* Validates everything before creating a device, so a bad request leaves
@@ -337,11 +325,12 @@ static int on_link_add(struct linkd_control *c, struct proto_args *a, uint32_t m
         snprintf(err, errlen, "link %lld: %s", (long long)id, why);
         return -1;
     }
-    proto_pack_response_begin(&c->pk, msgid, 3);
-    proto_pack_kv_i64(&c->pk, "id", id);
-    control_pack_end(&c->pk, "a", ifname[0], ifindex[0]);
-    control_pack_end(&c->pk, "b", ifname[1], ifindex[1]);
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "id", id);
+    control_pack_end(&m, "a", ifname[0], ifindex[0]);
+    control_pack_end(&m, "b", ifname[1], ifindex[1]);
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 static int on_link_set(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
@@ -368,9 +357,10 @@ static int on_link_set(struct linkd_control *c, struct proto_args *a, uint32_t m
             return -1;
         }
     }
-    proto_pack_response_begin(&c->pk, msgid, 1);
-    proto_pack_kv_i64(&c->pk, "id", l->id);
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "id", l->id);
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 static int control_link_updown(struct linkd_control *c, struct proto_args *a, uint32_t msgid,
@@ -379,14 +369,11 @@ static int control_link_updown(struct linkd_control *c, struct proto_args *a, ui
     struct linkd_link *l = control_get_link(c, a, err, errlen);
     if (!l) return -1;
     linkd_link_set_up(l, up);
-    proto_pack_response_begin(&c->pk, msgid, 2);
-    proto_pack_kv_i64(&c->pk, "id", l->id);
-    proto_pack_str(&c->pk, "up");
-    if (up)
-        msgpack_pack_true(&c->pk);
-    else
-        msgpack_pack_false(&c->pk);
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "id", l->id);
+    msgmap_bool(&m, "up", up);
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 static int on_link_down(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
@@ -401,43 +388,40 @@ static int on_link_up(struct linkd_control *c, struct proto_args *a, uint32_t ms
     return control_link_updown(c, a, msgid, true, err, errlen);
 }
 
-static void control_pack_counters(msgpack_packer *pk, const char *key, struct linkd_dir *d,
+static void control_pack_counters(struct msgmap *link, const char *key, struct linkd_dir *d,
                                   bool reset_peak)
 {
     const struct linkd_counters *k = &d->c;
-    proto_pack_str(pk, key);
-    msgpack_pack_map(pk, 14);
-    proto_pack_kv_i64(pk, "packets", (int64_t)k->packets);
-    proto_pack_kv_i64(pk, "bytes", (int64_t)k->bytes);
-    proto_pack_kv_i64(pk, "delivered", (int64_t)k->delivered);
-    proto_pack_kv_i64(pk, "delivered_bytes", (int64_t)k->delivered_bytes);
-    proto_pack_kv_i64(pk, "drops_loss", (int64_t)k->drops_loss);
-    proto_pack_kv_i64(pk, "drops_queue", (int64_t)k->drops_queue);
-    proto_pack_kv_i64(pk, "drops_down", (int64_t)k->drops_down);
-    proto_pack_kv_i64(pk, "drops_nobuf", (int64_t)k->drops_nobuf);
-    proto_pack_kv_i64(pk, "drops_write", (int64_t)k->drops_write);
-    proto_pack_kv_i64(pk, "queue_peak", (int64_t)k->queue_peak);
-    proto_pack_kv_i64(pk, "queue_len", d->q_packets);
-    proto_pack_kv_i64(pk, "queue_bytes", (int64_t)d->q_bytes);
-    proto_pack_kv_i64(pk, "in_flight", linkd_dir_in_flight(d));
-    proto_pack_kv_i64(pk, "tso", d->link->tso[d == &d->link->dir[0] ? 0 : 1]);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "packets", (int64_t)k->packets);
+    msgmap_i64(&m, "bytes", (int64_t)k->bytes);
+    msgmap_i64(&m, "delivered", (int64_t)k->delivered);
+    msgmap_i64(&m, "delivered_bytes", (int64_t)k->delivered_bytes);
+    msgmap_i64(&m, "drops_loss", (int64_t)k->drops_loss);
+    msgmap_i64(&m, "drops_queue", (int64_t)k->drops_queue);
+    msgmap_i64(&m, "drops_down", (int64_t)k->drops_down);
+    msgmap_i64(&m, "drops_nobuf", (int64_t)k->drops_nobuf);
+    msgmap_i64(&m, "drops_write", (int64_t)k->drops_write);
+    msgmap_i64(&m, "queue_peak", (int64_t)k->queue_peak);
+    msgmap_i64(&m, "queue_len", d->q_packets);
+    msgmap_i64(&m, "queue_bytes", (int64_t)d->q_bytes);
+    msgmap_i64(&m, "in_flight", linkd_dir_in_flight(d));
+    msgmap_i64(&m, "tso", d->link->tso[d == &d->link->dir[0] ? 0 : 1]);
+    msgmap_key(link, key);
+    if (!msgmap_end(&m, &link->pk)) link->failed = true;
     /* A peak that restarts at every sample gives per-interval peaks. */
     if (reset_peak) d->c.queue_peak = d->q_packets;
 }
 
-/* {id, up, ab, ba}: 4 map entries, packed after the caller's key or array slot. */
-static void control_pack_link_stats(msgpack_packer *pk, struct linkd_link *l, bool reset_peak)
+/* {id, up, ab, ba} into m. */
+static void control_pack_link_stats(struct msgmap *m, struct linkd_link *l, bool reset_peak)
 {
     linkd_link_sync(l); /* counters as of now, not as of the last wake-up */
-    msgpack_pack_map(pk, 4);
-    proto_pack_kv_i64(pk, "id", l->id);
-    proto_pack_str(pk, "up");
-    if (l->up)
-        msgpack_pack_true(pk);
-    else
-        msgpack_pack_false(pk);
-    control_pack_counters(pk, "ab", &l->dir[0], reset_peak);
-    control_pack_counters(pk, "ba", &l->dir[1], reset_peak);
+    msgmap_i64(m, "id", l->id);
+    msgmap_bool(m, "up", l->up);
+    control_pack_counters(m, "ab", &l->dir[0], reset_peak);
+    control_pack_counters(m, "ba", &l->dir[1], reset_peak);
 }
 
 static int on_link_stats(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
@@ -448,12 +432,10 @@ static int on_link_stats(struct linkd_control *c, struct proto_args *a, uint32_t
     if (!l) return -1;
     if (proto_arg_bool(a, "reset_peak", &reset_peak) < 0) return control_arg_fail(a, err, errlen);
     /* The result map is the link's stats map itself. */
-    msgpack_pack_array(&c->pk, 4);
-    msgpack_pack_uint8(&c->pk, PROTO_RESPONSE);
-    msgpack_pack_uint32(&c->pk, msgid);
-    msgpack_pack_nil(&c->pk);
-    control_pack_link_stats(&c->pk, l, reset_peak);
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    control_pack_link_stats(&m, l, reset_peak);
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 static int on_link_stats_all(struct linkd_control *c, struct proto_args *a, uint32_t msgid,
@@ -461,12 +443,17 @@ static int on_link_stats_all(struct linkd_control *c, struct proto_args *a, uint
 {
     bool reset_peak = false;
     if (proto_arg_bool(a, "reset_peak", &reset_peak) < 0) return control_arg_fail(a, err, errlen);
-    proto_pack_response_begin(&c->pk, msgid, 1);
-    proto_pack_str(&c->pk, "links");
-    msgpack_pack_array(&c->pk, (uint32_t)c->ld->n_links);
-    for (struct linkd_link *l = c->ld->links; l; l = l->next)
-        control_pack_link_stats(&c->pk, l, reset_peak);
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_key(&m, "links");
+    msgpack_pack_array(&m.pk, (uint32_t)c->ld->n_links);
+    for (struct linkd_link *l = c->ld->links; l; l = l->next) {
+        struct msgmap link;
+        msgmap_init(&link);
+        control_pack_link_stats(&link, l, reset_peak);
+        if (!msgmap_end(&link, &m.pk)) m.failed = true;
+    }
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 static int on_link_del(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
@@ -476,9 +463,10 @@ static int on_link_del(struct linkd_control *c, struct proto_args *a, uint32_t m
     if (!l) return -1;
     int64_t id = l->id;
     linkd_link_del(l);
-    proto_pack_response_begin(&c->pk, msgid, 1);
-    proto_pack_kv_i64(&c->pk, "id", id);
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "id", id);
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
 /* The controller has made every link: the TAP fds and the timer stay
@@ -498,23 +486,36 @@ static int on_drop_root(struct linkd_control *c, struct proto_args *a, uint32_t 
         linkd_log("%s; exiting", err);
         _exit(3);
     }
-    proto_pack_response_begin(&c->pk, msgid, 1);
-    proto_pack_kv_i64(&c->pk, "uid", (int64_t)getuid());
-    return 0;
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "uid", (int64_t)getuid());
+    return control_reply(c, &m, msgid, err, errlen);
 }
 
-static const struct proto_method control_methods[] = {
-    {"ping", (void *)on_ping},
-    {"link_add", (void *)on_link_add},
-    {"link_set", (void *)on_link_set},
-    {"link_down", (void *)on_link_down},
-    {"link_up", (void *)on_link_up},
-    {"link_stats", (void *)on_link_stats},
-    {"link_stats_all", (void *)on_link_stats_all},
-    {"link_del", (void *)on_link_del},
-    {"drop_root", (void *)on_drop_root},
-    {NULL, NULL},
+static const struct control_method {
+    const char *name;
+    control_handler handler;
+} control_methods[] = {
+    {"ping", on_ping},
+    {"link_add", on_link_add},
+    {"link_set", on_link_set},
+    {"link_down", on_link_down},
+    {"link_up", on_link_up},
+    {"link_stats", on_link_stats},
+    {"link_stats_all", on_link_stats_all},
+    {"link_del", on_link_del},
+    {"drop_root", on_drop_root},
 };
+
+static const struct control_method *control_method_find(const char *name, uint32_t len)
+{
+    if (!name || !len) return NULL;
+    for (size_t i = 0; i < sizeof control_methods / sizeof control_methods[0]; i++) {
+        const struct control_method *m = &control_methods[i];
+        if (strncmp(m->name, name, len) == 0 && m->name[len] == '\0') return m;
+    }
+    return NULL;
+}
 
 /* ---- the channel ---- */
 
@@ -530,7 +531,7 @@ static void control_close(struct linkd_control *c)
 
 static void control_dispatch(struct linkd_control *c, const struct proto_msg *msg)
 {
-    const struct proto_method *m = proto_method_find(control_methods, msg->method, msg->method_len);
+    const struct control_method *m = control_method_find(msg->method, msg->method_len);
     char err[512];
     if (!m) {
         snprintf(err, sizeof err, "unknown method '%.*s'", (int)msg->method_len, msg->method);
@@ -539,9 +540,8 @@ static void control_dispatch(struct linkd_control *c, const struct proto_msg *ms
     }
     struct proto_args a;
     proto_args_init(&a, msg->params);
-    control_handler handler = (control_handler)m->handler;
     size_t mark = c->out.size;
-    if (handler(c, &a, msg->msgid, err, sizeof err) < 0) {
+    if (m->handler(c, &a, msg->msgid, err, sizeof err) < 0) {
         c->out.size = mark; /* drop anything a failing handler packed */
         proto_pack_error(&c->pk, msg->msgid, err);
     }

@@ -1,0 +1,58 @@
+/* test_link_keys.c — the shared table of link parameters (topo/link_keys.h):
+ * every text key parses into its field through topo_link_param_set, unknown
+ * keys are told apart, and wire values land in the struct fields in their
+ * units. */
+#include "topo/link_keys.h"
+#include "topo/network.h"
+#include "tests/unit/check.h"
+
+#include <math.h>
+#include <stdint.h>
+
+static void test_text_keys(void)
+{
+    struct topo_link_params p = {0};
+    char err[256];
+    CHECK(topo_link_param_set(&p, "bw", "100Mbit", err, sizeof err) == 0);
+    CHECK(p.rate_bps == 100000000);
+    CHECK(topo_link_param_set(&p, "delay", "10ms", err, sizeof err) == 0);
+    CHECK(p.delay_ns == 10000000);
+    CHECK(topo_link_param_set(&p, "jitter", "1ms", err, sizeof err) == 0);
+    CHECK(p.jitter_ns == 1000000);
+    CHECK(topo_link_param_set(&p, "loss", "1%", err, sizeof err) == 0);
+    CHECK_NEAR(p.loss, 0.01, 1e-12);
+    CHECK(topo_link_param_set(&p, "queue", "100", err, sizeof err) == 0);
+    CHECK(p.queue.packets == 100);
+    CHECK(topo_link_param_set(&p, "reorder", "true", err, sizeof err) == -2);
+    CHECK(topo_link_param_set(&p, "bogus", "1", err, sizeof err) == -2);
+    CHECK(topo_link_param_set(&p, "delay", "ten", err, sizeof err) == -1);
+    int keys = 0;
+#define COUNT(key, field, parse) keys++;
+    TOPO_LINK_TEXT_KEYS(COUNT)
+#undef COUNT
+    CHECK(keys == 5);
+}
+
+/* What linkd stores for wire values; every shared key has a range. */
+static void test_wire_units(void)
+{
+    CHECK(LINK_WIRE_IN_TIME(1.5) == 1500);
+    CHECK(LINK_WIRE_IN_TIME(10000.0) == 10000000);
+    CHECK(LINK_WIRE_IN_BPS(1e9) == 1000000000u);
+    CHECK(LINK_WIRE_IN_FRACTION(0.25) == 0.25);
+    int n = 0;
+#define CHECK_RANGE(key, field, unit, min, max)                                                    \
+    CHECK((min) == 0 && (max) > 0);                                                                \
+    n++;
+    LINK_WIRE_KEYS(CHECK_RANGE)
+    LINK_WIRE_GILBERT_KEYS(CHECK_RANGE)
+#undef CHECK_RANGE
+    CHECK(n == 8);
+}
+
+int main(void)
+{
+    test_text_keys();
+    test_wire_units();
+    return check_report();
+}
