@@ -12,9 +12,11 @@
  * temporary file, returned by harness_stop. */
 #pragma once
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -621,6 +623,20 @@ static inline const char *harness_data_addr(const struct harness_peer *p)
     char *t = text[next++ % 4];
     snprintf(t, sizeof text[0], "%s:%d", p->addr, p->data_port);
     return t;
+}
+
+/* A plain TCP connection to p's data port (no hello, no frames): for
+ * tests that speak the wire themselves. The fd, or -1. */
+static inline int harness_raw_connect(const struct harness_peer *p)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p->data_port)};
+    inet_pton(AF_INET, p->addr, &sin.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 static inline bool harness_exited(int status, int code)

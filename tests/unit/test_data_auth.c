@@ -109,18 +109,6 @@ static void test_hello(void)
 
 /* ---- peers ---- */
 
-static int raw_connect(const struct harness_peer *p)
-{
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p->data_port)};
-    inet_pton(AF_INET, p->addr, &sin.sin_addr);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* A frame header for count floats to tensor `as` (prefix included). */
 static size_t frame_header_for(uint8_t *buf, const char *from, const char *as, int64_t count)
 {
@@ -147,7 +135,7 @@ static int early_member(const struct harness_peer *p, const uint8_t *secret)
     data_auth_init(&auth, true);
     data_auth_set_secret(&auth, secret, DATA_AUTH_SECRET_BYTES, err, sizeof err);
     CHECK(data_auth_hello(&auth, harness_data_addr(p), hello, err, sizeof err) == sizeof hello);
-    int fd = raw_connect(p);
+    int fd = harness_raw_connect(p);
     size_t n = frame_header_for(header, "early", "early", COUNT);
     float *payload = calloc(COUNT, sizeof *payload);
     for (int i = 0; payload && i < COUNT; i++)
@@ -219,7 +207,7 @@ static void test_peers(void)
     /* No secret yet: no send, and an early connection waits unread. */
     HCALL_ERR(&a, &r, "no data secret yet", "send", "tensor:s to_addr:s", "w",
               harness_data_addr(&b));
-    int early = raw_connect(&b);
+    int early = harness_raw_connect(&b);
     size_t n = injected_frame(frame);
     CHECK(early >= 0 && harness_write_all(early, frame, n));
     set_book(&a, secret, 3, names, addrs);
@@ -239,7 +227,7 @@ static void test_peers(void)
     HCALL_OK(&c, &r, "tensor", "name:s size:i fill:f", "w", 1000LL, 0.5);
     set_book(&c, other, 3, names, addrs);
     /* A forged hello: right magic, no knowledge of the secret. */
-    int forged = raw_connect(&b);
+    int forged = harness_raw_connect(&b);
     uint8_t hello[DATA_AUTH_HELLO_BYTES] = DATA_AUTH_MAGIC;
     CHECK(forged >= 0 && harness_write_all(forged, hello, sizeof hello) &&
           harness_write_all(forged, frame, n));

@@ -313,22 +313,10 @@ static void test_peer_death(void)
 
 /* ---- malformed frames ---- */
 
-static int raw_connect(const struct harness_peer *p)
-{
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p->data_port)};
-    inet_pton(AF_INET, p->addr, &sin.sin_addr);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* Writes bytes and expects the peer to close the connection within 5 s. */
 static void expect_closed_after(const struct harness_peer *p, const void *bytes, size_t n)
 {
-    int fd = raw_connect(p);
+    int fd = harness_raw_connect(p);
     CHECK(fd >= 0);
     if (fd < 0) return;
     CHECK(harness_write_all(fd, bytes, n));
