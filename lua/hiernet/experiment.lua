@@ -36,7 +36,7 @@ local function cell(v)
   return tostring(v)
 end
 
--- Prints rows (tables) as an aligned table of the given columns, and logs it.
+-- Logs rows (tables) as an aligned table of the given columns.
 function ex.table(title, rows, columns)
   local widths, lines = {}, {}
   for c, name in ipairs(columns) do
@@ -54,8 +54,8 @@ function ex.table(title, rows, columns)
     for c, name in ipairs(columns) do values[c] = cell(r[name]) end
     lines[#lines + 1] = line(values)
   end
-  print(title)
-  for _, l in ipairs(lines) do print("  " .. l) end
+  -- hn.log puts it on stderr and in log.txt; printing it as well showed
+  -- it twice on a terminal.
   hn.log(title .. "\n  " .. table.concat(lines, "\n  "))
 end
 
