@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 static int check_passed, check_failed;
@@ -49,6 +50,19 @@ static int check_passed, check_failed;
         printf("SKIP: %s\n", (why));                                                               \
         exit(77);                                                                                  \
     } while (0)
+
+/* The path of a program the build made (HIERNET_BIN_DIR/name, set by
+ * ctest) into buf, or the test is skipped saying why. */
+static inline void check_bin_path(const char *name, char *buf, size_t cap)
+{
+    const char *dir = getenv("HIERNET_BIN_DIR");
+    if (!dir) CHECK_SKIP("HIERNET_BIN_DIR is not set (run through ctest)");
+    snprintf(buf, cap, "%s/%s", dir, name);
+    if (access(buf, X_OK) != 0) {
+        printf("SKIP: %s is not built\n", buf);
+        exit(77);
+    }
+}
 
 static inline int check_report(void)
 {

@@ -90,10 +90,7 @@ struct harness_peer {
 /* Finds hiernet-peer or skips the test. */
 static inline void harness_init(void)
 {
-    const char *dir = getenv("HIERNET_BIN_DIR");
-    if (!dir) CHECK_SKIP("HIERNET_BIN_DIR is not set (run through ctest)");
-    snprintf(harness_peer_path, sizeof harness_peer_path, "%s/hiernet-peer", dir);
-    if (access(harness_peer_path, X_OK) != 0) CHECK_SKIP("hiernet-peer is not built");
+    check_bin_path("hiernet-peer", harness_peer_path, sizeof harness_peer_path);
     signal(SIGPIPE, SIG_IGN);
     /* Read by sanitizer builds of the peers (not by this process, which has
      * started already): undefined behaviour ends the peer. */

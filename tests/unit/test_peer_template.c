@@ -197,10 +197,7 @@ static void test_broken_templates(void)
 
 int main(void)
 {
-    const char *dir = getenv("HIERNET_BIN_DIR");
-    if (!dir) CHECK_SKIP("HIERNET_BIN_DIR is not set (run through ctest)");
-    snprintf(peer_path, sizeof peer_path, "%s/hiernet-peer", dir);
-    if (access(peer_path, X_OK) != 0) CHECK_SKIP("hiernet-peer is not built");
+    check_bin_path("hiernet-peer", peer_path, sizeof peer_path);
     signal(SIGPIPE, SIG_IGN);
     test_peer_is_a_working_child();
     test_many_requests();
