@@ -78,4 +78,10 @@ local c = ar.train{ workers = workers, algo = "ring", model = T.model, dataset =
                     steps = 40, worker_opt = { lr = 0.2 }, compress = { method = "int8" },
                     prefix = "ring_int8_", progress = false }
 T.learned(c, 0.6, "allreduce.train ring int8")
+local ok2, err2 = pcall(ar.train, { workers = workers, algo = "tree", model = T.model, dataset = T.dataset,
+                                    steps = 5, compress = { method = "int8" } })
+assert(not ok2 and err2:find("algo 'tree' would not be used"), tostring(err2))
+ok2, err2 = pcall(ar.train, { workers = workers, algo = "ring", model = T.model, dataset = T.dataset, steps = 5,
+                              eval_node = peers[#peers] })
+assert(not ok2 and err2:find("must be one of the workers"), tostring(err2))
 print("algo_allreduce: ok")

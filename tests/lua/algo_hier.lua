@@ -85,4 +85,9 @@ local c = hier.train{ cloud = cloud, workers = terms, tau1 = 4, tau2 = 2, model 
                       prefix = "topk_", progress = false }
 T.learned(c, 0.6, "hier with topk compression")
 assert(c.bytes < s.bytes, string.format("compression moved fewer bytes: %d vs %d", c.bytes, s.bytes))
+-- eval_every counts cloud rounds: 6 rounds, every 3rd evaluated.
+hier.train{ cloud = cloud, workers = terms, tau1 = 4, tau2 = 2, model = T.model, dataset = T.dataset,
+            batch = 32, steps = 48, worker_opt = { lr = 0.2 }, eval_every = 3, eval_limit = 100,
+            prefix = "every3_", progress = false }
+T.eq(#T.csv("every3_eval"), 2, "hier: evaluations with eval_every = 3")
 print("algo_hier: ok")

@@ -101,4 +101,13 @@ assert(not ok and err:find("stop condition"), tostring(err))
 ok, err = pcall(ps.train, { server = server, workers = workers, mode = "bsp", steps = 5, batch = 0 })
 assert(not ok and err:find("option 'batch': expected a positive integer, got 0"), tostring(err))
 
+-- Options a mode would accept and not use are errors.
+ok, err = pcall(ps.train, { server = server, workers = workers, mode = "adaptive-k", steps = 5, local_steps = 2 })
+assert(not ok and err:find("'local_steps' is not used with adaptive%-k"), tostring(err))
+ok, err = pcall(ps.train, { server = server, workers = workers, mode = "adaptive-k", steps = 5,
+                            worker_opt = { method = "adam", lr = 0.01 } })
+assert(not ok and err:find("method 'adam' is not used here"), tostring(err))
+ok, err = pcall(ps.train, { server = server, workers = workers, mode = "bsp", steps = 5, eval_node = workers[1] })
+assert(not ok and err:find("'eval_node' is for several servers"), tostring(err))
+
 print("algo_ps: ok")

@@ -581,6 +581,12 @@ end
 function ar.train(opts)
   local algo = type(opts) == "table" and opts.algo or "ring"
   local J = job.new("allreduce", opts, { mode = algo, options = TRAIN_OPTIONS })
+  if J.o.compress and (algo ~= "ring" or J.o.groups) then
+    fail("allreduce.train: compression runs a ring all-gather of the compressed updates; " ..
+         "algo '%s'%s would not be used (give algo = \"ring\" and no groups)", algo,
+         J.o.groups and " and groups" or "")
+  end
+  job.eval_node_among_workers("allreduce.train", J.o)
   J.o.server_opt = J.o.server_opt or { method = "sgd", lr = 1.0 }
   J.o.server_opt.method = J.o.server_opt.method or "sgd"
   J:setup{ origin = J.workers[1], eval_node = J.workers[1], model_name = "w" }

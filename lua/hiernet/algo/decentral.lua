@@ -296,7 +296,7 @@ local function gossip_step(J, adj, rng)
     end
     local ok, r = pcall(node.batch, node, cmds)
     if not ok then
-      if J:alive(j) and node.network:reachable(node, J.workers[j]) then error(r, 0) end
+      if not j or (J:alive(j) and node.network:reachable(node, J.workers[j])) then error(r, 0) end
       return -- the neighbour went away mid-send: its half stays here
     end
     record(J, i, t, step_summary(r.results, cmds))
@@ -442,6 +442,10 @@ function dc.train(opts)
   if algo == "dpsgd" and J.o.on_failure == "drop" then
     fail("decentral.train: dpsgd cannot drop a worker (on_failure = \"drop\"): its neighbours wait for its model every step")
   end
+  if algo ~= "easgd" then -- their step is x <- x - lr g at worker_opt.lr
+    job.plain_sgd_only("decentral.train: worker_opt (" .. algo .. ")", J.o.worker_opt, { lr = true })
+  end
+  job.eval_node_among_workers("decentral.train", J.o, algo == "easgd" and "the centre" or nil)
   local center = J.o.center
   if algo == "easgd" and not center then fail("decentral.train: easgd needs option 'center' (the node holding the centre variable)") end
   J:setup{ origin = J.workers[1], holders = center and { center } or {}, model_name = "w",

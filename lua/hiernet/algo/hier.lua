@@ -243,6 +243,10 @@ end
 
 function hier.train(opts)
   local J = job.new("hier", opts, { mode = "hierfavg", options = OPTIONS, required = { "cloud" } })
+  -- Only the cloud's model is whole: eval_every counts cloud rounds here
+  -- (default 1: every one), and the cloud is what is evaluated.
+  J.eval_rounds = opts.eval_every or 1
+  job.eval_node_among_workers("hier.train", J.o, "the cloud's model")
   local cloud = J.o.cloud
   local edges = J.o.edges or tier_nodes(cloud.network, "edge")
   if #edges == 0 then fail("hier.train: no edges (give option 'edges' or nodes of tier \"edge\")") end
@@ -290,7 +294,7 @@ function hier.train(opts)
           record_round(J, meta, ms)
           if cloud_round then
             J.cloud_rounds = (J.cloud_rounds or 0) + 1
-            J:evaluate(J.steps)
+            if J.cloud_rounds % J.eval_rounds == 0 then J:evaluate(J.steps) end
           end
         end
       end

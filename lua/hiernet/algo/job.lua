@@ -39,6 +39,32 @@ function job.fail(fmt, ...)
       and (info.short_src .. ":" .. info.currentline .. ": ") or ""
   error(where .. string.format(fmt, ...), 0)
 end
+
+-- eval_node for algorithms where every worker holds the model and nobody
+-- else does: it must be a worker (another node would evaluate a stale
+-- copy); `other` names the node evaluated instead, when there is one.
+function job.eval_node_among_workers(what, o, other)
+  local e = o.eval_node
+  if not e then return end
+  if other then job.fail("%s: option 'eval_node' is not used (%s is evaluated)", what, other) end
+  for _, w in ipairs(o.workers) do if w == e then return end end
+  job.fail("%s: eval_node '%s' must be one of the workers (only they hold the model)", what, e.name)
+end
+
+-- An optimizer table (worker_opt, server_opt) that an algorithm steps with
+-- plain SGD at its own rate: any other method, or a setting of one, would
+-- be accepted and silently ignored, so it is an error naming the option.
+-- `allowed` lists the keys besides method = "sgd" that the algorithm uses.
+function job.plain_sgd_only(what, opt, allowed)
+  if opt.method and opt.method ~= "sgd" then
+    job.fail("%s: method '%s' is not used here (the step is plain SGD); leave it out", what, opt.method)
+  end
+  for k in pairs(opt) do
+    if k ~= "method" and not allowed[k] then
+      job.fail("%s: '%s' is not used here (the step is plain SGD); leave it out", what, k)
+    end
+  end
+end
 local fail = job.fail
 
 -- ---- option checkers: each returns the checked (and defaulted) value ----

@@ -704,7 +704,24 @@ local function servers_of(J)
   return servers
 end
 
--- Runs the workers and the server until a stop condition holds.
+-- Options the chosen mode would accept and not use are errors.
+local function check_used_options(J, mode, policy, sharded)
+  if J.o.eval_node and not sharded then
+    fail("ps.train: option 'eval_node' is for several servers (one server evaluates the model it holds)")
+  end
+  if mode == "adaptive-k" and J.o.bb ~= false then
+    -- The Barzilai-Borwein step sets the rate of one SGD step per push.
+    if (J.o.local_steps or 1) ~= 1 then
+      fail("ps.train: option 'local_steps' is not used with adaptive-k's BB rate (bb = false uses it)")
+    end
+    job.plain_sgd_only("ps.train: worker_opt (adaptive-k's BB rate)", J.o.worker_opt, { lr = true })
+  end
+  if policy.momentum_server then
+    job.plain_sgd_only("ps.train: server_opt (adaptive-k's server momentum)", J.o.server_opt,
+                       { lr = true, momentum = true })
+  end
+end
+
 -- Runs the workers and the server until a stop condition holds; the server
 -- task ends once every worker task has (a restarted worker gets a new one).
 local function run_engine(E)
@@ -729,6 +746,7 @@ function ps.train(opts)
   J.o.server_opt.method = J.o.server_opt.method or "sgd"
   local policy = policies[mode](J.o, #J.workers)
   local sharded = #servers > 1
+  check_used_options(J, mode, policy, sharded)
   J:setup{ origin = sharded and J.workers[1] or servers[1], holders = sharded and {} or servers,
            eval_node = sharded and J.workers[1] or servers[1], model_name = "w" }
   if sharded then J.eval_node:model{ name = "w_full", arch = J.o.model, seed = J.o.seed } end
