@@ -176,7 +176,8 @@ static void wait_start(struct command_job *j)
     }
     if (wait_try(j)) return;
     s->waiter = j;
-    ev_timer_set(&p->timer, p->timeout_s, 0.0);
+    /* timeout_s is emulated time: real time runs dilation times slower. */
+    ev_timer_set(&p->timer, p->timeout_s * s->cfg.dilation, 0.0);
     if (p->timeout_s > 0) ev_timer_start(s->loop, &p->timer);
 }
 

@@ -438,7 +438,13 @@ static struct kern_optim *optim_prepare(struct command_job *j, const struct opti
     optim_override(&cfg.beta2, p->beta2);
     optim_override(&cfg.eps, p->eps);
     optim_override(&cfg.weight_decay, p->weight_decay);
-    if (*slot && kern_optim_configure(*slot, &cfg, j->err, sizeof j->err) != 0) return NULL;
+    if (*slot && kern_optim_configure(*slot, &cfg, j->err, sizeof j->err) != 0) {
+        /* Its state may be gone (a failed allocation): a later step must
+         * start afresh, not step with it. */
+        kern_optim_destroy(*slot);
+        *slot = NULL;
+        return NULL;
+    }
     if (!*slot &&
         kern_optim_create(devmirror_ctx(j->dev), &cfg, n, slot, j->err, sizeof j->err) != 0)
         return NULL;
