@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # test_dilation.sh — the overload report and time dilation on a compute-bound
 # workload (tools/bench/dilation.lua, backend none, workers at speed 0.5):
-#   * 16 workers at dilation 1 need 8 of this host's cores: more than 5% of
+#   * W workers at dilation 1 need W/2 cores, W = max(16, 4 x this host's
+#     cores), so at least twice what the host has: more than 5% of
 #     their compute commands overrun, run.json's overload says limited, and
 #     the log's last word is the warning naming a dilation;
-#   * the same 16 workers at --dilation 8 report emulated step times within
+#   * the same W workers at --dilation 8 (W/2 cores' work D = 8 times
+#     slower: at most W/16 cores, within the host) report emulated step times within
 #     10% of 2 workers at dilation 1 (where the host is not overloaded), with
 #     at most 5% overruns; run.json records the dilation.
 # The comparison is retried twice when it misses (other load on a shared
@@ -31,32 +33,34 @@ run() {
 }
 field() { sed -E "s/.*\"$1\":([^,}]*).*/\\1/" <<<"$2"; }
 
-# Overloaded: 16 workers, no dilation.
-loaded=$(run loaded 16 1)
+# Overloaded: W workers, no dilation.
+cores=$(nproc)
+W=$((cores * 4 > 16 ? cores * 4 : 16))
+loaded=$(run loaded "$W" 1)
 share=$(field overrun_share "$loaded")
-if awk -v s="$share" 'BEGIN { exit !(s > 0.05) }'; then ok; else bad "16 workers at D=1: overrun share $share, want > 0.05"; fi
-grep -q '"limited": true' loaded/run.json && ok || bad "16 workers at D=1: run.json overload not limited: $(grep overload loaded/run.json)"
+if awk -v s="$share" 'BEGIN { exit !(s > 0.05) }'; then ok; else bad "$W workers at D=1: overrun share $share, want > 0.05"; fi
+grep -q '"limited": true' loaded/run.json && ok || bad "$W workers at D=1: run.json overload not limited: $(grep overload loaded/run.json)"
 last=$(tail -n1 loaded/log.txt)
 if [[ $last == *"warning: this run was limited by the host's CPU: "*"% of compute commands overran; use fewer nodes, lower speeds, or dilation = "* ]]; then
   ok
 else
-  bad "16 workers at D=1: the log does not end with the overload warning: $last"
+  bad "$W workers at D=1: the log does not end with the overload warning: $last"
 fi
 suggested=$(field suggested_dilation "$loaded")
 awk -v d="$suggested" 'BEGIN { exit !(d >= 2) }' && ok || bad "suggested dilation $suggested, want >= 2"
 
 # Dilated: within 10% of the unloaded reference.
 for attempt in 1 2 3; do
-  ref=$(run "ref$attempt" 2 1) && dil=$(run "dil$attempt" 16 8) || break
+  ref=$(run "ref$attempt" 2 1) && dil=$(run "dil$attempt" "$W" 8) || break
   r=$(field step_ms_median "$ref") d=$(field step_ms_median "$dil") o=$(field overrun_share "$dil")
   err=$(awk -v d="$d" -v r="$r" 'BEGIN { printf "%.4f", d / r - 1 }')
-  echo "attempt $attempt: reference $r ms, 16 workers at D=8 $d ms ($err), overruns $o"
+  echo "attempt $attempt: reference $r ms, $W workers at D=8 $d ms ($err), overruns $o"
   awk -v e="$err" -v o="$o" 'BEGIN { exit !(e <= 0.10 && e >= -0.10 && o <= 0.05) }' && break
 done
 if awk -v e="${err:-1}" -v o="${o:-1}" 'BEGIN { exit !(e <= 0.10 && e >= -0.10 && o <= 0.05) }'; then
   ok
 else
-  bad "16 workers at D=8: step error ${err:-?}, overrun share ${o:-?} (want |error| <= 0.10, share <= 0.05)"
+  bad "$W workers at D=8: step error ${err:-?}, overrun share ${o:-?} (want |error| <= 0.10, share <= 0.05)"
 fi
 grep -q '"dilation": 8,' "dil$attempt/run.json" && ok || bad "run.json lacks \"dilation\": 8"
 grep -q '"emulated_s": ' "dil$attempt/run.json" && ok || bad "run.json lacks emulated_s"

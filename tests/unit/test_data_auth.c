@@ -153,7 +153,7 @@ static int early_member(const struct harness_peer *p, const uint8_t *secret)
     }
     CHECK(sent >= sizeof hello + 16384); /* more than the receiver's buffer is on its way */
     if (fd >= 0) fcntl(fd, F_SETFL, flags);
-    if (all && sent < total) CHECK(harness_write_all(fd, all + sent, total - sent) || true);
+    if (all && sent < total) CHECK(harness_write_all(fd, all + sent, total - sent));
     free(all);
     free(payload);
     return fd;
