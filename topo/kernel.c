@@ -565,16 +565,15 @@ int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_lin
 
 /* node's blackholes towards every host of the other group of a partition
  * (replace: they take the place of host routes to those addresses). */
-static void add_blackholes(struct topo_kernel *k, int node, const unsigned char *side, bool add,
+static void add_blackholes(struct topo_kernel *k, int node, const unsigned char *side,
                            struct topo_nl_batch *b)
 {
     const struct topo_network *net = k->net;
     for (size_t j = 0; j < net->n_nodes; j++) {
         if (!side[j] || side[j] == side[node] || net->nodes[j].kind != TOPO_NODE_HOST) continue;
         struct topo_nl_route rt = {.dst = net->nodes[j].node_addr, .dst_len = 32, .blackhole = 1};
-        topo_nl_batch_add(b, add ? topo_nl_route_build(&rt, 1) : topo_nl_route_delete_build(&rt),
-                          "node %s: %s to %s", net->nodes[node].name, add ? "blackhole" : "heal",
-                          net->nodes[j].name);
+        topo_nl_batch_add(b, topo_nl_route_build(&rt, 1), "node %s: blackhole to %s",
+                          net->nodes[node].name, net->nodes[j].name);
     }
 }
 
@@ -588,21 +587,50 @@ static int replay_routes(struct topo_kernel *k, int node, char *err, size_t errl
     topo_nl_batch_init(&b, k->ns[node].sock);
     add_routes(k, node, &k->routing->nodes[node], 1, &b);
     for (size_t p = 0; p < k->n_partitions; p++)
-        if (k->partitions[p][node]) add_blackholes(k, node, k->partitions[p], true, &b);
+        if (k->partitions[p][node]) add_blackholes(k, node, k->partitions[p], &b);
     return run_batch(&b, err, errlen);
 }
 
-static int partition_apply(struct topo_kernel *k, const unsigned char *side, bool cut, char *err,
+static int partition_apply(struct topo_kernel *k, const unsigned char *side, char *err,
                            size_t errlen)
 {
     for (size_t i = 0; i < k->net->n_nodes; i++) {
         if (!side[i] || k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
         struct topo_nl_batch b;
         topo_nl_batch_init(&b, k->ns[i].sock);
-        add_blackholes(k, (int)i, side, cut, &b);
+        add_blackholes(k, (int)i, side, &b);
         if (run_batch(&b, err, errlen) < 0) return -1;
     }
     return 0;
+}
+
+static bool touched_by(unsigned char *const *parts, size_t n_parts, size_t node)
+{
+    for (size_t p = 0; p < n_parts; p++)
+        if (parts[p][node]) return true;
+    return false;
+}
+
+/* Deletes node's blackholes, each once: partitions that overlap (the same
+ * pair cut twice) installed one route, and a second delete of it would
+ * fail and stop the heal halfway. cut: scratch of n_nodes bytes. */
+static int heal_node(struct topo_kernel *k, int node, unsigned char *const *parts, size_t n_parts,
+                     unsigned char *cut, char *err, size_t errlen)
+{
+    const struct topo_network *net = k->net;
+    memset(cut, 0, net->n_nodes);
+    for (size_t p = 0; p < n_parts; p++)
+        for (size_t j = 0; parts[p][node] && j < net->n_nodes; j++)
+            if (parts[p][j] && parts[p][j] != parts[p][node]) cut[j] = 1;
+    struct topo_nl_batch b;
+    topo_nl_batch_init(&b, k->ns[node].sock);
+    for (size_t j = 0; j < net->n_nodes; j++) {
+        if (!cut[j] || net->nodes[j].kind != TOPO_NODE_HOST) continue;
+        struct topo_nl_route rt = {.dst = net->nodes[j].node_addr, .dst_len = 32, .blackhole = 1};
+        topo_nl_batch_add(&b, topo_nl_route_delete_build(&rt), "node %s: heal to %s",
+                          net->nodes[node].name, net->nodes[j].name);
+    }
+    return run_batch(&b, err, errlen);
 }
 
 int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char *err,
@@ -621,7 +649,7 @@ int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char
         memcpy(copy, side, n);
         k->partitions = grown;
         k->partitions[k->n_partitions++] = copy;
-        return partition_apply(k, side, true, err, errlen);
+        return partition_apply(k, side, err, errlen);
     }
     /* Heal: every blackhole goes, then every node touched gets its routes
      * back (replay skips the partitions, all gone by then). */
@@ -629,15 +657,14 @@ int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char
     size_t n_was = k->n_partitions;
     k->partitions = NULL;
     k->n_partitions = 0;
-    int rc = 0;
-    for (size_t p = 0; rc == 0 && p < n_was; p++)
-        rc = partition_apply(k, was[p], false, err, errlen);
+    unsigned char *cut = malloc(n);
+    int rc = cut ? 0 : (snprintf(err, errlen, "out of memory"), -1);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        bool touched = false;
-        for (size_t p = 0; p < n_was; p++)
-            touched = touched || was[p][i];
-        if (touched) rc = replay_routes(k, (int)i, err, errlen);
+        if (!touched_by(was, n_was, i) || k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
+        rc = heal_node(k, (int)i, was, n_was, cut, err, errlen);
+        if (rc == 0) rc = replay_routes(k, (int)i, err, errlen);
     }
+    free(cut);
     for (size_t p = 0; p < n_was; p++)
         free(was[p]);
     free(was);
