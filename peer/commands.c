@@ -43,11 +43,8 @@ static const struct command_entry command_table[] = {PEER_COMMANDS(COMMAND_ROW)}
 
 const struct command_entry *command_find(const char *name, uint32_t len)
 {
-    if (!name || !len) return NULL; /* no command has an empty name */
-    for (size_t i = 0; i < sizeof command_table / sizeof command_table[0]; i++) {
-        const struct command_entry *e = &command_table[i];
-        if (strncmp(e->name, name, len) == 0 && e->name[len] == '\0') return e;
-    }
+    for (size_t i = 0; i < sizeof command_table / sizeof command_table[0]; i++)
+        if (proto_method_is(command_table[i].name, name, len)) return &command_table[i];
     return NULL;
 }
 

@@ -278,12 +278,9 @@ void proto_pack_kv_f64(msgpack_packer *pk, const char *key, double value)
  * msgpack-c gives an empty string a NULL pointer, and the mem* functions
  * must not see NULL even with length 0, hence the length tests below. */
 
-const struct proto_method *proto_method_find(const struct proto_method *table, const char *name,
-                                             uint32_t len)
+bool proto_method_is(const char *name, const char *method, uint32_t len)
 {
-    for (const struct proto_method *m = table; m->name; m++)
-        if (strlen(m->name) == len && (len == 0 || memcmp(m->name, name, len) == 0)) return m;
-    return NULL;
+    return len > 0 && method && strncmp(name, method, len) == 0 && name[len] == '\0';
 }
 
 /* ---- typed arguments ---- */

@@ -83,14 +83,10 @@ void proto_pack_kv_str(msgpack_packer *pk, const char *key, const char *value);
 void proto_pack_kv_i64(msgpack_packer *pk, const char *key, int64_t value);
 void proto_pack_kv_f64(msgpack_packer *pk, const char *key, double value);
 
-/* Method dispatch tables: find `name` (not NUL-terminated) in a table ending
- * with a {NULL} entry. */
-struct proto_method {
-    const char *name;
-    void *handler; /* cast by the user of the table */
-};
-const struct proto_method *proto_method_find(const struct proto_method *table, const char *name,
-                                             uint32_t len);
+/* Whether a request's method (len bytes, not NUL-terminated; msgpack-c
+ * gives an empty one a NULL pointer) is `name`: the match of every typed
+ * dispatch table (the peer's commands, linkd's methods). */
+bool proto_method_is(const char *name, const char *method, uint32_t len);
 
 /* Reading typed arguments out of a params map. Each getter returns 1 when the
  * key is present and well typed, 0 when absent, -1 on a wrong type (with

@@ -392,16 +392,13 @@ static void test_invalid_responses_and_notifications(void)
 
 static void test_method_find(void)
 {
-    static const struct proto_method table[] = {
-        {"ping", (void *)1}, {"stats", (void *)2}, {"sum", (void *)3}, {NULL, NULL}};
-    const struct proto_method *m = proto_method_find(table, "ping", 4);
-    CHECK(m && m->handler == (void *)1);
-    m = proto_method_find(table, "sum_of_it", 3); /* a prefix of a longer buffer */
-    CHECK(m && m->handler == (void *)3);
-    CHECK(proto_method_find(table, "pin", 3) == NULL);
-    CHECK(proto_method_find(table, "pingx", 5) == NULL);
-    CHECK(proto_method_find(table, "frobnicate", 10) == NULL);
-    CHECK(proto_method_find(table, "", 0) == NULL);
+    CHECK(proto_method_is("ping", "ping", 4));
+    CHECK(proto_method_is("sum", "sum_of_it", 3)); /* a prefix of a longer buffer */
+    CHECK(!proto_method_is("ping", "pin", 3));
+    CHECK(!proto_method_is("ping", "pingx", 5));
+    CHECK(!proto_method_is("ping", "frobnicate", 10));
+    CHECK(!proto_method_is("ping", "", 0));
+    CHECK(!proto_method_is("ping", NULL, 0)); /* msgpack-c's empty string */
 }
 
 /* ---- typed arguments ---- */

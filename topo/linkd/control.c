@@ -509,11 +509,8 @@ static const struct control_method {
 
 static const struct control_method *control_method_find(const char *name, uint32_t len)
 {
-    if (!name || !len) return NULL;
-    for (size_t i = 0; i < sizeof control_methods / sizeof control_methods[0]; i++) {
-        const struct control_method *m = &control_methods[i];
-        if (strncmp(m->name, name, len) == 0 && m->name[len] == '\0') return m;
-    }
+    for (size_t i = 0; i < sizeof control_methods / sizeof control_methods[0]; i++)
+        if (proto_method_is(control_methods[i].name, name, len)) return &control_methods[i];
     return NULL;
 }
 
