@@ -37,7 +37,7 @@ int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, v
 /* Every link's counters; peak queue lengths restart after each sample. */
 int linkd_client_stats_all(struct linkd_client *lc, peer_reply_fn cb, void *ctx, char *err,
                            size_t errlen);
-/* Every link is made: linkd gives up root for uid/gid (peer/privdrop.h)
+/* Every link is made: linkd gives up root for uid/gid (common/privdrop.h)
  * and can make no more links. The reply goes to cb. */
 int linkd_client_drop_root(struct linkd_client *lc, uid_t uid, gid_t gid, peer_reply_fn cb,
                            void *ctx, char *err, size_t errlen);

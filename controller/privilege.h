@@ -2,7 +2,7 @@
  *
  * A controller running as root starts its peers and hiernet-linkd as root
  * (namespaces, TAP devices and bound sockets need it) and has them give up
- * root afterwards (peer/privdrop.h) for an unprivileged user:
+ * root afterwards (common/privdrop.h) for an unprivileged user:
  * $HIERNET_PEER_USER (a user name or a numeric uid) if set, else "nobody".
  * Never root. An unprivileged controller has nothing to hand down: its
  * helpers keep its own uid (and still run without new privileges).

@@ -337,7 +337,7 @@ static bool dp_buffer_allowed(const char *sysctl_path, int size)
 
 /* Sets the socket options every data connection gets. Buffer sizes must be
  * set before connect/listen: the window scale is fixed in the SYN. A peer
- * that gave up root (peer/privdrop.h) cannot force them: it sets them when
+ * that gave up root (common/privdrop.h) cannot force them: it sets them when
  * the host allows that size and otherwise leaves them to autotuning.
  * Accepted connections inherit the listener's, set while still root. */
 static void dp_socket_options(int fd)

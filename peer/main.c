@@ -19,7 +19,7 @@
 #include "hiernet_version.h"
 #include "kernels/device.h"
 #include "kernels/vec.h"
-#include "peer/privdrop.h"
+#include "common/privdrop.h"
 #include "proto/protocol.h"
 #include "peer/server.h"
 #include "peer/template.h"

@@ -176,7 +176,7 @@ static bool dataset_parse(struct command_job *j, struct proto_args *a)
            cmd_arg_float(a, "noise", false, 0.0, &p->noise);
 }
 
-/* A peer that gave up root (peer/privdrop.h) may not read a file its user
+/* A peer that gave up root (common/privdrop.h) may not read a file its user
  * could: say so, rather than leave a bare "Permission denied". */
 static void dataset_hint_unprivileged(char *err, size_t errlen)
 {

@@ -1,9 +1,9 @@
-/* test_privdrop.c — giving up root (peer/privdrop.h): UID:GID parsing (uid 0
+/* test_privdrop.c — giving up root (common/privdrop.h): UID:GID parsing (uid 0
  * refused), and in forked children: step 1 sets no-new-privileges and, as
  * root, empties the bounding set; step 2 (as root) ends with the target
  * ids, no capability in any set, no way back to uid 0, and the
  * parent-death signal armed again (the kernel clears it on the change). */
-#include "peer/privdrop.h"
+#include "common/privdrop.h"
 #include "tests/unit/check.h"
 
 #include <linux/capability.h>

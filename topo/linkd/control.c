@@ -2,7 +2,7 @@
 #include "topo/linkd/control.h"
 #include "common/container.h"
 #include "proto/msgmap.h"
-#include "peer/privdrop.h"
+#include "common/privdrop.h"
 #include "topo/link_keys.h"
 #include "topo/linkd/tap.h"
 

@@ -16,7 +16,7 @@
  *   link_stats_all {reset_peak?}                   -> {links=[{id, up, ab, ba}, ...]}
  *   link_del       {id}                            -> {id}
  *   drop_root      {uid, gid}                      -> {uid}: gives up root for good
- *                  (peer/privdrop.h) once every link is made; link_add fails after it
+ *                  (common/privdrop.h) once every link is made; link_add fails after it
  *
  * <emulation> keys: bw, delay, jitter, jitter_dist="uniform"|"normal",
  * reorder, loss, ge_p, ge_r, ge_h, ge_k, queue (packets), queue_bytes,

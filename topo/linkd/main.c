@@ -11,7 +11,7 @@
  *   hiernet-linkd --control-fd N [--cpu CPU] [--priority P]
  */
 #include "hiernet_version.h"
-#include "peer/privdrop.h"
+#include "common/privdrop.h"
 #include "topo/linkd/control.h"
 #include "topo/linkd/forward.h"
 #include "topo/linkd/tap.h"

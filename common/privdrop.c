@@ -1,5 +1,5 @@
 /* privdrop.c — giving up root after setup (see privdrop.h). */
-#include "peer/privdrop.h"
+#include "common/privdrop.h"
 
 #include <errno.h>
 #include <grp.h>
