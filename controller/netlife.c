@@ -2,11 +2,11 @@
 #include "controller/netlife.h"
 
 #include "common/clock.h"
+#include "controller/log.h"
 #include "controller/record.h"
 #include "controller/registry.h"
 
 #include <signal.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,19 +37,6 @@ struct netlife {
     double phase_t0; /* real time the build ended / the stop began */
 };
 
-static void life_log(struct netlife_run *run, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void life_log(struct netlife_run *run, const char *fmt, ...)
-{
-    if (!run->log) return;
-    char line[1200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    run->log(run->log_ctx, line);
-}
-
 /* ---- the run ---- */
 
 void netlife_run_init(struct netlife_run *run, struct ev_loop *loop, const char *dir)
@@ -68,10 +55,10 @@ struct registry *netlife_run_registry(struct netlife_run *run)
     char err[512];
     struct registry_sweep_counts counts;
     if (registry_sweep_stale(NULL, NULL, &counts, err, sizeof err) == 0 && counts.runs)
-        life_log(run, "removed what %u crashed run(s) left behind", counts.runs);
+        ctl_log("removed what %u crashed run(s) left behind", counts.runs);
     const char *base = strrchr(run->dir, '/');
     run->registry = registry_open(base ? base + 1 : run->dir, run->dir, err, sizeof err);
-    if (!run->registry) life_log(run, "warning: no run registry: %s", err);
+    if (!run->registry) ctl_log("warning: no run registry: %s", err);
     return run->registry;
 }
 
@@ -90,7 +77,10 @@ static void sample_links(struct netlife_run *run, struct netrun *nr)
         const char *const *columns = netrun_link_columns(&n);
         char err[512];
         run->links_record = record_open(run->dir, "links", columns, n, err, sizeof err);
-        if (!run->links_record) return life_log(run, "warning: no links.csv: %s", err);
+        if (!run->links_record) {
+            ctl_log("warning: no links.csv: %s", err);
+            return;
+        }
     }
     netrun_sample_links(nr, run->links_record, run->clock, run->clock_ctx);
 }
@@ -136,8 +126,8 @@ static void error_set(struct netlife *nl, struct netlife_error *e, enum netlife_
 static void finish_stop(struct netlife *nl)
 {
     ev_timer_stop(nl->run->loop, &nl->stop_deadline);
-    life_log(nl->run, "network '%s': stopped: every peer exited %.3f s after the stop",
-             nl->topo->name, mono_s() - nl->phase_t0);
+    ctl_log("network '%s': stopped: every peer exited %.3f s after the stop", nl->topo->name,
+            mono_s() - nl->phase_t0);
     transition(nl, NETLIFE_STOPPED, NULL);
 }
 
@@ -145,8 +135,8 @@ static void on_stop_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
     struct netlife *nl = (struct netlife *)((char *)w - offsetof(struct netlife, stop_deadline));
-    life_log(nl->run, "network '%s': peers did not exit within %.0f s; killing them",
-             nl->topo->name, nl->opts.stop_timeout_s);
+    ctl_log("network '%s': peers did not exit within %.0f s; killing them", nl->topo->name,
+            nl->opts.stop_timeout_s);
     netrun_kill_peers(nl->nr, SIGKILL);
 }
 
@@ -169,9 +159,9 @@ static void on_peer_exit(void *ctx, int node, int status)
     struct netlife *nl = ctx;
     const char *name = nl->topo->nodes[node].name;
     if (nl->state == NETLIFE_RUNNING && WIFSIGNALED(status))
-        life_log(nl->run, "node '%s': peer killed by signal %d", name, WTERMSIG(status));
+        ctl_log("node '%s': peer killed by signal %d", name, WTERMSIG(status));
     else if (nl->state == NETLIFE_RUNNING)
-        life_log(nl->run, "node '%s': peer exited with status %d", name, WEXITSTATUS(status));
+        ctl_log("node '%s': peer exited with status %d", name, WEXITSTATUS(status));
     if (nl->hooks.on_peer_exit) nl->hooks.on_peer_exit(nl->hooks.ctx, node, status);
     if (nl->state == NETLIFE_STOPPING && netrun_peers_exited(nl->nr)) finish_stop(nl);
 }
@@ -183,8 +173,8 @@ static void handshake_end(struct netlife *nl)
     if (nl->state != NETLIFE_HANDSHAKE) return;
     ev_timer_stop(nl->run->loop, &nl->start_deadline);
     if (nl->error.code != NETLIFE_OK) return begin_stop(nl, &nl->error);
-    life_log(nl->run, "network '%s': started: every peer answered %.3f s after the build",
-             nl->topo->name, mono_s() - nl->phase_t0);
+    ctl_log("network '%s': started: every peer answered %.3f s after the build", nl->topo->name,
+            mono_s() - nl->phase_t0);
     transition(nl, NETLIFE_RUNNING, NULL);
 }
 
@@ -243,15 +233,15 @@ static void log_built(struct netlife *nl)
 {
     const struct topo_network *t = nl->topo;
     if (t->backend == TOPO_BACKEND_NONE && t->n_links)
-        life_log(nl->run, "network '%s': backend none: %zu links recorded but not emulated",
-                 t->name, t->n_links);
+        ctl_log("network '%s': backend none: %zu links recorded but not emulated", t->name,
+                t->n_links);
     else if (t->backend != TOPO_BACKEND_NONE)
-        life_log(nl->run, "network '%s': backend %s (%s)", t->name, netrun_backend(nl->nr),
-                 netrun_backend_reason(nl->nr));
+        ctl_log("network '%s': backend %s (%s)", t->name, netrun_backend(nl->nr),
+                netrun_backend_reason(nl->nr));
     char phases[512];
     netrun_describe_start(nl->nr, phases, sizeof phases);
-    life_log(nl->run, "network '%s': %zu nodes, %zu links built in %s", t->name, t->n_nodes,
-             t->n_links, phases);
+    ctl_log("network '%s': %zu nodes, %zu links built in %s", t->name, t->n_nodes, t->n_links,
+            phases);
 }
 
 static void on_links_made(void *ctx)

@@ -55,8 +55,6 @@ struct netlife_error {
     char message[1024];
 };
 
-typedef void (*netlife_log_fn)(void *ctx, const char *line);
-
 struct netlife_run {
     struct ev_loop *loop;
     const char *dir;           /* the results directory, or NULL: no registry, no records */
@@ -66,8 +64,6 @@ struct netlife_run {
     uint32_t loopback_next;      /* backend none: the next free 127.x.y.z (host order) */
     netrun_clock_fn clock;       /* the run's emulated seconds */
     void *clock_ctx;
-    netlife_log_fn log; /* the run's log (a line without newline), or NULL */
-    void *log_ctx;
     const char *peer_path; /* NULL: hiernet-peer next to this executable */
 };
 

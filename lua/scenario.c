@@ -136,12 +136,8 @@ static void open_libraries(lua_State *L, struct scenario *sc)
     hn_runtime_attach(L, &sc->rt);
 }
 
-/* The networks' life cycle engine logs to the run's log on its clock. */
-static void life_log(void *ctx, const char *line)
-{
-    hn_logf(ctx, "%s", line);
-}
-
+/* The networks' life cycle engine runs on the run's clock (it logs through
+ * ctl_log, which the runtime points at the run's log). */
 static double life_clock(void *ctx)
 {
     return sched_now(((struct hn_runtime *)ctx)->sched);
@@ -150,8 +146,6 @@ static double life_clock(void *ctx)
 static void attach_life(struct hn_runtime *rt)
 {
     netlife_run_init(&rt->life, rt->loop, NULL);
-    rt->life.log = life_log;
-    rt->life.log_ctx = rt;
     rt->life.clock = life_clock;
     rt->life.clock_ctx = rt;
 }
@@ -167,6 +161,7 @@ static void register_run(struct scenario *sc, char *warning, size_t len)
     sc->rt.life.registry =
         registry_open(base ? base + 1 : sc->run.dir, sc->run.dir, err, sizeof err);
     if (!sc->rt.life.registry) snprintf(warning, len, "warning: no run registry: %s", err);
+    sc->rt.life.registry_tried = true; /* the engine neither opens nor sweeps again */
 }
 
 /* What earlier runs left goes, once this run is on its way. */
