@@ -206,9 +206,9 @@ void sync_shutdown(struct peer_server *s)
 /* ---- abort ---- */
 
 /* abort{nodes = {...}}: a fault took these nodes away. The pending wait (if
- * any) fails, ending the batch that holds it, and the sends on their way to
- * those nodes fail, so that the peer's queue moves on instead of waiting
- * out the timeouts. Answered at once, like ping. */
+ * any, and unless its `from` names none of them) fails, ending the batch that holds it, and the
+ * sends on their way to those nodes fail, so that the peer's queue moves on instead of waiting out
+ * the timeouts. Answered at once, like ping. */
 struct abort_params {
     char (*nodes)[COMMAND_NAME_SIZE];
     uint32_t n_nodes;
@@ -217,7 +217,19 @@ struct abort_params {
 static bool abort_parse(struct command_job *j, struct proto_args *a)
 {
     struct abort_params *p = j->extra;
-    return cmd_arg_names(a, "nodes", &p->nodes, &p->n_nodes) >= 0;
+    int rc = cmd_arg_names(a, "nodes", &p->nodes, &p->n_nodes);
+    if (rc == 0) return proto_args_missing(a, "nodes");
+    return rc > 0;
+}
+
+/* Does the pending wait count arrivals from one of the aborted nodes? A
+ * wait on any sender might; a wait on others' data stays. */
+static bool wait_hears_from(const struct wait_params *w, const struct abort_params *p)
+{
+    if (!w->from) return true;
+    for (uint32_t i = 0; i < p->n_nodes; i++)
+        if (bsearch(p->nodes[i], w->from, w->n_from, sizeof *w->from, name_compare)) return true;
+    return false;
 }
 
 static bool abort_run(struct command_job *j)
@@ -228,7 +240,7 @@ static bool abort_run(struct command_job *j)
     for (uint32_t i = 0; i < p->n_nodes; i++)
         closed +=
             dataplane_abort(s->dataplane, p->nodes[i], "aborted: the node was cut off or died");
-    bool waited = s->waiter != NULL;
+    bool waited = s->waiter && wait_hears_from(s->waiter->extra, p);
     if (waited) {
         struct command_job *w = s->waiter;
         cmd_fail(w, "aborted by the controller (a node it waited for was cut off or died)");

@@ -347,6 +347,28 @@ static void test_batch_wait(void)
     CHECK_STREQ(r.error, "batch: command 1 (wait): timeout after 0.1 s: 0 of 1 arrivals");
 }
 
+/* abort{nodes}: needs its nodes; fails a pending wait that could hear from
+ * them (any sender, or one of them in `from`), not a wait on others. */
+static void test_abort(void)
+{
+    struct harness_reply r;
+    HCALL_ERR(&b, &r, "abort: param 'nodes': missing", "abort", "");
+    uint32_t w = harness_request(&b, "wait", "tensor:s from:l timeout:f", "never", 1,
+                                 (const char *[]){"c"}, 0.0);
+    HCALL_OK(&b, &r, "abort", "nodes:l", 1, (const char *[]){"a"});
+    CHECK(harness_num(&r, "waits_aborted") == 0); /* the wait is for c's data */
+    HCALL_OK(&b, &r, "abort", "nodes:l", 1, (const char *[]){"c"});
+    CHECK(harness_num(&r, "waits_aborted") == 1);
+    CHECK(harness_wait(&b, w, &r) && !r.ok);
+    CHECK_CONTAINS(r.error, "aborted by the controller");
+    harness_reply_free(&r);
+    w = harness_request(&b, "wait", "tensor:s timeout:f", "never", 0.0);
+    HCALL_OK(&b, &r, "abort", "nodes:l", 1, (const char *[]){"a"});
+    CHECK(harness_num(&r, "waits_aborted") == 1); /* any sender: a could have been one */
+    CHECK(harness_wait(&b, w, &r) && !r.ok);
+    harness_reply_free(&r);
+}
+
 /* A peer that shuts down while a wait holds its queue (alone, or inside a
  * batch), with a batch queued behind it, exits at once and cleanly (the
  * harness checks the log for sanitizer reports). */
@@ -472,6 +494,7 @@ int main(void)
     test_batch_nowait();
     test_batch_errors();
     test_batch_wait();
+    test_abort();
     test_shutdown_while_waiting();
     test_versions_compute();
     test_versions_learning();
