@@ -77,9 +77,27 @@ static int privdrop_rearm_death_signal(pid_t parent, char *err, size_t errlen)
     return 0;
 }
 
+/* A process that is not root but holds capabilities (a controller run with
+ * CAP_SYS_ADMIN, not uid 0): changing between non-zero uids would keep
+ * them, so they are cleared outright, ambient ones too. */
+static int privdrop_clear_capabilities(char *err, size_t errlen)
+{
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct none[2] = {{0, 0, 0}, {0, 0, 0}};
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    if (syscall(SYS_capset, &header, none) < 0 || !privdrop_no_capabilities()) {
+        snprintf(err, errlen, "clearing the capabilities of uid %lu: %s", (unsigned long)geteuid(),
+                 strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int privdrop_apply(const struct privdrop_target *t, pid_t parent, char *err, size_t errlen)
 {
-    if (!t->set || geteuid() != 0) return 0;
+    if (!t->set) return 0;
+    if (geteuid() != 0)
+        return privdrop_no_capabilities() ? 0 : privdrop_clear_capabilities(err, errlen);
     const char *step = "setgroups";
     int rc = setgroups(0, NULL);
     if (rc == 0) step = "setresgid", rc = setresgid(t->gid, t->gid, t->gid);

@@ -18,8 +18,9 @@
  *      have died in between).
  *
  * The target is "UID:GID" (privdrop_parse), chosen by the controller
- * (controller/privilege.h), never uid 0. A process that is not root at all
- * skips step 2 (it has nothing to give up) but still takes step 1. The
+ * (controller/privilege.h), never uid 0. A process that is not root takes
+ * step 1, and in step 2 only has its capabilities cleared, if it holds
+ * any (a controller given CAP_SYS_ADMIN instead of root). The
  * process also becomes non-dumpable by the uid change, so other processes
  * of that uid cannot ptrace it.
  *

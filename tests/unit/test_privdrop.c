@@ -6,6 +6,8 @@
 #include "common/privdrop.h"
 #include "tests/unit/check.h"
 
+#include <sys/syscall.h>
+
 #include <linux/capability.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -59,6 +61,25 @@ static int child_apply(void)
     return failed;
 }
 
+/* A process that is not root but holds capabilities (kept across a uid
+ * change with PR_SET_KEEPCAPS, then made effective): step 2 clears them. */
+static int child_apply_capable(void)
+{
+    char err[128];
+    struct privdrop_target t = {true, 65534, 65534};
+    int failed = prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0;
+    failed += setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0;
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    failed += syscall(SYS_capget, &h, d) != 0;
+    d[0].effective = d[0].permitted, d[1].effective = d[1].permitted;
+    failed += syscall(SYS_capset, &h, d) != 0;
+    failed += privdrop_no_capabilities(); /* the setting: capabilities, not root */
+    failed += privdrop_apply(&t, 0, err, sizeof err) != 0;
+    failed += !privdrop_no_capabilities();
+    return failed;
+}
+
 int main(void)
 {
     test_parse();
@@ -70,6 +91,7 @@ int main(void)
         printf("not root: step 2 has nothing to drop (checked as a no-op)\n");
     } else {
         CHECK_MSG(in_child(child_apply) == 0, "step 2 in a child");
+        CHECK_MSG(in_child(child_apply_capable) == 0, "step 2 clears a non-root's capabilities");
     }
     return check_report();
 }
