@@ -71,10 +71,19 @@ start_and_kill r-kill1
 rows=$(whole_rows r-kill1/rows.csv) && ok || bad "rows.csv holds a torn or missing row: $rows"
 [[ ${rows:-0} -ge 3000 ]] && ok || bad "only ${rows:-0} rows were on disk after the kill"
 [[ $(json r-kill1/run.json 'j["status"]') == running ]] && ok || bad "run.json of a killed run must say running"
-sleep 0.3
-alive=0
-for p in $PEERS; do # a zombie has died: only its new parent's wait is missing
-  [[ $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) =~ ^[RSDT]$ ]] && alive=$((alive + 1))
+# peers_alive: how many of $PEERS still run (a zombie has died: only its new
+# parent's wait is missing).
+peers_alive() {
+  local p n=0
+  for p in $PEERS; do
+    [[ $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) =~ ^[RSDT]$ ]] && n=$((n + 1))
+  done
+  echo "$n"
+}
+for _ in $(seq 100); do # they follow their controller within moments: up to 5 s
+  alive=$(peers_alive)
+  [[ $alive -eq 0 ]] && break
+  sleep 0.05
 done
 [[ $alive -eq 0 && -n $PEERS ]] && ok || bad "peers ($PEERS) outlived their controller"
 [[ $(ls "$HIERNET_RUN_DIR" | wc -l) -eq 1 ]] && ok || bad "the killed run has no registry entry"
@@ -114,8 +123,7 @@ expect_exit 0 "clean beside a foreign run.json" -- "$HN" clean
 [[ $(json r-kill3/run.json 'j["status"]') == running ]] && ok || bad "clean marked another controller's run.json"
 
 # --- permissions and planted links ---
-(umask 000 && "$HN" run rows.lua --out r-umask --quiet --set x=1 >/dev/null 2>&1 &
-  pid=$!; sleep 1; kill -KILL $pid) 2>/dev/null
+(umask 000 && start_and_kill r-umask) 2>/dev/null
 "$HN" clean >/dev/null
 for f in r-umask/run.json r-umask/log.txt r-umask/rows.csv; do
   [[ $(stat -c %a "$f") == 644 ]] && ok || bad "$f has mode $(stat -c %a "$f") under umask 000"
