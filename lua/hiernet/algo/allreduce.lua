@@ -407,9 +407,7 @@ local function apply_commands(J, u, n)
   local so = J.o.server_opt
   return {
     { "scale", { x = u, alpha = 1 / n } },
-    { "optim", { model = J.model_name, grad = u, method = so.method, lr = so.lr,
-                 momentum = so.momentum, beta1 = so.beta1, beta2 = so.beta2, eps = so.eps,
-                 weight_decay = so.weight_decay } },
+    { "optim", job.optim_params(so, J.model_name, u) },
   }
 end
 

@@ -194,8 +194,7 @@ local function local_step_commands(J, model)
   local o = J.o.worker_opt
   return {
     { "grad", { model = model, out = "g", batch = J.o.batch } },
-    { "optim", { model = model, grad = "g", method = o.method, lr = o.lr, momentum = o.momentum,
-                 beta1 = o.beta1, beta2 = o.beta2, eps = o.eps, weight_decay = o.weight_decay } },
+    { "optim", job.optim_params(o, model, "g") },
   }
 end
 

@@ -62,9 +62,7 @@ function hier.terminal_commands(J, i, edge, share)
   if c then cmds[#cmds + 1] = { "copy", { src = m, dst = "base" } } end
   for _ = 1, J.o.tau1 or 5 do
     cmds[#cmds + 1] = { "grad", { model = m, out = "g", batch = J.o.batch } }
-    cmds[#cmds + 1] = { "optim", { model = m, grad = "g", method = o.method, lr = o.lr,
-                                   momentum = o.momentum, beta1 = o.beta1, beta2 = o.beta2,
-                                   eps = o.eps, weight_decay = o.weight_decay } }
+    cmds[#cmds + 1] = { "optim", job.optim_params(o, m, "g") }
   end
   cmds[#cmds + 1] = { "copy", { src = m, dst = "share" } }
   if c then cmds[#cmds + 1] = { "axpy", { y = "share", x = "base", alpha = -1 } } end

@@ -40,6 +40,15 @@ function job.fail(fmt, ...)
   error(where .. string.format(fmt, ...), 0)
 end
 
+-- The params of an `optim` command stepping `target` (a model, or with
+-- key = "tensor" any tensor) along `grad` with optimizer table opt
+-- (worker_opt or server_opt).
+function job.optim_params(opt, target, grad, key)
+  return { [key or "model"] = target, grad = grad, method = opt.method, lr = opt.lr,
+           momentum = opt.momentum, beta1 = opt.beta1, beta2 = opt.beta2, eps = opt.eps,
+           weight_decay = opt.weight_decay }
+end
+
 -- eval_node for algorithms where every worker holds the model and nobody
 -- else does: it must be a worker (another node would evaluate a stale
 -- copy); `other` names the node evaluated instead, when there is one.

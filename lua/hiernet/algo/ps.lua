@@ -361,9 +361,9 @@ function Engine:aggregate_norm2()
   return total
 end
 
+-- target: "model" (one server) or "tensor" (a shard of several servers).
 local function server_optim(so, target, grad)
-  return { [target] = "w", grad = grad, method = so.method, lr = so.lr, momentum = so.momentum,
-           beta1 = so.beta1, beta2 = so.beta2, eps = so.eps, weight_decay = so.weight_decay }
+  return job.optim_params(so, "w", grad, target)
 end
 
 -- The batch server s runs to apply a round of k updates, and the index of

@@ -75,10 +75,6 @@ function W:setup()
   hn.wait_all(tasks)
 end
 
-local function optim_params(opt, model, grad)
-  return { model = model, grad = grad, method = opt.method, lr = opt.lr, momentum = opt.momentum,
-           beta1 = opt.beta1, beta2 = opt.beta2, eps = opt.eps, weight_decay = opt.weight_decay }
-end
 
 -- Commands computing the update of one step; returns them and the update's name.
 function W:update_commands(lr)
@@ -90,7 +86,7 @@ function W:update_commands(lr)
   local cmds = { { "copy", { src = m, dst = "w0" } } }
   for _ = 1, self.local_steps do
     cmds[#cmds + 1] = { "grad", { model = m, out = "g", batch = batch } }
-    cmds[#cmds + 1] = { "optim", optim_params(self.opt, m, "g") }
+    cmds[#cmds + 1] = { "optim", job.optim_params(self.opt, m, "g") }
   end
   cmds[#cmds + 1] = { "axpy", { y = "w0", x = m, alpha = -1 } } -- w0 <- w_before - w_after
   return cmds, "w0"
