@@ -280,7 +280,9 @@ void proto_pack_kv_f64(msgpack_packer *pk, const char *key, double value)
 
 bool proto_method_is(const char *name, const char *method, uint32_t len)
 {
-    return len > 0 && method && strncmp(name, method, len) == 0 && name[len] == '\0';
+    /* memcmp, not strncmp: a method may hold a NUL byte ("ping\0x"), on
+     * which strncmp would stop and name[len] be read past its end. */
+    return len > 0 && method && strlen(name) == len && memcmp(name, method, len) == 0;
 }
 
 /* ---- typed arguments ---- */
