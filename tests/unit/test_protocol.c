@@ -398,7 +398,7 @@ static void test_method_find(void)
     CHECK(!proto_method_is("ping", "pingx", 5));
     CHECK(!proto_method_is("ping", "frobnicate", 10));
     CHECK(!proto_method_is("ping", "", 0));
-    CHECK(!proto_method_is("ping", NULL, 0)); /* msgpack-c's empty string */
+    CHECK(!proto_method_is("ping", NULL, 0));        /* msgpack-c's empty string */
     CHECK(!proto_method_is("ping", "ping\0xyz", 8)); /* a NUL inside (fuzz_protocol found it) */
 }
 
