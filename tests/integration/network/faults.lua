@@ -77,25 +77,34 @@ local function common(prefix, extra)
 end
 
 -- Faults while a training runs: a partition 1 s in, a kill 0.5 s later, the
--- heal 1 s later, the restart 0.5 s after that. The times of each (on the
--- run's clock) go into `at`, to be set against steps.csv's training times.
+-- heal 1 s later, the restart 0.5 s after that, timed from the start of the
+-- training (its at_start option), not of its set-up. The times of each (on
+-- the run's clock) go into `at`, to be set against steps.csv's training
+-- times. sch.wait() returns once the schedule has run (at most 10 s).
 local function schedule(cut_from, cut_to)
   local at = {}
-  local task = hn.spawn(function()
-    local t0 = hn.now()
+  local sch = {}
+  function sch.start()
     hn.sleep(1.0); net:partition(cut_from, cut_to); at.cut = hn.now()
     hn.sleep(0.5); w[3]:kill(); at.kill = hn.now()
     hn.sleep(1.0); net:heal(); at.heal = hn.now()
     hn.sleep(0.5); w[3]:restart(); at.restart = hn.now()
-    at.t0 = t0
-  end)
-  return task, at
+    at.done = true
+  end
+  function sch.wait()
+    local t0 = hn.now()
+    while not at.done do
+      assert(hn.now() - t0 < 10, "the fault schedule did not run (the training never started?)")
+      hn.sleep(0.05)
+    end
+  end
+  return sch, at
 end
 
 -- The fault times on a training's clock (steps.csv's time column).
 local function on_clock(at, s)
   local c = {}
-  for k, v in pairs(at) do c[k] = v - s.start_s end
+  for k, v in pairs(at) do if type(v) == "number" then c[k] = v - s.start_s end end
   return c
 end
 
@@ -116,8 +125,8 @@ local function count_between(times, a, b)
 end
 
 local f, at = schedule({ w[2] }, { server })
-local s = ps.train(common("asp_", { server = server, mode = "asp" }))
-f:wait()
+local s = ps.train(common("asp_", { server = server, mode = "asp", at_start = f.start }))
+f.wait()
 local c = on_clock(at, s)
 local by = rows_by_worker("asp_")
 -- A row is written when a step's push is taken: allow the step in flight.
@@ -129,22 +138,22 @@ H.check(count_between(by.w3, c.kill + 0.3, c.restart) == 0 and count_between(by.
 H.check(s.workers_alive == 4 and s.final_loss < s.initial_loss, "asp: all back, learned")
 
 f = schedule({ w[2] }, { server })
-ok, err = pcall(ps.train, common("bsp_fail_", { server = server, mode = "bsp" }))
-f:wait()
+ok, err = pcall(ps.train, common("bsp_fail_", { server = server, mode = "bsp", at_start = f.start }))
+f.wait()
 H.check(not ok and tostring(err):find("worker w2 is cut off from server (partition)", 1, true),
         "bsp fails naming the node: %s", tostring(err))
 
 f, at = schedule({ w[2] }, { server })
-s = ps.train(common("bsp_drop_", { server = server, mode = "bsp", on_failure = "drop" }))
-f:wait()
+s = ps.train(common("bsp_drop_", { server = server, mode = "bsp", on_failure = "drop", at_start = f.start }))
+f.wait()
 c = on_clock(at, s)
 by = rows_by_worker("bsp_drop_")
 H.check(count_between(by.w1, c.kill + 0.1, c.heal) > 3 and count_between(by.w2, c.heal + 0.2, 4) > 0,
         "bsp drop: goes on without w2, takes it back")
 
 f = schedule({ w[2] }, { w[1], w[3], w[4], server })
-s = ar.train(common("ring_", { algo = "ring", on_failure = "drop" }))
-f:wait()
+s = ar.train(common("ring_", { algo = "ring", on_failure = "drop", at_start = f.start }))
+f.wait()
 local ref = w[1]:norm{ x = "w" }.value
 for i = 2, 4 do
   H.check(math.abs(w[i]:norm{ x = "w" }.value - ref) < 1e-4, "ring drop: worker %d holds the same model", i)
@@ -152,8 +161,8 @@ end
 H.check(s.steps > 20, "ring drop: trains through the faults (%d steps)", s.steps)
 
 f, at = schedule({ w[2] }, { w[1], w[3], w[4], server })
-s = dc.train(common("gossip_", { algo = "gossip", graph = "complete" }))
-f:wait()
+s = dc.train(common("gossip_", { algo = "gossip", graph = "complete", at_start = f.start }))
+f.wait()
 c = on_clock(at, s)
 by = rows_by_worker("gossip_")
 H.check(count_between(by.w1, c.kill + 0.1, c.heal) > 5 and s.final_loss < s.initial_loss, "gossip goes on")
@@ -168,14 +177,14 @@ local t = topo.hier(net2, { clouds = 1, edges_per_cloud = 2, terminals_per_edge 
 net2:start()
 H.own(net2)
 local hat = {}
-local g = hn.spawn(function()
+local function hier_faults() -- on the training's clock (at_start)
   hn.sleep(1.3); net2:partition({ t.terminal[2] }, { t.edge[1] }); hat.cut = hn.now()
   hn.sleep(1.0); net2:heal(); hat.heal = hn.now()
-end)
+end
 s = hier.train{ cloud = t.cloud[1], workers = t.terminal, tau1 = 2, tau2 = 2, model = "mlp:16-32-4",
                 dataset = data, batch = 32, seconds = 4, worker_opt = { lr = 0.2 }, prefix = "hier_",
-                progress = false }
-g:wait()
+                progress = false, at_start = hier_faults }
+H.check(hat.heal ~= nil, "hier: the fault schedule ran within the training")
 c = on_clock(hat, s)
 by = rows_by_worker("hier_")
 H.check(count_between(by.t1, c.cut + 0.1, c.heal) > 3 and count_between(by.t2, c.cut + 0.2, c.heal) == 0 and
