@@ -13,6 +13,9 @@
  * by which response comes first, never by durations. */
 #include "tests/unit/peer_harness.h"
 
+#include <poll.h>
+#include <signal.h>
+
 static struct harness_peer a, b, c;
 
 static void start_peers(void)
@@ -258,6 +261,34 @@ static void test_batch_nowait(void)
     harness_reply_free(&r);
 }
 
+/* A nowait send does not wait for its acknowledgement before the next
+ * command: with c stopped (SIGSTOP), a's batch [send to c nowait, send to b]
+ * delivers to b while c cannot acknowledge, and the batch answers only once
+ * c runs again. Were nowait ignored, b would receive nothing until then. */
+static void test_batch_nowait_overtakes(void)
+{
+    struct harness_reply r;
+    struct harness_batch bb;
+    const float three[] = {3, 3, 3, 3};
+    double received = harness_stat(&b, "transfers_received");
+    HCALL_OK(&a, &r, "tensor", "name:s size:i fill:f", "o", 4LL, 3.0);
+    harness_reply_free(&r);
+    CHECK(kill(c.pid, SIGSTOP) == 0);
+    harness_batch_begin(&bb, 2);
+    harness_batch_add(&bb, "send", "tensor:s to:s as:s nowait:b", "o", "c", "held", 1);
+    harness_batch_add(&bb, "send", "tensor:s to:s as:s", "o", "b", "overtook");
+    uint32_t id = harness_batch_request(&a, &bb);
+    CHECK_MSG(harness_wait_stat_above(&b, "transfers_received", received, 5000),
+              "the send after a nowait send waited for the unacknowledged one");
+    CHECK(harness_values_are(&b, "overtook", 4, three));
+    struct pollfd answer = {.fd = a.fd, .events = POLLIN};
+    CHECK_MSG(poll(&answer, 1, 100) == 0, "the batch answered before c acknowledged");
+    CHECK(kill(c.pid, SIGCONT) == 0);
+    CHECK(harness_wait(&a, id, &r) && r.ok);
+    harness_reply_free(&r);
+    CHECK(harness_values_are(&c, "held", 4, three));
+}
+
 static void test_batch_errors(void)
 {
     struct harness_reply r;
@@ -492,6 +523,7 @@ int main(void)
     test_wait_orders();
     test_batch_order();
     test_batch_nowait();
+    test_batch_nowait_overtakes();
     test_batch_errors();
     test_batch_wait();
     test_abort();
