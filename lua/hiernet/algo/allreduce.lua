@@ -303,14 +303,6 @@ local function run_all(peers, lists)
   return out
 end
 
-local function sum_bytes(results, cmds)
-  local bytes, send_ms = 0, 0
-  for k, r in ipairs(results) do
-    if cmds[k][1] == "send" then bytes, send_ms = bytes + r.bytes, send_ms + r.ms end
-  end
-  return bytes, send_ms
-end
-
 local ALLREDUCE_OPTIONS = {
   peers = check.nodes, tensor = check.string, algo = check.oneof(table.unpack(ar.algos)),
   groups = function(what, v)
@@ -364,7 +356,8 @@ function ar.plan(o)
   return { peers = peers, algo = algo, size = size, lists = lists, groups = groups }
 end
 
--- Runs a plan; returns per peer { results=, bytes=, send_ms=, ms= }.
+-- Runs a plan; returns { ms=, bytes=, peers = per peer { results=, bytes=,
+-- send_ms=, summary = job.batch_summary of its results } }.
 function ar.run(plan)
   local cmds = {}
   for r, l in ipairs(plan.lists) do cmds[r] = l.cmds end
@@ -372,9 +365,9 @@ function ar.run(plan)
   local all = run_all(plan.peers, cmds)
   local out = { ms = (hn.now() - t0) * 1000, bytes = 0, peers = {} }
   for r, results in ipairs(all) do
-    local bytes, send_ms = sum_bytes(results, cmds[r])
-    out.peers[r] = { results = results, bytes = bytes, send_ms = send_ms }
-    out.bytes = out.bytes + bytes
+    local s = job.batch_summary(results, cmds[r])
+    out.peers[r] = { results = results, bytes = s.bytes, send_ms = s.send_ms, summary = s }
+    out.bytes = out.bytes + s.bytes
   end
   return out
 end
@@ -419,8 +412,7 @@ local function compressed_ring(J, nodes, update)
   for r = 1, n do
     local own = "c." .. r
     local cmds = {
-      { "compress", { tensor = update, method = c.method, ratio = c.ratio, out = own,
-                      residual = c.error_feedback and "ef" or nil } },
+      job.compress_command(c, update, own),
       { "tensor", { name = "sum", size = J.model_size } },
       { "decompress", { tensor = own, out = "sum", add = true } },
     }
@@ -482,19 +474,13 @@ local function step_plan(J, W, ids)
                   before = before, after = after }
 end
 
-local function record_step(J, plan, run, ids, t_step)
+local function record_step(J, run, ids, t_step)
   for r, i in ipairs(ids) do
-    local p, l = run.peers[r], plan.lists[r]
-    local compute, loss, samples = 0, nil, 0
-    for k, res in ipairs(p.results) do
-      local name = l.cmds[k][1]
-      if name ~= "send" and name ~= "wait" then compute = compute + res.ms end
-      if name == "grad" then loss, samples = res.loss, samples + res.batch end
-    end
-    local comm = math.max(0, run.ms - compute)
-    J:step_row{ worker = i, step = J.steps, time = t_step, loss = loss, compute_ms = compute,
+    local s = run.peers[r].summary
+    local comm = math.max(0, run.ms - s.compute_ms)
+    J:step_row{ worker = i, step = J.steps, time = t_step, loss = s.loss, compute_ms = s.compute_ms,
                 comm_ms = comm, wait_ms = 0, lr = (J.o.worker_opt.lr or 0.05), k = #ids,
-                bytes = p.bytes, samples = samples }
+                bytes = s.bytes, samples = s.samples }
   end
 end
 
@@ -571,7 +557,7 @@ local function train_step(J, W, state)
   end
   J.steps = J.steps + 1
   J.updates_applied = J.updates_applied + #ids
-  record_step(J, plan, run, ids, J:now())
+  record_step(J, run, ids, J:now())
   if J:eval_due(J.steps) then J:evaluate(J.steps) end
   return true
 end

@@ -199,18 +199,8 @@ local function local_step_commands(J, model)
 end
 
 local function step_summary(results, cmds)
-  local r = { compute_ms = 0, comm_ms = 0, bytes = 0, samples = 0 }
-  for k, res in ipairs(results) do
-    local name = cmds[k][1]
-    if name == "send" then
-      r.comm_ms, r.bytes = r.comm_ms + res.ms, r.bytes + res.bytes
-    elseif name == "wait" then
-      r.wait_ms = (r.wait_ms or 0) + res.ms
-    else
-      r.compute_ms = r.compute_ms + res.ms
-    end
-    if name == "grad" then r.loss, r.samples = res.loss, r.samples + res.batch end
-  end
+  local r = job.batch_summary(results, cmds)
+  r.comm_ms = r.send_ms
   return r
 end
 
@@ -323,8 +313,7 @@ local function easgd_step(J, center, alpha, period)
       }
       local sent = "d"
       if c then
-        ex[#ex + 1] = { "compress", { tensor = "d", method = c.method, ratio = c.ratio, out = "dc",
-                                      residual = c.error_feedback and "ef" or nil } }
+        ex[#ex + 1] = job.compress_command(c, "d", "dc")
         sent = "dc"
       end
       ex[#ex + 1] = { "send", { tensor = sent, to = center, as = c and ("dc." .. i) or "c",

@@ -68,8 +68,7 @@ function hier.terminal_commands(J, i, edge, share)
   if c then cmds[#cmds + 1] = { "axpy", { y = "share", x = "base", alpha = -1 } } end
   cmds[#cmds + 1] = { "scale", { x = "share", alpha = share } }
   if c then
-    cmds[#cmds + 1] = { "compress", { tensor = "share", method = c.method, ratio = c.ratio, out = "sc",
-                                      residual = c.error_feedback and "ef" or nil } }
+    cmds[#cmds + 1] = job.compress_command(c, "share", "sc")
     cmds[#cmds + 1] = { "send", { tensor = "sc", to = edge, as = "sc." .. i } }
   else
     cmds[#cmds + 1] = { "send", { tensor = "share", to = edge, as = "acc", add = true } }
@@ -172,15 +171,11 @@ end
 
 local function record_round(J, meta, round_ms)
   for _, m in ipairs(meta) do
-    local compute, comm, bytes, loss, samples = 0, 0, 0, nil, 0
-    for k, res in ipairs(m.res) do
-      local name = m.cmds[k][1]
-      if name == "send" then comm, bytes = comm + res.ms, bytes + res.bytes else compute = compute + res.ms end
-      if name == "grad" then loss, samples = res.loss, samples + res.batch end
-    end
-    J:step_row{ worker = m.i, step = J.steps, loss = loss, compute_ms = compute, comm_ms = comm,
-                wait_ms = math.max(0, round_ms - compute - comm), lr = J.o.worker_opt.lr,
-                bytes = bytes, samples = samples }
+    local r = job.batch_summary(m.res, m.cmds)
+    local compute = r.compute_ms + r.wait_ms
+    J:step_row{ worker = m.i, step = J.steps, loss = r.loss, compute_ms = compute, comm_ms = r.send_ms,
+                wait_ms = math.max(0, round_ms - compute - r.send_ms), lr = J.o.worker_opt.lr,
+                bytes = r.bytes, samples = r.samples }
   end
 end
 

@@ -667,6 +667,39 @@ function job.sum_ms(results, first, last)
   return s
 end
 
+-- What a batch's results say, by the command that gave each (cmds[k] =
+-- { name, params }): send_ms and bytes of its sends, wait_ms of its waits,
+-- compute_ms of everything else, samples and mean loss of its grads (a
+-- grad on the same batch again, as a line search does, counts once), norm2
+-- from its last norm. Every algorithm's step row is made from this.
+function job.batch_summary(results, cmds)
+  local r = { compute_ms = 0, send_ms = 0, wait_ms = 0, bytes = 0, samples = 0 }
+  local losses, grads = 0, 0
+  for k, res in ipairs(results) do
+    local name, params = cmds[k][1], cmds[k][2]
+    if name == "send" then
+      r.send_ms, r.bytes = r.send_ms + res.ms, r.bytes + res.bytes
+    elseif name == "wait" then
+      r.wait_ms = r.wait_ms + res.ms
+    else
+      r.compute_ms = r.compute_ms + res.ms
+    end
+    if name == "grad" and not params.same_batch then
+      losses, grads, r.samples = losses + res.loss, grads + 1, r.samples + res.batch
+    end
+    if name == "norm" then r.norm2 = res.value * res.value end
+  end
+  r.loss = grads > 0 and losses / grads or nil
+  return r
+end
+
+-- The command that compresses tensor into out with the job's compression
+-- (error feedback kept in "ef" when asked).
+function job.compress_command(c, tensor, out)
+  return { "compress", { tensor = tensor, method = c.method, ratio = c.ratio, out = out,
+                         residual = c.error_feedback and "ef" or nil } }
+end
+
 -- ---- evaluation ----
 
 local function record_eval(J, t, step, r)

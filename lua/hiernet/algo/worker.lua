@@ -96,8 +96,7 @@ end
 function W:compress_commands(cmds, update)
   local c = self.compress
   if not c then return update end
-  cmds[#cmds + 1] = { "compress", { tensor = update, method = c.method, ratio = c.ratio, out = "uc",
-                                    residual = c.error_feedback and "ef" or nil } }
+  cmds[#cmds + 1] = job.compress_command(c, update, "uc")
   return "uc"
 end
 
@@ -112,26 +111,10 @@ function W:push_commands(cmds, tensor, targets)
   if self.claim_model then cmds[#cmds + 1] = { "wait", { tensor = self.model, clear = true } } end
 end
 
--- Sums what the results of a batch say: loss (mean of grads), compute and
--- push times, bytes.
+-- What a batch's results say (job.batch_summary), its sends as the push.
 local function summarize(results, cmds)
-  local r = { compute_ms = 0, push_ms = 0, push_bytes = 0, samples = 0 }
-  local losses, n = 0, 0
-  for k, res in ipairs(results) do
-    local name = cmds[k][1]
-    if name == "send" then
-      r.push_ms = r.push_ms + res.ms
-      r.push_bytes = r.push_bytes + res.bytes
-    else
-      r.compute_ms = r.compute_ms + res.ms
-    end
-    if name == "grad" and not cmds[k][2].same_batch then
-      losses, n = losses + res.loss, n + 1
-      r.samples = r.samples + res.batch
-    end
-    if name == "norm" then r.norm2 = res.value * res.value end
-  end
-  r.loss = n > 0 and losses / n or nil
+  local r = job.batch_summary(results, cmds)
+  r.push_ms, r.push_bytes = r.send_ms, r.bytes
   return r
 end
 
