@@ -60,8 +60,8 @@ static FILE *durable_temp(const char *dir, const char *name, char *tmp, size_t t
     return f;
 }
 
-int durable_replace(const char *dir, const char *name, int (*fill)(FILE *f, void *ctx), void *ctx,
-                    char *err, size_t errlen)
+static int replace_file(const char *dir, const char *name, int (*fill)(FILE *f, void *ctx),
+                        void *ctx, bool sync, char *err, size_t errlen)
 {
     char tmp[4200], path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -72,7 +72,7 @@ int durable_replace(const char *dir, const char *name, int (*fill)(FILE *f, void
     }
     err[0] = '\0';
     int rc = fill(f, ctx);
-    if (rc == 0 && (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0)) rc = -1;
+    if (rc == 0 && (fflush(f) != 0 || ferror(f) || (sync && fsync(fileno(f)) != 0))) rc = -1;
     int saved = errno;
     if (fclose(f) != 0 && rc == 0) rc = -1, saved = errno;
     if (rc == 0 && rename(tmp, path) != 0) rc = -1, saved = errno;
@@ -81,8 +81,20 @@ int durable_replace(const char *dir, const char *name, int (*fill)(FILE *f, void
         unlink(tmp);
         return -1;
     }
-    durable_sync_dir(dir); /* the rename itself */
+    if (sync) durable_sync_dir(dir); /* the rename itself */
     return 0;
+}
+
+int durable_replace(const char *dir, const char *name, int (*fill)(FILE *f, void *ctx), void *ctx,
+                    char *err, size_t errlen)
+{
+    return replace_file(dir, name, fill, ctx, true, err, errlen);
+}
+
+int durable_replace_unsynced(const char *dir, const char *name, int (*fill)(FILE *f, void *ctx),
+                             void *ctx, char *err, size_t errlen)
+{
+    return replace_file(dir, name, fill, ctx, false, err, errlen);
 }
 
 /* ---- the sync thread ---- */

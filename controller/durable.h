@@ -37,6 +37,13 @@ int durable_create(const char *dir, const char *name, int append);
 int durable_replace(const char *dir, const char *name, int (*fill)(FILE *f, void *ctx), void *ctx,
                     char *err, size_t errlen);
 
+/* durable_replace without the fsyncs: atomic against the death of any
+ * process (the rename), not against a power loss. For files that describe
+ * what a power loss ends anyway (the registry's processes and cgroups), so
+ * that the event loop does not wait for the device. */
+int durable_replace_unsynced(const char *dir, const char *name, int (*fill)(FILE *f, void *ctx),
+                             void *ctx, char *err, size_t errlen);
+
 /* fd has new data: the sync thread fdatasyncs it soon. Cheap (a lock and a
  * signal); safe to call after every write. */
 void durable_sync_later(int fd);

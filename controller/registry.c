@@ -7,6 +7,8 @@
  * directory belongs to the run until registry_close_and_remove. */
 #include "controller/registry.h"
 
+#include "controller/durable.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -185,41 +187,24 @@ int registry_root_for_write(char *root, size_t rootlen, char *err, size_t errlen
 
 /* ---- small file helpers ---- */
 
-static int registry_write_all(int fd, const char *data, size_t len)
+struct registry_text {
+    const char *data;
+    size_t len;
+};
+
+static int registry_fill_text(FILE *f, void *ctx)
 {
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return -1;
-        data += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    const struct registry_text *t = ctx;
+    return fwrite(t->data, 1, t->len, f) == t->len ? 0 : -1;
 }
 
-/* Writes dir/name whole through dir/.name.tmp and rename(). No fsync: the
- * registry describes processes and cgroups, which a power loss ends anyway. */
+/* Replaces dir/name with data atomically. No fsync: the registry describes
+ * processes and cgroups, which a power loss ends anyway. */
 static int registry_file_write(const char *dir, const char *name, const char *data, size_t len,
                                char *err, size_t errlen)
 {
-    char tmp[REGISTRY_PATH_MAX + 64], path[REGISTRY_PATH_MAX + 64];
-    int fd, rc;
-
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "create %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    rc = registry_write_all(fd, data, len);
-    if (close(fd) < 0) rc = -1;
-    if (rc < 0 || rename(tmp, path) < 0) {
-        snprintf(err, errlen, "write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    struct registry_text text = {data, len};
+    return durable_replace_unsynced(dir, name, registry_fill_text, &text, err, errlen);
 }
 
 int registry_dir_remove(const char *path, char *err, size_t errlen)

@@ -98,6 +98,12 @@ static void test_replace(void)
     CHECK(entries() == before + 1);          /* and no temp file is left */
     CHECK(durable_replace("/nonexistent-dir", "r.json", fill_hello, "x", err, sizeof err) < 0);
     CHECK_CONTAINS(err, "/nonexistent-dir");
+    /* The unsynced variant keeps the same atomicity. */
+    CHECK(durable_replace_unsynced(dir, "r.json", fill_hello, "three", err, sizeof err) == 0);
+    CHECK_STREQ(read_text("r.json"), "three");
+    CHECK(durable_replace_unsynced(dir, "r.json", fill_fail, NULL, err, sizeof err) < 0);
+    CHECK_STREQ(read_text("r.json"), "three");
+    CHECK(entries() == before + 1);
 }
 
 static const char *status_of(const char *name)
