@@ -26,19 +26,28 @@ static const struct kern_backend *backend_of(enum kern_device device)
     return NULL;
 }
 
-int kern_device_supports_model(enum kern_device device, const char *spec, char *why, size_t whylen)
+/* Whether device's backend runs the architecture of parsed (spec's text,
+ * for the message). */
+static int backend_runs(enum kern_device device, const struct model_spec *parsed, const char *spec,
+                        char *why, size_t whylen)
 {
-    struct model_spec *parsed = malloc(sizeof *parsed);
-    if (!parsed) return kern_fail(why, whylen, "model: out of memory"), 0;
-    int ok = model_spec_parse(spec, parsed, why, whylen) == 0;
     const struct kern_backend *b = backend_of(device);
-    if (ok && b && !(b->model_archs & MODEL_ARCH_BIT(parsed->arch))) {
+    if (b && !(b->model_archs & MODEL_ARCH_BIT(parsed->arch))) {
         kern_fail(why, whylen,
                   "model \"%s\": not supported on %s yet (%s runs logreg:IN-OUT, "
                   "mlp:IN-H1-...-OUT and cnn:lenet; use device \"cpu\")",
                   spec, kern_device_name(device), kern_device_name(device));
-        ok = 0;
+        return 0;
     }
+    return 1;
+}
+
+int kern_device_supports_model(enum kern_device device, const char *spec, char *why, size_t whylen)
+{
+    struct model_spec *parsed = malloc(sizeof *parsed);
+    if (!parsed) return kern_fail(why, whylen, "model: out of memory"), 0;
+    int ok = model_spec_parse(spec, parsed, why, whylen) == 0 &&
+             backend_runs(device, parsed, spec, why, whylen);
     free(parsed);
     return ok;
 }
@@ -180,9 +189,9 @@ int kern_model_create(struct kern_ctx *ctx, const char *spec, int max_batch,
     struct kern_model *m = calloc(1, sizeof *m);
     if (!m) return kern_fail(err, errlen, "model: out of memory");
     m->ctx = ctx;
-    /* The host model parses; the backend reserves its workspace. */
+    /* The host model parses (once); the backend reserves its workspace. */
     if (model_create(spec, 0, &m->host, err, errlen) < 0 ||
-        !kern_device_supports_model(ctx->device, spec, err, errlen)) {
+        !backend_runs(ctx->device, model_layout(m->host), spec, err, errlen)) {
         kern_model_destroy(m);
         return -1;
     }
