@@ -44,6 +44,31 @@ void run_destroy(struct run *r)
     memset(r, 0, sizeof *r);
 }
 
+enum run_dilation_outcome run_name_dilation(struct run *r, double d, bool started,
+                                            const char *network, char *msg, size_t msglen)
+{
+    if (d == r->dilation) {
+        if (!r->dilation_from_cli) r->dilation_named = true;
+        return RUN_DILATION_SET;
+    }
+    if (r->dilation_from_cli) {
+        snprintf(msg, msglen,
+                 "network '%s': dilation %g from --dilation replaces the scenario's %g", network,
+                 r->dilation, d);
+        return RUN_DILATION_CLI_WINS;
+    }
+    if (r->dilation_named || started) {
+        snprintf(msg, msglen,
+                 "network '%s': dilation %g differs from the run's %g (every network of a run "
+                 "shares one clock, fixed once a network names it or starts)",
+                 network, d, r->dilation);
+        return RUN_DILATION_CONFLICT;
+    }
+    r->dilation = d;
+    r->dilation_named = true;
+    return RUN_DILATION_SET;
+}
+
 double run_wall_clock(void)
 {
     struct timespec ts;

@@ -62,6 +62,20 @@ int run_write_json(const struct run *r, char *err, size_t errlen);
 void run_set_topology(struct run *r, const char *json); /* copies */
 void run_set_error(struct run *r, const char *msg);     /* keeps the first line */
 void run_set_overload(struct run *r, const char *json); /* copies */
+
+enum run_dilation_outcome {
+    RUN_DILATION_SET,      /* d is the run's dilation now (or already was) */
+    RUN_DILATION_CLI_WINS, /* --dilation gave another: note says so, for the log */
+    RUN_DILATION_CONFLICT, /* refused: err says why */
+};
+
+/* A network names dilation d (already checked to lie in 1..HN_DILATION_MAX).
+ * The run has one clock: --dilation wins over every network's; otherwise
+ * the first network that names one sets it, and a later network must agree
+ * once one has named it or any has started (started). network names the
+ * network in note and err. */
+enum run_dilation_outcome run_name_dilation(struct run *r, double d, bool started,
+                                            const char *network, char *msg, size_t msglen);
 double run_wall_clock(void);
 /* A run whose controller (pid) died: when dir/run.json still says "running"
  * for that pid, rewrites it with status "crashed", end_time the newest write

@@ -112,31 +112,22 @@ static void apply_dilation(lua_State *L, struct hn_runtime *rt, const char *name
     lua_pop(L, 1);
     if (!given) return;
     double d = lnet_opt_number(L, 1, "dilation", 1, "hn.network");
-    char asked[32], now[32]; /* luaL_error has no %g */
+    char asked[32]; /* luaL_error has no %g */
     snprintf(asked, sizeof asked, "%g", d);
     if (!(d >= 1 && d <= HN_DILATION_MAX))
         luaL_error(L, "network '%s': dilation must be a number from 1 to %d, got %s", name,
                    HN_DILATION_MAX, asked);
-    struct run *run = rt->run;
-    snprintf(now, sizeof now, "%g", run->dilation);
-    if (d == run->dilation && !run->dilation_from_cli) {
-        run->dilation_named = true;
-        return;
+    char msg[512];
+    switch (run_name_dilation(rt->run, d, any_network_started(rt), name, msg, sizeof msg)) {
+    case RUN_DILATION_SET:
+        sched_set_dilation(rt->sched, rt->run->dilation);
+        break;
+    case RUN_DILATION_CLI_WINS:
+        hn_logf(rt, "%s", msg);
+        break;
+    case RUN_DILATION_CONFLICT:
+        luaL_error(L, "%s", msg);
     }
-    if (d == run->dilation) return;
-    if (run->dilation_from_cli) {
-        hn_logf(rt, "network '%s': dilation %s from --dilation replaces the scenario's %s", name,
-                now, asked);
-        return;
-    }
-    if (run->dilation_named || any_network_started(rt))
-        luaL_error(L,
-                   "network '%s': dilation %s differs from the run's %s (every network of a run "
-                   "shares one clock, fixed once a network names it or starts)",
-                   name, asked, now);
-    run->dilation = d;
-    run->dilation_named = true;
-    sched_set_dilation(rt->sched, d);
 }
 
 static int l_network_new(lua_State *L)
