@@ -961,6 +961,16 @@ int netrun_partition(struct netrun *nr, const unsigned char *side, char *err, si
     return topo_kernel_partition(nr->kernel, side, err, errlen);
 }
 
+size_t netrun_partitions(const struct netrun *nr)
+{
+    return nr->kernel ? topo_kernel_partitions(nr->kernel) : 0;
+}
+
+bool netrun_separated(const struct netrun *nr, int a, int b)
+{
+    return nr->kernel && topo_kernel_separated(nr->kernel, a, b);
+}
+
 void netrun_peer_kill(struct netrun *nr, int node)
 {
     nr->peers[node].killed = true;

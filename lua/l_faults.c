@@ -6,9 +6,10 @@
  * groupA, groupB) for a partition, fn(net) for a heal, fn(net, node) for a
  * node killed or restarted (node:kill(), node:restart(), l_node.c).
  *
- * Owns the network's listener table (a registry reference in l_network) and
- * its record of the partitions in place (which node is in which group);
- * partitions add up until one heal removes them all. */
+ * Owns the network's listener table (a registry reference in l_network).
+ * The partitions in place (which node is in which group; they add up until
+ * one heal removes them all) are the topology engine's record, asked
+ * through netrun. */
 #include "lua/l_net.h"
 
 #include "controller/netrun.h"
@@ -126,19 +127,8 @@ static int l_net_partition(lua_State *L)
     read_group(L, net, 2, side, 1);
     read_group(L, net, 3, side, 2);
     char err[512];
-    unsigned char *copy = malloc(n ? n : 1);
-    unsigned char **grown = realloc(net->partitions, (net->n_partitions + 1) * sizeof *grown);
-    if (grown) net->partitions = grown;
-    if (!copy || !grown) {
-        free(copy);
-        return luaL_error(L, "network '%s': partition: out of memory", net->topo->name);
-    }
-    if (netrun_partition(net->run, side, err, sizeof err) < 0) {
-        free(copy);
+    if (netrun_partition(net->run, side, err, sizeof err) < 0)
         return luaL_error(L, "network '%s': partition: %s", net->topo->name, err);
-    }
-    memcpy(copy, side, n ? n : 1);
-    net->partitions[net->n_partitions++] = copy;
     hn_logf(net->rt, "network '%s': partitioned", net->topo->name);
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
@@ -152,14 +142,9 @@ static int l_net_heal(lua_State *L)
     struct l_network *net = check_net(L, 1);
     check_started(L, net, "heal");
     char err[512];
+    bool was = netrun_partitions(net->run) > 0;
     if (netrun_partition(net->run, NULL, err, sizeof err) < 0)
         return luaL_error(L, "network '%s': heal: %s", net->topo->name, err);
-    bool was = net->n_partitions > 0;
-    for (size_t p = 0; p < net->n_partitions; p++)
-        free(net->partitions[p]);
-    free(net->partitions);
-    net->partitions = NULL;
-    net->n_partitions = 0;
     if (was) {
         hn_logf(net->rt, "network '%s': healed", net->topo->name);
         lnet_fire(L, net, 1, "heal", 0);
@@ -184,11 +169,7 @@ static int l_net_reachable(lua_State *L)
     struct l_network *net = check_net(L, 1);
     int a = node_index_arg(L, net, 2), b = node_index_arg(L, net, 3);
     bool ok = net->state == NET_STARTED && netrun_peer_alive(net->run, a) &&
-              netrun_peer_alive(net->run, b);
-    for (size_t p = 0; ok && p < net->n_partitions; p++) {
-        const unsigned char *side = net->partitions[p];
-        if (side[a] && side[b] && side[a] != side[b]) ok = false;
-    }
+              netrun_peer_alive(net->run, b) && !netrun_separated(net->run, a, b);
     lua_pushboolean(L, ok);
     return 1;
 }

@@ -38,11 +38,9 @@ struct l_network {
     /* stop: tasks waiting for the peers to exit */
     task_token *stop_waiters;
     size_t n_stop_waiters;
-    struct l_proc *procs;       /* programs started in nodes, ended at stop */
-    int *overload_ids;          /* per node: its entry in the run's overload account, -1 none */
-    int listeners_ref;          /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
-    unsigned char **partitions; /* each partition in place: per node its group (1, 2) or 0 */
-    size_t n_partitions;
+    struct l_proc *procs; /* programs started in nodes, ended at stop */
+    int *overload_ids;    /* per node: its entry in the run's overload account, -1 none */
+    int listeners_ref;    /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
 };
 
 struct l_node {

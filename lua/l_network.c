@@ -642,9 +642,6 @@ void l_network_release_all(struct hn_runtime *rt)
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->self_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->nodes_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->listeners_ref);
-        for (size_t p = 0; p < net->n_partitions; p++)
-            free(net->partitions[p]);
-        free(net->partitions);
         topo_network_free(net->topo);
         net->topo = NULL;
         free(net);

@@ -633,6 +633,20 @@ static int heal_node(struct topo_kernel *k, int node, unsigned char *const *part
     return run_batch(&b, err, errlen);
 }
 
+size_t topo_kernel_partitions(const struct topo_kernel *k)
+{
+    return k->n_partitions;
+}
+
+bool topo_kernel_separated(const struct topo_kernel *k, int a, int b)
+{
+    for (size_t p = 0; p < k->n_partitions; p++) {
+        const unsigned char *side = k->partitions[p];
+        if (side[a] && side[b] && side[a] != side[b]) return true;
+    }
+    return false;
+}
+
 int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char *err,
                           size_t errlen)
 {

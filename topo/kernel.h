@@ -69,6 +69,10 @@ int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err
  * heal removes them all; routes replayed when a link comes up keep them. */
 int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char *err,
                           size_t errlen);
+/* How many partitions are in place (0 once healed). */
+size_t topo_kernel_partitions(const struct topo_kernel *k);
+/* Whether a partition in place puts nodes a and b in opposite groups. */
+bool topo_kernel_separated(const struct topo_kernel *k, int a, int b);
 /* Closes every namespace fd and socket; the namespaces vanish once no
  * process (peer, node program) is left in them. */
 void topo_kernel_destroy(struct topo_kernel *k);
