@@ -60,7 +60,7 @@ local function simulate(schedule, data, rng)
   end
 end
 
-local function check_algo(algo, n, size, groups, seed)
+local function check_algo(algo, n, size, groups, seed, segs)
   math.randomseed(seed)
   local data, want = {}, {}
   for i = 1, size do want[i] = 0 end
@@ -71,7 +71,7 @@ local function check_algo(algo, n, size, groups, seed)
       want[i] = want[i] + data[r][i]
     end
   end
-  local schedule = ar.schedule(algo, n, size, groups)
+  local schedule = segs and ar.ring_schedule(n, size, segs) or ar.schedule(algo, n, size, groups)
   simulate(schedule, data, function(m) return math.random(m) end)
   for r = 1, n do
     for i = 1, size do
@@ -115,6 +115,23 @@ for n = 2, 9 do
     end
   end
 end
+
+-- The ring in segments (a peer forwards each segment as soon as it has
+-- arrived): more segments than some chunks have elements, too.
+for n = 2, 9 do
+  for _, size in ipairs{ 1, n + 1, 7 * n + 3, 100 } do
+    for _, segs in ipairs{ 2, 3, 8 } do
+      check_algo("ring", n, size, nil, n * 100 + size + segs, segs)
+      checked = checked + 1
+    end
+  end
+end
+assert(check_algo("ring", 5, 100, nil, 1, 4) == 5 * 2 * 4 * 4, "ring: 2 (N-1) sends per segment")
+-- Segments: 1 for small tensors, more for large ones, within a batch.
+assert(ar.ring_segments(4, 1000) == 1, "a small tensor is not cut")
+assert(ar.ring_segments(8, 4 * 1024 * 1024) == 4, "16 MB over 8 peers: 2 MB chunks in 4 segments")
+assert(ar.ring_segments(4, 64 * 1024 * 1024) == 8, "at most 8 segments")
+assert(ar.ring_segments(64, 64 * 1024 * 1024) * 4 * 63 <= 256, "a peer's commands fit a batch")
 
 -- The ring moves 2 (N-1) chunks per peer: 2 (N-1) sends each.
 assert(check_algo("ring", 5, 100, nil, 1) == 5 * 2 * 4, "ring: 2 (N-1) sends per peer")

@@ -67,30 +67,59 @@ local function wait(s, r, from, k)
   if k > 0 then s[r][#s[r] + 1] = { "wait", from = from, k = k } end
 end
 
--- Ring among the peers listed in `ring` (indices), over [0, size).
-local function ring_ops(s, ring, size)
+-- Segments per chunk of a ring: chunks are cut into segments of about this
+-- many bytes, and a peer forwards each segment as soon as it has arrived.
+-- Without segments a peer's link to its successor idles at every step from
+-- the end of its own send until the last byte of its predecessor's chunk has
+-- crossed the link (one latency, plus the add); with them the next step's
+-- first segment is already queued behind this step's last.
+ar.SEGMENT_BYTES = 512 * 1024
+local SEGMENTS_MAX = 8
+
+-- How many segments a ring of n peers cuts each chunk of a size-element
+-- tensor into: chunks of at least 2 segment sizes are cut, at most into
+-- SEGMENTS_MAX, and never into more than a peer's batch holds.
+function ar.ring_segments(n, size)
+  if n < 2 then return 1 end
+  local by_size = (size // n) * 4 // ar.SEGMENT_BYTES
+  local by_batch = (BATCH_MAX - 16) // (4 * (n - 1))
+  return math.max(1, math.min(by_size, SEGMENTS_MAX, by_batch))
+end
+
+-- Ring among the peers listed in `ring` (indices), over [0, size), each
+-- chunk in `segs` segments: 2 (n - 1) steps, reduce-scatter then
+-- all-gather. At step t a peer sends the chunk that arrived at step t - 1
+-- (with its own added, in the reduce-scatter), segment by segment: it waits
+-- for segment j of step t - 1, sends segment j of step t, and so on.
+local function ring_ops(s, ring, size, segs)
   local n = #ring
   if n < 2 then return end
   local chunks = split(0, size, n)
   local function at(x) return ((x - 1) % n) + 1 end
-  for phase = 1, 2 do
-    for step = 0, n - 2 do
-      for pos = 1, n do
-        -- reduce-scatter: send chunk pos - step, adding; all-gather: chunk pos + 1 - step
-        local chunk = chunks[at(phase == 1 and pos - step or pos + 1 - step)]
-        local succ, pred = ring[at(pos + 1)], ring[at(pos - 1)]
-        transfer(s, ring[pos], succ, chunk, phase == 1)
-        local incoming = chunks[at(phase == 1 and pos - 1 - step or pos - step)]
-        wait(s, ring[pos], { pred }, incoming[2] > 0 and 1 or 0)
+  local steps = 2 * (n - 1)
+  -- The chunk the peer at position pos sends at step t, and whether it adds.
+  local function sent(pos, t)
+    if t < n - 1 then return chunks[at(pos - t)], true end
+    return chunks[at(pos + 1 - (t - (n - 1)))], false
+  end
+  for pos = 1, n do
+    local me, succ, pred = ring[pos], ring[at(pos + 1)], ring[at(pos - 1)]
+    for t = 0, steps do
+      -- The segments of step t - 1's arrival are those of step t's send.
+      local chunk, add = sent(t < steps and pos or pos - 1, math.min(t, steps - 1))
+      local parts = split(chunk[1], chunk[2], segs)
+      for j = 1, segs do
+        if t > 0 then wait(s, me, { pred }, parts[j][2] > 0 and 1 or 0) end
+        if t < steps then transfer(s, me, succ, parts[j], add) end
       end
     end
   end
 end
 
-function ar.ring_schedule(n, size)
+function ar.ring_schedule(n, size, segs)
   local s, ring = new_schedule(n), {}
   for r = 1, n do ring[r] = r end
-  ring_ops(s, ring, size)
+  ring_ops(s, ring, size, segs or ar.ring_segments(n, size))
   return s
 end
 
@@ -183,7 +212,7 @@ function ar.hierarchical_schedule(n, size, groups)
     for j = 2, #members do transfer(s, members[j], leader, all, true) end
     wait(s, leader, { table.unpack(members, 2) }, size > 0 and (#members - 1) or 0)
   end
-  ring_ops(s, leaders, size)
+  ring_ops(s, leaders, size, ar.ring_segments(#leaders, size))
   for _, members in ipairs(groups) do
     for j = 2, #members do
       transfer(s, members[1], members[j], all, false)
