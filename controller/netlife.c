@@ -3,8 +3,10 @@
 
 #include "common/clock.h"
 #include "controller/log.h"
+#include "controller/overload.h"
 #include "controller/record.h"
 #include "controller/registry.h"
+#include "controller/run.h"
 
 #include <signal.h>
 #include <stddef.h>
@@ -33,8 +35,10 @@ struct netlife {
     int outstanding;     /* handshake calls not answered yet */
     struct netlife_error error;
     struct handshake_call *calls; /* one per node */
+    int *overload_ids;            /* per node its id in the run's account, -1; NULL before */
     ev_timer start_deadline, stop_deadline;
-    double phase_t0; /* real time the build ended / the stop began */
+    double phase_t0;      /* real time the build ended / the stop began */
+    struct netlife *next; /* in the run's list */
 };
 
 /* ---- the run ---- */
@@ -83,6 +87,72 @@ static void sample_links(struct netlife_run *run, struct netrun *nr)
         }
     }
     netrun_sample_links(nr, run->links_record, run->clock, run->clock_ctx);
+}
+
+/* ---- run.json's account of the networks ---- */
+
+void netlife_run_publish_overload(struct netlife_run *run)
+{
+    if (!run->overload || !run->record) return;
+    struct overload_report r;
+    overload_report(run->overload, run->record->dilation, &r);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return;
+    overload_write_json(f, &r);
+    if (fclose(f) == 0) run_set_overload(run->record, buf);
+    free(buf);
+}
+
+/* run.json now: every network started so far (oldest last, as listed) and
+ * the overload report. */
+static void publish_topology(struct netlife_run *run)
+{
+    if (!run->record) return;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return;
+    fputc('[', f);
+    int k = 0;
+    for (const struct netlife *nl = run->networks; nl; nl = nl->next) {
+        if (nl->state == NETLIFE_DEFINED) continue;
+        if (k++) fputs(", ", f);
+        topo_network_write_json(nl->topo, f);
+    }
+    fputc(']', f);
+    if (fclose(f) == 0) run_set_topology(run->record, buf);
+    free(buf);
+    netlife_run_publish_overload(run);
+    char err[256];
+    if (run_write_json(run->record, err, sizeof err) < 0) ctl_log("warning: %s", err);
+}
+
+/* The peers are up: the hosts join the overload account, and the first
+ * network to get here names the run's backend. */
+static void account_network(struct netlife *nl)
+{
+    struct netlife_run *run = nl->run;
+    if (run->record && !run->record->backend_used[0])
+        snprintf(run->record->backend_used, sizeof run->record->backend_used, "%s",
+                 netrun_backend(nl->nr));
+    if (!run->overload || nl->overload_ids) return;
+    nl->overload_ids = malloc(nl->topo->n_nodes * sizeof *nl->overload_ids);
+    for (size_t i = 0; nl->overload_ids && i < nl->topo->n_nodes; i++) {
+        const struct topo_node *n = &nl->topo->nodes[i];
+        nl->overload_ids[i] = n->kind != TOPO_NODE_HOST
+                                  ? -1
+                                  : overload_add_node(run->overload, nl->topo->name, n->name,
+                                                      n->speed, strcmp(n->device, "cpu") == 0);
+    }
+}
+
+int netlife_overload_id(const struct netlife *nl, int node)
+{
+    return nl->overload_ids && node >= 0 && (size_t)node < nl->topo->n_nodes
+               ? nl->overload_ids[node]
+               : -1;
 }
 
 /* ---- transitions and errors ---- */
@@ -175,6 +245,7 @@ static void handshake_end(struct netlife *nl)
     if (nl->error.code != NETLIFE_OK) return begin_stop(nl, &nl->error);
     ctl_log("network '%s': started: every peer answered %.3f s after the build", nl->topo->name,
             mono_s() - nl->phase_t0);
+    publish_topology(nl->run);
     transition(nl, NETLIFE_RUNNING, NULL);
 }
 
@@ -208,6 +279,7 @@ static void on_start_deadline(EV_P_ ev_timer *w, int revents)
 
 static void begin_handshake(struct netlife *nl, msgpack_sbuffer *secret)
 {
+    account_network(nl);
     transition(nl, NETLIFE_HANDSHAKE, NULL);
     netrun_pack_peer_secret(nl->nr, secret);
     nl->outstanding = 0;
@@ -285,6 +357,8 @@ struct netlife *netlife_new(struct netlife_run *run, struct topo_network *topo,
     }
     nl->run = run;
     nl->topo = topo;
+    nl->next = run->networks;
+    run->networks = nl;
     if (hooks) nl->hooks = *hooks;
     ev_timer_init(&nl->start_deadline, on_start_deadline, 0, 0);
     ev_timer_init(&nl->stop_deadline, on_stop_deadline, 0, 0);
@@ -363,6 +437,12 @@ void netlife_free(struct netlife *nl)
     ev_timer_stop(nl->run->loop, &nl->start_deadline);
     ev_timer_stop(nl->run->loop, &nl->stop_deadline);
     netrun_free(nl->nr); /* abandons a build in flight; kills and reaps survivors */
+    for (struct netlife **p = &nl->run->networks; *p; p = &(*p)->next)
+        if (*p == nl) {
+            *p = nl->next;
+            break;
+        }
     free(nl->calls);
+    free(nl->overload_ids);
     free(nl);
 }

@@ -18,8 +18,14 @@
  * The run (struct netlife_run) owns what the run's networks share: the run
  * registry (opened at the first start if the caller opened none, after
  * sweeping what crashed runs left), links.csv (the user backend's counters,
- * opened at the first such network) and the loopback addresses of backend
- * none. Owns: per network its netrun, its deadlines and handshake state. */
+ * opened at the first such network), the loopback addresses of backend
+ * none and the list of its networks. It keeps run.json's account of them
+ * (the caller's struct run): the backend the first started network runs on,
+ * and, each time a network starts, the topology of every network started so
+ * far and the overload report, written at once. Every host of a network
+ * joins the run's overload account (the caller's, if any) when its peers
+ * are up. Owns: per network its netrun, its deadlines, handshake state and
+ * overload ids. */
 #pragma once
 
 #include "controller/netrun.h"
@@ -64,12 +70,18 @@ struct netlife_run {
     uint32_t loopback_next;      /* backend none: the next free 127.x.y.z (host order) */
     netrun_clock_fn clock;       /* the run's emulated seconds */
     void *clock_ctx;
-    const char *peer_path; /* NULL: hiernet-peer next to this executable */
+    const char *peer_path;     /* NULL: hiernet-peer next to this executable */
+    struct run *record;        /* run.json's bookkeeping (controller/run.h), or NULL */
+    struct overload *overload; /* the run's overload account (controller/overload.h), or NULL */
+    struct netlife *networks;  /* every network of the run, newest first */
 };
 
 void netlife_run_init(struct netlife_run *run, struct ev_loop *loop, const char *dir);
 /* The run registry: the one set, or opened now (once) under dir. NULL without. */
 struct registry *netlife_run_registry(struct netlife_run *run);
+/* Puts the overload account's report into run.json's record (the run's end
+ * calls it; a start does it itself). */
+void netlife_run_publish_overload(struct netlife_run *run);
 /* Closes links.csv, after the networks are freed. The registry, once open,
  * is closed by the run's owner (registry_close_and_remove, last of all). */
 void netlife_run_close(struct netlife_run *run);
@@ -103,6 +115,8 @@ enum netlife_state netlife_state(const struct netlife *nl);
 const char *netlife_state_name(enum netlife_state s);
 /* The started network (peers, links), or NULL before the build ends. */
 struct netrun *netlife_netrun(const struct netlife *nl);
+/* The overload account's id of node (a host whose peers came up), or -1. */
+int netlife_overload_id(const struct netlife *nl, int node);
 /* No peer of it is still running. */
 bool netlife_exited(const struct netlife *nl);
 /* Kills and reaps what is left, releases everything (any state). */

@@ -39,7 +39,6 @@ struct l_network {
     task_token *stop_waiters;
     size_t n_stop_waiters;
     struct l_proc *procs; /* programs started in nodes, ended at stop */
-    int *overload_ids;    /* per node: its entry in the run's overload account, -1 none */
     int listeners_ref;    /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
 };
 

@@ -12,7 +12,6 @@
 
 #include "controller/netlife.h"
 #include "controller/netrun.h"
-#include "controller/overload.h"
 #include "controller/peer_client.h"
 #include "lua/l_net.h"
 #include "lua/runtime.h"
@@ -354,27 +353,6 @@ static int l_net_route(lua_State *L)
 
 /* ---- start ---- */
 
-static void publish_topology(struct hn_runtime *rt)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) return;
-    fputc('[', f);
-    int k = 0;
-    for (struct l_network *net = rt->networks; net; net = net->next) {
-        if (net->state == NET_DEFINED) continue;
-        if (k++) fputs(", ", f);
-        topo_network_write_json(net->topo, f);
-    }
-    fputc(']', f);
-    if (fclose(f) == 0) run_set_topology(rt->run, buf);
-    free(buf);
-    hn_publish_overload(rt);
-    char err[256];
-    if (run_write_json(rt->run, err, sizeof err) < 0) hn_logf(rt, "warning: %s", err);
-}
-
 static void wake_stop_waiters(struct l_network *net)
 {
     task_token *waiters = net->stop_waiters;
@@ -402,20 +380,6 @@ static enum net_state state_of(enum netlife_state s)
     }
 }
 
-/* Every host's compute commands go into the run's overload account. */
-static void count_overload(struct hn_runtime *rt, struct l_network *net)
-{
-    if (!rt->overload || net->overload_ids) return;
-    net->overload_ids = malloc(net->topo->n_nodes * sizeof *net->overload_ids);
-    for (size_t i = 0; net->overload_ids && i < net->topo->n_nodes; i++) {
-        const struct topo_node *n = &net->topo->nodes[i];
-        net->overload_ids[i] = n->kind != TOPO_NODE_HOST
-                                   ? -1
-                                   : overload_add_node(rt->overload, net->topo->name, n->name,
-                                                       n->speed, strcmp(n->device, "cpu") == 0);
-    }
-}
-
 /* The engine's report (controller/netlife.h): the binding's view of the
  * network follows it, and the tasks waiting on it wake. */
 static void on_transition(void *ctx, enum netlife_state from, enum netlife_state to,
@@ -427,13 +391,6 @@ static void on_transition(void *ctx, enum netlife_state from, enum netlife_state
     net->state = state_of(to);
     net->building = to == NETLIFE_BUILDING || to == NETLIFE_SPAWNING;
     net->run = netlife_netrun(net->life);
-    if (to == NETLIFE_HANDSHAKE) {
-        count_overload(rt, net);
-        if (!rt->run->backend_used[0])
-            snprintf(rt->run->backend_used, sizeof rt->run->backend_used, "%s",
-                     netrun_backend(net->run));
-    }
-    if (to == NETLIFE_RUNNING) publish_topology(rt);
     if (error && error->code == NETLIFE_ERR_ENVIRONMENT) rt->env_failure = true;
     if (net->start_waiting && (to == NETLIFE_RUNNING || error)) {
         net->start_waiting = false;
@@ -638,7 +595,6 @@ void l_network_release_all(struct hn_runtime *rt)
         net->life = NULL;
         net->run = NULL;
         free(net->stop_waiters);
-        free(net->overload_ids);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->self_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->nodes_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->listeners_ref);

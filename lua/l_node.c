@@ -4,6 +4,7 @@
  * n:kill() and n:restart(), and the fields n.name, n.addr, n.tier, ... */
 #include "lua/l_net.h"
 
+#include "controller/netlife.h"
 #include "controller/netrun.h"
 #include "controller/overload.h"
 #include "controller/peer_client.h"
@@ -222,8 +223,8 @@ static int node_request(lua_State *L, struct l_node *n, const char *method, int 
     c->kind = "node";
     snprintf(c->node, sizeof c->node, "%s", node);
     snprintf(c->method, sizeof c->method, "%s", method);
-    c->overload = n->net->overload_ids ? rt->overload : NULL;
-    c->overload_id = n->net->overload_ids ? n->net->overload_ids[n->index] : -1;
+    c->overload_id = n->net->life ? netlife_overload_id(n->net->life, n->index) : -1;
+    c->overload = c->overload_id >= 0 ? rt->overload : NULL;
     if (peer_client_call(pc, method, rt->scratch.data, rt->scratch.size, on_call_reply, c, err,
                          sizeof err) < 0) {
         free(c);

@@ -372,20 +372,6 @@ static int l_overload(lua_State *L)
     return 1;
 }
 
-void hn_publish_overload(struct hn_runtime *rt)
-{
-    if (!rt->overload) return;
-    struct overload_report r;
-    overload_report(rt->overload, rt->run->dilation, &r);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) return;
-    overload_write_json(f, &r);
-    if (fclose(f) == 0) run_set_overload(rt->run, buf);
-    free(buf);
-}
-
 static const luaL_Reg record_methods[] = {
     {"add", l_record_add},
     {NULL, NULL},

@@ -44,8 +44,6 @@ struct hn_runtime {
 
 struct hn_runtime *hn_runtime(lua_State *L);
 void hn_runtime_attach(lua_State *L, struct hn_runtime *rt);
-/* Puts the overload report into the run record (run.json's "overload"). */
-void hn_publish_overload(struct hn_runtime *rt);
 /* A timestamped line on stderr (unless quiet) and in log.txt; it first clears
  * hn.status's live line, which the next status call draws again. */
 void hn_logf(struct hn_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -148,6 +148,7 @@ static void attach_life(struct hn_runtime *rt)
     netlife_run_init(&rt->life, rt->loop, NULL);
     rt->life.clock = life_clock;
     rt->life.clock_ctx = rt;
+    rt->life.record = rt->run; /* run.json's topology, backend and overload */
 }
 
 /* The registry entry of the run, made with its results directory and
@@ -299,7 +300,7 @@ static void report_overload(struct scenario *sc)
     overload_report(sc->rt.overload, sc->run.dilation, &r);
     char line[512];
     if (overload_warning(&r, line, sizeof line)) hn_logf(&sc->rt, "%s", line);
-    hn_publish_overload(&sc->rt);
+    netlife_run_publish_overload(&sc->rt.life);
 }
 
 static void finish_run(struct scenario *sc)
@@ -390,6 +391,7 @@ int scenario_run(const struct scenario_options *o)
     if (!sc.rt.sched) goto out_early;
     sched_set_dilation(sc.rt.sched, sc.run.dilation);
     if (!o->draw && !o->tool) sc.rt.overload = overload_new(sc.rt.loop);
+    sc.rt.life.overload = sc.rt.overload;
     if (o->draw ? open_drawing(&sc, o->draw_out) < 0
                 : !o->tool && open_results(&sc, o->out_dir) < 0)
         goto out_early;

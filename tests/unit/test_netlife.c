@@ -2,12 +2,15 @@
  * without any Lua state: small networks on backend none started and
  * stopped through it on a libev loop, their transitions in order, each
  * reported once; two networks started at once while a timer keeps time; a
- * stop during the build; errors that name their node. Needs hiernet-peer
+ * stop during the build; errors that name their node; run.json's account
+ * of the run's networks (topology, backend, overload ids). Needs hiernet-peer
  * (HIERNET_BIN_DIR, set by ctest). */
 #include "check.h"
 #include "common/clock.h"
 #include "controller/netlife.h"
 #include "controller/netrun.h"
+#include "controller/overload.h"
+#include "controller/run.h"
 
 #include <ev.h>
 #include <signal.h>
@@ -187,6 +190,45 @@ static void test_error_names_node(struct netlife_run *run)
     topo_network_free(net);
 }
 
+/* Each start puts every network started so far into run.json's topology;
+ * the hosts join the overload account; a freed network leaves the list. */
+static void test_run_account(struct netlife_run *run)
+{
+    struct run record;
+    run_init(&record);
+    run->record = &record;
+    run->overload = overload_new(EV_DEFAULT);
+    struct topo_network *nets[2] = {hosts_network("first", 2), hosts_network("second", 1)};
+    struct netlife *nl[2];
+    struct netlife_error e;
+    for (int i = 0; i < 2; i++) {
+        nl[i] = netlife_new(run, nets[i], NULL);
+        CHECK_MSG(netlife_start(nl[i], &opts, &e) == 0, "%s", e.message);
+        CHECK(run_until(&nl[i], 1, NETLIFE_RUNNING, 10));
+    }
+    CHECK_STREQ(record.backend_used, "none");
+    CHECK(record.topology_json && strstr(record.topology_json, "\"first\"") &&
+          strstr(record.topology_json, "\"second\""));
+    CHECK(record.overload_json != NULL);
+    CHECK(netlife_overload_id(nl[0], 0) >= 0 && netlife_overload_id(nl[0], 1) >= 0);
+    CHECK(netlife_overload_id(nl[0], 0) != netlife_overload_id(nl[1], 0));
+    CHECK(netlife_overload_id(nl[0], 2) == -1 && netlife_overload_id(nl[0], -1) == -1);
+    for (int i = 0; i < 2; i++) {
+        netlife_stop(nl[i]);
+        CHECK(run_until(&nl[i], 1, NETLIFE_STOPPED, 10));
+    }
+    netlife_free(nl[0]);
+    CHECK(run->networks == nl[1]);
+    netlife_free(nl[1]);
+    CHECK(run->networks == NULL);
+    for (int i = 0; i < 2; i++)
+        topo_network_free(nets[i]);
+    overload_free(run->overload);
+    run->overload = NULL;
+    run->record = NULL;
+    run_destroy(&record);
+}
+
 int main(void)
 {
     check_bin_path("hiernet-peer", peer_path, sizeof peer_path);
@@ -198,6 +240,7 @@ int main(void)
     test_concurrent_starts(&run);
     test_stop_during_build(&run);
     test_error_names_node(&run);
+    test_run_account(&run);
     netlife_run_close(&run);
     return check_report();
 }
