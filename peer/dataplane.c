@@ -489,6 +489,12 @@ bool dataplane_abort(struct dataplane *dp, const char *name, const char *cause)
 static struct dp_conn *dp_conn_open(struct dataplane *dp, const struct dataplane_send *s,
                                     char *error, size_t errlen)
 {
+    /* Without the secret there is no hello to prove this peer: fail before
+     * any connection is made, not after the receiver has accepted it. */
+    if (dp->auth.state == DATA_AUTH_PENDING)
+        return snprintf(error, errlen,
+                        "no data secret yet (the controller has not sent the address book)"),
+               NULL;
     int fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return snprintf(error, errlen, "socket: %s", strerror(errno)), NULL;
     dp_socket_options(fd);
