@@ -5,9 +5,10 @@
  * the param helpers are command_args.c, the result helpers
  * command_result.c; the commands are in commands_stats.c (ping, stats),
  * commands_vec.c (vectors), commands_data.c (send, peers), commands_sync.c
- * (wait, batch, abort) and ml.c / ml_eval.c (learning). Each command parses
- * into and runs from its own params struct (job->extra). Not part of the
- * peer's outside API.
+ * (wait, batch, abort) and ml.c / ml_eval.c (learning). A command with
+ * params parses into and runs from its own params struct through typed
+ * handlers, behind job-level adapters that COMMAND_DEFINE generates (at the
+ * end of this file). Not part of the peer's outside API.
  *
  * Kinds of commands (when they run):
  *   COMMAND_NOW     on the loop thread at once, not ordered with compute
@@ -17,14 +18,15 @@
  *                   which then holds the worker until it finishes (wait,
  *                   batch): commands queued after it start only after it
  *
- * Life of a job: parse() copies the params into the job's typed params
- * (job->extra, struct <command>_params) on the loop thread; the job starts (above); run() packs
- * result entries into job->result; after() (optional, loop thread) may keep a
- * job whose work goes on elsewhere (send waits for acks, a background eval
- * for its thread), which calls command_job_finish later. command_job_finish
- * hands the job to its continuation, job->complete: by default the RPC reply
- * to the request, in a batch the batch's next step. cleanup() (optional)
- * frees what parse/run left in job->extra, on every path. */
+ * Life of a job: parse() copies the params into the job's params (job->extra,
+ * struct <command>_params) on the loop thread; the job starts (above); run()
+ * packs result entries into job->result; after() (optional, loop thread) may
+ * keep a job whose work goes on elsewhere (send waits for acks, a background
+ * eval for its thread), which calls command_job_finish later.
+ * command_job_finish hands the job to its continuation, job->complete: by
+ * default the RPC reply to the request, in a batch the batch's next step.
+ * cleanup() (optional) frees what parse/run left in the params, on every
+ * path. */
 #pragma once
 
 #include <msgpack.h>
@@ -187,3 +189,80 @@ int cmd_arg_names(struct proto_args *a, const char *key, char (**names)[COMMAND_
                   uint32_t *n);
 /* The same into a cmd_names list. */
 int cmd_arg_name_list(struct proto_args *a, const char *key, struct cmd_names *names);
+
+/* ---- defining a command (its module) ----
+ *
+ * A command c with params has its keys in keys_c, its params in struct
+ * c_params (job->extra) and the typed handlers of the hooks of struct
+ * command it uses:
+ *   bool c_parse(struct command_job *j, struct c_params *p, struct proto_args *a);
+ *   bool c_run(struct command_job *j, struct c_params *p);
+ *   bool c_after(struct command_job *j, struct c_params *p);
+ *   void c_start(struct command_job *j, struct c_params *p);
+ *   void c_cleanup(struct c_params *p);
+ * (p may be const where the handler only reads it). Then
+ *   COMMAND_DEFINE(var, c, kind, (hooks...), more fields...);
+ * defines `const struct command var`, each hook listed behind a generated
+ * job-level adapter c_<hook>_job that hands its handler the job's params
+ * (as a struct c_params *: a handler taking another struct does not build);
+ * more fields are designated initializers (.bare = true). E.g.
+ *   COMMAND_DEFINE(data_cmd_send, send, COMMAND_WORKER, (parse, run, after, cleanup));
+ * Code that reaches a job other than through its handlers (a batch from its
+ * commands, the server's pending wait) gets its params with c_params_of,
+ * which COMMAND_PARAMS_OF(c) defines. */
+
+#define COMMAND_ADAPTER_parse(c)                                                                   \
+    static bool c##_parse_job(struct command_job *j, struct proto_args *a)                         \
+    {                                                                                              \
+        struct c##_params *p = j->extra;                                                           \
+        return c##_parse(j, p, a);                                                                 \
+    }
+#define COMMAND_ADAPTER_run(c)                                                                     \
+    static bool c##_run_job(struct command_job *j)                                                 \
+    {                                                                                              \
+        struct c##_params *p = j->extra;                                                           \
+        return c##_run(j, p);                                                                      \
+    }
+#define COMMAND_ADAPTER_after(c)                                                                   \
+    static bool c##_after_job(struct command_job *j)                                               \
+    {                                                                                              \
+        struct c##_params *p = j->extra;                                                           \
+        return c##_after(j, p);                                                                    \
+    }
+#define COMMAND_ADAPTER_start(c)                                                                   \
+    static void c##_start_job(struct command_job *j)                                               \
+    {                                                                                              \
+        struct c##_params *p = j->extra;                                                           \
+        c##_start(j, p);                                                                           \
+    }
+#define COMMAND_ADAPTER_cleanup(c)                                                                 \
+    static void c##_cleanup_job(struct command_job *j)                                             \
+    {                                                                                              \
+        struct c##_params *p = j->extra;                                                           \
+        c##_cleanup(p);                                                                            \
+    }
+
+#define COMMAND_ADAPTER(c, hook) COMMAND_ADAPTER_##hook(c)
+#define COMMAND_HOOK(c, hook) .hook = c##_##hook##_job,
+/* m(c, hook) for each of 1 to 5 hooks. */
+#define COMMAND_EACH(m, c, ...) COMMAND_EACH_PICK(__VA_ARGS__, 5, 4, 3, 2, 1, 0)(m, c, __VA_ARGS__)
+#define COMMAND_EACH_PICK(h1, h2, h3, h4, h5, n, ...) COMMAND_EACH##n
+#define COMMAND_EACH1(m, c, h) m(c, h)
+#define COMMAND_EACH2(m, c, h, ...) m(c, h) COMMAND_EACH1(m, c, __VA_ARGS__)
+#define COMMAND_EACH3(m, c, h, ...) m(c, h) COMMAND_EACH2(m, c, __VA_ARGS__)
+#define COMMAND_EACH4(m, c, h, ...) m(c, h) COMMAND_EACH3(m, c, __VA_ARGS__)
+#define COMMAND_EACH5(m, c, h, ...) m(c, h) COMMAND_EACH4(m, c, __VA_ARGS__)
+#define COMMAND_UNPAREN(...) __VA_ARGS__
+
+#define COMMAND_DEFINE(var, c, kind_, hooks, ...)                                                  \
+    COMMAND_EACH(COMMAND_ADAPTER, c, COMMAND_UNPAREN hooks)                                        \
+    const struct command var = {.keys = keys_##c,                                                  \
+                                .kind = kind_,                                                     \
+                                .extra_size = sizeof(struct c##_params),                           \
+                                COMMAND_EACH(COMMAND_HOOK, c, COMMAND_UNPAREN hooks) __VA_ARGS__}
+
+#define COMMAND_PARAMS_OF(c)                                                                       \
+    static struct c##_params *c##_params_of(struct command_job *j)                                 \
+    {                                                                                              \
+        return j->extra;                                                                           \
+    }

@@ -27,7 +27,7 @@
  * in model{} or dataset{} draws other numbers. */
 #define TENSOR_RNG_STREAM 0x74656e736f72ull /* "tensor" */
 
-/* Each command's params, typed (job->extra). */
+/* Each command's params (job->extra), which its handlers take typed. */
 struct copy_params {
     char src[COMMAND_NAME_SIZE], dst[COMMAND_NAME_SIZE];
 };
@@ -134,9 +134,8 @@ static bool tensor_parse_distribution(struct tensor_params *p, struct proto_args
     return true;
 }
 
-static bool tensor_parse(struct command_job *j, struct proto_args *a)
+static bool tensor_parse(struct command_job *j, struct tensor_params *p, struct proto_args *a)
 {
-    struct tensor_params *p = j->extra;
     int64_t size;
     if (!cmd_arg_required_name(a, "name", p->name)) return false;
     int got = proto_arg_i64(a, "size", &size);
@@ -165,9 +164,8 @@ static void tensor_fill_random(const struct tensor_params *p, float *x, uint64_t
     }
 }
 
-static bool tensor_run(struct command_job *j)
+static bool tensor_run(struct command_job *j, const struct tensor_params *p)
 {
-    const struct tensor_params *p = j->extra;
     bool zeroed = p->fill == FILL_CONSTANT && p->value == 0.0; /* calloc: pages zeroed lazily */
     struct store_tensor *t = cmd_new_tensor(j, p->name, p->size, zeroed);
     if (!t) return false;
@@ -398,12 +396,12 @@ static bool read_run(struct command_job *j, const struct read_params *rp)
 
 /* ---- parse(): params into the job, on the loop thread ---- */
 
-static bool copy_parse(struct copy_params *p, struct proto_args *a)
+static bool copy_parse(struct command_job *j, struct copy_params *p, struct proto_args *a)
 {
     return cmd_arg_required_name(a, "src", p->src) && cmd_arg_required_name(a, "dst", p->dst);
 }
 
-static bool drop_parse(struct drop_params *p, struct proto_args *a)
+static bool drop_parse(struct command_job *j, struct drop_params *p, struct proto_args *a)
 {
     char name[COMMAND_NAME_SIZE];
     int got_name = cmd_arg_name(a, "name", name);
@@ -420,19 +418,19 @@ static bool drop_parse(struct drop_params *p, struct proto_args *a)
     return true;
 }
 
-static bool axpy_parse(struct axpy_params *p, struct proto_args *a)
+static bool axpy_parse(struct command_job *j, struct axpy_params *p, struct proto_args *a)
 {
     return cmd_arg_required_name(a, "y", p->y) && cmd_arg_required_name(a, "x", p->x) &&
            cmd_arg_float(a, "alpha", false, 1.0, &p->alpha) && cmd_arg_range(a, &p->range);
 }
 
-static bool scale_parse(struct scale_params *p, struct proto_args *a)
+static bool scale_parse(struct command_job *j, struct scale_params *p, struct proto_args *a)
 {
     return cmd_arg_required_name(a, "x", p->x) && cmd_arg_float(a, "alpha", true, 0.0, &p->alpha) &&
            cmd_arg_range(a, &p->range);
 }
 
-static bool sum_parse(struct sum_params *p, struct proto_args *a)
+static bool sum_parse(struct command_job *j, struct sum_params *p, struct proto_args *a)
 {
     if (!cmd_arg_required_name(a, "out", p->out)) return false;
     int got = cmd_arg_name_list(a, "inputs", &p->inputs);
@@ -441,18 +439,18 @@ static bool sum_parse(struct sum_params *p, struct proto_args *a)
     return got == 1;
 }
 
-static bool norm_parse(struct norm_params *p, struct proto_args *a)
+static bool norm_parse(struct command_job *j, struct norm_params *p, struct proto_args *a)
 {
     return cmd_arg_required_name(a, "x", p->x) && cmd_arg_range(a, &p->range);
 }
 
-static bool dot_parse(struct dot_params *p, struct proto_args *a)
+static bool dot_parse(struct command_job *j, struct dot_params *p, struct proto_args *a)
 {
     return cmd_arg_required_name(a, "x", p->x) && cmd_arg_required_name(a, "y", p->y) &&
            cmd_arg_range(a, &p->range);
 }
 
-static bool read_parse(struct read_params *p, struct proto_args *a)
+static bool read_parse(struct command_job *j, struct read_params *p, struct proto_args *a)
 {
     if (!cmd_arg_required_name(a, "tensor", p->tensor) || !cmd_arg_range(a, &p->range))
         return false;
@@ -486,49 +484,12 @@ static const char *const keys_norm[] = {"x", "range", NULL};
 static const char *const keys_dot[] = {"x", "y", "range", NULL};
 static const char *const keys_read[] = {"tensor", "range", NULL};
 
-/* The typed parse/run/cleanup of a command behind the job-level entry
- * points of struct command: the params are the command's own struct. */
-#define VEC_TYPED(cname)                                                                           \
-    static bool cname##_parse_job(struct command_job *j, struct proto_args *a)                     \
-    {                                                                                              \
-        return cname##_parse(j->extra, a);                                                         \
-    }                                                                                              \
-    static bool cname##_run_job(struct command_job *j)                                             \
-    {                                                                                              \
-        return cname##_run(j, j->extra);                                                           \
-    }
-#define VEC_TYPED_CLEANUP(cname)                                                                   \
-    static void cname##_cleanup_job(struct command_job *j)                                         \
-    {                                                                                              \
-        cname##_cleanup(j->extra);                                                                 \
-    }
-VEC_TYPED(copy)
-VEC_TYPED(drop)
-VEC_TYPED_CLEANUP(drop)
-VEC_TYPED(axpy)
-VEC_TYPED(scale)
-VEC_TYPED(sum)
-VEC_TYPED_CLEANUP(sum)
-VEC_TYPED(norm)
-VEC_TYPED(dot)
-VEC_TYPED(read)
-
-#define VEC_COMMAND(cname, ...)                                                                    \
-    {                                                                                              \
-        .keys = keys_##cname, .kind = COMMAND_WORKER, .parse = cname##_parse_job,                  \
-        .run = cname##_run_job, .extra_size = sizeof(struct cname##_params), __VA_ARGS__           \
-    }
-
-const struct command vec_cmd_tensor = {.keys = keys_tensor,
-                                       .kind = COMMAND_WORKER,
-                                       .parse = tensor_parse,
-                                       .run = tensor_run,
-                                       .extra_size = sizeof(struct tensor_params)};
-const struct command vec_cmd_copy = VEC_COMMAND(copy);
-const struct command vec_cmd_drop = VEC_COMMAND(drop, .cleanup = drop_cleanup_job);
-const struct command vec_cmd_axpy = VEC_COMMAND(axpy);
-const struct command vec_cmd_scale = VEC_COMMAND(scale);
-const struct command vec_cmd_sum = VEC_COMMAND(sum, .cleanup = sum_cleanup_job);
-const struct command vec_cmd_norm = VEC_COMMAND(norm);
-const struct command vec_cmd_dot = VEC_COMMAND(dot);
-const struct command vec_cmd_read = VEC_COMMAND(read);
+COMMAND_DEFINE(vec_cmd_tensor, tensor, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(vec_cmd_copy, copy, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(vec_cmd_drop, drop, COMMAND_WORKER, (parse, run, cleanup));
+COMMAND_DEFINE(vec_cmd_axpy, axpy, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(vec_cmd_scale, scale, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(vec_cmd_sum, sum, COMMAND_WORKER, (parse, run, cleanup));
+COMMAND_DEFINE(vec_cmd_norm, norm, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(vec_cmd_dot, dot, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(vec_cmd_read, read, COMMAND_WORKER, (parse, run));
