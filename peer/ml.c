@@ -156,9 +156,8 @@ struct dataset_params {
     double alpha, noise;
 };
 
-static bool dataset_parse(struct command_job *j, struct proto_args *a)
+static bool dataset_parse(struct command_job *j, struct dataset_params *p, struct proto_args *a)
 {
-    struct dataset_params *p = j->extra;
     strcpy(p->split, "train");
     strcpy(p->partition, "shuffle");
     p->seed = 1;
@@ -188,9 +187,8 @@ static void dataset_hint_unprivileged(char *err, size_t errlen)
              (unsigned long)geteuid());
 }
 
-static bool dataset_run(struct command_job *j)
+static bool dataset_run(struct command_job *j, const struct dataset_params *p)
 {
-    const struct dataset_params *p = j->extra;
     /* shard is 1-based (the i-th of n), unlike ranges, which are 0-based
      * offsets: say which rule a value breaks. */
     if (p->shards > 0 && p->shard == 0)
@@ -247,9 +245,8 @@ struct model_params {
     int64_t seed;
 };
 
-static bool model_parse(struct command_job *j, struct proto_args *a)
+static bool model_parse(struct command_job *j, struct model_params *p, struct proto_args *a)
 {
-    struct model_params *p = j->extra;
     strcpy(p->init, "default");
     p->seed = 1;
     return cmd_arg_required_name(a, "name", p->name) &&
@@ -283,9 +280,8 @@ static struct ml_model *model_build(struct command_job *j, const struct model_pa
     return NULL;
 }
 
-static bool model_run(struct command_job *j)
+static bool model_run(struct command_job *j, const struct model_params *p)
 {
-    const struct model_params *p = j->extra;
     struct store_tensor *params;
     struct ml_model *m = model_build(j, p, &params);
     if (!m) return false;
@@ -309,9 +305,8 @@ struct grad_params {
     bool same_batch;
 };
 
-static bool grad_parse(struct command_job *j, struct proto_args *a)
+static bool grad_parse(struct command_job *j, struct grad_params *p, struct proto_args *a)
 {
-    struct grad_params *p = j->extra;
     strcpy(p->out, "grad");
     return cmd_arg_required_name(a, "model", p->model) && cmd_arg_name(a, "out", p->out) >= 0 &&
            cmd_arg_int(a, "batch", false, 1, ML_BATCH_MAX, &p->batch) &&
@@ -377,9 +372,8 @@ static bool grad_compute(struct command_job *j, const struct grad_params *p, str
     return ok;
 }
 
-static bool grad_run(struct command_job *j)
+static bool grad_run(struct command_job *j, const struct grad_params *p)
 {
-    const struct grad_params *p = j->extra;
     struct ml_model *m = ml_model_find(j, p->model);
     struct ml_data *data = m ? ml_split_find(j, "train") : NULL;
     struct store_tensor *params = data ? ml_params_find(j, m) : NULL;
@@ -396,9 +390,8 @@ struct optim_params {
     double lr, momentum, beta1, beta2, eps, weight_decay; /* NAN: the default */
 };
 
-static bool optim_parse(struct command_job *j, struct proto_args *a)
+static bool optim_parse(struct command_job *j, struct optim_params *p, struct proto_args *a)
 {
-    struct optim_params *p = j->extra;
     strcpy(p->grad, "grad");
     int got_model = cmd_arg_name(a, "model", p->model);
     int got_tensor = cmd_arg_name(a, "tensor", p->tensor);
@@ -521,9 +514,8 @@ static bool optim_run_tensor(struct command_job *j, const struct optim_params *p
     return o && optim_apply(j, p, p->tensor, n, what, o);
 }
 
-static bool optim_run(struct command_job *j)
+static bool optim_run(struct command_job *j, const struct optim_params *p)
 {
-    const struct optim_params *p = j->extra;
     if (p->tensor[0]) return optim_run_tensor(j, p);
     struct ml_model *m = ml_model_find(j, p->model);
     if (!m) return false;
@@ -542,9 +534,8 @@ struct compress_params {
     double ratio;
 };
 
-static bool compress_parse(struct command_job *j, struct proto_args *a)
+static bool compress_parse(struct command_job *j, struct compress_params *p, struct proto_args *a)
 {
-    struct compress_params *p = j->extra;
     strcpy(p->method, "topk");
     return cmd_arg_required_name(a, "tensor", p->tensor) &&
            cmd_arg_required_name(a, "out", p->out) &&
@@ -604,9 +595,8 @@ static bool compress_with(struct command_job *j, const struct compress_params *p
     return ok;
 }
 
-static bool compress_run(struct command_job *j)
+static bool compress_run(struct command_job *j, const struct compress_params *p)
 {
-    const struct compress_params *p = j->extra;
     enum compress_method method;
     if (compress_method_parse(p->method, &method, j->err, sizeof j->err) != 0) return false;
     if (p->residual[0] && strcmp(p->residual, p->tensor) == 0)
@@ -624,9 +614,9 @@ struct decompress_params {
     bool add;
 };
 
-static bool decompress_parse(struct command_job *j, struct proto_args *a)
+static bool decompress_parse(struct command_job *j, struct decompress_params *p,
+                             struct proto_args *a)
 {
-    struct decompress_params *p = j->extra;
     return cmd_arg_required_name(a, "tensor", p->tensor) &&
            cmd_arg_required_name(a, "out", p->out) && proto_arg_bool(a, "add", &p->add) >= 0;
 }
@@ -674,9 +664,8 @@ static bool decompress_into(struct command_job *j, const struct decompress_param
     return ok;
 }
 
-static bool decompress_run(struct command_job *j)
+static bool decompress_run(struct command_job *j, const struct decompress_params *p)
 {
-    const struct decompress_params *p = j->extra;
     struct store_tensor *c = cmd_find(j, p->tensor);
     if (!c) return false;
     size_t len = compressed_length(c);
@@ -705,15 +694,9 @@ static const char *const keys_optim[] = {"model", "tensor",       "grad",  "meth
 static const char *const keys_compress[] = {"tensor", "method", "ratio", "out", "residual", NULL};
 static const char *const keys_decompress[] = {"tensor", "out", "add", NULL};
 
-#define ML_COMMAND(keys_, prefix)                                                                  \
-    {                                                                                              \
-        .keys = keys_, .kind = COMMAND_WORKER, .parse = prefix##_parse, .run = prefix##_run,       \
-        .extra_size = sizeof(struct prefix##_params)                                               \
-    }
-
-const struct command ml_cmd_dataset = ML_COMMAND(keys_dataset, dataset);
-const struct command ml_cmd_model = ML_COMMAND(keys_model, model);
-const struct command ml_cmd_grad = ML_COMMAND(keys_grad, grad);
-const struct command ml_cmd_optim = ML_COMMAND(keys_optim, optim);
-const struct command ml_cmd_compress = ML_COMMAND(keys_compress, compress);
-const struct command ml_cmd_decompress = ML_COMMAND(keys_decompress, decompress);
+COMMAND_DEFINE(ml_cmd_dataset, dataset, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(ml_cmd_model, model, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(ml_cmd_grad, grad, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(ml_cmd_optim, optim, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(ml_cmd_compress, compress, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(ml_cmd_decompress, decompress, COMMAND_WORKER, (parse, run));

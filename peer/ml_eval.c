@@ -68,9 +68,8 @@ struct eval_params {
     size_t samples;
 };
 
-static bool eval_parse(struct command_job *j, struct proto_args *a)
+static bool eval_parse(struct command_job *j, struct eval_params *p, struct proto_args *a)
 {
-    struct eval_params *p = j->extra;
     strcpy(p->split, "test");
     p->job = j;
     return cmd_arg_required_name(a, "model", p->model) &&
@@ -116,9 +115,8 @@ static bool eval_now(struct command_job *j, struct ml_model *m, struct dataset *
     return true;
 }
 
-static bool eval_run(struct command_job *j)
+static bool eval_run(struct command_job *j, struct eval_params *p)
 {
-    struct eval_params *p = j->extra;
     struct ml_model *m = ml_model_find(j, p->model);
     struct ml_data *data = m ? ml_split_find(j, p->split) : NULL;
     struct store_tensor *params =
@@ -183,9 +181,8 @@ static void eval_bg_done(struct worker_job *work, bool cancelled)
 
 /* Loop thread: the snapshot goes to the background thread (started with the
  * first background eval). */
-static bool eval_after(struct command_job *j)
+static bool eval_after(struct command_job *j, struct eval_params *p)
 {
-    struct eval_params *p = j->extra;
     struct peer_server *s = j->server;
     if (!p->background) return false;
     if (!s->ml_background) s->ml_background = ml_background_create(j->err, sizeof j->err);
@@ -200,19 +197,12 @@ static bool eval_after(struct command_job *j)
     return true;
 }
 
-static void eval_cleanup(struct command_job *j)
+static void eval_cleanup(struct eval_params *p)
 {
-    struct eval_params *p = j->extra;
     store_tensor_release(p->params);
     ml_data_release(p->data);
 }
 
 static const char *const keys_eval[] = {"model", "split", "limit", "background", NULL};
 
-const struct command ml_cmd_eval = {.keys = keys_eval,
-                                    .kind = COMMAND_WORKER,
-                                    .parse = eval_parse,
-                                    .run = eval_run,
-                                    .after = eval_after,
-                                    .cleanup = eval_cleanup,
-                                    .extra_size = sizeof(struct eval_params)};
+COMMAND_DEFINE(ml_cmd_eval, eval, COMMAND_WORKER, (parse, run, after, cleanup));
