@@ -67,10 +67,9 @@ static bool send_dests_alloc(struct send_params *p, struct proto_args *a, uint32
 }
 
 /* Destination i by node name (the peers{} table gives the address). */
-static bool send_dest_node(struct command_job *j, struct proto_args *a, uint32_t i,
-                           const msgpack_object *o)
+static bool send_dest_node(const struct dataplane *dp, struct send_params *p, struct proto_args *a,
+                           uint32_t i, const msgpack_object *o)
 {
-    struct send_params *p = j->extra;
     struct dataplane_send *ds = &p->dests[i].ds;
     if (o->type != MSGPACK_OBJECT_STR || o->via.str.size == 0 || o->via.str.size >= sizeof ds->to ||
         memchr(o->via.str.ptr, '\0', o->via.str.size))
@@ -81,7 +80,7 @@ static bool send_dest_node(struct command_job *j, struct proto_args *a, uint32_t
     for (uint32_t k = 0; k < i; k++)
         if (strcmp(p->dests[k].ds.to, ds->to) == 0)
             return cmd_arg_fail(a, "param 'to': node '%s' is listed twice", ds->to);
-    if (!dataplane_lookup(j->server->dataplane, ds->to, &ds->addr, &ds->addr_len))
+    if (!dataplane_lookup(dp, ds->to, &ds->addr, &ds->addr_len))
         return cmd_arg_fail(a,
                             "param 'to': no address for node '%s' (the controller gives "
                             "them with peers{})",
@@ -110,16 +109,15 @@ static bool send_parse_destinations(struct command_job *j, struct send_params *p
     if (to->type == MSGPACK_OBJECT_MAP && to->via.map.size == 0) /* {} from Lua */
         return send_dests_alloc(p, a, 0);
     if (to->type != MSGPACK_OBJECT_ARRAY)
-        return send_dests_alloc(p, a, 1) && send_dest_node(j, a, 0, to);
+        return send_dests_alloc(p, a, 1) && send_dest_node(j->server->dataplane, p, a, 0, to);
     if (!send_dests_alloc(p, a, to->via.array.size)) return false;
     for (uint32_t i = 0; i < p->n_dests; i++)
-        if (!send_dest_node(j, a, i, &to->via.array.ptr[i])) return false;
+        if (!send_dest_node(j->server->dataplane, p, a, i, &to->via.array.ptr[i])) return false;
     return true;
 }
 
-static bool send_parse(struct command_job *j, struct proto_args *a)
+static bool send_parse(struct command_job *j, struct send_params *p, struct proto_args *a)
 {
-    struct send_params *p = j->extra;
     p->job = j;
     if (!cmd_arg_required_name(a, "tensor", p->tensor) || !cmd_arg_range(a, &p->range) ||
         !send_parse_destinations(j, p, a))
@@ -145,9 +143,8 @@ static bool send_parse(struct command_job *j, struct proto_args *a)
 /* In order with compute: the whole tensor is held by reference (patchers
  * then copy on write, store.h); a part of it is copied, so that receiving
  * into other parts of it meanwhile needs no copy. */
-static bool send_run(struct command_job *j)
+static bool send_run(struct command_job *j, struct send_params *p)
 {
-    struct send_params *p = j->extra;
     struct store_tensor *t = cmd_find(j, p->tensor);
     float *start;
     uint64_t n;
@@ -216,9 +213,8 @@ static void send_dest_done(struct dataplane_send *ds, const char *error, bool ca
 
 /* Hands the snapshot to the data plane, once per destination (each
  * transfer holds a reference), and keeps the job until every one is done. */
-static bool send_after(struct command_job *j)
+static bool send_after(struct command_job *j, struct send_params *p)
 {
-    struct send_params *p = j->extra;
     p->pending = p->n_dests + 1; /* a done called at once must not end the send early */
     for (uint32_t i = 0; i < p->n_dests; i++) {
         struct dataplane_send *ds = &p->dests[i].ds;
@@ -239,9 +235,8 @@ static bool send_after(struct command_job *j)
     return true;
 }
 
-static void send_cleanup(struct command_job *j)
+static void send_cleanup(struct send_params *p)
 {
-    struct send_params *p = j->extra;
     store_tensor_release(p->snapshot);
     p->snapshot = NULL;
     free(p->dests);
@@ -313,9 +308,8 @@ static bool peers_parse_secret(struct peers_params *p, struct proto_args *a)
 
 /* Checks every entry: a bad table is refused before anything changes. A
  * call may give the secret, the table or both. */
-static bool peers_parse(struct command_job *j, struct proto_args *a)
+static bool peers_parse(struct command_job *j, struct peers_params *p, struct proto_args *a)
 {
-    struct peers_params *p = j->extra;
     p->table = proto_args_get(a, "table");
     if (!cmd_arg_bool(a, "replace", &p->replace)) return false;
     if (!peers_parse_secret(p, a)) return false;
@@ -336,9 +330,8 @@ static bool peers_parse(struct command_job *j, struct proto_args *a)
 }
 
 /* Stores the entries parse() checked. */
-static bool peers_run(struct command_job *j)
+static bool peers_run(struct command_job *j, const struct peers_params *p)
 {
-    struct peers_params *p = j->extra;
     struct peer_server *s = j->server;
     char why[128];
     if (p->has_secret &&
@@ -362,9 +355,8 @@ static bool peers_run(struct command_job *j)
     return true;
 }
 
-static void peers_cleanup(struct command_job *j)
+static void peers_cleanup(struct peers_params *p)
 {
-    struct peers_params *p = j->extra;
     if (!p->copied) return;
     msgpack_unpacked_destroy(&p->copy);
     msgpack_sbuffer_destroy(&p->packed);
@@ -376,17 +368,5 @@ static const char *const keys_send[] = {"tensor", "to",  "to_addr", "as", "range
                                         "at",     "add", "nowait",  NULL};
 static const char *const keys_peers[] = {"table", "replace", "secret", NULL};
 
-const struct command data_cmd_send = {.keys = keys_send,
-                                      .kind = COMMAND_WORKER,
-                                      .parse = send_parse,
-                                      .run = send_run,
-                                      .after = send_after,
-                                      .cleanup = send_cleanup,
-                                      .extra_size = sizeof(struct send_params)};
-const struct command data_cmd_peers = {.keys = keys_peers,
-                                       .kind = COMMAND_NOW,
-                                       .parse = peers_parse,
-                                       .run = peers_run,
-                                       .cleanup = peers_cleanup,
-                                       .extra_size = sizeof(struct peers_params),
-                                       .bare = true};
+COMMAND_DEFINE(data_cmd_send, send, COMMAND_WORKER, (parse, run, after, cleanup));
+COMMAND_DEFINE(data_cmd_peers, peers, COMMAND_NOW, (parse, run, cleanup), .bare = true);
