@@ -32,6 +32,7 @@ struct wait_params {
     ev_timer timer;
     struct command_job *job;
 };
+COMMAND_PARAMS_OF(wait)
 
 static int name_compare(const void *a, const void *b)
 {
@@ -91,9 +92,8 @@ static bool wait_parse_from(struct wait_params *p, struct proto_args *a)
     return true;
 }
 
-static bool wait_parse(struct command_job *j, struct proto_args *a)
+static bool wait_parse(struct command_job *j, struct wait_params *p, struct proto_args *a)
 {
-    struct wait_params *p = j->extra;
     p->job = j;
     p->timeout_s = WAIT_DEFAULT_TIMEOUT_S;
     ev_init(&p->timer, on_wait_timeout);
@@ -127,9 +127,9 @@ static void wait_result(struct command_job *j, const struct store_arrival *list,
         msgpack_pack_uint64(&j->result.pk, a->version);
 }
 
-static void wait_end(struct command_job *j)
+static void wait_end(struct wait_params *p)
 {
-    struct wait_params *p = j->extra;
+    struct command_job *j = p->job;
     struct peer_server *s = j->server;
     if (s->waiter == j) s->waiter = NULL;
     ev_timer_stop(s->loop, &p->timer);
@@ -139,9 +139,9 @@ static void wait_end(struct command_job *j)
 
 /* Claims the arrivals when enough are pending; false while not. A clear
  * claims every matching one at once (perhaps none). */
-static bool wait_try(struct command_job *j)
+static bool wait_try(struct wait_params *p)
 {
-    struct wait_params *p = j->extra;
+    struct command_job *j = p->job;
     struct store_arrival *claimed;
     size_t k = (size_t)p->k;
     if (p->clear) k = store_arrivals_describe(j->store, wait_match, p, NULL, 0);
@@ -149,7 +149,7 @@ static bool wait_try(struct command_job *j)
     if (pending < k) return false;
     wait_result(j, claimed, k);
     store_arrivals_free(claimed);
-    wait_end(j);
+    wait_end(p);
     return true;
 }
 
@@ -161,43 +161,41 @@ static void on_wait_timeout(EV_P_ ev_timer *w, int revents)
     size_t pending = store_arrivals_describe(j->store, wait_match, p, names, sizeof names);
     cmd_fail(j, "timeout after %g s: %zu of %" PRId64 " arrivals%s%s%s", p->timeout_s, pending,
              p->k, pending ? " (" : "", names, pending ? ")" : "");
-    wait_end(j);
+    wait_end(p);
 }
 
-static void wait_start(struct command_job *j)
+static void wait_start(struct command_job *j, struct wait_params *p)
 {
-    struct wait_params *p = j->extra;
     struct peer_server *s = j->server;
     p->started_ms = command_now_ms();
     if (s->waiter) { /* cannot happen: a wait holds the FIFO */
         cmd_fail(j, "another wait is pending");
-        wait_end(j);
+        wait_end(p);
         return;
     }
-    if (wait_try(j)) return;
+    if (wait_try(p)) return;
     s->waiter = j;
     /* timeout_s is emulated time: real time runs dilation times slower. */
     ev_timer_set(&p->timer, p->timeout_s * s->cfg.dilation, 0.0);
     if (p->timeout_s > 0) ev_timer_start(s->loop, &p->timer);
 }
 
-static void wait_cleanup(struct command_job *j)
+static void wait_cleanup(struct wait_params *p)
 {
-    struct wait_params *p = j->extra;
     free(p->names);
     free(p->from);
 }
 
 void sync_arrival(struct peer_server *s)
 {
-    if (s->waiter) wait_try(s->waiter);
+    if (s->waiter) wait_try(wait_params_of(s->waiter));
 }
 
 void sync_shutdown(struct peer_server *s)
 {
     struct command_job *j = s->waiter;
     if (!j) return;
-    struct wait_params *p = j->extra;
+    struct wait_params *p = wait_params_of(j);
     s->waiter = NULL;
     ev_timer_stop(s->loop, &p->timer);
     command_job_cancel(j);
@@ -214,9 +212,8 @@ struct abort_params {
     uint32_t n_nodes;
 };
 
-static bool abort_parse(struct command_job *j, struct proto_args *a)
+static bool abort_parse(struct command_job *j, struct abort_params *p, struct proto_args *a)
 {
-    struct abort_params *p = j->extra;
     int rc = cmd_arg_names(a, "nodes", &p->nodes, &p->n_nodes);
     if (rc == 0) return proto_args_missing(a, "nodes");
     return rc > 0;
@@ -232,28 +229,26 @@ static bool wait_hears_from(const struct wait_params *w, const struct abort_para
     return false;
 }
 
-static bool abort_run(struct command_job *j)
+static bool abort_run(struct command_job *j, const struct abort_params *p)
 {
-    struct abort_params *p = j->extra;
     struct peer_server *s = j->server;
     uint64_t closed = 0;
     for (uint32_t i = 0; i < p->n_nodes; i++)
         closed +=
             dataplane_abort(s->dataplane, p->nodes[i], "aborted: the node was cut off or died");
-    bool waited = s->waiter && wait_hears_from(s->waiter->extra, p);
+    struct command_job *w = s->waiter;
+    bool waited = w && wait_hears_from(wait_params_of(w), p);
     if (waited) {
-        struct command_job *w = s->waiter;
         cmd_fail(w, "aborted by the controller (a node it waited for was cut off or died)");
-        wait_end(w);
+        wait_end(wait_params_of(w));
     }
     cmd_result_u64(j, "connections_closed", closed);
     cmd_result_u64(j, "waits_aborted", waited);
     return true;
 }
 
-static void abort_cleanup(struct command_job *j)
+static void abort_cleanup(struct abort_params *p)
 {
-    struct abort_params *p = j->extra;
     free(p->nodes);
 }
 
@@ -271,6 +266,7 @@ struct batch_params {
     bool cancelled;
     atomic_bool stopped; /* a command failed on the worker: skip the ones after it */
 };
+COMMAND_PARAMS_OF(batch)
 
 static void batch_child_done(struct command_job *c);
 
@@ -288,10 +284,9 @@ static const msgpack_object *batch_child_params(const msgpack_object *entry)
 }
 
 /* Parses command i ({name, params}) into a job of its own. */
-static bool batch_parse_child(struct command_job *j, struct proto_args *a, uint32_t i,
-                              const msgpack_object *entry)
+static bool batch_parse_child(struct command_job *j, struct batch_params *p, struct proto_args *a,
+                              uint32_t i, const msgpack_object *entry)
 {
-    struct batch_params *p = j->extra;
     if (entry->type != MSGPACK_OBJECT_ARRAY || entry->via.array.size < 1 ||
         entry->via.array.size > 2 || entry->via.array.ptr[0].type != MSGPACK_OBJECT_STR)
         return cmd_arg_fail(a, "command %" PRIu32 ": expected {name, params}", i + 1);
@@ -319,9 +314,8 @@ static bool batch_parse_child(struct command_job *j, struct proto_args *a, uint3
     return true;
 }
 
-static bool batch_parse(struct command_job *j, struct proto_args *a)
+static bool batch_parse(struct command_job *j, struct batch_params *p, struct proto_args *a)
 {
-    struct batch_params *p = j->extra;
     const msgpack_object *list = proto_args_get(a, "commands");
     if (!list) return proto_args_missing(a, "commands");
     if (list->type == MSGPACK_OBJECT_MAP && list->via.map.size == 0) return true; /* {} */
@@ -336,15 +330,14 @@ static bool batch_parse(struct command_job *j, struct proto_args *a)
     if (!p->children || !p->results) return cmd_arg_fail(a, "out of memory");
     p->n = list->via.array.size;
     for (uint32_t i = 0; i < p->n; i++)
-        if (!batch_parse_child(j, a, i, &list->via.array.ptr[i])) return false;
+        if (!batch_parse_child(j, p, a, i, &list->via.array.ptr[i])) return false;
     return true;
 }
 
 /* The results in command order (a nowait send may complete after commands
  * that follow it). */
-static void batch_end(struct command_job *j)
+static void batch_end(struct command_job *j, struct batch_params *p)
 {
-    struct batch_params *p = j->extra;
     for (uint32_t i = 0; i < p->n && !j->err[0]; i++)
         if (p->results[i].failed) cmd_fail(j, "out of memory packing the results");
     if (!j->err[0]) {
@@ -372,9 +365,8 @@ static bool batch_chainable(const struct command_job *c)
  * flight. Commands that complete at once (ping, a satisfied wait) come back
  * here through batch_child_done: the loop then goes on instead of
  * recursing. */
-static void batch_step(struct command_job *j)
+static void batch_step(struct command_job *j, struct batch_params *p)
 {
-    struct batch_params *p = j->extra;
     if (p->stepping) {
         p->advance = true;
         return;
@@ -386,7 +378,7 @@ static void batch_step(struct command_job *j)
         if (j->err[0] || p->next == p->n) {
             if (p->detached) break; /* the batch ends when its last send does */
             p->stepping = false;
-            batch_end(j);
+            batch_end(j, p);
             return;
         }
         bool go_on;
@@ -408,7 +400,7 @@ static void batch_step(struct command_job *j)
 static void batch_child_done(struct command_job *c)
 {
     struct command_job *j = c->parent;
-    struct batch_params *p = j->extra;
+    struct batch_params *p = batch_params_of(j);
     if (c->detached)
         p->detached--;
     else
@@ -429,31 +421,29 @@ static void batch_child_done(struct command_job *c)
         if (!p->in_flight && !p->detached) command_job_cancel(j);
         return;
     }
-    batch_step(j);
+    batch_step(j, p);
 }
 
 bool sync_batch_stopped(struct command_job *batch)
 {
-    struct batch_params *p = batch->extra;
+    struct batch_params *p = batch_params_of(batch);
     return atomic_load(&p->stopped);
 }
 
 void sync_batch_stop(struct command_job *batch)
 {
-    struct batch_params *p = batch->extra;
+    struct batch_params *p = batch_params_of(batch);
     atomic_store(&p->stopped, true);
 }
 
-static void batch_start(struct command_job *j)
+static void batch_start(struct command_job *j, struct batch_params *p)
 {
-    struct batch_params *p = j->extra;
     p->started_ms = command_now_ms();
-    batch_step(j);
+    batch_step(j, p);
 }
 
-static void batch_cleanup(struct command_job *j)
+static void batch_cleanup(struct batch_params *p)
 {
-    struct batch_params *p = j->extra;
     for (uint32_t i = 0; p->children && i < p->n; i++)
         command_job_free(p->children[i]);
     free(p->children);
@@ -468,21 +458,6 @@ static const char *const keys_wait[] = {"tensors", "tensor", "k", "from", "timeo
 static const char *const keys_batch[] = {"commands", NULL};
 static const char *const keys_abort[] = {"nodes", NULL};
 
-const struct command sync_cmd_wait = {.keys = keys_wait,
-                                      .kind = COMMAND_GATE,
-                                      .parse = wait_parse,
-                                      .start = wait_start,
-                                      .cleanup = wait_cleanup,
-                                      .extra_size = sizeof(struct wait_params)};
-const struct command sync_cmd_batch = {.keys = keys_batch,
-                                       .kind = COMMAND_GATE,
-                                       .parse = batch_parse,
-                                       .start = batch_start,
-                                       .cleanup = batch_cleanup,
-                                       .extra_size = sizeof(struct batch_params)};
-const struct command sync_cmd_abort = {.keys = keys_abort,
-                                       .kind = COMMAND_NOW,
-                                       .run = abort_run,
-                                       .parse = abort_parse,
-                                       .cleanup = abort_cleanup,
-                                       .extra_size = sizeof(struct abort_params)};
+COMMAND_DEFINE(sync_cmd_wait, wait, COMMAND_GATE, (parse, start, cleanup));
+COMMAND_DEFINE(sync_cmd_batch, batch, COMMAND_GATE, (parse, start, cleanup));
+COMMAND_DEFINE(sync_cmd_abort, abort, COMMAND_NOW, (parse, run, cleanup));
