@@ -61,7 +61,8 @@ struct devmirror;
 enum command_kind { COMMAND_WORKER, COMMAND_NOW, COMMAND_GATE };
 
 /* A command's behaviour; its name is its row in the dispatch table, which
- * peer/command_names.h generates. */
+ * peer/command_names.h generates. The hooks of a command with params are
+ * adapters to its typed handlers (COMMAND_DEFINE, below). */
 struct command {
     const char *const *keys; /* the params it takes, NULL-terminated */
     enum command_kind kind;
@@ -204,7 +205,8 @@ int cmd_arg_name_list(struct proto_args *a, const char *key, struct cmd_names *n
  *   COMMAND_DEFINE(var, c, kind, (hooks...), more fields...);
  * defines `const struct command var`, each hook listed behind a generated
  * job-level adapter c_<hook>_job that hands its handler the job's params
- * (as a struct c_params *: a handler taking another struct does not build);
+ * (as a struct c_params *: a handler declared with another struct is an
+ * incompatible-pointer warning);
  * more fields are designated initializers (.bare = true). E.g.
  *   COMMAND_DEFINE(data_cmd_send, send, COMMAND_WORKER, (parse, run, after, cleanup));
  * Code that reaches a job other than through its handlers (a batch from its
