@@ -91,6 +91,13 @@ struct netrun {
         bool env_error;
         char err[1024];
     } job;
+    /* The loop's own failure while a step runs off it (asking for the
+     * peers while the veths are made): job_fail'ed once the step is over. */
+    struct {
+        int rc;
+        bool env_error;
+        char err[1024];
+    } beside;
     ev_async job_done;
     ev_io template_watcher;
     ev_timer template_deadline;
@@ -784,6 +791,7 @@ static void on_template_deadline(EV_P_ ev_timer *w, int revents)
 /* The links are made: wait (on the loop) for the template's forks. */
 static void links_done(struct netrun *nr)
 {
+    if (nr->beside.rc < 0) job_fail(nr, nr->beside.env_error, nr->beside.err);
     phase_end(nr, "links");
     phase_split_kernel(nr);
     if (nr->links_made && nr->job.rc == 0) nr->links_made(nr->built_ctx);
@@ -796,7 +804,10 @@ static void links_done(struct netrun *nr)
     ev_timer_start(nr->loop, &nr->template_deadline);
 }
 
-/* The namespaces exist: cgroups, the peers asked of the template, links. */
+/* The namespaces exist: cgroups, the peers asked of the template, links.
+ * The kernel backend's veths are made off the loop meanwhile: asking a
+ * thousand peers of the template took 0.02-0.1 s of the start before they
+ * began. A failure here then waits for that step's end (links_done). */
 static void namespaces_made(struct netrun *nr)
 {
     char err[1024];
@@ -804,14 +815,22 @@ static void namespaces_made(struct netrun *nr)
     phase_end(nr, "namespaces");
     if (nr->job.rc < 0) return build_fail(nr);
     namespaces_done(nr);
+    bool beside = nr->backend == TOPO_BACKEND_KERNEL;
+    if (beside) job_begin(nr, work_kernel_links, links_done);
     int rc = prepare_cgroups(nr, &env_error, err, sizeof err);
     if (rc == 0) rc = request_peers(nr, err, sizeof err);
-    phase_end(nr, "peers asked");
+    phase_end(nr, "peers asked"); /* with links under way beside it */
+    if (rc < 0 && beside) {
+        nr->beside.rc = -1;
+        nr->beside.env_error = env_error;
+        snprintf(nr->beside.err, sizeof nr->beside.err, "%s", err);
+        return; /* links_done follows the step, adopts what was asked for, then fails */
+    }
     if (rc < 0) {
         job_fail(nr, env_error, err);
         return links_done(nr); /* adopts what was asked for, then fails */
     }
-    if (nr->backend == TOPO_BACKEND_KERNEL) return job_begin(nr, work_kernel_links, links_done);
+    if (beside) return;
     if (nr->backend == TOPO_BACKEND_USER) return make_user_links(nr);
     links_done(nr);
 }
