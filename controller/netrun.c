@@ -94,6 +94,7 @@ struct netrun {
     /* The loop's own failure while a step runs off it (asking for the
      * peers while the veths are made): job_fail'ed once the step is over. */
     struct {
+        bool active; /* the kernel backend's veths began with the peers' requests */
         int rc;
         bool env_error;
         char err[1024];
@@ -741,6 +742,22 @@ static void phase_split_kernel(struct netrun *nr)
     phase_add(nr, "running", t->running);
 }
 
+/* The same when the peers were asked for while the veths were made: from
+ * the namespaces' end, the kernel's passes as they took, and under "peers
+ * asked" only what asking for the peers added beyond them. */
+static void phase_split_beside(struct netrun *nr)
+{
+    double now = mono_s(), since = now - nr->phase_mark;
+    const struct topo_kernel_timing *t = topo_kernel_timing(nr->kernel);
+    double job = t->links + t->interfaces + t->routes + t->running;
+    phase_add(nr, "peers asked", since > job ? since - job : 0);
+    phase_add(nr, "links", t->links);
+    phase_add(nr, "interfaces", t->interfaces);
+    phase_add(nr, "routes+qdiscs", t->routes);
+    phase_add(nr, "running", t->running);
+    nr->phase_mark = now;
+}
+
 /* ---- lifecycle ---- */
 
 static void on_sample_timer(EV_P_ ev_timer *w, int revents);
@@ -792,8 +809,12 @@ static void on_template_deadline(EV_P_ ev_timer *w, int revents)
 static void links_done(struct netrun *nr)
 {
     if (nr->beside.rc < 0) job_fail(nr, nr->beside.env_error, nr->beside.err);
-    phase_end(nr, "links");
-    phase_split_kernel(nr);
+    if (nr->beside.active) {
+        phase_split_beside(nr);
+    } else {
+        phase_end(nr, "links");
+        phase_split_kernel(nr);
+    }
     if (nr->links_made && nr->job.rc == 0) nr->links_made(nr->built_ctx);
     if (!nr->template || (peer_template_poll(nr->template), peer_template_settled(nr->template)))
         return peers_collected(nr);
@@ -816,10 +837,11 @@ static void namespaces_made(struct netrun *nr)
     if (nr->job.rc < 0) return build_fail(nr);
     namespaces_done(nr);
     bool beside = nr->backend == TOPO_BACKEND_KERNEL;
+    nr->beside.active = beside;
     if (beside) job_begin(nr, work_kernel_links, links_done);
     int rc = prepare_cgroups(nr, &env_error, err, sizeof err);
     if (rc == 0) rc = request_peers(nr, err, sizeof err);
-    phase_end(nr, "peers asked"); /* with links under way beside it */
+    if (!beside) phase_end(nr, "peers asked"); /* else split at links_done */
     if (rc < 0 && beside) {
         nr->beside.rc = -1;
         nr->beside.env_error = env_error;
