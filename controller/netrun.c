@@ -91,6 +91,14 @@ struct netrun {
         bool env_error;
         char err[1024];
     } job;
+    /* The loop's own failure while a step runs off it (asking for the
+     * peers while the veths are made): job_fail'ed once the step is over. */
+    struct {
+        bool active; /* the kernel backend's veths began with the peers' requests */
+        int rc;
+        bool env_error;
+        char err[1024];
+    } beside;
     ev_async job_done;
     ev_io template_watcher;
     ev_timer template_deadline;
@@ -734,6 +742,22 @@ static void phase_split_kernel(struct netrun *nr)
     phase_add(nr, "running", t->running);
 }
 
+/* The same when the peers were asked for while the veths were made: from
+ * the namespaces' end, the kernel's passes as they took, and under "peers
+ * asked" only what asking for the peers added beyond them. */
+static void phase_split_beside(struct netrun *nr)
+{
+    double now = mono_s(), since = now - nr->phase_mark;
+    const struct topo_kernel_timing *t = topo_kernel_timing(nr->kernel);
+    double job = t->links + t->interfaces + t->routes + t->running;
+    phase_add(nr, "peers asked", since > job ? since - job : 0);
+    phase_add(nr, "links", t->links);
+    phase_add(nr, "interfaces", t->interfaces);
+    phase_add(nr, "routes+qdiscs", t->routes);
+    phase_add(nr, "running", t->running);
+    nr->phase_mark = now;
+}
+
 /* ---- lifecycle ---- */
 
 static void on_sample_timer(EV_P_ ev_timer *w, int revents);
@@ -784,8 +808,13 @@ static void on_template_deadline(EV_P_ ev_timer *w, int revents)
 /* The links are made: wait (on the loop) for the template's forks. */
 static void links_done(struct netrun *nr)
 {
-    phase_end(nr, "links");
-    phase_split_kernel(nr);
+    if (nr->beside.rc < 0) job_fail(nr, nr->beside.env_error, nr->beside.err);
+    if (nr->beside.active) {
+        phase_split_beside(nr);
+    } else {
+        phase_end(nr, "links");
+        phase_split_kernel(nr);
+    }
     if (nr->links_made && nr->job.rc == 0) nr->links_made(nr->built_ctx);
     if (!nr->template || (peer_template_poll(nr->template), peer_template_settled(nr->template)))
         return peers_collected(nr);
@@ -796,7 +825,10 @@ static void links_done(struct netrun *nr)
     ev_timer_start(nr->loop, &nr->template_deadline);
 }
 
-/* The namespaces exist: cgroups, the peers asked of the template, links. */
+/* The namespaces exist: cgroups, the peers asked of the template, links.
+ * The kernel backend's veths are made off the loop meanwhile: asking a
+ * thousand peers of the template took 0.02-0.1 s of the start before they
+ * began. A failure here then waits for that step's end (links_done). */
 static void namespaces_made(struct netrun *nr)
 {
     char err[1024];
@@ -804,14 +836,23 @@ static void namespaces_made(struct netrun *nr)
     phase_end(nr, "namespaces");
     if (nr->job.rc < 0) return build_fail(nr);
     namespaces_done(nr);
+    bool beside = nr->backend == TOPO_BACKEND_KERNEL;
+    nr->beside.active = beside;
+    if (beside) job_begin(nr, work_kernel_links, links_done);
     int rc = prepare_cgroups(nr, &env_error, err, sizeof err);
     if (rc == 0) rc = request_peers(nr, err, sizeof err);
-    phase_end(nr, "peers asked");
+    if (!beside) phase_end(nr, "peers asked"); /* else split at links_done */
+    if (rc < 0 && beside) {
+        nr->beside.rc = -1;
+        nr->beside.env_error = env_error;
+        snprintf(nr->beside.err, sizeof nr->beside.err, "%s", err);
+        return; /* links_done follows the step, adopts what was asked for, then fails */
+    }
     if (rc < 0) {
         job_fail(nr, env_error, err);
         return links_done(nr); /* adopts what was asked for, then fails */
     }
-    if (nr->backend == TOPO_BACKEND_KERNEL) return job_begin(nr, work_kernel_links, links_done);
+    if (beside) return;
     if (nr->backend == TOPO_BACKEND_USER) return make_user_links(nr);
     links_done(nr);
 }

@@ -286,7 +286,7 @@ static int peer_main(int argc, char **argv)
         return 1;
     }
     struct peer_server *server = peer_server_create(loop, &cfg);
-    if (!server || peer_drop_root(&options, parent) < 0) {
+    if (!server || peer_drop_root(&options, parent) < 0 || !peer_server_start(server)) {
         if (server && !peer_server_destroy(server)) _exit(1);
         ev_loop_destroy(loop);
         kern_ctx_destroy(cfg.kern);

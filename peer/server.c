@@ -265,15 +265,7 @@ static bool server_init(struct peer_server *s)
     s->store = store_create();
     s->dev = s->store ? devmirror_create(s->cfg.kern) : NULL;
     s->ml = s->dev ? ml_state_create() : NULL;
-    s->worker = s->ml
-                    ? worker_create(s->loop, &(struct worker_timing){s->cfg.speed, s->cfg.dilation,
-                                                                     kern_ctx_device(s->cfg.kern) ==
-                                                                         KERN_DEVICE_CPU})
-                    : NULL;
-    if (!s->worker) {
-        peer_server_log(s, "cannot start the worker: %s", strerror(errno));
-        return false;
-    }
+    if (!s->ml) return false;
     struct dataplane_config dc = {s->cfg.node, s->cfg.addr, s->cfg.data_port, s->store,
                                   s->cfg.data_auth};
     struct dataplane_hooks hooks = {on_data_recv, on_data_log, s};
@@ -306,6 +298,15 @@ struct peer_server *peer_server_create(struct ev_loop *loop, const struct peer_c
     ev_io_start(loop, &s->read_watcher);
     ev_prepare_start(loop, &s->flush_watcher);
     return s;
+}
+
+bool peer_server_start(struct peer_server *s)
+{
+    struct worker_timing timing = {s->cfg.speed, s->cfg.dilation,
+                                   kern_ctx_device(s->cfg.kern) == KERN_DEVICE_CPU};
+    s->worker = worker_create(s->loop, &timing);
+    if (!s->worker) peer_server_log(s, "cannot start the worker: %s", strerror(errno));
+    return s->worker != NULL;
 }
 
 int peer_server_run(struct peer_server *s)

@@ -78,8 +78,14 @@ struct peer_server {
     int exit_status;
 };
 
-/* NULL (after logging why) on failure. Makes the control fd non-blocking. */
+/* NULL (after logging why) on failure. Makes the control fd non-blocking.
+ * Starts no thread: the caller may still give up root cheaply, before
+ * peer_server_start (with a second thread, every credential change
+ * signals it and waits for its answer: a thousand peers spent thousands
+ * of context switches on it at start). */
 struct peer_server *peer_server_create(struct ev_loop *loop, const struct peer_config *cfg);
+/* Starts the compute worker's thread; false (after logging why) on failure. */
+bool peer_server_start(struct peer_server *s);
 /* Serves until EOF or a fatal stream error; returns the exit status. */
 int peer_server_run(struct peer_server *s);
 /* Stops everything and frees the server. Returns false, freeing nothing, when

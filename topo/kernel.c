@@ -185,20 +185,47 @@ static void add_ipv6_off(struct topo_nl_batch *b, int ifindex, const char *node,
                           ifname);
 }
 
+/* A switch's namespace holds a bridge and its ports, no process and no
+ * address: IPv6 goes off there for every device made afterwards
+ * (conf/default/disable_ipv6), so neither the bridge nor its ports need a
+ * request of their own for it, and the kernel keeps no IPv6 state for them
+ * (no multicast route per port, whose table every port's up and down would
+ * walk: quadratic at a thousand ports). One /proc/sys write per switch:
+ * cheap, unlike one per namespace (see create_namespaces). */
+static int switch_ipv6_off(struct topo_kernel *k, int node, char *err, size_t errlen)
+{
+    int saved;
+    char leave_err[256];
+    if (!topo_nl_host_has_ipv6()) return 0;
+    if (topo_netns_enter(k->ns[node].fd, &saved, err, errlen) < 0) return -1;
+    int rc = topo_netns_sysctl_write("net/ipv6/conf/default/disable_ipv6", "1", err, errlen);
+    if (topo_netns_leave(&saved, leave_err, sizeof leave_err) < 0) {
+        snprintf(err, errlen, "%s", leave_err);
+        rc = -1;
+    }
+    if (rc < 0) {
+        char why[512];
+        snprintf(why, sizeof why, "switch %s: %s", k->net->nodes[node].name, err);
+        snprintf(err, errlen, "%s", why);
+    }
+    return rc;
+}
+
 /* Bridges exist before any link, so an ifindex the kernel picks for a link
  * made by someone else (linkd's TAPs) cannot take a bridge's number. Each
- * is made down, gets IPv6 off, and comes up, before its ports. */
+ * is made down, in a namespace without IPv6, and comes up, before its
+ * ports. */
 static int create_bridges(struct topo_kernel *k, char *err, size_t errlen)
 {
     const struct topo_network *net = k->net;
     for (size_t i = 0; i < net->n_nodes; i++) {
         if (net->nodes[i].kind != TOPO_NODE_SWITCH) continue;
+        if (switch_ipv6_off(k, (int)i, err, errlen) < 0) return -1;
         struct topo_nl_batch b;
         struct topo_nl_link_conf up = {.ifindex = k->bridge_ifindex[i], .up = 1};
         topo_nl_batch_init(&b, k->ns[i].sock);
         topo_nl_batch_add(&b, topo_nl_bridge_build("bridge", -1, up.ifindex, 0),
                           "switch %s: bridge", net->nodes[i].name);
-        add_ipv6_off(&b, up.ifindex, net->nodes[i].name, "bridge");
         topo_nl_batch_add(&b, topo_nl_link_node_conf_build(&up), "switch %s: bridge up",
                           net->nodes[i].name);
         if (run_batch(&b, err, errlen) < 0) return -1;
@@ -206,9 +233,9 @@ static int create_bridges(struct topo_kernel *k, char *err, size_t errlen)
     return 0;
 }
 
-/* One end of a link, at node: IPv6 off (a request of its own, nl.h says
- * why), then in one request a host's end becomes a router's interface, a
- * switch's end a port of its bridge, and it comes up (both ends are made
+/* One end of a link, at node: at a host, IPv6 off (a request of its own,
+ * nl.h says why; a switch has none, see switch_ipv6_off), then in one request a host's end becomes
+ * a router's interface, a switch's end a port of its bridge, and it comes up (both ends are made
  * down). Then a host's end gets its address. */
 static void add_link_end(struct topo_kernel *k, int node, int l, struct topo_nl_batch *b)
 {
@@ -220,7 +247,7 @@ static void add_link_end(struct topo_kernel *k, int node, int l, struct topo_nl_
     const char *ifname = is_a ? link->ifname_a : link->ifname_b;
     uint32_t addr = is_a ? link->addr_a : link->addr_b;
     struct topo_nl_link_conf conf = {ifindex, host, host ? 0 : k->bridge_ifindex[node], 1};
-    add_ipv6_off(b, ifindex, name, ifname);
+    if (host) add_ipv6_off(b, ifindex, name, ifname);
     topo_nl_batch_add(b, topo_nl_link_node_conf_build(&conf), "node %s: %s%s", name, ifname,
                       host ? " as a router's interface" : " as a port");
     if (host && addr)

@@ -110,7 +110,27 @@ struct search {
     bool *done;
     struct heap heap;
     int *via_count; /* per node, all zero between uses (most_common) */
+    int *queue;     /* forests: the breadth-first search's queue */
+    bool forest;    /* no cycle: every path is the only one */
 };
+
+/* Whether the links form no cycle (union-find): then each pair of nodes has
+ * at most one path, and a breadth-first walk finds what Dijkstra would. */
+static bool is_forest(const struct topo_network *net, int *root)
+{
+    for (size_t i = 0; i < net->n_nodes; i++)
+        root[i] = (int)i;
+    for (size_t k = 0; k < net->n_links; k++) {
+        int x = net->links[k].a, y = net->links[k].b;
+        while (root[x] != x)
+            x = root[x] = root[root[x]];
+        while (root[y] != y)
+            y = root[y] = root[root[y]];
+        if (x == y) return false;
+        root[x] = y;
+    }
+    return true;
+}
 
 static int search_init(struct search *s, const struct topo_network *net)
 {
@@ -120,7 +140,11 @@ static int search_init(struct search *s, const struct topo_network *net)
     s->done = malloc(n * sizeof *s->done);
     s->heap.items = malloc((2 * net->n_links + n + 1) * sizeof *s->heap.items);
     s->via_count = calloc(n, sizeof *s->via_count);
-    return s->cost && s->parent_link && s->done && s->heap.items && s->via_count ? 0 : -1;
+    s->queue = malloc(n * sizeof *s->queue);
+    if (!s->cost || !s->parent_link || !s->done || !s->heap.items || !s->via_count || !s->queue)
+        return -1;
+    s->forest = is_forest(net, s->queue);
+    return 0;
 }
 
 static void search_free(struct search *s)
@@ -130,6 +154,29 @@ static void search_free(struct search *s)
     free(s->done);
     free(s->heap.items);
     free(s->via_count);
+    free(s->queue);
+}
+
+/* A forest's paths from src, in O(nodes + links): at 1000 nodes Dijkstra
+ * from every host cost 0.1-0.2 s of the start, on the core that makes the
+ * namespaces meanwhile. Costs as Dijkstra would leave them. */
+static void forest_search(const struct topo_network *net, const struct adjacency *adj, int src,
+                          struct search *s)
+{
+    size_t head = 0, tail = 0;
+    s->queue[tail++] = src;
+    while (head < tail) {
+        int u = s->queue[head++];
+        s->done[u] = true;
+        for (int e = adj->start[u]; e < adj->start[u + 1]; e++) {
+            const struct topo_link *l = &net->links[adj->edges[e]];
+            int v = other_end(l, u);
+            if (v == src || s->parent_link[v] >= 0) continue;
+            s->cost[v] = (struct cost){s->cost[u].delay + l->params.delay_ns, s->cost[u].hops + 1};
+            s->parent_link[v] = adj->edges[e];
+            s->queue[tail++] = v;
+        }
+    }
 }
 
 /* Paths never continue through a host other than the source's first hops:
@@ -143,6 +190,7 @@ static void dijkstra(const struct topo_network *net, const struct adjacency *adj
         s->done[i] = false;
     }
     s->cost[src] = (struct cost){0, 0};
+    if (s->forest) return forest_search(net, adj, src, s);
     s->heap.n = 0;
     heap_push(&s->heap, (struct heap_item){s->cost[src], src});
     while (s->heap.n) {

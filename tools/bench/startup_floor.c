@@ -20,7 +20,10 @@
  * core, at least 2), each keeping an fd of /proc/thread-self/ns/net: no
  * fork, no mount. Veths: RTM_NEWLINK requests with both ends placed straight
  * into their namespaces by fd (IFLA_NET_NS_FD on the device and on its peer),
- * 128 per sendmsg() on one raw rtnetlink socket, every ack checked. Release:
+ * each end with one queue each way asked for (IFLA_NUM_TX/RX_QUEUES: left
+ * out, the kernel makes one per CPU and then cuts them to one, waiting for
+ * an expedited RCU grace period per cut), 128 per sendmsg() on one raw
+ * rtnetlink socket, every ack checked. Release:
  * close every fd; the kernel's cleanup_net then frees all namespaces dying
  * at that moment in one batch.
  * Needs root. Exit 77 without it (the bench says why), 1 on a failure. */
@@ -119,9 +122,11 @@ static void veth_msg(struct nlmsghdr *h, uint32_t seq, const char *name_a, int n
     h->nlmsg_type = RTM_NEWLINK;
     h->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
     h->nlmsg_seq = seq;
-    uint32_t fa = (uint32_t)ns_a, fb = (uint32_t)ns_b;
+    uint32_t fa = (uint32_t)ns_a, fb = (uint32_t)ns_b, one = 1;
     attr_put(h, IFLA_IFNAME, name_a, strlen(name_a) + 1);
     attr_put(h, IFLA_NET_NS_FD, &fa, sizeof fa);
+    attr_put(h, IFLA_NUM_TX_QUEUES, &one, sizeof one);
+    attr_put(h, IFLA_NUM_RX_QUEUES, &one, sizeof one);
     struct rtattr *info = attr_put(h, IFLA_LINKINFO, NULL, 0);
     attr_put(h, IFLA_INFO_KIND, "veth", 5);
     struct rtattr *data = attr_put(h, IFLA_INFO_DATA, NULL, 0);
@@ -131,6 +136,8 @@ static void veth_msg(struct nlmsghdr *h, uint32_t seq, const char *name_a, int n
     h->nlmsg_len += NLMSG_ALIGN(sizeof ifi);
     attr_put(h, IFLA_IFNAME, name_b, strlen(name_b) + 1);
     attr_put(h, IFLA_NET_NS_FD, &fb, sizeof fb);
+    attr_put(h, IFLA_NUM_TX_QUEUES, &one, sizeof one);
+    attr_put(h, IFLA_NUM_RX_QUEUES, &one, sizeof one);
     attr_end(h, peer);
     attr_end(h, data);
     attr_end(h, info);

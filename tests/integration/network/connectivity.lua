@@ -1,7 +1,8 @@
 -- connectivity: a 3-tier terminal/edge/cloud network (2 clouds, 4 edges,
 -- 8 terminals) plus a switch segment of three hosts bridged to two edges,
 -- bw-only links. Asserts:
---   * every host has a distinct node address on its loopback;
+--   * every host has a distinct node address on its loopback, and no IPv6
+--     address on any link end;
 --   * every ordered pair of hosts pings (ping -c1 -W2, 16 at a time);
 --   * for every ordered pair, the kernel's next hop (`ip -o route get`) is an
 --     address of the next host on net:route(a, b), and the source address is
@@ -56,6 +57,13 @@ H.map(hosts, 8, function(n)
     ::continue::
   end
   H.check(on_lo, "node %s: %s/32 is not on lo:\n%s", n.name, n.addr, r.out)
+  -- IPv6 stays quiet on every link end (addr_gen_mode none): no link-local
+  -- address, so no DAD, solicitations or MLD reports on shaped links.
+  local r6 = n:run({ "ip", "-o", "-6", "addr", "show" })
+  H.check(r6.status == 0, "ip -6 addr in %s failed: %s", n.name, r6.err)
+  for ifname, addr in r6.out:gmatch("%d+: (%S+)%s+inet6 (%S+)") do
+    H.check(ifname == "lo", "node %s: link end %s has IPv6 address %s", n.name, ifname, addr)
+  end
 end)
 
 -- Every ordered pair pings.
