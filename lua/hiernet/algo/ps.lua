@@ -416,6 +416,10 @@ end
 function Engine:apply()
   local J = self.J
   local k, members = self.sync:close_round()
+  -- The server step counts from the round's close, before the apply yields:
+  -- a worker the close wakes must already see the job's step limit, or it
+  -- starts a step whose push no round will take (a row past the last step).
+  J.steps = J.steps + 1
   local version = self.sync.S.version
   local nodes, ids = self:workers_to_send()
   local sent, tasks = {}, {}
@@ -453,7 +457,6 @@ function Engine:apply()
       self.pull_ms[i], self.pull_bytes[i] = sent[1].ms, bytes / #ids
     end
   end
-  J.steps = J.steps + 1
   J.updates_applied = J.updates_applied + k
   if J:eval_due(J.steps) then self:evaluate() end
 end
