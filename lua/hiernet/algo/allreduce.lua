@@ -610,6 +610,9 @@ function ar.train(opts)
   J:guard(function()
     while not J:stopped() do train_step(J, W, state) end
     if J.fault_error then error(J.fault_error, 0) end
+    -- A fault after the last step (a step cut short, a worker back) leaves
+    -- the workers' models apart: they end on one model, as they go on.
+    if state.changed then resync(J, active_ids(J)) end
   end)
   return J:finish{ algo = algo }
 end
