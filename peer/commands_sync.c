@@ -203,20 +203,23 @@ void sync_shutdown(struct peer_server *s)
 
 /* ---- abort ---- */
 
-/* abort{nodes = {...}}: a fault took these nodes away. The pending wait (if
+/* abort{nodes = {...}, any_wait = false}: a fault took these nodes away. The pending wait (if
  * any, and unless its `from` names none of them) fails, ending the batch that holds it, and the
  * sends on their way to those nodes fail, so that the peer's queue moves on instead of waiting out
- * the timeouts. Answered at once, like ping. */
+ * the timeouts. any_wait fails the pending wait whatever its `from`: in a collective step (a ring)
+ * a peer waits on a live neighbour whose own step the lost node has stopped. Answered at once,
+ * like ping. */
 struct abort_params {
     char (*nodes)[COMMAND_NAME_SIZE];
     uint32_t n_nodes;
+    bool any_wait;
 };
 
 static bool abort_parse(struct command_job *j, struct abort_params *p, struct proto_args *a)
 {
     int rc = cmd_arg_names(a, "nodes", &p->nodes, &p->n_nodes);
     if (rc == 0) return proto_args_missing(a, "nodes");
-    return rc > 0;
+    return rc > 0 && cmd_arg_bool(a, "any_wait", &p->any_wait);
 }
 
 /* Does the pending wait count arrivals from one of the aborted nodes? A
@@ -237,7 +240,7 @@ static bool abort_run(struct command_job *j, const struct abort_params *p)
         closed +=
             dataplane_abort(s->dataplane, p->nodes[i], "aborted: the node was cut off or died");
     struct command_job *w = s->waiter;
-    bool waited = w && wait_hears_from(wait_params_of(w), p);
+    bool waited = w && (p->any_wait || wait_hears_from(wait_params_of(w), p));
     if (waited) {
         cmd_fail(w, "aborted by the controller (a node it waited for was cut off or died)");
         wait_end(wait_params_of(w));
@@ -456,7 +459,7 @@ static void batch_cleanup(struct batch_params *p)
 
 static const char *const keys_wait[] = {"tensors", "tensor", "k", "from", "timeout", "clear", NULL};
 static const char *const keys_batch[] = {"commands", NULL};
-static const char *const keys_abort[] = {"nodes", NULL};
+static const char *const keys_abort[] = {"nodes", "any_wait", NULL};
 
 COMMAND_DEFINE(sync_cmd_wait, wait, COMMAND_GATE, (parse, start, cleanup));
 COMMAND_DEFINE(sync_cmd_batch, batch, COMMAND_GATE, (parse, start, cleanup));

@@ -379,7 +379,8 @@ static void test_batch_wait(void)
 }
 
 /* abort{nodes}: needs its nodes; fails a pending wait that could hear from
- * them (any sender, or one of them in `from`), not a wait on others. */
+ * them (any sender, or one of them in `from`), not a wait on others unless
+ * any_wait. */
 static void test_abort(void)
 {
     struct harness_reply r;
@@ -398,6 +399,16 @@ static void test_abort(void)
     CHECK(harness_num(&r, "waits_aborted") == 1); /* any sender: a could have been one */
     CHECK(harness_wait(&b, w, &r) && !r.ok);
     harness_reply_free(&r);
+    /* any_wait: a wait on c's data fails too when a is aborted (a ring step). */
+    w = harness_request(&b, "wait", "tensor:s from:l timeout:f", "never", 1, (const char *[]){"c"},
+                        0.0);
+    HCALL_OK(&b, &r, "abort", "nodes:l any_wait:b", 1, (const char *[]){"a"}, 1);
+    CHECK(harness_num(&r, "waits_aborted") == 1);
+    CHECK(harness_wait(&b, w, &r) && !r.ok);
+    CHECK_CONTAINS(r.error, "aborted by the controller");
+    harness_reply_free(&r);
+    HCALL_ERR(&b, &r, "param 'any_wait'", "abort", "nodes:l any_wait:s", 1, (const char *[]){"a"},
+              "yes");
 }
 
 /* A peer that shuts down while a wait holds its queue (alone, or inside a

@@ -553,12 +553,13 @@ local function watch(J, state)
     on_change = function(i, back)
       state.changed = true
       if back then return end
-      -- on every side: the others stop waiting for it, it stops sending to them
+      -- on every side: the others stop waiting (for it, and for a neighbour
+      -- whose step it has stopped: any_wait), it stops sending to them
       local cut, others = J.workers[i], {}
       for _, w in ipairs(J.workers) do
         if w ~= cut then
           others[#others + 1] = w
-          hn.spawn(function() pcall(w.abort, w, { nodes = { cut } }) end)
+          hn.spawn(function() pcall(w.abort, w, { nodes = { cut }, any_wait = true }) end)
         end
       end
       hn.spawn(function() pcall(cut.abort, cut, { nodes = others }) end)
