@@ -36,8 +36,12 @@ local function cell(v)
   return tostring(v)
 end
 
+-- The columns of the last table logged: the order ex.finish records.
+local last_columns
+
 -- Logs rows (tables) as an aligned table of the given columns.
 function ex.table(title, rows, columns)
+  last_columns = columns
   local widths, lines = {}, {}
   for c, name in ipairs(columns) do
     widths[c] = #name
@@ -59,10 +63,33 @@ function ex.table(title, rows, columns)
   hn.log(title .. "\n  " .. table.concat(lines, "\n  "))
 end
 
+-- The summary fields ex.row copies into every row.
+local ROW_FIELDS = { "final_accuracy", "best_accuracy", "time_to_target_s", "steps", "updates_applied",
+                     "bytes", "wall_s", "compute_share", "prefix", "initial_loss", "final_loss" }
+
+-- Every row of summary.results gets every column of the table logged last
+-- and every field ex.row copies: a figure that does not exist (a target not
+-- reached, no BSP time to compare with) is written as null, never left
+-- out, so a reader can tell "none" from "forgotten".
+local function complete_rows(summary)
+  local keys = {}
+  for _, k in ipairs(ROW_FIELDS) do keys[#keys + 1] = k end
+  for _, k in ipairs(summary.columns or {}) do keys[#keys + 1] = k end
+  for _, row in ipairs(type(summary.results) == "table" and summary.results or {}) do
+    for _, k in ipairs(keys) do
+      if row[k] == nil then row[k] = hn.null end
+    end
+  end
+end
+
 -- The scenario's own summary.json (the trainings write <prefix>summary.json),
--- then the plots and the report page of the run. Plotting needs gnuplot;
+-- then the plots and the report page of the run. The summary records the
+-- columns of the table logged last (`columns`, the report page's order) and
+-- its rows hold every one of them (complete_rows). Plotting needs gnuplot;
 -- a host without it gets a line saying so, not a failed run.
 function ex.finish(summary)
+  if summary.columns == nil then summary.columns = last_columns end
+  complete_rows(summary)
   hn.write_json("summary", summary)
   if hn.plot and hn.param("plots", true) then
     local ok, err = pcall(hn.report, {})
@@ -104,10 +131,7 @@ end
 -- Copies the summary fields worth a table row, with a label.
 function ex.row(label, s, extra)
   local r = { label = label }
-  for _, k in ipairs{ "final_accuracy", "best_accuracy", "time_to_target_s", "steps", "updates_applied",
-                      "bytes", "wall_s", "compute_share", "prefix", "initial_loss", "final_loss" } do
-    r[k] = s[k]
-  end
+  for _, k in ipairs(ROW_FIELDS) do r[k] = s[k] end
   for k, v in pairs(extra or {}) do r[k] = v end
   return r
 end

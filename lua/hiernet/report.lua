@@ -3,8 +3,9 @@
 --   local report = require("hiernet.report")
 --   local page, plots = report.run{ dirs = { "results/a" } }     -- results/a/index.html
 --
--- The page holds the summary table (one row per algorithm: every
--- <prefix>summary.json), the plots (hiernet.plot, written to OUT/plots/ and
+-- The page holds the scenario's own figures (its summary.json: every field,
+-- and its `results` as a table), the summary table (one row per algorithm:
+-- every <prefix>summary.json of a training), the plots (hiernet.plot, written to OUT/plots/ and
 -- embedded), the topology of every network (run.json's topology drawn by
 -- topo/dot.c, the code of `hiernet draw`, and laid out by Graphviz's dot)
 -- and each run's facts and parameters. Self-contained: images are data:
@@ -64,6 +65,132 @@ local CELLS = {
   { "compute_share", "compute share", function(v) return fmt("%.0f %%", v * 100) end },
 }
 
+-- ---- the scenario's own figures (its summary.json) ----
+
+local NULL = results.null
+
+-- A number as a table shows it: integers whole (bytes from 10 kB on in
+-- kB/MB/...), others to four significant digits.
+local function format_number(key, v)
+  if v ~= v or v == math.huge or v == -math.huge then return tostring(v) end
+  local whole = math.type(v) == "integer" or (v == math.floor(v) and math.abs(v) < 2 ^ 53)
+  if whole and tostring(key):find("bytes") and math.abs(v) >= 1e4 then return format_bytes(v) end
+  if whole then return fmt("%d", v) end
+  if v ~= 0 and (math.abs(v) >= 1e6 or math.abs(v) < 1e-3) then return fmt("%.3g", v) end
+  return fmt("%.4g", v)
+end
+
+-- Any JSON value of a scenario summary as short text: null as a dash,
+-- objects as {k=v, ...} and arrays as [v, ...], numbers as above.
+local function format_value(key, v)
+  if v == nil or v == NULL then return "\u{2014}" end
+  if type(v) == "number" then return format_number(key, v) end
+  if type(v) ~= "table" then return tostring(v) end
+  local keys = {}
+  for k in pairs(v) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    if math.type(a) and math.type(b) then return a < b end
+    return tostring(a) < tostring(b)
+  end)
+  local parts, array = {}, #keys == #v
+  for i, k in ipairs(keys) do
+    parts[i] = (array and "" or (tostring(k) .. "=")) .. format_value(k, v[k])
+  end
+  return (array and "[" or "{") .. table.concat(parts, ", ") .. (array and "]" or "}")
+end
+
+local function value_cell(key, v)
+  local exact = type(v) == "number" and fmt("%.10g", v) or (v == NULL and "null" or "")
+  local class = (type(v) == "number" or v == NULL) and " class=\"num\"" or ""
+  return fmt("<td%s title=\"%s\">%s</td>", class, esc(exact), esc(format_value(key, v)))
+end
+
+-- The columns of the results rows: the scenario's own order (`columns`,
+-- the table it printed) first, then every other key, sorted.
+local function result_columns(summary, rows)
+  local list, seen = {}, {}
+  local function add(k)
+    if type(k) == "string" and not seen[k] then seen[k], list[#list + 1] = true, k end
+  end
+  add("label")
+  for _, k in ipairs(type(summary.columns) == "table" and summary.columns or {}) do add(k) end
+  local rest = {}
+  for _, r in ipairs(rows) do
+    for k in pairs(type(r) == "table" and r or {}) do
+      if type(k) == "string" and not seen[k] then seen[k], rest[#rest + 1] = true, k end
+    end
+  end
+  table.sort(rest)
+  for _, k in ipairs(rest) do list[#list + 1] = k end
+  local present = {}
+  for _, k in ipairs(list) do
+    for _, r in ipairs(rows) do
+      if type(r) == "table" and r[k] ~= nil then present[#present + 1] = k; break end
+    end
+  end
+  return present
+end
+
+local function scenario_results_table(summary, out)
+  local rows = summary.results
+  local cols = result_columns(summary, rows)
+  local head = {}
+  for i, k in ipairs(cols) do head[i] = "<th>" .. esc(k) .. "</th>" end
+  out[#out + 1] = "<div class=\"wide\"><table class=\"results\"><tr>" .. table.concat(head) .. "</tr>"
+  for _, r in ipairs(rows) do
+    local cells = {}
+    for i, k in ipairs(cols) do cells[i] = value_cell(k, type(r) == "table" and r[k] or nil) end
+    out[#out + 1] = "<tr>" .. table.concat(cells) .. "</tr>"
+  end
+  out[#out + 1] = "</table></div>"
+end
+
+local function is_row_list(v)
+  if type(v) ~= "table" or v == NULL or #v == 0 then return false end
+  for _, r in ipairs(v) do
+    if type(r) ~= "table" or r == NULL then return false end
+  end
+  return true
+end
+
+-- Every field of the scenario's summary.json but its results (a table of
+-- their own) and its column order.
+local function scenario_fields_table(summary, out)
+  local keys = {}
+  for k in pairs(summary) do
+    local table_of_its_own = (k == "results" and is_row_list(summary.results)) or k == "columns"
+    if type(k) == "string" and not table_of_its_own then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  if #keys == 0 then return end
+  out[#out + 1] = "<table class=\"kv\">"
+  for _, k in ipairs(keys) do
+    out[#out + 1] = "<tr><th>" .. esc(k) .. "</th>" .. value_cell(k, summary[k]) .. "</tr>"
+  end
+  out[#out + 1] = "</table>"
+end
+
+-- The scenario-level figures of every run that has them (its summary.json).
+local function scenario_section(runs, out)
+  local any = false
+  for _, run in ipairs(runs) do any = any or run.scenario_summary ~= nil end
+  if not any then return end
+  out[#out + 1] = "<section id=\"scenario\"><h2>Scenario results</h2>"
+  for _, run in ipairs(runs) do
+    local summary = run.scenario_summary
+    if summary then
+      if #runs > 1 then out[#out + 1] = "<h3>" .. esc(run.label) .. "</h3>" end
+      local before = #out
+      scenario_fields_table(summary, out)
+      if is_row_list(summary.results) then scenario_results_table(summary, out) end
+      if #out == before then -- not an object with fields (an array, say): as text
+        out[#out + 1] = "<p>" .. esc(format_value("summary", summary)) .. "</p>"
+      end
+    end
+  end
+  out[#out + 1] = "</section>"
+end
+
 -- ---- sections ----
 
 local function summary_section(runs, out)
@@ -94,7 +221,7 @@ local function summary_section(runs, out)
     end
   end
   if #rows == 0 then
-    out[#out + 1] = "<p class=\"note\">No algorithm summary (no summary.json) in these results.</p>"
+    out[#out + 1] = "<p class=\"note\">No algorithm summary (no &lt;prefix&gt;summary.json of a training) in these results.</p>"
   else
     out[#out + 1] = "<table>" .. table.concat(head) .. table.concat(rows, "\n") .. "</table>"
   end
@@ -221,6 +348,7 @@ th, td { border: 1px solid #ddd; padding: .3em .6em; text-align: left; vertical-
 th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.kv th { width: 12em; } figure { margin: 1.5em 0; } figcaption { color: #555; font-size: .9em; }
 img { max-width: 100%; height: auto; border: 1px solid #eee; }
+div.wide { overflow-x: auto; } table.results td, table.results th { white-space: nowrap; }
 .note { color: #8a5a00; } .prefix { color: #777; font-size: .85em; } .meta { color: #666; }
 ]]
 
@@ -233,6 +361,7 @@ local function page(ctx, runs, files, skipped)
     "<title>" .. esc(title) .. "</title><style>" .. STYLE .. "</style></head><body>",
     "<h1>" .. esc(title) .. "</h1>",
     "<p class=\"meta\">Written by hiernet " .. esc(core.version) .. " on " .. esc(os.date("!%Y-%m-%d %H:%M:%S UTC")) .. ".</p>" }
+  scenario_section(runs, out)
   summary_section(runs, out)
   plots_section(files, skipped, out)
   topology_section(ctx, runs, out)
@@ -274,9 +403,9 @@ report.usage = [[
 usage: hiernet report DIR [DIR...] [--out OUTDIR] [--format png|svg|both]
 
 Writes a self-contained HTML page (index.html: no network access needed)
-of one run, or of several runs compared: the summary table of every
-algorithm, the plots of hiernet plot, the topology drawn by Graphviz, and
-each run's facts and parameters. The page goes to DIR/index.html and the
+of one run, or of several runs compared: the scenario's own figures (its
+summary.json), the summary table of every algorithm, the plots of hiernet
+plot, the topology drawn by Graphviz, and each run's facts and parameters. The page goes to DIR/index.html and the
 plots to DIR/plots/ for one directory; comparing several needs --out, which
 then holds index.html and plots/. Prints the page's path.
 

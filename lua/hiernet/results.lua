@@ -3,11 +3,17 @@
 --   local results = require("hiernet.results")
 --   local run = results.load("results/demo-20250101-120000")
 --   run.info (run.json), run.label, run.algos[i].prefix / .steps / .eval / .summary, run.links
+--   run.scenario_summary (the scenario's own summary.json, or nil)
 --   results.column(run.algos[1].steps, "loss") -> {2.3, 2.1, false, ...}
 --
 -- An algorithm's files are <prefix>steps.csv, <prefix>eval.csv and
 -- <prefix>summary.json, prefix "" for a run of one algorithm or e.g. "bsp_"
--- when a scenario compares several. Reading is tolerant: a missing file or
+-- when a scenario compares several. A summary.json (prefix "") without an
+-- `algorithm` is not an algorithm's but the scenario's own (what
+-- hiernet.experiment's finish writes: its figures and a `results` list);
+-- it is kept apart as run.scenario_summary, with JSON null read as
+-- results.null so that a field that is null still shows. Reading is
+-- tolerant: a missing file or
 -- column, an empty file or an unparsable cell gives no values there, never
 -- an error. Only a directory without a readable run.json is refused, with
 -- a tool error ({tool_error = true, code = 2, msg = ...}; see plot.lua).
@@ -157,12 +163,30 @@ end
 
 -- ---- a results directory ----
 
-local function read_json(path)
+-- JSON null in a scenario summary (an algorithm's summary reads it as nil).
+results.null = setmetatable({}, { __tostring = function() return "null" end })
+
+local function read_json(path, null)
   local text = read_file(path)
   if not text then return nil, path .. ": cannot read" end
-  local value, err = core._json_decode(text)
+  local value, err = core._json_decode(text, null)
   if err then return nil, path .. ": " .. err end
   return value
+end
+
+-- The value with every results.null in it turned back into nil.
+local function strip_null(v)
+  if v == results.null then return nil end
+  if type(v) == "table" then
+    for k, x in pairs(v) do v[k] = strip_null(x) end
+  end
+  return v
+end
+
+-- Whether a summary.json of prefix "" is the scenario's own: an algorithm's
+-- summary always names its algorithm.
+local function is_scenario_summary(summary)
+  return type(summary) == "table" and type(summary.algorithm) ~= "string"
 end
 
 -- Algorithm prefixes present in the directory: "" first, then sorted.
@@ -185,23 +209,28 @@ local function find_prefixes(dir)
   return prefixes
 end
 
+-- One algorithm's files; for prefix "" also the scenario's own summary,
+-- returned second (then the algorithm has no summary).
 local function load_algo(dir, prefix, warnings)
   local a = { prefix = prefix, name = prefix:gsub("_$", "") }
   a.steps = results.read_csv(dir .. "/" .. prefix .. "steps.csv")
   a.eval = results.read_csv(dir .. "/" .. prefix .. "eval.csv")
   local path = dir .. "/" .. prefix .. "summary.json"
+  local scenario_summary
   if core._stat(path) then
-    local summary, err = read_json(path)
-    if type(summary) == "table" then
-      a.summary = summary
-    else
+    local summary, err = read_json(path, results.null)
+    if type(summary) ~= "table" or summary == results.null then
       warnings[#warnings + 1] = err or (path .. ": not a JSON object")
+    elseif prefix == "" and is_scenario_summary(summary) then
+      scenario_summary = summary
+    else
+      a.summary = strip_null(summary)
     end
   end
   if a.name == "" and a.summary and type(a.summary.algorithm) == "string" then
     a.name = a.summary.algorithm
   end
-  return a
+  return a, scenario_summary
 end
 
 local function strip_slashes(dir)
@@ -222,7 +251,10 @@ function results.load(dir)
   end
   local run = { dir = dir, info = info, warnings = {}, algos = {} }
   for _, prefix in ipairs(find_prefixes(dir)) do
-    run.algos[#run.algos + 1] = load_algo(dir, prefix, run.warnings)
+    local algo, scenario_summary = load_algo(dir, prefix, run.warnings)
+    run.scenario_summary = run.scenario_summary or scenario_summary
+    -- the scenario's summary.json alone is no algorithm of the run
+    if algo.steps or algo.eval or algo.summary then run.algos[#run.algos + 1] = algo end
   end
   run.links = results.read_csv(dir .. "/links.csv")
   local scenario = type(info.scenario) == "string" and info.scenario or "run"

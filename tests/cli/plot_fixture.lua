@@ -2,7 +2,8 @@
 -- the plot and report tests: a small network (started on backend none, so
 -- run.json holds its topology), then synthetic <prefix>steps.csv, eval.csv,
 -- summary.json and links.csv as the algorithm library and the user backend
--- write them. Deterministic (no randomness); --set changes the numbers.
+-- write them, and with --set scenario=true a scenario's own summary.json as
+-- hiernet.experiment's finish writes it (use prefixes then). Deterministic (no randomness); --set changes the numbers.
 --   hiernet run plot_fixture.lua --out DIR [--set prefixes=bsp_,asp_] [--set lr=0.1] DIR
 local hn = require("hiernet")
 local dir = ...
@@ -13,6 +14,7 @@ local lr = hn.param("lr", 0.05)
 local with_links = hn.param("links", true)
 local note = hn.param("note", "plain")
 local tier = hn.param("tier", "cloud")
+local scenario = hn.param("scenario", false) -- also the scenario's own summary.json
 
 local net = hn.network{ name = "fixture", backend = "none" }
 local ps = net:node("ps", { tier = tier })
@@ -86,4 +88,20 @@ if with_links then
       end
     end
   end
+end
+
+if scenario then
+  -- shaped like sync_models': top-level figures, a table of results with a
+  -- null (a target not reached), nested tables and big byte counts
+  hn.write_json("summary", {
+    scenario = "plot_fixture", seconds = 40, target_accuracy = 0.7,
+    comm_compute_ratio = { ["10Gbit"] = 0.035512345, ["3Mbit"] = 21.8 },
+    columns = { "label", "ratio", "time_to_target_s", "speedup_vs_bsp", "bytes" },
+    results = {
+      { label = "bsp @ 10Gbit", ratio = 0.035512345, time_to_target_s = 1.8, speedup_vs_bsp = 1.0,
+        bytes = 281000000, steps = 120, prefix = "bsp_", fault_times = { cut = 6.02, heal = 15 } },
+      { label = "asp @ 3Mbit", ratio = 21.8, time_to_target_s = hn.null, speedup_vs_bsp = hn.null,
+        bytes = 411000000, steps = 1596, prefix = "asp_", fault_times = { cut = 6.1, heal = 15.2 } },
+    },
+  })
 end

@@ -161,6 +161,28 @@ grep -qF 'src="data:image/svg+xml;base64,' esc/index.html && ok || bad "report: 
 expect_exit 0 "report two runs" -- "$HN" report "$one" multi --out "rep cmp"
 [[ -s "rep cmp/index.html" && -s "rep cmp/plots/staleness.svg" ]] && ok || bad "comparison report"
 [[ $(grep -c '<td>plot_fixture' "rep cmp/index.html") -ge 4 ]] && ok || bad "comparison: want 4 summary rows"
+# A scenario's own summary.json: its figures in a table of their own, and no
+# row of the per-algorithm table made from it (there was one, empty, "not
+# reached"). summary_rows prints the algorithm cell of each of those rows.
+fixture scen --set prefixes=bsp_,asp_ --set scenario=true
+expect_exit 0 "report of a scenario run" -- "$HN" report scen
+summary_rows() {
+  python3 -c 'import re, sys
+page = open(sys.argv[1]).read()
+section = re.search(r"<section id=\"summary\">(.*?)</section>", page, re.S).group(1)
+for row in re.findall(r"<tr>(.*?)</tr>", section, re.S)[1:]:
+    print(re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)[0])' "$1"
+}
+summary_rows scen/index.html >rows.txt
+[[ $(wc -l <rows.txt) -eq 2 ]] && ! grep -qx '' rows.txt && ok || bad "scenario run: algorithm rows: $(tr '\n' '|' <rows.txt)"
+grep -qF '<section id="scenario"><h2>Scenario results</h2>' scen/index.html && ok || bad "scenario run: no section of its figures"
+for text in '>speedup_vs_bsp</th>' '>comm_compute_ratio</th>' '{10Gbit=0.03551, 3Mbit=21.8}' \
+            '>bsp @ 10Gbit</td>' '>0.03551</td>' '>281.0 MB</td>' '>1596</td>' '{cut=6.02, heal=15}'; do
+  grep -qF -- "$text" scen/index.html && ok || bad "scenario run: the page lacks $text"
+done
+grep -qE '<th>label</th><th>ratio</th><th>time_to_target_s</th><th>speedup_vs_bsp</th><th>bytes</th><th>' \
+  scen/index.html && ok || bad "scenario run: results columns not in the scenario's order"
+[[ $(grep -o '>&#8212;</td>\|>—</td>' scen/index.html | wc -l) -eq 2 ]] && ok || bad "scenario run: want 2 nulls shown as a dash"
 mkdir -p weird && cp "$one"/steps.csv weird/ # valid JSON of the wrong shapes everywhere
 echo '{"scenario": 5, "topology": [1, {"name": 3, "nodes": "x"}, {"name": "n", "nodes": [{"name": "a b"}]}],
        "params": "x", "set": [1], "versions": {"a": [1, {"b": null}]}}' >weird/run.json

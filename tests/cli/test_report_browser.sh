@@ -41,10 +41,11 @@ browse() {
 }
 
 fixture "run one" --set 'note=<b>"x"&amp;</b>'
-fixture multi --set prefixes=bsp_,asp_,ada_ --set lr=0.1
+fixture multi --set prefixes=bsp_,asp_,ada_ --set lr=0.1 --set scenario=true
 expect_exit 0 "report one run" -- "$HN" report "run one"
 browse "run one/index.html" 'note=<b>"x"&amp;</b>' "psgd" "Summary" "Topology"
 expect_exit 0 "report two runs" -- "$HN" report "run one" multi --out cmp
-browse cmp/index.html "plot_fixture lr=0.1 prefixes=bsp_,asp_,ada_" "asp (asp_)" "not reached"
+browse cmp/index.html "plot_fixture lr=0.1 prefixes=bsp_,asp_,ada_ scenario=true" "asp (asp_)" "not reached" \
+  "Scenario results" "speedup_vs_bsp" "bsp @ 10Gbit"
 [[ -z $(ls tmp) ]] && ok || bad "Chromium left files in TMPDIR: $(ls tmp)"
 report
