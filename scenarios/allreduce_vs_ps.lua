@@ -1,7 +1,12 @@
 -- allreduce_vs_ps: the all-reduce family against a parameter server on
--- three topologies of the same size (survey of distributed training:
--- centralized vs decentralized exchange patterns; data-parallel ring
--- all-reduce paper).
+-- three topologies of the same size. No paper of ../shared/papers measures
+-- this comparison; it sets side by side the exchange patterns two of them
+-- describe: survey-ddls-taxonomy.txt (the survey of distributed deep
+-- learning systems and their taxonomy: centralized parameter servers
+-- against decentralized all-reduce, ring and tree exchange) and
+-- data-parallel-ring-allreduce.txt ("System-Level Optimization of
+-- Distributed Training for Deep Neural Networks Using Data Parallelism":
+-- synchronous training over a ring all-reduce).
 --
 -- Six workers (plus, for the parameter server, one server node) on: a star
 -- (one switch), a ring (each node linked to its two neighbours) and a
@@ -10,15 +15,21 @@
 -- halving-doubling, tree and hierarchical all-reduce) of mlp:784-128-10 on
 -- Fashion-MNIST for the same emulated time.
 --
---   tools/run scenarios/allreduce_vs_ps.lua [--set seconds=20] [--set quick=true]
+--   tools/run scenarios/allreduce_vs_ps.lua [--set name=value ...]
+--     seconds=20     emulated seconds per training (quick: 3)
+--     quick=false    the reduced run of the test suite (ring and
+--                    hierarchical all-reduce against the server, 3 s each)
+--     backend=auto   auto, kernel, user or none
+--     plots=true     plots and the report page at the end
 --
 -- Expected: the ring all-reduce's steps are the fastest on every topology
 -- (every link carries 2 (N-1)/N of the model per step, the server's link
 -- N models); on the ring topology its logical ring maps onto the links and
 -- it wins by the most (more than 2x the server); halving-doubling and the
 -- tree pay for long paths and idle links, and on the 3-tier network the
--- hierarchical all-reduce (groups = the edges) and the server sit between. summary.json: per (topology, algorithm) seconds per step, steps,
--- bytes, final accuracy.
+-- hierarchical all-reduce (groups = the edges) and the server sit between.
+-- summary.json: per (topology, algorithm) seconds per step, steps, bytes,
+-- final accuracy.
 local hn = require("hiernet")
 local topo = require("hiernet.topo")
 local ps = require("hiernet.algo.ps")

@@ -1,5 +1,8 @@
--- compression: gradient compression on a slow uplink (survey of
--- distributed training: low precision and sparsification; error feedback).
+-- compression: gradient compression on a slow uplink. From the survey
+-- ../shared/papers/survey-distributed-training-refs.txt ("Distributed System
+-- for Deep learning Training: A Survey": its compression techniques, lower
+-- arithmetic precision and sparsification, and the works it cites such as
+-- 1-bit SGD and sparse communication); no figure of it is reproduced.
 --
 -- Four terminals under one edge (100 Mbit/s, 2 ms) whose uplink to the
 -- cloud server is slow (20 Mbit/s, 10 ms). BSP training of mlp:784-128-10 on
@@ -7,15 +10,21 @@
 -- are (none), top-1% sparsified (topk), 8-bit quantized (int8) and as signs
 -- (sign), each with error feedback.
 --
---   tools/run scenarios/compression.lua [--set seconds=40] [--set quick=true]
+--   tools/run scenarios/compression.lua [--set name=value ...]
+--     seconds=40     emulated seconds per training (quick: 6)
+--     target=0.65    the accuracy whose time is measured (quick: 0.5)
+--     quick=false    the reduced run of the test suite (none and int8, 6 s each)
+--     backend=auto   auto, kernel, user or none
+--     plots=true     plots and the report page at the end
 --
 -- Expected: the uplink carries four pushes and four pulls of the model a
 -- step, so an uncompressed step takes about 8 x 407 KB / 20 Mbit/s = 1.3 s.
 -- Compression shrinks the pushes (int8 4x, sign ~32x, topk 1% ~50x) but the
 -- model pulled stays dense, so a step gets at most twice as fast; the
 -- compressed runs make up to twice the steps in the same time and reach the
--- target sooner, and error feedback keeps their accuracy near the dense one. summary.json: per method bytes
--- per step, steps, time to the target accuracy, final accuracy.
+-- target sooner, and error feedback keeps their accuracy near the dense one.
+-- summary.json: per method bytes per step, steps, time to the target
+-- accuracy (null when not reached), final accuracy.
 local hn = require("hiernet")
 local ps = require("hiernet.algo.ps")
 local ex = require("hiernet.experiment")

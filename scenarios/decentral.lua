@@ -1,6 +1,10 @@
 -- decentral: decentralized training without a parameter server against one
--- with it (survey of distributed training: centralized vs decentralized,
--- gossip and elastic averaging).
+-- with it. From the survey ../shared/papers/survey-ddls-taxonomy.txt (the
+-- survey of distributed deep learning systems and their taxonomy:
+-- centralized against decentralized optimization, gossip and elastic
+-- averaging exchange); elastic averaging SGD is among the works cited by
+-- ../shared/papers/survey-distributed-training-refs.txt. No figure of
+-- either is reproduced.
 --
 -- D-PSGD (neighbour averaging each step), push-sum gossip (random
 -- neighbour) and EASGD (elastic averaging towards a centre variable on one
@@ -10,7 +14,12 @@
 -- each; the cloud is the server or centre). Links 50 Mbit/s, 5 ms.
 -- mlp:784-128-10 on Fashion-MNIST, the same emulated time for each.
 --
---   tools/run scenarios/decentral.lua [--set seconds=30] [--set quick=true]
+--   tools/run scenarios/decentral.lua [--set name=value ...]
+--     seconds=30     emulated seconds per training (quick: 3)
+--     quick=false    the reduced run of the test suite (the server and
+--                    D-PSGD, 3 s each)
+--     backend=auto   auto, kernel, user or none
+--     plots=true     plots and the report page at the end
 --
 -- Expected: on the ring D-PSGD and gossip exchange only with neighbours over
 -- direct links and make several times the server's steps (its one link
@@ -19,7 +28,7 @@
 -- the server holds up better. EASGD communicates every 4 steps and makes
 -- many local steps on both; the decentralized runs end at a higher accuracy
 -- than the server in the same time. summary.json: per (network,
--- algorithm) steps, bytes, final accuracy.
+-- algorithm) the graph, steps, bytes, final accuracy.
 local hn = require("hiernet")
 local topo = require("hiernet.topo")
 local ps = require("hiernet.algo.ps")

@@ -1,7 +1,9 @@
--- faults: how synchronization models live through faults (system paper:
--- the emulated network as an experiment; adaptive-k paper: stragglers and
--- dropped workers; survey: fault tolerance of the synchronous and
--- asynchronous models).
+-- faults: how synchronization models live through faults. No paper of
+-- ../shared/papers measures faults; the scenario builds on two of them:
+-- system-paper-hierarchical-ddl.txt (the emulated terminal / edge / cloud
+-- network as the experiment) and adaptive-k-momentum-sync.txt (synchronous,
+-- bounded-asynchronous and asynchronous models, drop-worker among them),
+-- and shows hiernet's fault features (partitions, killed nodes) on them.
 --
 -- Six terminals under two edges and a cloud server (terminal links
 -- 20 Mbit/s, 5 ms; edges 1 Gbit/s, 2 ms). During each training, at the same
@@ -12,7 +14,13 @@
 -- Fashion-MNIST, mlp:784-64-10. A last run, BSP with on_failure = "fail",
 -- stops at the partition with an error naming t2.
 --
---   tools/run scenarios/faults.lua [--set seconds=30] [--set quick=true]
+--   tools/run scenarios/faults.lua [--set name=value ...]
+--     seconds=30     emulated seconds per training (quick: 4)
+--     quick=false    the reduced run of the test suite (ASP and BSP with
+--                    "drop", 4 s each)
+--     backend=auto   auto, kernel or user (none has no network to cut:
+--                    the scenario then says so and shows nothing)
+--     plots=true     plots and the report page at the end
 --
 -- Expected: every model but strict BSP goes on through both faults (the
 -- other terminals keep stepping: steps.csv shows the gaps of t2 and t5 only),

@@ -1,6 +1,9 @@
 -- hierarchical: hierarchical averaging on a terminal / edge / cloud tree
--- against a flat parameter server on the same network (system paper's
--- terminal / edge / cloud tiers; HierFAVG, Liu et al. 2020).
+-- against a flat parameter server on the same network. The network is the
+-- system paper's (../shared/papers/system-paper-hierarchical-ddl.txt:
+-- terminal, edge and cloud tiers); the algorithm is not from the paper
+-- collection: hierarchical averaging with edge and cloud periods is
+-- HierFAVG (Liu et al. 2020), which no file of ../shared/papers describes.
 --
 -- A cloud, three edges and four terminals per edge. Terminal links are slow
 -- (10 Mbit/s, 10 ms), edge-cloud links faster (100 Mbit/s, 20 ms). Flat BSP
@@ -9,14 +12,20 @@
 -- averages every tau2 = 2 edge rounds), mlp:784-128-10 on Fashion-MNIST,
 -- the same emulated time for each.
 --
---   tools/run scenarios/hierarchical.lua [--set seconds=40] [--set quick=true]
+--   tools/run scenarios/hierarchical.lua [--set name=value ...]
+--     seconds=40     emulated seconds per training (quick: 4)
+--     target=0.75    the accuracy whose time is measured (quick: 0.5)
+--     quick=false    the reduced run of the test suite (4 s each)
+--     backend=auto   auto, kernel, user or none
+--     plots=true     plots and the report page at the end
 --
 -- Expected: the flat server's steps are bound by twelve models crossing the
 -- cloud links each step; hierarchical averaging keeps most traffic at the
 -- edges and makes many more local steps in the same time, the longer edge
 -- period more still, at the price of models drifting apart between averages
 -- (its accuracy per step is lower, per second higher). summary.json: per
--- run steps, bytes, final accuracy, time to the target.
+-- run steps, local steps per worker, bytes, final accuracy, time to the
+-- target (null when not reached).
 local hn = require("hiernet")
 local topo = require("hiernet.topo")
 local ps = require("hiernet.algo.ps")

@@ -1,20 +1,29 @@
--- ps_server_lr: the server learning rate of a parameter server (system
--- paper on hierarchical distributed deep learning, its Figure 3).
+-- ps_server_lr: the server learning rate of a parameter server: the system
+-- paper's Figure 3 (../shared/papers/system-paper-hierarchical-ddl.txt, the
+-- distributed deep learning system on terminal / edge / cloud tiers:
+-- "training curve of different learning rate of parameter server").
 --
 -- Workers push their sgd updates (worker rate fixed at 0.1) to a server that
 -- applies them with its own rate: 0.1, 0.5 and 1.0, synchronously (BSP) and
 -- asynchronously (ASP). Four terminals under two edges (100 Mbit/s, 5 ms),
 -- Fashion-MNIST, mlp:784-128-10, the same emulated time for each.
 --
---   tools/run scenarios/ps_server_lr.lua [--set seconds=30] [--set quick=true]
+--   tools/run scenarios/ps_server_lr.lua [--set name=value ...]
+--     seconds=30     emulated seconds per training (quick: 4)
+--     quick=false    the reduced run of the test suite (rates 0.1 and 1.0, 4 s each)
+--     backend=auto   auto, kernel, user or none
+--     plots=true     plots and the report page at the end
 --
 -- Expected (the paper's finding): a server rate below 1 wastes part of the
--- workers' updates, so 0.1 learns slowest; 1.0 uses them fully and learns
--- fastest, but under ASP, where updates are stale, its accuracy swings more
--- from one evaluation to the next (the `swing` column: mean absolute change
--- of accuracy between evaluations over the second half of the run).
+-- workers' updates, so 0.1 learns slowest in both modes; under BSP 1.0 uses
+-- them fully and reaches 0.75 first; under ASP, where updates are stale,
+-- 0.5 and 1.0 are close (measured: 0.5 first); 1.0 swings the most from one
+-- evaluation to the next (the `swing` column: mean absolute change of
+-- accuracy between evaluations over the second half of the run).
 -- summary.json: one result per (mode, server rate) with final and best
--- accuracy, time to 0.75, and swing; eval curves in <mode>_lr<rate>_eval.csv.
+-- accuracy, time to 0.75 (null when not reached), swing (null with fewer
+-- than two evaluations in the second half) and updates; eval curves in
+-- <mode>_lr<rate>_eval.csv.
 local hn = require("hiernet")
 local topo = require("hiernet.topo")
 local ps = require("hiernet.algo.ps")
