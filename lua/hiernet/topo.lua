@@ -7,9 +7,45 @@
 --                                        edge_terminal = { bw = "20Mbit", delay = "5ms" } } })
 --   t.cloud[1], t.edge[2], t.terminal[6]
 --
--- Common options: `link` (parameters of every link), `node` (options of
--- every node), `prefix` (name prefix).
+-- Common options of every builder: `link` (parameters of every link, as
+-- for net:link), `node` (options of every node: a table, or a
+-- function(i, tier) returning one), `prefix` (prepended to the node names).
+-- Options are checked before anything is made: an unknown one, or a value
+-- of the wrong type, is a one-line error naming it.
 local topo = {}
+
+local COMMON = { "link", "node", "prefix" }
+
+-- Checks builder `what`'s options o against the names it knows (its own
+-- and COMMON); returns o (or {}). Errors point at the builder's caller.
+local function check_options(what, o, own)
+  if o == nil then return {} end
+  if type(o) ~= "table" then
+    error(string.format("topo.%s: options must be a table, got %s", what, type(o)), 3)
+  end
+  local known, names = {}, {}
+  for _, list in ipairs({ own, COMMON }) do
+    for _, k in ipairs(list) do known[k], names[#names + 1] = true, k end
+  end
+  for k in pairs(o) do
+    if not known[k] then
+      error(string.format("topo.%s: unknown option '%s' (options: %s)", what, tostring(k),
+                          table.concat(names, ", ")), 3)
+    end
+  end
+  if o.link ~= nil and type(o.link) ~= "table" then
+    error(string.format("topo.%s: option 'link' must be a table of link parameters, got %s", what,
+                        type(o.link)), 3)
+  end
+  if o.node ~= nil and type(o.node) ~= "table" and type(o.node) ~= "function" then
+    error(string.format("topo.%s: option 'node' must be a table or a function(i, tier), got %s", what,
+                        type(o.node)), 3)
+  end
+  if o.prefix ~= nil and type(o.prefix) ~= "string" then
+    error(string.format("topo.%s: option 'prefix' must be a string, got %s", what, type(o.prefix)), 3)
+  end
+  return o
+end
 
 local function check_count(what, value, min)
   if math.type(value) ~= "integer" or value < min then
@@ -37,11 +73,15 @@ end
 -- star{n=, center="switch"|"host", center_name=, link=, node=, prefix="h"}
 -- -> {center=, hosts={...}}: every host linked to one center.
 function topo.star(net, o)
-  o = o or {}
+  o = check_options("star", o, { "n", "center", "center_name" })
   local n = check_count("star: n", o.n, 1)
   local name = o.center_name or "center"
+  local kind = o.center or "switch"
+  if kind ~= "switch" and kind ~= "host" then
+    error(string.format("topo.star: option 'center' must be \"switch\" or \"host\", got %s", tostring(kind)), 2)
+  end
   local center
-  if (o.center or "switch") == "switch" then
+  if kind == "switch" then
     center = net:switch(name)
   else
     center = net:node(name, node_opts(o.node))
@@ -53,7 +93,7 @@ end
 
 -- line{n=, link=, node=, prefix="h"} -> {hosts={...}}: h1 - h2 - ... - hn.
 function topo.line(net, o)
-  o = o or {}
+  o = check_options("line", o, { "n" })
   local list = hosts(net, check_count("line: n", o.n, 1), o.prefix or "h", o.node)
   for i = 2, #list do net:link(list[i - 1], list[i], o.link) end
   return { hosts = list }
@@ -61,7 +101,7 @@ end
 
 -- ring{n=, link=, node=, prefix="h"} -> {hosts={...}}: a line closed by hn - h1.
 function topo.ring(net, o)
-  o = o or {}
+  o = check_options("ring", o, { "n" })
   local t = topo.line(net, { n = check_count("ring: n", o.n, 3), link = o.link, node = o.node,
                              prefix = o.prefix })
   net:link(t.hosts[#t.hosts], t.hosts[1], o.link)
@@ -70,7 +110,7 @@ end
 
 -- mesh{n=, link=, node=, prefix="h"} -> {hosts={...}}: every pair linked.
 function topo.mesh(net, o)
-  o = o or {}
+  o = check_options("mesh", o, { "n" })
   local list = hosts(net, check_count("mesh: n", o.n, 1), o.prefix or "h", o.node)
   for i = 1, #list do
     for j = i + 1, #list do net:link(list[i], list[j], o.link) end
@@ -82,7 +122,7 @@ end
 -- leaves={...}, hosts={...}}: depth levels below the root, fanout children each.
 -- Names are prefix followed by the path from the root ("n", "n1", "n1.2", ...).
 function topo.tree(net, o)
-  o = o or {}
+  o = check_options("tree", o, { "fanout", "depth" })
   local fanout = check_count("tree: fanout", o.fanout, 1)
   local depth = check_count("tree: depth", o.depth, 0)
   local prefix = o.prefix or "n"
@@ -104,34 +144,64 @@ function topo.tree(net, o)
   return { root = root, levels = levels, leaves = levels[#levels], hosts = all }
 end
 
+-- A table of per-tier entries (hier's links / nodes): only the given keys.
+local function check_tiers(what, t, keys, kinds)
+  if t == nil then return {} end
+  if type(t) ~= "table" then
+    error(string.format("topo.hier: option '%s' must be a table, got %s", what, type(t)), 3)
+  end
+  local known = {}
+  for _, k in ipairs(keys) do known[k] = true end
+  for k, v in pairs(t) do
+    if not known[k] then
+      error(string.format("topo.hier: unknown key '%s' in option '%s' (keys: %s)", tostring(k), what,
+                          table.concat(keys, ", ")), 3)
+    end
+    if not kinds[type(v)] then
+      error(string.format("topo.hier: %s.%s must be a table%s, got %s", what, k,
+                          kinds["function"] and " or a function(i, tier)" or "", type(v)), 3)
+    end
+  end
+  return t
+end
+
 -- hier{clouds=1, edges_per_cloud=, terminals_per_edge=, links={cloud_edge=, edge_terminal=,
--- cloud_cloud=}, nodes={cloud=, edge=, terminal=}} -> {cloud={...}, edge={...}, terminal={...}}
--- (each of nodes.* a table of node options, or a function(i, tier) returning one)
--- A terminal / edge / cloud hierarchy: clouds fully meshed (cloud_cloud, default cloud_edge),
--- each cloud with its edges, each edge with its terminals. Names: cloud1.., edge1.., t1..
--- numbered across the whole network; tiers set to "cloud", "edge", "terminal".
+-- cloud_cloud=}, nodes={cloud=, edge=, terminal=}, link=, node=, prefix=""}
+-- -> {cloud={...}, edge={...}, terminal={...}}
+-- A terminal / edge / cloud hierarchy: clouds fully meshed, each cloud with
+-- its edges, each edge with its terminals. Names: prefix .. cloud1..,
+-- edge1.., t1.. numbered across the whole network; tiers set to "cloud",
+-- "edge", "terminal". A tier's links are links.<tier pair>, else `link`
+-- (cloud_cloud falls back to cloud_edge first); a tier's node options are
+-- nodes.<tier>, else `node` (each a table, or a function(i, tier) returning
+-- one).
 function topo.hier(net, o)
-  o = o or {}
+  o = check_options("hier", o, { "clouds", "edges_per_cloud", "terminals_per_edge", "links", "nodes" })
   local clouds = check_count("hier: clouds", o.clouds or 1, 1)
   local edges = check_count("hier: edges_per_cloud", o.edges_per_cloud, 1)
   local terminals = check_count("hier: terminals_per_edge", o.terminals_per_edge, 0)
-  local links, nodes = o.links or {}, o.nodes or {}
+  local links = check_tiers("links", o.links, { "cloud_edge", "edge_terminal", "cloud_cloud" }, { table = true })
+  local nodes = check_tiers("nodes", o.nodes, { "cloud", "edge", "terminal" }, { table = true, ["function"] = true })
+  local prefix = o.prefix or ""
+  local cloud_edge = links.cloud_edge or o.link
+  local edge_terminal = links.edge_terminal or o.link
+  local cloud_cloud = links.cloud_cloud or cloud_edge
+  local function opts(tier, i) return node_opts(nodes[tier] or o.node, tier, i) end
   local by_tier = { cloud = {}, edge = {}, terminal = {} }
   for c = 1, clouds do
-    local cloud = net:node("cloud" .. c, node_opts(nodes.cloud, "cloud", c))
-    for _, other in ipairs(by_tier.cloud) do
-      net:link(other, cloud, links.cloud_cloud or links.cloud_edge)
-    end
+    local cloud = net:node(prefix .. "cloud" .. c, opts("cloud", c))
+    for _, other in ipairs(by_tier.cloud) do net:link(other, cloud, cloud_cloud) end
     by_tier.cloud[c] = cloud
     for _ = 1, edges do
-      local edge = net:node("edge" .. (#by_tier.edge + 1), node_opts(nodes.edge, "edge", #by_tier.edge + 1))
-      by_tier.edge[#by_tier.edge + 1] = edge
-      net:link(cloud, edge, links.cloud_edge)
+      local e = #by_tier.edge + 1
+      local edge = net:node(prefix .. "edge" .. e, opts("edge", e))
+      by_tier.edge[e] = edge
+      net:link(cloud, edge, cloud_edge)
       for _ = 1, terminals do
-        local t = net:node("t" .. (#by_tier.terminal + 1),
-                           node_opts(nodes.terminal, "terminal", #by_tier.terminal + 1))
-        by_tier.terminal[#by_tier.terminal + 1] = t
-        net:link(edge, t, links.edge_terminal)
+        local i = #by_tier.terminal + 1
+        local t = net:node(prefix .. "t" .. i, opts("terminal", i))
+        by_tier.terminal[i] = t
+        net:link(edge, t, edge_terminal)
       end
     end
   end

@@ -51,3 +51,70 @@ ok, err = pcall(bad.route, bad, a, b)
 assert(not ok and err:find("no path from 'a' to 'b'"), tostring(err))
 local l = bad:link(a, b, { bw = 1e6, delay = 0.005, loss = "1%", queue = 50 })
 assert(l.name == "a-b" and l.a == a and l.b == b)
+
+-- Every builder takes link, node and prefix, and refuses an unknown option
+-- naming it, before it makes anything.
+local function fails(fn, want)
+  local ok, msg = pcall(fn)
+  assert(not ok and tostring(msg):find(want, 1, true), "want an error with " .. want .. ", got " .. tostring(msg))
+  assert(not tostring(msg):find("\n"), "a one-line error: " .. tostring(msg))
+  return msg
+end
+local REQUIRED = { star = { n = 3 }, line = { n = 3 }, ring = { n = 3 }, mesh = { n = 3 },
+                   tree = { fanout = 2, depth = 1 }, hier = { edges_per_cloud = 1, terminals_per_edge = 1 } }
+local function with(name, extra)
+  local o = {}
+  for k, v in pairs(REQUIRED[name]) do o[k] = v end
+  for k, v in pairs(extra) do o[k] = v end
+  return o
+end
+for _, name in ipairs{ "star", "line", "ring", "mesh", "tree", "hier" } do
+  local n = hn.network{ name = "opt" .. name, backend = "none" }
+  local msg = fails(function() topo[name](n, with(name, { lnk = {} })) end,
+                    "topo." .. name .. ": unknown option 'lnk'")
+  assert(msg:find("link, node, prefix", 1, true), msg)
+  assert(msg:find("topo_builders.lua:", 1, true), "the error names the caller's line: " .. msg)
+  assert(#n:nodes() == 0, name .. ": nothing made before the options were checked")
+  fails(function() topo[name](n, with(name, { link = "10Mbit" })) end,
+        "topo." .. name .. ": option 'link' must be a table")
+  topo[name](n, with(name, { link = { delay = "3ms" }, node = { speed = 0.5 }, prefix = "p" }))
+  assert(#n:nodes() > 0, name)
+  for _, node in ipairs(n:nodes()) do
+    if node.kind ~= "switch" then
+      assert(node.name:sub(1, 1) == "p", name .. ": prefix: " .. node.name)
+      assert(node.speed == 0.5, name .. ": node option on " .. node.name)
+    end
+  end
+end
+fails(function() topo.star(hn.network{ name = "c", backend = "none" }, { n = 2, center = "hub" }) end,
+      "option 'center' must be \"switch\" or \"host\"")
+fails(function() topo.hier(hn.network{ name = "k", backend = "none" },
+                           { edges_per_cloud = 1, terminals_per_edge = 1, links = { edge_terminals = {} } }) end,
+      "unknown key 'edge_terminals' in option 'links'")
+fails(function() topo.hier(hn.network{ name = "k2", backend = "none" },
+                           { edges_per_cloud = 1, terminals_per_edge = 1, nodes = { edges = {} } }) end,
+      "unknown key 'edges' in option 'nodes'")
+
+-- hier: `link` and `node` apply to every tier its links / nodes leave out
+-- (they were ignored), links.* and nodes.* win; the prefix names every node.
+local hnet = hn.network{ name = "hl", backend = "none" }
+local ht = topo.hier(hnet, { clouds = 2, edges_per_cloud = 1, terminals_per_edge = 2, prefix = "x",
+                             link = { bw = "7Mbit", delay = "4ms" }, links = { cloud_edge = { bw = "1Gbit" } },
+                             node = { speed = 0.25 }, nodes = { cloud = { speed = 2 } } })
+assert(ht.cloud[2].name == "xcloud2" and ht.edge[1].name == "xedge1" and ht.terminal[4].name == "xt4")
+assert(ht.cloud[1].speed == 2 and ht.edge[2].speed == 0.25 and ht.terminal[3].speed == 0.25)
+hnet:start()
+local core = require("hiernet.core")
+local f = assert(io.open(hn.results_dir() .. "/run.json"))
+local info = assert(core._json_decode(f:read("a")))
+f:close()
+local bw = {}
+for _, net in ipairs(info.topology) do
+  if net.name == "hl" then
+    for _, l in ipairs(net.links) do bw[l.a .. "-" .. l.b] = l.bw_bps end
+  end
+end
+assert(bw["xedge1-xt1"] == 7e6, "edge_terminal from link: " .. tostring(bw["xedge1-xt1"]))
+assert(bw["xcloud1-xedge1"] == 1e9, "cloud_edge from links: " .. tostring(bw["xcloud1-xedge1"]))
+assert(bw["xcloud1-xcloud2"] == 1e9, "cloud_cloud falls back to cloud_edge: " .. tostring(bw["xcloud1-xcloud2"]))
+hnet:stop()
