@@ -72,10 +72,12 @@ void netlife_run_close(struct netlife_run *run)
     run->links_record = NULL;
 }
 
-/* links.csv, shared by every network of the run that has counters (user backend). */
+/* links.csv, shared by every network of the run that has counters: linkd's
+ * (user backend) or the veths' (kernel backend). */
 static void sample_links(struct netlife_run *run, struct netrun *nr)
 {
-    if (strcmp(netrun_backend(nr), "user") != 0 || !run->dir) return;
+    const char *backend = netrun_backend(nr);
+    if ((strcmp(backend, "user") != 0 && strcmp(backend, "kernel") != 0) || !run->dir) return;
     if (!run->links_record) {
         size_t n;
         const char *const *columns = netrun_link_columns(&n);

@@ -3,6 +3,7 @@
 
 #include "common/clock.h"
 #include "controller/backend_pick.h"
+#include "controller/link_sampler.h"
 #include "controller/linkd_client.h"
 #include "controller/log.h"
 #include "controller/peer_template.h"
@@ -66,12 +67,15 @@ struct netrun {
     uint32_t *loopback_next;
     netrun_exit_fn on_exit;
     void *ctx;
-    /* links.csv: linkd's counters sampled once per second */
+    /* links.csv: linkd's counters (user backend) or the veths' (kernel
+     * backend, through sampler) sampled once per emulated second */
     struct record *links_record;
+    struct link_sampler *sampler;
     ev_timer sample_timer;
     netrun_clock_fn clock; /* the run's emulated seconds, for the time_s column */
     void *clock_ctx;
     size_t samples_pending;
+    bool sample_warned; /* the sampler's first error was logged */
     /* the start's phases in order, for the log (netrun_describe_start) */
     struct {
         const char *name;
@@ -1161,10 +1165,62 @@ static void on_links_sampled(void *ctx, const char *error, const msgpack_object 
         record_link(nr, t, &links->via.array.ptr[i]);
 }
 
+/* Kernel backend: one direction of a link from the veth's counters. What
+ * left the sending end's qdiscs is what the other end received (a veth
+ * loses nothing in between), so packets and delivered are the same count;
+ * the qdiscs' own drops (netem's loss, a full queue) and queue lengths are
+ * not read: those cells stay empty. The veth's drops (its peer end down)
+ * are drops_down. */
+static void record_veth_direction(struct netrun *nr, const char *t, const char *link,
+                                  const char *dir, bool up, uint64_t packets, uint64_t bytes,
+                                  uint64_t dropped)
+{
+    char p[24], b[24], d[24];
+    snprintf(p, sizeof p, "%llu", (unsigned long long)packets);
+    snprintf(b, sizeof b, "%llu", (unsigned long long)bytes);
+    snprintf(d, sizeof d, "%llu", (unsigned long long)dropped);
+    const char *row[N_LINK_COLUMNS] = {t, nr->net->name, link, dir, up ? "1" : "0", p,   b, p,
+                                       b, NULL,          NULL, d,   NULL,           NULL};
+    char err[256];
+    if (record_add(nr->links_record, row, err, sizeof err) < 0) ctl_log("%s", err);
+}
+
+/* The sample of every link (the end read sent tx, received rx), each at
+ * the run's clock of the moment its counters were read. */
+static void on_veths_sampled(void *ctx, const struct link_sample *samples, size_t n_links,
+                             const char *error)
+{
+    struct netrun *nr = ctx;
+    if (error && !nr->sample_warned) {
+        ctl_log("warning: network '%s': links.csv misses links: %s", nr->net->name, error);
+        nr->sample_warned = true;
+    }
+    if (!nr->links_record) return;
+    double dilation = nr->net->dilation > 1 ? nr->net->dilation : 1.0;
+    double now = nr->clock(nr->clock_ctx), mono_now = mono_s();
+    for (size_t i = 0; i < n_links; i++) {
+        const struct link_sample *s = &samples[i];
+        if (!s->seen) continue;
+        char t[32];
+        snprintf(t, sizeof t, "%.3f", now - (mono_now - s->mono) / dilation);
+        char name[80];
+        topo_link_describe(nr->net, &nr->net->links[i], name, sizeof name);
+        uint64_t ab[3] = {s->tx_packets, s->tx_bytes, s->tx_dropped};
+        uint64_t ba[3] = {s->rx_packets, s->rx_bytes, s->rx_dropped};
+        const uint64_t *sent_by_a = s->from_a ? ab : ba, *sent_by_b = s->from_a ? ba : ab;
+        record_veth_direction(nr, t, name, "ab", s->up, sent_by_a[0], sent_by_a[1], sent_by_a[2]);
+        record_veth_direction(nr, t, name, "ba", s->up, sent_by_b[0], sent_by_b[1], sent_by_b[2]);
+    }
+}
+
 static void on_sample_timer(EV_P_ ev_timer *w, int revents)
 {
     struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, sample_timer));
     char err[256];
+    if (nr->sampler) {
+        link_sampler_request(nr->sampler); /* skips a beat while a dump is in flight */
+        return;
+    }
     if (nr->samples_pending || !nr->linkd) return; /* linkd is slow to answer: skip a beat */
     for (size_t i = 0; i < nr->n_linkd; i++)
         if (linkd_client_stats_all(nr->linkd[i], on_links_sampled, nr, err, sizeof err) == 0)
@@ -1173,10 +1229,20 @@ static void on_sample_timer(EV_P_ ev_timer *w, int revents)
 
 void netrun_sample_links(struct netrun *nr, struct record *rec, netrun_clock_fn clock, void *ctx)
 {
-    if (!nr->linkd || !rec) return;
+    bool veths = nr->backend == TOPO_BACKEND_KERNEL && nr->kernel;
+    if ((!nr->linkd && !veths) || !rec) return;
     nr->links_record = rec;
     nr->clock = clock;
     nr->clock_ctx = ctx;
+    if (veths && !nr->sampler) {
+        char err[256];
+        nr->sampler = link_sampler_start(nr->loop, nr->net, nr->kernel, on_veths_sampled, nr, err,
+                                         sizeof err);
+        if (!nr->sampler) {
+            ctl_log("warning: network '%s': no links.csv: %s", nr->net->name, err);
+            return;
+        }
+    }
     double every = nr->net->dilation > 1 ? nr->net->dilation : 1.0; /* one emulated second */
     ev_timer_init(&nr->sample_timer, on_sample_timer, every, every);
     ev_timer_start(nr->loop, &nr->sample_timer);
@@ -1185,6 +1251,8 @@ void netrun_sample_links(struct netrun *nr, struct record *rec, netrun_clock_fn 
 void netrun_close_peers(struct netrun *nr)
 {
     ev_timer_stop(nr->loop, &nr->sample_timer);
+    link_sampler_stop(nr->sampler); /* before the namespaces go */
+    nr->sampler = NULL;
     for (size_t i = 0; i < nr->net->n_nodes; i++)
         if (nr->peers[i].client) peer_client_close(nr->peers[i].client);
 }
@@ -1215,6 +1283,8 @@ void netrun_free(struct netrun *nr)
     ev_io_stop(nr->loop, &nr->template_watcher);
     ev_timer_stop(nr->loop, &nr->template_deadline);
     ev_timer_stop(nr->loop, &nr->sample_timer);
+    link_sampler_stop(nr->sampler); /* its sockets live in the namespaces freed below */
+    nr->sampler = NULL;
     nr->links_record = NULL;
     for (size_t i = 0; nr->peers && i < nr->net->n_nodes; i++) {
         peer_client_free(nr->peers[i].client); /* kills and reaps a survivor */

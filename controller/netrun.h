@@ -82,10 +82,11 @@ int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, 
 struct record;
 /* The run's clock: emulated seconds since the run started. */
 typedef double (*netrun_clock_fn)(void *ctx);
-/* User backend: writes linkd's per-direction counters to rec once per
- * emulated second (the network's dilation in real seconds), time_s from
- * clock. No-op on other backends. rec must outlive the sampling (stopped
- * at close/free). */
+/* Writes every link's per-direction counters to rec once per emulated
+ * second (the network's dilation in real seconds), time_s from clock: on
+ * the user backend linkd's, on the kernel backend the veths' (read off the
+ * loop by controller/link_sampler.h). No-op on backend none. rec must
+ * outlive the sampling (stopped at close/free). */
 void netrun_sample_links(struct netrun *nr, struct record *rec, netrun_clock_fn clock, void *ctx);
 /* The columns of those rows. */
 const char *const *netrun_link_columns(size_t *n);

@@ -88,6 +88,13 @@ int topo_kernel_node_ns(const struct topo_kernel *k, int node)
     return k->ns[node].fd;
 }
 
+void topo_kernel_link_ifindex(const struct topo_kernel *k, int index, int *ifindex_a,
+                              int *ifindex_b)
+{
+    *ifindex_a = k->ifindex_a[index];
+    *ifindex_b = k->ifindex_b[index];
+}
+
 static void number_interfaces(struct topo_kernel *k)
 {
     const struct topo_network *net = k->net;

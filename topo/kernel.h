@@ -56,6 +56,10 @@ int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *rout
                           char *err, size_t errlen);
 /* The namespace fd of node i (for spawning its peer and node programs). */
 int topo_kernel_node_ns(const struct topo_kernel *k, int node);
+/* The ifindexes of link `index`'s ends, each in its node's namespace (for
+ * reading the link's counters there). */
+void topo_kernel_link_ifindex(const struct topo_kernel *k, int index, int *ifindex_a,
+                              int *ifindex_b);
 /* Runtime changes of link `index` (both directions). The model's params are
  * the caller's to update once this succeeds. */
 int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_link_params *params,

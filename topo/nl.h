@@ -9,6 +9,7 @@
  *   nl_route.c  IPv4 routes (host, subnet, default; via a gateway)
  *   nl_qdisc.c  the qdisc trees of shape.h: apply, change, clear
  *   nl_probe.c  which link types and qdiscs this kernel has
+ *   nl_stats.c  every link's counters of a namespace (RTM_GETLINK stats64)
  * Every request is built apart from being sent (topo_nl_*_build return an
  * nl_msg the caller may send alone or in a batch; unit tests check the bytes).
  *
@@ -165,6 +166,32 @@ int topo_nl_link_index(struct nl_sock *sock, const char *name, char *err, size_t
 typedef void (*topo_nl_link_fn)(const char *name, int ifindex, unsigned flags, void *ctx);
 int topo_nl_link_list(struct nl_sock *sock, topo_nl_link_fn fn, void *ctx, char *err,
                       size_t errlen);
+
+/* ---- nl_stats.c: link counters ---- */
+
+/* One link's counters as the kernel reports them (IFLA_STATS64). For a
+ * veth end, tx_* count what this end handed to its peer (after this end's
+ * qdiscs) and rx_* what the peer handed to it, so one end tells both
+ * directions; *_dropped count what the veth could not hand over (the peer
+ * down, its backlog full). flags are the IFF_* flags (IFF_LOWER_UP: the
+ * peer end is up too). */
+struct topo_nl_link_stats {
+    int ifindex;
+    unsigned flags;
+    uint64_t rx_packets, tx_packets, rx_bytes, tx_bytes, rx_dropped, tx_dropped;
+};
+typedef void (*topo_nl_link_stats_fn)(const struct topo_nl_link_stats *stats, void *ctx);
+
+/* The dump request whose replies carry every link of the socket's
+ * namespace with its counters. */
+struct nl_msg *topo_nl_link_stats_build(void);
+/* One reply of that dump: 0 and *out filled for an RTM_NEWLINK that holds
+ * IFLA_STATS64, -1 for anything else. */
+int topo_nl_link_stats_parse(const struct nlmsghdr *reply, struct topo_nl_link_stats *out);
+/* Sends the dump and calls fn for every link it reports. Blocks until the
+ * kernel has answered: call it off the event loop. */
+int topo_nl_link_stats(struct nl_sock *sock, topo_nl_link_stats_fn fn, void *ctx, char *err,
+                       size_t errlen);
 
 /* ---- nl_addr.c: addresses ---- */
 

@@ -2,12 +2,14 @@
  * bytes they produce (no socket, no root): veth ends placed by namespace fd
  * on both sides, bridge, up/down, address, route, and the qdisc layouts the
  * kernel expects (netem's TCA_OPTIONS covering its trailing attributes,
- * 64-bit HTB rates, bfifo's bare struct). */
+ * 64-bit HTB rates, bfifo's bare struct), and the link-counter dump
+ * request with its replies parsed. */
 #include "check.h"
 #include "topo/nl.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <net/if.h>
 #include <linux/if_link.h>
 #include <linux/pkt_sched.h>
@@ -244,6 +246,53 @@ static void test_tbf_tree(void)
     free_all(msgs, n);
 }
 
+/* An RTM_NEWLINK reply of ifindex 7 with IFLA_STATS64 of `len` bytes. */
+static struct nl_msg *link_reply(int type, size_t len)
+{
+    struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = 7, .ifi_flags = IFF_UP};
+    struct rtnl_link_stats64 st = {.rx_packets = 1,
+                                   .tx_packets = 2,
+                                   .rx_bytes = 3000,
+                                   .tx_bytes = 4000000000000ull,
+                                   .rx_dropped = 5,
+                                   .tx_dropped = 6};
+    struct nl_msg *msg = nlmsg_alloc_simple(type, NLM_F_MULTI);
+    nlmsg_append(msg, &ifi, sizeof ifi, NLMSG_ALIGNTO);
+    nla_put_string(msg, IFLA_IFNAME, "n1-e0");
+    nla_put(msg, IFLA_STATS64, (int)len, &st);
+    return msg;
+}
+
+static void test_link_stats(void)
+{
+    struct nl_msg *msg = topo_nl_link_stats_build();
+    CHECK(msg != NULL);
+    if (!msg) return;
+    struct nlmsghdr *nlh = nlmsg_hdr(msg);
+    const struct ifinfomsg *ifi = NLMSG_DATA(nlh);
+    CHECK(nlh->nlmsg_type == RTM_GETLINK && (nlh->nlmsg_flags & NLM_F_DUMP) == NLM_F_DUMP);
+    CHECK(nlh->nlmsg_len == NLMSG_LENGTH(sizeof *ifi) && ifi->ifi_family == AF_UNSPEC);
+    nlmsg_free(msg);
+
+    struct topo_nl_link_stats st;
+    msg = link_reply(RTM_NEWLINK, sizeof(struct rtnl_link_stats64));
+    CHECK(topo_nl_link_stats_parse(nlmsg_hdr(msg), &st) == 0);
+    CHECK(st.ifindex == 7 && (st.flags & IFF_UP));
+    CHECK(st.rx_packets == 1 && st.tx_packets == 2 && st.rx_bytes == 3000);
+    CHECK(st.tx_bytes == 4000000000000ull && st.rx_dropped == 5 && st.tx_dropped == 6);
+    nlmsg_free(msg);
+    /* an older kernel's shorter struct still holds the fields used */
+    msg = link_reply(RTM_NEWLINK, offsetof(struct rtnl_link_stats64, multicast));
+    CHECK(topo_nl_link_stats_parse(nlmsg_hdr(msg), &st) == 0 && st.tx_dropped == 6);
+    nlmsg_free(msg);
+    msg = link_reply(RTM_NEWLINK, offsetof(struct rtnl_link_stats64, rx_dropped));
+    CHECK(topo_nl_link_stats_parse(nlmsg_hdr(msg), &st) == -1);
+    nlmsg_free(msg);
+    msg = link_reply(RTM_NEWADDR, sizeof(struct rtnl_link_stats64));
+    CHECK(topo_nl_link_stats_parse(nlmsg_hdr(msg), &st) == -1);
+    nlmsg_free(msg);
+}
+
 static void test_errors(void)
 {
     char err[256];
@@ -266,6 +315,7 @@ int main(void)
     test_htb_tree();
     test_netem_layout();
     test_tbf_tree();
+    test_link_stats();
     test_errors();
     return check_report();
 }
