@@ -22,22 +22,21 @@ local job = {}
 
 -- ---- errors that point at the scenario's line, not at the library's ----
 
--- The first stack level whose code is not part of the hiernet library.
-local function user_level()
-  for level = 2, 40 do
-    local info = debug.getinfo(level, "S")
-    if not info then return 1 end
-    if not info.source:find("hiernet/", 1, true) and info.what ~= "C" then return level end
+-- "file:line: " of the innermost caller outside the hiernet library (the
+-- user's call that led here), or "" when there is none.
+local function user_where()
+  for level = 2, 40 do -- 1 is this function
+    local info = debug.getinfo(level, "Sl")
+    if not info then return "" end
+    if not info.source:find("hiernet/", 1, true) and info.what ~= "C" then
+      return info.currentline > 0 and (info.short_src .. ":" .. info.currentline .. ": ") or ""
+    end
   end
-  return 1
+  return ""
 end
 
 function job.fail(fmt, ...)
-  local level = user_level()
-  local info = debug.getinfo(level, "Sl")
-  local where = info and info.currentline and info.currentline > 0
-      and (info.short_src .. ":" .. info.currentline .. ": ") or ""
-  error(where .. string.format(fmt, ...), 0)
+  error(user_where() .. string.format(fmt, ...), 0)
 end
 
 -- The params of an `optim` command stepping `target` (a model, or with
