@@ -771,7 +771,7 @@ function Job:finish(extra)
     target_accuracy = self.o.target_accuracy, time_to_target_s = self.time_to_target,
     steps_to_target = self.steps_to_target,
     steps = self.steps, updates_applied = self.updates_applied, worker_steps = self.worker_steps,
-    epochs = self:epochs(), bytes = self.bytes, wall_s = wall, start_s = self.t0,
+    epochs = self:epochs(), bytes = math.floor(self.bytes + 0.5), wall_s = wall, start_s = self.t0,
     compute_share = (#self.workers > 0 and wall > 0)
         and self.compute_ms / 1000 / (#self.workers * wall) or nil,
     stop_reason = self.stop_reason, evals = self.evals, evals_skipped = self.evals_skipped,
