@@ -211,7 +211,11 @@ local function watch(J, groups, cloud, state)
     for _, g in ipairs(groups) do nodes[#nodes + 1] = g.edge end
     for _, w in ipairs(J.workers) do nodes[#nodes + 1] = w end
     for _, n in ipairs(nodes) do
-      state.aborts[#state.aborts + 1] = hn.spawn(function() pcall(n.abort, n, { nodes = nodes }) end)
+      -- a killed worker's abort would be answered only once its end is seen
+      local i = J:worker_index(n)
+      if not (i and J.killed[i]) then
+        state.aborts[#state.aborts + 1] = hn.spawn(function() pcall(n.abort, n, { nodes = nodes }) end)
+      end
     end
   end
   J:watch_faults{

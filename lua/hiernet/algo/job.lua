@@ -497,8 +497,9 @@ end
 -- through on_change. A synchronous algorithm (sync) with on_failure = "fail"
 -- stops at the first worker away, with an error naming it (J.fault_error).
 
-local function worker_index(J, node)
-  for i, w in ipairs(J.workers) do if w == node then return i end end
+-- The index of node among the workers, or nil.
+function Job:worker_index(node)
+  for i, w in ipairs(self.workers) do if w == node then return i end end
 end
 
 function Job:set_away(i, away, why)
@@ -598,7 +599,7 @@ function Job:watch_faults(hooks)
   end
   local on = function(event, fn) net:on(event, live(fn)) end
   on("kill", function(_, node)
-    local i = worker_index(self, node)
+    local i = self:worker_index(node)
     if i then
       self.killed[i] = true
       self:set_away(i, true, "was killed")
@@ -611,7 +612,7 @@ function Job:watch_faults(hooks)
     end
   end)
   on("restart", function(_, node)
-    local i = worker_index(self, node)
+    local i = self:worker_index(node)
     if i and self.killed[i] and not self:stopped() then
       self:resetup_worker(i)
       self.killed[i], self.dead[i] = nil, nil
