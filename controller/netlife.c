@@ -3,11 +3,13 @@
 
 #include "common/clock.h"
 #include "controller/log.h"
+#include "controller/loopback_claim.h"
 #include "controller/overload.h"
 #include "controller/record.h"
 #include "controller/registry.h"
 #include "controller/run.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -45,11 +47,24 @@ struct netlife {
 
 void netlife_run_init(struct netlife_run *run, struct ev_loop *loop, const char *dir)
 {
-    *run = (struct netlife_run){.loop = loop, .dir = dir};
-    /* Backend none puts every peer on its own loopback address. Runs at the
-     * same time must not share addresses (a peer's data port is fixed), so
-     * each run takes its own 127.N.0.0/16, N from its pid. */
-    run->loopback_next = (127u << 24) | ((1u + (unsigned)getpid() % 254u) << 16) | 2u;
+    *run = (struct netlife_run){.loop = loop, .dir = dir, .loopback_claim = -1};
+}
+
+/* Backend none puts every peer on its own loopback address. Runs at the
+ * same time must not share addresses (a peer's data port is fixed), so each
+ * run claims its own 127.N.0.0/16 at its first start (loopback_claim.h),
+ * trying N from its pid first. */
+static uint32_t *run_loopback(struct netlife_run *run)
+{
+    if (run->loopback_next) return &run->loopback_next;
+    unsigned n = 1u + (unsigned)getpid() % 254u;
+    run->loopback_claim = loopback_claim(n, &n);
+    if (run->loopback_claim < 0)
+        ctl_log("warning: no free 127.N.0.0/16 to claim (%s): backend none uses 127.%u, which "
+                "another run may share",
+                strerror(errno), n);
+    run->loopback_next = (127u << 24) | (n << 16) | 2u;
+    return &run->loopback_next;
 }
 
 struct registry *netlife_run_registry(struct netlife_run *run)
@@ -68,6 +83,8 @@ struct registry *netlife_run_registry(struct netlife_run *run)
 
 void netlife_run_close(struct netlife_run *run)
 {
+    if (run->loopback_claim >= 0) close(run->loopback_claim);
+    run->loopback_claim = -1;
     record_close(run->links_record);
     run->links_record = NULL;
 }
@@ -380,7 +397,7 @@ int netlife_start(struct netlife *nl, const struct netlife_options *opts,
     nl->stop_requested = false;
     nl->error = (struct netlife_error){NETLIFE_OK, -1, -1, ""};
     struct registry *reg = netlife_run_registry(nl->run);
-    struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg, &nl->run->loopback_next,
+    struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg, run_loopback(nl->run),
                                 on_links_made, nl->run->peer_path};
     bool env_error = false;
     if (netrun_build(nl->run->loop, nl->topo, &cfg, on_peer_exit, nl, on_built, nl, &nl->nr,

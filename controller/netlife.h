@@ -68,6 +68,7 @@ struct netlife_run {
     bool registry_tried;
     struct record *links_record; /* links.csv, once a network has counters */
     uint32_t loopback_next;      /* backend none: the next free 127.x.y.z (host order) */
+    int loopback_claim;          /* the claim on its 127.N.0.0/16 (loopback_claim.h), or -1 */
     netrun_clock_fn clock;       /* the run's emulated seconds */
     void *clock_ctx;
     const char *peer_path;     /* NULL: hiernet-peer next to this executable */
@@ -82,8 +83,9 @@ struct registry *netlife_run_registry(struct netlife_run *run);
 /* Puts the overload account's report into run.json's record (the run's end
  * calls it; a start does it itself). */
 void netlife_run_publish_overload(struct netlife_run *run);
-/* Closes links.csv, after the networks are freed. The registry, once open,
- * is closed by the run's owner (registry_close_and_remove, last of all). */
+/* Closes links.csv, after the networks are freed, and gives up the run's
+ * loopback /16. The registry, once open, is closed by the run's owner
+ * (registry_close_and_remove, last of all). */
 void netlife_run_close(struct netlife_run *run);
 
 struct netlife;

@@ -41,8 +41,9 @@ struct scenario {
     struct run run;
     ev_signal sigint, sigterm;
     ev_timer teardown_timer;
-    int signal;         /* the signal that interrupted the run, or 0 */
-    bool teardown_late; /* teardown deadline passed or a second signal came */
+    int signal;            /* the signal that interrupted the run, or 0 */
+    bool teardown_late;    /* teardown deadline passed or a second signal came */
+    bool traceback_in_log; /* a failure's traceback went to log.txt only */
 };
 
 static struct scenario *scenario_of_loop(struct ev_loop *loop)
@@ -227,6 +228,19 @@ static void run_main_task(struct scenario *sc, const struct scenario_options *o)
         ev_run(sc->rt.loop, 0);
 }
 
+/* A failed run's error: its message alone on stderr, one line for the user
+ * (the first line names file:line and the value at fault), and the whole
+ * traceback in log.txt, where a developer looks; HIERNET_TRACEBACK=1 puts
+ * the traceback on stderr too (tools and drawings have no log). */
+static void report_fatal(struct scenario *sc, const char *fatal)
+{
+    const char *tb = strstr(fatal, "\nstack traceback:");
+    bool whole = !tb || getenv("HIERNET_TRACEBACK");
+    fprintf(stderr, "%.*s\n", whole ? (int)strlen(fatal) : (int)(tb - fatal), fatal);
+    if (sc->rt.log) fprintf(sc->rt.log, "%s\n", fatal);
+    sc->traceback_in_log = !whole && sc->rt.log;
+}
+
 /* Decides status and exit code after the loop has returned. */
 static int outcome(struct scenario *sc)
 {
@@ -239,8 +253,7 @@ static int outcome(struct scenario *sc)
         return 128 + sc->signal;
     }
     if (fatal) {
-        fprintf(stderr, "%s\n", fatal);
-        if (sc->rt.log) fprintf(sc->rt.log, "%s\n", fatal);
+        report_fatal(sc, fatal);
         sc->run.status = "failed";
         run_set_error(&sc->run, fatal);
         return sc->rt.env_failure ? 3 : 1;
@@ -409,8 +422,9 @@ int scenario_run(const struct scenario_options *o)
     finish_run(&sc);
     unregister_run(&sc);
     if (!o->quiet)
-        fprintf(stderr, "hiernet: run %s in %.2f s; results in %s\n", sc.run.status,
-                sc.run.end_wall - sc.run.start_wall, sc.run.dir);
+        fprintf(stderr, "hiernet: run %s in %.2f s; results in %s%s\n", sc.run.status,
+                sc.run.end_wall - sc.run.start_wall, sc.run.dir,
+                sc.traceback_in_log ? " (the traceback in its log.txt)" : "");
     release(&sc);
     return code;
 out_early:

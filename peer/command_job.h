@@ -95,7 +95,9 @@ struct command_job {
     struct ml_state *ml;   /* worker thread only */
     struct devmirror *dev; /* worker thread only: the device and its tensor copies */
     uint32_t msgid;
-    double start_ms; /* when the request arrived */
+    uint64_t received; /* the server's request count when its request arrived (a batch's
+                        * commands: the batch's): orders it against abort{} (commands_sync.h) */
+    double start_ms;   /* when the request arrived */
     /* Continuation: called once by command_job_finish (also when cancelled);
      * owns the job from then on and frees it with command_job_free. */
     void (*complete)(struct command_job *job);

@@ -122,6 +122,7 @@ struct command_job *command_job_new(struct peer_server *s, const struct command_
     j->ml = s->ml;
     j->dev = s->dev;
     j->msgid = msgid;
+    j->received = s->commands;
     j->start_ms = command_now_ms();
     j->complete = command_reply;
     j->extra = cmd->extra_size ? (char *)j + head : NULL;

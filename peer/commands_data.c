@@ -10,6 +10,7 @@
 
 #include "common/container.h"
 #include "peer/command_job.h"
+#include "peer/commands_sync.h"
 #include "peer/data_auth.h"
 #include "peer/dataplane.h"
 
@@ -215,10 +216,16 @@ static void send_dest_done(struct dataplane_send *ds, const char *error, bool ca
  * transfer holds a reference), and keeps the job until every one is done. */
 static bool send_after(struct command_job *j, struct send_params *p)
 {
+    struct peer_server *s = j->server;
+    sync_forget_aborts(s, j->received);
     p->pending = p->n_dests + 1; /* a done called at once must not end the send early */
     for (uint32_t i = 0; i < p->n_dests; i++) {
         struct dataplane_send *ds = &p->dests[i].ds;
         p->dests[i].send = p;
+        if (ds->to[0] && sync_aborted_since(s, j->received, ds->to)) {
+            send_dest_done(ds, "aborted: the node was cut off or died", false);
+            continue;
+        }
         store_tensor_hold(p->snapshot);
         ds->snapshot = p->snapshot;
         ds->data = p->data;

@@ -164,6 +164,9 @@ static void on_wait_timeout(EV_P_ ev_timer *w, int revents)
     wait_end(p);
 }
 
+static bool wait_aborted_since(const struct peer_server *s, const struct wait_params *p,
+                               uint64_t received);
+
 static void wait_start(struct command_job *j, struct wait_params *p)
 {
     struct peer_server *s = j->server;
@@ -173,7 +176,13 @@ static void wait_start(struct command_job *j, struct wait_params *p)
         wait_end(p);
         return;
     }
+    sync_forget_aborts(s, j->received);
     if (wait_try(p)) return;
+    if (!p->clear && wait_aborted_since(s, p, j->received)) {
+        cmd_fail(j, "aborted by the controller (a node it waited for was cut off or died)");
+        wait_end(p);
+        return;
+    }
     s->waiter = j;
     /* timeout_s is emulated time: real time runs dilation times slower. */
     ev_timer_set(&p->timer, p->timeout_s * s->cfg.dilation, 0.0);
@@ -191,8 +200,11 @@ void sync_arrival(struct peer_server *s)
     if (s->waiter) wait_try(wait_params_of(s->waiter));
 }
 
+static void abort_marks_free(struct peer_server *s);
+
 void sync_shutdown(struct peer_server *s)
 {
+    abort_marks_free(s);
     struct command_job *j = s->waiter;
     if (!j) return;
     struct wait_params *p = wait_params_of(j);
@@ -210,16 +222,101 @@ void sync_shutdown(struct peer_server *s)
  * a peer waits on a live neighbour whose own step the lost node has stopped. Answered at once,
  * like ping. */
 struct abort_params {
-    char (*nodes)[COMMAND_NAME_SIZE];
+    char (*nodes)[COMMAND_NAME_SIZE]; /* sorted; moves into the abort's mark */
     uint32_t n_nodes;
     bool any_wait;
 };
+
+/* An abort as the commands queued before it see it (sync_aborted_since). */
+struct abort_mark {
+    struct abort_mark *next; /* newer first */
+    uint64_t received;
+    char (*nodes)[COMMAND_NAME_SIZE]; /* sorted */
+    uint32_t n_nodes;
+    bool any_wait;
+};
+
+/* Marks beyond this many (aborts with no wait or send starting between
+ * them) are dropped, oldest first: a bound on memory, far above the few
+ * aborts a fault sends. */
+#define ABORT_MARKS_MAX 256
+
+static void abort_mark_free(struct abort_mark *m)
+{
+    free(m->nodes);
+    free(m);
+}
+
+static void abort_marks_free(struct peer_server *s)
+{
+    while (s->aborts) {
+        struct abort_mark *m = s->aborts;
+        s->aborts = m->next;
+        abort_mark_free(m);
+    }
+}
+
+void sync_forget_aborts(struct peer_server *s, uint64_t received)
+{
+    struct abort_mark **at = &s->aborts;
+    for (unsigned n = 0; *at; n++) {
+        if ((*at)->received <= received || n >= ABORT_MARKS_MAX) {
+            struct abort_mark *old = *at;
+            *at = old->next;
+            abort_mark_free(old);
+        } else {
+            at = &(*at)->next;
+        }
+    }
+}
+
+static bool mark_names(const struct abort_mark *m, const char *node)
+{
+    return bsearch(node, m->nodes, m->n_nodes, sizeof *m->nodes, name_compare) != NULL;
+}
+
+bool sync_aborted_since(const struct peer_server *s, uint64_t received, const char *node)
+{
+    for (const struct abort_mark *m = s->aborts; m && m->received > received; m = m->next)
+        if (mark_names(m, node)) return true;
+    return false;
+}
+
+/* An abort received after the wait that concerns it (as abort_run judges a
+ * pending one: any_wait, a wait on any sender, or one of its senders). */
+static bool wait_aborted_since(const struct peer_server *s, const struct wait_params *p,
+                               uint64_t received)
+{
+    for (const struct abort_mark *m = s->aborts; m && m->received > received; m = m->next) {
+        if (m->any_wait || !p->from) return true;
+        for (uint32_t i = 0; i < p->n_from; i++)
+            if (mark_names(m, p->from[i])) return true;
+    }
+    return false;
+}
+
+/* Keeps the abort for the commands received before it that have yet to
+ * start; takes the params' node list. */
+static void abort_mark_add(struct peer_server *s, uint64_t received, struct abort_params *p)
+{
+    struct abort_mark *m = calloc(1, sizeof *m);
+    if (!m) return; /* queued commands then wait out their timeouts, as before */
+    m->received = received;
+    m->nodes = p->nodes;
+    m->n_nodes = p->n_nodes;
+    m->any_wait = p->any_wait;
+    p->nodes = NULL;
+    m->next = s->aborts;
+    s->aborts = m;
+}
 
 static bool abort_parse(struct command_job *j, struct abort_params *p, struct proto_args *a)
 {
     int rc = cmd_arg_names(a, "nodes", &p->nodes, &p->n_nodes);
     if (rc == 0) return proto_args_missing(a, "nodes");
-    return rc > 0 && cmd_arg_bool(a, "any_wait", &p->any_wait);
+    if (rc < 0 || !cmd_arg_bool(a, "any_wait", &p->any_wait)) return false;
+    qsort(p->nodes, p->n_nodes, sizeof *p->nodes, name_compare);
+    return true;
 }
 
 /* Does the pending wait count arrivals from one of the aborted nodes? A
@@ -232,7 +329,7 @@ static bool wait_hears_from(const struct wait_params *w, const struct abort_para
     return false;
 }
 
-static bool abort_run(struct command_job *j, const struct abort_params *p)
+static bool abort_run(struct command_job *j, struct abort_params *p)
 {
     struct peer_server *s = j->server;
     uint64_t closed = 0;
@@ -247,6 +344,7 @@ static bool abort_run(struct command_job *j, const struct abort_params *p)
     }
     cmd_result_u64(j, "connections_closed", closed);
     cmd_result_u64(j, "waits_aborted", waited);
+    abort_mark_add(s, j->received, p);
     return true;
 }
 

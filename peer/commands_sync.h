@@ -19,6 +19,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct command;
 struct command_job;
@@ -35,7 +36,18 @@ extern const struct command sync_cmd_abort;
 bool sync_batch_stopped(struct command_job *batch);
 void sync_batch_stop(struct command_job *batch);
 
+/* Aborts reach commands queued before them too: a wait or send received
+ * before an abort{} that starts after it, on data from an aborted node or to
+ * one, fails at once instead of waiting out its timeout (the controller
+ * sent the abort because that node died or was cut off). Does an abort
+ * received after the request numbered `received` name `node`? */
+bool sync_aborted_since(const struct peer_server *s, uint64_t received, const char *node);
+/* A FIFO command received at `received` starts: commands start in arrival
+ * order, so aborts that came before it concern nothing queued any more. */
+void sync_forget_aborts(struct peer_server *s, uint64_t received);
+
 /* A receive recorded an arrival: the pending wait (if any) looks again. */
 void sync_arrival(struct peer_server *s);
-/* The peer is shutting down: a pending wait is cancelled (and its batch). */
+/* The peer is shutting down: a pending wait is cancelled (and its batch);
+ * the abort marks are freed. */
 void sync_shutdown(struct peer_server *s);

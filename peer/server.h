@@ -27,6 +27,7 @@ struct ml_background;
 struct kern_ctx;
 struct devmirror;
 struct command_job;
+struct abort_mark;
 
 struct peer_config {
     int control_fd;
@@ -74,6 +75,7 @@ struct peer_server {
     struct worker *background;
     struct ml_background *ml_background;
     struct command_job *waiter; /* the wait holding the FIFO, if any (commands_sync.h) */
+    struct abort_mark *aborts;  /* aborts that commands queued before them must see (idem) */
     uint64_t commands;          /* requests received */
     int exit_status;
 };

@@ -1,6 +1,7 @@
 /* network.c — the topology model (see network.h). */
 #include "topo/network.h"
 #include "topo/link_keys.h"
+#include "common/quote.h"
 
 #include <arpa/inet.h>
 #include <math.h>
@@ -21,10 +22,11 @@ int topo_name_check(const char *what, const char *name, char *err, size_t errlen
     for (size_t i = 0; ok && i < n; i++)
         ok = name_char_ok(name[i]);
     if (ok) return 0;
+    char quoted[96]; /* long enough to show a name that is too long */
     snprintf(err, errlen,
              "%s name '%s' is invalid: use 1 to %d letters, digits, '_', '-' or '.', starting "
              "with a letter or digit",
-             what, name, TOPO_NAME_MAX - 1);
+             what, quote_printable(name, quoted, sizeof quoted), TOPO_NAME_MAX - 1);
     return -1;
 }
 

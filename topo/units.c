@@ -5,6 +5,7 @@
  * is 100000 ns) and independent of the process locale, which a host program
  * may have changed. */
 #include "topo/units.h"
+#include "common/quote.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -30,25 +31,12 @@ static const struct units_suffix units_rate_suffixes[] = {{"bit", 0},  {"kbit", 
 static const struct units_suffix units_time_suffixes[] = {
     {"ns", 0}, {"us", 3}, {"ms", 6}, {"s", 9}, {NULL, 0}};
 
-/* Copies text into a printable, bounded quote so an error stays one line. */
-static const char *units_quote(const char *text, char *buf, size_t buflen)
-{
-    size_t i = 0;
-    for (; text && text[i] && i + 4 < buflen; i++)
-        buf[i] = isprint((unsigned char)text[i]) ? text[i] : '?';
-    if (text && text[i]) {
-        memcpy(buf + i, "...", 3);
-        i += 3;
-    }
-    buf[i] = '\0';
-    return buf;
-}
-
 static void units_fail(char *err, size_t errlen, const char *what, const char *text,
                        const char *why)
 {
     char quoted[48];
-    snprintf(err, errlen, "bad %s \"%s\": %s", what, units_quote(text, quoted, sizeof quoted), why);
+    snprintf(err, errlen, "bad %s \"%s\": %s", what, quote_printable(text, quoted, sizeof quoted),
+             why);
 }
 
 /* Reads the digits of an exponent; caps the magnitude so huge exponents are

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bad input, table-driven: malformed scenarios and parameters, each of which
-# must end the run with exit 1 (scenario error) or 2 (bad input), a first
-# stderr line that names the file and line where there is one and the value
+# must end the run with exit 1 (scenario error) or 2 (bad input), one
+# stderr line (the traceback goes to log.txt) that names the file and line where there is one and the value
 # at fault, run.json "failed" with that line as its error (exit 1) or no
 # results directory at all (exit 2), and nothing left behind: every case
 # runs under bench_leftovers (no process, namespace, cgroup or registry
@@ -46,6 +46,8 @@ bad_case() {
   local got=$? first
   first=$(grep -v '^bench_leftovers:' "$name.err" | head -n1)
   [[ $got -eq $want ]] && ok || bad "$name: exit $got, want $want; stderr: $first"
+  [[ $(grep -vc '^bench_leftovers:' "$name.err") -eq 1 ]] && ok ||
+    bad "$name: the error is not one line: $(grep -v '^bench_leftovers:' "$name.err" | sed -n 2p)"
   [[ $first == *"$text"* ]] && ok || bad "$name: first stderr line lacks '$text': '$first'"
   if [[ $want -eq 1 ]]; then
     python3 - "r-$name/run.json" "$first" <<'PY' && ok || bad "$name: run.json does not record the failure"

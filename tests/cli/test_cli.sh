@@ -45,7 +45,7 @@ expect_exit 0 "trivial scenario" -- "$HN" run ok.lua --out r-ok --quiet
 expect_exit 2 "reused --out" -- "$HN" run ok.lua --out r-ok --quiet
 expect_err "already holds a run" "reused --out message"
 
-# --- a Lua error in a task: exit 1, file:line, traceback, teardown ---
+# --- a Lua error in a task: exit 1, one line file:line, traceback in log.txt, teardown ---
 cat >err.lua <<'LUA'
 local hn = require("hiernet")
 local net = hn.network{ name = "e", backend = "none" }
@@ -59,7 +59,8 @@ t:wait()
 LUA
 expect_exit 1 "lua error" -- "$HN" run err.lua --out r-err --quiet
 expect_err "err.lua:7: deliberate failure" "error has file:line: message"
-expect_err "stack traceback" "error has a traceback"
+grep -q "stack traceback" r-err/log.txt && ok || bad "log.txt has the error's traceback"
+[[ $(wc -l <err.txt) -eq 1 ]] && ok || bad "a Lua error is one line on stderr: $(cat err.txt)"
 [[ $(json_status r-err) == failed ]] && ok || bad "run.json status failed"
 [[ $(peers_of clierr_) -eq 0 ]] && ok || bad "peers left after a Lua error"
 grep -q '"error": "err.lua:7: deliberate failure"' r-err/run.json && ok || bad "run.json records the error"

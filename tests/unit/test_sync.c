@@ -411,6 +411,47 @@ static void test_abort(void)
               "yes");
 }
 
+/* An abort reaches the commands received before it that start after it: a
+ * wait on data from the aborted node and a send to it, queued behind a wait
+ * that holds the queue, fail at once when they start; commands received
+ * after the abort are not touched. */
+static void test_abort_queued(void)
+{
+    struct harness_reply r;
+    HCALL_OK(&b, &r, "tensor", "name:s size:i fill:f", "q", 2LL, 1.0);
+    HCALL_OK(&a, &r, "tensor", "name:s size:i fill:f", "q", 2LL, 1.0);
+    uint32_t gate = harness_request(&b, "wait", "tensor:s from:l timeout:f", "gate", 1,
+                                    (const char *[]){"a"}, 5.0);
+    uint32_t from_c = harness_request(&b, "wait", "tensor:s from:l timeout:f", "never", 1,
+                                      (const char *[]){"c"}, 5.0);
+    uint32_t from_a = harness_request(&b, "wait", "tensor:s from:l timeout:f", "later", 1,
+                                      (const char *[]){"a"}, 5.0);
+    uint32_t to_c = harness_request(&b, "send", "tensor:s to:s as:s", "q", "c", "q_from_b");
+    HCALL_OK(&b, &r, "abort", "nodes:l", 1, (const char *[]){"c"});
+    CHECK(harness_num(&r, "waits_aborted") == 0); /* the gate waits for a */
+    harness_reply_free(&r);
+    uint32_t after = harness_request(&b, "wait", "tensor:s from:l timeout:f", "never", 1,
+                                     (const char *[]){"c"}, 0.2);
+    send_ok(&a, "q", "b", "gate");
+    CHECK(harness_wait(&b, gate, &r) && r.ok);
+    harness_reply_free(&r);
+    CHECK(harness_wait(&b, from_c, &r) && !r.ok);
+    CHECK_CONTAINS(r.error, "aborted by the controller");
+    harness_reply_free(&r);
+    send_ok(&a, "q", "b", "later"); /* a was not aborted: its wait proceeds */
+    CHECK(harness_wait(&b, from_a, &r) && r.ok);
+    harness_reply_free(&r);
+    CHECK(harness_wait(&b, to_c, &r) && !r.ok);
+    CHECK_CONTAINS(r.error, "aborted: the node was cut off or died");
+    harness_reply_free(&r);
+    /* Received after the abort: waits out its own timeout, unaborted. */
+    CHECK(harness_wait(&b, after, &r) && !r.ok);
+    CHECK_CONTAINS(r.error, "timeout after 0.2 s");
+    harness_reply_free(&r);
+    send_ok(&b, "q", "c", "q_from_b"); /* and a send after it goes through */
+    HCALL_OK(&c, &r, "wait", "tensor:s clear:b", "q_from_b", 1);
+}
+
 /* A peer that shuts down while a wait holds its queue (alone, or inside a
  * batch), with a batch queued behind it, exits at once and cleanly (the
  * harness checks the log for sanitizer reports). */
@@ -538,6 +579,7 @@ int main(void)
     test_batch_errors();
     test_batch_wait();
     test_abort();
+    test_abort_queued();
     test_shutdown_while_waiting();
     test_versions_compute();
     test_versions_learning();

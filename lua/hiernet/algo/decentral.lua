@@ -397,7 +397,16 @@ watch = function(J, R, algo, center)
       end
       if algo == "easgd" then abort_between(w, { center }) end
       if algo == "dpsgd" then
-        for j = 1, #J.workers do if J.workers[j] ~= w then abort_between(J.workers[j], { w }) end end
+        -- The training stops (D-PSGD cannot drop a worker), and every wait of
+        -- the step must end: w's neighbours wait on w, the others on
+        -- neighbours whose step w has stopped (any_wait, as in a ring).
+        for j = 1, #J.workers do
+          local other = J.workers[j]
+          if other ~= w then
+            hn.spawn(function() pcall(other.abort, other, { nodes = { w }, any_wait = true }) end)
+            hn.spawn(function() pcall(w.abort, w, { nodes = { other } }) end)
+          end
+        end
       end
     end,
   }

@@ -200,7 +200,9 @@ end
 -- edge's model first. An edge cut off from the cloud averages its
 -- terminals and skips the cloud rounds until it is back. A fault in the
 -- middle of a round aborts its waits and transfers; the round is run again
--- with who is left.
+-- with who is left, once every abort has been answered: an abort names all
+-- the round's nodes, so one that reached its peer late would cut the next
+-- round's transfers and leave a wait of it to its 60 s timeout.
 local function watch(J, groups, cloud, state)
   local edge_of = {}
   for _, g in ipairs(groups) do for _, i in ipairs(g.terminals) do edge_of[i] = g.edge end end
@@ -208,7 +210,13 @@ local function watch(J, groups, cloud, state)
     local nodes = { cloud }
     for _, g in ipairs(groups) do nodes[#nodes + 1] = g.edge end
     for _, w in ipairs(J.workers) do nodes[#nodes + 1] = w end
-    for _, n in ipairs(nodes) do hn.spawn(function() pcall(n.abort, n, { nodes = nodes }) end) end
+    for _, n in ipairs(nodes) do
+      -- a killed worker's abort would be answered only once its end is seen
+      local i = J:worker_index(n)
+      if not (i and J.killed[i]) then
+        state.aborts[#state.aborts + 1] = hn.spawn(function() pcall(n.abort, n, { nodes = nodes }) end)
+      end
+    end
   end
   J:watch_faults{
     hub = function(i) return edge_of[i] end,
@@ -253,7 +261,7 @@ function hier.train(opts)
     acc[n] = hn.spawn(function() node:tensor{ name = "acc", size = J.model_size } end)
   end
   hn.wait_all(acc)
-  local state = { returning = {} }
+  local state = { returning = {}, aborts = {} }
   watch(J, groups, cloud, state)
   J:start_clock()
   local edge_rounds = 0
@@ -261,6 +269,8 @@ function hier.train(opts)
     while not J:stopped() do
       if state.changed then
         state.changed = false
+        hn.wait_all(state.aborts)
+        state.aborts = {}
         -- a cut round leaves arrivals nobody waited for: not this round's
         for _, n in ipairs({ cloud, table.unpack(used) }) do
           pcall(n.wait, n, { tensors = { "acc", J.model_name }, clear = true })

@@ -22,22 +22,21 @@ local job = {}
 
 -- ---- errors that point at the scenario's line, not at the library's ----
 
--- The first stack level whose code is not part of the hiernet library.
-local function user_level()
-  for level = 2, 40 do
-    local info = debug.getinfo(level, "S")
-    if not info then return 1 end
-    if not info.source:find("hiernet/", 1, true) and info.what ~= "C" then return level end
+-- "file:line: " of the innermost caller outside the hiernet library (the
+-- user's call that led here), or "" when there is none.
+local function user_where()
+  for level = 2, 40 do -- 1 is this function
+    local info = debug.getinfo(level, "Sl")
+    if not info then return "" end
+    if not info.source:find("hiernet/", 1, true) and info.what ~= "C" then
+      return info.currentline > 0 and (info.short_src .. ":" .. info.currentline .. ": ") or ""
+    end
   end
-  return 1
+  return ""
 end
 
 function job.fail(fmt, ...)
-  local level = user_level()
-  local info = debug.getinfo(level, "Sl")
-  local where = info and info.currentline and info.currentline > 0
-      and (info.short_src .. ":" .. info.currentline .. ": ") or ""
-  error(where .. string.format(fmt, ...), 0)
+  error(user_where() .. string.format(fmt, ...), 0)
 end
 
 -- The params of an `optim` command stepping `target` (a model, or with
@@ -498,8 +497,9 @@ end
 -- through on_change. A synchronous algorithm (sync) with on_failure = "fail"
 -- stops at the first worker away, with an error naming it (J.fault_error).
 
-local function worker_index(J, node)
-  for i, w in ipairs(J.workers) do if w == node then return i end end
+-- The index of node among the workers, or nil.
+function Job:worker_index(node)
+  for i, w in ipairs(self.workers) do if w == node then return i end end
 end
 
 function Job:set_away(i, away, why)
@@ -599,7 +599,7 @@ function Job:watch_faults(hooks)
   end
   local on = function(event, fn) net:on(event, live(fn)) end
   on("kill", function(_, node)
-    local i = worker_index(self, node)
+    local i = self:worker_index(node)
     if i then
       self.killed[i] = true
       self:set_away(i, true, "was killed")
@@ -612,7 +612,7 @@ function Job:watch_faults(hooks)
     end
   end)
   on("restart", function(_, node)
-    local i = worker_index(self, node)
+    local i = self:worker_index(node)
     if i and self.killed[i] and not self:stopped() then
       self:resetup_worker(i)
       self.killed[i], self.dead[i] = nil, nil
@@ -772,7 +772,7 @@ function Job:finish(extra)
     target_accuracy = self.o.target_accuracy, time_to_target_s = self.time_to_target,
     steps_to_target = self.steps_to_target,
     steps = self.steps, updates_applied = self.updates_applied, worker_steps = self.worker_steps,
-    epochs = self:epochs(), bytes = self.bytes, wall_s = wall, start_s = self.t0,
+    epochs = self:epochs(), bytes = math.floor(self.bytes + 0.5), wall_s = wall, start_s = self.t0,
     compute_share = (#self.workers > 0 and wall > 0)
         and self.compute_ms / 1000 / (#self.workers * wall) or nil,
     stop_reason = self.stop_reason, evals = self.evals, evals_skipped = self.evals_skipped,
