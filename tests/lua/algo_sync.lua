@@ -183,6 +183,11 @@ do
   local _, taken = feed(sync, { { 2, 0, 1 } })
   eq(taken[1].kind, "late", "adaptive-k: an old push is late")
   eq(taken[1].staleness, 2, "adaptive-k: its staleness")
+  eq(taken[1].k, nil, "adaptive-k: a late push has no k before its round closes")
+  -- It takes effect (in the momentum) with the next round: it gets that k.
+  rounds = feed(sync, { { 4, 2, 1 }, { 5, 2, 1, sum_norm2 = 4 } })
+  eq(rounds[1].k, 2, "adaptive-k: the next round")
+  eq(taken[1].k, 2, "adaptive-k: the late push's k is its round's")
   -- k always within [1, N] whatever the norms say.
   math.randomseed(7)
   local s2 = ps.sync(policy("adaptive-k", { theta = 0.5 }, n), n)
