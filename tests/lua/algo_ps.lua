@@ -1,7 +1,8 @@
 -- hiernet.algo.ps end to end on backend none with a synthetic problem: every
 -- mode learns, BSP applies exactly N updates a step and fastest-k exactly k,
--- SSP keeps workers within s steps, several servers and local steps work,
--- and a worker that dies does not stop ASP.
+-- SSP keeps workers within s steps (and they do get ahead), adaptive-k's k
+-- is on every row and drops below N, several servers and local steps work,
+-- also compressed, and a worker that dies does not stop ASP.
 local hn = require("hiernet")
 local ps = require("hiernet.algo.ps")
 local T = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "lib/algo_test.lua")
@@ -104,6 +105,23 @@ local sh = ps.train{ servers = { s1, s2 }, workers = ws, mode = "bsp", model = T
                      progress = false }
 T.learned(sh, 0.5, "ps with two servers and local steps")
 T.eq(sh.servers, 2, "servers")
+-- Compressed with two servers: each server's slice of an update is
+-- compressed alone (a residual per slice on the workers), in BSP and in ASP.
+-- The pulls stay dense: int8 pushes make the bytes (1/4 + 1) / 2 of the
+-- uncompressed ones.
+local shc = ps.train{ servers = { s1, s2 }, workers = ws, mode = "bsp", model = T.model, dataset = T.dataset,
+                      batch = 32, steps = 30, local_steps = 3, worker_opt = { lr = 0.1 }, prefix = "sharded_int8_",
+                      compress = { method = "int8" }, progress = false }
+T.learned(shc, 0.5, "ps with two servers, int8")
+T.le(shc.bytes, 0.7 * sh.bytes, "ps with two servers, int8: bytes against uncompressed")
+local ranges = ps.shard_ranges(ws[1]:norm{ x = "w" }.size, 2)
+for s = 1, 2 do
+  T.eq(ws[1]:norm{ x = "ef." .. s }.size, ranges[s][2], "residual of server " .. s .. "'s slice")
+end
+local sha = ps.train{ servers = { s1, s2 }, workers = ws, mode = "asp", model = T.model, dataset = T.dataset,
+                      batch = 32, steps = 90, worker_opt = { lr = 0.2 }, prefix = "sharded_asp_topk_",
+                      compress = { method = "topk", ratio = 0.1 }, progress = false }
+T.learned(sha, 0.65, "ps asp with two servers, topk")
 
 -- A worker killed during ASP: the others go on; the summary says so.
 local killer = hn.spawn(function()

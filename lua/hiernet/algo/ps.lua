@@ -719,9 +719,6 @@ local function servers_of(J)
       if s == w then fail("ps.train: node '%s' is both a server and a worker", s.name) end
     end
   end
-  if #servers > 1 and o.compress then
-    fail("ps.train: compression with several servers is not supported yet (give one server)")
-  end
   return servers
 end
 
@@ -772,8 +769,10 @@ function ps.train(opts)
   local policy = policies[mode](J.o, #J.workers)
   local sharded = #servers > 1
   check_used_options(J, mode, policy, sharded)
+  local residuals = { "ef" } -- one per server's slice when sharded (worker.push_commands)
+  for s = 1, sharded and #servers or 0 do residuals[#residuals + 1] = "ef." .. s end
   J:setup{ origin = sharded and J.workers[1] or servers[1], holders = sharded and {} or servers,
-           eval_node = sharded and J.workers[1] or servers[1], model_name = "w" }
+           eval_node = sharded and J.workers[1] or servers[1], model_name = "w", residuals = residuals }
   if sharded then J.eval_node:model{ name = "w_full", arch = J.o.model, seed = J.o.seed } end
   local E = Engine.new(J, policy, servers)
   E:setup_servers()
