@@ -72,6 +72,22 @@ for _, c in ipairs{ { method = "topk", ratio = 0.1 }, { method = "int8" }, { met
   T.near(total_weight(), #workers, 1e-4, "gossip " .. tag .. ": total push-sum weight")
 end
 
+-- Compressed gossip through a kill and a restart: the restarted worker's
+-- pair copies start again (on both ends) and it trains on.
+local function rows_of(prefix)
+  local f, n = io.open(hn.results_dir() .. "/" .. prefix .. "steps.csv"), 0
+  if f then for _ in f:lines() do n = n + 1 end; f:close() end
+  return n
+end
+local function when_rows(prefix, n) while rows_of(prefix) < n do hn.sleep(0.01) end end
+local gk = train("gossip", { graph = "complete", compress = { method = "int8" }, steps = 150, prefix = "gossip_kill_",
+                             at_start = function()
+                               when_rows("gossip_kill_", 100); workers[3]:kill()
+                               when_rows("gossip_kill_", 250); workers[3]:restart()
+                             end })
+T.learned(gk, 0.6, "compressed gossip with a worker killed and restarted")
+T.eq(gk.workers_alive, 5, "compressed gossip: the restarted worker is back")
+
 -- EASGD: the centre is the network's one cloud node when not given, and
 -- eval.csv's step counts local steps (every live worker's), as steps.csv's.
 local e = train("easgd", { period = 2, alpha = 0.2 })
