@@ -428,6 +428,16 @@ local function gossip_setup(J)
   hn.wait_all(tasks)
 end
 
+-- A worker whose push-sum weight fell below this keeps it (a step without
+-- a push is still push-sum: a column of the mixing matrix with 1 on the
+-- diagonal). Weight collects in a worker that steps less often than the
+-- others (what is pushed to it stays until it pushes): on a loaded host,
+-- where a peer may wait for the CPU for many of the others' steps, the
+-- others' weights fell below 1e-6 within 40 steps, and after about 127
+-- halvings 1 / a no longer fits a float32 (a failed run: 2 s of gossip on 5
+-- workers). A weight of 2^-20 carries nothing worth sending anyway.
+local MIN_PUSH_WEIGHT = 2 ^ -20
+
 -- running[j]: worker j's task still steps (a worker that has made its
 -- steps never mixes again: what it is pushed stays with it).
 local function gossip_step(J, adj, rng, G, running)
@@ -447,7 +457,7 @@ local function gossip_step(J, adj, rng, G, running)
     for _, j in ipairs(nbrs) do
       if J:alive(j) and running[j] and node.network:reachable(node, J.workers[j]) then reach[#reach + 1] = j end
     end
-    local j = #reach > 0 and reach[rng(#reach)] or nil
+    local j = (#reach > 0 and a >= MIN_PUSH_WEIGHT) and reach[rng(#reach)] or nil
     local cmds = {
       { "scale", { x = m, alpha = 0 } },
       { "axpy", { y = m, x = "xs", alpha = 1 / a, range = { 0, P } } },
