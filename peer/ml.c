@@ -532,6 +532,7 @@ struct compress_params {
     char tensor[COMMAND_NAME_SIZE], out[COMMAND_NAME_SIZE], residual[COMMAND_NAME_SIZE];
     char method[16];
     double ratio;
+    struct cmd_range range; /* a slice alone: a sharded server's part of an update */
 };
 
 static bool compress_parse(struct command_job *j, struct compress_params *p, struct proto_args *a)
@@ -541,7 +542,7 @@ static bool compress_parse(struct command_job *j, struct compress_params *p, str
            cmd_arg_required_name(a, "out", p->out) &&
            cmd_arg_name(a, "residual", p->residual) >= 0 &&
            cmd_arg_text(a, "method", false, p->method, sizeof p->method) &&
-           cmd_arg_float(a, "ratio", false, 0.01, &p->ratio);
+           cmd_arg_float(a, "ratio", false, 0.01, &p->ratio) && cmd_arg_range(a, &p->range);
 }
 
 /* The error-feedback residual of n elements, ready to patch: created zero
@@ -562,34 +563,40 @@ static bool compress_residual(struct command_job *j, const char *name, uint64_t 
     return true;
 }
 
-/* Encodes x into out (residual: NULL or patched). *len: the bytes. */
+/* Encodes the n elements at x into out (residual: NULL or patched, n
+ * elements). *len: the bytes. */
 static bool compress_into(struct command_job *j, const struct compress_params *p,
-                          enum compress_method method, const struct store_tensor *x,
-                          float *residual, size_t cap, struct store_tensor *out, size_t *len)
+                          enum compress_method method, const float *x, uint64_t n, float *residual,
+                          size_t cap, struct store_tensor *out, size_t *len)
 {
     out->data[out->size ? out->size - 1 : 0] = 0.0f; /* the padding after the bytes */
-    return compress_encode(method, p->ratio, x->data, residual, x->size, out->data, cap, len,
-                           j->err, sizeof j->err) == 0;
+    return compress_encode(method, p->ratio, x, residual, n, out->data, cap, len, j->err,
+                           sizeof j->err) == 0;
 }
 
+/* Compresses x's range (all of x without one): the data decodes to the
+ * range's count elements, and the residual holds that many. */
 static bool compress_with(struct command_job *j, const struct compress_params *p,
                           enum compress_method method, const struct store_tensor *x)
 {
-    size_t cap = compress_size(method, x->size, p->ratio), len = 0;
+    float *start;
+    uint64_t n;
+    if (!cmd_span(j, &p->range, x, &start, &n)) return false;
+    size_t cap = compress_size(method, n, p->ratio), len = 0;
     if (!cap) return cmd_fail(j, "ratio %g is not in (0, 1]", p->ratio);
     struct store_tensor *out = cmd_new_tensor(j, p->out, (cap + 3) / 4, false);
     if (!out) return false;
     struct store_patch r = {0};
     store_write_lock(j->store);
-    bool ok = !p->residual[0] || compress_residual(j, p->residual, x->size, &r);
-    ok = ok && compress_into(j, p, method, x, r.t ? r.t->data : NULL, cap, out, &len);
+    bool ok = !p->residual[0] || compress_residual(j, p->residual, n, &r);
+    ok = ok && compress_into(j, p, method, start, n, r.t ? r.t->data : NULL, cap, out, &len);
     if (r.t) store_patch_end(j->store, &r, ok);
     store_write_unlock(j->store);
     if (ok) {
         cmd_result_u64(j, "version", store_publish(j->store, out));
         cmd_result_u64(j, "bytes", len);
         cmd_result_u64(j, "size", out->size);
-        cmd_result_u64(j, "dense_bytes", x->size * sizeof(float));
+        cmd_result_u64(j, "dense_bytes", n * sizeof(float));
     }
     store_tensor_release(out);
     return ok;
@@ -691,7 +698,8 @@ static const char *const keys_grad[] = {"model", "batch", "out", "same_batch", N
 static const char *const keys_optim[] = {"model", "tensor",       "grad",  "method",
                                          "lr",    "momentum",     "beta1", "beta2",
                                          "eps",   "weight_decay", NULL};
-static const char *const keys_compress[] = {"tensor", "method", "ratio", "out", "residual", NULL};
+static const char *const keys_compress[] = {"tensor",   "method", "ratio", "out",
+                                            "residual", "range",  NULL};
 static const char *const keys_decompress[] = {"tensor", "out", "add", NULL};
 
 COMMAND_DEFINE(ml_cmd_dataset, dataset, COMMAND_WORKER, (parse, run));

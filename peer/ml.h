@@ -32,11 +32,14 @@
  *   eval{model=, split="test", limit=0, background=false}
  *       -> {accuracy=, loss=, samples=, version=}   (ml_eval.c)
  *   compress{tensor=, method="topk"|"int8"|"sign", ratio=0.01, out=,
- *            residual=} -> {bytes=, size=, dense_bytes=}
+ *            residual=, range=} -> {bytes=, size=, dense_bytes=}
  *       out holds the compress.h bytes in ceil(bytes / 4) float32 elements
  *       (the length is recovered from the bytes' own header, so out can be
  *       sent and decompressed elsewhere); residual (created zero when
- *       missing) is the error-feedback state, updated in place.
+ *       missing) is the error-feedback state, updated in place. With
+ *       range = {offset, count} only that slice is compressed: it decodes
+ *       to count elements and its residual has count (a worker's update
+ *       for one server of a sharded parameter server).
  *   decompress{tensor=, out=, add=false} -> {size=, bytes=}
  *       add=true adds into the existing out (summing compressed gradients). */
 #pragma once

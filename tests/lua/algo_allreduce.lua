@@ -21,66 +21,128 @@ local groups = ar.default_groups(peers)
 T.eq(#groups, 2, "default groups")
 T.eq(table.concat(groups[1], ","), "1,3,5,7,9", "group under e1")
 
+-- Random data in "g" on every peer of list; returns the element-wise sum.
+local function fill(list, size, seed)
+  local want, tasks = {}, {}
+  for r = 1, #list do
+    tasks[r] = hn.spawn(function()
+      list[r]:tensor{ name = "g", size = size, fill = "uniform", low = -1, high = 1, seed = seed + r }
+      return T.read_all(list[r], "g", size)
+    end)
+  end
+  for _, values in ipairs(hn.wait_all(tasks)) do
+    for e, v in ipairs(values) do want[e] = (want[e] or 0) + v end
+  end
+  return want
+end
+
+-- Every peer's "g" equals want element by element (to 1e-5).
+local function check_sum(list, size, want, what)
+  for r = 1, #list do
+    local got = T.read_all(list[r], "g", size)
+    for e = 1, size do
+      if math.abs(got[e] - want[e]) > 1e-5 * math.max(1, math.abs(want[e])) then
+        error(string.format("%s: peer %d element %d: %.7g, the sum is %.7g", what, r, e - 1, got[e], want[e]))
+      end
+    end
+  end
+end
+
 local checked = 0
 for n = 2, 9 do
   local size = 1000 * n + n + 1 -- not divisible by n
   local list = table.move(peers, 1, n, 1, {})
   for _, algo in ipairs(ar.algos) do
-    local want = {}
-    local tasks = {}
-    for r = 1, n do
-      tasks[r] = hn.spawn(function()
-        list[r]:tensor{ name = "g", size = size, fill = "uniform", low = -1, high = 1, seed = 100 * n + r }
-        return T.read_all(list[r], "g", size)
-      end)
-    end
-    for _, values in ipairs(hn.wait_all(tasks)) do
-      for e, v in ipairs(values) do want[e] = (want[e] or 0) + v end
-    end
+    local want = fill(list, size, 100 * n)
     local res = ar.allreduce{ peers = list, tensor = "g", algo = algo }
     assert(res.bytes > 0, algo .. ": no bytes moved")
-    for r = 1, n do
-      local got = T.read_all(list[r], "g", size)
-      for e = 1, size do
-        if math.abs(got[e] - want[e]) > 1e-5 * math.max(1, math.abs(want[e])) then
-          error(string.format("%s N=%d: peer %d element %d: %.7g, the sum is %.7g", algo, n, r, e - 1,
-                              got[e], want[e]))
-        end
-      end
-    end
+    check_sum(list, size, want, string.format("%s N=%d", algo, n))
     checked = checked + 1
   end
 end
 T.eq(checked, 32, "all-reduces checked")
 
--- Explicit groups, and errors naming what is wrong.
-ar.allreduce{ peers = { peers[1], peers[2], peers[3] }, tensor = "g", algo = "hierarchical",
-              groups = { { peers[1] }, { peers[2], peers[3] } }, size = 10 }
+-- Explicit groups: the sum too. The same groups given to a flat algo are
+-- accepted (they shape only "hierarchical"), so a script may pass them to
+-- every algo.
+local three = { peers[1], peers[2], peers[3] }
+local explicit = { { peers[1] }, { peers[2], peers[3] } }
+for _, algo in ipairs(ar.algos) do
+  local want = fill(three, 10, 7)
+  ar.allreduce{ peers = three, tensor = "g", algo = algo, groups = explicit, size = 10 }
+  check_sum(three, 10, want, algo .. " with explicit groups")
+end
 local ok, err = pcall(ar.allreduce, { peers = { peers[1], peers[2] }, tensor = "g", algo = "hierarchical",
                                       groups = { { peers[1] } } })
 assert(not ok and err:find("peer 'p2' is in no group"), tostring(err))
+ok, err = pcall(ar.allreduce, { peers = { peers[1], peers[2] }, tensor = "g", algo = "ring",
+                                groups = { { peers[1], peers[9] } } })
+assert(not ok and err:find("node 'p9' is not one of the peers"), tostring(err))
 ok, err = pcall(ar.allreduce, { peers = { peers[1], peers[2] }, tensor = "g", algo = "butterfly" })
 assert(not ok and err:find("expected one of ring"), tostring(err))
 
--- Training over every algorithm learns; all workers end with the same model.
+-- A ring whose chunks go in segments (ar.SEGMENT_BYTES each): 3 peers,
+-- chunks of 262145 elements (just over 1 MB): 2 segments each. The sum is
+-- made and compared on the peers (3 x 786k elements are slow to read).
+do
+  local size = 3 * 262145
+  T.eq(ar.ring_segments(3, size), 2, "segments of a 1 MB chunk")
+  local tasks = {}
+  for r = 1, 3 do
+    tasks[r] = hn.spawn(function()
+      three[r]:tensor{ name = "g", size = size, fill = "uniform", low = -1, high = 1, seed = 50 + r }
+      if r > 1 then three[r]:send{ tensor = "g", to = three[1], as = "in." .. r } end
+    end)
+  end
+  hn.wait_all(tasks)
+  three[1]:batch{ { "copy", { src = "g", dst = "want" } }, { "axpy", { y = "want", x = "in.2" } },
+                  { "axpy", { y = "want", x = "in.3" } } }
+  ar.allreduce{ peers = three, tensor = "g", algo = "ring" }
+  three[1]:send{ tensor = "want", to = { three[2], three[3] } }
+  local scale = three[1]:norm{ x = "want" }.value
+  for r = 1, 3 do
+    local d = three[r]:batch{ { "copy", { src = "g", dst = "diff" } }, { "axpy", { y = "diff", x = "want", alpha = -1 } },
+                              { "norm", { x = "diff" } } }.results[3].value
+    T.le(d, 1e-6 * scale, "segmented ring: peer " .. r .. ": |g - sum|")
+  end
+end
+
+-- Training over every algorithm learns; all workers end with the same
+-- model. The same groups go to every algo (they shape "hierarchical").
 local workers = table.move(peers, 1, 4, 1, {})
-for _, algo in ipairs(ar.algos) do
-  local s = ar.train{ workers = workers, algo = algo, model = T.model, dataset = T.dataset, batch = 32,
-                      steps = 40, worker_opt = { lr = 0.2 }, prefix = algo:gsub("-", "_") .. "_",
-                      eval_limit = 300, progress = false }
-  T.learned(s, 0.5, "allreduce.train " .. algo)
-  T.eq(s.updates_applied, 40 * 4, algo .. ": updates")
+local groups = { { workers[1], workers[3] }, { workers[2], workers[4] } }
+local function same_models(algo)
   local a = workers[1]:norm{ x = "w" }.value
   for i = 2, 4 do T.near(workers[i]:norm{ x = "w" }.value, a, 1e-5, algo .. ": worker " .. i .. "'s model") end
 end
--- With compression the updates travel compressed around the ring.
-local c = ar.train{ workers = workers, algo = "ring", model = T.model, dataset = T.dataset, batch = 32,
-                    steps = 40, worker_opt = { lr = 0.2 }, compress = { method = "int8" },
-                    prefix = "ring_int8_", progress = false }
-T.learned(c, 0.6, "allreduce.train ring int8")
-local ok2, err2 = pcall(ar.train, { workers = workers, algo = "tree", model = T.model, dataset = T.dataset,
-                                    steps = 5, compress = { method = "int8" } })
-assert(not ok2 and err2:find("algo 'tree' would not be used"), tostring(err2))
+local dense = {}
+for _, algo in ipairs(ar.algos) do
+  local s = ar.train{ workers = workers, algo = algo, groups = groups, model = T.model, dataset = T.dataset,
+                      batch = 32, steps = 40, worker_opt = { lr = 0.2 }, prefix = algo:gsub("-", "_") .. "_",
+                      eval_limit = 300, progress = false }
+  T.learned(s, 0.5, "allreduce.train " .. algo)
+  T.eq(s.updates_applied, 40 * 4, algo .. ": updates")
+  same_models(algo)
+  dense[algo] = s
+end
+-- With compression (and error feedback) the compressed updates are
+-- all-gathered along each algo's pattern: every algo learns, and the
+-- copies stay equal. Bytes: an all-gather moves N - 1 compressed updates
+-- per peer against a ring's 2 (N - 1) / N dense ones: int8 (a quarter)
+-- on 4 workers is 0.5 of it plus headers, topk 10% (8 bytes an element)
+-- 0.4, sign 1/16; so at most 0.6 of the same algo uncompressed.
+local methods = { ring = { method = "int8" }, ["halving-doubling"] = { method = "topk", ratio = 0.1 },
+                  tree = { method = "sign" }, hierarchical = { method = "int8" } }
+for _, algo in ipairs(ar.algos) do
+  local c = ar.train{ workers = workers, algo = algo, groups = groups, model = T.model, dataset = T.dataset,
+                      batch = 32, steps = 40, worker_opt = { lr = 0.2 }, compress = methods[algo],
+                      prefix = algo:gsub("-", "_") .. "_" .. methods[algo].method .. "_", eval_limit = 300,
+                      progress = false }
+  T.learned(c, 0.6, "allreduce.train " .. algo .. " " .. methods[algo].method)
+  T.le(c.bytes, 0.6 * dense[algo].bytes, algo .. " " .. methods[algo].method .. ": bytes against uncompressed")
+  same_models(algo .. " " .. methods[algo].method)
+end
+local ok2, err2
 ok2, err2 = pcall(ar.train, { workers = workers, algo = "ring", model = T.model, dataset = T.dataset, steps = 5,
                               eval_node = peers[#peers] })
 assert(not ok2 and err2:find("must be one of the workers"), tostring(err2))

@@ -1,7 +1,9 @@
 -- The all-reduce schedules of hiernet.algo.allreduce run on Lua arrays with
 -- random delivery delays (no peers): for N = 2..9, sizes not divisible by N
 -- and every algorithm, every peer must end with the exact element-wise sum
--- (integer data, so the check is exact), whatever order messages arrive in.
+-- (integer data, so the check is exact), whatever order messages arrive in;
+-- and the all-gathers of compressed training give every peer every other
+-- peer's item exactly once along each algorithm's pattern.
 local ar = require("hiernet.algo.allreduce")
 
 -- Runs schedule over data (data[r] an array), delivering in-flight messages
@@ -133,6 +135,77 @@ assert(ar.ring_segments(8, 4 * 1024 * 1024) == 4, "16 MB over 8 peers: 2 MB chun
 assert(ar.ring_segments(4, 64 * 1024 * 1024) == 8, "at most 8 segments")
 assert(ar.ring_segments(64, 64 * 1024 * 1024) * 4 * 63 <= 256, "a peer's commands fit a batch")
 
+-- ---- all-gather schedules (compressed training) ----
+
+-- Runs an all-gather schedule with random delivery (in order per pair):
+-- every peer must end holding every item, receive none twice, and send
+-- only items it holds. Returns the number of item sends.
+local function simulate_gather(schedule, rng)
+  local n = #schedule
+  local pc, flight, holds, pending, sends = {}, {}, {}, {}, 0
+  for r = 1, n do pc[r], holds[r], pending[r] = 1, { [r] = true }, {} end
+  local function try_run(r)
+    local ops, moved = schedule[r], false
+    while pc[r] <= #ops do
+      local op = ops[pc[r]]
+      if op[1] == "send" then
+        if not holds[r][op.item] then error(string.format("peer %d sends item %d it does not hold", r, op.item)) end
+        for _, q in ipairs(op.to) do
+          flight[#flight + 1] = { from = r, to = q, item = op.item }
+          sends = sends + 1
+        end
+      else
+        for _, x in ipairs(op.items) do
+          if pending[r][x] ~= op.from then return moved end
+        end
+        for _, x in ipairs(op.items) do pending[r][x], holds[r][x] = nil, true end
+      end
+      pc[r], moved = pc[r] + 1, true
+    end
+    return moved
+  end
+  while true do
+    local moved = false
+    for r = 1, n do moved = try_run(r) or moved end
+    if #flight > 0 then
+      local m = flight[rng(#flight)]
+      for j, f in ipairs(flight) do
+        if f.from == m.from and f.to == m.to then m = table.remove(flight, j); break end
+      end
+      if holds[m.to][m.item] or pending[m.to][m.item] then
+        error(string.format("peer %d gets item %d twice", m.to, m.item))
+      end
+      pending[m.to][m.item] = m.from
+      moved = true
+    end
+    if not moved then break end
+  end
+  for r = 1, n do
+    if pc[r] <= #schedule[r] then error(string.format("peer %d stuck at operation %d of %d", r, pc[r], #schedule[r])) end
+    for x = 1, n do
+      if not holds[r][x] then error(string.format("peer %d never got item %d", r, x)) end
+    end
+  end
+  return sends
+end
+
+local gathered = 0
+for n = 1, 9 do
+  for trial = 1, 3 do
+    math.randomseed(n * 31 + trial)
+    local rng = function(m) return math.random(m) end
+    for _, algo in ipairs{ "ring", "halving-doubling", "tree" } do
+      local sends = simulate_gather(ar.gather_schedule(algo, n), rng)
+      -- every peer receives each other peer's item once
+      assert(sends == n * (n - 1), string.format("%s N=%d: %d item sends, want %d", algo, n, sends, n * (n - 1)))
+      gathered = gathered + 1
+    end
+    simulate_gather(ar.gather_schedule("hierarchical", n, random_groups(n)), rng)
+    gathered = gathered + 1
+  end
+end
+assert(gathered == 9 * 3 * 4, "gather schedules checked")
+
 -- The ring moves 2 (N-1) chunks per peer: 2 (N-1) sends each.
 assert(check_algo("ring", 5, 100, nil, 1) == 5 * 2 * 4, "ring: 2 (N-1) sends per peer")
 -- Halving-doubling on a power of two: 2 log2 N sends per peer.
@@ -140,4 +213,4 @@ assert(check_algo("halving-doubling", 8, 100, nil, 1) == 8 * 2 * 3, "halving-dou
 -- Tree: one send up per non-root, one down per non-root.
 assert(check_algo("tree", 7, 100, nil, 1) == 2 * 6, "tree: 2 (N-1) sends")
 
-print(string.format("algo_allreduce_schedules: %d schedules checked", checked))
+print(string.format("algo_allreduce_schedules: %d schedules and %d all-gathers checked", checked, gathered))

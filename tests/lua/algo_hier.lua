@@ -1,6 +1,7 @@
 -- hiernet.algo.hier on backend none: the edge and cloud averages are exact
 -- (weighted by the given shares, to float rounding) and hierarchical
--- averaging learns on a 3-tier network.
+-- averaging learns on a 3-tier network; the cloud defaults to the tier-cloud
+-- node, and a `steps` that tau1 does not divide runs exactly that many.
 local hn = require("hiernet")
 local hier = require("hiernet.algo.hier")
 local topo = require("hiernet.topo")
@@ -74,12 +75,25 @@ check_tensor(cloud, want_cloud, "cloud average")
 for i = 1, #terms do check_tensor(terms[i], want_cloud, "terminal " .. i .. " got the cloud's model") end
 
 -- ---- training ----
-local s = hier.train{ cloud = cloud, workers = terms, tau1 = 4, tau2 = 2, model = T.model, dataset = T.dataset,
+-- The cloud defaults to the network's one node of tier "cloud".
+local s = hier.train{ workers = terms, tau1 = 4, tau2 = 2, model = T.model, dataset = T.dataset,
                       batch = 32, steps = 48, worker_opt = { lr = 0.2 }, eval_limit = 300, progress = false }
 T.learned(s, 0.5, "hier")
 T.eq(s.steps, 48, "hier: local steps")
 T.eq(s.edge_rounds, 12, "hier: edge rounds")
 T.eq(s.cloud_rounds, 6, "hier: cloud rounds")
+-- steps not a multiple of tau1: the last round is shortened, so exactly 50
+-- local steps run on each of the 6 terminals (13 rounds: 12 of 4, one of 2):
+-- 6 x 50 batches of 32 samples over the 2400 of the training split.
+local odd = hier.train{ cloud = cloud, workers = terms, tau1 = 4, tau2 = 2, model = T.model, dataset = T.dataset,
+                        batch = 32, steps = 50, worker_opt = { lr = 0.2 }, eval_limit = 300, prefix = "odd_",
+                        progress = false }
+T.eq(odd.steps, 50, "hier with steps = 50, tau1 = 4: local steps")
+T.eq(odd.edge_rounds, 13, "hier with steps = 50, tau1 = 4: edge rounds")
+T.near(odd.epochs * 2400, 6 * 50 * 32, 1e-9, "hier with steps = 50, tau1 = 4: samples used")
+local last = 0
+for _, row in ipairs(T.csv("odd_steps")) do last = math.max(last, row.step) end
+T.eq(last, 50, "hier with steps = 50: the last steps.csv step")
 local c = hier.train{ cloud = cloud, workers = terms, tau1 = 4, tau2 = 2, model = T.model, dataset = T.dataset,
                       batch = 32, steps = 48, worker_opt = { lr = 0.2 }, compress = { method = "topk", ratio = 0.2 },
                       prefix = "topk_", progress = false }
@@ -90,4 +104,10 @@ hier.train{ cloud = cloud, workers = terms, tau1 = 4, tau2 = 2, model = T.model,
             batch = 32, steps = 48, worker_opt = { lr = 0.2 }, eval_every = 3, eval_limit = 100,
             prefix = "every3_", progress = false }
 T.eq(#T.csv("every3_eval"), 2, "hier: evaluations with eval_every = 3")
+-- With two cloud nodes the cloud must be named.
+local net2 = hn.network{ name = "hier2", backend = "none" }
+local t2 = topo.hier(net2, { clouds = 2, edges_per_cloud = 1, terminals_per_edge = 1 })
+net2:start()
+local ok, err = pcall(hier.train, { workers = t2.terminal, steps = 4, model = T.model, dataset = T.dataset })
+assert(not ok and err:find("2 nodes of tier \"cloud\" %(.*%); give option 'cloud'"), tostring(err))
 print("algo_hier: ok")

@@ -1,6 +1,7 @@
 -- The synchronization models of hiernet.algo.ps driven with scripted arrival
 -- orders (no peers, no timing): every k, staleness, version and start
--- permission is checked exactly.
+-- permission is checked exactly; and the Barzilai-Borwein rate with its
+-- Armijo backtracking, on a quadratic by hand (a fake node computes it).
 local ps = require("hiernet.algo.ps")
 local worker = require("hiernet.algo.worker")
 
@@ -183,6 +184,11 @@ do
   local _, taken = feed(sync, { { 2, 0, 1 } })
   eq(taken[1].kind, "late", "adaptive-k: an old push is late")
   eq(taken[1].staleness, 2, "adaptive-k: its staleness")
+  eq(taken[1].k, nil, "adaptive-k: a late push has no k before its round closes")
+  -- It takes effect (in the momentum) with the next round: it gets that k.
+  rounds = feed(sync, { { 4, 2, 1 }, { 5, 2, 1, sum_norm2 = 4 } })
+  eq(rounds[1].k, 2, "adaptive-k: the next round")
+  eq(taken[1].k, 2, "adaptive-k: the late push's k is its round's")
   -- k always within [1, N] whatever the norms say.
   math.randomseed(7)
   local s2 = ps.sync(policy("adaptive-k", { theta = 0.5 }, n), n)
@@ -209,6 +215,79 @@ do
   eq(worker.bb_rate(0.1, 0.3125, -1.0, o), 0.1, "bb: negative curvature keeps the rate")
   o.smoothing = 1
   eq(worker.bb_rate(0.1, 100, 1, o), 10, "bb: clamped to max_lr")
+end
+
+-- ---- Armijo backtracking of a BB step that is too large, by hand ----
+do
+  -- A fake node computing f(w) = 1/2 (2 w1^2 + 8 w2^2) (gradient (2 w1, 8 w2))
+  -- for the commands a BB step sends: the whole step runs without peers.
+  local A = { 2, 8 }
+  local function f(w) return 0.5 * (A[1] * w[1] ^ 2 + A[2] * w[2] ^ 2) end
+  local T = { w = { 1, 1 } }
+  local trials = {}
+  local node = {}
+  function node:batch(cmds)
+    local results = {}
+    for k, c in ipairs(cmds) do
+      local name, p = c[1], c[2]
+      local r = { ms = 0 }
+      if name == "grad" then
+        local w = T[p.model]
+        T[p.out] = { A[1] * w[1], A[2] * w[2] }
+        r.loss, r.batch = f(w), 4
+        if p.model == "trial" and p.out == "g_trial" then trials[#trials + 1] = { T.trial[1], T.trial[2] } end
+      elseif name == "copy" then
+        T[p.dst] = { T[p.src][1], T[p.src][2] }
+      elseif name == "axpy" then
+        local y, x = T[p.y], T[p.x]
+        for e = 1, 2 do y[e] = y[e] + (p.alpha or 1) * x[e] end
+      elseif name == "scale" then
+        for e = 1, 2 do T[p.x][e] = T[p.x][e] * p.alpha end
+      elseif name == "norm" then
+        r.value = math.sqrt(T[p.x][1] ^ 2 + T[p.x][2] ^ 2)
+      elseif name == "dot" then
+        r.value = T[p.x][1] * T[p.y][1] + T[p.x][2] * T[p.y][2]
+      else
+        error("fake node: no command " .. name)
+      end
+      results[k] = r
+    end
+    return { results = results }
+  end
+  local J = { o = { worker_opt = { method = "sgd", lr = 0.1 }, batch = 4 }, workers = { node }, model_name = "w" }
+  -- rates within [0.001, 1], the BB proposal taken whole (smoothing 1),
+  -- c = 0.5, halving: the defaults but for the smoothing
+  local W = worker.new(J, { bb = true, bb_opts = { smoothing = 1 } })
+  -- Step 1 at w0 = (1, 1): no previous point, the rate stays 0.1.
+  local r1 = W:bb_step(1, {})
+  near(r1.lr, 0.1, 1e-12, "armijo: first step keeps worker_opt.lr")
+  eq(#trials, 0, "armijo: no line search at an unchanged rate")
+  -- The model moves to w1 = (0.5, 1): s = (-0.5, 0), y = A s = (-1, 0),
+  -- alpha_BB = ||s||^2 / <s, y> = 0.25 / 0.5 = 0.5 > 0.1: Armijo checks it
+  -- at w1 (g = (1, 8), ||g||^2 = 65, L = 4.25) against L - 0.5 alpha 65:
+  --   alpha 0.5:   w = (0, -3),      f = 36       > -12     backtrack
+  --   alpha 0.25:  w = (0.25, -1),   f = 4.0625   > -3.875  backtrack
+  --   alpha 0.125: w = (0.375, 0),   f = 0.140625 <= 0.1875 accepted
+  T.w = { 0.5, 1 }
+  local r2 = W:bb_step(1, {})
+  near(r2.lr, 0.125, 1e-12, "armijo: the BB rate 0.5 backtracked twice")
+  eq(#trials, 3, "armijo: trial points evaluated")
+  local want = { { 0, -3 }, { 0.25, -1 }, { 0.375, 0 } }
+  for k, w in ipairs(want) do
+    near(trials[k][1], w[1], 1e-12, "armijo: trial " .. k .. " w1")
+    near(trials[k][2], w[2], 1e-12, "armijo: trial " .. k .. " w2")
+  end
+  -- What the worker pushes is the accepted rate times its gradient at w1.
+  near(T.g[1], 0.125 * 1, 1e-12, "armijo: pushed update, element 1")
+  near(T.g[2], 0.125 * 8, 1e-12, "armijo: pushed update, element 2")
+  near(r2.loss, 4.25, 1e-12, "armijo: the step's loss is L(w1)")
+  -- At most max_backtracks trials: with 2 the search stops at 0.5, 0.25
+  -- (both rejected) and takes the next halving, 0.125, unchecked.
+  local W2 = worker.new(J, { bb = true, bb_opts = { smoothing = 1, max_backtracks = 2 } })
+  trials = {}
+  local lr, _ = W2:armijo(node, 0.5, 4.25, 65)
+  near(lr, 0.125, 1e-12, "armijo: max_backtracks 2")
+  eq(#trials, 2, "armijo: max_backtracks 2: trials")
 end
 
 -- ---- shard ranges: contiguous, cover, sizes within one ----

@@ -2,7 +2,7 @@
  * trains mlp:784-128-10 on (a shard of) Fashion-MNIST through dataset,
  * model, grad, optim and eval past 0.84 test accuracy; optimizer state and
  * method changes; compress/decompress with error feedback, also across two
- * peers; the synthetic generator; speed emulation of compute results; and
+ * peers and of a range alone; the synthetic generator; speed emulation of compute results; and
  * the errors: corrupt, truncated and missing dataset files name the file,
  * missing splits/models, bad params.
  * The training part skips (77) without Debian's dataset-fashion-mnist. */
@@ -129,6 +129,20 @@ static void test_compress(void)
     HCALL_OK(&b, &r, "decompress", "tensor:s out:s", "gc", "gd");
     HCALL_OK(&a, &r, "decompress", "tensor:s out:s", "gc", "gd");
     CHECK(norm_of(&a, "gd") == norm_of(&b, "gd") && norm_of(&a, "gd") > 0);
+    /* A range alone (a sharded server's slice): it decodes to the range's
+     * elements, and its residual has that many. */
+    HCALL_OK(&a, &r, "compress", "tensor:s method:s ratio:f out:s residual:s range:r", "g", "int8",
+             1.0, "gc", "rres", 10LL, 50LL);
+    CHECK(harness_num(&r, "dense_bytes") == 200);
+    HCALL_OK(&a, &r, "decompress", "tensor:s out:s", "gc", "gs");
+    CHECK(harness_num(&r, "size") == 50);
+    HCALL_OK(&a, &r, "norm", "x:s", "rres");
+    CHECK(harness_num(&r, "size") == 50);
+    HCALL_OK(&a, &r, "axpy", "y:s x:s", "gs", "rres");
+    HCALL_OK(&a, &r, "norm", "x:s range:r", "g", 10LL, 50LL);
+    CHECK_NEAR(norm_of(&a, "gs"), harness_num(&r, "value"), 1e-5 * harness_num(&r, "value"));
+    HCALL_ERR(&a, &r, "out of bounds", "compress", "tensor:s out:s range:r", "g", "gz", 980LL,
+              30LL);
     HCALL_ERR(&a, &r, "does not hold compressed data", "decompress", "tensor:s out:s", "g", "x");
     HCALL_OK(&a, &r, "tensor", "name:s size:i", "gsmall", 10LL);
     HCALL_ERR(&a, &r, "out 'gsmall' has 10 elements", "decompress", "tensor:s out:s add:b", "gc",

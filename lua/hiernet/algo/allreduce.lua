@@ -26,7 +26,11 @@
 --   hierarchical     reduce inside each group to its leader, ring all-reduce
 --                    among the leaders, broadcast back inside each group;
 --                    groups from the topology by default (peers that share
---                    their first hop towards the top tier)
+--                    their first hop towards the top tier); given groups
+--                    are accepted by every algo and shape only this one
+-- Training with compression all-gathers the compressed updates instead,
+-- along the same patterns (ar.gather_schedule), since compressed data
+-- cannot be summed on the way.
 local hn = require("hiernet")
 local job = require("hiernet.algo.job")
 local worker = require("hiernet.algo.worker")
@@ -224,6 +228,167 @@ end
 
 ar.algos = { "ring", "halving-doubling", "tree", "hierarchical" }
 
+-- ---- all-gather schedules (compressed training) ----
+--
+-- Compressed updates cannot be summed on the way, so with compression each
+-- peer's update (item r, compressed on peer r) must reach every peer, which
+-- adds up all N decompressed. The items travel along the algorithm's own
+-- pattern: around the ring, up the tree and back down, by recursive
+-- doubling, or to the group leaders, around their ring and back. A schedule
+-- is per peer a list of
+--   { "send", to = {q, ...}, item = x }   -- item x to those peers
+--   { "wait", from = q, items = {x, ...} } -- those items from q
+-- and every peer receives every other peer's item exactly once
+-- (tests/lua/algo_allreduce_schedules.lua checks it on Lua arrays).
+
+local function gather_send(s, r, to, item)
+  if #to > 0 then s[r][#s[r] + 1] = { "send", to = to, item = item } end
+end
+
+local function gather_wait(s, r, from, items)
+  if #items > 0 then s[r][#s[r] + 1] = { "wait", from = from, items = items } end
+end
+
+-- The ring among `ring` (peer indices) passing sets of items: at step t the
+-- peer at position pos forwards the set that started at position pos - t.
+-- sets[pos]: the items position pos starts with.
+local function ring_gather(s, ring, sets)
+  local n = #ring
+  local function at(x) return ((x - 1) % n) + 1 end
+  for pos = 1, n do
+    local me, succ, pred = ring[pos], ring[at(pos + 1)], ring[at(pos - 1)]
+    for t = 0, n - 2 do
+      for _, x in ipairs(sets[at(pos - t)]) do gather_send(s, me, { succ }, x) end
+      gather_wait(s, me, pred, sets[at(pos - 1 - t)])
+    end
+  end
+end
+
+function ar.ring_gather_schedule(n)
+  local s, ring, sets = new_schedule(n), {}, {}
+  for r = 1, n do ring[r], sets[r] = r, { r } end
+  ring_gather(s, ring, sets)
+  return s
+end
+
+-- Binary tree rooted at peer 1: items go up (each peer forwards its
+-- subtree's), then down (each peer sends a child what is outside the
+-- child's subtree).
+function ar.tree_gather_schedule(n)
+  local s, sub = new_schedule(n), {}
+  for r = n, 1, -1 do
+    sub[r] = { r }
+    for _, c in ipairs{ 2 * r, 2 * r + 1 } do
+      if c <= n then table.move(sub[c], 1, #sub[c], #sub[r] + 1, sub[r]) end
+    end
+  end
+  local function outside(r)
+    local inside, out = {}, {}
+    for _, x in ipairs(sub[r]) do inside[x] = true end
+    for x = 1, n do if not inside[x] then out[#out + 1] = x end end
+    return out
+  end
+  for r = 1, n do
+    local kids = {}
+    for _, c in ipairs{ 2 * r, 2 * r + 1 } do if c <= n then kids[#kids + 1] = c end end
+    for _, c in ipairs(kids) do gather_wait(s, r, c, sub[c]) end
+    if r > 1 then
+      for _, x in ipairs(sub[r]) do gather_send(s, r, { r // 2 }, x) end
+      gather_wait(s, r, r // 2, outside(r))
+    end
+    for x = 1, n do
+      local to = {}
+      for _, c in ipairs(kids) do
+        local mine = false
+        for _, y in ipairs(sub[c]) do if y == x then mine = true end end
+        if not mine then to[#to + 1] = c end
+      end
+      gather_send(s, r, to, x)
+    end
+  end
+  return s
+end
+
+-- Recursive doubling over p = 2^floor(log2 n) peers: at distance d = 1, 2,
+-- 4, ... each exchanges everything it holds with its partner. The n - p
+-- extra peers first hand their item to a partner and get the rest last.
+function ar.halving_doubling_gather_schedule(n)
+  local s = new_schedule(n)
+  local p = 1
+  while p * 2 <= n do p = p * 2 end
+  local extra = n - p
+  local active, held = {}, {}
+  for r = 1, n do
+    local z = r - 1
+    if z < 2 * extra and z % 2 == 1 then
+      gather_send(s, r, { r - 1 }, r)
+    else
+      active[#active + 1] = r
+      held[#active] = { r }
+      if z < 2 * extra then
+        gather_wait(s, r, r + 1, { r + 1 })
+        held[#active][2] = r + 1
+      end
+    end
+  end
+  local d = 1
+  while d < p do
+    local new = {}
+    for i = 1, p do
+      local partner = ((i - 1) ~ d) + 1
+      for _, x in ipairs(held[i]) do gather_send(s, active[i], { active[partner] }, x) end
+      gather_wait(s, active[i], active[partner], held[partner])
+      new[i] = table.move(held[partner], 1, #held[partner], #held[i] + 1, table.move(held[i], 1, #held[i], 1, {}))
+    end
+    held, d = new, d * 2
+  end
+  for z = 1, 2 * extra - 1, 2 do
+    local rest = {}
+    for x = 1, n do if x ~= z + 1 then rest[#rest + 1] = x end end
+    for _, x in ipairs(rest) do gather_send(s, z, { z + 1 }, x) end
+    gather_wait(s, z + 1, z, rest)
+  end
+  return s
+end
+
+-- Members hand their item to their leader (the first of the group), the
+-- leaders pass their groups' items around their ring, and each leader
+-- sends its members every item but their own.
+function ar.hierarchical_gather_schedule(n, groups)
+  local s, leaders, sets = new_schedule(n), {}, {}
+  for g, members in ipairs(groups) do
+    local leader = members[1]
+    leaders[g], sets[g] = leader, { leader }
+    for j = 2, #members do
+      gather_send(s, members[j], { leader }, members[j])
+      sets[g][#sets[g] + 1] = members[j]
+    end
+    for j = 2, #members do gather_wait(s, leader, members[j], { members[j] }) end
+  end
+  ring_gather(s, leaders, sets)
+  for _, members in ipairs(groups) do
+    for x = 1, n do
+      local to = {}
+      for j = 2, #members do if members[j] ~= x then to[#to + 1] = members[j] end end
+      gather_send(s, members[1], to, x)
+    end
+    for j = 2, #members do
+      local rest = {}
+      for x = 1, n do if x ~= members[j] then rest[#rest + 1] = x end end
+      gather_wait(s, members[j], members[1], rest)
+    end
+  end
+  return s
+end
+
+function ar.gather_schedule(algo, n, groups)
+  if algo == "ring" then return ar.ring_gather_schedule(n) end
+  if algo == "halving-doubling" then return ar.halving_doubling_gather_schedule(n) end
+  if algo == "tree" then return ar.tree_gather_schedule(n) end
+  if algo == "hierarchical" then return ar.hierarchical_gather_schedule(n, groups) end
+  fail("allreduce: unknown algo '%s' (%s)", tostring(algo), table.concat(ar.algos, ", "))
+end
+
 -- ---- groups from the topology ----
 
 -- The node of the top tier (cloud, then edge) to group peers under, or nil.
@@ -332,6 +497,16 @@ local function run_all(peers, lists)
   return out
 end
 
+-- The groups of `algo` as lists of peer indices: the given ones (lists of
+-- nodes), else the default ones; nil for a flat algo. Given groups are
+-- checked whatever the algo, and shape only "hierarchical": a script may
+-- pass the same groups to every algo.
+function ar.index_groups(peers, algo, groups)
+  local given = groups and group_indices(peers, groups)
+  if algo ~= "hierarchical" then return nil end
+  return given or ar.default_groups(peers)
+end
+
 local ALLREDUCE_OPTIONS = {
   peers = check.nodes, tensor = check.string, algo = check.oneof(table.unpack(ar.algos)),
   groups = function(what, v)
@@ -359,18 +534,8 @@ function ar.plan(o)
   if not peers then fail("allreduce: option 'peers' is required") end
   if not t then fail("allreduce: option 'tensor' is required") end
   local algo = o.algo or "ring"
-  if o.groups and algo ~= "hierarchical" then fail("allreduce: 'groups' is for algo 'hierarchical'") end
   local size = o.size or tensor_size(peers[1], t)
-  local groups = algo == "hierarchical"
-      and (o.groups and group_indices(peers, o.groups) or group_indices(peers, (function()
-        local g = {}
-        for _, idx in ipairs(ar.default_groups(peers)) do
-          local list = {}
-          for _, i in ipairs(idx) do list[#list + 1] = peers[i] end
-          g[#g + 1] = list
-        end
-        return g
-      end)())) or nil
+  local groups = ar.index_groups(peers, algo, o.groups)
   local schedule = ar.schedule(algo, #peers, size, groups)
   local lists = {}
   for r = 1, #peers do
@@ -415,8 +580,8 @@ end
 -- all-reduced, and every worker applies the mean with the server optimizer
 -- (sgd lr 1 by default: w <- w - mean update), so all copies stay equal.
 -- The whole step is one batch per worker. With compression the compressed
--- updates travel around the ring instead (an all-gather: each worker adds
--- every other's decompressed update), since compressed data cannot be
+-- updates are all-gathered instead, along the algo's own pattern (each
+-- worker adds every decompressed update), since compressed data cannot be
 -- summed on the way.
 
 local TRAIN_OPTIONS = {
@@ -433,25 +598,40 @@ local function apply_commands(J, u, n)
   }
 end
 
--- The compressed all-gather around the ring of `nodes`: the r-th's update
--- travels as "c.<r>"; every one decompresses what arrives into "sum".
-local function compressed_ring(J, nodes, update)
+-- The peer commands of an all-gather schedule (ar.gather_schedule): item x
+-- travels as tensor "c.<x>".
+local function gather_commands(ops, nodes)
+  local cmds = {}
+  for _, op in ipairs(ops) do
+    if op[1] == "send" then
+      local to = {}
+      for _, q in ipairs(op.to) do to[#to + 1] = nodes[q] end
+      -- nowait: the next command starts when the snapshot is queued
+      cmds[#cmds + 1] = { "send", { tensor = "c." .. op.item, to = #to == 1 and to[1] or to, nowait = true } }
+    else
+      local names = {}
+      for k, x in ipairs(op.items) do names[k] = "c." .. x end
+      cmds[#cmds + 1] = { "wait", { tensors = names, k = #names, from = { nodes[op.from] } } }
+    end
+  end
+  return cmds
+end
+
+-- With compression: the r-th worker compresses its update into "c.<r>"
+-- (error feedback in "ef"), the compressed updates are all-gathered along
+-- the algo's pattern, and every worker adds all N decompressed, in the same
+-- order 1..N, into "sum": every worker gets the same sum to the bit.
+local function compressed_gather(J, nodes, update, groups)
   local c, n = J.o.compress, #nodes
+  local schedule = ar.gather_schedule(J.o.algo or "ring", n, groups)
   local lists = {}
   for r = 1, n do
-    local own = "c." .. r
     local cmds = {
-      job.compress_command(c, update, own),
+      job.compress_command(c, update, "c." .. r),
       { "tensor", { name = "sum", size = J.model_size } },
-      { "decompress", { tensor = own, out = "sum", add = true } },
     }
-    local succ, pred = nodes[r % n + 1], nodes[(r - 2) % n + 1]
-    for step = 0, n - 2 do
-      local sending, arriving = "c." .. ((r - 1 - step) % n + 1), "c." .. ((r - 2 - step) % n + 1)
-      cmds[#cmds + 1] = { "send", { tensor = sending, to = succ } }
-      cmds[#cmds + 1] = { "wait", { tensor = arriving, k = 1, from = { pred } } }
-      cmds[#cmds + 1] = { "decompress", { tensor = arriving, out = "sum", add = true } }
-    end
+    for _, cmd in ipairs(gather_commands(schedule[r], nodes)) do cmds[#cmds + 1] = cmd end
+    for x = 1, n do cmds[#cmds + 1] = { "decompress", { tensor = "c." .. x, out = "sum", add = true } } end
     lists[r] = cmds
   end
   return lists, "sum"
@@ -486,7 +666,8 @@ local function step_plan(J, W, ids)
     end
   end
   if J.o.compress then
-    local lists, sum = compressed_ring(J, nodes, update)
+    local groups = ar.index_groups(nodes, J.o.algo or "ring", active_groups(J.o.groups, nodes))
+    local lists, sum = compressed_gather(J, nodes, update, groups)
     for r = 1, n do
       local cmds = table.move(before[r], 1, #before[r], 1, {})
       local first = #cmds + 1
@@ -595,11 +776,6 @@ end
 function ar.train(opts)
   local algo = type(opts) == "table" and opts.algo or "ring"
   local J = job.new("allreduce", opts, { mode = algo, options = TRAIN_OPTIONS })
-  if J.o.compress and (algo ~= "ring" or J.o.groups) then
-    fail("allreduce.train: compression runs a ring all-gather of the compressed updates; " ..
-         "algo '%s'%s would not be used (give algo = \"ring\" and no groups)", algo,
-         J.o.groups and " and groups" or "")
-  end
   job.eval_node_among_workers("allreduce.train", J.o)
   J.o.server_opt = J.o.server_opt or { method = "sgd", lr = 1.0 }
   J.o.server_opt.method = J.o.server_opt.method or "sgd"

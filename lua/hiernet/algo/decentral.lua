@@ -15,12 +15,15 @@
 --           lr a_i grad(z_i) at z_i = x_i / a_i (a step of lr on z_i: with
 --           the weight left out, a node whose weight has halved a few times
 --           would take steps several times too long), then it keeps half of (x_i, a_i)
---           and adds the other half into one random neighbour's. Sums are
---           conserved whatever arrives meanwhile.
+--           and adds the other half into one random neighbour's (one
+--           that still steps). Sums are conserved whatever arrives meanwhile.
 --   easgd   elastic averaging (Zhang et al. 2015), asynchronous: every
 --           `period` local steps worker i pulls the centre c from the centre
---           node, d = alpha (x_i - c), x_i <- x_i - d, and c <- c + d (the
+--           node (`center`, default the network's one tier-"cloud" host),
+--           d = alpha (x_i - c), x_i <- x_i - d, and c <- c + d (the
 --           centre adds d as it arrives).
+-- With `compress`, dpsgd runs CHOCO-SGD and gossip pushes compressed
+-- differences from per-pair copies (both below); easgd compresses d.
 -- Neighbours (`graph`): "ring" (a logical ring over `workers` in order),
 -- "complete", "links" (workers directly linked in the topology), or a
 -- table {[node name] = {nodes}} (made symmetric). Default: "links" when
@@ -34,6 +37,15 @@ local check, fail = job.check, job.fail
 local watch
 
 dc.algos = { "dpsgd", "gossip", "easgd" }
+
+-- CHOCO's consensus step gamma by default (compressed dpsgd), per method.
+-- The theory wants gamma of the order of the compression's quality, so the
+-- sparse top-k gets a small one: on 5 workers in a ring (the synthetic
+-- problem of tests/lua, 200 steps) top-1% reached 0.20 of the initial loss
+-- with gamma 0.05 to 0.2 and diverged with 0.5; int8 and sign trained as
+-- well as uncompressed D-PSGD with 0.5 (0.19-0.20) and kept the models
+-- closer than with 0.1 or 0.2.
+dc.CHOCO_GAMMA = { topk = 0.1, int8 = 0.5, sign = 0.5 }
 
 -- ---- neighbour graphs ----
 
@@ -124,9 +136,10 @@ end
 -- any live worker has finished. A worker away (Job:watch_faults) waits to
 -- be back; a killed one's task ends, and run:spawn(i) starts a new one when
 -- it is restarted.
-local function new_runner(J, step, lockstep)
+-- running: the table R.running is (a step function may read it), or nil.
+local function new_runner(J, step, lockstep, running)
   local n = #J.workers
-  local R = { done = {}, started = {}, tasks = {}, running = {}, signals = {} }
+  local R = { done = {}, started = {}, tasks = {}, running = running or {}, signals = {} }
   for i = 1, n do R.done[i], R.started[i], R.signals[i] = 0, 0, hn.queue() end
   -- With lockstep, the step every worker ends with: the highest step any
   -- worker has started when the stop is noticed (one already under way
@@ -134,7 +147,9 @@ local function new_runner(J, step, lockstep)
   local function update_steps()
     local m = math.huge
     for i = 1, n do if J:alive(i) then m = math.min(m, R.done[i]) end end
+    local before = J.steps
     J.steps = m == math.huge and J.steps or m
+    for v = before + 1, R.on_steps and J.steps or 0 do R.on_steps(v) end
   end
   local function next_step(i)
     local t = R.done[i] + 1
@@ -238,6 +253,166 @@ local function dpsgd_step(J, adj, W)
   end
 end
 
+-- ---- D-PSGD with compression: CHOCO-SGD ----
+--
+-- CHOCO-SGD (Koloskova, Stich and Jaggi 2019, Algorithm 2): worker i keeps
+-- public copies xh_j of its own and its neighbours' models, equal on every
+-- worker that holds them (all start as the common initial model and all
+-- add the same decompressed messages). A step:
+--   x_i <- x_i - lr g_i                       (the local half-step)
+--   q_i = Q(x_i - xh_i), sent to the neighbours
+--   xh_j <- xh_j + q_j  for j in N(i) and i
+--   x_i <- x_i + gamma sum_j W_ij (xh_j - xh_i)
+-- Only q travels. What Q dropped stays in x_i - xh_i and goes with the next
+-- message: the copy is the error feedback (a residual besides it would
+-- count the dropped part twice). With gamma = 1 and no compression this is
+-- D-PSGD.
+local function choco_setup(J, adj)
+  local tasks = {}
+  for i, w in ipairs(J.workers) do
+    local cmds = { { "copy", { src = J.model_name, dst = "xh." .. i } } }
+    for _, j in ipairs(sorted_neighbours(adj, i)) do
+      cmds[#cmds + 1] = { "copy", { src = J.model_name, dst = "xh." .. j } }
+    end
+    tasks[i] = hn.spawn(function() w:batch(cmds) end)
+  end
+  hn.wait_all(tasks)
+end
+
+local function choco_step(J, adj, W, gamma)
+  local m, lr, c = J.model_name, J.o.worker_opt.lr or 0.05, J.o.compress
+  return function(i, t)
+    local node, nbrs = J.workers[i], sorted_neighbours(adj, i)
+    local parity = t % 2
+    local mine, to, incoming = "q." .. i .. "." .. parity, {}, {}
+    for _, j in ipairs(nbrs) do
+      to[#to + 1] = J.workers[j]
+      incoming[#incoming + 1] = "q." .. j .. "." .. parity
+    end
+    local cmds = {
+      { "grad", { model = m, out = "g", batch = J.o.batch } },
+      { "axpy", { y = m, x = "g", alpha = -lr } },
+      { "copy", { src = m, dst = "d" } },
+      { "axpy", { y = "d", x = "xh." .. i, alpha = -1 } },
+      { "compress", { tensor = "d", method = c.method, ratio = c.ratio, out = mine } },
+      { "send", { tensor = mine, to = to } },
+      { "decompress", { tensor = mine, out = "xh." .. i, add = true } },
+      { "wait", { tensors = incoming, k = #incoming } },
+    }
+    local others = 0
+    for n, j in ipairs(nbrs) do
+      cmds[#cmds + 1] = { "decompress", { tensor = incoming[n], out = "xh." .. j, add = true } }
+      cmds[#cmds + 1] = { "axpy", { y = m, x = "xh." .. j, alpha = gamma * W[i][j] } }
+      others = others + W[i][j]
+    end
+    cmds[#cmds + 1] = { "axpy", { y = m, x = "xh." .. i, alpha = -gamma * others } }
+    record(J, i, t, step_summary(node:batch(cmds).results, cmds))
+    if i == 1 and J:eval_due(t) then J:evaluate(t) end
+  end
+end
+
+-- ---- gossip with compression: push-sum from copies ----
+--
+-- Push-sum sends half of x_i, which is a whole model: compression needs a
+-- difference to send. Each pair (i, j) of neighbours keeps a copy zh_ij of
+-- i's model as j last reconstructed it ("difference from the last sent
+-- copy"): i holds it as "zo.<j>", j as "zh.<i>", both start as the common
+-- initial model. When i pushes to j, with z_i = x_i / a_i after its step
+-- and w = a_i / 2:
+--   q = Q(z_i - zh_ij),  zh_ij <- zh_ij + q       (on both ends)
+--   i: x_i <- x_i - w z_i,    a_i <- a_i - w
+--   j: x_j <- x_j + w zh_ij,  a_j <- a_j + w
+-- What Q dropped stays in z_i - zh_ij and goes with i's next push to j (the
+-- copy is the error feedback). The weights move exactly; the numerators
+-- only up to the copy's error w (z_i - zh_ij) per push, which error feedback
+-- keeps small. j needs w, so its pushes in are an inbox in the controller
+-- that j's next step takes, in order, before it reads a_j: j's numerator
+-- changes only in its own batches. Sends go first in a push: a send that
+-- fails (the neighbour went away) leaves both copies as they were.
+
+local function gossip_copies_setup(J, adj)
+  local tasks = {}
+  for i, w in ipairs(J.workers) do
+    local cmds = { { "tensor", { name = "unit", size = J.model_size + 1, fill = 1 } } }
+    for _, j in ipairs(sorted_neighbours(adj, i)) do
+      cmds[#cmds + 1] = { "copy", { src = J.model_name, dst = "zo." .. j } }
+      cmds[#cmds + 1] = { "copy", { src = J.model_name, dst = "zh." .. j } }
+    end
+    tasks[i] = hn.spawn(function() w:batch(cmds) end)
+  end
+  hn.wait_all(tasks)
+end
+
+-- Pushes one batch takes from an inbox at most: 2 commands each, within a
+-- batch's 256.
+local INBOX_BATCH = 100
+
+-- The commands that take (up to INBOX_BATCH of) worker i's inbox, in order:
+-- each push into its numerator, and their weights; those taken leave it.
+local function inbox_commands(J, G, i)
+  local P, inbox = J.model_size, G.inbox[i]
+  if #inbox == 0 then return {} end
+  local take = math.min(#inbox, INBOX_BATCH)
+  local names, weight, cmds = {}, 0, {}
+  for n = 1, take do names[n] = inbox[n].name end
+  cmds[1] = { "wait", { tensors = names, k = take } }
+  for n = 1, take do
+    local e, copy = inbox[n], "zh." .. inbox[n].from
+    cmds[#cmds + 1] = { "decompress", { tensor = e.name, out = copy, add = true } }
+    cmds[#cmds + 1] = { "axpy", { y = "x", x = copy, alpha = e.w, range = { 0, P } } }
+    weight = weight + e.w
+  end
+  cmds[#cmds + 1] = { "axpy", { y = "x", x = "unit", alpha = weight, range = { P, 1 } } }
+  cmds[#cmds + 1] = { "drop", { names = names } }
+  G.inbox[i] = table.move(inbox, take + 1, #inbox, 1, {})
+  return cmds
+end
+
+-- The commands of i's push to j after its step: z_i (the model m after the
+-- step) against the pair's copy.
+local function push_commands(J, G, i, j, a)
+  local P, c, w = J.model_size, J.o.compress, a / 2
+  G.sent[i] = G.sent[i] + 1
+  local name = "gq." .. i .. "." .. G.sent[i]
+  local copy = "zo." .. j
+  return {
+    { "copy", { src = J.model_name, dst = "d" } },
+    { "axpy", { y = "d", x = copy, alpha = -1 } },
+    { "compress", { tensor = "d", method = c.method, ratio = c.ratio, out = name } },
+    { "send", { tensor = name, to = J.workers[j] } },
+    { "decompress", { tensor = name, out = copy, add = true } },
+    { "drop", { name = name } },
+    { "axpy", { y = "x", x = J.model_name, alpha = -w, range = { 0, P } } },
+    { "axpy", { y = "x", x = "unit", alpha = -w, range = { P, 1 } } },
+  }, { from = i, name = name, w = w, epoch = G.epoch[i], to_epoch = G.epoch[j] }
+end
+
+-- A push goes to j's inbox unless i or j restarted since it was made.
+local function deliver(J, G, j, e)
+  if G.epoch[e.from] ~= e.epoch or G.epoch[j] ~= e.to_epoch then return end
+  table.insert(G.inbox[j], e)
+end
+
+-- A restarted worker's copies are gone: the pairs it is in start again
+-- from zero on both ends, and pushes to or from it not yet taken are lost
+-- (as the push-sum mass it held is).
+local function gossip_copies_rejoin(J, G, adj, i)
+  G.epoch[i] = G.epoch[i] + 1
+  G.inbox[i] = {}
+  local P, mine = J.model_size, { { "tensor", { name = "unit", size = J.model_size + 1, fill = 1 } } }
+  for _, j in ipairs(sorted_neighbours(adj, i)) do
+    local kept = {}
+    for _, e in ipairs(G.inbox[j]) do if e.from ~= i then kept[#kept + 1] = e end end
+    G.inbox[j] = kept
+    mine[#mine + 1] = { "tensor", { name = "zo." .. j, size = P } }
+    mine[#mine + 1] = { "tensor", { name = "zh." .. j, size = P } }
+    local other = J.workers[j]
+    pcall(other.batch, other, { { "tensor", { name = "zo." .. i, size = P } },
+                                { "tensor", { name = "zh." .. i, size = P } } })
+  end
+  J.workers[i]:batch(mine)
+end
+
 -- ---- gossip (push-sum) ----
 
 local function gossip_setup(J)
@@ -253,20 +428,36 @@ local function gossip_setup(J)
   hn.wait_all(tasks)
 end
 
-local function gossip_step(J, adj, rng)
+-- A worker whose push-sum weight fell below this keeps it (a step without
+-- a push is still push-sum: a column of the mixing matrix with 1 on the
+-- diagonal). Weight collects in a worker that steps less often than the
+-- others (what is pushed to it stays until it pushes): on a loaded host,
+-- where a peer may wait for the CPU for many of the others' steps, the
+-- others' weights fell below 1e-6 within 40 steps, and after about 127
+-- halvings 1 / a no longer fits a float32 (a failed run: 2 s of gossip on 5
+-- workers). A weight of 2^-20 carries nothing worth sending anyway.
+local MIN_PUSH_WEIGHT = 2 ^ -20
+
+-- running[j]: worker j's task still steps (a worker that has made its
+-- steps never mixes again: what it is pushed stays with it).
+local function gossip_step(J, adj, rng, G, running)
   local m, P, o = J.model_name, J.model_size, J.o.worker_opt
   return function(i, t)
     local node, nbrs = J.workers[i], sorted_neighbours(adj, i)
-    -- z = x / a from a private snapshot (adds may land in x at any time).
-    local a = node:batch{ { "copy", { src = "x", dst = "xs" } },
-                          { "read", { tensor = "xs", range = { P, 1 } } } }.results[2].values[1]
+    -- z = x / a from a private snapshot (adds may land in x at any time);
+    -- with compression the pushes in are taken first (G: the inbox).
+    local first = G and inbox_commands(J, G, i) or {}
+    first[#first + 1] = { "copy", { src = "x", dst = "xs" } }
+    first[#first + 1] = { "read", { tensor = "xs", range = { P, 1 } } }
+    local res = node:batch(first).results
+    local a = res[#res].values[1]
     -- a random neighbour among those it can reach now (a partition or a
     -- dead node leaves it fewer; with none it trains alone this step)
     local reach = {}
     for _, j in ipairs(nbrs) do
-      if J:alive(j) and node.network:reachable(node, J.workers[j]) then reach[#reach + 1] = j end
+      if J:alive(j) and running[j] and node.network:reachable(node, J.workers[j]) then reach[#reach + 1] = j end
     end
-    local j = #reach > 0 and reach[rng(#reach)] or nil
+    local j = (#reach > 0 and a >= MIN_PUSH_WEIGHT) and reach[rng(#reach)] or nil
     local cmds = {
       { "scale", { x = m, alpha = 0 } },
       { "axpy", { y = m, x = "xs", alpha = 1 / a, range = { 0, P } } },
@@ -274,7 +465,14 @@ local function gossip_step(J, adj, rng)
       -- x <- x - lr a g: a step of lr on z = x / a, whatever the weight
       { "axpy", { y = "x", x = "g", alpha = -(o.lr or 0.05) * a, range = { 0, P } } },
     }
-    if j then
+    local entry
+    if j and G then
+      -- z after the step, in m, for the push from copies
+      cmds[#cmds + 1] = { "axpy", { y = m, x = "g", alpha = -(o.lr or 0.05) } }
+      local push
+      push, entry = push_commands(J, G, i, j, a)
+      for _, c in ipairs(push) do cmds[#cmds + 1] = c end
+    elseif j then
       -- keep half, give half: send h = x / 2, then x <- x - h, so that what
       -- arrives meanwhile is neither lost nor doubled, and a send that fails
       -- (the neighbour died) takes nothing away
@@ -288,7 +486,11 @@ local function gossip_step(J, adj, rng)
       if not j or (J:alive(j) and node.network:reachable(node, J.workers[j])) then error(r, 0) end
       return -- the neighbour went away mid-send: its half stays here
     end
-    record(J, i, t, step_summary(r.results, cmds))
+    if entry then deliver(J, G, j, entry) end
+    local summary = step_summary(r.results, cmds)
+    local taken = step_summary(res, first)
+    summary.compute_ms, summary.wait_ms = summary.compute_ms + taken.compute_ms, taken.wait_ms
+    record(J, i, t, summary)
     if i == 1 and J:eval_due(t) then J:evaluate(t) end
   end
 end
@@ -323,10 +525,30 @@ local function easgd_step(J, center, alpha, period)
       r.comm_ms, r.bytes = r.comm_ms + pull.ms + e.comm_ms, r.bytes + pull.bytes + e.bytes
       r.compute_ms = r.compute_ms + e.compute_ms
       J.updates_applied = J.updates_applied + 1
-      if J:eval_due(J.updates_applied) then J:evaluate(J.updates_applied, center, "c") end
     end
     record(J, i, t, r)
   end
+end
+
+-- The final model of gossip, on worker 1: the push-sum average
+-- sum_i x_i / sum_i a_i over the live workers, which every z_i tends to
+-- (Kempe et al. 2003), gathered after the clock stopped. One worker's z_i
+-- alone is no good summary under asynchrony: a worker that pushed many
+-- times in a row holds almost no weight, and one push that lands after its
+-- last step (a model many steps old) then makes up nearly all of its z.
+local function gossip_final(J)
+  local home, P, others = J.workers[1], J.model_size, {}
+  for i = 2, #J.workers do if J:alive(i) then others[#others + 1] = J.workers[i] end end
+  home:copy{ src = "x", dst = "xsum" }
+  local tasks = {}
+  for k, w in ipairs(others) do
+    tasks[k] = hn.spawn(function() w:send{ tensor = "x", to = home, as = "xsum", add = true } end)
+  end
+  hn.wait_all(tasks)
+  local a = home:batch{ { "wait", { tensor = "xsum", clear = true } },
+                        { "read", { tensor = "xsum", range = { P, 1 } } } }.results[2].values[1]
+  home:batch{ { "scale", { x = J.model_name, alpha = 0 } },
+              { "axpy", { y = J.model_name, x = "xsum", alpha = 1 / a, range = { 0, P } } } }
 end
 
 -- ---- dc.train ----
@@ -337,8 +559,37 @@ local OPTIONS = {
     if type(v) == "table" or v == "ring" or v == "complete" or v == "links" then return v end
     fail("%s: expected \"ring\", \"complete\", \"links\" or a table, got %s", what, tostring(v))
   end,
-  center = check.node, alpha = check.fraction, period = check.posint,
+  center = check.node, alpha = check.fraction, period = check.posint, gamma = check.fraction,
 }
+
+-- EASGD's centre by default: the network's one host of tier "cloud" that
+-- is not a worker (the node a hierarchy keeps its global model on).
+local function default_center(J)
+  local is_worker, found = {}, {}
+  for _, w in ipairs(J.workers) do is_worker[w.name] = true end
+  for _, n in ipairs(J.workers[1].network:nodes()) do
+    if n.tier == "cloud" and n.kind == "host" and not is_worker[n.name] then found[#found + 1] = n end
+  end
+  if #found == 1 then return found[1] end
+  local why = #found == 0 and "the network has no node of tier \"cloud\" besides the workers"
+      or string.format("the network has %d nodes of tier \"cloud\"", #found)
+  fail("decentral.train: easgd needs a centre: %s; give option 'center' (the node holding the centre variable)", why)
+end
+
+-- Compression: dpsgd (CHOCO) and gossip (copies) send differences from a
+-- copy the receiver holds, which carries what compression dropped to the
+-- next message: error_feedback = false would change nothing, and is an
+-- error rather than an option silently ignored. gamma is CHOCO's.
+local function check_compression(J, algo, opts)
+  local c = J.o.compress
+  if J.o.gamma ~= nil and not (algo == "dpsgd" and c) then
+    fail("decentral.train: option 'gamma' is for algo 'dpsgd' with compress (CHOCO's consensus step)")
+  end
+  if c and algo ~= "easgd" and type(opts.compress) == "table" and opts.compress.error_feedback == false then
+    fail("decentral.train: compress.error_feedback = false: %s sends differences from a copy the " ..
+         "receiver holds, which always carries what compression dropped; leave it out", algo)
+  end
+end
 
 local function pick_graph(J)
   local g = J.o.graph
@@ -378,7 +629,9 @@ local function abort_between(a, list)
   for _, b in ipairs(list) do hn.spawn(function() pcall(b.abort, b, { nodes = { a } }) end) end
 end
 
-watch = function(J, R, algo, center)
+-- copies_rejoin(i): with compressed gossip, resets the pair copies of a
+-- restarted worker.
+watch = function(J, R, algo, center, copies_rejoin)
   J:watch_faults{
     sync = algo == "dpsgd",
     hub = algo == "easgd" and function() return center end or nil,
@@ -387,6 +640,7 @@ watch = function(J, R, algo, center)
     end or nil,
     rejoin = function(i)
       if algo == "gossip" then gossip_rejoin(J, i) end
+      if copies_rejoin then copies_rejoin(i) end
       if algo == "easgd" then center:send{ tensor = "c", to = J.workers[i], as = J.model_name } end
     end,
     on_change = function(i, back)
@@ -429,9 +683,7 @@ function dc.train(opts)
   if not algo then fail("decentral.train: option 'algo' is required (%s)", table.concat(dc.algos, ", ")) end
   local J = job.new("decentral", opts, { mode = algo, options = OPTIONS })
   if #J.workers < 2 then fail("decentral.train: give at least 2 workers") end
-  if J.o.compress and algo ~= "easgd" then
-    fail("decentral.train: compression is supported for easgd (the elastic difference); %s exchanges whole models", algo)
-  end
+  check_compression(J, algo, opts)
   for _, k in ipairs{ "center", "alpha", "period" } do
     if J.o[k] ~= nil and algo ~= "easgd" then fail("decentral.train: option '%s' is for algo 'easgd'", k) end
   end
@@ -444,20 +696,36 @@ function dc.train(opts)
   end
   job.eval_node_among_workers("decentral.train", J.o, algo == "easgd" and "the centre" or nil)
   local center = J.o.center
-  if algo == "easgd" and not center then fail("decentral.train: easgd needs option 'center' (the node holding the centre variable)") end
+  if algo == "easgd" and not center then center = default_center(J) end
   J:setup{ origin = J.workers[1], holders = center and { center } or {}, model_name = "w",
            eval_node = algo == "easgd" and center or J.workers[1] }
   local extra = { algo = algo }
-  local step, lockstep
+  local step, lockstep, adj, G, running
   if algo == "dpsgd" then
-    local adj, name = pick_graph(J)
-    step, lockstep, extra.graph = dpsgd_step(J, adj, dc.metropolis(adj)), true, name
+    local name
+    adj, name = pick_graph(J)
+    local W = dc.metropolis(adj)
+    if J.o.compress then
+      choco_setup(J, adj)
+      extra.gamma = J.o.gamma or dc.CHOCO_GAMMA[J.o.compress.method]
+      step = choco_step(J, adj, W, extra.gamma)
+    else
+      step = dpsgd_step(J, adj, W)
+    end
+    lockstep, extra.graph = true, name
   elseif algo == "gossip" then
-    local adj, name = pick_graph(J)
+    local name
+    adj, name = pick_graph(J)
     gossip_setup(J)
+    if J.o.compress then
+      gossip_copies_setup(J, adj)
+      G = { inbox = {}, sent = {}, epoch = {} }
+      for i = 1, #J.workers do G.inbox[i], G.sent[i], G.epoch[i] = {}, 0, 0 end
+    end
     local seed = J.o.seed
     local function rng(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n + 1 end
-    step, extra.graph = gossip_step(J, adj, rng), name
+    running = {}
+    step, extra.graph = gossip_step(J, adj, rng, G, running), name
   else
     -- The centre starts as the common initial model (a model, so it can be evaluated).
     center:model{ name = "c", arch = J.o.model, seed = J.o.seed }
@@ -465,8 +733,13 @@ function dc.train(opts)
     local alpha, period = J.o.alpha or (0.9 / #J.workers), J.o.period or 4
     step, extra.alpha, extra.period = easgd_step(J, center, alpha, period), alpha, period
   end
-  local R = new_runner(J, step, lockstep)
-  watch(J, R, algo, center)
+  local R = new_runner(J, step, lockstep, running)
+  if algo == "easgd" then
+    -- The centre is evaluated as of when every live worker has made `step`
+    -- local steps: eval.csv's step counts steps, as steps.csv's does.
+    R.on_steps = function(v) if J:eval_due(v) then J:evaluate(v, center, "c") end end
+  end
+  watch(J, R, algo, center, G and function(i) gossip_copies_rejoin(J, G, adj, i) end)
   J:start_clock()
   J:guard(function()
     R.run()
@@ -474,14 +747,19 @@ function dc.train(opts)
     if J.fault_error then error(J.fault_error, 0) end
   end)
   if algo ~= "easgd" then J.updates_applied = J.steps * #J.workers end
-  if algo == "gossip" then
-    -- The final model of worker 1 is z_1 = x_1 / a_1.
-    local node = J.workers[1]
-    local a = node:batch{ { "copy", { src = "x", dst = "xs" } },
-                          { "read", { tensor = "xs", range = { J.model_size, 1 } } } }.results[2].values[1]
-    node:batch{ { "scale", { x = "w", alpha = 0 } },
-                { "axpy", { y = "w", x = "xs", alpha = 1 / a, range = { 0, J.model_size } } } }
+  if G then
+    -- Pushes not taken yet go home, so that every worker's mass is in its x.
+    local tasks = {}
+    for i, w in ipairs(J.workers) do
+      if J:alive(i) then
+        tasks[#tasks + 1] = hn.spawn(function()
+          while #G.inbox[i] > 0 do w:batch(inbox_commands(J, G, i)) end
+        end)
+      end
+    end
+    hn.wait_all(tasks)
   end
+  if algo == "gossip" and J:alive(1) then gossip_final(J) end
   if algo == "easgd" then extra.final_node, extra.final_model = center, "c" end
   return J:finish(extra)
 end

@@ -15,7 +15,9 @@
 -- its edge's accumulator; an edge waits for its terminals, takes the
 -- average, passes it up when it is the cloud's turn, and sends the model
 -- down. Each terminal belongs to the first of `edges` (default: the
--- network's nodes of tier "edge") on its route to the cloud.
+-- network's nodes of tier "edge") on its route to the cloud (default: the
+-- network's one node of tier "cloud"). When tau1 does not divide `steps`
+-- the last round makes the steps left, so that exactly `steps` run.
 --
 -- With compression a terminal sends its compressed weighted change since
 -- the last model it got from its edge (error feedback keeps what was
@@ -55,12 +57,13 @@ end
 
 -- ---- one round's commands ----
 
--- A terminal: tau1 local steps, then its model weighted by `share` into the edge.
-function hier.terminal_commands(J, i, edge, share)
+-- A terminal: `local_steps` (default tau1) local steps, then its model
+-- weighted by `share` into the edge.
+function hier.terminal_commands(J, i, edge, share, local_steps)
   local m, o, c = J.model_name, J.o.worker_opt, J.o.compress
   local cmds = {}
   if c then cmds[#cmds + 1] = { "copy", { src = m, dst = "base" } } end
-  for _ = 1, J.o.tau1 or 5 do
+  for _ = 1, local_steps or J.o.tau1 or 5 do
     cmds[#cmds + 1] = { "grad", { model = m, out = "g", batch = J.o.batch } }
     cmds[#cmds + 1] = { "optim", job.optim_params(o, m, "g") }
   end
@@ -145,14 +148,16 @@ local function run_round(tasks)
   if failure then error(failure, 0) end
 end
 
-local function round(J, groups, shares, cloud, cloud_round)
+-- One round of `local_steps` local steps on every terminal of `groups`,
+-- the edge averages, and the cloud's when cloud_round.
+local function round(J, groups, shares, cloud, cloud_round, local_steps)
   local tasks, edges, meta = {}, {}, {}
   local function spawn(fn) tasks[#tasks + 1] = hn.spawn(function() return { pcall(fn) } end) end
   for g, group in ipairs(groups) do
     local up = cloud_round and group.cloud
     if up then edges[#edges + 1] = group.edge end
     for _, i in ipairs(group.terminals) do
-      local cmds = hier.terminal_commands(J, i, group.edge, shares.terminal[i])
+      local cmds = hier.terminal_commands(J, i, group.edge, shares.terminal[i], local_steps)
       meta[#meta + 1] = { i = i, cmds = cmds }
       local at = #meta
       spawn(function() meta[at].res = J.workers[i]:batch(cmds).results end)
@@ -242,13 +247,31 @@ local function bring_back(J, state, groups)
   state.returning = {}
 end
 
+-- The network's one host of tier "cloud": the default `cloud`, as the
+-- default edges are its hosts of tier "edge".
+local function default_cloud(J)
+  local clouds = tier_nodes(J.workers[1].network, "cloud")
+  if #clouds == 1 then return clouds[1] end
+  if #clouds == 0 then fail("hier.train: no node of tier \"cloud\" in the network; give option 'cloud'") end
+  local names = {}
+  for k, n in ipairs(clouds) do names[k] = n.name end
+  fail("hier.train: %d nodes of tier \"cloud\" (%s); give option 'cloud'", #clouds, table.concat(names, ", "))
+end
+
+-- The local steps of the next round: tau1, or what is left of `steps`, so
+-- that exactly `steps` local steps run.
+local function round_steps(J)
+  local left = J.o.steps and (J.o.steps - J.steps) or math.huge
+  return math.min(J.o.tau1, left)
+end
+
 function hier.train(opts)
-  local J = job.new("hier", opts, { mode = "hierfavg", options = OPTIONS, required = { "cloud" } })
+  local J = job.new("hier", opts, { mode = "hierfavg", options = OPTIONS })
   -- Only the cloud's model is whole: eval_every counts cloud rounds here
   -- (default 1: every one), and the cloud is what is evaluated.
   J.eval_rounds = opts.eval_every or 1
   job.eval_node_among_workers("hier.train", J.o, "the cloud's model")
-  local cloud = J.o.cloud
+  local cloud = J.o.cloud or default_cloud(J)
   local edges = J.o.edges or tier_nodes(cloud.network, "edge")
   if #edges == 0 then fail("hier.train: no edges (give option 'edges' or nodes of tier \"edge\")") end
   local groups = hier.assign(J.workers, edges, cloud)
@@ -284,13 +307,14 @@ function hier.train(opts)
         hn.sleep(0.05) -- nobody can take part: wait for a terminal to be back
       else
         local cloud_round = (edge_rounds + 1) % J.o.tau2 == 0
-        local ok, meta, ms = pcall(round, J, active, shares_of(J, active), cloud, cloud_round)
+        local local_steps = round_steps(J)
+        local ok, meta, ms = pcall(round, J, active, shares_of(J, active), cloud, cloud_round, local_steps)
         if not ok then
           if J.fault_error then error(J.fault_error, 0) end
           if not state.changed then error(meta, 0) end
         else
           edge_rounds = edge_rounds + 1
-          J.steps = J.steps + J.o.tau1
+          J.steps = J.steps + local_steps
           local taking_part = 0
           for _, g in ipairs(active) do taking_part = taking_part + #g.terminals end
           J.updates_applied = J.updates_applied + taking_part

@@ -346,10 +346,20 @@ local function load_test(J, node)
                 n = d.test_n, dim = d.dim, classes = d.classes, noise = d.noise }
 end
 
+-- Error-feedback residuals left on the workers by an earlier training
+-- would leak its compression error into this one (or, for another model,
+-- not fit it): every worker starts with none.
+local function drop_residuals(J, names)
+  local tasks = {}
+  for i, w in ipairs(J.workers) do tasks[i] = hn.spawn(function() w:drop{ names = names } end) end
+  hn.wait_all(tasks)
+end
+
 -- J:setup{ origin = node, holders = {nodes that hold the model besides the
 -- workers}, eval_node = node, model_name = "w" }: datasets loaded, the model
 -- created on origin and sent to every worker and holder, test split on the
--- eval node. Starts the training clock.
+-- eval node; residuals = {names} the compression's error feedback uses on
+-- the workers (default {"ef"}), dropped first.
 function Job:setup(s)
   s = s or {}
   -- The records (and their prefix) once every option has been checked: a
@@ -387,6 +397,7 @@ function Job:setup(s)
     clears[i] = hn.spawn(function() n:wait{ tensor = name, clear = true } end)
   end
   hn.wait_all(clears)
+  if self.o.compress then drop_residuals(self, s.residuals or { "ef" }) end
   -- The starting point, measured outside the training time.
   local r = self.eval_node:eval{ model = name, limit = self.o.eval_limit or 0 }
   self.initial_accuracy, self.initial_loss = r.accuracy, r.loss
@@ -694,10 +705,12 @@ function job.batch_summary(results, cmds)
 end
 
 -- The command that compresses tensor into out with the job's compression
--- (error feedback kept in "ef" when asked).
-function job.compress_command(c, tensor, out)
-  return { "compress", { tensor = tensor, method = c.method, ratio = c.ratio, out = out,
-                         residual = c.error_feedback and "ef" or nil } }
+-- (error feedback kept in o.residual, default "ef", when asked; o.range: a
+-- range of tensor alone).
+function job.compress_command(c, tensor, out, o)
+  o = o or {}
+  return { "compress", { tensor = tensor, method = c.method, ratio = c.ratio, out = out, range = o.range,
+                         residual = c.error_feedback and (o.residual or "ef") or nil } }
 end
 
 -- ---- evaluation ----

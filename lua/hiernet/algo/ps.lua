@@ -186,7 +186,7 @@ Sync.__index = Sync
 
 -- alive(i): is worker i still training (default: all are).
 function ps.sync(policy, n, alive)
-  local S = { version = 0, round = { n = 0, norm2 = 0, members = {} }, n_alive = n,
+  local S = { version = 0, round = { n = 0, norm2 = 0, members = {}, late = {} }, n_alive = n,
               started = {}, completed = {}, pushed_version = {}, alive = alive or function() return true end }
   for i = 1, n do S.started[i], S.completed[i] = 0, 0 end
   return setmetatable({ policy = policy, S = S, n = n }, Sync)
@@ -221,6 +221,8 @@ function Sync:take(p)
     S.round.n = S.round.n + 1
     S.round.norm2 = S.round.norm2 + (p.norm2 or 0)
     S.round.members[#S.round.members + 1] = p
+  elseif p.kind == "late" then
+    S.round.late[#S.round.late + 1] = p
   end
   S.completed[p.worker] = S.completed[p.worker] + 1
   S.pushed_version[p.worker] = p.version
@@ -240,14 +242,17 @@ function Sync:ready()
   return self.S.round.n > 0 and self.policy:ready(self.S)
 end
 
--- Closes the round: the model version moves on; every member learns its k.
+-- Closes the round: the model version moves on; every member learns its k,
+-- and so does every late push merged meanwhile (it takes effect with this
+-- round: adaptive-k's momentum, fastest-k's late = "merge").
 -- Returns k and the members.
 function Sync:close_round()
   local S = self.S
   local k, members = S.round.n, S.round.members
   for _, p in ipairs(members) do p.k = k end
+  for _, p in ipairs(S.round.late) do p.k = k end
   S.version = S.version + 1
-  S.round = { n = 0, norm2 = 0, members = {} }
+  S.round = { n = 0, norm2 = 0, members = {}, late = {} }
   return k, members
 end
 
@@ -289,7 +294,7 @@ function Engine.new(J, policy, servers)
     -- drop a worker mid-push (on_failure = "drop") only pushes the server
     -- took may count, so they go through slots.
     direct_add = policy.direct_add and not J.o.compress and J.on_failure ~= "drop",
-    signals = {}, consumed = {}, parked = {}, fresh = {}, worker_version = {},
+    signals = {}, consumed = {}, parked = {}, fresh = {}, worker_version = {}, rows = {},
     pull_ms = {}, pull_bytes = {}, task_running = {}, running = 0, apply_ms = 0,
   }, Engine)
   E.sync = ps.sync(policy, n, function(i) return J:alive(i) end)
@@ -298,11 +303,12 @@ function Engine.new(J, policy, servers)
     E.consumed[i] = true
   end
   if policy.momentum_server then
-    -- The momentum sums a geometric series: a steady update u moves w by
-    -- lr u / (1 - gamma) per step. The default rate 1 - gamma makes that
-    -- lr u = u, the workers' own step, as for the other modes.
+    -- The momentum sums a geometric series: a steady update u would move w
+    -- by lr u / (1 - gamma) per step. The step is scaled by 1 - gamma so
+    -- that server_opt.lr means what it means in every other mode: lr = 1
+    -- (the default, and DESIGN.md's example) moves w by the mean update.
     policy.gamma = J.o.server_opt.momentum or 0.9
-    policy.server_lr = J.o.server_opt.lr or (1 - policy.gamma)
+    policy.server_lr = (J.o.server_opt.lr or 1) * (1 - policy.gamma)
   end
   return E
 end
@@ -377,7 +383,7 @@ function Engine:apply_commands(s, k, members, waiting)
     cmds, grad = worker.dense_commands(slot_name(members[1].worker), self.o.compress)
     cmds[#cmds + 1] = { "optim", server_optim(so, target, grad) }
   elseif self.policy.momentum_server then
-    -- mom <- gamma mom + (mean of the fresh updates); w <- w - lr mom.
+    -- mom <- gamma mom + (mean of the fresh updates); w <- w - lr (1 - gamma) mom.
     -- Late updates were merged into mom as they came (Engine:on_push).
     cmds = { { "scale", { x = "mom", alpha = self.policy.gamma } },
              { "axpy", { y = "mom", x = "acc", alpha = 1 / k } },
@@ -591,6 +597,17 @@ local function write_row(J, row)
   J:step_row(row)
 end
 
+-- Writes worker i's rows in order while the first one's push is settled:
+-- its k known, or dropped (a late push learns its k when the round it
+-- joined closes, after the worker may have moved on). all: every row (the
+-- worker's task ends; a push no round took has no k).
+function Engine:write_rows(i, all)
+  local rows = self.rows[i]
+  while rows[1] and (all or rows[1].push.k or rows[1].push.kind == "drop") do
+    write_row(self.J, table.remove(rows, 1))
+  end
+end
+
 -- Parks worker i while it is away (cut off, or killed: then its task ends
 -- and a restart starts a new one).
 function Engine:wait_back(i)
@@ -604,8 +621,9 @@ end
 -- "drop" goes on without it), unless a fault took the worker away meanwhile
 -- (Job:watch_faults): then it waits to be back and pulls the current model.
 function Engine:work(i)
-  local J, row = self.J, nil
+  local J = self.J
   self.task_running[i] = true
+  self.rows[i] = self.rows[i] or {}
   while not J:stopped() do
     if not J:alive(i) then
       if J.killed[i] or J.dead[i] then break end
@@ -613,9 +631,9 @@ function Engine:work(i)
     else
       local ok, err = pcall(function()
         local wait_ms = self:wait_for_start(i)
-        if row then write_row(J, row); row = nil end
+        self:write_rows(i)
         if J:stopped() or not J:alive(i) then return end
-        row = self:step(i, wait_ms)
+        table.insert(self.rows[i], self:step(i, wait_ms))
       end)
       if not ok and J:alive(i) then
         local handled, raised = pcall(J.worker_failed, J, i, err)
@@ -631,7 +649,7 @@ function Engine:work(i)
       end
     end
   end
-  if row then write_row(J, row) end
+  self:write_rows(i, true)
   self.task_running[i] = false
   self.running = self.running - 1
   self.events:push{ kind = "done", worker = i }
@@ -701,9 +719,6 @@ local function servers_of(J)
       if s == w then fail("ps.train: node '%s' is both a server and a worker", s.name) end
     end
   end
-  if #servers > 1 and o.compress then
-    fail("ps.train: compression with several servers is not supported yet (give one server)")
-  end
   return servers
 end
 
@@ -722,6 +737,10 @@ local function check_used_options(J, mode, policy, sharded)
   if policy.momentum_server then
     job.plain_sgd_only("ps.train: server_opt (adaptive-k's server momentum)", J.o.server_opt,
                        { lr = true, momentum = true })
+    local gamma = J.o.server_opt.momentum
+    if gamma and gamma >= 1 then
+      fail("ps.train: server_opt.momentum: adaptive-k's momentum must be below 1, got %s", gamma)
+    end
   end
 end
 
@@ -750,8 +769,10 @@ function ps.train(opts)
   local policy = policies[mode](J.o, #J.workers)
   local sharded = #servers > 1
   check_used_options(J, mode, policy, sharded)
+  local residuals = { "ef" } -- one per server's slice when sharded (worker.push_commands)
+  for s = 1, sharded and #servers or 0 do residuals[#residuals + 1] = "ef." .. s end
   J:setup{ origin = sharded and J.workers[1] or servers[1], holders = sharded and {} or servers,
-           eval_node = sharded and J.workers[1] or servers[1], model_name = "w" }
+           eval_node = sharded and J.workers[1] or servers[1], model_name = "w", residuals = residuals }
   if sharded then J.eval_node:model{ name = "w_full", arch = J.o.model, seed = J.o.seed } end
   local E = Engine.new(J, policy, servers)
   E:setup_servers()

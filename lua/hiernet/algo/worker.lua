@@ -92,20 +92,27 @@ function W:update_commands(lr)
   return cmds, "w0"
 end
 
--- Appends compression of `update` when asked; returns the name to send.
-function W:compress_commands(cmds, update)
+-- The push commands of `update`: one send per target ({node=, as=, add=,
+-- range=}), and the claim of the model's arrivals (worker.new's
+-- claim_model). With compression the update is compressed first (error
+-- feedback in "ef"); a target with a range (a sharded server) gets its
+-- range compressed alone, with a residual of its own ("ef.<target>"), so
+-- each server decompresses exactly its slice.
+function W:push_commands(cmds, update, targets)
   local c = self.compress
-  if not c then return update end
-  cmds[#cmds + 1] = job.compress_command(c, update, "uc")
-  return "uc"
-end
-
--- The push commands: one send per target ({node=, as=, add=, range=}),
--- and the claim of the model's arrivals (worker.new's claim_model).
-function W:push_commands(cmds, tensor, targets)
-  for _, t in ipairs(targets) do
-    local send = { tensor = tensor, to = t.node, as = t.as, add = t.add or nil }
-    if t.range then send.range, send.at = t.range, 0 end
+  if c and not (targets[1] and targets[1].range) then
+    cmds[#cmds + 1] = job.compress_command(c, update, "uc")
+  end
+  for n, t in ipairs(targets) do
+    local send = { tensor = update, to = t.node, as = t.as, add = t.add or nil }
+    if c and t.range then
+      cmds[#cmds + 1] = job.compress_command(c, update, "uc." .. n, { range = t.range, residual = "ef." .. n })
+      send.tensor = "uc." .. n
+    elseif c then
+      send.tensor = "uc"
+    elseif t.range then
+      send.range, send.at = t.range, 0
+    end
     cmds[#cmds + 1] = { "send", send }
   end
   if self.claim_model then cmds[#cmds + 1] = { "wait", { tensor = self.model, clear = true } } end
@@ -124,7 +131,7 @@ function W:step(i, targets)
   if self.bb then return self:bb_step(i, targets) end
   local cmds, update = self:update_commands(self.lr[i])
   if self.want_norm then cmds[#cmds + 1] = { "norm", { x = update } } end
-  self:push_commands(cmds, self:compress_commands(cmds, update), targets)
+  self:push_commands(cmds, update, targets)
   local r = summarize(node:batch(cmds).results, cmds)
   r.lr = self.lr[i]
   return r
@@ -194,7 +201,7 @@ function W:bb_step(i, targets)
   if lr > self.lr[i] then lr, armijo_ms = self:armijo(node, lr, m.loss, m.gnorm2) end
   self.lr[i] = lr
   local cmds = { { "scale", { x = "g", alpha = lr } } }
-  self:push_commands(cmds, self:compress_commands(cmds, "g"), targets)
+  self:push_commands(cmds, "g", targets)
   local r = summarize(node:batch(cmds).results, cmds)
   r.compute_ms = r.compute_ms + m.ms + armijo_ms
   r.loss, r.samples, r.lr = m.loss, m.samples, lr
