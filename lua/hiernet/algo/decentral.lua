@@ -154,6 +154,9 @@ local function new_runner(J, step, lockstep, running)
   local function next_step(i)
     local t = R.done[i] + 1
     if J.o.steps and t > J.o.steps then return nil end
+    -- A fault ends a synchronous training at once: a step started now would
+    -- wait for neighbours that the fault has stopped.
+    if J.fault_error then return nil end
     if lockstep then
       if not R.last and J:stopped() then R.last = math.max(table.unpack(R.started)) end
       if R.last and t > R.last then return nil end
