@@ -2,6 +2,7 @@
 #include "controller/netlife.h"
 
 #include "common/clock.h"
+#include "common/container.h"
 #include "controller/log.h"
 #include "controller/overload.h"
 #include "controller/record.h"
@@ -204,7 +205,7 @@ static void finish_stop(struct netlife *nl)
 static void on_stop_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
-    struct netlife *nl = (struct netlife *)((char *)w - offsetof(struct netlife, stop_deadline));
+    struct netlife *nl = container_of(w, struct netlife, stop_deadline);
     ctl_log("network '%s': peers did not exit within %.0f s; killing them", nl->topo->name,
             nl->opts.stop_timeout_s);
     netrun_kill_peers(nl->nr, SIGKILL);
@@ -264,7 +265,7 @@ static void on_handshake_reply(void *ctx, const char *error, const msgpack_objec
 static void on_start_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
-    struct netlife *nl = (struct netlife *)((char *)w - offsetof(struct netlife, start_deadline));
+    struct netlife *nl = container_of(w, struct netlife, start_deadline);
     if (nl->error.code == NETLIFE_OK) {
         char why[128];
         snprintf(why, sizeof why, "%d peer(s) did not answer within %g s", nl->outstanding,

@@ -2,6 +2,7 @@
 #include "controller/netrun.h"
 
 #include "common/clock.h"
+#include "common/container.h"
 #include "controller/backend_pick.h"
 #include "controller/linkd_client.h"
 #include "controller/log.h"
@@ -317,7 +318,7 @@ static void on_linkd_dropped(void *ctx, const char *error, const msgpack_object 
 static void on_linkd_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
-    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, linkd_deadline));
+    struct netrun *nr = container_of(w, struct netrun, linkd_deadline);
     char why[160];
     snprintf(why, sizeof why, "linkd: %zu request(s) unanswered after %.1f s", nr->linkd_pending,
              linkd_setup_timeout(nr));
@@ -466,7 +467,7 @@ static void job_then(struct netrun *nr, void (*then)(struct netrun *))
 static void on_job_done(EV_P_ ev_async *w, int revents)
 {
     (void)revents;
-    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, job_done));
+    struct netrun *nr = container_of(w, struct netrun, job_done);
     if (nr->job.running) pthread_join(nr->job.thread, NULL);
     nr->job.running = false;
     void (*then)(struct netrun *) = nr->job.then;
@@ -792,7 +793,7 @@ static void peers_collected(struct netrun *nr)
 static void on_template_readable(EV_P_ ev_io *w, int revents)
 {
     (void)revents;
-    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, template_watcher));
+    struct netrun *nr = container_of(w, struct netrun, template_watcher);
     peer_template_poll(nr->template);
     if (peer_template_settled(nr->template)) peers_collected(nr);
 }
@@ -800,7 +801,7 @@ static void on_template_readable(EV_P_ ev_io *w, int revents)
 static void on_template_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
-    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, template_deadline));
+    struct netrun *nr = container_of(w, struct netrun, template_deadline);
     peer_template_expire(nr->template, PEER_START_TIMEOUT_S);
     peers_collected(nr);
 }
@@ -1163,7 +1164,7 @@ static void on_links_sampled(void *ctx, const char *error, const msgpack_object 
 
 static void on_sample_timer(EV_P_ ev_timer *w, int revents)
 {
-    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, sample_timer));
+    struct netrun *nr = container_of(w, struct netrun, sample_timer);
     char err[256];
     if (nr->samples_pending || !nr->linkd) return; /* linkd is slow to answer: skip a beat */
     for (size_t i = 0; i < nr->n_linkd; i++)
