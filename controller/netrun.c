@@ -55,7 +55,7 @@ struct netrun {
     struct netrun_peer *peers; /* one per node; client NULL for switches */
     struct topo_cgroup cgroup;
     bool cgroups_made;
-    char run_id[96];
+    char run_id[TOPO_CGROUP_NAME_MAX + 1]; /* names the run's group: "<run id>-<network>" */
     char peer_path[4096];
     bool peer_path_given;             /* netrun_config.peer_path: always through the template */
     struct peer_template *template;   /* forks the peers at start; ends with them */

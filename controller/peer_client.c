@@ -6,6 +6,7 @@
 #include "controller/spawn.h"
 #include "proto/protocol.h"
 #include "proto/template_wire.h"
+#include "topo/names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,7 +35,7 @@ struct pending {
 
 struct peer_client {
     struct ev_loop *loop;
-    char node[64];
+    char node[HN_NODE_NAME_SIZE]; /* a node's name, or "@linkd" */
     pid_t pid;
     int fd;             /* -1 once closed */
     bool output_broken; /* a write failed: reading on until EOF */
