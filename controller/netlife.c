@@ -172,24 +172,30 @@ static void transition(struct netlife *nl, enum netlife_state to, const struct n
     if (nl->hooks.on_transition) nl->hooks.on_transition(nl->hooks.ctx, from, to, e);
 }
 
-/* Names the node when the message starts with "node 'x'" (netrun's style). */
-static int node_named(const struct topo_network *topo, const char *message)
-{
-    if (strncmp(message, "node '", 6) != 0) return -1;
-    const char *end = strchr(message + 6, '\'');
-    if (!end || end - (message + 6) >= TOPO_NAME_MAX) return -1;
-    char name[TOPO_NAME_MAX];
-    memcpy(name, message + 6, (size_t)(end - (message + 6)));
-    name[end - (message + 6)] = '\0';
-    return topo_node_find(topo, name);
-}
-
-static void error_set(struct netlife *nl, struct netlife_error *e, enum netlife_code code, int node,
+/* The failing step gives node and link (-1: none); its message already
+ * names them. */
+static void error_set(struct netlife_error *e, enum netlife_code code, int node, int link,
                       const char *message)
 {
-    *e = (struct netlife_error){code, node, -1, ""};
+    *e = (struct netlife_error){code, node, link, ""};
     snprintf(e->message, sizeof e->message, "%s", message);
-    if (e->node < 0) e->node = node_named(nl->topo, message);
+}
+
+/* A build's failure (controller/netrun.h) as the engine reports it. */
+static void error_from_build(struct netlife_error *e, const struct netrun_error *b)
+{
+    error_set(e, b->env_error ? NETLIFE_ERR_ENVIRONMENT : NETLIFE_ERR_SCENARIO, b->node, b->link,
+              b->message);
+}
+
+/* A peer's failure during the handshake: the peer client says the cause,
+ * the engine names the node. */
+static void error_at_node(struct netlife *nl, struct netlife_error *e, enum netlife_code code,
+                          int node, const char *cause)
+{
+    char message[sizeof e->message];
+    snprintf(message, sizeof message, "node '%s': %s", nl->topo->nodes[node].name, cause);
+    error_set(e, code, node, -1, message);
 }
 
 /* ---- stop ---- */
@@ -256,7 +262,7 @@ static void on_handshake_reply(void *ctx, const char *error, const msgpack_objec
     struct handshake_call *c = ctx;
     struct netlife *nl = c->nl;
     if (error && nl->error.code == NETLIFE_OK)
-        error_set(nl, &nl->error, NETLIFE_ERR_PEER, c->node, error);
+        error_at_node(nl, &nl->error, NETLIFE_ERR_PEER, c->node, error);
     if (--nl->outstanding == 0 && !nl->closing) handshake_end(nl);
 }
 
@@ -270,7 +276,7 @@ static void on_start_deadline(EV_P_ ev_timer *w, int revents)
         char why[128];
         snprintf(why, sizeof why, "%d peer(s) did not answer within %g s", nl->outstanding,
                  nl->opts.start_timeout_s);
-        error_set(nl, &nl->error, NETLIFE_ERR_TIMEOUT, -1, why);
+        error_set(&nl->error, NETLIFE_ERR_TIMEOUT, -1, -1, why);
     }
     nl->closing = true;
     netrun_close_peers(nl->nr);
@@ -291,7 +297,7 @@ static void begin_handshake(struct netlife *nl, msgpack_sbuffer *secret)
         nl->calls[i] = (struct handshake_call){nl, (int)i};
         if (peer_client_call(pc, "peers", secret->data, secret->size, on_handshake_reply,
                              &nl->calls[i], err, sizeof err) < 0)
-            error_set(nl, &nl->error, NETLIFE_ERR_PEER, (int)i, err);
+            error_at_node(nl, &nl->error, NETLIFE_ERR_PEER, (int)i, err);
         else
             nl->outstanding++;
     }
@@ -323,20 +329,20 @@ static void on_links_made(void *ctx)
     transition(nl, NETLIFE_SPAWNING, NULL);
 }
 
-static void on_built(void *ctx, struct netrun *nr, bool env_error, const char *err)
+static void on_built(void *ctx, struct netrun *nr, const struct netrun_error *error)
 {
     struct netlife *nl = ctx;
     nl->nr = nr;
     if (!nr) {
         struct netlife_error e;
-        error_set(nl, &e, env_error ? NETLIFE_ERR_ENVIRONMENT : NETLIFE_ERR_SCENARIO, -1, err);
+        error_from_build(&e, error);
         return transition(nl, nl->stop_requested ? NETLIFE_STOPPED : NETLIFE_DEFINED, &e);
     }
     log_built(nl);
     nl->phase_t0 = mono_s();
     sample_links(nl->run, nr);
     if (nl->stop_requested) {
-        error_set(nl, &nl->error, NETLIFE_ERR_STOPPED, -1, "stopped while starting");
+        error_set(&nl->error, NETLIFE_ERR_STOPPED, -1, -1, "stopped while starting");
         return begin_stop(nl, &nl->error);
     }
     msgpack_sbuffer secret;
@@ -373,7 +379,7 @@ int netlife_start(struct netlife *nl, const struct netlife_options *opts,
     if (nl->state != NETLIFE_DEFINED) {
         snprintf(err, sizeof err, "network '%s': start: network is %s", nl->topo->name,
                  netlife_state_name(nl->state));
-        return error_set(nl, error, NETLIFE_ERR_SCENARIO, -1, err), -1;
+        return error_set(error, NETLIFE_ERR_SCENARIO, -1, -1, err), -1;
     }
     nl->opts = *opts;
     nl->stop_requested = false;
@@ -381,13 +387,11 @@ int netlife_start(struct netlife *nl, const struct netlife_options *opts,
     struct registry *reg = netlife_run_registry(nl->run);
     struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg, &nl->run->loopback_next,
                                 on_links_made, nl->run->peer_path};
-    bool env_error = false;
+    struct netrun_error build_error;
     if (netrun_build(nl->run->loop, nl->topo, &cfg, on_peer_exit, nl, on_built, nl, &nl->nr,
-                     &env_error, err, sizeof err) < 0) {
+                     &build_error) < 0) {
         nl->nr = NULL;
-        return error_set(nl, error, env_error ? NETLIFE_ERR_ENVIRONMENT : NETLIFE_ERR_SCENARIO, -1,
-                         err),
-               -1;
+        return error_from_build(error, &build_error), -1;
     }
     transition(nl, NETLIFE_BUILDING, NULL);
     return 0;
@@ -405,7 +409,7 @@ bool netlife_stop(struct netlife *nl)
         return false;
     case NETLIFE_HANDSHAKE:
         if (nl->error.code == NETLIFE_OK)
-            error_set(nl, &nl->error, NETLIFE_ERR_STOPPED, -1, "stopped while starting");
+            error_set(&nl->error, NETLIFE_ERR_STOPPED, -1, -1, "stopped while starting");
         begin_stop(nl, &nl->error);
         break;
     case NETLIFE_RUNNING:

@@ -54,6 +54,10 @@ enum netlife_code {
     NETLIFE_ERR_STOPPED,     /* the network was stopped while it started */
 };
 
+/* A failure as the engine reports it. The failing step gives the node and
+ * link at fault (netrun_error for the build, the handshake's own call for
+ * a peer); message is the whole line for a person, naming them too, and is
+ * what the Lua binding raises, once. */
 struct netlife_error {
     enum netlife_code code;
     int node; /* the node at fault, or -1 */

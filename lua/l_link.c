@@ -139,8 +139,11 @@ static int link_request(lua_State *L, struct l_link *h, enum link_change change,
                                       sizeof err);
     if (rc <= 0) {
         if (rc == 0) apply_link_change(lc);
+        char what[sizeof lc->call.node];
+        snprintf(what, sizeof what, "%s", lc->call.node);
         free(lc);
-        if (rc < 0) return luaL_error(L, "%s", err);
+        /* netrun, the kernel layer and linkd say the cause: named here, once. */
+        if (rc < 0) return luaL_error(L, "link %s: %s: %s", what, names[change], err);
         return 0;
     }
     lc->call.tok = sched_suspend(L);
