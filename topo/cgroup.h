@@ -74,6 +74,12 @@ int topo_cgroup_attach(const char *group_path, pid_t pid, char *err, size_t errl
 
 /* Removes the node groups and the run group. Their processes must have
  * exited; a process that was just killed leaves its group asynchronously, so
- * busy groups are retried for up to a second. A run without groups is fine. */
+ * busy groups are retried for up to a second (sleeping: not for an event
+ * loop, which calls the next one on a timer). A run without groups is fine. */
 int topo_cgroup_run_remove(const struct topo_cgroup *cgroup, const char *run_id, char *err,
                            size_t errlen);
+/* One pass of that, without waiting: 0 when nothing is left, 1 when a group
+ * is still busy (call again a little later; err names it), -1 with err on
+ * any other error. */
+int topo_cgroup_run_remove_try(const struct topo_cgroup *cgroup, const char *run_id, char *err,
+                               size_t errlen);
