@@ -32,6 +32,7 @@ struct netlife {
     enum netlife_state state;
     struct netrun *nr;
     bool stop_requested; /* during the build: the stop follows its end */
+    bool releasing;      /* netlife_release: the netrun goes on the loop */
     bool closing;        /* inside netrun_close_peers: replies failing now */
     int outstanding;     /* handshake calls not answered yet */
     struct netlife_error error;
@@ -428,12 +429,35 @@ enum netlife_state netlife_state(const struct netlife *nl)
 
 struct netrun *netlife_netrun(const struct netlife *nl)
 {
+    if (nl->releasing) return NULL;
     return nl->state == NETLIFE_BUILDING || nl->state == NETLIFE_SPAWNING ? NULL : nl->nr;
 }
 
 bool netlife_exited(const struct netlife *nl)
 {
     return !nl->nr || netrun_peers_exited(nl->nr);
+}
+
+static void on_released(void *ctx)
+{
+    struct netlife *nl = ctx;
+    nl->nr = NULL;
+    nl->releasing = false;
+}
+
+void netlife_release(struct netlife *nl)
+{
+    if (!nl->nr || nl->releasing || nl->state == NETLIFE_BUILDING || nl->state == NETLIFE_SPAWNING)
+        return;
+    ev_timer_stop(nl->run->loop, &nl->start_deadline);
+    ev_timer_stop(nl->run->loop, &nl->stop_deadline);
+    nl->releasing = true;
+    netrun_release(nl->nr, on_released, nl);
+}
+
+bool netlife_released(const struct netlife *nl)
+{
+    return !nl->releasing;
 }
 
 void netlife_free(struct netlife *nl)

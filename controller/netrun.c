@@ -82,7 +82,7 @@ struct netrun {
     double phase_mark, start_s;
     /* the build in flight (netrun_build): a step on a worker thread, whose
      * end the loop hears through job_done; the template's replies through
-     * template_watcher, bounded by template_deadline */
+     * its own watchers (on_template_settled), bounded by template_deadline */
     struct {
         pthread_t thread;
         bool running;
@@ -99,10 +99,19 @@ struct netrun {
         struct netrun_error error;
     } beside;
     ev_async job_done;
-    ev_io template_watcher;
     ev_timer template_deadline;
+    bool collecting; /* the links are made: the template's settling ends the build */
     bool building;
-    bool freeing; /* netrun_free: replies still arriving are ignored */
+    bool freeing; /* released: replies still arriving are ignored */
+    /* netrun_release: what is waited for on the loop, then who is told */
+    struct {
+        bool active;
+        bool failed_build; /* build_fail's release: `built` is told, not `released` */
+        netrun_released_fn released;
+        void *ctx;
+        double cgroup_deadline;
+        ev_timer timer; /* the cgroups' removal retried, the template's exit awaited */
+    } release;
     /* backend user: linkd's replies outstanding during the build */
     struct link_add_ctx *link_adds;
     size_t linkd_pending;
@@ -708,6 +717,8 @@ static int request_peer(struct netrun *nr, int node, char *err, size_t errlen)
  * collects them. With HIERNET_PEER set, each peer is exec'd instead, so a
  * wrapper there (valgrind, strace, a test's fake peer) sees every peer.
  * A failure for one node names it, and *node is its index. */
+static void on_template_settled(void *ctx);
+
 static int request_peers(struct netrun *nr, int *node, char *err, size_t errlen)
 {
     if (!nr->peer_path[0] && peer_client_sibling_path("hiernet-peer", "HIERNET_PEER", nr->peer_path,
@@ -717,8 +728,9 @@ static int request_peers(struct netrun *nr, int *node, char *err, size_t errlen)
         nr->peers[i] = (struct netrun_peer){nr, (int)i, NULL, -1, NULL};
     const char *wrapper = getenv("HIERNET_PEER");
     if (!(wrapper && *wrapper) || nr->peer_path_given) {
-        nr->template = peer_template_start(nr->peer_path, err, errlen);
+        nr->template = peer_template_start(nr->loop, nr->peer_path, err, errlen);
         if (!nr->template) return -1;
+        peer_template_on_settled(nr->template, on_template_settled, nr);
     }
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
         if (nr->net->nodes[i].kind != TOPO_NODE_HOST) continue;
@@ -805,21 +817,19 @@ static void phase_split_beside(struct netrun *nr)
 
 static void on_sample_timer(EV_P_ ev_timer *w, int revents);
 
+/* The build failed: `built` hears of it once the release has left nothing. */
 static void build_fail(struct netrun *nr)
 {
-    netrun_built_fn built = nr->built;
-    void *ctx = nr->built_ctx;
-    struct netrun_error error = nr->job.error;
     nr->building = false;
-    netrun_free(nr);
-    built(ctx, NULL, &error);
+    nr->release.failed_build = true;
+    netrun_release(nr, NULL, NULL);
 }
 
 /* Last step: every peer the template started is adopted (also after a
  * failure, so that each is known and killed when the network is freed). */
 static void peers_collected(struct netrun *nr)
 {
-    ev_io_stop(nr->loop, &nr->template_watcher);
+    nr->collecting = false;
     ev_timer_stop(nr->loop, &nr->template_deadline);
     char err[1024];
     int node = -1;
@@ -831,12 +841,12 @@ static void peers_collected(struct netrun *nr)
     nr->built(nr->built_ctx, nr, NULL);
 }
 
-static void on_template_readable(EV_P_ ev_io *w, int revents)
+/* Every peer asked for is forked (or the template broke): once the links
+ * are made too, the build ends. */
+static void on_template_settled(void *ctx)
 {
-    (void)revents;
-    struct netrun *nr = container_of(w, struct netrun, template_watcher);
-    peer_template_poll(nr->template);
-    if (peer_template_settled(nr->template)) peers_collected(nr);
+    struct netrun *nr = ctx;
+    if (nr->collecting) peers_collected(nr);
 }
 
 static void on_template_deadline(EV_P_ ev_timer *w, int revents)
@@ -861,11 +871,8 @@ static void links_done(struct netrun *nr)
         phase_split_kernel(nr);
     }
     if (nr->links_made && nr->job.rc == 0) nr->links_made(nr->built_ctx);
-    if (!nr->template || (peer_template_poll(nr->template), peer_template_settled(nr->template)))
-        return peers_collected(nr);
-    ev_io_init(&nr->template_watcher, on_template_readable, peer_template_fd(nr->template),
-               EV_READ);
-    ev_io_start(nr->loop, &nr->template_watcher);
+    if (!nr->template || peer_template_settled(nr->template)) return peers_collected(nr);
+    nr->collecting = true;
     ev_timer_init(&nr->template_deadline, on_template_deadline, PEER_START_TIMEOUT_S, 0);
     ev_timer_start(nr->loop, &nr->template_deadline);
 }
@@ -902,6 +909,8 @@ static void namespaces_made(struct netrun *nr)
     links_done(nr);
 }
 
+static void on_release_timer(EV_P_ ev_timer *w, int revents);
+
 static struct netrun *netrun_alloc(struct ev_loop *loop, struct topo_network *net,
                                    const struct netrun_config *cfg)
 {
@@ -916,8 +925,8 @@ static struct netrun *netrun_alloc(struct ev_loop *loop, struct topo_network *ne
     ev_timer_init(&nr->sample_timer, on_sample_timer, 1.0, 1.0);
     ev_async_init(&nr->job_done, on_job_done);
     ev_async_start(loop, &nr->job_done);
-    ev_init(&nr->template_watcher, on_template_readable);
     ev_init(&nr->template_deadline, on_template_deadline);
+    ev_init(&nr->release.timer, on_release_timer);
     ev_timer_init(&nr->linkd_deadline, on_linkd_deadline, linkd_setup_timeout(nr), 0);
     nr->registry = cfg->registry;
     nr->loopback_next = cfg->loopback_next;
@@ -1245,9 +1254,21 @@ void netrun_kill_peers(struct netrun *nr, int sig)
         if (nr->peers[i].client) peer_client_kill(nr->peers[i].client, sig);
 }
 
-void netrun_free(struct netrun *nr)
+/* ---- release ----
+ *
+ * Everything that goes at once goes first (release_begin): peers (SIGKILLed
+ * and reaped: at once), linkd, the namespaces, the registry's entries. Two
+ * things may take a moment: the peer template's exit (on EOF; SIGKILL after
+ * a second) and the cgroups' removal (a killed peer leaves its group a
+ * little after it is reaped). netrun_release waits for them on the loop, a
+ * timer retrying the cgroups; netrun_free, for when no loop runs, waits
+ * here. */
+
+#define RELEASE_CGROUP_TIMEOUT_S 1.0 /* as topo_cgroup_run_remove's own bound */
+#define RELEASE_RETRY_S 0.01
+
+static void release_begin(struct netrun *nr)
 {
-    if (!nr) return;
     /* A build in flight: its step off the loop ends first (a few seconds
      * at most: a link that never runs times out). */
     if (nr->job.running) pthread_join(nr->job.thread, NULL);
@@ -1255,21 +1276,21 @@ void netrun_free(struct netrun *nr)
     nr->freeing = true;
     ev_timer_stop(nr->loop, &nr->linkd_deadline);
     ev_async_stop(nr->loop, &nr->job_done);
-    ev_io_stop(nr->loop, &nr->template_watcher);
     ev_timer_stop(nr->loop, &nr->template_deadline);
     ev_timer_stop(nr->loop, &nr->sample_timer);
     nr->links_record = NULL;
-    for (size_t i = 0; nr->peers && i < nr->net->n_nodes; i++) {
+    for (size_t i = 0; i < nr->net->n_nodes; i++) {
         peer_client_free(nr->peers[i].client); /* kills and reaps a survivor */
+        nr->peers[i].client = NULL;
         free(nr->peers[i].told);
+        nr->peers[i].told = NULL;
     }
-    free(nr->peers);
-    peer_template_stop(nr->template);
     /* The TAPs are persistent (linkd_client.c): neither closing our
      * namespace fds nor linkd's exit deletes them one by one; each namespace
      * goes once the last of us lets go and takes its devices along in one
      * batch. End every linkd before reaping any, so they exit side by side. */
     topo_kernel_destroy(nr->kernel);
+    nr->kernel = NULL;
     for (size_t i = 0; i < nr->n_linkd; i++) {
         linkd_client_close(nr->linkd[i]); /* linkd exits on EOF */
         linkd_client_kill(nr->linkd[i], SIGKILL);
@@ -1277,17 +1298,90 @@ void netrun_free(struct netrun *nr)
     for (size_t i = 0; i < nr->n_linkd; i++)
         linkd_client_free(nr->linkd[i]);
     free(nr->linkd);
+    nr->linkd = NULL;
+    nr->n_linkd = 0;
     free(nr->link_adds);
+    nr->link_adds = NULL;
     topo_routing_free(&nr->routing);
     char err[256];
-    if (nr->cgroups_made && topo_cgroup_run_remove(&nr->cgroup, nr->run_id, err, sizeof err) < 0)
-        ctl_log("%s", err);
     if (nr->registry) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s%s", nr->cgroup.root, TOPO_CGROUP_PREFIX, nr->run_id);
-        if (nr->cgroups_made) registry_remove_cgroup(nr->registry, path);
         registry_remove_network(nr->registry, nr->net->name);
         if (registry_commit(nr->registry, err, sizeof err) < 0) ctl_log("%s", err);
     }
+}
+
+/* The run's group is gone (or given up on: said in the log): so is its entry. */
+static void cgroups_released(struct netrun *nr, int rc, const char *err)
+{
+    if (rc != 0) ctl_log("%s", err);
+    nr->cgroups_made = false;
+    if (!nr->registry) return;
+    char path[512], why[256];
+    snprintf(path, sizeof path, "%s/%s%s", nr->cgroup.root, TOPO_CGROUP_PREFIX, nr->run_id);
+    registry_remove_cgroup(nr->registry, path);
+    if (registry_commit(nr->registry, why, sizeof why) < 0) ctl_log("%s", why);
+}
+
+/* Frees nr; then, after a release, tells whoever waits for it. */
+static void release_finish(struct netrun *nr, bool notify)
+{
+    bool failed_build = nr->release.failed_build;
+    netrun_built_fn built = nr->built;
+    void *built_ctx = nr->built_ctx;
+    struct netrun_error error = nr->job.error;
+    netrun_released_fn released = nr->release.released;
+    void *ctx = nr->release.ctx;
+    ev_timer_stop(nr->loop, &nr->release.timer);
+    free(nr->peers);
     free(nr);
+    if (!notify) return;
+    if (failed_build)
+        built(built_ctx, NULL, &error);
+    else if (released)
+        released(ctx);
+}
+
+static void on_template_gone(void *ctx)
+{
+    struct netrun *nr = ctx;
+    nr->template = NULL; /* the release timer finishes at its next turn */
+}
+
+static void on_release_timer(EV_P_ ev_timer *w, int revents)
+{
+    (void)revents;
+    struct netrun *nr = container_of(w, struct netrun, release.timer);
+    if (nr->cgroups_made) {
+        char err[256];
+        int rc = topo_cgroup_run_remove_try(&nr->cgroup, nr->run_id, err, sizeof err);
+        if (rc != 1 || mono_s() > nr->release.cgroup_deadline) cgroups_released(nr, rc, err);
+    }
+    if (nr->template || nr->cgroups_made) return;
+    release_finish(nr, true);
+}
+
+void netrun_release(struct netrun *nr, netrun_released_fn released, void *ctx)
+{
+    release_begin(nr);
+    nr->release.active = true;
+    nr->release.released = released;
+    nr->release.ctx = ctx;
+    nr->release.cgroup_deadline = mono_s() + RELEASE_CGROUP_TIMEOUT_S;
+    /* The template goes once its peers have (peer_template.h). */
+    peer_template_stop(nr->template, on_template_gone, nr);
+    ev_timer_set(&nr->release.timer, 0, RELEASE_RETRY_S); /* the first turn: at once */
+    ev_timer_start(nr->loop, &nr->release.timer);
+}
+
+void netrun_free(struct netrun *nr)
+{
+    if (!nr) return;
+    if (!nr->release.active) release_begin(nr);
+    ev_timer_stop(nr->loop, &nr->release.timer);
+    peer_template_stop_now(nr->template); /* also one that netrun_release is ending */
+    nr->template = NULL;
+    char err[256];
+    if (nr->cgroups_made)
+        cgroups_released(nr, topo_cgroup_run_remove(&nr->cgroup, nr->run_id, err, sizeof err), err);
+    release_finish(nr, false);
 }

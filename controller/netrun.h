@@ -6,9 +6,10 @@
  * links, routes, qdiscs, waiting for the links to run) runs one step at a
  * time on a worker thread whose end the loop hears through an ev_async; the
  * peers are forked by the peer template while the links are made, and
- * their pids collected from the template's socket by an ev_io watcher. Stop closes the control
- * channels (peers exit on EOF); free kills and reaps any survivor, then
- * releases the namespaces, cgroups and registry entries.
+ * their pids collected as the template's replies arrive. Stop closes the
+ * control channels (peers exit on EOF); release (or free) kills and reaps
+ * any survivor, then releases the namespaces, cgroups and registry entries,
+ * waiting for the template's exit and the cgroups' removal on the loop.
  * Owns: the backend state, one peer client per host node, the cgroups. */
 #pragma once
 
@@ -117,6 +118,18 @@ int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen);
 void netrun_close_peers(struct netrun *nr);
 bool netrun_peers_exited(const struct netrun *nr);
 void netrun_kill_peers(struct netrun *nr, int sig);
-/* Kills and reaps surviving peers, then releases the topology, cgroups and
- * registry entries. */
+
+typedef void (*netrun_released_fn)(void *ctx);
+/* Releases the network without waiting on the loop: kills and reaps the
+ * surviving peers and removes the topology and the registry's entries at
+ * once; the peer template's exit and the cgroups' removal (a killed peer
+ * leaves its group a moment after it is reaped) are waited for on the loop,
+ * at most about a second each. Then nr is freed and released(ctx) called
+ * (from the loop, never from inside this call; released may be NULL). A
+ * build in flight is abandoned first (its step off the loop joined). */
+void netrun_release(struct netrun *nr, netrun_released_fn released, void *ctx);
+/* The same, done before it returns (the same bounded waits, here): for
+ * when the loop runs no more, and for a netrun whose release is under way
+ * (released is then not called; nor is `built` of a failed build). NULL is
+ * a no-op. */
 void netrun_free(struct netrun *nr);
