@@ -48,11 +48,11 @@ struct linkd_client *linkd_client_start(struct ev_loop *loop, char *err, size_t 
 static void pack_emulation(struct msgmap *m, const struct topo_link_params *p)
 {
     LINK_WIRE_KEYS(PACK_KEY)
-    msgmap_bool(m, "reorder", p->reorder);
+    msgmap_bool(m, LINK_KEY(reorder), p->reorder);
     if (p->queue.packets)
-        msgmap_u64(m, "queue", p->queue.packets);
+        msgmap_u64(m, LINK_KEY(queue), p->queue.packets);
     else if (p->queue.bytes)
-        msgmap_u64(m, "queue_bytes", p->queue.bytes);
+        msgmap_u64(m, LINK_KEY(queue_bytes), p->queue.bytes);
     if (p->gilbert) {
         LINK_WIRE_GILBERT_KEYS(PACK_KEY)
     }

@@ -2,6 +2,7 @@
 #include "controller/netlife.h"
 
 #include "common/clock.h"
+#include "common/container.h"
 #include "controller/log.h"
 #include "controller/loopback_claim.h"
 #include "controller/overload.h"
@@ -33,6 +34,7 @@ struct netlife {
     enum netlife_state state;
     struct netrun *nr;
     bool stop_requested; /* during the build: the stop follows its end */
+    bool releasing;      /* netlife_release: the netrun goes on the loop */
     bool closing;        /* inside netrun_close_peers: replies failing now */
     int outstanding;     /* handshake calls not answered yet */
     struct netlife_error error;
@@ -190,24 +192,30 @@ static void transition(struct netlife *nl, enum netlife_state to, const struct n
     if (nl->hooks.on_transition) nl->hooks.on_transition(nl->hooks.ctx, from, to, e);
 }
 
-/* Names the node when the message starts with "node 'x'" (netrun's style). */
-static int node_named(const struct topo_network *topo, const char *message)
-{
-    if (strncmp(message, "node '", 6) != 0) return -1;
-    const char *end = strchr(message + 6, '\'');
-    if (!end || end - (message + 6) >= TOPO_NAME_MAX) return -1;
-    char name[TOPO_NAME_MAX];
-    memcpy(name, message + 6, (size_t)(end - (message + 6)));
-    name[end - (message + 6)] = '\0';
-    return topo_node_find(topo, name);
-}
-
-static void error_set(struct netlife *nl, struct netlife_error *e, enum netlife_code code, int node,
+/* The failing step gives node and link (-1: none); its message already
+ * names them. */
+static void error_set(struct netlife_error *e, enum netlife_code code, int node, int link,
                       const char *message)
 {
-    *e = (struct netlife_error){code, node, -1, ""};
+    *e = (struct netlife_error){code, node, link, ""};
     snprintf(e->message, sizeof e->message, "%s", message);
-    if (e->node < 0) e->node = node_named(nl->topo, message);
+}
+
+/* A build's failure (controller/netrun.h) as the engine reports it. */
+static void error_from_build(struct netlife_error *e, const struct netrun_error *b)
+{
+    error_set(e, b->env_error ? NETLIFE_ERR_ENVIRONMENT : NETLIFE_ERR_SCENARIO, b->node, b->link,
+              b->message);
+}
+
+/* A peer's failure during the handshake: the peer client says the cause,
+ * the engine names the node. */
+static void error_at_node(struct netlife *nl, struct netlife_error *e, enum netlife_code code,
+                          int node, const char *cause)
+{
+    char message[sizeof e->message];
+    snprintf(message, sizeof message, "node '%s': %s", nl->topo->nodes[node].name, cause);
+    error_set(e, code, node, -1, message);
 }
 
 /* ---- stop ---- */
@@ -223,7 +231,7 @@ static void finish_stop(struct netlife *nl)
 static void on_stop_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
-    struct netlife *nl = (struct netlife *)((char *)w - offsetof(struct netlife, stop_deadline));
+    struct netlife *nl = container_of(w, struct netlife, stop_deadline);
     ctl_log("network '%s': peers did not exit within %.0f s; killing them", nl->topo->name,
             nl->opts.stop_timeout_s);
     netrun_kill_peers(nl->nr, SIGKILL);
@@ -274,7 +282,7 @@ static void on_handshake_reply(void *ctx, const char *error, const msgpack_objec
     struct handshake_call *c = ctx;
     struct netlife *nl = c->nl;
     if (error && nl->error.code == NETLIFE_OK)
-        error_set(nl, &nl->error, NETLIFE_ERR_PEER, c->node, error);
+        error_at_node(nl, &nl->error, NETLIFE_ERR_PEER, c->node, error);
     if (--nl->outstanding == 0 && !nl->closing) handshake_end(nl);
 }
 
@@ -283,12 +291,12 @@ static void on_handshake_reply(void *ctx, const char *error, const msgpack_objec
 static void on_start_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
-    struct netlife *nl = (struct netlife *)((char *)w - offsetof(struct netlife, start_deadline));
+    struct netlife *nl = container_of(w, struct netlife, start_deadline);
     if (nl->error.code == NETLIFE_OK) {
         char why[128];
         snprintf(why, sizeof why, "%d peer(s) did not answer within %g s", nl->outstanding,
                  nl->opts.start_timeout_s);
-        error_set(nl, &nl->error, NETLIFE_ERR_TIMEOUT, -1, why);
+        error_set(&nl->error, NETLIFE_ERR_TIMEOUT, -1, -1, why);
     }
     nl->closing = true;
     netrun_close_peers(nl->nr);
@@ -309,7 +317,7 @@ static void begin_handshake(struct netlife *nl, msgpack_sbuffer *secret)
         nl->calls[i] = (struct handshake_call){nl, (int)i};
         if (peer_client_call(pc, "peers", secret->data, secret->size, on_handshake_reply,
                              &nl->calls[i], err, sizeof err) < 0)
-            error_set(nl, &nl->error, NETLIFE_ERR_PEER, (int)i, err);
+            error_at_node(nl, &nl->error, NETLIFE_ERR_PEER, (int)i, err);
         else
             nl->outstanding++;
     }
@@ -341,20 +349,20 @@ static void on_links_made(void *ctx)
     transition(nl, NETLIFE_SPAWNING, NULL);
 }
 
-static void on_built(void *ctx, struct netrun *nr, bool env_error, const char *err)
+static void on_built(void *ctx, struct netrun *nr, const struct netrun_error *error)
 {
     struct netlife *nl = ctx;
     nl->nr = nr;
     if (!nr) {
         struct netlife_error e;
-        error_set(nl, &e, env_error ? NETLIFE_ERR_ENVIRONMENT : NETLIFE_ERR_SCENARIO, -1, err);
+        error_from_build(&e, error);
         return transition(nl, nl->stop_requested ? NETLIFE_STOPPED : NETLIFE_DEFINED, &e);
     }
     log_built(nl);
     nl->phase_t0 = mono_s();
     sample_links(nl->run, nr);
     if (nl->stop_requested) {
-        error_set(nl, &nl->error, NETLIFE_ERR_STOPPED, -1, "stopped while starting");
+        error_set(&nl->error, NETLIFE_ERR_STOPPED, -1, -1, "stopped while starting");
         return begin_stop(nl, &nl->error);
     }
     msgpack_sbuffer secret;
@@ -391,7 +399,7 @@ int netlife_start(struct netlife *nl, const struct netlife_options *opts,
     if (nl->state != NETLIFE_DEFINED) {
         snprintf(err, sizeof err, "network '%s': start: network is %s", nl->topo->name,
                  netlife_state_name(nl->state));
-        return error_set(nl, error, NETLIFE_ERR_SCENARIO, -1, err), -1;
+        return error_set(error, NETLIFE_ERR_SCENARIO, -1, -1, err), -1;
     }
     nl->opts = *opts;
     nl->stop_requested = false;
@@ -399,13 +407,11 @@ int netlife_start(struct netlife *nl, const struct netlife_options *opts,
     struct registry *reg = netlife_run_registry(nl->run);
     struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg, run_loopback(nl->run),
                                 on_links_made, nl->run->peer_path};
-    bool env_error = false;
+    struct netrun_error build_error;
     if (netrun_build(nl->run->loop, nl->topo, &cfg, on_peer_exit, nl, on_built, nl, &nl->nr,
-                     &env_error, err, sizeof err) < 0) {
+                     &build_error) < 0) {
         nl->nr = NULL;
-        return error_set(nl, error, env_error ? NETLIFE_ERR_ENVIRONMENT : NETLIFE_ERR_SCENARIO, -1,
-                         err),
-               -1;
+        return error_from_build(error, &build_error), -1;
     }
     transition(nl, NETLIFE_BUILDING, NULL);
     return 0;
@@ -423,7 +429,7 @@ bool netlife_stop(struct netlife *nl)
         return false;
     case NETLIFE_HANDSHAKE:
         if (nl->error.code == NETLIFE_OK)
-            error_set(nl, &nl->error, NETLIFE_ERR_STOPPED, -1, "stopped while starting");
+            error_set(&nl->error, NETLIFE_ERR_STOPPED, -1, -1, "stopped while starting");
         begin_stop(nl, &nl->error);
         break;
     case NETLIFE_RUNNING:
@@ -442,12 +448,35 @@ enum netlife_state netlife_state(const struct netlife *nl)
 
 struct netrun *netlife_netrun(const struct netlife *nl)
 {
+    if (nl->releasing) return NULL;
     return nl->state == NETLIFE_BUILDING || nl->state == NETLIFE_SPAWNING ? NULL : nl->nr;
 }
 
 bool netlife_exited(const struct netlife *nl)
 {
     return !nl->nr || netrun_peers_exited(nl->nr);
+}
+
+static void on_released(void *ctx)
+{
+    struct netlife *nl = ctx;
+    nl->nr = NULL;
+    nl->releasing = false;
+}
+
+void netlife_release(struct netlife *nl)
+{
+    if (!nl->nr || nl->releasing || nl->state == NETLIFE_BUILDING || nl->state == NETLIFE_SPAWNING)
+        return;
+    ev_timer_stop(nl->run->loop, &nl->start_deadline);
+    ev_timer_stop(nl->run->loop, &nl->stop_deadline);
+    nl->releasing = true;
+    netrun_release(nl->nr, on_released, nl);
+}
+
+bool netlife_released(const struct netlife *nl)
+{
+    return !nl->releasing;
 }
 
 void netlife_free(struct netlife *nl)

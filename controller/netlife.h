@@ -54,6 +54,10 @@ enum netlife_code {
     NETLIFE_ERR_STOPPED,     /* the network was stopped while it started */
 };
 
+/* A failure as the engine reports it. The failing step gives the node and
+ * link at fault (netrun_error for the build, the handshake's own call for
+ * a peer); message is the whole line for a person, naming them too, and is
+ * what the Lua binding raises, once. */
 struct netlife_error {
     enum netlife_code code;
     int node; /* the node at fault, or -1 */
@@ -121,5 +125,12 @@ struct netrun *netlife_netrun(const struct netlife *nl);
 int netlife_overload_id(const struct netlife *nl, int node);
 /* No peer of it is still running. */
 bool netlife_exited(const struct netlife *nl);
-/* Kills and reaps what is left, releases everything (any state). */
+/* Releases the network's peers, topology, cgroups and registry entries
+ * without waiting on the loop (netrun_release); netlife_released says when
+ * that is done. A network still building is left to netlife_free. After
+ * it, only netlife_exited, netlife_released and netlife_free. */
+void netlife_release(struct netlife *nl);
+bool netlife_released(const struct netlife *nl);
+/* Kills and reaps what is left, releases everything (any state), finishing
+ * a release under way before it returns (controller/netrun.h netrun_free). */
 void netlife_free(struct netlife *nl);

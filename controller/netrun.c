@@ -2,6 +2,7 @@
 #include "controller/netrun.h"
 
 #include "common/clock.h"
+#include "common/container.h"
 #include "controller/backend_pick.h"
 #include "controller/link_sampler.h"
 #include "controller/linkd_client.h"
@@ -55,7 +56,7 @@ struct netrun {
     struct netrun_peer *peers; /* one per node; client NULL for switches */
     struct topo_cgroup cgroup;
     bool cgroups_made;
-    char run_id[96];
+    char run_id[TOPO_CGROUP_NAME_MAX + 1]; /* names the run's group: "<run id>-<network>" */
     char peer_path[4096];
     bool peer_path_given;             /* netrun_config.peer_path: always through the template */
     struct peer_template *template;   /* forks the peers at start; ends with them */
@@ -85,29 +86,36 @@ struct netrun {
     double phase_mark, start_s;
     /* the build in flight (netrun_build): a step on a worker thread, whose
      * end the loop hears through job_done; the template's replies through
-     * template_watcher, bounded by template_deadline */
+     * its own watchers (on_template_settled), bounded by template_deadline */
     struct {
         pthread_t thread;
         bool running;
         void (*work)(struct netrun *nr);
         void (*then)(struct netrun *nr);
         int rc;
-        bool env_error;
-        char err[1024];
+        struct netrun_error error; /* the first failure, once rc < 0 */
     } job;
     /* The loop's own failure while a step runs off it (asking for the
      * peers while the veths are made): job_fail'ed once the step is over. */
     struct {
         bool active; /* the kernel backend's veths began with the peers' requests */
         int rc;
-        bool env_error;
-        char err[1024];
+        struct netrun_error error;
     } beside;
     ev_async job_done;
-    ev_io template_watcher;
     ev_timer template_deadline;
+    bool collecting; /* the links are made: the template's settling ends the build */
     bool building;
-    bool freeing; /* netrun_free: replies still arriving are ignored */
+    bool freeing; /* released: replies still arriving are ignored */
+    /* netrun_release: what is waited for on the loop, then who is told */
+    struct {
+        bool active;
+        bool failed_build; /* build_fail's release: `built` is told, not `released` */
+        netrun_released_fn released;
+        void *ctx;
+        double cgroup_deadline;
+        ev_timer timer; /* the cgroups' removal retried, the template's exit awaited */
+    } release;
     /* backend user: linkd's replies outstanding during the build */
     struct link_add_ctx *link_adds;
     size_t linkd_pending;
@@ -130,6 +138,7 @@ struct netrun {
 static void job_begin(struct netrun *nr, void (*work)(struct netrun *),
                       void (*then)(struct netrun *));
 static void job_fail(struct netrun *nr, bool env_error, const char *err);
+static void job_fail_at(struct netrun *nr, bool env_error, int node, int link, const char *err);
 
 /* ---- backend choice ---- */
 
@@ -223,14 +232,16 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
 
 /* ---- devices ---- */
 
-/* A node asking for a device this host lacks fails the start, naming why. */
-static int check_devices(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+/* A node asking for a device this host lacks fails the start, naming why;
+ * *node is the one at fault. */
+static int check_devices(struct netrun *nr, int *node, bool *env_error, char *err, size_t errlen)
 {
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
         const struct topo_node *n = &nr->net->nodes[i];
         enum kern_device device;
         char why[256];
         if (n->kind != TOPO_NODE_HOST) continue;
+        *node = (int)i;
         if (kern_device_parse(n->device, &device, why, sizeof why) < 0) {
             snprintf(err, errlen, "node '%s': %s", n->name, why);
             return -1;
@@ -245,6 +256,7 @@ static int check_devices(struct netrun *nr, bool *env_error, char *err, size_t e
             return -1;
         }
     }
+    *node = -1;
     return 0;
 }
 
@@ -259,8 +271,9 @@ static int start_linkds(struct netrun *nr, char *err, size_t errlen)
     nr->linkd = calloc(want, sizeof *nr->linkd);
     if (!nr->linkd) return snprintf(err, errlen, "out of memory"), -1;
     for (; nr->n_linkd < want; nr->n_linkd++) {
-        struct linkd_client *lc = linkd_client_start(nr->loop, err, errlen);
-        if (!lc) return -1;
+        char why[512];
+        struct linkd_client *lc = linkd_client_start(nr->loop, why, sizeof why);
+        if (!lc) return snprintf(err, errlen, "hiernet-linkd: %s", why), -1;
         nr->linkd[nr->n_linkd] = lc;
         char name[32];
         snprintf(name, sizeof name, "@linkd%zu", nr->n_linkd + 1);
@@ -293,10 +306,20 @@ struct link_add_ctx {
 
 static void linkd_settled(struct netrun *nr);
 
-static void linkd_answered(struct netrun *nr, const char *error)
+/* One of linkd's replies; error names what failed, link the link (or -1). */
+static void linkd_answered(struct netrun *nr, int link, const char *error)
 {
-    if (error) job_fail(nr, true, error);
+    if (error) job_fail_at(nr, true, -1, link, error);
     if (--nr->linkd_pending == 0) linkd_settled(nr);
+}
+
+/* "link a-b: hiernet-linkd: <cause>": the step names the link it made. */
+static void link_error(const struct netrun *nr, int link, const char *cause, char *err,
+                       size_t errlen)
+{
+    char what[80];
+    topo_link_describe(nr->net, &nr->net->links[link], what, sizeof what);
+    snprintf(err, errlen, "link %s: hiernet-linkd: %s", what, cause);
 }
 
 static void on_link_added(void *ctx, int ifindex_a, int ifindex_b, const char *error)
@@ -304,8 +327,10 @@ static void on_link_added(void *ctx, int ifindex_a, int ifindex_b, const char *e
     struct link_add_ctx *c = ctx;
     struct netrun *nr = c->nr;
     if (nr->freeing || nr->linkd_pending == 0) return; /* abandoned */
+    char why[1024];
+    if (error) link_error(nr, c->link, error, why, sizeof why);
     if (!error) topo_kernel_set_link_ifindex(nr->kernel, c->link, ifindex_a, ifindex_b);
-    linkd_answered(nr, error);
+    linkd_answered(nr, c->link, error ? why : NULL);
 }
 
 static void on_linkd_dropped(void *ctx, const char *error, const msgpack_object *result)
@@ -314,20 +339,20 @@ static void on_linkd_dropped(void *ctx, const char *error, const msgpack_object 
     struct netrun *nr = ctx;
     if (nr->freeing || nr->linkd_pending == 0) return;
     char why[512];
-    if (error) snprintf(why, sizeof why, "linkd: drop_root: %s", error);
-    linkd_answered(nr, error ? why : NULL);
+    if (error) snprintf(why, sizeof why, "hiernet-linkd: drop_root: %s", error);
+    linkd_answered(nr, -1, error ? why : NULL);
 }
 
 static void on_linkd_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
-    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, linkd_deadline));
+    struct netrun *nr = container_of(w, struct netrun, linkd_deadline);
     char why[160];
-    snprintf(why, sizeof why, "linkd: %zu request(s) unanswered after %.1f s", nr->linkd_pending,
-             linkd_setup_timeout(nr));
+    snprintf(why, sizeof why, "hiernet-linkd: %zu request(s) unanswered after %.1f s",
+             nr->linkd_pending, linkd_setup_timeout(nr));
     job_fail(nr, true, why);
     nr->linkd_pending = 1; /* later replies are ignored from here on */
-    linkd_answered(nr, NULL);
+    linkd_answered(nr, -1, NULL);
 }
 
 /* Every TAP is open: linkd needs root no more. */
@@ -361,7 +386,8 @@ static void linkd_settled(struct netrun *nr)
     job_begin(nr, work_user_configure, links_done);
 }
 
-static int request_user_links(struct netrun *nr, char *err, size_t errlen)
+/* *link: the one whose request failed, or -1. */
+static int request_user_links(struct netrun *nr, int *link_at, char *err, size_t errlen)
 {
     const struct topo_network *net = nr->net;
     nr->link_adds = calloc(net->n_links ? net->n_links : 1, sizeof *nr->link_adds);
@@ -379,10 +405,14 @@ static int request_user_links(struct netrun *nr, char *err, size_t errlen)
         struct topo_link_params installed;
         topo_link_params_dilate(&link->params, net->dilation, &installed);
         nr->link_adds[l] = (struct link_add_ctx){nr, (int)l};
+        char why[512];
         if (linkd_client_link_add(linkd_of(nr, (int)l), (int)l, path_a, link->ifname_a, path_b,
                                   link->ifname_b, &installed, seed, on_link_added,
-                                  &nr->link_adds[l], err, errlen) < 0)
+                                  &nr->link_adds[l], why, sizeof why) < 0) {
+            *link_at = (int)l;
+            link_error(nr, (int)l, why, err, errlen);
             return -1;
+        }
         nr->linkd_pending++;
     }
     return 0;
@@ -391,8 +421,9 @@ static int request_user_links(struct netrun *nr, char *err, size_t errlen)
 static void make_user_links(struct netrun *nr)
 {
     char err[1024];
-    if (start_linkds(nr, err, sizeof err) < 0 || request_user_links(nr, err, sizeof err) < 0)
-        job_fail(nr, true, err);
+    int link = -1;
+    if (start_linkds(nr, err, sizeof err) < 0 || request_user_links(nr, &link, err, sizeof err) < 0)
+        job_fail_at(nr, true, -1, link, err);
     if (nr->linkd_pending == 0) return linkd_settled(nr);
     ev_timer_start(nr->loop, &nr->linkd_deadline);
 }
@@ -400,8 +431,9 @@ static void make_user_links(struct netrun *nr)
 /* A Linux bridge numbers its ports with 10 bits, port 0 unused. */
 #define BRIDGE_MAX_PORTS 1023
 
-/* Emulated switches are bridges: refused before anything is made. */
-static int check_switch_ports(const struct topo_network *net, char *err, size_t errlen)
+/* Emulated switches are bridges: refused before anything is made (*node:
+ * the switch). */
+static int check_switch_ports(const struct topo_network *net, int *node, char *err, size_t errlen)
 {
     for (size_t i = 0; i < net->n_nodes; i++) {
         if (net->nodes[i].kind != TOPO_NODE_SWITCH) continue;
@@ -409,7 +441,8 @@ static int check_switch_ports(const struct topo_network *net, char *err, size_t 
         for (size_t l = 0; l < net->n_links; l++)
             ports += (net->links[l].a == (int)i) + (net->links[l].b == (int)i);
         if (ports > BRIDGE_MAX_PORTS)
-            return snprintf(err, errlen,
+            return *node = (int)i,
+                   snprintf(err, errlen,
                             "switch '%s': %zu links, but a Linux bridge takes at most %d ports; "
                             "split the segment over several switches",
                             net->nodes[i].name, ports, BRIDGE_MAX_PORTS),
@@ -419,14 +452,15 @@ static int check_switch_ports(const struct topo_network *net, char *err, size_t 
 }
 
 /* Addresses and routes: pure computation on the model. */
-static int plan_topology(struct netrun *nr, char *err, size_t errlen)
+static int plan_topology(struct netrun *nr, int *node, char *err, size_t errlen)
 {
     struct topo_network *net = nr->net;
     if (nr->backend == TOPO_BACKEND_NONE) {
         if (topo_assign_loopback_addresses(net, nr->loopback_next, err, errlen) < 0) return -1;
         return net->n_links ? topo_routing_compute(net, &nr->routing, err, errlen) : 0;
     }
-    if (check_switch_ports(net, err, errlen) < 0 || topo_assign_addresses(net, err, errlen) < 0)
+    if (check_switch_ports(net, node, err, errlen) < 0 ||
+        topo_assign_addresses(net, err, errlen) < 0)
         return -1;
     return topo_routing_compute(net, &nr->routing, err, errlen);
 }
@@ -470,7 +504,7 @@ static void job_then(struct netrun *nr, void (*then)(struct netrun *))
 static void on_job_done(EV_P_ ev_async *w, int revents)
 {
     (void)revents;
-    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, job_done));
+    struct netrun *nr = container_of(w, struct netrun, job_done);
     if (nr->job.running) pthread_join(nr->job.thread, NULL);
     nr->job.running = false;
     void (*then)(struct netrun *) = nr->job.then;
@@ -478,12 +512,24 @@ static void on_job_done(EV_P_ ev_async *w, int revents)
     if (then) then(nr);
 }
 
-static void job_fail(struct netrun *nr, bool env_error, const char *err)
+static void netrun_error_set(struct netrun_error *e, bool env_error, int node, int link,
+                             const char *message)
+{
+    *e = (struct netrun_error){env_error, node, link, ""};
+    snprintf(e->message, sizeof e->message, "%s", message);
+}
+
+/* The build fails; node and link are the ones at fault (-1: none known). */
+static void job_fail_at(struct netrun *nr, bool env_error, int node, int link, const char *err)
 {
     if (nr->job.rc < 0) return; /* the first error wins */
     nr->job.rc = -1;
-    nr->job.env_error = env_error;
-    snprintf(nr->job.err, sizeof nr->job.err, "%s", err);
+    netrun_error_set(&nr->job.error, env_error, node, link, err);
+}
+
+static void job_fail(struct netrun *nr, bool env_error, const char *err)
+{
+    job_fail_at(nr, env_error, -1, -1, err);
 }
 
 /* Emulated backends: the namespaces (and bridges), before the peers. They
@@ -651,11 +697,33 @@ static int spawn_peer(struct netrun *nr, const char *peer_path, int node, char *
     return register_peer(nr, node, peer_client_pid(p->client), err, errlen);
 }
 
+/* One host's peer: exec'd, or asked of the template. */
+static int request_peer(struct netrun *nr, int node, char *err, size_t errlen)
+{
+    const struct topo_node *n = &nr->net->nodes[node];
+    struct netrun_peer *p = &nr->peers[node];
+    if (!nr->template) return spawn_peer(nr, nr->peer_path, node, err, errlen);
+    struct peer_spawn spec = {.node = n->name};
+    struct peer_client_hooks hooks = {NULL, on_peer_exit, p};
+    int child_end;
+    p->client = peer_client_open(nr->loop, &spec, &hooks, &child_end, err, errlen);
+    if (!p->client) return -1;
+    struct peer_argv a;
+    peer_argv_build(nr, n, &a);
+    p->template_id = peer_template_request(nr->template, a.args, child_end,
+                                           netrun_node_ns(nr, node), err, errlen);
+    close(child_end);
+    return p->template_id < 0 ? -1 : 0;
+}
+
 /* Every host's peer, asked of a template (controller/peer_template.h): the
  * forks run on another core while the links are made; adopt_peers then
  * collects them. With HIERNET_PEER set, each peer is exec'd instead, so a
- * wrapper there (valgrind, strace, a test's fake peer) sees every peer. */
-static int request_peers(struct netrun *nr, char *err, size_t errlen)
+ * wrapper there (valgrind, strace, a test's fake peer) sees every peer.
+ * A failure for one node names it, and *node is its index. */
+static void on_template_settled(void *ctx);
+
+static int request_peers(struct netrun *nr, int *node, char *err, size_t errlen)
 {
     if (!nr->peer_path[0] && peer_client_sibling_path("hiernet-peer", "HIERNET_PEER", nr->peer_path,
                                                       sizeof nr->peer_path) < 0)
@@ -664,53 +732,40 @@ static int request_peers(struct netrun *nr, char *err, size_t errlen)
         nr->peers[i] = (struct netrun_peer){nr, (int)i, NULL, -1, NULL};
     const char *wrapper = getenv("HIERNET_PEER");
     if (!(wrapper && *wrapper) || nr->peer_path_given) {
-        nr->template = peer_template_start(nr->peer_path, err, errlen);
+        nr->template = peer_template_start(nr->loop, nr->peer_path, err, errlen);
         if (!nr->template) return -1;
+        peer_template_on_settled(nr->template, on_template_settled, nr);
     }
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
-        const struct topo_node *n = &nr->net->nodes[i];
-        struct netrun_peer *p = &nr->peers[i];
-        if (n->kind != TOPO_NODE_HOST) continue;
-        if (!nr->template) {
-            if (spawn_peer(nr, nr->peer_path, (int)i, err, errlen) < 0) return -1;
-            continue;
+        if (nr->net->nodes[i].kind != TOPO_NODE_HOST) continue;
+        char why[512];
+        if (request_peer(nr, (int)i, why, sizeof why) < 0) {
+            *node = (int)i;
+            return snprintf(err, errlen, "node '%s': %s", nr->net->nodes[i].name, why), -1;
         }
-        struct peer_spawn spec = {.node = n->name};
-        struct peer_client_hooks hooks = {NULL, on_peer_exit, p};
-        int child_end;
-        p->client = peer_client_open(nr->loop, &spec, &hooks, &child_end, err, errlen);
-        if (!p->client) return -1;
-        struct peer_argv a;
-        peer_argv_build(nr, n, &a);
-        char why[400];
-        p->template_id = peer_template_request(nr->template, a.args, child_end,
-                                               netrun_node_ns(nr, (int)i), why, sizeof why);
-        close(child_end);
-        if (p->template_id < 0) return snprintf(err, errlen, "node '%s': %s", n->name, why), -1;
     }
     return 0;
 }
 
 /* Collects the peers the template started; runs after a failed start too,
- * so every started peer is known (and killed) when the network is freed. */
-static int adopt_peers(struct netrun *nr, char *err, size_t errlen)
+ * so every started peer is known (and killed) when the network is freed.
+ * The first failure names its node (*node). */
+static int adopt_peers(struct netrun *nr, int *node, char *err, size_t errlen)
 {
     int rc = 0;
-    char why[256];
     for (size_t i = 0; nr->template && i < nr->net->n_nodes; i++) {
         struct netrun_peer *p = &nr->peers[i];
         if (!p->client || p->template_id < 0) continue;
+        char why[512];
         /* Settled (collect_peers): nothing is waited for here. */
         pid_t pid = peer_template_pid(nr->template, p->template_id, 0, why, sizeof why);
         p->template_id = -1;
-        if (pid < 0 && rc == 0) {
+        if (pid > 0) peer_client_adopt(p->client, pid);
+        if ((pid < 0 || register_peer(nr, (int)i, pid, why, sizeof why) < 0) && rc == 0) {
+            *node = (int)i;
             snprintf(err, errlen, "node '%s': %s", nr->net->nodes[i].name, why);
             rc = -1;
         }
-        if (pid < 0) continue;
-        peer_client_adopt(p->client, pid);
-        if (register_peer(nr, (int)i, pid, rc == 0 ? err : why, rc == 0 ? errlen : sizeof why) < 0)
-            rc = -1;
     }
     /* The template stays until the peers are gone (peer_template.h). */
     if (rc == 0 && nr->registry) rc = registry_commit(nr->registry, err, errlen);
@@ -766,45 +821,42 @@ static void phase_split_beside(struct netrun *nr)
 
 static void on_sample_timer(EV_P_ ev_timer *w, int revents);
 
+/* The build failed: `built` hears of it once the release has left nothing. */
 static void build_fail(struct netrun *nr)
 {
-    netrun_built_fn built = nr->built;
-    void *ctx = nr->built_ctx;
-    bool env_error = nr->job.env_error;
-    char err[sizeof nr->job.err];
-    snprintf(err, sizeof err, "%s", nr->job.err);
     nr->building = false;
-    netrun_free(nr);
-    built(ctx, NULL, env_error, err);
+    nr->release.failed_build = true;
+    netrun_release(nr, NULL, NULL);
 }
 
 /* Last step: every peer the template started is adopted (also after a
  * failure, so that each is known and killed when the network is freed). */
 static void peers_collected(struct netrun *nr)
 {
-    ev_io_stop(nr->loop, &nr->template_watcher);
+    nr->collecting = false;
     ev_timer_stop(nr->loop, &nr->template_deadline);
     char err[1024];
-    if (adopt_peers(nr, err, sizeof err) < 0) job_fail(nr, false, err);
+    int node = -1;
+    if (adopt_peers(nr, &node, err, sizeof err) < 0) job_fail_at(nr, false, node, -1, err);
     phase_end(nr, "peers forked");
     if (nr->job.rc < 0) return build_fail(nr);
     nr->net->backend_used = nr->backend;
     nr->building = false;
-    nr->built(nr->built_ctx, nr, false, "");
+    nr->built(nr->built_ctx, nr, NULL);
 }
 
-static void on_template_readable(EV_P_ ev_io *w, int revents)
+/* Every peer asked for is forked (or the template broke): once the links
+ * are made too, the build ends. */
+static void on_template_settled(void *ctx)
 {
-    (void)revents;
-    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, template_watcher));
-    peer_template_poll(nr->template);
-    if (peer_template_settled(nr->template)) peers_collected(nr);
+    struct netrun *nr = ctx;
+    if (nr->collecting) peers_collected(nr);
 }
 
 static void on_template_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
-    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, template_deadline));
+    struct netrun *nr = container_of(w, struct netrun, template_deadline);
     peer_template_expire(nr->template, PEER_START_TIMEOUT_S);
     peers_collected(nr);
 }
@@ -812,7 +864,10 @@ static void on_template_deadline(EV_P_ ev_timer *w, int revents)
 /* The links are made: wait (on the loop) for the template's forks. */
 static void links_done(struct netrun *nr)
 {
-    if (nr->beside.rc < 0) job_fail(nr, nr->beside.env_error, nr->beside.err);
+    if (nr->beside.rc < 0) {
+        const struct netrun_error *e = &nr->beside.error;
+        job_fail_at(nr, e->env_error, e->node, e->link, e->message);
+    }
     if (nr->beside.active) {
         phase_split_beside(nr);
     } else {
@@ -820,11 +875,8 @@ static void links_done(struct netrun *nr)
         phase_split_kernel(nr);
     }
     if (nr->links_made && nr->job.rc == 0) nr->links_made(nr->built_ctx);
-    if (!nr->template || (peer_template_poll(nr->template), peer_template_settled(nr->template)))
-        return peers_collected(nr);
-    ev_io_init(&nr->template_watcher, on_template_readable, peer_template_fd(nr->template),
-               EV_READ);
-    ev_io_start(nr->loop, &nr->template_watcher);
+    if (!nr->template || peer_template_settled(nr->template)) return peers_collected(nr);
+    nr->collecting = true;
     ev_timer_init(&nr->template_deadline, on_template_deadline, PEER_START_TIMEOUT_S, 0);
     ev_timer_start(nr->loop, &nr->template_deadline);
 }
@@ -837,6 +889,7 @@ static void namespaces_made(struct netrun *nr)
 {
     char err[1024];
     bool env_error = false;
+    int node = -1;
     phase_end(nr, "namespaces");
     if (nr->job.rc < 0) return build_fail(nr);
     namespaces_done(nr);
@@ -844,22 +897,23 @@ static void namespaces_made(struct netrun *nr)
     nr->beside.active = beside;
     if (beside) job_begin(nr, work_kernel_links, links_done);
     int rc = prepare_cgroups(nr, &env_error, err, sizeof err);
-    if (rc == 0) rc = request_peers(nr, err, sizeof err);
+    if (rc == 0) rc = request_peers(nr, &node, err, sizeof err);
     if (!beside) phase_end(nr, "peers asked"); /* else split at links_done */
     if (rc < 0 && beside) {
         nr->beside.rc = -1;
-        nr->beside.env_error = env_error;
-        snprintf(nr->beside.err, sizeof nr->beside.err, "%s", err);
+        netrun_error_set(&nr->beside.error, env_error, node, -1, err);
         return; /* links_done follows the step, adopts what was asked for, then fails */
     }
     if (rc < 0) {
-        job_fail(nr, env_error, err);
+        job_fail_at(nr, env_error, node, -1, err);
         return links_done(nr); /* adopts what was asked for, then fails */
     }
     if (beside) return;
     if (nr->backend == TOPO_BACKEND_USER) return make_user_links(nr);
     links_done(nr);
 }
+
+static void on_release_timer(EV_P_ ev_timer *w, int revents);
 
 static struct netrun *netrun_alloc(struct ev_loop *loop, struct topo_network *net,
                                    const struct netrun_config *cfg)
@@ -875,8 +929,8 @@ static struct netrun *netrun_alloc(struct ev_loop *loop, struct topo_network *ne
     ev_timer_init(&nr->sample_timer, on_sample_timer, 1.0, 1.0);
     ev_async_init(&nr->job_done, on_job_done);
     ev_async_start(loop, &nr->job_done);
-    ev_init(&nr->template_watcher, on_template_readable);
     ev_init(&nr->template_deadline, on_template_deadline);
+    ev_init(&nr->release.timer, on_release_timer);
     ev_timer_init(&nr->linkd_deadline, on_linkd_deadline, linkd_setup_timeout(nr), 0);
     nr->registry = cfg->registry;
     nr->loopback_next = cfg->loopback_next;
@@ -887,9 +941,12 @@ static struct netrun *netrun_alloc(struct ev_loop *loop, struct topo_network *ne
 
 int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
                  netrun_exit_fn on_exit, void *ctx, netrun_built_fn built, void *built_ctx,
-                 struct netrun **out, bool *env_error, char *err, size_t errlen)
+                 struct netrun **out, struct netrun_error *error)
 {
-    *env_error = false;
+    *error = (struct netrun_error){false, -1, -1, ""};
+    bool *env_error = &error->env_error;
+    char *err = error->message;
+    size_t errlen = sizeof error->message;
     struct netrun *nr = netrun_alloc(loop, net, cfg);
     if (!nr) return snprintf(err, errlen, "network '%s': out of memory", net->name), -1;
     nr->on_exit = on_exit;
@@ -899,13 +956,13 @@ int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct ne
     nr->links_made = cfg->links_made;
     if (cfg->peer_path) snprintf(nr->peer_path, sizeof nr->peer_path, "%s", cfg->peer_path);
     nr->peer_path_given = cfg->peer_path != NULL;
-    int rc = check_devices(nr, env_error, err, errlen);
+    int rc = check_devices(nr, &error->node, env_error, err, errlen);
     if (rc == 0) rc = prepare_helpers(nr, env_error, err, errlen);
     bool emulated = net->backend != TOPO_BACKEND_NONE;
     if (rc == 0 && emulated) job_begin(nr, work_namespaces, namespaces_made);
     if (rc == 0) rc = choose_backend(nr, env_error, err, errlen);
     phase_end(nr, "backend");
-    if (rc == 0) rc = plan_topology(nr, err, errlen);
+    if (rc == 0) rc = plan_topology(nr, &error->node, err, errlen);
     phase_end(nr, "plan");
     if (rc < 0) {
         netrun_free(nr); /* joins the namespaces' thread */
@@ -945,11 +1002,9 @@ int netrun_node_ns(const struct netrun *nr, int node)
     return nr->kernel ? topo_kernel_node_ns(nr->kernel, node) : -1;
 }
 
-static int link_not_emulated(struct netrun *nr, int link, char *err, size_t errlen)
+static int link_not_emulated(struct netrun *nr, char *err, size_t errlen)
 {
-    char what[80];
-    topo_link_describe(nr->net, &nr->net->links[link], what, sizeof what);
-    snprintf(err, errlen, "link %s: backend '%s' does not emulate links", what, netrun_backend(nr));
+    snprintf(err, errlen, "backend '%s' does not emulate links", netrun_backend(nr));
     return -1;
 }
 
@@ -962,7 +1017,7 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
         return linkd_client_link_set(linkd_of(nr, link), link, &installed, cb, ctx, err, errlen) < 0
                    ? -1
                    : 1;
-    if (!nr->kernel) return link_not_emulated(nr, link, err, errlen);
+    if (!nr->kernel) return link_not_emulated(nr, err, errlen);
     return topo_kernel_link_set(nr->kernel, link, params, err, errlen);
 }
 
@@ -972,7 +1027,7 @@ int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, v
     if (nr->linkd)
         return linkd_client_link_updown(linkd_of(nr, link), link, up, cb, ctx, err, errlen) < 0 ? -1
                                                                                                 : 1;
-    if (!nr->kernel) return link_not_emulated(nr, link, err, errlen);
+    if (!nr->kernel) return link_not_emulated(nr, err, errlen);
     return topo_kernel_link_updown(nr->kernel, link, up, err, errlen);
 }
 
@@ -981,12 +1036,9 @@ int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, 
 {
     if (nr->linkd)
         return linkd_client_link_stats(linkd_of(nr, link), link, cb, ctx, err, errlen) < 0 ? -1 : 1;
-    char what[80];
-    topo_link_describe(nr->net, &nr->net->links[link], what, sizeof what);
     snprintf(err, errlen,
-             "link %s: stats: counters come from the user backend (hiernet-linkd); "
-             "backend '%s' keeps none",
-             what, netrun_backend(nr));
+             "counters come from the user backend (hiernet-linkd); backend '%s' keeps none",
+             netrun_backend(nr));
     return -1;
 }
 
@@ -1215,7 +1267,7 @@ static void on_veths_sampled(void *ctx, const struct link_sample *samples, size_
 
 static void on_sample_timer(EV_P_ ev_timer *w, int revents)
 {
-    struct netrun *nr = (struct netrun *)((char *)w - offsetof(struct netrun, sample_timer));
+    struct netrun *nr = container_of(w, struct netrun, sample_timer);
     char err[256];
     if (nr->sampler) {
         link_sampler_request(nr->sampler); /* skips a beat while a dump is in flight */
@@ -1270,9 +1322,21 @@ void netrun_kill_peers(struct netrun *nr, int sig)
         if (nr->peers[i].client) peer_client_kill(nr->peers[i].client, sig);
 }
 
-void netrun_free(struct netrun *nr)
+/* ---- release ----
+ *
+ * Everything that goes at once goes first (release_begin): peers (SIGKILLed
+ * and reaped: at once), linkd, the namespaces, the registry's entries. Two
+ * things may take a moment: the peer template's exit (on EOF; SIGKILL after
+ * a second) and the cgroups' removal (a killed peer leaves its group a
+ * little after it is reaped). netrun_release waits for them on the loop, a
+ * timer retrying the cgroups; netrun_free, for when no loop runs, waits
+ * here. */
+
+#define RELEASE_CGROUP_TIMEOUT_S 1.0 /* as topo_cgroup_run_remove's own bound */
+#define RELEASE_RETRY_S 0.01
+
+static void release_begin(struct netrun *nr)
 {
-    if (!nr) return;
     /* A build in flight: its step off the loop ends first (a few seconds
      * at most: a link that never runs times out). */
     if (nr->job.running) pthread_join(nr->job.thread, NULL);
@@ -1280,23 +1344,23 @@ void netrun_free(struct netrun *nr)
     nr->freeing = true;
     ev_timer_stop(nr->loop, &nr->linkd_deadline);
     ev_async_stop(nr->loop, &nr->job_done);
-    ev_io_stop(nr->loop, &nr->template_watcher);
     ev_timer_stop(nr->loop, &nr->template_deadline);
     ev_timer_stop(nr->loop, &nr->sample_timer);
     link_sampler_stop(nr->sampler); /* its sockets live in the namespaces freed below */
     nr->sampler = NULL;
     nr->links_record = NULL;
-    for (size_t i = 0; nr->peers && i < nr->net->n_nodes; i++) {
+    for (size_t i = 0; i < nr->net->n_nodes; i++) {
         peer_client_free(nr->peers[i].client); /* kills and reaps a survivor */
+        nr->peers[i].client = NULL;
         free(nr->peers[i].told);
+        nr->peers[i].told = NULL;
     }
-    free(nr->peers);
-    peer_template_stop(nr->template);
     /* The TAPs are persistent (linkd_client.c): neither closing our
      * namespace fds nor linkd's exit deletes them one by one; each namespace
      * goes once the last of us lets go and takes its devices along in one
      * batch. End every linkd before reaping any, so they exit side by side. */
     topo_kernel_destroy(nr->kernel);
+    nr->kernel = NULL;
     for (size_t i = 0; i < nr->n_linkd; i++) {
         linkd_client_close(nr->linkd[i]); /* linkd exits on EOF */
         linkd_client_kill(nr->linkd[i], SIGKILL);
@@ -1304,17 +1368,90 @@ void netrun_free(struct netrun *nr)
     for (size_t i = 0; i < nr->n_linkd; i++)
         linkd_client_free(nr->linkd[i]);
     free(nr->linkd);
+    nr->linkd = NULL;
+    nr->n_linkd = 0;
     free(nr->link_adds);
+    nr->link_adds = NULL;
     topo_routing_free(&nr->routing);
     char err[256];
-    if (nr->cgroups_made && topo_cgroup_run_remove(&nr->cgroup, nr->run_id, err, sizeof err) < 0)
-        ctl_log("%s", err);
     if (nr->registry) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s%s", nr->cgroup.root, TOPO_CGROUP_PREFIX, nr->run_id);
-        if (nr->cgroups_made) registry_remove_cgroup(nr->registry, path);
         registry_remove_network(nr->registry, nr->net->name);
         if (registry_commit(nr->registry, err, sizeof err) < 0) ctl_log("%s", err);
     }
+}
+
+/* The run's group is gone (or given up on: said in the log): so is its entry. */
+static void cgroups_released(struct netrun *nr, int rc, const char *err)
+{
+    if (rc != 0) ctl_log("%s", err);
+    nr->cgroups_made = false;
+    if (!nr->registry) return;
+    char path[512], why[256];
+    snprintf(path, sizeof path, "%s/%s%s", nr->cgroup.root, TOPO_CGROUP_PREFIX, nr->run_id);
+    registry_remove_cgroup(nr->registry, path);
+    if (registry_commit(nr->registry, why, sizeof why) < 0) ctl_log("%s", why);
+}
+
+/* Frees nr; then, after a release, tells whoever waits for it. */
+static void release_finish(struct netrun *nr, bool notify)
+{
+    bool failed_build = nr->release.failed_build;
+    netrun_built_fn built = nr->built;
+    void *built_ctx = nr->built_ctx;
+    struct netrun_error error = nr->job.error;
+    netrun_released_fn released = nr->release.released;
+    void *ctx = nr->release.ctx;
+    ev_timer_stop(nr->loop, &nr->release.timer);
+    free(nr->peers);
     free(nr);
+    if (!notify) return;
+    if (failed_build)
+        built(built_ctx, NULL, &error);
+    else if (released)
+        released(ctx);
+}
+
+static void on_template_gone(void *ctx)
+{
+    struct netrun *nr = ctx;
+    nr->template = NULL; /* the release timer finishes at its next turn */
+}
+
+static void on_release_timer(EV_P_ ev_timer *w, int revents)
+{
+    (void)revents;
+    struct netrun *nr = container_of(w, struct netrun, release.timer);
+    if (nr->cgroups_made) {
+        char err[256];
+        int rc = topo_cgroup_run_remove_try(&nr->cgroup, nr->run_id, err, sizeof err);
+        if (rc != 1 || mono_s() > nr->release.cgroup_deadline) cgroups_released(nr, rc, err);
+    }
+    if (nr->template || nr->cgroups_made) return;
+    release_finish(nr, true);
+}
+
+void netrun_release(struct netrun *nr, netrun_released_fn released, void *ctx)
+{
+    release_begin(nr);
+    nr->release.active = true;
+    nr->release.released = released;
+    nr->release.ctx = ctx;
+    nr->release.cgroup_deadline = mono_s() + RELEASE_CGROUP_TIMEOUT_S;
+    /* The template goes once its peers have (peer_template.h). */
+    peer_template_stop(nr->template, on_template_gone, nr);
+    ev_timer_set(&nr->release.timer, 0, RELEASE_RETRY_S); /* the first turn: at once */
+    ev_timer_start(nr->loop, &nr->release.timer);
+}
+
+void netrun_free(struct netrun *nr)
+{
+    if (!nr) return;
+    if (!nr->release.active) release_begin(nr);
+    ev_timer_stop(nr->loop, &nr->release.timer);
+    peer_template_stop_now(nr->template); /* also one that netrun_release is ending */
+    nr->template = NULL;
+    char err[256];
+    if (nr->cgroups_made)
+        cgroups_released(nr, topo_cgroup_run_remove(&nr->cgroup, nr->run_id, err, sizeof err), err);
+    release_finish(nr, false);
 }

@@ -6,9 +6,10 @@
  * links, routes, qdiscs, waiting for the links to run) runs one step at a
  * time on a worker thread whose end the loop hears through an ev_async; the
  * peers are forked by the peer template while the links are made, and
- * their pids collected from the template's socket by an ev_io watcher. Stop closes the control
- * channels (peers exit on EOF); free kills and reaps any survivor, then
- * releases the namespaces, cgroups and registry entries.
+ * their pids collected as the template's replies arrive. Stop closes the
+ * control channels (peers exit on EOF); release (or free) kills and reaps
+ * any survivor, then releases the namespaces, cgroups and registry entries,
+ * waiting for the template's exit and the cgroups' removal on the loop.
  * Owns: the backend state, one peer client per host node, the cgroups. */
 #pragma once
 
@@ -35,18 +36,27 @@ struct netrun_config {
 
 typedef void (*netrun_exit_fn)(void *ctx, int node, int wait_status);
 
-/* The build's end: nr is the started network, or NULL after a failure (it
- * is freed, nothing is left) with err; env_error tells whether the cause is
- * the environment (privilege, kernel feature: exit code 3) rather than the
- * scenario. Called once, from the loop. */
-typedef void (*netrun_built_fn)(void *ctx, struct netrun *nr, bool env_error, const char *err);
+/* Why a build failed. The step that failed names the node or link at fault
+ * in the message and gives its index here too (-1: none; the kernel
+ * layer's steps, which see many links at once, name theirs in the message
+ * only). */
+struct netrun_error {
+    bool env_error; /* the environment (privilege, kernel feature: exit code 3), not the scenario */
+    int node, link;
+    char message[1024];
+};
+
+/* The build's end: nr is the started network and error NULL, or nr is NULL
+ * after a failure (it is freed, nothing is left) and error says why. Called
+ * once, from the loop. */
+typedef void (*netrun_built_fn)(void *ctx, struct netrun *nr, const struct netrun_error *error);
 /* Begins building the network and starting its peers; returns at once with
- * *out set (0), and `built` follows from the loop. -1 with err (and
- * *env_error) when the build cannot begin: nothing is left and `built` is
- * not called. netrun_free during the build abandons it (built not called). */
+ * *out set (0), and `built` follows from the loop. -1 with *error when the
+ * build cannot begin: nothing is left and `built` is not called. netrun_free
+ * during the build abandons it (built not called). */
 int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
                  netrun_exit_fn on_exit, void *ctx, netrun_built_fn built, void *built_ctx,
-                 struct netrun **out, bool *env_error, char *err, size_t errlen);
+                 struct netrun **out, struct netrun_error *error);
 /* The backend actually used ("none", "kernel", "user") and why it was chosen. */
 const char *netrun_backend(const struct netrun *nr);
 const char *netrun_backend_reason(const struct netrun *nr);
@@ -109,6 +119,18 @@ int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen);
 void netrun_close_peers(struct netrun *nr);
 bool netrun_peers_exited(const struct netrun *nr);
 void netrun_kill_peers(struct netrun *nr, int sig);
-/* Kills and reaps surviving peers, then releases the topology, cgroups and
- * registry entries. */
+
+typedef void (*netrun_released_fn)(void *ctx);
+/* Releases the network without waiting on the loop: kills and reaps the
+ * surviving peers and removes the topology and the registry's entries at
+ * once; the peer template's exit and the cgroups' removal (a killed peer
+ * leaves its group a moment after it is reaped) are waited for on the loop,
+ * at most about a second each. Then nr is freed and released(ctx) called
+ * (from the loop, never from inside this call; released may be NULL). A
+ * build in flight is abandoned first (its step off the loop joined). */
+void netrun_release(struct netrun *nr, netrun_released_fn released, void *ctx);
+/* The same, done before it returns (the same bounded waits, here): for
+ * when the loop runs no more, and for a netrun whose release is under way
+ * (released is then not called; nor is `built` of a failed build). NULL is
+ * a no-op. */
 void netrun_free(struct netrun *nr);

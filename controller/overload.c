@@ -3,6 +3,7 @@
 
 #include "controller/json.h"
 #include "proto/protocol.h"
+#include "topo/names.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -19,7 +20,7 @@ struct cpu_sample {
 };
 
 struct overload_node {
-    char name[96];
+    char name[2 * HN_NODE_NAME_SIZE]; /* "network/node" */
     double speed;
     bool cpu_device;
     uint64_t commands, overruns;

@@ -6,6 +6,7 @@
 #include "controller/spawn.h"
 #include "proto/protocol.h"
 #include "proto/template_wire.h"
+#include "topo/names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,7 +35,7 @@ struct pending {
 
 struct peer_client {
     struct ev_loop *loop;
-    char node[64];
+    char node[HN_NODE_NAME_SIZE]; /* a node's name, or "@linkd" */
     pid_t pid;
     int fd;             /* -1 once closed */
     bool output_broken; /* a write failed: reading on until EOF */
@@ -79,15 +80,14 @@ static int build_argv(const struct peer_spawn *spec, char **argv, size_t cap)
 static pid_t start_child(const struct peer_spawn *spec, int fd, char *err, size_t errlen)
 {
     char *argv[64];
-    if (build_argv(spec, argv, 64) < 0)
-        return snprintf(err, errlen, "node '%s': too many arguments", spec->node), -1;
+    if (build_argv(spec, argv, 64) < 0) return snprintf(err, errlen, "too many arguments"), -1;
     char **envp = spawn_env(spec->env);
-    if (!envp) return snprintf(err, errlen, "node '%s': out of memory", spec->node), -1;
+    if (!envp) return snprintf(err, errlen, "out of memory"), -1;
     struct spawn_spec s = {spec->path, argv, envp, spec->netns_fd, {fd}, {PEER_CONTROL_FD}, 1, 0};
     char why[400];
     pid_t pid = spawn_child(&s, why, sizeof why);
     spawn_env_free(envp);
-    if (pid < 0) snprintf(err, errlen, "node '%s': %s", spec->node, why);
+    if (pid < 0) snprintf(err, errlen, "%s", why);
     return pid;
 }
 
@@ -160,12 +160,11 @@ static void describe_exit(struct peer_client *pc)
 {
     int st = pc->wait_status;
     if (WIFEXITED(st))
-        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': peer exited with status %d",
-                 pc->node, WEXITSTATUS(st));
+        snprintf(pc->gone_reason, sizeof pc->gone_reason, "peer exited with status %d",
+                 WEXITSTATUS(st));
     else if (WIFSIGNALED(st))
-        snprintf(pc->gone_reason, sizeof pc->gone_reason,
-                 "node '%s': peer killed by signal %d (%s)", pc->node, WTERMSIG(st),
-                 strsignal(WTERMSIG(st)));
+        snprintf(pc->gone_reason, sizeof pc->gone_reason, "peer killed by signal %d (%s)",
+                 WTERMSIG(st), strsignal(WTERMSIG(st)));
 }
 
 /* The peer vanished (EOF or error on the channel) or exited: fail its calls. */
@@ -174,8 +173,7 @@ static void channel_lost(struct peer_client *pc)
     ev_timer_stop(pc->loop, &pc->grace_timer);
     channel_close(pc);
     if (pc->gone_reason[0] == '\0')
-        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': peer exited unexpectedly",
-                 pc->node);
+        snprintf(pc->gone_reason, sizeof pc->gone_reason, "peer exited unexpectedly");
     pending_fail_all(pc);
 }
 
@@ -257,7 +255,7 @@ static bool handle_fatal(struct peer_client *pc, const struct proto_msg *m)
         why = "no reason given";
         len = (uint32_t)strlen(why);
     }
-    snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': %.*s", pc->node, (int)len, why);
+    snprintf(pc->gone_reason, sizeof pc->gone_reason, "%.*s", (int)len, why);
     return true;
 }
 
@@ -284,8 +282,7 @@ static int drain_messages(struct peer_client *pc)
         enum proto_next r = proto_reader_next(&pc->reader, &m, &has_msgid, err, sizeof err);
         if (r == PROTO_NEXT_MORE) return 0;
         if (r == PROTO_NEXT_FATAL) {
-            snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': control channel: %s",
-                     pc->node, err);
+            snprintf(pc->gone_reason, sizeof pc->gone_reason, "control channel: %s", err);
             channel_lost(pc);
             return -1;
         }
@@ -303,7 +300,7 @@ static void on_readable(EV_P_ ev_io *w, int revents)
     size_t avail;
     char *buf = proto_reader_buffer(&pc->reader, 4096, &avail);
     if (!buf) {
-        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': out of memory", pc->node);
+        snprintf(pc->gone_reason, sizeof pc->gone_reason, "out of memory");
         channel_lost(pc);
         return;
     }
@@ -369,7 +366,7 @@ int peer_client_call(struct peer_client *pc, const char *method, const char *par
     }
     struct pending *p = malloc(sizeof *p);
     if (!p) {
-        snprintf(err, errlen, "node '%s': out of memory", pc->node);
+        snprintf(err, errlen, "out of memory");
         return -1;
     }
     p->msgid = pc->next_msgid++;
@@ -418,12 +415,12 @@ struct peer_client *peer_client_open(struct ev_loop *loop, const struct peer_spa
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-        snprintf(err, errlen, "node '%s': socketpair: %s", spec->node, strerror(errno));
+        snprintf(err, errlen, "socketpair: %s", strerror(errno));
         return NULL;
     }
     struct peer_client *pc = client_alloc(loop, spec, hooks);
     if (!pc) {
-        snprintf(err, errlen, "node '%s': out of memory", spec->node);
+        snprintf(err, errlen, "out of memory");
         close(sv[0]);
         close(sv[1]);
         return NULL;
@@ -465,7 +462,7 @@ void peer_client_close(struct peer_client *pc)
 {
     if (pc->fd < 0) return;
     if (pc->gone_reason[0] == '\0')
-        snprintf(pc->gone_reason, sizeof pc->gone_reason, "node '%s': peer stopped", pc->node);
+        snprintf(pc->gone_reason, sizeof pc->gone_reason, "peer stopped");
     channel_lost(pc);
 }
 

@@ -5,8 +5,13 @@
  * inside a network namespace, and speaks MessagePack-RPC to it from the
  * libev loop. Requests are queued without
  * blocking; each completes through its callback exactly once: with the
- * result, with the peer's error, or with a failure naming the node when the
- * peer dies (noticed within 100 ms) or the client is closed.
+ * result, with the peer's error, or with a failure when the peer dies
+ * (noticed within 100 ms) or the client is closed.
+ *
+ * Errors say the cause only ("peer exited with status 1", the peer's own
+ * reply): the caller knows the node and what it asked, and names both
+ * once (docs/design-notes.md, "One error convention"). The client's own log
+ * lines (ctl_log) name the node.
  *
  * Owns: the socket, the child pid (reaped through ev_child), the pending
  * request table and the output buffer. Needs the default libev loop
@@ -21,7 +26,7 @@
 struct peer_client;
 
 struct peer_spawn {
-    const char *node;        /* node name (or "@linkd"), used in every error message */
+    const char *node;        /* node name (or "@linkd"), used in the client's log lines */
     const char *path;        /* the executable */
     const char *const *args; /* arguments after "--control-fd N", NULL-terminated */
     int netns_fd;            /* namespace to enter before exec, or -1 */
@@ -64,7 +69,7 @@ int peer_client_call(struct peer_client *pc, const char *method, const char *par
                      size_t params_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen);
 
 /* Closes the control channel: the peer exits on EOF. Pending requests fail
- * with "node 'x': peer stopped". Idempotent. */
+ * with "peer stopped". Idempotent. */
 void peer_client_close(struct peer_client *pc);
 void peer_client_kill(struct peer_client *pc, int sig);
 bool peer_client_exited(const struct peer_client *pc);

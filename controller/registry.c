@@ -649,14 +649,18 @@ static int registry_parse_run(char *text, struct registry_run_entry *run, char *
     return 0;
 }
 
+#define TEXT_OF(x) #x
+#define TEXT_OF_VALUE(x) TEXT_OF(x)
+#define NAME_WIDTH TEXT_OF_VALUE(HN_NODE_NAME_MAX) /* REGISTRY_NAME_MAX - 1, as text */
+
 static int registry_parse_node(const char *line, struct registry_node_entry *e)
 {
     long pid;
     int used = 0;
 
-    /* The widths match REGISTRY_NAME_MAX - 1. */
-    if (sscanf(line, "%63s %63s %ld %llu %lu%n", e->network, e->node, &pid, &e->peer.start,
-               &e->ns_inode, &used) != 5 ||
+    /* The widths are REGISTRY_NAME_MAX - 1. */
+    if (sscanf(line, "%" NAME_WIDTH "s %" NAME_WIDTH "s %ld %llu %lu%n", e->network, e->node, &pid,
+               &e->peer.start, &e->ns_inode, &used) != 5 ||
         line[used] != '\0' || pid <= 0)
         return -1;
     e->peer.pid = (pid_t)pid;

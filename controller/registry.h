@@ -33,13 +33,17 @@
  * message in err naming the run, node or file and the value. */
 #pragma once
 
+#include "topo/names.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
 #define REGISTRY_ENV_ROOT "HIERNET_RUN_DIR"
-#define REGISTRY_ID_MAX 64   /* run id: 1..63 of [A-Za-z0-9_.-], a usable cgroup name */
-#define REGISTRY_NAME_MAX 64 /* network and node names */
+/* run id: 1..HN_RUN_ID_MAX of [A-Za-z0-9_.-], a usable cgroup name */
+#define REGISTRY_ID_MAX (HN_RUN_ID_MAX + 1)
+/* network and node names (topo's, and "@linkdN"), NUL included */
+#define REGISTRY_NAME_MAX HN_NODE_NAME_SIZE
 #define REGISTRY_PATH_MAX 4096
 
 /* ---- process identity ---- */

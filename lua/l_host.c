@@ -8,6 +8,7 @@
  * error or signal) kills and reaps whatever is still running. */
 #include "lua/l_host.h"
 
+#include "common/container.h"
 #include "controller/proc.h"
 #include "topo/netns.h"
 
@@ -75,7 +76,7 @@ static void on_done(void *ctx, struct proc *p, int status, const char *out, size
 
 static void on_timeout(EV_P_ ev_timer *w, int revents)
 {
-    struct host_run *h = (struct host_run *)((char *)w - offsetof(struct host_run, timer));
+    struct host_run *h = container_of(w, struct host_run, timer);
     h->timed_out = true;
     proc_kill(h->proc, SIGKILL); /* the completion follows once it is reaped */
 }

@@ -8,13 +8,14 @@
 #include "topo/link_keys.h"
 
 #include <lauxlib.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* The text keys topo parses (topo/link_keys.h), then reorder and gilbert. */
-#define TEXT_KEY(key, field, parse) #key,
-static const char *const link_options[] = {TOPO_LINK_TEXT_KEYS(TEXT_KEY) "reorder", "gilbert",
-                                           NULL};
+#define TEXT_KEY(key, field, parse, unit) #key,
+static const char *const link_options[] = {TOPO_LINK_TEXT_KEYS(TEXT_KEY) LINK_KEY(reorder),
+                                           "gilbert", NULL};
 #undef TEXT_KEY
 
 /* gilbert = {p=, r=, h=1, k=0}: probabilities in [0, 1] (see topo/network.h). */
@@ -48,7 +49,7 @@ void lnet_read_link_params(lua_State *L, int i, struct topo_link_params *p, cons
         }
         if (strcmp(*key, "gilbert") == 0) {
             read_gilbert(L, lua_gettop(L), p, what);
-        } else if (strcmp(*key, "reorder") == 0) {
+        } else if (strcmp(*key, LINK_KEY(reorder)) == 0) {
             if (!lua_isboolean(L, -1)) luaL_error(L, "%s: reorder must be true or false", what);
             p->reorder = lua_toboolean(L, -1);
         } else {
@@ -138,8 +139,11 @@ static int link_request(lua_State *L, struct l_link *h, enum link_change change,
                                       sizeof err);
     if (rc <= 0) {
         if (rc == 0) apply_link_change(lc);
+        char what[sizeof lc->call.node];
+        snprintf(what, sizeof what, "%s", lc->call.node);
         free(lc);
-        if (rc < 0) return luaL_error(L, "%s", err);
+        /* netrun, the kernel layer and linkd say the cause: named here, once. */
+        if (rc < 0) return luaL_error(L, "link %s: %s: %s", what, names[change], err);
         return 0;
     }
     lc->call.tok = sched_suspend(L);
@@ -180,6 +184,24 @@ static void set_number(lua_State *L, const char *key, double v)
     lua_setfield(L, -2, key);
 }
 
+static void set_integer(lua_State *L, const char *key, uint64_t v)
+{
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, key);
+}
+
+/* A text key's field in base units, by its unit (topo/link_keys.h); a queue
+ * only when one was set, under the key of its unit. */
+#define PARAM_BPS(key, v) set_integer(L, key, v)
+#define PARAM_TIME(key, v) set_number(L, key, (double)(v) / 1e9)
+#define PARAM_FRACTION(key, v) set_number(L, key, v)
+#define PARAM_QUEUE(key, q)                                                                        \
+    do {                                                                                           \
+        if ((q).packets) set_integer(L, key, (q).packets);                                         \
+        if ((q).bytes) set_integer(L, LINK_KEY(queue_bytes), (q).bytes);                           \
+    } while (0)
+#define PARAM_FIELD(key, field, parse, unit) PARAM_##unit(#key, p->field);
+
 /* link:params() -> {bw=bit/s, delay=s, jitter=s, loss=fraction, queue=packets |
  * queue_bytes=bytes, reorder=, gilbert={p=, r=, h=, k=}}: what the link
  * emulates, in base units (0 = not limited / none); the queue field only
@@ -189,21 +211,9 @@ static int l_link_params(lua_State *L)
     struct l_link *h = check_link(L, 1);
     const struct topo_link_params *p = &h->net->topo->links[h->index].params;
     lua_createtable(L, 0, 7);
-    lua_pushinteger(L, (lua_Integer)p->rate_bps);
-    lua_setfield(L, -2, "bw");
-    set_number(L, "delay", (double)p->delay_ns / 1e9);
-    set_number(L, "jitter", (double)p->jitter_ns / 1e9);
-    set_number(L, "loss", p->loss);
-    if (p->queue.packets) {
-        lua_pushinteger(L, (lua_Integer)p->queue.packets);
-        lua_setfield(L, -2, "queue");
-    }
-    if (p->queue.bytes) {
-        lua_pushinteger(L, (lua_Integer)p->queue.bytes);
-        lua_setfield(L, -2, "queue_bytes");
-    }
+    TOPO_LINK_TEXT_KEYS(PARAM_FIELD)
     lua_pushboolean(L, p->reorder);
-    lua_setfield(L, -2, "reorder");
+    lua_setfield(L, -2, LINK_KEY(reorder));
     if (p->gilbert) {
         lua_createtable(L, 0, 4);
         set_number(L, "p", p->ge_p);

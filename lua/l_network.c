@@ -585,6 +585,22 @@ bool l_network_all_exited(struct hn_runtime *rt)
     return true;
 }
 
+void l_network_release_begin(struct hn_runtime *rt)
+{
+    for (struct l_network *net = rt->networks; net; net = net->next) {
+        lnet_procs_release(net);
+        net->run = NULL;
+        if (net->life) netlife_release(net->life);
+    }
+}
+
+bool l_network_all_released(struct hn_runtime *rt)
+{
+    for (struct l_network *net = rt->networks; net; net = net->next)
+        if (net->life && !netlife_released(net->life)) return false;
+    return true;
+}
+
 void l_network_release_all(struct hn_runtime *rt)
 {
     while (rt->networks) {

@@ -22,5 +22,11 @@ void l_network_draw_all(struct hn_runtime *rt);
 void l_network_stop_all(struct hn_runtime *rt);
 /* True once every peer of every network has exited. */
 bool l_network_all_exited(struct hn_runtime *rt);
-/* SIGKILLs the peers still alive, reaps them and frees every network's peers. */
+/* Then: every network's programs end and its peers, topology, cgroups and
+ * registry entries go without waiting on the loop (netlife_release); true
+ * once all have gone. */
+void l_network_release_begin(struct hn_runtime *rt);
+bool l_network_all_released(struct hn_runtime *rt);
+/* Last: SIGKILLs the peers still alive, reaps them and frees every network
+ * (finishing a release the loop did not). */
 void l_network_release_all(struct hn_runtime *rt);

@@ -31,29 +31,18 @@ const char *l_node_name(lua_State *L, int i)
 
 /* ---- peer commands ---- */
 
-/* Drops a leading "node 'x': " and "method: " so the message is said once. */
-static const char *strip_prefixes(const char *msg, const char *node, const char *method)
-{
-    char prefix[96];
-    snprintf(prefix, sizeof prefix, "node '%s': ", node);
-    if (strncmp(msg, prefix, strlen(prefix)) == 0) msg += strlen(prefix);
-    size_t mlen = strlen(method);
-    if (strncmp(msg, method, mlen) == 0 && msg[mlen] == ':' && msg[mlen + 1] == ' ')
-        msg += mlen + 2;
-    return msg;
-}
-
+/* The peer, linkd and the peer client say the cause only; the node (or
+ * link) and the method are named here, once. */
 int lnet_push_reply(lua_State *co, void *ud)
 {
     const struct reply *r = ud;
     if (r->error) {
         lua_pushboolean(co, 0);
         const struct call *c = r->call;
-        const char *msg = strip_prefixes(r->error, c->node, c->method);
         if (c->kind[0] == 'n')
-            lua_pushfstring(co, "node '%s': %s: %s", c->node, c->method, msg);
+            lua_pushfstring(co, "node '%s': %s: %s", c->node, c->method, r->error);
         else
-            lua_pushfstring(co, "link %s: %s: %s", c->node, c->method, msg);
+            lua_pushfstring(co, "link %s: %s: %s", c->node, c->method, r->error);
     } else {
         lua_pushboolean(co, 1);
         lmsgpack_push(co, r->result);
@@ -228,7 +217,7 @@ static int node_request(lua_State *L, struct l_node *n, const char *method, int 
     if (peer_client_call(pc, method, rt->scratch.data, rt->scratch.size, on_call_reply, c, err,
                          sizeof err) < 0) {
         free(c);
-        return luaL_error(L, "node '%s': %s: %s", node, method, strip_prefixes(err, node, method));
+        return luaL_error(L, "node '%s': %s: %s", node, method, err);
     }
     /* The reply cannot arrive before we yield: callbacks run from the loop. */
     c->tok = sched_suspend(L);

@@ -281,6 +281,10 @@ static void stop_networks(struct scenario *sc)
     ev_timer_start(loop, &sc->teardown_timer);
     while (!l_network_all_exited(&sc->rt) && !sc->teardown_late)
         ev_run(loop, EVRUN_ONCE);
+    /* The peer templates' exits and the cgroups' removal, on the loop. */
+    l_network_release_begin(&sc->rt);
+    while (!l_network_all_released(&sc->rt) && !sc->teardown_late)
+        ev_run(loop, EVRUN_ONCE);
     ev_timer_stop(loop, &sc->teardown_timer);
     l_network_release_all(&sc->rt); /* SIGKILLs and reaps whatever is left */
 }

@@ -81,12 +81,12 @@ bool command_job_pack_result(const struct command_job *j, msgpack_packer *pk)
     return msgmap_end(&m, pk);
 }
 
-static void reply_error(struct peer_server *s, uint32_t msgid, const char *command,
-                        const char *cause)
+/* An error reply says the cause only: the client knows which command it
+ * sent and names it, with the node, once (the controller: "node 'x':
+ * command: cause", lua/l_node.c). */
+static void reply_error(struct peer_server *s, uint32_t msgid, const char *cause)
 {
-    char message[768];
-    snprintf(message, sizeof message, "%s: %s", command, cause);
-    proto_pack_error(&s->pk, msgid, message);
+    proto_pack_error(&s->pk, msgid, cause);
 }
 
 /* The default continuation: the response to the request. */
@@ -98,7 +98,7 @@ static void command_reply(struct command_job *j)
         command_result(j, &m);
         if (!msgmap_response(&m, &s->pk, j->msgid)) cmd_fail(j, "out of memory packing the result");
     }
-    if (!j->cancelled && j->err[0]) reply_error(s, j->msgid, j->name, j->err);
+    if (!j->cancelled && j->err[0]) reply_error(s, j->msgid, j->err);
     /* else answered, or cancelled: nobody is listening any more */
     command_job_free(j);
 }
@@ -259,12 +259,12 @@ void commands_dispatch(struct peer_server *s, const struct proto_msg *msg)
     }
     struct command_job *j = command_job_new(s, cmd, msg->msgid);
     if (!j) {
-        reply_error(s, msg->msgid, cmd->name, "out of memory");
+        reply_error(s, msg->msgid, "out of memory");
         return;
     }
     struct proto_args a;
     if (!command_job_parse(j, msg->params, &a)) {
-        reply_error(s, msg->msgid, cmd->name, a.err);
+        reply_error(s, msg->msgid, a.err);
         command_job_free(j);
         return;
     }

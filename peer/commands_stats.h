@@ -1,5 +1,5 @@
 /* commands_stats.h — the peer commands answered at once on the loop thread
- * (DESIGN.md "Peer commands"; docs/lua-api.md); see command_job.h for how a
+ * (docs/lua-api.md, "Peer commands"); see command_job.h for how a
  * command runs.
  *
  *   ping{}    -> {ms}

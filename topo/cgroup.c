@@ -266,22 +266,19 @@ int topo_cgroup_attach(const char *group_path, pid_t pid, char *err, size_t errl
     return cgroup_write(group_path, "cgroup.procs", value, err, errlen);
 }
 
-/* rmdir that waits out EBUSY: a killed task leaves its cgroup only once it
- * is fully gone, a little after its parent has reaped it. */
-static int cgroup_rmdir(const char *path, char *err, size_t errlen)
+/* One rmdir: 0 gone (or never there), 1 busy (a killed task leaves its
+ * cgroup only once it is fully gone, a little after its parent has reaped
+ * it), -1 another error; err names the group either way. */
+static int cgroup_rmdir_try(const char *path, char *err, size_t errlen)
 {
-    const struct timespec wait = {.tv_nsec = CGROUP_REMOVE_WAIT_NS};
-
-    for (int i = 0; i < CGROUP_REMOVE_TRIES; i++) {
-        if (rmdir(path) == 0 || errno == ENOENT) return 0;
-        if (errno != EBUSY) break;
-        nanosleep(&wait, NULL);
-    }
-    return cgroup_fail(err, errlen, "remove cgroup", path, errno);
+    if (rmdir(path) == 0 || errno == ENOENT) return 0;
+    int busy = errno == EBUSY;
+    cgroup_fail(err, errlen, "remove cgroup", path, errno);
+    return busy ? 1 : -1;
 }
 
-int topo_cgroup_run_remove(const struct topo_cgroup *cgroup, const char *run_id, char *err,
-                           size_t errlen)
+int topo_cgroup_run_remove_try(const struct topo_cgroup *cgroup, const char *run_id, char *err,
+                               size_t errlen)
 {
     char run_path[512], path[1024];
     struct dirent *entry;
@@ -292,11 +289,24 @@ int topo_cgroup_run_remove(const struct topo_cgroup *cgroup, const char *run_id,
     dir = opendir(run_path);
     if (!dir) return errno == ENOENT ? 0 : cgroup_fail(err, errlen, "open cgroup", run_path, errno);
     /* Node groups are the only subdirectories; control files are not dirs. */
-    while (rc == 0 && (entry = readdir(dir)) != NULL) {
+    while (rc >= 0 && (entry = readdir(dir)) != NULL) {
         if (entry->d_type != DT_DIR || entry->d_name[0] == '.') continue;
         snprintf(path, sizeof path, "%s/%s", run_path, entry->d_name);
-        rc = cgroup_rmdir(path, err, errlen);
+        int r = cgroup_rmdir_try(path, err, errlen);
+        if (r != 0) rc = r < 0 ? -1 : 1; /* a busy group: the others go meanwhile */
     }
     closedir(dir);
-    return rc == 0 ? cgroup_rmdir(run_path, err, errlen) : -1;
+    return rc == 0 ? cgroup_rmdir_try(run_path, err, errlen) : rc;
+}
+
+int topo_cgroup_run_remove(const struct topo_cgroup *cgroup, const char *run_id, char *err,
+                           size_t errlen)
+{
+    const struct timespec wait = {.tv_nsec = CGROUP_REMOVE_WAIT_NS};
+    int rc = topo_cgroup_run_remove_try(cgroup, run_id, err, errlen);
+    for (int i = 0; rc == 1 && i < CGROUP_REMOVE_TRIES; i++) {
+        nanosleep(&wait, NULL);
+        rc = topo_cgroup_run_remove_try(cgroup, run_id, err, errlen);
+    }
+    return rc == 0 ? 0 : -1;
 }

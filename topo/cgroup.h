@@ -12,6 +12,8 @@
  * Every function returns 0 on success, -1 with a one-line message in err. */
 #pragma once
 
+#include "topo/names.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -19,7 +21,9 @@
 #define TOPO_CGROUP_PERIOD_US 100000ULL  /* the kernel's default CFS period */
 #define TOPO_CGROUP_QUOTA_MIN_US 1000ULL /* the kernel rejects quotas below 1 ms */
 #define TOPO_CGROUP_PREFIX "hiernet-"
-#define TOPO_CGROUP_NAME_MAX 64
+/* Bytes of a group's name: a run's is "<run id>-<network>" (netrun.c), a
+ * node's is the node's name (topo/names.h). */
+#define TOPO_CGROUP_NAME_MAX (HN_RUN_ID_MAX + 1 + HN_NODE_NAME_MAX)
 
 enum topo_cgroup_version {
     TOPO_CGROUP_NONE = 0, /* no usable cpu controller: cpu= limits cannot work */
@@ -47,8 +51,8 @@ void topo_cgroup_describe(const struct topo_cgroup *cgroup, char *buf, size_t bu
  * TOPO_CGROUP_PERIOD_US; at least TOPO_CGROUP_QUOTA_MIN_US. */
 int topo_cgroup_quota_us(double cpus, uint64_t *quota_us, char *err, size_t errlen);
 
-/* A run id or node name usable as a directory name: 1 to 64 of
- * [A-Za-z0-9_.-], not starting with '.'. */
+/* A run's or node's group name usable as a directory name: 1 to
+ * TOPO_CGROUP_NAME_MAX of [A-Za-z0-9_.-], not starting with '.'. */
 int topo_cgroup_name_check(const char *what, const char *name, char *err, size_t errlen);
 
 /* Makes <root>/hiernet-<run_id>/ (v2: with the cpu controller enabled for
@@ -70,6 +74,12 @@ int topo_cgroup_attach(const char *group_path, pid_t pid, char *err, size_t errl
 
 /* Removes the node groups and the run group. Their processes must have
  * exited; a process that was just killed leaves its group asynchronously, so
- * busy groups are retried for up to a second. A run without groups is fine. */
+ * busy groups are retried for up to a second (sleeping: not for an event
+ * loop, which calls the next one on a timer). A run without groups is fine. */
 int topo_cgroup_run_remove(const struct topo_cgroup *cgroup, const char *run_id, char *err,
                            size_t errlen);
+/* One pass of that, without waiting: 0 when nothing is left, 1 when a group
+ * is still busy (call again a little later; err names it), -1 with err on
+ * any other error. */
+int topo_cgroup_run_remove_try(const struct topo_cgroup *cgroup, const char *run_id, char *err,
+                               size_t errlen);

@@ -127,6 +127,8 @@ void topo_kernel_shape_request(const struct topo_link_params *p, enum topo_shape
     req->root = root;
 }
 
+/* The plan of a link's qdiscs; an error names the link as `what` (NULL: the
+ * cause only). */
 static int plan_link(const struct topo_kernel *k, const struct topo_link_params *p,
                      const char *what, struct topo_shape_plan *plan, char *err, size_t errlen)
 {
@@ -136,7 +138,10 @@ static int plan_link(const struct topo_kernel *k, const struct topo_link_params 
     topo_link_params_dilate(p, k->net->dilation, &installed);
     topo_kernel_shape_request(&installed, k->opts.root, &req);
     if (topo_shape_plan(&req, k->opts.have_netem, plan, why, sizeof why) < 0) {
-        snprintf(err, errlen, "link %s: %s", what, why);
+        if (what)
+            snprintf(err, errlen, "link %s: %s", what, why);
+        else
+            snprintf(err, errlen, "%s", why);
         return -1;
     }
     return 0;
@@ -581,10 +586,9 @@ int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_lin
                          char *err, size_t errlen)
 {
     const struct topo_link *link = &k->net->links[index];
-    char what[80];
-    topo_link_describe(k->net, link, what, sizeof what);
     struct topo_shape_plan to_a, to_b;
-    if (plan_link(k, params, what, &to_a, err, errlen) < 0) return -1;
+    /* The caller names the link (lua/l_link.c): the cause only. */
+    if (plan_link(k, params, NULL, &to_a, err, errlen) < 0) return -1;
     to_b = to_a;
     if (topo_nl_shape_change(k->ns[link->a].sock, k->ifindex_a[index], link->ifname_a,
                              &k->plan_a[index], &to_a, err, errlen) < 0)

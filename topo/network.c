@@ -119,7 +119,7 @@ int topo_node_add(struct topo_network *net, const char *name, enum topo_node_kin
 int topo_link_param_set(struct topo_link_params *p, const char *name, const char *value, char *err,
                         size_t errlen)
 {
-#define PARSE_KEY(key, field, parse)                                                               \
+#define PARSE_KEY(key, field, parse, unit)                                                         \
     if (strcmp(name, #key) == 0) return parse(value, &p->field, err, errlen);
     TOPO_LINK_TEXT_KEYS(PARSE_KEY)
 #undef PARSE_KEY

@@ -15,13 +15,13 @@
 int kern_cuda_fail(char *err, size_t errlen, const char *what, cudaError_t e)
 {
     return kern_fail(err, errlen, "cuda %s: %s (%s)", what, cudaGetErrorString(e),
-                           cudaGetErrorName(e));
+                     cudaGetErrorName(e));
 }
 
 int kern_cuda_blas_fail(char *err, size_t errlen, const char *what, cublasStatus_t s)
 {
     return kern_fail(err, errlen, "cublas %s: %s (%s)", what, cublasGetStatusString(s),
-                           cublasGetStatusName(s));
+                     cublasGetStatusName(s));
 }
 
 int kern_cuda_enter(struct kern_cuda_ctx *c, char *err, size_t errlen)
@@ -66,7 +66,7 @@ static int device_count(int *count, char *why, size_t whylen)
     *count = 0;
     cudaGetLastError(); /* not sticky, but keep later calls clean */
     return kern_fail(why, whylen, "%s (%s)%s", cudaGetErrorString(e), cudaGetErrorName(e),
-                           driver_hint(e));
+                     driver_hint(e));
 }
 
 /* ---- contexts ---- */
@@ -88,11 +88,11 @@ static int check_image(int ordinal, char *err, size_t errlen)
     cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ordinal);
     cudaGetLastError();
     return kern_fail(err, errlen,
-                           "cuda: GPU %d (sm_%d%d) cannot run this build's kernels (built for "
-                           "CUDA architectures %s; rebuild with -DCMAKE_CUDA_ARCHITECTURES=%d%d): "
-                           "%s",
-                           ordinal, major, minor, HIERNET_CUDA_ARCHITECTURES, major, minor,
-                           cudaGetErrorString(e));
+                     "cuda: GPU %d (sm_%d%d) cannot run this build's kernels (built for "
+                     "CUDA architectures %s; rebuild with -DCMAKE_CUDA_ARCHITECTURES=%d%d): "
+                     "%s",
+                     ordinal, major, minor, HIERNET_CUDA_ARCHITECTURES, major, minor,
+                     cudaGetErrorString(e));
 }
 
 static void describe_device(int ordinal, char *out, size_t outlen)
@@ -174,7 +174,7 @@ static int mem_alloc(struct kern_cuda_ctx *c, size_t n, float **out, char *err, 
     *out = NULL;
     cudaGetLastError();
     return kern_fail(err, errlen, "cuda: cannot allocate %zu floats (%zu MiB): %s", n,
-                           (n * sizeof(float)) >> 20, cudaGetErrorString(e));
+                     (n * sizeof(float)) >> 20, cudaGetErrorString(e));
 }
 
 static void mem_free(struct kern_cuda_ctx *c, float *p)

@@ -141,8 +141,10 @@ kill -INT "$bg"
 wait "$bg"; code=$?
 bg=
 [[ $code -eq 130 ]] && ok || bad "interrupted plot: exit $code, want 130"
-sleep 0.2
 pid=$(cat slow.pid 2>/dev/null)
+# Killed as the run ended, it is gone within moments (its zombie reaped by
+# init): up to 2 s.
+for _ in $(seq 100); do [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
 [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null && ok || bad "the fake gnuplot ($pid) survived the interrupt"
 no_scratch "interrupted plot"
 [[ -z $(ls slow 2>/dev/null) ]] && ok || bad "interrupted plot left images: $(ls slow)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # clang_format.sh SOURCE_DIR — the lint test: every C source and header of the
-# repository (git ls-files *.c *.h) is formatted as .clang-format says, by
+# repository, CUDA's included (git ls-files *.c *.h *.cu *.cuh), is formatted as .clang-format says, by
 # clang-format 14 (other versions format differently). Fails naming the files
 # that are not; `clang-format-14 -i FILE` fixes one. Exit 77 without
 # clang-format 14 or outside a git checkout.
@@ -12,7 +12,7 @@ if [[ -z $fmt ]] || ! "$fmt" --version | grep -q 'version 14\.'; then
   echo "SKIP: clang-format 14 is not installed (tools/setup installs it)"
   exit 77
 fi
-if ! files=$(git ls-files -- '*.c' '*.h' 2>/dev/null) || [[ -z $files ]]; then
+if ! files=$(git ls-files -- '*.c' '*.h' '*.cu' '*.cuh' 2>/dev/null) || [[ -z $files ]]; then
   echo "SKIP: not a git checkout: no list of sources"
   exit 77
 fi

@@ -70,6 +70,8 @@ struct harness_note {
     uint64_t bytes, transfer, version;
 };
 
+#define HARNESS_METHODS 256
+
 struct harness_peer {
     pid_t pid;
     int fd;
@@ -80,6 +82,10 @@ struct harness_peer {
     msgpack_sbuffer sb;
     msgpack_packer pk;
     uint32_t next_msgid;
+    /* The method of each recent request (by msgid % HARNESS_METHODS): an
+     * error reply says the cause only, and the harness names the command
+     * in r->error ("axpy: tensor 'g' not found"), as the controller does. */
+    char methods[HARNESS_METHODS][32];
     bool in_order;               /* harness_wait: the next response must be the one waited for */
     struct harness_reply *early; /* responses that arrived while waiting for another */
     int n_early, cap_early;
@@ -233,12 +239,13 @@ static inline void harness_copy_results(struct harness_reply *r, const msgpack_o
 
 /* Copies a response's error, numbers, strings, values, arrays and batch
  * results out of the reader. */
-static inline void harness_copy_reply(const struct proto_msg *msg, struct harness_reply *r)
+static inline void harness_copy_reply(const struct harness_peer *p, const struct proto_msg *msg,
+                                      struct harness_reply *r)
 {
     *r = (struct harness_reply){.msgid = msg->msgid, .ok = msg->error->type == MSGPACK_OBJECT_NIL};
     if (!r->ok) {
-        snprintf(r->error, sizeof r->error, "%.*s", (int)msg->error->via.str.size,
-                 msg->error->via.str.ptr);
+        snprintf(r->error, sizeof r->error, "%s: %.*s", p->methods[msg->msgid % HARNESS_METHODS],
+                 (int)msg->error->via.str.size, msg->error->via.str.ptr);
         return;
     }
     harness_copy_map(msg->result, r);
@@ -306,7 +313,7 @@ static inline bool harness_read_reply(struct harness_peer *p, struct harness_rep
         char err[256];
         enum proto_next k = proto_reader_next(&p->reader, &msg, &has_msgid, err, sizeof err);
         if (k == PROTO_NEXT_MESSAGE && msg.kind == PROTO_RESPONSE) {
-            harness_copy_reply(&msg, r);
+            harness_copy_reply(p, &msg, r);
             return true;
         }
         if (k == PROTO_NEXT_MESSAGE && msg.kind == PROTO_NOTIFY) {
@@ -456,6 +463,7 @@ static inline uint32_t harness_request_v(struct harness_peer *p, const char *met
                                          const char *fmt, va_list args)
 {
     uint32_t msgid = p->next_msgid++;
+    snprintf(p->methods[msgid % HARNESS_METHODS], sizeof p->methods[0], "%s", method);
     msgpack_sbuffer_clear(&p->sb);
     proto_pack_request_begin(&p->pk, msgid, method, harness_count_params(fmt));
     va_list ap;
@@ -497,6 +505,7 @@ static inline void harness_batch_add(struct harness_batch *b, const char *name, 
 static inline uint32_t harness_batch_request(struct harness_peer *p, struct harness_batch *b)
 {
     uint32_t msgid = p->next_msgid++;
+    snprintf(p->methods[msgid % HARNESS_METHODS], sizeof p->methods[0], "batch");
     msgpack_sbuffer_clear(&p->sb);
     proto_pack_request_begin(&p->pk, msgid, "batch", 1);
     proto_pack_str(&p->pk, "commands");

@@ -97,7 +97,7 @@ static void test_quota_and_names(void)
 
     CHECK(topo_cgroup_name_check("node", "edge-1.a_b", err, sizeof err) == 0);
     CHECK(topo_cgroup_name_check("node", "../x", err, sizeof err) < 0);
-    CHECK_STREQ(err, "bad node name \"../x\" for a cgroup: use 1 to 64 of A-Z a-z 0-9 _ . -");
+    CHECK_STREQ(err, "bad node name \"../x\" for a cgroup: use 1 to 95 of A-Z a-z 0-9 _ . -");
     CHECK(topo_cgroup_name_check("node", ".hidden", err, sizeof err) < 0);
     CHECK(topo_cgroup_name_check("node", "", err, sizeof err) < 0);
     CHECK(topo_cgroup_name_check("node", "a b", err, sizeof err) < 0);

@@ -1,7 +1,7 @@
 /* test_link_keys.c — the shared table of link parameters (topo/link_keys.h):
  * every text key parses into its field through topo_link_param_set, unknown
- * keys are told apart, and wire values land in the struct fields in their
- * units. */
+ * keys are told apart, wire values land in the struct fields in their
+ * units, and LINK_KEY spells the tables' keys. */
 #include "topo/link_keys.h"
 #include "topo/network.h"
 #include "tests/unit/check.h"
@@ -27,7 +27,7 @@ static void test_text_keys(void)
     CHECK(topo_link_param_set(&p, "bogus", "1", err, sizeof err) == -2);
     CHECK(topo_link_param_set(&p, "delay", "ten", err, sizeof err) == -1);
     int keys = 0;
-#define COUNT(key, field, parse) keys++;
+#define COUNT(key, field, parse, unit) keys++;
     TOPO_LINK_TEXT_KEYS(COUNT)
 #undef COUNT
     CHECK(keys == 5);
@@ -48,11 +48,34 @@ static void test_wire_units(void)
     LINK_WIRE_GILBERT_KEYS(CHECK_RANGE)
 #undef CHECK_RANGE
     CHECK(n == 8);
+    n = 0;
+#define COUNT_WHOLE(key, field, unit, min, max)                                                    \
+    CHECK((min) <= 0 && (max) > 0);                                                                \
+    n++;
+    LINK_WIRE_COUNT_KEYS(COUNT_WHOLE)
+#undef COUNT_WHOLE
+    CHECK(n == 3);
+    CHECK(LINK_WIRE_IN_COUNT(1000.0) == 1000);
+    CHECK(LINK_WIRE_IN_COUNT(-14.0) == -14);
+}
+
+/* LINK_KEY spells a table's key; it is a constant, for static tables too. */
+static void test_key_names(void)
+{
+    static const char *const names[] = {LINK_KEY(queue), LINK_KEY(queue_bytes), LINK_KEY(overhead),
+                                        LINK_KEY(reorder), LINK_KEY(jitter_dist)};
+    CHECK_STREQ(names[0], "queue");
+    CHECK_STREQ(names[1], "queue_bytes");
+    CHECK_STREQ(names[2], "overhead");
+    CHECK_STREQ(names[3], "reorder");
+    CHECK_STREQ(names[4], "jitter_dist");
+    CHECK_STREQ(LINK_KEY(bw), "bw");
 }
 
 int main(void)
 {
     test_text_keys();
     test_wire_units();
+    test_key_names();
     return check_report();
 }

@@ -144,6 +144,17 @@ static void test_concurrent_starts(struct netlife_run *run)
     for (int i = 0; i < 2; i++)
         netlife_stop(nl[i]);
     CHECK(run_until(nl, 2, NETLIFE_STOPPED, 10));
+    /* Released on the loop (peer templates reaped), the timer on time. */
+    t.worst = 0;
+    t0 = mono_s();
+    for (int i = 0; i < 2; i++)
+        netlife_release(nl[i]);
+    CHECK(netlife_netrun(nl[0]) == NULL);
+    while ((!netlife_released(nl[0]) || !netlife_released(nl[1])) && mono_s() - t0 < 5)
+        ev_run(EV_DEFAULT, EVRUN_ONCE);
+    CHECK(netlife_released(nl[0]) && netlife_released(nl[1]));
+    printf("released in %.3f s, worst lateness %.4f s\n", mono_s() - t0, t.worst);
+    CHECK_MSG(t.worst < 0.1, "worst lateness %.4f s during the release", t.worst);
     ev_timer_stop(EV_DEFAULT, &t.timer);
     for (int i = 0; i < 2; i++) {
         netlife_free(nl[i]);
@@ -186,6 +197,34 @@ static void test_error_names_node(struct netlife_run *run)
     CHECK_MSG(e.node == 1, "node %d: %s", e.node, e.message);
     CHECK(strstr(e.message, "tpu") != NULL);
     CHECK(netlife_state(nl) == NETLIFE_DEFINED && w.n == 0);
+    netlife_free(nl);
+    topo_network_free(net);
+}
+
+/* A build that fails on the loop (no peer template can start) reports once,
+ * after its release, and the network may start again. */
+static void test_build_fails_on_loop(struct netlife_run *run)
+{
+    struct topo_network *net = hosts_network("f", 2);
+    struct watch w = {0};
+    struct netlife_hooks hooks = {on_transition, NULL, &w};
+    struct netlife *nl = netlife_new(run, net, &hooks);
+    const char *peer_path = run->peer_path;
+    run->peer_path = "/nonexistent/hiernet-peer";
+    struct netlife_error e;
+    CHECK_MSG(netlife_start(nl, &opts, &e) == 0, "%s", e.message);
+    run->peer_path = peer_path;
+    double t0 = mono_s();
+    while (w.n < 2 && mono_s() - t0 < 10)
+        ev_run(EV_DEFAULT, EVRUN_ONCE);
+    const enum netlife_state want[] = {NETLIFE_BUILDING, NETLIFE_DEFINED};
+    check_sequence(&w, want, 2);
+    CHECK(w.codes[1] == NETLIFE_ERR_SCENARIO || w.codes[1] == NETLIFE_ERR_ENVIRONMENT);
+    CHECK(netlife_state(nl) == NETLIFE_DEFINED && netlife_exited(nl));
+    CHECK_MSG(netlife_start(nl, &opts, &e) == 0, "%s", e.message); /* again, now it can */
+    CHECK(run_until(&nl, 1, NETLIFE_RUNNING, 10));
+    netlife_stop(nl);
+    CHECK(run_until(&nl, 1, NETLIFE_STOPPED, 10));
     netlife_free(nl);
     topo_network_free(net);
 }
@@ -240,6 +279,7 @@ int main(void)
     test_concurrent_starts(&run);
     test_stop_during_build(&run);
     test_error_names_node(&run);
+    test_build_fails_on_loop(&run);
     test_run_account(&run);
     netlife_run_close(&run);
     return check_report();

@@ -1,8 +1,10 @@
 /* test_peer_template.c — peers forked by a peer template
  * (controller/peer_template.h, peer/template.h): they are the caller's own
  * children, answer on their control socket, show their command line and exit
- * on EOF; many requests in a row never deadlock; a template that dies, falls
- * silent or is not a template at all gives a clear error in bounded time. */
+ * on EOF; many requests in a row never deadlock; a request never waits, even
+ * on a template that takes none; a template that dies, falls silent or is
+ * not a template at all gives a clear error in bounded time; stopping one
+ * that ignores EOF kills it after a second without holding the loop. */
 #include "check.h"
 
 #include "common/clock.h"
@@ -12,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -60,7 +63,7 @@ static void on_ping(void *ctx, const char *error, const msgpack_object *result)
 static void test_peer_is_a_working_child(void)
 {
     char err[512] = "";
-    struct peer_template *t = peer_template_start(peer_path, err, sizeof err);
+    struct peer_template *t = peer_template_start(ev_default_loop(0), peer_path, err, sizeof err);
     CHECK_MSG(t != NULL, "%s", err);
     if (!t) return;
     struct peer_spawn spec = {.node = "tpl1"};
@@ -74,7 +77,7 @@ static void test_peer_is_a_working_child(void)
     CHECK_MSG(id == 0, "%s", err);
     pid_t pid = peer_template_pid(t, id, 5.0, err, sizeof err);
     CHECK_MSG(pid > 0, "%s", err);
-    peer_template_stop(t);
+    peer_template_stop_now(t);
     if (pid <= 0) return;
     peer_client_adopt(pc, pid);
     CHECK(parent_of(pid) == getpid());
@@ -102,7 +105,7 @@ static void test_many_requests(void)
 {
     enum { N = 400 };
     char err[512] = "";
-    struct peer_template *t = peer_template_start(peer_path, err, sizeof err);
+    struct peer_template *t = peer_template_start(ev_default_loop(0), peer_path, err, sizeof err);
     CHECK_MSG(t != NULL, "%s", err);
     if (!t) return;
     int ours[N], ids[N], started = 0;
@@ -122,7 +125,7 @@ static void test_many_requests(void)
         started += pids[i] > 0;
     }
     CHECK_MSG(started == N, "%d of %d started: %s", started, N, err);
-    peer_template_stop(t);
+    peer_template_stop_now(t);
     for (int i = 0; i < N; i++)
         close(ours[i]);
     int clean = 0;
@@ -150,11 +153,51 @@ static const char *script(const char *name, const char *body)
     return p;
 }
 
-/* Asks one peer of `path`; returns how long the failure took, err set. */
-static double failing_template(const char *path, double timeout_s, char *err, size_t errlen)
+struct ticker {
+    ev_timer timer;
+    double last, worst;
+};
+
+static void on_tick(EV_P_ ev_timer *w, int revents)
+{
+    struct ticker *k = (struct ticker *)w;
+    double now = mono_s();
+    if (k->last > 0 && now - k->last - 0.01 > k->worst) k->worst = now - k->last - 0.01;
+    k->last = now;
+}
+
+static void on_gone(void *ctx)
+{
+    *(bool *)ctx = true;
+}
+
+/* Stops t without waiting, then runs the loop until it is gone: returns
+ * how long that took; *late is how late a 10 ms timer fired meanwhile. */
+static double stop_on_loop(struct peer_template *t, double *late)
+{
+    struct ticker k = {.last = 0};
+    ev_timer_init(&k.timer, on_tick, 0.01, 0.01);
+    ev_timer_start(ev_default_loop(0), &k.timer);
+    bool gone = false;
+    double t0 = mono_s();
+    peer_template_stop(t, on_gone, &gone);
+    CHECK(!gone); /* never from inside the call */
+    while (!gone && mono_s() - t0 < 5)
+        ev_run(ev_default_loop(0), EVRUN_ONCE);
+    ev_timer_stop(ev_default_loop(0), &k.timer);
+    CHECK(gone);
+    *late = k.worst;
+    return mono_s() - t0;
+}
+
+/* Asks one peer of `path`; returns how long the failure took, err set; the
+ * template is then stopped on the loop (*stop_s, *late: stop_on_loop). */
+static double failing_template(const char *path, double timeout_s, char *err, size_t errlen,
+                               double *stop_s, double *late)
 {
     double t0 = mono_s();
-    struct peer_template *t = peer_template_start(path, err, errlen);
+    *stop_s = *late = 0;
+    struct peer_template *t = peer_template_start(ev_default_loop(0), path, err, errlen);
     if (!t) return mono_s() - t0;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return -1;
@@ -162,37 +205,72 @@ static double failing_template(const char *path, double timeout_s, char *err, si
     int id = peer_template_request(t, args, sv[1], -1, err, errlen);
     close(sv[1]);
     if (id >= 0) CHECK(peer_template_pid(t, id, timeout_s, err, errlen) < 0);
-    peer_template_stop(t);
+    double took = mono_s() - t0;
+    *stop_s = stop_on_loop(t, late);
     close(sv[0]);
-    return mono_s() - t0;
+    return took;
 }
 
 static void test_broken_templates(void)
 {
     char err[512] = "";
+    double stop_s, late;
     const char *dies = script("dies", "exit 3");
-    double took = failing_template(dies, 5.0, err, sizeof err);
+    double took = failing_template(dies, 5.0, err, sizeof err, &stop_s, &late);
     CHECK_MSG(took < 2.0, "a template that exits: %.2f s", took);
     CHECK_CONTAINS(err, "peer template");
     CHECK_CONTAINS(err, "it exited with status 3");
+    CHECK_MSG(stop_s < 0.5, "stopping a template that has exited: %.2f s", stop_s);
 
     const char *mute = script("mute", "exec sleep 30");
-    took = failing_template(mute, 0.3, err, sizeof err);
+    took = failing_template(mute, 0.3, err, sizeof err, &stop_s, &late);
     CHECK_CONTAINS(err, "peer template: no reply within 0.3 s");
-    /* 0.3 s for the reply, then stop kills it after 1 s of ignoring EOF. */
-    CHECK_MSG(took > 0.25 && took < 2.5, "a silent template: %.2f s", took);
+    CHECK_MSG(took > 0.25 && took < 1.5, "a silent template: %.2f s", took);
+    /* It ignores EOF: killed after 1 s, the loop running all along. */
+    CHECK_MSG(stop_s > 0.9 && stop_s < 2.5, "stopping a template that ignores EOF: %.2f s", stop_s);
+    /* The wait that was here held the loop for the whole second. */
+    printf("silent template stopped in %.3f s, the loop at most %.3f s late\n", stop_s, late);
+    CHECK_MSG(late < 0.5, "the loop stalled %.3f s while the template was stopped", late);
 
     const char *garbage = script("garbage", "printf 'xyz' >&3; exec sleep 30");
-    took = failing_template(garbage, 5.0, err, sizeof err);
+    took = failing_template(garbage, 5.0, err, sizeof err, &stop_s, &late);
     CHECK_CONTAINS(err, "peer template: it sent something that is not a reply");
-    CHECK_MSG(took < 2.5, "a garbling template: %.2f s", took);
+    CHECK_MSG(took < 1.5, "a garbling template: %.2f s", took);
 
     err[0] = '\0';
-    CHECK(peer_template_start("/nonexistent/hiernet-peer", err, sizeof err) == NULL);
+    CHECK(peer_template_start(ev_default_loop(0), "/nonexistent/hiernet-peer", err, sizeof err) ==
+          NULL);
     CHECK_CONTAINS(err, "/nonexistent/hiernet-peer");
     unlink(dies);
-    unlink(mute);
     unlink(garbage);
+
+    /* A template that takes no request: requests never wait, however many
+     * find its socket full (they queue); the template then counts as silent. */
+    struct rlimit files;
+    getrlimit(RLIMIT_NOFILE, &files);
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+    int n = files.rlim_cur > 12200 ? 12000 : (int)files.rlim_cur - 200;
+    struct peer_template *t = peer_template_start(ev_default_loop(0), mute, err, sizeof err);
+    CHECK_MSG(t != NULL, "%s", err);
+    int sv[2];
+    if (!t || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return;
+    const char *args[] = {"--node", "full", NULL};
+    double t0 = mono_s();
+    int asked = 0;
+    for (int i = 0; i < n; i++)
+        asked += peer_template_request(t, args, sv[1], -1, err, sizeof err) == i;
+    took = mono_s() - t0;
+    CHECK_MSG(asked == n, "%d of %d requests taken: %s", asked, n, err);
+    CHECK_MSG(took < 2.0, "%d requests to a template that reads none took %.2f s", n, took);
+    CHECK(peer_template_pid(t, 0, 0.2, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "no reply within 0.2 s");
+    CHECK(!peer_template_settled(t) || peer_template_pid(t, n - 1, 0, err, sizeof err) < 0);
+    stop_s = stop_on_loop(t, &late);
+    CHECK_MSG(stop_s < 2.5, "stopping it: %.2f s", stop_s);
+    close(sv[0]);
+    close(sv[1]);
+    unlink(mute);
 }
 
 int main(void)

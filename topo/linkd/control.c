@@ -23,15 +23,14 @@ static void control_nested_error(char *err, size_t errlen, const char *outer, co
 
 /* ---- emulation parameters ---- */
 
-/* The shared keys (topo/link_keys.h), then linkd's own: a queue in packets
- * or bytes and the per-frame overhead. */
+/* Every numeric key of topo/link_keys.h: the shared ones, then linkd's own
+ * whole numbers (a queue in packets or bytes, the per-frame overhead). */
+#define LINKD_NUMERIC_KEYS(X) LINK_WIRE_KEYS(X) LINK_WIRE_GILBERT_KEYS(X) LINK_WIRE_COUNT_KEYS(X)
+
 enum control_field {
 #define FIELD_ENUM(key, field, unit, min, max) F_##key,
-    LINK_WIRE_KEYS(FIELD_ENUM) LINK_WIRE_GILBERT_KEYS(FIELD_ENUM)
+    LINKD_NUMERIC_KEYS(FIELD_ENUM)
 #undef FIELD_ENUM
-        F_QUEUE,
-    F_QUEUE_BYTES,
-    F_OVERHEAD,
 };
 
 struct control_param {
@@ -43,11 +42,8 @@ struct control_param {
 /* Numeric keys with their accepted ranges (units: bit/s, µs, fraction, packets, bytes). */
 static const struct control_param control_params[] = {
 #define FIELD_ROW(key, field, unit, min, max) {#key, min, max, F_##key},
-    LINK_WIRE_KEYS(FIELD_ROW) LINK_WIRE_GILBERT_KEYS(FIELD_ROW)
+    LINKD_NUMERIC_KEYS(FIELD_ROW)
 #undef FIELD_ROW
-        {"queue", 0, 1e7, F_QUEUE},
-    {"queue_bytes", 0, 1e12, F_QUEUE_BYTES},
-    {"overhead", -14, 1024, F_OVERHEAD},
 };
 
 static void control_param_store(struct linkd_params *p, enum control_field f, double v)
@@ -57,25 +53,15 @@ static void control_param_store(struct linkd_params *p, enum control_field f, do
     case F_##key:                                                                                  \
         p->field = LINK_WIRE_IN_##unit(v);                                                         \
         break;
-        LINK_WIRE_KEYS(FIELD_STORE)
-        LINK_WIRE_GILBERT_KEYS(FIELD_STORE)
+        LINKD_NUMERIC_KEYS(FIELD_STORE)
 #undef FIELD_STORE
-    case F_QUEUE:
-        p->queue = (uint32_t)v;
-        break;
-    case F_QUEUE_BYTES:
-        p->queue_bytes = (uint64_t)v;
-        break;
-    case F_OVERHEAD:
-        p->overhead = (int32_t)v;
-        break;
     }
 }
 
 static int control_parse_jitter_dist(struct proto_args *a, struct linkd_params *p)
 {
     char dist[16];
-    int r = proto_arg_strcpy(a, "jitter_dist", dist, sizeof dist);
+    int r = proto_arg_strcpy(a, LINK_KEY(jitter_dist), dist, sizeof dist);
     if (r <= 0) return r;
     if (strcmp(dist, "uniform") == 0)
         p->jitter_dist = LINKD_JITTER_UNIFORM;
@@ -105,7 +91,7 @@ static int control_parse_params(struct proto_args *a, struct linkd_params *p)
         }
         control_param_store(p, cp->field, v);
     }
-    if (proto_arg_bool(a, "reorder", &p->reorder) < 0) return -1;
+    if (proto_arg_bool(a, LINK_KEY(reorder), &p->reorder) < 0) return -1;
     return control_parse_jitter_dist(a, p) < 0 ? -1 : 0;
 }
 

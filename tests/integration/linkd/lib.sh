@@ -45,6 +45,19 @@ ns_add() {
   ip netns exec "$PFX-$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
 }
 nsx() { local ns=$1; shift; ip netns exec "$PFX-$ns" "$@"; }
+# wait_listening NS PORT [tcp|udp]: returns once a socket in NS listens on
+# (tcp) or is bound to (udp) PORT, so a client started next finds its
+# server; fails the test after 5 s.
+wait_listening() {
+  local flag=-Hltn
+  [[ ${3:-tcp} == udp ]] && flag=-Hlun
+  for _ in $(seq 250); do
+    [[ -n $(nsx "$1" ss "$flag" "sport = :$2") ]] && return 0
+    sleep 0.02
+  done
+  fail "nothing listens on $3 port $2 in $1 after 5 s"
+  return 1
+}
 nspath() { echo "/run/netns/$PFX-$1"; }
 
 ctl_start() {

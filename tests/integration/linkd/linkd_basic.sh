@@ -37,7 +37,7 @@ rpc link_set id=3 delay=1000 jitter=3000
 order_run() {
   nsx h2 "$PROBE" recv 9000 3000 >"$PFX.recv" &
   local rpid=$!
-  sleep 0.3
+  wait_listening h2 9000 udp
   nsx h1 "$PROBE" send 10.9.3.2 9000 20e6 200 3000
   wait "$rpid"
   sed -n 's/.*reordered=\([0-9]*\).*/\1/p' "$PFX.recv"

@@ -16,7 +16,7 @@ nsx a ping -c 1 -W 2 10.9.1.2 >/dev/null
 udp_run() {
   nsx b iperf3 -s -1 -p "$1" -J >"$PFX.srv.json" 2>/dev/null &
   local spid=$!
-  sleep 0.3
+  wait_listening b "$1"
   nsx a iperf3 -c 10.9.1.2 -p "$1" -u -b 20M -l 1000 -k 20000 >/dev/null 2>&1
   wait "$spid"
   python3 -c "import json; s=json.load(open('$PFX.srv.json'))['end']['sum']; print(s['packets'], s['lost_packets'])"

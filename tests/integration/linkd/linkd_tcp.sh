@@ -20,7 +20,7 @@ IDEAL_RATIO=$(python3 -c "print(1448 / 1514)")
 iperf_tcp() {
   nsx b iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
   local spid=$!
-  sleep 0.3
+  wait_listening b 5201
   nsx a iperf3 -c 10.9.1.2 -p 5201 -t "$1" -O 1 -J >"$PFX.json" 2>/dev/null
   wait "$spid"
   python3 -c "import json; e=json.load(open('$PFX.json'))['end']; r=e['sum_received']; print(r['bits_per_second'], int(r['bytes']))"
@@ -41,7 +41,7 @@ rpc link_stats id=1
 d0=$(get ab.delivered); b0=$(get ab.delivered_bytes)
 nsx b iperf3 -s -1 -p 5202 >/dev/null 2>&1 &
 spid=$!
-sleep 0.3
+wait_listening b 5202
 nsx a iperf3 -c 10.9.1.2 -p 5202 -n 20M -J >"$PFX.json" 2>/dev/null
 wait "$spid"
 sent=$(python3 -c "import json; print(json.load(open('$PFX.json'))['end']['sum_received']['bytes'])")
@@ -54,11 +54,18 @@ check "delivered payload matches iperf3 bytes within 1%" "abs($payload / ${sent:
 # over the 100 ms right after the change is the new rate.
 nsx b iperf3 -s -1 -p 5203 >/dev/null 2>&1 &
 spid=$!
-sleep 0.3
+wait_listening b 5203
 rpc link_set id=1 bw=10e6
+rpc link_stats id=1; q0=$(get ab.drops_queue)
 nsx a iperf3 -c 10.9.1.2 -p 5203 -u -b 200M -l 1400 -t 3 >/dev/null 2>&1 &
 cpid=$!
-sleep 1.5
+# The flood saturates the link once its queue overflows: from then on the
+# link delivers at its rate (at most 2 s: the flood lasts 3).
+for _ in $(seq 100); do
+  rpc link_stats id=1
+  (( $(get ab.drops_queue) > q0 )) && break
+  sleep 0.02
+done
 wire_bits() { echo "$(get ab.delivered_bytes) * 8"; }  # frames as the rate counts them (overhead 0)
 rpc link_stats id=1; w0=$(wire_bits); t0=$(date +%s%N)
 sleep 0.1
