@@ -450,6 +450,7 @@ static void test_abort_queued(void)
     harness_reply_free(&r);
     send_ok(&b, "q", "c", "q_from_b"); /* and a send after it goes through */
     HCALL_OK(&c, &r, "wait", "tensor:s clear:b", "q_from_b", 1);
+    harness_reply_free(&r);
 }
 
 /* A peer that shuts down while a wait holds its queue (alone, or inside a
