@@ -6,6 +6,15 @@
 -- peer's item exactly once along each algorithm's pattern.
 local ar = require("hiernet.algo.allreduce")
 
+-- Takes the next message to deliver out of flight: the oldest of a random
+-- pair's (one connection per pair keeps its order).
+local function take_message(flight, rng)
+  local m = flight[rng(#flight)]
+  for j, f in ipairs(flight) do
+    if f.from == m.from and f.to == m.to then return table.remove(flight, j) end
+  end
+end
+
 -- Runs schedule over data (data[r] an array), delivering in-flight messages
 -- in a random order (but in order between one sender and one receiver, as
 -- one connection does). A wait claims arrivals from its senders in arrival order.
@@ -40,11 +49,7 @@ local function simulate(schedule, data, rng)
     local moved = false
     for r = 1, n do moved = try_run(r) or moved end
     if #flight > 0 then
-      -- Any pair's oldest message: one connection per pair keeps its order.
-      local m = flight[rng(#flight)]
-      for j, f in ipairs(flight) do
-        if f.from == m.from and f.to == m.to then m = table.remove(flight, j); break end
-      end
+      local m = take_message(flight, rng)
       for e, v in ipairs(m.values) do
         local i = m.off + e
         data[m.to][i] = m.add and (data[m.to][i] + v) or v
@@ -168,10 +173,7 @@ local function simulate_gather(schedule, rng)
     local moved = false
     for r = 1, n do moved = try_run(r) or moved end
     if #flight > 0 then
-      local m = flight[rng(#flight)]
-      for j, f in ipairs(flight) do
-        if f.from == m.from and f.to == m.to then m = table.remove(flight, j); break end
-      end
+      local m = take_message(flight, rng)
       if holds[m.to][m.item] or pending[m.to][m.item] then
         error(string.format("peer %d gets item %d twice", m.to, m.item))
       end

@@ -227,22 +227,38 @@ local function record(J, i, t, r)
               wait_ms = r.wait_ms or 0, lr = J.o.worker_opt.lr, bytes = r.bytes, samples = r.samples }
 end
 
+-- Runs on every worker at once the batch cmds_of(i) gives, and waits for all.
+local function batch_on_every_worker(J, cmds_of)
+  local tasks = {}
+  for i, w in ipairs(J.workers) do
+    local cmds = cmds_of(i)
+    tasks[i] = hn.spawn(function() w:batch(cmds) end)
+  end
+  hn.wait_all(tasks)
+end
+
+-- Worker i's neighbours in a lockstep step t: their indices, their nodes,
+-- the names their messages land in and the name i's own goes as,
+-- "<prefix>.<sender>.<step parity>": a neighbour can be one step ahead (it
+-- waits for our message of its previous step), never two.
+local function step_exchange(J, adj, i, t, prefix)
+  local nbrs, parity, to, incoming = sorted_neighbours(adj, i), t % 2, {}, {}
+  for _, j in ipairs(nbrs) do
+    to[#to + 1] = J.workers[j]
+    incoming[#incoming + 1] = prefix .. "." .. j .. "." .. parity
+  end
+  return nbrs, to, incoming, prefix .. "." .. i .. "." .. parity
+end
+
 -- ---- D-PSGD ----
 
--- Neighbours' models land in "x.<sender>.<step parity>": a neighbour can be
--- one step ahead (it waits for our message of its previous step), never two.
 local function dpsgd_step(J, adj, W)
   local m, o = J.model_name, J.o.worker_opt
   return function(i, t)
-    local node, nbrs = J.workers[i], sorted_neighbours(adj, i)
-    local parity = t % 2
-    local to, incoming = {}, {}
-    for _, j in ipairs(nbrs) do
-      to[#to + 1] = J.workers[j]
-      incoming[#incoming + 1] = "x." .. j .. "." .. parity
-    end
+    local node = J.workers[i]
+    local nbrs, to, incoming, mine = step_exchange(J, adj, i, t, "x")
     local cmds = {
-      { "send", { tensor = m, to = to, as = "x." .. i .. "." .. parity } },
+      { "send", { tensor = m, to = to, as = mine } },
       { "grad", { model = m, out = "g", batch = J.o.batch } },
       { "wait", { tensors = incoming, k = #incoming } },
       { "scale", { x = m, alpha = W[i][i] } },
@@ -271,27 +287,20 @@ end
 -- count the dropped part twice). With gamma = 1 and no compression this is
 -- D-PSGD.
 local function choco_setup(J, adj)
-  local tasks = {}
-  for i, w in ipairs(J.workers) do
+  batch_on_every_worker(J, function(i)
     local cmds = { { "copy", { src = J.model_name, dst = "xh." .. i } } }
     for _, j in ipairs(sorted_neighbours(adj, i)) do
       cmds[#cmds + 1] = { "copy", { src = J.model_name, dst = "xh." .. j } }
     end
-    tasks[i] = hn.spawn(function() w:batch(cmds) end)
-  end
-  hn.wait_all(tasks)
+    return cmds
+  end)
 end
 
 local function choco_step(J, adj, W, gamma)
   local m, lr, c = J.model_name, J.o.worker_opt.lr or 0.05, J.o.compress
   return function(i, t)
-    local node, nbrs = J.workers[i], sorted_neighbours(adj, i)
-    local parity = t % 2
-    local mine, to, incoming = "q." .. i .. "." .. parity, {}, {}
-    for _, j in ipairs(nbrs) do
-      to[#to + 1] = J.workers[j]
-      incoming[#incoming + 1] = "q." .. j .. "." .. parity
-    end
+    local node = J.workers[i]
+    local nbrs, to, incoming, mine = step_exchange(J, adj, i, t, "q")
     local cmds = {
       { "grad", { model = m, out = "g", batch = J.o.batch } },
       { "axpy", { y = m, x = "g", alpha = -lr } },
@@ -334,16 +343,14 @@ end
 -- fails (the neighbour went away) leaves both copies as they were.
 
 local function gossip_copies_setup(J, adj)
-  local tasks = {}
-  for i, w in ipairs(J.workers) do
+  batch_on_every_worker(J, function(i)
     local cmds = { { "tensor", { name = "unit", size = J.model_size + 1, fill = 1 } } }
     for _, j in ipairs(sorted_neighbours(adj, i)) do
       cmds[#cmds + 1] = { "copy", { src = J.model_name, dst = "zo." .. j } }
       cmds[#cmds + 1] = { "copy", { src = J.model_name, dst = "zh." .. j } }
     end
-    tasks[i] = hn.spawn(function() w:batch(cmds) end)
-  end
-  hn.wait_all(tasks)
+    return cmds
+  end)
 end
 
 -- Pushes one batch takes from an inbox at most: 2 commands each, within a

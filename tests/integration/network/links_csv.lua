@@ -39,21 +39,11 @@ H.log("4 MB h1 -> h3 in %.2f s emulated (ideal %.2f s at 20 Mbit/s)", took, MB *
 hn.sleep(2.5)
 net:stop()
 
--- links.csv as rows keyed by column name.
-local f = assert(io.open(hn.results_dir() .. "/links.csv"), "no links.csv on backend " .. backend)
-local header, rows = nil, {}
-for line in f:lines() do
-  local cells = {}
-  for c in (line .. ","):gmatch("([^,]*),") do cells[#cells + 1] = c end
-  if not header then
-    header = cells
-  else
-    local row = {}
-    for i, col in ipairs(header) do row[col] = tonumber(cells[i]) or cells[i] end
-    rows[#rows + 1] = row
-  end
-end
-f:close()
+-- links.csv as rows keyed by column name (empty cells absent).
+local exists = io.open(hn.results_dir() .. "/links.csv")
+H.check(exists, "no links.csv on backend %s", backend)
+exists:close()
+local rows = require("hiernet.experiment").read_csv("links")
 
 local series = {}
 for _, row in ipairs(rows) do
