@@ -27,7 +27,8 @@
 -- exchanges cross the edges and the cloud, they make about half as many, and
 -- the server holds up better. EASGD communicates every 4 steps and makes
 -- many local steps on both; the decentralized runs end at a higher accuracy
--- than the server in the same time. summary.json: per (network,
+-- than the server in the same time, except D-PSGD on the 3-tier network,
+-- whose exchanges cross the cloud like the server's (measured: equal). summary.json: per (network,
 -- algorithm) the graph, steps, bytes, final accuracy.
 local hn = require("hiernet")
 local topo = require("hiernet.topo")

@@ -21,12 +21,12 @@
 -- Expected: the measured speed-up T_1 / T_N falls further below N as N
 -- grows: each step's all-reduce moves 2 (N-1)/N of the model whatever N is,
 -- so T_comm per step does not shrink while the compute per worker does.
--- The model predicts the time within about 10% while this host has a core
--- or so per peer (measured 6-7% for N = 2 and 4, the run slightly faster
--- than the model), but not at N = 8 (measured 27% slower than the model):
--- eight peers and the link emulator share two cores, and a training step's
--- all-reduce also waits for its slowest worker's compute, which the model
--- leaves out (run.json's `overload` shows the host's saturation).
+-- The model predicts the time within about 10% (measured on two cores: N
+-- = 2 +8.9%, N = 4 -1.9%, N = 8 +2.3%; with the unpipelined ring of an
+-- earlier version N = 8 was 27% over). Where it misses, the run is slower
+-- than the model: a training step's all-reduce also waits for its slowest
+-- worker's compute, which the model leaves out, and with many peers per
+-- core the host's CPU limits the run (run.json's `overload` says so).
 -- summary.json: per N the steps, measured time, T_comm, the model's time,
 -- both speed-ups, the model's error and the final accuracy.
 local hn = require("hiernet")
