@@ -15,6 +15,25 @@ local function take_message(flight, rng)
   end
 end
 
+-- Steps every peer (try_run(r): true when it moved) and delivers one
+-- message at a time (deliver(m)) until nothing moves any more.
+local function run_until_quiet(n, try_run, flight, rng, deliver)
+  while true do
+    local moved = false
+    for r = 1, n do moved = try_run(r) or moved end
+    if #flight > 0 then
+      deliver(take_message(flight, rng))
+      moved = true
+    end
+    if not moved then return end
+  end
+end
+
+-- Peer r ran its whole schedule.
+local function check_finished(schedule, pc, r)
+  if pc[r] <= #schedule[r] then error(string.format("peer %d stuck at operation %d of %d", r, pc[r], #schedule[r])) end
+end
+
 -- Runs schedule over data (data[r] an array), delivering in-flight messages
 -- in a random order (but in order between one sender and one receiver, as
 -- one connection does). A wait claims arrivals from its senders in arrival order.
@@ -45,22 +64,15 @@ local function simulate(schedule, data, rng)
     end
     return moved
   end
-  while true do
-    local moved = false
-    for r = 1, n do moved = try_run(r) or moved end
-    if #flight > 0 then
-      local m = take_message(flight, rng)
-      for e, v in ipairs(m.values) do
-        local i = m.off + e
-        data[m.to][i] = m.add and (data[m.to][i] + v) or v
-      end
-      table.insert(arrived[m.to], { from = m.from })
-      moved = true
+  run_until_quiet(n, try_run, flight, rng, function(m)
+    for e, v in ipairs(m.values) do
+      local i = m.off + e
+      data[m.to][i] = m.add and (data[m.to][i] + v) or v
     end
-    if not moved then break end
-  end
+    table.insert(arrived[m.to], { from = m.from })
+  end)
   for r = 1, n do
-    if pc[r] <= #schedule[r] then error(string.format("peer %d stuck at operation %d of %d", r, pc[r], #schedule[r])) end
+    check_finished(schedule, pc, r)
     for _, a in ipairs(arrived[r]) do
       if not a.claimed then error(string.format("peer %d: an arrival from %d was never waited for", r, a.from)) end
     end
@@ -169,21 +181,14 @@ local function simulate_gather(schedule, rng)
     end
     return moved
   end
-  while true do
-    local moved = false
-    for r = 1, n do moved = try_run(r) or moved end
-    if #flight > 0 then
-      local m = take_message(flight, rng)
-      if holds[m.to][m.item] or pending[m.to][m.item] then
-        error(string.format("peer %d gets item %d twice", m.to, m.item))
-      end
-      pending[m.to][m.item] = m.from
-      moved = true
+  run_until_quiet(n, try_run, flight, rng, function(m)
+    if holds[m.to][m.item] or pending[m.to][m.item] then
+      error(string.format("peer %d gets item %d twice", m.to, m.item))
     end
-    if not moved then break end
-  end
+    pending[m.to][m.item] = m.from
+  end)
   for r = 1, n do
-    if pc[r] <= #schedule[r] then error(string.format("peer %d stuck at operation %d of %d", r, pc[r], #schedule[r])) end
+    check_finished(schedule, pc, r)
     for x = 1, n do
       if not holds[r][x] then error(string.format("peer %d never got item %d", r, x)) end
     end
