@@ -250,13 +250,22 @@ local function step_exchange(J, adj, i, t, prefix)
   return nbrs, to, incoming, prefix .. "." .. i .. "." .. parity
 end
 
+-- A lockstep algorithm's step(i, t): worker i runs the batch
+-- cmds_of(i, nbrs, to, incoming, mine) builds from its step exchange
+-- (step_exchange), the row is recorded, and worker 1 evaluates when due.
+local function exchange_step(J, adj, prefix, cmds_of)
+  return function(i, t)
+    local cmds = cmds_of(i, step_exchange(J, adj, i, t, prefix))
+    record(J, i, t, step_summary(J.workers[i]:batch(cmds).results, cmds))
+    if i == 1 and J:eval_due(t) then J:evaluate(t) end
+  end
+end
+
 -- ---- D-PSGD ----
 
 local function dpsgd_step(J, adj, W)
   local m, o = J.model_name, J.o.worker_opt
-  return function(i, t)
-    local node = J.workers[i]
-    local nbrs, to, incoming, mine = step_exchange(J, adj, i, t, "x")
+  return exchange_step(J, adj, "x", function(i, nbrs, to, incoming, mine)
     local cmds = {
       { "send", { tensor = m, to = to, as = mine } },
       { "grad", { model = m, out = "g", batch = J.o.batch } },
@@ -267,9 +276,8 @@ local function dpsgd_step(J, adj, W)
       cmds[#cmds + 1] = { "axpy", { y = m, x = incoming[n], alpha = W[i][j] } }
     end
     cmds[#cmds + 1] = { "axpy", { y = m, x = "g", alpha = -(o.lr or 0.05) } }
-    record(J, i, t, step_summary(node:batch(cmds).results, cmds))
-    if i == 1 and J:eval_due(t) then J:evaluate(t) end
-  end
+    return cmds
+  end)
 end
 
 -- ---- D-PSGD with compression: CHOCO-SGD ----
@@ -298,9 +306,7 @@ end
 
 local function choco_step(J, adj, W, gamma)
   local m, lr, c = J.model_name, J.o.worker_opt.lr or 0.05, J.o.compress
-  return function(i, t)
-    local node = J.workers[i]
-    local nbrs, to, incoming, mine = step_exchange(J, adj, i, t, "q")
+  return exchange_step(J, adj, "q", function(i, nbrs, to, incoming, mine)
     local cmds = {
       { "grad", { model = m, out = "g", batch = J.o.batch } },
       { "axpy", { y = m, x = "g", alpha = -lr } },
@@ -318,9 +324,8 @@ local function choco_step(J, adj, W, gamma)
       others = others + W[i][j]
     end
     cmds[#cmds + 1] = { "axpy", { y = m, x = "xh." .. i, alpha = -gamma * others } }
-    record(J, i, t, step_summary(node:batch(cmds).results, cmds))
-    if i == 1 and J:eval_due(t) then J:evaluate(t) end
-  end
+    return cmds
+  end)
 end
 
 -- ---- gossip with compression: push-sum from copies ----
