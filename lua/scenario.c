@@ -228,14 +228,23 @@ static void run_main_task(struct scenario *sc, const struct scenario_options *o)
         ev_run(sc->rt.loop, 0);
 }
 
+/* HIERNET_TRACEBACK set to anything but "" or "0". */
+static bool traceback_wanted(void)
+{
+    const char *v = getenv("HIERNET_TRACEBACK");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 /* A failed run's error: its message alone on stderr, one line for the user
  * (the first line names file:line and the value at fault), and the whole
- * traceback in log.txt, where a developer looks; HIERNET_TRACEBACK=1 puts
- * the traceback on stderr too (tools and drawings have no log). */
+ * traceback in log.txt, where a developer looks. HIERNET_TRACEBACK=1 puts
+ * the traceback on stderr too: the only place it goes for `hiernet draw`,
+ * plot and report, which write no log (their errors are mostly the user's
+ * input, so they too get one line by default). */
 static void report_fatal(struct scenario *sc, const char *fatal)
 {
     const char *tb = strstr(fatal, "\nstack traceback:");
-    bool whole = !tb || getenv("HIERNET_TRACEBACK");
+    bool whole = !tb || traceback_wanted();
     fprintf(stderr, "%.*s\n", whole ? (int)strlen(fatal) : (int)(tb - fatal), fatal);
     if (sc->rt.log) fprintf(sc->rt.log, "%s\n", fatal);
     sc->traceback_in_log = !whole && sc->rt.log;

@@ -23,10 +23,11 @@
 -- so T_comm per step does not shrink while the compute per worker does.
 -- The model predicts the time within about 10% (measured on two cores: N
 -- = 2 +8.9%, N = 4 -1.9%, N = 8 +2.3%; with the unpipelined ring of an
--- earlier version N = 8 was 27% over). Where it misses, the run is slower
--- than the model: a training step's all-reduce also waits for its slowest
--- worker's compute, which the model leaves out, and with many peers per
--- core the host's CPU limits the run (run.json's `overload` says so).
+-- earlier version N = 8 was 27% over). Where the run is slower than the
+-- model, a training step's all-reduce waited for its slowest worker's
+-- compute, which the model leaves out, or the host's CPU limited the run
+-- (run.json's `overload` says so); the model's T_comm, an all-reduce timed
+-- alone, can also come out a little slow, as at N = 4.
 -- summary.json: per N the steps, measured time, T_comm, the model's time,
 -- both speed-ups, the model's error and the final accuracy.
 local hn = require("hiernet")

@@ -29,23 +29,6 @@ local function esc(s)
   return (tostring(s):gsub("[&<>\"']", ESCAPES))
 end
 
--- A value from JSON as short text: tables as k=v lists (recursively).
-local function text_of(v)
-  if type(v) ~= "table" then return tostring(v) end
-  local keys = {}
-  for k in pairs(v) do keys[#keys + 1] = k end
-  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
-  local parts = {}
-  for _, k in ipairs(keys) do
-    parts[#parts + 1] = (math.type(k) and "" or (tostring(k) .. "=")) .. text_of(v[k])
-  end
-  return "{" .. table.concat(parts, ", ") .. "}"
-end
-
-local function number(v)
-  return type(v) == "number" and v or nil
-end
-
 local function format_bytes(b)
   for _, u in ipairs({ { 1e12, "TB" }, { 1e9, "GB" }, { 1e6, "MB" }, { 1e3, "kB" } }) do
     if b >= u[1] then return fmt("%.1f %s", b / u[1], u[2]) end
@@ -65,14 +48,18 @@ local CELLS = {
   { "compute_share", "compute share", function(v) return fmt("%.0f %%", v * 100) end },
 }
 
--- ---- the scenario's own figures (its summary.json) ----
+-- The formatter of each CELLS key, which a value of that key gets
+-- wherever the page shows it.
+local CELL_FORMAT = {}
+for _, c in ipairs(CELLS) do CELL_FORMAT[c[1]] = c[3] end
 
 local NULL = results.null
 
--- A number as a table shows it: integers whole (bytes from 10 kB on in
--- kB/MB/...), others to four significant digits.
+-- A number as a table shows it: a CELLS key's own way; else integers whole
+-- (bytes from 10 kB on in kB/MB/...), others to four significant digits.
 local function format_number(key, v)
   if v ~= v or v == math.huge or v == -math.huge then return tostring(v) end
+  if CELL_FORMAT[key] then return CELL_FORMAT[key](v) end
   local whole = math.type(v) == "integer" or (v == math.floor(v) and math.abs(v) < 2 ^ 53)
   if whole and tostring(key):find("bytes") and math.abs(v) >= 1e4 then return format_bytes(v) end
   if whole then return fmt("%d", v) end
@@ -80,8 +67,9 @@ local function format_number(key, v)
   return fmt("%.4g", v)
 end
 
--- Any JSON value of a scenario summary as short text: null as a dash,
--- objects as {k=v, ...} and arrays as [v, ...], numbers as above.
+-- Any JSON value (a summary's, run.json's, a parameter) as short text:
+-- null as a dash, objects as {k=v, ...} and arrays as [v, ...], numbers as
+-- above.
 local function format_value(key, v)
   if v == nil or v == NULL then return "\u{2014}" end
   if type(v) == "number" then return format_number(key, v) end
@@ -99,10 +87,13 @@ local function format_value(key, v)
   return (array and "[" or "{") .. table.concat(parts, ", ") .. (array and "]" or "}")
 end
 
-local function value_cell(key, v)
+-- A table cell of a value, its exact number in the title; `missing` is
+-- shown for an absent one (default a dash).
+local function value_cell(key, v, missing)
   local exact = type(v) == "number" and fmt("%.10g", v) or (v == NULL and "null" or "")
-  local class = (type(v) == "number" or v == NULL) and " class=\"num\"" or ""
-  return fmt("<td%s title=\"%s\">%s</td>", class, esc(exact), esc(format_value(key, v)))
+  local class = (type(v) == "number" or v == NULL or missing) and " class=\"num\"" or ""
+  local shown = (v == nil and missing) or format_value(key, v)
+  return fmt("<td%s title=\"%s\">%s</td>", class, esc(exact), esc(shown))
 end
 
 -- The columns of the results rows: the scenario's own order (`columns`,
@@ -209,13 +200,9 @@ local function summary_section(runs, out)
         if #runs > 1 then row[#row + 1] = "<td>" .. esc(run.label) .. "</td>" end
         local name = type(s.algorithm) == "string" and s.algorithm or algo.name
         row[#row + 1] = "<td>" .. esc(name) .. (algo.prefix ~= "" and (" <span class=\"prefix\">(" .. esc(algo.prefix) .. ")</span>") or "") .. "</td>"
-        row[#row + 1] = "<td>" .. esc(s.mode ~= nil and text_of(s.mode) or "") .. "</td>"
-        for _, c in ipairs(CELLS) do
-          local v = number(s[c[1]])
-          local shown = v and c[3](v) or (s[c[1]] == nil and (c[4] or "") or text_of(s[c[1]]))
-          row[#row + 1] = fmt("<td class=\"num\" title=\"%s\">%s</td>", esc(v and fmt("%.10g", v) or ""), esc(shown))
-        end
-        row[#row + 1] = "<td>" .. esc(s.parameters ~= nil and text_of(s.parameters) or "") .. "</td></tr>"
+        row[#row + 1] = "<td>" .. esc(s.mode ~= nil and format_value("mode", s.mode) or "") .. "</td>"
+        for _, c in ipairs(CELLS) do row[#row + 1] = value_cell(c[1], s[c[1]], c[4] or "") end
+        row[#row + 1] = "<td>" .. esc(s.parameters ~= nil and format_value("parameters", s.parameters) or "") .. "</td></tr>"
         rows[#rows + 1] = table.concat(row)
       end
     end
@@ -319,7 +306,7 @@ local function run_section(run, out)
   out[#out + 1] = "<tr><th>results</th><td>" .. esc(run.dir) .. "</td></tr>"
   for _, key in ipairs(RUN_FACTS) do
     if info[key] ~= nil then
-      out[#out + 1] = "<tr><th>" .. esc(key) .. "</th><td>" .. esc(text_of(info[key])) .. "</td></tr>"
+      out[#out + 1] = "<tr><th>" .. esc(key) .. "</th><td>" .. esc(format_value(key, info[key])) .. "</td></tr>"
     end
   end
   out[#out + 1] = "</table><h4>Parameters</h4>"
@@ -331,7 +318,7 @@ local function run_section(run, out)
   if #names > 0 then
     out[#out + 1] = "<table class=\"kv\">"
     for _, k in ipairs(names) do
-      out[#out + 1] = fmt("<tr><th>%s</th><td>%s%s</td></tr>", esc(k), esc(text_of(params[k])),
+      out[#out + 1] = fmt("<tr><th>%s</th><td>%s%s</td></tr>", esc(k), esc(format_value(k, params[k])),
                           set[k] ~= nil and " <span class=\"prefix\">(--set)</span>" or "")
     end
     out[#out + 1] = "</table>"

@@ -9,7 +9,10 @@
 --
 -- Common options of every builder: `link` (parameters of every link, as
 -- for net:link), `node` (options of every node: a table, or a
--- function(i, tier) returning one), `prefix` (prepended to the node names).
+-- function(i, tier) returning one; i numbers the hosts of a tier, or of a
+-- line, ring, mesh or star from 1, a star's host centre being 0, and a
+-- tree's nodes in creation order, the root 1), `prefix` (the start of the
+-- generated node names; a star's centre is named by center_name).
 -- Options are checked before anything is made: an unknown one, or a value
 -- of the wrong type, is a one-line error naming it.
 local topo = {}
@@ -84,7 +87,7 @@ function topo.star(net, o)
   if kind == "switch" then
     center = net:switch(name)
   else
-    center = net:node(name, node_opts(o.node))
+    center = net:node(name, node_opts(o.node, nil, 0))
   end
   local list = hosts(net, n, o.prefix or "h", o.node)
   for _, h in ipairs(list) do net:link(center, h, o.link) end
@@ -126,14 +129,14 @@ function topo.tree(net, o)
   local fanout = check_count("tree: fanout", o.fanout, 1)
   local depth = check_count("tree: depth", o.depth, 0)
   local prefix = o.prefix or "n"
-  local root = net:node(prefix, node_opts(o.node))
+  local root = net:node(prefix, node_opts(o.node, nil, 1))
   local levels, all = { { root } }, { root }
   for d = 1, depth do
     local level = {}
     for _, parent in ipairs(levels[d]) do
       for i = 1, fanout do
         local sep = (d == 1) and "" or "."
-        local child = net:node(parent.name .. sep .. i, node_opts(o.node))
+        local child = net:node(parent.name .. sep .. i, node_opts(o.node, nil, #all + 1))
         net:link(parent, child, o.link)
         level[#level + 1] = child
         all[#all + 1] = child

@@ -118,3 +118,16 @@ assert(bw["xedge1-xt1"] == 7e6, "edge_terminal from link: " .. tostring(bw["xedg
 assert(bw["xcloud1-xedge1"] == 1e9, "cloud_edge from links: " .. tostring(bw["xcloud1-xedge1"]))
 assert(bw["xcloud1-xcloud2"] == 1e9, "cloud_cloud falls back to cloud_edge: " .. tostring(bw["xcloud1-xcloud2"]))
 hnet:stop()
+
+-- node as a function(i, tier): every builder hands it the node's number.
+local fnet = hn.network{ name = "fn", backend = "none" }
+local seen = {}
+local function speed_of(i, tier)
+  seen[#seen + 1] = (tier or "-") .. ":" .. tostring(i)
+  return { speed = 1 / (i + 1) }
+end
+local fs = topo.star(fnet, { n = 2, center = "host", center_name = "c", node = speed_of, prefix = "s" })
+assert(fs.center.speed == 1 and fs.hosts[2].speed == 1 / 3, "star: speeds by number")
+local ft = topo.tree(fnet, { fanout = 2, depth = 1, node = speed_of, prefix = "r" })
+assert(ft.root.speed == 1 / 2 and ft.leaves[2].speed == 1 / 4, "tree: speeds by number")
+assert(table.concat(seen, " ") == "-:0 -:1 -:2 -:1 -:2 -:3", "node(i, tier) calls: " .. table.concat(seen, " "))

@@ -57,7 +57,11 @@ def check_page(run, name, summary):
     # summary.json (prefix "") read as an algorithm's gave a row with an
     # empty algorithm cell, dashes and "not reached".
     section = re.search(r'<section id="summary">(.*?)</section>', text, re.S)
-    rows = re.findall(r"<tr>(.*?)</tr>", section.group(1), re.S) if section else []
+    if not section:
+        fail(f"{name}: the report page has no table of the trainings")
+    rows = re.findall(r"<tr>(.*?)</tr>", section.group(1), re.S)
+    if len(rows) < 2:
+        fail(f"{name}: the trainings' table has no row")
     for row in rows[1:]:
         cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
         if not cells or not cells[0].strip():
