@@ -56,7 +56,10 @@ for _, run in ipairs(runs) do
   for k, v in pairs(common) do o[k] = v end
   for k, v in pairs(run.extra) do o[k] = v end
   local s = run.fn(o)
-  results[#results + 1] = ex.row(run.label, s, { local_steps_per_worker = s.worker_steps / #t.terminal })
+  -- hier's steps count every terminal's local steps (a steps.csv row is
+  -- one edge round of tau1 of them); the flat server's rows are one each.
+  local per_worker = s.tau1 and s.steps or s.worker_steps / #t.terminal
+  results[#results + 1] = ex.row(run.label, s, { local_steps_per_worker = per_worker })
 end
 net:stop()
 ex.table(string.format("hierarchical: 12 terminals, %d s each, target %.2f", seconds, target), results,
