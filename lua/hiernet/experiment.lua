@@ -98,24 +98,20 @@ function ex.finish(summary)
 end
 
 -- Rows of a CSV of this run's results directory: tables by column (numbers
--- as numbers, empty cells absent).
+-- as numbers, empty cells absent), read by hiernet.results' reader.
 function ex.read_csv(name)
-  local f = assert(io.open(hn.results_dir() .. "/" .. name .. ".csv"))
-  local header, rows = nil, {}
-  for line in f:lines() do
-    local cells = {}
-    for c in (line .. ","):gmatch("([^,]*),") do cells[#cells + 1] = c end
-    if not header then
-      header = cells
-    else
-      local row = {}
-      for i, col in ipairs(header) do
-        if cells[i] and cells[i] ~= "" then row[col] = tonumber(cells[i]) or cells[i] end
-      end
-      rows[#rows + 1] = row
+  local path = hn.results_dir() .. "/" .. name .. ".csv"
+  local csv = require("hiernet.results").read_csv(path)
+  if not csv then error("experiment.read_csv: no file " .. path, 2) end
+  local rows = {}
+  for r = 1, csv.n do
+    local row = {}
+    for i, col in ipairs(csv.columns) do
+      local v = csv.cells[i][r]
+      if v ~= false then row[col] = v end
     end
+    rows[r] = row
   end
-  f:close()
   return rows
 end
 
