@@ -14,6 +14,17 @@ expect_exit() {
 }
 expect_err() { grep -qF -- "$1" err.txt && ok || bad "$2: stderr lacks '$1': $(cat err.txt)"; }
 expect_out() { grep -qF -- "$1" out.txt && ok || bad "$2: stdout lacks '$1': $(cat out.txt)"; }
+# wait_until TRIES INTERVAL CMD...: runs CMD until it succeeds, at most
+# TRIES times INTERVAL seconds apart; the status of its last run.
+wait_until() {
+  local tries=$1 interval=$2 i
+  shift 2
+  for ((i = 1; i < tries; i++)); do
+    "$@" && return 0
+    sleep "$interval"
+  done
+  "$@"
+}
 # The closing line ctest and CI read.
 report() {
   echo "$passed passed, $failed failed"

@@ -48,8 +48,8 @@ expect_out "loaded 2 hosts, bw 5000000" "the meddling file's topology"
 if [[ $(id -u) -eq 0 ]]; then
   ! ip link show "$tag" >/dev/null 2>&1 && ok || bad "the file's ip link add reached the host's network"
   # Killed with the helper, it is gone within moments: up to 2 s.
-  for _ in $(seq 100); do [[ -z $(ps -eo args= | grep -xF "sleep 3000.$$") ]] && break; sleep 0.02; done
-  [[ -z $(ps -eo args= | grep -xF "sleep 3000.$$") ]] && ok || bad "a process the file started outlived the helper"
+  sleeper_gone() { [[ -z $(ps -eo args= | grep -xF "sleep 3000.$$") ]]; }
+  wait_until 100 0.02 sleeper_gone && ok || bad "a process the file started outlived the helper"
 else
   echo "not root: the sandbox checks are skipped (unprivileged, the file cannot change the network)"
 fi

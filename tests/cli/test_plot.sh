@@ -144,8 +144,8 @@ bg=
 pid=$(cat slow.pid 2>/dev/null)
 # Killed as the run ended, it is gone within moments (its zombie reaped by
 # init): up to 2 s.
-for _ in $(seq 100); do [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
-[[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null && ok || bad "the fake gnuplot ($pid) survived the interrupt"
+gnuplot_gone() { [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; }
+wait_until 100 0.02 gnuplot_gone && ok || bad "the fake gnuplot ($pid) survived the interrupt"
 no_scratch "interrupted plot"
 [[ -z $(ls slow 2>/dev/null) ]] && ok || bad "interrupted plot left images: $(ls slow)"
 

@@ -44,11 +44,12 @@ start_and_kill() {
   rm -f ready
   READY_FILE=$PWD/ready "$HN" run rows.lua --out "$1" --quiet 2>/dev/null &
   local pid=$!
-  for _ in $(seq 200); do [[ -s ready ]] && break; sleep 0.05; done
+  wait_until 200 0.05 test -s ready
   # Killed mid-run: once rows past the 3000th are being written (up to 5 s).
   local size
   size=$(stat -c %s "$1/rows.csv" 2>/dev/null || echo 0)
-  for _ in $(seq 250); do (($(stat -c %s "$1/rows.csv" 2>/dev/null || echo 0) > size)) && break; sleep 0.02; done
+  rows_grew() { (($(stat -c %s "$2/rows.csv" 2>/dev/null || echo 0) > $1)); }
+  wait_until 250 0.02 rows_grew "$size" "$1"
   kill -KILL "$pid"
   wait "$pid" 2>/dev/null
   PEERS=$(cat ready 2>/dev/null)
