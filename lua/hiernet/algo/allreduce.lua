@@ -471,6 +471,72 @@ local function commands_of(ops, peers, t)
   return cmds
 end
 
+-- ---- the receiver's rendezvous ----
+--
+-- A peer's collective commands follow its own step (`before`: the compute
+-- that writes the tensor) in one batch, and the peers run their batches
+-- without a barrier between them. A neighbour that is done first would
+-- otherwise send into this peer's tensor while its step still writes it (an
+-- add lost under the step's output, or made to the tensor of the step
+-- before), or into a tensor the peer has not created yet. So every peer,
+-- once its step is done, sends a one-element token ("ar.ready") to every
+-- peer that will send to it, and a peer sends to another only after that
+-- one's token is in. What happens after that is ordered by the schedule's
+-- own waits; the next collective's sends wait for the next tokens, which a
+-- peer sends only after its whole batch. Cost: at most one latency per
+-- collective, when the last peer to finish its step is a receiver.
+ar.READY = job.READY_TENSOR
+
+-- The collective part of lists[r].cmds (first..last) with the rendezvous
+-- added: the token sent to this peer's senders right before it, a wait for
+-- a receiver's token right before the first send to it. lists[r] =
+-- { cmds=, first=, last= } as ar.plan makes them; changed in place.
+function ar.rendezvous(peers, lists)
+  local index = {}
+  for r, p in ipairs(peers) do index[p.name] = r end
+  local senders, seen = {}, {}
+  for r = 1, #peers do senders[r], seen[r] = {}, {} end
+  local function targets(params)
+    return type(params.to) == "table" and params.to or { params.to }
+  end
+  for q, l in ipairs(lists) do
+    for k = l.first, l.last do
+      local c = l.cmds[k]
+      if c[1] == "send" then
+        for _, node in ipairs(targets(c[2])) do
+          local r = index[node.name]
+          if r and r ~= q and not seen[r][q] then
+            seen[r][q] = true
+            senders[r][#senders[r] + 1] = peers[q]
+          end
+        end
+      end
+    end
+  end
+  for r, l in ipairs(lists) do
+    local out = table.move(l.cmds, 1, l.first - 1, 1, {})
+    if #senders[r] > 0 then
+      out[#out + 1] = { "tensor", { name = ar.READY, size = 1 } }
+      out[#out + 1] = { "send", { tensor = ar.READY, to = senders[r], nowait = true } }
+    end
+    local ready = {}
+    for k = l.first, l.last do
+      local c = l.cmds[k]
+      if c[1] == "send" then
+        local from = {}
+        for _, node in ipairs(targets(c[2])) do
+          if not ready[node.name] then ready[node.name] = true; from[#from + 1] = node end
+        end
+        if #from > 0 then out[#out + 1] = { "wait", { tensor = ar.READY, from = from, k = #from } } end
+      end
+      out[#out + 1] = c
+    end
+    local last = #out
+    table.move(l.cmds, l.last + 1, #l.cmds, #out + 1, out)
+    l.cmds, l.last = out, last
+  end
+end
+
 -- Runs cmds on node in batches of at most BATCH_MAX; results concatenated.
 local function run_batches(node, cmds)
   local results = {}
@@ -547,6 +613,7 @@ function ar.plan(o)
     for _, c in ipairs((o.after or {})[r] or {}) do cmds[#cmds + 1] = c end
     lists[r] = { cmds = cmds, first = first, last = last }
   end
+  ar.rendezvous(peers, lists)
   return { peers = peers, algo = algo, size = size, lists = lists, groups = groups }
 end
 
@@ -589,12 +656,16 @@ local TRAIN_OPTIONS = {
   server_opt = check.optimizer, local_steps = check.posint,
 }
 
--- The commands that apply the mean update `u` to the model.
+-- The commands that apply the mean update `u` to the model. The server
+-- optimizer keeps its state apart from the worker optimizer's (optim's
+-- tensor= state is per name, model='s per model, and a model stepped by
+-- two methods would reset its state at every switch): a worker's momentum
+-- carries over from one step to the next, as on a worker of its own.
 local function apply_commands(J, u, n)
   local so = J.o.server_opt
   return {
     { "scale", { x = u, alpha = 1 / n } },
-    { "optim", job.optim_params(so, J.model_name, u) },
+    { "optim", job.optim_params(so, J.model_name, u, "tensor") },
   }
 end
 
@@ -676,6 +747,7 @@ local function step_plan(J, W, ids)
       for _, c in ipairs(apply_commands(J, sum, n)) do cmds[#cmds + 1] = c end
       lists[r] = { cmds = cmds, first = first, last = last }
     end
+    ar.rendezvous(nodes, lists)
     return { peers = nodes, lists = lists }
   end
   for r = 1, n do after[r] = apply_commands(J, update, n) end
@@ -710,7 +782,7 @@ local function resync(J, ids)
   J.workers[ids[1]]:send{ tensor = J.model_name, to = to }
   -- What the cut step sent may have landed after its waits were aborted: a
   -- wait of the next step must not take it for its own.
-  local names = { "g", "w0" }
+  local names = { "g", "w0", ar.READY }
   for r = 1, #J.workers do names[#names + 1] = "c." .. r end
   local tasks = {}
   for r, i in ipairs(ids) do

@@ -683,12 +683,18 @@ end
 -- compute_ms of everything else, samples and mean loss of its grads (a
 -- grad on the same batch again, as a line search does, counts once), norm2
 -- from its last norm. Every algorithm's step row is made from this.
+-- The token tensor of a receiver's rendezvous (ar.rendezvous): its sends
+-- are control traffic, not the step's data, and count in no byte column.
+job.READY_TENSOR = "ar.ready"
+
 function job.batch_summary(results, cmds)
   local r = { compute_ms = 0, send_ms = 0, wait_ms = 0, bytes = 0, samples = 0 }
   local losses, grads = 0, 0
   for k, res in ipairs(results) do
     local name, params = cmds[k][1], cmds[k][2]
-    if name == "send" then
+    if name == "send" and params.tensor == job.READY_TENSOR then
+      -- control traffic: in no column
+    elseif name == "send" then
       r.send_ms, r.bytes = r.send_ms + res.ms, r.bytes + res.bytes
     elseif name == "wait" then
       r.wait_ms = r.wait_ms + res.ms
