@@ -83,3 +83,43 @@ do
   case("segmented ring, worker 2 at 1/20", { algo = "ring", model = big, speeds = SLOW, batch = 4 })
 end
 hn.log(string.format("%d trainings matched their reference", runs))
+
+-- The primitive on tensors still being written: on fresh peers, each
+-- peer's "g" is made by a batch queued on it before the all-reduce (the
+-- tasks spawned first send first), 20 times slower on one peer. Every
+-- peer must end with the sum of what the batches wrote.
+do
+  local n, size = 4, 30011
+  for _, algo in ipairs(ar.algos) do
+    runs = runs + 1
+    local net = hn.network{ name = "exact" .. runs, backend = "none" }
+    local hub = net:node("hub", { tier = "cloud" })
+    local peers = {}
+    for i = 1, n do
+      peers[i] = net:node("p" .. i, { tier = "terminal", speed = i == 2 and 0.05 or nil })
+      net:link(hub, peers[i])
+    end
+    net:start()
+    for i, p in ipairs(peers) do
+      hn.spawn(function()
+        p:batch{ { "tensor", { name = "mine", size = size, fill = "uniform", low = -1, high = 1, seed = i } },
+                 { "scale", { x = "mine", alpha = 1 } }, { "copy", { src = "mine", dst = "g" } } }
+      end)
+    end
+    ar.allreduce{ peers = peers, tensor = "g", algo = algo, size = size }
+    local want = {}
+    for _, p in ipairs(peers) do
+      for e, v in ipairs(R.read_all(p, "mine")) do want[e] = (want[e] or 0) + v end
+    end
+    for i, p in ipairs(peers) do
+      local got = R.read_all(p, "g")
+      for e = 1, size do
+        if math.abs(got[e] - want[e]) > 1e-5 * math.max(1, math.abs(want[e])) then
+          error(string.format("%s on tensors being written: peer %d element %d: %.7g, the sum is %.7g",
+                              algo, i, e - 1, got[e], want[e]))
+        end
+      end
+    end
+    net:stop()
+  end
+end
