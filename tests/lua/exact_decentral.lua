@@ -12,8 +12,10 @@
 -- conserved quantities are checked instead (with a vanishing lr the sum over
 -- workers of x, weights included, stays N (w_init, 1); with any lr the
 -- final model is the push-sum average sum_i x_i / sum_i a_i of the workers'
--- x, exactly). EASGD is asynchronous (a worker's exchange with the centre
--- happens whenever it gets there), so it has no sequential reference.
+-- x, exactly, also with compression). EASGD is asynchronous too (a
+-- worker's exchange with the centre happens whenever it gets there): its
+-- elastic exchange conserves the sum of the workers' models and the
+-- centre (with error feedback, and the residuals), which is checked.
 local hn = require("hiernet")
 local dc = require("hiernet.algo.decentral")
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)")
@@ -134,13 +136,13 @@ local function network(speeds)
   end
   local refs = R.nodes(net, N, hub)
   net:start()
-  return net, workers, refs
+  return net, workers, refs, hub
 end
 
 local function train(workers, o)
   return dc.train{ algo = o.algo, workers = workers, graph = o.graph, model = T.model, dataset = T.dataset,
                    seed = 7, batch = 64, steps = STEPS, worker_opt = { lr = o.lr or LR }, compress = o.compress,
-                   gamma = o.gamma, eval_every = 1000, eval_limit = 50, prefix = "d" .. runs .. "_",
+                   gamma = o.gamma, alpha = o.alpha, period = o.period, eval_every = 1000, eval_limit = 50, prefix = "d" .. runs .. "_",
                    progress = false }
 end
 
@@ -225,31 +227,42 @@ local function xs_of(workers)
   return xs
 end
 
+-- Element-wise sum over the workers of a tensor's values (lists).
+local function sum_of(lists)
+  local sum = {}
+  for e = 1, #lists[1] do
+    local v = 0
+    for _, list in ipairs(lists) do v = v + list[e] end
+    sum[e] = v
+  end
+  return sum
+end
+
+local function initial_model(node)
+  node:model{ name = "w.init", arch = T.model, seed = 7 }
+  return R.read_all(node, "w.init")
+end
+
 -- With a learning rate of 1e-30 (lr must be positive) the steps move no
 -- parameter by more than about 1e-30: only the mixing moves x, and it
 -- conserves sum_i x_i = N (w_init, 1). With any lr, worker 1's final model
--- is sum_i x_i / sum_i a_i of the workers' x.
+-- is sum_i x_i / sum_i a_i of the workers' x. With compression the weights
+-- still move exactly, the numerators only up to the copies' error.
 local TINY = 1e-30
 local function gossip_case(what, o)
   local net, workers = network(o.speeds)
-  local s = train(workers, { algo = "gossip", graph = o.graph, lr = o.lr })
+  local s = train(workers, { algo = "gossip", graph = o.graph, lr = o.lr, compress = o.compress })
   T.eq(s.steps, STEPS, what .. ": steps")
   local xs = xs_of(workers)
   local P = #xs[1] - 1
-  local sum = {}
-  for e = 1, P + 1 do
-    local v = 0
-    for i = 1, N do v = v + xs[i][e] end
-    sum[e] = v
-  end
+  local sum = sum_of(xs)
   local a = sum[P + 1]
   T.near(a, N, 1e-5, what .. ": the sum of the push-sum weights")
   local mixed = false
   for i = 1, N do mixed = mixed or xs[i][P + 1] ~= 1 end
   assert(mixed, what .. ": no weight moved (no push was made)")
-  if o.lr == TINY then
-    workers[1]:model{ name = "w.init", arch = T.model, seed = 7 }
-    local init = R.read_all(workers[1], "w.init")
+  if o.lr == TINY and not o.compress then
+    local init = initial_model(workers[1])
     for e = 1, P do
       T.near(sum[e], N * init[e], TOL, what .. ": sum of x, element " .. (e - 1))
     end
@@ -268,5 +281,51 @@ end
 gossip_case("gossip, lr 1e-30, ring", { graph = "ring", lr = TINY })
 gossip_case("gossip, lr 1e-30, complete, worker 2 at 1/20", { graph = "complete", lr = TINY, speeds = SLOW })
 gossip_case("gossip, lr 0.1, complete, worker 2 at 1/20", { graph = "complete", lr = LR, speeds = SLOW })
+gossip_case("gossip, int8, lr 0.1, ring, worker 2 at 1/20",
+            { graph = "ring", lr = LR, speeds = SLOW, compress = { method = "int8" } })
+
+-- ---- EASGD: what the elastic exchange conserves ----
+--
+-- Worker i: x_i <- x_i - d, centre: c <- c + d (compressed: c <- c + C(d +
+-- e_i), residual e_i <- d + e_i - C(d + e_i)). Whatever the order in which
+-- the workers reach the centre, sum_i x_i + c (+ sum_i e_i) moves only with
+-- the local steps. With period = steps every worker makes its steps from
+-- w_init alone (plain SGD on its shard, which the reference replays:
+-- u_i = w_init - x_i before the exchange) and then one exchange, so
+--   sum_i x_i + c (+ sum_i e_i) = (N + 1) w_init - sum_i u_i.
+local function easgd_case(what, o)
+  local net, workers, refs, hub = network(o.speeds)
+  local s = train(workers, { algo = "easgd", alpha = 0.3, period = STEPS, compress = o.compress })
+  T.eq(s.steps, STEPS, what .. ": steps")
+  T.eq(s.updates_applied, N, what .. ": elastic exchanges")
+  local lists = { R.read_all(hub, "c") }
+  for i = 1, N do
+    lists[#lists + 1] = R.read_all(workers[i], "w")
+    if o.compress then lists[#lists + 1] = R.read_all(workers[i], "ef") end
+  end
+  local got = sum_of(lists)
+  local ref = R.new(refs, { model = T.model, dataset = T.dataset, seed = 7, batch = 64 })
+  local ids = {}
+  for i = 1, N do
+    ref:local_update(i, { lr = LR }, STEPS)
+    ids[i] = i
+  end
+  ref:sum_updates(ids, 1)
+  local init, updates = R.read_all(refs[1], "w.init"), R.read_all(refs[1], "sum")
+  local worst = 0
+  for e = 1, #init do
+    local want = (N + 1) * init[e] - updates[e]
+    worst = math.max(worst, math.abs(got[e] - want))
+    T.near(got[e], want, TOL, what .. ": sum of the models and the centre, element " .. (e - 1))
+  end
+  local moved = R.distance(hub, "c", refs[1], "w.init")
+  hn.log(string.format("%s: |sum - ((N + 1) w_init - sum u)| <= %.3g elementwise; the centre moved %.3g",
+                       what, worst, moved))
+  net:stop()
+end
+
+easgd_case("easgd, worker 2 at 1/20", { speeds = SLOW })
+easgd_case("easgd, top-k 25% with error feedback, worker 2 at 1/20",
+           { speeds = SLOW, compress = { method = "topk", ratio = 0.25 } })
 hn.log(string.format("exact_decentral: %d trainings checked", runs))
 print("exact_decentral: ok")
