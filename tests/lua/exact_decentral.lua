@@ -3,7 +3,8 @@
 -- shards, initial model and mini-batches, tests/lua/lib/reference.lua; the
 -- mixing written out here, one command at a time on reference peers) to
 -- float tolerance, on fresh peers, with equal speeds and with one worker 20
--- times slower, and the same final models, bit for bit, whatever the speeds:
+-- times slower, with an evaluation every step (which must not disturb the
+-- training), and the same final models, bit for bit, whatever the speeds:
 --   D-PSGD on a ring and on a graph given as a table (uneven degrees, so
 --   the Metropolis weights differ from pair to pair);
 --   CHOCO-SGD (D-PSGD with compression) with an explicit gamma, int8 and
@@ -142,7 +143,7 @@ end
 local function train(workers, o)
   return dc.train{ algo = o.algo, workers = workers, graph = o.graph, model = T.model, dataset = T.dataset,
                    seed = 7, batch = 64, steps = STEPS, worker_opt = { lr = o.lr or LR }, compress = o.compress,
-                   gamma = o.gamma, alpha = o.alpha, period = o.period, eval_every = 1000, eval_limit = 50, prefix = "d" .. runs .. "_",
+                   gamma = o.gamma, alpha = o.alpha, period = o.period, eval_every = 1, eval_limit = 50, prefix = "d" .. runs .. "_",
                    progress = false }
 end
 
