@@ -11,7 +11,9 @@
 -- shares differ), with equal speeds and with one terminal 20 times slower;
 -- with a last round shorter than tau1, with a training that ends between
 -- cloud rounds (the cloud's last average), with a momentum worker
--- optimizer; and the same final models, bit for bit, whatever the speeds.
+-- optimizer, with top-k compression, with shards of uneven sizes
+-- (Dirichlet: the shares are the samples'); and the same final models, bit
+-- for bit, whatever the speeds.
 local hn = require("hiernet")
 local hier = require("hiernet.algo.hier")
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)")
@@ -23,9 +25,23 @@ local TOL = 2e-5
 local GROUPS = { { 1, 2 }, { 3, 4, 5 } } -- terminals per edge
 local SLOW = { 1, 1, 1, 0.05, 1 } -- terminal 4 (of the edge with 3) at 1/20 of the speed
 
--- n_i: the synthetic set splits evenly into the N shards.
-assert(T.dataset.n % N == 0, "the test's shares assume equal shards")
-local SAMPLES = T.dataset.n // N
+-- n_i, terminal i's samples, as its shard reports them; n_e the edge's,
+-- n the total.
+local function shard_samples(refs, d)
+  local samples = {}
+  for i, node in ipairs(refs) do
+    samples[i] = node:dataset{ name = d.name, split = "train", shard = i, shards = N, partition = d.partition,
+                               alpha = d.alpha, seed = 7, n = d.n, dim = d.dim, classes = d.classes,
+                               noise = d.noise }.samples
+  end
+  return samples
+end
+
+local function edge_samples(ref, g)
+  local n = 0
+  for _, i in ipairs(GROUPS[g]) do n = n + ref.samples[i] end
+  return n
+end
 
 local runs = 0
 local function network(speeds)
@@ -64,14 +80,14 @@ end
 -- edge adds the decompressed changes onto its model, in its terminals'
 -- order: sum_i share_i w_i up to what C dropped, since the shares sum to 1.
 local function edge_from_changes(ref, g, c)
-  local list, n_e = GROUPS[g], SAMPLES * #GROUPS[g]
+  local list, n_e = GROUPS[g], edge_samples(ref, g)
   local home = ref.nodes[list[1]]
   home:copy{ src = "edge", dst = "acc" }
   for _, i in ipairs(list) do
     local node = ref.nodes[i]
     node:copy{ src = "w", dst = "share" }
     node:axpy{ y = "share", x = "base", alpha = -1 }
-    node:scale{ x = "share", alpha = SAMPLES / n_e }
+    node:scale{ x = "share", alpha = ref.samples[i] / n_e }
     node:compress{ tensor = "share", method = c.method, ratio = c.ratio, out = "sc", residual = "ef" }
     if node ~= home then node:send{ tensor = "sc", to = home, as = "sc." .. i } end
     home:decompress{ tensor = node ~= home and ("sc." .. i) or "sc", out = "acc", add = true }
@@ -85,7 +101,7 @@ end
 -- the terminals' order (as the training does), so that the reference is
 -- the training's to the last bit when nothing is wrong.
 local function edge_average(ref, g)
-  local list, n_e = GROUPS[g], SAMPLES * #GROUPS[g]
+  local list, n_e = GROUPS[g], edge_samples(ref, g)
   local home = ref.nodes[list[1]]
   local terms = {}
   for k, i in ipairs(list) do
@@ -93,7 +109,7 @@ local function edge_average(ref, g)
     if i ~= list[1] then ref.nodes[i]:send{ tensor = "w", to = home, as = terms[k] } else
       home:copy{ src = "w", dst = terms[k] }
     end
-    home:scale{ x = terms[k], alpha = SAMPLES / n_e }
+    home:scale{ x = terms[k], alpha = ref.samples[i] / n_e }
   end
   home:sum{ out = "edge", inputs = terms }
 end
@@ -101,13 +117,14 @@ end
 -- The cloud's average of the edges' models, into "cloud" on reference
 -- peer 1: sum_e (n_e / n) w_e.
 local function cloud_average(ref)
-  local home, terms = ref.nodes[1], {}
+  local home, terms, n = ref.nodes[1], {}, 0
+  for g = 1, #GROUPS do n = n + edge_samples(ref, g) end
   for g, list in ipairs(GROUPS) do
     terms[g] = "e." .. g
     if list[1] ~= 1 then ref.nodes[list[1]]:send{ tensor = "edge", to = home, as = terms[g] } else
       home:copy{ src = "edge", dst = terms[g] }
     end
-    home:scale{ x = terms[g], alpha = SAMPLES * #list / (SAMPLES * N) }
+    home:scale{ x = terms[g], alpha = edge_samples(ref, g) / n }
   end
   home:sum{ out = "cloud", inputs = terms }
 end
@@ -166,12 +183,22 @@ end
 local function case(what, o)
   local net, cloud, edges, terms, refs = network(o.speeds)
   local s = hier.train{ cloud = cloud, edges = edges, workers = terms, tau1 = o.tau1, tau2 = o.tau2,
-                        model = T.model, dataset = T.dataset, seed = 7, batch = 64, steps = o.steps,
+                        model = T.model, dataset = o.dataset or T.dataset, seed = 7, batch = 64, steps = o.steps,
                         worker_opt = o.worker_opt, compress = o.compress, eval_limit = 50, prefix = "h" .. runs .. "_",
                         progress = false }
   T.eq(s.steps, o.steps, what .. ": local steps")
-  local ref = R.new(refs, { model = T.model, dataset = T.dataset, seed = 7, batch = 64 })
+  local samples = shard_samples(refs, o.dataset or T.dataset)
+  local ref = R.new(refs, { model = T.model, dataset = o.dataset or T.dataset, seed = 7, batch = 64 })
+  ref.samples = samples
   local rounds = replay(ref, o)
+  if o.uneven then
+    local sizes = {}
+    for i = 1, N do sizes[i] = samples[i] end
+    hn.log(string.format("%s: shards of %s samples", what, table.concat(sizes, ", ")))
+    local differ = false
+    for i = 2, N do differ = differ or samples[i] ~= samples[1] end
+    assert(differ, what .. ": the shards have equal sizes")
+  end
   T.eq(s.edge_rounds, rounds, what .. ": edge rounds")
   local notes, worst, moved = {}, 0, 0
   local function note(d, m) worst, moved = math.max(worst, d), math.max(moved, m) end
@@ -218,5 +245,12 @@ case("tau1 3, tau2 1, 6 steps, momentum, terminal 4 at 1/20",
      { tau1 = 3, tau2 = 1, steps = 6, speeds = SLOW, worker_opt = { method = "momentum", lr = 0.05, momentum = 0.9 } })
 both_speeds("tau1 2, tau2 2, 6 steps, top-k 20% with error feedback",
             { tau1 = 2, tau2 = 2, steps = 6, worker_opt = SGD, compress = { method = "topk", ratio = 0.2 } })
+-- Shards of uneven sizes (Dirichlet partition): a terminal's share of its
+-- edge is its samples', not 1 / (its edge's terminals).
+local DIRICHLET = {}
+for k, v in pairs(T.dataset) do DIRICHLET[k] = v end
+DIRICHLET.partition, DIRICHLET.alpha = "dirichlet", 0.5
+both_speeds("tau1 2, tau2 2, 6 steps, Dirichlet shards", { tau1 = 2, tau2 = 2, steps = 6, worker_opt = SGD,
+                                                           dataset = DIRICHLET, uneven = true })
 hn.log(string.format("exact_hier: %d trainings checked", runs))
 print("exact_hier: ok")
