@@ -446,29 +446,96 @@ end
 
 -- ---- running a schedule ----
 
--- A peer's operations as peer commands on tensor t. Consecutive sends of
--- the same range become one send to a list (one snapshot, sent in parallel).
-local function commands_of(ops, peers, t)
+-- Adds from several senders into one peer: float sums depend on their
+-- order, and adds applied as they arrive would make the result depend on
+-- the peers' speeds in its last bits. A peer that two or more peers add
+-- into receives their adds into a slot per sender ("<t>.in.<q>", a plain
+-- range receive) and adds each itself, right after the wait that claims
+-- it, in the order of that wait's senders: the same sum to the bit
+-- whatever the timing. A peer with one adding sender (every peer of a
+-- ring) takes its adds straight into t, in that sender's order.
+local function slot_name(t, q) return t .. ".in." .. q end
+
+-- Per receiver r: the peers that add into it, and per sender q the queue
+-- of q's sends to r in q's order (a connection delivers them in order).
+local function incoming_of(schedule)
+  local n = #schedule
+  local incoming, adders, seen = {}, {}, {}
+  for r = 1, n do incoming[r], adders[r], seen[r] = {}, {}, {} end
+  for q = 1, n do
+    for _, op in ipairs(schedule[q]) do
+      if op[1] == "send" then
+        local queue = incoming[op.to][q] or {}
+        incoming[op.to][q] = queue
+        queue[#queue + 1] = op
+        if op.add and not seen[op.to][q] then
+          seen[op.to][q] = true
+          adders[op.to][#adders[op.to] + 1] = q
+        end
+      end
+    end
+  end
+  return incoming, adders
+end
+
+-- Peer r's operations as peer commands on tensor t (size elements).
+-- Consecutive sends of the same range become one send to a list (one
+-- snapshot, sent in parallel).
+local function commands_of(schedule, r, peers, t, incoming, uses_slots)
   local cmds = {}
+  local function as_of(op) return uses_slots[op.to] and op.add and slot_name(t, r) or nil end
+  local ops = schedule[r]
   for i, op in ipairs(ops) do
     local prev = ops[i - 1]
     if op[1] == "send" and prev and prev[1] == "send" and prev.range[1] == op.range[1]
-        and prev.range[2] == op.range[2] and prev.add == op.add then
+        and prev.range[2] == op.range[2] and prev.add == op.add and as_of(prev) == as_of(op) then
       local to = cmds[#cmds][2].to
       if type(to) ~= "table" then cmds[#cmds][2].to = { to } end
       table.insert(cmds[#cmds][2].to, peers[op.to])
     elseif op[1] == "send" then
       -- nowait: the next step starts when its data is in, not when this
       -- send's ack is back (one latency less per step)
-      cmds[#cmds + 1] = { "send", { tensor = t, to = peers[op.to], range = op.range,
-                                    add = op.add or nil, nowait = true } }
+      local slot = as_of(op)
+      cmds[#cmds + 1] = { "send", { tensor = t, to = peers[op.to], range = op.range, as = slot,
+                                    add = (op.add and not slot) or nil, nowait = true } }
     else
-      local from = {}
-      for _, q in ipairs(op.from) do from[#from + 1] = peers[q] end
-      cmds[#cmds + 1] = { "wait", { tensor = t, k = op.k, from = from } }
+      local from, names = {}, { t }
+      for _, q in ipairs(op.from) do
+        from[#from + 1] = peers[q]
+        if uses_slots[r] then names[#names + 1] = slot_name(t, q) end
+      end
+      cmds[#cmds + 1] = { "wait", { tensors = names, k = op.k, from = from } }
+      if uses_slots[r] then
+        -- each sender's next send to r is what this wait claims (one each)
+        if op.k ~= #op.from then fail("allreduce: a wait for %d of %d senders cannot add from slots", op.k, #op.from) end
+        for _, q in ipairs(op.from) do
+          local sent = table.remove(incoming[r][q], 1)
+          if sent.add then
+            cmds[#cmds + 1] = { "axpy", { y = t, x = slot_name(t, q), range = sent.range } }
+          end
+        end
+      end
     end
   end
   return cmds
+end
+
+-- The commands of every peer: lists[r] = { prep = {...}, cmds = {...} }
+-- for peer r; prep makes its slots, which must exist before any peer may
+-- send to it (ar.rendezvous sends the token after them).
+local function schedule_commands(schedule, peers, t, size)
+  local incoming, adders = incoming_of(schedule)
+  local uses_slots = {}
+  for r = 1, #peers do
+    if #adders[r] > 1 then uses_slots[r] = adders[r] end
+  end
+  local lists = {}
+  for r = 1, #peers do
+    local prep = {}
+    for _, q in ipairs(uses_slots[r] or {}) do prep[#prep + 1] = { "tensor", { name = slot_name(t, q), size = size } } end
+    lists[r] = { prep = prep, cmds = commands_of(schedule, r, peers, t, incoming, uses_slots) }
+  end
+  return lists
 end
 
 -- ---- the receiver's rendezvous ----
@@ -603,12 +670,14 @@ function ar.plan(o)
   local size = o.size or tensor_size(peers[1], t)
   local groups = ar.index_groups(peers, algo, o.groups)
   local schedule = ar.schedule(algo, #peers, size, groups)
+  local collective = schedule_commands(schedule, peers, t, size)
   local lists = {}
   for r = 1, #peers do
     local cmds = {}
     for _, c in ipairs((o.before or {})[r] or {}) do cmds[#cmds + 1] = c end
+    for _, c in ipairs(collective[r].prep) do cmds[#cmds + 1] = c end
     local first = #cmds + 1
-    for _, c in ipairs(commands_of(schedule[r], peers, t)) do cmds[#cmds + 1] = c end
+    for _, c in ipairs(collective[r].cmds) do cmds[#cmds + 1] = c end
     local last = #cmds
     for _, c in ipairs((o.after or {})[r] or {}) do cmds[#cmds + 1] = c end
     lists[r] = { cmds = cmds, first = first, last = last }
@@ -783,7 +852,11 @@ local function resync(J, ids)
   -- What the cut step sent may have landed after its waits were aborted: a
   -- wait of the next step must not take it for its own.
   local names = { "g", "w0", ar.READY }
-  for r = 1, #J.workers do names[#names + 1] = "c." .. r end
+  for r = 1, #J.workers do
+    names[#names + 1] = "c." .. r
+    names[#names + 1] = slot_name("g", r)
+    names[#names + 1] = slot_name("w0", r)
+  end
   local tasks = {}
   for r, i in ipairs(ids) do
     tasks[r] = hn.spawn(function() J.workers[i]:wait{ tensors = names, clear = true } end)
