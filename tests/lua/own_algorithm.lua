@@ -7,12 +7,32 @@
 -- what the policy promises: a fresh push has the round's k, a late one at
 -- most max_late versions old is kept (it gets the k of the round it joined),
 -- an older one is dropped (no k), exactly k fresh pushes per server step.
+-- And the page's code block is the module, word for word.
 local hn = require("hiernet")
 local ps, where = require("mods.fastest_k_bounded")
 local job = require("hiernet.algo.job")
 local T = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "lib/algo_test.lua")
 
 assert(tostring(where):find("mods/fastest_k_bounded.lua", 1, true), "loaded from " .. tostring(where))
+
+-- The page's example is this module as written: its code block is the
+-- module's text from its description on, so the recipe cannot drift.
+do
+  local here = debug.getinfo(1, "S").source:match("^@(.*/)")
+  local function slurp(path)
+    local f = assert(io.open(path, "r"))
+    local text = f:read("a")
+    f:close()
+    return text
+  end
+  local page = slurp(here .. "../../docs/writing-algorithms.md")
+  local section = page:match("## Example: bounded%-staleness fastest%-k\n(.-)\n## ")
+  local code = section and section:match("```lua\n(.-)```")
+  local module = slurp(here .. "mods/fastest_k_bounded.lua")
+  local body = module:sub((module:find("-- Fastest-k that keeps", 1, true)))
+  assert(code, "docs/writing-algorithms.md: no code block in 'Example: bounded-staleness fastest-k'")
+  T.eq(code, body, "docs/writing-algorithms.md's example and tests/lua/mods/fastest_k_bounded.lua")
+end
 assert(require("hiernet.algo.ps") == ps, "the module extends the library's ps, not a copy")
 assert(ps.policies["fastest-k-bounded"] and ps.modes[#ps.modes] == "fastest-k-bounded", "mode registered")
 
