@@ -94,6 +94,13 @@ add_fails({ "mine", function() end, { local_steps = job.check.posint } }, "optio
           "a ps option of every mode")
 add_fails({ "mine", "policy" }, "expected a policy function", "no function")
 assert(not ps.policies.mine, "a failed add_mode registers nothing")
+-- a policy's summary field may not replace one of ps.train's
+ps.add_mode("shadows-k", function(o, n)
+  local p = ps.policies["fastest-k-bounded"](o, n)
+  p.name, p.summary = "shadows-k", { k = 99 }
+  return p
+end)
+fails({ mode = "shadows-k" }, "policy 'shadows-k': summary field 'k' is one ps.train writes", "a summary field of ps's")
 
 -- ---- training: what the policy promises, row by row ----
 -- k = 2 of the three quick workers close a round, so the third one's push

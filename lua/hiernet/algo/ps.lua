@@ -788,6 +788,20 @@ local function check_used_options(J, mode, policy, sharded)
   end
 end
 
+-- The summary fields ps.train sets itself: a policy's `summary` table (a
+-- mode of one's own, ps.add_mode) may not name them; an error before the
+-- training, not a field silently replaced after it.
+local PS_SUMMARY = { "policy", "servers", "local_steps", "max_ahead", "server_apply_ms", "k", "staleness",
+                     "drop_fraction", "theta", "final_node", "final_model" }
+
+local function check_summary(policy)
+  for key in pairs(policy.summary or {}) do
+    for _, f in ipairs(PS_SUMMARY) do
+      if f == key then fail("ps.train: policy '%s': summary field '%s' is one ps.train writes", policy.name, key) end
+    end
+  end
+end
+
 -- Runs the workers and the server until a stop condition holds; the server
 -- task ends once every worker task has (a restarted worker gets a new one).
 local function run_engine(E)
@@ -813,6 +827,7 @@ function ps.train(opts)
   local policy = policies[mode](J.o, #J.workers)
   local sharded = #servers > 1
   check_used_options(J, mode, policy, sharded)
+  check_summary(policy)
   local residuals = { "ef" } -- one per server's slice when sharded (worker.push_commands)
   for s = 1, sharded and #servers or 0 do residuals[#residuals + 1] = "ef." .. s end
   J:setup{ origin = sharded and J.workers[1] or servers[1], holders = sharded and {} or servers,
@@ -833,7 +848,7 @@ function ps.train(opts)
                   max_ahead = E.sync.max_ahead or 0, server_apply_ms = E.apply_ms,
                   k = policy.k, staleness = policy.staleness, drop_fraction = policy.drop_fraction,
                   theta = policy.theta }
-  for key, v in pairs(policy.summary or {}) do extra[key] = v end -- a policy's own fields
+  for key, v in pairs(policy.summary or {}) do extra[key] = v end -- a policy's own (check_summary)
   if sharded then
     hn.wait_all(E:gather("w_full"))
     extra.final_node, extra.final_model = J.eval_node, "w_full"
