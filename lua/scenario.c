@@ -126,10 +126,24 @@ static int load_tool(lua_State *L, const char *module)
     return -1;
 }
 
-static void open_libraries(lua_State *L, struct scenario *sc)
+/* The folder of the scenario file, where `require` looks first ("." for a
+ * bare file name); NULL for a tool, which has no scenario. Pushed on the
+ * Lua stack, which keeps it for as long as l_modules_install needs it. */
+static const char *push_scenario_dir(lua_State *L, const struct scenario_options *o)
+{
+    if (o->tool) return NULL;
+    const char *slash = strrchr(o->path, '/');
+    if (!slash) return lua_pushliteral(L, ".");
+    if (slash == o->path) return lua_pushliteral(L, "/");
+    return lua_pushlstring(L, o->path, (size_t)(slash - o->path));
+}
+
+static void open_libraries(lua_State *L, struct scenario *sc, const struct scenario_options *o)
 {
     luaL_openlibs(L);
-    l_modules_install(L);
+    int top = lua_gettop(L);
+    l_modules_install(L, push_scenario_dir(L, o));
+    lua_settop(L, top);
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_hiernet_core);
     lua_setfield(L, -2, "hiernet.core");
@@ -408,7 +422,7 @@ int scenario_run(const struct scenario_options *o)
         fprintf(stderr, "hiernet: cannot create a Lua state (out of memory)\n");
         goto out_early;
     }
-    open_libraries(sc.rt.L, &sc);
+    open_libraries(sc.rt.L, &sc, o);
     if ((o->tool ? load_tool(sc.rt.L, o->tool) : load_chunk(sc.rt.L, o->path)) < 0) goto out_early;
     sc.rt.loop = ev_default_loop(EVFLAG_AUTO);
     ev_set_userdata(sc.rt.loop, &sc);

@@ -435,6 +435,10 @@ local function group_indices(peers, groups)
   end
   return out
 end
+-- Public as ar.group_indices(peers, groups) -> lists of peer indices: the
+-- group checker a module of its own may use (every peer in exactly one
+-- group, errors naming the node).
+ar.group_indices = group_indices
 
 function ar.schedule(algo, n, size, groups)
   if algo == "ring" then return ar.ring_schedule(n, size) end
@@ -834,6 +838,11 @@ local function record_step(J, run, ids, t_step)
                 bytes = s.bytes, samples = s.samples }
   end
 end
+-- Public as ar.record_step(J, run, ids, t_step): one steps.csv row per
+-- worker taking part (ids: their indices, in the order of run.peers; run:
+-- what ar.run returned; k = #ids), comm_ms the collective's time less the
+-- worker's compute.
+ar.record_step = record_step
 
 local function active_ids(J)
   local ids = {}
@@ -863,6 +872,10 @@ local function resync(J, ids)
   end
   hn.wait_all(tasks)
 end
+-- Public as ar.resync(J, ids): worker ids[1]'s model to the others, and
+-- the arrivals a cut step left ("g", "w0", the rendezvous tokens, "c.<r>")
+-- cleared on every one of them.
+ar.resync = resync
 
 -- Faults: a worker cut off from the first worker (or killed) is away; with
 -- on_failure = "drop" the collective goes on among the others, otherwise the
@@ -892,6 +905,11 @@ local function watch(J, state)
     end,
   }
 end
+-- Public as ar.watch(J, state): a collective's fault handling (the main
+-- group of workers that reach each other goes on; a cut worker's transfers
+-- aborted on both sides); sets state.changed on every change, after which
+-- the caller runs ar.resync before its next step.
+ar.watch = watch
 
 -- One step; false when a fault cut it short (and on_failure = "drop").
 local function train_step(J, W, state)

@@ -231,6 +231,10 @@ local COMMON = {
   label = check.string, at_start = check.func,
 }
 
+-- Read by modules that add options of their own (ps.add_mode): a common
+-- option cannot be one mode's.
+job.common_options = COMMON
+
 local DEFAULTS = {
   model = "mlp:784-128-10", init = "default", seed = 1, batch = 64,
   worker_opt = { method = "sgd", lr = 0.05 },

@@ -685,8 +685,15 @@ end
 
 -- ---- ps.train ----
 
+-- A mode is a name in ps.modes with a policy in ps.policies; the checker
+-- of option `mode` reads ps.modes when a training starts, so a mode added
+-- later (ps.add_mode) is accepted.
+local function check_mode(what, v)
+  return check.oneof(table.unpack(ps.modes))(what, v)
+end
+
 local OPTIONS = {
-  server = check.node, servers = check.nodes, mode = check.oneof(table.unpack(ps.modes)),
+  server = check.node, servers = check.nodes, mode = check_mode,
   server_opt = check.optimizer, local_steps = check.posint, staleness = check.nonnegint,
   k = check.posint, late = check.oneof("drop", "merge"), drop_fraction = check.fraction,
   theta = check.posnumber, bb = check.boolean,
@@ -694,19 +701,56 @@ local OPTIONS = {
     smoothing = check.fraction, armijo_c = check.posnumber, backtrack = check.fraction,
     max_backtracks = check.posint },
 }
+ps.options = OPTIONS
 
--- Options that belong to one mode are errors elsewhere: a staleness given
--- to BSP would otherwise silently do nothing.
-local MODE_OPTIONS = { staleness = "ssp", k = "fastest-k", late = "fastest-k",
-                       drop_fraction = "drop-worker", theta = "adaptive-k", bb = "adaptive-k",
-                       bb_opts = "adaptive-k" }
+-- Options that belong to some modes only are errors elsewhere: a staleness
+-- given to BSP would otherwise silently do nothing. option -> its modes.
+local MODE_OPTIONS = { staleness = { "ssp" }, k = { "fastest-k" }, late = { "fastest-k" },
+                       drop_fraction = { "drop-worker" }, theta = { "adaptive-k" },
+                       bb = { "adaptive-k" }, bb_opts = { "adaptive-k" } }
+ps.mode_options = MODE_OPTIONS
 
 local function check_mode_options(J, mode)
-  for key, m in pairs(MODE_OPTIONS) do
-    if J.o[key] ~= nil and m ~= mode then
-      fail("ps.train: option '%s' is for mode '%s', not '%s'", key, m, mode)
+  for key, modes in pairs(MODE_OPTIONS) do
+    local used = false
+    for _, m in ipairs(modes) do used = used or m == mode end
+    if J.o[key] ~= nil and not used then
+      fail("ps.train: option '%s' is for mode%s '%s', not '%s'", key, #modes > 1 and "s" or "",
+           table.concat(modes, "', '"), mode)
     end
   end
+end
+
+-- ps.add_mode(name, policy, options): a synchronization model of one's own,
+-- from a module outside the library (docs/writing-algorithms.md).
+-- policy(o, n) -> the policy object, from the training's checked options o
+-- and the number of workers n; options = { key = checker } (checkers from
+-- job.check): the options of this mode, new ones or existing ones such as
+-- `k`, which from now on belong to this mode too. Returns ps.
+function ps.add_mode(name, policy, options)
+  if type(name) ~= "string" or name == "" then
+    fail("ps.add_mode: expected a mode name, got %s", tostring(name))
+  end
+  if policies[name] then fail("ps.add_mode: mode '%s' exists already", name) end
+  if type(policy) ~= "function" then
+    fail("ps.add_mode: mode '%s': expected a policy function, got %s", name, type(policy))
+  end
+  for key, checker in pairs(options or {}) do
+    local what = string.format("ps.add_mode: mode '%s': option '%s'", name, tostring(key))
+    if type(checker) ~= "function" then fail("%s: expected a checker (job.check)", what) end
+    -- an option every mode takes cannot become one mode's
+    if job.common_options[key] or (OPTIONS[key] and not MODE_OPTIONS[key]) then
+      fail("%s: every mode takes it already", what)
+    end
+  end
+  for key, checker in pairs(options or {}) do
+    OPTIONS[key] = OPTIONS[key] or checker
+    MODE_OPTIONS[key] = MODE_OPTIONS[key] or {}
+    table.insert(MODE_OPTIONS[key], name)
+  end
+  policies[name] = policy
+  ps.modes[#ps.modes + 1] = name
+  return ps
 end
 
 local function servers_of(J)
@@ -744,6 +788,20 @@ local function check_used_options(J, mode, policy, sharded)
   end
 end
 
+-- The summary fields ps.train sets itself: a policy's `summary` table (a
+-- mode of one's own, ps.add_mode) may not name them; an error before the
+-- training, not a field silently replaced after it.
+local PS_SUMMARY = { "policy", "servers", "local_steps", "max_ahead", "server_apply_ms", "k", "staleness",
+                     "drop_fraction", "theta", "final_node", "final_model" }
+
+local function check_summary(policy)
+  for key in pairs(policy.summary or {}) do
+    for _, f in ipairs(PS_SUMMARY) do
+      if f == key then fail("ps.train: policy '%s': summary field '%s' is one ps.train writes", policy.name, key) end
+    end
+  end
+end
+
 -- Runs the workers and the server until a stop condition holds; the server
 -- task ends once every worker task has (a restarted worker gets a new one).
 local function run_engine(E)
@@ -769,6 +827,7 @@ function ps.train(opts)
   local policy = policies[mode](J.o, #J.workers)
   local sharded = #servers > 1
   check_used_options(J, mode, policy, sharded)
+  check_summary(policy)
   local residuals = { "ef" } -- one per server's slice when sharded (worker.push_commands)
   for s = 1, sharded and #servers or 0 do residuals[#residuals + 1] = "ef." .. s end
   J:setup{ origin = sharded and J.workers[1] or servers[1], holders = sharded and {} or servers,
@@ -789,6 +848,7 @@ function ps.train(opts)
                   max_ahead = E.sync.max_ahead or 0, server_apply_ms = E.apply_ms,
                   k = policy.k, staleness = policy.staleness, drop_fraction = policy.drop_fraction,
                   theta = policy.theta }
+  for key, v in pairs(policy.summary or {}) do extra[key] = v end -- a policy's own (check_summary)
   if sharded then
     hn.wait_all(E:gather("w_full"))
     extra.final_node, extra.final_model = J.eval_node, "w_full"
