@@ -593,6 +593,7 @@ end
 local function write_row(J, row)
   row.staleness = row.push.staleness
   row.k = row.push.k
+  row.version = row.push.version
   row.push = nil
   J:step_row(row)
 end
