@@ -203,7 +203,7 @@ function R.ps_pushes(rows, worker_index, applies_each)
   for _, row in ipairs(rows) do
     local i = worker_index[row.worker]
     if not i then error("steps.csv: unknown worker '" .. tostring(row.worker) .. "'", 2) end
-    local p = { worker = i, step = row.step, version = row.version, k = row.k,
+    local p = { worker = i, step = row.step, version = row.version, k = row.k, lr = row.lr,
                 taken = row.staleness and row.version and row.version + row.staleness or nil }
     if not row.k then p.kind = "none"
     elseif applies_each or row.staleness == 0 then p.kind = "fresh"
@@ -318,7 +318,8 @@ end
 -- Returns whether it counts in its round's k.
 function Ref:ps_take(p, o, ranges)
   self:ps_pull(p.worker, p.version)
-  self:local_update(p.worker, o.worker_opt, o.local_steps)
+  -- the rate a worker chose itself (adaptive-k's BB rate) is the row's lr
+  self:local_update(p.worker, o.rate_from_rows and { lr = p.lr } or o.worker_opt, o.local_steps)
   if p.kind == "fresh" then
     self:ps_fold(p.worker, "acc", 1, o.compress, ranges)
     if o.applies_each then
@@ -341,6 +342,7 @@ end
 -- applied (the training's summary steps). o: worker_opt=, local_steps=,
 -- server_opt=, compress=, applies_each= (asp, ssp: each push applied
 -- alone), momentum_server= with gamma=, late_weight(tau) (merged pushes),
+-- rate_from_rows= (each push is one plain sgd step at its row's lr),
 -- ranges(size) (the sharded servers' ranges: with compress, each range of
 -- an update is compressed alone).
 -- The final model is "srv" on ref 1; "v.<r>" holds version r. Returns the
