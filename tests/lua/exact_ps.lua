@@ -63,8 +63,7 @@ local function replay_options(o)
               compress = o.compress, applies_each = o.mode == "asp" or o.mode == "ssp",
               momentum_server = o.mode == "adaptive-k", late_weight = function() return 1 end }
   if (o.servers or 1) > 1 then r.ranges = function(size) return ps.shard_ranges(size, o.servers) end end
-  -- adaptive-k's BB rate (bb unless false): each worker's own rate, in the row
-  r.rate_from_rows = o.mode == "adaptive-k" and o.bb ~= false
+  r.bb = o.mode == "adaptive-k" and o.bb ~= false -- adaptive-k's BB rate, unless bb = false
   if r.momentum_server then
     r.gamma = so.momentum or 0.9
     r.late_weight = function(tau) return r.gamma ^ tau end
@@ -124,6 +123,10 @@ local function case(what, o)
   local ref = R.new(refs, { model = T.model, dataset = T.dataset, seed = SEED, batch = 16 })
   local ks = ref:ps_replay(pushes, s.steps, ro)
   check_ks(pushes, ks, what)
+  if ro.bb_mismatch then
+    failures[#failures + 1] = what .. ": BB rates differ: " .. table.concat(ro.bb_mismatch, "; ")
+  end
+  if ro.bb then hn.log(string.format("%s: %d BB rates not compared (an Armijo near tie)", what, ro.bb_skipped or 0)) end
   for _, p in ipairs(pushes) do
     if p.kind ~= "fresh" or p.taken ~= p.version then irregular = irregular + 1 end
   end
@@ -193,7 +196,8 @@ both("bsp, top-k 10% with error feedback", { mode = "bsp", compress = { method =
 both("fastest-k k = 2, top-k 10% with error feedback",
      { mode = "fastest-k", k = 2, compress = { method = "topk", ratio = 0.1 } })
 both("adaptive-k (momentum server, no BB)", { mode = "adaptive-k", bb = false, steps = 8 })
--- With its Barzilai-Borwein rates (the rate each push used is its row's lr).
+-- With its Barzilai-Borwein rates: every worker's rate is recomputed (and
+-- must be its row's lr).
 both("adaptive-k with BB rates", { mode = "adaptive-k", steps = 8 })
 both("asp", { mode = "asp", steps = 12, server_opt = { method = "sgd", lr = 0.5 }, check_workers = true })
 both("ssp staleness 1", { mode = "ssp", staleness = 1, steps = 12 })

@@ -311,6 +311,84 @@ function Ref:ps_close(r, k, o)
   first:copy{ src = "srv", dst = "v." .. (r + 1) }
 end
 
+-- ---- adaptive-k's Barzilai-Borwein rate (docs/algorithms.md) ----
+
+local BB = { min_lr = 0.01, max_lr = 10, smoothing = 0.5, armijo_c = 0.5, backtrack = 0.5, max_backtracks = 5 }
+
+-- Armijo backtracking on ref i (its "g" and the batch of its last grad):
+-- halves lr until L(w - lr g) <= L(w) - c lr ||g||^2, at most
+-- max_backtracks times. Returns the rate and how close the closest test
+-- came to its bound (relative): a near tie may fall either way in float.
+function Ref:bb_armijo(i, lr, loss, gnorm2, b)
+  local node, closest = self.nodes[i], math.huge
+  for _ = 1, b.max_backtracks do
+    node:copy{ src = self.name, dst = "trial" }
+    node:axpy{ y = "trial", x = "g", alpha = -lr }
+    local trial = node:grad{ model = "trial", out = "g_trial", same_batch = true }.loss
+    local bound = loss - b.armijo_c * lr * gnorm2
+    closest = math.min(closest, math.abs(trial - bound) / math.max(1, math.abs(bound)))
+    if trial <= bound then return lr, closest end
+    lr = lr * b.backtrack
+  end
+  return math.max(lr, b.min_lr), closest
+end
+
+-- One BB step of ref i on its model: the gradient "g" on its next batch,
+-- and the rate alpha <- (1 - beta) alpha + beta clamp(||s||^2 / <s, y>)
+-- (s, y: the change of model and of gradient since its last step, both
+-- gradients on this batch), an increase only through Armijo. lr0: the
+-- first rate (worker_opt.lr). Returns the rate and Armijo's closest call.
+function Ref:bb_step(i, lr0)
+  local node, m = self.nodes[i], self.name
+  self.bb = self.bb or {}
+  local st = self.bb[i]
+  if not st then
+    st = { lr = lr0 }
+    self.bb[i] = st
+    node:model{ name = "trial", arch = self.o.model, init = self.o.init, seed = self.o.seed or 1 }
+  end
+  local b = { min_lr = BB.min_lr * lr0, max_lr = BB.max_lr * lr0, smoothing = BB.smoothing,
+              armijo_c = BB.armijo_c, backtrack = BB.backtrack, max_backtracks = BB.max_backtracks }
+  local loss = node:grad{ model = m, out = "g", batch = self.batch }.loss
+  local gnorm2 = node:norm{ x = "g" }.value ^ 2
+  local lr, closest = st.lr, math.huge
+  if st.has_prev then
+    node:copy{ src = "w_prev", dst = "trial" }
+    node:grad{ model = "trial", out = "g_prev", same_batch = true }
+    node:copy{ src = m, dst = "s" }
+    node:axpy{ y = "s", x = "w_prev", alpha = -1 }
+    node:copy{ src = "g", dst = "y" }
+    node:axpy{ y = "y", x = "g_prev", alpha = -1 }
+    local ss, sy = node:dot{ x = "s", y = "s" }.value, node:dot{ x = "s", y = "y" }.value
+    if ss > 0 and sy > 0 then
+      lr = (1 - b.smoothing) * st.lr + b.smoothing * math.min(b.max_lr, math.max(b.min_lr, ss / sy))
+    end
+  end
+  node:copy{ src = m, dst = "w_prev" }
+  st.has_prev = true
+  if lr > st.lr then lr, closest = self:bb_armijo(i, lr, loss, gnorm2, b) end
+  st.lr = lr
+  return lr, closest
+end
+
+-- The update of push p with the BB rate: the replay's own rate must be the
+-- one the worker used (its row's lr; a near tie of Armijo's test excepted:
+-- o.bb_skipped counts those), and the update is made with the row's, so
+-- that one float's difference does not carry on. Mismatches go to
+-- o.bb_mismatch.
+function Ref:ps_bb_update(p, o)
+  local lr, closest = self:bb_step(p.worker, o.worker_opt.lr or 0.05)
+  if closest < 1e-5 then
+    o.bb_skipped = (o.bb_skipped or 0) + 1
+  elseif math.abs(lr - p.lr) > 1e-4 * p.lr then
+    o.bb_mismatch = o.bb_mismatch or {}
+    table.insert(o.bb_mismatch, string.format("worker %d step %d: rate %.9g, the replay's %.9g", p.worker, p.step, p.lr, lr))
+  end
+  local node = self.nodes[p.worker]
+  node:copy{ src = "g", dst = "u" }
+  node:scale{ x = "u", alpha = p.lr }
+end
+
 -- Push p, computed on ref p.worker from the version it was computed on and
 -- taken as the server took it: fresh into the round's aggregate (applied
 -- at once when each push is), late into the merge target with its weight,
@@ -318,8 +396,7 @@ end
 -- Returns whether it counts in its round's k.
 function Ref:ps_take(p, o, ranges)
   self:ps_pull(p.worker, p.version)
-  -- the rate a worker chose itself (adaptive-k's BB rate) is the row's lr
-  self:local_update(p.worker, o.rate_from_rows and { lr = p.lr } or o.worker_opt, o.local_steps)
+  if o.bb then self:ps_bb_update(p, o) else self:local_update(p.worker, o.worker_opt, o.local_steps) end
   if p.kind == "fresh" then
     self:ps_fold(p.worker, "acc", 1, o.compress, ranges)
     if o.applies_each then
@@ -342,7 +419,7 @@ end
 -- applied (the training's summary steps). o: worker_opt=, local_steps=,
 -- server_opt=, compress=, applies_each= (asp, ssp: each push applied
 -- alone), momentum_server= with gamma=, late_weight(tau) (merged pushes),
--- rate_from_rows= (each push is one plain sgd step at its row's lr),
+-- bb= (adaptive-k's Barzilai-Borwein rate: Ref:ps_bb_update),
 -- ranges(size) (the sharded servers' ranges: with compress, each range of
 -- an update is compressed alone).
 -- The final model is "srv" on ref 1; "v.<r>" holds version r. Returns the
