@@ -370,7 +370,7 @@ function Job:setup(s)
   -- train call that fails its checks leaves no files and frees no name.
   self.prefix = pick_prefix(self.o, self.label)
   self.steps_rec = hn.record(self.prefix .. "steps", { "time", "worker", "step", "loss", "compute_ms",
-    "comm_ms", "wait_ms", "staleness", "lr", "k", "bytes" })
+    "comm_ms", "wait_ms", "staleness", "lr", "k", "bytes", "version" })
   self.eval_rec = hn.record(self.prefix .. "eval", { "time", "step", "accuracy", "loss" })
   local name = s.model_name or "w"
   self.model_name = name
@@ -656,8 +656,10 @@ end
 -- ---- metrics ----
 
 -- One row of steps.csv: {worker=i, step=, time=, loss=, compute_ms=,
--- comm_ms=, wait_ms=, staleness=, lr=, k=, bytes=, samples=}; time defaults
--- to now.
+-- comm_ms=, wait_ms=, staleness=, lr=, k=, bytes=, samples=, version=}; time
+-- defaults to now. version: the model version the step's push was computed
+-- on, where the algorithm numbers its models (ps), so that a replay knows
+-- which model each update came from.
 function Job:step_row(r)
   self.worker_steps = self.worker_steps + 1
   self.compute_ms = self.compute_ms + (r.compute_ms or 0)
@@ -666,7 +668,7 @@ function Job:step_row(r)
   if r.loss then self.last_loss = r.loss end
   self.steps_rec:add{ time = r.time or self:now(), worker = self.workers[r.worker].name, step = r.step,
     loss = r.loss, compute_ms = r.compute_ms, comm_ms = r.comm_ms, wait_ms = r.wait_ms,
-    staleness = r.staleness, lr = r.lr, k = r.k, bytes = r.bytes }
+    staleness = r.staleness, lr = r.lr, k = r.k, bytes = r.bytes, version = r.version }
   self:progress()
 end
 

@@ -286,6 +286,9 @@ end
 
 local function slot_name(i) return "u." .. i end
 
+-- The most commands a peer runs in one batch.
+local BATCH_MAX = 256
+
 function Engine.new(J, policy, servers)
   local n = #J.workers
   local E = setmetatable({
@@ -315,7 +318,8 @@ end
 
 -- Each server's tensors: its shard of the model when there are several
 -- (a plain tensor: optim{tensor=} keeps its state), the aggregate, the
--- momentum; then the version every copy of the model has now.
+-- momentum, the workers' slots that range pushes land in; then the version
+-- every copy of the model has now.
 function Engine:setup_servers()
   local J, sharded = self.J, #self.servers > 1
   self.ranges = ps.shard_ranges(J.model_size, #self.servers)
@@ -326,7 +330,16 @@ function Engine:setup_servers()
       if sharded then cmds[#cmds + 1] = { "tensor", { name = "w", size = count } } end
       if not self.policy.applies_each then cmds[#cmds + 1] = { "tensor", { name = "acc", size = count } } end
       if self.policy.momentum_server then cmds[#cmds + 1] = { "tensor", { name = "mom", size = count } } end
-      if #cmds > 0 then server:batch(cmds) end
+      if sharded and not self.direct_add and not self.o.compress then
+        -- A worker sends its range of the update into its slot at offset 0,
+        -- and a range lands only in a tensor that exists: on fresh servers
+        -- the first push was refused, and a slot left by an earlier training
+        -- of another model had the wrong size.
+        for i = 1, self.n do cmds[#cmds + 1] = { "tensor", { name = slot_name(i), size = count } } end
+      end
+      for first = 1, #cmds, BATCH_MAX do -- one slot per worker: may be more than a batch holds
+        server:batch(table.move(cmds, first, math.min(#cmds, first + BATCH_MAX - 1), 1, {}))
+      end
       if sharded then -- the shard of the one initial model, made on the first worker
         J.workers[1]:send{ tensor = J.model_name, to = server, as = "w", range = self.ranges[s], at = 0 }
       end
@@ -593,6 +606,7 @@ end
 local function write_row(J, row)
   row.staleness = row.push.staleness
   row.k = row.push.k
+  row.version = row.push.version
   row.push = nil
   J:step_row(row)
 end
