@@ -20,15 +20,7 @@ local runs = 0
 -- every worker against the reference, returns worker 1's model values.
 local function case(what, o)
   runs = runs + 1
-  local net = hn.network{ name = "exact" .. runs, backend = "none" }
-  local cloud = net:node("cloud", { tier = "cloud" })
-  local workers = {}
-  for i = 1, N do
-    workers[i] = net:node("w" .. i, { tier = "terminal", speed = o.speeds and o.speeds[i] or nil })
-    net:link(cloud, workers[i])
-  end
-  local refs = R.nodes(net, N, cloud)
-  net:start()
+  local net, workers, refs = R.star("exact" .. runs, N, o.speeds, "cloud")
   local spec = { model = o.model or T.model, dataset = o.dataset or T.dataset, seed = 7, batch = o.batch or 16 }
   local s = ar.train{ workers = workers, algo = o.algo, model = spec.model, dataset = spec.dataset,
                       seed = spec.seed, batch = spec.batch, steps = STEPS, local_steps = o.local_steps,
@@ -50,21 +42,13 @@ end
 
 local SLOW = { 1, 0.05, 1 } -- worker 2 at 1/20 of the speed
 
--- Bit for bit: every peer adds what it receives in an order fixed by the
--- schedule (slots per sender where several add into one peer).
-local function same(a, b, what)
-  T.eq(#a, #b, what .. ": sizes")
-  for e = 1, #a do
-    if a[e] ~= b[e] then
-      error(string.format("%s: element %d: %.9g and %.9g", what, e - 1, a[e], b[e]))
-    end
-  end
-end
 
 for _, algo in ipairs(ar.algos) do
   local even = case(algo .. ", equal speeds", { algo = algo })
   local slow = case(algo .. ", worker 2 at 1/20", { algo = algo, speeds = SLOW })
-  same(even, slow, algo .. ": the same model whatever the speeds")
+  -- bit for bit: every peer adds what it receives in an order fixed by
+  -- the schedule (slots per sender where several add into one peer)
+  R.same_bits(even, slow, algo .. ": the same model whatever the speeds")
 end
 -- Compressed updates are all-gathered and every worker adds all N
 -- decompressed, in the order 1..N, as the reference does.

@@ -128,16 +128,7 @@ end
 local runs = 0
 local function network(speeds)
   runs = runs + 1
-  local net = hn.network{ name = "exdc" .. runs, backend = "none" }
-  local hub = net:node("hub", { tier = "cloud" })
-  local workers = {}
-  for i = 1, N do
-    workers[i] = net:node("w" .. i, { tier = "terminal", speed = speeds and speeds[i] or nil })
-    net:link(hub, workers[i])
-  end
-  local refs = R.nodes(net, N, hub)
-  net:start()
-  return net, workers, refs, hub
+  return R.star("exdc" .. runs, N, speeds)
 end
 
 local function train(workers, o)
@@ -178,16 +169,6 @@ local function case(what, o)
   return finals
 end
 
-local function same(a, b, what)
-  for i = 1, #a do
-    T.eq(#a[i], #b[i], what .. ": sizes")
-    for e = 1, #a[i] do
-      if a[i][e] ~= b[i][e] then
-        error(string.format("%s: worker %d, element %d: %.9g and %.9g", what, i, e - 1, a[i][e], b[i][e]))
-      end
-    end
-  end
-end
 
 -- Both speeds, and the same final models whatever the speeds, bit for bit
 -- (determinism: every worker mixes in its neighbours' sorted order).
@@ -196,7 +177,7 @@ local function both_speeds(what, o)
   o.speeds = SLOW
   local slow = case(what .. ", worker 2 at 1/20", o)
   o.speeds = nil
-  same(even, slow, what .. ": the same models whatever the speeds")
+  R.same_bits(even, slow, what .. ": the same models whatever the speeds")
 end
 
 -- A graph as a table, by worker names: 1-2, 1-3, 1-4, 2-3 (degrees 3, 2, 2, 1).

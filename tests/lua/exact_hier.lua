@@ -214,24 +214,14 @@ local function case(what, o)
   return values
 end
 
--- Bit for bit: the averages add in a fixed order, whatever arrives first.
-local function same(a, b, what)
-  for m = 1, #a do
-    T.eq(#a[m], #b[m], what .. ": sizes")
-    for e = 1, #a[m] do
-      if a[m][e] ~= b[m][e] then
-        error(string.format("%s: model %d, element %d: %.9g and %.9g", what, m, e - 1, a[m][e], b[m][e]))
-      end
-    end
-  end
-end
 
 local function both_speeds(what, o)
   local even = case(what .. ", equal speeds", o)
   o.speeds = SLOW
   local slow = case(what .. ", terminal 4 at 1/20", o)
   o.speeds = nil
-  same(even, slow, what .. ": the same models whatever the speeds")
+  -- bit for bit: the averages add in a fixed order, whatever arrives first
+  R.same_bits(even, slow, what .. ": the same models whatever the speeds")
 end
 
 local SGD = { lr = LR }

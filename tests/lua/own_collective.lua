@@ -19,16 +19,7 @@ local runs = 0
 
 local function network(speeds)
   runs = runs + 1
-  local net = hn.network{ name = "own" .. runs, backend = "none" }
-  local cloud = net:node("cloud", { tier = "cloud" })
-  local workers = {}
-  for i = 1, N do
-    workers[i] = net:node("w" .. i, { tier = "terminal", speed = speeds and speeds[i] or nil })
-    net:link(cloud, workers[i])
-  end
-  local refs = R.nodes(net, N, cloud)
-  net:start()
-  return net, workers, refs
+  return R.star("own" .. runs, N, speeds, "cloud")
 end
 
 local function case(what, o)

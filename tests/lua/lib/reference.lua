@@ -22,6 +22,7 @@
 -- used at its k-th grad. Its model is made with the training's arch, init
 -- and seed, which is the model the training's origin makes and sends.
 local hn = require("hiernet")
+local T = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "algo_test.lua")
 
 local R = {}
 local Ref = {}
@@ -90,21 +91,27 @@ end
 -- times `scale`. With compress ({method=, ratio=, error_feedback=}) each
 -- "u" is compressed on its own node first (residual "ef" with error
 -- feedback) and decompressed into the sum.
+-- Ref i's "u" as it leaves the worker: compressed into "c" (residual "ef"
+-- with error feedback) with compress, else "u" itself. Returns the name.
+function Ref:outgoing(i, compress)
+  if not compress then return "u" end
+  self.nodes[i]:compress{ tensor = "u", out = "c", method = compress.method, ratio = compress.ratio,
+                          residual = compress.error_feedback ~= false and "ef" or nil }
+  return "c"
+end
+
+-- Ref i's tensor `name`, on ref 1: its name there ("<name>.<i>" when sent).
+function Ref:to_first(i, name)
+  if i == 1 then return name end
+  self.nodes[i]:send{ tensor = name, to = self.nodes[1], as = name .. "." .. i }
+  return name .. "." .. i
+end
+
 function Ref:sum_updates(ids, scale, compress)
   local first = self.nodes[1]
   first:tensor{ name = "sum", size = first:norm{ x = self.name }.size }
   for _, i in ipairs(ids) do
-    local node, name = self.nodes[i], "u"
-    if compress then
-      name = "c"
-      node:compress{ tensor = "u", out = "c", method = compress.method, ratio = compress.ratio,
-                     residual = compress.error_feedback ~= false and "ef" or nil }
-    end
-    local here = name
-    if i ~= 1 then
-      here = name .. "." .. i
-      node:send{ tensor = name, to = first, as = here }
-    end
+    local here = self:to_first(i, self:outgoing(i, compress))
     if compress then
       first:decompress{ tensor = here, out = "sum", add = true }
     else
@@ -140,15 +147,40 @@ function Ref:sync_step(o)
   self.steps = self.steps + 1
 end
 
--- Every value of a tensor, read in pieces of 65536.
+-- Every value of a tensor.
 function R.read_all(node, tensor)
-  local size = node:norm{ x = tensor }.size
-  local out = {}
-  for off = 0, size - 1, 65536 do
-    local vals = node:read{ tensor = tensor, range = { off, math.min(65536, size - off) } }.values
-    for _, v in ipairs(vals) do out[#out + 1] = v end
+  return T.read_all(node, tensor, node:norm{ x = tensor }.size)
+end
+
+-- A fresh network of backend none named `name`: a hub (tier cloud, named
+-- hub_name or "hub"), n workers w1..wn linked to it (speeds[i]), and n
+-- reference peers. Started; returns net, workers, refs, hub.
+function R.star(name, n, speeds, hub_name)
+  local net = hn.network{ name = name, backend = "none" }
+  local hub = net:node(hub_name or "hub", { tier = "cloud" })
+  local workers = {}
+  for i = 1, n do
+    workers[i] = net:node("w" .. i, { tier = "terminal", speed = speeds and speeds[i] or nil })
+    net:link(hub, workers[i])
   end
-  return out
+  local refs = R.nodes(net, n, hub)
+  net:start()
+  return net, workers, refs, hub
+end
+
+-- a and b equal bit for bit: two lists of values, or two lists of lists
+-- (one per model).
+function R.same_bits(a, b, what)
+  if type(a[1]) ~= "table" then a, b = { a }, { b } end
+  if #a ~= #b then error(string.format("%s: %d models and %d", what, #a, #b), 2) end
+  for m = 1, #a do
+    if #a[m] ~= #b[m] then error(string.format("%s: model %d: sizes %d and %d", what, m, #a[m], #b[m]), 2) end
+    for e = 1, #a[m] do
+      if a[m][e] ~= b[m][e] then
+        error(string.format("%s: model %d, element %d: %.9g and %.9g", what, m, e - 1, a[m][e], b[m][e]), 2)
+      end
+    end
+  end
 end
 
 -- The largest difference between two tensors (on any nodes), relative to
@@ -258,23 +290,15 @@ end
 -- dropped push: the worker's residual moved all the same) and adds nothing.
 -- ranges: the sharded servers' ranges, each compressed alone (Ref:ps_ranged).
 function Ref:ps_fold(i, into, weight, compress, ranges)
-  local node, first, name = self.nodes[i], self.nodes[1], "u"
+  local first = self.nodes[1]
   if compress and ranges then
     self:ps_ranged(i, ranges, compress, weight ~= nil)
     if weight then first:axpy{ y = into, x = "dense", alpha = weight } end
     return
   end
-  if compress then
-    name = "c"
-    node:compress{ tensor = "u", out = "c", method = compress.method, ratio = compress.ratio,
-                   residual = compress.error_feedback ~= false and "ef" or nil }
-  end
+  local name = self:outgoing(i, compress)
   if not weight then return end
-  local here = name
-  if i ~= 1 then
-    here = name .. "." .. i
-    node:send{ tensor = name, to = first, as = here }
-  end
+  local here = self:to_first(i, name)
   if compress then
     first:decompress{ tensor = here, out = "dense" }
     here = "dense"
