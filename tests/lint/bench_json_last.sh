@@ -11,6 +11,7 @@ here=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 check=$here/bench_json_last.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1 # expect_exit writes out.txt and err.txt here
 source "$root/tests/cli/lib.sh"
 
 expect_exit 0 "tools/bench" -- python3 "$check" "$root/tools/bench"
