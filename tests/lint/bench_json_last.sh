@@ -6,7 +6,7 @@
 # a bench_* program whose last printf is not the JSON), which it must refuse
 # naming file:line, and on one that keeps it.
 set -uo pipefail
-root=${1:?usage: bench_json_last.sh SOURCE_DIR}
+root=$(readlink -f "${1:?usage: bench_json_last.sh SOURCE_DIR}")
 here=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 check=$here/bench_json_last.py
 work=$(mktemp -d)
