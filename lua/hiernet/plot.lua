@@ -688,6 +688,7 @@ end
 local FORMATS = { png = { "png" }, svg = { "svg" }, both = { "png", "svg" } }
 
 local OPTIONS = { dirs = true, out = true, format = true, x = true }
+local DATA_OPTIONS = { dirs = true, x = true }
 
 -- The x axis of the progress figures: option x (default steps).
 local function check_x(x)
@@ -697,18 +698,19 @@ local function check_x(x)
   return x or "steps"
 end
 
-local function check_dirs(o)
+-- Options a table of known keys only, with dirs a non-empty array.
+local function check_keys(o, known)
   if type(o) ~= "table" then results.tool_error(2, "options must be a table") end
+  for k in pairs(o) do
+    if not known[k] then results.tool_error(2, "unknown option '%s'", tostring(k)) end
+  end
   if type(o.dirs) ~= "table" or #o.dirs == 0 then results.tool_error(2, "dirs must be a non-empty array of directories") end
 end
 
 -- Checks the options of plot.run / report.run; returns the image formats
 -- and the x axis.
 function plot.check_options(o)
-  check_dirs(o)
-  for k in pairs(o) do
-    if not OPTIONS[k] then results.tool_error(2, "unknown option '%s'", tostring(k)) end
-  end
+  check_keys(o, OPTIONS)
   local format = o.format or "both"
   if not FORMATS[format] then results.tool_error(2, "format must be png, svg or both, got '%s'", tostring(format)) end
   local x = check_x(o.x)
@@ -781,18 +783,15 @@ end
 -- training starts marked on the links figure ({{x=, label=}, ...}).
 function plot.data(o)
   local data, markers = lua_errors(function()
-    check_dirs(o)
-    for k in pairs(o) do
-      if k ~= "dirs" and k ~= "x" then results.tool_error(2, "unknown option '%s'", tostring(k)) end
-    end
+    check_keys(o, DATA_OPTIONS)
     local x = check_x(o.x)
     local ctx = new_context(results.load_all(o.dirs), x)
-    local data = {}
+    local by_figure = {}
     for _, fig in ipairs(figures_over(x)) do
       local lines = fig.lines and fig.lines(ctx) or {}
-      if #lines > 0 then data[fig.name] = lines end
+      if #lines > 0 then by_figure[fig.name] = lines end
     end
-    return data, ctx.markers
+    return by_figure, ctx.markers
   end, o)
   return data, markers
 end

@@ -169,3 +169,5 @@ assert(table.concat(names, ",") == "accuracy_time,accuracy_epochs,loss_epochs,ti
        "x = epochs: " .. table.concat(names, ","))
 ok, err = pcall(plot.data, { dirs = { out }, x = "weeks" })
 assert(not ok and err:find("hiernet.plot: x must be steps, time, epochs or samples, got 'weeks'", 1, true), tostring(err))
+ok, err = pcall(plot.data, { dirs = { out }, out = out .. "/x" })
+assert(not ok and err:find("hiernet.plot: unknown option 'out'", 1, true), tostring(err))
