@@ -2,17 +2,21 @@
 --
 --   local plot = require("hiernet.plot")
 --   local files, skipped = plot.run{ dirs = { "results/a", "results/b" }, out = "cmp", format = "both" }
+--   local data, starts = plot.data{ dirs = { "results/a" }, x = "epochs" }  -- the numbers, undrawn
 --
--- For every run and every algorithm prefix in it (see hiernet.results), on
--- shared axes so that runs and algorithms compare: accuracy over time and
--- over steps (eval.csv), training loss over steps (steps.csv: mean over
--- workers per step, then a centred moving average over 2% of the steps),
--- compute / comm / wait time per worker (stacked bars of the means),
--- staleness histogram (share of steps), k over time (when the k column has
--- values) and link throughput over time (links.csv, the busiest link
--- directions, as a share of each link's bw when every one has a bw).
--- A figure without any data is skipped (listed in `skipped`), never drawn
--- empty. Files: NAME.png / NAME.svg in `out` (created if missing).
+-- For every run and every training (algorithm prefix) in it (see
+-- hiernet.results), on shared axes so that runs and trainings compare:
+-- accuracy over time and over x (eval.csv), training loss over x
+-- (steps.csv: mean over workers per step, then a centred moving average
+-- over 2% of the steps), where x is steps (the default), time, epochs or
+-- training samples; compute / comm / wait time per worker (stacked bars of
+-- the means), staleness histogram (share of steps), k over time (when the
+-- k column has values) and link throughput over time (links.csv, the
+-- busiest link directions, as a share of each link's bw when every one has
+-- a bw; it is on the run's clock, and marks where each training of a run
+-- with several starts). A figure without any data is skipped (listed in
+-- `skipped`), never drawn empty. Files: NAME.png / NAME.svg in `out`
+-- (created if missing).
 --
 -- gnuplot runs on a script and data files written into a scratch directory
 -- inside `out`, as its working directory: the script names only files this
@@ -47,15 +51,17 @@ local number = results.number
 
 -- ---- series ----
 
--- Every algorithm of every run, labelled for the legend: the algorithm,
--- preceded by the run's label when several runs are compared.
+-- Every algorithm of every run, labelled for the legend: the training's
+-- label (results.training_label), preceded by the run's label when several
+-- runs are compared.
 local function all_series(runs)
   local list = {}
   for _, run in ipairs(runs) do
     for _, algo in ipairs(run.algos) do
       local parts = {}
       if #runs > 1 then parts[#parts + 1] = run.label end
-      if algo.name ~= "" then parts[#parts + 1] = algo.name end
+      local name = results.training_label(algo)
+      if name ~= "" then parts[#parts + 1] = name end
       if #parts == 0 then parts[1] = run.label end
       list[#list + 1] = { run = run, algo = algo, label = table.concat(parts, " ") }
     end
@@ -97,11 +103,106 @@ local function points_of(xs, ys)
   return points
 end
 
-local function line_figure(series, csv_of, xname, yname)
+-- Adds the line {label, points} of xs, ys to lines unless it is empty.
+local function add_line(lines, label, xs, ys)
+  local points = points_of(xs, ys)
+  if #points > 0 then lines[#lines + 1] = { label = label, points = points } end
+end
+
+-- ---- the x axis of the progress figures ----
+
+-- The axes the accuracy and loss figures can have (option x), with their
+-- label: the records' own step and time columns, the training samples done
+-- (steps.csv's samples column summed in row order) and epochs (those samples
+-- over the training set's size).
+local AXES = { steps = "step", time = "time (s)", epochs = "epoch", samples = "training samples" }
+local AXIS_WORDS = { steps = "steps", time = "time", epochs = "epochs", samples = "training samples" }
+
+-- {steps = sorted steps, values = ...} of a steps.csv: per step the largest
+-- value of `column` among its rows, summed over the rows so far when
+-- cumulative; then a running maximum, so that a step never maps below an
+-- earlier one. nil without the columns, or without a sample counted (a
+-- run from before steps.csv had samples).
+local function by_step(steps, column, cumulative)
+  local cs, cv = results.column(steps, "step"), results.column(steps, column)
+  if not cs or not cv then return nil end
+  local at, keys, total = {}, {}, 0
+  for i = 1, steps.n do
+    local s, v = number(cs[i]), number(cv[i])
+    if cumulative then
+      total = total + (v or 0)
+      v = total
+    end
+    if s and v then
+      if not at[s] then keys[#keys + 1] = s end
+      at[s] = math.max(at[s] or v, v)
+    end
+  end
+  if #keys == 0 or (cumulative and total <= 0) then return nil end
+  table.sort(keys)
+  local values, top = {}, -math.huge
+  for i, s in ipairs(keys) do
+    top = math.max(top, at[s])
+    values[i] = top
+  end
+  return { steps = keys, values = values }
+end
+
+-- The value of the largest step <= s (0 before the first: nothing done yet).
+local function at_step(map, s)
+  local keys, lo, hi, found = map.steps, 1, #map.steps, 0
+  while lo <= hi do
+    local mid = (lo + hi) // 2
+    if keys[mid] <= s then
+      found, lo = map.values[mid], mid + 1
+    else
+      hi = mid - 1
+    end
+  end
+  return found
+end
+
+-- The size of the training set: summary.json's train_samples, else (runs
+-- that lack it) its samples over its epochs.
+local function train_samples(algo, samples)
+  local s = algo.summary or {}
+  if number(s.train_samples) and s.train_samples > 0 then return s.train_samples end
+  if number(s.epochs) and s.epochs > 0 then return samples / s.epochs end
+  return nil
+end
+
+-- A function from a step of this training to x, or nil when its records
+-- do not say (no samples column, no training set size).
+local function step_axis(algo, x)
+  if x == "steps" then return function(s) return s end end
+  local map = by_step(algo.steps, x == "time" and "time" or "samples", x ~= "time")
+  if not map then return nil end
+  local scale = 1
+  if x == "epochs" then
+    local n = train_samples(algo, map.values[#map.values])
+    if not n then return nil end
+    scale = 1 / n
+  end
+  return function(s) return at_step(map, s) * scale end
+end
+
+-- xs mapped through to_x in place (empty when there is no mapping).
+local function map_steps(xs, to_x)
+  if not to_x then return {} end
+  for i = 1, #xs do xs[i] = to_x(xs[i]) end
+  return xs
+end
+
+-- Accuracy (eval.csv) over x: its own time column, else its step mapped.
+local function accuracy_lines(series, x)
   local lines = {}
   for _, s in ipairs(series) do
-    local points = points_of(xy_arrays(csv_of(s), xname, yname))
-    if #points > 0 then lines[#lines + 1] = { label = s.label, points = points } end
+    if x == "time" then
+      add_line(lines, s.label, xy_arrays(s.algo.eval, "time", "accuracy"))
+    else
+      local steps, ys = xy_arrays(s.algo.eval, "step", "accuracy")
+      add_line(lines, s.label, map_steps(steps, step_axis(s.algo, x)), ys)
+    end
   end
   return lines
 end
@@ -136,12 +237,12 @@ local function smooth(ys)
   return out
 end
 
-local function loss_lines(series)
+-- Loss over x: the mean over workers per step, smoothed, at the step's x.
+local function loss_lines(series, x)
   local lines = {}
   for _, s in ipairs(series) do
     local steps, means = mean_by_x(xy_arrays(s.algo.steps, "step", "loss"))
-    local points = points_of(steps, smooth(means))
-    if #points > 0 then lines[#lines + 1] = { label = s.label, points = points } end
+    add_line(lines, s.label, map_steps(steps, step_axis(s.algo, x)), smooth(means))
   end
   return lines
 end
@@ -313,6 +414,30 @@ local function link_lines(runs)
   return lines, share
 end
 
+-- ---- where the trainings start ----
+
+-- Every training of each run that has several, by its start on the run's
+-- clock (summary.json's start_s): {x = seconds, label = its label, after
+-- the run's when several runs are compared}, sorted by time.
+local function training_starts(runs)
+  local marks = {}
+  for _, run in ipairs(runs) do
+    local list = {}
+    for _, algo in ipairs(run.algos) do
+      local t = algo.summary and number(algo.summary.start_s)
+      if t then
+        local label = results.training_label(algo)
+        list[#list + 1] = { x = t, label = #runs > 1 and (run.label .. " " .. label) or label }
+      end
+    end
+    if #list > 1 then
+      for _, m in ipairs(list) do marks[#marks + 1] = m end
+    end
+  end
+  table.sort(marks, function(a, b) return a.x < b.x end)
+  return marks
+end
+
 -- ---- script writing ----
 
 -- Writes the points of one series into the scratch directory; returns its name.
@@ -341,9 +466,32 @@ local function preamble(ctx, fig)
   return s
 end
 
+-- A dashed vertical line and a label at the start of every training of a
+-- run with several (ctx.markers), so that its traffic reads as its own;
+-- the x range stretched to hold a start outside the lines' (a training
+-- starts before the first rate of links.csv, its second sample).
+local function marker_commands(ctx, s, lines)
+  if #ctx.markers == 0 then return end
+  local lo, hi = math.huge, -math.huge
+  for _, l in ipairs(lines) do
+    lo, hi = math.min(lo, l.points[1][1]), math.max(hi, l.points[#l.points][1])
+  end
+  local first, last = ctx.markers[1].x, ctx.markers[#ctx.markers].x
+  if first < lo or last > hi then
+    s[#s + 1] = fmt("set xrange [%s:%s]", first < lo and num(first) or "*", last > hi and num(last) or "*")
+  end
+  for i, m in ipairs(ctx.markers) do
+    s[#s + 1] = fmt("set arrow %d from %s, graph 0 to %s, graph 1 nohead back dt 2 lw 1 lc rgb '#606060'",
+                    i, num(m.x), num(m.x))
+    s[#s + 1] = fmt("set label %d %s at %s, graph 0.98 right rotate by 90 offset -0.8,0 front " ..
+                    "font ',8' textcolor rgb '#404040' noenhanced", i, q(m.label .. " starts"), num(m.x))
+  end
+end
+
 local function lines_plot(ctx, fig, lines, style)
   local s = preamble(ctx, fig)
   if fig.ymin then s[#s + 1] = fmt("set yrange [%s:*]", num(fig.ymin)) end
+  if fig.markers then marker_commands(ctx, s, lines) end
   local parts = {}
   for i, l in ipairs(lines) do
     parts[i] = fmt("%s using 1:2 with %s lw 2 title %s", q(data_file(ctx, l.points)), style, q(l.label))
@@ -428,43 +576,61 @@ end
 
 -- ---- the figures ----
 
-local FIGURES = {
-  { name = "accuracy_time", title = "Test accuracy over time", xlabel = "time (s)", ylabel = "accuracy",
-    ymin = 0, lines = function(series) return line_figure(series, function(s) return s.algo.eval end, "time", "accuracy") end },
-  { name = "accuracy_steps", title = "Test accuracy over steps", xlabel = "step", ylabel = "accuracy",
-    ymin = 0, lines = function(series) return line_figure(series, function(s) return s.algo.eval end, "step", "accuracy") end },
-  { name = "loss_steps", title = "Training loss (mean over workers, smoothed)", xlabel = "step",
-    ylabel = "loss", lines = loss_lines },
+local function accuracy_figure(x)
+  return { name = "accuracy_" .. x, title = "Test accuracy over " .. AXIS_WORDS[x], xlabel = AXES[x],
+           ylabel = "accuracy", ymin = 0, lines = function(ctx) return accuracy_lines(ctx.series, x) end }
+end
+
+local function loss_figure(x)
+  return { name = "loss_" .. x, title = "Training loss over " .. AXIS_WORDS[x] .. " (mean over workers, smoothed)",
+           xlabel = AXES[x], ylabel = "loss", lines = function(ctx) return loss_lines(ctx.series, x) end }
+end
+
+local LINK_SHARE, LINK_RATE = "throughput (% of the link's bw)", "throughput (Mbit/s)"
+
+local OTHER_FIGURES = {
   { name = "time_per_worker", title = "Time per step by worker", xlabel = "worker",
     ylabel = "ms per step (mean)", bars = worker_bars },
   { name = "staleness", title = "Staleness of applied updates", xlabel = "staleness (steps)",
     ylabel = "share of steps", histogram = staleness_bars },
   { name = "k_time", title = "k over time", xlabel = "time (s)", ylabel = "k", style = "steps",
-    lines = k_lines },
-  { name = "links", title = "Link throughput", xlabel = "time (s)", links = true },
+    lines = function(ctx) return k_lines(ctx.series) end },
+  -- links.csv is on the run's clock: where each training starts shows there
+  { name = "links", title = "Link throughput", xlabel = "time (s)", ymin = 0, style = "lines",
+    markers = true, lines = function(ctx) return link_lines(ctx.runs) end },
 }
 
--- Figure name -> title, for the report.
+-- The figures with the progress figures over x: accuracy over time, and
+-- accuracy and loss over x (or loss alone, over time).
+local function figures_over(x)
+  local list = { accuracy_figure("time") }
+  if x ~= "time" then list[#list + 1] = accuracy_figure(x) end
+  list[#list + 1] = loss_figure(x)
+  for _, fig in ipairs(OTHER_FIGURES) do list[#list + 1] = fig end
+  return list
+end
+
+-- Figure name -> title, for the report: every figure of every axis.
 plot.titles = {}
-for _, fig in ipairs(FIGURES) do plot.titles[fig.name] = fig.title end
+for x in pairs(AXES) do
+  for _, fig in ipairs(figures_over(x)) do plot.titles[fig.name] = fig.title end
+end
 
 -- The gnuplot commands of one figure, or nil when it has no data.
 local function figure_script(ctx, fig)
   if fig.lines then
-    local lines = fig.lines(ctx.series)
-    return #lines > 0 and lines_plot(ctx, fig, lines, fig.style or "linespoints pt 7 ps 0.5") or nil
+    local lines, share = fig.lines(ctx)
+    if #lines == 0 then return nil end
+    if fig.name == "links" then
+      fig = setmetatable({ ylabel = share and LINK_SHARE or LINK_RATE }, { __index = fig })
+    end
+    return lines_plot(ctx, fig, lines, fig.style or "linespoints pt 7 ps 0.5")
   elseif fig.bars then
     local bars, workers = fig.bars(ctx.series)
     return #bars > 0 and worker_plot(ctx, fig, bars, workers) or nil
-  elseif fig.histogram then
-    local bars = fig.histogram(ctx.series)
-    return #bars > 0 and histogram_plot(ctx, fig, bars) or nil
   end
-  local lines, share = link_lines(ctx.runs)
-  if #lines == 0 then return nil end
-  local f = { title = fig.title, xlabel = fig.xlabel, ymin = 0,
-              ylabel = share and "throughput (% of the link's bw)" or "throughput (Mbit/s)" }
-  return lines_plot(ctx, f, lines, "lines")
+  local bars = fig.histogram(ctx.series)
+  return #bars > 0 and histogram_plot(ctx, fig, bars) or nil
 end
 
 local TERMINALS = {
@@ -521,30 +687,54 @@ end
 
 local FORMATS = { png = { "png" }, svg = { "svg" }, both = { "png", "svg" } }
 
--- Checks the options of plot.run / report.run; returns the image formats.
-function plot.check_options(o)
+local OPTIONS = { dirs = true, out = true, format = true, x = true }
+local DATA_OPTIONS = { dirs = true, x = true }
+
+-- The x axis of the progress figures: option x (default steps).
+local function check_x(x)
+  if x ~= nil and not AXES[x] then
+    results.tool_error(2, "x must be steps, time, epochs or samples, got '%s'", tostring(x))
+  end
+  return x or "steps"
+end
+
+-- Options a table of known keys only, with dirs a non-empty array.
+local function check_keys(o, known)
   if type(o) ~= "table" then results.tool_error(2, "options must be a table") end
   for k in pairs(o) do
-    if k ~= "dirs" and k ~= "out" and k ~= "format" then results.tool_error(2, "unknown option '%s'", tostring(k)) end
+    if not known[k] then results.tool_error(2, "unknown option '%s'", tostring(k)) end
   end
   if type(o.dirs) ~= "table" or #o.dirs == 0 then results.tool_error(2, "dirs must be a non-empty array of directories") end
+end
+
+-- Checks the options of plot.run / report.run; returns the image formats
+-- and the x axis.
+function plot.check_options(o)
+  check_keys(o, OPTIONS)
   local format = o.format or "both"
   if not FORMATS[format] then results.tool_error(2, "format must be png, svg or both, got '%s'", tostring(format)) end
+  local x = check_x(o.x)
   if #o.dirs > 1 and not o.out then
     results.tool_error(2, "several directories are compared into one place: give --out OUTDIR")
   end
-  return FORMATS[format]
+  return FORMATS[format], x
 end
 
--- The plots of already loaded runs into out; returns files, skipped figure names.
-function plot.render_runs(runs, out, formats)
-  local ctx = { runs = runs, series = all_series(runs), n_data = 0, gnuplot = gnuplot_path() }
+local function new_context(runs, x)
+  return { runs = runs, series = all_series(runs), x = x, markers = training_starts(runs), n_data = 0 }
+end
+
+-- The plots of already loaded runs into out, with the progress figures
+-- over x (default steps); returns files, skipped figure names.
+function plot.render_runs(runs, out, formats, x)
+  local ctx = new_context(runs, x or "steps")
+  ctx.gnuplot = gnuplot_path()
   local figures, skipped = {}, {}
   local ok, err = core._mkdir_p(out)
   if not ok then results.tool_error(2, "%s", err) end
   ctx.tmp = core._mkdtemp(out)
   local done, files = pcall(function()
-    for _, fig in ipairs(FIGURES) do
+    for _, fig in ipairs(figures_over(ctx.x)) do
       local script = figure_script(ctx, fig)
       if script then
         figures[#figures + 1] = { name = fig.name, script = script }
@@ -563,42 +753,75 @@ function plot.render_runs(runs, out, formats)
   return files, skipped
 end
 
--- plot.run{dirs=, out=, format="both"} -> files written, figures skipped.
--- out defaults to DIR/plots for one directory and is required for several.
--- Raises tool errors (tables with code and msg); see plot.run for strings.
+-- plot.run{dirs=, out=, format="both", x="steps"} -> files written, figures
+-- skipped. out defaults to DIR/plots for one directory and is required for
+-- several. Raises tool errors (tables with code and msg); see plot.run for
+-- strings.
 function plot.run_tool(o)
-  local formats = plot.check_options(o)
+  local formats, x = plot.check_options(o)
   local runs = results.load_all(o.dirs)
-  return plot.render_runs(runs, o.out or (runs[1].dir .. "/plots"), formats)
+  return plot.render_runs(runs, o.out or (runs[1].dir .. "/plots"), formats, x)
+end
+
+-- Errors of fn(o) raised as "hiernet.plot: message" strings.
+local function lua_errors(fn, o)
+  local ok, a, b = pcall(fn, o)
+  if ok then return a, b end
+  if type(a) == "table" and a.tool_error then error("hiernet.plot: " .. a.msg, 3) end
+  error(a, 0)
 end
 
 -- Like run_tool, with errors raised as "hiernet.plot: message" strings.
 function plot.run(o)
-  local ok, files, skipped = pcall(plot.run_tool, o)
-  if ok then return files, skipped end
-  if type(files) == "table" and files.tool_error then error("hiernet.plot: " .. files.msg, 2) end
-  error(files, 0)
+  local files, skipped = lua_errors(plot.run_tool, o)
+  return files, skipped
+end
+
+-- plot.data{dirs=, x=} -> the numbers the line figures draw, without
+-- drawing: {figure name -> {{label=, points = {{x, y}, ...}}, ...}} (each
+-- line thinned as plotted; a figure without data absent), and the
+-- training starts marked on the links figure ({{x=, label=}, ...}).
+function plot.data(o)
+  local data, markers = lua_errors(function()
+    check_keys(o, DATA_OPTIONS)
+    local x = check_x(o.x)
+    local ctx = new_context(results.load_all(o.dirs), x)
+    local by_figure = {}
+    for _, fig in ipairs(figures_over(x)) do
+      local lines = fig.lines and fig.lines(ctx) or {}
+      if #lines > 0 then by_figure[fig.name] = lines end
+    end
+    return by_figure, ctx.markers
+  end, o)
+  return data, markers
 end
 
 -- ---- hiernet plot ----
 
 plot.usage = [[
 usage: hiernet plot DIR [DIR...] [--out OUTDIR] [--format png|svg|both]
+                    [--x steps|time|epochs|samples]
 
 Plots the results directories of runs: accuracy over time and over steps,
 training loss over steps, compute / comm / wait time per worker, staleness,
-k over time and link throughput, each algorithm of each run a series on
-shared axes. Images go to DIR/plots/ for one directory; comparing several
-needs --out. Prints the files written, one per line.
+k over time and link throughput, each training of each run a series on
+shared axes (labelled by its label option, else its algorithm or prefix).
+Link throughput is on the run's clock and marks where each training of a
+run with several starts. Images go to DIR/plots/ for one directory;
+comparing several needs --out. Prints the files written, one per line.
 
 options:
   --out OUTDIR      where the images go (created if missing)
   --format F        png, svg or both (default both)
+  --x AXIS          the x axis of the accuracy and loss figures: steps (the
+                    default), time, epochs or samples (training samples
+                    done, from steps.csv's samples column); accuracy over
+                    time is drawn whatever the axis
 ]]
 
--- Parses the command line of a tool: DIR... [--out X] [--format F] [--help].
+-- Parses the command line of a tool: DIR... [--out X] [--format F] [--x A] [--help].
 -- Returns the options, or nil and the exit code when it answered --help.
-local TOOL_OPTIONS = { out = true, format = true }
+local TOOL_OPTIONS = { out = true, format = true, x = true }
 
 function plot.parse_args(cmd, usage, args)
   local o, i = { dirs = {} }, 1

@@ -4,8 +4,11 @@
 --   local page, plots = report.run{ dirs = { "results/a" } }     -- results/a/index.html
 --
 -- The page holds the scenario's own figures (its summary.json: every field,
--- and its `results` as a table), the summary table (one row per algorithm:
--- every <prefix>summary.json of a training), the plots (hiernet.plot, written to OUT/plots/ and
+-- and its `results` as a table; a null time to target reads "not reached"
+-- where there was a target), the summary table (one row per training:
+-- every <prefix>summary.json of one, named by its label option where it
+-- had one; a time to target shows "not reached" when the training had a
+-- target and a dash when it had none), the plots (hiernet.plot, written to OUT/plots/ and
 -- embedded), the topology of every network (run.json's topology drawn by
 -- topo/dot.c, the code of `hiernet draw`, and laid out by Graphviz's dot)
 -- and each run's facts and parameters. Self-contained: images are data:
@@ -36,16 +39,37 @@ local function format_bytes(b)
   return fmt("%.0f B", b)
 end
 
--- One summary cell: formatted text and a title with the exact value.
+-- A share as a percentage: whole from 10 % on, below with two significant
+-- digits, so that a small share (0.2 %, 0.05 %) never reads as none.
+local function format_percent(v)
+  local p = v * 100
+  if p == 0 or math.abs(p) >= 10 then return fmt("%.0f %%", p) end
+  return fmt("%.2g %%", p)
+end
+
+local DASH = "\u{2014}"
+
+-- What an absent time to target means: not reached when the training (or
+-- the scenario) had a target, else that there was none.
+local function no_time_to_target(...)
+  for _, t in ipairs({ ... }) do
+    if type(t) == "table" and results.number(t.target_accuracy) then return "not reached" end
+  end
+  return DASH
+end
+
+-- One summary cell: key, heading, formatter (its title has the exact
+-- value) and what an absent value shows (a dash when not given; a
+-- function of the summary).
 local CELLS = {
   { "final_accuracy", "final accuracy", function(v) return fmt("%.4f", v) end },
   { "best_accuracy", "best accuracy", function(v) return fmt("%.4f", v) end },
-  { "time_to_target_s", "time to target", function(v) return fmt("%.1f s", v) end, "not reached" },
+  { "time_to_target_s", "time to target", function(v) return fmt("%.1f s", v) end, no_time_to_target },
   { "steps", "steps", function(v) return fmt("%.0f", v) end },
   { "updates_applied", "updates", function(v) return fmt("%.0f", v) end },
   { "bytes", "bytes", format_bytes },
   { "wall_s", "wall time", function(v) return fmt("%.1f s", v) end },
-  { "compute_share", "compute share", function(v) return fmt("%.0f %%", v * 100) end },
+  { "compute_share", "compute share", format_percent },
 }
 
 -- The formatter of each CELLS key, which a value of that key gets
@@ -71,7 +95,7 @@ end
 -- null as a dash, objects as {k=v, ...} and arrays as [v, ...], numbers as
 -- above.
 local function format_value(key, v)
-  if v == nil or v == NULL then return "\u{2014}" end
+  if v == nil or v == NULL then return DASH end
   if type(v) == "number" then return format_number(key, v) end
   if type(v) ~= "table" then return tostring(v) end
   local keys = {}
@@ -130,7 +154,13 @@ local function scenario_results_table(summary, out)
   out[#out + 1] = "<div class=\"wide\"><table class=\"results\"><tr>" .. table.concat(head) .. "</tr>"
   for _, r in ipairs(rows) do
     local cells = {}
-    for i, k in ipairs(cols) do cells[i] = value_cell(k, type(r) == "table" and r[k] or nil) end
+    for i, k in ipairs(cols) do
+      local v = type(r) == "table" and r[k] or nil
+      -- null: shown as a dash, or as "not reached" for a time to a target
+      local missing
+      if k == "time_to_target_s" and (v == nil or v == NULL) then v, missing = nil, no_time_to_target(r, summary) end
+      cells[i] = value_cell(k, v, missing)
+    end
     out[#out + 1] = "<tr>" .. table.concat(cells) .. "</tr>"
   end
   out[#out + 1] = "</table></div>"
@@ -184,11 +214,23 @@ end
 
 -- ---- sections ----
 
+-- The training's cell: its label option when it has one (the algorithm
+-- and the files' prefix in the title), else the algorithm and the prefix.
+local function training_cell(algo)
+  local s = algo.summary
+  local algorithm = type(s.algorithm) == "string" and s.algorithm or algo.name
+  local label, given = results.training_label(algo)
+  local prefix_note = algo.prefix ~= "" and (" <span class=\"prefix\">(" .. esc(algo.prefix) .. ")</span>") or ""
+  if not given then return "<td>" .. esc(algorithm) .. prefix_note .. "</td>" end
+  local files = algo.prefix ~= "" and (", files " .. algo.prefix .. "*") or ""
+  return fmt("<td title=\"%s\">%s</td>", esc("algorithm " .. algorithm .. files), esc(label))
+end
+
 local function summary_section(runs, out)
   out[#out + 1] = "<section id=\"summary\"><h2>Summary</h2>"
   local head = { "<tr>" }
   if #runs > 1 then head[#head + 1] = "<th>run</th>" end
-  head[#head + 1] = "<th>algorithm</th><th>mode</th>"
+  head[#head + 1] = "<th>training</th><th>mode</th>"
   for _, c in ipairs(CELLS) do head[#head + 1] = "<th>" .. esc(c[2]) .. "</th>" end
   head[#head + 1] = "<th>parameters</th></tr>"
   local rows = {}
@@ -198,10 +240,12 @@ local function summary_section(runs, out)
       if s then
         local row = { "<tr>" }
         if #runs > 1 then row[#row + 1] = "<td>" .. esc(run.label) .. "</td>" end
-        local name = type(s.algorithm) == "string" and s.algorithm or algo.name
-        row[#row + 1] = "<td>" .. esc(name) .. (algo.prefix ~= "" and (" <span class=\"prefix\">(" .. esc(algo.prefix) .. ")</span>") or "") .. "</td>"
+        row[#row + 1] = training_cell(algo)
         row[#row + 1] = "<td>" .. esc(s.mode ~= nil and format_value("mode", s.mode) or "") .. "</td>"
-        for _, c in ipairs(CELLS) do row[#row + 1] = value_cell(c[1], s[c[1]], c[4] or "") end
+        for _, c in ipairs(CELLS) do
+          local missing = c[4] and c[4](s) or ""
+          row[#row + 1] = value_cell(c[1], s[c[1]], missing)
+        end
         row[#row + 1] = "<td>" .. esc(s.parameters ~= nil and format_value("parameters", s.parameters) or "") .. "</td></tr>"
         rows[#rows + 1] = table.concat(row)
       end
@@ -358,13 +402,13 @@ local function page(ctx, runs, files, skipped)
   return table.concat(out, "\n") .. "\n"
 end
 
--- report.run_tool{dirs=, out=, format=} -> path of index.html, plot files,
+-- report.run_tool{dirs=, out=, format=, x=} -> path of index.html, plot files,
 -- warnings. The page goes to OUT (default: the one DIR), plots to OUT/plots.
 function report.run_tool(o)
-  local formats = plot.check_options(o)
+  local formats, x = plot.check_options(o)
   local runs = results.load_all(o.dirs)
   local dir = o.out or runs[1].dir
-  local files, skipped = plot.render_runs(runs, dir .. "/plots", formats)
+  local files, skipped = plot.render_runs(runs, dir .. "/plots", formats, x)
   local ctx = { dot_path = core._which("dot"), warnings = {}, tmp = core._mkdtemp(dir) }
   local ok, err = pcall(function()
     local f = assert(io.open(ctx.tmp .. "/index.html", "w"))
@@ -388,6 +432,7 @@ end
 
 report.usage = [[
 usage: hiernet report DIR [DIR...] [--out OUTDIR] [--format png|svg|both]
+                      [--x steps|time|epochs|samples]
 
 Writes a self-contained HTML page (index.html: no network access needed)
 of one run, or of several runs compared: the scenario's own figures (its
@@ -399,6 +444,8 @@ then holds index.html and plots/. Prints the page's path.
 options:
   --out OUTDIR      where the page (and plots/) go (created if missing)
   --format F        image files written: png, svg or both (default both)
+  --x AXIS          the x axis of the accuracy and loss plots: steps (the
+                    default), time, epochs or samples (see hiernet plot)
 ]]
 
 function report._cli(...)

@@ -3,6 +3,7 @@
 --   local results = require("hiernet.results")
 --   local run = results.load("results/demo-20250101-120000")
 --   run.info (run.json), run.label, run.algos[i].prefix / .steps / .eval / .summary, run.links
+--   results.training_label(run.algos[1]) -> its label option, else its algorithm or prefix
 --   run.scenario_summary (the scenario's own summary.json, or nil)
 --   results.column(run.algos[1].steps, "loss") -> {2.3, 2.1, false, ...}
 --
@@ -231,6 +232,19 @@ local function load_algo(dir, prefix, warnings)
     a.name = a.summary.algorithm
   end
   return a, scenario_summary
+end
+
+-- What a training is called in plots and reports: its `label` train option
+-- (summary.json's parameters.label, or a label field), else the name above:
+-- the prefix without its "_", or the algorithm for prefix "". Second: true
+-- when it is a label given.
+function results.training_label(algo)
+  local s = algo.summary or {}
+  local params = type(s.parameters) == "table" and s.parameters or {}
+  for _, label in ipairs({ params.label, s.label }) do
+    if type(label) == "string" and label ~= "" then return label, true end
+  end
+  return algo.name, false
 end
 
 local function strip_slashes(dir)

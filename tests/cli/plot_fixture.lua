@@ -37,10 +37,15 @@ local function json_string(v)
   return '"' .. v:gsub('[%c"\\]', function(c) return string.format("\\u%04x", c:byte()) end) .. '"'
 end
 
+-- Samples per steps.csv row and the training set's size: 4 workers x 60
+-- steps make 4 epochs; trainings start 3 s apart on the run's clock (1, 4,
+-- 7, ...: summary.json's start_s), within links.csv's 10 s.
+local BATCH, TRAIN_SAMPLES = 16, 960
+
 local function algo(prefix, index)
   local async = prefix:find("asp") ~= nil
   local rec = hn.record(prefix .. "steps", { "time", "worker", "step", "loss", "compute_ms", "comm_ms",
-                                            "wait_ms", "staleness", "lr", "k", "bytes" })
+                                            "wait_ms", "staleness", "lr", "k", "bytes", "samples" })
   local eval = hn.record(prefix .. "eval", { "time", "step", "accuracy", "loss" })
   local t = 0
   for s = 1, steps do
@@ -50,7 +55,8 @@ local function algo(prefix, index)
       rec:add{ time = t, worker = "w" .. w, step = s, loss = loss, compute_ms = 10 + 2 * w,
                comm_ms = 4 + w, wait_ms = async and 0 or (workers - w) * 1.5,
                staleness = async and ((s + w) % 4) or nil, lr = lr,
-               k = (prefix:find("ada") and math.min(workers, 1 + s // 15)) or nil, bytes = 4000 }
+               k = (prefix:find("ada") and math.min(workers, 1 + s // 15)) or nil, bytes = 4000,
+               samples = BATCH }
     end
     if s % 10 == 0 then
       eval:add{ time = t, step = s, accuracy = 0.9 - 0.8 * math.exp(-s * lr / 3) - 0.02 * index,
@@ -60,9 +66,11 @@ local function algo(prefix, index)
   write(prefix .. "summary.json", string.format(
     '{"algorithm": "%s", "mode": "%s", "parameters": {"lr": %g, "workers": %d, "note": %s}, ' ..
     '"final_accuracy": 0.87, "best_accuracy": 0.88, "time_to_target_s": %s, "steps": %d, ' ..
-    '"updates_applied": %d, "bytes": %d, "wall_s": %g, "compute_share": 0.61, "prefix": "%s"}',
+    '"updates_applied": %d, "bytes": %d, "wall_s": %g, "compute_share": 0.61, "prefix": "%s", ' ..
+    '"train_samples": %d, "epochs": %g, "start_s": %g}',
     prefix == "" and "psgd" or prefix:gsub("_$", ""), async and "async" or "sync", lr, workers, json_string(note),
-    index == 1 and "12.5" or "null", steps * workers, steps * workers, steps * workers * 4000, t, prefix))
+    index == 1 and "12.5" or "null", steps * workers, steps * workers, steps * workers * 4000, t, prefix,
+    TRAIN_SAMPLES, steps * workers * BATCH / TRAIN_SAMPLES, 1 + 3 * (index - 1)))
 end
 
 local list = {}

@@ -3,7 +3,9 @@
 # plot_fixture.lua writes (run.json from a real run, synthetic steps/eval/
 # summary/links files): the images of one run (valid PNG, SVG whose legend
 # holds the expected series), two runs overlaid, paths with spaces and
-# quotes, --format, empty and column-less CSVs, the errors (not a results
+# quotes, --format, --x (epochs, samples, time; a steps.csv without
+# samples), the marks of where each training starts on the link figure,
+# empty and column-less CSVs, the errors (not a results
 # directory, several directories without --out, gnuplot missing), an
 # interrupt that leaves nothing behind, and the report page's content and
 # escaping (the browser test checks its rendering).
@@ -77,6 +79,32 @@ images png "cmp 'x'"/*.png && ok || bad "overlay PNG check"
 fixture twin
 expect_exit 0 "plot twins" -- "$HN" plot "$one" twin --out twins --format svg
 expect_keys twins/accuracy_time.svg 2 "plot_fixture (run one 'q' \"dq\" \$x;) psgd" "plot_fixture (twin) psgd"
+
+# --- --x: the axis of the accuracy and loss figures ---
+expect_exit 0 "plot --x epochs" -- "$HN" plot multi --x epochs --out x-epochs --format svg
+[[ $(ls x-epochs | tr '\n' ' ') == "accuracy_epochs.svg accuracy_time.svg k_time.svg links.svg loss_epochs.svg staleness.svg time_per_worker.svg " ]] &&
+  ok || bad "--x epochs: $(ls x-epochs)"
+expect_keys x-epochs/loss_epochs.svg 3 bsp asp ada
+grep -qF '>epoch<' x-epochs/accuracy_epochs.svg && ok || bad "--x epochs: no x label 'epoch'"
+expect_exit 0 "plot --x=samples" -- "$HN" plot multi --x=samples --out x-samples --format svg
+[[ -s x-samples/accuracy_samples.svg && -s x-samples/loss_samples.svg && ! -e x-samples/loss_steps.svg ]] &&
+  ok || bad "--x samples: $(ls x-samples)"
+expect_exit 0 "plot --x time" -- "$HN" plot multi --x time --out x-time --format svg
+[[ -s x-time/loss_time.svg && -s x-time/accuracy_time.svg && $(ls x-time | wc -l) -eq 6 ]] && ok || bad "--x time: $(ls x-time)"
+# steps.csv without a samples column: no epochs to plot, said as skipped figures
+mkdir -p nosamples && cp multi/run.json nosamples/
+cut -d, -f1-11 multi/bsp_steps.csv >nosamples/steps.csv
+expect_exit 0 "plot --x epochs without samples" -- "$HN" plot nosamples --x epochs --format svg
+[[ $(ls nosamples/plots) == time_per_worker.svg ]] && ok || bad "no samples column: $(ls nosamples/plots)"
+expect_exit 2 "bad --x" -- "$HN" plot multi --x weeks
+expect_err "x must be steps, time, epochs or samples, got 'weeks'" "bad --x names the value"
+one_line_err "bad --x"
+
+# --- where each training of a run with several starts (links figure) ---
+for name in bsp asp ada; do
+  grep -qF ">$name starts<" x-epochs/links.svg && ok || bad "links: no start marker of $name"
+done
+! grep -qF ' starts<' "$one/plots/links.svg" && ok || bad "links of one training: a start marker"
 
 # --- --format ---
 expect_exit 0 "--format png" -- "$HN" plot multi --format png --out fmt-png
@@ -184,7 +212,13 @@ for text in '>speedup_vs_bsp</th>' '>comm_compute_ratio</th>' '{10Gbit=0.03551, 
 done
 grep -qE '<th>label</th><th>ratio</th><th>time_to_target_s</th><th>speedup_vs_bsp</th><th>bytes</th><th>' \
   scen/index.html && ok || bad "scenario run: results columns not in the scenario's order"
-[[ $(grep -o '>&#8212;</td>\|>—</td>' scen/index.html | wc -l) -eq 2 ]] && ok || bad "scenario run: want 2 nulls shown as a dash"
+# speedup_vs_bsp null is a dash; time_to_target_s null, with the scenario's
+# target_accuracy, is "not reached".
+scenario_section() { python3 -c 'import re, sys
+print(re.search(r"<section id=\"scenario\">(.*?)</section>", open(sys.argv[1]).read(), re.S).group(1))' "$1"; }
+scenario_section scen/index.html >scen.txt
+[[ $(grep -o '>—</td>' scen.txt | wc -l) -eq 1 ]] && ok || bad "scenario run: want 1 null shown as a dash"
+[[ $(grep -o '>not reached</td>' scen.txt | wc -l) -eq 1 ]] && ok || bad "scenario run: want 1 time to target not reached"
 mkdir -p weird && cp "$one"/steps.csv weird/ # valid JSON of the wrong shapes everywhere
 echo '{"scenario": 5, "topology": [1, {"name": 3, "nodes": "x"}, {"name": "n", "nodes": [{"name": "a b"}]}],
        "params": "x", "set": [1], "versions": {"a": [1, {"b": null}]}}' >weird/run.json

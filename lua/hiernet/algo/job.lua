@@ -370,7 +370,7 @@ function Job:setup(s)
   -- train call that fails its checks leaves no files and frees no name.
   self.prefix = pick_prefix(self.o, self.label)
   self.steps_rec = hn.record(self.prefix .. "steps", { "time", "worker", "step", "loss", "compute_ms",
-    "comm_ms", "wait_ms", "staleness", "lr", "k", "bytes", "version" })
+    "comm_ms", "wait_ms", "staleness", "lr", "k", "bytes", "samples", "version" })
   self.eval_rec = hn.record(self.prefix .. "eval", { "time", "step", "accuracy", "loss" })
   local name = s.model_name or "w"
   self.model_name = name
@@ -668,7 +668,8 @@ function Job:step_row(r)
   if r.loss then self.last_loss = r.loss end
   self.steps_rec:add{ time = r.time or self:now(), worker = self.workers[r.worker].name, step = r.step,
     loss = r.loss, compute_ms = r.compute_ms, comm_ms = r.comm_ms, wait_ms = r.wait_ms,
-    staleness = r.staleness, lr = r.lr, k = r.k, bytes = r.bytes, version = r.version }
+    staleness = r.staleness, lr = r.lr, k = r.k, bytes = r.bytes, samples = r.samples,
+    version = r.version }
   self:progress()
 end
 
@@ -797,7 +798,7 @@ function Job:finish(extra)
     target_accuracy = self.o.target_accuracy, time_to_target_s = self.time_to_target,
     steps_to_target = self.steps_to_target,
     steps = self.steps, updates_applied = self.updates_applied, worker_steps = self.worker_steps,
-    epochs = self:epochs(), bytes = math.floor(self.bytes + 0.5), wall_s = wall, start_s = self.t0,
+    epochs = self:epochs(), train_samples = self.train_samples, bytes = math.floor(self.bytes + 0.5), wall_s = wall, start_s = self.t0,
     compute_share = (#self.workers > 0 and wall > 0)
         and self.compute_ms / 1000 / (#self.workers * wall) or nil,
     stop_reason = self.stop_reason, evals = self.evals, evals_skipped = self.evals_skipped,
