@@ -228,6 +228,16 @@ bad_case peer_send_other_net 1 "c_peer_send_other_net.lua:8: node 'a': send: par
 bad_case peer_send_missing 1 "c_peer_send_missing.lua:5: node 'a': send: " 'a:send{ tensor = "nope", to = b }'
 bad_case peer_switch_command 1 "c_peer_switch_command.lua:5: " 'net:find("a"):nosuch()'
 
+# ---- the library: topo builders and trainings name the scenario's line ----
+bad_case raw_topo_rate 1 'c_raw_topo_rate.lua:3: link center-h1: bw: bad rate "1e30bit"' \
+  $'local hn = require("hiernet")\nlocal net = hn.network{ name = "t", backend = "none" }\nrequire("hiernet.topo").star(net, { n = 2, link = { bw = "1e30bit" } })'
+bad_case raw_topo_node 1 "c_raw_topo_node.lua:3: node 'h1': cpu must be > 0" \
+  $'local hn = require("hiernet")\nlocal net = hn.network{ name = "t", backend = "none" }\nrequire("hiernet.topo").ring(net, { n = 3, node = { cpu = -1 } })'
+bad_case raw_topo_ring 1 "c_raw_topo_ring.lua:3: topo.ring: n must be an integer >= 3, got 2" \
+  $'local hn = require("hiernet")\nlocal net = hn.network{ name = "t", backend = "none" }\nrequire("hiernet.topo").ring(net, { n = 2 })'
+bad_case peer_train_dataset 1 "c_peer_train_dataset.lua:5: node 'a': dataset: dataset \"/no/such\" is unknown" \
+  'require("hiernet.algo.allreduce").train{ workers = { a }, dataset = "/no/such", steps = 1 }'
+
 # ---- records and tasks (exit 1) ----
 bad_case net_record_slash 1 "c_net_record_slash.lua:4: record name 'a/b' is not a valid file name" 'hn.record("a/b", { "x" })'
 bad_case net_record_dotdot 1 "c_net_record_dotdot.lua:4: record name '../up' is not a valid file name" 'hn.record("../up", { "x" })'

@@ -17,27 +17,14 @@
 -- Times are on the run's clock (hn.now(), emulated seconds when the network
 -- is dilated), counted from the moment training starts (after set-up).
 local hn = require("hiernet")
+local where = require("hiernet.where")
 
 local job = {}
 
 -- ---- errors that point at the scenario's line, not at the library's ----
 
--- "file:line: " of the innermost caller outside the hiernet library (the
--- user's call that led here), or "" when there is none.
-local function user_where()
-  for level = 2, 40 do -- 1 is this function
-    local info = debug.getinfo(level, "Sl")
-    if not info then return "" end
-    if not info.source:find("hiernet/", 1, true) and info.what ~= "C" then
-      return info.currentline > 0 and (info.short_src .. ":" .. info.currentline .. ": ") or ""
-    end
-  end
-  return ""
-end
-
-function job.fail(fmt, ...)
-  error(user_where() .. string.format(fmt, ...), 0)
-end
+-- error() at the scenario's line (hiernet.where): the user's call that led here.
+job.fail = where.fail
 
 -- The params of an `optim` command stepping `target` (a model, or with
 -- key = "tensor" any tensor) along `grad` with optimizer table opt
@@ -311,6 +298,9 @@ function job.new(algorithm, opts, spec)
     evals = 0, evals_skipped = 0, eval_busy = false, eval_task = nil,
     stop_reason = nil, dead = {}, away = {}, killed = {}, fault_hooks = {}, t0 = nil,
   }, Job)
+  -- The scenario's line of this train call: errors raised later, in tasks
+  -- the library spawned, are reported there (Job:setup, Job:guard).
+  J.where = where.user()
   if o.eval_every == nil then
     o.eval_every = o.steps and math.max(1, o.steps // 20) or 50
   end
@@ -360,7 +350,7 @@ end
 -- created on origin and sent to every worker and holder, test split on the
 -- eval node; residuals = {names} the compression's error feedback uses on
 -- the workers (default {"ef"}), dropped first.
-function Job:setup(s)
+local function setup(self, s)
   s = s or {}
   -- The records (and their prefix) once every option has been checked: a
   -- train call that fails its checks leaves no files and frees no name.
@@ -404,6 +394,12 @@ function Job:setup(s)
   hn.log(string.format("%s: %d workers, model %s (%d parameters), %d training samples, eval on %s%s",
     self.label, #self.workers, self.o.model, made.size, self.train_samples, self.eval_node.name,
     self.prefix ~= "" and (", records " .. self.prefix .. "*") or ""))
+end
+
+-- A bad value found while setting up (a dataset a peer cannot load, say)
+-- is reported at the train call's line, also when a task raised it.
+function Job:setup(s)
+  return where.call_at(self.where, setup, self, s)
 end
 
 -- Training starts now: times in the records count from here. The option
@@ -598,7 +594,7 @@ end
 function Job:guard(body)
   local ok, r = pcall(body)
   self.closed = true
-  if not ok then error(r, 0) end
+  if not ok then error(where.relocate(r, self.where), 0) end
   return r
 end
 
@@ -769,7 +765,7 @@ end
 
 -- Final evaluation (outside the training time), summary.json, and the
 -- summary returned to the scenario. extra: algorithm-specific fields.
-function Job:finish(extra)
+local function finish(self, extra)
   self.closed = true
   local wall = self:now()
   if self.eval_task then hn.wait_all{ self.eval_task } end
@@ -813,6 +809,12 @@ function Job:finish(extra)
     s.time_to_target_s and string.format(", target reached at %.2f s", s.time_to_target_s) or "",
     job.format_bytes(self.bytes)))
   return s
+end
+
+-- An error of the end (summary.json cannot be written, say) names the
+-- train call's line, like the set-up's.
+function Job:finish(extra)
+  return where.call_at(self.where, finish, self, extra)
 end
 
 function job.format_bytes(n)
