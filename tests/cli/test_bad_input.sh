@@ -235,6 +235,12 @@ bad_case raw_topo_node 1 "c_raw_topo_node.lua:3: node 'h1': cpu must be > 0" \
   $'local hn = require("hiernet")\nlocal net = hn.network{ name = "t", backend = "none" }\nrequire("hiernet.topo").ring(net, { n = 3, node = { cpu = -1 } })'
 bad_case raw_topo_ring 1 "c_raw_topo_ring.lua:3: topo.ring: n must be an integer >= 3, got 2" \
   $'local hn = require("hiernet")\nlocal net = hn.network{ name = "t", backend = "none" }\nrequire("hiernet.topo").ring(net, { n = 2 })'
+# A bad model is refused when train's options are checked: the network is
+# not even started (a peer would have refused it only after set-up began).
+bad_case net_train_model 1 "c_net_train_model.lua:4: allreduce.train: option 'model': model spec \"mlp:784-x-10\": the second layer size 'x' is not a whole number" \
+  'require("hiernet.algo.allreduce").train{ workers = { a, b }, model = "mlp:784-x-10", steps = 1 }'
+bad_case net_train_resnet 1 "c_net_train_resnet.lua:4: ps.train: option 'model': model spec \"resnet99\": unknown architecture" \
+  'require("hiernet.algo.ps").train{ server = a, workers = { b }, model = "resnet99", steps = 1 }'
 bad_case peer_train_dataset 1 "c_peer_train_dataset.lua:5: node 'a': dataset: dataset \"/no/such\" is unknown" \
   'require("hiernet.algo.allreduce").train{ workers = { a }, dataset = "/no/such", steps = 1 }'
 

@@ -118,6 +118,15 @@ function check.string(what, v)
   return v
 end
 
+-- A model spec, parsed by the peers' own parser (hn.model_check): a bad
+-- one is refused here, before any peer is asked to build it.
+function check.model(what, v)
+  check.string(what, v)
+  local ok, err = hn.model_check(v)
+  if not ok then fail("%s: %s", what, err) end
+  return v
+end
+
 function check.name(what, v)
   if type(v) ~= "string" or not v:match("^[A-Za-z0-9_.-]*$") then
     fail("%s: expected letters, digits, '_', '.' or '-', got %s", what, describe(v))
@@ -209,7 +218,7 @@ end
 
 -- Options every algorithm takes (algorithm-specific ones come in spec.options).
 local COMMON = {
-  workers = check.nodes, model = check.string, init = check.string, seed = check.nonnegint,
+  workers = check.nodes, model = check.model, init = check.string, seed = check.nonnegint,
   dataset = check.dataset, batch = check.posint, worker_opt = check.optimizer,
   steps = check.posint, epochs = check.posnumber, seconds = check.posnumber,
   target_accuracy = check.fraction, stop_at_target = check.boolean, eval_every = check.posint, eval_limit = check.nonnegint,
