@@ -772,6 +772,17 @@ end
 
 -- ---- the end ----
 
+-- The fields of every summary (docs/algorithms.md, "Metrics", lists the
+-- same): summary.json has each, null where not reached (no target given
+-- or reached, no loss recorded); in the returned table those are nil.
+job.SUMMARY_FIELDS = {
+  "algorithm", "mode", "parameters", "initial_accuracy", "initial_loss", "final_accuracy",
+  "final_loss", "final_eval_failed", "best_accuracy", "target_accuracy", "time_to_target_s",
+  "steps_to_target", "steps", "updates_applied", "worker_steps", "epochs", "bytes", "wall_s",
+  "start_s", "compute_share", "stop_reason", "evals", "evals_skipped", "last_loss", "prefix",
+  "workers", "workers_alive",
+}
+
 -- Final evaluation (outside the training time), summary.json, and the
 -- summary returned to the scenario. extra: algorithm-specific fields.
 local function finish(self, extra)
@@ -791,7 +802,7 @@ local function finish(self, extra)
     algorithm = self.algorithm, mode = self.mode, parameters = self.parameters, prefix = self.prefix,
     workers = #self.workers, workers_alive = self:alive_count(),
     initial_accuracy = self.initial_accuracy, initial_loss = self.initial_loss,
-    final_accuracy = r.accuracy, final_loss = r.loss, final_eval_failed = r.failed,
+    final_accuracy = r.accuracy, final_loss = r.loss, final_eval_failed = r.failed or false,
     best_accuracy = math.max(self.best_accuracy or r.accuracy, r.accuracy),
     target_accuracy = self.o.target_accuracy, time_to_target_s = self.time_to_target,
     steps_to_target = self.steps_to_target,
@@ -811,7 +822,9 @@ local function finish(self, extra)
   end
   local json = {}
   for k, v in pairs(s) do json[k] = v end
-  if json.time_to_target_s == nil then json.time_to_target_s = hn.null end
+  for _, k in ipairs(job.SUMMARY_FIELDS) do
+    if json[k] == nil then json[k] = hn.null end
+  end
   hn.write_json(self.prefix .. "summary", json)
   hn.log(string.format("%s: %s after %d steps, %.2f s: final accuracy %.4f (best %.4f)%s, %s",
     self.label, self.stop_reason or "stopped", self.steps, wall, s.final_accuracy, s.best_accuracy,
