@@ -243,6 +243,8 @@ bad_case net_train_resnet 1 "c_net_train_resnet.lua:4: ps.train: option 'model':
   'require("hiernet.algo.ps").train{ server = a, workers = { b }, model = "resnet99", steps = 1 }'
 bad_case peer_train_dataset 1 "c_peer_train_dataset.lua:5: node 'a': dataset: dataset \"/no/such\" is unknown" \
   'require("hiernet.algo.allreduce").train{ workers = { a }, dataset = "/no/such", steps = 1 }'
+bad_case peer_train_evals 1 "c_peer_train_evals.lua:5: allreduce.train: give eval_every (steps) or eval_every_s (seconds), not both" \
+  'require("hiernet.algo.allreduce").train{ workers = { a, b }, eval_every = 2, eval_every_s = 1, steps = 4 }'
 
 # ---- records and tasks (exit 1) ----
 bad_case net_record_slash 1 "c_net_record_slash.lua:4: record name 'a/b' is not a valid file name" 'hn.record("a/b", { "x" })'

@@ -221,7 +221,8 @@ local COMMON = {
   workers = check.nodes, model = check.model, init = check.string, seed = check.nonnegint,
   dataset = check.dataset, batch = check.posint, worker_opt = check.optimizer,
   steps = check.posint, epochs = check.posnumber, seconds = check.posnumber,
-  target_accuracy = check.fraction, stop_at_target = check.boolean, eval_every = check.posint, eval_limit = check.nonnegint,
+  target_accuracy = check.fraction, stop_at_target = check.boolean, eval_every = check.posint,
+  eval_every_s = check.posnumber, eval_limit = check.nonnegint,
   eval_node = check.node, final_eval_limit = check.nonnegint, compress = check.compress,
   prefix = check.name, on_failure = check.oneof("fail", "drop"), progress = check.boolean,
   label = check.string, at_start = check.func,
@@ -310,7 +311,10 @@ function job.new(algorithm, opts, spec)
   -- The scenario's line of this train call: errors raised later, in tasks
   -- the library spawned, are reported there (Job:setup, Job:guard).
   J.where = where.user()
-  if o.eval_every == nil then
+  if o.eval_every and o.eval_every_s then
+    fail("%s.train: give eval_every (steps) or eval_every_s (seconds), not both", algorithm)
+  end
+  if o.eval_every == nil and o.eval_every_s == nil then
     o.eval_every = o.steps and math.max(1, o.steps // 20) or 50
   end
   return J
@@ -416,6 +420,7 @@ end
 -- schedule in training time, say).
 function Job:start_clock()
   self.t0 = hn.now()
+  self.next_eval_s = self.o.eval_every_s
   self.last_status = -1
   if self.o.at_start then hn.spawn(self.o.at_start, { start_s = self.t0, label = self.label }) end
 end
@@ -765,9 +770,18 @@ function Job:evaluate(step, node, model)
   hn.yield() -- the eval request goes out before the caller's next command: the snapshot is of now
 end
 
--- True when `step` is an evaluation step.
+-- True when `step` is an evaluation step: every eval_every steps, or with
+-- eval_every_s the first step to end at or after each multiple of it on the
+-- job's clock (so families whose steps differ in length are compared at the
+-- same times). Periods a long step spans are skipped, not caught up. Ask
+-- once per step: with eval_every_s a true answer moves the next time on.
 function Job:eval_due(step)
-  return step > 0 and step % self.o.eval_every == 0
+  local every_s = self.o.eval_every_s
+  if not every_s then return step > 0 and step % self.o.eval_every == 0 end
+  local t = self:now()
+  if t < self.next_eval_s then return false end
+  self.next_eval_s = (math.floor(t / every_s) + 1) * every_s
+  return true
 end
 
 -- ---- the end ----
