@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <ev.h>
 #include <msgpack.h>
@@ -137,9 +138,78 @@ struct run_param *run_note_param(struct run *r, const char *name, const char *va
 {
     struct run_param *p = run_find_param(r, name);
     if (!p && !(p = param_append(r, name, value))) return NULL;
+    if (p->no_value) { /* read before with a nil default: this read has a value */
+        char *v = strdup(value);
+        if (!v) return NULL;
+        free(p->value);
+        p->value = v;
+        p->no_value = false;
+    }
     p->kind = kind;
     p->read = true;
     return p;
+}
+
+struct run_param *run_note_param_unset(struct run *r, const char *name)
+{
+    struct run_param *p = run_find_param(r, name);
+    if (p) return p; /* read before with a default, or set: that stands */
+    if (!(p = param_append(r, name, ""))) return NULL;
+    p->read = true;
+    p->no_value = true;
+    return p;
+}
+
+/* Appends to msg at *used, truncating (the line is for a person). */
+static void msg_append(char *msg, size_t msglen, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void msg_append(char *msg, size_t msglen, size_t *used, const char *fmt, ...)
+{
+    if (*used >= msglen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg + *used, msglen - *used, fmt, ap);
+    va_end(ap);
+    if (n > 0) *used += (size_t)n;
+}
+
+/* "name=value, name=value" of the unread --set assignments; returns how many. */
+static size_t list_unread(const struct run *r, char *msg, size_t msglen, size_t *used,
+                          bool quoted_names)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_params; i++) {
+        const struct run_param *p = &r->params[i];
+        if (!p->from_cli || p->read) continue;
+        if (quoted_names)
+            msg_append(msg, msglen, used, "%s'%s'", n ? ", " : "", p->name);
+        else
+            msg_append(msg, msglen, used, "%s%s=%s", n ? ", " : "", p->name, p->value);
+        n++;
+    }
+    return n;
+}
+
+size_t run_unread_params(const struct run *r, char *msg, size_t msglen)
+{
+    size_t used = 0;
+    msg[0] = '\0';
+    msg_append(msg, msglen, &used, "--set ");
+    size_t n = list_unread(r, msg, msglen, &used, false);
+    if (n == 0) {
+        msg[0] = '\0';
+        return 0;
+    }
+    msg_append(msg, msglen, &used, ": the scenario never read ");
+    list_unread(r, msg, msglen, &used, true);
+    size_t read = 0;
+    for (size_t i = 0; i < r->n_params; i++) {
+        if (!r->params[i].read) continue;
+        msg_append(msg, msglen, &used, "%s%s", read ? ", " : " (it read: ", r->params[i].name);
+        read++;
+    }
+    msg_append(msg, msglen, &used, read ? ")" : " (it reads no parameter through hn.param)");
+    return n;
 }
 
 /* ---- results directory ---- */
@@ -263,8 +333,11 @@ static void write_param_value(FILE *f, const struct run_param *p)
 static void write_params(FILE *f, const struct run *r)
 {
     fputs("  \"params\": {", f);
+    bool first = true;
     for (size_t i = 0; i < r->n_params; i++) {
-        fputs(i ? ", " : "", f);
+        if (r->params[i].no_value) continue;
+        fputs(first ? "" : ", ", f);
+        first = false;
         json_write_string(f, r->params[i].name);
         fputs(": ", f);
         write_param_value(f, &r->params[i]);
@@ -273,7 +346,7 @@ static void write_params(FILE *f, const struct run *r)
     /* The command line's --set assignments as given (strings): what a
      * comparison of runs labels them by. */
     fputs("  \"set\": {", f);
-    bool first = true;
+    first = true;
     for (size_t i = 0; i < r->n_params; i++) {
         if (!r->params[i].from_cli) continue;
         fputs(first ? "" : ", ", f);

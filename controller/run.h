@@ -21,6 +21,7 @@ struct run_param {
     enum run_param_kind kind;
     bool from_cli; /* set with --set */
     bool read;     /* read by the scenario through hn.param */
+    bool no_value; /* read with a nil default and not set: named in messages, not in run.json */
 };
 
 struct run {
@@ -55,6 +56,12 @@ struct run_param *run_find_param(struct run *r, const char *name);
 /* Records a parameter read by the scenario with its default (value = text of default). */
 struct run_param *run_note_param(struct run *r, const char *name, const char *value,
                                  enum run_param_kind kind);
+/* Records a parameter read with a nil default and no --set (no value to report). */
+struct run_param *run_note_param_unset(struct run *r, const char *name);
+/* The --set names the scenario never read through hn.param, as one line
+ * ("--set stpes=100: the scenario never read 'stpes' (it read: steps,
+ * seconds)") in msg; returns how many (0 leaves msg ""). */
+size_t run_unread_params(const struct run *r, char *msg, size_t msglen);
 /* Creates the results directory: out_dir if given (created if missing), else
  * results/<scenario-stem>-<YYYYmmdd-HHMMSS>[-N] under the working directory. */
 int run_make_dir(struct run *r, const char *out_dir, char *err, size_t errlen);

@@ -6,6 +6,7 @@
 #include "hiernet_version.h"
 #include "lua/l_emulation.h"
 #include "lua/l_host.h"
+#include "lua/l_model.h"
 #include "lua/l_network.h"
 #include "lua/l_results.h"
 #include "lua/l_runtime.h"
@@ -25,6 +26,7 @@ int luaopen_hiernet_core(lua_State *L)
     l_files_register(L);
     l_codec_register(L);
     l_dot_register(L);
+    l_model_register(L);
     lua_pushstring(L, HIERNET_VERSION);
     lua_setfield(L, -2, "version");
     return 1;

@@ -73,18 +73,26 @@ static bool parse_bool(const char *s, bool *out)
     return false;
 }
 
+/* A --set value that does not read as the default's type is bad input
+ * (exit 2, docs/guide.md), named with the default it should look like. */
+static int bad_param_value(lua_State *L, const char *name, const char *text, const char *want)
+{
+    hn_runtime(L)->bad_input = true;
+    const char *dflt = luaL_tolstring(L, 2, NULL);
+    return luaL_error(L, "--set %s=%s: '%s' takes %s (its default is %s)", name, text, name, want,
+                      dflt);
+}
+
 /* Converts the --set text to the default's type and pushes it. */
 static void push_param_value(lua_State *L, const char *name, const char *text, int dflt_type)
 {
     if (dflt_type == LUA_TNUMBER) {
-        if (!lua_stringtonumber(L, text))
-            luaL_error(L, "--set %s=%s: expected a number", name, text);
+        if (!lua_stringtonumber(L, text)) bad_param_value(L, name, text, "a number");
         /* "1e400" reads as inf: no parameter means that. */
-        if (!isfinite(lua_tonumber(L, -1)))
-            luaL_error(L, "--set %s=%s: expected a finite number", name, text);
+        if (!isfinite(lua_tonumber(L, -1))) bad_param_value(L, name, text, "a finite number");
     } else if (dflt_type == LUA_TBOOLEAN) {
         bool b = false;
-        if (!parse_bool(text, &b)) luaL_error(L, "--set %s=%s: expected true or false", name, text);
+        if (!parse_bool(text, &b)) bad_param_value(L, name, text, "true or false");
         lua_pushboolean(L, b);
     } else {
         lua_pushstring(L, text);
@@ -113,6 +121,7 @@ static int l_param(lua_State *L)
         return 1;
     }
     if (type == LUA_TNIL || type == LUA_TNONE) {
+        run_note_param_unset(rt->run, name); /* read, so no unread --set names it */
         lua_pushnil(L);
         return 1;
     }

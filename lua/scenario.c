@@ -279,7 +279,7 @@ static int outcome(struct scenario *sc)
         report_fatal(sc, fatal);
         sc->run.status = "failed";
         run_set_error(&sc->run, fatal);
-        return sc->rt.env_failure ? 3 : 1;
+        return sc->rt.env_failure ? 3 : sc->rt.bad_input ? 2 : 1;
     }
     if (sched_main_outcome(sc->rt.sched) == SCHED_DONE || sc->rt.drawn) {
         sc->run.status = "completed";
@@ -291,6 +291,24 @@ static int outcome(struct scenario *sc)
     sc->run.status = "failed";
     run_set_error(&sc->run, msg);
     return 1;
+}
+
+/* A --set name the completed scenario never read is a typo (it ran on the
+ * default): bad input, exit 2, run.json "failed" with that line. Checked at
+ * the end because hn.param may be read at any point of the run. */
+static int check_unread_sets(struct scenario *sc, int code)
+{
+    char msg[1024];
+    static const char prefix[] = "hiernet: ";
+    memcpy(msg, prefix, sizeof prefix);
+    if (code != 0 ||
+        run_unread_params(&sc->run, msg + sizeof prefix - 1, sizeof msg - sizeof prefix + 1) == 0)
+        return code;
+    fprintf(stderr, "%s\n", msg);
+    if (sc->rt.log) fprintf(sc->rt.log, "%s\n", msg);
+    sc->run.status = "failed";
+    run_set_error(&sc->run, msg); /* the line as printed, like a failure's */
+    return 2;
 }
 
 /* ---- teardown ---- */
@@ -439,12 +457,13 @@ int scenario_run(const struct scenario_options *o)
     watch_signals(&sc);
     run_main_task(&sc, o);
     code = outcome(&sc);
-    if (o->draw) return finish_drawing(&sc, code);
+    if (o->draw) return finish_drawing(&sc, code); /* drawn before most params are read */
     if (o->tool) {
         sched_halt(sc.rt.sched);
         release(&sc);
         return code;
     }
+    code = check_unread_sets(&sc, code);
     stop_networks(&sc);
     finish_run(&sc);
     unregister_run(&sc);

@@ -15,16 +15,19 @@
 -- generated node names; a star's centre is named by center_name).
 -- Options are checked before anything is made: an unknown one, or a value
 -- of the wrong type, is a one-line error naming it.
+local where = require("hiernet.where")
+
 local topo = {}
+local fail = where.fail
 
 local COMMON = { "link", "node", "prefix" }
 
 -- Checks builder `what`'s options o against the names it knows (its own
--- and COMMON); returns o (or {}). Errors point at the builder's caller.
+-- and COMMON); returns o (or {}). Errors point at the scenario's line.
 local function check_options(what, o, own)
   if o == nil then return {} end
   if type(o) ~= "table" then
-    error(string.format("topo.%s: options must be a table, got %s", what, type(o)), 3)
+    fail("topo.%s: options must be a table, got %s", what, type(o))
   end
   local known, names = {}, {}
   for _, list in ipairs({ own, COMMON }) do
@@ -32,27 +35,27 @@ local function check_options(what, o, own)
   end
   for k in pairs(o) do
     if not known[k] then
-      error(string.format("topo.%s: unknown option '%s' (options: %s)", what, tostring(k),
-                          table.concat(names, ", ")), 3)
+      fail("topo.%s: unknown option '%s' (options: %s)", what, tostring(k),
+                          table.concat(names, ", "))
     end
   end
   if o.link ~= nil and type(o.link) ~= "table" then
-    error(string.format("topo.%s: option 'link' must be a table of link parameters, got %s", what,
-                        type(o.link)), 3)
+    fail("topo.%s: option 'link' must be a table of link parameters, got %s", what,
+                        type(o.link))
   end
   if o.node ~= nil and type(o.node) ~= "table" and type(o.node) ~= "function" then
-    error(string.format("topo.%s: option 'node' must be a table or a function(i, tier), got %s", what,
-                        type(o.node)), 3)
+    fail("topo.%s: option 'node' must be a table or a function(i, tier), got %s", what,
+                        type(o.node))
   end
   if o.prefix ~= nil and type(o.prefix) ~= "string" then
-    error(string.format("topo.%s: option 'prefix' must be a string, got %s", what, type(o.prefix)), 3)
+    fail("topo.%s: option 'prefix' must be a string, got %s", what, type(o.prefix))
   end
   return o
 end
 
 local function check_count(what, value, min)
   if math.type(value) ~= "integer" or value < min then
-    error(string.format("topo.%s must be an integer >= %d, got %s", what, min, tostring(value)), 3)
+    fail("topo.%s must be an integer >= %d, got %s", what, min, tostring(value))
   end
   return value
 end
@@ -81,7 +84,7 @@ function topo.star(net, o)
   local name = o.center_name or "center"
   local kind = o.center or "switch"
   if kind ~= "switch" and kind ~= "host" then
-    error(string.format("topo.star: option 'center' must be \"switch\" or \"host\", got %s", tostring(kind)), 2)
+    fail("topo.star: option 'center' must be \"switch\" or \"host\", got %s", tostring(kind))
   end
   local center
   if kind == "switch" then
@@ -151,18 +154,18 @@ end
 local function check_tiers(what, t, keys, kinds)
   if t == nil then return {} end
   if type(t) ~= "table" then
-    error(string.format("topo.hier: option '%s' must be a table, got %s", what, type(t)), 3)
+    fail("topo.hier: option '%s' must be a table, got %s", what, type(t))
   end
   local known = {}
   for _, k in ipairs(keys) do known[k] = true end
   for k, v in pairs(t) do
     if not known[k] then
-      error(string.format("topo.hier: unknown key '%s' in option '%s' (keys: %s)", tostring(k), what,
-                          table.concat(keys, ", ")), 3)
+      fail("topo.hier: unknown key '%s' in option '%s' (keys: %s)", tostring(k), what,
+                          table.concat(keys, ", "))
     end
     if not kinds[type(v)] then
-      error(string.format("topo.hier: %s.%s must be a table%s, got %s", what, k,
-                          kinds["function"] and " or a function(i, tier)" or "", type(v)), 3)
+      fail("topo.hier: %s.%s must be a table%s, got %s", what, k,
+                          kinds["function"] and " or a function(i, tier)" or "", type(v))
     end
   end
   return t
@@ -209,6 +212,13 @@ function topo.hier(net, o)
     end
   end
   return by_tier
+end
+
+-- Every builder's errors name the scenario's line: its own checks (fail),
+-- and net:node / net:link refusing a value the scenario gave (a bad rate in
+-- `link`, say), which would otherwise name this file's line.
+for name, build in pairs(topo) do
+  topo[name] = function(...) return where.call(build, ...) end
 end
 
 return topo

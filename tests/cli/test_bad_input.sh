@@ -2,7 +2,8 @@
 # Bad input, table-driven: malformed scenarios and parameters, each of which
 # must end the run with exit 1 (scenario error) or 2 (bad input), one
 # stderr line (the traceback goes to log.txt) that names the file and line where there is one and the value
-# at fault, run.json "failed" with that line as its error (exit 1) or no
+# at fault, run.json "failed" with that line as its error (exit 1, and
+# exit 2 for bad input found once the run is under way: EXIT "2r") or no
 # results directory at all (exit 2), and nothing left behind: every case
 # runs under bench_leftovers (no process, namespace, cgroup or registry
 # entry may survive it) with a registry of its own that must end empty.
@@ -37,8 +38,10 @@ prelude() {
 }
 
 bad_case() {
-  local name=$1 want=$2 text=$3 body=$4
+  local name=$1 want=$2 text=$3 body=$4 ran=0
   shift 4
+  [[ $want == 1 || $want == *r ]] && ran=1
+  want=${want%r}
   cases=$((cases + 1))
   { prelude "$name"; printf '%s\n' "$body"; } >"c_$name.lua"
   "$LEFTOVERS" --grace 2 --report "$name.left" -- "$HN" run "c_$name.lua" --out "r-$name" --quiet "$@" \
@@ -49,7 +52,7 @@ bad_case() {
   [[ $(grep -vc '^bench_leftovers:' "$name.err") -eq 1 ]] && ok ||
     bad "$name: the error is not one line: $(grep -v '^bench_leftovers:' "$name.err" | sed -n 2p)"
   [[ $first == *"$text"* ]] && ok || bad "$name: first stderr line lacks '$text': '$first'"
-  if [[ $want -eq 1 ]]; then
+  if [[ $ran -eq 1 ]]; then
     python3 - "r-$name/run.json" "$first" <<'PY' && ok || bad "$name: run.json does not record the failure"
 import json, sys
 j = json.load(open(sys.argv[1]))
@@ -96,15 +99,25 @@ printf 'return 1\n' >ok.lua
 expect_exit 2 "--out onto a finished run" -- "$HN" run ok.lua --out r-raw_reuse --quiet
 expect_err "results directory 'r-raw_reuse' already holds a run" "a reused --out is named"
 
-# ---- parameters (exit 1, the line of hn.param) ----
-bad_case raw_param_number 1 "c_raw_param_number.lua:2: --set n=abc: expected a number" \
+# ---- parameters (exit 2 once the run is under way, the line of hn.param) ----
+bad_case raw_param_number 2r "c_raw_param_number.lua:2: --set n=abc: 'n' takes a number (its default is 5)" \
   $'local hn = require("hiernet")\nlocal n = hn.param("n", 5)' --set n=abc
-bad_case raw_param_bool 1 "c_raw_param_bool.lua:2: --set flag=maybe: expected true or false" \
+bad_case raw_param_seconds 2r "c_raw_param_seconds.lua:2: --set seconds=ten: 'seconds' takes a number (its default is 10.0)" \
+  $'local hn = require("hiernet")\nlocal s = hn.param("seconds", 10.0)' --set seconds=ten
+bad_case raw_param_bool 2r "c_raw_param_bool.lua:2: --set flag=maybe: 'flag' takes true or false (its default is false)" \
   $'local hn = require("hiernet")\nlocal f = hn.param("flag", false)' --set flag=maybe
-bad_case raw_param_inf 1 "c_raw_param_inf.lua:2: --set lr=1e400: expected a finite number" \
+bad_case raw_param_inf 2r "c_raw_param_inf.lua:2: --set lr=1e400: 'lr' takes a finite number" \
   $'local hn = require("hiernet")\nlocal lr = hn.param("lr", 0.1)' --set lr=1e400
-bad_case raw_param_nan 1 "c_raw_param_nan.lua:2: --set lr=nan: expected a number" \
+bad_case raw_param_nan 2r "c_raw_param_nan.lua:2: --set lr=nan: 'lr' takes a number" \
   $'local hn = require("hiernet")\nlocal lr = hn.param("lr", 0.1)' --set lr=nan
+# A --set name the scenario never reads is a typo: the run ends with exit 2
+# naming it and what the scenario did read (a read at any point counts: in a
+# task, late, or with a nil default).
+bad_case raw_set_unread 2r "hiernet: --set stpes=100: the scenario never read 'stpes' (it read: seconds, path, steps)" \
+  $'local hn = require("hiernet")\nlocal s = hn.param("steps", 10)\nhn.spawn(function() hn.sleep(0.01); hn.param("seconds", 1.5) end)\nhn.param("path")\nhn.sleep(0.02)' \
+  --set stpes=100 --set seconds=2 --set path=x
+bad_case raw_set_unread_two 2r "hiernet: --set a=1, b=x: the scenario never read 'a', 'b' (it reads no parameter through hn.param)" \
+  'return 1' --set a=1 --set b=x
 
 # ---- networks (exit 1) ----
 bad_case raw_net_option 1 "c_raw_net_option.lua:2: hn.network: unknown option 'nme'" \
@@ -214,6 +227,24 @@ bad_case peer_send_other_net 1 "c_peer_send_other_net.lua:8: node 'a': send: par
   $'local o = hn.network{ name = "o", backend = "none" }\nlocal c = o:node("c")\no:start()\na:send{ tensor = "t", to = c }'
 bad_case peer_send_missing 1 "c_peer_send_missing.lua:5: node 'a': send: " 'a:send{ tensor = "nope", to = b }'
 bad_case peer_switch_command 1 "c_peer_switch_command.lua:5: " 'net:find("a"):nosuch()'
+
+# ---- the library: topo builders and trainings name the scenario's line ----
+bad_case raw_topo_rate 1 'c_raw_topo_rate.lua:3: link center-h1: bw: bad rate "1e30bit"' \
+  $'local hn = require("hiernet")\nlocal net = hn.network{ name = "t", backend = "none" }\nrequire("hiernet.topo").star(net, { n = 2, link = { bw = "1e30bit" } })'
+bad_case raw_topo_node 1 "c_raw_topo_node.lua:3: node 'h1': cpu must be > 0" \
+  $'local hn = require("hiernet")\nlocal net = hn.network{ name = "t", backend = "none" }\nrequire("hiernet.topo").ring(net, { n = 3, node = { cpu = -1 } })'
+bad_case raw_topo_ring 1 "c_raw_topo_ring.lua:3: topo.ring: n must be an integer >= 3, got 2" \
+  $'local hn = require("hiernet")\nlocal net = hn.network{ name = "t", backend = "none" }\nrequire("hiernet.topo").ring(net, { n = 2 })'
+# A bad model is refused when train's options are checked: the network is
+# not even started (a peer would have refused it only after set-up began).
+bad_case net_train_model 1 "c_net_train_model.lua:4: allreduce.train: option 'model': model spec \"mlp:784-x-10\": the second layer size 'x' is not a whole number" \
+  'require("hiernet.algo.allreduce").train{ workers = { a, b }, model = "mlp:784-x-10", steps = 1 }'
+bad_case net_train_resnet 1 "c_net_train_resnet.lua:4: ps.train: option 'model': model spec \"resnet99\": unknown architecture" \
+  'require("hiernet.algo.ps").train{ server = a, workers = { b }, model = "resnet99", steps = 1 }'
+bad_case peer_train_dataset 1 "c_peer_train_dataset.lua:5: node 'a': dataset: dataset \"/no/such\" is unknown" \
+  'require("hiernet.algo.allreduce").train{ workers = { a }, dataset = "/no/such", steps = 1 }'
+bad_case peer_train_evals 1 "c_peer_train_evals.lua:5: allreduce.train: give eval_every (steps) or eval_every_s (seconds), not both" \
+  'require("hiernet.algo.allreduce").train{ workers = { a, b }, eval_every = 2, eval_every_s = 1, steps = 4 }'
 
 # ---- records and tasks (exit 1) ----
 bad_case net_record_slash 1 "c_net_record_slash.lua:4: record name 'a/b' is not a valid file name" 'hn.record("a/b", { "x" })'

@@ -1,6 +1,7 @@
 /* test_run.c — the run's bookkeeping (controller/run.h): one clock per run,
  * named by --dilation or by the first network that names one
- * (run_name_dilation), and --set parameters. */
+ * (run_name_dilation), and --set parameters: the names never read and
+ * the line that says so (run_unread_params). */
 #include "controller/run.h"
 #include "tests/unit/check.h"
 
@@ -66,11 +67,42 @@ static void test_params(void)
     run_destroy(&r);
 }
 
+/* --set names the scenario never read: one line naming them and what it
+ * did read, in the order of the list (--set names first, then reads). */
+static void test_unread_params(void)
+{
+    struct run r;
+    char err[256], msg[512];
+    run_init(&r);
+    CHECK(run_set_param(&r, "stpes=100", err, sizeof err) == 0);
+    CHECK(run_set_param(&r, "seconds=2", err, sizeof err) == 0);
+    CHECK(run_unread_params(&r, msg, sizeof msg) == 2); /* nothing read yet */
+    CHECK_STREQ(msg, "--set stpes=100, seconds=2: the scenario never read 'stpes', 'seconds' "
+                     "(it reads no parameter through hn.param)");
+    run_note_param(&r, "steps", "10", RUN_PARAM_NUMBER);
+    run_note_param(&r, "seconds", "2", RUN_PARAM_NUMBER);
+    CHECK(run_note_param_unset(&r, "path") != NULL); /* a nil default, not set */
+    CHECK(run_unread_params(&r, msg, sizeof msg) == 1);
+    CHECK_STREQ(msg, "--set stpes=100: the scenario never read 'stpes' (it read: seconds, steps, "
+                     "path)");
+    /* A read of path with a default later gives it a value and a kind. */
+    struct run_param *path = run_note_param(&r, "path", "/data", RUN_PARAM_STRING);
+    CHECK(path && !path->no_value && strcmp(path->value, "/data") == 0);
+    char tiny[24]; /* a line that does not fit is cut, still terminated */
+    CHECK(run_unread_params(&r, tiny, sizeof tiny) == 1);
+    CHECK(strlen(tiny) == sizeof tiny - 1);
+    CHECK(run_set_param(&r, "stpes=1", err, sizeof err) == 0);
+    run_note_param(&r, "stpes", "1", RUN_PARAM_NUMBER);
+    CHECK(run_unread_params(&r, msg, sizeof msg) == 0 && msg[0] == '\0');
+    run_destroy(&r);
+}
+
 int main(void)
 {
     test_dilation_first_network_sets();
     test_dilation_fixed_once_started();
     test_dilation_cli_wins();
     test_params();
+    test_unread_params();
     return check_report();
 }

@@ -86,12 +86,13 @@ if part == "allreduce" then
     result(algo:gsub("-", "_") .. "_ms", string.format("%.1f", median(times)))
   end
   -- The gloo anchor runs from inside the same nodes (tools/bench/gloo_allreduce.py).
-  local gloo = hn.param("gloo", "")
+  -- Both read whether or not the anchor runs: a --set nobody reads is an error.
+  local gloo, python = hn.param("gloo", ""), hn.param("python", "/usr/bin/python3")
   if gloo ~= "" then
     local port = 29500
     local procs = {}
     for i, p in ipairs(peers) do
-      procs[i] = p:spawn{ hn.param("python", "/usr/bin/python3"), gloo, "--rank", tostring(i - 1), "--world", tostring(n),
+      procs[i] = p:spawn{ python, gloo, "--rank", tostring(i - 1), "--world", tostring(n),
                           "--master", peers[1].addr, "--port", tostring(port), "--mb", tostring(mb),
                           "--reps", tostring(reps) }
     end

@@ -311,7 +311,8 @@ end
 function hier.train(opts)
   local J = job.new("hier", opts, { mode = "hierfavg", options = OPTIONS })
   -- Only the cloud's model is whole: eval_every counts cloud rounds here
-  -- (default 1: every one), and the cloud is what is evaluated.
+  -- (default 1: every one), and the cloud is what is evaluated (with
+  -- eval_every_s, at the cloud rounds).
   J.eval_rounds = opts.eval_every or 1
   job.eval_node_among_workers("hier.train", J.o, "the cloud's model")
   local cloud = J.o.cloud or default_cloud(J)
@@ -354,7 +355,10 @@ function hier.train(opts)
           record_round(J, meta, ms)
           if cloud_round then
             J.cloud_rounds = (J.cloud_rounds or 0) + 1
-            if J.cloud_rounds % J.eval_rounds == 0 then J:evaluate(J.steps) end
+            -- eval_every_s: the first cloud round at or after each period
+            local due = J.o.eval_every_s and J:eval_due(J.steps) or
+                        (not J.o.eval_every_s and J.cloud_rounds % J.eval_rounds == 0)
+            if due then J:evaluate(J.steps) end
           end
         end
       end

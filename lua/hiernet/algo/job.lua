@@ -17,27 +17,14 @@
 -- Times are on the run's clock (hn.now(), emulated seconds when the network
 -- is dilated), counted from the moment training starts (after set-up).
 local hn = require("hiernet")
+local where = require("hiernet.where")
 
 local job = {}
 
 -- ---- errors that point at the scenario's line, not at the library's ----
 
--- "file:line: " of the innermost caller outside the hiernet library (the
--- user's call that led here), or "" when there is none.
-local function user_where()
-  for level = 2, 40 do -- 1 is this function
-    local info = debug.getinfo(level, "Sl")
-    if not info then return "" end
-    if not info.source:find("hiernet/", 1, true) and info.what ~= "C" then
-      return info.currentline > 0 and (info.short_src .. ":" .. info.currentline .. ": ") or ""
-    end
-  end
-  return ""
-end
-
-function job.fail(fmt, ...)
-  error(user_where() .. string.format(fmt, ...), 0)
-end
+-- error() at the scenario's line (hiernet.where): the user's call that led here.
+job.fail = where.fail
 
 -- The params of an `optim` command stepping `target` (a model, or with
 -- key = "tensor" any tensor) along `grad` with optimizer table opt
@@ -128,6 +115,15 @@ end
 
 function check.string(what, v)
   if type(v) ~= "string" or v == "" then fail("%s: expected a non-empty string, got %s", what, describe(v)) end
+  return v
+end
+
+-- A model spec, parsed by the peers' own parser (hn.model_check): a bad
+-- one is refused here, before any peer is asked to build it.
+function check.model(what, v)
+  check.string(what, v)
+  local ok, err = hn.model_check(v)
+  if not ok then fail("%s: %s", what, err) end
   return v
 end
 
@@ -222,10 +218,11 @@ end
 
 -- Options every algorithm takes (algorithm-specific ones come in spec.options).
 local COMMON = {
-  workers = check.nodes, model = check.string, init = check.string, seed = check.nonnegint,
+  workers = check.nodes, model = check.model, init = check.string, seed = check.nonnegint,
   dataset = check.dataset, batch = check.posint, worker_opt = check.optimizer,
   steps = check.posint, epochs = check.posnumber, seconds = check.posnumber,
-  target_accuracy = check.fraction, stop_at_target = check.boolean, eval_every = check.posint, eval_limit = check.nonnegint,
+  target_accuracy = check.fraction, stop_at_target = check.boolean, eval_every = check.posint,
+  eval_every_s = check.posnumber, eval_limit = check.nonnegint,
   eval_node = check.node, final_eval_limit = check.nonnegint, compress = check.compress,
   prefix = check.name, on_failure = check.oneof("fail", "drop"), progress = check.boolean,
   label = check.string, at_start = check.func,
@@ -315,7 +312,13 @@ function job.new(algorithm, opts, spec)
     evals = 0, evals_skipped = 0, eval_busy = false, eval_task = nil,
     stop_reason = nil, dead = {}, away = {}, killed = {}, fault_hooks = {}, t0 = nil,
   }, Job)
-  if o.eval_every == nil then
+  -- The scenario's line of this train call: errors raised later, in tasks
+  -- the library spawned, are reported there (Job:setup, Job:guard).
+  J.where = where.user()
+  if o.eval_every and o.eval_every_s then
+    fail("%s.train: give eval_every (steps) or eval_every_s (seconds), not both", algorithm)
+  end
+  if o.eval_every == nil and o.eval_every_s == nil then
     o.eval_every = o.steps and math.max(1, o.steps // 20) or 50
   end
   return J
@@ -364,7 +367,7 @@ end
 -- created on origin and sent to every worker and holder, test split on the
 -- eval node; residuals = {names} the compression's error feedback uses on
 -- the workers (default {"ef"}), dropped first.
-function Job:setup(s)
+local function setup(self, s)
   s = s or {}
   -- The records (and their prefix) once every option has been checked: a
   -- train call that fails its checks leaves no files and frees no name.
@@ -410,11 +413,18 @@ function Job:setup(s)
     self.prefix ~= "" and (", records " .. self.prefix .. "*") or ""))
 end
 
+-- A bad value found while setting up (a dataset a peer cannot load, say)
+-- is reported at the train call's line, also when a task raised it.
+function Job:setup(s)
+  return where.call_at(self.where, setup, self, s)
+end
+
 -- Training starts now: times in the records count from here. The option
 -- at_start(summary-so-far) runs as a task of its own from here (faults to
 -- schedule in training time, say).
 function Job:start_clock()
   self.t0 = hn.now()
+  self.next_eval_s = self.o.eval_every_s
   self.last_status = -1
   if self.o.at_start then hn.spawn(self.o.at_start, { start_s = self.t0, label = self.label }) end
 end
@@ -602,7 +612,7 @@ end
 function Job:guard(body)
   local ok, r = pcall(body)
   self.closed = true
-  if not ok then error(r, 0) end
+  if not ok then error(where.relocate(r, self.where), 0) end
   return r
 end
 
@@ -767,16 +777,36 @@ function Job:evaluate(step, node, model)
   hn.yield() -- the eval request goes out before the caller's next command: the snapshot is of now
 end
 
--- True when `step` is an evaluation step.
+-- True when `step` is an evaluation step: every eval_every steps, or with
+-- eval_every_s the first step to end at or after each multiple of it on the
+-- job's clock (so families whose steps differ in length are compared at the
+-- same times). Periods a long step spans are skipped, not caught up. Ask
+-- once per step: with eval_every_s a true answer moves the next time on.
 function Job:eval_due(step)
-  return step > 0 and step % self.o.eval_every == 0
+  local every_s = self.o.eval_every_s
+  if not every_s then return step > 0 and step % self.o.eval_every == 0 end
+  local t = self:now()
+  if t < self.next_eval_s then return false end
+  self.next_eval_s = (math.floor(t / every_s) + 1) * every_s
+  return true
 end
 
 -- ---- the end ----
 
+-- The fields of every summary (docs/algorithms.md, "Metrics", lists the
+-- same): summary.json has each, null where not reached (no target given
+-- or reached, no loss recorded); in the returned table those are nil.
+job.SUMMARY_FIELDS = {
+  "algorithm", "mode", "parameters", "initial_accuracy", "initial_loss", "final_accuracy",
+  "final_loss", "final_eval_failed", "best_accuracy", "target_accuracy", "time_to_target_s",
+  "steps_to_target", "steps", "updates_applied", "worker_steps", "epochs", "bytes", "wall_s",
+  "start_s", "compute_share", "stop_reason", "evals", "evals_skipped", "last_loss", "prefix",
+  "workers", "workers_alive",
+}
+
 -- Final evaluation (outside the training time), summary.json, and the
 -- summary returned to the scenario. extra: algorithm-specific fields.
-function Job:finish(extra)
+local function finish(self, extra)
   self.closed = true
   local wall = self:now()
   if self.eval_task then hn.wait_all{ self.eval_task } end
@@ -793,7 +823,7 @@ function Job:finish(extra)
     algorithm = self.algorithm, mode = self.mode, parameters = self.parameters, prefix = self.prefix,
     workers = #self.workers, workers_alive = self:alive_count(),
     initial_accuracy = self.initial_accuracy, initial_loss = self.initial_loss,
-    final_accuracy = r.accuracy, final_loss = r.loss, final_eval_failed = r.failed,
+    final_accuracy = r.accuracy, final_loss = r.loss, final_eval_failed = r.failed or false,
     best_accuracy = math.max(self.best_accuracy or r.accuracy, r.accuracy),
     target_accuracy = self.o.target_accuracy, time_to_target_s = self.time_to_target,
     steps_to_target = self.steps_to_target,
@@ -813,13 +843,21 @@ function Job:finish(extra)
   end
   local json = {}
   for k, v in pairs(s) do json[k] = v end
-  if json.time_to_target_s == nil then json.time_to_target_s = hn.null end
+  for _, k in ipairs(job.SUMMARY_FIELDS) do
+    if json[k] == nil then json[k] = hn.null end
+  end
   hn.write_json(self.prefix .. "summary", json)
   hn.log(string.format("%s: %s after %d steps, %.2f s: final accuracy %.4f (best %.4f)%s, %s",
     self.label, self.stop_reason or "stopped", self.steps, wall, s.final_accuracy, s.best_accuracy,
     s.time_to_target_s and string.format(", target reached at %.2f s", s.time_to_target_s) or "",
     job.format_bytes(self.bytes)))
   return s
+end
+
+-- An error of the end (summary.json cannot be written, say) names the
+-- train call's line, like the set-up's.
+function Job:finish(extra)
+  return where.call_at(self.where, finish, self, extra)
 end
 
 function job.format_bytes(n)
