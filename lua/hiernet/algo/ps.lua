@@ -602,7 +602,7 @@ end
 -- joined closes, after the worker may have moved on). all: every row (the
 -- worker's task ends; a push no round took has no k).
 function Engine:write_rows(i, all)
-  local rows = self.rows[i]
+  local rows = self.rows[i] or {} -- none before worker i's task first ran
   while rows[1] and (all or rows[1].push.k or rows[1].push.kind == "drop") do
     write_row(self.J, table.remove(rows, 1))
   end
@@ -631,7 +631,10 @@ function Engine:work(i)
     else
       local ok, err = pcall(function()
         local wait_ms = self:wait_for_start(i)
-        self:write_rows(i)
+        -- Every row whose round has closed, not only this worker's: the
+        -- samples they count decide an `epochs` stop, which must hold before
+        -- a worker starts a step no round would take.
+        for j = 1, self.n do self:write_rows(j) end
         if J:stopped() or not J:alive(i) then return end
         table.insert(self.rows[i], self:step(i, wait_ms))
       end)
