@@ -293,7 +293,7 @@ end
 -- Only q travels. What Q dropped stays in x_i - xh_i and goes with the next
 -- message: the copy is the error feedback (a residual besides it would
 -- count the dropped part twice). With gamma = 1 and no compression this is
--- D-PSGD.
+-- x_i <- sum_j W_ij (x_j - lr g_j): D-PSGD with the step before the averaging.
 local function choco_setup(J, adj)
   batch_on_every_worker(J, function(i)
     local cmds = { { "copy", { src = J.model_name, dst = "xh." .. i } } }

@@ -242,7 +242,7 @@ local function plain(v)
   if type(v) == "function" then return "<function>" end
   if type(v) ~= "table" then return v end
   local out = {}
-  for k, x in pairs(v) do out[k] = plain(x) end
+  for k, x in pairs(v) do out[plain(k)] = plain(x) end -- keys too: decentral's graph = { [node] = {...} }
   return out
 end
 
