@@ -8,7 +8,8 @@
  * receiver takes the kernel receive timestamp (SO_TIMESTAMPNS); sender and
  * receiver share the host's CLOCK_REALTIME even in different network
  * namespaces. It stops after COUNT datagrams or 1 s of silence and prints
- * "received= lost= reordered=". Given the link's rate and delay it replays
+ * "received= lost= reordered= loss_runs=" (loss_runs: runs of consecutive
+ * lost sequence numbers). Given the link's rate and delay it replays
  * the send times through an ideal FIFO link (serialization of the wire
  * bytes, then the delay) and prints percentiles of the measured minus ideal
  * one-way delay in microseconds: "err_p50_us= err_p90_us= err_p99_us=
@@ -153,6 +154,16 @@ static ssize_t probe_recv_one(int s, char *buf, size_t cap, int64_t *ts_ns)
     return n;
 }
 
+/* Runs of consecutive lost datagrams (maximal, by sequence number): lost /
+ * runs is the mean loss burst, 1 / r under the Gilbert-Elliott model. */
+static uint64_t probe_loss_runs(const int64_t *sent, uint64_t count)
+{
+    uint64_t runs = 0;
+    for (uint64_t i = 0; i < count; i++)
+        if (!sent[i] && (i == 0 || sent[i - 1])) runs++;
+    return runs;
+}
+
 static int probe_recv(int port, uint64_t count, double link_bps, double delay_us, int overhead)
 {
     int s = socket(AF_INET, SOCK_DGRAM, 0), one = 1, rcvbuf = 16 << 20;
@@ -185,8 +196,9 @@ static int probe_recv(int port, uint64_t count, double link_bps, double delay_us
         size[h.seq] = (uint32_t)n;
         received++;
     }
-    printf("received=%llu lost=%llu reordered=%llu", (unsigned long long)received,
-           (unsigned long long)(count - received), (unsigned long long)reordered);
+    printf("received=%llu lost=%llu reordered=%llu loss_runs=%llu", (unsigned long long)received,
+           (unsigned long long)(count - received), (unsigned long long)reordered,
+           (unsigned long long)probe_loss_runs(sent, count));
     if (link_bps > 0) probe_report_error(sent, recv, size, count, link_bps, delay_us, overhead);
     printf("\n");
     return 0;
