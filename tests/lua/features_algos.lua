@@ -141,6 +141,12 @@ for _, row in ipairs(T.csv(p .. "steps")) do
   T.eq(row.bytes, degree[row.worker] * P * 4, "graph table: bytes of " .. row.worker .. " step " .. row.step)
 end
 
+-- A table that leaves a worker out is refused, naming it.
+local ok, err = pcall(dc.train, { algo = "dpsgd", workers = workers, graph = { w1 = { "w2" }, w3 = { "w4" } },
+                                  model = T.model, dataset = T.dataset, steps = 1, prefix = prefix(), progress = false })
+assert(not ok and tostring(err):find("the given graph does not connect every worker: w3 cannot reach w1", 1, true),
+       "a graph table in two parts: " .. tostring(err))
+
 local function dpsgd(o)
   local base = { algo = "dpsgd", workers = pair, graph = "complete", model = T.model, dataset = T.dataset,
                  seed = 3, batch = 16, steps = 4, worker_opt = { lr = 0.1 }, eval_every = 100, eval_limit = 50,
@@ -163,7 +169,7 @@ dpsgd{ compress = LOSSLESS, gamma = 0.5 }
 assert(R.max_diff(pair[1], "w", pair[2], "w") > 1e-4, "gamma 0.5 left the two workers equal: gamma is not used")
 
 -- D-PSGD cannot go on without a worker: drop is refused up front.
-local ok, err = pcall(dpsgd, { on_failure = "drop" })
+ok, err = pcall(dpsgd, { on_failure = "drop" })
 assert(not ok and tostring(err):find("dpsgd cannot drop a worker", 1, true), "dpsgd on_failure drop: " .. tostring(err))
 
 -- ---- ps: adaptive-k's BB rate, fastest-k's late merge ----
