@@ -426,6 +426,11 @@ function Engine:apply()
   -- a worker the close wakes must already see the job's step limit, or it
   -- starts a step whose push no round will take (a row past the last step).
   J.steps = J.steps + 1
+  -- So are the round's samples (an `epochs` stop): its members' rows are
+  -- written only when their workers next run, after this close wakes them.
+  for _, p in ipairs(members) do
+    J.samples, p.samples_counted = J.samples + (p.samples or 0), true
+  end
   local version = self.sync.S.version
   local nodes, ids = self:workers_to_send()
   local sent, tasks = {}, {}
@@ -581,7 +586,7 @@ function Engine:step(i, wait_ms)
   local version, pull_ms, pull_bytes = self:pull(i)
   local r = self.compute:step(i, self:push_targets(i))
   if self.compute.writes_model then self.fresh[i] = false end
-  local push = { kind = "push", worker = i, version = version, norm2 = r.norm2 }
+  local push = { kind = "push", worker = i, version = version, norm2 = r.norm2, samples = r.samples }
   self.consumed[i] = false
   self.events:push(push)
   while not self.consumed[i] and not self.J:stopped() do self.signals[i].wait() end
@@ -593,6 +598,7 @@ end
 local function write_row(J, row)
   row.staleness = row.push.staleness
   row.k = row.push.k
+  if row.push.samples_counted then row.samples = nil end -- counted when its round closed
   row.push = nil
   J:step_row(row)
 end
@@ -602,7 +608,7 @@ end
 -- joined closes, after the worker may have moved on). all: every row (the
 -- worker's task ends; a push no round took has no k).
 function Engine:write_rows(i, all)
-  local rows = self.rows[i] or {} -- none before worker i's task first ran
+  local rows = self.rows[i]
   while rows[1] and (all or rows[1].push.k or rows[1].push.kind == "drop") do
     write_row(self.J, table.remove(rows, 1))
   end
@@ -631,10 +637,7 @@ function Engine:work(i)
     else
       local ok, err = pcall(function()
         local wait_ms = self:wait_for_start(i)
-        -- Every row whose round has closed, not only this worker's: the
-        -- samples they count decide an `epochs` stop, which must hold before
-        -- a worker starts a step no round would take.
-        for j = 1, self.n do self:write_rows(j) end
+        self:write_rows(i)
         if J:stopped() or not J:alive(i) then return end
         table.insert(self.rows[i], self:step(i, wait_ms))
       end)
