@@ -4,7 +4,8 @@
  *   hn-udp-probe recv PORT COUNT [LINK_BPS DELAY_US [OVERHEAD]]
  *
  * The sender paces COUNT datagrams of PAYLOAD bytes at RATE_BPS (counting
- * Ethernet wire bytes), each carrying its sequence number and send time. The
+ * Ethernet wire bytes), each carrying its sequence number and send time, and
+ * says on stderr how many the host refused ("sent= send_failed="). The
  * receiver takes the kernel receive timestamp (SO_TIMESTAMPNS); sender and
  * receiver share the host's CLOCK_REALTIME even in different network
  * namespaces. It stops after COUNT datagrams or 1 s of silence and prints
@@ -67,6 +68,7 @@ static int probe_send(const char *dst, int port, double rate, uint32_t payload, 
     if (payload < sizeof(struct probe_hdr)) payload = sizeof(struct probe_hdr);
     double interval = probe_wire_bytes(payload, PROBE_OVERHEAD) * 8e9 / rate;
     int64_t start = probe_now() + 1000000;
+    uint64_t failed = 0; /* refused by the host (ENOBUFS, EAGAIN): never reached a link */
     for (uint64_t i = 0; i < count; i++) {
         int64_t due = start + (int64_t)(interval * (double)i);
         int64_t now = probe_now();
@@ -83,12 +85,17 @@ static int probe_send(const char *dst, int port, double rate, uint32_t payload, 
         }
         struct probe_hdr h = {.seq = i, .sent_ns = probe_now()};
         memcpy(buf, &h, sizeof h);
-        if (send(s, buf, payload, 0) < 0 && errno != ENOBUFS && errno != EAGAIN) {
-            perror("hn-udp-probe send");
-            return 1;
+        if (send(s, buf, payload, 0) < 0) {
+            if (errno != ENOBUFS && errno != EAGAIN) {
+                perror("hn-udp-probe send");
+                return 1;
+            }
+            failed++;
         }
     }
     close(s);
+    fprintf(stderr, "hn-udp-probe send: sent=%llu send_failed=%llu\n",
+            (unsigned long long)(count - failed), (unsigned long long)failed);
     return 0;
 }
 
