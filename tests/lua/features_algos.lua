@@ -8,9 +8,9 @@
 --     same alpha and seed; the shards add up to the split's histogram
 --   decentral graph as a table: every steps.csv row carries the model to
 --     exactly that worker's neighbours in the table
---   decentral gamma: CHOCO with gamma = 1 and lossless top-k (ratio 1) on
---     two workers is synchronous SGD (the reference), model for model;
---     gamma = 0.5 is not
+--   decentral gamma: CHOCO with lossless top-k (ratio 1) on two workers:
+--     gamma = 1 is synchronous SGD (the reference), model for model; one
+--     step at gamma = 0.5 mixes the updates 3:1 as the formula says
 --   ps adaptive-k bb / bb_opts: with the BB rate clamped to 0.5 lr (no
 --     smoothing) every rate after a worker's first is lr or 0.5 lr; bb =
 --     false keeps lr
@@ -157,16 +157,25 @@ end
 -- CHOCO with lossless compression keeps x̂_j = x_j - lr g_j exactly, so a
 -- step is x_i <- x'_i + gamma sum_j W_ij (x'_j - x'_i). Two workers (W_12 =
 -- 1/2) with gamma = 1 both end each step on (x'_1 + x'_2) / 2: synchronous
--- SGD, the reference's sync step at the same lr. gamma = 0.5 leaves them
--- apart.
+-- SGD, the reference's sync step at the same lr. One step at gamma = 0.5
+-- gives x_1 = x0 - (0.75 u_1 + 0.25 u_2), x_2 = x0 - (0.25 u_1 + 0.75 u_2),
+-- u_i = lr g_i.
 local LOSSLESS = { method = "topk", ratio = 1 }
 local choco = dpsgd{ compress = LOSSLESS, gamma = 1 }
 T.eq(choco.gamma, 1, "summary.gamma")
 local ref = R.new(refs, { model = T.model, dataset = T.dataset, seed = 3, batch = 16 })
 for _ = 1, 4 do ref:sync_step{ lr = 0.1 } end
 for i = 1, 2 do R.check_equal(pair[i], "w", refs[1], "w", TOL, "CHOCO gamma 1, lossless, worker " .. i) end
-dpsgd{ compress = LOSSLESS, gamma = 0.5 }
-assert(R.max_diff(pair[1], "w", pair[2], "w") > 1e-4, "gamma 0.5 left the two workers equal: gamma is not used")
+dpsgd{ compress = LOSSLESS, gamma = 0.5, steps = 1 }
+ref = R.new(refs, { model = T.model, dataset = T.dataset, seed = 3, batch = 16 })
+for i = 1, 2 do ref:local_update(i, { lr = 0.1 }) end
+refs[2]:send{ tensor = "u", to = refs[1], as = "u.2" }
+for i, own in ipairs{ 0.75, 0.25 } do
+  refs[1]:copy{ src = "w", dst = "x" .. i }
+  refs[1]:axpy{ y = "x" .. i, x = "u", alpha = -own }
+  refs[1]:axpy{ y = "x" .. i, x = "u.2", alpha = -(1 - own) }
+  R.check_equal(pair[i], "w", refs[1], "x" .. i, TOL, "CHOCO gamma 0.5, one step, worker " .. i)
+end
 
 -- D-PSGD cannot go on without a worker: drop is refused up front.
 ok, err = pcall(dpsgd, { on_failure = "drop" })
