@@ -9,6 +9,7 @@
 #include "peer/worker.h"
 #include "topo/network.h"
 
+#include <math.h>
 #include <msgpack.h>
 
 static void test_budget(void)
@@ -93,10 +94,11 @@ static void test_account(void)
     CHECK_STREQ(r.worst_node, "b");
     CHECK_NEAR(r.worst_node_overrun_share, 0.2, 1e-12);
     CHECK(r.limited);
-    CHECK_MSG(r.stretch_p95 >= 4 && r.stretch_p95 <= 4 * 1.06, "p95 %g", r.stretch_p95);
-    /* 2 * ~4.2 * 1.25, rounded up */
-    CHECK_MSG(r.suggested_dilation >= 10 && r.suggested_dilation <= 11, "suggested %g",
-              r.suggested_dilation);
+    /* The two overruns' stretch 4 falls in bin floor(ln 4 / ln 1.05) = 28, whose
+     * upper edge 1.05^29 = 4.1161 is the p95 (18 of 20 commands on time are
+     * below 95%); suggested = ceil(2 * 4.1161 * 1.25) = ceil(10.29) = 11. */
+    CHECK_MSG(fabs(r.stretch_p95 - pow(1.05, 29)) < 1e-12, "p95 %.17g", r.stretch_p95);
+    CHECK_MSG(r.suggested_dilation == 11, "suggested %g", r.suggested_dilation);
     char line[512];
     CHECK(overload_warning(&r, line, sizeof line));
     CHECK_CONTAINS(line, "this run was limited by the host's CPU: 10% of compute commands overran; "
@@ -124,10 +126,54 @@ static void test_account(void)
     ev_loop_destroy(loop);
 }
 
+/* suggested_dilation for fixed inputs, each worked out by hand from the rule
+ * of docs/lua-api.md "Overload" (bins of 1.05, the p95's bin's upper edge,
+ * x dilation x 1.25, rounded up): a change of the bin width, the percentile,
+ * the margin or the rounding moves at least one of them. */
+static void test_suggested_exact(void)
+{
+    static const struct {
+        double dilation;
+        int on_time, overran;
+        double stretch; /* of each overrun: ms / (cpu_ms / speed) */
+        double p95, suggested;
+    } cases[] = {
+        /* 10 of 100 at 2.5: bin 18 (ln 2.5 / ln 1.05 = 18.78), p95 1.05^19 = 2.5270,
+         * 1 * 2.5270 * 1.25 = 3.159 -> 4 */
+        {1, 90, 10, 2.5, 2.5269501953756404, 4},
+        /* 30 of 100 at 10: bin 47 (47.19), 1.05^48 = 10.401, 3 * 10.401 * 1.25 = 39.0 -> 40 */
+        {3, 70, 30, 10, 10.401269646942131, 40},
+        /* 6 of 100 overran by 3%: bin 0, p95 1, 5 * 1 * 1.25 = 6.25 -> 7 */
+        {5, 94, 6, 1.03, 1, 7},
+        /* 5 of 100 exactly: not above 5%, not limited: the run's dilation */
+        {2, 95, 5, 8, 1, 2},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+        struct overload *o = overload_new(loop);
+        int n = overload_add_node(o, "n", "x", 1, true);
+        for (int i = 0; i < cases[c].on_time; i++)
+            note(o, n, 10, 10, false);
+        for (int i = 0; i < cases[c].overran; i++)
+            note(o, n, 10 * cases[c].stretch, 10, true);
+        struct overload_report r;
+        overload_report(o, cases[c].dilation, &r);
+        if (cases[c].suggested != cases[c].dilation) {
+            CHECK_MSG(fabs(r.stretch_p95 - cases[c].p95) < 1e-9, "case %zu: p95 %.17g, want %.17g",
+                      c, r.stretch_p95, cases[c].p95);
+        }
+        CHECK_MSG(r.suggested_dilation == cases[c].suggested, "case %zu: suggested %g, want %g", c,
+                  r.suggested_dilation, cases[c].suggested);
+        overload_free(o);
+        ev_loop_destroy(loop);
+    }
+}
+
 int main(void)
 {
     test_budget();
     test_link_dilate();
     test_account();
+    test_suggested_exact();
     return check_report();
 }

@@ -88,6 +88,8 @@ function dc.graph(workers, graph)
   return adj
 end
 
+-- True when every worker reaches worker 1; else false and the index of the
+-- first worker that does not (for the error message).
 function dc.connected(adj)
   local seen, stack, count = { [1] = true }, { 1 }, 1
   while #stack > 0 do
@@ -96,7 +98,8 @@ function dc.connected(adj)
       if not seen[j] then seen[j], count = true, count + 1; stack[#stack + 1] = j end
     end
   end
-  return count == #adj
+  if count == #adj then return true end
+  for i = 1, #adj do if not seen[i] then return false, i end end
 end
 
 local function sorted_neighbours(adj, i)
@@ -293,7 +296,7 @@ end
 -- Only q travels. What Q dropped stays in x_i - xh_i and goes with the next
 -- message: the copy is the error feedback (a residual besides it would
 -- count the dropped part twice). With gamma = 1 and no compression this is
--- D-PSGD.
+-- x_i <- sum_j W_ij (x_j - lr g_j): D-PSGD with the step before the averaging.
 local function choco_setup(J, adj)
   batch_on_every_worker(J, function(i)
     local cmds = { { "copy", { src = J.model_name, dst = "xh." .. i } } }
@@ -614,7 +617,11 @@ local function pick_graph(J)
     return dc.graph(J.workers, "ring"), "ring"
   end
   local adj = dc.graph(J.workers, g)
-  if not dc.connected(adj) then fail("decentral.train: the '%s' graph does not connect every worker", tostring(g)) end
+  local connected, cut = dc.connected(adj)
+  if not connected then
+    fail("decentral.train: the %s graph does not connect every worker: %s cannot reach %s",
+         type(g) == "table" and "given" or ("'" .. g .. "'"), J.workers[cut].name, J.workers[1].name)
+  end
   return adj, type(g) == "table" and "custom" or g
 end
 

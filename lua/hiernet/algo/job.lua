@@ -243,7 +243,7 @@ local function plain(v)
   if type(v) == "function" then return "<function>" end
   if type(v) ~= "table" then return v end
   local out = {}
-  for k, x in pairs(v) do out[k] = plain(x) end
+  for k, x in pairs(v) do out[plain(k)] = plain(x) end -- keys too: decentral's graph = { [node] = {...} }
   return out
 end
 
@@ -674,7 +674,9 @@ function Job:step_row(r)
   self.worker_steps = self.worker_steps + 1
   self.compute_ms = self.compute_ms + (r.compute_ms or 0)
   self.bytes = self.bytes + (r.bytes or 0)
-  self.samples = self.samples + (r.samples or 0)
+  -- samples_counted: the algorithm counted them already (ps counts a
+  -- round's when it closes, for an `epochs` stop)
+  if not r.samples_counted then self.samples = self.samples + (r.samples or 0) end
   if r.loss then self.last_loss = r.loss end
   self.steps_rec:add{ time = r.time or self:now(), worker = self.workers[r.worker].name, step = r.step,
     loss = r.loss, compute_ms = r.compute_ms, comm_ms = r.comm_ms, wait_ms = r.wait_ms,

@@ -439,6 +439,11 @@ function Engine:apply()
   -- a worker the close wakes must already see the job's step limit, or it
   -- starts a step whose push no round will take (a row past the last step).
   J.steps = J.steps + 1
+  -- So are the round's samples (an `epochs` stop): its members' rows are
+  -- written only when their workers next run, after this close wakes them.
+  for _, p in ipairs(members) do
+    J.samples, p.samples_counted = J.samples + (p.samples or 0), true
+  end
   local version = self.sync.S.version
   local nodes, ids = self:workers_to_send()
   local sent, tasks = {}, {}
@@ -594,7 +599,7 @@ function Engine:step(i, wait_ms)
   local version, pull_ms, pull_bytes = self:pull(i)
   local r = self.compute:step(i, self:push_targets(i))
   if self.compute.writes_model then self.fresh[i] = false end
-  local push = { kind = "push", worker = i, version = version, norm2 = r.norm2 }
+  local push = { kind = "push", worker = i, version = version, norm2 = r.norm2, samples = r.samples }
   self.consumed[i] = false
   self.events:push(push)
   while not self.consumed[i] and not self.J:stopped() do self.signals[i].wait() end
@@ -607,6 +612,8 @@ local function write_row(J, row)
   row.staleness = row.push.staleness
   row.k = row.push.k
   row.version = row.push.version
+  -- counted in J.samples when its round closed; its row still shows them
+  row.samples_counted = row.push.samples_counted
   row.push = nil
   J:step_row(row)
 end

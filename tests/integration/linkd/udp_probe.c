@@ -4,11 +4,13 @@
  *   hn-udp-probe recv PORT COUNT [LINK_BPS DELAY_US [OVERHEAD]]
  *
  * The sender paces COUNT datagrams of PAYLOAD bytes at RATE_BPS (counting
- * Ethernet wire bytes), each carrying its sequence number and send time. The
+ * Ethernet wire bytes), each carrying its sequence number and send time, and
+ * says on stderr how many the host refused ("sent= send_failed="). The
  * receiver takes the kernel receive timestamp (SO_TIMESTAMPNS); sender and
  * receiver share the host's CLOCK_REALTIME even in different network
  * namespaces. It stops after COUNT datagrams or 1 s of silence and prints
- * "received= lost= reordered=". Given the link's rate and delay it replays
+ * "received= lost= reordered= loss_runs=" (loss_runs: runs of consecutive
+ * lost sequence numbers). Given the link's rate and delay it replays
  * the send times through an ideal FIFO link (serialization of the wire
  * bytes, then the delay) and prints percentiles of the measured minus ideal
  * one-way delay in microseconds: "err_p50_us= err_p90_us= err_p99_us=
@@ -66,6 +68,7 @@ static int probe_send(const char *dst, int port, double rate, uint32_t payload, 
     if (payload < sizeof(struct probe_hdr)) payload = sizeof(struct probe_hdr);
     double interval = probe_wire_bytes(payload, PROBE_OVERHEAD) * 8e9 / rate;
     int64_t start = probe_now() + 1000000;
+    uint64_t failed = 0; /* refused by the host (ENOBUFS, EAGAIN): never reached a link */
     for (uint64_t i = 0; i < count; i++) {
         int64_t due = start + (int64_t)(interval * (double)i);
         int64_t now = probe_now();
@@ -82,12 +85,17 @@ static int probe_send(const char *dst, int port, double rate, uint32_t payload, 
         }
         struct probe_hdr h = {.seq = i, .sent_ns = probe_now()};
         memcpy(buf, &h, sizeof h);
-        if (send(s, buf, payload, 0) < 0 && errno != ENOBUFS && errno != EAGAIN) {
-            perror("hn-udp-probe send");
-            return 1;
+        if (send(s, buf, payload, 0) < 0) {
+            if (errno != ENOBUFS && errno != EAGAIN) {
+                perror("hn-udp-probe send");
+                return 1;
+            }
+            failed++;
         }
     }
     close(s);
+    fprintf(stderr, "hn-udp-probe send: sent=%llu send_failed=%llu\n",
+            (unsigned long long)(count - failed), (unsigned long long)failed);
     return 0;
 }
 
@@ -153,6 +161,16 @@ static ssize_t probe_recv_one(int s, char *buf, size_t cap, int64_t *ts_ns)
     return n;
 }
 
+/* Runs of consecutive lost datagrams (maximal, by sequence number): lost /
+ * runs is the mean loss burst, 1 / r under the Gilbert-Elliott model. */
+static uint64_t probe_loss_runs(const int64_t *sent, uint64_t count)
+{
+    uint64_t runs = 0;
+    for (uint64_t i = 0; i < count; i++)
+        if (!sent[i] && (i == 0 || sent[i - 1])) runs++;
+    return runs;
+}
+
 static int probe_recv(int port, uint64_t count, double link_bps, double delay_us, int overhead)
 {
     int s = socket(AF_INET, SOCK_DGRAM, 0), one = 1, rcvbuf = 16 << 20;
@@ -185,8 +203,9 @@ static int probe_recv(int port, uint64_t count, double link_bps, double delay_us
         size[h.seq] = (uint32_t)n;
         received++;
     }
-    printf("received=%llu lost=%llu reordered=%llu", (unsigned long long)received,
-           (unsigned long long)(count - received), (unsigned long long)reordered);
+    printf("received=%llu lost=%llu reordered=%llu loss_runs=%llu", (unsigned long long)received,
+           (unsigned long long)(count - received), (unsigned long long)reordered,
+           (unsigned long long)probe_loss_runs(sent, count));
     if (link_bps > 0) probe_report_error(sent, recv, size, count, link_bps, delay_us, overhead);
     printf("\n");
     return 0;
