@@ -33,8 +33,9 @@
 -- that ask for what hiernet does anyway (use_htb, inNamespace=True) are
 -- dropped with one log line per reason. Anything else is an error naming
 -- the parameter and the node or link, unless options.lenient turns unknown
--- classes into plain hosts and switches and unknown parameters into one
--- warning line each.
+-- classes into plain hosts, switches and links and unknown parameters into
+-- one warning line each. cls=functools.partial(Class, k=v) is Class with
+-- k=v among the parameters; an OpenFlow switch's settings are dropped.
 local core = require("hiernet.core")
 
 local mininet = {}
@@ -370,7 +371,7 @@ local function time_value(v)
   return unit and (n .. unit)
 end
 
-local LINK_CLASSES = { Link = true, TCLink = true, TCULink = true }
+local LINK_CLASSES = { Link = true, TCLink = true, TCULink = true, OVSLink = true } -- OVSLink: a veth between non-OVS nodes
 local INTERFACE_CLASSES = { Intf = true, TCIntf = true }
 
 -- Keys of params1 / params2 that only address an interface.
@@ -444,8 +445,14 @@ local function link_param(ctx, link, k, v, what, opts)
     drop(ctx, reason, k)
   elseif map then
     local option, value = map(v)
-    if option == false then fail("%s: %s=%s cannot be represented in hiernet", what, k, shown(v)) end
-    if option then opts[option] = value end
+    if option == false and ctx.lenient and (k == "cls" or k == "intf") then
+      warn(ctx, fmt("lenient: link %s %s made a plain link", k == "cls" and "class" or "interface class",
+                    shown(v)), fmt("%s-%s", link.a, link.b))
+    elseif option == false then
+      fail("%s: %s=%s cannot be represented in hiernet", what, k, shown(v))
+    elseif option then
+      opts[option] = value
+    end
   elseif ctx.lenient then
     warn(ctx, fmt("lenient: ignored link parameter %s=%s", k, shown(v)), fmt("%s-%s", link.a, link.b))
   else
@@ -463,7 +470,7 @@ end
 
 -- ---- node classes ----
 
-local HOST_CLASSES = { Host = true, CPULimitedHost = true }
+local HOST_CLASSES = { Node = true, Host = true, CPULimitedHost = true } -- Mininet's Host is a bare Node
 local SWITCH_CLASSES = { OVSSwitch = true, OVSKernelSwitch = true, OVSBridge = true, UserSwitch = true,
                          LinuxBridge = true, IVSSwitch = true }
 local ROLES = { host = true, router = true, switch = true }

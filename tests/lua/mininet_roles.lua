@@ -52,7 +52,9 @@ expect_error("roles_topo.py: switch 's1': unsupported class FancySwitch (hiernet
 expect_error("roles_topo.py: link r2-h2: params2 holds bw=5 (a parameter of one interface; hiernet links are alike "
              .. "both ways)", mininet.load, network("x3"), roles_file, "RouterTopo", { extra = true },
              { roles = { StaticRouter = "router", FancyHost = "host", FancySwitch = "switch" } })
-t, net, log = load(roles_file, "RouterTopo", { extra = true }, { roles = roles, lenient = true })
+expect_error("roles_topo.py: link r2-h2: cls=FancyLink cannot be represented in hiernet", mininet.load,
+             network("x4"), roles_file, "RouterTopo", { fancy_link = true }, { roles = roles })
+t, net, log = load(roles_file, "RouterTopo", { extra = true, fancy_link = true }, { roles = roles, lenient = true })
 expect_eq(names(t.hosts), "h1 h2", "lenient RouterTopo hosts")
 expect_eq(t.nodes.s1.kind, "switch", "lenient: FancySwitch is a switch")
 for _, line in ipairs({
@@ -60,6 +62,7 @@ for _, line in ipairs({
   "lenient: switch class FancySwitch made an L2 bridge: s1",
   "lenient: ignored link parameter speedup=2: r2-h2",
   "lenient: ignored params2.bw=5: r2-h2",
+  "lenient: link class FancyLink made a plain link: r2-h2",
 }) do
   expect_logged_once(log, line, "lenient RouterTopo")
 end

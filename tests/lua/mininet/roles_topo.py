@@ -32,6 +32,10 @@ class FancySwitch(OVSSwitch):
     "A switch class hiernet knows nothing of."
 
 
+class FancyLink(TCLink):
+    "A link class hiernet knows nothing of."
+
+
 class MyController(Controller):
     "An OpenFlow controller in a host's place."
 
@@ -39,7 +43,7 @@ class MyController(Controller):
 class RouterTopo(Topo):
     "h1 - s1 - r1 = r2 - h2 (r1 = r2: two parallel links, 5 ms and 1 ms)"
 
-    def build(self, extra=False, refused=None):
+    def build(self, extra=False, fancy_link=False, refused=None):
         h1, h2 = self.addHost("h1", ip="10.1.0.10/24"), self.addHost("h2", cls=FancyHost if extra else Host)
         r1 = self.addNode("r1", cls=ForwardingRouter, ip="10.1.0.1/24")
         r2 = self.addHost("r2", cls=StaticRouter)
@@ -49,7 +53,8 @@ class RouterTopo(Topo):
         self.addLink(r1, r2, delay="5ms", params1={"ip": "10.9.0.1/30", "mac": "00:00:00:00:00:01"},
                      params2={"ip": "10.9.0.2/30"})
         self.addLink(r1, r2, delay="1ms", params1={"ip": "10.9.1.1/30"})
-        self.addLink(r2, h2, **({"speedup": 2, "params2": {"bw": 5}} if extra else {}))
+        self.addLink(r2, h2, **({"speedup": 2, "params2": {"bw": 5}} if extra else {}),
+                     **({"cls": FancyLink} if fancy_link else {}))
         if refused == "controller":
             self.addLink(self.addHost("c0", cls=MyController), s1)
         elif refused == "nat":
