@@ -479,7 +479,7 @@ local ROLES = { host = true, router = true, switch = true }
 -- controller (failMode standalone); stp matters only for loops, which
 -- net:start() refuses.
 local SWITCH_OPENFLOW = { protocols = true, failMode = true, listenPort = true, datapath = true, inband = true,
-                          stp = true, inNamespace = true }
+                          stp = true }
 
 -- Mininet classes whose role hiernet cannot play, by the library base that
 -- says so, with the reason; these stay errors, lenient or not.
@@ -558,24 +558,31 @@ local function host_options(ctx, host)
   return opts, role
 end
 
+-- Every switch class becomes an L2 bridge; an unknown one only when roles
+-- or lenient say so.
+local function check_switch_class(ctx, switch, v, what)
+  if type(v) ~= "table" then v = { repr = shown(v) } end
+  local name = v.class or v.repr
+  if (v.class and SWITCH_CLASSES[name]) or ctx.roles[name] == "switch" then return end
+  if not ctx.lenient then
+    fail("%s: unsupported class %s (hiernet switches are L2 bridges; roles = {%s = \"switch\"} or "
+         .. "lenient = true takes it as one)", what, name, v.class and name or "['...']")
+  end
+  warn(ctx, fmt("lenient: switch class %s made an L2 bridge", name), switch.name)
+end
+
 local function check_switch(ctx, switch)
   local what = fmt("%s: switch '%s'", ctx.where, switch.name)
   for _, k in ipairs(sorted_keys(switch.params)) do
     local v = switch.params[k]
     if k == "cls" then
-      if type(v) ~= "table" then v = { repr = shown(v) } end
-      local name = v.class or v.repr
-      if not (v.class and SWITCH_CLASSES[name]) and ctx.roles[name] ~= "switch" then
-        if not ctx.lenient then
-          fail("%s: unsupported class %s (hiernet switches are L2 bridges; roles = {%s = \"switch\"} or "
-               .. "lenient = true takes it as one)", what, shown(v), v.class and name or "['...']")
-        end
-        warn(ctx, fmt("lenient: switch class %s made an L2 bridge", name), switch.name)
-      end
+      check_switch_class(ctx, switch, v, what)
     elseif k == "dpid" then
       drop(ctx, "addresses", k)
     elseif SWITCH_OPENFLOW[k] then
       drop(ctx, "openflow", k)
+    elseif k == "inNamespace" and type(v) == "boolean" then -- a bridge in its namespace forwards alike
+      drop(ctx, "namespace", k)
     elseif ctx.lenient then
       warn(ctx, fmt("lenient: ignored switch parameter %s=%s", k, shown(v)), switch.name)
     else
