@@ -513,10 +513,12 @@ local function host_role(ctx, host, cls, what)
   local why = cls.class and refusal(cls)
   if why then fail("%s: class %s cannot be represented: %s", what, name, why) end
   if cls.class and cls.forwards then return "router" end
-  if name == "VLANHost" and has_base(cls, "Host") then return "vlan" end
-  if not ctx.lenient then
+  if cls.class and name == "VLANHost" and has_base(cls, "Host") then return "vlan" end
+  if not ctx.lenient and not cls.class then
+    fail("%s: cls=%s is not a class (lenient = true makes it a plain host)", what, name)
+  elseif not ctx.lenient then
     fail("%s: unsupported class %s (roles = {%s = \"host\"} or \"router\" says what it is; lenient = true "
-         .. "makes it a plain host)", what, name, cls.class and name or "['...']")
+         .. "makes it a plain host)", what, name, name)
   end
   warn(ctx, fmt("lenient: host class %s made a plain host", name), host.name)
   return "host"
@@ -564,9 +566,11 @@ local function check_switch_class(ctx, switch, v, what)
   if type(v) ~= "table" then v = { repr = shown(v) } end
   local name = v.class or v.repr
   if (v.class and SWITCH_CLASSES[name]) or ctx.roles[name] == "switch" then return end
-  if not ctx.lenient then
+  if not ctx.lenient and not v.class then
+    fail("%s: cls=%s is not a class (lenient = true makes it an L2 bridge)", what, name)
+  elseif not ctx.lenient then
     fail("%s: unsupported class %s (hiernet switches are L2 bridges; roles = {%s = \"switch\"} or "
-         .. "lenient = true takes it as one)", what, name, v.class and name or "['...']")
+         .. "lenient = true takes it as one)", what, name, name)
   end
   warn(ctx, fmt("lenient: switch class %s made an L2 bridge", name), switch.name)
 end
