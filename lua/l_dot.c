@@ -73,7 +73,8 @@ static int add_link(lua_State *L, struct topo_network *net, char *err, size_t er
     p.loss = loss;
     p.queue.packets = (uint64_t)qp;
     p.queue.bytes = (uint64_t)qb;
-    return topo_link_add(net, ia, ib, &p, err, errlen) < 0 ? -1 : 0;
+    /* A run's parallel links (run.json "parallel") come back as they were. */
+    return topo_link_add_parallel(net, ia, ib, &p, err, errlen) < 0 ? -1 : 0;
 }
 
 /* Calls add for every element of the array field `key` of the table on top. */

@@ -16,6 +16,8 @@
 #define TEXT_KEY(key, field, parse, unit) #key,
 static const char *const link_options[] = {TOPO_LINK_TEXT_KEYS(TEXT_KEY) LINK_KEY(reorder),
                                            "gilbert", NULL};
+static const char *const link_add_options[] = {TOPO_LINK_TEXT_KEYS(TEXT_KEY) LINK_KEY(reorder),
+                                               "gilbert", "parallel", NULL};
 #undef TEXT_KEY
 
 /* gilbert = {p=, r=, h=1, k=0}: probabilities in [0, 1] (see topo/network.h). */
@@ -37,9 +39,10 @@ static void read_gilbert(lua_State *L, int i, struct topo_link_params *p, const 
 
 /* Reads bw/delay/jitter/loss/queue (strings with units, or numbers: bit/s,
  * seconds, a fraction, packets), reorder and gilbert from the table at index i. */
-void lnet_read_link_params(lua_State *L, int i, struct topo_link_params *p, const char *what)
+void lnet_read_link_params(lua_State *L, int i, struct topo_link_params *p, const char *what,
+                           bool adding)
 {
-    lnet_check_options(L, i, link_options, what);
+    lnet_check_options(L, i, adding ? link_add_options : link_options, what);
     char err[256];
     for (const char *const *key = link_options; *key; key++) {
         lua_getfield(L, i, *key);
@@ -158,7 +161,7 @@ static int l_link_set(lua_State *L)
     char name[96], what[128];
     snprintf(what, sizeof what, "link %s", link_name(h, name, sizeof name));
     struct topo_link_params params = h->net->topo->links[h->index].params;
-    lnet_read_link_params(L, 2, &params, what);
+    lnet_read_link_params(L, 2, &params, what, false);
     return link_request(L, h, LINK_SET, &params);
 }
 

@@ -106,7 +106,9 @@ int lnet_push_reply(lua_State *co, void *ud);
 void lnet_create_node_meta(lua_State *L);
 
 /* l_link.c */
-void lnet_read_link_params(lua_State *L, int i, struct topo_link_params *p, const char *what);
+/* adding: net:link's table, which may also hold parallel (the caller reads it). */
+void lnet_read_link_params(lua_State *L, int i, struct topo_link_params *p, const char *what,
+                           bool adding);
 /* Pushes a handle for link index of the network handle at index net_index. */
 void lnet_push_link(lua_State *L, int net_index, struct l_network *net, int index);
 void lnet_create_link_meta(lua_State *L);

@@ -301,7 +301,7 @@ static struct l_node *check_node_of(lua_State *L, int i, struct l_network *net)
     return n;
 }
 
-/* net:link(a, b, {bw=, delay=, jitter=, loss=, queue=, reorder=}) -> link */
+/* net:link(a, b, {bw=, delay=, jitter=, loss=, queue=, reorder=, parallel=}) -> link */
 static int l_net_link(lua_State *L)
 {
     struct l_network *net = check_network(L, 1);
@@ -313,12 +313,20 @@ static int l_net_link(lua_State *L)
         return luaL_error(L, "network '%s': cannot add %s: network is %s", net->topo->name, what,
                           lnet_state_word(net->state));
     struct topo_link_params params = {0};
+    bool parallel = false;
     if (!lua_isnoneornil(L, 4)) {
         luaL_checktype(L, 4, LUA_TTABLE);
-        lnet_read_link_params(L, 4, &params, what);
+        lnet_read_link_params(L, 4, &params, what, true);
+        lua_getfield(L, 4, "parallel");
+        if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+            return luaL_error(L, "%s: parallel must be true or false", what);
+        parallel = lua_toboolean(L, -1);
+        lua_pop(L, 1);
     }
     char err[256];
-    int index = topo_link_add(net->topo, a->index, b->index, &params, err, sizeof err);
+    int index =
+        parallel ? topo_link_add_parallel(net->topo, a->index, b->index, &params, err, sizeof err)
+                 : topo_link_add(net->topo, a->index, b->index, &params, err, sizeof err);
     if (index < 0) return luaL_error(L, "network '%s': %s", net->topo->name, err);
     lnet_push_link(L, 1, net, index);
     return 1;

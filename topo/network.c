@@ -142,7 +142,11 @@ void topo_link_params_dilate(const struct topo_link_params *p, double d,
 void topo_link_describe(const struct topo_network *net, const struct topo_link *l, char *buf,
                         size_t len)
 {
-    snprintf(buf, len, "%s-%s", net->nodes[l->a].name, net->nodes[l->b].name);
+    if (l->parallel)
+        snprintf(buf, len, "%s-%s#%d", net->nodes[l->a].name, net->nodes[l->b].name,
+                 l->parallel + 1);
+    else
+        snprintf(buf, len, "%s-%s", net->nodes[l->a].name, net->nodes[l->b].name);
 }
 
 static int grow_links(struct topo_network *net)
@@ -156,20 +160,24 @@ static int grow_links(struct topo_network *net)
     return 0;
 }
 
-int topo_link_add(struct topo_network *net, int a, int b, const struct topo_link_params *params,
-                  char *err, size_t errlen)
+static int link_add(struct topo_network *net, int a, int b, const struct topo_link_params *params,
+                    bool parallel, char *err, size_t errlen)
 {
     const char *na = net->nodes[a].name, *nb = net->nodes[b].name;
     if (a == b) {
         snprintf(err, errlen, "link %s-%s: a node cannot be linked to itself", na, nb);
         return -1;
     }
+    int siblings = 0;
     for (size_t i = 0; i < net->n_links; i++) {
         const struct topo_link *l = &net->links[i];
-        if ((l->a == a && l->b == b) || (l->a == b && l->b == a)) {
-            snprintf(err, errlen, "link %s-%s: the two nodes are already linked", na, nb);
-            return -1;
-        }
+        if ((l->a == a && l->b == b) || (l->a == b && l->b == a)) siblings++;
+    }
+    if (siblings && !parallel) {
+        snprintf(err, errlen,
+                 "link %s-%s: the two nodes are already linked (parallel = true adds another)", na,
+                 nb);
+        return -1;
     }
     if (grow_links(net) < 0) {
         snprintf(err, errlen, "link %s-%s: out of memory", na, nb);
@@ -179,9 +187,22 @@ int topo_link_add(struct topo_network *net, int a, int b, const struct topo_link
     memset(l, 0, sizeof *l);
     l->a = a;
     l->b = b;
+    l->parallel = siblings;
     l->params = *params;
     l->up = true;
     return (int)net->n_links++;
+}
+
+int topo_link_add(struct topo_network *net, int a, int b, const struct topo_link_params *params,
+                  char *err, size_t errlen)
+{
+    return link_add(net, a, b, params, false, err, errlen);
+}
+
+int topo_link_add_parallel(struct topo_network *net, int a, int b,
+                           const struct topo_link_params *params, char *err, size_t errlen)
+{
+    return link_add(net, a, b, params, true, err, errlen);
 }
 
 int topo_set_addr_base(struct topo_network *net, const char *cidr, char *err, size_t errlen)
@@ -276,12 +297,16 @@ void topo_network_write_json(const struct topo_network *net, FILE *f)
         fprintf(f,
                 "%s{\"a\": \"%s\", \"b\": \"%s\", \"bw_bps\": %llu, \"delay_us\": %.3f, "
                 "\"jitter_us\": %.3f, \"loss\": %g, \"queue_packets\": %llu, "
-                "\"queue_bytes\": %llu, \"reorder\": %s}",
+                "\"queue_bytes\": %llu, \"reorder\": %s",
                 k ? ", " : "", net->nodes[l->a].name, net->nodes[l->b].name,
                 (unsigned long long)l->params.rate_bps, l->params.delay_ns / 1e3,
                 l->params.jitter_ns / 1e3, l->params.loss,
                 (unsigned long long)l->params.queue.packets,
                 (unsigned long long)l->params.queue.bytes, l->params.reorder ? "true" : "false");
+        if (l->parallel)
+            fprintf(f, ", \"parallel\": %d}", l->parallel);
+        else
+            fputc('}', f);
     }
     fputs("]}", f);
 }

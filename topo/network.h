@@ -49,7 +49,8 @@ struct topo_link_params {
 };
 
 struct topo_link {
-    int a, b; /* node indices */
+    int a, b;     /* node indices */
+    int parallel; /* 0: the pair's first link; n: the n-th added beside it */
     struct topo_link_params params;
     bool up;
     /* set by topo_assign_addresses: */
@@ -96,6 +97,12 @@ int topo_node_find(const struct topo_network *net, const char *name);
  * same pair is an error naming both nodes. Returns its index or -1. */
 int topo_link_add(struct topo_network *net, int a, int b, const struct topo_link_params *params,
                   char *err, size_t errlen);
+/* The same, but a pair already linked gets one more link beside the others
+ * (bonded or multipath links, Mininet's multilink): interfaces, addresses
+ * and parameters of its own. Routing takes the least delay, so the first
+ * made of equal ones (route.c). */
+int topo_link_add_parallel(struct topo_network *net, int a, int b,
+                           const struct topo_link_params *params, char *err, size_t errlen);
 /* Sets one link parameter from its text (the keys of TOPO_LINK_TEXT_KEYS,
  * topo/link_keys.h: bw, delay, jitter, loss, queue; units of docs/lua-api.md).
  * Returns -1 with err quoting the value, or -2
@@ -109,7 +116,7 @@ int topo_link_param_set(struct topo_link_params *p, const char *key, const char 
  * product, comes out the same). */
 void topo_link_params_dilate(const struct topo_link_params *p, double d,
                              struct topo_link_params *out);
-/* "a-b" for messages. */
+/* "a-b" for messages, "a-b#2" for the second of parallel links, ... */
 void topo_link_describe(const struct topo_network *net, const struct topo_link *l, char *buf,
                         size_t len);
 /* Parses "10.0.0.0/8" into net->addr_base / addr_prefix_len. */

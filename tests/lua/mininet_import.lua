@@ -127,7 +127,7 @@ end
 -- ---- errors ----
 
 local bad = files .. "bad_param.py"
-expect_error("link h1-s1: unsupported parameter use_htb=true", mininet.load, network("e1"), bad, "HtbTopo")
+expect_error("link h1-s1: unsupported parameter use_tbf=true", mininet.load, network("e1"), bad, "HtbTopo")
 expect_error("link h1-s1: loss=150 cannot be represented in hiernet", mininet.load, network("e2"), bad, "LossyTopo")
 local err = expect_error("host 'host one': ", mininet.load, network("e3"), bad, "BadNameTopo")
 assert(err:find("is invalid", 1, true), err)

@@ -1,6 +1,7 @@
 /* test_route.c — the address plan and static routing of the topology model:
  * addresses and subnets, interface names, switch segments, shortest paths
- * by delay then hops, default-route compression, and the errors. */
+ * by delay then hops, default-route compression, parallel links, and the
+ * errors. */
 #include "check.h"
 #include "topo/address.h"
 #include "topo/route.h"
@@ -189,6 +190,55 @@ static void test_errors(void)
     topo_network_free(net);
 }
 
+static int parallel_ms(struct topo_network *net, int a, int b, double delay_ms)
+{
+    struct topo_link_params p = {0};
+    p.delay_ns = (uint64_t)(delay_ms * 1e6);
+    return topo_link_add_parallel(net, a, b, &p, err, sizeof err);
+}
+
+/* Parallel links: interfaces, addresses and names of their own; routes take
+ * the least delay, the first made of equal ones. */
+static void test_parallel_links(void)
+{
+    struct topo_network *net = net_new();
+    int a = host(net, "a"), b = host(net, "b"), s = sw(net, "s");
+    int ab1 = link_ms(net, a, b, 5);
+    int ab2 = parallel_ms(net, b, a, 2);
+    int ab3 = parallel_ms(net, a, b, 2);
+    int as1 = link_ms(net, a, s, 1);
+    int as2 = parallel_ms(net, s, a, 1);
+    CHECK(ab1 == 0 && ab2 == 1 && ab3 == 2 && as1 == 3 && as2 == 4);
+    CHECK(link_ms(net, a, b, 1) < 0); /* still refused without parallel */
+    CHECK_CONTAINS(err,
+                   "link a-b: the two nodes are already linked (parallel = true adds another)");
+    char name[64];
+    topo_link_describe(net, &net->links[ab1], name, sizeof name);
+    CHECK_STREQ(name, "a-b");
+    topo_link_describe(net, &net->links[ab2], name, sizeof name);
+    CHECK_STREQ(name, "b-a#2");
+    topo_link_describe(net, &net->links[ab3], name, sizeof name);
+    CHECK_STREQ(name, "a-b#3");
+    topo_link_describe(net, &net->links[as2], name, sizeof name);
+    CHECK_STREQ(name, "s-a#2");
+    CHECK(topo_assign_addresses(net, err, sizeof err) == 0);
+    CHECK_STREQ(net->links[ab1].ifname_a, "b");
+    CHECK_STREQ(net->links[ab2].ifname_b, "b-1");
+    CHECK_STREQ(net->links[ab3].ifname_a, "b-2");
+    CHECK_STREQ(net->links[as1].ifname_a, "s");
+    CHECK_STREQ(net->links[as2].ifname_b, "s-1");
+    CHECK(net->links[ab1].addr_a != net->links[ab3].addr_a);
+    CHECK(net->links[as1].addr_a != net->links[as2].addr_b && net->links[as2].addr_b != 0);
+    struct topo_routing r;
+    CHECK(topo_routing_compute(net, &r, err, sizeof err) == 0);
+    /* 2 ms beats 5 ms; of the two 2 ms links the first made (b-a#2). */
+    CHECK(r.nodes[a].n_routes == 1 && r.nodes[a].routes[0].link == ab2);
+    CHECK(r.nodes[a].routes[0].gateway == net->links[ab2].addr_a); /* b's end */
+    CHECK(r.nodes[b].n_routes == 1 && r.nodes[b].routes[0].link == ab2);
+    topo_routing_free(&r);
+    topo_network_free(net);
+}
+
 /* A 1000-leaf tree of depth 3 needs O(N * depth) routes, not N^2. */
 static void test_tree_route_count(void)
 {
@@ -294,6 +344,7 @@ int main(void)
     test_shortest_by_delay_then_hops();
     test_three_tiers_with_switch();
     test_errors();
+    test_parallel_links();
     test_tree_route_count();
     return check_report();
 }

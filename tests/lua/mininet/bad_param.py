@@ -3,7 +3,7 @@ from mininet.topo import Topo
 
 class HtbTopo(Topo):
     def build(self):
-        self.addLink(self.addHost("h1"), self.addSwitch("s1"), bw=10, use_htb=True)
+        self.addLink(self.addHost("h1"), self.addSwitch("s1"), bw=10, use_tbf=True)
 
 
 class LossyTopo(Topo):
