@@ -309,7 +309,7 @@ function Engine.new(J, policy, servers)
     -- The momentum sums a geometric series: a steady update u would move w
     -- by lr u / (1 - gamma) per step. The step is scaled by 1 - gamma so
     -- that server_opt.lr means what it means in every other mode: lr = 1
-    -- (the default, and DESIGN.md's example) moves w by the mean update.
+    -- (the default, and the usual server_opt of adaptive-k) moves w by the mean update.
     policy.gamma = J.o.server_opt.momentum or 0.9
     policy.server_lr = (J.o.server_opt.lr or 1) * (1 - policy.gamma)
   end
