@@ -30,6 +30,7 @@
 local hn = require("hiernet")
 local job = require("hiernet.algo.job")
 local worker = require("hiernet.algo.worker")
+local sched = require("hiernet.algo.schedules")
 
 local ps = {}
 local check, fail = job.check, job.fail
@@ -263,15 +264,10 @@ end
 local Engine = {}
 Engine.__index = Engine
 
--- Parameter ranges of the servers: contiguous, sizes differing by at most one.
+-- Parameter ranges of the servers: contiguous, sizes differing by at most
+-- one (the schedules' split, which cuts a ring's chunks alike).
 function ps.shard_ranges(size, n)
-  local ranges, offset = {}, 0
-  for s = 1, n do
-    local count = size // n + ((s <= size % n) and 1 or 0)
-    ranges[s] = { offset, count }
-    offset = offset + count
-  end
-  return ranges
+  return sched.split(0, size, n)
 end
 
 -- A wake-up per worker over hn.queue: signal() never blocks; a waiter always
@@ -287,7 +283,7 @@ end
 local function slot_name(i) return "u." .. i end
 
 -- The most commands a peer runs in one batch.
-local BATCH_MAX = 256
+local BATCH_MAX = sched.BATCH_MAX
 
 function Engine.new(J, policy, servers)
   local n = #J.workers
