@@ -528,17 +528,9 @@ local function watch(J, state)
     sync = true,
     on_change = function(i, back)
       state.changed = true
-      if back then return end
       -- on every side: the others stop waiting (for it, and for a neighbour
       -- whose step it has stopped: any_wait), it stops sending to them
-      local cut, others = J.workers[i], {}
-      for _, w in ipairs(J.workers) do
-        if w ~= cut then
-          others[#others + 1] = w
-          hn.spawn(function() pcall(w.abort, w, { nodes = { cut }, any_wait = true }) end)
-        end
-      end
-      hn.spawn(function() pcall(cut.abort, cut, { nodes = others }) end)
+      if not back then J:abort_between(J.workers[i], J:others(i), true) end
     end,
   }
 end
@@ -548,29 +540,21 @@ end
 -- the caller runs ar.resync before its next step.
 ar.watch = watch
 
--- One step; false when a fault cut it short (and on_failure = "drop").
-local function train_step(J, W, state)
-  local ids = active_ids(J)
-  if #ids == 0 then
-    hn.sleep(0.05) -- everyone away: wait for a worker to be back
-    return false
-  end
-  if state.changed then
-    state.changed = false
-    resync(J, ids)
-  end
-  local plan = step_plan(J, W, ids)
-  local ok, run = pcall(ar.run, plan)
-  if not ok then
-    if J.fault_error then error(J.fault_error, 0) end
-    if not state.changed then error(run, 0) end
-    return false
-  end
-  J.steps = J.steps + 1
-  J.updates_applied = J.updates_applied + #ids
-  record_step(J, run, ids, J:now())
-  if J:eval_due(J.steps) then J:evaluate(J.steps) end
-  return true
+-- The rounds of ar.train (J:rounds): the active workers, resynced after a
+-- fault, each step one batch per worker, recorded when it went through.
+local function step_rounds(J, W, state)
+  return {
+    state = state,
+    members = function() return active_ids(J) end,
+    recover = function(ids) resync(J, ids) end,
+    step = function(ids) return ar.run(step_plan(J, W, ids)) end,
+    record = function(ids, run)
+      J.steps = J.steps + 1
+      J.updates_applied = J.updates_applied + #ids
+      record_step(J, run, ids, J:now())
+      if J:eval_due(J.steps) then J:evaluate(J.steps) end
+    end,
+  }
 end
 
 function ar.train(opts)
@@ -585,8 +569,7 @@ function ar.train(opts)
   if #J.workers > 1 then watch(J, state) end
   J:start_clock()
   J:guard(function()
-    while not J:stopped() do train_step(J, W, state) end
-    if J.fault_error then error(J.fault_error, 0) end
+    J:rounds(step_rounds(J, W, state))
     -- A fault after the last step (a step cut short, a worker back) leaves
     -- the workers' models apart: they end on one model, as they go on.
     if state.changed then resync(J, active_ids(J)) end

@@ -639,11 +639,6 @@ local function gossip_rejoin(J, i)
               { "axpy", { y = "x", x = J.model_name, alpha = REJOIN_WEIGHT, range = { 0, P } } } }
 end
 
-local function abort_between(a, list)
-  hn.spawn(function() pcall(a.abort, a, { nodes = list }) end)
-  for _, b in ipairs(list) do hn.spawn(function() pcall(b.abort, b, { nodes = { a } }) end) end
-end
-
 -- copies_rejoin(i): with compressed gossip, resets the pair copies of a
 -- restarted worker.
 watch = function(J, R, algo, center, copies_rejoin)
@@ -664,33 +659,15 @@ watch = function(J, R, algo, center, copies_rejoin)
         if R.running[i] then R.wake(i) elseif not J:stopped() then R.spawn(i) end
         return
       end
-      if algo == "easgd" then abort_between(w, { center }) end
-      if algo == "dpsgd" then
-        -- The training stops (D-PSGD cannot drop a worker), and every wait of
-        -- the step must end: w's neighbours wait on w, the others on
-        -- neighbours whose step w has stopped (any_wait, as in a ring).
-        for j = 1, #J.workers do
-          local other = J.workers[j]
-          if other ~= w then
-            hn.spawn(function() pcall(other.abort, other, { nodes = { w }, any_wait = true }) end)
-            hn.spawn(function() pcall(w.abort, w, { nodes = { other } }) end)
-          end
-        end
-      end
+      if algo == "easgd" then J:abort_between(w, { center }) end
+      -- The training stops (D-PSGD cannot drop a worker), and every wait of
+      -- the step must end: w's neighbours wait on w, the others on
+      -- neighbours whose step w has stopped (any_wait, as in a ring).
+      if algo == "dpsgd" then J:abort_between(w, J:others(i), true) end
     end,
   }
-  if algo == "gossip" then
-    -- a partition stops the transfers between its sides
-    local net = J.workers[1].network
-    net:on("partition", function()
-      if J.closed then return end
-      for i, a in ipairs(J.workers) do
-        local cut = {}
-        for j, b in ipairs(J.workers) do if j ~= i and not net:reachable(a, b) then cut[#cut + 1] = b end end
-        if #cut > 0 then hn.spawn(function() pcall(a.abort, a, { nodes = cut }) end) end
-      end
-    end)
-  end
+  -- a partition stops the transfers between its sides
+  if algo == "gossip" then J:on_partition(function() J:abort_cut() end) end
 end
 
 function dc.train(opts)

@@ -236,17 +236,11 @@ end
 local function watch(J, groups, cloud, state)
   local edge_of = {}
   for _, g in ipairs(groups) do for _, i in ipairs(g.terminals) do edge_of[i] = g.edge end end
+  local nodes = { cloud }
+  for _, g in ipairs(groups) do nodes[#nodes + 1] = g.edge end
+  for _, w in ipairs(J.workers) do nodes[#nodes + 1] = w end
   local function abort_all()
-    local nodes = { cloud }
-    for _, g in ipairs(groups) do nodes[#nodes + 1] = g.edge end
-    for _, w in ipairs(J.workers) do nodes[#nodes + 1] = w end
-    for _, n in ipairs(nodes) do
-      -- a killed worker's abort would be answered only once its end is seen
-      local i = J:worker_index(n)
-      if not (i and J.killed[i]) then
-        state.aborts[#state.aborts + 1] = hn.spawn(function() pcall(n.abort, n, { nodes = nodes }) end)
-      end
-    end
+    for _, t in ipairs(J:abort_among(nodes)) do state.aborts[#state.aborts + 1] = t end
   end
   J:watch_faults{
     hub = function(i) return edge_of[i] end,
@@ -255,9 +249,8 @@ local function watch(J, groups, cloud, state)
       if back then state.returning[i] = true else abort_all() end
     end,
   }
-  local net = cloud.network
-  net:on("partition", function() if not J.closed then state.changed = true; abort_all() end end)
-  net:on("heal", function() if not J.closed then state.changed = true end end)
+  J:on_partition(function() state.changed = true; abort_all() end,
+                 function() state.changed = true end)
 end
 
 -- Terminals that are back start from their edge's model.
@@ -327,38 +320,34 @@ function hier.train(opts)
   J:start_clock()
   local edge_rounds = 0
   J:guard(function()
-    while not J:stopped() do
-      if state.changed then
-        state.changed = false
+    J:rounds{
+      state = state,
+      members = function() return active_groups(J, groups, cloud) end,
+      recover = function()
         hn.wait_all(state.aborts)
         state.aborts = {}
         clear_slots(J, groups, cloud)
         bring_back(J, state, groups)
-      end
-      local active = active_groups(J, groups, cloud)
-      if #active == 0 then
-        hn.sleep(0.05) -- nobody can take part: wait for a terminal to be back
-      else
+      end,
+      step = function(active)
         local cloud_round = (edge_rounds + 1) % J.o.tau2 == 0
         local local_steps = round_steps(J)
-        local ok, meta, ms = pcall(round, J, active, shares_of(J, active), cloud, cloud_round, local_steps)
-        if not ok then
-          if J.fault_error then error(J.fault_error, 0) end
-          if not state.changed then error(meta, 0) end
-        else
-          edge_rounds = edge_rounds + 1
-          J.steps = J.steps + local_steps
-          local taking_part = 0
-          for _, g in ipairs(active) do taking_part = taking_part + #g.terminals end
-          J.updates_applied = J.updates_applied + taking_part
-          record_round(J, meta, ms)
-          if cloud_round then
-            J.cloud_rounds = (J.cloud_rounds or 0) + 1
-            if J.cloud_rounds % J.eval_rounds == 0 then J:evaluate(J.steps) end
-          end
+        local meta, ms = round(J, active, shares_of(J, active), cloud, cloud_round, local_steps)
+        return meta, ms, cloud_round, local_steps
+      end,
+      record = function(active, meta, ms, cloud_round, local_steps)
+        edge_rounds = edge_rounds + 1
+        J.steps = J.steps + local_steps
+        local taking_part = 0
+        for _, g in ipairs(active) do taking_part = taking_part + #g.terminals end
+        J.updates_applied = J.updates_applied + taking_part
+        record_round(J, meta, ms)
+        if cloud_round then
+          J.cloud_rounds = (J.cloud_rounds or 0) + 1
+          if J.cloud_rounds % J.eval_rounds == 0 then J:evaluate(J.steps) end
         end
-      end
-    end
+      end,
+    }
   end)
   if edge_rounds % J.o.tau2 ~= 0 then
     -- The training ended between cloud rounds: one last cloud average of the

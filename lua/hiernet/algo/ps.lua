@@ -684,10 +684,7 @@ function Engine:on_fault(i, back)
     self.consumed[i] = true
     if not self.task_running[i] and not self.J:stopped() then self:spawn_worker(i) end
   else
-    hn.spawn(function() pcall(w.abort, w, { nodes = self.servers }) end)
-    for _, server in ipairs(self.servers) do
-      hn.spawn(function() pcall(server.abort, server, { nodes = { w } }) end)
-    end
+    self.J:abort_between(w, self.servers)
   end
   self.events:push{ kind = "dead", worker = i }
   self:wake_all()
