@@ -31,6 +31,7 @@
 local hn = require("hiernet")
 local job = require("hiernet.algo.job")
 local worker = require("hiernet.algo.worker")
+local graphs = require("hiernet.algo.graphs")
 
 local dc = {}
 local check, fail = job.check, job.fail
@@ -47,86 +48,9 @@ dc.algos = { "dpsgd", "gossip", "easgd" }
 -- closer than with 0.1 or 0.2.
 dc.CHOCO_GAMMA = { topk = 0.1, int8 = 0.5, sign = 0.5 }
 
--- ---- neighbour graphs ----
+-- ---- neighbour graphs (hiernet.algo.graphs) ----
 
-local function add_edge(adj, i, j)
-  if i == j then return end
-  adj[i][j], adj[j][i] = true, true
-end
-
--- Adjacency sets over worker indices.
-function dc.graph(workers, graph)
-  local n, adj = #workers, {}
-  for i = 1, n do adj[i] = {} end
-  if graph == "ring" then
-    for i = 1, n do add_edge(adj, i, i % n + 1) end
-  elseif graph == "complete" then
-    for i = 1, n do for j = i + 1, n do add_edge(adj, i, j) end end
-  elseif graph == "links" then
-    local net = workers[1].network
-    for i = 1, n do
-      for j = i + 1, n do
-        if #net:route(workers[i], workers[j]) == 2 then add_edge(adj, i, j) end
-      end
-    end
-  elseif type(graph) == "table" then
-    local index = {}
-    for i, w in ipairs(workers) do index[w.name] = i end
-    for name, list in pairs(graph) do
-      local i = index[type(name) == "string" and name or name.name]
-      if not i then fail("decentral.train: graph: '%s' is not a worker", tostring(name)) end
-      for _, other in ipairs(list) do
-        local j = index[other.name or other]
-        if not j then fail("decentral.train: graph: '%s' is not a worker", tostring(other.name or other)) end
-        add_edge(adj, i, j)
-      end
-    end
-  else
-    fail("decentral.train: option 'graph': expected \"ring\", \"complete\", \"links\" or a table, got %s",
-         tostring(graph))
-  end
-  return adj
-end
-
-function dc.connected(adj)
-  local seen, stack, count = { [1] = true }, { 1 }, 1
-  while #stack > 0 do
-    local i = table.remove(stack)
-    for j in pairs(adj[i]) do
-      if not seen[j] then seen[j], count = true, count + 1; stack[#stack + 1] = j end
-    end
-  end
-  return count == #adj
-end
-
-local function sorted_neighbours(adj, i)
-  local list = {}
-  for j in pairs(adj[i]) do list[#list + 1] = j end
-  table.sort(list)
-  return list
-end
-
-local function degree(adj, i)
-  local d = 0
-  for _ in pairs(adj[i]) do d = d + 1 end
-  return d
-end
-
--- Metropolis-Hastings mixing weights: W[i][j] for neighbours and W[i][i];
--- symmetric and doubly stochastic, so the models' average is kept.
-function dc.metropolis(adj)
-  local W = {}
-  for i = 1, #adj do
-    W[i] = {}
-    local self_weight = 1
-    for j in pairs(adj[i]) do
-      W[i][j] = 1 / (1 + math.max(degree(adj, i), degree(adj, j)))
-      self_weight = self_weight - W[i][j]
-    end
-    W[i][i] = self_weight
-  end
-  return W
-end
+dc.graph, dc.connected, dc.metropolis = graphs.graph, graphs.connected, graphs.metropolis
 
 -- ---- the shared loop ----
 
@@ -242,7 +166,7 @@ end
 -- "<prefix>.<sender>.<step parity>": a neighbour can be one step ahead (it
 -- waits for our message of its previous step), never two.
 local function step_exchange(J, adj, i, t, prefix)
-  local nbrs, parity, to, incoming = sorted_neighbours(adj, i), t % 2, {}, {}
+  local nbrs, parity, to, incoming = graphs.neighbours(adj, i), t % 2, {}, {}
   for _, j in ipairs(nbrs) do
     to[#to + 1] = J.workers[j]
     incoming[#incoming + 1] = prefix .. "." .. j .. "." .. parity
@@ -297,7 +221,7 @@ end
 local function choco_setup(J, adj)
   batch_on_every_worker(J, function(i)
     local cmds = { { "copy", { src = J.model_name, dst = "xh." .. i } } }
-    for _, j in ipairs(sorted_neighbours(adj, i)) do
+    for _, j in ipairs(graphs.neighbours(adj, i)) do
       cmds[#cmds + 1] = { "copy", { src = J.model_name, dst = "xh." .. j } }
     end
     return cmds
@@ -350,7 +274,7 @@ end
 local function gossip_copies_setup(J, adj)
   batch_on_every_worker(J, function(i)
     local cmds = { { "tensor", { name = "unit", size = J.model_size + 1, fill = 1 } } }
-    for _, j in ipairs(sorted_neighbours(adj, i)) do
+    for _, j in ipairs(graphs.neighbours(adj, i)) do
       cmds[#cmds + 1] = { "copy", { src = J.model_name, dst = "zo." .. j } }
       cmds[#cmds + 1] = { "copy", { src = J.model_name, dst = "zh." .. j } }
     end
@@ -415,7 +339,7 @@ local function gossip_copies_rejoin(J, G, adj, i)
   G.epoch[i] = G.epoch[i] + 1
   G.inbox[i] = {}
   local P, mine = J.model_size, { { "tensor", { name = "unit", size = J.model_size + 1, fill = 1 } } }
-  for _, j in ipairs(sorted_neighbours(adj, i)) do
+  for _, j in ipairs(graphs.neighbours(adj, i)) do
     local kept = {}
     for _, e in ipairs(G.inbox[j]) do if e.from ~= i then kept[#kept + 1] = e end end
     G.inbox[j] = kept
@@ -458,7 +382,7 @@ local MIN_PUSH_WEIGHT = 2 ^ -20
 local function gossip_step(J, adj, rng, G, running)
   local m, P, o = J.model_name, J.model_size, J.o.worker_opt
   return function(i, t)
-    local node, nbrs = J.workers[i], sorted_neighbours(adj, i)
+    local node, nbrs = J.workers[i], graphs.neighbours(adj, i)
     -- z = x / a from a private snapshot (adds may land in x at any time);
     -- with compression the pushes in are taken first (G: the inbox).
     local first = G and inbox_commands(J, G, i) or {}
