@@ -594,10 +594,8 @@ watch = function(J, R, algo, center, copies_rejoin)
   if algo == "gossip" then J:on_partition(function() J:abort_cut() end) end
 end
 
-function dc.train(opts)
-  local algo = type(opts) == "table" and opts.algo
-  if not algo then fail("decentral.train: option 'algo' is required (%s)", table.concat(dc.algos, ", ")) end
-  local J = job.new("decentral", opts, { mode = algo, options = OPTIONS })
+-- The options of dc.train that depend on the algo.
+local function check_algo_options(J, algo, opts)
   if #J.workers < 2 then fail("decentral.train: give at least 2 workers") end
   check_compression(J, algo, opts)
   for _, k in ipairs{ "center", "alpha", "period" } do
@@ -611,51 +609,90 @@ function dc.train(opts)
     job.plain_sgd_only("decentral.train: worker_opt (" .. algo .. ")", J.o.worker_opt, { lr = true })
   end
   job.eval_node_among_workers("decentral.train", J.o, algo == "easgd" and "the centre" or nil)
+end
+
+-- Each algo's plan: P.step (a worker's step), P.lockstep, and what its
+-- faults and its end need (P.adj, P.G: compressed gossip's inboxes,
+-- P.running); extra: summary fields.
+local function dpsgd_plan(J, extra)
+  local adj, name = pick_graph(J)
+  local W = dc.metropolis(adj)
+  local step
+  if J.o.compress then
+    choco_setup(J, adj)
+    extra.gamma = J.o.gamma or dc.CHOCO_GAMMA[J.o.compress.method]
+    step = choco_step(J, adj, W, extra.gamma)
+  else
+    step = dpsgd_step(J, adj, W)
+  end
+  extra.graph = name
+  return { step = step, lockstep = true, adj = adj }
+end
+
+local function gossip_plan(J, extra)
+  local adj, name = pick_graph(J)
+  local G
+  gossip_setup(J)
+  if J.o.compress then
+    gossip_copies_setup(J, adj)
+    G = { inbox = {}, sent = {}, epoch = {} }
+    for i = 1, #J.workers do G.inbox[i], G.sent[i], G.epoch[i] = {}, 0, 0 end
+  end
+  local seed = J.o.seed
+  local function rng(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n + 1 end
+  local running = {}
+  extra.graph = name
+  return { step = gossip_step(J, adj, rng, G, running), adj = adj, G = G, running = running }
+end
+
+local function easgd_plan(J, center, extra)
+  -- The centre starts as the common initial model (a model, so it can be evaluated).
+  center:model{ name = "c", arch = J.o.model, seed = J.o.seed }
+  center:copy{ src = "w", dst = "c" }
+  local alpha, period = J.o.alpha or (0.9 / #J.workers), J.o.period or 4
+  extra.alpha, extra.period = alpha, period
+  return { step = easgd_step(J, center, alpha, period) }
+end
+
+-- Compressed gossip's pushes not taken yet go home, so that every worker's
+-- mass is in its x.
+local function take_inboxes(J, G)
+  local tasks = {}
+  for i, w in ipairs(J.workers) do
+    if J:alive(i) then
+      tasks[#tasks + 1] = hn.spawn(function()
+        while #G.inbox[i] > 0 do w:batch(inbox_commands(J, G, i)) end
+      end)
+    end
+  end
+  hn.wait_all(tasks)
+end
+
+function dc.train(opts)
+  local algo = type(opts) == "table" and opts.algo
+  if not algo then fail("decentral.train: option 'algo' is required (%s)", table.concat(dc.algos, ", ")) end
+  local J = job.new("decentral", opts, { mode = algo, options = OPTIONS })
+  check_algo_options(J, algo, opts)
   local center = J.o.center
   if algo == "easgd" and not center then center = default_center(J) end
   J:setup{ origin = J.workers[1], holders = center and { center } or {}, model_name = "w",
            eval_node = algo == "easgd" and center or J.workers[1] }
   local extra = { algo = algo }
-  local step, lockstep, adj, G, running
+  local P
   if algo == "dpsgd" then
-    local name
-    adj, name = pick_graph(J)
-    local W = dc.metropolis(adj)
-    if J.o.compress then
-      choco_setup(J, adj)
-      extra.gamma = J.o.gamma or dc.CHOCO_GAMMA[J.o.compress.method]
-      step = choco_step(J, adj, W, extra.gamma)
-    else
-      step = dpsgd_step(J, adj, W)
-    end
-    lockstep, extra.graph = true, name
+    P = dpsgd_plan(J, extra)
   elseif algo == "gossip" then
-    local name
-    adj, name = pick_graph(J)
-    gossip_setup(J)
-    if J.o.compress then
-      gossip_copies_setup(J, adj)
-      G = { inbox = {}, sent = {}, epoch = {} }
-      for i = 1, #J.workers do G.inbox[i], G.sent[i], G.epoch[i] = {}, 0, 0 end
-    end
-    local seed = J.o.seed
-    local function rng(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n + 1 end
-    running = {}
-    step, extra.graph = gossip_step(J, adj, rng, G, running), name
+    P = gossip_plan(J, extra)
   else
-    -- The centre starts as the common initial model (a model, so it can be evaluated).
-    center:model{ name = "c", arch = J.o.model, seed = J.o.seed }
-    center:copy{ src = "w", dst = "c" }
-    local alpha, period = J.o.alpha or (0.9 / #J.workers), J.o.period or 4
-    step, extra.alpha, extra.period = easgd_step(J, center, alpha, period), alpha, period
+    P = easgd_plan(J, center, extra)
   end
-  local R = new_runner(J, step, lockstep, running)
+  local R = new_runner(J, P.step, P.lockstep, P.running)
   if algo == "easgd" then
     -- The centre is evaluated as of when every live worker has made `step`
     -- local steps: eval.csv's step counts steps, as steps.csv's does.
     R.on_steps = function(v) if J:eval_due(v) then J:evaluate(v, center, "c") end end
   end
-  watch(J, R, algo, center, G and function(i) gossip_copies_rejoin(J, G, adj, i) end)
+  watch(J, R, algo, center, P.G and function(i) gossip_copies_rejoin(J, P.G, P.adj, i) end)
   J:start_clock()
   J:guard(function()
     R.run()
@@ -663,18 +700,7 @@ function dc.train(opts)
     if J.fault_error then error(J.fault_error, 0) end
   end)
   if algo ~= "easgd" then J.updates_applied = J.steps * #J.workers end
-  if G then
-    -- Pushes not taken yet go home, so that every worker's mass is in its x.
-    local tasks = {}
-    for i, w in ipairs(J.workers) do
-      if J:alive(i) then
-        tasks[#tasks + 1] = hn.spawn(function()
-          while #G.inbox[i] > 0 do w:batch(inbox_commands(J, G, i)) end
-        end)
-      end
-    end
-    hn.wait_all(tasks)
-  end
+  if P.G then take_inboxes(J, P.G) end
   if algo == "gossip" and J:alive(1) then gossip_final(J) end
   if algo == "easgd" then extra.final_node, extra.final_model = center, "c" end
   return J:finish(extra)
