@@ -111,7 +111,7 @@ struct command_job {
      * bytes), copied out of the request, which is gone when the job runs. */
     void *extra;
     /* Result: the map entries run() packed, besides ms, cpu_ms and queue_ms
-     * (counted by the builder: peer/msgmap.h). */
+     * (counted by the builder: proto/msgmap.h). */
     struct msgmap result;
     char err[512];
 };

@@ -21,7 +21,7 @@
  * Every key is one entry: msgmap_key() counts, the caller packs exactly one
  * value after it into m.pk (which may itself be a map built by a nested
  * msgmap ended into m.pk). The envelope helpers write a whole RPC message
- * (peer/protocol.h) around the map. A builder that ran out of memory ends
+ * (proto/protocol.h) around the map. A builder that ran out of memory ends
  * with false and writes nothing; msgmap_end and the envelopes free it on
  * every path, msgmap_free frees one that is dropped. A msgmap points into
  * itself: initialise it where it stays, never copy it. */

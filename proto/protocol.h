@@ -63,7 +63,7 @@ enum proto_next proto_reader_next(struct proto_reader *r, struct proto_msg *msg,
 
 /* Encoding: each *_begin writes the envelope and opens the params/result map
  * of n_entries key/value pairs, which the caller then packs. Build maps
- * with peer/msgmap.h, whose msgmap_request/notify/response take the count
+ * with proto/msgmap.h, whose msgmap_request/notify/response take the count
  * from the entries packed, instead of counting by hand. */
 void proto_pack_request_begin(msgpack_packer *pk, uint32_t msgid, const char *method,
                               uint32_t n_entries);

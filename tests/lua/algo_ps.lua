@@ -85,7 +85,7 @@ local function check_k(prefix)
   return below
 end
 check_k("adaptive_k_")
--- DESIGN.md's server_opt = { method = "sgd", lr = 1.0 } with adaptive-k:
+-- The usual server_opt = { method = "sgd", lr = 1.0 } with adaptive-k:
 -- the rate scales the momentum step by 1 - gamma, so 1 uses the updates
 -- fully, as in every other mode, and it learns. A small theta lets the
 -- norm test pass before the slow worker's push is in: k < N happens.

@@ -6,712 +6,42 @@
 --   -- afterwards every peer's "g" holds the element-wise sum
 --   local s = ar.train{ workers = { ... }, algo = "ring", model = ..., steps = ... }
 --
--- An algorithm is a schedule: per peer, a list of operations
---   { "send", to = q, range = {offset, count}, add = bool }   -- a range send
---   { "wait", from = {q, ...}, k = n }                         -- n arrivals from those peers
--- (peers numbered 1..N). Each peer runs its whole list as one batch request,
--- so a collective costs the controller one round trip per peer, and each
--- step starts on a peer as soon as its data is in (the batch runs a send
--- after the wait before it). A schedule is checked by running it on Lua
--- arrays with random delivery delays (tests/lua/algo_allreduce.lua).
---
--- Algorithms (S elements, N peers, link latency alpha, bandwidth beta):
---   ring             reduce-scatter then all-gather around the ring, N-1 + N-1
---                    steps of S/N: time 2 (N-1) (alpha + S / (N beta))
---   halving-doubling Rabenseifner: recursive halving reduce-scatter then
---                    recursive doubling all-gather over the largest power of
---                    two p <= N; the N - p extra peers first fold into a
---                    partner and get the result back at the end (any N)
---   tree             binary tree rooted at peer 1: reduce up, broadcast down
---   hierarchical     reduce inside each group to its leader, ring all-reduce
---                    among the leaders, broadcast back inside each group;
---                    groups from the topology by default (peers that share
---                    their first hop towards the top tier); given groups
---                    are accepted by every algo and shape only this one
--- Training with compression all-gathers the compressed updates instead,
--- along the same patterns (ar.gather_schedule), since compressed data
--- cannot be summed on the way.
+-- An algorithm is a schedule (hiernet.algo.schedules: ring,
+-- halving-doubling, tree, hierarchical): per peer, a list of range sends and
+-- waits. hiernet.algo.collective runs it: each peer its whole list as one
+-- batch request, so a collective costs the controller one round trip per
+-- peer, and each step starts on a peer as soon as its data is in (the batch
+-- runs a send after the wait before it). Hierarchical groups come from the topology by
+-- default (peers that share their first hop towards the top tier); given
+-- groups are accepted by every algo and shape only that one. Training with
+-- compression all-gathers the compressed updates instead, along the same
+-- patterns (ar.gather_schedule), since compressed data cannot be summed on
+-- the way.
 local hn = require("hiernet")
 local job = require("hiernet.algo.job")
 local worker = require("hiernet.algo.worker")
+local sched = require("hiernet.algo.schedules")
+local coll = require("hiernet.algo.collective")
 
-local ar = {}
-local check, fail = job.check, job.fail
-
--- Batches the peer runs at most (the peer's limit on commands per batch).
-local BATCH_MAX = 256
-
--- Contiguous ranges of n nearly equal parts of [offset, offset + size).
-local function split(offset, size, n)
-  local ranges = {}
-  for i = 1, n do
-    local count = size // n + ((i <= size % n) and 1 or 0)
-    ranges[i] = { offset, count }
-    offset = offset + count
-  end
-  return ranges
-end
-ar.split = split
-
--- ---- schedules ----
-
-local function new_schedule(n)
-  local s = {}
-  for r = 1, n do s[r] = {} end
-  return s
-end
-
--- A send of a non-empty range and the wait it satisfies on the receiver.
-local function transfer(s, from, to, range, add)
-  if range[2] == 0 then return end
-  s[from][#s[from] + 1] = { "send", to = to, range = range, add = add }
-end
-
-local function wait(s, r, from, k)
-  if k > 0 then s[r][#s[r] + 1] = { "wait", from = from, k = k } end
-end
-
--- Segments per chunk of a ring: chunks are cut into segments of about this
--- many bytes, and a peer forwards each segment as soon as it has arrived.
--- Without segments a peer's link to its successor idles at every step from
--- the end of its own send until the last byte of its predecessor's chunk has
--- crossed the link (one latency, plus the add); with them the next step's
--- first segment is already queued behind this step's last.
-ar.SEGMENT_BYTES = 512 * 1024
-local SEGMENTS_MAX = 8
-
--- How many segments a ring of n peers cuts each chunk of a size-element
--- tensor into: chunks of at least 2 segment sizes are cut, at most into
--- SEGMENTS_MAX, and never into more than a peer's batch holds.
-function ar.ring_segments(n, size)
-  if n < 2 then return 1 end
-  local by_size = (size // n) * 4 // ar.SEGMENT_BYTES
-  local by_batch = (BATCH_MAX - 16) // (4 * (n - 1))
-  return math.max(1, math.min(by_size, SEGMENTS_MAX, by_batch))
-end
-
--- Ring among the peers listed in `ring` (indices), over [0, size), each
--- chunk in `segs` segments: 2 (n - 1) steps, reduce-scatter then
--- all-gather. At step t a peer sends the chunk that arrived at step t - 1
--- (with its own added, in the reduce-scatter), segment by segment: it waits
--- for segment j of step t - 1, sends segment j of step t, and so on.
-local function ring_ops(s, ring, size, segs)
-  local n = #ring
-  if n < 2 then return end
-  local chunks = split(0, size, n)
-  local function at(x) return ((x - 1) % n) + 1 end
-  local steps = 2 * (n - 1)
-  -- The chunk the peer at position pos sends at step t, and whether it adds.
-  local function sent(pos, t)
-    if t < n - 1 then return chunks[at(pos - t)], true end
-    return chunks[at(pos + 1 - (t - (n - 1)))], false
-  end
-  for pos = 1, n do
-    local me, succ, pred = ring[pos], ring[at(pos + 1)], ring[at(pos - 1)]
-    for t = 0, steps do
-      -- The segments of step t - 1's arrival are those of step t's send.
-      local chunk, add = sent(t < steps and pos or pos - 1, math.min(t, steps - 1))
-      local parts = split(chunk[1], chunk[2], segs)
-      for j = 1, segs do
-        if t > 0 then wait(s, me, { pred }, parts[j][2] > 0 and 1 or 0) end
-        if t < steps then transfer(s, me, succ, parts[j], add) end
-      end
-    end
-  end
-end
-
-function ar.ring_schedule(n, size, segs)
-  local s, ring = new_schedule(n), {}
-  for r = 1, n do ring[r] = r end
-  ring_ops(s, ring, size, segs or ar.ring_segments(n, size))
-  return s
-end
-
--- Rabenseifner's halving-doubling for any n.
-function ar.halving_doubling_schedule(n, size)
-  local s = new_schedule(n)
-  local p = 1
-  while p * 2 <= n do p = p * 2 end
-  local extra = n - p
-  -- Peers 1..2*extra pair up: the second of each pair folds into the first.
-  local active = {}
-  for r = 1, n do
-    local z = r - 1
-    if z < 2 * extra then
-      if z % 2 == 1 then
-        transfer(s, r, r - 1, { 0, size }, true)
-      else
-        wait(s, r, { r + 1 }, size > 0 and 1 or 0)
-        active[#active + 1] = r
-      end
-    else
-      active[#active + 1] = r
-    end
-  end
-  -- Recursive halving: at distance d, keep one half, send the other.
-  local range = {}
-  for i = 1, p do range[i] = { 0, size } end
-  local d = p // 2
-  local steps = {}
-  while d >= 1 do
-    for i = 1, p do
-      local partner = ((i - 1) ~ d) + 1
-      local lo, count = range[i][1], range[i][2]
-      local half = count // 2
-      local lower, upper = { lo, half }, { lo + half, count - half }
-      local keep, give = lower, upper
-      if (i - 1) & d ~= 0 then keep, give = upper, lower end
-      transfer(s, active[i], active[partner], give, true)
-      wait(s, active[i], { active[partner] }, keep[2] > 0 and 1 or 0)
-      range[i] = keep
-    end
-    steps[#steps + 1] = d
-    d = d // 2
-  end
-  -- Recursive doubling: send what I hold, receive the partner's half.
-  for j = #steps, 1, -1 do
-    local dd = steps[j]
-    local new = {}
-    for i = 1, p do
-      local partner = ((i - 1) ~ dd) + 1
-      transfer(s, active[i], active[partner], range[i], false)
-      wait(s, active[i], { active[partner] }, range[partner][2] > 0 and 1 or 0)
-      local a, b = range[i], range[partner]
-      new[i] = { math.min(a[1], b[1]), a[2] + b[2] }
-    end
-    range = new
-  end
-  -- The folded peers get the result back.
-  for z = 1, 2 * extra - 1, 2 do
-    transfer(s, z, z + 1, { 0, size }, false)
-    wait(s, z + 1, { z }, size > 0 and 1 or 0)
-  end
-  return s
-end
-
--- Binary tree rooted at peer 1: children of i are 2i and 2i + 1.
-function ar.tree_schedule(n, size)
-  local s = new_schedule(n)
-  local all = { 0, size }
-  for r = 1, n do
-    local kids = {}
-    for _, c in ipairs{ 2 * r, 2 * r + 1 } do if c <= n then kids[#kids + 1] = c end end
-    wait(s, r, kids, size > 0 and #kids or 0)
-    if r > 1 then
-      transfer(s, r, r // 2, all, true)
-      wait(s, r, { r // 2 }, size > 0 and 1 or 0)
-    end
-    for _, c in ipairs(kids) do transfer(s, r, c, all, false) end
-  end
-  return s
-end
-
--- groups: lists of peer indices; the first of each is its leader.
-function ar.hierarchical_schedule(n, size, groups)
-  local s = new_schedule(n)
-  local all, leaders = { 0, size }, {}
-  for g, members in ipairs(groups) do
-    local leader = members[1]
-    leaders[g] = leader
-    for j = 2, #members do transfer(s, members[j], leader, all, true) end
-    wait(s, leader, { table.unpack(members, 2) }, size > 0 and (#members - 1) or 0)
-  end
-  ring_ops(s, leaders, size, ar.ring_segments(#leaders, size))
-  for _, members in ipairs(groups) do
-    for j = 2, #members do
-      transfer(s, members[1], members[j], all, false)
-      wait(s, members[j], { members[1] }, size > 0 and 1 or 0)
-    end
-  end
-  return s
-end
-
-ar.algos = { "ring", "halving-doubling", "tree", "hierarchical" }
-
--- ---- all-gather schedules (compressed training) ----
---
--- Compressed updates cannot be summed on the way, so with compression each
--- peer's update (item r, compressed on peer r) must reach every peer, which
--- adds up all N decompressed. The items travel along the algorithm's own
--- pattern: around the ring, up the tree and back down, by recursive
--- doubling, or to the group leaders, around their ring and back. A schedule
--- is per peer a list of
---   { "send", to = {q, ...}, item = x }   -- item x to those peers
---   { "wait", from = q, items = {x, ...} } -- those items from q
--- and every peer receives every other peer's item exactly once
--- (tests/lua/algo_allreduce_schedules.lua checks it on Lua arrays).
-
-local function gather_send(s, r, to, item)
-  if #to > 0 then s[r][#s[r] + 1] = { "send", to = to, item = item } end
-end
-
-local function gather_wait(s, r, from, items)
-  if #items > 0 then s[r][#s[r] + 1] = { "wait", from = from, items = items } end
-end
-
--- The ring among `ring` (peer indices) passing sets of items: at step t the
--- peer at position pos forwards the set that started at position pos - t.
--- sets[pos]: the items position pos starts with.
-local function ring_gather(s, ring, sets)
-  local n = #ring
-  local function at(x) return ((x - 1) % n) + 1 end
-  for pos = 1, n do
-    local me, succ, pred = ring[pos], ring[at(pos + 1)], ring[at(pos - 1)]
-    for t = 0, n - 2 do
-      for _, x in ipairs(sets[at(pos - t)]) do gather_send(s, me, { succ }, x) end
-      gather_wait(s, me, pred, sets[at(pos - 1 - t)])
-    end
-  end
-end
-
-function ar.ring_gather_schedule(n)
-  local s, ring, sets = new_schedule(n), {}, {}
-  for r = 1, n do ring[r], sets[r] = r, { r } end
-  ring_gather(s, ring, sets)
-  return s
-end
-
--- Binary tree rooted at peer 1: items go up (each peer forwards its
--- subtree's), then down (each peer sends a child what is outside the
--- child's subtree).
-function ar.tree_gather_schedule(n)
-  local s, sub = new_schedule(n), {}
-  for r = n, 1, -1 do
-    sub[r] = { r }
-    for _, c in ipairs{ 2 * r, 2 * r + 1 } do
-      if c <= n then table.move(sub[c], 1, #sub[c], #sub[r] + 1, sub[r]) end
-    end
-  end
-  local function outside(r)
-    local inside, out = {}, {}
-    for _, x in ipairs(sub[r]) do inside[x] = true end
-    for x = 1, n do if not inside[x] then out[#out + 1] = x end end
-    return out
-  end
-  for r = 1, n do
-    local kids = {}
-    for _, c in ipairs{ 2 * r, 2 * r + 1 } do if c <= n then kids[#kids + 1] = c end end
-    for _, c in ipairs(kids) do gather_wait(s, r, c, sub[c]) end
-    if r > 1 then
-      for _, x in ipairs(sub[r]) do gather_send(s, r, { r // 2 }, x) end
-      gather_wait(s, r, r // 2, outside(r))
-    end
-    for x = 1, n do
-      local to = {}
-      for _, c in ipairs(kids) do
-        local mine = false
-        for _, y in ipairs(sub[c]) do if y == x then mine = true end end
-        if not mine then to[#to + 1] = c end
-      end
-      gather_send(s, r, to, x)
-    end
-  end
-  return s
-end
-
--- Recursive doubling over p = 2^floor(log2 n) peers: at distance d = 1, 2,
--- 4, ... each exchanges everything it holds with its partner. The n - p
--- extra peers first hand their item to a partner and get the rest last.
-function ar.halving_doubling_gather_schedule(n)
-  local s = new_schedule(n)
-  local p = 1
-  while p * 2 <= n do p = p * 2 end
-  local extra = n - p
-  local active, held = {}, {}
-  for r = 1, n do
-    local z = r - 1
-    if z < 2 * extra and z % 2 == 1 then
-      gather_send(s, r, { r - 1 }, r)
-    else
-      active[#active + 1] = r
-      held[#active] = { r }
-      if z < 2 * extra then
-        gather_wait(s, r, r + 1, { r + 1 })
-        held[#active][2] = r + 1
-      end
-    end
-  end
-  local d = 1
-  while d < p do
-    local new = {}
-    for i = 1, p do
-      local partner = ((i - 1) ~ d) + 1
-      for _, x in ipairs(held[i]) do gather_send(s, active[i], { active[partner] }, x) end
-      gather_wait(s, active[i], active[partner], held[partner])
-      new[i] = table.move(held[partner], 1, #held[partner], #held[i] + 1, table.move(held[i], 1, #held[i], 1, {}))
-    end
-    held, d = new, d * 2
-  end
-  for z = 1, 2 * extra - 1, 2 do
-    local rest = {}
-    for x = 1, n do if x ~= z + 1 then rest[#rest + 1] = x end end
-    for _, x in ipairs(rest) do gather_send(s, z, { z + 1 }, x) end
-    gather_wait(s, z + 1, z, rest)
-  end
-  return s
-end
-
--- Members hand their item to their leader (the first of the group), the
--- leaders pass their groups' items around their ring, and each leader
--- sends its members every item but their own.
-function ar.hierarchical_gather_schedule(n, groups)
-  local s, leaders, sets = new_schedule(n), {}, {}
-  for g, members in ipairs(groups) do
-    local leader = members[1]
-    leaders[g], sets[g] = leader, { leader }
-    for j = 2, #members do
-      gather_send(s, members[j], { leader }, members[j])
-      sets[g][#sets[g] + 1] = members[j]
-    end
-    for j = 2, #members do gather_wait(s, leader, members[j], { members[j] }) end
-  end
-  ring_gather(s, leaders, sets)
-  for _, members in ipairs(groups) do
-    for x = 1, n do
-      local to = {}
-      for j = 2, #members do if members[j] ~= x then to[#to + 1] = members[j] end end
-      gather_send(s, members[1], to, x)
-    end
-    for j = 2, #members do
-      local rest = {}
-      for x = 1, n do if x ~= members[j] then rest[#rest + 1] = x end end
-      gather_wait(s, members[j], members[1], rest)
-    end
-  end
-  return s
-end
-
-function ar.gather_schedule(algo, n, groups)
-  if algo == "ring" then return ar.ring_gather_schedule(n) end
-  if algo == "halving-doubling" then return ar.halving_doubling_gather_schedule(n) end
-  if algo == "tree" then return ar.tree_gather_schedule(n) end
-  if algo == "hierarchical" then return ar.hierarchical_gather_schedule(n, groups) end
-  fail("allreduce: unknown algo '%s' (%s)", tostring(algo), table.concat(ar.algos, ", "))
-end
-
--- ---- groups from the topology ----
-
--- The node of the top tier (cloud, then edge) to group peers under, or nil.
-local function top_node(net)
-  for _, tier in ipairs{ "cloud", "edge" } do
-    for _, n in ipairs(net:nodes()) do if n.tier == tier then return n end end
-  end
-end
-
--- Peers that share their first hop towards the top tier form a group; its
--- leader is the first of them in `peers` order.
-function ar.default_groups(peers)
-  local net = peers[1].network
-  local top = top_node(net)
-  local order, by_key = {}, {}
-  for i, p in ipairs(peers) do
-    local key = "all"
-    if top and top ~= p then key = net:route(p, top)[2] end
-    if not by_key[key] then by_key[key] = {}; order[#order + 1] = key end
-    table.insert(by_key[key], i)
-  end
-  local groups = {}
-  for _, key in ipairs(order) do groups[#groups + 1] = by_key[key] end
-  return groups
-end
-
--- Peer indices of `groups` given as lists of nodes.
-local function group_indices(peers, groups)
-  local index = {}
-  for i, p in ipairs(peers) do index[p.name] = i end
-  local out, seen = {}, {}
-  for g, list in ipairs(groups) do
-    out[g] = {}
-    for _, node in ipairs(list) do
-      local i = index[node.name]
-      if not i then fail("allreduce: groups[%d]: node '%s' is not one of the peers", g, node.name) end
-      if seen[i] then fail("allreduce: node '%s' is in two groups", node.name) end
-      seen[i] = true
-      out[g][#out[g] + 1] = i
-    end
-  end
-  for i, p in ipairs(peers) do
-    if not seen[i] then fail("allreduce: peer '%s' is in no group", p.name) end
-  end
-  return out
-end
--- Public as ar.group_indices(peers, groups) -> lists of peer indices: the
--- group checker a module of its own may use (every peer in exactly one
--- group, errors naming the node).
-ar.group_indices = group_indices
-
-function ar.schedule(algo, n, size, groups)
-  if algo == "ring" then return ar.ring_schedule(n, size) end
-  if algo == "halving-doubling" then return ar.halving_doubling_schedule(n, size) end
-  if algo == "tree" then return ar.tree_schedule(n, size) end
-  if algo == "hierarchical" then return ar.hierarchical_schedule(n, size, groups) end
-  fail("allreduce: unknown algo '%s' (%s)", tostring(algo), table.concat(ar.algos, ", "))
-end
-
--- ---- running a schedule ----
-
--- Adds from several senders into one peer: float sums depend on their
--- order, and adds applied as they arrive would make the result depend on
--- the peers' speeds in its last bits. A peer that two or more peers add
--- into receives their adds into a slot per sender ("<t>.in.<q>", a plain
--- range receive) and adds each itself, right after the wait that claims
--- it, in the order of that wait's senders: the same sum to the bit
--- whatever the timing. A peer with one adding sender (every peer of a
--- ring) takes its adds straight into t, in that sender's order.
-local function slot_name(t, q) return t .. ".in." .. q end
-
--- Per receiver r: the peers that add into it, and per sender q the queue
--- of q's sends to r in q's order (a connection delivers them in order).
-local function incoming_of(schedule)
-  local n = #schedule
-  local incoming, adders, seen = {}, {}, {}
-  for r = 1, n do incoming[r], adders[r], seen[r] = {}, {}, {} end
-  for q = 1, n do
-    for _, op in ipairs(schedule[q]) do
-      if op[1] == "send" then
-        local queue = incoming[op.to][q] or {}
-        incoming[op.to][q] = queue
-        queue[#queue + 1] = op
-        if op.add and not seen[op.to][q] then
-          seen[op.to][q] = true
-          adders[op.to][#adders[op.to] + 1] = q
-        end
-      end
-    end
-  end
-  return incoming, adders
-end
-
--- Peer r's operations as peer commands on tensor t (size elements).
--- Consecutive sends of the same range become one send to a list (one
--- snapshot, sent in parallel).
-local function commands_of(schedule, r, peers, t, incoming, uses_slots)
-  local cmds = {}
-  local function as_of(op) return uses_slots[op.to] and op.add and slot_name(t, r) or nil end
-  local ops = schedule[r]
-  for i, op in ipairs(ops) do
-    local prev = ops[i - 1]
-    if op[1] == "send" and prev and prev[1] == "send" and prev.range[1] == op.range[1]
-        and prev.range[2] == op.range[2] and prev.add == op.add and as_of(prev) == as_of(op) then
-      local to = cmds[#cmds][2].to
-      if type(to) ~= "table" then cmds[#cmds][2].to = { to } end
-      table.insert(cmds[#cmds][2].to, peers[op.to])
-    elseif op[1] == "send" then
-      -- nowait: the next step starts when its data is in, not when this
-      -- send's ack is back (one latency less per step)
-      local slot = as_of(op)
-      cmds[#cmds + 1] = { "send", { tensor = t, to = peers[op.to], range = op.range, as = slot,
-                                    add = (op.add and not slot) or nil, nowait = true } }
-    else
-      local from, names = {}, { t }
-      for _, q in ipairs(op.from) do
-        from[#from + 1] = peers[q]
-        if uses_slots[r] then names[#names + 1] = slot_name(t, q) end
-      end
-      cmds[#cmds + 1] = { "wait", { tensors = names, k = op.k, from = from } }
-      if uses_slots[r] then
-        -- each sender's next send to r is what this wait claims (one each)
-        if op.k ~= #op.from then fail("allreduce: a wait for %d of %d senders cannot add from slots", op.k, #op.from) end
-        for _, q in ipairs(op.from) do
-          local sent = table.remove(incoming[r][q], 1)
-          if sent.add then
-            cmds[#cmds + 1] = { "axpy", { y = t, x = slot_name(t, q), range = sent.range } }
-          end
-        end
-      end
-    end
-  end
-  return cmds
-end
-
--- The commands of every peer: lists[r] = { prep = {...}, cmds = {...} }
--- for peer r; prep makes its slots, which must exist before any peer may
--- send to it (ar.rendezvous sends the token after them).
-local function schedule_commands(schedule, peers, t, size)
-  local incoming, adders = incoming_of(schedule)
-  local uses_slots = {}
-  for r = 1, #peers do
-    if #adders[r] > 1 then uses_slots[r] = adders[r] end
-  end
-  local lists = {}
-  for r = 1, #peers do
-    local prep = {}
-    for _, q in ipairs(uses_slots[r] or {}) do prep[#prep + 1] = { "tensor", { name = slot_name(t, q), size = size } } end
-    lists[r] = { prep = prep, cmds = commands_of(schedule, r, peers, t, incoming, uses_slots) }
-  end
-  return lists
-end
-
--- ---- the receiver's rendezvous ----
---
--- A peer's collective commands follow its own step (`before`: the compute
--- that writes the tensor) in one batch, and the peers run their batches
--- without a barrier between them. A neighbour that is done first would
--- otherwise send into this peer's tensor while its step still writes it (an
--- add lost under the step's output, or made to the tensor of the step
--- before), or into a tensor the peer has not created yet. So every peer,
--- once its step is done, sends a one-element token ("ar.ready") to every
--- peer that will send to it, and a peer sends to another only after that
--- one's token is in. What happens after that is ordered by the schedule's
--- own waits; the next collective's sends wait for the next tokens, which a
--- peer sends only after its whole batch. Cost: at most one latency per
--- collective, when the last peer to finish its step is a receiver.
-ar.READY = job.READY_TENSOR
-
--- The collective part of lists[r].cmds (first..last) with the rendezvous
--- added: the token sent to this peer's senders right before it, a wait for
--- a receiver's token right before the first send to it. lists[r] =
--- { cmds=, first=, last= } as ar.plan makes them; changed in place.
-function ar.rendezvous(peers, lists)
-  local index = {}
-  for r, p in ipairs(peers) do index[p.name] = r end
-  local senders, seen = {}, {}
-  for r = 1, #peers do senders[r], seen[r] = {}, {} end
-  local function targets(params)
-    return type(params.to) == "table" and params.to or { params.to }
-  end
-  for q, l in ipairs(lists) do
-    for k = l.first, l.last do
-      local c = l.cmds[k]
-      if c[1] == "send" then
-        for _, node in ipairs(targets(c[2])) do
-          local r = index[node.name]
-          if r and r ~= q and not seen[r][q] then
-            seen[r][q] = true
-            senders[r][#senders[r] + 1] = peers[q]
-          end
-        end
-      end
-    end
-  end
-  for r, l in ipairs(lists) do
-    local out = table.move(l.cmds, 1, l.first - 1, 1, {})
-    if #senders[r] > 0 then
-      out[#out + 1] = { "tensor", { name = ar.READY, size = 1 } }
-      out[#out + 1] = { "send", { tensor = ar.READY, to = senders[r], nowait = true } }
-    end
-    local ready = {}
-    for k = l.first, l.last do
-      local c = l.cmds[k]
-      if c[1] == "send" then
-        local from = {}
-        for _, node in ipairs(targets(c[2])) do
-          if not ready[node.name] then ready[node.name] = true; from[#from + 1] = node end
-        end
-        if #from > 0 then out[#out + 1] = { "wait", { tensor = ar.READY, from = from, k = #from } } end
-      end
-      out[#out + 1] = c
-    end
-    local last = #out
-    table.move(l.cmds, l.last + 1, #l.cmds, #out + 1, out)
-    l.cmds, l.last = out, last
-  end
-end
-
--- Runs cmds on node in batches of at most BATCH_MAX; results concatenated.
-local function run_batches(node, cmds)
-  local results = {}
-  for first = 1, #cmds, BATCH_MAX do
-    local part = table.move(cmds, first, math.min(#cmds, first + BATCH_MAX - 1), 1, {})
-    for _, r in ipairs(node:batch(part).results) do results[#results + 1] = r end
-  end
-  return results
-end
-
--- Runs per-peer command lists at once; returns each peer's results.
--- Every peer's batches at once; when some fail (a fault aborts the waits
--- of all), all are waited for and the first failure is raised.
-local function run_all(peers, lists)
-  local tasks = {}
-  for r, p in ipairs(peers) do
-    tasks[r] = hn.spawn(function() return { pcall(run_batches, p, lists[r]) } end)
-  end
-  local out, failure = {}, nil
-  for r, res in ipairs(hn.wait_all(tasks)) do
-    if res[1] then out[r] = res[2] else failure = failure or res[2] end
-  end
-  if failure then error(failure, 0) end
-  return out
-end
-
--- The groups of `algo` as lists of peer indices: the given ones (lists of
--- nodes), else the default ones; nil for a flat algo. Given groups are
--- checked whatever the algo, and shape only "hierarchical": a script may
--- pass the same groups to every algo.
-function ar.index_groups(peers, algo, groups)
-  local given = groups and group_indices(peers, groups)
-  if algo ~= "hierarchical" then return nil end
-  return given or ar.default_groups(peers)
-end
-
-local ALLREDUCE_OPTIONS = {
-  peers = check.nodes, tensor = check.string, algo = check.oneof(table.unpack(ar.algos)),
-  groups = function(what, v)
-    if type(v) ~= "table" or #v == 0 then fail("%s: expected a list of lists of nodes", what) end
-    for g, list in ipairs(v) do check.nodes(what .. "[" .. g .. "]", list) end
-    return v
+-- The collective and the schedules stay reachable as ar.allreduce,
+-- ar.plan, ar.ring_schedule, ar.split, ...; ar.SEGMENT_BYTES = x sets the
+-- size the schedules read.
+local ar = setmetatable({}, {
+  __index = function(_, k)
+    if coll[k] ~= nil then return coll[k] end
+    return sched[k]
   end,
-  size = check.nonnegint,
-}
-
-local function tensor_size(peer, t)
-  return peer:norm{ x = t }.size
-end
-
--- The plan of one all-reduce: options checked, schedule made, each peer's
--- commands (with `before`/`after` commands of the caller around them).
-function ar.plan(o)
-  if type(o) ~= "table" then fail("allreduce: expected a table of options") end
-  for k, v in pairs(o) do
-    local c = ALLREDUCE_OPTIONS[k]
-    if not c and k ~= "before" and k ~= "after" then fail("allreduce: unknown option '%s'", tostring(k)) end
-    if c then c("allreduce: option '" .. k .. "'", v) end
-  end
-  local peers, t = o.peers, o.tensor
-  if not peers then fail("allreduce: option 'peers' is required") end
-  if not t then fail("allreduce: option 'tensor' is required") end
-  local algo = o.algo or "ring"
-  local size = o.size or tensor_size(peers[1], t)
-  local groups = ar.index_groups(peers, algo, o.groups)
-  local schedule = ar.schedule(algo, #peers, size, groups)
-  local collective = schedule_commands(schedule, peers, t, size)
-  local lists = {}
-  for r = 1, #peers do
-    local cmds = {}
-    for _, c in ipairs((o.before or {})[r] or {}) do cmds[#cmds + 1] = c end
-    for _, c in ipairs(collective[r].prep) do cmds[#cmds + 1] = c end
-    local first = #cmds + 1
-    for _, c in ipairs(collective[r].cmds) do cmds[#cmds + 1] = c end
-    local last = #cmds
-    for _, c in ipairs((o.after or {})[r] or {}) do cmds[#cmds + 1] = c end
-    lists[r] = { cmds = cmds, first = first, last = last }
-  end
-  ar.rendezvous(peers, lists)
-  return { peers = peers, algo = algo, size = size, lists = lists, groups = groups }
-end
-
--- Runs a plan; returns { ms=, bytes=, peers = per peer { results=, bytes=,
--- send_ms=, summary = job.batch_summary of its results } }.
-function ar.run(plan)
-  local cmds = {}
-  for r, l in ipairs(plan.lists) do cmds[r] = l.cmds end
-  local t0 = hn.now()
-  local all = run_all(plan.peers, cmds)
-  local out = { ms = (hn.now() - t0) * 1000, bytes = 0, peers = {} }
-  for r, results in ipairs(all) do
-    local s = job.batch_summary(results, cmds[r])
-    out.peers[r] = { results = results, bytes = s.bytes, send_ms = s.send_ms, summary = s }
-    out.bytes = out.bytes + s.bytes
-  end
-  return out
-end
-
--- ar.allreduce{ peers=, tensor=, algo="ring", groups=, size= } -> {ms=, bytes=}:
--- in place, every peer's tensor holds the element-wise sum.
-function ar.allreduce(o)
-  local r = ar.run(ar.plan(o))
-  return { ms = r.ms, bytes = r.bytes, algo = o.algo or "ring" }
-end
+  __newindex = function(t, k, v)
+    if coll[k] ~= nil then
+      coll[k] = v
+    elseif sched[k] ~= nil then
+      sched[k] = v
+    else
+      rawset(t, k, v)
+    end
+  end,
+})
+local check = job.check
 
 -- ---- synchronous data-parallel training (paper data-parallel-ring-allreduce) ----
 --
@@ -725,7 +55,7 @@ end
 -- summed on the way.
 
 local TRAIN_OPTIONS = {
-  algo = check.oneof(table.unpack(ar.algos)), groups = ALLREDUCE_OPTIONS.groups,
+  algo = check.oneof(table.unpack(ar.algos)), groups = coll.check_groups,
   server_opt = check.optimizer, local_steps = check.posint,
 }
 
@@ -863,8 +193,8 @@ local function resync(J, ids)
   local names = { "g", "w0", ar.READY }
   for r = 1, #J.workers do
     names[#names + 1] = "c." .. r
-    names[#names + 1] = slot_name("g", r)
-    names[#names + 1] = slot_name("w0", r)
+    names[#names + 1] = coll.slot_name("g", r)
+    names[#names + 1] = coll.slot_name("w0", r)
   end
   local tasks = {}
   for r, i in ipairs(ids) do
@@ -891,17 +221,9 @@ local function watch(J, state)
     sync = true,
     on_change = function(i, back)
       state.changed = true
-      if back then return end
       -- on every side: the others stop waiting (for it, and for a neighbour
       -- whose step it has stopped: any_wait), it stops sending to them
-      local cut, others = J.workers[i], {}
-      for _, w in ipairs(J.workers) do
-        if w ~= cut then
-          others[#others + 1] = w
-          hn.spawn(function() pcall(w.abort, w, { nodes = { cut }, any_wait = true }) end)
-        end
-      end
-      hn.spawn(function() pcall(cut.abort, cut, { nodes = others }) end)
+      if not back then J:abort_between(J.workers[i], J:others(i), true) end
     end,
   }
 end
@@ -911,29 +233,21 @@ end
 -- the caller runs ar.resync before its next step.
 ar.watch = watch
 
--- One step; false when a fault cut it short (and on_failure = "drop").
-local function train_step(J, W, state)
-  local ids = active_ids(J)
-  if #ids == 0 then
-    hn.sleep(0.05) -- everyone away: wait for a worker to be back
-    return false
-  end
-  if state.changed then
-    state.changed = false
-    resync(J, ids)
-  end
-  local plan = step_plan(J, W, ids)
-  local ok, run = pcall(ar.run, plan)
-  if not ok then
-    if J.fault_error then error(J.fault_error, 0) end
-    if not state.changed then error(run, 0) end
-    return false
-  end
-  J.steps = J.steps + 1
-  J.updates_applied = J.updates_applied + #ids
-  record_step(J, run, ids, J:now())
-  if J:eval_due(J.steps) then J:evaluate(J.steps) end
-  return true
+-- The rounds of ar.train (J:rounds): the active workers, resynced after a
+-- fault, each step one batch per worker, recorded when it went through.
+local function step_rounds(J, W, state)
+  return {
+    state = state,
+    members = function() return active_ids(J) end,
+    recover = function(ids) resync(J, ids) end,
+    step = function(ids) return ar.run(step_plan(J, W, ids)) end,
+    record = function(ids, run)
+      J.steps = J.steps + 1
+      J.updates_applied = J.updates_applied + #ids
+      record_step(J, run, ids, J:now())
+      if J:eval_due(J.steps) then J:evaluate(J.steps) end
+    end,
+  }
 end
 
 function ar.train(opts)
@@ -948,8 +262,7 @@ function ar.train(opts)
   if #J.workers > 1 then watch(J, state) end
   J:start_clock()
   J:guard(function()
-    while not J:stopped() do train_step(J, W, state) end
-    if J.fault_error then error(J.fault_error, 0) end
+    J:rounds(step_rounds(J, W, state))
     -- A fault after the last step (a step cut short, a worker back) leaves
     -- the workers' models apart: they end on one model, as they go on.
     if state.changed then resync(J, active_ids(J)) end

@@ -31,6 +31,7 @@
 local hn = require("hiernet")
 local job = require("hiernet.algo.job")
 local worker = require("hiernet.algo.worker")
+local graphs = require("hiernet.algo.graphs")
 
 local dc = {}
 local check, fail = job.check, job.fail
@@ -47,89 +48,9 @@ dc.algos = { "dpsgd", "gossip", "easgd" }
 -- closer than with 0.1 or 0.2.
 dc.CHOCO_GAMMA = { topk = 0.1, int8 = 0.5, sign = 0.5 }
 
--- ---- neighbour graphs ----
+-- ---- neighbour graphs (hiernet.algo.graphs) ----
 
-local function add_edge(adj, i, j)
-  if i == j then return end
-  adj[i][j], adj[j][i] = true, true
-end
-
--- Adjacency sets over worker indices.
-function dc.graph(workers, graph)
-  local n, adj = #workers, {}
-  for i = 1, n do adj[i] = {} end
-  if graph == "ring" then
-    for i = 1, n do add_edge(adj, i, i % n + 1) end
-  elseif graph == "complete" then
-    for i = 1, n do for j = i + 1, n do add_edge(adj, i, j) end end
-  elseif graph == "links" then
-    local net = workers[1].network
-    for i = 1, n do
-      for j = i + 1, n do
-        if #net:route(workers[i], workers[j]) == 2 then add_edge(adj, i, j) end
-      end
-    end
-  elseif type(graph) == "table" then
-    local index = {}
-    for i, w in ipairs(workers) do index[w.name] = i end
-    for name, list in pairs(graph) do
-      local i = index[type(name) == "string" and name or name.name]
-      if not i then fail("decentral.train: graph: '%s' is not a worker", tostring(name)) end
-      for _, other in ipairs(list) do
-        local j = index[other.name or other]
-        if not j then fail("decentral.train: graph: '%s' is not a worker", tostring(other.name or other)) end
-        add_edge(adj, i, j)
-      end
-    end
-  else
-    fail("decentral.train: option 'graph': expected \"ring\", \"complete\", \"links\" or a table, got %s",
-         tostring(graph))
-  end
-  return adj
-end
-
--- True when every worker reaches worker 1; else false and the index of the
--- first worker that does not (for the error message).
-function dc.connected(adj)
-  local seen, stack, count = { [1] = true }, { 1 }, 1
-  while #stack > 0 do
-    local i = table.remove(stack)
-    for j in pairs(adj[i]) do
-      if not seen[j] then seen[j], count = true, count + 1; stack[#stack + 1] = j end
-    end
-  end
-  if count == #adj then return true end
-  for i = 1, #adj do if not seen[i] then return false, i end end
-end
-
-local function sorted_neighbours(adj, i)
-  local list = {}
-  for j in pairs(adj[i]) do list[#list + 1] = j end
-  table.sort(list)
-  return list
-end
-
-local function degree(adj, i)
-  local d = 0
-  for _ in pairs(adj[i]) do d = d + 1 end
-  return d
-end
-
--- Metropolis-Hastings mixing weights: W[i][j] for neighbours and W[i][i];
--- symmetric and doubly stochastic, so the models' average is kept.
-function dc.metropolis(adj)
-  local W = {}
-  for i = 1, #adj do
-    W[i] = {}
-    local self_weight = 1
-    for j in pairs(adj[i]) do
-      W[i][j] = 1 / (1 + math.max(degree(adj, i), degree(adj, j)))
-      self_weight = self_weight - W[i][j]
-    end
-    W[i][i] = self_weight
-  end
-  return W
-end
+dc.graph, dc.connected, dc.metropolis = graphs.graph, graphs.connected, graphs.metropolis
 
 -- ---- the shared loop ----
 
@@ -245,7 +166,7 @@ end
 -- "<prefix>.<sender>.<step parity>": a neighbour can be one step ahead (it
 -- waits for our message of its previous step), never two.
 local function step_exchange(J, adj, i, t, prefix)
-  local nbrs, parity, to, incoming = sorted_neighbours(adj, i), t % 2, {}, {}
+  local nbrs, parity, to, incoming = graphs.neighbours(adj, i), t % 2, {}, {}
   for _, j in ipairs(nbrs) do
     to[#to + 1] = J.workers[j]
     incoming[#incoming + 1] = prefix .. "." .. j .. "." .. parity
@@ -300,7 +221,7 @@ end
 local function choco_setup(J, adj)
   batch_on_every_worker(J, function(i)
     local cmds = { { "copy", { src = J.model_name, dst = "xh." .. i } } }
-    for _, j in ipairs(sorted_neighbours(adj, i)) do
+    for _, j in ipairs(graphs.neighbours(adj, i)) do
       cmds[#cmds + 1] = { "copy", { src = J.model_name, dst = "xh." .. j } }
     end
     return cmds
@@ -353,7 +274,7 @@ end
 local function gossip_copies_setup(J, adj)
   batch_on_every_worker(J, function(i)
     local cmds = { { "tensor", { name = "unit", size = J.model_size + 1, fill = 1 } } }
-    for _, j in ipairs(sorted_neighbours(adj, i)) do
+    for _, j in ipairs(graphs.neighbours(adj, i)) do
       cmds[#cmds + 1] = { "copy", { src = J.model_name, dst = "zo." .. j } }
       cmds[#cmds + 1] = { "copy", { src = J.model_name, dst = "zh." .. j } }
     end
@@ -418,7 +339,7 @@ local function gossip_copies_rejoin(J, G, adj, i)
   G.epoch[i] = G.epoch[i] + 1
   G.inbox[i] = {}
   local P, mine = J.model_size, { { "tensor", { name = "unit", size = J.model_size + 1, fill = 1 } } }
-  for _, j in ipairs(sorted_neighbours(adj, i)) do
+  for _, j in ipairs(graphs.neighbours(adj, i)) do
     local kept = {}
     for _, e in ipairs(G.inbox[j]) do if e.from ~= i then kept[#kept + 1] = e end end
     G.inbox[j] = kept
@@ -461,7 +382,7 @@ local MIN_PUSH_WEIGHT = 2 ^ -20
 local function gossip_step(J, adj, rng, G, running)
   local m, P, o = J.model_name, J.model_size, J.o.worker_opt
   return function(i, t)
-    local node, nbrs = J.workers[i], sorted_neighbours(adj, i)
+    local node, nbrs = J.workers[i], graphs.neighbours(adj, i)
     -- z = x / a from a private snapshot (adds may land in x at any time);
     -- with compression the pushes in are taken first (G: the inbox).
     local first = G and inbox_commands(J, G, i) or {}
@@ -646,11 +567,6 @@ local function gossip_rejoin(J, i)
               { "axpy", { y = "x", x = J.model_name, alpha = REJOIN_WEIGHT, range = { 0, P } } } }
 end
 
-local function abort_between(a, list)
-  hn.spawn(function() pcall(a.abort, a, { nodes = list }) end)
-  for _, b in ipairs(list) do hn.spawn(function() pcall(b.abort, b, { nodes = { a } }) end) end
-end
-
 -- copies_rejoin(i): with compressed gossip, resets the pair copies of a
 -- restarted worker.
 watch = function(J, R, algo, center, copies_rejoin)
@@ -671,39 +587,19 @@ watch = function(J, R, algo, center, copies_rejoin)
         if R.running[i] then R.wake(i) elseif not J:stopped() then R.spawn(i) end
         return
       end
-      if algo == "easgd" then abort_between(w, { center }) end
-      if algo == "dpsgd" then
-        -- The training stops (D-PSGD cannot drop a worker), and every wait of
-        -- the step must end: w's neighbours wait on w, the others on
-        -- neighbours whose step w has stopped (any_wait, as in a ring).
-        for j = 1, #J.workers do
-          local other = J.workers[j]
-          if other ~= w then
-            hn.spawn(function() pcall(other.abort, other, { nodes = { w }, any_wait = true }) end)
-            hn.spawn(function() pcall(w.abort, w, { nodes = { other } }) end)
-          end
-        end
-      end
+      if algo == "easgd" then J:abort_between(w, { center }) end
+      -- The training stops (D-PSGD cannot drop a worker), and every wait of
+      -- the step must end: w's neighbours wait on w, the others on
+      -- neighbours whose step w has stopped (any_wait, as in a ring).
+      if algo == "dpsgd" then J:abort_between(w, J:others(i), true) end
     end,
   }
-  if algo == "gossip" then
-    -- a partition stops the transfers between its sides
-    local net = J.workers[1].network
-    net:on("partition", function()
-      if J.closed then return end
-      for i, a in ipairs(J.workers) do
-        local cut = {}
-        for j, b in ipairs(J.workers) do if j ~= i and not net:reachable(a, b) then cut[#cut + 1] = b end end
-        if #cut > 0 then hn.spawn(function() pcall(a.abort, a, { nodes = cut }) end) end
-      end
-    end)
-  end
+  -- a partition stops the transfers between its sides
+  if algo == "gossip" then J:on_partition(function() J:abort_cut() end) end
 end
 
-function dc.train(opts)
-  local algo = type(opts) == "table" and opts.algo
-  if not algo then fail("decentral.train: option 'algo' is required (%s)", table.concat(dc.algos, ", ")) end
-  local J = job.new("decentral", opts, { mode = algo, options = OPTIONS })
+-- The options of dc.train that depend on the algo.
+local function check_algo_options(J, algo, opts)
   if #J.workers < 2 then fail("decentral.train: give at least 2 workers") end
   check_compression(J, algo, opts)
   for _, k in ipairs{ "center", "alpha", "period" } do
@@ -717,51 +613,90 @@ function dc.train(opts)
     job.plain_sgd_only("decentral.train: worker_opt (" .. algo .. ")", J.o.worker_opt, { lr = true })
   end
   job.eval_node_among_workers("decentral.train", J.o, algo == "easgd" and "the centre" or nil)
+end
+
+-- Each algo's plan: P.step (a worker's step), P.lockstep, and what its
+-- faults and its end need (P.adj, P.G: compressed gossip's inboxes,
+-- P.running); extra: summary fields.
+local function dpsgd_plan(J, extra)
+  local adj, name = pick_graph(J)
+  local W = dc.metropolis(adj)
+  local step
+  if J.o.compress then
+    choco_setup(J, adj)
+    extra.gamma = J.o.gamma or dc.CHOCO_GAMMA[J.o.compress.method]
+    step = choco_step(J, adj, W, extra.gamma)
+  else
+    step = dpsgd_step(J, adj, W)
+  end
+  extra.graph = name
+  return { step = step, lockstep = true, adj = adj }
+end
+
+local function gossip_plan(J, extra)
+  local adj, name = pick_graph(J)
+  local G
+  gossip_setup(J)
+  if J.o.compress then
+    gossip_copies_setup(J, adj)
+    G = { inbox = {}, sent = {}, epoch = {} }
+    for i = 1, #J.workers do G.inbox[i], G.sent[i], G.epoch[i] = {}, 0, 0 end
+  end
+  local seed = J.o.seed
+  local function rng(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n + 1 end
+  local running = {}
+  extra.graph = name
+  return { step = gossip_step(J, adj, rng, G, running), adj = adj, G = G, running = running }
+end
+
+local function easgd_plan(J, center, extra)
+  -- The centre starts as the common initial model (a model, so it can be evaluated).
+  center:model{ name = "c", arch = J.o.model, seed = J.o.seed }
+  center:copy{ src = "w", dst = "c" }
+  local alpha, period = J.o.alpha or (0.9 / #J.workers), J.o.period or 4
+  extra.alpha, extra.period = alpha, period
+  return { step = easgd_step(J, center, alpha, period) }
+end
+
+-- Compressed gossip's pushes not taken yet go home, so that every worker's
+-- mass is in its x.
+local function take_inboxes(J, G)
+  local tasks = {}
+  for i, w in ipairs(J.workers) do
+    if J:alive(i) then
+      tasks[#tasks + 1] = hn.spawn(function()
+        while #G.inbox[i] > 0 do w:batch(inbox_commands(J, G, i)) end
+      end)
+    end
+  end
+  hn.wait_all(tasks)
+end
+
+function dc.train(opts)
+  local algo = type(opts) == "table" and opts.algo
+  if not algo then fail("decentral.train: option 'algo' is required (%s)", table.concat(dc.algos, ", ")) end
+  local J = job.new("decentral", opts, { mode = algo, options = OPTIONS })
+  check_algo_options(J, algo, opts)
   local center = J.o.center
   if algo == "easgd" and not center then center = default_center(J) end
   J:setup{ origin = J.workers[1], holders = center and { center } or {}, model_name = "w",
            eval_node = algo == "easgd" and center or J.workers[1] }
   local extra = { algo = algo }
-  local step, lockstep, adj, G, running
+  local P
   if algo == "dpsgd" then
-    local name
-    adj, name = pick_graph(J)
-    local W = dc.metropolis(adj)
-    if J.o.compress then
-      choco_setup(J, adj)
-      extra.gamma = J.o.gamma or dc.CHOCO_GAMMA[J.o.compress.method]
-      step = choco_step(J, adj, W, extra.gamma)
-    else
-      step = dpsgd_step(J, adj, W)
-    end
-    lockstep, extra.graph = true, name
+    P = dpsgd_plan(J, extra)
   elseif algo == "gossip" then
-    local name
-    adj, name = pick_graph(J)
-    gossip_setup(J)
-    if J.o.compress then
-      gossip_copies_setup(J, adj)
-      G = { inbox = {}, sent = {}, epoch = {} }
-      for i = 1, #J.workers do G.inbox[i], G.sent[i], G.epoch[i] = {}, 0, 0 end
-    end
-    local seed = J.o.seed
-    local function rng(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n + 1 end
-    running = {}
-    step, extra.graph = gossip_step(J, adj, rng, G, running), name
+    P = gossip_plan(J, extra)
   else
-    -- The centre starts as the common initial model (a model, so it can be evaluated).
-    center:model{ name = "c", arch = J.o.model, seed = J.o.seed }
-    center:copy{ src = "w", dst = "c" }
-    local alpha, period = J.o.alpha or (0.9 / #J.workers), J.o.period or 4
-    step, extra.alpha, extra.period = easgd_step(J, center, alpha, period), alpha, period
+    P = easgd_plan(J, center, extra)
   end
-  local R = new_runner(J, step, lockstep, running)
+  local R = new_runner(J, P.step, P.lockstep, P.running)
   if algo == "easgd" then
     -- The centre is evaluated as of when every live worker has made `step`
     -- local steps: eval.csv's step counts steps, as steps.csv's does.
     R.on_steps = function(v) if J:eval_due(v) then J:evaluate(v, center, "c") end end
   end
-  watch(J, R, algo, center, G and function(i) gossip_copies_rejoin(J, G, adj, i) end)
+  watch(J, R, algo, center, P.G and function(i) gossip_copies_rejoin(J, P.G, P.adj, i) end)
   J:start_clock()
   J:guard(function()
     R.run()
@@ -769,18 +704,7 @@ function dc.train(opts)
     if J.fault_error then error(J.fault_error, 0) end
   end)
   if algo ~= "easgd" then J.updates_applied = J.steps * #J.workers end
-  if G then
-    -- Pushes not taken yet go home, so that every worker's mass is in its x.
-    local tasks = {}
-    for i, w in ipairs(J.workers) do
-      if J:alive(i) then
-        tasks[#tasks + 1] = hn.spawn(function()
-          while #G.inbox[i] > 0 do w:batch(inbox_commands(J, G, i)) end
-        end)
-      end
-    end
-    hn.wait_all(tasks)
-  end
+  if P.G then take_inboxes(J, P.G) end
   if algo == "gossip" and J:alive(1) then gossip_final(J) end
   if algo == "easgd" then extra.final_node, extra.final_model = center, "c" end
   return J:finish(extra)

@@ -236,17 +236,11 @@ end
 local function watch(J, groups, cloud, state)
   local edge_of = {}
   for _, g in ipairs(groups) do for _, i in ipairs(g.terminals) do edge_of[i] = g.edge end end
+  local nodes = { cloud }
+  for _, g in ipairs(groups) do nodes[#nodes + 1] = g.edge end
+  for _, w in ipairs(J.workers) do nodes[#nodes + 1] = w end
   local function abort_all()
-    local nodes = { cloud }
-    for _, g in ipairs(groups) do nodes[#nodes + 1] = g.edge end
-    for _, w in ipairs(J.workers) do nodes[#nodes + 1] = w end
-    for _, n in ipairs(nodes) do
-      -- a killed worker's abort would be answered only once its end is seen
-      local i = J:worker_index(n)
-      if not (i and J.killed[i]) then
-        state.aborts[#state.aborts + 1] = hn.spawn(function() pcall(n.abort, n, { nodes = nodes }) end)
-      end
-    end
+    for _, t in ipairs(J:abort_among(nodes)) do state.aborts[#state.aborts + 1] = t end
   end
   J:watch_faults{
     hub = function(i) return edge_of[i] end,
@@ -255,9 +249,8 @@ local function watch(J, groups, cloud, state)
       if back then state.returning[i] = true else abort_all() end
     end,
   }
-  local net = cloud.network
-  net:on("partition", function() if not J.closed then state.changed = true; abort_all() end end)
-  net:on("heal", function() if not J.closed then state.changed = true end end)
+  J:on_partition(function() state.changed = true; abort_all() end,
+                 function() state.changed = true end)
 end
 
 -- Terminals that are back start from their edge's model.
@@ -308,6 +301,68 @@ local function round_steps(J)
   return math.min(J.o.tau1, left)
 end
 
+-- The edge rounds (J:rounds): the groups that can take part, after a fault
+-- every abort answered, the cut round's arrivals cleared and the terminals
+-- that are back given their edge's model; every tau2-th round goes up to
+-- the cloud. state.edge_rounds counts the rounds that went through.
+local function edge_rounds(J, groups, cloud, state)
+  return {
+    state = state,
+    members = function() return active_groups(J, groups, cloud) end,
+    recover = function()
+      hn.wait_all(state.aborts)
+      state.aborts = {}
+      clear_slots(J, groups, cloud)
+      bring_back(J, state, groups)
+    end,
+    step = function(active)
+      local cloud_round = (state.edge_rounds + 1) % J.o.tau2 == 0
+      local local_steps = round_steps(J)
+      local meta, ms = round(J, active, shares_of(J, active), cloud, cloud_round, local_steps)
+      return meta, ms, cloud_round, local_steps
+    end,
+    record = function(active, meta, ms, cloud_round, local_steps)
+      state.edge_rounds = state.edge_rounds + 1
+      J.steps = J.steps + local_steps
+      local taking_part = 0
+      for _, g in ipairs(active) do taking_part = taking_part + #g.terminals end
+      J.updates_applied = J.updates_applied + taking_part
+      record_round(J, meta, ms)
+      if cloud_round then
+        J.cloud_rounds = (J.cloud_rounds or 0) + 1
+        -- eval_every_s: the first cloud round at or after each period
+        local due = J.o.eval_every_s and J:eval_due(J.steps) or
+                    (not J.o.eval_every_s and J.cloud_rounds % J.eval_rounds == 0)
+        if due then J:evaluate(J.steps) end
+      end
+    end,
+  }
+end
+
+-- One cloud average of the models of the edges that reach the cloud,
+-- without local steps.
+local function final_cloud_average(J, groups, cloud)
+  local tasks, list = {}, {}
+  local up = {}
+  for _, g in ipairs(active_groups(J, groups, cloud)) do if g.cloud then up[#up + 1] = g end end
+  local shares = shares_of(J, up)
+  for g, group in ipairs(up) do
+    list[g] = group.edge
+    tasks[g] = hn.spawn(function()
+      group.edge:batch{ { "copy", { src = "w", dst = "share" } },
+                        { "scale", { x = "share", alpha = shares.edge[g] } },
+                        { "send", { tensor = "share", to = cloud, as = hier.up_slot(group.edge) } } }
+    end)
+  end
+  local names = hier.up_slots(list)
+  tasks[#tasks + 1] = hn.spawn(function()
+    cloud:batch{ { "wait", { tensors = names, k = #list, from = list } },
+                 { "sum", { out = "acc", inputs = names } },
+                 { "copy", { src = "acc", dst = "w" } } }
+  end)
+  hn.wait_all(tasks)
+end
+
 function hier.train(opts)
   local J = job.new("hier", opts, { mode = "hierfavg", options = OPTIONS })
   -- Only the cloud's model is whole: eval_every counts cloud rounds here
@@ -323,71 +378,14 @@ function hier.train(opts)
   for _, g in ipairs(groups) do used[#used + 1] = g.edge end
   J.o.tau1, J.o.tau2 = J.o.tau1 or 5, J.o.tau2 or 2
   J:setup{ origin = cloud, holders = { cloud, table.unpack(used) }, eval_node = cloud, model_name = "w" }
-  local state = { returning = {}, aborts = {} }
+  local state = { returning = {}, aborts = {}, edge_rounds = 0 }
   watch(J, groups, cloud, state)
   J:start_clock()
-  local edge_rounds = 0
-  J:guard(function()
-    while not J:stopped() do
-      if state.changed then
-        state.changed = false
-        hn.wait_all(state.aborts)
-        state.aborts = {}
-        clear_slots(J, groups, cloud)
-        bring_back(J, state, groups)
-      end
-      local active = active_groups(J, groups, cloud)
-      if #active == 0 then
-        hn.sleep(0.05) -- nobody can take part: wait for a terminal to be back
-      else
-        local cloud_round = (edge_rounds + 1) % J.o.tau2 == 0
-        local local_steps = round_steps(J)
-        local ok, meta, ms = pcall(round, J, active, shares_of(J, active), cloud, cloud_round, local_steps)
-        if not ok then
-          if J.fault_error then error(J.fault_error, 0) end
-          if not state.changed then error(meta, 0) end
-        else
-          edge_rounds = edge_rounds + 1
-          J.steps = J.steps + local_steps
-          local taking_part = 0
-          for _, g in ipairs(active) do taking_part = taking_part + #g.terminals end
-          J.updates_applied = J.updates_applied + taking_part
-          record_round(J, meta, ms)
-          if cloud_round then
-            J.cloud_rounds = (J.cloud_rounds or 0) + 1
-            -- eval_every_s: the first cloud round at or after each period
-            local due = J.o.eval_every_s and J:eval_due(J.steps) or
-                        (not J.o.eval_every_s and J.cloud_rounds % J.eval_rounds == 0)
-            if due then J:evaluate(J.steps) end
-          end
-        end
-      end
-    end
-  end)
-  if edge_rounds % J.o.tau2 ~= 0 then
-    -- The training ended between cloud rounds: one last cloud average of the
-    -- edges' models (no local steps) so that the cloud holds the result.
-    local tasks, list = {}, {}
-    local up = {}
-    for _, g in ipairs(active_groups(J, groups, cloud)) do if g.cloud then up[#up + 1] = g end end
-    local shares = shares_of(J, up)
-    for g, group in ipairs(up) do
-      list[g] = group.edge
-      tasks[g] = hn.spawn(function()
-        group.edge:batch{ { "copy", { src = "w", dst = "share" } },
-                          { "scale", { x = "share", alpha = shares.edge[g] } },
-                          { "send", { tensor = "share", to = cloud, as = hier.up_slot(group.edge) } } }
-      end)
-    end
-    local names = hier.up_slots(list)
-    tasks[#tasks + 1] = hn.spawn(function()
-      cloud:batch{ { "wait", { tensors = names, k = #list, from = list } },
-                   { "sum", { out = "acc", inputs = names } },
-                   { "copy", { src = "acc", dst = "w" } } }
-    end)
-    hn.wait_all(tasks)
-  end
-  return J:finish{ tau1 = J.o.tau1, tau2 = J.o.tau2, edges = #groups, edge_rounds = edge_rounds,
+  J:guard(function() J:rounds(edge_rounds(J, groups, cloud, state)) end)
+  -- The training ended between cloud rounds: one last cloud average of the
+  -- edges' models (no local steps) so that the cloud holds the result.
+  if state.edge_rounds % J.o.tau2 ~= 0 then final_cloud_average(J, groups, cloud) end
+  return J:finish{ tau1 = J.o.tau1, tau2 = J.o.tau2, edges = #groups, edge_rounds = state.edge_rounds,
                    cloud_rounds = J.cloud_rounds or 0 }
 end
 

@@ -651,6 +651,105 @@ function Job:watch_faults(hooks)
   on("heal", function() self:recheck_reach("healed") end)
 end
 
+-- ---- the fault frame: aborts, partitions, rounds ----
+--
+-- What every family does when a fault strikes mid-step, written once: the
+-- transfers that will never be acknowledged are aborted on both ends (so no
+-- peer waits out its timeout), and a synchronous loop drops the round that
+-- was cut and runs the next one with who is left.
+
+-- Spawns node:abort{ nodes = nodes, any_wait = any_wait } (an abort that
+-- fails, a dead node's, is of no matter: the fault is already known).
+local function spawn_abort(node, nodes, any_wait)
+  return hn.spawn(function() pcall(node.abort, node, { nodes = nodes, any_wait = any_wait }) end)
+end
+
+-- J:abort_between(lost, partners, any_wait) -> tasks: lost stops its
+-- transfers with every partner, and each partner those with lost. With
+-- any_wait a partner's waits end whoever they wait for: in a collective a
+-- partner may wait on a neighbour whose step lost has stopped.
+function Job:abort_between(lost, partners, any_wait)
+  local tasks = { spawn_abort(lost, partners) }
+  for _, p in ipairs(partners) do tasks[#tasks + 1] = spawn_abort(p, { lost }, any_wait) end
+  return tasks
+end
+
+-- J:abort_among(nodes) -> tasks: every node stops its transfers with all
+-- the others (a round that involves them all is cut). A killed worker is
+-- left out: its abort would be answered only once its end is seen.
+function Job:abort_among(nodes)
+  local tasks = {}
+  for _, n in ipairs(nodes) do
+    local i = self:worker_index(n)
+    if not (i and self.killed[i]) then tasks[#tasks + 1] = spawn_abort(n, nodes) end
+  end
+  return tasks
+end
+
+-- The other workers, as nodes.
+function Job:others(i)
+  local out = {}
+  for j, w in ipairs(self.workers) do if j ~= i then out[#out + 1] = w end end
+  return out
+end
+
+-- J:on_partition(cut, healed): cut() after every net:partition and
+-- healed() after every heal, while the training runs (faults that need no
+-- worker to be away: a transfer across the new cut will never arrive).
+function Job:on_partition(cut, healed)
+  local net = self.workers[1].network
+  net:on("partition", function() if not self.closed then cut() end end)
+  if healed then net:on("heal", function() if not self.closed then healed() end end) end
+end
+
+-- J:abort_cut(): every worker stops its transfers with the workers a
+-- partition put out of its reach (for J:on_partition).
+function Job:abort_cut()
+  local net = self.workers[1].network
+  for _, a in ipairs(self.workers) do
+    local cut = {}
+    for _, b in ipairs(self.workers) do if b ~= a and not net:reachable(a, b) then cut[#cut + 1] = b end end
+    if #cut > 0 then spawn_abort(a, cut) end
+  end
+end
+
+-- One round of J:rounds; false when nobody took part or a fault cut it.
+local function run_round(J, r, state)
+  local members = r.members()
+  if #members == 0 then
+    hn.sleep(0.05) -- nobody can take part: wait for a worker to be back
+    return false
+  end
+  if state.changed then
+    state.changed = false
+    if r.recover then r.recover(members) end
+  end
+  local result = table.pack(pcall(r.step, members))
+  if not result[1] then
+    if J.fault_error then error(J.fault_error, 0) end
+    if not state.changed then error(result[2], 0) end
+    return false -- cut by a fault: run again with who is left
+  end
+  if r.record then r.record(members, table.unpack(result, 2, result.n)) end
+  return true
+end
+
+-- J:rounds{ state =, members =, recover =, step =, record = }: the loop of
+-- a synchronous algorithm, until the training stops. Each round:
+-- members() lists who takes part (empty: wait for one to be back); when
+-- state.changed (the algorithm's fault hooks set it) it is cleared and
+-- recover(members) runs first (clear what a cut round left, bring the
+-- models together); step(members) runs protected, and its error is the
+-- fault's when state.changed was set meanwhile (the round is dropped),
+-- the training's when a synchronous job stopped at a fault (J.fault_error),
+-- else raised as it is; record(members, ...) gets what step returned.
+function Job:rounds(r)
+  local state = r.state or {}
+  while not self:stopped() do run_round(self, r, state) end
+  if self.fault_error then error(self.fault_error, 0) end
+  return state
+end
+
 -- A worker's command failed. With on_failure = "drop" the training goes on
 -- without it (logged); otherwise the error ends the training.
 function Job:worker_failed(i, err)

@@ -30,6 +30,7 @@
 local hn = require("hiernet")
 local job = require("hiernet.algo.job")
 local worker = require("hiernet.algo.worker")
+local sched = require("hiernet.algo.schedules")
 
 local ps = {}
 local check, fail = job.check, job.fail
@@ -263,15 +264,10 @@ end
 local Engine = {}
 Engine.__index = Engine
 
--- Parameter ranges of the servers: contiguous, sizes differing by at most one.
+-- Parameter ranges of the servers: contiguous, sizes differing by at most
+-- one (the schedules' split, which cuts a ring's chunks alike).
 function ps.shard_ranges(size, n)
-  local ranges, offset = {}, 0
-  for s = 1, n do
-    local count = size // n + ((s <= size % n) and 1 or 0)
-    ranges[s] = { offset, count }
-    offset = offset + count
-  end
-  return ranges
+  return sched.split(0, size, n)
 end
 
 -- A wake-up per worker over hn.queue: signal() never blocks; a waiter always
@@ -287,7 +283,7 @@ end
 local function slot_name(i) return "u." .. i end
 
 -- The most commands a peer runs in one batch.
-local BATCH_MAX = 256
+local BATCH_MAX = sched.BATCH_MAX
 
 function Engine.new(J, policy, servers)
   local n = #J.workers
@@ -309,7 +305,7 @@ function Engine.new(J, policy, servers)
     -- The momentum sums a geometric series: a steady update u would move w
     -- by lr u / (1 - gamma) per step. The step is scaled by 1 - gamma so
     -- that server_opt.lr means what it means in every other mode: lr = 1
-    -- (the default, and DESIGN.md's example) moves w by the mean update.
+    -- (the default, and the usual server_opt of adaptive-k) moves w by the mean update.
     policy.gamma = J.o.server_opt.momentum or 0.9
     policy.server_lr = (J.o.server_opt.lr or 1) * (1 - policy.gamma)
   end
@@ -695,10 +691,7 @@ function Engine:on_fault(i, back)
     self.consumed[i] = true
     if not self.task_running[i] and not self.J:stopped() then self:spawn_worker(i) end
   else
-    hn.spawn(function() pcall(w.abort, w, { nodes = self.servers }) end)
-    for _, server in ipairs(self.servers) do
-      hn.spawn(function() pcall(server.abort, server, { nodes = { w } }) end)
-    end
+    self.J:abort_between(w, self.servers)
   end
   self.events:push{ kind = "dead", worker = i }
   self:wake_all()

@@ -1,0 +1,132 @@
+-- The job's round-and-fault frame (lua/hiernet/algo/job.lua): J:rounds runs
+-- a scripted loop and every count is checked exactly (rounds recorded, the
+-- recovery after a change, a round a fault cut dropped and run again, an
+-- error that is no fault's raised as it is, a synchronous job's fault error
+-- raised instead of the step's); J:abort_between ends a wait on the lost
+-- node's partner and J:abort_among the waits of a whole group, at once
+-- rather than at their timeout.
+local hn = require("hiernet")
+local job = require("hiernet.algo.job")
+local T = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "lib/algo_test.lua")
+
+local net, _, w = T.network("frame", 3, { no_server = true })
+
+-- A job with no set-up: J:rounds needs only the stop conditions and clock.
+local function new_job(steps)
+  local J = job.new("frame", { workers = w, steps = steps, progress = false }, {})
+  J:start_clock()
+  return J
+end
+
+-- A loop of 5 rounds. The first asks with nobody taking part (a sleep, no
+-- step); round 2's first try is cut by a fault (state.changed set while it
+-- runs): dropped, recovered once, run again with the members of then.
+do
+  local J, state = new_job(5), {}
+  local asked, tries, recovered, recorded = 0, 0, {}, {}
+  J:rounds{
+    state = state,
+    members = function()
+      asked = asked + 1
+      if asked == 1 then return {} end
+      return tries >= 2 and { 1, 3 } or { 1, 2, 3 }
+    end,
+    recover = function(ids) recovered[#recovered + 1] = #ids end,
+    step = function(ids)
+      tries = tries + 1
+      if tries == 2 then
+        state.changed = true -- what a fault hook does
+        error("wait: aborted")
+      end
+      return tries, #ids
+    end,
+    record = function(ids, try, n)
+      T.eq(n, #ids, "record gets what step returned")
+      J.steps = J.steps + 1
+      recorded[#recorded + 1] = try
+    end,
+  }
+  T.eq(asked, 7, "members asked: the empty one, 6 tries")
+  T.eq(tries, 6, "steps tried: 5 recorded and the cut one")
+  T.eq(table.concat(recorded, ","), "1,3,4,5,6", "the cut try is not recorded")
+  T.eq(#recovered, 1, "one recovery after one change")
+  T.eq(recovered[1], 2, "the recovery sees the members of the next round")
+  T.eq(state.changed, false, "the change is cleared by the recovery")
+  T.eq(J:stopped(), "steps", "the loop ends at the stop condition")
+end
+
+-- An error with no change behind it is no fault's: raised as it is.
+do
+  local J = new_job(5)
+  local ok, err = pcall(J.rounds, J, {
+    members = function() return { 1 } end,
+    step = function() error("bad step", 0) end,
+  })
+  T.eq(ok, false, "a step's own error ends the loop")
+  T.eq(err, "bad step", "raised as it is")
+end
+
+-- A synchronous job that stopped at a fault raises the fault's error (it
+-- names the worker), not the aborted wait's.
+do
+  local J = new_job(5)
+  local ok, err = pcall(J.rounds, J, {
+    members = function() return { 1 } end,
+    step = function()
+      J.fault_error = "frame: step 0: worker w2 was killed"
+      J:stop("fault")
+      error("wait: aborted", 0)
+    end,
+  })
+  T.eq(ok, false, "a fault of a synchronous job ends the loop")
+  T.eq(err, "frame: step 0: worker w2 was killed", "the fault's error")
+end
+
+-- J:abort_between(lost, partners): a partner's wait on the lost node ends
+-- at once (its timeout is 30 s).
+local function waiting(node, from)
+  return hn.spawn(function()
+    local t0 = hn.now()
+    local ok, err = pcall(node.wait, node, { tensor = "x", from = from, timeout = 30 })
+    return ok, err, hn.now() - t0
+  end)
+end
+
+do
+  local J = new_job(1)
+  local task = waiting(w[2], { w[1] })
+  hn.sleep(0.2) -- the wait is in
+  local aborts = J:abort_between(w[1], { w[2], w[3] })
+  T.eq(#aborts, 3, "one abort on the lost node, one per partner")
+  hn.wait_all(aborts)
+  local ok, err, s = task:wait()
+  T.eq(ok, false, "the partner's wait fails")
+  T.le(s, 10, "it fails at the abort, not at its 30 s timeout")
+  assert(tostring(err):find("abort", 1, true), "the wait says it was aborted: " .. tostring(err))
+end
+
+-- J:abort_among(nodes): every node's wait on the others ends.
+do
+  local J = new_job(1)
+  local t2, t3 = waiting(w[2], { w[3] }), waiting(w[3], { w[1] })
+  hn.sleep(0.2)
+  local aborts = J:abort_among(w)
+  T.eq(#aborts, 3, "one abort per node")
+  hn.wait_all(aborts)
+  for k, task in ipairs{ t2, t3 } do
+    local ok, _, s = task:wait()
+    T.eq(ok, false, "wait " .. k .. " fails")
+    T.le(s, 10, "wait " .. k .. " fails at the abort")
+  end
+end
+
+-- J:others(i): the other workers, in order.
+do
+  local J = new_job(1)
+  local names = {}
+  for _, n in ipairs(J:others(2)) do names[#names + 1] = n.name end
+  T.eq(table.concat(names, ","), "w1,w3", "others of worker 2")
+end
+
+net:stop()
+print("job_frame: ok")
