@@ -67,6 +67,11 @@ def table(v):
     return None if isinstance(v, (dict, list)) else "is not a table"
 
 
+def positive_by_name(v):
+    ok = isinstance(v, dict) and v and all(is_num(x) and x > 0 for x in v.values())
+    return None if ok else "is not a non-empty table of positive numbers"
+
+
 RULES = {
     "final_accuracy": share, "best_accuracy": share, "compute_share": share,
     "steps": some_steps, "updates_applied": count, "workers": some_steps,
@@ -78,7 +83,7 @@ RULES = {
     "cut_steps_away": count, "cut_steps_after": count, "dead_steps_away": count,
     "dead_steps_after": count, "others_steps_away": count, "fault_times": table,
     "label": text, "mode": text, "method": text, "topology": text, "algorithm": text,
-    "network": text, "comm_compute_ratio": positive, "backend": text, "bsp_fail_error": text,
+    "network": text, "comm_compute_ratio": positive_by_name, "backend": text, "bsp_fail_error": text,
 }
 
 
@@ -184,8 +189,24 @@ def claim_faults(name, s, results):
             fail(f"{where}: t2 or t5 made no step after its return")
 
 
+def bits_per_s(rate):
+    m = re.fullmatch(r"([0-9.]+)([kMG]?)bit", rate)
+    if not m:
+        fail(f"sync_models: link rate {rate!r} is not NUMBER[k|M|G]bit")
+    return float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}[m.group(2)]
+
+
+def claim_sync_models(name, s, results):
+    """Communication grows from a sliver of a step to many times the compute
+    as the links slow down (rates thousands of times apart)."""
+    ratios = sorted(s["comm_compute_ratio"].items(), key=lambda kv: -bits_per_s(kv[0]))
+    for (fast, a), (slow, b) in zip(ratios, ratios[1:]):
+        if not b > a:
+            fail(f"{name}: comm/compute at {slow} ({b:.3g}) is not above that at {fast} ({a:.3g})")
+
+
 CLAIMS = {"compression": claim_compression, "speedup_model": claim_speedup_model,
-          "faults": claim_faults}
+          "faults": claim_faults, "sync_models": claim_sync_models}
 
 
 def check_page(run, name, summary):
