@@ -234,7 +234,8 @@ static void test_background_eval(void)
      * fall between the request and the reply the test saw. */
     double queued = harness_num(&r, "queue_ms"), ran = harness_num(&r, "ms");
     CHECK(harness_num(&r, "cpu_ms") > 0 && queued >= 0 && ran > 0);
-    CHECK_MSG(queued + ran <= seen_ms, "queue_ms %g + ms %g in a %g ms round trip", queued, ran, seen_ms);
+    CHECK_MSG(queued + ran <= seen_ms, "queue_ms %g + ms %g in a %g ms round trip", queued, ran,
+              seen_ms);
     CHECK(has_idle_thread(p.pid));
     /* A long one (30000 samples) and grads after it: every grad answers
      * before the eval does, and the worker's compute totals do not grow by

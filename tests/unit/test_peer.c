@@ -358,8 +358,8 @@ static void test_order_and_concurrency(void)
      * queue is the slow job's time less that gap (at most a few ms of the
      * slow job's >= 200). */
     double queued = harness_f64(&r, "queue_ms");
-    CHECK_MSG(queued <= ms + 0.01 && queued >= 0.5 * ms, "queue_ms %g behind a job of %g ms", queued,
-              ms);
+    CHECK_MSG(queued <= ms + 0.01 && queued >= 0.5 * ms, "queue_ms %g behind a job of %g ms",
+              queued, ms);
     harness_stop(&p);
 }
 
