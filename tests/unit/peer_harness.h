@@ -138,6 +138,15 @@ static inline int harness_find(const struct harness_reply *r, const char *key)
     return -1;
 }
 
+/* Monotonic milliseconds: a duration a peer reports must fit in the time
+ * the test saw pass between its request and the reply. */
+static inline double harness_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
 /* The number under key; a failed check only when it is missing. */
 static inline double harness_num(const struct harness_reply *r, const char *key)
 {

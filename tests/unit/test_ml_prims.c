@@ -222,13 +222,20 @@ static void test_background_eval(void)
     double fg_loss = harness_num(&r, "loss"), fg_acc = harness_num(&r, "accuracy");
     /* The same numbers in the background, of the snapshot: the optim queued
      * right after it changes the model, not what is evaluated. */
+    double t0 = harness_now_ms();
     uint32_t bg = harness_request(&p, "eval", "model:s limit:i background:b", "m", 2000LL, 1);
     HCALL_OK(&p, &r, "grad", "model:s batch:i", "m", 64LL);
     HCALL_OK(&p, &r, "optim", "model:s lr:f", "m", 0.5);
     CHECK(harness_wait(&p, bg, &r) && r.ok);
+    double seen_ms = harness_now_ms() - t0;
     CHECK(harness_num(&r, "loss") == fg_loss && harness_num(&r, "accuracy") == fg_acc);
     CHECK(harness_num(&r, "samples") == 2000 && harness_num(&r, "version") == 1);
-    CHECK(harness_num(&r, "cpu_ms") > 0 && harness_num(&r, "queue_ms") >= 0);
+    /* Its queue (the snapshot, then the wait for a thread) and its run both
+     * fall between the request and the reply the test saw. */
+    double queued = harness_num(&r, "queue_ms"), ran = harness_num(&r, "ms");
+    CHECK(harness_num(&r, "cpu_ms") > 0 && queued >= 0 && ran > 0);
+    CHECK_MSG(queued + ran <= seen_ms, "queue_ms %g + ms %g in a %g ms round trip", queued, ran,
+              seen_ms);
     CHECK(has_idle_thread(p.pid));
     /* A long one (30000 samples) and grads after it: every grad answers
      * before the eval does, and the worker's compute totals do not grow by

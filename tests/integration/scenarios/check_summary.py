@@ -7,7 +7,15 @@ images that shows those figures and no bogus algorithm row.
 A KEY must be present in every entry: absent is a failure, never read as
 null. Its value is a number, a string or a table; null only where the
 scenario's header says the figure may not exist, marked by a trailing `?`
-(`time_to_target_s?`: null when the target was not reached)."""
+(`time_to_target_s?`: null when the target was not reached).
+
+A value of a known key must be of its kind and range (RULES: an accuracy a
+share in [0, 1], steps a whole count >= 1, bytes positive, a label a
+non-empty string, ...); labels are distinct; figures a row derives from
+others agree with them (bytes_per_step = bytes / steps, s_per_step =
+wall_s / steps, the time to the target within the run); and the scenario
+header's "Expected:" claims that do not depend on the machine's speed hold
+(CLAIMS)."""
 import html
 import json
 import os
@@ -18,6 +26,72 @@ import sys
 def fail(msg):
     print(f"FAIL: {msg}")
     sys.exit(1)
+
+
+def is_num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+
+
+def is_count(v):
+    return is_num(v) and v >= 0 and float(v).is_integer()
+
+
+# What a value of a known key must be (one line saying what it is not, or
+# None): a figure of the wrong kind, out of its range or in the wrong unit
+# fails here, not only a missing one.
+def share(v):
+    return None if is_num(v) and 0 <= v <= 1 else "is not a share in [0, 1]"
+
+
+def positive(v):
+    return None if is_num(v) and v > 0 else "is not a positive number"
+
+
+def non_negative(v):
+    return None if is_num(v) and v >= 0 else "is not a number >= 0"
+
+
+def count(v):
+    return None if is_count(v) else "is not a whole count >= 0"
+
+
+def some_steps(v):
+    return None if is_count(v) and v >= 1 else "is not a whole count >= 1"
+
+
+def text(v):
+    return None if isinstance(v, str) and v.strip() else "is not a non-empty string"
+
+
+def table(v):
+    return None if isinstance(v, (dict, list)) else "is not a table"
+
+
+def positive_by_name(v):
+    ok = isinstance(v, dict) and v and all(is_num(x) and x > 0 for x in v.values())
+    return None if ok else "is not a non-empty table of positive numbers"
+
+
+RULES = {
+    "final_accuracy": share, "best_accuracy": share, "compute_share": share,
+    "steps": some_steps, "updates_applied": count, "workers": some_steps,
+    "bytes": positive, "bytes_per_step": positive, "s_per_step": positive,
+    "time_s": positive, "model_time_s": positive, "t_comm_s": non_negative,
+    "wall_s": positive, "time_to_target_s": positive, "speedup": positive,
+    "model_speedup": positive, "speedup_vs_bsp": positive, "server_lr": positive,
+    "swing": non_negative, "local_steps_per_worker": some_steps,
+    "cut_steps_away": count, "cut_steps_after": count, "dead_steps_away": count,
+    "dead_steps_after": count, "others_steps_away": count, "fault_times": table,
+    "label": text, "mode": text, "method": text, "topology": text, "algorithm": text,
+    "network": text, "comm_compute_ratio": positive_by_name, "backend": text, "bsp_fail_error": text,
+}
+
+
+def check_value(where, key, v):
+    rule = RULES.get(key)
+    why = rule(v) if rule else None
+    if why:
+        fail(f"{where}: {key} = {v!r} {why}")
 
 
 def check_results(name, results, keys):
@@ -35,6 +109,104 @@ def check_results(name, results, keys):
                 fail(f"{where}: {key!r} is null, and the header promises a value")
             if isinstance(v, float) and v != v:
                 fail(f"{where}.{key} is NaN")
+            if v is not None:
+                check_value(where, key, v)
+    labels = [r.get("label") for r in results]
+    if len(set(map(str, labels))) != len(labels):
+        fail(f"{name}: two results share a label: {labels}")
+    for i, r in enumerate(results):
+        check_row_sums(f"{name}: results[{i}] ({r.get('label')})", r)
+
+
+def near(a, b, rel=1e-6):
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-12)
+
+
+def check_row_sums(where, r):
+    """Figures a row derives from others must agree with them."""
+    steps, wall = r.get("steps"), r.get("wall_s")
+    if is_num(r.get("bytes_per_step")) and is_num(r.get("bytes")) and is_num(steps) and steps > 0:
+        if not near(r["bytes_per_step"], r["bytes"] / steps):
+            fail(f"{where}: bytes_per_step {r['bytes_per_step']} is not bytes / steps = {r['bytes'] / steps}")
+    if is_num(r.get("s_per_step")) and is_num(wall) and is_num(steps) and steps > 0:
+        if not near(r["s_per_step"], wall / steps):
+            fail(f"{where}: s_per_step {r['s_per_step']} is not wall_s / steps = {wall / steps}")
+    ttt = r.get("time_to_target_s")
+    if is_num(ttt) and is_num(wall) and ttt > wall * 1.1 + 1:
+        fail(f"{where}: time_to_target_s {ttt} is after the run's end (wall_s {wall})")
+
+
+# The scenario headers' "Expected:" claims that do not depend on the
+# machine's speed: counted bytes, steps and what a formula gives.
+def row_of(name, results, key, value):
+    for r in results:
+        if r.get(key) == value:
+            return r
+    fail(f"{name}: no result with {key} = {value!r}")
+
+
+def claim_compression(name, s, results):
+    """Compression shrinks the pushes, but the model pulled stays dense: a
+    compressed step moves fewer bytes than a dense one, and at least half."""
+    dense = row_of(name, results, "method", "none")["bytes_per_step"]
+    for r in results:
+        if r["method"] != "none" and not dense / 2 <= r["bytes_per_step"] < dense:
+            fail(f"{name}: {r['method']} moves {r['bytes_per_step']:.0f} bytes a step, "
+                 f"want less than the dense {dense:.0f} and at least half of it")
+
+
+def claim_speedup_model(name, s, results):
+    """T_N = T_1 / N + T_comm; the speed-up T_1 / T_N stays below N."""
+    one = row_of(name, results, "workers", 1)
+    if one["speedup"] != 1 or one["t_comm_s"] != 0 or not near(one["model_time_s"], one["time_s"]):
+        fail(f"{name}: N=1 must have speedup 1, t_comm_s 0 and the model time its own: {one}")
+    t1, steps1 = one["time_s"], one["steps"]
+    for r in results:
+        n = r["workers"]
+        if not near(r["model_time_s"], t1 / n + r["t_comm_s"]):
+            fail(f"{name}: N={n}: model_time_s {r['model_time_s']} is not T_1/N + T_comm")
+        if not near(r["speedup"], t1 / r["time_s"]):
+            fail(f"{name}: N={n}: speedup {r['speedup']} is not T_1 / T_N")
+        if abs(r["steps"] * n - steps1) > n:
+            fail(f"{name}: N={n}: {r['steps']} steps do not cover the epochs of N=1's {steps1}")
+        if n > 1 and r["speedup"] >= n:
+            fail(f"{name}: N={n}: speed-up {r['speedup']:.2f} is not below N")
+
+
+def claim_faults(name, s, results):
+    """Every model but strict BSP goes on through both faults and takes both
+    terminals back; BSP with "fail" names the cut-off node (t2)."""
+    err = s["bsp_fail_error"]
+    if err == "no error" or "t2" not in err:
+        fail(f"{name}: strict BSP's error does not name the cut-off t2: {err!r}")
+    for r in results:
+        where = f"{name}: {r['label']}"
+        if r["dead_steps_away"] != 0:
+            fail(f"{where}: the killed t5 made {r['dead_steps_away']} steps while dead")
+        if r["others_steps_away"] < 1:
+            fail(f"{where}: the other terminals did not step through the faults")
+        if r["cut_steps_after"] < 1 or r["dead_steps_after"] < 1:
+            fail(f"{where}: t2 or t5 made no step after its return")
+
+
+def bits_per_s(rate):
+    m = re.fullmatch(r"([0-9.]+)([kMG]?)bit", rate)
+    if not m:
+        fail(f"sync_models: link rate {rate!r} is not NUMBER[k|M|G]bit")
+    return float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}[m.group(2)]
+
+
+def claim_sync_models(name, s, results):
+    """Communication grows from a sliver of a step to many times the compute
+    as the links slow down (rates thousands of times apart)."""
+    ratios = sorted(s["comm_compute_ratio"].items(), key=lambda kv: -bits_per_s(kv[0]))
+    for (fast, a), (slow, b) in zip(ratios, ratios[1:]):
+        if not b > a:
+            fail(f"{name}: comm/compute at {slow} ({b:.3g}) is not above that at {fast} ({a:.3g})")
+
+
+CLAIMS = {"compression": claim_compression, "speedup_model": claim_speedup_model,
+          "faults": claim_faults, "sync_models": claim_sync_models}
 
 
 def check_page(run, name, summary):
@@ -82,9 +254,19 @@ def main():
     if not isinstance(results, list) or not results:
         fail(f"{name}: summary.json has no results")
     for key in keys:
-        if key.startswith("top:") and key[4:] not in s:
-            fail(f"{name}: summary.json lacks {key[4:]!r}")
+        if not key.startswith("top:"):
+            continue
+        nullable, key = key.endswith("?"), key[4:].rstrip("?")
+        if key not in s:
+            fail(f"{name}: summary.json lacks {key!r}")
+        if s[key] is None and not nullable:
+            fail(f"{name}: summary.json's {key!r} is null, and the header promises a value")
+        if s[key] is not None:
+            check_value(f"{name}: summary.json", key, s[key])
     check_results(name, results, keys)
+    claim = CLAIMS.get(name)
+    if claim:
+        claim(name, s, results)
     accs = [r["final_accuracy"] for r in results if isinstance(r.get("final_accuracy"), (int, float))]
     if accs and max(accs) <= 0.15:
         fail(f"{name}: no run learned anything (best final accuracy {max(accs)})")
