@@ -23,6 +23,12 @@ static void test_budget(void)
     CHECK(!worker_overran(&cpu1, 0.01, 0.4)); /* a tiny command's wake-up is noise */
     CHECK(worker_overran(&slow, 160, 200));
     CHECK(!worker_overran(&gpu, 1, 1000)); /* never counted on a GPU */
+    /* Starvation: CPU time + run-queue delay alone past the budget. */
+    CHECK(!worker_starved(&cpu1, 10, 10, 0.9)); /* the rest of a late end was a wait */
+    CHECK(worker_starved(&cpu1, 10, 10, 1.1));
+    CHECK(!worker_starved(&slow, 160, 10, 158)); /* a slow device absorbs the delay */
+    CHECK(worker_starved(&slow, 160, 10, 159));
+    CHECK(!worker_starved(&gpu, 1, 1, 1000));
 }
 
 static void test_link_dilate(void)
@@ -47,14 +53,16 @@ static void test_link_dilate(void)
     CHECK(d.rate_bps == 0);
 }
 
-/* A compute reply as a peer packs it: {ms, cpu_ms, queue_ms, overrun}. */
-static void note(struct overload *o, int id, double ms, double cpu_ms, bool overrun)
+/* A compute reply as a peer packs it: {ms, cpu_ms, queue_ms, overrun,
+ * run_delay_ms, starved}. */
+static void note_delay(struct overload *o, int id, double ms, double cpu_ms, double delay_ms,
+                       bool overrun, bool starved)
 {
     msgpack_sbuffer buf;
     msgpack_packer pk;
     msgpack_sbuffer_init(&buf);
     msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 4);
+    msgpack_pack_map(&pk, 6);
     msgpack_pack_str_with_body(&pk, "ms", 2);
     msgpack_pack_double(&pk, ms);
     msgpack_pack_str_with_body(&pk, "cpu_ms", 6);
@@ -63,12 +71,22 @@ static void note(struct overload *o, int id, double ms, double cpu_ms, bool over
     msgpack_pack_double(&pk, 0);
     msgpack_pack_str_with_body(&pk, "overrun", 7);
     overrun ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+    msgpack_pack_str_with_body(&pk, "run_delay_ms", 12);
+    msgpack_pack_double(&pk, delay_ms);
+    msgpack_pack_str_with_body(&pk, "starved", 7);
+    starved ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     CHECK(msgpack_unpack_next(&u, buf.data, buf.size, NULL) == MSGPACK_UNPACK_SUCCESS);
     overload_note_reply(o, id, &u.data, true);
     msgpack_unpacked_destroy(&u);
     msgpack_sbuffer_destroy(&buf);
+}
+
+/* A starved overrun whose wall time is all CPU time and run-queue delay. */
+static void note(struct overload *o, int id, double ms, double cpu_ms, bool overrun)
+{
+    note_delay(o, id, ms, cpu_ms, overrun ? ms - cpu_ms : 0, overrun, overrun);
 }
 
 static void test_account(void)
@@ -80,35 +98,40 @@ static void test_account(void)
     overload_report(o, 1, &r);
     CHECK(r.commands == 0 && r.overrun_share == 0 && !r.limited && r.suggested_dilation == 1);
     CHECK(r.worst_node[0] == '\0' && r.stretch_p95 == 1 && r.host_cores >= 1);
-    /* a: 10 on time. b (speed 0.5): 8 on time, 2 overran 4x (ms 40 for 5 ms cpu / 0.5). */
+    /* a: 10 on time. b (speed 0.5): 8 on time, 2 overran 4x (ms 40 for 5 ms cpu / 0.5), all
+     * of it run-queue delay: they needed dilation (5 + 35) * 0.5 / 5 = 4. */
     for (int i = 0; i < 10; i++)
         note(o, a, 10, 10, false);
     for (int i = 0; i < 8; i++)
         note(o, b, 10, 5, false);
     for (int i = 0; i < 2; i++)
         note(o, b, 40, 5, true);
-    overload_report(o, 2, &r);
-    CHECK(r.commands == 20 && r.overruns == 2);
+    overload_report(o, 1, &r);
+    CHECK(r.commands == 20 && r.overruns == 2 && r.starved == 2);
     CHECK_NEAR(r.overrun_share, 0.1, 1e-12);
     CHECK_STREQ(r.worst_node, "b");
     CHECK_NEAR(r.worst_node_overrun_share, 0.2, 1e-12);
-    CHECK(r.limited);
+    CHECK_NEAR(r.starved_share, 0.1, 1e-12);
+    CHECK(r.limited && !r.waited);
     CHECK_MSG(r.stretch_p95 >= 4 && r.stretch_p95 <= 4 * 1.06, "p95 %g", r.stretch_p95);
-    /* 2 * ~4.2 * 1.25, rounded up */
-    CHECK_MSG(r.suggested_dilation >= 10 && r.suggested_dilation <= 11, "suggested %g",
-              r.suggested_dilation);
+    /* The stretch asks for 1 * ~4.2 * 1.25 -> 6, but a and b at once need 1.5 cores: on
+     * 1 core max(1, 1.5) * 1.25 -> 2, on more max(1, 1.5 / cores) * 1.25 -> 2. */
+    CHECK_NEAR(r.cpu_demand, 1.5 / r.host_cores, 1e-12);
+    CHECK_MSG(r.suggested_dilation == 2, "suggested %g", r.suggested_dilation);
     char line[512];
     CHECK(overload_warning(&r, line, sizeof line));
-    CHECK_CONTAINS(line, "this run was limited by the host's CPU: 10% of compute commands overran; "
-                         "use fewer nodes, lower speeds, or dilation = 1");
+    CHECK_CONTAINS(line, "warning: this run was limited by the host's CPU: 10% of compute commands "
+                         "were starved of CPU; use fewer nodes, lower speeds, or dilation = 2");
     char *json = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&json, &len);
     overload_write_json(f, &r);
     fclose(f);
     CHECK_CONTAINS(json, "\"commands\": 20, \"overruns\": 2, \"overrun_share\": 0.1");
+    CHECK_CONTAINS(json, "\"starved\": 2, \"starved_share\": 0.1");
+    CHECK_CONTAINS(json, "\"cpu_demand\": ");
     CHECK_CONTAINS(json, "\"worst_node\": \"b\"");
-    CHECK_CONTAINS(json, "\"limited\": true}");
+    CHECK_CONTAINS(json, "\"limited\": true, \"waited\": false}");
     free(json);
     /* Below 5%: not limited, the run's own dilation stands. */
     for (int i = 0; i < 30; i++)
@@ -120,8 +143,54 @@ static void test_account(void)
     overload_note_reply(o, 99, &(msgpack_object){.type = MSGPACK_OBJECT_NIL}, true);
     overload_report(o, 2, &r);
     CHECK(r.commands == 50);
+    /* 10 overruns of a's that waited (blocked 30 ms, 0.2 ms without a core): 20 of 60
+     * overran, 2 starved. Not CPU-limited: a note, and the run's dilation stands. */
+    for (int i = 0; i < 10; i++)
+        note_delay(o, a, 40, 10, 0.2, true, false);
+    overload_report(o, 2, &r);
+    CHECK(r.commands == 60 && r.overruns == 12 && r.starved == 2);
+    CHECK(!r.limited && r.waited && r.suggested_dilation == 2);
+    CHECK(overload_warning(&r, line, sizeof line));
+    CHECK_STREQ(line, "note: 20% of compute commands overran while waiting, not for a core (3% "
+                      "starved of CPU): the host's CPU did not set this run's times, and "
+                      "dilation would not shorten them");
     overload_free(o);
     ev_loop_destroy(loop);
+}
+
+/* The verdict from fixed counts. */
+static struct overload_report judged(double dilation, double overrun_share, double starved_share,
+                                     double cpu_demand, double need_p95)
+{
+    struct overload_report r = {.dilation = dilation,
+                                .overrun_share = overrun_share,
+                                .starved_share = starved_share,
+                                .cpu_demand = cpu_demand};
+    overload_judge(&r, need_p95);
+    return r;
+}
+
+static void test_judge(void)
+{
+    /* The issue's incast run: 64 workers at speed 1 on 16 cores, 90% of the compute
+     * commands late behind the network, 2% starved: waiting, not CPU-limited. */
+    struct overload_report r = judged(1, 0.9, 0.02, 4, 1);
+    CHECK(!r.limited && r.waited && r.suggested_dilation == 1 && r.stretch_p95 == 1);
+    /* Starved, and the stretch asks for 750: the CPU demand bounds it at 4 * 1.25. */
+    r = judged(1, 0.6, 0.5, 4, 600);
+    CHECK(r.limited && !r.waited && r.stretch_p95 == 600 && r.suggested_dilation == 5);
+    /* Demand below the run's dilation: 8 * 1.5 * 1.25 = 15 against 8 * 1.25 -> 10. */
+    r = judged(8, 0.3, 0.3, 2, 12);
+    CHECK(r.limited && r.stretch_p95 == 1.5 && r.suggested_dilation == 10);
+    /* A small stretch under a large demand: 2 * 1.25 -> 3 against 10. */
+    r = judged(1, 0.2, 0.2, 8, 2);
+    CHECK(r.limited && r.suggested_dilation == 3);
+    /* 5% exactly is not over the line, for either verdict. */
+    r = judged(1, 0.05, 0.05, 8, 2);
+    CHECK(!r.limited && !r.waited && r.suggested_dilation == 1);
+    /* Needed dilations under the run's own: the stretch is 1. */
+    r = judged(4, 0.1, 0.1, 1, 3);
+    CHECK(r.limited && r.stretch_p95 == 1 && r.suggested_dilation == 5);
 }
 
 int main(void)
@@ -129,5 +198,6 @@ int main(void)
     test_budget();
     test_link_dilate();
     test_account();
+    test_judge();
     return check_report();
 }
