@@ -173,13 +173,28 @@ static const struct topo_nl_features *features(char *err, size_t errlen)
     return state > 0 ? &f : NULL;
 }
 
+/* Backend none: the peers share the host's TCP stack, which a run must not
+ * retune; a node's TCP settings are refused rather than dropped. */
+static int refuse_tcp_settings(const struct topo_network *net, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < net->n_nodes; i++) {
+        if (!topo_tcp_any(&net->nodes[i].tcp)) continue;
+        snprintf(err, errlen,
+                 "network '%s': node '%s' has tcp settings, which backend 'none' cannot apply "
+                 "(its peers share the host's TCP stack); use backend 'kernel' or 'user'",
+                 net->name, net->nodes[i].name);
+        return -1;
+    }
+    return 0;
+}
+
 static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t errlen)
 {
     const struct topo_network *net = nr->net;
     if (net->backend == TOPO_BACKEND_NONE) {
         snprintf(nr->reason, sizeof nr->reason, "asked for: no emulation");
         nr->backend = TOPO_BACKEND_NONE;
-        return 0;
+        return refuse_tcp_settings(net, err, errlen);
     }
     char why[512];
     const struct topo_nl_features *f = features(why, sizeof why);

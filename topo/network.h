@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "topo/names.h"
+#include "topo/tcp.h"
 #include "topo/units.h"
 
 #define TOPO_NAME_MAX (HN_NODE_NAME_MAX + 1) /* bytes, NUL included */
@@ -30,6 +31,7 @@ struct topo_node {
     char addr[16];      /* node address, dotted quad, set by the backend */
     uint32_t node_addr; /* the same, host byte order (0 until assigned) */
     int segment;        /* switches: index of their L2 segment, else -1 */
+    struct topo_tcp tcp; /* hosts: TCP settings of its namespace (zero: the kernel's) */
 };
 
 /* What a link emulates, per direction (both directions alike). Zero rate
