@@ -89,6 +89,8 @@ void netlife_run_close(struct netlife_run *run)
     run->loopback_claim = -1;
     record_close(run->links_record);
     run->links_record = NULL;
+    record_close(run->tcp_record);
+    run->tcp_record = NULL;
 }
 
 /* links.csv, shared by every network of the run that has counters: linkd's
@@ -107,6 +109,14 @@ static void sample_links(struct netlife_run *run, struct netrun *nr)
             return;
         }
     }
+    if (!run->tcp_record) {
+        size_t n;
+        const char *const *columns = netrun_tcp_columns(&n);
+        char err[512];
+        run->tcp_record = record_open(run->dir, "tcp", columns, n, err, sizeof err);
+        if (!run->tcp_record) ctl_log("warning: no tcp.csv: %s", err);
+    }
+    netrun_sample_tcp(nr, run->tcp_record); /* before the links: the timer starts there */
     netrun_sample_links(nr, run->links_record, run->clock, run->clock_ctx);
 }
 

@@ -13,6 +13,7 @@
 #include "controller/netlife.h"
 #include "controller/netrun.h"
 #include "controller/peer_client.h"
+#include "controller/tcp_counters.h"
 #include "lua/l_net.h"
 #include "lua/runtime.h"
 #include "topo/dot.h"
@@ -594,7 +595,41 @@ static int l_net_tostring(lua_State *L)
     return 1;
 }
 
+/* net:tcp() -> {node name = {retrans=, rtos=, fast_retrans=, lost_retrans=,
+ * recoveries=}}: every running host's TCP counters now, cumulative since
+ * its namespace was made (controller/tcp_counters.h). */
+static int l_net_tcp(lua_State *L)
+{
+    struct l_network *net = check_network(L, 1);
+    if (net->state != NET_STARTED || !net->run)
+        return luaL_error(L, "network '%s': tcp: network is %s", net->topo->name,
+                          lnet_state_word(net->state));
+    if (net->topo->backend_used == TOPO_BACKEND_NONE)
+        return luaL_error(L, "network '%s': tcp: backend none has no per-node TCP counters (its "
+                          "peers share the host's stack)",
+                          net->topo->name);
+    static const char *const names[] = {TCP_COUNTER_NAMES};
+    lua_newtable(L);
+    for (size_t i = 0; i < net->topo->n_nodes; i++) {
+        struct tcp_counters c;
+        char err[256];
+        if (net->topo->nodes[i].kind != TOPO_NODE_HOST ||
+            netrun_tcp_counters(net->run, (int)i, &c, err, sizeof err) < 0)
+            continue; /* a switch, or a peer not running this moment */
+        uint64_t v[TCP_COUNTERS];
+        tcp_counters_values(&c, v);
+        lua_createtable(L, 0, TCP_COUNTERS);
+        for (size_t k = 0; k < TCP_COUNTERS; k++) {
+            lua_pushinteger(L, (lua_Integer)v[k]);
+            lua_setfield(L, -2, names[k]);
+        }
+        lua_setfield(L, -2, net->topo->nodes[i].name);
+    }
+    return 1;
+}
+
 static const luaL_Reg network_methods[] = {
+    {"tcp", l_net_tcp},
     {"node", l_net_node},   {"switch", l_net_switch}, {"link", l_net_link},
     {"route", l_net_route}, {"nodes", l_net_nodes},   {"find", l_net_find},
     {"start", l_net_start}, {"stop", l_net_stop},     {"state", l_net_state},
