@@ -595,9 +595,14 @@ static int l_net_tostring(lua_State *L)
     return 1;
 }
 
+/* The kernel's minimum RTO (TCP_RTO_MIN), real time. */
+#define KERNEL_RTO_MIN_S 0.2
+
 /* net:tcp() -> {node name = {retrans=, rtos=, fast_retrans=, lost_retrans=,
- * recoveries=}}: every running host's TCP counters now, cumulative since
- * its namespace was made (controller/tcp_counters.h). */
+ * recoveries=, rto_min_s=}}: every running host's TCP counters now,
+ * cumulative since its namespace was made (controller/tcp_counters.h), and
+ * the shortest stall an RTO costs it in emulated seconds (its rto_min, or
+ * the kernel's 200 ms of real time). */
 static int l_net_tcp(lua_State *L)
 {
     struct l_network *net = check_network(L, 1);
@@ -618,11 +623,15 @@ static int l_net_tcp(lua_State *L)
             continue; /* a switch, or a peer not running this moment */
         uint64_t v[TCP_COUNTERS];
         tcp_counters_values(&c, v);
-        lua_createtable(L, 0, TCP_COUNTERS);
+        lua_createtable(L, 0, TCP_COUNTERS + 1);
         for (size_t k = 0; k < TCP_COUNTERS; k++) {
             lua_pushinteger(L, (lua_Integer)v[k]);
             lua_setfield(L, -2, names[k]);
         }
+        uint64_t rto_min_ns = net->topo->nodes[i].tcp.rto_min_ns;
+        double d = net->topo->dilation >= 1 ? net->topo->dilation : 1;
+        lua_pushnumber(L, rto_min_ns ? (double)rto_min_ns / 1e9 : KERNEL_RTO_MIN_S / d);
+        lua_setfield(L, -2, "rto_min_s");
         lua_setfield(L, -2, net->topo->nodes[i].name);
     }
     return 1;

@@ -414,6 +414,7 @@ end
 -- at_start(summary-so-far) runs as a task of its own from here (faults to
 -- schedule in training time, say).
 function Job:start_clock()
+  self.tcp = require("hiernet.algo.tcp_account").start(self.workers) -- issue 24: TCP in training
   self.t0 = hn.now()
   self.last_status = -1
   if self.o.at_start then hn.spawn(self.o.at_start, { start_s = self.t0, label = self.label }) end
@@ -666,6 +667,7 @@ function Job:step_row(r)
   self.bytes = self.bytes + (r.bytes or 0)
   self.samples = self.samples + (r.samples or 0)
   if r.loss then self.last_loss = r.loss end
+  require("hiernet.algo.tcp_account").note_step(self.tcp, r)
   self.steps_rec:add{ time = r.time or self:now(), worker = self.workers[r.worker].name, step = r.step,
     loss = r.loss, compute_ms = r.compute_ms, comm_ms = r.comm_ms, wait_ms = r.wait_ms,
     staleness = r.staleness, lr = r.lr, k = r.k, bytes = r.bytes, version = r.version }
@@ -810,6 +812,7 @@ function Job:finish(extra)
     local ok, ov = pcall(hn.overload)
     if ok then s.overload = ov end
   end
+  s.tcp = require("hiernet.algo.tcp_account").finish(self.tcp, self.label, #self.workers, self.worker_steps)
   local json = {}
   for k, v in pairs(s) do json[k] = v end
   if json.time_to_target_s == nil then json.time_to_target_s = hn.null end
