@@ -59,3 +59,6 @@ f:close()
 H.check(json:find('"tcp"', 1, true) and json:find('"rto_step_share"', 1, true), "summary.json lacks tcp")
 H.log("tcp: retrans %d, rtos %d, RTO steps %.0f%%, %s dropped %d", s.tcp.retrans, s.tcp.rtos,
       100 * s.tcp.rto_step_share, s.tcp.queue_link, s.tcp.queue_drops)
+local o = hn.overload()
+H.log("overload: %d of %d compute commands overran, %d starved; limited %s, waited %s, suggested dilation %g",
+      o.overruns, o.commands, o.starved, tostring(o.limited), tostring(o.waited), o.suggested_dilation)
