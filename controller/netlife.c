@@ -168,7 +168,12 @@ static void account_network(struct netlife *nl)
     if (run->record && !run->record->backend_used[0])
         snprintf(run->record->backend_used, sizeof run->record->backend_used, "%s",
                  netrun_backend(nl->nr));
-    if (!run->overload || nl->overload_ids) return;
+    if (!run->overload) return;
+    if (nl->overload_ids) { /* started again */
+        for (size_t i = 0; i < nl->topo->n_nodes; i++)
+            overload_node_live(run->overload, nl->overload_ids[i], true);
+        return;
+    }
     nl->overload_ids = malloc(nl->topo->n_nodes * sizeof *nl->overload_ids);
     for (size_t i = 0; nl->overload_ids && i < nl->topo->n_nodes; i++) {
         const struct topo_node *n = &nl->topo->nodes[i];
@@ -235,6 +240,8 @@ static void finish_stop(struct netlife *nl)
     ev_timer_stop(nl->run->loop, &nl->stop_deadline);
     ctl_log("network '%s': stopped: every peer exited %.3f s after the stop", nl->topo->name,
             mono_s() - nl->phase_t0);
+    for (size_t i = 0; nl->overload_ids && i < nl->topo->n_nodes; i++)
+        overload_node_live(nl->run->overload, nl->overload_ids[i], false);
     transition(nl, NETLIFE_STOPPED, NULL);
 }
 

@@ -25,6 +25,7 @@ struct overload_node {
     bool cpu_device;
     uint64_t commands, overruns, starved;
     bool computed; /* ran a timed compute command: its speed is CPU demand */
+    bool live;     /* its network runs (overload_node_live) */
 };
 
 struct overload {
@@ -37,6 +38,9 @@ struct overload {
     /* every timed command of a CPU node: the dilation that would have
      * covered its CPU time and run-queue delay (0 when not starved) */
     uint64_t need[STRETCH_BINS];
+    /* Sum of the speeds of live nodes that computed, now and at its peak:
+     * networks run one after another do not compute at once. */
+    double demand_now, demand_peak;
 };
 
 /* ---- the host: /proc/stat ---- */
@@ -108,9 +112,29 @@ int overload_add_node(struct overload *o, const char *network, const char *node,
         o->cap_nodes = cap;
     }
     struct overload_node *n = &o->nodes[o->n_nodes];
-    *n = (struct overload_node){.speed = speed > 0 ? speed : 1, .cpu_device = cpu_device};
+    *n = (struct overload_node){.speed = speed > 0 ? speed : 1, .cpu_device = cpu_device, .live = true};
     snprintf(n->name, sizeof n->name, "%s/%s", network, node);
     return (int)o->n_nodes++;
+}
+
+void overload_node_live(struct overload *o, int id, bool live)
+{
+    if (!o || id < 0 || (size_t)id >= o->n_nodes) return;
+    struct overload_node *n = &o->nodes[id];
+    if (n->live == live) return;
+    n->live = live;
+    if (n->computed) o->demand_now += live ? n->speed : -n->speed;
+    if (o->demand_now > o->demand_peak) o->demand_peak = o->demand_now;
+}
+
+/* A node's first timed compute command: its speed joins the demand. */
+static void node_computes(struct overload *o, struct overload_node *n)
+{
+    if (n->computed) return;
+    n->computed = true;
+    if (!n->live) return;
+    o->demand_now += n->speed;
+    if (o->demand_now > o->demand_peak) o->demand_peak = o->demand_now;
 }
 
 static int stretch_bin(double need)
@@ -145,7 +169,7 @@ void overload_note_reply(struct overload *o, int id, const msgpack_object *resul
     n->overruns += overrun;
     n->starved += starved;
     if (!timed || !n->cpu_device) return;
-    n->computed = true;
+    node_computes(o, n);
     o->need[stretch_bin(starved ? needed_dilation(&args, n->speed) : 0)]++;
 }
 
@@ -189,7 +213,6 @@ static void report_nodes(const struct overload *o, struct overload_report *r)
         r->commands += n->commands;
         r->overruns += n->overruns;
         r->starved += n->starved;
-        if (n->computed) r->cpu_demand += n->speed;
         double share = n->commands ? (double)n->overruns / (double)n->commands : 0;
         if (n->overruns && share > worst) {
             worst = share;
@@ -200,7 +223,7 @@ static void report_nodes(const struct overload *o, struct overload_report *r)
     }
     r->overrun_share = r->commands ? (double)r->overruns / (double)r->commands : 0;
     r->starved_share = r->commands ? (double)r->starved / (double)r->commands : 0;
-    r->cpu_demand /= r->host_cores;
+    r->cpu_demand = o->demand_peak / r->host_cores;
 }
 
 void overload_report(struct overload *o, double dilation, struct overload_report *r)

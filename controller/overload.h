@@ -13,8 +13,8 @@
  * commands, overruns and starved commands per node and the dilation each
  * starved command needed ((CPU time + run-queue delay) / budget at
  * dilation 1), from which it suggests the dilation that would have covered
- * the run's demand, bounded by the CPU demand itself (the speeds of the
- * computing nodes per core).
+ * the run's demand, bounded by the CPU demand itself (the peak sum of the
+ * speeds of the computing nodes whose networks ran at once, per core).
  *
  * Owns the node table and the sampling timer (which never keeps the loop
  * alive). No Lua here: lua/ reads the report (hn.overload(), run.json). */
@@ -44,7 +44,7 @@ struct overload_report {
     double overrun_share;        /* overruns / commands (0 without commands) */
     uint64_t starved;            /* overruns that CPU time + run-queue delay explain */
     double starved_share;        /* starved / commands */
-    double cpu_demand; /* sum of the speeds of CPU nodes that computed, per host core */
+    double cpu_demand; /* peak sum of the speeds of live CPU nodes that computed, per core */
     char worst_node[96];         /* highest overrun share ("" without overruns) */
     double worst_node_overrun_share;
     double stretch_p95; /* (CPU time + run-queue delay) / emulated budget, 95th percentile
@@ -64,6 +64,9 @@ void overload_free(struct overload *o);
  * computing on the CPU (a GPU's time is not CPU time: no stretch). */
 int overload_add_node(struct overload *o, const char *network, const char *node, double speed,
                       bool cpu_device);
+/* Node id's network stopped (false) or started again (true): a stopped
+ * node's speed leaves the CPU demand (nodes start live). */
+void overload_node_live(struct overload *o, int id, bool live);
 /* One reply of node id: counted when it carries the worker's fields
  * (ms, cpu_ms, overrun). timed: its ms is the compute's (not send's transfer). */
 void overload_note_reply(struct overload *o, int id, const msgpack_object *result, bool timed);

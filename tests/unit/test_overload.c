@@ -158,6 +158,40 @@ static void test_account(void)
     ev_loop_destroy(loop);
 }
 
+/* The CPU demand is the peak of nodes computing in networks that ran at
+ * once: a network run after another one stopped does not add to it. */
+static void test_demand(void)
+{
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct overload *o = overload_new(loop);
+    int a = overload_add_node(o, "n1", "a", 1, true), b = overload_add_node(o, "n1", "b", 2, true);
+    struct overload_report r;
+    note(o, a, 10, 10, false);
+    note(o, b, 10, 10, false);
+    overload_report(o, 1, &r);
+    CHECK_NEAR(r.cpu_demand * r.host_cores, 3, 1e-12);
+    overload_node_live(o, a, false);
+    overload_node_live(o, b, false);
+    int c = overload_add_node(o, "n2", "c", 1, true);
+    note(o, c, 10, 10, false);
+    overload_report(o, 1, &r);
+    CHECK_NEAR(r.cpu_demand * r.host_cores, 3, 1e-12); /* the peak: n1's 3, not 1 + 3 */
+    int d = overload_add_node(o, "n2", "d", 1, true), e = overload_add_node(o, "n2", "e", 1.5, true);
+    note(o, d, 10, 10, false);
+    note(o, e, 10, 10, false);
+    overload_report(o, 1, &r);
+    CHECK_NEAR(r.cpu_demand * r.host_cores, 3.5, 1e-12); /* c + d + e at once */
+    overload_node_live(o, a, true);                      /* a (1) back beside them: 4.5 */
+    overload_report(o, 1, &r);
+    CHECK_NEAR(r.cpu_demand * r.host_cores, 4.5, 1e-12);
+    overload_node_live(o, -1, true); /* unknown ids change nothing */
+    overload_node_live(o, 99, false);
+    overload_report(o, 1, &r);
+    CHECK_NEAR(r.cpu_demand * r.host_cores, 4.5, 1e-12);
+    overload_free(o);
+    ev_loop_destroy(loop);
+}
+
 /* The verdict from fixed counts. */
 static struct overload_report judged(double dilation, double overrun_share, double starved_share,
                                      double cpu_demand, double need_p95)
@@ -198,6 +232,7 @@ int main(void)
     test_budget();
     test_link_dilate();
     test_account();
+    test_demand();
     test_judge();
     return check_report();
 }
