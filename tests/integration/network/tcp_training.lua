@@ -62,3 +62,11 @@ H.log("tcp: retrans %d, rtos %d, RTO steps %.0f%%, %s dropped %d", s.tcp.retrans
 local o = hn.overload()
 H.log("overload: %d of %d compute commands overran, %d starved; limited %s, waited %s, suggested dilation %g",
       o.overruns, o.commands, o.starved, tostring(o.limited), tostring(o.waited), o.suggested_dilation)
+
+-- The report page shows the account in the training's summary row.
+local page = hn.report{ format = "png" }
+local pf = assert(io.open(page))
+local html = pf:read("a")
+pf:close()
+H.check(html:find(string.format("%d RTOs, %d retrans, ", s.tcp.rtos, s.tcp.retrans), 1, true),
+        "the report page lacks the TCP account")
