@@ -188,7 +188,7 @@ end
 -- cell: RTOs, retransmissions, the worker steps that waited an RTO, and the
 -- queue that dropped most; its warning in the title.
 local function tcp_cell(t)
-  if type(t) ~= "table" or type(t.rtos) ~= "number" then return "<td>\u{2014}</td>" end
+  if type(t) ~= "table" or type(t.rtos) ~= "number" then return "<td></td>" end -- backend none: no account
   local text = fmt("%d RTOs, %d retrans, %.0f %% of steps waited an RTO", t.rtos, t.retrans or 0,
                    100 * (t.rto_step_share or 0))
   if type(t.queue_link) == "string" and type(t.queue_drops) == "number" then
