@@ -10,7 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Histogram of the dilation each command needed: bin i holds [STRETCH_STEP^i, STRETCH_STEP^(i+1)). */
+/* Histogram of the dilation each command needed: bin i holds [STRETCH_STEP^i, STRETCH_STEP^(i+1)).
+ */
 #define STRETCH_STEP 1.05
 #define STRETCH_BINS 160
 
@@ -112,7 +113,8 @@ int overload_add_node(struct overload *o, const char *network, const char *node,
         o->cap_nodes = cap;
     }
     struct overload_node *n = &o->nodes[o->n_nodes];
-    *n = (struct overload_node){.speed = speed > 0 ? speed : 1, .cpu_device = cpu_device, .live = true};
+    *n = (struct overload_node){
+        .speed = speed > 0 ? speed : 1, .cpu_device = cpu_device, .live = true};
     snprintf(n->name, sizeof n->name, "%s/%s", network, node);
     return (int)o->n_nodes++;
 }

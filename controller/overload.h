@@ -44,11 +44,11 @@ struct overload_report {
     double overrun_share;        /* overruns / commands (0 without commands) */
     uint64_t starved;            /* overruns that CPU time + run-queue delay explain */
     double starved_share;        /* starved / commands */
-    double cpu_demand; /* peak sum of the speeds of live CPU nodes that computed, per core */
-    char worst_node[96];         /* highest overrun share ("" without overruns) */
+    double cpu_demand;   /* peak sum of the speeds of live CPU nodes that computed, per core */
+    char worst_node[96]; /* highest overrun share ("" without overruns) */
     double worst_node_overrun_share;
-    double stretch_p95; /* (CPU time + run-queue delay) / emulated budget, 95th percentile
-                           over commands (1 for those not starved) */
+    double stretch_p95;        /* (CPU time + run-queue delay) / emulated budget, 95th percentile
+                                  over commands (1 for those not starved) */
     double dilation;           /* the run's */
     double suggested_dilation; /* the run's when it was not CPU-limited */
     bool limited;              /* starved_share > OVERLOAD_WARN_SHARE */

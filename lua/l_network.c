@@ -610,7 +610,8 @@ static int l_net_tcp(lua_State *L)
         return luaL_error(L, "network '%s': tcp: network is %s", net->topo->name,
                           lnet_state_word(net->state));
     if (net->topo->backend_used == TOPO_BACKEND_NONE)
-        return luaL_error(L, "network '%s': tcp: backend none has no per-node TCP counters (its "
+        return luaL_error(L,
+                          "network '%s': tcp: backend none has no per-node TCP counters (its "
                           "peers share the host's stack)",
                           net->topo->name);
     static const char *const names[] = {TCP_COUNTER_NAMES};
@@ -638,11 +639,10 @@ static int l_net_tcp(lua_State *L)
 }
 
 static const luaL_Reg network_methods[] = {
-    {"tcp", l_net_tcp},
-    {"node", l_net_node},   {"switch", l_net_switch}, {"link", l_net_link},
-    {"route", l_net_route}, {"nodes", l_net_nodes},   {"find", l_net_find},
-    {"start", l_net_start}, {"stop", l_net_stop},     {"state", l_net_state},
-    {NULL, NULL},
+    {"tcp", l_net_tcp},     {"node", l_net_node},   {"switch", l_net_switch},
+    {"link", l_net_link},   {"route", l_net_route}, {"nodes", l_net_nodes},
+    {"find", l_net_find},   {"start", l_net_start}, {"stop", l_net_stop},
+    {"state", l_net_state}, {NULL, NULL},
 };
 
 static void create_network_meta(lua_State *L)

@@ -25,7 +25,7 @@ struct worker {
     struct ev_loop *loop;
     ev_async wakeup; /* worker -> loop: jobs in `finished` */
     struct worker_timing timing;
-    double free_ms; /* worker thread: when the last job ended (CLOCK_MONOTONIC) */
+    double free_ms;        /* worker thread: when the last job ended (CLOCK_MONOTONIC) */
     double run_delay_mark; /* worker thread: its run-queue delay then (ms; -1 unknown) */
     pthread_t thread;
     pthread_mutex_t lock; /* guards everything below */
@@ -117,17 +117,17 @@ bool worker_starved(const struct worker_timing *t, double budget_ms, double cpu_
 /* Whether the job overran its budget, and if so whether the host's CPU is
  * why: its run-queue delay since the previous job's end (this job's
  * wake-up is in it) and its CPU time against the budget. */
-static void worker_judge(struct worker *w, struct worker_job *job, double budget_ms,
-                         double real_ms)
+static void worker_judge(struct worker *w, struct worker_job *job, double budget_ms, double real_ms)
 {
     job->overrun = !w->background && worker_overran(&w->timing, budget_ms, real_ms);
     double delay = thread_run_delay_ms();
     job->run_delay_ms = delay >= 0 && w->run_delay_mark >= 0 ? delay - w->run_delay_mark : -1;
     /* Without schedstat every ms off the CPU counts as waiting for it:
      * the judgment before the kernel said. */
-    if (job->run_delay_ms < 0) job->run_delay_ms = real_ms > job->cpu_ms ? real_ms - job->cpu_ms : 0;
-    job->starved = job->overrun &&
-                   worker_starved(&w->timing, budget_ms, job->cpu_ms, job->run_delay_ms);
+    if (job->run_delay_ms < 0)
+        job->run_delay_ms = real_ms > job->cpu_ms ? real_ms - job->cpu_ms : 0;
+    job->starved =
+        job->overrun && worker_starved(&w->timing, budget_ms, job->cpu_ms, job->run_delay_ms);
 }
 
 /* Runs one job and times it. Called with the lock released; returns with it

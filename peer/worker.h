@@ -46,17 +46,17 @@ struct worker_job {
      * down and the job's result is not wanted (it may not have run at all). */
     void (*done)(struct worker_job *job, bool cancelled);
     /* Filled in by the worker. */
-    double queue_ms; /* waited for the jobs before it (from its arrival; a gate:
-                        until it reached the head) */
-    double wall_ms;  /* from its start (arrival, or the previous end) to its end,
-                        including the emulated slowdown */
-    double cpu_ms;   /* CPU time of the worker thread while it ran */
+    double queue_ms;     /* waited for the jobs before it (from its arrival; a gate:
+                            until it reached the head) */
+    double wall_ms;      /* from its start (arrival, or the previous end) to its end,
+                            including the emulated slowdown */
+    double cpu_ms;       /* CPU time of the worker thread while it ran */
     double run_delay_ms; /* real ms the worker thread sat runnable without a core (its
                             wake-up for the job included; /proc/thread-self/schedstat).
                             Where the kernel does not say: its real ms less cpu_ms */
-    bool overrun;    /* ended after its budget (beyond the tolerance) */
-    bool starved;    /* an overrun that CPU time + run-queue delay alone explain: the
-                        host's CPU, not a wait (I/O, a lock, page-in), made it late */
+    bool overrun;        /* ended after its budget (beyond the tolerance) */
+    bool starved;        /* an overrun that CPU time + run-queue delay alone explain: the
+                            host's CPU, not a wait (I/O, a lock, page-in), made it late */
     /* Private to worker.c. */
     struct timespec submitted;
     struct worker_job *next;

@@ -50,7 +50,8 @@ uint64_t topo_shape_default_queue_bytes(uint64_t rate_bps, uint64_t rtt_ns, uint
 uint64_t topo_shape_bdp_bytes(double multiple, uint64_t rate_bps, uint64_t rtt_ns,
                               uint32_t frame_bytes)
 {
-    long double bytes = (long double)multiple * (long double)rate_bps / 8.0L * (long double)rtt_ns / 1e9L;
+    long double bytes =
+        (long double)multiple * (long double)rate_bps / 8.0L * (long double)rtt_ns / 1e9L;
     uint64_t floor_frames = 2ULL * frame_bytes;
     uint64_t b = (uint64_t)ceill(bytes);
     return b > floor_frames ? b : floor_frames;

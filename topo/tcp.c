@@ -33,8 +33,8 @@ int topo_tcp_set_cc(struct topo_tcp *t, const char *cc, char *err, size_t errlen
     fclose(f);
     list[strcspn(list, "\n")] = '\0';
     if (!cc[0] || strlen(cc) >= TOPO_TCP_CC_MAX || !list_has(list, cc))
-        return snprintf(err, errlen,
-                        "tcp cc '%s' is not available in this kernel (it has: %s)", cc, list),
+        return snprintf(err, errlen, "tcp cc '%s' is not available in this kernel (it has: %s)", cc,
+                        list),
                -1;
     snprintf(t->cc, sizeof t->cc, "%s", cc);
     return 0;

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define TOPO_TCP_CC_MAX 16      /* TCP_CA_NAME_MAX */
+#define TOPO_TCP_CC_MAX 16 /* TCP_CA_NAME_MAX */
 #define TOPO_TCP_INIT_CWND_MAX 1024
 
 enum topo_tcp_ecn { TOPO_TCP_ECN_DEFAULT, TOPO_TCP_ECN_OFF, TOPO_TCP_ECN_ON };

@@ -176,7 +176,8 @@ static void test_demand(void)
     note(o, c, 10, 10, false);
     overload_report(o, 1, &r);
     CHECK_NEAR(r.cpu_demand * r.host_cores, 3, 1e-12); /* the peak: n1's 3, not 1 + 3 */
-    int d = overload_add_node(o, "n2", "d", 1, true), e = overload_add_node(o, "n2", "e", 1.5, true);
+    int d = overload_add_node(o, "n2", "d", 1, true),
+        e = overload_add_node(o, "n2", "e", 1.5, true);
     note(o, d, 10, 10, false);
     note(o, e, 10, 10, false);
     overload_report(o, 1, &r);
