@@ -89,6 +89,8 @@ void netlife_run_close(struct netlife_run *run)
     run->loopback_claim = -1;
     record_close(run->links_record);
     run->links_record = NULL;
+    record_close(run->tcp_record);
+    run->tcp_record = NULL;
 }
 
 /* links.csv, shared by every network of the run that has counters: linkd's
@@ -107,6 +109,14 @@ static void sample_links(struct netlife_run *run, struct netrun *nr)
             return;
         }
     }
+    if (!run->tcp_record) {
+        size_t n;
+        const char *const *columns = netrun_tcp_columns(&n);
+        char err[512];
+        run->tcp_record = record_open(run->dir, "tcp", columns, n, err, sizeof err);
+        if (!run->tcp_record) ctl_log("warning: no tcp.csv: %s", err);
+    }
+    netrun_sample_tcp(nr, run->tcp_record); /* before the links: the timer starts there */
     netrun_sample_links(nr, run->links_record, run->clock, run->clock_ctx);
 }
 
@@ -158,7 +168,12 @@ static void account_network(struct netlife *nl)
     if (run->record && !run->record->backend_used[0])
         snprintf(run->record->backend_used, sizeof run->record->backend_used, "%s",
                  netrun_backend(nl->nr));
-    if (!run->overload || nl->overload_ids) return;
+    if (!run->overload) return;
+    if (nl->overload_ids) { /* started again */
+        for (size_t i = 0; i < nl->topo->n_nodes; i++)
+            overload_node_live(run->overload, nl->overload_ids[i], true);
+        return;
+    }
     nl->overload_ids = malloc(nl->topo->n_nodes * sizeof *nl->overload_ids);
     for (size_t i = 0; nl->overload_ids && i < nl->topo->n_nodes; i++) {
         const struct topo_node *n = &nl->topo->nodes[i];
@@ -225,6 +240,8 @@ static void finish_stop(struct netlife *nl)
     ev_timer_stop(nl->run->loop, &nl->stop_deadline);
     ctl_log("network '%s': stopped: every peer exited %.3f s after the stop", nl->topo->name,
             mono_s() - nl->phase_t0);
+    for (size_t i = 0; nl->overload_ids && i < nl->topo->n_nodes; i++)
+        overload_node_live(nl->run->overload, nl->overload_ids[i], false);
     transition(nl, NETLIFE_STOPPED, NULL);
 }
 

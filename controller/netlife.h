@@ -71,6 +71,7 @@ struct netlife_run {
     struct registry *registry; /* borrowed if set before the first start, else opened here */
     bool registry_tried;
     struct record *links_record; /* links.csv, once a network has counters */
+    struct record *tcp_record;   /* tcp.csv, alongside it */
     uint32_t loopback_next;      /* backend none: the next free 127.x.y.z (host order) */
     int loopback_claim;          /* the claim on its 127.N.0.0/16 (loopback_claim.h), or -1 */
     netrun_clock_fn clock;       /* the run's emulated seconds */

@@ -11,6 +11,7 @@
 #include "controller/privilege.h"
 #include "controller/record.h"
 #include "controller/registry.h"
+#include "controller/tcp_counters.h"
 #include "kernels/dataset.h"
 #include "kernels/device.h"
 #include "topo/address.h"
@@ -71,6 +72,7 @@ struct netrun {
     /* links.csv: linkd's counters (user backend) or the veths' (kernel
      * backend, through sampler) sampled once per emulated second */
     struct record *links_record;
+    struct record *tcp_record; /* tcp.csv (netrun_sample_tcp), or NULL */
     struct link_sampler *sampler;
     ev_timer sample_timer;
     netrun_clock_fn clock; /* the run's emulated seconds, for the time_s column */
@@ -173,13 +175,28 @@ static const struct topo_nl_features *features(char *err, size_t errlen)
     return state > 0 ? &f : NULL;
 }
 
+/* Backend none: the peers share the host's TCP stack, which a run must not
+ * retune; a node's TCP settings are refused rather than dropped. */
+static int refuse_tcp_settings(const struct topo_network *net, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < net->n_nodes; i++) {
+        if (!topo_tcp_any(&net->nodes[i].tcp)) continue;
+        snprintf(err, errlen,
+                 "network '%s': node '%s' has tcp settings, which backend 'none' cannot apply "
+                 "(its peers share the host's TCP stack); use backend 'kernel' or 'user'",
+                 net->name, net->nodes[i].name);
+        return -1;
+    }
+    return 0;
+}
+
 static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t errlen)
 {
     const struct topo_network *net = nr->net;
     if (net->backend == TOPO_BACKEND_NONE) {
         snprintf(nr->reason, sizeof nr->reason, "asked for: no emulation");
         nr->backend = TOPO_BACKEND_NONE;
-        return 0;
+        return refuse_tcp_settings(net, err, errlen);
     }
     char why[512];
     const struct topo_nl_features *f = features(why, sizeof why);
@@ -1265,10 +1282,65 @@ static void on_veths_sampled(void *ctx, const struct link_sample *samples, size_
     }
 }
 
+/* ---- tcp.csv ---- */
+
+static const char *const tcp_columns[] = {"time_s", "network", "node", TCP_COUNTER_NAMES};
+#define N_TCP_COLUMNS (sizeof tcp_columns / sizeof *tcp_columns)
+
+const char *const *netrun_tcp_columns(size_t *n)
+{
+    *n = N_TCP_COLUMNS;
+    return tcp_columns;
+}
+
+void netrun_sample_tcp(struct netrun *nr, struct record *rec)
+{
+    nr->tcp_record = rec;
+}
+
+int netrun_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, char *err,
+                        size_t errlen)
+{
+    const struct topo_node *n = &nr->net->nodes[node];
+    if (nr->backend == TOPO_BACKEND_NONE)
+        return snprintf(err, errlen, "backend none: the peers share the host's TCP counters"), -1;
+    if (n->kind != TOPO_NODE_HOST) return snprintf(err, errlen, "a switch has no TCP"), -1;
+    const struct peer_client *pc = nr->peers[node].client;
+    pid_t pid = pc && !peer_client_exited(pc) ? peer_client_pid(pc) : 0;
+    if (pid <= 0) return snprintf(err, errlen, "its peer is not running"), -1;
+    char why[256];
+    if (tcp_counters_read(pid, out, why, sizeof why) < 0)
+        return snprintf(err, errlen, "%s", why), -1;
+    return 0;
+}
+
+/* One row per running host. A node between peers (killed, restarting)
+ * has no row that second. */
+static void sample_tcp(struct netrun *nr)
+{
+    char t[32], cells[TCP_COUNTERS][24], err[256];
+    snprintf(t, sizeof t, "%.3f", nr->clock(nr->clock_ctx));
+    for (size_t i = 0; i < nr->net->n_nodes; i++) {
+        struct tcp_counters c;
+        if (nr->net->nodes[i].kind != TOPO_NODE_HOST ||
+            netrun_tcp_counters(nr, (int)i, &c, err, sizeof err) < 0)
+            continue;
+        uint64_t v[TCP_COUNTERS];
+        tcp_counters_values(&c, v);
+        const char *row[N_TCP_COLUMNS] = {t, nr->net->name, nr->net->nodes[i].name};
+        for (size_t k = 0; k < TCP_COUNTERS; k++) {
+            snprintf(cells[k], sizeof cells[k], "%llu", (unsigned long long)v[k]);
+            row[3 + k] = cells[k];
+        }
+        if (record_add(nr->tcp_record, row, err, sizeof err) < 0) ctl_log("%s", err);
+    }
+}
+
 static void on_sample_timer(EV_P_ ev_timer *w, int revents)
 {
     struct netrun *nr = container_of(w, struct netrun, sample_timer);
     char err[256];
+    if (nr->tcp_record) sample_tcp(nr);
     if (nr->sampler) {
         link_sampler_request(nr->sampler); /* skips a beat while a dump is in flight */
         return;

@@ -100,6 +100,17 @@ typedef double (*netrun_clock_fn)(void *ctx);
 void netrun_sample_links(struct netrun *nr, struct record *rec, netrun_clock_fn clock, void *ctx);
 /* The columns of those rows. */
 const char *const *netrun_link_columns(size_t *n);
+/* tcp.csv: each host's TCP counters (controller/tcp_counters.h) into rec
+ * at every links.csv sample, cumulative since its namespace was made.
+ * Emulated backends only: on backend none every peer shares the host's
+ * counters. */
+void netrun_sample_tcp(struct netrun *nr, struct record *rec);
+const char *const *netrun_tcp_columns(size_t *n);
+struct tcp_counters;
+/* Host node's counters now; -1 with err (backend none, a switch, a peer
+ * not running). */
+int netrun_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, char *err,
+                        size_t errlen);
 
 /* node:kill(): SIGKILLs the node's peer; its pending calls fail. */
 void netrun_peer_kill(struct netrun *nr, int node);

@@ -10,7 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Stretch histogram: bin i holds stretches in [STRETCH_STEP^i, STRETCH_STEP^(i+1)). */
+/* Histogram of the dilation each command needed: bin i holds [STRETCH_STEP^i, STRETCH_STEP^(i+1)).
+ */
 #define STRETCH_STEP 1.05
 #define STRETCH_BINS 160
 
@@ -23,7 +24,9 @@ struct overload_node {
     char name[2 * HN_NODE_NAME_SIZE]; /* "network/node" */
     double speed;
     bool cpu_device;
-    uint64_t commands, overruns;
+    uint64_t commands, overruns, starved;
+    bool computed; /* ran a timed compute command: its speed is CPU demand */
+    bool live;     /* its network runs (overload_node_live) */
 };
 
 struct overload {
@@ -33,7 +36,12 @@ struct overload {
     double peak;
     struct overload_node *nodes;
     size_t n_nodes, cap_nodes;
-    uint64_t stretch[STRETCH_BINS]; /* every timed command of a CPU node: 1 when on time */
+    /* every timed command of a CPU node: the dilation that would have
+     * covered its CPU time and run-queue delay (0 when not starved) */
+    uint64_t need[STRETCH_BINS];
+    /* Sum of the speeds of live nodes that computed, now and at its peak:
+     * networks run one after another do not compute at once. */
+    double demand_now, demand_peak;
 };
 
 /* ---- the host: /proc/stat ---- */
@@ -105,16 +113,48 @@ int overload_add_node(struct overload *o, const char *network, const char *node,
         o->cap_nodes = cap;
     }
     struct overload_node *n = &o->nodes[o->n_nodes];
-    *n = (struct overload_node){.speed = speed > 0 ? speed : 1, .cpu_device = cpu_device};
+    *n = (struct overload_node){
+        .speed = speed > 0 ? speed : 1, .cpu_device = cpu_device, .live = true};
     snprintf(n->name, sizeof n->name, "%s/%s", network, node);
     return (int)o->n_nodes++;
 }
 
-static int stretch_bin(double stretch)
+void overload_node_live(struct overload *o, int id, bool live)
 {
-    if (!(stretch > 1)) return 0;
-    int bin = (int)floor(log(stretch) / log(STRETCH_STEP));
+    if (!o || id < 0 || (size_t)id >= o->n_nodes) return;
+    struct overload_node *n = &o->nodes[id];
+    if (n->live == live) return;
+    n->live = live;
+    if (n->computed) o->demand_now += live ? n->speed : -n->speed;
+    if (o->demand_now > o->demand_peak) o->demand_peak = o->demand_now;
+}
+
+/* A node's first timed compute command: its speed joins the demand. */
+static void node_computes(struct overload *o, struct overload_node *n)
+{
+    if (n->computed) return;
+    n->computed = true;
+    if (!n->live) return;
+    o->demand_now += n->speed;
+    if (o->demand_now > o->demand_peak) o->demand_peak = o->demand_now;
+}
+
+static int stretch_bin(double need)
+{
+    if (!(need > 1)) return 0;
+    int bin = (int)floor(log(need) / log(STRETCH_STEP));
     return bin < STRETCH_BINS ? bin : STRETCH_BINS - 1;
+}
+
+/* The dilation under which a starved command's CPU time and run-queue
+ * delay would have fitted its budget (dilation * cpu_ms / speed). Its
+ * blocked time is not in it: more dilation does not shorten a wait. */
+static double needed_dilation(struct proto_args *args, double speed)
+{
+    double cpu_ms = 0, delay_ms = 0;
+    if (proto_arg_f64(args, "cpu_ms", &cpu_ms) != 1 || !(cpu_ms > 0)) return 0;
+    if (proto_arg_f64(args, "run_delay_ms", &delay_ms) != 1 || !(delay_ms > 0)) return 0;
+    return (cpu_ms + delay_ms) * speed / cpu_ms;
 }
 
 void overload_note_reply(struct overload *o, int id, const msgpack_object *result, bool timed)
@@ -122,18 +162,17 @@ void overload_note_reply(struct overload *o, int id, const msgpack_object *resul
     if (!o || id < 0 || (size_t)id >= o->n_nodes || result->type != MSGPACK_OBJECT_MAP) return;
     struct proto_args args;
     proto_args_init(&args, result);
-    bool overrun = false;
-    double ms = 0, cpu_ms = 0;
+    bool overrun = false, starved = false;
     if (proto_arg_bool(&args, "overrun", &overrun) != 1) return; /* not a compute command */
+    if (proto_arg_bool(&args, "starved", &starved) != 1) starved = overrun;
+    starved = starved && overrun;
     struct overload_node *n = &o->nodes[id];
     n->commands++;
     n->overruns += overrun;
+    n->starved += starved;
     if (!timed || !n->cpu_device) return;
-    double stretch = 1;
-    if (overrun && proto_arg_f64(&args, "ms", &ms) == 1 &&
-        proto_arg_f64(&args, "cpu_ms", &cpu_ms) == 1 && cpu_ms > 0)
-        stretch = ms / (cpu_ms / n->speed); /* both emulated: the dilation cancels */
-    o->stretch[stretch_bin(stretch)]++;
+    node_computes(o, n);
+    o->need[stretch_bin(starved ? needed_dilation(&args, n->speed) : 0)]++;
 }
 
 void overload_note_batch(struct overload *o, int id, const msgpack_object *result)
@@ -154,14 +193,15 @@ void overload_note_batch(struct overload *o, int id, const msgpack_object *resul
 
 /* ---- the report ---- */
 
-static double stretch_percentile(const struct overload *o, double p)
+/* The p-quantile of the needed dilations (a bin's upper end; 1 in bin 0). */
+static double need_percentile(const struct overload *o, double p)
 {
     uint64_t total = 0, seen = 0;
     for (int i = 0; i < STRETCH_BINS; i++)
-        total += o->stretch[i];
+        total += o->need[i];
     if (!total) return 1;
     for (int i = 0; i < STRETCH_BINS; i++) {
-        seen += o->stretch[i];
+        seen += o->need[i];
         if ((double)seen >= p * (double)total) return i ? pow(STRETCH_STEP, i + 1) : 1;
     }
     return pow(STRETCH_STEP, STRETCH_BINS);
@@ -174,6 +214,7 @@ static void report_nodes(const struct overload *o, struct overload_report *r)
         const struct overload_node *n = &o->nodes[i];
         r->commands += n->commands;
         r->overruns += n->overruns;
+        r->starved += n->starved;
         double share = n->commands ? (double)n->overruns / (double)n->commands : 0;
         if (n->overruns && share > worst) {
             worst = share;
@@ -183,6 +224,8 @@ static void report_nodes(const struct overload *o, struct overload_report *r)
         }
     }
     r->overrun_share = r->commands ? (double)r->overruns / (double)r->commands : 0;
+    r->starved_share = r->commands ? (double)r->starved / (double)r->commands : 0;
+    r->cpu_demand = o->demand_peak / r->host_cores;
 }
 
 void overload_report(struct overload *o, double dilation, struct overload_report *r)
@@ -197,11 +240,22 @@ void overload_report(struct overload *o, double dilation, struct overload_report
     r->host_cpu_peak = o->peak > tail ? o->peak : tail;
     if (r->host_cpu_peak < r->host_cpu_saturation) r->host_cpu_peak = r->host_cpu_saturation;
     report_nodes(o, r);
-    r->stretch_p95 = stretch_percentile(o, 0.95);
-    r->limited = r->overrun_share > OVERLOAD_WARN_SHARE;
-    r->suggested_dilation = dilation;
-    if (r->limited)
-        r->suggested_dilation = ceil(dilation * r->stretch_p95 * OVERLOAD_DILATION_MARGIN);
+    overload_judge(r, need_percentile(o, 0.95));
+}
+
+void overload_judge(struct overload_report *r, double need_p95)
+{
+    double d = r->dilation;
+    r->stretch_p95 = need_p95 > d ? need_p95 / d : 1;
+    r->limited = r->starved_share > OVERLOAD_WARN_SHARE;
+    r->waited = !r->limited && r->overrun_share > OVERLOAD_WARN_SHARE;
+    r->suggested_dilation = d;
+    if (!r->limited) return;
+    double by_stretch = ceil(d * r->stretch_p95 * OVERLOAD_DILATION_MARGIN);
+    /* Every computing node at once at dilation D asks for cpu_demand / D
+     * of the cores: beyond max(D, cpu_demand) the CPU stops being short. */
+    double by_demand = ceil((r->cpu_demand > d ? r->cpu_demand : d) * OVERLOAD_DILATION_MARGIN);
+    r->suggested_dilation = by_stretch < by_demand ? by_stretch : by_demand;
 }
 
 void overload_write_json(FILE *f, const struct overload_report *r)
@@ -213,6 +267,10 @@ void overload_write_json(FILE *f, const struct overload_report *r)
     fprintf(f, ", \"host_cores\": %d, \"commands\": %llu, \"overruns\": %llu, \"overrun_share\": ",
             r->host_cores, (unsigned long long)r->commands, (unsigned long long)r->overruns);
     json_write_number(f, r->overrun_share);
+    fprintf(f, ", \"starved\": %llu, \"starved_share\": ", (unsigned long long)r->starved);
+    json_write_number(f, r->starved_share);
+    fputs(", \"cpu_demand\": ", f);
+    json_write_number(f, r->cpu_demand);
     fputs(", \"worst_node\": ", f);
     if (r->worst_node[0])
         json_write_string(f, r->worst_node);
@@ -226,15 +284,24 @@ void overload_write_json(FILE *f, const struct overload_report *r)
     json_write_number(f, r->dilation);
     fputs(", \"suggested_dilation\": ", f);
     json_write_number(f, r->suggested_dilation);
-    fprintf(f, ", \"limited\": %s}", r->limited ? "true" : "false");
+    fprintf(f, ", \"limited\": %s, \"waited\": %s}", r->limited ? "true" : "false",
+            r->waited ? "true" : "false");
 }
 
 bool overload_warning(const struct overload_report *r, char *buf, size_t len)
 {
+    if (r->waited) {
+        snprintf(buf, len,
+                 "note: %.0f%% of compute commands overran while waiting, not for a core "
+                 "(%.0f%% starved of CPU): the host's CPU did not set this run's times, "
+                 "and dilation would not shorten them",
+                 100 * r->overrun_share, 100 * r->starved_share);
+        return true;
+    }
     if (!r->limited) return false;
     snprintf(buf, len,
              "warning: this run was limited by the host's CPU: %.0f%% of compute commands "
-             "overran; use fewer nodes, lower speeds, or dilation = %g",
-             100 * r->overrun_share, r->suggested_dilation);
+             "were starved of CPU; use fewer nodes, lower speeds, or dilation = %g",
+             100 * r->starved_share, r->suggested_dilation);
     return true;
 }

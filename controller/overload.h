@@ -5,10 +5,16 @@
  * (and once per second, for the peak), so saturation is the busy share of
  * every core over the run. The peers: every compute command's reply says
  * whether it overran its emulated completion (peer/worker.h: the `speed`
- * rule, stretched by the dilation); the account counts commands and
- * overruns per node and how late the overruns were (their stretch: real
- * duration over emulated budget), from which it suggests the dilation that
- * would have covered the run's demand.
+ * rule, stretched by the dilation) and whether that overrun was starvation:
+ * its CPU time plus its run-queue delay alone passed the budget. An overrun
+ * that was not is a wait (blocked on I/O, a lock, a page), which the host's
+ * CPU did not cause and dilation would not cure: a run of many flows into
+ * one link stretches compute that way on an idle host. The account counts
+ * commands, overruns and starved commands per node and the dilation each
+ * starved command needed ((CPU time + run-queue delay) / budget at
+ * dilation 1), from which it suggests the dilation that would have covered
+ * the run's demand, bounded by the CPU demand itself (the peak sum of the
+ * speeds of the computing nodes whose networks ran at once, per core).
  *
  * Owns the node table and the sampling timer (which never keeps the loop
  * alive). No Lua here: lua/ reads the report (hn.overload(), run.json). */
@@ -20,10 +26,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Above this share of overrun commands a run is called CPU-limited. */
+/* Above this share of starved commands a run is called CPU-limited (and
+ * above this share of overruns that were waits, it says so instead). */
 #define OVERLOAD_WARN_SHARE 0.05
-/* The suggested dilation covers the 95th percentile of the overruns'
- * stretch, with this margin. */
+/* The suggested dilation covers the 95th percentile of the starved
+ * commands' needed dilation, with this margin, and never exceeds the
+ * dilation at which every computing node at once fits the cores. */
 #define OVERLOAD_DILATION_MARGIN 1.25
 
 struct overload;
@@ -34,12 +42,17 @@ struct overload_report {
     int host_cores;
     uint64_t commands, overruns; /* compute commands of every node */
     double overrun_share;        /* overruns / commands (0 without commands) */
-    char worst_node[96];         /* highest overrun share ("" without overruns) */
+    uint64_t starved;            /* overruns that CPU time + run-queue delay explain */
+    double starved_share;        /* starved / commands */
+    double cpu_demand;   /* peak sum of the speeds of live CPU nodes that computed, per core */
+    char worst_node[96]; /* highest overrun share ("" without overruns) */
     double worst_node_overrun_share;
-    double stretch_p95;        /* real / emulated duration, 95th percentile over commands */
+    double stretch_p95;        /* (CPU time + run-queue delay) / emulated budget, 95th percentile
+                                  over commands (1 for those not starved) */
     double dilation;           /* the run's */
     double suggested_dilation; /* the run's when it was not CPU-limited */
-    bool limited;              /* overrun_share > OVERLOAD_WARN_SHARE */
+    bool limited;              /* starved_share > OVERLOAD_WARN_SHARE */
+    bool waited; /* not limited, but overrun_share > OVERLOAD_WARN_SHARE: the overruns waited */
 };
 
 /* Starts the host account now; samples once per second on loop. */
@@ -51,6 +64,9 @@ void overload_free(struct overload *o);
  * computing on the CPU (a GPU's time is not CPU time: no stretch). */
 int overload_add_node(struct overload *o, const char *network, const char *node, double speed,
                       bool cpu_device);
+/* Node id's network stopped (false) or started again (true): a stopped
+ * node's speed leaves the CPU demand (nodes start live). */
+void overload_node_live(struct overload *o, int id, bool live);
 /* One reply of node id: counted when it carries the worker's fields
  * (ms, cpu_ms, overrun). timed: its ms is the compute's (not send's transfer). */
 void overload_note_reply(struct overload *o, int id, const msgpack_object *result, bool timed);
@@ -59,7 +75,12 @@ void overload_note_reply(struct overload *o, int id, const msgpack_object *resul
 void overload_note_batch(struct overload *o, int id, const msgpack_object *result);
 
 void overload_report(struct overload *o, double dilation, struct overload_report *r);
+/* The verdict from r's counts (dilation, shares, cpu_demand) and the 95th
+ * percentile of the needed dilations: stretch_p95, limited, waited,
+ * suggested_dilation. Pure: the unit tests feed it fixed inputs. */
+void overload_judge(struct overload_report *r, double need_p95);
 /* The report as a JSON object. */
 void overload_write_json(FILE *f, const struct overload_report *r);
-/* The end-of-run warning when the run was CPU-limited; false otherwise. */
+/* The end-of-run line: the warning when the run was CPU-limited, a note
+ * when its overruns were waits; false otherwise. */
 bool overload_warning(const struct overload_report *r, char *buf, size_t len);

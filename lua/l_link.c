@@ -6,6 +6,7 @@
 
 #include "controller/netrun.h"
 #include "topo/link_keys.h"
+#include "topo/shape.h"
 
 #include <lauxlib.h>
 #include <stdint.h>
@@ -37,6 +38,28 @@ static void read_gilbert(lua_State *L, int i, struct topo_link_params *p, const 
     p->gilbert = true;
 }
 
+/* A queue of bandwidth-delay products becomes bytes from the link's rate
+ * and round trip as they now are (so link:set{bw=} resizes it). */
+static void resolve_bdp_queue(lua_State *L, struct topo_link_params *p, const char *what)
+{
+    if (!(p->queue.bdp > 0)) return;
+    char asked[32];
+    snprintf(asked, sizeof asked, "%gbdp", p->queue.bdp);
+    if (!p->rate_bps)
+        luaL_error(L,
+                   "%s: queue '%s' needs the link's bw (an unlimited link has no "
+                   "bandwidth-delay product)",
+                   what, asked);
+    uint64_t bytes =
+        topo_shape_bdp_bytes(p->queue.bdp, p->rate_bps, 2 * (p->delay_ns + p->jitter_ns),
+                             TOPO_SHAPE_DEFAULT_MTU + TOPO_SHAPE_ETH_HLEN);
+    if (bytes > TOPO_UNITS_QUEUE_MAX)
+        luaL_error(L, "%s: queue '%s' is %llu bytes, above the maximum of 1000000000", what, asked,
+                   (unsigned long long)bytes);
+    p->queue.bytes = bytes;
+    p->queue.packets = 0;
+}
+
 /* Reads bw/delay/jitter/loss/queue (strings with units, or numbers: bit/s,
  * seconds, a fraction, packets), reorder and gilbert from the table at index i. */
 void lnet_read_link_params(lua_State *L, int i, struct topo_link_params *p, const char *what,
@@ -64,6 +87,7 @@ void lnet_read_link_params(lua_State *L, int i, struct topo_link_params *p, cons
         }
         lua_pop(L, 1);
     }
+    resolve_bdp_queue(L, p, what);
 }
 
 static struct l_link *check_link(lua_State *L, int i)
@@ -202,6 +226,7 @@ static void set_integer(lua_State *L, const char *key, uint64_t v)
     do {                                                                                           \
         if ((q).packets) set_integer(L, key, (q).packets);                                         \
         if ((q).bytes) set_integer(L, LINK_KEY(queue_bytes), (q).bytes);                           \
+        if ((q).bdp > 0) set_number(L, "queue_bdp", (q).bdp);                                      \
     } while (0)
 #define PARAM_FIELD(key, field, parse, unit) PARAM_##unit(#key, p->field);
 

@@ -40,6 +40,7 @@ struct l_network {
     size_t n_stop_waiters;
     struct l_proc *procs; /* programs started in nodes, ended at stop */
     int listeners_ref;    /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
+    struct topo_tcp tcp;  /* hn.network{tcp = ...}: every host's, unless it says otherwise */
 };
 
 struct l_node {

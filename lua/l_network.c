@@ -13,6 +13,7 @@
 #include "controller/netlife.h"
 #include "controller/netrun.h"
 #include "controller/peer_client.h"
+#include "controller/tcp_counters.h"
 #include "lua/l_net.h"
 #include "lua/runtime.h"
 #include "topo/dot.h"
@@ -91,10 +92,55 @@ double lnet_opt_number(lua_State *L, int i, const char *key, double dflt, const 
     return v;
 }
 
+/* ---- tcp = {cc =, rto_min =, ecn =, init_cwnd =} ---- */
+
+static const char *const tcp_options[] = {"cc", "rto_min", "ecn", "init_cwnd", NULL};
+
+/* The value of key in the table at i as text (a string, or a number of
+ * seconds for rto_min), or NULL when absent. */
+static const char *tcp_opt_text(lua_State *L, int i, const char *key, const char *what)
+{
+    lua_getfield(L, i, key);
+    int type = lua_type(L, -1);
+    if (type != LUA_TNIL && type != LUA_TSTRING && type != LUA_TNUMBER)
+        luaL_error(L, "%s: tcp %s must be a string, got %s", what, key, luaL_typename(L, -1));
+    const char *v = type == LUA_TNIL ? NULL : lua_tostring(L, -1);
+    lua_pop(L, 1); /* a string stays alive in the table; a number's text in the cache */
+    return v;
+}
+
+/* Reads the tcp table of the options at i (if any) over t: what it names
+ * replaces t's, the rest stays (a node's over its network's). */
+static void read_tcp_options(lua_State *L, int i, struct topo_tcp *t, const char *what)
+{
+    if (lua_getfield(L, i, "tcp") == LUA_TNIL) return (void)lua_pop(L, 1);
+    if (!lua_istable(L, -1))
+        luaL_error(L, "%s: option 'tcp' must be a table, got %s", what, luaL_typename(L, -1));
+    int top = lua_gettop(L);
+    char label[96], err[512];
+    snprintf(label, sizeof label, "%s: tcp", what);
+    lnet_check_options(L, top, tcp_options, label);
+    const char *cc = tcp_opt_text(L, top, "cc", what);
+    const char *rto_min = tcp_opt_text(L, top, "rto_min", what);
+    if ((cc && topo_tcp_set_cc(t, cc, err, sizeof err) < 0) ||
+        (rto_min && topo_tcp_set_rto_min(t, rto_min, err, sizeof err) < 0))
+        luaL_error(L, "%s: %s", what, err);
+    if (lua_getfield(L, top, "init_cwnd") != LUA_TNIL) {
+        if (!lua_isnumber(L, -1)) luaL_error(L, "%s: tcp init_cwnd must be a number", what);
+        if (topo_tcp_set_init_cwnd(t, lua_tonumber(L, -1), err, sizeof err) < 0)
+            luaL_error(L, "%s: %s", what, err);
+    }
+    if (lua_getfield(L, top, "ecn") != LUA_TNIL) {
+        if (!lua_isboolean(L, -1)) luaL_error(L, "%s: tcp ecn must be true or false", what);
+        t->ecn = lua_toboolean(L, -1) ? TOPO_TCP_ECN_ON : TOPO_TCP_ECN_OFF;
+    }
+    lua_settop(L, top - 1);
+}
+
 /* ---- hn.network ---- */
 
-static const char *const network_options[] = {"name",      "backend",  "seed",
-                                              "addr_base", "dilation", NULL};
+static const char *const network_options[] = {"name",     "backend", "seed", "addr_base",
+                                              "dilation", "tcp",     NULL};
 
 static bool any_network_started(const struct hn_runtime *rt)
 {
@@ -148,6 +194,10 @@ static int l_network_new(lua_State *L)
     enum topo_backend b;
     if (topo_backend_parse(backend, &b, err, sizeof err) < 0)
         return luaL_error(L, "network '%s': %s", name, err);
+    struct topo_tcp tcp = {0};
+    char what[64];
+    snprintf(what, sizeof what, "network '%s'", name);
+    read_tcp_options(L, 1, &tcp, what); /* before anything is allocated: it may raise */
     struct l_network **handle = lua_newuserdatauv(L, sizeof *handle, 0);
     *handle = NULL;
     luaL_setmetatable(L, NETWORK_MT);
@@ -169,6 +219,7 @@ static int l_network_new(lua_State *L)
         free(net);
         return luaL_error(L, "%s", err);
     }
+    net->tcp = tcp;
     net->rt = rt;
     net->self_ref = LUA_NOREF;
     net->listeners_ref = LUA_NOREF;
@@ -186,7 +237,8 @@ static int l_network_new(lua_State *L)
 
 /* ---- net:node ---- */
 
-static const char *const node_options[] = {"tier", "cpu", "speed", "threads", "device", NULL};
+static const char *const node_options[] = {"tier",   "cpu", "speed", "threads",
+                                           "device", "tcp", NULL};
 
 static void read_node_options(lua_State *L, int i, struct topo_node *n)
 {
@@ -208,6 +260,13 @@ static void read_node_options(lua_State *L, int i, struct topo_node *n)
         luaL_error(L, "%s: device must be 'cpu' or 'cuda', got '%s'", what, device);
     n->threads = (int)threads;
     snprintf(n->device, sizeof n->device, "%s", device);
+    if (n->kind == TOPO_NODE_SWITCH) {
+        lua_getfield(L, i, "tcp");
+        bool has_tcp = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (has_tcp) luaL_error(L, "%s: a switch has no TCP: tcp is for hosts", what);
+    }
+    read_tcp_options(L, i, &n->tcp, what);
 }
 
 static void push_node_handle(lua_State *L, struct l_network *net, int index)
@@ -230,6 +289,7 @@ static int add_node(lua_State *L, enum topo_node_kind kind)
     char err[256];
     int index = topo_node_add(net->topo, name, kind, err, sizeof err);
     if (index < 0) return luaL_error(L, "%s", err);
+    if (kind == TOPO_NODE_HOST) net->topo->nodes[index].tcp = net->tcp;
     if (!lua_isnoneornil(L, 3)) {
         luaL_checktype(L, 3, LUA_TTABLE);
         read_node_options(L, 3, &net->topo->nodes[index]);
@@ -543,11 +603,54 @@ static int l_net_tostring(lua_State *L)
     return 1;
 }
 
+/* The kernel's minimum RTO (TCP_RTO_MIN), real time. */
+#define KERNEL_RTO_MIN_S 0.2
+
+/* net:tcp() -> {node name = {retrans=, rtos=, fast_retrans=, lost_retrans=,
+ * recoveries=, rto_min_s=}}: every running host's TCP counters now,
+ * cumulative since its namespace was made (controller/tcp_counters.h), and
+ * the shortest stall an RTO costs it in emulated seconds (its rto_min, or
+ * the kernel's 200 ms of real time). */
+static int l_net_tcp(lua_State *L)
+{
+    struct l_network *net = check_network(L, 1);
+    if (net->state != NET_STARTED || !net->run)
+        return luaL_error(L, "network '%s': tcp: network is %s", net->topo->name,
+                          lnet_state_word(net->state));
+    if (net->topo->backend_used == TOPO_BACKEND_NONE)
+        return luaL_error(L,
+                          "network '%s': tcp: backend none has no per-node TCP counters (its "
+                          "peers share the host's stack)",
+                          net->topo->name);
+    static const char *const names[] = {TCP_COUNTER_NAMES};
+    lua_newtable(L);
+    for (size_t i = 0; i < net->topo->n_nodes; i++) {
+        struct tcp_counters c;
+        char err[256];
+        if (net->topo->nodes[i].kind != TOPO_NODE_HOST ||
+            netrun_tcp_counters(net->run, (int)i, &c, err, sizeof err) < 0)
+            continue; /* a switch, or a peer not running this moment */
+        uint64_t v[TCP_COUNTERS];
+        tcp_counters_values(&c, v);
+        lua_createtable(L, 0, TCP_COUNTERS + 1);
+        for (size_t k = 0; k < TCP_COUNTERS; k++) {
+            lua_pushinteger(L, (lua_Integer)v[k]);
+            lua_setfield(L, -2, names[k]);
+        }
+        uint64_t rto_min_ns = net->topo->nodes[i].tcp.rto_min_ns;
+        double d = net->topo->dilation >= 1 ? net->topo->dilation : 1;
+        lua_pushnumber(L, rto_min_ns ? (double)rto_min_ns / 1e9 : KERNEL_RTO_MIN_S / d);
+        lua_setfield(L, -2, "rto_min_s");
+        lua_setfield(L, -2, net->topo->nodes[i].name);
+    }
+    return 1;
+}
+
 static const luaL_Reg network_methods[] = {
-    {"node", l_net_node},   {"switch", l_net_switch}, {"link", l_net_link},
-    {"route", l_net_route}, {"nodes", l_net_nodes},   {"find", l_net_find},
-    {"start", l_net_start}, {"stop", l_net_stop},     {"state", l_net_state},
-    {NULL, NULL},
+    {"tcp", l_net_tcp},     {"node", l_net_node},   {"switch", l_net_switch},
+    {"link", l_net_link},   {"route", l_net_route}, {"nodes", l_net_nodes},
+    {"find", l_net_find},   {"start", l_net_start}, {"stop", l_net_stop},
+    {"state", l_net_state}, {NULL, NULL},
 };
 
 static void create_network_meta(lua_State *L)

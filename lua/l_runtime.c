@@ -358,7 +358,7 @@ static int l_overload(lua_State *L)
     struct overload_report r;
     if (!rt->overload) return luaL_error(L, "hn.overload: no overload account in this run");
     overload_report(rt->overload, rt->run->dilation, &r);
-    lua_createtable(L, 0, 12);
+    lua_createtable(L, 0, 16);
     if (r.host_cpu_saturation >= 0) set_number(L, "host_cpu_saturation", r.host_cpu_saturation);
     if (r.host_cpu_peak >= 0) set_number(L, "host_cpu_peak", r.host_cpu_peak);
     lua_pushinteger(L, r.host_cores);
@@ -368,6 +368,10 @@ static int l_overload(lua_State *L)
     lua_pushinteger(L, (lua_Integer)r.overruns);
     lua_setfield(L, -2, "overruns");
     set_number(L, "overrun_share", r.overrun_share);
+    lua_pushinteger(L, (lua_Integer)r.starved);
+    lua_setfield(L, -2, "starved");
+    set_number(L, "starved_share", r.starved_share);
+    set_number(L, "cpu_demand", r.cpu_demand);
     if (r.worst_node[0]) {
         lua_pushstring(L, r.worst_node);
         lua_setfield(L, -2, "worst_node");
@@ -378,6 +382,8 @@ static int l_overload(lua_State *L)
     set_number(L, "suggested_dilation", r.suggested_dilation);
     lua_pushboolean(L, r.limited);
     lua_setfield(L, -2, "limited");
+    lua_pushboolean(L, r.waited);
+    lua_setfield(L, -2, "waited");
     return 1;
 }
 

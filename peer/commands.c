@@ -70,7 +70,12 @@ static void command_result(const struct command_job *j, struct msgmap *m)
         msgmap_f64(m, "cpu_ms", j->work.cpu_ms);
         msgmap_f64(m, "queue_ms", peer_emulated_ms(j->server, j->work.queue_ms));
     }
-    if (command_reports_overrun(j)) msgmap_bool(m, "overrun", j->work.overrun);
+    if (command_reports_overrun(j)) {
+        msgmap_bool(m, "overrun", j->work.overrun);
+        /* Host time, like cpu_ms: what the overload account judges by. */
+        msgmap_f64(m, "run_delay_ms", j->work.run_delay_ms);
+        msgmap_bool(m, "starved", j->work.starved);
+    }
     msgmap_append(m, &j->result);
 }
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -24,7 +25,8 @@ struct worker {
     struct ev_loop *loop;
     ev_async wakeup; /* worker -> loop: jobs in `finished` */
     struct worker_timing timing;
-    double free_ms; /* worker thread: when the last job ended (CLOCK_MONOTONIC) */
+    double free_ms;        /* worker thread: when the last job ended (CLOCK_MONOTONIC) */
+    double run_delay_mark; /* worker thread: its run-queue delay then (ms; -1 unknown) */
     pthread_t thread;
     pthread_mutex_t lock; /* guards everything below */
     pthread_cond_t wake;  /* loop -> worker: a job or stop; CLOCK_MONOTONIC */
@@ -93,6 +95,41 @@ bool worker_overran(const struct worker_timing *t, double budget_ms, double real
     return real_ms > budget_ms * (1.0 + WORKER_OVERRUN_SHARE) + WORKER_OVERRUN_SLACK_MS;
 }
 
+/* The calling thread's run-queue delay so far in ms (the second field of
+ * /proc/thread-self/schedstat: ns spent runnable, waiting for a core), or
+ * -1 where the kernel has no schedstat. */
+static double thread_run_delay_ms(void)
+{
+    FILE *f = fopen("/proc/thread-self/schedstat", "re");
+    if (!f) return -1;
+    unsigned long long run_ns, wait_ns;
+    int got = fscanf(f, "%llu %llu", &run_ns, &wait_ns);
+    fclose(f);
+    return got == 2 ? (double)wait_ns / 1e6 : -1;
+}
+
+bool worker_starved(const struct worker_timing *t, double budget_ms, double cpu_ms,
+                    double run_delay_ms)
+{
+    return worker_overran(t, budget_ms, cpu_ms + run_delay_ms);
+}
+
+/* Whether the job overran its budget, and if so whether the host's CPU is
+ * why: its run-queue delay since the previous job's end (this job's
+ * wake-up is in it) and its CPU time against the budget. */
+static void worker_judge(struct worker *w, struct worker_job *job, double budget_ms, double real_ms)
+{
+    job->overrun = !w->background && worker_overran(&w->timing, budget_ms, real_ms);
+    double delay = thread_run_delay_ms();
+    job->run_delay_ms = delay >= 0 && w->run_delay_mark >= 0 ? delay - w->run_delay_mark : -1;
+    /* Without schedstat every ms off the CPU counts as waiting for it:
+     * the judgment before the kernel said. */
+    if (job->run_delay_ms < 0)
+        job->run_delay_ms = real_ms > job->cpu_ms ? real_ms - job->cpu_ms : 0;
+    job->starved =
+        job->overrun && worker_starved(&w->timing, budget_ms, job->cpu_ms, job->run_delay_ms);
+}
+
 /* Runs one job and times it. Called with the lock released; returns with it
  * held. The emulated device takes the job when it arrives, or when the
  * previous one ends if that is later: the moment this thread actually gets a
@@ -109,8 +146,8 @@ static void worker_run_job(struct worker *w, struct worker_job *job)
     job->cpu_ms = clock_ms(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     double real_ms = mono_ms() - start_ms;
     double budget_ms = worker_budget_ms(&w->timing, job->cpu_ms, real_ms);
+    worker_judge(w, job, budget_ms, real_ms);
     pthread_mutex_lock(&w->lock);
-    job->overrun = !w->background && worker_overran(&w->timing, budget_ms, real_ms);
     if (real_ms < budget_ms) worker_wait_until(w, start_ms + budget_ms);
     double end_ms = mono_ms();
     job->wall_ms = end_ms - start_ms;
@@ -132,7 +169,7 @@ static void worker_hold(struct worker *w, struct worker_job *gate)
 {
     double now = mono_ms();
     gate->queue_ms = now - ts_ms(&gate->submitted);
-    gate->wall_ms = gate->cpu_ms = 0;
+    gate->wall_ms = gate->cpu_ms = gate->run_delay_ms = 0;
     w->held = true;
 }
 
@@ -173,12 +210,14 @@ static void *worker_main(void *arg)
         worker_idle_priority(w);
     else
         worker_lower_priority(w);
+    w->run_delay_mark = thread_run_delay_ms();
     for (;;) {
         struct worker_job *job = NULL;
         while (!w->stopping && !(job = worker_next(w)))
             pthread_cond_wait(&w->wake, &w->lock);
         if (!job) break;
-        if (job->run) {
+        bool ran = job->run != NULL; /* job is the loop's once it is in finished */
+        if (ran) {
             w->busy = true;
             pthread_mutex_unlock(&w->lock);
             worker_run_job(w, job);
@@ -188,6 +227,7 @@ static void *worker_main(void *arg)
         }
         queue_push(&w->finished, job);
         pthread_mutex_unlock(&w->lock);
+        if (ran) w->run_delay_mark = thread_run_delay_ms(); /* the next job's from here */
         ev_async_send(w->loop, &w->wakeup);
         pthread_mutex_lock(&w->lock);
     }

@@ -46,12 +46,17 @@ struct worker_job {
      * down and the job's result is not wanted (it may not have run at all). */
     void (*done)(struct worker_job *job, bool cancelled);
     /* Filled in by the worker. */
-    double queue_ms; /* waited for the jobs before it (from its arrival; a gate:
-                        until it reached the head) */
-    double wall_ms;  /* from its start (arrival, or the previous end) to its end,
-                        including the emulated slowdown */
-    double cpu_ms;   /* CPU time of the worker thread while it ran */
-    bool overrun;    /* ended after its budget (beyond the tolerance) */
+    double queue_ms;     /* waited for the jobs before it (from its arrival; a gate:
+                            until it reached the head) */
+    double wall_ms;      /* from its start (arrival, or the previous end) to its end,
+                            including the emulated slowdown */
+    double cpu_ms;       /* CPU time of the worker thread while it ran */
+    double run_delay_ms; /* real ms the worker thread sat runnable without a core (its
+                            wake-up for the job included; /proc/thread-self/schedstat).
+                            Where the kernel does not say: its real ms less cpu_ms */
+    bool overrun;        /* ended after its budget (beyond the tolerance) */
+    bool starved;        /* an overrun that CPU time + run-queue delay alone explain: the
+                            host's CPU, not a wait (I/O, a lock, page-in), made it late */
     /* Private to worker.c. */
     struct timespec submitted;
     struct worker_job *next;
@@ -78,6 +83,12 @@ struct worker_timing {
  * dilation * real_ms); and whether a real duration overran it. */
 double worker_budget_ms(const struct worker_timing *t, double cpu_ms, double real_ms);
 bool worker_overran(const struct worker_timing *t, double budget_ms, double real_ms);
+/* Whether an overrun was CPU starvation: the time the thread ran or waited
+ * for a core (cpu_ms + run_delay_ms) overran the budget by itself. What is
+ * left of real_ms was the thread blocked (waiting), which more CPU or a
+ * larger dilation would not shorten. */
+bool worker_starved(const struct worker_timing *t, double budget_ms, double cpu_ms,
+                    double run_delay_ms);
 
 struct worker;
 

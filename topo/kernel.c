@@ -287,12 +287,15 @@ static void add_routes(struct topo_kernel *k, int node, const struct topo_node_r
         const struct topo_route *r = &nr->routes[i];
         /* Sources are node addresses, so replies find their way back along
          * routes that only know node addresses. */
-        struct topo_nl_route rt = {r->dst,
-                                   r->dst_len,
-                                   r->gateway,
-                                   link_ifindex_toward(k, r->link, node),
-                                   net->nodes[node].node_addr,
-                                   0};
+        struct topo_nl_route rt = {
+            .dst = r->dst,
+            .dst_len = r->dst_len,
+            .gateway = r->gateway,
+            .ifindex = link_ifindex_toward(k, r->link, node),
+            .pref_src = net->nodes[node].node_addr,
+            .rto_min_ms = topo_tcp_rto_min_metric_ms(&net->nodes[node].tcp, net->dilation),
+            .init_cwnd = net->nodes[node].tcp.init_cwnd};
+        snprintf(rt.cc, sizeof rt.cc, "%s", net->nodes[node].tcp.cc);
         topo_nl_batch_add(b, topo_nl_route_build(&rt, replace), "node %s: route to %s",
                           net->nodes[node].name,
                           r->dst_node >= 0 ? net->nodes[r->dst_node].name : "default");
@@ -335,10 +338,30 @@ static int configure_interfaces(struct topo_kernel *k, int node, char *err, size
     return run_batch(&b, err, errlen);
 }
 
-/* Pass 2: routes and shaping. */
+/* A host's TCP sysctls (topo/tcp.h), written inside its namespace. */
+static int configure_tcp(struct topo_kernel *k, int node, char *err, size_t errlen)
+{
+    const struct topo_node *n = &k->net->nodes[node];
+    int saved;
+    char why[256];
+    if (n->kind != TOPO_NODE_HOST || !topo_tcp_any(&n->tcp)) return 0;
+    if (topo_netns_enter(k->ns[node].fd, &saved, why, sizeof why) < 0)
+        return snprintf(err, errlen, "node %s: %s", n->name, why), -1;
+    int rc = topo_tcp_apply_sysctls(&n->tcp, why, sizeof why);
+    char leave_err[256];
+    if (topo_netns_leave(&saved, leave_err, sizeof leave_err) < 0) {
+        snprintf(why, sizeof why, "%s", leave_err);
+        rc = -1;
+    }
+    if (rc < 0) snprintf(err, errlen, "node %s: tcp: %s", n->name, why);
+    return rc;
+}
+
+/* Pass 2: routes, TCP settings and shaping. */
 static int configure_routes(struct topo_kernel *k, int node, const struct topo_routing *routing,
                             char *err, size_t errlen)
 {
+    if (configure_tcp(k, node, err, errlen) < 0) return -1;
     struct topo_nl_batch b;
     topo_nl_batch_init(&b, k->ns[node].sock);
     if (k->net->nodes[node].kind == TOPO_NODE_HOST)

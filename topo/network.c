@@ -288,8 +288,13 @@ void topo_network_write_json(const struct topo_network *net, FILE *f)
         write_json_str(f, n->tier);
         fputs(", \"addr\": ", f);
         write_json_str(f, n->addr);
-        fprintf(f, ", \"cpu\": %g, \"speed\": %g, \"threads\": %d, \"device\": \"%s\"}", n->cpu,
+        fprintf(f, ", \"cpu\": %g, \"speed\": %g, \"threads\": %d, \"device\": \"%s\"", n->cpu,
                 n->speed, n->threads, n->device);
+        if (topo_tcp_any(&n->tcp)) { /* what its namespace's TCP ran with */
+            fputs(", \"tcp\": ", f);
+            topo_tcp_write_json(&n->tcp, f);
+        }
+        fputc('}', f);
     }
     fputs("], \"links\": [", f);
     for (size_t k = 0; k < net->n_links; k++) {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "topo/names.h"
+#include "topo/tcp.h"
 #include "topo/units.h"
 
 #define TOPO_NAME_MAX (HN_NODE_NAME_MAX + 1) /* bytes, NUL included */
@@ -23,13 +24,14 @@ struct topo_node {
     char name[TOPO_NAME_MAX];
     char tier[TOPO_NAME_MAX]; /* free-form label: terminal, edge, cloud, ... */
     enum topo_node_kind kind;
-    double cpu;         /* share of one core, 0 = unlimited */
-    double speed;       /* compute speed factor, 1 = this host */
-    int threads;        /* OpenBLAS threads of the peer */
-    char device[8];     /* "cpu" or "cuda" */
-    char addr[16];      /* node address, dotted quad, set by the backend */
-    uint32_t node_addr; /* the same, host byte order (0 until assigned) */
-    int segment;        /* switches: index of their L2 segment, else -1 */
+    double cpu;          /* share of one core, 0 = unlimited */
+    double speed;        /* compute speed factor, 1 = this host */
+    int threads;         /* OpenBLAS threads of the peer */
+    char device[8];      /* "cpu" or "cuda" */
+    char addr[16];       /* node address, dotted quad, set by the backend */
+    uint32_t node_addr;  /* the same, host byte order (0 until assigned) */
+    int segment;         /* switches: index of their L2 segment, else -1 */
+    struct topo_tcp tcp; /* hosts: TCP settings of its namespace (zero: the kernel's) */
 };
 
 /* What a link emulates, per direction (both directions alike). Zero rate

@@ -50,6 +50,26 @@ static int route_set_nexthop(struct rtnl_route *object, const struct topo_nl_rou
     return 0;
 }
 
+/* TCP's per-route settings, as RTA_METRICS appended to a built request
+ * (libnl's metrics are numbers only; the congestion control is a name).
+ * The kernel takes a route's rto_min only when the metric is locked
+ * (tcp_rto_min()), as `ip route ... rto_min` locks it. A route's congctl
+ * applies to both ends of a connection (tcp_ca_openreq_child), and unlike
+ * the namespace's default it may name an algorithm outside
+ * tcp_allowed_congestion_control. */
+static int route_put_metrics(struct nl_msg *msg, const struct topo_nl_route *route)
+{
+    if (!route->rto_min_ms && !route->init_cwnd && !route->cc[0]) return 0;
+    struct nlattr *nest = nla_nest_start(msg, RTA_METRICS);
+    if (!nest) return -1;
+    if (route->rto_min_ms && (nla_put_u32(msg, RTAX_LOCK, 1u << RTAX_RTO_MIN) < 0 ||
+                              nla_put_u32(msg, RTAX_RTO_MIN, route->rto_min_ms) < 0))
+        return -1;
+    if (route->init_cwnd && nla_put_u32(msg, RTAX_INITCWND, route->init_cwnd) < 0) return -1;
+    if (route->cc[0] && nla_put_string(msg, RTAX_CC_ALGO, route->cc) < 0) return -1;
+    return nla_nest_end(msg, nest);
+}
+
 /* A route object for route; NULL when out of memory or dst_len > 32. */
 static struct rtnl_route *route_object(const struct topo_nl_route *route)
 {
@@ -87,6 +107,10 @@ struct nl_msg *topo_nl_route_build(const struct topo_nl_route *route, int replac
     if (!object) return NULL;
     if (rtnl_route_build_add_request(object, flags, &msg) < 0) msg = NULL;
     rtnl_route_put(object);
+    if (msg && route_put_metrics(msg, route) < 0) {
+        nlmsg_free(msg);
+        msg = NULL;
+    }
     return msg;
 }
 

@@ -47,6 +47,16 @@ uint64_t topo_shape_default_queue_bytes(uint64_t rate_bps, uint64_t rtt_ns, uint
     return bytes > floor_frames ? bytes : floor_frames;
 }
 
+uint64_t topo_shape_bdp_bytes(double multiple, uint64_t rate_bps, uint64_t rtt_ns,
+                              uint32_t frame_bytes)
+{
+    long double bytes =
+        (long double)multiple * (long double)rate_bps / 8.0L * (long double)rtt_ns / 1e9L;
+    uint64_t floor_frames = 2ULL * frame_bytes;
+    uint64_t b = (uint64_t)ceill(bytes);
+    return b > floor_frames ? b : floor_frames;
+}
+
 double topo_shape_tcp_goodput_bps(uint64_t rate_bps, uint32_t mtu)
 {
     if (mtu == 0) mtu = TOPO_SHAPE_DEFAULT_MTU;

@@ -97,6 +97,13 @@ int topo_shape_plan(const struct topo_shape_request *request, int have_netem,
 /* Nanoseconds to kernel psched ticks, saturating at UINT32_MAX. */
 uint32_t topo_shape_ticks(uint64_t nanoseconds);
 
+/* A queue of `multiple` bandwidth-delay products of a link of rate_bps
+ * whose round trip over the link is rtt_ns (2 x (delay + jitter)), in
+ * bytes, never less than 2 frames (a link without delay has no BDP, and
+ * TCP needs a frame in the queue besides the one on the wire). */
+uint64_t topo_shape_bdp_bytes(double multiple, uint64_t rate_bps, uint64_t rtt_ns,
+                              uint32_t frame_bytes);
+
 /* Default queue in bytes: the bandwidth-delay product of rtt at rate, at
  * least TOPO_SHAPE_QUEUE_MIN_FRAMES full frames and TOPO_SHAPE_QUEUE_MIN_NS
  * at the rate. */

@@ -231,9 +231,39 @@ static int units_queue_multiplier(const char *p, uint64_t *multiplier)
     return -1;
 }
 
+/* "bdp", "2bdp", "0.5 bdp": 1 with *multiple set, 0 when text is not a BDP
+ * queue, -1 when it is one with a bad multiple. */
+static int units_parse_bdp(const char *text, double *multiple)
+{
+    size_t len = text ? strlen(text) : 0;
+    if (len < 3 || strcasecmp(text + len - 3, "bdp") != 0) return 0;
+    if (len == 3) return *multiple = 1, 1;
+    char number[64];
+    size_t nlen = len - 3 - (text[len - 4] == ' ');
+    if (nlen == 0 || nlen >= sizeof number) return -1;
+    memcpy(number, text, nlen);
+    number[nlen] = '\0';
+    struct units_number n;
+    const char *rest = units_parse_number(number, &n);
+    if (!rest || *rest || n.negative) return -1;
+    *multiple = units_to_double(&n);
+    return *multiple > 0 && *multiple <= 1000 ? 1 : -1;
+}
+
 int topo_units_parse_queue(const char *text, struct topo_units_queue *queue, char *err,
                            size_t errlen)
 {
+    double multiple = 0;
+    int bdp = units_parse_bdp(text, &multiple);
+    if (bdp < 0) {
+        units_fail(err, errlen, "queue", text,
+                   "a bandwidth-delay multiple must be from 0 to 1000, like \"2bdp\"");
+        return -1;
+    }
+    if (bdp) {
+        *queue = (struct topo_units_queue){.bdp = multiple};
+        return 0;
+    }
     struct units_number n;
     const char *rest = text ? units_parse_number(text, &n) : NULL;
     uint64_t multiplier;
@@ -242,7 +272,8 @@ int topo_units_parse_queue(const char *text, struct topo_units_queue *queue, cha
     if (!rest || units_queue_multiplier(rest, &multiplier) < 0) {
         units_fail(
             err, errlen, "queue", text,
-            "expected a packet count like \"100\" or a size with unit B, KB, MB, KiB or MiB");
+            "expected a packet count like \"100\", a size with unit B, KB, MB, KiB or MiB, or "
+            "a bandwidth-delay multiple like \"bdp\" or \"2bdp\"");
         return -1;
     }
     /* Doubles are exact for every integer in range, and KiB is no power of ten. */
@@ -261,6 +292,7 @@ int topo_units_parse_queue(const char *text, struct topo_units_queue *queue, cha
     }
     queue->packets = multiplier ? 0 : (uint64_t)value;
     queue->bytes = multiplier ? (uint64_t)(value + 0.5) : 0;
+    queue->bdp = 0;
     return 0;
 }
 

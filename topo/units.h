@@ -19,10 +19,14 @@
 #define TOPO_UNITS_TIME_MAX_NS 3600000000000ULL   /* one hour */
 #define TOPO_UNITS_QUEUE_MAX 1000000000ULL        /* packets or bytes */
 
-/* A queue limit in exactly one of two units. */
+/* A queue limit in exactly one of two units, or a multiple of the link's
+ * bandwidth-delay product ("bdp", "2bdp"), which the binding resolves into
+ * bytes from the link's rate and delay (topo_shape_bdp_bytes) whenever
+ * the link's parameters are set: then bdp and bytes are both set. */
 struct topo_units_queue {
     uint64_t packets; /* non-zero when given as a plain count */
-    uint64_t bytes;   /* non-zero when given with a byte unit */
+    uint64_t bytes;   /* non-zero when given with a byte unit, or resolved from bdp */
+    double bdp;       /* > 0: the multiple of the bandwidth-delay product asked for */
 };
 
 /* "10Mbit" -> 10000000 (bit/s). A rate must be positive. */
@@ -34,7 +38,9 @@ int topo_units_parse_time(const char *text, uint64_t *nanoseconds, char *err, si
 /* "0.5%" or "0.005" -> 0.005. */
 int topo_units_parse_loss(const char *text, double *fraction, char *err, size_t errlen);
 
-/* "100" -> 100 packets; "64KB" -> 64000 bytes. Must be positive. */
+/* "100" -> 100 packets; "64KB" -> 64000 bytes; "bdp" / "2bdp" / "0.5 bdp"
+ * -> that multiple of the bandwidth-delay product (bytes 0 until
+ * resolved). Must be positive. */
 int topo_units_parse_queue(const char *text, struct topo_units_queue *queue, char *err,
                            size_t errlen);
 

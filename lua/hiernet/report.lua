@@ -226,13 +226,27 @@ local function training_cell(algo)
   return fmt("<td title=\"%s\">%s</td>", esc("algorithm " .. algorithm .. files), esc(label))
 end
 
+-- A training's TCP account (summary.json tcp: emulated backends) as one
+-- cell: RTOs, retransmissions, the worker steps that waited an RTO, and the
+-- queue that dropped most; its warning in the title.
+local function tcp_cell(t)
+  if type(t) ~= "table" or type(t.rtos) ~= "number" then return "<td></td>" end -- backend none: no account
+  local text = fmt("%d RTOs, %d retrans, %.0f %% of steps waited an RTO", t.rtos, t.retrans or 0,
+                   100 * (t.rto_step_share or 0))
+  if type(t.queue_link) == "string" and type(t.queue_drops) == "number" then
+    text = text .. fmt("; %s dropped %d", t.queue_link, t.queue_drops)
+  end
+  local title = type(t.warning) == "string" and t.warning or ""
+  return fmt("<td title=\"%s\">%s%s</td>", esc(title), type(t.warning) == "string" and "\u{26a0} " or "", esc(text))
+end
+
 local function summary_section(runs, out)
   out[#out + 1] = "<section id=\"summary\"><h2>Summary</h2>"
   local head = { "<tr>" }
   if #runs > 1 then head[#head + 1] = "<th>run</th>" end
   head[#head + 1] = "<th>training</th><th>mode</th>"
   for _, c in ipairs(CELLS) do head[#head + 1] = "<th>" .. esc(c[2]) .. "</th>" end
-  head[#head + 1] = "<th>parameters</th></tr>"
+  head[#head + 1] = "<th>TCP</th><th>parameters</th></tr>"
   local rows = {}
   for _, run in ipairs(runs) do
     for _, algo in ipairs(run.algos) do
@@ -246,6 +260,7 @@ local function summary_section(runs, out)
           local missing = c[4] and c[4](s) or ""
           row[#row + 1] = value_cell(c[1], s[c[1]], missing)
         end
+        row[#row + 1] = tcp_cell(s.tcp)
         row[#row + 1] = "<td>" .. esc(s.parameters ~= nil and format_value("parameters", s.parameters) or "") .. "</td></tr>"
         rows[#rows + 1] = table.concat(row)
       end

@@ -24,6 +24,12 @@ static void test_budget(void)
     CHECK(!worker_overran(&cpu1, 0.01, 0.4)); /* a tiny command's wake-up is noise */
     CHECK(worker_overran(&slow, 160, 200));
     CHECK(!worker_overran(&gpu, 1, 1000)); /* never counted on a GPU */
+    /* Starvation: CPU time + run-queue delay alone past the budget. */
+    CHECK(!worker_starved(&cpu1, 10, 10, 0.9)); /* the rest of a late end was a wait */
+    CHECK(worker_starved(&cpu1, 10, 10, 1.1));
+    CHECK(!worker_starved(&slow, 160, 10, 158)); /* a slow device absorbs the delay */
+    CHECK(worker_starved(&slow, 160, 10, 159));
+    CHECK(!worker_starved(&gpu, 1, 1, 1000));
 }
 
 static void test_link_dilate(void)
@@ -48,14 +54,16 @@ static void test_link_dilate(void)
     CHECK(d.rate_bps == 0);
 }
 
-/* A compute reply as a peer packs it: {ms, cpu_ms, queue_ms, overrun}. */
-static void note(struct overload *o, int id, double ms, double cpu_ms, bool overrun)
+/* A compute reply as a peer packs it: {ms, cpu_ms, queue_ms, overrun,
+ * run_delay_ms, starved}. */
+static void note_delay(struct overload *o, int id, double ms, double cpu_ms, double delay_ms,
+                       bool overrun, bool starved)
 {
     msgpack_sbuffer buf;
     msgpack_packer pk;
     msgpack_sbuffer_init(&buf);
     msgpack_packer_init(&pk, &buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 4);
+    msgpack_pack_map(&pk, 6);
     msgpack_pack_str_with_body(&pk, "ms", 2);
     msgpack_pack_double(&pk, ms);
     msgpack_pack_str_with_body(&pk, "cpu_ms", 6);
@@ -64,12 +72,22 @@ static void note(struct overload *o, int id, double ms, double cpu_ms, bool over
     msgpack_pack_double(&pk, 0);
     msgpack_pack_str_with_body(&pk, "overrun", 7);
     overrun ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+    msgpack_pack_str_with_body(&pk, "run_delay_ms", 12);
+    msgpack_pack_double(&pk, delay_ms);
+    msgpack_pack_str_with_body(&pk, "starved", 7);
+    starved ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     CHECK(msgpack_unpack_next(&u, buf.data, buf.size, NULL) == MSGPACK_UNPACK_SUCCESS);
     overload_note_reply(o, id, &u.data, true);
     msgpack_unpacked_destroy(&u);
     msgpack_sbuffer_destroy(&buf);
+}
+
+/* A starved overrun whose wall time is all CPU time and run-queue delay. */
+static void note(struct overload *o, int id, double ms, double cpu_ms, bool overrun)
+{
+    note_delay(o, id, ms, cpu_ms, overrun ? ms - cpu_ms : 0, overrun, overrun);
 }
 
 static void test_account(void)
@@ -81,36 +99,43 @@ static void test_account(void)
     overload_report(o, 1, &r);
     CHECK(r.commands == 0 && r.overrun_share == 0 && !r.limited && r.suggested_dilation == 1);
     CHECK(r.worst_node[0] == '\0' && r.stretch_p95 == 1 && r.host_cores >= 1);
-    /* a: 10 on time. b (speed 0.5): 8 on time, 2 overran 4x (ms 40 for 5 ms cpu / 0.5). */
+    /* a: 10 on time. b (speed 0.5): 8 on time, 2 overran 4x (ms 40 for 5 ms cpu / 0.5), all
+     * of it run-queue delay: they needed dilation (5 + 35) * 0.5 / 5 = 4. */
     for (int i = 0; i < 10; i++)
         note(o, a, 10, 10, false);
     for (int i = 0; i < 8; i++)
         note(o, b, 10, 5, false);
     for (int i = 0; i < 2; i++)
         note(o, b, 40, 5, true);
-    overload_report(o, 2, &r);
-    CHECK(r.commands == 20 && r.overruns == 2);
+    overload_report(o, 1, &r);
+    CHECK(r.commands == 20 && r.overruns == 2 && r.starved == 2);
     CHECK_NEAR(r.overrun_share, 0.1, 1e-12);
     CHECK_STREQ(r.worst_node, "b");
     CHECK_NEAR(r.worst_node_overrun_share, 0.2, 1e-12);
-    CHECK(r.limited);
+    CHECK_NEAR(r.starved_share, 0.1, 1e-12);
+    CHECK(r.limited && !r.waited);
     /* The two overruns' stretch 4 falls in bin floor(ln 4 / ln 1.05) = 28, whose
      * upper edge 1.05^29 = 4.1161 is the p95 (18 of 20 commands on time are
-     * below 95%); suggested = ceil(2 * 4.1161 * 1.25) = ceil(10.29) = 11. */
+     * below 95%). */
     CHECK_MSG(fabs(r.stretch_p95 - pow(1.05, 29)) < 1e-12, "p95 %.17g", r.stretch_p95);
-    CHECK_MSG(r.suggested_dilation == 11, "suggested %g", r.suggested_dilation);
+    /* The stretch asks for 1 * ~4.2 * 1.25 -> 6, but a and b at once need 1.5 cores: on
+     * 1 core max(1, 1.5) * 1.25 -> 2, on more max(1, 1.5 / cores) * 1.25 -> 2. */
+    CHECK_NEAR(r.cpu_demand, 1.5 / r.host_cores, 1e-12);
+    CHECK_MSG(r.suggested_dilation == 2, "suggested %g", r.suggested_dilation);
     char line[512];
     CHECK(overload_warning(&r, line, sizeof line));
-    CHECK_CONTAINS(line, "this run was limited by the host's CPU: 10% of compute commands overran; "
-                         "use fewer nodes, lower speeds, or dilation = 1");
+    CHECK_CONTAINS(line, "warning: this run was limited by the host's CPU: 10% of compute commands "
+                         "were starved of CPU; use fewer nodes, lower speeds, or dilation = 2");
     char *json = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&json, &len);
     overload_write_json(f, &r);
     fclose(f);
     CHECK_CONTAINS(json, "\"commands\": 20, \"overruns\": 2, \"overrun_share\": 0.1");
+    CHECK_CONTAINS(json, "\"starved\": 2, \"starved_share\": 0.1");
+    CHECK_CONTAINS(json, "\"cpu_demand\": ");
     CHECK_CONTAINS(json, "\"worst_node\": \"b\"");
-    CHECK_CONTAINS(json, "\"limited\": true}");
+    CHECK_CONTAINS(json, "\"limited\": true, \"waited\": false}");
     free(json);
     /* Below 5%: not limited, the run's own dilation stands. */
     for (int i = 0; i < 30; i++)
@@ -122,14 +147,96 @@ static void test_account(void)
     overload_note_reply(o, 99, &(msgpack_object){.type = MSGPACK_OBJECT_NIL}, true);
     overload_report(o, 2, &r);
     CHECK(r.commands == 50);
+    /* 10 overruns of a's that waited (blocked 30 ms, 0.2 ms without a core): 20 of 60
+     * overran, 2 starved. Not CPU-limited: a note, and the run's dilation stands. */
+    for (int i = 0; i < 10; i++)
+        note_delay(o, a, 40, 10, 0.2, true, false);
+    overload_report(o, 2, &r);
+    CHECK(r.commands == 60 && r.overruns == 12 && r.starved == 2);
+    CHECK(!r.limited && r.waited && r.suggested_dilation == 2);
+    CHECK(overload_warning(&r, line, sizeof line));
+    CHECK_STREQ(line, "note: 20% of compute commands overran while waiting, not for a core (3% "
+                      "starved of CPU): the host's CPU did not set this run's times, and "
+                      "dilation would not shorten them");
     overload_free(o);
     ev_loop_destroy(loop);
 }
 
-/* suggested_dilation for fixed inputs, each worked out by hand from the rule
- * of docs/lua-api.md "Overload" (bins of 1.05, the p95's bin's upper edge,
- * x dilation x 1.25, rounded up): a change of the bin width, the percentile,
- * the margin or the rounding moves at least one of them. */
+/* The CPU demand is the peak of nodes computing in networks that ran at
+ * once: a network run after another one stopped does not add to it. */
+static void test_demand(void)
+{
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct overload *o = overload_new(loop);
+    int a = overload_add_node(o, "n1", "a", 1, true), b = overload_add_node(o, "n1", "b", 2, true);
+    struct overload_report r;
+    note(o, a, 10, 10, false);
+    note(o, b, 10, 10, false);
+    overload_report(o, 1, &r);
+    CHECK_NEAR(r.cpu_demand * r.host_cores, 3, 1e-12);
+    overload_node_live(o, a, false);
+    overload_node_live(o, b, false);
+    int c = overload_add_node(o, "n2", "c", 1, true);
+    note(o, c, 10, 10, false);
+    overload_report(o, 1, &r);
+    CHECK_NEAR(r.cpu_demand * r.host_cores, 3, 1e-12); /* the peak: n1's 3, not 1 + 3 */
+    int d = overload_add_node(o, "n2", "d", 1, true),
+        e = overload_add_node(o, "n2", "e", 1.5, true);
+    note(o, d, 10, 10, false);
+    note(o, e, 10, 10, false);
+    overload_report(o, 1, &r);
+    CHECK_NEAR(r.cpu_demand * r.host_cores, 3.5, 1e-12); /* c + d + e at once */
+    overload_node_live(o, a, true);                      /* a (1) back beside them: 4.5 */
+    overload_report(o, 1, &r);
+    CHECK_NEAR(r.cpu_demand * r.host_cores, 4.5, 1e-12);
+    overload_node_live(o, -1, true); /* unknown ids change nothing */
+    overload_node_live(o, 99, false);
+    overload_report(o, 1, &r);
+    CHECK_NEAR(r.cpu_demand * r.host_cores, 4.5, 1e-12);
+    overload_free(o);
+    ev_loop_destroy(loop);
+}
+
+/* The verdict from fixed counts. */
+static struct overload_report judged(double dilation, double overrun_share, double starved_share,
+                                     double cpu_demand, double need_p95)
+{
+    struct overload_report r = {.dilation = dilation,
+                                .overrun_share = overrun_share,
+                                .starved_share = starved_share,
+                                .cpu_demand = cpu_demand};
+    overload_judge(&r, need_p95);
+    return r;
+}
+
+static void test_judge(void)
+{
+    /* The issue's incast run: 64 workers at speed 1 on 16 cores, 90% of the compute
+     * commands late behind the network, 2% starved: waiting, not CPU-limited. */
+    struct overload_report r = judged(1, 0.9, 0.02, 4, 1);
+    CHECK(!r.limited && r.waited && r.suggested_dilation == 1 && r.stretch_p95 == 1);
+    /* Starved, and the stretch asks for 750: the CPU demand bounds it at 4 * 1.25. */
+    r = judged(1, 0.6, 0.5, 4, 600);
+    CHECK(r.limited && !r.waited && r.stretch_p95 == 600 && r.suggested_dilation == 5);
+    /* Demand below the run's dilation: 8 * 1.5 * 1.25 = 15 against 8 * 1.25 -> 10. */
+    r = judged(8, 0.3, 0.3, 2, 12);
+    CHECK(r.limited && r.stretch_p95 == 1.5 && r.suggested_dilation == 10);
+    /* A small stretch under a large demand: 2 * 1.25 -> 3 against 10. */
+    r = judged(1, 0.2, 0.2, 8, 2);
+    CHECK(r.limited && r.suggested_dilation == 3);
+    /* 5% exactly is not over the line, for either verdict. */
+    r = judged(1, 0.05, 0.05, 8, 2);
+    CHECK(!r.limited && !r.waited && r.suggested_dilation == 1);
+    /* Needed dilations under the run's own: the stretch is 1. */
+    r = judged(4, 0.1, 0.1, 1, 3);
+    CHECK(r.limited && r.stretch_p95 == 1 && r.suggested_dilation == 5);
+}
+
+/* The stretch percentile and suggested_dilation for fixed inputs, each
+ * worked out by hand from the rule of docs/lua-api.md "Overload" (bins of
+ * 1.05, the p95's bin's upper edge; x dilation x 1.25 rounded up, bounded by
+ * the CPU demand: max(dilation, demand) x 1.25 rounded up): a change of the
+ * bin width, the percentile, the margin or the rounding moves one of them. */
 static void test_suggested_exact(void)
 {
     static const struct {
@@ -162,8 +269,12 @@ static void test_suggested_exact(void)
             CHECK_MSG(fabs(r.stretch_p95 - cases[c].p95) < 1e-9, "case %zu: p95 %.17g, want %.17g",
                       c, r.stretch_p95, cases[c].p95);
         }
-        CHECK_MSG(r.suggested_dilation == cases[c].suggested, "case %zu: suggested %g, want %g", c,
-                  r.suggested_dilation, cases[c].suggested);
+        double demand = ceil((r.cpu_demand > cases[c].dilation ? r.cpu_demand : cases[c].dilation) * 1.25);
+        double want = cases[c].suggested < demand || cases[c].suggested == cases[c].dilation
+                          ? cases[c].suggested
+                          : demand;
+        CHECK_MSG(r.suggested_dilation == want, "case %zu: suggested %g, want %g", c,
+                  r.suggested_dilation, want);
         overload_free(o);
         ev_loop_destroy(loop);
     }
@@ -174,6 +285,8 @@ int main(void)
     test_budget();
     test_link_dilate();
     test_account();
+    test_demand();
+    test_judge();
     test_suggested_exact();
     return check_report();
 }

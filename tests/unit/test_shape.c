@@ -98,6 +98,11 @@ static void test_queues(void)
     p = plan_of(r, 0);
     CHECK(p.frame_bytes == 9014 && p.queue_bytes == 901400);
     CHECK(topo_shape_default_queue_bytes(8000000, 1000000000, 1514) == 1000000);
+    /* Bandwidth-delay multiples: 2 x 10 Gbit/s x 100 us = 250 kB; 0.5 x 1 Gbit/s x 2 ms
+     * = 125 kB; no delay: 2 frames. */
+    CHECK(topo_shape_bdp_bytes(2, 10000000000ULL, 100000, 1514) == 250000);
+    CHECK(topo_shape_bdp_bytes(0.5, 1000000000, 2000000, 1514) == 125000);
+    CHECK(topo_shape_bdp_bytes(1, 10000000000ULL, 0, 1514) == 3028);
 
     /* Multi-Gbit without delay: 2 ms at the rate beats 100 frames. */
     p = plan_of((struct topo_shape_request){.rate_bps = 8000000000ULL}, 0);

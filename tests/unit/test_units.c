@@ -199,11 +199,26 @@ static void test_queues(void)
     CHECK(q.packets == 1000);
 }
 
+/* Multiples of the bandwidth-delay product: the multiple only, no size
+ * yet (the binding resolves it from the link's rate and delay). */
+static void test_bdp_queues(void)
+{
+    struct topo_units_queue q = {.packets = 7, .bytes = 9};
+    char err[256];
+    CHECK(topo_units_parse_queue("bdp", &q, err, sizeof err) == 0);
+    CHECK(q.bdp == 1 && q.packets == 0 && q.bytes == 0);
+    CHECK(topo_units_parse_queue("2BDP", &q, err, sizeof err) == 0 && q.bdp == 2);
+    CHECK(topo_units_parse_queue("0.5 bdp", &q, err, sizeof err) == 0 && q.bdp == 0.5);
+    CHECK(topo_units_parse_queue("100", &q, err, sizeof err) == 0);
+    CHECK(q.bdp == 0 && q.packets == 100); /* a plain queue forgets the multiple */
+}
+
 static void test_bad_queues(void)
 {
     struct topo_units_queue v;
     const char *expect =
-        "expected a packet count like \"100\" or a size with unit B, KB, MB, KiB or MiB";
+        "expected a packet count like \"100\", a size with unit B, KB, MB, KiB or MiB, or a "
+        "bandwidth-delay multiple like \"bdp\" or \"2bdp\"";
     char message[256];
 
     snprintf(message, sizeof message, "bad queue \"64Kbit\": %s", expect);
@@ -216,10 +231,17 @@ static void test_bad_queues(void)
               "bad queue \"10.5\": a packet count must be a whole number");
     CHECK_BAD(topo_units_parse_queue, "2e9", &v,
               "bad queue \"2e9\": above the maximum of 1000000000");
-    CHECK_BAD(topo_units_parse_queue, "2MiB0", &v,
-              "bad queue \"2MiB0\": expected a packet count "
-              "like \"100\" or a size with unit B, KB, MB, "
-              "KiB or MiB");
+    snprintf(message, sizeof message, "bad queue \"2MiB0\": %s", expect);
+    CHECK_BAD(topo_units_parse_queue, "2MiB0", &v, message);
+    const char *bdp = "a bandwidth-delay multiple must be from 0 to 1000, like \"2bdp\"";
+    snprintf(message, sizeof message, "bad queue \"0bdp\": %s", bdp);
+    CHECK_BAD(topo_units_parse_queue, "0bdp", &v, message);
+    snprintf(message, sizeof message, "bad queue \"-1bdp\": %s", bdp);
+    CHECK_BAD(topo_units_parse_queue, "-1bdp", &v, message);
+    snprintf(message, sizeof message, "bad queue \"xbdp\": %s", bdp);
+    CHECK_BAD(topo_units_parse_queue, "xbdp", &v, message);
+    snprintf(message, sizeof message, "bad queue \"2000bdp\": %s", bdp);
+    CHECK_BAD(topo_units_parse_queue, "2000bdp", &v, message);
 }
 
 static void test_format(void)
@@ -251,6 +273,7 @@ int main(void)
     test_bad_loss();
     test_queues();
     test_bad_queues();
+    test_bdp_queues();
     test_format();
     return check_report();
 }

@@ -423,6 +423,7 @@ end
 -- at_start(summary-so-far) runs as a task of its own from here (faults to
 -- schedule in training time, say).
 function Job:start_clock()
+  self.tcp = require("hiernet.algo.tcp_account").start(self.workers) -- issue 24: TCP in training
   self.t0 = hn.now()
   self.next_eval_s = self.o.eval_every_s
   self.last_status = -1
@@ -777,6 +778,7 @@ function Job:step_row(r)
   -- round's when it closes, for an `epochs` stop)
   if not r.samples_counted then self.samples = self.samples + (r.samples or 0) end
   if r.loss then self.last_loss = r.loss end
+  require("hiernet.algo.tcp_account").note_step(self.tcp, r)
   self.steps_rec:add{ time = r.time or self:now(), worker = self.workers[r.worker].name, step = r.step,
     loss = r.loss, compute_ms = r.compute_ms, comm_ms = r.comm_ms, wait_ms = r.wait_ms,
     staleness = r.staleness, lr = r.lr, k = r.k, bytes = r.bytes, samples = r.samples,
@@ -942,6 +944,7 @@ local function finish(self, extra)
     local ok, ov = pcall(hn.overload)
     if ok then s.overload = ov end
   end
+  s.tcp = require("hiernet.algo.tcp_account").finish(self.tcp, self.label, #self.workers, self.worker_steps)
   local json = {}
   for k, v in pairs(s) do json[k] = v end
   for _, k in ipairs(job.SUMMARY_FIELDS) do

@@ -1,0 +1,99 @@
+-- incast: TCP incast at a parameter server (issue 24). N workers and one
+-- server on one switch, every link 10 Gbit/s, BSP training of mlp:784-128-10
+-- (101,770 parameters: 407 KB per message) for a fixed number of steps; each
+-- step every worker pushes its gradient to the server and the server sends
+-- the model back, so N flows converge on the server's one link. The α-β
+-- bound of a step is 2·N·S/B (S the message, B the link rate): 42 ms at
+-- N = 64. The variants:
+--
+--   default   the link queues as they are (docs/lua-api.md "queue")
+--   queue     queue = 10000 packets on every link: no queue overflows
+--   rto_min   tcp = { rto_min = "1ms" }: a loss costs 1 ms, not Linux's 200 ms
+--
+--   tools/run scenarios/incast.lua [--set name=value ...]
+--     workers="8,16,32,64"   N of each run (quick: "4,8")
+--     variants="default,queue,rto_min"
+--     steps=20               BSP steps per run (quick: 3)
+--     bw="10Gbit"            every link's rate
+--     backend=auto           auto, kernel or user (none has no TCP of its own)
+--     plots=true             plots and the report page at the end
+--
+-- Expected (issue 24's measurements, 64 workers, 16 cores): the default
+-- queue gives steps 5 to 11 times the bound with RTOs on most steps and an
+-- idle CPU; a queue of 10000 packets brings the step to 1.5x the bound;
+-- rto_min = 1ms makes each loss cheap. ECN marking (issue 24, item 4) and
+-- queue = "bdp" (item 3) are not yet variants. Each result row:
+-- workers, variant, step_s (emulated seconds per step), bound_s, ratio
+-- (step_s / bound_s), rtos and retrans (the training's TCP account),
+-- rto_step_share (worker steps that waited at least one minimum RTO),
+-- host_cpu (the host's busy share over the run so far) and limited /
+-- waited (the overload verdict: CPU-starved, or late while waiting).
+local hn = require("hiernet")
+local ps = require("hiernet.algo.ps")
+local ex = require("hiernet.experiment")
+
+local quick = hn.param("quick", false)
+local steps = hn.param("steps", quick and 3 or 20)
+local bw = hn.param("bw", "10Gbit")
+local ARCH, PARAMS = "mlp:784-128-10", 784 * 128 + 128 + 128 * 10 + 10
+
+local function list(text)
+  local t = {}
+  for w in tostring(text):gmatch("[^,%s]+") do t[#t + 1] = tonumber(w) or w end
+  return t
+end
+local sizes = list(hn.param("workers", quick and "4,8" or "8,16,32,64"))
+local variants = list(hn.param("variants", "default,queue,rto_min"))
+
+local VARIANTS = {
+  default = { link = {}, tcp = nil },
+  queue = { link = { queue = 10000 }, tcp = nil },
+  rto_min = { link = {}, tcp = { rto_min = "1ms" } },
+}
+
+local function bits_per_s(text)
+  local n, unit = tostring(text):match("^([%d.]+)%s*(%a*)$")
+  local mult = ({ [""] = 1, bit = 1, kbit = 1e3, mbit = 1e6, gbit = 1e9, tbit = 1e12 })[unit:lower()]
+  assert(n and mult, "incast: bw '" .. tostring(text) .. "' is not a rate like 10Gbit")
+  return tonumber(n) * mult
+end
+
+-- One BSP training of n workers under variant v: its result row.
+local function run(n, v)
+  local spec = VARIANTS[v]
+  assert(spec, "incast: unknown variant '" .. tostring(v) .. "' (default, queue, rto_min)")
+  local backend = ex.backend()
+  assert(backend ~= "none", "incast: backend none has no TCP of its own: use kernel or user")
+  local net = hn.network{ name = string.format("incast%d_%s", n, v), backend = backend, seed = 1, tcp = spec.tcp }
+  local tor, server = net:switch("tor"), net:node("ps")
+  local link = { bw = bw }
+  for k, x in pairs(spec.link) do link[k] = x end
+  net:link(server, tor, link)
+  local workers = {}
+  for i = 1, n do
+    workers[i] = net:node("w" .. i)
+    net:link(workers[i], tor, link)
+  end
+  net:start()
+  local s = ps.train{ server = server, workers = workers, mode = "bsp", model = ARCH,
+                      dataset = { name = "synthetic", n = 64 * n, dim = 784, classes = 10, noise = 0.4, test_n = 200 },
+                      batch = 32, steps = steps, worker_opt = { method = "sgd", lr = 0.1 }, eval_limit = 100,
+                      eval_every = steps + 1, progress = not quick,
+                      prefix = string.format("n%d_%s_", n, v) }
+  net:stop()
+  local bound = 2 * n * PARAMS * 4 * 8 / bits_per_s(bw)
+  local step = s.steps > 0 and s.wall_s / s.steps or nil
+  local tcp, ov = s.tcp or {}, s.overload or {}
+  return ex.row(string.format("%d workers, %s", n, v), s, {
+    workers = n, variant = v, step_s = step, bound_s = bound, ratio = step and step / bound,
+    rtos = tcp.rtos, retrans = tcp.retrans, rto_step_share = tcp.rto_step_share,
+    host_cpu = ov.host_cpu_saturation, limited = ov.limited, waited = ov.waited })
+end
+
+local results = {}
+for _, n in ipairs(sizes) do
+  for _, v in ipairs(variants) do results[#results + 1] = run(n, v) end
+end
+ex.table(string.format("incast: BSP %s, %d steps, every link %s", ARCH, steps, bw), results,
+         { "label", "step_s", "bound_s", "ratio", "rtos", "retrans", "rto_step_share", "host_cpu", "limited", "waited" })
+ex.finish{ scenario = "incast", steps = steps, bw = bw, results = results }
