@@ -95,17 +95,13 @@ end
 -- loaded host stretches: w3 dies after 20 of its steps, w1 makes 10 while
 -- it is dead, w3 is restarted and must make 10 more; then the schedule
 -- stops the training (`seconds` is only a bound).
-local function after_steps(clock, name, n, what)
-  local from = clock.steps_of(name)
-  T.wait_for(clock, what, function() return clock.steps_of(name) >= from + n end)
-end
 local fire, at = T.schedule(function(clock, at)
-  after_steps(clock, "w3", 20, "w3's first steps")
+  T.after_steps(clock, "w3", 20, "w3's first steps")
   workers[3]:kill()
-  after_steps(clock, "w1", 10, "w1 while w3 is dead")
+  T.after_steps(clock, "w1", 10, "w1 while w3 is dead")
   at.back_from = clock.steps_of("w3")
   workers[3]:restart()
-  after_steps(clock, "w3", 10, "w3 after its restart")
+  T.after_steps(clock, "w3", 10, "w3 after its restart")
 end, true)
 local gk = train("gossip", { graph = "complete", compress = { method = "int8" }, steps = 1000000,
                              seconds = 3 * T.LIVENESS_S, eval_every = 1000000, prefix = "gossip_kill_",

@@ -35,20 +35,15 @@ local STEPS_DEAD, STEPS_BACK = 3, 3
 -- A bound only: the schedule stops every training that goes on.
 local BOUND_S = 3 * T.LIVENESS_S
 
-local function after_steps(clock, name, n, what)
-  local from = clock.steps_of(name)
-  T.wait_for(clock, what, function() return clock.steps_of(name) >= from + n end)
-end
-
 local function goes_on_schedule(clock, at)
-  after_steps(clock, "w3", 3, "w3's first steps")
+  T.after_steps(clock, "w3", 3, "w3's first steps")
   w[3]:kill()
-  after_steps(clock, "w1", STEPS_DEAD, "w1 training while w3 is dead")
+  T.after_steps(clock, "w1", STEPS_DEAD, "w1 training while w3 is dead")
   at.w3_dead = clock.steps_of("w3")
-  after_steps(clock, "w1", STEPS_DEAD, "w1 training while w3 is dead")
+  T.after_steps(clock, "w1", STEPS_DEAD, "w1 training while w3 is dead")
   at.w3_dead_end = clock.steps_of("w3")
   w[3]:restart()
-  after_steps(clock, "w3", STEPS_BACK, "w3 training after its restart")
+  T.after_steps(clock, "w3", STEPS_BACK, "w3 training after its restart")
 end
 
 local function options(prefix, extra, fire)
@@ -88,7 +83,7 @@ goes_on("hier", hier.train, { cloud = cloud, edges = edges, tau1 = 2, tau2 = 1 }
 -- Synchronous ones fail the step, naming the dead worker: w3 dies after
 -- its third step and is restarted once the training has ended.
 local function fails_schedule(clock)
-  after_steps(clock, "w3", 3, "w3's first steps")
+  T.after_steps(clock, "w3", 3, "w3's first steps")
   w[3]:kill()
   local t0 = hn.now()
   while not clock.done() do

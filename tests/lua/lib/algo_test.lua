@@ -74,6 +74,12 @@ function T.wait_for(clock, what, cond)
   end
 end
 
+-- Waits until worker `name` has made n more steps than now.
+function T.after_steps(clock, name, n, what)
+  local from = clock.steps_of(name)
+  T.wait_for(clock, what, function() return clock.steps_of(name) >= from + n end)
+end
+
 -- An at_start function running body(clock, at) and keeping its error in
 -- at.err (a task's error would not reach the test); at.finished is set at
 -- its end, and with stop = true the training is stopped there.
