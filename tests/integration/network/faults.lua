@@ -188,7 +188,9 @@ s = ps.train(common("bsp_drop_", { server = server, mode = "bsp", on_failure = "
 f.wait()
 went_on("bsp drop", at, true)
 
-f, at = schedule({ w[2] }, { w[1], w[3], w[4], server })
+-- (w3 must train again before the end: a restarted worker gets the model
+-- at the step it rejoins, and only then may the copies be compared)
+f, at = schedule({ w[2] }, { w[1], w[3], w[4], server }, { "w3" })
 s = ar.train(common("ring_", { algo = "ring", on_failure = "drop", at_start = f.start }))
 f.wait()
 went_on("ring drop", at, true) -- trains through the faults
