@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CLI behaviour of `hiernet`: usage errors and exit codes, a Lua error's
 # file:line and traceback, run.json statuses, SIGINT/SIGTERM stopping in
-# order with nothing left behind, a peer's death noticed promptly.
+# order with nothing left behind, a peer's death noticed (how promptly:
+# test_cli_timing.sh, which runs alone).
 # Usage: test_cli.sh HIERNET_BINARY
 set -u
 HN=$1
@@ -98,7 +99,8 @@ kill -KILL "$pid"; wait "$pid" 2>/dev/null
 for _ in $(seq 40); do [[ $(peers_of clisigkill_) -eq 0 ]] && break; sleep 0.05; done
 [[ $(peers_of clisigkill_) -eq 0 ]] && ok || bad "peers survive SIGKILL of the controller"
 
-# --- a peer that dies: pending calls fail within 100 ms, naming the node ---
+# --- a peer that dies: pending calls fail, naming the node (how fast:
+# test_cli_timing.sh, in the serial pass) ---
 cat >death.lua <<'LUA'
 local hn = require("hiernet")
 local net = hn.network{ name = "d", backend = "none" }
@@ -114,14 +116,13 @@ local ok, err = caller:wait()
 local waited = hn.now() - t0
 assert(not ok, "the pending call fails")
 assert(err:find("node 'clidead_n1'", 1, true) and err:find("signal 9", 1, true), err)
-assert(waited < 0.1, "noticed after " .. waited .. " s")
 print(string.format("peer death noticed in %.1f ms", waited * 1000))
 LUA
 expect_exit 0 "peer death" -- "$HN" run death.lua --out r-death --quiet
 [[ -n $(grep -F "peer death noticed" out.txt) ]] && ok || bad "peer death scenario output: $err"
 
-# --- peers that misbehave at start: the start fails in bounded time, and
-# the stop that follows kills what does not exit ---
+# --- peers that misbehave at start: the start fails, and the stop that
+# follows kills what does not exit (the time bounds: test_cli_timing.sh) ---
 printf '#!/bin/sh\nexec sleep 30.731\n' > mute-peer.sh
 printf '#!/bin/sh\nprintf "\\301\\301\\301" >&3\nexec 3>&-\nexec sleep 30.732\n' > garbage-peer.sh
 chmod +x mute-peer.sh garbage-peer.sh
@@ -138,11 +139,10 @@ print(string.format("stop after %.1f s", hn.now() - t0))
 LUA
 HIERNET_PEER=$PWD/mute-peer.sh HIERNET_START_TIMEOUT=1 \
   expect_exit 0 "silent peer" -- "$HN" run start.lua --out r-mute --quiet
-grep -q "start false after 1\.[0-9] s: .*did not answer within 1 s" out.txt && ok || bad "silent peer: $(cat out.txt)"
+grep -q "start false after [0-9.]* s: .*did not answer within 1 s" out.txt && ok || bad "silent peer: $(cat out.txt)"
 HIERNET_PEER=$PWD/garbage-peer.sh \
   expect_exit 0 "garbling peer" -- "$HN" run start.lua --out r-garbage --quiet
-grep -q "start false after 0\.[0-9] s" out.txt && ok || bad "garbling peer start: $(cat out.txt)"
-grep -q "stop after [23]\.[0-9] s" out.txt && ok || bad "garbling peer is killed at the stop deadline: $(cat out.txt)"
+grep -q "start false after [0-9.]* s" out.txt && ok || bad "garbling peer start: $(cat out.txt)"
 # Killed peers may take a moment to leave the process table: poll, 5 s at most.
 for _ in $(seq 100); do [[ -z $(ps -eo args= | grep -E "^sleep 30\.73[12]") ]] && break; sleep 0.05; done
 [[ -z $(ps -eo args= | grep -E "^sleep 30\.73[12]") ]] && ok || bad "a misbehaving peer survived its run"

@@ -3,14 +3,18 @@
 -- worker computes a gradient and adds it into the server's accumulator in
 -- one batch; the server waits for both arrivals, averages and steps. Then
 -- the same with the parameters sharded over two servers (optim{tensor=},
--- send{range=, at=}). Checks exact staleness (grad reports the version of
--- the model it read, equal to the server's), the arrivals, the sums, a
--- background eval next to training, seeded random fills agreeing across
--- peers, and the errors of wait and batch.
+-- send{range=, at=}). The accumulators are made new in the batch that
+-- sends the model (never before), w2 computes at 1/20 of the speed.
+-- Checks exact staleness (grad reports the version of the model it read,
+-- equal to the server's), the arrivals, the sums against the workers'
+-- gradients (element by element), a background eval next to training,
+-- seeded random fills agreeing across peers, and the errors of wait and
+-- batch.
 local hn = require("hiernet")
 local net = hn.network{ name = "ps", backend = "none" }
 local server, s2 = net:node("server"), net:node("s2")
-local workers = { net:node("w1"), net:node("w2") }
+-- w2 computes at 1/20 of the speed: its gradient lands well after w1's
+local workers = { net:node("w1"), net:node("w2", { speed = 0.05 }) }
 net:start()
 
 local arch, size = "logreg:16-4", 4 * 17
@@ -24,10 +28,22 @@ for i, w in ipairs(workers) do
   w:model{ name = "w", arch = arch, seed = 99 }
 end
 
--- One BSP round: returns the server's new model version.
+-- Every element of got equals want (to float rounding).
+local function check_values(got, want, what)
+  for e = 1, #want do
+    assert(math.abs(got[e] - want[e]) <= 1e-6 * math.max(1, math.abs(want[e])),
+           string.format("%s: element %d is %.8g, want %.8g", what, e - 1, got[e], want[e]))
+  end
+end
+
+-- One BSP round: returns the server's new model version. The accumulator
+-- is made new in the batch that sends the model (so before any worker can
+-- add into it, and not before); the server's mean must be exactly the
+-- mean of the two gradients.
 local function round(lr)
-  local sv = server:tensor{ name = "acc", size = size }.version
-  local b = server:send{ tensor = "w", to = workers }
+  local made = server:batch{ { "tensor", { name = "acc", size = size } },
+                             { "send", { tensor = "w", to = workers } } }.results
+  local sv, b = made[1].version, made[2]
   assert(b.transfers == 2 and b.bytes == 2 * size * 4, "broadcast to both workers")
   local pulled = b.version
   local tasks = {}
@@ -43,6 +59,7 @@ local function round(lr)
   local r = server:batch{
     { "wait", { tensor = "acc", k = #workers, timeout = 30 } },
     { "scale", { x = "acc", alpha = 1 / #workers } },
+    { "copy", { src = "acc", dst = "mean" } },
     { "optim", { model = "w", grad = "acc", lr = lr } },
   }
   local seen = {}
@@ -52,7 +69,11 @@ local function round(lr)
   for i, v in ipairs(hn.wait_all(tasks)) do
     assert(v == pulled, string.format("worker %d computed on version %d, the server sent %d", i, v, pulled))
   end
-  return r.results[3].version
+  local g1, g2 = workers[1]:read{ tensor = "g" }.values, workers[2]:read{ tensor = "g" }.values
+  local want = {}
+  for e = 1, size do want[e] = (g1[e] + g2[e]) / 2 end
+  check_values(server:read{ tensor = "mean" }.values, want, "the server's mean of the gradients")
+  return r.results[4].version
 end
 
 local before = server:eval{ model = "w", split = "train" }.loss
@@ -77,9 +98,10 @@ for _, sh in ipairs(shards) do
   sh.node:tensor{ name = "shard", size = half, fill = "uniform", low = -0.1, high = 0.1, seed = 5 }
 end
 for _ = 1, 3 do
+  -- each shard's accumulator made new in the batch that sends the shard
   for _, sh in ipairs(shards) do
-    sh.node:tensor{ name = "gacc", size = half }
-    sh.node:send{ tensor = "shard", to = workers, as = "w", at = sh.off }
+    sh.node:batch{ { "tensor", { name = "gacc", size = half } },
+                   { "send", { tensor = "shard", to = workers, as = "w", at = sh.off } } }
   end
   local tasks = {}
   for i, w in ipairs(workers) do
@@ -92,9 +114,13 @@ for _ = 1, 3 do
     end)
   end
   hn.wait_all(tasks)
+  local g1, g2 = workers[1]:read{ tensor = "g" }.values, workers[2]:read{ tensor = "g" }.values
   for _, sh in ipairs(shards) do
     sh.node:batch{ { "wait", { tensor = "gacc", k = 2 } },
                    { "optim", { tensor = "shard", grad = "gacc", method = "momentum", lr = 0.1 } } }
+    local want = {}
+    for e = 1, half do want[e] = g1[sh.off + e] + g2[sh.off + e] end
+    check_values(sh.node:read{ tensor = "gacc" }.values, want, sh.node.name .. "'s sum of the gradient ranges")
   end
 end
 local st = server:optim{ tensor = "shard", grad = "gacc", lr = 0.1 }

@@ -307,7 +307,7 @@ function job.new(algorithm, opts, spec)
     on_failure = o.on_failure or spec.on_failure or "fail",
     -- progress of the training
     steps = 0, updates_applied = 0, bytes = 0, samples = 0, compute_ms = 0,
-    worker_steps = 0,
+    worker_steps = 0, steps_of = {},
     last_loss = nil, best_accuracy = nil, last_accuracy = nil, time_to_target = nil,
     evals = 0, evals_skipped = 0, eval_busy = false, eval_task = nil,
     stop_reason = nil, dead = {}, away = {}, killed = {}, fault_hooks = {}, t0 = nil,
@@ -419,15 +419,29 @@ function Job:setup(s)
   return where.call_at(self.where, setup, self, s)
 end
 
+-- What at_start gets: the clock's start and the training's progress, so
+-- that a fault can be set off by the steps made, not by a wall-clock time
+-- (which a loaded host stretches).
+local function clock_of(J)
+  return {
+    start_s = J.t0, label = J.label,
+    steps = function() return J.steps end,
+    worker_steps = function() return J.worker_steps end,
+    steps_of = function(name) return J.steps_of[name] or 0 end,
+    done = function() return J.closed == true or J.stop_reason ~= nil end,
+    stop = function(reason) J:stop(reason or "at_start") end,
+  }
+end
+
 -- Training starts now: times in the records count from here. The option
--- at_start(summary-so-far) runs as a task of its own from here (faults to
--- schedule in training time, say).
+-- at_start(clock) runs as a task of its own from here (faults to schedule
+-- in training time or on its progress, say).
 function Job:start_clock()
   self.tcp = require("hiernet.algo.tcp_account").start(self.workers) -- issue 24: TCP in training
   self.t0 = hn.now()
   self.next_eval_s = self.o.eval_every_s
   self.last_status = -1
-  if self.o.at_start then hn.spawn(self.o.at_start, { start_s = self.t0, label = self.label }) end
+  if self.o.at_start then hn.spawn(self.o.at_start, clock_of(self)) end
 end
 
 -- ---- clock, stop conditions, progress ----
@@ -779,7 +793,9 @@ function Job:step_row(r)
   if not r.samples_counted then self.samples = self.samples + (r.samples or 0) end
   if r.loss then self.last_loss = r.loss end
   require("hiernet.algo.tcp_account").note_step(self.tcp, r)
-  self.steps_rec:add{ time = r.time or self:now(), worker = self.workers[r.worker].name, step = r.step,
+  local name = self.workers[r.worker].name
+  self.steps_of[name] = (self.steps_of[name] or 0) + 1
+  self.steps_rec:add{ time = r.time or self:now(), worker = name, step = r.step,
     loss = r.loss, compute_ms = r.compute_ms, comm_ms = r.comm_ms, wait_ms = r.wait_ms,
     staleness = r.staleness, lr = r.lr, k = r.k, bytes = r.bytes, samples = r.samples,
     version = r.version }

@@ -10,6 +10,8 @@
 --     worker; with "drop" it goes on and takes it back;
 --   * ring all-reduce training with "drop" ends with every worker holding
 --     the same model; gossip and hierarchical averaging go on.
+-- The faults during trainings are set off by the trainings' progress (step
+-- counts through at_start's clock), not at fixed times.
 -- Args: backend=user|kernel; owned=, regdir= from lib.sh.
 local hn = require("hiernet")
 local topo = require("hiernet.topo")
@@ -68,104 +70,140 @@ ok, err = pcall(net.on, net, "reboot", print)
 H.check(not ok and err:find("invalid option 'reboot'", 1, true), "unknown event: %s", tostring(err))
 
 -- ---- the algorithms' side ----
+-- A bound only, on every wait for progress: the schedules below stop the
+-- trainings that go on.
+local LIVENESS_S = 30
 local data = { name = "synthetic", n = 2400, dim = 16, classes = 4, noise = 0.4, test_n = 600 }
 local function common(prefix, extra)
-  local o = { workers = w, model = "mlp:16-32-4", dataset = data, batch = 32, seconds = 4,
+  local o = { workers = w, model = "mlp:16-32-4", dataset = data, batch = 32, seconds = 3 * LIVENESS_S,
               worker_opt = { lr = 0.2 }, eval_every = 10, prefix = prefix, progress = false }
   for k, v in pairs(extra or {}) do o[k] = v end
   return o
 end
 
--- Faults while a training runs: a partition 1 s in, a kill 0.5 s later, the
--- heal 1 s later, the restart 0.5 s after that, timed from the start of the
--- training (its at_start option), not of its set-up. The times of each (on
--- the run's clock) go into `at`, to be set against steps.csv's training
--- times. sch.wait() returns once the schedule has run (at most 10 s).
-local function schedule(cut_from, cut_to)
-  local at = {}
-  local sch = {}
-  function sch.start()
-    hn.sleep(1.0); net:partition(cut_from, cut_to); at.cut = hn.now()
-    hn.sleep(0.5); w[3]:kill(); at.kill = hn.now()
-    hn.sleep(1.0); net:heal(); at.heal = hn.now()
-    hn.sleep(0.5); w[3]:restart(); at.restart = hn.now()
+-- Faults while a training runs, set off by its progress (at_start's clock:
+-- steps.csv rows so far), never at fixed times, which 2 shared cores
+-- stretch past the training's end: cut_from is cut off from cut_to after
+-- w2's third step, w3 is killed once w1 has made 5 more; w2's and w3's
+-- counts are taken after w1's next 5 (a step in flight at the cut or the
+-- kill is in by then) and again after 5 more (`at`: they must not move);
+-- then the heal, and the workers in `back` must make 3 steps each (w3
+-- after its restart); then the schedule stops the training (`seconds` is
+-- only a bound). A training that ends first (BSP failing at the cut)
+-- ends the waits; the heal and the restart still come. sch.wait() returns
+-- once the schedule has run; at.err is its error, if any.
+local function wait_steps(clock, name, n, what)
+  local from, t0 = clock.steps_of(name), hn.now()
+  while clock.steps_of(name) < from + n do
+    if clock.done() then return false end
+    if hn.now() - t0 > LIVENESS_S then error(string.format("%s: not within %d s", what, LIVENESS_S), 0) end
+    hn.sleep(0.01)
+  end
+  return true
+end
+
+local function schedule(cut_from, cut_to, back)
+  local at, sch = {}, {}
+  local function run(clock)
+    local on = wait_steps(clock, "w2", 3, "w2's first steps")
+    net:partition(cut_from, cut_to)
+    on = on and wait_steps(clock, "w1", 5, "w1 after the cut")
+    w[3]:kill()
+    on = on and wait_steps(clock, "w1", 5, "w1 while w2 is cut off and w3 is dead")
+    at.w2, at.w3 = clock.steps_of("w2"), clock.steps_of("w3")
+    on = on and wait_steps(clock, "w1", 5, "w1 while w2 is cut off and w3 is dead")
+    at.w2_moved, at.w3_moved = clock.steps_of("w2") - at.w2, clock.steps_of("w3") - at.w3
+    net:heal()
+    for _, name in ipairs(back or {}) do
+      if name == "w3" then w[3]:restart(); at.restarted = true end
+      on = on and wait_steps(clock, name, 3, name .. " after the heal and the restart")
+    end
+    if not at.restarted then w[3]:restart(); at.restarted = true end
+    at.went_on = on
+  end
+  function sch.start(clock)
+    local ok, err = pcall(run, clock)
+    if not ok then
+      at.err = tostring(err)
+      net:heal()
+      if not at.restarted then pcall(w[3].restart, w[3]) end
+    end
     at.done = true
+    clock.stop("schedule done")
   end
   function sch.wait()
     local t0 = hn.now()
     while not at.done do
-      assert(hn.now() - t0 < 10, "the fault schedule did not run (the training never started?)")
+      H.check(hn.now() - t0 < 3 * LIVENESS_S, "the fault schedule did not run (the training never started?)")
       hn.sleep(0.05)
     end
+    H.check(not at.err, "fault schedule: %s", tostring(at.err))
   end
   return sch, at
 end
 
--- The fault times on a training's clock (steps.csv's time column).
-local function on_clock(at, s)
-  local c = {}
-  for k, v in pairs(at) do if type(v) == "number" then c[k] = v - s.start_s end end
-  return c
+-- The schedule ran through (went_on), w3 made no step while dead and
+-- (w2_stops: where a step needs the server) w2 none while cut off, exactly.
+local function went_on(what, at, w2_stops)
+  H.check(at.went_on, "%s: the training ended before the schedule did", what)
+  H.check(not w2_stops or at.w2_moved == 0, "%s: w2 made %d steps while cut off", what, at.w2_moved)
+  H.check(at.w3_moved == 0, "%s: w3 made %d steps while dead", what, at.w3_moved)
 end
 
--- Rows of steps.csv by worker: {times}.
-local function rows_by_worker(prefix)
-  local by = {}
-  for _, r in ipairs(require("hiernet.experiment").read_csv(prefix .. "steps")) do
-    by[r.worker] = by[r.worker] or {}
-    table.insert(by[r.worker], r.time)
-  end
-  return by
-end
-
-local function count_between(times, a, b)
-  local n = 0
-  for _, t in ipairs(times or {}) do if t > a and t < b then n = n + 1 end end
-  return n
-end
-
-local f, at = schedule({ w[2] }, { server })
+local f, at = schedule({ w[2] }, { server }, { "w2", "w3" })
 local s = ps.train(common("asp_", { server = server, mode = "asp", at_start = f.start }))
 f.wait()
-local c = on_clock(at, s)
-local by = rows_by_worker("asp_")
--- A row is written when a step's push is taken: allow the step in flight.
-H.check(count_between(by.w1, c.kill + 0.1, c.heal) > 5, "asp: w1 trains while w2 is cut off and w3 is dead")
-H.check(count_between(by.w2, c.cut + 0.3, c.heal) == 0, "asp: w2 makes no step while cut off")
-H.check(count_between(by.w2, c.heal + 0.2, 4) > 0, "asp: w2 is back after the heal")
-H.check(count_between(by.w3, c.kill + 0.3, c.restart) == 0 and count_between(by.w3, c.restart + 0.2, 4) > 0,
-        "asp: w3 is back after its restart")
+went_on("asp", at, true)
+H.check(s.stop_reason == "schedule done", "asp: stop reason %s", tostring(s.stop_reason))
 H.check(s.workers_alive == 4 and s.final_loss < s.initial_loss, "asp: all back, learned")
 
-f = schedule({ w[2] }, { server })
-ok, err = pcall(ps.train, common("bsp_fail_", { server = server, mode = "bsp", at_start = f.start }))
-f.wait()
+-- BSP with "fail": the cut after w2's third step must end the training
+-- (nothing else happens meanwhile: no kill that could end it instead).
+local failed = {}
+local function cut_until_failed(clock)
+  failed.ok, failed.err = pcall(function()
+    wait_steps(clock, "w2", 3, "w2's first steps")
+    net:partition({ w[2] }, { server })
+    local t0 = hn.now()
+    while not clock.done() do
+      if hn.now() - t0 > LIVENESS_S then error("the training went on with w2 cut off", 0) end
+      hn.sleep(0.01)
+    end
+  end)
+  net:heal()
+  failed.done = true
+end
+ok, err = pcall(ps.train, common("bsp_fail_", { server = server, mode = "bsp", at_start = cut_until_failed }))
+local t0 = hn.now()
+while not failed.done do
+  H.check(hn.now() - t0 < 3 * LIVENESS_S, "bsp fail: the fault schedule did not run: %s", tostring(err))
+  hn.sleep(0.01)
+end
+H.check(failed.ok, "bsp fail: the schedule: %s", tostring(failed.err))
 H.check(not ok and tostring(err):find("worker w2 is cut off from server (partition)", 1, true),
         "bsp fails naming the node: %s", tostring(err))
 
-f, at = schedule({ w[2] }, { server })
+f, at = schedule({ w[2] }, { server }, { "w2" })
 s = ps.train(common("bsp_drop_", { server = server, mode = "bsp", on_failure = "drop", at_start = f.start }))
 f.wait()
-c = on_clock(at, s)
-by = rows_by_worker("bsp_drop_")
-H.check(count_between(by.w1, c.kill + 0.1, c.heal) > 3 and count_between(by.w2, c.heal + 0.2, 4) > 0,
-        "bsp drop: goes on without w2, takes it back")
+went_on("bsp drop", at, true)
 
-f = schedule({ w[2] }, { w[1], w[3], w[4], server })
+-- (w3 must train again before the end: a restarted worker gets the model
+-- at the step it rejoins, and only then may the copies be compared)
+f, at = schedule({ w[2] }, { w[1], w[3], w[4], server }, { "w3" })
 s = ar.train(common("ring_", { algo = "ring", on_failure = "drop", at_start = f.start }))
 f.wait()
+went_on("ring drop", at, true) -- trains through the faults
 local ref = w[1]:norm{ x = "w" }.value
 for i = 2, 4 do
   H.check(math.abs(w[i]:norm{ x = "w" }.value - ref) < 1e-4, "ring drop: worker %d holds the same model", i)
 end
-H.check(s.steps > 20, "ring drop: trains through the faults (%d steps)", s.steps)
 
-f, at = schedule({ w[2] }, { w[1], w[3], w[4], server })
+f, at = schedule({ w[2] }, { w[1], w[3], w[4], server }, { "w3" })
 s = dc.train(common("gossip_", { algo = "gossip", graph = "complete", at_start = f.start }))
 f.wait()
-c = on_clock(at, s)
-by = rows_by_worker("gossip_")
-H.check(count_between(by.w1, c.kill + 0.1, c.heal) > 5 and s.final_loss < s.initial_loss, "gossip goes on")
+went_on("gossip", at)
+H.check(s.final_loss < s.initial_loss, "gossip goes on")
 
 net:stop()
 H.log("faults ok")
@@ -176,18 +214,31 @@ local t = topo.hier(net2, { clouds = 1, edges_per_cloud = 2, terminals_per_edge 
                             links = { cloud_edge = link, edge_terminal = link } })
 net2:start()
 H.own(net2)
+-- On the training's progress too: t2 is cut off from its edge after its
+-- third step; t2's count is taken after t1's next 5 steps and again after
+-- 5 more (it must not move), then the heal, and t2 must make 3 steps.
 local hat = {}
-local function hier_faults() -- on the training's clock (at_start)
-  hn.sleep(1.3); net2:partition({ t.terminal[2] }, { t.edge[1] }); hat.cut = hn.now()
-  hn.sleep(1.0); net2:heal(); hat.heal = hn.now()
+local function hier_faults(clock)
+  local ok, err = pcall(function()
+    local t2, on = t.terminal[2].name, wait_steps(clock, t.terminal[2].name, 3, "t2's first steps")
+    net2:partition({ t.terminal[2] }, { t.edge[1] })
+    on = on and wait_steps(clock, "t1", 5, "t1 while t2 is cut off")
+    hat.t2 = clock.steps_of(t2)
+    on = on and wait_steps(clock, "t1", 5, "t1 while t2 is cut off")
+    hat.t2_moved = clock.steps_of(t2) - hat.t2
+    net2:heal()
+    hat.went_on = on and wait_steps(clock, t2, 3, "t2 after the heal")
+  end)
+  if not ok then hat.err = tostring(err); net2:heal() end
+  hat.done = true
+  clock.stop("schedule done")
 end
 s = hier.train{ cloud = t.cloud[1], workers = t.terminal, tau1 = 2, tau2 = 2, model = "mlp:16-32-4",
-                dataset = data, batch = 32, seconds = 4, worker_opt = { lr = 0.2 }, prefix = "hier_",
+                dataset = data, batch = 32, seconds = 3 * LIVENESS_S, worker_opt = { lr = 0.2 }, prefix = "hier_",
                 progress = false, at_start = hier_faults }
-H.check(hat.heal ~= nil, "hier: the fault schedule ran within the training")
-c = on_clock(hat, s)
-by = rows_by_worker("hier_")
-H.check(count_between(by.t1, c.cut + 0.1, c.heal) > 3 and count_between(by.t2, c.cut + 0.2, c.heal) == 0 and
-        count_between(by.t2, c.heal + 0.2, 4) > 0, "hier: goes on without the cut-off terminal, takes it back")
+H.check(hat.done and not hat.err, "hier: the fault schedule: %s", tostring(hat.err))
+H.check(hat.went_on and hat.t2_moved == 0,
+        "hier: goes on without the cut-off terminal (%s steps of it while cut off), takes it back",
+        tostring(hat.t2_moved))
 net2:stop()
 H.log("hier faults ok")

@@ -59,4 +59,48 @@ function T.read_all(node, tensor, size)
   return out
 end
 
+-- Fault schedules on a training's progress (its at_start clock), not on
+-- wall-clock times that a loaded host stretches.
+-- T.wait_for(clock, what, cond) waits until cond() holds; the training
+-- ending first is an error, and so is no such progress within LIVENESS_S
+-- (a liveness bound for a training that hangs, far beyond any step).
+T.LIVENESS_S = 30
+function T.wait_for(clock, what, cond)
+  local t0 = hn.now()
+  while not cond() do
+    if clock.done() then error(what .. ": the training ended first", 0) end
+    if hn.now() - t0 > T.LIVENESS_S then error(string.format("%s: not within %d s", what, T.LIVENESS_S), 0) end
+    hn.sleep(0.005)
+  end
+end
+
+-- Waits until worker `name` has made n more steps than now.
+function T.after_steps(clock, name, n, what)
+  local from = clock.steps_of(name)
+  T.wait_for(clock, what, function() return clock.steps_of(name) >= from + n end)
+end
+
+-- An at_start function running body(clock, at) and keeping its error in
+-- at.err (a task's error would not reach the test); at.finished is set at
+-- its end, and with stop = true the training is stopped there.
+function T.schedule(body, stop)
+  local at = {}
+  return function(clock)
+    local ok, err = pcall(body, clock, at)
+    if not ok then at.err = tostring(err) end
+    at.finished = true
+    if stop then clock.stop("schedule done") end
+  end, at
+end
+
+-- Waits (main task) for a schedule to finish, after its training returned.
+function T.schedule_done(at, what)
+  local t0 = hn.now()
+  while not at.finished do
+    if hn.now() - t0 > T.LIVENESS_S then error(what .. ": the fault schedule did not finish", 2) end
+    hn.sleep(0.01)
+  end
+  if at.err then error(what .. ": fault schedule: " .. at.err, 2) end
+end
+
 return T
