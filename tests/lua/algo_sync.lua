@@ -149,6 +149,12 @@ do
   eq(#rounds, 1, "drop-worker: one round")
   eq(rounds[1].k, 3, "drop-worker: 4 - floor(0.25 * 4) pushes")
   eq(taken[4].kind, "drop", "drop-worker: the slowest is dropped")
+  -- A fraction that does not divide: 3 - floor(0.34 * 3) = 2 (not 3 - ceil = 1).
+  sync = ps.sync(policy("drop-worker", { drop_fraction = 0.34 }, 3), 3)
+  rounds, taken = feed(sync, { { 3, 0 }, { 1, 0 }, { 2, 0 } })
+  eq(#rounds, 1, "drop-worker 0.34 of 3: one round")
+  eq(rounds[1].k, 2, "drop-worker: 3 - floor(0.34 * 3) pushes")
+  eq(taken[3].kind, "drop", "drop-worker 0.34 of 3: the third push is dropped")
 end
 
 -- ---- adaptive-k: the norm test by hand, k within [1, N], late weights ----
