@@ -46,7 +46,7 @@ share=$(field overrun_share "$loaded")
 if awk -v s="$share" 'BEGIN { exit !(s > 0.05) }'; then ok; else bad "$W workers at D=1: overrun share $share, want > 0.05"; fi
 grep -q '"limited": true' loaded/run.json && ok || bad "$W workers at D=1: run.json overload not limited: $(grep overload loaded/run.json)"
 last=$(tail -n1 loaded/log.txt)
-if [[ $last == *"warning: this run was limited by the host's CPU: "*"% of compute commands overran; use fewer nodes, lower speeds, or dilation = "* ]]; then
+if [[ $last == *"warning: this run was limited by the host's CPU: "*"% of compute commands were starved of CPU; use fewer nodes, lower speeds, or dilation = "* ]]; then
   ok
 else
   bad "$W workers at D=1: the log does not end with the overload warning: $last"

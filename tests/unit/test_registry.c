@@ -384,7 +384,8 @@ static void test_cost(void)
         if (small < 0 || s < small) small = s;
         if (big < 0 || b < big) big = b;
     }
-    printf("nodes registered and committed: 100 in %.2f ms, 1000 in %.2f ms (best of 3)\n", small, big);
+    printf("nodes registered and committed: 100 in %.2f ms, 1000 in %.2f ms (best of 3)\n", small,
+           big);
     CHECK_MSG(big <= 40 * small + 10, "1000 nodes %.2f ms, 100 nodes %.2f ms", big, small);
 }
 
