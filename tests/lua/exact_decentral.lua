@@ -260,6 +260,21 @@ local function gossip_case(what, o)
   net:stop()
 end
 
+-- One push each, between two workers: a push gives half of the sender's x
+-- (weight included), so the weights end as (1.25, 0.75) or (0.75, 1.25)
+-- (one push after the other) or (1, 1) (both at once), exactly.
+do
+  runs = runs + 1
+  local net, workers = R.star("exdc" .. runs, 2, { 1, 0.05 })
+  dc.train{ algo = "gossip", graph = "ring", workers = workers, model = T.model, dataset = T.dataset,
+            seed = 7, batch = 64, steps = 1, worker_opt = { lr = TINY }, eval_every = 1000, eval_limit = 50,
+            prefix = "gossip_pair_", progress = false }
+  local a1, a2 = R.read_all(workers[1], "x"), R.read_all(workers[2], "x")
+  a1, a2 = a1[#a1], a2[#a2]
+  local ok = (a1 == 1.25 and a2 == 0.75) or (a1 == 0.75 and a2 == 1.25) or (a1 == 1 and a2 == 1)
+  assert(ok, string.format("gossip, one push each: weights %.9g and %.9g, not halves", a1, a2))
+  net:stop()
+end
 gossip_case("gossip, lr 1e-30, ring", { graph = "ring", lr = TINY })
 gossip_case("gossip, lr 1e-30, complete, worker 2 at 1/20", { graph = "complete", lr = TINY, speeds = SLOW })
 gossip_case("gossip, lr 0.1, complete, worker 2 at 1/20", { graph = "complete", lr = LR, speeds = SLOW })
