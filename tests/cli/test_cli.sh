@@ -10,6 +10,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/peer_failures.sh"
 json_status() { grep -o '"status": "[a-z]*"' "$1/run.json" | cut -d'"' -f4; }
 peers_of() { # node-name prefix -> number of live hiernet-peer processes with it
   ps -eo args= | grep -c "^[^ ]*hiernet-peer .*--node $1" || true
@@ -101,51 +102,20 @@ for _ in $(seq 40); do [[ $(peers_of clisigkill_) -eq 0 ]] && break; sleep 0.05;
 
 # --- a peer that dies: pending calls fail, naming the node (how fast:
 # test_cli_timing.sh, in the serial pass) ---
-cat >death.lua <<'LUA'
-local hn = require("hiernet")
-local net = hn.network{ name = "d", backend = "none" }
-local n = net:node("clidead_n1")
-net:start()
-local pid = assert(n:stats().pid, "stats reports the peer pid")
-os.execute("kill -STOP " .. pid)      -- frozen: the next call stays pending
-local caller = hn.spawn(function() return pcall(n.ping, n) end)
-hn.sleep(0.05)
-local t0 = hn.now()
-os.execute("kill -KILL " .. pid)
-local ok, err = caller:wait()
-local waited = hn.now() - t0
-assert(not ok, "the pending call fails")
-assert(err:find("node 'clidead_n1'", 1, true) and err:find("signal 9", 1, true), err)
-print(string.format("peer death noticed in %.1f ms", waited * 1000))
-LUA
+write_peer_death cli
 expect_exit 0 "peer death" -- "$HN" run death.lua --out r-death --quiet
 [[ -n $(grep -F "peer death noticed" out.txt) ]] && ok || bad "peer death scenario output: $err"
 
 # --- peers that misbehave at start: the start fails, and the stop that
 # follows kills what does not exit (the time bounds: test_cli_timing.sh) ---
-printf '#!/bin/sh\nexec sleep 30.731\n' > mute-peer.sh
-printf '#!/bin/sh\nprintf "\\301\\301\\301" >&3\nexec 3>&-\nexec sleep 30.732\n' > garbage-peer.sh
-chmod +x mute-peer.sh garbage-peer.sh
-cat >start.lua <<'LUA'
-local hn = require("hiernet")
-local net = hn.network{ name = "s", backend = "none" }
-net:node("clistart_n1")
-local t0 = hn.now()
-local ok, err = pcall(net.start, net)
-print(string.format("start %s after %.1f s: %s", tostring(ok), hn.now() - t0, tostring(err)))
-t0 = hn.now()
-net:stop()
-print(string.format("stop after %.1f s", hn.now() - t0))
-LUA
+write_misbehaving_peers cli 30.73
 HIERNET_PEER=$PWD/mute-peer.sh HIERNET_START_TIMEOUT=1 \
   expect_exit 0 "silent peer" -- "$HN" run start.lua --out r-mute --quiet
 grep -q "start false after [0-9.]* s: .*did not answer within 1 s" out.txt && ok || bad "silent peer: $(cat out.txt)"
 HIERNET_PEER=$PWD/garbage-peer.sh \
   expect_exit 0 "garbling peer" -- "$HN" run start.lua --out r-garbage --quiet
 grep -q "start false after [0-9.]* s" out.txt && ok || bad "garbling peer start: $(cat out.txt)"
-# Killed peers may take a moment to leave the process table: poll, 5 s at most.
-for _ in $(seq 100); do [[ -z $(ps -eo args= | grep -E "^sleep 30\.73[12]") ]] && break; sleep 0.05; done
-[[ -z $(ps -eo args= | grep -E "^sleep 30\.73[12]") ]] && ok || bad "a misbehaving peer survived its run"
+misbehaving_peers_gone 30.73
 
 # --- the controller library's messages go to the run's log.txt, and not to
 # a --quiet stderr: a peer that sends a well-formed msgpack value that is no

@@ -11,41 +11,15 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/peer_failures.sh"
 
-cat >death.lua <<'LUA'
-local hn = require("hiernet")
-local net = hn.network{ name = "d", backend = "none" }
-local n = net:node("clitdead_n1")
-net:start()
-local pid = assert(n:stats().pid, "stats reports the peer pid")
-os.execute("kill -STOP " .. pid)      -- frozen: the next call stays pending
-local caller = hn.spawn(function() return pcall(n.ping, n) end)
-hn.sleep(0.05)
-local t0 = hn.now()
-os.execute("kill -KILL " .. pid)
-local ok, err = caller:wait()
-local waited = hn.now() - t0
-assert(not ok, "the pending call fails")
-assert(waited < 0.1, "noticed after " .. waited .. " s")
-print(string.format("peer death noticed in %.1f ms", waited * 1000))
-LUA
-expect_exit 0 "peer death within 100 ms" -- "$HN" run death.lua --out r-death --quiet
-[[ -n $(grep -F "peer death noticed" out.txt) ]] && ok || bad "peer death scenario output: $err"
+write_peer_death clit
+expect_exit 0 "peer death" -- "$HN" run death.lua --out r-death --quiet
+ms=$(sed -n 's/^peer death noticed in \([0-9.]*\) ms$/\1/p' out.txt)
+[[ -n $ms ]] && python3 -c "import sys; sys.exit(0 if $ms < 100 else 1)" && ok ||
+  bad "peer death noticed within 100 ms: $(cat out.txt) $err"
 
-printf '#!/bin/sh\nexec sleep 30.741\n' > mute-peer.sh
-printf '#!/bin/sh\nprintf "\\301\\301\\301" >&3\nexec 3>&-\nexec sleep 30.742\n' > garbage-peer.sh
-chmod +x mute-peer.sh garbage-peer.sh
-cat >start.lua <<'LUA'
-local hn = require("hiernet")
-local net = hn.network{ name = "s", backend = "none" }
-net:node("clitstart_n1")
-local t0 = hn.now()
-local ok, err = pcall(net.start, net)
-print(string.format("start %s after %.1f s: %s", tostring(ok), hn.now() - t0, tostring(err)))
-t0 = hn.now()
-net:stop()
-print(string.format("stop after %.1f s", hn.now() - t0))
-LUA
+write_misbehaving_peers clit 30.74
 HIERNET_PEER=$PWD/mute-peer.sh HIERNET_START_TIMEOUT=1 \
   expect_exit 0 "silent peer" -- "$HN" run start.lua --out r-mute --quiet
 grep -q "start false after 1\.[0-9] s: .*did not answer within 1 s" out.txt && ok || bad "silent peer: $(cat out.txt)"
@@ -53,8 +27,6 @@ HIERNET_PEER=$PWD/garbage-peer.sh \
   expect_exit 0 "garbling peer" -- "$HN" run start.lua --out r-garbage --quiet
 grep -q "start false after 0\.[0-9] s" out.txt && ok || bad "garbling peer start: $(cat out.txt)"
 grep -q "stop after [23]\.[0-9] s" out.txt && ok || bad "garbling peer is killed at the stop deadline: $(cat out.txt)"
-# Killed peers may take a moment to leave the process table: poll, 5 s at most.
-for _ in $(seq 100); do [[ -z $(ps -eo args= | grep -E "^sleep 30\.74[12]") ]] && break; sleep 0.05; done
-[[ -z $(ps -eo args= | grep -E "^sleep 30\.74[12]") ]] && ok || bad "a misbehaving peer survived its run"
+misbehaving_peers_gone 30.74
 
 report
