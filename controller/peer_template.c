@@ -413,6 +413,10 @@ static void on_wait_over(EV_P_ ev_timer *w, int revents)
 pid_t peer_template_pid(struct peer_template *t, int id, double timeout_s, char *err, size_t errlen)
 {
     if (timeout_s > 0 && !t->results[id].done && !t->broken) {
+        /* The loop's clock is as old as its last iteration, which a caller
+         * that blocked since (a slow build of the peers, say) makes stale:
+         * a timer started from it would expire at once. */
+        ev_now_update(t->loop);
         ev_timer over;
         ev_timer_init(&over, on_wait_over, timeout_s, 0);
         ev_timer_start(t->loop, &over);
