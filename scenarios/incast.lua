@@ -51,24 +51,24 @@ local VARIANTS = {
   rto_min = { link = {}, tcp = { rto_min = "1ms" } },
 }
 
-local function bits_per_s(text)
-  local n, unit = tostring(text):match("^([%d.]+)%s*(%a*)$")
-  local mult = ({ [""] = 1, bit = 1, kbit = 1e3, mbit = 1e6, gbit = 1e9, tbit = 1e12 })[unit:lower()]
-  assert(n and mult, "incast: bw '" .. tostring(text) .. "' is not a rate like 10Gbit")
-  return tonumber(n) * mult
+-- Checked before any network starts: a bad name costs nothing.
+for _, v in ipairs(variants) do
+  if not VARIANTS[v] then
+    error(string.format("--set variants: unknown variant '%s' (default, queue, rto_min)", tostring(v)))
+  end
 end
 
 -- One BSP training of n workers under variant v: its result row.
 local function run(n, v)
   local spec = VARIANTS[v]
-  assert(spec, "incast: unknown variant '" .. tostring(v) .. "' (default, queue, rto_min)")
   local backend = ex.backend()
   assert(backend ~= "none", "incast: backend none has no TCP of its own: use kernel or user")
   local net = hn.network{ name = string.format("incast%d_%s", n, v), backend = backend, seed = 1, tcp = spec.tcp }
   local tor, server = net:switch("tor"), net:node("ps")
   local link = { bw = bw }
   for k, x in pairs(spec.link) do link[k] = x end
-  net:link(server, tor, link)
+  -- the server's link, whose rate (bit/s, as the link parsed it) bounds a step
+  local uplink = net:link(server, tor, link)
   local workers = {}
   for i = 1, n do
     workers[i] = net:node("w" .. i)
@@ -81,7 +81,7 @@ local function run(n, v)
                       eval_every = steps + 1, progress = not quick,
                       prefix = string.format("n%d_%s_", n, v) }
   net:stop()
-  local bound = 2 * n * PARAMS * 4 * 8 / bits_per_s(bw)
+  local bound = 2 * n * PARAMS * 4 * 8 / uplink:params().bw
   local step = s.steps > 0 and s.wall_s / s.steps or nil
   local tcp, ov = s.tcp or {}, s.overload or {}
   return ex.row(string.format("%d workers, %s", n, v), s, {
