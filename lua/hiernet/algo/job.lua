@@ -918,8 +918,8 @@ end
 job.SUMMARY_FIELDS = {
   "algorithm", "mode", "parameters", "initial_accuracy", "initial_loss", "final_accuracy",
   "final_loss", "final_eval_failed", "best_accuracy", "target_accuracy", "time_to_target_s",
-  "steps_to_target", "steps", "updates_applied", "worker_steps", "epochs", "bytes", "wall_s",
-  "start_s", "compute_share", "stop_reason", "evals", "evals_skipped", "last_loss", "prefix",
+  "steps_to_target", "steps", "updates_applied", "worker_steps", "epochs", "train_samples", "bytes",
+  "wall_s", "start_s", "compute_share", "stop_reason", "evals", "evals_skipped", "last_loss", "prefix",
   "workers", "workers_alive",
 }
 
