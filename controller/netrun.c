@@ -442,6 +442,7 @@ static void make_user_links(struct netrun *nr)
     if (start_linkds(nr, err, sizeof err) < 0 || request_user_links(nr, &link, err, sizeof err) < 0)
         job_fail_at(nr, true, -1, link, err);
     if (nr->linkd_pending == 0) return linkd_settled(nr);
+    ev_now_update(nr->loop); /* the linkds' starts took time the cached clock missed */
     ev_timer_start(nr->loop, &nr->linkd_deadline);
 }
 
