@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Histogram of the dilation each command needed: bin i holds [STRETCH_STEP^i, STRETCH_STEP^(i+1)).
- */
+/* Histogram of the dilation each command needed: bin i holds
+ * [STRETCH_STEP^i, STRETCH_STEP^(i+1)). */
 #define STRETCH_STEP 1.05
 #define STRETCH_BINS 160
 

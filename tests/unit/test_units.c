@@ -31,7 +31,7 @@ static double loss(const char *text)
 
 static struct topo_units_queue queue(const char *text)
 {
-    struct topo_units_queue value = {0, 0};
+    struct topo_units_queue value = {0};
     err[0] = '\0';
     CHECK_MSG(topo_units_parse_queue(text, &value, err, sizeof err) == 0, "%s: %s", text, err);
     return value;
