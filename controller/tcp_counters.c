@@ -83,7 +83,11 @@ int tcp_counters_parse(const char *snmp, const char *netstat, struct tcp_counter
 static int read_text(const char *path, char *buf, size_t cap, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "re");
-    if (!f) return snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno)), -1;
+    if (!f) {
+        int e = errno;
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
+        return e == ENOENT || e == ESRCH ? -2 : -1; /* the process is gone */
+    }
     size_t n = fread(buf, 1, cap - 1, f);
     int failed = ferror(f) ? errno : 0;
     bool cut = n == cap - 1 && fgetc(f) != EOF;
@@ -104,9 +108,9 @@ int tcp_counters_read(pid_t pid, struct tcp_counters *out, char *err, size_t err
         goto done;
     }
     snprintf(path, sizeof path, "/proc/%d/net/snmp", (int)pid);
-    if (read_text(path, snmp, PROC_TEXT_MAX, err, errlen) < 0) goto done;
+    if ((rc = read_text(path, snmp, PROC_TEXT_MAX, err, errlen)) < 0) goto done;
     snprintf(path, sizeof path, "/proc/%d/net/netstat", (int)pid);
-    if (read_text(path, netstat, PROC_TEXT_MAX, err, errlen) < 0) goto done;
+    if ((rc = read_text(path, netstat, PROC_TEXT_MAX, err, errlen)) < 0) goto done;
     rc = tcp_counters_parse(snmp, netstat, out, err, errlen);
 done:
     free(snmp);

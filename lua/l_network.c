@@ -627,9 +627,12 @@ static int l_net_tcp(lua_State *L)
     for (size_t i = 0; i < net->topo->n_nodes; i++) {
         struct tcp_counters c;
         char err[256];
-        if (net->topo->nodes[i].kind != TOPO_NODE_HOST ||
-            netrun_tcp_counters(net->run, (int)i, &c, err, sizeof err) < 0)
-            continue; /* a switch, or a peer not running this moment */
+        if (net->topo->nodes[i].kind != TOPO_NODE_HOST) continue;
+        int rc = netrun_tcp_counters(net->run, (int)i, &c, err, sizeof err);
+        if (rc == -1)
+            return luaL_error(L, "network '%s': tcp: node '%s': %s", net->topo->name,
+                              net->topo->nodes[i].name, err);
+        if (rc < 0) continue; /* its peer is not running this moment */
         uint64_t v[TCP_COUNTERS];
         tcp_counters_values(&c, v);
         lua_createtable(L, 0, TCP_COUNTERS + 1);
