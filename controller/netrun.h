@@ -107,8 +107,9 @@ const char *const *netrun_link_columns(size_t *n);
 void netrun_sample_tcp(struct netrun *nr, struct record *rec);
 const char *const *netrun_tcp_columns(size_t *n);
 struct tcp_counters;
-/* Host node's counters now; -1 with err (backend none, a switch, a peer
- * not running). */
+/* Host node's counters now; -2 with err when its peer is not running (or
+ * exited during the read), -1 with err otherwise (backend none, a switch,
+ * counters that cannot be read). */
 int netrun_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, char *err,
                         size_t errlen);
 

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Histogram of the dilation each command needed: bin i holds [STRETCH_STEP^i, STRETCH_STEP^(i+1)).
- */
+/* Histogram of the dilation each command needed: bin i holds
+ * [STRETCH_STEP^i, STRETCH_STEP^(i+1)). */
 #define STRETCH_STEP 1.05
 #define STRETCH_BINS 160
 
@@ -148,12 +148,14 @@ static int stretch_bin(double need)
 
 /* The dilation under which a starved command's CPU time and run-queue
  * delay would have fitted its budget (dilation * cpu_ms / speed). Its
- * blocked time is not in it: more dilation does not shorten a wait. */
+ * blocked time is not in it: more dilation does not shorten a wait. No
+ * run-queue delay (or none reported) leaves the CPU time alone: a node
+ * faster than the host (speed 2) needs dilation 2 without any wait. */
 static double needed_dilation(struct proto_args *args, double speed)
 {
     double cpu_ms = 0, delay_ms = 0;
     if (proto_arg_f64(args, "cpu_ms", &cpu_ms) != 1 || !(cpu_ms > 0)) return 0;
-    if (proto_arg_f64(args, "run_delay_ms", &delay_ms) != 1 || !(delay_ms > 0)) return 0;
+    if (proto_arg_f64(args, "run_delay_ms", &delay_ms) != 1 || !(delay_ms > 0)) delay_ms = 0;
     return (cpu_ms + delay_ms) * speed / cpu_ms;
 }
 

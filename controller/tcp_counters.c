@@ -1,11 +1,15 @@
 /* tcp_counters.c — a node's TCP counters (see tcp_counters.h). */
 #include "controller/tcp_counters.h"
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* /proc/net/netstat is about 5 KB on 6.x kernels. */
+/* Room for either file: /proc/net/netstat, the larger, is 4155 bytes under
+ * Linux 6.18 (wc -c on the host this was written on); a file that fills
+ * the buffer is refused rather than parsed cut short. */
 #define PROC_TEXT_MAX 32768
 
 void tcp_counters_values(const struct tcp_counters *c, uint64_t out[TCP_COUNTERS])
@@ -79,9 +83,17 @@ int tcp_counters_parse(const char *snmp, const char *netstat, struct tcp_counter
 static int read_text(const char *path, char *buf, size_t cap, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "re");
-    if (!f) return snprintf(err, errlen, "cannot open %s", path), -1;
+    if (!f) {
+        int e = errno;
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
+        return e == ENOENT || e == ESRCH ? -2 : -1; /* the process is gone */
+    }
     size_t n = fread(buf, 1, cap - 1, f);
+    int failed = ferror(f) ? errno : 0;
+    bool cut = n == cap - 1 && fgetc(f) != EOF;
     fclose(f);
+    if (failed) return snprintf(err, errlen, "cannot read %s: %s", path, strerror(failed)), -1;
+    if (cut) return snprintf(err, errlen, "%s is larger than %zu bytes", path, cap - 1), -1;
     buf[n] = '\0';
     return 0;
 }
@@ -96,9 +108,9 @@ int tcp_counters_read(pid_t pid, struct tcp_counters *out, char *err, size_t err
         goto done;
     }
     snprintf(path, sizeof path, "/proc/%d/net/snmp", (int)pid);
-    if (read_text(path, snmp, PROC_TEXT_MAX, err, errlen) < 0) goto done;
+    if ((rc = read_text(path, snmp, PROC_TEXT_MAX, err, errlen)) < 0) goto done;
     snprintf(path, sizeof path, "/proc/%d/net/netstat", (int)pid);
-    if (read_text(path, netstat, PROC_TEXT_MAX, err, errlen) < 0) goto done;
+    if ((rc = read_text(path, netstat, PROC_TEXT_MAX, err, errlen)) < 0) goto done;
     rc = tcp_counters_parse(snmp, netstat, out, err, errlen);
 done:
     free(snmp);

@@ -29,5 +29,7 @@ void tcp_counters_values(const struct tcp_counters *c, uint64_t out[TCP_COUNTERS
  * or counter. */
 int tcp_counters_parse(const char *snmp, const char *netstat, struct tcp_counters *out, char *err,
                        size_t errlen);
-/* From /proc/<pid>/net/{snmp,netstat}: pid's namespace's. */
+/* From /proc/<pid>/net/{snmp,netstat}: pid's namespace's. -2 when pid is
+ * gone (a peer that exited since it was looked up), -1 on any other
+ * failure; err says which. */
 int tcp_counters_read(pid_t pid, struct tcp_counters *out, char *err, size_t errlen);

@@ -150,6 +150,9 @@ static int l_host_run(lua_State *L)
     h->rt = rt;
     h->timeout_s = timeout;
     ev_timer_init(&h->timer, on_timeout, timeout, 0);
+    /* From now, not from the loop's cached time, which the Lua before this
+     * call (and the fork) made old: the timeout would be cut short. */
+    ev_now_update(rt->loop);
     if (timeout > 0) ev_timer_start(rt->loop, &h->timer);
     h->next = rt->host_runs;
     if (h->next) h->next->prev = h;

@@ -54,8 +54,8 @@ static void resolve_bdp_queue(lua_State *L, struct topo_link_params *p, const ch
         topo_shape_bdp_bytes(p->queue.bdp, p->rate_bps, 2 * (p->delay_ns + p->jitter_ns),
                              TOPO_SHAPE_DEFAULT_MTU + TOPO_SHAPE_ETH_HLEN);
     if (bytes > TOPO_UNITS_QUEUE_MAX)
-        luaL_error(L, "%s: queue '%s' is %llu bytes, above the maximum of 1000000000", what, asked,
-                   (unsigned long long)bytes);
+        luaL_error(L, "%s: queue '%s' is %llu bytes, above the maximum of %llu", what, asked,
+                   (unsigned long long)bytes, (unsigned long long)TOPO_UNITS_QUEUE_MAX);
     p->queue.bytes = bytes;
     p->queue.packets = 0;
 }

@@ -97,16 +97,16 @@ double lnet_opt_number(lua_State *L, int i, const char *key, double dflt, const 
 static const char *const tcp_options[] = {"cc", "rto_min", "ecn", "init_cwnd", NULL};
 
 /* The value of key in the table at i as text (a string, or a number of
- * seconds for rto_min), or NULL when absent. */
+ * seconds for rto_min), or NULL when absent. The value stays pushed (the
+ * caller's lua_settop drops it): a number's text is a new string that
+ * nothing else holds, which a collection could free once popped. */
 static const char *tcp_opt_text(lua_State *L, int i, const char *key, const char *what)
 {
     lua_getfield(L, i, key);
     int type = lua_type(L, -1);
     if (type != LUA_TNIL && type != LUA_TSTRING && type != LUA_TNUMBER)
         luaL_error(L, "%s: tcp %s must be a string, got %s", what, key, luaL_typename(L, -1));
-    const char *v = type == LUA_TNIL ? NULL : lua_tostring(L, -1);
-    lua_pop(L, 1); /* a string stays alive in the table; a number's text in the cache */
-    return v;
+    return type == LUA_TNIL ? NULL : lua_tostring(L, -1);
 }
 
 /* Reads the tcp table of the options at i (if any) over t: what it names
@@ -627,9 +627,12 @@ static int l_net_tcp(lua_State *L)
     for (size_t i = 0; i < net->topo->n_nodes; i++) {
         struct tcp_counters c;
         char err[256];
-        if (net->topo->nodes[i].kind != TOPO_NODE_HOST ||
-            netrun_tcp_counters(net->run, (int)i, &c, err, sizeof err) < 0)
-            continue; /* a switch, or a peer not running this moment */
+        if (net->topo->nodes[i].kind != TOPO_NODE_HOST) continue;
+        int rc = netrun_tcp_counters(net->run, (int)i, &c, err, sizeof err);
+        if (rc == -1)
+            return luaL_error(L, "network '%s': tcp: node '%s': %s", net->topo->name,
+                              net->topo->nodes[i].name, err);
+        if (rc < 0) continue; /* its peer is not running this moment */
         uint64_t v[TCP_COUNTERS];
         tcp_counters_values(&c, v);
         lua_createtable(L, 0, TCP_COUNTERS + 1);

@@ -318,6 +318,9 @@ static void stop_networks(struct scenario *sc)
     struct ev_loop *loop = sc->rt.loop;
     sched_halt(sc->rt.sched);
     l_network_stop_all(&sc->rt);
+    /* The loop's clock is as old as its last iteration, before the
+     * scenario's last Lua and the stops: the deadline counts from now. */
+    ev_now_update(loop);
     ev_timer_init(&sc->teardown_timer, on_teardown_deadline, TEARDOWN_DEADLINE_S, 0);
     ev_timer_start(loop, &sc->teardown_timer);
     while (!l_network_all_exited(&sc->rt) && !sc->teardown_late)

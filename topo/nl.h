@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "topo/shape.h"
+#include "topo/tcp.h"
 
 struct nl_sock;
 struct nl_msg;
@@ -212,16 +213,16 @@ int topo_nl_loopback_setup(struct nl_sock *sock, uint32_t node_addr, char *err, 
 /* ---- nl_route.c: routes ---- */
 
 struct topo_nl_route {
-    uint32_t dst;        /* network */
-    unsigned dst_len;    /* 32 = host route, 0 = default route */
-    uint32_t gateway;    /* 0 = destination directly on ifindex */
-    int ifindex;         /* outgoing interface; 0 = resolve from the gateway */
-    uint32_t pref_src;   /* source for locally sent packets (the node address); 0 = any */
-    int onlink;          /* gateway is on ifindex even without a covering subnet route */
-    int blackhole;       /* drop what matches, silently (a partition); no next hop */
-    unsigned rto_min_ms; /* RTAX_RTO_MIN, locked (topo/tcp.h); 0 = the kernel's */
-    unsigned init_cwnd;  /* RTAX_INITCWND; 0 = the kernel's */
-    char cc[16];         /* RTAX_CC_ALGO; "" = the namespace's default */
+    uint32_t dst;             /* network */
+    unsigned dst_len;         /* 32 = host route, 0 = default route */
+    uint32_t gateway;         /* 0 = destination directly on ifindex */
+    int ifindex;              /* outgoing interface; 0 = resolve from the gateway */
+    uint32_t pref_src;        /* source for locally sent packets (the node address); 0 = any */
+    int onlink;               /* gateway is on ifindex even without a covering subnet route */
+    int blackhole;            /* drop what matches, silently (a partition); no next hop */
+    unsigned rto_min_ms;      /* RTAX_RTO_MIN, locked (topo/tcp.h); 0 = the kernel's */
+    unsigned init_cwnd;       /* RTAX_INITCWND; 0 = the kernel's */
+    char cc[TOPO_TCP_CC_MAX]; /* RTAX_CC_ALGO; "" = the namespace's default */
 };
 
 /* replace: NLM_F_REPLACE instead of NLM_F_EXCL (re-routing at runtime). */

@@ -256,8 +256,9 @@ int topo_units_parse_queue(const char *text, struct topo_units_queue *queue, cha
     double multiple = 0;
     int bdp = units_parse_bdp(text, &multiple);
     if (bdp < 0) {
-        units_fail(err, errlen, "queue", text,
-                   "a bandwidth-delay multiple must be from 0 to 1000, like \"2bdp\"");
+        units_fail(
+            err, errlen, "queue", text,
+            "a bandwidth-delay multiple must be a number above 0, at most 1000, like \"2bdp\"");
         return -1;
     }
     if (bdp) {

@@ -197,6 +197,25 @@ static void test_demand(void)
     ev_loop_destroy(loop);
 }
 
+/* A node twice as fast as the host starves on its CPU time alone, without
+ * any run-queue delay: every command needed dilation 2 (10 ms of CPU for a
+ * 5 ms budget), whose bin floor(ln 2 / ln 1.05) = 14 has the upper edge
+ * 1.05^15, not the 1 of a command that needed nothing. */
+static void test_starved_without_delay(void)
+{
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct overload *o = overload_new(loop);
+    int fast = overload_add_node(o, "n", "fast", 2, true);
+    for (int i = 0; i < 10; i++)
+        note_delay(o, fast, 10, 10, 0, true, true);
+    struct overload_report r;
+    overload_report(o, 1, &r);
+    CHECK(r.starved == 10 && r.limited);
+    CHECK_MSG(fabs(r.stretch_p95 - pow(1.05, 15)) < 1e-12, "p95 %.17g", r.stretch_p95);
+    overload_free(o);
+    ev_loop_destroy(loop);
+}
+
 /* The verdict from fixed counts. */
 static struct overload_report judged(double dilation, double overrun_share, double starved_share,
                                      double cpu_demand, double need_p95)
@@ -288,6 +307,7 @@ int main(void)
     test_link_dilate();
     test_account();
     test_demand();
+    test_starved_without_delay();
     test_judge();
     test_suggested_exact();
     return check_report();

@@ -31,7 +31,7 @@ static double loss(const char *text)
 
 static struct topo_units_queue queue(const char *text)
 {
-    struct topo_units_queue value = {0, 0};
+    struct topo_units_queue value = {0};
     err[0] = '\0';
     CHECK_MSG(topo_units_parse_queue(text, &value, err, sizeof err) == 0, "%s: %s", text, err);
     return value;
@@ -233,7 +233,8 @@ static void test_bad_queues(void)
               "bad queue \"2e9\": above the maximum of 1000000000");
     snprintf(message, sizeof message, "bad queue \"2MiB0\": %s", expect);
     CHECK_BAD(topo_units_parse_queue, "2MiB0", &v, message);
-    const char *bdp = "a bandwidth-delay multiple must be from 0 to 1000, like \"2bdp\"";
+    const char *bdp =
+        "a bandwidth-delay multiple must be a number above 0, at most 1000, like \"2bdp\"";
     snprintf(message, sizeof message, "bad queue \"0bdp\": %s", bdp);
     CHECK_BAD(topo_units_parse_queue, "0bdp", &v, message);
     snprintf(message, sizeof message, "bad queue \"-1bdp\": %s", bdp);
