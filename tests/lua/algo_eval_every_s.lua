@@ -66,12 +66,7 @@ end
 local net, _, workers = T.network("es", 3, { no_server = true })
 local base = { workers = workers, algo = "ring", model = T.model, dataset = T.dataset, seconds = 1.5,
                eval_every_s = S, worker_opt = { lr = 0.1 }, progress = false }
-local function with(extra)
-  local o = {}
-  for k, v in pairs(base) do o[k] = v end
-  for k, v in pairs(extra) do o[k] = v end
-  return o
-end
+local function with(extra) return T.with(base, extra) end
 local short = ar.train(with{ batch = 8, prefix = "short_" })
 local long = ar.train(with{ batch = 256, model = "mlp:16-256-256-4", prefix = "long_" })
 local n_short, n_long = check_allreduce(short, "all-reduce, short steps"), check_allreduce(long, "all-reduce, long steps")

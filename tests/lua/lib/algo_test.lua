@@ -23,6 +23,14 @@ function T.network(name, n_workers, o)
   return net, server, workers
 end
 
+-- A training's options: a copy of `base` with `extra`'s fields set over it.
+function T.with(base, extra)
+  local o = {}
+  for k, v in pairs(base) do o[k] = v end
+  for k, v in pairs(extra) do o[k] = v end
+  return o
+end
+
 function T.eq(got, want, what)
   if got ~= want then error(string.format("%s: got %s, want %s", what, tostring(got), tostring(want)), 2) end
 end
