@@ -6,10 +6,8 @@
 # Usage: test_cli.sh HIERNET_BINARY
 set -u
 HN=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"
+in_scratch_dir
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/peer_failures.sh"
 json_status() { grep -o '"status": "[a-z]*"' "$1/run.json" | cut -d'"' -f4; }
 peers_of() { # node-name prefix -> number of live hiernet-peer processes with it

@@ -7,10 +7,8 @@
 # Usage: test_cli_timing.sh HIERNET_BINARY
 set -u
 HN=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"
+in_scratch_dir
 source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/peer_failures.sh"
 
 write_peer_death clit
