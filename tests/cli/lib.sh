@@ -1,6 +1,20 @@
-# lib.sh — the checking helpers the CLI test scripts share. Source it from
-# inside the test's working directory; it keeps the pass/fail counts.
+# lib.sh — the checking helpers the CLI test scripts share: a scratch
+# working directory, exit-code and output checks, the pass/fail counts.
 passed=0 failed=0
+
+# in_scratch_dir [registry]: makes $work (removed at exit) and enters it, so
+# the out.txt/err.txt of the checks below land there; with "registry",
+# HIERNET_RUN_DIR is a registry inside it, so that the runs the test sees
+# (and leaves) are its own only.
+in_scratch_dir() {
+  work=$(mktemp -d) || exit 1
+  trap 'rm -rf "$work"' EXIT
+  cd "$work" || exit 1
+  if [[ ${1-} == registry ]]; then
+    export HIERNET_RUN_DIR=$work/registry
+    mkdir -p "$HIERNET_RUN_DIR"
+  fi
+}
 
 ok() { passed=$((passed + 1)); }
 bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }

@@ -1,6 +1,6 @@
 # peer_failures.sh — the peer failures test_cli.sh checks for what happens
 # and test_cli_timing.sh for how fast (serial pass), written once. Source
-# it after lib.sh, inside the test's working directory.
+# it after lib.sh; its functions write and run in the working directory.
 
 # death.lua: a frozen peer is killed while a call to it is pending; the call
 # fails naming node TAG"dead_n1" and the signal, and the script prints
@@ -47,6 +47,18 @@ t0 = hn.now()
 net:stop()
 print(string.format("stop after %.1f s", hn.now() - t0))
 LUA
+}
+
+# run_misbehaving_peers: $HN runs start.lua with each of them (the silent one with a
+# 1 s start timeout), exit 0 checked; their outputs in mute.txt and
+# garbage.txt.
+run_misbehaving_peers() {
+  HIERNET_PEER=$PWD/mute-peer.sh HIERNET_START_TIMEOUT=1 \
+    expect_exit 0 "silent peer" -- "$HN" run start.lua --out r-mute --quiet
+  cp out.txt mute.txt
+  HIERNET_PEER=$PWD/garbage-peer.sh \
+    expect_exit 0 "garbling peer" -- "$HN" run start.lua --out r-garbage --quiet
+  cp out.txt garbage.txt
 }
 
 # Killed peers may take a moment to leave the process table: poll, 5 s at most.

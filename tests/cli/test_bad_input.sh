@@ -17,12 +17,8 @@ set -u
 HN=$(readlink -f "$1")
 LEFTOVERS=$(dirname "$HN")/bench_leftovers
 here=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
 source "$here/lib.sh"
-export HIERNET_RUN_DIR=$work/registry
-mkdir -p "$HIERNET_RUN_DIR"
+in_scratch_dir registry
 [[ -x $LEFTOVERS ]] || { echo "SKIP: $LEFTOVERS not built"; exit 77; }
 cases=0
 

@@ -6,11 +6,10 @@
 # Usage: test_cli.sh HIERNET_BINARY
 set -u
 HN=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"
-source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/peer_failures.sh"
+here=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+source "$here/lib.sh"
+source "$here/peer_failures.sh"
+in_scratch_dir
 json_status() { grep -o '"status": "[a-z]*"' "$1/run.json" | cut -d'"' -f4; }
 peers_of() { # node-name prefix -> number of live hiernet-peer processes with it
   ps -eo args= | grep -c "^[^ ]*hiernet-peer .*--node $1" || true
@@ -109,12 +108,9 @@ expect_exit 0 "peer death" -- "$HN" run death.lua --out r-death --quiet
 # --- peers that misbehave at start: the start fails, and the stop that
 # follows kills what does not exit (the time bounds: test_cli_timing.sh) ---
 write_misbehaving_peers cli 30.73
-HIERNET_PEER=$PWD/mute-peer.sh HIERNET_START_TIMEOUT=1 \
-  expect_exit 0 "silent peer" -- "$HN" run start.lua --out r-mute --quiet
-grep -q "start false after [0-9.]* s: .*did not answer within 1 s" out.txt && ok || bad "silent peer: $(cat out.txt)"
-HIERNET_PEER=$PWD/garbage-peer.sh \
-  expect_exit 0 "garbling peer" -- "$HN" run start.lua --out r-garbage --quiet
-grep -q "start false after [0-9.]* s" out.txt && ok || bad "garbling peer start: $(cat out.txt)"
+run_misbehaving_peers
+grep -q "start false after [0-9.]* s: .*did not answer within 1 s" mute.txt && ok || bad "silent peer: $(cat mute.txt)"
+grep -q "start false after [0-9.]* s" garbage.txt && ok || bad "garbling peer start: $(cat garbage.txt)"
 misbehaving_peers_gone 30.73
 
 # --- the controller library's messages go to the run's log.txt, and not to

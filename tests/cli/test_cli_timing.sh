@@ -7,11 +7,10 @@
 # Usage: test_cli_timing.sh HIERNET_BINARY
 set -u
 HN=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"
-source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/peer_failures.sh"
+here=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+source "$here/lib.sh"
+source "$here/peer_failures.sh"
+in_scratch_dir
 
 write_peer_death clit
 expect_exit 0 "peer death" -- "$HN" run death.lua --out r-death --quiet
@@ -20,13 +19,10 @@ ms=$(sed -n 's/^peer death noticed in \([0-9.]*\) ms$/\1/p' out.txt)
   bad "peer death noticed within 100 ms: $(cat out.txt) $err"
 
 write_misbehaving_peers clit 30.74
-HIERNET_PEER=$PWD/mute-peer.sh HIERNET_START_TIMEOUT=1 \
-  expect_exit 0 "silent peer" -- "$HN" run start.lua --out r-mute --quiet
-grep -q "start false after 1\.[0-9] s: .*did not answer within 1 s" out.txt && ok || bad "silent peer: $(cat out.txt)"
-HIERNET_PEER=$PWD/garbage-peer.sh \
-  expect_exit 0 "garbling peer" -- "$HN" run start.lua --out r-garbage --quiet
-grep -q "start false after 0\.[0-9] s" out.txt && ok || bad "garbling peer start: $(cat out.txt)"
-grep -q "stop after [23]\.[0-9] s" out.txt && ok || bad "garbling peer is killed at the stop deadline: $(cat out.txt)"
+run_misbehaving_peers
+grep -q "start false after 1\.[0-9] s: .*did not answer within 1 s" mute.txt && ok || bad "silent peer: $(cat mute.txt)"
+grep -q "start false after 0\.[0-9] s" garbage.txt && ok || bad "garbling peer start: $(cat garbage.txt)"
+grep -q "stop after [23]\.[0-9] s" garbage.txt && ok || bad "garbling peer is killed at the stop deadline: $(cat garbage.txt)"
 misbehaving_peers_gone 30.74
 
 report

@@ -21,11 +21,9 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 hiernet=$(realpath "$1") scenario=$(realpath "$2")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1
 # shellcheck source=lib.sh
 source "$here/lib.sh"
+in_scratch_dir
 
 # run NAME WORKERS DILATION [STEPS]: the scenario's JSON line (results in NAME/).
 run() {

@@ -10,10 +10,8 @@
 set -u
 HN=$1
 here=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
 source "$here/lib.sh"
+in_scratch_dir
 json_field() { # FILE KEY -> the string value of the first "KEY": "value"
   grep -o "\"$2\": \"[^\"]*\"" "$1" | head -n1 | cut -d'"' -f4
 }
@@ -101,6 +99,7 @@ print("emulation=" .. backend)
 LUA
 expect_exit 0 "api scenario" -- "$HN" run api.lua --out r-api --quiet
 v=$("$HN" version | sed -n 's/^hiernet \([^ ]*\) .*/\1/p')
+[[ -n $v ]] && ok || bad "hiernet version printed no 'hiernet VERSION ...' line: $("$HN" version)"
 expect_out "version=$v" "hn.version is what hiernet version prints"
 [[ $(json_field r-api/run.json hiernet) == "$v" ]] && ok || bad "run.json versions.hiernet is not $v"
 picked=$("$HN" doctor 2>/dev/null | sed -n 's/^backend auto picks: \([a-z]*\),.*/\1/p')

@@ -13,12 +13,9 @@ set -u
 HN=$(readlink -f "$1")
 ROOT=$(readlink -f "$2")
 here=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
 source "$here/lib.sh"
-export HIERNET_RUN_DIR=$work/registry
-mkdir -p "$HIERNET_RUN_DIR" liba/hiernet/algo libb scen
+in_scratch_dir registry
+mkdir -p liba/hiernet/algo libb scen
 
 cat >libb/pathmod.lua <<'LUA'
 return { from = "libb" }

@@ -16,12 +16,10 @@ if ! setup_log=$("$root/tools/setup" browser 2>&1) || ! command -v chromium >/de
   exit 77
 fi
 command -v gnuplot >/dev/null || { echo "SKIP: gnuplot is not installed (tools/setup)"; exit 77; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
+source "$here/lib.sh"
+in_scratch_dir
 mkdir tmp
 export TMPDIR=$work/tmp
-source "$here/lib.sh"
 fixture() {
   local dir=$1; shift
   "$HN" run "$here/plot_fixture.lua" --quiet --out "$dir" "$@" "$dir" >/dev/null || bad "fixture $dir"

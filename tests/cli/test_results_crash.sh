@@ -10,12 +10,8 @@
 set -u
 HN=$(readlink -f "$1")
 here=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
 source "$here/lib.sh"
-export HIERNET_RUN_DIR=$work/registry # this test's runs only
-mkdir -p "$HIERNET_RUN_DIR"
+in_scratch_dir registry
 
 # json FILE EXPR: a Python expression over the parsed file `j`.
 json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }

@@ -9,10 +9,8 @@ set -uo pipefail
 root=$(readlink -f "${1:?usage: bench_json_last.sh SOURCE_DIR}")
 here=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 check=$here/bench_json_last.py
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work" || exit 1 # expect_exit writes out.txt and err.txt here
 source "$root/tests/cli/lib.sh"
+in_scratch_dir # expect_exit writes out.txt and err.txt there
 
 expect_exit 0 "tools/bench" -- python3 "$check" "$root/tools/bench"
 expect_out "benchmarks checked, 0 problems" "tools/bench"

@@ -47,11 +47,9 @@ local function goes_on_schedule(clock, at)
 end
 
 local function options(prefix, extra, fire)
-  local o = { workers = w, model = T.model, dataset = T.dataset, batch = 32, seconds = BOUND_S,
-              worker_opt = { method = "sgd", lr = 0.2 }, eval_every = 10, eval_limit = 300,
-              prefix = prefix, progress = false, at_start = fire }
-  for k, v in pairs(extra) do o[k] = v end
-  return o
+  return T.with({ workers = w, model = T.model, dataset = T.dataset, batch = 32, seconds = BOUND_S,
+                  worker_opt = { method = "sgd", lr = 0.2 }, eval_every = 10, eval_limit = 300,
+                  prefix = prefix, progress = false, at_start = fire }, extra)
 end
 
 -- Trains through the schedule; the others go on while w3 is dead (the

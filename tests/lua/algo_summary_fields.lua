@@ -55,12 +55,7 @@ end
 
 local common = { model = T.model, dataset = T.dataset, batch = 16, steps = 4, eval_every = 2,
                  progress = false, worker_opt = { lr = 0.1 } }
-local function opts(extra)
-  local o = {}
-  for k, v in pairs(common) do o[k] = v end
-  for k, v in pairs(extra) do o[k] = v end
-  return o
-end
+local function opts(extra) return T.with(common, extra) end
 
 local net, server, workers = T.network("sf", 3)
 check(ps.train(opts{ server = server, workers = workers, mode = "bsp" }), "ps")

@@ -44,11 +44,9 @@ local SLOW = { 1, 0.05, 1 } -- worker 2 at 1/20 of the speed
 
 
 for _, algo in ipairs(ar.algos) do
-  local even = case(algo .. ", equal speeds", { algo = algo })
-  local slow = case(algo .. ", worker 2 at 1/20", { algo = algo, speeds = SLOW })
   -- bit for bit: every peer adds what it receives in an order fixed by
   -- the schedule (slots per sender where several add into one peer)
-  R.same_bits(even, slow, algo .. ": the same model whatever the speeds")
+  R.both_speeds(case, algo, { algo = algo }, SLOW, "worker 2 at 1/20")
 end
 -- Compressed updates are all-gathered and every worker adds all N
 -- decompressed, in the order 1..N, as the reference does.

@@ -172,13 +172,7 @@ end
 
 -- Both speeds, and the same final models whatever the speeds, bit for bit
 -- (determinism: every worker mixes in its neighbours' sorted order).
-local function both_speeds(what, o)
-  local even = case(what .. ", equal speeds", o)
-  o.speeds = SLOW
-  local slow = case(what .. ", worker 2 at 1/20", o)
-  o.speeds = nil
-  R.same_bits(even, slow, what .. ": the same models whatever the speeds")
-end
+local function both_speeds(what, o) R.both_speeds(case, what, o, SLOW, "worker 2 at 1/20") end
 
 -- A graph as a table, by worker names: 1-2, 1-3, 1-4, 2-3 (degrees 3, 2, 2, 1).
 local TABLE = { [1] = { 2, 3, 4 }, [2] = { 3 } }

@@ -215,14 +215,8 @@ local function case(what, o)
 end
 
 
-local function both_speeds(what, o)
-  local even = case(what .. ", equal speeds", o)
-  o.speeds = SLOW
-  local slow = case(what .. ", terminal 4 at 1/20", o)
-  o.speeds = nil
-  -- bit for bit: the averages add in a fixed order, whatever arrives first
-  R.same_bits(even, slow, what .. ": the same models whatever the speeds")
-end
+-- bit for bit: the averages add in a fixed order, whatever arrives first
+local function both_speeds(what, o) R.both_speeds(case, what, o, SLOW, "terminal 4 at 1/20") end
 
 local SGD = { lr = LR }
 -- 4 rounds (2, 2, 2, 1 local steps), cloud rounds 2 and 4.

@@ -126,7 +126,11 @@ local function case(what, o)
   if ro.bb_mismatch then
     failures[#failures + 1] = what .. ": BB rates differ: " .. table.concat(ro.bb_mismatch, "; ")
   end
-  if ro.bb then hn.log(string.format("%s: %d BB rates not compared (an Armijo near tie)", what, ro.bb_skipped or 0)) end
+  if ro.bb then
+    hn.log(string.format("%s: %d BB rates not compared (an Armijo near tie)", what, ro.bb_skipped or 0))
+    -- near ties are the exception: a case that compared no rate checked nothing of BB
+    if (ro.bb_skipped or 0) >= #pushes then failures[#failures + 1] = what .. ": no BB rate compared" end
+  end
   for _, p in ipairs(pushes) do
     if p.kind ~= "fresh" or p.taken ~= p.version then irregular = irregular + 1 end
   end

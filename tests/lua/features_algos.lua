@@ -148,11 +148,9 @@ assert(not ok and tostring(err):find("the given graph does not connect every wor
        "a graph table in two parts: " .. tostring(err))
 
 local function dpsgd(o)
-  local base = { algo = "dpsgd", workers = pair, graph = "complete", model = T.model, dataset = T.dataset,
-                 seed = 3, batch = 16, steps = 4, worker_opt = { lr = 0.1 }, eval_every = 100, eval_limit = 50,
-                 prefix = prefix(), progress = false }
-  for k, v in pairs(o) do base[k] = v end
-  return dc.train(base)
+  return dc.train(T.with({ algo = "dpsgd", workers = pair, graph = "complete", model = T.model,
+                           dataset = T.dataset, seed = 3, batch = 16, steps = 4, worker_opt = { lr = 0.1 },
+                           eval_every = 100, eval_limit = 50, prefix = prefix(), progress = false }, o))
 end
 -- CHOCO with lossless compression keeps x̂_j = x_j - lr g_j exactly, so a
 -- step is x_i <- x'_i + gamma sum_j W_ij (x'_j - x'_i). Two workers (W_12 =
@@ -184,10 +182,9 @@ assert(not ok and tostring(err):find("dpsgd cannot drop a worker", 1, true), "dp
 -- ---- ps: adaptive-k's BB rate, fastest-k's late merge ----
 
 local function ps_rows(o)
-  local base = { server = cloud, workers = three, model = T.model, dataset = T.dataset, batch = 16,
-                 steps = 12, worker_opt = { method = "sgd", lr = 0.2 }, eval_every = 100, eval_limit = 50,
-                 prefix = prefix(), progress = false }
-  for k, v in pairs(o) do base[k] = v end
+  local base = T.with({ server = cloud, workers = three, model = T.model, dataset = T.dataset, batch = 16,
+                        steps = 12, worker_opt = { method = "sgd", lr = 0.2 }, eval_every = 100,
+                        eval_limit = 50, prefix = prefix(), progress = false }, o)
   local r = ps.train(base)
   return T.csv(base.prefix .. "steps"), r
 end

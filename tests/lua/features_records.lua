@@ -22,10 +22,8 @@ local function exists(name)
 end
 
 local function train(o)
-  local base = { server = server, workers = workers, mode = "bsp", model = T.model, dataset = T.dataset,
-                 batch = 16, steps = 2, eval_every = 100, eval_limit = 50 }
-  for k, v in pairs(o) do base[k] = v end
-  return ps.train(base)
+  return ps.train(T.with({ server = server, workers = workers, mode = "bsp", model = T.model, dataset = T.dataset,
+                           batch = 16, steps = 2, eval_every = 100, eval_limit = 50 }, o))
 end
 
 -- progress = false, first: nothing has logged a status line yet, so one

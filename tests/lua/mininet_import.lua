@@ -4,52 +4,20 @@
 -- none, never started); unsupported parameters, unrepresentable values,
 -- bad names, Python errors and a missing class are one-line errors naming
 -- the file, line, node, link or parameter. Needs Debian's mininet package.
-local hn = require("hiernet")
 local mininet = require("hiernet.mininet")
 
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
 local files = here .. "/mininet/"
 
-local function network(name)
-  return hn.network{ name = name, backend = "none" }
-end
-
-do -- skip (in one line) where the mininet package cannot be imported
-  local ok, err = pcall(mininet.load, network("probe"), nil, "MinimalTopo")
-  if not ok and err:find("install Debian package mininet", 1, true) then
-    print("SKIP: " .. err)
-    os.exit(77)
-  end
-  assert(ok, err)
-end
-
-local function names(list)
-  local out = {}
-  for i, n in ipairs(list) do out[i] = n.name end
-  return table.concat(out, " ")
-end
+local M = dofile(here .. "/lib/mininet_check.lua")
+local network, expect_eq, expect_error, names, route = M.network, M.expect_eq, M.expect_error, M.names, M.route
+M.skip_without_mininet()
 
 local function link_set(links)
   local out = {}
   for _, l in ipairs(links) do out[#out + 1] = l.a.name .. "-" .. l.b.name end
   table.sort(out)
   return table.concat(out, " ")
-end
-
-local function route(net, a, b)
-  return table.concat(net:route(a, b), " ")
-end
-
-local function expect_eq(got, want, what)
-  assert(got == want, string.format("%s: got '%s', want '%s'", what, tostring(got), tostring(want)))
-end
-
-local function expect_error(pattern, fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert(not ok, "no error, want one matching '" .. pattern .. "'")
-  assert(err:find(pattern, 1, true), string.format("error '%s' lacks '%s'", err, pattern))
-  assert(not err:find("\n"), "error is not one line: " .. err)
-  return err
 end
 
 -- ---- Mininet's own topologies ----

@@ -336,7 +336,6 @@ static void test_sweep_refuses_non_cgroup(void)
     rmdir(dir);
 }
 
-/* 1000 nodes: registering and committing must stay far below 50 ms. */
 /* ms to register n nodes in a run and commit it, or -1 on an error; with
  * check_big, the listing must find all n of them. */
 static double register_ms(int n, int check_big)

@@ -1,4 +1,4 @@
--- Shared by the algorithm tests (tests/lua/algo_*.lua): a small synthetic
+-- Shared by the algorithm tests (tests/lua/algo_*.lua and others): a small synthetic
 -- problem, networks on backend none, and checks that say what failed.
 --   local T = dofile(<this dir> .. "/lib/algo_test.lua")
 local hn = require("hiernet")
@@ -23,6 +23,14 @@ function T.network(name, n_workers, o)
   return net, server, workers
 end
 
+-- A training's options: a copy of `base` with `extra`'s fields set over it.
+function T.with(base, extra)
+  local o = {}
+  for k, v in pairs(base) do o[k] = v end
+  for k, v in pairs(extra) do o[k] = v end
+  return o
+end
+
 function T.eq(got, want, what)
   if got ~= want then error(string.format("%s: got %s, want %s", what, tostring(got), tostring(want)), 2) end
 end
@@ -35,6 +43,15 @@ function T.near(got, want, rel, what)
   local tol = rel * math.max(1, math.abs(want))
   if not (math.abs(got - want) <= tol) then
     error(string.format("%s: got %.9g, want %.9g (tolerance %g)", what, got, want, tol), 2)
+  end
+end
+
+-- fn(...) raises an error whose text holds `pattern` (plain text).
+function T.fails(pattern, fn, ...)
+  local ok, err = pcall(fn, ...)
+  if ok then error("expected an error matching " .. pattern, 2) end
+  if not tostring(err):find(pattern, 1, true) then
+    error("error '" .. tostring(err) .. "' lacks '" .. pattern .. "'", 2)
   end
 end
 

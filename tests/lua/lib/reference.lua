@@ -183,6 +183,18 @@ function R.same_bits(a, b, what)
   end
 end
 
+-- A case run twice, with equal speeds and with o.speeds = slow (one peer
+-- slowed, as slow_what says), whose final values must be the same bit for
+-- bit: every peer adds what it receives in an order that the algorithm
+-- fixes, never in the order of arrival. case(what, o) returns the values.
+function R.both_speeds(case, what, o, slow, slow_what)
+  local even = case(what .. ", equal speeds", o)
+  o.speeds = slow
+  local slowed = case(what .. ", " .. slow_what, o)
+  o.speeds = nil
+  R.same_bits(even, slowed, what .. ": the same models whatever the speeds")
+end
+
 -- The largest difference between two tensors (on any nodes), relative to
 -- the larger of 1 and the reference's largest magnitude.
 function R.max_diff(node_a, a, node_b, b)
