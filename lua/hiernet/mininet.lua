@@ -500,6 +500,20 @@ local function refusal(cls)
   end
 end
 
+-- A class hiernet does not know, on a host or a switch entry (kind): an
+-- error (hint: what the user can say instead), or with lenient `made` (a
+-- plain host, an L2 bridge) with a warning. A cls that is not a class (a
+-- lambda, an instance) is named as such.
+local function unknown_class(ctx, entry, cls, what, kind, made, hint)
+  local name = cls.class or cls.repr
+  if not ctx.lenient and not cls.class then
+    fail("%s: cls=%s is not a class (lenient = true makes it %s)", what, name, made)
+  elseif not ctx.lenient then
+    fail("%s: unsupported class %s (%s)", what, name, hint)
+  end
+  warn(ctx, fmt("lenient: %s class %s made %s", kind, name, made), entry.name)
+end
+
 -- The role of a host entry's class: "host", "router" or "vlan" (a host
 -- whose VLAN is left out); an error for a class hiernet cannot represent.
 local function host_role(ctx, host, cls, what)
@@ -514,13 +528,8 @@ local function host_role(ctx, host, cls, what)
   if why then fail("%s: class %s cannot be represented: %s", what, name, why) end
   if cls.class and cls.forwards then return "router" end
   if cls.class and name == "VLANHost" and has_base(cls, "Host") then return "vlan" end
-  if not ctx.lenient and not cls.class then
-    fail("%s: cls=%s is not a class (lenient = true makes it a plain host)", what, name)
-  elseif not ctx.lenient then
-    fail("%s: unsupported class %s (roles = {%s = \"host\"} or \"router\" says what it is; lenient = true "
-         .. "makes it a plain host)", what, name, name)
-  end
-  warn(ctx, fmt("lenient: host class %s made a plain host", name), host.name)
+  unknown_class(ctx, host, cls, what, "host", "a plain host",
+                fmt("roles = {%s = \"host\"} or \"router\" says what it is; lenient = true makes it a plain host", name))
   return "host"
 end
 
@@ -566,13 +575,8 @@ local function check_switch_class(ctx, switch, v, what)
   if type(v) ~= "table" then v = { repr = shown(v) } end
   local name = v.class or v.repr
   if (v.class and SWITCH_CLASSES[name]) or ctx.roles[name] == "switch" then return end
-  if not ctx.lenient and not v.class then
-    fail("%s: cls=%s is not a class (lenient = true makes it an L2 bridge)", what, name)
-  elseif not ctx.lenient then
-    fail("%s: unsupported class %s (hiernet switches are L2 bridges; roles = {%s = \"switch\"} or "
-         .. "lenient = true takes it as one)", what, name, name)
-  end
-  warn(ctx, fmt("lenient: switch class %s made an L2 bridge", name), switch.name)
+  unknown_class(ctx, switch, v, what, "switch", "an L2 bridge",
+                fmt("hiernet switches are L2 bridges; roles = {%s = \"switch\"} or lenient = true takes it as one", name))
 end
 
 local function check_switch(ctx, switch)
