@@ -168,7 +168,7 @@ end
 -- otherwise send into this peer's tensor while its step still writes it (an
 -- add lost under the step's output, or made to the tensor of the step
 -- before), or into a tensor the peer has not created yet. So every peer,
--- once its step is done, sends a one-element token ("coll.ready") to every
+-- once its step is done, sends a one-element token (coll.READY, "ar.ready") to every
 -- peer that will send to it, and a peer sends to another only after that
 -- one's token is in. What happens after that is ordered by the schedule's
 -- own waits; the next collective's sends wait for the next tokens, which a
