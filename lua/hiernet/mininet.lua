@@ -514,6 +514,13 @@ local function unknown_class(ctx, entry, cls, what, kind, made, hint)
   warn(ctx, fmt("lenient: %s class %s made %s", kind, name, made), entry.name)
 end
 
+-- A parameter of a host or a switch entry (kind) that hiernet has no
+-- place for: an error, or with lenient a warning that it was ignored.
+local function unknown_param(ctx, entry, kind, what, k, v)
+  if not ctx.lenient then fail("%s: unsupported parameter %s=%s", what, k, shown(v)) end
+  warn(ctx, fmt("lenient: ignored %s parameter %s=%s", kind, k, shown(v)), entry.name)
+end
+
 -- The role of a host entry's class: "host", "router" or "vlan" (a host
 -- whose VLAN is left out); an error for a class hiernet cannot represent.
 local function host_role(ctx, host, cls, what)
@@ -551,10 +558,8 @@ local function host_param(ctx, host, role, k, v, what, opts)
     ctx.vlans[#ctx.vlans + 1] = fmt("%s (%s)", host.name, shown(v))
   elseif HOST_DROPPED[k] then
     drop(ctx, HOST_DROPPED[k], k)
-  elseif ctx.lenient then
-    warn(ctx, fmt("lenient: ignored host parameter %s=%s", k, shown(v)), host.name)
   else
-    fail("%s: unsupported parameter %s=%s", what, k, shown(v))
+    unknown_param(ctx, host, "host", what, k, v)
   end
 end
 
@@ -591,10 +596,8 @@ local function check_switch(ctx, switch)
       drop(ctx, "openflow", k)
     elseif k == "inNamespace" and type(v) == "boolean" then -- a bridge in its namespace forwards alike
       drop(ctx, "namespace", k)
-    elseif ctx.lenient then
-      warn(ctx, fmt("lenient: ignored switch parameter %s=%s", k, shown(v)), switch.name)
     else
-      fail("%s: unsupported parameter %s=%s", what, k, shown(v))
+      unknown_param(ctx, switch, "switch", what, k, v)
     end
   end
 end
