@@ -618,8 +618,7 @@ end
 -- Each algo's plan: P.step (a worker's step), P.lockstep, and what its
 -- faults and its end need (P.adj, P.G: compressed gossip's inboxes,
 -- P.running); extra: summary fields.
-local function dpsgd_plan(J, extra)
-  local adj, name = pick_graph(J)
+local function dpsgd_plan(J, extra, adj)
   local W = dc.metropolis(adj)
   local step
   if J.o.compress then
@@ -629,12 +628,10 @@ local function dpsgd_plan(J, extra)
   else
     step = dpsgd_step(J, adj, W)
   end
-  extra.graph = name
   return { step = step, lockstep = true, adj = adj }
 end
 
-local function gossip_plan(J, extra)
-  local adj, name = pick_graph(J)
+local function gossip_plan(J, adj)
   local G
   gossip_setup(J)
   if J.o.compress then
@@ -645,7 +642,6 @@ local function gossip_plan(J, extra)
   local seed = J.o.seed
   local function rng(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n + 1 end
   local running = {}
-  extra.graph = name
   return { step = gossip_step(J, adj, rng, G, running), adj = adj, G = G, running = running }
 end
 
@@ -679,14 +675,17 @@ function dc.train(opts)
   check_algo_options(J, algo, opts)
   local center = J.o.center
   if algo == "easgd" and not center then center = default_center(J) end
+  local extra = { algo = algo }
+  -- The graph before the set-up: a graph that is refused leaves no records.
+  local adj
+  if algo ~= "easgd" then adj, extra.graph = pick_graph(J) end
   J:setup{ origin = J.workers[1], holders = center and { center } or {}, model_name = "w",
            eval_node = algo == "easgd" and center or J.workers[1] }
-  local extra = { algo = algo }
   local P
   if algo == "dpsgd" then
-    P = dpsgd_plan(J, extra)
+    P = dpsgd_plan(J, extra, adj)
   elseif algo == "gossip" then
-    P = gossip_plan(J, extra)
+    P = gossip_plan(J, adj)
   else
     P = easgd_plan(J, center, extra)
   end
