@@ -146,7 +146,7 @@ end
 function job.new(algorithm, opts, spec)
   spec = spec or {}
   local o = check_options(algorithm, opts, spec)
-  local mode = spec.mode or o.mode or o.algo
+  local mode = spec.mode
   local label = o.label or (mode and (algorithm .. "-" .. mode) or algorithm)
   local J = setmetatable({
     algorithm = algorithm, mode = mode, label = label, o = o,
