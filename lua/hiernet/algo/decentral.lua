@@ -354,17 +354,17 @@ end
 
 -- ---- gossip (push-sum) ----
 
+-- The commands that make x = (weight * model, weight): push-sum's
+-- numerator (the model's elements), then its weight.
+local function push_sum_x(J, weight)
+  local P = J.model_size
+  return { { "tensor", { name = "x", size = P + 1, fill = weight } },
+           { "scale", { x = "x", alpha = 0, range = { 0, P } } },
+           { "axpy", { y = "x", x = J.model_name, alpha = weight, range = { 0, P } } } }
+end
+
 local function gossip_setup(J)
-  local P, tasks = J.model_size, {}
-  for i, w in ipairs(J.workers) do
-    tasks[i] = hn.spawn(function()
-      -- x = (model, weight 1): the model's elements, then the weight.
-      w:batch{ { "tensor", { name = "x", size = P + 1, fill = 1 } },
-               { "scale", { x = "x", alpha = 0, range = { 0, P } } },
-               { "axpy", { y = "x", x = J.model_name, alpha = 1, range = { 0, P } } } }
-    end)
-  end
-  hn.wait_all(tasks)
+  batch_on_every_worker(J, function() return push_sum_x(J, 1) end)
 end
 
 -- A worker whose push-sum weight fell below this keeps it (a step without
@@ -555,16 +555,14 @@ end
 local REJOIN_WEIGHT = 0.01
 
 local function gossip_rejoin(J, i)
-  local node, P = J.workers[i], J.model_size
+  local node = J.workers[i]
   for j, other in ipairs(J.workers) do
     if j ~= i and node.network:reachable(other, node) then
       other:send{ tensor = J.model_name, to = node } -- its z
       break
     end
   end
-  node:batch{ { "tensor", { name = "x", size = P + 1, fill = REJOIN_WEIGHT } },
-              { "scale", { x = "x", alpha = 0, range = { 0, P } } },
-              { "axpy", { y = "x", x = J.model_name, alpha = REJOIN_WEIGHT, range = { 0, P } } } }
+  node:batch(push_sum_x(J, REJOIN_WEIGHT))
 end
 
 -- copies_rejoin(i): with compressed gossip, resets the pair copies of a
