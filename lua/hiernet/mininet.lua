@@ -500,6 +500,27 @@ local function refusal(cls)
   end
 end
 
+-- A class hiernet does not know, on a host or a switch entry (kind): an
+-- error (hint: what the user can say instead), or with lenient `made` (a
+-- plain host, an L2 bridge) with a warning. A cls that is not a class (a
+-- lambda, an instance) is named as such.
+local function unknown_class(ctx, entry, cls, what, kind, made, hint)
+  local name = cls.class or cls.repr
+  if not ctx.lenient and not cls.class then
+    fail("%s: cls=%s is not a class (lenient = true makes it %s)", what, name, made)
+  elseif not ctx.lenient then
+    fail("%s: unsupported class %s (%s)", what, name, hint)
+  end
+  warn(ctx, fmt("lenient: %s class %s made %s", kind, name, made), entry.name)
+end
+
+-- A parameter of a host or a switch entry (kind) that hiernet has no
+-- place for: an error, or with lenient a warning that it was ignored.
+local function unknown_param(ctx, entry, kind, what, k, v)
+  if not ctx.lenient then fail("%s: unsupported parameter %s=%s", what, k, shown(v)) end
+  warn(ctx, fmt("lenient: ignored %s parameter %s=%s", kind, k, shown(v)), entry.name)
+end
+
 -- The role of a host entry's class: "host", "router" or "vlan" (a host
 -- whose VLAN is left out); an error for a class hiernet cannot represent.
 local function host_role(ctx, host, cls, what)
@@ -514,13 +535,8 @@ local function host_role(ctx, host, cls, what)
   if why then fail("%s: class %s cannot be represented: %s", what, name, why) end
   if cls.class and cls.forwards then return "router" end
   if cls.class and name == "VLANHost" and has_base(cls, "Host") then return "vlan" end
-  if not ctx.lenient and not cls.class then
-    fail("%s: cls=%s is not a class (lenient = true makes it a plain host)", what, name)
-  elseif not ctx.lenient then
-    fail("%s: unsupported class %s (roles = {%s = \"host\"} or \"router\" says what it is; lenient = true "
-         .. "makes it a plain host)", what, name, name)
-  end
-  warn(ctx, fmt("lenient: host class %s made a plain host", name), host.name)
+  unknown_class(ctx, host, cls, what, "host", "a plain host",
+                fmt("roles = {%s = \"host\"} or \"router\" says what it is; lenient = true makes it a plain host", name))
   return "host"
 end
 
@@ -542,10 +558,8 @@ local function host_param(ctx, host, role, k, v, what, opts)
     ctx.vlans[#ctx.vlans + 1] = fmt("%s (%s)", host.name, shown(v))
   elseif HOST_DROPPED[k] then
     drop(ctx, HOST_DROPPED[k], k)
-  elseif ctx.lenient then
-    warn(ctx, fmt("lenient: ignored host parameter %s=%s", k, shown(v)), host.name)
   else
-    fail("%s: unsupported parameter %s=%s", what, k, shown(v))
+    unknown_param(ctx, host, "host", what, k, v)
   end
 end
 
@@ -566,13 +580,8 @@ local function check_switch_class(ctx, switch, v, what)
   if type(v) ~= "table" then v = { repr = shown(v) } end
   local name = v.class or v.repr
   if (v.class and SWITCH_CLASSES[name]) or ctx.roles[name] == "switch" then return end
-  if not ctx.lenient and not v.class then
-    fail("%s: cls=%s is not a class (lenient = true makes it an L2 bridge)", what, name)
-  elseif not ctx.lenient then
-    fail("%s: unsupported class %s (hiernet switches are L2 bridges; roles = {%s = \"switch\"} or "
-         .. "lenient = true takes it as one)", what, name, name)
-  end
-  warn(ctx, fmt("lenient: switch class %s made an L2 bridge", name), switch.name)
+  unknown_class(ctx, switch, v, what, "switch", "an L2 bridge",
+                fmt("hiernet switches are L2 bridges; roles = {%s = \"switch\"} or lenient = true takes it as one", name))
 end
 
 local function check_switch(ctx, switch)
@@ -587,10 +596,8 @@ local function check_switch(ctx, switch)
       drop(ctx, "openflow", k)
     elseif k == "inNamespace" and type(v) == "boolean" then -- a bridge in its namespace forwards alike
       drop(ctx, "namespace", k)
-    elseif ctx.lenient then
-      warn(ctx, fmt("lenient: ignored switch parameter %s=%s", k, shown(v)), switch.name)
     else
-      fail("%s: unsupported parameter %s=%s", what, k, shown(v))
+      unknown_param(ctx, switch, "switch", what, k, v)
     end
   end
 end

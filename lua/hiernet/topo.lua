@@ -35,17 +35,14 @@ local function check_options(what, o, own)
   end
   for k in pairs(o) do
     if not known[k] then
-      fail("topo.%s: unknown option '%s' (options: %s)", what, tostring(k),
-                          table.concat(names, ", "))
+      fail("topo.%s: unknown option '%s' (options: %s)", what, tostring(k), table.concat(names, ", "))
     end
   end
   if o.link ~= nil and type(o.link) ~= "table" then
-    fail("topo.%s: option 'link' must be a table of link parameters, got %s", what,
-                        type(o.link))
+    fail("topo.%s: option 'link' must be a table of link parameters, got %s", what, type(o.link))
   end
   if o.node ~= nil and type(o.node) ~= "table" and type(o.node) ~= "function" then
-    fail("topo.%s: option 'node' must be a table or a function(i, tier), got %s", what,
-                        type(o.node))
+    fail("topo.%s: option 'node' must be a table or a function(i, tier), got %s", what, type(o.node))
   end
   if o.prefix ~= nil and type(o.prefix) ~= "string" then
     fail("topo.%s: option 'prefix' must be a string, got %s", what, type(o.prefix))
@@ -160,12 +157,11 @@ local function check_tiers(what, t, keys, kinds)
   for _, k in ipairs(keys) do known[k] = true end
   for k, v in pairs(t) do
     if not known[k] then
-      fail("topo.hier: unknown key '%s' in option '%s' (keys: %s)", tostring(k), what,
-                          table.concat(keys, ", "))
+      fail("topo.hier: unknown key '%s' in option '%s' (keys: %s)", tostring(k), what, table.concat(keys, ", "))
     end
     if not kinds[type(v)] then
       fail("topo.hier: %s.%s must be a table%s, got %s", what, k,
-                          kinds["function"] and " or a function(i, tier)" or "", type(v))
+           kinds["function"] and " or a function(i, tier)" or "", type(v))
     end
   end
   return t

@@ -94,6 +94,11 @@ ok, err = pcall(ar.allreduce, { peers = { peers[1], peers[2] }, tensor = "g", al
 assert(not ok and err:find("node 'p9' is not one of the peers"), tostring(err))
 ok, err = pcall(ar.allreduce, { peers = { peers[1], peers[2] }, tensor = "g", algo = "butterfly", size = 10 })
 assert(not ok and err:find("expected one of ring"), tostring(err))
+-- before / after: a command list per peer, no more lists than peers.
+ok, err = pcall(ar.plan, { peers = { peers[1], peers[2] }, tensor = "g", size = 10, before = "grad" })
+assert(not ok and err:find("option 'before': expected a list of command lists, one per peer", 1, true), tostring(err))
+ok, err = pcall(ar.plan, { peers = { peers[1], peers[2] }, tensor = "g", size = 10, after = { {}, {}, {} } })
+assert(not ok and err:find("option 'after': entry 3, but there are 2 peers", 1, true), tostring(err))
 
 -- A ring whose chunks go in segments (ar.SEGMENT_BYTES each): 3 peers,
 -- chunks of 262145 elements (just over 1 MB): 2 segments each, into a

@@ -170,6 +170,9 @@ assert(not ok and err:find("'local_steps' is not used with adaptive%-k"), tostri
 ok, err = pcall(ps.train, { server = server, workers = workers, mode = "adaptive-k", steps = 5,
                             worker_opt = { method = "adam", lr = 0.01 } })
 assert(not ok and err:find("method 'adam' is not used here"), tostring(err))
+ok, err = pcall(ps.train, { server = server, workers = workers, mode = "adaptive-k", steps = 5, bb = false,
+                            bb_opts = { smoothing = 1 } })
+assert(not ok and err:find("'bb_opts' is not used with bb = false"), tostring(err))
 ok, err = pcall(ps.train, { server = server, workers = workers, mode = "bsp", steps = 5, eval_node = workers[1] })
 assert(not ok and err:find("'eval_node' is for several servers"), tostring(err))
 

@@ -146,6 +146,24 @@ local ok, err = pcall(dc.train, { algo = "dpsgd", workers = workers, graph = { w
                                   model = T.model, dataset = T.dataset, steps = 1, prefix = prefix(), progress = false })
 assert(not ok and tostring(err):find("the given graph does not connect every worker: w3 cannot reach w1", 1, true),
        "a graph table in two parts: " .. tostring(err))
+-- A key or a neighbour that is no worker is named (a node by its name), and
+-- the training stops before its set-up: no records under its prefix.
+local function graph_error(graph)
+  local p = prefix()
+  local ok2, err2 = pcall(dc.train, { algo = "gossip", workers = workers, graph = graph, model = T.model,
+                                      dataset = T.dataset, steps = 1, prefix = p, progress = false })
+  assert(not ok2, "graph accepted: " .. tostring(err2))
+  local left = io.open(hn.results_dir() .. "/" .. p .. "steps.csv")
+  if left then left:close() end
+  assert(not left, "a refused graph left " .. p .. "steps.csv")
+  return tostring(err2)
+end
+err = graph_error{ { "w2" } }
+assert(err:find("option 'graph': key 1 is not a worker", 1, true), err)
+err = graph_error{ w1 = { "w2", "w9" } }
+assert(err:find("option 'graph': 'w1''s neighbour 'w9' is not a worker", 1, true), err)
+err = graph_error{ w1 = "w2" }
+assert(err:find("option 'graph': 'w1': expected a list of workers, got 'w2'", 1, true), err)
 
 local function dpsgd(o)
   return dc.train(T.with({ algo = "dpsgd", workers = pair, graph = "complete", model = T.model,

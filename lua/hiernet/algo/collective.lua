@@ -168,7 +168,7 @@ end
 -- otherwise send into this peer's tensor while its step still writes it (an
 -- add lost under the step's output, or made to the tensor of the step
 -- before), or into a tensor the peer has not created yet. So every peer,
--- once its step is done, sends a one-element token ("coll.ready") to every
+-- once its step is done, sends a one-element token (coll.READY, "ar.ready") to every
 -- peer that will send to it, and a peer sends to another only after that
 -- one's token is in. What happens after that is ordered by the schedule's
 -- own waits; the next collective's sends wait for the next tokens, which a
@@ -270,7 +270,19 @@ local ALLREDUCE_OPTIONS = {
     return v
   end,
   size = check.nonnegint,
+  -- per peer (by its index in peers) the commands before its collective
+  -- (its step) and after it (the apply), in the same batch
+  before = function(what, v)
+    if type(v) ~= "table" then fail("%s: expected a list of command lists, one per peer", what) end
+    for r, list in pairs(v) do
+      if math.type(r) ~= "integer" or r < 1 or type(list) ~= "table" then
+        fail("%s: expected a list of command lists, one per peer (entry %s)", what, tostring(r))
+      end
+    end
+    return v
+  end,
 }
+ALLREDUCE_OPTIONS.after = ALLREDUCE_OPTIONS.before
 -- The checker of a `groups` option (lists of lists of nodes).
 coll.check_groups = ALLREDUCE_OPTIONS.groups
 
@@ -284,12 +296,17 @@ function coll.plan(o)
   if type(o) ~= "table" then fail("allreduce: expected a table of options") end
   for k, v in pairs(o) do
     local c = ALLREDUCE_OPTIONS[k]
-    if not c and k ~= "before" and k ~= "after" then fail("allreduce: unknown option '%s'", tostring(k)) end
-    if c then c("allreduce: option '" .. k .. "'", v) end
+    if not c then fail("allreduce: unknown option '%s'", tostring(k)) end
+    c("allreduce: option '" .. k .. "'", v)
   end
   local peers, t = o.peers, o.tensor
   if not peers then fail("allreduce: option 'peers' is required") end
   if not t then fail("allreduce: option 'tensor' is required") end
+  for _, k in ipairs{ "before", "after" } do
+    for r in pairs(o[k] or {}) do
+      if r > #peers then fail("allreduce: option '%s': entry %d, but there are %d peers", k, r, #peers) end
+    end
+  end
   local algo = o.algo or "ring"
   local size = o.size or tensor_size(peers[1], t)
   local groups = coll.index_groups(peers, algo, o.groups)

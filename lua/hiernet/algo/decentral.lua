@@ -354,17 +354,17 @@ end
 
 -- ---- gossip (push-sum) ----
 
+-- The commands that make x = (weight * model, weight): push-sum's
+-- numerator (the model's elements), then its weight.
+local function push_sum_x(J, weight)
+  local P = J.model_size
+  return { { "tensor", { name = "x", size = P + 1, fill = weight } },
+           { "scale", { x = "x", alpha = 0, range = { 0, P } } },
+           { "axpy", { y = "x", x = J.model_name, alpha = weight, range = { 0, P } } } }
+end
+
 local function gossip_setup(J)
-  local P, tasks = J.model_size, {}
-  for i, w in ipairs(J.workers) do
-    tasks[i] = hn.spawn(function()
-      -- x = (model, weight 1): the model's elements, then the weight.
-      w:batch{ { "tensor", { name = "x", size = P + 1, fill = 1 } },
-               { "scale", { x = "x", alpha = 0, range = { 0, P } } },
-               { "axpy", { y = "x", x = J.model_name, alpha = 1, range = { 0, P } } } }
-    end)
-  end
-  hn.wait_all(tasks)
+  batch_on_every_worker(J, function() return push_sum_x(J, 1) end)
 end
 
 -- A worker whose push-sum weight fell below this keeps it (a step without
@@ -555,16 +555,14 @@ end
 local REJOIN_WEIGHT = 0.01
 
 local function gossip_rejoin(J, i)
-  local node, P = J.workers[i], J.model_size
+  local node = J.workers[i]
   for j, other in ipairs(J.workers) do
     if j ~= i and node.network:reachable(other, node) then
       other:send{ tensor = J.model_name, to = node } -- its z
       break
     end
   end
-  node:batch{ { "tensor", { name = "x", size = P + 1, fill = REJOIN_WEIGHT } },
-              { "scale", { x = "x", alpha = 0, range = { 0, P } } },
-              { "axpy", { y = "x", x = J.model_name, alpha = REJOIN_WEIGHT, range = { 0, P } } } }
+  node:batch(push_sum_x(J, REJOIN_WEIGHT))
 end
 
 -- copies_rejoin(i): with compressed gossip, resets the pair copies of a
@@ -618,8 +616,7 @@ end
 -- Each algo's plan: P.step (a worker's step), P.lockstep, and what its
 -- faults and its end need (P.adj, P.G: compressed gossip's inboxes,
 -- P.running); extra: summary fields.
-local function dpsgd_plan(J, extra)
-  local adj, name = pick_graph(J)
+local function dpsgd_plan(J, extra, adj)
   local W = dc.metropolis(adj)
   local step
   if J.o.compress then
@@ -629,12 +626,10 @@ local function dpsgd_plan(J, extra)
   else
     step = dpsgd_step(J, adj, W)
   end
-  extra.graph = name
   return { step = step, lockstep = true, adj = adj }
 end
 
-local function gossip_plan(J, extra)
-  local adj, name = pick_graph(J)
+local function gossip_plan(J, adj)
   local G
   gossip_setup(J)
   if J.o.compress then
@@ -645,7 +640,6 @@ local function gossip_plan(J, extra)
   local seed = J.o.seed
   local function rng(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n + 1 end
   local running = {}
-  extra.graph = name
   return { step = gossip_step(J, adj, rng, G, running), adj = adj, G = G, running = running }
 end
 
@@ -679,14 +673,17 @@ function dc.train(opts)
   check_algo_options(J, algo, opts)
   local center = J.o.center
   if algo == "easgd" and not center then center = default_center(J) end
+  local extra = { algo = algo }
+  -- The graph before the set-up: a graph that is refused leaves no records.
+  local adj
+  if algo ~= "easgd" then adj, extra.graph = pick_graph(J) end
   J:setup{ origin = J.workers[1], holders = center and { center } or {}, model_name = "w",
            eval_node = algo == "easgd" and center or J.workers[1] }
-  local extra = { algo = algo }
   local P
   if algo == "dpsgd" then
-    P = dpsgd_plan(J, extra)
+    P = dpsgd_plan(J, extra, adj)
   elseif algo == "gossip" then
-    P = gossip_plan(J, extra)
+    P = gossip_plan(J, adj)
   else
     P = easgd_plan(J, center, extra)
   end

@@ -13,7 +13,21 @@ local function add_edge(adj, i, j)
   adj[i][j], adj[j][i] = true, true
 end
 
--- Adjacency sets over worker indices.
+-- The name a graph entry gives (a node, or a node's name), else nil.
+local function entry_name(v)
+  if type(v) == "string" then return v end
+  if job.check.is_node(v) then return v.name end
+end
+
+-- A graph entry in an error: a node by its name, not its address.
+local function shown(v)
+  local name = entry_name(v)
+  return name and ("'" .. name .. "'") or job.check.describe(v)
+end
+
+-- Adjacency sets over worker indices: graph is "ring", "complete", "links"
+-- (the workers one link apart) or a table { [worker or its name] = { its
+-- neighbours, nodes or names } } (edges go both ways).
 function graphs.graph(workers, graph)
   local n, adj = #workers, {}
   for i = 1, n do adj[i] = {} end
@@ -31,12 +45,15 @@ function graphs.graph(workers, graph)
   elseif type(graph) == "table" then
     local index = {}
     for i, w in ipairs(workers) do index[w.name] = i end
-    for name, list in pairs(graph) do
-      local i = index[type(name) == "string" and name or name.name]
-      if not i then fail("decentral.train: graph: '%s' is not a worker", tostring(name)) end
+    for key, list in pairs(graph) do
+      local i = index[entry_name(key)]
+      if not i then fail("decentral.train: option 'graph': key %s is not a worker", shown(key)) end
+      if type(list) ~= "table" then
+        fail("decentral.train: option 'graph': %s: expected a list of workers, got %s", shown(key), shown(list))
+      end
       for _, other in ipairs(list) do
-        local j = index[other.name or other]
-        if not j then fail("decentral.train: graph: '%s' is not a worker", tostring(other.name or other)) end
+        local j = index[entry_name(other)]
+        if not j then fail("decentral.train: option 'graph': %s's neighbour %s is not a worker", shown(key), shown(other)) end
         add_edge(adj, i, j)
       end
     end

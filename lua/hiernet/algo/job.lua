@@ -18,6 +18,7 @@
 -- is dilated), counted from the moment training starts (after set-up).
 local hn = require("hiernet")
 local where = require("hiernet.where")
+local tcp_account = require("hiernet.algo.tcp_account")
 
 local job = {}
 
@@ -62,159 +63,11 @@ function job.plain_sgd_only(what, opt, allowed)
 end
 local fail = job.fail
 
--- ---- option checkers: each returns the checked (and defaulted) value ----
-
-local check = {}
+-- Option checkers (hiernet.algo.check): each returns the checked (and
+-- defaulted) value, or raises at the scenario's line naming the option.
+local check = require("hiernet.algo.check")
 job.check = check
-
-local function describe(v)
-  if type(v) == "string" then return string.format("%q", v) end
-  return tostring(v)
-end
-
-function check.posint(what, v)
-  if math.type(v) ~= "integer" or v < 1 then fail("%s: expected a positive integer, got %s", what, describe(v)) end
-  return v
-end
-
-function check.nonnegint(what, v)
-  if math.type(v) ~= "integer" or v < 0 then fail("%s: expected an integer >= 0, got %s", what, describe(v)) end
-  return v
-end
-
-function check.posnumber(what, v)
-  if type(v) ~= "number" or not (v > 0) or v == math.huge then
-    fail("%s: expected a positive number, got %s", what, describe(v))
-  end
-  return v
-end
-
-function check.nonnegnumber(what, v)
-  if type(v) ~= "number" or not (v >= 0) or v == math.huge then
-    fail("%s: expected a number >= 0, got %s", what, describe(v))
-  end
-  return v
-end
-
-function check.fraction(what, v)
-  if type(v) ~= "number" or not (v > 0 and v <= 1) then
-    fail("%s: expected a number in (0, 1], got %s", what, describe(v))
-  end
-  return v
-end
-
-function check.func(what, v)
-  if type(v) ~= "function" then fail("%s: expected a function, got %s", what, describe(v)) end
-  return v
-end
-
-function check.boolean(what, v)
-  if type(v) ~= "boolean" then fail("%s: expected true or false, got %s", what, describe(v)) end
-  return v
-end
-
-function check.string(what, v)
-  if type(v) ~= "string" or v == "" then fail("%s: expected a non-empty string, got %s", what, describe(v)) end
-  return v
-end
-
--- A model spec, parsed by the peers' own parser (hn.model_check): a bad
--- one is refused here, before any peer is asked to build it.
-function check.model(what, v)
-  check.string(what, v)
-  local ok, err = hn.model_check(v)
-  if not ok then fail("%s: %s", what, err) end
-  return v
-end
-
-function check.name(what, v)
-  if type(v) ~= "string" or not v:match("^[A-Za-z0-9_.-]*$") then
-    fail("%s: expected letters, digits, '_', '.' or '-', got %s", what, describe(v))
-  end
-  return v
-end
-
-function check.oneof(...)
-  local allowed = { ... }
-  return function(what, v)
-    for _, a in ipairs(allowed) do if v == a then return v end end
-    fail("%s: expected one of %s, got %s", what, table.concat(allowed, ", "), describe(v))
-  end
-end
-
-local function is_node(v)
-  return type(v) == "userdata" and pcall(function() return v.kind end)
-end
-
-function check.node(what, v)
-  if not is_node(v) then fail("%s: expected a node, got %s", what, describe(v)) end
-  if v.kind ~= "host" then fail("%s: node '%s' is a switch and runs no peer", what, v.name) end
-  return v
-end
-
-function check.nodes(what, v)
-  if type(v) ~= "table" or #v == 0 then fail("%s: expected a non-empty list of nodes, got %s", what, describe(v)) end
-  local seen = {}
-  for i, n in ipairs(v) do
-    check.node(what .. "[" .. i .. "]", n)
-    if seen[n.name] then fail("%s: node '%s' is listed twice", what, n.name) end
-    seen[n.name] = true
-  end
-  return v
-end
-
--- A table with only the given keys, each checked: fields = {key = checker}.
-function check.fields(fields)
-  return function(what, v)
-    if type(v) ~= "table" then fail("%s: expected a table, got %s", what, describe(v)) end
-    local out = {}
-    for k, val in pairs(v) do
-      local c = fields[k]
-      if not c then fail("%s: unknown field '%s'", what, tostring(k)) end
-      out[k] = c(what .. "." .. k, val)
-    end
-    return out
-  end
-end
-
-local OPTIM_METHODS = { "sgd", "momentum", "nesterov", "adam" }
--- The peer's defaults (kernels/optim.h) apply to what is not given.
-check.optimizer = check.fields{
-  method = check.oneof(table.unpack(OPTIM_METHODS)),
-  lr = check.posnumber, momentum = check.nonnegnumber, beta1 = check.nonnegnumber,
-  beta2 = check.nonnegnumber, eps = check.posnumber, weight_decay = check.nonnegnumber,
-}
-
-local dataset_fields = check.fields{
-  name = check.string, path = check.string,
-  partition = check.oneof("shuffle", "sample", "dirichlet"), alpha = check.posnumber,
-  seed = check.nonnegint, n = check.posint, dim = check.posint, classes = check.posint,
-  noise = check.nonnegnumber, test_n = check.posint,
-}
-function check.dataset(what, v)
-  if type(v) == "string" then v = { name = v } end
-  local d = dataset_fields(what, v)
-  d.name = d.name or "fashion-mnist"
-  if d.alpha and d.partition ~= "dirichlet" then
-    fail("%s.alpha: only with partition = \"dirichlet\"", what)
-  end
-  return d
-end
-
-check.compress = function(what, v)
-  if v == nil or v == false or v == "none" then return nil end
-  if type(v) == "string" then v = { method = v } end
-  local c = check.fields{
-    method = check.oneof("none", "topk", "int8", "sign"), ratio = check.fraction,
-    error_feedback = check.boolean,
-  }(what, v)
-  if c.method == nil then fail("%s.method: missing (topk, int8 or sign)", what) end
-  if c.method == "none" then return nil end
-  if c.ratio and c.method ~= "topk" then fail("%s.ratio: only with method = \"topk\"", what) end
-  c.ratio = c.ratio or 0.01
-  if c.error_feedback == nil then c.error_feedback = true end
-  return c
-end
+local describe, is_node = check.describe, check.is_node
 
 -- Options every algorithm takes (algorithm-specific ones come in spec.options).
 local COMMON = {
@@ -255,10 +108,7 @@ local function check_options(algorithm, opts, spec)
     if not c then fail("%s.train: unknown option '%s'", algorithm, tostring(k)) end
     o[k] = c(algorithm .. ".train: option '" .. k .. "'", v)
   end
-  for _, k in ipairs(spec.required or {}) do
-    if o[k] == nil then fail("%s.train: option '%s' is required", algorithm, k) end
-  end
-  if o.workers == nil and not spec.no_workers then fail("%s.train: option 'workers' is required", algorithm) end
+  if o.workers == nil then fail("%s.train: option 'workers' is required", algorithm) end
   if not (o.steps or o.epochs or o.seconds) then
     fail("%s.train: give a stop condition: steps, epochs or seconds (target_accuracy may end it sooner)", algorithm)
   end
@@ -292,19 +142,17 @@ local function pick_prefix(o, label)
   end
 end
 
--- job.new(algorithm, opts, spec) -> job. spec: { mode=, options = {key = checker},
--- required = {...}, defaults = {...}, no_workers = bool }.
+-- job.new(algorithm, opts, spec) -> job. spec: { mode=, options = {key = checker} }.
 function job.new(algorithm, opts, spec)
   spec = spec or {}
   local o = check_options(algorithm, opts, spec)
-  for k, v in pairs(spec.defaults or {}) do if o[k] == nil then o[k] = v end end
-  local mode = spec.mode or o.mode or o.algo
+  local mode = spec.mode
   local label = o.label or (mode and (algorithm .. "-" .. mode) or algorithm)
   local J = setmetatable({
     algorithm = algorithm, mode = mode, label = label, o = o,
     parameters = plain(opts),
-    workers = o.workers or {},
-    on_failure = o.on_failure or spec.on_failure or "fail",
+    workers = o.workers,
+    on_failure = o.on_failure or "fail",
     -- progress of the training
     steps = 0, updates_applied = 0, bytes = 0, samples = 0, compute_ms = 0,
     worker_steps = 0, steps_of = {},
@@ -328,15 +176,29 @@ end
 
 -- Loads shard i of n of the training split on each worker (partition and
 -- seed shared, so the shards are disjoint where the partition says so).
+-- The params of a dataset command: worker i's shard of the training
+-- split, or (i nil) the test split.
+local function dataset_params(J, i)
+  local d = J.o.dataset
+  local p = { name = d.name, path = d.path, split = "test", seed = d.seed or J.o.seed, n = d.test_n,
+              dim = d.dim, classes = d.classes, noise = d.noise }
+  if i then
+    p.split, p.shard, p.shards, p.n = "train", i, #J.workers, d.n
+    p.partition, p.alpha = d.partition, d.alpha
+  end
+  return p
+end
+
+-- The params of the model command that makes the job's model on a node
+-- (its values are then the origin's, sent to every holder).
+local function model_params(J)
+  return { name = J.model_name, arch = J.o.model, init = J.o.init, seed = J.o.seed }
+end
+
 local function load_shards(J)
-  local d, n = J.o.dataset, #J.workers
   local tasks = {}
   for i, w in ipairs(J.workers) do
-    tasks[i] = hn.spawn(function()
-      return w:dataset{ name = d.name, path = d.path, split = "train", shard = i, shards = n,
-                        partition = d.partition, alpha = d.alpha, seed = d.seed or J.o.seed,
-                        n = d.n, dim = d.dim, classes = d.classes, noise = d.noise }
-    end)
+    tasks[i] = hn.spawn(function() return w:dataset(dataset_params(J, i)) end)
   end
   local results = hn.wait_all(tasks)
   J.train_samples = 0
@@ -345,12 +207,6 @@ local function load_shards(J)
     J.shard_samples[i] = r.samples
     J.train_samples = J.train_samples + r.samples
   end
-end
-
-local function load_test(J, node)
-  local d = J.o.dataset
-  node:dataset{ name = d.name, path = d.path, split = "test", seed = d.seed or J.o.seed,
-                n = d.test_n, dim = d.dim, classes = d.classes, noise = d.noise }
 end
 
 -- Error-feedback residuals left on the workers by an earlier training
@@ -379,7 +235,7 @@ local function setup(self, s)
   self.model_name = name
   self.eval_node = self.o.eval_node or s.eval_node or self.workers[1]
   load_shards(self)
-  load_test(self, self.eval_node)
+  self.eval_node:dataset(dataset_params(self))
   local origin = s.origin or self.workers[1]
   local holders, seen = {}, { [origin.name] = true }
   for _, list in ipairs{ self.workers, s.holders or {}, { self.eval_node } } do
@@ -391,9 +247,9 @@ local function setup(self, s)
   -- the data then comes from the origin's one initialisation.
   local tasks = {}
   for i, n in ipairs(holders) do
-    tasks[i] = hn.spawn(function() n:model{ name = name, arch = self.o.model, init = self.o.init, seed = self.o.seed } end)
+    tasks[i] = hn.spawn(function() n:model(model_params(self)) end)
   end
-  local made = origin:model{ name = name, arch = self.o.model, init = self.o.init, seed = self.o.seed }
+  local made = origin:model(model_params(self))
   hn.wait_all(tasks)
   self.model_size = made.size
   if #holders > 0 then origin:send{ tensor = name, to = holders } end
@@ -437,7 +293,7 @@ end
 -- at_start(clock) runs as a task of its own from here (faults to schedule
 -- in training time or on its progress, say).
 function Job:start_clock()
-  self.tcp = require("hiernet.algo.tcp_account").start(self.workers) -- issue 24: TCP in training
+  self.tcp = tcp_account.start(self.workers) -- issue 24: TCP in training
   self.t0 = hn.now()
   self.next_eval_s = self.o.eval_every_s
   self.last_status = -1
@@ -467,7 +323,7 @@ function Job:stopped()
     self.stop_reason = "seconds"
   elseif o.target_accuracy and self.time_to_target and o.stop_at_target ~= false then
     self.stop_reason = "target_accuracy"
-  elseif #self.workers > 0 and self:dropped_all() then
+  elseif self:dropped_all() then
     self.stop_reason = "no workers left"
   end
   return self.stop_reason
@@ -610,15 +466,10 @@ end
 -- A restarted worker's peer is new: its shard, its model (the current one
 -- comes with its next pull) and the algorithm's own tensors, then it is back.
 function Job:resetup_worker(i)
-  local w, d, o = self.workers[i], self.o.dataset, self.o
-  w:dataset{ name = d.name, path = d.path, split = "train", shard = i, shards = #self.workers,
-             partition = d.partition, alpha = d.alpha, seed = d.seed or o.seed,
-             n = d.n, dim = d.dim, classes = d.classes, noise = d.noise }
-  w:model{ name = self.model_name, arch = o.model, init = o.init, seed = o.seed }
-  if self.eval_node == w then
-    w:dataset{ name = d.name, path = d.path, split = "test", seed = d.seed or o.seed,
-               n = d.test_n, dim = d.dim, classes = d.classes, noise = d.noise }
-  end
+  local w = self.workers[i]
+  w:dataset(dataset_params(self, i))
+  w:model(model_params(self))
+  if self.eval_node == w then w:dataset(dataset_params(self)) end
   if self.fault_hooks.rejoin then self.fault_hooks.rejoin(i) end
 end
 
@@ -792,7 +643,7 @@ function Job:step_row(r)
   -- round's when it closes, for an `epochs` stop)
   if not r.samples_counted then self.samples = self.samples + (r.samples or 0) end
   if r.loss then self.last_loss = r.loss end
-  require("hiernet.algo.tcp_account").note_step(self.tcp, r)
+  tcp_account.note_step(self.tcp, r)
   local name = self.workers[r.worker].name
   self.steps_of[name] = (self.steps_of[name] or 0) + 1
   self.steps_rec:add{ time = r.time or self:now(), worker = name, step = r.step,
@@ -814,15 +665,15 @@ function job.sum_ms(results, first, last)
   return s
 end
 
+-- The token tensor of a receiver's rendezvous (ar.rendezvous): its sends
+-- are control traffic, not the step's data, and count in no byte column.
+job.READY_TENSOR = "ar.ready"
+
 -- What a batch's results say, by the command that gave each (cmds[k] =
 -- { name, params }): send_ms and bytes of its sends, wait_ms of its waits,
 -- compute_ms of everything else, samples and mean loss of its grads (a
 -- grad on the same batch again, as a line search does, counts once), norm2
 -- from its last norm. Every algorithm's step row is made from this.
--- The token tensor of a receiver's rendezvous (ar.rendezvous): its sends
--- are control traffic, not the step's data, and count in no byte column.
-job.READY_TENSOR = "ar.ready"
-
 function job.batch_summary(results, cmds)
   local r = { compute_ms = 0, send_ms = 0, wait_ms = 0, bytes = 0, samples = 0 }
   local losses, grads = 0, 0
@@ -947,9 +798,9 @@ local function finish(self, extra)
     target_accuracy = self.o.target_accuracy, time_to_target_s = self.time_to_target,
     steps_to_target = self.steps_to_target,
     steps = self.steps, updates_applied = self.updates_applied, worker_steps = self.worker_steps,
-    epochs = self:epochs(), train_samples = self.train_samples, bytes = math.floor(self.bytes + 0.5), wall_s = wall, start_s = self.t0,
-    compute_share = (#self.workers > 0 and wall > 0)
-        and self.compute_ms / 1000 / (#self.workers * wall) or nil,
+    epochs = self:epochs(), train_samples = self.train_samples, bytes = math.floor(self.bytes + 0.5),
+    wall_s = wall, start_s = self.t0,
+    compute_share = wall > 0 and self.compute_ms / 1000 / (#self.workers * wall) or nil,
     stop_reason = self.stop_reason, evals = self.evals, evals_skipped = self.evals_skipped,
     last_loss = self.last_loss,
   }
@@ -960,7 +811,7 @@ local function finish(self, extra)
     local ok, ov = pcall(hn.overload)
     if ok then s.overload = ov end
   end
-  s.tcp = require("hiernet.algo.tcp_account").finish(self.tcp, self.label, #self.workers, self.worker_steps)
+  s.tcp = tcp_account.finish(self.tcp, self.label, #self.workers, self.worker_steps)
   local json = {}
   for k, v in pairs(s) do json[k] = v end
   for _, k in ipairs(job.SUMMARY_FIELDS) do

@@ -785,6 +785,9 @@ local function check_used_options(J, mode, policy, sharded)
   if J.o.eval_node and not sharded then
     fail("ps.train: option 'eval_node' is for several servers (one server evaluates the model it holds)")
   end
+  if J.o.bb == false and J.o.bb_opts ~= nil then
+    fail("ps.train: option 'bb_opts' is not used with bb = false (it tunes the BB rate)")
+  end
   if mode == "adaptive-k" and J.o.bb ~= false then
     -- The Barzilai-Borwein step sets the rate of one SGD step per push.
     if (J.o.local_steps or 1) ~= 1 then
