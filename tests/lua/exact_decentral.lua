@@ -254,19 +254,34 @@ local function gossip_case(what, o)
   net:stop()
 end
 
--- One push each, between two workers: a push gives half of the sender's x
--- (weight included), so the weights end as (1.25, 0.75) or (0.75, 1.25)
--- (one push after the other) or (1, 1) (both at once), exactly.
+-- One step each, between two workers: a push gives half of the sender's x
+-- (weight included). A worker pushes only to a neighbour still stepping, so
+-- steps.csv says who pushed (bytes > 0): one push leaves the pusher 0.5 and
+-- the other 1.5; two leave (1.25, 0.75) or (0.75, 1.25) (one after the
+-- other) or (1, 1) (both at once), exactly.
 do
   runs = runs + 1
   local net, workers = R.star("exdc" .. runs, 2, { 1, 0.05 })
   dc.train{ algo = "gossip", graph = "ring", workers = workers, model = T.model, dataset = T.dataset,
             seed = 7, batch = 64, steps = 1, worker_opt = { lr = TINY }, eval_every = 1000, eval_limit = 50,
             prefix = "gossip_pair_", progress = false }
-  local a1, a2 = R.read_all(workers[1], "x"), R.read_all(workers[2], "x")
-  a1, a2 = a1[#a1], a2[#a2]
-  local ok = (a1 == 1.25 and a2 == 0.75) or (a1 == 0.75 and a2 == 1.25) or (a1 == 1 and a2 == 1)
-  assert(ok, string.format("gossip, one push each: weights %.9g and %.9g, not halves", a1, a2))
+  local a = {}
+  for i = 1, 2 do
+    local x = R.read_all(workers[i], "x")
+    a[i] = x[#x]
+  end
+  local pushed = {}
+  for _, r in ipairs(T.csv("gossip_pair_steps")) do
+    if (r.bytes or 0) > 0 then pushed[#pushed + 1] = tonumber(r.worker:match("%d+")) end
+  end
+  local ok
+  if #pushed == 1 then
+    ok = a[pushed[1]] == 0.5 and a[3 - pushed[1]] == 1.5
+  else
+    T.eq(#pushed, 2, "gossip, one step each: pushes")
+    ok = (a[1] == 1.25 and a[2] == 0.75) or (a[1] == 0.75 and a[2] == 1.25) or (a[1] == 1 and a[2] == 1)
+  end
+  assert(ok, string.format("gossip, %d push(es): weights %.9g and %.9g, not halves", #pushed, a[1], a[2]))
   net:stop()
 end
 gossip_case("gossip, lr 1e-30, ring", { graph = "ring", lr = TINY })
