@@ -1,5 +1,5 @@
 /* cli.h — the hiernet subcommands that live in controller/ (main.c
- * dispatches to them): clean.c, exec.c, doctor.c.
+ * dispatches to them): clean.c, exec.c, doctor.c, models.c.
  *
  * Each takes the arguments after the command name (argv[0] is the first of
  * them, as main.c's cmd_run), answers --help, prints one-line errors naming
@@ -10,3 +10,4 @@
 int cli_clean(int argc, char **argv);
 int cli_exec(int argc, char **argv);
 int cli_doctor(int argc, char **argv);
+int cli_models(int argc, char **argv);

@@ -32,6 +32,7 @@ static const char main_usage[] =
     "  plot DIR... [--out OUTDIR]            plots of results directories (accuracy, loss, ...)\n"
     "  report DIR... [--out OUTDIR]          one HTML page of runs: summary, plots, topology\n"
     "  doctor                                privileges, kernel features, the backend auto picks\n"
+    "  models [NAME]                         the model zoo and the device profiles\n"
     "  exec RUN NODE -- CMD...               run a command inside a node of a live run\n"
     "  clean                                 remove what crashed runs left behind\n"
     "  version                               print versions of hiernet and its libraries\n"
@@ -214,6 +215,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "clean")) return cli_clean(argc - 2, argv + 2);
     if (!strcmp(cmd, "exec")) return cli_exec(argc - 2, argv + 2);
     if (!strcmp(cmd, "doctor")) return cli_doctor(argc - 2, argv + 2);
+    if (!strcmp(cmd, "models")) return cli_models(argc - 2, argv + 2);
     fprintf(stderr, "hiernet: unknown command '%s' (see hiernet --help)\n", cmd);
     return EXIT_USAGE;
 }

@@ -1,4 +1,5 @@
-/* l_model.h — hn.model_check (see l_model.c). */
+/* l_model.h — hn.model_check, hn.zoo, hn.profiles, hn.profile,
+ * hn.profile_grad_seconds (see l_model.c). */
 #pragma once
 
 #include <lua.h>
