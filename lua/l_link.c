@@ -2,6 +2,7 @@
  * l.name. The kernel backend applies changes at once; the user backend sends
  * them to hiernet-linkd and the calling task waits for its reply
  * (controller/netrun.c decides which). */
+#include "lua/l_fields.h"
 #include "lua/l_net.h"
 
 #include "controller/netrun.h"
@@ -203,18 +204,6 @@ static int l_link_up(lua_State *L)
 static int l_link_stats(lua_State *L)
 {
     return link_request(L, check_link(L, 1), LINK_STATS, NULL);
-}
-
-static void set_number(lua_State *L, const char *key, double v)
-{
-    lua_pushnumber(L, v);
-    lua_setfield(L, -2, key);
-}
-
-static void set_integer(lua_State *L, const char *key, uint64_t v)
-{
-    lua_pushinteger(L, (lua_Integer)v);
-    lua_setfield(L, -2, key);
 }
 
 /* A text key's field in base units, by its unit (topo/link_keys.h); a queue

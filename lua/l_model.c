@@ -6,6 +6,7 @@
  * hn.profile and hn.profile_grad_seconds over the model zoo and the device
  * profiles (kernels/zoo.h, kernels/profile.h). Conversions only. */
 #include "lua/l_model.h"
+#include "lua/l_fields.h"
 
 #include "kernels/model_spec.h"
 #include "kernels/profile.h"
@@ -13,21 +14,7 @@
 
 #include <lauxlib.h>
 
-/* hn.model_check(spec) -> the parameter count, or nil and why. */
-static int l_model_check(lua_State *L)
-{
-    const char *spec = luaL_checkstring(L, 1);
-    struct model_spec parsed;
-    char err[256];
-    if (model_spec_parse(spec, &parsed, err, sizeof err) < 0) {
-        luaL_pushfail(L);
-        lua_pushstring(L, err);
-        return 2;
-    }
-    lua_pushinteger(L, (lua_Integer)parsed.param_count);
-    return 1;
-}
-
+/* nil and the message: an expected failure (docs/lua-api.md). */
 static int push_fail(lua_State *L, const char *err)
 {
     luaL_pushfail(L);
@@ -35,38 +22,37 @@ static int push_fail(lua_State *L, const char *err)
     return 2;
 }
 
+/* hn.model_check(spec) -> the parameter count, or nil and why. */
+static int l_model_check(lua_State *L)
+{
+    const char *spec = luaL_checkstring(L, 1);
+    struct model_spec parsed;
+    char err[256];
+    if (model_spec_parse(spec, &parsed, err, sizeof err) < 0) return push_fail(L, err);
+    lua_pushinteger(L, (lua_Integer)parsed.param_count);
+    return 1;
+}
+
 /* { conv = FLOPs, ... } of one direction, only the kinds the model has. */
 static void push_op_flops(lua_State *L, const double *by_op)
 {
     lua_newtable(L);
     for (int op = 0; op < ZOO_OP_COUNT; op++)
-        if (by_op[op] > 0) {
-            lua_pushnumber(L, by_op[op]);
-            lua_setfield(L, -2, zoo_op_name(op));
-        }
+        if (by_op[op] > 0) set_number(L, zoo_op_name(op), by_op[op]);
 }
 
 static void push_zoo_info(lua_State *L, const struct zoo_info *z)
 {
     lua_createtable(L, 0, 12);
-    lua_pushstring(L, z->name);
-    lua_setfield(L, -2, "name");
-    lua_pushstring(L, z->family);
-    lua_setfield(L, -2, "family");
-    lua_pushstring(L, z->input);
-    lua_setfield(L, -2, "input");
-    lua_pushinteger(L, (lua_Integer)z->params);
-    lua_setfield(L, -2, "params");
-    lua_pushinteger(L, (lua_Integer)z->buffers);
-    lua_setfield(L, -2, "buffers");
-    lua_pushinteger(L, (lua_Integer)zoo_grad_bytes(z));
-    lua_setfield(L, -2, "grad_bytes");
-    lua_pushnumber(L, zoo_forward_flops(z));
-    lua_setfield(L, -2, "forward_flops");
-    lua_pushnumber(L, zoo_grad_flops(z));
-    lua_setfield(L, -2, "grad_flops");
-    lua_pushboolean(L, z->real);
-    lua_setfield(L, -2, "real");
+    set_string(L, "name", z->name);
+    set_string(L, "family", z->family);
+    set_string(L, "input", z->input);
+    set_integer(L, "params", z->params);
+    set_integer(L, "buffers", z->buffers);
+    set_integer(L, "grad_bytes", zoo_grad_bytes(z));
+    set_number(L, "forward_flops", zoo_forward_flops(z));
+    set_number(L, "grad_flops", zoo_grad_flops(z));
+    set_boolean(L, "real", z->real);
     push_op_flops(L, z->cost.forward);
     lua_setfield(L, -2, "forward");
     push_op_flops(L, z->cost.backward);
@@ -112,12 +98,9 @@ static void push_measured(lua_State *L, const struct device_profile *p)
     lua_createtable(L, profile_measured_count(p), 0);
     for (int i = 0; profile_measured_at(p, i, &model, &batch, &seconds) == 0; i++) {
         lua_createtable(L, 0, 3);
-        lua_pushstring(L, model);
-        lua_setfield(L, -2, "model");
-        lua_pushinteger(L, batch);
-        lua_setfield(L, -2, "batch");
-        lua_pushnumber(L, seconds);
-        lua_setfield(L, -2, "seconds");
+        set_string(L, "model", model);
+        set_integer(L, "batch", (uint64_t)batch);
+        set_number(L, "seconds", seconds);
         lua_rawseti(L, -2, i + 1);
     }
 }
@@ -125,17 +108,12 @@ static void push_measured(lua_State *L, const struct device_profile *p)
 static void push_profile(lua_State *L, const struct device_profile *p)
 {
     lua_createtable(L, 0, 5);
-    lua_pushstring(L, profile_name(p));
-    lua_setfield(L, -2, "name");
-    lua_pushstring(L, profile_about(p));
-    lua_setfield(L, -2, "about");
-    lua_pushnumber(L, profile_bandwidth(p));
-    lua_setfield(L, -2, "bandwidth");
+    set_string(L, "name", profile_name(p));
+    set_string(L, "about", profile_about(p));
+    set_number(L, "bandwidth", profile_bandwidth(p));
     lua_createtable(L, 0, ZOO_OP_COUNT);
-    for (int op = 0; op < ZOO_OP_COUNT; op++) {
-        lua_pushnumber(L, profile_rate(p, op));
-        lua_setfield(L, -2, zoo_op_name(op));
-    }
+    for (int op = 0; op < ZOO_OP_COUNT; op++)
+        set_number(L, zoo_op_name(op), profile_rate(p, op));
     lua_setfield(L, -2, "rates");
     push_measured(L, p);
     lua_setfield(L, -2, "measured");
