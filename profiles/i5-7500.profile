@@ -9,7 +9,8 @@ about Intel Core i5-7500 (4 cores, 3.4 GHz, AVX2), fp32
 rate conv        2.176e11
 rate dense       2.176e11
 rate attention   2.176e11
-# Memory: dual-channel DDR4-2400 (Intel ARK: 38.4 GB/s) x 0.8 = 30.72 GB/s.
+# Memory: DDR4-2400, 2 channels (Intel ARK) = 2 x 8 bytes x 2400 MT/s =
+# 38.4 GB/s peak, x 0.8 = 30.72 GB/s.
 bandwidth        3.072e10
 rate depthwise   6.912e10   # bandwidth x 2.25
 rate norm        1.024e10   # bandwidth x 4/12
