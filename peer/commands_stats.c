@@ -48,6 +48,8 @@ static bool stats_run(struct command_job *j)
     store_arrivals_totals(j->store, &arrivals, &arrivals_dropped);
     cmd_result_u64(j, "arrivals", arrivals);
     cmd_result_u64(j, "arrivals_dropped", arrivals_dropped);
+    /* Elements of virtual tensors that computations left out (store.h). */
+    cmd_result_u64(j, "virtual_skipped_elements", store_skipped(j->store));
     cmd_result_u64(j, "mem_rss_bytes", rss_bytes());
     cmd_result_u64(j, "bytes_sent", data.bytes_sent);
     cmd_result_u64(j, "bytes_received", data.bytes_received);
