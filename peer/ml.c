@@ -348,6 +348,7 @@ static bool model_run(struct command_job *j, const struct model_params *p)
     }
     *slot = m;
     cmd_result_u64(j, "size", params->size);
+    cmd_result_u64(j, "resident", params->resident); /* < size: a profiled model's */
     cmd_result_u64(j, "version", store_tensor_version(params));
     store_tensor_release(params);
     return true;
