@@ -436,12 +436,6 @@ static bool grad_compute(struct command_job *j, const struct grad_params *p, str
 {
     struct ml_state *ml = j->ml;
     float loss;
-    /* The model may live on nodes without a profile (a server, the eval
-     * node): only a grad needs one. */
-    if (m->profiled && !j->server->cfg.profile)
-        return cmd_fail(j, "compute = \"profile\": node '%s' has no profile (net:node(name, { "
-                           "profile = ... }))",
-                        j->server->cfg.node);
     if (!m->model) return grad_timing_only(j, p, m, params);
     if (!(p->same_batch ? grad_same_batch(j, p, m)
                         : ml_check_shapes(j, m, ds, "train") && grad_next_batch(j, p, ds)))
@@ -471,6 +465,12 @@ static bool grad_compute(struct command_job *j, const struct grad_params *p, str
 static bool grad_run(struct command_job *j, const struct grad_params *p)
 {
     struct ml_model *m = ml_model_find(j, p->model);
+    /* The model may live on nodes without a profile (a server, the eval
+     * node): only a grad needs one. */
+    if (m && m->profiled && !j->server->cfg.profile)
+        return cmd_fail(j, "compute = \"profile\": node '%s' has no profile (net:node(name, { "
+                           "profile = ... }))",
+                        j->server->cfg.node);
     /* A timing-only model reads no data. */
     struct ml_data *data = m && m->model ? ml_split_find(j, "train") : NULL;
     struct store_tensor *params = m && (data || !m->model) ? ml_params_find(j, m) : NULL;
