@@ -679,11 +679,10 @@ static void peer_argv_build(const struct netrun *nr, const struct topo_node *n, 
     snprintf(a->dilation, sizeof a->dilation, "%.17g", dilation > 1 ? dilation : 1.0);
     snprintf(a->blas, sizeof a->blas, "OPENBLAS_NUM_THREADS=%s", a->threads);
     /* --data-auth: the secret follows on the control channel (peers). */
-    const char *args[] = {"--node",      n->name,     "--addr",   n->addr,
-                          "--threads",   a->threads,  "--speed",  a->speed,
-                          "--dilation",  a->dilation, "--device", n->device,
-                          "--data-auth", NULL,        NULL,       NULL,
-                          NULL,          NULL};
+    const char *args[] = {"--node",   n->name,   "--addr",      n->addr,      "--threads",
+                          a->threads, "--speed", a->speed,      "--dilation", a->dilation,
+                          "--device", n->device, "--data-auth", NULL,         NULL,
+                          NULL,       NULL,      NULL};
     int next = 13;
     if (nr->helper.drop) { /* a root controller's peers give up root once set up */
         args[next++] = "--user";

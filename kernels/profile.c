@@ -107,8 +107,10 @@ static int key_measured(struct device_profile *p, char *args, const struct parse
 static int key_about(struct device_profile *p, char *args, const struct parse_at *at)
 {
     if (!*args || strlen(args) >= sizeof p->about)
-        return kern_fail(at->err, at->errlen, "%s:%d: about: expected a description of up to %d "
-                         "characters", at->file, at->line, PROFILE_ABOUT_MAX - 1);
+        return kern_fail(at->err, at->errlen,
+                         "%s:%d: about: expected a description of up to %d "
+                         "characters",
+                         at->file, at->line, PROFILE_ABOUT_MAX - 1);
     strcpy(p->about, args);
     return 0;
 }
@@ -253,8 +255,7 @@ static void builtin_names(char *buf, size_t cap)
                                  profile_sources[i].name);
 }
 
-int profile_lookup(const char *name_or_path, struct device_profile **out, char *err,
-                   size_t errlen)
+int profile_lookup(const char *name_or_path, struct device_profile **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (!name_or_path || !*name_or_path) return kern_fail(err, errlen, "profile name is missing");
@@ -268,8 +269,10 @@ int profile_lookup(const char *name_or_path, struct device_profile **out, char *
     }
     char names[512];
     builtin_names(names, sizeof names);
-    return kern_fail(err, errlen, "profile \"%s\": no built-in profile of that name (%s; or give "
-                     "a path to a .profile file)", name_or_path, names);
+    return kern_fail(err, errlen,
+                     "profile \"%s\": no built-in profile of that name (%s; or give "
+                     "a path to a .profile file)",
+                     name_or_path, names);
 }
 
 void profile_free(struct device_profile *p)

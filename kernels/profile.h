@@ -25,8 +25,7 @@ struct device_profile; /* owned by the caller of profile_lookup */
 /* A built-in name ("rtx2080ti") or a file path (anything with a '/' or
  * ending in ".profile"). 0 with *out set, or -1 with err naming the profile
  * (and the line at fault, or the built-in names). */
-int profile_lookup(const char *name_or_path, struct device_profile **out, char *err,
-                   size_t errlen);
+int profile_lookup(const char *name_or_path, struct device_profile **out, char *err, size_t errlen);
 void profile_free(struct device_profile *p);
 
 const char *profile_name(const struct device_profile *p);

@@ -147,7 +147,7 @@ struct zoo_arch {
     const char *name, *family, *input;
     int in_c, in_h, in_w;
     zoo_build_fn build;
-    int depths[4]; /* ResNet stage depths */
+    int depths[4];     /* ResNet stage depths */
     const int *config; /* VGG: channels, 0 for a max pool, -1 to end */
 };
 
@@ -209,8 +209,8 @@ static void build_vgg(struct builder *b, const struct zoo_arch *a)
 static void build_mobilenet_v1(struct builder *b, const struct zoo_arch *a)
 {
     /* (output channels, stride) of the 13 depthwise-separable layers */
-    static const int layers[13][2] = {{64, 1},  {128, 2}, {128, 1}, {256, 2}, {256, 1},
-                                      {512, 2}, {512, 1}, {512, 1}, {512, 1}, {512, 1},
+    static const int layers[13][2] = {{64, 1},  {128, 2},  {128, 1}, {256, 2}, {256, 1},
+                                      {512, 2}, {512, 1},  {512, 1}, {512, 1}, {512, 1},
                                       {512, 1}, {1024, 2}, {1024, 1}};
     conv_bn(b, 32, 3, 2, true);
     for (int i = 0; i < 13; i++) {
@@ -305,10 +305,8 @@ static const struct zoo_arch zoo_archs[] = {
     {"resnet18", "resnet", "3x224x224", 3, 224, 224, build_resnet_basic, {2, 2, 2, 2}, NULL},
     {"resnet34", "resnet", "3x224x224", 3, 224, 224, build_resnet_basic, {3, 4, 6, 3}, NULL},
     {"resnet50", "resnet", "3x224x224", 3, 224, 224, build_resnet_bottleneck, {3, 4, 6, 3}, NULL},
-    {"resnet101", "resnet", "3x224x224", 3, 224, 224, build_resnet_bottleneck, {3, 4, 23, 3},
-     NULL},
-    {"resnet152", "resnet", "3x224x224", 3, 224, 224, build_resnet_bottleneck, {3, 8, 36, 3},
-     NULL},
+    {"resnet101", "resnet", "3x224x224", 3, 224, 224, build_resnet_bottleneck, {3, 4, 23, 3}, NULL},
+    {"resnet152", "resnet", "3x224x224", 3, 224, 224, build_resnet_bottleneck, {3, 8, 36, 3}, NULL},
     {"vgg16", "vgg", "3x224x224", 3, 224, 224, build_vgg, {0}, vgg16_config},
     {"vgg19", "vgg", "3x224x224", 3, 224, 224, build_vgg, {0}, vgg19_config},
     {"mobilenet_v1", "mobilenet", "3x224x224", 3, 224, 224, build_mobilenet_v1, {0}, NULL},
@@ -416,9 +414,8 @@ int zoo_lookup(const char *name, struct zoo_info *out, char *err, size_t errlen)
     }
     char names[256];
     zoo_names(names, sizeof names);
-    return kern_fail(err, errlen,
-                     "model \"%s\": not in the zoo (%s) and not a model spec (%s)", name, names,
-                     spec_err);
+    return kern_fail(err, errlen, "model \"%s\": not in the zoo (%s) and not a model spec (%s)",
+                     name, names, spec_err);
 }
 
 static double sum_ops(const double *by_op, int first, int last)

@@ -50,8 +50,8 @@ struct zoo_info {
     /* The zoo name ("resnet50"), or for a real architecture the spec string
      * given to zoo_lookup (the caller's string: it must outlive this). */
     const char *name;
-    const char *family; /* "resnet", "vgg", "mobilenet", "gpt2", "dense", "lenet" */
-    const char *input;  /* "3x224x224", "1x28x28", "1024 tokens", "flat" (dense) */
+    const char *family;      /* "resnet", "vgg", "mobilenet", "gpt2", "dense", "lenet" */
+    const char *input;       /* "3x224x224", "1x28x28", "1024 tokens", "flat" (dense) */
     uint64_t input_elements; /* values per sample: 150528, 784, 1024 tokens */
     uint64_t params;         /* trainable parameters */
     uint64_t buffers; /* non-trainable state kept with the model (batch-norm running means and

@@ -160,8 +160,8 @@ struct store_tensor *cmd_find(struct command_job *j, const char *name);
 struct store_tensor *cmd_new_tensor(struct command_job *j, const char *name, uint64_t size,
                                     bool zeroed);
 /* The same for a virtual tensor (store.h): memory for `resident` elements. */
-struct store_tensor *cmd_new_virtual_tensor(struct command_job *j, const char *name,
-                                            uint64_t size, uint64_t resident, bool zeroed);
+struct store_tensor *cmd_new_virtual_tensor(struct command_job *j, const char *name, uint64_t size,
+                                            uint64_t resident, bool zeroed);
 /* The elements [*offset, *offset + *n) of t the range selects (all of t
  * without one); false with the job's error set when out of bounds. */
 bool cmd_range_of(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,

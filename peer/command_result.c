@@ -44,13 +44,13 @@ struct store_tensor *cmd_find(struct command_job *j, const char *name)
     return t;
 }
 
-struct store_tensor *cmd_new_virtual_tensor(struct command_job *j, const char *name,
-                                            uint64_t size, uint64_t resident, bool zeroed)
+struct store_tensor *cmd_new_virtual_tensor(struct command_job *j, const char *name, uint64_t size,
+                                            uint64_t resident, bool zeroed)
 {
     struct store_tensor *t = store_tensor_new_virtual(name, size, resident, zeroed);
     if (!t)
-        cmd_fail(j, "out of memory for %" PRIu64 " elements of '%s' (%" PRIu64 " bytes)",
-                 resident, name, resident * (uint64_t)sizeof(float));
+        cmd_fail(j, "out of memory for %" PRIu64 " elements of '%s' (%" PRIu64 " bytes)", resident,
+                 name, resident * (uint64_t)sizeof(float));
     return t;
 }
 

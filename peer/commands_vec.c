@@ -75,7 +75,8 @@ static bool job_span2(struct command_job *j, const struct cmd_range *r, const ch
         return false;
     /* Past either operand's resident prefix one of them is the pattern (zero):
      * nothing to compute there. */
-    uint64_t n_a = store_resident_span(a, offset, count), n_b = store_resident_span(b, offset, count);
+    uint64_t n_a = store_resident_span(a, offset, count),
+             n_b = store_resident_span(b, offset, count);
     *n = n_a < n_b ? n_a : n_b;
     *pa = a->data + (offset < a->resident ? offset : a->resident);
     *pb = b->data + (offset < b->resident ? offset : b->resident);
@@ -413,8 +414,7 @@ static bool read_run(struct command_job *j, const struct read_params *rp)
         cmd_result_key(j, "values");
         msgpack_pack_array(&j->result.pk, (size_t)n);
         for (uint64_t i = offset; i < offset + n; i++)
-            msgpack_pack_float(&j->result.pk,
-                               i < t->resident ? t->data[i] : STORE_VIRTUAL_PATTERN);
+            msgpack_pack_float(&j->result.pk, i < t->resident ? t->data[i] : STORE_VIRTUAL_PATTERN);
         cmd_result_u64(j, "version", store_tensor_version(t));
     }
     store_tensor_release(t);

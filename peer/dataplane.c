@@ -92,7 +92,7 @@ struct dp_conn {
      * fuse_src + the payload's first `fused` elements. */
     struct store_tensor *fuse_src, *fuse_dst;
     uint64_t fused;
-    uint8_t *payload; /* where the payload goes; NULL: discarded */
+    uint8_t *payload;      /* where the payload goes; NULL: discarded */
     uint64_t payload_keep; /* bytes of it stored there; the rest (a virtual
                               tensor's pattern, a refused frame) is discarded */
     uint64_t payload_got;

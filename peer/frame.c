@@ -253,9 +253,9 @@ enum {
     KEY_PATTERN = 1 << 12,
 };
 
-static const char *const frame_keys[] = {"type",  "id",    "from",  "to",    "as",      "dtype",
-                                         "count", "bytes", "range", "error", "version", "flags",
-                                         "pattern"};
+static const char *const frame_keys[] = {"type",    "id",    "from",   "to",    "as",
+                                         "dtype",   "count", "bytes",  "range", "error",
+                                         "version", "flags", "pattern"};
 
 /* Decodes the value of key number k. */
 static bool frame_value(struct mp_cursor *c, int k, struct frame_header *h, uint64_t *range_count)
@@ -324,7 +324,8 @@ static bool frame_check(const struct frame_header *h, unsigned seen, uint64_t ra
     if (h->has_range && (range_count != h->count || h->offset > STORE_MAX_ELEMENTS))
         return frame_fail(err, errlen, "tensor frame with a range that does not match its count");
     if (h->pattern > h->count)
-        return frame_fail(err, errlen, "tensor frame with a pattern of %" PRIu64 " elements of %" PRIu64,
+        return frame_fail(err, errlen,
+                          "tensor frame with a pattern of %" PRIu64 " elements of %" PRIu64,
                           h->pattern, h->count);
     if (h->flags & ~(uint64_t)FRAME_FLAGS_KNOWN)
         return frame_fail(err, errlen, "tensor frame with unknown flags %#" PRIx64, h->flags);

@@ -116,7 +116,8 @@ struct store_tensor *ml_params_find(struct command_job *j, const struct ml_model
                  m->name, t->size, m->spec, m->size);
     } else if (t && t->resident < m->resident) { /* a profiled model's surrogate */
         cmd_fail(j,
-                 "tensor '%s' holds %" PRIu64 " of its elements, its learning model %s needs %" PRIu64,
+                 "tensor '%s' holds %" PRIu64
+                 " of its elements, its learning model %s needs %" PRIu64,
                  m->name, t->resident, kern_model_spec(m->model), m->resident);
     } else {
         return t;
@@ -297,8 +298,9 @@ static bool model_shape(struct command_job *j, const struct model_params *p, str
         struct zoo_info z;
         char zoo_err[8];
         if (zoo_lookup(p->arch, &z, zoo_err, sizeof zoo_err) == 0 && !z.real)
-            cmd_fail(j, "model '%s' has no kernels: it computes by profile only (compute = "
-                        "\"profile\" on a node with a profile)",
+            cmd_fail(j,
+                     "model '%s' has no kernels: it computes by profile only (compute = "
+                     "\"profile\" on a node with a profile)",
                      p->arch);
         return false;
     }
@@ -410,8 +412,7 @@ static void grad_profile_time(struct command_job *j, const struct grad_params *p
     if (!m->profiled) return;
     const char *basis = "flops";
     int batch = p->batch ? (int)p->batch : j->ml->batch_n ? j->ml->batch_n : 64;
-    j->work.device_ms =
-        1e3 * profile_grad_seconds(j->server->cfg.profile, &m->arch, batch, &basis);
+    j->work.device_ms = 1e3 * profile_grad_seconds(j->server->cfg.profile, &m->arch, batch, &basis);
     cmd_result_str(j, "basis", basis);
     if (!m->model) cmd_result_u64(j, "batch", (uint64_t)batch);
 }
@@ -468,8 +469,9 @@ static bool grad_run(struct command_job *j, const struct grad_params *p)
     /* The model may live on nodes without a profile (a server, the eval
      * node): only a grad needs one. */
     if (m && m->profiled && !j->server->cfg.profile)
-        return cmd_fail(j, "compute = \"profile\": node '%s' has no profile (net:node(name, { "
-                           "profile = ... }))",
+        return cmd_fail(j,
+                        "compute = \"profile\": node '%s' has no profile (net:node(name, { "
+                        "profile = ... }))",
                         j->server->cfg.node);
     /* A timing-only model reads no data. */
     struct ml_data *data = m && m->model ? ml_split_find(j, "train") : NULL;
@@ -723,8 +725,9 @@ static bool compress_run(struct command_job *j, const struct compress_params *p)
     /* Compressing the resident prefix alone would put the surrogate's bytes
      * on the wire, not the profiled model's: refused rather than wrong. */
     bool ok = x && (!store_tensor_virtual(x) ||
-                    cmd_fail(j, "tensor '%s' is virtual (a profiled model's): compression is not "
-                                "supported on it",
+                    cmd_fail(j,
+                             "tensor '%s' is virtual (a profiled model's): compression is not "
+                             "supported on it",
                              p->tensor));
     ok = ok && compress_with(j, p, method, x);
     store_tensor_release(x);
@@ -814,8 +817,7 @@ static bool decompress_run(struct command_job *j, const struct decompress_params
 static const char *const keys_dataset[] = {"name",    "split", "shard", "shards", "partition",
                                            "alpha",   "seed",  "path",  "n",      "dim",
                                            "classes", "noise", NULL};
-static const char *const keys_model[] = {"name", "arch",    "init", "seed",
-                                         "compute", "learn", NULL};
+static const char *const keys_model[] = {"name", "arch", "init", "seed", "compute", "learn", NULL};
 static const char *const keys_grad[] = {"model", "batch", "out", "same_batch", NULL};
 static const char *const keys_optim[] = {"model", "tensor",       "grad",  "method",
                                          "lr",    "momentum",     "beta1", "beta2",

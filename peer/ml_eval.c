@@ -119,8 +119,9 @@ static bool eval_run(struct command_job *j, struct eval_params *p)
 {
     struct ml_model *m = ml_model_find(j, p->model);
     if (m && !m->model)
-        return cmd_fail(j, "model '%s' (%s) is timing only: nothing learns (give learn = a real "
-                           "model)",
+        return cmd_fail(j,
+                        "model '%s' (%s) is timing only: nothing learns (give learn = a real "
+                        "model)",
                         p->model, m->spec);
     struct ml_data *data = m ? ml_split_find(j, p->split) : NULL;
     struct store_tensor *params =
