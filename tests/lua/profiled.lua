@@ -8,7 +8,7 @@
 --   * a profiled grad takes the profile's time (a measured step of the
 --     made-up test profile: 0.5 s at batch 100) / speed, asleep: its CPU
 --     time stays small;
---   * a surrogate BSP training (ps and allreduce, 2 workers) ends with the
+--   * a surrogate BSP training (ps, allreduce, hier; sums of two) ends with the
 --     surrogate's parameters equal, bit for bit, to a plain training of the
 --     surrogate model; a timing-only run says so and evaluates nothing;
 --   * the errors: a bad profile at net:node, compute = "profile" on a node
@@ -140,6 +140,30 @@ for _, case in ipairs{ { "ps", ps.train }, { "allreduce", ar.train } } do
   hn.log(string.format("%s: surrogate = plain run bit for bit (%d parameters), %d elements skipped",
                        what, P, s_sur.virtual_skipped_elements))
 end
+
+-- hier: two edges of two terminals (every sum is of two: exact in any
+-- order), the cloud's surrogate = the plain run's, bit for bit.
+local hier = require("hiernet.algo.hier")
+local topo = require("hiernet.topo")
+local function hier_run(profiled)
+  runs = runs + 1
+  local n = hn.network{ name = "hier" .. runs, backend = "none" }
+  local t = topo.hier(n, { clouds = 1, edges_per_cloud = 2, terminals_per_edge = 2,
+    nodes = { terminal = function() return { profile = profiled and PROFILE or nil } end } })
+  n:start()
+  local o = T.with(BASE, { cloud = t.cloud[1], workers = t.terminal, tau1 = 2, tau2 = 2, steps = 4,
+                           prefix = "r" .. runs .. "_" })
+  if profiled then o = T.with(o, SURROGATE) end
+  local s = hier.train(o)
+  local values = params(t.cloud[1])
+  n:stop()
+  return s, values
+end
+local h_plain, hw_plain = hier_run(false)
+local h_sur, hw_sur = hier_run(true)
+T.eq(h_sur.learning, "surrogate " .. T.model, "hier: summary's learning")
+for i = 1, P do T.eq(hw_sur[i], hw_plain[i], "hier: surrogate parameter " .. (i - 1)) end
+T.eq(h_sur.final_accuracy, h_plain.final_accuracy, "hier: surrogate's accuracy")
 
 -- Timing only: nothing learns, nothing is evaluated, and the summary says so.
 local s_time = run(ps.train, "timing")
