@@ -166,6 +166,13 @@ struct store_tensor *cmd_new_virtual_tensor(struct command_job *j, const char *n
  * without one); false with the job's error set when out of bounds. */
 bool cmd_range_of(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,
                   uint64_t *offset, uint64_t *n);
+/* A command over `elements` elements of virtual tensor t on a node with a
+ * device profile takes the time the profile gives for adding that many
+ * (profile_add_seconds: memory bound), as the real tensor's pass would: a
+ * parameter server's aggregation, which the adaptive-k paper names its
+ * bottleneck. Nothing elsewhere (a real tensor's pass is timed by its CPU
+ * time). */
+void cmd_charge_virtual(struct command_job *j, const struct store_tensor *t, uint64_t elements);
 /* The resident part of those elements (store.h "Virtual tensors"), what a
  * computation works on: the elements left out are counted as skipped. */
 bool cmd_span(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,

@@ -8,6 +8,9 @@
 
 #include "peer/command_job.h"
 
+#include "kernels/profile.h"
+#include "peer/server.h"
+
 bool cmd_fail(struct command_job *j, const char *fmt, ...)
 {
     va_list ap;
@@ -75,6 +78,13 @@ bool cmd_range_of(struct command_job *j, const struct cmd_range *r, const struct
     *offset = r->offset;
     *n = r->count;
     return true;
+}
+
+void cmd_charge_virtual(struct command_job *j, const struct store_tensor *t, uint64_t elements)
+{
+    const struct device_profile *profile = j->server->cfg.profile;
+    if (profile && store_tensor_virtual(t))
+        j->work.device_ms += 1e3 * profile_add_seconds(profile, elements);
 }
 
 bool cmd_span(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,

@@ -287,6 +287,7 @@ static bool axpy_run(struct command_job *j, const struct axpy_params *p)
     uint64_t n = 0;
     ok = x && job_span2(j, &p->range, "y", y.t, "x", x, &py, &px, &n) &&
          axpy_device(j, p->alpha, &y, x, (uint64_t)(py - y.t->data), (uint64_t)(px - x->data), n);
+    if (ok) cmd_charge_virtual(j, y.t, p->range.set ? p->range.count : y.t->size);
     store_tensor_release(x);
     if (y.t)
         ok = devmirror_patch_end(j->dev, j->store, &y, ok, py ? (uint64_t)(py - y.t->data) : 0, n,
@@ -304,6 +305,7 @@ static bool scale_run(struct command_job *j, const struct scale_params *p)
     uint64_t n = 0;
     bool ok = cmd_patch_begin(j, p->x, &x) && cmd_span(j, &p->range, x.t, &px, &n) &&
               scale_device(j, p->alpha, &x, (uint64_t)(px - x.t->data), n);
+    if (ok) cmd_charge_virtual(j, x.t, p->range.set ? p->range.count : x.t->size);
     if (x.t)
         ok = devmirror_patch_end(j->dev, j->store, &x, ok, px ? (uint64_t)(px - x.t->data) : 0, n,
                                  j->err, sizeof j->err);
@@ -390,6 +392,7 @@ static bool sum_run(struct command_job *j, const struct sum_params *p)
     float *dout = out ? devmirror_result(j->dev, out, j->err, sizeof j->err) : NULL;
     ok = dout && kern_sum(job_ctx(j), resident, dout, data, n_in, j->err, sizeof j->err) == 0 &&
          devmirror_publish(j->dev, j->store, out, j->err, sizeof j->err);
+    if (ok) cmd_charge_virtual(j, out, (uint64_t)n_in * out->size);
     if (ok) cmd_result_u64(j, "size", out->size);
     if (ok) cmd_result_u64(j, "version", store_tensor_version(out));
     store_tensor_release(out);

@@ -581,6 +581,7 @@ static bool optim_apply(struct command_job *j, const struct optim_params *p, con
                  params.t->size, p->grad, grad->size);
     else if (grad && (k = optim_resident(j, params.t, grad, state_n)) > 0)
         optim_step_device(j, o, &params, grad, k);
+    if (grad) cmd_charge_virtual(j, params.t, n);
     ok = grad && !j->err[0];
     store_tensor_release(grad);
     if (params.t)

@@ -4,7 +4,9 @@
 --   * a virtual tensor sent between two peers arrives with its size and
 --     version, its resident prefix bit for bit and the pattern (zero)
 --     beyond it; an add into a virtual tensor is exact on the prefix and
---     counts size - resident skipped elements, and so does an axpy;
+--     counts size - resident skipped elements, and so does an axpy; a
+--     pass over a virtual tensor on a profiled node takes the profile's
+--     memory-bound time (profile_add_seconds);
 --   * a profiled grad takes the profile's time (a measured step of the
 --     made-up test profile: 0.5 s at batch 100) / speed, asleep: its CPU
 --     time stays small;
@@ -59,6 +61,17 @@ before = skipped(b)
 b:axpy{ y = "acc", x = "v", alpha = 2 }
 T.eq(skipped(b) - before, SIZE - RESIDENT, "elements skipped by one axpy")
 T.le(b:stats().mem_rss_bytes, 200e6, "peer memory with two virtual tensors of 100000 elements")
+
+-- A pass over a virtual tensor on a profiled node takes the profile's
+-- memory-bound time for the whole (12 bytes an element at its bandwidth,
+-- 1e10 B/s: 1e8 elements 120 ms), as a server's aggregation would.
+a:tensor{ name = "big", size = 100000000, resident = 0 }
+local pass = a:scale{ x = "big", alpha = 2 }
+if not (pass.ms >= 120 * 0.98 and pass.ms <= 120 * 1.5) then
+  error(string.format("scale of a virtual 1e8 elements took %.1f ms, want 120", pass.ms))
+end
+T.le(pass.cpu_ms, 24, "CPU ms of a pass over a virtual tensor")
+a:drop{ name = "big" }
 
 -- ---- profiled grad: the profile's time / speed, asleep ----
 for _, case in ipairs{ { node = a, want = 500 }, { node = b, want = 250 } } do
