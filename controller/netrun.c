@@ -667,7 +667,7 @@ static void on_peer_exit(void *ctx, int status)
 /* A peer's command line (after the executable) and environment. */
 struct peer_argv {
     char threads[16], speed[32], dilation[32], blas[48];
-    const char *args[20];
+    const char *args[22];
     const char *env[2];
 };
 
@@ -679,13 +679,18 @@ static void peer_argv_build(const struct netrun *nr, const struct topo_node *n, 
     snprintf(a->dilation, sizeof a->dilation, "%.17g", dilation > 1 ? dilation : 1.0);
     snprintf(a->blas, sizeof a->blas, "OPENBLAS_NUM_THREADS=%s", a->threads);
     /* --data-auth: the secret follows on the control channel (peers). */
-    const char *args[] = {"--node",      n->name,     "--addr",   n->addr,
-                          "--threads",   a->threads,  "--speed",  a->speed,
-                          "--dilation",  a->dilation, "--device", n->device,
-                          "--data-auth", NULL,        NULL,       NULL};
+    const char *args[] = {"--node",   n->name,   "--addr",      n->addr,      "--threads",
+                          a->threads, "--speed", a->speed,      "--dilation", a->dilation,
+                          "--device", n->device, "--data-auth", NULL,         NULL,
+                          NULL,       NULL,      NULL};
+    int next = 13;
     if (nr->helper.drop) { /* a root controller's peers give up root once set up */
-        args[13] = "--user";
-        args[14] = nr->helper.arg;
+        args[next++] = "--user";
+        args[next++] = nr->helper.arg;
+    }
+    if (n->profile[0]) { /* profiled compute (kernels/profile.h) */
+        args[next++] = "--profile";
+        args[next++] = n->profile;
     }
     memcpy(a->args, args, sizeof args);
     a->env[0] = a->blas;

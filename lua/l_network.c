@@ -9,6 +9,7 @@
  * on_transition; a started network (backend, peers, cgroups)
  * controller/netrun.c; the waiting lua/l_sched.c. */
 #include "lua/l_network.h"
+#include "kernels/profile.h"
 
 #include "controller/netlife.h"
 #include "controller/netrun.h"
@@ -237,8 +238,24 @@ static int l_network_new(lua_State *L)
 
 /* ---- net:node ---- */
 
-static const char *const node_options[] = {"tier",   "cpu", "speed", "threads",
-                                           "device", "tcp", NULL};
+static const char *const node_options[] = {"tier",   "cpu", "speed",   "threads",
+                                           "device", "tcp", "profile", NULL};
+
+/* profile = a built-in name or a .profile file: read now, so that a bad one
+ * is an error at the node's line naming the node and the profile. */
+static void read_node_profile(lua_State *L, int i, struct topo_node *n, const char *what)
+{
+    const char *name = lnet_opt_string(L, i, "profile", "", what);
+    if (!name[0]) return;
+    struct device_profile *p;
+    char err[512];
+    if (strlen(name) >= sizeof n->profile)
+        luaL_error(L, "%s: profile '%.40s...' is too long a name", what, name);
+    if (profile_lookup(name, &p, err, sizeof err) != 0)
+        luaL_error(L, "%s: profile '%s': %s", what, name, err);
+    profile_free(p);
+    snprintf(n->profile, sizeof n->profile, "%s", name);
+}
 
 static void read_node_options(lua_State *L, int i, struct topo_node *n)
 {
@@ -267,6 +284,7 @@ static void read_node_options(lua_State *L, int i, struct topo_node *n)
         if (has_tcp) luaL_error(L, "%s: a switch has no TCP: tcp is for hosts", what);
     }
     read_tcp_options(L, i, &n->tcp, what);
+    read_node_profile(L, i, n, what);
 }
 
 static void push_node_handle(lua_State *L, struct l_network *net, int index)

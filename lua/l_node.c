@@ -322,6 +322,8 @@ static int l_node_index(lua_State *L)
         lua_pushnumber(L, tn->cpu);
     else if (strcmp(key, "speed") == 0)
         lua_pushnumber(L, tn->speed);
+    else if (strcmp(key, "profile") == 0)
+        tn->profile[0] ? (void)lua_pushstring(L, tn->profile) : lua_pushnil(L);
     else {
         lua_getfield(L, lua_upvalueindex(1), key); /* methods */
         if (lua_isnil(L, -1))

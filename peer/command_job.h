@@ -159,8 +159,22 @@ struct store_tensor *cmd_find(struct command_job *j, const char *name);
 /* A new unpublished tensor, or NULL with the error set. */
 struct store_tensor *cmd_new_tensor(struct command_job *j, const char *name, uint64_t size,
                                     bool zeroed);
-/* The elements of t the range selects (all of t without one); false with
- * the job's error set when out of bounds. */
+/* The same for a virtual tensor (store.h): memory for `resident` elements. */
+struct store_tensor *cmd_new_virtual_tensor(struct command_job *j, const char *name, uint64_t size,
+                                            uint64_t resident, bool zeroed);
+/* The elements [*offset, *offset + *n) of t the range selects (all of t
+ * without one); false with the job's error set when out of bounds. */
+bool cmd_range_of(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,
+                  uint64_t *offset, uint64_t *n);
+/* A command over `elements` elements of virtual tensor t on a node with a
+ * device profile takes the time the profile gives for adding that many
+ * (profile_add_seconds: memory bound), as the real tensor's pass would: a
+ * parameter server's aggregation, which the adaptive-k paper names its
+ * bottleneck. Nothing elsewhere (a real tensor's pass is timed by its CPU
+ * time). */
+void cmd_charge_virtual(struct command_job *j, const struct store_tensor *t, uint64_t elements);
+/* The resident part of those elements (store.h "Virtual tensors"), what a
+ * computation works on: the elements left out are counted as skipped. */
 bool cmd_span(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,
               float **start, uint64_t *n);
 /* store_patch_begin with the error set ("tensor 'x' not found", ...). The

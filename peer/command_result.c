@@ -8,6 +8,9 @@
 
 #include "peer/command_job.h"
 
+#include "kernels/profile.h"
+#include "peer/server.h"
+
 bool cmd_fail(struct command_job *j, const char *fmt, ...)
 {
     va_list ap;
@@ -44,21 +47,27 @@ struct store_tensor *cmd_find(struct command_job *j, const char *name)
     return t;
 }
 
-struct store_tensor *cmd_new_tensor(struct command_job *j, const char *name, uint64_t size,
-                                    bool zeroed)
+struct store_tensor *cmd_new_virtual_tensor(struct command_job *j, const char *name, uint64_t size,
+                                            uint64_t resident, bool zeroed)
 {
-    struct store_tensor *t = store_tensor_new(name, size, zeroed);
+    struct store_tensor *t = store_tensor_new_virtual(name, size, resident, zeroed);
     if (!t)
-        cmd_fail(j, "out of memory for %" PRIu64 " elements of '%s' (%" PRIu64 " bytes)", size,
-                 name, size * (uint64_t)sizeof(float));
+        cmd_fail(j, "out of memory for %" PRIu64 " elements of '%s' (%" PRIu64 " bytes)", resident,
+                 name, resident * (uint64_t)sizeof(float));
     return t;
 }
 
-bool cmd_span(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,
-              float **start, uint64_t *n)
+struct store_tensor *cmd_new_tensor(struct command_job *j, const char *name, uint64_t size,
+                                    bool zeroed)
+{
+    return cmd_new_virtual_tensor(j, name, size, size, zeroed);
+}
+
+bool cmd_range_of(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,
+                  uint64_t *offset, uint64_t *n)
 {
     if (!r->set) {
-        *start = t->data;
+        *offset = 0;
         *n = t->size;
         return true;
     }
@@ -66,8 +75,26 @@ bool cmd_span(struct command_job *j, const struct cmd_range *r, const struct sto
         return cmd_fail(
             j, "range {%" PRIu64 ", %" PRIu64 "} out of bounds for '%s' (%" PRIu64 " elements)",
             r->offset, r->count, t->name, t->size);
-    *start = t->data + r->offset;
+    *offset = r->offset;
     *n = r->count;
+    return true;
+}
+
+void cmd_charge_virtual(struct command_job *j, const struct store_tensor *t, uint64_t elements)
+{
+    const struct device_profile *profile = j->server->cfg.profile;
+    if (profile && store_tensor_virtual(t))
+        j->work.device_ms += 1e3 * profile_add_seconds(profile, elements);
+}
+
+bool cmd_span(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,
+              float **start, uint64_t *n)
+{
+    uint64_t offset = 0, count = 0;
+    if (!cmd_range_of(j, r, t, &offset, &count)) return false;
+    *n = store_resident_span(t, offset, count);
+    *start = t->data + (offset < t->resident ? offset : t->resident);
+    store_count_skipped(j->store, count - *n);
     return true;
 }
 

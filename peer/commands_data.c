@@ -37,6 +37,7 @@ struct send_params {
     struct store_tensor *snapshot;
     const float *data;
     uint64_t count, version;
+    uint64_t pattern; /* trailing elements of a virtual tensor, sent as zeros */
     /* The transfers (loop thread). */
     uint32_t pending; /* destinations not done yet (+1 while they start) */
     uint32_t failed;
@@ -147,9 +148,8 @@ static bool send_parse(struct command_job *j, struct send_params *p, struct prot
 static bool send_run(struct command_job *j, struct send_params *p)
 {
     struct store_tensor *t = cmd_find(j, p->tensor);
-    float *start;
-    uint64_t n;
-    if (!t || !cmd_span(j, &p->range, t, &start, &n)) {
+    uint64_t offset, n;
+    if (!t || !cmd_range_of(j, &p->range, t, &offset, &n)) {
         store_tensor_release(t);
         return false;
     }
@@ -159,13 +159,16 @@ static bool send_run(struct command_job *j, struct send_params *p)
     }
     p->count = n;
     p->version = store_tensor_version(t);
+    /* A virtual tensor's elements past its resident prefix go as the pattern. */
+    uint64_t held = store_resident_span(t, offset, n);
+    p->pattern = n - held;
     if (n == t->size) {
         p->snapshot = t;
-        p->data = start;
+        p->data = t->data;
         return true;
     }
-    struct store_tensor *part = cmd_new_tensor(j, t->name, n, false);
-    if (part) memcpy(part->data, start, n * sizeof(float));
+    struct store_tensor *part = cmd_new_virtual_tensor(j, t->name, n, held, false);
+    if (part) memcpy(part->data, t->data + offset, held * sizeof(float));
     store_tensor_release(t);
     p->snapshot = part;
     p->data = part ? part->data : NULL;
@@ -230,6 +233,7 @@ static bool send_after(struct command_job *j, struct send_params *p)
         ds->snapshot = p->snapshot;
         ds->data = p->data;
         ds->count = p->count;
+        ds->pattern = p->pattern;
         ds->has_range = p->has_at || p->range.set;
         ds->offset = p->has_at ? (uint64_t)p->at : p->range.offset;
         ds->add = p->add;

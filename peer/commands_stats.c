@@ -30,6 +30,19 @@ static uint64_t rss_bytes(void)
     return got == 2 && page > 0 ? resident_pages * (uint64_t)page : 0;
 }
 
+/* Peak resident set size (VmHWM of /proc/self/status); 0 if unreadable. */
+static uint64_t peak_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    if (!f) return 0;
+    char line[128];
+    unsigned long long kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %llu kB", &kib) == 1) break;
+    fclose(f);
+    return (uint64_t)kib * 1024;
+}
+
 /* On the loop thread, at once: every counter it reads is safe from there, so
  * stats answers while the worker computes or a wait holds the queue. */
 static bool stats_run(struct command_job *j)
@@ -48,7 +61,10 @@ static bool stats_run(struct command_job *j)
     store_arrivals_totals(j->store, &arrivals, &arrivals_dropped);
     cmd_result_u64(j, "arrivals", arrivals);
     cmd_result_u64(j, "arrivals_dropped", arrivals_dropped);
+    /* Elements of virtual tensors that computations left out (store.h). */
+    cmd_result_u64(j, "virtual_skipped_elements", store_skipped(j->store));
     cmd_result_u64(j, "mem_rss_bytes", rss_bytes());
+    cmd_result_u64(j, "mem_peak_bytes", peak_rss_bytes());
     cmd_result_u64(j, "bytes_sent", data.bytes_sent);
     cmd_result_u64(j, "bytes_received", data.bytes_received);
     cmd_result_u64(j, "transfers_sent", data.transfers_sent);

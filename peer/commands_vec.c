@@ -70,8 +70,18 @@ static bool job_span2(struct command_job *j, const struct cmd_range *r, const ch
     if (!r->set && a->size != b->size)
         return cmd_fail(j, "size mismatch: %s has %" PRIu64 " elements, %s has %" PRIu64, key_a,
                         a->size, key_b, b->size);
-    uint64_t n_b;
-    return cmd_span(j, r, a, pa, n) && cmd_span(j, r, b, pb, &n_b);
+    uint64_t offset, count;
+    if (!cmd_range_of(j, r, a, &offset, &count) || !cmd_range_of(j, r, b, &offset, &count))
+        return false;
+    /* Past either operand's resident prefix one of them is the pattern (zero):
+     * nothing to compute there. */
+    uint64_t n_a = store_resident_span(a, offset, count),
+             n_b = store_resident_span(b, offset, count);
+    *n = n_a < n_b ? n_a : n_b;
+    *pa = a->data + (offset < a->resident ? offset : a->resident);
+    *pb = b->data + (offset < b->resident ? offset : b->resident);
+    store_count_skipped(j->store, count - *n);
+    return true;
 }
 
 /* ---- tensor ---- */
@@ -80,7 +90,7 @@ enum tensor_fill { FILL_CONSTANT, FILL_UNIFORM, FILL_NORMAL };
 
 struct tensor_params {
     char name[COMMAND_NAME_SIZE];
-    uint64_t size;
+    uint64_t size, resident; /* resident < size: a virtual tensor (store.h) */
     enum tensor_fill fill;
     double value, low, high, mean, std;
     int64_t seed;
@@ -145,6 +155,9 @@ static bool tensor_parse(struct command_job *j, struct tensor_params *p, struct 
         return cmd_arg_fail(a, "param 'size': %" PRId64 " is not between 0 and %" PRIu64, size,
                             STORE_MAX_ELEMENTS);
     p->size = (uint64_t)size;
+    int64_t resident = size;
+    if (!cmd_arg_int(a, "resident", false, 0, size, &resident)) return false;
+    p->resident = (uint64_t)resident;
     return tensor_parse_fill(p, a) && tensor_parse_distribution(p, a);
 }
 
@@ -167,12 +180,12 @@ static void tensor_fill_random(const struct tensor_params *p, float *x, uint64_t
 static bool tensor_run(struct command_job *j, const struct tensor_params *p)
 {
     bool zeroed = p->fill == FILL_CONSTANT && p->value == 0.0; /* calloc: pages zeroed lazily */
-    struct store_tensor *t = cmd_new_tensor(j, p->name, p->size, zeroed);
+    struct store_tensor *t = cmd_new_virtual_tensor(j, p->name, p->size, p->resident, zeroed);
     if (!t) return false;
     if (p->fill != FILL_CONSTANT)
-        tensor_fill_random(p, t->data, t->size);
+        tensor_fill_random(p, t->data, t->resident);
     else if (!zeroed)
-        vec_fill(t->size, (float)p->value, t->data);
+        vec_fill(t->resident, (float)p->value, t->data);
     cmd_result_u64(j, "version", store_publish(j->store, t));
     cmd_result_u64(j, "size", t->size);
     store_tensor_release(t);
@@ -184,9 +197,10 @@ static bool tensor_run(struct command_job *j, const struct tensor_params *p)
 static bool copy_run(struct command_job *j, const struct copy_params *p)
 {
     struct store_tensor *src = cmd_find(j, p->src);
-    struct store_tensor *dst = src ? cmd_new_tensor(j, p->dst, src->size, false) : NULL;
+    struct store_tensor *dst =
+        src ? cmd_new_virtual_tensor(j, p->dst, src->size, src->resident, false) : NULL;
     if (dst) {
-        vec_copy(src->size, src->data, dst->data);
+        vec_copy(src->resident, src->data, dst->data);
         cmd_result_u64(j, "version", store_publish(j->store, dst));
         cmd_result_u64(j, "size", dst->size);
     }
@@ -273,6 +287,7 @@ static bool axpy_run(struct command_job *j, const struct axpy_params *p)
     uint64_t n = 0;
     ok = x && job_span2(j, &p->range, "y", y.t, "x", x, &py, &px, &n) &&
          axpy_device(j, p->alpha, &y, x, (uint64_t)(py - y.t->data), (uint64_t)(px - x->data), n);
+    if (ok) cmd_charge_virtual(j, y.t, p->range.set ? p->range.count : y.t->size);
     store_tensor_release(x);
     if (y.t)
         ok = devmirror_patch_end(j->dev, j->store, &y, ok, py ? (uint64_t)(py - y.t->data) : 0, n,
@@ -290,6 +305,7 @@ static bool scale_run(struct command_job *j, const struct scale_params *p)
     uint64_t n = 0;
     bool ok = cmd_patch_begin(j, p->x, &x) && cmd_span(j, &p->range, x.t, &px, &n) &&
               scale_device(j, p->alpha, &x, (uint64_t)(px - x.t->data), n);
+    if (ok) cmd_charge_virtual(j, x.t, p->range.set ? p->range.count : x.t->size);
     if (x.t)
         ok = devmirror_patch_end(j->dev, j->store, &x, ok, px ? (uint64_t)(px - x.t->data) : 0, n,
                                  j->err, sizeof j->err);
@@ -345,6 +361,18 @@ static bool sum_find_input(struct command_job *j, const struct cmd_names *names,
     return true;
 }
 
+/* The resident prefix of a sum: the shortest of its inputs' (past it one of
+ * them is the pattern and the sum is not computed); the rest is counted as
+ * skipped, once per input. */
+static uint64_t sum_resident(struct command_job *j, struct store_tensor *const *in, uint32_t n_in)
+{
+    uint64_t resident = in[0]->resident;
+    for (uint32_t i = 1; i < n_in; i++)
+        if (in[i]->resident < resident) resident = in[i]->resident;
+    store_count_skipped(j->store, (uint64_t)n_in * (in[0]->size - resident));
+    return resident;
+}
+
 /* The output goes to a new tensor that replaces `out` only when complete, so
  * out may be one of the inputs and nobody holding the old one sees it change. */
 static bool sum_run(struct command_job *j, const struct sum_params *p)
@@ -358,10 +386,13 @@ static bool sum_run(struct command_job *j, const struct sum_params *p)
         ok = sum_find_input(j, &p->inputs, in, i) &&
              (data[i] = devmirror_read(j->dev, in[i], j->err, sizeof j->err)) != NULL;
     }
-    struct store_tensor *out = ok ? cmd_new_tensor(j, p->out, in[0]->size, false) : NULL;
+    uint64_t resident = ok ? sum_resident(j, in, n_in) : 0;
+    struct store_tensor *out =
+        ok ? cmd_new_virtual_tensor(j, p->out, in[0]->size, resident, false) : NULL;
     float *dout = out ? devmirror_result(j->dev, out, j->err, sizeof j->err) : NULL;
-    ok = dout && kern_sum(job_ctx(j), out->size, dout, data, n_in, j->err, sizeof j->err) == 0 &&
+    ok = dout && kern_sum(job_ctx(j), resident, dout, data, n_in, j->err, sizeof j->err) == 0 &&
          devmirror_publish(j->dev, j->store, out, j->err, sizeof j->err);
+    if (ok) cmd_charge_virtual(j, out, (uint64_t)n_in * out->size);
     if (ok) cmd_result_u64(j, "size", out->size);
     if (ok) cmd_result_u64(j, "version", store_tensor_version(out));
     store_tensor_release(out);
@@ -375,9 +406,8 @@ static bool sum_run(struct command_job *j, const struct sum_params *p)
 static bool read_run(struct command_job *j, const struct read_params *rp)
 {
     struct store_tensor *t = cmd_find(j, rp->tensor);
-    float *p;
-    uint64_t n;
-    bool ok = t && cmd_span(j, &rp->range, t, &p, &n);
+    uint64_t offset, n;
+    bool ok = t && cmd_range_of(j, &rp->range, t, &offset, &n);
     if (ok && n > COMMAND_READ_MAX)
         ok = cmd_fail(j,
                       "tensor '%s' has %" PRIu64 " elements, more than the %d one read may return;"
@@ -386,8 +416,8 @@ static bool read_run(struct command_job *j, const struct read_params *rp)
     if (ok) {
         cmd_result_key(j, "values");
         msgpack_pack_array(&j->result.pk, (size_t)n);
-        for (uint64_t i = 0; i < n; i++)
-            msgpack_pack_float(&j->result.pk, p[i]);
+        for (uint64_t i = offset; i < offset + n; i++)
+            msgpack_pack_float(&j->result.pk, i < t->resident ? t->data[i] : STORE_VIRTUAL_PATTERN);
         cmd_result_u64(j, "version", store_tensor_version(t));
     }
     store_tensor_release(t);
@@ -473,8 +503,8 @@ static void sum_cleanup(struct sum_params *p)
 
 /* ---- table entries ---- */
 
-static const char *const keys_tensor[] = {"name", "size", "fill", "low", "high",
-                                          "mean", "std",  "seed", NULL};
+static const char *const keys_tensor[] = {"name", "size", "resident", "fill", "low",
+                                          "high", "mean", "std",      "seed", NULL};
 static const char *const keys_copy[] = {"src", "dst", NULL};
 static const char *const keys_drop[] = {"name", "names", NULL};
 static const char *const keys_axpy[] = {"y", "x", "alpha", "range", NULL};

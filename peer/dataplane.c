@@ -36,6 +36,11 @@
 #define DP_RX_BUFFER (16u << 10)
 /* Replaced tensors kept for reuse by the next receive of the same size. */
 #define DP_SPARES 2
+/* Where payload bytes nobody stores are read to, and the zero bytes a
+ * virtual tensor's pattern is sent from (store.h): shared, never resident
+ * beyond this size. Loop thread only; nobody reads what lands here. */
+static uint8_t dp_discard[DP_IO_CHUNK];
+static const uint8_t dp_zeros[DP_IO_CHUNK];
 #define DP_PEER_BUCKETS 256
 /* How long accepting pauses when the process is out of descriptors. */
 #define DP_ACCEPT_RETRY_S 1.0
@@ -87,7 +92,9 @@ struct dp_conn {
      * fuse_src + the payload's first `fused` elements. */
     struct store_tensor *fuse_src, *fuse_dst;
     uint64_t fused;
-    uint8_t *payload; /* where the payload goes; NULL: discarded */
+    uint8_t *payload;      /* where the payload goes; NULL: discarded */
+    uint64_t payload_keep; /* bytes of it stored there; the rest (a virtual
+                              tensor's pattern, a refused frame) is discarded */
     uint64_t payload_got;
     char refusal[FRAME_ERROR_SIZE]; /* why the frame is discarded, for its ack */
     uint64_t version_after;         /* of the tensor the frame was stored into */
@@ -290,17 +297,18 @@ static struct dataplane_send *dp_queue_pop(struct dp_queue *q)
 
 /* A tensor of count elements for a receive into `as`: a recycled one when
  * there is one of that size, else a new one. NULL when out of memory. */
-static struct store_tensor *dp_take_tensor(struct dataplane *dp, const char *as, uint64_t count)
+static struct store_tensor *dp_take_tensor(struct dataplane *dp, const char *as, uint64_t count,
+                                           uint64_t resident)
 {
     for (int i = 0; i < DP_SPARES; i++) {
         struct store_tensor *t = dp->spares[i];
-        if (t && t->size == count) {
+        if (t && t->size == count && t->resident == resident) {
             dp->spares[i] = NULL;
             store_tensor_rename(t, as);
             return t;
         }
     }
-    return store_tensor_new(as, count, false);
+    return store_tensor_new_virtual(as, count, resident, false);
 }
 
 /* Keeps a replaced tensor that nobody else holds, evicting the oldest. */
@@ -546,6 +554,21 @@ static bool dp_conn_connected(struct dp_conn *c)
     return true;
 }
 
+/* Where the next payload bytes of s come from, and at most how many (*left,
+ * from the bytes left): its data, then zeros for a virtual tensor's
+ * pattern (store.h), which exist nowhere in its size. */
+static const uint8_t *dp_send_cursor(const struct dataplane_send *s, uint64_t *left)
+{
+    uint64_t data_bytes = (s->count - s->pattern) * sizeof(float);
+    if (s->payload_sent < data_bytes) {
+        uint64_t room = data_bytes - s->payload_sent;
+        if (*left > room) *left = room;
+        return (const uint8_t *)s->data + s->payload_sent;
+    }
+    if (*left > sizeof dp_zeros) *left = sizeof dp_zeros;
+    return dp_zeros;
+}
+
 /* Writes some of the head send; returns bytes written, 0 on EAGAIN, -1 on error. */
 static ssize_t dp_write_send(struct dp_conn *c, struct dataplane_send *s, size_t budget)
 {
@@ -555,9 +578,8 @@ static ssize_t dp_write_send(struct dp_conn *c, struct dataplane_send *s, size_t
         iov[n++] = (struct iovec){s->header + s->header_sent, s->header_len - s->header_sent};
     uint64_t left = s->bytes - s->payload_sent;
     if (budget > DP_IO_CHUNK) budget = DP_IO_CHUNK;
-    if (left > 0)
-        iov[n++] = (struct iovec){(uint8_t *)s->data + s->payload_sent,
-                                  left < budget ? (size_t)left : budget};
+    const uint8_t *from = dp_send_cursor(s, &left);
+    if (left > 0) iov[n++] = (struct iovec){(uint8_t *)from, left < budget ? (size_t)left : budget};
     struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
     ssize_t w;
     do
@@ -740,11 +762,13 @@ static void dp_fuse_begin(struct dp_conn *c)
     if (dp_fusing(dp, h->as) || !store_write_trylock(dp->store)) return;
     struct store_tensor *t = store_find(dp->store, h->as);
     store_write_unlock(dp->store);
-    if (!t || t->size != h->count) { /* the patch path reports it */
-        store_tensor_release(t);
+    /* A virtual target or payload takes the patch path, which knows patterns
+     * (and has little to add). */
+    if (!t || t->size != h->count || store_tensor_virtual(t) || h->pattern) {
+        store_tensor_release(t); /* a size mismatch: the patch path reports it */
         return;
     }
-    c->fuse_dst = dp_take_tensor(dp, h->as, h->count);
+    c->fuse_dst = dp_take_tensor(dp, h->as, h->count, h->count);
     c->fuse_src = c->fuse_dst ? t : NULL;
     if (!c->fuse_dst) store_tensor_release(t);
     c->fused = 0;
@@ -781,27 +805,30 @@ static void dp_frame_destination(struct dp_conn *c)
 {
     struct frame_header *h = &c->hdr;
     struct dataplane *dp = c->dp;
+    uint64_t held = h->count - h->pattern; /* elements that are data */
     c->payload = NULL;
+    c->payload_keep = 0;
     if (h->to[0] && strcmp(h->to, dp->node) != 0) {
         snprintf(c->refusal, sizeof c->refusal, "this address is node '%.100s', not '%.100s'",
                  dp->node, h->to);
         return;
     }
     if (!h->has_range && !(h->flags & FRAME_FLAG_ADD)) {
-        c->dst = dp_take_tensor(dp, h->as, h->count);
+        c->dst = dp_take_tensor(dp, h->as, h->count, held);
         if (c->dst) c->payload = (uint8_t *)c->dst->data;
-    } else if (h->count <= c->staging_cap) {
+    } else if (held <= c->staging_cap) {
         c->payload = (uint8_t *)c->staging;
     } else {
-        float *staging = realloc(c->staging, h->count * sizeof(float));
+        float *staging = realloc(c->staging, held * sizeof(float));
         if (staging) {
             c->staging = staging;
-            c->staging_cap = h->count;
+            c->staging_cap = held;
             c->payload = (uint8_t *)staging;
         }
     }
-    if (!c->payload && h->count > 0) /* an empty range needs no buffer */
-        snprintf(c->refusal, sizeof c->refusal, "out of memory for %" PRIu64 " elements", h->count);
+    if (c->payload) c->payload_keep = held * sizeof(float);
+    if (!c->payload && held > 0) /* an empty range needs no buffer */
+        snprintf(c->refusal, sizeof c->refusal, "out of memory for %" PRIu64 " elements", held);
     else if ((h->flags & FRAME_FLAG_ADD) && !h->has_range && h->count > 0)
         dp_fuse_begin(c);
 }
@@ -832,7 +859,10 @@ static bool dp_payload_from_buffer(struct dp_conn *c)
     uint64_t left = c->hdr.bytes - c->payload_got;
     size_t avail = c->rx_end - c->rx_start;
     size_t n = left < avail ? (size_t)left : avail;
-    if (c->payload) memcpy(c->payload + c->payload_got, c->rx + c->rx_start, n);
+    if (c->payload_got < c->payload_keep) {
+        uint64_t room = c->payload_keep - c->payload_got;
+        memcpy(c->payload + c->payload_got, c->rx + c->rx_start, n < room ? n : (size_t)room);
+    }
     c->rx_start += n;
     c->payload_got += n;
     dp_fuse_progress(c);
@@ -975,7 +1005,8 @@ static int dp_install_range(struct dp_conn *c, char *error, size_t errlen)
                             .offset = h->has_range ? h->offset : 0,
                             .count = h->count,
                             .add = (h->flags & FRAME_FLAG_ADD) != 0,
-                            .whole = !h->has_range};
+                            .whole = !h->has_range,
+                            .src_missing = h->pattern};
     uint64_t size = 0;
     int rc = store_receive_patch(store, &w, &size, &c->version_after);
     int err = errno;
@@ -1054,15 +1085,30 @@ static bool dp_ack_received(struct dp_conn *c)
 
 /* ---- reading ---- */
 
+/* Where the next payload bytes go, and at most how many (*left, from the
+ * bytes left of the payload): the payload's buffer up to what it keeps, the
+ * discard buffer for the rest. */
+static uint8_t *dp_payload_cursor(const struct dp_conn *c, uint64_t *left)
+{
+    if (c->payload_got < c->payload_keep) {
+        uint64_t room = c->payload_keep - c->payload_got;
+        if (*left > room) *left = room;
+        return c->payload + c->payload_got;
+    }
+    if (*left > sizeof dp_discard) *left = sizeof dp_discard;
+    return dp_discard;
+}
+
 /* One read: straight into the payload when the buffer is empty and a
  * payload is due, else into the buffer. Returns the bytes, 0 on EOF, -1. */
 static ssize_t dp_conn_read(struct dp_conn *c, size_t budget)
 {
     ssize_t n;
-    if (c->state == RX_PAYLOAD && c->payload && c->rx_end == c->rx_start) {
+    if (c->state == RX_PAYLOAD && c->rx_end == c->rx_start) {
         uint64_t left = c->hdr.bytes - c->payload_got;
+        uint8_t *into = dp_payload_cursor(c, &left);
         do
-            n = read(c->fd, c->payload + c->payload_got, left < budget ? (size_t)left : budget);
+            n = read(c->fd, into, left < budget ? (size_t)left : budget);
         while (n < 0 && errno == EINTR);
         if (n > 0) c->payload_got += (uint64_t)n;
         if (n > 0) dp_fuse_progress(c);
@@ -1133,7 +1179,8 @@ static void dp_send_header(struct dataplane *dp, struct dataplane_send *s)
                              .has_range = s->has_range,
                              .offset = s->offset,
                              .version = s->version,
-                             .flags = s->add ? FRAME_FLAG_ADD : 0};
+                             .flags = s->add ? FRAME_FLAG_ADD : 0,
+                             .pattern = s->pattern};
     snprintf(h.from, sizeof h.from, "%s", dp->node);
     snprintf(h.to, sizeof h.to, "%s", s->to);
     snprintf(h.as, sizeof h.as, "%s", s->as);

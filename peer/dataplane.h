@@ -93,8 +93,9 @@ struct dataplane_send {
     char to[FRAME_NODE_NAME_SIZE]; /* node name, or "" when sent by address */
     char as[STORE_NAME_MAX + 1];
     struct store_tensor *snapshot; /* a reference that moves to the data plane */
-    const float *data;             /* count elements inside snapshot */
+    const float *data;             /* count - pattern elements inside snapshot */
     uint64_t count;
+    uint64_t pattern; /* trailing elements of a virtual tensor: zeros on the wire (store.h) */
     bool has_range;
     uint64_t offset;  /* where data lands in the receiver's tensor */
     bool add;         /* the receiver adds data into its tensor */

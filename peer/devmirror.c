@@ -134,11 +134,11 @@ static int mirror_upload(struct devmirror *m, struct mirror *e, const struct sto
                          uint64_t gen, char *err, size_t errlen)
 {
     e->gen = 0;
-    if (buffer_fit(m, &e->buf, &e->size, t->size, err, errlen) < 0 ||
-        kern_upload(m->ctx, e->buf, t->data, t->size, err, errlen) < 0)
+    if (buffer_fit(m, &e->buf, &e->size, t->resident, err, errlen) < 0 ||
+        kern_upload(m->ctx, e->buf, t->data, t->resident, err, errlen) < 0)
         return -1;
     e->gen = gen;
-    totals_add(m, 0, 0, true, false, t->size * sizeof(float));
+    totals_add(m, 0, 0, true, false, t->resident * sizeof(float));
     return 0;
 }
 
@@ -159,7 +159,7 @@ const float *devmirror_read(struct devmirror *m, const struct store_tensor *t, c
     struct mirror *e = mirror_get(m, t->name, err, errlen);
     if (!e) return NULL;
     uint64_t gen = store_tensor_gen(t);
-    if (e->gen == gen && e->size == t->size) return e->buf;
+    if (e->gen == gen && e->size == t->resident) return e->buf;
     return mirror_upload(m, e, t, gen, err, errlen) < 0 ? NULL : e->buf;
 }
 
@@ -169,7 +169,7 @@ float *devmirror_result(struct devmirror *m, struct store_tensor *t, char *err, 
 {
     if (m->host) return t->data;
     struct mirror *e = mirror_get(m, t->name, err, errlen);
-    if (!e || buffer_fit(m, &e->spare, &e->spare_size, t->size, err, errlen) < 0) return NULL;
+    if (!e || buffer_fit(m, &e->spare, &e->spare_size, t->resident, err, errlen) < 0) return NULL;
     return e->spare;
 }
 
@@ -181,11 +181,11 @@ bool devmirror_publish(struct devmirror *m, struct store *s, struct store_tensor
         return true;
     }
     struct mirror *e = *mirror_slot(m, t->name);
-    if (!e || !e->spare || e->spare_size != t->size) {
+    if (!e || !e->spare || e->spare_size != t->resident) {
         kern_fail(err, errlen, "internal: no device result for '%s'", t->name);
         return false;
     }
-    if (mirror_download(m, e->spare, t->data, t->size, err, errlen) < 0) return false;
+    if (mirror_download(m, e->spare, t->data, t->resident, err, errlen) < 0) return false;
     store_publish(s, t); /* gives t its generation for readers */
     float *old = e->buf;
     size_t old_size = e->size;
@@ -204,7 +204,7 @@ float *devmirror_patch(struct devmirror *m, const struct store_patch *p, char *e
     if (m->host) return p->t->data;
     struct mirror *e = mirror_get(m, p->t->name, err, errlen);
     if (!e) return NULL;
-    if ((e->gen != p->gen_before || e->size != p->t->size) &&
+    if ((e->gen != p->gen_before || e->size != p->t->resident) &&
         mirror_upload(m, e, p->t, 0, err, errlen) < 0)
         return NULL;
     /* Until the kernels write it, the mirror equals p->t's host elements. */

@@ -49,6 +49,7 @@ static bool frame_pack_tensor(msgpack_packer *pk, const struct frame_header *h)
     msgmap_u64(&m, "bytes", h->bytes);
     msgmap_u64(&m, "version", h->version);
     if (h->flags) msgmap_u64(&m, "flags", h->flags);
+    if (h->pattern) msgmap_u64(&m, "pattern", h->pattern);
     if (h->has_range) {
         msgmap_key(&m, "range");
         msgpack_pack_array(&m.pk, 2);
@@ -249,10 +250,12 @@ enum {
     KEY_ERROR = 1 << 9,
     KEY_VERSION = 1 << 10,
     KEY_FLAGS = 1 << 11,
+    KEY_PATTERN = 1 << 12,
 };
 
-static const char *const frame_keys[] = {"type",  "id",    "from",  "to",    "as",      "dtype",
-                                         "count", "bytes", "range", "error", "version", "flags"};
+static const char *const frame_keys[] = {"type",    "id",    "from",   "to",    "as",
+                                         "dtype",   "count", "bytes",  "range", "error",
+                                         "version", "flags", "pattern"};
 
 /* Decodes the value of key number k. */
 static bool frame_value(struct mp_cursor *c, int k, struct frame_header *h, uint64_t *range_count)
@@ -280,6 +283,8 @@ static bool frame_value(struct mp_cursor *c, int k, struct frame_header *h, uint
         return mp_strcpy(c, h->error, sizeof h->error);
     case 10:
         return mp_uint(c, &h->version);
+    case 12:
+        return mp_uint(c, &h->pattern);
     default:
         return mp_uint(c, &h->flags);
     }
@@ -318,6 +323,10 @@ static bool frame_check(const struct frame_header *h, unsigned seen, uint64_t ra
                           h->count, h->bytes);
     if (h->has_range && (range_count != h->count || h->offset > STORE_MAX_ELEMENTS))
         return frame_fail(err, errlen, "tensor frame with a range that does not match its count");
+    if (h->pattern > h->count)
+        return frame_fail(err, errlen,
+                          "tensor frame with a pattern of %" PRIu64 " elements of %" PRIu64,
+                          h->pattern, h->count);
     if (h->flags & ~(uint64_t)FRAME_FLAGS_KNOWN)
         return frame_fail(err, errlen, "tensor frame with unknown flags %#" PRIx64, h->flags);
     return true;

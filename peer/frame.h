@@ -24,6 +24,11 @@
  *     range  optional [offset, count]: the payload overwrites elements
  *            [offset, offset + count) of an existing tensor `as`
  *     version u64, the version of the sender's tensor in the snapshot
+ *     pattern optional u64, 0 when absent: the sender's tensor is virtual
+ *            (store.h) and the payload's last `pattern` elements are not its
+ *            data but the pattern (zero bytes); the receiver gives what it
+ *            stores the same shape (a whole tensor: a virtual one with
+ *            count - pattern resident elements) and discards them unread
  *     flags  optional u64 bit set, 0 when absent: FRAME_FLAG_ADD adds the
  *            payload into the existing tensor `as` (its range, or the whole
  *            tensor, which must then have `count` elements) instead of
@@ -62,6 +67,7 @@ struct frame_header {
     uint64_t offset;  /* with has_range; the range's count is `count` */
     uint64_t version; /* tensor frames */
     uint64_t flags;   /* tensor frames: FRAME_FLAG_* */
+    uint64_t pattern; /* tensor frames: trailing payload elements that are the pattern */
     char from[FRAME_NODE_NAME_SIZE];
     char to[FRAME_NODE_NAME_SIZE]; /* "" when absent */
     char as[STORE_NAME_MAX + 1];

@@ -18,6 +18,7 @@
 
 #include "hiernet_version.h"
 #include "kernels/device.h"
+#include "kernels/profile.h"
 #include "kernels/vec.h"
 #include "common/privdrop.h"
 #include "proto/protocol.h"
@@ -45,6 +46,8 @@ static const char peer_usage[] =
     "  --device D        where compute commands run: cpu (default) or cuda (GPU 0 as\n"
     "                    CUDA_VISIBLE_DEVICES orders them); a device that cannot be\n"
     "                    opened ends the peer at start (status 1)\n"
+    "  --profile P       device profile (a built-in name or a .profile file): grads\n"
+    "                    of a model made with compute = \"profile\" take its time\n"
     "  --data-auth       data connections must prove the network's secret, which\n"
     "                    arrives with the `peers` command (never on this line)\n"
     "  --user UID:GID    give up root for this uid and gid once set up (listening\n"
@@ -98,6 +101,7 @@ enum {
     OPT_SPEED,
     OPT_DILATION,
     OPT_DEVICE,
+    OPT_PROFILE,
     OPT_USER,
     OPT_DATA_AUTH,
     OPT_HELP,
@@ -113,6 +117,7 @@ static const struct option peer_options[] = {
     {"speed", required_argument, NULL, OPT_SPEED},
     {"dilation", required_argument, NULL, OPT_DILATION},
     {"device", required_argument, NULL, OPT_DEVICE},
+    {"profile", required_argument, NULL, OPT_PROFILE},
     {"user", required_argument, NULL, OPT_USER},
     {"data-auth", no_argument, NULL, OPT_DATA_AUTH},
     {"help", no_argument, NULL, OPT_HELP},
@@ -161,6 +166,9 @@ static int peer_apply_option(int opt, const char *value, struct peer_options *o)
     case OPT_SPEED:
         if (!peer_parse_double(value, &cfg->speed) || !isfinite(cfg->speed) || cfg->speed <= 0)
             return peer_usage_error("--speed: '%s' is not a positive number", value);
+        return 0;
+    case OPT_PROFILE:
+        cfg->profile_name = value;
         return 0;
     case OPT_DILATION:
         if (!peer_parse_double(value, &cfg->dilation) || !isfinite(cfg->dilation) ||
@@ -234,6 +242,18 @@ static void peer_fatal(const struct peer_config *cfg, const char *message)
     proto_write_fatal(cfg->control_fd, message);
 }
 
+/* The --profile's device profile (kernels/profile.h), read before the
+ * peer serves: a bad one is a usage error naming it. */
+static int peer_load_profile(struct peer_config *cfg)
+{
+    char err[512], message[600];
+    if (!cfg->profile_name) return 0;
+    if (profile_lookup(cfg->profile_name, &cfg->profile, err, sizeof err) == 0) return 0;
+    snprintf(message, sizeof message, "--profile: %s", err);
+    peer_fatal(cfg, message);
+    return -1;
+}
+
 /* Opens the compute device before anything else: a peer that cannot
  * compute where it was asked to fails its start, it never falls back. */
 static struct kern_ctx *peer_open_device(const struct peer_options *o)
@@ -275,8 +295,12 @@ static int peer_main(int argc, char **argv)
     /* A vanished controller must show up as EPIPE on write, not kill the peer. */
     signal(SIGPIPE, SIG_IGN);
     vec_set_threads(cfg.threads);
+    if (peer_load_profile(&cfg) < 0) return 2;
     cfg.kern = peer_open_device(&options);
-    if (!cfg.kern) return 1;
+    if (!cfg.kern) {
+        profile_free(cfg.profile);
+        return 1;
+    }
     /* A loop of our own rather than ev_default_loop, which would install a
      * SIGCHLD handler. */
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
@@ -290,6 +314,7 @@ static int peer_main(int argc, char **argv)
         if (server && !peer_server_destroy(server)) _exit(1);
         ev_loop_destroy(loop);
         kern_ctx_destroy(cfg.kern);
+        profile_free(cfg.profile);
         return 1;
     }
     status = peer_server_run(server);
@@ -304,6 +329,7 @@ static int peer_main(int argc, char **argv)
     if (!peer_server_destroy(server)) _exit(status);
     ev_loop_destroy(loop);
     kern_ctx_destroy(cfg.kern);
+    profile_free(cfg.profile);
     return status;
 }
 

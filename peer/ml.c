@@ -15,9 +15,11 @@
 #include "kernels/compress.h"
 #include "kernels/dataset.h"
 #include "kernels/device.h"
+#include "kernels/profile.h"
 #include "peer/command_job.h"
 #include "peer/devmirror.h"
 #include "peer/ml_internal.h"
+#include "peer/server.h"
 
 #define ML_PATH_SIZE 4096
 #define ML_BATCH_MAX 65536
@@ -109,13 +111,19 @@ struct ml_model *ml_model_find(struct command_job *j, const char *name)
 struct store_tensor *ml_params_find(struct command_job *j, const struct ml_model *m)
 {
     struct store_tensor *t = cmd_find(j, m->name);
-    if (t && t->size != kern_model_param_count(m->model)) {
-        cmd_fail(j, "tensor '%s' has %" PRIu64 " elements, model %s has %zu parameters", m->name,
-                 t->size, kern_model_spec(m->model), kern_model_param_count(m->model));
-        store_tensor_release(t);
-        return NULL;
+    if (t && t->size != m->size) {
+        cmd_fail(j, "tensor '%s' has %" PRIu64 " elements, model %s has %" PRIu64 " parameters",
+                 m->name, t->size, m->spec, m->size);
+    } else if (t && t->resident < m->resident) { /* a profiled model's surrogate */
+        cmd_fail(j,
+                 "tensor '%s' holds %" PRIu64
+                 " of its elements, its learning model %s needs %" PRIu64,
+                 m->name, t->resident, kern_model_spec(m->model), m->resident);
+    } else {
+        return t;
     }
-    return t;
+    store_tensor_release(t);
+    return NULL;
 }
 
 bool ml_reserve(struct command_job *j, size_t n, int dim, float **x, size_t *x_cap, int32_t **y,
@@ -241,18 +249,68 @@ static bool dataset_run(struct command_job *j, const struct dataset_params *p)
 /* ---- model ---- */
 
 struct model_params {
-    char name[COMMAND_NAME_SIZE], arch[256], init[32];
+    char name[COMMAND_NAME_SIZE], arch[256], init[32], compute[16], learn[256];
     int64_t seed;
 };
 
 static bool model_parse(struct command_job *j, struct model_params *p, struct proto_args *a)
 {
     strcpy(p->init, "default");
+    strcpy(p->compute, "kernel");
     p->seed = 1;
-    return cmd_arg_required_name(a, "name", p->name) &&
-           cmd_arg_text(a, "arch", true, p->arch, sizeof p->arch) &&
-           cmd_arg_text(a, "init", false, p->init, sizeof p->init) &&
-           cmd_arg_int(a, "seed", false, 0, INT64_MAX, &p->seed);
+    if (!cmd_arg_required_name(a, "name", p->name) ||
+        !cmd_arg_text(a, "arch", true, p->arch, sizeof p->arch) ||
+        !cmd_arg_text(a, "init", false, p->init, sizeof p->init) ||
+        !cmd_arg_int(a, "seed", false, 0, INT64_MAX, &p->seed) ||
+        !cmd_arg_text(a, "compute", false, p->compute, sizeof p->compute) ||
+        !cmd_arg_text(a, "learn", false, p->learn, sizeof p->learn))
+        return false;
+    if (strcmp(p->compute, "kernel") != 0 && strcmp(p->compute, "profile") != 0)
+        return cmd_arg_fail(a, "param 'compute': '%s' is not \"kernel\" or \"profile\"",
+                            p->compute);
+    if (p->learn[0] && strcmp(p->compute, "profile") != 0)
+        return cmd_arg_fail(a, "param 'learn' goes with compute = \"profile\" only");
+    return true;
+}
+
+/* The real model that computes (kernels), if any: the architecture, or
+ * with compute = "profile" the surrogate of learn= (none without it). */
+static bool model_create_kernels(struct command_job *j, const struct model_params *p,
+                                 struct ml_model *m)
+{
+    const char *spec = p->learn[0] ? p->learn : !m->profiled || m->arch.real ? p->arch : NULL;
+    if (!spec) return true; /* timing only */
+    if (kern_model_create(devmirror_ctx(j->dev), spec, 0, &m->model, j->err, sizeof j->err) != 0)
+        return false;
+    m->resident = kern_model_param_count(m->model);
+    return true;
+}
+
+/* Sizes the model: its architecture's parameters, of which the real model's
+ * are resident (docs/lua-api.md "Profiled compute"). A zoo architecture
+ * without kernels needs compute = "profile" on a node with a profile. */
+static bool model_shape(struct command_job *j, const struct model_params *p, struct ml_model *m)
+{
+    m->profiled = strcmp(p->compute, "profile") == 0;
+    if (m->profiled && zoo_lookup(m->spec, &m->arch, j->err, sizeof j->err) != 0) return false;
+    if (!m->profiled && kern_model_create(devmirror_ctx(j->dev), p->arch, 0, &m->model, j->err,
+                                          sizeof j->err) != 0) {
+        struct zoo_info z;
+        char zoo_err[8];
+        if (zoo_lookup(p->arch, &z, zoo_err, sizeof zoo_err) == 0 && !z.real)
+            cmd_fail(j,
+                     "model '%s' has no kernels: it computes by profile only (compute = "
+                     "\"profile\" on a node with a profile)",
+                     p->arch);
+        return false;
+    }
+    if (m->profiled && !model_create_kernels(j, p, m)) return false;
+    if (!m->profiled) m->resident = kern_model_param_count(m->model);
+    m->size = m->profiled ? m->arch.params : m->resident;
+    if (m->resident > m->size)
+        return cmd_fail(j, "learn = '%s' has %" PRIu64 " parameters, more than %s's %" PRIu64,
+                        p->learn, m->resident, p->arch, m->size);
+    return true;
 }
 
 /* Creates the model and its initial parameters, published (initialised on
@@ -264,14 +322,14 @@ static struct ml_model *model_build(struct command_job *j, const struct model_pa
     struct ml_model *m = calloc(1, sizeof *m);
     if (!m) return cmd_fail(j, "out of memory"), NULL;
     strcpy(m->name, p->name);
+    snprintf(m->spec, sizeof m->spec, "%s", p->arch);
     *params = NULL;
-    if (kern_model_create(devmirror_ctx(j->dev), p->arch, 0, &m->model, j->err, sizeof j->err) ==
-        0) {
-        *params = cmd_new_tensor(j, p->name, kern_model_param_count(m->model), false);
+    if (model_shape(j, p, m)) {
+        *params = cmd_new_virtual_tensor(j, p->name, m->size, m->resident, false);
         float *dst = *params ? devmirror_result(j->dev, *params, j->err, sizeof j->err) : NULL;
         if (dst &&
-            kern_model_init(m->model, dst, p->init, (uint64_t)p->seed, j->err, sizeof j->err) ==
-                0 &&
+            (!m->model || kern_model_init(m->model, dst, p->init, (uint64_t)p->seed, j->err,
+                                          sizeof j->err) == 0) &&
             devmirror_publish(j->dev, j->store, *params, j->err, sizeof j->err))
             return m;
     }
@@ -292,6 +350,7 @@ static bool model_run(struct command_job *j, const struct model_params *p)
     }
     *slot = m;
     cmd_result_u64(j, "size", params->size);
+    cmd_result_u64(j, "resident", params->resident); /* < size: a profiled model's */
     cmd_result_u64(j, "version", store_tensor_version(params));
     store_tensor_release(params);
     return true;
@@ -345,17 +404,49 @@ static bool grad_same_batch(struct command_job *j, const struct grad_params *p,
     return true;
 }
 
+/* A profiled grad takes the profile's time for the architecture and batch
+ * (kernels/profile.h): the worker pads the job to it, asleep. */
+static void grad_profile_time(struct command_job *j, const struct grad_params *p,
+                              const struct ml_model *m)
+{
+    if (!m->profiled) return;
+    const char *basis = "flops";
+    int batch = p->batch ? (int)p->batch : j->ml->batch_n ? j->ml->batch_n : 64;
+    j->work.device_ms = 1e3 * profile_grad_seconds(j->server->cfg.profile, &m->arch, batch, &basis);
+    cmd_result_str(j, "basis", basis);
+    if (!m->model) cmd_result_u64(j, "batch", (uint64_t)batch);
+}
+
+/* A timing-only profiled model: a gradient of the model's shape with
+ * nothing resident, and the profile's time. */
+static bool grad_timing_only(struct command_job *j, const struct grad_params *p,
+                             const struct ml_model *m, const struct store_tensor *params)
+{
+    struct store_tensor *out = cmd_new_virtual_tensor(j, p->out, params->size, 0, false);
+    if (!out) return false;
+    grad_profile_time(j, p, m);
+    store_count_skipped(j->store, params->size);
+    store_publish(j->store, out);
+    store_tensor_release(out);
+    cmd_result_u64(j, "version", store_tensor_version(params));
+    return true;
+}
+
 static bool grad_compute(struct command_job *j, const struct grad_params *p, struct ml_model *m,
                          struct dataset *ds, const struct store_tensor *params)
 {
     struct ml_state *ml = j->ml;
     float loss;
+    if (!m->model) return grad_timing_only(j, p, m, params);
     if (!(p->same_batch ? grad_same_batch(j, p, m)
                         : ml_check_shapes(j, m, ds, "train") && grad_next_batch(j, p, ds)))
         return false;
     const float *dparams = devmirror_read(j->dev, params, j->err, sizeof j->err);
-    struct store_tensor *out = dparams ? cmd_new_tensor(j, p->out, params->size, false) : NULL;
+    struct store_tensor *out =
+        dparams ? cmd_new_virtual_tensor(j, p->out, params->size, m->resident, false) : NULL;
     if (!out) return false;
+    grad_profile_time(j, p, m);
+    store_count_skipped(j->store, params->size - m->resident);
     float *dgrad = devmirror_result(j->dev, out, j->err, sizeof j->err);
     bool ok = dgrad &&
               kern_model_grad(m->model, dparams, ml->batch_x, ml->batch_y, ml->batch_n, dgrad,
@@ -375,9 +466,17 @@ static bool grad_compute(struct command_job *j, const struct grad_params *p, str
 static bool grad_run(struct command_job *j, const struct grad_params *p)
 {
     struct ml_model *m = ml_model_find(j, p->model);
-    struct ml_data *data = m ? ml_split_find(j, "train") : NULL;
-    struct store_tensor *params = data ? ml_params_find(j, m) : NULL;
-    bool ok = params && grad_compute(j, p, m, data->ds, params);
+    /* The model may live on nodes without a profile (a server, the eval
+     * node): only a grad needs one. */
+    if (m && m->profiled && !j->server->cfg.profile)
+        return cmd_fail(j,
+                        "compute = \"profile\": node '%s' has no profile (net:node(name, { "
+                        "profile = ... }))",
+                        j->server->cfg.node);
+    /* A timing-only model reads no data. */
+    struct ml_data *data = m && m->model ? ml_split_find(j, "train") : NULL;
+    struct store_tensor *params = m && (data || !m->model) ? ml_params_find(j, m) : NULL;
+    bool ok = params && grad_compute(j, p, m, data ? data->ds : NULL, params);
     store_tensor_release(params);
     return ok;
 }
@@ -455,23 +554,38 @@ static void optim_step_device(struct command_job *j, struct kern_optim *o,
 }
 
 /* One step on the n parameters in tensor `name`, patched in place (copied
- * if a send holds them); what names them in a size error. */
+ * if a send holds them), by an optimizer with state for state_n of them;
+ * what names them in a size error. */
+/* The elements an optimizer with state for `state_n` steps: the resident
+ * prefix both tensors share (virtual tensors, store.h); the rest is
+ * skipped and counted. */
+static size_t optim_resident(struct command_job *j, const struct store_tensor *params,
+                             const struct store_tensor *grad, size_t state_n)
+{
+    uint64_t k = params->resident < grad->resident ? params->resident : grad->resident;
+    if (k > state_n) k = state_n;
+    store_count_skipped(j->store, params->size - k);
+    return (size_t)k;
+}
+
 static bool optim_apply(struct command_job *j, const struct optim_params *p, const char *name,
-                        size_t n, const char *what, struct kern_optim *o)
+                        size_t n, size_t state_n, const char *what, struct kern_optim *o)
 {
     struct store_patch params;
+    size_t k = 0;
     store_write_lock(j->store);
     bool ok = cmd_patch_begin(j, name, &params);
     struct store_tensor *grad = ok ? cmd_find(j, p->grad) : NULL;
     if (grad && (params.t->size != n || grad->size != n))
         cmd_fail(j, "%s has %zu parameters; '%s' has %" PRIu64 ", '%s' %" PRIu64, what, n, name,
                  params.t->size, p->grad, grad->size);
-    else if (grad)
-        optim_step_device(j, o, &params, grad, n);
+    else if (grad && (k = optim_resident(j, params.t, grad, state_n)) > 0)
+        optim_step_device(j, o, &params, grad, k);
+    if (grad) cmd_charge_virtual(j, params.t, n);
     ok = grad && !j->err[0];
     store_tensor_release(grad);
     if (params.t)
-        ok = devmirror_patch_end(j->dev, j->store, &params, ok, 0, n, j->err, sizeof j->err);
+        ok = devmirror_patch_end(j->dev, j->store, &params, ok, 0, k, j->err, sizeof j->err);
     store_write_unlock(j->store);
     if (ok) {
         cmd_result_u64(j, "steps", (uint64_t)kern_optim_steps(o));
@@ -505,13 +619,14 @@ static bool optim_run_tensor(struct command_job *j, const struct optim_params *p
 {
     struct store_tensor *t = cmd_find(j, p->tensor);
     if (!t) return false;
-    size_t n = (size_t)t->size;
+    size_t n = (size_t)t->size, resident = (size_t)t->resident;
     store_tensor_release(t); /* the patch takes it again: held, it would be copied */
     char what[COMMAND_NAME_SIZE + 16];
     snprintf(what, sizeof what, "tensor '%s'", p->tensor);
-    struct kern_optim **slot = optim_tensor_slot(j, p->tensor, n);
-    struct kern_optim *o = slot ? optim_prepare(j, p, slot, n) : NULL;
-    return o && optim_apply(j, p, p->tensor, n, what, o);
+    /* The state covers what is resident (store.h "Virtual tensors"). */
+    struct kern_optim **slot = optim_tensor_slot(j, p->tensor, resident);
+    struct kern_optim *o = slot ? optim_prepare(j, p, slot, resident) : NULL;
+    return o && optim_apply(j, p, p->tensor, n, resident, what, o);
 }
 
 static bool optim_run(struct command_job *j, const struct optim_params *p)
@@ -519,11 +634,10 @@ static bool optim_run(struct command_job *j, const struct optim_params *p)
     if (p->tensor[0]) return optim_run_tensor(j, p);
     struct ml_model *m = ml_model_find(j, p->model);
     if (!m) return false;
-    size_t n = kern_model_param_count(m->model);
     char what[300];
-    snprintf(what, sizeof what, "model %s", kern_model_spec(m->model));
-    struct kern_optim *o = optim_prepare(j, p, &m->optim, n);
-    return o && optim_apply(j, p, m->name, n, what, o);
+    snprintf(what, sizeof what, "model %s", m->spec);
+    struct kern_optim *o = optim_prepare(j, p, &m->optim, (size_t)m->resident);
+    return o && optim_apply(j, p, m->name, (size_t)m->size, (size_t)m->resident, what, o);
 }
 
 /* ---- compress ---- */
@@ -609,7 +723,14 @@ static bool compress_run(struct command_job *j, const struct compress_params *p)
     if (p->residual[0] && strcmp(p->residual, p->tensor) == 0)
         return cmd_fail(j, "residual must not be the tensor itself");
     struct store_tensor *x = cmd_find(j, p->tensor);
-    bool ok = x && compress_with(j, p, method, x);
+    /* Compressing the resident prefix alone would put the surrogate's bytes
+     * on the wire, not the profiled model's: refused rather than wrong. */
+    bool ok = x && (!store_tensor_virtual(x) ||
+                    cmd_fail(j,
+                             "tensor '%s' is virtual (a profiled model's): compression is not "
+                             "supported on it",
+                             p->tensor));
+    ok = ok && compress_with(j, p, method, x);
     store_tensor_release(x);
     return ok;
 }
@@ -675,6 +796,10 @@ static bool decompress_run(struct command_job *j, const struct decompress_params
 {
     struct store_tensor *c = cmd_find(j, p->tensor);
     if (!c) return false;
+    if (store_tensor_virtual(c)) {
+        store_tensor_release(c);
+        return cmd_fail(j, "tensor '%s' is virtual: it holds no compressed data", p->tensor);
+    }
     size_t len = compressed_length(c);
     struct compress_info info;
     bool ok = len ? compress_inspect(c->data, len, &info, j->err, sizeof j->err) == 0
@@ -693,7 +818,7 @@ static bool decompress_run(struct command_job *j, const struct decompress_params
 static const char *const keys_dataset[] = {"name",    "split", "shard", "shards", "partition",
                                            "alpha",   "seed",  "path",  "n",      "dim",
                                            "classes", "noise", NULL};
-static const char *const keys_model[] = {"name", "arch", "init", "seed", NULL};
+static const char *const keys_model[] = {"name", "arch", "init", "seed", "compute", "learn", NULL};
 static const char *const keys_grad[] = {"model", "batch", "out", "same_batch", NULL};
 static const char *const keys_optim[] = {"model", "tensor",       "grad",  "method",
                                          "lr",    "momentum",     "beta1", "beta2",

@@ -118,6 +118,11 @@ static bool eval_now(struct command_job *j, struct ml_model *m, struct dataset *
 static bool eval_run(struct command_job *j, struct eval_params *p)
 {
     struct ml_model *m = ml_model_find(j, p->model);
+    if (m && !m->model)
+        return cmd_fail(j,
+                        "model '%s' (%s) is timing only: nothing learns (give learn = a real "
+                        "model)",
+                        p->model, m->spec);
     struct ml_data *data = m ? ml_split_find(j, p->split) : NULL;
     struct store_tensor *params =
         data && ml_check_shapes(j, m, data->ds, p->split) ? ml_params_find(j, m) : NULL;

@@ -15,6 +15,7 @@
 
 #include "kernels/dataset.h"
 #include "kernels/device.h"
+#include "kernels/zoo.h"
 #include "peer/command_job.h"
 
 #define ML_SPLIT_SIZE 32
@@ -33,8 +34,15 @@ struct ml_split {
 
 struct ml_model {
     char name[COMMAND_NAME_SIZE]; /* its parameter tensor */
+    /* What computes: the architecture itself, a profiled model's surrogate
+     * (model{learn=}), or NULL for a timing-only profiled model. */
     struct kern_model *model;
     struct kern_optim *optim; /* NULL until the first optim{} */
+    uint64_t size;            /* parameters of the architecture: its tensor's size */
+    uint64_t resident;        /* of them, the real model's: the tensor's resident prefix */
+    bool profiled;            /* compute = "profile": a grad takes the profile's time */
+    char spec[256];           /* the architecture as given; arch.name points here */
+    struct zoo_info arch;     /* valid when profiled */
     struct ml_model *next;
 };
 

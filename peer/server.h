@@ -37,10 +37,14 @@ struct peer_config {
     int threads;      /* BLAS threads */
     bool data_auth;   /* data connections must prove the network's secret (data_auth.h) */
     double speed;
-    double dilation;       /* >= 1: real time runs this many times slower than emulated time;
-                              every duration the peer reports is emulated (real / dilation) */
-    struct kern_ctx *kern; /* the compute device, opened by the caller, who closes it after
-                              the server is destroyed */
+    double dilation;          /* >= 1: real time runs this many times slower than emulated time;
+                                 every duration the peer reports is emulated (real / dilation) */
+    struct kern_ctx *kern;    /* the compute device, opened by the caller, who closes it after
+                                 the server is destroyed */
+    const char *profile_name; /* --profile, or NULL */
+    /* Its device profile (kernels/profile.h), loaded and freed by the caller
+     * around the server; NULL without one. */
+    struct device_profile *profile;
 };
 
 /* A growable byte buffer that a msgpack_packer writes into

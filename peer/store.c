@@ -36,6 +36,7 @@ struct store {
     size_t n_tombstone_buckets, n_tombstones;        /* a power of two; entries */
     struct store_arrival *arrivals, **arrivals_tail; /* pending, oldest first */
     uint64_t n_arrivals, arrivals_dropped;
+    atomic_uint_fast64_t virtual_skipped; /* store_count_skipped */
 };
 
 /* Source of tensor generations (store.h); 0 is never handed out. */
@@ -126,15 +127,43 @@ void store_destroy(struct store *s)
 
 struct store_tensor *store_tensor_new(const char *name, uint64_t size, bool zeroed)
 {
+    return store_tensor_new_virtual(name, size, size, zeroed);
+}
+
+bool store_tensor_virtual(const struct store_tensor *t)
+{
+    return t->resident < t->size;
+}
+
+uint64_t store_resident_span(const struct store_tensor *t, uint64_t offset, uint64_t count)
+{
+    if (offset >= t->resident) return 0;
+    uint64_t left = t->resident - offset;
+    return count < left ? count : left;
+}
+
+void store_count_skipped(struct store *s, uint64_t elements)
+{
+    if (elements) atomic_fetch_add_explicit(&s->virtual_skipped, elements, memory_order_relaxed);
+}
+
+uint64_t store_skipped(struct store *s)
+{
+    return atomic_load_explicit(&s->virtual_skipped, memory_order_relaxed);
+}
+
+struct store_tensor *store_tensor_new_virtual(const char *name, uint64_t size, uint64_t resident,
+                                              bool zeroed)
+{
     size_t len = strlen(name);
-    if (len > STORE_NAME_MAX || size > STORE_MAX_ELEMENTS) {
+    if (len > STORE_NAME_MAX || size > STORE_MAX_ELEMENTS || resident > size) {
         errno = len > STORE_NAME_MAX ? ENAMETOOLONG : EINVAL;
         return NULL;
     }
     struct store_tensor *t = malloc(sizeof *t);
     if (!t) return NULL;
     /* One element at least, so data is a real pointer even for size 0. */
-    size_t bytes = (size ? size : 1) * sizeof(float);
+    size_t bytes = (resident ? resident : 1) * sizeof(float);
     t->data = zeroed ? calloc(1, bytes) : malloc(bytes);
     if (!t->data) {
         free(t);
@@ -143,6 +172,7 @@ struct store_tensor *store_tensor_new(const char *name, uint64_t size, bool zero
     }
     memcpy(t->name, name, len + 1);
     t->size = size;
+    t->resident = resident;
     t->next = NULL;
     atomic_init(&t->refs, 1);
     atomic_init(&t->gen, 0);
@@ -419,8 +449,8 @@ bool store_write_trylock_or_notify(struct store *s)
 /* A private copy of t (same name and elements), or NULL with errno ENOMEM. */
 static struct store_tensor *store_copy(const struct store_tensor *t)
 {
-    struct store_tensor *copy = store_tensor_new(t->name, t->size, false);
-    if (copy) memcpy(copy->data, t->data, t->size * sizeof(float));
+    struct store_tensor *copy = store_tensor_new_virtual(t->name, t->size, t->resident, false);
+    if (copy) memcpy(copy->data, t->data, t->resident * sizeof(float));
     return copy;
 }
 
@@ -514,21 +544,28 @@ static int store_write_check(const struct store_write *w, const struct store_ten
 
 /* dst = orig with w applied: in place when dst is orig, else the copy is
  * built in the same pass (the elements outside w copied, those inside
- * replaced or summed). */
-static void store_write_apply(const struct store_write *w, const struct store_tensor *orig,
-                              struct store_tensor *dst)
+ * replaced or summed). Only resident elements are written: w->src holds
+ * the resident part of the range (store_resident_span). */
+static void store_write_apply(struct store *s, const struct store_write *w,
+                              const struct store_tensor *orig, struct store_tensor *dst)
 {
-    const float *in = orig->data + w->offset;
-    float *out = dst->data + w->offset;
+    uint64_t n = store_resident_span(orig, w->offset, w->count);
+    uint64_t start = n ? w->offset : orig->resident; /* a range past the prefix writes nothing */
+    const float *in = orig->data + start;
+    float *out = dst->data + start;
     if (dst != orig) {
-        vec_copy(w->offset, orig->data, dst->data);
-        uint64_t end = w->offset + w->count;
-        vec_copy(orig->size - end, orig->data + end, dst->data + end);
+        vec_copy(start, orig->data, dst->data);
+        vec_copy(orig->resident - start - n, orig->data + start + n, dst->data + start + n);
     }
-    if (w->add)
-        vec_add(w->count, in, w->src, out);
-    else
-        vec_copy(w->count, w->src, out);
+    uint64_t held = w->count - w->src_missing; /* src's own elements */
+    uint64_t m = n < held ? n : held;
+    if (w->add) {
+        vec_add(m, in, w->src, out); /* adding the zero pattern changes nothing */
+    } else {
+        vec_copy(m, w->src, out);
+        vec_fill(n - m, STORE_VIRTUAL_PATTERN, out + m);
+    }
+    store_count_skipped(s, w->count - m);
 }
 
 /* Appends an arrival; beyond STORE_ARRIVALS_MAX pending the oldest goes
@@ -560,7 +597,7 @@ static int store_write_once(struct store *s, const struct store_write *w, struct
     if (t) *size = t->size;
     if (!err && atomic_load(&t->refs) == 1) {
         /* Under the lock: a reader would take a reference first, and cannot. */
-        store_write_apply(w, t, t);
+        store_write_apply(s, w, t, t);
         store_tensor_renew(t);
         *version = store_tensor_version(t) + 1;
         store_tensor_set_version(t, *version);
@@ -574,13 +611,13 @@ static int store_write_once(struct store *s, const struct store_write *w, struct
         errno = err;
         return -1;
     }
-    struct store_tensor *copy = store_tensor_new(t->name, t->size, false);
+    struct store_tensor *copy = store_tensor_new_virtual(t->name, t->size, t->resident, false);
     if (!copy) {
         store_tensor_release(t);
         errno = ENOMEM;
         return -1;
     }
-    store_write_apply(w, t, copy);
+    store_write_apply(s, w, t, copy);
     store_tensor_hold(copy); /* the map's, if it wins */
     pthread_mutex_lock(&s->lock);
     struct store_tensor *loser = store_publish_if_locked(s, copy, t, version);

@@ -50,7 +50,18 @@
  * discards them in the same step as the tensor: no arrival outlives the
  * tensor it announced, none is lost between a receive and a drop. At most
  * STORE_ARRIVALS_MAX stay pending: beyond that the oldest is discarded and
- * counted, so that a script that never waits does not grow the peer. */
+ * counted, so that a script that never waits does not grow the peer.
+ *
+ * Virtual tensors (docs/lua-api.md "Virtual tensors"): a tensor whose
+ * resident < size has memory for its first `resident` elements only; the
+ * others read as STORE_VIRTUAL_PATTERN (zero) and are never written. Such a
+ * tensor has its full size on the wire (the data plane sends the pattern for
+ * the rest and discards it on receipt), so a profiled model of 138 M
+ * parameters costs its transfer time and none of its memory. Whatever
+ * computes on a tensor works on the resident prefix and counts the elements
+ * it left out (store_count_skipped), which the peer's stats report as
+ * virtual_skipped_elements. A copy, a received tensor and a patch keep the
+ * virtual shape of what they copy. */
 #pragma once
 
 #include <stdatomic.h>
@@ -68,7 +79,9 @@
 struct store_tensor {
     char name[STORE_NAME_MAX + 1];
     uint64_t size; /* elements */
-    float *data;   /* never NULL, even for size 0 */
+    /* Elements backed by data: size, or fewer for a virtual tensor (below). */
+    uint64_t resident;
+    float *data; /* resident elements; never NULL, even for size 0 */
     /* Private to store.c: */
     struct store_tensor *next; /* hash chain, guarded by the store's mutex */
     atomic_uint refs;
@@ -88,6 +101,15 @@ void store_destroy(struct store *s);
  * uninitialised. NULL with errno ENAMETOOLONG (name longer than
  * STORE_NAME_MAX), EINVAL (size above STORE_MAX_ELEMENTS) or ENOMEM. */
 struct store_tensor *store_tensor_new(const char *name, uint64_t size, bool zeroed);
+/* The same for a virtual tensor: memory for `resident` (<= size, else
+ * EINVAL) elements only. */
+struct store_tensor *store_tensor_new_virtual(const char *name, uint64_t size, uint64_t resident,
+                                              bool zeroed);
+/* True when some elements are not resident. */
+bool store_tensor_virtual(const struct store_tensor *t);
+/* The resident part of elements [offset, offset + count): how many of them,
+ * from offset on, are backed by memory. */
+uint64_t store_resident_span(const struct store_tensor *t, uint64_t offset, uint64_t count);
 void store_tensor_hold(struct store_tensor *t);
 /* True when the caller's reference is the only one: nobody else can see the
  * tensor, so its memory may be reused. */
@@ -187,6 +209,9 @@ struct store_write {
     uint64_t offset, count; /* elements [offset, offset + count) of name */
     bool add;               /* add src into them instead of replacing them */
     bool whole;             /* add only: the whole tensor, whose size must be count */
+    /* Trailing elements of the range that src does not hold (a virtual
+     * sender's pattern): they read as STORE_VIRTUAL_PATTERN. */
+    uint64_t src_missing;
 };
 /* With the write lock held: writes (or adds) w->src into name as a patch:
  * in place, under the map's mutex so that no reader can take the tensor
@@ -222,5 +247,13 @@ void store_arrivals_free(struct store_arrival *list);
 /* Arrivals pending now, and those discarded beyond STORE_ARRIVALS_MAX. */
 void store_arrivals_totals(struct store *s, uint64_t *pending, uint64_t *dropped);
 
-/* Tensors in the map and the bytes of their elements. */
+/* Tensors in the map and the bytes of their elements (logical size). */
 void store_totals(struct store *s, uint64_t *count, uint64_t *bytes);
+
+/* The pattern the elements of a virtual tensor past its resident prefix
+ * read as. */
+#define STORE_VIRTUAL_PATTERN 0.0f
+/* Elements of virtual tensors a computation left out (any thread), and the
+ * total so far. */
+void store_count_skipped(struct store *s, uint64_t elements);
+uint64_t store_skipped(struct store *s);

@@ -45,6 +45,10 @@ struct worker_job {
     /* On the loop thread, in submission order. cancelled: the worker is shutting
      * down and the job's result is not wanted (it may not have run at all). */
     void (*done)(struct worker_job *job, bool cancelled);
+    /* Set by run, 0 before it: the emulated device's ms for this job (a
+     * profiled grad, docs/fidelity.md), which then sets its budget instead
+     * of its CPU time: dilation * device_ms / speed. */
+    double device_ms;
     /* Filled in by the worker. */
     double queue_ms;     /* waited for the jobs before it (from its arrival; a gate:
                             until it reached the head) */

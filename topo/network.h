@@ -28,6 +28,7 @@ struct topo_node {
     double speed;        /* compute speed factor, 1 = this host */
     int threads;         /* OpenBLAS threads of the peer */
     char device[8];      /* "cpu" or "cuda" */
+    char profile[256];   /* device profile (kernels/profile.h) of profiled compute; "" = none */
     char addr[16];       /* node address, dotted quad, set by the backend */
     uint32_t node_addr;  /* the same, host byte order (0 until assigned) */
     int segment;         /* switches: index of their L2 segment, else -1 */

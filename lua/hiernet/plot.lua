@@ -194,14 +194,25 @@ local function map_steps(xs, to_x)
 end
 
 -- Accuracy (eval.csv) over x: its own time column, else its step mapped.
+-- A training's label in the accuracy figures: a surrogate's accuracy
+-- (summary.json learning = "surrogate <model>") is that model's, not the
+-- profiled model's, and the legend says so.
+local function accuracy_label(s)
+  local learning = s.algo.summary and s.algo.summary.learning
+  if type(learning) == "string" and learning:find("^surrogate ") then
+    return s.label .. " (" .. learning .. ")"
+  end
+  return s.label
+end
+
 local function accuracy_lines(series, x)
   local lines = {}
   for _, s in ipairs(series) do
     if x == "time" then
-      add_line(lines, s.label, xy_arrays(s.algo.eval, "time", "accuracy"))
+      add_line(lines, accuracy_label(s), xy_arrays(s.algo.eval, "time", "accuracy"))
     else
       local steps, ys = xy_arrays(s.algo.eval, "step", "accuracy")
-      add_line(lines, s.label, map_steps(steps, step_axis(s.algo, x)), ys)
+      add_line(lines, accuracy_label(s), map_steps(steps, step_axis(s.algo, x)), ys)
     end
   end
   return lines

@@ -70,6 +70,9 @@ local CELLS = {
   { "bytes", "bytes", format_bytes },
   { "wall_s", "wall time", function(v) return fmt("%.1f s", v) end },
   { "compute_share", "compute share", format_percent },
+  -- what learned: "real <model>", "surrogate <model>" beside a profiled
+  -- model, or "none (timing only)" (docs/lua-api.md "Profiled compute")
+  { "learning", "learning", tostring },
 }
 
 -- The formatter of each CELLS key, which a value of that key gets

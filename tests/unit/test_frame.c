@@ -58,6 +58,19 @@ static void test_round_trips(void)
     CHECK(memmem(buf, n, "flags", 5) == NULL && memmem(buf, n, "version", 7) != NULL);
     CHECK(memcmp(buf, "HNd2", 4) == 0);
 
+    /* A virtual tensor's trailing pattern (store.h): kept, and never more
+     * than the payload. */
+    plain.pattern = 2;
+    n = encode(&plain, buf);
+    CHECK(decode(buf, n, &got, err) == 0 && got.pattern == 2 && got.count == 3);
+    CHECK(memmem(buf, n, "pattern", 7) != NULL);
+    plain.pattern = 4;
+    n = encode(&plain, buf);
+    CHECK(decode(buf, n, &got, err) == -1 && strstr(err, "pattern") != NULL);
+    plain.pattern = 0;
+    n = encode(&plain, buf);
+    CHECK(decode(buf, n, &got, err) == 0 && got.pattern == 0 && !memmem(buf, n, "pattern", 7));
+
     struct frame_header ack = {.type = FRAME_ACK, .id = 77};
     strcpy(ack.error, "range target 'g' does not exist");
     n = encode(&ack, buf);

@@ -670,6 +670,11 @@ function dc.train(opts)
   local algo = type(opts) == "table" and opts.algo
   if not algo then fail("decentral.train: option 'algo' is required (%s)", table.concat(dc.algos, ", ")) end
   local J = job.new("decentral", opts, { mode = algo, options = OPTIONS })
+  if J.o.compute == "profile" then
+    -- push-sum keeps its weight in an element past the model's, which a
+    -- profiled model's virtual tensors do not hold (docs/lua-api.md)
+    job.fail("decentral.train: compute = \"profile\" is not supported by decentral yet; use ps, allreduce or hier")
+  end
   check_algo_options(J, algo, opts)
   local center = J.o.center
   if algo == "easgd" and not center then center = default_center(J) end

@@ -71,7 +71,8 @@ local describe, is_node = check.describe, check.is_node
 
 -- Options every algorithm takes (algorithm-specific ones come in spec.options).
 local COMMON = {
-  workers = check.nodes, model = check.model, init = check.string, seed = check.nonnegint,
+  workers = check.nodes, model = check.string, init = check.string, seed = check.nonnegint,
+  compute = check.oneof("kernel", "profile"), learn = check.model,
   dataset = check.dataset, batch = check.posint, worker_opt = check.optimizer,
   steps = check.posint, epochs = check.posnumber, seconds = check.posnumber,
   target_accuracy = check.fraction, stop_at_target = check.boolean, eval_every = check.posint,
@@ -100,6 +101,28 @@ local function plain(v)
   return out
 end
 
+-- compute = "profile" (docs/lua-api.md "Profiled compute"): every worker
+-- has a profile, and the model may be a zoo architecture without kernels
+-- (the peers check its name); learn = a real model that trains alongside.
+-- Otherwise the model is a real one and learn has no place.
+local function check_compute(algorithm, o)
+  if o.compute ~= "profile" then
+    if o.learn then
+      fail("%s.train: option 'learn' goes with compute = \"profile\" (a surrogate learns while the profile times the model)", algorithm)
+    end
+    local ok, err = hn.model_check(o.model)
+    if not ok then
+      fail("%s.train: option 'model': %s (a zoo architecture such as \"resnet50\" computes by profile only: give compute = \"profile\")", algorithm, err)
+    end
+    return
+  end
+  for _, w in ipairs(o.workers) do
+    if not w.profile then
+      fail("%s.train: compute = \"profile\": worker '%s' has no profile (net:node(name, { profile = ... }))", algorithm, w.name)
+    end
+  end
+end
+
 local function check_options(algorithm, opts, spec)
   if type(opts) ~= "table" then fail("%s.train: expected a table of options, got %s", algorithm, describe(opts)) end
   local o = {}
@@ -113,6 +136,7 @@ local function check_options(algorithm, opts, spec)
     fail("%s.train: give a stop condition: steps, epochs or seconds (target_accuracy may end it sooner)", algorithm)
   end
   for k, v in pairs(DEFAULTS) do if o[k] == nil then o[k] = v end end
+  check_compute(algorithm, o)
   o.worker_opt.method = o.worker_opt.method or "sgd"
   o.dataset = o.dataset or { name = "fashion-mnist" }
   return o
@@ -192,7 +216,45 @@ end
 -- The params of the model command that makes the job's model on a node
 -- (its values are then the origin's, sent to every holder).
 local function model_params(J)
-  return { name = J.model_name, arch = J.o.model, init = J.o.init, seed = J.o.seed }
+  return { name = J.model_name, arch = J.o.model, init = J.o.init, seed = J.o.seed,
+           compute = J.o.compute, learn = J.o.learn }
+end
+
+-- What learns (summary.json "learning"): the model itself, a surrogate
+-- beside a profiled model, or nothing (a timing-only run: no evaluation).
+local function learning_of(o)
+  if o.compute ~= "profile" then return "real " .. o.model end
+  if o.learn then return "surrogate " .. o.learn end
+  return "none (timing only)"
+end
+
+-- A timing-only run has nothing to evaluate.
+function Job:learns()
+  return self.o.compute ~= "profile" or self.o.learn ~= nil
+end
+
+-- The `tensor` command making `name` for elements [offset, offset + count)
+-- of the model (offset 0 when nil): virtual like the model when the model
+-- is a profiled one (its resident prefix only has memory; store.h).
+function Job:model_tensor(name, count, offset, extra)
+  local p = { name = name, size = count }
+  for k, v in pairs(extra or {}) do p[k] = v end
+  local r = self.model_resident
+  if r and r < self.model_size then
+    p.resident = math.max(0, math.min(count, r - (offset or 0)))
+  end
+  return { "tensor", p }
+end
+
+-- Elements of virtual tensors the job's nodes left out of computations,
+-- summed from their peers' stats (nil where a peer cannot tell).
+function Job:virtual_skipped()
+  local total = 0
+  for _, n in ipairs(self.nodes_used or self.workers) do
+    local ok, st = pcall(n.stats, n)
+    if ok and st.virtual_skipped_elements then total = total + st.virtual_skipped_elements end
+  end
+  return total
 end
 
 local function load_shards(J)
@@ -251,7 +313,10 @@ local function setup(self, s)
   end
   local made = origin:model(model_params(self))
   hn.wait_all(tasks)
-  self.model_size = made.size
+  self.model_size, self.model_resident = made.size, made.resident or made.size
+  self.learning = learning_of(self.o)
+  self.nodes_used = { origin }
+  for _, n in ipairs(holders) do self.nodes_used[#self.nodes_used + 1] = n end
   if #holders > 0 then origin:send{ tensor = name, to = holders } end
   -- What the model gets as it arrives is not a step's message: forget it, so
   -- that no later wait takes it for one.
@@ -262,10 +327,12 @@ local function setup(self, s)
   hn.wait_all(clears)
   if self.o.compress then drop_residuals(self, s.residuals or { "ef" }) end
   -- The starting point, measured outside the training time.
-  local r = self.eval_node:eval{ model = name, limit = self.o.eval_limit or 0 }
-  self.initial_accuracy, self.initial_loss = r.accuracy, r.loss
-  hn.log(string.format("%s: %d workers, model %s (%d parameters), %d training samples, eval on %s%s",
-    self.label, #self.workers, self.o.model, made.size, self.train_samples, self.eval_node.name,
+  if self:learns() then
+    local r = self.eval_node:eval{ model = name, limit = self.o.eval_limit or 0 }
+    self.initial_accuracy, self.initial_loss = r.accuracy, r.loss
+  end
+  hn.log(string.format("%s: %d workers, model %s (%d parameters), learning: %s, %d training samples, eval on %s%s",
+    self.label, #self.workers, self.o.model, made.size, self.learning, self.train_samples, self.eval_node.name,
     self.prefix ~= "" and (", records " .. self.prefix .. "*") or ""))
 end
 
@@ -689,7 +756,9 @@ function job.batch_summary(results, cmds)
       r.compute_ms = r.compute_ms + res.ms
     end
     if name == "grad" and not params.same_batch then
-      losses, grads, r.samples = losses + res.loss, grads + 1, r.samples + res.batch
+      r.samples = r.samples + res.batch
+      -- a timing-only profiled grad has no loss
+      if res.loss then losses, grads = losses + res.loss, grads + 1 end
     end
     if name == "norm" then r.norm2 = res.value * res.value end
   end
@@ -727,6 +796,7 @@ end
 -- commands never wait for it. The row's time is the snapshot's. One
 -- evaluation at a time: a due evaluation while one runs is skipped.
 function Job:evaluate(step, node, model)
+  if not self:learns() then return end -- timing only: nothing to evaluate
   if self.eval_busy then
     self.evals_skipped = self.evals_skipped + 1
     return
@@ -771,7 +841,7 @@ job.SUMMARY_FIELDS = {
   "final_loss", "final_eval_failed", "best_accuracy", "target_accuracy", "time_to_target_s",
   "steps_to_target", "steps", "updates_applied", "worker_steps", "epochs", "train_samples", "bytes",
   "wall_s", "start_s", "compute_share", "stop_reason", "evals", "evals_skipped", "last_loss", "prefix",
-  "workers", "workers_alive",
+  "workers", "workers_alive", "learning", "virtual_skipped_elements",
 }
 
 -- Final evaluation (outside the training time), summary.json, and the
@@ -782,7 +852,10 @@ local function finish(self, extra)
   if self.eval_task then hn.wait_all{ self.eval_task } end
   local node, model = self.eval_node, self.model_name
   if extra and extra.final_node then node, model = extra.final_node, extra.final_model or model end
-  local ok, r = pcall(node.eval, node, { model = model, limit = self.o.final_eval_limit or self.o.eval_limit or 0 })
+  local ok, r = true, {}
+  if self:learns() then
+    ok, r = pcall(node.eval, node, { model = model, limit = self.o.final_eval_limit or self.o.eval_limit or 0 })
+  end
   if not ok then
     -- The node that holds the model died (a fault): the last evaluation stands.
     hn.log(string.format("%s: final evaluation failed (%s); the last one stands", self.label,
@@ -794,7 +867,7 @@ local function finish(self, extra)
     workers = #self.workers, workers_alive = self:alive_count(),
     initial_accuracy = self.initial_accuracy, initial_loss = self.initial_loss,
     final_accuracy = r.accuracy, final_loss = r.loss, final_eval_failed = r.failed or false,
-    best_accuracy = math.max(self.best_accuracy or r.accuracy, r.accuracy),
+    best_accuracy = r.accuracy and math.max(self.best_accuracy or r.accuracy, r.accuracy),
     target_accuracy = self.o.target_accuracy, time_to_target_s = self.time_to_target,
     steps_to_target = self.steps_to_target,
     steps = self.steps, updates_applied = self.updates_applied, worker_steps = self.worker_steps,
@@ -802,7 +875,8 @@ local function finish(self, extra)
     wall_s = wall, start_s = self.t0,
     compute_share = wall > 0 and self.compute_ms / 1000 / (#self.workers * wall) or nil,
     stop_reason = self.stop_reason, evals = self.evals, evals_skipped = self.evals_skipped,
-    last_loss = self.last_loss,
+    last_loss = self.last_loss, learning = self.learning,
+    virtual_skipped_elements = self:virtual_skipped(),
   }
   for k, v in pairs(extra or {}) do
     if k ~= "final_node" and k ~= "final_model" then s[k] = v end
@@ -818,8 +892,10 @@ local function finish(self, extra)
     if json[k] == nil then json[k] = hn.null end
   end
   hn.write_json(self.prefix .. "summary", json)
-  hn.log(string.format("%s: %s after %d steps, %.2f s: final accuracy %.4f (best %.4f)%s, %s",
-    self.label, self.stop_reason or "stopped", self.steps, wall, s.final_accuracy, s.best_accuracy,
+  hn.log(string.format("%s: %s after %d steps, %.2f s: final accuracy %s (best %s)%s, %s",
+    self.label, self.stop_reason or "stopped", self.steps, wall,
+    s.final_accuracy and string.format("%.4f", s.final_accuracy) or "- (timing only)",
+    s.best_accuracy and string.format("%.4f", s.best_accuracy) or "-",
     s.time_to_target_s and string.format(", target reached at %.2f s", s.time_to_target_s) or "",
     job.format_bytes(self.bytes)))
   return s

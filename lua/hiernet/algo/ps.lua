@@ -322,16 +322,16 @@ function Engine:setup_servers()
   local tasks = {}
   for s, server in ipairs(self.servers) do
     tasks[s] = hn.spawn(function()
-      local count, cmds = self.ranges[s][2], {}
-      if sharded then cmds[#cmds + 1] = { "tensor", { name = "w", size = count } } end
-      if not self.policy.applies_each then cmds[#cmds + 1] = { "tensor", { name = "acc", size = count } } end
-      if self.policy.momentum_server then cmds[#cmds + 1] = { "tensor", { name = "mom", size = count } } end
+      local offset, count, cmds = self.ranges[s][1], self.ranges[s][2], {}
+      if sharded then cmds[#cmds + 1] = J:model_tensor("w", count, offset) end
+      if not self.policy.applies_each then cmds[#cmds + 1] = J:model_tensor("acc", count, offset) end
+      if self.policy.momentum_server then cmds[#cmds + 1] = J:model_tensor("mom", count, offset) end
       if sharded and not self.direct_add and not self.o.compress then
         -- A worker sends its range of the update into its slot at offset 0,
         -- and a range lands only in a tensor that exists: on fresh servers
         -- the first push was refused, and a slot left by an earlier training
         -- of another model had the wrong size.
-        for i = 1, self.n do cmds[#cmds + 1] = { "tensor", { name = slot_name(i), size = count } } end
+        for i = 1, self.n do cmds[#cmds + 1] = J:model_tensor(slot_name(i), count, offset) end
       end
       for first = 1, #cmds, BATCH_MAX do -- one slot per worker: may be more than a batch holds
         server:batch(table.move(cmds, first, math.min(#cmds, first + BATCH_MAX - 1), 1, {}))
@@ -401,7 +401,7 @@ function Engine:apply_commands(s, k, members, waiting)
     cmds = { { "scale", { x = "acc", alpha = 1 / k } }, { "optim", server_optim(so, target, "acc") } }
   end
   local writes_w = #cmds
-  if not self.policy.applies_each then cmds[#cmds + 1] = { "tensor", { name = "acc", size = count } } end
+  if not self.policy.applies_each then cmds[#cmds + 1] = self.J:model_tensor("acc", count, self.ranges[s][1]) end
   -- The pushes' arrivals: the engine counts pushes itself and never waits
   -- on them; claimed here so that they do not pile up on the server (before
   -- the send, which stays last: Engine:apply reads its result there).
