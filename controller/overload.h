@@ -34,6 +34,15 @@
  * dilation at which every computing node at once fits the cores. */
 #define OVERLOAD_DILATION_MARGIN 1.25
 
+/* Automatic dilation (overload_probe_arm): the probe window closes once
+ * this many timed compute commands of CPU nodes have replied and this many
+ * seconds have passed since the first; above OVERLOAD_AUTO_SHARE starved
+ * (and at least OVERLOAD_AUTO_MIN_STARVED commands) the run needs dilation. */
+#define OVERLOAD_PROBE_COMMANDS 40
+#define OVERLOAD_PROBE_S 1.0
+#define OVERLOAD_AUTO_SHARE 0.02
+#define OVERLOAD_AUTO_MIN_STARVED 2
+
 struct overload;
 
 struct overload_report {
@@ -81,6 +90,28 @@ void overload_report(struct overload *o, double dilation, struct overload_report
 void overload_judge(struct overload_report *r, double need_p95);
 /* The report as a JSON object. */
 void overload_write_json(FILE *f, const struct overload_report *r);
+/* Automatic dilation: what the probe window measured and the choice. */
+struct overload_auto {
+    double dilation;  /* >= 1; 1 keeps the run as it is */
+    double window_s;  /* wall seconds from the window's first command to its close */
+    char reason[320]; /* one line: the figures behind the choice */
+};
+typedef void (*overload_probe_fn)(void *ctx, const struct overload_auto *choice);
+/* Watches the next timed compute commands (from the first one on) as a
+ * probe window and calls fn once when it closes (on the loop, from the
+ * reply that closed it). Arming an armed or finished probe does nothing. */
+void overload_probe_arm(struct overload *o, overload_probe_fn fn, void *ctx);
+/* Stops watching without a call (teardown). */
+void overload_probe_disarm(struct overload *o);
+/* Whether an armed probe has not closed yet; its figures so far in
+ * choice (the run ended inside the window). */
+bool overload_probe_open(struct overload *o, struct overload_auto *choice);
+/* The choice from a window's counts (w as overload_judge reads it: dilation
+ * 1, commands, starved, starved_share, cpu_demand, host_cpu_saturation) and
+ * its 95th percentile of needed dilation. Pure: the unit tests feed it. */
+void overload_choose(const struct overload_report *w, double need_p95, double window_s,
+                     struct overload_auto *choice);
+
 /* The end-of-run line: the warning when the run was CPU-limited, a note
  * when its overruns were waits; false otherwise. */
 bool overload_warning(const struct overload_report *r, char *buf, size_t len);

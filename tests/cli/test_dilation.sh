@@ -69,6 +69,6 @@ if awk -v e="${err:-1}" -v o="${o:-1}" 'BEGIN { exit !(e <= 0.10 && e >= -0.10 &
 else
   bad "$W workers at D=8: step error ${err:-?}, overrun share ${o:-?} (want |error| <= 0.10, share <= 0.05)"
 fi
-grep -q '"dilation": 8,' "dil$attempt/run.json" && ok || bad "run.json lacks \"dilation\": 8"
+grep -q '"dilation": {"mode": "fixed", "value": 8,' "dil$attempt/run.json" && ok || bad "run.json lacks \"dilation\": {\"mode\": \"fixed\", \"value\": 8"
 grep -q '"emulated_s": ' "dil$attempt/run.json" && ok || bad "run.json lacks emulated_s"
 report
