@@ -242,18 +242,21 @@ static void probe_choice(const struct overload *o, struct overload_auto *choice)
 }
 
 /* One timed compute command of a CPU node: counted while the window is
- * open, and the window closes (fn called once) when it has enough. */
-static void probe_note(struct overload *o, int bin, bool starved, double cpu_ms)
+ * open (a node's set-up commands only for their CPU time, which the
+ * window's compute share holds), and the window closes (fn called once)
+ * when it has enough. */
+static void probe_note(struct overload *o, int bin, bool starved, double cpu_ms, bool setup)
 {
     struct probe *p = &o->probe;
-    if (!p->armed || p->closed) return;
+    if (!p->armed || p->closed || (setup && !p->commands)) return;
+    p->cpu_ms += cpu_ms;
+    if (setup) return;
     if (!p->commands) {
         p->first_ms = mono_ms();
         p->host_first = read_cpu();
     }
     p->commands++;
     p->starved += starved;
-    p->cpu_ms += cpu_ms;
     p->need[bin]++;
     if (p->commands < OVERLOAD_PROBE_COMMANDS || mono_ms() - p->first_ms < OVERLOAD_PROBE_S * 1e3)
         return;
@@ -295,6 +298,10 @@ void overload_choose(const struct overload_report *w, double need_p95, double wi
 {
     choice->window_s = window_s;
     choice->dilation = 1;
+    if (!w->commands) {
+        snprintf(choice->reason, sizeof choice->reason, "no compute command to measure");
+        return;
+    }
     char host[32] = "unknown";
     if (w->host_cpu_saturation >= 0)
         snprintf(host, sizeof host, "%.0f%% busy", 100 * w->host_cpu_saturation);
@@ -344,7 +351,7 @@ void overload_note_reply(struct overload *o, int id, const msgpack_object *resul
     double cpu_ms = 0;
     if (proto_arg_f64(&args, "cpu_ms", &cpu_ms) != 1 || !(cpu_ms > 0)) cpu_ms = 0;
     o->cpu_ms += cpu_ms;
-    if (++n->timed > OVERLOAD_PROBE_SKIP) probe_note(o, bin, starved, cpu_ms);
+    probe_note(o, bin, starved, cpu_ms, ++n->timed <= OVERLOAD_PROBE_SKIP);
 }
 
 void overload_note_batch(struct overload *o, int id, const msgpack_object *result)

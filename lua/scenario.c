@@ -275,8 +275,10 @@ static void on_dilation_probe(void *ctx, const struct overload_auto *choice)
 {
     struct scenario *sc = ctx;
     if (choice->dilation <= 1) {
+        char err[512];
         run_set_dilation_reason(&sc->run, choice->reason);
         hn_logf(&sc->rt, "dilation auto: 1 (%s)", choice->reason);
+        if (run_write_json(&sc->run, err, sizeof err) < 0) hn_logf(&sc->rt, "warning: %s", err);
         return;
     }
     sc->rerun->dilation = choice->dilation;

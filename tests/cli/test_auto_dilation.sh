@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # test_auto_dilation.sh — dilation = "auto" (auto_dilation.lua, backend none):
-#   * a light run (one slow node, 60 commands 20 ms apart) keeps dilation 1
-#     exactly: run.json's dilation is {"mode": "auto", "value": 1} with the
-#     probe's figures as the reason, no probe run, no warning;
-#   * a starving run (4 x cores busy nodes) is measured, ends, and runs again
-#     at a dilation > 1 and at most the CPU demand's (ceil(4 x 1.25) = 5):
+#   * a light run (one slow node, 60 small gradients 20 ms apart) keeps
+#     dilation 1 exactly: run.json's dilation is {"mode": "auto", "value": 1}
+#     with the probe's figures as the reason (the host kept up, or on a host
+#     other programs keep busy, their load), no probe run, no warning;
+#   * a starving run (8 x cores busy nodes) is measured, ends, and runs again
+#     at a dilation > 1 and at most the CPU demand's (ceil(8 x 1.25) = 10):
 #     the rerun's run.json says so and why, the probe's records are in
 #     dilation-probe/ with status "probe", and the scenario saw that dilation;
 #   * --dilation auto does the same from the command line.
 # Usage: test_auto_dilation.sh HIERNET SCENARIO
 set -u
+shopt -s extglob
 here=$(cd "$(dirname "$0")" && pwd)
 hiernet=$(realpath "$1") scenario=$(realpath "$2")
 # shellcheck source=lib.sh
@@ -22,7 +24,7 @@ dilation_of() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["dil
 expect_exit 0 "light run" -- "$hiernet" run "$scenario" --out light --set load=light
 d=$(dilation_of light/run.json)
 [[ $(head -n1 <<<"$d") == "auto 1 False" ]] && ok || bad "light run: run.json dilation $d"
-[[ $(tail -n1 <<<"$d") == *"compute commands in"*"the host keeps up" ]] && ok ||
+[[ $(tail -n1 <<<"$d") == *"compute commands in"*@(the host keeps up|others\' load)* ]] && ok ||
   bad "light run: reason $(tail -n1 <<<"$d")"
 expect_out "dilation 1" "light run"
 expect_err "dilation auto: 1 (" "light run"
@@ -36,10 +38,10 @@ for how in scenario cli; do
   expect_exit 0 "starving run ($how)" -- "$hiernet" run "$scenario" "${args[@]}"
   d=$(dilation_of "starve-$how/run.json")
   read -r mode value probed <<<"$(head -n1 <<<"$d")"
-  if [[ $mode == auto && $probed == True ]] && awk -v v="$value" 'BEGIN { exit !(v >= 2 && v <= 5) }'; then
+  if [[ $mode == auto && $probed == True ]] && awk -v v="$value" 'BEGIN { exit !(v >= 2 && v <= 10) }'; then
     ok
   else
-    bad "starving run ($how): run.json dilation $d (want auto, 2..5, probed)"
+    bad "starving run ($how): run.json dilation $d (want auto, 2..10, probed)"
   fi
   [[ $(tail -n1 <<<"$d") == *"% starved of CPU"*"p95 needed"* ]] && ok ||
     bad "starving run ($how): reason $(tail -n1 <<<"$d")"
