@@ -25,16 +25,17 @@
 -- The links are emulated (backend auto: the kernel's qdiscs, or
 -- hiernet-linkd where the kernel lacks netem); without the privileges to do
 -- that the scenario says so in one line and runs on backend none.
--- Expected: ASP applies about 1.5 times BSP's worker updates in the same
--- time (measured 502 against 342 in 40 s), not several times: its workers
+-- Expected: ASP applies about 1.6 times BSP's worker updates in the same
+-- time (measured 368 against 228 in 30 s), not several times: its workers
 -- skip BSP's wait for the slowest terminal, but each one's step is still
 -- bound by its own 20 Mbit/s link, which carries the 407 KB model up and
--- down (about 0.34 s a step before loss slows TCP; BSP's rounds took 0.7 s,
+-- down (about 0.34 s a step before loss slows TCP; BSP's rounds took 0.79 s,
 -- ASP's steps 0.48 s per worker). Counted in server steps ASP makes about
--- nine times as many (one per push against one per round of six). Both
--- reach a similar accuracy, about 0.70-0.76 after 40 s here (measured 0.74
--- BSP, 0.71 ASP, whose stale gradients make it noisier). summary.json: per
--- mode final and best accuracy, steps, updates, bytes, wall time.
+-- ten times as many (one per push against one per round of six). Both
+-- reach an accuracy of about 0.6-0.7 after 30 s here (measured 0.69 BSP,
+-- 0.61 ASP, whose stale gradients make it noisier). summary.json: per
+-- mode final and best accuracy, steps, updates, bytes, wall time. The
+-- whole run took 65 s (one run, load average 10.6 from other programs).
 local hn = require("hiernet")
 local topo = require("hiernet.topo")
 local ps = require("hiernet.algo.ps")
