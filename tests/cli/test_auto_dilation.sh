@@ -8,7 +8,8 @@
 #     at a dilation > 1 and at most the CPU demand's (ceil(8 x 1.25) = 10):
 #     the rerun's run.json says so and why, the probe's records are in
 #     dilation-probe/ with status "probe", and the scenario saw that dilation;
-#   * --dilation auto does the same from the command line.
+#   * --dilation auto does the same from the command line; --dilation autox
+#     is refused in one line (exit 2).
 # Usage: test_auto_dilation.sh HIERNET SCENARIO
 set -u
 shopt -s extglob
@@ -19,6 +20,11 @@ source "$here/lib.sh"
 in_scratch_dir
 
 dilation_of() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["dilation"]; print(d["mode"], d["value"], d["probe_s"] > 0); print(d["reason"])' "$1"; }
+
+# A bad value: one line naming it, exit 2, no results directory.
+expect_exit 2 "--dilation autox" -- "$hiernet" run "$scenario" --out bad --dilation autox
+expect_err "hiernet: --dilation 'autox': expected a number from 1 to 1000 or auto" "--dilation autox"
+[[ ! -e bad ]] && ok || bad "--dilation autox left a results directory"
 
 # A light run: 1, exactly, decided by the probe.
 expect_exit 0 "light run" -- "$hiernet" run "$scenario" --out light --set load=light
