@@ -43,7 +43,7 @@ static const char main_usage[] =
 
 static const char run_usage[] =
     "usage: hiernet run SCENARIO.lua [--set name=value]... [--out DIR]\n"
-    "                   [--backend none|auto|kernel|user] [--dilation D] [--quiet]\n"
+    "                   [--backend none|auto|kernel|user] [--dilation D|auto] [--quiet]\n"
     "                   [ARGS...]\n"
     "\n"
     "Runs the scenario as a task on the event loop. Results go to\n"
@@ -59,6 +59,12 @@ static const char run_usage[] =
     "  --backend B        override every network's backend\n"
     "  --dilation D       time dilation, D >= 1 (overrides the networks'): the run goes\n"
     "                     D times slower than real time and reports emulated time\n"
+    "  --dilation auto    measure the first compute commands (40 of them, 1 s at\n"
+    "                     least): when the host kept up, go on at 1; when more than\n"
+    "                     2% were starved of CPU, start the scenario again at the\n"
+    "                     dilation they needed (bounded by the CPU demand), the\n"
+    "                     probe's records in DIR/dilation-probe/; run.json's\n"
+    "                     dilation says which and why\n"
     "  --quiet            no log lines on stderr (they still go to log.txt)\n"
     "  ARGS               passed to the scenario chunk as ...\n";
 

@@ -2,8 +2,11 @@
 #include "controller/overload.h"
 
 #include "controller/json.h"
+#include "controller/run.h"
 #include "proto/protocol.h"
 #include "topo/names.h"
+
+#include "common/clock.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -25,8 +28,21 @@ struct overload_node {
     double speed;
     bool cpu_device;
     uint64_t commands, overruns, starved;
-    bool computed; /* ran a timed compute command: its speed is CPU demand */
-    bool live;     /* its network runs (overload_node_live) */
+    uint64_t timed; /* timed compute commands: the probe skips the first ones */
+    bool computed;  /* ran a timed compute command: its speed is CPU demand */
+    bool live;      /* its network runs (overload_node_live) */
+};
+
+/* The automatic dilation's window: the first timed compute commands. */
+struct probe {
+    overload_probe_fn fn;
+    void *ctx;
+    bool armed, closed;
+    uint64_t commands, starved;
+    uint64_t need[STRETCH_BINS];
+    double cpu_ms;   /* the window's compute CPU time */
+    double first_ms; /* mono_ms() of the window's first command */
+    struct cpu_sample host_first;
 };
 
 struct overload {
@@ -42,6 +58,8 @@ struct overload {
     /* Sum of the speeds of live nodes that computed, now and at its peak:
      * networks run one after another do not compute at once. */
     double demand_now, demand_peak;
+    double start_ms, cpu_ms; /* mono_ms() at the start; timed compute's CPU time since */
+    struct probe probe;
 };
 
 /* ---- the host: /proc/stat ---- */
@@ -83,6 +101,7 @@ struct overload *overload_new(struct ev_loop *loop)
     if (!o) return NULL;
     o->loop = loop;
     o->first = o->last = read_cpu();
+    o->start_ms = mono_ms();
     o->peak = -1;
     ev_timer_init(&o->sampler, on_sample, 1.0, 1.0);
     o->sampler.data = o;
@@ -159,6 +178,159 @@ static double needed_dilation(struct proto_args *args, double speed)
     return (cpu_ms + delay_ms) * speed / cpu_ms;
 }
 
+/* The p-quantile of the needed dilations (a bin's upper end; 1 in bin 0). */
+static double need_percentile(const uint64_t need[STRETCH_BINS], double p)
+{
+    uint64_t total = 0, seen = 0;
+    for (int i = 0; i < STRETCH_BINS; i++)
+        total += need[i];
+    if (!total) return 1;
+    for (int i = 0; i < STRETCH_BINS; i++) {
+        seen += need[i];
+        if ((double)seen >= p * (double)total) return i ? pow(STRETCH_STEP, i + 1) : 1;
+    }
+    return pow(STRETCH_STEP, STRETCH_BINS);
+}
+
+/* The dilation that covers a stretch (the p95 needed over the run's d),
+ * with margin, bounded by the CPU demand: every computing node at once at
+ * dilation D asks for cpu_demand / D of the cores, so beyond
+ * max(d, cpu_demand) the CPU stops being short. */
+static double suggest_dilation(double d, double stretch, double cpu_demand)
+{
+    double by_stretch = ceil(d * stretch * OVERLOAD_DILATION_MARGIN);
+    double by_demand = ceil((cpu_demand > d ? cpu_demand : d) * OVERLOAD_DILATION_MARGIN);
+    return by_stretch < by_demand ? by_stretch : by_demand;
+}
+
+/* ---- the automatic dilation's probe ---- */
+
+static int host_cores(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > 0 ? (int)cores : 1;
+}
+
+/* cpu_ms of CPU time over wall_ms on every core of the host. */
+static double compute_share(double cpu_ms, double wall_ms, int cores)
+{
+    return wall_ms > 0 ? cpu_ms / (wall_ms * cores) : -1;
+}
+
+/* The window's counts as a report overload_choose reads. */
+static void probe_report(const struct overload *o, struct overload_report *w)
+{
+    const struct probe *p = &o->probe;
+    memset(w, 0, sizeof *w);
+    w->dilation = 1;
+    w->host_cores = host_cores();
+    w->commands = p->commands;
+    w->starved = p->starved;
+    w->starved_share = p->commands ? (double)p->starved / (double)p->commands : 0;
+    w->cpu_demand = o->demand_peak / w->host_cores;
+    w->compute_share = compute_share(p->cpu_ms, mono_ms() - p->first_ms, w->host_cores);
+    struct cpu_sample now = read_cpu();
+    w->host_cpu_saturation = busy_share(&p->host_first, &now);
+}
+
+static void probe_choice(const struct overload *o, struct overload_auto *choice)
+{
+    struct overload_report w;
+    probe_report(o, &w);
+    double window_s = o->probe.commands ? (mono_ms() - o->probe.first_ms) / 1e3 : 0;
+    overload_choose(&w, need_percentile(o->probe.need, 0.95), window_s, choice);
+}
+
+/* One timed compute command of a CPU node: counted while the window is
+ * open (a node's set-up commands only for their CPU time, which the
+ * window's compute share holds), and the window closes (fn called once)
+ * when it has enough. */
+static void probe_note(struct overload *o, int bin, bool starved, double cpu_ms, bool setup)
+{
+    struct probe *p = &o->probe;
+    if (!p->armed || p->closed || (setup && !p->commands)) return;
+    p->cpu_ms += cpu_ms;
+    if (setup) return;
+    if (!p->commands) {
+        p->first_ms = mono_ms();
+        p->host_first = read_cpu();
+    }
+    p->commands++;
+    p->starved += starved;
+    p->need[bin]++;
+    if (p->commands < OVERLOAD_PROBE_COMMANDS || mono_ms() - p->first_ms < OVERLOAD_PROBE_S * 1e3)
+        return;
+    p->closed = true;
+    struct overload_auto choice;
+    probe_choice(o, &choice);
+    p->fn(p->ctx, &choice);
+}
+
+void overload_probe_arm(struct overload *o, overload_probe_fn fn, void *ctx)
+{
+    if (!o || !fn || o->probe.armed) return;
+    o->probe.armed = true;
+    o->probe.fn = fn;
+    o->probe.ctx = ctx;
+}
+
+void overload_probe_disarm(struct overload *o)
+{
+    if (o) o->probe.closed = true;
+}
+
+bool overload_probe_open(struct overload *o, struct overload_auto *choice)
+{
+    if (!o || !o->probe.armed || o->probe.closed) return false;
+    probe_choice(o, choice);
+    return true;
+}
+
+/* Whether starvation was the run's own: its compute filled a real share of
+ * the cores (unknown counts as its own, the judgment before it was known). */
+static bool own_starvation(const struct overload_report *r)
+{
+    return !(r->compute_share >= 0 && r->compute_share < OVERLOAD_OWN_SHARE);
+}
+
+void overload_choose(const struct overload_report *w, double need_p95, double window_s,
+                     struct overload_auto *choice)
+{
+    choice->window_s = window_s;
+    choice->dilation = 1;
+    if (!w->commands) {
+        snprintf(choice->reason, sizeof choice->reason, "no compute command to measure");
+        return;
+    }
+    char host[32] = "unknown";
+    if (w->host_cpu_saturation >= 0)
+        snprintf(host, sizeof host, "%.0f%% busy", 100 * w->host_cpu_saturation);
+    int n = snprintf(choice->reason, sizeof choice->reason,
+                     "%llu compute commands in %.1f s: %.1f%% starved of CPU, their compute "
+                     "%.1f%% of the cores (host %s, CPU demand %.2f per core)",
+                     (unsigned long long)w->commands, window_s, 100 * w->starved_share,
+                     w->compute_share >= 0 ? 100 * w->compute_share : 0, host, w->cpu_demand);
+    size_t used = n > 0 && (size_t)n < sizeof choice->reason ? (size_t)n : 0;
+    char *rest = choice->reason + used;
+    size_t left = sizeof choice->reason - used;
+    if (w->starved_share <= OVERLOAD_AUTO_SHARE || w->starved < OVERLOAD_AUTO_MIN_STARVED) {
+        snprintf(rest, left, ": the host keeps up");
+        return;
+    }
+    if (!own_starvation(w)) {
+        snprintf(rest, left, ": others' load and scheduling latency, which dilation does not cure");
+        return;
+    }
+    /* The warning's rule from a lower share (a probe is short): at least
+     * 2, since the margin rounds any stretch up. */
+    double stretch = need_p95 > 1 ? need_p95 : 1;
+    double d = suggest_dilation(1, stretch, w->cpu_demand);
+    choice->dilation = d < HN_DILATION_MAX ? d : HN_DILATION_MAX;
+    snprintf(rest, left,
+             ": their p95 needed %.2fx; dilation %g (at most the CPU demand's, with margin)",
+             stretch, choice->dilation);
+}
+
 void overload_note_reply(struct overload *o, int id, const msgpack_object *result, bool timed)
 {
     if (!o || id < 0 || (size_t)id >= o->n_nodes || result->type != MSGPACK_OBJECT_MAP) return;
@@ -174,7 +346,12 @@ void overload_note_reply(struct overload *o, int id, const msgpack_object *resul
     n->starved += starved;
     if (!timed || !n->cpu_device) return;
     node_computes(o, n);
-    o->need[stretch_bin(starved ? needed_dilation(&args, n->speed) : 0)]++;
+    int bin = stretch_bin(starved ? needed_dilation(&args, n->speed) : 0);
+    o->need[bin]++;
+    double cpu_ms = 0;
+    if (proto_arg_f64(&args, "cpu_ms", &cpu_ms) != 1 || !(cpu_ms > 0)) cpu_ms = 0;
+    o->cpu_ms += cpu_ms;
+    probe_note(o, bin, starved, cpu_ms, ++n->timed <= OVERLOAD_PROBE_SKIP);
 }
 
 void overload_note_batch(struct overload *o, int id, const msgpack_object *result)
@@ -195,20 +372,6 @@ void overload_note_batch(struct overload *o, int id, const msgpack_object *resul
 
 /* ---- the report ---- */
 
-/* The p-quantile of the needed dilations (a bin's upper end; 1 in bin 0). */
-static double need_percentile(const struct overload *o, double p)
-{
-    uint64_t total = 0, seen = 0;
-    for (int i = 0; i < STRETCH_BINS; i++)
-        total += o->need[i];
-    if (!total) return 1;
-    for (int i = 0; i < STRETCH_BINS; i++) {
-        seen += o->need[i];
-        if ((double)seen >= p * (double)total) return i ? pow(STRETCH_STEP, i + 1) : 1;
-    }
-    return pow(STRETCH_STEP, STRETCH_BINS);
-}
-
 static void report_nodes(const struct overload *o, struct overload_report *r)
 {
     double worst = -1;
@@ -228,13 +391,13 @@ static void report_nodes(const struct overload *o, struct overload_report *r)
     r->overrun_share = r->commands ? (double)r->overruns / (double)r->commands : 0;
     r->starved_share = r->commands ? (double)r->starved / (double)r->commands : 0;
     r->cpu_demand = o->demand_peak / r->host_cores;
+    r->compute_share = compute_share(o->cpu_ms, mono_ms() - o->start_ms, r->host_cores);
 }
 
 void overload_report(struct overload *o, double dilation, struct overload_report *r)
 {
     memset(r, 0, sizeof *r);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    r->host_cores = cores > 0 ? (int)cores : 1;
+    r->host_cores = host_cores();
     r->dilation = dilation;
     struct cpu_sample now = read_cpu();
     r->host_cpu_saturation = busy_share(&o->first, &now);
@@ -242,22 +405,18 @@ void overload_report(struct overload *o, double dilation, struct overload_report
     r->host_cpu_peak = o->peak > tail ? o->peak : tail;
     if (r->host_cpu_peak < r->host_cpu_saturation) r->host_cpu_peak = r->host_cpu_saturation;
     report_nodes(o, r);
-    overload_judge(r, need_percentile(o, 0.95));
+    overload_judge(r, need_percentile(o->need, 0.95));
 }
 
 void overload_judge(struct overload_report *r, double need_p95)
 {
     double d = r->dilation;
     r->stretch_p95 = need_p95 > d ? need_p95 / d : 1;
-    r->limited = r->starved_share > OVERLOAD_WARN_SHARE;
-    r->waited = !r->limited && r->overrun_share > OVERLOAD_WARN_SHARE;
-    r->suggested_dilation = d;
-    if (!r->limited) return;
-    double by_stretch = ceil(d * r->stretch_p95 * OVERLOAD_DILATION_MARGIN);
-    /* Every computing node at once at dilation D asks for cpu_demand / D
-     * of the cores: beyond max(D, cpu_demand) the CPU stops being short. */
-    double by_demand = ceil((r->cpu_demand > d ? r->cpu_demand : d) * OVERLOAD_DILATION_MARGIN);
-    r->suggested_dilation = by_stretch < by_demand ? by_stretch : by_demand;
+    bool starved = r->starved_share > OVERLOAD_WARN_SHARE;
+    r->limited = starved && own_starvation(r);
+    r->latency = starved && !r->limited;
+    r->waited = !starved && r->overrun_share > OVERLOAD_WARN_SHARE;
+    r->suggested_dilation = r->limited ? suggest_dilation(d, r->stretch_p95, r->cpu_demand) : d;
 }
 
 void overload_write_json(FILE *f, const struct overload_report *r)
@@ -273,6 +432,8 @@ void overload_write_json(FILE *f, const struct overload_report *r)
     json_write_number(f, r->starved_share);
     fputs(", \"cpu_demand\": ", f);
     json_write_number(f, r->cpu_demand);
+    fputs(", \"compute_share\": ", f);
+    json_write_number(f, r->compute_share >= 0 ? r->compute_share : NAN);
     fputs(", \"worst_node\": ", f);
     if (r->worst_node[0])
         json_write_string(f, r->worst_node);
@@ -286,12 +447,21 @@ void overload_write_json(FILE *f, const struct overload_report *r)
     json_write_number(f, r->dilation);
     fputs(", \"suggested_dilation\": ", f);
     json_write_number(f, r->suggested_dilation);
-    fprintf(f, ", \"limited\": %s, \"waited\": %s}", r->limited ? "true" : "false",
-            r->waited ? "true" : "false");
+    fprintf(f, ", \"limited\": %s, \"latency\": %s, \"waited\": %s}", r->limited ? "true" : "false",
+            r->latency ? "true" : "false", r->waited ? "true" : "false");
 }
 
 bool overload_warning(const struct overload_report *r, char *buf, size_t len)
 {
+    if (r->latency) {
+        snprintf(buf, len,
+                 "note: %.0f%% of compute commands were late behind other threads while this "
+                 "run's compute used %.1f%% of the host's cores: others' load and scheduling "
+                 "latency, which dilation would not cure (host %.0f%% busy)",
+                 100 * r->starved_share, 100 * r->compute_share,
+                 r->host_cpu_saturation >= 0 ? 100 * r->host_cpu_saturation : 0);
+        return true;
+    }
     if (r->waited) {
         snprintf(buf, len,
                  "note: %.0f%% of compute commands overran while waiting, not for a core "

@@ -33,6 +33,25 @@
  * commands' needed dilation, with this margin, and never exceeds the
  * dilation at which every computing node at once fits the cores. */
 #define OVERLOAD_DILATION_MARGIN 1.25
+/* Starvation is the run's own (and dilation a cure) only when its compute
+ * filled at least this share of the host's cores: below it, the run-queue
+ * delays its commands met were scheduling latency and other programs' load,
+ * which a dilation of the run does not shorten (it lowers only the run's
+ * own demand). */
+#define OVERLOAD_OWN_SHARE 0.1
+
+/* Automatic dilation (overload_probe_arm): the probe window closes once
+ * this many timed compute commands of CPU nodes have replied and this many
+ * seconds have passed since the first; above OVERLOAD_AUTO_SHARE starved
+ * (and at least OVERLOAD_AUTO_MIN_STARVED commands) the run needs dilation. */
+#define OVERLOAD_PROBE_COMMANDS 40
+/* Each node's first timed commands are its set-up (data, model, the first
+ * step's allocations), which every node makes at once before the steady
+ * state the run's dilation is for: the probe skips them. */
+#define OVERLOAD_PROBE_SKIP 3
+#define OVERLOAD_PROBE_S 1.0
+#define OVERLOAD_AUTO_SHARE 0.02
+#define OVERLOAD_AUTO_MIN_STARVED 2
 
 struct overload;
 
@@ -44,15 +63,17 @@ struct overload_report {
     double overrun_share;        /* overruns / commands (0 without commands) */
     uint64_t starved;            /* overruns that CPU time + run-queue delay explain */
     double starved_share;        /* starved / commands */
-    double cpu_demand;   /* peak sum of the speeds of live CPU nodes that computed, per core */
-    char worst_node[96]; /* highest overrun share ("" without overruns) */
+    double cpu_demand;    /* peak sum of the speeds of live CPU nodes that computed, per core */
+    double compute_share; /* the compute commands' CPU time / (wall time x cores) (-1: unknown) */
+    char worst_node[96];  /* highest overrun share ("" without overruns) */
     double worst_node_overrun_share;
     double stretch_p95;        /* (CPU time + run-queue delay) / emulated budget, 95th percentile
                                   over commands (1 for those not starved) */
     double dilation;           /* the run's */
     double suggested_dilation; /* the run's when it was not CPU-limited */
-    bool limited;              /* starved_share > OVERLOAD_WARN_SHARE */
-    bool waited; /* not limited, but overrun_share > OVERLOAD_WARN_SHARE: the overruns waited */
+    bool limited; /* starved_share > OVERLOAD_WARN_SHARE, compute_share >= OVERLOAD_OWN_SHARE */
+    bool latency; /* starved as often, but the run's compute used less: others' load */
+    bool waited;  /* neither, but overrun_share > OVERLOAD_WARN_SHARE: the overruns waited */
 };
 
 /* Starts the host account now; samples once per second on loop. */
@@ -75,12 +96,35 @@ void overload_note_reply(struct overload *o, int id, const msgpack_object *resul
 void overload_note_batch(struct overload *o, int id, const msgpack_object *result);
 
 void overload_report(struct overload *o, double dilation, struct overload_report *r);
-/* The verdict from r's counts (dilation, shares, cpu_demand) and the 95th
- * percentile of the needed dilations: stretch_p95, limited, waited,
- * suggested_dilation. Pure: the unit tests feed it fixed inputs. */
+/* The verdict from r's counts (dilation, shares, cpu_demand, compute_share)
+ * and the 95th percentile of the needed dilations: stretch_p95, limited,
+ * latency, waited, suggested_dilation. Pure: the unit tests feed it fixed inputs. */
 void overload_judge(struct overload_report *r, double need_p95);
 /* The report as a JSON object. */
 void overload_write_json(FILE *f, const struct overload_report *r);
+/* Automatic dilation: what the probe window measured and the choice. */
+struct overload_auto {
+    double dilation;  /* >= 1; 1 keeps the run as it is */
+    double window_s;  /* wall seconds from the window's first command to its close */
+    char reason[320]; /* one line: the figures behind the choice */
+};
+typedef void (*overload_probe_fn)(void *ctx, const struct overload_auto *choice);
+/* Watches the next timed compute commands (from the first one on) as a
+ * probe window and calls fn once when it closes (on the loop, from the
+ * reply that closed it). Arming an armed or finished probe does nothing. */
+void overload_probe_arm(struct overload *o, overload_probe_fn fn, void *ctx);
+/* Stops watching without a call (teardown). */
+void overload_probe_disarm(struct overload *o);
+/* Whether an armed probe has not closed yet; its figures so far in
+ * choice (the run ended inside the window). */
+bool overload_probe_open(struct overload *o, struct overload_auto *choice);
+/* The choice from a window's counts (w as overload_judge reads it: dilation
+ * 1, commands, starved, starved_share, cpu_demand, compute_share,
+ * host_cpu_saturation) and
+ * its 95th percentile of needed dilation. Pure: the unit tests feed it. */
+void overload_choose(const struct overload_report *w, double need_p95, double window_s,
+                     struct overload_auto *choice);
+
 /* The end-of-run line: the warning when the run was CPU-limited, a note
- * when its overruns were waits; false otherwise. */
+ * when its overruns were others' load or waits; false otherwise. */
 bool overload_warning(const struct overload_report *r, char *buf, size_t len);

@@ -42,6 +42,7 @@ void run_destroy(struct run *r)
     free(r->topology_json);
     free(r->error);
     free(r->overload_json);
+    free(r->dilation_reason);
     memset(r, 0, sizeof *r);
 }
 
@@ -53,9 +54,15 @@ enum run_dilation_outcome run_name_dilation(struct run *r, double d, bool starte
         return RUN_DILATION_SET;
     }
     if (r->dilation_from_cli) {
-        snprintf(msg, msglen,
-                 "network '%s': dilation %g from --dilation replaces the scenario's %g", network,
-                 r->dilation, d);
+        if (r->dilation_auto)
+            snprintf(msg, msglen,
+                     "network '%s': dilation \"auto\" (%g) from --dilation replaces the "
+                     "scenario's %g",
+                     network, r->dilation, d);
+        else
+            snprintf(msg, msglen,
+                     "network '%s': dilation %g from --dilation replaces the scenario's %g",
+                     network, r->dilation, d);
         return RUN_DILATION_CLI_WINS;
     }
     if (r->dilation_named || started) {
@@ -68,6 +75,34 @@ enum run_dilation_outcome run_name_dilation(struct run *r, double d, bool starte
     r->dilation = d;
     r->dilation_named = true;
     return RUN_DILATION_SET;
+}
+
+enum run_dilation_outcome run_name_dilation_auto(struct run *r, bool started, const char *network,
+                                                 char *msg, size_t msglen)
+{
+    if (r->dilation_auto) return RUN_DILATION_SET;
+    if (r->dilation_from_cli) {
+        snprintf(msg, msglen,
+                 "network '%s': dilation %g from --dilation replaces the scenario's \"auto\"",
+                 network, r->dilation);
+        return RUN_DILATION_CLI_WINS;
+    }
+    if (r->dilation_named || started) {
+        snprintf(msg, msglen,
+                 "network '%s': dilation \"auto\" differs from the run's %g (every network of a "
+                 "run shares one clock, fixed once a network names it or starts)",
+                 network, r->dilation);
+        return RUN_DILATION_CONFLICT;
+    }
+    r->dilation_auto = true;
+    r->dilation_named = true;
+    return RUN_DILATION_SET;
+}
+
+void run_set_dilation_reason(struct run *r, const char *reason)
+{
+    free(r->dilation_reason);
+    r->dilation_reason = reason ? strdup(reason) : NULL;
 }
 
 double run_wall_clock(void)
@@ -367,6 +402,21 @@ static void write_versions(FILE *f, const char *lua_release)
             ev_version_major(), ev_version_minor());
 }
 
+/* "dilation": {"mode": "fixed"|"auto", "value": D, "reason": ..., "probe_s": ...}:
+ * an auto run's reason is null until its probe decided. */
+static void write_dilation(FILE *f, const struct run *r)
+{
+    fprintf(f, ",\n  \"dilation\": {\"mode\": \"%s\", \"value\": %g, \"reason\": ",
+            r->dilation_auto ? "auto" : "fixed", r->dilation);
+    if (r->dilation_reason)
+        json_write_string(f, r->dilation_reason);
+    else
+        fputs("null", f);
+    fputs(", \"probe_s\": ", f);
+    json_write_number(f, r->probe_s);
+    fputs("}", f);
+}
+
 static void write_json_body(FILE *f, const struct run *r)
 {
     fputs("{\n  \"scenario\": ", f);
@@ -392,7 +442,7 @@ static void write_json_body(FILE *f, const struct run *r)
         json_write_string(f, r->backend_override);
     else
         fputs("null", f);
-    fprintf(f, ",\n  \"dilation\": %g", r->dilation);
+    write_dilation(f, r);
     if (r->end_wall > 0)
         fprintf(f, ",\n  \"emulated_s\": %.3f", (r->end_wall - r->start_wall) / r->dilation);
     fprintf(f, ",\n  \"topology\": %s,\n", r->topology_json ? r->topology_json : "[]");

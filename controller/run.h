@@ -43,6 +43,11 @@ struct run {
     double dilation;
     bool dilation_from_cli; /* --dilation: overrides the networks' */
     bool dilation_named;    /* a network named it (others must agree) */
+    /* dilation = "auto" (or --dilation auto): a probe of the first compute
+     * commands chose it; reason names the figures (run.json, log.txt). */
+    bool dilation_auto;
+    char *dilation_reason; /* NULL until the probe decided */
+    double probe_s;        /* wall seconds of a probe run that came before this one */
 };
 
 /* The largest dilation accepted: beyond it, timers of a few ms turn into minutes. */
@@ -83,6 +88,14 @@ enum run_dilation_outcome {
  * network in note and err. */
 enum run_dilation_outcome run_name_dilation(struct run *r, double d, bool started,
                                             const char *network, char *msg, size_t msglen);
+/* A network names dilation "auto": the run's dilation is then chosen by a
+ * probe (lua/scenario.c). Returns RUN_DILATION_SET when the run is (now)
+ * auto, RUN_DILATION_CLI_WINS under a numeric --dilation (note in msg),
+ * RUN_DILATION_CONFLICT when a network named a number or one started. */
+enum run_dilation_outcome run_name_dilation_auto(struct run *r, bool started, const char *network,
+                                                 char *msg, size_t msglen);
+/* The probe's verdict: the run's dilation d and why (copied). */
+void run_set_dilation_reason(struct run *r, const char *reason);
 double run_wall_clock(void);
 /* A run whose controller (pid) died: when dir/run.json still says "running"
  * for that pid, rewrites it with status "crashed", end_time the newest write

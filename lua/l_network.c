@@ -150,21 +150,10 @@ static bool any_network_started(const struct hn_runtime *rt)
     return false;
 }
 
-/* dilation = D: the run's clock, shared by every network. --dilation wins;
- * otherwise the first network that names one sets it, before any starts. */
-static void apply_dilation(lua_State *L, struct hn_runtime *rt, const char *name)
+static void report_dilation(lua_State *L, struct hn_runtime *rt, enum run_dilation_outcome outcome,
+                            const char *msg)
 {
-    bool given = lua_getfield(L, 1, "dilation") != LUA_TNIL;
-    lua_pop(L, 1);
-    if (!given) return;
-    double d = lnet_opt_number(L, 1, "dilation", 1, "hn.network");
-    char asked[32]; /* luaL_error has no %g */
-    snprintf(asked, sizeof asked, "%g", d);
-    if (!(d >= 1 && d <= HN_DILATION_MAX))
-        luaL_error(L, "network '%s': dilation must be a number from 1 to %d, got %s", name,
-                   HN_DILATION_MAX, asked);
-    char msg[512];
-    switch (run_name_dilation(rt->run, d, any_network_started(rt), name, msg, sizeof msg)) {
+    switch (outcome) {
     case RUN_DILATION_SET:
         sched_set_dilation(rt->sched, rt->run->dilation);
         break;
@@ -174,6 +163,42 @@ static void apply_dilation(lua_State *L, struct hn_runtime *rt, const char *name
     case RUN_DILATION_CONFLICT:
         luaL_error(L, "%s", msg);
     }
+}
+
+/* dilation = "auto": the run's dilation comes from a probe of its first
+ * compute commands (lua/scenario.c); a rerun at the chosen dilation keeps
+ * the scenario's "auto" without a note. */
+static void apply_auto_dilation(lua_State *L, struct hn_runtime *rt, const char *name)
+{
+    char msg[512];
+    enum run_dilation_outcome outcome =
+        run_name_dilation_auto(rt->run, any_network_started(rt), name, msg, sizeof msg);
+    if (outcome == RUN_DILATION_SET && !rt->run->dilation_reason)
+        overload_probe_arm(rt->overload, rt->dilation_probe, rt->dilation_probe_ctx);
+    report_dilation(L, rt, outcome, msg);
+}
+
+/* dilation = D: the run's clock, shared by every network. --dilation wins;
+ * otherwise the first network that names one sets it, before any starts. */
+static void apply_dilation(lua_State *L, struct hn_runtime *rt, const char *name)
+{
+    int type = lua_getfield(L, 1, "dilation");
+    bool is_auto = type == LUA_TSTRING && strcmp(lua_tostring(L, -1), "auto") == 0;
+    lua_pop(L, 1);
+    if (type == LUA_TNIL) return;
+    if (is_auto) {
+        apply_auto_dilation(L, rt, name);
+        return;
+    }
+    double d = lnet_opt_number(L, 1, "dilation", 1, "hn.network");
+    char asked[32]; /* luaL_error has no %g */
+    snprintf(asked, sizeof asked, "%g", d);
+    if (!(d >= 1 && d <= HN_DILATION_MAX))
+        luaL_error(L, "network '%s': dilation must be a number from 1 to %d, got %s", name,
+                   HN_DILATION_MAX, asked);
+    char msg[512];
+    report_dilation(
+        L, rt, run_name_dilation(rt->run, d, any_network_started(rt), name, msg, sizeof msg), msg);
 }
 
 static int l_network_new(lua_State *L)

@@ -372,6 +372,7 @@ static int l_overload(lua_State *L)
     lua_setfield(L, -2, "starved");
     set_number(L, "starved_share", r.starved_share);
     set_number(L, "cpu_demand", r.cpu_demand);
+    if (r.compute_share >= 0) set_number(L, "compute_share", r.compute_share);
     if (r.worst_node[0]) {
         lua_pushstring(L, r.worst_node);
         lua_setfield(L, -2, "worst_node");
@@ -382,6 +383,8 @@ static int l_overload(lua_State *L)
     set_number(L, "suggested_dilation", r.suggested_dilation);
     lua_pushboolean(L, r.limited);
     lua_setfield(L, -2, "limited");
+    lua_pushboolean(L, r.latency);
+    lua_setfield(L, -2, "latency");
     lua_pushboolean(L, r.waited);
     lua_setfield(L, -2, "waited");
     return 1;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "controller/netlife.h"
+#include "controller/overload.h"
 #include "controller/run.h"
 #include "lua/sched.h"
 
@@ -41,6 +42,10 @@ struct hn_runtime {
     size_t n_temp_dirs;
     int tool_exit;             /* hiernet plot / report: the exit code the tool returned */
     struct overload *overload; /* host CPU and compute overruns (controller/overload.h) */
+    /* dilation = "auto": what the probe's verdict calls (scenario.c), armed
+     * when a network or --dilation names auto; NULL where nothing probes. */
+    overload_probe_fn dilation_probe;
+    void *dilation_probe_ctx;
 };
 
 struct hn_runtime *hn_runtime(lua_State *L);

@@ -36,8 +36,23 @@
 
 #define TEARDOWN_DEADLINE_S 5.0
 
+/* dilation = "auto" whose probe asked for more than 1: the scenario runs
+ * again from its start at that dilation, into the same results directory,
+ * with the probe's records kept in its dilation-probe/ folder. */
+struct auto_rerun {
+    double dilation; /* > 1 once the probe asked for it */
+    char reason[sizeof((struct overload_auto *)0)->reason];
+    double probe_s; /* the probe run's wall seconds */
+    char *dir;      /* the results directory both runs share */
+    char *aside;    /* the probe's records while the rerun creates dir */
+};
+
+#define PROBE_DIR_NAME "dilation-probe"
+
 struct scenario {
     struct hn_runtime rt;
+    struct auto_rerun *rerun; /* in: a rerun's dilation; out: the probe's verdict */
+    bool probe_stop;          /* the probe asked for more: the loop was broken */
     struct run run;
     ev_signal sigint, sigterm;
     ev_timer teardown_timer;
@@ -89,11 +104,18 @@ static int apply_options(struct scenario *sc, const struct scenario_options *o)
         }
         sc->run.backend_override = strdup(o->backend);
     }
-    if (o->dilation) {
+    if (sc->rerun->dilation > 1) { /* the probe's rerun: its choice is fixed */
+        sc->run.dilation = sc->rerun->dilation;
+        sc->run.dilation_from_cli = sc->run.dilation_auto = true;
+        sc->run.probe_s = sc->rerun->probe_s;
+        run_set_dilation_reason(&sc->run, sc->rerun->reason);
+    } else if (o->dilation && strcmp(o->dilation, "auto") == 0) {
+        sc->run.dilation_from_cli = sc->run.dilation_auto = true;
+    } else if (o->dilation) {
         char *end;
         double d = strtod(o->dilation, &end);
         if (end == o->dilation || *end || !(d >= 1 && d <= HN_DILATION_MAX)) {
-            fprintf(stderr, "hiernet: --dilation '%s': expected a number from 1 to %d\n",
+            fprintf(stderr, "hiernet: --dilation '%s': expected a number from 1 to %d or auto\n",
                     o->dilation, HN_DILATION_MAX);
             return -1;
         }
@@ -190,13 +212,29 @@ static void sweep_stale_runs(struct hn_runtime *rt)
                 counts.runs, counts.marked);
 }
 
+/* A rerun's results directory holds the probe's records in a folder. */
+static int keep_probe_records(struct scenario *sc)
+{
+    if (!sc->rerun->aside) return 0;
+    char to[4200];
+    snprintf(to, sizeof to, "%s/%s", sc->run.dir, PROBE_DIR_NAME);
+    if (rename(sc->rerun->aside, to) < 0) {
+        fprintf(stderr, "hiernet: cannot move the dilation probe's records %s to %s: %s\n",
+                sc->rerun->aside, to, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 static int open_results(struct scenario *sc, const char *out_dir)
 {
     char err[512];
+    if (sc->rerun->dir) out_dir = sc->rerun->dir;
     if (run_make_dir(&sc->run, out_dir, err, sizeof err) < 0) {
         fprintf(stderr, "hiernet: %s\n", err);
         return -1;
     }
+    if (keep_probe_records(sc) < 0) return -1;
     char warning[600] = "";
     sc->rt.life.dir = sc->run.dir;
     register_run(sc, warning, sizeof warning);
@@ -226,6 +264,53 @@ static void watch_signals(struct scenario *sc)
     /* Signal watchers must not keep the loop alive on their own. */
     ev_unref(loop);
     ev_unref(loop);
+}
+
+/* ---- dilation = "auto" ---- */
+
+/* The probe's verdict (controller/overload.h), on the loop: 1 keeps the run
+ * going as it is; more ends this run so that it can start again at that
+ * dilation (links, peers and the clock are fixed once a network starts). */
+static void on_dilation_probe(void *ctx, const struct overload_auto *choice)
+{
+    struct scenario *sc = ctx;
+    if (choice->dilation <= 1) {
+        char err[512];
+        run_set_dilation_reason(&sc->run, choice->reason);
+        hn_logf(&sc->rt, "dilation auto: 1 (%s)", choice->reason);
+        if (run_write_json(&sc->run, err, sizeof err) < 0) hn_logf(&sc->rt, "warning: %s", err);
+        return;
+    }
+    sc->rerun->dilation = choice->dilation;
+    snprintf(sc->rerun->reason, sizeof sc->rerun->reason, "%s", choice->reason);
+    run_set_dilation_reason(&sc->run, choice->reason);
+    hn_logf(&sc->rt, "dilation auto: %g (%s); the scenario starts again at dilation %g",
+            choice->dilation, choice->reason, choice->dilation);
+    sc->probe_stop = true;
+    ev_break(sc->rt.loop, EVBREAK_ALL);
+}
+
+/* An auto run that ended inside its probe window kept dilation 1: the
+ * figures so far say why. */
+static void close_dilation_probe(struct scenario *sc)
+{
+    struct overload_auto choice;
+    bool open = overload_probe_open(sc->rt.overload, &choice);
+    overload_probe_disarm(sc->rt.overload);
+    if (!open || !sc->run.dilation_auto || sc->run.dilation_reason) return;
+    char reason[sizeof choice.reason + 64];
+    snprintf(reason, sizeof reason, "the run ended inside the probe, so dilation 1 stayed: %s",
+             choice.reason);
+    run_set_dilation_reason(&sc->run, reason);
+    hn_logf(&sc->rt, "dilation auto: 1 (%s)", reason);
+}
+
+static void arm_dilation_probe(struct scenario *sc)
+{
+    sc->rt.dilation_probe = on_dilation_probe;
+    sc->rt.dilation_probe_ctx = sc;
+    if (sc->run.dilation_auto && !sc->run.dilation_reason)
+        overload_probe_arm(sc->rt.overload, on_dilation_probe, sc);
 }
 
 /* ---- running ---- */
@@ -360,7 +445,8 @@ static void report_overload(struct scenario *sc)
     struct overload_report r;
     overload_report(sc->rt.overload, sc->run.dilation, &r);
     char line[512];
-    if (overload_warning(&r, line, sizeof line)) hn_logf(&sc->rt, "%s", line);
+    bool probe = strcmp(sc->run.status, "probe") == 0; /* the rerun will say its own */
+    if (!probe && overload_warning(&r, line, sizeof line)) hn_logf(&sc->rt, "%s", line);
     netlife_run_publish_overload(&sc->rt.life);
 }
 
@@ -426,10 +512,38 @@ static int finish_drawing(struct scenario *sc, int code)
     return code;
 }
 
-int scenario_run(const struct scenario_options *o)
+/* The probe's run ends here: its records stay (run.json status "probe"),
+ * its directory moves aside for the rerun. */
+static int end_probe_run(struct scenario *sc)
+{
+    hn_status_clear(&sc->rt);
+    sc->run.status = "probe";
+    stop_networks(sc);
+    finish_run(sc);
+    unregister_run(sc);
+    struct auto_rerun *rr = sc->rerun;
+    rr->probe_s = sc->run.end_wall - sc->run.start_wall;
+    rr->dir = strdup(sc->run.dir);
+    size_t n = strlen(sc->run.dir) + sizeof "." PROBE_DIR_NAME;
+    rr->aside = rr->dir ? malloc(n) : NULL;
+    if (!rr->aside) {
+        fprintf(stderr, "hiernet: out of memory\n");
+        return 1;
+    }
+    snprintf(rr->aside, n, "%s.%s", sc->run.dir, PROBE_DIR_NAME);
+    if (rename(sc->run.dir, rr->aside) < 0) {
+        fprintf(stderr, "hiernet: cannot move the dilation probe's records %s aside: %s\n",
+                sc->run.dir, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+static int scenario_attempt(const struct scenario_options *o, struct auto_rerun *rerun)
 {
     struct scenario sc;
     memset(&sc, 0, sizeof sc);
+    sc.rerun = rerun;
     run_init(&sc.run);
     msgpack_sbuffer_init(&sc.rt.scratch);
     sc.rt.run = &sc.run;
@@ -453,12 +567,19 @@ int scenario_run(const struct scenario_options *o)
     sched_set_dilation(sc.rt.sched, sc.run.dilation);
     if (!o->draw && !o->tool) sc.rt.overload = overload_new(sc.rt.loop);
     sc.rt.life.overload = sc.rt.overload;
+    arm_dilation_probe(&sc);
     if (o->draw ? open_drawing(&sc, o->draw_out) < 0
                 : !o->tool && open_results(&sc, o->out_dir) < 0)
         goto out_early;
     signal(SIGPIPE, SIG_IGN);
     watch_signals(&sc);
     run_main_task(&sc, o);
+    if (sc.probe_stop && !sc.signal) {
+        code = end_probe_run(&sc);
+        release(&sc);
+        return code;
+    }
+    close_dilation_probe(&sc); /* teardown's replies judge nothing */
     code = outcome(&sc);
     if (o->draw) return finish_drawing(&sc, code); /* drawn before most params are read */
     if (o->tool) {
@@ -472,11 +593,21 @@ int scenario_run(const struct scenario_options *o)
     unregister_run(&sc);
     if (!o->quiet)
         fprintf(stderr, "hiernet: run %s in %.2f s; results in %s%s\n", sc.run.status,
-                sc.run.end_wall - sc.run.start_wall, sc.run.dir,
+                sc.run.end_wall - sc.run.start_wall + sc.run.probe_s, sc.run.dir,
                 sc.traceback_in_log ? " (the traceback in its log.txt)" : "");
     release(&sc);
     return code;
 out_early:
     release(&sc);
+    return code;
+}
+
+int scenario_run(const struct scenario_options *o)
+{
+    struct auto_rerun rerun = {0};
+    int code = scenario_attempt(o, &rerun);
+    if (code == 0 && rerun.dilation > 1 && rerun.aside) code = scenario_attempt(o, &rerun);
+    free(rerun.dir);
+    free(rerun.aside);
     return code;
 }

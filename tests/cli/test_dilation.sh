@@ -40,6 +40,14 @@ field() { sed -E "s/.*\"$1\":([^,}]*).*/\\1/" <<<"$2"; }
 cores=$(nproc)
 W=$((cores * 4 > 16 ? cores * 4 : 16))
 loaded=$(run loaded "$W" 1)
+# The premise: the run overloads the host by itself. Beside other programs'
+# load the nice-10 workers get a few percent of the cores, and the account
+# rightly calls that latency, not this run's demand (dilation would not cure
+# it): nothing here can be measured then.
+if grep -q '"latency": true' loaded/run.json; then
+  echo "skipped: other programs' load starved the $W workers (run.json overload: latency, compute_share $(grep -o '"compute_share": [0-9.e-]*' loaded/run.json | cut -d' ' -f2))"
+  exit 77
+fi
 share=$(field overrun_share "$loaded")
 if awk -v s="$share" 'BEGIN { exit !(s > 0.05) }'; then ok; else bad "$W workers at D=1: overrun share $share, want > 0.05"; fi
 grep -q '"limited": true' loaded/run.json && ok || bad "$W workers at D=1: run.json overload not limited: $(grep overload loaded/run.json)"
@@ -69,6 +77,6 @@ if awk -v e="${err:-1}" -v o="${o:-1}" 'BEGIN { exit !(e <= 0.10 && e >= -0.10 &
 else
   bad "$W workers at D=8: step error ${err:-?}, overrun share ${o:-?} (want |error| <= 0.10, share <= 0.05)"
 fi
-grep -q '"dilation": 8,' "dil$attempt/run.json" && ok || bad "run.json lacks \"dilation\": 8"
+grep -q '"dilation": {"mode": "fixed", "value": 8,' "dil$attempt/run.json" && ok || bad "run.json lacks \"dilation\": {\"mode\": \"fixed\", \"value\": 8"
 grep -q '"emulated_s": ' "dil$attempt/run.json" && ok || bad "run.json lacks emulated_s"
 report

@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <msgpack.h>
+#include <string.h>
 
 static void test_budget(void)
 {
@@ -135,7 +136,8 @@ static void test_account(void)
     CHECK_CONTAINS(json, "\"starved\": 2, \"starved_share\": 0.1");
     CHECK_CONTAINS(json, "\"cpu_demand\": ");
     CHECK_CONTAINS(json, "\"worst_node\": \"b\"");
-    CHECK_CONTAINS(json, "\"limited\": true, \"waited\": false}");
+    CHECK_CONTAINS(json, "\"compute_share\": ");
+    CHECK_CONTAINS(json, "\"limited\": true, \"latency\": false, \"waited\": false}");
     free(json);
     /* Below 5%: not limited, the run's own dilation stands. */
     for (int i = 0; i < 30; i++)
@@ -216,16 +218,26 @@ static void test_starved_without_delay(void)
     ev_loop_destroy(loop);
 }
 
-/* The verdict from fixed counts. */
-static struct overload_report judged(double dilation, double overrun_share, double starved_share,
-                                     double cpu_demand, double need_p95)
+/* The verdict from fixed counts, the run's compute filling compute_share
+ * of the cores. */
+static struct overload_report judged_share(double dilation, double overrun_share,
+                                           double starved_share, double cpu_demand, double need_p95,
+                                           double compute_share)
 {
     struct overload_report r = {.dilation = dilation,
                                 .overrun_share = overrun_share,
                                 .starved_share = starved_share,
-                                .cpu_demand = cpu_demand};
+                                .cpu_demand = cpu_demand,
+                                .compute_share = compute_share};
     overload_judge(&r, need_p95);
     return r;
+}
+
+/* ... filling half the cores: starvation is the run's own. */
+static struct overload_report judged(double dilation, double overrun_share, double starved_share,
+                                     double cpu_demand, double need_p95)
+{
+    return judged_share(dilation, overrun_share, starved_share, cpu_demand, need_p95, 0.5);
 }
 
 static void test_judge(void)
@@ -249,6 +261,21 @@ static void test_judge(void)
     /* Needed dilations under the run's own: the stretch is 1. */
     r = judged(4, 0.1, 0.1, 1, 3);
     CHECK(r.limited && r.stretch_p95 == 1 && r.suggested_dilation == 5);
+    /* The quickstart under other programs' load: 20% starved while its
+     * compute filled 1% of the cores: latency, no dilation, no warning. */
+    r = judged_share(1, 0.2, 0.2, 3, 26, 0.01);
+    CHECK(!r.limited && r.latency && !r.waited && r.suggested_dilation == 1);
+    /* Just at the line (10% of the cores) the starvation is the run's own;
+     * an unknown share (-1) too. */
+    CHECK(judged_share(1, 0.2, 0.2, 3, 26, 0.1).limited);
+    CHECK(judged_share(1, 0.2, 0.2, 3, 26, -1).limited);
+    char line[512];
+    r = judged_share(1, 0.2, 0.2, 3, 26, 0.01);
+    r.host_cpu_saturation = 1;
+    CHECK(overload_warning(&r, line, sizeof line));
+    CHECK(strcmp(line, "note: 20% of compute commands were late behind other threads while this "
+                       "run's compute used 1.0% of the host's cores: others' load and scheduling "
+                       "latency, which dilation would not cure (host 100% busy)") == 0);
 }
 
 /* The stretch percentile and suggested_dilation for fixed inputs, each
@@ -301,6 +328,51 @@ static void test_suggested_exact(void)
     }
 }
 
+/* overload_choose: the automatic dilation from a probe window, exactly. */
+static struct overload_auto choose_share(uint64_t commands, uint64_t starved, double need_p95,
+                                         double demand, double compute_share)
+{
+    struct overload_report w = {.dilation = 1,
+                                .host_cores = 2,
+                                .commands = commands,
+                                .starved = starved,
+                                .starved_share = (double)starved / (double)commands,
+                                .cpu_demand = demand,
+                                .compute_share = compute_share,
+                                .host_cpu_saturation = 0.5};
+    struct overload_auto c;
+    overload_choose(&w, need_p95, 1.25, &c);
+    return c;
+}
+
+/* ... its compute filling half the cores. */
+static struct overload_auto choose(uint64_t commands, uint64_t starved, double need_p95,
+                                   double demand)
+{
+    return choose_share(commands, starved, need_p95, demand, 0.5);
+}
+
+static void test_auto_choice(void)
+{
+    struct overload_auto c = choose(40, 0, 1, 0.5);
+    CHECK(c.dilation == 1 && c.window_s == 1.25);
+    CHECK(strcmp(c.reason, "40 compute commands in 1.2 s: 0.0% starved of CPU, their compute "
+                           "50.0% of the cores (host 50% busy, CPU demand 0.50 per core): the "
+                           "host keeps up") == 0);
+    CHECK(choose(40, 1, 1, 3).dilation == 1);      /* one starved command is noise (2.5%) */
+    CHECK(choose(100, 2, 1, 3).dilation == 1);     /* 2% is not above 2% */
+    CHECK(choose(100, 3, 1, 3).dilation == 2);     /* p95 not starved: the margin's least */
+    CHECK(choose(100, 10, 3, 4).dilation == 4);    /* ceil(3 x 1.25) under ceil(4 x 1.25) */
+    CHECK(choose(100, 10, 10, 2).dilation == 3);   /* the demand bounds it: ceil(2 x 1.25) */
+    CHECK(choose(100, 50, 10, 0.5).dilation == 2); /* demand under a core: at least 2 */
+    /* Starved while the compute filled 2% of the cores: others' load. */
+    c = choose_share(100, 60, 30, 3, 0.02);
+    CHECK(c.dilation == 1 && strstr(c.reason, "others' load and scheduling latency"));
+    c = choose(100, 10, 3, 4);
+    CHECK(strstr(c.reason, "10.0% starved of CPU") && strstr(c.reason, "p95 needed 3.00x") &&
+          strstr(c.reason, "dilation 4"));
+}
+
 int main(void)
 {
     test_budget();
@@ -310,5 +382,6 @@ int main(void)
     test_starved_without_delay();
     test_judge();
     test_suggested_exact();
+    test_auto_choice();
     return check_report();
 }

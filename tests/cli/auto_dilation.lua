@@ -1,0 +1,40 @@
+-- auto_dilation: the workloads of test_auto_dilation.sh, on backend none.
+--   load=light   one node at speed 0.05 (a device 20 times slower than this
+--                host) computing 60 small gradients 20 ms apart: its budget
+--                is 20 times its CPU time, so only a run-queue delay of 19
+--                times that could starve it
+--   load=starve  8 x the host's cores nodes at speed 1 computing 6 gradients
+--                of 1024 samples (about 10 ms of CPU each) back to back:
+--                each gets at most an eighth of a core, so most of their
+--                commands are starved of CPU, by the run's own demand even
+--                beside other programs' load
+-- Prints "dilation D" (the run's) at the end; the network names "auto".
+local hn = require("hiernet")
+
+local load = hn.param("load", "light")
+local net = hn.network{ name = "auto", backend = "none", dilation = "auto" }
+local nodes, batch, count = {}, 64, 60
+if load == "light" then
+  nodes[1] = net:node("light", { speed = 0.05 })
+elseif load == "starve" then
+  local cores = tonumber(io.popen("nproc"):read("l")) or 2
+  for i = 1, 8 * cores do nodes[i] = net:node("w" .. i) end
+  batch, count = 1024, 6
+else
+  error(string.format("auto_dilation: load must be light or starve, got '%s'", load))
+end
+net:start()
+local tasks = {}
+for i, w in ipairs(nodes) do
+  tasks[i] = hn.spawn(function()
+    w:dataset{ name = "synthetic", n = 4096, dim = 784, classes = 10, seed = i }
+    w:model{ name = "m", arch = "mlp:784-256-128-10", seed = 1 }
+    for _ = 1, count do
+      w:grad{ model = "m", batch = batch }
+      if load == "light" then hn.sleep(0.02) end
+    end
+  end)
+end
+hn.wait_all(tasks)
+print(string.format("dilation %g", net.dilation))
+net:stop()
