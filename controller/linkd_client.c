@@ -37,7 +37,8 @@ struct linkd_client *linkd_client_start(struct ev_loop *loop, char *err, size_t 
 
 /* ---- encoding ---- */
 
-/* bw (0 = unlimited), delay, jitter, loss, reorder, the queue if set and
+/* bw (0 = unlimited), delay, jitter, loss, reorder, the queue if set, the
+ * ECN threshold always (0 = off, so that l:set{} can turn marking off) and
  * the Gilbert-Elliott parameters if set. */
 /* A struct field as its wire value, by unit (topo/link_keys.h). */
 #define PACK_BPS(m, key, v) msgmap_u64(m, key, v)
@@ -53,6 +54,8 @@ static void pack_emulation(struct msgmap *m, const struct topo_link_params *p)
         msgmap_u64(m, LINK_KEY(queue), p->queue.packets);
     else if (p->queue.bytes)
         msgmap_u64(m, LINK_KEY(queue_bytes), p->queue.bytes);
+    msgmap_u64(m, LINK_KEY(ecn_threshold), p->ecn_threshold.packets);
+    msgmap_u64(m, LINK_KEY(ecn_threshold_bytes), p->ecn_threshold.bytes);
     if (p->gilbert) {
         LINK_WIRE_GILBERT_KEYS(PACK_KEY)
     }

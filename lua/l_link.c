@@ -60,8 +60,9 @@ static void resolve_bdp_queue(lua_State *L, struct topo_link_params *p, const ch
     p->queue.packets = 0;
 }
 
-/* Reads bw/delay/jitter/loss/queue (strings with units, or numbers: bit/s,
- * seconds, a fraction, packets), reorder and gilbert from the table at index i. */
+/* Reads bw/delay/jitter/loss/queue/ecn_threshold (strings with units, or
+ * numbers: bit/s, seconds, a fraction, packets), reorder and gilbert from
+ * the table at index i. */
 void lnet_read_link_params(lua_State *L, int i, struct topo_link_params *p, const char *what,
                            bool adding)
 {
@@ -228,12 +229,18 @@ static void set_integer(lua_State *L, const char *key, uint64_t v)
         if ((q).bytes) set_integer(L, LINK_KEY(queue_bytes), (q).bytes);                           \
         if ((q).bdp > 0) set_number(L, "queue_bdp", (q).bdp);                                      \
     } while (0)
+#define PARAM_THRESHOLD(key, t)                                                                    \
+    do {                                                                                           \
+        if ((t).packets) set_integer(L, key, (t).packets);                                         \
+        if ((t).bytes) set_integer(L, LINK_KEY(ecn_threshold_bytes), (t).bytes);                   \
+    } while (0)
 #define PARAM_FIELD(key, field, parse, unit) PARAM_##unit(#key, p->field);
 
 /* link:params() -> {bw=bit/s, delay=s, jitter=s, loss=fraction, queue=packets |
- * queue_bytes=bytes, reorder=, gilbert={p=, r=, h=, k=}}: what the link
- * emulates, in base units (0 = not limited / none); the queue field only
- * when one was set. */
+ * queue_bytes=bytes, ecn_threshold=packets | ecn_threshold_bytes=bytes,
+ * reorder=, gilbert={p=, r=, h=, k=}}: what the link emulates, in base
+ * units (0 = not limited / none); the queue and threshold fields only when
+ * one was set. */
 static int l_link_params(lua_State *L)
 {
     struct l_link *h = check_link(L, 1);
