@@ -166,8 +166,8 @@ static bool wants_ecn_marking(const struct topo_network *net)
  * never mark ECN. Auto moves to the user backend; a network that asked for
  * the kernel is refused: for ECN as an environment error where the kernel
  * has no marking qdisc (sch_red) for hiernet to install. */
-static int keep_linkd_options(struct netrun *nr, const struct topo_nl_features *f,
-                              bool *env_error, char *err, size_t errlen)
+static int keep_linkd_options(struct netrun *nr, const struct topo_nl_features *f, bool *env_error,
+                              char *err, size_t errlen)
 {
     const struct topo_network *net = nr->net;
     bool gilbert = wants_gilbert(net), ecn = wants_ecn_marking(net);

@@ -311,8 +311,8 @@ int topo_units_parse_threshold(const char *text, struct topo_units_queue *thresh
 {
     return units_parse_count_or_size(
         text, "ecn_threshold",
-        "expected a packet count like \"64\" or a size with unit B, KB, MB, KiB or MiB",
-        threshold, err, errlen);
+        "expected a packet count like \"64\" or a size with unit B, KB, MB, KiB or MiB", threshold,
+        err, errlen);
 }
 
 /* Picks the largest unit that keeps the value >= 1 and prints it with as

@@ -51,7 +51,7 @@ struct linkd_params {
      * bytes) leaves marked CE; 0 = off. Non-ECT packets are not affected. */
     uint32_t ecn_threshold;
     uint64_t ecn_threshold_bytes;
-    int32_t overhead;     /* wire bytes added per frame */
+    int32_t overhead; /* wire bytes added per frame */
 };
 
 struct linkd_counters {

@@ -283,7 +283,7 @@ static void test_ecn_mark_frame(void)
     unsigned char f[64];
     static const uint8_t tos[] = {0x00, 0x01, 0x02, 0x03, 0xb8, 0xba, 0xff};
     static const enum linkd_ecn_result want[] = {
-        LINKD_ECN_NOT_ECT, LINKD_ECN_MARKED,    LINKD_ECN_MARKED,    LINKD_ECN_ALREADY_CE,
+        LINKD_ECN_NOT_ECT, LINKD_ECN_MARKED, LINKD_ECN_MARKED,    LINKD_ECN_ALREADY_CE,
         LINKD_ECN_NOT_ECT, LINKD_ECN_MARKED, LINKD_ECN_ALREADY_CE};
     for (size_t i = 0; i < sizeof tos; i++) {
         ipv4_frame(f, sizeof f, tos[i], 0);
