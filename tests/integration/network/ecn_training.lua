@@ -21,13 +21,7 @@ H.check(not ok and (tostring(err):find("cannot mark ECN here", 1, true)
         "kernel backend with ecn_threshold: %s", tostring(err))
 
 local net = hn.network{ name = "ecntr", backend = "user", seed = 5, tcp = { ecn = true, cc = "cubic" } }
-local server, sw = net:node("ps"), net:switch("s")
-local port = net:link(server, sw, { bw = "10Mbit", queue = 64, ecn_threshold = 8 })
-local workers = {}
-for i = 1, 8 do
-  workers[i] = net:node("w" .. i)
-  net:link(workers[i], sw, { bw = "10Mbit" })
-end
+local server, port, workers = H.star(net, 8, { bw = "10Mbit", queue = 64, ecn_threshold = 8 }, { bw = "10Mbit" })
 net:start()
 H.own(net)
 H.check(port:params().ecn_threshold == 8, "params: ecn_threshold %s", tostring(port:params().ecn_threshold))
