@@ -187,6 +187,13 @@ static int l_link_set(lua_State *L)
     snprintf(what, sizeof what, "link %s", link_name(h, name, sizeof name));
     struct topo_link_params params = h->net->topo->links[h->index].params;
     lnet_read_link_params(L, 2, &params, what, false);
+    /* The kernel backend's qdiscs cannot mark; net:start() refuses it the same way. */
+    if (h->net->topo->backend_used == TOPO_BACKEND_KERNEL &&
+        (params.ecn_threshold.packets || params.ecn_threshold.bytes))
+        return luaL_error(L,
+                          "%s: ecn_threshold needs backend 'user': the kernel backend does not "
+                          "mark ECN",
+                          what);
     return link_request(L, h, LINK_SET, &params);
 }
 

@@ -5,8 +5,8 @@
 -- converge on s -> ps: that direction must mark (l:stats() and links.csv's
 -- marked column agree on it), l:params() reports the threshold, and
 -- l:set{} changes it. A kernel network asking for ecn_threshold is refused
--- at net:start() in one line: this kernel has no marking qdisc, or hiernet
--- does not install one yet.
+-- at net:start() in one line (this kernel has no marking qdisc, or hiernet
+-- does not install one yet), and so is l:set{ ecn_threshold } on one.
 local hn = require("hiernet")
 local ps = require("hiernet.algo.ps")
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
@@ -19,6 +19,15 @@ local ok, err = pcall(kernel.start, kernel)
 H.check(not ok and (tostring(err):find("cannot mark ECN here", 1, true)
                     or tostring(err):find("does not install sch_red yet", 1, true)),
         "kernel backend with ecn_threshold: %s", tostring(err))
+-- ... and so is a threshold set on a running kernel network's link.
+local kernel2 = hn.network{ name = "ecnk2", backend = "kernel" }
+local kl = kernel2:link(kernel2:node("a"), kernel2:node("b"), { bw = "10Mbit" })
+kernel2:start()
+H.own(kernel2)
+ok, err = pcall(kl.set, kl, { ecn_threshold = 8 })
+H.check(not ok and tostring(err):find("ecn_threshold needs backend 'user'", 1, true),
+        "kernel l:set{ecn_threshold}: %s", tostring(err))
+kernel2:stop()
 
 local net = hn.network{ name = "ecntr", backend = "user", seed = 5, tcp = { ecn = true, cc = "cubic" } }
 local server, port, workers = H.star(net, 8, { bw = "10Mbit", queue = 64, ecn_threshold = 8 }, { bw = "10Mbit" })
