@@ -44,6 +44,8 @@ static const char *backend_feature_use(int feature)
         return "bandwidth limits (neither htb nor tbf works)";
     case TOPO_NL_FEATURE_NETEM:
         return "delay, jitter and loss";
+    case TOPO_NL_FEATURE_RED:
+        return "ECN marking (ecn_threshold)";
     default:
         return "links";
     }

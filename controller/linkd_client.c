@@ -4,6 +4,7 @@
 #include "proto/msgmap.h"
 #include "proto/protocol.h"
 #include "topo/link_keys.h"
+#include "topo/shape.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +38,8 @@ struct linkd_client *linkd_client_start(struct ev_loop *loop, char *err, size_t 
 
 /* ---- encoding ---- */
 
-/* bw (0 = unlimited), delay, jitter, loss, reorder, the queue if set and
+/* bw (0 = unlimited), delay, jitter, loss, reorder, the queue, the
+ * ECN threshold always (0 = off, so that l:set{} can turn marking off) and
  * the Gilbert-Elliott parameters if set. */
 /* A struct field as its wire value, by unit (topo/link_keys.h). */
 #define PACK_BPS(m, key, v) msgmap_u64(m, key, v)
@@ -45,14 +47,29 @@ struct linkd_client *linkd_client_start(struct ev_loop *loop, char *err, size_t 
 #define PACK_FRACTION(m, key, v) msgmap_f64(m, key, v)
 #define PACK_KEY(key, field, unit, min, max) PACK_##unit(m, #key, p->field);
 
+/* The queue in the one unit asked for, the other bound sent as 0 (linkd
+ * keeps both, and its own default of packets would otherwise cap a queue
+ * given in bytes). A shaped link without a queue gets the kernel backend's
+ * default for its rate (topo/shape.h), so both backends queue alike; an
+ * unshaped one never queues, and keeps linkd's. */
+static void pack_queue(struct msgmap *m, const struct topo_link_params *p)
+{
+    uint64_t packets = p->queue.packets, bytes = p->queue.bytes;
+    if (!packets && !bytes && !p->rate_bps) return;
+    if (!packets && !bytes)
+        bytes = topo_shape_default_queue_bytes(p->rate_bps, 2 * (p->delay_ns + p->jitter_ns),
+                                               TOPO_SHAPE_DEFAULT_MTU + TOPO_SHAPE_ETH_HLEN);
+    msgmap_u64(m, LINK_KEY(queue), packets);
+    msgmap_u64(m, LINK_KEY(queue_bytes), bytes);
+}
+
 static void pack_emulation(struct msgmap *m, const struct topo_link_params *p)
 {
     LINK_WIRE_KEYS(PACK_KEY)
     msgmap_bool(m, LINK_KEY(reorder), p->reorder);
-    if (p->queue.packets)
-        msgmap_u64(m, LINK_KEY(queue), p->queue.packets);
-    else if (p->queue.bytes)
-        msgmap_u64(m, LINK_KEY(queue_bytes), p->queue.bytes);
+    pack_queue(m, p);
+    msgmap_u64(m, LINK_KEY(ecn_threshold), p->ecn_threshold.packets);
+    msgmap_u64(m, LINK_KEY(ecn_threshold_bytes), p->ecn_threshold.bytes);
     if (p->gilbert) {
         LINK_WIRE_GILBERT_KEYS(PACK_KEY)
     }

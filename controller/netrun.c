@@ -152,6 +152,49 @@ static bool wants_gilbert(const struct topo_network *net)
     return false;
 }
 
+static bool wants_ecn_marking(const struct topo_network *net)
+{
+    for (size_t i = 0; i < net->n_links; i++) {
+        const struct topo_units_queue *t = &net->links[i].params.ecn_threshold;
+        if (t->packets || t->bytes) return true;
+    }
+    return false;
+}
+
+/* Link options only hiernet-linkd emulates: the kernel backend's netem plans
+ * carry no Gilbert-Elliott model, and its qdiscs (htb/tbf, bfifo, netem)
+ * never mark ECN. Auto moves to the user backend; a network that asked for
+ * the kernel is refused: for ECN as an environment error where the kernel
+ * has no marking qdisc (sch_red) for hiernet to install. */
+static int keep_linkd_options(struct netrun *nr, const struct topo_nl_features *f, bool *env_error,
+                              char *err, size_t errlen)
+{
+    const struct topo_network *net = nr->net;
+    bool gilbert = wants_gilbert(net), ecn = wants_ecn_marking(net);
+    if (nr->backend != TOPO_BACKEND_KERNEL || (!gilbert && !ecn)) return 0;
+    const char *what = gilbert ? "gilbert burst loss" : "ECN marking (ecn_threshold)";
+    if (net->backend != TOPO_BACKEND_KERNEL) {
+        nr->backend = TOPO_BACKEND_USER;
+        snprintf(nr->reason, sizeof nr->reason, "auto: %s needs hiernet-linkd", what);
+        return 0;
+    }
+    if (gilbert)
+        snprintf(err, errlen, "network '%s': gilbert burst loss needs backend 'user' (or 'auto')",
+                 net->name);
+    else if (!f->available[TOPO_NL_FEATURE_RED]) {
+        *env_error = true;
+        snprintf(err, errlen,
+                 "network '%s': backend 'kernel' cannot mark ECN here: this kernel has no marking "
+                 "qdisc (%s); use backend 'user' or 'auto'",
+                 net->name, f->reason[TOPO_NL_FEATURE_RED]);
+    } else
+        snprintf(err, errlen,
+                 "network '%s': ecn_threshold needs backend 'user' (or 'auto'): the kernel "
+                 "backend does not install sch_red yet",
+                 net->name);
+    return -1;
+}
+
 static unsigned link_needs(const struct topo_network *net)
 {
     unsigned needs = 0;
@@ -191,6 +234,48 @@ static int refuse_tcp_settings(const struct topo_network *net, char *err, size_t
     return 0;
 }
 
+/* The congestion control a namespace starts with: the host's default
+ * (a new namespace inherits it); "" when unreadable. */
+static void default_cc(char *cc, size_t len)
+{
+    cc[0] = '\0';
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+    if (!f) return;
+    if (!fgets(cc, (int)len, f)) cc[0] = '\0';
+    cc[strcspn(cc, "\n")] = '\0';
+    fclose(f);
+}
+
+/* A link that marks CE changes nothing for senders that are not
+ * ECN-capable (their packets meet drop-tail as before) or whose congestion
+ * control ignores the echo (BBR v1). Said once at the start rather than
+ * changed behind the scenario's back: a run may compare exactly that. */
+static void warn_ecn_senders(const struct topo_network *net)
+{
+    if (!wants_ecn_marking(net)) return;
+    char host_cc[TOPO_TCP_CC_MAX];
+    default_cc(host_cc, sizeof host_cc);
+    const char *no_ecn = NULL, *bbr = NULL;
+    size_t n_no_ecn = 0, n_bbr = 0;
+    for (size_t i = 0; i < net->n_nodes; i++) {
+        const struct topo_node *n = &net->nodes[i];
+        if (n->kind != TOPO_NODE_HOST) continue;
+        const char *cc = n->tcp.cc[0] ? n->tcp.cc : host_cc;
+        if (n->tcp.ecn != TOPO_TCP_ECN_ON && !n_no_ecn++) no_ecn = n->name;
+        if (n->tcp.ecn == TOPO_TCP_ECN_ON && strcmp(cc, "bbr") == 0 && !n_bbr++) bbr = n->name;
+    }
+    if (n_no_ecn)
+        ctl_log("warning: network '%s': a link marks ECN (ecn_threshold), but %zu node(s) "
+                "('%s' first) leave tcp ecn off: their packets are not ECN-capable and meet the "
+                "queue's drop-tail as before; set tcp = { ecn = true }",
+                net->name, n_no_ecn, no_ecn);
+    if (n_bbr)
+        ctl_log("warning: network '%s': %zu node(s) ('%s' first) send ECN-capable packets with "
+                "congestion control bbr, which ignores ECN marks; set tcp = { cc = \"cubic\" } "
+                "(or reno)",
+                net->name, n_bbr, bbr);
+}
+
 static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t errlen)
 {
     const struct topo_network *net = nr->net;
@@ -224,17 +309,8 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
         snprintf(nr->reason, sizeof nr->reason, "asked for");
     }
     *env_error = false; /* from here on, the scenario asks for what cannot be */
-    /* The kernel backend's netem plans carry no Gilbert-Elliott model. */
-    if (wants_gilbert(net) && nr->backend == TOPO_BACKEND_KERNEL) {
-        if (net->backend == TOPO_BACKEND_KERNEL) {
-            snprintf(err, errlen,
-                     "network '%s': gilbert burst loss needs backend 'user' (or 'auto')",
-                     net->name);
-            return -1;
-        }
-        nr->backend = TOPO_BACKEND_USER;
-        snprintf(nr->reason, sizeof nr->reason, "auto: gilbert burst loss needs hiernet-linkd");
-    }
+    if (keep_linkd_options(nr, f, env_error, err, errlen) < 0) return -1;
+    warn_ecn_senders(net);
     if (nr->backend == TOPO_BACKEND_KERNEL && (needs & BACKEND_NEED_NETEM) &&
         !f->available[TOPO_NL_FEATURE_NETEM]) {
         *env_error = true; /* this host's kernel lacks it */
@@ -1183,7 +1259,7 @@ static const char *const link_columns[] = {
     "dir",        "up",          "packets",
     "bytes",      "delivered",   "delivered_bytes",
     "drops_loss", "drops_queue", "drops_down",
-    "queue_peak", "queue_len",
+    "queue_peak", "queue_len",   "marked",
 };
 #define N_LINK_COLUMNS (sizeof link_columns / sizeof *link_columns)
 

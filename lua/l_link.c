@@ -61,8 +61,9 @@ static void resolve_bdp_queue(lua_State *L, struct topo_link_params *p, const ch
     p->queue.packets = 0;
 }
 
-/* Reads bw/delay/jitter/loss/queue (strings with units, or numbers: bit/s,
- * seconds, a fraction, packets), reorder and gilbert from the table at index i. */
+/* Reads bw/delay/jitter/loss/queue/ecn_threshold (strings with units, or
+ * numbers: bit/s, seconds, a fraction, packets), reorder and gilbert from
+ * the table at index i. */
 void lnet_read_link_params(lua_State *L, int i, struct topo_link_params *p, const char *what,
                            bool adding)
 {
@@ -187,6 +188,13 @@ static int l_link_set(lua_State *L)
     snprintf(what, sizeof what, "link %s", link_name(h, name, sizeof name));
     struct topo_link_params params = h->net->topo->links[h->index].params;
     lnet_read_link_params(L, 2, &params, what, false);
+    /* The kernel backend's qdiscs cannot mark; net:start() refuses it the same way. */
+    if (h->net->topo->backend_used == TOPO_BACKEND_KERNEL &&
+        (params.ecn_threshold.packets || params.ecn_threshold.bytes))
+        return luaL_error(L,
+                          "%s: ecn_threshold needs backend 'user': the kernel backend does not "
+                          "mark ECN",
+                          what);
     return link_request(L, h, LINK_SET, &params);
 }
 
@@ -217,12 +225,18 @@ static int l_link_stats(lua_State *L)
         if ((q).bytes) set_integer(L, LINK_KEY(queue_bytes), (q).bytes);                           \
         if ((q).bdp > 0) set_number(L, "queue_bdp", (q).bdp);                                      \
     } while (0)
+#define PARAM_THRESHOLD(key, t)                                                                    \
+    do {                                                                                           \
+        if ((t).packets) set_integer(L, key, (t).packets);                                         \
+        if ((t).bytes) set_integer(L, LINK_KEY(ecn_threshold_bytes), (t).bytes);                   \
+    } while (0)
 #define PARAM_FIELD(key, field, parse, unit) PARAM_##unit(#key, p->field);
 
 /* link:params() -> {bw=bit/s, delay=s, jitter=s, loss=fraction, queue=packets |
- * queue_bytes=bytes, reorder=, gilbert={p=, r=, h=, k=}}: what the link
- * emulates, in base units (0 = not limited / none); the queue field only
- * when one was set. */
+ * queue_bytes=bytes, ecn_threshold=packets | ecn_threshold_bytes=bytes,
+ * reorder=, gilbert={p=, r=, h=, k=}}: what the link emulates, in base
+ * units (0 = not limited / none); the queue and threshold fields only when
+ * one was set. */
 static int l_link_params(lua_State *L)
 {
     struct l_link *h = check_link(L, 1);

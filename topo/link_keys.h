@@ -12,8 +12,9 @@
  *
  * TOPO_LINK_TEXT_KEYS(X): X(key, field, parse, unit) for the keys a script
  * gives as text with units; parse is the topo/units.h parser of the field,
- * unit how link:params() reports it (BPS, TIME in seconds, FRACTION, or
- * QUEUE: packets under this key, bytes under queue_bytes).
+ * unit how link:params() reports it (BPS, TIME in seconds, FRACTION,
+ * QUEUE: packets under this key, bytes under queue_bytes, or THRESHOLD:
+ * packets under this key, bytes under ecn_threshold_bytes).
  *
  * LINK_WIRE_KEYS(X) / LINK_WIRE_GILBERT_KEYS(X): X(key, field, unit, min,
  * max) for the numeric keys of link_add / link_set on the wire: the first
@@ -26,8 +27,8 @@
  *
  * LINK_WIRE_COUNT_KEYS(X): the same for linkd's whole numbers: its queue
  * bound in packets or in bytes (a link's struct topo_units_queue goes as
- * one of the two) and the bytes its rate adds to each frame's size
- * (overhead, linkd's alone).
+ * one of the two), its ECN marking threshold the same way, and the bytes
+ * its rate adds to each frame's size (overhead, linkd's alone).
  *
  * LINK_WIRE_OTHER_KEYS(X): X(key) for the keys that are not numbers:
  * reorder (a boolean) and jitter_dist ("uniform" | "normal", linkd's alone).
@@ -41,7 +42,8 @@
     X(delay, delay_ns, topo_units_parse_time, TIME)                                                \
     X(jitter, jitter_ns, topo_units_parse_time, TIME)                                              \
     X(loss, loss, topo_units_parse_loss, FRACTION)                                                 \
-    X(queue, queue, topo_units_parse_queue, QUEUE)
+    X(queue, queue, topo_units_parse_queue, QUEUE)                                                 \
+    X(ecn_threshold, ecn_threshold, topo_units_parse_threshold, THRESHOLD)
 
 /* Times travel in µs: ns in the structs. */
 #define LINK_WIRE_NS_PER_UNIT 1000.0
@@ -61,6 +63,8 @@
 #define LINK_WIRE_COUNT_KEYS(X)                                                                    \
     X(queue, queue, COUNT, 0, 1e7)                                                                 \
     X(queue_bytes, queue_bytes, COUNT, 0, 1e12)                                                    \
+    X(ecn_threshold, ecn_threshold, COUNT, 0, 1e7)                                                 \
+    X(ecn_threshold_bytes, ecn_threshold_bytes, COUNT, 0, 1e12)                                    \
     X(overhead, overhead, COUNT, -14, 1024)
 
 #define LINK_WIRE_OTHER_KEYS(X) X(reorder) X(jitter_dist)

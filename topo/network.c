@@ -308,6 +308,10 @@ void topo_network_write_json(const struct topo_network *net, FILE *f)
                 l->params.jitter_ns / 1e3, l->params.loss,
                 (unsigned long long)l->params.queue.packets,
                 (unsigned long long)l->params.queue.bytes, l->params.reorder ? "true" : "false");
+        if (l->params.ecn_threshold.packets || l->params.ecn_threshold.bytes)
+            fprintf(f, ", \"ecn_threshold_packets\": %llu, \"ecn_threshold_bytes\": %llu",
+                    (unsigned long long)l->params.ecn_threshold.packets,
+                    (unsigned long long)l->params.ecn_threshold.bytes);
         if (l->parallel)
             fprintf(f, ", \"parallel\": %d}", l->parallel);
         else

@@ -43,6 +43,9 @@ struct topo_link_params {
     uint64_t delay_ns, jitter_ns;
     double loss; /* fraction 0..1 */
     struct topo_units_queue queue;
+    /* Mark ECN-capable packets CE when the queue they join holds more than
+     * this (packets or bytes; both 0: no marking, every packet drop-tail). */
+    struct topo_units_queue ecn_threshold;
     bool reorder;
     /* Gilbert-Elliott burst loss instead of independent loss (user backend):
      * p = P(good -> bad), r = P(bad -> good), h / k = P(a packet gets

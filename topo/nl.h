@@ -252,6 +252,13 @@ int topo_nl_shape_change(struct nl_sock *sock, int ifindex, const char *name,
                          const struct topo_shape_plan *from, const struct topo_shape_plan *to,
                          char *err, size_t errlen);
 
+/* Whether the kernel knows qdisc `kind`: asks for one with empty options on
+ * ifindex's root, which a known kind refuses as invalid (EINVAL) and an
+ * unknown one as unknown (ENOENT). 0 when known, else -1 with why in err.
+ * A kind that accepted empty options is removed again. */
+int topo_nl_qdisc_kind_known(struct nl_sock *sock, int ifindex, const char *kind, char *err,
+                             size_t errlen);
+
 /* Removes the root qdisc (and so the whole tree); no tree is not an error. */
 int topo_nl_shape_clear(struct nl_sock *sock, int ifindex, const char *name, char *err,
                         size_t errlen);
@@ -265,6 +272,7 @@ enum topo_nl_feature {
     TOPO_NL_FEATURE_HTB,
     TOPO_NL_FEATURE_TBF,
     TOPO_NL_FEATURE_NETEM,
+    TOPO_NL_FEATURE_RED, /* a marking qdisc: what ecn_threshold would need on veths */
     TOPO_NL_FEATURE_COUNT
 };
 
@@ -273,7 +281,7 @@ struct topo_nl_features {
     char reason[TOPO_NL_FEATURE_COUNT][TOPO_NL_EXTACK_MAX + 64]; /* why not, when not */
 };
 
-/* "veth", "bridge", "tun", "htb", "tbf", "netem". */
+/* "veth", "bridge", "tun", "htb", "tbf", "netem", "red". */
 const char *topo_nl_feature_name(enum topo_nl_feature feature);
 
 /* Tries each feature in a scratch namespace that vanishes afterwards.

@@ -24,6 +24,7 @@ static const char *const probe_names[TOPO_NL_FEATURE_COUNT] = {
     [TOPO_NL_FEATURE_VETH] = "veth", [TOPO_NL_FEATURE_BRIDGE] = "bridge",
     [TOPO_NL_FEATURE_TUN] = "tun",   [TOPO_NL_FEATURE_HTB] = "htb",
     [TOPO_NL_FEATURE_TBF] = "tbf",   [TOPO_NL_FEATURE_NETEM] = "netem",
+    [TOPO_NL_FEATURE_RED] = "red",
 };
 
 const char *topo_nl_feature_name(enum topo_nl_feature feature)
@@ -85,6 +86,16 @@ static void probe_qdisc(struct nl_sock *sock, struct topo_nl_features *features,
     probe_record(features, feature, rc, why);
 }
 
+/* A qdisc hiernet does not install yet: only whether the kernel has it. */
+static void probe_qdisc_kind(struct nl_sock *sock, struct topo_nl_features *features,
+                             enum topo_nl_feature feature)
+{
+    char why[TOPO_NL_EXTACK_MAX + 64];
+    int rc = topo_nl_qdisc_kind_known(sock, TOPO_NL_LOOPBACK_IFINDEX, probe_names[feature], why,
+                                      sizeof why);
+    probe_record(features, feature, rc, why);
+}
+
 int topo_nl_probe(struct topo_nl_features *features, char *err, size_t errlen)
 {
     const struct topo_nl_veth_end a = {.ns_fd = -1, .name = "hnprobe0"};
@@ -106,6 +117,7 @@ int topo_nl_probe(struct topo_nl_features *features, char *err, size_t errlen)
     probe_qdisc(ns.sock, features, TOPO_NL_FEATURE_HTB, &htb);
     probe_qdisc(ns.sock, features, TOPO_NL_FEATURE_TBF, &tbf);
     probe_qdisc(ns.sock, features, TOPO_NL_FEATURE_NETEM, &netem);
+    probe_qdisc_kind(ns.sock, features, TOPO_NL_FEATURE_RED);
     topo_netns_close(&ns);
     return 0;
 }

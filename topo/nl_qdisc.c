@@ -283,3 +283,24 @@ int topo_nl_shape_change(struct nl_sock *sock, int ifindex, const char *name,
     if (topo_nl_shape_clear(sock, ifindex, name, err, errlen) < 0) return -1;
     return topo_nl_shape_apply(sock, ifindex, name, to, err, errlen);
 }
+
+int topo_nl_qdisc_kind_known(struct nl_sock *sock, int ifindex, const char *kind, char *err,
+                             size_t errlen)
+{
+    struct nl_msg *msg = qdisc_msg(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_EXCL, ifindex, TC_H_ROOT,
+                                   TOPO_SHAPE_ROOT_HANDLE, kind);
+    struct nlattr *options = msg ? nla_nest_start(msg, TCA_OPTIONS) : NULL;
+    char extack[TOPO_NL_EXTACK_MAX];
+
+    msg = qdisc_finish(msg, options, 0);
+    if (!msg) return snprintf(err, errlen, "out of memory"), -1;
+    int rc = topo_nl_talk(sock, msg, extack, sizeof extack);
+    nlmsg_free(msg);
+    if (rc == 0) {
+        char ignored[8];
+        topo_nl_shape_clear(sock, ifindex, kind, ignored, sizeof ignored);
+        return 0;
+    }
+    if (rc == -EINVAL) return 0; /* it parsed our request: the kind exists */
+    return topo_nl_fail(err, errlen, rc, extack, "create a %s qdisc", kind);
+}

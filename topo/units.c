@@ -250,6 +250,40 @@ static int units_parse_bdp(const char *text, double *multiple)
     return *multiple > 0 && *multiple <= 1000 ? 1 : -1;
 }
 
+/* A packet count or a size in bytes ("100", "64KB"), named `what` in errors;
+ * `expected` says what else would have been taken. */
+static int units_parse_count_or_size(const char *text, const char *what, const char *expected,
+                                     struct topo_units_queue *queue, char *err, size_t errlen)
+{
+    struct units_number n;
+    const char *rest = text ? units_parse_number(text, &n) : NULL;
+    uint64_t multiplier;
+    double value;
+
+    if (!rest || units_queue_multiplier(rest, &multiplier) < 0) {
+        units_fail(err, errlen, what, text, expected);
+        return -1;
+    }
+    /* Doubles are exact for every integer in range, and KiB is no power of ten. */
+    value = units_to_double(&n) * (double)(multiplier ? multiplier : 1);
+    if (value > (double)TOPO_UNITS_QUEUE_MAX) {
+        units_fail(err, errlen, what, text, "above the maximum of 1000000000");
+        return -1;
+    }
+    if (!multiplier && value != floor(value)) {
+        units_fail(err, errlen, what, text, "a packet count must be a whole number");
+        return -1;
+    }
+    if (n.negative || value < 0.5) {
+        units_fail(err, errlen, what, text, "must be positive");
+        return -1;
+    }
+    queue->packets = multiplier ? 0 : (uint64_t)value;
+    queue->bytes = multiplier ? (uint64_t)(value + 0.5) : 0;
+    queue->bdp = 0;
+    return 0;
+}
+
 int topo_units_parse_queue(const char *text, struct topo_units_queue *queue, char *err,
                            size_t errlen)
 {
@@ -265,36 +299,20 @@ int topo_units_parse_queue(const char *text, struct topo_units_queue *queue, cha
         *queue = (struct topo_units_queue){.bdp = multiple};
         return 0;
     }
-    struct units_number n;
-    const char *rest = text ? units_parse_number(text, &n) : NULL;
-    uint64_t multiplier;
-    double value;
+    return units_parse_count_or_size(text, "queue",
+                                     "expected a packet count like \"100\", a size with unit B, "
+                                     "KB, MB, KiB or MiB, or a bandwidth-delay multiple like "
+                                     "\"bdp\" or \"2bdp\"",
+                                     queue, err, errlen);
+}
 
-    if (!rest || units_queue_multiplier(rest, &multiplier) < 0) {
-        units_fail(
-            err, errlen, "queue", text,
-            "expected a packet count like \"100\", a size with unit B, KB, MB, KiB or MiB, or "
-            "a bandwidth-delay multiple like \"bdp\" or \"2bdp\"");
-        return -1;
-    }
-    /* Doubles are exact for every integer in range, and KiB is no power of ten. */
-    value = units_to_double(&n) * (double)(multiplier ? multiplier : 1);
-    if (value > (double)TOPO_UNITS_QUEUE_MAX) {
-        units_fail(err, errlen, "queue", text, "above the maximum of 1000000000");
-        return -1;
-    }
-    if (!multiplier && value != floor(value)) {
-        units_fail(err, errlen, "queue", text, "a packet count must be a whole number");
-        return -1;
-    }
-    if (n.negative || value < 0.5) {
-        units_fail(err, errlen, "queue", text, "must be positive");
-        return -1;
-    }
-    queue->packets = multiplier ? 0 : (uint64_t)value;
-    queue->bytes = multiplier ? (uint64_t)(value + 0.5) : 0;
-    queue->bdp = 0;
-    return 0;
+int topo_units_parse_threshold(const char *text, struct topo_units_queue *threshold, char *err,
+                               size_t errlen)
+{
+    return units_parse_count_or_size(
+        text, "ecn_threshold",
+        "expected a packet count like \"64\" or a size with unit B, KB, MB, KiB or MiB", threshold,
+        err, errlen);
 }
 
 /* Picks the largest unit that keeps the value >= 1 and prints it with as

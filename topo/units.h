@@ -4,7 +4,8 @@
  * gives (docs/lua-api.md "Networks and nodes"): rates "10Mbit" (bit, Kbit, Mbit, Gbit, Tbit; SI
  * multipliers, case-insensitive; a plain number is bit/s), times "5ms"
  * (ns, us, ms, s; a plain number is seconds), loss "0.5%" or a fraction in
- * [0, 1], queues "100" (packets) or "64KB" (B, KB, MB; KiB, MiB).
+ * [0, 1], queues and ECN thresholds "100" (packets) or "64KB" (B, KB, MB;
+ * KiB, MiB).
  * A number may have a fraction and an exponent and one space before its unit.
  * Anything else fails with a one-line message that quotes the value.
  * Owns nothing: pure functions, no allocation. */
@@ -43,6 +44,11 @@ int topo_units_parse_loss(const char *text, double *fraction, char *err, size_t 
  * resolved). Must be positive. */
 int topo_units_parse_queue(const char *text, struct topo_units_queue *queue, char *err,
                            size_t errlen);
+
+/* An ECN marking threshold: "64" -> 64 packets; "96KB" -> 96000 bytes
+ * (no bandwidth-delay multiples: a threshold is a queue depth). */
+int topo_units_parse_threshold(const char *text, struct topo_units_queue *threshold, char *err,
+                               size_t errlen);
 
 /* Formats a rate for messages and plots: 10000000 -> "10Mbit". Exact when
  * the rate is a whole number of the chosen unit, else with decimals. */

@@ -166,6 +166,7 @@ bad_case net_link_twice 1 "c_net_link_twice.lua:5: " $'net:link(a, b)\nnet:link(
 bad_case net_link_unknown 1 "c_net_link_unknown.lua:4: " 'net:link(a, "zz")'
 bad_case net_link_other_net 1 "c_net_link_other_net.lua:5: " $'local c = hn.network{ name = "o", backend = "none" }:node("c")\nnet:link(a, c)'
 bad_case net_link_bw_neg 1 'c_net_link_bw_neg.lua:4: link a-b: bw: bad rate "-1Mbit"' 'net:link(a, b, { bw = "-1Mbit" })'
+bad_case net_link_ecn_bdp 1 'c_net_link_ecn_bdp.lua:4: link a-b: ecn_threshold: bad ecn_threshold "bdp"' 'net:link(a, b, { ecn_threshold = "bdp" })'
 bad_case net_link_bw_huge 1 'c_net_link_bw_huge.lua:4: link a-b: bw: bad rate "1e30bit": above the maximum of 10Tbit' \
   'net:link(a, b, { bw = "1e30bit" })'
 bad_case net_link_bw_word 1 'c_net_link_bw_word.lua:4: link a-b: bw: bad rate "fast"' 'net:link(a, b, { bw = "fast" })'

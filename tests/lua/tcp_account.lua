@@ -36,7 +36,8 @@ local a = { rtos = 9312, rto_step_share = 0.41, rto_min_s = 0.2, queue_link = "p
             queue_dir = "ba", queue_drops = 9312 }
 eq(T.warning("bsp", 64, a), "warning: bsp: 64 workers: 41% of worker steps waited at least one "
   .. "minimum RTO (200 ms) on the network, 9312 RTOs in training; link ps-tor (ba) dropped 9312 "
-  .. "packets at its queue; raise queue or lower rto_min", "warning")
+  .. "packets at its queue; raise queue, lower rto_min, or use ecn (ecn_threshold on the link, "
+  .. "tcp ecn on the nodes)", "warning")
 a.queue_link, a.queue_drops = nil, nil
 assert(T.warning("bsp", 64, a):find("no link counted queue drops", 1, true), "warning without a queue")
 eq(T.warning("bsp", 64, { rtos = 9312, rto_step_share = 0.19, rto_min_s = 0.2 }), nil, "below 20%")

@@ -23,6 +23,14 @@ static void test_text_keys(void)
     CHECK_NEAR(p.loss, 0.01, 1e-12);
     CHECK(topo_link_param_set(&p, "queue", "100", err, sizeof err) == 0);
     CHECK(p.queue.packets == 100);
+    CHECK(topo_link_param_set(&p, "ecn_threshold", "64", err, sizeof err) == 0);
+    CHECK(p.ecn_threshold.packets == 64 && p.ecn_threshold.bytes == 0);
+    CHECK(topo_link_param_set(&p, "ecn_threshold", "96KB", err, sizeof err) == 0);
+    CHECK(p.ecn_threshold.bytes == 96000 && p.ecn_threshold.packets == 0);
+    /* A threshold is a depth: no bandwidth-delay multiple, and the error names it. */
+    CHECK(topo_link_param_set(&p, "ecn_threshold", "bdp", err, sizeof err) == -1);
+    CHECK_STREQ(err, "bad ecn_threshold \"bdp\": expected a packet count like \"64\" or a size "
+                     "with unit B, KB, MB, KiB or MiB");
     CHECK(topo_link_param_set(&p, "reorder", "true", err, sizeof err) == -2);
     CHECK(topo_link_param_set(&p, "bogus", "1", err, sizeof err) == -2);
     CHECK(topo_link_param_set(&p, "delay", "ten", err, sizeof err) == -1);
@@ -30,7 +38,7 @@ static void test_text_keys(void)
 #define COUNT(key, field, parse, unit) keys++;
     TOPO_LINK_TEXT_KEYS(COUNT)
 #undef COUNT
-    CHECK(keys == 5);
+    CHECK(keys == 6);
 }
 
 /* What linkd stores for wire values; every shared key has a range. */
@@ -54,7 +62,7 @@ static void test_wire_units(void)
     n++;
     LINK_WIRE_COUNT_KEYS(COUNT_WHOLE)
 #undef COUNT_WHOLE
-    CHECK(n == 3);
+    CHECK(n == 5);
     CHECK(LINK_WIRE_IN_COUNT(1000.0) == 1000);
     CHECK(LINK_WIRE_IN_COUNT(-14.0) == -14);
 }

@@ -24,7 +24,8 @@ static void control_nested_error(char *err, size_t errlen, const char *outer, co
 /* ---- emulation parameters ---- */
 
 /* Every numeric key of topo/link_keys.h: the shared ones, then linkd's own
- * whole numbers (a queue in packets or bytes, the per-frame overhead). */
+ * whole numbers (a queue and an ECN threshold in packets or bytes, the
+ * per-frame overhead). */
 #define LINKD_NUMERIC_KEYS(X) LINK_WIRE_KEYS(X) LINK_WIRE_GILBERT_KEYS(X) LINK_WIRE_COUNT_KEYS(X)
 
 enum control_field {
@@ -389,6 +390,7 @@ static void control_pack_counters(struct msgmap *link, const char *key, struct l
     msgmap_i64(&m, "drops_down", (int64_t)k->drops_down);
     msgmap_i64(&m, "drops_nobuf", (int64_t)k->drops_nobuf);
     msgmap_i64(&m, "drops_write", (int64_t)k->drops_write);
+    msgmap_i64(&m, "marked", (int64_t)k->marked);
     msgmap_i64(&m, "queue_peak", (int64_t)k->queue_peak);
     msgmap_i64(&m, "queue_len", d->q_packets);
     msgmap_i64(&m, "queue_bytes", (int64_t)d->q_bytes);

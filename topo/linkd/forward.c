@@ -16,6 +16,7 @@
 #include "topo/linkd/forward.h"
 #include "common/clock.h"
 #include "common/container.h"
+#include "topo/linkd/ecn.h"
 #include "topo/linkd/tap.h"
 
 #include <errno.h>
@@ -186,6 +187,24 @@ static bool dir_queue_full(const struct linkd_dir *d, const struct linkd_packet 
     return d->p.queue_bytes && d->q_bytes + pkt->frame_bytes > d->p.queue_bytes;
 }
 
+/* DCTCP's step marking (Alizadeh et al. 2010): a packet that finds more
+ * than the threshold queued is marked, not dropped, so an ECN sender backs
+ * off after one round trip instead of waiting out a retransmission timeout. */
+static bool dir_over_ecn_threshold(const struct linkd_dir *d)
+{
+    if (d->p.ecn_threshold && d->q_packets > d->p.ecn_threshold) return true;
+    return d->p.ecn_threshold_bytes && d->q_bytes > d->p.ecn_threshold_bytes;
+}
+
+/* Marks pkt CE if it is ECN-capable and the queue is over the threshold;
+ * a Not-ECT packet joins the queue unmarked and meets drop-tail as before. */
+static void dir_mark_congestion(struct linkd_dir *d, struct linkd_packet *pkt)
+{
+    if (!dir_over_ecn_threshold(d)) return;
+    if (linkd_ecn_mark_ce(pkt->data + VNET_HDR_LEN, pkt->len - VNET_HDR_LEN) == LINKD_ECN_MARKED)
+        d->c.marked += pkt->segs;
+}
+
 static void dir_enqueue(struct linkd_dir *d, struct linkd_packet *pkt)
 {
     pkt->next = NULL;
@@ -345,6 +364,7 @@ static void dir_arrive(struct linkd_dir *d, uint32_t len, int64_t now)
         d->c.drops_queue += in->segs;
         return;
     }
+    dir_mark_congestion(d, in);
     if (dir_can_cut_through(d)) {
         dir_write(d, in);
         return;

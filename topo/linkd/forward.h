@@ -4,7 +4,8 @@
  * the one event queue that drives all release timers) and links: two TAP
  * file descriptors and one pipeline per direction,
  *
- *   read → loss (Bernoulli or Gilbert-Elliott) → drop-tail queue
+ *   read → loss (Bernoulli or Gilbert-Elliott) → drop-tail queue, which
+ *        marks ECN-capable IPv4 packets CE above a threshold (DCTCP-style)
  *        → serialization at the link rate (bytes on the wire)
  *        → propagation delay + jitter (FIFO unless reorder) → write
  *
@@ -46,13 +47,18 @@ struct linkd_params {
     double ge_h, ge_k;    /* delivery probability in the bad / good state */
     uint32_t queue;       /* packets waiting for the transmitter; 0 = unbounded */
     uint64_t queue_bytes; /* 0 = no byte bound */
-    int32_t overhead;     /* wire bytes added per frame */
+    /* Step marking: an ECT packet that finds more than this queued (packets,
+     * bytes) leaves marked CE; 0 = off. Non-ECT packets are not affected. */
+    uint32_t ecn_threshold;
+    uint64_t ecn_threshold_bytes;
+    int32_t overhead; /* wire bytes added per frame */
 };
 
 struct linkd_counters {
     uint64_t packets, bytes;             /* arrived (segments, Ethernet bytes) */
     uint64_t delivered, delivered_bytes; /* written to the egress TAP */
     uint64_t drops_loss, drops_queue, drops_down, drops_nobuf, drops_write;
+    uint64_t marked;     /* packets (segments) marked CE at the queue */
     uint64_t queue_peak; /* packets */
 };
 

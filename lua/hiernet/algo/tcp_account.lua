@@ -101,7 +101,7 @@ function M.warning(label, workers, a)
   local where = a.queue_drops and string.format("link %s (%s) dropped %d packets at its queue",
     a.queue_link, a.queue_dir, a.queue_drops) or "no link counted queue drops (kernel backend: see tc -s qdisc)"
   return string.format("warning: %s: %d workers: %.0f%% of worker steps waited at least one "
-    .. "minimum RTO (%g ms) on the network, %d RTOs in training; %s; raise queue or lower rto_min",
+    .. "minimum RTO (%g ms) on the network, %d RTOs in training; %s; raise queue, lower rto_min, or use ecn (ecn_threshold on the link, tcp ecn on the nodes)",
     label, workers, 100 * a.rto_step_share, a.rto_min_s * 1000, a.rtos, where)
 end
 

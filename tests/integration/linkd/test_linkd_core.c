@@ -5,6 +5,7 @@
  * hand out one frame per read() just like a TAP: frames written into "a" come
  * out of "b" with the configured delay, rate, loss, queue and order. */
 #include "check.h"
+#include "topo/linkd/ecn.h"
 #include "topo/linkd/forward.h"
 #include "topo/linkd/pool.h"
 #include "topo/linkd/timerq.h"
@@ -244,6 +245,95 @@ static void test_down_up(void)
     rig_close(&r);
 }
 
+/* ---- ECN marking ---- */
+
+/* The RFC 1071 checksum of an IPv4 header: 0 when the header is intact. */
+static uint16_t ipv4_header_sum(const unsigned char *ip, size_t len)
+{
+    uint32_t sum = 0;
+    for (size_t i = 0; i + 1 < len; i += 2)
+        sum += (uint32_t)(ip[i] << 8 | ip[i + 1]);
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)~sum;
+}
+
+/* An Ethernet frame of `len` bytes holding an IPv4 header with TOS `tos`
+ * and a valid header checksum; `seq` where rig_send puts it. */
+static void ipv4_frame(unsigned char *f, size_t len, uint8_t tos, uint32_t seq)
+{
+    memset(f, 0, len);
+    f[12] = 0x08; /* EtherType IPv4 */
+    unsigned char *ip = f + 14;
+    ip[0] = 0x45; /* version 4, 20-byte header */
+    ip[1] = tos;
+    ip[2] = (unsigned char)((len - 14) >> 8);
+    ip[3] = (unsigned char)(len - 14);
+    ip[8] = 64;
+    ip[9] = 6; /* TCP */
+    memcpy(ip + 12, (const unsigned char[]){10, 0, 0, 1, 10, 0, 0, 2}, 8);
+    uint16_t sum = ipv4_header_sum(ip, 20);
+    ip[10] = (unsigned char)(sum >> 8);
+    ip[11] = (unsigned char)sum;
+    memcpy(ip + 20, &seq, sizeof seq);
+}
+
+static void test_ecn_mark_frame(void)
+{
+    unsigned char f[64];
+    static const uint8_t tos[] = {0x00, 0x01, 0x02, 0x03, 0xb8, 0xba, 0xff};
+    static const enum linkd_ecn_result want[] = {
+        LINKD_ECN_NOT_ECT, LINKD_ECN_MARKED, LINKD_ECN_MARKED,    LINKD_ECN_ALREADY_CE,
+        LINKD_ECN_NOT_ECT, LINKD_ECN_MARKED, LINKD_ECN_ALREADY_CE};
+    for (size_t i = 0; i < sizeof tos; i++) {
+        ipv4_frame(f, sizeof f, tos[i], 0);
+        CHECK(linkd_ecn_mark_ce(f, sizeof f) == want[i]);
+        /* The DSCP bits stay; the ECN bits are CE exactly when it was ECN-capable. */
+        CHECK(f[15] == (want[i] == LINKD_ECN_NOT_ECT ? tos[i] : (uint8_t)(tos[i] | 3)));
+        CHECK_MSG(ipv4_header_sum(f + 14, 20) == 0, "tos 0x%02x: checksum broken", tos[i]);
+    }
+    f[12] = 0x08, f[13] = 0x06; /* ARP: never touched */
+    f[15] = 0x02;
+    CHECK(linkd_ecn_mark_ce(f, sizeof f) == LINKD_ECN_NOT_ECT && f[15] == 0x02);
+    CHECK(linkd_ecn_mark_ce(f, 20) == LINKD_ECN_NOT_ECT); /* shorter than an IP header */
+}
+
+/* Sends n IPv4 frames of tos into the rig, back to back. */
+static void rig_send_ipv4(struct rig *r, int n, uint8_t tos)
+{
+    unsigned char f[2048] = {0};
+    size_t hdr = sizeof(struct virtio_net_hdr);
+    for (int i = 0; i < n; i++) {
+        ipv4_frame(f + hdr, 1000, tos, (uint32_t)i);
+        CHECK(write(r->a_user, f, hdr + 1000) == (ssize_t)(hdr + 1000));
+    }
+}
+
+/* A queue of 10 with a threshold of 4: 12 back-to-back frames put one on the
+ * wire, ten in the queue, one over the limit. ECT frames that find more than
+ * 4 queued (the 7th to the 11th) leave marked CE; the same frames Not-ECT
+ * go unmarked, and the queue limit drops the same one either way. */
+static void test_ecn_threshold(void)
+{
+    struct linkd_params p;
+    linkd_params_default(&p);
+    p.rate_bps = 8000000; /* 1 byte per µs: the frames queue */
+    p.queue = 10;
+    p.ecn_threshold = 4;
+    for (int ect = 1; ect >= 0; ect--) {
+        struct rig r;
+        rig_open(&r, &p);
+        rig_send_ipv4(&r, 12, ect ? 0x02 : 0x00);
+        int64_t at[12];
+        uint32_t seq[12];
+        CHECK(rig_collect(&r, 12, 200000000, at, seq) == 11);
+        CHECK(r.link->dir[0].c.drops_queue == 1);
+        CHECK_MSG(r.link->dir[0].c.marked == (ect ? 5u : 0u), "ect %d: %llu marked", ect,
+                  (unsigned long long)r.link->dir[0].c.marked);
+        rig_close(&r);
+    }
+}
+
 int main(void)
 {
     test_timerq_order();
@@ -253,5 +343,7 @@ int main(void)
     test_loss();
     test_jitter_keeps_order();
     test_down_up();
+    test_ecn_mark_frame();
+    test_ecn_threshold();
     return check_report();
 }

@@ -52,6 +52,20 @@ function H.hosts(net)
   return list
 end
 
+-- A parameter server "ps" and n workers "w1".."wn" on switch "s": the
+-- server's port links with server_link, each worker with worker_link.
+-- Returns the server, the server's link (ps-s) and the workers.
+function H.star(net, n, server_link, worker_link)
+  local server, sw = net:node("ps"), net:switch("s")
+  local port = net:link(server, sw, server_link)
+  local workers = {}
+  for i = 1, n do
+    workers[i] = net:node("w" .. i)
+    net:link(workers[i], sw, worker_link)
+  end
+  return server, port, workers
+end
+
 -- ---- what a run owns ----
 
 local function popen_lines(cmd)

@@ -14,13 +14,7 @@ local H = dofile(dir .. "common.lua")
 local A = H.args(...)
 
 local net = hn.network{ name = "tcptr", backend = A.backend or "user", seed = 5 }
-local server, sw = net:node("ps"), net:switch("s")
-net:link(server, sw, { bw = "10Mbit", queue = "4" })
-local workers = {}
-for i = 1, 8 do
-  workers[i] = net:node("w" .. i)
-  net:link(workers[i], sw, { bw = "10Mbit" })
-end
+local server, _, workers = H.star(net, 8, { bw = "10Mbit", queue = "4" }, { bw = "10Mbit" })
 net:start()
 H.own(net)
 
