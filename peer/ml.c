@@ -444,20 +444,33 @@ static struct kern_optim *optim_prepare(struct command_job *j, const struct opti
     return *slot;
 }
 
-/* The step itself, on the device copies of the parameters and gradient. */
+/* Past the trainable parameters a model's tensor holds batch-norm running
+ * statistics, and its gradient the batch's (kernels/model.h): folded in as
+ * PyTorch's BatchNorm2d does, running = (1 - m) running + m batch. */
+static void fold_running_stats(struct command_job *j, float *stats, const float *batch, size_t n)
+{
+    struct kern_ctx *ctx = devmirror_ctx(j->dev);
+    if (n && kern_scale(ctx, n, 1.0f - MODEL_BN_MOMENTUM, stats, j->err, sizeof j->err) == 0)
+        kern_axpy(ctx, n, MODEL_BN_MOMENTUM, batch, stats, j->err, sizeof j->err);
+}
+
+/* The step itself, on the device copies of the parameters and gradient:
+ * the optimizer on the first `trainable` of the n, the rest folded. */
 static void optim_step_device(struct command_job *j, struct kern_optim *o,
                               const struct store_patch *params, const struct store_tensor *grad,
-                              size_t n)
+                              size_t n, size_t trainable)
 {
     float *dparams = devmirror_patch(j->dev, params, j->err, sizeof j->err);
     const float *dgrad = dparams ? devmirror_read(j->dev, grad, j->err, sizeof j->err) : NULL;
-    if (dgrad) kern_optim_step(o, dparams, dgrad, n, j->err, sizeof j->err);
+    if (dgrad && kern_optim_step(o, dparams, dgrad, trainable, j->err, sizeof j->err) == 0)
+        fold_running_stats(j, dparams + trainable, dgrad + trainable, n - trainable);
 }
 
 /* One step on the n parameters in tensor `name`, patched in place (copied
- * if a send holds them); what names them in a size error. */
+ * if a send holds them); what names them in a size error. Of a model's
+ * tensor, the optimizer steps on the first `trainable`. */
 static bool optim_apply(struct command_job *j, const struct optim_params *p, const char *name,
-                        size_t n, const char *what, struct kern_optim *o)
+                        size_t n, size_t trainable, const char *what, struct kern_optim *o)
 {
     struct store_patch params;
     store_write_lock(j->store);
@@ -467,7 +480,7 @@ static bool optim_apply(struct command_job *j, const struct optim_params *p, con
         cmd_fail(j, "%s has %zu parameters; '%s' has %" PRIu64 ", '%s' %" PRIu64, what, n, name,
                  params.t->size, p->grad, grad->size);
     else if (grad)
-        optim_step_device(j, o, &params, grad, n);
+        optim_step_device(j, o, &params, grad, n, trainable);
     ok = grad && !j->err[0];
     store_tensor_release(grad);
     if (params.t)
@@ -511,7 +524,7 @@ static bool optim_run_tensor(struct command_job *j, const struct optim_params *p
     snprintf(what, sizeof what, "tensor '%s'", p->tensor);
     struct kern_optim **slot = optim_tensor_slot(j, p->tensor, n);
     struct kern_optim *o = slot ? optim_prepare(j, p, slot, n) : NULL;
-    return o && optim_apply(j, p, p->tensor, n, what, o);
+    return o && optim_apply(j, p, p->tensor, n, n, what, o);
 }
 
 static bool optim_run(struct command_job *j, const struct optim_params *p)
@@ -520,10 +533,11 @@ static bool optim_run(struct command_job *j, const struct optim_params *p)
     struct ml_model *m = ml_model_find(j, p->model);
     if (!m) return false;
     size_t n = kern_model_param_count(m->model);
+    size_t trainable = kern_model_trainable_count(m->model);
     char what[300];
     snprintf(what, sizeof what, "model %s", kern_model_spec(m->model));
-    struct kern_optim *o = optim_prepare(j, p, &m->optim, n);
-    return o && optim_apply(j, p, m->name, n, what, o);
+    struct kern_optim *o = optim_prepare(j, p, &m->optim, trainable);
+    return o && optim_apply(j, p, m->name, n, trainable, what, o);
 }
 
 /* ---- compress ---- */
