@@ -48,7 +48,7 @@ struct model_layer {
     int bias;                /* dense, conv: has a bias (resnet's convs have none) */
     int skip_from;           /* residual: the layer whose output is added, -1 the input */
     size_t weight_offset, bias_offset;
-    size_t stat_offset; /* batchnorm: running mean[out_c] then running var[out_c] */
+    size_t stat_offset;       /* batchnorm: running mean[out_c] then running var[out_c] */
     size_t in_size, out_size; /* floats per sample */
     size_t col_size;          /* conv: im2col floats per sample */
 };

@@ -45,19 +45,19 @@
 
 struct model {
     char *spec;
-    struct model_spec arch;           /* the layer table and parameter layout */
-    int capacity;                     /* workspace batch size */
-    float *workspace;                 /* one block holding everything below */
-    float *act[MODEL_MAX_LAYERS];     /* per-layer outputs, kept for backward */
-    int keep_columns;                 /* columns kept per layer, else one shared chunk */
-    float *columns[MODEL_MAX_LAYERS]; /* conv: kept im2col columns of the batch */
-    float *col;                       /* shared chunk of columns when not keeping */
-    float *delta[2];                  /* ping-pong activation gradients */
-    float *skip;                      /* residual: gradient of a block's input via its shortcut */
-    float *bn_mean[MODEL_MAX_LAYERS]; /* batchnorm: the last training pass's batch mean, */
+    struct model_spec arch;             /* the layer table and parameter layout */
+    int capacity;                       /* workspace batch size */
+    float *workspace;                   /* one block holding everything below */
+    float *act[MODEL_MAX_LAYERS];       /* per-layer outputs, kept for backward */
+    int keep_columns;                   /* columns kept per layer, else one shared chunk */
+    float *columns[MODEL_MAX_LAYERS];   /* conv: kept im2col columns of the batch */
+    float *col;                         /* shared chunk of columns when not keeping */
+    float *delta[2];                    /* ping-pong activation gradients */
+    float *skip;                        /* residual: gradient of a block's input via its shortcut */
+    float *bn_mean[MODEL_MAX_LAYERS];   /* batchnorm: the last training pass's batch mean, */
     float *bn_invstd[MODEL_MAX_LAYERS]; /* 1 / sqrt(biased variance + eps) */
     float *bn_var[MODEL_MAX_LAYERS];    /* and the biased variance */
-    float *ones;                      /* all 1: bias gradients as GEMV row sums */
+    float *ones;                        /* all 1: bias gradients as GEMV row sums */
 };
 
 int model_create(const char *spec, int max_batch, struct model **out, char *err, size_t errlen)
@@ -344,7 +344,8 @@ int model_init(const struct model *m, float *params, const char *method, uint64_
         size_t weights = l->bias_offset - l->weight_offset;
         double area = l->kind == MODEL_LAYER_CONV ? (double)l->kernel * l->kernel : 1.0;
         double fan_in = l->in_c * area, fan_out = l->out_c * area;
-        double bound = (he && feeds_relu(m, i)) ? sqrt(6.0 / fan_in) : sqrt(6.0 / (fan_in + fan_out));
+        double bound =
+            (he && feeds_relu(m, i)) ? sqrt(6.0 / fan_in) : sqrt(6.0 / (fan_in + fan_out));
         fill_uniform(&r, params + l->weight_offset, weights, bound);
     }
     return 0;
@@ -428,8 +429,7 @@ static void valid_range(int in, int out, int stride, int shift, int *lo, int *hi
 }
 
 /* window_row's copy for a stride above 1: every stride-th input. */
-static void window_strided(float *restrict p, float *restrict c, int width, int stride,
-                           bool gather)
+static void window_strided(float *restrict p, float *restrict c, int width, int stride, bool gather)
 {
     for (int j = 0; j < width; j++) {
         if (gather)
@@ -660,8 +660,7 @@ static struct bn_pass bn_pass_of(const struct model *m, int index, const float *
                             .relu = l->relu};
 }
 
-static struct residual_source residual_source_of(const struct model *m,
-                                                 const struct model_layer *l)
+static struct residual_source residual_source_of(const struct model *m, const struct model_layer *l)
 {
     if (l->skip_from < 0) return (struct residual_source){m->arch.in_c, m->arch.in_h, m->arch.in_w};
     const struct model_layer *from = &m->arch.layers[l->skip_from];
@@ -718,8 +717,8 @@ static int relu_masked_by_pool(const struct model *m, int i)
 /* Layer i's backward pass: dy (d loss / d its output) to dx (d loss / d its
  * input; NULL for the first layer) and its parameters' gradient. A residual
  * layer also leaves the gradient of its shortcut in m->skip. */
-static void layer_backward(struct model *m, int i, const float *params, const float *x,
-                           float *grad, float *dy, float *dx, int batch)
+static void layer_backward(struct model *m, int i, const float *params, const float *x, float *grad,
+                           float *dy, float *dx, int batch)
 {
     const struct model_layer *l = &m->arch.layers[i];
     const float *in = i ? m->act[i - 1] : x;

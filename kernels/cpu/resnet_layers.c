@@ -38,8 +38,8 @@ void bn_forward_train(const struct bn_pass *bn, const float *x, float *y, float 
         bn->mean[c] = (float)mean;
         bn->invstd[c] = invstd;
         if (var) var[c] = (float)biased;
-        scale_shift_row(row, y + (size_t)c * bn->n, bn->n, scale,
-                        bn->beta[c] - (float)mean * scale, bn->relu);
+        scale_shift_row(row, y + (size_t)c * bn->n, bn->n, scale, bn->beta[c] - (float)mean * scale,
+                        bn->relu);
     }
 }
 

@@ -23,7 +23,6 @@ enum { BATCH = 6 };
 
 static char dir[] = "/tmp/hn-resnet-torch-XXXXXX";
 
-
 static void write_file(const char *name, const void *data, size_t bytes)
 {
     char path[256];
