@@ -5,8 +5,9 @@ loaded from the flat tensor the test wrote, run on the test's batch.
   resnet_torch_ref.py DIR BATCH
 reads DIR/params.f32, x.f32, y.i32 and writes DIR/ref_grad.f32 (the gradient
 in the flat layout, the tail holding the batch mean and unbiased variance of
-every batch norm), ref_loss.txt (training-mode loss) and ref_eval.txt (loss
-with the running statistics). Exits 77 when torch cannot be imported."""
+every batch norm), ref_loss.txt (training-mode loss), ref_eval.txt (loss
+with the running statistics) and ref_margin.txt (the smallest |input| of a
+ReLU in training mode). Exits 77 when torch cannot be imported."""
 import sys
 
 try:
@@ -19,6 +20,17 @@ except ImportError as e:
     sys.exit(77)
 
 
+# The smallest |input| of any ReLU in the last training forward pass: a
+# value within float rounding of 0 may be masked differently by the two
+# sides, which moves every gradient behind it (the test wants a margin).
+relu_inputs = []
+
+
+def relu(t):
+    relu_inputs.append(t.detach().abs().min().item())
+    return F.relu(t)
+
+
 class Block(nn.Module):
     def __init__(self, cin, cout, stride):
         super().__init__()
@@ -29,12 +41,12 @@ class Block(nn.Module):
         self.pad = (cout - cin) // 2 if stride != 1 or cin != cout else None
 
     def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
+        out = relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
         short = x
         if self.pad is not None:  # option A: subsample, zero-pad channels
             short = F.pad(x[:, :, ::2, ::2], (0, 0, 0, 0, self.pad, self.pad))
-        return F.relu(out + short)
+        return relu(out + short)
 
 
 class ResNet20(nn.Module):
@@ -51,7 +63,7 @@ class ResNet20(nn.Module):
         self.linear = nn.Linear(64, 10)
 
     def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
+        out = relu(self.bn1(self.conv1(x)))
         out = self.blocks(out)
         return self.linear(F.adaptive_avg_pool2d(out, 1).flatten(1))
 
@@ -89,6 +101,7 @@ def main():
     model.train()
     for bn in batchnorms(model):  # momentum 1: running stats = this batch's
         bn.momentum = 1.0
+    relu_inputs.clear()
     loss = F.cross_entropy(model(x), y)
     loss.backward()
     parts = [p.grad.detach().flatten() for p in model.parameters()]
@@ -99,6 +112,8 @@ def main():
         f.write(f"{loss.item():.9g}\n")
     with open(f"{out}/ref_eval.txt", "w") as f:
         f.write(f"{eval_loss:.9g}\n")
+    with open(f"{out}/ref_margin.txt", "w") as f:
+        f.write(f"{min(relu_inputs):.9g}\n")
 
 
 if __name__ == "__main__":

@@ -97,12 +97,10 @@ static size_t param_block_end(const struct model_spec *s, int i)
 }
 
 /* Every parameter layer's weights and biases apart (their scales differ),
- * and the statistics tail. Agreement is ~1e-6 of a block's largest (as
- * PyTorch's float32 against its float64) except behind a ReLU whose input
- * sits within float rounding of 0, where the two sides may mask
- * differently: this batch has one (2.4e-7, the second block's add), which
- * moves the blocks before it by up to 2.5e-4. An error in the passes moves
- * them by far more than 1e-3. */
+ * and the statistics tail. Agreement is ~3e-6 of a block's largest (as
+ * PyTorch's float32 against its float64) unless a ReLU input within float
+ * rounding of 0 is masked differently by the two sides, which moves every
+ * block before it (seed 21's case: by up to 2.4e-2; seed 20's: 2.5e-4). */
 static void compare_blocks(const struct model_spec *s, const float *grad, const float *ref)
 {
     double worst = 0;
@@ -114,7 +112,7 @@ static void compare_blocks(const struct model_spec *s, const float *grad, const 
             continue;
         double e = fmax(block_error(grad, ref, l->weight_offset, l->bias_offset),
                         block_error(grad, ref, l->bias_offset, end));
-        CHECK_MSG(e < 1e-3, "layer %d: gradient off by %.3g of its largest", i, e);
+        CHECK_MSG(e < 1e-4, "layer %d: gradient off by %.3g of its largest", i, e);
         worst = fmax(worst, e);
     }
     double stats = block_error(grad, ref, s->trainable_count, s->param_count);
@@ -131,7 +129,7 @@ static void make_case(struct model *m, float *p, float *x, int32_t *y)
     const struct model_spec *s = model_layout(m);
     char err[256];
     struct rng r;
-    rng_seed(&r, 20, 0);
+    rng_seed(&r, 22, 0);
     CHECK(model_init(m, p, NULL, 7, err, sizeof err) == 0);
     for (size_t i = 0; i < s->trainable_count; i++)
         p[i] += 0.1f * (rng_uniform_float(&r) - 0.5f);
@@ -180,9 +178,14 @@ int main(void)
     CHECK(model_grad(m, p, x, y, BATCH, g, &loss, err, sizeof err) == 0);
     CHECK(model_eval(m, p, x, y, BATCH, &score, err, sizeof err) == 0);
     if (rc == 0 && read_floats("ref_grad.f32", ref, n) == n) {
+        double margin = read_number("ref_margin.txt"), eval_ref = read_number("ref_eval.txt");
+        /* ~1M ReLU inputs: some always sit near 0. Seed 22's nearest
+         * (4.3e-8) rounds alike on both sides; if a change of rounding
+         * flips it, the blocks before it move and this says why. */
+        printf("smallest |ReLU input| of the case: %.3g\n", margin);
         compare_blocks(model_layout(m), g, ref);
         CHECK_NEAR(loss, read_number("ref_loss.txt"), 1e-5);
-        CHECK_NEAR(model_score_loss(&score), read_number("ref_eval.txt"), 1e-5);
+        CHECK_NEAR(model_score_loss(&score), eval_ref, 1e-6 * fmax(1.0, fabs(eval_ref)));
     } else {
         CHECK_MSG(0, "no reference gradient of %zu floats in %s", n, dir);
     }
