@@ -4,8 +4,9 @@
  * accumulator would lose the low digits PyTorch keeps, and one double
  * accumulator runs scalar (GCC may not reorder float additions to
  * vectorise them): SUM_LANES float lanes over blocks of SUM_BLOCK values,
- * each block's total added in double. Measured: batch norm went from 15%
- * of a resnet20 step (double accumulation) to ... (perf, tools/bench/kernels). */
+ * each block's total added in double. With it (and a flat identity add)
+ * a resnet20 step at batch 64 went from 437 to 228 ms of CPU (batch norm
+ * had been 15% of it: perf; tools/bench/kernels on the loaded 2-core host). */
 #include "kernels/cpu/resnet_layers.h"
 
 #include <math.h>
