@@ -36,10 +36,11 @@ local s = ar.train{ workers = { node }, model = "cnn:resnet20", seed = 1,
                     steps = quick and 30 or nil, epochs = not quick and epochs or nil,
                     worker_opt = { method = "momentum", lr = lr, momentum = 0.9, weight_decay = 5e-4 },
                     eval_every = quick and 10 or 100, eval_limit = quick and 500 or 2000,
-                    final_eval_limit = quick and 1000 or 0, progress = not quick }
+                    final_eval_limit = quick and 1000 or 0, progress = not quick,
+                    prefix = "resnet20_" }
 net:stop()
 
-local steps = ex.read_csv("steps")
+local steps = ex.read_csv("resnet20_steps")
 local first_loss, tail = steps[1].loss, {}
 for i = math.max(1, #steps - 4), #steps do tail[#tail + 1] = steps[i] end
 local last_loss = ex.mean(tail, "loss")
