@@ -223,6 +223,11 @@ size_t kern_model_param_count(const struct kern_model *m)
     return model_param_count(m->host);
 }
 
+size_t kern_model_trainable_count(const struct kern_model *m)
+{
+    return model_trainable_count(m->host);
+}
+
 const char *kern_model_spec(const struct kern_model *m)
 {
     return model_spec(m->host);

@@ -103,6 +103,8 @@ int kern_model_create(struct kern_ctx *ctx, const char *spec, int max_batch,
                       struct kern_model **out, char *err, size_t errlen);
 void kern_model_destroy(struct kern_model *m);
 size_t kern_model_param_count(const struct kern_model *m);
+/* model_trainable_count: what an optimizer steps on (kernels/model.h). */
+size_t kern_model_trainable_count(const struct kern_model *m);
 /* The architecture it was created from, e.g. "mlp:784-128-10". */
 const char *kern_model_spec(const struct kern_model *m);
 int kern_model_input_size(const struct kern_model *m);

@@ -1,7 +1,7 @@
 /* model.h — neural-network models over one flat float32 parameter tensor.
  *
  * A struct model is a parsed architecture ("logreg:784-10",
- * "mlp:784-256-128-10", "cnn:lenet") plus the scratch memory its forward and
+ * "mlp:784-256-128-10", "cnn:lenet", "cnn:resnet20") plus the scratch memory its forward and
  * backward passes use. It does not own parameters or gradients: those are flat
  * float arrays of model_param_count() elements owned by the caller (the peer's
  * tensor store), so a model tensor can be sent, averaged and overwritten like
@@ -20,6 +20,35 @@
  *   cnn:lenet            input 1x28x28; conv 5x5x6 pad 2, ReLU, maxpool 2;
  *                        conv 5x5x16, ReLU, maxpool 2; dense 400-120, ReLU;
  *                        dense 120-84, ReLU; dense 84-10
+ *   cnn:resnet20         He et al.'s CIFAR ResNet-20 on input 1x28x28: conv
+ *                        3x3x16 pad 1, BN, ReLU; 3 stages of 3 basic blocks
+ *                        (conv 3x3 pad 1, BN, ReLU, conv 3x3 pad 1, BN, add
+ *                        the block's input, ReLU) of 16, 32 and 64 channels
+ *                        on 28x28, 14x14 and 7x7 maps (the first conv of
+ *                        stages 2 and 3 has stride 2); global average pool;
+ *                        dense 64-10. Convs have no bias (BN's beta is one).
+ *                        Shortcuts are option A (parameter free): a block
+ *                        that halves the map adds x[:, :, ::2, ::2] with
+ *                        its channels zero-padded 8 (16) on each side.
+ *                        269 434 trainable parameters (PyTorch's CIFAR
+ *                        ResNet-20 has 269 722: its first conv sees 3
+ *                        channels) plus 1 376 running statistics.
+ *
+ * Batch normalisation (cnn:resnet20), per channel over batch x H x W, eps
+ * MODEL_BN_EPS, as PyTorch's BatchNorm2d. Layout: gamma then beta per BN
+ * layer among the parameters above (state_dict order: conv1.weight,
+ * bn1.weight, bn1.bias, layer1.0.conv1.weight, ..., linear.weight,
+ * linear.bias), and after all of them, from model_trainable_count() on,
+ * every BN layer's running mean[C] then running var[C] in layer order
+ * (PyTorch's buffers, num_batches_tracked left out). model_param_count()
+ * is the whole flat tensor, statistics included. model_grad normalises by
+ * the batch's statistics and writes, in that tail of grad, the batch mean
+ * and unbiased variance; an optimizer step on a model steps the trainable
+ * part only and folds the tail in as PyTorch does,
+ *   running = (1 - MODEL_BN_MOMENTUM) * running + MODEL_BN_MOMENTUM * batch,
+ * so averaging gradients over workers averages their batch statistics,
+ * and averaging models averages running statistics. model_eval normalises
+ * by the running statistics.
  * Input samples are float32 rows of model_input_size() values (for lenet the
  * 28x28 image row by row); labels are int32 class indices.
  *
@@ -36,6 +65,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Batch norm (cnn:resnet20): PyTorch's BatchNorm2d defaults. */
+#define MODEL_BN_EPS 1e-5
+#define MODEL_BN_MOMENTUM 0.1f
+
 struct model;
 struct model_spec;
 
@@ -51,6 +84,9 @@ const char *model_spec(const struct model *m);
 /* The layer table and parameter layout (kernels/model_spec.h). */
 const struct model_spec *model_layout(const struct model *m);
 size_t model_param_count(const struct model *m);
+/* The parameters an optimizer steps on: model_param_count() less the batch
+ * norms' running statistics (the same for architectures without). */
+size_t model_trainable_count(const struct model *m);
 int model_input_size(const struct model *m);
 int model_classes(const struct model *m);
 
@@ -68,8 +104,10 @@ int model_init(const struct model *m, float *params, const char *method, uint64_
 
 /* Forward and backward pass of softmax cross-entropy over one mini-batch.
  * x: batch x model_input_size() floats; labels: batch class indices.
- * Writes grad (model_param_count() floats, the mean over the batch) and
- * *loss (mean cross-entropy). params and grad must not overlap. */
+ * Writes grad (model_param_count() floats, the mean over the batch; past
+ * model_trainable_count() the batch statistics, see "Batch
+ * normalisation") and *loss (mean cross-entropy). params and grad must not
+ * overlap. */
 int model_grad(struct model *m, const float *params, const float *x, const int32_t *labels,
                int batch, float *grad, float *loss, char *err, size_t errlen);
 

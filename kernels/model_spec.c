@@ -41,21 +41,26 @@ static void add_dense(struct model_spec *s, int in, int out, int relu)
     l->out_c = out;
     l->out_h = l->out_w = 1;
     l->relu = relu;
+    l->bias = 1;
     layer_finish(s, l, (size_t)in * out, (size_t)out);
 }
 
-static void add_conv(struct model_spec *s, int out_c, int kernel, int pad)
+/* A square convolution; ReLU fused on lenet's, none on resnet's (its batch
+ * norm carries the ReLU). */
+static void add_conv(struct model_spec *s, int out_c, int kernel, int pad, int stride, int bias)
 {
     struct model_layer *l = layer_append(s, MODEL_LAYER_CONV);
     l->out_c = out_c;
     l->kernel = kernel;
     l->pad = pad;
-    l->out_h = l->in_h + 2 * pad - kernel + 1;
-    l->out_w = l->in_w + 2 * pad - kernel + 1;
-    l->relu = 1;
+    l->stride = stride;
+    l->bias = bias;
+    l->out_h = (l->in_h + 2 * pad - kernel) / stride + 1;
+    l->out_w = (l->in_w + 2 * pad - kernel) / stride + 1;
+    l->relu = bias;
     size_t patch = (size_t)kernel * kernel * l->in_c;
     l->col_size = (size_t)l->out_h * l->out_w * patch;
-    layer_finish(s, l, patch * out_c, (size_t)out_c);
+    layer_finish(s, l, patch * out_c, bias ? (size_t)out_c : 0);
 }
 
 /* 2x2 max pooling, stride 2 (odd trailing rows and columns dropped). */
@@ -82,14 +87,98 @@ static void build_lenet(struct model_spec *s)
     s->arch = MODEL_ARCH_LENET;
     s->in_c = 1;
     s->in_h = s->in_w = 28;
-    add_conv(s, 6, 5, 2);
+    add_conv(s, 6, 5, 2, 1, 1);
     add_pool(s);
-    add_conv(s, 16, 5, 0);
+    add_conv(s, 16, 5, 0, 1, 1);
     add_pool(s);
     add_flatten(s);
     add_dense(s, 400, 120, 1);
     add_dense(s, 120, 84, 1);
     add_dense(s, 84, 10, 0);
+}
+
+/* ---- resnet ---- */
+
+/* Batch norm over the channels of the previous map: gamma (the layer's
+ * weight) then beta (its bias), as PyTorch's BatchNorm2d; the running
+ * statistics get their offsets once all parameters are laid out. */
+static void add_batchnorm(struct model_spec *s, int relu)
+{
+    struct model_layer *l = layer_append(s, MODEL_LAYER_BATCHNORM);
+    l->out_c = l->in_c;
+    l->out_h = l->in_h;
+    l->out_w = l->in_w;
+    l->relu = relu;
+    layer_finish(s, l, (size_t)l->out_c, (size_t)l->out_c);
+}
+
+/* Adds layer skip_from's output to the previous map, then ReLU. A map of
+ * other shape enters by He et al.'s option A: every second pixel of every
+ * second row, its channels zero-padded evenly on both sides (parameter
+ * free). */
+static void add_residual(struct model_spec *s, int skip_from)
+{
+    struct model_layer *l = layer_append(s, MODEL_LAYER_RESIDUAL);
+    l->out_c = l->in_c;
+    l->out_h = l->in_h;
+    l->out_w = l->in_w;
+    l->relu = 1;
+    l->skip_from = skip_from;
+    layer_finish(s, l, 0, 0);
+}
+
+static void add_avgpool(struct model_spec *s)
+{
+    struct model_layer *l = layer_append(s, MODEL_LAYER_AVGPOOL);
+    l->out_c = l->in_c;
+    l->out_h = l->out_w = 1;
+    layer_finish(s, l, 0, 0);
+}
+
+/* conv 3x3 - BN - ReLU - conv 3x3 - BN, plus the block's input, ReLU. */
+static void add_basic_block(struct model_spec *s, int channels, int stride)
+{
+    int block_input = s->layer_count - 1;
+    add_conv(s, channels, 3, 1, stride, 0);
+    add_batchnorm(s, 1);
+    add_conv(s, channels, 3, 1, 1, 0);
+    add_batchnorm(s, 0);
+    add_residual(s, block_input);
+}
+
+/* Running mean and variance of every batch norm, after all trainable
+ * parameters and in layer order, so one contiguous tail of the flat tensor
+ * holds every statistic (PyTorch's buffers). */
+static void place_running_stats(struct model_spec *s)
+{
+    s->trainable_count = s->param_count;
+    for (int i = 0; i < s->layer_count; i++) {
+        struct model_layer *l = &s->layers[i];
+        if (l->kind != MODEL_LAYER_BATCHNORM) continue;
+        l->stat_offset = s->param_count;
+        s->param_count += 2 * (size_t)l->out_c;
+    }
+}
+
+/* ResNet-20 of He et al. 2016 (sec. 4.2, CIFAR-10): a 3x3 conv of 16
+ * channels, three stages of three basic blocks of 16, 32, 64 channels (the
+ * first block of stages 2 and 3 halves the map with stride 2), global
+ * average pooling, a dense layer to 10 classes. Here on 28x28x1 input, so
+ * the maps are 28, 14 and 7 pixels wide. */
+static void build_resnet20(struct model_spec *s)
+{
+    static const int widths[3] = {16, 32, 64};
+    s->arch = MODEL_ARCH_RESNET;
+    s->in_c = 1;
+    s->in_h = s->in_w = 28;
+    add_conv(s, 16, 3, 1, 1, 0);
+    add_batchnorm(s, 1);
+    for (int stage = 0; stage < 3; stage++)
+        for (int block = 0; block < 3; block++)
+            add_basic_block(s, widths[stage], stage > 0 && block == 0 ? 2 : 1);
+    add_avgpool(s);
+    add_dense(s, 64, 10, 0);
+    place_running_stats(s);
 }
 
 /* ---- parsing ---- */
@@ -158,11 +247,16 @@ static int parse_arch(struct model_spec *s, const char *spec, char *err, size_t 
         build_lenet(s);
         return 0;
     }
+    if (strcmp(spec, "cnn:resnet20") == 0) {
+        build_resnet20(s);
+        return 0;
+    }
     if (strncmp(spec, "cnn:", 4) == 0)
-        return kern_fail(err, errlen, "model spec \"%s\": unknown cnn (known: cnn:lenet)", spec);
+        return kern_fail(err, errlen,
+                         "model spec \"%s\": unknown cnn (known: cnn:lenet, cnn:resnet20)", spec);
     return kern_fail(err, errlen,
                      "model spec \"%s\": unknown architecture (expected logreg:IN-OUT, "
-                     "mlp:IN-H1-...-OUT or cnn:lenet)",
+                     "mlp:IN-H1-...-OUT, cnn:lenet or cnn:resnet20)",
                      spec);
 }
 
@@ -171,6 +265,7 @@ int model_spec_parse(const char *spec, struct model_spec *out, char *err, size_t
     memset(out, 0, sizeof *out);
     if (!spec) return kern_fail(err, errlen, "model spec is missing");
     if (parse_arch(out, spec, err, errlen) < 0) return -1;
+    if (out->arch != MODEL_ARCH_RESNET) out->trainable_count = out->param_count;
     if (out->param_count > MODEL_MAX_PARAMS)
         return kern_fail(err, errlen, "model spec \"%s\": %zu parameters exceed the limit of %llu",
                          spec, out->param_count, MODEL_MAX_PARAMS);
@@ -179,6 +274,6 @@ int model_spec_parse(const char *spec, struct model_spec *out, char *err, size_t
 
 const char *model_arch_name(enum model_arch arch)
 {
-    static const char *const names[MODEL_ARCH_COUNT] = {"dense", "cnn:lenet"};
+    static const char *const names[MODEL_ARCH_COUNT] = {"dense", "cnn:lenet", "cnn:resnet20"};
     return (unsigned)arch < MODEL_ARCH_COUNT ? names[arch] : "?";
 }

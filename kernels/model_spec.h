@@ -1,6 +1,6 @@
 /* model_spec.h — what hiernet knows about a model architecture, in one
  * place: parsing a spec ("logreg:784-10", "mlp:784-256-128-10",
- * "cnn:lenet") with its error messages, the limits (layers, widths,
+ * "cnn:lenet", "cnn:resnet20") with its error messages, the limits (layers, widths,
  * parameters, batch), and the layer table with the flat parameter layout of
  * kernels/model.h (each layer's weights then its bias, in order).
  *
@@ -25,7 +25,7 @@
 
 /* Architecture families: a device backend lists those it runs as a mask of
  * MODEL_ARCH_BIT(arch). logreg and mlp are both dense stacks. */
-enum model_arch { MODEL_ARCH_DENSE, MODEL_ARCH_LENET, MODEL_ARCH_COUNT };
+enum model_arch { MODEL_ARCH_DENSE, MODEL_ARCH_LENET, MODEL_ARCH_RESNET, MODEL_ARCH_COUNT };
 #define MODEL_ARCH_BIT(arch) (1u << (arch))
 #define MODEL_ARCH_ALL ((1u << MODEL_ARCH_COUNT) - 1)
 
@@ -33,7 +33,10 @@ enum model_layer_kind {
     MODEL_LAYER_DENSE,
     MODEL_LAYER_CONV,
     MODEL_LAYER_POOL,
-    MODEL_LAYER_FLATTEN
+    MODEL_LAYER_FLATTEN,
+    MODEL_LAYER_BATCHNORM, /* per-channel batch normalisation, weight = gamma, bias = beta */
+    MODEL_LAYER_RESIDUAL,  /* adds the output of layer skip_from (option-A shortcut) */
+    MODEL_LAYER_AVGPOOL    /* global average pool: channel-major maps to per-sample rows */
 };
 
 struct model_layer {
@@ -41,8 +44,11 @@ struct model_layer {
     int relu;                /* ReLU fused onto the output */
     int in_c, in_h, in_w;    /* input shape; dense: in_c features */
     int out_c, out_h, out_w; /* output shape */
-    int kernel, pad;         /* conv: square kernel and zero padding */
+    int kernel, pad, stride; /* conv: square kernel, zero padding, stride */
+    int bias;                /* dense, conv: has a bias (resnet's convs have none) */
+    int skip_from;           /* residual: the layer whose output is added, -1 the input */
     size_t weight_offset, bias_offset;
+    size_t stat_offset;       /* batchnorm: running mean[out_c] then running var[out_c] */
     size_t in_size, out_size; /* floats per sample */
     size_t col_size;          /* conv: im2col floats per sample */
 };
@@ -54,7 +60,11 @@ struct model_spec {
     int in_c, in_h, in_w; /* input shape of the first layer */
     struct model_layer layers[MODEL_MAX_LAYERS];
     int layer_count;
+    /* Elements of the flat tensor: the trainable parameters first
+     * (trainable_count), then the batch-norm running statistics, which no
+     * optimizer may step on (kernels/model.h, "Batch normalisation"). */
     size_t param_count;
+    size_t trainable_count;
 };
 
 /* Parses spec into *out. Errors quote the spec and the part at fault:
@@ -62,7 +72,7 @@ struct model_spec {
  * number from 1 to 1000000". */
 int model_spec_parse(const char *spec, struct model_spec *out, char *err, size_t errlen);
 
-/* "dense" or "cnn:lenet", for messages. */
+/* "dense", "cnn:lenet" or "cnn:resnet20", for messages. */
 const char *model_arch_name(enum model_arch arch);
 
 static inline int model_spec_input_size(const struct model_spec *s)

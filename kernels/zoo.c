@@ -347,6 +347,17 @@ static void real_layer_cost(struct builder *b, const struct model_layer *l)
         return;
     case MODEL_LAYER_FLATTEN:
         return;
+    case MODEL_LAYER_BATCHNORM: /* normalisation (its parameters are in the
+                                 * spec's count already), then the ReLU */
+        cost_add(b, ZOO_OP_NORM, 4 * elements(b), 8 * elements(b));
+        if (l->relu) relu(b);
+        return;
+    case MODEL_LAYER_RESIDUAL: /* the add, then the fused ReLU if any */
+        elementwise(b, l->relu ? 2 : 1);
+        return;
+    case MODEL_LAYER_AVGPOOL: /* every input element added once */
+        cost_add(b, ZOO_OP_ELEMENTWISE, (double)l->in_size, (double)l->in_size);
+        return;
     }
     elementwise(b, l->relu ? 2 : 1); /* bias, and the fused ReLU */
 }
@@ -370,7 +381,10 @@ static void real_build(const char *spec_text, const struct model_spec *spec, str
     out->family = real_family(spec->arch);
     out->input = spec->arch == MODEL_ARCH_DENSE ? "flat" : "1x28x28";
     out->input_elements = (uint64_t)model_spec_input_size(spec);
-    out->params = spec->param_count;
+    /* The tensor's size is params + buffers (batch-norm statistics ride
+     * after the trainable parameters, kernels/model.h). */
+    out->params = spec->trainable_count;
+    out->buffers = spec->param_count - spec->trainable_count;
     out->real = true;
     struct builder b = {out, spec->in_c, spec->in_h, spec->in_w, true};
     for (int i = 0; i < spec->layer_count; i++)

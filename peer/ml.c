@@ -543,33 +543,44 @@ static struct kern_optim *optim_prepare(struct command_job *j, const struct opti
     return *slot;
 }
 
-/* The step itself, on the device copies of the parameters and gradient. */
+/* Past the trainable parameters a model's tensor holds batch-norm running
+ * statistics, and its gradient the batch's (kernels/model.h): folded in as
+ * PyTorch's BatchNorm2d does, running = (1 - m) running + m batch. */
+static void fold_running_stats(struct command_job *j, float *stats, const float *batch, size_t n)
+{
+    struct kern_ctx *ctx = devmirror_ctx(j->dev);
+    if (n && kern_scale(ctx, n, 1.0f - MODEL_BN_MOMENTUM, stats, j->err, sizeof j->err) == 0)
+        kern_axpy(ctx, n, MODEL_BN_MOMENTUM, batch, stats, j->err, sizeof j->err);
+}
+
+/* The step itself, on the device copies of the parameters and gradient:
+ * the optimizer on the first `trainable` of the n, the rest folded. */
 static void optim_step_device(struct command_job *j, struct kern_optim *o,
                               const struct store_patch *params, const struct store_tensor *grad,
-                              size_t n)
+                              size_t n, size_t trainable)
 {
     float *dparams = devmirror_patch(j->dev, params, j->err, sizeof j->err);
     const float *dgrad = dparams ? devmirror_read(j->dev, grad, j->err, sizeof j->err) : NULL;
-    if (dgrad) kern_optim_step(o, dparams, dgrad, n, j->err, sizeof j->err);
+    if (dgrad && kern_optim_step(o, dparams, dgrad, trainable, j->err, sizeof j->err) == 0)
+        fold_running_stats(j, dparams + trainable, dgrad + trainable, n - trainable);
 }
 
-/* One step on the n parameters in tensor `name`, patched in place (copied
- * if a send holds them), by an optimizer with state for state_n of them;
- * what names them in a size error. */
-/* The elements an optimizer with state for `state_n` steps: the resident
- * prefix both tensors share (virtual tensors, store.h); the rest is
- * skipped and counted. */
+/* The elements an optimizer steps: the resident prefix both tensors share
+ * (virtual tensors, store.h); the rest is skipped and counted. */
 static size_t optim_resident(struct command_job *j, const struct store_tensor *params,
-                             const struct store_tensor *grad, size_t state_n)
+                             const struct store_tensor *grad)
 {
     uint64_t k = params->resident < grad->resident ? params->resident : grad->resident;
-    if (k > state_n) k = state_n;
     store_count_skipped(j->store, params->size - k);
     return (size_t)k;
 }
 
+/* One step on the n parameters in tensor `name`, patched in place (copied
+ * if a send holds them); what names them in a size error. Of the resident
+ * ones the optimizer steps on the first `trainable` (its state's size) and
+ * folds the rest in as running statistics (a model with batch norm). */
 static bool optim_apply(struct command_job *j, const struct optim_params *p, const char *name,
-                        size_t n, size_t state_n, const char *what, struct kern_optim *o)
+                        size_t n, size_t trainable, const char *what, struct kern_optim *o)
 {
     struct store_patch params;
     size_t k = 0;
@@ -579,8 +590,8 @@ static bool optim_apply(struct command_job *j, const struct optim_params *p, con
     if (grad && (params.t->size != n || grad->size != n))
         cmd_fail(j, "%s has %zu parameters; '%s' has %" PRIu64 ", '%s' %" PRIu64, what, n, name,
                  params.t->size, p->grad, grad->size);
-    else if (grad && (k = optim_resident(j, params.t, grad, state_n)) > 0)
-        optim_step_device(j, o, &params, grad, k);
+    else if (grad && (k = optim_resident(j, params.t, grad)) > 0)
+        optim_step_device(j, o, &params, grad, k, trainable < k ? trainable : k);
     if (grad) cmd_charge_virtual(j, params.t, n);
     ok = grad && !j->err[0];
     store_tensor_release(grad);
@@ -634,10 +645,13 @@ static bool optim_run(struct command_job *j, const struct optim_params *p)
     if (p->tensor[0]) return optim_run_tensor(j, p);
     struct ml_model *m = ml_model_find(j, p->model);
     if (!m) return false;
+    /* The optimizer steps what the computing model trains: a surrogate's
+     * or the architecture's trainable parameters (none: timing only). */
+    size_t trainable = m->model ? kern_model_trainable_count(m->model) : 0;
     char what[300];
     snprintf(what, sizeof what, "model %s", m->spec);
-    struct kern_optim *o = optim_prepare(j, p, &m->optim, (size_t)m->resident);
-    return o && optim_apply(j, p, m->name, (size_t)m->size, (size_t)m->resident, what, o);
+    struct kern_optim *o = optim_prepare(j, p, &m->optim, trainable);
+    return o && optim_apply(j, p, m->name, (size_t)m->size, trainable, what, o);
 }
 
 /* ---- compress ---- */

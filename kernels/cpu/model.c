@@ -1,10 +1,13 @@
 /* cpu/model.c — initialisation and the forward/backward passes of dense,
  * convolution (im2col + cblas_sgemm), max-pool and flatten layers with
  * softmax cross-entropy on OpenBLAS, over the layer table that
- * kernels/model_spec.c parses from a spec. See kernels/model.h.
+ * kernels/model_spec.c parses from a spec, and the order of resnet's layers
+ * (batch norm, residual add, average pool: cpu/resnet_layers.c). See
+ * kernels/model.h.
  *
  * Owns each model's layer table, spec copy and one workspace block. */
 #include "kernels/model.h"
+#include "kernels/cpu/resnet_layers.h"
 #include "kernels/kern_error.h"
 #include "kernels/model_spec.h"
 
@@ -42,15 +45,19 @@
 
 struct model {
     char *spec;
-    struct model_spec arch;           /* the layer table and parameter layout */
-    int capacity;                     /* workspace batch size */
-    float *workspace;                 /* one block holding everything below */
-    float *act[MODEL_MAX_LAYERS];     /* per-layer outputs, kept for backward */
-    int keep_columns;                 /* columns kept per layer, else one shared chunk */
-    float *columns[MODEL_MAX_LAYERS]; /* conv: kept im2col columns of the batch */
-    float *col;                       /* shared chunk of columns when not keeping */
-    float *delta[2];                  /* ping-pong activation gradients */
-    float *ones;                      /* all 1: bias gradients as GEMV row sums */
+    struct model_spec arch;             /* the layer table and parameter layout */
+    int capacity;                       /* workspace batch size */
+    float *workspace;                   /* one block holding everything below */
+    float *act[MODEL_MAX_LAYERS];       /* per-layer outputs, kept for backward */
+    int keep_columns;                   /* columns kept per layer, else one shared chunk */
+    float *columns[MODEL_MAX_LAYERS];   /* conv: kept im2col columns of the batch */
+    float *col;                         /* shared chunk of columns when not keeping */
+    float *delta[2];                    /* ping-pong activation gradients */
+    float *skip;                        /* residual: gradient of a block's input via its shortcut */
+    float *bn_mean[MODEL_MAX_LAYERS];   /* batchnorm: the last training pass's batch mean, */
+    float *bn_invstd[MODEL_MAX_LAYERS]; /* 1 / sqrt(biased variance + eps) */
+    float *bn_var[MODEL_MAX_LAYERS];    /* and the biased variance */
+    float *ones;                        /* all 1: bias gradients as GEMV row sums */
 };
 
 int model_create(const char *spec, int max_batch, struct model **out, char *err, size_t errlen)
@@ -95,6 +102,11 @@ const struct model_spec *model_layout(const struct model *m)
 size_t model_param_count(const struct model *m)
 {
     return m->arch.param_count;
+}
+
+size_t model_trainable_count(const struct model *m)
+{
+    return m->arch.trainable_count;
 }
 
 int model_input_size(const struct model *m)
@@ -159,6 +171,11 @@ static size_t workspace_layout(struct model *m, size_t batch, float *base)
         carve(base, &used, l->out_size * batch, &m->act[i]);
         widest = l->in_size > widest ? l->in_size : widest;
         widest = l->out_size > widest ? l->out_size : widest;
+        if (l->kind == MODEL_LAYER_BATCHNORM) {
+            carve(base, &used, (size_t)l->out_c, &m->bn_mean[i]);
+            carve(base, &used, (size_t)l->out_c, &m->bn_invstd[i]);
+            carve(base, &used, (size_t)l->out_c, &m->bn_var[i]);
+        }
         if (l->kind != MODEL_LAYER_CONV) continue;
         size_t chunk_cols = l->col_size * (size_t)conv_chunk(l, (int)batch, keep);
         if (keep) carve(base, &used, chunk_cols, &m->columns[i]);
@@ -168,6 +185,7 @@ static size_t workspace_layout(struct model *m, size_t batch, float *base)
     carve(base, &used, keep ? 0 : col, keep ? &unused : &m->col);
     carve(base, &used, widest * batch, &m->delta[0]);
     carve(base, &used, widest * batch, &m->delta[1]);
+    carve(base, &used, m->arch.arch == MODEL_ARCH_RESNET ? widest * batch : 0, &m->skip);
     carve(base, &used, ones, &m->ones);
     for (size_t i = 0; base && i < ones; i++)
         m->ones[i] = 1.0f;
@@ -279,6 +297,29 @@ static void fill_uniform(struct rng *r, float *p, size_t n, double bound)
         p[i] = (float)((2.0 * rng_uniform(r) - 1.0) * bound);
 }
 
+/* Whether layer i's output reaches a ReLU: its own, or (resnet) that of
+ * the batch norm it feeds or of the block's add after that. */
+static int feeds_relu(const struct model *m, int i)
+{
+    return m->arch.layers[i].relu ||
+           (i + 1 < m->arch.layer_count && m->arch.layers[i + 1].kind == MODEL_LAYER_BATCHNORM);
+}
+
+/* gamma 1, beta 0, running mean 0 and variance 1 (PyTorch's), whatever
+ * the method: a batch norm with gamma 0 passes nothing, and the running
+ * statistics are not parameters an init method chooses. */
+static void init_batchnorms(const struct model *m, float *params)
+{
+    for (int i = 0; i < m->arch.layer_count; i++) {
+        const struct model_layer *l = &m->arch.layers[i];
+        if (l->kind != MODEL_LAYER_BATCHNORM) continue;
+        for (int c = 0; c < l->out_c; c++) {
+            params[l->weight_offset + c] = 1.0f;
+            params[l->stat_offset + l->out_c + c] = 1.0f;
+        }
+    }
+}
+
 int model_init(const struct model *m, float *params, const char *method, uint64_t seed, char *err,
                size_t errlen)
 {
@@ -293,6 +334,7 @@ int model_init(const struct model *m, float *params, const char *method, uint64_
         return kern_fail(err, errlen, "model \"%s\": unknown init \"%s\" (default, xavier, zeros)",
                          m->spec, method);
     memset(params, 0, m->arch.param_count * sizeof(float));
+    init_batchnorms(m, params);
     if (zeros) return 0;
     struct rng r;
     rng_seed(&r, seed, 0x1417);
@@ -302,7 +344,8 @@ int model_init(const struct model *m, float *params, const char *method, uint64_
         size_t weights = l->bias_offset - l->weight_offset;
         double area = l->kind == MODEL_LAYER_CONV ? (double)l->kernel * l->kernel : 1.0;
         double fan_in = l->in_c * area, fan_out = l->out_c * area;
-        double bound = (he && l->relu) ? sqrt(6.0 / fan_in) : sqrt(6.0 / (fan_in + fan_out));
+        double bound =
+            (he && feeds_relu(m, i)) ? sqrt(6.0 / fan_in) : sqrt(6.0 / (fan_in + fan_out));
         fill_uniform(&r, params + l->weight_offset, weights, bound);
     }
     return 0;
@@ -373,22 +416,27 @@ struct conv_chunk {
     int total;        /* batch: planes are [c][total][h][w] */
 };
 
-/* Output columns ox whose input column ox + kx - pad falls inside [0, w). */
-static void valid_columns(const struct model_layer *l, int kx, int *lo, int *hi)
+/* Outputs o in [0, out) whose input o * stride + shift falls inside
+ * [0, in): rows or columns of a window row that read the image, not the
+ * zero padding. */
+static void valid_range(int in, int out, int stride, int shift, int *lo, int *hi)
 {
-    int shift = kx - l->pad;
-    *lo = shift < 0 ? -shift : 0;
-    *hi = l->in_w - shift < l->out_w ? l->in_w - shift : l->out_w;
+    int last = in - 1 - shift; /* the largest o * stride that reads inside */
+    *lo = shift < 0 ? (-shift + stride - 1) / stride : 0;
+    *hi = last < 0 ? 0 : last / stride + 1;
+    *hi = *hi > out ? out : *hi;
     *hi = *hi < *lo ? *lo : *hi;
 }
 
-/* Output rows oy whose input row oy + ky - pad falls inside [0, h). */
-static void valid_rows(const struct model_layer *l, int ky, int *lo, int *hi)
+/* window_row's copy for a stride above 1: every stride-th input. */
+static void window_strided(float *restrict p, float *restrict c, int width, int stride, bool gather)
 {
-    int shift = ky - l->pad;
-    *lo = shift < 0 ? -shift : 0;
-    *hi = l->in_h - shift < l->out_h ? l->in_h - shift : l->out_h;
-    *hi = *hi < *lo ? *lo : *hi;
+    for (int j = 0; j < width; j++) {
+        if (gather)
+            c[j] = p[j * stride];
+        else
+            p[j * stride] += c[j];
+    }
 }
 
 /* One row (c, ky, kx) of col against the input planes shifted by
@@ -402,17 +450,19 @@ static inline __attribute__((always_inline)) void window_row(const struct model_
                                                              float *restrict col, int count, int ky,
                                                              int kx, bool gather)
 {
-    int x_lo, x_hi, y_lo, y_hi, ow = l->out_w, iw = l->in_w;
-    valid_columns(l, kx, &x_lo, &x_hi);
-    valid_rows(l, ky, &y_lo, &y_hi);
+    int x_lo, x_hi, y_lo, y_hi, ow = l->out_w, iw = l->in_w, s = l->stride;
+    valid_range(l->in_w, ow, s, kx - l->pad, &x_lo, &x_hi);
+    valid_range(l->in_h, l->out_h, s, ky - l->pad, &y_lo, &y_hi);
     size_t in_plane = (size_t)l->in_h * iw, out_plane = (size_t)l->out_h * ow;
-    int width = x_hi - x_lo, in_x = x_lo + kx - l->pad;
+    int width = x_hi - x_lo, in_x = x_lo * s + kx - l->pad;
     for (int b = 0; b < count; b++) {
         for (int oy = y_lo; oy < y_hi; oy++) {
             float *restrict p =
-                plane + (size_t)b * in_plane + (size_t)(oy + ky - l->pad) * iw + in_x;
+                plane + (size_t)b * in_plane + (size_t)(oy * s + ky - l->pad) * iw + in_x;
             float *restrict c = col + (size_t)b * out_plane + (size_t)oy * ow + x_lo;
-            if (gather)
+            if (s != 1) /* resnet's two downsampling convs: strided, rare */
+                window_strided(p, c, width, s, gather);
+            else if (gather)
                 for (int j = 0; j < width; j++)
                     c[j] = p[j];
             else
@@ -473,7 +523,8 @@ static void conv_forward(struct model *m, int index, const float *params, const 
                     1.0f, params + l->weight_offset, patch, col, c.count * pixels, 0.0f,
                     y + (size_t)first * pixels, n);
     }
-    bias_relu_planes(y, l->out_c, (size_t)n, params + l->bias_offset, l->relu);
+    /* A conv without bias (resnet's) has no ReLU either: its batch norm has. */
+    if (l->bias) bias_relu_planes(y, l->out_c, (size_t)n, params + l->bias_offset, l->relu);
 }
 
 /* dy arrives masked by the ReLU when `masked` (a following pool did it).
@@ -489,8 +540,9 @@ static void conv_backward(struct model *m, int index, const float *params, const
     float *col = m->keep_columns ? m->columns[index] : m->col;
     const float *y = m->act[index];
     if (l->relu && !masked) relu_mask(dy, y, (size_t)n * l->out_c);
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, l->out_c, n, 1.0f, dy, n, m->ones, 1, 0.0f,
-                grad + l->bias_offset, 1);
+    if (l->bias)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, l->out_c, n, 1.0f, dy, n, m->ones, 1, 0.0f,
+                    grad + l->bias_offset, 1);
     for (int first = 0; first < batch; first += step) {
         struct conv_chunk c = {first, batch - first < step ? batch - first : step, batch};
         const float *dy_chunk = dy + (size_t)first * pixels;
@@ -596,20 +648,61 @@ static void softmax_xent(const float *logits, const int32_t *labels, int batch, 
 
 /* ---- passes ---- */
 
-static const float *forward(struct model *m, const float *params, const float *x, int batch)
+static struct bn_pass bn_pass_of(const struct model *m, int index, const float *params, int batch)
+{
+    const struct model_layer *l = &m->arch.layers[index];
+    return (struct bn_pass){.channels = l->out_c,
+                            .n = (size_t)batch * l->out_h * l->out_w,
+                            .gamma = params + l->weight_offset,
+                            .beta = params + l->bias_offset,
+                            .mean = m->bn_mean[index],
+                            .invstd = m->bn_invstd[index],
+                            .relu = l->relu};
+}
+
+static struct residual_source residual_source_of(const struct model *m, const struct model_layer *l)
+{
+    if (l->skip_from < 0) return (struct residual_source){m->arch.in_c, m->arch.in_h, m->arch.in_w};
+    const struct model_layer *from = &m->arch.layers[l->skip_from];
+    return (struct residual_source){from->out_c, from->out_h, from->out_w};
+}
+
+static const float *layer_output_or_input(const struct model *m, int index, const float *x)
+{
+    return index < 0 ? x : m->act[index];
+}
+
+/* Batch norms normalise by the batch's statistics when `training`, by
+ * their running statistics (in params) otherwise. */
+static const float *forward(struct model *m, const float *params, const float *x, int batch,
+                            bool training)
 {
     const float *in = x;
     for (int i = 0; i < m->arch.layer_count; i++) {
         const struct model_layer *l = &m->arch.layers[i];
-        if (l->kind == MODEL_LAYER_DENSE)
-            dense_forward(l, params, in, m->act[i], batch);
-        else if (l->kind == MODEL_LAYER_CONV)
-            conv_forward(m, i, params, in, m->act[i], batch);
-        else if (l->kind == MODEL_LAYER_POOL)
-            pool_forward(l, in, m->act[i], batch);
-        else
-            flatten_forward(l, in, m->act[i], batch);
-        in = m->act[i];
+        float *out = m->act[i];
+        if (l->kind == MODEL_LAYER_DENSE) {
+            dense_forward(l, params, in, out, batch);
+        } else if (l->kind == MODEL_LAYER_CONV) {
+            conv_forward(m, i, params, in, out, batch);
+        } else if (l->kind == MODEL_LAYER_POOL) {
+            pool_forward(l, in, out, batch);
+        } else if (l->kind == MODEL_LAYER_FLATTEN) {
+            flatten_forward(l, in, out, batch);
+        } else if (l->kind == MODEL_LAYER_BATCHNORM) {
+            struct bn_pass bn = bn_pass_of(m, i, params, batch);
+            if (training)
+                bn_forward_train(&bn, in, out, m->bn_var[i]);
+            else
+                bn_forward_eval(&bn, in, out, params + l->stat_offset,
+                                params + l->stat_offset + l->out_c);
+        } else if (l->kind == MODEL_LAYER_RESIDUAL) {
+            residual_forward(l, residual_source_of(m, l), in,
+                             layer_output_or_input(m, l->skip_from, x), out, batch);
+        } else {
+            avgpool_forward(l, in, out, batch);
+        }
+        in = out;
     }
     return in;
 }
@@ -621,25 +714,74 @@ static int relu_masked_by_pool(const struct model *m, int i)
            m->arch.layers[i].relu;
 }
 
-/* Expects the d loss / d logits in m->delta[0]. */
+/* Layer i's backward pass: dy (d loss / d its output) to dx (d loss / d its
+ * input; NULL for the first layer) and its parameters' gradient. A residual
+ * layer also leaves the gradient of its shortcut in m->skip. */
+static void layer_backward(struct model *m, int i, const float *params, const float *x, float *grad,
+                           float *dy, float *dx, int batch)
+{
+    const struct model_layer *l = &m->arch.layers[i];
+    const float *in = i ? m->act[i - 1] : x;
+    if (l->kind == MODEL_LAYER_DENSE) {
+        dense_backward(m, l, params, in, m->act[i], dy, grad, dx, batch);
+    } else if (l->kind == MODEL_LAYER_CONV) {
+        conv_backward(m, i, params, in, dy, grad, dx, batch, relu_masked_by_pool(m, i));
+    } else if (l->kind == MODEL_LAYER_POOL) {
+        pool_backward(l, in, m->act[i], dy, dx, batch, i > 0 && relu_masked_by_pool(m, i - 1));
+    } else if (l->kind == MODEL_LAYER_FLATTEN) {
+        flatten_backward(l, dy, dx, batch);
+    } else if (l->kind == MODEL_LAYER_BATCHNORM) {
+        struct bn_pass bn = bn_pass_of(m, i, params, batch);
+        bn_backward(&bn, in, m->act[i], dy, dx, grad + l->weight_offset, grad + l->bias_offset);
+    } else if (l->kind == MODEL_LAYER_RESIDUAL) {
+        residual_backward(l, residual_source_of(m, l), m->act[i], dy, m->skip, batch);
+        memcpy(dx, dy, l->out_size * (size_t)batch * sizeof(float));
+    } else {
+        avgpool_backward(l, dy, dx, batch);
+    }
+}
+
+static void add_into(float *restrict y, const float *restrict x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] += x[i];
+}
+
+/* Expects the d loss / d logits in m->delta[0]. A block's input receives
+ * the gradient of both its paths: the shortcut's waits in m->skip (blocks
+ * do not nest, so one buffer serves) until the main path's reaches it. */
 static void backward(struct model *m, const float *params, const float *x, float *grad, int batch)
 {
     float *dy = m->delta[0], *dx = m->delta[1];
+    int skip_to = -2; /* the layer whose output m->skip's gradient belongs to */
     for (int i = m->arch.layer_count - 1; i >= 0; i--) {
         const struct model_layer *l = &m->arch.layers[i];
-        const float *in = i ? m->act[i - 1] : x;
-        float *dx_or_null = i ? dx : NULL;
-        if (l->kind == MODEL_LAYER_DENSE)
-            dense_backward(m, l, params, in, m->act[i], dy, grad, dx_or_null, batch);
-        else if (l->kind == MODEL_LAYER_CONV)
-            conv_backward(m, i, params, in, dy, grad, dx_or_null, batch, relu_masked_by_pool(m, i));
-        else if (l->kind == MODEL_LAYER_POOL)
-            pool_backward(l, in, m->act[i], dy, dx, batch, i > 0 && relu_masked_by_pool(m, i - 1));
-        else
-            flatten_backward(l, dy, dx, batch);
+        layer_backward(m, i, params, x, grad, dy, i ? dx : NULL, batch);
+        if (l->kind == MODEL_LAYER_RESIDUAL) skip_to = l->skip_from;
+        if (i && skip_to == i - 1) {
+            add_into(dx, m->skip, l->in_size * (size_t)batch);
+            skip_to = -2;
+        }
         float *t = dy;
         dy = dx;
         dx = t;
+    }
+}
+
+/* The tail of grad past the trainable parameters: each batch norm's batch
+ * mean and unbiased variance (what PyTorch folds into its running
+ * statistics), for the optimizer step to fold in (kernels/model.h). */
+static void write_batch_statistics(const struct model *m, float *grad, int batch)
+{
+    for (int i = 0; i < m->arch.layer_count; i++) {
+        const struct model_layer *l = &m->arch.layers[i];
+        if (l->kind != MODEL_LAYER_BATCHNORM) continue;
+        double n = (double)batch * l->out_h * l->out_w;
+        double unbias = n > 1 ? n / (n - 1) : 1.0;
+        for (int c = 0; c < l->out_c; c++) {
+            grad[l->stat_offset + c] = m->bn_mean[i][c];
+            grad[l->stat_offset + l->out_c + c] = (float)(m->bn_var[i][c] * unbias);
+        }
     }
 }
 
@@ -660,11 +802,12 @@ int model_grad(struct model *m, const float *params, const float *x, const int32
     if (model_reserve(m, batch, err, errlen) < 0 ||
         check_labels(m, labels, (size_t)batch, err, errlen) < 0)
         return -1;
-    const float *logits = forward(m, params, x, batch);
+    const float *logits = forward(m, params, x, batch, true);
     double loss_sum = 0;
     size_t correct = 0;
     softmax_xent(logits, labels, batch, model_classes(m), m->delta[0], &loss_sum, &correct);
     backward(m, params, x, grad, batch);
+    write_batch_statistics(m, grad, batch);
     *loss = (float)(loss_sum / batch);
     return 0;
 }
@@ -678,7 +821,7 @@ int model_eval(struct model *m, const float *params, const float *x, const int32
     size_t in = (size_t)model_input_size(m);
     for (size_t done = 0; done < n;) {
         int batch = n - done < (size_t)chunk ? (int)(n - done) : chunk;
-        const float *logits = forward(m, params, x + done * in, batch);
+        const float *logits = forward(m, params, x + done * in, batch, false);
         softmax_xent(logits, labels + done, batch, model_classes(m), NULL, &score->loss_sum,
                      &score->correct);
         done += (size_t)batch;

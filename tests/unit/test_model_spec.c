@@ -47,7 +47,7 @@ static void test_errors(void)
     CHECK(model_spec_parse("mlp:5", &s, err, sizeof err) < 0);
     CHECK_CONTAINS(err, "mlp needs at least IN-OUT");
     CHECK(model_spec_parse("cnn:vgg", &s, err, sizeof err) < 0);
-    CHECK_CONTAINS(err, "unknown cnn (known: cnn:lenet)");
+    CHECK_CONTAINS(err, "unknown cnn (known: cnn:lenet, cnn:resnet20)");
     CHECK(model_spec_parse("rnn:3", &s, err, sizeof err) < 0);
     CHECK_CONTAINS(err, "unknown architecture");
     CHECK(model_spec_parse(NULL, &s, err, sizeof err) < 0);

@@ -1,13 +1,16 @@
 /* kernels.c — benchmark of the model kernels (tools/bench/kernels runs it).
  *
- * For mlp:784-256-128-10 and cnn:lenet: model_grad throughput in GFLOP/s
+ * For mlp:784-256-128-10, cnn:lenet and cnn:resnet20: model_grad
+ * throughput in GFLOP/s
  * (model_grad_flops() per sample) next to raw cblas_sgemm running the very
  * GEMM shapes model_grad performs (model_gemm_shapes()), timed in the same
  * run on the same thread count; the ratio is the share of time model_grad
  * spends in GEMM, i.e. what im2col, pooling, bias, ReLU and softmax cost.
  * Readable lines first, the JSON summary as the very last line.
  *
- * Usage: bench_kernels [--batch N] [--seconds S] [--threads T]
+ * Usage: bench_kernels [--batch N] [--seconds S] [--threads T] [--model SPEC]
+ * --model times that model alone, its JSON {"model", "ms_per_step", ...}:
+ * tools/bench/kernels alternates it with PyTorch's step on the same shapes.
  * Owns everything it allocates; exits 2 on bad usage, 1 on kernel errors. */
 #include <cblas.h>
 #include <stdio.h>
@@ -22,6 +25,7 @@ struct options {
     int batch;
     double seconds; /* per measurement */
     int threads;
+    const char *model; /* NULL: every model */
 };
 
 /* The GEMMs of one model step. Operands are allocated once per distinct
@@ -233,6 +237,8 @@ static int parse_options(int argc, char **argv, struct options *o)
             o->seconds = atof(v);
         else if (!strcmp(argv[i], "--threads"))
             o->threads = atoi(v);
+        else if (!strcmp(argv[i], "--model"))
+            o->model = v;
         else
             return -1;
     }
@@ -244,7 +250,8 @@ int main(int argc, char **argv)
 {
     struct options o;
     if (parse_options(argc, argv, &o) < 0) {
-        fprintf(stderr, "usage: bench_kernels [--batch N] [--seconds S] [--threads T]\n");
+        fprintf(stderr,
+                "usage: bench_kernels [--batch N] [--seconds S] [--threads T] [--model SPEC]\n");
         return 2;
     }
     openblas_set_num_threads(o.threads);
@@ -252,16 +259,30 @@ int main(int argc, char **argv)
     printf("OpenBLAS %s, %d thread(s); GFLOP/s count 2 per multiply-add of the GEMMs, "
            "timed by %s\n",
            openblas_get_config(), o.threads, o.threads == 1 ? "thread CPU time" : "wall clock");
-    struct result mlp, cnn;
-    if (bench_model("mlp:784-256-128-10", &o, &mlp) < 0 || bench_model("cnn:lenet", &o, &cnn) < 0)
+    const char *clock_name = o.threads == 1 ? "thread_cpu" : "wall";
+    if (o.model) {
+        struct result one;
+        if (bench_model(o.model, &o, &one) < 0) return 1;
+        printf("{\"bench\":\"kernels\",\"model\":\"%s\",\"batch\":%d,\"threads\":%d,"
+               "\"clock\":\"%s\",\"gflops\":%.2f,\"sgemm_gflops\":%.2f,\"ms_per_step\":%.3f}\n",
+               o.model, o.batch, o.threads, clock_name, one.model_gflops, one.sgemm_gflops,
+               one.ms_per_step);
+        return 0;
+    }
+    struct result mlp, cnn, res;
+    if (bench_model("mlp:784-256-128-10", &o, &mlp) < 0 || bench_model("cnn:lenet", &o, &cnn) < 0 ||
+        bench_model("cnn:resnet20", &o, &res) < 0)
         return 1;
     printf("{\"bench\":\"kernels\",\"batch\":%d,\"threads\":%d,\"clock\":\"%s\","
            "\"mlp_gflops\":%.2f,\"mlp_sgemm_gflops\":%.2f,\"mlp_ratio\":%.3f,"
            "\"mlp_ms_per_step\":%.3f,"
            "\"cnn_gflops\":%.2f,\"cnn_sgemm_gflops\":%.2f,\"cnn_ratio\":%.3f,"
-           "\"cnn_ms_per_step\":%.3f}\n",
-           o.batch, o.threads, o.threads == 1 ? "thread_cpu" : "wall", mlp.model_gflops,
-           mlp.sgemm_gflops, mlp.model_gflops / mlp.sgemm_gflops, mlp.ms_per_step, cnn.model_gflops,
-           cnn.sgemm_gflops, cnn.model_gflops / cnn.sgemm_gflops, cnn.ms_per_step);
+           "\"cnn_ms_per_step\":%.3f,"
+           "\"resnet_gflops\":%.2f,\"resnet_sgemm_gflops\":%.2f,\"resnet_ratio\":%.3f,"
+           "\"resnet_ms_per_step\":%.3f}\n",
+           o.batch, o.threads, clock_name, mlp.model_gflops, mlp.sgemm_gflops,
+           mlp.model_gflops / mlp.sgemm_gflops, mlp.ms_per_step, cnn.model_gflops, cnn.sgemm_gflops,
+           cnn.model_gflops / cnn.sgemm_gflops, cnn.ms_per_step, res.model_gflops, res.sgemm_gflops,
+           res.model_gflops / res.sgemm_gflops, res.ms_per_step);
     return 0;
 }

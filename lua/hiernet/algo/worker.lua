@@ -46,7 +46,12 @@ local BB_DEFAULTS = { min_lr = 0.01, max_lr = 10, smoothing = 0.5, armijo_c = 0.
 function worker.new(J, o)
   local opt = J.o.worker_opt
   local steps = J.o.local_steps or 1
+  -- A model holding batch-norm running statistics (cnn:resnet20, see
+  -- kernels/model.h) steps through optim, which folds them in: the shortcut
+  -- u = lr * gradient would push lr times its batch statistics instead.
+  local running_stats = tostring(J.o.model):match("^cnn:resnet") ~= nil
   local plain_sgd = steps == 1 and opt.method == "sgd" and not opt.weight_decay
+    and not running_stats
   local self = setmetatable({
     J = J, opt = opt, local_steps = steps, want_norm = o.want_norm, compress = J.o.compress,
     model = o.model or J.model_name or "w", bb = o.bb, lr = {}, bb_state = {},
