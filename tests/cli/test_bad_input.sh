@@ -206,7 +206,9 @@ bad_case peer_dataset_passwd 1 "c_peer_dataset_passwd.lua:5: node 'a': dataset: 
   'a:dataset{ name = "/etc/passwd" }'
 bad_case peer_dataset_huge 1 "c_peer_dataset_huge.lua:5: node 'a': dataset: param 'n': 1000000000000 is not between" \
   'a:dataset{ name = "synthetic", n = 1e12, dim = 16 }'
-bad_case peer_model_arch 1 "c_peer_model_arch.lua:5: node 'a': model: model spec \"resnet50\": unknown architecture" \
+bad_case peer_model_arch 1 "c_peer_model_arch.lua:5: node 'a': model: model spec \"resnet5\": unknown architecture" \
+  'a:model{ name = "m", arch = "resnet5" }'
+bad_case peer_model_zoo 1 "c_peer_model_zoo.lua:5: node 'a': model: model 'resnet50' has no kernels: it computes by profile only" \
   'a:model{ name = "m", arch = "resnet50" }'
 bad_case peer_model_huge 1 'c_peer_model_huge.lua:5: node '"'"'a'"'"': model: model spec "mlp:100000000-10": the first layer size '"'"'100000000'"'"' is not a whole number from 1 to' \
   'a:model{ name = "m", arch = "mlp:100000000-10" }'
