@@ -48,17 +48,21 @@
 -- bottleneck (Section 5.6). Mini-batches are Table 3's.
 --
 -- α-β bounds (S the gradient bytes, B the server's link rate, N workers,
--- RTT the round trip worker - server, 4 links of 0.05 ms, 6 on HDGib):
---   BSP, drop-worker: 2 N S / B + RTT (every worker's gradient in and the
---     model out through the one link; drop-worker's dropped pushes still
---     cross it);
---   ASP, SSP, adaptive-k: max(2 S / B, 2 N S / B - Cp) + RTT (a worker's
---     push and pull, or, when the link is saturated, its share of it: the
---     link carries 2 N S per cycle Cp + Cu).
+-- RTT the round trip worker - server, 4 links of 0.05 ms, 6 on HDGib; a
+-- link carries B each way at once):
+--   BSP: 2 N S / B + RTT (every worker's gradient in, then, once the round
+--     is applied, the model out to every worker: the two cannot overlap);
+--   ASP, SSP, adaptive-k, drop-worker: max(2 S / B, N S / B - Cp) + RTT (a
+--     worker's own push and pull one after the other, or, when the link is
+--     saturated, its share of it: each direction carries N S per cycle of
+--     Cp + Cu, pushes in while other workers' pulls go out; drop-worker's
+--     dropped pushes cross it too).
 -- The bound leaves out the server's aggregation (a few to a few hundred ms
--- per update at its memory bandwidth, 12 bytes an element) and TCP's
--- ramp-up.
---
+-- per update at its memory bandwidth, 12 bytes an element), TCP's ramp-up
+-- and losses: many workers sending into the server's one link at once
+-- overflow its queue (incast, scenarios/incast.lua), and a step that waits
+-- for a TCP retransmission timeout (200 ms at least) is far above it.
+
 -- Expected (measured, docs/cookbook.md "paper_table4"): Cu near the bound
 -- where the host's CPU kept up with the links, above it where it did not
 -- (the run's `limited`). Against the paper, differences over 25% have
@@ -94,9 +98,9 @@ paper.check(row_numbers, modes, n_workers)
 -- The α-β bound of a local step's Cu through the server's link (header).
 local function bound_of(mode, grad_bytes, link_bps, cp, hops)
   local rtt = 2 * hops * paper.DELAY_MS / 1000
-  local all = 2 * n_workers * grad_bytes * 8 / link_bps
-  if paper.PER_PUSH[mode] then return math.max(2 * grad_bytes * 8 / link_bps, all - cp) + rtt end
-  return all + rtt
+  local one_way = n_workers * grad_bytes * 8 / link_bps -- every worker's gradient, one direction
+  if mode == "bsp" then return 2 * one_way + rtt end
+  return math.max(2 * grad_bytes * 8 / link_bps, one_way - cp) + rtt
 end
 
 -- Cp and Cu of a mean local step in steady state, and the steps counted,
