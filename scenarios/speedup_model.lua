@@ -41,6 +41,10 @@
 -- x the steps each worker does. summary.json `profiled`: per N the same
 -- figures as above, and the run's `limited` (the host's CPU could not move
 -- the bytes at the links' rate: T_N and T_comm are then upper bounds).
+-- Measured on a shared 2-core host (N = 2, 4, 8, total_steps=16, bw=1Gbit;
+-- docs/cookbook.md): the model within -0.4%, +15%, +3%; at 1 Gbit/s an
+-- all-reduce of ResNet-50 costs more than its step, so N = 2 is slower than
+-- one worker and N = 8 gains 1.7x.
 --     profiled=false  run the second part (quick: true, N = 2 only, 2 steps)
 --     max_n=64        the largest N (powers of two from 2)
 --     total_steps=64  steps of work split between the N workers
