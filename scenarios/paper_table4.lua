@@ -67,12 +67,13 @@
 --     saturated, its share of it: each direction carries N S per cycle of
 --     Cp + Cu, pushes in while other workers' pulls go out; drop-worker's
 --     dropped pushes cross it too).
--- The bound leaves out the server's aggregation (a few to a few hundred ms
--- per update at its memory bandwidth, 12 bytes an element), TCP's ramp-up
--- and losses: many workers sending into the server's one link at once
--- overflow its queue (incast, scenarios/incast.lua), and a step that waits
--- for a TCP retransmission timeout (200 ms at least) is far above it.
-
+-- The bound leaves out the server's aggregation (2 to 20 ms per update
+-- at its memory bandwidth, 12 bytes an element: MobileNet to VGG16),
+-- TCP's ramp-up and losses: many workers sending into the server's one
+-- link at once overflow its queue (incast, scenarios/incast.lua), and a
+-- step that waits for a TCP retransmission timeout (200 ms at least) is
+-- far above it.
+--
 -- Expected (measured on a shared 2-core host, rows 2 and 3 only:
 -- docs/cookbook.md "paper_table4"): Cp equal to the paper's (the profile's
 -- measured steps); on the CPU cluster (row 2) Cu within 25% of the
