@@ -30,6 +30,25 @@
 -- alone, can also come out a little slow, as at N = 4.
 -- summary.json: per N the steps, measured time, T_comm, the model's time,
 -- both speed-ups, the model's error and the final accuracy.
+--
+-- Second part (profiled=true): ResNet-50 by the rtx2080ti profile (batch
+-- 32, the adaptive-k paper's measured 0.86 s a step; docs/models.md),
+-- timing only, its 97.5 MiB gradient virtual but whole on the wire, at
+-- N = 2, 4, ... up to `max_n` (64) workers on one switch of `bw` (10 Gbit/s,
+-- 0.05 ms) links, `total_steps` (64) steps of work split between the N
+-- workers. T_1 is total_steps x the profile's step time (one worker has
+-- nothing to all-reduce), T_comm the median all-reduce of the model alone
+-- x the steps each worker does. summary.json `profiled`: per N the same
+-- figures as above, and the run's `limited` (the host's CPU could not move
+-- the bytes at the links' rate: T_N and T_comm are then upper bounds).
+-- Measured on a shared 2-core host (N = 2, 4, 8, total_steps=16, bw=1Gbit;
+-- docs/cookbook.md): the model within -0.4%, +15%, +3%; at 1 Gbit/s an
+-- all-reduce of ResNet-50 costs more than its step, so N = 2 is slower than
+-- one worker and N = 8 gains 1.7x.
+--     profiled=false  run the second part (quick: true, N = 2 only, 2 steps)
+--     max_n=64        the largest N (powers of two from 2)
+--     total_steps=64  steps of work split between the N workers
+--     bw=10Gbit       the links' rate
 local hn = require("hiernet")
 local ar = require("hiernet.algo.allreduce")
 local ex = require("hiernet.experiment")
@@ -42,6 +61,17 @@ local sizes = quick and { 1, 2, 4 } or { 1, 2, 4, 8 }
 local function median(list)
   table.sort(list)
   return list[(#list + 1) // 2]
+end
+
+-- The median time (ms) of five ring all-reduces of the model alone (a copy
+-- of every worker's "w") on the workers' links.
+local function allreduce_ms(workers)
+  local times = {}
+  for r = 1, 5 do
+    for _, w in ipairs(workers) do w:copy{ src = "w", dst = "probe" } end
+    times[r] = ar.allreduce{ peers = workers, tensor = "probe", algo = "ring" }.ms
+  end
+  return median(times)
 end
 
 local results, t1 = {}, nil
@@ -59,15 +89,7 @@ for _, n in ipairs(sizes) do
                       worker_opt = { method = "sgd", lr = 0.1 }, eval_every = steps, eval_limit = 1000,
                       final_eval_limit = 2000, prefix = "n" .. n .. "_", progress = not quick }
   -- T_comm: an all-reduce of the model alone, on the same links.
-  local comm_ms = 0
-  if n > 1 then
-    local times = {}
-    for r = 1, 5 do
-      for _, w in ipairs(workers) do w:copy{ src = "w", dst = "probe" } end
-      times[r] = ar.allreduce{ peers = workers, tensor = "probe", algo = "ring" }.ms
-    end
-    comm_ms = median(times)
-  end
+  local comm_ms = n > 1 and allreduce_ms(workers) or 0
   t1 = t1 or s.wall_s
   local t_comm = comm_ms * steps / 1000
   local model = t1 / n + t_comm
@@ -76,7 +98,43 @@ for _, n in ipairs(sizes) do
     model_error = (s.wall_s - model) / model })
   net:stop()
 end
+
+-- The second part: ResNet-50 by profile at N = 2..max_n (header).
+local function profiled_part()
+  local max_n, total = hn.param("max_n", quick and 2 or 64), hn.param("total_steps", quick and 2 or 64)
+  local bw, batch_rn = hn.param("bw", "10Gbit"), 32
+  local cp = hn.profile_grad_seconds("rtx2080ti", "resnet50", batch_rn)
+  local t1_rn, rows, n = total * cp, {}, 2
+  while n <= max_n do
+    local net = hn.network{ name = "speedup_rn" .. n, backend = ex.backend(), seed = 1 }
+    local sw, workers = net:switch("sw"), {}
+    for i = 1, n do
+      workers[i] = net:node("w" .. i, { profile = "rtx2080ti" })
+      net:link(sw, workers[i], { bw = bw, delay = "0.05ms" })
+    end
+    net:start()
+    local steps = math.max(1, total // n)
+    local s = ar.train{ workers = workers, algo = "ring", model = "resnet50", compute = "profile",
+                        dataset = { name = "synthetic", n = 64 * n, dim = 784, classes = 10, test_n = 100 },
+                        batch = batch_rn, steps = steps, worker_opt = { lr = 0.1 }, prefix = "resnet50_n" .. n .. "_",
+                        progress = false }
+    local t_comm = allreduce_ms(workers) * steps / 1000
+    local model = t1_rn / n + t_comm
+    rows[#rows + 1] = ex.row("resnet50 N=" .. n, s, { workers = n, steps = steps, time_s = s.wall_s,
+      t_comm_s = t_comm, model_time_s = model, speedup = t1_rn / s.wall_s, model_speedup = t1_rn / model,
+      model_error = (s.wall_s - model) / model, limited = (s.overload or {}).limited })
+    net:stop()
+    n = n * 2
+  end
+  ex.table(string.format("speedup_model: ResNet-50 by profile rtx2080ti, %d steps of batch %d, %s links, T_1 = %.4g s",
+                         total, batch_rn, bw, t1_rn), rows,
+           { "label", "steps", "time_s", "t_comm_s", "model_time_s", "speedup", "model_speedup", "model_error",
+             "limited" })
+  return { t1_s = t1_rn, step_s = cp, total_steps = total, bw = bw, results = rows }
+end
+
+local profiled = hn.param("profiled", quick) and profiled_part() or nil
 ex.table(string.format("speedup_model: %.2f epochs of Fashion-MNIST, ring all-reduce", epochs), results,
          { "label", "steps", "time_s", "t_comm_s", "model_time_s", "speedup", "model_speedup", "final_accuracy" })
 ex.finish{ scenario = "speedup_model", paper = "data-parallel ring all-reduce: T_N = T_1/N + T_comm",
-           epochs = epochs, results = results }
+           epochs = epochs, results = results, profiled = profiled }

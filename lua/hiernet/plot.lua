@@ -585,6 +585,24 @@ local function histogram_plot(ctx, fig, bars)
   return s
 end
 
+-- The bars a scenario asks for in its summary.json: `speedup_bars`, a list
+-- of {label = series, points = {{x, y}, ...}} (scenarios/paper_speedup.lua:
+-- one series per synchronization model, x the paper's row, y the speed-up
+-- over BSP). Every run's bars, its label first when several runs are drawn.
+local function scenario_bars(_, runs)
+  local bars = {}
+  for _, run in ipairs(runs) do
+    local list = run.scenario_summary and run.scenario_summary.speedup_bars
+    for _, bar in ipairs(type(list) == "table" and list or {}) do
+      if type(bar.points) == "table" and #bar.points > 0 then
+        local label = #runs > 1 and (run.label .. " " .. tostring(bar.label)) or tostring(bar.label)
+        bars[#bars + 1] = { label = label, points = bar.points }
+      end
+    end
+  end
+  return bars
+end
+
 -- ---- the figures ----
 
 local function accuracy_figure(x)
@@ -604,6 +622,8 @@ local OTHER_FIGURES = {
     ylabel = "ms per step (mean)", bars = worker_bars },
   { name = "staleness", title = "Staleness of applied updates", xlabel = "staleness (steps)",
     ylabel = "share of steps", histogram = staleness_bars },
+  { name = "speedup", title = "Speed-up over BSP (time to the target accuracy)", xlabel = "setting (row)",
+    ylabel = "speed-up over BSP", histogram = scenario_bars },
   { name = "k_time", title = "k over time", xlabel = "time (s)", ylabel = "k", style = "steps",
     lines = function(ctx) return k_lines(ctx.series) end },
   -- links.csv is on the run's clock: where each training starts shows there
@@ -640,7 +660,7 @@ local function figure_script(ctx, fig)
     local bars, workers = fig.bars(ctx.series)
     return #bars > 0 and worker_plot(ctx, fig, bars, workers) or nil
   end
-  local bars = fig.histogram(ctx.series)
+  local bars = fig.histogram(ctx.series, ctx.runs)
   return #bars > 0 and histogram_plot(ctx, fig, bars) or nil
 end
 

@@ -13,6 +13,7 @@
 --   * a surrogate BSP training (ps, allreduce, hier; sums of two) ends with the
 --     surrogate's parameters equal, bit for bit, to a plain training of the
 --     surrogate model; a timing-only run says so and evaluates nothing;
+--   * adaptive-k (its BB trial model) trains by profile with a surrogate;
 --   * the errors: a bad profile at net:node, compute = "profile" on a node
 --     without one, a zoo model without compute = "profile", learn alone.
 local hn = require("hiernet")
@@ -184,3 +185,10 @@ T.eq(s_time.learning, "none (timing only)", "timing-only summary's learning")
 T.eq(s_time.final_accuracy, nil, "timing-only final accuracy")
 T.eq(#T.csv("r" .. runs .. "_eval"), 0, "timing-only eval rows")
 T.eq(s_time.steps, BASE.steps, "timing-only steps")
+
+-- Adaptive-k's Barzilai-Borwein rate computes at a trial model: it is made
+-- like the job's (by profile, with the surrogate), so the mode trains a zoo
+-- model (it failed with "has no kernels" before).
+local s_ak = run(ps.train, true, { mode = "adaptive-k" })
+T.eq(s_ak.learning, "surrogate " .. T.model, "adaptive-k by profile: summary's learning")
+if not (s_ak.updates_applied > 0) then error("adaptive-k by profile: no update applied") end

@@ -70,7 +70,12 @@ end
 -- Per-worker tensors the step needs (the BB trial model), on worker i.
 function W:setup_worker(i)
   self.bb_state[i] = nil
-  if self.bb then self.J.workers[i]:model{ name = "trial", arch = self.J.o.model, seed = self.J.o.seed } end
+  -- the trial model is made like the job's own: by profile, with its
+  -- surrogate, where the job computes by profile
+  local o = self.J.o
+  if self.bb then
+    self.J.workers[i]:model{ name = "trial", arch = o.model, seed = o.seed, compute = o.compute, learn = o.learn }
+  end
 end
 
 function W:setup()

@@ -84,6 +84,8 @@ RULES = {
     "dead_steps_after": count, "others_steps_away": count, "fault_times": table,
     "label": text, "mode": text, "method": text, "topology": text, "algorithm": text,
     "network": text, "comm_compute_ratio": positive_by_name, "backend": text, "bsp_fail_error": text,
+    "cp_s": positive, "cp_paper_s": positive, "cu_s": positive, "cu_paper_s": positive, "bound_s": positive,
+    "cu_vs_paper": positive, "cu_vs_bound": positive, "speedup_bars": table,
 }
 
 
@@ -208,8 +210,41 @@ def claim_sync_models(name, s, results):
             fail(f"{name}: comm/compute at {slow} ({b:.3g}) is not above that at {fast} ({a:.3g})")
 
 
+def claim_paper_table4(name, s, results):
+    """Cp is the profile's, the paper's own Cp for every measured row (1%);
+    the ratios are the row's Cu over the paper's and over the bound; a BSP
+    step moves every worker's gradient in and the model out through the
+    server's link, so its Cu is not below the α-β bound (5% for timer
+    precision)."""
+    for r in results:
+        if not near(r["cp_s"], r["cp_paper_s"], 0.01):
+            fail(f"{name}: {r['label']}: Cp {r['cp_s']} is not the paper's {r['cp_paper_s']}")
+        if not near(r["cu_vs_paper"], r["cu_s"] / r["cu_paper_s"]):
+            fail(f"{name}: {r['label']}: cu_vs_paper {r['cu_vs_paper']} is not cu_s / cu_paper_s")
+        if not near(r["cu_vs_bound"], r["cu_s"] / r["bound_s"]):
+            fail(f"{name}: {r['label']}: cu_vs_bound {r['cu_vs_bound']} is not cu_s / bound_s")
+        if r["mode"] == "bsp" and r["cu_s"] < 0.95 * r["bound_s"]:
+            fail(f"{name}: {r['label']}: Cu {r['cu_s']:.3g} s is below the link's bound {r['bound_s']:.3g} s")
+
+
+def claim_paper_speedup(name, s, results):
+    """Each row's speed-up is BSP's time to the target over the mode's (BSP's
+    own 1), null where either did not reach it; the figure's bars are the
+    rows' speed-ups."""
+    bsp = {r["row"]: r.get("time_to_target_s") for r in results if r["mode"] == "bsp"}
+    bars = {(b["label"], p[0]): p[1] for b in s.get("speedup_bars") or [] for p in b["points"]}
+    for r in results:
+        t, base, got = r.get("time_to_target_s"), bsp.get(r["row"]), r.get("speedup_vs_bsp")
+        want = base / t if (t and base) else None
+        if (got is None) != (want is None) or (want is not None and not near(got, want)):
+            fail(f"{name}: {r['label']}: speedup_vs_bsp {got} is not BSP's time to the target / its own ({want})")
+        if want is not None and not near(bars.get((r["mode"], r["row"]), -1), want):
+            fail(f"{name}: {r['label']}: speedup_bars lack its speed-up {want}")
+
+
 CLAIMS = {"compression": claim_compression, "speedup_model": claim_speedup_model,
-          "faults": claim_faults, "sync_models": claim_sync_models}
+          "faults": claim_faults, "sync_models": claim_sync_models, "paper_table4": claim_paper_table4,
+          "paper_speedup": claim_paper_speedup}
 
 
 def check_page(run, name, summary):

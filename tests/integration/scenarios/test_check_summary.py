@@ -81,5 +81,25 @@ expect("compression that moves more", broken(lambda s: s["results"][1].update(by
 expect("compression below 0.4 of dense", broken(lambda s: s["results"][1].update(bytes_per_step=300), base=comp),
        "compression", CK, 1, "at least 0.4")
 
-print(f"check_summary.py: {len(cases) + 5} cases, {failed} failed")
+# paper_table4: Cp the paper's, the ratios derived, BSP not below the bound.
+t4 = {"scenario": "paper_table4", "results": [
+    {"label": "2 bsp", "mode": "bsp", "cp_s": 4.36, "cp_paper_s": 4.36, "cu_s": 2.2, "cu_paper_s": 8.8,
+     "bound_s": 2.0, "cu_vs_paper": 0.25, "cu_vs_bound": 1.1}]}
+T4K = ["mode", "cp_s", "cu_s", "bound_s"]
+expect("paper_table4 as claimed", t4, "paper_table4", T4K, 1, "report")
+expect("paper_table4 BSP below its bound", broken(lambda s: s["results"][0].update(
+    cu_s=1.8, cu_vs_paper=1.8 / 8.8, cu_vs_bound=0.9), base=t4), "paper_table4", T4K, 1, "below the link's bound")
+expect("paper_table4 Cp not the paper's", broken(lambda s: s["results"][0].update(cp_s=5), base=t4),
+       "paper_table4", T4K, 1, "is not the paper's")
+# paper_speedup: a speed-up that is not BSP's time over the mode's.
+sp = {"scenario": "paper_speedup", "speedup_bars": [{"label": "bsp", "points": [[2, 1.0]]},
+                                                   {"label": "asp", "points": [[2, 2.0]]}], "results": [
+    {"label": "2 bsp", "mode": "bsp", "row": 2, "time_to_target_s": 10.0, "speedup_vs_bsp": 1.0},
+    {"label": "2 asp", "mode": "asp", "row": 2, "time_to_target_s": 5.0, "speedup_vs_bsp": 2.0}]}
+SPK = ["mode", "time_to_target_s?", "speedup_vs_bsp?"]
+expect("paper_speedup as claimed", sp, "paper_speedup", SPK, 1, "report")
+expect("paper_speedup wrong speed-up", broken(lambda s: s["results"][1].update(speedup_vs_bsp=3.0), base=sp),
+       "paper_speedup", SPK, 1, "is not BSP's time")
+
+print(f"check_summary.py: {len(cases) + 10} cases, {failed} failed")
 sys.exit(1 if failed else 0)
