@@ -123,4 +123,14 @@ end
 ex.table(string.format("incast: BSP %s, %d steps, every link %s, %s", ARCH, steps, bw, delay), results,
          { "label", "step_s", "bound_s", "ratio", "rtos", "retrans", "rto_step_share", "queue_drops", "marked",
            "host_cpu", "limited", "waited" })
-ex.finish{ scenario = "incast", steps = steps, bw = bw, delay = delay, backend = backend, results = results }
+-- The figure (hiernet plot's step_vs_bound): per variant, step / bound by N.
+local bound_bars = {}
+for _, v in ipairs(variants) do
+  local points = {}
+  for _, r in ipairs(results) do
+    if r.variant == v and r.ratio then points[#points + 1] = { r.workers, r.ratio } end
+  end
+  bound_bars[#bound_bars + 1] = { label = v, points = points }
+end
+ex.finish{ scenario = "incast", steps = steps, bw = bw, delay = delay, backend = backend, results = results,
+           bound_bars = bound_bars }

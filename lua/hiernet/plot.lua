@@ -585,22 +585,27 @@ local function histogram_plot(ctx, fig, bars)
   return s
 end
 
--- The bars a scenario asks for in its summary.json: `speedup_bars`, a list
--- of {label = series, points = {{x, y}, ...}} (scenarios/paper_speedup.lua:
--- one series per synchronization model, x the paper's row, y the speed-up
--- over BSP). Every run's bars, its label first when several runs are drawn.
-local function scenario_bars(_, runs)
-  local bars = {}
-  for _, run in ipairs(runs) do
-    local list = run.scenario_summary and run.scenario_summary.speedup_bars
-    for _, bar in ipairs(type(list) == "table" and list or {}) do
-      if type(bar.points) == "table" and #bar.points > 0 then
-        local label = #runs > 1 and (run.label .. " " .. tostring(bar.label)) or tostring(bar.label)
-        bars[#bars + 1] = { label = label, points = bar.points }
+-- The bars a scenario asks for in its summary.json under `key`: a list of
+-- {label = series, points = {{x, y}, ...}} (`speedup_bars`,
+-- scenarios/paper_speedup.lua: one series per synchronization model, x the
+-- paper's row, y the speed-up over BSP; `bound_bars`,
+-- scenarios/incast.lua: one series per variant, x the workers, y the step
+-- time over the α-β bound). Every run's bars, its label first when several
+-- runs are drawn.
+local function scenario_bars(key)
+  return function(_, runs)
+    local bars = {}
+    for _, run in ipairs(runs) do
+      local list = run.scenario_summary and run.scenario_summary[key]
+      for _, bar in ipairs(type(list) == "table" and list or {}) do
+        if type(bar.points) == "table" and #bar.points > 0 then
+          local label = #runs > 1 and (run.label .. " " .. tostring(bar.label)) or tostring(bar.label)
+          bars[#bars + 1] = { label = label, points = bar.points }
+        end
       end
     end
+    return bars
   end
-  return bars
 end
 
 -- ---- the figures ----
@@ -623,7 +628,9 @@ local OTHER_FIGURES = {
   { name = "staleness", title = "Staleness of applied updates", xlabel = "staleness (steps)",
     ylabel = "share of steps", histogram = staleness_bars },
   { name = "speedup", title = "Speed-up over BSP (time to the target accuracy)", xlabel = "setting (row)",
-    ylabel = "speed-up over BSP", histogram = scenario_bars },
+    ylabel = "speed-up over BSP", histogram = scenario_bars("speedup_bars") },
+  { name = "step_vs_bound", title = "Step time against the α-β bound", xlabel = "workers",
+    ylabel = "step time / bound", histogram = scenario_bars("bound_bars") },
   { name = "k_time", title = "k over time", xlabel = "time (s)", ylabel = "k", style = "steps",
     lines = function(ctx) return k_lines(ctx.series) end },
   -- links.csv is on the run's clock: where each training starts shows there

@@ -85,7 +85,7 @@ RULES = {
     "label": text, "mode": text, "method": text, "topology": text, "algorithm": text,
     "network": text, "comm_compute_ratio": positive_by_name, "backend": text, "bsp_fail_error": text,
     "cp_s": positive, "cp_paper_s": positive, "cu_s": positive, "cu_paper_s": positive, "bound_s": positive,
-    "cu_vs_paper": positive, "cu_vs_bound": positive, "speedup_bars": table,
+    "cu_vs_paper": positive, "cu_vs_bound": positive, "speedup_bars": table, "bound_bars": table,
 }
 
 
@@ -242,7 +242,15 @@ def claim_paper_speedup(name, s, results):
             fail(f"{name}: {r['label']}: speedup_bars lack its speed-up {want}")
 
 
-CLAIMS = {"compression": claim_compression, "speedup_model": claim_speedup_model,
+def claim_incast(name, s, results):
+    """The step_vs_bound figure's bars are the rows' step / bound ratios."""
+    bars = {(b["label"], p[0]): p[1] for b in s.get("bound_bars") or [] for p in b["points"]}
+    for r in results:
+        if r.get("ratio") is not None and not near(bars.get((r["variant"], r["workers"]), -1), r["ratio"]):
+            fail(f"{name}: {r['label']}: bound_bars lack its ratio {r['ratio']}")
+
+
+CLAIMS = {"compression": claim_compression, "incast": claim_incast, "speedup_model": claim_speedup_model,
           "faults": claim_faults, "sync_models": claim_sync_models, "paper_table4": claim_paper_table4,
           "paper_speedup": claim_paper_speedup}
 
