@@ -42,6 +42,14 @@ void json_write_string_len(FILE *f, const char *s, size_t len)
     fputc('"', f);
 }
 
+void json_write_string_or_null(FILE *f, const char *s)
+{
+    if (s && s[0])
+        json_write_string(f, s);
+    else
+        fputs("null", f);
+}
+
 void json_write_number(FILE *f, double v)
 {
     if (!isfinite(v))

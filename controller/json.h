@@ -9,6 +9,9 @@ struct json_value;
 
 /* Writes s as a JSON string literal (quotes and escapes included). */
 void json_write_string(FILE *f, const char *s);
+/* Writes s as a JSON string literal, or null when s is NULL or empty
+ * (a field that has no value yet). */
+void json_write_string_or_null(FILE *f, const char *s);
 /* Writes a number; NaN and infinities (not JSON) become null. */
 void json_write_number(FILE *f, double v);
 /* Writes len bytes as a JSON string literal (NUL bytes become \u0000). */

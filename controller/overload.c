@@ -435,10 +435,7 @@ void overload_write_json(FILE *f, const struct overload_report *r)
     fputs(", \"compute_share\": ", f);
     json_write_number(f, r->compute_share >= 0 ? r->compute_share : NAN);
     fputs(", \"worst_node\": ", f);
-    if (r->worst_node[0])
-        json_write_string(f, r->worst_node);
-    else
-        fputs("null", f);
+    json_write_string_or_null(f, r->worst_node);
     fputs(", \"worst_node_overrun_share\": ", f);
     json_write_number(f, r->worst_node_overrun_share);
     fputs(", \"stretch_p95\": ", f);

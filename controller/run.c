@@ -408,10 +408,7 @@ static void write_dilation(FILE *f, const struct run *r)
 {
     fprintf(f, ",\n  \"dilation\": {\"mode\": \"%s\", \"value\": %g, \"reason\": ",
             r->dilation_auto ? "auto" : "fixed", r->dilation);
-    if (r->dilation_reason)
-        json_write_string(f, r->dilation_reason);
-    else
-        fputs("null", f);
+    json_write_string_or_null(f, r->dilation_reason);
     fputs(", \"probe_s\": ", f);
     json_write_number(f, r->probe_s);
     fputs("}", f);

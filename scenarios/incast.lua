@@ -37,12 +37,14 @@
 local hn = require("hiernet")
 local ps = require("hiernet.algo.ps")
 local ex = require("hiernet.experiment")
+local topo = require("hiernet.topo")
 
 local quick = hn.param("quick", false)
 local steps = hn.param("steps", quick and 3 or 20)
 local bw = hn.param("bw", "10Gbit")
 local delay = hn.param("delay", "0.05ms")
-local ARCH, PARAMS = "mlp:784-128-10", 784 * 128 + 128 + 128 * 10 + 10
+local ARCH = "mlp:784-128-10"
+local PARAMS = assert(hn.model_check(ARCH))
 
 local function list(text)
   local t = {}
@@ -87,16 +89,13 @@ end
 local function run(n, v)
   local spec = VARIANTS[v]
   local net = hn.network{ name = string.format("incast%d_%s", n, v), backend = backend, seed = 1, tcp = spec.tcp }
-  local tor, server = net:switch("tor"), net:node("ps")
+  local server = net:node("ps")
   local link = { bw = bw, delay = delay }
   for k, x in pairs(spec.link) do link[k] = x end
+  local star = topo.star(net, { n = n, center_name = "tor", prefix = "w", link = link })
+  local workers = star.hosts
   -- the server's link, whose rate (bit/s, as the link parsed it) bounds a step
-  local uplink = net:link(server, tor, link)
-  local workers = {}
-  for i = 1, n do
-    workers[i] = net:node("w" .. i)
-    net:link(workers[i], tor, link)
-  end
+  local uplink = net:link(server, star.center, link)
   net:start()
   local marks_before, drops_before = server_port(uplink)
   local s = ps.train{ server = server, workers = workers, mode = "bsp", model = ARCH,

@@ -6,6 +6,7 @@
 -- H.own, which writes what a run owns (peers, linkd, namespaces, cgroups,
 -- interface names) to the file lib.sh's hn_check_left reads after the run.
 local hn = require("hiernet")
+local topo = require("hiernet.topo")
 local H = {}
 
 -- Scenario arguments: "key=value" words; bare words become key=true.
@@ -56,14 +57,9 @@ end
 -- server's port links with server_link, each worker with worker_link.
 -- Returns the server, the server's link (ps-s) and the workers.
 function H.star(net, n, server_link, worker_link)
-  local server, sw = net:node("ps"), net:switch("s")
-  local port = net:link(server, sw, server_link)
-  local workers = {}
-  for i = 1, n do
-    workers[i] = net:node("w" .. i)
-    net:link(workers[i], sw, worker_link)
-  end
-  return server, port, workers
+  local server = net:node("ps")
+  local star = topo.star(net, { n = n, center_name = "s", prefix = "w", link = worker_link })
+  return server, net:link(server, star.center, server_link), star.hosts
 end
 
 -- ---- what a run owns ----
