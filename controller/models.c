@@ -5,6 +5,7 @@
 #include "kernels/profile.h"
 #include "kernels/zoo.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@
 #define MODELS_DEFAULT_BATCH 32
 
 static const char models_usage[] =
-    "usage: hiernet models [NAME] [--batch N]\n"
+    "usage: hiernet models [NAME [--batch N]]\n"
     "\n"
     "Without NAME: the model zoo (architectures hiernet sizes and times from\n"
     "their layers: parameters, float32 gradient in MiB, GFLOPs per sample forward\n"
@@ -172,6 +173,7 @@ int cli_models(int argc, char **argv)
 {
     const char *name = NULL;
     int batch = MODELS_DEFAULT_BATCH;
+    bool batch_given = false;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(models_usage, stdout);
@@ -179,6 +181,7 @@ int cli_models(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--batch")) {
             if (parse_batch(i + 1 < argc ? argv[++i] : NULL, &batch) < 0) return EXIT_USAGE;
+            batch_given = true;
         } else if (argv[i][0] == '-' || name) {
             fprintf(stderr,
                     "hiernet models: unexpected argument '%s' (see hiernet models --help)\n",
@@ -189,6 +192,12 @@ int cli_models(int argc, char **argv)
         }
     }
     if (name) return print_one(name, batch);
+    if (batch_given) {
+        /* The listing shows no step times: a batch would change nothing. */
+        fputs("hiernet models: --batch needs a NAME (a model: its step time at that batch)\n",
+              stderr);
+        return EXIT_USAGE;
+    }
     print_zoo();
     print_profiles();
     return 0;

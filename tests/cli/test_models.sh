@@ -53,6 +53,8 @@ expect_exit 2 "missing profile file" -- "$HN" models ./absent.profile
 expect_err "./absent.profile" "names the missing file"
 expect_exit 2 "bad batch" -- "$HN" models resnet50 --batch 0
 expect_err "--batch '0'" "names the batch"
+expect_exit 2 "batch without a name" -- "$HN" models --batch 16
+expect_err "--batch needs a NAME" "says the listing takes no batch"
 expect_exit 2 "two names" -- "$HN" models resnet50 vgg16
 expect_err "'vgg16'" "names the extra argument"
 report
