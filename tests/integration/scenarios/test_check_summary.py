@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 CHECK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_summary.py")
-failed = 0
+failed = ran = 0
 
 
 def run(summary, name, keys):
@@ -26,7 +26,8 @@ def run(summary, name, keys):
 
 
 def expect(what, summary, name, keys, rc, text):
-    global failed
+    global failed, ran
+    ran += 1
     got, out = run(summary, name, keys)
     if got != rc or text not in out:
         failed += 1
@@ -100,6 +101,13 @@ SPK = ["mode", "time_to_target_s?", "speedup_vs_bsp?"]
 expect("paper_speedup as claimed", sp, "paper_speedup", SPK, 1, "report")
 expect("paper_speedup wrong speed-up", broken(lambda s: s["results"][1].update(speedup_vs_bsp=3.0), base=sp),
        "paper_speedup", SPK, 1, "is not BSP's time")
+# incast: the step_vs_bound figure's bars must be the rows' ratios.
+ic = {"scenario": "incast", "bound_bars": [{"label": "default", "points": [[8, 3.0]]}], "results": [
+    {"label": "8 workers, default", "workers": 8, "variant": "default", "ratio": 3.0}]}
+ICK = ["workers", "variant", "ratio"]
+expect("incast as claimed", ic, "incast", ICK, 1, "report")
+expect("incast bars not the ratios", broken(lambda s: s["bound_bars"][0].update(points=[[8, 2.0]]), base=ic),
+       "incast", ICK, 1, "bound_bars lack its ratio")
 
-print(f"check_summary.py: {len(cases) + 10} cases, {failed} failed")
+print(f"check_summary.py: {ran} cases, {failed} failed")
 sys.exit(1 if failed else 0)
