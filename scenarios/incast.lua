@@ -46,13 +46,8 @@ local delay = hn.param("delay", "0.05ms")
 local ARCH = "mlp:784-128-10"
 local PARAMS = assert(hn.model_check(ARCH))
 
-local function list(text)
-  local t = {}
-  for w in tostring(text):gmatch("[^,%s]+") do t[#t + 1] = tonumber(w) or w end
-  return t
-end
-local sizes = list(hn.param("workers", quick and "4,8" or "8,16,32,64"))
-local variants = list(hn.param("variants", "default,bdp,queue,rto_min,ecn"))
+local sizes = ex.list_param("workers", quick and "4,8" or "8,16,32,64")
+local variants = ex.list_param("variants", "default,bdp,queue,rto_min,ecn")
 local backend = hn.param("backend", "user")
 
 -- DCTCP (Alizadeh et al., SIGCOMM 2010) marks above 65 packets on 10 Gbit/s ports.

@@ -46,8 +46,8 @@ local quick = hn.param("quick", false)
 local n_workers = hn.param("workers", quick and 4 or 32)
 local target = hn.param("target", quick and 0.3 or 0.7)
 local seconds = hn.param("seconds", quick and 30 or 600)
-local row_numbers = paper.list_param("rows", quick and "2" or "all", { 1, 2, 3, 4, 5, 6, 7 })
-local modes = paper.list_param("modes", quick and "bsp,adaptive-k" or "all", paper.MODES)
+local row_numbers = ex.list_param("rows", quick and "2" or "all", { 1, 2, 3, 4, 5, 6, 7 })
+local modes = ex.list_param("modes", quick and "bsp,adaptive-k" or "all", paper.MODES)
 paper.check(row_numbers, modes, n_workers)
 -- BSP first (added when not asked for): every speed-up is over its time.
 local ordered = { "bsp" }

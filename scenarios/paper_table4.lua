@@ -100,9 +100,9 @@ local quick = hn.param("quick", false)
 local local_steps = hn.param("steps", quick and 2 or 3)
 local n_workers = hn.param("workers", quick and 8 or 32)
 
-local row_numbers = paper.list_param("rows", quick and "2" or "all", { 1, 2, 3, 4, 5, 6, 7 })
-local modes = paper.list_param("modes", quick and "bsp,asp" or "all", paper.MODES)
-local server_kinds = paper.list_param("server", quick and "profile" or "both", { "profile", "plain" })
+local row_numbers = ex.list_param("rows", quick and "2" or "all", { 1, 2, 3, 4, 5, 6, 7 })
+local modes = ex.list_param("modes", quick and "bsp,asp" or "all", paper.MODES)
+local server_kinds = ex.list_param("server", quick and "profile" or "both", { "profile", "plain" })
 if server_kinds[1] == "both" then server_kinds = { "profile", "plain" } end
 for _, k in ipairs(server_kinds) do
   if k ~= "profile" and k ~= "plain" then error("--set server: '" .. k .. "' is not profile, plain or both", 0) end

@@ -97,6 +97,16 @@ function ex.finish(summary)
   end
 end
 
+-- A list parameter: --set NAME=a,b,c (commas or spaces), its items as
+-- numbers where they are numbers; "all" (or the default "all") gives `all`.
+function ex.list_param(name, default, all)
+  local v = tostring(hn.param(name, default))
+  if v == "all" and all then return all end
+  local out = {}
+  for item in v:gmatch("[^,%s]+") do out[#out + 1] = tonumber(item) or item end
+  return out
+end
+
 -- Rows of a CSV of this run's results directory: tables by column (numbers
 -- as numbers, empty cells absent), read by hiernet.results' reader.
 function ex.read_csv(name)

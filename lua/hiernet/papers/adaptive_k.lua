@@ -49,15 +49,6 @@ paper.PER_PUSH = { asp = true, ssp = true, ["adaptive-k"] = true }
 -- Every link's latency (ms): one switch hop in a rack (the paper gives none).
 paper.DELAY_MS = 0.05
 
--- A comma-separated --set parameter as a list; "all" gives `all`.
-function paper.list_param(name, default, all)
-  local v = tostring(hn.param(name, default))
-  if v == "all" then return all end
-  local out = {}
-  for item in v:gmatch("[^,%s]+") do out[#out + 1] = item end
-  return out
-end
-
 -- The rows and modes asked for, checked: one line naming the value at fault.
 function paper.check(row_numbers, modes, n_workers)
   for _, r in ipairs(row_numbers) do
