@@ -5,10 +5,12 @@
 #include "common/container.h"
 #include "controller/backend_pick.h"
 #include "controller/link_sampler.h"
+#include "controller/host_probe.h"
 #include "controller/linkd_client.h"
 #include "controller/log.h"
 #include "controller/peer_template.h"
 #include "controller/privilege.h"
+#include "controller/reaper.h"
 #include "controller/record.h"
 #include "controller/registry.h"
 #include "controller/tcp_counters.h"
@@ -43,6 +45,10 @@ struct netrun_peer {
     int template_id; /* request to the peer template, -1 once adopted */
     uint8_t *told;   /* bit per node: its address was sent (netrun_tell_address) */
     bool killed;     /* netrun_peer_kill'ed, until a restart (its exit comes later) */
+    /* A restart whose old peer is still exiting: the new peer's channel is
+     * open (client) and its end kept for the exec that follows the exit. */
+    struct peer_client *old;
+    int child_end; /* valid while old is set */
 };
 
 struct netrun {
@@ -108,11 +114,15 @@ struct netrun {
     ev_async job_done;
     ev_timer template_deadline;
     bool collecting; /* the links are made: the template's settling ends the build */
+    bool plan_late;  /* the backend and the plan wait for the kernel's probe */
     bool building;
     bool freeing; /* released: replies still arriving are ignored */
+    /* peers SIGKILLed by a restart or the release, not reaped yet */
+    struct reaper_group dying;
     /* netrun_release: what is waited for on the loop, then who is told */
     struct {
         bool active;
+        bool template_stopping; /* the peers are gone: the template goes */
         bool failed_build; /* build_fail's release: `built` is told, not `released` */
         netrun_released_fn released;
         void *ctx;
@@ -142,6 +152,7 @@ static void job_begin(struct netrun *nr, void (*work)(struct netrun *),
                       void (*then)(struct netrun *));
 static void job_fail(struct netrun *nr, bool env_error, const char *err);
 static void job_fail_at(struct netrun *nr, bool env_error, int node, int link, const char *err);
+static void phase_end(struct netrun *nr, const char *name);
 
 /* ---- backend choice ---- */
 
@@ -208,15 +219,11 @@ static unsigned link_needs(const struct topo_network *net)
     return needs;
 }
 
-/* The probe creates a scratch namespace: once per process is enough. */
+/* The kernel's features, probed once per process off the loop
+ * (controller/host_probe.h); the build asks once the probe is done. */
 static const struct topo_nl_features *features(char *err, size_t errlen)
 {
-    static struct topo_nl_features f;
-    static int state; /* 0 unknown, 1 probed, -1 cannot probe */
-    static char why[256];
-    if (state == 0) state = topo_nl_probe(&f, why, sizeof why) == 0 ? 1 : -1;
-    if (state < 0) snprintf(err, errlen, "%s", why);
-    return state > 0 ? &f : NULL;
+    return host_probe_kernel(err, errlen);
 }
 
 /* Backend none: the peers share the host's TCP stack, which a run must not
@@ -342,8 +349,9 @@ static int check_devices(struct netrun *nr, int *node, bool *env_error, char *er
         }
         /* Checked here too, not only by the peer as it opens the device:
          * before any namespace or process exists, and as an environment
-         * error (exit code 3). */
-        if (!kern_device_available(device, why, sizeof why)) {
+         * error (exit code 3). CUDA's check loads its module: probed off
+         * the loop before the build begins (wants_cuda). */
+        if (device == KERN_DEVICE_CUDA && !host_probe_cuda(why, sizeof why)) {
             *env_error = true;
             snprintf(err, errlen, "node '%s': device '%s' is not available: %s", n->name, n->device,
                      why);
@@ -352,6 +360,15 @@ static int check_devices(struct netrun *nr, int *node, bool *env_error, char *er
     }
     *node = -1;
     return 0;
+}
+
+/* A node asks for cuda: the build begins once its probe is done. */
+static bool wants_cuda(const struct topo_network *net)
+{
+    for (size_t i = 0; i < net->n_nodes; i++)
+        if (net->nodes[i].kind == TOPO_NODE_HOST && strcmp(net->nodes[i].device, "cuda") == 0)
+            return true;
+    return false;
 }
 
 /* ---- topology ---- */
@@ -560,6 +577,20 @@ static int plan_topology(struct netrun *nr, int *node, char *err, size_t errlen)
     return topo_routing_compute(net, &nr->routing, err, errlen);
 }
 
+/* The backend and the address plan: while the namespaces are made when
+ * the kernel's probe is done at the build's beginning, else right after
+ * them (namespaces_made). */
+static int choose_and_plan(struct netrun *nr, struct netrun_error *error)
+{
+    char *err = error->message;
+    size_t errlen = sizeof error->message;
+    int rc = choose_backend(nr, &error->env_error, err, errlen);
+    phase_end(nr, "backend");
+    if (rc == 0) rc = plan_topology(nr, &error->node, err, errlen);
+    phase_end(nr, "plan");
+    return rc;
+}
+
 /* ---- the build's steps off the loop ----
  *
  * The kernel work of a build (namespaces, veths, addresses, routes, qdiscs,
@@ -734,10 +765,15 @@ static int prepare_helpers(struct netrun *nr, bool *env_error, char *err, size_t
     return 0;
 }
 
+static void restart_exec(struct netrun_peer *p);
+
+/* The last thing the exiting peer's client does (peer_client.h): a
+ * restart's old client may be freed here. */
 static void on_peer_exit(void *ctx, int status)
 {
     struct netrun_peer *p = ctx;
     if (p->nr->on_exit) p->nr->on_exit(p->nr->ctx, p->node, status);
+    if (p->old && peer_client_exited(p->old)) restart_exec(p);
 }
 
 /* A peer's command line (after the executable) and environment. */
@@ -981,6 +1017,22 @@ static void links_done(struct netrun *nr)
     ev_timer_start(nr->loop, &nr->template_deadline);
 }
 
+static void namespaces_made(struct netrun *nr);
+
+/* The kernel's probe was not done when the build began: the backend and
+ * the plan now, then on as namespaces_made. */
+static void plan_after_namespaces(void *ctx)
+{
+    struct netrun *nr = ctx;
+    struct netrun_error error = {false, -1, -1, ""};
+    nr->plan_late = false;
+    if (choose_and_plan(nr, &error) < 0) {
+        job_fail_at(nr, error.env_error, error.node, error.link, error.message);
+        return build_fail(nr);
+    }
+    namespaces_made(nr);
+}
+
 /* The namespaces exist: cgroups, the peers asked of the template, links.
  * The kernel backend's veths are made off the loop meanwhile: asking a
  * thousand peers of the template took 0.02-0.1 s of the start before they
@@ -992,6 +1044,12 @@ static void namespaces_made(struct netrun *nr)
     int node = -1;
     phase_end(nr, "namespaces");
     if (nr->job.rc < 0) return build_fail(nr);
+    if (nr->plan_late && !host_probe_done(HOST_PROBE_KERNEL)) {
+        if (host_probe_wait(nr->loop, HOST_PROBE_KERNEL, plan_after_namespaces, nr) == 0) return;
+        job_fail(nr, false, "out of memory");
+        return build_fail(nr);
+    }
+    if (nr->plan_late) return plan_after_namespaces(nr);
     namespaces_done(nr);
     bool beside = nr->backend == TOPO_BACKEND_KERNEL;
     nr->beside.active = beside;
@@ -1039,16 +1097,43 @@ static struct netrun *netrun_alloc(struct ev_loop *loop, struct topo_network *ne
     return nr;
 }
 
+/* The build's first steps on the loop: -1 with *error when it cannot
+ * begin (a namespaces' step begun is still running then). */
+static int build_begin(struct netrun *nr, struct netrun_error *error)
+{
+    *error = (struct netrun_error){false, -1, -1, ""};
+    int rc = check_devices(nr, &error->node, &error->env_error, error->message,
+                           sizeof error->message);
+    if (rc == 0) rc = prepare_helpers(nr, &error->env_error, error->message, sizeof error->message);
+    bool emulated = nr->net->backend != TOPO_BACKEND_NONE;
+    if (rc == 0 && emulated) job_begin(nr, work_namespaces, namespaces_made);
+    nr->plan_late = emulated && !host_probe_done(HOST_PROBE_KERNEL);
+    if (rc == 0 && !nr->plan_late) rc = choose_and_plan(nr, error);
+    if (rc == 0 && !emulated) job_then(nr, namespaces_made);
+    return rc;
+}
+
+/* The CUDA probe is done: the build begins; a failure goes the way of any
+ * build's (namespaces_made, once a step begun has ended). */
+static void on_devices_probed(void *ctx)
+{
+    struct netrun *nr = ctx;
+    struct netrun_error error;
+    if (build_begin(nr, &error) == 0) return;
+    job_fail_at(nr, error.env_error, error.node, error.link, error.message);
+    if (!nr->job.running) job_then(nr, namespaces_made);
+}
+
 int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
                  netrun_exit_fn on_exit, void *ctx, netrun_built_fn built, void *built_ctx,
                  struct netrun **out, struct netrun_error *error)
 {
     *error = (struct netrun_error){false, -1, -1, ""};
-    bool *env_error = &error->env_error;
-    char *err = error->message;
-    size_t errlen = sizeof error->message;
     struct netrun *nr = netrun_alloc(loop, net, cfg);
-    if (!nr) return snprintf(err, errlen, "network '%s': out of memory", net->name), -1;
+    if (!nr)
+        return snprintf(error->message, sizeof error->message, "network '%s': out of memory",
+                        net->name),
+               -1;
     nr->on_exit = on_exit;
     nr->ctx = ctx;
     nr->built = built;
@@ -1056,19 +1141,22 @@ int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct ne
     nr->links_made = cfg->links_made;
     if (cfg->peer_path) snprintf(nr->peer_path, sizeof nr->peer_path, "%s", cfg->peer_path);
     nr->peer_path_given = cfg->peer_path != NULL;
-    int rc = check_devices(nr, &error->node, env_error, err, errlen);
-    if (rc == 0) rc = prepare_helpers(nr, env_error, err, errlen);
-    bool emulated = net->backend != TOPO_BACKEND_NONE;
-    if (rc == 0 && emulated) job_begin(nr, work_namespaces, namespaces_made);
-    if (rc == 0) rc = choose_backend(nr, env_error, err, errlen);
-    phase_end(nr, "backend");
-    if (rc == 0) rc = plan_topology(nr, &error->node, err, errlen);
-    phase_end(nr, "plan");
+    /* Asked for at once: the namespaces' step runs meanwhile, and the
+     * backend's choice waits for it only if it is not done by then. */
+    if (net->backend != TOPO_BACKEND_NONE) host_probe_begin(loop, HOST_PROBE_KERNEL);
+    int rc = 0;
+    if (wants_cuda(net) && !host_probe_done(HOST_PROBE_CUDA))
+        rc = host_probe_wait(loop, HOST_PROBE_CUDA, on_devices_probed, nr) < 0
+                 ? (snprintf(error->message, sizeof error->message, "network '%s': out of memory",
+                             net->name),
+                    -1)
+                 : 0;
+    else
+        rc = build_begin(nr, error);
     if (rc < 0) {
         netrun_free(nr); /* joins the namespaces' thread */
         return -1;
     }
-    if (!emulated) job_then(nr, namespaces_made);
     nr->building = true;
     *out = nr;
     return 0;
@@ -1179,15 +1267,58 @@ static void on_restart_peers(void *ctx, const char *error, const msgpack_object 
     if (error) ctl_log("a restarted peer refused its data secret: %s", error);
 }
 
+/* The old peer of a restart has exited: the new one starts on the channel
+ * opened for it, which its calls have been queued on. A failure is logged
+ * and closes the channel: those calls fail ("peer stopped"). */
+static void restart_exec(struct netrun_peer *p)
+{
+    struct netrun *nr = p->nr;
+    const struct topo_node *n = &nr->net->nodes[p->node];
+    peer_client_free(p->old);
+    p->old = NULL;
+    struct peer_argv a;
+    peer_argv_build(nr, n, &a);
+    struct peer_spawn spec = {n->name, nr->peer_path, a.args, netrun_node_ns(nr, p->node), a.env};
+    char err[512];
+    int rc = peer_client_exec(p->client, &spec, p->child_end, err, sizeof err);
+    if (rc == 0) rc = register_peer(nr, p->node, peer_client_pid(p->client), err, sizeof err);
+    if (rc == 0 && nr->registry) rc = registry_commit(nr->registry, err, sizeof err);
+    if (rc < 0) {
+        ctl_log("node '%s': restart: %s", n->name, err);
+        peer_client_close(p->client);
+    }
+}
+
+/* The old peer still runs: SIGKILLed, and the new one waits for its exit
+ * on the loop (it frees its memory first: tens of ms for half a GiB), so
+ * that it finds the node's data port free. */
+static int restart_after_exit(struct netrun *nr, struct netrun_peer *p, char *err, size_t errlen)
+{
+    struct peer_spawn spec = {.node = nr->net->nodes[p->node].name};
+    struct peer_client_hooks hooks = {NULL, on_peer_exit, p};
+    struct peer_client *client =
+        peer_client_open(nr->loop, &spec, &hooks, &p->child_end, err, errlen);
+    if (!client) return -1;
+    peer_client_kill(p->client, SIGKILL);
+    p->old = p->client;
+    p->client = client;
+    return 0;
+}
+
 int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
 {
     struct netrun_peer *p = &nr->peers[node];
-    peer_client_free(p->client); /* kills and reaps the old peer if it still runs */
-    p->client = NULL;
+    if (p->old) return snprintf(err, errlen, "a restart is under way"), -1;
     p->killed = false;
     free(p->told); /* the fresh peer knows no address */
     p->told = NULL;
-    if (spawn_peer(nr, nr->peer_path, node, err, errlen) < 0) return -1;
+    if (p->client && !peer_client_exited(p->client)) {
+        if (restart_after_exit(nr, p, err, errlen) < 0) return -1;
+    } else {
+        peer_client_free(p->client);
+        p->client = NULL;
+        if (spawn_peer(nr, nr->peer_path, node, err, errlen) < 0) return -1;
+    }
     /* Its data secret, as at start: queued before any call of the
      * caller's, so the peer has it when it answers one. */
     msgpack_sbuffer secret;
@@ -1486,13 +1617,18 @@ void netrun_kill_peers(struct netrun *nr, int sig)
 
 /* ---- release ----
  *
- * Everything that goes at once goes first (release_begin): peers (SIGKILLed
- * and reaped: at once), linkd, the namespaces, the registry's entries. Two
- * things may take a moment: the peer template's exit (on EOF; SIGKILL after
- * a second) and the cgroups' removal (a killed peer leaves its group a
- * little after it is reaped). netrun_release waits for them on the loop, a
- * timer retrying the cgroups; netrun_free, for when no loop runs, waits
- * here. */
+ * Everything that goes at once goes first (release_begin): peers
+ * (SIGKILLed), linkd, the namespaces, the registry's entries. Three things
+ * may take a moment: the killed peers' exits (a peer frees its memory
+ * first: tens of ms for half a GiB), then the peer template's exit (on EOF;
+ * SIGKILL after a second; it outlives its peers, peer_template.h) and the
+ * cgroups' removal (a killed peer leaves its group a little after it is
+ * reaped). netrun_release waits for them on the loop, a timer checking the
+ * peers and retrying the cgroups; netrun_free, for when no loop runs (the
+ * run's teardown), waits here: for the peers (controller/reaper.h), the
+ * template and the cgroups, and for a build step still running on its
+ * thread (seconds at most: a link that never runs times out), which a
+ * release on the loop never meets (netlife releases a network once built). */
 
 #define RELEASE_CGROUP_TIMEOUT_S 1.0 /* as topo_cgroup_run_remove's own bound */
 #define RELEASE_RETRY_S 0.01
@@ -1500,10 +1636,13 @@ void netrun_kill_peers(struct netrun *nr, int sig)
 static void release_begin(struct netrun *nr)
 {
     /* A build in flight: its step off the loop ends first (a few seconds
-     * at most: a link that never runs times out). */
+     * at most: a link that never runs times out). Only netrun_free meets
+     * one, where no loop runs: a release on the loop comes after the build
+     * (netlife_release), or from its failure once its step has ended. */
     if (nr->job.running) pthread_join(nr->job.thread, NULL);
     nr->job.running = false;
     nr->freeing = true;
+    host_probe_forget(nr); /* a build waiting for a probe */
     ev_timer_stop(nr->loop, &nr->linkd_deadline);
     ev_async_stop(nr->loop, &nr->job_done);
     ev_timer_stop(nr->loop, &nr->template_deadline);
@@ -1512,7 +1651,11 @@ static void release_begin(struct netrun *nr)
     nr->sampler = NULL;
     nr->links_record = NULL;
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
-        peer_client_free(nr->peers[i].client); /* kills and reaps a survivor */
+        struct netrun_peer *p = &nr->peers[i];
+        if (p->old) close(p->child_end); /* a restart's new peer never starts */
+        peer_client_release(p->old, &nr->dying);
+        p->old = NULL;
+        peer_client_release(nr->peers[i].client, &nr->dying); /* kills a survivor */
         nr->peers[i].client = NULL;
         free(nr->peers[i].told);
         nr->peers[i].told = NULL;
@@ -1579,10 +1722,23 @@ static void on_template_gone(void *ctx)
     nr->template = NULL; /* the release timer finishes at its next turn */
 }
 
+/* The killed peers are reaped: the template may go, and the cgroups'
+ * removal has its deadline from now. */
+static bool peers_reaped(struct netrun *nr)
+{
+    if (nr->release.template_stopping) return true;
+    if (nr->dying.pending) return false;
+    nr->release.template_stopping = true;
+    nr->release.cgroup_deadline = mono_s() + RELEASE_CGROUP_TIMEOUT_S;
+    peer_template_stop(nr->template, on_template_gone, nr);
+    return true;
+}
+
 static void on_release_timer(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
     struct netrun *nr = container_of(w, struct netrun, release.timer);
+    if (!peers_reaped(nr)) return;
     if (nr->cgroups_made) {
         char err[256];
         int rc = topo_cgroup_run_remove_try(&nr->cgroup, nr->run_id, err, sizeof err);
@@ -1598,9 +1754,8 @@ void netrun_release(struct netrun *nr, netrun_released_fn released, void *ctx)
     nr->release.active = true;
     nr->release.released = released;
     nr->release.ctx = ctx;
-    nr->release.cgroup_deadline = mono_s() + RELEASE_CGROUP_TIMEOUT_S;
-    /* The template goes once its peers have (peer_template.h). */
-    peer_template_stop(nr->template, on_template_gone, nr);
+    /* The template goes once its peers have (peer_template.h): at the
+     * timer's first turn that finds them reaped. */
     ev_timer_set(&nr->release.timer, 0, RELEASE_RETRY_S); /* the first turn: at once */
     ev_timer_start(nr->loop, &nr->release.timer);
 }
@@ -1610,6 +1765,7 @@ void netrun_free(struct netrun *nr)
     if (!nr) return;
     if (!nr->release.active) release_begin(nr);
     ev_timer_stop(nr->loop, &nr->release.timer);
+    reaper_wait(&nr->dying); /* SIGKILLed: their exits, before the template's */
     peer_template_stop_now(nr->template); /* also one that netrun_release is ending */
     nr->template = NULL;
     char err[256];

@@ -7,9 +7,10 @@
  * time on a worker thread whose end the loop hears through an ev_async; the
  * peers are forked by the peer template while the links are made, and
  * their pids collected as the template's replies arrive. Stop closes the
- * control channels (peers exit on EOF); release (or free) kills and reaps
- * any survivor, then releases the namespaces, cgroups and registry entries,
- * waiting for the template's exit and the cgroups' removal on the loop.
+ * control channels (peers exit on EOF); release (or free) kills any
+ * survivor, then releases the namespaces, cgroups and registry entries,
+ * waiting for the killed peers' exits, the template's and the cgroups'
+ * removal on the loop (free, for when no loop runs, waits for them).
  * Owns: the backend state, one peer client per host node, the cgroups. */
 #pragma once
 
@@ -133,13 +134,15 @@ bool netrun_peers_exited(const struct netrun *nr);
 void netrun_kill_peers(struct netrun *nr, int sig);
 
 typedef void (*netrun_released_fn)(void *ctx);
-/* Releases the network without waiting on the loop: kills and reaps the
- * surviving peers and removes the topology and the registry's entries at
- * once; the peer template's exit and the cgroups' removal (a killed peer
- * leaves its group a moment after it is reaped) are waited for on the loop,
- * at most about a second each. Then nr is freed and released(ctx) called
- * (from the loop, never from inside this call; released may be NULL). A
- * build in flight is abandoned first (its step off the loop joined). */
+/* Releases the network without waiting on the loop: kills the surviving
+ * peers and removes the topology and the registry's entries at once; the
+ * killed peers' exits (reaped from the loop), then the peer template's exit
+ * and the cgroups' removal (a killed peer leaves its group a moment after
+ * it is reaped) are waited for on the loop, at most about a second each.
+ * Then nr is freed and released(ctx) called (from the loop, never from
+ * inside this call; released may be NULL). Not during a build (netlife
+ * releases a built network): the build's step off the loop would be
+ * joined here. */
 void netrun_release(struct netrun *nr, netrun_released_fn released, void *ctx);
 /* The same, done before it returns (the same bounded waits, here): for
  * when the loop runs no more, and for a netrun whose release is under way
