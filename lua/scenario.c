@@ -280,7 +280,7 @@ static void on_dilation_probe(void *ctx, const struct overload_auto *choice)
         char err[512];
         run_set_dilation_reason(&sc->run, choice->reason);
         hn_logf(&sc->rt, "dilation auto: 1 (%s)", choice->reason);
-        if (run_write_json(&sc->run, err, sizeof err) < 0) hn_logf(&sc->rt, "warning: %s", err);
+        if (run_write_json_nowait(&sc->run, err, sizeof err) < 0) hn_logf(&sc->rt, "warning: %s", err);
         return;
     }
     sc->rerun->dilation = choice->dilation;
