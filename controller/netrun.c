@@ -137,6 +137,12 @@ struct netrun {
     netrun_built_fn built;
     netrun_phase_fn links_made;
     void *built_ctx;
+    /* Once built: the kernel changes asked for, in order, the first one
+     * running on the build's thread; and the loop's own view of the
+     * partitions in place (the kernel layer's record is the thread's). */
+    struct kernel_op *ops, *ops_tail;
+    unsigned char **cuts;
+    size_t n_cuts;
 };
 
 /* One linkd process serves this many links before another is started, up to
@@ -1190,6 +1196,100 @@ int netrun_node_ns(const struct netrun *nr, int node)
     return nr->kernel ? topo_kernel_node_ns(nr->kernel, node) : -1;
 }
 
+/* ---- run-time kernel changes, off the loop ----
+ *
+ * A partition is a netlink request per host of it, each with a route per
+ * host of the other group (a heal deletes them and replays the routes): at
+ * a few hundred hosts, tens of ms to seconds. So partitions, heals and the
+ * kernel backend's link changes run as steps on the build's thread (the
+ * build is over by then), one at a time in the order asked; the caller
+ * hears of each through its callback, from the loop. That thread alone
+ * uses the kernel layer's netlink sockets and its record of the partitions
+ * after the build, so two changes never meet there; the loop keeps a view
+ * of its own of the partitions asked for (cuts, for netrun_separated). */
+
+enum kernel_op_kind { OP_PARTITION, OP_HEAL, OP_LINK_SET, OP_LINK_UPDOWN };
+
+static void cuts_free(struct netrun *nr);
+
+struct kernel_op {
+    enum kernel_op_kind kind;
+    unsigned char *side; /* OP_PARTITION: per node its group (owned) */
+    int link;
+    bool up;
+    struct topo_link_params params;
+    peer_reply_fn cb;
+    void *ctx;
+    int rc;
+    char err[512];
+    struct kernel_op *next;
+};
+
+static void work_kernel_op(struct netrun *nr)
+{
+    struct kernel_op *op = nr->ops;
+    struct topo_kernel *k = nr->kernel;
+    char *err = op->err;
+    size_t len = sizeof op->err;
+    if (op->kind == OP_PARTITION || op->kind == OP_HEAL)
+        op->rc = topo_kernel_partition(k, op->side, err, len);
+    else if (op->kind == OP_LINK_SET)
+        op->rc = topo_kernel_link_set(k, op->link, &op->params, err, len);
+    else
+        op->rc = topo_kernel_link_updown(k, op->link, op->up, err, len);
+}
+
+/* Tells the caller (result: an empty map) and frees op. */
+static void kernel_op_finish(struct kernel_op *op, const char *error)
+{
+    msgpack_object done = {.type = MSGPACK_OBJECT_MAP};
+    op->cb(op->ctx, error, error ? NULL : &done);
+    free(op->side);
+    free(op);
+}
+
+static void kernel_op_done(struct netrun *nr)
+{
+    struct kernel_op *op = nr->ops;
+    nr->ops = op->next;
+    if (!nr->ops) nr->ops_tail = NULL;
+    else job_begin(nr, work_kernel_op, kernel_op_done); /* the next one meanwhile */
+    kernel_op_finish(op, op->rc < 0 ? op->err : NULL);
+}
+
+/* Queues a copy of *op (its side is taken over); 1: cb follows, or -1. */
+static int kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_reply_fn cb,
+                           void *ctx, char *err, size_t errlen)
+{
+    struct kernel_op *q = malloc(sizeof *q);
+    if (!q) {
+        free(op->side);
+        return snprintf(err, errlen, "out of memory"), -1;
+    }
+    *q = *op;
+    q->cb = cb;
+    q->ctx = ctx;
+    q->next = NULL;
+    bool idle = !nr->ops;
+    if (nr->ops_tail) nr->ops_tail->next = q;
+    else nr->ops = q;
+    nr->ops_tail = q;
+    if (idle) job_begin(nr, work_kernel_op, kernel_op_done);
+    return 1;
+}
+
+/* The release: the change running has ended (joined); the rest never run. */
+static void kernel_ops_drop(struct netrun *nr)
+{
+    while (nr->ops) {
+        struct kernel_op *op = nr->ops;
+        nr->ops = op->next;
+        kernel_op_finish(op, "the network was released");
+    }
+    nr->ops_tail = NULL;
+    cuts_free(nr);
+}
+
 static int link_not_emulated(struct netrun *nr, char *err, size_t errlen)
 {
     snprintf(err, errlen, "backend '%s' does not emulate links", netrun_backend(nr));
@@ -1206,7 +1306,8 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
                    ? -1
                    : 1;
     if (!nr->kernel) return link_not_emulated(nr, err, errlen);
-    return topo_kernel_link_set(nr->kernel, link, params, err, errlen);
+    struct kernel_op op = {.kind = OP_LINK_SET, .link = link, .params = *params};
+    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
 int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, void *ctx, char *err,
@@ -1216,7 +1317,8 @@ int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, v
         return linkd_client_link_updown(linkd_of(nr, link), link, up, cb, ctx, err, errlen) < 0 ? -1
                                                                                                 : 1;
     if (!nr->kernel) return link_not_emulated(nr, err, errlen);
-    return topo_kernel_link_updown(nr->kernel, link, up, err, errlen);
+    struct kernel_op op = {.kind = OP_LINK_UPDOWN, .link = link, .up = up};
+    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
 int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
@@ -1236,24 +1338,59 @@ bool netrun_peer_alive(const struct netrun *nr, int node)
     return pc && !nr->peers[node].killed && !peer_client_exited(pc);
 }
 
-int netrun_partition(struct netrun *nr, const unsigned char *side, char *err, size_t errlen)
+static void cuts_free(struct netrun *nr)
+{
+    for (size_t i = 0; i < nr->n_cuts; i++)
+        free(nr->cuts[i]);
+    free(nr->cuts);
+    nr->cuts = NULL;
+    nr->n_cuts = 0;
+}
+
+/* The loop's view of a partition asked for: side copied into op and cuts. */
+static int cut_add(struct netrun *nr, const unsigned char *side, struct kernel_op *op)
+{
+    size_t n = nr->net->n_nodes;
+    unsigned char *copy = malloc(n), **grown = realloc(nr->cuts, (nr->n_cuts + 1) * sizeof *grown);
+    op->side = malloc(n);
+    if (grown) nr->cuts = grown;
+    if (!copy || !grown || !op->side) {
+        free(copy);
+        free(op->side);
+        return -1;
+    }
+    memcpy(copy, side, n);
+    memcpy(op->side, side, n);
+    nr->cuts[nr->n_cuts++] = copy;
+    return 0;
+}
+
+int netrun_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn cb, void *ctx,
+                     char *err, size_t errlen)
 {
     if (!nr->kernel) {
         snprintf(err, errlen, "backend '%s' emulates no network to cut (use kernel, user or auto)",
                  netrun_backend(nr));
         return -1;
     }
-    return topo_kernel_partition(nr->kernel, side, err, errlen);
+    struct kernel_op op = {.kind = side ? OP_PARTITION : OP_HEAL};
+    if (side && cut_add(nr, side, &op) < 0) return snprintf(err, errlen, "out of memory"), -1;
+    if (!side) cuts_free(nr);
+    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
 size_t netrun_partitions(const struct netrun *nr)
 {
-    return nr->kernel ? topo_kernel_partitions(nr->kernel) : 0;
+    return nr->n_cuts;
 }
 
 bool netrun_separated(const struct netrun *nr, int a, int b)
 {
-    return nr->kernel && topo_kernel_separated(nr->kernel, a, b);
+    for (size_t p = 0; p < nr->n_cuts; p++) {
+        const unsigned char *side = nr->cuts[p];
+        if (side[a] && side[b] && side[a] != side[b]) return true;
+    }
+    return false;
 }
 
 void netrun_peer_kill(struct netrun *nr, int node)
@@ -1643,6 +1780,7 @@ static void release_begin(struct netrun *nr)
     nr->job.running = false;
     nr->freeing = true;
     host_probe_forget(nr); /* a build waiting for a probe */
+    kernel_ops_drop(nr);
     ev_timer_stop(nr->loop, &nr->linkd_deadline);
     ev_async_stop(nr->loop, &nr->job_done);
     ev_timer_stop(nr->loop, &nr->template_deadline);

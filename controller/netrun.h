@@ -79,9 +79,9 @@ int netrun_tell_address(struct netrun *nr, int from, int to, char *err, size_t e
  * out. */
 void netrun_pack_peer_secret(const struct netrun *nr, msgpack_sbuffer *out);
 
-/* Run-time link changes. Kernel backend: done at once, returns 0 (or -1).
- * User backend: the request is queued to linkd and 1 is returned; cb gets
- * the reply later. */
+/* Run-time link changes: 1 and a later cb (from the loop), or -1. Kernel
+ * backend: done on a worker thread, in order with partitions and heals;
+ * user backend: the request is queued to linkd. */
 int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *params,
                     peer_reply_fn cb, void *ctx, char *err, size_t errlen);
 int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, void *ctx, char *err,
@@ -119,10 +119,14 @@ void netrun_peer_kill(struct netrun *nr, int node);
 /* The node's peer runs (not killed, not exited). */
 bool netrun_peer_alive(const struct netrun *nr, int node);
 /* Puts a partition in place (side[node]: group 1 or 2, 0 neither) or heals
- * it (side NULL); see topo_kernel_partition. The emulated backends only. */
-int netrun_partition(struct netrun *nr, const unsigned char *side, char *err, size_t errlen);
+ * every one (side NULL); see topo_kernel_partition. The emulated backends
+ * only. The routes change on a worker thread, in order with the other
+ * kernel changes: 1 and cb once they are in place (error: why not), or -1
+ * at once. */
+int netrun_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn cb, void *ctx,
+                     char *err, size_t errlen);
 /* How many partitions are in place; whether one separates nodes a and b
- * (topo_kernel_partitions, topo_kernel_separated; none without a kernel). */
+ * (as asked for: from netrun_partition's call on; none without a kernel). */
 size_t netrun_partitions(const struct netrun *nr);
 bool netrun_separated(const struct netrun *nr, int a, int b);
 /* node:restart(): a fresh peer (empty tensor store) in the same node. */

@@ -114,25 +114,85 @@ static void check_started(lua_State *L, struct l_network *net, const char *what)
                    lnet_state_word(net->state));
 }
 
+/* A partition or heal whose routes change off the loop (netrun.h): the
+ * task waits for them, then the log line and the events follow. */
+struct cut_wait {
+    struct sched *sched;
+    task_token tok;
+};
+
+static int push_cut_result(lua_State *co, void *ud)
+{
+    const char *error = ud;
+    if (!error) return lua_pushnil(co), 1;
+    lua_pushstring(co, error);
+    return 1;
+}
+
+static void on_cut_done(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)result;
+    struct cut_wait *w = ctx;
+    sched_wake(w->sched, w->tok, push_cut_result, (void *)error);
+    free(w);
+}
+
+/* Asks netrun for the change and suspends the task until it is in place;
+ * continues with k. */
+static int cut_request(lua_State *L, struct l_network *net, const unsigned char *side,
+                       lua_KFunction k)
+{
+    const char *what = side ? "partition" : "heal";
+    struct cut_wait *w = malloc(sizeof *w);
+    if (!w) return luaL_error(L, "network '%s': %s: out of memory", net->topo->name, what);
+    w->sched = net->rt->sched;
+    char err[512];
+    if (netrun_partition(net->run, side, on_cut_done, w, err, sizeof err) < 0) {
+        free(w);
+        return luaL_error(L, "network '%s': %s: %s", net->topo->name, what, err);
+    }
+    /* The change's end comes from the loop, after this task yields. */
+    w->tok = sched_suspend(L);
+    return lua_yieldk(L, 0, 0, k);
+}
+
+static int partition_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status, (void)ctx;
+    struct l_network *net = check_net(L, 1);
+    if (!lua_isnil(L, -1))
+        return luaL_error(L, "network '%s': partition: %s", net->topo->name, lua_tostring(L, -1));
+    hn_logf(net->rt, "network '%s': partitioned", net->topo->name);
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 3);
+    lnet_fire(L, net, 1, "partition", 2);
+    return 0;
+}
+
 /* net:partition({nodes}, {nodes}): what the hosts of one group send to the
  * other's is dropped (both ways) until net:heal(); other traffic flows.
- * Several partitions add up. */
+ * Several partitions add up. Returns once the routes are in place. */
 static int l_net_partition(lua_State *L)
 {
     struct l_network *net = check_net(L, 1);
     check_started(L, net, "partition");
     size_t n = net->topo->n_nodes;
+    lua_settop(L, 3);
     unsigned char *side = lua_newuserdatauv(L, n ? n : 1, 0); /* freed by the GC on errors */
     memset(side, 0, n ? n : 1);
     read_group(L, net, 2, side, 1);
     read_group(L, net, 3, side, 2);
-    char err[512];
-    if (netrun_partition(net->run, side, err, sizeof err) < 0)
-        return luaL_error(L, "network '%s': partition: %s", net->topo->name, err);
-    hn_logf(net->rt, "network '%s': partitioned", net->topo->name);
-    lua_pushvalue(L, 2);
-    lua_pushvalue(L, 3);
-    lnet_fire(L, net, 1, "partition", 2);
+    return cut_request(L, net, side, partition_k);
+}
+
+static int heal_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status, (void)ctx;
+    struct l_network *net = check_net(L, 1);
+    if (!lua_isnil(L, -1))
+        return luaL_error(L, "network '%s': heal: %s", net->topo->name, lua_tostring(L, -1));
+    hn_logf(net->rt, "network '%s': healed", net->topo->name);
+    lnet_fire(L, net, 1, "heal", 0);
     return 0;
 }
 
@@ -141,15 +201,10 @@ static int l_net_heal(lua_State *L)
 {
     struct l_network *net = check_net(L, 1);
     check_started(L, net, "heal");
-    char err[512];
+    lua_settop(L, 1);
     bool was = netrun_partitions(net->run) > 0;
-    if (netrun_partition(net->run, NULL, err, sizeof err) < 0)
-        return luaL_error(L, "network '%s': heal: %s", net->topo->name, err);
-    if (was) {
-        hn_logf(net->rt, "network '%s': healed", net->topo->name);
-        lnet_fire(L, net, 1, "heal", 0);
-    }
-    return 0;
+    if (!was) return 0; /* nothing to heal: nothing waits */
+    return cut_request(L, net, NULL, heal_k);
 }
 
 static int node_index_arg(lua_State *L, struct l_network *net, int i)

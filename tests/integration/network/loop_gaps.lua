@@ -108,7 +108,6 @@ local function round(r)
   measure("heal", net.heal, net)
   H.check(net:reachable(nodes[1], nodes[hosts]), "the heal joins h1 and h%d", hosts)
   measure("cuda", cuda_start, r)
-  for i = 2, 4 do nodes[i]:tensor{ name = "big", size = mb * 262144 // 4, fill = "uniform" } end
   measure("stop", net.stop, net)
   H.check(net:state() == "stopped", "the network is %s", net:state())
 end
