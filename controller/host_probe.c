@@ -31,24 +31,26 @@ static struct probe_waiter *waiters; /* the loop's thread only */
 
 static void probe_kernel(void)
 {
-    probes[HOST_PROBE_KERNEL].rc =
-        topo_nl_probe(&kernel_features, probes[HOST_PROBE_KERNEL].why,
-                      sizeof probes[HOST_PROBE_KERNEL].why);
+    probes[HOST_PROBE_KERNEL].rc = topo_nl_probe(&kernel_features, probes[HOST_PROBE_KERNEL].why,
+                                                 sizeof probes[HOST_PROBE_KERNEL].why);
 }
 
 static void probe_cuda(void)
 {
-    probes[HOST_PROBE_CUDA].rc = kern_device_available(KERN_DEVICE_CUDA, probes[HOST_PROBE_CUDA].why,
-                                                       sizeof probes[HOST_PROBE_CUDA].why)
-                                     ? 0
-                                     : -1;
+    probes[HOST_PROBE_CUDA].rc =
+        kern_device_available(KERN_DEVICE_CUDA, probes[HOST_PROBE_CUDA].why,
+                              sizeof probes[HOST_PROBE_CUDA].why)
+            ? 0
+            : -1;
 }
 
 static void *probe_main(void *arg)
 {
     enum host_probe which = (enum host_probe)(long)arg;
-    if (which == HOST_PROBE_KERNEL) probe_kernel();
-    else probe_cuda();
+    if (which == HOST_PROBE_KERNEL)
+        probe_kernel();
+    else
+        probe_cuda();
     atomic_store(&probes[which].done, true);
     ev_async_send(probe_loop, &probe_done_async);
     return NULL;

@@ -123,7 +123,7 @@ struct netrun {
     struct {
         bool active;
         bool template_stopping; /* the peers are gone: the template goes */
-        bool failed_build; /* build_fail's release: `built` is told, not `released` */
+        bool failed_build;      /* build_fail's release: `built` is told, not `released` */
         netrun_released_fn released;
         void *ctx;
         double cgroup_deadline;
@@ -1108,8 +1108,8 @@ static struct netrun *netrun_alloc(struct ev_loop *loop, struct topo_network *ne
 static int build_begin(struct netrun *nr, struct netrun_error *error)
 {
     *error = (struct netrun_error){false, -1, -1, ""};
-    int rc = check_devices(nr, &error->node, &error->env_error, error->message,
-                           sizeof error->message);
+    int rc =
+        check_devices(nr, &error->node, &error->env_error, error->message, sizeof error->message);
     if (rc == 0) rc = prepare_helpers(nr, &error->env_error, error->message, sizeof error->message);
     bool emulated = nr->net->backend != TOPO_BACKEND_NONE;
     if (rc == 0 && emulated) job_begin(nr, work_namespaces, namespaces_made);
@@ -1252,8 +1252,10 @@ static void kernel_op_done(struct netrun *nr)
 {
     struct kernel_op *op = nr->ops;
     nr->ops = op->next;
-    if (!nr->ops) nr->ops_tail = NULL;
-    else job_begin(nr, work_kernel_op, kernel_op_done); /* the next one meanwhile */
+    if (!nr->ops)
+        nr->ops_tail = NULL;
+    else
+        job_begin(nr, work_kernel_op, kernel_op_done); /* the next one meanwhile */
     kernel_op_finish(op, op->rc < 0 ? op->err : NULL);
 }
 
@@ -1271,8 +1273,10 @@ static int kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_r
     q->ctx = ctx;
     q->next = NULL;
     bool idle = !nr->ops;
-    if (nr->ops_tail) nr->ops_tail->next = q;
-    else nr->ops = q;
+    if (nr->ops_tail)
+        nr->ops_tail->next = q;
+    else
+        nr->ops = q;
     nr->ops_tail = q;
     if (idle) job_begin(nr, work_kernel_op, kernel_op_done);
     return 1;
@@ -1903,7 +1907,7 @@ void netrun_free(struct netrun *nr)
     if (!nr) return;
     if (!nr->release.active) release_begin(nr);
     ev_timer_stop(nr->loop, &nr->release.timer);
-    reaper_wait(&nr->dying); /* SIGKILLed: their exits, before the template's */
+    reaper_wait(&nr->dying);              /* SIGKILLed: their exits, before the template's */
     peer_template_stop_now(nr->template); /* also one that netrun_release is ending */
     nr->template = NULL;
     char err[256];

@@ -19,8 +19,10 @@ static struct reaped_child *children; /* not reaped yet; the loop's thread only 
 static void child_forget(struct reaped_child *c)
 {
     ev_child_stop(c->loop, &c->watcher);
-    if (c->prev) c->prev->next = c->next;
-    else children = c->next;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        children = c->next;
     if (c->next) c->next->prev = c->prev;
     if (c->group) c->group->pending--;
     free(c);

@@ -280,7 +280,8 @@ static void on_dilation_probe(void *ctx, const struct overload_auto *choice)
         char err[512];
         run_set_dilation_reason(&sc->run, choice->reason);
         hn_logf(&sc->rt, "dilation auto: 1 (%s)", choice->reason);
-        if (run_write_json_nowait(&sc->run, err, sizeof err) < 0) hn_logf(&sc->rt, "warning: %s", err);
+        if (run_write_json_nowait(&sc->run, err, sizeof err) < 0)
+            hn_logf(&sc->rt, "warning: %s", err);
         return;
     }
     sc->rerun->dilation = choice->dilation;
@@ -418,7 +419,7 @@ static void stop_networks(struct scenario *sc)
         ev_run(loop, EVRUN_ONCE);
     ev_timer_stop(loop, &sc->teardown_timer);
     l_network_release_all(&sc->rt); /* SIGKILLs and reaps whatever is left */
-    reaper_wait(NULL); /* programs and linkds killed on the loop, still exiting */
+    reaper_wait(NULL);              /* programs and linkds killed on the loop, still exiting */
 }
 
 /* Last of all: a crash before this leaves an entry whose sweep marks a
