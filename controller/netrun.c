@@ -1417,6 +1417,11 @@ static void restart_exec(struct netrun_peer *p)
     const struct topo_node *n = &nr->net->nodes[p->node];
     peer_client_free(p->old);
     p->old = NULL;
+    if (p->killed) { /* node:kill() again meanwhile: it stays down */
+        close(p->child_end);
+        peer_client_close(p->client);
+        return;
+    }
     struct peer_argv a;
     peer_argv_build(nr, n, &a);
     struct peer_spawn spec = {n->name, nr->peer_path, a.args, netrun_node_ns(nr, p->node), a.env};
