@@ -8,8 +8,8 @@
  *
  * Owns the network's listener table (a registry reference in l_network).
  * The partitions in place (which node is in which group; they add up until
- * one heal removes them all) are the topology engine's record, asked
- * through netrun. */
+ * one heal removes them all) are netrun's record; the routes change off
+ * the loop, and the calling task waits for them (controller/netrun.h). */
 #include "lua/l_net.h"
 
 #include "controller/netrun.h"
