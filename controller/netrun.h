@@ -6,7 +6,11 @@
  * links, routes, qdiscs, waiting for the links to run) runs one step at a
  * time on a worker thread whose end the loop hears through an ev_async; the
  * peers are forked by the peer template while the links are made, and
- * their pids collected as the template's replies arrive. Stop closes the
+ * their pids collected as the template's replies arrive; the kernel's and
+ * CUDA's probes are done once per process on threads of their own
+ * (controller/host_probe.h). Once built, partitions, heals and the kernel
+ * backend's link changes run in order on that worker thread too, and a
+ * restart's new peer starts when the old one's exit arrives. Stop closes the
  * control channels (peers exit on EOF); release (or free) kills any
  * survivor, then releases the namespaces, cgroups and registry entries,
  * waiting for the killed peers' exits, the template's and the cgroups'
