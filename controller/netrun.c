@@ -1023,10 +1023,10 @@ static void links_done(struct netrun *nr)
     ev_timer_start(nr->loop, &nr->template_deadline);
 }
 
-static void namespaces_made(struct netrun *nr);
+static void links_begin(struct netrun *nr);
 
 /* The kernel's probe was not done when the build began: the backend and
- * the plan now, then on as namespaces_made. */
+ * the plan now, then on to the links. */
 static void plan_after_namespaces(void *ctx)
 {
     struct netrun *nr = ctx;
@@ -1036,26 +1036,31 @@ static void plan_after_namespaces(void *ctx)
         job_fail_at(nr, error.env_error, error.node, error.link, error.message);
         return build_fail(nr);
     }
-    namespaces_made(nr);
+    links_begin(nr);
 }
 
-/* The namespaces exist: cgroups, the peers asked of the template, links.
+/* The namespaces exist; the backend and the plan too, unless they wait
+ * for the kernel's probe (on the loop, through its callback). */
+static void namespaces_made(struct netrun *nr)
+{
+    phase_end(nr, "namespaces");
+    if (nr->job.rc < 0) return build_fail(nr);
+    if (!nr->plan_late) return links_begin(nr);
+    if (host_probe_done(HOST_PROBE_KERNEL)) return plan_after_namespaces(nr);
+    if (host_probe_wait(nr->loop, HOST_PROBE_KERNEL, plan_after_namespaces, nr) == 0) return;
+    job_fail(nr, false, "out of memory");
+    build_fail(nr);
+}
+
+/* Then: cgroups, the peers asked of the template, links.
  * The kernel backend's veths are made off the loop meanwhile: asking a
  * thousand peers of the template took 0.02-0.1 s of the start before they
  * began. A failure here then waits for that step's end (links_done). */
-static void namespaces_made(struct netrun *nr)
+static void links_begin(struct netrun *nr)
 {
     char err[1024];
     bool env_error = false;
     int node = -1;
-    phase_end(nr, "namespaces");
-    if (nr->job.rc < 0) return build_fail(nr);
-    if (nr->plan_late && !host_probe_done(HOST_PROBE_KERNEL)) {
-        if (host_probe_wait(nr->loop, HOST_PROBE_KERNEL, plan_after_namespaces, nr) == 0) return;
-        job_fail(nr, false, "out of memory");
-        return build_fail(nr);
-    }
-    if (nr->plan_late) return plan_after_namespaces(nr);
     namespaces_done(nr);
     bool beside = nr->backend == TOPO_BACKEND_KERNEL;
     nr->beside.active = beside;
