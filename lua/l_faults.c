@@ -140,7 +140,7 @@ static void on_cut_done(void *ctx, const char *error, const msgpack_object *resu
 /* Asks netrun for the change and suspends the task until it is in place;
  * continues with k. */
 static int cut_request(lua_State *L, struct l_network *net, const unsigned char *side,
-                       lua_KFunction k)
+                       lua_KFunction k, lua_KContext ctx)
 {
     const char *what = side ? "partition" : "heal";
     struct cut_wait *w = malloc(sizeof *w);
@@ -153,7 +153,7 @@ static int cut_request(lua_State *L, struct l_network *net, const unsigned char 
     }
     /* The change's end comes from the loop, after this task yields. */
     w->tok = sched_suspend(L);
-    return lua_yieldk(L, 0, 0, k);
+    return lua_yieldk(L, 0, ctx, k);
 }
 
 static int partition_k(lua_State *L, int status, lua_KContext ctx)
@@ -182,15 +182,16 @@ static int l_net_partition(lua_State *L)
     memset(side, 0, n ? n : 1);
     read_group(L, net, 2, side, 1);
     read_group(L, net, 3, side, 2);
-    return cut_request(L, net, side, partition_k);
+    return cut_request(L, net, side, partition_k, 0);
 }
 
-static int heal_k(lua_State *L, int status, lua_KContext ctx)
+static int heal_k(lua_State *L, int status, lua_KContext was)
 {
-    (void)status, (void)ctx;
+    (void)status;
     struct l_network *net = check_net(L, 1);
     if (!lua_isnil(L, -1))
         return luaL_error(L, "network '%s': heal: %s", net->topo->name, lua_tostring(L, -1));
+    if (!was) return 0; /* nothing was cut: no event */
     hn_logf(net->rt, "network '%s': healed", net->topo->name);
     lnet_fire(L, net, 1, "heal", 0);
     return 0;
@@ -203,8 +204,7 @@ static int l_net_heal(lua_State *L)
     check_started(L, net, "heal");
     lua_settop(L, 1);
     bool was = netrun_partitions(net->run) > 0;
-    if (!was) return 0; /* nothing to heal: nothing waits */
-    return cut_request(L, net, NULL, heal_k);
+    return cut_request(L, net, NULL, heal_k, was);
 }
 
 static int node_index_arg(lua_State *L, struct l_network *net, int i)
