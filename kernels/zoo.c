@@ -21,8 +21,8 @@ struct tracer {
 
 struct builder {
     struct zoo_info *z;
-    int c, h, w;    /* activation shape of one sample (GPT-2: width x tokens x 1) */
-    bool first_mac; /* no multiply-accumulate layer yet: its input needs no gradient */
+    int c, h, w;          /* activation shape of one sample (GPT-2: width x tokens x 1) */
+    bool first_mac;       /* no multiply-accumulate layer yet: its input needs no gradient */
     struct tracer *trace; /* NULL: only the sums */
 };
 
@@ -427,7 +427,6 @@ static void real_build_traced(const char *spec_text, const struct model_spec *sp
     }
     out->params = spec->trainable_count; /* the tracing moved it along */
 }
-
 
 /* ---- queries ---- */
 

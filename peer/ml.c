@@ -372,7 +372,8 @@ static bool grad_parse(struct command_job *j, struct grad_params *p, struct prot
            cmd_arg_int(a, "batch", false, 1, ML_BATCH_MAX, &p->batch) &&
            cmd_arg_bool(a, "same_batch", &p->same_batch) &&
            cmd_arg_float(a, "bucket_mb", false, 0, &p->bucket_mb) &&
-           (p->bucket_mb >= 0 || cmd_arg_fail(a, "param 'bucket_mb': %g is negative", p->bucket_mb));
+           (p->bucket_mb >= 0 ||
+            cmd_arg_fail(a, "param 'bucket_mb': %g is negative", p->bucket_mb));
 }
 
 /* The next mini-batch of the train split into the kept batch buffers

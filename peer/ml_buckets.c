@@ -75,7 +75,8 @@ static bool bucket_run(struct command_job *j, const struct bucket_params *p)
 {
     const struct ml_state *ml = j->ml;
     if (p->index > ml->bucket_n)
-        return cmd_fail(j, "bucket %lld: the last grad had %d buckets (grad{bucket_mb=} makes them)",
+        return cmd_fail(j,
+                        "bucket %lld: the last grad had %d buckets (grad{bucket_mb=} makes them)",
                         (long long)p->index, ml->bucket_n);
     const struct peer_config *cfg = &j->server->cfg;
     double left_ms = ml->bucket_ready_ms[p->index - 1] - command_now_ms();

@@ -12,6 +12,9 @@
 --   * ring all-reduce with 3 workers ends on the same model to float
 --     tolerance: the ring's chunks are cut per bucket, so an element's three
 --     addends are summed in another order (rounding only);
+--   * the peer's timing by profile: grad_ms, the plan's buckets, a grad
+--     ending no sooner than its first bucket and the last no sooner than
+--     the whole step (lower bounds only: the worker pads, never cuts);
 --   * the refusals, one line each: compression, an optimizer's update, the
 --     BB rate, several servers, bucket_mb alone, hier.
 local hn = require("hiernet")
@@ -63,6 +66,27 @@ end
 local none, err = hn.grad_buckets("resnet50", hn.zoo("resnet50").params, 1e-9)
 T.eq(none, nil, "resnet50 at a cap of 1 element: too many buckets")
 T.eq(err:find("raise bucket_mb", 1, true) ~= nil, true, "the message says what to do: " .. err)
+
+-- ---- the peer's timing of the buckets, by profile ----
+-- round.profile measured mobilenet_v2 at batch 16: 0.01 s. A grad with
+-- buckets says so (grad_ms, exactly), makes the plan's buckets, ends no
+-- sooner than its first bucket (the worker pads a job to its budget, never
+-- less) and the last bucket{} no sooner than the whole step.
+do
+  local net = hn.network{ name = "ovtime", backend = "none" }
+  local n = net:node("n", { profile = PROFILE })
+  net:start()
+  n:model{ name = "m", arch = "mobilenet_v2", compute = "profile" }
+  local plan = hn.grad_buckets("mobilenet_v2", hn.zoo("mobilenet_v2").params, 1, PROFILE)
+  local r = n:batch{ { "grad", { model = "m", out = "g", batch = 16, bucket_mb = 1 } },
+                     { "bucket", { index = #plan } } }.results
+  T.eq(r[1].grad_ms, 10, "grad_ms: the profile's step")
+  T.eq(r[1].buckets, #plan, "the grad's buckets: hn.grad_buckets' plan")
+  T.le(0.99 * plan[1].ready_share * 10, r[1].ms, "the grad ends at its first bucket, not sooner")
+  T.le(0.99 * 10, r[1].ms + r[2].ms, "the last bucket is ready after the whole step")
+  T.fails("bucket " .. (#plan + 1) .. ": the last grad had " .. #plan .. " buckets", n.bucket, n, { index = #plan + 1 })
+  net:stop()
+end
 
 -- ---- same model with and without overlap ----
 local STEPS = 4
