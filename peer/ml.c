@@ -469,7 +469,7 @@ static bool grad_compute(struct command_job *j, const struct grad_params *p, str
 
 static bool grad_run(struct command_job *j, const struct grad_params *p)
 {
-    double t0_ms = command_now_ms();
+    double t0_ms = command_now_ms(), cpu0_ms = ml_thread_cpu_ms();
     j->ml->bucket_n = 0;
     struct ml_model *m = ml_model_find(j, p->model);
     /* The model may live on nodes without a profile (a server, the eval
@@ -483,7 +483,8 @@ static bool grad_run(struct command_job *j, const struct grad_params *p)
     struct ml_data *data = m && m->model ? ml_split_find(j, "train") : NULL;
     struct store_tensor *params = m && (data || !m->model) ? ml_params_find(j, m) : NULL;
     bool ok = params && grad_compute(j, p, m, data ? data->ds : NULL, params);
-    if (ok && p->bucket_mb > 0) ok = ml_grad_buckets(j, m, params->size, p->bucket_mb, t0_ms);
+    if (ok && p->bucket_mb > 0)
+        ok = ml_grad_buckets(j, m, params->size, p->bucket_mb, t0_ms, cpu0_ms);
     store_tensor_release(params);
     return ok;
 }

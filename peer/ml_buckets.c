@@ -6,20 +6,28 @@
  * is the same to the bit as without buckets. What buckets change is time:
  * bucket k is ready at the grad's start + its ready share (kernels/
  * buckets.h: the forward pass, then the backward from the last layer down
- * to the bucket's first) x the step's emulated time. A profiled grad then
- * ends when its first bucket is ready, and bucket{index = k} holds the
+ * to the bucket's first) x the step's emulated time (the worker's budget,
+ * worker.h: a profiled grad's device time, else its CPU time, x dilation /
+ * speed). The grad ends when its first bucket is ready, or when its real
+ * computation does if that is later, and bucket{index = k} holds the
  * device (the worker) until bucket k is: the commands of a batch between
  * two bucket{}s (sends, a ring's waits and adds) run while the device is
- * still computing the next layers, as in PyTorch DDP. A measured grad
- * (no profile) is one job on the CPU: every bucket is ready when it ends,
- * so it overlaps nothing (no overlap is claimed that did not happen). */
+ * still computing the next layers, as in PyTorch DDP. No bucket is ready
+ * before the real gradient exists: by profile the real work is small
+ * against the device's time; a gradient computed by kernel takes its CPU
+ * time in real time, so its buckets overlap only under a dilation that
+ * leaves room (dilation x the first bucket's share >= 1 hides everything;
+ * at dilation 1 every bucket is ready when the grad ends). */
 #include <stdio.h>
+#include <time.h>
 
+#include "kernels/device.h"
 #include "kernels/profile.h"
 #include "peer/command_job.h"
 #include "peer/ml.h"
 #include "peer/ml_internal.h"
 #include "peer/server.h"
+#include "peer/worker.h"
 
 /* The profile's time per FLOP of every op kind (what the step's time is
  * made of), or NULL: FLOPs alone. */
@@ -33,8 +41,25 @@ static const double *bucket_weights(const struct command_job *j, const struct ml
     return out;
 }
 
+double ml_thread_cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* The step's emulated time in real ms: the worker's budget for it. */
+static double step_budget_ms(const struct command_job *j, double cpu_ms, double real_ms)
+{
+    const struct peer_config *cfg = &j->server->cfg;
+    if (j->work.device_ms > 0) return cfg->dilation * j->work.device_ms / cfg->speed;
+    struct worker_timing timing = {cfg->speed, cfg->dilation,
+                                   kern_ctx_device(cfg->kern) == KERN_DEVICE_CPU};
+    return worker_budget_ms(&timing, cpu_ms, real_ms);
+}
+
 bool ml_grad_buckets(struct command_job *j, const struct ml_model *m, uint64_t size,
-                     double bucket_mb, double t0_ms)
+                     double bucket_mb, double t0_ms, double cpu0_ms)
 {
     struct ml_state *ml = j->ml;
     struct grad_bucket b[GRAD_BUCKETS_MAX];
@@ -42,17 +67,19 @@ bool ml_grad_buckets(struct command_job *j, const struct ml_model *m, uint64_t s
     int n = grad_buckets_plan(m->spec, size, grad_bucket_elements(bucket_mb),
                               bucket_weights(j, m, weights), b, j->err, sizeof j->err);
     if (n < 0) return false;
-    /* device_ms: a profiled grad's emulated time (grad_profile_time). */
-    double device_ms = j->work.device_ms;
     const struct peer_config *cfg = &j->server->cfg;
-    double real_ms = cfg->dilation * device_ms / cfg->speed;
+    double now = command_now_ms();
+    double step_ms = step_budget_ms(j, ml_thread_cpu_ms() - cpu0_ms, now - t0_ms);
     for (int k = 0; k < n; k++)
-        ml->bucket_ready_ms[k] = device_ms > 0 ? t0_ms + real_ms * b[k].ready_share : 0;
+        ml->bucket_ready_ms[k] = t0_ms + step_ms * b[k].ready_share;
     ml->bucket_n = n;
-    if (device_ms > 0) {
-        j->work.device_ms = device_ms * b[0].ready_share;
-        cmd_result_f64(j, "grad_ms", device_ms / cfg->speed);
+    /* Ends at its first bucket, or at its real end; a grad that overran its
+     * whole step keeps the worker's own verdict (an overrun). */
+    if (now <= t0_ms + step_ms) {
+        double end = now > ml->bucket_ready_ms[0] ? now : ml->bucket_ready_ms[0];
+        j->work.device_ms = (end - t0_ms) * cfg->speed / cfg->dilation;
     }
+    cmd_result_f64(j, "grad_ms", step_ms / cfg->dilation);
     cmd_result_u64(j, "buckets", (uint64_t)n);
     return true;
 }

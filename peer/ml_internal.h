@@ -75,10 +75,12 @@ struct ml_state {
 
 /* grad{bucket_mb}: plans the model's buckets (kernels/buckets.h) over a
  * gradient of `size` elements and times them from t0_ms, when the grad
- * began; a profiled grad then ends at its first bucket (ml_buckets.c).
- * false with the job's error set. */
+ * began (cpu0_ms: ml_thread_cpu_ms then); the grad then ends at its first
+ * bucket where it can (ml_buckets.c). false with the job's error set. */
 bool ml_grad_buckets(struct command_job *j, const struct ml_model *m, uint64_t size,
-                     double bucket_mb, double t0_ms);
+                     double bucket_mb, double t0_ms, double cpu0_ms);
+/* The calling thread's CPU time in ms. */
+double ml_thread_cpu_ms(void);
 
 void ml_data_hold(struct ml_data *d);
 /* Closes the dataset with the last reference; any thread. */
