@@ -33,10 +33,12 @@
 -- Each result row: bw, bucket_mb (0: no overlap), buckets, step_s (emulated
 -- seconds per step, the steps after the first), compute_s, comm_s,
 -- last_bucket_s, bound_s (without overlap: compute + communication), ratio
--- = step_s / bound_s and vs_plain = step_s / the step without overlap. Expected: with
--- overlap every step is shorter than without, and near its bound (docs/
--- cookbook.md "Overlapping communication with the backward pass" has the
--- measured figures).
+-- = step_s / bound_s and vs_plain = step_s / the step without overlap.
+-- Expected: where the communication is below the compute (1 Gbit/s) small
+-- buckets hide nearly all of it (a step near the compute alone, 0.6 to 0.7
+-- of the step without overlap); where it dominates (100 Mbit/s) at most
+-- the compute is hidden; one bucket is the step without overlap. Measured
+-- figures, with the host's load: docs/cookbook.md "overlap".
 local hn = require("hiernet")
 local ar = require("hiernet.algo.allreduce")
 local ex = require("hiernet.experiment")
