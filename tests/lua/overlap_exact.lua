@@ -9,9 +9,10 @@
 --     without overlap, bit for bit: with two addends a float sum is the same
 --     in either order, so neither the bucket ranges nor the arrival order
 --     may change a bit; by kernel and by profile;
---   * ring all-reduce with 3 workers ends on the same model to float
---     tolerance: the ring's chunks are cut per bucket, so an element's three
---     addends are summed in another order (rounding only);
+--   * ring all-reduce with 3 workers, and halving-doubling, tree and
+--     hierarchical with 4, end on the same model to float tolerance: the
+--     schedules' chunks are cut per bucket, so an element's addends are
+--     summed in another order (rounding only);
 --   * the peer's timing by profile: grad_ms, the plan's buckets, a grad
 --     ending no sooner than its first bucket and the last no sooner than
 --     the whole step (lower bounds only: the worker pads, never cuts);
@@ -110,7 +111,7 @@ local function train(family, n, o)
     opts.server, opts.mode = hub, "bsp"
     s = ps.train(opts)
   else
-    opts.algo = "ring"
+    opts.algo = o.algo or "ring"
     s = ar.train(opts)
   end
   T.eq(s.steps, STEPS, family .. ": steps")
@@ -124,7 +125,8 @@ local DATA_MLP = "mlp:16-32-16-4" -- T.dataset has 16 features
 local function compare(family, n, o, exact)
   local base = train(family, n, T.with(o, { model = DATA_MLP }))
   local over = train(family, n, T.with(o, { model = DATA_MLP, overlap = true, bucket_mb = 0.0002 }))
-  local what = string.format("%s, %d workers%s", family, n, o.profile and ", by profile" or "")
+  local what = string.format("%s%s, %d workers%s", family, o.algo and " " .. o.algo or "", n,
+                             o.profile and ", by profile" or "")
   if exact then
     R.same_bits(base, over, what .. ": overlap against none")
   else
@@ -143,6 +145,11 @@ compare("allreduce", 2, {}, true)
 compare("allreduce", 2, { profile = PROFILE }, true)
 compare("ps", 2, { profile = PROFILE }, true)
 compare("allreduce", 3, {}, false)
+-- the other schedules, each bucket's over its range (slots where several
+-- peers add into one: tree, hierarchical)
+for _, algo in ipairs{ "halving-doubling", "tree", "hierarchical" } do
+  compare("allreduce", 4, { algo = algo }, false)
+end
 
 -- ---- refusals ----
 local net, server, workers = T.network("refuse", 2)
