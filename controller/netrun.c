@@ -1225,8 +1225,8 @@ static void stop_traces(struct netrun *nr, int link, int dir)
         char err[128];
         for (int e = 0; scheduled && e < 2; e++)
             if (d == e || d == TOPO_KERNEL_BOTH)
-                linkd_client_link_schedule(linkd_of(nr, link), link, e, NULL, 0, 1,
-                                           on_trace_reply, NULL, err, sizeof err);
+                linkd_client_link_schedule(linkd_of(nr, link), link, e, NULL, 0, 1, on_trace_reply,
+                                           NULL, err, sizeof err);
     }
 }
 
@@ -1504,8 +1504,8 @@ static void record_veth_direction(struct netrun *nr, const char *t, int id, cons
     snprintf(b, sizeof b, "%llu", (unsigned long long)counts[1]);
     snprintf(d, sizeof d, "%llu", (unsigned long long)counts[2]);
     snprintf(r, sizeof r, "%llu", (unsigned long long)rate_now(nr, id, dir[0] == 'b'));
-    const char *row[N_LINK_COLUMNS] = {t, nr->net->name, link, dir, up ? "1" : "0", p, b, p, b,
-                                       NULL, NULL, d, NULL, NULL, NULL, r};
+    const char *row[N_LINK_COLUMNS] = {t, nr->net->name, link, dir, up ? "1" : "0", p,    b,    p,
+                                       b, NULL,          NULL, d,   NULL,           NULL, NULL, r};
     char err[256];
     if (record_add(nr->links_record, row, err, sizeof err) < 0) ctl_log("%s", err);
 }

@@ -251,7 +251,8 @@ static int opt_choice(lua_State *L, int i, const char *key, const char *const *n
  * engine (controller/trace_player.h) from now. */
 static int l_link_trace(lua_State *L)
 {
-    static const char *const keys[] = {"file", "format", "interp", "loop", "dir", "step", "bin", NULL};
+    static const char *const keys[] = {"file", "format", "interp", "loop",
+                                       "dir",  "step",   "bin",    NULL};
     static const char *const formats[] = {"csv", "mahimahi", NULL};
     static const char *const interps[] = {"step", "linear", NULL};
     static const char *const dirs[] = {"ab", "ba", "both", NULL};
@@ -263,8 +264,9 @@ static int l_link_trace(lua_State *L)
     const char *file = lnet_opt_string(L, 2, "file", NULL, what);
     if (!file) return luaL_error(L, "%s: trace: file is required", what);
     int format = opt_choice(L, 2, "format", formats, 0, what);
-    struct trace_player_opts o = {(enum topo_trace_interp)opt_choice(L, 2, "interp", interps, 0, what),
-                                  false, opt_seconds(L, 2, "step", 0.1, what), 1};
+    struct trace_player_opts o = {
+        (enum topo_trace_interp)opt_choice(L, 2, "interp", interps, 0, what), false,
+        opt_seconds(L, 2, "step", 0.1, what), 1};
     lua_getfield(L, 2, "loop");
     if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
         return luaL_error(L, "%s: trace: loop must be true or false", what);
@@ -393,9 +395,14 @@ static int l_link_tostring(lua_State *L)
 }
 
 static const luaL_Reg link_methods[] = {
-    {"set", l_link_set},     {"down", l_link_down},     {"up", l_link_up},
-    {"stats", l_link_stats}, {"params", l_link_params}, {"trace", l_link_trace},
-    {"trace_changes", l_link_trace_changes}, {NULL, NULL},
+    {"set", l_link_set},
+    {"down", l_link_down},
+    {"up", l_link_up},
+    {"stats", l_link_stats},
+    {"params", l_link_params},
+    {"trace", l_link_trace},
+    {"trace_changes", l_link_trace_changes},
+    {NULL, NULL},
 };
 
 void lnet_create_link_meta(lua_State *L)

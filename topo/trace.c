@@ -101,8 +101,7 @@ static int csv_sample(char **fields, int n, const char *name, size_t line,
     if (!parse_seconds(fields[0], &s->t_s) || s->t_s < 0)
         return fail(err, errlen, name, line, "time '%s' is not a number of seconds >= 0",
                     fields[0]);
-    if (fields[1][0] == '-')
-        return fail(err, errlen, name, line, "negative rate '%s'", fields[1]);
+    if (fields[1][0] == '-') return fail(err, errlen, name, line, "negative rate '%s'", fields[1]);
     if (topo_units_parse_rate(fields[1], &s->rate_bps, why, sizeof why) < 0)
         return fail(err, errlen, name, line, "%s", why);
     if (n > 2 && topo_units_parse_time(fields[2], &s->delay_ns, why, sizeof why) < 0)
@@ -288,7 +287,9 @@ static char *read_file(const char *path, char *err, size_t errlen)
     fclose(f);
     if (!buf || bad || n > TRACE_FILE_MAX) {
         snprintf(err, errlen, "%s: %s", path,
-                 !buf ? "out of memory" : bad ? "cannot be read" : "larger than 64 MiB");
+                 !buf  ? "out of memory"
+                 : bad ? "cannot be read"
+                       : "larger than 64 MiB");
         free(buf);
         return NULL;
     }
@@ -346,13 +347,15 @@ static long sample_before(const struct topo_trace *t, double x)
 static void blend(const struct topo_trace_sample *a, const struct topo_trace_sample *b, double f,
                   struct topo_trace_sample *out)
 {
-    out->rate_bps = (uint64_t)llround((double)a->rate_bps + f * ((double)b->rate_bps - (double)a->rate_bps));
-    out->delay_ns = (uint64_t)llround((double)a->delay_ns + f * ((double)b->delay_ns - (double)a->delay_ns));
+    out->rate_bps =
+        (uint64_t)llround((double)a->rate_bps + f * ((double)b->rate_bps - (double)a->rate_bps));
+    out->delay_ns =
+        (uint64_t)llround((double)a->delay_ns + f * ((double)b->delay_ns - (double)a->delay_ns));
     out->loss = a->loss + f * (b->loss - a->loss);
 }
 
-void topo_trace_at(const struct topo_trace *t, enum topo_trace_interp interp, bool loop,
-                   double t_s, struct topo_trace_sample *out)
+void topo_trace_at(const struct topo_trace *t, enum topo_trace_interp interp, bool loop, double t_s,
+                   struct topo_trace_sample *out)
 {
     bool loops = trace_loops(t, loop);
     double x = loops ? fmod(t_s, t->period_s) : t_s;

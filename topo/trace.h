@@ -65,8 +65,8 @@ void topo_trace_free(struct topo_trace *t);
 
 /* The trace's values at time t_s (>= 0) from its start. Before the first
  * sample the first holds; after the last (not looped) the last holds. */
-void topo_trace_at(const struct topo_trace *t, enum topo_trace_interp interp, bool loop,
-                   double t_s, struct topo_trace_sample *out);
+void topo_trace_at(const struct topo_trace *t, enum topo_trace_interp interp, bool loop, double t_s,
+                   struct topo_trace_sample *out);
 /* The next time after t_s at which the values may change: the next
  * sample's time (step), or t_s + step_s while a linear segment is under
  * way. INFINITY when nothing changes any more (not looped, past the end). */

@@ -46,7 +46,8 @@ static uint64_t rate_at(const struct topo_trace *t, enum topo_trace_interp i, bo
 
 static void test_csv_parse(void)
 {
-    struct topo_trace t = csv("# a comment\nt,bw,delay,loss\n0, 12Mbit, 10ms, 1%\n\n1.5,3000000,0.02,0.5\n");
+    struct topo_trace t =
+        csv("# a comment\nt,bw,delay,loss\n0, 12Mbit, 10ms, 1%\n\n1.5,3000000,0.02,0.5\n");
     CHECK(t.n_samples == 2 && t.has_delay && t.has_loss);
     CHECK(t.samples[0].rate_bps == 12000000 && t.samples[0].delay_ns == 10000000);
     CHECK(fabs(t.samples[0].loss - 0.01) < 1e-12);
@@ -64,9 +65,10 @@ static void test_csv_bad(void)
     csv_bad("0,10Mbit\n2,5Mbit\n1,3Mbit\n", "up.csv:3: time goes backwards (1 after 2)");
     csv_bad("0,10Mbit\n0,5Mbit\n", "up.csv:2: time repeats (0 after 0)");
     csv_bad("t,bw\n0,-5Mbit\n", "up.csv:2: negative rate '-5Mbit'");
-    csv_bad("0,10Mbit\n1,fast\n",
-            "up.csv:2: bad rate \"fast\": expected a number with unit bit, Kbit, Mbit, Gbit or Tbit "
-            "(e.g. \"10Mbit\")");
+    csv_bad(
+        "0,10Mbit\n1,fast\n",
+        "up.csv:2: bad rate \"fast\": expected a number with unit bit, Kbit, Mbit, Gbit or Tbit "
+        "(e.g. \"10Mbit\")");
     csv_bad("0,10Mbit\n1x,5Mbit\n", "up.csv:2: time '1x' is not a number of seconds >= 0");
     csv_bad("0,10Mbit,5ms\n1,5Mbit\n", "up.csv:2: 2 fields, the first row has 3");
     csv_bad("0\n", "up.csv:1: one field: expected t,bw[,delay][,loss]");

@@ -367,8 +367,7 @@ static int64_t *control_parse_opportunities(const msgpack_object *o, size_t *n, 
                          ? (int64_t)v->via.u64 * 1000
                          : -1;
         if (ns < 0 || (i && ns < at[i - 1])) {
-            snprintf(err, errlen, "param 'at_us': entry %u is not a time after the one before",
-                     i);
+            snprintf(err, errlen, "param 'at_us': entry %u is not a time after the one before", i);
             free(at);
             return NULL;
         }

@@ -739,7 +739,8 @@ void linkd_link_schedule(struct linkd_link *l, int d, int64_t *at_ns, size_t n, 
         dir->tx_free_at = now; /* the rate takes over from here */
     }
     char err[128];
-    if (link_apply_offload(l, false, err, sizeof err) < 0) linkd_log("link %lld: %s", (long long)l->id, err);
+    if (link_apply_offload(l, false, err, sizeof err) < 0)
+        linkd_log("link %lld: %s", (long long)l->id, err);
     dir_process(dir, now);
 }
 
