@@ -87,22 +87,21 @@ local function trace_section()
 end
 
 local CLK_TCK = 100
-local function cpu_ticks(pid)
+-- /proc/PID/stat ("self" for this controller): its pid and the fields
+-- after the command name (fields[12], fields[13]: utime, stime in ticks).
+local function proc_stat(pid)
   local f = io.open("/proc/" .. pid .. "/stat")
-  if not f then return 0 end
+  if not f then return nil end
   local stat = f:read("a")
   f:close()
-  local rest = stat:match("%) (.*)$")
   local fields = {}
-  for v in rest:gmatch("%S+") do fields[#fields + 1] = v end
-  return tonumber(fields[12]) + tonumber(fields[13]) -- utime, stime
+  for v in stat:match("%) (.*)$"):gmatch("%S+") do fields[#fields + 1] = v end
+  return stat:match("^(%d+)"), fields
 end
 
-local function self_pid()
-  local f = assert(io.open("/proc/self/stat"))
-  local pid = f:read("a"):match("^(%d+)")
-  f:close()
-  return pid
+local function cpu_ticks(pid)
+  local _, fields = proc_stat(pid)
+  return fields and tonumber(fields[12]) + tonumber(fields[13]) or 0
 end
 
 -- The controller's children named hiernet-linkd.
@@ -140,7 +139,7 @@ local function cost_section()
   for i = 0, n_links do switches[i] = net:switch("s" .. i) end
   for i = 1, n_links do links[i] = net:link(switches[i - 1], switches[i], { bw = "10Mbit" }) end
   net:start()
-  local pid = self_pid()
+  local pid = proc_stat("self")
   local linkds = linkd_pids(pid)
   local idle_ctl, idle_linkd = cpu_share_over(seconds, pid, linkds)
   for i = 1, n_links do links[i]:trace{ file = file, loop = true, interp = "linear", step = step } end
