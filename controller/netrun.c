@@ -1230,6 +1230,19 @@ static void stop_traces(struct netrun *nr, int link, int dir)
     }
 }
 
+/* The kernel backend tries the trace's first values at once, so that a
+ * trace it cannot play (a delay or loss column without sch_netem) is
+ * refused in the call, not logged at every change. */
+static bool kernel_refuses_trace(struct netrun *nr, int link, int dir,
+                                 const struct topo_trace *trace,
+                                 const struct trace_player_opts *opts, char *err, size_t errlen)
+{
+    struct topo_trace_sample first;
+    topo_trace_at(trace, opts->interp, opts->loop, 0, &first);
+    struct topo_link_params p = traced_params(nr, link, trace, &first);
+    return topo_kernel_link_set_dir(nr->kernel, link, dir, &p, err, errlen) < 0;
+}
+
 int netrun_link_trace(struct netrun *nr, int link, int dir, struct topo_trace *trace,
                       const struct trace_player_opts *opts, char *err, size_t errlen)
 {
@@ -1240,6 +1253,10 @@ int netrun_link_trace(struct netrun *nr, int link, int dir, struct topo_trace *t
     if (!nr->traces && !(nr->traces = calloc(3 * nr->net->n_links, sizeof *nr->traces))) {
         topo_trace_free(trace);
         return snprintf(err, errlen, "out of memory"), -1;
+    }
+    if (nr->kernel && !nr->linkd && kernel_refuses_trace(nr, link, dir, trace, opts, err, errlen)) {
+        topo_trace_free(trace);
+        return -1;
     }
     stop_traces(nr, link, dir);
     if (trace->opportunities_ms && nr->linkd &&
