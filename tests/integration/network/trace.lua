@@ -1,11 +1,13 @@
 -- trace: link:trace{} replays a trace and the delivered rate follows it.
 -- A CSV trace of 2-second steps (20, 6, 12, 4 Mbit) on direction ab of
--- h1 - h2, and a Mahimahi trace (1 then 0.5 opportunities a ms, 2 s each);
+-- h1 - h2, and a Mahimahi trace (1, 0.5 and 2/3 opportunities a ms, 2 s
+-- each);
 -- iperf3 TCP from h1 to h2 for the trace's length, the receiver's goodput
 -- per 0.5 s interval against the trace's (framing accounted: a 1448-byte
 -- segment is a 1514-byte frame, a 1500-byte IP packet per opportunity).
 -- Intervals that begin within 0.5 s after a step (TCP adapts) are left
--- out. Target (issue 22): median error within 5% on the user backend,
+-- out, and so are intervals iperf3 closed more than 50 ms late (its server
+-- was starved by the host's load: they measure the host). Target (issue 22): median error within 5% on the user backend,
 -- 10% on the kernel backend. Then reproducibility: the same file on both
 -- directions gives the same changes. Under --dilation D the trace's times
 -- and rates are emulated: iperf3 measures real time, so its intervals are
@@ -29,10 +31,14 @@ local csv = os.tmpname()
 local lines = { "t,bw" }
 for i, r in ipairs(RATES) do lines[#lines + 1] = string.format("%d,%dMbit", (i - 1) * STEP, r // 1e6) end
 write(csv, table.concat(lines, "\n") .. "\n")
--- Mahimahi: 2000 ms with one opportunity a ms, then 2000 ms with one every 2 ms.
+-- Mahimahi: 2000 ms with one opportunity a ms, 2000 ms with one every 2 ms,
+-- then 2000 ms with two every 3 ms.
 local mm, opps = os.tmpname(), {}
 for ms = 1, 2000 do opps[#opps + 1] = tostring(ms) end
 for ms = 2002, 4000, 2 do opps[#opps + 1] = tostring(ms) end
+for ms = 4001, 6000 do
+  if ms % 3 ~= 0 then opps[#opps + 1] = tostring(ms) end
+end
 write(mm, table.concat(opps, "\n") .. "\n")
 
 local net = hn.network{ name = "trace", backend = backend, seed = 3 }
@@ -49,7 +55,7 @@ local function ideal_csv(a, b)
   return RATES[i] * 1448 / 1514
 end
 local function ideal_mm(a, b)
-  local per_ms = a < 2 and 1 or 0.5
+  local per_ms = a < 2 and 1 or a < 4 and 0.5 or 2 / 3
   return per_ms * 1000 * 1448 * 8
 end
 
@@ -65,12 +71,16 @@ local function replay(opts, length, ideal)
   local r = h1:run({ "iperf3", "-c", h2.addr, "-p", port, "-J", "-t", tostring(length * D), "-i", "0.5" })
   local _, sout = srv:wait()
   H.check(r.status == 0, "iperf3 failed: %s %s", r.err, r.out:sub(1, 200))
-  local errors = {}
+  local errors, late = {}, 0
   for s, e, bps in sout:gmatch('"sum"%s*:%s*{%s*"start"%s*:%s*([%d%.eE+-]+),%s*"end"%s*:%s*([%d%.eE+-]+),.-"bits_per_second"%s*:%s*([%d%.eE+-]+)') do
     local a, b, bps = tonumber(s) / D, tonumber(e) / D, tonumber(bps) * D
     -- the client connected right after t0; its intervals are trace time
     local into = a - math.floor(a / STEP) * STEP
-    if b - a > 0.4 / D and into >= 0.5 - 1e-6 and math.floor(a / STEP) == math.floor((b - 1e-6) / STEP) then
+    -- an interval iperf3 closed late (its server starved by the host's
+    -- load) measures the host, not the link: left out, and counted
+    local on_time = math.abs((b - a) * D - 0.5) <= 0.05
+    if (b - a) * D > 0.55 then late = late + 1 end -- (a short last one is no sign)
+    if on_time and into >= 0.5 - 1e-6 and math.floor(a / STEP) == math.floor((b - 1e-6) / STEP) then
       local want = ideal(a, b)
       errors[#errors + 1] = math.abs(tonumber(bps) / want - 1)
       H.log("%5.2f-%5.2f s: %7.2f Mbit/s, trace %7.2f (%+.1f%%)", a, b, bps / 1e6, want / 1e6,
@@ -78,6 +88,7 @@ local function replay(opts, length, ideal)
     end
   end
   table.sort(errors)
+  if late > 0 then H.log("%d interval(s) closed late by iperf3 (host load), left out", late) end
   return errors
 end
 
@@ -90,7 +101,7 @@ local function judge(label, errors)
 end
 
 judge("csv", replay({ file = csv, dir = "ab" }, #RATES * STEP, ideal_csv))
-judge("mahimahi", replay({ file = mm, format = "mahimahi", dir = "ab" }, 4, ideal_mm))
+judge("mahimahi", replay({ file = mm, format = "mahimahi", dir = "ab" }, 6, ideal_mm))
 
 -- Reproducibility: one file on both directions, the same changes on each.
 l:trace{ file = csv, dir = "ba", interp = "linear", step = "250ms" }
