@@ -8,6 +8,7 @@
 #include "lua/l_model.h"
 #include "lua/l_fields.h"
 
+#include "kernels/buckets.h"
 #include "kernels/model_spec.h"
 #include "kernels/profile.h"
 #include "kernels/zoo.h"
@@ -153,7 +154,44 @@ static int l_profile_grad_seconds(lua_State *L)
     return 2;
 }
 
+/* hn.grad_buckets(model, size, bucket_mb [, profile]) -> { {offset=,
+ * count=, ready_share=}, ... } in the order they are ready (kernels/
+ * buckets.h; shares weighted by the profile's rates when one is given),
+ * or nil and why. */
+static int l_grad_buckets(lua_State *L)
+{
+    const char *model = luaL_checkstring(L, 1);
+    lua_Integer size = luaL_checkinteger(L, 2);
+    double mb = luaL_checknumber(L, 3);
+    const char *profile = luaL_optstring(L, 4, NULL);
+    luaL_argcheck(L, size >= 1, 2, "size must be positive");
+    luaL_argcheck(L, mb > 0, 3, "bucket_mb must be positive");
+    struct grad_bucket b[GRAD_BUCKETS_MAX];
+    double weights[ZOO_OP_COUNT];
+    char err[1024];
+    if (profile) {
+        struct device_profile *p;
+        if (profile_lookup(profile, &p, err, sizeof err) < 0) return push_fail(L, err);
+        for (int op = 0; op < ZOO_OP_COUNT; op++)
+            weights[op] = 1.0 / profile_rate(p, (enum zoo_op)op);
+        profile_free(p);
+    }
+    int n = grad_buckets_plan(model, (uint64_t)size, grad_bucket_elements(mb),
+                              profile ? weights : NULL, b, err, sizeof err);
+    if (n < 0) return push_fail(L, err);
+    lua_createtable(L, n, 0);
+    for (int k = 0; k < n; k++) {
+        lua_createtable(L, 0, 3);
+        set_integer(L, "offset", b[k].offset);
+        set_integer(L, "count", b[k].count);
+        set_number(L, "ready_share", b[k].ready_share);
+        lua_rawseti(L, -2, k + 1);
+    }
+    return 1;
+}
+
 static const luaL_Reg model_functions[] = {
+    {"grad_buckets", l_grad_buckets},
     {"model_check", l_model_check},
     {"zoo", l_zoo},
     {"profiles", l_profiles},

@@ -752,8 +752,11 @@ function job.batch_summary(results, cmds)
       r.send_ms, r.bytes = r.send_ms + res.ms, r.bytes + res.bytes
     elseif name == "wait" then
       r.wait_ms = r.wait_ms + res.ms
+    elseif name == "bucket" then
+      -- the rest of an overlapped grad: counted whole at the grad (grad_ms)
     else
-      r.compute_ms = r.compute_ms + res.ms
+      -- an overlapped profiled grad ends at its first bucket; grad_ms is all of it
+      r.compute_ms = r.compute_ms + (res.grad_ms or res.ms)
     end
     if name == "grad" and not params.same_batch then
       r.samples = r.samples + res.batch
