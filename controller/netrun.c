@@ -28,6 +28,7 @@
 #include "proto/protocol.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <signal.h>
@@ -1229,13 +1230,14 @@ int netrun_node_ns(const struct netrun *nr, int node)
  * of its own of the partitions asked for (cuts, for netrun_separated). */
 
 enum kernel_op_kind { OP_PARTITION, OP_HEAL, OP_LINK_SET, OP_LINK_UPDOWN };
+/* OP_LINK_SET's dir: 0 (a to b), 1 or TOPO_KERNEL_BOTH (l:set). */
 
 static void cuts_free(struct netrun *nr);
 
 struct kernel_op {
     enum kernel_op_kind kind;
     unsigned char *side; /* OP_PARTITION: per node its group (owned) */
-    int link;
+    int link, dir;
     bool up;
     struct topo_link_params params;
     peer_reply_fn cb;
@@ -1254,7 +1256,7 @@ static void work_kernel_op(struct netrun *nr)
     if (op->kind == OP_PARTITION || op->kind == OP_HEAL)
         op->rc = topo_kernel_partition(k, op->side, err, len);
     else if (op->kind == OP_LINK_SET)
-        op->rc = topo_kernel_link_set(k, op->link, &op->params, err, len);
+        op->rc = topo_kernel_link_set_dir(k, op->link, op->dir, &op->params, err, len);
     else
         op->rc = topo_kernel_link_updown(k, op->link, op->up, err, len);
 }
@@ -1330,7 +1332,8 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
                    ? -1
                    : 1;
     if (!nr->kernel) return link_not_emulated(nr, err, errlen);
-    struct kernel_op op = {.kind = OP_LINK_SET, .link = link, .params = *params};
+    struct kernel_op op = {
+        .kind = OP_LINK_SET, .link = link, .dir = TOPO_KERNEL_BOTH, .params = *params};
     return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
@@ -1361,6 +1364,42 @@ static struct topo_link_params traced_params(const struct netrun *nr, int link,
     return p;
 }
 
+/* A trace's change on the kernel backend, queued behind the kernel
+ * changes running off the loop (the thread alone uses the kernel layer's
+ * sockets meanwhile). */
+struct trace_change {
+    struct netrun *nr;
+    int link, dir;
+    struct topo_link_params params;
+};
+
+static void on_trace_change(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)result;
+    struct trace_change *c = ctx;
+    struct netrun *nr = c->nr;
+    if (!error && c->dir == TOPO_KERNEL_BOTH) nr->net->links[c->link].params = c->params;
+    if (error && !nr->freeing) {
+        char name[80];
+        topo_link_describe(nr->net, &nr->net->links[c->link], name, sizeof name);
+        ctl_log("warning: link %s: trace: %s", name, error);
+    }
+    free(c);
+}
+
+static void trace_change_queue(struct netrun *nr, const struct netrun_trace_slot *slot,
+                               const struct topo_link_params *p)
+{
+    struct trace_change *c = malloc(sizeof *c);
+    char err[128];
+    struct kernel_op op = {.kind = OP_LINK_SET, .link = slot->link, .dir = slot->dir, .params = *p};
+    if (c) *c = (struct trace_change){nr, slot->link, slot->dir, *p};
+    if (!c || kernel_op_queue(nr, &op, on_trace_change, c, err, sizeof err) < 0) {
+        free(c);
+        ctl_log("warning: a link trace's change was dropped: out of memory");
+    }
+}
+
 static void apply_trace(void *ctx, const struct topo_trace *t, const struct topo_trace_sample *now)
 {
     struct netrun_trace_slot *slot = ctx;
@@ -1374,7 +1413,9 @@ static void apply_trace(void *ctx, const struct topo_trace *t, const struct topo
         topo_link_params_dilate(&p, nr->net->dilation, &installed);
         rc = linkd_client_link_set_dir(linkd_of(nr, slot->link), slot->link, slot->dir, &installed,
                                        on_trace_reply, NULL, err, sizeof err);
-    } else {
+    } else if (nr->ops) { /* a change runs on the thread: this one goes after it */
+        return trace_change_queue(nr, slot, &p);
+    } else { /* the thread is idle: a qdisc change or two, here */
         rc = topo_kernel_link_set_dir(nr->kernel, slot->link, slot->dir, &p, err, sizeof err);
     }
     if (rc < 0) {
@@ -1428,17 +1469,17 @@ static void stop_traces(struct netrun *nr, int link, int dir)
     }
 }
 
-/* The kernel backend tries the trace's first values at once, so that a
+/* The kernel backend plans the trace's first values at once, so that a
  * trace it cannot play (a delay or loss column without sch_netem) is
- * refused in the call, not logged at every change. */
-static bool kernel_refuses_trace(struct netrun *nr, int link, int dir,
-                                 const struct topo_trace *trace,
+ * refused in the call, not logged at every change. A plan only: the
+ * kernel's sockets may be in use off the loop (kernel changes). */
+static bool kernel_refuses_trace(struct netrun *nr, int link, const struct topo_trace *trace,
                                  const struct trace_player_opts *opts, char *err, size_t errlen)
 {
     struct topo_trace_sample first;
     topo_trace_at(trace, opts->interp, opts->loop, 0, &first);
     struct topo_link_params p = traced_params(nr, link, trace, &first);
-    return topo_kernel_link_set_dir(nr->kernel, link, dir, &p, err, errlen) < 0;
+    return topo_kernel_link_check(nr->kernel, &p, err, errlen) < 0;
 }
 
 int netrun_link_trace(struct netrun *nr, int link, int dir, struct topo_trace *trace,
@@ -1452,7 +1493,7 @@ int netrun_link_trace(struct netrun *nr, int link, int dir, struct topo_trace *t
         topo_trace_free(trace);
         return snprintf(err, errlen, "out of memory"), -1;
     }
-    if (nr->kernel && !nr->linkd && kernel_refuses_trace(nr, link, dir, trace, opts, err, errlen)) {
+    if (nr->kernel && !nr->linkd && kernel_refuses_trace(nr, link, trace, opts, err, errlen)) {
         topo_trace_free(trace);
         return -1;
     }

@@ -611,6 +611,13 @@ int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_lin
     return topo_kernel_link_set_dir(k, index, TOPO_KERNEL_BOTH, params, err, errlen);
 }
 
+int topo_kernel_link_check(const struct topo_kernel *k, const struct topo_link_params *params,
+                           char *err, size_t errlen)
+{
+    struct topo_shape_plan plan;
+    return plan_link(k, params, NULL, &plan, err, errlen);
+}
+
 /* Direction a to b is shaped by end a's egress qdiscs, b to a by end b's. */
 int topo_kernel_link_set_dir(struct topo_kernel *k, int index, int dir,
                              const struct topo_link_params *params, char *err, size_t errlen)

@@ -69,6 +69,10 @@ int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_lin
 int topo_kernel_link_set_dir(struct topo_kernel *k, int index, int dir,
                              const struct topo_link_params *params, char *err, size_t errlen);
 int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err, size_t errlen);
+/* Whether params can be installed (the qdisc plan: a delay or loss needs
+ * sch_netem), without touching the kernel: 0, or -1 with the cause. */
+int topo_kernel_link_check(const struct topo_kernel *k, const struct topo_link_params *params,
+                           char *err, size_t errlen);
 /* A partition (side[node]: 1 or 2 for its two groups, 0 for neither; NULL:
  * heal): every host of one group drops, silently, what it sends or forwards
  * to a host of the other group (blackhole routes to their node addresses),
