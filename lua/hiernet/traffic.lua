@@ -88,21 +88,26 @@ function M.start(net, o, methods)
                            pattern = o.pattern, rate = o.rate or 0, start_s = hn.now() }, Flow)
   flows[net] = flows[net] or {}
   flows[net][h] = true
-  hn.log(("traffic %s: %s -> %s, %s %s at %s bit/s"):format(id, from.name, to.name, o.pattern,
-                                                          o.proto, o.rate or "TCP's"))
+  hn.log(("traffic %s: %s -> %s, %s %s %s"):format(id, from.name, to.name, o.pattern, o.proto,
+                                                o.rate and ("at %.6g bit/s"):format(o.rate) or "as fast as TCP goes"))
   return h
 end
 
--- The counters of both ends as one table.
+-- The counters of both ends as one table; an end whose peer could not
+-- answer (killed, or the network stopped) leaves its counts out.
 local function merge(h, src, dst)
-  local s = {
-    name = h.name, from = h.from.name, to = h.to.name, proto = h.proto, pattern = h.pattern,
-    rate_bps = h.rate, sent_bytes = src.bytes, received_bytes = dst.bytes,
-    sent_packets = src.packets, received_packets = dst.packets, skipped = src.skipped,
-    elapsed_s = src.elapsed_s, done = src.done, error = src.error,
-  }
-  if h.proto == "udp" then s.lost = math.max(0, src.packets - dst.packets) end
-  s.received_bps = s.elapsed_s > 0 and s.received_bytes * 8 / s.elapsed_s or 0
+  local s = { name = h.name, from = h.from.name, to = h.to.name, proto = h.proto, pattern = h.pattern,
+              rate_bps = h.rate }
+  local udp = h.proto == "udp"
+  if src then
+    s.sent_bytes, s.skipped, s.elapsed_s, s.done, s.error = src.bytes, src.skipped, src.elapsed_s, src.done, src.error
+    s.sent_packets = udp and src.packets or nil
+  end
+  if dst then
+    s.received_bytes, s.received_packets = dst.bytes, udp and dst.packets or nil
+  end
+  if udp and src and dst then s.lost = math.max(0, src.packets - dst.packets) end
+  if src and dst then s.received_bps = s.elapsed_s > 0 and s.received_bytes * 8 / s.elapsed_s or 0 end
   return s
 end
 
@@ -137,29 +142,29 @@ local function record(s, net, start_s)
 end
 
 -- Stops the source, lets what is on its way arrive, closes the sink; the
--- final counters (also what stats() returns from then on).
+-- final counters (also what stats() returns from then on). An end that
+-- cannot answer (its node killed) is logged and its counts left out.
 function Flow:stop()
   if self.final then return self.final end
   flows[self.net][self] = nil
-  local src = self.from:traffic_stop{ id = self.id }
-  local ok, err = pcall(drain, self, src)
-  local dst = self.to:traffic_stop{ id = self.id }
-  if not ok then error(err, 2) end
-  self.final = merge(self, src, dst)
+  local ok_src, src = pcall(self.from.traffic_stop, self.from, { id = self.id })
+  local ok_drain, why = true, nil
+  if ok_src then ok_drain, why = pcall(drain, self, src) end
+  local ok_dst, dst = pcall(self.to.traffic_stop, self.to, { id = self.id })
+  if not ok_src then hn.log(("traffic %s: %s"):format(self.id, tostring(src))) end
+  if not ok_drain then hn.log(("traffic %s: %s"):format(self.id, tostring(why))) end
+  if not ok_dst then hn.log(("traffic %s: %s"):format(self.id, tostring(dst))) end
+  self.final = merge(self, ok_src and src or nil, ok_dst and dst or nil)
   record(self.final, self.net, self.start_s)
   return self.final
 end
 
--- Every flow of net still running, stopped (net:stop() calls it first). A
--- flow whose peer is gone (n:kill()) ended with it: logged, not an error.
+-- Every flow of net still running, stopped (net:stop() calls it first).
 function M.stop_all(net)
   local list = {}
   for h in pairs(flows[net] or {}) do list[#list + 1] = h end
   table.sort(list, function(a, b) return a.id < b.id end)
-  for _, h in ipairs(list) do
-    local ok, err = pcall(h.stop, h)
-    if not ok then hn.log(("traffic %s: not stopped cleanly: %s"):format(h.id, tostring(err))) end
-  end
+  for _, h in ipairs(list) do h:stop() end
 end
 
 -- Wraps the networks' stop once: flows stop (and are recorded) before their
