@@ -137,22 +137,25 @@ static void traffic_result(struct command_job *j, const struct traffic_counters 
     cmd_result_f64(j, "elapsed_s", c->elapsed_s);
 }
 
-static bool traffic_stats_run(struct command_job *j, const struct traffic_params *p)
+/* The flow's counters; with close, the flow is closed after reading them. */
+static bool traffic_report(struct command_job *j, const struct traffic_params *p, bool close)
 {
     struct traffic_counters c;
-    if (!traffic_counters(j->server->traffic, p->id, &c))
+    struct traffic *t = j->server->traffic;
+    if (!(close ? traffic_stop(t, p->id, &c) : traffic_counters(t, p->id, &c)))
         return cmd_fail(j, "no traffic flow '%s'", p->id);
     traffic_result(j, &c);
     return true;
 }
 
+static bool traffic_stats_run(struct command_job *j, const struct traffic_params *p)
+{
+    return traffic_report(j, p, false);
+}
+
 static bool traffic_stop_run(struct command_job *j, const struct traffic_params *p)
 {
-    struct traffic_counters c;
-    if (!traffic_stop(j->server->traffic, p->id, &c))
-        return cmd_fail(j, "no traffic flow '%s'", p->id);
-    traffic_result(j, &c);
-    return true;
+    return traffic_report(j, p, true);
 }
 
 /* One params struct for the four: the adapters need a name per command. */

@@ -29,6 +29,10 @@
 #define TRAFFIC_CHUNK (64 * 1024)
 #define TRAFFIC_UDP_SEQ_BYTES 8
 #define TRAFFIC_SINK_BUFFER (4 << 20)
+/* Work per callback, so that control commands and the data plane never wait
+ * long behind a flow: datagrams released, or TCP writes of TRAFFIC_CHUNK. */
+#define TRAFFIC_BURST_PACKETS 1024
+#define TRAFFIC_BURST_WRITES 64
 
 struct traffic_flow {
     struct traffic *owner;
@@ -365,7 +369,8 @@ static bool udp_send_one(struct traffic_flow *f)
 static void tcp_write(struct traffic_flow *f)
 {
     static char zeros[TRAFFIC_CHUNK];
-    while (f->fd >= 0 && (f->greedy || f->backlog > 0)) {
+    for (int writes = 0;
+         writes < TRAFFIC_BURST_WRITES && f->fd >= 0 && (f->greedy || f->backlog > 0); writes++) {
         size_t want = f->greedy || f->backlog > sizeof zeros ? sizeof zeros : (size_t)f->backlog;
         if (f->limit && want > f->limit - f->c.bytes) want = (size_t)(f->limit - f->c.bytes);
         ssize_t n = send(f->fd, zeros, want, MSG_NOSIGNAL);
@@ -400,7 +405,8 @@ static double due_real_s(const struct traffic_flow *f)
  * backlog), skipping what fell too far behind. */
 static void source_release(struct traffic_flow *f, double now)
 {
-    while (f->fd >= 0 && due_real_s(f) <= now + TRAFFIC_TICK_S) {
+    for (int n = 0;
+         n < TRAFFIC_BURST_PACKETS && f->fd >= 0 && due_real_s(f) <= now + TRAFFIC_TICK_S; n++) {
         if (f->limit && f->planned >= f->limit) {
             if (f->c.proto == TRAFFIC_UDP) source_end(f, NULL);
             return;
