@@ -18,6 +18,7 @@ local PROTOS = { udp = true, tcp = true }
 local DRAIN_POLL_S, DRAIN_QUIET_S, DRAIN_MAX_S = 0.05, 0.2, 5
 
 local flows = setmetatable({}, { __mode = "k" }) -- network -> {handle, ...} still running
+local made = setmetatable({}, { __mode = "k" }) -- network -> {handle, ...} in the order made
 local count = 0
 local csv -- the run's traffic.csv writer, made with the first stop
 
@@ -88,6 +89,8 @@ function M.start(net, o, methods)
                            pattern = o.pattern, rate = o.rate or 0, start_s = hn.now() }, Flow)
   flows[net] = flows[net] or {}
   flows[net][h] = true
+  made[net] = made[net] or {}
+  table.insert(made[net], h)
   hn.log(("traffic %s: %s -> %s, %s %s %s"):format(id, from.name, to.name, o.pattern, o.proto,
                                                 o.rate and ("at %.6g bit/s"):format(o.rate) or "as fast as TCP goes"))
   return h
@@ -165,6 +168,48 @@ function M.stop_all(net)
   for h in pairs(flows[net] or {}) do list[#list + 1] = h end
   table.sort(list, function(a, b) return a.id < b.id end)
   for _, h in ipairs(list) do h:stop() end
+end
+
+-- ---- a training's background (its summary's `background`) ----
+
+local function networks_of(nodes)
+  local seen, list = {}, {}
+  for _, n in ipairs(nodes) do
+    local net = n.network
+    if net and not seen[net] then seen[net] = true; list[#list + 1] = net end
+  end
+  return list
+end
+
+-- Bytes sent and received so far by every flow made on the networks of
+-- nodes: {[handle] = {sent, received}}. A running flow is asked (both
+-- ends); one that cannot answer counts what it last said.
+function M.snapshot(nodes)
+  local snap = {}
+  for _, net in ipairs(networks_of(nodes)) do
+    for _, h in ipairs(made[net] or {}) do
+      local ok, s = pcall(h.stats, h)
+      if ok then h.last = s end
+      local c = ok and s or h.last or {}
+      snap[h] = { sent = c.sent_bytes or 0, received = c.received_bytes or 0 }
+    end
+  end
+  return snap
+end
+
+-- What the flows moved between a snapshot and now: {flows = how many sent
+-- meanwhile, sent_bytes, received_bytes}; nil when no flow did.
+function M.window(before, nodes)
+  local w = { flows = 0, sent_bytes = 0, received_bytes = 0 }
+  for h, c in pairs(M.snapshot(nodes)) do
+    local b = before and before[h] or { sent = 0, received = 0 }
+    if c.sent > b.sent then
+      w.flows = w.flows + 1
+      w.sent_bytes = w.sent_bytes + c.sent - b.sent
+      w.received_bytes = w.received_bytes + c.received - b.received
+    end
+  end
+  return w.flows > 0 and w or nil
 end
 
 -- Wraps the networks' stop once: flows stop (and are recorded) before their

@@ -19,6 +19,7 @@
 local hn = require("hiernet")
 local where = require("hiernet.where")
 local tcp_account = require("hiernet.algo.tcp_account")
+local traffic = require("hiernet.traffic")
 
 local job = {}
 
@@ -361,6 +362,7 @@ end
 -- in training time or on its progress, say).
 function Job:start_clock()
   self.tcp = tcp_account.start(self.workers) -- issue 24: TCP in training
+  self.background = traffic.snapshot(self.workers) -- issue 22: background traffic, kept apart
   self.t0 = hn.now()
   self.next_eval_s = self.o.eval_every_s
   self.last_status = -1
@@ -886,6 +888,7 @@ local function finish(self, extra)
     if ok then s.overload = ov end
   end
   s.tcp = tcp_account.finish(self.tcp, self.label, #self.workers, self.worker_steps)
+  s.background = traffic.window(self.background, self.workers)
   local json = {}
   for k, v in pairs(s) do json[k] = v end
   for _, k in ipairs(job.SUMMARY_FIELDS) do

@@ -9,8 +9,9 @@
 --   its bytes are the plain one's exactly: the summary's bytes and each
 --     step's bytes in steps.csv; bg's data plane (stats() bytes_sent,
 --     bytes_received) counted none of the traffic it sent;
---   the background bytes are counted apart: the UDP flow's own counters
---     (a non-zero share of the port), traffic.csv;
+--   the background bytes are counted apart: the UDP flow's own counters,
+--     the loaded summary's `background` (both flows; the plain one has
+--     none), traffic.csv;
 --   a second flow (poisson, bg -> w1) never stopped by hand is stopped by
 --     net:stop(), which writes its traffic.csv row.
 local hn = require("hiernet")
@@ -45,6 +46,13 @@ H.check(loaded.wall_s >= 1.3 * plain.wall_s, "with 8 of the port's 10 Mbit/s tak
         loaded.wall_s, plain.wall_s)
 H.check(loaded.bytes == plain.bytes and plain.bytes > 0, "summary bytes %d with traffic, %d without",
         loaded.bytes, plain.bytes)
+-- The summary counts the background apart: both flows ran in the loaded
+-- training and none in the plain one.
+H.check(plain.background == nil, "the plain training has a background: %s", tostring(plain.background))
+local bgsum = loaded.background
+H.check(bgsum and bgsum.flows == 2 and bgsum.sent_bytes >= l.sent_bytes * 0.8 and bgsum.sent_bytes <= l.sent_bytes
+        + side:stats().sent_bytes, "loaded summary's background: %s", bgsum and
+        ("%d flows, %d bytes sent"):format(bgsum.flows, bgsum.sent_bytes) or "none")
 -- The flows' bytes never reach the data plane's counters: bg sent only
 -- background traffic, and its data plane counted nothing.
 local bgs = bg:stats()
