@@ -172,21 +172,12 @@ end
 
 -- ---- a training's background (its summary's `background`) ----
 
-local function networks_of(nodes)
-  local seen, list = {}, {}
-  for _, n in ipairs(nodes) do
-    local net = n.network
-    if net and not seen[net] then seen[net] = true; list[#list + 1] = net end
-  end
-  return list
-end
-
--- Bytes sent and received so far by every flow made on the networks of
--- nodes: {[handle] = {sent, received}}. A running flow is asked (both
--- ends); one that cannot answer counts what it last said.
-function M.snapshot(nodes)
+-- Bytes sent and received so far by every flow made on the networks nets:
+-- {[handle] = {sent, received}}. A running flow is asked (both ends); one
+-- that cannot answer counts what it last said.
+function M.snapshot(nets)
   local snap = {}
-  for _, net in ipairs(networks_of(nodes)) do
+  for _, net in ipairs(nets) do
     for _, h in ipairs(made[net] or {}) do
       local ok, s = pcall(h.stats, h)
       if ok then h.last = s end
@@ -199,9 +190,9 @@ end
 
 -- What the flows moved between a snapshot and now: {flows = how many sent
 -- meanwhile, sent_bytes, received_bytes}; nil when no flow did.
-function M.window(before, nodes)
+function M.window(before, nets)
   local w = { flows = 0, sent_bytes = 0, received_bytes = 0 }
-  for h, c in pairs(M.snapshot(nodes)) do
+  for h, c in pairs(M.snapshot(nets)) do
     local b = before and before[h] or { sent = 0, received = 0 }
     if c.sent > b.sent then
       w.flows = w.flows + 1

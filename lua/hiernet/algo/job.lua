@@ -362,7 +362,7 @@ end
 -- in training time or on its progress, say).
 function Job:start_clock()
   self.tcp = tcp_account.start(self.workers) -- issue 24: TCP in training
-  self.background = traffic.snapshot(self.workers) -- issue 22: background traffic, kept apart
+  self.background = traffic.snapshot(tcp_account.networks_of(self.workers)) -- issue 22: kept apart
   self.t0 = hn.now()
   self.next_eval_s = self.o.eval_every_s
   self.last_status = -1
@@ -888,7 +888,7 @@ local function finish(self, extra)
     if ok then s.overload = ov end
   end
   s.tcp = tcp_account.finish(self.tcp, self.label, #self.workers, self.worker_steps)
-  s.background = traffic.window(self.background, self.workers)
+  s.background = traffic.window(self.background, tcp_account.networks_of(self.workers))
   local json = {}
   for k, v in pairs(s) do json[k] = v end
   for _, k in ipairs(job.SUMMARY_FIELDS) do
