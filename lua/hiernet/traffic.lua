@@ -7,6 +7,7 @@
 -- The flows' bytes are the peers' own counters, never the data plane's, so a
 -- training's bytes (send results, steps.csv, summary.json) do not change.
 local hn = require("hiernet")
+local where = require("hiernet.where")
 
 local M = {}
 
@@ -25,8 +26,9 @@ local csv -- the run's traffic.csv writer, made with the first stop
 local Flow = {}
 Flow.__index = Flow
 
+-- Bad input: one error at the scenario's line naming the network and value.
 local function fail(net, fmt, ...)
-  error(("network '%s': traffic: " .. fmt):format(net.name, ...), 3)
+  where.fail("network '%s': traffic: " .. fmt, net.name, ...)
 end
 
 -- A host of net, from a handle or a name.
@@ -70,9 +72,7 @@ local function check(net, o)
   return from, to
 end
 
--- net:traffic{...} (through lua/l_traffic.c, which passes the network's
--- methods so that net:stop() stops the flows first).
-function M.start(net, o, methods)
+local function start(net, o, methods)
   M.install(methods)
   local from, to = check(net, o)
   count = count + 1
@@ -83,7 +83,7 @@ function M.start(net, o, methods)
     rate = o.rate, on_s = o.on_s, off_s = o.off_s, seed = o.seed, bytes = o.bytes, size = o.size })
   if not ok then
     pcall(to.traffic_stop, to, { id = id })
-    error(err, 2)
+    error(err, 0)
   end
   local h = setmetatable({ net = net, from = from, to = to, id = id, name = id, proto = o.proto,
                            pattern = o.pattern, rate = o.rate or 0, start_s = hn.now() }, Flow)
@@ -94,6 +94,13 @@ function M.start(net, o, methods)
   hn.log(("traffic %s: %s -> %s, %s %s %s"):format(id, from.name, to.name, o.pattern, o.proto,
                                                 o.rate and ("at %.6g bit/s"):format(o.rate) or "as fast as TCP goes"))
   return h
+end
+
+-- net:traffic{...} (through lua/l_traffic.c, which passes the network's
+-- methods so that net:stop() stops the flows first). Errors, the peers'
+-- included, point at the scenario's line.
+function M.start(net, o, methods)
+  return where.call(start, net, o, methods)
 end
 
 -- The counters of both ends as one table; an end whose peer could not

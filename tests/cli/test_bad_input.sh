@@ -242,6 +242,16 @@ bad_case peer_train_dataset 1 "c_peer_train_dataset.lua:5: node 'a': dataset: da
 bad_case peer_train_evals 1 "c_peer_train_evals.lua:5: allreduce.train: give eval_every (steps) or eval_every_s (seconds), not both" \
   'require("hiernet.algo.allreduce").train{ workers = { a, b }, eval_every = 2, eval_every_s = 1, steps = 4 }'
 
+# ---- background traffic (exit 1, at the scenario's line) ----
+bad_case peer_traffic_pattern 1 "c_peer_traffic_pattern.lua:5: network 'bad': traffic: unknown pattern 'bursty'" \
+  'net:traffic{ from = a, to = b, rate = "1Mbit", pattern = "bursty" }'
+bad_case peer_traffic_rate 1 'c_peer_traffic_rate.lua:5: network '"'"'bad'"'"': traffic: rate: bad rate "-5Mbit"' \
+  'net:traffic{ from = a, to = b, rate = "-5Mbit" }'
+bad_case peer_traffic_same 1 "c_peer_traffic_same.lua:5: network 'bad': traffic: from and to are the same node 'a'" \
+  'net:traffic{ from = a, to = a, rate = "1Mbit" }'
+bad_case peer_traffic_node 1 "c_peer_traffic_node.lua:5: network 'bad': traffic: to: no node named 'zz'" \
+  'net:traffic{ from = a, to = "zz", rate = "1Mbit" }'
+
 # ---- records and tasks (exit 1) ----
 bad_case net_record_slash 1 "c_net_record_slash.lua:4: record name 'a/b' is not a valid file name" 'hn.record("a/b", { "x" })'
 bad_case net_record_dotdot 1 "c_net_record_dotdot.lua:4: record name '../up' is not a valid file name" 'hn.record("../up", { "x" })'
