@@ -64,3 +64,6 @@ extern const struct command ml_cmd_optim;
 extern const struct command ml_cmd_eval;
 extern const struct command ml_cmd_compress;
 extern const struct command ml_cmd_decompress;
+/* forward{} and backward{}: one part of a split model (ml_split.c). */
+extern const struct command ml_cmd_forward;
+extern const struct command ml_cmd_backward;

@@ -66,7 +66,12 @@ struct ml_state {
     int32_t *batch_y;
     size_t batch_x_cap, batch_y_cap;
     int batch_n, batch_dim; /* samples and floats per sample; batch_n 0: none */
+    /* forward{}'s kept micro-batches, for their backward{} (ml_split.c). */
+    struct ml_stash *stashes;
 };
+
+/* Frees every stash of forward{} (ml_split.c). */
+void ml_stash_free_all(struct ml_state *ml);
 
 void ml_data_hold(struct ml_data *d);
 /* Closes the dataset with the last reference; any thread. */
