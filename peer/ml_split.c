@@ -32,7 +32,8 @@ struct ml_stash {
     float *x;        /* the part's input */
     int32_t *y;      /* labels (last part) */
     float *dy;       /* the last part: d loss / d logits */
-    size_t x_cap, y_cap, dy_cap;
+    float *scratch;  /* backward{add}: the part's gradient before it is added */
+    size_t x_cap, y_cap, dy_cap, scratch_cap;
     int batch;
     bool live;       /* forward done, backward not yet */
     bool has_labels; /* y holds the batch's labels */
@@ -47,6 +48,7 @@ void ml_stash_free_all(struct ml_state *ml)
         free(ml->stashes->x);
         free(ml->stashes->y);
         free(ml->stashes->dy);
+        free(ml->stashes->scratch);
         free(ml->stashes);
         ml->stashes = next;
     }
@@ -322,26 +324,69 @@ static const float *backward_dy(struct command_job *j, const struct backward_par
     return t ? t->data : NULL;
 }
 
-/* The gradient tensor: zero outside the part's layers, or with add= the
- * existing tensor's elements plus the part's gradient. */
-static struct store_tensor *backward_grad(struct command_job *j, const struct backward_params *p,
-                                          uint64_t n)
+/* The elements of the flat tensor that layers first..last own: their
+ * parameters, then their batch norms' running statistics (each a
+ * contiguous run: layers are laid out in order, kernels/model.h). */
+struct part_slices {
+    size_t offset[2], count[2];
+};
+
+static int has_params(const struct model_layer *l)
 {
-    struct store_tensor *g = cmd_new_tensor(j, p->out, n, true);
-    if (!g || !p->add) return g;
-    struct store_tensor *old = cmd_find(j, p->out);
-    if (old && (old->size != n || old->resident != n))
-        cmd_fail(j, "add: tensor '%s' has %" PRIu64 " elements, the model %" PRIu64, p->out,
-                 old->size, n);
-    else if (old)
-        memcpy(g->data, old->data, n * sizeof(float));
-    store_tensor_release(old);
-    if (j->err[0]) store_tensor_release(g);
-    return j->err[0] ? NULL : g;
+    return l->kind == MODEL_LAYER_DENSE || l->kind == MODEL_LAYER_CONV ||
+           l->kind == MODEL_LAYER_BATCHNORM;
 }
 
-/* The pass writes the part's slices of the gradient: straight into g, or
- * with add= into a zeroed scratch that is then added to g. */
+static struct part_slices part_slices_of(const struct model_spec *s, int first, int last)
+{
+    size_t start[2] = {s->trainable_count, s->param_count}, end[2] = {0, 0};
+    size_t next[2] = {s->trainable_count, s->param_count};
+    for (int i = 0; i < s->layer_count; i++) {
+        const struct model_layer *l = &s->layers[i];
+        int bn = l->kind == MODEL_LAYER_BATCHNORM;
+        if (!has_params(l)) continue;
+        if (i > last) { /* where the part's run ends: the next owner's start */
+            if (next[0] == s->trainable_count) next[0] = l->weight_offset;
+            if (bn && next[1] == s->param_count) next[1] = l->stat_offset;
+            continue;
+        }
+        if (i < first) continue;
+        if (start[0] > l->weight_offset) start[0] = l->weight_offset;
+        if (bn && start[1] > l->stat_offset) start[1] = l->stat_offset;
+        end[0] = 1;
+        end[1] |= (size_t)bn;
+    }
+    struct part_slices p = {{0, 0}, {0, 0}};
+    for (int k = 0; k < 2; k++)
+        if (end[k]) {
+            p.offset[k] = start[k];
+            p.count[k] = next[k] - start[k];
+        }
+    return p;
+}
+
+/* add=: the part's slices of scratch added into the existing tensor, in
+ * place (the store's write lock only for the add, not the pass). */
+static bool backward_add(struct command_job *j, const struct backward_params *p,
+                         const struct part_slices *sl, const float *scratch, uint64_t n)
+{
+    struct store_patch patch;
+    store_write_lock(j->store);
+    bool ok = cmd_patch_begin(j, p->out, &patch);
+    if (ok && (patch.t->size != n || patch.t->resident != n))
+        ok = cmd_fail(j, "add: tensor '%s' has %" PRIu64 " elements, the model %" PRIu64, p->out,
+                      patch.t->size, n);
+    for (int k = 0; ok && k < 2; k++)
+        for (size_t i = sl->offset[k]; i < sl->offset[k] + sl->count[k]; i++)
+            patch.t->data[i] += scratch[i];
+    if (patch.t) store_patch_end(j->store, &patch, ok);
+    store_write_unlock(j->store);
+    return ok;
+}
+
+/* The pass writes the part's slices of the gradient: into a new tensor,
+ * zero elsewhere, or with add= into the stash's scratch, whose slices are
+ * then added to the existing tensor. */
 static bool backward_pass(struct command_job *j, const struct backward_params *p,
                           const struct store_tensor *params, struct ml_stash *s)
 {
@@ -352,29 +397,31 @@ static bool backward_pass(struct command_job *j, const struct backward_params *p
         return cmd_fail(j, "layers {%d, %d}: grad_out= is missing (the previous part needs it)",
                         s->first + 1, s->last + 1);
     struct store_tensor *held, *g = NULL, *dx = NULL;
-    float *scratch = NULL;
     const float *dy = backward_dy(j, p, s, out_n, &held);
-    if (dy) g = backward_grad(j, p, params->size);
-    if (g && p->add && !(scratch = calloc(params->size, sizeof(float)))) cmd_fail(j, "out of memory");
-    if (g && !j->err[0] && s->first > 0) dx = cmd_new_tensor(j, p->grad_out, in_n, false);
-    bool ok = g && !j->err[0] && (s->first == 0 || dx) &&
-              model_backward_range(s->m, params->data, s->first, s->last, s->x, dy, s->batch,
-                                   dx ? dx->data : NULL, scratch ? scratch : g->data, j->err,
-                                   sizeof j->err) == 0;
-    for (uint64_t i = 0; ok && scratch && i < params->size; i++)
-        g->data[i] += scratch[i];
-    free(scratch);
-    store_tensor_release(held);
-    if (ok) {
-        s->live = false;
-        cmd_result_u64(j, "batch", (uint64_t)s->batch);
-        cmd_result_u64(j, "version", store_tensor_version(params));
-        if (dx) publish(j, dx);
-        return publish(j, g);
+    bool ok = dy != NULL;
+    if (ok && p->add)
+        ok = grow(j, (void **)&s->scratch, &s->scratch_cap, params->size, sizeof(float));
+    else if (ok)
+        ok = (g = cmd_new_tensor(j, p->out, params->size, true)) != NULL;
+    if (ok && s->first > 0) ok = (dx = cmd_new_tensor(j, p->grad_out, in_n, false)) != NULL;
+    ok = ok && model_backward_range(s->m, params->data, s->first, s->last, s->x, dy, s->batch,
+                                    dx ? dx->data : NULL, g ? g->data : s->scratch, j->err,
+                                    sizeof j->err) == 0;
+    if (ok && p->add) {
+        struct part_slices sl = part_slices_of(spec, s->first, s->last);
+        ok = backward_add(j, p, &sl, s->scratch, params->size);
     }
-    store_tensor_release(dx);
-    store_tensor_release(g);
-    return false;
+    store_tensor_release(held);
+    if (!ok) {
+        store_tensor_release(dx);
+        store_tensor_release(g);
+        return false;
+    }
+    s->live = false;
+    cmd_result_u64(j, "batch", (uint64_t)s->batch);
+    cmd_result_u64(j, "version", store_tensor_version(params));
+    if (dx) publish(j, dx);
+    return g ? publish(j, g) : true;
 }
 
 static bool backward_run(struct command_job *j, const struct backward_params *p)

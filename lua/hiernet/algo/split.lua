@@ -226,7 +226,9 @@ local function stage_commands(J, k)
       backward(nb)
     end
   end
-  if M > 1 then add(cmds, "scale", { x = "g", alpha = 1 / M }) end
+  -- The mean over micro-batches, on the part's own slices only (the rest
+  -- of "g" is zero).
+  for _, r in ipairs(M > 1 and part.ranges or {}) do add(cmds, "scale", { x = "g", alpha = 1 / M, range = r }) end
   add(cmds, "optim", job.optim_params(J.o.worker_opt, MODEL, "g"))
   return cmds
 end
