@@ -35,7 +35,7 @@ static int l_model_check(lua_State *L)
 
 static const char *layer_kind_name(enum model_layer_kind k)
 {
-    static const char *const names[] = {"dense", "conv",     "pool",   "flatten",
+    static const char *const names[] = {"dense",     "conv",     "pool",   "flatten",
                                         "batchnorm", "residual", "avgpool"};
     return names[k];
 }
@@ -48,11 +48,11 @@ static void push_layer(lua_State *L, const struct model_spec *s, int i)
                   : l->kind == MODEL_LAYER_CONV ? (double)l->col_size * l->out_c
                                                 : 0;
     size_t weights = l->bias_offset - l->weight_offset;
-    size_t params = l->kind == MODEL_LAYER_DENSE || l->kind == MODEL_LAYER_CONV ||
-                            l->kind == MODEL_LAYER_BATCHNORM
-                        ? weights + (l->bias || l->kind == MODEL_LAYER_BATCHNORM ? (size_t)l->out_c
-                                                                                  : 0)
-                        : 0;
+    size_t params =
+        l->kind == MODEL_LAYER_DENSE || l->kind == MODEL_LAYER_CONV ||
+                l->kind == MODEL_LAYER_BATCHNORM
+            ? weights + (l->bias || l->kind == MODEL_LAYER_BATCHNORM ? (size_t)l->out_c : 0)
+            : 0;
     char err[256];
     lua_createtable(L, 0, 8);
     set_string(L, "kind", layer_kind_name(l->kind));
@@ -67,8 +67,8 @@ static void push_layer(lua_State *L, const struct model_spec *s, int i)
         set_integer(L, "stats", 2 * (lua_Integer)l->out_c);
     }
     /* A part may start here: the cut before it is not inside a block. */
-    set_boolean(L, "cut_before", model_spec_range_check(s, i, s->layer_count - 1, err,
-                                                        sizeof err) == 0);
+    set_boolean(L, "cut_before",
+                model_spec_range_check(s, i, s->layer_count - 1, err, sizeof err) == 0);
 }
 
 /* hn.model_layers(spec) -> the layer table, 1-based as forward{} counts,

@@ -123,8 +123,9 @@ static struct store_tensor *part_open(struct command_job *j, const struct part_p
     const struct ml_model *m = ml_model_find(j, p->model);
     if (!m) return NULL;
     if (!m->model || m->profiled)
-        return cmd_fail(j, "model '%s' (%s): forward and backward need a model with kernels, not "
-                           "a profiled one",
+        return cmd_fail(j,
+                        "model '%s' (%s): forward and backward need a model with kernels, not "
+                        "a profiled one",
                         p->model, m->spec),
                NULL;
     const struct model_spec *s = kern_model_layout(m->model);
@@ -192,8 +193,9 @@ static bool forward_read_input(struct command_job *j, const struct forward_param
     if (!t) return false;
     bool ok = t->resident == t->size && t->size && t->size % l->in_size == 0;
     if (!ok)
-        cmd_fail(j, "input '%s' has %" PRIu64 " elements, not a whole batch of %zu (the input of "
-                    "layer %d)",
+        cmd_fail(j,
+                 "input '%s' has %" PRIu64 " elements, not a whole batch of %zu (the input of "
+                 "layer %d)",
                  p->input, t->size, l->in_size, s->first + 1);
     else if ((ok = grow(j, (void **)&s->x, &s->x_cap, t->size, sizeof(float)))) {
         memcpy(s->x, t->data, t->size * sizeof(float));
@@ -308,8 +310,9 @@ static const float *backward_dy(struct command_job *j, const struct backward_par
     *held = NULL;
     if (!p->grad_in[0]) {
         if (s->dy && s->has_labels && s->last == model_layout(s->m)->layer_count - 1) return s->dy;
-        return cmd_fail(j, "layers {%d, %d}: grad_in= is missing (only the last part, with "
-                           "labels, starts from the loss)",
+        return cmd_fail(j,
+                        "layers {%d, %d}: grad_in= is missing (only the last part, with "
+                        "labels, starts from the loss)",
                         s->first + 1, s->last + 1),
                NULL;
     }
@@ -433,16 +436,17 @@ static bool backward_run(struct command_job *j, const struct backward_params *p)
     struct ml_stash *s = stash_find(j->ml, p->part.model, first, last, p->part.microbatch);
     bool ok = s && s->live
                   ? backward_pass(j, p, params, s)
-                  : cmd_fail(j, "layers {%d, %d}: no forward of micro-batch %" PRId64 " to go back "
-                                "through",
+                  : cmd_fail(j,
+                             "layers {%d, %d}: no forward of micro-batch %" PRId64 " to go back "
+                             "through",
                              first + 1, last + 1, p->part.microbatch);
     store_tensor_release(params);
     return ok;
 }
 
-static const char *const keys_forward[] = {"model", "layers", "microbatch", "input",      "out",
-                                           "labels", "labels_out", "batch", NULL};
-static const char *const keys_backward[] = {"model", "layers", "microbatch", "grad_in",
-                                            "grad_out", "out", "add", NULL};
+static const char *const keys_forward[] = {"model",  "layers",     "microbatch", "input", "out",
+                                           "labels", "labels_out", "batch",      NULL};
+static const char *const keys_backward[] = {"model",    "layers", "microbatch", "grad_in",
+                                            "grad_out", "out",    "add",        NULL};
 COMMAND_DEFINE(ml_cmd_forward, forward, COMMAND_WORKER, (parse, run));
 COMMAND_DEFINE(ml_cmd_backward, backward, COMMAND_WORKER, (parse, run));

@@ -52,14 +52,14 @@ static void split_grad(const struct cut *c, const float *params, const float *x,
         first[k] = c->starts[k];
         last[k] = k + 1 < c->parts ? c->starts[k + 1] - 1 : s->layer_count - 1;
         act[k + 1] = calloc(s->layers[last[k]].out_size * BATCH, sizeof(float));
-        CHECK_MSG(model_forward_range(part[k], params, first[k], last[k], act[k], BATCH,
-                                      act[k + 1], err, sizeof err) == 0,
+        CHECK_MSG(model_forward_range(part[k], params, first[k], last[k], act[k], BATCH, act[k + 1],
+                                      err, sizeof err) == 0,
                   "%s", err);
     }
     size_t classes = (size_t)model_classes(part[0]);
     float *dy = calloc(classes * BATCH, sizeof(float));
-    CHECK(model_loss(part[c->parts - 1], act[c->parts], labels, BATCH, dy, loss, err,
-                     sizeof err) == 0);
+    CHECK(model_loss(part[c->parts - 1], act[c->parts], labels, BATCH, dy, loss, err, sizeof err) ==
+          0);
     for (int k = c->parts - 1; k >= 0; k--) {
         const struct model_spec *s = model_layout(part[k]);
         float *dx = k ? calloc(s->layers[first[k]].in_size * BATCH, sizeof(float)) : NULL;
@@ -100,8 +100,8 @@ static void check_cut(const struct cut *c)
     }
     CHECK_MSG(scale > 0 && worst <= 1e-5 * scale, "%s in %d parts: gradient differs by %g (of %g)",
               c->spec, c->parts, worst, scale);
-    CHECK_MSG(fabsf(loss_want - loss_got) <= 1e-6f * fabsf(loss_want), "%s: loss %g != %g",
-              c->spec, loss_got, loss_want);
+    CHECK_MSG(fabsf(loss_want - loss_got) <= 1e-6f * fabsf(loss_want), "%s: loss %g != %g", c->spec,
+              loss_got, loss_want);
     free(params);
     free(x);
     free(want);
