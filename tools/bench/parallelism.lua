@@ -55,7 +55,7 @@ if part == "bubble" then
     for _, row in ipairs(read_csv(prefix .. "steps")) do
       if row.step > 1 then transfer, n = transfer + row.transfer_ms / 3, n + 1 end
     end
-    span = s.step_s * 1000
+    span = s.step_s * 1000 -- the median step
     local transfer_share = n > 0 and transfer / (n / 3) / span or 0
     result("m" .. m .. "_bubble", string.format("%.4f", s.bubble_share))
     result("m" .. m .. "_ideal", string.format("%.4f", s.bubble_share_ideal))

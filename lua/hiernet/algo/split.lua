@@ -285,7 +285,8 @@ local function run_stages(J, plans, stage_of)
   end
   J.updates_applied = J.updates_applied + 1
   J.bubble_sum = (J.bubble_sum or 0) + bubble
-  J.span_sum = (J.span_sum or 0) + span_ms
+  J.spans = J.spans or {}
+  J.spans[#J.spans + 1] = span_ms / 1000
   return loss
 end
 
@@ -365,6 +366,14 @@ end
 
 -- ---- training ----
 
+local function median(list)
+  if not list or #list == 0 then return nil end
+  local t = table.move(list, 1, #list, 1, {})
+  table.sort(t)
+  local n = #t
+  return n % 2 == 1 and t[(n + 1) // 2] or (t[n // 2] + t[n // 2 + 1]) / 2
+end
+
 local function ideal_bubble(p, M)
   return (p - 1) / (M + p - 1)
 end
@@ -392,10 +401,133 @@ function split.train(opts)
     clients = splitfed and #J.workers or nil,
     bubble_share = J.steps > 0 and J.bubble_sum / J.steps or nil,
     bubble_share_ideal = not splitfed and ideal_bubble(p, J.M) or nil,
-    step_s = J.steps > 0 and J.span_sum / J.steps / 1000 or nil,
+    step_s = median(J.spans), -- the median step (the first one also sets up the stashes)
   }
 end
 
 split.ideal_bubble = ideal_bubble
+
+-- ---- cut search (Neurosurgeon's method) ----
+
+-- The units a cut may separate: maximal runs of layers with no place to
+-- cut inside (a residual block is one), as { {first, last}, ... }.
+function split.segments(layers)
+  local segs, start = {}, 1
+  for i = 2, #layers do
+    if layers[i].cut_before then segs[#segs + 1] = { start, i - 1 }; start = i end
+  end
+  segs[#segs + 1] = { start, #layers }
+  return segs
+end
+
+local PLAN_TENSORS = { "plan.w", "plan.x", "plan.dy", "plan.y", "plan.dx", "plan.g" }
+
+-- Seconds of forward + backward of each segment on node (the commands'
+-- own ms: emulated time, the node's speed included), the median of reps
+-- after one warm-up, on random activations of `batch` samples.
+local function measure(node, model, segs, layers, batch, reps)
+  node:model{ name = "plan.w", arch = model, seed = 1 }
+  local times = {}
+  for s, seg in ipairs(segs) do
+    local a, b = seg[1], seg[2]
+    node:tensor{ name = "plan.x", size = batch * layers[a].in_size, fill = "uniform" }
+    node:tensor{ name = "plan.dy", size = batch * layers[b].out_size, fill = "uniform", low = -0.01, high = 0.01 }
+    local samples = {}
+    for r = 1, reps + 1 do
+      local f = node:forward{ model = "plan.w", layers = { a, b }, input = "plan.x", out = "plan.y", microbatch = 0 }
+      local g = node:backward{ model = "plan.w", layers = { a, b }, grad_in = "plan.dy", out = "plan.g",
+                               grad_out = a > 1 and "plan.dx" or nil, microbatch = 0 }
+      if r > 1 then samples[#samples + 1] = (f.ms + g.ms) / 1000 end
+    end
+    table.sort(samples)
+    times[s] = samples[(#samples + 1) // 2]
+  end
+  node:drop{ names = PLAN_TENSORS }
+  return times
+end
+
+-- TCP's goodput over Ethernet frames of MTU 1500: 1448 payload bytes per
+-- 1514 on the wire (as tools/bench/algorithms' model).
+local GOODPUT = 1448 / 1514
+
+-- Seconds to move `bytes` over a link of params l (bw 0: unlimited).
+local function transfer_s(l, bytes)
+  local t = l.delay or 0
+  if l.bw and l.bw > 0 then t = t + bytes * 8 / (l.bw * GOODPUT) end
+  return t
+end
+
+-- Every way to cut `nsegs` segments into `parts` non-empty runs, as the
+-- last segment of each part but the last: calls f(ends).
+local function each_cut(nsegs, parts, f, ends, from)
+  ends, from = ends or {}, from or 1
+  if #ends == parts - 1 then return f(ends) end
+  local left = parts - 1 - #ends -- cuts still to place, each needs a segment after it
+  for e = from, nsegs - left do
+    ends[#ends + 1] = e
+    each_cut(nsegs, parts, f, ends, e + 1)
+    ends[#ends] = nil
+  end
+end
+
+-- split.plan{ model=, nodes = {n1, ..., np}, links = {l1, ..., l(p-1)},
+-- batch = 64, reps = 3 }: the predicted time of one step of split learning
+-- (one micro-batch: each part's forward and backward in turn, the
+-- activations and their gradients across each hop, the labels with them)
+-- for every cut of the model into p non-empty parts, node k running part
+-- k, and link k (a link object or its params: bw bit/s, delay s) joining
+-- node k to node k+1. Per-segment compute times are measured on each node
+-- (measure: its speed included), activation sizes come from the layer
+-- table. Returns { best =, cuts = {ranked, fastest first}, compute_s =
+-- {per node, per segment}, segments = }; a cut is { parts = {"1-2", ...},
+-- predicted_s, compute_s, transfer_s, activation_bytes = {per hop} }.
+function split.plan(o)
+  if type(o) ~= "table" then fail("split.plan: expected a table of options, got %s", check.describe(o)) end
+  for k in pairs(o) do
+    if k ~= "model" and k ~= "nodes" and k ~= "links" and k ~= "batch" and k ~= "reps" then
+      fail("split.plan: unknown option '%s'", tostring(k))
+    end
+  end
+  local layers, err = hn.model_layers(o.model or "")
+  if not layers then fail("split.plan: option 'model': %s", err) end
+  check.nodes("split.plan: option 'nodes'", o.nodes)
+  local p = #o.nodes
+  if p < 2 then fail("split.plan: option 'nodes': at least 2 nodes") end
+  if type(o.links) ~= "table" or #o.links ~= p - 1 then
+    fail("split.plan: option 'links': expected %d links (node k to node k+1), got %s", p - 1, check.describe(o.links))
+  end
+  local links = {}
+  for k, l in ipairs(o.links) do links[k] = type(l.params) == "function" and l:params() or l end
+  local batch = o.batch and check.posint("split.plan: option 'batch'", o.batch) or 64
+  local reps = o.reps and check.posint("split.plan: option 'reps'", o.reps) or 3
+  local segs = split.segments(layers)
+  if #segs < p then fail("split.plan: %s has %d places to cut, fewer than %d parts", o.model, #segs, p) end
+  local tasks, times = {}, {}
+  for k, n in ipairs(o.nodes) do
+    tasks[k] = hn.spawn(function() return measure(n, o.model, segs, layers, batch, reps) end)
+  end
+  times = hn.wait_all(tasks)
+  local cuts = {}
+  each_cut(#segs, p, function(ends)
+    local c = { parts = {}, compute_s = 0, transfer_s = 0, activation_bytes = {} }
+    local first = 1
+    for k = 1, p do
+      local last = ends[k] or #segs
+      for s = first, last do c.compute_s = c.compute_s + times[k][s] end
+      c.parts[k] = string.format("%d-%d", segs[first][1], segs[last][2])
+      if k < p then
+        local bytes = batch * layers[segs[last][2]].out_size * 4
+        c.activation_bytes[k] = bytes
+        -- activations and labels forward, their gradient back
+        c.transfer_s = c.transfer_s + transfer_s(links[k], bytes + 4 * batch) + transfer_s(links[k], bytes)
+      end
+      first = last + 1
+    end
+    c.predicted_s = c.compute_s + c.transfer_s
+    cuts[#cuts + 1] = c
+  end)
+  table.sort(cuts, function(x, y) return x.predicted_s < y.predicted_s end)
+  return { best = cuts[1], cuts = cuts, compute_s = times, segments = segs }
+end
 
 return split
