@@ -422,9 +422,11 @@ end
 
 local PLAN_TENSORS = { "plan.w", "plan.x", "plan.dy", "plan.y", "plan.dx", "plan.g" }
 
--- Seconds of forward + backward of each segment on node (the commands'
--- own ms: emulated time, the node's speed included), the median of reps
--- after one warm-up, on random activations of `batch` samples.
+-- Seconds of forward + backward of each segment on node: the commands'
+-- CPU time over the node's speed, which is the time the emulation gives
+-- them (docs/lua-api.md "Peer commands"; their ms would add whatever the
+-- loaded host stretched), the median of reps after one warm-up, on random
+-- activations of `batch` samples.
 local function measure(node, model, segs, layers, batch, reps)
   node:model{ name = "plan.w", arch = model, seed = 1 }
   local times = {}
@@ -437,7 +439,7 @@ local function measure(node, model, segs, layers, batch, reps)
       local f = node:forward{ model = "plan.w", layers = { a, b }, input = "plan.x", out = "plan.y", microbatch = 0 }
       local g = node:backward{ model = "plan.w", layers = { a, b }, grad_in = "plan.dy", out = "plan.g",
                                grad_out = a > 1 and "plan.dx" or nil, microbatch = 0 }
-      if r > 1 then samples[#samples + 1] = (f.ms + g.ms) / 1000 end
+      if r > 1 then samples[#samples + 1] = (f.cpu_ms + g.cpu_ms) / 1000 / (node.speed or 1) end
     end
     table.sort(samples)
     times[s] = samples[(#samples + 1) // 2]
@@ -502,11 +504,10 @@ function split.plan(o)
   local reps = o.reps and check.posint("split.plan: option 'reps'", o.reps) or 3
   local segs = split.segments(layers)
   if #segs < p then fail("split.plan: %s has %d places to cut, fewer than %d parts", o.model, #segs, p) end
-  local tasks, times = {}, {}
-  for k, n in ipairs(o.nodes) do
-    tasks[k] = hn.spawn(function() return measure(n, o.model, segs, layers, batch, reps) end)
-  end
-  times = hn.wait_all(tasks)
+  -- One node after the other: measured at once, the nodes' compute would
+  -- share the host's cores and stretch each other's times.
+  local times = {}
+  for k, n in ipairs(o.nodes) do times[k] = measure(n, o.model, segs, layers, batch, reps) end
   local cuts = {}
   each_cut(#segs, p, function(ends)
     local c = { parts = {}, compute_s = 0, transfer_s = 0, activation_bytes = {} }
