@@ -30,44 +30,8 @@ end
 data(ref)
 data(nodes[1])
 
--- A tensor's values, read in pieces of at most 65536.
-local function read_all(n, name, size)
-  local out = {}
-  for off = 0, size - 1, 65536 do
-    local r = n:read{ tensor = name, range = { off, math.min(65536, size - off) } }
-    for _, v in ipairs(r.values) do out[#out + 1] = v end
-  end
-  return out
-end
-
--- The gradient of parts {first, last} (1-based layers) on nodes[1..#parts],
--- summed over the parts, and the loss.
-local function split_grad(arch, parts, size, microbatch)
-  for k = 1, #parts do nodes[k]:model{ name = "w", arch = arch, seed = 5 } end
-  local loss
-  for k, p in ipairs(parts) do
-    local n = nodes[k]
-    local r = n:forward{ model = "w", layers = p, input = k > 1 and "x" or nil, out = "y",
-                         batch = k == 1 and BATCH or nil, labels = k > 1 and "lbl" or nil,
-                         labels_out = k == 1 and "lbl" or nil, microbatch = microbatch }
-    T.eq(r.batch, BATCH, arch .. " forward batch")
-    if k < #parts then
-      n:send{ tensor = "y", to = nodes[k + 1], as = "x" }
-      n:send{ tensor = "lbl", to = nodes[k + 1], as = "lbl" }
-    else
-      loss = r.loss
-    end
-  end
-  local sum = {}
-  for k = #parts, 1, -1 do
-    local n = nodes[k]
-    n:backward{ model = "w", layers = parts[k], grad_in = k < #parts and "dy" or nil,
-                grad_out = k > 1 and "dx" or nil, out = "g", microbatch = microbatch }
-    if k > 1 then n:send{ tensor = "dx", to = nodes[k - 1], as = "dy" } end
-    for i, v in ipairs(read_all(n, "g", size)) do sum[i] = (sum[i] or 0) + v end
-  end
-  return sum, loss
-end
+local S = dofile(dir .. "lib/split_grad.lua")
+local read_all = S.read_all
 
 local function check(arch, cuts)
   local size = ref:model{ name = "w", arch = arch, seed = 5 }.size
@@ -76,17 +40,9 @@ local function check(arch, cuts)
     data(ref)
     data(nodes[1])
     local want = ref:grad{ model = "w", batch = BATCH, out = "g" }
-    local wg = read_all(ref, "g", size)
-    local got, loss = split_grad(arch, parts, size)
+    local got, loss = S.split_grad(nodes, arch, parts, size, BATCH, 5)
     T.near(loss, want.loss, 1e-6, arch .. " loss")
-    local worst, scale = 0, 0
-    for i = 1, size do
-      worst = math.max(worst, math.abs(got[i] - wg[i]))
-      scale = math.max(scale, math.abs(wg[i]))
-    end
-    if not (scale > 0 and worst <= 1e-5 * scale) then
-      error(string.format("%s in %d parts: gradient differs by %g (largest %g)", arch, #parts, worst, scale))
-    end
+    S.compare(got, read_all(ref, "g", size), 1e-5, string.format("%s in %d parts", arch, #parts))
   end
 end
 
