@@ -16,25 +16,11 @@ local TOL = 2e-5
 local DATA = { name = "synthetic", n = 512, dim = 784, classes = 10, noise = 0.5, test_n = 64 }
 local SEED, LR, STEPS, M, BATCH = 7, 0.05, 3, 4, 16
 
-local function read_all(n, name, size)
-  local out = {}
-  for off = 0, size - 1, 65536 do
-    local r = n:read{ tensor = name, range = { off, math.min(65536, size - off) } }
-    for _, v in ipairs(r.values) do out[#out + 1] = v end
-  end
-  return out
-end
+local S = dofile(dir .. "lib/split_grad.lua")
+local read_all = S.read_all
 
 local function compare(got, want, what)
-  local worst, scale = 0, 0
-  for i = 1, #want do
-    worst = math.max(worst, math.abs(got[i] - want[i]))
-    scale = math.max(scale, math.abs(want[i]))
-  end
-  T.eq(#got, #want, what .. " size")
-  if not (worst <= TOL * math.max(1, scale)) then
-    error(string.format("%s: parameters differ by %g (largest %g)", what, worst, scale))
-  end
+  S.compare(got, want, TOL, what)
 end
 
 local runs = 0

@@ -9,27 +9,12 @@
 -- the step (the allowance the target adds to the ideal).
 local hn = require("hiernet")
 local split = require("hiernet.algo.split")
+local ex = require("hiernet.experiment")
 
 local part = hn.param("part", "bubble")
 
 local function result(key, value)
   print(string.format("result %s %s", key, tostring(value)))
-end
-
-local function read_csv(name)
-  local f = assert(io.open(hn.results_dir() .. "/" .. name .. ".csv"))
-  local header, rows = nil, {}
-  for line in f:lines() do
-    local cells = {}
-    for cell in (line .. ","):gmatch("([^,]*),") do cells[#cells + 1] = cell end
-    if not header then header = cells else
-      local row = {}
-      for i, c in ipairs(header) do row[c] = tonumber(cells[i]) or cells[i] end
-      rows[#rows + 1] = row
-    end
-  end
-  f:close()
-  return rows
 end
 
 if part == "bubble" then
@@ -52,7 +37,7 @@ if part == "bubble" then
     -- Transfer: per step, the mean over stages of their sends' time, as a
     -- share of the step (the first step is a warm-up and is left out).
     local transfer, span, n = 0, 0, 0
-    for _, row in ipairs(read_csv(prefix .. "steps")) do
+    for _, row in ipairs(ex.read_csv(prefix .. "steps")) do
       if row.step > 1 then transfer, n = transfer + row.transfer_ms / 3, n + 1 end
     end
     span = s.step_s * 1000 -- the median step

@@ -233,30 +233,25 @@ local function stage_commands(J, k)
   return cmds
 end
 
--- A stage's figures from its batch's results: forward, backward, optim
--- (compute), transfer (its sends' own times, in flight beside compute),
--- waits, bytes, the last part's mean loss.
+-- A stage's figures from its batch's results: job.batch_summary's
+-- (compute_ms: forward, backward, optim; send_ms: its sends' own times,
+-- in flight beside compute; wait_ms; bytes), split into forward and
+-- backward, with the samples it read and the last part's mean loss.
 local function stage_figures(results, cmds)
-  local f = { forward_ms = 0, backward_ms = 0, other_ms = 0, transfer_ms = 0, wait_ms = 0, bytes = 0, samples = 0 }
+  local f = job.batch_summary(results, cmds)
+  f.forward_ms, f.backward_ms, f.transfer_ms, f.busy_ms = 0, 0, f.send_ms, f.compute_ms
   local losses, n = 0, 0
   for i, r in ipairs(results) do
-    local name = cmds[i][1]
+    local name, params = cmds[i][1], cmds[i][2]
     if name == "forward" then
       f.forward_ms = f.forward_ms + r.ms
       if r.loss then losses, n = losses + r.loss, n + 1 end
-      if cmds[i][2].batch then f.samples = f.samples + r.batch end
+      if params.batch then f.samples = f.samples + r.batch end
     elseif name == "backward" then
       f.backward_ms = f.backward_ms + r.ms
-    elseif name == "send" then
-      f.transfer_ms, f.bytes = f.transfer_ms + r.ms, f.bytes + r.bytes
-    elseif name == "wait" then
-      f.wait_ms = f.wait_ms + r.ms
-    else
-      f.other_ms = f.other_ms + r.ms
     end
   end
   f.loss = n > 0 and losses / n or nil
-  f.busy_ms = f.forward_ms + f.backward_ms + f.other_ms
   return f
 end
 
