@@ -236,6 +236,21 @@ static bool forward_write_labels(struct command_job *j, const struct forward_par
     return publish(j, t);
 }
 
+/* The last part without labels= on the node that read the micro-batch
+ * (layer 1's forward of the same model and micro-batch, batch alike): the
+ * labels it kept ("keep": they never leave the label holder). */
+static void forward_kept_labels(struct command_job *j, struct ml_stash *s)
+{
+    for (const struct ml_stash *d = j->ml->stashes; d; d = d->next)
+        if (d != s && d->first == 0 && d->has_labels && d->live && d->batch == s->batch &&
+            d->microbatch == s->microbatch && !strcmp(d->model, s->model) &&
+            grow(j, (void **)&s->y, &s->y_cap, (size_t)s->batch, sizeof(int32_t))) {
+            memcpy(s->y, d->y, (size_t)s->batch * sizeof(int32_t));
+            s->has_labels = true;
+            return;
+        }
+}
+
 /* The last part with labels: the loss now, its gradient kept for backward. */
 static bool forward_loss(struct command_job *j, struct ml_stash *s, const float *logits, size_t n)
 {
@@ -259,6 +274,8 @@ static bool forward_pass(struct command_job *j, const struct forward_params *p,
     bool ok = first == 0 && !p->input[0] ? forward_read_data(j, p, m, s)
                                          : forward_read_input(j, p, &spec->layers[first], s);
     if (ok && p->labels[0]) ok = forward_read_labels(j, p, s);
+    if (ok && !p->labels[0] && !s->has_labels && last == spec->layer_count - 1)
+        forward_kept_labels(j, s);
     if (ok && p->labels_out[0]) ok = forward_write_labels(j, p, s);
     size_t n = spec->layers[last].out_size * (size_t)(ok ? s->batch : 0);
     struct store_tensor *out = ok ? cmd_new_tensor(j, p->out, n, false) : NULL;

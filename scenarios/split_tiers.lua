@@ -22,6 +22,8 @@
 --     quick=false    the reduced run of the test suite
 --     backend=auto   auto, kernel, user or none
 --     dilation=2     the run's time dilation (at least the cloud's speed)
+--     model=cnn:lenet  the model cut (cnn:resnet20: 13 places to cut, its
+--                    residual blocks whole, 66 cuts)
 --     plots=true     plots (cut_time: predicted and measured per cut) and
 --                    the report page at the end
 --
@@ -45,7 +47,7 @@ local quick = hn.param("quick", false)
 local steps = hn.param("steps", quick and 3 or 8)
 local seconds = hn.param("seconds", quick and 4 or 60)
 local target = hn.param("target", quick and 0.3 or 0.8)
-local model, batch = "cnn:lenet", 32
+local model, batch = hn.param("model", "cnn:lenet"), 32
 
 -- Dilation 2: the cloud computes twice as fast as a core of this host.
 local net = hn.network{ name = "tiers", backend = ex.backend(), seed = 1, dilation = hn.param("dilation", 2) }

@@ -75,6 +75,21 @@ ref:grad{ model = "m", batch = BATCH, out = "r3" }
 local s, r1, r3 = read_all(t1, "gsum", 6370), read_all(ref, "r1", 6370), read_all(ref, "r3", 6370)
 for i = 1, 6370 do T.near(s[i], r1[i] + r3[i], 1e-5, "add = true") end
 
+-- All parts on one node: the last part takes the labels its layer 1 read.
+do
+  data(ref)
+  data(t1)
+  local size = ref:model{ name = "k", arch = "cnn:lenet", seed = 4 }.size
+  t1:model{ name = "k", arch = "cnn:lenet", seed = 4 }
+  local want = ref:grad{ model = "k", batch = BATCH, out = "gk" }
+  t1:forward{ model = "k", layers = { 1, 4 }, batch = BATCH, out = "k1" }
+  local r = t1:forward{ model = "k", layers = { 5, 8 }, input = "k1", out = "k2" }
+  T.near(r.loss, want.loss, 1e-6, "kept labels: loss")
+  t1:backward{ model = "k", layers = { 5, 8 }, grad_out = "kd", out = "kg" }
+  t1:backward{ model = "k", layers = { 1, 4 }, grad_in = "kd", out = "kg", add = true }
+  S.compare(read_all(t1, "kg", size), read_all(ref, "gk", size), 1e-5, "one node, kept labels")
+end
+
 T.fails("layers {1, 3}: dense has layers 1 to 2", function() t1:forward{ model = "m", layers = { 1, 3 } } end)
 T.fails("no forward of micro-batch 9 to go back through", function()
   t1:backward{ model = "m", layers = { 1, 2 }, microbatch = 9 }
