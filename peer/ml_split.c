@@ -113,6 +113,8 @@ static bool part_parse(struct command_job *j, struct part_params *p, struct prot
     if (!cmd_arg_required_name(a, "model", p->model)) return false;
     int got = proto_arg_range(a, "layers", &p->layers[0], &p->layers[1]);
     if (got == 0) return proto_args_missing(a, "layers");
+    if (got < 0) /* its words are a range's ({offset, count}) */
+        return cmd_arg_fail(a, "param 'layers': expected {first, last}, layer numbers from 1");
     return got > 0 && cmd_arg_int(a, "microbatch", false, 0, INT64_MAX, &p->microbatch);
 }
 

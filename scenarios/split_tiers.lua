@@ -84,7 +84,7 @@ for _, rank in ipairs(picks) do
   predicted[#predicted + 1] = { rank, c.predicted_s }
   measured[#measured + 1] = { rank, s.step_s }
 end
-ex.table("split_tiers: LeNet cut over terminal | edge | cloud, seconds per step", cuts,
+ex.table("split_tiers: " .. model .. " cut over terminal | edge | cloud, seconds per step", cuts,
          { "rank", "parts", "predicted_s", "measured_s", "ratio", "compute_s", "transfer_s" })
 
 -- The best predicted cut against data parallelism on the same network.

@@ -91,6 +91,9 @@ do
 end
 
 T.fails("layers {1, 3}: dense has layers 1 to 2", function() t1:forward{ model = "m", layers = { 1, 3 } } end)
+T.fails("param 'layers': expected {first, last}, layer numbers from 1", function()
+  t1:forward{ model = "m", layers = { 1 } }
+end)
 T.fails("no forward of micro-batch 9 to go back through", function()
   t1:backward{ model = "m", layers = { 1, 2 }, microbatch = 9 }
 end)
