@@ -78,5 +78,9 @@ T.fails("batch 8 is not a whole number of 3 micro-batches", function()
   split.train(T.with(base, { model = "cnn:lenet", microbatches = 3,
                              parts = { { node = a, layers = "1-2" }, { node = b, layers = "3-" } } }))
 end)
+T.fails("node 'a' already runs part 1", function()
+  split.train(T.with(base, { model = "cnn:lenet",
+                             parts = { { node = a, layers = "1-2" }, { node = b, layers = "3-4" }, { node = a, layers = "5-" } } }))
+end)
 net:stop()
 print("split_plan: ok")

@@ -104,7 +104,7 @@ local OPTIONS = {
 -- The parts resolved against the model: contiguous from layer 1 to the
 -- last, every cut at a place a part may start (not inside a residual block).
 local function resolve_parts(o, layers, splitfed)
-  local parts, next_layer = {}, 1
+  local parts, next_layer, holder = {}, 1, {}
   for i, p in ipairs(o.parts) do
     local what = string.format("split.train: option 'parts'[%d]", i)
     local a, b = split.parse_layers(what, p.layers, #layers)
@@ -118,6 +118,12 @@ local function resolve_parts(o, layers, splitfed)
     elseif not node then
       fail("%s: node is missing", what)
     end
+    -- A stage's step is one batch, which holds its peer's queue: two parts
+    -- on one node would wait for each other.
+    if node and holder[node] then
+      fail("%s: node '%s' already runs part %d (a node runs one part)", what, node.name, holder[node])
+    end
+    if node then holder[node] = i end
     parts[i] = { node = node, first = a, last = b, ranges = split.param_ranges(layers, a, b) }
     next_layer = b + 1
   end
@@ -125,6 +131,14 @@ local function resolve_parts(o, layers, splitfed)
     fail("split.train: option 'parts': layers %d to %d belong to no part", next_layer, #layers)
   end
   if splitfed and #parts ~= 2 then fail("split.train: mode = \"splitfed\" takes 2 parts (client, server), got %d", #parts) end
+  if splitfed then
+    for _, c in ipairs(o.clients) do
+      if holder[c] then fail("split.train: client '%s' also runs the server part", c.name) end
+    end
+    if o.eval_node and o.eval_node ~= parts[2].node then
+      fail("split.train: option 'eval_node': in splitfed the server part's node '%s' evaluates (it holds the averaged model)", parts[2].node.name)
+    end
+  end
   return parts
 end
 
