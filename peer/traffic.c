@@ -23,7 +23,7 @@
  * between, counted as skipped, instead of sending them in one burst. A
  * shorter lag is caught up: on two loaded cores (load 10) a peer often
  * waits 50-100 ms for a core, and a 50 ms bound skipped 3-11% of a
- * constant flow (tools/bench/traffic). */
+ * constant flow (tools/bench/dynamics traffic). */
 #define TRAFFIC_MAX_LAG_S 0.2
 /* TCP: bytes per write, and the backlog a paced source may build up. */
 #define TRAFFIC_CHUNK (64 * 1024)

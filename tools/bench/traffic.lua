@@ -1,4 +1,4 @@
--- Scenario half of tools/bench/traffic: net:traffic{} flows a -> b on one
+-- Scenario of the traffic section of tools/bench/dynamics: net:traffic{} flows a -> b on one
 -- link (bw 1 Gbit/s by default, so the link never limits them), one after
 -- the other: for each pattern and rate, the delivered payload rate
 -- (received bytes x 8 / the source's elapsed emulated time) and the CPU
