@@ -1158,6 +1158,16 @@ int netrun_partition(struct netrun *nr, const unsigned char *side, char *err, si
     return topo_kernel_partition(nr->kernel, side, err, errlen);
 }
 
+int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, char *err,
+                size_t errlen)
+{
+    if (!nr->kernel) {
+        if (healed) *healed = 0;
+        return 0; /* nothing was ever cut */
+    }
+    return topo_kernel_heal(nr->kernel, side, healed, err, errlen);
+}
+
 size_t netrun_partitions(const struct netrun *nr)
 {
     return nr->kernel ? topo_kernel_partitions(nr->kernel) : 0;

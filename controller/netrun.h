@@ -120,6 +120,10 @@ bool netrun_peer_alive(const struct netrun *nr, int node);
 /* Puts a partition in place (side[node]: group 1 or 2, 0 neither) or heals
  * it (side NULL); see topo_kernel_partition. The emulated backends only. */
 int netrun_partition(struct netrun *nr, const unsigned char *side, char *err, size_t errlen);
+/* Heals only the partitions that cut side's two groups (NULL: every one);
+ * *healed (may be NULL) how many went. See topo_kernel_heal. */
+int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, char *err,
+                size_t errlen);
 /* How many partitions are in place; whether one separates nodes a and b
  * (topo_kernel_partitions, topo_kernel_separated; none without a kernel). */
 size_t netrun_partitions(const struct netrun *nr);

@@ -1,10 +1,11 @@
 /* l_faults.c — faults as experiment features, on a network's handle:
- * net:partition({a, ...}, {b, ...}) and net:heal() (the topology engine's
+ * net:partition({a, ...}, {b, ...}) and net:heal([a, b]) (the topology engine's
  * blackhole routes, topo/kernel.h), net:reachable(a, b), and the events
  * algorithms react to: net:on("partition" | "heal" | "kill" | "restart", fn).
  * Each listener runs as a task of its own when the event happens: fn(net,
  * groupA, groupB) for a partition, fn(net) for a heal, fn(net, node) for a
- * node killed or restarted (node:kill(), node:restart(), l_node.c).
+ * node killed or restarted (node:kill(), node:restart(), l_node.c); and
+ * net:churn{...}, whose schedule is lua/hiernet/churn.lua's.
  *
  * Owns the network's listener table (a registry reference in l_network).
  * The partitions in place (which node is in which group; they add up until
@@ -136,20 +137,52 @@ static int l_net_partition(lua_State *L)
     return 0;
 }
 
-/* net:heal(): the partition goes; routes are as they were. */
+/* net:heal(): every partition goes; routes are as they were.
+ * net:heal({a, ...}, {b, ...}): only the partitions that cut those two
+ * groups go (a churn heals its own node this way, the others' cuts stay). */
 static int l_net_heal(lua_State *L)
 {
     struct l_network *net = check_net(L, 1);
     check_started(L, net, "heal");
+    unsigned char *side = NULL;
+    if (!lua_isnoneornil(L, 2)) {
+        size_t n = net->topo->n_nodes;
+        side = lua_newuserdatauv(L, n ? n : 1, 0); /* freed by the GC on errors */
+        memset(side, 0, n ? n : 1);
+        read_group(L, net, 2, side, 1);
+        read_group(L, net, 3, side, 2);
+    }
     char err[512];
-    bool was = netrun_partitions(net->run) > 0;
-    if (netrun_partition(net->run, NULL, err, sizeof err) < 0)
+    size_t healed = 0;
+    if (netrun_heal(net->run, side, &healed, err, sizeof err) < 0)
         return luaL_error(L, "network '%s': heal: %s", net->topo->name, err);
-    if (was) {
-        hn_logf(net->rt, "network '%s': healed", net->topo->name);
+    if (healed > 0) {
+        hn_logf(net->rt, "network '%s': healed%s", net->topo->name, side ? " (one cut)" : "");
         lnet_fire(L, net, 1, "heal", 0);
     }
-    return 0;
+    lua_pushinteger(L, (lua_Integer)healed);
+    return 1;
+}
+
+/* net:churn{...} and net:mobility{...}: the schedules are the Lua library's
+ * (hiernet.churn), the faults and moves they apply the engine's. */
+static int call_library(lua_State *L, const char *fn)
+{
+    check_net(L, 1);
+    lua_settop(L, 2);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "hiernet.churn");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, fn);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_call(L, 2, 1);
+    return 1;
+}
+
+static int l_net_churn(lua_State *L)
+{
+    return call_library(L, "churn");
 }
 
 static int node_index_arg(lua_State *L, struct l_network *net, int i)
@@ -179,7 +212,7 @@ void lnet_faults_methods(lua_State *L)
     static const luaL_Reg methods[] = {
         {"on", l_net_on},     {"partition", l_net_partition},
         {"heal", l_net_heal}, {"reachable", l_net_reachable},
-        {NULL, NULL},
+        {"churn", l_net_churn}, {NULL, NULL},
     };
     luaL_setfuncs(L, methods, 0);
 }

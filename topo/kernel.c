@@ -10,6 +10,7 @@
 #include <netlink/socket.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -708,41 +709,77 @@ bool topo_kernel_separated(const struct topo_kernel *k, int a, int b)
     return false;
 }
 
+/* Whether partition p cuts the same two groups as side (either way round). */
+static bool same_cut(const unsigned char *p, const unsigned char *side, size_t n)
+{
+    bool same = true, swapped = true;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char flip = side[i] ? (unsigned char)(3 - side[i]) : 0;
+        same = same && p[i] == side[i];
+        swapped = swapped && p[i] == flip;
+    }
+    return same || swapped;
+}
+
 int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char *err,
                           size_t errlen)
 {
+    if (!side) return topo_kernel_heal(k, NULL, NULL, err, errlen);
     size_t n = k->net->n_nodes;
-    if (side) {
-        unsigned char *copy = malloc(n);
-        unsigned char **grown = realloc(k->partitions, (k->n_partitions + 1) * sizeof *grown);
-        if (!copy || !grown) {
-            free(copy);
-            if (grown) k->partitions = grown;
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
-        memcpy(copy, side, n);
-        k->partitions = grown;
-        k->partitions[k->n_partitions++] = copy;
-        return partition_apply(k, side, err, errlen);
+    unsigned char *copy = malloc(n);
+    unsigned char **grown = realloc(k->partitions, (k->n_partitions + 1) * sizeof *grown);
+    if (!copy || !grown) {
+        free(copy);
+        if (grown) k->partitions = grown;
+        snprintf(err, errlen, "out of memory");
+        return -1;
     }
-    /* Heal: every blackhole goes, then every node touched gets its routes
-     * back (replay skips the partitions, all gone by then). */
-    unsigned char **was = k->partitions;
-    size_t n_was = k->n_partitions;
-    k->partitions = NULL;
-    k->n_partitions = 0;
-    unsigned char *cut = malloc(n);
-    int rc = cut ? 0 : (snprintf(err, errlen, "out of memory"), -1);
+    memcpy(copy, side, n);
+    k->partitions = grown;
+    k->partitions[k->n_partitions++] = copy;
+    return partition_apply(k, side, err, errlen);
+}
+
+/* Moves the partitions that match (every one when match is NULL) out of
+ * k's list into *out; returns how many moved, -1 when out of memory. */
+static ssize_t take_partitions(struct topo_kernel *k, const unsigned char *match,
+                               unsigned char ***out)
+{
+    unsigned char **taken = malloc((k->n_partitions ? k->n_partitions : 1) * sizeof *taken);
+    if (!taken) return -1;
+    size_t n_taken = 0, n_kept = 0;
+    for (size_t p = 0; p < k->n_partitions; p++) {
+        if (!match || same_cut(k->partitions[p], match, k->net->n_nodes))
+            taken[n_taken++] = k->partitions[p];
+        else
+            k->partitions[n_kept++] = k->partitions[p];
+    }
+    k->n_partitions = n_kept;
+    *out = taken;
+    return (ssize_t)n_taken;
+}
+
+int topo_kernel_heal(struct topo_kernel *k, const unsigned char *side, size_t *healed, char *err,
+                     size_t errlen)
+{
+    /* The healed partitions' blackholes go, then every node they touched
+     * gets its routes back (replay adds the blackholes of the partitions
+     * that stay, which a shared route deleted here had served too). */
+    size_t n = k->net->n_nodes;
+    unsigned char **was;
+    ssize_t n_was = take_partitions(k, side, &was);
+    unsigned char *cut = malloc(n ? n : 1);
+    int rc = n_was >= 0 && cut ? 0 : (snprintf(err, errlen, "out of memory"), -1);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        if (!touched_by(was, n_was, i) || k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
-        rc = heal_node(k, (int)i, was, n_was, cut, err, errlen);
+        if (!touched_by(was, (size_t)n_was, i) || k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
+        rc = heal_node(k, (int)i, was, (size_t)n_was, cut, err, errlen);
         if (rc == 0) rc = replay_routes(k, (int)i, err, errlen);
     }
     free(cut);
-    for (size_t p = 0; p < n_was; p++)
+    for (ssize_t p = 0; p < n_was; p++)
         free(was[p]);
-    free(was);
+    if (n_was >= 0) free(was);
+    if (healed) *healed = n_was > 0 ? (size_t)n_was : 0;
     return rc;
 }
 

@@ -73,6 +73,11 @@ int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err
  * heal removes them all; routes replayed when a link comes up keep them. */
 int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char *err,
                           size_t errlen);
+/* Heals the partitions that cut the two groups of side (as given to
+ * topo_kernel_partition, either group first; NULL: every partition), the
+ * others staying in place; *healed (may be NULL) says how many went. */
+int topo_kernel_heal(struct topo_kernel *k, const unsigned char *side, size_t *healed, char *err,
+                     size_t errlen);
 /* How many partitions are in place (0 once healed). */
 size_t topo_kernel_partitions(const struct topo_kernel *k);
 /* Whether a partition in place puts nodes a and b in opposite groups. */

@@ -1,0 +1,292 @@
+-- hiernet.churn: nodes that come and go (net:churn, lua/l_faults.c calls
+-- churn.churn here).
+--
+-- A churn is a schedule of down and up times per node, in emulated seconds
+-- from the net:churn call: read from a file (`node,t_down,t_up` lines) or
+-- drawn from an exponential on/off process (hn.rng, one stream per node, so
+-- the same seed gives the same schedule whatever the host's timing). Each
+-- node gets a task that waits for its next time and applies it through the
+-- engine's fault operations: node:kill / node:restart (how = "kill") or
+-- net:partition / net:heal of the node against every other host (how =
+-- "partition"); the algorithms hear of both through net:on. Every change is
+-- a row of churn.csv: t_s (the schedule's time), node, event (down, up),
+-- how, at_s (hn.now() when it was applied).
+local hn = require("hiernet")
+local core = require("hiernet.core")
+local where = require("hiernet.where")
+
+local churn = {}
+
+local OPTIONS = { nodes = true, file = true, model = true, how = true }
+local MODEL_OPTIONS = { up_mean_s = true, down_mean_s = true, seed = true }
+local HOW = { kill = true, partition = true }
+local COLUMNS = { "t_s", "node", "event", "how", "at_s" }
+
+-- Bad input (an option, a file's line): exit 2, at the scenario's line.
+local function bad(fmt, ...)
+  core._bad_input()
+  where.fail(fmt, ...)
+end
+
+local function check_keys(t, allowed, what)
+  for k in pairs(t) do
+    if not allowed[k] then bad("%s: unknown option '%s'", what, tostring(k)) end
+  end
+end
+
+-- The run's churn.csv, made at the first churn (a record name is used once
+-- per run; every churn of the run writes to it).
+local record
+local function churn_record()
+  record = record or hn.record("churn", COLUMNS)
+  return record
+end
+
+-- The churn's nodes as handles of net (names or handles), hosts only.
+local function read_nodes(net, nodes)
+  if type(nodes) ~= "table" or #nodes == 0 then
+    bad("net:churn: 'nodes' must be a non-empty list of nodes, got %s", tostring(nodes))
+  end
+  local list, seen = {}, {}
+  for k, n in ipairs(nodes) do
+    local node = type(n) == "string" and net:find(n) or n
+    local ok = type(node) == "userdata" and pcall(function() return node.kind end)
+    if not ok or node.network ~= net or node.kind ~= "host" then
+      bad("net:churn: nodes[%d] (%s) is not a host of network '%s'", k, tostring(n), net.name)
+    end
+    if seen[node.name] then bad("net:churn: node '%s' is listed twice", node.name) end
+    seen[node.name] = true
+    list[#list + 1] = node
+  end
+  return list, seen
+end
+
+-- A number of a file's field, or nil for an empty field when may_be_empty.
+local function field_number(text, file, line, what, may_be_empty)
+  if text == "" and may_be_empty then return nil end
+  local v = tonumber(text)
+  if not v or v ~= v or v < 0 or v == math.huge then
+    bad("%s:%d: %s '%s' is not a time in seconds (0 or more)", file, line, what, text)
+  end
+  return v
+end
+
+-- Parses `node,t_down,t_up` lines (blank lines, `#` comments and a header
+-- line `node,t_down,t_up` skipped; an empty t_up: down until the churn
+-- stops) into intervals[name] = { {down, up}, ... } in time order.
+local function read_file(file, names)
+  local f, err = io.open(file, "r")
+  if not f then bad("net:churn: cannot read file %s", err) end
+  local intervals, line_no = {}, 0
+  for line in f:lines() do
+    line_no = line_no + 1
+    line = line:gsub("\r$", "")
+    if not (line:match("^%s*$") or line:match("^%s*#") or line:match("^node,t_down,t_up%s*$")) then
+      local name, down, up = line:match("^%s*([^,]-)%s*,%s*([^,]-)%s*,%s*([^,]-)%s*$")
+      if not name then
+        f:close()
+        bad("%s:%d: expected node,t_down,t_up, got '%s'", file, line_no, line)
+      end
+      if not names[name] then
+        f:close()
+        bad("%s:%d: node '%s' is not among the churn's nodes", file, line_no, name)
+      end
+      local t_down = field_number(down, file, line_no, "t_down")
+      local t_up = field_number(up, file, line_no, "t_up", true)
+      local list = intervals[name] or {}
+      local last = list[#list]
+      if t_up and t_up <= t_down then
+        f:close()
+        bad("%s:%d: node '%s': t_up %s is not after t_down %s", file, line_no, name, up, down)
+      end
+      if last and (last[2] == nil or t_down < last[2]) then
+        f:close()
+        bad("%s:%d: node '%s': t_down %s is before its previous t_up %s", file, line_no, name,
+            down, tostring(last[2] or "(none: down for good)"))
+      end
+      list[#list + 1] = { t_down, t_up }
+      intervals[name] = list
+    end
+  end
+  f:close()
+  return intervals
+end
+
+local function positive(model, key)
+  local v = model[key]
+  if type(v) ~= "number" or not (v > 0) or v == math.huge then
+    bad("net:churn: model.%s must be a number of seconds above 0, got %s", key, tostring(v))
+  end
+  return v
+end
+
+-- Per node, a function that gives its next (down, up) offsets, nil at the end.
+local function file_schedule(intervals, node)
+  local list, i = intervals[node.name] or {}, 0
+  return function()
+    i = i + 1
+    if list[i] then return list[i][1], list[i][2] end
+  end
+end
+
+-- The exponential on/off process of stream k: up first, then down.
+local function model_schedule(model, k)
+  local rng = hn.rng(model.seed, k)
+  local t = 0
+  return function()
+    local down = t + rng:exponential(model.up_mean_s)
+    t = down + rng:exponential(model.down_mean_s)
+    return down, t
+  end
+end
+
+local Churn = {}
+Churn.__index = Churn
+
+function Churn:log(k, t_s, event)
+  self.record:add{ t_s = string.format("%.6f", t_s), node = self.nodes[k].name, event = event,
+                   how = self.how, at_s = string.format("%.6f", hn.now()) }
+end
+
+-- Whether the network still runs, so that a change may be applied.
+function Churn:live()
+  return self.net:state() == "started"
+end
+
+-- Applies one change to node k (down or up) at schedule time t_s; an error
+-- of a network that stops meanwhile ends the churn quietly, others are raised.
+function Churn:apply(k, down, t_s)
+  local node = self.nodes[k]
+  self.busy[k] = true
+  local ok, err = pcall(function()
+    if self.how == "kill" then
+      if down then node:kill() else node:restart() end
+    elseif down then
+      self.net:partition({ node }, self.others[k])
+    else
+      self.net:heal({ node }, self.others[k])
+    end
+  end)
+  self.busy[k] = nil
+  if not ok then
+    if self:live() then error(err, 0) end
+    return false
+  end
+  self.down[k] = down or nil
+  if down then
+    self.downs, self.down_since[k] = self.downs + 1, t_s
+  else
+    self.ups = self.ups + 1
+    self.down_s[k] = self.down_s[k] + (t_s - self.down_since[k])
+    self.down_since[k] = nil
+  end
+  self:log(k, t_s, down and "down" or "up")
+  return true
+end
+
+-- Sleeps until schedule time t_s; false when the churn stopped meanwhile.
+function Churn:wait_until(t_s)
+  local wait = self.t0 + t_s - hn.now()
+  if wait > 0 then hn.sleep(wait) end
+  return not self.stopped and self:live()
+end
+
+-- Node k's task: its schedule, one change after the other.
+function Churn:drive(k, next_interval)
+  while true do
+    local down_at, up_at = next_interval()
+    if not down_at or not self:wait_until(down_at) then return end
+    if not self:apply(k, true, down_at) then return end
+    if up_at == nil then return end -- down until the churn stops
+    local go_on = self:wait_until(up_at)
+    if self.down[k] and self:live() then
+      self:apply(k, false, go_on and up_at or (hn.now() - self.t0))
+    end
+    if not go_on then return end
+  end
+end
+
+-- h:stop(): no more changes; every node the churn holds down comes back.
+function Churn:stop()
+  self.stopped = true
+  for k = 1, #self.nodes do
+    if self.down[k] and not self.busy[k] and self:live() then
+      self:apply(k, false, hn.now() - self.t0)
+    end
+  end
+end
+
+-- h:availability() -> { nodes = { name = share }, mean = }: the share of
+-- the schedule's time (from the churn's start to now) each node was up.
+function Churn:availability()
+  local t = hn.now() - self.t0
+  local shares, sum = {}, 0
+  for k, node in ipairs(self.nodes) do
+    local down = self.down_s[k] + (self.down_since[k] and math.max(0, t - self.down_since[k]) or 0)
+    local share = t > 0 and math.max(0, 1 - down / t) or 1
+    shares[node.name], sum = share, sum + share
+  end
+  return { nodes = shares, mean = sum / #self.nodes }
+end
+
+-- Every other host of the network: the far side of node k's partition.
+local function other_hosts(net, node)
+  local list = {}
+  for _, n in ipairs(net:nodes()) do
+    if n.kind == "host" and n ~= node then list[#list + 1] = n end
+  end
+  return list
+end
+
+local function read_options(net, opts)
+  if type(opts) ~= "table" then bad("net:churn: expected an option table, got %s", type(opts)) end
+  check_keys(opts, OPTIONS, "net:churn")
+  local how = opts.how or "kill"
+  if not HOW[how] then bad("net:churn: how must be \"kill\" or \"partition\", got '%s'", tostring(how)) end
+  if (opts.file == nil) == (opts.model == nil) then
+    bad("net:churn: give a file or a model (one of them)")
+  end
+  local nodes, names = read_nodes(net, opts.nodes)
+  local model
+  if opts.model ~= nil then
+    if type(opts.model) ~= "table" then bad("net:churn: model must be a table, got %s", type(opts.model)) end
+    check_keys(opts.model, MODEL_OPTIONS, "net:churn: model")
+    local seed = opts.model.seed == nil and net.seed or opts.model.seed
+    if math.type(seed) ~= "integer" or seed < 0 then
+      bad("net:churn: model.seed must be an integer, 0 or more, got %s", tostring(seed))
+    end
+    model = { up_mean_s = positive(opts.model, "up_mean_s"),
+              down_mean_s = positive(opts.model, "down_mean_s"), seed = seed }
+  elseif type(opts.file) ~= "string" then
+    bad("net:churn: file must be a path, got %s", type(opts.file))
+  end
+  return how, nodes, names, model
+end
+
+-- net:churn{ nodes =, file = | model = { up_mean_s =, down_mean_s =, seed = },
+-- how = "kill" | "partition" } -> a handle (see docs/lua-api.md).
+function churn.churn(net, opts)
+  local how, nodes, names, model = read_options(net, opts)
+  local intervals = opts.file and read_file(opts.file, names)
+  if net:state() ~= "started" then
+    bad("net:churn: network '%s' is %s (start it first)", net.name, net:state())
+  end
+  if how == "partition" and net.backend == "none" then
+    bad("net:churn: how = \"partition\" needs an emulated backend (kernel or user), network '%s' is on none", net.name)
+  end
+  local h = setmetatable({ net = net, how = how, nodes = nodes, t0 = hn.now(), record = churn_record(),
+    downs = 0, ups = 0, stopped = false, down = {}, busy = {}, down_since = {}, down_s = {},
+    others = {}, tasks = {} }, Churn)
+  for k, node in ipairs(nodes) do
+    h.down_s[k] = 0
+    if how == "partition" then h.others[k] = other_hosts(net, node) end
+    local schedule = model and model_schedule(model, k) or file_schedule(intervals, node)
+    h.tasks[k] = hn.spawn(Churn.drive, h, k, schedule)
+  end
+  hn.log(string.format("network '%s': churn of %d nodes (%s, %s)", net.name, #nodes, how,
+                       model and string.format("exponential up %g s, down %g s, seed %d",
+                         model.up_mean_s, model.down_mean_s, model.seed) or opts.file))
+  return h
+end
+
+return churn
