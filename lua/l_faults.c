@@ -210,8 +210,8 @@ static int l_net_reachable(lua_State *L)
 void lnet_faults_methods(lua_State *L)
 {
     static const luaL_Reg methods[] = {
-        {"on", l_net_on},     {"partition", l_net_partition},
-        {"heal", l_net_heal}, {"reachable", l_net_reachable},
+        {"on", l_net_on},       {"partition", l_net_partition},
+        {"heal", l_net_heal},   {"reachable", l_net_reachable},
         {"churn", l_net_churn}, {NULL, NULL},
     };
     luaL_setfuncs(L, methods, 0);
