@@ -113,6 +113,13 @@ struct tcp_counters;
 int netrun_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, char *err,
                         size_t errlen);
 
+/* Handover (node:move): link l keeps its end at node `stays` and gets its
+ * other end at node `to` (a host): the interface moves between the
+ * namespaces, every host's routes follow. The emulated backends only; on
+ * the user backend the link's state in linkd is untouched (its parameters,
+ * its up/down). 0, or -1 with err (a move that would disconnect the
+ * network is refused before anything changes). */
+int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, size_t errlen);
 /* node:kill(): SIGKILLs the node's peer; its pending calls fail. */
 void netrun_peer_kill(struct netrun *nr, int node);
 /* The node's peer runs (not killed, not exited). */

@@ -164,11 +164,20 @@ static int l_net_heal(lua_State *L)
     return 1;
 }
 
-/* net:churn{...} and net:mobility{...}: the schedules are the Lua library's
- * (hiernet.churn), the faults and moves they apply the engine's. */
-static int call_library(lua_State *L, const char *fn)
+/* net:churn{...}, net:mobility{...} and node:move{...}: the schedules
+ * and the sequence of a move (cut, gap, move, up) are the Lua library's
+ * (hiernet.churn); the faults and the link move are the engine's. The
+ * library function may wait (a move sleeps through its gap): the call
+ * continues in library_done once it is back. */
+static int library_done(lua_State *L, int status, lua_KContext ctx)
 {
-    check_net(L, 1);
+    (void)status;
+    (void)ctx;
+    return 1;
+}
+
+int lnet_call_library(lua_State *L, const char *fn)
+{
     lua_settop(L, 2);
     lua_getglobal(L, "require");
     lua_pushliteral(L, "hiernet.churn");
@@ -176,13 +185,87 @@ static int call_library(lua_State *L, const char *fn)
     lua_getfield(L, -1, fn);
     lua_pushvalue(L, 1);
     lua_pushvalue(L, 2);
-    lua_call(L, 2, 1);
+    lua_callk(L, 2, 1, 0, library_done);
     return 1;
 }
 
 static int l_net_churn(lua_State *L)
 {
-    return call_library(L, "churn");
+    check_net(L, 1);
+    return lnet_call_library(L, "churn");
+}
+
+static int l_net_mobility(lua_State *L)
+{
+    check_net(L, 1);
+    return lnet_call_library(L, "mobility");
+}
+
+/* Raises a bad-input error (exit 2) about node's move. */
+static int move_refused(lua_State *L, struct l_network *net, const char *node, const char *fmt,
+                        const char *value)
+{
+    net->rt->bad_input = true;
+    char why[256];
+    snprintf(why, sizeof why, fmt, value);
+    return luaL_error(L, "node '%s': move: %s", node, why);
+}
+
+/* The index of node's only link; refuses a node with several or none, or
+ * one whose link ends at a switch (a segment's addresses are shared). */
+static int uplink_of(lua_State *L, struct l_network *net, int node)
+{
+    const struct topo_network *t = net->topo;
+    int found = -1, count = 0;
+    for (size_t l = 0; l < t->n_links; l++)
+        if (t->links[l].a == node || t->links[l].b == node) found = (int)l, count++;
+    const char *name = t->nodes[node].name;
+    if (count != 1)
+        move_refused(L, net, name, "it has %s links; a terminal that moves has one, to its edge",
+                     count ? "several" : "no");
+    int edge = t->links[found].a == node ? t->links[found].b : t->links[found].a;
+    if (t->nodes[edge].kind != TOPO_NODE_HOST)
+        move_refused(L, net, name, "its link goes to switch '%s'; it moves between edge hosts only",
+                     t->nodes[edge].name);
+    return found;
+}
+
+/* net:_move_link(node, to, now): checks that node can move to `to` (no
+ * `to`: that it can move at all) and, with now, moves its link's far end
+ * there (netrun_link_move); returns the link's handle. Library use only
+ * (hiernet.churn's node:move). */
+static int l_net_move_link(lua_State *L)
+{
+    struct l_network *net = check_net(L, 1);
+    check_started(L, net, "move");
+    struct l_node *n = lnet_check_node(L, 2);
+    const struct topo_network *t = net->topo;
+    const char *name = t->nodes[n->index].name;
+    int l = uplink_of(L, net, n->index);
+    if (lua_isnoneornil(L, 3) && !lua_toboolean(L, 4)) {
+        lnet_push_link(L, 1, net, l); /* the node's link only, checked */
+        return 1;
+    }
+    struct l_node *tn = luaL_testudata(L, 3, NODE_MT);
+    int to = tn && tn->net == net            ? tn->index
+             : lua_type(L, 3) == LUA_TSTRING ? topo_node_find(t, lua_tostring(L, 3))
+                                             : -1;
+    if (to < 0)
+        move_refused(L, net, name, "to %s is not a node of this network",
+                     luaL_tolstring(L, 3, NULL));
+    if (t->nodes[to].kind != TOPO_NODE_HOST || to == n->index)
+        move_refused(L, net, name, "to '%s' is not an edge host it could attach to",
+                     t->nodes[to].name);
+    if (t->links[l].a == to || t->links[l].b == to)
+        move_refused(L, net, name, "to '%s' is its edge already", t->nodes[to].name);
+    if (lua_toboolean(L, 4)) {
+        char err[512];
+        if (netrun_link_move(net->run, l, n->index, to, err, sizeof err) < 0)
+            return luaL_error(L, "node '%s': move to '%s': %s", name, t->nodes[to].name, err);
+        hn_logf(net->rt, "node '%s': moved to '%s'", name, t->nodes[to].name);
+    }
+    lnet_push_link(L, 1, net, l);
+    return 1;
 }
 
 static int node_index_arg(lua_State *L, struct l_network *net, int i)
@@ -210,9 +293,14 @@ static int l_net_reachable(lua_State *L)
 void lnet_faults_methods(lua_State *L)
 {
     static const luaL_Reg methods[] = {
-        {"on", l_net_on},       {"partition", l_net_partition},
-        {"heal", l_net_heal},   {"reachable", l_net_reachable},
-        {"churn", l_net_churn}, {NULL, NULL},
+        {"on", l_net_on},
+        {"partition", l_net_partition},
+        {"heal", l_net_heal},
+        {"reachable", l_net_reachable},
+        {"churn", l_net_churn},
+        {"mobility", l_net_mobility},
+        {"_move_link", l_net_move_link},
+        {NULL, NULL},
     };
     luaL_setfuncs(L, methods, 0);
 }

@@ -783,6 +783,116 @@ int topo_kernel_heal(struct topo_kernel *k, const unsigned char *side, size_t *h
     return rc;
 }
 
+/* ---- a link end that moves (handover) ---- */
+
+/* Shapes node's egress of link l (a moved end has lost its qdiscs). */
+static int shape_link_end(struct topo_kernel *k, int node, int l, struct topo_nl_batch *b,
+                          char *err, size_t errlen)
+{
+    const struct topo_link *link = &k->net->links[l];
+    char what[80];
+    topo_link_describe(k->net, link, what, sizeof what);
+    struct topo_shape_plan *plan = link->a == node ? &k->plan_a[l] : &k->plan_b[l];
+    if (plan_link(k, &link->params, what, plan, err, errlen) < 0) return -1;
+    struct nl_msg *msgs[3];
+    int n = topo_nl_shape_build(plan, link_ifindex_toward(k, l, node), 0, msgs);
+    if (n < 0) return snprintf(err, errlen, "link %s: out of memory", what), -1;
+    for (int i = 0; i < n; i++)
+        topo_nl_batch_add(b, msgs[i], "link %s: qdisc on %s's end", what, k->net->nodes[node].name);
+    return 0;
+}
+
+int topo_kernel_link_move(struct topo_kernel *k, int l, bool end_a, int from, char *err,
+                          size_t errlen)
+{
+    const struct topo_link *link = &k->net->links[l];
+    int to = end_a ? link->a : link->b, stays = end_a ? link->b : link->a;
+    int *ifindex = end_a ? &k->ifindex_a[l] : &k->ifindex_b[l];
+    const char *ifname = end_a ? link->ifname_a : link->ifname_b;
+    int new_ifindex = topo_netns_ifindex_alloc(&k->ns[to]);
+    struct topo_nl_batch b;
+    topo_nl_batch_init(&b, k->ns[from].sock);
+    topo_nl_batch_add(&b, topo_nl_link_move_build(*ifindex, k->ns[to].fd, new_ifindex, ifname),
+                      "node %s: move its end of the link to %s to node %s",
+                      k->net->nodes[from].name, k->net->nodes[stays].name, k->net->nodes[to].name);
+    if (run_batch(&b, err, errlen) < 0) return -1;
+    *ifindex = new_ifindex;
+    topo_nl_batch_init(&b, k->ns[to].sock);
+    add_link_end(k, to, l, &b);
+    if (k->shaped && shape_link_end(k, to, l, &b, err, errlen) < 0) {
+        topo_nl_batch_free(&b);
+        return -1;
+    }
+    if (run_batch(&b, err, errlen) < 0) return -1;
+    /* the end that stayed may have been set down for the gap */
+    int stays_ifindex = end_a ? k->ifindex_b[l] : k->ifindex_a[l];
+    const char *stays_ifname = end_a ? link->ifname_b : link->ifname_a;
+    if (topo_nl_link_set_up(k->ns[stays].sock, stays_ifindex, 1, stays_ifname, err, errlen) < 0)
+        return -1;
+    if (wait_running(k, to, err, errlen) < 0) return -1;
+    return wait_running(k, stays, err, errlen);
+}
+
+/* The route of nr that covers address dst (the longest shorter prefix:
+ * the node-address block or the default), or NULL. */
+static const struct topo_route *covering_route(const struct topo_node_routes *nr, uint32_t dst)
+{
+    const struct topo_route *best = NULL;
+    for (size_t i = 0; i < nr->n_routes; i++) {
+        const struct topo_route *r = &nr->routes[i];
+        uint32_t mask = r->dst_len ? ~0u << (32 - r->dst_len) : 0;
+        if (r->dst_len < 32 && (dst & mask) == (r->dst & mask) &&
+            (!best || r->dst_len > best->dst_len))
+            best = r;
+    }
+    return best;
+}
+
+static bool has_route(const struct topo_node_routes *nr, uint32_t dst, uint8_t len)
+{
+    for (size_t i = 0; i < nr->n_routes; i++)
+        if (nr->routes[i].dst == dst && nr->routes[i].dst_len == len) return true;
+    return false;
+}
+
+/* A host route of the old routing that the new one has not: it is
+ * replaced by a copy of the route that now covers its destination, so that
+ * no stale next hop is left (and nothing needs deleting, which would fail
+ * for routes that left with a moved interface). */
+static void add_stale_replacements(struct topo_kernel *k, int node,
+                                   const struct topo_node_routes *old, struct topo_nl_batch *b)
+{
+    const struct topo_node_routes *now = &k->routing->nodes[node];
+    for (size_t i = 0; i < old->n_routes; i++) {
+        const struct topo_route *r = &old->routes[i];
+        if (r->dst_len != 32 || has_route(now, r->dst, 32)) continue;
+        const struct topo_route *c = covering_route(now, r->dst);
+        if (!c) continue;
+        struct topo_route copy = *c;
+        copy.dst = r->dst;
+        copy.dst_len = 32;
+        copy.dst_node = r->dst_node;
+        struct topo_node_routes one = {&copy, 1};
+        add_routes(k, node, &one, 1, b);
+    }
+}
+
+int topo_kernel_reroute(struct topo_kernel *k, const struct topo_routing *old, char *err,
+                        size_t errlen)
+{
+    for (size_t i = 0; i < k->net->n_nodes; i++) {
+        if (k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
+        struct topo_nl_batch b;
+        topo_nl_batch_init(&b, k->ns[i].sock);
+        add_routes(k, (int)i, &k->routing->nodes[i], 1, &b);
+        add_stale_replacements(k, (int)i, &old->nodes[i], &b);
+        for (size_t p = 0; p < k->n_partitions; p++)
+            if (k->partitions[p][i]) add_blackholes(k, (int)i, k->partitions[p], &b);
+        if (run_batch(&b, err, errlen) < 0) return -1;
+    }
+    return 0;
+}
+
 int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err, size_t errlen)
 {
     const struct topo_link *link = &k->net->links[index];

@@ -65,6 +65,19 @@ void topo_kernel_link_ifindex(const struct topo_kernel *k, int index, int *ifind
 int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_link_params *params,
                          char *err, size_t errlen);
 int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err, size_t errlen);
+/* Handover: the model already has one end of link l at its new node (end
+ * a or b; the caller renamed it, topo_name_link_end); the interface moves
+ * there from node `from` (topo_nl_link_move_build), is set up as at build
+ * (router interface or bridge port, address, qdiscs), and both ends come
+ * up and run. Routes are topo_kernel_reroute's. */
+int topo_kernel_link_move(struct topo_kernel *k, int l, bool end_a, int from, char *err,
+                          size_t errlen);
+/* Every host's routes as the routing the kernel was configured with now
+ * says (the caller replaced its content), old being what was installed:
+ * replace requests, host routes the new routing lacks replaced by copies
+ * of the route that now covers them, partitions' blackholes after. */
+int topo_kernel_reroute(struct topo_kernel *k, const struct topo_routing *old, char *err,
+                        size_t errlen);
 /* A partition (side[node]: 1 or 2 for its two groups, 0 for neither; NULL:
  * heal): every host of one group drops, silently, what it sends or forwards
  * to a host of the other group (blackhole routes to their node addresses),

@@ -11,6 +11,12 @@
 -- "partition"); the algorithms hear of both through net:on. Every change is
 -- a row of churn.csv: t_s (the schedule's time), node, event (down, up),
 -- how, at_s (hn.now() when it was applied).
+--
+-- Mobility: node:move{ to =, link =, gap = } is a handover (the node's
+-- link down, the gap slept, the engine moves the link's far end to `to`
+-- and every route follows, the new parameters, the link up), and
+-- net:mobility{...} a schedule of moves (random waypoint from hn.rng, or a
+-- `t,node,edge` file), one task per node. Each move is a row of moves.csv.
 local hn = require("hiernet")
 local core = require("hiernet.core")
 local where = require("hiernet.where")
@@ -286,6 +292,187 @@ function churn.churn(net, opts)
   hn.log(string.format("network '%s': churn of %d nodes (%s, %s)", net.name, #nodes, how,
                        model and string.format("exponential up %g s, down %g s, seed %d",
                          model.up_mean_s, model.down_mean_s, model.seed) or opts.file))
+  return h
+end
+
+-- ---- mobility ----
+
+local MOVE_OPTIONS = { to = true, link = true, gap = true }
+local MOBILITY_OPTIONS = { nodes = true, edges = true, model = true, file = true, seed = true,
+                           dwell_s = true, gap = true, link = true }
+local MOVE_COLUMNS = { "t_s", "node", "from", "to", "gap_s", "cut_s", "back_s" }
+local UNITS = { s = 1, ms = 1e-3, us = 1e-6 }
+
+-- A duration: seconds, or a string with s, ms or us ("50ms").
+local function seconds(v, what)
+  if type(v) == "number" and v >= 0 and v < math.huge then return v end
+  local num, unit = tostring(v):match("^%s*([%d.]+)%s*(%a*)%s*$")
+  local n, scale = tonumber(num), UNITS[unit ~= "" and unit or "s"]
+  if not n or not scale then bad("%s: '%s' is not a duration (seconds, or a number with s, ms, us)", what, tostring(v)) end
+  return n * scale
+end
+
+local move_record
+local function moves_record()
+  move_record = move_record or hn.record("moves", MOVE_COLUMNS)
+  return move_record
+end
+
+-- The node at the other end of node's link (its edge now).
+local function edge_of(link, node)
+  return link.a == node and link.b or link.a
+end
+
+-- node:move{ to =, link = { bw =, delay =, ... }, gap = "50ms" } -> the
+-- seconds the node had no link (from the cut to the link back up).
+function churn.move(node, opts, t_s)
+  if type(opts) ~= "table" then bad("node '%s': move: expected an option table, got %s", node.name, type(opts)) end
+  check_keys(opts, MOVE_OPTIONS, "node '" .. node.name .. "': move")
+  local net = node.network
+  if opts.to == nil then bad("node '%s': move: 'to' (the edge to attach to) is missing", node.name) end
+  local gap = seconds(opts.gap or 0, "node '" .. node.name .. "': move: gap")
+  if opts.link ~= nil and type(opts.link) ~= "table" then
+    bad("node '%s': move: link must be a table of link parameters, got %s", node.name, type(opts.link))
+  end
+  local link = net:_move_link(node, opts.to, false) -- refuses what cannot move, before any change
+  local from = edge_of(link, node)
+  local cut = hn.now()
+  link:down()
+  local ok, err = pcall(function()
+    if gap > 0 then hn.sleep(gap - (hn.now() - cut)) end
+    net:_move_link(node, opts.to, true)
+    if opts.link then link:set(opts.link) end
+  end)
+  link:up()
+  if not ok then error(err, 0) end
+  local back = hn.now()
+  moves_record():add{ t_s = t_s and string.format("%.6f", t_s) or nil, node = node.name, from = from.name,
+                      to = edge_of(link, node).name, gap_s = gap, cut_s = string.format("%.6f", cut),
+                      back_s = string.format("%.6f", back) }
+  return back - cut
+end
+
+-- Parses `t,node,edge` lines into moves[name] = { {t, edge name}, ... } in time order.
+local function read_moves(file, names, edges)
+  local f, err = io.open(file, "r")
+  if not f then bad("net:mobility: cannot read file %s", err) end
+  local moves, line_no = {}, 0
+  for line in f:lines() do
+    line_no = line_no + 1
+    line = line:gsub("\r$", "")
+    if not (line:match("^%s*$") or line:match("^%s*#") or line:match("^t,node,edge%s*$")) then
+      local t, name, edge = line:match("^%s*([^,]-)%s*,%s*([^,]-)%s*,%s*([^,]-)%s*$")
+      local problem = not t and string.format("expected t,node,edge, got '%s'", line)
+        or not names[name] and string.format("node '%s' is not among the mobility's nodes", name)
+        or not edges[edge] and string.format("node '%s': edge '%s' is not among the mobility's edges", name, edge)
+      if not problem then
+        local list = moves[name] or {}
+        local v = field_number(t, file, line_no, "t")
+        if list[#list] and v < list[#list][1] then
+          problem = string.format("node '%s': t %s is before its previous move at %s", name, t, list[#list][1])
+        end
+        list[#list + 1] = { v, edge }
+        moves[name] = list
+      end
+      if problem then f:close(); bad("%s:%d: %s", file, line_no, problem) end
+    end
+  end
+  f:close()
+  return moves
+end
+
+-- Random waypoint over the edges: dwell uniform in dwell_s, then a move to
+-- an edge picked uniformly among the others; node k draws from hn.rng(seed, k).
+local function waypoint_schedule(edges, first_edge, dwell, seed, k)
+  local rng, t, at = hn.rng(seed, k), 0, first_edge
+  return function()
+    t = t + dwell[1] + (dwell[2] - dwell[1]) * rng:uniform()
+    local others = {}
+    for _, e in ipairs(edges) do if e ~= at then others[#others + 1] = e end end
+    at = others[rng:pick(#others)]
+    return t, at
+  end
+end
+
+local function list_schedule(list)
+  local i = 0
+  return function()
+    i = i + 1
+    if list and list[i] then return list[i][1], list[i][2] end
+  end
+end
+
+local Mobility = {}
+Mobility.__index = Mobility
+
+function Mobility:drive(node, next_move)
+  while true do
+    local t, edge = next_move()
+    if not t then return end
+    local wait = self.t0 + t - hn.now()
+    if wait > 0 then hn.sleep(wait) end
+    if self.stopped or self.net:state() ~= "started" then return end
+    local ok, err = pcall(churn.move, node, { to = edge, gap = self.gap, link = self.link }, t)
+    if not ok then
+      if self.net:state() == "started" and not self.stopped then error(err, 0) end
+      return
+    end
+    self.moves = self.moves + 1
+  end
+end
+
+function Mobility:stop()
+  self.stopped = true
+end
+
+local function read_edges(net, edges)
+  if type(edges) ~= "table" or #edges < 2 then
+    bad("net:mobility: 'edges' must list two nodes or more, got %s", tostring(edges))
+  end
+  local list, set = {}, {}
+  for k, e in ipairs(edges) do
+    local node = type(e) == "string" and net:find(e) or e
+    if type(node) ~= "userdata" or node.network ~= net or node.kind ~= "host" then
+      bad("net:mobility: edges[%d] (%s) is not a host of network '%s'", k, tostring(e), net.name)
+    end
+    list[#list + 1], set[node.name] = node, node
+  end
+  return list, set
+end
+
+-- net:mobility{ nodes =, edges =, model = "random-waypoint" | file =, seed =,
+-- dwell_s = { min, max }, gap =, link = } -> a handle (docs/lua-api.md).
+function churn.mobility(net, opts)
+  if type(opts) ~= "table" then bad("net:mobility: expected an option table, got %s", type(opts)) end
+  check_keys(opts, MOBILITY_OPTIONS, "net:mobility")
+  local nodes, names = read_nodes(net, opts.nodes)
+  local edges, edge_set = read_edges(net, opts.edges)
+  if (opts.file == nil) == (opts.model == nil) then bad("net:mobility: give a file or a model (one of them)") end
+  if opts.model ~= nil and opts.model ~= "random-waypoint" then
+    bad("net:mobility: model must be \"random-waypoint\", got '%s'", tostring(opts.model))
+  end
+  local seed = opts.seed == nil and net.seed or opts.seed
+  if math.type(seed) ~= "integer" or seed < 0 then bad("net:mobility: seed must be an integer, 0 or more, got %s", tostring(seed)) end
+  local dwell = opts.dwell_s or { 1, 5 }
+  if type(dwell) ~= "table" or type(dwell[1]) ~= "number" or type(dwell[2]) ~= "number"
+     or dwell[1] <= 0 or dwell[2] < dwell[1] then
+    bad("net:mobility: dwell_s must be { min, max } seconds, 0 < min <= max")
+  end
+  local gap = seconds(opts.gap or 0, "net:mobility: gap")
+  local moves = opts.file and read_moves(opts.file, names, edge_set)
+  local h = setmetatable({ net = net, t0 = hn.now(), moves = 0, stopped = false, gap = gap,
+                           link = opts.link, tasks = {} }, Mobility)
+  for k, node in ipairs(nodes) do
+    -- a node that cannot move is refused now, not at its first move
+    local link = net:_move_link(node, nil, false)
+    local first = edge_of(link, node)
+    if not edge_set[first.name] then
+      bad("net:mobility: node '%s' is attached to '%s', which is not among the edges", node.name, first.name)
+    end
+    local schedule = moves and list_schedule(moves[node.name])
+      or waypoint_schedule(edges, edge_set[first.name], dwell, seed, k)
+    h.tasks[k] = hn.spawn(Mobility.drive, h, node, schedule)
+  end
   return h
 end
 
