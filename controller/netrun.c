@@ -1198,12 +1198,10 @@ int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, siz
         net->links[l] = saved; /* nothing was touched yet */
         return -1;
     }
-    struct topo_routing old = nr->routing;
+    topo_routing_free(&nr->routing);
     nr->routing = fresh; /* the kernel layer reads it through its pointer */
     int rc = topo_kernel_link_move(nr->kernel, l, end_a, from, err, errlen);
-    if (rc == 0) rc = topo_kernel_reroute(nr->kernel, &old, err, errlen);
-    topo_routing_free(&old);
-    return rc;
+    return rc < 0 ? rc : topo_kernel_reroute(nr->kernel, l, stays, err, errlen);
 }
 
 size_t netrun_partitions(const struct netrun *nr)

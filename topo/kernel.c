@@ -280,12 +280,19 @@ static int link_ifindex_toward(const struct topo_kernel *k, int link, int node)
     return k->net->links[link].a == node ? k->ifindex_a[link] : k->ifindex_b[link];
 }
 
-static void add_routes(struct topo_kernel *k, int node, const struct topo_node_routes *nr,
-                       int replace, struct topo_nl_batch *b)
+/* ALL_LINKS: every route of the list; otherwise (a reroute at run time on
+ * the kernel backend) not those that leave by a link set down, which the
+ * kernel refuses (their interface is down) and link up replays, except by
+ * link `keep` (the moved one, which is up whatever the model says). */
+#define ALL_LINKS (-2)
+
+static void add_routes_but(struct topo_kernel *k, int node, const struct topo_node_routes *nr,
+                           int replace, int keep, struct topo_nl_batch *b)
 {
     const struct topo_network *net = k->net;
     for (size_t i = 0; i < nr->n_routes; i++) {
         const struct topo_route *r = &nr->routes[i];
+        if (keep != ALL_LINKS && k->shaped && r->link != keep && !net->links[r->link].up) continue;
         /* Sources are node addresses, so replies find their way back along
          * routes that only know node addresses. */
         struct topo_nl_route rt = {
@@ -301,6 +308,12 @@ static void add_routes(struct topo_kernel *k, int node, const struct topo_node_r
                           net->nodes[node].name,
                           r->dst_node >= 0 ? net->nodes[r->dst_node].name : "default");
     }
+}
+
+static void add_routes(struct topo_kernel *k, int node, const struct topo_node_routes *nr,
+                       int replace, struct topo_nl_batch *b)
+{
+    add_routes_but(k, node, nr, replace, ALL_LINKS, b);
 }
 
 /* Shapes node's egress of every link it ends, from the link's parameters. */
@@ -641,13 +654,14 @@ static void add_blackholes(struct topo_kernel *k, int node, const unsigned char 
 
 /* An interface that goes down takes the routes through it along; bringing
  * it back replays its two nodes' routes (replace: the others still exist),
- * and a partition's blackholes after them. */
-static int replay_routes(struct topo_kernel *k, int node, char *err, size_t errlen)
+ * and a partition's blackholes after them. keep: the link coming up (its
+ * model still says down), or ALL_LINKS. */
+static int replay_routes(struct topo_kernel *k, int node, int keep, char *err, size_t errlen)
 {
     if (k->net->nodes[node].kind != TOPO_NODE_HOST) return 0;
     struct topo_nl_batch b;
     topo_nl_batch_init(&b, k->ns[node].sock);
-    add_routes(k, node, &k->routing->nodes[node], 1, &b);
+    add_routes_but(k, node, &k->routing->nodes[node], 1, keep, &b);
     for (size_t p = 0; p < k->n_partitions; p++)
         if (k->partitions[p][node]) add_blackholes(k, node, k->partitions[p], &b);
     return run_batch(&b, err, errlen);
@@ -773,7 +787,7 @@ int topo_kernel_heal(struct topo_kernel *k, const unsigned char *side, size_t *h
     for (size_t i = 0; rc == 0 && i < n; i++) {
         if (!touched_by(was, (size_t)n_was, i) || k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
         rc = heal_node(k, (int)i, was, (size_t)n_was, cut, err, errlen);
-        if (rc == 0) rc = replay_routes(k, (int)i, err, errlen);
+        if (rc == 0) rc = replay_routes(k, (int)i, ALL_LINKS, err, errlen);
     }
     free(cut);
     for (ssize_t p = 0; p < n_was; p++)
@@ -833,59 +847,43 @@ int topo_kernel_link_move(struct topo_kernel *k, int l, bool end_a, int from, ch
     return wait_running(k, stays, err, errlen);
 }
 
-/* The route of nr that covers address dst (the longest shorter prefix:
- * the node-address block or the default), or NULL. */
+/* The route of nr that covers address dst (the longest prefix), or NULL. */
 static const struct topo_route *covering_route(const struct topo_node_routes *nr, uint32_t dst)
 {
     const struct topo_route *best = NULL;
     for (size_t i = 0; i < nr->n_routes; i++) {
         const struct topo_route *r = &nr->routes[i];
         uint32_t mask = r->dst_len ? ~0u << (32 - r->dst_len) : 0;
-        if (r->dst_len < 32 && (dst & mask) == (r->dst & mask) &&
-            (!best || r->dst_len > best->dst_len))
-            best = r;
+        if ((dst & mask) == (r->dst & mask) && (!best || r->dst_len > best->dst_len)) best = r;
     }
     return best;
 }
 
-static bool has_route(const struct topo_node_routes *nr, uint32_t dst, uint8_t len)
+/* A host route to node `to` along node's path now. An old host route to
+ * it (of a routing before the move, or of an earlier reroute) would
+ * otherwise stay, pointing where `to` was; other destinations' paths do not
+ * change when a leaf moves, so that route is the only one that can go stale. */
+static void add_route_to(struct topo_kernel *k, int node, int to, int keep, struct topo_nl_batch *b)
 {
-    for (size_t i = 0; i < nr->n_routes; i++)
-        if (nr->routes[i].dst == dst && nr->routes[i].dst_len == len) return true;
-    return false;
+    uint32_t dst = k->net->nodes[to].node_addr;
+    const struct topo_route *c = covering_route(&k->routing->nodes[node], dst);
+    if (!c) return;
+    struct topo_route copy = *c;
+    copy.dst = dst;
+    copy.dst_len = 32;
+    copy.dst_node = to;
+    struct topo_node_routes one = {&copy, 1};
+    add_routes_but(k, node, &one, 1, keep, b);
 }
 
-/* A host route of the old routing that the new one has not: it is
- * replaced by a copy of the route that now covers its destination, so that
- * no stale next hop is left (and nothing needs deleting, which would fail
- * for routes that left with a moved interface). */
-static void add_stale_replacements(struct topo_kernel *k, int node,
-                                   const struct topo_node_routes *old, struct topo_nl_batch *b)
-{
-    const struct topo_node_routes *now = &k->routing->nodes[node];
-    for (size_t i = 0; i < old->n_routes; i++) {
-        const struct topo_route *r = &old->routes[i];
-        if (r->dst_len != 32 || has_route(now, r->dst, 32)) continue;
-        const struct topo_route *c = covering_route(now, r->dst);
-        if (!c) continue;
-        struct topo_route copy = *c;
-        copy.dst = r->dst;
-        copy.dst_len = 32;
-        copy.dst_node = r->dst_node;
-        struct topo_node_routes one = {&copy, 1};
-        add_routes(k, node, &one, 1, b);
-    }
-}
-
-int topo_kernel_reroute(struct topo_kernel *k, const struct topo_routing *old, char *err,
-                        size_t errlen)
+int topo_kernel_reroute(struct topo_kernel *k, int moved, int leaf, char *err, size_t errlen)
 {
     for (size_t i = 0; i < k->net->n_nodes; i++) {
         if (k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
         struct topo_nl_batch b;
         topo_nl_batch_init(&b, k->ns[i].sock);
-        add_routes(k, (int)i, &k->routing->nodes[i], 1, &b);
-        add_stale_replacements(k, (int)i, &old->nodes[i], &b);
+        add_routes_but(k, (int)i, &k->routing->nodes[i], 1, moved, &b);
+        if ((int)i != leaf) add_route_to(k, (int)i, leaf, moved, &b);
         for (size_t p = 0; p < k->n_partitions; p++)
             if (k->partitions[p][i]) add_blackholes(k, (int)i, k->partitions[p], &b);
         if (run_batch(&b, err, errlen) < 0) return -1;
@@ -902,6 +900,6 @@ int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err
                             errlen) < 0)
         return -1;
     if (!up) return 0;
-    if (replay_routes(k, link->a, err, errlen) < 0) return -1;
-    return replay_routes(k, link->b, err, errlen);
+    if (replay_routes(k, link->a, index, err, errlen) < 0) return -1;
+    return replay_routes(k, link->b, index, err, errlen);
 }

@@ -73,11 +73,13 @@ int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err
 int topo_kernel_link_move(struct topo_kernel *k, int l, bool end_a, int from, char *err,
                           size_t errlen);
 /* Every host's routes as the routing the kernel was configured with now
- * says (the caller replaced its content), old being what was installed:
- * replace requests, host routes the new routing lacks replaced by copies
- * of the route that now covers them, partitions' blackholes after. */
-int topo_kernel_reroute(struct topo_kernel *k, const struct topo_routing *old, char *err,
-                        size_t errlen);
+ * says (the caller replaced its content after link `moved` moved, which
+ * leaf ends), in replace requests, with a host route to leaf on every
+ * other host (so that none keeps one towards where it was), partitions'
+ * blackholes after. On the kernel backend routes over links set down wait
+ * for their link up, except over `moved` (topo_kernel_link_move brought it
+ * up). */
+int topo_kernel_reroute(struct topo_kernel *k, int moved, int leaf, char *err, size_t errlen);
 /* A partition (side[node]: 1 or 2 for its two groups, 0 for neither; NULL:
  * heal): every host of one group drops, silently, what it sends or forwards
  * to a host of the other group (blackhole routes to their node addresses),

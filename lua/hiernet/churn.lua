@@ -318,6 +318,18 @@ local function moves_record()
   return move_record
 end
 
+-- The network's move lock: a queue holding one token.
+local move_locks = setmetatable({}, { __mode = "k" })
+local function move_lock(net)
+  local q = move_locks[net]
+  if not q then
+    q = hn.queue()
+    q:push(true)
+    move_locks[net] = q
+  end
+  return q
+end
+
 -- The node at the other end of node's link (its edge now).
 local function edge_of(link, node)
   return link.a == node and link.b or link.a
@@ -335,16 +347,23 @@ function churn.move(node, opts, t_s)
     bad("node '%s': move: link must be a table of link parameters, got %s", node.name, type(opts.link))
   end
   local link = net:_move_link(node, opts.to, false) -- refuses what cannot move, before any change
+  -- One handover at a time in a network: a move replays every host's
+  -- routes, which must not meet another move's link half done.
+  local lock = move_lock(net)
+  lock:pop()
   local from = edge_of(link, node)
   local cut = hn.now()
-  link:down()
   local ok, err = pcall(function()
-    if gap > 0 then hn.sleep(gap - (hn.now() - cut)) end
+    link:down()
+    local left = gap - (hn.now() - cut)
+    if left > 0 then hn.sleep(left) end
     net:_move_link(node, opts.to, true)
     if opts.link then link:set(opts.link) end
   end)
-  link:up()
+  local up_ok, up_err = pcall(link.up, link)
+  lock:push(true)
   if not ok then error(err, 0) end
+  if not up_ok then error(up_err, 0) end
   local back = hn.now()
   moves_record():add{ t_s = t_s and string.format("%.6f", t_s) or nil, node = node.name, from = from.name,
                       to = edge_of(link, node).name, gap_s = gap, cut_s = string.format("%.6f", cut),
