@@ -271,7 +271,7 @@ end
 
 -- net:churn{ nodes =, file = | model = { up_mean_s =, down_mean_s =, seed = },
 -- how = "kill" | "partition" } -> a handle (see docs/lua-api.md).
-function churn.churn(net, opts)
+local function start_churn(net, opts)
   local how, nodes, names, model = read_options(net, opts)
   local intervals = opts.file and read_file(opts.file, names)
   if net:state() ~= "started" then
@@ -337,7 +337,7 @@ end
 
 -- node:move{ to =, link = { bw =, delay =, ... }, gap = "50ms" } -> the
 -- seconds the node had no link (from the cut to the link back up).
-function churn.move(node, opts, t_s)
+local function move(node, opts, t_s)
   if type(opts) ~= "table" then bad("node '%s': move: expected an option table, got %s", node.name, type(opts)) end
   check_keys(opts, MOVE_OPTIONS, "node '" .. node.name .. "': move")
   local net = node.network
@@ -369,6 +369,11 @@ function churn.move(node, opts, t_s)
                       to = edge_of(link, node).name, gap_s = gap, cut_s = string.format("%.6f", cut),
                       back_s = string.format("%.6f", back) }
   return back - cut
+end
+
+-- (errors raised by the engine's checks name the scenario's line)
+function churn.move(node, opts, t_s)
+  return where.call_at(where.user(), move, node, opts, t_s)
 end
 
 -- Parses `t,node,edge` lines into moves[name] = { {t, edge name}, ... } in time order.
@@ -461,7 +466,7 @@ end
 
 -- net:mobility{ nodes =, edges =, model = "random-waypoint" | file =, seed =,
 -- dwell_s = { min, max }, gap =, link = } -> a handle (docs/lua-api.md).
-function churn.mobility(net, opts)
+local function mobility(net, opts)
   if type(opts) ~= "table" then bad("net:mobility: expected an option table, got %s", type(opts)) end
   check_keys(opts, MOBILITY_OPTIONS, "net:mobility")
   local nodes, names = read_nodes(net, opts.nodes)
@@ -493,6 +498,14 @@ function churn.mobility(net, opts)
     h.tasks[k] = hn.spawn(Mobility.drive, h, node, schedule)
   end
   return h
+end
+
+function churn.mobility(net, opts)
+  return where.call_at(where.user(), mobility, net, opts)
+end
+
+function churn.churn(net, opts)
+  return where.call_at(where.user(), start_churn, net, opts)
 end
 
 return churn
