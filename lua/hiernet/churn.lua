@@ -77,44 +77,48 @@ local function field_number(text, file, line, what, may_be_empty)
   return v
 end
 
--- Parses `node,t_down,t_up` lines (blank lines, `#` comments and a header
--- line `node,t_down,t_up` skipped; an empty t_up: down until the churn
--- stops) into intervals[name] = { {down, up}, ... } in time order.
-local function read_file(file, names)
+-- The three-field lines of a schedule file as { {line_no, f1, f2, f3}, ... }
+-- (blank lines, `#` comments and the header line skipped); `who` names the
+-- call in the error for a file that cannot be read.
+local function read_rows(file, header, who)
   local f, err = io.open(file, "r")
-  if not f then bad("net:churn: cannot read file %s", err) end
-  local intervals, line_no = {}, 0
+  if not f then bad("%s: cannot read file %s", who, err) end
+  local rows, line_no, bad_line = {}, 0, nil
   for line in f:lines() do
     line_no = line_no + 1
     line = line:gsub("\r$", "")
-    if not (line:match("^%s*$") or line:match("^%s*#") or line:match("^node,t_down,t_up%s*$")) then
-      local name, down, up = line:match("^%s*([^,]-)%s*,%s*([^,]-)%s*,%s*([^,]-)%s*$")
-      if not name then
-        f:close()
-        bad("%s:%d: expected node,t_down,t_up, got '%s'", file, line_no, line)
-      end
-      if not names[name] then
-        f:close()
-        bad("%s:%d: node '%s' is not among the churn's nodes", file, line_no, name)
-      end
-      local t_down = field_number(down, file, line_no, "t_down")
-      local t_up = field_number(up, file, line_no, "t_up", true)
-      local list = intervals[name] or {}
-      local last = list[#list]
-      if t_up and t_up <= t_down then
-        f:close()
-        bad("%s:%d: node '%s': t_up %s is not after t_down %s", file, line_no, name, up, down)
-      end
-      if last and (last[2] == nil or t_down < last[2]) then
-        f:close()
-        bad("%s:%d: node '%s': t_down %s is before its previous t_up %s", file, line_no, name,
-            down, tostring(last[2] or "(none: down for good)"))
-      end
-      list[#list + 1] = { t_down, t_up }
-      intervals[name] = list
+    if not (line:match("^%s*$") or line:match("^%s*#") or line:match("^" .. header .. "%s*$")) then
+      local a, b, c = line:match("^%s*([^,]-)%s*,%s*([^,]-)%s*,%s*([^,]-)%s*$")
+      if not a then bad_line = bad_line or { line_no, line } end
+      rows[#rows + 1] = { line_no, a, b, c }
     end
   end
   f:close()
+  if bad_line then bad("%s:%d: expected %s, got '%s'", file, bad_line[1], header, bad_line[2]) end
+  return rows
+end
+
+-- Parses `node,t_down,t_up` lines (an empty t_up: down until the churn
+-- stops) into intervals[name] = { {down, up}, ... } in time order.
+local function read_file(file, names)
+  local intervals = {}
+  for _, row in ipairs(read_rows(file, "node,t_down,t_up", "net:churn")) do
+    local line_no, name, down, up = table.unpack(row)
+    if not names[name] then bad("%s:%d: node '%s' is not among the churn's nodes", file, line_no, name) end
+    local t_down = field_number(down, file, line_no, "t_down")
+    local t_up = field_number(up, file, line_no, "t_up", true)
+    local list = intervals[name] or {}
+    local last = list[#list]
+    if t_up and t_up <= t_down then
+      bad("%s:%d: node '%s': t_up %s is not after t_down %s", file, line_no, name, up, down)
+    end
+    if last and (last[2] == nil or t_down < last[2]) then
+      bad("%s:%d: node '%s': t_down %s is before its previous t_up %s", file, line_no, name,
+          down, tostring(last[2] or "(none: down for good)"))
+    end
+    list[#list + 1] = { t_down, t_up }
+    intervals[name] = list
+  end
   return intervals
 end
 
@@ -197,15 +201,16 @@ function Churn:wait_until(t_s)
   return not self.stopped and self:live()
 end
 
--- Node k's task: its schedule, one change after the other.
+-- Node k's task: its schedule, one change after the other. A change under
+-- way is the task's alone (busy): h:stop() leaves that node to it.
 function Churn:drive(k, next_interval)
   while true do
     local down_at, up_at = next_interval()
     if not down_at or not self:wait_until(down_at) then return end
     if not self:apply(k, true, down_at) then return end
-    if up_at == nil then return end -- down until the churn stops
-    local go_on = self:wait_until(up_at)
-    if self.down[k] and self:live() then
+    local go_on = not self.stopped and up_at ~= nil and self:wait_until(up_at)
+    if not go_on and not self.stopped then return end -- no t_up: down until h:stop()
+    if self.down[k] and not self.busy[k] and self:live() then
       self:apply(k, false, go_on and up_at or (hn.now() - self.t0))
     end
     if not go_on then return end
@@ -378,30 +383,21 @@ end
 
 -- Parses `t,node,edge` lines into moves[name] = { {t, edge name}, ... } in time order.
 local function read_moves(file, names, edges)
-  local f, err = io.open(file, "r")
-  if not f then bad("net:mobility: cannot read file %s", err) end
-  local moves, line_no = {}, 0
-  for line in f:lines() do
-    line_no = line_no + 1
-    line = line:gsub("\r$", "")
-    if not (line:match("^%s*$") or line:match("^%s*#") or line:match("^t,node,edge%s*$")) then
-      local t, name, edge = line:match("^%s*([^,]-)%s*,%s*([^,]-)%s*,%s*([^,]-)%s*$")
-      local problem = not t and string.format("expected t,node,edge, got '%s'", line)
-        or not names[name] and string.format("node '%s' is not among the mobility's nodes", name)
-        or not edges[edge] and string.format("node '%s': edge '%s' is not among the mobility's edges", name, edge)
-      if not problem then
-        local list = moves[name] or {}
-        local v = field_number(t, file, line_no, "t")
-        if list[#list] and v < list[#list][1] then
-          problem = string.format("node '%s': t %s is before its previous move at %s", name, t, list[#list][1])
-        end
-        list[#list + 1] = { v, edge }
-        moves[name] = list
-      end
-      if problem then f:close(); bad("%s:%d: %s", file, line_no, problem) end
+  local moves = {}
+  for _, row in ipairs(read_rows(file, "t,node,edge", "net:mobility")) do
+    local line_no, t, name, edge = table.unpack(row)
+    if not names[name] then bad("%s:%d: node '%s' is not among the mobility's nodes", file, line_no, name) end
+    if not edges[edge] then
+      bad("%s:%d: node '%s': edge '%s' is not among the mobility's edges", file, line_no, name, edge)
     end
+    local list = moves[name] or {}
+    local v = field_number(t, file, line_no, "t")
+    if list[#list] and v < list[#list][1] then
+      bad("%s:%d: node '%s': t %s is before its previous move at %s", file, line_no, name, t, list[#list][1])
+    end
+    list[#list + 1] = { v, edge }
+    moves[name] = list
   end
-  f:close()
   return moves
 end
 
