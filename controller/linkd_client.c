@@ -174,12 +174,47 @@ static int call(struct linkd_client *lc, const char *method, peer_reply_fn cb, v
 int linkd_client_link_set(struct linkd_client *lc, int id, const struct topo_link_params *params,
                           peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
+    return linkd_client_link_set_dir(lc, id, LINKD_CLIENT_BOTH, params, cb, ctx, err, errlen);
+}
+
+/* One direction's parameters go in its own map, which linkd applies over
+ * the top-level keys (here none): the other direction keeps its own. */
+int linkd_client_link_set_dir(struct linkd_client *lc, int id, int dir,
+                              const struct topo_link_params *params, peer_reply_fn cb, void *ctx,
+                              char *err, size_t errlen)
+{
+    static const char *const names[] = {"ab", "ba"};
     struct msgmap m;
     msgmap_init(&m);
     msgmap_i64(&m, "id", id);
-    pack_emulation(&m, params);
+    if (dir == LINKD_CLIENT_BOTH) {
+        pack_emulation(&m, params);
+    } else {
+        struct msgmap one;
+        msgmap_init(&one);
+        pack_emulation(&one, params);
+        msgmap_key(&m, names[dir]);
+        if (!msgmap_end(&one, &m.pk)) m.failed = true;
+    }
     if (set_params(lc, &m, err, errlen) < 0) return -1;
     return call(lc, "link_set", cb, ctx, err, errlen);
+}
+
+int linkd_client_link_schedule(struct linkd_client *lc, int id, int dir, const uint64_t *at_us,
+                               size_t n, uint64_t period_us, peer_reply_fn cb, void *ctx, char *err,
+                               size_t errlen)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "id", id);
+    msgmap_i64(&m, "dir", dir);
+    msgmap_u64(&m, "period_us", period_us);
+    msgmap_key(&m, "at_us");
+    msgpack_pack_array(&m.pk, (uint32_t)n);
+    for (size_t i = 0; i < n; i++)
+        msgpack_pack_uint64(&m.pk, at_us[i]);
+    if (set_params(lc, &m, err, errlen) < 0) return -1;
+    return call(lc, "link_schedule", cb, ctx, err, errlen);
 }
 
 static int call_with_id(struct linkd_client *lc, const char *method, int id, peer_reply_fn cb,

@@ -30,6 +30,18 @@ int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a
                           void *ctx, char *err, size_t errlen);
 int linkd_client_link_set(struct linkd_client *lc, int id, const struct topo_link_params *params,
                           peer_reply_fn cb, void *ctx, char *err, size_t errlen);
+/* The same for one direction (0: a to b, 1: b to a) or both. */
+#define LINKD_CLIENT_BOTH 2
+int linkd_client_link_set_dir(struct linkd_client *lc, int id, int dir,
+                              const struct topo_link_params *params, peer_reply_fn cb, void *ctx,
+                              char *err, size_t errlen);
+/* A delivery-opportunity schedule (a Mahimahi trace) for one direction:
+ * from now on its frames leave only at now + at_us[i] (+ k x period_us,
+ * looped), each opportunity carrying up to 1500 bytes of IP packet; n = 0
+ * removes the schedule (the rate applies again). Times are real (dilated). */
+int linkd_client_link_schedule(struct linkd_client *lc, int id, int dir, const uint64_t *at_us,
+                               size_t n, uint64_t period_us, peer_reply_fn cb, void *ctx, char *err,
+                               size_t errlen);
 int linkd_client_link_updown(struct linkd_client *lc, int id, bool up, peer_reply_fn cb, void *ctx,
                              char *err, size_t errlen);
 int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, void *ctx, char *err,

@@ -12,6 +12,7 @@
 #include "controller/record.h"
 #include "controller/registry.h"
 #include "controller/tcp_counters.h"
+#include "controller/trace_player.h"
 #include "kernels/dataset.h"
 #include "kernels/device.h"
 #include "topo/address.h"
@@ -20,6 +21,7 @@
 #include "topo/netns.h"
 #include "topo/nl.h"
 #include "topo/route.h"
+#include "topo/shape.h"
 #include "proto/msgmap.h"
 #include "proto/protocol.h"
 
@@ -75,6 +77,9 @@ struct netrun {
     struct record *tcp_record; /* tcp.csv (netrun_sample_tcp), or NULL */
     bool tcp_warned;           /* a host's counters failed to read: logged once */
     struct link_sampler *sampler;
+    /* link traces: slot 3 x link + dir (0: a to b, 1: b to a, 2: both),
+     * allocated at the first trace */
+    struct netrun_trace_slot *traces;
     ev_timer sample_timer;
     netrun_clock_fn clock; /* the run's emulated seconds, for the time_s column */
     void *clock_ctx;
@@ -129,10 +134,20 @@ struct netrun {
     void *built_ctx;
 };
 
+struct netrun_trace_slot {
+    struct netrun *nr;
+    int link, dir;
+    struct trace_player *player;
+};
+
 /* One linkd process serves this many links before another is started, up to
  * four per core: a process is one event loop, so links spread over the
  * cores. */
 #define LINKS_PER_LINKD 16
+
+/* A Mahimahi schedule in one linkd message (at most 9 bytes an entry in
+ * its 4 MiB limit): 400,000 opportunities are 10 minutes at 9.6 Mbit/s. */
+#define NETRUN_SCHEDULE_MAX 400000u
 
 /* How long start waits for the peer template to have forked a peer. */
 #define PEER_START_TIMEOUT_S 30.0
@@ -1121,6 +1136,177 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
     return topo_kernel_link_set(nr->kernel, link, params, err, errlen);
 }
 
+/* ---- link traces ---- */
+
+static void on_trace_reply(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)ctx;
+    (void)result;
+    /* linkd refuses nothing a trace sends but for a link it lost: say why */
+    if (error) ctl_log("warning: a link trace's change failed: %s", error);
+}
+
+/* The link's parameters with a trace's values in: the model's, so that the
+ * fields a trace does not carry keep what l:set gave them. */
+static struct topo_link_params traced_params(const struct netrun *nr, int link,
+                                             const struct topo_trace *t,
+                                             const struct topo_trace_sample *now)
+{
+    struct topo_link_params p = nr->net->links[link].params;
+    p.rate_bps = now->rate_bps;
+    if (t->has_delay) p.delay_ns = now->delay_ns;
+    if (t->has_loss) p.loss = now->loss;
+    if (p.queue.bdp > 0) /* a queue of bandwidth-delay products follows the rate */
+        p.queue.bytes =
+            topo_shape_bdp_bytes(p.queue.bdp, p.rate_bps, 2 * (p.delay_ns + p.jitter_ns),
+                                 TOPO_SHAPE_DEFAULT_MTU + TOPO_SHAPE_ETH_HLEN);
+    return p;
+}
+
+static void apply_trace(void *ctx, const struct topo_trace *t, const struct topo_trace_sample *now)
+{
+    struct netrun_trace_slot *slot = ctx;
+    struct netrun *nr = slot->nr;
+    /* Mahimahi on the user backend: linkd's schedule rules, the series is shown */
+    if (t->opportunities_ms && nr->linkd) return;
+    struct topo_link_params p = traced_params(nr, slot->link, t, now), installed;
+    char err[512];
+    int rc;
+    if (nr->linkd) {
+        topo_link_params_dilate(&p, nr->net->dilation, &installed);
+        rc = linkd_client_link_set_dir(linkd_of(nr, slot->link), slot->link, slot->dir, &installed,
+                                       on_trace_reply, NULL, err, sizeof err);
+    } else {
+        rc = topo_kernel_link_set_dir(nr->kernel, slot->link, slot->dir, &p, err, sizeof err);
+    }
+    if (rc < 0) {
+        char name[80];
+        topo_link_describe(nr->net, &nr->net->links[slot->link], name, sizeof name);
+        ctl_log("warning: link %s: trace at %.3f s: %s", name, now->t_s, err);
+        return;
+    }
+    if (slot->dir == TOPO_KERNEL_BOTH) nr->net->links[slot->link].params = p;
+}
+
+/* A Mahimahi trace's opportunities to linkd, in real µs from now. */
+static int send_schedule(struct netrun *nr, int link, int dir, const struct topo_trace *t,
+                         char *err, size_t errlen)
+{
+    if (t->n_opportunities > NETRUN_SCHEDULE_MAX)
+        return snprintf(err, errlen, "%zu delivery opportunities, more than linkd takes (%u)",
+                        t->n_opportunities, NETRUN_SCHEDULE_MAX),
+               -1;
+    uint64_t *at = malloc(t->n_opportunities * sizeof *at);
+    if (!at) return snprintf(err, errlen, "out of memory"), -1;
+    double us = 1000 * nr->net->dilation;
+    for (size_t i = 0; i < t->n_opportunities; i++)
+        at[i] = (uint64_t)llround(t->opportunities_ms[i] * us);
+    int rc = 0;
+    for (int d = 0; d < 2 && rc == 0; d++)
+        if (dir == d || dir == TOPO_KERNEL_BOTH)
+            rc = linkd_client_link_schedule(linkd_of(nr, link), link, d, at, t->n_opportunities,
+                                            (uint64_t)llround(t->period_s * 1e3 * us),
+                                            on_trace_reply, NULL, err, errlen);
+    free(at);
+    return rc;
+}
+
+/* Stops the traces the new one replaces: its own direction and "both"
+ * (a trace on both directions replaces them all). */
+static void stop_traces(struct netrun *nr, int link, int dir)
+{
+    for (int d = 0; d < 3; d++) {
+        struct netrun_trace_slot *slot = &nr->traces[3 * link + d];
+        if (!slot->player || (dir != TOPO_KERNEL_BOTH && d != dir && d != TOPO_KERNEL_BOTH))
+            continue;
+        bool scheduled = trace_player_trace(slot->player)->opportunities_ms && nr->linkd;
+        trace_player_free(slot->player);
+        slot->player = NULL;
+        char err[128];
+        for (int e = 0; scheduled && e < 2; e++)
+            if (d == e || d == TOPO_KERNEL_BOTH)
+                linkd_client_link_schedule(linkd_of(nr, link), link, e, NULL, 0, 1, on_trace_reply,
+                                           NULL, err, sizeof err);
+    }
+}
+
+/* The kernel backend tries the trace's first values at once, so that a
+ * trace it cannot play (a delay or loss column without sch_netem) is
+ * refused in the call, not logged at every change. */
+static bool kernel_refuses_trace(struct netrun *nr, int link, int dir,
+                                 const struct topo_trace *trace,
+                                 const struct trace_player_opts *opts, char *err, size_t errlen)
+{
+    struct topo_trace_sample first;
+    topo_trace_at(trace, opts->interp, opts->loop, 0, &first);
+    struct topo_link_params p = traced_params(nr, link, trace, &first);
+    return topo_kernel_link_set_dir(nr->kernel, link, dir, &p, err, errlen) < 0;
+}
+
+int netrun_link_trace(struct netrun *nr, int link, int dir, struct topo_trace *trace,
+                      const struct trace_player_opts *opts, char *err, size_t errlen)
+{
+    if (!nr->linkd && !nr->kernel) {
+        topo_trace_free(trace);
+        return link_not_emulated(nr, err, errlen);
+    }
+    if (!nr->traces && !(nr->traces = calloc(3 * nr->net->n_links, sizeof *nr->traces))) {
+        topo_trace_free(trace);
+        return snprintf(err, errlen, "out of memory"), -1;
+    }
+    if (nr->kernel && !nr->linkd && kernel_refuses_trace(nr, link, dir, trace, opts, err, errlen)) {
+        topo_trace_free(trace);
+        return -1;
+    }
+    stop_traces(nr, link, dir);
+    if (trace->opportunities_ms && nr->linkd &&
+        send_schedule(nr, link, dir, trace, err, errlen) < 0) {
+        topo_trace_free(trace);
+        return -1;
+    }
+    struct netrun_trace_slot *slot = &nr->traces[3 * link + dir];
+    *slot = (struct netrun_trace_slot){nr, link, dir, NULL};
+    struct trace_player_opts o = *opts;
+    o.dilation = nr->net->dilation;
+    slot->player = trace_player_start(nr->loop, trace, &o, apply_trace, slot);
+    if (!slot->player) {
+        topo_trace_free(trace);
+        return snprintf(err, errlen, "out of memory"), -1;
+    }
+    return 0;
+}
+
+/* The player of link's direction dir (0, 1), its own or both's; NULL if none. */
+static const struct trace_player *trace_of(const struct netrun *nr, int link, int dir)
+{
+    if (!nr->traces) return NULL;
+    const struct netrun_trace_slot *own = &nr->traces[3 * link + dir];
+    return own->player ? own->player : nr->traces[3 * link + TOPO_KERNEL_BOTH].player;
+}
+
+size_t netrun_link_trace_changes(const struct netrun *nr, int link, int dir,
+                                 const struct topo_trace_sample **out)
+{
+    const struct trace_player *p = trace_of(nr, link, dir);
+    *out = NULL;
+    return p ? trace_player_changes(p, out) : 0;
+}
+
+/* The rate in force on one direction: its trace's, else the link's. */
+static uint64_t rate_now(const struct netrun *nr, int link, int dir)
+{
+    const struct trace_player *p = trace_of(nr, link, dir);
+    return p ? trace_player_current(p)->rate_bps : nr->net->links[link].params.rate_bps;
+}
+
+static void free_traces(struct netrun *nr)
+{
+    for (size_t i = 0; nr->traces && i < 3 * nr->net->n_links; i++)
+        trace_player_free(nr->traces[i].player);
+    free(nr->traces);
+    nr->traces = NULL;
+}
+
 int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, void *ctx, char *err,
                        size_t errlen)
 {
@@ -1306,6 +1492,7 @@ static const char *const link_columns[] = {
     "bytes",      "delivered",   "delivered_bytes",
     "drops_loss", "drops_queue", "drops_down",
     "queue_peak", "queue_len",   "marked",
+    "bw_bps",
 };
 #define N_LINK_COLUMNS (sizeof link_columns / sizeof *link_columns)
 
@@ -1316,14 +1503,17 @@ const char *const *netrun_link_columns(size_t *n)
 }
 
 /* One CSV row for one direction of one link, counters as linkd names them. */
-static void record_direction(struct netrun *nr, const char *t, const char *link, const char *dir,
-                             bool up, const msgpack_object *counters)
+static void record_direction(struct netrun *nr, const char *t, int id, const char *link,
+                             const char *dir, bool up, const msgpack_object *counters)
 {
     char cells[N_LINK_COLUMNS][32];
     const char *row[N_LINK_COLUMNS] = {t, nr->net->name, link, dir, up ? "1" : "0"};
     struct proto_args args;
     proto_args_init(&args, counters);
-    for (size_t c = 5; c < N_LINK_COLUMNS; c++) {
+    snprintf(cells[N_LINK_COLUMNS - 1], sizeof cells[0], "%llu",
+             (unsigned long long)rate_now(nr, id, dir[0] == 'b'));
+    row[N_LINK_COLUMNS - 1] = cells[N_LINK_COLUMNS - 1];
+    for (size_t c = 5; c < N_LINK_COLUMNS - 1; c++) {
         int64_t v = 0;
         proto_arg_i64(&args, link_columns[c], &v);
         snprintf(cells[c], sizeof cells[c], "%lld", (long long)v);
@@ -1344,8 +1534,8 @@ static void record_link(struct netrun *nr, const char *t, const msgpack_object *
     char name[80];
     topo_link_describe(nr->net, &nr->net->links[id], name, sizeof name);
     const msgpack_object *ab = proto_args_get(&args, "ab"), *ba = proto_args_get(&args, "ba");
-    if (ab) record_direction(nr, t, name, "ab", up, ab);
-    if (ba) record_direction(nr, t, name, "ba", up, ba);
+    if (ab) record_direction(nr, t, (int)id, name, "ab", up, ab);
+    if (ba) record_direction(nr, t, (int)id, name, "ba", up, ba);
 }
 
 static void on_links_sampled(void *ctx, const char *error, const msgpack_object *result)
@@ -1369,16 +1559,16 @@ static void on_links_sampled(void *ctx, const char *error, const msgpack_object 
  * the qdiscs' own drops (netem's loss, a full queue) and queue lengths are
  * not read: those cells stay empty. The veth's drops (its peer end down)
  * are drops_down. */
-static void record_veth_direction(struct netrun *nr, const char *t, const char *link,
-                                  const char *dir, bool up, uint64_t packets, uint64_t bytes,
-                                  uint64_t dropped)
+static void record_veth_direction(struct netrun *nr, const char *t, int id, const char *link,
+                                  const char *dir, bool up, const uint64_t counts[3])
 {
-    char p[24], b[24], d[24];
-    snprintf(p, sizeof p, "%llu", (unsigned long long)packets);
-    snprintf(b, sizeof b, "%llu", (unsigned long long)bytes);
-    snprintf(d, sizeof d, "%llu", (unsigned long long)dropped);
-    const char *row[N_LINK_COLUMNS] = {t, nr->net->name, link, dir, up ? "1" : "0", p,   b, p,
-                                       b, NULL,          NULL, d,   NULL,           NULL};
+    char p[24], b[24], d[24], r[24];
+    snprintf(p, sizeof p, "%llu", (unsigned long long)counts[0]);
+    snprintf(b, sizeof b, "%llu", (unsigned long long)counts[1]);
+    snprintf(d, sizeof d, "%llu", (unsigned long long)counts[2]);
+    snprintf(r, sizeof r, "%llu", (unsigned long long)rate_now(nr, id, dir[0] == 'b'));
+    const char *row[N_LINK_COLUMNS] = {t, nr->net->name, link, dir, up ? "1" : "0", p,    b,    p,
+                                       b, NULL,          NULL, d,   NULL,           NULL, NULL, r};
     char err[256];
     if (record_add(nr->links_record, row, err, sizeof err) < 0) ctl_log("%s", err);
 }
@@ -1406,8 +1596,8 @@ static void on_veths_sampled(void *ctx, const struct link_sample *samples, size_
         uint64_t ab[3] = {s->tx_packets, s->tx_bytes, s->tx_dropped};
         uint64_t ba[3] = {s->rx_packets, s->rx_bytes, s->rx_dropped};
         const uint64_t *sent_by_a = s->from_a ? ab : ba, *sent_by_b = s->from_a ? ba : ab;
-        record_veth_direction(nr, t, name, "ab", s->up, sent_by_a[0], sent_by_a[1], sent_by_a[2]);
-        record_veth_direction(nr, t, name, "ba", s->up, sent_by_b[0], sent_by_b[1], sent_by_b[2]);
+        record_veth_direction(nr, t, (int)i, name, "ab", s->up, sent_by_a);
+        record_veth_direction(nr, t, (int)i, name, "ba", s->up, sent_by_b);
     }
 }
 
@@ -1513,6 +1703,7 @@ void netrun_close_peers(struct netrun *nr)
     ev_timer_stop(nr->loop, &nr->sample_timer);
     link_sampler_stop(nr->sampler); /* before the namespaces go */
     nr->sampler = NULL;
+    free_traces(nr); /* the links change no more */
     for (size_t i = 0; i < nr->net->n_nodes; i++)
         if (nr->peers[i].client) peer_client_close(nr->peers[i].client);
 }
@@ -1556,6 +1747,7 @@ static void release_begin(struct netrun *nr)
     ev_timer_stop(nr->loop, &nr->sample_timer);
     link_sampler_stop(nr->sampler); /* its sockets live in the namespaces freed below */
     nr->sampler = NULL;
+    free_traces(nr);
     nr->links_record = NULL;
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
         peer_client_free(nr->peers[i].client); /* kills and reaps a survivor */

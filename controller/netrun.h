@@ -85,6 +85,19 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
                     peer_reply_fn cb, void *ctx, char *err, size_t errlen);
 int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, void *ctx, char *err,
                        size_t errlen);
+struct topo_trace;
+struct topo_trace_sample;
+struct trace_player_opts;
+/* Plays a link trace (controller/trace_player.h) on direction dir of the
+ * link (0: a to b, 1: b to a, 2: both), from now, replacing a trace on the
+ * same direction. Takes ownership of *trace (also on failure). A Mahimahi
+ * trace is replayed exactly by linkd (user backend) and as its rate
+ * series by the kernel backend. The traces stop with the network. */
+int netrun_link_trace(struct netrun *nr, int link, int dir, struct topo_trace *trace,
+                      const struct trace_player_opts *opts, char *err, size_t errlen);
+/* The changes the trace of one direction (0, 1) applied so far. */
+size_t netrun_link_trace_changes(const struct netrun *nr, int link, int dir,
+                                 const struct topo_trace_sample **out);
 /* Per-direction counters (user backend only): 1 and a later cb, or -1. */
 int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
                       size_t errlen);

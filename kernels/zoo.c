@@ -11,10 +11,19 @@
 
 /* ---- the builder: a per-sample activation shape and the running sums ---- */
 
+/* zoo_trace's listener. Shared by a builder and the copies it makes for a
+ * shortcut, so that the parameters each step owns follow on. */
+struct tracer {
+    zoo_layer_fn fn;
+    void *ctx;
+    uint64_t params; /* parameters reported so far */
+};
+
 struct builder {
     struct zoo_info *z;
-    int c, h, w;    /* activation shape of one sample (GPT-2: width x tokens x 1) */
-    bool first_mac; /* no multiply-accumulate layer yet: its input needs no gradient */
+    int c, h, w;          /* activation shape of one sample (GPT-2: width x tokens x 1) */
+    bool first_mac;       /* no multiply-accumulate layer yet: its input needs no gradient */
+    struct tracer *trace; /* NULL: only the sums */
 };
 
 static double elements(const struct builder *b)
@@ -22,10 +31,18 @@ static double elements(const struct builder *b)
     return (double)b->c * b->h * b->w;
 }
 
+/* Every layer adds its parameters before its cost, so the parameters added
+ * since the last step reported are this step's. */
 static void cost_add(struct builder *b, enum zoo_op op, double forward, double backward)
 {
     b->z->cost.forward[op] += forward;
     b->z->cost.backward[op] += backward;
+    if (!b->trace) return;
+    struct zoo_layer l = {.param_first = b->trace->params, .param_end = b->z->params};
+    l.cost.forward[op] = forward;
+    l.cost.backward[op] = backward;
+    b->trace->params = b->z->params;
+    b->trace->fn(b->trace->ctx, &l);
 }
 
 /* A layer of `macs` multiply-accumulates per sample: 2 FLOPs each forward,
@@ -317,15 +334,20 @@ static const struct zoo_arch zoo_archs[] = {
 
 enum { ZOO_COUNT = sizeof zoo_archs / sizeof zoo_archs[0] };
 
-static void zoo_build(const struct zoo_arch *a, struct zoo_info *out)
+static void zoo_build_traced(const struct zoo_arch *a, struct zoo_info *out, struct tracer *trace)
 {
     memset(out, 0, sizeof *out);
     out->name = a->name;
     out->family = a->family;
     out->input = a->input;
     out->input_elements = (uint64_t)a->in_c * a->in_h * a->in_w;
-    struct builder b = {out, a->in_c, a->in_h, a->in_w, true};
+    struct builder b = {out, a->in_c, a->in_h, a->in_w, true, trace};
     a->build(&b, a);
+}
+
+static void zoo_build(const struct zoo_arch *a, struct zoo_info *out)
+{
+    zoo_build_traced(a, out, NULL);
 }
 
 /* ---- real architectures: the layer table of kernels/model_spec.h ---- */
@@ -374,7 +396,19 @@ static const char *real_family(enum model_arch arch)
     }
 }
 
-static void real_build(const char *spec_text, const struct model_spec *spec, struct zoo_info *out)
+/* The real layer table places each layer's parameters itself (weight
+ * then bias, from weight_offset; none: the next layer's offset), so the
+ * parameters a step owns are set before its cost is reported. */
+static void real_trace_params(struct builder *b, const struct model_spec *spec, int i)
+{
+    if (!b->trace) return;
+    b->trace->params = spec->layers[i].weight_offset;
+    b->z->params =
+        i + 1 < spec->layer_count ? spec->layers[i + 1].weight_offset : spec->trainable_count;
+}
+
+static void real_build_traced(const char *spec_text, const struct model_spec *spec,
+                              struct zoo_info *out, struct tracer *trace)
 {
     memset(out, 0, sizeof *out);
     out->name = spec_text;
@@ -386,9 +420,12 @@ static void real_build(const char *spec_text, const struct model_spec *spec, str
     out->params = spec->trainable_count;
     out->buffers = spec->param_count - spec->trainable_count;
     out->real = true;
-    struct builder b = {out, spec->in_c, spec->in_h, spec->in_w, true};
-    for (int i = 0; i < spec->layer_count; i++)
+    struct builder b = {out, spec->in_c, spec->in_h, spec->in_w, true, trace};
+    for (int i = 0; i < spec->layer_count; i++) {
+        real_trace_params(&b, spec, i);
         real_layer_cost(&b, &spec->layers[i]);
+    }
+    out->params = spec->trainable_count; /* the tracing moved it along */
 }
 
 /* ---- queries ---- */
@@ -413,24 +450,38 @@ static void zoo_names(char *buf, size_t cap)
         used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", zoo_archs[i].name);
 }
 
-int zoo_lookup(const char *name, struct zoo_info *out, char *err, size_t errlen)
+/* zoo_lookup and zoo_trace: the sums into out, each step to trace. */
+static int zoo_lookup_traced(const char *name, struct zoo_info *out, struct tracer *trace,
+                             char *err, size_t errlen)
 {
     if (!name) return kern_fail(err, errlen, "model name is missing");
     for (int i = 0; i < ZOO_COUNT; i++)
         if (!strcmp(name, zoo_archs[i].name)) {
-            zoo_build(&zoo_archs[i], out);
+            zoo_build_traced(&zoo_archs[i], out, trace);
             return 0;
         }
     struct model_spec spec;
     char spec_err[256];
     if (model_spec_parse(name, &spec, spec_err, sizeof spec_err) == 0) {
-        real_build(name, &spec, out);
+        real_build_traced(name, &spec, out, trace);
         return 0;
     }
     char names[256];
     zoo_names(names, sizeof names);
     return kern_fail(err, errlen, "model \"%s\": not in the zoo (%s) and not a model spec (%s)",
                      name, names, spec_err);
+}
+
+int zoo_lookup(const char *name, struct zoo_info *out, char *err, size_t errlen)
+{
+    return zoo_lookup_traced(name, out, NULL, err, errlen);
+}
+
+int zoo_trace(const char *name, zoo_layer_fn fn, void *ctx, char *err, size_t errlen)
+{
+    struct zoo_info info;
+    struct tracer trace = {fn, ctx, 0};
+    return zoo_lookup_traced(name, &info, &trace, err, errlen);
 }
 
 static double sum_ops(const double *by_op, int first, int last)

@@ -77,6 +77,21 @@ double zoo_mac_flops(const struct zoo_info *z);
 /* Bytes of one float32 gradient: 4 x params. */
 uint64_t zoo_grad_bytes(const struct zoo_info *z);
 
+/* One step of an architecture as zoo_trace reports it, in the order the
+ * forward pass runs them: the trainable elements [param_first, param_end)
+ * of the flat tensor it owns (empty for a step without parameters: an
+ * activation, a pooling, a bias add after its layer) and its FLOPs per
+ * sample, by op kind. The flat tensor holds the parameters in this order. */
+struct zoo_layer {
+    uint64_t param_first, param_end;
+    struct zoo_cost cost;
+};
+typedef void (*zoo_layer_fn)(void *ctx, const struct zoo_layer *layer);
+
+/* Calls fn for every step of the architecture (a zoo name or a model
+ * spec), first to last. 0, or -1 with err as zoo_lookup's. */
+int zoo_trace(const char *name, zoo_layer_fn fn, void *ctx, char *err, size_t errlen);
+
 /* "conv", "depthwise", ... for messages and profile files; NULL if out of
  * range. zoo_op_parse returns the kind or -1. */
 const char *zoo_op_name(enum zoo_op op);

@@ -6,8 +6,12 @@
 #include "lua/l_net.h"
 
 #include "controller/netrun.h"
+#include "controller/trace_player.h"
+#include "lua/runtime.h"
 #include "topo/link_keys.h"
 #include "topo/shape.h"
+#include "topo/trace.h"
+#include "topo/units.h"
 
 #include <lauxlib.h>
 #include <stdint.h>
@@ -214,6 +218,98 @@ static int l_link_stats(lua_State *L)
     return link_request(L, check_link(L, 1), LINK_STATS, NULL);
 }
 
+/* ---- link:trace{} ---- */
+
+/* A time option ("100ms" or seconds) in seconds, dflt when absent. */
+static double opt_seconds(lua_State *L, int i, const char *key, double dflt, const char *what)
+{
+    lua_getfield(L, i, key);
+    if (lua_isnil(L, -1)) return lua_pop(L, 1), dflt;
+    uint64_t ns = 0;
+    char err[160];
+    const char *text = lua_tostring(L, -1);
+    if (!text || topo_units_parse_time(text, &ns, err, sizeof err) < 0 || ns == 0)
+        luaL_error(L, "%s: trace: %s must be a positive time such as \"100ms\"", what, key);
+    lua_pop(L, 1);
+    return (double)ns / 1e9;
+}
+
+static int opt_choice(lua_State *L, int i, const char *key, const char *const *names, int dflt,
+                      const char *what)
+{
+    const char *v = lnet_opt_string(L, i, key, NULL, what);
+    if (!v) return dflt;
+    for (int k = 0; names[k]; k++)
+        if (strcmp(v, names[k]) == 0) return k;
+    return luaL_error(L, "%s: trace: %s '%s' is not one of %s", what, key, v,
+                      strcmp(key, "dir") == 0 ? "ab, ba, both" : "the documented values");
+}
+
+/* link:trace{file=, format="csv"|"mahimahi", interp="step"|"linear", loop=,
+ * dir="both"|"ab"|"ba", step=, bin=}: the file is read and checked first
+ * (a bad one is bad input, exit 2, on any backend), then played by the
+ * engine (controller/trace_player.h) from now. */
+static int l_link_trace(lua_State *L)
+{
+    static const char *const keys[] = {"file", "format", "interp", "loop",
+                                       "dir",  "step",   "bin",    NULL};
+    static const char *const formats[] = {"csv", "mahimahi", NULL};
+    static const char *const interps[] = {"step", "linear", NULL};
+    static const char *const dirs[] = {"ab", "ba", "both", NULL};
+    struct l_link *h = check_link(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    char name[96], what[128], err[512];
+    snprintf(what, sizeof what, "link %s", link_name(h, name, sizeof name));
+    lnet_check_options(L, 2, keys, what);
+    const char *file = lnet_opt_string(L, 2, "file", NULL, what);
+    if (!file) return luaL_error(L, "%s: trace: file is required", what);
+    int format = opt_choice(L, 2, "format", formats, 0, what);
+    struct trace_player_opts o = {
+        (enum topo_trace_interp)opt_choice(L, 2, "interp", interps, 0, what), false,
+        opt_seconds(L, 2, "step", 0.1, what), 1};
+    lua_getfield(L, 2, "loop");
+    if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+        return luaL_error(L, "%s: trace: loop must be true or false", what);
+    o.loop = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    int dir = opt_choice(L, 2, "dir", dirs, 2, what);
+    double bin = opt_seconds(L, 2, "bin", 0.1, what);
+    struct topo_trace trace;
+    if (topo_trace_load(file, formats[format], bin, &trace, err, sizeof err) < 0) {
+        hn_runtime(L)->bad_input = true;
+        return luaL_error(L, "%s: trace: %s", what, err);
+    }
+    if (h->net->state != NET_STARTED) {
+        topo_trace_free(&trace);
+        check_link_running(L, h, "trace");
+    }
+    if (netrun_link_trace(h->net->run, h->index, dir, &trace, &o, err, sizeof err) < 0)
+        return luaL_error(L, "%s: trace: %s", what, err);
+    return 0;
+}
+
+/* link:trace_changes([dir]) -> {{t=, bw=, delay=, loss=}, ...}: what the
+ * trace of direction "ab" (default) or "ba" applied so far, in trace time. */
+static int l_link_trace_changes(lua_State *L)
+{
+    struct l_link *h = check_link(L, 1);
+    const char *d = luaL_optstring(L, 2, "ab");
+    if (strcmp(d, "ab") != 0 && strcmp(d, "ba") != 0)
+        return luaL_error(L, "link:trace_changes: direction '%s' is neither ab nor ba", d);
+    const struct topo_trace_sample *c = NULL;
+    size_t n = h->net->run ? netrun_link_trace_changes(h->net->run, h->index, d[0] == 'b', &c) : 0;
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_createtable(L, 0, 4);
+        set_number(L, "t", c[i].t_s);
+        set_integer(L, "bw", (lua_Integer)c[i].rate_bps);
+        set_number(L, "delay", (double)c[i].delay_ns / 1e9);
+        set_number(L, "loss", c[i].loss);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 1;
+}
+
 /* A text key's field in base units, by its unit (topo/link_keys.h); a queue
  * only when one was set, under the key of its unit. */
 #define PARAM_BPS(key, v) set_integer(L, key, v)
@@ -299,8 +395,14 @@ static int l_link_tostring(lua_State *L)
 }
 
 static const luaL_Reg link_methods[] = {
-    {"set", l_link_set},     {"down", l_link_down},     {"up", l_link_up},
-    {"stats", l_link_stats}, {"params", l_link_params}, {NULL, NULL},
+    {"set", l_link_set},
+    {"down", l_link_down},
+    {"up", l_link_up},
+    {"stats", l_link_stats},
+    {"params", l_link_params},
+    {"trace", l_link_trace},
+    {"trace_changes", l_link_trace_changes},
+    {NULL, NULL},
 };
 
 void lnet_create_link_meta(lua_State *L)

@@ -8,6 +8,7 @@
 #include "lua/l_model.h"
 #include "lua/l_fields.h"
 
+#include "kernels/buckets.h"
 #include "kernels/model_spec.h"
 #include "kernels/profile.h"
 #include "kernels/zoo.h"
@@ -30,6 +31,60 @@ static int l_model_check(lua_State *L)
     char err[256];
     if (model_spec_parse(spec, &parsed, err, sizeof err) < 0) return push_fail(L, err);
     lua_pushinteger(L, (lua_Integer)parsed.param_count);
+    return 1;
+}
+
+static const char *layer_kind_name(enum model_layer_kind k)
+{
+    static const char *const names[] = {"dense",     "conv",     "pool",   "flatten",
+                                        "batchnorm", "residual", "avgpool"};
+    return names[k];
+}
+
+/* One row of hn.model_layers: what a split model's planner needs. */
+static void push_layer(lua_State *L, const struct model_spec *s, int i)
+{
+    const struct model_layer *l = &s->layers[i];
+    double macs = l->kind == MODEL_LAYER_DENSE  ? (double)l->in_size * l->out_size
+                  : l->kind == MODEL_LAYER_CONV ? (double)l->col_size * l->out_c
+                                                : 0;
+    size_t weights = l->bias_offset - l->weight_offset;
+    size_t params =
+        l->kind == MODEL_LAYER_DENSE || l->kind == MODEL_LAYER_CONV ||
+                l->kind == MODEL_LAYER_BATCHNORM
+            ? weights + (l->bias || l->kind == MODEL_LAYER_BATCHNORM ? (size_t)l->out_c : 0)
+            : 0;
+    char err[256];
+    lua_createtable(L, 0, 8);
+    set_string(L, "kind", layer_kind_name(l->kind));
+    set_integer(L, "in_size", (lua_Integer)l->in_size);
+    set_integer(L, "out_size", (lua_Integer)l->out_size);
+    set_integer(L, "params", (lua_Integer)params);
+    set_number(L, "forward_flops", 2 * macs);
+    /* Where its parameters sit in the flat tensor (0-based elements). */
+    set_integer(L, "offset", (lua_Integer)l->weight_offset);
+    if (l->kind == MODEL_LAYER_BATCHNORM) {
+        set_integer(L, "stat_offset", (lua_Integer)l->stat_offset);
+        set_integer(L, "stats", 2 * (lua_Integer)l->out_c);
+    }
+    /* A part may start here: the cut before it is not inside a block. */
+    set_boolean(L, "cut_before",
+                model_spec_range_check(s, i, s->layer_count - 1, err, sizeof err) == 0);
+}
+
+/* hn.model_layers(spec) -> the layer table, 1-based as forward{} counts,
+ * or nil and why. */
+static int l_model_layers(lua_State *L)
+{
+    const char *spec = luaL_checkstring(L, 1);
+    struct model_spec parsed;
+    char err[256];
+    if (model_spec_parse(spec, &parsed, err, sizeof err) < 0) return push_fail(L, err);
+    lua_createtable(L, parsed.layer_count, 0);
+    for (int i = 0; i < parsed.layer_count; i++) {
+        push_layer(L, &parsed, i);
+        lua_rawseti(L, -2, i + 1);
+    }
     return 1;
 }
 
@@ -153,8 +208,46 @@ static int l_profile_grad_seconds(lua_State *L)
     return 2;
 }
 
+/* hn.grad_buckets(model, size, bucket_mb [, profile]) -> { {offset=,
+ * count=, ready_share=}, ... } in the order they are ready (kernels/
+ * buckets.h; shares weighted by the profile's rates when one is given),
+ * or nil and why. */
+static int l_grad_buckets(lua_State *L)
+{
+    const char *model = luaL_checkstring(L, 1);
+    lua_Integer size = luaL_checkinteger(L, 2);
+    double mb = luaL_checknumber(L, 3);
+    const char *profile = luaL_optstring(L, 4, NULL);
+    luaL_argcheck(L, size >= 1, 2, "size must be positive");
+    luaL_argcheck(L, mb > 0, 3, "bucket_mb must be positive");
+    struct grad_bucket b[GRAD_BUCKETS_MAX];
+    double weights[ZOO_OP_COUNT];
+    char err[1024];
+    if (profile) {
+        struct device_profile *p;
+        if (profile_lookup(profile, &p, err, sizeof err) < 0) return push_fail(L, err);
+        for (int op = 0; op < ZOO_OP_COUNT; op++)
+            weights[op] = 1.0 / profile_rate(p, (enum zoo_op)op);
+        profile_free(p);
+    }
+    int n = grad_buckets_plan(model, (uint64_t)size, grad_bucket_elements(mb),
+                              profile ? weights : NULL, b, err, sizeof err);
+    if (n < 0) return push_fail(L, err);
+    lua_createtable(L, n, 0);
+    for (int k = 0; k < n; k++) {
+        lua_createtable(L, 0, 3);
+        set_integer(L, "offset", b[k].offset);
+        set_integer(L, "count", b[k].count);
+        set_number(L, "ready_share", b[k].ready_share);
+        lua_rawseti(L, -2, k + 1);
+    }
+    return 1;
+}
+
 static const luaL_Reg model_functions[] = {
+    {"grad_buckets", l_grad_buckets},
     {"model_check", l_model_check},
+    {"model_layers", l_model_layers},
     {"zoo", l_zoo},
     {"profiles", l_profiles},
     {"profile", l_profile},

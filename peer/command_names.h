@@ -41,4 +41,7 @@
     X(optim, ml_cmd_optim, PEER_FACE_METHOD)                                                       \
     X(eval, ml_cmd_eval, PEER_FACE_METHOD)                                                         \
     X(compress, ml_cmd_compress, PEER_FACE_METHOD)                                                 \
-    X(decompress, ml_cmd_decompress, PEER_FACE_METHOD)
+    X(decompress, ml_cmd_decompress, PEER_FACE_METHOD)                                             \
+    X(bucket, ml_cmd_bucket, PEER_FACE_METHOD)                                                     \
+    X(forward, ml_cmd_forward, PEER_FACE_METHOD)                                                   \
+    X(backward, ml_cmd_backward, PEER_FACE_METHOD)

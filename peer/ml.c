@@ -56,6 +56,7 @@ void ml_state_destroy(struct ml_state *ml)
         free(ml->tensor_optims);
         ml->tensor_optims = next;
     }
+    ml_stash_free_all(ml);
     free(ml->x);
     free(ml->y);
     free(ml->batch_x);
@@ -362,6 +363,7 @@ struct grad_params {
     char model[COMMAND_NAME_SIZE], out[COMMAND_NAME_SIZE];
     int64_t batch; /* 0: not given */
     bool same_batch;
+    double bucket_mb; /* 0: no buckets (ml_buckets.c) */
 };
 
 static bool grad_parse(struct command_job *j, struct grad_params *p, struct proto_args *a)
@@ -369,7 +371,10 @@ static bool grad_parse(struct command_job *j, struct grad_params *p, struct prot
     strcpy(p->out, "grad");
     return cmd_arg_required_name(a, "model", p->model) && cmd_arg_name(a, "out", p->out) >= 0 &&
            cmd_arg_int(a, "batch", false, 1, ML_BATCH_MAX, &p->batch) &&
-           cmd_arg_bool(a, "same_batch", &p->same_batch);
+           cmd_arg_bool(a, "same_batch", &p->same_batch) &&
+           cmd_arg_float(a, "bucket_mb", false, 0, &p->bucket_mb) &&
+           (p->bucket_mb >= 0 ||
+            cmd_arg_fail(a, "param 'bucket_mb': %g is negative", p->bucket_mb));
 }
 
 /* The next mini-batch of the train split into the kept batch buffers
@@ -465,6 +470,8 @@ static bool grad_compute(struct command_job *j, const struct grad_params *p, str
 
 static bool grad_run(struct command_job *j, const struct grad_params *p)
 {
+    double t0_ms = command_now_ms(), cpu0_ms = ml_thread_cpu_ms();
+    j->ml->bucket_n = 0;
     struct ml_model *m = ml_model_find(j, p->model);
     /* The model may live on nodes without a profile (a server, the eval
      * node): only a grad needs one. */
@@ -477,6 +484,8 @@ static bool grad_run(struct command_job *j, const struct grad_params *p)
     struct ml_data *data = m && m->model ? ml_split_find(j, "train") : NULL;
     struct store_tensor *params = m && (data || !m->model) ? ml_params_find(j, m) : NULL;
     bool ok = params && grad_compute(j, p, m, data ? data->ds : NULL, params);
+    if (ok && p->bucket_mb > 0)
+        ok = ml_grad_buckets(j, m, params->size, p->bucket_mb, t0_ms, cpu0_ms);
     store_tensor_release(params);
     return ok;
 }
@@ -833,7 +842,7 @@ static const char *const keys_dataset[] = {"name",    "split", "shard", "shards"
                                            "alpha",   "seed",  "path",  "n",      "dim",
                                            "classes", "noise", NULL};
 static const char *const keys_model[] = {"name", "arch", "init", "seed", "compute", "learn", NULL};
-static const char *const keys_grad[] = {"model", "batch", "out", "same_batch", NULL};
+static const char *const keys_grad[] = {"model", "batch", "out", "same_batch", "bucket_mb", NULL};
 static const char *const keys_optim[] = {"model", "tensor",       "grad",  "method",
                                          "lr",    "momentum",     "beta1", "beta2",
                                          "eps",   "weight_decay", NULL};

@@ -17,11 +17,14 @@
  *       n, dim, classes, noise: the synthetic generator.
  *   model{name=, arch=, init="default", seed=1} -> {size=}
  *       creates the flat parameter tensor `name` and resets its optimizer.
- *   grad{model=, batch=64, out="grad", same_batch=false}
- *       -> {loss=, batch=, epoch=, version=}
+ *   grad{model=, batch=64, out="grad", same_batch=false, bucket_mb=0}
+ *       -> {loss=, batch=, epoch=, version=, buckets=, grad_ms=}
  *       on the next mini-batch of the train split; out is a new tensor.
  *       same_batch: the previous grad's mini-batch again (kept in a buffer
  *       of its own), the cursor stays. version: of the model read.
+ *       bucket_mb > 0: gradient buckets for overlap (ml_buckets.c).
+ *   bucket{index=} -> {index=}: holds the worker until bucket index of the
+ *       last grad is ready (ml_buckets.c).
  *   optim{model= | tensor=, grad="grad", method=, lr=, momentum=, beta1=,
  *         beta2=, eps=, weight_decay=} -> {steps=, lr=, version=}
  *       method: sgd, momentum, nesterov, adam; absent: the current one (sgd
@@ -64,3 +67,7 @@ extern const struct command ml_cmd_optim;
 extern const struct command ml_cmd_eval;
 extern const struct command ml_cmd_compress;
 extern const struct command ml_cmd_decompress;
+extern const struct command ml_cmd_bucket; /* ml_buckets.c */
+/* forward{} and backward{}: one part of a split model (ml_split.c). */
+extern const struct command ml_cmd_forward;
+extern const struct command ml_cmd_backward;

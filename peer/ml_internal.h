@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/buckets.h"
 #include "kernels/dataset.h"
 #include "kernels/device.h"
 #include "kernels/zoo.h"
@@ -66,7 +67,25 @@ struct ml_state {
     int32_t *batch_y;
     size_t batch_x_cap, batch_y_cap;
     int batch_n, batch_dim; /* samples and floats per sample; batch_n 0: none */
+    /* The buckets of the last grad{bucket_mb} (ml_buckets.c): when each is
+     * ready (CLOCK_MONOTONIC ms); bucket_n 0: the last grad had none. */
+    double bucket_ready_ms[GRAD_BUCKETS_MAX];
+    int bucket_n;
+    /* forward{}'s kept micro-batches, for their backward{} (ml_split.c). */
+    struct ml_stash *stashes;
 };
+
+/* grad{bucket_mb}: plans the model's buckets (kernels/buckets.h) over a
+ * gradient of `size` elements and times them from t0_ms, when the grad
+ * began (cpu0_ms: ml_thread_cpu_ms then); the grad then ends at its first
+ * bucket where it can (ml_buckets.c). false with the job's error set. */
+bool ml_grad_buckets(struct command_job *j, const struct ml_model *m, uint64_t size,
+                     double bucket_mb, double t0_ms, double cpu0_ms);
+/* The calling thread's CPU time in ms. */
+double ml_thread_cpu_ms(void);
+
+/* Frees every stash of forward{} (ml_split.c). */
+void ml_stash_free_all(struct ml_state *ml);
 
 void ml_data_hold(struct ml_data *d);
 /* Closes the dataset with the last reference; any thread. */

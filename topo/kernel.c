@@ -622,19 +622,30 @@ int topo_kernel_build(const struct topo_network *net, const struct topo_routing 
 int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_link_params *params,
                          char *err, size_t errlen)
 {
+    return topo_kernel_link_set_dir(k, index, TOPO_KERNEL_BOTH, params, err, errlen);
+}
+
+/* Direction a to b is shaped by end a's egress qdiscs, b to a by end b's. */
+int topo_kernel_link_set_dir(struct topo_kernel *k, int index, int dir,
+                             const struct topo_link_params *params, char *err, size_t errlen)
+{
     const struct topo_link *link = &k->net->links[index];
     struct topo_shape_plan to_a, to_b;
     /* The caller names the link (lua/l_link.c): the cause only. */
     if (plan_link(k, params, NULL, &to_a, err, errlen) < 0) return -1;
     to_b = to_a;
-    if (topo_nl_shape_change(k->ns[link->a].sock, k->ifindex_a[index], link->ifname_a,
-                             &k->plan_a[index], &to_a, err, errlen) < 0)
-        return -1;
-    k->plan_a[index] = to_a;
-    if (topo_nl_shape_change(k->ns[link->b].sock, k->ifindex_b[index], link->ifname_b,
-                             &k->plan_b[index], &to_b, err, errlen) < 0)
-        return -1;
-    k->plan_b[index] = to_b;
+    if (dir != 1) {
+        if (topo_nl_shape_change(k->ns[link->a].sock, k->ifindex_a[index], link->ifname_a,
+                                 &k->plan_a[index], &to_a, err, errlen) < 0)
+            return -1;
+        k->plan_a[index] = to_a;
+    }
+    if (dir != 0) {
+        if (topo_nl_shape_change(k->ns[link->b].sock, k->ifindex_b[index], link->ifname_b,
+                                 &k->plan_b[index], &to_b, err, errlen) < 0)
+            return -1;
+        k->plan_b[index] = to_b;
+    }
     return 0;
 }
 

@@ -64,6 +64,10 @@ void topo_kernel_link_ifindex(const struct topo_kernel *k, int index, int *ifind
  * the caller's to update once this succeeds. */
 int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_link_params *params,
                          char *err, size_t errlen);
+/* The same for one direction (0: a to b, 1: b to a) or both. */
+#define TOPO_KERNEL_BOTH 2
+int topo_kernel_link_set_dir(struct topo_kernel *k, int index, int dir,
+                             const struct topo_link_params *params, char *err, size_t errlen);
 int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err, size_t errlen);
 /* Handover: the model already has one end of link l at its new node (end
  * a or b; the caller renamed it, topo_name_link_end); the interface moves

@@ -322,6 +322,19 @@ bad_case net_sleep_neg 1 "c_net_sleep_neg.lua:4: sleep: seconds must be >= 0, go
 bad_case net_task_error 1 "c_net_task_error.lua:4: deliberate" 'hn.spawn(function() error("deliberate") end); hn.sleep(0.01)'
 bad_case net_deadlock 1 "the scenario is waiting for something that can never happen" 'hn.queue():pop()'
 
+# link:trace{}: a bad trace file is bad input (exit 2) naming the file and
+# its line, found before the link's backend is looked at (none here).
+trace_case() {
+  bad_case "net_trace_$1" 2r "c_net_trace_$1.lua:5: link a-b: trace: $1.trace:$2" \
+    "local f = assert(io.open(\"$1.trace\", \"w\")); f:write(\"$3\"); f:close()
+net:link(a, b, { bw = \"10Mbit\" }):trace{ file = \"$1.trace\"${4-} }"
+}
+trace_case backwards "4: time goes backwards (1 after 2)" 't,bw\n0,10Mbit\n2,5Mbit\n1,3Mbit\n'
+trace_case negative "2: negative rate '-5Mbit'" '0,10Mbit\n1,-5Mbit\n'
+trace_case unparsable "2: bad loss \"lots\"" '0,10Mbit,5ms,1%\n1,5Mbit,5ms,lots\n'
+trace_case empty " empty trace: no sample" '# only a comment\n'
+trace_case mahimahi "3: time goes backwards (3 after 5)" '1\n5\n3\n' ', format = "mahimahi"'
+
 # ---- emulated backends, refused before anything is made (root only) ----
 if [[ $(id -u) -eq 0 ]]; then
   bad_case raw_switch_ports 1 "switch 'sw': 1100 links, but a Linux bridge takes at most 1023 ports" \

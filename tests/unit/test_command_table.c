@@ -29,7 +29,7 @@ int main(void)
 #define CHECK_ROW(name, definition, face) check_row(#name, &definition, face), rows++;
     PEER_COMMANDS(CHECK_ROW)
 #undef CHECK_ROW
-    CHECK(rows == 23);
+    CHECK(rows == 26);
     CHECK(command_find("ping", 4) == command_find("pingx", 4)); /* a prefix of a longer buffer */
     CHECK(command_find("pin", 3) == NULL);
     CHECK(command_find("pingx", 5) == NULL);

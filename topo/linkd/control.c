@@ -350,6 +350,56 @@ static int on_link_set(struct linkd_control *c, struct proto_args *a, uint32_t m
     return control_reply(c, &m, msgid, err, errlen);
 }
 
+/* The opportunities of link_schedule: non-decreasing µs offsets, at most a
+ * day, into ns. NULL with err (or *n = 0 and NULL for an empty list). */
+static int64_t *control_parse_opportunities(const msgpack_object *o, size_t *n, char *err,
+                                            size_t errlen)
+{
+    *n = 0;
+    if (!o || o->type != MSGPACK_OBJECT_ARRAY)
+        return snprintf(err, errlen, "param 'at_us': expected an array"), NULL;
+    if (!o->via.array.size) return NULL;
+    int64_t *at = malloc(o->via.array.size * sizeof *at);
+    if (!at) return snprintf(err, errlen, "out of memory"), NULL;
+    for (uint32_t i = 0; i < o->via.array.size; i++) {
+        const msgpack_object *v = &o->via.array.ptr[i];
+        int64_t ns = v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 <= 86400000000ull
+                         ? (int64_t)v->via.u64 * 1000
+                         : -1;
+        if (ns < 0 || (i && ns < at[i - 1])) {
+            snprintf(err, errlen, "param 'at_us': entry %u is not a time after the one before", i);
+            free(at);
+            return NULL;
+        }
+        at[i] = ns;
+    }
+    *n = o->via.array.size;
+    return at;
+}
+
+/* link_schedule {id, dir, at_us = [...], period_us}: a Mahimahi trace. */
+static int on_link_schedule(struct linkd_control *c, struct proto_args *a, uint32_t msgid,
+                            char *err, size_t errlen)
+{
+    struct linkd_link *l = control_get_link(c, a, err, errlen);
+    if (!l) return -1;
+    int64_t dir = -1, period_us = 0;
+    if (proto_arg_i64(a, "dir", &dir) != 1 || dir < 0 || dir > 1 ||
+        proto_arg_i64(a, "period_us", &period_us) != 1 || period_us <= 0)
+        return snprintf(err, errlen, "link %lld: link_schedule needs dir 0|1 and period_us > 0",
+                        (long long)l->id),
+               -1;
+    size_t n;
+    char why[160] = "";
+    int64_t *at = control_parse_opportunities(proto_args_get(a, "at_us"), &n, why, sizeof why);
+    if (!at && why[0]) return snprintf(err, errlen, "link %lld: %s", (long long)l->id, why), -1;
+    linkd_link_schedule(l, (int)dir, at, n, period_us * 1000);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "id", l->id);
+    return control_reply(c, &m, msgid, err, errlen);
+}
+
 static int control_link_updown(struct linkd_control *c, struct proto_args *a, uint32_t msgid,
                                bool up, char *err, size_t errlen)
 {
@@ -487,6 +537,7 @@ static const struct control_method {
     {"ping", on_ping},
     {"link_add", on_link_add},
     {"link_set", on_link_set},
+    {"link_schedule", on_link_schedule},
     {"link_down", on_link_down},
     {"link_up", on_link_up},
     {"link_stats", on_link_stats},

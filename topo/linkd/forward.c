@@ -36,6 +36,7 @@
 #endif
 
 #define VNET_HDR_LEN ((uint32_t)sizeof(struct virtio_net_hdr))
+#define ETH_HEADER_BYTES 14u
 #define ETH_MIN_FRAME 60u /* without FCS; shorter frames are padded on the wire */
 #define ETH_HEADER 14u
 /* Frames read per wake-up of one direction: enough to amortize the loop,
@@ -259,13 +260,56 @@ static void dir_launch(struct linkd_dir *d, struct linkd_packet *pkt, int64_t se
 }
 
 /* Serializes every queued frame whose transmission starts by `now`. */
+static void dir_transmit_scheduled(struct linkd_dir *d, int64_t now);
 static void dir_transmit(struct linkd_dir *d, int64_t now)
 {
+    if (d->sched.n) return dir_transmit_scheduled(d, now);
     while (d->q_head && d->tx_free_at <= now) {
         struct linkd_packet *pkt = dir_dequeue(d);
         int64_t start = pkt->arrival > d->tx_free_at ? pkt->arrival : d->tx_free_at;
         d->tx_free_at = start + dir_serialize_ns(d, pkt->wire_bytes);
         dir_launch(d, pkt, d->tx_free_at);
+    }
+}
+
+static int64_t schedule_next_at(const struct linkd_schedule *s)
+{
+    return s->t0 + s->round * s->period_ns + s->at_ns[s->next];
+}
+
+/* The IP packet's bytes (Ethernet headers off), what Mahimahi counts. */
+static uint32_t packet_ip_bytes(const struct linkd_packet *pkt)
+{
+    int64_t ip = (int64_t)pkt->frame_bytes - (int64_t)pkt->segs * ETH_HEADER_BYTES;
+    return ip > 0 ? (uint32_t)ip : 1;
+}
+
+/* One opportunity at `at`: up to LINKD_SCHEDULE_BYTES of the packets that
+ * had arrived by then. */
+static void dir_use_opportunity(struct linkd_dir *d, int64_t at)
+{
+    struct linkd_schedule *s = &d->sched;
+    uint32_t budget = LINKD_SCHEDULE_BYTES;
+    while (budget && d->q_head && d->q_head->arrival <= at) {
+        if (!s->head_left) s->head_left = packet_ip_bytes(d->q_head);
+        uint32_t take = budget < s->head_left ? budget : s->head_left;
+        s->head_left -= take;
+        budget -= take;
+        if (!s->head_left) dir_launch(d, dir_dequeue(d), at);
+    }
+}
+
+/* Every opportunity due by `now`, in order. */
+static void dir_transmit_scheduled(struct linkd_dir *d, int64_t now)
+{
+    struct linkd_schedule *s = &d->sched;
+    int64_t at;
+    while ((at = schedule_next_at(s)) <= now) {
+        if (++s->next == s->n) {
+            s->next = 0;
+            s->round++;
+        }
+        dir_use_opportunity(d, at);
     }
 }
 
@@ -284,7 +328,10 @@ static int64_t dir_next_event(const struct linkd_dir *d)
 {
     const struct linkd_timerq_node *n = linkd_timerq_peek(&d->delay_line);
     int64_t next = n ? n->at : INT64_MAX;
-    if (d->q_head) {
+    if (d->q_head && d->sched.n) {
+        int64_t t = schedule_next_at(&d->sched);
+        if (t < next) next = t;
+    } else if (d->q_head) {
         /* Without jitter nothing serialized after tx_free_at is due before
          * tx_free_at + delay, so the transmitter may wait until then. */
         int64_t t = d->tx_free_at + (d->p.jitter_ns ? 0 : d->p.delay_ns);
@@ -318,7 +365,7 @@ static void dir_process(struct linkd_dir *d, int64_t now)
  * a copy or a timer. */
 static bool dir_can_cut_through(const struct linkd_dir *d)
 {
-    return !d->p.rate_bps && !d->p.delay_ns && !d->p.jitter_ns && !d->q_head &&
+    return !d->p.rate_bps && !d->sched.n && !d->p.delay_ns && !d->p.jitter_ns && !d->q_head &&
            !linkd_timerq_peek(&d->delay_line);
 }
 
@@ -574,7 +621,9 @@ static bool link_wants_tso(const struct linkd_link *l, int i)
     case LINKD_OFFLOAD_AUTO:
         break;
     }
-    /* Loss must hit single packets, not whole super-frames. */
+    /* Loss must hit single packets, not whole super-frames; so must a
+     * schedule's opportunities. */
+    if (l->dir[i].sched.n) return false;
     return (p->rate_bps == 0 || p->rate_bps >= LINKD_TSO_MIN_RATE) && p->loss == 0.0 &&
            p->ge_p == 0.0;
 }
@@ -610,6 +659,7 @@ static void link_free(struct linkd_link *l, bool remove_devices)
 {
     for (int i = 0; i < 2; i++) {
         linkd_timerq_destroy(&l->dir[i].delay_line);
+        free(l->dir[i].sched.at_ns);
         if (l->fd[i] < 0) continue;
         if (remove_devices)
             linkd_tap_remove(l->fd[i]);
@@ -676,8 +726,27 @@ int linkd_link_set(struct linkd_link *l, int d, const struct linkd_params *p, ch
     return rc;
 }
 
+void linkd_link_schedule(struct linkd_link *l, int d, int64_t *at_ns, size_t n, int64_t period_ns)
+{
+    struct linkd_dir *dir = &l->dir[d];
+    int64_t now = linkd_now();
+    dir_transmit(dir, now); /* what the old rule let out by now goes out */
+    free(dir->sched.at_ns);
+    dir->sched = (struct linkd_schedule){at_ns, n, period_ns, now, 0, 0, 0};
+    if (!n) {
+        free(at_ns);
+        dir->sched.at_ns = NULL;
+        dir->tx_free_at = now; /* the rate takes over from here */
+    }
+    char err[128];
+    if (link_apply_offload(l, false, err, sizeof err) < 0)
+        linkd_log("link %lld: %s", (long long)l->id, err);
+    dir_process(dir, now);
+}
+
 static void dir_flush(struct linkd_dir *d)
 {
+    d->sched.head_left = 0;
     while (d->q_head) {
         struct linkd_packet *pkt = dir_dequeue(d);
         d->c.drops_down += pkt->segs;

@@ -65,6 +65,20 @@ struct linkd_counters {
 struct linkd;
 struct linkd_link;
 
+/* A Mahimahi delivery-opportunity schedule: frames leave only at t0 +
+ * round x period_ns + at_ns[i], each opportunity carrying up to
+ * LINKD_SCHEDULE_BYTES of IP packet (a packet larger than what is left
+ * takes the next opportunities too, as Mahimahi's link queue does); an
+ * opportunity that finds the queue empty is lost. */
+#define LINKD_SCHEDULE_BYTES 1500u
+struct linkd_schedule {
+    int64_t *at_ns; /* owned; non-decreasing offsets within a round */
+    size_t n;       /* 0: no schedule, the rate applies */
+    int64_t period_ns, t0, round;
+    size_t next;        /* the next opportunity of the round */
+    uint32_t head_left; /* IP bytes of the head packet still to carry (0: none begun) */
+};
+
 struct linkd_dir {
     struct linkd_link *link;
     int in_fd, out_fd; /* borrowed from the link */
@@ -81,6 +95,7 @@ struct linkd_dir {
     struct linkd_timerq_node event; /* this direction in struct linkd's event queue */
     struct linkd_packet *spare;     /* large buffer the next read lands in */
     struct linkd_counters c;
+    struct linkd_schedule sched; /* delivery opportunities instead of the rate, when n > 0 */
 };
 
 struct linkd_link {
@@ -134,6 +149,9 @@ struct linkd_link *linkd_link_add(struct linkd *ld, int64_t id, int fd_a, int fd
  * their place, every packet serialized from now on sees the new values. */
 int linkd_link_set(struct linkd_link *l, int d, const struct linkd_params *p, char *err,
                    size_t errlen);
+/* Replaces direction d's schedule by at_ns[0..n) (ownership taken; n = 0:
+ * none, the rate applies again), starting now. */
+void linkd_link_schedule(struct linkd_link *l, int d, int64_t *at_ns, size_t n, int64_t period_ns);
 /* Down drops what is queued or in flight and everything that arrives. */
 void linkd_link_set_up(struct linkd_link *l, bool up);
 /* Stops forwarding, removes the TAPs (persistent ones too) and frees the link. */

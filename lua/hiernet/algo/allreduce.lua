@@ -58,6 +58,7 @@ local TRAIN_OPTIONS = {
   algo = check.oneof(table.unpack(ar.algos)), groups = coll.check_groups,
   server_opt = check.optimizer, local_steps = check.posint,
 }
+for k, c in pairs(worker.overlap_options) do TRAIN_OPTIONS[k] = c end
 
 -- The commands that apply the mean update `u` to the model. The server
 -- optimizer keeps its state apart from the worker optimizer's (optim's
@@ -156,7 +157,7 @@ local function step_plan(J, W, ids)
   for r = 1, n do after[r] = apply_commands(J, update, n) end
   return ar.plan{ peers = nodes, tensor = update, algo = J.o.algo or "ring",
                   groups = active_groups(J.o.groups, nodes), size = J.model_size,
-                  before = before, after = after }
+                  before = before, after = after, buckets = W.buckets }
 end
 
 local function record_step(J, run, ids, t_step)
@@ -254,6 +255,7 @@ function ar.train(opts)
   local algo = type(opts) == "table" and opts.algo or "ring"
   local J = job.new("allreduce", opts, { mode = algo, options = TRAIN_OPTIONS })
   job.eval_node_among_workers("allreduce.train", J.o)
+  worker.check_overlap(J)
   J.o.server_opt = J.o.server_opt or { method = "sgd", lr = 1.0 }
   J.o.server_opt.method = J.o.server_opt.method or "sgd"
   J:setup{ origin = J.workers[1], eval_node = J.workers[1], model_name = "w" }

@@ -160,6 +160,44 @@ local function schedule_commands(schedule, peers, t, size)
   return lists
 end
 
+-- ---- overlap: one collective per gradient bucket ----
+
+-- The schedule of one bucket: the algo's over its count elements, its
+-- ranges moved to the bucket's offset.
+local function bucket_schedule(algo, n, b, groups)
+  local s = sched.schedule(algo, n, b.count, groups)
+  for _, ops in ipairs(s) do
+    for _, op in ipairs(ops) do
+      if op.range then op.range = { op.range[1] + b.offset, op.range[2] } end
+    end
+  end
+  return s
+end
+
+-- Every bucket's collective in turn, each after bucket{index = k}, which
+-- holds the peer until that bucket's gradient is done (peer/ml_buckets.c):
+-- the bucket's all-reduce runs while the next layers compute, as PyTorch
+-- DDP's. Per peer { prep=, cmds= } as schedule_commands makes them (slots
+-- made once: their names do not depend on the bucket).
+local function bucketed_commands(algo, peers, t, size, buckets, groups)
+  local out, made = {}, {}
+  for r = 1, #peers do out[r], made[r] = { prep = {}, cmds = {} }, {} end
+  for k, b in ipairs(buckets) do
+    local part = schedule_commands(bucket_schedule(algo, #peers, b, groups), peers, t, size)
+    for r = 1, #peers do
+      for _, c in ipairs(part[r].prep) do
+        if not made[r][c[2].name] then
+          made[r][c[2].name] = true
+          out[r].prep[#out[r].prep + 1] = c
+        end
+      end
+      out[r].cmds[#out[r].cmds + 1] = { "bucket", { index = k } }
+      table.move(part[r].cmds, 1, #part[r].cmds, #out[r].cmds + 1, out[r].cmds)
+    end
+  end
+  return out
+end
+
 -- ---- the receiver's rendezvous ----
 --
 -- A peer's collective commands follow its own step (`before`: the compute
@@ -283,6 +321,17 @@ local ALLREDUCE_OPTIONS = {
   end,
 }
 ALLREDUCE_OPTIONS.after = ALLREDUCE_OPTIONS.before
+-- gradient buckets ({offset=, count=} in the order they are ready, as
+-- hn.grad_buckets gives them): one collective each, after its bucket{}
+ALLREDUCE_OPTIONS.buckets = function(what, v)
+  if type(v) ~= "table" or #v == 0 then fail("%s: expected a list of {offset=, count=}", what) end
+  for k, b in ipairs(v) do
+    if type(b) ~= "table" or math.type(b.offset) ~= "integer" or math.type(b.count) ~= "integer" then
+      fail("%s: entry %d is not {offset = integer, count = integer}", what, k)
+    end
+  end
+  return v
+end
 -- The checker of a `groups` option (lists of lists of nodes).
 coll.check_groups = ALLREDUCE_OPTIONS.groups
 
@@ -310,8 +359,12 @@ function coll.plan(o)
   local algo = o.algo or "ring"
   local size = o.size or tensor_size(peers[1], t)
   local groups = coll.index_groups(peers, algo, o.groups)
-  local schedule = sched.schedule(algo, #peers, size, groups)
-  local collective = schedule_commands(schedule, peers, t, size)
+  local collective
+  if o.buckets then
+    collective = bucketed_commands(algo, peers, t, size, o.buckets, groups)
+  else
+    collective = schedule_commands(sched.schedule(algo, #peers, size, groups), peers, t, size)
+  end
   local lists = {}
   for r = 1, #peers do
     local cmds = {}

@@ -364,6 +364,10 @@ local function final_cloud_average(J, groups, cloud)
 end
 
 function hier.train(opts)
+  if type(opts) == "table" and (opts.overlap ~= nil or opts.bucket_mb ~= nil) then
+    fail("hier.train: overlap is refused: terminals send their models after tau1 local steps, "
+      .. "there is no step's gradient whose buckets could leave during its backward pass")
+  end
   local J = job.new("hier", opts, { mode = "hierfavg", options = OPTIONS })
   -- Only the cloud's model is whole: eval_every counts cloud rounds here
   -- (default 1: every one), and the cloud is what is evaluated (with

@@ -286,14 +286,18 @@ end
 -- workers}, eval_node = node, model_name = "w" }: datasets loaded, the model
 -- created on origin and sent to every worker and holder, test split on the
 -- eval node; residuals = {names} the compression's error feedback uses on
--- the workers (default {"ef"}), dropped first.
+-- the workers (default {"ef"}), dropped first; columns = {names} appended
+-- to steps.csv's (a family's own figures: split's per-stage times).
 local function setup(self, s)
   s = s or {}
   -- The records (and their prefix) once every option has been checked: a
   -- train call that fails its checks leaves no files and frees no name.
   self.prefix = pick_prefix(self.o, self.label)
-  self.steps_rec = hn.record(self.prefix .. "steps", { "time", "worker", "step", "loss", "compute_ms",
-    "comm_ms", "wait_ms", "staleness", "lr", "k", "bytes", "samples", "version" })
+  local columns = { "time", "worker", "step", "loss", "compute_ms", "comm_ms", "wait_ms", "staleness",
+    "lr", "k", "bytes", "samples", "version" }
+  self.extra_columns = s.columns or {}
+  for _, c in ipairs(self.extra_columns) do columns[#columns + 1] = c end
+  self.steps_rec = hn.record(self.prefix .. "steps", columns)
   self.eval_rec = hn.record(self.prefix .. "eval", { "time", "step", "accuracy", "loss" })
   local name = s.model_name or "w"
   self.model_name = name
@@ -730,7 +734,8 @@ end
 -- comm_ms=, wait_ms=, staleness=, lr=, k=, bytes=, samples=, version=}; time
 -- defaults to now. version: the model version the step's push was computed
 -- on, where the algorithm numbers its models (ps), so that a replay knows
--- which model each update came from.
+-- which model each update came from. node: the row's node when it is not
+-- a worker (a pipeline stage); the setup's extra columns are taken from r.
 function Job:step_row(r)
   self.worker_steps = self.worker_steps + 1
   self.compute_ms = self.compute_ms + (r.compute_ms or 0)
@@ -740,12 +745,14 @@ function Job:step_row(r)
   if not r.samples_counted then self.samples = self.samples + (r.samples or 0) end
   if r.loss then self.last_loss = r.loss end
   tcp_account.note_step(self.tcp, r)
-  local name = self.workers[r.worker].name
+  local name = r.node and r.node.name or self.workers[r.worker].name
   self.steps_of[name] = (self.steps_of[name] or 0) + 1
-  self.steps_rec:add{ time = r.time or self:now(), worker = name, step = r.step,
+  local row = { time = r.time or self:now(), worker = name, step = r.step,
     loss = r.loss, compute_ms = r.compute_ms, comm_ms = r.comm_ms, wait_ms = r.wait_ms,
     staleness = r.staleness, lr = r.lr, k = r.k, bytes = r.bytes, samples = r.samples,
     version = r.version }
+  for _, c in ipairs(self.extra_columns or {}) do row[c] = r[c] end
+  self.steps_rec:add(row)
   self:progress()
 end
 
@@ -781,8 +788,11 @@ function job.batch_summary(results, cmds)
       r.send_ms, r.bytes = r.send_ms + res.ms, r.bytes + res.bytes
     elseif name == "wait" then
       r.wait_ms = r.wait_ms + res.ms
+    elseif name == "bucket" then
+      -- the rest of an overlapped grad: counted whole at the grad (grad_ms)
     else
-      r.compute_ms = r.compute_ms + res.ms
+      -- an overlapped profiled grad ends at its first bucket; grad_ms is all of it
+      r.compute_ms = r.compute_ms + (res.grad_ms or res.ms)
     end
     if name == "grad" and not params.same_batch then
       r.samples = r.samples + res.batch

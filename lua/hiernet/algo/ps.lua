@@ -326,11 +326,12 @@ function Engine:setup_servers()
       if sharded then cmds[#cmds + 1] = J:model_tensor("w", count, offset) end
       if not self.policy.applies_each then cmds[#cmds + 1] = J:model_tensor("acc", count, offset) end
       if self.policy.momentum_server then cmds[#cmds + 1] = J:model_tensor("mom", count, offset) end
-      if sharded and not self.direct_add and not self.o.compress then
+      if (sharded or self.o.overlap) and not self.direct_add and not self.o.compress then
         -- A worker sends its range of the update into its slot at offset 0,
         -- and a range lands only in a tensor that exists: on fresh servers
         -- the first push was refused, and a slot left by an earlier training
-        -- of another model had the wrong size.
+        -- of another model had the wrong size. With overlap every push is
+        -- ranges (one per bucket) into the worker's slot.
         for i = 1, self.n do cmds[#cmds + 1] = J:model_tensor(slot_name(i), count, offset) end
       end
       for first = 1, #cmds, BATCH_MAX do -- one slot per worker: may be more than a batch holds
@@ -715,6 +716,7 @@ local OPTIONS = {
     smoothing = check.fraction, armijo_c = check.posnumber, backtrack = check.fraction,
     max_backtracks = check.posint },
 }
+for k, c in pairs(worker.overlap_options) do OPTIONS[k] = c end
 ps.options = OPTIONS
 
 -- Options that belong to some modes only are errors elsewhere: a staleness
@@ -843,7 +845,11 @@ function ps.train(opts)
   J.o.server_opt.method = J.o.server_opt.method or "sgd"
   local policy = policies[mode](J.o, #J.workers)
   local sharded = #servers > 1
+  if sharded and J.o.overlap then
+    fail("ps.train: overlap = true with %d servers: refused (a bucket would be cut at every shard's edge); give one server", #servers)
+  end
   check_used_options(J, mode, policy, sharded)
+  worker.check_overlap(J, mode == "adaptive-k" and J.o.bb ~= false)
   check_summary(policy)
   local residuals = { "ef" } -- one per server's slice when sharded (worker.push_commands)
   for s = 1, sharded and #servers or 0 do residuals[#residuals + 1] = "ef." .. s end

@@ -31,6 +31,77 @@ local job = require("hiernet.algo.job")
 
 local worker = {}
 
+-- ---- overlap: gradient buckets (docs/algorithms.md "Overlap") ----
+--
+-- overlap = true, bucket_mb = 25: the grad makes buckets (peer/ml_buckets.c,
+-- kernels/buckets.h: PyTorch DDP's, from the last layer, closed at bucket_mb
+-- MiB) and bucket{index = k} holds the worker until bucket k's layers are
+-- done; the commands that send bucket k come right after it, so they run
+-- while the device computes the next layers. The gradient is computed whole
+-- and equal to the bit, so the model is the one without overlap.
+
+-- The options ps and allreduce take for it.
+worker.overlap_options = { overlap = job.check.boolean, bucket_mb = job.check.posnumber }
+
+-- DDP's default cap (torch.nn.parallel.DistributedDataParallel, bucket_cap_mb).
+worker.DEFAULT_BUCKET_MB = 25
+
+-- Is a step's update lr x gradient (one local step of plain sgd), which a
+-- step can make without touching the model?
+function worker.plain_sgd(J)
+  local opt = J.o.worker_opt
+  -- A model holding batch-norm running statistics (cnn:resnet20, see
+  -- kernels/model.h) steps through optim, which folds them in: the shortcut
+  -- u = lr * gradient would push lr times its batch statistics instead.
+  local running_stats = tostring(J.o.model):match("^cnn:resnet") ~= nil
+  return (J.o.local_steps or 1) == 1 and opt.method == "sgd" and not opt.weight_decay
+    and not running_stats
+end
+
+-- What overlap cannot do: the refusal in one line naming the option at
+-- fault, or nil. bb: the step uses the Barzilai-Borwein rate.
+local function overlap_refusal(J, bb)
+  local name = J.algorithm .. ".train"
+  if J.o.bucket_mb and not J.o.overlap then
+    return name .. ": option 'bucket_mb' goes with overlap = true"
+  end
+  if not J.o.overlap then return nil end
+  if J.o.compress then
+    return name .. ": overlap = true with compress: refused (a compressed update is made "
+      .. "from the whole gradient, top-k and error feedback over all of it; see docs/algorithms.md)"
+  end
+  if bb then
+    return name .. ": overlap = true with the Barzilai-Borwein rate (bb): refused (its rate "
+      .. "needs the whole gradient before any of it is sent; give bb = false)"
+  end
+  if not worker.plain_sgd(J) then
+    return name .. ": overlap = true needs the update to be lr x gradient (worker_opt sgd "
+      .. "without weight_decay, local_steps = 1, no batch-norm statistics): an optimizer's "
+      .. "update exists only after its step over the whole gradient"
+  end
+end
+
+-- The buckets of the job's model over `size` elements ({offset=, count=,
+-- ready_share=} in the order they are ready).
+local function overlap_plan(J, size)
+  J.o.bucket_mb = J.o.bucket_mb or worker.DEFAULT_BUCKET_MB
+  local b, err = require("hiernet").grad_buckets(J.o.model, size, J.o.bucket_mb)
+  if not b then job.fail("%s.train: option 'bucket_mb': %s", J.algorithm, err) end
+  return b
+end
+
+-- Refuses what overlap cannot do, before anything is made (call it after
+-- job.new): the options, and a cap that makes too many buckets.
+function worker.check_overlap(J, bb)
+  local refused = overlap_refusal(J, bb)
+  if refused then job.fail("%s", refused) end
+  if not J.o.overlap then return end
+  local hn = require("hiernet")
+  local zoo = hn.zoo(J.o.model)
+  local size = hn.model_check(J.o.model) or (zoo and zoo.params)
+  if size then overlap_plan(J, size) end
+end
+
 local W = {}
 W.__index = W
 
@@ -46,12 +117,7 @@ local BB_DEFAULTS = { min_lr = 0.01, max_lr = 10, smoothing = 0.5, armijo_c = 0.
 function worker.new(J, o)
   local opt = J.o.worker_opt
   local steps = J.o.local_steps or 1
-  -- A model holding batch-norm running statistics (cnn:resnet20, see
-  -- kernels/model.h) steps through optim, which folds them in: the shortcut
-  -- u = lr * gradient would push lr times its batch statistics instead.
-  local running_stats = tostring(J.o.model):match("^cnn:resnet") ~= nil
-  local plain_sgd = steps == 1 and opt.method == "sgd" and not opt.weight_decay
-    and not running_stats
+  local plain_sgd = worker.plain_sgd(J)
   local self = setmetatable({
     J = J, opt = opt, local_steps = steps, want_norm = o.want_norm, compress = J.o.compress,
     model = o.model or J.model_name or "w", bb = o.bb, lr = {}, bb_state = {},
@@ -60,6 +126,7 @@ function worker.new(J, o)
     -- Does a step write the worker's model? Then it must pull before the next one.
     writes_model = not plain_sgd and not o.bb,
   }, W)
+  self.buckets = J.o.overlap and overlap_plan(J, J.model_size) or nil
   for k, v in pairs(BB_DEFAULTS) do self.bb_opts[k] = (o.bb_opts or {})[k] or v end
   local lr0 = opt.lr or 0.05
   self.bb_opts.min_lr, self.bb_opts.max_lr = self.bb_opts.min_lr * lr0, self.bb_opts.max_lr * lr0
@@ -90,7 +157,7 @@ end
 function W:update_commands(lr)
   local batch, m = self.J.o.batch, self.model
   if not self.writes_model then
-    return { { "grad", { model = m, out = "g", batch = batch } },
+    return { { "grad", { model = m, out = "g", batch = batch, bucket_mb = self.buckets and self.J.o.bucket_mb } },
              { "scale", { x = "g", alpha = lr } } }, "g"
   end
   local cmds = { { "copy", { src = m, dst = "w0" } } }
@@ -109,6 +176,7 @@ end
 -- range compressed alone, with a residual of its own ("ef.<target>"), so
 -- each server decompresses exactly its slice.
 function W:push_commands(cmds, update, targets)
+  if self.buckets then return self:bucket_push_commands(cmds, update, targets) end
   local c = self.compress
   if c and not (targets[1] and targets[1].range) then
     cmds[#cmds + 1] = job.compress_command(c, update, "uc")
@@ -124,6 +192,20 @@ function W:push_commands(cmds, update, targets)
       send.range, send.at = t.range, 0
     end
     cmds[#cmds + 1] = { "send", send }
+  end
+  if self.claim_model then cmds[#cmds + 1] = { "wait", { tensor = self.model, clear = true } } end
+end
+
+-- With overlap: each bucket's sends right after the bucket is ready, nowait
+-- (the next bucket's wait starts at once; the batch ends when every send is
+-- acknowledged). Ranges land at their own offset of the target.
+function W:bucket_push_commands(cmds, update, targets)
+  for k, b in ipairs(self.buckets) do
+    cmds[#cmds + 1] = { "bucket", { index = k } }
+    for _, t in ipairs(targets) do
+      cmds[#cmds + 1] = { "send", { tensor = update, to = t.node, as = t.as, add = t.add or nil,
+                                    range = { b.offset, b.count }, nowait = true } }
+    end
   end
   if self.claim_model then cmds[#cmds + 1] = { "wait", { tensor = self.model, clear = true } } end
 end

@@ -3,7 +3,8 @@
  * The timer heap and the packet pool are tested directly. The pipeline is
  * tested end to end by forwarding between two SOCK_DGRAM socketpairs, which
  * hand out one frame per read() just like a TAP: frames written into "a" come
- * out of "b" with the configured delay, rate, loss, queue and order. */
+ * out of "b" with the configured delay, rate, loss, queue and order, and at
+ * the opportunities of a Mahimahi schedule. */
 #include "check.h"
 #include "topo/linkd/ecn.h"
 #include "topo/linkd/forward.h"
@@ -334,6 +335,42 @@ static void test_ecn_threshold(void)
     }
 }
 
+/* A Mahimahi schedule: opportunities at 10, 10, 20 and 40 ms of a 50 ms
+ * round, 1500 bytes of IP packet each. Three full frames take the first
+ * three; two of 800 IP bytes meet the fourth, which carries the first and
+ * 700 bytes of the second, whose last 100 bytes leave with the next
+ * round's first opportunity at 60 ms. */
+static void test_schedule(void)
+{
+    struct linkd_params p;
+    linkd_params_default(&p);
+    struct rig r;
+    rig_open(&r, &p);
+    int64_t *ms = malloc(4 * sizeof *ms);
+    const int64_t offsets[] = {10, 10, 20, 40}, want[] = {10, 10, 20, 40, 60};
+    for (int i = 0; i < 4; i++)
+        ms[i] = offsets[i] * 1000000;
+    int64_t t0 = linkd_now();
+    linkd_link_schedule(r.link, 0, ms, 4, 50000000);
+    for (uint32_t i = 0; i < 5; i++)
+        rig_send(&r, i, i < 3 ? 1514 : 814);
+    int64_t at[5];
+    uint32_t seq[5];
+    CHECK(rig_collect(&r, 5, 500000000, at, seq) == 5);
+    for (int i = 0; i < 5; i++) {
+        CHECK(seq[i] == (uint32_t)i);
+        CHECK_NEAR((at[i] - t0) / 1e6, (double)want[i], 2.0);
+    }
+    /* A rate again once the schedule is gone: an unshaped link cuts through. */
+    linkd_link_schedule(r.link, 0, NULL, 0, 1);
+    CHECK(r.link->dir[0].sched.n == 0 && r.link->dir[0].sched.at_ns == NULL);
+    int64_t sent = linkd_now();
+    rig_send(&r, 9, 100);
+    CHECK(rig_collect(&r, 1, 100000000, at, seq) == 1 && seq[0] == 9);
+    CHECK((at[0] - sent) / 1e6 < 5.0);
+    rig_close(&r);
+}
+
 int main(void)
 {
     test_timerq_order();
@@ -345,5 +382,6 @@ int main(void)
     test_down_up();
     test_ecn_mark_frame();
     test_ecn_threshold();
+    test_schedule();
     return check_report();
 }

@@ -86,6 +86,8 @@ RULES = {
     "network": text, "comm_compute_ratio": positive_by_name, "backend": text, "bsp_fail_error": text,
     "cp_s": positive, "cp_paper_s": positive, "cu_s": positive, "cu_paper_s": positive, "bound_s": positive,
     "cu_vs_paper": positive, "cu_vs_bound": positive, "speedup_bars": table, "bound_bars": table,
+    "step_s": positive, "compute_s": positive, "comm_s": positive, "last_bucket_s": positive,
+    "buckets": some_steps, "vs_plain": positive,
 }
 
 
@@ -242,6 +244,23 @@ def claim_paper_speedup(name, s, results):
             fail(f"{name}: {r['label']}: speedup_bars lack its speed-up {want}")
 
 
+def claim_overlap(name, s, results):
+    """Each row's ratios are its step over its bound and over the step
+    without overlap at its rate; one bucket's bound is compute +
+    communication, the step without overlap's."""
+    plain = {r["bw"]: r for r in results if r["bucket_mb"] == 0}
+    for r in results:
+        if not near(r["ratio"], r["step_s"] / r["bound_s"]):
+            fail(f"{name}: {r['label']}: ratio {r['ratio']} is not step_s / bound_s")
+        p = plain.get(r["bw"])
+        if not p:
+            fail(f"{name}: {r['label']}: no run without overlap at {r['bw']}")
+        if not near(r["vs_plain"], r["step_s"] / p["step_s"]):
+            fail(f"{name}: {r['label']}: vs_plain {r['vs_plain']} is not step_s / the plain step")
+        if r["buckets"] == 1 and not near(r["bound_s"], r["compute_s"] + r["comm_s"]):
+            fail(f"{name}: {r['label']}: one bucket's bound {r['bound_s']} is not compute + communication")
+
+
 def claim_incast(name, s, results):
     """The step_vs_bound figure's bars are the rows' step / bound ratios."""
     bars = {(b["label"], p[0]): p[1] for b in s.get("bound_bars") or [] for p in b["points"]}
@@ -252,7 +271,7 @@ def claim_incast(name, s, results):
 
 CLAIMS = {"compression": claim_compression, "incast": claim_incast, "speedup_model": claim_speedup_model,
           "faults": claim_faults, "sync_models": claim_sync_models, "paper_table4": claim_paper_table4,
-          "paper_speedup": claim_paper_speedup}
+          "paper_speedup": claim_paper_speedup, "overlap": claim_overlap}
 
 
 def check_page(run, name, summary):
