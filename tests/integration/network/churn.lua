@@ -19,14 +19,7 @@ local A = H.args(...)
 local link = { bw = "100Mbit" }
 if A.backend ~= "kernel" then link.delay = "1ms" end -- no netem: the kernel backend shapes rate only
 local net = hn.network{ name = "churn", backend = A.backend or "user", seed = 3 }
-local sw = net:switch("sw")
-local server = net:node("server", { tier = "cloud" })
-net:link(sw, server, link)
-local w = {}
-for i = 1, 4 do
-  w[i] = net:node("w" .. i, { tier = "terminal" })
-  net:link(sw, w[i], link)
-end
+local server, _, w = H.star(net, 4, link, link) -- server "ps", workers w1..w4 on switch "s"
 net:start()
 H.own(net)
 
