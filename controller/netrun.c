@@ -1344,6 +1344,52 @@ int netrun_partition(struct netrun *nr, const unsigned char *side, char *err, si
     return topo_kernel_partition(nr->kernel, side, err, errlen);
 }
 
+int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, char *err,
+                size_t errlen)
+{
+    if (!nr->kernel) {
+        if (healed) *healed = 0;
+        return 0; /* nothing was ever cut */
+    }
+    return topo_kernel_heal(nr->kernel, side, healed, err, errlen);
+}
+
+/* Puts link l's far end (not `stays`'s) at node `to` in the model, with a
+ * fresh interface name there; *end_a says which end moved. */
+static void move_link_end(struct topo_network *net, int l, int stays, int to, bool *end_a)
+{
+    struct topo_link *link = &net->links[l];
+    *end_a = link->b == stays;
+    if (*end_a)
+        link->a = to;
+    else
+        link->b = to;
+    topo_name_link_end(net, (size_t)l, to, *end_a ? link->ifname_a : link->ifname_b);
+}
+
+int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, size_t errlen)
+{
+    if (!nr->kernel) {
+        snprintf(err, errlen, "backend '%s' emulates no links to move (use kernel, user or auto)",
+                 netrun_backend(nr));
+        return -1;
+    }
+    struct topo_network *net = nr->net;
+    struct topo_link saved = net->links[l];
+    int from = saved.a == stays ? saved.b : saved.a;
+    bool end_a;
+    move_link_end(net, l, stays, to, &end_a);
+    struct topo_routing fresh;
+    if (topo_routing_compute(net, &fresh, err, errlen) < 0) {
+        net->links[l] = saved; /* nothing was touched yet */
+        return -1;
+    }
+    topo_routing_free(&nr->routing);
+    nr->routing = fresh; /* the kernel layer reads it through its pointer */
+    int rc = topo_kernel_link_move(nr->kernel, l, end_a, from, err, errlen);
+    return rc < 0 ? rc : topo_kernel_reroute(nr->kernel, l, stays, err, errlen);
+}
+
 size_t netrun_partitions(const struct netrun *nr)
 {
     return nr->kernel ? topo_kernel_partitions(nr->kernel) : 0;

@@ -184,6 +184,8 @@ function job.new(algorithm, opts, spec)
     last_loss = nil, best_accuracy = nil, last_accuracy = nil, time_to_target = nil,
     evals = 0, evals_skipped = 0, eval_busy = false, eval_task = nil,
     stop_reason = nil, dead = {}, away = {}, killed = {}, fault_hooks = {}, t0 = nil,
+    -- what the faults cost (summary.json availability, updates_lost)
+    away_since = {}, away_s = {}, updates_lost = 0,
   }, Job)
   -- The scenario's line of this train call: errors raised later, in tasks
   -- the library spawned, are reported there (Job:setup, Job:guard).
@@ -474,6 +476,7 @@ end
 function Job:set_away(i, away, why)
   if (self.away[i] or false) == away then return end
   self.away[i] = away or nil
+  self:count_away(i, away)
   local w = self.workers[i].name
   if away then
     if self.fault_sync and self.on_failure ~= "drop" then
@@ -487,6 +490,30 @@ function Job:set_away(i, away, why)
     hn.log(string.format("%s: worker %s is back (%s); it takes the current model", self.label, w, why))
   end
   if self.fault_hooks.on_change then self.fault_hooks.on_change(i, not away, why) end
+end
+
+-- Worker i's time away (killed or cut off), for its availability: the
+-- share of the training's time it took part.
+function Job:count_away(i, away)
+  local t = self.t0 and self:now() or 0
+  if away then
+    self.away_since[i] = t
+  elseif self.away_since[i] then
+    self.away_s[i] = (self.away_s[i] or 0) + (t - self.away_since[i])
+    self.away_since[i] = nil
+  end
+end
+
+-- summary.json's availability (the mean over the workers) and
+-- availability_workers (name -> share), at training time wall.
+function Job:availability(wall)
+  local shares, sum = {}, 0
+  for i, w in ipairs(self.workers) do
+    local away = (self.away_s[i] or 0) + (self.away_since[i] and wall - self.away_since[i] or 0)
+    local share = wall > 0 and math.min(1, math.max(0, 1 - away / wall)) or 1
+    shares[w.name], sum = share, sum + share
+  end
+  return sum / #self.workers, shares
 end
 
 -- The nodes worker i must reach (the hooks' hub: a node or a list).
@@ -565,6 +592,8 @@ function Job:watch_faults(hooks)
   on("kill", function(_, node)
     local i = self:worker_index(node)
     if i then
+      -- a worker taking part is always inside a step: its gradient is lost
+      if self:alive(i) and not self:stopped() then self.updates_lost = self.updates_lost + 1 end
       self.killed[i] = true
       self:set_away(i, true, "was killed")
     else
@@ -853,7 +882,8 @@ job.SUMMARY_FIELDS = {
   "final_loss", "final_eval_failed", "best_accuracy", "target_accuracy", "time_to_target_s",
   "steps_to_target", "steps", "updates_applied", "worker_steps", "epochs", "train_samples", "bytes",
   "wall_s", "start_s", "compute_share", "stop_reason", "evals", "evals_skipped", "last_loss", "prefix",
-  "workers", "workers_alive", "learning", "virtual_skipped_elements",
+  "workers", "workers_alive", "learning", "virtual_skipped_elements", "availability",
+  "availability_workers", "updates_lost",
 }
 
 -- Final evaluation (outside the training time), summary.json, and the
@@ -889,7 +919,9 @@ local function finish(self, extra)
     stop_reason = self.stop_reason, evals = self.evals, evals_skipped = self.evals_skipped,
     last_loss = self.last_loss, learning = self.learning,
     virtual_skipped_elements = self:virtual_skipped(),
+    updates_lost = self.updates_lost,
   }
+  s.availability, s.availability_workers = self:availability(wall)
   for k, v in pairs(extra or {}) do
     if k ~= "final_node" and k ~= "final_model" then s[k] = v end
   end
