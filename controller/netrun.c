@@ -1236,7 +1236,7 @@ static void cuts_free(struct netrun *nr);
 
 struct kernel_op {
     enum kernel_op_kind kind;
-    unsigned char *side; /* OP_PARTITION: per node its group (owned) */
+    unsigned char *side; /* per node its group (owned); OP_HEAL: NULL for every cut */
     int link, dir;
     bool up;
     struct topo_link_params params;
@@ -1253,8 +1253,10 @@ static void work_kernel_op(struct netrun *nr)
     struct topo_kernel *k = nr->kernel;
     char *err = op->err;
     size_t len = sizeof op->err;
-    if (op->kind == OP_PARTITION || op->kind == OP_HEAL)
+    if (op->kind == OP_PARTITION)
         op->rc = topo_kernel_partition(k, op->side, err, len);
+    else if (op->kind == OP_HEAL)
+        op->rc = topo_kernel_heal(k, op->side, NULL, err, len);
     else if (op->kind == OP_LINK_SET)
         op->rc = topo_kernel_link_set_dir(k, op->link, op->dir, &op->params, err, len);
     else
@@ -1302,6 +1304,25 @@ static int kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_r
     nr->ops_tail = q;
     if (idle) job_begin(nr, work_kernel_op, kernel_op_done);
     return 1;
+}
+
+/* A move (netrun_link_move) changes the routing and the kernel on the
+ * loop: the changes asked for before it end first, here. The one loop
+ * wait left in a run's kernel changes, and only when a move meets changes
+ * still under way (a churn's move while a partition or l:set runs). */
+static void kernel_ops_settle(struct netrun *nr)
+{
+    if (!nr->ops) return;
+    if (nr->job.running) pthread_join(nr->job.thread, NULL);
+    nr->job.running = false;
+    nr->job.then = NULL; /* its ev_async finds nothing to do */
+    for (bool ran = true; nr->ops; ran = false) {
+        struct kernel_op *op = nr->ops;
+        if (!ran) work_kernel_op(nr); /* the first one ran on the thread */
+        nr->ops = op->next;
+        kernel_op_finish(op, op->rc < 0 ? op->err : NULL);
+    }
+    nr->ops_tail = NULL;
 }
 
 /* The release: the change running has ended (joined); the rest never run. */
@@ -1609,10 +1630,73 @@ int netrun_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn
                  netrun_backend(nr));
         return -1;
     }
-    struct kernel_op op = {.kind = side ? OP_PARTITION : OP_HEAL};
-    if (side && cut_add(nr, side, &op) < 0) return snprintf(err, errlen, "out of memory"), -1;
-    if (!side) cuts_free(nr);
+    struct kernel_op op = {.kind = OP_PARTITION};
+    if (cut_add(nr, side, &op) < 0) return snprintf(err, errlen, "out of memory"), -1;
     return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
+}
+
+/* The loop's view: the cuts that match side (NULL: all) go; how many. */
+static size_t cuts_take(struct netrun *nr, const unsigned char *side)
+{
+    size_t kept = 0, n = nr->n_cuts;
+    for (size_t p = 0; p < n; p++) {
+        if (!side || topo_kernel_same_cut(nr->cuts[p], side, nr->net->n_nodes))
+            free(nr->cuts[p]);
+        else
+            nr->cuts[kept++] = nr->cuts[p];
+    }
+    nr->n_cuts = kept;
+    return n - kept;
+}
+
+int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, peer_reply_fn cb,
+                void *ctx, char *err, size_t errlen)
+{
+    size_t n = nr->kernel ? cuts_take(nr, side) : 0; /* none: nothing was ever cut */
+    if (healed) *healed = n;
+    if (n == 0) return 0;
+    struct kernel_op op = {.kind = OP_HEAL};
+    if (side && !(op.side = malloc(nr->net->n_nodes)))
+        return snprintf(err, errlen, "out of memory"), -1;
+    if (side) memcpy(op.side, side, nr->net->n_nodes);
+    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
+}
+
+/* Puts link l's far end (not `stays`'s) at node `to` in the model, with a
+ * fresh interface name there; *end_a says which end moved. */
+static void move_link_end(struct topo_network *net, int l, int stays, int to, bool *end_a)
+{
+    struct topo_link *link = &net->links[l];
+    *end_a = link->b == stays;
+    if (*end_a)
+        link->a = to;
+    else
+        link->b = to;
+    topo_name_link_end(net, (size_t)l, to, *end_a ? link->ifname_a : link->ifname_b);
+}
+
+int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, size_t errlen)
+{
+    if (!nr->kernel) {
+        snprintf(err, errlen, "backend '%s' emulates no links to move (use kernel, user or auto)",
+                 netrun_backend(nr));
+        return -1;
+    }
+    kernel_ops_settle(nr); /* the kernel layer and the routing are the loop's now */
+    struct topo_network *net = nr->net;
+    struct topo_link saved = net->links[l];
+    int from = saved.a == stays ? saved.b : saved.a;
+    bool end_a;
+    move_link_end(net, l, stays, to, &end_a);
+    struct topo_routing fresh;
+    if (topo_routing_compute(net, &fresh, err, errlen) < 0) {
+        net->links[l] = saved; /* nothing was touched yet */
+        return -1;
+    }
+    topo_routing_free(&nr->routing);
+    nr->routing = fresh; /* the kernel layer reads it through its pointer */
+    int rc = topo_kernel_link_move(nr->kernel, l, end_a, from, err, errlen);
+    return rc < 0 ? rc : topo_kernel_reroute(nr->kernel, l, stays, err, errlen);
 }
 
 size_t netrun_partitions(const struct netrun *nr)

@@ -131,17 +131,29 @@ struct tcp_counters;
 int netrun_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, char *err,
                         size_t errlen);
 
+/* Handover (node:move): link l keeps its end at node `stays` and gets its
+ * other end at node `to` (a host): the interface moves between the
+ * namespaces, every host's routes follow. The emulated backends only; on
+ * the user backend the link's state in linkd is untouched (its parameters,
+ * its up/down). 0, or -1 with err (a move that would disconnect the
+ * network is refused before anything changes). */
+int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, size_t errlen);
 /* node:kill(): SIGKILLs the node's peer; its pending calls fail. */
 void netrun_peer_kill(struct netrun *nr, int node);
 /* The node's peer runs (not killed, not exited). */
 bool netrun_peer_alive(const struct netrun *nr, int node);
-/* Puts a partition in place (side[node]: group 1 or 2, 0 neither) or heals
- * every one (side NULL); see topo_kernel_partition. The emulated backends
- * only. The routes change on a worker thread, in order with the other
- * kernel changes: 1 and cb once they are in place (error: why not), or -1
- * at once. */
+/* Puts a partition in place (side[node]: group 1 or 2, 0 neither); see
+ * topo_kernel_partition. The emulated backends only. The routes change on
+ * a worker thread, in order with the other kernel changes: 1 and cb once
+ * they are in place (error: why not), or -1 at once. */
 int netrun_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn cb, void *ctx,
                      char *err, size_t errlen);
+/* Heals only the partitions that cut side's two groups (NULL: every one);
+ * *healed (may be NULL) how many go (see topo_kernel_heal). 0 when none
+ * does (cb is not called), else 1 and cb once the routes are back (the
+ * same worker thread), or -1 at once. */
+int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, peer_reply_fn cb,
+                void *ctx, char *err, size_t errlen);
 /* How many partitions are in place; whether one separates nodes a and b
  * (as asked for: from netrun_partition's call on; none without a kernel). */
 size_t netrun_partitions(const struct netrun *nr);

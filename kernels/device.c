@@ -228,6 +228,11 @@ size_t kern_model_trainable_count(const struct kern_model *m)
     return model_trainable_count(m->host);
 }
 
+const struct model_spec *kern_model_layout(const struct kern_model *m)
+{
+    return m->spec;
+}
+
 const char *kern_model_spec(const struct kern_model *m)
 {
     return model_spec(m->host);

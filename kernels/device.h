@@ -107,6 +107,8 @@ size_t kern_model_param_count(const struct kern_model *m);
 size_t kern_model_trainable_count(const struct kern_model *m);
 /* The architecture it was created from, e.g. "mlp:784-128-10". */
 const char *kern_model_spec(const struct kern_model *m);
+/* The layer table and parameter layout (kernels/model_spec.h). */
+const struct model_spec *kern_model_layout(const struct kern_model *m);
 int kern_model_input_size(const struct kern_model *m);
 int kern_model_classes(const struct kern_model *m);
 

@@ -111,6 +111,38 @@ int model_init(const struct model *m, float *params, const char *method, uint64_
 int model_grad(struct model *m, const float *params, const float *x, const int32_t *labels,
                int batch, float *grad, float *loss, char *err, size_t errlen);
 
+/* ---- layer ranges: one part of a split model (split learning, pipelines) ----
+ *
+ * Layers are the rows of the layer table (kernels/model_spec.h), 0-based
+ * here (users write them 1-based: docs/lua-api.md "forward and backward"
+ * lists the tables of mlp, cnn:lenet and cnn:resnet20). A range may not
+ * cut a residual block (model_spec_range_check). Activations between
+ * layers are laid out as the kernels keep them: dense outputs batch x
+ * width row-major, conv and pool maps channel-major C x batch x H x W (for
+ * a 1-channel input the same as batch rows). A part's output is the next
+ * part's input unchanged.
+ *
+ * model_forward_range runs layers first..last on x (batch x the input size
+ * of layer first) in training mode and copies layer last's output to y; the
+ * model keeps what the backward pass needs (activations, im2col columns,
+ * batch statistics) in its workspace, so a pipeline holds one struct model
+ * per micro-batch in flight. model_backward_range then takes dy (d loss /
+ * d y) to dx (d loss / d x; ignored, may be NULL, when first is 0) and
+ * writes the gradient of layers first..last into their slices of grad
+ * (model_param_count() floats; other slices are left as they are), with
+ * their batch norms' batch statistics in its tail as model_grad does.
+ * model_grad is exactly forward_range(0, L-1), model_loss, backward_range
+ * (0, L-1) on one batch. */
+int model_forward_range(struct model *m, const float *params, int first, int last, const float *x,
+                        int batch, float *y, char *err, size_t errlen);
+int model_backward_range(struct model *m, const float *params, int first, int last, const float *x,
+                         const float *dy, int batch, float *dx, float *grad, char *err,
+                         size_t errlen);
+/* Mean softmax cross-entropy of batch rows of logits into *loss and, when
+ * dlogits is not NULL, its gradient (softmax - onehot) / batch. */
+int model_loss(const struct model *m, const float *logits, const int32_t *labels, int batch,
+               float *dlogits, float *loss, char *err, size_t errlen);
+
 /* Running totals of an evaluation; start from {0} and add chunks with
  * model_eval, so callers can stream a large split through a small buffer. */
 struct model_score {

@@ -277,3 +277,41 @@ const char *model_arch_name(enum model_arch arch)
     static const char *const names[MODEL_ARCH_COUNT] = {"dense", "cnn:lenet", "cnn:resnet20"};
     return (unsigned)arch < MODEL_ARCH_COUNT ? names[arch] : "?";
 }
+
+/* ---- layer ranges ---- */
+
+/* A residual block is layers skip_from + 1 .. the residual layer: its
+ * shortcut carries the block's input to its end, so a cut inside it would
+ * have to ship a second tensor. Ranges start and end at block boundaries. */
+static int cut_inside_block(const struct model_spec *s, int cut, int *from, int *to)
+{
+    for (int r = 0; r < s->layer_count; r++) {
+        const struct model_layer *l = &s->layers[r];
+        if (l->kind == MODEL_LAYER_RESIDUAL && l->skip_from + 1 < cut && cut <= r) {
+            *from = l->skip_from + 1;
+            *to = r;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int model_spec_range_check(const struct model_spec *s, int first, int last, char *err,
+                           size_t errlen)
+{
+    if (first < 0 || last < first || last >= s->layer_count)
+        return kern_fail(err, errlen, "layers {%d, %d}: %s has layers 1 to %d", first + 1, last + 1,
+                         model_arch_name(s->arch), s->layer_count);
+    int from, to;
+    /* A cut sits before layer `cut` (0-based): before first, after last. */
+    int cuts[2] = {first, last + 1};
+    for (int i = 0; i < 2; i++)
+        if (cut_inside_block(s, cuts[i], &from, &to))
+            return kern_fail(err, errlen,
+                             "layers {%d, %d}: the cut %s layer %d falls inside the residual "
+                             "block of layers %d-%d (cut before its first layer or after its "
+                             "last)",
+                             first + 1, last + 1, i ? "after" : "before", i ? last + 1 : first + 1,
+                             from + 1, to + 1);
+    return 0;
+}

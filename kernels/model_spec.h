@@ -72,6 +72,15 @@ struct model_spec {
  * number from 1 to 1000000". */
 int model_spec_parse(const char *spec, struct model_spec *out, char *err, size_t errlen);
 
+/* Whether layers first..last (0-based, inclusive: layer 1 of the docs is
+ * 0 here) can run as one part of a split model (model_forward_range): in
+ * the table, and not cutting a residual block (a cut inside one would need
+ * the block's shortcut tensor too). 0, or -1 with err naming the layers in
+ * the 1-based numbering users write ("layers {4, 9}: the cut before layer
+ * 4 falls inside the residual block of layers 3-7 ..."). */
+int model_spec_range_check(const struct model_spec *s, int first, int last, char *err,
+                           size_t errlen);
+
 /* "dense", "cnn:lenet" or "cnn:resnet20", for messages. */
 const char *model_arch_name(enum model_arch arch);
 

@@ -9,6 +9,7 @@
 #include "lua/l_model.h"
 #include "lua/l_network.h"
 #include "lua/l_results.h"
+#include "lua/l_rng.h"
 #include "lua/l_runtime.h"
 #include "lua/sched.h"
 
@@ -27,6 +28,7 @@ int luaopen_hiernet_core(lua_State *L)
     l_codec_register(L);
     l_dot_register(L);
     l_model_register(L);
+    l_rng_register(L);
     lua_pushstring(L, HIERNET_VERSION);
     lua_setfield(L, -2, "version");
     return 1;

@@ -1,10 +1,11 @@
 /* l_faults.c — faults as experiment features, on a network's handle:
- * net:partition({a, ...}, {b, ...}) and net:heal() (the topology engine's
+ * net:partition({a, ...}, {b, ...}) and net:heal([a, b]) (the topology engine's
  * blackhole routes, topo/kernel.h), net:reachable(a, b), and the events
  * algorithms react to: net:on("partition" | "heal" | "kill" | "restart", fn).
  * Each listener runs as a task of its own when the event happens: fn(net,
  * groupA, groupB) for a partition, fn(net) for a heal, fn(net, node) for a
- * node killed or restarted (node:kill(), node:restart(), l_node.c).
+ * node killed or restarted (node:kill(), node:restart(), l_node.c); and
+ * net:churn{...}, whose schedule is lua/hiernet/churn.lua's.
  *
  * Owns the network's listener table (a registry reference in l_network).
  * The partitions in place (which node is in which group; they add up until
@@ -142,7 +143,7 @@ static void on_cut_done(void *ctx, const char *error, const msgpack_object *resu
 static int cut_request(lua_State *L, struct l_network *net, const unsigned char *side,
                        lua_KFunction k, lua_KContext ctx)
 {
-    const char *what = side ? "partition" : "heal";
+    const char *what = "partition";
     struct cut_wait *w = malloc(sizeof *w);
     if (!w) return luaL_error(L, "network '%s': %s: out of memory", net->topo->name, what);
     w->sched = net->rt->sched;
@@ -185,26 +186,153 @@ static int l_net_partition(lua_State *L)
     return cut_request(L, net, side, partition_k, 0);
 }
 
-static int heal_k(lua_State *L, int status, lua_KContext was)
+/* ctx: how many partitions went, times two, plus one for a heal of one cut. */
+static int heal_k(lua_State *L, int status, lua_KContext ctx)
 {
     (void)status;
     struct l_network *net = check_net(L, 1);
     if (!lua_isnil(L, -1))
         return luaL_error(L, "network '%s': heal: %s", net->topo->name, lua_tostring(L, -1));
-    if (!was) return 0; /* nothing was cut: no event */
-    hn_logf(net->rt, "network '%s': healed", net->topo->name);
+    hn_logf(net->rt, "network '%s': healed%s", net->topo->name, ctx & 1 ? " (one cut)" : "");
     lnet_fire(L, net, 1, "heal", 0);
-    return 0;
+    lua_pushinteger(L, (lua_Integer)(ctx >> 1));
+    return 1;
 }
 
-/* net:heal(): the partition goes; routes are as they were. */
+/* net:heal(): every partition goes; routes are as they were.
+ * net:heal({a, ...}, {b, ...}): only the partitions that cut those two
+ * groups go (a churn heals its own node this way, the others' cuts stay). */
 static int l_net_heal(lua_State *L)
 {
     struct l_network *net = check_net(L, 1);
     check_started(L, net, "heal");
-    lua_settop(L, 1);
-    bool was = netrun_partitions(net->run) > 0;
-    return cut_request(L, net, NULL, heal_k, was);
+    unsigned char *side = NULL;
+    if (!lua_isnoneornil(L, 2)) {
+        size_t n = net->topo->n_nodes;
+        side = lua_newuserdatauv(L, n ? n : 1, 0); /* freed by the GC on errors */
+        memset(side, 0, n ? n : 1);
+        read_group(L, net, 2, side, 1);
+        read_group(L, net, 3, side, 2);
+    }
+    char err[512];
+    size_t healed = 0;
+    struct cut_wait *w = malloc(sizeof *w);
+    if (!w) return luaL_error(L, "network '%s': heal: out of memory", net->topo->name);
+    w->sched = net->rt->sched;
+    int rc = netrun_heal(net->run, side, &healed, on_cut_done, w, err, sizeof err);
+    if (rc <= 0) { /* refused, or nothing to heal: nothing to wait for */
+        free(w);
+        if (rc < 0) return luaL_error(L, "network '%s': heal: %s", net->topo->name, err);
+        lua_pushinteger(L, 0);
+        return 1;
+    }
+    /* The routes change off the loop; the task waits (heal_k). */
+    w->tok = sched_suspend(L);
+    return lua_yieldk(L, 0, (lua_KContext)(healed << 1 | (side != NULL)), heal_k);
+}
+
+/* net:churn{...}, net:mobility{...} and node:move{...}: the schedules
+ * and the sequence of a move (cut, gap, move, up) are the Lua library's
+ * (hiernet.churn); the faults and the link move are the engine's. The
+ * library function may wait (a move sleeps through its gap): the call
+ * continues in library_done once it is back. */
+static int library_done(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    (void)ctx;
+    return 1;
+}
+
+int lnet_call_library(lua_State *L, const char *fn)
+{
+    lua_settop(L, 2);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "hiernet.churn");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, fn);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_callk(L, 2, 1, 0, library_done);
+    return 1;
+}
+
+static int l_net_churn(lua_State *L)
+{
+    check_net(L, 1);
+    return lnet_call_library(L, "churn");
+}
+
+static int l_net_mobility(lua_State *L)
+{
+    check_net(L, 1);
+    return lnet_call_library(L, "mobility");
+}
+
+/* Raises a bad-input error (exit 2) about node's move. */
+static int move_refused(lua_State *L, struct l_network *net, const char *node, const char *fmt,
+                        const char *value)
+{
+    net->rt->bad_input = true;
+    char why[256];
+    snprintf(why, sizeof why, fmt, value);
+    return luaL_error(L, "node '%s': move: %s", node, why);
+}
+
+/* The index of node's only link; refuses a node with several or none, or
+ * one whose link ends at a switch (a segment's addresses are shared). */
+static int uplink_of(lua_State *L, struct l_network *net, int node)
+{
+    const struct topo_network *t = net->topo;
+    int found = -1, count = 0;
+    for (size_t l = 0; l < t->n_links; l++)
+        if (t->links[l].a == node || t->links[l].b == node) found = (int)l, count++;
+    const char *name = t->nodes[node].name;
+    if (count != 1)
+        move_refused(L, net, name, "it has %s links; a terminal that moves has one, to its edge",
+                     count ? "several" : "no");
+    int edge = t->links[found].a == node ? t->links[found].b : t->links[found].a;
+    if (t->nodes[edge].kind != TOPO_NODE_HOST)
+        move_refused(L, net, name, "its link goes to switch '%s'; it moves between edge hosts only",
+                     t->nodes[edge].name);
+    return found;
+}
+
+/* net:_move_link(node, to, now): checks that node can move to `to` (no
+ * `to`: that it can move at all) and, with now, moves its link's far end
+ * there (netrun_link_move); returns the link's handle. Library use only
+ * (hiernet.churn's node:move). */
+static int l_net_move_link(lua_State *L)
+{
+    struct l_network *net = check_net(L, 1);
+    check_started(L, net, "move");
+    struct l_node *n = lnet_check_node(L, 2);
+    const struct topo_network *t = net->topo;
+    const char *name = t->nodes[n->index].name;
+    int l = uplink_of(L, net, n->index);
+    if (lua_isnoneornil(L, 3) && !lua_toboolean(L, 4)) {
+        lnet_push_link(L, 1, net, l); /* the node's link only, checked */
+        return 1;
+    }
+    struct l_node *tn = luaL_testudata(L, 3, NODE_MT);
+    int to = tn && tn->net == net            ? tn->index
+             : lua_type(L, 3) == LUA_TSTRING ? topo_node_find(t, lua_tostring(L, 3))
+                                             : -1;
+    if (to < 0)
+        move_refused(L, net, name, "to %s is not a node of this network",
+                     luaL_tolstring(L, 3, NULL));
+    if (t->nodes[to].kind != TOPO_NODE_HOST || to == n->index)
+        move_refused(L, net, name, "to '%s' is not an edge host it could attach to",
+                     t->nodes[to].name);
+    if (t->links[l].a == to || t->links[l].b == to)
+        move_refused(L, net, name, "to '%s' is its edge already", t->nodes[to].name);
+    if (lua_toboolean(L, 4)) {
+        char err[512];
+        if (netrun_link_move(net->run, l, n->index, to, err, sizeof err) < 0)
+            return luaL_error(L, "node '%s': move to '%s': %s", name, t->nodes[to].name, err);
+        hn_logf(net->rt, "node '%s': moved to '%s'", name, t->nodes[to].name);
+    }
+    lnet_push_link(L, 1, net, l);
+    return 1;
 }
 
 static int node_index_arg(lua_State *L, struct l_network *net, int i)
@@ -232,8 +360,13 @@ static int l_net_reachable(lua_State *L)
 void lnet_faults_methods(lua_State *L)
 {
     static const luaL_Reg methods[] = {
-        {"on", l_net_on},     {"partition", l_net_partition},
-        {"heal", l_net_heal}, {"reachable", l_net_reachable},
+        {"on", l_net_on},
+        {"partition", l_net_partition},
+        {"heal", l_net_heal},
+        {"reachable", l_net_reachable},
+        {"churn", l_net_churn},
+        {"mobility", l_net_mobility},
+        {"_move_link", l_net_move_link},
         {NULL, NULL},
     };
     luaL_setfuncs(L, methods, 0);

@@ -34,6 +34,60 @@ static int l_model_check(lua_State *L)
     return 1;
 }
 
+static const char *layer_kind_name(enum model_layer_kind k)
+{
+    static const char *const names[] = {"dense",     "conv",     "pool",   "flatten",
+                                        "batchnorm", "residual", "avgpool"};
+    return names[k];
+}
+
+/* One row of hn.model_layers: what a split model's planner needs. */
+static void push_layer(lua_State *L, const struct model_spec *s, int i)
+{
+    const struct model_layer *l = &s->layers[i];
+    double macs = l->kind == MODEL_LAYER_DENSE  ? (double)l->in_size * l->out_size
+                  : l->kind == MODEL_LAYER_CONV ? (double)l->col_size * l->out_c
+                                                : 0;
+    size_t weights = l->bias_offset - l->weight_offset;
+    size_t params =
+        l->kind == MODEL_LAYER_DENSE || l->kind == MODEL_LAYER_CONV ||
+                l->kind == MODEL_LAYER_BATCHNORM
+            ? weights + (l->bias || l->kind == MODEL_LAYER_BATCHNORM ? (size_t)l->out_c : 0)
+            : 0;
+    char err[256];
+    lua_createtable(L, 0, 8);
+    set_string(L, "kind", layer_kind_name(l->kind));
+    set_integer(L, "in_size", (lua_Integer)l->in_size);
+    set_integer(L, "out_size", (lua_Integer)l->out_size);
+    set_integer(L, "params", (lua_Integer)params);
+    set_number(L, "forward_flops", 2 * macs);
+    /* Where its parameters sit in the flat tensor (0-based elements). */
+    set_integer(L, "offset", (lua_Integer)l->weight_offset);
+    if (l->kind == MODEL_LAYER_BATCHNORM) {
+        set_integer(L, "stat_offset", (lua_Integer)l->stat_offset);
+        set_integer(L, "stats", 2 * (lua_Integer)l->out_c);
+    }
+    /* A part may start here: the cut before it is not inside a block. */
+    set_boolean(L, "cut_before",
+                model_spec_range_check(s, i, s->layer_count - 1, err, sizeof err) == 0);
+}
+
+/* hn.model_layers(spec) -> the layer table, 1-based as forward{} counts,
+ * or nil and why. */
+static int l_model_layers(lua_State *L)
+{
+    const char *spec = luaL_checkstring(L, 1);
+    struct model_spec parsed;
+    char err[256];
+    if (model_spec_parse(spec, &parsed, err, sizeof err) < 0) return push_fail(L, err);
+    lua_createtable(L, parsed.layer_count, 0);
+    for (int i = 0; i < parsed.layer_count; i++) {
+        push_layer(L, &parsed, i);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
 /* { conv = FLOPs, ... } of one direction, only the kinds the model has. */
 static void push_op_flops(lua_State *L, const double *by_op)
 {
@@ -193,6 +247,7 @@ static int l_grad_buckets(lua_State *L)
 static const luaL_Reg model_functions[] = {
     {"grad_buckets", l_grad_buckets},
     {"model_check", l_model_check},
+    {"model_layers", l_model_layers},
     {"zoo", l_zoo},
     {"profiles", l_profiles},
     {"profile", l_profile},

@@ -96,9 +96,15 @@ double lnet_opt_number(lua_State *L, int i, const char *key, double dflt, const 
 /* l_faults.c */
 /* Adds on, partition, heal and reachable to the methods table on top. */
 void lnet_faults_methods(lua_State *L);
+/* l_traffic.c */
+/* Adds traffic to the methods table on top. */
+void lnet_traffic_methods(lua_State *L);
 /* Runs every listener of event as a task: fn(net, <the nargs values on top,
  * which are popped>); the network handle is at net_index. */
 void lnet_fire(lua_State *L, struct l_network *net, int net_index, const char *event, int nargs);
+/* Calls hiernet.churn's function fn with the first two arguments (the
+ * handle and its option table) and returns its one result; fn may wait. */
+int lnet_call_library(lua_State *L, const char *fn);
 
 /* l_node.c */
 struct l_node *lnet_check_node(lua_State *L, int i);

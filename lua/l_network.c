@@ -708,6 +708,7 @@ static void create_network_meta(lua_State *L)
     luaL_newmetatable(L, NETWORK_MT);
     luaL_newlib(L, network_methods);
     lnet_faults_methods(L);
+    lnet_traffic_methods(L);
     lua_pushcclosure(L, l_net_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, l_net_tostring);

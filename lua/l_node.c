@@ -339,6 +339,14 @@ static int l_node_tostring(lua_State *L)
     return 1;
 }
 
+/* node:move{ to =, link =, gap = }: a handover, hiernet.churn's sequence
+ * over the engine's link move (l_faults.c). */
+static int l_node_move(lua_State *L)
+{
+    lnet_check_node(L, 1);
+    return lnet_call_library(L, "move");
+}
+
 static int l_node_eq(lua_State *L)
 {
     struct l_node *a = luaL_testudata(L, 1, NODE_MT), *b = luaL_testudata(L, 2, NODE_MT);
@@ -366,6 +374,8 @@ void lnet_create_node_meta(lua_State *L)
     lua_setfield(L, -2, "kill");
     lua_pushcfunction(L, l_node_restart);
     lua_setfield(L, -2, "restart");
+    lua_pushcfunction(L, l_node_move);
+    lua_setfield(L, -2, "move");
     lua_pushcclosure(L, l_node_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, l_node_tostring);

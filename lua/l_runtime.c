@@ -342,6 +342,14 @@ static int l_set_exit_code(lua_State *L)
     return 0;
 }
 
+/* core._bad_input(): the error about to be raised is bad input (a file
+ * the library reads, an option out of range): the run exits 2. */
+static int l_bad_input(lua_State *L)
+{
+    hn_runtime(L)->bad_input = true;
+    return 0;
+}
+
 /* ---- hn.overload ---- */
 
 static void set_number(lua_State *L, const char *key, double v)
@@ -404,6 +412,7 @@ static const luaL_Reg runtime_functions[] = {
     {"overload", l_overload},
     {"_write_run_json", l_write_run_json},
     {"_set_exit_code", l_set_exit_code},
+    {"_bad_input", l_bad_input},
     {NULL, NULL},
 };
 

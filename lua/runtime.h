@@ -31,7 +31,7 @@ struct hn_runtime {
     msgpack_sbuffer scratch;    /* encodes a peer command's params */
     bool quiet;                 /* no log lines on stderr */
     bool env_failure;           /* the failure came from the environment: exit 3 */
-    bool bad_input;             /* a --set value of the wrong type: exit 2 */
+    bool bad_input;             /* a --set value of the wrong type, a bad file: exit 2 */
     struct netlife_run life;    /* the networks' shared state: registry, links.csv, addresses */
     FILE *draw;                 /* hiernet draw: networks go here as DOT, nothing starts */
     bool drawn;                 /* a network was drawn: the run is over */

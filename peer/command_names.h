@@ -42,4 +42,10 @@
     X(eval, ml_cmd_eval, PEER_FACE_METHOD)                                                         \
     X(compress, ml_cmd_compress, PEER_FACE_METHOD)                                                 \
     X(decompress, ml_cmd_decompress, PEER_FACE_METHOD)                                             \
-    X(bucket, ml_cmd_bucket, PEER_FACE_METHOD)
+    X(bucket, ml_cmd_bucket, PEER_FACE_METHOD)                                                     \
+    X(forward, ml_cmd_forward, PEER_FACE_METHOD)                                                   \
+    X(backward, ml_cmd_backward, PEER_FACE_METHOD)                                                 \
+    X(traffic_sink, traffic_cmd_sink, PEER_FACE_METHOD)                                            \
+    X(traffic_source, traffic_cmd_source, PEER_FACE_METHOD)                                        \
+    X(traffic_stats, traffic_cmd_stats, PEER_FACE_METHOD)                                          \
+    X(traffic_stop, traffic_cmd_stop, PEER_FACE_METHOD)

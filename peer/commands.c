@@ -4,7 +4,7 @@
  * helpers commands use to build results are in command_result.c, those
  * that parse params in command_args.c; the commands themselves in
  * commands_stats.c, commands_vec.c, commands_data.c, commands_sync.c,
- * ml.c and ml_eval.c. */
+ * commands_traffic.c, ml.c and ml_eval.c. */
 #include "peer/commands.h"
 
 #include <errno.h>
@@ -23,6 +23,7 @@
 #include "peer/commands_data.h"
 #include "peer/commands_stats.h"
 #include "peer/commands_sync.h"
+#include "peer/commands_traffic.h"
 #include "peer/commands_vec.h"
 #include "peer/ml.h"
 

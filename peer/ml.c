@@ -56,6 +56,7 @@ void ml_state_destroy(struct ml_state *ml)
         free(ml->tensor_optims);
         ml->tensor_optims = next;
     }
+    ml_stash_free_all(ml);
     free(ml->x);
     free(ml->y);
     free(ml->batch_x);

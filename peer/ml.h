@@ -68,3 +68,6 @@ extern const struct command ml_cmd_eval;
 extern const struct command ml_cmd_compress;
 extern const struct command ml_cmd_decompress;
 extern const struct command ml_cmd_bucket; /* ml_buckets.c */
+/* forward{} and backward{}: one part of a split model (ml_split.c). */
+extern const struct command ml_cmd_forward;
+extern const struct command ml_cmd_backward;

@@ -71,6 +71,8 @@ struct ml_state {
      * ready (CLOCK_MONOTONIC ms); bucket_n 0: the last grad had none. */
     double bucket_ready_ms[GRAD_BUCKETS_MAX];
     int bucket_n;
+    /* forward{}'s kept micro-batches, for their backward{} (ml_split.c). */
+    struct ml_stash *stashes;
 };
 
 /* grad{bucket_mb}: plans the model's buckets (kernels/buckets.h) over a
@@ -81,6 +83,9 @@ bool ml_grad_buckets(struct command_job *j, const struct ml_model *m, uint64_t s
                      double bucket_mb, double t0_ms, double cpu0_ms);
 /* The calling thread's CPU time in ms. */
 double ml_thread_cpu_ms(void);
+
+/* Frees every stash of forward{} (ml_split.c). */
+void ml_stash_free_all(struct ml_state *ml);
 
 void ml_data_hold(struct ml_data *d);
 /* Closes the dataset with the last reference; any thread. */

@@ -18,6 +18,7 @@
 #include "peer/ml.h"
 #include "proto/msgmap.h"
 #include "peer/store.h"
+#include "peer/traffic.h"
 #include "peer/worker.h"
 
 /* Bytes to have room for on every read(): requests are small, but a burst of
@@ -328,6 +329,7 @@ bool peer_server_destroy(struct peer_server *s)
     sync_shutdown(s);
     if (!worker_destroy(s->background)) return false;
     dataplane_destroy(s->dataplane);
+    traffic_destroy(s->traffic);
     ml_background_destroy(s->ml_background);
     ml_state_destroy(s->ml); /* its models and optimizers free device memory */
     devmirror_destroy(s->dev);

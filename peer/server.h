@@ -28,6 +28,7 @@ struct kern_ctx;
 struct devmirror;
 struct command_job;
 struct abort_mark;
+struct traffic;
 
 struct peer_config {
     int control_fd;
@@ -74,6 +75,7 @@ struct peer_server {
     struct ml_state *ml;
     struct devmirror *dev; /* device copies of tensors, on cfg.kern */
     struct dataplane *dataplane;
+    struct traffic *traffic; /* background traffic flows (traffic.h), made on first use */
     /* Background evaluations (ml.h): their idle-priority thread and its state,
      * created with the first one. */
     struct worker *background;

@@ -83,6 +83,17 @@ static void name_interface(struct topo_network *net, size_t k, int node, int oth
     }
 }
 
+void topo_name_link_end(struct topo_network *net, size_t link, int node, char *out)
+{
+    struct topo_link *l = &net->links[link];
+    int other = l->a == node ? l->b : l->a;
+    /* every other link's names count, this one's own end (out) does not */
+    char name[TOPO_IFNAME_MAX];
+    out[0] = '\0';
+    name_interface(net, net->n_links, node, other, name);
+    snprintf(out, TOPO_IFNAME_MAX, "%s", name);
+}
+
 static void assign_ifnames(struct topo_network *net)
 {
     for (size_t k = 0; k < net->n_links; k++) {

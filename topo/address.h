@@ -15,3 +15,7 @@
 #include <stddef.h>
 
 int topo_assign_addresses(struct topo_network *net, char *err, size_t errlen);
+/* A fresh name for node's end of link (after the end moved to node: a
+ * terminal's handover), unique among node's interfaces; written to out,
+ * which is that end's name in the model. */
+void topo_name_link_end(struct topo_network *net, size_t link, int node, char *out);

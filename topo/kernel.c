@@ -10,6 +10,7 @@
 #include <netlink/socket.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,12 +280,19 @@ static int link_ifindex_toward(const struct topo_kernel *k, int link, int node)
     return k->net->links[link].a == node ? k->ifindex_a[link] : k->ifindex_b[link];
 }
 
-static void add_routes(struct topo_kernel *k, int node, const struct topo_node_routes *nr,
-                       int replace, struct topo_nl_batch *b)
+/* ALL_LINKS: every route of the list; otherwise (a reroute at run time on
+ * the kernel backend) not those that leave by a link set down, which the
+ * kernel refuses (their interface is down) and link up replays, except by
+ * link `keep` (the moved one, which is up whatever the model says). */
+#define ALL_LINKS (-2)
+
+static void add_routes_but(struct topo_kernel *k, int node, const struct topo_node_routes *nr,
+                           int replace, int keep, struct topo_nl_batch *b)
 {
     const struct topo_network *net = k->net;
     for (size_t i = 0; i < nr->n_routes; i++) {
         const struct topo_route *r = &nr->routes[i];
+        if (keep != ALL_LINKS && k->shaped && r->link != keep && !net->links[r->link].up) continue;
         /* Sources are node addresses, so replies find their way back along
          * routes that only know node addresses. */
         struct topo_nl_route rt = {
@@ -300,6 +308,12 @@ static void add_routes(struct topo_kernel *k, int node, const struct topo_node_r
                           net->nodes[node].name,
                           r->dst_node >= 0 ? net->nodes[r->dst_node].name : "default");
     }
+}
+
+static void add_routes(struct topo_kernel *k, int node, const struct topo_node_routes *nr,
+                       int replace, struct topo_nl_batch *b)
+{
+    add_routes_but(k, node, nr, replace, ALL_LINKS, b);
 }
 
 /* Shapes node's egress of every link it ends, from the link's parameters. */
@@ -658,13 +672,14 @@ static void add_blackholes(struct topo_kernel *k, int node, const unsigned char 
 
 /* An interface that goes down takes the routes through it along; bringing
  * it back replays its two nodes' routes (replace: the others still exist),
- * and a partition's blackholes after them. */
-static int replay_routes(struct topo_kernel *k, int node, char *err, size_t errlen)
+ * and a partition's blackholes after them. keep: the link coming up (its
+ * model still says down), or ALL_LINKS. */
+static int replay_routes(struct topo_kernel *k, int node, int keep, char *err, size_t errlen)
 {
     if (k->net->nodes[node].kind != TOPO_NODE_HOST) return 0;
     struct topo_nl_batch b;
     topo_nl_batch_init(&b, k->ns[node].sock);
-    add_routes(k, node, &k->routing->nodes[node], 1, &b);
+    add_routes_but(k, node, &k->routing->nodes[node], 1, keep, &b);
     for (size_t p = 0; p < k->n_partitions; p++)
         if (k->partitions[p][node]) add_blackholes(k, node, k->partitions[p], &b);
     return run_batch(&b, err, errlen);
@@ -726,42 +741,172 @@ bool topo_kernel_separated(const struct topo_kernel *k, int a, int b)
     return false;
 }
 
+/* Whether partition p cuts the same two groups as side (either way round). */
+bool topo_kernel_same_cut(const unsigned char *p, const unsigned char *side, size_t n)
+{
+    bool same = true, swapped = true;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char flip = side[i] ? (unsigned char)(3 - side[i]) : 0;
+        same = same && p[i] == side[i];
+        swapped = swapped && p[i] == flip;
+    }
+    return same || swapped;
+}
+
 int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char *err,
                           size_t errlen)
 {
+    if (!side) return topo_kernel_heal(k, NULL, NULL, err, errlen);
     size_t n = k->net->n_nodes;
-    if (side) {
-        unsigned char *copy = malloc(n);
-        unsigned char **grown = realloc(k->partitions, (k->n_partitions + 1) * sizeof *grown);
-        if (!copy || !grown) {
-            free(copy);
-            if (grown) k->partitions = grown;
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
-        memcpy(copy, side, n);
-        k->partitions = grown;
-        k->partitions[k->n_partitions++] = copy;
-        return partition_apply(k, side, err, errlen);
+    unsigned char *copy = malloc(n);
+    unsigned char **grown = realloc(k->partitions, (k->n_partitions + 1) * sizeof *grown);
+    if (!copy || !grown) {
+        free(copy);
+        if (grown) k->partitions = grown;
+        snprintf(err, errlen, "out of memory");
+        return -1;
     }
-    /* Heal: every blackhole goes, then every node touched gets its routes
-     * back (replay skips the partitions, all gone by then). */
-    unsigned char **was = k->partitions;
-    size_t n_was = k->n_partitions;
-    k->partitions = NULL;
-    k->n_partitions = 0;
-    unsigned char *cut = malloc(n);
-    int rc = cut ? 0 : (snprintf(err, errlen, "out of memory"), -1);
+    memcpy(copy, side, n);
+    k->partitions = grown;
+    k->partitions[k->n_partitions++] = copy;
+    return partition_apply(k, side, err, errlen);
+}
+
+/* Moves the partitions that match (every one when match is NULL) out of
+ * k's list into *out; returns how many moved, -1 when out of memory. */
+static ssize_t take_partitions(struct topo_kernel *k, const unsigned char *match,
+                               unsigned char ***out)
+{
+    unsigned char **taken = malloc((k->n_partitions ? k->n_partitions : 1) * sizeof *taken);
+    if (!taken) return -1;
+    size_t n_taken = 0, n_kept = 0;
+    for (size_t p = 0; p < k->n_partitions; p++) {
+        if (!match || topo_kernel_same_cut(k->partitions[p], match, k->net->n_nodes))
+            taken[n_taken++] = k->partitions[p];
+        else
+            k->partitions[n_kept++] = k->partitions[p];
+    }
+    k->n_partitions = n_kept;
+    *out = taken;
+    return (ssize_t)n_taken;
+}
+
+int topo_kernel_heal(struct topo_kernel *k, const unsigned char *side, size_t *healed, char *err,
+                     size_t errlen)
+{
+    /* The healed partitions' blackholes go, then every node they touched
+     * gets its routes back (replay adds the blackholes of the partitions
+     * that stay, which a shared route deleted here had served too). */
+    size_t n = k->net->n_nodes;
+    unsigned char **was;
+    ssize_t n_was = take_partitions(k, side, &was);
+    unsigned char *cut = malloc(n ? n : 1);
+    int rc = n_was >= 0 && cut ? 0 : (snprintf(err, errlen, "out of memory"), -1);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        if (!touched_by(was, n_was, i) || k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
-        rc = heal_node(k, (int)i, was, n_was, cut, err, errlen);
-        if (rc == 0) rc = replay_routes(k, (int)i, err, errlen);
+        if (!touched_by(was, (size_t)n_was, i) || k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
+        rc = heal_node(k, (int)i, was, (size_t)n_was, cut, err, errlen);
+        if (rc == 0) rc = replay_routes(k, (int)i, ALL_LINKS, err, errlen);
     }
     free(cut);
-    for (size_t p = 0; p < n_was; p++)
+    for (ssize_t p = 0; p < n_was; p++)
         free(was[p]);
-    free(was);
+    if (n_was >= 0) free(was);
+    if (healed) *healed = n_was > 0 ? (size_t)n_was : 0;
     return rc;
+}
+
+/* ---- a link end that moves (handover) ---- */
+
+/* Shapes node's egress of link l (a moved end has lost its qdiscs). */
+static int shape_link_end(struct topo_kernel *k, int node, int l, struct topo_nl_batch *b,
+                          char *err, size_t errlen)
+{
+    const struct topo_link *link = &k->net->links[l];
+    char what[80];
+    topo_link_describe(k->net, link, what, sizeof what);
+    struct topo_shape_plan *plan = link->a == node ? &k->plan_a[l] : &k->plan_b[l];
+    if (plan_link(k, &link->params, what, plan, err, errlen) < 0) return -1;
+    struct nl_msg *msgs[3];
+    int n = topo_nl_shape_build(plan, link_ifindex_toward(k, l, node), 0, msgs);
+    if (n < 0) return snprintf(err, errlen, "link %s: out of memory", what), -1;
+    for (int i = 0; i < n; i++)
+        topo_nl_batch_add(b, msgs[i], "link %s: qdisc on %s's end", what, k->net->nodes[node].name);
+    return 0;
+}
+
+int topo_kernel_link_move(struct topo_kernel *k, int l, bool end_a, int from, char *err,
+                          size_t errlen)
+{
+    const struct topo_link *link = &k->net->links[l];
+    int to = end_a ? link->a : link->b, stays = end_a ? link->b : link->a;
+    int *ifindex = end_a ? &k->ifindex_a[l] : &k->ifindex_b[l];
+    const char *ifname = end_a ? link->ifname_a : link->ifname_b;
+    int new_ifindex = topo_netns_ifindex_alloc(&k->ns[to]);
+    struct topo_nl_batch b;
+    topo_nl_batch_init(&b, k->ns[from].sock);
+    topo_nl_batch_add(&b, topo_nl_link_move_build(*ifindex, k->ns[to].fd, new_ifindex, ifname),
+                      "node %s: move its end of the link to %s to node %s",
+                      k->net->nodes[from].name, k->net->nodes[stays].name, k->net->nodes[to].name);
+    if (run_batch(&b, err, errlen) < 0) return -1;
+    *ifindex = new_ifindex;
+    topo_nl_batch_init(&b, k->ns[to].sock);
+    add_link_end(k, to, l, &b);
+    if (k->shaped && shape_link_end(k, to, l, &b, err, errlen) < 0) {
+        topo_nl_batch_free(&b);
+        return -1;
+    }
+    if (run_batch(&b, err, errlen) < 0) return -1;
+    /* the end that stayed may have been set down for the gap */
+    int stays_ifindex = end_a ? k->ifindex_b[l] : k->ifindex_a[l];
+    const char *stays_ifname = end_a ? link->ifname_b : link->ifname_a;
+    if (topo_nl_link_set_up(k->ns[stays].sock, stays_ifindex, 1, stays_ifname, err, errlen) < 0)
+        return -1;
+    if (wait_running(k, to, err, errlen) < 0) return -1;
+    return wait_running(k, stays, err, errlen);
+}
+
+/* The route of nr that covers address dst (the longest prefix), or NULL. */
+static const struct topo_route *covering_route(const struct topo_node_routes *nr, uint32_t dst)
+{
+    const struct topo_route *best = NULL;
+    for (size_t i = 0; i < nr->n_routes; i++) {
+        const struct topo_route *r = &nr->routes[i];
+        uint32_t mask = r->dst_len ? ~0u << (32 - r->dst_len) : 0;
+        if ((dst & mask) == (r->dst & mask) && (!best || r->dst_len > best->dst_len)) best = r;
+    }
+    return best;
+}
+
+/* A host route to node `to` along node's path now. An old host route to
+ * it (of a routing before the move, or of an earlier reroute) would
+ * otherwise stay, pointing where `to` was; other destinations' paths do not
+ * change when a leaf moves, so that route is the only one that can go stale. */
+static void add_route_to(struct topo_kernel *k, int node, int to, int keep, struct topo_nl_batch *b)
+{
+    uint32_t dst = k->net->nodes[to].node_addr;
+    const struct topo_route *c = covering_route(&k->routing->nodes[node], dst);
+    if (!c) return;
+    struct topo_route copy = *c;
+    copy.dst = dst;
+    copy.dst_len = 32;
+    copy.dst_node = to;
+    struct topo_node_routes one = {&copy, 1};
+    add_routes_but(k, node, &one, 1, keep, b);
+}
+
+int topo_kernel_reroute(struct topo_kernel *k, int moved, int leaf, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < k->net->n_nodes; i++) {
+        if (k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
+        struct topo_nl_batch b;
+        topo_nl_batch_init(&b, k->ns[i].sock);
+        add_routes_but(k, (int)i, &k->routing->nodes[i], 1, moved, &b);
+        if ((int)i != leaf) add_route_to(k, (int)i, leaf, moved, &b);
+        for (size_t p = 0; p < k->n_partitions; p++)
+            if (k->partitions[p][i]) add_blackholes(k, (int)i, k->partitions[p], &b);
+        if (run_batch(&b, err, errlen) < 0) return -1;
+    }
+    return 0;
 }
 
 int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err, size_t errlen)
@@ -773,6 +918,6 @@ int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err
                             errlen) < 0)
         return -1;
     if (!up) return 0;
-    if (replay_routes(k, link->a, err, errlen) < 0) return -1;
-    return replay_routes(k, link->b, err, errlen);
+    if (replay_routes(k, link->a, index, err, errlen) < 0) return -1;
+    return replay_routes(k, link->b, index, err, errlen);
 }

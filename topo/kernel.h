@@ -73,6 +73,21 @@ int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err
  * sch_netem), without touching the kernel: 0, or -1 with the cause. */
 int topo_kernel_link_check(const struct topo_kernel *k, const struct topo_link_params *params,
                            char *err, size_t errlen);
+/* Handover: the model already has one end of link l at its new node (end
+ * a or b; the caller renamed it, topo_name_link_end); the interface moves
+ * there from node `from` (topo_nl_link_move_build), is set up as at build
+ * (router interface or bridge port, address, qdiscs), and both ends come
+ * up and run. Routes are topo_kernel_reroute's. */
+int topo_kernel_link_move(struct topo_kernel *k, int l, bool end_a, int from, char *err,
+                          size_t errlen);
+/* Every host's routes as the routing the kernel was configured with now
+ * says (the caller replaced its content after link `moved` moved, which
+ * leaf ends), in replace requests, with a host route to leaf on every
+ * other host (so that none keeps one towards where it was), partitions'
+ * blackholes after. On the kernel backend routes over links set down wait
+ * for their link up, except over `moved` (topo_kernel_link_move brought it
+ * up). */
+int topo_kernel_reroute(struct topo_kernel *k, int moved, int leaf, char *err, size_t errlen);
 /* A partition (side[node]: 1 or 2 for its two groups, 0 for neither; NULL:
  * heal): every host of one group drops, silently, what it sends or forwards
  * to a host of the other group (blackhole routes to their node addresses),
@@ -81,6 +96,13 @@ int topo_kernel_link_check(const struct topo_kernel *k, const struct topo_link_p
  * heal removes them all; routes replayed when a link comes up keep them. */
 int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char *err,
                           size_t errlen);
+/* Heals the partitions that cut the two groups of side (as given to
+ * topo_kernel_partition, either group first; NULL: every partition), the
+ * others staying in place; *healed (may be NULL) says how many went. */
+int topo_kernel_heal(struct topo_kernel *k, const unsigned char *side, size_t *healed, char *err,
+                     size_t errlen);
+/* Whether partition p cuts the same two groups as side (either first). */
+bool topo_kernel_same_cut(const unsigned char *p, const unsigned char *side, size_t n);
 /* How many partitions are in place (0 once healed). */
 size_t topo_kernel_partitions(const struct topo_kernel *k);
 /* Whether a partition in place puts nodes a and b in opposite groups. */

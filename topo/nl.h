@@ -155,6 +155,10 @@ int topo_nl_host_has_ipv6(void);
 
 /* Deletes a link (for a veth, both ends go). */
 struct nl_msg *topo_nl_link_delete_build(int ifindex);
+/* Moves device ifindex (of the socket's namespace) into namespace ns_fd,
+ * renamed new_name, numbered new_ifindex there (0: the kernel picks). */
+struct nl_msg *topo_nl_link_move_build(int ifindex, int ns_fd, int new_ifindex,
+                                       const char *new_name);
 int topo_nl_link_delete(struct nl_sock *sock, int ifindex, const char *name, char *err,
                         size_t errlen);
 

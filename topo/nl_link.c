@@ -242,6 +242,26 @@ int topo_nl_link_set_up(struct nl_sock *sock, int ifindex, int up, const char *n
                        link_label(name, ifindex, label, sizeof label), up ? "up" : "down");
 }
 
+/* RTM_NEWLINK on an existing device with IFLA_NET_NS_FD: the kernel moves
+ * it (down, addresses and qdiscs gone) into that namespace, under new_name
+ * and as new_ifindex there (IFLA_NEW_IFINDEX), so that no lookup is needed
+ * afterwards. A veth keeps its peer, a TAP its file descriptor. */
+struct nl_msg *topo_nl_link_move_build(int ifindex, int ns_fd, int new_ifindex,
+                                       const char *new_name)
+{
+    struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWLINK, 0);
+    struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = ifindex};
+    if (!msg) return NULL;
+    if (nlmsg_append(msg, &ifi, sizeof ifi, NLMSG_ALIGNTO) < 0 ||
+        nla_put_u32(msg, IFLA_NET_NS_FD, (uint32_t)ns_fd) < 0 ||
+        nla_put_string(msg, IFLA_IFNAME, new_name) < 0 ||
+        (new_ifindex > 0 && nla_put_s32(msg, IFLA_NEW_IFINDEX, new_ifindex) < 0)) {
+        nlmsg_free(msg);
+        return NULL;
+    }
+    return msg;
+}
+
 struct nl_msg *topo_nl_link_delete_build(int ifindex)
 {
     struct rtnl_link *link = rtnl_link_alloc();

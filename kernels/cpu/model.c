@@ -667,18 +667,23 @@ static struct residual_source residual_source_of(const struct model *m, const st
     return (struct residual_source){from->out_c, from->out_h, from->out_w};
 }
 
-static const float *layer_output_or_input(const struct model *m, int index, const float *x)
+/* The output of layer index, or x when index comes before the pass's first
+ * layer (the whole model's input, or a layer range's: model_forward_range
+ * refuses ranges whose shortcuts reach further back). */
+static const float *layer_output_or_input(const struct model *m, int index, int first,
+                                          const float *x)
 {
-    return index < 0 ? x : m->act[index];
+    return index < first ? x : m->act[index];
 }
 
-/* Batch norms normalise by the batch's statistics when `training`, by
- * their running statistics (in params) otherwise. */
-static const float *forward(struct model *m, const float *params, const float *x, int batch,
-                            bool training)
+/* Layers first..last on x, the input of layer first. Batch norms normalise
+ * by the batch's statistics when `training`, by their running statistics
+ * (in params) otherwise. */
+static const float *forward_layers(struct model *m, const float *params, const float *x, int first,
+                                   int last, int batch, bool training)
 {
     const float *in = x;
-    for (int i = 0; i < m->arch.layer_count; i++) {
+    for (int i = first; i <= last; i++) {
         const struct model_layer *l = &m->arch.layers[i];
         float *out = m->act[i];
         if (l->kind == MODEL_LAYER_DENSE) {
@@ -698,7 +703,7 @@ static const float *forward(struct model *m, const float *params, const float *x
                                 params + l->stat_offset + l->out_c);
         } else if (l->kind == MODEL_LAYER_RESIDUAL) {
             residual_forward(l, residual_source_of(m, l), in,
-                             layer_output_or_input(m, l->skip_from, x), out, batch);
+                             layer_output_or_input(m, l->skip_from, first, x), out, batch);
         } else {
             avgpool_forward(l, in, out, batch);
         }
@@ -717,11 +722,11 @@ static int relu_masked_by_pool(const struct model *m, int i)
 /* Layer i's backward pass: dy (d loss / d its output) to dx (d loss / d its
  * input; NULL for the first layer) and its parameters' gradient. A residual
  * layer also leaves the gradient of its shortcut in m->skip. */
-static void layer_backward(struct model *m, int i, const float *params, const float *x, float *grad,
-                           float *dy, float *dx, int batch)
+static void layer_backward(struct model *m, int i, int first, const float *params, const float *x,
+                           float *grad, float *dy, float *dx, int batch)
 {
     const struct model_layer *l = &m->arch.layers[i];
-    const float *in = i ? m->act[i - 1] : x;
+    const float *in = i > first ? m->act[i - 1] : x;
     if (l->kind == MODEL_LAYER_DENSE) {
         dense_backward(m, l, params, in, m->act[i], dy, grad, dx, batch);
     } else if (l->kind == MODEL_LAYER_CONV) {
@@ -747,18 +752,23 @@ static void add_into(float *restrict y, const float *restrict x, size_t n)
         y[i] += x[i];
 }
 
-/* Expects the d loss / d logits in m->delta[0]. A block's input receives
- * the gradient of both its paths: the shortcut's waits in m->skip (blocks
- * do not nest, so one buffer serves) until the main path's reaches it. */
-static void backward(struct model *m, const float *params, const float *x, float *grad, int batch)
+/* Layers last..first backwards, after forward_layers over the same range:
+ * expects d loss / d (layer last's output) in m->delta[0] and leaves d loss
+ * / d x in dx_out (NULL: not wanted, as for the model's first layer). A
+ * block's input receives the gradient of both its paths: the shortcut's
+ * waits in m->skip (blocks do not nest, so one buffer serves) until the
+ * main path's reaches it. */
+static void backward_layers(struct model *m, const float *params, const float *x, int first,
+                            int last, float *grad, int batch, float *dx_out)
 {
     float *dy = m->delta[0], *dx = m->delta[1];
     int skip_to = -2; /* the layer whose output m->skip's gradient belongs to */
-    for (int i = m->arch.layer_count - 1; i >= 0; i--) {
+    for (int i = last; i >= first; i--) {
         const struct model_layer *l = &m->arch.layers[i];
-        layer_backward(m, i, params, x, grad, dy, i ? dx : NULL, batch);
+        if (i == first) dx = dx_out;
+        layer_backward(m, i, first, params, x, grad, dy, dx, batch);
         if (l->kind == MODEL_LAYER_RESIDUAL) skip_to = l->skip_from;
-        if (i && skip_to == i - 1) {
+        if (dx && skip_to == i - 1) {
             add_into(dx, m->skip, l->in_size * (size_t)batch);
             skip_to = -2;
         }
@@ -771,9 +781,10 @@ static void backward(struct model *m, const float *params, const float *x, float
 /* The tail of grad past the trainable parameters: each batch norm's batch
  * mean and unbiased variance (what PyTorch folds into its running
  * statistics), for the optimizer step to fold in (kernels/model.h). */
-static void write_batch_statistics(const struct model *m, float *grad, int batch)
+static void write_batch_statistics(const struct model *m, int first, int last, float *grad,
+                                   int batch)
 {
-    for (int i = 0; i < m->arch.layer_count; i++) {
+    for (int i = first; i <= last; i++) {
         const struct model_layer *l = &m->arch.layers[i];
         if (l->kind != MODEL_LAYER_BATCHNORM) continue;
         double n = (double)batch * l->out_h * l->out_w;
@@ -802,12 +813,13 @@ int model_grad(struct model *m, const float *params, const float *x, const int32
     if (model_reserve(m, batch, err, errlen) < 0 ||
         check_labels(m, labels, (size_t)batch, err, errlen) < 0)
         return -1;
-    const float *logits = forward(m, params, x, batch, true);
+    int last = m->arch.layer_count - 1;
+    const float *logits = forward_layers(m, params, x, 0, last, batch, true);
     double loss_sum = 0;
     size_t correct = 0;
     softmax_xent(logits, labels, batch, model_classes(m), m->delta[0], &loss_sum, &correct);
-    backward(m, params, x, grad, batch);
-    write_batch_statistics(m, grad, batch);
+    backward_layers(m, params, x, 0, last, grad, batch, NULL);
+    write_batch_statistics(m, 0, last, grad, batch);
     *loss = (float)(loss_sum / batch);
     return 0;
 }
@@ -821,11 +833,51 @@ int model_eval(struct model *m, const float *params, const float *x, const int32
     size_t in = (size_t)model_input_size(m);
     for (size_t done = 0; done < n;) {
         int batch = n - done < (size_t)chunk ? (int)(n - done) : chunk;
-        const float *logits = forward(m, params, x + done * in, batch, false);
+        const float *logits =
+            forward_layers(m, params, x + done * in, 0, m->arch.layer_count - 1, batch, false);
         softmax_xent(logits, labels + done, batch, model_classes(m), NULL, &score->loss_sum,
                      &score->correct);
         done += (size_t)batch;
         score->samples += (size_t)batch;
     }
+    return 0;
+}
+
+/* ---- layer ranges (split learning, pipelines) ---- */
+
+int model_forward_range(struct model *m, const float *params, int first, int last, const float *x,
+                        int batch, float *y, char *err, size_t errlen)
+{
+    if (model_spec_range_check(&m->arch, first, last, err, errlen) < 0 ||
+        model_reserve(m, batch, err, errlen) < 0)
+        return -1;
+    const float *out = forward_layers(m, params, x, first, last, batch, true);
+    memcpy(y, out, m->arch.layers[last].out_size * (size_t)batch * sizeof(float));
+    return 0;
+}
+
+int model_backward_range(struct model *m, const float *params, int first, int last, const float *x,
+                         const float *dy, int batch, float *dx, float *grad, char *err,
+                         size_t errlen)
+{
+    if (model_spec_range_check(&m->arch, first, last, err, errlen) < 0) return -1;
+    if (batch < 1 || batch > m->capacity)
+        return kern_fail(err, errlen,
+                         "model \"%s\": backward over batch %d without its forward pass", m->spec,
+                         batch);
+    memcpy(m->delta[0], dy, m->arch.layers[last].out_size * (size_t)batch * sizeof(float));
+    backward_layers(m, params, x, first, last, grad, batch, first ? dx : NULL);
+    write_batch_statistics(m, first, last, grad, batch);
+    return 0;
+}
+
+int model_loss(const struct model *m, const float *logits, const int32_t *labels, int batch,
+               float *dlogits, float *loss, char *err, size_t errlen)
+{
+    if (check_labels(m, labels, (size_t)batch, err, errlen) < 0) return -1;
+    double loss_sum = 0;
+    size_t correct = 0;
+    softmax_xent(logits, labels, batch, model_classes(m), dlogits, &loss_sum, &correct);
+    *loss = (float)(loss_sum / batch);
     return 0;
 }

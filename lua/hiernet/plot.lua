@@ -590,7 +590,9 @@ end
 -- scenarios/paper_speedup.lua: one series per synchronization model, x the
 -- paper's row, y the speed-up over BSP; `bound_bars`,
 -- scenarios/incast.lua: one series per variant, x the workers, y the step
--- time over the α-β bound). Every run's bars, its label first when several
+-- time over the α-β bound; `cut_bars`, scenarios/split_tiers.lua: the
+-- predicted and the measured series, x a cut's rank, y seconds per step).
+-- Every run's bars, its label first when several
 -- runs are drawn.
 local function scenario_bars(key)
   return function(_, runs)
@@ -631,6 +633,8 @@ local OTHER_FIGURES = {
     ylabel = "speed-up over BSP", histogram = scenario_bars("speedup_bars") },
   { name = "step_vs_bound", title = "Step time against the α-β bound", xlabel = "workers",
     ylabel = "step time / bound", histogram = scenario_bars("bound_bars") },
+  { name = "cut_time", title = "Time per step by cut: predicted and measured", xlabel = "cut (rank by prediction)",
+    ylabel = "s per step", histogram = scenario_bars("cut_bars") },
   { name = "k_time", title = "k over time", xlabel = "time (s)", ylabel = "k", style = "steps",
     lines = function(ctx) return k_lines(ctx.series) end },
   -- links.csv is on the run's clock: where each training starts shows there

@@ -198,6 +198,75 @@ bad_case peer_param_typo 1 "c_peer_param_typo.lua:5: node 'a': axpy: unknown par
 bad_case peer_read_range 1 "c_peer_read_range.lua:6: node 'a': read: param 'range': 1099511627776 values, more than" \
   $'a:tensor{ name = "t", size = 4 }\na:read{ tensor = "t", range = { 0, 2^40 } }'
 bad_case peer_read_missing 1 "c_peer_read_missing.lua:5: node 'a': read: tensor 'nope' not found" 'a:read{ tensor = "nope" }'
+
+# ---- churn (exit 2: bad input found once the run is under way) ----
+# The file's cases name file, line, node and value; the options' the line.
+printf 'node,t_down,t_up\na,1,2\na,1.5,3\n' >avail_back.csv
+printf 'a,1,2\nzed,3,4\n' >avail_node.csv
+printf '# a comment\nb,-1,2\n' >avail_neg.csv
+printf 'b,3,2\n' >avail_order.csv
+printf 'a;1;2\n' >avail_sep.csv
+bad_case peer_churn_back 2r "avail_back.csv:3: node 'a': t_down 1.5 is before its previous t_up 2" \
+  'net:churn{ nodes = { a }, file = "avail_back.csv" }'
+bad_case peer_churn_node 2r "avail_node.csv:2: node 'zed' is not among the churn's nodes" \
+  'net:churn{ nodes = { a, b }, file = "avail_node.csv" }'
+bad_case peer_churn_neg 2r "avail_neg.csv:2: t_down '-1' is not a time in seconds (0 or more)" \
+  'net:churn{ nodes = { "b" }, file = "avail_neg.csv" }'
+bad_case peer_churn_order 2r "avail_order.csv:1: node 'b': t_up 2 is not after t_down 3" \
+  'net:churn{ nodes = { b }, file = "avail_order.csv" }'
+bad_case peer_churn_sep 2r "avail_sep.csv:1: expected node,t_down,t_up, got 'a;1;2'" \
+  'net:churn{ nodes = { a }, file = "avail_sep.csv" }'
+bad_case peer_churn_nofile 2r "c_peer_churn_nofile.lua:5: net:churn: cannot read file nothere.csv" \
+  'net:churn{ nodes = { a }, file = "nothere.csv" }'
+bad_case peer_churn_notnode 2r "c_peer_churn_notnode.lua:5: net:churn: nodes[2] (nobody) is not a host of network 'bad'" \
+  'net:churn{ nodes = { a, "nobody" }, model = { up_mean_s = 1, down_mean_s = 1 } }'
+bad_case peer_churn_mean 2r "c_peer_churn_mean.lua:5: net:churn: model.down_mean_s must be a number of seconds above 0, got -2" \
+  'net:churn{ nodes = { a }, model = { up_mean_s = 1, down_mean_s = -2 } }'
+bad_case peer_churn_how 2r "c_peer_churn_how.lua:5: net:churn: how must be \"kill\" or \"partition\", got 'crash'" \
+  'net:churn{ nodes = { a }, model = { up_mean_s = 1, down_mean_s = 1 }, how = "crash" }'
+bad_case peer_churn_both 2r "c_peer_churn_both.lua:5: net:churn: give a file or a model (one of them)" \
+  'net:churn{ nodes = { a } }'
+bad_case peer_churn_option 2r "c_peer_churn_option.lua:5: net:churn: model: unknown option 'up_mean'" \
+  'net:churn{ nodes = { a }, model = { up_mean = 1, down_mean_s = 1 } }'
+bad_case peer_churn_none 2r "c_peer_churn_none.lua:5: net:churn: how = \"partition\" needs an emulated backend" \
+  'net:churn{ nodes = { a }, model = { up_mean_s = 1, down_mean_s = 1 }, how = "partition" }'
+
+# ---- moves and mobility (exit 2; the topology's checks need no emulation) ----
+# raw: network "mv" on backend none, cloud c, edges e1 e2, terminal t on e1,
+# switch sw with u behind it; then the case's line (line 6).
+mv_net='local hn = require("hiernet")
+local net = hn.network{ name = "mv", backend = "none" }
+local c, e1, e2, t, sw, u = net:node("c"), net:node("e1"), net:node("e2"), net:node("t"), net:switch("sw"), net:node("u")
+net:link(c, e1); net:link(c, e2); net:link(e1, t); net:link(c, sw); net:link(sw, u)
+net:start()'
+printf 't,node,edge\n0.5,t,e2\n0.2,t,e1\n' >moves_back.csv
+printf '0.5,t,c9\n' >moves_edge.csv
+bad_case raw_move_to_self 2r "c_raw_move_to_self.lua:6: node 't': move: to 't' is not an edge host it could attach to" \
+  "$mv_net"$'\nt:move{ to = t }'
+bad_case raw_move_to_switch 2r "c_raw_move_to_switch.lua:6: node 't': move: to 'sw' is not an edge host it could attach to" \
+  "$mv_net"$'\nt:move{ to = sw }'
+bad_case raw_move_to_unknown 2r "c_raw_move_to_unknown.lua:6: node 't': move: to nowhere is not a node of this network" \
+  "$mv_net"$'\nt:move{ to = "nowhere" }'
+bad_case raw_move_same_edge 2r "c_raw_move_same_edge.lua:6: node 't': move: to 'e1' is its edge already" \
+  "$mv_net"$'\nt:move{ to = e1 }'
+bad_case raw_move_not_terminal 2r "c_raw_move_not_terminal.lua:6: node 'e1': move: it has several links" \
+  "$mv_net"$'\ne1:move{ to = e2 }'
+bad_case raw_move_behind_switch 2r "c_raw_move_behind_switch.lua:6: node 'u': move: its link goes to switch 'sw'" \
+  "$mv_net"$'\nu:move{ to = e2 }'
+bad_case raw_move_gap 2r "c_raw_move_gap.lua:6: node 't': move: gap: '5 parsecs' is not a duration" \
+  "$mv_net"$'\nt:move{ to = e2, gap = "5 parsecs" }'
+bad_case raw_move_option 2r "c_raw_move_option.lua:6: node 't': move: unknown option 'edge'" \
+  "$mv_net"$'\nt:move{ edge = e2 }'
+bad_case raw_mobility_back 2r "moves_back.csv:3: node 't': t 0.2 is before its previous move at 0.5" \
+  "$mv_net"$'\nnet:mobility{ nodes = { t }, edges = { e1, e2 }, file = "moves_back.csv" }'
+bad_case raw_mobility_edge 2r "moves_edge.csv:1: node 't': edge 'c9' is not among the mobility's edges" \
+  "$mv_net"$'\nnet:mobility{ nodes = { t }, edges = { e1, e2 }, file = "moves_edge.csv" }'
+bad_case raw_mobility_attached 2r "c_raw_mobility_attached.lua:6: net:mobility: node 't' is attached to 'e1', which is not among the edges" \
+  "$mv_net"$'\nnet:mobility{ nodes = { t }, edges = { c, e2 }, model = "random-waypoint" }'
+bad_case raw_mobility_model 2r "c_raw_mobility_model.lua:6: net:mobility: model must be \"random-waypoint\", got 'brownian'" \
+  "$mv_net"$'\nnet:mobility{ nodes = { t }, edges = { e1, e2 }, model = "brownian" }'
+bad_case raw_mobility_edges 2r "c_raw_mobility_edges.lua:6: net:mobility: edges[2] (node 'sw') is not a host of network 'mv'" \
+  "$mv_net"$'\nnet:mobility{ nodes = { t }, edges = { e1, sw }, model = "random-waypoint" }'
 bad_case peer_dataset_missing 1 "c_peer_dataset_missing.lua:5: node 'a': dataset: dataset \"/no/such/train\" is unknown" \
   'a:dataset{ name = "/no/such/train" }'
 bad_case peer_dataset_dir 1 "c_peer_dataset_dir.lua:5: node 'a': dataset: dataset file /etc/train-images-idx3-ubyte.gz: No such file or directory" \
@@ -241,6 +310,16 @@ bad_case peer_train_dataset 1 "c_peer_train_dataset.lua:5: node 'a': dataset: da
   'require("hiernet.algo.allreduce").train{ workers = { a }, dataset = "/no/such", steps = 1 }'
 bad_case peer_train_evals 1 "c_peer_train_evals.lua:5: allreduce.train: give eval_every (steps) or eval_every_s (seconds), not both" \
   'require("hiernet.algo.allreduce").train{ workers = { a, b }, eval_every = 2, eval_every_s = 1, steps = 4 }'
+
+# ---- background traffic (exit 1, at the scenario's line) ----
+bad_case peer_traffic_pattern 1 "c_peer_traffic_pattern.lua:5: network 'bad': traffic: unknown pattern 'bursty'" \
+  'net:traffic{ from = a, to = b, rate = "1Mbit", pattern = "bursty" }'
+bad_case peer_traffic_rate 1 'c_peer_traffic_rate.lua:5: network '"'"'bad'"'"': traffic: rate: bad rate "-5Mbit"' \
+  'net:traffic{ from = a, to = b, rate = "-5Mbit" }'
+bad_case peer_traffic_same 1 "c_peer_traffic_same.lua:5: network 'bad': traffic: from and to are the same node 'a'" \
+  'net:traffic{ from = a, to = a, rate = "1Mbit" }'
+bad_case peer_traffic_node 1 "c_peer_traffic_node.lua:5: network 'bad': traffic: to: no node named 'zz'" \
+  'net:traffic{ from = a, to = "zz", rate = "1Mbit" }'
 
 # ---- records and tasks (exit 1) ----
 bad_case net_record_slash 1 "c_net_record_slash.lua:4: record name 'a/b' is not a valid file name" 'hn.record("a/b", { "x" })'

@@ -6,6 +6,7 @@
 #include "peer/commands_data.h"
 #include "peer/commands_stats.h"
 #include "peer/commands_sync.h"
+#include "peer/commands_traffic.h"
 #include "peer/commands_vec.h"
 #include "peer/ml.h"
 #include "tests/unit/check.h"
@@ -29,7 +30,7 @@ int main(void)
 #define CHECK_ROW(name, definition, face) check_row(#name, &definition, face), rows++;
     PEER_COMMANDS(CHECK_ROW)
 #undef CHECK_ROW
-    CHECK(rows == 24);
+    CHECK(rows == 30);
     CHECK(command_find("ping", 4) == command_find("pingx", 4)); /* a prefix of a longer buffer */
     CHECK(command_find("pin", 3) == NULL);
     CHECK(command_find("pingx", 5) == NULL);

@@ -19,6 +19,7 @@
 local hn = require("hiernet")
 local where = require("hiernet.where")
 local tcp_account = require("hiernet.algo.tcp_account")
+local traffic = require("hiernet.traffic")
 
 local job = {}
 
@@ -183,6 +184,8 @@ function job.new(algorithm, opts, spec)
     last_loss = nil, best_accuracy = nil, last_accuracy = nil, time_to_target = nil,
     evals = 0, evals_skipped = 0, eval_busy = false, eval_task = nil,
     stop_reason = nil, dead = {}, away = {}, killed = {}, fault_hooks = {}, t0 = nil,
+    -- what the faults cost (summary.json availability, updates_lost)
+    away_since = {}, away_s = {}, updates_lost = 0,
   }, Job)
   -- The scenario's line of this train call: errors raised later, in tasks
   -- the library spawned, are reported there (Job:setup, Job:guard).
@@ -284,14 +287,18 @@ end
 -- workers}, eval_node = node, model_name = "w" }: datasets loaded, the model
 -- created on origin and sent to every worker and holder, test split on the
 -- eval node; residuals = {names} the compression's error feedback uses on
--- the workers (default {"ef"}), dropped first.
+-- the workers (default {"ef"}), dropped first; columns = {names} appended
+-- to steps.csv's (a family's own figures: split's per-stage times).
 local function setup(self, s)
   s = s or {}
   -- The records (and their prefix) once every option has been checked: a
   -- train call that fails its checks leaves no files and frees no name.
   self.prefix = pick_prefix(self.o, self.label)
-  self.steps_rec = hn.record(self.prefix .. "steps", { "time", "worker", "step", "loss", "compute_ms",
-    "comm_ms", "wait_ms", "staleness", "lr", "k", "bytes", "samples", "version" })
+  local columns = { "time", "worker", "step", "loss", "compute_ms", "comm_ms", "wait_ms", "staleness",
+    "lr", "k", "bytes", "samples", "version" }
+  self.extra_columns = s.columns or {}
+  for _, c in ipairs(self.extra_columns) do columns[#columns + 1] = c end
+  self.steps_rec = hn.record(self.prefix .. "steps", columns)
   self.eval_rec = hn.record(self.prefix .. "eval", { "time", "step", "accuracy", "loss" })
   local name = s.model_name or "w"
   self.model_name = name
@@ -361,6 +368,7 @@ end
 -- in training time or on its progress, say).
 function Job:start_clock()
   self.tcp = tcp_account.start(self.workers) -- issue 24: TCP in training
+  self.background = traffic.snapshot(tcp_account.networks_of(self.workers)) -- issue 22: kept apart
   self.t0 = hn.now()
   self.next_eval_s = self.o.eval_every_s
   self.last_status = -1
@@ -468,6 +476,7 @@ end
 function Job:set_away(i, away, why)
   if (self.away[i] or false) == away then return end
   self.away[i] = away or nil
+  self:count_away(i, away)
   local w = self.workers[i].name
   if away then
     if self.fault_sync and self.on_failure ~= "drop" then
@@ -481,6 +490,30 @@ function Job:set_away(i, away, why)
     hn.log(string.format("%s: worker %s is back (%s); it takes the current model", self.label, w, why))
   end
   if self.fault_hooks.on_change then self.fault_hooks.on_change(i, not away, why) end
+end
+
+-- Worker i's time away (killed or cut off), for its availability: the
+-- share of the training's time it took part.
+function Job:count_away(i, away)
+  local t = self.t0 and self:now() or 0
+  if away then
+    self.away_since[i] = t
+  elseif self.away_since[i] then
+    self.away_s[i] = (self.away_s[i] or 0) + (t - self.away_since[i])
+    self.away_since[i] = nil
+  end
+end
+
+-- summary.json's availability (the mean over the workers) and
+-- availability_workers (name -> share), at training time wall.
+function Job:availability(wall)
+  local shares, sum = {}, 0
+  for i, w in ipairs(self.workers) do
+    local away = (self.away_s[i] or 0) + (self.away_since[i] and wall - self.away_since[i] or 0)
+    local share = wall > 0 and math.min(1, math.max(0, 1 - away / wall)) or 1
+    shares[w.name], sum = share, sum + share
+  end
+  return sum / #self.workers, shares
 end
 
 -- The nodes worker i must reach (the hooks' hub: a node or a list).
@@ -559,6 +592,8 @@ function Job:watch_faults(hooks)
   on("kill", function(_, node)
     local i = self:worker_index(node)
     if i then
+      -- a worker taking part is always inside a step: its gradient is lost
+      if self:alive(i) and not self:stopped() then self.updates_lost = self.updates_lost + 1 end
       self.killed[i] = true
       self:set_away(i, true, "was killed")
     else
@@ -701,7 +736,8 @@ end
 -- comm_ms=, wait_ms=, staleness=, lr=, k=, bytes=, samples=, version=}; time
 -- defaults to now. version: the model version the step's push was computed
 -- on, where the algorithm numbers its models (ps), so that a replay knows
--- which model each update came from.
+-- which model each update came from. node: the row's node when it is not
+-- a worker (a pipeline stage); the setup's extra columns are taken from r.
 function Job:step_row(r)
   self.worker_steps = self.worker_steps + 1
   self.compute_ms = self.compute_ms + (r.compute_ms or 0)
@@ -711,12 +747,14 @@ function Job:step_row(r)
   if not r.samples_counted then self.samples = self.samples + (r.samples or 0) end
   if r.loss then self.last_loss = r.loss end
   tcp_account.note_step(self.tcp, r)
-  local name = self.workers[r.worker].name
+  local name = r.node and r.node.name or self.workers[r.worker].name
   self.steps_of[name] = (self.steps_of[name] or 0) + 1
-  self.steps_rec:add{ time = r.time or self:now(), worker = name, step = r.step,
+  local row = { time = r.time or self:now(), worker = name, step = r.step,
     loss = r.loss, compute_ms = r.compute_ms, comm_ms = r.comm_ms, wait_ms = r.wait_ms,
     staleness = r.staleness, lr = r.lr, k = r.k, bytes = r.bytes, samples = r.samples,
     version = r.version }
+  for _, c in ipairs(self.extra_columns or {}) do row[c] = r[c] end
+  self.steps_rec:add(row)
   self:progress()
 end
 
@@ -844,7 +882,8 @@ job.SUMMARY_FIELDS = {
   "final_loss", "final_eval_failed", "best_accuracy", "target_accuracy", "time_to_target_s",
   "steps_to_target", "steps", "updates_applied", "worker_steps", "epochs", "train_samples", "bytes",
   "wall_s", "start_s", "compute_share", "stop_reason", "evals", "evals_skipped", "last_loss", "prefix",
-  "workers", "workers_alive", "learning", "virtual_skipped_elements",
+  "workers", "workers_alive", "learning", "virtual_skipped_elements", "availability",
+  "availability_workers", "updates_lost",
 }
 
 -- Final evaluation (outside the training time), summary.json, and the
@@ -880,7 +919,9 @@ local function finish(self, extra)
     stop_reason = self.stop_reason, evals = self.evals, evals_skipped = self.evals_skipped,
     last_loss = self.last_loss, learning = self.learning,
     virtual_skipped_elements = self:virtual_skipped(),
+    updates_lost = self.updates_lost,
   }
+  s.availability, s.availability_workers = self:availability(wall)
   for k, v in pairs(extra or {}) do
     if k ~= "final_node" and k ~= "final_model" then s[k] = v end
   end
@@ -889,6 +930,7 @@ local function finish(self, extra)
     if ok then s.overload = ov end
   end
   s.tcp = tcp_account.finish(self.tcp, self.label, #self.workers, self.worker_steps)
+  s.background = traffic.window(self.background, tcp_account.networks_of(self.workers))
   local json = {}
   for k, v in pairs(s) do json[k] = v end
   for _, k in ipairs(job.SUMMARY_FIELDS) do

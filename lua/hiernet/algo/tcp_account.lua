@@ -13,7 +13,9 @@ local KEYS = { "retrans", "rtos", "fast_retrans", "lost_retrans", "recoveries" }
 -- A training whose worker steps waited an RTO this often is called RTO-bound.
 M.WARN_SHARE = 0.2
 
-local function networks_of(nodes)
+-- The networks of nodes, each once, in the order met (also the
+-- background-traffic account's: job.lua).
+function M.networks_of(nodes)
   local seen, list = {}, {}
   for _, n in ipairs(nodes) do
     local net = n.network
@@ -35,7 +37,7 @@ end
 -- Training starts: the counters now and the stall an RTO costs at least
 -- (the smallest rto_min of the hosts). nil where nothing counts.
 function M.start(nodes)
-  local nets = networks_of(nodes)
+  local nets = M.networks_of(nodes)
   local before = snapshot(nets)
   if not before then return nil end
   local rto_min_s

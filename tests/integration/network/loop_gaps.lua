@@ -17,7 +17,7 @@
 -- start's kernel probe, the CUDA module's load): they show in round 1's
 -- figures, printed for each round. Prints, per operation, the worst gap of
 -- every round, then one line per operation with the best round's.
--- Args: backend=user|kernel (default user), hosts=N (default 24),
+-- Args: backend=user|kernel (default user), hosts=N (default 12),
 -- mb=M (the restarted peer's tensor, default 512); owned=, regdir= from lib.sh.
 local hn = require("hiernet")
 local core = require("hiernet.core")
@@ -27,7 +27,7 @@ local A = H.args(...)
 
 local TICK_S, LIMIT_S, AFTER_S, ROUNDS = 0.005, 0.020, 0.030, 5
 local backend = A.backend or "user"
-local hosts = tonumber(A.hosts or 24)
+local hosts = tonumber(A.hosts or 12)
 local mb = tonumber(A.mb or 512)
 
 -- ---- the ticker ----

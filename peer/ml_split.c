@@ -1,0 +1,471 @@
+/* ml_split.c — the peer's layer-range commands forward{} and backward{}
+ * (docs/lua-api.md "forward and backward"): one part of a split model on
+ * this peer, for split learning and pipelines (hiernet.algo.split).
+ *
+ * A forward keeps what its backward needs in a stash per (model, layers,
+ * micro-batch): a struct model of its own, whose workspace holds the
+ * part's activations, plus the part's input and, on the last part, the
+ * labels and the loss gradient. Stashes are reused by the next step's
+ * micro-batch of the same number, so a pipeline in its steady state does
+ * not allocate. The passes run on the CPU kernels over the host copies of
+ * the tensors (host tensors are always current, peer/devmirror.h), on
+ * every device. Worker thread only, like ml_state. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/dataset.h"
+#include "kernels/model.h"
+#include "kernels/model_spec.h"
+#include "peer/command_job.h"
+#include "peer/ml.h"
+#include "peer/ml_internal.h"
+
+#define SPLIT_BATCH_DEFAULT 64
+#define SPLIT_BATCH_MAX 65536
+
+struct ml_stash {
+    char model[COMMAND_NAME_SIZE];
+    int first, last; /* 0-based layers */
+    int64_t microbatch;
+    struct model *m; /* its workspace: the activations of the micro-batch */
+    float *x;        /* the part's input */
+    int32_t *y;      /* labels (last part) */
+    float *dy;       /* the last part: d loss / d logits */
+    float *scratch;  /* backward{add}: the part's gradient before it is added */
+    size_t x_cap, y_cap, dy_cap, scratch_cap;
+    int batch;
+    bool live;       /* forward done, backward not yet */
+    bool has_labels; /* y holds the batch's labels */
+    struct ml_stash *next;
+};
+
+void ml_stash_free_all(struct ml_state *ml)
+{
+    while (ml->stashes) {
+        struct ml_stash *next = ml->stashes->next;
+        model_destroy(ml->stashes->m);
+        free(ml->stashes->x);
+        free(ml->stashes->y);
+        free(ml->stashes->dy);
+        free(ml->stashes->scratch);
+        free(ml->stashes);
+        ml->stashes = next;
+    }
+}
+
+static struct ml_stash *stash_find(struct ml_state *ml, const char *model, int first, int last,
+                                   int64_t microbatch)
+{
+    for (struct ml_stash *s = ml->stashes; s; s = s->next)
+        if (!strcmp(s->model, model) && s->first == first && s->last == last &&
+            s->microbatch == microbatch)
+            return s;
+    return NULL;
+}
+
+/* The stash of a new forward: the old one of the key (reused, and its
+ * model recreated when the architecture behind the name changed), or a
+ * new one. */
+static struct ml_stash *stash_get(struct command_job *j, const char *model, const char *spec,
+                                  int first, int last, int64_t microbatch)
+{
+    struct ml_stash *s = stash_find(j->ml, model, first, last, microbatch);
+    if (s && strcmp(model_spec(s->m), spec) == 0) return s;
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s))) return cmd_fail(j, "out of memory"), NULL;
+        snprintf(s->model, sizeof s->model, "%s", model);
+        s->first = first;
+        s->last = last;
+        s->microbatch = microbatch;
+        s->next = j->ml->stashes;
+        j->ml->stashes = s;
+    }
+    model_destroy(s->m);
+    s->m = NULL;
+    s->live = false;
+    if (model_create(spec, 0, &s->m, j->err, sizeof j->err) < 0) return NULL;
+    return s;
+}
+
+static bool grow(struct command_job *j, void **buf, size_t *cap, size_t n, size_t size)
+{
+    if (n <= *cap) return true;
+    void *grown = realloc(*buf, n * size);
+    if (!grown) return cmd_fail(j, "out of memory for %zu elements", n);
+    *buf = grown;
+    *cap = n;
+    return true;
+}
+
+/* ---- params shared by both commands ---- */
+
+struct part_params {
+    char model[COMMAND_NAME_SIZE];
+    uint64_t layers[2]; /* 1-based, as given */
+    int64_t microbatch;
+};
+
+static bool part_parse(struct command_job *j, struct part_params *p, struct proto_args *a)
+{
+    (void)j;
+    p->microbatch = 1;
+    if (!cmd_arg_required_name(a, "model", p->model)) return false;
+    int got = proto_arg_range(a, "layers", &p->layers[0], &p->layers[1]);
+    if (got == 0) return proto_args_missing(a, "layers");
+    if (got < 0) /* its words are a range's ({offset, count}) */
+        return cmd_arg_fail(a, "param 'layers': expected {first, last}, layer numbers from 1");
+    return got > 0 && cmd_arg_int(a, "microbatch", false, 0, INT64_MAX, &p->microbatch);
+}
+
+/* The model, its host parameters (held) and the range, checked. */
+static struct store_tensor *part_open(struct command_job *j, const struct part_params *p,
+                                      const struct ml_model **model, int *first, int *last)
+{
+    const struct ml_model *m = ml_model_find(j, p->model);
+    if (!m) return NULL;
+    if (!m->model || m->profiled)
+        return cmd_fail(j,
+                        "model '%s' (%s): forward and backward need a model with kernels, not "
+                        "a profiled one",
+                        p->model, m->spec),
+               NULL;
+    const struct model_spec *s = kern_model_layout(m->model);
+    *first = p->layers[0] > (uint64_t)s->layer_count + 1 ? -1 : (int)p->layers[0] - 1;
+    *last = p->layers[1] > (uint64_t)s->layer_count + 1 ? s->layer_count : (int)p->layers[1] - 1;
+    if (model_spec_range_check(s, *first, *last, j->err, sizeof j->err) < 0) return NULL;
+    *model = m;
+    return ml_params_find(j, m);
+}
+
+/* A new tensor of n elements whose elements the caller writes, then
+ * publishes with publish(). */
+static bool publish(struct command_job *j, struct store_tensor *t)
+{
+    store_publish(j->store, t);
+    store_tensor_release(t);
+    return true;
+}
+
+/* ---- forward ---- */
+
+struct forward_params {
+    struct part_params part;
+    char input[COMMAND_NAME_SIZE], out[COMMAND_NAME_SIZE];
+    char labels[COMMAND_NAME_SIZE], labels_out[COMMAND_NAME_SIZE];
+    int64_t batch;
+};
+
+static bool forward_parse(struct command_job *j, struct forward_params *p, struct proto_args *a)
+{
+    strcpy(p->out, "act");
+    p->batch = SPLIT_BATCH_DEFAULT;
+    return part_parse(j, &p->part, a) && cmd_arg_name(a, "input", p->input) >= 0 &&
+           cmd_arg_name(a, "out", p->out) >= 0 && cmd_arg_name(a, "labels", p->labels) >= 0 &&
+           cmd_arg_name(a, "labels_out", p->labels_out) >= 0 &&
+           cmd_arg_int(a, "batch", false, 1, SPLIT_BATCH_MAX, &p->batch);
+}
+
+/* The first part without input=: the next mini-batch of the train shard,
+ * with its labels. */
+static bool forward_read_data(struct command_job *j, const struct forward_params *p,
+                              const struct ml_model *m, struct ml_stash *s)
+{
+    struct ml_data *data = ml_split_find(j, "train");
+    if (!data || !ml_check_shapes(j, m, data->ds, "train")) return false;
+    size_t in = (size_t)kern_model_input_size(m->model);
+    if (!grow(j, (void **)&s->x, &s->x_cap, (size_t)p->batch * in, sizeof(float)) ||
+        !grow(j, (void **)&s->y, &s->y_cap, (size_t)p->batch, sizeof(int32_t)) ||
+        dataset_next_batch(data->ds, (int)p->batch, s->x, s->y, j->err, sizeof j->err) != 0)
+        return false;
+    s->batch = (int)p->batch;
+    s->has_labels = true;
+    cmd_result_u64(j, "epoch", dataset_epoch(data->ds));
+    return true;
+}
+
+/* input=: the previous part's output, batch x the input size of layer first. */
+static bool forward_read_input(struct command_job *j, const struct forward_params *p,
+                               const struct model_layer *l, struct ml_stash *s)
+{
+    if (!p->input[0])
+        return cmd_fail(j, "layers {%d, %d}: input= is missing (only layer 1 reads the data)",
+                        s->first + 1, s->last + 1);
+    struct store_tensor *t = cmd_find(j, p->input);
+    if (!t) return false;
+    bool ok = t->resident == t->size && t->size && t->size % l->in_size == 0;
+    if (!ok)
+        cmd_fail(j,
+                 "input '%s' has %" PRIu64 " elements, not a whole batch of %zu (the input of "
+                 "layer %d)",
+                 p->input, t->size, l->in_size, s->first + 1);
+    else if ((ok = grow(j, (void **)&s->x, &s->x_cap, t->size, sizeof(float)))) {
+        memcpy(s->x, t->data, t->size * sizeof(float));
+        s->batch = (int)(t->size / l->in_size);
+    }
+    store_tensor_release(t);
+    return ok;
+}
+
+/* labels=: the labels shipped with the activations (whole numbers as
+ * float32, as labels_out= writes them). */
+static bool forward_read_labels(struct command_job *j, const struct forward_params *p,
+                                struct ml_stash *s)
+{
+    struct store_tensor *t = cmd_find(j, p->labels);
+    if (!t) return false;
+    bool ok = t->size == (uint64_t)s->batch && t->resident == t->size &&
+              grow(j, (void **)&s->y, &s->y_cap, (size_t)s->batch, sizeof(int32_t));
+    if (!ok && !j->err[0])
+        cmd_fail(j, "labels '%s' has %" PRIu64 " elements, the batch %d", p->labels, t->size,
+                 s->batch);
+    for (int b = 0; ok && b < s->batch; b++)
+        s->y[b] = (int32_t)t->data[b];
+    s->has_labels = ok;
+    store_tensor_release(t);
+    return ok;
+}
+
+static bool forward_write_labels(struct command_job *j, const struct forward_params *p,
+                                 const struct ml_stash *s)
+{
+    if (!s->has_labels)
+        return cmd_fail(j, "labels_out '%s': this part has no labels", p->labels_out);
+    struct store_tensor *t = cmd_new_tensor(j, p->labels_out, (uint64_t)s->batch, false);
+    if (!t) return false;
+    for (int b = 0; b < s->batch; b++)
+        t->data[b] = (float)s->y[b];
+    return publish(j, t);
+}
+
+/* The last part without labels= on the node that read the micro-batch
+ * (layer 1's forward of the same model and micro-batch, batch alike): the
+ * labels it kept ("keep": they never leave the label holder). */
+static void forward_kept_labels(struct command_job *j, struct ml_stash *s)
+{
+    for (const struct ml_stash *d = j->ml->stashes; d; d = d->next)
+        if (d != s && d->first == 0 && d->has_labels && d->live && d->batch == s->batch &&
+            d->microbatch == s->microbatch && !strcmp(d->model, s->model) &&
+            grow(j, (void **)&s->y, &s->y_cap, (size_t)s->batch, sizeof(int32_t))) {
+            memcpy(s->y, d->y, (size_t)s->batch * sizeof(int32_t));
+            s->has_labels = true;
+            return;
+        }
+}
+
+/* The last part with labels: the loss now, its gradient kept for backward. */
+static bool forward_loss(struct command_job *j, struct ml_stash *s, const float *logits, size_t n)
+{
+    float loss;
+    if (!grow(j, (void **)&s->dy, &s->dy_cap, n, sizeof(float)) ||
+        model_loss(s->m, logits, s->y, s->batch, s->dy, &loss, j->err, sizeof j->err) < 0)
+        return false;
+    cmd_result_f64(j, "loss", loss);
+    return true;
+}
+
+static bool forward_pass(struct command_job *j, const struct forward_params *p,
+                         const struct ml_model *m, const struct store_tensor *params, int first,
+                         int last)
+{
+    const struct model_spec *spec = kern_model_layout(m->model);
+    struct ml_stash *s =
+        stash_get(j, p->part.model, kern_model_spec(m->model), first, last, p->part.microbatch);
+    if (!s) return false;
+    s->live = s->has_labels = false;
+    bool ok = first == 0 && !p->input[0] ? forward_read_data(j, p, m, s)
+                                         : forward_read_input(j, p, &spec->layers[first], s);
+    if (ok && p->labels[0]) ok = forward_read_labels(j, p, s);
+    if (ok && !p->labels[0] && !s->has_labels && last == spec->layer_count - 1)
+        forward_kept_labels(j, s);
+    if (ok && p->labels_out[0]) ok = forward_write_labels(j, p, s);
+    size_t n = spec->layers[last].out_size * (size_t)(ok ? s->batch : 0);
+    struct store_tensor *out = ok ? cmd_new_tensor(j, p->out, n, false) : NULL;
+    if (!out) return false;
+    if (model_forward_range(s->m, params->data, first, last, s->x, s->batch, out->data, j->err,
+                            sizeof j->err) < 0 ||
+        (last == spec->layer_count - 1 && s->has_labels && !forward_loss(j, s, out->data, n))) {
+        store_tensor_release(out);
+        return false;
+    }
+    s->live = true;
+    cmd_result_u64(j, "batch", (uint64_t)s->batch);
+    cmd_result_u64(j, "size", n);
+    cmd_result_u64(j, "version", store_tensor_version(params));
+    return publish(j, out);
+}
+
+static bool forward_run(struct command_job *j, const struct forward_params *p)
+{
+    const struct ml_model *m;
+    int first, last;
+    struct store_tensor *params = part_open(j, &p->part, &m, &first, &last);
+    bool ok = params && forward_pass(j, p, m, params, first, last);
+    store_tensor_release(params);
+    return ok;
+}
+
+/* ---- backward ---- */
+
+struct backward_params {
+    struct part_params part;
+    char grad_in[COMMAND_NAME_SIZE], grad_out[COMMAND_NAME_SIZE], out[COMMAND_NAME_SIZE];
+    bool add;
+};
+
+static bool backward_parse(struct command_job *j, struct backward_params *p, struct proto_args *a)
+{
+    strcpy(p->out, "grad");
+    return part_parse(j, &p->part, a) && cmd_arg_name(a, "grad_in", p->grad_in) >= 0 &&
+           cmd_arg_name(a, "grad_out", p->grad_out) >= 0 && cmd_arg_name(a, "out", p->out) >= 0 &&
+           cmd_arg_bool(a, "add", &p->add);
+}
+
+/* d loss / d the part's output: grad_in=, or the loss gradient the last
+ * part's forward kept. Held in *held when it is a tensor. */
+static const float *backward_dy(struct command_job *j, const struct backward_params *p,
+                                const struct ml_stash *s, size_t n, struct store_tensor **held)
+{
+    *held = NULL;
+    if (!p->grad_in[0]) {
+        if (s->dy && s->has_labels && s->last == model_layout(s->m)->layer_count - 1) return s->dy;
+        return cmd_fail(j,
+                        "layers {%d, %d}: grad_in= is missing (only the last part, with "
+                        "labels, starts from the loss)",
+                        s->first + 1, s->last + 1),
+               NULL;
+    }
+    struct store_tensor *t = cmd_find(j, p->grad_in);
+    if (t && (t->size != n || t->resident != n)) {
+        cmd_fail(j, "grad_in '%s' has %" PRIu64 " elements, the output of layers {%d, %d} %zu",
+                 p->grad_in, t->size, s->first + 1, s->last + 1, n);
+        store_tensor_release(t);
+        return NULL;
+    }
+    *held = t;
+    return t ? t->data : NULL;
+}
+
+/* The elements of the flat tensor that layers first..last own: their
+ * parameters, then their batch norms' running statistics (each a
+ * contiguous run: layers are laid out in order, kernels/model.h). */
+struct part_slices {
+    size_t offset[2], count[2];
+};
+
+static int has_params(const struct model_layer *l)
+{
+    return l->kind == MODEL_LAYER_DENSE || l->kind == MODEL_LAYER_CONV ||
+           l->kind == MODEL_LAYER_BATCHNORM;
+}
+
+static struct part_slices part_slices_of(const struct model_spec *s, int first, int last)
+{
+    size_t start[2] = {s->trainable_count, s->param_count}, end[2] = {0, 0};
+    size_t next[2] = {s->trainable_count, s->param_count};
+    for (int i = 0; i < s->layer_count; i++) {
+        const struct model_layer *l = &s->layers[i];
+        int bn = l->kind == MODEL_LAYER_BATCHNORM;
+        if (!has_params(l)) continue;
+        if (i > last) { /* where the part's run ends: the next owner's start */
+            if (next[0] == s->trainable_count) next[0] = l->weight_offset;
+            if (bn && next[1] == s->param_count) next[1] = l->stat_offset;
+            continue;
+        }
+        if (i < first) continue;
+        if (start[0] > l->weight_offset) start[0] = l->weight_offset;
+        if (bn && start[1] > l->stat_offset) start[1] = l->stat_offset;
+        end[0] = 1;
+        end[1] |= (size_t)bn;
+    }
+    struct part_slices p = {{0, 0}, {0, 0}};
+    for (int k = 0; k < 2; k++)
+        if (end[k]) {
+            p.offset[k] = start[k];
+            p.count[k] = next[k] - start[k];
+        }
+    return p;
+}
+
+/* add=: the part's slices of scratch added into the existing tensor, in
+ * place (the store's write lock only for the add, not the pass). */
+static bool backward_add(struct command_job *j, const struct backward_params *p,
+                         const struct part_slices *sl, const float *scratch, uint64_t n)
+{
+    struct store_patch patch;
+    store_write_lock(j->store);
+    bool ok = cmd_patch_begin(j, p->out, &patch);
+    if (ok && (patch.t->size != n || patch.t->resident != n))
+        ok = cmd_fail(j, "add: tensor '%s' has %" PRIu64 " elements, the model %" PRIu64, p->out,
+                      patch.t->size, n);
+    for (int k = 0; ok && k < 2; k++)
+        for (size_t i = sl->offset[k]; i < sl->offset[k] + sl->count[k]; i++)
+            patch.t->data[i] += scratch[i];
+    if (patch.t) store_patch_end(j->store, &patch, ok);
+    store_write_unlock(j->store);
+    return ok;
+}
+
+/* The pass writes the part's slices of the gradient: into a new tensor,
+ * zero elsewhere, or with add= into the stash's scratch, whose slices are
+ * then added to the existing tensor. */
+static bool backward_pass(struct command_job *j, const struct backward_params *p,
+                          const struct store_tensor *params, struct ml_stash *s)
+{
+    const struct model_spec *spec = model_layout(s->m);
+    size_t out_n = spec->layers[s->last].out_size * (size_t)s->batch;
+    size_t in_n = spec->layers[s->first].in_size * (size_t)s->batch;
+    if (s->first > 0 && !p->grad_out[0])
+        return cmd_fail(j, "layers {%d, %d}: grad_out= is missing (the previous part needs it)",
+                        s->first + 1, s->last + 1);
+    struct store_tensor *held, *g = NULL, *dx = NULL;
+    const float *dy = backward_dy(j, p, s, out_n, &held);
+    bool ok = dy != NULL;
+    if (ok && p->add)
+        ok = grow(j, (void **)&s->scratch, &s->scratch_cap, params->size, sizeof(float));
+    else if (ok)
+        ok = (g = cmd_new_tensor(j, p->out, params->size, true)) != NULL;
+    if (ok && s->first > 0) ok = (dx = cmd_new_tensor(j, p->grad_out, in_n, false)) != NULL;
+    ok = ok && model_backward_range(s->m, params->data, s->first, s->last, s->x, dy, s->batch,
+                                    dx ? dx->data : NULL, g ? g->data : s->scratch, j->err,
+                                    sizeof j->err) == 0;
+    if (ok && p->add) {
+        struct part_slices sl = part_slices_of(spec, s->first, s->last);
+        ok = backward_add(j, p, &sl, s->scratch, params->size);
+    }
+    store_tensor_release(held);
+    if (!ok) {
+        store_tensor_release(dx);
+        store_tensor_release(g);
+        return false;
+    }
+    s->live = false;
+    cmd_result_u64(j, "batch", (uint64_t)s->batch);
+    cmd_result_u64(j, "version", store_tensor_version(params));
+    if (dx) publish(j, dx);
+    return g ? publish(j, g) : true;
+}
+
+static bool backward_run(struct command_job *j, const struct backward_params *p)
+{
+    const struct ml_model *m;
+    int first, last;
+    struct store_tensor *params = part_open(j, &p->part, &m, &first, &last);
+    if (!params) return false;
+    struct ml_stash *s = stash_find(j->ml, p->part.model, first, last, p->part.microbatch);
+    bool ok = s && s->live
+                  ? backward_pass(j, p, params, s)
+                  : cmd_fail(j,
+                             "layers {%d, %d}: no forward of micro-batch %" PRId64 " to go back "
+                             "through",
+                             first + 1, last + 1, p->part.microbatch);
+    store_tensor_release(params);
+    return ok;
+}
+
+static const char *const keys_forward[] = {"model",  "layers",     "microbatch", "input", "out",
+                                           "labels", "labels_out", "batch",      NULL};
+static const char *const keys_backward[] = {"model",    "layers", "microbatch", "grad_in",
+                                            "grad_out", "out",    "add",        NULL};
+COMMAND_DEFINE(ml_cmd_forward, forward, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(ml_cmd_backward, backward, COMMAND_WORKER, (parse, run));

@@ -1,0 +1,96 @@
+-- traffic_rates: net:traffic{} on an emulated link (docs/lua-api.md
+-- "Background traffic"). a - b, 20 Mbit/s, no delay (the kernel backend
+-- has no netem here). Checks, in emulated time (run it with --dilation D
+-- too: the rates must not change):
+--   constant UDP at 10 Mbit/s for 3 s: delivered payload rate within 5% of
+--     10 Mbit/s, nothing lost, as many packets received as sent;
+--   UDP at 30 Mbit/s: the link's UDP payload rate (within 5%), the rest
+--     counted lost (sent - received packets, above 0; on the kernel
+--     backend the sender's qdisc refuses it at the socket: skipped);
+--   greedy TCP (no rate) alone on the link: its payload rate, measured
+--     between two stats() after a second of warm-up, within 10% of the
+--     link's payload capacity, 20 Mbit/s x 1448/1514 (docs/lua-api.md: bw
+--     counts Ethernet frames);
+--   links.csv: the link's a -> b direction carried at least every payload
+--     byte b received, and at most that plus 15% for headers;
+--   traffic.csv: one row per flow with the handle's final counters.
+-- Args: backend=kernel|user.
+local hn = require("hiernet")
+local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local H = dofile(dir .. "common.lua")
+local A = H.args(...)
+local backend = A.backend or "user"
+local BW, UDP_RATE = 20e6, 10e6
+local TCP_CAPACITY = BW * 1448 / 1514
+
+local net = hn.network{ name = "trate", backend = backend, seed = 3 }
+local a, b = net:node("a"), net:node("b")
+net:link(a, b, { bw = BW })
+net:start()
+H.check(net.backend == backend, "backend is %s, asked for %s", net.backend, backend)
+H.own(net)
+
+local udp = net:traffic{ from = a, to = b, rate = "10Mbit", proto = "udp" }
+hn.sleep(3)
+local u = udp:stop()
+local udp_rate = u.received_bytes * 8 / u.elapsed_s
+H.log("udp: %d packets sent, %d received, %.3f Mbit/s delivered in %.2f s (asked %.1f), dilation %g",
+      u.sent_packets, u.received_packets, udp_rate / 1e6, u.elapsed_s, UDP_RATE / 1e6, net.dilation)
+H.check(math.abs(udp_rate / UDP_RATE - 1) < 0.05, "udp delivered %.3f Mbit/s, asked 10", udp_rate / 1e6)
+H.check(u.lost == 0 and u.received_packets == u.sent_packets and u.sent_packets > 0,
+        "udp below the link's rate lost %d of %d packets", u.lost, u.sent_packets)
+
+-- Above the link's rate: UDP gets the link's payload rate (1400-byte
+-- datagrams in 1442-byte frames; measured between two stats() so that the
+-- queue's fill and drain stay out) and the rest is lost, counted; on the
+-- kernel backend the sender's own qdisc is the link's and refuses the
+-- excess at the socket (skipped) instead.
+local over = net:traffic{ from = a, to = b, rate = "30Mbit", proto = "udp", seed = 4 }
+hn.sleep(0.5)
+local o1, ot1 = over:stats(), hn.now()
+hn.sleep(2)
+local o2, ot2 = over:stats(), hn.now()
+local ov = over:stop()
+local over_rate = (o2.received_bytes - o1.received_bytes) * 8 / (ot2 - ot1)
+local udp_capacity = BW * 1400 / 1442
+H.log("udp at 30 Mbit/s: %.3f Mbit/s delivered (link payload %.3f), %d of %d packets lost, %d skipped",
+      over_rate / 1e6, udp_capacity / 1e6, ov.lost, ov.sent_packets, ov.skipped)
+H.check(math.abs(over_rate / udp_capacity - 1) < 0.05, "udp above the link's rate delivered %.3f Mbit/s",
+        over_rate / 1e6)
+H.check(ov.lost == ov.sent_packets - ov.received_packets,
+        "udp: lost %d, sent %d, received %d", ov.lost, ov.sent_packets, ov.received_packets)
+if backend == "kernel" then
+  H.check(ov.lost + ov.skipped > 0, "udp above the link's rate: nothing lost or skipped")
+else
+  H.check(ov.lost > 0, "udp above the link's rate lost nothing of %d packets", ov.sent_packets)
+end
+
+local tcp = net:traffic{ from = a, to = b, proto = "tcp" }
+hn.sleep(1)
+local s1, t1 = tcp:stats(), hn.now()
+hn.sleep(3)
+local s2, t2 = tcp:stats(), hn.now()
+local tcp_rate = (s2.received_bytes - s1.received_bytes) * 8 / (t2 - t1)
+local t = tcp:stop()
+H.log("tcp: %.3f Mbit/s of payload (capacity %.3f Mbit/s), %d bytes in all", tcp_rate / 1e6,
+      TCP_CAPACITY / 1e6, t.received_bytes)
+H.check(math.abs(tcp_rate / TCP_CAPACITY - 1) < 0.10, "tcp got %.3f Mbit/s on a 20 Mbit/s link", tcp_rate / 1e6)
+H.check(t.received_bytes == t.sent_bytes, "tcp: %d bytes sent, %d received", t.sent_bytes, t.received_bytes)
+
+hn.sleep(2) -- a links.csv sample after the flows
+net:stop()
+
+local payload = u.received_bytes + ov.received_bytes + t.received_bytes
+local carried
+for _, row in ipairs(require("hiernet.experiment").read_csv("links")) do
+  if row.link == "a-b" and row.dir == "ab" then carried = row.delivered_bytes end
+end
+H.log("links.csv a-b ab: %d bytes for %d bytes of payload", carried or -1, payload)
+H.check(carried and carried >= payload and carried <= payload * 1.15,
+        "links.csv a-b carried %s bytes for %d of payload", tostring(carried), payload)
+
+local rows = require("hiernet.experiment").read_csv("traffic")
+H.check(#rows == 3, "traffic.csv has %d rows, not 3", #rows)
+H.check(rows[1].proto == "udp" and rows[1].received_bytes == u.received_bytes and rows[1].lost == 0
+        and rows[2].lost == ov.lost and rows[3].proto == "tcp" and rows[3].sent_bytes == t.sent_bytes,
+        "traffic.csv rows differ from the handles' counters")
