@@ -31,10 +31,14 @@
 --
 -- Same frame as every family (hiernet.algo.job): options, records,
 -- evaluation, summary. steps.csv has one row per stage (or client) and
--- step, with the columns stage, forward_ms, backward_ms, transfer_ms and
--- bubble_share; summary.json adds schedule, microbatches, stages, cuts,
--- bubble_share (measured, mean over steps and stages) and
--- bubble_share_ideal = (p - 1) / (M + p - 1).
+-- step, with the columns stage, forward_ms, backward_ms, transfer_ms,
+-- bubble_share and bubble_share_compute; summary.json adds schedule,
+-- microbatches, stages, cuts, bubble_share (measured, mean over the steps
+-- after the first and the stages), bubble_share_ideal = (p - 1) / (M + p
+-- - 1), and what the measured share is made of: bubble_share_even and
+-- bubble_share_compute (the step replayed with the stages' compute alone,
+-- hiernet.algo.pipeline_replay) and control_share (docs/algorithms.md
+-- "What the bubble is made of").
 local hn = require("hiernet")
 local job = require("hiernet.algo.job")
 local replay = require("hiernet.algo.pipeline_replay")
