@@ -45,26 +45,6 @@ enum netlife_state {
     NETLIFE_STOPPED,
 };
 
-enum netlife_code {
-    NETLIFE_OK,
-    NETLIFE_ERR_SCENARIO,    /* the network asked for cannot be built (exit 1) */
-    NETLIFE_ERR_ENVIRONMENT, /* privilege, kernel feature, device (exit 3) */
-    NETLIFE_ERR_PEER,        /* a peer refused or died during the handshake */
-    NETLIFE_ERR_TIMEOUT,     /* peers did not answer within the start deadline */
-    NETLIFE_ERR_STOPPED,     /* the network was stopped while it started */
-};
-
-/* A failure as the engine reports it. The failing step gives the node and
- * link at fault (netrun_error for the build, the handshake's own call for
- * a peer); message is the whole line for a person, naming them too, and is
- * what the Lua binding raises, once. */
-struct netlife_error {
-    enum netlife_code code;
-    int node; /* the node at fault, or -1 */
-    int link; /* the link at fault, or -1 */
-    char message[1024];
-};
-
 struct netlife_run {
     struct ev_loop *loop;
     const char *dir;           /* the results directory, or NULL: no registry, no records */
@@ -98,7 +78,7 @@ struct netlife;
 struct netlife_hooks {
     /* from -> to; error is NULL unless the transition is a failure. */
     void (*on_transition)(void *ctx, enum netlife_state from, enum netlife_state to,
-                          const struct netlife_error *error);
+                          const struct net_error *error);
     netrun_exit_fn on_peer_exit; /* after the engine's own handling; may be NULL */
     void *ctx;
 };
@@ -114,9 +94,9 @@ struct netlife *netlife_new(struct netlife_run *run, struct topo_network *topo,
 /* defined -> building. -1 (state unchanged, error filled, nothing reported)
  * when the build cannot even begin. */
 int netlife_start(struct netlife *nl, const struct netlife_options *opts,
-                  struct netlife_error *error);
+                  struct net_error *error);
 /* Asks the network to stop; true when it is already stopped (or was never
- * started). A start in flight ends first, failing with NETLIFE_ERR_STOPPED. */
+ * started). A start in flight ends first, failing with NET_ERR_STOPPED. */
 bool netlife_stop(struct netlife *nl);
 enum netlife_state netlife_state(const struct netlife *nl);
 const char *netlife_state_name(enum netlife_state s);

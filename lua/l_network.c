@@ -498,7 +498,7 @@ static enum net_state state_of(enum netlife_state s)
 /* The engine's report (controller/netlife.h): the binding's view of the
  * network follows it, and the tasks waiting on it wake. */
 static void on_transition(void *ctx, enum netlife_state from, enum netlife_state to,
-                          const struct netlife_error *error)
+                          const struct net_error *error)
 {
     (void)from;
     struct l_network *net = ctx;
@@ -506,12 +506,12 @@ static void on_transition(void *ctx, enum netlife_state from, enum netlife_state
     net->state = state_of(to);
     net->building = to == NETLIFE_BUILDING || to == NETLIFE_SPAWNING;
     net->run = netlife_netrun(net->life);
-    if (error && error->code == NETLIFE_ERR_ENVIRONMENT) rt->env_failure = true;
+    if (error && error->code == NET_ERR_ENVIRONMENT) rt->env_failure = true;
     if (net->start_waiting && (to == NETLIFE_RUNNING || error)) {
         net->start_waiting = false;
         net->start_failed = error != NULL;
-        net->start_failed_build = error && (error->code == NETLIFE_ERR_SCENARIO ||
-                                            error->code == NETLIFE_ERR_ENVIRONMENT);
+        net->start_failed_build = error && (error->code == NET_ERR_SCENARIO ||
+                                            error->code == NET_ERR_ENVIRONMENT);
         if (error) snprintf(net->start_error, sizeof net->start_error, "%s", error->message);
         sched_wake(rt->sched, net->start_tok, NULL, NULL);
     }
@@ -576,9 +576,9 @@ static int l_net_start(lua_State *L)
     net->topo->dilation = rt->run->dilation;
     if (!network_life(net)) return luaL_error(L, "network '%s': out of memory", net->topo->name);
     struct netlife_options opts = {start_timeout_s(), STOP_DEADLINE_S};
-    struct netlife_error error;
+    struct net_error error;
     if (netlife_start(net->life, &opts, &error) < 0) {
-        rt->env_failure |= error.code == NETLIFE_ERR_ENVIRONMENT;
+        rt->env_failure |= error.code == NET_ERR_ENVIRONMENT;
         return luaL_error(L, "%s", error.message);
     }
     lua_pushvalue(L, 1);

@@ -23,17 +23,17 @@ static char peer_path[4096];
 
 struct watch {
     enum netlife_state seen[16];
-    enum netlife_code codes[16];
+    enum net_error_code codes[16];
     int n;
 };
 
 static void on_transition(void *ctx, enum netlife_state from, enum netlife_state to,
-                          const struct netlife_error *error)
+                          const struct net_error *error)
 {
     struct watch *w = ctx;
     if (w->n > 0) CHECK(w->seen[w->n - 1] == from);
     if (w->n < 16) {
-        w->codes[w->n] = error ? error->code : NETLIFE_OK;
+        w->codes[w->n] = error ? error->code : NET_OK;
         w->seen[w->n++] = to;
     }
 }
@@ -81,7 +81,7 @@ static void test_start_stop(struct netlife_run *run)
     struct watch w = {0};
     struct netlife_hooks hooks = {on_transition, NULL, &w};
     struct netlife *nl = netlife_new(run, net, &hooks);
-    struct netlife_error e;
+    struct net_error e;
     CHECK_MSG(netlife_start(nl, &opts, &e) == 0, "%s", e.message);
     CHECK(netlife_state(nl) == NETLIFE_BUILDING); /* returns before the build is done */
     CHECK(netlife_netrun(nl) == NULL);
@@ -100,7 +100,7 @@ static void test_start_stop(struct netlife_run *run)
                                        NETLIFE_RUNNING,  NETLIFE_STOPPING, NETLIFE_STOPPED};
     check_sequence(&w, want, 6);
     for (int i = 0; i < w.n; i++)
-        CHECK(w.codes[i] == NETLIFE_OK);
+        CHECK(w.codes[i] == NET_OK);
     netlife_free(nl);
     topo_network_free(net);
 }
@@ -133,7 +133,7 @@ static void test_concurrent_starts(struct netlife_run *run)
     for (int i = 0; i < 2; i++) {
         struct netlife_hooks hooks = {on_transition, NULL, &w[i]};
         nl[i] = netlife_new(run, nets[i], &hooks);
-        struct netlife_error e;
+        struct net_error e;
         CHECK_MSG(netlife_start(nl[i], &opts, &e) == 0, "%s", e.message);
     }
     CHECK(run_until(nl, 2, NETLIFE_RUNNING, 20));
@@ -163,14 +163,14 @@ static void test_concurrent_starts(struct netlife_run *run)
 }
 
 /* A stop during the build waits for its end, then stops: the start fails
- * with NETLIFE_ERR_STOPPED, each transition once. */
+ * with NET_ERR_STOPPED, each transition once. */
 static void test_stop_during_build(struct netlife_run *run)
 {
     struct topo_network *net = hosts_network("d", 5);
     struct watch w = {0};
     struct netlife_hooks hooks = {on_transition, NULL, &w};
     struct netlife *nl = netlife_new(run, net, &hooks);
-    struct netlife_error e;
+    struct net_error e;
     CHECK_MSG(netlife_start(nl, &opts, &e) == 0, "%s", e.message);
     CHECK(!netlife_stop(nl));
     CHECK(run_until(&nl, 1, NETLIFE_STOPPED, 10));
@@ -178,7 +178,7 @@ static void test_stop_during_build(struct netlife_run *run)
     const enum netlife_state want[] = {NETLIFE_BUILDING, NETLIFE_SPAWNING, NETLIFE_STOPPING,
                                        NETLIFE_STOPPED};
     check_sequence(&w, want, 4);
-    CHECK(w.codes[2] == NETLIFE_ERR_STOPPED);
+    CHECK(w.codes[2] == NET_ERR_STOPPED);
     netlife_free(nl);
     topo_network_free(net);
 }
@@ -191,9 +191,9 @@ static void test_error_names_node(struct netlife_run *run)
     struct watch w = {0};
     struct netlife_hooks hooks = {on_transition, NULL, &w};
     struct netlife *nl = netlife_new(run, net, &hooks);
-    struct netlife_error e;
+    struct net_error e;
     CHECK(netlife_start(nl, &opts, &e) < 0);
-    CHECK(e.code == NETLIFE_ERR_SCENARIO);
+    CHECK(e.code == NET_ERR_SCENARIO);
     CHECK_MSG(e.node == 1, "node %d: %s", e.node, e.message);
     CHECK(strstr(e.message, "tpu") != NULL);
     CHECK(netlife_state(nl) == NETLIFE_DEFINED && w.n == 0);
@@ -211,7 +211,7 @@ static void test_build_fails_on_loop(struct netlife_run *run)
     struct netlife *nl = netlife_new(run, net, &hooks);
     const char *peer_path = run->peer_path;
     run->peer_path = "/nonexistent/hiernet-peer";
-    struct netlife_error e;
+    struct net_error e;
     CHECK_MSG(netlife_start(nl, &opts, &e) == 0, "%s", e.message);
     run->peer_path = peer_path;
     double t0 = mono_s();
@@ -219,7 +219,7 @@ static void test_build_fails_on_loop(struct netlife_run *run)
         ev_run(EV_DEFAULT, EVRUN_ONCE);
     const enum netlife_state want[] = {NETLIFE_BUILDING, NETLIFE_DEFINED};
     check_sequence(&w, want, 2);
-    CHECK(w.codes[1] == NETLIFE_ERR_SCENARIO || w.codes[1] == NETLIFE_ERR_ENVIRONMENT);
+    CHECK(w.codes[1] == NET_ERR_SCENARIO || w.codes[1] == NET_ERR_ENVIRONMENT);
     CHECK(netlife_state(nl) == NETLIFE_DEFINED && netlife_exited(nl));
     CHECK_MSG(netlife_start(nl, &opts, &e) == 0, "%s", e.message); /* again, now it can */
     CHECK(run_until(&nl, 1, NETLIFE_RUNNING, 10));
@@ -239,7 +239,7 @@ static void test_run_account(struct netlife_run *run)
     run->overload = overload_new(EV_DEFAULT);
     struct topo_network *nets[2] = {hosts_network("first", 2), hosts_network("second", 1)};
     struct netlife *nl[2];
-    struct netlife_error e;
+    struct net_error e;
     for (int i = 0; i < 2; i++) {
         nl[i] = netlife_new(run, nets[i], NULL);
         CHECK_MSG(netlife_start(nl[i], &opts, &e) == 0, "%s", e.message);
