@@ -69,17 +69,31 @@ static uint32_t *run_loopback(struct netlife_run *run)
     return &run->loopback_next;
 }
 
-struct registry *netlife_run_registry(struct netlife_run *run)
+struct registry *netlife_run_open_registry(struct netlife_run *run, char *err, size_t errlen)
 {
     if (run->registry || !run->dir || run->registry_tried) return run->registry;
     run->registry_tried = true;
+    const char *base = strrchr(run->dir, '/');
+    run->registry = registry_open(base ? base + 1 : run->dir, run->dir, err, errlen);
+    return run->registry;
+}
+
+void netlife_run_sweep_stale(void)
+{
     char err[512];
     struct registry_sweep_counts counts;
     if (registry_sweep_stale(NULL, NULL, &counts, err, sizeof err) == 0 && counts.runs)
-        ctl_log("removed what %u crashed run(s) left behind", counts.runs);
-    const char *base = strrchr(run->dir, '/');
-    run->registry = registry_open(base ? base + 1 : run->dir, run->dir, err, sizeof err);
-    if (!run->registry) ctl_log("warning: no run registry: %s", err);
+        ctl_log("removed what %u crashed run(s) left behind (%u run.json marked crashed)",
+                counts.runs, counts.marked);
+}
+
+struct registry *netlife_run_registry(struct netlife_run *run)
+{
+    if (run->registry || !run->dir || run->registry_tried) return run->registry;
+    char err[512];
+    if (!netlife_run_open_registry(run, err, sizeof err))
+        ctl_log("warning: no run registry: %s", err);
+    netlife_run_sweep_stale();
     return run->registry;
 }
 

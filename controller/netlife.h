@@ -63,7 +63,17 @@ struct netlife_run {
 };
 
 void netlife_run_init(struct netlife_run *run, struct ev_loop *loop, const char *dir);
-/* The run registry: the one set, or opened now (once) under dir. NULL without. */
+/* Opens the run registry under dir (named after dir's last component),
+ * once: a run that keeps results opens it before its first run.json, so
+ * that a run.json saying "running" always has an entry a sweep finds after
+ * a SIGKILL. NULL with err when it cannot (the run goes on without). */
+struct registry *netlife_run_open_registry(struct netlife_run *run, char *err, size_t errlen);
+/* Removes what crashed runs left behind (registry_sweep_stale), logging
+ * how much; once the run's own entry exists, so that it is never taken for
+ * a crashed one. */
+void netlife_run_sweep_stale(void);
+/* The run registry: the one set or opened, or opened now (once, then the
+ * sweep) under dir. NULL without. */
 struct registry *netlife_run_registry(struct netlife_run *run);
 /* Puts the overload account's report into run.json's record (the run's end
  * calls it; a start does it itself). */
