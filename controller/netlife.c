@@ -39,6 +39,7 @@ struct netlife {
     int outstanding;     /* handshake calls not answered yet */
     struct net_error error;
     struct handshake_call *calls; /* one per node */
+    struct netprog_list programs; /* node:run, node:spawn: running programs */
     int *overload_ids;            /* per node its id in the run's account, -1; NULL before */
     ev_timer start_deadline, stop_deadline;
     double phase_t0;      /* real time the build ended / the stop began */
@@ -429,6 +430,8 @@ int netlife_start(struct netlife *nl, const struct netlife_options *opts,
 
 bool netlife_stop(struct netlife *nl)
 {
+    if (nl->state >= NETLIFE_BUILDING && nl->state <= NETLIFE_RUNNING)
+        netprog_list_signal(&nl->programs, -1, SIGTERM); /* once: a second stop finds it stopping */
     switch (nl->state) {
     case NETLIFE_DEFINED:
     case NETLIFE_STOPPED:
@@ -474,8 +477,41 @@ static void on_released(void *ctx)
     nl->releasing = false;
 }
 
+struct netprog *netlife_program_spawn(struct netlife *nl, int node, char *const argv[],
+                                      netprog_done_fn done, void *ctx, char *err, size_t errlen)
+{
+    if (nl->state != NETLIFE_RUNNING || nl->releasing)
+        return snprintf(err, errlen, "network '%s' is %s", nl->topo->name,
+                        netlife_state_name(nl->state)),
+               NULL;
+    if (node < 0 || (size_t)node >= nl->topo->n_nodes ||
+        nl->topo->nodes[node].kind != TOPO_NODE_HOST)
+        return snprintf(err, errlen, "programs run in host nodes, not switches"), NULL;
+    struct netprog_place place = {nl->run->registry, nl->topo->name, node,
+                                  netrun_node_ns(nl->nr, node)};
+    return netprog_spawn(&nl->programs, nl->run->loop, &place, argv, done, ctx, err, errlen);
+}
+
+void netlife_node_kill(struct netlife *nl, int node)
+{
+    struct netrun *nr = netlife_netrun(nl);
+    if (nr) netrun_peer_kill(nr, node);
+    netprog_list_signal(&nl->programs, node, SIGKILL);
+}
+
+int netlife_node_restart(struct netlife *nl, int node, char *err, size_t errlen)
+{
+    struct netrun *nr = netlife_netrun(nl);
+    if (!nr)
+        return snprintf(err, errlen, "network '%s' is %s", nl->topo->name,
+                        netlife_state_name(nl->state)),
+               -1;
+    return netrun_peer_restart(nr, node, err, errlen);
+}
+
 void netlife_release(struct netlife *nl)
 {
+    netprog_list_release(&nl->programs);
     if (!nl->nr || nl->releasing || nl->state == NETLIFE_BUILDING || nl->state == NETLIFE_SPAWNING)
         return;
     ev_timer_stop(nl->run->loop, &nl->start_deadline);
@@ -492,6 +528,7 @@ bool netlife_released(const struct netlife *nl)
 void netlife_free(struct netlife *nl)
 {
     if (!nl) return;
+    netprog_list_release(&nl->programs);
     ev_timer_stop(nl->run->loop, &nl->start_deadline);
     ev_timer_stop(nl->run->loop, &nl->stop_deadline);
     netrun_free(nl->nr); /* abandons a build in flight; kills and reaps survivors */

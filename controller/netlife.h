@@ -24,10 +24,12 @@
  * and, each time a network starts, the topology of every network started so
  * far and the overload report, written at once. Every host of a network
  * joins the run's overload account (the caller's, if any) when its peers
- * are up. Owns: per network its netrun, its deadlines, handshake state and
- * overload ids. */
+ * are up. Owns: per network its netrun, its deadlines, handshake state,
+ * overload ids and the programs run in its nodes (controller/netprog.h:
+ * SIGTERM at the stop, SIGKILL at the release). */
 #pragma once
 
+#include "controller/netprog.h"
 #include "controller/netrun.h"
 #include "topo/network.h"
 
@@ -105,8 +107,8 @@ struct netlife *netlife_new(struct netlife_run *run, struct topo_network *topo,
  * when the build cannot even begin. */
 int netlife_start(struct netlife *nl, const struct netlife_options *opts,
                   struct net_error *error);
-/* Asks the network to stop; true when it is already stopped (or was never
- * started). A start in flight ends first, failing with NET_ERR_STOPPED. */
+/* Asks the network to stop (its programs get SIGTERM); true when it is
+ * already stopped (or was never started). A start in flight ends first, failing with NET_ERR_STOPPED. */
 bool netlife_stop(struct netlife *nl);
 enum netlife_state netlife_state(const struct netlife *nl);
 const char *netlife_state_name(enum netlife_state s);
@@ -114,6 +116,18 @@ const char *netlife_state_name(enum netlife_state s);
 struct netrun *netlife_netrun(const struct netlife *nl);
 /* The overload account's id of node (a host whose peers came up), or -1. */
 int netlife_overload_id(const struct netlife *nl, int node);
+/* node:run, node:spawn: argv in host node's namespace, its registry entry
+ * and its end the engine's (netprog.h). NULL with err (the cause only:
+ * the caller names the node) when the network is not running, the node
+ * is a switch or the program cannot start. */
+struct netprog *netlife_program_spawn(struct netlife *nl, int node, char *const argv[],
+                                      netprog_done_fn done, void *ctx, char *err, size_t errlen);
+/* node:kill(): the node crashes: its peer is SIGKILLed (its pending calls
+ * fail) and its programs too. No-op before the peers are built. */
+void netlife_node_kill(struct netlife *nl, int node);
+/* node:restart(): a fresh peer (empty tensor store) in the same node. 0,
+ * or -1 with err (the cause only). */
+int netlife_node_restart(struct netlife *nl, int node, char *err, size_t errlen);
 /* No peer of it is still running. */
 bool netlife_exited(const struct netlife *nl);
 /* Releases the network's peers, topology, cgroups and registry entries

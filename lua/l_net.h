@@ -38,7 +38,6 @@ struct l_network {
     /* stop: tasks waiting for the peers to exit */
     task_token *stop_waiters;
     size_t n_stop_waiters;
-    struct l_proc *procs; /* programs started in nodes, ended at stop */
     int listeners_ref;    /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
     struct topo_tcp tcp;  /* hn.network{tcp = ...}: every host's, unless it says otherwise */
 };
@@ -51,7 +50,7 @@ struct l_node {
 /* A program started in a node; the handle outlives the process. */
 struct l_proc {
     struct l_network *net;
-    struct proc *proc; /* NULL once the network released it */
+    struct netprog *prog; /* the engine's (netlife_program_spawn); NULL once it ended */
     char node[TOPO_NAME_MAX];
     int self_ref; /* anchors the handle while the program runs */
     bool done;
@@ -60,8 +59,6 @@ struct l_proc {
     task_token *waiters;
     size_t n_waiters;
     pid_t pid;
-    char registry_name[32];     /* "@prog<pid>" while listed in the run registry */
-    struct l_proc *prev, *next; /* in net->procs while the program runs */
 };
 
 struct l_link {
@@ -123,8 +120,4 @@ void lnet_create_link_meta(lua_State *L);
 /* l_proc.c */
 int lnet_node_run(lua_State *L);
 int lnet_node_spawn(lua_State *L);
-/* Stop: SIGTERM to every program still running in the network. */
-void lnet_procs_terminate(struct l_network *net);
-/* Release: SIGKILL and reap what is left; the handles stay valid, detached. */
-void lnet_procs_release(struct l_network *net);
 void lnet_create_proc_meta(lua_State *L);

@@ -591,11 +591,10 @@ static int l_net_start(lua_State *L)
 
 /* ---- stop ---- */
 
-/* Programs end, then the engine stops the network. True once stopped. */
+/* The engine stops the network (its programs first). True once stopped. */
 static bool stop_begin(struct l_network *net)
 {
     if (!net->life) return true;
-    if (net->state == NET_STARTED || net->state == NET_STARTING) lnet_procs_terminate(net);
     return netlife_stop(net->life);
 }
 
@@ -750,7 +749,6 @@ bool l_network_all_exited(struct hn_runtime *rt)
 void l_network_release_begin(struct hn_runtime *rt)
 {
     for (struct l_network *net = rt->networks; net; net = net->next) {
-        lnet_procs_release(net);
         net->run = NULL;
         if (net->life) netlife_release(net->life);
     }
@@ -768,8 +766,7 @@ void l_network_release_all(struct hn_runtime *rt)
     while (rt->networks) {
         struct l_network *net = rt->networks;
         rt->networks = net->next;
-        lnet_procs_release(net);
-        netlife_free(net->life); /* kills and reaps survivors, releases the topology */
+        netlife_free(net->life); /* kills survivors and programs, releases the topology */
         net->life = NULL;
         net->run = NULL;
         free(net->stop_waiters);

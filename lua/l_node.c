@@ -8,7 +8,6 @@
 #include "controller/netrun.h"
 #include "controller/overload.h"
 #include "controller/peer_client.h"
-#include "controller/proc.h"
 #include "lua/l_network.h"
 #include "lua/lmsgpack.h"
 #include "peer/command_names.h"
@@ -16,7 +15,6 @@
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 
 struct l_node *lnet_check_node(lua_State *L, int i)
 {
@@ -233,9 +231,7 @@ static int l_node_kill(lua_State *L)
     struct l_node *n = lnet_check_node(L, 1);
     const char *name = n->net->topo->nodes[n->index].name;
     node_client(L, n, "kill");
-    netrun_peer_kill(n->net->run, n->index);
-    for (struct l_proc *lp = n->net->procs; lp; lp = lp->next)
-        if (lp->proc && !lp->done && strcmp(lp->node, name) == 0) proc_kill(lp->proc, SIGKILL);
+    netlife_node_kill(n->net->life, n->index);
     hn_logf(n->net->rt, "node '%s': killed", name);
     lua_settop(L, 1);
     lua_getiuservalue(L, 1, 1); /* the network */
@@ -250,7 +246,7 @@ static int l_node_restart(lua_State *L)
     struct l_node *n = lnet_check_node(L, 1);
     char err[512];
     node_client(L, n, "restart");
-    if (netrun_peer_restart(n->net->run, n->index, err, sizeof err) < 0)
+    if (netlife_node_restart(n->net->life, n->index, err, sizeof err) < 0)
         return luaL_error(L, "node '%s': restart: %s", n->net->topo->nodes[n->index].name, err);
     hn_logf(n->net->rt, "node '%s': restarted", n->net->topo->nodes[n->index].name);
     /* Listeners start when this task waits for the ping below: their
