@@ -38,6 +38,7 @@ struct netlife {
     bool closing;        /* inside netrun_close_peers: replies failing now */
     int outstanding;     /* handshake calls not answered yet */
     struct net_error error;
+    struct net_error start_error; /* the last start's failure, as reported */
     struct handshake_call *calls; /* one per node */
     struct netprog_list programs; /* node:run, node:spawn: running programs */
     int *overload_ids;            /* per node its id in the run's account, -1; NULL before */
@@ -219,6 +220,7 @@ static void transition(struct netlife *nl, enum netlife_state to, const struct n
 {
     enum netlife_state from = nl->state;
     nl->state = to;
+    if (e && from <= NETLIFE_HANDSHAKE) nl->start_error = *e;
     if (nl->hooks.on_transition) nl->hooks.on_transition(nl->hooks.ctx, from, to, e);
 }
 
@@ -416,6 +418,7 @@ int netlife_start(struct netlife *nl, const struct netlife_options *opts,
     nl->opts = *opts;
     nl->stop_requested = false;
     net_error_clear(&nl->error);
+    net_error_clear(&nl->start_error);
     struct registry *reg = netlife_run_registry(nl->run);
     struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg, run_loopback(nl->run),
                                 on_links_made, nl->run->peer_path};
@@ -463,6 +466,16 @@ struct netrun *netlife_netrun(const struct netlife *nl)
 {
     if (nl->releasing) return NULL;
     return nl->state == NETLIFE_BUILDING || nl->state == NETLIFE_SPAWNING ? NULL : nl->nr;
+}
+
+struct topo_network *netlife_topology(const struct netlife *nl)
+{
+    return nl->topo;
+}
+
+const struct net_error *netlife_start_error(const struct netlife *nl)
+{
+    return nl->start_error.code != NET_OK ? &nl->start_error : NULL;
 }
 
 bool netlife_exited(const struct netlife *nl)

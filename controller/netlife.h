@@ -114,6 +114,11 @@ enum netlife_state netlife_state(const struct netlife *nl);
 const char *netlife_state_name(enum netlife_state s);
 /* The started network (peers, links), or NULL before the build ends. */
 struct netrun *netlife_netrun(const struct netlife *nl);
+/* The topology it was made with (the caller's). */
+struct topo_network *netlife_topology(const struct netlife *nl);
+/* The last start's failure (the build's, the handshake's, a stop during
+ * it), or NULL when the last start succeeded or is still under way. */
+const struct net_error *netlife_start_error(const struct netlife *nl);
 /* The overload account's id of node (a host whose peers came up), or -1. */
 int netlife_overload_id(const struct netlife *nl, int node);
 /* node:run, node:spawn: argv in host node's namespace, its registry entry
@@ -136,6 +141,60 @@ bool netlife_exited(const struct netlife *nl);
  * it, only netlife_exited, netlife_released and netlife_free. */
 void netlife_release(struct netlife *nl);
 bool netlife_released(const struct netlife *nl);
+/* ---- A running network (controller/netlife_ops.c) ----
+ * The queries take NULL for a network never started. The changes check
+ * that the network runs (else -1 with err "network is <state>", the cause
+ * only: the caller names the network, node or link) and hand the change
+ * to netrun (controller/netrun.h says how each one is done). */
+
+/* The state as a person reads it (net:state()): "not started" (defined,
+ * or NULL), "starting" (building, spawning, handshake), "started",
+ * "stopping", "stopped". */
+const char *netlife_state_word(const struct netlife *nl);
+/* Defined (or NULL): nodes and links may still be added, start begins. */
+bool netlife_defined(const struct netlife *nl);
+/* Running: every peer answered and it is not released; run-time changes
+ * and programs are accepted. */
+bool netlife_running(const struct netlife *nl);
+/* The peers take calls: handshake or running. */
+bool netlife_peers_up(const struct netlife *nl);
+/* Host node's peer client while the peers are up, else NULL. */
+struct peer_client *netlife_peer(const struct netlife *nl, int node);
+/* netrun_tell_address while the peers are up. */
+int netlife_tell_address(struct netlife *nl, int from, int to, char *err, size_t errlen);
+
+enum netlife_link_op { NETLIFE_LINK_SET, NETLIFE_LINK_DOWN, NETLIFE_LINK_UP, NETLIFE_LINK_STATS };
+/* link:set (params), :down, :up, :stats. 1 and cb later (from the loop),
+ * 0 when the backend does not emulate links (backend none: cb is not
+ * called), -1 with err. The topology model's link (its params, its up)
+ * follows once the change took effect: at once for 0, before cb without
+ * an error for 1. */
+int netlife_link_change(struct netlife *nl, int link, enum netlife_link_op op,
+                        const struct topo_link_params *params, peer_reply_fn cb, void *ctx,
+                        char *err, size_t errlen);
+struct topo_trace;
+struct topo_trace_sample;
+struct trace_player_opts;
+/* netrun_link_trace and netrun_link_trace_changes (0 changes before the
+ * start); the trace is taken over, also on failure. */
+int netlife_link_trace(struct netlife *nl, int link, int dir, struct topo_trace *trace,
+                       const struct trace_player_opts *opts, char *err, size_t errlen);
+size_t netlife_link_trace_changes(const struct netlife *nl, int link, int dir,
+                                  const struct topo_trace_sample **out);
+/* node:move's handover: netrun_link_move. */
+int netlife_link_move(struct netlife *nl, int link, int stays, int to, char *err, size_t errlen);
+/* net:partition, net:heal: netrun_partition, netrun_heal. */
+int netlife_partition(struct netlife *nl, const unsigned char *side, peer_reply_fn cb, void *ctx,
+                      char *err, size_t errlen);
+int netlife_heal(struct netlife *nl, const unsigned char *side, size_t *healed, peer_reply_fn cb,
+                 void *ctx, char *err, size_t errlen);
+/* net:reachable: running, both peers alive and no partition between. */
+bool netlife_reachable(const struct netlife *nl, int a, int b);
+struct tcp_counters;
+/* net:tcp: netrun_tcp_counters (-2: the peer is not running now). */
+int netlife_tcp_counters(struct netlife *nl, int node, struct tcp_counters *out, char *err,
+                         size_t errlen);
+
 /* Kills and reaps what is left, releases everything (any state), finishing
  * a release under way before it returns (controller/netrun.h netrun_free). */
 void netlife_free(struct netlife *nl);

@@ -5,7 +5,6 @@
 #include "lua/l_net.h"
 
 #include "controller/netlife.h"
-#include "controller/netrun.h"
 #include "controller/overload.h"
 #include "controller/peer_client.h"
 #include "lua/l_network.h"
@@ -70,15 +69,17 @@ static struct peer_client *node_client(lua_State *L, struct l_node *n, const cha
 {
     struct l_network *net = n->net;
     const struct topo_node *tn = &net->topo->nodes[n->index];
-    if (net->state != NET_STARTED && net->state != NET_STARTING)
+    const char *word = lnet_state_word(net);
+    bool starting = strcmp(word, "starting") == 0;
+    if (!starting && !netlife_running(net->life))
         luaL_error(L, "node '%s': %s: network '%s' is %s", tn->name, method, net->topo->name,
-                   lnet_state_word(net->state));
+                   word);
     if (tn->kind != TOPO_NODE_HOST)
         luaL_error(L, "node '%s': %s: a switch runs no peer", tn->name, method);
-    if (net->building)
+    if (!netlife_peers_up(net->life))
         luaL_error(L, "node '%s': %s: network '%s' is still being built", tn->name, method,
                    net->topo->name);
-    return netrun_peer(net->run, n->index);
+    return netlife_peer(net->life, n->index);
 }
 
 /* ---- destinations named in params ---- */
@@ -131,7 +132,7 @@ static void check_destination(lua_State *L, struct l_node *n, const char *method
     } /* anything else: the peer says what it expects */
     char err[256];
     if (tell && target >= 0 &&
-        netrun_tell_address(n->net->run, n->index, target, err, sizeof err) < 0)
+        netlife_tell_address(n->net->life, n->index, target, err, sizeof err) < 0)
         luaL_error(L, "node '%s': %s: %s", self, method, err);
 }
 

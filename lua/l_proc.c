@@ -80,9 +80,9 @@ static struct l_proc *start_proc(lua_State *L)
     struct l_node *n = lnet_check_node(L, 1);
     struct l_network *net = n->net;
     const char *node = net->topo->nodes[n->index].name;
-    if (net->state != NET_STARTED)
+    if (!netlife_running(net->life))
         luaL_error(L, "node '%s': network '%s' is %s", node, net->topo->name,
-                   lnet_state_word(net->state));
+                   lnet_state_word(net));
     char **argv = collect_argv(L, 2, node);
     struct l_proc *lp = lua_newuserdatauv(L, sizeof *lp, 0);
     memset(lp, 0, sizeof *lp);
