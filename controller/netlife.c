@@ -406,8 +406,7 @@ struct netlife *netlife_new(struct netlife_run *run, struct topo_network *topo,
     return nl;
 }
 
-int netlife_start(struct netlife *nl, const struct netlife_options *opts,
-                  struct net_error *error)
+int netlife_start(struct netlife *nl, const struct netlife_options *opts, struct net_error *error)
 {
     char err[1024];
     if (nl->state != NETLIFE_DEFINED) {

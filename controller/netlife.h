@@ -105,10 +105,10 @@ struct netlife *netlife_new(struct netlife_run *run, struct topo_network *topo,
                             const struct netlife_hooks *hooks);
 /* defined -> building. -1 (state unchanged, error filled, nothing reported)
  * when the build cannot even begin. */
-int netlife_start(struct netlife *nl, const struct netlife_options *opts,
-                  struct net_error *error);
+int netlife_start(struct netlife *nl, const struct netlife_options *opts, struct net_error *error);
 /* Asks the network to stop (its programs get SIGTERM); true when it is
- * already stopped (or was never started). A start in flight ends first, failing with NET_ERR_STOPPED. */
+ * already stopped (or was never started). A start in flight ends first, failing with
+ * NET_ERR_STOPPED. */
 bool netlife_stop(struct netlife *nl);
 enum netlife_state netlife_state(const struct netlife *nl);
 const char *netlife_state_name(enum netlife_state s);

@@ -57,8 +57,8 @@ static void registry_list_program(struct netprog *p, int netns_fd)
     if (!p->registry) return;
     pid_t pid = proc_pid(p->proc);
     snprintf(p->registry_name, sizeof p->registry_name, REGISTRY_PROGRAM_PREFIX "%d", (int)pid);
-    if (registry_add_node(p->registry, p->network, p->registry_name, pid,
-                          namespace_inode(netns_fd), err, sizeof err) < 0 ||
+    if (registry_add_node(p->registry, p->network, p->registry_name, pid, namespace_inode(netns_fd),
+                          err, sizeof err) < 0 ||
         registry_commit(p->registry, err, sizeof err) < 0)
         ctl_log("warning: %s", err);
 }
@@ -84,8 +84,8 @@ static void finish(struct netprog *p, const struct netprog_result *result)
 }
 
 /* The program ended: we are its proc's last callback, so the proc may go. */
-static void on_proc_done(void *ctx, struct proc *proc, int status, const char *out,
-                         size_t out_len, const char *err, size_t err_len)
+static void on_proc_done(void *ctx, struct proc *proc, int status, const char *out, size_t out_len,
+                         const char *err, size_t err_len)
 {
     (void)proc;
     struct netprog_result r = {status, out, err, out_len, err_len};

@@ -143,8 +143,8 @@ static int link_request(lua_State *L, struct l_link *h, enum netlife_link_op op,
     *c = (struct call){h->net->rt->sched, {0, 0}, "link", "", "", NULL, -1};
     link_name(h, c->node, sizeof c->node);
     snprintf(c->method, sizeof c->method, "%s", names[op]);
-    int rc = netlife_link_change(h->net->life, h->index, op, params, on_link_reply, c, err,
-                                 sizeof err);
+    int rc =
+        netlife_link_change(h->net->life, h->index, op, params, on_link_reply, c, err, sizeof err);
     if (rc <= 0) {
         char what[sizeof c->node];
         snprintf(what, sizeof what, "%s", c->node);

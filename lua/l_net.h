@@ -33,8 +33,8 @@ struct l_network {
     /* stop: tasks waiting for the peers to exit */
     task_token *stop_waiters;
     size_t n_stop_waiters;
-    int listeners_ref;    /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
-    struct topo_tcp tcp;  /* hn.network{tcp = ...}: every host's, unless it says otherwise */
+    int listeners_ref;   /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
+    struct topo_tcp tcp; /* hn.network{tcp = ...}: every host's, unless it says otherwise */
 };
 
 struct l_node {

@@ -605,8 +605,7 @@ static int l_net_index(lua_State *L)
         lua_pushstring(L, net->topo->name);
     } else if (strcmp(key, "backend") == 0) {
         /* the backend start chose once started (auto resolves), else the one asked for */
-        lua_pushstring(L,
-                       topo_backend_name(built ? net->topo->backend_used : net->topo->backend));
+        lua_pushstring(L, topo_backend_name(built ? net->topo->backend_used : net->topo->backend));
     } else if (strcmp(key, "seed") == 0) {
         lua_pushinteger(L, (lua_Integer)net->topo->seed);
     } else if (strcmp(key, "dilation") == 0) {

@@ -72,8 +72,7 @@ static struct peer_client *node_client(lua_State *L, struct l_node *n, const cha
     const char *word = lnet_state_word(net);
     bool starting = strcmp(word, "starting") == 0;
     if (!starting && !netlife_running(net->life))
-        luaL_error(L, "node '%s': %s: network '%s' is %s", tn->name, method, net->topo->name,
-                   word);
+        luaL_error(L, "node '%s': %s: network '%s' is %s", tn->name, method, net->topo->name, word);
     if (tn->kind != TOPO_NODE_HOST)
         luaL_error(L, "node '%s': %s: a switch runs no peer", tn->name, method);
     if (!netlife_peers_up(net->life))

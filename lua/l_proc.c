@@ -81,8 +81,7 @@ static struct l_proc *start_proc(lua_State *L)
     struct l_network *net = n->net;
     const char *node = net->topo->nodes[n->index].name;
     if (!netlife_running(net->life))
-        luaL_error(L, "node '%s': network '%s' is %s", node, net->topo->name,
-                   lnet_state_word(net));
+        luaL_error(L, "node '%s': network '%s' is %s", node, net->topo->name, lnet_state_word(net));
     char **argv = collect_argv(L, 2, node);
     struct l_proc *lp = lua_newuserdatauv(L, sizeof *lp, 0);
     memset(lp, 0, sizeof *lp);
@@ -91,8 +90,8 @@ static struct l_proc *start_proc(lua_State *L)
     snprintf(lp->node, sizeof lp->node, "%s", node);
     luaL_setmetatable(L, PROC_MT);
     char err[512];
-    lp->prog = netlife_program_spawn(net->life, n->index, argv, on_program_done, lp, err,
-                                     sizeof err);
+    lp->prog =
+        netlife_program_spawn(net->life, n->index, argv, on_program_done, lp, err, sizeof err);
     if (!lp->prog) luaL_error(L, "node '%s': %s", node, err);
     lp->pid = netprog_pid(lp->prog);
     lua_pushvalue(L, -1);
