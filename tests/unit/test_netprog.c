@@ -6,12 +6,12 @@
  * is left, calls done with NULL and leaves the list and registry empty. */
 #include "controller/netprog.h"
 #include "tests/unit/check.h"
+#include "tests/unit/registry_root.h"
 
 #include "common/clock.h"
 #include "controller/reaper.h"
 #include "controller/registry.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -107,29 +107,15 @@ static void test_programs(struct registry *reg)
 
 static char root[64];
 
-static void remove_root(void)
-{
-    char err[512], path[512];
-    DIR *dir = opendir(root);
-    for (struct dirent *d; dir && (d = readdir(dir));) {
-        if (d->d_name[0] == '.' && (!d->d_name[1] || d->d_name[1] == '.')) continue;
-        snprintf(path, sizeof path, "%s/%s", root, d->d_name);
-        registry_dir_remove(path, err, sizeof err);
-    }
-    if (dir) closedir(dir);
-    rmdir(root);
-}
-
 int main(void)
 {
-    snprintf(root, sizeof root, "/tmp/hiernet-test-netprog-XXXXXX");
-    if (!mkdtemp(root)) CHECK_SKIP("cannot create a temporary directory");
-    setenv(REGISTRY_ENV_ROOT, root, 1);
+    if (!registry_root_make(root, sizeof root, "/tmp/hiernet-test-netprog-XXXXXX"))
+        CHECK_SKIP("cannot create a temporary directory");
     char err[512];
     struct registry *reg = registry_open("np", NULL, err, sizeof err);
     CHECK_MSG(reg != NULL, "registry_open: %s", err);
     if (reg) test_programs(reg);
     if (reg) CHECK(registry_close_and_remove(reg, err, sizeof err) == 0);
-    remove_root();
+    registry_root_remove(root);
     return check_report();
 }
