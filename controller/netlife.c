@@ -492,9 +492,8 @@ static void on_released(void *ctx)
 struct netprog *netlife_program_spawn(struct netlife *nl, int node, char *const argv[],
                                       netprog_done_fn done, void *ctx, char *err, size_t errlen)
 {
-    if (nl->state != NETLIFE_RUNNING || nl->releasing)
-        return snprintf(err, errlen, "network '%s' is %s", nl->topo->name,
-                        netlife_state_name(nl->state)),
+    if (!netlife_running(nl))
+        return snprintf(err, errlen, "network '%s' is %s", nl->topo->name, netlife_state_word(nl)),
                NULL;
     if (node < 0 || (size_t)node >= nl->topo->n_nodes ||
         nl->topo->nodes[node].kind != TOPO_NODE_HOST)
@@ -515,8 +514,7 @@ int netlife_node_restart(struct netlife *nl, int node, char *err, size_t errlen)
 {
     struct netrun *nr = netlife_netrun(nl);
     if (!nr)
-        return snprintf(err, errlen, "network '%s' is %s", nl->topo->name,
-                        netlife_state_name(nl->state)),
+        return snprintf(err, errlen, "network '%s' is %s", nl->topo->name, netlife_state_word(nl)),
                -1;
     return netrun_peer_restart(nr, node, err, errlen);
 }

@@ -4,10 +4,11 @@
  * l_proc.c.
  *
  * The binding stays thin: the topology model is topo/; a network's life
- * cycle (build, spawn, handshake, stop, deadlines, registry, links.csv)
- * controller/netlife.c, which this calls and which reports back through
+ * cycle (build, spawn, handshake, stop, deadlines, registry, links.csv),
+ * its state and its run-time changes controller/netlife.c (and
+ * netlife_ops.c), which this calls, asks and hears back from through
  * on_transition; a started network (backend, peers, cgroups)
- * controller/netrun.c; the waiting lua/l_sched.c. */
+ * controller/netrun.c behind it; the waiting lua/l_sched.c. */
 #include "lua/l_network.h"
 #include "kernels/profile.h"
 
