@@ -17,7 +17,6 @@
 -- compression all-gathers the compressed updates instead, along the same
 -- patterns (ar.gather_schedule), since compressed data cannot be summed on
 -- the way.
-local hn = require("hiernet")
 local job = require("hiernet.algo.job")
 local worker = require("hiernet.algo.worker")
 local sched = require("hiernet.algo.schedules")
@@ -197,11 +196,9 @@ local function resync(J, ids)
     names[#names + 1] = coll.slot_name("g", r)
     names[#names + 1] = coll.slot_name("w0", r)
   end
-  local tasks = {}
-  for r, i in ipairs(ids) do
-    tasks[r] = hn.spawn(function() J.workers[i]:wait{ tensors = names, clear = true } end)
-  end
-  hn.wait_all(tasks)
+  local list = {}
+  for r, i in ipairs(ids) do list[r] = { J.workers[i], names } end
+  J:clear_arrivals(list)
 end
 -- Public as ar.resync(J, ids): worker ids[1]'s model to the others, and
 -- the arrivals a cut step left ("g", "w0", the rendezvous tokens, "c.<r>")
@@ -235,12 +232,15 @@ end
 ar.watch = watch
 
 -- The rounds of ar.train (J:rounds): the active workers, resynced after a
--- fault, each step one batch per worker, recorded when it went through.
+-- fault (and at the end, after one the last step did not see: the
+-- workers end on one model, as they go on), each step one batch per
+-- worker, recorded when it went through.
 local function step_rounds(J, W, state)
   return {
     state = state,
     members = function() return active_ids(J) end,
     recover = function(ids) resync(J, ids) end,
+    finally = function(ids) resync(J, ids) end,
     step = function(ids) return ar.run(step_plan(J, W, ids)) end,
     record = function(ids, run)
       J.steps = J.steps + 1
@@ -263,12 +263,7 @@ function ar.train(opts)
   local state = {}
   if #J.workers > 1 then watch(J, state) end
   J:start_clock()
-  J:guard(function()
-    J:rounds(step_rounds(J, W, state))
-    -- A fault after the last step (a step cut short, a worker back) leaves
-    -- the workers' models apart: they end on one model, as they go on.
-    if state.changed then resync(J, active_ids(J)) end
-  end)
+  J:guard(function() J:rounds(step_rounds(J, W, state)) end)
   return J:finish{ algo = algo }
 end
 

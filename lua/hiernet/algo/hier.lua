@@ -229,28 +229,21 @@ end
 -- is away and the rounds go on with the others; one that is back gets its
 -- edge's model first. An edge cut off from the cloud averages its
 -- terminals and skips the cloud rounds until it is back. A fault in the
--- middle of a round aborts its waits and transfers; the round is run again
--- with who is left, once every abort has been answered: an abort names all
--- the round's nodes, so one that reached its peer late would cut the next
--- round's transfers and leave a wait of it to its 60 s timeout.
+-- middle of a round aborts its waits and transfers (an abort names all the
+-- round's nodes); J:rounds runs it again with who is left.
 local function watch(J, groups, cloud, state)
   local edge_of = {}
   for _, g in ipairs(groups) do for _, i in ipairs(g.terminals) do edge_of[i] = g.edge end end
   local nodes = { cloud }
   for _, g in ipairs(groups) do nodes[#nodes + 1] = g.edge end
   for _, w in ipairs(J.workers) do nodes[#nodes + 1] = w end
-  local function abort_all()
-    for _, t in ipairs(J:abort_among(nodes)) do state.aborts[#state.aborts + 1] = t end
-  end
   J:watch_faults{
     hub = function(i) return edge_of[i] end,
     on_change = function(i, back)
-      state.changed = true
-      if back then state.returning[i] = true else abort_all() end
+      if back then state.returning[i] = true else J:abort_among(nodes) end
     end,
   }
-  J:on_partition(function() state.changed = true; abort_all() end,
-                 function() state.changed = true end)
+  J:on_partition(function() J:abort_among(nodes) end)
 end
 
 -- Terminals that are back start from their edge's model.
@@ -268,7 +261,7 @@ end
 -- A cut round leaves arrivals nobody waited for, in the slots and the
 -- models: the next round's waits must not take them for their own.
 local function clear_slots(J, groups, cloud)
-  local edges = {}
+  local edges, list = {}, {}
   for g, group in ipairs(groups) do
     edges[g] = group.edge
     local names = { J.model_name }
@@ -276,11 +269,12 @@ local function clear_slots(J, groups, cloud)
       names[#names + 1] = hier.slot(i)
       names[#names + 1] = "sc." .. i
     end
-    pcall(group.edge.wait, group.edge, { tensors = names, clear = true })
+    list[g] = { group.edge, names }
   end
   local names = hier.up_slots(edges)
   names[#names + 1] = J.model_name
-  pcall(cloud.wait, cloud, { tensors = names, clear = true })
+  list[#list + 1] = { cloud, names }
+  J:clear_arrivals(list)
 end
 
 -- The network's one host of tier "cloud": the default `cloud`, as the
@@ -302,16 +296,14 @@ local function round_steps(J)
 end
 
 -- The edge rounds (J:rounds): the groups that can take part, after a fault
--- every abort answered, the cut round's arrivals cleared and the terminals
--- that are back given their edge's model; every tau2-th round goes up to
--- the cloud. state.edge_rounds counts the rounds that went through.
+-- the cut round's arrivals cleared and the terminals that are back given
+-- their edge's model; every tau2-th round goes up to the cloud.
+-- state.edge_rounds counts the rounds that went through.
 local function edge_rounds(J, groups, cloud, state)
   return {
     state = state,
     members = function() return active_groups(J, groups, cloud) end,
     recover = function()
-      hn.wait_all(state.aborts)
-      state.aborts = {}
       clear_slots(J, groups, cloud)
       bring_back(J, state, groups)
     end,
@@ -382,7 +374,7 @@ function hier.train(opts)
   for _, g in ipairs(groups) do used[#used + 1] = g.edge end
   J.o.tau1, J.o.tau2 = J.o.tau1 or 5, J.o.tau2 or 2
   J:setup{ origin = cloud, holders = { cloud, table.unpack(used) }, eval_node = cloud, model_name = "w" }
-  local state = { returning = {}, aborts = {}, edge_rounds = 0 }
+  local state = { returning = {}, edge_rounds = 0 }
   watch(J, groups, cloud, state)
   J:start_clock()
   J:guard(function() J:rounds(edge_rounds(J, groups, cloud, state)) end)
