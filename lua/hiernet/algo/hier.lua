@@ -163,39 +163,28 @@ local function active_groups(J, groups, cloud)
   return out
 end
 
--- Runs every node's batch of the round; when a fault cuts it short, all
--- are waited for and the first failure is raised.
-local function run_round(tasks)
-  local failure
-  for _, res in ipairs(hn.wait_all(tasks)) do
-    if not res[1] then failure = failure or res[2] end
-  end
-  if failure then error(failure, 0) end
-end
-
 -- One round of `local_steps` local steps on every terminal of `groups`,
 -- the edge averages, and the cloud's when cloud_round.
+-- Every node's batch at once (job.all: when a fault cuts the round short,
+-- all are waited for and the first failure is raised).
 local function round(J, groups, shares, cloud, cloud_round, local_steps)
-  local tasks, edges, meta = {}, {}, {}
-  local function spawn(fn) tasks[#tasks + 1] = hn.spawn(function() return { pcall(fn) } end) end
+  local batches, edges, meta = {}, {}, {}
   for g, group in ipairs(groups) do
     local up = cloud_round and group.cloud
     if up then edges[#edges + 1] = group.edge end
     for _, i in ipairs(group.terminals) do
       local cmds = hier.terminal_commands(J, i, group.edge, shares.terminal[i], local_steps)
       meta[#meta + 1] = { i = i, cmds = cmds }
-      local at = #meta
-      spawn(function() meta[at].res = J.workers[i]:batch(cmds).results end)
+      batches[#batches + 1] = { J.workers[i], cmds, meta[#meta] }
     end
-    local ecmds = hier.edge_commands(J, group, up and shares.edge[g] or nil, cloud)
-    spawn(function() group.edge:batch(ecmds) end)
+    batches[#batches + 1] = { group.edge, hier.edge_commands(J, group, up and shares.edge[g] or nil, cloud) }
   end
-  if #edges > 0 then
-    local ccmds = hier.cloud_commands(J, edges)
-    spawn(function() cloud:batch(ccmds) end)
-  end
+  if #edges > 0 then batches[#batches + 1] = { cloud, hier.cloud_commands(J, edges) } end
   local t0 = hn.now()
-  run_round(tasks)
+  job.all(batches, function(_, b)
+    local results = b[1]:batch(b[2]).results
+    if b[3] then b[3].res = results end
+  end)
   return meta, (hn.now() - t0) * 1000
 end
 

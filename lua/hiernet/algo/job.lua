@@ -268,6 +268,20 @@ function job.each(list, fn)
   return hn.wait_all(tasks)
 end
 
+-- job.all(list, fn) -> results: as job.each, but a failure waits for the
+-- others (a fault cuts a round short: each node's part of it ends at its
+-- abort, and a task failing with nobody waiting for it would fail the
+-- run); the first failure in list order is raised once all are done.
+function job.all(list, fn)
+  local packed = job.each(list, function(i, x) return table.pack(pcall(fn, i, x)) end)
+  local out = {}
+  for i, r in ipairs(packed) do
+    if not r[1] then error(r[2], 0) end
+    out[i] = r[2]
+  end
+  return out
+end
+
 -- J:on_every_worker(cmds_of): worker i runs the batch cmds_of(i), all at once.
 function Job:on_every_worker(cmds_of)
   job.each(self.workers, function(i, w) w:batch(cmds_of(i)) end)

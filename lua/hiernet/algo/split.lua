@@ -273,11 +273,7 @@ end
 -- the step's bubble share (mean over stages of the time each did not compute).
 local function run_stages(J, plans, stage_of)
   local t0 = hn.now()
-  local tasks = {}
-  for i, plan in ipairs(plans) do
-    tasks[i] = hn.spawn(function() return plan.node:batch(plan.cmds) end)
-  end
-  local results = hn.wait_all(tasks)
+  local results = job.all(plans, function(_, plan) return plan.node:batch(plan.cmds) end)
   local span_ms = (hn.now() - t0) * 1000
   J.steps = J.steps + 1
   local t, bubble, loss = J:now(), 0, nil
@@ -387,19 +383,45 @@ local function ideal_bubble(p, M)
   return (p - 1) / (M + p - 1)
 end
 
+-- Faults (the job's frame): a pipeline cannot go on without one of its
+-- stages, nor splitfed without a client or its server part. The training
+-- stops at the first node away (killed, or cut off from the stages it
+-- sends to), with an error naming it, and every stage's transfers with the
+-- others are aborted at once: the other stages' waits of the step in
+-- flight would otherwise hold them until their timeout.
+local function watch(J)
+  local nodes, seen = {}, {}
+  local function add(n) if n and not seen[n] then seen[n], nodes[#nodes + 1] = true, n end end
+  for _, w in ipairs(J.workers) do add(w) end
+  for _, p in ipairs(J.parts) do add(p.node) end
+  J:watch_faults{
+    sync = true,
+    hub = function(i)
+      local others = {}
+      for _, n in ipairs(nodes) do if n ~= J.workers[i] then others[#others + 1] = n end end
+      return others
+    end,
+    on_change = function(_, back) if not back then J:abort_among(nodes) end end,
+  }
+end
+
 function split.train(opts)
   local J = new_job(opts)
   setup(J)
   local splitfed = J.mode == "splitfed"
+  watch(J)
   J:start_clock()
   J:guard(function()
-    while not J:stopped() do
-      if splitfed then splitfed_round(J) else pipeline_step(J) end
-      if J:eval_due(J.steps) then
-        if not splitfed then gather(J) end
-        J:evaluate(J.steps)
-      end
-    end
+    J:rounds{
+      members = function() return J.workers end,
+      step = function() if splitfed then splitfed_round(J) else pipeline_step(J) end end,
+      record = function()
+        if J:eval_due(J.steps) then
+          if not splitfed then gather(J) end
+          J:evaluate(J.steps)
+        end
+      end,
+    }
     if not splitfed then gather(J) end
   end)
   local p = #J.parts
