@@ -62,88 +62,8 @@ local function tier_nodes(net, tier)
   return list
 end
 
--- ---- one round's commands ----
-
--- The slot a terminal's weighted model lands in on its edge, and an
--- edge's on the cloud.
-function hier.slot(i)
-  return "share." .. i
-end
-
-function hier.up_slot(edge)
-  return "up." .. edge.name
-end
-
--- A terminal: `local_steps` (default tau1) local steps, then its model
--- weighted by `share` into its slot on the edge.
-function hier.terminal_commands(J, i, edge, share, local_steps)
-  local m, o, c = J.model_name, J.o.worker_opt, J.o.compress
-  local cmds = {}
-  if c then cmds[#cmds + 1] = { "copy", { src = m, dst = "base" } } end
-  for _ = 1, local_steps or J.o.tau1 or 5 do
-    cmds[#cmds + 1] = { "grad", { model = m, out = "g", batch = J.o.batch } }
-    cmds[#cmds + 1] = { "optim", job.optim_params(o, m, "g") }
-  end
-  cmds[#cmds + 1] = { "copy", { src = m, dst = "share" } }
-  if c then cmds[#cmds + 1] = { "axpy", { y = "share", x = "base", alpha = -1 } } end
-  cmds[#cmds + 1] = { "scale", { x = "share", alpha = share } }
-  if c then
-    cmds[#cmds + 1] = job.compress_command(c, "share", "sc")
-    cmds[#cmds + 1] = { "send", { tensor = "sc", to = edge, as = "sc." .. i } }
-  else
-    cmds[#cmds + 1] = { "send", { tensor = "share", to = edge, as = hier.slot(i) } }
-  end
-  return cmds
-end
-
--- An edge: the weighted sum of its terminals becomes its model; on a cloud
--- round it sends its own weighted model to its slot on the cloud and waits
--- for the cloud's average; then it sends the model to its terminals.
-function hier.edge_commands(J, group, cloud_share, cloud)
-  local m, c = J.model_name, J.o.compress
-  local terms = {}
-  for n, i in ipairs(group.terminals) do terms[n] = J.workers[i] end
-  local cmds = {}
-  if c then
-    local names = {}
-    for n, i in ipairs(group.terminals) do names[n] = "sc." .. i end
-    cmds[#cmds + 1] = { "wait", { tensors = names, k = #names } }
-    cmds[#cmds + 1] = { "copy", { src = m, dst = "acc" } } -- the model the changes start from
-    for _, name in ipairs(names) do
-      cmds[#cmds + 1] = { "decompress", { tensor = name, out = "acc", add = true } }
-    end
-  else
-    local names = {}
-    for n, i in ipairs(group.terminals) do names[n] = hier.slot(i) end
-    cmds[#cmds + 1] = { "wait", { tensors = names, k = #names, from = terms } }
-    cmds[#cmds + 1] = { "sum", { out = "acc", inputs = names } }
-  end
-  cmds[#cmds + 1] = { "copy", { src = "acc", dst = m } }
-  if cloud_share then
-    cmds[#cmds + 1] = { "copy", { src = m, dst = "share" } }
-    cmds[#cmds + 1] = { "scale", { x = "share", alpha = cloud_share } }
-    cmds[#cmds + 1] = { "send", { tensor = "share", to = cloud, as = hier.up_slot(group.edge) } }
-    cmds[#cmds + 1] = { "wait", { tensor = m, k = 1, from = { cloud } } }
-  end
-  cmds[#cmds + 1] = { "send", { tensor = m, to = terms } }
-  return cmds
-end
-
--- The cloud: the edges' slots summed in the order of `edges`.
-function hier.cloud_commands(J, edges)
-  return {
-    { "wait", { tensors = hier.up_slots(edges), k = #edges, from = edges } },
-    { "sum", { out = "acc", inputs = hier.up_slots(edges) } },
-    { "copy", { src = "acc", dst = J.model_name } },
-    { "send", { tensor = J.model_name, to = edges } },
-  }
-end
-
-function hier.up_slots(edges)
-  local names = {}
-  for k, e in ipairs(edges) do names[k] = hier.up_slot(e) end
-  return names
-end
+-- The commands of a round (hiernet.algo.hier.commands), as hier.<name>.
+for k, f in pairs(require("hiernet.algo.hier.commands")) do hier[k] = f end
 
 -- ---- the training loop ----
 
@@ -323,25 +243,15 @@ end
 -- One cloud average of the models of the edges that reach the cloud,
 -- without local steps.
 local function final_cloud_average(J, groups, cloud)
-  local tasks, list = {}, {}
-  local up = {}
+  local up, list, batches = {}, {}, {}
   for _, g in ipairs(active_groups(J, groups, cloud)) do if g.cloud then up[#up + 1] = g end end
   local shares = shares_of(J, up)
   for g, group in ipairs(up) do
     list[g] = group.edge
-    tasks[g] = hn.spawn(function()
-      group.edge:batch{ { "copy", { src = "w", dst = "share" } },
-                        { "scale", { x = "share", alpha = shares.edge[g] } },
-                        { "send", { tensor = "share", to = cloud, as = hier.up_slot(group.edge) } } }
-    end)
+    batches[g] = { group.edge, hier.up_commands(J, group.edge, shares.edge[g], cloud) }
   end
-  local names = hier.up_slots(list)
-  tasks[#tasks + 1] = hn.spawn(function()
-    cloud:batch{ { "wait", { tensors = names, k = #list, from = list } },
-                 { "sum", { out = "acc", inputs = names } },
-                 { "copy", { src = "acc", dst = "w" } } }
-  end)
-  hn.wait_all(tasks)
+  batches[#batches + 1] = { cloud, hier.cloud_commands(J, list, true) }
+  job.each(batches, function(_, b) b[1]:batch(b[2]) end)
 end
 
 function hier.train(opts)

@@ -364,9 +364,7 @@ local function splitfed_round(J)
     local res = J.parts[2].node:send{ tensor = MODEL, to = J.workers, as = MODEL, range = r }
     J:count_bytes(res.bytes)
   end
-  local clears = {}
-  for i, w in ipairs(J.workers) do clears[i] = hn.spawn(function() w:wait{ tensor = MODEL, clear = true } end) end
-  hn.wait_all(clears)
+  job.each(J.workers, function(_, w) w:wait{ tensor = MODEL, clear = true } end)
 end
 
 -- ---- training ----
