@@ -268,15 +268,26 @@ function job.each(list, fn)
   return hn.wait_all(tasks)
 end
 
--- job.all(list, fn) -> results: as job.each, but a failure waits for the
--- others (a fault cuts a round short: each node's part of it ends at its
--- abort, and a task failing with nobody waiting for it would fail the
--- run); the first failure in list order is raised once all are done.
-function job.all(list, fn)
-  local packed = job.each(list, function(i, x) return table.pack(pcall(fn, i, x)) end)
+-- job.all(list, fn, on_failure) -> results: as job.each, but a failure
+-- waits for the others (a fault cuts a round short: each node's part of it
+-- ends at its abort, and a task failing with nobody waiting for it would
+-- fail the run); the first failure in list order is raised once all are
+-- done. on_failure(err), when given, runs at the first failure (the
+-- others' aborts: a failure that is no fault's would leave them waiting
+-- out their timeouts), and that failure is the one raised.
+function job.all(list, fn, on_failure)
+  local first
+  local packed = job.each(list, function(i, x)
+    local r = table.pack(pcall(fn, i, x))
+    if not r[1] and on_failure and not first then
+      first = r[2]
+      on_failure(first)
+    end
+    return r
+  end)
   local out = {}
   for i, r in ipairs(packed) do
-    if not r[1] then error(r[2], 0) end
+    if not r[1] then error(first or r[2], 0) end
     out[i] = r[2]
   end
   return out
@@ -598,6 +609,10 @@ end
 function Job:guard(body)
   local ok, r = pcall(body)
   self.closed = true
+  -- The training's aborts are answered before it returns: one still on its
+  -- way would cut the transfers of whatever runs next on those nodes.
+  hn.wait_all(self.aborts or {})
+  self.aborts = {}
   if not ok then error(where.relocate(r, self.where), 0) end
   return r
 end
@@ -813,16 +828,21 @@ local function count_steps(J, L)
   for v = before + 1, L.on_steps and J.steps or 0 do L.on_steps(v) end
 end
 
+-- How often a worker away looks whether it is back or the job has stopped
+-- (a stop by steps or seconds is no event that could wake it).
+local AWAY_POLL_S = 0.02
+
 -- Worker i's task: its steps until it has made them all or the job stops;
--- away, it waits to be back (a killed one's task ends: a restart spawns a
--- new one). A failed step is the fault's when the worker went away or the
--- job stopped at a fault, else the worker's (J:worker_failed).
+-- away, it waits to be back or the job's end (a killed one's task ends: a
+-- restart spawns a new one). A failed step is the fault's when the worker
+-- went away or the job stopped at a fault, else the worker's
+-- (J:worker_failed).
 local function work(J, L, i)
   L.running[i] = true
   while true do
     if not J:alive(i) then
       if J.killed[i] or J.dead[i] or J:stopped() then break end
-      L.signals[i]:pop() -- away: until a change
+      hn.sleep(AWAY_POLL_S)
     else
       local t = next_step(J, L, i)
       if not t then break end
@@ -848,17 +868,16 @@ end
 -- each other's messages, as D-PSGD's). running: a table the frame keeps
 -- running[i] in (a step may read who still steps). on_steps(v): once every
 -- live worker has made v steps (J.steps, the fewest any has made). A
--- worker back from away is woken, a restarted one gets a new task.
+-- worker away waits to be back (or the end), a restarted one gets a new
+-- task.
 -- Returns once every task has ended; raises a synchronous job's fault.
 function Job:worker_loops(o)
   local L = { step = o.step, lockstep = o.lockstep, on_steps = o.on_steps, running = o.running or {},
-              done = {}, started = {}, signals = {}, tasks = {} }
-  for i = 1, #self.workers do L.done[i], L.started[i], L.signals[i] = 0, 0, hn.queue() end
+              done = {}, started = {}, tasks = {} }
+  for i = 1, #self.workers do L.done[i], L.started[i] = 0, 0 end
   local function spawn(i) L.tasks[#L.tasks + 1] = hn.spawn(function() work(self, L, i) end) end
   self.loops = {
-    back = function(i)
-      if L.running[i] then L.signals[i]:push(true) elseif not self:stopped() then spawn(i) end
-    end,
+    back = function(i) if not L.running[i] and not self:stopped() then spawn(i) end end,
   }
   for i = 1, #self.workers do spawn(i) end
   local k = 1

@@ -180,6 +180,17 @@ local function setup(J)
   local last = J.parts[#J.parts].node
   J:setup{ origin = J.workers[1], eval_node = last, holders = holders, model_name = MODEL,
            columns = { "stage", "forward_ms", "backward_ms", "transfer_ms", "bubble_share" } }
+  -- What a training on these nodes that a fault cut short sent after its
+  -- waits were aborted must not be taken for this one's (an activation of
+  -- another cut, say): every node starts with no arrival of split's names.
+  local names = { "dy", "cavg" }
+  for m = 1, math.max(J.M, #J.workers) do
+    for _, t in ipairs{ "x.", "lbl.", "dy." } do names[#names + 1] = t .. m end
+  end
+  local list = {}
+  for _, n in ipairs(J.workers) do list[#list + 1] = { n, names } end
+  for _, n in ipairs(holders) do list[#list + 1] = { n, names } end
+  J:clear_arrivals(list)
 end
 
 -- Every part's slices of the model into the evaluation node's copy (the
@@ -273,7 +284,11 @@ end
 -- the step's bubble share (mean over stages of the time each did not compute).
 local function run_stages(J, plans, stage_of)
   local t0 = hn.now()
-  local results = job.all(plans, function(_, plan) return plan.node:batch(plan.cmds) end)
+  local nodes = {}
+  for i, plan in ipairs(plans) do nodes[i] = plan.node end
+  -- a stage that fails leaves the others waiting on it: they stop at once
+  local results = job.all(plans, function(_, plan) return plan.node:batch(plan.cmds) end,
+                          function() J:abort_among(nodes) end)
   local span_ms = (hn.now() - t0) * 1000
   J.steps = J.steps + 1
   local t, bubble, loss = J:now(), 0, nil
