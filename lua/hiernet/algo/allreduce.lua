@@ -205,30 +205,24 @@ end
 -- cleared on every one of them.
 ar.resync = resync
 
--- Faults: a worker cut off from the first worker (or killed) is away; with
--- on_failure = "drop" the collective goes on among the others, otherwise the
--- training stops with an error naming it. The waits and transfers of the
--- step in flight are aborted so that no peer waits out a timeout.
+-- Faults (J:group_faults): the collective goes on among the largest group
+-- of workers that still reach each other; with on_failure = "fail" the
+-- training stops with an error naming the worker away. The waits and
+-- transfers of the step in flight are aborted so that no peer waits out a
+-- timeout.
 local function watch(J, state)
-  J:watch_faults{
-    -- the collective goes on among the largest group of workers that still
-    -- reach each other
-    cut_off = function(i)
-      if not J:main_group()[i] then return "is cut off from the other workers" end
-    end,
-    sync = true,
-    on_change = function(i, back)
-      state.changed = true
-      -- on every side: the others stop waiting (for it, and for a neighbour
-      -- whose step it has stopped: any_wait), it stops sending to them
-      if not back then J:abort_between(J.workers[i], J:others(i), true) end
-    end,
-  }
+  local hooks = J:group_faults()
+  local abort = hooks.on_change
+  hooks.on_change = function(i, back)
+    state.changed = true
+    abort(i, back)
+  end
+  J:watch_faults(hooks)
 end
--- Public as ar.watch(J, state): a collective's fault handling (the main
--- group of workers that reach each other goes on; a cut worker's transfers
--- aborted on both sides); sets state.changed on every change, after which
--- the caller runs ar.resync before its next step.
+-- Public as ar.watch(J, state): a collective's fault handling (as above);
+-- sets state.changed on every change (for a loop of one's own: J:rounds
+-- sees the change by itself), after which the caller runs ar.resync before
+-- its next step.
 ar.watch = watch
 
 -- The rounds of ar.train (J:rounds): the active workers, resynced after a

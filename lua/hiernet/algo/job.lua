@@ -703,6 +703,25 @@ function Job:abort_among(nodes)
   return tasks
 end
 
+-- J:group_faults() -> the hooks of J:watch_faults for workers that wait
+-- for each other (a collective, D-PSGD's neighbours): the largest group of
+-- workers that reach each other goes on (J:main_group), a synchronous job
+-- stops at the first worker away (unless on_failure = "drop"), and a
+-- worker away stops its transfers with the others and they theirs,
+-- whoever their waits wait for (any_wait: in a ring a worker waits on a
+-- neighbour whose step the lost one stopped).
+function Job:group_faults()
+  return {
+    sync = true,
+    cut_off = function(i)
+      if not self:main_group()[i] then return "is cut off from the other workers" end
+    end,
+    on_change = function(i, back)
+      if not back then self:abort_between(self.workers[i], self:others(i), true) end
+    end,
+  }
+end
+
 -- The other workers, as nodes.
 function Job:others(i)
   local out = {}

@@ -63,15 +63,7 @@ function mine.train(opts)
   -- Faults: the largest group of workers that reach each other goes on
   -- (with on_failure = "fail", the first worker away ends the training);
   -- a worker away stops its transfers with the others and they theirs.
-  J:watch_faults{
-    sync = true,
-    cut_off = function(i)
-      if not J:main_group()[i] then return "is cut off from the other workers" end
-    end,
-    on_change = function(i, back)
-      if not back then J:abort_between(J.workers[i], J:others(i), true) end
-    end,
-  }
+  J:watch_faults(J:group_faults())
   J:start_clock()
   J:guard(function()
     J:rounds{

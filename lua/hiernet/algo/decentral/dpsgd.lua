@@ -130,15 +130,7 @@ function dpsgd.plan(J, extra, adj)
   end
   return {
     step = step, lockstep = true,
-    faults = {
-      sync = true,
-      cut_off = function(i)
-        if not J:main_group()[i] then return "is cut off from the other workers" end
-      end,
-      on_change = function(i, back)
-        if not back then J:abort_between(J.workers[i], J:others(i), true) end
-      end,
-    },
+    faults = J:group_faults(),
   }
 end
 
