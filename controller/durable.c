@@ -104,6 +104,7 @@ static struct {
     pthread_cond_t wake; /* dirty fds arrived */
     pthread_cond_t idle; /* an fdatasync ended */
     int dirty[DURABLE_DIRTY_MAX];
+    bool owned[DURABLE_DIRTY_MAX]; /* the thread closes it after its sync */
     size_t n_dirty;
     int syncing; /* the fd inside fdatasync now, or -1 */
     bool started, failed;
@@ -119,10 +120,14 @@ static void *syncer_main(void *unused)
         while (syncer.n_dirty == 0)
             pthread_cond_wait(&syncer.wake, &syncer.lock);
         int fd = syncer.dirty[0];
-        memmove(syncer.dirty, syncer.dirty + 1, --syncer.n_dirty * sizeof *syncer.dirty);
+        bool owned = syncer.owned[0];
+        --syncer.n_dirty;
+        memmove(syncer.dirty, syncer.dirty + 1, syncer.n_dirty * sizeof *syncer.dirty);
+        memmove(syncer.owned, syncer.owned + 1, syncer.n_dirty * sizeof *syncer.owned);
         syncer.syncing = fd;
         pthread_mutex_unlock(&syncer.lock);
         fdatasync(fd); /* one call covers every row written before it */
+        if (owned) close(fd);
         pthread_mutex_lock(&syncer.lock);
         syncer.syncing = -1;
         pthread_cond_broadcast(&syncer.idle);
@@ -150,21 +155,50 @@ static bool syncer_start_locked(void)
     return syncer.started;
 }
 
-void durable_sync_later(int fd)
+/* Queues fd for the thread (owned: it closes fd after the sync); false
+ * when there is no thread or no room. */
+static bool sync_queue(int fd, bool owned)
 {
-    if (fd < 0) return;
     pthread_mutex_lock(&syncer.lock);
     bool queued = false;
-    for (size_t i = 0; i < syncer.n_dirty && !queued; i++)
+    for (size_t i = 0; i < syncer.n_dirty && !queued && !owned; i++)
         queued = syncer.dirty[i] == fd;
     if (!queued && syncer_start_locked() && syncer.n_dirty < DURABLE_DIRTY_MAX) {
+        syncer.owned[syncer.n_dirty] = owned;
         syncer.dirty[syncer.n_dirty++] = fd;
         pthread_cond_signal(&syncer.wake);
         queued = true;
     }
     pthread_mutex_unlock(&syncer.lock);
+    return queued;
+}
+
+void durable_sync_later(int fd)
+{
+    if (fd < 0) return;
     /* No thread (or a full list): the kernel holds the data already; it
      * reaches the disk with the next sync, at the latest at close. */
+    sync_queue(fd, false);
+}
+
+/* fd (opened for the purpose) synced and closed by the thread, or here
+ * when it cannot be queued. */
+static void sync_and_close_later(int fd)
+{
+    if (fd < 0 || sync_queue(fd, true)) return;
+    fdatasync(fd);
+    close(fd);
+}
+
+int durable_replace_sync_later(const char *dir, const char *name, int (*fill)(FILE *f, void *ctx),
+                               void *ctx, char *err, size_t errlen)
+{
+    if (replace_file(dir, name, fill, ctx, false, err, errlen) < 0) return -1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    sync_and_close_later(open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)); /* the new content */
+    sync_and_close_later(open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)); /* the rename */
+    return 0;
 }
 
 void durable_sync_forget(int fd)

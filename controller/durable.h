@@ -44,6 +44,16 @@ int durable_replace(const char *dir, const char *name, int (*fill)(FILE *f, void
 int durable_replace_unsynced(const char *dir, const char *name, int (*fill)(FILE *f, void *ctx),
                              void *ctx, char *err, size_t errlen);
 
+/* durable_replace for the event loop: the temp file written and renamed
+ * over dir/name here, so that a reader and a crash of any process see the
+ * new content whole at once; its fsync and the directory's on the sync
+ * thread, milliseconds later, instead of here. Only a power loss inside
+ * those milliseconds can find the rename on disk before the data (ext4's
+ * default data=ordered with auto_da_alloc flushes a file that replaces
+ * another by rename with the rename's commit). Returns 0 or -1 with err. */
+int durable_replace_sync_later(const char *dir, const char *name, int (*fill)(FILE *f, void *ctx),
+                               void *ctx, char *err, size_t errlen);
+
 /* fd has new data: the sync thread fdatasyncs it soon. Cheap (a lock and a
  * signal); safe to call after every write. */
 void durable_sync_later(int fd);

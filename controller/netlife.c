@@ -157,7 +157,7 @@ static void publish_topology(struct netlife_run *run)
     free(buf);
     netlife_run_publish_overload(run);
     char err[256];
-    if (run_write_json(run->record, err, sizeof err) < 0) ctl_log("warning: %s", err);
+    if (run_write_json_nowait(run->record, err, sizeof err) < 0) ctl_log("warning: %s", err);
 }
 
 /* The peers are up: the hosts join the overload account, and the first

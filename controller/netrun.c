@@ -5,10 +5,12 @@
 #include "common/container.h"
 #include "controller/backend_pick.h"
 #include "controller/link_sampler.h"
+#include "controller/host_probe.h"
 #include "controller/linkd_client.h"
 #include "controller/log.h"
 #include "controller/peer_template.h"
 #include "controller/privilege.h"
+#include "controller/reaper.h"
 #include "controller/record.h"
 #include "controller/registry.h"
 #include "controller/tcp_counters.h"
@@ -26,6 +28,7 @@
 #include "proto/protocol.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <signal.h>
@@ -45,6 +48,10 @@ struct netrun_peer {
     int template_id; /* request to the peer template, -1 once adopted */
     uint8_t *told;   /* bit per node: its address was sent (netrun_tell_address) */
     bool killed;     /* netrun_peer_kill'ed, until a restart (its exit comes later) */
+    /* A restart whose old peer is still exiting: the new peer's channel is
+     * open (client) and its end kept for the exec that follows the exit. */
+    struct peer_client *old;
+    int child_end; /* valid while old is set */
 };
 
 struct netrun {
@@ -113,12 +120,16 @@ struct netrun {
     ev_async job_done;
     ev_timer template_deadline;
     bool collecting; /* the links are made: the template's settling ends the build */
+    bool plan_late;  /* the backend and the plan wait for the kernel's probe */
     bool building;
     bool freeing; /* released: replies still arriving are ignored */
+    /* peers SIGKILLed by a restart or the release, not reaped yet */
+    struct reaper_group dying;
     /* netrun_release: what is waited for on the loop, then who is told */
     struct {
         bool active;
-        bool failed_build; /* build_fail's release: `built` is told, not `released` */
+        bool template_stopping; /* the peers are gone: the template goes */
+        bool failed_build;      /* build_fail's release: `built` is told, not `released` */
         netrun_released_fn released;
         void *ctx;
         double cgroup_deadline;
@@ -132,6 +143,12 @@ struct netrun {
     netrun_built_fn built;
     netrun_phase_fn links_made;
     void *built_ctx;
+    /* Once built: the kernel changes asked for, in order, the first one
+     * running on the build's thread; and the loop's own view of the
+     * partitions in place (the kernel layer's record is the thread's). */
+    struct kernel_op *ops, *ops_tail;
+    unsigned char **cuts;
+    size_t n_cuts;
 };
 
 struct netrun_trace_slot {
@@ -157,6 +174,7 @@ static void job_begin(struct netrun *nr, void (*work)(struct netrun *),
                       void (*then)(struct netrun *));
 static void job_fail(struct netrun *nr, bool env_error, const char *err);
 static void job_fail_at(struct netrun *nr, bool env_error, int node, int link, const char *err);
+static void phase_end(struct netrun *nr, const char *name);
 
 /* ---- backend choice ---- */
 
@@ -223,15 +241,11 @@ static unsigned link_needs(const struct topo_network *net)
     return needs;
 }
 
-/* The probe creates a scratch namespace: once per process is enough. */
+/* The kernel's features, probed once per process off the loop
+ * (controller/host_probe.h); the build asks once the probe is done. */
 static const struct topo_nl_features *features(char *err, size_t errlen)
 {
-    static struct topo_nl_features f;
-    static int state; /* 0 unknown, 1 probed, -1 cannot probe */
-    static char why[256];
-    if (state == 0) state = topo_nl_probe(&f, why, sizeof why) == 0 ? 1 : -1;
-    if (state < 0) snprintf(err, errlen, "%s", why);
-    return state > 0 ? &f : NULL;
+    return host_probe_kernel(err, errlen);
 }
 
 /* Backend none: the peers share the host's TCP stack, which a run must not
@@ -357,8 +371,9 @@ static int check_devices(struct netrun *nr, int *node, bool *env_error, char *er
         }
         /* Checked here too, not only by the peer as it opens the device:
          * before any namespace or process exists, and as an environment
-         * error (exit code 3). */
-        if (!kern_device_available(device, why, sizeof why)) {
+         * error (exit code 3). CUDA's check loads its module: probed off
+         * the loop before the build begins (wants_cuda). */
+        if (device == KERN_DEVICE_CUDA && !host_probe_cuda(why, sizeof why)) {
             *env_error = true;
             snprintf(err, errlen, "node '%s': device '%s' is not available: %s", n->name, n->device,
                      why);
@@ -367,6 +382,15 @@ static int check_devices(struct netrun *nr, int *node, bool *env_error, char *er
     }
     *node = -1;
     return 0;
+}
+
+/* A node asks for cuda: the build begins once its probe is done. */
+static bool wants_cuda(const struct topo_network *net)
+{
+    for (size_t i = 0; i < net->n_nodes; i++)
+        if (net->nodes[i].kind == TOPO_NODE_HOST && strcmp(net->nodes[i].device, "cuda") == 0)
+            return true;
+    return false;
 }
 
 /* ---- topology ---- */
@@ -575,6 +599,20 @@ static int plan_topology(struct netrun *nr, int *node, char *err, size_t errlen)
     return topo_routing_compute(net, &nr->routing, err, errlen);
 }
 
+/* The backend and the address plan: while the namespaces are made when
+ * the kernel's probe is done at the build's beginning, else right after
+ * them (namespaces_made). */
+static int choose_and_plan(struct netrun *nr, struct netrun_error *error)
+{
+    char *err = error->message;
+    size_t errlen = sizeof error->message;
+    int rc = choose_backend(nr, &error->env_error, err, errlen);
+    phase_end(nr, "backend");
+    if (rc == 0) rc = plan_topology(nr, &error->node, err, errlen);
+    phase_end(nr, "plan");
+    return rc;
+}
+
 /* ---- the build's steps off the loop ----
  *
  * The kernel work of a build (namespaces, veths, addresses, routes, qdiscs,
@@ -749,10 +787,15 @@ static int prepare_helpers(struct netrun *nr, bool *env_error, char *err, size_t
     return 0;
 }
 
+static void restart_exec(struct netrun_peer *p);
+
+/* The last thing the exiting peer's client does (peer_client.h): a
+ * restart's old client may be freed here. */
 static void on_peer_exit(void *ctx, int status)
 {
     struct netrun_peer *p = ctx;
     if (p->nr->on_exit) p->nr->on_exit(p->nr->ctx, p->node, status);
+    if (p->old && peer_client_exited(p->old)) restart_exec(p);
 }
 
 /* A peer's command line (after the executable) and environment. */
@@ -996,17 +1039,44 @@ static void links_done(struct netrun *nr)
     ev_timer_start(nr->loop, &nr->template_deadline);
 }
 
-/* The namespaces exist: cgroups, the peers asked of the template, links.
+static void links_begin(struct netrun *nr);
+
+/* The kernel's probe was not done when the build began: the backend and
+ * the plan now, then on to the links. */
+static void plan_after_namespaces(void *ctx)
+{
+    struct netrun *nr = ctx;
+    struct netrun_error error = {false, -1, -1, ""};
+    nr->plan_late = false;
+    if (choose_and_plan(nr, &error) < 0) {
+        job_fail_at(nr, error.env_error, error.node, error.link, error.message);
+        return build_fail(nr);
+    }
+    links_begin(nr);
+}
+
+/* The namespaces exist; the backend and the plan too, unless they wait
+ * for the kernel's probe (on the loop, through its callback). */
+static void namespaces_made(struct netrun *nr)
+{
+    phase_end(nr, "namespaces");
+    if (nr->job.rc < 0) return build_fail(nr);
+    if (!nr->plan_late) return links_begin(nr);
+    if (host_probe_done(HOST_PROBE_KERNEL)) return plan_after_namespaces(nr);
+    if (host_probe_wait(nr->loop, HOST_PROBE_KERNEL, plan_after_namespaces, nr) == 0) return;
+    job_fail(nr, false, "out of memory");
+    build_fail(nr);
+}
+
+/* Then: cgroups, the peers asked of the template, links.
  * The kernel backend's veths are made off the loop meanwhile: asking a
  * thousand peers of the template took 0.02-0.1 s of the start before they
  * began. A failure here then waits for that step's end (links_done). */
-static void namespaces_made(struct netrun *nr)
+static void links_begin(struct netrun *nr)
 {
     char err[1024];
     bool env_error = false;
     int node = -1;
-    phase_end(nr, "namespaces");
-    if (nr->job.rc < 0) return build_fail(nr);
     namespaces_done(nr);
     bool beside = nr->backend == TOPO_BACKEND_KERNEL;
     nr->beside.active = beside;
@@ -1054,16 +1124,43 @@ static struct netrun *netrun_alloc(struct ev_loop *loop, struct topo_network *ne
     return nr;
 }
 
+/* The build's first steps on the loop: -1 with *error when it cannot
+ * begin (a namespaces' step begun is still running then). */
+static int build_begin(struct netrun *nr, struct netrun_error *error)
+{
+    *error = (struct netrun_error){false, -1, -1, ""};
+    int rc =
+        check_devices(nr, &error->node, &error->env_error, error->message, sizeof error->message);
+    if (rc == 0) rc = prepare_helpers(nr, &error->env_error, error->message, sizeof error->message);
+    bool emulated = nr->net->backend != TOPO_BACKEND_NONE;
+    if (rc == 0 && emulated) job_begin(nr, work_namespaces, namespaces_made);
+    nr->plan_late = emulated && !host_probe_done(HOST_PROBE_KERNEL);
+    if (rc == 0 && !nr->plan_late) rc = choose_and_plan(nr, error);
+    if (rc == 0 && !emulated) job_then(nr, namespaces_made);
+    return rc;
+}
+
+/* The CUDA probe is done: the build begins; a failure goes the way of any
+ * build's (namespaces_made, once a step begun has ended). */
+static void on_devices_probed(void *ctx)
+{
+    struct netrun *nr = ctx;
+    struct netrun_error error;
+    if (build_begin(nr, &error) == 0) return;
+    job_fail_at(nr, error.env_error, error.node, error.link, error.message);
+    if (!nr->job.running) job_then(nr, namespaces_made);
+}
+
 int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
                  netrun_exit_fn on_exit, void *ctx, netrun_built_fn built, void *built_ctx,
                  struct netrun **out, struct netrun_error *error)
 {
     *error = (struct netrun_error){false, -1, -1, ""};
-    bool *env_error = &error->env_error;
-    char *err = error->message;
-    size_t errlen = sizeof error->message;
     struct netrun *nr = netrun_alloc(loop, net, cfg);
-    if (!nr) return snprintf(err, errlen, "network '%s': out of memory", net->name), -1;
+    if (!nr)
+        return snprintf(error->message, sizeof error->message, "network '%s': out of memory",
+                        net->name),
+               -1;
     nr->on_exit = on_exit;
     nr->ctx = ctx;
     nr->built = built;
@@ -1071,19 +1168,22 @@ int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct ne
     nr->links_made = cfg->links_made;
     if (cfg->peer_path) snprintf(nr->peer_path, sizeof nr->peer_path, "%s", cfg->peer_path);
     nr->peer_path_given = cfg->peer_path != NULL;
-    int rc = check_devices(nr, &error->node, env_error, err, errlen);
-    if (rc == 0) rc = prepare_helpers(nr, env_error, err, errlen);
-    bool emulated = net->backend != TOPO_BACKEND_NONE;
-    if (rc == 0 && emulated) job_begin(nr, work_namespaces, namespaces_made);
-    if (rc == 0) rc = choose_backend(nr, env_error, err, errlen);
-    phase_end(nr, "backend");
-    if (rc == 0) rc = plan_topology(nr, &error->node, err, errlen);
-    phase_end(nr, "plan");
+    /* Asked for at once: the namespaces' step runs meanwhile, and the
+     * backend's choice waits for it only if it is not done by then. */
+    if (net->backend != TOPO_BACKEND_NONE) host_probe_begin(loop, HOST_PROBE_KERNEL);
+    int rc = 0;
+    if (wants_cuda(net) && !host_probe_done(HOST_PROBE_CUDA))
+        rc = host_probe_wait(loop, HOST_PROBE_CUDA, on_devices_probed, nr) < 0
+                 ? (snprintf(error->message, sizeof error->message, "network '%s': out of memory",
+                             net->name),
+                    -1)
+                 : 0;
+    else
+        rc = build_begin(nr, error);
     if (rc < 0) {
         netrun_free(nr); /* joins the namespaces' thread */
         return -1;
     }
-    if (!emulated) job_then(nr, namespaces_made);
     nr->building = true;
     *out = nr;
     return 0;
@@ -1117,6 +1217,126 @@ int netrun_node_ns(const struct netrun *nr, int node)
     return nr->kernel ? topo_kernel_node_ns(nr->kernel, node) : -1;
 }
 
+/* ---- run-time kernel changes, off the loop ----
+ *
+ * A partition is a netlink request per host of it, each with a route per
+ * host of the other group (a heal deletes them and replays the routes): at
+ * a few hundred hosts, tens of ms to seconds. So partitions, heals and the
+ * kernel backend's link changes run as steps on the build's thread (the
+ * build is over by then), one at a time in the order asked; the caller
+ * hears of each through its callback, from the loop. That thread alone
+ * uses the kernel layer's netlink sockets and its record of the partitions
+ * after the build, so two changes never meet there; the loop keeps a view
+ * of its own of the partitions asked for (cuts, for netrun_separated). */
+
+enum kernel_op_kind { OP_PARTITION, OP_HEAL, OP_LINK_SET, OP_LINK_UPDOWN };
+/* OP_LINK_SET's dir: 0 (a to b), 1 or TOPO_KERNEL_BOTH (l:set). */
+
+static void cuts_free(struct netrun *nr);
+
+struct kernel_op {
+    enum kernel_op_kind kind;
+    unsigned char *side; /* per node its group (owned); OP_HEAL: NULL for every cut */
+    int link, dir;
+    bool up;
+    struct topo_link_params params;
+    peer_reply_fn cb;
+    void *ctx;
+    int rc;
+    char err[512];
+    struct kernel_op *next;
+};
+
+static void work_kernel_op(struct netrun *nr)
+{
+    struct kernel_op *op = nr->ops;
+    struct topo_kernel *k = nr->kernel;
+    char *err = op->err;
+    size_t len = sizeof op->err;
+    if (op->kind == OP_PARTITION)
+        op->rc = topo_kernel_partition(k, op->side, err, len);
+    else if (op->kind == OP_HEAL)
+        op->rc = topo_kernel_heal(k, op->side, NULL, err, len);
+    else if (op->kind == OP_LINK_SET)
+        op->rc = topo_kernel_link_set_dir(k, op->link, op->dir, &op->params, err, len);
+    else
+        op->rc = topo_kernel_link_updown(k, op->link, op->up, err, len);
+}
+
+/* Tells the caller (result: an empty map) and frees op. */
+static void kernel_op_finish(struct kernel_op *op, const char *error)
+{
+    msgpack_object done = {.type = MSGPACK_OBJECT_MAP};
+    op->cb(op->ctx, error, error ? NULL : &done);
+    free(op->side);
+    free(op);
+}
+
+static void kernel_op_done(struct netrun *nr)
+{
+    struct kernel_op *op = nr->ops;
+    nr->ops = op->next;
+    if (!nr->ops)
+        nr->ops_tail = NULL;
+    else
+        job_begin(nr, work_kernel_op, kernel_op_done); /* the next one meanwhile */
+    kernel_op_finish(op, op->rc < 0 ? op->err : NULL);
+}
+
+/* Queues a copy of *op (its side is taken over); 1: cb follows, or -1. */
+static int kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_reply_fn cb,
+                           void *ctx, char *err, size_t errlen)
+{
+    struct kernel_op *q = malloc(sizeof *q);
+    if (!q) {
+        free(op->side);
+        return snprintf(err, errlen, "out of memory"), -1;
+    }
+    *q = *op;
+    q->cb = cb;
+    q->ctx = ctx;
+    q->next = NULL;
+    bool idle = !nr->ops;
+    if (nr->ops_tail)
+        nr->ops_tail->next = q;
+    else
+        nr->ops = q;
+    nr->ops_tail = q;
+    if (idle) job_begin(nr, work_kernel_op, kernel_op_done);
+    return 1;
+}
+
+/* A move (netrun_link_move) changes the routing and the kernel on the
+ * loop: the changes asked for before it end first, here. The one loop
+ * wait left in a run's kernel changes, and only when a move meets changes
+ * still under way (a churn's move while a partition or l:set runs). */
+static void kernel_ops_settle(struct netrun *nr)
+{
+    if (!nr->ops) return;
+    if (nr->job.running) pthread_join(nr->job.thread, NULL);
+    nr->job.running = false;
+    nr->job.then = NULL; /* its ev_async finds nothing to do */
+    for (bool ran = true; nr->ops; ran = false) {
+        struct kernel_op *op = nr->ops;
+        if (!ran) work_kernel_op(nr); /* the first one ran on the thread */
+        nr->ops = op->next;
+        kernel_op_finish(op, op->rc < 0 ? op->err : NULL);
+    }
+    nr->ops_tail = NULL;
+}
+
+/* The release: the change running has ended (joined); the rest never run. */
+static void kernel_ops_drop(struct netrun *nr)
+{
+    while (nr->ops) {
+        struct kernel_op *op = nr->ops;
+        nr->ops = op->next;
+        kernel_op_finish(op, "the network was released");
+    }
+    nr->ops_tail = NULL;
+    cuts_free(nr);
+}
+
 static int link_not_emulated(struct netrun *nr, char *err, size_t errlen)
 {
     snprintf(err, errlen, "backend '%s' does not emulate links", netrun_backend(nr));
@@ -1133,7 +1353,9 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
                    ? -1
                    : 1;
     if (!nr->kernel) return link_not_emulated(nr, err, errlen);
-    return topo_kernel_link_set(nr->kernel, link, params, err, errlen);
+    struct kernel_op op = {
+        .kind = OP_LINK_SET, .link = link, .dir = TOPO_KERNEL_BOTH, .params = *params};
+    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
 /* ---- link traces ---- */
@@ -1163,6 +1385,42 @@ static struct topo_link_params traced_params(const struct netrun *nr, int link,
     return p;
 }
 
+/* A trace's change on the kernel backend, queued behind the kernel
+ * changes running off the loop (the thread alone uses the kernel layer's
+ * sockets meanwhile). */
+struct trace_change {
+    struct netrun *nr;
+    int link, dir;
+    struct topo_link_params params;
+};
+
+static void on_trace_change(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)result;
+    struct trace_change *c = ctx;
+    struct netrun *nr = c->nr;
+    if (!error && c->dir == TOPO_KERNEL_BOTH) nr->net->links[c->link].params = c->params;
+    if (error && !nr->freeing) {
+        char name[80];
+        topo_link_describe(nr->net, &nr->net->links[c->link], name, sizeof name);
+        ctl_log("warning: link %s: trace: %s", name, error);
+    }
+    free(c);
+}
+
+static void trace_change_queue(struct netrun *nr, const struct netrun_trace_slot *slot,
+                               const struct topo_link_params *p)
+{
+    struct trace_change *c = malloc(sizeof *c);
+    char err[128];
+    struct kernel_op op = {.kind = OP_LINK_SET, .link = slot->link, .dir = slot->dir, .params = *p};
+    if (c) *c = (struct trace_change){nr, slot->link, slot->dir, *p};
+    if (!c || kernel_op_queue(nr, &op, on_trace_change, c, err, sizeof err) < 0) {
+        free(c);
+        ctl_log("warning: a link trace's change was dropped: out of memory");
+    }
+}
+
 static void apply_trace(void *ctx, const struct topo_trace *t, const struct topo_trace_sample *now)
 {
     struct netrun_trace_slot *slot = ctx;
@@ -1176,7 +1434,9 @@ static void apply_trace(void *ctx, const struct topo_trace *t, const struct topo
         topo_link_params_dilate(&p, nr->net->dilation, &installed);
         rc = linkd_client_link_set_dir(linkd_of(nr, slot->link), slot->link, slot->dir, &installed,
                                        on_trace_reply, NULL, err, sizeof err);
-    } else {
+    } else if (nr->ops) { /* a change runs on the thread: this one goes after it */
+        return trace_change_queue(nr, slot, &p);
+    } else { /* the thread is idle: a qdisc change or two, here */
         rc = topo_kernel_link_set_dir(nr->kernel, slot->link, slot->dir, &p, err, sizeof err);
     }
     if (rc < 0) {
@@ -1230,17 +1490,17 @@ static void stop_traces(struct netrun *nr, int link, int dir)
     }
 }
 
-/* The kernel backend tries the trace's first values at once, so that a
+/* The kernel backend plans the trace's first values at once, so that a
  * trace it cannot play (a delay or loss column without sch_netem) is
- * refused in the call, not logged at every change. */
-static bool kernel_refuses_trace(struct netrun *nr, int link, int dir,
-                                 const struct topo_trace *trace,
+ * refused in the call, not logged at every change. A plan only: the
+ * kernel's sockets may be in use off the loop (kernel changes). */
+static bool kernel_refuses_trace(struct netrun *nr, int link, const struct topo_trace *trace,
                                  const struct trace_player_opts *opts, char *err, size_t errlen)
 {
     struct topo_trace_sample first;
     topo_trace_at(trace, opts->interp, opts->loop, 0, &first);
     struct topo_link_params p = traced_params(nr, link, trace, &first);
-    return topo_kernel_link_set_dir(nr->kernel, link, dir, &p, err, errlen) < 0;
+    return topo_kernel_link_check(nr->kernel, &p, err, errlen) < 0;
 }
 
 int netrun_link_trace(struct netrun *nr, int link, int dir, struct topo_trace *trace,
@@ -1254,7 +1514,7 @@ int netrun_link_trace(struct netrun *nr, int link, int dir, struct topo_trace *t
         topo_trace_free(trace);
         return snprintf(err, errlen, "out of memory"), -1;
     }
-    if (nr->kernel && !nr->linkd && kernel_refuses_trace(nr, link, dir, trace, opts, err, errlen)) {
+    if (nr->kernel && !nr->linkd && kernel_refuses_trace(nr, link, trace, opts, err, errlen)) {
         topo_trace_free(trace);
         return -1;
     }
@@ -1314,7 +1574,8 @@ int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, v
         return linkd_client_link_updown(linkd_of(nr, link), link, up, cb, ctx, err, errlen) < 0 ? -1
                                                                                                 : 1;
     if (!nr->kernel) return link_not_emulated(nr, err, errlen);
-    return topo_kernel_link_updown(nr->kernel, link, up, err, errlen);
+    struct kernel_op op = {.kind = OP_LINK_UPDOWN, .link = link, .up = up};
+    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
 int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
@@ -1334,24 +1595,71 @@ bool netrun_peer_alive(const struct netrun *nr, int node)
     return pc && !nr->peers[node].killed && !peer_client_exited(pc);
 }
 
-int netrun_partition(struct netrun *nr, const unsigned char *side, char *err, size_t errlen)
+static void cuts_free(struct netrun *nr)
+{
+    for (size_t i = 0; i < nr->n_cuts; i++)
+        free(nr->cuts[i]);
+    free(nr->cuts);
+    nr->cuts = NULL;
+    nr->n_cuts = 0;
+}
+
+/* The loop's view of a partition asked for: side copied into op and cuts. */
+static int cut_add(struct netrun *nr, const unsigned char *side, struct kernel_op *op)
+{
+    size_t n = nr->net->n_nodes;
+    unsigned char *copy = malloc(n), **grown = realloc(nr->cuts, (nr->n_cuts + 1) * sizeof *grown);
+    op->side = malloc(n);
+    if (grown) nr->cuts = grown;
+    if (!copy || !grown || !op->side) {
+        free(copy);
+        free(op->side);
+        return -1;
+    }
+    memcpy(copy, side, n);
+    memcpy(op->side, side, n);
+    nr->cuts[nr->n_cuts++] = copy;
+    return 0;
+}
+
+int netrun_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn cb, void *ctx,
+                     char *err, size_t errlen)
 {
     if (!nr->kernel) {
         snprintf(err, errlen, "backend '%s' emulates no network to cut (use kernel, user or auto)",
                  netrun_backend(nr));
         return -1;
     }
-    return topo_kernel_partition(nr->kernel, side, err, errlen);
+    struct kernel_op op = {.kind = OP_PARTITION};
+    if (cut_add(nr, side, &op) < 0) return snprintf(err, errlen, "out of memory"), -1;
+    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
-int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, char *err,
-                size_t errlen)
+/* The loop's view: the cuts that match side (NULL: all) go; how many. */
+static size_t cuts_take(struct netrun *nr, const unsigned char *side)
 {
-    if (!nr->kernel) {
-        if (healed) *healed = 0;
-        return 0; /* nothing was ever cut */
+    size_t kept = 0, n = nr->n_cuts;
+    for (size_t p = 0; p < n; p++) {
+        if (!side || topo_kernel_same_cut(nr->cuts[p], side, nr->net->n_nodes))
+            free(nr->cuts[p]);
+        else
+            nr->cuts[kept++] = nr->cuts[p];
     }
-    return topo_kernel_heal(nr->kernel, side, healed, err, errlen);
+    nr->n_cuts = kept;
+    return n - kept;
+}
+
+int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, peer_reply_fn cb,
+                void *ctx, char *err, size_t errlen)
+{
+    size_t n = nr->kernel ? cuts_take(nr, side) : 0; /* none: nothing was ever cut */
+    if (healed) *healed = n;
+    if (n == 0) return 0;
+    struct kernel_op op = {.kind = OP_HEAL};
+    if (side && !(op.side = malloc(nr->net->n_nodes)))
+        return snprintf(err, errlen, "out of memory"), -1;
+    if (side) memcpy(op.side, side, nr->net->n_nodes);
+    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
 /* Puts link l's far end (not `stays`'s) at node `to` in the model, with a
@@ -1374,6 +1682,7 @@ int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, siz
                  netrun_backend(nr));
         return -1;
     }
+    kernel_ops_settle(nr); /* the kernel layer and the routing are the loop's now */
     struct topo_network *net = nr->net;
     struct topo_link saved = net->links[l];
     int from = saved.a == stays ? saved.b : saved.a;
@@ -1392,12 +1701,16 @@ int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, siz
 
 size_t netrun_partitions(const struct netrun *nr)
 {
-    return nr->kernel ? topo_kernel_partitions(nr->kernel) : 0;
+    return nr->n_cuts;
 }
 
 bool netrun_separated(const struct netrun *nr, int a, int b)
 {
-    return nr->kernel && topo_kernel_separated(nr->kernel, a, b);
+    for (size_t p = 0; p < nr->n_cuts; p++) {
+        const unsigned char *side = nr->cuts[p];
+        if (side[a] && side[b] && side[a] != side[b]) return true;
+    }
+    return false;
 }
 
 void netrun_peer_kill(struct netrun *nr, int node)
@@ -1411,15 +1724,63 @@ static void on_restart_peers(void *ctx, const char *error, const msgpack_object 
     if (error) ctl_log("a restarted peer refused its data secret: %s", error);
 }
 
+/* The old peer of a restart has exited: the new one starts on the channel
+ * opened for it, which its calls have been queued on. A failure is logged
+ * and closes the channel: those calls fail ("peer stopped"). */
+static void restart_exec(struct netrun_peer *p)
+{
+    struct netrun *nr = p->nr;
+    const struct topo_node *n = &nr->net->nodes[p->node];
+    peer_client_free(p->old);
+    p->old = NULL;
+    if (p->killed) { /* node:kill() again meanwhile: it stays down */
+        close(p->child_end);
+        peer_client_close(p->client);
+        return;
+    }
+    struct peer_argv a;
+    peer_argv_build(nr, n, &a);
+    struct peer_spawn spec = {n->name, nr->peer_path, a.args, netrun_node_ns(nr, p->node), a.env};
+    char err[512];
+    int rc = peer_client_exec(p->client, &spec, p->child_end, err, sizeof err);
+    if (rc == 0) rc = register_peer(nr, p->node, peer_client_pid(p->client), err, sizeof err);
+    if (rc == 0 && nr->registry) rc = registry_commit(nr->registry, err, sizeof err);
+    if (rc < 0) {
+        ctl_log("node '%s': restart: %s", n->name, err);
+        peer_client_close(p->client);
+    }
+}
+
+/* The old peer still runs: SIGKILLed, and the new one waits for its exit
+ * on the loop (it frees its memory first: tens of ms for half a GiB), so
+ * that it finds the node's data port free. */
+static int restart_after_exit(struct netrun *nr, struct netrun_peer *p, char *err, size_t errlen)
+{
+    struct peer_spawn spec = {.node = nr->net->nodes[p->node].name};
+    struct peer_client_hooks hooks = {NULL, on_peer_exit, p};
+    struct peer_client *client =
+        peer_client_open(nr->loop, &spec, &hooks, &p->child_end, err, errlen);
+    if (!client) return -1;
+    peer_client_kill(p->client, SIGKILL);
+    p->old = p->client;
+    p->client = client;
+    return 0;
+}
+
 int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
 {
     struct netrun_peer *p = &nr->peers[node];
-    peer_client_free(p->client); /* kills and reaps the old peer if it still runs */
-    p->client = NULL;
+    if (p->old) return snprintf(err, errlen, "a restart is under way"), -1;
     p->killed = false;
     free(p->told); /* the fresh peer knows no address */
     p->told = NULL;
-    if (spawn_peer(nr, nr->peer_path, node, err, errlen) < 0) return -1;
+    if (p->client && !peer_client_exited(p->client)) {
+        if (restart_after_exit(nr, p, err, errlen) < 0) return -1;
+    } else {
+        peer_client_free(p->client);
+        p->client = NULL;
+        if (spawn_peer(nr, nr->peer_path, node, err, errlen) < 0) return -1;
+    }
     /* Its data secret, as at start: queued before any call of the
      * caller's, so the peer has it when it answers one. */
     msgpack_sbuffer secret;
@@ -1723,13 +2084,18 @@ void netrun_kill_peers(struct netrun *nr, int sig)
 
 /* ---- release ----
  *
- * Everything that goes at once goes first (release_begin): peers (SIGKILLed
- * and reaped: at once), linkd, the namespaces, the registry's entries. Two
- * things may take a moment: the peer template's exit (on EOF; SIGKILL after
- * a second) and the cgroups' removal (a killed peer leaves its group a
- * little after it is reaped). netrun_release waits for them on the loop, a
- * timer retrying the cgroups; netrun_free, for when no loop runs, waits
- * here. */
+ * Everything that goes at once goes first (release_begin): peers
+ * (SIGKILLed), linkd, the namespaces, the registry's entries. Three things
+ * may take a moment: the killed peers' exits (a peer frees its memory
+ * first: tens of ms for half a GiB), then the peer template's exit (on EOF;
+ * SIGKILL after a second; it outlives its peers, peer_template.h) and the
+ * cgroups' removal (a killed peer leaves its group a little after it is
+ * reaped). netrun_release waits for them on the loop, a timer checking the
+ * peers and retrying the cgroups; netrun_free, for when no loop runs (the
+ * run's teardown), waits here: for the peers (controller/reaper.h), the
+ * template and the cgroups, and for a build step still running on its
+ * thread (seconds at most: a link that never runs times out), which a
+ * release on the loop never meets (netlife releases a network once built). */
 
 #define RELEASE_CGROUP_TIMEOUT_S 1.0 /* as topo_cgroup_run_remove's own bound */
 #define RELEASE_RETRY_S 0.01
@@ -1737,10 +2103,14 @@ void netrun_kill_peers(struct netrun *nr, int sig)
 static void release_begin(struct netrun *nr)
 {
     /* A build in flight: its step off the loop ends first (a few seconds
-     * at most: a link that never runs times out). */
+     * at most: a link that never runs times out). Only netrun_free meets
+     * one, where no loop runs: a release on the loop comes after the build
+     * (netlife_release), or from its failure once its step has ended. */
     if (nr->job.running) pthread_join(nr->job.thread, NULL);
     nr->job.running = false;
     nr->freeing = true;
+    host_probe_forget(nr); /* a build waiting for a probe */
+    kernel_ops_drop(nr);
     ev_timer_stop(nr->loop, &nr->linkd_deadline);
     ev_async_stop(nr->loop, &nr->job_done);
     ev_timer_stop(nr->loop, &nr->template_deadline);
@@ -1750,7 +2120,11 @@ static void release_begin(struct netrun *nr)
     free_traces(nr);
     nr->links_record = NULL;
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
-        peer_client_free(nr->peers[i].client); /* kills and reaps a survivor */
+        struct netrun_peer *p = &nr->peers[i];
+        if (p->old) close(p->child_end); /* a restart's new peer never starts */
+        peer_client_release(p->old, &nr->dying);
+        p->old = NULL;
+        peer_client_release(nr->peers[i].client, &nr->dying); /* kills a survivor */
         nr->peers[i].client = NULL;
         free(nr->peers[i].told);
         nr->peers[i].told = NULL;
@@ -1817,10 +2191,23 @@ static void on_template_gone(void *ctx)
     nr->template = NULL; /* the release timer finishes at its next turn */
 }
 
+/* The killed peers are reaped: the template may go, and the cgroups'
+ * removal has its deadline from now. */
+static bool peers_reaped(struct netrun *nr)
+{
+    if (nr->release.template_stopping) return true;
+    if (nr->dying.pending) return false;
+    nr->release.template_stopping = true;
+    nr->release.cgroup_deadline = mono_s() + RELEASE_CGROUP_TIMEOUT_S;
+    peer_template_stop(nr->template, on_template_gone, nr);
+    return true;
+}
+
 static void on_release_timer(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
     struct netrun *nr = container_of(w, struct netrun, release.timer);
+    if (!peers_reaped(nr)) return;
     if (nr->cgroups_made) {
         char err[256];
         int rc = topo_cgroup_run_remove_try(&nr->cgroup, nr->run_id, err, sizeof err);
@@ -1836,9 +2223,8 @@ void netrun_release(struct netrun *nr, netrun_released_fn released, void *ctx)
     nr->release.active = true;
     nr->release.released = released;
     nr->release.ctx = ctx;
-    nr->release.cgroup_deadline = mono_s() + RELEASE_CGROUP_TIMEOUT_S;
-    /* The template goes once its peers have (peer_template.h). */
-    peer_template_stop(nr->template, on_template_gone, nr);
+    /* The template goes once its peers have (peer_template.h): at the
+     * timer's first turn that finds them reaped. */
     ev_timer_set(&nr->release.timer, 0, RELEASE_RETRY_S); /* the first turn: at once */
     ev_timer_start(nr->loop, &nr->release.timer);
 }
@@ -1848,6 +2234,7 @@ void netrun_free(struct netrun *nr)
     if (!nr) return;
     if (!nr->release.active) release_begin(nr);
     ev_timer_stop(nr->loop, &nr->release.timer);
+    reaper_wait(&nr->dying);              /* SIGKILLed: their exits, before the template's */
     peer_template_stop_now(nr->template); /* also one that netrun_release is ending */
     nr->template = NULL;
     char err[256];

@@ -6,10 +6,15 @@
  * links, routes, qdiscs, waiting for the links to run) runs one step at a
  * time on a worker thread whose end the loop hears through an ev_async; the
  * peers are forked by the peer template while the links are made, and
- * their pids collected as the template's replies arrive. Stop closes the
- * control channels (peers exit on EOF); release (or free) kills and reaps
- * any survivor, then releases the namespaces, cgroups and registry entries,
- * waiting for the template's exit and the cgroups' removal on the loop.
+ * their pids collected as the template's replies arrive; the kernel's and
+ * CUDA's probes are done once per process on threads of their own
+ * (controller/host_probe.h). Once built, partitions, heals and the kernel
+ * backend's link changes run in order on that worker thread too, and a
+ * restart's new peer starts when the old one's exit arrives. Stop closes the
+ * control channels (peers exit on EOF); release (or free) kills any
+ * survivor, then releases the namespaces, cgroups and registry entries,
+ * waiting for the killed peers' exits, the template's and the cgroups'
+ * removal on the loop (free, for when no loop runs, waits for them).
  * Owns: the backend state, one peer client per host node, the cgroups. */
 #pragma once
 
@@ -78,9 +83,9 @@ int netrun_tell_address(struct netrun *nr, int from, int to, char *err, size_t e
  * out. */
 void netrun_pack_peer_secret(const struct netrun *nr, msgpack_sbuffer *out);
 
-/* Run-time link changes. Kernel backend: done at once, returns 0 (or -1).
- * User backend: the request is queued to linkd and 1 is returned; cb gets
- * the reply later. */
+/* Run-time link changes: 1 and a later cb (from the loop), or -1. Kernel
+ * backend: done on a worker thread, in order with partitions and heals;
+ * user backend: the request is queued to linkd. */
 int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *params,
                     peer_reply_fn cb, void *ctx, char *err, size_t errlen);
 int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, void *ctx, char *err,
@@ -137,15 +142,20 @@ int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, siz
 void netrun_peer_kill(struct netrun *nr, int node);
 /* The node's peer runs (not killed, not exited). */
 bool netrun_peer_alive(const struct netrun *nr, int node);
-/* Puts a partition in place (side[node]: group 1 or 2, 0 neither) or heals
- * it (side NULL); see topo_kernel_partition. The emulated backends only. */
-int netrun_partition(struct netrun *nr, const unsigned char *side, char *err, size_t errlen);
+/* Puts a partition in place (side[node]: group 1 or 2, 0 neither); see
+ * topo_kernel_partition. The emulated backends only. The routes change on
+ * a worker thread, in order with the other kernel changes: 1 and cb once
+ * they are in place (error: why not), or -1 at once. */
+int netrun_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn cb, void *ctx,
+                     char *err, size_t errlen);
 /* Heals only the partitions that cut side's two groups (NULL: every one);
- * *healed (may be NULL) how many went. See topo_kernel_heal. */
-int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, char *err,
-                size_t errlen);
+ * *healed (may be NULL) how many go (see topo_kernel_heal). 0 when none
+ * does (cb is not called), else 1 and cb once the routes are back (the
+ * same worker thread), or -1 at once. */
+int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, peer_reply_fn cb,
+                void *ctx, char *err, size_t errlen);
 /* How many partitions are in place; whether one separates nodes a and b
- * (topo_kernel_partitions, topo_kernel_separated; none without a kernel). */
+ * (as asked for: from netrun_partition's call on; none without a kernel). */
 size_t netrun_partitions(const struct netrun *nr);
 bool netrun_separated(const struct netrun *nr, int a, int b);
 /* node:restart(): a fresh peer (empty tensor store) in the same node. */
@@ -157,13 +167,15 @@ bool netrun_peers_exited(const struct netrun *nr);
 void netrun_kill_peers(struct netrun *nr, int sig);
 
 typedef void (*netrun_released_fn)(void *ctx);
-/* Releases the network without waiting on the loop: kills and reaps the
- * surviving peers and removes the topology and the registry's entries at
- * once; the peer template's exit and the cgroups' removal (a killed peer
- * leaves its group a moment after it is reaped) are waited for on the loop,
- * at most about a second each. Then nr is freed and released(ctx) called
- * (from the loop, never from inside this call; released may be NULL). A
- * build in flight is abandoned first (its step off the loop joined). */
+/* Releases the network without waiting on the loop: kills the surviving
+ * peers and removes the topology and the registry's entries at once; the
+ * killed peers' exits (reaped from the loop), then the peer template's exit
+ * and the cgroups' removal (a killed peer leaves its group a moment after
+ * it is reaped) are waited for on the loop, at most about a second each.
+ * Then nr is freed and released(ctx) called (from the loop, never from
+ * inside this call; released may be NULL). Not during a build (netlife
+ * releases a built network): the build's step off the loop would be
+ * joined here. */
 void netrun_release(struct netrun *nr, netrun_released_fn released, void *ctx);
 /* The same, done before it returns (the same bounded waits, here): for
  * when the loop runs no more, and for a netrun whose release is under way

@@ -3,6 +3,7 @@
 
 #include "common/container.h"
 #include "controller/log.h"
+#include "controller/reaper.h"
 #include "controller/spawn.h"
 #include "proto/protocol.h"
 #include "proto/template_wire.h"
@@ -448,14 +449,21 @@ struct peer_client *peer_client_spawn(struct ev_loop *loop, const struct peer_sp
     int child_end;
     struct peer_client *pc = peer_client_open(loop, spec, hooks, &child_end, err, errlen);
     if (!pc) return NULL;
-    pid_t pid = start_child(spec, child_end, err, errlen);
-    close(child_end);
-    if (pid < 0) {
+    if (peer_client_exec(pc, spec, child_end, err, errlen) < 0) {
         peer_client_free(pc);
         return NULL;
     }
-    peer_client_adopt(pc, pid);
     return pc;
+}
+
+int peer_client_exec(struct peer_client *pc, const struct peer_spawn *spec, int child_end,
+                     char *err, size_t errlen)
+{
+    pid_t pid = start_child(spec, child_end, err, errlen);
+    close(child_end);
+    if (pid < 0) return -1;
+    peer_client_adopt(pc, pid);
+    return 0;
 }
 
 void peer_client_close(struct peer_client *pc)
@@ -491,7 +499,7 @@ size_t peer_client_pending(const struct peer_client *pc)
     return pc->n_pending;
 }
 
-void peer_client_free(struct peer_client *pc)
+void peer_client_release(struct peer_client *pc, struct reaper_group *dying)
 {
     if (!pc) return;
     peer_client_close(pc);
@@ -499,11 +507,18 @@ void peer_client_free(struct peer_client *pc)
     if (pc->pid > 0 && !pc->exited) {
         ev_child_stop(pc->loop, &pc->child_watcher);
         kill(pc->pid, SIGKILL);
-        waitpid(pc->pid, NULL, 0); /* SIGKILLed: returns at once */
+        /* Its exit frees its memory first (tens of ms for a large peer):
+         * reaped from the loop, not waited for here. */
+        reaper_take(pc->loop, pc->pid, dying);
     }
     proto_reader_destroy(&pc->reader);
     msgpack_sbuffer_destroy(&pc->out);
     free(pc);
+}
+
+void peer_client_free(struct peer_client *pc)
+{
+    peer_client_release(pc, NULL);
 }
 
 int peer_client_sibling_path(const char *name, const char *env_override, char *out, size_t cap)

@@ -13,7 +13,8 @@
  * once (docs/design-notes.md, "One error convention"). The client's own log
  * lines (ctl_log) name the node.
  *
- * Owns: the socket, the child pid (reaped through ev_child), the pending
+ * Owns: the socket, the child pid (reaped through ev_child, or handed to
+ * controller/reaper.h when freed before it exited), the pending
  * request table and the output buffer. Needs the default libev loop
  * (ev_child only works there). */
 #pragma once
@@ -61,6 +62,11 @@ struct peer_client *peer_client_open(struct ev_loop *loop, const struct peer_spa
                                      const struct peer_client_hooks *hooks, int *child_end,
                                      char *err, size_t errlen);
 void peer_client_adopt(struct peer_client *pc, pid_t pid);
+/* The child of an opened client, started later (peer_client_spawn's second
+ * half): forks and execs spec (path, args, netns) with child_end, which it
+ * closes in any case, and adopts the child. 0, or -1 with err. */
+int peer_client_exec(struct peer_client *pc, const struct peer_spawn *spec, int child_end,
+                     char *err, size_t errlen);
 
 /* Sends request `method` whose params map is already encoded (params,
  * params_len bytes of msgpack; NULL for an empty map). cb runs later, never
@@ -76,7 +82,12 @@ bool peer_client_exited(const struct peer_client *pc);
 pid_t peer_client_pid(const struct peer_client *pc);
 const char *peer_client_node(const struct peer_client *pc);
 size_t peer_client_pending(const struct peer_client *pc);
-/* Frees the client; kills (SIGKILL) and reaps a peer that has not exited. */
+/* Frees the client; a peer that has not exited is SIGKILLed and reaped
+ * from the loop (controller/reaper.h), counted in dying until then (dying
+ * may be NULL). Never waits. */
+struct reaper_group;
+void peer_client_release(struct peer_client *pc, struct reaper_group *dying);
+/* peer_client_release(pc, NULL). */
 void peer_client_free(struct peer_client *pc);
 
 /* Path of an executable installed beside the running one (/proc/self/exe's

@@ -2,6 +2,7 @@
 #include "controller/proc.h"
 
 #include "common/container.h"
+#include "controller/reaper.h"
 #include "controller/spawn.h"
 
 #include <errno.h>
@@ -210,9 +211,9 @@ void proc_free(struct proc *p)
     capture_close(p, &p->err);
     /* Unfinished: the child or something it started still holds the pipes. */
     if (!p->finished) signal_group(p->pid, SIGKILL);
-    if (!p->exited) {
+    if (!p->exited) { /* SIGKILLed above, unless finished: it is exiting */
         ev_child_stop(p->loop, &p->child);
-        waitpid(p->pid, NULL, 0);
+        reaper_take(p->loop, p->pid, NULL);
     }
     free(p->out.data);
     free(p->err.data);

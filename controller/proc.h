@@ -42,5 +42,6 @@ bool proc_finished(const struct proc *p);
 void proc_kill(struct proc *p, int sig);
 /* Changes where the completion goes (e.g. NULL when its waiter is gone). */
 void proc_set_done(struct proc *p, proc_done_fn done, void *ctx);
-/* SIGKILLs and reaps the child if it is still running, then frees. */
+/* SIGKILLs the child if it is still running (reaped from the loop,
+ * controller/reaper.h), then frees. Never waits. */
 void proc_free(struct proc *p);

@@ -465,6 +465,12 @@ int run_write_json(const struct run *r, char *err, size_t errlen)
     return durable_replace(r->dir, "run.json", fill_run_json, (void *)r, err, errlen);
 }
 
+int run_write_json_nowait(const struct run *r, char *err, size_t errlen)
+{
+    if (!r->dir) return 0;
+    return durable_replace_sync_later(r->dir, "run.json", fill_run_json, (void *)r, err, errlen);
+}
+
 void run_set_topology(struct run *r, const char *json)
 {
     char *copy = strdup(json);

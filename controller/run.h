@@ -5,7 +5,8 @@
  * the topology description (a JSON fragment handed over by the network
  * layer) and the paths. run.json is replaced atomically (durable.h: temp
  * file, fsync, rename) at start (status "running"), whenever a network
- * starts or stops, and at the end (completed|failed|interrupted). A run
+ * starts or stops (from the event loop: the fsyncs follow on durable.h's
+ * sync thread), and at the end (completed|failed|interrupted). A run
  * whose controller died keeps "running" until a sweep of the run registry
  * (hiernet clean, or the start of a later run) marks it "crashed". */
 #pragma once
@@ -71,6 +72,9 @@ size_t run_unread_params(const struct run *r, char *msg, size_t msglen);
  * results/<scenario-stem>-<YYYYmmdd-HHMMSS>[-N] under the working directory. */
 int run_make_dir(struct run *r, const char *out_dir, char *err, size_t errlen);
 int run_write_json(const struct run *r, char *err, size_t errlen);
+/* The same from the event loop: replaced at once, its fsyncs on
+ * durable.h's sync thread (durable_replace_sync_later). */
+int run_write_json_nowait(const struct run *r, char *err, size_t errlen);
 void run_set_topology(struct run *r, const char *json); /* copies */
 void run_set_error(struct run *r, const char *msg);     /* keeps the first line */
 void run_set_overload(struct run *r, const char *json); /* copies */

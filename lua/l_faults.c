@@ -9,8 +9,8 @@
  *
  * Owns the network's listener table (a registry reference in l_network).
  * The partitions in place (which node is in which group; they add up until
- * one heal removes them all) are the topology engine's record, asked
- * through netrun. */
+ * one heal removes them all) are netrun's record; the routes change off
+ * the loop, and the calling task waits for them (controller/netrun.h). */
 #include "lua/l_net.h"
 
 #include "controller/netrun.h"
@@ -115,26 +115,88 @@ static void check_started(lua_State *L, struct l_network *net, const char *what)
                    lnet_state_word(net->state));
 }
 
-/* net:partition({nodes}, {nodes}): what the hosts of one group send to the
- * other's is dropped (both ways) until net:heal(); other traffic flows.
- * Several partitions add up. */
-static int l_net_partition(lua_State *L)
+/* A partition or heal whose routes change off the loop (netrun.h): the
+ * task waits for them, then the log line and the events follow. */
+struct cut_wait {
+    struct sched *sched;
+    task_token tok;
+};
+
+static int push_cut_result(lua_State *co, void *ud)
 {
-    struct l_network *net = check_net(L, 1);
-    check_started(L, net, "partition");
-    size_t n = net->topo->n_nodes;
-    unsigned char *side = lua_newuserdatauv(L, n ? n : 1, 0); /* freed by the GC on errors */
-    memset(side, 0, n ? n : 1);
-    read_group(L, net, 2, side, 1);
-    read_group(L, net, 3, side, 2);
+    const char *error = ud;
+    if (!error) return lua_pushnil(co), 1;
+    lua_pushstring(co, error);
+    return 1;
+}
+
+static void on_cut_done(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)result;
+    struct cut_wait *w = ctx;
+    sched_wake(w->sched, w->tok, push_cut_result, (void *)error);
+    free(w);
+}
+
+/* Asks netrun for the change and suspends the task until it is in place;
+ * continues with k. */
+static int cut_request(lua_State *L, struct l_network *net, const unsigned char *side,
+                       lua_KFunction k, lua_KContext ctx)
+{
+    const char *what = "partition";
+    struct cut_wait *w = malloc(sizeof *w);
+    if (!w) return luaL_error(L, "network '%s': %s: out of memory", net->topo->name, what);
+    w->sched = net->rt->sched;
     char err[512];
-    if (netrun_partition(net->run, side, err, sizeof err) < 0)
-        return luaL_error(L, "network '%s': partition: %s", net->topo->name, err);
+    if (netrun_partition(net->run, side, on_cut_done, w, err, sizeof err) < 0) {
+        free(w);
+        return luaL_error(L, "network '%s': %s: %s", net->topo->name, what, err);
+    }
+    /* The change's end comes from the loop, after this task yields. */
+    w->tok = sched_suspend(L);
+    return lua_yieldk(L, 0, ctx, k);
+}
+
+static int partition_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status, (void)ctx;
+    struct l_network *net = check_net(L, 1);
+    if (!lua_isnil(L, -1))
+        return luaL_error(L, "network '%s': partition: %s", net->topo->name, lua_tostring(L, -1));
     hn_logf(net->rt, "network '%s': partitioned", net->topo->name);
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
     lnet_fire(L, net, 1, "partition", 2);
     return 0;
+}
+
+/* net:partition({nodes}, {nodes}): what the hosts of one group send to the
+ * other's is dropped (both ways) until net:heal(); other traffic flows.
+ * Several partitions add up. Returns once the routes are in place. */
+static int l_net_partition(lua_State *L)
+{
+    struct l_network *net = check_net(L, 1);
+    check_started(L, net, "partition");
+    size_t n = net->topo->n_nodes;
+    lua_settop(L, 3);
+    unsigned char *side = lua_newuserdatauv(L, n ? n : 1, 0); /* freed by the GC on errors */
+    memset(side, 0, n ? n : 1);
+    read_group(L, net, 2, side, 1);
+    read_group(L, net, 3, side, 2);
+    return cut_request(L, net, side, partition_k, 0);
+}
+
+/* ctx: how many partitions went, times two, plus one for a heal of one cut. */
+static int heal_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    struct l_network *net = check_net(L, 1);
+    if (!lua_isnil(L, -1))
+        return luaL_error(L, "network '%s': heal: %s", net->topo->name, lua_tostring(L, -1));
+    hn_logf(net->rt, "network '%s': healed%s", net->topo->name, ctx & 1 ? " (one cut)" : "");
+    lnet_fire(L, net, 1, "heal", 0);
+    lua_pushinteger(L, (lua_Integer)(ctx >> 1));
+    return 1;
 }
 
 /* net:heal(): every partition goes; routes are as they were.
@@ -154,14 +216,19 @@ static int l_net_heal(lua_State *L)
     }
     char err[512];
     size_t healed = 0;
-    if (netrun_heal(net->run, side, &healed, err, sizeof err) < 0)
-        return luaL_error(L, "network '%s': heal: %s", net->topo->name, err);
-    if (healed > 0) {
-        hn_logf(net->rt, "network '%s': healed%s", net->topo->name, side ? " (one cut)" : "");
-        lnet_fire(L, net, 1, "heal", 0);
+    struct cut_wait *w = malloc(sizeof *w);
+    if (!w) return luaL_error(L, "network '%s': heal: out of memory", net->topo->name);
+    w->sched = net->rt->sched;
+    int rc = netrun_heal(net->run, side, &healed, on_cut_done, w, err, sizeof err);
+    if (rc <= 0) { /* refused, or nothing to heal: nothing to wait for */
+        free(w);
+        if (rc < 0) return luaL_error(L, "network '%s': heal: %s", net->topo->name, err);
+        lua_pushinteger(L, 0);
+        return 1;
     }
-    lua_pushinteger(L, (lua_Integer)healed);
-    return 1;
+    /* The routes change off the loop; the task waits (heal_k). */
+    w->tok = sched_suspend(L);
+    return lua_yieldk(L, 0, (lua_KContext)(healed << 1 | (side != NULL)), heal_k);
 }
 
 /* net:churn{...}, net:mobility{...} and node:move{...}: the schedules

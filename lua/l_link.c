@@ -148,8 +148,8 @@ static int link_call_k(lua_State *L, int status, lua_KContext ctx)
     return ctx == LINK_STATS ? 1 : 0;
 }
 
-/* Runs one link change: at once (kernel backend) or through linkd,
- * waiting for its reply (user backend). */
+/* Runs one link change, the task waiting for its end: off the loop on
+ * the kernel backend, linkd's reply on the user backend (netrun.h). */
 static int link_request(lua_State *L, struct l_link *h, enum link_change change,
                         const struct topo_link_params *params)
 {

@@ -11,6 +11,7 @@
 #include "lua/l_network.h"
 #include "kernels/profile.h"
 
+#include "controller/host_probe.h"
 #include "controller/netlife.h"
 #include "controller/netrun.h"
 #include "controller/peer_client.h"
@@ -245,6 +246,9 @@ static int l_network_new(lua_State *L)
         free(net);
         return luaL_error(L, "%s", err);
     }
+    /* The kernel's probe, off the loop, while the scenario describes the
+     * network: its start then finds it done (controller/host_probe.h). */
+    if (b != TOPO_BACKEND_NONE && !rt->draw) host_probe_begin(rt->loop, HOST_PROBE_KERNEL);
     net->tcp = tcp;
     net->rt = rt;
     net->self_ref = LUA_NOREF;

@@ -331,7 +331,7 @@ static int l_write_run_json(lua_State *L)
 {
     struct hn_runtime *rt = hn_runtime(L);
     char err[512];
-    if (run_write_json(rt->run, err, sizeof err) < 0) return luaL_error(L, "%s", err);
+    if (run_write_json_nowait(rt->run, err, sizeof err) < 0) return luaL_error(L, "%s", err);
     return 0;
 }
 

@@ -11,7 +11,9 @@
 #include "controller/log.h"
 #include "lua/scenario.h"
 
+#include "controller/host_probe.h"
 #include "controller/overload.h"
+#include "controller/reaper.h"
 #include "controller/durable.h"
 #include "controller/record.h"
 #include "controller/registry.h"
@@ -278,7 +280,8 @@ static void on_dilation_probe(void *ctx, const struct overload_auto *choice)
         char err[512];
         run_set_dilation_reason(&sc->run, choice->reason);
         hn_logf(&sc->rt, "dilation auto: 1 (%s)", choice->reason);
-        if (run_write_json(&sc->run, err, sizeof err) < 0) hn_logf(&sc->rt, "warning: %s", err);
+        if (run_write_json_nowait(&sc->run, err, sizeof err) < 0)
+            hn_logf(&sc->rt, "warning: %s", err);
         return;
     }
     sc->rerun->dilation = choice->dilation;
@@ -416,6 +419,7 @@ static void stop_networks(struct scenario *sc)
         ev_run(loop, EVRUN_ONCE);
     ev_timer_stop(loop, &sc->teardown_timer);
     l_network_release_all(&sc->rt); /* SIGKILLs and reaps whatever is left */
+    reaper_wait(NULL);              /* programs and linkds killed on the loop, still exiting */
 }
 
 /* Last of all: a crash before this leaves an entry whose sweep marks a
@@ -478,10 +482,12 @@ static void release(struct scenario *sc)
         ev_signal_stop(loop, &sc->sigterm);
     }
     ctl_log_set(NULL, NULL); /* the runtime's log goes; teardown messages to stderr */
+    host_probe_forget(NULL); /* a task's wait for a probe: the tasks go */
     sched_free(sc->rt.sched);
     overload_free(sc->rt.overload);
     sc->rt.overload = NULL;
     if (sc->rt.L) lua_close(sc->rt.L);
+    reaper_wait(NULL); /* what the handles' finalizers killed: nothing runs on */
     msgpack_sbuffer_destroy(&sc->rt.scratch);
     run_destroy(&sc->run);
 }

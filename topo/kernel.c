@@ -625,6 +625,13 @@ int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_lin
     return topo_kernel_link_set_dir(k, index, TOPO_KERNEL_BOTH, params, err, errlen);
 }
 
+int topo_kernel_link_check(const struct topo_kernel *k, const struct topo_link_params *params,
+                           char *err, size_t errlen)
+{
+    struct topo_shape_plan plan;
+    return plan_link(k, params, NULL, &plan, err, errlen);
+}
+
 /* Direction a to b is shaped by end a's egress qdiscs, b to a by end b's. */
 int topo_kernel_link_set_dir(struct topo_kernel *k, int index, int dir,
                              const struct topo_link_params *params, char *err, size_t errlen)
@@ -735,7 +742,7 @@ bool topo_kernel_separated(const struct topo_kernel *k, int a, int b)
 }
 
 /* Whether partition p cuts the same two groups as side (either way round). */
-static bool same_cut(const unsigned char *p, const unsigned char *side, size_t n)
+bool topo_kernel_same_cut(const unsigned char *p, const unsigned char *side, size_t n)
 {
     bool same = true, swapped = true;
     for (size_t i = 0; i < n; i++) {
@@ -774,7 +781,7 @@ static ssize_t take_partitions(struct topo_kernel *k, const unsigned char *match
     if (!taken) return -1;
     size_t n_taken = 0, n_kept = 0;
     for (size_t p = 0; p < k->n_partitions; p++) {
-        if (!match || same_cut(k->partitions[p], match, k->net->n_nodes))
+        if (!match || topo_kernel_same_cut(k->partitions[p], match, k->net->n_nodes))
             taken[n_taken++] = k->partitions[p];
         else
             k->partitions[n_kept++] = k->partitions[p];

@@ -69,6 +69,10 @@ int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_lin
 int topo_kernel_link_set_dir(struct topo_kernel *k, int index, int dir,
                              const struct topo_link_params *params, char *err, size_t errlen);
 int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err, size_t errlen);
+/* Whether params can be installed (the qdisc plan: a delay or loss needs
+ * sch_netem), without touching the kernel: 0, or -1 with the cause. */
+int topo_kernel_link_check(const struct topo_kernel *k, const struct topo_link_params *params,
+                           char *err, size_t errlen);
 /* Handover: the model already has one end of link l at its new node (end
  * a or b; the caller renamed it, topo_name_link_end); the interface moves
  * there from node `from` (topo_nl_link_move_build), is set up as at build
@@ -97,6 +101,8 @@ int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char
  * others staying in place; *healed (may be NULL) says how many went. */
 int topo_kernel_heal(struct topo_kernel *k, const unsigned char *side, size_t *healed, char *err,
                      size_t errlen);
+/* Whether partition p cuts the same two groups as side (either first). */
+bool topo_kernel_same_cut(const unsigned char *p, const unsigned char *side, size_t n);
 /* How many partitions are in place (0 once healed). */
 size_t topo_kernel_partitions(const struct topo_kernel *k);
 /* Whether a partition in place puts nodes a and b in opposite groups. */

@@ -2,7 +2,8 @@
  * marking of a dead run's run.json (run_json_mark_crashed, controller/run.h):
  * exclusive creation that refuses planted links and ignores the umask,
  * atomic replacement that leaves no temp file (also when the writer gives
- * up), the sync thread, and which run.json files a sweep may rewrite. */
+ * up), the loop's variant whose fsyncs the sync thread does, the sync
+ * thread, and which run.json files a sweep may rewrite. */
 #include "controller/durable.h"
 #include "controller/json_read.h"
 #include "controller/run.h"
@@ -106,6 +107,38 @@ static void test_replace(void)
     CHECK(entries() == before + 1);
 }
 
+/* Open descriptors of this process. */
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)))
+        n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+/* The loop's variant: the new content at once, the same atomicity, and the
+ * descriptors it opened for the sync thread closed by it. */
+static void test_replace_sync_later(void)
+{
+    char err[256];
+    int before = entries(), fds = open_fds();
+    for (int i = 0; i < 300; i++) { /* more than the thread's list holds at once */
+        char text[16];
+        snprintf(text, sizeof text, "v%d", i);
+        CHECK(durable_replace_sync_later(dir, "s.json", fill_hello, text, err, sizeof err) == 0);
+    }
+    CHECK_STREQ(read_text("s.json"), "v299");
+    CHECK(durable_replace_sync_later(dir, "s.json", fill_fail, NULL, err, sizeof err) < 0);
+    CHECK_STREQ(read_text("s.json"), "v299");
+    CHECK(entries() == before + 1);
+    for (int i = 0; i < 500 && open_fds() != fds; i++)
+        usleep(10000);
+    CHECK(open_fds() == fds);
+}
+
 static const char *status_of(const char *name)
 {
     static char status[32];
@@ -189,6 +222,7 @@ int main(void)
     if (!mkdtemp(dir)) CHECK_SKIP("cannot make a temporary directory");
     test_create();
     test_replace();
+    test_replace_sync_later();
     test_mark_crashed();
     test_trim();
     char cmd[128];

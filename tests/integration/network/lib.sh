@@ -82,6 +82,28 @@ hn_snapshot() {
 # "state start" of a pid, or nothing when it does not exist.
 hn_proc_state_start() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $1, $20 }'; }
 
+# Now in clock ticks since boot, the unit of a process's start time.
+hn_ticks_now() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%d\n", $1 * hz }' /proc/uptime; }
+
+# hn_netns_is_runs INODE ENDFILE: true unless every process holding the
+# namespace started after the run ended (ENDFILE: its end in ticks, written
+# by hn_run). The kernel recycles namespace inodes: once the run's namespace
+# is gone, another run's new one may carry its number, and that one is not
+# the run's to report or to end. A namespace held only by a mount, or a run
+# without an end file, counts as the run's.
+hn_netns_is_runs() {
+  local end p st holders=0
+  end=$(cat "$2" 2>/dev/null) || return 0
+  for p in $(find /proc/[0-9]*/ns/net /proc/[0-9]*/fd -maxdepth 1 -lname "net:\[$1\]" \
+    -printf '%h\n' 2>/dev/null | cut -d/ -f3 | sort -un); do
+    st=$(hn_proc_state_start "$p")
+    [[ -z $st ]] && continue
+    holders=1
+    ((${st#* } <= end)) && return 0
+  done
+  ((holders == 0))
+}
+
 # hn_problems OWNED RUN_ID BEFORE: prints one line per thing the run left behind.
 hn_problems() {
   local owned=$1 run_id=$2 before=$3 kind a b c st now_ns now_if
@@ -96,7 +118,7 @@ hn_problems() {
         fi
         ;;
       netns)
-        if grep -qx "$a" <<<"$now_ns"; then
+        if grep -qx "$a" <<<"$now_ns" && hn_netns_is_runs "$a" "${owned%.owned}.end"; then
           echo "network namespace net:[$a] ($b) still exists, held by: $(hn_netns_holders "$a")"
         fi
         ;;
@@ -162,6 +184,7 @@ hn_remove_leftovers() {
   while read -r kind a b _; do
     [[ $kind == netns && ( $a == "$host" ) ]] && continue
     [[ $kind == netns ]] && grep -qx "$a" "$before.netns" && continue
+    [[ $kind == netns ]] && ! hn_netns_is_runs "$a" "${owned%.owned}.end" && continue
     if [[ $kind == proc ]]; then
       st=$(hn_proc_state_start "$a")
       [[ -n $st && ${st#* } == "$b" ]] && kill -9 "$a" 2>/dev/null && echo "  removed: process $a"
@@ -190,6 +213,7 @@ hn_run() {
     >"$HN_TMP/$name.stdout" 2>"$HN_TMP/$name.stderr"
   HN_RC=$?
   t1=$(date +%s.%N)
+  hn_ticks_now >"$HN_TMP/$name.end"
   sed 's/^/  | /' "$HN_TMP/$name.stdout" "$HN_TMP/$name.stderr"
   awk -v a="$t0" -v b="$t1" -v t="${HN_RUN_TIMEOUT:-150}" 'BEGIN { exit !(b - a >= t) }' &&
     echo "$name: timed out after ${HN_RUN_TIMEOUT:-150} s"
