@@ -1,161 +1,35 @@
-/* netrun.c — one started network (see netrun.h). */
-#include "controller/netrun.h"
+/* netrun.c — one started network (see netrun.h); its parts in netrun_*.c
+ * share struct netrun through netrun_internal.h. */
+#include "controller/netrun_internal.h"
 
 #include "common/clock.h"
 #include "common/container.h"
-#include "controller/backend_pick.h"
 #include "controller/link_sampler.h"
 #include "controller/host_probe.h"
 #include "controller/linkd_client.h"
 #include "controller/log.h"
 #include "controller/peer_template.h"
-#include "controller/privilege.h"
-#include "controller/reaper.h"
 #include "controller/record.h"
 #include "controller/registry.h"
 #include "controller/tcp_counters.h"
 #include "controller/trace_player.h"
 #include "kernels/dataset.h"
-#include "kernels/device.h"
 #include "topo/address.h"
-#include "topo/cgroup.h"
 #include "topo/kernel.h"
 #include "topo/netns.h"
 #include "topo/nl.h"
-#include "topo/route.h"
 #include "topo/shape.h"
 #include "proto/msgmap.h"
 #include "proto/protocol.h"
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
-#include <stddef.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <stdio.h>
-#include <time.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define NETRUN_PHASES_MAX 16
-
-struct netrun_peer {
-    struct netrun *nr;
-    int node;
-    struct peer_client *client;
-    int template_id; /* request to the peer template, -1 once adopted */
-    uint8_t *told;   /* bit per node: its address was sent (netrun_tell_address) */
-    bool killed;     /* netrun_peer_kill'ed, until a restart (its exit comes later) */
-    /* A restart whose old peer is still exiting: the new peer's channel is
-     * open (client) and its end kept for the exec that follows the exit. */
-    struct peer_client *old;
-    int child_end; /* valid while old is set */
-};
-
-struct netrun {
-    struct ev_loop *loop;
-    struct topo_network *net;
-    enum topo_backend backend;
-    char reason[640];
-    struct topo_routing routing;
-    struct topo_kernel *kernel;
-    struct linkd_client **linkd; /* backend user: link l is served by linkd[l % n_linkd] */
-    size_t n_linkd;
-    struct netrun_peer *peers; /* one per node; client NULL for switches */
-    struct topo_cgroup cgroup;
-    bool cgroups_made;
-    char run_id[TOPO_CGROUP_NAME_MAX + 1]; /* names the run's group: "<run id>-<network>" */
-    char peer_path[4096];
-    bool peer_path_given;             /* netrun_config.peer_path: always through the template */
-    struct peer_template *template;   /* forks the peers at start; ends with them */
-    struct privilege_identity helper; /* who peers and linkd become once set up */
-    /* Proves a data connection belongs to this network (peer/data_auth.h):
-     * handed to the peers with their address book, never on a command line. */
-    uint8_t data_secret[32];
-    struct registry *registry;
-    uint32_t *loopback_next;
-    netrun_exit_fn on_exit;
-    void *ctx;
-    /* links.csv: linkd's counters (user backend) or the veths' (kernel
-     * backend, through sampler) sampled once per emulated second */
-    struct record *links_record;
-    struct record *tcp_record; /* tcp.csv (netrun_sample_tcp), or NULL */
-    bool tcp_warned;           /* a host's counters failed to read: logged once */
-    struct link_sampler *sampler;
-    /* link traces: slot 3 x link + dir (0: a to b, 1: b to a, 2: both),
-     * allocated at the first trace */
-    struct netrun_trace_slot *traces;
-    ev_timer sample_timer;
-    netrun_clock_fn clock; /* the run's emulated seconds, for the time_s column */
-    void *clock_ctx;
-    size_t samples_pending;
-    bool sample_warned; /* the sampler's first error was logged */
-    /* the start's phases in order, for the log (netrun_describe_start) */
-    struct {
-        const char *name;
-        double s;
-    } phases[NETRUN_PHASES_MAX];
-    size_t n_phases;
-    double phase_mark, start_s;
-    /* the build in flight (netrun_build): a step on a worker thread, whose
-     * end the loop hears through job_done; the template's replies through
-     * its own watchers (on_template_settled), bounded by template_deadline */
-    struct {
-        pthread_t thread;
-        bool running;
-        void (*work)(struct netrun *nr);
-        void (*then)(struct netrun *nr);
-        int rc;
-        struct net_error error; /* the first failure, once rc < 0 */
-    } job;
-    /* The loop's own failure while a step runs off it (asking for the
-     * peers while the veths are made): job_fail'ed once the step is over. */
-    struct {
-        bool active; /* the kernel backend's veths began with the peers' requests */
-        int rc;
-        struct net_error error;
-    } beside;
-    ev_async job_done;
-    ev_timer template_deadline;
-    bool collecting; /* the links are made: the template's settling ends the build */
-    bool plan_late;  /* the backend and the plan wait for the kernel's probe */
-    bool building;
-    bool freeing; /* released: replies still arriving are ignored */
-    /* peers SIGKILLed by a restart or the release, not reaped yet */
-    struct reaper_group dying;
-    /* netrun_release: what is waited for on the loop, then who is told */
-    struct {
-        bool active;
-        bool template_stopping; /* the peers are gone: the template goes */
-        bool failed_build;      /* build_fail's release: `built` is told, not `released` */
-        netrun_released_fn released;
-        void *ctx;
-        double cgroup_deadline;
-        ev_timer timer; /* the cgroups' removal retried, the template's exit awaited */
-    } release;
-    /* backend user: linkd's replies outstanding during the build */
-    struct link_add_ctx *link_adds;
-    size_t linkd_pending;
-    bool linkd_dropping;
-    ev_timer linkd_deadline;
-    netrun_built_fn built;
-    netrun_phase_fn links_made;
-    void *built_ctx;
-    /* Once built: the kernel changes asked for, in order, the first one
-     * running on the build's thread; and the loop's own view of the
-     * partitions in place (the kernel layer's record is the thread's). */
-    struct kernel_op *ops, *ops_tail;
-    unsigned char **cuts;
-    size_t n_cuts;
-};
-
-struct netrun_trace_slot {
-    struct netrun *nr;
-    int link, dir;
-    struct trace_player *player;
-};
+#include <unistd.h>
 
 /* One linkd process serves this many links before another is started, up to
  * four per core: a process is one event loop, so links spread over the
@@ -168,233 +42,6 @@ struct netrun_trace_slot {
 
 /* How long start waits for the peer template to have forked a peer. */
 #define PEER_START_TIMEOUT_S 30.0
-
-/* The build's steps (below): a step off the loop, and the first error. */
-static void job_begin(struct netrun *nr, void (*work)(struct netrun *),
-                      void (*then)(struct netrun *));
-static void job_fail(struct netrun *nr, bool env_error, const char *err);
-static void job_fail_at(struct netrun *nr, bool env_error, int node, int link, const char *err);
-static void phase_end(struct netrun *nr, const char *name);
-
-/* ---- backend choice ---- */
-
-static bool wants_gilbert(const struct topo_network *net)
-{
-    for (size_t i = 0; i < net->n_links; i++)
-        if (net->links[i].params.gilbert) return true;
-    return false;
-}
-
-static bool wants_ecn_marking(const struct topo_network *net)
-{
-    for (size_t i = 0; i < net->n_links; i++) {
-        const struct topo_units_queue *t = &net->links[i].params.ecn_threshold;
-        if (t->packets || t->bytes) return true;
-    }
-    return false;
-}
-
-/* Link options only hiernet-linkd emulates: the kernel backend's netem plans
- * carry no Gilbert-Elliott model, and its qdiscs (htb/tbf, bfifo, netem)
- * never mark ECN. Auto moves to the user backend; a network that asked for
- * the kernel is refused: for ECN as an environment error where the kernel
- * has no marking qdisc (sch_red) for hiernet to install. */
-static int keep_linkd_options(struct netrun *nr, const struct topo_nl_features *f, bool *env_error,
-                              char *err, size_t errlen)
-{
-    const struct topo_network *net = nr->net;
-    bool gilbert = wants_gilbert(net), ecn = wants_ecn_marking(net);
-    if (nr->backend != TOPO_BACKEND_KERNEL || (!gilbert && !ecn)) return 0;
-    const char *what = gilbert ? "gilbert burst loss" : "ECN marking (ecn_threshold)";
-    if (net->backend != TOPO_BACKEND_KERNEL) {
-        nr->backend = TOPO_BACKEND_USER;
-        snprintf(nr->reason, sizeof nr->reason, "auto: %s needs hiernet-linkd", what);
-        return 0;
-    }
-    if (gilbert)
-        snprintf(err, errlen, "network '%s': gilbert burst loss needs backend 'user' (or 'auto')",
-                 net->name);
-    else if (!f->available[TOPO_NL_FEATURE_RED]) {
-        *env_error = true;
-        snprintf(err, errlen,
-                 "network '%s': backend 'kernel' cannot mark ECN here: this kernel has no marking "
-                 "qdisc (%s); use backend 'user' or 'auto'",
-                 net->name, f->reason[TOPO_NL_FEATURE_RED]);
-    } else
-        snprintf(err, errlen,
-                 "network '%s': ecn_threshold needs backend 'user' (or 'auto'): the kernel "
-                 "backend does not install sch_red yet",
-                 net->name);
-    return -1;
-}
-
-static unsigned link_needs(const struct topo_network *net)
-{
-    unsigned needs = 0;
-    for (size_t i = 0; i < net->n_links; i++) {
-        const struct topo_link_params *p = &net->links[i].params;
-        if (p->rate_bps) needs |= BACKEND_NEED_RATE;
-        if (p->delay_ns || p->jitter_ns || p->loss > 0) needs |= BACKEND_NEED_NETEM;
-    }
-    for (size_t i = 0; i < net->n_nodes; i++)
-        if (net->nodes[i].kind == TOPO_NODE_SWITCH) needs |= BACKEND_NEED_BRIDGE;
-    return needs;
-}
-
-/* The kernel's features, probed once per process off the loop
- * (controller/host_probe.h); the build asks once the probe is done. */
-static const struct topo_nl_features *features(char *err, size_t errlen)
-{
-    return host_probe_kernel(err, errlen);
-}
-
-/* Backend none: the peers share the host's TCP stack, which a run must not
- * retune; a node's TCP settings are refused rather than dropped. */
-static int refuse_tcp_settings(const struct topo_network *net, char *err, size_t errlen)
-{
-    for (size_t i = 0; i < net->n_nodes; i++) {
-        if (!topo_tcp_any(&net->nodes[i].tcp)) continue;
-        snprintf(err, errlen,
-                 "network '%s': node '%s' has tcp settings, which backend 'none' cannot apply "
-                 "(its peers share the host's TCP stack); use backend 'kernel' or 'user'",
-                 net->name, net->nodes[i].name);
-        return -1;
-    }
-    return 0;
-}
-
-/* The congestion control a namespace starts with: the host's default
- * (a new namespace inherits it); "" when unreadable. */
-static void default_cc(char *cc, size_t len)
-{
-    cc[0] = '\0';
-    FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
-    if (!f) return;
-    if (!fgets(cc, (int)len, f)) cc[0] = '\0';
-    cc[strcspn(cc, "\n")] = '\0';
-    fclose(f);
-}
-
-/* A link that marks CE changes nothing for senders that are not
- * ECN-capable (their packets meet drop-tail as before) or whose congestion
- * control ignores the echo (BBR v1). Said once at the start rather than
- * changed behind the scenario's back: a run may compare exactly that. */
-static void warn_ecn_senders(const struct topo_network *net)
-{
-    if (!wants_ecn_marking(net)) return;
-    char host_cc[TOPO_TCP_CC_MAX];
-    default_cc(host_cc, sizeof host_cc);
-    const char *no_ecn = NULL, *bbr = NULL;
-    size_t n_no_ecn = 0, n_bbr = 0;
-    for (size_t i = 0; i < net->n_nodes; i++) {
-        const struct topo_node *n = &net->nodes[i];
-        if (n->kind != TOPO_NODE_HOST) continue;
-        const char *cc = n->tcp.cc[0] ? n->tcp.cc : host_cc;
-        if (n->tcp.ecn != TOPO_TCP_ECN_ON && !n_no_ecn++) no_ecn = n->name;
-        if (n->tcp.ecn == TOPO_TCP_ECN_ON && strcmp(cc, "bbr") == 0 && !n_bbr++) bbr = n->name;
-    }
-    if (n_no_ecn)
-        ctl_log("warning: network '%s': a link marks ECN (ecn_threshold), but %zu node(s) "
-                "('%s' first) leave tcp ecn off: their packets are not ECN-capable and meet the "
-                "queue's drop-tail as before; set tcp = { ecn = true }",
-                net->name, n_no_ecn, no_ecn);
-    if (n_bbr)
-        ctl_log("warning: network '%s': %zu node(s) ('%s' first) send ECN-capable packets with "
-                "congestion control bbr, which ignores ECN marks; set tcp = { cc = \"cubic\" } "
-                "(or reno)",
-                net->name, n_bbr, bbr);
-}
-
-static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t errlen)
-{
-    const struct topo_network *net = nr->net;
-    if (net->backend == TOPO_BACKEND_NONE) {
-        snprintf(nr->reason, sizeof nr->reason, "asked for: no emulation");
-        nr->backend = TOPO_BACKEND_NONE;
-        return refuse_tcp_settings(net, err, errlen);
-    }
-    char why[512];
-    const struct topo_nl_features *f = features(why, sizeof why);
-    *env_error = true;
-    if (!f) {
-        snprintf(err, errlen,
-                 "network '%s': backend '%s' needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) to create "
-                 "namespaces: %s; run as root or use backend = \"none\"",
-                 net->name, topo_backend_name(net->backend), why);
-        return -1;
-    }
-    unsigned needs = link_needs(net);
-    int pick = backend_pick(f, needs, why, sizeof why);
-    if (net->backend == TOPO_BACKEND_AUTO) {
-        if (pick == TOPO_BACKEND_NONE) {
-            snprintf(err, errlen, "network '%s': no backend can emulate its links here: %s",
-                     net->name, why);
-            return -1;
-        }
-        nr->backend = (enum topo_backend)pick;
-        snprintf(nr->reason, sizeof nr->reason, "auto: %s", why);
-    } else {
-        nr->backend = net->backend;
-        snprintf(nr->reason, sizeof nr->reason, "asked for");
-    }
-    *env_error = false; /* from here on, the scenario asks for what cannot be */
-    if (keep_linkd_options(nr, f, env_error, err, errlen) < 0) return -1;
-    warn_ecn_senders(net);
-    if (nr->backend == TOPO_BACKEND_KERNEL && (needs & BACKEND_NEED_NETEM) &&
-        !f->available[TOPO_NL_FEATURE_NETEM]) {
-        *env_error = true; /* this host's kernel lacks it */
-        snprintf(err, errlen,
-                 "network '%s': backend 'kernel' cannot emulate delay, jitter or loss here: this "
-                 "kernel has no sch_netem (%s); use backend 'user' or 'auto'",
-                 net->name, f->reason[TOPO_NL_FEATURE_NETEM]);
-        return -1;
-    }
-    *env_error = false;
-    return 0;
-}
-
-/* ---- devices ---- */
-
-/* A node asking for a device this host lacks fails the start, naming why;
- * *node is the one at fault. */
-static int check_devices(struct netrun *nr, int *node, bool *env_error, char *err, size_t errlen)
-{
-    for (size_t i = 0; i < nr->net->n_nodes; i++) {
-        const struct topo_node *n = &nr->net->nodes[i];
-        enum kern_device device;
-        char why[256];
-        if (n->kind != TOPO_NODE_HOST) continue;
-        *node = (int)i;
-        if (kern_device_parse(n->device, &device, why, sizeof why) < 0) {
-            snprintf(err, errlen, "node '%s': %s", n->name, why);
-            return -1;
-        }
-        /* Checked here too, not only by the peer as it opens the device:
-         * before any namespace or process exists, and as an environment
-         * error (exit code 3). CUDA's check loads its module: probed off
-         * the loop before the build begins (wants_cuda). */
-        if (device == KERN_DEVICE_CUDA && !host_probe_cuda(why, sizeof why)) {
-            *env_error = true;
-            snprintf(err, errlen, "node '%s': device '%s' is not available: %s", n->name, n->device,
-                     why);
-            return -1;
-        }
-    }
-    *node = -1;
-    return 0;
-}
-
-/* A node asks for cuda: the build begins once its probe is done. */
-static bool wants_cuda(const struct topo_network *net)
-{
-    for (size_t i = 0; i < net->n_nodes; i++)
-        if (net->nodes[i].kind == TOPO_NODE_HOST && strcmp(net->nodes[i].device, "cuda") == 0)
-            return true;
-    return false;
-}
-
-/* ---- topology ---- */
-
 static int start_linkds(struct netrun *nr, char *err, size_t errlen)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -418,12 +65,12 @@ static int start_linkds(struct netrun *nr, char *err, size_t errlen)
 }
 
 /* How long linkd may take to answer every link_add (or drop_root). */
-static double linkd_setup_timeout(const struct netrun *nr)
+double linkd_setup_timeout(const struct netrun *nr)
 {
     return 5.0 + 0.02 * (double)nr->net->n_links;
 }
 
-static struct linkd_client *linkd_of(const struct netrun *nr, int link)
+struct linkd_client *linkd_of(const struct netrun *nr, int link)
 {
     return nr->linkd[(size_t)link % nr->n_linkd];
 }
@@ -476,7 +123,7 @@ static void on_linkd_dropped(void *ctx, const char *error, const msgpack_object 
     linkd_answered(nr, -1, error ? why : NULL);
 }
 
-static void on_linkd_deadline(EV_P_ ev_timer *w, int revents)
+void on_linkd_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
     struct netrun *nr = container_of(w, struct netrun, linkd_deadline);
@@ -501,7 +148,6 @@ static int linkd_drop_root(struct netrun *nr, char *err, size_t errlen)
     return 0;
 }
 
-static void links_done(struct netrun *nr);
 static void work_user_configure(struct netrun *nr);
 
 static void linkd_settled(struct netrun *nr)
@@ -551,7 +197,7 @@ static int request_user_links(struct netrun *nr, int *link_at, char *err, size_t
     return 0;
 }
 
-static void make_user_links(struct netrun *nr)
+void make_user_links(struct netrun *nr)
 {
     char err[1024];
     int link = -1;
@@ -560,59 +206,6 @@ static void make_user_links(struct netrun *nr)
     if (nr->linkd_pending == 0) return linkd_settled(nr);
     ev_now_update(nr->loop); /* the linkds' starts took time the cached clock missed */
     ev_timer_start(nr->loop, &nr->linkd_deadline);
-}
-
-/* A Linux bridge numbers its ports with 10 bits, port 0 unused. */
-#define BRIDGE_MAX_PORTS 1023
-
-/* Emulated switches are bridges: refused before anything is made (*node:
- * the switch). */
-static int check_switch_ports(const struct topo_network *net, int *node, char *err, size_t errlen)
-{
-    for (size_t i = 0; i < net->n_nodes; i++) {
-        if (net->nodes[i].kind != TOPO_NODE_SWITCH) continue;
-        size_t ports = 0;
-        for (size_t l = 0; l < net->n_links; l++)
-            ports += (net->links[l].a == (int)i) + (net->links[l].b == (int)i);
-        if (ports > BRIDGE_MAX_PORTS)
-            return *node = (int)i,
-                   snprintf(err, errlen,
-                            "switch '%s': %zu links, but a Linux bridge takes at most %d ports; "
-                            "split the segment over several switches",
-                            net->nodes[i].name, ports, BRIDGE_MAX_PORTS),
-                   -1;
-    }
-    return 0;
-}
-
-/* Addresses and routes: pure computation on the model. */
-static int plan_topology(struct netrun *nr, int *node, char *err, size_t errlen)
-{
-    struct topo_network *net = nr->net;
-    if (nr->backend == TOPO_BACKEND_NONE) {
-        if (topo_assign_loopback_addresses(net, nr->loopback_next, err, errlen) < 0) return -1;
-        return net->n_links ? topo_routing_compute(net, &nr->routing, err, errlen) : 0;
-    }
-    if (check_switch_ports(net, node, err, errlen) < 0 ||
-        topo_assign_addresses(net, err, errlen) < 0)
-        return -1;
-    return topo_routing_compute(net, &nr->routing, err, errlen);
-}
-
-/* The backend and the address plan: while the namespaces are made when
- * the kernel's probe is done at the build's beginning, else right after
- * them (namespaces_made). */
-static int choose_and_plan(struct netrun *nr, struct net_error *error)
-{
-    char *err = error->message;
-    size_t errlen = sizeof error->message;
-    bool env_error = false;
-    int rc = choose_backend(nr, &env_error, err, errlen);
-    phase_end(nr, "backend");
-    if (rc == 0) rc = plan_topology(nr, &error->node, err, errlen);
-    phase_end(nr, "plan");
-    if (rc < 0) error->code = net_error_build_code(env_error);
-    return rc;
 }
 
 /* ---- the build's steps off the loop ----
@@ -631,8 +224,7 @@ static void *job_main(void *arg)
     return NULL;
 }
 
-static void job_begin(struct netrun *nr, void (*work)(struct netrun *),
-                      void (*then)(struct netrun *))
+void job_begin(struct netrun *nr, void (*work)(struct netrun *), void (*then)(struct netrun *))
 {
     nr->job.work = work;
     nr->job.then = then;
@@ -645,13 +237,13 @@ static void job_begin(struct netrun *nr, void (*work)(struct netrun *),
 }
 
 /* Goes on with `then` at the loop's next turn (no work off the loop). */
-static void job_then(struct netrun *nr, void (*then)(struct netrun *))
+void job_then(struct netrun *nr, void (*then)(struct netrun *))
 {
     nr->job.then = then;
     ev_async_send(nr->loop, &nr->job_done);
 }
 
-static void on_job_done(EV_P_ ev_async *w, int revents)
+void on_job_done(EV_P_ ev_async *w, int revents)
 {
     (void)revents;
     struct netrun *nr = container_of(w, struct netrun, job_done);
@@ -663,7 +255,7 @@ static void on_job_done(EV_P_ ev_async *w, int revents)
 }
 
 /* The build fails; node and link are the ones at fault (-1: none known). */
-static void job_fail_at(struct netrun *nr, bool env_error, int node, int link, const char *err)
+void job_fail_at(struct netrun *nr, bool env_error, int node, int link, const char *err)
 {
     if (nr->job.rc < 0) return; /* the first error wins */
     nr->job.rc = -1;
@@ -671,14 +263,14 @@ static void job_fail_at(struct netrun *nr, bool env_error, int node, int link, c
 }
 
 /* The build fails with a step's error (the first error wins). */
-static void job_fail_with(struct netrun *nr, const struct net_error *e)
+void job_fail_with(struct netrun *nr, const struct net_error *e)
 {
     if (nr->job.rc < 0) return;
     nr->job.rc = -1;
     nr->job.error = *e;
 }
 
-static void job_fail(struct netrun *nr, bool env_error, const char *err)
+void job_fail(struct netrun *nr, bool env_error, const char *err)
 {
     job_fail_at(nr, env_error, -1, -1, err);
 }
@@ -735,7 +327,7 @@ static bool wants_cpu_limit(const struct topo_network *net)
 
 /* The run's group is listed in the registry before it exists, so a crash
  * in between cannot leak it (registry.h). */
-static int prepare_cgroups(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+int prepare_cgroups(struct netrun *nr, bool *env_error, char *err, size_t errlen)
 {
     if (!wants_cpu_limit(nr->net)) return 0;
     char why[256];
@@ -759,7 +351,7 @@ static int prepare_cgroups(struct netrun *nr, bool *env_error, char *err, size_t
     return 0;
 }
 
-static int limit_cpu(struct netrun *nr, int node, pid_t pid, char *err, size_t errlen)
+int limit_cpu(struct netrun *nr, int node, pid_t pid, char *err, size_t errlen)
 {
     const struct topo_node *n = &nr->net->nodes[node];
     if (!(n->cpu > 0)) return 0;
@@ -773,7 +365,7 @@ static int limit_cpu(struct netrun *nr, int node, pid_t pid, char *err, size_t e
 /* ---- peers ---- */
 
 /* The identity peers and linkd drop to, and the network's data secret. */
-static int prepare_helpers(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+int prepare_helpers(struct netrun *nr, bool *env_error, char *err, size_t errlen)
 {
     if (getrandom(nr->data_secret, sizeof nr->data_secret, 0) != (ssize_t)sizeof nr->data_secret) {
         *env_error = true;
@@ -882,9 +474,8 @@ static int request_peer(struct netrun *nr, int node, char *err, size_t errlen)
  * collects them. With HIERNET_PEER set, each peer is exec'd instead, so a
  * wrapper there (valgrind, strace, a test's fake peer) sees every peer.
  * A failure for one node names it, and *node is its index. */
-static void on_template_settled(void *ctx);
 
-static int request_peers(struct netrun *nr, int *node, char *err, size_t errlen)
+int request_peers(struct netrun *nr, int *node, char *err, size_t errlen)
 {
     if (!nr->peer_path[0] && peer_client_sibling_path("hiernet-peer", "HIERNET_PEER", nr->peer_path,
                                                       sizeof nr->peer_path) < 0)
@@ -911,7 +502,7 @@ static int request_peers(struct netrun *nr, int *node, char *err, size_t errlen)
 /* Collects the peers the template started; runs after a failed start too,
  * so every started peer is known (and killed) when the network is freed.
  * The first failure names its node (*node). */
-static int adopt_peers(struct netrun *nr, int *node, char *err, size_t errlen)
+int adopt_peers(struct netrun *nr, int *node, char *err, size_t errlen)
 {
     int rc = 0;
     for (size_t i = 0; nr->template && i < nr->net->n_nodes; i++) {
@@ -944,7 +535,7 @@ static void phase_add(struct netrun *nr, const char *name, double seconds)
 }
 
 /* Ends the phase in progress under `name`. */
-static void phase_end(struct netrun *nr, const char *name)
+void phase_end(struct netrun *nr, const char *name)
 {
     double now = mono_s();
     phase_add(nr, name, now - nr->phase_mark);
@@ -952,7 +543,7 @@ static void phase_end(struct netrun *nr, const char *name)
 }
 
 /* The kernel layer's own passes, which ran inside the last phase ("links"). */
-static void phase_split_kernel(struct netrun *nr)
+void phase_split_kernel(struct netrun *nr)
 {
     if (!nr->kernel || nr->n_phases == 0) return;
     const struct topo_kernel_timing *t = topo_kernel_timing(nr->kernel);
@@ -965,7 +556,7 @@ static void phase_split_kernel(struct netrun *nr)
 /* The same when the peers were asked for while the veths were made: from
  * the namespaces' end, the kernel's passes as they took, and under "peers
  * asked" only what asking for the peers added beyond them. */
-static void phase_split_beside(struct netrun *nr)
+void phase_split_beside(struct netrun *nr)
 {
     double now = mono_s(), since = now - nr->phase_mark;
     const struct topo_kernel_timing *t = topo_kernel_timing(nr->kernel);
@@ -979,8 +570,6 @@ static void phase_split_beside(struct netrun *nr)
 }
 
 /* ---- lifecycle ---- */
-
-static void on_sample_timer(EV_P_ ev_timer *w, int revents);
 
 /* The build failed: `built` hears of it once the release has left nothing. */
 static void build_fail(struct netrun *nr)
@@ -1008,7 +597,7 @@ static void peers_collected(struct netrun *nr)
 
 /* Every peer asked for is forked (or the template broke): once the links
  * are made too, the build ends. */
-static void on_template_settled(void *ctx)
+void on_template_settled(void *ctx)
 {
     struct netrun *nr = ctx;
     if (nr->collecting) peers_collected(nr);
@@ -1023,7 +612,7 @@ static void on_template_deadline(EV_P_ ev_timer *w, int revents)
 }
 
 /* The links are made: wait (on the loop) for the template's forks. */
-static void links_done(struct netrun *nr)
+void links_done(struct netrun *nr)
 {
     if (nr->beside.rc < 0) {
         job_fail_with(nr, &nr->beside.error);
@@ -1100,8 +689,6 @@ static void links_begin(struct netrun *nr)
     if (nr->backend == TOPO_BACKEND_USER) return make_user_links(nr);
     links_done(nr);
 }
-
-static void on_release_timer(EV_P_ ev_timer *w, int revents);
 
 static struct netrun *netrun_alloc(struct ev_loop *loop, struct topo_network *net,
                                    const struct netrun_config *cfg)
@@ -1234,23 +821,7 @@ int netrun_node_ns(const struct netrun *nr, int node)
  * after the build, so two changes never meet there; the loop keeps a view
  * of its own of the partitions asked for (cuts, for netrun_separated). */
 
-enum kernel_op_kind { OP_PARTITION, OP_HEAL, OP_LINK_SET, OP_LINK_UPDOWN };
-/* OP_LINK_SET's dir: 0 (a to b), 1 or TOPO_KERNEL_BOTH (l:set). */
-
 static void cuts_free(struct netrun *nr);
-
-struct kernel_op {
-    enum kernel_op_kind kind;
-    unsigned char *side; /* per node its group (owned); OP_HEAL: NULL for every cut */
-    int link, dir;
-    bool up;
-    struct topo_link_params params;
-    peer_reply_fn cb;
-    void *ctx;
-    int rc;
-    char err[512];
-    struct kernel_op *next;
-};
 
 static void work_kernel_op(struct netrun *nr)
 {
@@ -1289,8 +860,8 @@ static void kernel_op_done(struct netrun *nr)
 }
 
 /* Queues a copy of *op (its side is taken over); 1: cb follows, or -1. */
-static int kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_reply_fn cb,
-                           void *ctx, char *err, size_t errlen)
+int kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_reply_fn cb, void *ctx,
+                    char *err, size_t errlen)
 {
     struct kernel_op *q = malloc(sizeof *q);
     if (!q) {
@@ -1331,7 +902,7 @@ static void kernel_ops_settle(struct netrun *nr)
 }
 
 /* The release: the change running has ended (joined); the rest never run. */
-static void kernel_ops_drop(struct netrun *nr)
+void kernel_ops_drop(struct netrun *nr)
 {
     while (nr->ops) {
         struct kernel_op *op = nr->ops;
@@ -1342,7 +913,7 @@ static void kernel_ops_drop(struct netrun *nr)
     cuts_free(nr);
 }
 
-static int link_not_emulated(struct netrun *nr, char *err, size_t errlen)
+int link_not_emulated(struct netrun *nr, char *err, size_t errlen)
 {
     snprintf(err, errlen, "backend '%s' does not emulate links", netrun_backend(nr));
     return -1;
@@ -1558,13 +1129,13 @@ size_t netrun_link_trace_changes(const struct netrun *nr, int link, int dir,
 }
 
 /* The rate in force on one direction: its trace's, else the link's. */
-static uint64_t rate_now(const struct netrun *nr, int link, int dir)
+uint64_t rate_now(const struct netrun *nr, int link, int dir)
 {
     const struct trace_player *p = trace_of(nr, link, dir);
     return p ? trace_player_current(p)->rate_bps : nr->net->links[link].params.rate_bps;
 }
 
-static void free_traces(struct netrun *nr)
+void free_traces(struct netrun *nr)
 {
     for (size_t i = 0; nr->traces && i < 3 * nr->net->n_links; i++)
         trace_player_free(nr->traces[i].player);
@@ -2028,7 +1599,7 @@ static void sample_tcp(struct netrun *nr)
     }
 }
 
-static void on_sample_timer(EV_P_ ev_timer *w, int revents)
+void on_sample_timer(EV_P_ ev_timer *w, int revents)
 {
     struct netrun *nr = container_of(w, struct netrun, sample_timer);
     char err[256];
@@ -2160,7 +1731,7 @@ static void release_begin(struct netrun *nr)
 }
 
 /* The run's group is gone (or given up on: said in the log): so is its entry. */
-static void cgroups_released(struct netrun *nr, int rc, const char *err)
+void cgroups_released(struct netrun *nr, int rc, const char *err)
 {
     if (rc != 0) ctl_log("%s", err);
     nr->cgroups_made = false;
@@ -2208,7 +1779,7 @@ static bool peers_reaped(struct netrun *nr)
     return true;
 }
 
-static void on_release_timer(EV_P_ ev_timer *w, int revents)
+void on_release_timer(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
     struct netrun *nr = container_of(w, struct netrun, release.timer);

@@ -1,0 +1,205 @@
+/* netrun_internal.h — what the parts of one started network share (the
+ * controller/netrun*.c files; netrun.h is the public face): struct netrun
+ * and the functions one part calls in another. Nothing outside netrun*.c
+ * includes it. */
+#pragma once
+
+#include "controller/netrun.h"
+#include "controller/privilege.h"
+#include "controller/reaper.h"
+#include "topo/cgroup.h"
+#include "topo/route.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct topo_nl_features;
+
+#define NETRUN_PHASES_MAX 16
+
+struct netrun_peer {
+    struct netrun *nr;
+    int node;
+    struct peer_client *client;
+    int template_id; /* request to the peer template, -1 once adopted */
+    uint8_t *told;   /* bit per node: its address was sent (netrun_tell_address) */
+    bool killed;     /* netrun_peer_kill'ed, until a restart (its exit comes later) */
+    /* A restart whose old peer is still exiting: the new peer's channel is
+     * open (client) and its end kept for the exec that follows the exit. */
+    struct peer_client *old;
+    int child_end; /* valid while old is set */
+};
+
+struct netrun {
+    struct ev_loop *loop;
+    struct topo_network *net;
+    enum topo_backend backend;
+    char reason[640];
+    struct topo_routing routing;
+    struct topo_kernel *kernel;
+    struct linkd_client **linkd; /* backend user: link l is served by linkd[l % n_linkd] */
+    size_t n_linkd;
+    struct netrun_peer *peers; /* one per node; client NULL for switches */
+    struct topo_cgroup cgroup;
+    bool cgroups_made;
+    char run_id[TOPO_CGROUP_NAME_MAX + 1]; /* names the run's group: "<run id>-<network>" */
+    char peer_path[4096];
+    bool peer_path_given;             /* netrun_config.peer_path: always through the template */
+    struct peer_template *template;   /* forks the peers at start; ends with them */
+    struct privilege_identity helper; /* who peers and linkd become once set up */
+    /* Proves a data connection belongs to this network (peer/data_auth.h):
+     * handed to the peers with their address book, never on a command line. */
+    uint8_t data_secret[32];
+    struct registry *registry;
+    uint32_t *loopback_next;
+    netrun_exit_fn on_exit;
+    void *ctx;
+    /* links.csv: linkd's counters (user backend) or the veths' (kernel
+     * backend, through sampler) sampled once per emulated second */
+    struct record *links_record;
+    struct record *tcp_record; /* tcp.csv (netrun_sample_tcp), or NULL */
+    bool tcp_warned;           /* a host's counters failed to read: logged once */
+    struct link_sampler *sampler;
+    /* link traces: slot 3 x link + dir (0: a to b, 1: b to a, 2: both),
+     * allocated at the first trace */
+    struct netrun_trace_slot *traces;
+    ev_timer sample_timer;
+    netrun_clock_fn clock; /* the run's emulated seconds, for the time_s column */
+    void *clock_ctx;
+    size_t samples_pending;
+    bool sample_warned; /* the sampler's first error was logged */
+    /* the start's phases in order, for the log (netrun_describe_start) */
+    struct {
+        const char *name;
+        double s;
+    } phases[NETRUN_PHASES_MAX];
+    size_t n_phases;
+    double phase_mark, start_s;
+    /* the build in flight (netrun_build): a step on a worker thread, whose
+     * end the loop hears through job_done; the template's replies through
+     * its own watchers (on_template_settled), bounded by template_deadline */
+    struct {
+        pthread_t thread;
+        bool running;
+        void (*work)(struct netrun *nr);
+        void (*then)(struct netrun *nr);
+        int rc;
+        struct net_error error; /* the first failure, once rc < 0 */
+    } job;
+    /* The loop's own failure while a step runs off it (asking for the
+     * peers while the veths are made): job_fail'ed once the step is over. */
+    struct {
+        bool active; /* the kernel backend's veths began with the peers' requests */
+        int rc;
+        struct net_error error;
+    } beside;
+    ev_async job_done;
+    ev_timer template_deadline;
+    bool collecting; /* the links are made: the template's settling ends the build */
+    bool plan_late;  /* the backend and the plan wait for the kernel's probe */
+    bool building;
+    bool freeing; /* released: replies still arriving are ignored */
+    /* peers SIGKILLed by a restart or the release, not reaped yet */
+    struct reaper_group dying;
+    /* netrun_release: what is waited for on the loop, then who is told */
+    struct {
+        bool active;
+        bool template_stopping; /* the peers are gone: the template goes */
+        bool failed_build;      /* build_fail's release: `built` is told, not `released` */
+        netrun_released_fn released;
+        void *ctx;
+        double cgroup_deadline;
+        ev_timer timer; /* the cgroups' removal retried, the template's exit awaited */
+    } release;
+    /* backend user: linkd's replies outstanding during the build */
+    struct link_add_ctx *link_adds;
+    size_t linkd_pending;
+    bool linkd_dropping;
+    ev_timer linkd_deadline;
+    netrun_built_fn built;
+    netrun_phase_fn links_made;
+    void *built_ctx;
+    /* Once built: the kernel changes asked for, in order, the first one
+     * running on the build's thread; and the loop's own view of the
+     * partitions in place (the kernel layer's record is the thread's). */
+    struct kernel_op *ops, *ops_tail;
+    unsigned char **cuts;
+    size_t n_cuts;
+};
+
+struct netrun_trace_slot {
+    struct netrun *nr;
+    int link, dir;
+    struct trace_player *player;
+};
+enum kernel_op_kind { OP_PARTITION, OP_HEAL, OP_LINK_SET, OP_LINK_UPDOWN };
+/* OP_LINK_SET's dir: 0 (a to b), 1 or TOPO_KERNEL_BOTH (l:set). */
+
+struct kernel_op {
+    enum kernel_op_kind kind;
+    unsigned char *side; /* per node its group (owned); OP_HEAL: NULL for every cut */
+    int link, dir;
+    bool up;
+    struct topo_link_params params;
+    peer_reply_fn cb;
+    void *ctx;
+    int rc;
+    char err[512];
+    struct kernel_op *next;
+};
+
+/* netrun_steps.c: a step off the loop, and the build's first error. */
+void job_begin(struct netrun *nr, void (*work)(struct netrun *), void (*then)(struct netrun *));
+void job_then(struct netrun *nr, void (*then)(struct netrun *));
+void on_job_done(EV_P_ ev_async *w, int revents);
+void job_fail(struct netrun *nr, bool env_error, const char *err);
+void job_fail_at(struct netrun *nr, bool env_error, int node, int link, const char *err);
+void job_fail_with(struct netrun *nr, const struct net_error *e);
+
+/* netrun_plan.c */
+const struct topo_nl_features *features(char *err, size_t errlen);
+int check_devices(struct netrun *nr, int *node, bool *env_error, char *err, size_t errlen);
+bool wants_cuda(const struct topo_network *net);
+int choose_and_plan(struct netrun *nr, struct net_error *error);
+
+/* netrun_linkd.c */
+double linkd_setup_timeout(const struct netrun *nr);
+struct linkd_client *linkd_of(const struct netrun *nr, int link);
+void on_linkd_deadline(EV_P_ ev_timer *w, int revents);
+void make_user_links(struct netrun *nr);
+
+/* netrun_build.c */
+void links_done(struct netrun *nr);
+void on_template_settled(void *ctx);
+
+/* netrun_cgroups.c */
+int prepare_cgroups(struct netrun *nr, bool *env_error, char *err, size_t errlen);
+int limit_cpu(struct netrun *nr, int node, pid_t pid, char *err, size_t errlen);
+void cgroups_released(struct netrun *nr, int rc, const char *err);
+
+/* netrun_peers.c */
+int prepare_helpers(struct netrun *nr, bool *env_error, char *err, size_t errlen);
+int request_peers(struct netrun *nr, int *node, char *err, size_t errlen);
+int adopt_peers(struct netrun *nr, int *node, char *err, size_t errlen);
+
+/* netrun_profile.c */
+void phase_end(struct netrun *nr, const char *name);
+void phase_split_kernel(struct netrun *nr);
+void phase_split_beside(struct netrun *nr);
+
+/* netrun_changes.c */
+int kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_reply_fn cb, void *ctx,
+                    char *err, size_t errlen);
+void kernel_ops_drop(struct netrun *nr);
+int link_not_emulated(struct netrun *nr, char *err, size_t errlen);
+
+/* netrun_traces.c */
+uint64_t rate_now(const struct netrun *nr, int link, int dir);
+void free_traces(struct netrun *nr);
+
+/* netrun_csv.c */
+void on_sample_timer(EV_P_ ev_timer *w, int revents);
+
+/* netrun.c */
+void on_release_timer(EV_P_ ev_timer *w, int revents);
