@@ -1,0 +1,277 @@
+/* netrun_changes.c — run-time changes to a built network: link set,
+ * up/down, counters and moves, partitions and heals; the kernel backend's
+ * run in order on the worker thread (netrun_steps.c). */
+#include "controller/netrun_internal.h"
+
+#include "controller/linkd_client.h"
+#include "topo/address.h"
+#include "topo/kernel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- run-time kernel changes, off the loop ----
+ *
+ * A partition is a netlink request per host of it, each with a route per
+ * host of the other group (a heal deletes them and replays the routes): at
+ * a few hundred hosts, tens of ms to seconds. So partitions, heals and the
+ * kernel backend's link changes run as steps on the build's thread (the
+ * build is over by then), one at a time in the order asked; the caller
+ * hears of each through its callback, from the loop. That thread alone
+ * uses the kernel layer's netlink sockets and its record of the partitions
+ * after the build, so two changes never meet there; the loop keeps a view
+ * of its own of the partitions asked for (cuts, for netrun_separated). */
+
+static void cuts_free(struct netrun *nr);
+
+static void work_kernel_op(struct netrun *nr)
+{
+    struct kernel_op *op = nr->ops;
+    struct topo_kernel *k = nr->kernel;
+    char *err = op->err;
+    size_t len = sizeof op->err;
+    if (op->kind == OP_PARTITION)
+        op->rc = topo_kernel_partition(k, op->side, err, len);
+    else if (op->kind == OP_HEAL)
+        op->rc = topo_kernel_heal(k, op->side, NULL, err, len);
+    else if (op->kind == OP_LINK_SET)
+        op->rc = topo_kernel_link_set_dir(k, op->link, op->dir, &op->params, err, len);
+    else
+        op->rc = topo_kernel_link_updown(k, op->link, op->up, err, len);
+}
+
+/* Tells the caller (result: an empty map) and frees op. */
+static void kernel_op_finish(struct kernel_op *op, const char *error)
+{
+    msgpack_object done = {.type = MSGPACK_OBJECT_MAP};
+    op->cb(op->ctx, error, error ? NULL : &done);
+    free(op->side);
+    free(op);
+}
+
+static void kernel_op_done(struct netrun *nr)
+{
+    struct kernel_op *op = nr->ops;
+    nr->ops = op->next;
+    if (!nr->ops)
+        nr->ops_tail = NULL;
+    else
+        job_begin(nr, work_kernel_op, kernel_op_done); /* the next one meanwhile */
+    kernel_op_finish(op, op->rc < 0 ? op->err : NULL);
+}
+
+/* Queues a copy of *op (its side is taken over); 1: cb follows, or -1. */
+int kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_reply_fn cb, void *ctx,
+                    char *err, size_t errlen)
+{
+    struct kernel_op *q = malloc(sizeof *q);
+    if (!q) {
+        free(op->side);
+        return snprintf(err, errlen, "out of memory"), -1;
+    }
+    *q = *op;
+    q->cb = cb;
+    q->ctx = ctx;
+    q->next = NULL;
+    bool idle = !nr->ops;
+    if (nr->ops_tail)
+        nr->ops_tail->next = q;
+    else
+        nr->ops = q;
+    nr->ops_tail = q;
+    if (idle) job_begin(nr, work_kernel_op, kernel_op_done);
+    return 1;
+}
+
+/* A move (netrun_link_move) changes the routing and the kernel on the
+ * loop: the changes asked for before it end first, here. The one loop
+ * wait left in a run's kernel changes, and only when a move meets changes
+ * still under way (a churn's move while a partition or l:set runs). */
+static void kernel_ops_settle(struct netrun *nr)
+{
+    if (!nr->ops) return;
+    if (nr->job.running) pthread_join(nr->job.thread, NULL);
+    nr->job.running = false;
+    nr->job.then = NULL; /* its ev_async finds nothing to do */
+    for (bool ran = true; nr->ops; ran = false) {
+        struct kernel_op *op = nr->ops;
+        if (!ran) work_kernel_op(nr); /* the first one ran on the thread */
+        nr->ops = op->next;
+        kernel_op_finish(op, op->rc < 0 ? op->err : NULL);
+    }
+    nr->ops_tail = NULL;
+}
+
+/* The release: the change running has ended (joined); the rest never run. */
+void kernel_ops_drop(struct netrun *nr)
+{
+    while (nr->ops) {
+        struct kernel_op *op = nr->ops;
+        nr->ops = op->next;
+        kernel_op_finish(op, "the network was released");
+    }
+    nr->ops_tail = NULL;
+    cuts_free(nr);
+}
+
+int link_not_emulated(struct netrun *nr, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "backend '%s' does not emulate links", netrun_backend(nr));
+    return -1;
+}
+
+int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *params,
+                    peer_reply_fn cb, void *ctx, char *err, size_t errlen)
+{
+    struct topo_link_params installed; /* the kernel backend dilates its own plans */
+    topo_link_params_dilate(params, nr->net->dilation, &installed);
+    if (nr->linkd)
+        return linkd_client_link_set(linkd_of(nr, link), link, &installed, cb, ctx, err, errlen) < 0
+                   ? -1
+                   : 1;
+    if (!nr->kernel) return link_not_emulated(nr, err, errlen);
+    struct kernel_op op = {
+        .kind = OP_LINK_SET, .link = link, .dir = TOPO_KERNEL_BOTH, .params = *params};
+    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
+}
+
+int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, void *ctx, char *err,
+                       size_t errlen)
+{
+    if (nr->linkd)
+        return linkd_client_link_updown(linkd_of(nr, link), link, up, cb, ctx, err, errlen) < 0 ? -1
+                                                                                                : 1;
+    if (!nr->kernel) return link_not_emulated(nr, err, errlen);
+    struct kernel_op op = {.kind = OP_LINK_UPDOWN, .link = link, .up = up};
+    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
+}
+
+int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
+                      size_t errlen)
+{
+    if (nr->linkd)
+        return linkd_client_link_stats(linkd_of(nr, link), link, cb, ctx, err, errlen) < 0 ? -1 : 1;
+    snprintf(err, errlen,
+             "counters come from the user backend (hiernet-linkd); backend '%s' keeps none",
+             netrun_backend(nr));
+    return -1;
+}
+
+static void cuts_free(struct netrun *nr)
+{
+    for (size_t i = 0; i < nr->n_cuts; i++)
+        free(nr->cuts[i]);
+    free(nr->cuts);
+    nr->cuts = NULL;
+    nr->n_cuts = 0;
+}
+
+/* The loop's view of a partition asked for: side copied into op and cuts. */
+static int cut_add(struct netrun *nr, const unsigned char *side, struct kernel_op *op)
+{
+    size_t n = nr->net->n_nodes;
+    unsigned char *copy = malloc(n), **grown = realloc(nr->cuts, (nr->n_cuts + 1) * sizeof *grown);
+    op->side = malloc(n);
+    if (grown) nr->cuts = grown;
+    if (!copy || !grown || !op->side) {
+        free(copy);
+        free(op->side);
+        return -1;
+    }
+    memcpy(copy, side, n);
+    memcpy(op->side, side, n);
+    nr->cuts[nr->n_cuts++] = copy;
+    return 0;
+}
+
+int netrun_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn cb, void *ctx,
+                     char *err, size_t errlen)
+{
+    if (!nr->kernel) {
+        snprintf(err, errlen, "backend '%s' emulates no network to cut (use kernel, user or auto)",
+                 netrun_backend(nr));
+        return -1;
+    }
+    struct kernel_op op = {.kind = OP_PARTITION};
+    if (cut_add(nr, side, &op) < 0) return snprintf(err, errlen, "out of memory"), -1;
+    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
+}
+
+/* The loop's view: the cuts that match side (NULL: all) go; how many. */
+static size_t cuts_take(struct netrun *nr, const unsigned char *side)
+{
+    size_t kept = 0, n = nr->n_cuts;
+    for (size_t p = 0; p < n; p++) {
+        if (!side || topo_kernel_same_cut(nr->cuts[p], side, nr->net->n_nodes))
+            free(nr->cuts[p]);
+        else
+            nr->cuts[kept++] = nr->cuts[p];
+    }
+    nr->n_cuts = kept;
+    return n - kept;
+}
+
+int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, peer_reply_fn cb,
+                void *ctx, char *err, size_t errlen)
+{
+    size_t n = nr->kernel ? cuts_take(nr, side) : 0; /* none: nothing was ever cut */
+    if (healed) *healed = n;
+    if (n == 0) return 0;
+    struct kernel_op op = {.kind = OP_HEAL};
+    if (side && !(op.side = malloc(nr->net->n_nodes)))
+        return snprintf(err, errlen, "out of memory"), -1;
+    if (side) memcpy(op.side, side, nr->net->n_nodes);
+    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
+}
+
+/* Puts link l's far end (not `stays`'s) at node `to` in the model, with a
+ * fresh interface name there; *end_a says which end moved. */
+static void move_link_end(struct topo_network *net, int l, int stays, int to, bool *end_a)
+{
+    struct topo_link *link = &net->links[l];
+    *end_a = link->b == stays;
+    if (*end_a)
+        link->a = to;
+    else
+        link->b = to;
+    topo_name_link_end(net, (size_t)l, to, *end_a ? link->ifname_a : link->ifname_b);
+}
+
+int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, size_t errlen)
+{
+    if (!nr->kernel) {
+        snprintf(err, errlen, "backend '%s' emulates no links to move (use kernel, user or auto)",
+                 netrun_backend(nr));
+        return -1;
+    }
+    kernel_ops_settle(nr); /* the kernel layer and the routing are the loop's now */
+    struct topo_network *net = nr->net;
+    struct topo_link saved = net->links[l];
+    int from = saved.a == stays ? saved.b : saved.a;
+    bool end_a;
+    move_link_end(net, l, stays, to, &end_a);
+    struct topo_routing fresh;
+    if (topo_routing_compute(net, &fresh, err, errlen) < 0) {
+        net->links[l] = saved; /* nothing was touched yet */
+        return -1;
+    }
+    topo_routing_free(&nr->routing);
+    nr->routing = fresh; /* the kernel layer reads it through its pointer */
+    int rc = topo_kernel_link_move(nr->kernel, l, end_a, from, err, errlen);
+    return rc < 0 ? rc : topo_kernel_reroute(nr->kernel, l, stays, err, errlen);
+}
+
+size_t netrun_partitions(const struct netrun *nr)
+{
+    return nr->n_cuts;
+}
+
+bool netrun_separated(const struct netrun *nr, int a, int b)
+{
+    for (size_t p = 0; p < nr->n_cuts; p++) {
+        const unsigned char *side = nr->cuts[p];
+        if (side[a] && side[b] && side[a] != side[b]) return true;
+    }
+    return false;
+}
