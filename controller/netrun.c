@@ -43,7 +43,7 @@ void netrun_close_peers(struct netrun *nr)
     ev_timer_stop(nr->loop, &nr->sample_timer);
     link_sampler_stop(nr->sampler); /* before the namespaces go */
     nr->sampler = NULL;
-    free_traces(nr); /* the links change no more */
+    netrun_free_traces(nr); /* the links change no more */
     for (size_t i = 0; i < nr->net->n_nodes; i++)
         if (nr->peers[i].client) peer_client_close(nr->peers[i].client);
 }
@@ -76,14 +76,14 @@ static void release_begin(struct netrun *nr)
     nr->job.running = false;
     nr->freeing = true;
     host_probe_forget(nr); /* a build waiting for a probe */
-    kernel_ops_drop(nr);
+    netrun_kernel_ops_drop(nr);
     ev_timer_stop(nr->loop, &nr->linkd_deadline);
     ev_async_stop(nr->loop, &nr->job_done);
     ev_timer_stop(nr->loop, &nr->template_deadline);
     ev_timer_stop(nr->loop, &nr->sample_timer);
     link_sampler_stop(nr->sampler); /* its sockets live in the namespaces freed below */
     nr->sampler = NULL;
-    free_traces(nr);
+    netrun_free_traces(nr);
     nr->links_record = NULL;
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
         struct netrun_peer *p = &nr->peers[i];
@@ -157,7 +157,7 @@ static bool peers_reaped(struct netrun *nr)
     return true;
 }
 
-void on_release_timer(EV_P_ ev_timer *w, int revents)
+void netrun_on_release_timer(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
     struct netrun *nr = container_of(w, struct netrun, release.timer);
@@ -165,7 +165,7 @@ void on_release_timer(EV_P_ ev_timer *w, int revents)
     if (nr->cgroups_made) {
         char err[256];
         int rc = topo_cgroup_run_remove_try(&nr->cgroup, nr->run_id, err, sizeof err);
-        if (rc != 1 || mono_s() > nr->release.cgroup_deadline) cgroups_released(nr, rc, err);
+        if (rc != 1 || mono_s() > nr->release.cgroup_deadline) netrun_cgroups_released(nr, rc, err);
     }
     if (nr->template || nr->cgroups_made) return;
     release_finish(nr, true);
@@ -193,6 +193,7 @@ void netrun_free(struct netrun *nr)
     nr->template = NULL;
     char err[256];
     if (nr->cgroups_made)
-        cgroups_released(nr, topo_cgroup_run_remove(&nr->cgroup, nr->run_id, err, sizeof err), err);
+        netrun_cgroups_released(
+            nr, topo_cgroup_run_remove(&nr->cgroup, nr->run_id, err, sizeof err), err);
     release_finish(nr, false);
 }

@@ -25,7 +25,7 @@ static void work_namespaces(struct netrun *nr)
     struct topo_kernel_options opts = {false, TOPO_SHAPE_ROOT_HTB}; /* netem: set after */
     char err[512];
     if (topo_kernel_create(nr->net, &opts, &nr->kernel, err, sizeof err) < 0)
-        job_fail(nr, true, err); /* the model is valid: what fails is the host */
+        netrun_job_fail(nr, true, err); /* the model is valid: what fails is the host */
 }
 
 /* The kernel now knows which qdiscs it has. */
@@ -33,7 +33,7 @@ static void namespaces_done(struct netrun *nr)
 {
     if (nr->backend == TOPO_BACKEND_NONE || !nr->kernel) return;
     char why[256];
-    const struct topo_nl_features *f = features(why, sizeof why);
+    const struct topo_nl_features *f = netrun_kernel_features(why, sizeof why);
     struct topo_kernel_options opts = {f && f->available[TOPO_NL_FEATURE_NETEM],
                                        TOPO_SHAPE_ROOT_HTB};
     topo_kernel_set_options(nr->kernel, &opts);
@@ -47,7 +47,7 @@ static void work_kernel_links(struct netrun *nr)
     char err[1024];
     if (topo_kernel_add_veths(nr->kernel, err, sizeof err) < 0 ||
         topo_kernel_configure(nr->kernel, &nr->routing, true, err, sizeof err) < 0)
-        job_fail(nr, true, err);
+        netrun_job_fail(nr, true, err);
 }
 
 /* ---- lifecycle ---- */
@@ -68,8 +68,9 @@ static void peers_collected(struct netrun *nr)
     ev_timer_stop(nr->loop, &nr->template_deadline);
     char err[1024];
     int node = -1;
-    if (adopt_peers(nr, &node, err, sizeof err) < 0) job_fail_at(nr, false, node, -1, err);
-    phase_end(nr, "peers forked");
+    if (netrun_adopt_peers(nr, &node, err, sizeof err) < 0)
+        netrun_job_fail_at(nr, false, node, -1, err);
+    netrun_phase_end(nr, "peers forked");
     if (nr->job.rc < 0) return build_fail(nr);
     nr->net->backend_used = nr->backend;
     nr->building = false;
@@ -78,7 +79,7 @@ static void peers_collected(struct netrun *nr)
 
 /* Every peer asked for is forked (or the template broke): once the links
  * are made too, the build ends. */
-void on_template_settled(void *ctx)
+void netrun_on_template_settled(void *ctx)
 {
     struct netrun *nr = ctx;
     if (nr->collecting) peers_collected(nr);
@@ -93,16 +94,16 @@ static void on_template_deadline(EV_P_ ev_timer *w, int revents)
 }
 
 /* The links are made: wait (on the loop) for the template's forks. */
-void links_done(struct netrun *nr)
+void netrun_links_done(struct netrun *nr)
 {
     if (nr->beside.rc < 0) {
-        job_fail_with(nr, &nr->beside.error);
+        netrun_job_fail_with(nr, &nr->beside.error);
     }
     if (nr->beside.active) {
-        phase_split_beside(nr);
+        netrun_phase_split_beside(nr);
     } else {
-        phase_end(nr, "links");
-        phase_split_kernel(nr);
+        netrun_phase_end(nr, "links");
+        netrun_phase_split_kernel(nr);
     }
     if (nr->links_made && nr->job.rc == 0) nr->links_made(nr->built_ctx);
     if (!nr->template || peer_template_settled(nr->template)) return peers_collected(nr);
@@ -121,8 +122,8 @@ static void plan_after_namespaces(void *ctx)
     struct net_error error;
     net_error_clear(&error);
     nr->plan_late = false;
-    if (choose_and_plan(nr, &error) < 0) {
-        job_fail_with(nr, &error);
+    if (netrun_choose_and_plan(nr, &error) < 0) {
+        netrun_job_fail_with(nr, &error);
         return build_fail(nr);
     }
     links_begin(nr);
@@ -132,19 +133,19 @@ static void plan_after_namespaces(void *ctx)
  * for the kernel's probe (on the loop, through its callback). */
 static void namespaces_made(struct netrun *nr)
 {
-    phase_end(nr, "namespaces");
+    netrun_phase_end(nr, "namespaces");
     if (nr->job.rc < 0) return build_fail(nr);
     if (!nr->plan_late) return links_begin(nr);
     if (host_probe_done(HOST_PROBE_KERNEL)) return plan_after_namespaces(nr);
     if (host_probe_wait(nr->loop, HOST_PROBE_KERNEL, plan_after_namespaces, nr) == 0) return;
-    job_fail(nr, false, "out of memory");
+    netrun_job_fail(nr, false, "out of memory");
     build_fail(nr);
 }
 
 /* Then: cgroups, the peers asked of the template, links.
  * The kernel backend's veths are made off the loop meanwhile: asking a
  * thousand peers of the template took 0.02-0.1 s of the start before they
- * began. A failure here then waits for that step's end (links_done). */
+ * began. A failure here then waits for that step's end (netrun_links_done). */
 static void links_begin(struct netrun *nr)
 {
     char err[1024];
@@ -153,22 +154,22 @@ static void links_begin(struct netrun *nr)
     namespaces_done(nr);
     bool beside = nr->backend == TOPO_BACKEND_KERNEL;
     nr->beside.active = beside;
-    if (beside) job_begin(nr, work_kernel_links, links_done);
-    int rc = prepare_cgroups(nr, &env_error, err, sizeof err);
-    if (rc == 0) rc = request_peers(nr, &node, err, sizeof err);
-    if (!beside) phase_end(nr, "peers asked"); /* else split at links_done */
+    if (beside) netrun_job_begin(nr, work_kernel_links, netrun_links_done);
+    int rc = netrun_prepare_cgroups(nr, &env_error, err, sizeof err);
+    if (rc == 0) rc = netrun_request_peers(nr, &node, err, sizeof err);
+    if (!beside) netrun_phase_end(nr, "peers asked"); /* else split at netrun_links_done */
     if (rc < 0 && beside) {
         nr->beside.rc = -1;
         net_error_set(&nr->beside.error, net_error_build_code(env_error), node, -1, err);
-        return; /* links_done follows the step, adopts what was asked for, then fails */
+        return; /* netrun_links_done follows the step, adopts what was asked for, then fails */
     }
     if (rc < 0) {
-        job_fail_at(nr, env_error, node, -1, err);
-        return links_done(nr); /* adopts what was asked for, then fails */
+        netrun_job_fail_at(nr, env_error, node, -1, err);
+        return netrun_links_done(nr); /* adopts what was asked for, then fails */
     }
     if (beside) return;
-    if (nr->backend == TOPO_BACKEND_USER) return make_user_links(nr);
-    links_done(nr);
+    if (nr->backend == TOPO_BACKEND_USER) return netrun_make_user_links(nr);
+    netrun_links_done(nr);
 }
 
 static struct netrun *netrun_alloc(struct ev_loop *loop, struct topo_network *net,
@@ -182,12 +183,12 @@ static struct netrun *netrun_alloc(struct ev_loop *loop, struct topo_network *ne
     }
     nr->loop = loop;
     nr->net = net;
-    ev_timer_init(&nr->sample_timer, on_sample_timer, 1.0, 1.0);
-    ev_async_init(&nr->job_done, on_job_done);
+    ev_timer_init(&nr->sample_timer, netrun_on_sample_timer, 1.0, 1.0);
+    ev_async_init(&nr->job_done, netrun_on_job_done);
     ev_async_start(loop, &nr->job_done);
     ev_init(&nr->template_deadline, on_template_deadline);
-    ev_init(&nr->release.timer, on_release_timer);
-    ev_timer_init(&nr->linkd_deadline, on_linkd_deadline, linkd_setup_timeout(nr), 0);
+    ev_init(&nr->release.timer, netrun_on_release_timer);
+    ev_timer_init(&nr->linkd_deadline, netrun_on_linkd_deadline, netrun_linkd_setup_timeout(nr), 0);
     nr->registry = cfg->registry;
     nr->loopback_next = cfg->loopback_next;
     snprintf(nr->run_id, sizeof nr->run_id, "%s-%s", cfg->run_id ? cfg->run_id : "run", net->name);
@@ -201,14 +202,15 @@ static int build_begin(struct netrun *nr, struct net_error *error)
 {
     net_error_clear(error);
     bool env_error = false;
-    int rc = check_devices(nr, &error->node, &env_error, error->message, sizeof error->message);
-    if (rc == 0) rc = prepare_helpers(nr, &env_error, error->message, sizeof error->message);
+    int rc =
+        netrun_check_devices(nr, &error->node, &env_error, error->message, sizeof error->message);
+    if (rc == 0) rc = netrun_prepare_helpers(nr, &env_error, error->message, sizeof error->message);
     if (rc < 0) error->code = net_error_build_code(env_error);
     bool emulated = nr->net->backend != TOPO_BACKEND_NONE;
-    if (rc == 0 && emulated) job_begin(nr, work_namespaces, namespaces_made);
+    if (rc == 0 && emulated) netrun_job_begin(nr, work_namespaces, namespaces_made);
     nr->plan_late = emulated && !host_probe_done(HOST_PROBE_KERNEL);
-    if (rc == 0 && !nr->plan_late) rc = choose_and_plan(nr, error);
-    if (rc == 0 && !emulated) job_then(nr, namespaces_made);
+    if (rc == 0 && !nr->plan_late) rc = netrun_choose_and_plan(nr, error);
+    if (rc == 0 && !emulated) netrun_job_then(nr, namespaces_made);
     return rc;
 }
 
@@ -219,8 +221,8 @@ static void on_devices_probed(void *ctx)
     struct netrun *nr = ctx;
     struct net_error error;
     if (build_begin(nr, &error) == 0) return;
-    job_fail_with(nr, &error);
-    if (!nr->job.running) job_then(nr, namespaces_made);
+    netrun_job_fail_with(nr, &error);
+    if (!nr->job.running) netrun_job_then(nr, namespaces_made);
 }
 
 int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
@@ -244,7 +246,7 @@ int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct ne
      * backend's choice waits for it only if it is not done by then. */
     if (net->backend != TOPO_BACKEND_NONE) host_probe_begin(loop, HOST_PROBE_KERNEL);
     int rc = 0;
-    if (wants_cuda(net) && !host_probe_done(HOST_PROBE_CUDA))
+    if (netrun_wants_cuda(net) && !host_probe_done(HOST_PROBE_CUDA))
         rc = host_probe_wait(loop, HOST_PROBE_CUDA, on_devices_probed, nr) < 0
                  ? (snprintf(error->message, sizeof error->message, "network '%s': out of memory",
                              net->name),

@@ -18,7 +18,7 @@ static bool wants_cpu_limit(const struct topo_network *net)
 
 /* The run's group is listed in the registry before it exists, so a crash
  * in between cannot leak it (registry.h). */
-int prepare_cgroups(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+int netrun_prepare_cgroups(struct netrun *nr, bool *env_error, char *err, size_t errlen)
 {
     if (!wants_cpu_limit(nr->net)) return 0;
     char why[256];
@@ -42,7 +42,7 @@ int prepare_cgroups(struct netrun *nr, bool *env_error, char *err, size_t errlen
     return 0;
 }
 
-int limit_cpu(struct netrun *nr, int node, pid_t pid, char *err, size_t errlen)
+int netrun_limit_cpu(struct netrun *nr, int node, pid_t pid, char *err, size_t errlen)
 {
     const struct topo_node *n = &nr->net->nodes[node];
     if (!(n->cpu > 0)) return 0;
@@ -54,7 +54,7 @@ int limit_cpu(struct netrun *nr, int node, pid_t pid, char *err, size_t errlen)
 }
 
 /* The run's group is gone (or given up on: said in the log): so is its entry. */
-void cgroups_released(struct netrun *nr, int rc, const char *err)
+void netrun_cgroups_released(struct netrun *nr, int rc, const char *err)
 {
     if (rc != 0) ctl_log("%s", err);
     nr->cgroups_made = false;

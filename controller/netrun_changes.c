@@ -57,13 +57,13 @@ static void kernel_op_done(struct netrun *nr)
     if (!nr->ops)
         nr->ops_tail = NULL;
     else
-        job_begin(nr, work_kernel_op, kernel_op_done); /* the next one meanwhile */
+        netrun_job_begin(nr, work_kernel_op, kernel_op_done); /* the next one meanwhile */
     kernel_op_finish(op, op->rc < 0 ? op->err : NULL);
 }
 
 /* Queues a copy of *op (its side is taken over); 1: cb follows, or -1. */
-int kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_reply_fn cb, void *ctx,
-                    char *err, size_t errlen)
+int netrun_kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_reply_fn cb,
+                           void *ctx, char *err, size_t errlen)
 {
     struct kernel_op *q = malloc(sizeof *q);
     if (!q) {
@@ -80,7 +80,7 @@ int kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_reply_fn
     else
         nr->ops = q;
     nr->ops_tail = q;
-    if (idle) job_begin(nr, work_kernel_op, kernel_op_done);
+    if (idle) netrun_job_begin(nr, work_kernel_op, kernel_op_done);
     return 1;
 }
 
@@ -104,7 +104,7 @@ static void kernel_ops_settle(struct netrun *nr)
 }
 
 /* The release: the change running has ended (joined); the rest never run. */
-void kernel_ops_drop(struct netrun *nr)
+void netrun_kernel_ops_drop(struct netrun *nr)
 {
     while (nr->ops) {
         struct kernel_op *op = nr->ops;
@@ -115,7 +115,7 @@ void kernel_ops_drop(struct netrun *nr)
     cuts_free(nr);
 }
 
-int link_not_emulated(struct netrun *nr, char *err, size_t errlen)
+int netrun_link_not_emulated(struct netrun *nr, char *err, size_t errlen)
 {
     snprintf(err, errlen, "backend '%s' does not emulate links", netrun_backend(nr));
     return -1;
@@ -127,31 +127,36 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
     struct topo_link_params installed; /* the kernel backend dilates its own plans */
     topo_link_params_dilate(params, nr->net->dilation, &installed);
     if (nr->linkd)
-        return linkd_client_link_set(linkd_of(nr, link), link, &installed, cb, ctx, err, errlen) < 0
+        return linkd_client_link_set(netrun_linkd_of(nr, link), link, &installed, cb, ctx, err,
+                                     errlen) < 0
                    ? -1
                    : 1;
-    if (!nr->kernel) return link_not_emulated(nr, err, errlen);
+    if (!nr->kernel) return netrun_link_not_emulated(nr, err, errlen);
     struct kernel_op op = {
         .kind = OP_LINK_SET, .link = link, .dir = TOPO_KERNEL_BOTH, .params = *params};
-    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
+    return netrun_kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
 int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, void *ctx, char *err,
                        size_t errlen)
 {
     if (nr->linkd)
-        return linkd_client_link_updown(linkd_of(nr, link), link, up, cb, ctx, err, errlen) < 0 ? -1
-                                                                                                : 1;
-    if (!nr->kernel) return link_not_emulated(nr, err, errlen);
+        return linkd_client_link_updown(netrun_linkd_of(nr, link), link, up, cb, ctx, err, errlen) <
+                       0
+                   ? -1
+                   : 1;
+    if (!nr->kernel) return netrun_link_not_emulated(nr, err, errlen);
     struct kernel_op op = {.kind = OP_LINK_UPDOWN, .link = link, .up = up};
-    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
+    return netrun_kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
 int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
                       size_t errlen)
 {
     if (nr->linkd)
-        return linkd_client_link_stats(linkd_of(nr, link), link, cb, ctx, err, errlen) < 0 ? -1 : 1;
+        return linkd_client_link_stats(netrun_linkd_of(nr, link), link, cb, ctx, err, errlen) < 0
+                   ? -1
+                   : 1;
     snprintf(err, errlen,
              "counters come from the user backend (hiernet-linkd); backend '%s' keeps none",
              netrun_backend(nr));
@@ -195,7 +200,7 @@ int netrun_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn
     }
     struct kernel_op op = {.kind = OP_PARTITION};
     if (cut_add(nr, side, &op) < 0) return snprintf(err, errlen, "out of memory"), -1;
-    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
+    return netrun_kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
 /* The loop's view: the cuts that match side (NULL: all) go; how many. */
@@ -222,7 +227,7 @@ int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, pe
     if (side && !(op.side = malloc(nr->net->n_nodes)))
         return snprintf(err, errlen, "out of memory"), -1;
     if (side) memcpy(op.side, side, nr->net->n_nodes);
-    return kernel_op_queue(nr, &op, cb, ctx, err, errlen);
+    return netrun_kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
 /* Puts link l's far end (not `stays`'s) at node `to` in the model, with a

@@ -40,7 +40,7 @@ static void record_direction(struct netrun *nr, const char *t, int id, const cha
     struct proto_args args;
     proto_args_init(&args, counters);
     snprintf(cells[N_LINK_COLUMNS - 1], sizeof cells[0], "%llu",
-             (unsigned long long)rate_now(nr, id, dir[0] == 'b'));
+             (unsigned long long)netrun_rate_now(nr, id, dir[0] == 'b'));
     row[N_LINK_COLUMNS - 1] = cells[N_LINK_COLUMNS - 1];
     for (size_t c = 5; c < N_LINK_COLUMNS - 1; c++) {
         int64_t v = 0;
@@ -95,7 +95,7 @@ static void record_veth_direction(struct netrun *nr, const char *t, int id, cons
     snprintf(p, sizeof p, "%llu", (unsigned long long)counts[0]);
     snprintf(b, sizeof b, "%llu", (unsigned long long)counts[1]);
     snprintf(d, sizeof d, "%llu", (unsigned long long)counts[2]);
-    snprintf(r, sizeof r, "%llu", (unsigned long long)rate_now(nr, id, dir[0] == 'b'));
+    snprintf(r, sizeof r, "%llu", (unsigned long long)netrun_rate_now(nr, id, dir[0] == 'b'));
     const char *row[N_LINK_COLUMNS] = {t, nr->net->name, link, dir, up ? "1" : "0", p,    b,    p,
                                        b, NULL,          NULL, d,   NULL,           NULL, NULL, r};
     char err[256];
@@ -191,7 +191,7 @@ static void sample_tcp(struct netrun *nr)
     }
 }
 
-void on_sample_timer(EV_P_ ev_timer *w, int revents)
+void netrun_on_sample_timer(EV_P_ ev_timer *w, int revents)
 {
     struct netrun *nr = container_of(w, struct netrun, sample_timer);
     char err[256];
@@ -223,6 +223,6 @@ void netrun_sample_links(struct netrun *nr, struct record *rec, netrun_clock_fn 
         }
     }
     double every = nr->net->dilation > 1 ? nr->net->dilation : 1.0; /* one emulated second */
-    ev_timer_init(&nr->sample_timer, on_sample_timer, every, every);
+    ev_timer_init(&nr->sample_timer, netrun_on_sample_timer, every, every);
     ev_timer_start(nr->loop, &nr->sample_timer);
 }

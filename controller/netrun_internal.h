@@ -78,7 +78,7 @@ struct netrun {
     double phase_mark, start_s;
     /* the build in flight (netrun_build): a step on a worker thread, whose
      * end the loop hears through job_done; the template's replies through
-     * its own watchers (on_template_settled), bounded by template_deadline */
+     * its own watchers (netrun_on_template_settled), bounded by template_deadline */
     struct {
         pthread_t thread;
         bool running;
@@ -88,7 +88,7 @@ struct netrun {
         struct net_error error; /* the first failure, once rc < 0 */
     } job;
     /* The loop's own failure while a step runs off it (asking for the
-     * peers while the veths are made): job_fail'ed once the step is over. */
+     * peers while the veths are made): netrun_job_fail'ed once the step is over. */
     struct {
         bool active; /* the kernel backend's veths began with the peers' requests */
         int rc;
@@ -150,56 +150,57 @@ struct kernel_op {
 };
 
 /* netrun_steps.c: a step off the loop, and the build's first error. */
-void job_begin(struct netrun *nr, void (*work)(struct netrun *), void (*then)(struct netrun *));
-void job_then(struct netrun *nr, void (*then)(struct netrun *));
-void on_job_done(EV_P_ ev_async *w, int revents);
-void job_fail(struct netrun *nr, bool env_error, const char *err);
-void job_fail_at(struct netrun *nr, bool env_error, int node, int link, const char *err);
-void job_fail_with(struct netrun *nr, const struct net_error *e);
+void netrun_job_begin(struct netrun *nr, void (*work)(struct netrun *),
+                      void (*then)(struct netrun *));
+void netrun_job_then(struct netrun *nr, void (*then)(struct netrun *));
+void netrun_on_job_done(EV_P_ ev_async *w, int revents);
+void netrun_job_fail(struct netrun *nr, bool env_error, const char *err);
+void netrun_job_fail_at(struct netrun *nr, bool env_error, int node, int link, const char *err);
+void netrun_job_fail_with(struct netrun *nr, const struct net_error *e);
 
 /* netrun_plan.c */
-const struct topo_nl_features *features(char *err, size_t errlen);
-int check_devices(struct netrun *nr, int *node, bool *env_error, char *err, size_t errlen);
-bool wants_cuda(const struct topo_network *net);
-int choose_and_plan(struct netrun *nr, struct net_error *error);
+const struct topo_nl_features *netrun_kernel_features(char *err, size_t errlen);
+int netrun_check_devices(struct netrun *nr, int *node, bool *env_error, char *err, size_t errlen);
+bool netrun_wants_cuda(const struct topo_network *net);
+int netrun_choose_and_plan(struct netrun *nr, struct net_error *error);
 
 /* netrun_linkd.c */
-double linkd_setup_timeout(const struct netrun *nr);
-struct linkd_client *linkd_of(const struct netrun *nr, int link);
-void on_linkd_deadline(EV_P_ ev_timer *w, int revents);
-void make_user_links(struct netrun *nr);
+double netrun_linkd_setup_timeout(const struct netrun *nr);
+struct linkd_client *netrun_linkd_of(const struct netrun *nr, int link);
+void netrun_on_linkd_deadline(EV_P_ ev_timer *w, int revents);
+void netrun_make_user_links(struct netrun *nr);
 
 /* netrun_build.c */
-void links_done(struct netrun *nr);
-void on_template_settled(void *ctx);
+void netrun_links_done(struct netrun *nr);
+void netrun_on_template_settled(void *ctx);
 
 /* netrun_cgroups.c */
-int prepare_cgroups(struct netrun *nr, bool *env_error, char *err, size_t errlen);
-int limit_cpu(struct netrun *nr, int node, pid_t pid, char *err, size_t errlen);
-void cgroups_released(struct netrun *nr, int rc, const char *err);
+int netrun_prepare_cgroups(struct netrun *nr, bool *env_error, char *err, size_t errlen);
+int netrun_limit_cpu(struct netrun *nr, int node, pid_t pid, char *err, size_t errlen);
+void netrun_cgroups_released(struct netrun *nr, int rc, const char *err);
 
 /* netrun_peers.c */
-int prepare_helpers(struct netrun *nr, bool *env_error, char *err, size_t errlen);
-int request_peers(struct netrun *nr, int *node, char *err, size_t errlen);
-int adopt_peers(struct netrun *nr, int *node, char *err, size_t errlen);
+int netrun_prepare_helpers(struct netrun *nr, bool *env_error, char *err, size_t errlen);
+int netrun_request_peers(struct netrun *nr, int *node, char *err, size_t errlen);
+int netrun_adopt_peers(struct netrun *nr, int *node, char *err, size_t errlen);
 
 /* netrun_profile.c */
-void phase_end(struct netrun *nr, const char *name);
-void phase_split_kernel(struct netrun *nr);
-void phase_split_beside(struct netrun *nr);
+void netrun_phase_end(struct netrun *nr, const char *name);
+void netrun_phase_split_kernel(struct netrun *nr);
+void netrun_phase_split_beside(struct netrun *nr);
 
 /* netrun_changes.c */
-int kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_reply_fn cb, void *ctx,
-                    char *err, size_t errlen);
-void kernel_ops_drop(struct netrun *nr);
-int link_not_emulated(struct netrun *nr, char *err, size_t errlen);
+int netrun_kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_reply_fn cb,
+                           void *ctx, char *err, size_t errlen);
+void netrun_kernel_ops_drop(struct netrun *nr);
+int netrun_link_not_emulated(struct netrun *nr, char *err, size_t errlen);
 
 /* netrun_traces.c */
-uint64_t rate_now(const struct netrun *nr, int link, int dir);
-void free_traces(struct netrun *nr);
+uint64_t netrun_rate_now(const struct netrun *nr, int link, int dir);
+void netrun_free_traces(struct netrun *nr);
 
 /* netrun_csv.c */
-void on_sample_timer(EV_P_ ev_timer *w, int revents);
+void netrun_on_sample_timer(EV_P_ ev_timer *w, int revents);
 
 /* netrun.c */
-void on_release_timer(EV_P_ ev_timer *w, int revents);
+void netrun_on_release_timer(EV_P_ ev_timer *w, int revents);

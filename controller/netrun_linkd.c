@@ -39,12 +39,12 @@ static int start_linkds(struct netrun *nr, char *err, size_t errlen)
 }
 
 /* How long linkd may take to answer every link_add (or drop_root). */
-double linkd_setup_timeout(const struct netrun *nr)
+double netrun_linkd_setup_timeout(const struct netrun *nr)
 {
     return 5.0 + 0.02 * (double)nr->net->n_links;
 }
 
-struct linkd_client *linkd_of(const struct netrun *nr, int link)
+struct linkd_client *netrun_linkd_of(const struct netrun *nr, int link)
 {
     return nr->linkd[(size_t)link % nr->n_linkd];
 }
@@ -63,7 +63,7 @@ static void linkd_settled(struct netrun *nr);
 /* One of linkd's replies; error names what failed, link the link (or -1). */
 static void linkd_answered(struct netrun *nr, int link, const char *error)
 {
-    if (error) job_fail_at(nr, true, -1, link, error);
+    if (error) netrun_job_fail_at(nr, true, -1, link, error);
     if (--nr->linkd_pending == 0) linkd_settled(nr);
 }
 
@@ -97,14 +97,14 @@ static void on_linkd_dropped(void *ctx, const char *error, const msgpack_object 
     linkd_answered(nr, -1, error ? why : NULL);
 }
 
-void on_linkd_deadline(EV_P_ ev_timer *w, int revents)
+void netrun_on_linkd_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
     struct netrun *nr = container_of(w, struct netrun, linkd_deadline);
     char why[160];
     snprintf(why, sizeof why, "hiernet-linkd: %zu request(s) unanswered after %.1f s",
-             nr->linkd_pending, linkd_setup_timeout(nr));
-    job_fail(nr, true, why);
+             nr->linkd_pending, netrun_linkd_setup_timeout(nr));
+    netrun_job_fail(nr, true, why);
     nr->linkd_pending = 1; /* later replies are ignored from here on */
     linkd_answered(nr, -1, NULL);
 }
@@ -129,14 +129,14 @@ static void linkd_settled(struct netrun *nr)
     ev_timer_stop(nr->loop, &nr->linkd_deadline);
     char err[512];
     if (nr->job.rc == 0 && nr->helper.drop && !nr->linkd_dropping) {
-        if (linkd_drop_root(nr, err, sizeof err) < 0) job_fail(nr, true, err);
+        if (linkd_drop_root(nr, err, sizeof err) < 0) netrun_job_fail(nr, true, err);
         if (nr->linkd_pending) { /* a fresh allowance for the drops */
-            ev_timer_set(&nr->linkd_deadline, linkd_setup_timeout(nr), 0);
+            ev_timer_set(&nr->linkd_deadline, netrun_linkd_setup_timeout(nr), 0);
             return ev_timer_start(nr->loop, &nr->linkd_deadline);
         }
     }
-    if (nr->job.rc < 0) return links_done(nr);
-    job_begin(nr, work_user_configure, links_done);
+    if (nr->job.rc < 0) return netrun_links_done(nr);
+    netrun_job_begin(nr, work_user_configure, netrun_links_done);
 }
 
 /* *link: the one whose request failed, or -1. */
@@ -159,8 +159,8 @@ static int request_user_links(struct netrun *nr, int *link_at, char *err, size_t
         topo_link_params_dilate(&link->params, net->dilation, &installed);
         nr->link_adds[l] = (struct link_add_ctx){nr, (int)l};
         char why[512];
-        if (linkd_client_link_add(linkd_of(nr, (int)l), (int)l, path_a, link->ifname_a, path_b,
-                                  link->ifname_b, &installed, seed, on_link_added,
+        if (linkd_client_link_add(netrun_linkd_of(nr, (int)l), (int)l, path_a, link->ifname_a,
+                                  path_b, link->ifname_b, &installed, seed, on_link_added,
                                   &nr->link_adds[l], why, sizeof why) < 0) {
             *link_at = (int)l;
             link_error(nr, (int)l, why, err, errlen);
@@ -171,12 +171,12 @@ static int request_user_links(struct netrun *nr, int *link_at, char *err, size_t
     return 0;
 }
 
-void make_user_links(struct netrun *nr)
+void netrun_make_user_links(struct netrun *nr)
 {
     char err[1024];
     int link = -1;
     if (start_linkds(nr, err, sizeof err) < 0 || request_user_links(nr, &link, err, sizeof err) < 0)
-        job_fail_at(nr, true, -1, link, err);
+        netrun_job_fail_at(nr, true, -1, link, err);
     if (nr->linkd_pending == 0) return linkd_settled(nr);
     ev_now_update(nr->loop); /* the linkds' starts took time the cached clock missed */
     ev_timer_start(nr->loop, &nr->linkd_deadline);
@@ -187,5 +187,5 @@ static void work_user_configure(struct netrun *nr)
 {
     char err[1024];
     if (topo_kernel_configure(nr->kernel, &nr->routing, false, err, sizeof err) < 0)
-        job_fail(nr, true, err);
+        netrun_job_fail(nr, true, err);
 }

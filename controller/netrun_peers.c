@@ -21,7 +21,7 @@
 /* ---- peers ---- */
 
 /* The identity peers and linkd drop to, and the network's data secret. */
-int prepare_helpers(struct netrun *nr, bool *env_error, char *err, size_t errlen)
+int netrun_prepare_helpers(struct netrun *nr, bool *env_error, char *err, size_t errlen)
 {
     if (getrandom(nr->data_secret, sizeof nr->data_secret, 0) != (ssize_t)sizeof nr->data_secret) {
         *env_error = true;
@@ -85,7 +85,7 @@ static void peer_argv_build(const struct netrun *nr, const struct topo_node *n, 
 /* The peer of `node` runs as pid: limit it, register it. */
 static int register_peer(struct netrun *nr, int node, pid_t pid, char *err, size_t errlen)
 {
-    if (limit_cpu(nr, node, pid, err, errlen) < 0) return -1;
+    if (netrun_limit_cpu(nr, node, pid, err, errlen) < 0) return -1;
     if (!nr->registry) return 0;
     unsigned long inode = nr->kernel ? topo_netns_inode(netrun_node_ns(nr, node)) : 0;
     return registry_add_node(nr->registry, nr->net->name, nr->net->nodes[node].name, pid, inode,
@@ -126,12 +126,12 @@ static int request_peer(struct netrun *nr, int node, char *err, size_t errlen)
 }
 
 /* Every host's peer, asked of a template (controller/peer_template.h): the
- * forks run on another core while the links are made; adopt_peers then
+ * forks run on another core while the links are made; netrun_adopt_peers then
  * collects them. With HIERNET_PEER set, each peer is exec'd instead, so a
  * wrapper there (valgrind, strace, a test's fake peer) sees every peer.
  * A failure for one node names it, and *node is its index. */
 
-int request_peers(struct netrun *nr, int *node, char *err, size_t errlen)
+int netrun_request_peers(struct netrun *nr, int *node, char *err, size_t errlen)
 {
     if (!nr->peer_path[0] && peer_client_sibling_path("hiernet-peer", "HIERNET_PEER", nr->peer_path,
                                                       sizeof nr->peer_path) < 0)
@@ -142,7 +142,7 @@ int request_peers(struct netrun *nr, int *node, char *err, size_t errlen)
     if (!(wrapper && *wrapper) || nr->peer_path_given) {
         nr->template = peer_template_start(nr->loop, nr->peer_path, err, errlen);
         if (!nr->template) return -1;
-        peer_template_on_settled(nr->template, on_template_settled, nr);
+        peer_template_on_settled(nr->template, netrun_on_template_settled, nr);
     }
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
         if (nr->net->nodes[i].kind != TOPO_NODE_HOST) continue;
@@ -158,7 +158,7 @@ int request_peers(struct netrun *nr, int *node, char *err, size_t errlen)
 /* Collects the peers the template started; runs after a failed start too,
  * so every started peer is known (and killed) when the network is freed.
  * The first failure names its node (*node). */
-int adopt_peers(struct netrun *nr, int *node, char *err, size_t errlen)
+int netrun_adopt_peers(struct netrun *nr, int *node, char *err, size_t errlen)
 {
     int rc = 0;
     for (size_t i = 0; nr->template && i < nr->net->n_nodes; i++) {

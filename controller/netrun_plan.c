@@ -81,7 +81,7 @@ static unsigned link_needs(const struct topo_network *net)
 
 /* The kernel's features, probed once per process off the loop
  * (controller/host_probe.h); the build asks once the probe is done. */
-const struct topo_nl_features *features(char *err, size_t errlen)
+const struct topo_nl_features *netrun_kernel_features(char *err, size_t errlen)
 {
     return host_probe_kernel(err, errlen);
 }
@@ -152,7 +152,7 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
         return refuse_tcp_settings(net, err, errlen);
     }
     char why[512];
-    const struct topo_nl_features *f = features(why, sizeof why);
+    const struct topo_nl_features *f = netrun_kernel_features(why, sizeof why);
     *env_error = true;
     if (!f) {
         snprintf(err, errlen,
@@ -195,7 +195,7 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
 
 /* A node asking for a device this host lacks fails the start, naming why;
  * *node is the one at fault. */
-int check_devices(struct netrun *nr, int *node, bool *env_error, char *err, size_t errlen)
+int netrun_check_devices(struct netrun *nr, int *node, bool *env_error, char *err, size_t errlen)
 {
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
         const struct topo_node *n = &nr->net->nodes[i];
@@ -210,7 +210,7 @@ int check_devices(struct netrun *nr, int *node, bool *env_error, char *err, size
         /* Checked here too, not only by the peer as it opens the device:
          * before any namespace or process exists, and as an environment
          * error (exit code 3). CUDA's check loads its module: probed off
-         * the loop before the build begins (wants_cuda). */
+         * the loop before the build begins (netrun_wants_cuda). */
         if (device == KERN_DEVICE_CUDA && !host_probe_cuda(why, sizeof why)) {
             *env_error = true;
             snprintf(err, errlen, "node '%s': device '%s' is not available: %s", n->name, n->device,
@@ -223,7 +223,7 @@ int check_devices(struct netrun *nr, int *node, bool *env_error, char *err, size
 }
 
 /* A node asks for cuda: the build begins once its probe is done. */
-bool wants_cuda(const struct topo_network *net)
+bool netrun_wants_cuda(const struct topo_network *net)
 {
     for (size_t i = 0; i < net->n_nodes; i++)
         if (net->nodes[i].kind == TOPO_NODE_HOST && strcmp(net->nodes[i].device, "cuda") == 0)
@@ -271,15 +271,15 @@ static int plan_topology(struct netrun *nr, int *node, char *err, size_t errlen)
 /* The backend and the address plan: while the namespaces are made when
  * the kernel's probe is done at the build's beginning, else right after
  * them (namespaces_made). */
-int choose_and_plan(struct netrun *nr, struct net_error *error)
+int netrun_choose_and_plan(struct netrun *nr, struct net_error *error)
 {
     char *err = error->message;
     size_t errlen = sizeof error->message;
     bool env_error = false;
     int rc = choose_backend(nr, &env_error, err, errlen);
-    phase_end(nr, "backend");
+    netrun_phase_end(nr, "backend");
     if (rc == 0) rc = plan_topology(nr, &error->node, err, errlen);
-    phase_end(nr, "plan");
+    netrun_phase_end(nr, "plan");
     if (rc < 0) error->code = net_error_build_code(env_error);
     return rc;
 }

@@ -18,7 +18,7 @@ static void phase_add(struct netrun *nr, const char *name, double seconds)
 }
 
 /* Ends the phase in progress under `name`. */
-void phase_end(struct netrun *nr, const char *name)
+void netrun_phase_end(struct netrun *nr, const char *name)
 {
     double now = mono_s();
     phase_add(nr, name, now - nr->phase_mark);
@@ -26,7 +26,7 @@ void phase_end(struct netrun *nr, const char *name)
 }
 
 /* The kernel layer's own passes, which ran inside the last phase ("links"). */
-void phase_split_kernel(struct netrun *nr)
+void netrun_phase_split_kernel(struct netrun *nr)
 {
     if (!nr->kernel || nr->n_phases == 0) return;
     const struct topo_kernel_timing *t = topo_kernel_timing(nr->kernel);
@@ -39,7 +39,7 @@ void phase_split_kernel(struct netrun *nr)
 /* The same when the peers were asked for while the veths were made: from
  * the namespaces' end, the kernel's passes as they took, and under "peers
  * asked" only what asking for the peers added beyond them. */
-void phase_split_beside(struct netrun *nr)
+void netrun_phase_split_beside(struct netrun *nr)
 {
     double now = mono_s(), since = now - nr->phase_mark;
     const struct topo_kernel_timing *t = topo_kernel_timing(nr->kernel);

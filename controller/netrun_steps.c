@@ -23,7 +23,8 @@ static void *job_main(void *arg)
     return NULL;
 }
 
-void job_begin(struct netrun *nr, void (*work)(struct netrun *), void (*then)(struct netrun *))
+void netrun_job_begin(struct netrun *nr, void (*work)(struct netrun *),
+                      void (*then)(struct netrun *))
 {
     nr->job.work = work;
     nr->job.then = then;
@@ -36,13 +37,13 @@ void job_begin(struct netrun *nr, void (*work)(struct netrun *), void (*then)(st
 }
 
 /* Goes on with `then` at the loop's next turn (no work off the loop). */
-void job_then(struct netrun *nr, void (*then)(struct netrun *))
+void netrun_job_then(struct netrun *nr, void (*then)(struct netrun *))
 {
     nr->job.then = then;
     ev_async_send(nr->loop, &nr->job_done);
 }
 
-void on_job_done(EV_P_ ev_async *w, int revents)
+void netrun_on_job_done(EV_P_ ev_async *w, int revents)
 {
     (void)revents;
     struct netrun *nr = container_of(w, struct netrun, job_done);
@@ -54,7 +55,7 @@ void on_job_done(EV_P_ ev_async *w, int revents)
 }
 
 /* The build fails; node and link are the ones at fault (-1: none known). */
-void job_fail_at(struct netrun *nr, bool env_error, int node, int link, const char *err)
+void netrun_job_fail_at(struct netrun *nr, bool env_error, int node, int link, const char *err)
 {
     if (nr->job.rc < 0) return; /* the first error wins */
     nr->job.rc = -1;
@@ -62,14 +63,14 @@ void job_fail_at(struct netrun *nr, bool env_error, int node, int link, const ch
 }
 
 /* The build fails with a step's error (the first error wins). */
-void job_fail_with(struct netrun *nr, const struct net_error *e)
+void netrun_job_fail_with(struct netrun *nr, const struct net_error *e)
 {
     if (nr->job.rc < 0) return;
     nr->job.rc = -1;
     nr->job.error = *e;
 }
 
-void job_fail(struct netrun *nr, bool env_error, const char *err)
+void netrun_job_fail(struct netrun *nr, bool env_error, const char *err)
 {
-    job_fail_at(nr, env_error, -1, -1, err);
+    netrun_job_fail_at(nr, env_error, -1, -1, err);
 }

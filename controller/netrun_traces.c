@@ -73,7 +73,7 @@ static void trace_change_queue(struct netrun *nr, const struct netrun_trace_slot
     char err[128];
     struct kernel_op op = {.kind = OP_LINK_SET, .link = slot->link, .dir = slot->dir, .params = *p};
     if (c) *c = (struct trace_change){nr, slot->link, slot->dir, *p};
-    if (!c || kernel_op_queue(nr, &op, on_trace_change, c, err, sizeof err) < 0) {
+    if (!c || netrun_kernel_op_queue(nr, &op, on_trace_change, c, err, sizeof err) < 0) {
         free(c);
         ctl_log("warning: a link trace's change was dropped: out of memory");
     }
@@ -90,8 +90,8 @@ static void apply_trace(void *ctx, const struct topo_trace *t, const struct topo
     int rc;
     if (nr->linkd) {
         topo_link_params_dilate(&p, nr->net->dilation, &installed);
-        rc = linkd_client_link_set_dir(linkd_of(nr, slot->link), slot->link, slot->dir, &installed,
-                                       on_trace_reply, NULL, err, sizeof err);
+        rc = linkd_client_link_set_dir(netrun_linkd_of(nr, slot->link), slot->link, slot->dir,
+                                       &installed, on_trace_reply, NULL, err, sizeof err);
     } else if (nr->ops) { /* a change runs on the thread: this one goes after it */
         return trace_change_queue(nr, slot, &p);
     } else { /* the thread is idle: a qdisc change or two, here */
@@ -122,9 +122,9 @@ static int send_schedule(struct netrun *nr, int link, int dir, const struct topo
     int rc = 0;
     for (int d = 0; d < 2 && rc == 0; d++)
         if (dir == d || dir == TOPO_KERNEL_BOTH)
-            rc = linkd_client_link_schedule(linkd_of(nr, link), link, d, at, t->n_opportunities,
-                                            (uint64_t)llround(t->period_s * 1e3 * us),
-                                            on_trace_reply, NULL, err, errlen);
+            rc = linkd_client_link_schedule(
+                netrun_linkd_of(nr, link), link, d, at, t->n_opportunities,
+                (uint64_t)llround(t->period_s * 1e3 * us), on_trace_reply, NULL, err, errlen);
     free(at);
     return rc;
 }
@@ -143,8 +143,8 @@ static void stop_traces(struct netrun *nr, int link, int dir)
         char err[128];
         for (int e = 0; scheduled && e < 2; e++)
             if (d == e || d == TOPO_KERNEL_BOTH)
-                linkd_client_link_schedule(linkd_of(nr, link), link, e, NULL, 0, 1, on_trace_reply,
-                                           NULL, err, sizeof err);
+                linkd_client_link_schedule(netrun_linkd_of(nr, link), link, e, NULL, 0, 1,
+                                           on_trace_reply, NULL, err, sizeof err);
     }
 }
 
@@ -166,7 +166,7 @@ int netrun_link_trace(struct netrun *nr, int link, int dir, struct topo_trace *t
 {
     if (!nr->linkd && !nr->kernel) {
         topo_trace_free(trace);
-        return link_not_emulated(nr, err, errlen);
+        return netrun_link_not_emulated(nr, err, errlen);
     }
     if (!nr->traces && !(nr->traces = calloc(3 * nr->net->n_links, sizeof *nr->traces))) {
         topo_trace_free(trace);
@@ -211,13 +211,13 @@ size_t netrun_link_trace_changes(const struct netrun *nr, int link, int dir,
 }
 
 /* The rate in force on one direction: its trace's, else the link's. */
-uint64_t rate_now(const struct netrun *nr, int link, int dir)
+uint64_t netrun_rate_now(const struct netrun *nr, int link, int dir)
 {
     const struct trace_player *p = trace_of(nr, link, dir);
     return p ? trace_player_current(p)->rate_bps : nr->net->links[link].params.rate_bps;
 }
 
-void free_traces(struct netrun *nr)
+void netrun_free_traces(struct netrun *nr)
 {
     for (size_t i = 0; nr->traces && i < 3 * nr->net->n_links; i++)
         trace_player_free(nr->traces[i].player);
