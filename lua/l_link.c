@@ -1,7 +1,7 @@
 /* l_link.c — link handles: l:set{...}, l:down(), l:up(), l:stats(), l.a, l.b,
  * l.name. The kernel backend applies changes at once; the user backend sends
  * them to hiernet-linkd and the calling task waits for its reply
- * (controller/netrun.c decides which). */
+ * (controller/netrun_changes.c decides which). */
 #include "lua/l_fields.h"
 #include "lua/l_net.h"
 

@@ -8,7 +8,7 @@
  * its state and its run-time changes controller/netlife.c (and
  * netlife_ops.c), which this calls, asks and hears back from through
  * on_transition; a started network (backend, peers, cgroups)
- * controller/netrun.c behind it; the waiting lua/l_sched.c. */
+ * controller/netrun*.c behind it; the waiting lua/l_sched.c. */
 #include "lua/l_network.h"
 #include "kernels/profile.h"
 

@@ -21,7 +21,7 @@
 #define TOPO_CGROUP_PERIOD_US 100000ULL  /* the kernel's default CFS period */
 #define TOPO_CGROUP_QUOTA_MIN_US 1000ULL /* the kernel rejects quotas below 1 ms */
 #define TOPO_CGROUP_PREFIX "hiernet-"
-/* Bytes of a group's name: a run's is "<run id>-<network>" (netrun.c), a
+/* Bytes of a group's name: a run's is "<run id>-<network>" (netrun_build.c), a
  * node's is the node's name (topo/names.h). */
 #define TOPO_CGROUP_NAME_MAX (HN_RUN_ID_MAX + 1 + HN_NODE_NAME_MAX)
 
