@@ -60,12 +60,8 @@ local DWELL_S = quick and { 2, 8 } or { 10, 30 }
 local DYNAMICS = {}
 for _, name in ipairs(ex.list_param("dynamics", "traces,churn,moves")) do DYNAMICS[name] = true end
 
-local backend = ex.backend()
-if backend == "none" then
-  hn.log("mobile_edge: traces and handovers need an emulated network; nothing to show on backend none")
-  ex.finish{ scenario = "mobile_edge", backend = backend, results = {} }
-  return
-end
+local backend = ex.emulated_backend("mobile_edge", "traces and handovers")
+if not backend then return end
 
 local net = hn.network{ name = "mobile", backend = backend, seed = 1 }
 local cloud = net:node("cloud", { tier = "cloud" })
