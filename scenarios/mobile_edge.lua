@@ -19,7 +19,9 @@
 --           fixed), and the terminals go back to their home edges after it.
 -- mlp:784-64-10 on Fashion-MNIST, the same emulated time for each; the
 -- workers' SGD rate 0.1 (hier), 0.05 (the servers: twelve workers' stale
--- updates at 0.1 made ASP and adaptive-k swing down on fixed links).
+-- updates at 0.1 made ASP and adaptive-k swing down on fixed links), and
+-- adaptive-k's server rate 0.2 (with its progressive momentum, 0.9, the
+-- default 1 diverged on fixed links).
 --
 --   tools/run scenarios/mobile_edge.lua [--set name=value ...]
 --     seconds=60     emulated seconds per training (quick: 5)
@@ -133,7 +135,8 @@ end
 local runs = {
   { label = "hier", fn = hier.train, o = { cloud = cloud, edges = edges, tau1 = 4, tau2 = 2, eval_every = 1 } },
   { label = "asp", fn = ps.train, o = { server = cloud, mode = "asp", eval_every = 24, lr = 0.05 } },
-  { label = "adaptive-k", fn = ps.train, o = { server = cloud, mode = "adaptive-k", eval_every = 24, lr = 0.05 } },
+  { label = "adaptive-k", fn = ps.train, o = { server = cloud, mode = "adaptive-k", eval_every = 6, lr = 0.05,
+                                                server_opt = { method = "sgd", lr = 0.2 } } },
 }
 local only = hn.param("only", "")
 if quick then runs = { runs[2], runs[3] } end
