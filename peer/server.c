@@ -12,13 +12,11 @@
 #include "common/container.h"
 #include "kernels/device.h"
 #include "peer/commands.h"
-#include "peer/commands_sync.h"
 #include "peer/dataplane.h"
 #include "peer/devmirror.h"
 #include "peer/ml.h"
 #include "proto/msgmap.h"
 #include "peer/store.h"
-#include "peer/traffic.h"
 #include "peer/worker.h"
 
 /* Bytes to have room for on every read(): requests are small, but a burst of
@@ -60,6 +58,50 @@ void peer_buffer_free(struct peer_buffer *b)
 {
     free(b->data);
     *b = (struct peer_buffer){0};
+}
+
+/* ---- command modules ---- */
+
+void *peer_server_state(const struct peer_server *s, const struct peer_module *m)
+{
+    for (size_t i = 0; i < s->n_modules; i++)
+        if (s->modules[i].module == m) return s->modules[i].state;
+    return NULL;
+}
+
+bool peer_server_keep(struct peer_server *s, const struct peer_module *m, void *state)
+{
+    if (s->n_modules == PEER_MODULES_MAX) {
+        peer_server_log(s, "%s: no room for its state (PEER_MODULES_MAX)", m->name);
+        return false;
+    }
+    s->modules[s->n_modules++] = (struct peer_module_slot){m, state};
+    return true;
+}
+
+static void server_modules_arrival(struct peer_server *s)
+{
+    for (size_t i = 0; i < s->n_modules; i++) {
+        const struct peer_module *m = s->modules[i].module;
+        if (m->on_arrival) m->on_arrival(s, s->modules[i].state);
+    }
+}
+
+static void server_modules_shutdown(struct peer_server *s)
+{
+    for (size_t i = 0; i < s->n_modules; i++) {
+        const struct peer_module *m = s->modules[i].module;
+        if (m->on_shutdown) m->on_shutdown(s, s->modules[i].state);
+    }
+}
+
+static void server_modules_destroy(struct peer_server *s)
+{
+    for (size_t i = 0; i < s->n_modules; i++) {
+        const struct peer_module *m = s->modules[i].module;
+        if (m->destroy) m->destroy(s->modules[i].state);
+    }
+    s->n_modules = 0;
 }
 
 /* ---- logging and stopping ---- */
@@ -252,7 +294,7 @@ static void on_data_recv(void *ctx, const struct dataplane_recv_info *info)
     /* Written now, before the data plane acks: the controller then normally
      * hears of the tensor before the sender's send{} completes. */
     if (!s->out.failed && !ev_is_active(&s->write_watcher)) server_flush(s);
-    sync_arrival(s);
+    server_modules_arrival(s);
 }
 
 static void on_data_log(void *ctx, const char *line)
@@ -323,14 +365,13 @@ bool peer_server_destroy(struct peer_server *s)
     ev_io_stop(s->loop, &s->write_watcher);
     ev_prepare_stop(s->loop, &s->flush_watcher);
     /* Cancelled jobs release their tensors, so the workers go before the
-     * store; a pending wait is cancelled here, jobs a transfer kept (send)
-     * by the data plane. */
+     * store; what a command module holds (a pending wait) is cancelled by
+     * its shutdown hook, jobs a transfer kept (send) by the data plane. */
     if (!worker_destroy(s->worker)) return false;
-    sync_shutdown(s);
+    server_modules_shutdown(s);
     if (!worker_destroy(s->background)) return false;
     dataplane_destroy(s->dataplane);
-    traffic_destroy(s->traffic);
-    ml_background_destroy(s->ml_background);
+    server_modules_destroy(s);
     ml_state_destroy(s->ml); /* its models and optimizers free device memory */
     devmirror_destroy(s->dev);
     store_destroy(s->store);
