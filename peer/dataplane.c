@@ -203,23 +203,22 @@ bool dataplane_lookup(const struct dataplane *dp, const char *name, struct socka
 
 /* ---- queues, spares ---- */
 
-static void dp_queue_push(struct dp_queue *q, struct dataplane_send *s)
+static void dp_queue_push(struct fifo *q, struct dataplane_send *s)
 {
-    s->next = NULL;
-    if (q->tail)
-        q->tail->next = s;
-    else
-        q->head = s;
-    q->tail = s;
+    fifo_push(q, &s->link);
 }
 
-static struct dataplane_send *dp_queue_pop(struct dp_queue *q)
+/* The oldest send, left queued; NULL when none. */
+static struct dataplane_send *dp_queue_first(const struct fifo *q)
 {
-    struct dataplane_send *s = q->head;
-    if (s) {
-        q->head = s->next;
-        if (!q->head) q->tail = NULL;
-    }
+    struct fifo_link *link = fifo_first(q);
+    return link ? container_of(link, struct dataplane_send, link) : NULL;
+}
+
+static struct dataplane_send *dp_queue_pop(struct fifo *q)
+{
+    struct dataplane_send *s = dp_queue_first(q);
+    if (s) fifo_pop(q);
     return s;
 }
 
@@ -335,7 +334,7 @@ static void dp_send_finish(struct dataplane_send *s, const char *error, bool can
 /* Fails (or cancels) every send of c. */
 static void dp_conn_fail_sends(struct dp_conn *c, const char *cause, bool cancelled)
 {
-    struct dp_queue *queues[] = {&c->awaiting, &c->queue};
+    struct fifo *queues[] = {&c->awaiting, &c->queue};
     char error[512];
     snprintf(error, sizeof error, "%s: %s", c->where, cause);
     for (int i = 0; i < 2; i++) {
@@ -376,7 +375,7 @@ static void dp_conn_arm_timer(struct dp_conn *c)
     /* The proof of membership has one deadline from the accept: trickled
      * bytes do not extend it. */
     if (c->state == RX_AUTH && !c->outgoing && ev_is_active(&c->timer)) return;
-    bool busy = c->outgoing ? c->queue.head || c->awaiting.head
+    bool busy = c->outgoing ? !fifo_empty(&c->queue) || !fifo_empty(&c->awaiting)
                             : c->state != RX_PREFIX || c->rx_end > c->rx_start;
     c->timer.repeat = c->connecting                         ? DATAPLANE_CONNECT_TIMEOUT_S
                       : c->state == RX_AUTH && !c->outgoing ? DATA_AUTH_TIMEOUT_S
@@ -581,8 +580,8 @@ static void dp_conn_write_sends(struct dp_conn *c)
 {
     size_t written = 0;
     if (!dp_conn_write_hello(c)) return;
-    while (c->queue.head && written < DP_IO_BUDGET) {
-        struct dataplane_send *s = c->queue.head;
+    while (!fifo_empty(&c->queue) && written < DP_IO_BUDGET) {
+        struct dataplane_send *s = dp_queue_first(&c->queue);
         ssize_t w = dp_write_send(c, s, DP_IO_BUDGET - written);
         if (w < 0) {
             char cause[160];
@@ -597,7 +596,7 @@ static void dp_conn_write_sends(struct dp_conn *c)
             dp_queue_push(&c->awaiting, dp_queue_pop(&c->queue));
     }
     if (written) dp_conn_arm_timer(c);
-    if (!c->queue.head) ev_io_stop(c->dp->loop, &c->write_watcher);
+    if (fifo_empty(&c->queue)) ev_io_stop(c->dp->loop, &c->write_watcher);
 }
 
 /* ---- incoming: acks ---- */
@@ -949,7 +948,7 @@ static void on_install_ready(EV_P_ ev_async *w, int revents)
 /* An ack on an outgoing connection: completes the oldest written send. */
 static bool dp_ack_received(struct dp_conn *c)
 {
-    struct dataplane_send *s = c->awaiting.head;
+    struct dataplane_send *s = dp_queue_first(&c->awaiting);
     if (!s || s->id != c->hdr.id) return dp_conn_malformed(c, "an ack for no pending transfer");
     dp_queue_pop(&c->awaiting);
     c->state = RX_PREFIX;
@@ -1025,7 +1024,7 @@ static bool dp_conn_ended(struct dp_conn *c, ssize_t n)
         snprintf(cause, sizeof cause, "connection closed by the other end");
     else
         snprintf(cause, sizeof cause, "read: %s", strerror(errno));
-    bool pending = c->queue.head || c->awaiting.head;
+    bool pending = !fifo_empty(&c->queue) || !fifo_empty(&c->awaiting);
     if (mid_frame || (n < 0 && !pending))
         dp_log(c->dp, "connection %s: %s%s", c->where, cause, mid_frame ? " inside a frame" : "");
     dp_conn_close(c, cause, false);

@@ -20,10 +20,6 @@
 #define DP_SPARES 2
 #define DP_PEER_BUCKETS 256
 
-struct dp_queue {
-    struct dataplane_send *head, *tail;
-};
-
 /* One address-book entry, sized to its name: every peer of a 1000-node
  * network holds 1000 of them, and at 400 bytes each (fixed name and
  * sockaddr_storage) their first-touch page faults were most of the peers'
@@ -52,10 +48,10 @@ struct dp_conn {
     uint8_t hello[DATA_AUTH_HELLO_BYTES]; /* outgoing: proof of membership, sent first */
     size_t hello_len, hello_sent;
     ev_io read_watcher, write_watcher;
-    ev_timer timer;           /* connect and stall deadlines */
-    struct dp_queue queue;    /* outgoing: not completely written */
-    struct dp_queue awaiting; /* outgoing: written, waiting for the ack */
-    uint8_t *tx;              /* incoming: acks not yet written */
+    ev_timer timer;       /* connect and stall deadlines */
+    struct fifo queue;    /* outgoing: not completely written */
+    struct fifo awaiting; /* outgoing: written, waiting for the ack */
+    uint8_t *tx;          /* incoming: acks not yet written */
     size_t tx_len, tx_sent, tx_cap;
     enum dp_rx_state state;
     uint32_t header_len;
