@@ -426,9 +426,9 @@ static void abort_cleanup(struct abort_params *p)
 struct batch_params {
     struct command_job **children; /* not started yet; NULL once started */
     uint32_t n, next;
-    uint32_t in_flight;          /* started, not completed, holding the batch */
-    uint32_t detached;           /* nowait sends started, not completed */
-    struct peer_buffer *results; /* per command, its packed result map once done */
+    uint32_t in_flight;      /* started, not completed, holding the batch */
+    uint32_t detached;       /* nowait sends started, not completed */
+    struct growbuf *results; /* per command, its packed result map once done */
     uint32_t n_results;
     double started_ms, cpu_ms;
     bool stepping, advance; /* batch_step's trampoline */
@@ -580,7 +580,7 @@ static void batch_child_done(struct command_job *c)
         if (!j->err[0]) cmd_fail(j, "command %" PRIu32 " (%s): %s", c->index, c->name, c->err);
     } else if (!c->skipped) {
         msgpack_packer pk;
-        msgpack_packer_init(&pk, &p->results[c->index - 1], peer_buffer_write);
+        msgpack_packer_init(&pk, &p->results[c->index - 1], growbuf_write);
         if (!command_job_pack_result(c, &pk)) p->results[c->index - 1].failed = true;
         p->n_results++;
         p->cpu_ms += c->work.cpu_ms;
@@ -617,7 +617,7 @@ static void batch_cleanup(struct batch_params *p)
         command_job_free(p->children[i]);
     free(p->children);
     for (uint32_t i = 0; p->results && i < p->n; i++)
-        peer_buffer_free(&p->results[i]);
+        growbuf_free(&p->results[i]);
     free(p->results);
 }
 

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/growbuf.h"
 #include "proto/protocol.h"
 
 struct store;
@@ -47,20 +48,6 @@ struct peer_config {
      * around the server; NULL without one. */
     struct device_profile *profile;
 };
-
-/* A growable byte buffer that a msgpack_packer writes into
- * (msgpack_packer_init(&pk, &buffer, peer_buffer_write)). A failed allocation
- * sets `failed` and drops every later write, so the contents are never
- * silently truncated. Owns data. */
-struct peer_buffer {
-    char *data;
-    size_t len, cap;
-    size_t sent; /* output only: bytes already written to the fd */
-    bool failed;
-};
-
-int peer_buffer_write(void *buffer, const char *bytes, size_t len);
-void peer_buffer_free(struct peer_buffer *b);
 
 /* What a family of commands keeps in a server between its commands (a
  * pending wait, background flows, the background evaluator). The family
@@ -91,8 +78,9 @@ struct peer_server {
     ev_io read_watcher, write_watcher;
     ev_prepare flush_watcher; /* writes what this loop iteration produced */
     struct proto_reader reader;
-    struct peer_buffer out; /* responses not yet written */
-    msgpack_packer pk;      /* packs responses into out */
+    struct growbuf out; /* responses not yet written */
+    size_t out_sent;    /* bytes of out already written to the fd */
+    msgpack_packer pk;  /* packs responses into out */
     struct store *store;
     struct worker *worker;
     struct ml_state *ml;
