@@ -26,7 +26,6 @@ struct store;
 struct worker;
 struct dataplane;
 struct ml_state;
-struct ml_background;
 struct kern_ctx;
 struct devmirror;
 struct peer_server;
