@@ -89,7 +89,7 @@ static void pack_end(struct msgmap *m, const char *key, const char *ns_path, con
      * by one (topo/linkd/tap.h). */
     msgmap_bool(&end, "persist", true);
     msgmap_key(m, key);
-    if (!msgmap_end(&end, &m->pk)) m->failed = true;
+    if (!msgmap_end(&end, &m->pk)) m->buf.failed = true;
 }
 
 /* The params of the next request, from m (freed), in lc->buf. */
@@ -194,7 +194,7 @@ int linkd_client_link_set_dir(struct linkd_client *lc, int id, int dir,
         msgmap_init(&one);
         pack_emulation(&one, params);
         msgmap_key(&m, names[dir]);
-        if (!msgmap_end(&one, &m.pk)) m.failed = true;
+        if (!msgmap_end(&one, &m.pk)) m.buf.failed = true;
     }
     if (set_params(lc, &m, err, errlen) < 0) return -1;
     return call(lc, "link_set", cb, ctx, err, errlen);

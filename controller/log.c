@@ -2,6 +2,8 @@
  * sink pointer. */
 #include "controller/log.h"
 
+#include "common/log_line.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -16,7 +18,7 @@ void ctl_log_set(ctl_log_sink sink, void *ctx)
 
 void ctl_log(const char *fmt, ...)
 {
-    char line[2048];
+    char line[LOG_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
@@ -24,5 +26,5 @@ void ctl_log(const char *fmt, ...)
     if (log_sink)
         log_sink(log_ctx, line);
     else
-        fprintf(stderr, "hiernet: %s\n", line); /* one call: lines of threads do not mix */
+        log_line_write("hiernet", line);
 }

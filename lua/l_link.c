@@ -3,6 +3,7 @@
  * them to hiernet-linkd and the calling task waits for its reply
  * (controller/netrun_changes.c decides which). */
 #include "lua/l_fields.h"
+#include "lua/l_host.h"
 #include "lua/l_net.h"
 
 #include "controller/trace_player.h"
@@ -249,6 +250,7 @@ static int l_link_trace(lua_State *L)
     int dir = opt_choice(L, 2, "dir", dirs, 2, what);
     double bin = opt_seconds(L, 2, "bin", 0.1, what);
     struct topo_trace trace;
+    file = l_files_find(L, file);
     if (topo_trace_load(file, formats[format], bin, &trace, err, sizeof err) < 0) {
         hn_runtime(L)->bad_input = true;
         return luaL_error(L, "%s: trace: %s", what, err);

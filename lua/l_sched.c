@@ -9,6 +9,7 @@
 #include "lua/sched.h"
 
 #include "common/clock.h"
+#include "common/fifo.h"
 
 #include <lauxlib.h>
 #include <stddef.h>
@@ -41,7 +42,8 @@ struct task {
     struct task *failed_dependency; /* a joined task that failed while we waited */
     struct waiter *waiters;
     size_t n_waiters, cap_waiters;
-    struct task *next_ready, *next_failed;
+    struct fifo_link ready_link; /* in sched.ready while TASK_READY */
+    struct task *next_failed;
 };
 
 struct slot {
@@ -63,7 +65,7 @@ struct sched {
     uint32_t n_slots, cap_slots;
     uint32_t *free_slots;
     uint32_t n_free;
-    struct task *ready_head, *ready_tail;
+    struct fifo ready;   /* tasks to resume, in order */
     struct task *failed; /* finished with an error, not yet checked for observation */
     struct sleeper *sleepers;
     struct task *main;
@@ -115,22 +117,13 @@ static void slot_release(struct sched *s, struct task *t)
 static void ready_push(struct sched *s, struct task *t)
 {
     t->state = TASK_READY;
-    t->next_ready = NULL;
-    if (s->ready_tail)
-        s->ready_tail->next_ready = t;
-    else
-        s->ready_head = t;
-    s->ready_tail = t;
+    fifo_push(&s->ready, &t->ready_link);
 }
 
 static struct task *ready_pop(struct sched *s)
 {
-    struct task *t = s->ready_head;
-    if (t) {
-        s->ready_head = t->next_ready;
-        if (!s->ready_head) s->ready_tail = NULL;
-    }
-    return t;
+    struct fifo_link *link = fifo_pop(&s->ready);
+    return link ? container_of(link, struct task, ready_link) : NULL;
 }
 
 /* ---- fatal errors ---- */

@@ -172,6 +172,7 @@ static void open_libraries(lua_State *L, struct scenario *sc, const struct scena
     lua_pushcfunction(L, luaopen_hiernet_core);
     lua_setfield(L, -2, "hiernet.core");
     lua_pop(L, 1);
+    sc->rt.scenario_path = o->tool ? NULL : o->path;
     hn_runtime_attach(L, &sc->rt);
 }
 

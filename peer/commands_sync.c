@@ -1,7 +1,8 @@
 /* commands_sync.c — wait and batch (see commands_sync.h): gates of the
  * worker's FIFO driven on the loop thread. At most one wait is pending at a
- * time (it holds the FIFO, alone or inside the batch that does); the server
- * keeps it in s->waiter so that arrivals and shutdown find it. */
+ * time (it holds the FIFO, alone or inside the batch that does); sync keeps
+ * it, with the abort marks, as its state in the server (a peer_module), so
+ * that arrivals and shutdown find it. */
 #include "peer/commands_sync.h"
 
 #include <inttypes.h>
@@ -33,6 +34,40 @@ struct wait_params {
     struct command_job *job;
 };
 COMMAND_PARAMS_OF(wait)
+
+struct abort_mark;
+
+/* What sync keeps in the server between commands, made on first use. */
+struct sync_state {
+    struct command_job *waiter; /* the wait holding the FIFO, if any */
+    struct abort_mark *aborts;  /* aborts that commands queued before them must see */
+};
+
+static const struct peer_module sync_module;
+
+static struct sync_state *sync_state_of(const struct peer_server *s)
+{
+    return peer_server_state(s, &sync_module);
+}
+
+/* NULL when out of memory (then nothing is kept). */
+static struct sync_state *sync_state_make(struct peer_server *s)
+{
+    struct sync_state *st = sync_state_of(s);
+    if (st) return st;
+    st = calloc(1, sizeof *st);
+    if (st && !peer_server_keep(s, &sync_module, st)) {
+        free(st);
+        st = NULL;
+    }
+    return st;
+}
+
+static struct command_job *sync_waiter(const struct peer_server *s)
+{
+    const struct sync_state *st = sync_state_of(s);
+    return st ? st->waiter : NULL;
+}
 
 static int name_compare(const void *a, const void *b)
 {
@@ -131,7 +166,8 @@ static void wait_end(struct wait_params *p)
 {
     struct command_job *j = p->job;
     struct peer_server *s = j->server;
-    if (s->waiter == j) s->waiter = NULL;
+    struct sync_state *st = sync_state_of(s);
+    if (st && st->waiter == j) st->waiter = NULL;
     ev_timer_stop(s->loop, &p->timer);
     j->work.wall_ms = command_now_ms() - p->started_ms;
     command_job_finish(j);
@@ -171,7 +207,7 @@ static void wait_start(struct command_job *j, struct wait_params *p)
 {
     struct peer_server *s = j->server;
     p->started_ms = command_now_ms();
-    if (s->waiter) { /* cannot happen: a wait holds the FIFO */
+    if (sync_waiter(s)) { /* cannot happen: a wait holds the FIFO */
         cmd_fail(j, "another wait is pending");
         wait_end(p);
         return;
@@ -183,7 +219,13 @@ static void wait_start(struct command_job *j, struct wait_params *p)
         wait_end(p);
         return;
     }
-    s->waiter = j;
+    struct sync_state *st = sync_state_make(s);
+    if (!st) {
+        cmd_fail(j, "out of memory");
+        wait_end(p);
+        return;
+    }
+    st->waiter = j;
     /* timeout_s is emulated time: real time runs dilation times slower. */
     ev_timer_set(&p->timer, p->timeout_s * s->cfg.dilation, 0.0);
     if (p->timeout_s > 0) ev_timer_start(s->loop, &p->timer);
@@ -195,23 +237,39 @@ static void wait_cleanup(struct wait_params *p)
     free(p->from);
 }
 
-void sync_arrival(struct peer_server *s)
+/* A receive recorded an arrival: the pending wait (if any) looks again. */
+static void sync_on_arrival(struct peer_server *s, void *state)
 {
-    if (s->waiter) wait_try(wait_params_of(s->waiter));
+    struct sync_state *st = state;
+    if (st->waiter) wait_try(wait_params_of(st->waiter));
 }
 
-static void abort_marks_free(struct peer_server *s);
-
-void sync_shutdown(struct peer_server *s)
+/* The peer is shutting down: a pending wait is cancelled (and its batch). */
+static void sync_on_shutdown(struct peer_server *s, void *state)
 {
-    abort_marks_free(s);
-    struct command_job *j = s->waiter;
+    struct sync_state *st = state;
+    struct command_job *j = st->waiter;
     if (!j) return;
     struct wait_params *p = wait_params_of(j);
-    s->waiter = NULL;
+    st->waiter = NULL;
     ev_timer_stop(s->loop, &p->timer);
     command_job_cancel(j);
 }
+
+static void abort_marks_free(struct sync_state *st);
+
+static void sync_state_destroy(void *state)
+{
+    abort_marks_free(state);
+    free(state);
+}
+
+static const struct peer_module sync_module = {
+    .name = "sync",
+    .on_arrival = sync_on_arrival,
+    .on_shutdown = sync_on_shutdown,
+    .destroy = sync_state_destroy,
+};
 
 /* ---- abort ---- */
 
@@ -247,18 +305,20 @@ static void abort_mark_free(struct abort_mark *m)
     free(m);
 }
 
-static void abort_marks_free(struct peer_server *s)
+static void abort_marks_free(struct sync_state *st)
 {
-    while (s->aborts) {
-        struct abort_mark *m = s->aborts;
-        s->aborts = m->next;
+    while (st->aborts) {
+        struct abort_mark *m = st->aborts;
+        st->aborts = m->next;
         abort_mark_free(m);
     }
 }
 
 void sync_forget_aborts(struct peer_server *s, uint64_t received)
 {
-    struct abort_mark **at = &s->aborts;
+    struct sync_state *st = sync_state_of(s);
+    if (!st) return;
+    struct abort_mark **at = &st->aborts;
     for (unsigned n = 0; *at; n++) {
         if ((*at)->received <= received || n >= ABORT_MARKS_MAX) {
             struct abort_mark *old = *at;
@@ -275,9 +335,16 @@ static bool mark_names(const struct abort_mark *m, const char *node)
     return bsearch(node, m->nodes, m->n_nodes, sizeof *m->nodes, name_compare) != NULL;
 }
 
+/* The marks newer first, or NULL. */
+static const struct abort_mark *sync_aborts(const struct peer_server *s)
+{
+    const struct sync_state *st = sync_state_of(s);
+    return st ? st->aborts : NULL;
+}
+
 bool sync_aborted_since(const struct peer_server *s, uint64_t received, const char *node)
 {
-    for (const struct abort_mark *m = s->aborts; m && m->received > received; m = m->next)
+    for (const struct abort_mark *m = sync_aborts(s); m && m->received > received; m = m->next)
         if (mark_names(m, node)) return true;
     return false;
 }
@@ -287,7 +354,7 @@ bool sync_aborted_since(const struct peer_server *s, uint64_t received, const ch
 static bool wait_aborted_since(const struct peer_server *s, const struct wait_params *p,
                                uint64_t received)
 {
-    for (const struct abort_mark *m = s->aborts; m && m->received > received; m = m->next) {
+    for (const struct abort_mark *m = sync_aborts(s); m && m->received > received; m = m->next) {
         if (m->any_wait || !p->from) return true;
         for (uint32_t i = 0; i < p->n_from; i++)
             if (mark_names(m, p->from[i])) return true;
@@ -299,15 +366,16 @@ static bool wait_aborted_since(const struct peer_server *s, const struct wait_pa
  * start; takes the params' node list. */
 static void abort_mark_add(struct peer_server *s, uint64_t received, struct abort_params *p)
 {
-    struct abort_mark *m = calloc(1, sizeof *m);
+    struct sync_state *st = sync_state_make(s);
+    struct abort_mark *m = st ? calloc(1, sizeof *m) : NULL;
     if (!m) return; /* queued commands then wait out their timeouts, as before */
     m->received = received;
     m->nodes = p->nodes;
     m->n_nodes = p->n_nodes;
     m->any_wait = p->any_wait;
     p->nodes = NULL;
-    m->next = s->aborts;
-    s->aborts = m;
+    m->next = st->aborts;
+    st->aborts = m;
 }
 
 static bool abort_parse(struct command_job *j, struct abort_params *p, struct proto_args *a)
@@ -336,7 +404,7 @@ static bool abort_run(struct command_job *j, struct abort_params *p)
     for (uint32_t i = 0; i < p->n_nodes; i++)
         closed +=
             dataplane_abort(s->dataplane, p->nodes[i], "aborted: the node was cut off or died");
-    struct command_job *w = s->waiter;
+    struct command_job *w = sync_waiter(s);
     bool waited = w && (p->any_wait || wait_hears_from(wait_params_of(w), p));
     if (waited) {
         cmd_fail(w, "aborted by the controller (a node it waited for was cut off or died)");
@@ -358,9 +426,9 @@ static void abort_cleanup(struct abort_params *p)
 struct batch_params {
     struct command_job **children; /* not started yet; NULL once started */
     uint32_t n, next;
-    uint32_t in_flight;          /* started, not completed, holding the batch */
-    uint32_t detached;           /* nowait sends started, not completed */
-    struct peer_buffer *results; /* per command, its packed result map once done */
+    uint32_t in_flight;      /* started, not completed, holding the batch */
+    uint32_t detached;       /* nowait sends started, not completed */
+    struct growbuf *results; /* per command, its packed result map once done */
     uint32_t n_results;
     double started_ms, cpu_ms;
     bool stepping, advance; /* batch_step's trampoline */
@@ -512,7 +580,7 @@ static void batch_child_done(struct command_job *c)
         if (!j->err[0]) cmd_fail(j, "command %" PRIu32 " (%s): %s", c->index, c->name, c->err);
     } else if (!c->skipped) {
         msgpack_packer pk;
-        msgpack_packer_init(&pk, &p->results[c->index - 1], peer_buffer_write);
+        msgpack_packer_init(&pk, &p->results[c->index - 1], growbuf_write);
         if (!command_job_pack_result(c, &pk)) p->results[c->index - 1].failed = true;
         p->n_results++;
         p->cpu_ms += c->work.cpu_ms;
@@ -549,7 +617,7 @@ static void batch_cleanup(struct batch_params *p)
         command_job_free(p->children[i]);
     free(p->children);
     for (uint32_t i = 0; p->results && i < p->n; i++)
-        peer_buffer_free(&p->results[i]);
+        growbuf_free(&p->results[i]);
     free(p->results);
 }
 

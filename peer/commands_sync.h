@@ -45,9 +45,3 @@ bool sync_aborted_since(const struct peer_server *s, uint64_t received, const ch
 /* A FIFO command received at `received` starts: commands start in arrival
  * order, so aborts that came before it concern nothing queued any more. */
 void sync_forget_aborts(struct peer_server *s, uint64_t received);
-
-/* A receive recorded an arrival: the pending wait (if any) looks again. */
-void sync_arrival(struct peer_server *s);
-/* The peer is shutting down: a pending wait is cancelled (and its batch);
- * the abort marks are freed. */
-void sync_shutdown(struct peer_server *s);

@@ -18,13 +18,30 @@ struct traffic_params {
     int64_t seed, bytes, size;
 };
 
+static void traffic_module_destroy(void *state)
+{
+    traffic_destroy(state);
+}
+
+/* The server keeps its flows as this module's state. */
+static const struct peer_module traffic_module = {
+    .name = "traffic",
+    .destroy = traffic_module_destroy,
+};
+
 /* The server's flows, made with the first traffic command. */
 static struct traffic *traffic_of(struct command_job *j)
 {
     struct peer_server *s = j->server;
-    if (!s->traffic) s->traffic = traffic_create(s->loop, s->cfg.dilation);
-    if (!s->traffic) cmd_fail(j, "out of memory");
-    return s->traffic;
+    struct traffic *t = peer_server_state(s, &traffic_module);
+    if (t) return t;
+    t = traffic_create(s->loop, s->cfg.dilation);
+    if (t && !peer_server_keep(s, &traffic_module, t)) {
+        traffic_destroy(t);
+        t = NULL;
+    }
+    if (!t) cmd_fail(j, "out of memory");
+    return t;
 }
 
 static bool traffic_arg_word(struct proto_args *a, const char *key, const char *fallback, char *dst,
@@ -141,7 +158,7 @@ static void traffic_result(struct command_job *j, const struct traffic_counters 
 static bool traffic_report(struct command_job *j, const struct traffic_params *p, bool close)
 {
     struct traffic_counters c;
-    struct traffic *t = j->server->traffic;
+    struct traffic *t = peer_server_state(j->server, &traffic_module);
     if (!(close ? traffic_stop(t, p->id, &c) : traffic_counters(t, p->id, &c)))
         return cmd_fail(j, "no traffic flow '%s'", p->id);
     traffic_result(j, &c);

@@ -1,6 +1,7 @@
 /* dataplane.c — the peer's TCP data plane (see dataplane.h): listener, lazy
  * outgoing connections with FIFO send queues, the frame reader of both
- * directions, stores of received tensors, acks, deadlines. */
+ * directions, stores of received tensors, acks, deadlines. Whole adds summed
+ * as they arrive are dataplane_fuse.c's. */
 #include "peer/dataplane.h"
 
 #include <arpa/inet.h>
@@ -21,8 +22,8 @@
 
 #include "common/clock.h"
 #include "common/container.h"
-#include "kernels/vec.h"
 #include "peer/data_auth.h"
+#include "peer/dataplane_internal.h"
 #include "peer/store.h"
 
 /* Bytes one read or write callback moves at most before it lets the loop
@@ -35,10 +36,6 @@
  * veth took half as long as with 8 MB calls; 64-128 KB and 1 MB and up were
  * slower again. Reads need no such cap: they copy what has arrived. */
 #define DP_IO_CHUNK (256u << 10)
-/* Read buffer of a connection: headers, acks and small payloads. */
-#define DP_RX_BUFFER (16u << 10)
-/* Replaced tensors kept for reuse by the next receive of the same size. */
-#define DP_SPARES 2
 /* Where payload bytes nobody stores are read to, and the zero bytes a
  * virtual tensor's pattern is sent from (store.h): shared, never resident
  * beyond this size. Loop thread only; nobody reads what lands here. */
@@ -50,86 +47,8 @@ static const uint8_t dp_zeros[DP_IO_CHUNK];
  * 35 GB a step). -1: not made yet; -2: could not be made (sendmsg from
  * dp_zeros then). Loop thread only; lives as long as the process. */
 static int dp_zero_fd = -1;
-#define DP_PEER_BUCKETS 256
 /* How long accepting pauses when the process is out of descriptors. */
 #define DP_ACCEPT_RETRY_S 1.0
-
-struct dp_queue {
-    struct dataplane_send *head, *tail;
-};
-
-/* One address-book entry, sized to its name: every peer of a 1000-node
- * network holds 1000 of them, and at 400 bytes each (fixed name and
- * sockaddr_storage) their first-touch page faults were most of the peers'
- * CPU time at start. */
-struct dp_peer {
-    struct dp_peer *next;
-    union {
-        struct sockaddr_in in4;
-        struct sockaddr_in6 in6;
-    } addr;
-    socklen_t len;
-    char name[]; /* NUL-terminated */
-};
-
-enum dp_rx_state { RX_PREFIX, RX_HEADER, RX_PAYLOAD, RX_INSTALL, RX_AUTH };
-
-struct dp_conn {
-    struct dataplane *dp;
-    struct dp_conn *prev, *next;  /* dp->conns */
-    struct dp_conn *install_next; /* dp->installs, while RX_INSTALL */
-    int fd;
-    bool outgoing, connecting;
-    struct sockaddr_storage addr; /* the other end */
-    socklen_t addr_len;
-    char where[160];                      /* "to t2 (10.0.0.2:7000)" / "from 10.0.0.1:4711" */
-    uint8_t hello[DATA_AUTH_HELLO_BYTES]; /* outgoing: proof of membership, sent first */
-    size_t hello_len, hello_sent;
-    ev_io read_watcher, write_watcher;
-    ev_timer timer;           /* connect and stall deadlines */
-    struct dp_queue queue;    /* outgoing: not completely written */
-    struct dp_queue awaiting; /* outgoing: written, waiting for the ack */
-    uint8_t *tx;              /* incoming: acks not yet written */
-    size_t tx_len, tx_sent, tx_cap;
-    enum dp_rx_state state;
-    uint32_t header_len;
-    struct frame_header hdr;  /* the frame being received */
-    struct store_tensor *dst; /* whole-tensor destination */
-    float *staging;           /* range and add destination, reused */
-    uint64_t staging_cap;     /* elements */
-    /* A whole add summed while it arrives (dp_fuse_begin): fuse_dst =
-     * fuse_src + the payload's first `fused` elements. */
-    struct store_tensor *fuse_src, *fuse_dst;
-    uint64_t fused;
-    uint8_t *payload;      /* where the payload goes; NULL: discarded */
-    uint64_t payload_keep; /* bytes of it stored there; the rest (a virtual
-                              tensor's pattern, a refused frame) is discarded */
-    uint64_t payload_got;
-    char refusal[FRAME_ERROR_SIZE]; /* why the frame is discarded, for its ack */
-    uint64_t version_after;         /* of the tensor the frame was stored into */
-    double frame_start_ms;
-    size_t rx_start, rx_end;
-    uint8_t rx[DP_RX_BUFFER];
-};
-
-struct dataplane {
-    struct ev_loop *loop;
-    struct store *store;
-    struct dataplane_hooks hooks;
-    char node[FRAME_NODE_NAME_SIZE];
-    int listen_fd, port;
-    ev_io accept_watcher;
-    ev_timer accept_retry;
-    ev_async install_ready; /* the write lock was released: retry `installs` */
-    struct dp_conn *conns;
-    struct dp_conn *installs; /* waiting for the write lock, oldest first */
-    struct dp_peer *peers[DP_PEER_BUCKETS];
-    size_t n_peers;
-    struct store_tensor *spares[DP_SPARES];
-    uint64_t next_id;
-    struct dataplane_totals totals;
-    struct data_auth auth;
-};
 
 static void dp_log(const struct dataplane *dp, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -284,30 +203,29 @@ bool dataplane_lookup(const struct dataplane *dp, const char *name, struct socka
 
 /* ---- queues, spares ---- */
 
-static void dp_queue_push(struct dp_queue *q, struct dataplane_send *s)
+static void dp_queue_push(struct fifo *q, struct dataplane_send *s)
 {
-    s->next = NULL;
-    if (q->tail)
-        q->tail->next = s;
-    else
-        q->head = s;
-    q->tail = s;
+    fifo_push(q, &s->link);
 }
 
-static struct dataplane_send *dp_queue_pop(struct dp_queue *q)
+/* The oldest send, left queued; NULL when none. */
+static struct dataplane_send *dp_queue_first(const struct fifo *q)
 {
-    struct dataplane_send *s = q->head;
-    if (s) {
-        q->head = s->next;
-        if (!q->head) q->tail = NULL;
-    }
+    struct fifo_link *link = fifo_first(q);
+    return link ? container_of(link, struct dataplane_send, link) : NULL;
+}
+
+static struct dataplane_send *dp_queue_pop(struct fifo *q)
+{
+    struct dataplane_send *s = dp_queue_first(q);
+    if (s) fifo_pop(q);
     return s;
 }
 
 /* A tensor of count elements for a receive into `as`: a recycled one when
  * there is one of that size, else a new one. NULL when out of memory. */
-static struct store_tensor *dp_take_tensor(struct dataplane *dp, const char *as, uint64_t count,
-                                           uint64_t resident)
+struct store_tensor *dp_take_tensor(struct dataplane *dp, const char *as, uint64_t count,
+                                    uint64_t resident)
 {
     for (int i = 0; i < DP_SPARES; i++) {
         struct store_tensor *t = dp->spares[i];
@@ -321,7 +239,7 @@ static struct store_tensor *dp_take_tensor(struct dataplane *dp, const char *as,
 }
 
 /* Keeps a replaced tensor that nobody else holds, evicting the oldest. */
-static void dp_keep_spare(struct dataplane *dp, struct store_tensor *t)
+void dp_keep_spare(struct dataplane *dp, struct store_tensor *t)
 {
     if (!t || !store_tensor_sole(t) || t->size == 0) {
         store_tensor_release(t);
@@ -416,7 +334,7 @@ static void dp_send_finish(struct dataplane_send *s, const char *error, bool can
 /* Fails (or cancels) every send of c. */
 static void dp_conn_fail_sends(struct dp_conn *c, const char *cause, bool cancelled)
 {
-    struct dp_queue *queues[] = {&c->awaiting, &c->queue};
+    struct fifo *queues[] = {&c->awaiting, &c->queue};
     char error[512];
     snprintf(error, sizeof error, "%s: %s", c->where, cause);
     for (int i = 0; i < 2; i++) {
@@ -457,7 +375,7 @@ static void dp_conn_arm_timer(struct dp_conn *c)
     /* The proof of membership has one deadline from the accept: trickled
      * bytes do not extend it. */
     if (c->state == RX_AUTH && !c->outgoing && ev_is_active(&c->timer)) return;
-    bool busy = c->outgoing ? c->queue.head || c->awaiting.head
+    bool busy = c->outgoing ? !fifo_empty(&c->queue) || !fifo_empty(&c->awaiting)
                             : c->state != RX_PREFIX || c->rx_end > c->rx_start;
     c->timer.repeat = c->connecting                         ? DATAPLANE_CONNECT_TIMEOUT_S
                       : c->state == RX_AUTH && !c->outgoing ? DATA_AUTH_TIMEOUT_S
@@ -662,8 +580,8 @@ static void dp_conn_write_sends(struct dp_conn *c)
 {
     size_t written = 0;
     if (!dp_conn_write_hello(c)) return;
-    while (c->queue.head && written < DP_IO_BUDGET) {
-        struct dataplane_send *s = c->queue.head;
+    while (!fifo_empty(&c->queue) && written < DP_IO_BUDGET) {
+        struct dataplane_send *s = dp_queue_first(&c->queue);
         ssize_t w = dp_write_send(c, s, DP_IO_BUDGET - written);
         if (w < 0) {
             char cause[160];
@@ -678,7 +596,7 @@ static void dp_conn_write_sends(struct dp_conn *c)
             dp_queue_push(&c->awaiting, dp_queue_pop(&c->queue));
     }
     if (written) dp_conn_arm_timer(c);
-    if (!c->queue.head) ev_io_stop(c->dp->loop, &c->write_watcher);
+    if (fifo_empty(&c->queue)) ev_io_stop(c->dp->loop, &c->write_watcher);
 }
 
 /* ---- incoming: acks ---- */
@@ -760,84 +678,6 @@ static bool dp_conn_malformed(struct dp_conn *c, const char *why)
     dp_log(c->dp, "connection %s: %s; closed", c->where, cause);
     dp_conn_close(c, cause, false);
     return false;
-}
-
-/* ---- whole adds, summed as they arrive ----
- *
- * A whole add must change its target atomically (readers see it before or
- * after, never half-added), so it cannot be summed into the target in place
- * while the payload trickles in. Adding it from the staging buffer once it
- * is complete costs a pass over the tensor after the transfer (~12% of a
- * 16 MB loopback send). Instead, each part of the payload is summed into a
- * private result (a recycled tensor) right after it arrives, while it is
- * still in cache and while the loop would otherwise wait for the network:
- * result = target + payload. At the end the result replaces the target if
- * nothing changed the target meanwhile; otherwise (another receive or a
- * compute command wrote it) the payload, complete in the staging buffer, is
- * added as a patch after all. One add per target is summed this way at a
- * time; concurrent adds into the same target (k workers into one
- * accumulator) take the patch path. */
-
-static bool dp_fusing(const struct dataplane *dp, const char *name)
-{
-    for (const struct dp_conn *c = dp->conns; c; c = c->next)
-        if (c->fuse_dst && strcmp(c->fuse_dst->name, name) == 0) return true;
-    return false;
-}
-
-static void dp_fuse_end(struct dp_conn *c)
-{
-    store_tensor_release(c->fuse_src);
-    store_tensor_release(c->fuse_dst);
-    c->fuse_src = c->fuse_dst = NULL;
-    c->fused = 0;
-}
-
-/* A whole add is starting: sums it as it arrives when that is possible.
- * The target is taken with the write lock held, so no patch is writing it
- * in place right then; afterwards our reference makes patches copy it. */
-static void dp_fuse_begin(struct dp_conn *c)
-{
-    struct dataplane *dp = c->dp;
-    const struct frame_header *h = &c->hdr;
-    if (dp_fusing(dp, h->as) || !store_write_trylock(dp->store)) return;
-    struct store_tensor *t = store_find(dp->store, h->as);
-    store_write_unlock(dp->store);
-    /* A virtual target or payload takes the patch path, which knows patterns
-     * (and has little to add). */
-    if (!t || t->size != h->count || store_tensor_virtual(t) || h->pattern) {
-        store_tensor_release(t); /* a size mismatch: the patch path reports it */
-        return;
-    }
-    c->fuse_dst = dp_take_tensor(dp, h->as, h->count, h->count);
-    c->fuse_src = c->fuse_dst ? t : NULL;
-    if (!c->fuse_dst) store_tensor_release(t);
-    c->fused = 0;
-}
-
-/* Sums the elements of the payload that arrived since the last call. */
-static void dp_fuse_progress(struct dp_conn *c)
-{
-    if (!c->fuse_dst) return;
-    uint64_t upto = c->payload_got / sizeof(float);
-    vec_add(upto - c->fused, c->fuse_src->data + c->fused, c->staging + c->fused,
-            c->fuse_dst->data + c->fused);
-    c->fused = upto;
-}
-
-/* With the write lock held: the summed result replaces the target. 1 done,
- * 0 when the target changed meanwhile (fall back to the patch), -1 failed. */
-static int dp_fuse_commit(struct dp_conn *c)
-{
-    dp_fuse_progress(c);
-    struct store_tensor *replaced;
-    int rc = store_receive_replace(c->dp->store, c->fuse_dst, c->fuse_src, c->hdr.from, &replaced,
-                                   &c->version_after);
-    store_tensor_release(c->fuse_src);
-    c->fuse_src = NULL;
-    dp_keep_spare(c->dp, replaced);
-    dp_fuse_end(c);
-    return rc;
 }
 
 /* Where the payload of a tensor frame goes; on a refusal it is read and
@@ -1108,7 +948,7 @@ static void on_install_ready(EV_P_ ev_async *w, int revents)
 /* An ack on an outgoing connection: completes the oldest written send. */
 static bool dp_ack_received(struct dp_conn *c)
 {
-    struct dataplane_send *s = c->awaiting.head;
+    struct dataplane_send *s = dp_queue_first(&c->awaiting);
     if (!s || s->id != c->hdr.id) return dp_conn_malformed(c, "an ack for no pending transfer");
     dp_queue_pop(&c->awaiting);
     c->state = RX_PREFIX;
@@ -1184,7 +1024,7 @@ static bool dp_conn_ended(struct dp_conn *c, ssize_t n)
         snprintf(cause, sizeof cause, "connection closed by the other end");
     else
         snprintf(cause, sizeof cause, "read: %s", strerror(errno));
-    bool pending = c->queue.head || c->awaiting.head;
+    bool pending = !fifo_empty(&c->queue) || !fifo_empty(&c->awaiting);
     if (mid_frame || (n < 0 && !pending))
         dp_log(c->dp, "connection %s: %s%s", c->where, cause, mid_frame ? " inside a frame" : "");
     dp_conn_close(c, cause, false);

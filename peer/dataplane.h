@@ -48,6 +48,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "common/fifo.h"
 #include "peer/frame.h"
 
 struct store;
@@ -108,7 +109,7 @@ struct dataplane_send {
     uint64_t bytes; /* payload bytes */
     double ms;      /* from dataplane_send to the ack */
     /* Private to dataplane.c. */
-    struct dataplane_send *next;
+    struct fifo_link link; /* in a connection's queue */
     double start_ms;
     size_t header_len, header_sent;
     uint64_t payload_sent;

@@ -51,14 +51,9 @@
 
 struct command;
 struct ml_state;
-struct ml_background;
 
 struct ml_state *ml_state_create(void);
 void ml_state_destroy(struct ml_state *ml);
-/* The state of background evaluations (ml_eval.c), used by the peer's
- * background thread alone. NULL with err set on failure. */
-struct ml_background *ml_background_create(char *err, size_t errlen);
-void ml_background_destroy(struct ml_background *bg);
 
 extern const struct command ml_cmd_dataset;
 extern const struct command ml_cmd_model;

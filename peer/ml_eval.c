@@ -34,7 +34,7 @@ struct ml_background {
     size_t x_cap, y_cap;
 };
 
-struct ml_background *ml_background_create(char *err, size_t errlen)
+static struct ml_background *ml_background_create(char *err, size_t errlen)
 {
     struct ml_background *bg = calloc(1, sizeof *bg);
     if (!bg) return snprintf(err, errlen, "out of memory"), NULL;
@@ -45,8 +45,9 @@ struct ml_background *ml_background_create(char *err, size_t errlen)
     return bg;
 }
 
-void ml_background_destroy(struct ml_background *bg)
+static void ml_background_destroy(void *state)
 {
+    struct ml_background *bg = state;
     if (!bg) return;
     kern_model_destroy(bg->model);
     kern_ctx_destroy(bg->ctx);
@@ -55,12 +56,19 @@ void ml_background_destroy(struct ml_background *bg)
     free(bg);
 }
 
+/* The server keeps the background evaluator as this module's state. */
+static const struct peer_module background_eval_module = {
+    .name = "background eval",
+    .destroy = ml_background_destroy,
+};
+
 struct eval_params {
     char model[COMMAND_NAME_SIZE], split[ML_SPLIT_SIZE];
     int64_t limit;
     bool background;
     /* The background snapshot, taken on the worker. */
     struct worker_job bg;
+    struct ml_background *evaluator; /* the server's, for the background thread */
     struct command_job *job;
     struct store_tensor *params;
     struct ml_data *data;
@@ -156,12 +164,12 @@ static struct kern_model *eval_bg_model(struct command_job *j, struct ml_backgro
     return bg->model;
 }
 
-/* On the background thread, which alone uses s->ml_background. */
+/* On the background thread, which alone uses the evaluator. */
 static void eval_bg_run(struct worker_job *work)
 {
     struct eval_params *p = container_of(work, struct eval_params, bg);
     struct command_job *j = p->job;
-    struct ml_background *bg = j->server->ml_background;
+    struct ml_background *bg = p->evaluator;
     struct kern_model *model = eval_bg_model(j, bg, p->spec);
     struct model_score score = {0};
     if (model && eval_samples(j, model, p->data->ds, p->params->data, p->samples, &bg->x,
@@ -184,18 +192,33 @@ static void eval_bg_done(struct worker_job *work, bool cancelled)
     command_job_finish(j);
 }
 
+/* Loop thread: the server's evaluator, made with the first background eval;
+ * NULL with j->err set on failure. */
+static struct ml_background *eval_background_of(struct command_job *j)
+{
+    struct peer_server *s = j->server;
+    struct ml_background *bg = peer_server_state(s, &background_eval_module);
+    if (bg) return bg;
+    bg = ml_background_create(j->err, sizeof j->err);
+    if (bg && !peer_server_keep(s, &background_eval_module, bg)) {
+        ml_background_destroy(bg);
+        return cmd_fail(j, "no room for the background evaluator"), NULL;
+    }
+    return bg;
+}
+
 /* Loop thread: the snapshot goes to the background thread (started with the
  * first background eval). */
 static bool eval_after(struct command_job *j, struct eval_params *p)
 {
     struct peer_server *s = j->server;
     if (!p->background) return false;
-    if (!s->ml_background) s->ml_background = ml_background_create(j->err, sizeof j->err);
-    if (s->ml_background && !s->background) {
+    p->evaluator = eval_background_of(j);
+    if (p->evaluator && !s->background) {
         s->background = worker_create_background(s->loop);
         if (!s->background) cmd_fail(j, "cannot start the background thread");
     }
-    if (!s->ml_background || !s->background) return false;
+    if (!p->evaluator || !s->background) return false;
     p->bg.run = eval_bg_run;
     p->bg.done = eval_bg_done;
     worker_submit(s->background, &p->bg);

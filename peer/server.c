@@ -10,15 +10,14 @@
 #include <unistd.h>
 
 #include "common/container.h"
+#include "common/log_line.h"
 #include "kernels/device.h"
 #include "peer/commands.h"
-#include "peer/commands_sync.h"
 #include "peer/dataplane.h"
 #include "peer/devmirror.h"
 #include "peer/ml.h"
 #include "proto/msgmap.h"
 #include "peer/store.h"
-#include "peer/traffic.h"
 #include "peer/worker.h"
 
 /* Bytes to have room for on every read(): requests are small, but a burst of
@@ -28,51 +27,60 @@
  * controller has taken its responses (backpressure). */
 #define SERVER_OUTPUT_HIGH_WATER (8u << 20)
 
-/* ---- output buffer ---- */
+/* ---- command modules ---- */
 
-int peer_buffer_write(void *buffer, const char *bytes, size_t len)
+void *peer_server_state(const struct peer_server *s, const struct peer_module *m)
 {
-    struct peer_buffer *b = buffer;
-    if (b->failed) return -1;
-    if (len == 0) return 0; /* bytes may then be NULL, which memcpy must not see */
-    if (len > b->cap - b->len) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap - b->len < len) {
-            if (cap > SIZE_MAX / 2)
-                cap = SIZE_MAX; /* unreachable in practice */
-            else
-                cap *= 2;
-        }
-        char *data = realloc(b->data, cap);
-        if (!data) {
-            b->failed = true;
-            return -1;
-        }
-        b->data = data;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, bytes, len);
-    b->len += len;
-    return 0;
+    for (size_t i = 0; i < s->n_modules; i++)
+        if (s->modules[i].module == m) return s->modules[i].state;
+    return NULL;
 }
 
-void peer_buffer_free(struct peer_buffer *b)
+bool peer_server_keep(struct peer_server *s, const struct peer_module *m, void *state)
 {
-    free(b->data);
-    *b = (struct peer_buffer){0};
+    if (s->n_modules == PEER_MODULES_MAX) {
+        peer_server_log(s, "%s: no room for its state (PEER_MODULES_MAX)", m->name);
+        return false;
+    }
+    s->modules[s->n_modules++] = (struct peer_module_slot){m, state};
+    return true;
+}
+
+static void server_modules_arrival(struct peer_server *s)
+{
+    for (size_t i = 0; i < s->n_modules; i++) {
+        const struct peer_module *m = s->modules[i].module;
+        if (m->on_arrival) m->on_arrival(s, s->modules[i].state);
+    }
+}
+
+static void server_modules_shutdown(struct peer_server *s)
+{
+    for (size_t i = 0; i < s->n_modules; i++) {
+        const struct peer_module *m = s->modules[i].module;
+        if (m->on_shutdown) m->on_shutdown(s, s->modules[i].state);
+    }
+}
+
+static void server_modules_destroy(struct peer_server *s)
+{
+    for (size_t i = 0; i < s->n_modules; i++) {
+        const struct peer_module *m = s->modules[i].module;
+        if (m->destroy) m->destroy(s->modules[i].state);
+    }
+    s->n_modules = 0;
 }
 
 /* ---- logging and stopping ---- */
 
 void peer_server_log(const struct peer_server *s, const char *fmt, ...)
 {
-    char line[1024];
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "hiernet-peer[%s]", s->cfg.node);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    log_line_vprintf(prefix, fmt, ap);
     va_end(ap);
-    /* One write per line, so lines of many peers sharing a stderr don't mix. */
-    fprintf(stderr, "hiernet-peer[%s]: %s\n", s->cfg.node, line);
 }
 
 static void server_stop(struct peer_server *s, int status)
@@ -85,23 +93,24 @@ static void server_stop(struct peer_server *s, int status)
 
 /* Moves unsent bytes to the front once the sent part dominates, so a peer
  * that is always a little behind does not grow its buffer forever. */
-static void server_compact_output(struct peer_buffer *out)
+static void server_compact_output(struct peer_server *s)
 {
-    if (out->sent < SERVER_READ_CHUNK || out->sent < out->len / 2) return;
-    memmove(out->data, out->data + out->sent, out->len - out->sent);
-    out->len -= out->sent;
-    out->sent = 0;
+    struct growbuf *out = &s->out;
+    if (s->out_sent < SERVER_READ_CHUNK || s->out_sent < out->len / 2) return;
+    memmove(out->data, out->data + s->out_sent, out->len - s->out_sent);
+    out->len -= s->out_sent;
+    s->out_sent = 0;
 }
 
 /* Writes as much pending output as the socket takes; the write watcher
  * finishes the rest, and reading pauses while the backlog is large. */
 static void server_flush(struct peer_server *s)
 {
-    struct peer_buffer *out = &s->out;
-    while (out->sent < out->len) {
-        ssize_t n = write(s->cfg.control_fd, out->data + out->sent, out->len - out->sent);
+    struct growbuf *out = &s->out;
+    while (s->out_sent < out->len) {
+        ssize_t n = write(s->cfg.control_fd, out->data + s->out_sent, out->len - s->out_sent);
         if (n >= 0) {
-            out->sent += (size_t)n;
+            s->out_sent += (size_t)n;
             continue;
         }
         if (errno == EINTR) continue;
@@ -112,15 +121,15 @@ static void server_flush(struct peer_server *s)
         server_stop(s, gone ? 0 : 1);
         return;
     }
-    if (out->sent == out->len) {
-        out->len = out->sent = 0;
+    if (s->out_sent == out->len) {
+        out->len = s->out_sent = 0;
         ev_io_stop(s->loop, &s->write_watcher);
         if (!ev_is_active(&s->read_watcher)) ev_io_start(s->loop, &s->read_watcher);
         return;
     }
-    server_compact_output(out);
+    server_compact_output(s);
     ev_io_start(s->loop, &s->write_watcher);
-    if (out->len - out->sent > SERVER_OUTPUT_HIGH_WATER) ev_io_stop(s->loop, &s->read_watcher);
+    if (out->len - s->out_sent > SERVER_OUTPUT_HIGH_WATER) ev_io_stop(s->loop, &s->read_watcher);
 }
 
 static void on_writable(EV_P_ ev_io *w, int revents)
@@ -138,7 +147,7 @@ static void on_prepare(EV_P_ ev_prepare *w, int revents)
         server_stop(s, 1);
         return;
     }
-    if (s->out.sent < s->out.len && !ev_is_active(&s->write_watcher)) server_flush(s);
+    if (s->out_sent < s->out.len && !ev_is_active(&s->write_watcher)) server_flush(s);
 }
 
 /* ---- reading ---- */
@@ -252,7 +261,7 @@ static void on_data_recv(void *ctx, const struct dataplane_recv_info *info)
     /* Written now, before the data plane acks: the controller then normally
      * hears of the tensor before the sender's send{} completes. */
     if (!s->out.failed && !ev_is_active(&s->write_watcher)) server_flush(s);
-    sync_arrival(s);
+    server_modules_arrival(s);
 }
 
 static void on_data_log(void *ctx, const char *line)
@@ -283,7 +292,7 @@ struct peer_server *peer_server_create(struct ev_loop *loop, const struct peer_c
     }
     s->loop = loop;
     s->cfg = *cfg;
-    msgpack_packer_init(&s->pk, &s->out, peer_buffer_write);
+    msgpack_packer_init(&s->pk, &s->out, growbuf_write);
     ev_io_init(&s->read_watcher, on_readable, cfg->control_fd, EV_READ);
     ev_io_init(&s->write_watcher, on_writable, cfg->control_fd, EV_WRITE);
     ev_prepare_init(&s->flush_watcher, on_prepare);
@@ -323,19 +332,18 @@ bool peer_server_destroy(struct peer_server *s)
     ev_io_stop(s->loop, &s->write_watcher);
     ev_prepare_stop(s->loop, &s->flush_watcher);
     /* Cancelled jobs release their tensors, so the workers go before the
-     * store; a pending wait is cancelled here, jobs a transfer kept (send)
-     * by the data plane. */
+     * store; what a command module holds (a pending wait) is cancelled by
+     * its shutdown hook, jobs a transfer kept (send) by the data plane. */
     if (!worker_destroy(s->worker)) return false;
-    sync_shutdown(s);
+    server_modules_shutdown(s);
     if (!worker_destroy(s->background)) return false;
     dataplane_destroy(s->dataplane);
-    traffic_destroy(s->traffic);
-    ml_background_destroy(s->ml_background);
+    server_modules_destroy(s);
     ml_state_destroy(s->ml); /* its models and optimizers free device memory */
     devmirror_destroy(s->dev);
     store_destroy(s->store);
     proto_reader_destroy(&s->reader);
-    peer_buffer_free(&s->out);
+    growbuf_free(&s->out);
     free(s);
     return true;
 }

@@ -6,8 +6,10 @@
  * when the socket is full, and reading pauses while too much output is
  * pending). Also owns the tensor store, the worker, the learning state
  * (ml.h) and the data plane, whose received tensors it announces to the
- * controller as `recv` notifications and to a pending wait (commands_sync.h). Everything here runs
- * on the loop thread. The server stops its loop on EOF of the control fd (exit status 0) or when
+ * controller as `recv` notifications and to the command modules (struct
+ * peer_module: what a family of commands keeps between its commands, which
+ * the server holds without knowing any command). Everything here runs on
+ * the loop thread. The server stops its loop on EOF of the control fd (exit status 0) or when
  * the stream is unusable (status 1). */
 #pragma once
 
@@ -17,18 +19,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/growbuf.h"
 #include "proto/protocol.h"
 
 struct store;
 struct worker;
 struct dataplane;
 struct ml_state;
-struct ml_background;
 struct kern_ctx;
 struct devmirror;
-struct command_job;
-struct abort_mark;
-struct traffic;
+struct peer_server;
 
 struct peer_config {
     int control_fd;
@@ -48,19 +48,28 @@ struct peer_config {
     struct device_profile *profile;
 };
 
-/* A growable byte buffer that a msgpack_packer writes into
- * (msgpack_packer_init(&pk, &buffer, peer_buffer_write)). A failed allocation
- * sets `failed` and drops every later write, so the contents are never
- * silently truncated. Owns data. */
-struct peer_buffer {
-    char *data;
-    size_t len, cap;
-    size_t sent; /* output only: bytes already written to the fd */
-    bool failed;
+/* What a family of commands keeps in a server between its commands (a
+ * pending wait, background flows, the background evaluator). The family
+ * registers its state on first use; the server holds it opaquely and calls
+ * the hooks without knowing any command. Hooks may be NULL. */
+struct peer_module {
+    const char *name;
+    /* Loop thread: the data plane recorded a received tensor. */
+    void (*on_arrival)(struct peer_server *s, void *state);
+    /* Shutdown, once the compute worker has stopped and before the
+     * background worker and the data plane go: cancel what still waits. */
+    void (*on_shutdown)(struct peer_server *s, void *state);
+    /* Frees the state, after the data plane is gone. */
+    void (*destroy)(void *state);
 };
 
-int peer_buffer_write(void *buffer, const char *bytes, size_t len);
-void peer_buffer_free(struct peer_buffer *b);
+/* More than the command families that keep state (sync, traffic, eval). */
+#define PEER_MODULES_MAX 8
+
+struct peer_module_slot {
+    const struct peer_module *module;
+    void *state; /* owned; freed with module->destroy */
+};
 
 struct peer_server {
     struct ev_loop *loop;
@@ -68,21 +77,20 @@ struct peer_server {
     ev_io read_watcher, write_watcher;
     ev_prepare flush_watcher; /* writes what this loop iteration produced */
     struct proto_reader reader;
-    struct peer_buffer out; /* responses not yet written */
-    msgpack_packer pk;      /* packs responses into out */
+    struct growbuf out; /* responses not yet written */
+    size_t out_sent;    /* bytes of out already written to the fd */
+    msgpack_packer pk;  /* packs responses into out */
     struct store *store;
     struct worker *worker;
     struct ml_state *ml;
     struct devmirror *dev; /* device copies of tensors, on cfg.kern */
     struct dataplane *dataplane;
-    struct traffic *traffic; /* background traffic flows (traffic.h), made on first use */
-    /* Background evaluations (ml.h): their idle-priority thread and its state,
-     * created with the first one. */
+    /* The idle-priority thread of background commands (ml.h's background
+     * eval), created with the first one. */
     struct worker *background;
-    struct ml_background *ml_background;
-    struct command_job *waiter; /* the wait holding the FIFO, if any (commands_sync.h) */
-    struct abort_mark *aborts;  /* aborts that commands queued before them must see (idem) */
-    uint64_t commands;          /* requests received */
+    struct peer_module_slot modules[PEER_MODULES_MAX]; /* in registration order */
+    size_t n_modules;
+    uint64_t commands; /* requests received */
     int exit_status;
 };
 
@@ -100,6 +108,12 @@ int peer_server_run(struct peer_server *s);
  * a worker job is still running: the caller must then end the process with
  * _exit (see worker_destroy). The control fd is left open. */
 bool peer_server_destroy(struct peer_server *s);
+/* Loop thread: the state `m` keeps in `s`, or NULL when it keeps none yet. */
+void *peer_server_state(const struct peer_server *s, const struct peer_module *m);
+/* Loop thread: keeps `state` (not NULL) for `m`, which has none yet; the
+ * server owns it from now on. False, with the state still the caller's,
+ * when PEER_MODULES_MAX modules already keep state. */
+bool peer_server_keep(struct peer_server *s, const struct peer_module *m, void *state);
 /* A real duration in the emulated time every result reports (real / dilation). */
 static inline double peer_emulated_ms(const struct peer_server *s, double real_ms)
 {

@@ -4,6 +4,7 @@
 #include "peer/worker.h"
 
 #include "common/clock.h"
+#include "common/container.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -17,10 +18,6 @@
 /* The worker thread's nice value (see worker_lower_priority). */
 #define WORKER_NICE 10
 
-struct job_queue {
-    struct worker_job *head, *tail;
-};
-
 struct worker {
     struct ev_loop *loop;
     ev_async wakeup; /* worker -> loop: jobs in `finished` */
@@ -30,32 +27,23 @@ struct worker {
     pthread_t thread;
     pthread_mutex_t lock; /* guards everything below */
     pthread_cond_t wake;  /* loop -> worker: a job or stop; CLOCK_MONOTONIC */
-    struct job_queue pending, finished;
-    struct job_queue held_jobs; /* run ahead of pending while a gate holds the worker */
+    struct fifo pending, finished;
+    struct fifo held_jobs; /* run ahead of pending while a gate holds the worker */
     bool busy, stopping, held;
     bool background;
     const char *priority; /* worker_priority */
     struct worker_totals totals;
 };
 
-static void queue_push(struct job_queue *q, struct worker_job *job)
+static void queue_push(struct fifo *q, struct worker_job *job)
 {
-    job->next = NULL;
-    if (q->tail)
-        q->tail->next = job;
-    else
-        q->head = job;
-    q->tail = job;
+    fifo_push(q, &job->link);
 }
 
-static struct worker_job *queue_pop(struct job_queue *q)
+static struct worker_job *queue_pop(struct fifo *q)
 {
-    struct worker_job *job = q->head;
-    if (job) {
-        q->head = job->next;
-        if (!q->head) q->tail = NULL;
-    }
-    return job;
+    struct fifo_link *link = fifo_pop(q);
+    return link ? container_of(link, struct worker_job, link) : NULL;
 }
 
 static double ts_ms(const struct timespec *t)
@@ -244,8 +232,8 @@ static void on_wakeup(EV_P_ ev_async *watcher, int revents)
 {
     struct worker *w = watcher->data;
     pthread_mutex_lock(&w->lock);
-    struct job_queue finished = w->finished;
-    w->finished = (struct job_queue){0};
+    struct fifo finished = w->finished;
+    w->finished = (struct fifo){0};
     pthread_mutex_unlock(&w->lock);
     struct worker_job *job;
     while ((job = queue_pop(&finished)))
@@ -322,7 +310,8 @@ void worker_submit(struct worker *w, struct worker_job *job)
     /* A gate that finds the worker idle, with nothing queued and every
      * earlier job delivered, is at the head already: it holds the worker at
      * once, without a round trip through the worker thread. */
-    bool at_head = !job->run && !w->busy && !w->held && !w->pending.head && !w->finished.head;
+    bool at_head =
+        !job->run && !w->busy && !w->held && fifo_empty(&w->pending) && fifo_empty(&w->finished);
     if (at_head)
         worker_hold(w, job);
     else
@@ -360,7 +349,7 @@ void worker_get_totals(struct worker *w, struct worker_totals *totals)
     pthread_mutex_unlock(&w->lock);
 }
 
-static void worker_cancel(struct job_queue *q)
+static void worker_cancel(struct fifo *q)
 {
     struct worker_job *job;
     while ((job = queue_pop(q)))

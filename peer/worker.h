@@ -39,6 +39,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "common/fifo.h"
+
 struct worker_job {
     /* Set by the submitter. */
     void (*run)(struct worker_job *job); /* on the worker thread; NULL: a gate */
@@ -67,7 +69,7 @@ struct worker_job {
                             host's CPU, not a wait (I/O, a lock, page-in), made it late */
     /* Private to worker.c. */
     struct timespec submitted;
-    struct worker_job *next;
+    struct fifo_link link; /* in one of the worker's queues */
 };
 
 struct worker_totals {

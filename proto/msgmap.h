@@ -32,16 +32,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/growbuf.h"
+
 /* Bytes kept inside the builder before it allocates: the control channel's
  * common maps (a ping's result, a frame header) fit. */
 #define MSGMAP_INLINE 192
 
 struct msgmap {
-    msgpack_packer pk; /* pack a key's value here, after msgmap_key */
-    uint32_t n;        /* entries so far */
-    bool failed;       /* out of memory: the map is lost */
-    char *data;        /* inline or heap */
-    size_t len, cap;
+    msgpack_packer pk;  /* pack a key's value here, after msgmap_key */
+    uint32_t n;         /* entries so far */
+    struct growbuf buf; /* the entries; buf.failed: out of memory, the map is lost */
     char inline_buf[MSGMAP_INLINE];
 };
 

@@ -240,7 +240,7 @@ static void control_pack_end(struct msgmap *m, const char *key, const char *ifna
     msgmap_str(&end, "ifname", ifname);
     msgmap_i64(&end, "ifindex", ifindex);
     msgmap_key(m, key);
-    if (!msgmap_end(&end, &m->pk)) m->failed = true;
+    if (!msgmap_end(&end, &m->pk)) m->buf.failed = true;
 }
 
 /* The response with result m (freed). */
@@ -447,7 +447,7 @@ static void control_pack_counters(struct msgmap *link, const char *key, struct l
     msgmap_i64(&m, "in_flight", linkd_dir_in_flight(d));
     msgmap_i64(&m, "tso", d->link->tso[d == &d->link->dir[0] ? 0 : 1]);
     msgmap_key(link, key);
-    if (!msgmap_end(&m, &link->pk)) link->failed = true;
+    if (!msgmap_end(&m, &link->pk)) link->buf.failed = true;
     /* A peak that restarts at every sample gives per-interval peaks. */
     if (reset_peak) d->c.queue_peak = d->q_packets;
 }
@@ -489,7 +489,7 @@ static int on_link_stats_all(struct linkd_control *c, struct proto_args *a, uint
         struct msgmap link;
         msgmap_init(&link);
         control_pack_link_stats(&link, l, reset_peak);
-        if (!msgmap_end(&link, &m.pk)) m.failed = true;
+        if (!msgmap_end(&link, &m.pk)) m.buf.failed = true;
     }
     return control_reply(c, &m, msgid, err, errlen);
 }

@@ -11,6 +11,7 @@
  *   hiernet-linkd --control-fd N [--cpu CPU] [--priority P]
  */
 #include "hiernet_version.h"
+#include "common/log_line.h"
 #include "common/privdrop.h"
 #include "topo/linkd/control.h"
 #include "topo/linkd/forward.h"
@@ -30,12 +31,12 @@
 
 void linkd_log(const char *fmt, ...)
 {
-    char line[512];
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "hiernet-linkd[%d]", (int)getpid());
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    log_line_vprintf(prefix, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "hiernet-linkd[%d]: %s\n", (int)getpid(), line);
 }
 
 struct linkd_options {

@@ -185,7 +185,7 @@ function job.new(algorithm, opts, spec)
     evals = 0, evals_skipped = 0, eval_busy = false, eval_task = nil,
     stop_reason = nil, dead = {}, away = {}, killed = {}, fault_hooks = {}, t0 = nil,
     -- what the faults cost (summary.json availability, updates_lost)
-    away_since = {}, away_s = {}, updates_lost = 0,
+    away_since = {}, away_s = {}, updates_lost = 0, kills = {},
   }, Job)
   -- The scenario's line of this train call: errors raised later, in tasks
   -- the library spawned, are reported there (Job:setup, Job:guard).
@@ -630,6 +630,7 @@ function Job:watch_faults(hooks)
       -- a worker taking part is always inside a step: its gradient is lost
       if self:alive(i) and not self:stopped() then self.updates_lost = self.updates_lost + 1 end
       self.killed[i] = true
+      self.kills[i] = (self.kills[i] or 0) + 1
       self:set_away(i, true, "was killed")
     else
       for j = 1, #self.workers do
@@ -642,7 +643,12 @@ function Job:watch_faults(hooks)
   on("restart", function(_, node)
     local i = self:worker_index(node)
     if i and self.killed[i] and not self:stopped() then
-      self:resetup_worker(i)
+      -- churn can kill the node again while it is being set up: it stays
+      -- away, and its next restart sets it up
+      local kills = self.kills[i]
+      local ok, err = pcall(self.resetup_worker, self, i)
+      if not ok and self.kills[i] ~= kills then return end
+      if not ok then error(err, 0) end
       self.killed[i], self.dead[i] = nil, nil
       self:recheck_reach("restarted")
       self:set_away(i, false, "restarted")
