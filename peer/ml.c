@@ -470,7 +470,9 @@ static bool grad_compute(struct command_job *j, const struct grad_params *p, str
 
 static bool grad_run(struct command_job *j, const struct grad_params *p)
 {
-    double t0_ms = command_now_ms(), cpu0_ms = ml_thread_cpu_ms();
+    /* Buckets are timed from the device's start, where the worker ends
+     * the job's budget too (worker.h start_ms). */
+    double t0_ms = j->work.start_ms, cpu0_ms = ml_thread_cpu_ms();
     j->ml->bucket_n = 0;
     struct ml_model *m = ml_model_find(j, p->model);
     /* The model may live on nodes without a profile (a server, the eval

@@ -97,7 +97,10 @@ static bool bucket_parse(struct command_job *j, struct bucket_params *p, struct 
 }
 
 /* Holds the worker until the bucket is ready: the worker pads the job to
- * its budget (worker.h), asleep, as it does a profiled grad. */
+ * its budget (worker.h), asleep, as it does a profiled grad. The budget
+ * runs from the job's start on the device (the grad's end), so a thread
+ * that gets its core late still ends the job when the bucket is ready,
+ * not that much later. */
 static bool bucket_run(struct command_job *j, const struct bucket_params *p)
 {
     const struct ml_state *ml = j->ml;
@@ -106,7 +109,7 @@ static bool bucket_run(struct command_job *j, const struct bucket_params *p)
                         "bucket %lld: the last grad had %d buckets (grad{bucket_mb=} makes them)",
                         (long long)p->index, ml->bucket_n);
     const struct peer_config *cfg = &j->server->cfg;
-    double left_ms = ml->bucket_ready_ms[p->index - 1] - command_now_ms();
+    double left_ms = ml->bucket_ready_ms[p->index - 1] - j->work.start_ms;
     if (left_ms > 0) j->work.device_ms = left_ms * cfg->speed / cfg->dilation;
     cmd_result_u64(j, "index", (uint64_t)p->index);
     return true;

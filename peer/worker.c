@@ -141,6 +141,7 @@ static void worker_run_job(struct worker *w, struct worker_job *job)
     double submitted_ms = ts_ms(&job->submitted);
     double start_ms = submitted_ms > w->free_ms ? submitted_ms : w->free_ms;
     double cpu0 = clock_ms(CLOCK_THREAD_CPUTIME_ID);
+    job->start_ms = start_ms;
     job->queue_ms = start_ms - submitted_ms;
     job->device_ms = 0;
     job->run(job);

@@ -50,6 +50,10 @@ struct worker_job {
      * of its CPU time: dilation * device_ms / speed. */
     double device_ms;
     /* Filled in by the worker. */
+    double start_ms;     /* before run: the emulated device's start (CLOCK_MONOTONIC ms): its
+                            arrival, or the previous job's end. A job that pads itself to a
+                            time (a bucket) measures from here, not from when its thread got
+                            a core, which a loaded host makes later */
     double queue_ms;     /* waited for the jobs before it (from its arrival; a gate:
                             until it reached the head) */
     double wall_ms;      /* from its start (arrival, or the previous end) to its end,

@@ -56,6 +56,13 @@ local function pipeline(model, cuts, schedule)
   T.eq(s.stages, 3, "stages")
   T.near(s.bubble_share_ideal, 2 / (M + 2), 1e-12, "ideal bubble")
   assert(s.bubble_share > 0 and s.bubble_share < 1, "bubble share " .. tostring(s.bubble_share))
+  -- The replay with the compute alone never takes longer than the step
+  -- (hiernet.algo.pipeline_replay: a lower bound whatever the load), so
+  -- its bubble is no larger; the controller's share is a share.
+  assert(s.bubble_share_compute >= 0 and s.bubble_share_compute <= s.bubble_share + 1e-9,
+         string.format("compute-only bubble %s, measured %s", s.bubble_share_compute, s.bubble_share))
+  assert(s.bubble_share_even >= 0 and s.bubble_share_even < 1, "even bubble " .. tostring(s.bubble_share_even))
+  assert(s.control_share >= 0 and s.control_share < 1, "control share " .. tostring(s.control_share))
   -- The replay.
   shard(ref, 1, 1)
   local size = ref:model{ name = "w", arch = model, seed = SEED }.size
@@ -81,7 +88,7 @@ local out = os.getenv("HIERNET_TEST_OUT")
 if out then
   local f = assert(io.open(out .. "/" .. s.prefix .. "steps.csv"))
   local header = f:read("l")
-  for _, c in ipairs({ "stage", "forward_ms", "backward_ms", "transfer_ms", "bubble_share" }) do
+  for _, c in ipairs({ "stage", "forward_ms", "backward_ms", "transfer_ms", "bubble_share", "bubble_share_compute" }) do
     assert(header:find(c, 1, true), "steps.csv lacks " .. c)
   end
   local rows = 0
@@ -101,6 +108,7 @@ do
                          worker_opt = { lr = LR }, eval_every = 1, eval_limit = 32, prefix = "sfed_",
                          progress = false }
   T.eq(r.clients, 2, "clients")
+  assert(r.bubble_share_compute <= r.bubble_share + 1e-9, "splitfed: compute-only bubble above the measured")
   -- Replay: with plain SGD, the clients' steps averaged and the server's
   -- step with the mean gradient are both w - lr * mean(grad over the
   -- clients' batches), each client's batch from its own shard.

@@ -72,19 +72,26 @@ T.eq(err:find("raise bucket_mb", 1, true) ~= nil, true, "the message says what t
 -- round.profile measured mobilenet_v2 at batch 16: 0.01 s. A grad with
 -- buckets says so (grad_ms, exactly), makes the plan's buckets, ends no
 -- sooner than its first bucket (the worker pads a job to its budget, never
--- less) and the last bucket{} no sooner than the whole step.
+-- less) and the last bucket{} no sooner than the whole step. Lower bounds
+-- that load cannot break: the bucket{} queued with the grad starts on the
+-- device where the grad ends, and pads to the ready time from there, so
+-- the two ms add up to the step however late the worker thread wakes (it
+-- padded from its wake-up once, and fell short on a loaded host). Several
+-- times, as a late wake-up is what the check is about.
 do
   local net = hn.network{ name = "ovtime", backend = "none" }
   local n = net:node("n", { profile = PROFILE })
   net:start()
   n:model{ name = "m", arch = "mobilenet_v2", compute = "profile" }
   local plan = hn.grad_buckets("mobilenet_v2", hn.zoo("mobilenet_v2").params, 1, PROFILE)
-  local r = n:batch{ { "grad", { model = "m", out = "g", batch = 16, bucket_mb = 1 } },
-                     { "bucket", { index = #plan } } }.results
-  T.eq(r[1].grad_ms, 10, "grad_ms: the profile's step")
-  T.eq(r[1].buckets, #plan, "the grad's buckets: hn.grad_buckets' plan")
-  T.le(0.99 * plan[1].ready_share * 10, r[1].ms, "the grad ends at its first bucket, not sooner")
-  T.le(0.99 * 10, r[1].ms + r[2].ms, "the last bucket is ready after the whole step")
+  for _ = 1, 5 do
+    local r = n:batch{ { "grad", { model = "m", out = "g", batch = 16, bucket_mb = 1 } },
+                       { "bucket", { index = #plan } } }.results
+    T.eq(r[1].grad_ms, 10, "grad_ms: the profile's step")
+    T.eq(r[1].buckets, #plan, "the grad's buckets: hn.grad_buckets' plan")
+    T.le(0.99 * plan[1].ready_share * 10, r[1].ms, "the grad ends at its first bucket, not sooner")
+    T.le(0.99 * 10, r[1].ms + r[2].ms, "the last bucket is ready after the whole step")
+  end
   T.fails("bucket " .. (#plan + 1) .. ": the last grad had " .. #plan .. " buckets", n.bucket, n, { index = #plan + 1 })
   net:stop()
 end

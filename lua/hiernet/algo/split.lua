@@ -31,12 +31,17 @@
 --
 -- Same frame as every family (hiernet.algo.job): options, records,
 -- evaluation, summary. steps.csv has one row per stage (or client) and
--- step, with the columns stage, forward_ms, backward_ms, transfer_ms and
--- bubble_share; summary.json adds schedule, microbatches, stages, cuts,
--- bubble_share (measured, mean over steps and stages) and
--- bubble_share_ideal = (p - 1) / (M + p - 1).
+-- step, with the columns stage, forward_ms, backward_ms, transfer_ms,
+-- bubble_share and bubble_share_compute; summary.json adds schedule,
+-- microbatches, stages, cuts, bubble_share (measured, mean over the steps
+-- after the first and the stages), bubble_share_ideal = (p - 1) / (M + p
+-- - 1), and what the measured share is made of: bubble_share_even and
+-- bubble_share_compute (the step replayed with the stages' compute alone,
+-- hiernet.algo.pipeline_replay) and control_share (docs/algorithms.md
+-- "What the bubble is made of").
 local hn = require("hiernet")
 local job = require("hiernet.algo.job")
+local replay = require("hiernet.algo.pipeline_replay")
 
 local split = {}
 local check, fail = job.check, job.fail
@@ -179,7 +184,11 @@ local function setup(J)
   end
   local last = J.parts[#J.parts].node
   J:setup{ origin = J.workers[1], eval_node = last, holders = holders, model_name = MODEL,
-           columns = { "stage", "forward_ms", "backward_ms", "transfer_ms", "bubble_share" } }
+           columns = { "stage", "forward_ms", "backward_ms", "transfer_ms", "bubble_share",
+                       "bubble_share_compute" } }
+  if J.mode == "splitfed" then return end
+  -- The gradient each stage's backwards add into (stage_commands).
+  for _, part in ipairs(J.parts) do part.node:tensor{ name = "g", size = J.model_size } end
 end
 
 -- Every part's slices of the model into the evaluation node's copy (the
@@ -206,8 +215,14 @@ local function add(list, name, params) list[#list + 1] = { name, params } end
 local function stage_commands(J, k)
   local p, parts, M = #J.parts, J.parts, J.M
   local part = parts[k]
-  local cmds, first_backward = {}, true
+  local cmds = {}
   local layers = { part.first, part.last }
+  -- Every backward adds into "g", whose part slices start the step at 0:
+  -- a backward without add would make a new tensor of the whole model's
+  -- size each step, and its first touch of the pages (several ms) would
+  -- make each stage's first backward longer than the rest, on the drain's
+  -- critical path (the rest of "g" stays 0: setup made it).
+  for _, r in ipairs(part.ranges) do add(cmds, "scale", { x = "g", alpha = 0, range = r }) end
   local function forward(m)
     if k > 1 then
       local names = k == p and { "x." .. m, "lbl." .. m } or { "x." .. m }
@@ -222,10 +237,8 @@ local function stage_commands(J, k)
   end
   local function backward(m)
     if k < p then add(cmds, "wait", { tensor = "dy." .. m, timeout = WAIT_TIMEOUT_S }) end
-    add(cmds, "backward", { model = MODEL, layers = layers, microbatch = m, out = "g",
-                            add = not first_backward, grad_in = k < p and ("dy." .. m) or nil,
-                            grad_out = k > 1 and ("dx." .. m) or nil })
-    first_backward = false
+    add(cmds, "backward", { model = MODEL, layers = layers, microbatch = m, out = "g", add = true,
+                            grad_in = k < p and ("dy." .. m) or nil, grad_out = k > 1 and ("dx." .. m) or nil })
     if k > 1 then add(cmds, "send", { tensor = "dx." .. m, to = parts[k - 1].node, as = "dy." .. m, nowait = true }) end
   end
   if J.mode == "gpipe" then
@@ -269,8 +282,49 @@ local function stage_figures(results, cmds)
   return f
 end
 
--- Runs every stage's batch at once and records one row per stage; returns
--- the step's bubble share (mean over stages of the time each did not compute).
+-- A stage's bubble share against a span: the time it did not compute.
+local function stage_bubble(busy_ms, span_ms)
+  return span_ms and span_ms > 0 and math.max(0, 1 - busy_ms / span_ms) or nil
+end
+
+local function mean_bubble(busy, span_ms)
+  if not stage_bubble(0, span_ms) then return nil end
+  local sum = 0
+  for _, b in ipairs(busy) do sum = sum + stage_bubble(b, span_ms) end
+  return sum / #busy
+end
+
+-- The bubble shares of one step, each a mean over its stages: `bubble`
+-- against the measured span; `compute` and `even` against the spans its
+-- schedule takes when replayed with the measured compute alone, each
+-- command's own time or its stage's mean for the command
+-- (hiernet.algo.pipeline_replay: no transfer, no control); and `control`,
+-- the controller's share of the measured span (the batches' dispatch and
+-- results: the span less the longest batch).
+local function bubble_shares(plans, batches, busy, span_ms)
+  local results, longest = {}, 0
+  for i, b in ipairs(batches) do results[i], longest = b.results, math.max(longest, b.ms) end
+  local compute_ms = replay.span(plans, results)
+  return { bubble = mean_bubble(busy, span_ms) or 0, compute = mean_bubble(busy, compute_ms),
+           even = mean_bubble(busy, replay.span(plans, results, { even = true })),
+           control = span_ms > 0 and math.max(0, span_ms - longest) / span_ms or 0, compute_ms = compute_ms }
+end
+
+local SHARES = { "bubble", "compute", "even", "control" }
+
+-- Adds a step's shares to the job's sums; the first step is left out of
+-- them when there are more (it also makes the stashes).
+local function sum_step(J, shares)
+  if J.steps <= 2 then J.bubble_sums = { n = {} } end
+  local S = J.bubble_sums
+  for _, key in ipairs(SHARES) do
+    if shares[key] then S[key], S.n[key] = (S[key] or 0) + shares[key], (S.n[key] or 0) + 1 end
+  end
+end
+
+-- Runs every stage's batch at once and records one row per stage: its
+-- bubble share (the time it did not compute, against the span) and that of
+-- its compute alone (bubble_shares).
 local function run_stages(J, plans, stage_of)
   local t0 = hn.now()
   local tasks = {}
@@ -280,20 +334,25 @@ local function run_stages(J, plans, stage_of)
   local results = hn.wait_all(tasks)
   local span_ms = (hn.now() - t0) * 1000
   J.steps = J.steps + 1
-  local t, bubble, loss = J:now(), 0, nil
+  local figures, busy = {}, {}
   for i, plan in ipairs(plans) do
-    local f = stage_figures(results[i].results, plan.cmds)
-    local share = span_ms > 0 and math.max(0, 1 - f.busy_ms / span_ms) or 0
-    bubble = bubble + share / #plans
+    figures[i] = stage_figures(results[i].results, plan.cmds)
+    busy[i] = figures[i].busy_ms
+  end
+  local shares = bubble_shares(plans, results, busy, span_ms)
+  local t, loss = J:now(), nil
+  for i, plan in ipairs(plans) do
+    local f = figures[i]
     loss = f.loss or loss
     J:step_row{ node = plan.node, worker = 1, step = J.steps, time = t, loss = f.loss,
                 compute_ms = f.busy_ms, comm_ms = f.transfer_ms, wait_ms = f.wait_ms,
                 lr = J.o.worker_opt.lr or 0.05, k = #plans, bytes = f.bytes, samples = f.samples,
                 stage = stage_of(i), forward_ms = f.forward_ms, backward_ms = f.backward_ms,
-                transfer_ms = f.transfer_ms, bubble_share = share }
+                transfer_ms = f.transfer_ms, bubble_share = stage_bubble(f.busy_ms, span_ms) or 0,
+                bubble_share_compute = stage_bubble(f.busy_ms, shares.compute_ms) }
   end
   J.updates_applied = J.updates_applied + 1
-  J.bubble_sum = (J.bubble_sum or 0) + bubble
+  sum_step(J, shares)
   J.spans = J.spans or {}
   J.spans[#J.spans + 1] = span_ms / 1000
   return loss
@@ -383,6 +442,11 @@ local function median(list)
   return n % 2 == 1 and t[(n + 1) // 2] or (t[n // 2] + t[n // 2 + 1]) / 2
 end
 
+-- A share's mean over the steps summed (sum_step), or nil.
+local function mean_share(S, key)
+  return S and S[key] and S[key] / S.n[key] or nil
+end
+
 local function ideal_bubble(p, M)
   return (p - 1) / (M + p - 1)
 end
@@ -402,13 +466,14 @@ function split.train(opts)
     end
     if not splitfed then gather(J) end
   end)
-  local p = #J.parts
+  local p, S = #J.parts, J.bubble_sums
   local cuts = {}
   for k, part in ipairs(J.parts) do cuts[k] = string.format("%d-%d", part.first, part.last) end
   return J:finish{
     schedule = not splitfed and J.mode or nil, microbatches = J.M, stages = p, cuts = cuts,
     clients = splitfed and #J.workers or nil,
-    bubble_share = J.steps > 0 and J.bubble_sum / J.steps or nil,
+    bubble_share = mean_share(S, "bubble"), bubble_share_compute = mean_share(S, "compute"),
+    bubble_share_even = mean_share(S, "even"), control_share = mean_share(S, "control"),
     bubble_share_ideal = not splitfed and ideal_bubble(p, J.M) or nil,
     step_s = median(J.spans), -- the median step (the first one also sets up the stashes)
   }
