@@ -37,8 +37,10 @@ struct netlife {
     bool releasing;      /* netlife_release: the netrun goes on the loop */
     bool closing;        /* inside netrun_close_peers: replies failing now */
     int outstanding;     /* handshake calls not answered yet */
-    struct netlife_error error;
+    struct net_error error;
+    struct net_error start_error; /* the last start's failure, as reported */
     struct handshake_call *calls; /* one per node */
+    struct netprog_list programs; /* node:run, node:spawn: running programs */
     int *overload_ids;            /* per node its id in the run's account, -1; NULL before */
     ev_timer start_deadline, stop_deadline;
     double phase_t0;      /* real time the build ended / the stop began */
@@ -69,17 +71,31 @@ static uint32_t *run_loopback(struct netlife_run *run)
     return &run->loopback_next;
 }
 
-struct registry *netlife_run_registry(struct netlife_run *run)
+struct registry *netlife_run_open_registry(struct netlife_run *run, char *err, size_t errlen)
 {
     if (run->registry || !run->dir || run->registry_tried) return run->registry;
     run->registry_tried = true;
+    const char *base = strrchr(run->dir, '/');
+    run->registry = registry_open(base ? base + 1 : run->dir, run->dir, err, errlen);
+    return run->registry;
+}
+
+void netlife_run_sweep_stale(void)
+{
     char err[512];
     struct registry_sweep_counts counts;
     if (registry_sweep_stale(NULL, NULL, &counts, err, sizeof err) == 0 && counts.runs)
-        ctl_log("removed what %u crashed run(s) left behind", counts.runs);
-    const char *base = strrchr(run->dir, '/');
-    run->registry = registry_open(base ? base + 1 : run->dir, run->dir, err, sizeof err);
-    if (!run->registry) ctl_log("warning: no run registry: %s", err);
+        ctl_log("removed what %u crashed run(s) left behind (%u run.json marked crashed)",
+                counts.runs, counts.marked);
+}
+
+struct registry *netlife_run_registry(struct netlife_run *run)
+{
+    if (run->registry || !run->dir || run->registry_tried) return run->registry;
+    char err[512];
+    if (!netlife_run_open_registry(run, err, sizeof err))
+        ctl_log("warning: no run registry: %s", err);
+    netlife_run_sweep_stale();
     return run->registry;
 }
 
@@ -200,37 +216,22 @@ const char *netlife_state_name(enum netlife_state s)
     return (unsigned)s < sizeof names / sizeof *names ? names[s] : "?";
 }
 
-static void transition(struct netlife *nl, enum netlife_state to, const struct netlife_error *e)
+static void transition(struct netlife *nl, enum netlife_state to, const struct net_error *e)
 {
     enum netlife_state from = nl->state;
     nl->state = to;
+    if (e && from <= NETLIFE_HANDSHAKE) nl->start_error = *e;
     if (nl->hooks.on_transition) nl->hooks.on_transition(nl->hooks.ctx, from, to, e);
-}
-
-/* The failing step gives node and link (-1: none); its message already
- * names them. */
-static void error_set(struct netlife_error *e, enum netlife_code code, int node, int link,
-                      const char *message)
-{
-    *e = (struct netlife_error){code, node, link, ""};
-    snprintf(e->message, sizeof e->message, "%s", message);
-}
-
-/* A build's failure (controller/netrun.h) as the engine reports it. */
-static void error_from_build(struct netlife_error *e, const struct netrun_error *b)
-{
-    error_set(e, b->env_error ? NETLIFE_ERR_ENVIRONMENT : NETLIFE_ERR_SCENARIO, b->node, b->link,
-              b->message);
 }
 
 /* A peer's failure during the handshake: the peer client says the cause,
  * the engine names the node. */
-static void error_at_node(struct netlife *nl, struct netlife_error *e, enum netlife_code code,
+static void error_at_node(struct netlife *nl, struct net_error *e, enum net_error_code code,
                           int node, const char *cause)
 {
     char message[sizeof e->message];
     snprintf(message, sizeof message, "node '%s': %s", nl->topo->nodes[node].name, cause);
-    error_set(e, code, node, -1, message);
+    net_error_set(e, code, node, -1, message);
 }
 
 /* ---- stop ---- */
@@ -255,7 +256,7 @@ static void on_stop_deadline(EV_P_ ev_timer *w, int revents)
 }
 
 /* Closes every channel (the peers exit on EOF) under the stop deadline. */
-static void begin_stop(struct netlife *nl, const struct netlife_error *e)
+static void begin_stop(struct netlife *nl, const struct net_error *e)
 {
     ev_timer_stop(nl->run->loop, &nl->start_deadline);
     nl->phase_t0 = mono_s();
@@ -286,7 +287,7 @@ static void handshake_end(struct netlife *nl)
 {
     if (nl->state != NETLIFE_HANDSHAKE) return;
     ev_timer_stop(nl->run->loop, &nl->start_deadline);
-    if (nl->error.code != NETLIFE_OK) return begin_stop(nl, &nl->error);
+    if (nl->error.code != NET_OK) return begin_stop(nl, &nl->error);
     ctl_log("network '%s': started: every peer answered %.3f s after the build", nl->topo->name,
             mono_s() - nl->phase_t0);
     publish_topology(nl->run);
@@ -298,8 +299,8 @@ static void on_handshake_reply(void *ctx, const char *error, const msgpack_objec
     (void)result;
     struct handshake_call *c = ctx;
     struct netlife *nl = c->nl;
-    if (error && nl->error.code == NETLIFE_OK)
-        error_at_node(nl, &nl->error, NETLIFE_ERR_PEER, c->node, error);
+    if (error && nl->error.code == NET_OK)
+        error_at_node(nl, &nl->error, NET_ERR_PEER, c->node, error);
     if (--nl->outstanding == 0 && !nl->closing) handshake_end(nl);
 }
 
@@ -309,11 +310,11 @@ static void on_start_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
     struct netlife *nl = container_of(w, struct netlife, start_deadline);
-    if (nl->error.code == NETLIFE_OK) {
+    if (nl->error.code == NET_OK) {
         char why[128];
         snprintf(why, sizeof why, "%d peer(s) did not answer within %g s", nl->outstanding,
                  nl->opts.start_timeout_s);
-        error_set(&nl->error, NETLIFE_ERR_TIMEOUT, -1, -1, why);
+        net_error_set(&nl->error, NET_ERR_TIMEOUT, -1, -1, why);
     }
     nl->closing = true;
     netrun_close_peers(nl->nr);
@@ -328,13 +329,13 @@ static void begin_handshake(struct netlife *nl, msgpack_sbuffer *secret)
     netrun_pack_peer_secret(nl->nr, secret);
     nl->outstanding = 0;
     char err[512];
-    for (size_t i = 0; i < nl->topo->n_nodes && nl->error.code == NETLIFE_OK; i++) {
+    for (size_t i = 0; i < nl->topo->n_nodes && nl->error.code == NET_OK; i++) {
         struct peer_client *pc = netrun_peer(nl->nr, (int)i);
         if (!pc) continue;
         nl->calls[i] = (struct handshake_call){nl, (int)i};
         if (peer_client_call(pc, "peers", secret->data, secret->size, on_handshake_reply,
                              &nl->calls[i], err, sizeof err) < 0)
-            error_at_node(nl, &nl->error, NETLIFE_ERR_PEER, (int)i, err);
+            error_at_node(nl, &nl->error, NET_ERR_PEER, (int)i, err);
         else
             nl->outstanding++;
     }
@@ -366,20 +367,16 @@ static void on_links_made(void *ctx)
     transition(nl, NETLIFE_SPAWNING, NULL);
 }
 
-static void on_built(void *ctx, struct netrun *nr, const struct netrun_error *error)
+static void on_built(void *ctx, struct netrun *nr, const struct net_error *error)
 {
     struct netlife *nl = ctx;
     nl->nr = nr;
-    if (!nr) {
-        struct netlife_error e;
-        error_from_build(&e, error);
-        return transition(nl, nl->stop_requested ? NETLIFE_STOPPED : NETLIFE_DEFINED, &e);
-    }
+    if (!nr) return transition(nl, nl->stop_requested ? NETLIFE_STOPPED : NETLIFE_DEFINED, error);
     log_built(nl);
     nl->phase_t0 = mono_s();
     sample_links(nl->run, nr);
     if (nl->stop_requested) {
-        error_set(&nl->error, NETLIFE_ERR_STOPPED, -1, -1, "stopped while starting");
+        net_error_set(&nl->error, NET_ERR_STOPPED, -1, -1, "stopped while starting");
         return begin_stop(nl, &nl->error);
     }
     msgpack_sbuffer secret;
@@ -409,26 +406,25 @@ struct netlife *netlife_new(struct netlife_run *run, struct topo_network *topo,
     return nl;
 }
 
-int netlife_start(struct netlife *nl, const struct netlife_options *opts,
-                  struct netlife_error *error)
+int netlife_start(struct netlife *nl, const struct netlife_options *opts, struct net_error *error)
 {
     char err[1024];
     if (nl->state != NETLIFE_DEFINED) {
         snprintf(err, sizeof err, "network '%s': start: network is %s", nl->topo->name,
                  netlife_state_name(nl->state));
-        return error_set(error, NETLIFE_ERR_SCENARIO, -1, -1, err), -1;
+        return net_error_set(error, NET_ERR_SCENARIO, -1, -1, err), -1;
     }
     nl->opts = *opts;
     nl->stop_requested = false;
-    nl->error = (struct netlife_error){NETLIFE_OK, -1, -1, ""};
+    net_error_clear(&nl->error);
+    net_error_clear(&nl->start_error);
     struct registry *reg = netlife_run_registry(nl->run);
     struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg, run_loopback(nl->run),
                                 on_links_made, nl->run->peer_path};
-    struct netrun_error build_error;
     if (netrun_build(nl->run->loop, nl->topo, &cfg, on_peer_exit, nl, on_built, nl, &nl->nr,
-                     &build_error) < 0) {
+                     error) < 0) {
         nl->nr = NULL;
-        return error_from_build(error, &build_error), -1;
+        return -1;
     }
     transition(nl, NETLIFE_BUILDING, NULL);
     return 0;
@@ -436,6 +432,8 @@ int netlife_start(struct netlife *nl, const struct netlife_options *opts,
 
 bool netlife_stop(struct netlife *nl)
 {
+    if (nl->state >= NETLIFE_BUILDING && nl->state <= NETLIFE_RUNNING)
+        netprog_list_signal(&nl->programs, -1, SIGTERM); /* once: a second stop finds it stopping */
     switch (nl->state) {
     case NETLIFE_DEFINED:
     case NETLIFE_STOPPED:
@@ -445,8 +443,8 @@ bool netlife_stop(struct netlife *nl)
         nl->stop_requested = true;
         return false;
     case NETLIFE_HANDSHAKE:
-        if (nl->error.code == NETLIFE_OK)
-            error_set(&nl->error, NETLIFE_ERR_STOPPED, -1, -1, "stopped while starting");
+        if (nl->error.code == NET_OK)
+            net_error_set(&nl->error, NET_ERR_STOPPED, -1, -1, "stopped while starting");
         begin_stop(nl, &nl->error);
         break;
     case NETLIFE_RUNNING:
@@ -469,6 +467,16 @@ struct netrun *netlife_netrun(const struct netlife *nl)
     return nl->state == NETLIFE_BUILDING || nl->state == NETLIFE_SPAWNING ? NULL : nl->nr;
 }
 
+struct topo_network *netlife_topology(const struct netlife *nl)
+{
+    return nl->topo;
+}
+
+const struct net_error *netlife_start_error(const struct netlife *nl)
+{
+    return nl->start_error.code != NET_OK ? &nl->start_error : NULL;
+}
+
 bool netlife_exited(const struct netlife *nl)
 {
     return !nl->nr || netrun_peers_exited(nl->nr);
@@ -481,8 +489,39 @@ static void on_released(void *ctx)
     nl->releasing = false;
 }
 
+struct netprog *netlife_program_spawn(struct netlife *nl, int node, char *const argv[],
+                                      netprog_done_fn done, void *ctx, char *err, size_t errlen)
+{
+    if (!netlife_running(nl))
+        return snprintf(err, errlen, "network '%s' is %s", nl->topo->name, netlife_state_word(nl)),
+               NULL;
+    if (node < 0 || (size_t)node >= nl->topo->n_nodes ||
+        nl->topo->nodes[node].kind != TOPO_NODE_HOST)
+        return snprintf(err, errlen, "programs run in host nodes, not switches"), NULL;
+    struct netprog_place place = {nl->run->registry, nl->topo->name, node,
+                                  netrun_node_ns(nl->nr, node)};
+    return netprog_spawn(&nl->programs, nl->run->loop, &place, argv, done, ctx, err, errlen);
+}
+
+void netlife_node_kill(struct netlife *nl, int node)
+{
+    struct netrun *nr = netlife_netrun(nl);
+    if (nr) netrun_peer_kill(nr, node);
+    netprog_list_signal(&nl->programs, node, SIGKILL);
+}
+
+int netlife_node_restart(struct netlife *nl, int node, char *err, size_t errlen)
+{
+    struct netrun *nr = netlife_netrun(nl);
+    if (!nr)
+        return snprintf(err, errlen, "network '%s' is %s", nl->topo->name, netlife_state_word(nl)),
+               -1;
+    return netrun_peer_restart(nr, node, err, errlen);
+}
+
 void netlife_release(struct netlife *nl)
 {
+    netprog_list_release(&nl->programs);
     if (!nl->nr || nl->releasing || nl->state == NETLIFE_BUILDING || nl->state == NETLIFE_SPAWNING)
         return;
     ev_timer_stop(nl->run->loop, &nl->start_deadline);
@@ -499,6 +538,7 @@ bool netlife_released(const struct netlife *nl)
 void netlife_free(struct netlife *nl)
 {
     if (!nl) return;
+    netprog_list_release(&nl->programs);
     ev_timer_stop(nl->run->loop, &nl->start_deadline);
     ev_timer_stop(nl->run->loop, &nl->stop_deadline);
     netrun_free(nl->nr); /* abandons a build in flight; kills and reaps survivors */

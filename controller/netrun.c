@@ -108,14 +108,14 @@ struct netrun {
         void (*work)(struct netrun *nr);
         void (*then)(struct netrun *nr);
         int rc;
-        struct netrun_error error; /* the first failure, once rc < 0 */
+        struct net_error error; /* the first failure, once rc < 0 */
     } job;
     /* The loop's own failure while a step runs off it (asking for the
      * peers while the veths are made): job_fail'ed once the step is over. */
     struct {
         bool active; /* the kernel backend's veths began with the peers' requests */
         int rc;
-        struct netrun_error error;
+        struct net_error error;
     } beside;
     ev_async job_done;
     ev_timer template_deadline;
@@ -602,14 +602,16 @@ static int plan_topology(struct netrun *nr, int *node, char *err, size_t errlen)
 /* The backend and the address plan: while the namespaces are made when
  * the kernel's probe is done at the build's beginning, else right after
  * them (namespaces_made). */
-static int choose_and_plan(struct netrun *nr, struct netrun_error *error)
+static int choose_and_plan(struct netrun *nr, struct net_error *error)
 {
     char *err = error->message;
     size_t errlen = sizeof error->message;
-    int rc = choose_backend(nr, &error->env_error, err, errlen);
+    bool env_error = false;
+    int rc = choose_backend(nr, &env_error, err, errlen);
     phase_end(nr, "backend");
     if (rc == 0) rc = plan_topology(nr, &error->node, err, errlen);
     phase_end(nr, "plan");
+    if (rc < 0) error->code = net_error_build_code(env_error);
     return rc;
 }
 
@@ -660,19 +662,20 @@ static void on_job_done(EV_P_ ev_async *w, int revents)
     if (then) then(nr);
 }
 
-static void netrun_error_set(struct netrun_error *e, bool env_error, int node, int link,
-                             const char *message)
-{
-    *e = (struct netrun_error){env_error, node, link, ""};
-    snprintf(e->message, sizeof e->message, "%s", message);
-}
-
 /* The build fails; node and link are the ones at fault (-1: none known). */
 static void job_fail_at(struct netrun *nr, bool env_error, int node, int link, const char *err)
 {
     if (nr->job.rc < 0) return; /* the first error wins */
     nr->job.rc = -1;
-    netrun_error_set(&nr->job.error, env_error, node, link, err);
+    net_error_set(&nr->job.error, net_error_build_code(env_error), node, link, err);
+}
+
+/* The build fails with a step's error (the first error wins). */
+static void job_fail_with(struct netrun *nr, const struct net_error *e)
+{
+    if (nr->job.rc < 0) return;
+    nr->job.rc = -1;
+    nr->job.error = *e;
 }
 
 static void job_fail(struct netrun *nr, bool env_error, const char *err)
@@ -1023,8 +1026,7 @@ static void on_template_deadline(EV_P_ ev_timer *w, int revents)
 static void links_done(struct netrun *nr)
 {
     if (nr->beside.rc < 0) {
-        const struct netrun_error *e = &nr->beside.error;
-        job_fail_at(nr, e->env_error, e->node, e->link, e->message);
+        job_fail_with(nr, &nr->beside.error);
     }
     if (nr->beside.active) {
         phase_split_beside(nr);
@@ -1046,10 +1048,11 @@ static void links_begin(struct netrun *nr);
 static void plan_after_namespaces(void *ctx)
 {
     struct netrun *nr = ctx;
-    struct netrun_error error = {false, -1, -1, ""};
+    struct net_error error;
+    net_error_clear(&error);
     nr->plan_late = false;
     if (choose_and_plan(nr, &error) < 0) {
-        job_fail_at(nr, error.env_error, error.node, error.link, error.message);
+        job_fail_with(nr, &error);
         return build_fail(nr);
     }
     links_begin(nr);
@@ -1086,7 +1089,7 @@ static void links_begin(struct netrun *nr)
     if (!beside) phase_end(nr, "peers asked"); /* else split at links_done */
     if (rc < 0 && beside) {
         nr->beside.rc = -1;
-        netrun_error_set(&nr->beside.error, env_error, node, -1, err);
+        net_error_set(&nr->beside.error, net_error_build_code(env_error), node, -1, err);
         return; /* links_done follows the step, adopts what was asked for, then fails */
     }
     if (rc < 0) {
@@ -1126,12 +1129,13 @@ static struct netrun *netrun_alloc(struct ev_loop *loop, struct topo_network *ne
 
 /* The build's first steps on the loop: -1 with *error when it cannot
  * begin (a namespaces' step begun is still running then). */
-static int build_begin(struct netrun *nr, struct netrun_error *error)
+static int build_begin(struct netrun *nr, struct net_error *error)
 {
-    *error = (struct netrun_error){false, -1, -1, ""};
-    int rc =
-        check_devices(nr, &error->node, &error->env_error, error->message, sizeof error->message);
-    if (rc == 0) rc = prepare_helpers(nr, &error->env_error, error->message, sizeof error->message);
+    net_error_clear(error);
+    bool env_error = false;
+    int rc = check_devices(nr, &error->node, &env_error, error->message, sizeof error->message);
+    if (rc == 0) rc = prepare_helpers(nr, &env_error, error->message, sizeof error->message);
+    if (rc < 0) error->code = net_error_build_code(env_error);
     bool emulated = nr->net->backend != TOPO_BACKEND_NONE;
     if (rc == 0 && emulated) job_begin(nr, work_namespaces, namespaces_made);
     nr->plan_late = emulated && !host_probe_done(HOST_PROBE_KERNEL);
@@ -1145,17 +1149,17 @@ static int build_begin(struct netrun *nr, struct netrun_error *error)
 static void on_devices_probed(void *ctx)
 {
     struct netrun *nr = ctx;
-    struct netrun_error error;
+    struct net_error error;
     if (build_begin(nr, &error) == 0) return;
-    job_fail_at(nr, error.env_error, error.node, error.link, error.message);
+    job_fail_with(nr, &error);
     if (!nr->job.running) job_then(nr, namespaces_made);
 }
 
 int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
                  netrun_exit_fn on_exit, void *ctx, netrun_built_fn built, void *built_ctx,
-                 struct netrun **out, struct netrun_error *error)
+                 struct netrun **out, struct net_error *error)
 {
-    *error = (struct netrun_error){false, -1, -1, ""};
+    net_error_clear(error);
     struct netrun *nr = netrun_alloc(loop, net, cfg);
     if (!nr)
         return snprintf(error->message, sizeof error->message, "network '%s': out of memory",
@@ -1181,6 +1185,7 @@ int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct ne
     else
         rc = build_begin(nr, error);
     if (rc < 0) {
+        if (error->code == NET_OK) error->code = NET_ERR_SCENARIO; /* out of memory */
         netrun_free(nr); /* joins the namespaces' thread */
         return -1;
     }
@@ -2172,7 +2177,7 @@ static void release_finish(struct netrun *nr, bool notify)
     bool failed_build = nr->release.failed_build;
     netrun_built_fn built = nr->built;
     void *built_ctx = nr->built_ctx;
-    struct netrun_error error = nr->job.error;
+    struct net_error error = nr->job.error;
     netrun_released_fn released = nr->release.released;
     void *ctx = nr->release.ctx;
     ev_timer_stop(nr->loop, &nr->release.timer);

@@ -18,6 +18,7 @@
  * Owns: the backend state, one peer client per host node, the cgroups. */
 #pragma once
 
+#include "controller/net_error.h"
 #include "controller/peer_client.h"
 #include "topo/network.h"
 
@@ -41,27 +42,19 @@ struct netrun_config {
 
 typedef void (*netrun_exit_fn)(void *ctx, int node, int wait_status);
 
-/* Why a build failed. The step that failed names the node or link at fault
- * in the message and gives its index here too (-1: none; the kernel
- * layer's steps, which see many links at once, name theirs in the message
- * only). */
-struct netrun_error {
-    bool env_error; /* the environment (privilege, kernel feature: exit code 3), not the scenario */
-    int node, link;
-    char message[1024];
-};
-
 /* The build's end: nr is the started network and error NULL, or nr is NULL
- * after a failure (it is freed, nothing is left) and error says why. Called
- * once, from the loop. */
-typedef void (*netrun_built_fn)(void *ctx, struct netrun *nr, const struct netrun_error *error);
+ * after a failure (it is freed, nothing is left) and error says why
+ * (NET_ERR_SCENARIO or NET_ERR_ENVIRONMENT; the node or link at fault, if
+ * one step saw it: the kernel layer's steps, which see many links at once,
+ * name theirs in the message only). Called once, from the loop. */
+typedef void (*netrun_built_fn)(void *ctx, struct netrun *nr, const struct net_error *error);
 /* Begins building the network and starting its peers; returns at once with
  * *out set (0), and `built` follows from the loop. -1 with *error when the
  * build cannot begin: nothing is left and `built` is not called. netrun_free
  * during the build abandons it (built not called). */
 int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct netrun_config *cfg,
                  netrun_exit_fn on_exit, void *ctx, netrun_built_fn built, void *built_ctx,
-                 struct netrun **out, struct netrun_error *error);
+                 struct netrun **out, struct net_error *error);
 /* The backend actually used ("none", "kernel", "user") and why it was chosen. */
 const char *netrun_backend(const struct netrun *nr);
 const char *netrun_backend_reason(const struct netrun *nr);

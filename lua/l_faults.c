@@ -9,11 +9,12 @@
  *
  * Owns the network's listener table (a registry reference in l_network).
  * The partitions in place (which node is in which group; they add up until
- * one heal removes them all) are netrun's record; the routes change off
- * the loop, and the calling task waits for them (controller/netrun.h). */
+ * one heal removes them all) are the engine's record; the routes change
+ * off the loop, and the calling task waits for them (controller/netlife.h,
+ * controller/netrun.h). */
 #include "lua/l_net.h"
 
-#include "controller/netrun.h"
+#include "controller/netlife.h"
 #include "lua/sched.h"
 
 #include <lauxlib.h>
@@ -110,9 +111,9 @@ static void read_group(lua_State *L, struct l_network *net, int i, unsigned char
 
 static void check_started(lua_State *L, struct l_network *net, const char *what)
 {
-    if (net->state != NET_STARTED)
+    if (!netlife_running(net->life))
         luaL_error(L, "network '%s': %s: network is %s", net->topo->name, what,
-                   lnet_state_word(net->state));
+                   lnet_state_word(net));
 }
 
 /* A partition or heal whose routes change off the loop (netrun.h): the
@@ -138,7 +139,7 @@ static void on_cut_done(void *ctx, const char *error, const msgpack_object *resu
     free(w);
 }
 
-/* Asks netrun for the change and suspends the task until it is in place;
+/* Asks the engine for the change and suspends the task until it is in place;
  * continues with k. */
 static int cut_request(lua_State *L, struct l_network *net, const unsigned char *side,
                        lua_KFunction k, lua_KContext ctx)
@@ -148,7 +149,7 @@ static int cut_request(lua_State *L, struct l_network *net, const unsigned char 
     if (!w) return luaL_error(L, "network '%s': %s: out of memory", net->topo->name, what);
     w->sched = net->rt->sched;
     char err[512];
-    if (netrun_partition(net->run, side, on_cut_done, w, err, sizeof err) < 0) {
+    if (netlife_partition(net->life, side, on_cut_done, w, err, sizeof err) < 0) {
         free(w);
         return luaL_error(L, "network '%s': %s: %s", net->topo->name, what, err);
     }
@@ -219,7 +220,7 @@ static int l_net_heal(lua_State *L)
     struct cut_wait *w = malloc(sizeof *w);
     if (!w) return luaL_error(L, "network '%s': heal: out of memory", net->topo->name);
     w->sched = net->rt->sched;
-    int rc = netrun_heal(net->run, side, &healed, on_cut_done, w, err, sizeof err);
+    int rc = netlife_heal(net->life, side, &healed, on_cut_done, w, err, sizeof err);
     if (rc <= 0) { /* refused, or nothing to heal: nothing to wait for */
         free(w);
         if (rc < 0) return luaL_error(L, "network '%s': heal: %s", net->topo->name, err);
@@ -299,7 +300,7 @@ static int uplink_of(lua_State *L, struct l_network *net, int node)
 
 /* net:_move_link(node, to, now): checks that node can move to `to` (no
  * `to`: that it can move at all) and, with now, moves its link's far end
- * there (netrun_link_move); returns the link's handle. Library use only
+ * there (netlife_link_move); returns the link's handle. Library use only
  * (hiernet.churn's node:move). */
 static int l_net_move_link(lua_State *L)
 {
@@ -327,7 +328,7 @@ static int l_net_move_link(lua_State *L)
         move_refused(L, net, name, "to '%s' is its edge already", t->nodes[to].name);
     if (lua_toboolean(L, 4)) {
         char err[512];
-        if (netrun_link_move(net->run, l, n->index, to, err, sizeof err) < 0)
+        if (netlife_link_move(net->life, l, n->index, to, err, sizeof err) < 0)
             return luaL_error(L, "node '%s': move to '%s': %s", name, t->nodes[to].name, err);
         hn_logf(net->rt, "node '%s': moved to '%s'", name, t->nodes[to].name);
     }
@@ -351,9 +352,7 @@ static int l_net_reachable(lua_State *L)
 {
     struct l_network *net = check_net(L, 1);
     int a = node_index_arg(L, net, 2), b = node_index_arg(L, net, 3);
-    bool ok = net->state == NET_STARTED && netrun_peer_alive(net->run, a) &&
-              netrun_peer_alive(net->run, b) && !netrun_separated(net->run, a, b);
-    lua_pushboolean(L, ok);
+    lua_pushboolean(L, netlife_reachable(net->life, a, b));
     return 1;
 }
 

@@ -147,11 +147,38 @@ void l_files_release(struct hn_runtime *rt)
     rt->n_temp_dirs = 0;
 }
 
+const char *l_files_find(lua_State *L, const char *path)
+{
+    const char *scenario = hn_runtime(L)->scenario_path;
+    const char *slash = scenario ? strrchr(scenario, '/') : NULL;
+    if (path[0] != '/' && slash) {
+        lua_pushlstring(L, scenario, (size_t)(slash - scenario + 1));
+        lua_pushstring(L, path);
+        lua_concat(L, 2);
+        const char *near = lua_tostring(L, -1);
+        if (access(near, R_OK) == 0) return near;
+        lua_pop(L, 1);
+    }
+    return lua_pushstring(L, path);
+}
+
+/* core._find_file(path) -> the path l_files_find picks (churn.lua's files) */
+static int l_find_file(lua_State *L)
+{
+    l_files_find(L, luaL_checkstring(L, 1));
+    return 1;
+}
+
 void l_files_register(lua_State *L)
 {
     static const luaL_Reg fns[] = {
-        {"_stat", l_stat},       {"_list_dir", l_list_dir}, {"_mkdir_p", l_mkdir_p},
-        {"_mkdtemp", l_mkdtemp}, {"_rmtemp", l_rmtemp},     {NULL, NULL},
+        {"_stat", l_stat},
+        {"_list_dir", l_list_dir},
+        {"_mkdir_p", l_mkdir_p},
+        {"_mkdtemp", l_mkdtemp},
+        {"_rmtemp", l_rmtemp},
+        {"_find_file", l_find_file},
+        {NULL, NULL},
     };
     luaL_setfuncs(L, fns, 0);
 }

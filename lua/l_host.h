@@ -15,6 +15,13 @@ void l_files_register(lua_State *L);
 void l_codec_register(lua_State *L);
 void l_dot_register(lua_State *L);
 
+/* The path a scenario's data file is read from (a trace, a churn or a
+ * mobility schedule): a relative path names a file of the scenario's folder
+ * when there is one, as `require` finds a module there first, else it is
+ * taken as it is (from the working directory). Pushes the path and returns
+ * it (the Lua stack keeps it). */
+const char *l_files_find(lua_State *L, const char *path);
+
 /* Run teardown: SIGKILLs and reaps every host program still running. */
 void l_host_release(struct hn_runtime *rt);
 /* Run teardown: removes the scratch directories the tools left (an

@@ -3,9 +3,9 @@
  * them to hiernet-linkd and the calling task waits for its reply
  * (controller/netrun.c decides which). */
 #include "lua/l_fields.h"
+#include "lua/l_host.h"
 #include "lua/l_net.h"
 
-#include "controller/netrun.h"
 #include "controller/trace_player.h"
 #include "lua/runtime.h"
 #include "topo/link_keys.h"
@@ -110,77 +110,52 @@ static const char *link_name(struct l_link *h, char *buf, size_t len)
 static void check_link_running(lua_State *L, struct l_link *h, const char *method)
 {
     char name[96];
-    if (h->net->state != NET_STARTED)
+    if (!netlife_running(h->net->life))
         luaL_error(L, "link %s: %s: network '%s' is %s", link_name(h, name, sizeof name), method,
-                   h->net->topo->name, lnet_state_word(h->net->state));
+                   h->net->topo->name, lnet_state_word(h->net));
 }
 
-enum link_change { LINK_SET, LINK_DOWN, LINK_UP, LINK_STATS };
-
-/* A link request in flight to linkd; the model changes once it succeeded. */
-struct link_call {
-    struct call call; /* first: on_call_reply's machinery reads it */
-    struct l_network *net;
-    int link;
-    enum link_change change;
-    struct topo_link_params params;
-};
-
-static void apply_link_change(struct link_call *lc)
-{
-    struct topo_link *l = &lc->net->topo->links[lc->link];
-    if (lc->change == LINK_SET) l->params = lc->params;
-    if (lc->change == LINK_DOWN || lc->change == LINK_UP) l->up = lc->change == LINK_UP;
-}
-
+/* A link request in flight: its task waits for the reply (the engine
+ * updates the model once the change took effect, netlife_link_change). */
 static void on_link_reply(void *ctx, const char *error, const msgpack_object *result)
 {
-    struct link_call *lc = ctx;
-    if (!error) apply_link_change(lc);
-    struct reply r = {error, result, &lc->call};
-    sched_wake(lc->call.sched, lc->call.tok, lnet_push_reply, &r);
-    free(lc);
+    struct call *c = ctx;
+    struct reply r = {error, result, c};
+    sched_wake(c->sched, c->tok, lnet_push_reply, &r);
+    free(c);
 }
 
 static int link_call_k(lua_State *L, int status, lua_KContext ctx)
 {
     if (!lua_toboolean(L, -2)) return luaL_error(L, "%s", lua_tostring(L, -1));
-    return ctx == LINK_STATS ? 1 : 0;
+    return ctx == NETLIFE_LINK_STATS ? 1 : 0;
 }
 
 /* Runs one link change, the task waiting for its end: off the loop on
  * the kernel backend, linkd's reply on the user backend (netrun.h). */
-static int link_request(lua_State *L, struct l_link *h, enum link_change change,
+static int link_request(lua_State *L, struct l_link *h, enum netlife_link_op op,
                         const struct topo_link_params *params)
 {
     static const char *const names[] = {"set", "down", "up", "stats"};
     char err[512];
-    check_link_running(L, h, names[change]);
-    struct link_call *lc = calloc(1, sizeof *lc);
-    if (!lc) return luaL_error(L, "link %d: out of memory", h->index);
-    *lc = (struct link_call){
-        {h->net->rt->sched, {0, 0}, "link", "", ""}, h->net, h->index, change, {0}};
-    if (params) lc->params = *params;
-    link_name(h, lc->call.node, sizeof lc->call.node);
-    snprintf(lc->call.method, sizeof lc->call.method, "%s", names[change]);
-    struct netrun *run = h->net->run;
-    int rc = change == LINK_SET
-                 ? netrun_link_set(run, h->index, params, on_link_reply, lc, err, sizeof err)
-             : change == LINK_STATS
-                 ? netrun_link_stats(run, h->index, on_link_reply, lc, err, sizeof err)
-                 : netrun_link_updown(run, h->index, change == LINK_UP, on_link_reply, lc, err,
-                                      sizeof err);
+    check_link_running(L, h, names[op]);
+    struct call *c = calloc(1, sizeof *c);
+    if (!c) return luaL_error(L, "link %d: out of memory", h->index);
+    *c = (struct call){h->net->rt->sched, {0, 0}, "link", "", "", NULL, -1};
+    link_name(h, c->node, sizeof c->node);
+    snprintf(c->method, sizeof c->method, "%s", names[op]);
+    int rc =
+        netlife_link_change(h->net->life, h->index, op, params, on_link_reply, c, err, sizeof err);
     if (rc <= 0) {
-        if (rc == 0) apply_link_change(lc);
-        char what[sizeof lc->call.node];
-        snprintf(what, sizeof what, "%s", lc->call.node);
-        free(lc);
+        char what[sizeof c->node];
+        snprintf(what, sizeof what, "%s", c->node);
+        free(c);
         /* netrun, the kernel layer and linkd say the cause: named here, once. */
-        if (rc < 0) return luaL_error(L, "link %s: %s: %s", what, names[change], err);
+        if (rc < 0) return luaL_error(L, "link %s: %s: %s", what, names[op], err);
         return 0;
     }
-    lc->call.tok = sched_suspend(L);
-    return lua_yieldk(L, 0, change, link_call_k);
+    c->tok = sched_suspend(L);
+    return lua_yieldk(L, 0, op, link_call_k);
 }
 
 /* link:set{bw=, delay=, jitter=, loss=, queue=}: unnamed parameters keep their values. */
@@ -199,23 +174,23 @@ static int l_link_set(lua_State *L)
                           "%s: ecn_threshold needs backend 'user': the kernel backend does not "
                           "mark ECN",
                           what);
-    return link_request(L, h, LINK_SET, &params);
+    return link_request(L, h, NETLIFE_LINK_SET, &params);
 }
 
 static int l_link_down(lua_State *L)
 {
-    return link_request(L, check_link(L, 1), LINK_DOWN, NULL);
+    return link_request(L, check_link(L, 1), NETLIFE_LINK_DOWN, NULL);
 }
 
 static int l_link_up(lua_State *L)
 {
-    return link_request(L, check_link(L, 1), LINK_UP, NULL);
+    return link_request(L, check_link(L, 1), NETLIFE_LINK_UP, NULL);
 }
 
 /* link:stats() -> {up=, ab={packets=, bytes=, delivered=, drops_loss=, ...}, ba={...}} */
 static int l_link_stats(lua_State *L)
 {
-    return link_request(L, check_link(L, 1), LINK_STATS, NULL);
+    return link_request(L, check_link(L, 1), NETLIFE_LINK_STATS, NULL);
 }
 
 /* ---- link:trace{} ---- */
@@ -275,15 +250,16 @@ static int l_link_trace(lua_State *L)
     int dir = opt_choice(L, 2, "dir", dirs, 2, what);
     double bin = opt_seconds(L, 2, "bin", 0.1, what);
     struct topo_trace trace;
+    file = l_files_find(L, file);
     if (topo_trace_load(file, formats[format], bin, &trace, err, sizeof err) < 0) {
         hn_runtime(L)->bad_input = true;
         return luaL_error(L, "%s: trace: %s", what, err);
     }
-    if (h->net->state != NET_STARTED) {
+    if (!netlife_running(h->net->life)) {
         topo_trace_free(&trace);
         check_link_running(L, h, "trace");
     }
-    if (netrun_link_trace(h->net->run, h->index, dir, &trace, &o, err, sizeof err) < 0)
+    if (netlife_link_trace(h->net->life, h->index, dir, &trace, &o, err, sizeof err) < 0)
         return luaL_error(L, "%s: trace: %s", what, err);
     return 0;
 }
@@ -297,7 +273,7 @@ static int l_link_trace_changes(lua_State *L)
     if (strcmp(d, "ab") != 0 && strcmp(d, "ba") != 0)
         return luaL_error(L, "link:trace_changes: direction '%s' is neither ab nor ba", d);
     const struct topo_trace_sample *c = NULL;
-    size_t n = h->net->run ? netrun_link_trace_changes(h->net->run, h->index, d[0] == 'b', &c) : 0;
+    size_t n = netlife_link_trace_changes(h->net->life, h->index, d[0] == 'b', &c);
     lua_createtable(L, (int)n, 0);
     for (size_t i = 0; i < n; i++) {
         lua_createtable(L, 0, 4);

@@ -4,7 +4,7 @@
  * l_network.h. */
 #pragma once
 
-#include "controller/netrun.h"
+#include "controller/netlife.h"
 #include "lua/runtime.h"
 #include "lua/sched.h"
 #include "topo/network.h"
@@ -19,28 +19,22 @@
 #define LINK_MT "hiernet.link"
 #define PROC_MT "hiernet.proc"
 
-enum net_state { NET_DEFINED, NET_STARTING, NET_STARTED, NET_STOPPING, NET_STOPPED };
-
 struct l_network {
     struct hn_runtime *rt;
     struct topo_network *topo;
-    struct netlife *life; /* its life cycle (controller/netlife.h), from the first start */
-    struct netrun *run;   /* the started network (netlife_netrun), NULL while it builds */
-    enum net_state state; /* follows the engine's state */
+    struct netlife *life; /* the engine's network (controller/netlife.h), from the first
+                             start: its state and everything it runs are asked of it */
     int self_ref;         /* anchors the network while peers run */
     int nodes_ref;        /* table: name -> node handle, and 1..n -> node handle */
     struct l_network *next;
-    /* start: the task waiting for it and the engine's error */
+    /* start: the task waiting for it (the error is the engine's: netlife_start_error) */
     task_token start_tok;
-    bool start_waiting, start_failed, start_failed_build;
-    bool building; /* the engine builds or spawns: the loop runs meanwhile */
-    char start_error[1024];
+    bool start_waiting;
     /* stop: tasks waiting for the peers to exit */
     task_token *stop_waiters;
     size_t n_stop_waiters;
-    struct l_proc *procs; /* programs started in nodes, ended at stop */
-    int listeners_ref;    /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
-    struct topo_tcp tcp;  /* hn.network{tcp = ...}: every host's, unless it says otherwise */
+    int listeners_ref;   /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
+    struct topo_tcp tcp; /* hn.network{tcp = ...}: every host's, unless it says otherwise */
 };
 
 struct l_node {
@@ -51,7 +45,7 @@ struct l_node {
 /* A program started in a node; the handle outlives the process. */
 struct l_proc {
     struct l_network *net;
-    struct proc *proc; /* NULL once the network released it */
+    struct netprog *prog; /* the engine's (netlife_program_spawn); NULL once it ended */
     char node[TOPO_NAME_MAX];
     int self_ref; /* anchors the handle while the program runs */
     bool done;
@@ -60,8 +54,6 @@ struct l_proc {
     task_token *waiters;
     size_t n_waiters;
     pid_t pid;
-    char registry_name[32];     /* "@prog<pid>" while listed in the run registry */
-    struct l_proc *prev, *next; /* in net->procs while the program runs */
 };
 
 struct l_link {
@@ -86,7 +78,8 @@ struct reply {
 };
 
 /* l_network.c */
-const char *lnet_state_word(enum net_state s);
+/* The network's state as net:state() says it (netlife_state_word). */
+const char *lnet_state_word(const struct l_network *net);
 /* Raises an error for any key of the option table at index i not in allowed. */
 void lnet_check_options(lua_State *L, int i, const char *const *allowed, const char *what);
 const char *lnet_opt_string(lua_State *L, int i, const char *key, const char *dflt,
@@ -123,8 +116,4 @@ void lnet_create_link_meta(lua_State *L);
 /* l_proc.c */
 int lnet_node_run(lua_State *L);
 int lnet_node_spawn(lua_State *L);
-/* Stop: SIGTERM to every program still running in the network. */
-void lnet_procs_terminate(struct l_network *net);
-/* Release: SIGKILL and reap what is left; the handles stay valid, detached. */
-void lnet_procs_release(struct l_network *net);
 void lnet_create_proc_meta(lua_State *L);

@@ -4,16 +4,16 @@
  * l_proc.c.
  *
  * The binding stays thin: the topology model is topo/; a network's life
- * cycle (build, spawn, handshake, stop, deadlines, registry, links.csv)
- * controller/netlife.c, which this calls and which reports back through
+ * cycle (build, spawn, handshake, stop, deadlines, registry, links.csv),
+ * its state and its run-time changes controller/netlife.c (and
+ * netlife_ops.c), which this calls, asks and hears back from through
  * on_transition; a started network (backend, peers, cgroups)
- * controller/netrun.c; the waiting lua/l_sched.c. */
+ * controller/netrun.c behind it; the waiting lua/l_sched.c. */
 #include "lua/l_network.h"
 #include "kernels/profile.h"
 
 #include "controller/host_probe.h"
 #include "controller/netlife.h"
-#include "controller/netrun.h"
 #include "controller/peer_client.h"
 #include "controller/tcp_counters.h"
 #include "lua/l_net.h"
@@ -39,11 +39,9 @@ static struct l_network *check_network(lua_State *L, int i)
     return *p;
 }
 
-const char *lnet_state_word(enum net_state s)
+const char *lnet_state_word(const struct l_network *net)
 {
-    static const char *const words[] = {"not started", "starting", "started", "stopping",
-                                        "stopped"};
-    return words[s];
+    return netlife_state_word(net->life);
 }
 
 /* ---- option tables ---- */
@@ -147,7 +145,7 @@ static const char *const network_options[] = {"name",     "backend", "seed", "ad
 static bool any_network_started(const struct hn_runtime *rt)
 {
     for (const struct l_network *n = rt->networks; n; n = n->next)
-        if (n->state != NET_DEFINED) return true;
+        if (!netlife_defined(n->life)) return true;
     return false;
 }
 
@@ -330,9 +328,9 @@ static int add_node(lua_State *L, enum topo_node_kind kind)
 {
     struct l_network *net = check_network(L, 1);
     const char *name = luaL_checkstring(L, 2);
-    if (net->state != NET_DEFINED)
+    if (!netlife_defined(net->life))
         return luaL_error(L, "network '%s': cannot add node '%s': network is %s", net->topo->name,
-                          name, lnet_state_word(net->state));
+                          name, lnet_state_word(net));
     char err[256];
     int index = topo_node_add(net->topo, name, kind, err, sizeof err);
     if (index < 0) return luaL_error(L, "%s", err);
@@ -416,9 +414,9 @@ static int l_net_link(lua_State *L)
     char what[96];
     snprintf(what, sizeof what, "link %s-%s", net->topo->nodes[a->index].name,
              net->topo->nodes[b->index].name);
-    if (net->state != NET_DEFINED)
+    if (!netlife_defined(net->life))
         return luaL_error(L, "network '%s': cannot add %s: network is %s", net->topo->name, what,
-                          lnet_state_word(net->state));
+                          lnet_state_word(net));
     struct topo_link_params params = {0};
     bool parallel = false;
     if (!lua_isnoneornil(L, 4)) {
@@ -479,40 +477,17 @@ static void wake_stop_waiters(struct l_network *net)
     free(waiters);
 }
 
-static enum net_state state_of(enum netlife_state s)
-{
-    switch (s) {
-    case NETLIFE_DEFINED:
-        return NET_DEFINED;
-    case NETLIFE_RUNNING:
-        return NET_STARTED;
-    case NETLIFE_STOPPING:
-        return NET_STOPPING;
-    case NETLIFE_STOPPED:
-        return NET_STOPPED;
-    default:
-        return NET_STARTING;
-    }
-}
-
-/* The engine's report (controller/netlife.h): the binding's view of the
- * network follows it, and the tasks waiting on it wake. */
+/* The engine's report (controller/netlife.h): the tasks waiting on the
+ * network wake (the state and any error stay the engine's to say). */
 static void on_transition(void *ctx, enum netlife_state from, enum netlife_state to,
-                          const struct netlife_error *error)
+                          const struct net_error *error)
 {
     (void)from;
     struct l_network *net = ctx;
     struct hn_runtime *rt = net->rt;
-    net->state = state_of(to);
-    net->building = to == NETLIFE_BUILDING || to == NETLIFE_SPAWNING;
-    net->run = netlife_netrun(net->life);
-    if (error && error->code == NETLIFE_ERR_ENVIRONMENT) rt->env_failure = true;
+    if (error && error->code == NET_ERR_ENVIRONMENT) rt->env_failure = true;
     if (net->start_waiting && (to == NETLIFE_RUNNING || error)) {
         net->start_waiting = false;
-        net->start_failed = error != NULL;
-        net->start_failed_build = error && (error->code == NETLIFE_ERR_SCENARIO ||
-                                            error->code == NETLIFE_ERR_ENVIRONMENT);
-        if (error) snprintf(net->start_error, sizeof net->start_error, "%s", error->message);
         sched_wake(rt->sched, net->start_tok, NULL, NULL);
     }
     if (to == NETLIFE_STOPPED) wake_stop_waiters(net);
@@ -522,14 +497,16 @@ static int start_k(lua_State *L, int status, lua_KContext ctx)
 {
     (void)status, (void)ctx;
     struct l_network *net = check_network(L, 1);
-    if (!net->start_failed) return 0;
-    if (net->state == NET_DEFINED) { /* the build failed: nothing is left */
+    const struct net_error *e = netlife_start_error(net->life);
+    if (!e) return 0;
+    if (netlife_defined(net->life)) { /* the build failed: nothing is left */
         luaL_unref(L, LUA_REGISTRYINDEX, net->self_ref);
         net->self_ref = LUA_NOREF;
-        return luaL_error(L, "%s", net->start_error);
+        return luaL_error(L, "%s", e->message);
     }
-    if (net->start_failed_build) return luaL_error(L, "%s", net->start_error);
-    return luaL_error(L, "network '%s': start failed: %s", net->topo->name, net->start_error);
+    if (e->code == NET_ERR_SCENARIO || e->code == NET_ERR_ENVIRONMENT)
+        return luaL_error(L, "%s", e->message);
+    return luaL_error(L, "network '%s': start failed: %s", net->topo->name, e->message);
 }
 
 /* hiernet draw: the network is drawn instead of started, and the scenario
@@ -567,23 +544,22 @@ static int l_net_start(lua_State *L)
     struct l_network *net = check_network(L, 1);
     struct hn_runtime *rt = net->rt;
     lua_settop(L, 1);
-    if (net->state != NET_DEFINED)
+    if (!netlife_defined(net->life))
         return luaL_error(L, "network '%s': start: network is %s", net->topo->name,
-                          lnet_state_word(net->state));
+                          lnet_state_word(net));
     if (net->topo->n_nodes == 0)
         return luaL_error(L, "network '%s': start: the network has no nodes", net->topo->name);
     if (rt->draw) return draw_instead(L, net);
     net->topo->dilation = rt->run->dilation;
     if (!network_life(net)) return luaL_error(L, "network '%s': out of memory", net->topo->name);
     struct netlife_options opts = {start_timeout_s(), STOP_DEADLINE_S};
-    struct netlife_error error;
+    struct net_error error;
     if (netlife_start(net->life, &opts, &error) < 0) {
-        rt->env_failure |= error.code == NETLIFE_ERR_ENVIRONMENT;
+        rt->env_failure |= error.code == NET_ERR_ENVIRONMENT;
         return luaL_error(L, "%s", error.message);
     }
     lua_pushvalue(L, 1);
     net->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    net->start_failed = false;
     net->start_waiting = true;
     net->start_tok = sched_suspend(L);
     return lua_yieldk(L, 0, 0, start_k);
@@ -591,11 +567,10 @@ static int l_net_start(lua_State *L)
 
 /* ---- stop ---- */
 
-/* Programs end, then the engine stops the network. True once stopped. */
+/* The engine stops the network (its programs first). True once stopped. */
 static bool stop_begin(struct l_network *net)
 {
     if (!net->life) return true;
-    if (net->state == NET_STARTED || net->state == NET_STARTING) lnet_procs_terminate(net);
     return netlife_stop(net->life);
 }
 
@@ -618,7 +593,7 @@ static int l_net_stop(lua_State *L)
 
 static int l_net_state(lua_State *L)
 {
-    lua_pushstring(L, lnet_state_word(check_network(L, 1)->state));
+    lua_pushstring(L, lnet_state_word(check_network(L, 1)));
     return 1;
 }
 
@@ -626,16 +601,16 @@ static int l_net_index(lua_State *L)
 {
     struct l_network *net = check_network(L, 1);
     const char *key = luaL_checkstring(L, 2);
+    bool built = net->life && netlife_netrun(net->life); /* backend_used and dilation are set */
     if (strcmp(key, "name") == 0) {
         lua_pushstring(L, net->topo->name);
     } else if (strcmp(key, "backend") == 0) {
         /* the backend start chose once started (auto resolves), else the one asked for */
-        lua_pushstring(L,
-                       topo_backend_name(net->run ? net->topo->backend_used : net->topo->backend));
+        lua_pushstring(L, topo_backend_name(built ? net->topo->backend_used : net->topo->backend));
     } else if (strcmp(key, "seed") == 0) {
         lua_pushinteger(L, (lua_Integer)net->topo->seed);
     } else if (strcmp(key, "dilation") == 0) {
-        lua_pushnumber(L, net->run ? net->topo->dilation : net->rt->run->dilation);
+        lua_pushnumber(L, built ? net->topo->dilation : net->rt->run->dilation);
     } else {
         lua_getfield(L, lua_upvalueindex(1), key);
         if (lua_isnil(L, -1))
@@ -661,9 +636,9 @@ static int l_net_tostring(lua_State *L)
 static int l_net_tcp(lua_State *L)
 {
     struct l_network *net = check_network(L, 1);
-    if (net->state != NET_STARTED || !net->run)
+    if (!netlife_running(net->life))
         return luaL_error(L, "network '%s': tcp: network is %s", net->topo->name,
-                          lnet_state_word(net->state));
+                          lnet_state_word(net));
     if (net->topo->backend_used == TOPO_BACKEND_NONE)
         return luaL_error(L,
                           "network '%s': tcp: backend none has no per-node TCP counters (its "
@@ -675,7 +650,7 @@ static int l_net_tcp(lua_State *L)
         struct tcp_counters c;
         char err[256];
         if (net->topo->nodes[i].kind != TOPO_NODE_HOST) continue;
-        int rc = netrun_tcp_counters(net->run, (int)i, &c, err, sizeof err);
+        int rc = netlife_tcp_counters(net->life, (int)i, &c, err, sizeof err);
         if (rc == -1)
             return luaL_error(L, "network '%s': tcp: node '%s': %s", net->topo->name,
                               net->topo->nodes[i].name, err);
@@ -750,8 +725,6 @@ bool l_network_all_exited(struct hn_runtime *rt)
 void l_network_release_begin(struct hn_runtime *rt)
 {
     for (struct l_network *net = rt->networks; net; net = net->next) {
-        lnet_procs_release(net);
-        net->run = NULL;
         if (net->life) netlife_release(net->life);
     }
 }
@@ -768,10 +741,8 @@ void l_network_release_all(struct hn_runtime *rt)
     while (rt->networks) {
         struct l_network *net = rt->networks;
         rt->networks = net->next;
-        lnet_procs_release(net);
-        netlife_free(net->life); /* kills and reaps survivors, releases the topology */
+        netlife_free(net->life); /* kills survivors and programs, releases the topology */
         net->life = NULL;
-        net->run = NULL;
         free(net->stop_waiters);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->self_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->nodes_ref);

@@ -5,10 +5,8 @@
 #include "lua/l_net.h"
 
 #include "controller/netlife.h"
-#include "controller/netrun.h"
 #include "controller/overload.h"
 #include "controller/peer_client.h"
-#include "controller/proc.h"
 #include "lua/l_network.h"
 #include "lua/lmsgpack.h"
 #include "peer/command_names.h"
@@ -16,7 +14,6 @@
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 
 struct l_node *lnet_check_node(lua_State *L, int i)
 {
@@ -72,15 +69,16 @@ static struct peer_client *node_client(lua_State *L, struct l_node *n, const cha
 {
     struct l_network *net = n->net;
     const struct topo_node *tn = &net->topo->nodes[n->index];
-    if (net->state != NET_STARTED && net->state != NET_STARTING)
-        luaL_error(L, "node '%s': %s: network '%s' is %s", tn->name, method, net->topo->name,
-                   lnet_state_word(net->state));
+    const char *word = lnet_state_word(net);
+    bool starting = strcmp(word, "starting") == 0;
+    if (!starting && !netlife_running(net->life))
+        luaL_error(L, "node '%s': %s: network '%s' is %s", tn->name, method, net->topo->name, word);
     if (tn->kind != TOPO_NODE_HOST)
         luaL_error(L, "node '%s': %s: a switch runs no peer", tn->name, method);
-    if (net->building)
+    if (!netlife_peers_up(net->life))
         luaL_error(L, "node '%s': %s: network '%s' is still being built", tn->name, method,
                    net->topo->name);
-    return netrun_peer(net->run, n->index);
+    return netlife_peer(net->life, n->index);
 }
 
 /* ---- destinations named in params ---- */
@@ -133,7 +131,7 @@ static void check_destination(lua_State *L, struct l_node *n, const char *method
     } /* anything else: the peer says what it expects */
     char err[256];
     if (tell && target >= 0 &&
-        netrun_tell_address(n->net->run, n->index, target, err, sizeof err) < 0)
+        netlife_tell_address(n->net->life, n->index, target, err, sizeof err) < 0)
         luaL_error(L, "node '%s': %s: %s", self, method, err);
 }
 
@@ -233,9 +231,7 @@ static int l_node_kill(lua_State *L)
     struct l_node *n = lnet_check_node(L, 1);
     const char *name = n->net->topo->nodes[n->index].name;
     node_client(L, n, "kill");
-    netrun_peer_kill(n->net->run, n->index);
-    for (struct l_proc *lp = n->net->procs; lp; lp = lp->next)
-        if (lp->proc && !lp->done && strcmp(lp->node, name) == 0) proc_kill(lp->proc, SIGKILL);
+    netlife_node_kill(n->net->life, n->index);
     hn_logf(n->net->rt, "node '%s': killed", name);
     lua_settop(L, 1);
     lua_getiuservalue(L, 1, 1); /* the network */
@@ -250,7 +246,7 @@ static int l_node_restart(lua_State *L)
     struct l_node *n = lnet_check_node(L, 1);
     char err[512];
     node_client(L, n, "restart");
-    if (netrun_peer_restart(n->net->run, n->index, err, sizeof err) < 0)
+    if (netlife_node_restart(n->net->life, n->index, err, sizeof err) < 0)
         return luaL_error(L, "node '%s': restart: %s", n->net->topo->nodes[n->index].name, err);
     hn_logf(n->net->rt, "node '%s': restarted", n->net->topo->nodes[n->index].name);
     /* Listeners start when this task waits for the ping below: their

@@ -1,99 +1,44 @@
 /* l_proc.c — programs in nodes: node:run(cmd) waits for a command and
  * returns its status and output; node:spawn(argv) returns a handle with
- * :wait() and :kill(). The process work is controller/proc.c; this unit
- * ties each program to its network, so that stopping the network ends it. */
+ * :wait() and :kill(). The engine runs the program (controller/netprog.h
+ * through netlife_program_spawn: its namespace, registry entry, and its
+ * end with the network); this unit converts the arguments and keeps the
+ * result in the handle for the tasks that wait for it. */
 #include "lua/l_net.h"
 
-#include "controller/proc.h"
-#include "controller/registry.h"
-#include "topo/netns.h"
+#include "controller/netlife.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
-#include <sys/stat.h>
-
-/* ---- programs in nodes: node:run, node:spawn ---- */
-
-/* ---- the network's list of running programs, and the run registry ---- */
-
-static void procs_link(struct l_network *net, struct l_proc *lp)
-{
-    lp->prev = NULL;
-    lp->next = net->procs;
-    if (net->procs) net->procs->prev = lp;
-    net->procs = lp;
-}
-
-static void procs_unlink(struct l_network *net, struct l_proc *lp)
-{
-    if (lp->prev)
-        lp->prev->next = lp->next;
-    else if (net->procs == lp)
-        net->procs = lp->next;
-    if (lp->next) lp->next->prev = lp->prev;
-    lp->prev = lp->next = NULL;
-}
-
-static unsigned long namespace_inode(struct l_network *net, int node)
-{
-    int fd = netrun_node_ns(net->run, node);
-    if (fd >= 0) return topo_netns_inode(fd);
-    struct stat st; /* backend none: the host's own namespace */
-    return stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
-}
-
-/* Listed so that `hiernet clean` can end what the program started should the
- * controller be SIGKILLed (registry.h, REGISTRY_PROGRAM_PREFIX). */
-static void registry_list_program(struct l_network *net, struct l_proc *lp, int node)
-{
-    struct registry *reg = net->rt->life.registry;
-    char err[256];
-    if (!reg) return;
-    snprintf(lp->registry_name, sizeof lp->registry_name, REGISTRY_PROGRAM_PREFIX "%d",
-             (int)lp->pid);
-    if (registry_add_node(reg, net->topo->name, lp->registry_name, lp->pid,
-                          namespace_inode(net, node), err, sizeof err) < 0 ||
-        registry_commit(reg, err, sizeof err) < 0)
-        hn_logf(net->rt, "warning: %s", err);
-}
-
-static void registry_unlist_program(struct l_network *net, struct l_proc *lp)
-{
-    struct registry *reg = net->rt->life.registry;
-    char err[256];
-    if (!reg || !lp->registry_name[0]) return;
-    registry_remove_node(reg, net->topo->name, lp->registry_name);
-    lp->registry_name[0] = '\0';
-    if (registry_commit(reg, err, sizeof err) < 0) hn_logf(net->rt, "warning: %s", err);
-}
 
 /* ---- completion ---- */
 
-/* The program ended: keep its results in the handle, release the process
- * (we are its last callback, so it may go) and wake its waiters. */
-static void on_proc_done(void *ctx, struct proc *p, int status, const char *out, size_t out_len,
-                         const char *err, size_t err_len)
+/* The program ended (result), or its network was released first (NULL):
+ * keep its results in the handle and wake its waiters; the engine has
+ * let the program go. */
+static void on_program_done(void *ctx, const struct netprog_result *r)
 {
     struct l_proc *lp = ctx;
     lua_State *L = lp->net->rt->L;
+    lp->prog = NULL;
+    int self = lp->self_ref;
+    lp->self_ref = LUA_NOREF;
+    if (!r) { /* released at teardown: no task waits any more */
+        luaL_unref(L, LUA_REGISTRYINDEX, self);
+        return;
+    }
     lp->done = true;
-    lp->status = status;
-    lua_pushlstring(L, out, out_len);
+    lp->status = r->status;
+    lua_pushlstring(L, r->out, r->out_len);
     lp->out_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_pushlstring(L, err, err_len);
+    lua_pushlstring(L, r->err, r->err_len);
     lp->err_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    procs_unlink(lp->net, lp);
-    registry_unlist_program(lp->net, lp);
-    proc_free(p);
-    lp->proc = NULL;
     task_token *waiters = lp->waiters;
     size_t n = lp->n_waiters;
     lp->waiters = NULL;
     lp->n_waiters = 0;
-    int self = lp->self_ref;
-    lp->self_ref = LUA_NOREF;
     for (size_t i = 0; i < n; i++)
         sched_wake(lp->net->rt->sched, waiters[i], NULL, NULL);
     free(waiters);
@@ -135,11 +80,8 @@ static struct l_proc *start_proc(lua_State *L)
     struct l_node *n = lnet_check_node(L, 1);
     struct l_network *net = n->net;
     const char *node = net->topo->nodes[n->index].name;
-    if (net->state != NET_STARTED)
-        luaL_error(L, "node '%s': network '%s' is %s", node, net->topo->name,
-                   lnet_state_word(net->state));
-    if (net->topo->nodes[n->index].kind != TOPO_NODE_HOST)
-        luaL_error(L, "node '%s': programs run in host nodes, not switches", node);
+    if (!netlife_running(net->life))
+        luaL_error(L, "node '%s': network '%s' is %s", node, net->topo->name, lnet_state_word(net));
     char **argv = collect_argv(L, 2, node);
     struct l_proc *lp = lua_newuserdatauv(L, sizeof *lp, 0);
     memset(lp, 0, sizeof *lp);
@@ -148,21 +90,19 @@ static struct l_proc *start_proc(lua_State *L)
     snprintf(lp->node, sizeof lp->node, "%s", node);
     luaL_setmetatable(L, PROC_MT);
     char err[512];
-    struct proc_spec spec = {netrun_node_ns(net->run, n->index), NULL, false};
-    lp->proc = proc_spawn(net->rt->loop, &spec, argv, on_proc_done, lp, err, sizeof err);
-    if (!lp->proc) luaL_error(L, "node '%s': %s", node, err);
-    lp->pid = proc_pid(lp->proc);
+    lp->prog =
+        netlife_program_spawn(net->life, n->index, argv, on_program_done, lp, err, sizeof err);
+    if (!lp->prog) luaL_error(L, "node '%s': %s", node, err);
+    lp->pid = netprog_pid(lp->prog);
     lua_pushvalue(L, -1);
     lp->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    procs_link(net, lp);
-    registry_list_program(net, lp, n->index);
     return lp;
 }
 
 /* Parks the running task until the program of lp ends. */
 static void proc_add_waiter(lua_State *L, struct l_proc *lp)
 {
-    if (!lp->proc) luaL_error(L, "node '%s': the program was ended with its network", lp->node);
+    if (!lp->prog) luaL_error(L, "node '%s': the program was ended with its network", lp->node);
     task_token *grown = realloc(lp->waiters, (lp->n_waiters + 1) * sizeof *grown);
     if (!grown) luaL_error(L, "node '%s': out of memory", lp->node);
     lp->waiters = grown;
@@ -234,7 +174,7 @@ static int l_proc_kill(lua_State *L)
     struct l_proc *lp = check_proc(L, 1);
     int sig = (int)luaL_optinteger(L, 2, SIGTERM);
     if (sig < 1 || sig > 64) return luaL_error(L, "kill: bad signal number %d", sig);
-    if (lp->proc && !lp->done) proc_kill(lp->proc, sig);
+    if (lp->prog) netprog_kill(lp->prog, sig);
     return 0;
 }
 
@@ -280,25 +220,4 @@ void lnet_create_proc_meta(lua_State *L)
     lua_pushcfunction(L, l_proc_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
-}
-
-/* Stop: every program still running in the network gets SIGTERM. */
-void lnet_procs_terminate(struct l_network *net)
-{
-    for (struct l_proc *lp = net->procs; lp; lp = lp->next)
-        if (lp->proc && !lp->done) proc_kill(lp->proc, SIGTERM);
-}
-
-/* Release: SIGKILL and reap what is left; handles stay valid but detached. */
-void lnet_procs_release(struct l_network *net)
-{
-    while (net->procs) {
-        struct l_proc *lp = net->procs;
-        procs_unlink(net, lp);
-        registry_unlist_program(net, lp);
-        proc_free(lp->proc); /* SIGKILLs its process group and reaps the leader */
-        lp->proc = NULL;
-        luaL_unref(net->rt->L, LUA_REGISTRYINDEX, lp->self_ref); /* still running: anchored */
-        lp->self_ref = LUA_NOREF;
-    }
 }

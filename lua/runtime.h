@@ -42,6 +42,7 @@ struct hn_runtime {
     size_t n_temp_dirs;
     int tool_exit;             /* hiernet plot / report: the exit code the tool returned */
     struct overload *overload; /* host CPU and compute overruns (controller/overload.h) */
+    const char *scenario_path; /* the scenario file (the caller's), NULL for a tool */
     /* dilation = "auto": what the probe's verdict calls (scenario.c), armed
      * when a network or --dilation names auto; NULL where nothing probes. */
     overload_probe_fn dilation_probe;

@@ -172,6 +172,7 @@ static void open_libraries(lua_State *L, struct scenario *sc, const struct scena
     lua_pushcfunction(L, luaopen_hiernet_core);
     lua_setfield(L, -2, "hiernet.core");
     lua_pop(L, 1);
+    sc->rt.scenario_path = o->tool ? NULL : o->path;
     hn_runtime_attach(L, &sc->rt);
 }
 
@@ -196,22 +197,9 @@ static void attach_life(struct hn_runtime *rt)
  * the run goes on, with a warning (logged once log.txt exists). */
 static void register_run(struct scenario *sc, char *warning, size_t len)
 {
-    const char *base = strrchr(sc->run.dir, '/');
     char err[512];
-    sc->rt.life.registry =
-        registry_open(base ? base + 1 : sc->run.dir, sc->run.dir, err, sizeof err);
-    if (!sc->rt.life.registry) snprintf(warning, len, "warning: no run registry: %s", err);
-    sc->rt.life.registry_tried = true; /* the engine neither opens nor sweeps again */
-}
-
-/* What earlier runs left goes, once this run is on its way. */
-static void sweep_stale_runs(struct hn_runtime *rt)
-{
-    char err[512];
-    struct registry_sweep_counts counts;
-    if (registry_sweep_stale(NULL, NULL, &counts, err, sizeof err) == 0 && counts.runs)
-        hn_logf(rt, "removed what %u crashed run(s) left behind (%u run.json marked crashed)",
-                counts.runs, counts.marked);
+    if (!netlife_run_open_registry(&sc->rt.life, err, sizeof err))
+        snprintf(warning, len, "warning: no run registry: %s", err);
 }
 
 /* A rerun's results directory holds the probe's records in a folder. */
@@ -252,7 +240,7 @@ static int open_results(struct scenario *sc, const char *out_dir)
         fprintf(stderr, "hiernet: %s\n", err);
         return -1;
     }
-    sweep_stale_runs(&sc->rt);
+    netlife_run_sweep_stale(); /* what earlier runs left, now that this run is on its way */
     return 0;
 }
 

@@ -38,12 +38,8 @@ local ex = require("hiernet.experiment")
 local quick = hn.param("quick", false)
 local seconds = hn.param("seconds", quick and 4 or 30)
 
-local backend = ex.backend()
-if backend == "none" then
-  hn.log("faults: partitions need an emulated network; nothing to show on backend none")
-  ex.finish{ scenario = "faults", backend = backend, results = {} }
-  return
-end
+local backend = ex.emulated_backend("faults", "partitions")
+if not backend then return end
 local net = hn.network{ name = "faults", backend = backend, seed = 1 }
 local t = topo.hier(net, { clouds = 1, edges_per_cloud = 2, terminals_per_edge = 3,
                            links = { cloud_edge = { bw = "1Gbit", delay = "2ms" },

@@ -278,7 +278,7 @@ end
 -- how = "kill" | "partition" } -> a handle (see docs/lua-api.md).
 local function start_churn(net, opts)
   local how, nodes, names, model = read_options(net, opts)
-  local intervals = opts.file and read_file(opts.file, names)
+  local intervals = opts.file and read_file(core._find_file(opts.file), names)
   if net:state() ~= "started" then
     bad("net:churn: network '%s' is %s (start it first)", net.name, net:state())
   end
@@ -479,7 +479,7 @@ local function mobility(net, opts)
     bad("net:mobility: dwell_s must be { min, max } seconds, 0 < min <= max")
   end
   local gap = seconds(opts.gap or 0, "net:mobility: gap")
-  local moves = opts.file and read_moves(opts.file, names, edge_set)
+  local moves = opts.file and read_moves(core._find_file(opts.file), names, edge_set)
   local h = setmetatable({ net = net, t0 = hn.now(), moves = 0, stopped = false, gap = gap,
                            link = opts.link, tasks = {} }, Mobility)
   for k, node in ipairs(nodes) do

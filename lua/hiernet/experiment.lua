@@ -24,6 +24,17 @@ function ex.backend(default)
   return backend
 end
 
+-- ex.backend() for a scenario that needs emulated links (partitions,
+-- traces, moves): on backend none it says so in one line, writes an empty
+-- summary.json and returns nil, and the scenario ends there.
+function ex.emulated_backend(scenario, needs)
+  local backend = ex.backend()
+  if backend ~= "none" then return backend end
+  hn.log(string.format("%s: %s need an emulated network; nothing to show on backend none", scenario, needs))
+  ex.finish{ scenario = scenario, backend = backend, results = {} }
+  return nil
+end
+
 local function cell(v)
   if v == nil or v == hn.null then return "-" end
   if math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then

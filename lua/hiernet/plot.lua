@@ -425,6 +425,41 @@ local function link_lines(runs)
   return lines, share
 end
 
+-- Per link direction whose rate limit changed during a run (a trace, a
+-- l:set): the rate in force at each sample (links.csv bw_bps) in Mbit/s,
+-- those with the most changes first, at most MAX_LINK_SERIES of them.
+local function rate_lines(runs)
+  local lines = {}
+  for _, run in ipairs(runs) do
+    local csv = run.links
+    local t, bw = csv and results.column(csv, "time_s"), csv and results.column(csv, "bw_bps")
+    local links, dirs = csv and results.column(csv, "link"), csv and results.column(csv, "dir")
+    local groups, order = {}, {}
+    for i = 1, (t and bw and links) and csv.n or 0 do
+      if number(t[i]) and number(bw[i]) then
+        local key = links[i] .. " " .. (dirs and dirs[i] or "")
+        local g = groups[key]
+        if not g then
+          g = { label = #runs > 1 and (run.label .. " " .. key) or key, xs = {}, ys = {}, changes = 0 }
+          groups[key], order[#order + 1] = g, key
+        end
+        if #g.ys > 0 and g.ys[#g.ys] ~= bw[i] / 1e6 then g.changes = g.changes + 1 end
+        g.xs[#g.xs + 1], g.ys[#g.ys + 1] = t[i], bw[i] / 1e6
+      end
+    end
+    for _, key in ipairs(order) do
+      if groups[key].changes > 0 then lines[#lines + 1] = groups[key] end
+    end
+  end
+  table.sort(lines, function(a, b)
+    if a.changes ~= b.changes then return a.changes > b.changes end
+    return natural_less(a.label, b.label)
+  end)
+  for i = #lines, MAX_LINK_SERIES + 1, -1 do lines[i] = nil end
+  for _, l in ipairs(lines) do l.points = points_of(l.xs, l.ys) end
+  return lines
+end
+
 -- ---- where the trainings start ----
 
 -- Every training of each run that has several, by its start on the run's
@@ -640,6 +675,9 @@ local OTHER_FIGURES = {
   -- links.csv is on the run's clock: where each training starts shows there
   { name = "links", title = "Link throughput", xlabel = "time (s)", ymin = 0, style = "lines",
     markers = true, lines = function(ctx) return link_lines(ctx.runs) end },
+  { name = "link_rate", title = "Link rate over time (the rate in force)", xlabel = "time (s)",
+    ylabel = "rate (Mbit/s)", ymin = 0, style = "steps", markers = true,
+    lines = function(ctx) return rate_lines(ctx.runs) end },
 }
 
 -- The figures with the progress figures over x: accuracy over time, and

@@ -80,7 +80,7 @@ for i, p in ipairs(list) do algo(p, i) end
 if with_links then
   local links = hn.record("links", { "time_s", "network", "link", "dir", "up", "packets", "bytes",
                                       "delivered", "delivered_bytes", "drops_loss", "drops_queue",
-                                      "drops_down", "queue_peak", "queue_len" })
+                                      "drops_down", "queue_peak", "queue_len", "bw_bps" })
   local total = {} -- cumulative bytes per link direction, as linkd counts them
   for second = 1, 10 do
     for w = 1, workers do
@@ -89,10 +89,13 @@ if with_links then
         local rate = (d == "ab" and 2.0e6 or 0.5e6) * w / workers * (0.7 + 0.3 * math.sin(second + w))
         local key = w .. d
         total[key] = (total[key] or 0) + math.floor(rate)
+        -- w1's uplink follows a trace (20, then 5, then 12 Mbit/s): the
+        -- one direction the link rate figure draws
+        local bw = (w == 1 and d == "ba") and (second <= 4 and 20e6 or second <= 7 and 5e6 or 12e6) or 20e6
         links:add{ time_s = second, network = "fixture", link = "w" .. w .. "-sw", dir = d, up = 1,
                    packets = second * 100, bytes = total[key], delivered = second * 99,
                    delivered_bytes = total[key] - second, drops_loss = 1, drops_queue = 0,
-                   drops_down = 0, queue_peak = 3, queue_len = 0 }
+                   drops_down = 0, queue_peak = 3, queue_len = 0, bw_bps = bw }
       end
     end
   end

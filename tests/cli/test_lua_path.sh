@@ -7,7 +7,10 @@
 # that replaces a built-in module; the source tree's library through
 # HIERNET_LUA_PATH=<root>/lua (the development override); the scenario's
 # folder ahead of HIERNET_LUA_PATH; a module missing (exit 1, the places
-# tried named) and a module that does not parse (exit 1, file:line).
+# tried named) and a module that does not parse (exit 1, file:line). Data
+# files (link:trace, net:churn, net:mobility) the same way: a relative path
+# in the scenario's folder first, then the working directory; the errors
+# name the file read.
 # Usage: test_lua_path.sh HIERNET_BINARY SOURCE_ROOT
 set -u
 HN=$(readlink -f "$1")
@@ -82,4 +85,43 @@ expect_exit 1 "a module that does not parse" -- \
   env HIERNET_LUA_PATH=libb "$HN" run scen/use_broken.lua --out out6 --quiet
 expect_err "error loading module 'broken' from file 'libb/broken.lua'" "the broken module's file"
 expect_err "libb/broken.lua:2:" "the broken module's line"
+
+# Data files: a churn schedule of the scenario's folder ahead of the working
+# directory's (there t1 goes down at once; here only after 100 s), and one
+# found in the working directory when the folder has none.
+printf 'node,t_down,t_up\nt1,0.05,0.1\n' >scen/avail.csv
+printf 'node,t_down,t_up\nt1,100,101\n' >avail.csv
+printf 'node,t_down,t_up\nt1,0.05,0.1\n' >here.csv
+cat >scen/data.lua <<'LUA'
+local hn = require("hiernet")
+local net = hn.network{ name = "data", backend = "none" }
+local e1, e2, t1 = net:node("e1"), net:node("e2"), net:node("t1")
+local l = net:link(e1, t1)
+net:link(e1, e2)
+net:start()
+local what = hn.param("what", "churn")
+if what == "churn" or what == "cwd" then
+  local h = net:churn{ nodes = { t1 }, file = what == "churn" and "avail.csv" or "here.csv" }
+  hn.sleep(1)
+  print("downs " .. h.downs)
+  h:stop()
+elseif what == "trace" then
+  l:trace{ file = "up.csv" }
+else
+  net:mobility{ nodes = { t1 }, edges = { e1, e2 }, file = "moves.csv" }
+end
+LUA
+expect_exit 0 "a churn file of the scenario's folder" -- "$HN" run scen/data.lua --out out7 --quiet
+expect_out "downs 1" "the scenario folder's avail.csv, not the working directory's"
+expect_exit 0 "a churn file of the working directory" -- \
+  "$HN" run scen/data.lua --set what=cwd --out out8 --quiet
+expect_out "downs 1" "here.csv from the working directory"
+printf 't,bw\n0,1Mbit\n2,2Mbit\n1,3Mbit\n' >scen/up.csv
+expect_exit 2 "a bad trace of the scenario's folder" -- \
+  "$HN" run scen/data.lua --set what=trace --out out9 --quiet
+expect_err "scen/up.csv:4: time goes backwards" "the trace read from the scenario's folder"
+printf 't,node,edge\n1,t1,e2\n0.5,t1,e1\n' >scen/moves.csv
+expect_exit 2 "a bad mobility file of the scenario's folder" -- \
+  "$HN" run scen/data.lua --set what=mobility --out out10 --quiet
+expect_err "scen/moves.csv:3:" "the moves read from the scenario's folder"
 report

@@ -47,17 +47,18 @@ fixture multi --set prefixes=bsp_,asp_,ada_ --set lr=0.1
 
 # --- one run: DIR/plots, both formats, valid images, legends ---
 expect_exit 0 "plot one run" -- "$HN" plot "$one"
-single=(accuracy_time accuracy_steps loss_steps time_per_worker links)
+single=(accuracy_time accuracy_steps loss_steps time_per_worker links link_rate)
 for f in "${single[@]}"; do
   for ext in png svg; do expect_out "$one/plots/$f.$ext" "plot lists $f.$ext"; done
 done
-[[ $(wc -l <out.txt) -eq 10 ]] && ok || bad "plot one run: $(wc -l <out.txt) files, want 10: $(cat out.txt)"
+[[ $(wc -l <out.txt) -eq 12 ]] && ok || bad "plot one run: $(wc -l <out.txt) files, want 12: $(cat out.txt)"
 images png "$one"/plots/*.png && ok || bad "PNG check"
 [[ ! -e "$one/plots/staleness.png" && ! -e "$one/plots/k_time.png" ]] && ok || bad "figures without data were drawn"
 expect_keys "$one/plots/accuracy_time.svg" 1 psgd
 expect_keys "$one/plots/loss_steps.svg" 1 psgd
 expect_keys "$one/plots/time_per_worker.svg" 3 compute comm wait
 expect_keys "$one/plots/links.svg" 8 "w4-sw ab (20Mbit)" "w1-sw ba (20Mbit)"
+expect_keys "$one/plots/link_rate.svg" 1 "w1-sw ba"
 no_scratch "plot one run"
 
 # --- two runs overlaid (1 + 3 algorithms) into --out ---
@@ -65,7 +66,7 @@ expect_exit 2 "several dirs need --out" -- "$HN" plot "$one" multi
 expect_err "give --out OUTDIR" "several dirs without --out"
 one_line_err "several dirs without --out"
 expect_exit 0 "plot overlay" -- "$HN" plot "$one" multi --out "cmp 'x'"
-[[ $(wc -l <out.txt) -eq 14 ]] && ok || bad "overlay: $(wc -l <out.txt) files, want 14"
+[[ $(wc -l <out.txt) -eq 16 ]] && ok || bad "overlay: $(wc -l <out.txt) files, want 16"
 asp="plot_fixture lr=0.1 prefixes=bsp_,asp_,ada_ asp"
 expect_keys "cmp 'x'/accuracy_steps.svg" 4 "plot_fixture psgd" "$asp"
 expect_keys "cmp 'x'/loss_steps.svg" 4 "plot_fixture psgd" "$asp"
@@ -82,7 +83,7 @@ expect_keys twins/accuracy_time.svg 2 "plot_fixture (run one 'q' \"dq\" \$x;) ps
 
 # --- --x: the axis of the accuracy and loss figures ---
 expect_exit 0 "plot --x epochs" -- "$HN" plot multi --x epochs --out x-epochs --format svg
-[[ $(ls x-epochs | tr '\n' ' ') == "accuracy_epochs.svg accuracy_time.svg k_time.svg links.svg loss_epochs.svg staleness.svg time_per_worker.svg " ]] &&
+[[ $(ls x-epochs | tr '\n' ' ') == "accuracy_epochs.svg accuracy_time.svg k_time.svg link_rate.svg links.svg loss_epochs.svg staleness.svg time_per_worker.svg " ]] &&
   ok || bad "--x epochs: $(ls x-epochs)"
 expect_keys x-epochs/loss_epochs.svg 3 bsp asp ada
 grep -qF '>epoch<' x-epochs/accuracy_epochs.svg && ok || bad "--x epochs: no x label 'epoch'"
@@ -90,7 +91,7 @@ expect_exit 0 "plot --x=samples" -- "$HN" plot multi --x=samples --out x-samples
 [[ -s x-samples/accuracy_samples.svg && -s x-samples/loss_samples.svg && ! -e x-samples/loss_steps.svg ]] &&
   ok || bad "--x samples: $(ls x-samples)"
 expect_exit 0 "plot --x time" -- "$HN" plot multi --x time --out x-time --format svg
-[[ -s x-time/loss_time.svg && -s x-time/accuracy_time.svg && $(ls x-time | wc -l) -eq 6 ]] && ok || bad "--x time: $(ls x-time)"
+[[ -s x-time/loss_time.svg && -s x-time/accuracy_time.svg && $(ls x-time | wc -l) -eq 7 ]] && ok || bad "--x time: $(ls x-time)"
 # steps.csv without a samples column: no epochs to plot, said as skipped figures
 mkdir -p nosamples && cp multi/run.json nosamples/
 cut -d, -f1-11 multi/bsp_steps.csv >nosamples/steps.csv
@@ -108,9 +109,9 @@ done
 
 # --- --format ---
 expect_exit 0 "--format png" -- "$HN" plot multi --format png --out fmt-png
-[[ -z $(ls fmt-png | grep -v '\.png$') && $(ls fmt-png | wc -l) -eq 7 ]] && ok || bad "--format png: $(ls fmt-png)"
+[[ -z $(ls fmt-png | grep -v '\.png$') && $(ls fmt-png | wc -l) -eq 8 ]] && ok || bad "--format png: $(ls fmt-png)"
 expect_exit 0 "--format=svg" -- "$HN" plot multi --format=svg --out fmt-svg
-[[ -z $(ls fmt-svg | grep -v '\.svg$') && $(ls fmt-svg | wc -l) -eq 7 ]] && ok || bad "--format svg: $(ls fmt-svg)"
+[[ -z $(ls fmt-svg | grep -v '\.svg$') && $(ls fmt-svg | wc -l) -eq 8 ]] && ok || bad "--format svg: $(ls fmt-svg)"
 expect_exit 2 "bad --format" -- "$HN" plot multi --format gif
 expect_err "format must be png, svg or both, got 'gif'" "bad --format names the value"
 expect_exit 2 "unknown option" -- "$HN" plot multi --frob
@@ -150,7 +151,7 @@ expect_exit 0 "plot again" -- "$HN" plot nocols
 [[ ! -e nocols/plots/links.png && ! -e nocols/plots/staleness.png ]] && ok ||
   bad "images of figures without data survived: $(ls nocols/plots)"
 expect_exit 0 "plot an empty run next to a full one" -- "$HN" plot empty "$one" --out mixed --format svg
-[[ $(wc -l <out.txt) -eq 5 ]] && ok || bad "empty + full: $(cat out.txt)"
+[[ $(wc -l <out.txt) -eq 6 ]] && ok || bad "empty + full: $(cat out.txt)"
 
 # --- gnuplot missing: one line naming the package, exit 3 ---
 mkdir -p emptybin
@@ -185,7 +186,7 @@ expect_out "esc/index.html" "report prints the page"
 grep -qF '&lt;b&gt;&quot;x&quot;&amp;amp;&lt;/b&gt;' esc/index.html && ok || bad "report: param not escaped"
 ! grep -qF '<b>"x"' esc/index.html && ok || bad "report: raw HTML from run.json in the page"
 ! grep -qi '<script' esc/index.html && ok || bad "report: a script in the page"
-[[ $(grep -o 'src="data:image/png;base64,' esc/index.html | wc -l) -eq 5 ]] && ok || bad "report: want 5 embedded PNG plots"
+[[ $(grep -o 'src="data:image/png;base64,' esc/index.html | wc -l) -eq 6 ]] && ok || bad "report: want 6 embedded PNG plots"
 grep -qF 'src="data:image/svg+xml;base64,' esc/index.html && ok || bad "report: no topology drawing (is graphviz installed?)"
 ! grep -qE '(src|href)="(https?:|//)' esc/index.html && ok || bad "report: external reference"
 expect_exit 0 "report two runs" -- "$HN" report "$one" multi --out "rep cmp"

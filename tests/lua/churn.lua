@@ -149,3 +149,20 @@ jf:close()
 assert(json:find('"updates_lost":' .. s.updates_lost, 1, true), "summary.json lacks updates_lost")
 assert(json:find('"availability":', 1, true) and json:find('"availability_workers":{', 1, true),
        "summary.json lacks the availability fields")
+
+-- Killed again as soon as it is back: w1's second down comes when its
+-- restart has returned, while the training sets its new peer up again
+-- (dataset, model). The training goes on; w1's next restart sets it up.
+local rpath = hn.results_dir() .. "/again_avail.csv"
+f = assert(io.open(rpath, "w"))
+f:write("w1,0.2,0.4\nw1,0.4,0.8\n")
+f:close()
+local again
+local s2 = ps.train{ server = server, mode = "asp", workers = { w[1], w[2] }, model = T.model,
+  dataset = T.dataset, batch = 32, seconds = 1.5, worker_opt = { method = "sgd", lr = 0.2 },
+  eval_every = 50, eval_limit = 200, prefix = "again_", progress = false,
+  at_start = function() again = tnet:churn{ nodes = { w[1] }, file = rpath } end }
+again:stop()
+T.eq(s2.stop_reason, "seconds", "killed while set up again: stop reason")
+T.eq(again.downs, 2, "killed while set up again: downs")
+assert(s2.availability_workers.w1 < 1, "w1's availability " .. s2.availability_workers.w1)

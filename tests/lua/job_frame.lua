@@ -4,7 +4,10 @@
 -- error that is no fault's raised as it is, a synchronous job's fault error
 -- raised instead of the step's); J:abort_between ends a wait on the lost
 -- node's partner and J:abort_among the waits of a whole group, at once
--- rather than at their timeout.
+-- rather than at their timeout. J:rounds sees a change by itself and
+-- recovers once the change's aborts are answered; J:worker_loops steps
+-- every worker on its own, a worker away waits, and one that stays away
+-- does not keep the job from its end.
 local hn = require("hiernet")
 local job = require("hiernet.algo.job")
 local T = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "lib/algo_test.lua")
@@ -118,6 +121,66 @@ do
     T.eq(ok, false, "wait " .. k .. " fails")
     T.le(s, 10, "wait " .. k .. " fails at the abort")
   end
+end
+
+-- J:rounds sees a change by itself (a worker away, through J:set_away, as
+-- the fault events do: no hook of the family marks it), drops the round it
+-- cut, and runs recover only once every abort of the change is answered.
+do
+  local J, tries, recovered = new_job(3), 0, {}
+  J:rounds{
+    members = function() return { 1, 3 } end,
+    recover = function()
+      local pending = 0
+      for _, t in ipairs(J.aborts or {}) do if t:status() ~= "done" then pending = pending + 1 end end
+      recovered[#recovered + 1] = pending
+    end,
+    step = function()
+      tries = tries + 1
+      if tries == 1 then
+        J:set_away(2, true, "is away (test)")
+        J:abort_between(w[2], { w[1], w[3] })
+        error("wait: aborted", 0)
+      end
+    end,
+    record = function() J.steps = J.steps + 1 end,
+  }
+  T.eq(tries, 4, "steps tried: the cut one and 3 recorded")
+  T.eq(#recovered, 1, "one recovery")
+  T.eq(recovered[1], 0, "aborts still unanswered at the recovery")
+  J:set_away(2, false, "back (test)")
+end
+
+-- J:worker_loops: every worker steps 1..steps on its own; one away from
+-- its first step and back later steps again (a new step of its own, none
+-- while away); one that stays away does not keep the job from its end.
+do
+  local J = new_job(4)
+  local made, away_steps = { {}, {}, {} }, 0
+  J.steps = 0
+  local returned = false
+  J:worker_loops{
+    step = function(i, t)
+      made[i][#made[i] + 1] = t
+      if not J:alive(i) then away_steps = away_steps + 1 end
+      if i == 2 and t == 1 then
+        J:set_away(2, true, "is away (test)")
+        hn.spawn(function()
+          hn.sleep(0.1)
+          J:set_away(2, false, "back (test)")
+          returned = true
+        end)
+      end
+      if i == 3 and t == 2 then J:set_away(3, true, "is away for good (test)") end
+      -- worker 1 goes no further than step 3 before worker 2 is back
+      while i == 1 and t == 3 and not returned do hn.sleep(0.01) end
+    end,
+  }
+  T.eq(returned, true, "worker 2 came back before the end")
+  T.eq(table.concat(made[1], ","), "1,2,3,4", "worker 1's steps")
+  T.eq(table.concat(made[2], ","), "1,2,3,4", "worker 2's steps: it goes on where it was")
+  T.eq(table.concat(made[3], ","), "1,2", "worker 3's steps: none while away")
+  T.eq(J.steps, 4, "J.steps: the fewest steps of a live worker")
 end
 
 -- J:others(i): the other workers, in order.

@@ -15,24 +15,9 @@ local T = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "lib/algo_test
 
 assert(tostring(where):find("mods/fastest_k_bounded.lua", 1, true), "loaded from " .. tostring(where))
 
--- The page's example is this module as written: its code block is the
--- module's text from its description on, so the recipe cannot drift.
-do
-  local here = debug.getinfo(1, "S").source:match("^@(.*/)")
-  local function slurp(path)
-    local f = assert(io.open(path, "r"))
-    local text = f:read("a")
-    f:close()
-    return text
-  end
-  local page = slurp(here .. "../../docs/writing-algorithms.md")
-  local section = page:match("## Example: bounded%-staleness fastest%-k\n(.-)\n## ")
-  local code = section and section:match("```lua\n(.-)```")
-  local module = slurp(here .. "mods/fastest_k_bounded.lua")
-  local body = module:sub((module:find("-- Fastest-k that keeps", 1, true)))
-  assert(code, "docs/writing-algorithms.md: no code block in 'Example: bounded-staleness fastest-k'")
-  T.eq(code, body, "docs/writing-algorithms.md's example and tests/lua/mods/fastest_k_bounded.lua")
-end
+-- The page's example is this module as written, from its description on.
+T.doc_example("writing-algorithms.md", "Example: bounded-staleness fastest-k", "mods/fastest_k_bounded.lua",
+              "-- Fastest-k that keeps")
 assert(require("hiernet.algo.ps") == ps, "the module extends the library's ps, not a copy")
 assert(ps.policies["fastest-k-bounded"] and ps.modes[#ps.modes] == "fastest-k-bounded", "mode registered")
 

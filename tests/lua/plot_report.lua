@@ -71,7 +71,7 @@ for _, name in ipairs(want) do
   end
 end
 local skipped_names = table.concat(skipped, ",")
-assert(skipped_names == "speedup,step_vs_bound,cut_time,k_time,links", "skipped: " .. skipped_names)
+assert(skipped_names == "speedup,step_vs_bound,cut_time,k_time,links,link_rate", "skipped: " .. skipped_names)
 
 -- hn.report(): the page, with a summary row per training.
 local page = hn.report{ format = "png" }

@@ -31,6 +31,15 @@ T.note_step(acct, {})                                -- no
 T.note_step(nil, { comm_ms = 1e6 })                  -- no account: nothing
 eq(acct.rto_steps, 2, "rto_steps")
 
+-- Steps that can have waited an RTO: at most rtos x workers of them.
+local n, share = T.rto_share(415, 1, 6, 415) -- slow steps, one RTO
+eq(n, 6, "one RTO: at most one step of each worker")
+eq(share, 6 / 415, "its share")
+n, share = T.rto_share(300, 9312, 64, 1000)
+eq(n, 300, "many RTOs: the slow steps")
+eq(share, 0.3, "their share")
+eq(select(2, T.rto_share(0, 0, 4, 0)), 0, "no steps")
+
 -- The warning: 41% of 1000 worker steps, 9312 RTOs, a queue that dropped.
 local a = { rtos = 9312, rto_step_share = 0.41, rto_min_s = 0.2, queue_link = "ps-tor",
             queue_dir = "ba", queue_drops = 9312 }

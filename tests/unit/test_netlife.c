@@ -3,7 +3,8 @@
  * stopped through it on a libev loop, their transitions in order, each
  * reported once; two networks started at once while a timer keeps time; a
  * stop during the build; errors that name their node; run.json's account
- * of the run's networks (topology, backend, overload ids). Needs hiernet-peer
+ * of the run's networks (topology, backend, overload ids); a running
+ * network's changes, programs and state words. Needs hiernet-peer
  * (HIERNET_BIN_DIR, set by ctest). */
 #include "check.h"
 #include "common/clock.h"
@@ -23,17 +24,17 @@ static char peer_path[4096];
 
 struct watch {
     enum netlife_state seen[16];
-    enum netlife_code codes[16];
+    enum net_error_code codes[16];
     int n;
 };
 
 static void on_transition(void *ctx, enum netlife_state from, enum netlife_state to,
-                          const struct netlife_error *error)
+                          const struct net_error *error)
 {
     struct watch *w = ctx;
     if (w->n > 0) CHECK(w->seen[w->n - 1] == from);
     if (w->n < 16) {
-        w->codes[w->n] = error ? error->code : NETLIFE_OK;
+        w->codes[w->n] = error ? error->code : NET_OK;
         w->seen[w->n++] = to;
     }
 }
@@ -81,7 +82,7 @@ static void test_start_stop(struct netlife_run *run)
     struct watch w = {0};
     struct netlife_hooks hooks = {on_transition, NULL, &w};
     struct netlife *nl = netlife_new(run, net, &hooks);
-    struct netlife_error e;
+    struct net_error e;
     CHECK_MSG(netlife_start(nl, &opts, &e) == 0, "%s", e.message);
     CHECK(netlife_state(nl) == NETLIFE_BUILDING); /* returns before the build is done */
     CHECK(netlife_netrun(nl) == NULL);
@@ -100,7 +101,7 @@ static void test_start_stop(struct netlife_run *run)
                                        NETLIFE_RUNNING,  NETLIFE_STOPPING, NETLIFE_STOPPED};
     check_sequence(&w, want, 6);
     for (int i = 0; i < w.n; i++)
-        CHECK(w.codes[i] == NETLIFE_OK);
+        CHECK(w.codes[i] == NET_OK);
     netlife_free(nl);
     topo_network_free(net);
 }
@@ -133,7 +134,7 @@ static void test_concurrent_starts(struct netlife_run *run)
     for (int i = 0; i < 2; i++) {
         struct netlife_hooks hooks = {on_transition, NULL, &w[i]};
         nl[i] = netlife_new(run, nets[i], &hooks);
-        struct netlife_error e;
+        struct net_error e;
         CHECK_MSG(netlife_start(nl[i], &opts, &e) == 0, "%s", e.message);
     }
     CHECK(run_until(nl, 2, NETLIFE_RUNNING, 20));
@@ -163,14 +164,14 @@ static void test_concurrent_starts(struct netlife_run *run)
 }
 
 /* A stop during the build waits for its end, then stops: the start fails
- * with NETLIFE_ERR_STOPPED, each transition once. */
+ * with NET_ERR_STOPPED, each transition once. */
 static void test_stop_during_build(struct netlife_run *run)
 {
     struct topo_network *net = hosts_network("d", 5);
     struct watch w = {0};
     struct netlife_hooks hooks = {on_transition, NULL, &w};
     struct netlife *nl = netlife_new(run, net, &hooks);
-    struct netlife_error e;
+    struct net_error e;
     CHECK_MSG(netlife_start(nl, &opts, &e) == 0, "%s", e.message);
     CHECK(!netlife_stop(nl));
     CHECK(run_until(&nl, 1, NETLIFE_STOPPED, 10));
@@ -178,7 +179,7 @@ static void test_stop_during_build(struct netlife_run *run)
     const enum netlife_state want[] = {NETLIFE_BUILDING, NETLIFE_SPAWNING, NETLIFE_STOPPING,
                                        NETLIFE_STOPPED};
     check_sequence(&w, want, 4);
-    CHECK(w.codes[2] == NETLIFE_ERR_STOPPED);
+    CHECK(w.codes[2] == NET_ERR_STOPPED);
     netlife_free(nl);
     topo_network_free(net);
 }
@@ -191,9 +192,9 @@ static void test_error_names_node(struct netlife_run *run)
     struct watch w = {0};
     struct netlife_hooks hooks = {on_transition, NULL, &w};
     struct netlife *nl = netlife_new(run, net, &hooks);
-    struct netlife_error e;
+    struct net_error e;
     CHECK(netlife_start(nl, &opts, &e) < 0);
-    CHECK(e.code == NETLIFE_ERR_SCENARIO);
+    CHECK(e.code == NET_ERR_SCENARIO);
     CHECK_MSG(e.node == 1, "node %d: %s", e.node, e.message);
     CHECK(strstr(e.message, "tpu") != NULL);
     CHECK(netlife_state(nl) == NETLIFE_DEFINED && w.n == 0);
@@ -211,7 +212,7 @@ static void test_build_fails_on_loop(struct netlife_run *run)
     struct netlife *nl = netlife_new(run, net, &hooks);
     const char *peer_path = run->peer_path;
     run->peer_path = "/nonexistent/hiernet-peer";
-    struct netlife_error e;
+    struct net_error e;
     CHECK_MSG(netlife_start(nl, &opts, &e) == 0, "%s", e.message);
     run->peer_path = peer_path;
     double t0 = mono_s();
@@ -219,10 +220,14 @@ static void test_build_fails_on_loop(struct netlife_run *run)
         ev_run(EV_DEFAULT, EVRUN_ONCE);
     const enum netlife_state want[] = {NETLIFE_BUILDING, NETLIFE_DEFINED};
     check_sequence(&w, want, 2);
-    CHECK(w.codes[1] == NETLIFE_ERR_SCENARIO || w.codes[1] == NETLIFE_ERR_ENVIRONMENT);
+    CHECK(w.codes[1] == NET_ERR_SCENARIO || w.codes[1] == NET_ERR_ENVIRONMENT);
     CHECK(netlife_state(nl) == NETLIFE_DEFINED && netlife_exited(nl));
+    const struct net_error *failed = netlife_start_error(nl); /* kept for the binding */
+    CHECK(failed && failed->code == w.codes[1] && failed->message[0]);
     CHECK_MSG(netlife_start(nl, &opts, &e) == 0, "%s", e.message); /* again, now it can */
+    CHECK(netlife_start_error(nl) == NULL);
     CHECK(run_until(&nl, 1, NETLIFE_RUNNING, 10));
+    CHECK(netlife_start_error(nl) == NULL);
     netlife_stop(nl);
     CHECK(run_until(&nl, 1, NETLIFE_STOPPED, 10));
     netlife_free(nl);
@@ -239,7 +244,7 @@ static void test_run_account(struct netlife_run *run)
     run->overload = overload_new(EV_DEFAULT);
     struct topo_network *nets[2] = {hosts_network("first", 2), hosts_network("second", 1)};
     struct netlife *nl[2];
-    struct netlife_error e;
+    struct net_error e;
     for (int i = 0; i < 2; i++) {
         nl[i] = netlife_new(run, nets[i], NULL);
         CHECK_MSG(netlife_start(nl[i], &opts, &e) == 0, "%s", e.message);
@@ -268,6 +273,97 @@ static void test_run_account(struct netlife_run *run)
     run_destroy(&record);
 }
 
+struct program {
+    int calls;
+    int status;
+    char out[32];
+};
+
+static void on_program(void *ctx, const struct netprog_result *r)
+{
+    struct program *p = ctx;
+    p->calls++;
+    p->status = r ? r->status : -1;
+    if (r) snprintf(p->out, sizeof p->out, "%s", r->out);
+}
+
+static bool run_until_program(struct program *p, double seconds)
+{
+    double deadline = mono_s() + seconds;
+    while (p->calls == 0 && mono_s() < deadline)
+        ev_run(EV_DEFAULT, EVRUN_ONCE);
+    return p->calls == 1;
+}
+
+/* Nothing runs before the start: every change is refused, naming the state. */
+static void check_refused(struct netlife *nl, const char *word)
+{
+    char err[256];
+    struct topo_link_params params = {0};
+    CHECK_STREQ(netlife_state_word(nl), word);
+    CHECK(!netlife_running(nl) && !netlife_reachable(nl, 0, 1));
+    CHECK(netlife_link_change(nl, 0, NETLIFE_LINK_SET, &params, NULL, NULL, err, sizeof err) < 0);
+    CHECK(strstr(err, word) != NULL);
+    unsigned char side[3] = {1, 2, 0};
+    CHECK(netlife_partition(nl, side, NULL, NULL, err, sizeof err) < 0);
+    CHECK(strstr(err, word) != NULL);
+    char *const argv[] = {"true", NULL};
+    CHECK(netlife_program_spawn(nl, 0, argv, on_program, NULL, err, sizeof err) == NULL);
+}
+
+/* A running network's changes go through the engine: the state it says,
+ * link changes backend none refuses (the model unchanged), programs in a
+ * node (refused in a switch), node:kill() ending that node's programs,
+ * and a stop's SIGTERM ending the rest. */
+static void test_running_network(struct netlife_run *run)
+{
+    char err[256];
+    struct topo_network *net = hosts_network("r", 2);
+    CHECK(topo_node_add(net, "rs", TOPO_NODE_SWITCH, err, sizeof err) == 2);
+    struct topo_link_params params = {0};
+    CHECK(topo_link_add(net, 0, 1, &params, err, sizeof err) == 0);
+    CHECK_STREQ(netlife_state_word(NULL), "not started");
+    CHECK(netlife_defined(NULL) && !netlife_running(NULL));
+    struct netlife *nl = netlife_new(run, net, NULL);
+    check_refused(nl, "not started");
+    struct net_error e;
+    CHECK_MSG(netlife_start(nl, &opts, &e) == 0, "%s", e.message);
+    CHECK_STREQ(netlife_state_word(nl), "starting");
+    CHECK(run_until(&nl, 1, NETLIFE_RUNNING, 10));
+    CHECK_STREQ(netlife_state_word(nl), "started");
+    CHECK(netlife_running(nl) && netlife_peers_up(nl) && netlife_peer(nl, 0) != NULL);
+    CHECK(netlife_reachable(nl, 0, 1));
+
+    /* backend none records links without emulating them: refused, the model unchanged */
+    params.rate_bps = 5000000;
+    CHECK(netlife_link_change(nl, 0, NETLIFE_LINK_SET, &params, NULL, NULL, err, sizeof err) < 0);
+    CHECK(strstr(err, "does not emulate links") != NULL);
+    CHECK(net->links[0].params.rate_bps == 0);
+    CHECK(netlife_link_change(nl, 0, NETLIFE_LINK_DOWN, NULL, NULL, NULL, err, sizeof err) < 0);
+    CHECK(net->links[0].up);
+
+    char *const echo[] = {"/bin/sh", "-c", "echo hi", NULL};
+    char *const sleeper[] = {"sleep", "600", NULL};
+    CHECK(netlife_program_spawn(nl, 2, echo, on_program, NULL, err, sizeof err) == NULL);
+    CHECK(strstr(err, "switch") != NULL);
+    struct program ran = {0}, killed = {0}, stopped = {0};
+    CHECK(netlife_program_spawn(nl, 0, echo, on_program, &ran, err, sizeof err) != NULL);
+    CHECK(run_until_program(&ran, 10) && ran.status == 0);
+    CHECK_STREQ(ran.out, "hi\n");
+    CHECK(netlife_program_spawn(nl, 1, sleeper, on_program, &killed, err, sizeof err) != NULL);
+    CHECK(netlife_program_spawn(nl, 0, sleeper, on_program, &stopped, err, sizeof err) != NULL);
+    netlife_node_kill(nl, 1);
+    CHECK(run_until_program(&killed, 10) && killed.status == 128 + SIGKILL);
+    CHECK(!netlife_reachable(nl, 0, 1) && stopped.calls == 0);
+
+    CHECK(!netlife_stop(nl));
+    CHECK(run_until_program(&stopped, 10) && stopped.status == 128 + SIGTERM);
+    CHECK(run_until(&nl, 1, NETLIFE_STOPPED, 10));
+    check_refused(nl, "stopped");
+    netlife_free(nl);
+    topo_network_free(net);
+}
+
 int main(void)
 {
     check_bin_path("hiernet-peer", peer_path, sizeof peer_path);
@@ -281,6 +377,7 @@ int main(void)
     test_error_names_node(&run);
     test_build_fails_on_loop(&run);
     test_run_account(&run);
+    test_running_network(&run);
     netlife_run_close(&run);
     return check_report();
 }

@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "controller/registry.h"
 #include "tests/unit/check.h"
+#include "tests/unit/registry_root.h"
 #include "topo/cgroup.h"
 
 #include <dirent.h>
@@ -431,25 +432,10 @@ static int test_sweep_cgroups(void)
     return 1;
 }
 
-static void remove_root(void)
-{
-    char err[256], path[512];
-    DIR *dir = opendir(root);
-    struct dirent *d;
-    while (dir && (d = readdir(dir)) != NULL) {
-        if (d->d_name[0] == '.' && (!d->d_name[1] || d->d_name[1] == '.')) continue;
-        snprintf(path, sizeof path, "%s/%s", root, d->d_name);
-        registry_dir_remove(path, err, sizeof err);
-    }
-    if (dir) closedir(dir);
-    rmdir(root);
-}
-
 int main(void)
 {
-    snprintf(root, sizeof root, "/tmp/hiernet-test-registry-XXXXXX");
-    if (!mkdtemp(root)) CHECK_SKIP("cannot create a temporary directory");
-    setenv(REGISTRY_ENV_ROOT, root, 1);
+    if (!registry_root_make(root, sizeof root, "/tmp/hiernet-test-registry-XXXXXX"))
+        CHECK_SKIP("cannot create a temporary directory");
     signal(SIGCHLD, SIG_DFL);
 
     test_proc_identity();
@@ -460,7 +446,7 @@ int main(void)
     test_cost();
     int cgroups_ran = test_sweep_cgroups();
 
-    remove_root();
+    registry_root_remove(root);
     /* A part left out is a skip, not a pass: the parts that ran still fail
      * the test when one of their checks failed. */
     int status = check_report();

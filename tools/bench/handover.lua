@@ -4,8 +4,8 @@
 -- one edge to the other; the interruption is the longest time between two
 -- replies. Gap 0 is the anchor: the move's own cost (netlink, routes on
 -- every host), measured in the same run. Each gap `reps` times; medians.
--- Prints one line per gap, then "JSON " and the figures (tools/bench/handover
--- turns it into its last line).
+-- Prints one line per gap, then "JSON " and the figures (the handover
+-- section of tools/bench/dynamics folds them into its last line).
 local hn = require("hiernet")
 local backend = hn.param("backend", "user")
 local reps = hn.param("reps", 3)

@@ -17,7 +17,6 @@
 -- compression all-gathers the compressed updates instead, along the same
 -- patterns (ar.gather_schedule), since compressed data cannot be summed on
 -- the way.
-local hn = require("hiernet")
 local job = require("hiernet.algo.job")
 local worker = require("hiernet.algo.worker")
 local sched = require("hiernet.algo.schedules")
@@ -197,50 +196,45 @@ local function resync(J, ids)
     names[#names + 1] = coll.slot_name("g", r)
     names[#names + 1] = coll.slot_name("w0", r)
   end
-  local tasks = {}
-  for r, i in ipairs(ids) do
-    tasks[r] = hn.spawn(function() J.workers[i]:wait{ tensors = names, clear = true } end)
-  end
-  hn.wait_all(tasks)
+  local list = {}
+  for r, i in ipairs(ids) do list[r] = { J.workers[i], names } end
+  J:clear_arrivals(list)
 end
 -- Public as ar.resync(J, ids): worker ids[1]'s model to the others, and
 -- the arrivals a cut step left ("g", "w0", the rendezvous tokens, "c.<r>")
 -- cleared on every one of them.
 ar.resync = resync
 
--- Faults: a worker cut off from the first worker (or killed) is away; with
--- on_failure = "drop" the collective goes on among the others, otherwise the
--- training stops with an error naming it. The waits and transfers of the
--- step in flight are aborted so that no peer waits out a timeout.
+-- Faults (J:group_faults): the collective goes on among the largest group
+-- of workers that still reach each other; with on_failure = "fail" the
+-- training stops with an error naming the worker away. The waits and
+-- transfers of the step in flight are aborted so that no peer waits out a
+-- timeout.
 local function watch(J, state)
-  J:watch_faults{
-    -- the collective goes on among the largest group of workers that still
-    -- reach each other
-    cut_off = function(i)
-      if not J:main_group()[i] then return "is cut off from the other workers" end
-    end,
-    sync = true,
-    on_change = function(i, back)
-      state.changed = true
-      -- on every side: the others stop waiting (for it, and for a neighbour
-      -- whose step it has stopped: any_wait), it stops sending to them
-      if not back then J:abort_between(J.workers[i], J:others(i), true) end
-    end,
-  }
+  local hooks = J:group_faults()
+  local abort = hooks.on_change
+  hooks.on_change = function(i, back)
+    state.changed = true
+    abort(i, back)
+  end
+  J:watch_faults(hooks)
 end
--- Public as ar.watch(J, state): a collective's fault handling (the main
--- group of workers that reach each other goes on; a cut worker's transfers
--- aborted on both sides); sets state.changed on every change, after which
--- the caller runs ar.resync before its next step.
+-- Public as ar.watch(J, state): a collective's fault handling (as above);
+-- sets state.changed on every change (for a loop of one's own: J:rounds
+-- sees the change by itself), after which the caller runs ar.resync before
+-- its next step.
 ar.watch = watch
 
 -- The rounds of ar.train (J:rounds): the active workers, resynced after a
--- fault, each step one batch per worker, recorded when it went through.
+-- fault (and at the end, after one the last step did not see: the
+-- workers end on one model, as they go on), each step one batch per
+-- worker, recorded when it went through.
 local function step_rounds(J, W, state)
   return {
     state = state,
     members = function() return active_ids(J) end,
     recover = function(ids) resync(J, ids) end,
+    finally = function(ids) resync(J, ids) end,
     step = function(ids) return ar.run(step_plan(J, W, ids)) end,
     record = function(ids, run)
       J.steps = J.steps + 1
@@ -263,12 +257,7 @@ function ar.train(opts)
   local state = {}
   if #J.workers > 1 then watch(J, state) end
   J:start_clock()
-  J:guard(function()
-    J:rounds(step_rounds(J, W, state))
-    -- A fault after the last step (a step cut short, a worker back) leaves
-    -- the workers' models apart: they end on one model, as they go on.
-    if state.changed then resync(J, active_ids(J)) end
-  end)
+  J:guard(function() J:rounds(step_rounds(J, W, state)) end)
   return J:finish{ algo = algo }
 end
 

@@ -278,16 +278,7 @@ end
 -- Every peer's batches at once; when some fail (a fault aborts the waits
 -- of all), all are waited for and the first failure is raised.
 local function run_all(peers, lists)
-  local tasks = {}
-  for r, p in ipairs(peers) do
-    tasks[r] = hn.spawn(function() return { pcall(run_batches, p, lists[r]) } end)
-  end
-  local out, failure = {}, nil
-  for r, res in ipairs(hn.wait_all(tasks)) do
-    if res[1] then out[r] = res[2] else failure = failure or res[2] end
-  end
-  if failure then error(failure, 0) end
-  return out
+  return job.all(peers, function(r, p) return run_batches(p, lists[r]) end)
 end
 
 -- The groups of `algo` as lists of peer indices: the given ones (lists of

@@ -62,88 +62,8 @@ local function tier_nodes(net, tier)
   return list
 end
 
--- ---- one round's commands ----
-
--- The slot a terminal's weighted model lands in on its edge, and an
--- edge's on the cloud.
-function hier.slot(i)
-  return "share." .. i
-end
-
-function hier.up_slot(edge)
-  return "up." .. edge.name
-end
-
--- A terminal: `local_steps` (default tau1) local steps, then its model
--- weighted by `share` into its slot on the edge.
-function hier.terminal_commands(J, i, edge, share, local_steps)
-  local m, o, c = J.model_name, J.o.worker_opt, J.o.compress
-  local cmds = {}
-  if c then cmds[#cmds + 1] = { "copy", { src = m, dst = "base" } } end
-  for _ = 1, local_steps or J.o.tau1 or 5 do
-    cmds[#cmds + 1] = { "grad", { model = m, out = "g", batch = J.o.batch } }
-    cmds[#cmds + 1] = { "optim", job.optim_params(o, m, "g") }
-  end
-  cmds[#cmds + 1] = { "copy", { src = m, dst = "share" } }
-  if c then cmds[#cmds + 1] = { "axpy", { y = "share", x = "base", alpha = -1 } } end
-  cmds[#cmds + 1] = { "scale", { x = "share", alpha = share } }
-  if c then
-    cmds[#cmds + 1] = job.compress_command(c, "share", "sc")
-    cmds[#cmds + 1] = { "send", { tensor = "sc", to = edge, as = "sc." .. i } }
-  else
-    cmds[#cmds + 1] = { "send", { tensor = "share", to = edge, as = hier.slot(i) } }
-  end
-  return cmds
-end
-
--- An edge: the weighted sum of its terminals becomes its model; on a cloud
--- round it sends its own weighted model to its slot on the cloud and waits
--- for the cloud's average; then it sends the model to its terminals.
-function hier.edge_commands(J, group, cloud_share, cloud)
-  local m, c = J.model_name, J.o.compress
-  local terms = {}
-  for n, i in ipairs(group.terminals) do terms[n] = J.workers[i] end
-  local cmds = {}
-  if c then
-    local names = {}
-    for n, i in ipairs(group.terminals) do names[n] = "sc." .. i end
-    cmds[#cmds + 1] = { "wait", { tensors = names, k = #names } }
-    cmds[#cmds + 1] = { "copy", { src = m, dst = "acc" } } -- the model the changes start from
-    for _, name in ipairs(names) do
-      cmds[#cmds + 1] = { "decompress", { tensor = name, out = "acc", add = true } }
-    end
-  else
-    local names = {}
-    for n, i in ipairs(group.terminals) do names[n] = hier.slot(i) end
-    cmds[#cmds + 1] = { "wait", { tensors = names, k = #names, from = terms } }
-    cmds[#cmds + 1] = { "sum", { out = "acc", inputs = names } }
-  end
-  cmds[#cmds + 1] = { "copy", { src = "acc", dst = m } }
-  if cloud_share then
-    cmds[#cmds + 1] = { "copy", { src = m, dst = "share" } }
-    cmds[#cmds + 1] = { "scale", { x = "share", alpha = cloud_share } }
-    cmds[#cmds + 1] = { "send", { tensor = "share", to = cloud, as = hier.up_slot(group.edge) } }
-    cmds[#cmds + 1] = { "wait", { tensor = m, k = 1, from = { cloud } } }
-  end
-  cmds[#cmds + 1] = { "send", { tensor = m, to = terms } }
-  return cmds
-end
-
--- The cloud: the edges' slots summed in the order of `edges`.
-function hier.cloud_commands(J, edges)
-  return {
-    { "wait", { tensors = hier.up_slots(edges), k = #edges, from = edges } },
-    { "sum", { out = "acc", inputs = hier.up_slots(edges) } },
-    { "copy", { src = "acc", dst = J.model_name } },
-    { "send", { tensor = J.model_name, to = edges } },
-  }
-end
-
-function hier.up_slots(edges)
-  local names = {}
-  for k, e in ipairs(edges) do names[k] = hier.up_slot(e) end
-  return names
-end
+-- The commands of a round (hiernet.algo.hier.commands), as hier.<name>.
+for k, f in pairs(require("hiernet.algo.hier.commands")) do hier[k] = f end
 
 -- ---- the training loop ----
 
@@ -163,39 +83,28 @@ local function active_groups(J, groups, cloud)
   return out
 end
 
--- Runs every node's batch of the round; when a fault cuts it short, all
--- are waited for and the first failure is raised.
-local function run_round(tasks)
-  local failure
-  for _, res in ipairs(hn.wait_all(tasks)) do
-    if not res[1] then failure = failure or res[2] end
-  end
-  if failure then error(failure, 0) end
-end
-
 -- One round of `local_steps` local steps on every terminal of `groups`,
 -- the edge averages, and the cloud's when cloud_round.
+-- Every node's batch at once (job.all: when a fault cuts the round short,
+-- all are waited for and the first failure is raised).
 local function round(J, groups, shares, cloud, cloud_round, local_steps)
-  local tasks, edges, meta = {}, {}, {}
-  local function spawn(fn) tasks[#tasks + 1] = hn.spawn(function() return { pcall(fn) } end) end
+  local batches, edges, meta = {}, {}, {}
   for g, group in ipairs(groups) do
     local up = cloud_round and group.cloud
     if up then edges[#edges + 1] = group.edge end
     for _, i in ipairs(group.terminals) do
       local cmds = hier.terminal_commands(J, i, group.edge, shares.terminal[i], local_steps)
       meta[#meta + 1] = { i = i, cmds = cmds }
-      local at = #meta
-      spawn(function() meta[at].res = J.workers[i]:batch(cmds).results end)
+      batches[#batches + 1] = { J.workers[i], cmds, meta[#meta] }
     end
-    local ecmds = hier.edge_commands(J, group, up and shares.edge[g] or nil, cloud)
-    spawn(function() group.edge:batch(ecmds) end)
+    batches[#batches + 1] = { group.edge, hier.edge_commands(J, group, up and shares.edge[g] or nil, cloud) }
   end
-  if #edges > 0 then
-    local ccmds = hier.cloud_commands(J, edges)
-    spawn(function() cloud:batch(ccmds) end)
-  end
+  if #edges > 0 then batches[#batches + 1] = { cloud, hier.cloud_commands(J, edges) } end
   local t0 = hn.now()
-  run_round(tasks)
+  job.all(batches, function(_, b)
+    local results = b[1]:batch(b[2]).results
+    if b[3] then b[3].res = results end
+  end)
   return meta, (hn.now() - t0) * 1000
 end
 
@@ -229,28 +138,21 @@ end
 -- is away and the rounds go on with the others; one that is back gets its
 -- edge's model first. An edge cut off from the cloud averages its
 -- terminals and skips the cloud rounds until it is back. A fault in the
--- middle of a round aborts its waits and transfers; the round is run again
--- with who is left, once every abort has been answered: an abort names all
--- the round's nodes, so one that reached its peer late would cut the next
--- round's transfers and leave a wait of it to its 60 s timeout.
+-- middle of a round aborts its waits and transfers (an abort names all the
+-- round's nodes); J:rounds runs it again with who is left.
 local function watch(J, groups, cloud, state)
   local edge_of = {}
   for _, g in ipairs(groups) do for _, i in ipairs(g.terminals) do edge_of[i] = g.edge end end
   local nodes = { cloud }
   for _, g in ipairs(groups) do nodes[#nodes + 1] = g.edge end
   for _, w in ipairs(J.workers) do nodes[#nodes + 1] = w end
-  local function abort_all()
-    for _, t in ipairs(J:abort_among(nodes)) do state.aborts[#state.aborts + 1] = t end
-  end
   J:watch_faults{
     hub = function(i) return edge_of[i] end,
     on_change = function(i, back)
-      state.changed = true
-      if back then state.returning[i] = true else abort_all() end
+      if back then state.returning[i] = true else J:abort_among(nodes) end
     end,
   }
-  J:on_partition(function() state.changed = true; abort_all() end,
-                 function() state.changed = true end)
+  J:on_partition(function() J:abort_among(nodes) end)
 end
 
 -- Terminals that are back start from their edge's model.
@@ -268,7 +170,7 @@ end
 -- A cut round leaves arrivals nobody waited for, in the slots and the
 -- models: the next round's waits must not take them for their own.
 local function clear_slots(J, groups, cloud)
-  local edges = {}
+  local edges, list = {}, {}
   for g, group in ipairs(groups) do
     edges[g] = group.edge
     local names = { J.model_name }
@@ -276,11 +178,12 @@ local function clear_slots(J, groups, cloud)
       names[#names + 1] = hier.slot(i)
       names[#names + 1] = "sc." .. i
     end
-    pcall(group.edge.wait, group.edge, { tensors = names, clear = true })
+    list[g] = { group.edge, names }
   end
   local names = hier.up_slots(edges)
   names[#names + 1] = J.model_name
-  pcall(cloud.wait, cloud, { tensors = names, clear = true })
+  list[#list + 1] = { cloud, names }
+  J:clear_arrivals(list)
 end
 
 -- The network's one host of tier "cloud": the default `cloud`, as the
@@ -302,16 +205,14 @@ local function round_steps(J)
 end
 
 -- The edge rounds (J:rounds): the groups that can take part, after a fault
--- every abort answered, the cut round's arrivals cleared and the terminals
--- that are back given their edge's model; every tau2-th round goes up to
--- the cloud. state.edge_rounds counts the rounds that went through.
+-- the cut round's arrivals cleared and the terminals that are back given
+-- their edge's model; every tau2-th round goes up to the cloud.
+-- state.edge_rounds counts the rounds that went through.
 local function edge_rounds(J, groups, cloud, state)
   return {
     state = state,
     members = function() return active_groups(J, groups, cloud) end,
     recover = function()
-      hn.wait_all(state.aborts)
-      state.aborts = {}
       clear_slots(J, groups, cloud)
       bring_back(J, state, groups)
     end,
@@ -342,25 +243,15 @@ end
 -- One cloud average of the models of the edges that reach the cloud,
 -- without local steps.
 local function final_cloud_average(J, groups, cloud)
-  local tasks, list = {}, {}
-  local up = {}
+  local up, list, batches = {}, {}, {}
   for _, g in ipairs(active_groups(J, groups, cloud)) do if g.cloud then up[#up + 1] = g end end
   local shares = shares_of(J, up)
   for g, group in ipairs(up) do
     list[g] = group.edge
-    tasks[g] = hn.spawn(function()
-      group.edge:batch{ { "copy", { src = "w", dst = "share" } },
-                        { "scale", { x = "share", alpha = shares.edge[g] } },
-                        { "send", { tensor = "share", to = cloud, as = hier.up_slot(group.edge) } } }
-    end)
+    batches[g] = { group.edge, hier.up_commands(J, group.edge, shares.edge[g], cloud) }
   end
-  local names = hier.up_slots(list)
-  tasks[#tasks + 1] = hn.spawn(function()
-    cloud:batch{ { "wait", { tensors = names, k = #list, from = list } },
-                 { "sum", { out = "acc", inputs = names } },
-                 { "copy", { src = "acc", dst = "w" } } }
-  end)
-  hn.wait_all(tasks)
+  batches[#batches + 1] = { cloud, hier.cloud_commands(J, list, true) }
+  job.each(batches, function(_, b) b[1]:batch(b[2]) end)
 end
 
 function hier.train(opts)
@@ -382,7 +273,7 @@ function hier.train(opts)
   for _, g in ipairs(groups) do used[#used + 1] = g.edge end
   J.o.tau1, J.o.tau2 = J.o.tau1 or 5, J.o.tau2 or 2
   J:setup{ origin = cloud, holders = { cloud, table.unpack(used) }, eval_node = cloud, model_name = "w" }
-  local state = { returning = {}, aborts = {}, edge_rounds = 0 }
+  local state = { returning = {}, edge_rounds = 0 }
   watch(J, groups, cloud, state)
   J:start_clock()
   J:guard(function() J:rounds(edge_rounds(J, groups, cloud, state)) end)

@@ -185,7 +185,7 @@ function job.new(algorithm, opts, spec)
     evals = 0, evals_skipped = 0, eval_busy = false, eval_task = nil,
     stop_reason = nil, dead = {}, away = {}, killed = {}, fault_hooks = {}, t0 = nil,
     -- what the faults cost (summary.json availability, updates_lost)
-    away_since = {}, away_s = {}, updates_lost = 0,
+    away_since = {}, away_s = {}, updates_lost = 0, kills = {},
   }, Job)
   -- The scenario's line of this train call: errors raised later, in tasks
   -- the library spawned, are reported there (Job:setup, Job:guard).
@@ -260,12 +260,46 @@ function Job:virtual_skipped()
   return total
 end
 
-local function load_shards(J)
+-- job.each(list, fn) -> results: fn(i, list[i]) for every entry at once,
+-- each in a task of its own; returns when all are done, their results by i.
+function job.each(list, fn)
   local tasks = {}
-  for i, w in ipairs(J.workers) do
-    tasks[i] = hn.spawn(function() return w:dataset(dataset_params(J, i)) end)
+  for i, x in ipairs(list) do tasks[i] = hn.spawn(function() return fn(i, x) end) end
+  return hn.wait_all(tasks)
+end
+
+-- job.all(list, fn, on_failure) -> results: as job.each, but a failure
+-- waits for the others (a fault cuts a round short: each node's part of it
+-- ends at its abort, and a task failing with nobody waiting for it would
+-- fail the run); the first failure in list order is raised once all are
+-- done. on_failure(err), when given, runs at the first failure (the
+-- others' aborts: a failure that is no fault's would leave them waiting
+-- out their timeouts), and that failure is the one raised.
+function job.all(list, fn, on_failure)
+  local first
+  local packed = job.each(list, function(i, x)
+    local r = table.pack(pcall(fn, i, x))
+    if not r[1] and on_failure and not first then
+      first = r[2]
+      on_failure(first)
+    end
+    return r
+  end)
+  local out = {}
+  for i, r in ipairs(packed) do
+    if not r[1] then error(first or r[2], 0) end
+    out[i] = r[2]
   end
-  local results = hn.wait_all(tasks)
+  return out
+end
+
+-- J:on_every_worker(cmds_of): worker i runs the batch cmds_of(i), all at once.
+function Job:on_every_worker(cmds_of)
+  job.each(self.workers, function(i, w) w:batch(cmds_of(i)) end)
+end
+
+local function load_shards(J)
+  local results = job.each(J.workers, function(i, w) return w:dataset(dataset_params(J, i)) end)
   J.train_samples = 0
   J.shard_samples = {}
   for i, r in ipairs(results) do
@@ -278,9 +312,7 @@ end
 -- would leak its compression error into this one (or, for another model,
 -- not fit it): every worker starts with none.
 local function drop_residuals(J, names)
-  local tasks = {}
-  for i, w in ipairs(J.workers) do tasks[i] = hn.spawn(function() w:drop{ names = names } end) end
-  hn.wait_all(tasks)
+  job.each(J.workers, function(_, w) w:drop{ names = names } end)
 end
 
 -- J:setup{ origin = node, holders = {nodes that hold the model besides the
@@ -327,11 +359,7 @@ local function setup(self, s)
   if #holders > 0 then origin:send{ tensor = name, to = holders } end
   -- What the model gets as it arrives is not a step's message: forget it, so
   -- that no later wait takes it for one.
-  local clears = {}
-  for i, n in ipairs(holders) do
-    clears[i] = hn.spawn(function() n:wait{ tensor = name, clear = true } end)
-  end
-  hn.wait_all(clears)
+  job.each(holders, function(_, n) n:wait{ tensor = name, clear = true } end)
   if self.o.compress then drop_residuals(self, s.residuals or { "ef" }) end
   -- The starting point, measured outside the training time.
   if self:learns() then
@@ -489,7 +517,10 @@ function Job:set_away(i, away, why)
   else
     hn.log(string.format("%s: worker %s is back (%s); it takes the current model", self.label, w, why))
   end
+  -- who takes part changed: J:rounds recovers before its next round
+  self.changed = true
   if self.fault_hooks.on_change then self.fault_hooks.on_change(i, not away, why) end
+  if not away and self.loops then self.loops.back(i) end
 end
 
 -- Worker i's time away (killed or cut off), for its availability: the
@@ -578,6 +609,10 @@ end
 function Job:guard(body)
   local ok, r = pcall(body)
   self.closed = true
+  -- The training's aborts are answered before it returns: one still on its
+  -- way would cut the transfers of whatever runs next on those nodes.
+  hn.wait_all(self.aborts or {})
+  self.aborts = {}
   if not ok then error(where.relocate(r, self.where), 0) end
   return r
 end
@@ -595,6 +630,7 @@ function Job:watch_faults(hooks)
       -- a worker taking part is always inside a step: its gradient is lost
       if self:alive(i) and not self:stopped() then self.updates_lost = self.updates_lost + 1 end
       self.killed[i] = true
+      self.kills[i] = (self.kills[i] or 0) + 1
       self:set_away(i, true, "was killed")
     else
       for j = 1, #self.workers do
@@ -607,7 +643,12 @@ function Job:watch_faults(hooks)
   on("restart", function(_, node)
     local i = self:worker_index(node)
     if i and self.killed[i] and not self:stopped() then
-      self:resetup_worker(i)
+      -- churn can kill the node again while it is being set up: it stays
+      -- away, and its next restart sets it up
+      local kills = self.kills[i]
+      local ok, err = pcall(self.resetup_worker, self, i)
+      if not ok and self.kills[i] ~= kills then return end
+      if not ok then error(err, 0) end
       self.killed[i], self.dead[i] = nil, nil
       self:recheck_reach("restarted")
       self:set_away(i, false, "restarted")
@@ -627,9 +668,24 @@ end
 -- was cut and runs the next one with who is left.
 
 -- Spawns node:abort{ nodes = nodes, any_wait = any_wait } (an abort that
--- fails, a dead node's, is of no matter: the fault is already known).
-local function spawn_abort(node, nodes, any_wait)
-  return hn.spawn(function() pcall(node.abort, node, { nodes = nodes, any_wait = any_wait }) end)
+-- fails, a dead node's, is of no matter: the fault is already known). The
+-- task is kept in J.aborts until J:rounds has seen it answered: an abort
+-- that reached its peer late would cut the next round's transfers.
+local function spawn_abort(J, node, nodes, any_wait)
+  local task = hn.spawn(function() pcall(node.abort, node, { nodes = nodes, any_wait = any_wait }) end)
+  local kept = { task }
+  for _, t in ipairs(J.aborts or {}) do
+    if t:status() ~= "done" then kept[#kept + 1] = t end
+  end
+  J.aborts = kept
+  return task
+end
+
+-- A killed worker is left out of the aborts: its abort would be answered
+-- only once its end is seen (0.85 s under load), and it sends nothing more.
+local function killed(J, node)
+  local i = J:worker_index(node)
+  return i ~= nil and J.killed[i] == true
 end
 
 -- J:abort_between(lost, partners, any_wait) -> tasks: lost stops its
@@ -637,21 +693,39 @@ end
 -- any_wait a partner's waits end whoever they wait for: in a collective a
 -- partner may wait on a neighbour whose step lost has stopped.
 function Job:abort_between(lost, partners, any_wait)
-  local tasks = { spawn_abort(lost, partners) }
-  for _, p in ipairs(partners) do tasks[#tasks + 1] = spawn_abort(p, { lost }, any_wait) end
+  local tasks = {}
+  if not killed(self, lost) then tasks[1] = spawn_abort(self, lost, partners) end
+  for _, p in ipairs(partners) do tasks[#tasks + 1] = spawn_abort(self, p, { lost }, any_wait) end
   return tasks
 end
 
 -- J:abort_among(nodes) -> tasks: every node stops its transfers with all
--- the others (a round that involves them all is cut). A killed worker is
--- left out: its abort would be answered only once its end is seen.
+-- the others (a round that involves them all is cut).
 function Job:abort_among(nodes)
   local tasks = {}
   for _, n in ipairs(nodes) do
-    local i = self:worker_index(n)
-    if not (i and self.killed[i]) then tasks[#tasks + 1] = spawn_abort(n, nodes) end
+    if not killed(self, n) then tasks[#tasks + 1] = spawn_abort(self, n, nodes) end
   end
   return tasks
+end
+
+-- J:group_faults() -> the hooks of J:watch_faults for workers that wait
+-- for each other (a collective, D-PSGD's neighbours): the largest group of
+-- workers that reach each other goes on (J:main_group), a synchronous job
+-- stops at the first worker away (unless on_failure = "drop"), and a
+-- worker away stops its transfers with the others and they theirs,
+-- whoever their waits wait for (any_wait: in a ring a worker waits on a
+-- neighbour whose step the lost one stopped).
+function Job:group_faults()
+  return {
+    sync = true,
+    cut_off = function(i)
+      if not self:main_group()[i] then return "is cut off from the other workers" end
+    end,
+    on_change = function(i, back)
+      if not back then self:abort_between(self.workers[i], self:others(i), true) end
+    end,
+  }
 end
 
 -- The other workers, as nodes.
@@ -664,10 +738,18 @@ end
 -- J:on_partition(cut, healed): cut() after every net:partition and
 -- healed() after every heal, while the training runs (faults that need no
 -- worker to be away: a transfer across the new cut will never arrive).
+-- Either counts as a change for J:rounds (who reaches whom moved).
 function Job:on_partition(cut, healed)
   local net = self.workers[1].network
-  net:on("partition", function() if not self.closed then cut() end end)
-  if healed then net:on("heal", function() if not self.closed then healed() end end) end
+  local function live(fn)
+    return function()
+      if self.closed then return end
+      self.changed = true
+      if fn then fn() end
+    end
+  end
+  net:on("partition", live(cut))
+  net:on("heal", live(healed))
 end
 
 -- J:abort_cut(): every worker stops its transfers with the workers a
@@ -677,8 +759,22 @@ function Job:abort_cut()
   for _, a in ipairs(self.workers) do
     local cut = {}
     for _, b in ipairs(self.workers) do if b ~= a and not net:reachable(a, b) then cut[#cut + 1] = b end end
-    if #cut > 0 then spawn_abort(a, cut) end
+    if #cut > 0 then spawn_abort(self, a, cut) end
   end
+end
+
+-- J:clear_arrivals(list): on each { node, names } of list at once, the
+-- arrivals of names nobody waited for are dropped (what a cut round sent
+-- may land after its waits were aborted: a wait of the next round must not
+-- take it for its own). A node that cannot answer (dead) is of no matter.
+function Job:clear_arrivals(list)
+  job.each(list, function(_, e) pcall(e[1].wait, e[1], { tensors = e[2], clear = true }) end)
+end
+
+-- A fault changed who takes part since the last recovery (the frame's
+-- own mark, or state.changed where a family's hook sets it).
+local function change_pending(J, state)
+  return J.changed or state.changed
 end
 
 -- One round of J:rounds; false when nobody took part or a fault cut it.
@@ -688,14 +784,16 @@ local function run_round(J, r, state)
     hn.sleep(0.05) -- nobody can take part: wait for a worker to be back
     return false
   end
-  if state.changed then
-    state.changed = false
+  if change_pending(J, state) then
+    J.changed, state.changed = false, false
+    hn.wait_all(J.aborts or {}) -- every abort answered before the next transfers
+    J.aborts = {}
     if r.recover then r.recover(members) end
   end
   local result = table.pack(pcall(r.step, members))
   if not result[1] then
     if J.fault_error then error(J.fault_error, 0) end
-    if not state.changed then error(result[2], 0) end
+    if not change_pending(J, state) then error(result[2], 0) end
     return false -- cut by a fault: run again with who is left
   end
   if r.record then r.record(members, table.unpack(result, 2, result.n)) end
@@ -704,18 +802,118 @@ end
 
 -- J:rounds{ state =, members =, recover =, step =, record = }: the loop of
 -- a synchronous algorithm, until the training stops. Each round:
--- members() lists who takes part (empty: wait for one to be back); when
--- state.changed (the algorithm's fault hooks set it) it is cleared and
--- recover(members) runs first (clear what a cut round left, bring the
--- models together); step(members) runs protected, and its error is the
--- fault's when state.changed was set meanwhile (the round is dropped),
--- the training's when a synchronous job stopped at a fault (J.fault_error),
--- else raised as it is; record(members, ...) gets what step returned.
+-- members() lists who takes part (empty: wait for one to be back); after
+-- a change (a worker away or back, a partition or a heal: the frame marks
+-- it; state.changed, when a hook of the family sets it) every abort is
+-- waited for and recover(members) runs first (clear what a cut round
+-- left, bring the models together); step(members) runs protected, and its
+-- error is the fault's when a change came meanwhile (the round is
+-- dropped), the training's when a synchronous job stopped at a fault
+-- (J.fault_error), else raised as it is; record(members, ...) gets what
+-- step returned. When the loop ends on a change not recovered from yet,
+-- finally(members) runs (the models brought together for the end).
 function Job:rounds(r)
   local state = r.state or {}
   while not self:stopped() do run_round(self, r, state) end
   if self.fault_error then error(self.fault_error, 0) end
+  if r.finally and change_pending(self, state) then
+    hn.wait_all(self.aborts or {})
+    r.finally(r.members())
+  end
   return state
+end
+
+-- ---- workers on their own: the asynchronous frame ----
+
+-- The step every worker ends with under lockstep: the highest any worker
+-- has started when the stop is noticed (one already under way waits for
+-- its neighbours' messages of that step).
+local function next_step(J, L, i)
+  local t = L.done[i] + 1
+  if J.o.steps and t > J.o.steps then return nil end
+  -- A fault ends a synchronous training at once: a step started now would
+  -- wait for neighbours that the fault has stopped.
+  if J.fault_error then return nil end
+  if L.lockstep then
+    if not L.last and J:stopped() then L.last = math.max(table.unpack(L.started)) end
+    if L.last and t > L.last then return nil end
+  elseif J:stopped() then
+    return nil
+  end
+  return t
+end
+
+-- J.steps: the fewest steps any live worker has finished; on_steps(v) for
+-- every v it passes.
+local function count_steps(J, L)
+  local m = math.huge
+  for i = 1, #J.workers do if J:alive(i) then m = math.min(m, L.done[i]) end end
+  local before = J.steps
+  J.steps = m == math.huge and J.steps or m
+  for v = before + 1, L.on_steps and J.steps or 0 do L.on_steps(v) end
+end
+
+-- How often a worker away looks whether it is back or the job has stopped
+-- (a stop by steps or seconds is no event that could wake it).
+local AWAY_POLL_S = 0.02
+
+-- Worker i's task: its steps until it has made them all or the job stops;
+-- away, it waits to be back or the job's end (a killed one's task ends: a
+-- restart spawns a new one). A failed step is the fault's when the worker
+-- went away or the job stopped at a fault, else the worker's
+-- (J:worker_failed).
+local function work(J, L, i)
+  L.running[i] = true
+  while true do
+    if not J:alive(i) then
+      if J.killed[i] or J.dead[i] or J:stopped() then break end
+      hn.sleep(AWAY_POLL_S)
+    else
+      local t = next_step(J, L, i)
+      if not t then break end
+      L.started[i] = t
+      local ok, err = pcall(L.step, i, t)
+      if ok then
+        L.done[i] = t
+        count_steps(J, L)
+      elseif J.fault_error then
+        break -- the training ends with the fault's error
+      elseif J:alive(i) then
+        J:worker_failed(i, err)
+        break
+      end
+    end
+  end
+  L.running[i] = false
+end
+
+-- J:worker_loops{ step = function(i, t), lockstep =, running =, on_steps = }:
+-- every worker in a task of its own runs step(i, t) for t = 1.. until the
+-- job stops. lockstep: all end at the same step (neighbours that wait for
+-- each other's messages, as D-PSGD's). running: a table the frame keeps
+-- running[i] in (a step may read who still steps). on_steps(v): once every
+-- live worker has made v steps (J.steps, the fewest any has made). A
+-- worker away waits to be back (or the end), a restarted one gets a new
+-- task.
+-- Returns once every task has ended; raises a synchronous job's fault.
+function Job:worker_loops(o)
+  local L = { step = o.step, lockstep = o.lockstep, on_steps = o.on_steps, running = o.running or {},
+              done = {}, started = {}, tasks = {} }
+  for i = 1, #self.workers do L.done[i], L.started[i] = 0, 0 end
+  local function spawn(i) L.tasks[#L.tasks + 1] = hn.spawn(function() work(self, L, i) end) end
+  self.loops = {
+    back = function(i) if not L.running[i] and not self:stopped() then spawn(i) end end,
+  }
+  for i = 1, #self.workers do spawn(i) end
+  local k = 1
+  while L.tasks[k] do -- restarts may add tasks while we wait
+    L.tasks[k]:wait()
+    k = k + 1
+  end
+  self.loops = nil
+  count_steps(self, L)
+  self:stopped() -- the reason, when every worker stopped at `steps` by itself
+  if self.fault_error then error(self.fault_error, 0) end
 end
 
 -- A worker's command failed. With on_failure = "drop" the training goes on

@@ -186,6 +186,17 @@ local function setup(J)
   J:setup{ origin = J.workers[1], eval_node = last, holders = holders, model_name = MODEL,
            columns = { "stage", "forward_ms", "backward_ms", "transfer_ms", "bubble_share",
                        "bubble_share_compute" } }
+  -- What a training on these nodes that a fault cut short sent after its
+  -- waits were aborted must not be taken for this one's (an activation of
+  -- another cut, say): every node starts with no arrival of split's names.
+  local names = { "dy", "cavg" }
+  for m = 1, math.max(J.M, #J.workers) do
+    for _, t in ipairs{ "x.", "lbl.", "dy." } do names[#names + 1] = t .. m end
+  end
+  local list = {}
+  for _, n in ipairs(J.workers) do list[#list + 1] = { n, names } end
+  for _, n in ipairs(holders) do list[#list + 1] = { n, names } end
+  J:clear_arrivals(list)
   if J.mode == "splitfed" then return end
   -- The gradient each stage's backwards add into (stage_commands).
   for _, part in ipairs(J.parts) do part.node:tensor{ name = "g", size = J.model_size } end
@@ -327,11 +338,11 @@ end
 -- its compute alone (bubble_shares).
 local function run_stages(J, plans, stage_of)
   local t0 = hn.now()
-  local tasks = {}
-  for i, plan in ipairs(plans) do
-    tasks[i] = hn.spawn(function() return plan.node:batch(plan.cmds) end)
-  end
-  local results = hn.wait_all(tasks)
+  local nodes = {}
+  for i, plan in ipairs(plans) do nodes[i] = plan.node end
+  -- a stage that fails leaves the others waiting on it: they stop at once
+  local results = job.all(plans, function(_, plan) return plan.node:batch(plan.cmds) end,
+                          function() J:abort_among(nodes) end)
   local span_ms = (hn.now() - t0) * 1000
   J.steps = J.steps + 1
   local figures, busy = {}, {}
@@ -427,9 +438,7 @@ local function splitfed_round(J)
     local res = J.parts[2].node:send{ tensor = MODEL, to = J.workers, as = MODEL, range = r }
     J:count_bytes(res.bytes)
   end
-  local clears = {}
-  for i, w in ipairs(J.workers) do clears[i] = hn.spawn(function() w:wait{ tensor = MODEL, clear = true } end) end
-  hn.wait_all(clears)
+  job.each(J.workers, function(_, w) w:wait{ tensor = MODEL, clear = true } end)
 end
 
 -- ---- training ----
@@ -451,19 +460,45 @@ local function ideal_bubble(p, M)
   return (p - 1) / (M + p - 1)
 end
 
+-- Faults (the job's frame): a pipeline cannot go on without one of its
+-- stages, nor splitfed without a client or its server part. The training
+-- stops at the first node away (killed, or cut off from the stages it
+-- sends to), with an error naming it, and every stage's transfers with the
+-- others are aborted at once: the other stages' waits of the step in
+-- flight would otherwise hold them until their timeout.
+local function watch(J)
+  local nodes, seen = {}, {}
+  local function add(n) if n and not seen[n] then seen[n], nodes[#nodes + 1] = true, n end end
+  for _, w in ipairs(J.workers) do add(w) end
+  for _, p in ipairs(J.parts) do add(p.node) end
+  J:watch_faults{
+    sync = true,
+    hub = function(i)
+      local others = {}
+      for _, n in ipairs(nodes) do if n ~= J.workers[i] then others[#others + 1] = n end end
+      return others
+    end,
+    on_change = function(_, back) if not back then J:abort_among(nodes) end end,
+  }
+end
+
 function split.train(opts)
   local J = new_job(opts)
   setup(J)
   local splitfed = J.mode == "splitfed"
+  watch(J)
   J:start_clock()
   J:guard(function()
-    while not J:stopped() do
-      if splitfed then splitfed_round(J) else pipeline_step(J) end
-      if J:eval_due(J.steps) then
-        if not splitfed then gather(J) end
-        J:evaluate(J.steps)
-      end
-    end
+    J:rounds{
+      members = function() return J.workers end,
+      step = function() if splitfed then splitfed_round(J) else pipeline_step(J) end end,
+      record = function()
+        if J:eval_due(J.steps) then
+          if not splitfed then gather(J) end
+          J:evaluate(J.steps)
+        end
+      end,
+    }
     if not splitfed then gather(J) end
   end)
   local p, S = #J.parts, J.bubble_sums

@@ -58,6 +58,16 @@ function M.note_step(acct, r)
   end
 end
 
+-- The worker steps that can have waited an RTO, and their share: those
+-- whose communication reached rto_min, but at most rtos x workers (one RTO
+-- stalls at most one step of each worker). A step slowed by a narrow link
+-- alone is not an RTO's: one RTO in a training of slow steps (the
+-- quickstart's ASP, ~430 ms a step on its uplinks) is 1 x workers steps.
+function M.rto_share(rto_steps, rtos, workers, worker_steps)
+  local n = math.min(rto_steps, rtos * math.max(workers, 1))
+  return n, worker_steps > 0 and n / worker_steps or 0
+end
+
 -- Sums of the counters' growth over every host counted at both ends.
 function M.sums(before, after)
   local sum = {}
@@ -114,8 +124,7 @@ function M.finish(acct, label, workers, worker_steps)
   if not after then return nil end
   local a = M.sums(acct.before, after)
   a.rto_min_s = acct.rto_min_s
-  a.rto_steps = acct.rto_steps
-  a.rto_step_share = worker_steps > 0 and acct.rto_steps / worker_steps or 0
+  a.rto_steps, a.rto_step_share = M.rto_share(acct.rto_steps, a.rtos, workers, worker_steps)
   local worst = M.worst_queue(acct.t0, hn.now())
   if worst then a.queue_link, a.queue_dir, a.queue_drops = worst.link, worst.dir, worst.drops end
   local line = M.warning(label, workers, a)

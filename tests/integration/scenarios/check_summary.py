@@ -88,6 +88,8 @@ RULES = {
     "cu_vs_paper": positive, "cu_vs_bound": positive, "speedup_bars": table, "bound_bars": table,
     "step_s": positive, "compute_s": positive, "comm_s": positive, "last_bucket_s": positive,
     "buckets": some_steps, "vs_plain": positive,
+    "updates_lost": count, "availability": share, "schedule_availability": share, "downs": count,
+    "moves": count, "links": text, "figures": table,
 }
 
 
@@ -269,9 +271,33 @@ def claim_incast(name, s, results):
             fail(f"{name}: {r['label']}: bound_bars lack its ratio {r['ratio']}")
 
 
+def claim_mobile_edge(name, s, results):
+    """On fixed links nothing is lost and every terminal stays; on the mobile
+    network the churn takes terminals down (its schedule near 80% up), some
+    move, a kill loses at most the update being made (updates_lost <=
+    downs); every algorithm runs on both."""
+    by = {(r["algorithm"], r["links"]): r for r in results}
+    for r in results:
+        where = f"{name}: {r['label']}"
+        if (r["algorithm"], "fixed") not in by or (r["algorithm"], "mobile") not in by:
+            fail(f"{where}: {r['algorithm']} lacks its run on fixed or on mobile links")
+        if r["links"] == "fixed":
+            if r["updates_lost"] != 0 or r["availability"] != 1 or r["downs"] != 0 or r["moves"] != 0:
+                fail(f"{where}: fixed links lost updates, availability or nodes, or moved one")
+        else:
+            if r["downs"] < 1 or r["moves"] < 1:
+                fail(f"{where}: no churn down ({r['downs']}) or no move ({r['moves']})")
+            if not 0.5 <= r["schedule_availability"] < 1:
+                fail(f"{where}: the churn's availability {r['schedule_availability']} is not 20% churn")
+            if r["updates_lost"] > r["downs"]:
+                fail(f"{where}: {r['updates_lost']} updates lost from {r['downs']} kills")
+            if not r["availability"] < 1:
+                fail(f"{where}: the training saw every terminal throughout a churn")
+
+
 CLAIMS = {"compression": claim_compression, "incast": claim_incast, "speedup_model": claim_speedup_model,
           "faults": claim_faults, "sync_models": claim_sync_models, "paper_table4": claim_paper_table4,
-          "paper_speedup": claim_paper_speedup, "overlap": claim_overlap}
+          "paper_speedup": claim_paper_speedup, "overlap": claim_overlap, "mobile_edge": claim_mobile_edge}
 
 
 def check_page(run, name, summary):
@@ -290,6 +316,10 @@ def check_page(run, name, summary):
     label = first.get("label")
     if isinstance(label, str) and html.escape(label, quote=True) not in text:
         fail(f"{name}: the report page does not show the result {label!r}")
+    # figures the scenario's header promises (summary.json `figures`)
+    for fig in summary.get("figures") or []:
+        if not os.path.exists(os.path.join(run, "plots", f"{fig}.png")):
+            fail(f"{name}: no figure {fig!r} (plots/{fig}.png), which the header promises")
     # Each per-algorithm row names its algorithm; the scenario's own
     # summary.json (prefix "") read as an algorithm's gave a row with an
     # empty algorithm cell, dashes and "not reached".

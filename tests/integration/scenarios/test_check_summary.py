@@ -109,5 +109,26 @@ expect("incast as claimed", ic, "incast", ICK, 1, "report")
 expect("incast bars not the ratios", broken(lambda s: s["bound_bars"][0].update(points=[[8, 2.0]]), base=ic),
        "incast", ICK, 1, "bound_bars lack its ratio")
 
+# mobile_edge: nothing lost on fixed links; churn, moves and updates_lost <= downs on mobile ones.
+def mrow(label, links, **kw):
+    r = {"label": label, "links": links, "algorithm": "asp", "steps": 10, "final_accuracy": 0.7,
+         "updates_lost": 0, "availability": 1, "schedule_availability": 1, "downs": 0, "moves": 0}
+    r.update(kw)
+    return r
+
+
+me = {"scenario": "mobile_edge", "figures": ["link_rate"], "results": [
+    mrow("asp fixed", "fixed"),
+    mrow("asp mobile", "mobile", updates_lost=3, availability=0.8, schedule_availability=0.82, downs=4, moves=2)]}
+MEK = ["links", "algorithm", "updates_lost", "availability", "schedule_availability", "downs", "moves"]
+expect("mobile_edge as claimed", me, "mobile_edge", MEK, 1, "report")
+for what, change, text in [
+        ("an update lost on fixed links", lambda s: s["results"][0].update(updates_lost=1), "fixed links lost"),
+        ("no move on mobile links", lambda s: s["results"][1].update(moves=0), "no move"),
+        ("more updates lost than kills", lambda s: s["results"][1].update(updates_lost=5), "updates lost from 4"),
+        ("churn without downtime", lambda s: s["results"][1].update(schedule_availability=1), "not 20% churn"),
+        ("no fixed run", lambda s: s["results"].pop(0), "lacks its run")]:
+    expect(f"mobile_edge: {what}", broken(change, base=me), "mobile_edge", MEK, 1, text)
+
 print(f"check_summary.py: {ran} cases, {failed} failed")
 sys.exit(1 if failed else 0)

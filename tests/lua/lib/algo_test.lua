@@ -120,4 +120,25 @@ function T.schedule_done(at, what)
   if at.err then error(what .. ": fault schedule: " .. at.err, 2) end
 end
 
+-- A page's example is a module as written: the first code block of the
+-- section `title` of docs/<page> must be the module tests/lua/<module>
+-- from the line starting with `marker` on, so that the recipe cannot drift.
+function T.doc_example(page, title, module, marker)
+  local here = debug.getinfo(1, "S").source:match("^@(.*/)") .. "../"
+  local function slurp(path)
+    local f = assert(io.open(path, "r"))
+    local text = f:read("a")
+    f:close()
+    return text
+  end
+  local text = slurp(here .. "../../docs/" .. page)
+  local section = text:match("## " .. title:gsub("%p", "%%%0") .. "\n(.-)\n## ")
+  local code = section and section:match("```lua\n(.-)```")
+  assert(code, string.format("docs/%s: no code block in '%s'", page, title))
+  local body = slurp(here .. module)
+  local from = body:find(marker, 1, true)
+  assert(from, string.format("tests/lua/%s: no line '%s'", module, marker))
+  T.eq(code, body:sub(from), string.format("docs/%s's example and tests/lua/%s", page, module))
+end
+
 return T

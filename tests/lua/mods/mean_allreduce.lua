@@ -1,13 +1,15 @@
--- A training family of one's own, put together from the public frame
--- pieces (docs/writing-algorithms.md, "A new algorithm module"), the way a
--- researcher would write it in the scenario's folder: synchronous data
--- parallelism over an all-reduce, each worker applying the mean update
--- with a server optimizer of its own. tests/lua/own_collective.lua checks
--- it against a sequential reference.
+-- tests/lua/mods/mean_allreduce.lua: docs/writing-algorithms.md's "A new
+-- algorithm module" shows this file word for word from its next paragraph
+-- on; tests/lua/own_collective.lua checks that, and the training against a
+-- sequential reference.
+
+-- Mean all-reduce, a family of one's own on the job's round-and-fault
+-- frame: each step every worker computes its update, the updates are
+-- all-reduced, and every worker applies the mean with a server optimizer
+-- of its own.
 --
 --   local mine = require("mods.mean_allreduce")
 --   mine.train{ workers = {...}, algo = "ring", groups = {...}, server_opt = {...}, steps = ... }
-local hn = require("hiernet")
 local job = require("hiernet.algo.job")
 local worker = require("hiernet.algo.worker")
 local ar = require("hiernet.algo.allreduce")
@@ -50,19 +52,6 @@ local function step_plan(J, W, ids)
                   size = J.model_size, before = before, after = after }
 end
 
-local function train_step(J, W, state)
-  local ids = active_ids(J)
-  if state.changed then -- a fault changed who takes part: one model again
-    state.changed = false
-    ar.resync(J, ids)
-  end
-  local run = ar.run(step_plan(J, W, ids))
-  J.steps = J.steps + 1
-  J.updates_applied = J.updates_applied + #ids
-  ar.record_step(J, run, ids, J:now())
-  if J:eval_due(J.steps) then J:evaluate(J.steps) end
-end
-
 function mine.train(opts)
   local J = job.new("mean_allreduce", opts, { mode = type(opts) == "table" and opts.algo or "ring",
                                               options = OPTIONS })
@@ -71,12 +60,25 @@ function mine.train(opts)
   J.o.server_opt = J.o.server_opt or { method = "sgd", lr = 1.0 }
   J:setup{ origin = J.workers[1], eval_node = J.workers[1], model_name = "w" }
   local W = worker.new(J, {})
-  local state = {}
-  ar.watch(J, state)
+  -- Faults: the largest group of workers that reach each other goes on
+  -- (with on_failure = "fail", the first worker away ends the training);
+  -- a worker away stops its transfers with the others and they theirs.
+  J:watch_faults(J:group_faults())
   J:start_clock()
   J:guard(function()
-    while not J:stopped() do train_step(J, W, state) end
-    if J.fault_error then error(J.fault_error, 0) end
+    J:rounds{
+      members = function() return active_ids(J) end,
+      -- after a fault: one model again, the arrivals of a cut step cleared
+      recover = function(ids) ar.resync(J, ids) end,
+      finally = function(ids) ar.resync(J, ids) end,
+      step = function(ids) return ar.run(step_plan(J, W, ids)) end,
+      record = function(ids, run)
+        J.steps = J.steps + 1
+        J.updates_applied = J.updates_applied + #ids
+        ar.record_step(J, run, ids, J:now())
+        if J:eval_due(J.steps) then J:evaluate(J.steps) end
+      end,
+    }
   end)
   return J:finish{ algo = J.o.algo }
 end

@@ -1,0 +1,139 @@
+/* netprog.c — programs run in a network's nodes (see netprog.h). */
+#include "controller/netprog.h"
+
+#include "controller/log.h"
+#include "controller/proc.h"
+#include "controller/registry.h"
+#include "topo/netns.h"
+#include "topo/network.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+struct netprog {
+    struct netprog_list *list;
+    struct proc *proc;
+    struct registry *registry;
+    int node;
+    char network[TOPO_NAME_MAX];
+    char registry_name[32]; /* "@prog<pid>" while listed in the run registry */
+    netprog_done_fn done;
+    void *ctx;
+    struct netprog *prev, *next;
+};
+
+static void list_link(struct netprog_list *list, struct netprog *p)
+{
+    p->list = list;
+    p->prev = NULL;
+    p->next = list->head;
+    if (list->head) list->head->prev = p;
+    list->head = p;
+}
+
+static void list_unlink(struct netprog *p)
+{
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        p->list->head = p->next;
+    if (p->next) p->next->prev = p->prev;
+    p->prev = p->next = NULL;
+}
+
+/* The namespace the registry's sweep looks for the program's group in. */
+static unsigned long namespace_inode(int netns_fd)
+{
+    if (netns_fd >= 0) return topo_netns_inode(netns_fd);
+    struct stat st; /* backend none: the host's own namespace */
+    return stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
+static void registry_list_program(struct netprog *p, int netns_fd)
+{
+    char err[256];
+    if (!p->registry) return;
+    pid_t pid = proc_pid(p->proc);
+    snprintf(p->registry_name, sizeof p->registry_name, REGISTRY_PROGRAM_PREFIX "%d", (int)pid);
+    if (registry_add_node(p->registry, p->network, p->registry_name, pid, namespace_inode(netns_fd),
+                          err, sizeof err) < 0 ||
+        registry_commit(p->registry, err, sizeof err) < 0)
+        ctl_log("warning: %s", err);
+}
+
+static void registry_unlist_program(struct netprog *p)
+{
+    char err[256];
+    if (!p->registry || !p->registry_name[0]) return;
+    registry_remove_node(p->registry, p->network, p->registry_name);
+    p->registry_name[0] = '\0';
+    if (registry_commit(p->registry, err, sizeof err) < 0) ctl_log("warning: %s", err);
+}
+
+/* Off the list and the registry, then done (the result lives in the
+ * proc's buffers), then the process is released. */
+static void finish(struct netprog *p, const struct netprog_result *result)
+{
+    list_unlink(p);
+    registry_unlist_program(p);
+    if (p->done) p->done(p->ctx, result);
+    proc_free(p->proc); /* SIGKILLs its group if it still runs; never waits */
+    free(p);
+}
+
+/* The program ended: we are its proc's last callback, so the proc may go. */
+static void on_proc_done(void *ctx, struct proc *proc, int status, const char *out, size_t out_len,
+                         const char *err, size_t err_len)
+{
+    (void)proc;
+    struct netprog_result r = {status, out, err, out_len, err_len};
+    finish(ctx, &r);
+}
+
+struct netprog *netprog_spawn(struct netprog_list *list, struct ev_loop *loop,
+                              const struct netprog_place *place, char *const argv[],
+                              netprog_done_fn done, void *ctx, char *err, size_t errlen)
+{
+    struct netprog *p = calloc(1, sizeof *p);
+    if (!p) return snprintf(err, errlen, "out of memory"), NULL;
+    struct proc_spec spec = {place->netns_fd, NULL, false};
+    p->proc = proc_spawn(loop, &spec, argv, on_proc_done, p, err, errlen);
+    if (!p->proc) {
+        free(p);
+        return NULL;
+    }
+    p->registry = place->registry;
+    p->node = place->node;
+    snprintf(p->network, sizeof p->network, "%s", place->network);
+    p->done = done;
+    p->ctx = ctx;
+    list_link(list, p);
+    registry_list_program(p, place->netns_fd);
+    return p;
+}
+
+pid_t netprog_pid(const struct netprog *p)
+{
+    return proc_pid(p->proc);
+}
+
+void netprog_kill(struct netprog *p, int sig)
+{
+    if (!proc_finished(p->proc)) proc_kill(p->proc, sig);
+}
+
+void netprog_list_signal(struct netprog_list *list, int node, int sig)
+{
+    for (struct netprog *p = list->head; p; p = p->next)
+        if (node < 0 || p->node == node) netprog_kill(p, sig);
+}
+
+void netprog_list_release(struct netprog_list *list)
+{
+    while (list->head) {
+        proc_set_done(list->head->proc, NULL, NULL); /* its end is no longer heard */
+        finish(list->head, NULL);
+    }
+}

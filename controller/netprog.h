@@ -1,0 +1,58 @@
+/* netprog.h — programs run in a network's nodes (node:run, node:spawn), as
+ * the engine owns them: each is started in its node's namespace
+ * (controller/proc.h), listed in the run registry while it runs (so that
+ * `hiernet clean` ends what it started should the controller be
+ * SIGKILLed: registry.h, REGISTRY_PROGRAM_PREFIX), and kept on its
+ * network's list, which a stop signals and a release kills.
+ * Owns: each program's proc and registry entry, until the program ends or
+ * its network is released. */
+#pragma once
+
+#include <ev.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct registry;
+struct netprog;
+
+/* A finished program: status is the exit code, or 128 + signal number;
+ * out/err are NUL-terminated and valid only during the callback. */
+struct netprog_result {
+    int status;
+    const char *out, *err;
+    size_t out_len, err_len;
+};
+
+/* Called once: with the result when the program ends, or with NULL when
+ * its network is released first (the program was killed, no result).
+ * The program is freed right after; its pointer goes with it. */
+typedef void (*netprog_done_fn)(void *ctx, const struct netprog_result *result);
+
+/* The running programs of one network; zero-initialised is empty. */
+struct netprog_list {
+    struct netprog *head;
+};
+
+/* Where a program runs: its network (for the registry's entry), the
+ * registry (may be NULL), the node (its index) and the node's namespace
+ * (-1: the controller's, on backend none). */
+struct netprog_place {
+    struct registry *registry;
+    const char *network;
+    int node;
+    int netns_fd;
+};
+
+/* Starts argv and puts it on list; NULL with err when it cannot start (a
+ * registry that cannot list it only costs a warning). */
+struct netprog *netprog_spawn(struct netprog_list *list, struct ev_loop *loop,
+                              const struct netprog_place *place, char *const argv[],
+                              netprog_done_fn done, void *ctx, char *err, size_t errlen);
+pid_t netprog_pid(const struct netprog *p);
+void netprog_kill(struct netprog *p, int sig);
+/* Signals every program still running in node (-1: in every node): a
+ * stop's SIGTERM, node:kill()'s SIGKILL. */
+void netprog_list_signal(struct netprog_list *list, int node, int sig);
+/* SIGKILLs what is left (reaped from the loop, controller/reaper.h), drops
+ * its registry entries, calls each one's done with NULL and frees it. */
+void netprog_list_release(struct netprog_list *list);
