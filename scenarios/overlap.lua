@@ -23,7 +23,8 @@
 --     profile="jetson-nano"     the workers' device (an edge GPU)
 --     batch=8                   samples per step
 --     bws="1Gbit,100Mbit"       link rates, one run each
---     buckets="1,5,25"          bucket_mb of the overlapped runs
+--     buckets="1,5,25"          bucket_mb of the overlapped runs (quick: "1,25":
+--                               many buckets and one)
 --     steps=5                   steps per run (quick: 3)
 --     delay="0.1ms"             every link's delay
 --     backend=user              user or kernel
@@ -49,7 +50,7 @@ local model = hn.param("model", quick and "mobilenet_v2" or "resnet18")
 local profile = hn.param("profile", "jetson-nano")
 local batch = hn.param("batch", 8)
 local bws = ex.list_param("bws", "1Gbit,100Mbit")
-local bucket_sizes = ex.list_param("buckets", "1,5,25")
+local bucket_sizes = ex.list_param("buckets", quick and "1,25" or "1,5,25")
 local steps = hn.param("steps", quick and 3 or 5)
 local delay = hn.param("delay", "0.1ms")
 local backend = hn.param("backend", "user")
