@@ -220,6 +220,14 @@ static int opt_choice(lua_State *L, int i, const char *key, const char *const *n
                       strcmp(key, "dir") == 0 ? "ab, ba, both" : "the documented values");
 }
 
+/* Whether option key of the table at idx is set. */
+static bool has_option(lua_State *L, int idx, const char *key)
+{
+    bool set = lua_getfield(L, idx, key) != LUA_TNIL;
+    lua_pop(L, 1);
+    return set;
+}
+
 /* link:trace{file=, format="csv"|"mahimahi", interp="step"|"linear", loop=,
  * dir="both"|"ab"|"ba", step=, bin=}: the file is read and checked first
  * (a bad one is bad input, exit 2, on any backend), then played by the
@@ -249,6 +257,11 @@ static int l_link_trace(lua_State *L)
     lua_pop(L, 1);
     int dir = opt_choice(L, 2, "dir", dirs, 2, what);
     double bin = opt_seconds(L, 2, "bin", 0.1, what);
+    /* Each goes with one kind of trace: elsewhere it would be ignored. */
+    if (o.interp != TOPO_TRACE_LINEAR && has_option(L, 2, "step"))
+        return luaL_error(L, "%s: trace: step goes with interp = \"linear\"", what);
+    if (strcmp(formats[format], "mahimahi") != 0 && has_option(L, 2, "bin"))
+        return luaL_error(L, "%s: trace: bin goes with format = \"mahimahi\"", what);
     struct topo_trace trace;
     file = l_files_find(L, file);
     if (topo_trace_load(file, formats[format], bin, &trace, err, sizeof err) < 0) {

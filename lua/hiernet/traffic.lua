@@ -62,6 +62,9 @@ local function check(net, o)
   if o.pattern == "onoff" and not ((o.on_s or 0) > 0 and (o.off_s or 0) > 0) then
     fail(net, "onoff needs on_s and off_s above 0 (got %s, %s)", tostring(o.on_s), tostring(o.off_s))
   end
+  if o.pattern ~= "onoff" and (o.on_s or o.off_s) then
+    fail(net, "on_s and off_s go with pattern = \"onoff\" (pattern is %s)", o.pattern)
+  end
   for _, k in ipairs({ "seed", "bytes", "size" }) do
     local v = o[k]
     if v ~= nil and (math.type(v) ~= "integer" or v < 0) then

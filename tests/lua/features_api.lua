@@ -87,3 +87,23 @@ eq(p:wait(), 143, "status after p:kill() (SIGTERM)")
 eq(h:run("kill -USR1 $$").status, 138, "n:run of a shell killed by SIGUSR1")
 eq(h:run("exit 7").status, 7, "n:run exit status")
 net2:stop()
+
+-- l:trace options that go with one kind of trace only are refused elsewhere
+-- (they would be ignored): step without interp = "linear", bin without
+-- format = "mahimahi".
+do
+  local tnet = hn.network{ name = "ftrace", backend = "none" }
+  local l = tnet:link(tnet:node("x"), tnet:node("y"))
+  tnet:start()
+  local csv = os.tmpname()
+  local f = assert(io.open(csv, "w"))
+  f:write("t,bw\n0,5Mbit\n1,10Mbit\n")
+  f:close()
+  for _, c in ipairs({ { { file = csv, step = "50ms" }, "step goes with interp = \"linear\"" },
+                       { { file = csv, bin = "50ms" }, "bin goes with format = \"mahimahi\"" } }) do
+    local ok, e = pcall(l.trace, l, c[1])
+    assert(not ok and tostring(e):find("link x-y: trace: " .. c[2], 1, true), "l:trace: " .. tostring(e))
+  end
+  os.remove(csv)
+  tnet:stop()
+end

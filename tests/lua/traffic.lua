@@ -30,6 +30,8 @@ bad("from: 'sw' is a switch, not a host", { from = sw, to = b, rate = "1Mbit" })
 bad("unknown option 'rte'", { from = a, to = b, rte = "1Mbit" })
 bad("constant udp traffic needs a rate", { from = a, to = b })
 bad("onoff needs on_s and off_s above 0", { from = a, to = b, rate = "1Mbit", pattern = "onoff", on_s = 1 })
+bad("on_s and off_s go with pattern = \"onoff\" (pattern is constant)",
+    { from = a, to = b, rate = "1Mbit", on_s = 1 })
 bad("off_s -1 is negative", { from = a, to = b, rate = "1Mbit", pattern = "onoff", on_s = 1, off_s = -1 })
 bad("bytes must be a whole number >= 0, got 1.5", { from = a, to = b, rate = "1Mbit", bytes = 1.5 })
 T.fails("no traffic flow 'bg1'", a.traffic_stats, a, { id = "bg1" }) -- bad input made no flow
