@@ -3,7 +3,7 @@
 
 #include "proto/msgmap.h"
 #include "proto/protocol.h"
-#include "topo/link_keys.h"
+#include "proto/link_keys.h"
 #include "topo/shape.h"
 
 #include <stdio.h>
@@ -41,7 +41,7 @@ struct linkd_client *linkd_client_start(struct ev_loop *loop, char *err, size_t 
 /* bw (0 = unlimited), delay, jitter, loss, reorder, the queue, the
  * ECN threshold always (0 = off, so that l:set{} can turn marking off) and
  * the Gilbert-Elliott parameters if set. */
-/* A struct field as its wire value, by unit (topo/link_keys.h). */
+/* A struct field as its wire value, by unit (proto/link_keys.h). */
 #define PACK_BPS(m, key, v) msgmap_u64(m, key, v)
 #define PACK_TIME(m, key, v) msgmap_f64(m, key, (v) / LINK_WIRE_NS_PER_UNIT)
 #define PACK_FRACTION(m, key, v) msgmap_f64(m, key, v)

@@ -4,7 +4,7 @@
 #include "controller/json.h"
 #include "controller/run.h"
 #include "proto/protocol.h"
-#include "topo/names.h"
+#include "proto/names.h"
 
 #include "common/clock.h"
 

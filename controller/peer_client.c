@@ -7,7 +7,7 @@
 #include "controller/spawn.h"
 #include "proto/protocol.h"
 #include "proto/template_wire.h"
-#include "topo/names.h"
+#include "proto/names.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -33,7 +33,7 @@
  * message in err naming the run, node or file and the value. */
 #pragma once
 
-#include "topo/names.h"
+#include "proto/names.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -8,7 +8,7 @@
 
 #include "controller/trace_player.h"
 #include "lua/runtime.h"
-#include "topo/link_keys.h"
+#include "proto/link_keys.h"
 #include "topo/shape.h"
 #include "topo/trace.h"
 #include "topo/units.h"
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The text keys topo parses (topo/link_keys.h), then reorder and gilbert. */
+/* The text keys topo parses (proto/link_keys.h), then reorder and gilbert. */
 #define TEXT_KEY(key, field, parse, unit) #key,
 static const char *const link_options[] = {TOPO_LINK_TEXT_KEYS(TEXT_KEY) LINK_KEY(reorder),
                                            "gilbert", NULL};
@@ -299,7 +299,7 @@ static int l_link_trace_changes(lua_State *L)
     return 1;
 }
 
-/* A text key's field in base units, by its unit (topo/link_keys.h); a queue
+/* A text key's field in base units, by its unit (proto/link_keys.h); a queue
  * only when one was set, under the key of its unit. */
 #define PARAM_BPS(key, v) set_integer(L, key, v)
 #define PARAM_TIME(key, v) set_number(L, key, (double)(v) / 1e9)

@@ -9,7 +9,7 @@
 #include "controller/peer_client.h"
 #include "lua/l_network.h"
 #include "lua/lmsgpack.h"
-#include "peer/command_names.h"
+#include "proto/command_names.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -288,7 +288,7 @@ static int l_node_batch(lua_State *L)
     return node_request(L, n, "batch", 3);
 }
 
-/* The peer commands a node method sends as they are (peer/command_names.h:
+/* The peer commands a node method sends as they are (proto/command_names.h:
  * the peer's own table; batch has its own method above, peers is the
  * controller's). */
 #define NODE_COMMAND(name, definition, face) face == PEER_FACE_METHOD ? #name : NULL,

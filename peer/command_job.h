@@ -1,7 +1,7 @@
 /* command_job.h — internals shared by the peer's command modules: the command
  * table entry, the job a command becomes, and the helpers for parsing params
  * (loop thread) and building results. The framework (dispatch, life cycle,
- * replies) is commands.c, with its table generated from command_names.h;
+ * replies) is commands.c, with its table generated from proto/command_names.h;
  * the param helpers are command_args.c, the result helpers
  * command_result.c; the commands are in commands_stats.c (ping, stats),
  * commands_vec.c (vectors), commands_data.c (send, peers), commands_sync.c
@@ -61,7 +61,7 @@ struct devmirror;
 enum command_kind { COMMAND_WORKER, COMMAND_NOW, COMMAND_GATE };
 
 /* A command's behaviour; its name is its row in the dispatch table, which
- * peer/command_names.h generates. The hooks of a command with params are
+ * proto/command_names.h generates. The hooks of a command with params are
  * adapters to its typed handlers (COMMAND_DEFINE, below). */
 struct command {
     const char *const *keys; /* the params it takes, NULL-terminated */

@@ -1,5 +1,5 @@
 /* commands.c — the framework of the peer's control commands (see
- * commands.h): the command table (generated from command_names.h),
+ * commands.h): the command table (generated from proto/command_names.h),
  * dispatch, the life cycle of jobs (command_job.h) and their replies. The
  * helpers commands use to build results are in command_result.c, those
  * that parse params in command_args.c; the commands themselves in
@@ -19,7 +19,7 @@
 #include "common/clock.h"
 #include "common/container.h"
 #include "peer/command_job.h"
-#include "peer/command_names.h"
+#include "proto/command_names.h"
 #include "peer/commands_data.h"
 #include "peer/commands_stats.h"
 #include "peer/commands_sync.h"
@@ -37,7 +37,7 @@ double command_now_ms(void)
 
 /* ---- the table ---- */
 
-/* Every command (peer/command_names.h), ping first: it is the hot one. */
+/* Every command (proto/command_names.h), ping first: it is the hot one. */
 #define COMMAND_ROW(name, definition, face) {#name, &definition},
 static const struct command_entry command_table[] = {PEER_COMMANDS(COMMAND_ROW)};
 #undef COMMAND_ROW

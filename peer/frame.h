@@ -46,12 +46,12 @@
 #include <stdint.h>
 
 #include "peer/store.h"
-#include "topo/names.h"
+#include "proto/names.h"
 
 #define FRAME_MAGIC "HNd2"
 #define FRAME_PREFIX_BYTES 8
 #define FRAME_HEADER_MAX 1024
-#define FRAME_NODE_NAME_SIZE (HN_NODE_NAME_MAX + 1) /* topo/names.h */
+#define FRAME_NODE_NAME_SIZE (HN_NODE_NAME_MAX + 1) /* proto/names.h */
 #define FRAME_ERROR_SIZE 256
 
 enum frame_type { FRAME_TENSOR = 1, FRAME_ACK = 2 };

@@ -24,7 +24,7 @@
 #include "proto/protocol.h"
 #include "peer/server.h"
 #include "peer/template.h"
-#include "topo/names.h"
+#include "proto/names.h"
 
 static const char peer_usage[] =
     "usage: hiernet-peer --control-fd N --node NAME [options]\n"

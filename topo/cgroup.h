@@ -12,7 +12,7 @@
  * Every function returns 0 on success, -1 with a one-line message in err. */
 #pragma once
 
-#include "topo/names.h"
+#include "proto/names.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -22,7 +22,7 @@
 #define TOPO_CGROUP_QUOTA_MIN_US 1000ULL /* the kernel rejects quotas below 1 ms */
 #define TOPO_CGROUP_PREFIX "hiernet-"
 /* Bytes of a group's name: a run's is "<run id>-<network>" (netrun_build.c), a
- * node's is the node's name (topo/names.h). */
+ * node's is the node's name (proto/names.h). */
 #define TOPO_CGROUP_NAME_MAX (HN_RUN_ID_MAX + 1 + HN_NODE_NAME_MAX)
 
 enum topo_cgroup_version {

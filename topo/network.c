@@ -1,6 +1,6 @@
 /* network.c — the topology model (see network.h). */
 #include "topo/network.h"
-#include "topo/link_keys.h"
+#include "proto/link_keys.h"
 #include "common/quote.h"
 
 #include <arpa/inet.h>

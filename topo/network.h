@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "topo/names.h"
+#include "proto/names.h"
 #include "topo/tcp.h"
 #include "topo/units.h"
 
@@ -110,7 +110,7 @@ int topo_link_add(struct topo_network *net, int a, int b, const struct topo_link
 int topo_link_add_parallel(struct topo_network *net, int a, int b,
                            const struct topo_link_params *params, char *err, size_t errlen);
 /* Sets one link parameter from its text (the keys of TOPO_LINK_TEXT_KEYS,
- * topo/link_keys.h: bw, delay, jitter, loss, queue; units of docs/lua-api.md).
+ * proto/link_keys.h: bw, delay, jitter, loss, queue; units of docs/lua-api.md).
  * Returns -1 with err quoting the value, or -2
  * for an unknown key. */
 int topo_link_param_set(struct topo_link_params *p, const char *key, const char *value, char *err,

@@ -1,8 +1,8 @@
 /* test_command_table.c — the peer's dispatch table generated from
- * peer/command_names.h: every listed name finds its own definition, and
+ * proto/command_names.h: every listed name finds its own definition, and
  * only whole names match. */
 #include "peer/command_job.h"
-#include "peer/command_names.h"
+#include "proto/command_names.h"
 #include "peer/commands_data.h"
 #include "peer/commands_stats.h"
 #include "peer/commands_sync.h"

@@ -1,8 +1,8 @@
-/* test_link_keys.c — the shared table of link parameters (topo/link_keys.h):
+/* test_link_keys.c — the shared table of link parameters (proto/link_keys.h):
  * every text key parses into its field through topo_link_param_set, unknown
  * keys are told apart, wire values land in the struct fields in their
  * units, and LINK_KEY spells the tables' keys. */
-#include "topo/link_keys.h"
+#include "proto/link_keys.h"
 #include "topo/network.h"
 #include "tests/unit/check.h"
 

@@ -3,7 +3,7 @@
 #include "common/container.h"
 #include "proto/msgmap.h"
 #include "common/privdrop.h"
-#include "topo/link_keys.h"
+#include "proto/link_keys.h"
 #include "topo/linkd/tap.h"
 
 #include <errno.h>
@@ -23,7 +23,7 @@ static void control_nested_error(char *err, size_t errlen, const char *outer, co
 
 /* ---- emulation parameters ---- */
 
-/* Every numeric key of topo/link_keys.h: the shared ones, then linkd's own
+/* Every numeric key of proto/link_keys.h: the shared ones, then linkd's own
  * whole numbers (a queue and an ECN threshold in packets or bytes, the
  * per-frame overhead). */
 #define LINKD_NUMERIC_KEYS(X) LINK_WIRE_KEYS(X) LINK_WIRE_GILBERT_KEYS(X) LINK_WIRE_COUNT_KEYS(X)
