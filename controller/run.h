@@ -93,7 +93,7 @@ enum run_dilation_outcome {
 enum run_dilation_outcome run_name_dilation(struct run *r, double d, bool started,
                                             const char *network, char *msg, size_t msglen);
 /* A network names dilation "auto": the run's dilation is then chosen by a
- * probe (lua/scenario.c). Returns RUN_DILATION_SET when the run is (now)
+ * probe (app/scenario.c). Returns RUN_DILATION_SET when the run is (now)
  * auto, RUN_DILATION_CLI_WINS under a numeric --dilation (note in msg),
  * RUN_DILATION_CONFLICT when a network named a number or one started. */
 enum run_dilation_outcome run_name_dilation_auto(struct run *r, bool started, const char *network,

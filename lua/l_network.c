@@ -165,7 +165,7 @@ static void report_dilation(lua_State *L, struct hn_runtime *rt, enum run_dilati
 }
 
 /* dilation = "auto": the run's dilation comes from a probe of its first
- * compute commands (lua/scenario.c); a rerun at the chosen dilation keeps
+ * compute commands (app/scenario.c); a rerun at the chosen dilation keeps
  * the scenario's "auto" without a note. */
 static void apply_auto_dilation(lua_State *L, struct hn_runtime *rt, const char *name)
 {

@@ -1,6 +1,6 @@
 /* runtime.h — the state one scenario run shares across the Lua bindings:
  * loop, scheduler, run record, log, live networks and records.
- * Owned by scenario.c, reachable from any binding through hn_runtime(L). */
+ * Owned by app/scenario.c, reachable from any binding through hn_runtime(L). */
 #pragma once
 
 #include "controller/netlife.h"
@@ -43,7 +43,7 @@ struct hn_runtime {
     int tool_exit;             /* hiernet plot / report: the exit code the tool returned */
     struct overload *overload; /* host CPU and compute overruns (controller/overload.h) */
     const char *scenario_path; /* the scenario file (the caller's), NULL for a tool */
-    /* dilation = "auto": what the probe's verdict calls (scenario.c), armed
+    /* dilation = "auto": what the probe's verdict calls (app/scenario.c), armed
      * when a network or --dilation names auto; NULL where nothing probes. */
     overload_probe_fn dilation_probe;
     void *dilation_probe_ctx;

@@ -1,9 +1,9 @@
 /* main.c — the hiernet command line: parses the command and its options and
  * hands over to the scenario runner. Exit codes: 0 success, 1 scenario error,
  * 2 usage or bad input, 3 environment. */
-#include "controller/cli.h"
+#include "app/cli.h"
 #include "hiernet_version.h"
-#include "lua/scenario.h"
+#include "app/scenario.h"
 
 #include <ev.h>
 #include <msgpack.h>

@@ -9,7 +9,7 @@
  * Every probe works in scratch objects of its own (a namespace that vanishes
  * with its fd, a cgroup named after this process) and removes them. */
 #include "controller/backend_pick.h"
-#include "controller/cli.h"
+#include "app/cli.h"
 #include "controller/registry.h"
 #include "topo/cgroup.h"
 #include "topo/netns.h"

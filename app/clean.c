@@ -6,7 +6,7 @@
  * then a summary line. Live runs and
  * anything no registry lists are never touched. Namespaces and links need no
  * cleaning: they are anonymous and vanish with the last process of a run. */
-#include "controller/cli.h"
+#include "app/cli.h"
 #include "controller/registry.h"
 
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* cli.h — the hiernet subcommands that live in controller/ (main.c
+/* cli.h — the hiernet subcommands that live in app/ (main.c
  * dispatches to them): clean.c, exec.c, doctor.c, models.c.
  *
  * Each takes the arguments after the command name (argv[0] is the first of

@@ -9,7 +9,7 @@
  * SIGKILL after a deadline), close the records, write the final run.json
  * and only then remove the registry entry. */
 #include "controller/log.h"
-#include "lua/scenario.h"
+#include "app/scenario.h"
 
 #include "controller/host_probe.h"
 #include "controller/overload.h"

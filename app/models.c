@@ -1,7 +1,7 @@
 /* models.c — `hiernet models`: the model zoo and the device profiles
  * (kernels/zoo.h, kernels/profile.h) as tables, or one of them in detail
  * with its step time on every built-in device. Reads and prints only. */
-#include "controller/cli.h"
+#include "app/cli.h"
 #include "kernels/profile.h"
 #include "kernels/zoo.h"
 

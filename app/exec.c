@@ -6,7 +6,7 @@
  * checked by start time, so a reused pid is never entered) and execs CMD,
  * whose exit status becomes ours. Only the network namespace changes: CMD
  * keeps our mount namespace, cgroup and environment. */
-#include "controller/cli.h"
+#include "app/cli.h"
 #include "controller/registry.h"
 
 #include <errno.h>
