@@ -1,7 +1,7 @@
 /* overload.c — the run's overload account (see overload.h). */
 #include "controller/overload.h"
 
-#include "controller/json.h"
+#include "common/json.h"
 #include "controller/run.h"
 #include "proto/protocol.h"
 #include "proto/names.h"

@@ -2,8 +2,8 @@
 #include "controller/run.h"
 
 #include "controller/durable.h"
-#include "controller/json.h"
-#include "controller/json_read.h"
+#include "common/json.h"
+#include "common/json_read.h"
 #include "hiernet_version.h"
 
 #include <ctype.h>

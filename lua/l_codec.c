@@ -1,11 +1,11 @@
 /* l_codec.c — byte codecs for the Lua library's tools:
  * core._json_decode(text [, null]) turns JSON into Lua values through the
- * strict reader of controller/json_read.c (objects become tables keyed by
+ * strict reader of common/json_read.c (objects become tables keyed by
  * name, arrays 1-based tables, integers integers; null becomes the second
  * argument, or nil), and core._base64(bytes) encodes for data: URIs. */
 #include "lua/l_host.h"
 
-#include "controller/json_read.h"
+#include "common/json_read.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>

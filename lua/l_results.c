@@ -3,10 +3,10 @@
  * name atomically (write, fsync, rename), so a reader never sees half a
  * summary; hn.results_dir() names the run's results directory; hn.null is
  * the JSON null a table can hold. The text itself is written by
- * controller/json.c; this unit walks the Lua value. */
+ * common/json.c; this unit walks the Lua value. */
 #include "lua/l_results.h"
 
-#include "controller/json.h"
+#include "common/json.h"
 #include "controller/record.h"
 #include "lua/runtime.h"
 

@@ -14,7 +14,7 @@
 -- that tries cannot touch the host's network. Nothing is parsed from Python
 -- source here (the helper only searches a user's node class for the line
 -- that turns on IP forwarding, to know a router). The helper's output is untrusted (the file decides what it
--- prints): it goes through the strict JSON reader (controller/json_read.c)
+-- prints): it goes through the strict JSON reader (common/json_read.c)
 -- and every field is checked before use.
 --
 -- Mapping: hosts -> net:node, switches -> net:switch (an L2 bridge),

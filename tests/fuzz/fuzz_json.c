@@ -1,11 +1,11 @@
-/* fuzz_json.c — libFuzzer target for controller/json_read.c, the strict JSON
+/* fuzz_json.c — libFuzzer target for common/json_read.c, the strict JSON
  * reader of bytes hiernet does not control: the Mininet import's helper
  * output (lua/hiernet/mininet.lua) and results files (run.json,
  * summary.json). Any bytes: a document that parses must survive a write and
  * a second read unchanged in shape (json_write_value), and the first error
  * of one that does not names a line and column. */
-#include "controller/json.h"
-#include "controller/json_read.h"
+#include "common/json.h"
+#include "common/json_read.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * up), the loop's variant whose fsyncs the sync thread does, the sync
  * thread, and which run.json files a sweep may rewrite. */
 #include "controller/durable.h"
-#include "controller/json_read.h"
+#include "common/json_read.h"
 #include "controller/run.h"
 #include "tests/unit/check.h"
 

@@ -1,7 +1,7 @@
-/* test_json_read.c — the strict JSON reader (controller/json_read.c):
+/* test_json_read.c — the strict JSON reader (common/json_read.c):
  * values of every type, escapes and surrogates, and each kind of input it
  * must refuse, with the position and the reason in the message. */
-#include "controller/json_read.h"
+#include "common/json_read.h"
 
 #include "check.h"
 

@@ -1,7 +1,7 @@
 /* json.c — minimal JSON writing (see json.h). */
-#include "controller/json.h"
+#include "common/json.h"
 
-#include "controller/json_read.h"
+#include "common/json_read.h"
 
 #include <math.h>
 #include <string.h>

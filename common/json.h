@@ -16,6 +16,6 @@ void json_write_string_or_null(FILE *f, const char *s);
 void json_write_number(FILE *f, double v);
 /* Writes len bytes as a JSON string literal (NUL bytes become \u0000). */
 void json_write_string_len(FILE *f, const char *s, size_t len);
-/* Writes a tree read by json_read (controller/json_read.h), compactly;
+/* Writes a tree read by json_read (common/json_read.h), compactly;
  * integers as read, other numbers so that they read back the same. */
 void json_write_value(FILE *f, const struct json_value *v);

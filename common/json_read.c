@@ -1,5 +1,5 @@
 /* json_read.c — a small, strict JSON reader (see json_read.h). */
-#include "controller/json_read.h"
+#include "common/json_read.h"
 
 #include <errno.h>
 #include <math.h>
