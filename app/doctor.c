@@ -11,9 +11,9 @@
 #include "controller/backend_pick.h"
 #include "app/cli.h"
 #include "controller/registry.h"
-#include "topo/cgroup.h"
-#include "topo/netns.h"
-#include "topo/nl.h"
+#include "emu/cgroup.h"
+#include "emu/netns.h"
+#include "emu/nl.h"
 
 #include <errno.h>
 #include <stdbool.h>

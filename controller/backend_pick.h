@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "topo/network.h"
-#include "topo/nl.h"
+#include "emu/nl.h"
 
 /* What the links of a network ask for. */
 enum backend_need {

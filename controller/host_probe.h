@@ -20,7 +20,7 @@
  * default loop: there is one per process). */
 #pragma once
 
-#include "topo/nl.h"
+#include "emu/nl.h"
 
 #include <ev.h>
 #include <stdbool.h>

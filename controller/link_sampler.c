@@ -2,8 +2,8 @@
 #include "controller/link_sampler.h"
 
 #include "common/clock.h"
-#include "topo/netns.h"
-#include "topo/nl.h"
+#include "emu/netns.h"
+#include "emu/nl.h"
 
 #include <linux/if.h>
 #include <pthread.h>

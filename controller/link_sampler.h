@@ -12,7 +12,7 @@
  * Owns the thread, its sockets and the sample buffer. */
 #pragma once
 
-#include "topo/kernel.h"
+#include "emu/tc_backend.h"
 #include "topo/network.h"
 
 #include <ev.h>

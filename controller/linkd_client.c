@@ -82,11 +82,11 @@ static void pack_end(struct msgmap *m, const char *key, const char *ns_path, con
     msgmap_str(&end, "netns_path", ns_path);
     msgmap_str(&end, "ifname", ifname);
     /* Down: the controller brings every end up itself, once IPv6 is off on
-     * it (topo/kernel.c). */
+     * it (emu/tc_backend.c). */
     msgmap_bool(&end, "up", false);
     /* Our namespaces go when the run's processes do, and take their TAPs
      * along in one batch: far quicker than linkd's exit deleting them one
-     * by one (topo/linkd/tap.h). */
+     * by one (emu/linkd/tap.h). */
     msgmap_bool(&end, "persist", true);
     msgmap_key(m, key);
     if (!msgmap_end(&end, &m->pk)) m->buf.failed = true;

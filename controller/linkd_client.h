@@ -6,7 +6,7 @@
  * during start (its reply brings the TAP ifindexes, needed to configure
  * addresses), then link_set / link_down / link_up / link_stats at run time
  * (asynchronous, the reply goes to a callback). Units on the wire: bit/s,
- * microseconds, loss fraction, packets or bytes (topo/linkd/control.h).
+ * microseconds, loss fraction, packets or bytes (emu/linkd/control.h).
  * Owns the linkd peer_client. */
 #pragma once
 

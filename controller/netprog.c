@@ -4,7 +4,7 @@
 #include "controller/log.h"
 #include "controller/proc.h"
 #include "controller/registry.h"
-#include "topo/netns.h"
+#include "emu/netns.h"
 #include "topo/network.h"
 
 #include <stdbool.h>

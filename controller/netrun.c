@@ -12,7 +12,7 @@
 #include "controller/log.h"
 #include "controller/peer_template.h"
 #include "controller/registry.h"
-#include "topo/kernel.h"
+#include "emu/tc_backend.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -60,7 +60,7 @@ const char *netrun_backend(const struct netrun *nr);
 const char *netrun_backend_reason(const struct netrun *nr);
 /* "2.051 s: backend 0.001, plan 0.020, namespaces 0.502, ...": the start's
  * phases in order (links: the veths or linkd's TAPs; interfaces, routes+
- * qdiscs and running: topo/kernel.h's passes; peers asked and peers forked:
+ * qdiscs and running: emu/tc_backend.h's passes; peers asked and peers forked:
  * the requests to the peer template and the wait for its forks). */
 void netrun_describe_start(const struct netrun *nr, char *buf, size_t len);
 struct peer_client *netrun_peer(const struct netrun *nr, int node);

@@ -8,8 +8,8 @@
 #include "common/container.h"
 #include "controller/host_probe.h"
 #include "controller/peer_template.h"
-#include "topo/kernel.h"
-#include "topo/nl.h"
+#include "emu/tc_backend.h"
+#include "emu/nl.h"
 #include "topo/shape.h"
 
 #include <stdio.h>

@@ -5,7 +5,7 @@
 
 #include "controller/linkd_client.h"
 #include "topo/address.h"
-#include "topo/kernel.h"
+#include "emu/tc_backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
 #include "controller/netrun.h"
 #include "controller/privilege.h"
 #include "controller/reaper.h"
-#include "topo/cgroup.h"
+#include "emu/cgroup.h"
 #include "topo/route.h"
 
 #include <pthread.h>

@@ -6,7 +6,7 @@
 #include "common/container.h"
 #include "controller/linkd_client.h"
 #include "controller/registry.h"
-#include "topo/kernel.h"
+#include "emu/tc_backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
 #include "controller/peer_template.h"
 #include "controller/registry.h"
 #include "kernels/dataset.h"
-#include "topo/netns.h"
+#include "emu/netns.h"
 #include "proto/msgmap.h"
 
 #include <errno.h>

@@ -9,7 +9,7 @@
 #include "controller/log.h"
 #include "kernels/device.h"
 #include "topo/address.h"
-#include "topo/nl.h"
+#include "emu/nl.h"
 
 #include <stdio.h>
 #include <string.h>

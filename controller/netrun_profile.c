@@ -3,7 +3,7 @@
 #include "controller/netrun_internal.h"
 
 #include "common/clock.h"
-#include "topo/kernel.h"
+#include "emu/tc_backend.h"
 
 #include <stdio.h>
 

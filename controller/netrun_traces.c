@@ -6,7 +6,7 @@
 #include "controller/linkd_client.h"
 #include "controller/log.h"
 #include "controller/trace_player.h"
-#include "topo/kernel.h"
+#include "emu/tc_backend.h"
 #include "topo/shape.h"
 
 #include <math.h>

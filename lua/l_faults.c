@@ -1,6 +1,6 @@
 /* l_faults.c — faults as experiment features, on a network's handle:
  * net:partition({a, ...}, {b, ...}) and net:heal([a, b]) (the topology engine's
- * blackhole routes, topo/kernel.h), net:reachable(a, b), and the events
+ * blackhole routes, emu/tc_backend.h), net:reachable(a, b), and the events
  * algorithms react to: net:on("partition" | "heal" | "kill" | "restart", fn).
  * Each listener runs as a task of its own when the event happens: fn(net,
  * groupA, groupB) for a partition, fn(net) for a heal, fn(net, node) for a

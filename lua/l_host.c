@@ -10,7 +10,7 @@
 
 #include "common/container.h"
 #include "controller/proc.h"
-#include "topo/netns.h"
+#include "emu/netns.h"
 
 #include <lauxlib.h>
 #include <signal.h>

@@ -294,7 +294,7 @@ static void read_node_options(lua_State *L, int i, struct topo_node *n)
     n->speed = lnet_opt_number(L, i, "speed", 1, what);
     double threads = lnet_opt_number(L, i, "threads", 1, what);
     const char *device = lnet_opt_string(L, i, "device", "cpu", what);
-    if (!(n->cpu >= 0 && n->cpu <= 4096)) /* 0: no limit; topo/cgroup.c's range */
+    if (!(n->cpu >= 0 && n->cpu <= 4096)) /* 0: no limit; emu/cgroup.c's range */
         luaL_error(L, "%s: cpu must be > 0 (a share of one core) and at most 4096, got %f", what,
                    n->cpu);
     if (!(n->speed > 0)) luaL_error(L, "%s: speed must be > 0, got %f", what, n->speed);

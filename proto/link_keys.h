@@ -6,7 +6,7 @@
  * text into struct topo_link_params (topo_link_param_set, topo/network.c);
  * for the user backend the controller sends them to hiernet-linkd
  * (controller/linkd_client.c), which checks their ranges and keeps them in
- * struct linkd_params (topo/linkd/control.c); link:params() reports them
+ * struct linkd_params (emu/linkd/control.c); link:params() reports them
  * back in base units (lua/l_link.c). topo_link_params and linkd_params name
  * the fields alike, so the tables below serve both ends.
  *

@@ -1,7 +1,6 @@
 /* tcp.c — a node's TCP settings (see tcp.h). */
 #include "topo/tcp.h"
 
-#include "topo/netns.h"
 #include "topo/units.h"
 
 #include <math.h>
@@ -71,16 +70,6 @@ unsigned topo_tcp_rto_min_metric_ms(const struct topo_tcp *t, double d)
 {
     if (!t->rto_min_ns) return 0;
     return (unsigned)llround((double)t->rto_min_ns / 1e6 * (d >= 1 ? d : 1));
-}
-
-int topo_tcp_apply_sysctls(const struct topo_tcp *t, char *err, size_t errlen)
-{
-    /* 1: ask for ECN on outgoing connections and accept it on incoming ones. */
-    if (t->ecn != TOPO_TCP_ECN_DEFAULT &&
-        topo_netns_sysctl_write("net/ipv4/tcp_ecn", t->ecn == TOPO_TCP_ECN_ON ? "1" : "0", err,
-                                errlen) < 0)
-        return -1;
-    return 0;
 }
 
 void topo_tcp_write_json(const struct topo_tcp *t, FILE *f)

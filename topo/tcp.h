@@ -1,6 +1,7 @@
 /* tcp.h — a node's TCP settings (docs/lua-api.md "TCP settings"): the
  * congestion control, minimum RTO, ECN and initial congestion window its
- * namespace's TCP uses, and how they are checked, installed and recorded.
+ * namespace's TCP uses, and how they are checked and recorded (the
+ * Linux emulation backend installs them: emu/tcp_sysctl.h, emu/nl.h).
  *
  * ecn is a per-namespace sysctl (net.ipv4.tcp_ecn), written from inside
  * the node's namespace; cc, rto_min and init_cwnd are route metrics
@@ -46,9 +47,6 @@ int topo_tcp_set_init_cwnd(struct topo_tcp *t, double cwnd, char *err, size_t er
 /* The rto_min metric to install under dilation d (>= 1), in ms: the
  * kernel's timer runs in real time. 0 when rto_min is the kernel's. */
 unsigned topo_tcp_rto_min_metric_ms(const struct topo_tcp *t, double d);
-
-/* Writes t's sysctls in the calling thread's namespace (ecn). */
-int topo_tcp_apply_sysctls(const struct topo_tcp *t, char *err, size_t errlen);
 
 /* t as a JSON object of the keys it sets ({} when none): run.json. */
 void topo_tcp_write_json(const struct topo_tcp *t, FILE *f);

@@ -1,9 +1,9 @@
-/* test_cgroup.c — topo/cgroup.c without root: detection from made-up
+/* test_cgroup.c — emu/cgroup.c without root: detection from made-up
  * mountinfo files (v2 with cpu wins, v1 cpu otherwise, none), quotas, names,
  * and the control-file contents written for v1 and v2 (on plain directories
  * whose control files the test creates beforehand). */
 #include "check.h"
-#include "topo/cgroup.h"
+#include "emu/cgroup.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * 64-bit HTB rates, bfifo's bare struct), and the link-counter dump
  * request with its replies parsed. */
 #include "check.h"
-#include "topo/nl.h"
+#include "emu/nl.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -9,7 +9,7 @@
 #include "controller/registry.h"
 #include "tests/unit/check.h"
 #include "tests/unit/registry_root.h"
-#include "topo/cgroup.h"
+#include "emu/cgroup.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -6,10 +6,10 @@
  * out of "b" with the configured delay, rate, loss, queue and order, and at
  * the opportunities of a Mahimahi schedule. */
 #include "check.h"
-#include "topo/linkd/ecn.h"
-#include "topo/linkd/forward.h"
-#include "topo/linkd/pool.h"
-#include "topo/linkd/timerq.h"
+#include "emu/linkd/ecn.h"
+#include "emu/linkd/forward.h"
+#include "emu/linkd/pool.h"
+#include "emu/linkd/timerq.h"
 
 #include <linux/virtio_net.h>
 #include <stdarg.h>

@@ -11,8 +11,8 @@
 #include <netlink/msg.h>
 
 #include "helpers.h"
-#include "topo/netns.h"
-#include "topo/nl.h"
+#include "emu/netns.h"
+#include "emu/nl.h"
 
 static char err[512];
 static int *r_if, *l_if; /* per node: its end of the next link, of the previous */

@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 
 #include "helpers.h"
-#include "topo/cgroup.h"
+#include "emu/cgroup.h"
 
 static char err[512];
 

@@ -6,8 +6,8 @@
 #include <netlink/msg.h>
 
 #include "helpers.h"
-#include "topo/netns.h"
-#include "topo/nl.h"
+#include "emu/netns.h"
+#include "emu/nl.h"
 
 static char err[512];
 

@@ -10,8 +10,8 @@
 #include <arpa/inet.h>
 
 #include "helpers.h"
-#include "topo/netns.h"
-#include "topo/nl.h"
+#include "emu/netns.h"
+#include "emu/nl.h"
 #include "topo/shape.h"
 
 #define TOLERANCE 0.05

@@ -32,7 +32,7 @@
 #pragma once
 
 #include "proto/protocol.h"
-#include "topo/linkd/forward.h"
+#include "emu/linkd/forward.h"
 
 #include <ev.h>
 #include <msgpack.h>

@@ -5,7 +5,7 @@
  * group holds no process and only enables +cpu for its node groups; the
  * hierarchy root is exempt from that rule, which is why groups are made under
  * the mount root rather than under the controller's own cgroup. */
-#include "topo/cgroup.h"
+#include "emu/cgroup.h"
 
 #include <ctype.h>
 #include <dirent.h>

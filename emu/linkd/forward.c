@@ -13,11 +13,11 @@
  * direction in one heap keyed by its next event and one timerfd armed for the
  * earliest; a timerfd is used instead of an ev_timer because libev's epoll
  * backend rounds timeouts to whole milliseconds. */
-#include "topo/linkd/forward.h"
+#include "emu/linkd/forward.h"
 #include "common/clock.h"
 #include "common/container.h"
-#include "topo/linkd/ecn.h"
-#include "topo/linkd/tap.h"
+#include "emu/linkd/ecn.h"
+#include "emu/linkd/tap.h"
 
 #include <errno.h>
 #include <linux/virtio_net.h>

@@ -1,6 +1,6 @@
 /* tap.c — TAP devices of hiernet-linkd (see tap.h). */
-#include "topo/linkd/tap.h"
-#include "topo/linkd/forward.h" /* linkd_log */
+#include "emu/linkd/tap.h"
+#include "emu/linkd/forward.h" /* linkd_log */
 
 #include <errno.h>
 #include <fcntl.h>

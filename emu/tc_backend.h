@@ -1,15 +1,15 @@
-/* kernel.h — the kernel backend: realises a topology model in the kernel.
+/* tc_backend.h — the kernel backend: realises a topology model in the kernel.
  *
  * Every node (host or switch) gets an anonymous network namespace held by an
  * fd (nothing bind-mounted: when the controller and the peers are gone, the
  * kernel frees the namespaces and every link in them); every link becomes a
  * veth pair created straight in its two namespaces; a switch is a bridge in
  * its namespace with its links as ports; hosts get their node address on lo,
- * their link addresses, forwarding and the static routes of route.h; both
+ * their link addresses, forwarding and the static routes of topo/route.h; both
  * directions of every link are shaped on egress with the qdisc plans of
- * shape.h (HTB + netem, or HTB + bfifo where netem is not needed).
+ * topo/shape.h (HTB + netem, or HTB + bfifo where netem is not needed).
  *
- * All netlink goes through topo/nl.h in batches (one per namespace, one for
+ * All netlink goes through emu/nl.h in batches (one per namespace, one for
  * the veths) so a 1000-node network starts in well under a second.
  * Owns the namespaces, their netlink sockets and the installed plans. */
 #pragma once

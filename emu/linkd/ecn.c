@@ -1,5 +1,5 @@
 /* ecn.c — CE marking of IPv4 and IPv6 packets (see ecn.h). */
-#include "topo/linkd/ecn.h"
+#include "emu/linkd/ecn.h"
 
 #define ECN_ETH_HEADER 14u
 #define ECN_ETHERTYPE_IPV4 0x0800u

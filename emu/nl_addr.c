@@ -3,7 +3,7 @@
  *
  * A node's stable address lives on lo as a /32 with global scope, so it is
  * the same whichever link a packet uses, and routes can prefer it as source. */
-#include "topo/nl.h"
+#include "emu/nl.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

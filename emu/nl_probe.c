@@ -5,7 +5,7 @@
  * sch_netem) and a module may load on first use. The namespace is held only
  * by our fd, so everything in it vanishes when the probe closes it. Used by
  * `hiernet doctor` and by backend "auto". */
-#include "topo/nl.h"
+#include "emu/nl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 
 #include <netlink/msg.h>
 
-#include "topo/netns.h"
+#include "emu/netns.h"
 
 static const char *const probe_names[TOPO_NL_FEATURE_COUNT] = {
     [TOPO_NL_FEATURE_VETH] = "veth", [TOPO_NL_FEATURE_BRIDGE] = "bridge",

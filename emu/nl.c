@@ -7,7 +7,7 @@
  * (iproute2 __rtnl_talk_iov does the same checks). rtnetlink handles requests
  * inside sendmsg(), so the acks of a window are queued by the time it returns;
  * the receive timeout only guards against a kernel that never answers. */
-#include "topo/nl.h"
+#include "emu/nl.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -6,7 +6,7 @@
  * marked onlink, which lets the controller install routes before (or
  * without) the covering subnet route: the kernel then trusts that the
  * gateway is reachable on the given interface. */
-#include "topo/nl.h"
+#include "emu/nl.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -13,9 +13,9 @@
 #include "hiernet_version.h"
 #include "common/log_line.h"
 #include "common/privdrop.h"
-#include "topo/linkd/control.h"
-#include "topo/linkd/forward.h"
-#include "topo/linkd/tap.h"
+#include "emu/linkd/control.h"
+#include "emu/linkd/forward.h"
+#include "emu/linkd/tap.h"
 
 #include <errno.h>
 #include <fcntl.h>

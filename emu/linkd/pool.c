@@ -1,5 +1,5 @@
 /* pool.c — preallocated packet buffers (see pool.h). */
-#include "topo/linkd/pool.h"
+#include "emu/linkd/pool.h"
 
 #include <stdlib.h>
 

@@ -6,7 +6,7 @@
  * right then, while the thread is there anyway. unshare() and setns() only
  * change the calling thread's namespace, so helper threads can build many
  * namespaces at once while the caller's thread never leaves its own. */
-#include "topo/netns.h"
+#include "emu/netns.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "topo/nl.h"
+#include "emu/nl.h"
 
 #define NETNS_SELF "/proc/thread-self/ns/net"
 #define NETNS_MAX_THREADS 8

@@ -9,7 +9,7 @@
  * back with linkd_pool_put. */
 #pragma once
 
-#include "topo/linkd/timerq.h"
+#include "emu/linkd/timerq.h"
 
 #include <stdbool.h>
 #include <stddef.h>

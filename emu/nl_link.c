@@ -5,7 +5,7 @@
  * VETH_INFO_PEER (libnl's veth module writes the peer's attributes there).
  * Nothing is created in the caller's namespace and then moved, which would
  * cost a second request per end and briefly expose the name to the host. */
-#include "topo/nl.h"
+#include "emu/nl.h"
 
 #include <ctype.h>
 #include <errno.h>

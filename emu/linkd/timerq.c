@@ -1,5 +1,5 @@
 /* timerq.c — binary min-heap of release times (see timerq.h). */
-#include "topo/linkd/timerq.h"
+#include "emu/linkd/timerq.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

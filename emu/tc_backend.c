@@ -1,9 +1,10 @@
-/* kernel.c — the kernel backend (see kernel.h). */
-#include "topo/kernel.h"
+/* tc_backend.c — the kernel backend (see tc_backend.h). */
+#include "emu/tc_backend.h"
 
 #include "common/clock.h"
-#include "topo/netns.h"
-#include "topo/nl.h"
+#include "emu/netns.h"
+#include "emu/nl.h"
+#include "emu/tcp_sysctl.h"
 
 #include <linux/rtnetlink.h>
 #include <net/if.h>

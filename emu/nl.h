@@ -7,7 +7,7 @@
  *               enslaving, link up/down, delete, ifindex lookup
  *   nl_addr.c   IPv4 addresses, the loopback node address
  *   nl_route.c  IPv4 routes (host, subnet, default; via a gateway)
- *   nl_qdisc.c  the qdisc trees of shape.h: apply, change, clear
+ *   nl_qdisc.c  the qdisc trees of topo/shape.h: apply, change, clear
  *   nl_probe.c  which link types and qdiscs this kernel has
  *   nl_stats.c  every link's counters of a namespace (RTM_GETLINK stats64)
  * Every request is built apart from being sent (topo_nl_*_build return an

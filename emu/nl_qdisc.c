@@ -1,4 +1,4 @@
-/* nl_qdisc.c — the qdisc trees of shape.h on an interface's egress (see nl.h).
+/* nl_qdisc.c — the qdisc trees of topo/shape.h on an interface's egress (see nl.h).
  *
  * The tc messages are built here with libnl-3's message API rather than
  * libnl-route's qdisc modules: libnl 3.7 gives netem 32-bit microsecond
@@ -7,7 +7,7 @@
  * itself when the ratespec says TC_LINKLAYER_ETHERNET). Layouts follow
  * iproute2's tc: netem's TCA_OPTIONS is a struct tc_netem_qopt followed by
  * attributes, and its length covers both; bfifo's is a bare tc_fifo_qopt. */
-#include "topo/nl.h"
+#include "emu/nl.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * links.csv on the kernel backend reads the veths' own counters: one
  * RTM_GETLINK dump per namespace gives every interface there with its
  * IFLA_STATS64, and a veth end reports both directions of its link. */
-#include "topo/nl.h"
+#include "emu/nl.h"
 
 #include <errno.h>
 #include <stddef.h>

@@ -1,10 +1,10 @@
 /* control.c — MessagePack-RPC methods of hiernet-linkd (see control.h). */
-#include "topo/linkd/control.h"
+#include "emu/linkd/control.h"
 #include "common/container.h"
 #include "proto/msgmap.h"
 #include "common/privdrop.h"
 #include "proto/link_keys.h"
-#include "topo/linkd/tap.h"
+#include "emu/linkd/tap.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -13,8 +13,8 @@
  * owns its links. Times are CLOCK_MONOTONIC nanoseconds. */
 #pragma once
 
-#include "topo/linkd/pool.h"
-#include "topo/linkd/timerq.h"
+#include "emu/linkd/pool.h"
+#include "emu/linkd/timerq.h"
 
 #include <ev.h>
 #include <stdbool.h>
