@@ -13,7 +13,7 @@
  * backward from the last layer down to the bucket's first) done when its
  * gradient is complete, each op kind weighted by a time per FLOP (a device
  * profile's 1 / rate; none: FLOPs alone). The last bucket's is 1. A peer
- * times bucket k at start + share_k x the step's time (peer/ml.c).
+ * times bucket k at start + share_k x the step's time (peer/commands_ml.c).
  * Plain data, no allocation kept: in hn_kernels_base. */
 #pragma once
 

@@ -5,7 +5,7 @@
  * the param helpers are command_args.c, the result helpers
  * command_result.c; the commands are in commands_stats.c (ping, stats),
  * commands_vec.c (vectors), commands_data.c (send, peers), commands_sync.c
- * (wait, batch, abort) and ml.c / ml_eval.c (learning). A command with
+ * (wait, batch, abort) and commands_ml.c / commands_ml_eval.c (learning). A command with
  * params parses into and runs from its own params struct through typed
  * handlers, behind job-level adapters that COMMAND_DEFINE generates (at the
  * end of this file). Not part of the peer's outside API.

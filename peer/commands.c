@@ -4,7 +4,7 @@
  * helpers commands use to build results are in command_result.c, those
  * that parse params in command_args.c; the commands themselves in
  * commands_stats.c, commands_vec.c, commands_data.c, commands_sync.c,
- * commands_traffic.c, ml.c and ml_eval.c. */
+ * commands_traffic.c, commands_ml.c and commands_ml_eval.c. */
 #include "peer/commands.h"
 
 #include <errno.h>
@@ -25,7 +25,7 @@
 #include "peer/commands_sync.h"
 #include "peer/commands_traffic.h"
 #include "peer/commands_vec.h"
-#include "peer/ml.h"
+#include "peer/commands_ml.h"
 
 /* Bytes of a client-supplied method or key name quoted in an error. */
 #define COMMAND_QUOTE_MAX 64

@@ -15,7 +15,7 @@
 #include "peer/commands.h"
 #include "peer/dataplane.h"
 #include "peer/devmirror.h"
-#include "peer/ml.h"
+#include "peer/commands_ml.h"
 #include "proto/msgmap.h"
 #include "peer/store.h"
 #include "peer/worker.h"

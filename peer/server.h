@@ -5,7 +5,7 @@
  * responses, which it writes without blocking (a write watcher takes over
  * when the socket is full, and reading pauses while too much output is
  * pending). Also owns the tensor store, the worker, the learning state
- * (ml.h) and the data plane, whose received tensors it announces to the
+ * (commands_ml.h) and the data plane, whose received tensors it announces to the
  * controller as `recv` notifications and to the command modules (struct
  * peer_module: what a family of commands keeps between its commands, which
  * the server holds without knowing any command). Everything here runs on
@@ -85,7 +85,7 @@ struct peer_server {
     struct ml_state *ml;
     struct devmirror *dev; /* device copies of tensors, on cfg.kern */
     struct dataplane *dataplane;
-    /* The idle-priority thread of background commands (ml.h's background
+    /* The idle-priority thread of background commands (commands_ml.h's background
      * eval), created with the first one. */
     struct worker *background;
     struct peer_module_slot modules[PEER_MODULES_MAX]; /* in registration order */

@@ -8,7 +8,7 @@
 #include "peer/commands_sync.h"
 #include "peer/commands_traffic.h"
 #include "peer/commands_vec.h"
-#include "peer/ml.h"
+#include "peer/commands_ml.h"
 #include "tests/unit/check.h"
 
 static void check_row(const char *name, const struct command *definition, int face)

@@ -175,7 +175,7 @@ local function bucket_schedule(algo, n, b, groups)
 end
 
 -- Every bucket's collective in turn, each after bucket{index = k}, which
--- holds the peer until that bucket's gradient is done (peer/ml_buckets.c):
+-- holds the peer until that bucket's gradient is done (peer/commands_ml_buckets.c):
 -- the bucket's all-reduce runs while the next layers compute, as PyTorch
 -- DDP's. Per peer { prep=, cmds= } as schedule_commands makes them (slots
 -- made once: their names do not depend on the bucket).

@@ -33,7 +33,7 @@ local worker = {}
 
 -- ---- overlap: gradient buckets (docs/algorithms.md "Overlap") ----
 --
--- overlap = true, bucket_mb = 25: the grad makes buckets (peer/ml_buckets.c,
+-- overlap = true, bucket_mb = 25: the grad makes buckets (peer/commands_ml_buckets.c,
 -- kernels/buckets.h: PyTorch DDP's, from the last layer, closed at bucket_mb
 -- MiB) and bucket{index = k} holds the worker until bucket k's layers are
 -- done; the commands that send bucket k come right after it, so they run

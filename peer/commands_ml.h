@@ -1,4 +1,4 @@
-/* ml.h — the peer's learning commands and the state they keep (docs/lua-api.md
+/* commands_ml.h — the peer's learning commands and the state they keep (docs/lua-api.md
  * "Peer commands"): datasets by split, models by name, an optimizer per
  * model. Parameters, gradients and compressed tensors are ordinary tensors
  * in the store, so they can be sent, averaged and overwritten like any
@@ -22,9 +22,9 @@
  *       on the next mini-batch of the train split; out is a new tensor.
  *       same_batch: the previous grad's mini-batch again (kept in a buffer
  *       of its own), the cursor stays. version: of the model read.
- *       bucket_mb > 0: gradient buckets for overlap (ml_buckets.c).
+ *       bucket_mb > 0: gradient buckets for overlap (commands_ml_buckets.c).
  *   bucket{index=} -> {index=}: holds the worker until bucket index of the
- *       last grad is ready (ml_buckets.c).
+ *       last grad is ready (commands_ml_buckets.c).
  *   optim{model= | tensor=, grad="grad", method=, lr=, momentum=, beta1=,
  *         beta2=, eps=, weight_decay=} -> {steps=, lr=, version=}
  *       method: sgd, momentum, nesterov, adam; absent: the current one (sgd
@@ -33,7 +33,7 @@
  *       the method changes or model{} recreates the model) or, with tensor=,
  *       per tensor name (also reset when the tensor's size changes).
  *   eval{model=, split="test", limit=0, background=false}
- *       -> {accuracy=, loss=, samples=, version=}   (ml_eval.c)
+ *       -> {accuracy=, loss=, samples=, version=}   (commands_ml_eval.c)
  *   compress{tensor=, method="topk"|"int8"|"sign", ratio=0.01, out=,
  *            residual=, range=} -> {bytes=, size=, dense_bytes=}
  *       out holds the compress.h bytes in ceil(bytes / 4) float32 elements
@@ -62,7 +62,7 @@ extern const struct command ml_cmd_optim;
 extern const struct command ml_cmd_eval;
 extern const struct command ml_cmd_compress;
 extern const struct command ml_cmd_decompress;
-extern const struct command ml_cmd_bucket; /* ml_buckets.c */
-/* forward{} and backward{}: one part of a split model (ml_split.c). */
+extern const struct command ml_cmd_bucket; /* commands_ml_buckets.c */
+/* forward{} and backward{}: one part of a split model (commands_ml_split.c). */
 extern const struct command ml_cmd_forward;
 extern const struct command ml_cmd_backward;

@@ -1,4 +1,4 @@
-/* ml_eval.c — eval{} (see ml.h): in the foreground on the worker and the
+/* commands_ml_eval.c — eval{} (see commands_ml.h): in the foreground on the worker and the
  * peer's device; with background = true the worker only takes the snapshot
  * (a reference to the parameter tensor, which copy-on-write protects, and to
  * the split's data) in order with compute, and the evaluation runs on the
@@ -7,7 +7,7 @@
  * never waits for it. On a cuda peer the background path computes on the
  * host CPU: the parameters are host tensors (write-through, devmirror.h). */
 #include "common/container.h"
-#include "peer/ml.h"
+#include "peer/commands_ml.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@
 #include "kernels/device.h"
 #include "peer/command_job.h"
 #include "peer/devmirror.h"
-#include "peer/ml_internal.h"
+#include "peer/commands_ml_internal.h"
 
 #define ML_EVAL_CHUNK 1024 /* samples per dataset_read of eval */
 #define ML_SPEC_SIZE 256

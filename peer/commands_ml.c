@@ -1,9 +1,9 @@
-/* ml.c — the peer's learning commands over kernels/ (see ml.h): params
+/* commands_ml.c — the peer's learning commands over kernels/ (see commands_ml.h): params
  * parsed on the loop thread, run on the worker against ml_state and the
  * tensor store. model, grad, optim and eval compute on the peer's device
  * (kernels/device.h) through the device copies of peer/devmirror.h; the
  * dataset and compression commands work on host memory. */
-#include "peer/ml.h"
+#include "peer/commands_ml.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -18,7 +18,7 @@
 #include "kernels/profile.h"
 #include "peer/command_job.h"
 #include "peer/devmirror.h"
-#include "peer/ml_internal.h"
+#include "peer/commands_ml_internal.h"
 #include "peer/server.h"
 
 #define ML_PATH_SIZE 4096
@@ -363,7 +363,7 @@ struct grad_params {
     char model[COMMAND_NAME_SIZE], out[COMMAND_NAME_SIZE];
     int64_t batch; /* 0: not given */
     bool same_batch;
-    double bucket_mb; /* 0: no buckets (ml_buckets.c) */
+    double bucket_mb; /* 0: no buckets (commands_ml_buckets.c) */
 };
 
 static bool grad_parse(struct command_job *j, struct grad_params *p, struct proto_args *a)

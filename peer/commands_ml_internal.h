@@ -1,5 +1,5 @@
-/* ml_internal.h — the learning state shared by ml.c (dataset, model, grad,
- * optim, compress, decompress) and ml_eval.c (eval, in the foreground and
+/* commands_ml_internal.h — the learning state shared by commands_ml.c (dataset, model, grad,
+ * optim, compress, decompress) and commands_ml_eval.c (eval, in the foreground and
  * in the background). Private to those two files.
  *
  * Threads: ml_state belongs to the worker thread. A loaded split's data
@@ -67,24 +67,24 @@ struct ml_state {
     int32_t *batch_y;
     size_t batch_x_cap, batch_y_cap;
     int batch_n, batch_dim; /* samples and floats per sample; batch_n 0: none */
-    /* The buckets of the last grad{bucket_mb} (ml_buckets.c): when each is
+    /* The buckets of the last grad{bucket_mb} (commands_ml_buckets.c): when each is
      * ready (CLOCK_MONOTONIC ms); bucket_n 0: the last grad had none. */
     double bucket_ready_ms[GRAD_BUCKETS_MAX];
     int bucket_n;
-    /* forward{}'s kept micro-batches, for their backward{} (ml_split.c). */
+    /* forward{}'s kept micro-batches, for their backward{} (commands_ml_split.c). */
     struct ml_stash *stashes;
 };
 
 /* grad{bucket_mb}: plans the model's buckets (kernels/buckets.h) over a
  * gradient of `size` elements and times them from t0_ms, when the grad
  * began (cpu0_ms: ml_thread_cpu_ms then); the grad then ends at its first
- * bucket where it can (ml_buckets.c). false with the job's error set. */
+ * bucket where it can (commands_ml_buckets.c). false with the job's error set. */
 bool ml_grad_buckets(struct command_job *j, const struct ml_model *m, uint64_t size,
                      double bucket_mb, double t0_ms, double cpu0_ms);
 /* The calling thread's CPU time in ms. */
 double ml_thread_cpu_ms(void);
 
-/* Frees every stash of forward{} (ml_split.c). */
+/* Frees every stash of forward{} (commands_ml_split.c). */
 void ml_stash_free_all(struct ml_state *ml);
 
 void ml_data_hold(struct ml_data *d);

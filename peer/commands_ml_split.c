@@ -1,4 +1,4 @@
-/* ml_split.c — the peer's layer-range commands forward{} and backward{}
+/* commands_ml_split.c — the peer's layer-range commands forward{} and backward{}
  * (docs/lua-api.md "forward and backward"): one part of a split model on
  * this peer, for split learning and pipelines (hiernet.algo.split).
  *
@@ -18,8 +18,8 @@
 #include "kernels/model.h"
 #include "kernels/model_spec.h"
 #include "peer/command_job.h"
-#include "peer/ml.h"
-#include "peer/ml_internal.h"
+#include "peer/commands_ml.h"
+#include "peer/commands_ml_internal.h"
 
 #define SPLIT_BATCH_DEFAULT 64
 #define SPLIT_BATCH_MAX 65536

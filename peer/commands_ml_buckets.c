@@ -1,4 +1,4 @@
-/* ml_buckets.c — compute/communication overlap on the peer: the buckets of
+/* commands_ml_buckets.c — compute/communication overlap on the peer: the buckets of
  * grad{bucket_mb} and the bucket{} command that waits for one
  * (docs/lua-api.md "Overlap: gradient buckets").
  *
@@ -24,8 +24,8 @@
 #include "kernels/device.h"
 #include "kernels/profile.h"
 #include "peer/command_job.h"
-#include "peer/ml.h"
-#include "peer/ml_internal.h"
+#include "peer/commands_ml.h"
+#include "peer/commands_ml_internal.h"
 #include "peer/server.h"
 #include "peer/worker.h"
 
