@@ -1,4 +1,4 @@
-/* test_msgmap.c — the counting map builder (peer/msgmap.h): its bytes are
+/* test_msgmap.c — the counting map builder (proto/msgmap.h): its bytes are
  * those of a hand-counted map for every header size (fixmap, map16,
  * map32), past the inline buffer, nested, appended, inside the RPC
  * envelopes; a builder that failed writes nothing. */

@@ -1,4 +1,4 @@
-/* bench_topo_startup.c — micro-benchmark of topo/'s kernel layer (label
+/* bench_topo_startup.c — micro-benchmark of emu/'s kernel layer (label
  * netns, root; prints figures, asserts only that the steps succeed):
  * N namespaces (default 1000; argv[1] overrides) in a ring of N veth pairs,
  * every namespace with lo up, a node address, both link addresses and a
