@@ -1,4 +1,4 @@
-/* test_nl.c — the rtnetlink request builders of topo/nl_*.c, checked on the
+/* test_nl.c — the rtnetlink request builders of emu/nl_*.c, checked on the
  * bytes they produce (no socket, no root): veth ends placed by namespace fd
  * on both sides, bridge, up/down, address, route, and the qdisc layouts the
  * kernel expects (netem's TCA_OPTIONS covering its trailing attributes,
