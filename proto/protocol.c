@@ -256,24 +256,6 @@ void proto_pack_error(msgpack_packer *pk, uint32_t msgid, const char *message)
     msgpack_pack_nil(pk);
 }
 
-void proto_pack_kv_str(msgpack_packer *pk, const char *key, const char *value)
-{
-    proto_pack_str(pk, key);
-    proto_pack_str(pk, value);
-}
-
-void proto_pack_kv_i64(msgpack_packer *pk, const char *key, int64_t value)
-{
-    proto_pack_str(pk, key);
-    msgpack_pack_int64(pk, value);
-}
-
-void proto_pack_kv_f64(msgpack_packer *pk, const char *key, double value)
-{
-    proto_pack_str(pk, key);
-    msgpack_pack_double(pk, value);
-}
-
 /* ---- dispatch ----
  * msgpack-c gives an empty string a NULL pointer, and the mem* functions
  * must not see NULL even with length 0, hence the length tests below. */

@@ -77,11 +77,8 @@ void proto_pack_response_begin(msgpack_packer *pk, uint32_t msgid, uint32_t n_en
 /* A complete error response: [1, msgid, "message", nil]. */
 void proto_pack_error(msgpack_packer *pk, uint32_t msgid, const char *message);
 
-/* Helpers to pack map entries. */
+/* A string (never NULL), as msgpack str. */
 void proto_pack_str(msgpack_packer *pk, const char *s);
-void proto_pack_kv_str(msgpack_packer *pk, const char *key, const char *value);
-void proto_pack_kv_i64(msgpack_packer *pk, const char *key, int64_t value);
-void proto_pack_kv_f64(msgpack_packer *pk, const char *key, double value);
 
 /* Whether a request's method (len bytes, not NUL-terminated; msgpack-c
  * gives an empty one a NULL pointer) is `name`: the match of every typed

@@ -11,6 +11,7 @@
 #include <poll.h>
 
 #include "peer/frame.h"
+#include "tests/unit/pack_kv.h"
 #include "tests/unit/peer_harness.h"
 
 enum { RANGES = 16 };
@@ -339,14 +340,14 @@ static size_t raw_header(uint8_t *buf, uint64_t count)
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 8);
-    proto_pack_kv_str(&pk, "type", "tensor");
-    proto_pack_kv_i64(&pk, "id", 1);
-    proto_pack_kv_str(&pk, "from", "raw");
-    proto_pack_kv_str(&pk, "as", "raw");
-    proto_pack_kv_str(&pk, "dtype", "f32");
-    proto_pack_kv_i64(&pk, "count", (int64_t)count);
-    proto_pack_kv_i64(&pk, "bytes", (int64_t)(count * 4));
-    proto_pack_kv_i64(&pk, "version", 1);
+    pack_kv_str(&pk, "type", "tensor");
+    pack_kv_i64(&pk, "id", 1);
+    pack_kv_str(&pk, "from", "raw");
+    pack_kv_str(&pk, "as", "raw");
+    pack_kv_str(&pk, "dtype", "f32");
+    pack_kv_i64(&pk, "count", (int64_t)count);
+    pack_kv_i64(&pk, "bytes", (int64_t)(count * 4));
+    pack_kv_i64(&pk, "version", 1);
     memcpy(buf, FRAME_MAGIC, 4);
     buf[4] = buf[5] = 0;
     buf[6] = (uint8_t)(sb.size >> 8);

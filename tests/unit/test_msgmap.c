@@ -5,6 +5,7 @@
 #include "proto/msgmap.h"
 #include "proto/protocol.h"
 #include "tests/unit/check.h"
+#include "tests/unit/pack_kv.h"
 
 #include <stdint.h>
 
@@ -36,7 +37,7 @@ static void check_entries(uint32_t n)
     for (uint32_t i = 0; i < n; i++) {
         char key[16];
         snprintf(key, sizeof key, "k%u", i);
-        proto_pack_kv_i64(&hand.pk, key, i);
+        pack_kv_i64(&hand.pk, key, i);
         msgmap_i64(&m, key, i);
     }
     CHECK(m.n == n);
@@ -109,9 +110,9 @@ static void test_append(void)
     packed_init(&hand);
     packed_init(&built);
     msgpack_pack_map(&hand.pk, 3);
-    proto_pack_kv_f64(&hand.pk, "ms", 1.5);
-    proto_pack_kv_str(&hand.pk, "a", "x");
-    proto_pack_kv_i64(&hand.pk, "b", 7);
+    pack_kv_f64(&hand.pk, "ms", 1.5);
+    pack_kv_str(&hand.pk, "a", "x");
+    pack_kv_i64(&hand.pk, "b", 7);
     struct msgmap head, body;
     msgmap_init(&head);
     msgmap_init(&body);
@@ -161,10 +162,10 @@ static void test_envelopes(void)
     packed_init(&hand);
     packed_init(&built);
     proto_pack_request_begin(&hand.pk, 9, "link_set", 2);
-    proto_pack_kv_str(&hand.pk, "link", "l1");
-    proto_pack_kv_f64(&hand.pk, "delay", 0.01);
+    pack_kv_str(&hand.pk, "link", "l1");
+    pack_kv_f64(&hand.pk, "delay", 0.01);
     proto_pack_notify_begin(&hand.pk, "recv", 1);
-    proto_pack_kv_i64(&hand.pk, "bytes", 4096);
+    pack_kv_i64(&hand.pk, "bytes", 4096);
     proto_pack_response_begin(&hand.pk, 9, 0);
 
     struct msgmap m;

@@ -3,6 +3,7 @@
  * envelopes, method lookup and the typed argument getters. */
 #include "proto/protocol.h"
 #include "tests/unit/check.h"
+#include "tests/unit/pack_kv.h"
 
 #include <stdint.h>
 
@@ -60,8 +61,8 @@ static bool method_is(const struct proto_msg *m, const char *name)
 static void pack_axpy(struct packed *p, uint32_t msgid)
 {
     proto_pack_request_begin(&p->pk, msgid, "axpy", 3);
-    proto_pack_kv_str(&p->pk, "y", "w");
-    proto_pack_kv_f64(&p->pk, "alpha", 0.5);
+    pack_kv_str(&p->pk, "y", "w");
+    pack_kv_f64(&p->pk, "alpha", 0.5);
     proto_pack_str(&p->pk, "range");
     msgpack_pack_array(&p->pk, 2);
     msgpack_pack_uint32(&p->pk, 2);
@@ -104,8 +105,8 @@ static void test_response_round_trip(void)
     struct packed p;
     packed_init(&p);
     proto_pack_response_begin(&p.pk, 7, 2);
-    proto_pack_kv_i64(&p.pk, "size", -12);
-    proto_pack_kv_str(&p.pk, "node", "edge1");
+    pack_kv_i64(&p.pk, "size", -12);
+    pack_kv_str(&p.pk, "node", "edge1");
     struct proto_reader r;
     struct decoded d;
     decode_one(&p, &r, &d);
@@ -134,7 +135,7 @@ static void test_notification_round_trip(void)
     struct packed p;
     packed_init(&p);
     proto_pack_notify_begin(&p.pk, "recv", 1);
-    proto_pack_kv_str(&p.pk, "tensor", "g");
+    pack_kv_str(&p.pk, "tensor", "g");
     struct proto_reader r;
     struct decoded d;
     decode_one(&p, &r, &d);
@@ -238,7 +239,7 @@ static void test_oversized(void)
     memset(big, 'a', 100);
     big[100] = '\0';
     proto_pack_request_begin(&p.pk, 1, "tensor", 1);
-    proto_pack_kv_str(&p.pk, "name", big);
+    pack_kv_str(&p.pk, "name", big);
     CHECK(feed_raw(64, p.sb.data, p.sb.size, err) == PROTO_NEXT_FATAL);
     CHECK_CONTAINS(err, "larger than 64 bytes");
     /* Exactly at the limit passes, one byte under it does not. */
@@ -410,12 +411,12 @@ static void pack_params(struct packed *p)
 {
     msgpack_packer *pk = &p->pk;
     msgpack_pack_map(pk, 19);
-    proto_pack_kv_str(pk, "s", "abc");
-    proto_pack_kv_i64(pk, "i", 5);
-    proto_pack_kv_i64(pk, "neg", -3);
-    proto_pack_kv_f64(pk, "f", 2.5);
-    proto_pack_kv_f64(pk, "fi", 3.0);
-    proto_pack_kv_f64(pk, "big", 1e30);
+    pack_kv_str(pk, "s", "abc");
+    pack_kv_i64(pk, "i", 5);
+    pack_kv_i64(pk, "neg", -3);
+    pack_kv_f64(pk, "f", 2.5);
+    pack_kv_f64(pk, "fi", 3.0);
+    pack_kv_f64(pk, "big", 1e30);
     proto_pack_str(pk, "b");
     msgpack_pack_true(pk);
     proto_pack_str(pk, "n");
@@ -435,7 +436,7 @@ static void pack_params(struct packed *p)
     msgpack_pack_array(pk, 2);
     msgpack_pack_int(pk, -1);
     msgpack_pack_int(pk, 2);
-    proto_pack_kv_str(pk, "r_str", "1,2");
+    pack_kv_str(pk, "r_str", "1,2");
     proto_pack_str(pk, "r_huge");
     msgpack_pack_array(pk, 2);
     msgpack_pack_double(pk, 1e30);
@@ -443,12 +444,12 @@ static void pack_params(struct packed *p)
     char longs[201];
     memset(longs, 'x', 200);
     longs[200] = '\0';
-    proto_pack_kv_str(pk, "long", longs);
+    pack_kv_str(pk, "long", longs);
     proto_pack_str(pk, "nul");
     msgpack_pack_str(pk, 3);
     msgpack_pack_str_body(pk, "a\0b", 3);
-    proto_pack_kv_str(pk, "e", ""); /* msgpack-c decodes "" with a NULL pointer */
-    proto_pack_kv_i64(pk, "", 9);
+    pack_kv_str(pk, "e", ""); /* msgpack-c decodes "" with a NULL pointer */
+    pack_kv_i64(pk, "", 9);
     msgpack_pack_int(pk, 7); /* a non-string key, skipped by lookups */
     msgpack_pack_int(pk, 1);
 }
