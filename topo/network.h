@@ -33,6 +33,7 @@ struct topo_node {
     uint32_t node_addr;  /* the same, host byte order (0 until assigned) */
     int segment;         /* switches: index of their L2 segment, else -1 */
     struct topo_tcp tcp; /* hosts: TCP settings of its namespace (zero: the kernel's) */
+    char host[64];       /* the machine it is pinned to (net:node's host=), "" = placed freely */
 };
 
 /* What a link emulates, per direction (both directions alike). Zero rate
