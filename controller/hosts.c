@@ -70,12 +70,28 @@ static char *read_all(int fd)
     return buf;
 }
 
+/* Why scontrol gave no host list, or NULL when it did. */
+static const char *scontrol_failure(pid_t pid, int exec_errno, const char *text, int status)
+{
+    if (pid < 0) return "cannot fork";
+    if (exec_errno == ENOENT)
+        return "scontrol not found in PATH (Slurm's client commands, Debian slurm-client)";
+    if (exec_errno) return strerror(exec_errno);
+    if (!text) return "out of memory";
+    if (!WIFEXITED(status) || WEXITSTATUS(status)) return "scontrol show hostnames failed";
+    return NULL;
+}
+
 /* `scontrol show hostnames NODELIST`: its stdout, or NULL with err. */
 static char *scontrol_hostnames(const char *nodelist, char *err, size_t errlen)
 {
     int out[2], report[2];
-    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0)
+    if (pipe2(out, O_CLOEXEC) < 0)
         return snprintf(err, errlen, "slurm: pipe: %s", strerror(errno)), NULL;
+    if (pipe2(report, O_CLOEXEC) < 0) {
+        close(out[0]), close(out[1]);
+        return snprintf(err, errlen, "slurm: pipe: %s", strerror(errno)), NULL;
+    }
     pid_t pid = fork();
     if (pid == 0) scontrol_child(nodelist, out[1], report[1]);
     close(out[1]);
@@ -88,13 +104,7 @@ static char *scontrol_hostnames(const char *nodelist, char *err, size_t errlen)
     close(report[0]);
     while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    const char *why = pid < 0                      ? "cannot fork"
-                      : exec_errno == ENOENT       ? "scontrol not found in PATH (Slurm's client "
-                                                     "commands, Debian slurm-client)"
-                      : exec_errno                 ? strerror(exec_errno)
-                      : !text                      ? "out of memory"
-                      : !WIFEXITED(status) || WEXITSTATUS(status) ? "scontrol show hostnames failed"
-                                                                  : NULL;
+    const char *why = scontrol_failure(pid, exec_errno, text, status);
     if (!why) return text;
     snprintf(err, errlen, "slurm: %s (SLURM_JOB_NODELIST '%s')", why, nodelist);
     free(text);
@@ -159,7 +169,8 @@ static bool interface_address(const char *address)
 static bool this_host_name(const char *name, const char *host)
 {
     size_t short_len = strcspn(host, ".");
-    return strcmp(name, host) == 0 || (strlen(name) == short_len && !strncmp(name, host, short_len));
+    return strcmp(name, host) == 0 ||
+           (strlen(name) == short_len && !strncmp(name, host, short_len));
 }
 
 void hosts_mark_local(struct topo_machines *m)
@@ -168,9 +179,10 @@ void hosts_mark_local(struct topo_machines *m)
     if (gethostname(host, sizeof host - 1) < 0) host[0] = '\0';
     for (size_t i = 0; i < m->n; i++) {
         struct topo_machine *x = &m->v[i];
-        x->local = !strcmp(x->name, "local") || !strcmp(x->address, "localhost") ||
-                   (host[0] && (this_host_name(x->address, host) || this_host_name(x->name, host))) ||
-                   interface_address(x->address);
+        x->local =
+            !strcmp(x->name, "local") || !strcmp(x->address, "localhost") ||
+            (host[0] && (this_host_name(x->address, host) || this_host_name(x->name, host))) ||
+            interface_address(x->address);
     }
 }
 

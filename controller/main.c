@@ -180,7 +180,10 @@ static int cmd_scenario(const char *cmd, int argc, char **argv)
     const char **args = calloc((size_t)argc + 1, sizeof *args);
     int code = 1;
     if (sets && args) {
-        code = parse_scenario_options(cmd, place ? place_usage : draw ? draw_usage : run_usage,
+        code = parse_scenario_options(cmd,
+                                      place  ? place_usage
+                                      : draw ? draw_usage
+                                             : run_usage,
                                       argc, argv, &o, sets, args);
         if (code < 0) {
             o.draw = draw;

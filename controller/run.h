@@ -33,9 +33,9 @@ struct run {
     char backend_used[16];  /* what the first started network runs on ("" before) */
     struct run_param *params;
     size_t n_params;
-    char *topology_json; /* JSON array of networks, "[]" until a network starts */
-    char *error;         /* first line of the failure, for run.json */
-    char *overload_json; /* the overload report (controller/overload.h), or NULL */
+    char *topology_json;  /* JSON array of networks, "[]" until a network starts */
+    char *error;          /* first line of the failure, for run.json */
+    char *overload_json;  /* the overload report (controller/overload.h), or NULL */
     char *placement_json; /* JSON array: each placed network's machines (run_add_placement) */
     const char *status;
     double start_wall, end_wall; /* seconds since the epoch */

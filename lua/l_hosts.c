@@ -44,8 +44,8 @@ static void log_placement(struct hn_runtime *rt, const struct topo_network *net,
                           const struct topo_machines *m, const struct topo_placement *p)
 {
     char line[1024];
-    size_t at = (size_t)snprintf(line, sizeof line, "network '%s': placed over %s:", net->name,
-                                 m->source);
+    size_t at =
+        (size_t)snprintf(line, sizeof line, "network '%s': placed over %s:", net->name, m->source);
     for (size_t k = 0; k < m->n && at < sizeof line; k++)
         at += (size_t)snprintf(line + at, sizeof line - at, " %s %zu node%s%s", m->v[k].name,
                                p->count[k], p->count[k] == 1 ? "" : "s",
@@ -90,7 +90,8 @@ int lnet_place_or_draw(struct l_network *net, char *err, size_t errlen)
     if (!net->machines.n) {
         for (size_t i = 0; i < net->topo->n_nodes && !rt->draw; i++)
             if (net->topo->nodes[i].host[0]) {
-                hn_logf(rt, "network '%s': node '%s' is pinned to '%s', but the network has no "
+                hn_logf(rt,
+                        "network '%s': node '%s' is pinned to '%s', but the network has no "
                         "machines (hosts= or --hosts): every node runs here",
                         net->topo->name, net->topo->nodes[i].name, net->topo->nodes[i].host);
                 break;

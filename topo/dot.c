@@ -42,15 +42,15 @@ static const char *machine_colour(int machine)
 }
 
 /* machine: the name of the machine it is placed on, or NULL (coloured by tier). */
-static void write_node(const struct topo_node *n, const char *machine, const char *colour,
-                       FILE *f)
+static void write_node(const struct topo_node *n, const char *machine, const char *colour, FILE *f)
 {
     if (n->kind == TOPO_NODE_SWITCH && !machine) {
         fprintf(f, "  \"%s\" [shape=box, style=filled, fillcolor=\"#bdbdbd\"];\n", n->name);
         return;
     }
     fprintf(f, "  \"%s\" [shape=%s, style=filled, fillcolor=\"%s\"", n->name,
-            n->kind == TOPO_NODE_SWITCH ? "box" : "ellipse", colour ? colour : tier_colour(n->tier));
+            n->kind == TOPO_NODE_SWITCH ? "box" : "ellipse",
+            colour ? colour : tier_colour(n->tier));
     if (n->tier[0] || n->speed != 1.0 || n->cpu > 0 || machine) {
         fprintf(f, ", label=\"%s", n->name);
         if (machine) fprintf(f, "\\n@%s", machine);

@@ -78,8 +78,7 @@ static int check_unique(const struct topo_machines *m, const struct topo_machine
                      m->v[i].line);
         else
             snprintf(msg, sizeof msg, "duplicate machine %s", what);
-        return fail(err, errlen, m->source, x->line, msg,
-                    what[0] == 'n' ? x->name : x->address);
+        return fail(err, errlen, m->source, x->line, msg, what[0] == 'n' ? x->name : x->address);
     }
     return 0;
 }
@@ -137,8 +136,8 @@ static int parse_key(struct topo_machines *m, struct topo_machine *x, char *tok,
     }
     if (!eq || k == 3) {
         if (eq) *eq = '=';
-        return fail(err, errlen, m->source, x->line,
-                    "unknown key (cores=N, mem=GiB, user=NAME) in", tok);
+        return fail(err, errlen, m->source, x->line, "unknown key (cores=N, mem=GiB, user=NAME) in",
+                    tok);
     }
     if (*seen & (1u << k)) return fail(err, errlen, m->source, x->line, "repeated key", tok);
     *seen |= 1u << k;
@@ -148,8 +147,7 @@ static int parse_key(struct topo_machines *m, struct topo_machine *x, char *tok,
     if (k == 1 && parse_mem(v, &x->mem_gib) < 0)
         return fail(err, errlen, m->source, x->line, "mem must be a positive number of GiB, got",
                     v);
-    if (k == 2 && !user_ok(v))
-        return fail(err, errlen, m->source, x->line, "bad user name", v);
+    if (k == 2 && !user_ok(v)) return fail(err, errlen, m->source, x->line, "bad user name", v);
     if (k == 2) snprintf(x->user, sizeof x->user, "%s", v);
     return 0;
 }
@@ -190,8 +188,8 @@ static int parse_line(struct topo_machines *m, char *line, int lineno, char *err
     return append(m, &x, err, errlen);
 }
 
-int topo_machines_parse(const char *text, size_t len, const char *source,
-                        struct topo_machines *out, char *err, size_t errlen)
+int topo_machines_parse(const char *text, size_t len, const char *source, struct topo_machines *out,
+                        char *err, size_t errlen)
 {
     snprintf(out->source, sizeof out->source, "%s", source);
     char line[MACHINE_LINE_MAX];

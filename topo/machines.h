@@ -19,11 +19,11 @@
 struct topo_machine {
     char name[TOPO_MACHINE_NAME_MAX];
     char address[TOPO_MACHINE_ADDR_MAX];
-    int cores;      /* cores= (0: not given, counts as 1 in the placement) */
-    double mem_gib; /* mem= (0: not given) */
+    int cores;                        /* cores= (0: not given, counts as 1 in the placement) */
+    double mem_gib;                   /* mem= (0: not given) */
     char user[TOPO_MACHINE_USER_MAX]; /* user= ("": SSH's default) */
-    int line;       /* of the file (0: not from a file) */
-    bool local;     /* the controller's own machine (controller/hosts.c) */
+    int line;                         /* of the file (0: not from a file) */
+    bool local;                       /* the controller's own machine (controller/hosts.c) */
 };
 
 struct topo_machines {
@@ -37,8 +37,8 @@ struct topo_machines {
  * input returns -1 with err "SOURCE:LINE: ..." quoting the value: a bad
  * name, address or key, a bad number, a duplicate name or address. An
  * empty list is an error too (a run needs one machine). */
-int topo_machines_parse(const char *text, size_t len, const char *source,
-                        struct topo_machines *out, char *err, size_t errlen);
+int topo_machines_parse(const char *text, size_t len, const char *source, struct topo_machines *out,
+                        char *err, size_t errlen);
 /* Adds one machine (line 0) after the same checks as a file's line. */
 int topo_machines_add(struct topo_machines *m, const char *name, const char *address, int cores,
                       char *err, size_t errlen);

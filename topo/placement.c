@@ -42,7 +42,7 @@ double topo_placement_link_weight(const struct topo_link_params *p)
 /* ---- the graph METIS sees: free nodes and one anchor per pinning machine ---- */
 
 struct graph {
-    idx_t nv, ne;   /* vertices, directed edges */
+    idx_t nv, ne; /* vertices, directed edges */
     idx_t *xadj, *adj, *ewgt, *vwgt;
     int *vert;      /* per node: its vertex */
     int *anchor_of; /* per machine: its anchor vertex, or -1 */
@@ -206,8 +206,8 @@ static int partition(struct graph *g, const struct topo_machines *m, idx_t *part
     options[METIS_OPTION_UFACTOR] = METIS_UFACTOR;
     /* Recursive bisection for few parts, as METIS's manual advises (k-way
      * left a 12-node graph whole on one of two parts); k-way beyond. */
-    int (*method)(idx_t *, idx_t *, idx_t *, idx_t *, idx_t *, idx_t *, idx_t *, idx_t *,
-                  real_t *, real_t *, idx_t *, idx_t *, idx_t *) =
+    int (*method)(idx_t *, idx_t *, idx_t *, idx_t *, idx_t *, idx_t *, idx_t *, idx_t *, real_t *,
+                  real_t *, idx_t *, idx_t *, idx_t *) =
         nparts <= METIS_RECURSIVE_MAX ? METIS_PartGraphRecursive : METIS_PartGraphKway;
     int rc = method(&g->nv, &ncon, g->xadj, g->adj, g->vwgt, NULL, g->ewgt, &nparts, share, NULL,
                     options, &cut, part);

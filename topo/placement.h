@@ -24,11 +24,11 @@
 
 struct topo_placement {
     size_t n_nodes, n_machines;
-    int *machine;    /* per node: index into the machines */
-    size_t *cut;     /* indices of the links whose ends are on two machines */
+    int *machine; /* per node: index into the machines */
+    size_t *cut;  /* indices of the links whose ends are on two machines */
     size_t n_cut;
-    double *load;    /* per machine: the node weight placed there */
-    size_t *count;   /* per machine: nodes placed there */
+    double *load;  /* per machine: the node weight placed there */
+    size_t *count; /* per machine: nodes placed there */
 };
 
 /* Places net's nodes on m's machines. A pin naming a machine m does not

@@ -38,8 +38,7 @@ void topo_placement_write_json(const struct topo_placement *p, const struct topo
     write_machines_json(p, m, f);
     fputs("], \"nodes\": {", f);
     for (size_t i = 0; i < net->n_nodes; i++)
-        fprintf(f, "%s\"%s\": \"%s\"", i ? ", " : "", net->nodes[i].name,
-                m->v[p->machine[i]].name);
+        fprintf(f, "%s\"%s\": \"%s\"", i ? ", " : "", net->nodes[i].name, m->v[p->machine[i]].name);
     fputs("}, \"pinned\": [", f);
     for (size_t i = 0, k = 0; i < net->n_nodes; i++)
         if (net->nodes[i].host[0]) fprintf(f, "%s\"%s\"", k++ ? ", " : "", net->nodes[i].name);
@@ -50,8 +49,8 @@ void topo_placement_write_json(const struct topo_placement *p, const struct topo
                 "%s{\"a\": \"%s\", \"b\": \"%s\", \"parallel\": %d, \"machine_a\": \"%s\", "
                 "\"machine_b\": \"%s\", \"delay_us\": %.3f, \"bw_bps\": %llu}",
                 c ? ", " : "", net->nodes[l->a].name, net->nodes[l->b].name, l->parallel,
-                m->v[p->machine[l->a]].name, m->v[p->machine[l->b]].name,
-                l->params.delay_ns / 1e3, (unsigned long long)l->params.rate_bps);
+                m->v[p->machine[l->a]].name, m->v[p->machine[l->b]].name, l->params.delay_ns / 1e3,
+                (unsigned long long)l->params.rate_bps);
     }
     fputs("]}", f);
 }

@@ -57,11 +57,11 @@ static void bad(const char *text, const char *expected)
 
 static void bad_files(void)
 {
-    bad("m1 10.0.0.1\nm1 10.0.0.2\n",
-        "hosts.txt:2: duplicate machine name (first on line 1) 'm1'");
+    bad("m1 10.0.0.1\nm1 10.0.0.2\n", "hosts.txt:2: duplicate machine name (first on line 1) 'm1'");
     bad("m1 10.0.0.1\n\nm2 10.0.0.1\n",
         "hosts.txt:3: duplicate machine address (first on line 1) '10.0.0.1'");
-    bad("m1 10.0.0.1 gpus=2\n", "hosts.txt:1: unknown key (cores=N, mem=GiB, user=NAME) in 'gpus=2'");
+    bad("m1 10.0.0.1 gpus=2\n",
+        "hosts.txt:1: unknown key (cores=N, mem=GiB, user=NAME) in 'gpus=2'");
     bad("m1 10.0.0.1 fast\n", "hosts.txt:1: unknown key (cores=N, mem=GiB, user=NAME) in 'fast'");
     bad("m1 10.0.0.1 cores=0\n", "hosts.txt:1: cores must be an integer from 1, got '0'");
     bad("m1 10.0.0.1 cores=4x\n", "hosts.txt:1: cores must be an integer from 1, got '4x'");

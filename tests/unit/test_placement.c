@@ -281,9 +281,10 @@ static void written(void)
     fputc('\n', f);
     topo_placement_write_text(&p, net, &m, f);
     fclose(f);
-    CHECK_CONTAINS(buf, "{\"network\": \"two\", \"hosts\": \"hosts.txt\", \"machines\": [{\"name\": "
-                        "\"m1\", \"address\": \"10.0.0.1\", \"cores\": 4, \"local\": true, "
-                        "\"nodes\": 6, \"load\": 5.10}");
+    CHECK_CONTAINS(buf,
+                   "{\"network\": \"two\", \"hosts\": \"hosts.txt\", \"machines\": [{\"name\": "
+                   "\"m1\", \"address\": \"10.0.0.1\", \"cores\": 4, \"local\": true, "
+                   "\"nodes\": 6, \"load\": 5.10}");
     CHECK_CONTAINS(buf, "\"sa\": \"m1\", \"a1\": \"m1\"");
     CHECK_CONTAINS(buf, "\"pinned\": [\"sa\"]");
     CHECK_CONTAINS(buf, "\"cut_links\": [{\"a\": \"sa\", \"b\": \"sb\", \"parallel\": 0, "
