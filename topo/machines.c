@@ -14,34 +14,33 @@
 #define MACHINE_CORES_MAX 1048576
 #define MACHINE_MEM_MAX 1048576.0 /* GiB: a petabyte of memory is a typo */
 
+/* A field of letters, digits and the characters of extra, 1 to size - 1
+ * bytes, not starting with one of bad_first. */
+static bool field_ok(const char *s, size_t size, const char *extra, const char *bad_first)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= size || strchr(bad_first, s[0])) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!(isalnum((unsigned char)s[i]) || strchr(extra, s[i]))) return false;
+    return true;
+}
+
 /* A name: a host name's label rules, as ssh and Slurm accept them. */
 static bool name_ok(const char *s)
 {
-    size_t n = strlen(s);
-    if (n == 0 || n >= TOPO_MACHINE_NAME_MAX || s[0] == '-' || s[0] == '.') return false;
-    for (size_t i = 0; i < n; i++)
-        if (!(isalnum((unsigned char)s[i]) || strchr("_.-", s[i]))) return false;
-    return true;
+    return field_ok(s, TOPO_MACHINE_NAME_MAX, "_.-", "-.");
 }
 
 /* An address: a DNS name, an IPv4 or an IPv6 address (checked for its
  * characters only: resolving is the connection's business). */
 static bool address_ok(const char *s)
 {
-    size_t n = strlen(s);
-    if (n == 0 || n >= TOPO_MACHINE_ADDR_MAX || s[0] == '-') return false;
-    for (size_t i = 0; i < n; i++)
-        if (!(isalnum((unsigned char)s[i]) || strchr("_.-:%", s[i]))) return false;
-    return true;
+    return field_ok(s, TOPO_MACHINE_ADDR_MAX, "_.-:%", "-");
 }
 
 static bool user_ok(const char *s)
 {
-    size_t n = strlen(s);
-    if (n == 0 || n >= TOPO_MACHINE_USER_MAX || s[0] == '-') return false;
-    for (size_t i = 0; i < n; i++)
-        if (!(isalnum((unsigned char)s[i]) || strchr("_.-", s[i]))) return false;
-    return true;
+    return field_ok(s, TOPO_MACHINE_USER_MAX, "_.-", "-");
 }
 
 static int fail(char *err, size_t errlen, const char *source, int line, const char *what,

@@ -18,22 +18,11 @@ static void write_machines_json(const struct topo_placement *p, const struct top
     }
 }
 
-/* The machines file's name is the one free-form string here. */
-static void write_json_text(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fputc('\\', f);
-        if ((unsigned char)*s >= 0x20) fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 void topo_placement_write_json(const struct topo_placement *p, const struct topo_network *net,
                                const struct topo_machines *m, FILE *f)
 {
     fprintf(f, "{\"network\": \"%s\", \"hosts\": ", net->name);
-    write_json_text(f, m->source);
+    topo_json_write_string(f, m->source); /* the one free-form string */
     fputs(", \"machines\": [", f);
     write_machines_json(p, m, f);
     fputs("], \"nodes\": {", f);
