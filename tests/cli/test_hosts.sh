@@ -87,6 +87,15 @@ grep -qF '"sa" -- "sb" [label="1Gbit 40ms", fontsize=10, style=dashed' out.txt &
   bad "draw --hosts: the cut link is not dashed"
 [[ $(grep -c 'style=dashed' out.txt) -eq 1 ]] && ok || bad "draw --hosts: more than the cut dashed"
 
+# --- the controller's own machine: named local, this host's name, an interface's address ---
+printf 'local 192.0.2.9\nme %s\nlo 127.0.0.1\nother 192.0.2.10\n' "$(hostname)" >mine.txt
+expect_exit 0 "local machines" -- "$HN" place pin.lua --hosts mine.txt --set x=other --set y=other
+for row in "local 192.0.2.9 - yes" "me $(hostname) - yes" "lo 127.0.0.1 - yes" "other 192.0.2.10 - no"; do
+  read -r name addr cores local <<<"$row"
+  awk -v n="$name" -v a="$addr" -v c="$cores" -v l="$local" '$1 == n && $2 == a && $3 == c && $4 == l {f = 1} END {exit !f}' out.txt &&
+    ok || bad "local machines: no row '$row': $(cat out.txt)"
+done
+
 # --- a run that needs the other machine: refused after the placement is recorded ---
 expect_exit 3 "run on two machines" -- "$HN" run two.lua --hosts hosts.txt --out r-two --quiet
 expect_err "network 'two': 5 of its 10 nodes are placed on other machines than this one: multi-machine runs need the hiernet agent, not yet built" "run on two machines"
