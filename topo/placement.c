@@ -99,12 +99,12 @@ static int edge_order(const void *a, const void *b)
 static struct edge *graph_edge_list(const struct graph *g, const struct topo_network *net,
                                     size_t *n)
 {
+    *n = 0;
     struct edge *e = malloc((2 * net->n_links + 1) * sizeof *e);
     if (!e) return NULL;
     /* each vertex's weights sum within idx_t (32 bits) */
     idx_t max = (idx_t)(INT32_MAX / 2 / (net->n_links + 1));
     if (max > EDGE_WEIGHT_MAX) max = EDGE_WEIGHT_MAX;
-    *n = 0;
     for (size_t k = 0; k < net->n_links; k++) {
         const struct topo_link *l = &net->links[k];
         idx_t u = g->vert[l->a], v = g->vert[l->b];

@@ -111,6 +111,31 @@ static void cut_edge_cloud(void)
     for (size_t c = 0; c < p.n_cut; c++)
         CHECK(net->links[p.cut[c]].params.delay_ns == 20000000);
     topo_placement_free(&p);
+    topo_network_free(net);
+    /* Where the weight's square decides: a cloud, two edges (1 Gbit/s,
+     * 20 ms), a terminal of 20 threads under one and of 19 under the other
+     * (100 Mbit/s, 5 ms). Cutting an edge-cloud link (22 : 20) and cutting
+     * a terminal link (20 : 22) are both balanced; bandwidth / (1 + delay)
+     * would cut the terminal's (16.7 against 47.6), the square cuts the
+     * edge-cloud one (2.3 against 2.8). */
+    net = topo_network_new("heavy", TOPO_BACKEND_USER, 1, err, sizeof err);
+    cloud = node(net, "cloud", TOPO_NODE_HOST);
+    for (int e = 0; e < 2; e++) {
+        char name[16];
+        snprintf(name, sizeof name, "edge%d", e);
+        int edge = node(net, name, TOPO_NODE_HOST);
+        add_link(net, cloud, edge, 1000, 20);
+        snprintf(name, sizeof name, "big%d", e);
+        int t = node(net, name, TOPO_NODE_HOST);
+        net->nodes[t].threads = 20 - e;
+        add_link(net, edge, t, 100, 5);
+    }
+    CHECK_MSG(topo_placement_compute(net, &m, &p, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(p.n_cut == 1, "%zu links cut", p.n_cut);
+    for (size_t c = 0; c < p.n_cut; c++)
+        CHECK_MSG(net->links[p.cut[c]].params.delay_ns == 20000000, "cut a %s link",
+                  net->nodes[net->links[p.cut[c]].b].name);
+    topo_placement_free(&p);
     topo_machines_free(&m);
     topo_network_free(net);
 }
