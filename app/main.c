@@ -29,6 +29,8 @@ static const char main_usage[] =
     "  run SCENARIO.lua [options] [ARGS...]  run a scenario (see hiernet run --help)\n"
     "  draw SCENARIO.lua [--out FILE.dot]    the topology as Graphviz DOT (and SVG), nothing "
     "started\n"
+    "  place SCENARIO.lua --hosts FILE       which machine each node would run on, nothing "
+    "started\n"
     "  plot DIR... [--out OUTDIR]            plots of results directories (accuracy, loss, ...)\n"
     "  report DIR... [--out OUTDIR]          one HTML page of runs: summary, plots, topology\n"
     "  doctor                                privileges, kernel features, the backend auto picks\n"
@@ -44,7 +46,7 @@ static const char main_usage[] =
 static const char run_usage[] =
     "usage: hiernet run SCENARIO.lua [--set name=value]... [--out DIR]\n"
     "                   [--backend none|auto|kernel|user] [--dilation D|auto] [--quiet]\n"
-    "                   [ARGS...]\n"
+    "                   [--hosts FILE|slurm] [ARGS...]\n"
     "\n"
     "Runs the scenario as a task on the event loop. Results go to\n"
     "results/<scenario>-<timestamp>/ (or DIR): run.json (status, parameters,\n"
@@ -66,17 +68,31 @@ static const char run_usage[] =
     "                     probe's records in DIR/dilation-probe/; run.json's\n"
     "                     dilation says which and why\n"
     "  --quiet            no log lines on stderr (they still go to log.txt)\n"
+    "  --hosts FILE       machines to place the nodes on (overrides the networks' hosts=):\n"
+    "                     'name address [cores=N] [mem=GiB] [user=NAME]' a line; 'slurm':\n"
+    "                     the current allocation's. The placement goes to run.json; a\n"
+    "                     placement that needs another machine than this one is refused\n"
+    "                     (exit 3) until the agent exists (docs/guide.md, Several machines)\n"
     "  ARGS               passed to the scenario chunk as ...\n";
 
 static const char draw_usage[] =
-    "usage: hiernet draw SCENARIO.lua [--set name=value]... [--out FILE.dot] [ARGS...]\n"
+    "usage: hiernet draw SCENARIO.lua [--set name=value]... [--out FILE.dot]\n"
+    "                    [--hosts FILE|slurm] [ARGS...]\n"
     "\n"
     "Runs the scenario up to its first net:start() and prints that network as\n"
     "a Graphviz DOT graph instead of starting it: nothing is created. Nodes are\n"
     "coloured by tier, switches are boxes, links are labelled with their\n"
     "parameters. With --out the DOT goes to FILE, and an SVG beside it when\n"
     "Graphviz's dot is installed. A scenario that starts no network is drawn\n"
-    "whole at its end.\n";
+    "whole at its end. With --hosts (or a network's hosts=) nodes are coloured by\n"
+    "the machine they are placed on and the links cut between machines are dashed.\n";
+
+static const char place_usage[] =
+    "usage: hiernet place SCENARIO.lua [--hosts FILE|slurm] [--set name=value]... [ARGS...]\n"
+    "\n"
+    "Runs the scenario up to its first net:start() and prints where that network's\n"
+    "nodes would run: the machines (cores, nodes, load), each node's machine, and\n"
+    "the links cut between machines with their configured delay. Nothing is created.\n";
 
 static void print_version(void)
 {
@@ -116,6 +132,8 @@ static int parse_scenario_options(const char *cmd, const char *usage, int argc, 
             o->backend = v;
         } else if ((v = option_value(argc, argv, &i, "--dilation"))) {
             o->dilation = v;
+        } else if ((v = option_value(argc, argv, &i, "--hosts"))) {
+            o->hosts = v;
         } else if (!strcmp(argv[i], "--quiet")) {
             o->quiet = true;
         } else if (argv[i][0] == '-' && argv[i][1] == '-' && !o->path) {
@@ -156,19 +174,23 @@ static void render_svg(const char *dot_path)
 
 static int cmd_scenario(const char *cmd, int argc, char **argv)
 {
-    bool draw = !strcmp(cmd, "draw");
+    bool place = !strcmp(cmd, "place"), draw = place || !strcmp(cmd, "draw");
     struct scenario_options o = {0};
     const char **sets = calloc((size_t)argc + 1, sizeof *sets);
     const char **args = calloc((size_t)argc + 1, sizeof *args);
     int code = 1;
     if (sets && args) {
-        code =
-            parse_scenario_options(cmd, draw ? draw_usage : run_usage, argc, argv, &o, sets, args);
+        code = parse_scenario_options(cmd,
+                                      place  ? place_usage
+                                      : draw ? draw_usage
+                                             : run_usage,
+                                      argc, argv, &o, sets, args);
         if (code < 0) {
             o.draw = draw;
+            o.place = place;
             o.draw_out = draw ? o.out_dir : NULL;
             code = scenario_run(&o);
-            if (draw && code == 0 && o.draw_out) render_svg(o.draw_out);
+            if (draw && !place && code == 0 && o.draw_out) render_svg(o.draw_out);
         }
     }
     free(sets);
@@ -215,7 +237,8 @@ int main(int argc, char **argv)
         print_version();
         return 0;
     }
-    if (!strcmp(cmd, "run") || !strcmp(cmd, "draw")) return cmd_scenario(cmd, argc - 2, argv + 2);
+    if (!strcmp(cmd, "run") || !strcmp(cmd, "draw") || !strcmp(cmd, "place"))
+        return cmd_scenario(cmd, argc - 2, argv + 2);
     if (!strcmp(cmd, "plot")) return cmd_tool("hiernet.plot", argc - 2, argv + 2);
     if (!strcmp(cmd, "report")) return cmd_tool("hiernet.report", argc - 2, argv + 2);
     if (!strcmp(cmd, "clean")) return cli_clean(argc - 2, argv + 2);

@@ -106,6 +106,7 @@ static int apply_options(struct scenario *sc, const struct scenario_options *o)
         }
         sc->run.backend_override = strdup(o->backend);
     }
+    if (o->hosts) sc->run.hosts_override = strdup(o->hosts);
     if (sc->rerun->dilation > 1) { /* the probe's rerun: its choice is fixed */
         sc->run.dilation = sc->rerun->dilation;
         sc->run.dilation_from_cli = sc->run.dilation_auto = true;
@@ -562,6 +563,7 @@ static int scenario_attempt(const struct scenario_options *o, struct auto_rerun 
     if (!o->draw && !o->tool) sc.rt.overload = overload_new(sc.rt.loop);
     sc.rt.life.overload = sc.rt.overload;
     arm_dilation_probe(&sc);
+    sc.rt.place = o->place;
     if (o->draw ? open_drawing(&sc, o->draw_out) < 0
                 : !o->tool && open_results(&sc, o->out_dir) < 0)
         goto out_early;

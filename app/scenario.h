@@ -17,6 +17,8 @@ struct scenario_options {
     bool quiet;
     bool draw;            /* hiernet draw: DOT of the topology, nothing created */
     const char *draw_out; /* draw: file for the DOT (and .svg beside it), or NULL: stdout */
+    bool place;           /* hiernet place (with draw): the placement as text instead of DOT */
+    const char *hosts;    /* --hosts FILE|slurm, or NULL: each network's hosts= */
     /* A tool (hiernet plot, hiernet report): the embedded module whose
      * _cli(args...) runs as the main task instead of a scenario file and
      * returns the exit code. No results directory, no run.json. */

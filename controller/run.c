@@ -42,6 +42,8 @@ void run_destroy(struct run *r)
     free(r->topology_json);
     free(r->error);
     free(r->overload_json);
+    free(r->placement_json);
+    free(r->hosts_override);
     free(r->dilation_reason);
     memset(r, 0, sizeof *r);
 }
@@ -444,6 +446,7 @@ static void write_json_body(FILE *f, const struct run *r)
         fprintf(f, ",\n  \"emulated_s\": %.3f", (r->end_wall - r->start_wall) / r->dilation);
     fprintf(f, ",\n  \"topology\": %s,\n", r->topology_json ? r->topology_json : "[]");
     if (r->overload_json) fprintf(f, "  \"overload\": %s,\n", r->overload_json);
+    if (r->placement_json) fprintf(f, "  \"placement\": [%s],\n", r->placement_json);
     write_versions(f, r->lua_release);
     fputs("  \"error\": ", f);
     if (r->error)
@@ -485,6 +488,16 @@ void run_set_overload(struct run *r, const char *json)
     if (!copy) return;
     free(r->overload_json);
     r->overload_json = copy;
+}
+
+void run_add_placement(struct run *r, const char *json)
+{
+    char *joined = NULL;
+    if (r->placement_json ? asprintf(&joined, "%s, %s", r->placement_json, json) < 0
+                          : !(joined = strdup(json)))
+        return;
+    free(r->placement_json);
+    r->placement_json = joined;
 }
 
 void run_set_error(struct run *r, const char *msg)

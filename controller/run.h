@@ -29,12 +29,14 @@ struct run {
     char *scenario;         /* path as given */
     char *dir;              /* results directory */
     char *backend_override; /* --backend, or NULL */
+    char *hosts_override;   /* --hosts FILE|slurm, or NULL: each network's hosts= */
     char backend_used[16];  /* what the first started network runs on ("" before) */
     struct run_param *params;
     size_t n_params;
-    char *topology_json; /* JSON array of networks, "[]" until a network starts */
-    char *error;         /* first line of the failure, for run.json */
-    char *overload_json; /* the overload report (controller/overload.h), or NULL */
+    char *topology_json;  /* JSON array of networks, "[]" until a network starts */
+    char *error;          /* first line of the failure, for run.json */
+    char *overload_json;  /* the overload report (controller/overload.h), or NULL */
+    char *placement_json; /* JSON array: each placed network's machines (run_add_placement) */
     const char *status;
     double start_wall, end_wall; /* seconds since the epoch */
     const char *lua_release;     /* set by the scripting layer (static string) */
@@ -55,6 +57,9 @@ struct run {
 #define HN_DILATION_MAX 1000
 
 void run_init(struct run *r);
+/* Appends one network's placement over machines (a JSON object) to run.json's
+ * "placement" array. */
+void run_add_placement(struct run *r, const char *json);
 void run_destroy(struct run *r);
 /* Adds "name=value" from --set; a repeated name keeps the last value. */
 int run_set_param(struct run *r, const char *assignment, char *err, size_t errlen);

@@ -7,6 +7,7 @@
 #include "controller/netlife.h"
 #include "lua/runtime.h"
 #include "lua/sched.h"
+#include "topo/machines.h"
 #include "topo/network.h"
 
 #include <lua.h>
@@ -35,6 +36,9 @@ struct l_network {
     size_t n_stop_waiters;
     int listeners_ref;   /* table event -> {fn, ...} (l_faults.c), or LUA_NOREF */
     struct topo_tcp tcp; /* hn.network{tcp = ...}: every host's, unless it says otherwise */
+    /* hosts = FILE (or --hosts): the machines its nodes are placed on
+     * (topo/placement.h); n == 0: none, everything runs here. */
+    struct topo_machines machines;
 };
 
 struct l_node {
@@ -117,3 +121,15 @@ void lnet_create_link_meta(lua_State *L);
 int lnet_node_run(lua_State *L);
 int lnet_node_spawn(lua_State *L);
 void lnet_create_proc_meta(lua_State *L);
+
+/* l_hosts.c: hosts = FILE|"slurm" (spec NULL: none) into out, or raises
+ * naming the network and the file's line (a bad-input failure). */
+void lnet_load_hosts(lua_State *L, struct hn_runtime *rt, const char *name, const char *spec,
+                     struct topo_machines *out);
+/* net:node's host = NAME (NULL: none): pins n, or raises naming the node
+ * and the machine when the network's machines do not list it. */
+void lnet_pin_node(lua_State *L, struct l_network *net, struct topo_node *n, const char *host);
+/* At the first start, or drawn: places the network over its machines (log,
+ * run.json), draws it when drawing, and refuses a placement that needs
+ * another machine (-1 with err, one line; also for a bad pin). */
+int lnet_place_or_draw(struct l_network *net, char *err, size_t errlen);

@@ -18,7 +18,6 @@
 #include "controller/tcp_counters.h"
 #include "lua/l_net.h"
 #include "lua/runtime.h"
-#include "topo/dot.h"
 #include "topo/network.h"
 #include "topo/route.h"
 
@@ -139,8 +138,8 @@ static void read_tcp_options(lua_State *L, int i, struct topo_tcp *t, const char
 
 /* ---- hn.network ---- */
 
-static const char *const network_options[] = {"name",     "backend", "seed", "addr_base",
-                                              "dilation", "tcp",     NULL};
+static const char *const network_options[] = {"name",     "backend", "seed",  "addr_base",
+                                              "dilation", "tcp",     "hosts", NULL};
 
 static bool any_network_started(const struct hn_runtime *rt)
 {
@@ -223,13 +222,22 @@ static int l_network_new(lua_State *L)
     char what[64];
     snprintf(what, sizeof what, "network '%s'", name);
     read_tcp_options(L, 1, &tcp, what); /* before anything is allocated: it may raise */
+    struct topo_machines machines = {0};
+    const char *hosts = rt->run->hosts_override;
+    if (!hosts) hosts = lnet_opt_string(L, 1, "hosts", NULL, "hn.network");
+    lnet_load_hosts(L, rt, name, hosts, &machines); /* the last that may raise before allocating */
     struct l_network **handle = lua_newuserdatauv(L, sizeof *handle, 0);
     *handle = NULL;
     luaL_setmetatable(L, NETWORK_MT);
     struct l_network *net = calloc(1, sizeof *net);
-    if (!net) return luaL_error(L, "network '%s': out of memory", name);
+    if (!net) {
+        topo_machines_free(&machines);
+        return luaL_error(L, "network '%s': out of memory", name);
+    }
+    net->machines = machines; /* owned by net from here */
     net->topo = topo_network_new(name, b, (uint64_t)seed, err, sizeof err);
     if (!net->topo) {
+        topo_machines_free(&net->machines);
         free(net);
         return luaL_error(L, "%s", err);
     }
@@ -240,6 +248,7 @@ static int l_network_new(lua_State *L)
                 "loopback addresses)",
                 name, addr_base);
     if (addr_base && topo_set_addr_base(net->topo, addr_base, err, sizeof err) < 0) {
+        topo_machines_free(&net->machines);
         topo_network_free(net->topo);
         free(net);
         return luaL_error(L, "%s", err);
@@ -265,8 +274,8 @@ static int l_network_new(lua_State *L)
 
 /* ---- net:node ---- */
 
-static const char *const node_options[] = {"tier",   "cpu", "speed",   "threads",
-                                           "device", "tcp", "profile", NULL};
+static const char *const node_options[] = {"tier", "cpu",     "speed", "threads", "device",
+                                           "tcp",  "profile", "host",  NULL};
 
 /* profile = a built-in name or a .profile file: read now, so that a bad one
  * is an error at the node's line naming the node and the profile. */
@@ -338,6 +347,9 @@ static int add_node(lua_State *L, enum topo_node_kind kind)
     if (!lua_isnoneornil(L, 3)) {
         luaL_checktype(L, 3, LUA_TTABLE);
         read_node_options(L, 3, &net->topo->nodes[index]);
+        char what[64];
+        snprintf(what, sizeof what, "node '%s'", name);
+        lnet_pin_node(L, net, &net->topo->nodes[index], lnet_opt_string(L, 3, "host", NULL, what));
     }
     lua_settop(L, 2);
     push_node_handle(L, net, index);
@@ -514,7 +526,8 @@ static int start_k(lua_State *L, int status, lua_KContext ctx)
 static int draw_instead(lua_State *L, struct l_network *net)
 {
     struct hn_runtime *rt = net->rt;
-    topo_network_write_dot(net->topo, rt->draw);
+    char err[512];
+    if (lnet_place_or_draw(net, err, sizeof err) < 0) return luaL_error(L, "%s", err);
     rt->drawn = true;
     ev_break(rt->loop, EVBREAK_ALL);
     sched_suspend(L);
@@ -550,6 +563,9 @@ static int l_net_start(lua_State *L)
     if (net->topo->n_nodes == 0)
         return luaL_error(L, "network '%s': start: the network has no nodes", net->topo->name);
     if (rt->draw) return draw_instead(L, net);
+    char err[512];
+    if (!net->life && lnet_place_or_draw(net, err, sizeof err) < 0) /* first start only */
+        return luaL_error(L, "%s", err);
     net->topo->dilation = rt->run->dilation;
     if (!network_life(net)) return luaL_error(L, "network '%s': out of memory", net->topo->name);
     struct netlife_options opts = {start_timeout_s(), STOP_DEADLINE_S};
@@ -705,8 +721,9 @@ void l_network_register(lua_State *L)
 
 void l_network_draw_all(struct hn_runtime *rt)
 {
+    char err[512];
     for (struct l_network *net = rt->networks; net; net = net->next)
-        topo_network_write_dot(net->topo, rt->draw);
+        if (lnet_place_or_draw(net, err, sizeof err) < 0) fprintf(stderr, "hiernet: %s\n", err);
 }
 
 void l_network_stop_all(struct hn_runtime *rt)
@@ -748,6 +765,7 @@ void l_network_release_all(struct hn_runtime *rt)
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->nodes_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->listeners_ref);
         topo_network_free(net->topo);
+        topo_machines_free(&net->machines);
         net->topo = NULL;
         free(net);
     }

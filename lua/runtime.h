@@ -35,6 +35,7 @@ struct hn_runtime {
     struct netlife_run life;    /* the networks' shared state: registry, links.csv, addresses */
     FILE *draw;                 /* hiernet draw: networks go here as DOT, nothing starts */
     bool drawn;                 /* a network was drawn: the run is over */
+    bool place;                 /* hiernet place: the placement goes to draw, as text */
     bool status_shown;          /* hn.status's live line is on the terminal */
     double status_logged_at;    /* run time of the last status line logged, or -1 */
     struct host_run *host_runs; /* programs run on this host (l_host.c), killed at the end */

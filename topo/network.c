@@ -259,7 +259,7 @@ int topo_assign_loopback_addresses(struct topo_network *net, uint32_t *next, cha
     return 0;
 }
 
-static void write_json_str(FILE *f, const char *s)
+void topo_json_write_string(FILE *f, const char *s)
 {
     /* Names are validated to [A-Za-z0-9_.-]: no escaping needed; tiers are
      * free-form, so escape the two characters that could break the string. */
@@ -274,7 +274,7 @@ static void write_json_str(FILE *f, const char *s)
 void topo_network_write_json(const struct topo_network *net, FILE *f)
 {
     fputs("{\"name\": ", f);
-    write_json_str(f, net->name);
+    topo_json_write_string(f, net->name);
     fprintf(f,
             ", \"backend\": \"%s\", \"backend_requested\": \"%s\", \"seed\": %llu, "
             "\"dilation\": %g, \"nodes\": [",
@@ -283,11 +283,11 @@ void topo_network_write_json(const struct topo_network *net, FILE *f)
     for (size_t i = 0; i < net->n_nodes; i++) {
         const struct topo_node *n = &net->nodes[i];
         fputs(i ? ", {\"name\": " : "{\"name\": ", f);
-        write_json_str(f, n->name);
+        topo_json_write_string(f, n->name);
         fprintf(f, ", \"kind\": \"%s\", \"tier\": ", n->kind == TOPO_NODE_HOST ? "host" : "switch");
-        write_json_str(f, n->tier);
+        topo_json_write_string(f, n->tier);
         fputs(", \"addr\": ", f);
-        write_json_str(f, n->addr);
+        topo_json_write_string(f, n->addr);
         fprintf(f, ", \"cpu\": %g, \"speed\": %g, \"threads\": %d, \"device\": \"%s\"", n->cpu,
                 n->speed, n->threads, n->device);
         if (topo_tcp_any(&n->tcp)) { /* what its namespace's TCP ran with */

@@ -33,6 +33,7 @@ struct topo_node {
     uint32_t node_addr;  /* the same, host byte order (0 until assigned) */
     int segment;         /* switches: index of their L2 segment, else -1 */
     struct topo_tcp tcp; /* hosts: TCP settings of its namespace (zero: the kernel's) */
+    char host[64];       /* the machine it is pinned to (net:node's host=), "" = placed freely */
 };
 
 /* What a link emulates, per direction (both directions alike). Zero rate
@@ -135,5 +136,7 @@ void topo_addr_format(uint32_t addr, char *buf, size_t len);
  * networks of one run never share an address. */
 int topo_assign_loopback_addresses(struct topo_network *net, uint32_t *next, char *err,
                                    size_t errlen);
+/* A JSON string of s: '"' and '\\' escaped, control characters dropped. */
+void topo_json_write_string(FILE *f, const char *s);
 /* The network as a JSON object for run.json. */
 void topo_network_write_json(const struct topo_network *net, FILE *f);
