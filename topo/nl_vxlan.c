@@ -40,11 +40,11 @@ static int vxlan_put_data(struct nl_msg *msg, const struct topo_nl_vxlan *vxlan)
     uint16_t port = vxlan->port ? vxlan->port : TOPO_VXLAN_PORT;
 
     return nla_put_u32(msg, IFLA_VXLAN_ID, vxlan->vni) < 0 ||
-           nla_put_u32(msg, IFLA_VXLAN_GROUP, htonl(vxlan->remote)) < 0 ||
-           (vxlan->local && nla_put_u32(msg, IFLA_VXLAN_LOCAL, htonl(vxlan->local)) < 0) ||
-           nla_put_u32(msg, IFLA_VXLAN_LINK, (uint32_t)vxlan->underlay_ifindex) < 0 ||
-           nla_put_u16(msg, IFLA_VXLAN_PORT, htons(port)) < 0 ||
-           nla_put_u8(msg, IFLA_VXLAN_LEARNING, 0) < 0
+                   nla_put_u32(msg, IFLA_VXLAN_GROUP, htonl(vxlan->remote)) < 0 ||
+                   (vxlan->local && nla_put_u32(msg, IFLA_VXLAN_LOCAL, htonl(vxlan->local)) < 0) ||
+                   nla_put_u32(msg, IFLA_VXLAN_LINK, (uint32_t)vxlan->underlay_ifindex) < 0 ||
+                   nla_put_u16(msg, IFLA_VXLAN_PORT, htons(port)) < 0 ||
+                   nla_put_u8(msg, IFLA_VXLAN_LEARNING, 0) < 0
                ? -1
                : 0;
 }
@@ -61,8 +61,7 @@ struct nl_msg *topo_nl_vxlan_build(const struct topo_nl_vxlan *vxlan)
     msg = nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
     if (!msg) return NULL;
     if (nlmsg_append(msg, &ifi, sizeof ifi, NLMSG_ALIGNTO) < 0 ||
-        nla_put_string(msg, IFLA_IFNAME, vxlan->name) < 0 ||
-        nla_put_u32(msg, IFLA_MTU, mtu) < 0 ||
+        nla_put_string(msg, IFLA_IFNAME, vxlan->name) < 0 || nla_put_u32(msg, IFLA_MTU, mtu) < 0 ||
         nla_put_u32(msg, IFLA_NET_NS_FD, (uint32_t)vxlan->node_ns_fd) < 0 ||
         !(info = nla_nest_start(msg, IFLA_LINKINFO)) ||
         nla_put_string(msg, IFLA_INFO_KIND, "vxlan") < 0 ||
@@ -98,8 +97,7 @@ static void mtu_on_reply(const struct nlmsghdr *reply, void *ctx)
     if (mtu && nla_len(mtu) >= (int)sizeof(uint32_t)) *(int *)ctx = (int)nla_get_u32(mtu);
 }
 
-int topo_nl_link_mtu(struct nl_sock *sock, int ifindex, const char *name, char *err,
-                     size_t errlen)
+int topo_nl_link_mtu(struct nl_sock *sock, int ifindex, const char *name, char *err, size_t errlen)
 {
     char extack[TOPO_NL_EXTACK_MAX] = "";
     struct nl_msg *msg = NULL;
@@ -130,9 +128,8 @@ int topo_nl_vxlan_add(struct nl_sock *machine_sock, const struct topo_nl_vxlan *
     }
     underlay_mtu =
         topo_nl_link_mtu(machine_sock, vxlan->underlay_ifindex, underlay_name, err, errlen);
-    if (underlay_mtu < 0 ||
-        topo_vxlan_mtu_check(vxlan->name, inner, underlay_name, (unsigned)underlay_mtu, err,
-                             errlen) < 0)
+    if (underlay_mtu < 0 || topo_vxlan_mtu_check(vxlan->name, inner, underlay_name,
+                                                 (unsigned)underlay_mtu, err, errlen) < 0)
         return -1;
     return topo_nl_run(machine_sock, topo_nl_vxlan_build(vxlan), err, errlen,
                        "create vxlan %s (VNI %u)", vxlan->name, vxlan->vni);

@@ -50,8 +50,7 @@ int topo_vxlan_mtu_check(const char *name, unsigned inner_mtu, const char *under
                          unsigned underlay_mtu, char *err, size_t errlen);
 
 /* The MTU of ifindex in the socket's namespace, or -1 (err says why). */
-int topo_nl_link_mtu(struct nl_sock *sock, int ifindex, const char *name, char *err,
-                     size_t errlen);
+int topo_nl_link_mtu(struct nl_sock *sock, int ifindex, const char *name, char *err, size_t errlen);
 
 /* Checks the name, the VNI and the underlay's MTU, then makes the device.
  * It is left down: bring it up from the node's namespace with its address

@@ -69,8 +69,7 @@ static struct topo_nl_vxlan vxlan_of(struct side *self, const struct side *other
 }
 
 /* Both ends made, addressed, up and shaped alike. */
-static int link_create(struct side *s, const struct side *other,
-                       const struct topo_shape_plan *plan)
+static int link_create(struct side *s, const struct side *other, const struct topo_shape_plan *plan)
 {
     struct topo_nl_vxlan vxlan = vxlan_of(s, other);
 
@@ -102,8 +101,8 @@ static void underlay_mtu(struct side *s, int mtu)
  * payload): the inner MTU is usable end to end, nothing fragments. */
 static void expect_ping(struct side *a, struct side *b)
 {
-    char *big[] = {"ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", "-q",
-                   (char *)b->node_addr, NULL};
+    char *big[] = {
+        "ping", "-c", "1", "-W", "2", "-M", "do", "-s", "1472", "-q", (char *)b->node_addr, NULL};
     CHECK_MSG(helper_ping(a->node.fd, b->node_addr) == 0, "ping across the vxlan link failed");
     CHECK_MSG(helper_run(a->node.fd, big, out, sizeof out, 5) == 0,
               "a 1500-byte packet with DF did not cross: %s", out);
@@ -125,12 +124,11 @@ static void expect_refused_small_underlay(struct side *a, struct side *b)
 static void expect_device(struct side *s, const char *expected)
 {
     run_in(s->node.fd, "ip", "-d", "link", "show");
-    CHECK_MSG(strstr(out, expected) != NULL, "%s: no \"%s\" in: %s", s->vxlan_name, expected,
-              out);
+    CHECK_MSG(strstr(out, expected) != NULL, "%s: no \"%s\" in: %s", s->vxlan_name, expected, out);
     /* The socket is the machine's: the node has no UDP socket at all. */
     run_in(s->machine.fd, "ss", "-Hlun");
-    CHECK_MSG(strstr(out, ":4789") != NULL, "machine of %s has no VXLAN socket: %s",
-              s->vxlan_name, out);
+    CHECK_MSG(strstr(out, ":4789") != NULL, "machine of %s has no VXLAN socket: %s", s->vxlan_name,
+              out);
     run_in(s->node.fd, "ss", "-Hlun");
     CHECK_MSG(out[0] == '\0', "node of %s has a UDP socket: %s", s->vxlan_name, out);
 }
@@ -161,8 +159,8 @@ static void expect_goodput(struct side *a, struct side *b)
     double ideal = topo_shape_tcp_goodput_bps(RATE_BPS, TOPO_VXLAN_INNER_MTU);
     double got = helper_iperf3(b->node.fd, a->node.fd, b->node_addr, SECONDS, out, sizeof out);
 
-    printf("vxlan HTB 100 Mbit/s: ideal %.2f Mbit/s, measured %.2f Mbit/s (%+.2f%%)\n",
-           ideal / 1e6, got / 1e6, (got / ideal - 1) * 100);
+    printf("vxlan HTB 100 Mbit/s: ideal %.2f Mbit/s, measured %.2f Mbit/s (%+.2f%%)\n", ideal / 1e6,
+           got / 1e6, (got / ideal - 1) * 100);
     CHECK_MSG(got > 0, "iperf3 failed: %.300s", out);
     CHECK_MSG(got >= ideal * (1 - TOLERANCE) && got <= ideal * (1 + TOLERANCE),
               "%.2f Mbit/s is not within 5%% of %.2f Mbit/s", got / 1e6, ideal / 1e6);
