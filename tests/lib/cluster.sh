@@ -238,6 +238,14 @@ cluster_down() {
   rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}"))
   [[ -n $rest ]] && cluster_end KILL $rest
   cluster_end KILL "${CLUSTER_HOLDERS[@]}"
+  # A process that entered a machine meanwhile (a session starting as its
+  # sshd went) is still there: end it too, for up to 2 s.
+  local _
+  for _ in $(seq 20); do
+    rest=$(cluster_procs)
+    [[ -z $rest ]] && break
+    cluster_end KILL $rest
+  done
   rm -rf "$CLUSTER_DIR"
   CLUSTER_DIR=
   CLUSTER_SSHD=()
