@@ -119,6 +119,15 @@ cluster_machine_link() {
     cluster_exec "$i" ip link set eth0 up && cluster_exec "$i" ip link set lo up
 }
 
+# cluster_underlay_rate I RATE: limits what machine I sends into the
+# underlay to RATE (tc's units, e.g. 50mbit) with HTB on its eth0, which
+# counts whole outer frames (a full VXLAN packet: 1564 bytes). Delay on the
+# underlay needs sch_netem, which not every kernel has: not offered yet.
+cluster_underlay_rate() {
+  cluster_exec "$1" tc qdisc replace dev eth0 root handle 1: htb default 1 &&
+    cluster_exec "$1" tc class replace dev eth0 parent 1: classid 1:1 htb rate "$2" quantum 1564
+}
+
 cluster_keys() {
   ssh-keygen -q -t ed25519 -N '' -C hiernet-cluster -f "$CLUSTER_DIR/id_ed25519" &&
     cp "$CLUSTER_DIR/id_ed25519.pub" "$CLUSTER_DIR/authorized_keys" || return 1

@@ -9,7 +9,9 @@
 #     1500-byte packet with DF set;
 #   - while iperf3 listens in node 2, ss -ltn in each machine shows the
 #     test's sshd on its underlay address and nothing else;
-#   - TCP goodput within 5% of 100 Mbit/s x 1448 / 1514;
+#   - TCP goodput within 5% of 100 Mbit/s x 1448 / 1514, and with m1's
+#     underlay limited to 50 Mbit/s, of 50 Mbit/s x 1448 / 1564 (the
+#     packets cross the underlay, 50 bytes of VXLAN each);
 #   - nothing left afterwards (node namespaces included).
 # Usage: test_cluster_vxlan.sh HN_VXLAN_END
 set -uo pipefail
@@ -63,23 +65,40 @@ node 1 ping -c 1 -W 2 -q 10.0.0.2 >/dev/null && pass "ping across machines" || f
 node 1 ping -c 1 -W 2 -M do -s 1472 -q 10.0.0.2 >/dev/null &&
   pass "a 1500-byte packet with DF crosses" || fail "a 1500-byte packet with DF did not cross"
 
-nsenter -t "${NODES[2]}" -n -- iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
-server=$!
-for _ in $(seq 500); do [[ -n $(node 2 ss -Hltn "sport = :5201") ]] && break; sleep 0.01; done
+# iperf3's server in node 2, until it answered one test (or is ended).
+serve() {
+  nsenter -t "${NODES[2]}" -n -- iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+  server=$!
+  for _ in $(seq 500); do [[ -n $(node 2 ss -Hltn "sport = :5201") ]] && break; sleep 0.01; done
+}
+serve_end() {
+  cluster_end TERM "$server" || cluster_end KILL "$server"
+  wait "$server" 2>/dev/null
+}
+
+serve
 for i in 1 2; do
   expect_eq "m$i listens on its sshd only while a node serves" \
     "$(cluster_exec "$i" ss -Hltn | awk '{print $4}' | tr '\n' ' ')" "$(cluster_addr "$i"):22 "
 done
-json=$(node 1 iperf3 -c 10.0.0.2 -p 5201 -t 3 -O 1 -J)
-cluster_end TERM "$server" || cluster_end KILL "$server"
-wait "$server" 2>/dev/null
-read -r got ideal < <(python3 -c '
-import json, sys
-got = json.loads(sys.stdin.read())["end"]["sum_received"]["bits_per_second"]
-print(got, '"$RATE"' * 1448 / 1514)' <<<"$json")
-echo "vxlan across machines, HTB 100 Mbit/s: ideal $ideal bit/s, measured $got bit/s"
-python3 -c "import sys; sys.exit(0 if abs($got / $ideal - 1) <= 0.05 else 1)" &&
-  pass "goodput within 5% of the ideal" || fail "goodput $got is not within 5% of $ideal"
+serve_end
+
+# goodput NAME IDEAL: one iperf3 from node 1 to node 2, within 5% of IDEAL.
+goodput() {
+  local json got
+  serve
+  json=$(node 1 iperf3 -c 10.0.0.2 -p 5201 -t 3 -O 1 -J)
+  serve_end
+  got=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"])' <<<"$json")
+  echo "$1: ideal $2 bit/s, measured $got bit/s"
+  python3 -c "import sys; sys.exit(0 if abs($got / $2 - 1) <= 0.05 else 1)" &&
+    pass "$1: goodput within 5% of the ideal" || fail "$1: goodput $got is not within 5% of $2"
+}
+goodput "vxlan across machines, HTB 100 Mbit/s" "$(python3 -c "print($RATE * 1448 / 1514)")"
+# The packets do cross the underlay: limited to 50 Mbit/s there, where
+# each full packet is 1564 bytes (1514 + 50 of VXLAN), the goodput follows.
+cluster_underlay_rate 1 50mbit || fail "cannot shape m1's underlay"
+goodput "the same, m1's underlay at 50 Mbit/s" "$(python3 -c "print(50e6 * 1448 / 1564)")"
 
 pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}" "${NODES[@]}")
 teardown
