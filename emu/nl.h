@@ -10,6 +10,7 @@
  *   nl_qdisc.c  the qdisc trees of topo/shape.h: apply, change, clear
  *   nl_probe.c  which link types and qdiscs this kernel has
  *   nl_stats.c  every link's counters of a namespace (RTM_GETLINK stats64)
+ *   nl_vxlan.c  a cross-machine link end as a VXLAN device (nl_vxlan.h)
  * Every request is built apart from being sent (topo_nl_*_build return an
  * nl_msg the caller may send alone or in a batch; unit tests check the bytes).
  *

@@ -3,9 +3,11 @@
  * on both sides, bridge, up/down, address, route, and the qdisc layouts the
  * kernel expects (netem's TCA_OPTIONS covering its trailing attributes,
  * 64-bit HTB rates, bfifo's bare struct), and the link-counter dump
- * request with its replies parsed. */
+ * request with its replies parsed; the VXLAN device of a cross-machine
+ * link (emu/nl_vxlan.h) and its MTU rule. */
 #include "check.h"
 #include "emu/nl.h"
+#include "emu/nl_vxlan.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -307,6 +309,76 @@ static void test_errors(void)
     CHECK_STREQ(err, "bad interface name \"a/b\": no '/', ':' or spaces allowed");
 }
 
+/* The VXLAN end: made in the node's namespace by fd, its VNI, the remote
+ * as the default destination (IFLA_VXLAN_GROUP with a unicast address),
+ * local, underlay device, port in network order, learning off, inner MTU. */
+static void test_vxlan(void)
+{
+    struct topo_nl_vxlan vx = {.name = "m2-vx7",
+                               .node_ns_fd = 11,
+                               .ifindex = 5,
+                               .vni = 0x123456,
+                               .local = ip("10.250.0.1"),
+                               .remote = ip("10.250.0.2"),
+                               .underlay_ifindex = 3};
+    struct nlattr *info[IFLA_INFO_MAX + 1], *data[IFLA_VXLAN_MAX + 1];
+    struct nl_msg *msg = topo_nl_vxlan_build(&vx);
+    struct ifinfomsg *ifi;
+
+    CHECK(msg != NULL);
+    if (!msg) return;
+    ifi = NLMSG_DATA(nlmsg_hdr(msg));
+    CHECK(nlmsg_hdr(msg)->nlmsg_type == RTM_NEWLINK && ifi->ifi_index == 5);
+    CHECK((nlmsg_hdr(msg)->nlmsg_flags & (NLM_F_CREATE | NLM_F_EXCL)) ==
+          (NLM_F_CREATE | NLM_F_EXCL));
+    CHECK(!(ifi->ifi_flags & IFF_UP));
+    CHECK(nlmsg_parse(nlmsg_hdr(msg), sizeof *ifi, tb, IFLA_MAX, NULL) == 0);
+    CHECK(strcmp(nla_get_string(tb[IFLA_IFNAME]), "m2-vx7") == 0);
+    CHECK(tb[IFLA_NET_NS_FD] && nla_get_u32(tb[IFLA_NET_NS_FD]) == 11);
+    CHECK(tb[IFLA_MTU] && nla_get_u32(tb[IFLA_MTU]) == 1500);
+    CHECK(nla_parse_nested(info, IFLA_INFO_MAX, tb[IFLA_LINKINFO], NULL) == 0);
+    CHECK(strcmp(nla_get_string(info[IFLA_INFO_KIND]), "vxlan") == 0);
+    CHECK(nla_parse_nested(data, IFLA_VXLAN_MAX, info[IFLA_INFO_DATA], NULL) == 0);
+    CHECK(data[IFLA_VXLAN_ID] && nla_get_u32(data[IFLA_VXLAN_ID]) == 0x123456);
+    CHECK(data[IFLA_VXLAN_GROUP] && nla_get_u32(data[IFLA_VXLAN_GROUP]) == inet_addr("10.250.0.2"));
+    CHECK(data[IFLA_VXLAN_LOCAL] && nla_get_u32(data[IFLA_VXLAN_LOCAL]) == inet_addr("10.250.0.1"));
+    CHECK(data[IFLA_VXLAN_LINK] && nla_get_u32(data[IFLA_VXLAN_LINK]) == 3);
+    CHECK(data[IFLA_VXLAN_PORT] && nla_get_u16(data[IFLA_VXLAN_PORT]) == htons(4789));
+    CHECK(data[IFLA_VXLAN_LEARNING] && nla_get_u8(data[IFLA_VXLAN_LEARNING]) == 0);
+    nlmsg_free(msg);
+
+    vx.port = 8472, vx.mtu = 1400, vx.local = 0;
+    msg = topo_nl_vxlan_build(&vx);
+    CHECK(msg && nlmsg_parse(nlmsg_hdr(msg), sizeof *ifi, tb, IFLA_MAX, NULL) == 0);
+    CHECK(nla_get_u32(tb[IFLA_MTU]) == 1400);
+    CHECK(nla_parse_nested(info, IFLA_INFO_MAX, tb[IFLA_LINKINFO], NULL) == 0);
+    CHECK(nla_parse_nested(data, IFLA_VXLAN_MAX, info[IFLA_INFO_DATA], NULL) == 0);
+    CHECK(nla_get_u16(data[IFLA_VXLAN_PORT]) == htons(8472) && !data[IFLA_VXLAN_LOCAL]);
+    nlmsg_free(msg);
+
+    vx.vni = TOPO_VXLAN_VNI_MAX + 1; /* 25 bits: refused */
+    CHECK(topo_nl_vxlan_build(&vx) == NULL);
+    vx.vni = 0;
+    CHECK(topo_nl_vxlan_build(&vx) == NULL);
+    vx.vni = 7, vx.underlay_ifindex = 0;
+    CHECK(topo_nl_vxlan_build(&vx) == NULL);
+}
+
+static void test_vxlan_mtu(void)
+{
+    char err[256];
+    CHECK(topo_vxlan_mtu_check("vx1", 1500, "eth0", 1550, err, sizeof err) == 0);
+    CHECK(topo_vxlan_mtu_check("vx1", 1500, "eth0", 9000, err, sizeof err) == 0);
+    CHECK(topo_vxlan_mtu_check("vx1", 1450, "eth0", 1500, err, sizeof err) == 0);
+    CHECK(topo_vxlan_mtu_check("vx1", 1500, "eth0", 1549, err, sizeof err) == -1);
+    CHECK_STREQ(err, "vxlan vx1: underlay eth0 has MTU 1549, below the 1550 that a 1500-byte "
+                     "packet needs over VXLAN (50 bytes of headers): raise the underlay's MTU");
+    CHECK(topo_nl_vxlan_add(NULL, &(struct topo_nl_vxlan){.name = "vx1", .vni = 1 << 24}, "eth0",
+                            err, sizeof err) == -1);
+    CHECK_STREQ(err, "vxlan vx1: needs a name of 1 to 15 characters, a VNI of 1 to 16777215 (got "
+                     "16777216), a remote address and an underlay device");
+}
+
 int main(void)
 {
     test_veth();
@@ -317,5 +389,7 @@ int main(void)
     test_tbf_tree();
     test_link_stats();
     test_errors();
+    test_vxlan();
+    test_vxlan_mtu();
     return check_report();
 }

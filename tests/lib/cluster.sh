@@ -1,0 +1,272 @@
+# cluster.sh — a test cluster of "machines" made of namespaces (sourced by
+# bash tests; issue 20).
+#
+#   source tests/lib/cluster.sh
+#   cluster_require             # exits 77 with one line when this host cannot
+#   cluster_up 3                # machines m1 m2 m3
+#   cluster_ssh 1 2 ip -br addr # from m1, over SSH, a command on m2
+#   cluster_down                # also run by the traps cluster_up sets
+#
+# Machine I is a network, UTS and mount namespace held by one process (its
+# "holder", a sleep), with hostname mI, its own tmpfs on /run (so its
+# /run/hiernet registry and /run/netns are its own), its own sysfs on /sys
+# (its interfaces in /sys/class/net; the host's cgroup tree moved back under
+# /sys/fs/cgroup, shared as one kernel's is) and interface eth0 at 10.250.0.I/24
+# on a bridge in an underlay namespace of its own. The filesystem is
+# otherwise the host's: /tmp, /var and the build tree are shared by all
+# machines (docs/design-notes.md, "Several machines", says what an agent
+# keeps per machine because of it). Each machine runs a real OpenSSH server
+# (Debian openssh-server: tools/setup cluster) on 10.250.0.I:22 with a host
+# key made for this cluster, accepting root with a user key made for it; the
+# client side is $CLUSTER_DIR/ssh_config (BatchMode, a known_hosts of the
+# cluster's own holding exactly those host keys, StrictHostKeyChecking yes).
+# The underlay's MTU is $CLUSTER_MTU (default 1550: a 1500-byte emulated
+# packet plus VXLAN's 50 bytes).
+#
+# Every process this starts has SIGKILL as its parent-death signal, so a
+# SIGKILLed test leaves no process and so no namespace behind (only
+# $CLUSTER_DIR, a directory under $TMPDIR); cluster_down ends every sshd and
+# holder by pid, then any process still inside a machine's namespace, and
+# removes the directory. cluster_up traps EXIT, INT and TERM to run it: a
+# test with traps of its own calls cluster_down from them.
+
+CLUSTER_N=0
+CLUSTER_DIR=
+CLUSTER_HOLDERS=()  # index 0: the underlay; I: machine I
+CLUSTER_SSHD=()     # index I: machine I's sshd
+CLUSTER_NETNS=()    # "net:[inode]" of each namespace made, for cluster_leftovers
+CLUSTER_SUBNET=10.250.0
+
+cluster_skip() { echo "SKIP: $*"; exit 77; }
+
+cluster_require() {
+  [[ $(id -u) -eq 0 ]] || cluster_skip "needs root (network, UTS and mount namespaces)"
+  [[ -x /usr/sbin/sshd ]] || cluster_skip "no /usr/sbin/sshd (Debian openssh-server: tools/setup cluster)"
+  local tool
+  for tool in ssh ssh-keygen unshare nsenter setpriv ip ss mountpoint; do
+    command -v "$tool" >/dev/null || cluster_skip "$tool is not installed"
+  done
+}
+
+# cluster_exec I CMD...: CMD inside machine I's namespaces (I = 0: the underlay's).
+cluster_exec() {
+  local holder=${CLUSTER_HOLDERS[$1]}
+  shift
+  if [[ -z $holder ]]; then echo "cluster_exec: no such machine" >&2; return 2; fi
+  nsenter -t "$holder" -n -u -m -- "$@"
+}
+
+# cluster_ssh FROM TO CMD...: CMD on machine TO, over SSH from machine FROM.
+cluster_ssh() {
+  local from=$1 to=$2
+  shift 2
+  cluster_exec "$from" ssh -F "$CLUSTER_DIR/ssh_config" "m$to" "$@"
+}
+
+cluster_addr() { echo "$CLUSTER_SUBNET.$1"; }
+
+# A holder: `setpriv` arms the parent-death signal (kept across the execs),
+# `unshare` makes the namespaces, the script sets the machine up, touches its
+# ready file and becomes the sleep that holds them.
+cluster_holder_start() {
+  local ready=$1 script=$2
+  shift 2
+  setpriv --pdeathsig KILL unshare "$@" --propagation private sh -ec "$script; touch '$ready'; exec sleep infinity" \
+    </dev/null >>"$CLUSTER_DIR/holders.log" 2>&1 &
+  CLUSTER_HOLDERS+=($!)
+  disown $!
+  local _
+  for _ in $(seq 500); do
+    [[ -e $ready ]] && return 0
+    cluster_alive "${CLUSTER_HOLDERS[-1]}" || break
+    sleep 0.01
+  done
+  echo "cluster_up: a namespace holder did not start ($CLUSTER_DIR/holders.log):" >&2
+  cat "$CLUSTER_DIR/holders.log" >&2
+  return 1
+}
+
+# Machine I's own /run and /sys: the host's cgroup tree is bound aside on
+# the new /run, sysfs is mounted over /sys, and the tree is moved back.
+cluster_machine_script() {
+  cat <<EOF
+mount -t tmpfs -o mode=755,size=16m hn-cluster /run
+mkdir -p /run/sshd /run/hn-cgroup
+if mountpoint -q /sys/fs/cgroup; then mount --rbind /sys/fs/cgroup /run/hn-cgroup; fi
+mount -t sysfs hn-cluster /sys
+if mountpoint -q /run/hn-cgroup; then mount --move /run/hn-cgroup /sys/fs/cgroup; fi
+rmdir /run/hn-cgroup
+hostname m$1
+EOF
+}
+
+cluster_underlay_up() {
+  cluster_holder_start "$CLUSTER_DIR/underlay.ready" "true" --net || return 1
+  CLUSTER_NETNS+=("$(readlink "/proc/${CLUSTER_HOLDERS[0]}/ns/net")")
+  cluster_exec 0 ip link add br0 type bridge &&
+    cluster_exec 0 ip link set br0 up && cluster_exec 0 ip link set lo up
+}
+
+# Machine I's eth0 on the underlay bridge, IPv6 off (no DAD/RS chatter).
+cluster_machine_link() {
+  local i=$1 mtu=${CLUSTER_MTU:-1550}
+  cluster_exec 0 ip link add "u$i" mtu "$mtu" type veth peer name eth0 mtu "$mtu" \
+    netns "${CLUSTER_HOLDERS[$i]}" &&
+    cluster_exec 0 ip link set "u$i" master br0 up &&
+    cluster_exec "$i" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 \
+      net.ipv6.conf.eth0.disable_ipv6=1 &&
+    cluster_exec "$i" ip addr add "$(cluster_addr "$i")/24" dev eth0 &&
+    cluster_exec "$i" ip link set eth0 up && cluster_exec "$i" ip link set lo up
+}
+
+# cluster_underlay_rate I RATE: limits what machine I sends into the
+# underlay to RATE (tc's units, e.g. 50mbit) with HTB on its eth0, which
+# counts whole outer frames (a full VXLAN packet: 1564 bytes). Delay on the
+# underlay needs sch_netem, which not every kernel has: not offered yet.
+cluster_underlay_rate() {
+  cluster_exec "$1" tc qdisc replace dev eth0 root handle 1: htb default 1 &&
+    cluster_exec "$1" tc class replace dev eth0 parent 1: classid 1:1 htb rate "$2" quantum 1564
+}
+
+cluster_keys() {
+  ssh-keygen -q -t ed25519 -N '' -C hiernet-cluster -f "$CLUSTER_DIR/id_ed25519" &&
+    cp "$CLUSTER_DIR/id_ed25519.pub" "$CLUSTER_DIR/authorized_keys" || return 1
+  cat >"$CLUSTER_DIR/ssh_config" <<EOF
+Host *
+  User root
+  IdentityFile $CLUSTER_DIR/id_ed25519
+  IdentitiesOnly yes
+  UserKnownHostsFile $CLUSTER_DIR/known_hosts
+  GlobalKnownHostsFile /dev/null
+  StrictHostKeyChecking yes
+  BatchMode yes
+  ConnectTimeout 10
+  LogLevel ERROR
+EOF
+}
+
+cluster_sshd_config() {
+  local i=$1
+  cat <<EOF
+ListenAddress $(cluster_addr "$i"):22
+HostKey $CLUSTER_DIR/m$i/host_key
+AuthorizedKeysFile $CLUSTER_DIR/authorized_keys
+PidFile none
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PrintMotd no
+PrintLastLog no
+EOF
+}
+
+# sshd -D stays in the foreground, so $! is its pid; it waits until sshd
+# listens (sshd binds before it accepts anything).
+cluster_sshd_start() {
+  local i=$1 _
+  mkdir -p "$CLUSTER_DIR/m$i"
+  ssh-keygen -q -t ed25519 -N '' -C "m$i" -f "$CLUSTER_DIR/m$i/host_key" || return 1
+  echo "$(cluster_addr "$i") $(cut -d' ' -f1,2 "$CLUSTER_DIR/m$i/host_key.pub")" >>"$CLUSTER_DIR/known_hosts"
+  printf 'Host m%s\n  HostName %s\n' "$i" "$(cluster_addr "$i")" >>"$CLUSTER_DIR/ssh_config"
+  cluster_sshd_config "$i" >"$CLUSTER_DIR/m$i/sshd_config"
+  nsenter -t "${CLUSTER_HOLDERS[$i]}" -n -u -m -- setpriv --pdeathsig KILL \
+    /usr/sbin/sshd -D -e -f "$CLUSTER_DIR/m$i/sshd_config" </dev/null >"$CLUSTER_DIR/m$i/sshd.log" 2>&1 &
+  CLUSTER_SSHD[$i]=$!
+  disown $!
+  for _ in $(seq 500); do
+    [[ -n $(cluster_exec "$i" ss -Hltn "sport = :22") ]] && return 0
+    cluster_alive "${CLUSTER_SSHD[$i]}" || break
+    sleep 0.01
+  done
+  echo "cluster_up: sshd of m$i does not listen ($CLUSTER_DIR/m$i/sshd.log):" >&2
+  cat "$CLUSTER_DIR/m$i/sshd.log" >&2
+  return 1
+}
+
+cluster_up() {
+  local n=$1 i
+  CLUSTER_N=$n
+  CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/hn-cluster.XXXXXX") || return 1
+  trap cluster_down EXIT
+  trap 'cluster_down; exit 130' INT
+  trap 'cluster_down; exit 143' TERM
+  cluster_keys && cluster_underlay_up || return 1
+  for ((i = 1; i <= n; i++)); do
+    cluster_holder_start "$CLUSTER_DIR/m$i.ready" "$(cluster_machine_script "$i")" \
+      --net --uts --mount || return 1
+    CLUSTER_NETNS+=("$(readlink "/proc/${CLUSTER_HOLDERS[$i]}/ns/net")")
+    cluster_machine_link "$i" && cluster_sshd_start "$i" || return 1
+  done
+}
+
+# "PATH -> net:[inode]" for every process namespace (/proc/PID/ns/net)
+# and descriptor that is one of the cluster's namespaces: one find, as a
+# readlink per descriptor would cost a fork each on a busy host.
+cluster_netns_users() {
+  [[ ${#CLUSTER_NETNS[@]} -gt 0 ]] || return 0
+  find /proc/[0-9]*/ns/net /proc/[0-9]*/fd -maxdepth 1 -lname 'net:*' -printf '%p -> %l\n' 2>/dev/null |
+    grep -F -f <(printf -- '-> %s\n' "${CLUSTER_NETNS[@]}")
+}
+
+# Pids of the processes whose network namespace is one of the cluster's.
+cluster_procs() {
+  cluster_netns_users | sed -n 's|^/proc/\([0-9]*\)/ns/net -> .*|\1|p'
+}
+
+# Whether pid is a process that has not exited (a zombie has).
+cluster_alive() {
+  local state
+  state=$(cut -d')' -f2 "/proc/$1/stat" 2>/dev/null) || return 1
+  [[ $state != " Z"* ]]
+}
+
+# Sends SIG to the pids given and waits up to 2 s for them to go.
+cluster_end() {
+  local sig=$1 pid _
+  shift
+  for pid in "$@"; do kill "-$sig" "$pid" 2>/dev/null; done
+  for _ in $(seq 200); do
+    local alive=0
+    for pid in "$@"; do cluster_alive "$pid" && alive=1; done
+    [[ $alive -eq 0 ]] && return 0
+    sleep 0.01
+  done
+  return 1
+}
+
+cluster_down() {
+  local -  # set -e of the caller must not stop a teardown halfway
+  set +e
+  trap - EXIT INT TERM
+  [[ -n $CLUSTER_DIR ]] || return 0
+  cluster_end TERM "${CLUSTER_SSHD[@]}" || cluster_end KILL "${CLUSTER_SSHD[@]}"
+  # Sessions an sshd left (a client still connected) live in its machine.
+  local rest
+  rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}"))
+  [[ -n $rest ]] && cluster_end KILL $rest
+  cluster_end KILL "${CLUSTER_HOLDERS[@]}"
+  # A process that entered a machine meanwhile (a session starting as its
+  # sshd went) is still there: end it too, for up to 2 s.
+  local _
+  for _ in $(seq 20); do
+    rest=$(cluster_procs)
+    [[ -z $rest ]] && break
+    cluster_end KILL $rest
+  done
+  rm -rf "$CLUSTER_DIR"
+  CLUSTER_DIR=
+  CLUSTER_SSHD=()
+  CLUSTER_HOLDERS=()
+}
+
+# What is left of a cluster that went down (call with the pids noted
+# before): one line per process alive or namespace held.
+cluster_leftovers() {
+  local pid
+  for pid in "$@"; do
+    cluster_alive "$pid" && echo "process $pid ($(cat "/proc/$pid/comm" 2>/dev/null)) is alive"
+  done
+  cluster_netns_users
+}
