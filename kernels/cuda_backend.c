@@ -178,10 +178,9 @@ static int cuda_model_forward_range(struct kern_model *m, const float *params, i
                                     errlen);
 }
 
-static int cuda_model_backward_range(struct kern_model *m, const float *params, int first,
-                                     int last, const float *host_x, const float *host_dy,
-                                     int batch, float *host_dx, float *grad, char *err,
-                                     size_t errlen)
+static int cuda_model_backward_range(struct kern_model *m, const float *params, int first, int last,
+                                     const float *host_x, const float *host_dy, int batch,
+                                     float *host_dx, float *grad, char *err, size_t errlen)
 {
     (void)host_x;
     const struct kern_cuda_ops *ops = ops_of(m->ctx);

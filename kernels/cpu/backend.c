@@ -129,8 +129,8 @@ static int cpu_model_backward_range(struct kern_model *m, const float *params, i
                                     const float *host_x, const float *host_dy, int batch,
                                     float *host_dx, float *grad, char *err, size_t errlen)
 {
-    return model_backward_range(m->host, params, first, last, host_x, host_dy, batch, host_dx,
-                                grad, err, errlen);
+    return model_backward_range(m->host, params, first, last, host_x, host_dy, batch, host_dx, grad,
+                                err, errlen);
 }
 
 /* ---- optimizers: kernels/cpu/optim.c ---- */

@@ -103,15 +103,15 @@ struct kern_cuda_ops {
     int (*dense_forward_range)(struct kern_cuda_dense *d, const float *params, int first, int last,
                                const float *host_x, int batch, float *host_y, char *err,
                                size_t errlen);
-    int (*dense_backward_range)(struct kern_cuda_dense *d, const float *params, int first,
-                                int last, const float *host_dy, int batch, float *host_dx,
-                                float *grad, char *err, size_t errlen);
+    int (*dense_backward_range)(struct kern_cuda_dense *d, const float *params, int first, int last,
+                                const float *host_dy, int batch, float *host_dx, float *grad,
+                                char *err, size_t errlen);
     int (*lenet_forward_range)(struct kern_cuda_lenet *n, const float *params, int first, int last,
                                const float *host_x, int batch, float *host_y, char *err,
                                size_t errlen);
-    int (*lenet_backward_range)(struct kern_cuda_lenet *n, const float *params, int first,
-                                int last, const float *host_dy, int batch, float *host_dx,
-                                float *grad, char *err, size_t errlen);
+    int (*lenet_backward_range)(struct kern_cuda_lenet *n, const float *params, int first, int last,
+                                const float *host_dy, int batch, float *host_dx, float *grad,
+                                char *err, size_t errlen);
 
     int (*optim_step)(struct kern_cuda_ctx *c, const struct kern_cuda_optim_step *step,
                       float *params, const float *grad, float *first, float *second, size_t n,

@@ -276,8 +276,7 @@ int kern_cuda_dense_forward_range(struct kern_cuda_dense *d, const float *params
                                   char *err, size_t errlen)
 {
     const struct kern_dense_layout &l = d->layout;
-    if (kern_cuda_range_check("dense", first, last, l.count, batch, INT_MAX, err,
-                              errlen) < 0 ||
+    if (kern_cuda_range_check("dense", first, last, l.count, batch, INT_MAX, err, errlen) < 0 ||
         kern_cuda_enter(d->c, err, errlen) < 0 || dense_reserve(d, batch, err, errlen) < 0 ||
         kern_cuda_copy_async(d->c, kern_dense_input(d->buf, first), host_x,
                              (size_t)batch * l.in[first] * sizeof(float), cudaMemcpyHostToDevice,
@@ -313,10 +312,9 @@ int kern_cuda_dense_backward_range(struct kern_cuda_dense *d, const float *param
     if (kern_dense_backward_range(e, l, d->buf, params, grad, batch, first, last,
                                   first ? d->dinput : NULL) < 0)
         return kern_cuda_abandon(d->c);
-    if (first && kern_cuda_copy_async(d->c, host_dx, d->dinput,
-                                      (size_t)batch * l.in[first] * sizeof(float),
-                                      cudaMemcpyDeviceToHost, "copy input gradient to host", err,
-                                      errlen) < 0)
+    if (first && kern_cuda_copy_async(
+                     d->c, host_dx, d->dinput, (size_t)batch * l.in[first] * sizeof(float),
+                     cudaMemcpyDeviceToHost, "copy input gradient to host", err, errlen) < 0)
         return kern_cuda_abandon(d->c);
     return kern_cuda_finish(d->c, "backward range", err, errlen);
 }

@@ -267,8 +267,7 @@ int kern_cuda_lenet_forward_range(struct kern_cuda_lenet *n, const float *params
         kern_cuda_enter(n->c, err, errlen) < 0 || lenet_reserve(n, batch, err, errlen) < 0 ||
         kern_cuda_copy_async(n->c, kern_lenet_input(n->buf, first), host_x,
                              (size_t)batch * kern_lenet_width(l, first - 1) * sizeof(float),
-                             cudaMemcpyHostToDevice, "copy layer input to device", err,
-                             errlen) < 0)
+                             cudaMemcpyHostToDevice, "copy layer input to device", err, errlen) < 0)
         return -1;
     lenet_exec e(n->c, err, errlen);
     if (kern_lenet_forward_range(e, l, n->buf, params, first, last, batch) < 0)
@@ -285,8 +284,8 @@ int kern_cuda_lenet_backward_range(struct kern_cuda_lenet *n, const float *param
                                    float *grad, char *err, size_t errlen)
 {
     const struct kern_lenet_layout &l = n->layout;
-    if (kern_cuda_range_check("cnn:lenet", first, last, KERN_LENET_LAYERS, batch,
-                              n->ws.capacity, err, errlen) < 0 ||
+    if (kern_cuda_range_check("cnn:lenet", first, last, KERN_LENET_LAYERS, batch, n->ws.capacity,
+                              err, errlen) < 0 ||
         kern_cuda_enter(n->c, err, errlen) < 0)
         return -1;
     if (first > 0 && !host_dx)
@@ -301,11 +300,10 @@ int kern_cuda_lenet_backward_range(struct kern_cuda_lenet *n, const float *param
     if (kern_lenet_backward_range(e, l, n->buf, params, grad, batch, first, last,
                                   first ? n->buf.dinput : NULL) < 0)
         return kern_cuda_abandon(n->c);
-    if (first && kern_cuda_copy_async(n->c, host_dx, n->buf.dinput,
-                                      (size_t)batch * kern_lenet_width(l, first - 1) *
-                                          sizeof(float),
-                                      cudaMemcpyDeviceToHost, "copy input gradient to host", err,
-                                      errlen) < 0)
+    if (first && kern_cuda_copy_async(
+                     n->c, host_dx, n->buf.dinput,
+                     (size_t)batch * kern_lenet_width(l, first - 1) * sizeof(float),
+                     cudaMemcpyDeviceToHost, "copy input gradient to host", err, errlen) < 0)
         return kern_cuda_abandon(n->c);
     return kern_cuda_finish(n->c, "backward range", err, errlen);
 }

@@ -270,12 +270,18 @@ int kern_conv_backward(E &e, const struct kern_conv_shape &c, const float *param
 static inline float *kern_lenet_output(const struct kern_lenet_buffers &b, int i)
 {
     switch (i) {
-    case 0: return b.conv[0];
-    case 1: return b.pool[0];
-    case 2: return b.conv[1];
-    case 3: return b.pool[1];
-    case KERN_LENET_FLATTEN: return b.dense.x;
-    default: return b.dense.act[i - KERN_LENET_FLATTEN - 1];
+    case 0:
+        return b.conv[0];
+    case 1:
+        return b.pool[0];
+    case 2:
+        return b.conv[1];
+    case 3:
+        return b.pool[1];
+    case KERN_LENET_FLATTEN:
+        return b.dense.x;
+    default:
+        return b.dense.act[i - KERN_LENET_FLATTEN - 1];
     }
 }
 
@@ -289,7 +295,8 @@ static inline size_t kern_lenet_width(const struct kern_lenet_layout &l, int i)
 {
     if (i < 0) return (size_t)l.inputs;
     if (i == 0 || i == 2) return (size_t)l.conv[i / 2].out_c * kern_conv_plane(l.conv[i / 2]);
-    if (i == 1 || i == 3) return (size_t)l.pool[i / 2].channels * l.pool[i / 2].out_h * l.pool[i / 2].out_w;
+    if (i == 1 || i == 3)
+        return (size_t)l.pool[i / 2].channels * l.pool[i / 2].out_h * l.pool[i / 2].out_w;
     if (i == KERN_LENET_FLATTEN) return (size_t)l.features;
     return (size_t)l.dense.out[i - KERN_LENET_FLATTEN - 1];
 }

@@ -433,7 +433,8 @@ static int fake_backward_range(struct fake_model *m, const float *params, int fi
     NEED_DEVICE("backward range", params, np);
     NEED_DEVICE("backward range", grad, np);
     NEED_HOST("backward range", host_dy, (size_t)batch * row_out(m, last) * sizeof(float));
-    if (first > 0) NEED_HOST("backward range", host_dx, (size_t)batch * row_in(m, first) * sizeof(float));
+    if (first > 0)
+        NEED_HOST("backward range", host_dx, (size_t)batch * row_in(m, first) * sizeof(float));
     if (!m->x || (size_t)batch * row_in(m, first) > m->x_cap)
         return kern_fail(err, errlen, "fake cuda: backward over batch %d without its forward",
                          batch);
@@ -449,9 +450,9 @@ static int dense_forward_range(struct kern_cuda_dense *d, const float *params, i
     return fake_forward_range(&d->m, params, first, last, host_x, batch, host_y, err, errlen);
 }
 
-static int dense_backward_range(struct kern_cuda_dense *d, const float *params, int first,
-                                int last, const float *host_dy, int batch, float *host_dx,
-                                float *grad, char *err, size_t errlen)
+static int dense_backward_range(struct kern_cuda_dense *d, const float *params, int first, int last,
+                                const float *host_dy, int batch, float *host_dx, float *grad,
+                                char *err, size_t errlen)
 {
     return fake_backward_range(&d->m, params, first, last, host_dy, batch, host_dx, grad, err,
                                errlen);
@@ -464,9 +465,9 @@ static int lenet_forward_range(struct kern_cuda_lenet *n, const float *params, i
     return fake_forward_range(&n->m, params, first, last, host_x, batch, host_y, err, errlen);
 }
 
-static int lenet_backward_range(struct kern_cuda_lenet *n, const float *params, int first,
-                                int last, const float *host_dy, int batch, float *host_dx,
-                                float *grad, char *err, size_t errlen)
+static int lenet_backward_range(struct kern_cuda_lenet *n, const float *params, int first, int last,
+                                const float *host_dy, int batch, float *host_dx, float *grad,
+                                char *err, size_t errlen)
 {
     return fake_backward_range(&n->m, params, first, last, host_dy, batch, host_dx, grad, err,
                                errlen);

@@ -285,9 +285,9 @@ static void lenet_buffers_create(host_buffers *h, kern_lenet_buffers *b, const k
     h->count = 0;
     kern_dense_buffers *d = &b->dense;
     size_t c = (size_t)cap;
-    float **floats[] = {&b->x,      &b->conv[0],   &b->pool[0],  &b->conv[1], &b->pool[1],
-                        &b->col,    &b->dinput, &d->x,        &d->act[0],  &d->act[1],
-                        &d->act[2], &d->delta[0],  &d->delta[1], &d->ones};
+    float **floats[] = {&b->x,      &b->conv[0],  &b->pool[0],  &b->conv[1], &b->pool[1],
+                        &b->col,    &b->dinput,   &d->x,        &d->act[0],  &d->act[1],
+                        &d->act[2], &d->delta[0], &d->delta[1], &d->ones};
     size_t sizes[] = {c * l.inputs,
                       c * l.conv[0].out_c * kern_conv_plane(l.conv[0]),
                       c * l.pool[0].channels * l.pool[0].out_h * l.pool[0].out_w,
@@ -396,14 +396,38 @@ struct dense_part {
         buffers_create(&h, layout, cap);
         dx = (float *)host_alloc(&h, (size_t)cap * layout.widest * sizeof(float));
     }
-    void destroy() { buffers_destroy(&h); }
-    float *input(int i) { return kern_dense_input(h.b, i); }
-    float *dinput() { return dx; }
-    float *output(int i) { return h.b.act[i]; }
-    float *delta() { return h.b.delta[0]; }
-    int32_t *labels() { return h.b.labels; }
-    double *row_loss() { return h.b.row_loss; }
-    int *row_hit() { return h.b.row_hit; }
+    void destroy()
+    {
+        buffers_destroy(&h);
+    }
+    float *input(int i)
+    {
+        return kern_dense_input(h.b, i);
+    }
+    float *dinput()
+    {
+        return dx;
+    }
+    float *output(int i)
+    {
+        return h.b.act[i];
+    }
+    float *delta()
+    {
+        return h.b.delta[0];
+    }
+    int32_t *labels()
+    {
+        return h.b.labels;
+    }
+    double *row_loss()
+    {
+        return h.b.row_loss;
+    }
+    int *row_hit()
+    {
+        return h.b.row_hit;
+    }
     int forward(host_exec &e, const float *p, int first, int last, int batch)
     {
         return kern_dense_forward_range(e, *l, h.b, p, first, last, batch);
@@ -427,14 +451,38 @@ struct lenet_part {
         l = &layout;
         lenet_buffers_create(&h, &b, layout, cap);
     }
-    void destroy() { buffers_destroy(&h); }
-    float *input(int i) { return kern_lenet_input(b, i); }
-    float *dinput() { return b.dinput; }
-    float *output(int i) { return kern_lenet_output(b, i); }
-    float *delta() { return b.dense.delta[0]; }
-    int32_t *labels() { return b.dense.labels; }
-    double *row_loss() { return b.dense.row_loss; }
-    int *row_hit() { return b.dense.row_hit; }
+    void destroy()
+    {
+        buffers_destroy(&h);
+    }
+    float *input(int i)
+    {
+        return kern_lenet_input(b, i);
+    }
+    float *dinput()
+    {
+        return b.dinput;
+    }
+    float *output(int i)
+    {
+        return kern_lenet_output(b, i);
+    }
+    float *delta()
+    {
+        return b.dense.delta[0];
+    }
+    int32_t *labels()
+    {
+        return b.dense.labels;
+    }
+    double *row_loss()
+    {
+        return b.dense.row_loss;
+    }
+    int *row_hit()
+    {
+        return b.dense.row_hit;
+    }
     int forward(host_lenet_exec &e, const float *p, int first, int last, int batch)
     {
         return kern_lenet_forward_range(e, *l, b, p, first, last, batch);
@@ -463,8 +511,8 @@ struct split_case {
  * cut's activation and input gradient to float tolerance, the gradient
  * against model.c's and, bit for bit, against the device's unsplit pass. */
 template <class P, class E, class L>
-static void check_split(const split_case &sc, const L &layout, E &e, const float *params,
-                        size_t np, const float *x, const int32_t *labels, int batch)
+static void check_split(const split_case &sc, const L &layout, E &e, const float *params, size_t np,
+                        const float *x, const int32_t *labels, int batch)
 {
     struct model *cpu[SPLIT_MAX_PARTS];
     float *cpu_in[SPLIT_MAX_PARTS + 1]; /* part k's input on the CPU; [parts]: the logits */
@@ -580,6 +628,16 @@ static void test_split_lenet(void)
     int32_t labels[BATCH];
     for (int i = 0; i < BATCH; i++)
         labels[i] = (int32_t)rng_below(&rng, (uint64_t)l.classes);
+    /* The widths lenet.cu copies in and out are the layer table's. */
+    struct model *ref;
+    CHECK(model_create("cnn:lenet", 1, &ref, err, sizeof err) == 0);
+    const struct model_spec *rows = model_layout(ref);
+    CHECK(rows->layer_count == KERN_LENET_LAYERS);
+    CHECK(kern_lenet_width(l, -1) == rows->layers[0].in_size);
+    for (int i = 0; i < KERN_LENET_LAYERS; i++)
+        CHECK_MSG(kern_lenet_width(l, i) == rows->layers[i].out_size, "row %d: width %zu, not %zu",
+                  i + 1, kern_lenet_width(l, i), rows->layers[i].out_size);
+    model_destroy(ref);
     host_lenet_exec e;
     for (const split_case &c : cases)
         check_split<lenet_part>(c, l, e, params, l.params, x, labels, BATCH);
