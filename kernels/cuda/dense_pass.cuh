@@ -133,6 +133,22 @@ int kern_dense_layer_backward(E &e, const struct kern_dense_layout &l,
     return 0;
 }
 
+/* Rows last..first backwards: step(i, dy, dx) takes d loss / d row i's
+ * output in dy to d loss / d its input in dx (row first's into dinput);
+ * dy and dx swap between the two delta buffers. Dense stacks and lenet
+ * alike. */
+template <class Step>
+int kern_backward_rows(int first, int last, float *dy, float *dx, float *dinput, Step step)
+{
+    for (int i = last; i >= first; i--) {
+        if (step(i, dy, i == first ? dinput : dx) < 0) return -1;
+        float *t = dy;
+        dy = dx;
+        dx = t;
+    }
+    return 0;
+}
+
 /* Layers last..first after kern_dense_forward_range over the same range:
  * expects d loss / d (layer last's output) in b.delta[0]; writes the
  * layers' slices of grad, and d loss / d (layer first's input) into dinput
@@ -142,16 +158,10 @@ int kern_dense_backward_range(E &e, const struct kern_dense_layout &l,
                               const struct kern_dense_buffers &b, const float *params, float *grad,
                               int batch, int first, int last, float *dinput)
 {
-    float *dy = b.delta[0], *dx = b.delta[1];
-    for (int i = last; i >= first; i--) {
-        if (kern_dense_layer_backward(e, l, b, params, grad, batch, i, dy,
-                                      i == first ? dinput : dx) < 0)
-            return -1;
-        float *t = dy;
-        dy = dx;
-        dx = t;
-    }
-    return 0;
+    return kern_backward_rows(
+        first, last, b.delta[0], b.delta[1], dinput, [&](int i, float *dy, float *dx) {
+            return kern_dense_layer_backward(e, l, b, params, grad, batch, i, dy, dx);
+        });
 }
 
 /* Expects d loss / d logits in b.delta[0]; writes the whole gradient, and

@@ -361,16 +361,10 @@ int kern_lenet_backward_range(E &e, const struct kern_lenet_layout &l,
                               const struct kern_lenet_buffers &b, const float *params, float *grad,
                               int batch, int first, int last, float *dinput)
 {
-    float *dy = b.dense.delta[0], *dx = b.dense.delta[1];
-    for (int i = last; i >= first; i--) {
-        if (kern_lenet_layer_backward(e, l, b, params, grad, batch, i, dy,
-                                      i == first ? dinput : dx) < 0)
-            return -1;
-        float *t = dy;
-        dy = dx;
-        dx = t;
-    }
-    return 0;
+    return kern_backward_rows(
+        first, last, b.dense.delta[0], b.dense.delta[1], dinput, [&](int i, float *dy, float *dx) {
+            return kern_lenet_layer_backward(e, l, b, params, grad, batch, i, dy, dx);
+        });
 }
 
 /* Fills the activations from b.x; the logits end up in the last dense act. */
