@@ -252,8 +252,10 @@ int kern_cuda_range_check(const char *model, int first, int last, int layers, in
         return kern_fail(err, errlen, "cuda %s: layers {%d, %d} outside its %d layers", model,
                          first + 1, last + 1, layers);
     if (batch < 1 || batch > capacity)
-        return kern_fail(err, errlen, "cuda %s: batch %d without room for it (%d)", model, batch,
-                         capacity);
+        return kern_fail(err, errlen,
+                         "cuda %s: batch %d is outside 1..%d (a backward over more than its "
+                         "forward's workspace holds)",
+                         model, batch, capacity);
     return 0;
 }
 

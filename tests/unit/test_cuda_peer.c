@@ -14,7 +14,8 @@
  *     2 parts, with and without add=: the cuda peer runs them on the
  *     device's range passes (the fake module logs each call, through
  *     HIERNET_FAKE_CUDA_LOG) and gets the cpu peer's activations, losses
- *     and gradients exactly (the fake computes with the CPU's code);
+ *     and gradients exactly (the fake computes with the CPU's code), with
+ *     the parameters kept on the device;
  *   - a device that is missing or cannot be opened ends the peer at start
  *     with status 1, and its reason reaches the controller in a "fatal"
  *     notification; --device gpu is a usage error.
@@ -289,7 +290,11 @@ static void test_split(struct harness_peer *g, struct harness_peer *c, const cha
     /* Fresh models: the same parameters on both peers to the bit. */
     both(g, c, "size", &a, &b, "model", "name:s arch:s seed:i", "cnn2", "cnn:lenet", 8LL);
     split_both(g, c, "cnn2", 4, 8); /* pool | conv ... dense */
+    double uploads = stat_of(g, "device_uploads");
     split_both(g, c, "cnn2", 6, 8); /* flatten | dense */
+    /* The parameters stayed on the device: nothing uploaded for a step. */
+    CHECK_MSG(stat_of(g, "device_uploads") == uploads, "%g uploads in a split step",
+              stat_of(g, "device_uploads") - uploads);
     both(g, c, "size", &a, &b, "model", "name:s arch:s seed:i", "m2", "mlp:784-16-12-10", 9LL);
     split_both(g, c, "m2", 2, 3);
     CHECK_MSG(log_count(log, "forward_range", "cnn:lenet") == 4 &&
