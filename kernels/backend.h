@@ -90,6 +90,13 @@ struct kern_backend {
     int (*model_eval)(struct kern_model *m, const float *params, const float *host_x,
                       const int32_t *host_labels, size_t n, struct model_score *score, char *err,
                       size_t errlen);
+    /* Layer ranges (device.h): the range, batch and host_dx already checked. */
+    int (*model_forward_range)(struct kern_model *m, const float *params, int first, int last,
+                               const float *host_x, int batch, float *host_y, char *err,
+                               size_t errlen);
+    int (*model_backward_range)(struct kern_model *m, const float *params, int first, int last,
+                                const float *host_x, const float *host_dy, int batch,
+                                float *host_dx, float *grad, char *err, size_t errlen);
 
     /* o->cfg (already validated) and o->n are set. */
     int (*optim_open)(struct kern_optim *o, char *err, size_t errlen);

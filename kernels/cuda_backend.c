@@ -162,6 +162,36 @@ static int cuda_model_run(struct kern_model *m, const float *params, const float
                           err, errlen);
 }
 
+/* Layer ranges: the module's passes on the model's own workspace, which
+ * keeps the forward's input and activations for the backward (host_x is
+ * not read again). */
+static int cuda_model_forward_range(struct kern_model *m, const float *params, int first, int last,
+                                    const float *host_x, int batch, float *host_y, char *err,
+                                    size_t errlen)
+{
+    const struct kern_cuda_ops *ops = ops_of(m->ctx);
+    struct cuda_model *cm = m->impl;
+    if (cm->lenet)
+        return ops->lenet_forward_range(cm->lenet, params, first, last, host_x, batch, host_y, err,
+                                        errlen);
+    return ops->dense_forward_range(cm->dense, params, first, last, host_x, batch, host_y, err,
+                                    errlen);
+}
+
+static int cuda_model_backward_range(struct kern_model *m, const float *params, int first, int last,
+                                     const float *host_x, const float *host_dy, int batch,
+                                     float *host_dx, float *grad, char *err, size_t errlen)
+{
+    (void)host_x;
+    const struct kern_cuda_ops *ops = ops_of(m->ctx);
+    struct cuda_model *cm = m->impl;
+    if (cm->lenet)
+        return ops->lenet_backward_range(cm->lenet, params, first, last, host_dy, batch, host_dx,
+                                         grad, err, errlen);
+    return ops->dense_backward_range(cm->dense, params, first, last, host_dy, batch, host_dx, grad,
+                                     err, errlen);
+}
+
 static int cuda_model_open(struct kern_model *m, int max_batch, char *err, size_t errlen)
 {
     const struct kern_cuda_ops *ops = ops_of(m->ctx);
@@ -356,6 +386,8 @@ const struct kern_backend kern_cuda_backend = {
     .model_close = cuda_model_close,
     .model_grad = cuda_model_grad,
     .model_eval = cuda_model_eval,
+    .model_forward_range = cuda_model_forward_range,
+    .model_backward_range = cuda_model_backward_range,
     .optim_open = cuda_optim_open,
     .optim_close = cuda_optim_close,
     .optim_configure = cuda_optim_configure,

@@ -14,6 +14,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/kern_error.h"
+#include "kernels/model_spec.h"
 
 static const struct kern_backend *backend_of(enum kern_device device)
 {
@@ -228,6 +229,11 @@ size_t kern_model_trainable_count(const struct kern_model *m)
     return model_trainable_count(m->host);
 }
 
+struct kern_ctx *kern_model_ctx(const struct kern_model *m)
+{
+    return m->ctx;
+}
+
 const struct model_spec *kern_model_layout(const struct kern_model *m)
 {
     return m->spec;
@@ -276,6 +282,46 @@ int kern_model_eval(struct kern_model *m, const float *params, const float *host
                     size_t errlen)
 {
     return m->ctx->backend->model_eval(m, params, host_x, host_labels, n, score, err, errlen);
+}
+
+/* ---- layer ranges ---- */
+
+static int range_check(const struct kern_model *m, int first, int last, int batch, char *err,
+                       size_t errlen)
+{
+    if (model_spec_range_check(m->spec, first, last, err, errlen) < 0) return -1;
+    if (batch < 1 || batch > MODEL_MAX_BATCH)
+        return kern_fail(err, errlen, "model \"%s\": batch %d is outside 1..%d",
+                         model_spec(m->host), batch, MODEL_MAX_BATCH);
+    return 0;
+}
+
+int kern_model_forward_range(struct kern_model *m, const float *params, int first, int last,
+                             const float *host_x, int batch, float *host_y, char *err,
+                             size_t errlen)
+{
+    if (range_check(m, first, last, batch, err, errlen) < 0) return -1;
+    return m->ctx->backend->model_forward_range(m, params, first, last, host_x, batch, host_y, err,
+                                                errlen);
+}
+
+int kern_model_backward_range(struct kern_model *m, const float *params, int first, int last,
+                              const float *host_x, const float *host_dy, int batch, float *host_dx,
+                              float *grad, char *err, size_t errlen)
+{
+    if (range_check(m, first, last, batch, err, errlen) < 0) return -1;
+    if (first > 0 && !host_dx)
+        return kern_fail(err, errlen, "model \"%s\": layers {%d, %d} need somewhere for dx",
+                         model_spec(m->host), first + 1, last + 1);
+    return m->ctx->backend->model_backward_range(m, params, first, last, host_x, host_dy, batch,
+                                                 host_dx, grad, err, errlen);
+}
+
+int kern_model_loss(const struct kern_model *m, const float *host_logits,
+                    const int32_t *host_labels, int batch, float *host_dlogits, float *loss,
+                    char *err, size_t errlen)
+{
+    return model_loss(m->host, host_logits, host_labels, batch, host_dlogits, loss, err, errlen);
 }
 
 /* ---- optimizers ---- */

@@ -105,6 +105,8 @@ void kern_model_destroy(struct kern_model *m);
 size_t kern_model_param_count(const struct kern_model *m);
 /* model_trainable_count: what an optimizer steps on (kernels/model.h). */
 size_t kern_model_trainable_count(const struct kern_model *m);
+/* The context it was created in (where its buffers belong). */
+struct kern_ctx *kern_model_ctx(const struct kern_model *m);
 /* The architecture it was created from, e.g. "mlp:784-128-10". */
 const char *kern_model_spec(const struct kern_model *m);
 /* The layer table and parameter layout (kernels/model_spec.h). */
@@ -124,6 +126,28 @@ int kern_model_grad(struct kern_model *m, const float *params, const float *host
 int kern_model_eval(struct kern_model *m, const float *params, const float *host_x,
                     const int32_t *host_labels, size_t n, struct model_score *score, char *err,
                     size_t errlen);
+
+/* Layer ranges (kernels/model.h "layer ranges": model_forward_range,
+ * model_backward_range, model_loss) on the device: params and grad are
+ * device buffers; the activations and their gradients (host_x, host_y,
+ * host_dy, host_dx) host memory, as the peer ships them. The model keeps
+ * what the backward pass needs on the device, so a pipeline holds one
+ * kern_model per micro-batch in flight. host_dx is required when first > 0;
+ * grad gets the range's slices only. cuda runs mlp, logreg and cnn:lenet
+ * ranges with the kernels of its model_grad (cnn:resnet20 has no cuda
+ * model). host_x of the backward is the forward's input again: the cpu
+ * reads it (model_backward_range), cuda uses the copy it kept. */
+int kern_model_forward_range(struct kern_model *m, const float *params, int first, int last,
+                             const float *host_x, int batch, float *host_y, char *err,
+                             size_t errlen);
+int kern_model_backward_range(struct kern_model *m, const float *params, int first, int last,
+                              const float *host_x, const float *host_dy, int batch, float *host_dx,
+                              float *grad, char *err, size_t errlen);
+/* model_loss on host logits (the host computes it on every device: batch x
+ * classes values, less than a copy of them would cost). */
+int kern_model_loss(const struct kern_model *m, const float *host_logits,
+                    const int32_t *host_labels, int batch, float *host_dlogits, float *loss,
+                    char *err, size_t errlen);
 
 /* ---- optimizers (kernels/optim.h on a device; state lives there) ---- */
 

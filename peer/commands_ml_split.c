@@ -3,13 +3,16 @@
  * this peer, for split learning and pipelines (hiernet.algo.split).
  *
  * A forward keeps what its backward needs in a stash per (model, layers,
- * micro-batch): a struct model of its own, whose workspace holds the
- * part's activations, plus the part's input and, on the last part, the
- * labels and the loss gradient. Stashes are reused by the next step's
- * micro-batch of the same number, so a pipeline in its steady state does
- * not allocate. The passes run on the CPU kernels over the host copies of
- * the tensors (host tensors are always current, peer/devmirror.h), on
- * every device. Worker thread only, like ml_state. */
+ * micro-batch): a model of its own on the peer's device (kern_model),
+ * whose workspace holds the part's activations, plus the part's input and,
+ * on the last part, the labels and the loss gradient. Stashes are reused by
+ * the next step's micro-batch of the same number, so a pipeline in its
+ * steady state does not allocate. The passes run on the peer's device
+ * (kernels/device.h's layer ranges): the parameters are its device copy
+ * (peer/devmirror.h), the gradient is computed there and written through
+ * to the host tensor; activations and their gradients travel as host
+ * tensors, as the data plane ships them. Worker thread only, like
+ * ml_state. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 #include "peer/command_job.h"
 #include "peer/commands_ml.h"
 #include "peer/commands_ml_internal.h"
+#include "peer/devmirror.h"
 
 #define SPLIT_BATCH_DEFAULT 64
 #define SPLIT_BATCH_MAX 65536
@@ -28,23 +32,36 @@ struct ml_stash {
     char model[COMMAND_NAME_SIZE];
     int first, last; /* 0-based layers */
     int64_t microbatch;
-    struct model *m; /* its workspace: the activations of the micro-batch */
-    float *x;        /* the part's input */
-    int32_t *y;      /* labels (last part) */
-    float *dy;       /* the last part: d loss / d logits */
-    float *scratch;  /* backward{add}: the part's gradient before it is added */
-    size_t x_cap, y_cap, dy_cap, scratch_cap;
+    struct kern_model *m; /* its workspace: the activations of the micro-batch */
+    float *x;             /* the part's input */
+    int32_t *y;           /* labels (last part) */
+    float *dy;            /* the last part: d loss / d logits */
+    /* backward{add}: the part's gradient before it is added, on the device
+     * (dscratch, kern_alloc'd in the model's context) and its host copy. */
+    float *dscratch, *scratch;
+    size_t x_cap, y_cap, dy_cap, scratch_cap, dscratch_cap;
     int batch;
     bool live;       /* forward done, backward not yet */
     bool has_labels; /* y holds the batch's labels */
     struct ml_stash *next;
 };
 
+/* The stash's model and its device scratch, which lives in the model's
+ * context. */
+static void stash_model_drop(struct ml_stash *s)
+{
+    if (s->dscratch) kern_free(kern_model_ctx(s->m), s->dscratch);
+    kern_model_destroy(s->m);
+    s->m = NULL;
+    s->dscratch = NULL;
+    s->dscratch_cap = 0;
+}
+
 void ml_stash_free_all(struct ml_state *ml)
 {
     while (ml->stashes) {
         struct ml_stash *next = ml->stashes->next;
-        model_destroy(ml->stashes->m);
+        stash_model_drop(ml->stashes);
         free(ml->stashes->x);
         free(ml->stashes->y);
         free(ml->stashes->dy);
@@ -71,7 +88,7 @@ static struct ml_stash *stash_get(struct command_job *j, const char *model, cons
                                   int first, int last, int64_t microbatch)
 {
     struct ml_stash *s = stash_find(j->ml, model, first, last, microbatch);
-    if (s && strcmp(model_spec(s->m), spec) == 0) return s;
+    if (s && strcmp(kern_model_spec(s->m), spec) == 0) return s;
     if (!s) {
         if (!(s = calloc(1, sizeof *s))) return cmd_fail(j, "out of memory"), NULL;
         snprintf(s->model, sizeof s->model, "%s", model);
@@ -81,10 +98,10 @@ static struct ml_stash *stash_get(struct command_job *j, const char *model, cons
         s->next = j->ml->stashes;
         j->ml->stashes = s;
     }
-    model_destroy(s->m);
-    s->m = NULL;
+    stash_model_drop(s);
     s->live = false;
-    if (model_create(spec, 0, &s->m, j->err, sizeof j->err) < 0) return NULL;
+    if (kern_model_create(devmirror_ctx(j->dev), spec, 0, &s->m, j->err, sizeof j->err) < 0)
+        return NULL;
     return s;
 }
 
@@ -258,7 +275,7 @@ static bool forward_loss(struct command_job *j, struct ml_stash *s, const float 
 {
     float loss;
     if (!grow(j, (void **)&s->dy, &s->dy_cap, n, sizeof(float)) ||
-        model_loss(s->m, logits, s->y, s->batch, s->dy, &loss, j->err, sizeof j->err) < 0)
+        kern_model_loss(s->m, logits, s->y, s->batch, s->dy, &loss, j->err, sizeof j->err) < 0)
         return false;
     cmd_result_f64(j, "loss", loss);
     return true;
@@ -280,10 +297,11 @@ static bool forward_pass(struct command_job *j, const struct forward_params *p,
         forward_kept_labels(j, s);
     if (ok && p->labels_out[0]) ok = forward_write_labels(j, p, s);
     size_t n = spec->layers[last].out_size * (size_t)(ok ? s->batch : 0);
-    struct store_tensor *out = ok ? cmd_new_tensor(j, p->out, n, false) : NULL;
+    const float *dparams = ok ? devmirror_read(j->dev, params, j->err, sizeof j->err) : NULL;
+    struct store_tensor *out = dparams ? cmd_new_tensor(j, p->out, n, false) : NULL;
     if (!out) return false;
-    if (model_forward_range(s->m, params->data, first, last, s->x, s->batch, out->data, j->err,
-                            sizeof j->err) < 0 ||
+    if (kern_model_forward_range(s->m, dparams, first, last, s->x, s->batch, out->data, j->err,
+                                 sizeof j->err) < 0 ||
         (last == spec->layer_count - 1 && s->has_labels && !forward_loss(j, s, out->data, n))) {
         store_tensor_release(out);
         return false;
@@ -328,7 +346,8 @@ static const float *backward_dy(struct command_job *j, const struct backward_par
 {
     *held = NULL;
     if (!p->grad_in[0]) {
-        if (s->dy && s->has_labels && s->last == model_layout(s->m)->layer_count - 1) return s->dy;
+        if (s->dy && s->has_labels && s->last == kern_model_layout(s->m)->layer_count - 1)
+            return s->dy;
         return cmd_fail(j,
                         "layers {%d, %d}: grad_in= is missing (only the last part, with "
                         "labels, starts from the loss)",
@@ -406,13 +425,56 @@ static bool backward_add(struct command_job *j, const struct backward_params *p,
     return ok;
 }
 
+/* backward{add}: the device scratch the pass writes the whole-model
+ * gradient into (only the part's slices are then read). */
+static float *backward_scratch(struct command_job *j, struct ml_stash *s, size_t n)
+{
+    struct kern_ctx *ctx = kern_model_ctx(s->m);
+    if (n <= s->dscratch_cap) return s->dscratch;
+    kern_free(ctx, s->dscratch);
+    s->dscratch = NULL;
+    s->dscratch_cap = 0;
+    if (kern_alloc(ctx, n, &s->dscratch, j->err, sizeof j->err) < 0) return NULL;
+    s->dscratch_cap = n;
+    return s->dscratch;
+}
+
+/* The part's slices of the device scratch to the host scratch, then added
+ * into the existing tensor. */
+static bool backward_add_scratch(struct command_job *j, const struct backward_params *p,
+                                 struct ml_stash *s, uint64_t n)
+{
+    struct part_slices sl = part_slices_of(kern_model_layout(s->m), s->first, s->last);
+    if (!grow(j, (void **)&s->scratch, &s->scratch_cap, n, sizeof(float))) return false;
+    for (int k = 0; k < 2; k++)
+        if (sl.count[k] &&
+            kern_download(kern_model_ctx(s->m), s->scratch + sl.offset[k],
+                          s->dscratch + sl.offset[k], sl.count[k], j->err, sizeof j->err) < 0)
+            return false;
+    return backward_add(j, p, &sl, s->scratch, n);
+}
+
+/* Where the pass writes the gradient: a new tensor's device elements,
+ * zeroed (the part writes its slices only), or with add= the stash's
+ * device scratch. */
+static float *backward_grad_target(struct command_job *j, const struct backward_params *p,
+                                   struct ml_stash *s, uint64_t n, struct store_tensor **g)
+{
+    *g = NULL;
+    if (p->add) return backward_scratch(j, s, n);
+    if (!(*g = cmd_new_tensor(j, p->out, n, false))) return NULL;
+    float *dg = devmirror_result(j->dev, *g, j->err, sizeof j->err);
+    if (dg && kern_fill(kern_model_ctx(s->m), n, 0.0f, dg, j->err, sizeof j->err) < 0) dg = NULL;
+    return dg;
+}
+
 /* The pass writes the part's slices of the gradient: into a new tensor,
  * zero elsewhere, or with add= into the stash's scratch, whose slices are
  * then added to the existing tensor. */
 static bool backward_pass(struct command_job *j, const struct backward_params *p,
                           const struct store_tensor *params, struct ml_stash *s)
 {
-    const struct model_spec *spec = model_layout(s->m);
+    const struct model_spec *spec = kern_model_layout(s->m);
     size_t out_n = spec->layers[s->last].out_size * (size_t)s->batch;
     size_t in_n = spec->layers[s->first].in_size * (size_t)s->batch;
     if (s->first > 0 && !p->grad_out[0])
@@ -420,30 +482,25 @@ static bool backward_pass(struct command_job *j, const struct backward_params *p
                         s->first + 1, s->last + 1);
     struct store_tensor *held, *g = NULL, *dx = NULL;
     const float *dy = backward_dy(j, p, s, out_n, &held);
-    bool ok = dy != NULL;
-    if (ok && p->add)
-        ok = grow(j, (void **)&s->scratch, &s->scratch_cap, params->size, sizeof(float));
-    else if (ok)
-        ok = (g = cmd_new_tensor(j, p->out, params->size, true)) != NULL;
+    const float *dparams = dy ? devmirror_read(j->dev, params, j->err, sizeof j->err) : NULL;
+    float *dgrad = dparams ? backward_grad_target(j, p, s, params->size, &g) : NULL;
+    bool ok = dgrad != NULL;
     if (ok && s->first > 0) ok = (dx = cmd_new_tensor(j, p->grad_out, in_n, false)) != NULL;
-    ok = ok && model_backward_range(s->m, params->data, s->first, s->last, s->x, dy, s->batch,
-                                    dx ? dx->data : NULL, g ? g->data : s->scratch, j->err,
-                                    sizeof j->err) == 0;
-    if (ok && p->add) {
-        struct part_slices sl = part_slices_of(spec, s->first, s->last);
-        ok = backward_add(j, p, &sl, s->scratch, params->size);
-    }
+    ok = ok && kern_model_backward_range(s->m, dparams, s->first, s->last, s->x, dy, s->batch,
+                                         dx ? dx->data : NULL, dgrad, j->err, sizeof j->err) == 0;
+    if (ok && p->add) ok = backward_add_scratch(j, p, s, params->size);
     store_tensor_release(held);
+    if (ok && g) ok = devmirror_publish(j->dev, j->store, g, j->err, sizeof j->err);
+    store_tensor_release(g);
     if (!ok) {
         store_tensor_release(dx);
-        store_tensor_release(g);
         return false;
     }
     s->live = false;
     cmd_result_u64(j, "batch", (uint64_t)s->batch);
     cmd_result_u64(j, "version", store_tensor_version(params));
     if (dx) publish(j, dx);
-    return g ? publish(j, g) : true;
+    return true;
 }
 
 static bool backward_run(struct command_job *j, const struct backward_params *p)

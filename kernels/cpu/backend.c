@@ -118,6 +118,21 @@ static int cpu_model_eval(struct kern_model *m, const float *params, const float
     return model_eval(m->host, params, host_x, host_labels, n, score, err, errlen);
 }
 
+static int cpu_model_forward_range(struct kern_model *m, const float *params, int first, int last,
+                                   const float *host_x, int batch, float *host_y, char *err,
+                                   size_t errlen)
+{
+    return model_forward_range(m->host, params, first, last, host_x, batch, host_y, err, errlen);
+}
+
+static int cpu_model_backward_range(struct kern_model *m, const float *params, int first, int last,
+                                    const float *host_x, const float *host_dy, int batch,
+                                    float *host_dx, float *grad, char *err, size_t errlen)
+{
+    return model_backward_range(m->host, params, first, last, host_x, host_dy, batch, host_dx, grad,
+                                err, errlen);
+}
+
 /* ---- optimizers: kernels/cpu/optim.c ---- */
 
 static int cpu_optim_open(struct kern_optim *o, char *err, size_t errlen)
@@ -176,6 +191,8 @@ const struct kern_backend kern_cpu_backend = {
     .model_close = cpu_model_close,
     .model_grad = cpu_model_grad,
     .model_eval = cpu_model_eval,
+    .model_forward_range = cpu_model_forward_range,
+    .model_backward_range = cpu_model_backward_range,
     .optim_open = cpu_optim_open,
     .optim_close = cpu_optim_close,
     .optim_configure = cpu_optim_configure,

@@ -222,6 +222,10 @@ static const struct kern_cuda_ops ops = {
     kern_cuda_lenet_destroy,
     kern_cuda_lenet_reserve,
     kern_cuda_lenet_run,
+    kern_cuda_dense_forward_range,
+    kern_cuda_dense_backward_range,
+    kern_cuda_lenet_forward_range,
+    kern_cuda_lenet_backward_range,
     kern_cuda_optim_step,
 };
 

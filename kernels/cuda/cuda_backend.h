@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define KERN_CUDA_ABI 2
+#define KERN_CUDA_ABI 3
 #define KERN_CUDA_ENTRY "hiernet_cuda_ops"
 #define KERN_CUDA_MODULE_NAME "libhiernet_cuda.so"
 
@@ -89,6 +89,29 @@ struct kern_cuda_ops {
     int (*lenet_run)(struct kern_cuda_lenet *n, const float *params, const float *host_x,
                      const int32_t *host_labels, int batch, float *grad, double *loss_sum,
                      size_t *correct, char *err, size_t errlen);
+
+    /* Layer ranges, kernels/model.h's model_forward_range and
+     * model_backward_range: rows first..last (0-based) of the model's layer
+     * table (kernels/model_spec.h), activations laid out as on the CPU.
+     * forward_range runs them on host_x (batch x the input size of row
+     * first, copied to the device) and copies row last's output to host_y,
+     * keeping the activations in the model's workspace; backward_range,
+     * after it, takes host_dy (d loss / d that output) to grad's slices of
+     * those rows (device memory; other slices untouched) and, when first >
+     * 0, d loss / d the input into host_dx (which must then not be NULL).
+     * A pipeline holds one model per micro-batch in flight. */
+    int (*dense_forward_range)(struct kern_cuda_dense *d, const float *params, int first, int last,
+                               const float *host_x, int batch, float *host_y, char *err,
+                               size_t errlen);
+    int (*dense_backward_range)(struct kern_cuda_dense *d, const float *params, int first, int last,
+                                const float *host_dy, int batch, float *host_dx, float *grad,
+                                char *err, size_t errlen);
+    int (*lenet_forward_range)(struct kern_cuda_lenet *n, const float *params, int first, int last,
+                               const float *host_x, int batch, float *host_y, char *err,
+                               size_t errlen);
+    int (*lenet_backward_range)(struct kern_cuda_lenet *n, const float *params, int first, int last,
+                                const float *host_dy, int batch, float *host_dx, float *grad,
+                                char *err, size_t errlen);
 
     int (*optim_step)(struct kern_cuda_ctx *c, const struct kern_cuda_optim_step *step,
                       float *params, const float *grad, float *first, float *second, size_t n,

@@ -105,6 +105,20 @@ int kern_cuda_collect_rows(struct kern_cuda_ctx *c, const double *row_loss, cons
                            double *host_loss, int *host_hit, int batch, double *loss_sum,
                            size_t *correct, char *err, size_t errlen);
 
+/* Layer ranges (kernels/model.h "layer ranges") on a model's workspace:
+ * 0, or -1 when rows first..last are not 0-based rows of a table of
+ * `layers`, or batch is outside 1..capacity (a backward needs its
+ * forward's activations: capacity is the workspace's, 0 before any). */
+int kern_cuda_range_check(const char *model, int first, int last, int layers, int batch,
+                          int capacity, char *err, size_t errlen);
+/* bytes between host and device memory on the context's stream (the
+ * range passes' input, output and gradients); what names it in errors. */
+int kern_cuda_copy_async(struct kern_cuda_ctx *c, void *dst, const void *src, size_t bytes,
+                         cudaMemcpyKind kind, const char *what, char *err, size_t errlen);
+/* After a failed launch: lets queued work end before the caller reuses its
+ * buffers, clears the error, returns -1. */
+int kern_cuda_abandon(struct kern_cuda_ctx *c);
+
 /* dense.cu */
 int kern_cuda_sgemm(struct kern_cuda_ctx *c, int trans_a, int trans_b, int m, int n, int k,
                     float alpha, const float *a, int lda, const float *b, int ldb, float beta,
@@ -116,6 +130,12 @@ int kern_cuda_dense_reserve(struct kern_cuda_dense *d, int batch, char *err, siz
 int kern_cuda_dense_run(struct kern_cuda_dense *d, const float *params, const float *host_x,
                         const int32_t *host_labels, int batch, float *grad, double *loss_sum,
                         size_t *correct, char *err, size_t errlen);
+int kern_cuda_dense_forward_range(struct kern_cuda_dense *d, const float *params, int first,
+                                  int last, const float *host_x, int batch, float *host_y,
+                                  char *err, size_t errlen);
+int kern_cuda_dense_backward_range(struct kern_cuda_dense *d, const float *params, int first,
+                                   int last, const float *host_dy, int batch, float *host_dx,
+                                   float *grad, char *err, size_t errlen);
 
 /* lenet.cu */
 int kern_cuda_lenet_create(struct kern_cuda_ctx *c, struct kern_cuda_lenet **out, char *err,
@@ -125,6 +145,12 @@ int kern_cuda_lenet_reserve(struct kern_cuda_lenet *n, int batch, char *err, siz
 int kern_cuda_lenet_run(struct kern_cuda_lenet *n, const float *params, const float *host_x,
                         const int32_t *host_labels, int batch, float *grad, double *loss_sum,
                         size_t *correct, char *err, size_t errlen);
+int kern_cuda_lenet_forward_range(struct kern_cuda_lenet *n, const float *params, int first,
+                                  int last, const float *host_x, int batch, float *host_y,
+                                  char *err, size_t errlen);
+int kern_cuda_lenet_backward_range(struct kern_cuda_lenet *n, const float *params, int first,
+                                   int last, const float *host_dy, int batch, float *host_dx,
+                                   float *grad, char *err, size_t errlen);
 
 /* optim.cu */
 int kern_cuda_optim_step(struct kern_cuda_ctx *c, const struct kern_cuda_optim_step *step,

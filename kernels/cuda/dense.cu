@@ -3,6 +3,7 @@
  * GPU.
  * Owns each model's device workspace (one cudaMalloc block) and host
  * staging for the per-row losses. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +95,7 @@ struct kern_cuda_dense {
     struct kern_cuda_ctx *c;
     struct kern_dense_layout layout;
     struct kern_dense_buffers buf; /* device pointers into ws.block */
+    float *dinput;                 /* capacity x widest: a layer range's d loss / d input */
     struct kern_cuda_workspace ws;
 };
 
@@ -109,6 +111,7 @@ static size_t dense_layout_buffers(struct kern_cuda_dense *d, size_t cap, char *
         b->act[i] = (float *)kern_cuda_slice(base, &used, cap * l->out[i] * sizeof(float));
     for (int i = 0; i < 2; i++)
         b->delta[i] = (float *)kern_cuda_slice(base, &used, cap * l->widest * sizeof(float));
+    d->dinput = (float *)kern_cuda_slice(base, &used, cap * l->widest * sizeof(float));
     b->ones = (float *)kern_cuda_slice(base, &used, cap * sizeof(float));
     b->row_loss = (double *)kern_cuda_slice(base, &used, cap * sizeof(double));
     b->row_hit = (int *)kern_cuda_slice(base, &used, cap * sizeof(int));
@@ -238,4 +241,82 @@ int kern_cuda_dense_run(struct kern_cuda_dense *d, const float *params, const fl
     if (kern_dense_pass(e, d->layout, d->buf, params, batch, grad) < 0) return -1;
     return kern_cuda_collect_rows(d->c, d->buf.row_loss, d->buf.row_hit, d->ws.host_loss,
                                   d->ws.host_hit, batch, loss_sum, correct, err, errlen);
+}
+
+/* ---- layer ranges (split learning, pipelines) ---- */
+
+int kern_cuda_range_check(const char *model, int first, int last, int layers, int batch,
+                          int capacity, char *err, size_t errlen)
+{
+    if (first < 0 || last < first || last >= layers)
+        return kern_fail(err, errlen, "cuda %s: layers {%d, %d} outside its %d layers", model,
+                         first + 1, last + 1, layers);
+    if (batch < 1 || batch > capacity)
+        return kern_fail(err, errlen,
+                         "cuda %s: batch %d is outside 1..%d (a backward over more than its "
+                         "forward's workspace holds)",
+                         model, batch, capacity);
+    return 0;
+}
+
+int kern_cuda_copy_async(struct kern_cuda_ctx *c, void *dst, const void *src, size_t bytes,
+                         cudaMemcpyKind kind, const char *what, char *err, size_t errlen)
+{
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, c->stream);
+    return e == cudaSuccess ? 0 : kern_cuda_fail(err, errlen, what, e);
+}
+
+int kern_cuda_abandon(struct kern_cuda_ctx *c)
+{
+    cudaStreamSynchronize(c->stream);
+    cudaGetLastError();
+    return -1;
+}
+
+int kern_cuda_dense_forward_range(struct kern_cuda_dense *d, const float *params, int first,
+                                  int last, const float *host_x, int batch, float *host_y,
+                                  char *err, size_t errlen)
+{
+    const struct kern_dense_layout &l = d->layout;
+    if (kern_cuda_range_check("dense", first, last, l.count, batch, INT_MAX, err, errlen) < 0 ||
+        kern_cuda_enter(d->c, err, errlen) < 0 || dense_reserve(d, batch, err, errlen) < 0 ||
+        kern_cuda_copy_async(d->c, kern_dense_input(d->buf, first), host_x,
+                             (size_t)batch * l.in[first] * sizeof(float), cudaMemcpyHostToDevice,
+                             "copy layer input to device", err, errlen) < 0)
+        return -1;
+    kern_cuda_exec e(d->c, err, errlen);
+    if (kern_dense_forward_range(e, l, d->buf, params, first, last, batch) < 0)
+        return kern_cuda_abandon(d->c);
+    if (kern_cuda_copy_async(d->c, host_y, d->buf.act[last],
+                             (size_t)batch * l.out[last] * sizeof(float), cudaMemcpyDeviceToHost,
+                             "copy layer output to host", err, errlen) < 0)
+        return kern_cuda_abandon(d->c);
+    return kern_cuda_finish(d->c, "forward range", err, errlen);
+}
+
+int kern_cuda_dense_backward_range(struct kern_cuda_dense *d, const float *params, int first,
+                                   int last, const float *host_dy, int batch, float *host_dx,
+                                   float *grad, char *err, size_t errlen)
+{
+    const struct kern_dense_layout &l = d->layout;
+    if (kern_cuda_range_check("dense", first, last, l.count, batch, d->ws.capacity, err, errlen) <
+            0 ||
+        kern_cuda_enter(d->c, err, errlen) < 0)
+        return -1;
+    if (first > 0 && !host_dx)
+        return kern_fail(err, errlen, "cuda dense: layers {%d, %d} need somewhere for dx",
+                         first + 1, last + 1);
+    if (kern_cuda_copy_async(d->c, d->buf.delta[0], host_dy,
+                             (size_t)batch * l.out[last] * sizeof(float), cudaMemcpyHostToDevice,
+                             "copy output gradient to device", err, errlen) < 0)
+        return -1;
+    kern_cuda_exec e(d->c, err, errlen);
+    if (kern_dense_backward_range(e, l, d->buf, params, grad, batch, first, last,
+                                  first ? d->dinput : NULL) < 0)
+        return kern_cuda_abandon(d->c);
+    if (first && kern_cuda_copy_async(
+                     d->c, host_dx, d->dinput, (size_t)batch * l.in[first] * sizeof(float),
+                     cudaMemcpyDeviceToHost, "copy input gradient to host", err, errlen) < 0)
+        return kern_cuda_abandon(d->c);
+    return kern_cuda_finish(d->c, "backward range", err, errlen);
 }

@@ -73,13 +73,23 @@ int kern_gemm_rowmajor(E &e, int ta, int tb, int m, int n, int k, float alpha, c
     return e.gemm_colmajor(tb, ta, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
 }
 
-/* Fills b.act[] from b.x; the logits end up in b.act[count - 1]. */
-template <class E>
-int kern_dense_forward(E &e, const struct kern_dense_layout &l, const struct kern_dense_buffers &b,
-                       const float *params, int batch)
+/* The buffer that holds layer i's input: the model's input, or the output
+ * of the layer below. A layer range's input is uploaded there, so the
+ * range's passes read it where the whole model's would be. */
+static inline float *kern_dense_input(const struct kern_dense_buffers &b, int i)
 {
-    const float *in = b.x;
-    for (int i = 0; i < l.count; i++) {
+    return i ? b.act[i - 1] : b.x;
+}
+
+/* Layers first..last (0-based) on the input in kern_dense_input(b, first):
+ * fills their b.act[]. */
+template <class E>
+int kern_dense_forward_range(E &e, const struct kern_dense_layout &l,
+                             const struct kern_dense_buffers &b, const float *params, int first,
+                             int last, int batch)
+{
+    const float *in = kern_dense_input(b, first);
+    for (int i = first; i <= last; i++) {
         /* y[batch][out] = x[batch][in] W[out][in]^T */
         if (kern_gemm_rowmajor(e, 0, 1, batch, l.out[i], l.in[i], 1.0f, in, l.in[i],
                                params + l.weight[i], l.in[i], 0.0f, b.act[i], l.out[i]) < 0 ||
@@ -90,37 +100,77 @@ int kern_dense_forward(E &e, const struct kern_dense_layout &l, const struct ker
     return 0;
 }
 
-/* Expects d loss / d logits in b.delta[0]; writes the whole gradient, and
- * d loss / d b.x into dinput (batch x inputs) when it is not NULL: a stack
- * fed by layers below it (lenet's convolutions) needs it, a model's input
- * does not. */
+/* Fills b.act[] from b.x; the logits end up in b.act[count - 1]. */
 template <class E>
-int kern_dense_backward(E &e, const struct kern_dense_layout &l, const struct kern_dense_buffers &b,
-                        const float *params, float *grad, int batch, float *dinput = NULL)
+int kern_dense_forward(E &e, const struct kern_dense_layout &l, const struct kern_dense_buffers &b,
+                       const float *params, int batch)
 {
-    float *dy = b.delta[0], *dx = b.delta[1];
-    for (int i = l.count - 1; i >= 0; i--) {
-        const float *in = i ? b.act[i - 1] : b.x;
-        int nin = l.in[i], nout = l.out[i];
-        if (l.relu[i] && e.relu_mask(dy, b.act[i], (size_t)batch * nout) < 0) return -1;
-        /* dW[out][in] = dy[batch][out]^T x[batch][in] */
-        if (kern_gemm_rowmajor(e, 1, 0, nout, nin, batch, 1.0f, dy, nout, in, nin, 0.0f,
-                               grad + l.weight[i], nin) < 0)
-            return -1;
-        /* db = column sums of dy: row-major batch x out is column-major
-         * out x batch, times the ones vector. */
-        if (e.gemv_colmajor(0, nout, batch, 1.0f, dy, nout, b.ones, 0.0f, grad + l.bias[i]) < 0)
-            return -1;
-        /* dx[batch][in] = dy[batch][out] W[out][in] */
-        float *to = i ? dx : dinput;
-        if (to && kern_gemm_rowmajor(e, 0, 0, batch, nin, nout, 1.0f, dy, nout,
-                                     params + l.weight[i], nin, 0.0f, to, nin) < 0)
-            return -1;
+    return kern_dense_forward_range(e, l, b, params, 0, l.count - 1, batch);
+}
+
+/* Layer i's backward pass: dy (d loss / d its output, ReLU-masked in place)
+ * to its slices of grad and, when dx is not NULL, d loss / d its input. */
+template <class E>
+int kern_dense_layer_backward(E &e, const struct kern_dense_layout &l,
+                              const struct kern_dense_buffers &b, const float *params, float *grad,
+                              int batch, int i, float *dy, float *dx)
+{
+    const float *in = kern_dense_input(b, i);
+    int nin = l.in[i], nout = l.out[i];
+    if (l.relu[i] && e.relu_mask(dy, b.act[i], (size_t)batch * nout) < 0) return -1;
+    /* dW[out][in] = dy[batch][out]^T x[batch][in] */
+    if (kern_gemm_rowmajor(e, 1, 0, nout, nin, batch, 1.0f, dy, nout, in, nin, 0.0f,
+                           grad + l.weight[i], nin) < 0)
+        return -1;
+    /* db = column sums of dy: row-major batch x out is column-major
+     * out x batch, times the ones vector. */
+    if (e.gemv_colmajor(0, nout, batch, 1.0f, dy, nout, b.ones, 0.0f, grad + l.bias[i]) < 0)
+        return -1;
+    /* dx[batch][in] = dy[batch][out] W[out][in] */
+    if (dx && kern_gemm_rowmajor(e, 0, 0, batch, nin, nout, 1.0f, dy, nout, params + l.weight[i],
+                                 nin, 0.0f, dx, nin) < 0)
+        return -1;
+    return 0;
+}
+
+/* Rows last..first backwards: step(i, dy, dx) takes d loss / d row i's
+ * output in dy to d loss / d its input in dx (row first's into dinput);
+ * dy and dx swap between the two delta buffers. Dense stacks and lenet
+ * alike. */
+template <class Step>
+int kern_backward_rows(int first, int last, float *dy, float *dx, float *dinput, Step step)
+{
+    for (int i = last; i >= first; i--) {
+        if (step(i, dy, i == first ? dinput : dx) < 0) return -1;
         float *t = dy;
         dy = dx;
         dx = t;
     }
     return 0;
+}
+
+/* Layers last..first after kern_dense_forward_range over the same range:
+ * expects d loss / d (layer last's output) in b.delta[0]; writes the
+ * layers' slices of grad, and d loss / d (layer first's input) into dinput
+ * (batch x in[first]) when it is not NULL. */
+template <class E>
+int kern_dense_backward_range(E &e, const struct kern_dense_layout &l,
+                              const struct kern_dense_buffers &b, const float *params, float *grad,
+                              int batch, int first, int last, float *dinput)
+{
+    return kern_backward_rows(
+        first, last, b.delta[0], b.delta[1], dinput, [&](int i, float *dy, float *dx) {
+            return kern_dense_layer_backward(e, l, b, params, grad, batch, i, dy, dx);
+        });
+}
+
+/* Expects d loss / d logits in b.delta[0]; writes the whole gradient, and
+ * d loss / d b.x into dinput (batch x inputs) when it is not NULL. */
+template <class E>
+int kern_dense_backward(E &e, const struct kern_dense_layout &l, const struct kern_dense_buffers &b,
+                        const float *params, float *grad, int batch, float *dinput = NULL)
+{
+    return kern_dense_backward_range(e, l, b, params, grad, batch, 0, l.count - 1, dinput);
 }
 
 /* Forward, loss per row, and (grad non-NULL) backward. */

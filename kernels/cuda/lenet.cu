@@ -5,6 +5,7 @@
  * Owns each model's device workspace (one cudaMalloc block: activations,
  * pooling argmax, im2col columns, activation gradients) and host staging
  * for the per-row losses; both are freed by kern_cuda_lenet_destroy. */
+#include <limits.h>
 #include <stdlib.h>
 
 #include "kernels/cuda/cuda_internal.h"
@@ -167,7 +168,7 @@ static size_t lenet_layout_buffers(struct kern_cuda_lenet *n, size_t cap, char *
         b->argmax[i] = (uint8_t *)kern_cuda_slice(base, &used, pooled);
     }
     b->col = floats(base, &used, cap * l->col_per_sample);
-    b->dfeatures = floats(base, &used, cap * l->features);
+    b->dinput = floats(base, &used, cap * l->delta_per_sample);
     d->x = floats(base, &used, cap * l->features);
     for (int i = 0; i < l->dense.count; i++)
         d->act[i] = floats(base, &used, cap * l->dense.out[i]);
@@ -251,4 +252,58 @@ int kern_cuda_lenet_run(struct kern_cuda_lenet *n, const float *params, const fl
     const struct kern_dense_buffers &d = n->buf.dense;
     return kern_cuda_collect_rows(n->c, d.row_loss, d.row_hit, n->ws.host_loss, n->ws.host_hit,
                                   batch, loss_sum, correct, err, errlen);
+}
+
+/* ---- layer ranges (split learning, pipelines): dense.cu's, on rows of
+ * lenet's table (lenet_pass.cuh) ---- */
+
+int kern_cuda_lenet_forward_range(struct kern_cuda_lenet *n, const float *params, int first,
+                                  int last, const float *host_x, int batch, float *host_y,
+                                  char *err, size_t errlen)
+{
+    const struct kern_lenet_layout &l = n->layout;
+    if (kern_cuda_range_check("cnn:lenet", first, last, KERN_LENET_LAYERS, batch, INT_MAX, err,
+                              errlen) < 0 ||
+        kern_cuda_enter(n->c, err, errlen) < 0 || lenet_reserve(n, batch, err, errlen) < 0 ||
+        kern_cuda_copy_async(n->c, kern_lenet_input(n->buf, first), host_x,
+                             (size_t)batch * kern_lenet_width(l, first - 1) * sizeof(float),
+                             cudaMemcpyHostToDevice, "copy layer input to device", err, errlen) < 0)
+        return -1;
+    lenet_exec e(n->c, err, errlen);
+    if (kern_lenet_forward_range(e, l, n->buf, params, first, last, batch) < 0)
+        return kern_cuda_abandon(n->c);
+    if (kern_cuda_copy_async(n->c, host_y, kern_lenet_output(n->buf, last),
+                             (size_t)batch * kern_lenet_width(l, last) * sizeof(float),
+                             cudaMemcpyDeviceToHost, "copy layer output to host", err, errlen) < 0)
+        return kern_cuda_abandon(n->c);
+    return kern_cuda_finish(n->c, "forward range", err, errlen);
+}
+
+int kern_cuda_lenet_backward_range(struct kern_cuda_lenet *n, const float *params, int first,
+                                   int last, const float *host_dy, int batch, float *host_dx,
+                                   float *grad, char *err, size_t errlen)
+{
+    const struct kern_lenet_layout &l = n->layout;
+    if (kern_cuda_range_check("cnn:lenet", first, last, KERN_LENET_LAYERS, batch, n->ws.capacity,
+                              err, errlen) < 0 ||
+        kern_cuda_enter(n->c, err, errlen) < 0)
+        return -1;
+    if (first > 0 && !host_dx)
+        return kern_fail(err, errlen, "cuda cnn:lenet: layers {%d, %d} need somewhere for dx",
+                         first + 1, last + 1);
+    if (kern_cuda_copy_async(n->c, n->buf.dense.delta[0], host_dy,
+                             (size_t)batch * kern_lenet_width(l, last) * sizeof(float),
+                             cudaMemcpyHostToDevice, "copy output gradient to device", err,
+                             errlen) < 0)
+        return -1;
+    lenet_exec e(n->c, err, errlen);
+    if (kern_lenet_backward_range(e, l, n->buf, params, grad, batch, first, last,
+                                  first ? n->buf.dinput : NULL) < 0)
+        return kern_cuda_abandon(n->c);
+    if (first && kern_cuda_copy_async(
+                     n->c, host_dx, n->buf.dinput,
+                     (size_t)batch * kern_lenet_width(l, first - 1) * sizeof(float),
+                     cudaMemcpyDeviceToHost, "copy input gradient to host", err, errlen) < 0)
+        return kern_cuda_abandon(n->c);
+    return kern_cuda_finish(n->c, "backward range", err, errlen);
 }

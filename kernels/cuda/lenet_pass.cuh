@@ -61,7 +61,7 @@ struct kern_lenet_buffers {
     float *conv[2], *pool[2];
     uint8_t *argmax[2]; /* per pooled output: 0..3, the window's max */
     float *col;         /* capacity x col_per_sample */
-    float *dfeatures;   /* capacity x features: d loss / d dense.x */
+    float *dinput;      /* capacity x delta_per_sample: d loss / d a layer range's input */
     struct kern_dense_buffers dense;
 };
 
@@ -257,21 +257,122 @@ int kern_conv_backward(E &e, const struct kern_conv_shape &c, const float *param
     return e.col2im(c, col, batch, dx);
 }
 
+/* ---- layers: the rows of kernels/model_spec.c's cnn:lenet table ----
+ * 0 conv, 1 pool, 2 conv, 3 pool, 4 flatten, 5..7 the dense stack's
+ * layers 0..2. A layer range (kernels/model.h "layer ranges") runs rows
+ * first..last; its input is uploaded into kern_lenet_input(b, first), where
+ * the layer below would have left it, and its output is read from
+ * kern_lenet_output(b, last). */
+
+#define KERN_LENET_LAYERS 8
+#define KERN_LENET_FLATTEN 4 /* the row before the dense stack */
+
+static inline float *kern_lenet_output(const struct kern_lenet_buffers &b, int i)
+{
+    switch (i) {
+    case 0:
+        return b.conv[0];
+    case 1:
+        return b.pool[0];
+    case 2:
+        return b.conv[1];
+    case 3:
+        return b.pool[1];
+    case KERN_LENET_FLATTEN:
+        return b.dense.x;
+    default:
+        return b.dense.act[i - KERN_LENET_FLATTEN - 1];
+    }
+}
+
+static inline float *kern_lenet_input(const struct kern_lenet_buffers &b, int i)
+{
+    return i ? kern_lenet_output(b, i - 1) : b.x;
+}
+
+/* Floats per sample of row i's output (i = -1: the model's input). */
+static inline size_t kern_lenet_width(const struct kern_lenet_layout &l, int i)
+{
+    if (i < 0) return (size_t)l.inputs;
+    if (i == 0 || i == 2) return (size_t)l.conv[i / 2].out_c * kern_conv_plane(l.conv[i / 2]);
+    if (i == 1 || i == 3)
+        return (size_t)l.pool[i / 2].channels * l.pool[i / 2].out_h * l.pool[i / 2].out_w;
+    if (i == KERN_LENET_FLATTEN) return (size_t)l.features;
+    return (size_t)l.dense.out[i - KERN_LENET_FLATTEN - 1];
+}
+
+template <class E>
+int kern_lenet_layer_forward(E &e, const struct kern_lenet_layout &l,
+                             const struct kern_lenet_buffers &b, const float *params, int i,
+                             int batch)
+{
+    const float *in = kern_lenet_input(b, i);
+    const struct kern_pool_shape &top = l.pool[1];
+    if (i == 0 || i == 2)
+        return kern_conv_forward(e, l.conv[i / 2], params, in, b.col, b.conv[i / 2], batch);
+    if (i == 1 || i == 3)
+        return e.pool_forward(l.pool[i / 2], in, batch, b.pool[i / 2], b.argmax[i / 2]);
+    if (i == KERN_LENET_FLATTEN)
+        return e.flatten(in, batch, top.channels, (size_t)top.out_h * top.out_w, b.dense.x);
+    int k = i - KERN_LENET_FLATTEN - 1;
+    return kern_dense_forward_range(e, l.dense, b.dense, params, k, k, batch);
+}
+
+/* Row i's backward pass: dy (d loss / d its output; may be overwritten) to
+ * its parameters' gradient and, when dx is not NULL, d loss / d its input.
+ * Both convolutions have a ReLU, which the pooling above masks (model.c's
+ * pool_backward with relu_below), so a convolution's dy arrives masked. */
+template <class E>
+int kern_lenet_layer_backward(E &e, const struct kern_lenet_layout &l,
+                              const struct kern_lenet_buffers &b, const float *params, float *grad,
+                              int batch, int i, float *dy, float *dx)
+{
+    const float *in = kern_lenet_input(b, i);
+    const struct kern_pool_shape &top = l.pool[1];
+    if (i == 0 || i == 2)
+        return kern_conv_backward(e, l.conv[i / 2], params, in, dy, b.dense.ones, b.col, grad, dx,
+                                  batch);
+    if (i == 1 || i == 3)
+        return e.pool_backward(l.pool[i / 2], dy, b.pool[i / 2], b.argmax[i / 2], batch, 1, dx);
+    if (i == KERN_LENET_FLATTEN)
+        return e.unflatten(dy, batch, top.channels, (size_t)top.out_h * top.out_w, dx);
+    return kern_dense_layer_backward(e, l.dense, b.dense, params, grad, batch,
+                                     i - KERN_LENET_FLATTEN - 1, dy, dx);
+}
+
+/* Rows first..last on the input in kern_lenet_input(b, first). */
+template <class E>
+int kern_lenet_forward_range(E &e, const struct kern_lenet_layout &l,
+                             const struct kern_lenet_buffers &b, const float *params, int first,
+                             int last, int batch)
+{
+    for (int i = first; i <= last; i++)
+        if (kern_lenet_layer_forward(e, l, b, params, i, batch) < 0) return -1;
+    return 0;
+}
+
+/* Rows last..first after kern_lenet_forward_range over the same range:
+ * expects d loss / d (row last's output) in b.dense.delta[0]; writes the
+ * rows' slices of grad, and d loss / d (row first's input) into dinput
+ * when it is not NULL (it must not be for a range that starts above row 0:
+ * a pooling or flattening row always writes its dx). */
+template <class E>
+int kern_lenet_backward_range(E &e, const struct kern_lenet_layout &l,
+                              const struct kern_lenet_buffers &b, const float *params, float *grad,
+                              int batch, int first, int last, float *dinput)
+{
+    return kern_backward_rows(
+        first, last, b.dense.delta[0], b.dense.delta[1], dinput, [&](int i, float *dy, float *dx) {
+            return kern_lenet_layer_backward(e, l, b, params, grad, batch, i, dy, dx);
+        });
+}
+
 /* Fills the activations from b.x; the logits end up in the last dense act. */
 template <class E>
 int kern_lenet_forward(E &e, const struct kern_lenet_layout &l, const struct kern_lenet_buffers &b,
                        const float *params, int batch)
 {
-    const float *in = b.x;
-    for (int i = 0; i < 2; i++) {
-        if (kern_conv_forward(e, l.conv[i], params, in, b.col, b.conv[i], batch) < 0 ||
-            e.pool_forward(l.pool[i], b.conv[i], batch, b.pool[i], b.argmax[i]) < 0)
-            return -1;
-        in = b.pool[i];
-    }
-    const struct kern_pool_shape &top = l.pool[1];
-    if (e.flatten(in, batch, top.channels, (size_t)top.out_h * top.out_w, b.dense.x) < 0) return -1;
-    return kern_dense_forward(e, l.dense, b.dense, params, batch);
+    return kern_lenet_forward_range(e, l, b, params, 0, KERN_LENET_LAYERS - 1, batch);
 }
 
 /* Expects d loss / d logits in b.dense.delta[0]; writes the whole gradient. */
@@ -279,21 +380,7 @@ template <class E>
 int kern_lenet_backward(E &e, const struct kern_lenet_layout &l, const struct kern_lenet_buffers &b,
                         const float *params, float *grad, int batch)
 {
-    const struct kern_pool_shape &top = l.pool[1];
-    float *dy = b.dense.delta[0], *dx = b.dense.delta[1], *t;
-    if (kern_dense_backward(e, l.dense, b.dense, params, grad, batch, b.dfeatures) < 0 ||
-        e.unflatten(b.dfeatures, batch, top.channels, (size_t)top.out_h * top.out_w, dy) < 0)
-        return -1;
-    for (int i = 1; i >= 0; i--) {
-        /* Both convolutions have a ReLU, which their pooling masks. */
-        if (e.pool_backward(l.pool[i], dy, b.pool[i], b.argmax[i], batch, 1, dx) < 0) return -1;
-        t = dy, dy = dx, dx = t;
-        if (kern_conv_backward(e, l.conv[i], params, i ? b.pool[0] : b.x, dy, b.dense.ones, b.col,
-                               grad, i ? dx : NULL, batch) < 0)
-            return -1;
-        t = dy, dy = dx, dx = t;
-    }
-    return 0;
+    return kern_lenet_backward_range(e, l, b, params, grad, batch, 0, KERN_LENET_LAYERS - 1, NULL);
 }
 
 /* Forward, loss per row, and (grad non-NULL) backward. */

@@ -1,11 +1,13 @@
 -- forward{} and backward{} on a cuda node: the parts' gradients of mlp and
 -- cnn:lenet, split in 2 and 3 parts over a cuda node and two cpu nodes,
--- equal the cuda node's own grad{} (cuBLAS) to 1e-4 of the largest
--- element. The passes of a part run on the CPU kernels on every device
--- (docs/lua-api.md "forward and backward"), so this checks that a cuda
--- node's host tensors are current for them and that the two devices'
--- arithmetic agrees. Without a usable GPU: exit 77 (skipped), after
--- checking that the start names why.
+-- with the cuda node running each part in turn (the first, reading the
+-- data; a middle one; the last, starting from the loss), equal the cuda
+-- node's own grad{} (cuBLAS) to 1e-4 of the largest element. A cuda node
+-- runs its part on the GPU's layer-range passes (kernels/cuda/, docs/lua-
+-- api.md "forward and backward"), so this checks them on a real GPU, and
+-- that activations and gradients pass between GPU and CPU parts. Without
+-- a usable GPU: exit 77 (skipped), after checking that the start names
+-- why; unit.test_cuda_host checks the passes' arithmetic without one.
 local hn = require("hiernet")
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)")
 local S = dofile(dir .. "lib/split_grad.lua")
@@ -24,13 +26,20 @@ if not ok then
   os.exit(77)
 end
 if os.getenv("HIERNET_CUDA_MODULE") then
-  print("SKIP: a fake CUDA module computes no gradients to compare")
+  print("SKIP: a fake CUDA module computes with the CPU's code, nothing of a GPU's to compare")
   net:stop()
   os.exit(77)
 end
 
-local function data()
-  g:dataset{ name = "synthetic", n = 64, dim = 784, classes = 10, noise = 0.5, seed = 3, shard = 0 }
+local function data(n)
+  n:dataset{ name = "synthetic", n = 64, dim = 784, classes = 10, noise = 0.5, seed = 3, shard = 0 }
+end
+
+-- The nodes of a split whose part `pos` runs on the cuda node.
+local function order(pos)
+  local out, cpu = {}, { nodes[2], nodes[3] }
+  for k = 1, 3 do out[k] = k == pos and g or table.remove(cpu, 1) end
+  return out
 end
 
 for _, case in ipairs({
@@ -39,13 +48,16 @@ for _, case in ipairs({
 }) do
   local arch, cuts = case[1], case[2]
   for _, parts in ipairs(cuts) do
-    data()
-    local size = g:model{ name = "w", arch = arch, seed = 5 }.size
-    g:grad{ model = "w", batch = BATCH, out = "ref" }
-    local want = S.read_all(g, "ref", size)
-    data()
-    local got = S.split_grad(nodes, arch, parts, size, BATCH, 5)
-    S.compare(got, want, 1e-4, string.format("%s in %d parts on cuda", arch, #parts))
+    for pos = 1, #parts do
+      data(g)
+      local size = g:model{ name = "w", arch = arch, seed = 5 }.size
+      g:grad{ model = "w", batch = BATCH, out = "ref" }
+      local want = S.read_all(g, "ref", size)
+      local on = order(pos)
+      data(on[1])
+      local got = S.split_grad(on, arch, parts, size, BATCH, 5)
+      S.compare(got, want, 1e-4, string.format("%s in %d parts, part %d on cuda", arch, #parts, pos))
+    end
   end
 end
 net:stop()

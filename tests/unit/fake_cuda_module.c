@@ -22,7 +22,10 @@
  *
  * Environment: HIERNET_FAKE_CUDA_DEVICES=0 makes the device count fail (a
  * machine without a GPU); HIERNET_FAKE_CUDA_CTX_ERROR=text makes opening a
- * context fail with that text (a GPU that cannot be used). */
+ * context fail with that text (a GPU that cannot be used);
+ * HIERNET_FAKE_CUDA_LOG=file appends a line per layer-range pass
+ * ("forward_range cnn:lenet 0 3 5": spec, 0-based rows, batch), so a test
+ * sees that the peer ran a part on the device rather than on its CPU. */
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
@@ -36,6 +39,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/kern_error.h"
 #include "kernels/model.h"
+#include "kernels/model_spec.h"
 #include "kernels/optim.h"
 #include "kernels/vec.h"
 
@@ -260,6 +264,8 @@ static int sgemm(struct kern_cuda_ctx *c, int ta, int tb, int m, int n, int k, f
 
 struct fake_model {
     struct model *model;
+    float *x; /* the last forward range's input: the CPU's backward reads it again */
+    size_t x_cap;
 };
 
 struct kern_cuda_dense {
@@ -324,6 +330,7 @@ static void dense_destroy(struct kern_cuda_dense *d)
 {
     if (!d) return;
     model_destroy(d->m.model);
+    free(d->m.x);
     free(d);
 }
 
@@ -358,6 +365,7 @@ static void lenet_destroy(struct kern_cuda_lenet *n)
 {
     if (!n) return;
     model_destroy(n->m.model);
+    free(n->m.x);
     free(n);
 }
 
@@ -372,6 +380,97 @@ static int lenet_run(struct kern_cuda_lenet *n, const float *params, const float
 {
     return fake_model_run(&n->m, params, host_x, host_labels, batch, grad, loss_sum, correct, err,
                           errlen);
+}
+
+/* ---- layer ranges: model.c's, with the input kept as the GPU keeps it ---- */
+
+static void range_log(const struct fake_model *m, const char *pass, int first, int last, int batch)
+{
+    const char *path = getenv("HIERNET_FAKE_CUDA_LOG");
+    FILE *f = path && *path ? fopen(path, "a") : NULL;
+    if (!f) return;
+    fprintf(f, "%s %s %d %d %d\n", pass, model_spec(m->model), first, last, batch);
+    fclose(f);
+}
+
+/* Floats per sample of row i's input and output (rows checked by the caller). */
+static size_t row_in(const struct fake_model *m, int i)
+{
+    return model_layout(m->model)->layers[i].in_size;
+}
+
+static size_t row_out(const struct fake_model *m, int i)
+{
+    return model_layout(m->model)->layers[i].out_size;
+}
+
+static int fake_forward_range(struct fake_model *m, const float *params, int first, int last,
+                              const float *host_x, int batch, float *host_y, char *err,
+                              size_t errlen)
+{
+    if (model_spec_range_check(model_layout(m->model), first, last, err, errlen) < 0) return -1;
+    size_t nx = (size_t)batch * row_in(m, first), ny = (size_t)batch * row_out(m, last);
+    NEED_DEVICE("forward range", params, model_param_count(m->model) * sizeof(float));
+    NEED_HOST("forward range", host_x, nx * sizeof(float));
+    NEED_HOST("forward range", host_y, ny * sizeof(float));
+    if (nx > m->x_cap) {
+        float *grown = realloc(m->x, nx * sizeof(float));
+        if (!grown) return kern_fail(err, errlen, "fake cuda: out of memory");
+        m->x = grown;
+        m->x_cap = nx;
+    }
+    memcpy(m->x, host_x, nx * sizeof(float));
+    range_log(m, "forward_range", first, last, batch);
+    return model_forward_range(m->model, params, first, last, m->x, batch, host_y, err, errlen);
+}
+
+static int fake_backward_range(struct fake_model *m, const float *params, int first, int last,
+                               const float *host_dy, int batch, float *host_dx, float *grad,
+                               char *err, size_t errlen)
+{
+    if (model_spec_range_check(model_layout(m->model), first, last, err, errlen) < 0) return -1;
+    size_t np = model_param_count(m->model) * sizeof(float);
+    NEED_DEVICE("backward range", params, np);
+    NEED_DEVICE("backward range", grad, np);
+    NEED_HOST("backward range", host_dy, (size_t)batch * row_out(m, last) * sizeof(float));
+    if (first > 0)
+        NEED_HOST("backward range", host_dx, (size_t)batch * row_in(m, first) * sizeof(float));
+    if (!m->x || (size_t)batch * row_in(m, first) > m->x_cap)
+        return kern_fail(err, errlen, "fake cuda: backward over batch %d without its forward",
+                         batch);
+    range_log(m, "backward_range", first, last, batch);
+    return model_backward_range(m->model, params, first, last, m->x, host_dy, batch,
+                                first ? host_dx : NULL, grad, err, errlen);
+}
+
+static int dense_forward_range(struct kern_cuda_dense *d, const float *params, int first, int last,
+                               const float *host_x, int batch, float *host_y, char *err,
+                               size_t errlen)
+{
+    return fake_forward_range(&d->m, params, first, last, host_x, batch, host_y, err, errlen);
+}
+
+static int dense_backward_range(struct kern_cuda_dense *d, const float *params, int first, int last,
+                                const float *host_dy, int batch, float *host_dx, float *grad,
+                                char *err, size_t errlen)
+{
+    return fake_backward_range(&d->m, params, first, last, host_dy, batch, host_dx, grad, err,
+                               errlen);
+}
+
+static int lenet_forward_range(struct kern_cuda_lenet *n, const float *params, int first, int last,
+                               const float *host_x, int batch, float *host_y, char *err,
+                               size_t errlen)
+{
+    return fake_forward_range(&n->m, params, first, last, host_x, batch, host_y, err, errlen);
+}
+
+static int lenet_backward_range(struct kern_cuda_lenet *n, const float *params, int first, int last,
+                                const float *host_dy, int batch, float *host_dx, float *grad,
+                                char *err, size_t errlen)
+{
+    return fake_backward_range(&n->m, params, first, last, host_dy, batch, host_dx, grad, err,
+                               errlen);
 }
 
 /* ---- optimizers: the GPU kernels' element functions ---- */
@@ -431,6 +530,10 @@ static const struct kern_cuda_ops ops = {
     .lenet_destroy = lenet_destroy,
     .lenet_reserve = lenet_reserve,
     .lenet_run = lenet_run,
+    .dense_forward_range = dense_forward_range,
+    .dense_backward_range = dense_backward_range,
+    .lenet_forward_range = lenet_forward_range,
+    .lenet_backward_range = lenet_backward_range,
     .optim_step = fake_optim_step,
 };
 

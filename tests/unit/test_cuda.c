@@ -3,8 +3,10 @@
  * of blocks, ranges, x == y), sgemm in all four transpose combinations with
  * padded leading dimensions, logreg, mlp and cnn:lenet gradients and
  * evaluation against model_grad / model_eval, lenet trained by a few sgd
- * steps as on the cpu, and three steps of every optimizer against
- * optim_step, with reconfiguration and reset.
+ * steps as on the cpu, layer ranges (a model in 2 and 3 parts, each a
+ * kern_model of its own, through kern_model_forward_range / loss /
+ * backward_range) against model_grad, and three steps of every optimizer
+ * against optim_step, with reconfiguration and reset.
  *
  * Needs a GPU: in a build without CUDA, or where no device is present, it
  * prints "SKIP: <why>" and exits 77. HIERNET_TEST_DEVICE=cpu runs the same
@@ -13,8 +15,10 @@
 #include <cblas.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/device.h"
+#include "kernels/model_spec.h"
 #include "kernels/rng.h"
 #include "kernels/vec.h"
 #include "tests/unit/check.h"
@@ -282,6 +286,81 @@ static void test_model(const char *spec, int batch)
     model_destroy(ref);
 }
 
+/* ---- layer ranges ---- */
+
+enum { RANGE_MAX_PARTS = 3 };
+
+/* spec cut before each 0-based row of starts[1..parts-1], each part a
+ * kern_model of its own (as on its own peer), activations and their
+ * gradients through host memory: model_grad's loss and gradient. */
+static void test_range_split(const char *spec, int batch, int parts, const int *starts)
+{
+    struct model *ref;
+    struct kern_model *km[RANGE_MAX_PARTS];
+    CHECK(model_create(spec, 0, &ref, err, sizeof err) == 0);
+    const struct model_spec *rows = model_layout(ref);
+    size_t np = model_param_count(ref), widest = 0;
+    for (int i = 0; i < rows->layer_count; i++)
+        widest = rows->layers[i].in_size > widest ? rows->layers[i].in_size : widest;
+    float *params = random_host(np, -0.2f, 0.2f), *dparams = to_device(params, np), *dgrad;
+    float *x = random_host((size_t)batch * rows->layers[0].in_size, 0, 1);
+    float *act[RANGE_MAX_PARTS + 1], *dy = calloc((size_t)batch * widest + 16, sizeof(float));
+    float *dx = calloc((size_t)batch * widest + 16, sizeof(float));
+    int32_t *labels = malloc((size_t)batch * sizeof(int32_t));
+    for (int i = 0; i < batch; i++)
+        labels[i] = (int32_t)rng_below(&rng, (uint64_t)model_classes(ref));
+    CHECK(kern_alloc(dev, np, &dgrad, err, sizeof err) == 0);
+    CHECK(kern_fill(dev, np, 0.0f, dgrad, err, sizeof err) == 0);
+    act[0] = x;
+    int first[RANGE_MAX_PARTS], last[RANGE_MAX_PARTS];
+    for (int k = 0; k < parts; k++) {
+        first[k] = starts[k];
+        last[k] = k + 1 < parts ? starts[k + 1] - 1 : rows->layer_count - 1;
+        CHECK(kern_model_create(dev, spec, 0, &km[k], err, sizeof err) == 0);
+        act[k + 1] = malloc((size_t)batch * rows->layers[last[k]].out_size * sizeof(float));
+        CHECK_MSG(kern_model_forward_range(km[k], dparams, first[k], last[k], act[k], batch,
+                                           act[k + 1], err, sizeof err) == 0,
+                  "%s part %d: %s", spec, k + 1, err);
+    }
+    float loss, want_loss, *want = malloc(np * sizeof(float));
+    CHECK(kern_model_loss(km[parts - 1], act[parts], labels, batch, dy, &loss, err, sizeof err) ==
+          0);
+    for (int k = parts - 1; k >= 0; k--) {
+        CHECK_MSG(kern_model_backward_range(km[k], dparams, first[k], last[k], act[k], dy, batch,
+                                            k ? dx : NULL, dgrad, err, sizeof err) == 0,
+                  "%s part %d: %s", spec, k + 1, err);
+        memcpy(dy, dx, (size_t)batch * rows->layers[first[k]].in_size * sizeof(float));
+    }
+    CHECK(model_grad(ref, params, x, labels, batch, want, &want_loss, err, sizeof err) == 0);
+    CHECK_MSG(fabs(loss - want_loss) <= 1e-5 * fabs(want_loss), "%s in %d parts: loss %g vs %g",
+              spec, parts, loss, want_loss);
+    char what[96];
+    snprintf(what, sizeof what, "%s in %d parts: gradient", spec, parts);
+    CHECK_CLOSE(what, dgrad, want, np, 1e-4);
+    /* A part above row 1 must have somewhere for its input's gradient. */
+    if (parts > 1) {
+        CHECK(kern_model_backward_range(km[1], dparams, first[1], last[1], act[1], dy, batch, NULL,
+                                        dgrad, err, sizeof err) == -1);
+        CHECK_CONTAINS(err, "need somewhere for dx");
+    }
+    CHECK(kern_model_forward_range(km[0], dparams, 0, rows->layer_count, x, batch, act[1], err,
+                                   sizeof err) == -1);
+    CHECK_CONTAINS(err, "has layers 1 to");
+    for (int k = 0; k < parts; k++) {
+        kern_model_destroy(km[k]);
+        free(act[k + 1]);
+    }
+    kern_free(dev, dparams);
+    kern_free(dev, dgrad);
+    free(params);
+    free(x);
+    free(dy);
+    free(dx);
+    free(labels);
+    free(want);
+    model_destroy(ref);
+}
+
 static void test_spec_refused(void)
 {
     struct kern_model *km;
@@ -424,6 +503,11 @@ int main(void)
     test_model("mlp:5-3-4", 1);
     test_model("cnn:lenet", 8);
     test_lenet_training();
+    static const int mlp2[] = {0, 2}, mlp3[] = {0, 1, 2}, lenet2[] = {0, 5}, lenet3[] = {0, 1, 4};
+    test_range_split("mlp:784-64-32-10", 16, 2, mlp2);
+    test_range_split("mlp:784-64-32-10", 16, 3, mlp3);
+    test_range_split("cnn:lenet", 8, 2, lenet2);
+    test_range_split("cnn:lenet", 8, 3, lenet3);
     test_spec_refused();
     for (int method = OPTIM_SGD; method <= OPTIM_ADAM; method++) {
         test_optim((enum optim_method)method, 0.0f);

@@ -12,13 +12,21 @@
  * The same for cnn:lenet's passes (kernels/cuda/lenet_pass.cuh: im2col,
  * col2im, pooling with argmax, flattening, the dense tail), with a host
  * executor that loops over the element functions lenet.cu's kernels call.
+ * Layer ranges (the passes of split learning and pipelines): each model
+ * is cut into 2 and 3 parts, each part on buffers of its own as on its own
+ * GPU; the parts' outputs and input gradients must match model.c's
+ * model_forward_range / model_backward_range (so CPU and CUDA parts can
+ * feed each other), and the gradient the parts write must be the unsplit
+ * pass's to the bit (same operations in the same order).
  * What this cannot see (kernel launch geometry, device memory) is
  * test_cuda.c's job on a machine with a GPU. Built only with CUDA. */
 #include <cblas.h>
 #include <stdlib.h>
+#include <string.h>
 
 extern "C" {
 #include "kernels/model.h"
+#include "kernels/model_spec.h"
 #include "kernels/rng.h"
 }
 #include "kernels/cuda/dense_pass.cuh"
@@ -277,16 +285,16 @@ static void lenet_buffers_create(host_buffers *h, kern_lenet_buffers *b, const k
     h->count = 0;
     kern_dense_buffers *d = &b->dense;
     size_t c = (size_t)cap;
-    float **floats[] = {&b->x,      &b->conv[0],   &b->pool[0],  &b->conv[1], &b->pool[1],
-                        &b->col,    &b->dfeatures, &d->x,        &d->act[0],  &d->act[1],
-                        &d->act[2], &d->delta[0],  &d->delta[1], &d->ones};
+    float **floats[] = {&b->x,      &b->conv[0],  &b->pool[0],  &b->conv[1], &b->pool[1],
+                        &b->col,    &b->dinput,   &d->x,        &d->act[0],  &d->act[1],
+                        &d->act[2], &d->delta[0], &d->delta[1], &d->ones};
     size_t sizes[] = {c * l.inputs,
                       c * l.conv[0].out_c * kern_conv_plane(l.conv[0]),
                       c * l.pool[0].channels * l.pool[0].out_h * l.pool[0].out_w,
                       c * l.conv[1].out_c * kern_conv_plane(l.conv[1]),
                       c * l.pool[1].channels * l.pool[1].out_h * l.pool[1].out_w,
                       c * l.col_per_sample,
-                      c * l.features,
+                      c * l.delta_per_sample,
                       c * l.features,
                       c * l.dense.out[0],
                       c * l.dense.out[1],
@@ -373,6 +381,270 @@ static void test_lenet(int batch)
     model_destroy(ref);
 }
 
+/* ---- layer ranges ---- */
+
+enum { SPLIT_MAX_PARTS = 3 };
+
+/* One part's buffers of a dense stack, and the range calls on them. */
+struct dense_part {
+    const kern_dense_layout *l;
+    host_buffers h;
+    float *dx; /* d loss / d the part's input */
+    void create(const kern_dense_layout &layout, int cap)
+    {
+        l = &layout;
+        buffers_create(&h, layout, cap);
+        dx = (float *)host_alloc(&h, (size_t)cap * layout.widest * sizeof(float));
+    }
+    void destroy()
+    {
+        buffers_destroy(&h);
+    }
+    float *input(int i)
+    {
+        return kern_dense_input(h.b, i);
+    }
+    float *dinput()
+    {
+        return dx;
+    }
+    float *output(int i)
+    {
+        return h.b.act[i];
+    }
+    float *delta()
+    {
+        return h.b.delta[0];
+    }
+    int32_t *labels()
+    {
+        return h.b.labels;
+    }
+    double *row_loss()
+    {
+        return h.b.row_loss;
+    }
+    int *row_hit()
+    {
+        return h.b.row_hit;
+    }
+    int forward(host_exec &e, const float *p, int first, int last, int batch)
+    {
+        return kern_dense_forward_range(e, *l, h.b, p, first, last, batch);
+    }
+    int backward(host_exec &e, const float *p, float *g, int first, int last, int batch)
+    {
+        return kern_dense_backward_range(e, *l, h.b, p, g, batch, first, last, first ? dx : NULL);
+    }
+    int pass(host_exec &e, const float *p, float *g, int batch)
+    {
+        return kern_dense_pass(e, *l, h.b, p, batch, g);
+    }
+};
+
+struct lenet_part {
+    const kern_lenet_layout *l;
+    host_buffers h;
+    kern_lenet_buffers b;
+    void create(const kern_lenet_layout &layout, int cap)
+    {
+        l = &layout;
+        lenet_buffers_create(&h, &b, layout, cap);
+    }
+    void destroy()
+    {
+        buffers_destroy(&h);
+    }
+    float *input(int i)
+    {
+        return kern_lenet_input(b, i);
+    }
+    float *dinput()
+    {
+        return b.dinput;
+    }
+    float *output(int i)
+    {
+        return kern_lenet_output(b, i);
+    }
+    float *delta()
+    {
+        return b.dense.delta[0];
+    }
+    int32_t *labels()
+    {
+        return b.dense.labels;
+    }
+    double *row_loss()
+    {
+        return b.dense.row_loss;
+    }
+    int *row_hit()
+    {
+        return b.dense.row_hit;
+    }
+    int forward(host_lenet_exec &e, const float *p, int first, int last, int batch)
+    {
+        return kern_lenet_forward_range(e, *l, b, p, first, last, batch);
+    }
+    int backward(host_lenet_exec &e, const float *p, float *g, int first, int last, int batch)
+    {
+        return kern_lenet_backward_range(e, *l, b, p, g, batch, first, last,
+                                         first ? b.dinput : NULL);
+    }
+    int pass(host_lenet_exec &e, const float *p, float *g, int batch)
+    {
+        return kern_lenet_pass(e, *l, b, p, batch, g);
+    }
+};
+
+/* A model's parts: starts[k] is part k's first row (starts[0] = 0), the
+ * last part ends at the last row. */
+struct split_case {
+    const char *spec;
+    int parts;
+    int starts[SPLIT_MAX_PARTS];
+};
+
+/* The device parts (P: dense_part or lenet_part over executor E), each fed
+ * by the one before it, against model.c's ranges fed the same way: every
+ * cut's activation and input gradient to float tolerance, the gradient
+ * against model.c's and, bit for bit, against the device's unsplit pass. */
+template <class P, class E, class L>
+static void check_split(const split_case &sc, const L &layout, E &e, const float *params, size_t np,
+                        const float *x, const int32_t *labels, int batch)
+{
+    struct model *cpu[SPLIT_MAX_PARTS];
+    float *cpu_in[SPLIT_MAX_PARTS + 1]; /* part k's input on the CPU; [parts]: the logits */
+    P part[SPLIT_MAX_PARTS], whole;
+    int first[SPLIT_MAX_PARTS], last[SPLIT_MAX_PARTS], n = sc.parts;
+    for (int k = 0; k < n; k++) {
+        CHECK(model_create(sc.spec, batch, &cpu[k], err, sizeof err) == 0);
+        part[k].create(layout, batch);
+    }
+    const struct model_spec *rows = model_layout(cpu[0]);
+    for (int k = 0; k < n; k++) {
+        first[k] = sc.starts[k];
+        last[k] = k + 1 < n ? sc.starts[k + 1] - 1 : rows->layer_count - 1;
+    }
+    size_t in0 = (size_t)batch * rows->layers[0].in_size;
+    cpu_in[0] = (float *)malloc(in0 * sizeof(float));
+    memcpy(cpu_in[0], x, in0 * sizeof(float));
+    memcpy(part[0].input(0), x, in0 * sizeof(float));
+    for (int k = 0; k < n; k++) {
+        size_t nout = (size_t)batch * rows->layers[last[k]].out_size;
+        cpu_in[k + 1] = (float *)malloc(nout * sizeof(float));
+        CHECK(part[k].forward(e, params, first[k], last[k], batch) == 0);
+        CHECK(model_forward_range(cpu[k], params, first[k], last[k], cpu_in[k], batch,
+                                  cpu_in[k + 1], err, sizeof err) == 0);
+        double fe = scaled_error(part[k].output(last[k]), cpu_in[k + 1], nout);
+        CHECK_MSG(fe < 1e-5, "%s part %d (rows %d-%d): output scaled error %g", sc.spec, k + 1,
+                  first[k] + 1, last[k] + 1, fe);
+        if (k + 1 < n) memcpy(part[k + 1].input(first[k + 1]), part[k].output(last[k]), nout * 4);
+    }
+    /* The loss on the last part, then backward from it. */
+    P &tail = part[n - 1];
+    int classes = (int)rows->layers[rows->layer_count - 1].out_size;
+    size_t nlogits = (size_t)batch * classes;
+    float *cpu_dy = (float *)malloc(nlogits * sizeof(float)), loss;
+    float *grad = (float *)calloc(np, sizeof(float)), *cpu_grad = (float *)calloc(np, 4);
+    float *full = (float *)calloc(np, sizeof(float));
+    memcpy(tail.labels(), labels, (size_t)batch * sizeof(int32_t));
+    CHECK(e.softmax(tail.output(last[n - 1]), tail.labels(), batch, classes, tail.delta(),
+                    tail.row_loss(), tail.row_hit()) == 0);
+    CHECK(model_loss(cpu[n - 1], cpu_in[n], labels, batch, cpu_dy, &loss, err, sizeof err) == 0);
+    for (int k = n - 1; k >= 0; k--) {
+        size_t nin = (size_t)batch * rows->layers[first[k]].in_size;
+        float *cpu_dx = k ? (float *)malloc(nin * sizeof(float)) : NULL;
+        CHECK(part[k].backward(e, params, grad, first[k], last[k], batch) == 0);
+        CHECK(model_backward_range(cpu[k], params, first[k], last[k], cpu_in[k], cpu_dy, batch,
+                                   cpu_dx, cpu_grad, err, sizeof err) == 0);
+        free(cpu_dy);
+        cpu_dy = cpu_dx;
+        if (!k) break;
+        double de = scaled_error(part[k].dinput(), cpu_dx, nin);
+        CHECK_MSG(de < 1e-5, "%s part %d (rows %d-%d): input gradient scaled error %g", sc.spec,
+                  k + 1, first[k] + 1, last[k] + 1, de);
+        memcpy(part[k - 1].delta(), part[k].dinput(), nin * sizeof(float));
+    }
+    double ge = scaled_error(grad, cpu_grad, np);
+    CHECK_MSG(ge < 1e-5, "%s in %d parts: gradient scaled error %g against model.c", sc.spec, n,
+              ge);
+    whole.create(layout, batch);
+    memcpy(whole.input(0), x, in0 * sizeof(float));
+    memcpy(whole.labels(), labels, (size_t)batch * sizeof(int32_t));
+    CHECK(whole.pass(e, params, full, batch) == 0);
+    CHECK_MSG(memcmp(grad, full, np * sizeof(float)) == 0,
+              "%s in %d parts: gradient differs from the unsplit pass's", sc.spec, n);
+    whole.destroy();
+    for (int k = 0; k < n; k++) {
+        part[k].destroy();
+        model_destroy(cpu[k]);
+    }
+    for (int k = 0; k <= n; k++)
+        free(cpu_in[k]);
+    free(grad);
+    free(cpu_grad);
+    free(full);
+}
+
+static void test_split_dense(void)
+{
+    static const int sizes[] = {784, 64, 32, 10};
+    static const split_case cases[] = {{"mlp:784-64-32-10", 2, {0, 1}},
+                                       {"mlp:784-64-32-10", 2, {0, 2}},
+                                       {"mlp:784-64-32-10", 3, {0, 1, 2}}};
+    kern_dense_layout l;
+    CHECK(kern_dense_layout_build(sizes, 4, &l) == 0);
+    enum { BATCH = 5 };
+    float *params = random_floats(l.params, -0.1f, 0.1f);
+    float *x = random_floats((size_t)BATCH * l.inputs, 0.0f, 1.0f);
+    int32_t labels[BATCH];
+    for (int i = 0; i < BATCH; i++)
+        labels[i] = (int32_t)rng_below(&rng, (uint64_t)l.classes);
+    host_exec e;
+    for (const split_case &c : cases)
+        check_split<dense_part>(c, l, e, params, l.params, x, labels, BATCH);
+    free(params);
+    free(x);
+}
+
+/* Cuts between conv and pool, pool and conv, flatten and dense, and
+ * inside the dense stack. */
+static void test_split_lenet(void)
+{
+    static const split_case cases[] = {{"cnn:lenet", 2, {0, 1}},
+                                       {"cnn:lenet", 2, {0, 2}},
+                                       {"cnn:lenet", 2, {0, 5}},
+                                       {"cnn:lenet", 3, {0, 3, 6}},
+                                       {"cnn:lenet", 3, {0, 4, 7}}};
+    kern_lenet_layout l;
+    kern_lenet_layout_build(&l);
+    enum { BATCH = 3 };
+    float *params = random_floats(l.params, -0.2f, 0.2f);
+    float *x = random_floats((size_t)BATCH * l.inputs, 0.0f, 1.0f);
+    for (size_t i = 0; i < (size_t)BATCH * l.inputs; i++) /* flat regions: pooling ties */
+        x[i] = i % 784 < 200 ? 0.5f : x[i];
+    int32_t labels[BATCH];
+    for (int i = 0; i < BATCH; i++)
+        labels[i] = (int32_t)rng_below(&rng, (uint64_t)l.classes);
+    /* The widths lenet.cu copies in and out are the layer table's. */
+    struct model *ref;
+    CHECK(model_create("cnn:lenet", 1, &ref, err, sizeof err) == 0);
+    const struct model_spec *rows = model_layout(ref);
+    CHECK(rows->layer_count == KERN_LENET_LAYERS);
+    CHECK(kern_lenet_width(l, -1) == rows->layers[0].in_size);
+    for (int i = 0; i < KERN_LENET_LAYERS; i++)
+        CHECK_MSG(kern_lenet_width(l, i) == rows->layers[i].out_size, "row %d: width %zu, not %zu",
+                  i + 1, kern_lenet_width(l, i), rows->layers[i].out_size);
+    model_destroy(ref);
+    host_lenet_exec e;
+    for (const split_case &c : cases)
+        check_split<lenet_part>(c, l, e, params, l.params, x, labels, BATCH);
+    free(params);
+    free(x);
+}
+
 static void test_layout_limits(void)
 {
     kern_dense_layout l;
@@ -396,5 +668,7 @@ int main(void)
     test_dense("mlp:5-3-4", tiny, 3, 7);
     test_lenet(1);
     test_lenet(3);
+    test_split_dense();
+    test_split_lenet();
     return check_report();
 }
