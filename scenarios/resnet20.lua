@@ -20,9 +20,10 @@
 -- Evaluations: every 100 steps on the first 2000 test images (quick: every
 -- 10 on 500), and at the end on all 10 000 (quick: 1000); the full run
 -- fails unless that last one is 0.90 or more. Measured in docs/cookbook.md
--- ("resnet20"): its accuracy per evaluation, steps and wall time on a
--- 2-core host. The quick run's first loss is 3.2260 (seed 1) and its last
--- five steps average below 2.0.
+-- ("resnet20"): 0.9186 on the 10 000 test images after 1407 steps (0.9205
+-- on the first 2000 at step 1000, the first evaluation after the first
+-- decay), 44 minutes on a loaded 2-core host. The quick run's first loss
+-- is 3.2260 (seed 1) and its last five steps average below 2.0.
 local hn = require("hiernet")
 local ar = require("hiernet.algo.allreduce")
 local ex = require("hiernet.experiment")
@@ -69,7 +70,9 @@ else
   assert(s.final_accuracy >= 0.90,
          string.format("resnet20: final test accuracy %.4f (10 000 images) is below the target 0.90", s.final_accuracy))
 end
-local row = ex.row("resnet20", s, { first_loss = first_loss, last_loss = last_loss, batch = batch })
+local row = ex.row("resnet20", s, { first_loss = first_loss, last_loss = last_loss, batch = batch,
+                                    steps_to_target = s.steps_to_target })
 ex.table("resnet20: Fashion-MNIST on one node", { row },
-         { "label", "final_accuracy", "best_accuracy", "steps_to_target", "steps", "first_loss", "last_loss", "wall_s" })
+         { "label", "final_accuracy", "best_accuracy", "steps_to_target", "time_to_target_s", "steps", "first_loss",
+           "last_loss", "wall_s" })
 ex.finish{ scenario = "resnet20", backend = net.backend, batch = batch, lr = lr, results = { row } }
