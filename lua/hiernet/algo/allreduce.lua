@@ -58,6 +58,7 @@ local TRAIN_OPTIONS = {
   server_opt = check.optimizer, local_steps = check.posint,
 }
 for k, c in pairs(worker.overlap_options) do TRAIN_OPTIONS[k] = c end
+for k, c in pairs(worker.lr_decay_options) do TRAIN_OPTIONS[k] = c end
 
 -- The commands that apply the mean update `u` to the model. The server
 -- optimizer keeps its state apart from the worker optimizer's (optim's
@@ -160,11 +161,13 @@ local function step_plan(J, W, ids)
 end
 
 local function record_step(J, run, ids, t_step)
+  -- the rate this step was made with (J.steps already counts it)
+  local lr = worker.decayed_lr(J.o.lr_decay, J.o.worker_opt.lr or 0.05, J.steps - 1)
   for r, i in ipairs(ids) do
     local s = run.peers[r].summary
     local comm = math.max(0, run.ms - s.compute_ms)
     J:step_row{ worker = i, step = J.steps, time = t_step, loss = s.loss, compute_ms = s.compute_ms,
-                comm_ms = comm, wait_ms = 0, lr = (J.o.worker_opt.lr or 0.05), k = #ids,
+                comm_ms = comm, wait_ms = 0, lr = lr, k = #ids,
                 bytes = s.bytes, samples = s.samples }
   end
 end

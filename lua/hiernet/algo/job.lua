@@ -30,9 +30,10 @@ job.fail = where.fail
 
 -- The params of an `optim` command stepping `target` (a model, or with
 -- key = "tensor" any tensor) along `grad` with optimizer table opt
--- (worker_opt or server_opt).
-function job.optim_params(opt, target, grad, key)
-  return { [key or "model"] = target, grad = grad, method = opt.method, lr = opt.lr,
+-- (worker_opt or server_opt); lr, when given, in place of opt.lr (a
+-- decayed rate).
+function job.optim_params(opt, target, grad, key, lr)
+  return { [key or "model"] = target, grad = grad, method = opt.method, lr = lr or opt.lr,
            momentum = opt.momentum, beta1 = opt.beta1, beta2 = opt.beta2, eps = opt.eps,
            weight_decay = opt.weight_decay }
 end

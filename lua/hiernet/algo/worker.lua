@@ -46,6 +46,41 @@ worker.overlap_options = { overlap = job.check.boolean, bucket_mb = job.check.po
 -- DDP's default cap (torch.nn.parallel.DistributedDataParallel, bucket_cap_mb).
 worker.DEFAULT_BUCKET_MB = 25
 
+-- ---- learning-rate decay (allreduce option lr_decay) ----
+--
+-- lr_decay = { at = { s1, s2, ... }, factor = 0.1 }: the worker's rate is
+-- multiplied by `factor` once the job has made s1 steps, again at s2, ...
+-- (PyTorch's MultiStepLR counted in steps): a step-decay schedule, which
+-- settles what a constant rate leaves swinging between evaluations.
+
+local function check_lr_decay(what, v)
+  local function list(w, x)
+    if type(x) ~= "table" then job.fail("%s: expected a list of steps, got %s", w, tostring(x)) end
+    return x
+  end
+  v = job.check.fields{ at = list, factor = job.check.fraction }(what, v)
+  if not v.at or not v.factor then job.fail("%s: give both 'at' (a list of steps) and 'factor'", what) end
+  local prev = 0
+  for k, s in ipairs(v.at) do
+    job.check.posint(what .. ".at[" .. k .. "]", s)
+    if s <= prev then job.fail("%s.at[%d]: %d is not after the step before it (%d)", what, k, s, prev) end
+    prev = s
+  end
+  if #v.at == 0 then job.fail("%s.at: expected at least one step", what) end
+  return v
+end
+worker.lr_decay_options = { lr_decay = check_lr_decay }
+
+-- The rate of a step made after `steps` steps: lr times factor per
+-- milestone passed.
+function worker.decayed_lr(decay, lr, steps)
+  if not decay then return lr end
+  for _, s in ipairs(decay.at) do
+    if steps >= s then lr = lr * decay.factor end
+  end
+  return lr
+end
+
 -- Is a step's update lr x gradient (one local step of plain sgd), which a
 -- step can make without touching the model?
 function worker.plain_sgd(J)
@@ -156,6 +191,7 @@ end
 -- Commands computing the update of one step; returns them and the update's name.
 function W:update_commands(lr)
   local batch, m = self.J.o.batch, self.model
+  lr = worker.decayed_lr(self.J.o.lr_decay, lr, self.J.steps)
   if not self.writes_model then
     return { { "grad", { model = m, out = "g", batch = batch, bucket_mb = self.buckets and self.J.o.bucket_mb } },
              { "scale", { x = "g", alpha = lr } } }, "g"
@@ -163,7 +199,7 @@ function W:update_commands(lr)
   local cmds = { { "copy", { src = m, dst = "w0" } } }
   for _ = 1, self.local_steps do
     cmds[#cmds + 1] = { "grad", { model = m, out = "g", batch = batch } }
-    cmds[#cmds + 1] = { "optim", job.optim_params(self.opt, m, "g") }
+    cmds[#cmds + 1] = { "optim", job.optim_params(self.opt, m, "g", nil, lr) }
   end
   cmds[#cmds + 1] = { "axpy", { y = "w0", x = m, alpha = -1 } } -- w0 <- w_before - w_after
   return cmds, "w0"
