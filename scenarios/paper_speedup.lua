@@ -14,11 +14,13 @@
 -- predict the paper's CNNs' time to their accuracy (docs/fidelity.md
 -- "Profiled compute and the surrogate"). The server aggregates at its
 -- host CPU's profile (as paper_table4's server=profile). EASGD (the paper's
--- EAO) is left out: decentral refuses compute = "profile".
+-- EAO, mode easgd) is decentral's, its centre on the server, the row's
+-- interval as its period (paper_table4); it evaluates the centre every
+-- interval local steps, when the centre has taken an exchange of each.
 --
 --   tools/run scenarios/paper_speedup.lua [--set name=value ...]
 --     rows=all       a comma-separated subset of row numbers 1-7 (quick: 2)
---     modes=all      asp, bsp, ssp, adaptive-k, drop-worker (quick:
+--     modes=all      asp, bsp, ssp, adaptive-k, drop-worker, easgd (quick:
 --                    bsp,adaptive-k;
 --                    bsp always runs, first)
 --     workers=32     workers per row (quick: 4)
@@ -38,7 +40,6 @@
 -- BSP, the final accuracy, the updates; speedup_bars (the figure's data:
 -- per mode the rows' speed-ups).
 local hn = require("hiernet")
-local ps = require("hiernet.algo.ps")
 local ex = require("hiernet.experiment")
 local paper = require("hiernet.papers.adaptive_k")
 
@@ -59,13 +60,15 @@ modes = ordered
 -- One mode of one row on its started network; returns the training's summary.
 local function train(number, mode, server, workers)
   local p = paper.ROWS[number]
-  local o = { server = server, workers = workers, mode = mode, model = p.model, compute = "profile",
+  local eval_every = 1
+  if paper.PER_PUSH[mode] then eval_every = n_workers end
+  if mode == "easgd" then eval_every = p.interval end
+  local o = { workers = workers, model = p.model, compute = "profile",
               learn = "mlp:784-128-10", dataset = { name = "fashion-mnist" }, batch = p.batch,
               seconds = seconds, target_accuracy = target, worker_opt = { method = "sgd", lr = 0.1 },
-              eval_every = paper.PER_PUSH[mode] and n_workers or 1, eval_limit = 1000, final_eval_limit = 2000,
+              eval_every = eval_every, eval_limit = 1000, final_eval_limit = 2000,
               prefix = string.format("r%d_%s_", number, mode:gsub("-", "_")), progress = not quick }
-  for k, v in pairs(paper.MODE_OPTS[mode] or {}) do o[k] = v end
-  return ps.train(o)
+  return paper.train(number, mode, server, o)
 end
 
 local results, bars_by_mode = {}, {}

@@ -1,6 +1,6 @@
 -- paper_table4: the adaptive-k paper's Table 4 at the paper's size: the
 -- computation (Cp) and communication (Cu) time of a worker's local step for
--- ASP, BSP, SSP, adaptive-k and drop-worker, 32 workers, on the paper's
+-- ASP, BSP, SSP, adaptive-k, drop-worker and EASGD, 32 workers, on the paper's
 -- three clusters (../shared/papers/adaptive-k-momentum-sync.txt, Section
 -- 5.2 and Tables 2-4).
 --
@@ -22,20 +22,23 @@
 -- every other model; in a timing-only run the rate changes nothing else.
 -- (scenarios/paper_speedup.lua, which learns, keeps it.)
 --
--- EASGD (the paper's "EAO") is left out: hiernet.algo.decentral refuses
--- compute = "profile" (push-sum keeps a weight past the model's elements,
--- which a virtual tensor does not hold), and ps has no elastic-averaging
--- mode. Its row is not faked.
+-- EASGD (the paper's "EAO", mode easgd) is hiernet.algo.decentral's:
+-- every worker steps alone and every `interval` local steps (Table 3: 10,
+-- 20 or 30 by row) pulls the centre from the server and pushes its elastic
+-- difference there (alpha 0.9 / N: the paper gives none). Its Cu per local
+-- step is an exchange's (pull and push) over the interval's steps.
 --
 --   tools/run scenarios/paper_table4.lua [--set name=value ...]
 --     steps=3        local steps per worker per mode (quick: 2): ASP and
 --                    SSP stop after steps x workers pushes, BSP and
 --                    drop-worker after `steps` rounds, adaptive-k after
 --                    the emulated time of `steps` BSP steps at the bound
---                    (+ 1 s each)
+--                    (+ 1 s each), easgd after `steps` exchanges (steps
+--                    x interval + 1 local steps: the first, which the
+--                    mean leaves out, and `steps` whole intervals)
 --     rows=all       a comma-separated subset of row numbers 1-7 (quick: 2)
 --     modes=all      a comma-separated subset of bsp, asp, ssp, adaptive-k,
---                    drop-worker (quick: bsp,asp)
+--                    drop-worker, easgd (quick: bsp,asp)
 --     server=both    the server with its CPU's profile (`profile`), without
 --                    one (`plain`), or both (quick: profile)
 --     workers=32     workers per row (quick: 8; rows 6-7 need a multiple
@@ -66,7 +69,9 @@
 --     worker's own push and pull one after the other, or, when the link is
 --     saturated, its share of it: each direction carries N S per cycle of
 --     Cp + Cu, pushes in while other workers' pulls go out; drop-worker's
---     dropped pushes cross it too).
+--     dropped pushes cross it too);
+--   easgd: (max(2 S / B, N S / B - I Cp) + RTT) / I, I the interval (the
+--     same exchange, once per I local steps, spread over them).
 -- The bound leaves out the server's aggregation (2 to 20 ms per update
 -- at its memory bandwidth, 12 bytes an element: MobileNet to VGG16),
 -- TCP's ramp-up and losses: many workers sending into the server's one
@@ -87,12 +92,16 @@
 -- 32 x 97.5 MiB at 10 Gbit/s through hiernet-linkd (host_cpu_saturation
 -- 0.88-0.999), so those Cu are upper bounds of the emulation; rows 4-7
 -- (10 and 100 Gbit/s) need a bigger host. The server's profile adds a few
--- ms per update (one memory-bound pass), small beside Cu.
+-- ms per update (one memory-bound pass), small beside Cu. EASGD (rows 2
+-- and 3, 32 workers, 2 exchanges each): Cp the paper's; Cu per local step
+-- 0.32 s (row 2) and 0.81 s (row 3) against the paper's 2.54 s and 8.64 s,
+-- 23-49x its bound: the workers start together and reach the centre at
+-- once (incast at the server's link), and the paper's EAO figure is not an
+-- exchange spread over its interval (docs/cookbook.md says why).
 -- summary.json: per (row, mode, server) Cp, Cu, the paper's, the bound,
 -- the ratios, the local steps measured and whether the host limited the
 -- run.
 local hn = require("hiernet")
-local ps = require("hiernet.algo.ps")
 local ex = require("hiernet.experiment")
 local paper = require("hiernet.papers.adaptive_k")
 
@@ -110,11 +119,12 @@ end
 paper.check(row_numbers, modes, n_workers)
 
 -- The α-β bound of a local step's Cu through the server's link (header).
-local function bound_of(mode, grad_bytes, link_bps, cp, hops)
+local function bound_of(number, mode, grad_bytes, link_bps, cp, hops)
   local rtt = 2 * hops * paper.DELAY_MS / 1000
   local one_way = n_workers * grad_bytes * 8 / link_bps -- every worker's gradient, one direction
   if mode == "bsp" then return 2 * one_way + rtt end
-  return math.max(2 * grad_bytes * 8 / link_bps, one_way - cp) + rtt
+  local every = mode == "easgd" and paper.ROWS[number].interval or 1 -- local steps per exchange
+  return (math.max(2 * grad_bytes * 8 / link_bps, one_way - every * cp) + rtt) / every
 end
 
 -- Cp and Cu of a mean local step in steady state, and the steps counted,
@@ -123,13 +133,14 @@ end
 -- round closing), the pull, the compute and the push; Cu is that less the
 -- compute. Step 1 is left out (the workers start with the model: no pull),
 -- and so is a step the training's end cut short (no round took its push,
--- ended at the stop).
+-- ended at the stop; wall_s nil: none was, as in easgd, whose steps all
+-- end on their own).
 local function step_parts(rows, wall_s)
   table.sort(rows, function(a, b) return a.time < b.time end)
   local first, last, cp_all, n_all, cp, span, n = {}, {}, 0, 0, 0, 0, 0
   for _, r in ipairs(rows) do
     cp_all, n_all = cp_all + r.compute_ms / 1000, n_all + 1
-    local cut = r.k == nil and r.time >= wall_s - 1e-3
+    local cut = wall_s and r.k == nil and r.time >= wall_s - 1e-3
     if not cut then
       if last[r.worker] then cp, n = cp + r.compute_ms / 1000, n + 1 else first[r.worker] = r.time end
       last[r.worker] = r.time
@@ -146,11 +157,12 @@ local function run_mode(number, mode, server_kind, server, workers, uplink)
   local p = paper.ROWS[number]
   local cluster = paper.CLUSTERS[p.cluster]
   local prefix = string.format("r%d_%s_%s_", number, mode:gsub("-", "_"), server_kind)
-  local o = { server = server, workers = workers, mode = mode, model = p.model, compute = "profile",
+  local steps = local_steps
+  if paper.PER_PUSH[mode] then steps = local_steps * n_workers end
+  if mode == "easgd" then steps = local_steps * p.interval + 1 end
+  local o = { workers = workers, model = p.model, compute = "profile",
               dataset = { name = "synthetic", n = 64 * n_workers, dim = 784, classes = 10, test_n = 100 },
-              batch = p.batch, steps = paper.PER_PUSH[mode] and local_steps * n_workers or local_steps,
-              worker_opt = { lr = 0.1 }, prefix = prefix, progress = false }
-  for k, v in pairs(paper.MODE_OPTS[mode] or {}) do o[k] = v end
+              batch = p.batch, steps = steps, worker_opt = { lr = 0.1 }, prefix = prefix, progress = false }
   if mode == "adaptive-k" then
     -- its k-synchronization alone (header); its steps count rounds of k
     -- pushes, k unknown beforehand: stop after about local_steps BSP steps
@@ -158,9 +170,9 @@ local function run_mode(number, mode, server_kind, server, workers, uplink)
     local one_way = n_workers * hn.zoo(p.model).grad_bytes * 8 / uplink:params().bw
     o.seconds = local_steps * (p.cp + 2 * one_way + 1)
   end
-  local s = ps.train(o)
-  local cp, cu, n_steps = step_parts(ex.read_csv(prefix .. "steps"), s.wall_s)
-  local bound = bound_of(mode, hn.zoo(p.model).grad_bytes, uplink:params().bw, cp, paper.hops(cluster))
+  local s = paper.train(number, mode, server, o)
+  local cp, cu, n_steps = step_parts(ex.read_csv(prefix .. "steps"), not paper.DECENTRAL[mode] and s.wall_s or nil)
+  local bound = bound_of(number, mode, hn.zoo(p.model).grad_bytes, uplink:params().bw, cp, paper.hops(cluster))
   local paper_cu = p.cu[mode]
   local ov = s.overload or {}
   return ex.row(string.format("%d %s %s", number, p.model, mode), s, {

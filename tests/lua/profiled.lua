@@ -13,12 +13,20 @@
 --   * a surrogate BSP training (ps, allreduce, hier; sums of two) ends with the
 --     surrogate's parameters equal, bit for bit, to a plain training of the
 --     surrogate model; a timing-only run says so and evaluates nothing;
+--   * decentral by profile: D-PSGD (lockstep) with a surrogate equals the
+--     plain run bit for bit; EASGD (asynchronous: the centre takes the
+--     workers' exchanges in the order their compute times set) equals, bit
+--     for bit, the surrogate's own model trained by profile with every
+--     element resident under the same timing, and its grads take the
+--     profile's time / speed; gossip (push-sum) and compression by profile
+--     are refused with their line;
 --   * adaptive-k (its BB trial model) trains by profile with a surrogate;
 --   * the errors: a bad profile at net:node, compute = "profile" on a node
 --     without one, a zoo model without compute = "profile", learn alone.
 local hn = require("hiernet")
 local ps = require("hiernet.algo.ps")
 local ar = require("hiernet.algo.allreduce")
+local dc = require("hiernet.algo.decentral")
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)")
 local T = dofile(dir .. "lib/algo_test.lua")
 local PROFILE = dir .. "data/round.profile"
@@ -130,17 +138,20 @@ local function run(train, profiled, extra)
   if profiled then o = T.with(o, SURROGATE) end
   if profiled == "timing" then o.learn = nil end
   local s = train(T.with(o, extra or {}))
-  -- ps: the server holds the final model (a worker may not have pulled it)
+  -- ps: the server holds the final model (a worker may not have pulled it);
+  -- dpsgd: every worker holds its own, worker 1's is evaluated
   local holder = train == ps.train and server or workers[1]
   local values = (o.learn ~= nil or not profiled) and params(holder) or nil
   n:stop()
   return s, values
 end
 
-for _, case in ipairs{ { "ps", ps.train }, { "allreduce", ar.train } } do
+-- D-PSGD steps in lockstep and sums in a fixed order: its runs are exact
+-- whatever the timing, as ps's BSP and allreduce's.
+for _, case in ipairs{ { "ps", ps.train }, { "allreduce", ar.train }, { "dpsgd", dc.train, { algo = "dpsgd" } } } do
   local what, train = case[1], case[2]
-  local s_plain, w_plain = run(train, false)
-  local s_sur, w_sur = run(train, true)
+  local s_plain, w_plain = run(train, false, case[3])
+  local s_sur, w_sur = run(train, true, case[3])
   T.eq(s_sur.learning, "surrogate " .. T.model, what .. ": summary's learning")
   T.eq(s_plain.learning, "real " .. T.model, what .. ": plain summary's learning")
   T.eq(#w_sur, P, what .. ": surrogate's parameters")
@@ -185,6 +196,73 @@ T.eq(s_time.learning, "none (timing only)", "timing-only summary's learning")
 T.eq(s_time.final_accuracy, nil, "timing-only final accuracy")
 T.eq(#T.csv("r" .. runs .. "_eval"), 0, "timing-only eval rows")
 T.eq(s_time.steps, BASE.steps, "timing-only steps")
+
+-- ---- EASGD by profile ----
+-- Asynchronous: the centre's value depends on the order in which the
+-- workers reach it, which their compute times set, so its reference is a
+-- run under the same timing: the surrogate's own model computed by profile
+-- with every element resident (model = learn), whose grads take the same
+-- measured 0.4 s at batch 32 (round.profile). Worker 2 runs at speed 2:
+-- its exchange (steps 1-3) comes at 0.6 s, worker 1's at 1.2 s, one after
+-- the other in both runs, and worker 1 pulls the centre worker 2 moved.
+local GRAD_S = 0.4
+local function easgd_run(model)
+  runs = runs + 1
+  local n = hn.network{ name = "easgd" .. runs, backend = "none" }
+  local center = n:node("center", { tier = "cloud" }) -- no profile: it makes no grad
+  local workers = {}
+  for i = 1, 2 do
+    workers[i] = n:node("w" .. i, { profile = PROFILE, speed = i })
+    n:link(center, workers[i])
+  end
+  n:start()
+  local s = dc.train(T.with(BASE, { algo = "easgd", workers = workers, center = center, alpha = 0.3, period = 3,
+                                     steps = 3, batch = 32, compute = "profile", model = model, learn = T.model,
+                                     prefix = "r" .. runs .. "_" }))
+  local values = { center:read{ tensor = "c", range = { 0, P } }.values, params(workers[1]), params(workers[2]) }
+  local rows = T.csv("r" .. runs .. "_steps")
+  n:stop()
+  return s, values, rows
+end
+local e_ref, ev_ref = easgd_run(T.model)
+local e_sur, ev_sur, e_rows = easgd_run("mobilenet_v2")
+T.eq(e_sur.learning, "surrogate " .. T.model, "easgd: summary's learning")
+T.eq(e_sur.updates_applied, 2, "easgd: elastic exchanges")
+T.eq(e_ref.virtual_skipped_elements, 0, "easgd reference: skipped elements (all resident)")
+if not (e_sur.virtual_skipped_elements > 0) then error("easgd: no skipped elements counted") end
+for k, what in ipairs{ "centre", "worker 1", "worker 2" } do
+  T.eq(#ev_sur[k], P, "easgd: " .. what .. "'s surrogate parameters")
+  for i = 1, P do
+    if ev_sur[k][i] ~= ev_ref[k][i] then
+      error(string.format("easgd: %s's surrogate parameter %d is %.9g, the reference's %.9g", what, i - 1,
+                          ev_sur[k][i], ev_ref[k][i]))
+    end
+  end
+end
+T.eq(e_sur.final_accuracy, e_ref.final_accuracy, "easgd: surrogate's accuracy")
+-- Its grads take the profile's time / speed (steps 1-2: no exchange's
+-- vector commands in them), asleep; the exchanges came in the order above.
+local last = {}
+for _, r in ipairs(e_rows) do
+  local want = 1000 * GRAD_S / (r.worker == "w2" and 2 or 1) -- steps.csv names the worker
+  if r.step < 3 and not (r.compute_ms >= want * 0.98 and r.compute_ms <= want * 1.5) then
+    error(string.format("easgd: %s's step %d computed %.1f ms, want %.0f", r.worker, r.step, r.compute_ms, want))
+  end
+  last[r.worker] = math.max(last[r.worker] or 0, r.time)
+end
+T.le(last.w2, last.w1, "easgd: worker 2's exchange before worker 1's")
+hn.log(string.format("easgd: surrogate = reference bit for bit (centre and both workers, %d parameters each), %d elements skipped",
+                     P, e_sur.virtual_skipped_elements))
+
+-- Push-sum's weight and compression have no place in a virtual tensor: refused, no records made.
+local nr, sr, wr = network("refused", true)
+local REFUSED = T.with(BASE, T.with(SURROGATE, { workers = wr, prefix = "refused_" }))
+T.fails("decentral.train: compute = \"profile\" is not for algo 'gossip': push-sum keeps its weight", dc.train,
+        T.with(REFUSED, { algo = "gossip" }))
+T.fails("decentral.train: compress with compute = \"profile\": compress refuses a virtual tensor", dc.train,
+        T.with(REFUSED, { algo = "easgd", center = sr, compress = { method = "int8" } }))
+T.fails("no file", T.csv, "refused_steps")
+nr:stop()
 
 -- Adaptive-k's Barzilai-Borwein rate computes at a trial model: it is made
 -- like the job's (by profile, with the surrogate), so the mode trains a zoo

@@ -96,6 +96,25 @@ local function pick_graph(J)
   return adj, type(g) == "table" and "custom" or g
 end
 
+-- compute = "profile" (docs/lua-api.md "Profiled compute"): the model's
+-- tensors are virtual, their elements past the resident prefix read as
+-- zero and are never written. dpsgd and easgd only copy, send, scale and
+-- add whole models, which a virtual tensor does; push-sum keeps its weight
+-- in an element past the model's, which it does not hold, and compress
+-- refuses a virtual tensor (it would put the surrogate's bytes on the
+-- wire): refused here, before any record is made.
+local function check_profiled(J, algo)
+  if J.o.compute ~= "profile" then return end
+  if algo == "gossip" then
+    fail("decentral.train: compute = \"profile\" is not for algo 'gossip': push-sum keeps its weight in an " ..
+         "element past the model's, which a profiled model's virtual tensors do not hold; use dpsgd or easgd")
+  end
+  if J.o.compress then
+    fail("decentral.train: compress with compute = \"profile\": compress refuses a virtual tensor (it would " ..
+         "put the surrogate's bytes on the wire)")
+  end
+end
+
 -- The options of dc.train that depend on the algo.
 local function check_algo_options(J, algo, opts)
   if #J.workers < 2 then fail("decentral.train: give at least 2 workers") end
@@ -120,11 +139,7 @@ function dc.train(opts)
   local algo = type(opts) == "table" and opts.algo
   if not algo then fail("decentral.train: option 'algo' is required (%s)", table.concat(dc.algos, ", ")) end
   local J = job.new("decentral", opts, { mode = algo, options = OPTIONS })
-  if J.o.compute == "profile" then
-    -- push-sum keeps its weight in an element past the model's, which a
-    -- profiled model's virtual tensors do not hold (docs/lua-api.md)
-    job.fail("decentral.train: compute = \"profile\" is not supported by decentral yet; use ps, allreduce or hier")
-  end
+  check_profiled(J, algo)
   check_algo_options(J, algo, opts)
   local center = J.o.center
   if algo == "easgd" and not center then center = plans.easgd.default_center(J) end

@@ -77,8 +77,11 @@ easgd.default_center = default_center
 -- must reach the centre; one cut off waits (its transfers with the centre
 -- aborted on both ends), one restarted starts from the centre.
 function easgd.plan(J, extra, center)
-  -- The centre starts as the common initial model (a model, so it can be evaluated).
-  center:model{ name = "c", arch = J.o.model, seed = J.o.seed }
+  -- The centre starts as the common initial model (a model, so it can be
+  -- evaluated), made like the job's: by profile, with its surrogate, where
+  -- the job computes by profile (the centre's node needs no profile: it
+  -- makes no grad).
+  center:model{ name = "c", arch = J.o.model, seed = J.o.seed, compute = J.o.compute, learn = J.o.learn }
   center:copy{ src = "w", dst = "c" }
   local alpha, period = J.o.alpha or (0.9 / #J.workers), J.o.period or 4
   extra.alpha, extra.period = alpha, period
