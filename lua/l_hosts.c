@@ -29,8 +29,12 @@ void lnet_load_hosts(lua_State *L, struct hn_runtime *rt, const char *name, cons
 void lnet_pin_node(lua_State *L, struct l_network *net, struct topo_node *n, const char *host)
 {
     if (!host) return;
-    if (strlen(host) >= sizeof n->host || !host[0])
-        luaL_error(L, "node '%s': host '%s' is not a machine name", n->name, host);
+    /* Both are bad input (exit 2), as a bad machines file is. */
+    if (strlen(host) >= sizeof n->host || !host[0]) {
+        net->rt->bad_input = true;
+        luaL_error(L, "node '%s': host '%s' is not a machine name (1 to %d bytes)", n->name, host,
+                   (int)sizeof n->host - 1);
+    }
     if (net->machines.n && topo_machines_find(&net->machines, host) < 0) {
         net->rt->bad_input = true;
         luaL_error(L, "node '%s': host '%s' is not a machine of %s", n->name, host,

@@ -60,6 +60,12 @@ expect_err "nowhere.txt: cannot read: No such file or directory" "missing file"
 expect_exit 2 "unknown pin" -- "$HN" place pin.lua --hosts hosts.txt --set y=m9
 expect_err "node 'y': host 'm9' is not a machine of hosts.txt" "unknown pin"
 one_line "unknown pin"
+# a pin that cannot be a machine's name: bad input too, with the scenario's line
+expect_exit 2 "empty pin" -- "$HN" place pin.lua --hosts hosts.txt --set x=
+expect_err "pin.lua:3: node 'x': host '' is not a machine name (1 to 63 bytes)" "empty pin"
+one_line "empty pin"
+expect_exit 2 "long pin" -- "$HN" place pin.lua --hosts hosts.txt --set y="$(printf 'm%.0s' {1..64})"
+expect_err "node 'y': host 'mmmm" "long pin"
 
 # --- hiernet place: machines, nodes, the cut link with its delay ---
 expect_exit 0 "place" -- "$HN" place two.lua --hosts hosts.txt
