@@ -101,14 +101,15 @@ static void print_version(void)
            msgpack_version());
 }
 
-/* Takes the value of an option: "--out DIR" or "--out=DIR". */
-static const char *option_value(int argc, char **argv, int *i, const char *name)
+/* Takes the value of an option: "--out DIR" or "--out=DIR". cmd (run, draw,
+ * place) names the subcommand in the usage error. */
+static const char *option_value(const char *cmd, int argc, char **argv, int *i, const char *name)
 {
     size_t n = strlen(name);
     if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=') return argv[*i] + n + 1;
     if (strcmp(argv[*i], name) != 0) return NULL;
     if (*i + 1 >= argc) {
-        fprintf(stderr, "hiernet run: %s needs a value (see hiernet run --help)\n", name);
+        fprintf(stderr, "hiernet %s: %s needs a value (see hiernet %s --help)\n", cmd, name, cmd);
         exit(EXIT_USAGE);
     }
     return argv[++*i];
@@ -124,15 +125,15 @@ static int parse_scenario_options(const char *cmd, const char *usage, int argc, 
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
             return 0;
-        } else if ((v = option_value(argc, argv, &i, "--set"))) {
+        } else if ((v = option_value(cmd, argc, argv, &i, "--set"))) {
             sets[o->n_sets++] = v;
-        } else if ((v = option_value(argc, argv, &i, "--out"))) {
+        } else if ((v = option_value(cmd, argc, argv, &i, "--out"))) {
             o->out_dir = v;
-        } else if ((v = option_value(argc, argv, &i, "--backend"))) {
+        } else if ((v = option_value(cmd, argc, argv, &i, "--backend"))) {
             o->backend = v;
-        } else if ((v = option_value(argc, argv, &i, "--dilation"))) {
+        } else if ((v = option_value(cmd, argc, argv, &i, "--dilation"))) {
             o->dilation = v;
-        } else if ((v = option_value(argc, argv, &i, "--hosts"))) {
+        } else if ((v = option_value(cmd, argc, argv, &i, "--hosts"))) {
             o->hosts = v;
         } else if (!strcmp(argv[i], "--quiet")) {
             o->quiet = true;

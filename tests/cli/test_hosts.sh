@@ -53,6 +53,10 @@ expect_err "key.txt:2: unknown key (cores=N, mem=GiB, user=NAME) in 'gpus=2'" "b
 printf 'm1 10.0.0.1 cores=many\n' >num.txt
 expect_exit 2 "bad number" -- "$HN" place pin.lua --hosts num.txt
 expect_err "num.txt:1: cores must be an integer from 1, got 'many'" "bad number"
+expect_exit 2 "--hosts without a value" -- "$HN" place pin.lua --hosts
+expect_err "hiernet place: --hosts needs a value (see hiernet place --help)" "--hosts without a value"
+expect_exit 2 "draw --hosts without a value" -- "$HN" draw pin.lua --hosts
+expect_err "hiernet draw: --hosts needs a value (see hiernet draw --help)" "draw --hosts without a value"
 expect_exit 2 "missing file" -- "$HN" place pin.lua --hosts nowhere.txt
 expect_err "nowhere.txt: cannot read: No such file or directory" "missing file"
 
