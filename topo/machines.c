@@ -152,15 +152,16 @@ static int parse_key(struct topo_machines *m, struct topo_machine *x, char *tok,
 }
 
 /* Splits a line (comment cut) into tokens; returns their count, or -1 when
- * there are too many. */
-static int split(char *line, char **tok)
+ * there are too many, with *extra the first token past the limit (the
+ * message quotes it: strtok_r has cut the line by then). */
+static int split(char *line, char **tok, const char **extra)
 {
     char *hash = strchr(line, '#');
     if (hash) *hash = '\0';
     int n = 0;
     for (char *save = NULL, *t = strtok_r(line, " \t\r", &save); t;
          t = strtok_r(NULL, " \t\r", &save)) {
-        if (n == MACHINE_MAX_TOKENS) return -1;
+        if (n == MACHINE_MAX_TOKENS) return *extra = t, -1;
         tok[n++] = t;
     }
     return n;
@@ -169,10 +170,11 @@ static int split(char *line, char **tok)
 static int parse_line(struct topo_machines *m, char *line, int lineno, char *err, size_t errlen)
 {
     char *tok[MACHINE_MAX_TOKENS];
-    int n = split(line, tok);
+    const char *extra = "";
+    int n = split(line, tok, &extra);
     if (n == 0) return 0;
     struct topo_machine x = {.line = lineno};
-    if (n < 0) return fail(err, errlen, m->source, lineno, "too many fields at", line);
+    if (n < 0) return fail(err, errlen, m->source, lineno, "more than 8 fields: the 9th is", extra);
     if (!name_ok(tok[0]))
         return fail(err, errlen, m->source, lineno,
                     "bad machine name (letters, digits, '_', '-', '.'; at most 63)", tok[0]);

@@ -74,7 +74,8 @@ static void bad_files(void)
     bad("m1 10.0.0.1/24\n", "hosts.txt:1: bad address (a host name or IP) '10.0.0.1/24'");
     bad("m1 10.0.0.1 user=a;b\n", "hosts.txt:1: bad user name 'a;b'");
     bad("# nothing\n\n", "hosts.txt: lists no machine");
-    bad("m1 10.0.0.1 a=1 b=2 c=3 d=4 e=5 f=6 g=7\n", "hosts.txt:1: too many fields at 'm1'");
+    bad("m1 10.0.0.1 a=1 b=2 c=3 d=4 e=5 f=6 g=7\n",
+        "hosts.txt:1: more than 8 fields: the 9th is 'g=7'");
     struct topo_machines m;
     memset(&m, 0, sizeof m);
     CHECK(topo_machines_parse("m1 1.2.3.4\0x\n", 13, "f", &m, err, sizeof err) < 0);
