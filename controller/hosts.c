@@ -20,10 +20,11 @@ static int read_file(const char *path, char **text, size_t *len, char *err, size
     if (!f) return snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno)), -1;
     *text = malloc(HOSTS_FILE_MAX + 1);
     *len = *text ? fread(*text, 1, HOSTS_FILE_MAX + 1, f) : 0;
-    bool bad = ferror(f) != 0;
+    int read_errno = ferror(f) ? errno : 0; /* a directory opens but reads EISDIR */
     fclose(f);
     if (!*text) return snprintf(err, errlen, "%s: out of memory", path), -1;
-    if (bad) return snprintf(err, errlen, "%s: cannot read", path), -1;
+    if (read_errno)
+        return snprintf(err, errlen, "%s: cannot read: %s", path, strerror(read_errno)), -1;
     if (*len > HOSTS_FILE_MAX)
         return snprintf(err, errlen, "%s: larger than the limit of 1 MiB", path), -1;
     return 0;

@@ -59,6 +59,9 @@ expect_exit 2 "draw --hosts without a value" -- "$HN" draw pin.lua --hosts
 expect_err "hiernet draw: --hosts needs a value (see hiernet draw --help)" "draw --hosts without a value"
 expect_exit 2 "missing file" -- "$HN" place pin.lua --hosts nowhere.txt
 expect_err "nowhere.txt: cannot read: No such file or directory" "missing file"
+mkdir -p adir
+expect_exit 2 "a directory" -- "$HN" place pin.lua --hosts adir
+expect_err "adir: cannot read: Is a directory" "a directory"
 
 # --- a pin to a machine the file does not list ---
 expect_exit 2 "unknown pin" -- "$HN" place pin.lua --hosts hosts.txt --set y=m9
