@@ -19,7 +19,7 @@ local function train(extra)
   return T.read_all(workers[1], "w", size)
 end
 
--- Rates as recorded: 0.1 for steps 1-2, 0.05 for 3-4, 0.0125 for 5.
+-- Rates as recorded: 0.1 for steps 1-2, 0.05 for 3-4, 0.025 for 5.
 train{ steps = 5, lr_decay = { at = { 2, 4 }, factor = 0.5 }, prefix = "rates_" }
 local want = { 0.1, 0.1, 0.05, 0.05, 0.025 }
 for i, row in ipairs(T.csv("rates_steps")) do T.eq(row.lr, want[i], "steps.csv lr of step " .. i) end
