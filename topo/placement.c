@@ -167,20 +167,23 @@ oom:
 /* ---- partitioning ---- */
 
 /* No more vertices than machines (METIS wants more), or one machine: each
- * vertex in turn goes to the part furthest below its share. */
-static void partition_small(const struct graph *g, const real_t *share, idx_t nparts, idx_t *part)
+ * vertex in turn goes to the part furthest below its share. -1 when out of
+ * memory (not a silent fall-back to part 0). */
+static int partition_small(const struct graph *g, const real_t *share, idx_t nparts, idx_t *part)
 {
     double total = 0, *load = calloc((size_t)nparts, sizeof *load);
+    if (!load) return -1;
     for (idx_t v = 0; v < g->nv; v++)
         total += (double)g->vwgt[v];
     for (idx_t v = 0; v < g->nv; v++) {
         idx_t best = 0;
-        for (idx_t p = 1; load && p < nparts; p++)
+        for (idx_t p = 1; p < nparts; p++)
             if (share[p] * total - load[p] > share[best] * total - load[best]) best = p;
         part[v] = best;
-        if (load) load[best] += (double)g->vwgt[v];
+        load[best] += (double)g->vwgt[v];
     }
     free(load);
+    return 0;
 }
 
 static int partition(struct graph *g, const struct topo_machines *m, idx_t *part, char *err,
@@ -195,9 +198,10 @@ static int partition(struct graph *g, const struct topo_machines *m, idx_t *part
     for (size_t i = 0; i < m->n; i++)
         share[i] = (real_t)(topo_machine_capacity(&m->v[i]) / total);
     if (g->nv <= nparts || nparts == 1) {
-        partition_small(g, share, nparts, part);
+        int rc = partition_small(g, share, nparts, part);
         free(share);
-        return 0;
+        if (rc < 0) snprintf(err, errlen, "network '%s': out of memory", netname);
+        return rc;
     }
     idx_t options[METIS_NOPTIONS];
     METIS_SetDefaultOptions(options);
@@ -218,13 +222,16 @@ static int partition(struct graph *g, const struct topo_machines *m, idx_t *part
 }
 
 /* Part -> machine: a part holding a machine's anchor goes to that machine;
- * the others keep their index's machine when it is free, else the next free. */
-static void map_parts(const struct graph *g, const idx_t *part, size_t n, int *machine_of_part)
+ * the others keep their index's machine when it is free, else the next free.
+ * -1 when out of memory: without the anchors mapped, a pinned node's
+ * neighbours would land apart from it. */
+static int map_parts(const struct graph *g, const idx_t *part, size_t n, int *machine_of_part)
 {
     bool *taken = calloc(n, sizeof *taken);
+    if (!taken) return -1;
     for (size_t p = 0; p < n; p++)
         machine_of_part[p] = -1;
-    for (size_t k = 0; taken && k < n; k++) {
+    for (size_t k = 0; k < n; k++) {
         int a = g->anchor_of[k];
         if (a < 0 || machine_of_part[part[a]] >= 0) continue;
         machine_of_part[part[a]] = (int)k;
@@ -232,16 +239,17 @@ static void map_parts(const struct graph *g, const idx_t *part, size_t n, int *m
     }
     for (size_t p = 0, next = 0; p < n; p++) {
         if (machine_of_part[p] >= 0) continue;
-        if (!taken || !taken[p]) {
+        if (!taken[p]) {
             machine_of_part[p] = (int)p;
         } else {
             while (taken[next])
                 next++;
             machine_of_part[p] = (int)next;
         }
-        if (taken) taken[machine_of_part[p]] = true;
+        taken[machine_of_part[p]] = true;
     }
     free(taken);
+    return 0;
 }
 
 /* ---- the result ---- */
@@ -287,8 +295,9 @@ int topo_placement_compute(const struct topo_network *net, const struct topo_mac
     if (!part || !machine_of_part || !out->machine || !out->load || !out->count)
         snprintf(err, errlen, "network '%s': placement: out of memory", net->name);
     else if (partition(&g, m, part, err, errlen, net->name) == 0) {
-        map_parts(&g, part, m->n, machine_of_part);
-        rc = placement_fill(out, net, m, &g, part, machine_of_part);
+        rc = map_parts(&g, part, m->n, machine_of_part) < 0
+                 ? -1
+                 : placement_fill(out, net, m, &g, part, machine_of_part);
         if (rc < 0) snprintf(err, errlen, "network '%s': placement: out of memory", net->name);
     }
     free(part);
