@@ -88,7 +88,9 @@ static struct ml_stash *stash_get(struct command_job *j, const char *model, cons
                                   int first, int last, int64_t microbatch)
 {
     struct ml_stash *s = stash_find(j->ml, model, first, last, microbatch);
-    if (s && strcmp(kern_model_spec(s->m), spec) == 0) return s;
+    /* s->m is NULL when the last forward of the key failed to make it (out
+     * of device memory): made again below. */
+    if (s && s->m && strcmp(kern_model_spec(s->m), spec) == 0) return s;
     if (!s) {
         if (!(s = calloc(1, sizeof *s))) return cmd_fail(j, "out of memory"), NULL;
         snprintf(s->model, sizeof s->model, "%s", model);

@@ -25,7 +25,10 @@
  * context fail with that text (a GPU that cannot be used);
  * HIERNET_FAKE_CUDA_LOG=file appends a line per layer-range pass
  * ("forward_range cnn:lenet 0 3 5": spec, 0-based rows, batch), so a test
- * sees that the peer ran a part on the device rather than on its CPU. */
+ * sees that the peer ran a part on the device rather than on its CPU;
+ * HIERNET_FAKE_CUDA_CREATE_FAIL=file makes creating a model fail while that
+ * file exists (a GPU out of memory), so a test can fail one command of a
+ * running peer and then let the next succeed. */
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
@@ -33,6 +36,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "kernels/cuda/cuda_backend.h"
@@ -278,6 +282,9 @@ struct kern_cuda_lenet {
 
 static int fake_model_create(const char *spec, struct fake_model *m, char *err, size_t errlen)
 {
+    const char *fail = getenv("HIERNET_FAKE_CUDA_CREATE_FAIL");
+    if (fail && *fail && access(fail, F_OK) == 0)
+        return kern_fail(err, errlen, "fake cuda: out of memory creating %s", spec);
     return model_create(spec, 0, &m->model, err, errlen);
 }
 

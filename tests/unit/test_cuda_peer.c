@@ -306,6 +306,30 @@ static void test_split(struct harness_peer *g, struct harness_peer *c, const cha
           log_count(log, "backward_range", "mlp:784-16-12-10") == 2);
 }
 
+/* A forward whose part's model cannot be made on the device (out of GPU
+ * memory) fails; the same forward once memory is back succeeds (its stash,
+ * kept without a model, is made again rather than read). */
+static void test_split_create_failure(struct harness_peer *g, const char *flag)
+{
+    struct harness_reply r;
+    FILE *f = fopen(flag, "w");
+    CHECK(f != NULL);
+    if (f) fclose(f);
+    uint32_t id = harness_request(g, "forward", "model:s layers:r batch:i out:s", "cnn2", 1LL, 2LL,
+                                  6LL, "oom_a");
+    bool answered = harness_wait(g, id, &r);
+    CHECK_MSG(answered && !r.ok && strstr(r.error, "out of memory creating cnn:lenet"),
+              "forward without device memory: %s", answered ? r.error : "no reply");
+    harness_reply_free(&r);
+    unlink(flag);
+    id = harness_request(g, "forward", "model:s layers:r batch:i out:s", "cnn2", 1LL, 2LL, 6LL,
+                         "oom_a");
+    answered = harness_wait(g, id, &r);
+    CHECK_MSG(answered && r.ok, "the same forward with memory back: %s",
+              answered ? r.error : "no reply (the peer died)");
+    harness_reply_free(&r);
+}
+
 /* ---- start failures ---- */
 
 /* Reads the peer's messages until EOF; the error of its "fatal"
@@ -381,6 +405,9 @@ int main(void)
     CHECK(log_fd >= 0);
     close(log_fd);
     setenv("HIERNET_FAKE_CUDA_LOG", log, 1); /* the cuda peer's range passes */
+    char flag[sizeof log + 8];
+    snprintf(flag, sizeof flag, "%s.oom", log); /* exists: the device cannot make a model */
+    setenv("HIERNET_FAKE_CUDA_CREATE_FAIL", flag, 1);
     /* test_split compares to the bit: one BLAS thread in every library
      * instance (with the machine's default, the two peers' conv gradients
      * differed in the last bits, 1e-7, although both run --threads 1). */
@@ -395,6 +422,7 @@ int main(void)
     test_host_writes(&g, &c);
     test_lenet(&g, &c);
     test_split(&g, &c, log);
+    test_split_create_failure(&g, flag);
     unlink(log);
     printf("cuda peer (%g uploads, %g downloads) agrees with the cpu peer\n",
            stat_of(&g, "device_uploads"), stat_of(&g, "device_downloads"));
