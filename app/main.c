@@ -88,11 +88,13 @@ static const char draw_usage[] =
     "the machine they are placed on and the links cut between machines are dashed.\n";
 
 static const char place_usage[] =
-    "usage: hiernet place SCENARIO.lua [--hosts FILE|slurm] [--set name=value]... [ARGS...]\n"
+    "usage: hiernet place SCENARIO.lua [--hosts FILE|slurm] [--set name=value]...\n"
+    "                     [--out FILE] [ARGS...]\n"
     "\n"
     "Runs the scenario up to its first net:start() and prints where that network's\n"
     "nodes would run: the machines (cores, nodes, load), each node's machine, and\n"
-    "the links cut between machines with their configured delay. Nothing is created.\n";
+    "the links cut between machines with their configured delay. Nothing is created.\n"
+    "With --out the tables go to FILE instead of stdout.\n";
 
 static void print_version(void)
 {

@@ -91,6 +91,9 @@ grep -qE '^m1 +127\.0\.0\.1 +4 +yes +5 ' out.txt && ok || bad "place: m1's row: 
 cp out.txt place1.txt
 expect_exit 0 "place from hosts=" -- "$HN" place two.lua --set hosts=hosts.txt
 cmp -s out.txt place1.txt && ok || bad "place from hosts= differs from --hosts: $(diff out.txt place1.txt)"
+# --out FILE: the same tables in FILE, nothing on stdout
+expect_exit 0 "place --out" -- "$HN" place two.lua --hosts hosts.txt --out place2.txt
+cmp -s place2.txt place1.txt && [[ ! -s out.txt ]] && ok || bad "place --out: $(diff place2.txt place1.txt)"
 
 # --- hiernet draw --hosts: coloured by machine, the cut dashed ---
 expect_exit 0 "draw --hosts" -- "$HN" draw two.lua --hosts hosts.txt
