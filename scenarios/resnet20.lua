@@ -34,7 +34,17 @@ local batch = hn.param("batch", quick and 32 or 128)
 local lr = hn.param("lr", 0.05)
 
 local steps_total = quick and 30 or math.ceil(epochs * 60000 / batch)
-local decay = { at = { steps_total * 2 // 3, steps_total * 5 // 6 }, factor = 0.1 }
+-- The milestones, 2/3 and 5/6 of the steps; a short run (--set epochs or
+-- batch) keeps those that are whole, distinct steps, and none below 2 steps
+-- (lr_decay refuses a step 0 or a repeat, which the user never wrote).
+local function step_decay(n)
+  local at = {}
+  for _, s in ipairs{ n * 2 // 3, n * 5 // 6 } do
+    if s >= 1 and s > (at[#at] or 0) then at[#at + 1] = s end
+  end
+  return #at > 0 and { at = at, factor = 0.1 } or nil
+end
+local decay = step_decay(steps_total)
 
 local net = hn.network{ name = "resnet20", backend = "none", seed = 1 }
 local node = net:node("n1", { tier = "cloud" })
