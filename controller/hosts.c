@@ -51,7 +51,8 @@ static void scontrol_child(const char *nodelist, int out, int report)
     _exit(127);
 }
 
-/* Reads all of fd into a growing buffer (NUL-terminated); NULL when out of memory. */
+/* Reads all of fd into a growing buffer (NUL-terminated); NULL when out of
+ * memory or past HOSTS_FILE_MAX bytes. */
 static char *read_all(int fd)
 {
     size_t len = 0, cap = 4096;
@@ -78,7 +79,7 @@ static const char *scontrol_failure(pid_t pid, int exec_errno, const char *text,
     if (exec_errno == ENOENT)
         return "scontrol not found in PATH (Slurm's client commands, Debian slurm-client)";
     if (exec_errno) return strerror(exec_errno);
-    if (!text) return "out of memory";
+    if (!text) return "out of memory, or more than 1 MiB of host names";
     if (!WIFEXITED(status) || WEXITSTATUS(status)) return "scontrol show hostnames failed";
     return NULL;
 }
