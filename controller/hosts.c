@@ -191,6 +191,8 @@ void hosts_mark_local(struct topo_machines *m)
 int hosts_load(const char *spec, struct topo_machines *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
+    if (!spec[0])
+        return snprintf(err, errlen, "an empty name: give a machines file or \"slurm\""), -1;
     int rc = strcmp(spec, "slurm") == 0 ? load_slurm(out, err, errlen)
                                         : load_file(spec, out, err, errlen);
     if (rc == 0) hosts_mark_local(out);

@@ -59,6 +59,8 @@ expect_exit 2 "draw --hosts without a value" -- "$HN" draw pin.lua --hosts
 expect_err "hiernet draw: --hosts needs a value (see hiernet draw --help)" "draw --hosts without a value"
 expect_exit 2 "missing file" -- "$HN" place pin.lua --hosts nowhere.txt
 expect_err "nowhere.txt: cannot read: No such file or directory" "missing file"
+expect_exit 2 "an empty --hosts" -- "$HN" place pin.lua --hosts ''
+expect_err "network 'p': hosts: an empty name: give a machines file or \"slurm\"" "an empty --hosts"
 mkdir -p adir
 expect_exit 2 "a directory" -- "$HN" place pin.lua --hosts adir
 expect_err "adir: cannot read: Is a directory" "a directory"
