@@ -22,6 +22,7 @@ struct netrun_dataplane {
     uint64_t *bytes;             /* per link direction (2 x link + dir): at its last sample */
     double *mono;                /* when (0: never sampled) */
     double round_mono, own_cpu_s; /* the previous round: when, the data plane's CPU seconds */
+    double *linkd_cpu_s;          /* the previous round: each linkd's CPU seconds */
     double util_max;             /* this round so far; -1: no rated direction */
 };
 
@@ -33,8 +34,9 @@ void netrun_watch_dataplane(struct netrun *nr, struct overload *o)
     if (dp) {
         dp->bytes = calloc(n, sizeof *dp->bytes);
         dp->mono = calloc(n, sizeof *dp->mono);
+        dp->linkd_cpu_s = calloc(nr->n_linkd ? nr->n_linkd : 1, sizeof *dp->linkd_cpu_s);
     }
-    if (!dp || !dp->bytes || !dp->mono) { /* the account goes without this network */
+    if (!dp || !dp->bytes || !dp->mono || !dp->linkd_cpu_s) { /* the account goes without this network */
         netrun_dataplane_free(dp);
         return;
     }
@@ -48,6 +50,7 @@ void netrun_dataplane_free(struct netrun_dataplane *dp)
     if (!dp) return;
     free(dp->bytes);
     free(dp->mono);
+    free(dp->linkd_cpu_s);
     free(dp);
 }
 
@@ -87,11 +90,19 @@ static double process_cpu_s(pid_t pid, bool system_only)
     return (double)(system_only ? stime : utime + stime) / (double)(tick > 0 ? tick : 100);
 }
 
-static double own_cpu_s(const struct netrun *nr)
+/* The data plane's CPU seconds so far; the busiest linkd's since the
+ * previous round into *linkd_busy_s. */
+static double own_cpu_s(const struct netrun *nr, double *linkd_busy_s)
 {
     double s = 0;
-    for (size_t i = 0; i < nr->n_linkd; i++)
-        s += process_cpu_s(linkd_client_pid(nr->linkd[i]), false);
+    *linkd_busy_s = 0;
+    for (size_t i = 0; i < nr->n_linkd; i++) {
+        double cpu = process_cpu_s(linkd_client_pid(nr->linkd[i]), false);
+        double *before = &nr->dataplane->linkd_cpu_s[i];
+        if (cpu - *before > *linkd_busy_s) *linkd_busy_s = cpu - *before;
+        *before = cpu;
+        s += cpu;
+    }
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
         const struct peer_client *pc = nr->peers[i].client;
         if (pc && !peer_client_exited(pc)) s += process_cpu_s(peer_client_pid(pc), true);
@@ -103,9 +114,11 @@ void netrun_dataplane_round(struct netrun *nr)
 {
     struct netrun_dataplane *dp = nr->dataplane;
     if (!dp) return;
-    double now = mono_s(), cpu = own_cpu_s(nr);
+    double linkd_s, now = mono_s(), cpu = own_cpu_s(nr, &linkd_s);
+    double wall_s = dp->round_mono > 0 ? now - dp->round_mono : 0;
     struct overload_links s = {
-        .wall_s = dp->round_mono > 0 ? now - dp->round_mono : 0,
+        .wall_s = wall_s,
+        .linkd_busy = wall_s > 0 ? linkd_s / wall_s : 0,
         .util_max = dp->util_max,
         .own_cpu_s = cpu > dp->own_cpu_s ? cpu - dp->own_cpu_s : 0, /* peers restarted: 0 */
     };

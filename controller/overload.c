@@ -33,12 +33,18 @@ struct overload_node {
     bool live;      /* its network runs (overload_node_live) */
 };
 
+/* The busiest direction's share of its rate, bins of UTIL_BIN up to
+ * UTIL_BINS x UTIL_BIN (the last bin holds what is above). */
+#define UTIL_BIN 0.01
+#define UTIL_BINS 200
+
 /* The data plane's active samples: what overload_dataplane is made of. */
 struct dp_account {
     uint64_t samples;
     double active_s;
-    double util_s, util_time_s; /* util_max x wall_s and wall_s, over rated samples */
+    double util_s[UTIL_BINS]; /* wall seconds of rated samples per share carried */
     double own_s;               /* the run's data plane CPU seconds */
+    double linkd_s;             /* the busiest linkd's CPU seconds, sample by sample */
     uint64_t busy, total;       /* the host's jiffies */
 };
 
@@ -391,12 +397,29 @@ static void dp_add(struct dp_account *a, const struct overload_links *s,
     a->samples++;
     a->active_s += s->wall_s;
     a->own_s += s->own_cpu_s;
+    a->linkd_s += s->linkd_busy * s->wall_s;
     if (s->util_max >= 0) {
-        a->util_s += s->util_max * s->wall_s;
-        a->util_time_s += s->wall_s;
+        int bin = (int)(s->util_max / UTIL_BIN);
+        a->util_s[bin < UTIL_BINS ? bin : UTIL_BINS - 1] += s->wall_s;
     }
     a->busy += now->busy - before->busy;
     a->total += now->total - before->total;
+}
+
+/* The median over time of the busiest share carried (a bin's middle; -1
+ * without a rated sample): a phase that began or ended inside a sample
+ * leaves that sample short of the rate, which the median passes over. */
+static double util_median(const struct dp_account *a)
+{
+    double total = 0, seen = 0;
+    for (int i = 0; i < UTIL_BINS; i++)
+        total += a->util_s[i];
+    if (!(total > 0)) return -1;
+    for (int i = 0; i < UTIL_BINS; i++) {
+        seen += a->util_s[i];
+        if (seen >= total / 2) return (i + 0.5) * UTIL_BIN;
+    }
+    return UTIL_BINS * UTIL_BIN;
 }
 
 static void dp_figures(const struct dp_account *a, struct overload_dataplane *dp)
@@ -404,9 +427,10 @@ static void dp_figures(const struct dp_account *a, struct overload_dataplane *dp
     memset(dp, 0, sizeof *dp);
     dp->samples = a->samples;
     dp->active_s = a->active_s;
-    dp->link_utilization = a->util_time_s > 0 ? a->util_s / a->util_time_s : -1;
+    dp->link_utilization = util_median(a);
     dp->host_busy = a->total ? (double)a->busy / (double)a->total : -1;
     dp->own_cores = a->active_s > 0 ? a->own_s / a->active_s : 0;
+    dp->linkd_busy = a->active_s > 0 ? a->linkd_s / a->active_s : 0;
     dp->suggested_dilation = 1;
 }
 

@@ -61,8 +61,13 @@
  * sample is active when the data plane worked: its busiest direction
  * carried OVERLOAD_DP_ACTIVE_UTIL of its rate or its CPU passed
  * OVERLOAD_DP_ACTIVE_CORES. Over the active samples, the data plane was
- * too much for the host when no link kept OVERLOAD_DP_KEPT of its rate
- * while the host's CPU was OVERLOAD_DP_BUSY busy and the run's data plane
+ * too much for the host when the busiest share's median over time (a
+ * sample that a phase began or ended inside falls short: the median passes
+ * over it) stayed under OVERLOAD_DP_KEPT of the rate
+ * while the host's CPU was OVERLOAD_DP_BUSY busy (or one linkd process,
+ * one event loop that cannot use a second core, was that busy on its own:
+ * on a host of many cores it saturates long before the host does) and the
+ * run's data plane
  * itself took OVERLOAD_DP_OWN_CORES: links short of their rate on an idle
  * host are the emulation's own (windows, queues, loss), and on a host
  * busy with other programs a data plane that costs little is not what
@@ -83,15 +88,17 @@ struct overload_links {
     double wall_s;   /* wall seconds since the previous round */
     double util_max; /* the busiest direction's carried bits / (its rate / D x wall_s); -1: no rated link */
     double own_cpu_s; /* CPU seconds of the run's data plane over wall_s */
+    double linkd_busy; /* the busiest linkd process's CPU seconds / wall_s (0: none) */
 };
 
 /* The data plane's figures over active samples, and the verdict. */
 struct overload_dataplane {
     uint64_t samples;          /* active samples */
     double active_s;           /* wall seconds they covered */
-    double link_utilization;   /* time-weighted busiest share of rate / D (-1: none) */
+    double link_utilization;   /* the busiest share of rate / D, median over time (-1: none) */
     double host_busy;          /* the host's busy share over them (-1: unknown) */
     double own_cores;          /* the run's data plane CPU, cores */
+    double linkd_busy;         /* the busiest linkd's share of its core, mean over time */
     bool limited;              /* links short of their rate, host busy, the data plane a load */
     double suggested_dilation; /* the run's when not limited */
 };

@@ -10,8 +10,9 @@
 
 void overload_judge_dataplane(struct overload_dataplane *dp, double d)
 {
+    bool saturated = dp->host_busy >= OVERLOAD_DP_BUSY || dp->linkd_busy >= OVERLOAD_DP_BUSY;
     dp->limited = dp->samples > 0 && dp->link_utilization >= 0 &&
-                  dp->link_utilization < OVERLOAD_DP_KEPT && dp->host_busy >= OVERLOAD_DP_BUSY &&
+                  dp->link_utilization < OVERLOAD_DP_KEPT && saturated &&
                   dp->own_cores >= OVERLOAD_DP_OWN_CORES;
     dp->suggested_dilation = d;
     if (!dp->limited) return;
@@ -26,7 +27,7 @@ static const char *kept_because(const struct overload_dataplane *w)
 {
     if (w->link_utilization < 0) return "no link has a rate to keep";
     if (w->link_utilization >= OVERLOAD_DP_KEPT) return "the links keep their rate";
-    if (!(w->host_busy >= OVERLOAD_DP_BUSY))
+    if (!(w->host_busy >= OVERLOAD_DP_BUSY) && !(w->linkd_busy >= OVERLOAD_DP_BUSY))
         return "the host's CPU has room, so the links' shortfall is the emulation's own "
                "(windows, queues, loss)";
     return "the run's data plane is a small load: the host is busy with other programs";
@@ -41,10 +42,12 @@ void overload_choose_dataplane(const struct overload_dataplane *w, struct overlo
     choice->window_s = w->active_s;
     int n = snprintf(choice->reason, sizeof choice->reason,
                      "data plane, %llu samples in %.1f s: the busiest link carried %.0f%% of its "
-                     "rate, host %.0f%% busy, the run's data plane %.2f cores",
+                     "rate, host %.0f%% busy, the run's data plane %.2f cores (busiest linkd "
+                     "%.0f%%)",
                      (unsigned long long)w->samples, w->active_s,
                      w->link_utilization >= 0 ? 100 * w->link_utilization : 0,
-                     w->host_busy >= 0 ? 100 * w->host_busy : 0, w->own_cores);
+                     w->host_busy >= 0 ? 100 * w->host_busy : 0, w->own_cores,
+                     100 * w->linkd_busy);
     size_t used = n > 0 && (size_t)n < sizeof choice->reason ? (size_t)n : 0;
     if (!choice->dp.limited)
         snprintf(choice->reason + used, sizeof choice->reason - used, ": %s", kept_because(w));
@@ -63,6 +66,8 @@ void overload_write_dataplane_json(FILE *f, const struct overload_dataplane *dp)
     json_write_number(f, dp->host_busy >= 0 ? dp->host_busy : NAN);
     fputs(", \"own_cores\": ", f);
     json_write_number(f, dp->own_cores);
+    fputs(", \"linkd_busy\": ", f);
+    json_write_number(f, dp->linkd_busy);
     fprintf(f, ", \"limited\": %s, \"suggested_dilation\": ", dp->limited ? "true" : "false");
     json_write_number(f, dp->suggested_dilation);
     fputc('}', f);

@@ -395,6 +395,10 @@ static void test_dataplane_judge(void)
     dp = dataplane(0, 1, 1);
     overload_judge_dataplane(&dp, 1);
     CHECK(dp.limited && dp.suggested_dilation == 150); /* nothing carried: as if 1% */
+    dp = dataplane(0.5, 0.3, 0.9); /* a host of many cores, one linkd at its core's limit */
+    dp.linkd_busy = 0.95;
+    overload_judge_dataplane(&dp, 1);
+    CHECK(dp.limited && dp.suggested_dilation == 3);
     dp = dataplane(0.0001, 1, 1);
     overload_judge_dataplane(&dp, 100);
     CHECK(dp.suggested_dilation == 1000); /* at most HN_DILATION_MAX */
@@ -418,8 +422,8 @@ static void test_dataplane_choice(void)
     overload_choose_dataplane(&w, &c);
     CHECK(c.dataplane && c.dilation == 3 && c.window_s == 3 && c.dp.limited);
     CHECK(strcmp(c.reason, "data plane, 3 samples in 3.0 s: the busiest link carried 50% of its "
-                           "rate, host 99% busy, the run's data plane 1.20 cores: the host cannot "
-                           "forward it; dilation 3 gives it room") == 0);
+                           "rate, host 99% busy, the run's data plane 1.20 cores (busiest linkd 0%): "
+                           "the host cannot forward it; dilation 3 gives it room") == 0);
     w = dataplane(0.97, 1, 0.4);
     overload_choose_dataplane(&w, &c);
     CHECK(c.dilation == 1 && strstr(c.reason, ": the links keep their rate"));
@@ -434,7 +438,7 @@ static void test_dataplane_choice(void)
     overload_write_dataplane_json(f, &c.dp);
     fclose(f);
     CHECK_MSG(strcmp(buf, "{\"samples\": 3, \"active_s\": 3, \"link_utilization\": 0.29999999999999999, "
-                          "\"host_busy\": 1, \"own_cores\": 0.050000000000000003, \"limited\": false, "
+                          "\"host_busy\": 1, \"own_cores\": 0.050000000000000003, \"linkd_busy\": 0, \"limited\": false, "
                           "\"suggested_dilation\": 1}") == 0,
               "%s", buf);
 }
