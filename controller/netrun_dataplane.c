@@ -18,12 +18,12 @@
 #include <unistd.h>
 
 struct netrun_dataplane {
-    struct overload *overload;   /* the run's account (borrowed) */
-    uint64_t *bytes;             /* per link direction (2 x link + dir): at its last sample */
-    double *mono;                /* when (0: never sampled) */
+    struct overload *overload;    /* the run's account (borrowed) */
+    uint64_t *bytes;              /* per link direction (2 x link + dir): at its last sample */
+    double *mono;                 /* when (0: never sampled) */
     double round_mono, own_cpu_s; /* the previous round: when, the data plane's CPU seconds */
     double *linkd_cpu_s;          /* the previous round: each linkd's CPU seconds */
-    double util_max;             /* this round so far; -1: no rated direction */
+    double util_max;              /* this round so far; -1: no rated direction */
 };
 
 void netrun_watch_dataplane(struct netrun *nr, struct overload *o)
@@ -36,7 +36,8 @@ void netrun_watch_dataplane(struct netrun *nr, struct overload *o)
         dp->mono = calloc(n, sizeof *dp->mono);
         dp->linkd_cpu_s = calloc(nr->n_linkd ? nr->n_linkd : 1, sizeof *dp->linkd_cpu_s);
     }
-    if (!dp || !dp->bytes || !dp->mono || !dp->linkd_cpu_s) { /* the account goes without this network */
+    if (!dp || !dp->bytes || !dp->mono ||
+        !dp->linkd_cpu_s) { /* the account goes without this network */
         netrun_dataplane_free(dp);
         return;
     }
@@ -83,8 +84,8 @@ static double process_cpu_s(pid_t pid, bool system_only)
     line[n] = '\0';
     const char *rest = strrchr(line, ')'); /* the command name may hold spaces */
     unsigned long long utime = 0, stime = 0;
-    if (!rest || sscanf(rest + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-                        &utime, &stime) != 2)
+    if (!rest || sscanf(rest + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+                        &stime) != 2)
         return 0;
     long tick = sysconf(_SC_CLK_TCK);
     return (double)(system_only ? stime : utime + stime) / (double)(tick > 0 ? tick : 100);

@@ -68,7 +68,7 @@ struct netrun {
     netrun_clock_fn clock; /* the run's emulated seconds, for the time_s column */
     void *clock_ctx;
     size_t samples_pending;
-    bool sample_warned; /* the sampler's first error was logged */
+    bool sample_warned;                 /* the sampler's first error was logged */
     struct netrun_dataplane *dataplane; /* the overload account's samples, or NULL */
     /* the start's phases in order, for the log (netrun_describe_start) */
     struct {

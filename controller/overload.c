@@ -43,9 +43,9 @@ struct dp_account {
     uint64_t samples;
     double active_s;
     double util_s[UTIL_BINS]; /* wall seconds of rated samples per share carried */
-    double own_s;               /* the run's data plane CPU seconds */
-    double linkd_s;             /* the busiest linkd's CPU seconds, sample by sample */
-    uint64_t busy, total;       /* the host's jiffies */
+    double own_s;             /* the run's data plane CPU seconds */
+    double linkd_s;           /* the busiest linkd's CPU seconds, sample by sample */
+    uint64_t busy, total;     /* the host's jiffies */
 };
 
 /* The automatic dilation's window: the first timed compute commands. */
@@ -77,8 +77,8 @@ struct overload {
     double demand_now, demand_peak;
     double start_ms, cpu_ms; /* mono_ms() at the start; timed compute's CPU time since */
     struct probe probe;
-    struct dp_account dp;       /* every active data-plane sample of the run */
-    struct cpu_sample dp_last;  /* /proc/stat at the previous round of link samples */
+    struct dp_account dp;      /* every active data-plane sample of the run */
+    struct cpu_sample dp_last; /* /proc/stat at the previous round of link samples */
 };
 
 /* ---- the host: /proc/stat ---- */

@@ -86,8 +86,9 @@
 /* One round of link samples (netrun_dataplane.c). */
 struct overload_links {
     double wall_s;   /* wall seconds since the previous round */
-    double util_max; /* the busiest direction's carried bits / (its rate / D x wall_s); -1: no rated link */
-    double own_cpu_s; /* CPU seconds of the run's data plane over wall_s */
+    double util_max; /* the busiest direction's carried bits / (its rate / D x wall_s); -1: no rated
+                        link */
+    double own_cpu_s;  /* CPU seconds of the run's data plane over wall_s */
     double linkd_busy; /* the busiest linkd process's CPU seconds / wall_s (0: none) */
 };
 

@@ -47,9 +47,9 @@ struct run {
     /* dilation = "auto" (or --dilation auto): a probe of the first compute
      * commands chose it; reason names the figures (run.json, log.txt). */
     bool dilation_auto;
-    char *dilation_reason; /* NULL until the probe decided */
+    char *dilation_reason;    /* NULL until the probe decided */
     char *dilation_dataplane; /* the data plane's window (JSON object), NULL until judged */
-    double probe_s;        /* wall seconds of a probe run that came before this one */
+    double probe_s;           /* wall seconds of a probe run that came before this one */
 };
 
 /* The largest dilation accepted: beyond it, timers of a few ms turn into minutes. */

@@ -46,8 +46,8 @@ struct auto_rerun {
     char reason[sizeof((struct overload_auto *)0)->reason];
     char dataplane[320]; /* the probe's data-plane figures (JSON), "" when not judged */
     double probe_s;      /* the probe run's wall seconds */
-    char *dir;      /* the results directory both runs share */
-    char *aside;    /* the probe's records while the rerun creates dir */
+    char *dir;           /* the results directory both runs share */
+    char *aside;         /* the probe's records while the rerun creates dir */
 };
 
 #define PROBE_DIR_NAME "dilation-probe"

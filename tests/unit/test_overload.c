@@ -137,7 +137,9 @@ static void test_account(void)
     CHECK_CONTAINS(json, "\"cpu_demand\": ");
     CHECK_CONTAINS(json, "\"worst_node\": \"b\"");
     CHECK_CONTAINS(json, "\"compute_share\": ");
-    CHECK_CONTAINS(json, "\"limited\": true, \"latency\": false, \"waited\": false, \"dataplane\": {\"samples\": 0");
+    CHECK_CONTAINS(
+        json,
+        "\"limited\": true, \"latency\": false, \"waited\": false, \"dataplane\": {\"samples\": 0");
     free(json);
     /* Below 5%: not limited, the run's own dilation stands. */
     for (int i = 0; i < 30; i++)
@@ -405,8 +407,9 @@ static void test_dataplane_judge(void)
     /* What keeps the run's dilation: links at their rate, a host with room,
      * a data plane that costs little, no rated link, no active sample. */
     const struct overload_dataplane kept[] = {
-        dataplane(0.9, 1, 2), dataplane(0.5, 0.84, 2), dataplane(0.5, 1, 0.24),
-        dataplane(-1, 1, 2), dataplane(0.5, -1, 2), {.link_utilization = 0.5, .host_busy = 1, .own_cores = 2},
+        dataplane(0.9, 1, 2),    dataplane(0.5, 0.84, 2),
+        dataplane(0.5, 1, 0.24), dataplane(-1, 1, 2),
+        dataplane(0.5, -1, 2),   {.link_utilization = 0.5, .host_busy = 1, .own_cores = 2},
     };
     for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {
         dp = kept[i];
@@ -421,9 +424,10 @@ static void test_dataplane_choice(void)
     struct overload_auto c;
     overload_choose_dataplane(&w, &c);
     CHECK(c.dataplane && c.dilation == 3 && c.window_s == 3 && c.dp.limited);
-    CHECK(strcmp(c.reason, "data plane, 3 samples in 3.0 s: the busiest link carried 50% of its "
-                           "rate, host 99% busy, the run's data plane 1.20 cores (busiest linkd 0%): "
-                           "the host cannot forward it; dilation 3 gives it room") == 0);
+    CHECK(strcmp(c.reason,
+                 "data plane, 3 samples in 3.0 s: the busiest link carried 50% of its "
+                 "rate, host 99% busy, the run's data plane 1.20 cores (busiest linkd 0%): "
+                 "the host cannot forward it; dilation 3 gives it room") == 0);
     w = dataplane(0.97, 1, 0.4);
     overload_choose_dataplane(&w, &c);
     CHECK(c.dilation == 1 && strstr(c.reason, ": the links keep their rate"));
@@ -437,9 +441,11 @@ static void test_dataplane_choice(void)
     FILE *f = fmemopen(buf, sizeof buf, "w");
     overload_write_dataplane_json(f, &c.dp);
     fclose(f);
-    CHECK_MSG(strcmp(buf, "{\"samples\": 3, \"active_s\": 3, \"link_utilization\": 0.29999999999999999, "
-                          "\"host_busy\": 1, \"own_cores\": 0.050000000000000003, \"linkd_busy\": 0, \"limited\": false, "
-                          "\"suggested_dilation\": 1}") == 0,
+    CHECK_MSG(strcmp(buf,
+                     "{\"samples\": 3, \"active_s\": 3, \"link_utilization\": 0.29999999999999999, "
+                     "\"host_busy\": 1, \"own_cores\": 0.050000000000000003, \"linkd_busy\": 0, "
+                     "\"limited\": false, "
+                     "\"suggested_dilation\": 1}") == 0,
               "%s", buf);
 }
 
