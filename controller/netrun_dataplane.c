@@ -36,8 +36,8 @@ void netrun_watch_dataplane(struct netrun *nr, struct overload *o)
         dp->mono = calloc(n, sizeof *dp->mono);
         dp->linkd_cpu_s = calloc(nr->n_linkd ? nr->n_linkd : 1, sizeof *dp->linkd_cpu_s);
     }
-    if (!dp || !dp->bytes || !dp->mono ||
-        !dp->linkd_cpu_s) { /* the account goes without this network */
+    /* Out of memory: the account goes without this network. */
+    if (!dp || !dp->bytes || !dp->mono || !dp->linkd_cpu_s) {
         netrun_dataplane_free(dp);
         return;
     }
