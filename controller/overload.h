@@ -78,7 +78,7 @@
 #define OVERLOAD_DP_ACTIVE_CORES 0.1
 #define OVERLOAD_DP_KEPT 0.9
 #define OVERLOAD_DP_BUSY 0.85
-#define OVERLOAD_DP_OWN_CORES 0.25
+#define OVERLOAD_DP_OWN_CORES 0.5
 #define OVERLOAD_DP_MARGIN 1.5
 /* The probe's data-plane window closes after this many active samples. */
 #define OVERLOAD_DP_PROBE_SAMPLES 3

@@ -388,7 +388,7 @@ static void test_dataplane_judge(void)
     struct overload_dataplane dp = dataplane(0.4, 0.95, 1.0);
     overload_judge_dataplane(&dp, 1);
     CHECK(dp.limited && dp.suggested_dilation == 4); /* ceil(1 x 1.5 / 0.4) */
-    dp = dataplane(0.04, 1, 0.44);
+    dp = dataplane(0.04, 1, 1.1);
     overload_judge_dataplane(&dp, 1);
     CHECK(dp.limited && dp.suggested_dilation == 38); /* ceil(1.5 / 0.04) */
     dp = dataplane(0.8, 0.9, 0.5);
@@ -408,7 +408,7 @@ static void test_dataplane_judge(void)
      * a data plane that costs little, no rated link, no active sample. */
     const struct overload_dataplane kept[] = {
         dataplane(0.9, 1, 2),    dataplane(0.5, 0.84, 2),
-        dataplane(0.5, 1, 0.24), dataplane(-1, 1, 2),
+        dataplane(0.5, 1, 0.49), dataplane(-1, 1, 2),
         dataplane(0.5, -1, 2),   {.link_utilization = 0.5, .host_busy = 1, .own_cores = 2},
     };
     for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {

@@ -1,7 +1,7 @@
 -- auto_dilation_dataplane: dilation = "auto" judges the data plane too.
--- Four hosts on a switch run greedy TCP flows in a ring (a->b, b->c, ...;
--- `flows` of them) over links of `bw`, no compute at all, so only the data
--- plane's samples can decide.
+-- max(4, flows) hosts on a switch run `flows` greedy TCP flows in a ring
+-- (h1->h2, h2->h3, ...) over links of `bw`, no compute at all, so only the
+-- data plane's samples can decide.
 --   expect=dilate  bw=100Gbit: no host here forwards that in real time, so
 --                  the probe's data-plane window finds the links short of
 --                  their rate while the host (or one linkd) is saturated by
@@ -20,10 +20,10 @@ local expect = A.expect or "dilate"
 local flows = tonumber(A.flows or 4)
 
 local net = hn.network{ name = "autodp", backend = A.backend or "user", seed = 5, dilation = "auto" }
-local sw, hosts = net:switch("s"), {}
+local sw, hosts, n = net:switch("s"), {}, math.max(4, flows)
 local link = { bw = A.bw or "100Gbit" }
 if (A.backend or "user") == "user" then link.delay = "0.05ms" end
-for i = 1, 4 do
+for i = 1, n do
   hosts[i] = net:node("h" .. i)
   net:link(hosts[i], sw, link)
 end
@@ -32,7 +32,7 @@ H.own(net)
 local rerun = net.dilation > 1
 local started = {}
 for i = 1, flows do
-  started[i] = net:traffic{ from = hosts[i], to = hosts[i % 4 + 1], proto = "tcp" }
+  started[i] = net:traffic{ from = hosts[i], to = hosts[i % n + 1], proto = "tcp" }
 end
 hn.sleep(rerun and 0.2 or 5)
 for _, f in ipairs(started) do f:stop() end
