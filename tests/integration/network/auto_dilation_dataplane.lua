@@ -8,10 +8,14 @@
 --                  this run, and the run starts again at some D > 1
 --                  (checked: the rerun's dilation, run.json's reason and
 --                  dataplane figures, the probe's records kept)
+--                  A host so busy with other programs that this run's data
+--                  plane got under half a core is told apart (the reason
+--                  says so) and cannot test this: the run prints a SKIP line
+--                  (run_scenario.sh then exits 77)
 --   expect=keep    bw=20Mbit: the links keep their rate, so D stays 1 even
 --                  on a host busy with other programs
--- Emulated time: 4 s of flows at D = 1 (the window needs 3 active samples
--- of one emulated second after a first one), 0.2 s in the rerun.
+-- Emulated time: 5 s of flows at D = 1 (the window needs 3 active samples
+-- of one emulated second after a first one); the rerun starts and stops.
 local hn = require("hiernet")
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local H = dofile(dir .. "common.lua")
@@ -30,11 +34,13 @@ end
 net:start()
 H.own(net)
 local rerun = net.dilation > 1
+-- The rerun only shows its dilation: flows at D of 100 and more would take
+-- their peers tens of seconds to close.
 local started = {}
-for i = 1, flows do
+for i = 1, rerun and 0 or flows do
   started[i] = net:traffic{ from = hosts[i], to = hosts[i % n + 1], proto = "tcp" }
 end
-hn.sleep(rerun and 0.2 or 5)
+hn.sleep(rerun and 0.01 or 5)
 for _, f in ipairs(started) do f:stop() end
 local o = hn.overload()
 net:stop()
@@ -52,7 +58,9 @@ local dp = o.dataplane
 H.log("dilation %g (%s); this run's data plane: %d samples, busiest link %.0f%%, host %.0f%%, %.2f cores",
       net.dilation, choice, dp.samples, 100 * (dp.link_utilization or 0), 100 * (dp.host_busy or 0),
       dp.own_cores)
-if expect == "dilate" then
+if expect == "dilate" and not rerun and choice:find("the host is busy with other programs", 1, true) then
+  H.log("SKIP: other programs left this run's data plane under half a core: %s", choice)
+elseif expect == "dilate" then
   H.check(rerun, "auto kept dilation %g for %s links the host cannot forward: %s", net.dilation,
           link.bw, choice)
   H.check(choice:find('"mode": "auto"', 1, true) and choice:find("the host cannot forward it", 1, true)
