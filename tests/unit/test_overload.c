@@ -8,6 +8,7 @@
 #include "controller/overload.h"
 #include "peer/worker.h"
 #include "topo/network.h"
+#include "topo/shape.h"
 
 #include <math.h>
 #include <msgpack.h>
@@ -47,6 +48,11 @@ static void test_link_dilate(void)
     CHECK(d.loss == 0.01 && d.queue.packets == 50 && d.reorder);
     topo_link_params_dilate(&p, 1, &d);
     CHECK(d.rate_bps == p.rate_bps && d.delay_ns == p.delay_ns);
+    /* The default queue is the emulated link's: 2 ms at 10 Gbit/s, not at 10 / 24. */
+    struct topo_link_params fast = {.rate_bps = 10000000000ull, .delay_ns = 50000};
+    topo_link_params_dilate(&fast, 24, &d);
+    CHECK(d.queue.packets == 0 && d.queue.bytes == 2500000);
+    CHECK(d.queue.bytes == topo_shape_default_queue_bytes(10000000000ull, 100000, 1514));
     p.rate_bps = 3;
     topo_link_params_dilate(&p, 1000, &d);
     CHECK(d.rate_bps == 1); /* never 0, which would mean unlimited */
