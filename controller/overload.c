@@ -406,10 +406,12 @@ static void dp_add(struct dp_account *a, const struct overload_links *s,
     a->total += now->total - before->total;
 }
 
-/* The median over time of the busiest share carried (a bin's middle; -1
- * without a rated sample): a phase that began or ended inside a sample
- * leaves that sample short of the rate, which the median passes over. */
-static double util_median(const struct dp_account *a)
+/* The upper quartile over time of the busiest share carried (a bin's
+ * middle; -1 without a rated sample): a phase that began or ended inside a
+ * sample leaves that sample short of the rate, and a run's phases are a few
+ * samples long, so the quartile of the time the links were busiest is what
+ * says whether they could reach their rate. */
+static double util_upper_quartile(const struct dp_account *a)
 {
     double total = 0, seen = 0;
     for (int i = 0; i < UTIL_BINS; i++)
@@ -417,7 +419,7 @@ static double util_median(const struct dp_account *a)
     if (!(total > 0)) return -1;
     for (int i = 0; i < UTIL_BINS; i++) {
         seen += a->util_s[i];
-        if (seen >= total / 2) return (i + 0.5) * UTIL_BIN;
+        if (seen >= 0.75 * total) return (i + 0.5) * UTIL_BIN;
     }
     return UTIL_BINS * UTIL_BIN;
 }
@@ -427,7 +429,7 @@ static void dp_figures(const struct dp_account *a, struct overload_dataplane *dp
     memset(dp, 0, sizeof *dp);
     dp->samples = a->samples;
     dp->active_s = a->active_s;
-    dp->link_utilization = util_median(a);
+    dp->link_utilization = util_upper_quartile(a);
     dp->host_busy = a->total ? (double)a->busy / (double)a->total : -1;
     dp->own_cores = a->active_s > 0 ? a->own_s / a->active_s : 0;
     dp->linkd_busy = a->active_s > 0 ? a->linkd_s / a->active_s : 0;

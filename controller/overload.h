@@ -61,9 +61,9 @@
  * sample is active when the data plane worked: its busiest direction
  * carried OVERLOAD_DP_ACTIVE_UTIL of its rate or its CPU passed
  * OVERLOAD_DP_ACTIVE_CORES. Over the active samples, the data plane was
- * too much for the host when the busiest share's median over time (a
- * sample that a phase began or ended inside falls short: the median passes
- * over it) stayed under OVERLOAD_DP_KEPT of the rate
+ * too much for the host when the busiest share's upper quartile over time
+ * (a sample that a phase began or ended inside falls short, and phases are
+ * a few samples long) stayed under OVERLOAD_DP_KEPT of the rate
  * while the host's CPU was OVERLOAD_DP_BUSY busy (or one linkd process,
  * one event loop that cannot use a second core, was that busy on its own:
  * on a host of many cores it saturates long before the host does) and the
@@ -96,7 +96,7 @@ struct overload_links {
 struct overload_dataplane {
     uint64_t samples;          /* active samples */
     double active_s;           /* wall seconds they covered */
-    double link_utilization;   /* the busiest share of rate / D, median over time (-1: none) */
+    double link_utilization;   /* the busiest share of rate / D, upper quartile over time (-1: none) */
     double host_busy;          /* the host's busy share over them (-1: unknown) */
     double own_cores;          /* the run's data plane CPU, cores */
     double linkd_busy;         /* the busiest linkd's share of its core, mean over time */
