@@ -94,13 +94,14 @@ struct overload_links {
 
 /* The data plane's figures over active samples, and the verdict. */
 struct overload_dataplane {
-    uint64_t samples;          /* active samples */
-    double active_s;           /* wall seconds they covered */
-    double link_utilization;   /* the busiest share of rate / D, upper quartile over time (-1: none) */
-    double host_busy;          /* the host's busy share over them (-1: unknown) */
-    double own_cores;          /* the run's data plane CPU, cores */
-    double linkd_busy;         /* the busiest linkd's share of its core, mean over time */
-    bool limited;              /* links short of their rate, host busy, the data plane a load */
+    uint64_t samples; /* active samples */
+    double active_s;  /* wall seconds they covered */
+    double
+        link_utilization; /* the busiest share of rate / D, upper quartile over time (-1: none) */
+    double host_busy;     /* the host's busy share over them (-1: unknown) */
+    double own_cores;     /* the run's data plane CPU, cores */
+    double linkd_busy;    /* the busiest linkd's share of its core, mean over time */
+    bool limited;         /* links short of their rate, host busy, the data plane a load */
     double suggested_dilation; /* the run's when not limited */
 };
 
