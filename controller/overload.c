@@ -433,6 +433,7 @@ static void dp_figures(const struct dp_account *a, struct overload_dataplane *dp
     dp->host_busy = a->total ? (double)a->busy / (double)a->total : -1;
     dp->own_cores = a->active_s > 0 ? a->own_s / a->active_s : 0;
     dp->linkd_busy = a->active_s > 0 ? a->linkd_s / a->active_s : 0;
+    dp->host_cores = host_cores();
     dp->suggested_dilation = 1;
 }
 

@@ -64,7 +64,8 @@
  * too much for the host when the busiest share's upper quartile over time
  * (a sample that a phase began or ended inside falls short, and phases are
  * a few samples long) stayed under OVERLOAD_DP_KEPT of the rate
- * while the host's CPU was OVERLOAD_DP_BUSY busy (or one linkd process,
+ * while the host's CPU was OVERLOAD_DP_BUSY busy (or the run's data plane
+ * took OVERLOAD_DP_OWN_SHARE of its cores, or one linkd process,
  * one event loop that cannot use a second core, was that busy on its own:
  * on a host of many cores it saturates long before the host does) and the
  * run's data plane
@@ -79,6 +80,11 @@
 #define OVERLOAD_DP_KEPT 0.9
 #define OVERLOAD_DP_BUSY 0.85
 #define OVERLOAD_DP_OWN_CORES 0.5
+/* ... and the host counts as saturated by the run itself when its data
+ * plane took this share of the cores (a 2-core host forwarding 100 Gbit/s
+ * flows for 32 workers: 1.5 cores of data plane, the host 84.5% busy, the
+ * rest lost to the peers' and linkd's waits for each other). */
+#define OVERLOAD_DP_OWN_SHARE 0.5
 #define OVERLOAD_DP_MARGIN 1.5
 /* The probe's data-plane window closes after this many active samples. */
 #define OVERLOAD_DP_PROBE_SAMPLES 3
@@ -101,6 +107,7 @@ struct overload_dataplane {
     double host_busy;     /* the host's busy share over them (-1: unknown) */
     double own_cores;     /* the run's data plane CPU, cores */
     double linkd_busy;    /* the busiest linkd's share of its core, mean over time */
+    int host_cores;       /* 0: unknown (own_cores alone never saturates) */
     bool limited;         /* links short of their rate, host busy, the data plane a load */
     double suggested_dilation; /* the run's when not limited */
 };

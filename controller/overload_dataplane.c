@@ -10,7 +10,9 @@
 
 void overload_judge_dataplane(struct overload_dataplane *dp, double d)
 {
-    bool saturated = dp->host_busy >= OVERLOAD_DP_BUSY || dp->linkd_busy >= OVERLOAD_DP_BUSY;
+    bool saturated =
+        dp->host_busy >= OVERLOAD_DP_BUSY || dp->linkd_busy >= OVERLOAD_DP_BUSY ||
+        (dp->host_cores > 0 && dp->own_cores >= OVERLOAD_DP_OWN_SHARE * dp->host_cores);
     dp->limited = dp->samples > 0 && dp->link_utilization >= 0 &&
                   dp->link_utilization < OVERLOAD_DP_KEPT && saturated &&
                   dp->own_cores >= OVERLOAD_DP_OWN_CORES;
@@ -27,10 +29,10 @@ static const char *kept_because(const struct overload_dataplane *w)
 {
     if (w->link_utilization < 0) return "no link has a rate to keep";
     if (w->link_utilization >= OVERLOAD_DP_KEPT) return "the links keep their rate";
-    if (!(w->host_busy >= OVERLOAD_DP_BUSY) && !(w->linkd_busy >= OVERLOAD_DP_BUSY))
-        return "the host's CPU has room, so the links' shortfall is the emulation's own "
-               "(windows, queues, loss)";
-    return "the run's data plane is a small load: the host is busy with other programs";
+    if (w->own_cores < OVERLOAD_DP_OWN_CORES && w->host_busy >= OVERLOAD_DP_BUSY)
+        return "the run's data plane is a small load: the host is busy with other programs";
+    return "the host's CPU has room, so the links' shortfall is the emulation's own "
+           "(windows, queues, loss)";
 }
 
 void overload_choose_dataplane(const struct overload_dataplane *w, struct overload_auto *choice)

@@ -385,8 +385,12 @@ static void test_auto_choice(void)
  * overload_choose_dataplane), exactly. */
 static struct overload_dataplane dataplane(double util, double busy, double own)
 {
-    return (struct overload_dataplane){
-        .samples = 3, .active_s = 3, .link_utilization = util, .host_busy = busy, .own_cores = own};
+    return (struct overload_dataplane){.samples = 3,
+                                       .active_s = 3,
+                                       .link_utilization = util,
+                                       .host_busy = busy,
+                                       .own_cores = own,
+                                       .host_cores = 2};
 }
 
 static void test_dataplane_judge(void)
@@ -403,6 +407,9 @@ static void test_dataplane_judge(void)
     dp = dataplane(0, 1, 1);
     overload_judge_dataplane(&dp, 1);
     CHECK(dp.limited && dp.suggested_dilation == 150); /* nothing carried: as if 1% */
+    dp = dataplane(0.075, 0.845, 1.5); /* the run's data plane took 3/4 of the cores */
+    overload_judge_dataplane(&dp, 1);
+    CHECK(dp.limited && dp.suggested_dilation == 20);
     dp = dataplane(0.5, 0.3, 0.9); /* a host of many cores, one linkd at its core's limit */
     dp.linkd_busy = 0.95;
     overload_judge_dataplane(&dp, 1);
@@ -413,9 +420,9 @@ static void test_dataplane_judge(void)
     /* What keeps the run's dilation: links at their rate, a host with room,
      * a data plane that costs little, no rated link, no active sample. */
     const struct overload_dataplane kept[] = {
-        dataplane(0.9, 1, 2),    dataplane(0.5, 0.84, 2),
+        dataplane(0.9, 1, 2),    dataplane(0.5, 0.84, 0.99),
         dataplane(0.5, 1, 0.49), dataplane(-1, 1, 2),
-        dataplane(0.5, -1, 2),   {.link_utilization = 0.5, .host_busy = 1, .own_cores = 2},
+        dataplane(0.5, -1, 0.9), {.link_utilization = 0.5, .host_busy = 1, .own_cores = 2},
     };
     for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {
         dp = kept[i];
