@@ -82,8 +82,7 @@
 #define OVERLOAD_DP_OWN_CORES 0.5
 /* ... and the host counts as saturated by the run itself when its data
  * plane took this share of the cores (a 2-core host forwarding 100 Gbit/s
- * flows for 32 workers: 1.5 cores of data plane, the host 84.5% busy, the
- * rest lost to the peers' and linkd's waits for each other). */
+ * flows for 32 workers: 1.5 cores of data plane, the host 84.5% busy). */
 #define OVERLOAD_DP_OWN_SHARE 0.5
 #define OVERLOAD_DP_MARGIN 1.5
 /* The probe's data-plane window closes after this many active samples. */
