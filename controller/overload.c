@@ -460,7 +460,8 @@ void overload_note_links(struct overload *o, const struct overload_links *s)
     if (now.valid) o->dp_last = now;
     if (!(s->wall_s > 0) || !before.valid || !now.valid || now.total < before.total) return;
     bool active = s->util_max >= OVERLOAD_DP_ACTIVE_UTIL ||
-                  s->own_cpu_s >= OVERLOAD_DP_ACTIVE_CORES * s->wall_s;
+                  (s->own_cpu_s >= OVERLOAD_DP_ACTIVE_CORES * s->wall_s &&
+                   s->util_max >= OVERLOAD_DP_ACTIVE_MIN_UTIL);
     if (!active) return;
     dp_add(&o->dp, s, &before, &now);
     dp_probe_note(o, s, &before, &now);

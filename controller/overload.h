@@ -59,8 +59,10 @@
  * linkd processes, and its peers' system time: TCP, sendfile, recv); the
  * account adds the host's CPU over the same wall time (/proc/stat). A
  * sample is active when the data plane worked: its busiest direction
- * carried OVERLOAD_DP_ACTIVE_UTIL of its rate or its CPU passed
- * OVERLOAD_DP_ACTIVE_CORES. Over the active samples, the data plane was
+ * carried OVERLOAD_DP_ACTIVE_UTIL of its rate, or its CPU passed
+ * OVERLOAD_DP_ACTIVE_CORES while the links carried something
+ * (OVERLOAD_DP_ACTIVE_MIN_UTIL: the peers' start, 33 of them making their
+ * sockets and buffers, is system time too). Over the active samples, the data plane was
  * too much for the host when the busiest share's upper quartile over time
  * (a sample that a phase began or ended inside falls short, and phases are
  * a few samples long) stayed under OVERLOAD_DP_KEPT of the rate
@@ -77,6 +79,7 @@
  * limit carried that share; at D' it is asked for D / D' of it). */
 #define OVERLOAD_DP_ACTIVE_UTIL 0.5
 #define OVERLOAD_DP_ACTIVE_CORES 0.1
+#define OVERLOAD_DP_ACTIVE_MIN_UTIL 0.01
 #define OVERLOAD_DP_KEPT 0.9
 #define OVERLOAD_DP_BUSY 0.85
 #define OVERLOAD_DP_OWN_CORES 0.5
