@@ -82,7 +82,7 @@
 #define OVERLOAD_DP_ACTIVE_MIN_UTIL 0.01
 #define OVERLOAD_DP_KEPT 0.9
 #define OVERLOAD_DP_BUSY 0.85
-#define OVERLOAD_DP_OWN_CORES 0.5
+#define OVERLOAD_DP_OWN_CORES 0.6
 /* ... and the host counts as saturated by the run itself when its data
  * plane took this share of the cores (a 2-core host forwarding 100 Gbit/s
  * flows for 32 workers: 1.5 cores of data plane, the host 84.5% busy). */

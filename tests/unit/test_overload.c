@@ -401,7 +401,7 @@ static void test_dataplane_judge(void)
     dp = dataplane(0.04, 1, 1.1);
     overload_judge_dataplane(&dp, 1);
     CHECK(dp.limited && dp.suggested_dilation == 38); /* ceil(1.5 / 0.04) */
-    dp = dataplane(0.8, 0.9, 0.5);
+    dp = dataplane(0.8, 0.9, 0.6);
     overload_judge_dataplane(&dp, 4);
     CHECK(dp.limited && dp.suggested_dilation == 8); /* ceil(4 x 1.5 / 0.8): the run's D scales */
     dp = dataplane(0, 1, 1);
@@ -421,7 +421,7 @@ static void test_dataplane_judge(void)
      * a data plane that costs little, no rated link, no active sample. */
     const struct overload_dataplane kept[] = {
         dataplane(0.9, 1, 2),    dataplane(0.5, 0.84, 0.99),
-        dataplane(0.5, 1, 0.49), dataplane(-1, 1, 2),
+        dataplane(0.5, 1, 0.59), dataplane(-1, 1, 2),
         dataplane(0.5, -1, 0.9), {.link_utilization = 0.5, .host_busy = 1, .own_cores = 2},
     };
     for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {
