@@ -61,25 +61,20 @@
  * sample is active when the data plane worked: its busiest direction
  * carried OVERLOAD_DP_ACTIVE_UTIL of its rate, or its CPU passed
  * OVERLOAD_DP_ACTIVE_CORES while the links carried something
- * (OVERLOAD_DP_ACTIVE_MIN_UTIL: the peers' start, 33 of them making their
- * sockets and buffers, is system time too). Over the active samples, the data plane was
- * too much for the host when the busiest share's upper quartile over time
- * (a sample that a phase began or ended inside falls short, and phases are
- * a few samples long) stayed under OVERLOAD_DP_KEPT of the rate
- * while the host's CPU was OVERLOAD_DP_BUSY busy (or the run's data plane
- * took OVERLOAD_DP_OWN_SHARE of its cores, or one linkd process,
- * one event loop that cannot use a second core, was that busy on its own:
- * on a host of many cores it saturates long before the host does) and the
- * run's data plane
- * itself took OVERLOAD_DP_OWN_CORES: links short of their rate on an idle
- * host are the emulation's own (windows, queues, loss), and on a host
- * busy with other programs a data plane that costs little is not what
- * slowed them. The dilation that gives it room: the run's x
- * OVERLOAD_DP_MARGIN / the carried share (the host's forwarding at its
- * limit carried that share; at D' it is asked for D / D' of it). */
+ * (OVERLOAD_DP_ACTIVE_MIN_UTIL: the peers' start is system time too). Over the active samples, the
+ * data plane was too much for the host when the busiest share's upper quartile over time (a sample
+ * that a phase began or ended inside falls short, and phases are a few samples long) stayed under
+ * OVERLOAD_DP_KEPT of the rate while the host's CPU was OVERLOAD_DP_BUSY busy (or the run's data
+ * plane took OVERLOAD_DP_OWN_SHARE of its cores, or one linkd process, one event loop that cannot
+ * use a second core, was that busy on its own: on a host of many cores it saturates long before the
+ * host does) and the run's data plane itself took OVERLOAD_DP_OWN_CORES: links short of their rate
+ * on an idle host are the emulation's own (windows, queues, loss), and on a host busy with other
+ * programs a data plane that costs little is not what slowed them. The dilation that gives it room:
+ * the run's x OVERLOAD_DP_MARGIN / the carried share (the host's forwarding at its limit carried
+ * that share; at D' it is asked for D / D' of it). */
 #define OVERLOAD_DP_ACTIVE_UTIL 0.5
 #define OVERLOAD_DP_ACTIVE_CORES 0.1
-#define OVERLOAD_DP_ACTIVE_MIN_UTIL 0.01
+#define OVERLOAD_DP_ACTIVE_MIN_UTIL 0.001
 #define OVERLOAD_DP_KEPT 0.9
 #define OVERLOAD_DP_BUSY 0.85
 #define OVERLOAD_DP_OWN_CORES 0.6

@@ -10,7 +10,7 @@
 --                  dataplane figures, the probe's records kept)
 --                  A host so busy with other programs that this run's data
 --                  plane got under 0.6 of a core (the reason says so), or its
---                  links under 1% of their rate (no active sample), cannot
+--                  links under 0.1% of their rate (no active sample), cannot
 --                  test this: the run prints a SKIP line (run_scenario.sh
 --                  then exits 77)
 --   expect=keep    bw=20Mbit: the links keep their rate, so D stays 1 even
@@ -61,7 +61,7 @@ H.log("dilation %g (%s); this run's data plane: %d samples, busiest link %.0f%%,
       dp.own_cores)
 if expect == "dilate" and not rerun and (choice:find("the host is busy with other programs", 1, true)
                                          or choice:find("ended inside the probe", 1, true)) then
-  H.log("SKIP: other programs left this run's data plane under 0.6 of a core or its links under 1%% of "
+  H.log("SKIP: other programs left this run's data plane under 0.6 of a core or its links under 0.1%% of "
         .. "their rate: %s", choice)
 elseif expect == "dilate" then
   H.check(rerun, "auto kept dilation %g for %s links the host cannot forward: %s", net.dilation,
