@@ -44,9 +44,10 @@
 struct auto_rerun {
     double dilation; /* > 1 once the probe asked for it */
     char reason[sizeof((struct overload_auto *)0)->reason];
-    double probe_s; /* the probe run's wall seconds */
-    char *dir;      /* the results directory both runs share */
-    char *aside;    /* the probe's records while the rerun creates dir */
+    char dataplane[320]; /* the probe's data-plane figures (JSON), "" when not judged */
+    double probe_s;      /* the probe run's wall seconds */
+    char *dir;           /* the results directory both runs share */
+    char *aside;         /* the probe's records while the rerun creates dir */
 };
 
 #define PROBE_DIR_NAME "dilation-probe"
@@ -112,6 +113,7 @@ static int apply_options(struct scenario *sc, const struct scenario_options *o)
         sc->run.dilation_from_cli = sc->run.dilation_auto = true;
         sc->run.probe_s = sc->rerun->probe_s;
         run_set_dilation_reason(&sc->run, sc->rerun->reason);
+        if (sc->rerun->dataplane[0]) run_set_dilation_dataplane(&sc->run, sc->rerun->dataplane);
     } else if (o->dilation && strcmp(o->dilation, "auto") == 0) {
         sc->run.dilation_from_cli = sc->run.dilation_auto = true;
     } else if (o->dilation) {
@@ -259,15 +261,48 @@ static void watch_signals(struct scenario *sc)
 
 /* ---- dilation = "auto" ---- */
 
-/* The probe's verdict (controller/overload.h), on the loop: 1 keeps the run
- * going as it is; more ends this run so that it can start again at that
- * dilation (links, peers and the clock are fixed once a network starts). */
+/* The data-plane window's figures into run.json's dilation (and the
+ * rerun's, which does not probe again). */
+static void keep_dataplane_figures(struct scenario *sc, const struct overload_auto *choice)
+{
+    if (!choice->dataplane) return;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return;
+    overload_write_dataplane_json(f, &choice->dp);
+    if (fclose(f) == 0) {
+        run_set_dilation_dataplane(&sc->run, text);
+        snprintf(sc->rerun->dataplane, sizeof sc->rerun->dataplane, "%s", text);
+    }
+    free(text);
+}
+
+/* A verdict that keeps dilation 1 after the other window's: both reasons. */
+static void add_dilation_reason(struct scenario *sc, const char *reason)
+{
+    if (!sc->run.dilation_reason) return run_set_dilation_reason(&sc->run, reason);
+    size_t n = strlen(sc->run.dilation_reason) + strlen(reason) + 3;
+    char *both = malloc(n);
+    if (!both) return;
+    snprintf(both, n, "%s; %s", sc->run.dilation_reason, reason);
+    run_set_dilation_reason(&sc->run, both);
+    free(both);
+}
+
+/* The probe's verdicts (controller/overload.h), on the loop: one from the
+ * compute window, one from the data plane's, whichever closes first. 1
+ * keeps the run going as it is; more ends this run so that it can start
+ * again at that dilation (links, peers and the clock are fixed once a
+ * network starts). */
 static void on_dilation_probe(void *ctx, const struct overload_auto *choice)
 {
     struct scenario *sc = ctx;
+    if (sc->probe_stop) return; /* the other window asked for a rerun already */
+    keep_dataplane_figures(sc, choice);
     if (choice->dilation <= 1) {
         char err[512];
-        run_set_dilation_reason(&sc->run, choice->reason);
+        add_dilation_reason(sc, choice->reason);
         hn_logf(&sc->rt, "dilation auto: 1 (%s)", choice->reason);
         if (run_write_json_nowait(&sc->run, err, sizeof err) < 0)
             hn_logf(&sc->rt, "warning: %s", err);

@@ -84,6 +84,8 @@ static void release_begin(struct netrun *nr)
     link_sampler_stop(nr->sampler); /* its sockets live in the namespaces freed below */
     nr->sampler = NULL;
     netrun_free_traces(nr);
+    netrun_dataplane_free(nr->dataplane);
+    nr->dataplane = NULL;
     nr->links_record = NULL;
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
         struct netrun_peer *p = &nr->peers[i];

@@ -111,6 +111,10 @@ typedef double (*netrun_clock_fn)(void *ctx);
 void netrun_sample_links(struct netrun *nr, struct record *rec, netrun_clock_fn clock, void *ctx);
 /* The columns of those rows. */
 const char *const *netrun_link_columns(size_t *n);
+struct overload;
+/* Each round of those samples also goes to o's data-plane account
+ * (overload_note_links): call before netrun_sample_links. */
+void netrun_watch_dataplane(struct netrun *nr, struct overload *o);
 /* tcp.csv: each host's TCP counters (controller/tcp_counters.h) into rec
  * at every links.csv sample, cumulative since its namespace was made.
  * Emulated backends only: on backend none every peer shares the host's

@@ -52,6 +52,16 @@ static void record_direction(struct netrun *nr, const char *t, int id, const cha
     if (record_add(nr->links_record, row, err, sizeof err) < 0) ctl_log("%s", err);
 }
 
+/* The data plane's account reads what each direction delivered. */
+static void note_direction(struct netrun *nr, int id, int dir, const msgpack_object *counters)
+{
+    struct proto_args args;
+    proto_args_init(&args, counters);
+    int64_t bytes = 0;
+    if (proto_arg_i64(&args, "delivered_bytes", &bytes) == 1 && bytes >= 0)
+        netrun_dataplane_direction(nr, id, dir, (uint64_t)bytes, mono_s());
+}
+
 static void record_link(struct netrun *nr, const char *t, const msgpack_object *entry)
 {
     struct proto_args args;
@@ -65,13 +75,12 @@ static void record_link(struct netrun *nr, const char *t, const msgpack_object *
     const msgpack_object *ab = proto_args_get(&args, "ab"), *ba = proto_args_get(&args, "ba");
     if (ab) record_direction(nr, t, (int)id, name, "ab", up, ab);
     if (ba) record_direction(nr, t, (int)id, name, "ba", up, ba);
+    if (ab) note_direction(nr, (int)id, 0, ab);
+    if (ba) note_direction(nr, (int)id, 1, ba);
 }
 
-static void on_links_sampled(void *ctx, const char *error, const msgpack_object *result)
+static void record_links(struct netrun *nr, const msgpack_object *result)
 {
-    struct netrun *nr = ctx;
-    if (nr->samples_pending) nr->samples_pending--;
-    if (error || !nr->links_record) return;
     struct proto_args args;
     proto_args_init(&args, result);
     const msgpack_object *links = proto_args_get(&args, "links");
@@ -80,6 +89,15 @@ static void on_links_sampled(void *ctx, const char *error, const msgpack_object 
     snprintf(t, sizeof t, "%.3f", nr->clock(nr->clock_ctx));
     for (uint32_t i = 0; i < links->via.array.size; i++)
         record_link(nr, t, &links->via.array.ptr[i]);
+}
+
+static void on_links_sampled(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct netrun *nr = ctx;
+    if (nr->samples_pending) nr->samples_pending--;
+    if (error || !nr->links_record) return;
+    record_links(nr, result);
+    if (!nr->samples_pending) netrun_dataplane_round(nr); /* every linkd answered */
 }
 
 /* Kernel backend: one direction of a link from the veth's counters. What
@@ -127,7 +145,10 @@ static void on_veths_sampled(void *ctx, const struct link_sample *samples, size_
         const uint64_t *sent_by_a = s->from_a ? ab : ba, *sent_by_b = s->from_a ? ba : ab;
         record_veth_direction(nr, t, (int)i, name, "ab", s->up, sent_by_a);
         record_veth_direction(nr, t, (int)i, name, "ba", s->up, sent_by_b);
+        netrun_dataplane_direction(nr, (int)i, 0, sent_by_a[1], s->mono);
+        netrun_dataplane_direction(nr, (int)i, 1, sent_by_b[1], s->mono);
     }
+    netrun_dataplane_round(nr);
 }
 
 /* ---- tcp.csv ---- */

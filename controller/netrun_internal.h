@@ -68,7 +68,8 @@ struct netrun {
     netrun_clock_fn clock; /* the run's emulated seconds, for the time_s column */
     void *clock_ctx;
     size_t samples_pending;
-    bool sample_warned; /* the sampler's first error was logged */
+    bool sample_warned;                 /* the sampler's first error was logged */
+    struct netrun_dataplane *dataplane; /* the overload account's samples, or NULL */
     /* the start's phases in order, for the log (netrun_describe_start) */
     struct {
         const char *name;
@@ -201,6 +202,13 @@ void netrun_free_traces(struct netrun *nr);
 
 /* netrun_csv.c */
 void netrun_on_sample_timer(EV_P_ ev_timer *w, int revents);
+
+/* netrun_dataplane.c: one direction's delivered bytes at mono (seconds),
+ * then, once every direction of the round is in, the round itself. */
+struct netrun_dataplane;
+void netrun_dataplane_direction(struct netrun *nr, int link, int dir, uint64_t bytes, double mono);
+void netrun_dataplane_round(struct netrun *nr);
+void netrun_dataplane_free(struct netrun_dataplane *dp);
 
 /* netrun.c */
 void netrun_on_release_timer(EV_P_ ev_timer *w, int revents);

@@ -33,6 +33,21 @@ struct overload_node {
     bool live;      /* its network runs (overload_node_live) */
 };
 
+/* The busiest direction's share of its rate, bins of UTIL_BIN up to
+ * UTIL_BINS x UTIL_BIN (the last bin holds what is above). */
+#define UTIL_BIN 0.01
+#define UTIL_BINS 200
+
+/* The data plane's active samples: what overload_dataplane is made of. */
+struct dp_account {
+    uint64_t samples;
+    double active_s;
+    double util_s[UTIL_BINS]; /* wall seconds of rated samples per share carried */
+    double own_s;             /* the run's data plane CPU seconds */
+    double linkd_s;           /* the busiest linkd's CPU seconds, sample by sample */
+    uint64_t busy, total;     /* the host's jiffies */
+};
+
 /* The automatic dilation's window: the first timed compute commands. */
 struct probe {
     overload_probe_fn fn;
@@ -43,6 +58,8 @@ struct probe {
     double cpu_ms;   /* the window's compute CPU time */
     double first_ms; /* mono_ms() of the window's first command */
     struct cpu_sample host_first;
+    struct dp_account dp; /* the data plane's window */
+    bool dp_closed;
 };
 
 struct overload {
@@ -60,6 +77,8 @@ struct overload {
     double demand_now, demand_peak;
     double start_ms, cpu_ms; /* mono_ms() at the start; timed compute's CPU time since */
     struct probe probe;
+    struct dp_account dp;      /* every active data-plane sample of the run */
+    struct cpu_sample dp_last; /* /proc/stat at the previous round of link samples */
 };
 
 /* ---- the host: /proc/stat ---- */
@@ -100,7 +119,7 @@ struct overload *overload_new(struct ev_loop *loop)
     struct overload *o = calloc(1, sizeof *o);
     if (!o) return NULL;
     o->loop = loop;
-    o->first = o->last = read_cpu();
+    o->first = o->last = o->dp_last = read_cpu();
     o->start_ms = mono_ms();
     o->peak = -1;
     ev_timer_init(&o->sampler, on_sample, 1.0, 1.0);
@@ -276,7 +295,7 @@ void overload_probe_arm(struct overload *o, overload_probe_fn fn, void *ctx)
 
 void overload_probe_disarm(struct overload *o)
 {
-    if (o) o->probe.closed = true;
+    if (o) o->probe.closed = o->probe.dp_closed = true;
 }
 
 bool overload_probe_open(struct overload *o, struct overload_auto *choice)
@@ -370,6 +389,84 @@ void overload_note_batch(struct overload *o, int id, const msgpack_object *resul
     }
 }
 
+/* ---- the data plane ---- */
+
+static void dp_add(struct dp_account *a, const struct overload_links *s,
+                   const struct cpu_sample *before, const struct cpu_sample *now)
+{
+    a->samples++;
+    a->active_s += s->wall_s;
+    a->own_s += s->own_cpu_s;
+    a->linkd_s += s->linkd_busy * s->wall_s;
+    if (s->util_max >= 0) {
+        int bin = (int)(s->util_max / UTIL_BIN);
+        a->util_s[bin < UTIL_BINS ? bin : UTIL_BINS - 1] += s->wall_s;
+    }
+    a->busy += now->busy - before->busy;
+    a->total += now->total - before->total;
+}
+
+/* The upper quartile over time of the busiest share carried (a bin's
+ * middle; -1 without a rated sample): a phase that began or ended inside a
+ * sample leaves that sample short of the rate, and a run's phases are a few
+ * samples long, so the quartile of the time the links were busiest is what
+ * says whether they could reach their rate. */
+static double util_upper_quartile(const struct dp_account *a)
+{
+    double total = 0, seen = 0;
+    for (int i = 0; i < UTIL_BINS; i++)
+        total += a->util_s[i];
+    if (!(total > 0)) return -1;
+    for (int i = 0; i < UTIL_BINS; i++) {
+        seen += a->util_s[i];
+        if (seen >= 0.75 * total) return (i + 0.5) * UTIL_BIN;
+    }
+    return UTIL_BINS * UTIL_BIN;
+}
+
+static void dp_figures(const struct dp_account *a, struct overload_dataplane *dp)
+{
+    memset(dp, 0, sizeof *dp);
+    dp->samples = a->samples;
+    dp->active_s = a->active_s;
+    dp->link_utilization = util_upper_quartile(a);
+    dp->host_busy = a->total ? (double)a->busy / (double)a->total : -1;
+    dp->own_cores = a->active_s > 0 ? a->own_s / a->active_s : 0;
+    dp->linkd_busy = a->active_s > 0 ? a->linkd_s / a->active_s : 0;
+    dp->host_cores = host_cores();
+    dp->suggested_dilation = 1;
+}
+
+/* The probe's data-plane window: fn once it has its samples. */
+static void dp_probe_note(struct overload *o, const struct overload_links *s,
+                          const struct cpu_sample *before, const struct cpu_sample *now)
+{
+    struct probe *p = &o->probe;
+    if (!p->armed || p->dp_closed) return;
+    dp_add(&p->dp, s, before, now);
+    if (p->dp.samples < OVERLOAD_DP_PROBE_SAMPLES) return;
+    p->dp_closed = true;
+    struct overload_dataplane w;
+    dp_figures(&p->dp, &w);
+    struct overload_auto choice;
+    overload_choose_dataplane(&w, &choice);
+    p->fn(p->ctx, &choice);
+}
+
+void overload_note_links(struct overload *o, const struct overload_links *s)
+{
+    if (!o) return;
+    struct cpu_sample before = o->dp_last, now = read_cpu();
+    if (now.valid) o->dp_last = now;
+    if (!(s->wall_s > 0) || !before.valid || !now.valid || now.total < before.total) return;
+    bool active = s->util_max >= OVERLOAD_DP_ACTIVE_UTIL ||
+                  (s->own_cpu_s >= OVERLOAD_DP_ACTIVE_CORES * s->wall_s &&
+                   s->util_max >= OVERLOAD_DP_ACTIVE_MIN_UTIL);
+    if (!active) return;
+    dp_add(&o->dp, s, &before, &now);
+    dp_probe_note(o, s, &before, &now);
+}
+
 /* ---- the report ---- */
 
 static void report_nodes(const struct overload *o, struct overload_report *r)
@@ -406,6 +503,10 @@ void overload_report(struct overload *o, double dilation, struct overload_report
     if (r->host_cpu_peak < r->host_cpu_saturation) r->host_cpu_peak = r->host_cpu_saturation;
     report_nodes(o, r);
     overload_judge(r, need_percentile(o->need, 0.95));
+    dp_figures(&o->dp, &r->dataplane);
+    overload_judge_dataplane(&r->dataplane, dilation);
+    if (r->dataplane.suggested_dilation > r->suggested_dilation)
+        r->suggested_dilation = r->dataplane.suggested_dilation;
 }
 
 void overload_judge(struct overload_report *r, double need_p95)
@@ -444,12 +545,25 @@ void overload_write_json(FILE *f, const struct overload_report *r)
     json_write_number(f, r->dilation);
     fputs(", \"suggested_dilation\": ", f);
     json_write_number(f, r->suggested_dilation);
-    fprintf(f, ", \"limited\": %s, \"latency\": %s, \"waited\": %s}", r->limited ? "true" : "false",
-            r->latency ? "true" : "false", r->waited ? "true" : "false");
+    fprintf(f, ", \"limited\": %s, \"latency\": %s, \"waited\": %s, \"dataplane\": ",
+            r->limited ? "true" : "false", r->latency ? "true" : "false",
+            r->waited ? "true" : "false");
+    overload_write_dataplane_json(f, &r->dataplane);
+    fputc('}', f);
 }
 
 bool overload_warning(const struct overload_report *r, char *buf, size_t len)
 {
+    if (!r->limited && r->dataplane.limited) {
+        const struct overload_dataplane *dp = &r->dataplane;
+        snprintf(buf, len,
+                 "warning: this run's data plane was limited by the host: its busiest link "
+                 "carried %.0f%% of its rate while the host's CPU was %.0f%% busy (the data "
+                 "plane %.2f cores); use slower links, fewer nodes, or dilation = %g",
+                 100 * dp->link_utilization, 100 * dp->host_busy, dp->own_cores,
+                 dp->suggested_dilation);
+        return true;
+    }
     if (r->latency) {
         snprintf(buf, len,
                  "note: %.0f%% of compute commands were late behind other threads while this "

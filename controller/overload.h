@@ -53,6 +53,62 @@
 #define OVERLOAD_AUTO_SHARE 0.02
 #define OVERLOAD_AUTO_MIN_STARVED 2
 
+/* The data plane (overload_note_links): every round of link samples (once
+ * per emulated second) says how much of its rate / D the busiest link
+ * direction carried and how much CPU the run's own data plane took (its
+ * linkd processes, and its peers' system time: TCP, sendfile, recv); the
+ * account adds the host's CPU over the same wall time (/proc/stat). A
+ * sample is active when the data plane worked: its busiest direction
+ * carried OVERLOAD_DP_ACTIVE_UTIL of its rate, or its CPU passed
+ * OVERLOAD_DP_ACTIVE_CORES while the links carried something
+ * (OVERLOAD_DP_ACTIVE_MIN_UTIL: the peers' start is system time too). Over the active samples, the
+ * data plane was too much for the host when the busiest share's upper quartile over time (a sample
+ * that a phase began or ended inside falls short, and phases are a few samples long) stayed under
+ * OVERLOAD_DP_KEPT of the rate while the host's CPU was OVERLOAD_DP_BUSY busy (or the run's data
+ * plane took OVERLOAD_DP_OWN_SHARE of its cores, or one linkd process, one event loop that cannot
+ * use a second core, was that busy on its own: on a host of many cores it saturates long before the
+ * host does) and the run's data plane itself took OVERLOAD_DP_OWN_CORES: links short of their rate
+ * on an idle host are the emulation's own (windows, queues, loss), and on a host busy with other
+ * programs a data plane that costs little is not what slowed them. The dilation that gives it room:
+ * the run's x OVERLOAD_DP_MARGIN / the carried share (the host's forwarding at its limit carried
+ * that share; at D' it is asked for D / D' of it). */
+#define OVERLOAD_DP_ACTIVE_UTIL 0.5
+#define OVERLOAD_DP_ACTIVE_CORES 0.1
+#define OVERLOAD_DP_ACTIVE_MIN_UTIL 0.001
+#define OVERLOAD_DP_KEPT 0.9
+#define OVERLOAD_DP_BUSY 0.85
+#define OVERLOAD_DP_OWN_CORES 0.6
+/* ... and the host counts as saturated by the run itself when its data
+ * plane took this share of the cores (a 2-core host forwarding 100 Gbit/s
+ * flows for 32 workers: 1.5 cores of data plane, the host 84.5% busy). */
+#define OVERLOAD_DP_OWN_SHARE 0.5
+#define OVERLOAD_DP_MARGIN 1.5
+/* The probe's data-plane window closes after this many active samples. */
+#define OVERLOAD_DP_PROBE_SAMPLES 3
+
+/* One round of link samples (netrun_dataplane.c). */
+struct overload_links {
+    double wall_s;   /* wall seconds since the previous round */
+    double util_max; /* the busiest direction's carried bits / (its rate / D x wall_s); -1: no rated
+                        link */
+    double own_cpu_s;  /* CPU seconds of the run's data plane over wall_s */
+    double linkd_busy; /* the busiest linkd process's CPU seconds / wall_s (0: none) */
+};
+
+/* The data plane's figures over active samples, and the verdict. */
+struct overload_dataplane {
+    uint64_t samples; /* active samples */
+    double active_s;  /* wall seconds they covered */
+    double
+        link_utilization; /* the busiest share of rate / D, upper quartile over time (-1: none) */
+    double host_busy;     /* the host's busy share over them (-1: unknown) */
+    double own_cores;     /* the run's data plane CPU, cores */
+    double linkd_busy;    /* the busiest linkd's share of its core, mean over time */
+    int host_cores;       /* 0: unknown (own_cores alone never saturates) */
+    bool limited;         /* links short of their rate, host busy, the data plane a load */
+    double suggested_dilation; /* the run's when not limited */
+};
+
 struct overload;
 
 struct overload_report {
@@ -74,6 +130,7 @@ struct overload_report {
     bool limited; /* starved_share > OVERLOAD_WARN_SHARE, compute_share >= OVERLOAD_OWN_SHARE */
     bool latency; /* starved as often, but the run's compute used less: others' load */
     bool waited;  /* neither, but overrun_share > OVERLOAD_WARN_SHARE: the overruns waited */
+    struct overload_dataplane dataplane; /* the run's data plane (suggested_dilation covers it) */
 };
 
 /* Starts the host account now; samples once per second on loop. */
@@ -102,16 +159,29 @@ void overload_report(struct overload *o, double dilation, struct overload_report
 void overload_judge(struct overload_report *r, double need_p95);
 /* The report as a JSON object. */
 void overload_write_json(FILE *f, const struct overload_report *r);
+/* One round of the data plane's samples; the probe's data-plane window
+ * counts it too. */
+void overload_note_links(struct overload *o, const struct overload_links *s);
+/* The verdict from dp's figures at dilation d. Pure: the unit tests feed it. */
+void overload_judge_dataplane(struct overload_dataplane *dp, double d);
+/* The figures as a JSON object. */
+void overload_write_dataplane_json(FILE *f, const struct overload_dataplane *dp);
+
 /* Automatic dilation: what the probe window measured and the choice. */
 struct overload_auto {
     double dilation;  /* >= 1; 1 keeps the run as it is */
     double window_s;  /* wall seconds from the window's first command to its close */
     char reason[320]; /* one line: the figures behind the choice */
+    bool dataplane;   /* the data plane's window (figures in dp), not the compute's */
+    struct overload_dataplane dp;
 };
 typedef void (*overload_probe_fn)(void *ctx, const struct overload_auto *choice);
 /* Watches the next timed compute commands (from the first one on) as a
  * probe window and calls fn once when it closes (on the loop, from the
- * reply that closed it). Arming an armed or finished probe does nothing. */
+ * reply that closed it); and the next OVERLOAD_DP_PROBE_SAMPLES active
+ * data-plane samples as a window of their own, calling fn once more when
+ * it closes (choice->dataplane set). Arming an armed or finished probe
+ * does nothing. */
 void overload_probe_arm(struct overload *o, overload_probe_fn fn, void *ctx);
 /* Stops watching without a call (teardown). */
 void overload_probe_disarm(struct overload *o);
@@ -124,6 +194,8 @@ bool overload_probe_open(struct overload *o, struct overload_auto *choice);
  * its 95th percentile of needed dilation. Pure: the unit tests feed it. */
 void overload_choose(const struct overload_report *w, double need_p95, double window_s,
                      struct overload_auto *choice);
+/* The data plane's choice from a window's figures (dilation 1). Pure. */
+void overload_choose_dataplane(const struct overload_dataplane *w, struct overload_auto *choice);
 
 /* The end-of-run line: the warning when the run was CPU-limited, a note
  * when its overruns were others' load or waits; false otherwise. */

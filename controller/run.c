@@ -45,6 +45,7 @@ void run_destroy(struct run *r)
     free(r->placement_json);
     free(r->hosts_override);
     free(r->dilation_reason);
+    free(r->dilation_dataplane);
     memset(r, 0, sizeof *r);
 }
 
@@ -105,6 +106,12 @@ void run_set_dilation_reason(struct run *r, const char *reason)
 {
     free(r->dilation_reason);
     r->dilation_reason = reason ? strdup(reason) : NULL;
+}
+
+void run_set_dilation_dataplane(struct run *r, const char *json)
+{
+    free(r->dilation_dataplane);
+    r->dilation_dataplane = json ? strdup(json) : NULL;
 }
 
 double run_wall_clock(void)
@@ -404,8 +411,9 @@ static void write_versions(FILE *f, const char *lua_release)
             ev_version_major(), ev_version_minor());
 }
 
-/* "dilation": {"mode": "fixed"|"auto", "value": D, "reason": ..., "probe_s": ...}:
- * an auto run's reason is null until its probe decided. */
+/* "dilation": {"mode": "fixed"|"auto", "value": D, "reason": ..., "probe_s": ...,
+ * "dataplane": {...}}: an auto run's reason is null until its probe decided,
+ * its dataplane (the probe's data-plane window) absent until that window closed. */
 static void write_dilation(FILE *f, const struct run *r)
 {
     fprintf(f, ",\n  \"dilation\": {\"mode\": \"%s\", \"value\": %g, \"reason\": ",
@@ -413,6 +421,7 @@ static void write_dilation(FILE *f, const struct run *r)
     json_write_string_or_null(f, r->dilation_reason);
     fputs(", \"probe_s\": ", f);
     json_write_number(f, r->probe_s);
+    if (r->dilation_dataplane) fprintf(f, ", \"dataplane\": %s", r->dilation_dataplane);
     fputs("}", f);
 }
 

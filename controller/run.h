@@ -49,8 +49,9 @@ struct run {
     /* dilation = "auto" (or --dilation auto): a probe of the first compute
      * commands chose it; reason names the figures (run.json, log.txt). */
     bool dilation_auto;
-    char *dilation_reason; /* NULL until the probe decided */
-    double probe_s;        /* wall seconds of a probe run that came before this one */
+    char *dilation_reason;    /* NULL until the probe decided */
+    char *dilation_dataplane; /* the data plane's window (JSON object), NULL until judged */
+    double probe_s;           /* wall seconds of a probe run that came before this one */
 };
 
 /* The largest dilation accepted: beyond it, timers of a few ms turn into minutes. */
@@ -105,6 +106,8 @@ enum run_dilation_outcome run_name_dilation_auto(struct run *r, bool started, co
                                                  char *msg, size_t msglen);
 /* The probe's verdict: the run's dilation d and why (copied). */
 void run_set_dilation_reason(struct run *r, const char *reason);
+/* The probe's data-plane figures, a JSON object (copied; NULL clears). */
+void run_set_dilation_dataplane(struct run *r, const char *json);
 double run_wall_clock(void);
 /* A run whose controller (pid) died: when dir/run.json still says "running"
  * for that pid, rewrites it with status "crashed", end_time the newest write

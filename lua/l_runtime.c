@@ -358,8 +358,24 @@ static void set_number(lua_State *L, const char *key, double v)
     lua_setfield(L, -2, key);
 }
 
-/* hn.overload() -> {host_cpu_saturation=, overrun_share=, worst_node=, ...}:
- * the run so far (controller/overload.h). */
+/* The data plane's part: {samples=, active_s=, link_utilization=,
+ * host_busy=, own_cores=, limited=, suggested_dilation=}. */
+static void push_dataplane(lua_State *L, const struct overload_dataplane *dp)
+{
+    lua_createtable(L, 0, 7);
+    lua_pushinteger(L, (lua_Integer)dp->samples);
+    lua_setfield(L, -2, "samples");
+    set_number(L, "active_s", dp->active_s);
+    if (dp->link_utilization >= 0) set_number(L, "link_utilization", dp->link_utilization);
+    if (dp->host_busy >= 0) set_number(L, "host_busy", dp->host_busy);
+    set_number(L, "own_cores", dp->own_cores);
+    lua_pushboolean(L, dp->limited);
+    lua_setfield(L, -2, "limited");
+    set_number(L, "suggested_dilation", dp->suggested_dilation);
+}
+
+/* hn.overload() -> {host_cpu_saturation=, overrun_share=, worst_node=, ...,
+ * dataplane = {...}}: the run so far (controller/overload.h). */
 static int l_overload(lua_State *L)
 {
     struct hn_runtime *rt = hn_runtime(L);
@@ -395,6 +411,8 @@ static int l_overload(lua_State *L)
     lua_setfield(L, -2, "latency");
     lua_pushboolean(L, r.waited);
     lua_setfield(L, -2, "waited");
+    push_dataplane(L, &r.dataplane);
+    lua_setfield(L, -2, "dataplane");
     return 1;
 }
 

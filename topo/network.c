@@ -1,6 +1,7 @@
 /* network.c — the topology model (see network.h). */
 #include "topo/network.h"
 #include "proto/link_keys.h"
+#include "topo/shape.h"
 #include "common/quote.h"
 
 #include <arpa/inet.h>
@@ -137,6 +138,14 @@ void topo_link_params_dilate(const struct topo_link_params *p, double d,
     }
     out->delay_ns = (uint64_t)llround((double)p->delay_ns * d);
     out->jitter_ns = (uint64_t)llround((double)p->jitter_ns * d);
+    /* A shaped link without a queue gets the default one, a BDP of at
+     * least 2 ms at its rate: the emulated link's, fixed in bytes here, since
+     * 2 ms at rate / d would shrink it d times (at D = 24 a 10 Gbit/s link's
+     * 2.5 MB became 151 kB, and its drops stretched the run's transfers). */
+    if (p->rate_bps && !p->queue.packets && !p->queue.bytes)
+        out->queue.bytes =
+            topo_shape_default_queue_bytes(p->rate_bps, 2 * (p->delay_ns + p->jitter_ns),
+                                           TOPO_SHAPE_DEFAULT_MTU + TOPO_SHAPE_ETH_HLEN);
 }
 
 void topo_link_describe(const struct topo_network *net, const struct topo_link *l, char *buf,

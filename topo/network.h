@@ -119,8 +119,10 @@ int topo_link_param_set(struct topo_link_params *p, const char *key, const char 
 /* What a backend installs for the emulated parameters p under dilation d
  * (>= 1): rates divided by d (at least 1 bit/s), delay and jitter multiplied
  * by d; loss, queue, reorder and burst loss as they are (a queue in bytes
- * or packets holds the same data; the default queue, a bandwidth-delay
- * product, comes out the same). */
+ * or packets holds the same data). A shaped link without a queue gets the
+ * default queue of its emulated rate and delay, in bytes (with a 1500-byte
+ * MTU's frames for its floor): its floor of 2 ms at the rate would shrink d
+ * times at the dilated rate. */
 void topo_link_params_dilate(const struct topo_link_params *p, double d,
                              struct topo_link_params *out);
 /* "a-b" for messages, "a-b#2" for the second of parallel links, ... */

@@ -8,6 +8,7 @@
 #include "controller/overload.h"
 #include "peer/worker.h"
 #include "topo/network.h"
+#include "topo/shape.h"
 
 #include <math.h>
 #include <msgpack.h>
@@ -47,6 +48,11 @@ static void test_link_dilate(void)
     CHECK(d.loss == 0.01 && d.queue.packets == 50 && d.reorder);
     topo_link_params_dilate(&p, 1, &d);
     CHECK(d.rate_bps == p.rate_bps && d.delay_ns == p.delay_ns);
+    /* The default queue is the emulated link's: 2 ms at 10 Gbit/s, not at 10 / 24. */
+    struct topo_link_params fast = {.rate_bps = 10000000000ull, .delay_ns = 50000};
+    topo_link_params_dilate(&fast, 24, &d);
+    CHECK(d.queue.packets == 0 && d.queue.bytes == 2500000);
+    CHECK(d.queue.bytes == topo_shape_default_queue_bytes(10000000000ull, 100000, 1514));
     p.rate_bps = 3;
     topo_link_params_dilate(&p, 1000, &d);
     CHECK(d.rate_bps == 1); /* never 0, which would mean unlimited */
@@ -137,7 +143,9 @@ static void test_account(void)
     CHECK_CONTAINS(json, "\"cpu_demand\": ");
     CHECK_CONTAINS(json, "\"worst_node\": \"b\"");
     CHECK_CONTAINS(json, "\"compute_share\": ");
-    CHECK_CONTAINS(json, "\"limited\": true, \"latency\": false, \"waited\": false}");
+    CHECK_CONTAINS(
+        json,
+        "\"limited\": true, \"latency\": false, \"waited\": false, \"dataplane\": {\"samples\": 0");
     free(json);
     /* Below 5%: not limited, the run's own dilation stands. */
     for (int i = 0; i < 30; i++)
@@ -373,6 +381,87 @@ static void test_auto_choice(void)
           strstr(c.reason, "dilation 4"));
 }
 
+/* The data plane's verdict and choice (overload_judge_dataplane,
+ * overload_choose_dataplane), exactly. */
+static struct overload_dataplane dataplane(double util, double busy, double own)
+{
+    return (struct overload_dataplane){.samples = 3,
+                                       .active_s = 3,
+                                       .link_utilization = util,
+                                       .host_busy = busy,
+                                       .own_cores = own,
+                                       .host_cores = 2};
+}
+
+static void test_dataplane_judge(void)
+{
+    struct overload_dataplane dp = dataplane(0.4, 0.95, 1.0);
+    overload_judge_dataplane(&dp, 1);
+    CHECK(dp.limited && dp.suggested_dilation == 4); /* ceil(1 x 1.5 / 0.4) */
+    dp = dataplane(0.04, 1, 1.1);
+    overload_judge_dataplane(&dp, 1);
+    CHECK(dp.limited && dp.suggested_dilation == 38); /* ceil(1.5 / 0.04) */
+    dp = dataplane(0.8, 0.9, 0.6);
+    overload_judge_dataplane(&dp, 4);
+    CHECK(dp.limited && dp.suggested_dilation == 8); /* ceil(4 x 1.5 / 0.8): the run's D scales */
+    dp = dataplane(0, 1, 1);
+    overload_judge_dataplane(&dp, 1);
+    CHECK(dp.limited && dp.suggested_dilation == 150); /* nothing carried: as if 1% */
+    dp = dataplane(0.075, 0.845, 1.5); /* the run's data plane took 3/4 of the cores */
+    overload_judge_dataplane(&dp, 1);
+    CHECK(dp.limited && dp.suggested_dilation == 20);
+    dp = dataplane(0.5, 0.3, 0.9); /* a host of many cores, one linkd at its core's limit */
+    dp.linkd_busy = 0.95;
+    overload_judge_dataplane(&dp, 1);
+    CHECK(dp.limited && dp.suggested_dilation == 3);
+    dp = dataplane(0.0001, 1, 1);
+    overload_judge_dataplane(&dp, 100);
+    CHECK(dp.suggested_dilation == 1000); /* at most HN_DILATION_MAX */
+    /* What keeps the run's dilation: links at their rate, a host with room,
+     * a data plane that costs little, no rated link, no active sample. */
+    const struct overload_dataplane kept[] = {
+        dataplane(0.9, 1, 2),    dataplane(0.5, 0.84, 0.99),
+        dataplane(0.5, 1, 0.59), dataplane(-1, 1, 2),
+        dataplane(0.5, -1, 0.9), {.link_utilization = 0.5, .host_busy = 1, .own_cores = 2},
+    };
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {
+        dp = kept[i];
+        overload_judge_dataplane(&dp, 2);
+        CHECK_MSG(!dp.limited && dp.suggested_dilation == 2, "case %zu", i);
+    }
+}
+
+static void test_dataplane_choice(void)
+{
+    struct overload_dataplane w = dataplane(0.5, 0.99, 1.2);
+    struct overload_auto c;
+    overload_choose_dataplane(&w, &c);
+    CHECK(c.dataplane && c.dilation == 3 && c.window_s == 3 && c.dp.limited);
+    CHECK(strcmp(c.reason,
+                 "data plane, 3 samples in 3.0 s: the busiest link carried 50% of its "
+                 "rate, host 99% busy, the run's data plane 1.20 cores (busiest linkd 0%): "
+                 "the host cannot forward it; dilation 3 gives it room") == 0);
+    w = dataplane(0.97, 1, 0.4);
+    overload_choose_dataplane(&w, &c);
+    CHECK(c.dilation == 1 && strstr(c.reason, ": the links keep their rate"));
+    w = dataplane(0.3, 0.5, 0.4);
+    overload_choose_dataplane(&w, &c);
+    CHECK(c.dilation == 1 && strstr(c.reason, "the host's CPU has room"));
+    w = dataplane(0.3, 1, 0.05);
+    overload_choose_dataplane(&w, &c);
+    CHECK(c.dilation == 1 && strstr(c.reason, "the host is busy with other programs"));
+    char buf[512] = "";
+    FILE *f = fmemopen(buf, sizeof buf, "w");
+    overload_write_dataplane_json(f, &c.dp);
+    fclose(f);
+    CHECK_MSG(strcmp(buf,
+                     "{\"samples\": 3, \"active_s\": 3, \"link_utilization\": 0.29999999999999999, "
+                     "\"host_busy\": 1, \"own_cores\": 0.050000000000000003, \"linkd_busy\": 0, "
+                     "\"limited\": false, "
+                     "\"suggested_dilation\": 1}") == 0,
+              "%s", buf);
+}
+
 int main(void)
 {
     test_budget();
@@ -383,5 +472,7 @@ int main(void)
     test_judge();
     test_suggested_exact();
     test_auto_choice();
+    test_dataplane_judge();
+    test_dataplane_choice();
     return check_report();
 }

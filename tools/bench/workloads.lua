@@ -6,7 +6,10 @@
 -- together (stats mem_peak_bytes) with the controller's own.
 --   hiernet run tools/bench/workloads.lua [--set workers=32 --set model=vgg16
 --     --set profile=rtx2080ti --set bw=10Gbit --set steps=2 --set batch=32
---     --set delay_ms=0.05 --set backend=auto --set dilation=1]
+--     --set delay_ms=0.05 --set backend=auto --set dilation=auto]
+-- dilation "auto" (the default) lets the run's probe choose D from its
+-- first seconds (the data plane's samples: a 10 or 100 Gbit/s incast is
+-- more than a small host forwards in real time) and start again at it.
 local hn = require("hiernet")
 local ps = require("hiernet.algo.ps")
 local ex = require("hiernet.experiment")
@@ -18,7 +21,8 @@ local bw = hn.param("bw", "10Gbit")
 local steps = hn.param("steps", 2)
 local batch = hn.param("batch", 32)
 local delay_ms = hn.param("delay_ms", 0.05)
-local dilation = hn.param("dilation", 1)
+local dilation = hn.param("dilation", "auto")
+dilation = tonumber(dilation) or dilation
 
 -- The controller's peak RSS (its own /proc entry), bytes.
 local function controller_peak()
@@ -56,10 +60,10 @@ local rtt = 4 * delay_ms / 1000 -- worker - switch - server and back
 local bound = 2 * n * size * 8 / link_bw + rtt
 local cu = step and step - cp
 local ov = s.overload or {}
-local row = { workers = n, model = model, profile = profile, bw = bw, backend = backend, dilation = dilation,
+local row = { workers = n, model = model, profile = profile, bw = bw, backend = backend, dilation = net.dilation,
               steps = s.steps, step_s = step, cp_s = cp, cu_s = cu, bound_s = bound,
               ratio = cu and cu / bound, model_bytes = size, peak_rss_bytes = peak, host_cpu = ov.host_cpu_saturation,
-              limited = ov.limited, learning = s.learning, virtual_skipped_elements = s.virtual_skipped_elements }
+              limited = ov.limited or (ov.dataplane or {}).limited or false, learning = s.learning, virtual_skipped_elements = s.virtual_skipped_elements }
 ex.table(string.format("workloads: %d workers, BSP %s by profile %s, %s", n, model, profile, bw), { row },
          { "step_s", "cp_s", "cu_s", "bound_s", "ratio", "peak_rss_bytes", "host_cpu", "limited" })
 ex.finish{ scenario = "workloads", results = { row } }

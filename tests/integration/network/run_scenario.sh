@@ -3,7 +3,8 @@
 # root, then proves the run left nothing behind (lib.sh hn_check_left).
 # Usage: run_scenario.sh HIERNET SCENARIO.lua [key=value ...]
 # Needs: iperf3 when the scenario name starts with shaping or latency.
-# Exit: 0 pass, 1 fail, 77 skipped (not root, tool missing).
+# Exit: 0 pass, 1 fail, 77 skipped (not root, tool missing, or the scenario
+# printed a line "SKIP: why" and ended well).
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -23,4 +24,6 @@ hn_snapshot "$HN_TMP/before"
 hn_run "$name" "$hiernet" "$scenario" "$@"
 [[ $HN_RC -eq 0 ]] || fail "$(basename "$scenario") $*: exit $HN_RC: $(head -n1 "$HN_TMP/$name.stderr")"
 hn_check_left "$HN_TMP/$name.owned" "$name" "$HN_TMP/before"
+# A scenario that cannot test its point on this host says so on a SKIP line.
+skip_line=$(grep -m1 '^SKIP: ' "$HN_TMP/$name.stdout") && skip "${skip_line#SKIP: }"
 hn_finish

@@ -1,0 +1,81 @@
+-- auto_dilation_dataplane: dilation = "auto" judges the data plane too.
+-- max(4, flows) hosts on a switch run `flows` greedy TCP flows in a ring
+-- (h1->h2, h2->h3, ...) over links of `bw`, no compute at all, so only the
+-- data plane's samples can decide.
+--   expect=dilate  bw=100Gbit: no host here forwards that in real time, so
+--                  the probe's data-plane window finds the links short of
+--                  their rate while the host (or one linkd) is saturated by
+--                  this run, and the run starts again at some D > 1
+--                  (checked: the rerun's dilation, run.json's reason and
+--                  dataplane figures, the probe's records kept)
+--                  A host so busy with other programs that this run's data
+--                  plane got under 0.6 of a core (the reason says so), or its
+--                  links under 0.1% of their rate (no active sample), cannot
+--                  test this: the run prints a SKIP line (run_scenario.sh
+--                  then exits 77)
+--   expect=keep    bw=20Mbit: the links keep their rate, so D stays 1 even
+--                  on a host busy with other programs
+-- Emulated time: 5 s of flows at D = 1 (the window needs 3 active samples
+-- of one emulated second after a first one); the rerun starts and stops.
+local hn = require("hiernet")
+local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local H = dofile(dir .. "common.lua")
+local A = H.args(...)
+local expect = A.expect or "dilate"
+local flows = tonumber(A.flows or 4)
+
+local net = hn.network{ name = "autodp", backend = A.backend or "user", seed = 5, dilation = "auto" }
+local sw, hosts, n = net:switch("s"), {}, math.max(4, flows)
+local link = { bw = A.bw or "100Gbit" }
+if (A.backend or "user") == "user" then link.delay = "0.05ms" end
+for i = 1, n do
+  hosts[i] = net:node("h" .. i)
+  net:link(hosts[i], sw, link)
+end
+net:start()
+H.own(net)
+local rerun = net.dilation > 1
+-- The rerun only shows its dilation: flows at D of 100 and more would take
+-- their peers tens of seconds to close.
+local started = {}
+for i = 1, rerun and 0 or flows do
+  started[i] = net:traffic{ from = hosts[i], to = hosts[i % n + 1], proto = "tcp" }
+end
+hn.sleep(rerun and 0.01 or 5)
+for _, f in ipairs(started) do f:stop() end
+local o = hn.overload()
+net:stop()
+
+local function read(path)
+  local f = io.open(path)
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+local json = read(hn.results_dir() .. "/run.json") or ""
+local choice = json:match('"dilation": %b{}') or "missing"
+local dp = o.dataplane
+H.log("dilation %g (%s); this run's data plane: %d samples, busiest link %.0f%%, host %.0f%%, %.2f cores",
+      net.dilation, choice, dp.samples, 100 * (dp.link_utilization or 0), 100 * (dp.host_busy or 0),
+      dp.own_cores)
+if expect == "dilate" and not rerun and (choice:find("the host is busy with other programs", 1, true)
+                                         or choice:find("ended inside the probe", 1, true)) then
+  H.log("SKIP: other programs left this run's data plane under 0.6 of a core or its links under 0.1%% of "
+        .. "their rate: %s", choice)
+elseif expect == "dilate" then
+  H.check(rerun, "auto kept dilation %g for %s links the host cannot forward: %s", net.dilation,
+          link.bw, choice)
+  H.check(choice:find('"mode": "auto"', 1, true) and choice:find("the host cannot forward it", 1, true)
+          and choice:find('"dataplane": {"samples": 3', 1, true) and choice:find('"limited": true', 1, true),
+          "run.json's dilation: %s", choice)
+  local probe = read(hn.results_dir() .. "/dilation-probe/run.json")
+  H.check(probe and probe:find('"status": "probe"', 1, true), "the probe's records are not kept")
+else
+  H.check(not rerun and net.dilation == 1, "auto chose dilation %g for %s links: %s", net.dilation,
+          link.bw, choice)
+  H.check(choice:find('"value": 1,', 1, true) and choice:find("the links keep their rate", 1, true)
+          and choice:find('"limited": false', 1, true), "run.json's dilation: %s", choice)
+  H.check(not dp.limited and o.suggested_dilation == 1, "verdict: data plane limited %s, suggested %g",
+          tostring(dp.limited), o.suggested_dilation)
+end
