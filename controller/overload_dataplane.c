@@ -1,7 +1,7 @@
 /* overload_dataplane.c — the data plane's part of the overload verdict and
  * of the automatic dilation (see overload.h, "The data plane"): pure
  * functions over a window's figures, so the unit tests can feed them. */
-#include "controller/json.h"
+#include "common/json.h"
 #include "controller/overload.h"
 #include "controller/run.h"
 
