@@ -2,7 +2,7 @@
  *
  * Prints one line per check ("ok   veth" / "MISSING netem: <reason>"):
  * privileges, network namespaces, the link types and qdiscs of
- * topo_nl_probe(), the cgroup cpu controller and the run registry, then
+ * emu_nl_probe(), the cgroup cpu controller and the run registry, then
  * which backend "auto" picks and why (backend_pick.h). Exit 0 when that
  * backend can emulate links, 3 when something it needs is missing.
  *
@@ -84,24 +84,24 @@ static void doctor_privileges(void)
 
 static bool doctor_netns(void)
 {
-    struct topo_netns ns;
+    struct emu_netns ns;
     char err[256];
-    bool ok = topo_netns_create(&ns, 0, err, sizeof err) == 0;
+    bool ok = emu_netns_create(&ns, 0, err, sizeof err) == 0;
 
-    if (ok) topo_netns_close(&ns);
+    if (ok) emu_netns_close(&ns);
     doctor_line(ok, "netns", err);
     return ok;
 }
 
 /* Returns the probe result, or NULL when the probe could not run. */
-static const struct topo_nl_features *doctor_features(struct topo_nl_features *features)
+static const struct emu_nl_features *doctor_features(struct emu_nl_features *features)
 {
     char err[256], reason[300];
-    int rc = topo_nl_probe(features, err, sizeof err);
+    int rc = emu_nl_probe(features, err, sizeof err);
 
     snprintf(reason, sizeof reason, "not probed: %s", err);
-    for (int i = 0; i < TOPO_NL_FEATURE_COUNT; i++)
-        doctor_line(rc == 0 && features->available[i], topo_nl_feature_name(i),
+    for (int i = 0; i < EMU_NL_FEATURE_COUNT; i++)
+        doctor_line(rc == 0 && features->available[i], emu_nl_feature_name(i),
                     rc == 0 ? features->reason[i] : reason);
     return rc == 0 ? features : NULL;
 }
@@ -109,16 +109,16 @@ static const struct topo_nl_features *doctor_features(struct topo_nl_features *f
 /* Makes, limits and removes a scratch group the way a run does: the only
  * honest test that cpu= limits will work. Not needed by any backend, so a
  * failure here does not change the exit code. */
-static int doctor_cgroup_try(const struct topo_cgroup *cgroup, char *err, size_t errlen)
+static int doctor_cgroup_try(const struct emu_cgroup *cgroup, char *err, size_t errlen)
 {
     char run_id[64], path[512], cleanup_err[512];
     int rc;
 
     snprintf(run_id, sizeof run_id, "doctor-%ld", (long)getpid());
-    rc = topo_cgroup_run_create(cgroup, run_id, err, errlen);
+    rc = emu_cgroup_run_create(cgroup, run_id, err, errlen);
     if (rc == 0)
-        rc = topo_cgroup_node_create(cgroup, run_id, "probe", 0.5, path, sizeof path, err, errlen);
-    if (topo_cgroup_run_remove(cgroup, run_id, cleanup_err, sizeof cleanup_err) < 0 && rc == 0) {
+        rc = emu_cgroup_node_create(cgroup, run_id, "probe", 0.5, path, sizeof path, err, errlen);
+    if (emu_cgroup_run_remove(cgroup, run_id, cleanup_err, sizeof cleanup_err) < 0 && rc == 0) {
         snprintf(err, errlen, "%s", cleanup_err);
         rc = -1;
     }
@@ -127,13 +127,13 @@ static int doctor_cgroup_try(const struct topo_cgroup *cgroup, char *err, size_t
 
 static void doctor_cgroup(void)
 {
-    struct topo_cgroup cgroup;
+    struct emu_cgroup cgroup;
     char err[512] = "", desc[300], name[400], reason[600];
-    int rc = topo_cgroup_detect(&cgroup, err, sizeof err);
+    int rc = emu_cgroup_detect(&cgroup, err, sizeof err);
 
-    if (rc == 0 && cgroup.version == TOPO_CGROUP_NONE) rc = -1;
+    if (rc == 0 && cgroup.version == EMU_CGROUP_NONE) rc = -1;
     if (rc == 0) {
-        topo_cgroup_describe(&cgroup, desc, sizeof desc);
+        emu_cgroup_describe(&cgroup, desc, sizeof desc);
         rc = doctor_cgroup_try(&cgroup, err, sizeof err);
     }
     if (rc == 0) snprintf(name, sizeof name, "cgroup %s: cpu controller usable", desc);
@@ -155,8 +155,8 @@ static void doctor_registry(void)
 
 int cli_doctor(int argc, char **argv)
 {
-    struct topo_nl_features features;
-    const struct topo_nl_features *probed = NULL;
+    struct emu_nl_features features;
+    const struct emu_nl_features *probed = NULL;
     char why[1024];
     int backend;
 
@@ -173,8 +173,8 @@ int cli_doctor(int argc, char **argv)
     if (doctor_netns())
         probed = doctor_features(&features);
     else
-        for (int i = 0; i < TOPO_NL_FEATURE_COUNT; i++)
-            doctor_line(false, topo_nl_feature_name(i), "not probed: no network namespace");
+        for (int i = 0; i < EMU_NL_FEATURE_COUNT; i++)
+            doctor_line(false, emu_nl_feature_name(i), "not probed: no network namespace");
     doctor_cgroup();
     doctor_registry();
     backend = doctor_pick_backend(probed, why, sizeof why);

@@ -9,24 +9,24 @@
 #include <stdio.h>
 
 /* The first feature the kernel backend lacks for needs, or -1. */
-static int backend_kernel_missing(const struct topo_nl_features *f, unsigned needs)
+static int backend_kernel_missing(const struct emu_nl_features *f, unsigned needs)
 {
-    if (!f->available[TOPO_NL_FEATURE_VETH]) return TOPO_NL_FEATURE_VETH;
-    if ((needs & BACKEND_NEED_BRIDGE) && !f->available[TOPO_NL_FEATURE_BRIDGE])
-        return TOPO_NL_FEATURE_BRIDGE;
-    if ((needs & BACKEND_NEED_RATE) && !f->available[TOPO_NL_FEATURE_HTB] &&
-        !f->available[TOPO_NL_FEATURE_TBF])
-        return TOPO_NL_FEATURE_HTB;
-    if ((needs & BACKEND_NEED_NETEM) && !f->available[TOPO_NL_FEATURE_NETEM])
-        return TOPO_NL_FEATURE_NETEM;
+    if (!f->available[EMU_NL_FEATURE_VETH]) return EMU_NL_FEATURE_VETH;
+    if ((needs & BACKEND_NEED_BRIDGE) && !f->available[EMU_NL_FEATURE_BRIDGE])
+        return EMU_NL_FEATURE_BRIDGE;
+    if ((needs & BACKEND_NEED_RATE) && !f->available[EMU_NL_FEATURE_HTB] &&
+        !f->available[EMU_NL_FEATURE_TBF])
+        return EMU_NL_FEATURE_HTB;
+    if ((needs & BACKEND_NEED_NETEM) && !f->available[EMU_NL_FEATURE_NETEM])
+        return EMU_NL_FEATURE_NETEM;
     return -1;
 }
 
-static int backend_user_missing(const struct topo_nl_features *f, unsigned needs)
+static int backend_user_missing(const struct emu_nl_features *f, unsigned needs)
 {
-    if (!f->available[TOPO_NL_FEATURE_TUN]) return TOPO_NL_FEATURE_TUN;
-    if ((needs & BACKEND_NEED_BRIDGE) && !f->available[TOPO_NL_FEATURE_BRIDGE])
-        return TOPO_NL_FEATURE_BRIDGE;
+    if (!f->available[EMU_NL_FEATURE_TUN]) return EMU_NL_FEATURE_TUN;
+    if ((needs & BACKEND_NEED_BRIDGE) && !f->available[EMU_NL_FEATURE_BRIDGE])
+        return EMU_NL_FEATURE_BRIDGE;
     return -1;
 }
 
@@ -34,24 +34,24 @@ static int backend_user_missing(const struct topo_nl_features *f, unsigned needs
 static const char *backend_feature_use(int feature)
 {
     switch (feature) {
-    case TOPO_NL_FEATURE_VETH:
+    case EMU_NL_FEATURE_VETH:
         return "kernel links";
-    case TOPO_NL_FEATURE_BRIDGE:
+    case EMU_NL_FEATURE_BRIDGE:
         return "switch nodes";
-    case TOPO_NL_FEATURE_TUN:
+    case EMU_NL_FEATURE_TUN:
         return "the user backend's TAP links";
-    case TOPO_NL_FEATURE_HTB:
+    case EMU_NL_FEATURE_HTB:
         return "bandwidth limits (neither htb nor tbf works)";
-    case TOPO_NL_FEATURE_NETEM:
+    case EMU_NL_FEATURE_NETEM:
         return "delay, jitter and loss";
-    case TOPO_NL_FEATURE_RED:
+    case EMU_NL_FEATURE_RED:
         return "ECN marking (ecn_threshold)";
     default:
         return "links";
     }
 }
 
-int backend_pick(const struct topo_nl_features *f, unsigned needs, char *why, size_t whylen)
+int backend_pick(const struct emu_nl_features *f, unsigned needs, char *why, size_t whylen)
 {
     int kernel_missing, user_missing;
 
@@ -67,7 +67,7 @@ int backend_pick(const struct topo_nl_features *f, unsigned needs, char *why, si
         snprintf(why, whylen,
                  "the kernel has every qdisc the links need (%s%s): links are "
                  "shaped in the kernel",
-                 f->available[TOPO_NL_FEATURE_HTB] ? "htb" : "tbf",
+                 f->available[EMU_NL_FEATURE_HTB] ? "htb" : "tbf",
                  (needs & BACKEND_NEED_NETEM) ? ", netem" : "");
         return TOPO_BACKEND_KERNEL;
     }
@@ -76,17 +76,17 @@ int backend_pick(const struct topo_nl_features *f, unsigned needs, char *why, si
         snprintf(why, whylen,
                  "the kernel lacks %s, needed for %s (%s): hiernet-linkd emulates "
                  "links on TAP devices",
-                 topo_nl_feature_name(kernel_missing), backend_feature_use(kernel_missing),
+                 emu_nl_feature_name(kernel_missing), backend_feature_use(kernel_missing),
                  f->reason[kernel_missing]);
         return TOPO_BACKEND_USER;
     }
     snprintf(why, whylen, "neither link backend can run: kernel lacks %s (%s); user lacks %s (%s)",
-             topo_nl_feature_name(kernel_missing), f->reason[kernel_missing],
-             topo_nl_feature_name(user_missing), f->reason[user_missing]);
+             emu_nl_feature_name(kernel_missing), f->reason[kernel_missing],
+             emu_nl_feature_name(user_missing), f->reason[user_missing]);
     return TOPO_BACKEND_NONE;
 }
 
-int doctor_pick_backend(const struct topo_nl_features *f, char *why, size_t whylen)
+int doctor_pick_backend(const struct emu_nl_features *f, char *why, size_t whylen)
 {
     return backend_pick(f, BACKEND_NEED_ALL, why, whylen);
 }

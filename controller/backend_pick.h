@@ -1,7 +1,7 @@
 /* backend_pick.h — which link backend "auto" uses on this host, and why.
  *
  * Provides the one decision shared by `hiernet doctor` and the network start
- * code: given what topo_nl_probe() found, kernel (veth + HTB/TBF + netem
+ * code: given what emu_nl_probe() found, kernel (veth + HTB/TBF + netem
  * qdiscs), user (hiernet-linkd on TAP devices) or none (nothing can emulate
  * links here). Pure functions of their arguments; owns nothing. */
 #pragma once
@@ -25,8 +25,8 @@ enum backend_need {
  * features == NULL means the probe could not run (no privilege to create a
  * namespace): TOPO_BACKEND_NONE. why gets one line saying why (without
  * "because"), naming what is missing and the probe's reason. */
-int backend_pick(const struct topo_nl_features *features, unsigned needs, char *why, size_t whylen);
+int backend_pick(const struct emu_nl_features *features, unsigned needs, char *why, size_t whylen);
 
 /* The doctor's answer: backend_pick() for a network that uses everything
  * (rates, delay/jitter/loss, switches), since most scenarios do. */
-int doctor_pick_backend(const struct topo_nl_features *features, char *why, size_t whylen);
+int doctor_pick_backend(const struct emu_nl_features *features, char *why, size_t whylen);

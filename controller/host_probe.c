@@ -23,7 +23,7 @@ static struct {
     int rc; /* 0 ok, -1 failed (why) */
     char why[512];
 } probes[HOST_PROBE_COUNT];
-static struct topo_nl_features kernel_features;
+static struct emu_nl_features kernel_features;
 
 static struct ev_loop *probe_loop;
 static ev_async probe_done_async;
@@ -31,8 +31,8 @@ static struct probe_waiter *waiters; /* the loop's thread only */
 
 static void probe_kernel(void)
 {
-    probes[HOST_PROBE_KERNEL].rc = topo_nl_probe(&kernel_features, probes[HOST_PROBE_KERNEL].why,
-                                                 sizeof probes[HOST_PROBE_KERNEL].why);
+    probes[HOST_PROBE_KERNEL].rc = emu_nl_probe(&kernel_features, probes[HOST_PROBE_KERNEL].why,
+                                                sizeof probes[HOST_PROBE_KERNEL].why);
 }
 
 static void probe_cuda(void)
@@ -129,7 +129,7 @@ void host_probe_forget(void *ctx)
     }
 }
 
-const struct topo_nl_features *host_probe_kernel(char *why, size_t whylen)
+const struct emu_nl_features *host_probe_kernel(char *why, size_t whylen)
 {
     if (probes[HOST_PROBE_KERNEL].rc == 0) return &kernel_features;
     snprintf(why, whylen, "%s", probes[HOST_PROBE_KERNEL].why);

@@ -1,7 +1,7 @@
 /* host_probe.h — what this host offers, found out once per process on a
  * thread of its own, so that nothing waits for it on the libev loop:
  *
- *   HOST_PROBE_KERNEL  the kernel's features (topo_nl_probe: a scratch
+ *   HOST_PROBE_KERNEL  the kernel's features (emu_nl_probe: a scratch
  *                      namespace tried for veth, bridge, tun and qdiscs;
  *                      20-40 ms, more on a loaded host), for a start's
  *                      backend choice and hn.emulation();
@@ -40,6 +40,6 @@ void host_probe_forget(void *ctx);
 
 /* Once done: the kernel's features, or NULL with why (no privilege to
  * create a namespace, ...). */
-const struct topo_nl_features *host_probe_kernel(char *why, size_t whylen);
+const struct emu_nl_features *host_probe_kernel(char *why, size_t whylen);
 /* Once done: whether a CUDA device can run here, and if not, why. */
 bool host_probe_cuda(char *why, size_t whylen);

@@ -29,7 +29,7 @@ struct sampled_ns {
 struct link_sampler {
     struct ev_loop *loop;
     const struct topo_network *net;
-    const struct topo_kernel *kernel;
+    const struct emu_tc *kernel;
     link_sampler_fn fn;
     void *ctx;
     struct sampled_ns *ns;
@@ -81,7 +81,7 @@ static int plan_ends(struct link_sampler *s)
         const struct topo_link *l = &net->links[i];
         bool from_a = degree[l->a] >= degree[l->b];
         int node = from_a ? l->a : l->b, ifindex_a, ifindex_b;
-        topo_kernel_link_ifindex(s->kernel, (int)i, &ifindex_a, &ifindex_b);
+        emu_tc_link_ifindex(s->kernel, (int)i, &ifindex_a, &ifindex_b);
         s->samples[i].from_a = from_a;
         if (ns_of[node] < 0) {
             ns_of[node] = (int)s->n_ns;
@@ -110,7 +110,7 @@ struct dump_ctx {
     const struct sampled_ns *ns;
 };
 
-static void on_link_stats(const struct topo_nl_link_stats *st, void *ctx)
+static void on_link_stats(const struct emu_nl_link_stats *st, void *ctx)
 {
     struct dump_ctx *d = ctx;
     struct sampled_end key = {.ifindex = st->ifindex};
@@ -140,8 +140,8 @@ static void open_sockets(struct link_sampler *s)
 {
     for (size_t i = 0; i < s->n_ns; i++) {
         char err[256];
-        int fd = topo_kernel_node_ns(s->kernel, s->ns[i].node);
-        s->ns[i].sock = fd >= 0 ? topo_netns_nl_open(fd, err, sizeof err) : NULL;
+        int fd = emu_tc_node_ns(s->kernel, s->ns[i].node);
+        s->ns[i].sock = fd >= 0 ? emu_netns_nl_open(fd, err, sizeof err) : NULL;
         if (!s->ns[i].sock) note_error(s, fd >= 0 ? err : "a node has no namespace");
     }
 }
@@ -154,7 +154,7 @@ static void take_sample(struct link_sampler *s)
         struct dump_ctx d = {s, &s->ns[i]};
         char err[256];
         if (!s->ns[i].sock) continue;
-        if (topo_nl_link_stats(s->ns[i].sock, on_link_stats, &d, err, sizeof err) < 0)
+        if (emu_nl_link_stats(s->ns[i].sock, on_link_stats, &d, err, sizeof err) < 0)
             note_error(s, err);
         /* The kernel reads the counters while it answers, after any wait
          * for its locks (another run building namespaces): the time the
@@ -183,7 +183,7 @@ static void *sampler_main(void *arg)
     }
     pthread_mutex_unlock(&s->mutex);
     for (size_t i = 0; i < s->n_ns; i++) {
-        topo_nl_close(s->ns[i].sock);
+        emu_nl_close(s->ns[i].sock);
         s->ns[i].sock = NULL;
     }
     return NULL;
@@ -236,8 +236,8 @@ static void sampler_free(struct link_sampler *s)
 }
 
 struct link_sampler *link_sampler_start(struct ev_loop *loop, const struct topo_network *net,
-                                        const struct topo_kernel *kernel, link_sampler_fn fn,
-                                        void *ctx, char *err, size_t errlen)
+                                        const struct emu_tc *kernel, link_sampler_fn fn, void *ctx,
+                                        char *err, size_t errlen)
 {
     struct link_sampler *s = calloc(1, sizeof *s);
     if (!s) return snprintf(err, errlen, "out of memory"), NULL;

@@ -5,7 +5,7 @@
  * thread of its own opens one rtnetlink socket in each namespace it asks
  * (per link the end whose node has more links, so a switch or an edge
  * answers for all its links in one dump) and, on each request, dumps
- * every link's IFLA_STATS64 there (topo_nl_link_stats). The loop hears the
+ * every link's IFLA_STATS64 there (emu_nl_link_stats). The loop hears the
  * sample through an ev_async and gets it in a callback, each link with the
  * monotonic time its counters were read. A request while a sample is in flight is skipped, as
  * the user backend skips a beat while linkd is slow to answer.
@@ -22,7 +22,7 @@
 struct link_sampler;
 
 /* One link as seen from the end that was asked: tx what that end sent,
- * rx what it received (topo_nl_link_stats). seen is false when the dump did
+ * rx what it received (emu_nl_link_stats). seen is false when the dump did
  * not report it (its namespace could not be asked, or it is gone). */
 struct link_sample {
     bool seen;
@@ -41,8 +41,8 @@ typedef void (*link_sampler_fn)(void *ctx, const struct link_sample *samples, si
 /* Starts the thread (it opens its sockets there); NULL with err when it
  * cannot start. net and kernel must outlive the sampler. */
 struct link_sampler *link_sampler_start(struct ev_loop *loop, const struct topo_network *net,
-                                        const struct topo_kernel *kernel, link_sampler_fn fn,
-                                        void *ctx, char *err, size_t errlen);
+                                        const struct emu_tc *kernel, link_sampler_fn fn, void *ctx,
+                                        char *err, size_t errlen);
 /* Asks for a sample; false (nothing asked) while one is still in flight. */
 bool link_sampler_request(struct link_sampler *s);
 /* Ends the thread (waits for a dump in progress), closes its sockets and

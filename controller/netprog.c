@@ -46,7 +46,7 @@ static void list_unlink(struct netprog *p)
 /* The namespace the registry's sweep looks for the program's group in. */
 static unsigned long namespace_inode(int netns_fd)
 {
-    if (netns_fd >= 0) return topo_netns_inode(netns_fd);
+    if (netns_fd >= 0) return emu_netns_inode(netns_fd);
     struct stat st; /* backend none: the host's own namespace */
     return stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
 }

@@ -35,7 +35,7 @@ struct peer_client *netrun_peer(const struct netrun *nr, int node)
 
 int netrun_node_ns(const struct netrun *nr, int node)
 {
-    return nr->kernel ? topo_kernel_node_ns(nr->kernel, node) : -1;
+    return nr->kernel ? emu_tc_node_ns(nr->kernel, node) : -1;
 }
 
 void netrun_close_peers(struct netrun *nr)
@@ -63,7 +63,7 @@ void netrun_close_peers(struct netrun *nr)
  * thread (seconds at most: a link that never runs times out), which a
  * release on the loop never meets (netlife releases a network once built). */
 
-#define RELEASE_CGROUP_TIMEOUT_S 1.0 /* as topo_cgroup_run_remove's own bound */
+#define RELEASE_CGROUP_TIMEOUT_S 1.0 /* as emu_cgroup_run_remove's own bound */
 #define RELEASE_RETRY_S 0.01
 
 static void release_begin(struct netrun *nr)
@@ -101,7 +101,7 @@ static void release_begin(struct netrun *nr)
      * namespace fds nor linkd's exit deletes them one by one; each namespace
      * goes once the last of us lets go and takes its devices along in one
      * batch. End every linkd before reaping any, so they exit side by side. */
-    topo_kernel_destroy(nr->kernel);
+    emu_tc_destroy(nr->kernel);
     nr->kernel = NULL;
     for (size_t i = 0; i < nr->n_linkd; i++) {
         linkd_client_close(nr->linkd[i]); /* linkd exits on EOF */
@@ -166,7 +166,7 @@ void netrun_on_release_timer(EV_P_ ev_timer *w, int revents)
     if (!peers_reaped(nr)) return;
     if (nr->cgroups_made) {
         char err[256];
-        int rc = topo_cgroup_run_remove_try(&nr->cgroup, nr->run_id, err, sizeof err);
+        int rc = emu_cgroup_run_remove_try(&nr->cgroup, nr->run_id, err, sizeof err);
         if (rc != 1 || mono_s() > nr->release.cgroup_deadline) netrun_cgroups_released(nr, rc, err);
     }
     if (nr->template || nr->cgroups_made) return;
@@ -195,7 +195,7 @@ void netrun_free(struct netrun *nr)
     nr->template = NULL;
     char err[256];
     if (nr->cgroups_made)
-        netrun_cgroups_released(
-            nr, topo_cgroup_run_remove(&nr->cgroup, nr->run_id, err, sizeof err), err);
+        netrun_cgroups_released(nr, emu_cgroup_run_remove(&nr->cgroup, nr->run_id, err, sizeof err),
+                                err);
     release_finish(nr, false);
 }

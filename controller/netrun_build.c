@@ -22,9 +22,9 @@
  * off the loop while the loop probes the kernel and plans. */
 static void work_namespaces(struct netrun *nr)
 {
-    struct topo_kernel_options opts = {false, TOPO_SHAPE_ROOT_HTB}; /* netem: set after */
+    struct emu_tc_options opts = {false, TOPO_SHAPE_ROOT_HTB}; /* netem: set after */
     char err[512];
-    if (topo_kernel_create(nr->net, &opts, &nr->kernel, err, sizeof err) < 0)
+    if (emu_tc_create(nr->net, &opts, &nr->kernel, err, sizeof err) < 0)
         netrun_job_fail(nr, true, err); /* the model is valid: what fails is the host */
 }
 
@@ -33,10 +33,9 @@ static void namespaces_done(struct netrun *nr)
 {
     if (nr->backend == TOPO_BACKEND_NONE || !nr->kernel) return;
     char why[256];
-    const struct topo_nl_features *f = netrun_kernel_features(why, sizeof why);
-    struct topo_kernel_options opts = {f && f->available[TOPO_NL_FEATURE_NETEM],
-                                       TOPO_SHAPE_ROOT_HTB};
-    topo_kernel_set_options(nr->kernel, &opts);
+    const struct emu_nl_features *f = netrun_kernel_features(why, sizeof why);
+    struct emu_tc_options opts = {f && f->available[EMU_NL_FEATURE_NETEM], TOPO_SHAPE_ROOT_HTB};
+    emu_tc_set_options(nr->kernel, &opts);
 }
 
 /* Links, addresses, routes and qdiscs, while the peers start up on the
@@ -45,8 +44,8 @@ static void namespaces_done(struct netrun *nr)
 static void work_kernel_links(struct netrun *nr)
 {
     char err[1024];
-    if (topo_kernel_add_veths(nr->kernel, err, sizeof err) < 0 ||
-        topo_kernel_configure(nr->kernel, &nr->routing, true, err, sizeof err) < 0)
+    if (emu_tc_add_veths(nr->kernel, err, sizeof err) < 0 ||
+        emu_tc_configure(nr->kernel, &nr->routing, true, err, sizeof err) < 0)
         netrun_job_fail(nr, true, err);
 }
 

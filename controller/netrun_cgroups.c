@@ -22,19 +22,19 @@ int netrun_prepare_cgroups(struct netrun *nr, bool *env_error, char *err, size_t
 {
     if (!wants_cpu_limit(nr->net)) return 0;
     char why[256];
-    if (topo_cgroup_detect(&nr->cgroup, why, sizeof why) < 0 ||
-        nr->cgroup.version == TOPO_CGROUP_NONE) {
+    if (emu_cgroup_detect(&nr->cgroup, why, sizeof why) < 0 ||
+        nr->cgroup.version == EMU_CGROUP_NONE) {
         *env_error = true;
         snprintf(err, errlen, "network '%s': cpu= limits need a cgroup cpu controller: %s",
                  nr->net->name, why);
         return -1;
     }
     char path[512];
-    snprintf(path, sizeof path, "%s/%s%s", nr->cgroup.root, TOPO_CGROUP_PREFIX, nr->run_id);
+    snprintf(path, sizeof path, "%s/%s%s", nr->cgroup.root, EMU_CGROUP_PREFIX, nr->run_id);
     if (nr->registry && (registry_add_cgroup(nr->registry, path, err, errlen) < 0 ||
                          registry_commit(nr->registry, err, errlen) < 0))
         return -1;
-    if (topo_cgroup_run_create(&nr->cgroup, nr->run_id, err, errlen) < 0) {
+    if (emu_cgroup_run_create(&nr->cgroup, nr->run_id, err, errlen) < 0) {
         *env_error = true;
         return -1;
     }
@@ -47,10 +47,10 @@ int netrun_limit_cpu(struct netrun *nr, int node, pid_t pid, char *err, size_t e
     const struct topo_node *n = &nr->net->nodes[node];
     if (!(n->cpu > 0)) return 0;
     char path[512];
-    if (topo_cgroup_node_create(&nr->cgroup, nr->run_id, n->name, n->cpu, path, sizeof path, err,
-                                errlen) < 0)
+    if (emu_cgroup_node_create(&nr->cgroup, nr->run_id, n->name, n->cpu, path, sizeof path, err,
+                               errlen) < 0)
         return -1;
-    return topo_cgroup_attach(path, pid, err, errlen);
+    return emu_cgroup_attach(path, pid, err, errlen);
 }
 
 /* The run's group is gone (or given up on: said in the log): so is its entry. */
@@ -60,7 +60,7 @@ void netrun_cgroups_released(struct netrun *nr, int rc, const char *err)
     nr->cgroups_made = false;
     if (!nr->registry) return;
     char path[512], why[256];
-    snprintf(path, sizeof path, "%s/%s%s", nr->cgroup.root, TOPO_CGROUP_PREFIX, nr->run_id);
+    snprintf(path, sizeof path, "%s/%s%s", nr->cgroup.root, EMU_CGROUP_PREFIX, nr->run_id);
     registry_remove_cgroup(nr->registry, path);
     if (registry_commit(nr->registry, why, sizeof why) < 0) ctl_log("%s", why);
 }

@@ -28,17 +28,17 @@ static void cuts_free(struct netrun *nr);
 static void work_kernel_op(struct netrun *nr)
 {
     struct kernel_op *op = nr->ops;
-    struct topo_kernel *k = nr->kernel;
+    struct emu_tc *k = nr->kernel;
     char *err = op->err;
     size_t len = sizeof op->err;
     if (op->kind == OP_PARTITION)
-        op->rc = topo_kernel_partition(k, op->side, err, len);
+        op->rc = emu_tc_partition(k, op->side, err, len);
     else if (op->kind == OP_HEAL)
-        op->rc = topo_kernel_heal(k, op->side, NULL, err, len);
+        op->rc = emu_tc_heal(k, op->side, NULL, err, len);
     else if (op->kind == OP_LINK_SET)
-        op->rc = topo_kernel_link_set_dir(k, op->link, op->dir, &op->params, err, len);
+        op->rc = emu_tc_link_set_dir(k, op->link, op->dir, &op->params, err, len);
     else
-        op->rc = topo_kernel_link_updown(k, op->link, op->up, err, len);
+        op->rc = emu_tc_link_updown(k, op->link, op->up, err, len);
 }
 
 /* Tells the caller (result: an empty map) and frees op. */
@@ -133,7 +133,7 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
                    : 1;
     if (!nr->kernel) return netrun_link_not_emulated(nr, err, errlen);
     struct kernel_op op = {
-        .kind = OP_LINK_SET, .link = link, .dir = TOPO_KERNEL_BOTH, .params = *params};
+        .kind = OP_LINK_SET, .link = link, .dir = EMU_TC_BOTH, .params = *params};
     return netrun_kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
@@ -208,7 +208,7 @@ static size_t cuts_take(struct netrun *nr, const unsigned char *side)
 {
     size_t kept = 0, n = nr->n_cuts;
     for (size_t p = 0; p < n; p++) {
-        if (!side || topo_kernel_same_cut(nr->cuts[p], side, nr->net->n_nodes))
+        if (!side || emu_tc_same_cut(nr->cuts[p], side, nr->net->n_nodes))
             free(nr->cuts[p]);
         else
             nr->cuts[kept++] = nr->cuts[p];
@@ -263,8 +263,8 @@ int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, siz
     }
     topo_routing_free(&nr->routing);
     nr->routing = fresh; /* the kernel layer reads it through its pointer */
-    int rc = topo_kernel_link_move(nr->kernel, l, end_a, from, err, errlen);
-    return rc < 0 ? rc : topo_kernel_reroute(nr->kernel, l, stays, err, errlen);
+    int rc = emu_tc_link_move(nr->kernel, l, end_a, from, err, errlen);
+    return rc < 0 ? rc : emu_tc_reroute(nr->kernel, l, stays, err, errlen);
 }
 
 size_t netrun_partitions(const struct netrun *nr)

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct topo_nl_features;
+struct emu_nl_features;
 
 #define NETRUN_PHASES_MAX 16
 
@@ -37,13 +37,13 @@ struct netrun {
     enum topo_backend backend;
     char reason[640];
     struct topo_routing routing;
-    struct topo_kernel *kernel;
+    struct emu_tc *kernel;
     struct linkd_client **linkd; /* backend user: link l is served by linkd[l % n_linkd] */
     size_t n_linkd;
     struct netrun_peer *peers; /* one per node; client NULL for switches */
-    struct topo_cgroup cgroup;
+    struct emu_cgroup cgroup;
     bool cgroups_made;
-    char run_id[TOPO_CGROUP_NAME_MAX + 1]; /* names the run's group: "<run id>-<network>" */
+    char run_id[EMU_CGROUP_NAME_MAX + 1]; /* names the run's group: "<run id>-<network>" */
     char peer_path[4096];
     bool peer_path_given;             /* netrun_config.peer_path: always through the template */
     struct peer_template *template;   /* forks the peers at start; ends with them */
@@ -135,7 +135,7 @@ struct netrun_trace_slot {
     struct trace_player *player;
 };
 enum kernel_op_kind { OP_PARTITION, OP_HEAL, OP_LINK_SET, OP_LINK_UPDOWN };
-/* OP_LINK_SET's dir: 0 (a to b), 1 or TOPO_KERNEL_BOTH (l:set). */
+/* OP_LINK_SET's dir: 0 (a to b), 1 or EMU_TC_BOTH (l:set). */
 
 struct kernel_op {
     enum kernel_op_kind kind;
@@ -160,7 +160,7 @@ void netrun_job_fail_at(struct netrun *nr, bool env_error, int node, int link, c
 void netrun_job_fail_with(struct netrun *nr, const struct net_error *e);
 
 /* netrun_plan.c */
-const struct topo_nl_features *netrun_kernel_features(char *err, size_t errlen);
+const struct emu_nl_features *netrun_kernel_features(char *err, size_t errlen);
 int netrun_check_devices(struct netrun *nr, int *node, bool *env_error, char *err, size_t errlen);
 bool netrun_wants_cuda(const struct topo_network *net);
 int netrun_choose_and_plan(struct netrun *nr, struct net_error *error);

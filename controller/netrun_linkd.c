@@ -83,7 +83,7 @@ static void on_link_added(void *ctx, int ifindex_a, int ifindex_b, const char *e
     if (nr->freeing || nr->linkd_pending == 0) return; /* abandoned */
     char why[1024];
     if (error) link_error(nr, c->link, error, why, sizeof why);
-    if (!error) topo_kernel_set_link_ifindex(nr->kernel, c->link, ifindex_a, ifindex_b);
+    if (!error) emu_tc_set_link_ifindex(nr->kernel, c->link, ifindex_a, ifindex_b);
     linkd_answered(nr, c->link, error ? why : NULL);
 }
 
@@ -150,9 +150,9 @@ static int request_user_links(struct netrun *nr, int *link_at, char *err, size_t
         char path_a[64], path_b[64];
         /* linkd opens our namespace fds through /proc: they have no other name. */
         snprintf(path_a, sizeof path_a, "/proc/%d/fd/%d", (int)getpid(),
-                 topo_kernel_node_ns(nr->kernel, link->a));
+                 emu_tc_node_ns(nr->kernel, link->a));
         snprintf(path_b, sizeof path_b, "/proc/%d/fd/%d", (int)getpid(),
-                 topo_kernel_node_ns(nr->kernel, link->b));
+                 emu_tc_node_ns(nr->kernel, link->b));
         /* The network's seed makes a run's losses and jitter reproducible. */
         uint64_t seed = net->seed * 1000003u + l;
         struct topo_link_params installed;
@@ -186,6 +186,6 @@ void netrun_make_user_links(struct netrun *nr)
 static void work_user_configure(struct netrun *nr)
 {
     char err[1024];
-    if (topo_kernel_configure(nr->kernel, &nr->routing, false, err, sizeof err) < 0)
+    if (emu_tc_configure(nr->kernel, &nr->routing, false, err, sizeof err) < 0)
         netrun_job_fail(nr, true, err);
 }

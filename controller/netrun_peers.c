@@ -87,7 +87,7 @@ static int register_peer(struct netrun *nr, int node, pid_t pid, char *err, size
 {
     if (netrun_limit_cpu(nr, node, pid, err, errlen) < 0) return -1;
     if (!nr->registry) return 0;
-    unsigned long inode = nr->kernel ? topo_netns_inode(netrun_node_ns(nr, node)) : 0;
+    unsigned long inode = nr->kernel ? emu_netns_inode(netrun_node_ns(nr, node)) : 0;
     return registry_add_node(nr->registry, nr->net->name, nr->net->nodes[node].name, pid, inode,
                              err, errlen);
 }

@@ -37,7 +37,7 @@ static bool wants_ecn_marking(const struct topo_network *net)
  * never mark ECN. Auto moves to the user backend; a network that asked for
  * the kernel is refused: for ECN as an environment error where the kernel
  * has no marking qdisc (sch_red) for hiernet to install. */
-static int keep_linkd_options(struct netrun *nr, const struct topo_nl_features *f, bool *env_error,
+static int keep_linkd_options(struct netrun *nr, const struct emu_nl_features *f, bool *env_error,
                               char *err, size_t errlen)
 {
     const struct topo_network *net = nr->net;
@@ -52,12 +52,12 @@ static int keep_linkd_options(struct netrun *nr, const struct topo_nl_features *
     if (gilbert)
         snprintf(err, errlen, "network '%s': gilbert burst loss needs backend 'user' (or 'auto')",
                  net->name);
-    else if (!f->available[TOPO_NL_FEATURE_RED]) {
+    else if (!f->available[EMU_NL_FEATURE_RED]) {
         *env_error = true;
         snprintf(err, errlen,
                  "network '%s': backend 'kernel' cannot mark ECN here: this kernel has no marking "
                  "qdisc (%s); use backend 'user' or 'auto'",
-                 net->name, f->reason[TOPO_NL_FEATURE_RED]);
+                 net->name, f->reason[EMU_NL_FEATURE_RED]);
     } else
         snprintf(err, errlen,
                  "network '%s': ecn_threshold needs backend 'user' (or 'auto'): the kernel "
@@ -81,7 +81,7 @@ static unsigned link_needs(const struct topo_network *net)
 
 /* The kernel's features, probed once per process off the loop
  * (controller/host_probe.h); the build asks once the probe is done. */
-const struct topo_nl_features *netrun_kernel_features(char *err, size_t errlen)
+const struct emu_nl_features *netrun_kernel_features(char *err, size_t errlen)
 {
     return host_probe_kernel(err, errlen);
 }
@@ -152,7 +152,7 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
         return refuse_tcp_settings(net, err, errlen);
     }
     char why[512];
-    const struct topo_nl_features *f = netrun_kernel_features(why, sizeof why);
+    const struct emu_nl_features *f = netrun_kernel_features(why, sizeof why);
     *env_error = true;
     if (!f) {
         snprintf(err, errlen,
@@ -179,12 +179,12 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
     if (keep_linkd_options(nr, f, env_error, err, errlen) < 0) return -1;
     warn_ecn_senders(net);
     if (nr->backend == TOPO_BACKEND_KERNEL && (needs & BACKEND_NEED_NETEM) &&
-        !f->available[TOPO_NL_FEATURE_NETEM]) {
+        !f->available[EMU_NL_FEATURE_NETEM]) {
         *env_error = true; /* this host's kernel lacks it */
         snprintf(err, errlen,
                  "network '%s': backend 'kernel' cannot emulate delay, jitter or loss here: this "
                  "kernel has no sch_netem (%s); use backend 'user' or 'auto'",
-                 net->name, f->reason[TOPO_NL_FEATURE_NETEM]);
+                 net->name, f->reason[EMU_NL_FEATURE_NETEM]);
         return -1;
     }
     *env_error = false;

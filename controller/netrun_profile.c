@@ -29,7 +29,7 @@ void netrun_phase_end(struct netrun *nr, const char *name)
 void netrun_phase_split_kernel(struct netrun *nr)
 {
     if (!nr->kernel || nr->n_phases == 0) return;
-    const struct topo_kernel_timing *t = topo_kernel_timing(nr->kernel);
+    const struct emu_tc_timing *t = emu_tc_timing(nr->kernel);
     nr->phases[nr->n_phases - 1].s -= t->interfaces + t->routes + t->running;
     phase_add(nr, "interfaces", t->interfaces);
     phase_add(nr, "routes+qdiscs", t->routes);
@@ -42,7 +42,7 @@ void netrun_phase_split_kernel(struct netrun *nr)
 void netrun_phase_split_beside(struct netrun *nr)
 {
     double now = mono_s(), since = now - nr->phase_mark;
-    const struct topo_kernel_timing *t = topo_kernel_timing(nr->kernel);
+    const struct emu_tc_timing *t = emu_tc_timing(nr->kernel);
     double job = t->links + t->interfaces + t->routes + t->running;
     phase_add(nr, "peers asked", since > job ? since - job : 0);
     phase_add(nr, "links", t->links);

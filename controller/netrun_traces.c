@@ -57,7 +57,7 @@ static void on_trace_change(void *ctx, const char *error, const msgpack_object *
     (void)result;
     struct trace_change *c = ctx;
     struct netrun *nr = c->nr;
-    if (!error && c->dir == TOPO_KERNEL_BOTH) nr->net->links[c->link].params = c->params;
+    if (!error && c->dir == EMU_TC_BOTH) nr->net->links[c->link].params = c->params;
     if (error && !nr->freeing) {
         char name[80];
         topo_link_describe(nr->net, &nr->net->links[c->link], name, sizeof name);
@@ -95,7 +95,7 @@ static void apply_trace(void *ctx, const struct topo_trace *t, const struct topo
     } else if (nr->ops) { /* a change runs on the thread: this one goes after it */
         return trace_change_queue(nr, slot, &p);
     } else { /* the thread is idle: a qdisc change or two, here */
-        rc = topo_kernel_link_set_dir(nr->kernel, slot->link, slot->dir, &p, err, sizeof err);
+        rc = emu_tc_link_set_dir(nr->kernel, slot->link, slot->dir, &p, err, sizeof err);
     }
     if (rc < 0) {
         char name[80];
@@ -103,7 +103,7 @@ static void apply_trace(void *ctx, const struct topo_trace *t, const struct topo
         ctl_log("warning: link %s: trace at %.3f s: %s", name, now->t_s, err);
         return;
     }
-    if (slot->dir == TOPO_KERNEL_BOTH) nr->net->links[slot->link].params = p;
+    if (slot->dir == EMU_TC_BOTH) nr->net->links[slot->link].params = p;
 }
 
 /* A Mahimahi trace's opportunities to linkd, in real µs from now. */
@@ -121,7 +121,7 @@ static int send_schedule(struct netrun *nr, int link, int dir, const struct topo
         at[i] = (uint64_t)llround(t->opportunities_ms[i] * us);
     int rc = 0;
     for (int d = 0; d < 2 && rc == 0; d++)
-        if (dir == d || dir == TOPO_KERNEL_BOTH)
+        if (dir == d || dir == EMU_TC_BOTH)
             rc = linkd_client_link_schedule(
                 netrun_linkd_of(nr, link), link, d, at, t->n_opportunities,
                 (uint64_t)llround(t->period_s * 1e3 * us), on_trace_reply, NULL, err, errlen);
@@ -135,14 +135,13 @@ static void stop_traces(struct netrun *nr, int link, int dir)
 {
     for (int d = 0; d < 3; d++) {
         struct netrun_trace_slot *slot = &nr->traces[3 * link + d];
-        if (!slot->player || (dir != TOPO_KERNEL_BOTH && d != dir && d != TOPO_KERNEL_BOTH))
-            continue;
+        if (!slot->player || (dir != EMU_TC_BOTH && d != dir && d != EMU_TC_BOTH)) continue;
         bool scheduled = trace_player_trace(slot->player)->opportunities_ms && nr->linkd;
         trace_player_free(slot->player);
         slot->player = NULL;
         char err[128];
         for (int e = 0; scheduled && e < 2; e++)
-            if (d == e || d == TOPO_KERNEL_BOTH)
+            if (d == e || d == EMU_TC_BOTH)
                 linkd_client_link_schedule(netrun_linkd_of(nr, link), link, e, NULL, 0, 1,
                                            on_trace_reply, NULL, err, sizeof err);
     }
@@ -158,7 +157,7 @@ static bool kernel_refuses_trace(struct netrun *nr, int link, const struct topo_
     struct topo_trace_sample first;
     topo_trace_at(trace, opts->interp, opts->loop, 0, &first);
     struct topo_link_params p = traced_params(nr, link, trace, &first);
-    return topo_kernel_link_check(nr->kernel, &p, err, errlen) < 0;
+    return emu_tc_link_check(nr->kernel, &p, err, errlen) < 0;
 }
 
 int netrun_link_trace(struct netrun *nr, int link, int dir, struct topo_trace *trace,
@@ -199,7 +198,7 @@ static const struct trace_player *trace_of(const struct netrun *nr, int link, in
 {
     if (!nr->traces) return NULL;
     const struct netrun_trace_slot *own = &nr->traces[3 * link + dir];
-    return own->player ? own->player : nr->traces[3 * link + TOPO_KERNEL_BOTH].player;
+    return own->player ? own->player : nr->traces[3 * link + EMU_TC_BOTH].player;
 }
 
 size_t netrun_link_trace_changes(const struct netrun *nr, int link, int dir,

@@ -80,7 +80,7 @@ const char *registry_run_id(const struct registry *reg);
 const char *registry_path(const struct registry *reg); /* the run's directory */
 
 /* Records node → peer pid (its start time is read now) and the node's
- * network namespace inode (topo_netns_inode(); 0 = host namespace). Adding
+ * network namespace inode (emu_netns_inode(); 0 = host namespace). Adding
  * the same network/node again replaces the entry (node:restart). Buffered in
  * memory: registry_commit() writes the table. A helper process of a network
  * (hiernet-linkd) may be listed under a name like "@linkd": topology names

@@ -35,7 +35,7 @@
 
 #define SWEEP_PEER_WAIT_MS 1000           /* a SIGKILLed process is gone within this */
 #define SWEEP_CGROUP_WAIT_NS 1000000000LL /* killed tasks leave their cgroup asynchronously */
-#define SWEEP_CGROUP_PREFIX "hiernet-"    /* TOPO_CGROUP_PREFIX */
+#define SWEEP_CGROUP_PREFIX "hiernet-"    /* EMU_CGROUP_PREFIX */
 #define SWEEP_PIDS_SHOWN 8
 
 struct sweep {

@@ -115,19 +115,19 @@ static int cgroup_parse_mountinfo_line(char *line, char **mount_point, char **fs
     return 0;
 }
 
-int topo_cgroup_detect_from(const char *mountinfo_path, struct topo_cgroup *cgroup, char *err,
-                            size_t errlen)
+int emu_cgroup_detect_from(const char *mountinfo_path, struct emu_cgroup *cgroup, char *err,
+                           size_t errlen)
 {
     char line[4096], v1[256] = "";
     FILE *f = fopen(mountinfo_path, "re");
 
     memset(cgroup, 0, sizeof *cgroup);
     if (!f) return cgroup_fail(err, errlen, "open", mountinfo_path, errno);
-    while (fgets(line, sizeof line, f) && cgroup->version == TOPO_CGROUP_NONE) {
+    while (fgets(line, sizeof line, f) && cgroup->version == EMU_CGROUP_NONE) {
         char *mount_point, *fstype, *options;
         if (cgroup_parse_mountinfo_line(line, &mount_point, &fstype, &options) < 0) continue;
         if (strcmp(fstype, "cgroup2") == 0 && cgroup_v2_has_cpu(mount_point)) {
-            cgroup->version = TOPO_CGROUP_V2;
+            cgroup->version = EMU_CGROUP_V2;
             snprintf(cgroup->root, sizeof cgroup->root, "%s", mount_point);
         } else if (strcmp(fstype, "cgroup") == 0 && !v1[0] &&
                    cgroup_list_has(options, "cpu", ",")) {
@@ -135,31 +135,31 @@ int topo_cgroup_detect_from(const char *mountinfo_path, struct topo_cgroup *cgro
         }
     }
     fclose(f);
-    if (cgroup->version == TOPO_CGROUP_NONE && v1[0]) {
-        cgroup->version = TOPO_CGROUP_V1; /* v2 wins where both have cpu */
+    if (cgroup->version == EMU_CGROUP_NONE && v1[0]) {
+        cgroup->version = EMU_CGROUP_V1; /* v2 wins where both have cpu */
         snprintf(cgroup->root, sizeof cgroup->root, "%s", v1);
     }
-    if (cgroup->version == TOPO_CGROUP_NONE)
+    if (cgroup->version == EMU_CGROUP_NONE)
         snprintf(err, errlen,
                  "no cpu controller: neither a cgroup2 mount listing cpu in "
                  "cgroup.controllers nor a cgroup v1 mount with cpu");
     return 0;
 }
 
-int topo_cgroup_detect(struct topo_cgroup *cgroup, char *err, size_t errlen)
+int emu_cgroup_detect(struct emu_cgroup *cgroup, char *err, size_t errlen)
 {
-    return topo_cgroup_detect_from("/proc/self/mountinfo", cgroup, err, errlen);
+    return emu_cgroup_detect_from("/proc/self/mountinfo", cgroup, err, errlen);
 }
 
-void topo_cgroup_describe(const struct topo_cgroup *cgroup, char *buf, size_t buflen)
+void emu_cgroup_describe(const struct emu_cgroup *cgroup, char *buf, size_t buflen)
 {
-    if (cgroup->version == TOPO_CGROUP_NONE)
+    if (cgroup->version == EMU_CGROUP_NONE)
         snprintf(buf, buflen, "none");
     else
         snprintf(buf, buflen, "v%d at %s", (int)cgroup->version, cgroup->root);
 }
 
-int topo_cgroup_quota_us(double cpus, uint64_t *quota_us, char *err, size_t errlen)
+int emu_cgroup_quota_us(double cpus, uint64_t *quota_us, char *err, size_t errlen)
 {
     double quota;
 
@@ -167,33 +167,33 @@ int topo_cgroup_quota_us(double cpus, uint64_t *quota_us, char *err, size_t errl
         snprintf(err, errlen, "bad cpu %g: must be more than 0 and at most 4096 (cores)", cpus);
         return -1;
     }
-    quota = round(cpus * (double)TOPO_CGROUP_PERIOD_US);
-    *quota_us = quota < TOPO_CGROUP_QUOTA_MIN_US ? TOPO_CGROUP_QUOTA_MIN_US : (uint64_t)quota;
+    quota = round(cpus * (double)EMU_CGROUP_PERIOD_US);
+    *quota_us = quota < EMU_CGROUP_QUOTA_MIN_US ? EMU_CGROUP_QUOTA_MIN_US : (uint64_t)quota;
     return 0;
 }
 
-int topo_cgroup_name_check(const char *what, const char *name, char *err, size_t errlen)
+int emu_cgroup_name_check(const char *what, const char *name, char *err, size_t errlen)
 {
     size_t len = name ? strlen(name) : 0;
-    int ok = len > 0 && len <= TOPO_CGROUP_NAME_MAX && name[0] != '.';
+    int ok = len > 0 && len <= EMU_CGROUP_NAME_MAX && name[0] != '.';
 
     for (size_t i = 0; ok && i < len; i++)
         ok = isalnum((unsigned char)name[i]) || strchr("_.-", name[i]) != NULL;
     if (!ok)
         snprintf(err, errlen, "bad %s name \"%.*s\" for a cgroup: use 1 to %d of A-Z a-z 0-9 _ . -",
-                 what, 80, name ? name : "", TOPO_CGROUP_NAME_MAX);
+                 what, 80, name ? name : "", EMU_CGROUP_NAME_MAX);
     return ok ? 0 : -1;
 }
 
-static int cgroup_run_path(const struct topo_cgroup *cgroup, const char *run_id, char *path,
+static int cgroup_run_path(const struct emu_cgroup *cgroup, const char *run_id, char *path,
                            size_t pathlen, char *err, size_t errlen)
 {
-    if (cgroup->version == TOPO_CGROUP_NONE) {
+    if (cgroup->version == EMU_CGROUP_NONE) {
         snprintf(err, errlen, "no cgroup cpu controller on this host: cpu limits unavailable");
         return -1;
     }
-    if (topo_cgroup_name_check("run", run_id, err, errlen) < 0) return -1;
-    snprintf(path, pathlen, "%s/" TOPO_CGROUP_PREFIX "%s", cgroup->root, run_id);
+    if (emu_cgroup_name_check("run", run_id, err, errlen) < 0) return -1;
+    snprintf(path, pathlen, "%s/" EMU_CGROUP_PREFIX "%s", cgroup->root, run_id);
     return 0;
 }
 
@@ -204,37 +204,37 @@ static int cgroup_mkdir(const char *path, char *err, size_t errlen)
     return 0;
 }
 
-int topo_cgroup_run_create(const struct topo_cgroup *cgroup, const char *run_id, char *err,
-                           size_t errlen)
+int emu_cgroup_run_create(const struct emu_cgroup *cgroup, const char *run_id, char *err,
+                          size_t errlen)
 {
     char path[512];
 
     if (cgroup_run_path(cgroup, run_id, path, sizeof path, err, errlen) < 0) return -1;
-    if (cgroup->version == TOPO_CGROUP_V2 &&
+    if (cgroup->version == EMU_CGROUP_V2 &&
         cgroup_write(cgroup->root, "cgroup.subtree_control", "+cpu", err, errlen) < 0)
         return -1;
     if (cgroup_mkdir(path, err, errlen) < 0) return -1;
-    if (cgroup->version == TOPO_CGROUP_V2 &&
+    if (cgroup->version == EMU_CGROUP_V2 &&
         cgroup_write(path, "cgroup.subtree_control", "+cpu", err, errlen) < 0)
         return -1;
     return 0;
 }
 
-int topo_cgroup_set_cpu(const struct topo_cgroup *cgroup, const char *group_path, double cpus,
-                        char *err, size_t errlen)
+int emu_cgroup_set_cpu(const struct emu_cgroup *cgroup, const char *group_path, double cpus,
+                       char *err, size_t errlen)
 {
     char value[64];
     uint64_t quota = 0;
 
-    if (cpus > 0 && topo_cgroup_quota_us(cpus, &quota, err, errlen) < 0) return -1;
-    if (cgroup->version == TOPO_CGROUP_V2) {
+    if (cpus > 0 && emu_cgroup_quota_us(cpus, &quota, err, errlen) < 0) return -1;
+    if (cgroup->version == EMU_CGROUP_V2) {
         if (cpus > 0)
-            snprintf(value, sizeof value, "%" PRIu64 " %llu", quota, TOPO_CGROUP_PERIOD_US);
+            snprintf(value, sizeof value, "%" PRIu64 " %llu", quota, EMU_CGROUP_PERIOD_US);
         else
-            snprintf(value, sizeof value, "max %llu", TOPO_CGROUP_PERIOD_US);
+            snprintf(value, sizeof value, "max %llu", EMU_CGROUP_PERIOD_US);
         return cgroup_write(group_path, "cpu.max", value, err, errlen);
     }
-    snprintf(value, sizeof value, "%llu", TOPO_CGROUP_PERIOD_US);
+    snprintf(value, sizeof value, "%llu", EMU_CGROUP_PERIOD_US);
     if (cgroup_write(group_path, "cpu.cfs_period_us", value, err, errlen) < 0) return -1;
     if (cpus > 0)
         snprintf(value, sizeof value, "%" PRIu64, quota);
@@ -243,23 +243,23 @@ int topo_cgroup_set_cpu(const struct topo_cgroup *cgroup, const char *group_path
     return cgroup_write(group_path, "cpu.cfs_quota_us", value, err, errlen);
 }
 
-int topo_cgroup_node_create(const struct topo_cgroup *cgroup, const char *run_id, const char *node,
-                            double cpus, char *path, size_t pathlen, char *err, size_t errlen)
+int emu_cgroup_node_create(const struct emu_cgroup *cgroup, const char *run_id, const char *node,
+                           double cpus, char *path, size_t pathlen, char *err, size_t errlen)
 {
     char run_path[512];
 
     if (cgroup_run_path(cgroup, run_id, run_path, sizeof run_path, err, errlen) < 0 ||
-        topo_cgroup_name_check("node", node, err, errlen) < 0)
+        emu_cgroup_name_check("node", node, err, errlen) < 0)
         return -1;
     if (snprintf(path, pathlen, "%s/%s", run_path, node) >= (int)pathlen) {
         snprintf(err, errlen, "cgroup path of node %s too long", node);
         return -1;
     }
     if (cgroup_mkdir(path, err, errlen) < 0) return -1;
-    return topo_cgroup_set_cpu(cgroup, path, cpus, err, errlen);
+    return emu_cgroup_set_cpu(cgroup, path, cpus, err, errlen);
 }
 
-int topo_cgroup_attach(const char *group_path, pid_t pid, char *err, size_t errlen)
+int emu_cgroup_attach(const char *group_path, pid_t pid, char *err, size_t errlen)
 {
     char value[32];
     snprintf(value, sizeof value, "%ld", (long)pid);
@@ -277,8 +277,8 @@ static int cgroup_rmdir_try(const char *path, char *err, size_t errlen)
     return busy ? 1 : -1;
 }
 
-int topo_cgroup_run_remove_try(const struct topo_cgroup *cgroup, const char *run_id, char *err,
-                               size_t errlen)
+int emu_cgroup_run_remove_try(const struct emu_cgroup *cgroup, const char *run_id, char *err,
+                              size_t errlen)
 {
     char run_path[512], path[1024];
     struct dirent *entry;
@@ -299,14 +299,14 @@ int topo_cgroup_run_remove_try(const struct topo_cgroup *cgroup, const char *run
     return rc == 0 ? cgroup_rmdir_try(run_path, err, errlen) : rc;
 }
 
-int topo_cgroup_run_remove(const struct topo_cgroup *cgroup, const char *run_id, char *err,
-                           size_t errlen)
+int emu_cgroup_run_remove(const struct emu_cgroup *cgroup, const char *run_id, char *err,
+                          size_t errlen)
 {
     const struct timespec wait = {.tv_nsec = CGROUP_REMOVE_WAIT_NS};
-    int rc = topo_cgroup_run_remove_try(cgroup, run_id, err, errlen);
+    int rc = emu_cgroup_run_remove_try(cgroup, run_id, err, errlen);
     for (int i = 0; rc == 1 && i < CGROUP_REMOVE_TRIES; i++) {
         nanosleep(&wait, NULL);
-        rc = topo_cgroup_run_remove_try(cgroup, run_id, err, errlen);
+        rc = emu_cgroup_run_remove_try(cgroup, run_id, err, errlen);
     }
     return rc == 0 ? 0 : -1;
 }

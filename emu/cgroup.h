@@ -18,68 +18,68 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define TOPO_CGROUP_PERIOD_US 100000ULL  /* the kernel's default CFS period */
-#define TOPO_CGROUP_QUOTA_MIN_US 1000ULL /* the kernel rejects quotas below 1 ms */
-#define TOPO_CGROUP_PREFIX "hiernet-"
+#define EMU_CGROUP_PERIOD_US 100000ULL  /* the kernel's default CFS period */
+#define EMU_CGROUP_QUOTA_MIN_US 1000ULL /* the kernel rejects quotas below 1 ms */
+#define EMU_CGROUP_PREFIX "hiernet-"
 /* Bytes of a group's name: a run's is "<run id>-<network>" (netrun_build.c), a
  * node's is the node's name (proto/names.h). */
-#define TOPO_CGROUP_NAME_MAX (HN_RUN_ID_MAX + 1 + HN_NODE_NAME_MAX)
+#define EMU_CGROUP_NAME_MAX (HN_RUN_ID_MAX + 1 + HN_NODE_NAME_MAX)
 
-enum topo_cgroup_version {
-    TOPO_CGROUP_NONE = 0, /* no usable cpu controller: cpu= limits cannot work */
-    TOPO_CGROUP_V1 = 1,
-    TOPO_CGROUP_V2 = 2,
+enum emu_cgroup_version {
+    EMU_CGROUP_NONE = 0, /* no usable cpu controller: cpu= limits cannot work */
+    EMU_CGROUP_V1 = 1,
+    EMU_CGROUP_V2 = 2,
 };
 
-struct topo_cgroup {
-    enum topo_cgroup_version version;
+struct emu_cgroup {
+    enum emu_cgroup_version version;
     char root[256]; /* the hierarchy the run groups go in */
 };
 
 /* Reads /proc/self/mountinfo. Finding no cpu controller is not an error:
- * version is TOPO_CGROUP_NONE and err says what was looked for. */
-int topo_cgroup_detect(struct topo_cgroup *cgroup, char *err, size_t errlen);
+ * version is EMU_CGROUP_NONE and err says what was looked for. */
+int emu_cgroup_detect(struct emu_cgroup *cgroup, char *err, size_t errlen);
 
 /* The same from another mountinfo file (tests). */
-int topo_cgroup_detect_from(const char *mountinfo_path, struct topo_cgroup *cgroup, char *err,
-                            size_t errlen);
+int emu_cgroup_detect_from(const char *mountinfo_path, struct emu_cgroup *cgroup, char *err,
+                           size_t errlen);
 
 /* "v2 at /sys/fs/cgroup", "v1 at /sys/fs/cgroup/cpu" or "none" (doctor). */
-void topo_cgroup_describe(const struct topo_cgroup *cgroup, char *buf, size_t buflen);
+void emu_cgroup_describe(const struct emu_cgroup *cgroup, char *buf, size_t buflen);
 
 /* cpus (0.25 = a quarter of one core, 2 = two cores) as a CFS quota per
- * TOPO_CGROUP_PERIOD_US; at least TOPO_CGROUP_QUOTA_MIN_US. */
-int topo_cgroup_quota_us(double cpus, uint64_t *quota_us, char *err, size_t errlen);
+ * EMU_CGROUP_PERIOD_US; at least EMU_CGROUP_QUOTA_MIN_US. */
+int emu_cgroup_quota_us(double cpus, uint64_t *quota_us, char *err, size_t errlen);
 
 /* A run's or node's group name usable as a directory name: 1 to
- * TOPO_CGROUP_NAME_MAX of [A-Za-z0-9_.-], not starting with '.'. */
-int topo_cgroup_name_check(const char *what, const char *name, char *err, size_t errlen);
+ * EMU_CGROUP_NAME_MAX of [A-Za-z0-9_.-], not starting with '.'. */
+int emu_cgroup_name_check(const char *what, const char *name, char *err, size_t errlen);
 
 /* Makes <root>/hiernet-<run_id>/ (v2: with the cpu controller enabled for
  * its children). An existing group of that name is reused. */
-int topo_cgroup_run_create(const struct topo_cgroup *cgroup, const char *run_id, char *err,
-                           size_t errlen);
+int emu_cgroup_run_create(const struct emu_cgroup *cgroup, const char *run_id, char *err,
+                          size_t errlen);
 
 /* Makes the node's group in the run's group and sets its limit; path gets
- * the group's directory for topo_cgroup_attach(). */
-int topo_cgroup_node_create(const struct topo_cgroup *cgroup, const char *run_id, const char *node,
-                            double cpus, char *path, size_t pathlen, char *err, size_t errlen);
+ * the group's directory for emu_cgroup_attach(). */
+int emu_cgroup_node_create(const struct emu_cgroup *cgroup, const char *run_id, const char *node,
+                           double cpus, char *path, size_t pathlen, char *err, size_t errlen);
 
 /* Changes a group's limit; cpus <= 0 removes it. */
-int topo_cgroup_set_cpu(const struct topo_cgroup *cgroup, const char *group_path, double cpus,
-                        char *err, size_t errlen);
+int emu_cgroup_set_cpu(const struct emu_cgroup *cgroup, const char *group_path, double cpus,
+                       char *err, size_t errlen);
 
 /* Moves pid (and its threads) into the group. */
-int topo_cgroup_attach(const char *group_path, pid_t pid, char *err, size_t errlen);
+int emu_cgroup_attach(const char *group_path, pid_t pid, char *err, size_t errlen);
 
 /* Removes the node groups and the run group. Their processes must have
  * exited; a process that was just killed leaves its group asynchronously, so
  * busy groups are retried for up to a second (sleeping: not for an event
  * loop, which calls the next one on a timer). A run without groups is fine. */
-int topo_cgroup_run_remove(const struct topo_cgroup *cgroup, const char *run_id, char *err,
-                           size_t errlen);
+int emu_cgroup_run_remove(const struct emu_cgroup *cgroup, const char *run_id, char *err,
+                          size_t errlen);
 /* One pass of that, without waiting: 0 when nothing is left, 1 when a group
  * is still busy (call again a little later; err names it), -1 with err on
  * any other error. */
-int topo_cgroup_run_remove_try(const struct topo_cgroup *cgroup, const char *run_id, char *err,
-                               size_t errlen);
+int emu_cgroup_run_remove_try(const struct emu_cgroup *cgroup, const char *run_id, char *err,
+                              size_t errlen);

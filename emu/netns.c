@@ -36,7 +36,7 @@ static int netns_fail_errno(char *err, size_t errlen, const char *what, int erro
     return -1;
 }
 
-unsigned long topo_netns_inode(int ns_fd)
+unsigned long emu_netns_inode(int ns_fd)
 {
     struct stat st;
     return ns_fd >= 0 && fstat(ns_fd, &st) == 0 ? (unsigned long)st.st_ino : 0;
@@ -49,7 +49,7 @@ static int netns_open_self(char *err, size_t errlen)
     return fd;
 }
 
-int topo_netns_enter(int ns_fd, int *saved_fd, char *err, size_t errlen)
+int emu_netns_enter(int ns_fd, int *saved_fd, char *err, size_t errlen)
 {
     int saved = netns_open_self(err, errlen);
     char what[96];
@@ -58,21 +58,21 @@ int topo_netns_enter(int ns_fd, int *saved_fd, char *err, size_t errlen)
     if (setns(ns_fd, CLONE_NEWNET) < 0) {
         int error = errno;
         close(saved);
-        snprintf(what, sizeof what, "enter namespace net:[%lu]: setns", topo_netns_inode(ns_fd));
+        snprintf(what, sizeof what, "enter namespace net:[%lu]: setns", emu_netns_inode(ns_fd));
         return netns_fail_errno(err, errlen, what, error);
     }
     *saved_fd = saved;
     return 0;
 }
 
-int topo_netns_leave(int *saved_fd, char *err, size_t errlen)
+int emu_netns_leave(int *saved_fd, char *err, size_t errlen)
 {
     char what[96];
 
     if (*saved_fd < 0) return 0;
     if (setns(*saved_fd, CLONE_NEWNET) < 0) {
         snprintf(what, sizeof what, "return to namespace net:[%lu]: setns",
-                 topo_netns_inode(*saved_fd));
+                 emu_netns_inode(*saved_fd));
         return netns_fail_errno(err, errlen, what, errno);
     }
     close(*saved_fd);
@@ -80,7 +80,7 @@ int topo_netns_leave(int *saved_fd, char *err, size_t errlen)
     return 0;
 }
 
-int topo_netns_sysctl_write(const char *key, const char *value, char *err, size_t errlen)
+int emu_netns_sysctl_write(const char *key, const char *value, char *err, size_t errlen)
 {
     char path[256], what[320];
     size_t len = strlen(value);
@@ -101,23 +101,23 @@ int topo_netns_sysctl_write(const char *key, const char *value, char *err, size_
     return 0;
 }
 
-struct nl_sock *topo_netns_nl_open(int ns_fd, char *err, size_t errlen)
+struct nl_sock *emu_netns_nl_open(int ns_fd, char *err, size_t errlen)
 {
     struct nl_sock *sock;
     int saved;
 
-    if (topo_netns_enter(ns_fd, &saved, err, errlen) < 0) return NULL;
-    sock = topo_nl_open(err, errlen);
-    if (topo_netns_leave(&saved, err, errlen) < 0) {
-        topo_nl_close(sock);
+    if (emu_netns_enter(ns_fd, &saved, err, errlen) < 0) return NULL;
+    sock = emu_nl_open(err, errlen);
+    if (emu_netns_leave(&saved, err, errlen) < 0) {
+        emu_nl_close(sock);
         return NULL;
     }
     return sock;
 }
 
-void topo_netns_close(struct topo_netns *ns)
+void emu_netns_close(struct emu_netns *ns)
 {
-    if (ns->sock) topo_nl_close(ns->sock);
+    if (ns->sock) emu_nl_close(ns->sock);
     ns->sock = NULL;
     if (ns->fd >= 0) close(ns->fd);
     ns->fd = -1;
@@ -147,7 +147,7 @@ static void netns_probe_rp_filter(void) /* inside the first new namespace */
     if (fd >= 0) close(fd);
 }
 
-/* Router settings live on the interfaces (topo_nl_link_node_conf_build),
+/* Router settings live on the interfaces (emu_nl_link_node_conf_build),
  * set through netlink, because every /proc/sys path lookup costs
  * O(namespaces) in the kernel (the dcache keeps one entry per namespace
  * under each name): a 1000-node start spent a fifth of its CPU on such
@@ -161,7 +161,7 @@ static int netns_setup_forwarding(char *err, size_t errlen)
 {
     pthread_once(&rp_filter_probe_once, netns_probe_rp_filter);
     if (!new_ns_rp_filter_on) return 0;
-    return topo_netns_sysctl_write("net/ipv4/conf/all/rp_filter", "0", err, errlen);
+    return emu_netns_sysctl_write("net/ipv4/conf/all/rp_filter", "0", err, errlen);
 }
 
 /* Links made later copy conf/default; lo keeps ::1. A kernel without IPv6
@@ -169,55 +169,55 @@ static int netns_setup_forwarding(char *err, size_t errlen)
 static int netns_setup_no_ipv6(char *err, size_t errlen)
 {
     if (!host_has_ipv6) return 0;
-    return topo_netns_sysctl_write("net/ipv6/conf/default/disable_ipv6", "1", err, errlen);
+    return emu_netns_sysctl_write("net/ipv6/conf/default/disable_ipv6", "1", err, errlen);
 }
 
 static void netns_track_ifindex(const char *name, int ifindex, unsigned flags, void *ctx)
 {
-    struct topo_netns *ns = ctx;
+    struct emu_netns *ns = ctx;
     (void)name;
     (void)flags;
     if (ifindex >= ns->next_ifindex) ns->next_ifindex = ifindex + 1;
 }
 
-int topo_netns_ifindex_alloc(struct topo_netns *ns)
+int emu_netns_ifindex_alloc(struct emu_netns *ns)
 {
     return ns->next_ifindex > 0 ? ns->next_ifindex++ : 0;
 }
 
 /* Runs inside the new namespace. */
-static int netns_setup(struct topo_netns *ns, unsigned flags, char *err, size_t errlen)
+static int netns_setup(struct emu_netns *ns, unsigned flags, char *err, size_t errlen)
 {
-    if ((flags & TOPO_NETNS_FORWARDING) && netns_setup_forwarding(err, errlen) < 0) return -1;
-    if ((flags & TOPO_NETNS_NO_IPV6) && netns_setup_no_ipv6(err, errlen) < 0) return -1;
-    if (flags & (TOPO_NETNS_SOCKET | TOPO_NETNS_LO_UP)) {
-        ns->sock = topo_nl_open(err, errlen);
-        if (!ns->sock || topo_nl_link_list(ns->sock, netns_track_ifindex, ns, err, errlen) < 0)
+    if ((flags & EMU_NETNS_FORWARDING) && netns_setup_forwarding(err, errlen) < 0) return -1;
+    if ((flags & EMU_NETNS_NO_IPV6) && netns_setup_no_ipv6(err, errlen) < 0) return -1;
+    if (flags & (EMU_NETNS_SOCKET | EMU_NETNS_LO_UP)) {
+        ns->sock = emu_nl_open(err, errlen);
+        if (!ns->sock || emu_nl_link_list(ns->sock, netns_track_ifindex, ns, err, errlen) < 0)
             return -1;
     }
-    if ((flags & TOPO_NETNS_LO_UP) &&
-        topo_nl_link_set_up(ns->sock, TOPO_NL_LOOPBACK_IFINDEX, 1, "lo", err, errlen) < 0)
+    if ((flags & EMU_NETNS_LO_UP) &&
+        emu_nl_link_set_up(ns->sock, EMU_NL_LOOPBACK_IFINDEX, 1, "lo", err, errlen) < 0)
         return -1;
     return 0;
 }
 
 /* Makes a namespace and leaves the calling thread inside it. */
-static int netns_create_here(struct topo_netns *ns, unsigned flags, char *err, size_t errlen)
+static int netns_create_here(struct emu_netns *ns, unsigned flags, char *err, size_t errlen)
 {
-    *ns = (struct topo_netns){.fd = -1};
+    *ns = (struct emu_netns){.fd = -1};
     if (unshare(CLONE_NEWNET) < 0)
         return netns_fail_errno(err, errlen, "create network namespace: unshare(CLONE_NEWNET)",
                                 errno);
     ns->fd = netns_open_self(err, errlen);
     if (ns->fd < 0) return -1;
     if (netns_setup(ns, flags, err, errlen) < 0) {
-        topo_netns_close(ns);
+        emu_netns_close(ns);
         return -1;
     }
     return 0;
 }
 
-int topo_netns_create(struct topo_netns *ns, unsigned flags, char *err, size_t errlen)
+int emu_netns_create(struct emu_netns *ns, unsigned flags, char *err, size_t errlen)
 {
     pthread_once(&host_probe_once, netns_probe_host);
     int home = netns_open_self(err, errlen);
@@ -228,11 +228,11 @@ int topo_netns_create(struct topo_netns *ns, unsigned flags, char *err, size_t e
         /* unshare() may have succeeded before the failure: go home anyway.
          * The first failure is the one to report: without privileges the
          * return fails too, though the thread never moved. */
-        topo_netns_leave(&home, leave_err, sizeof leave_err);
+        emu_netns_leave(&home, leave_err, sizeof leave_err);
         return -1;
     }
-    if (topo_netns_leave(&home, err, errlen) < 0) {
-        topo_netns_close(ns);
+    if (emu_netns_leave(&home, err, errlen) < 0) {
+        emu_netns_close(ns);
         return -1;
     }
     return 0;
@@ -240,7 +240,7 @@ int topo_netns_create(struct topo_netns *ns, unsigned flags, char *err, size_t e
 
 struct netns_worker {
     pthread_t thread;
-    struct topo_netns *ns;
+    struct emu_netns *ns;
     size_t first, count, stride;
     unsigned flags;
     int failed;
@@ -272,8 +272,8 @@ static unsigned netns_thread_count(unsigned threads, size_t count)
     return threads ? threads : 1;
 }
 
-int topo_netns_create_many(struct topo_netns *ns, size_t count, unsigned flags, unsigned threads,
-                           char *err, size_t errlen)
+int emu_netns_create_many(struct emu_netns *ns, size_t count, unsigned flags, unsigned threads,
+                          char *err, size_t errlen)
 {
     struct netns_worker workers[NETNS_MAX_THREADS];
     unsigned started = 0, n = netns_thread_count(threads, count);
@@ -281,7 +281,7 @@ int topo_netns_create_many(struct topo_netns *ns, size_t count, unsigned flags, 
 
     pthread_once(&host_probe_once, netns_probe_host);
     for (size_t i = 0; i < count; i++)
-        ns[i] = (struct topo_netns){.fd = -1};
+        ns[i] = (struct emu_netns){.fd = -1};
     for (unsigned t = 0; t < n; t++) {
         workers[t] = (struct netns_worker){
             .ns = ns, .first = t, .count = count, .stride = n, .flags = flags};
@@ -301,7 +301,7 @@ int topo_netns_create_many(struct topo_netns *ns, size_t count, unsigned flags, 
     }
     if (failed || started < n) {
         for (size_t i = 0; i < count; i++)
-            topo_netns_close(&ns[i]);
+            emu_netns_close(&ns[i]);
         return -1;
     }
     return 0;

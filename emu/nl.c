@@ -37,7 +37,7 @@ static void nl_set_buffer(int fd, int force_option, int option)
         (void)setsockopt(fd, SOL_SOCKET, option, &bytes, sizeof bytes);
 }
 
-struct nl_sock *topo_nl_open(char *err, size_t errlen)
+struct nl_sock *emu_nl_open(char *err, size_t errlen)
 {
     struct timeval timeout = {.tv_sec = NL_TIMEOUT_SECONDS};
     struct nl_sock *sock = nl_socket_alloc();
@@ -70,12 +70,12 @@ struct nl_sock *topo_nl_open(char *err, size_t errlen)
     return sock;
 }
 
-void topo_nl_close(struct nl_sock *sock)
+void emu_nl_close(struct nl_sock *sock)
 {
     if (sock) nl_socket_free(sock); /* closes the fd */
 }
 
-int topo_nl_fail(char *err, size_t errlen, int error, const char *extack, const char *what_fmt, ...)
+int emu_nl_fail(char *err, size_t errlen, int error, const char *extack, const char *what_fmt, ...)
 {
     char what[256], buf[64];
     const char *text = strerror_r(error < 0 ? -error : error, buf, sizeof buf);
@@ -115,14 +115,14 @@ static int nl_parse_ack(const struct nlmsghdr *nlh, char *extack, size_t extack_
 
 /* Requests in flight: position i of the window has seq first_seq + i. */
 struct nl_window {
-    struct nl_msg *msgs[TOPO_NL_WINDOW];
-    int *errors[TOPO_NL_WINDOW];
-    char *extacks[TOPO_NL_WINDOW];
+    struct nl_msg *msgs[EMU_NL_WINDOW];
+    int *errors[EMU_NL_WINDOW];
+    char *extacks[EMU_NL_WINDOW];
     size_t extack_len;
-    int acked[TOPO_NL_WINDOW];
+    int acked[EMU_NL_WINDOW];
     size_t count;
     uint32_t first_seq;
-    topo_nl_reply_fn on_reply;
+    emu_nl_reply_fn on_reply;
     void *ctx;
 };
 
@@ -141,7 +141,7 @@ static void nl_window_prepare(struct nl_sock *sock, struct nl_window *w)
 
 static int nl_window_send(int fd, struct nl_window *w)
 {
-    struct iovec iov[TOPO_NL_WINDOW];
+    struct iovec iov[EMU_NL_WINDOW];
     struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
     struct msghdr mh = {
         .msg_name = &kernel, .msg_namelen = sizeof kernel, .msg_iov = iov, .msg_iovlen = w->count};
@@ -218,8 +218,8 @@ static int nl_window_run(struct nl_sock *sock, struct nl_window *w)
     return rc;
 }
 
-int topo_nl_request(struct nl_sock *sock, struct nl_msg *msg, topo_nl_reply_fn on_reply, void *ctx,
-                    char *extack, size_t extack_len)
+int emu_nl_request(struct nl_sock *sock, struct nl_msg *msg, emu_nl_reply_fn on_reply, void *ctx,
+                   char *extack, size_t extack_len)
 {
     char scratch[1];
     int error = 0;
@@ -234,16 +234,16 @@ int topo_nl_request(struct nl_sock *sock, struct nl_msg *msg, topo_nl_reply_fn o
     return error;
 }
 
-int topo_nl_talk(struct nl_sock *sock, struct nl_msg *msg, char *extack, size_t extack_len)
+int emu_nl_talk(struct nl_sock *sock, struct nl_msg *msg, char *extack, size_t extack_len)
 {
-    return topo_nl_request(sock, msg, NULL, NULL, extack, extack_len);
+    return emu_nl_request(sock, msg, NULL, NULL, extack, extack_len);
 }
 
-int topo_nl_run(struct nl_sock *sock, struct nl_msg *msg, char *err, size_t errlen,
-                const char *what_fmt, ...)
+int emu_nl_run(struct nl_sock *sock, struct nl_msg *msg, char *err, size_t errlen,
+               const char *what_fmt, ...)
 {
-    char what[256], extack[TOPO_NL_EXTACK_MAX];
-    int error = msg ? topo_nl_talk(sock, msg, extack, sizeof extack) : -ENOMEM;
+    char what[256], extack[EMU_NL_EXTACK_MAX];
+    int error = msg ? emu_nl_talk(sock, msg, extack, sizeof extack) : -ENOMEM;
     va_list ap;
 
     if (msg) nlmsg_free(msg);
@@ -251,28 +251,28 @@ int topo_nl_run(struct nl_sock *sock, struct nl_msg *msg, char *err, size_t errl
     va_start(ap, what_fmt);
     vsnprintf(what, sizeof what, what_fmt, ap);
     va_end(ap);
-    return topo_nl_fail(err, errlen, error, msg ? extack : NULL, "%s", what);
+    return emu_nl_fail(err, errlen, error, msg ? extack : NULL, "%s", what);
 }
 
-void topo_nl_batch_init(struct topo_nl_batch *batch, struct nl_sock *sock)
+void emu_nl_batch_init(struct emu_nl_batch *batch, struct nl_sock *sock)
 {
     memset(batch, 0, sizeof *batch);
     batch->sock = sock;
 }
 
-static int nl_batch_grow(struct topo_nl_batch *batch)
+static int nl_batch_grow(struct emu_nl_batch *batch)
 {
     size_t capacity = batch->capacity ? batch->capacity * 2 : 16;
-    struct topo_nl_batch_entry *entries = realloc(batch->entries, capacity * sizeof *entries);
+    struct emu_nl_batch_entry *entries = realloc(batch->entries, capacity * sizeof *entries);
     if (!entries) return -1;
     batch->entries = entries;
     batch->capacity = capacity;
     return 0;
 }
 
-void topo_nl_batch_add(struct topo_nl_batch *batch, struct nl_msg *msg, const char *what_fmt, ...)
+void emu_nl_batch_add(struct emu_nl_batch *batch, struct nl_msg *msg, const char *what_fmt, ...)
 {
-    struct topo_nl_batch_entry *entry;
+    struct emu_nl_batch_entry *entry;
     va_list ap;
 
     if (batch->count == batch->capacity && nl_batch_grow(batch) < 0) {
@@ -290,12 +290,12 @@ void topo_nl_batch_add(struct topo_nl_batch *batch, struct nl_msg *msg, const ch
 }
 
 /* Fills a window from entries[*next], skipping entries without a message. */
-static void nl_batch_fill(struct topo_nl_batch *batch, size_t *next, struct nl_window *w)
+static void nl_batch_fill(struct emu_nl_batch *batch, size_t *next, struct nl_window *w)
 {
     w->count = 0;
-    w->extack_len = TOPO_NL_EXTACK_MAX;
-    for (; *next < batch->count && w->count < TOPO_NL_WINDOW; (*next)++) {
-        struct topo_nl_batch_entry *entry = &batch->entries[*next];
+    w->extack_len = EMU_NL_EXTACK_MAX;
+    for (; *next < batch->count && w->count < EMU_NL_WINDOW; (*next)++) {
+        struct emu_nl_batch_entry *entry = &batch->entries[*next];
         if (!entry->msg) continue;
         w->msgs[w->count] = entry->msg;
         w->errors[w->count] = &entry->error;
@@ -304,9 +304,9 @@ static void nl_batch_fill(struct topo_nl_batch *batch, size_t *next, struct nl_w
     }
 }
 
-static int nl_batch_report(struct topo_nl_batch *batch, char *err, size_t errlen)
+static int nl_batch_report(struct emu_nl_batch *batch, char *err, size_t errlen)
 {
-    struct topo_nl_batch_entry *first = NULL;
+    struct emu_nl_batch_entry *first = NULL;
     size_t failures = 0, used;
 
     if (batch->oom) {
@@ -316,14 +316,14 @@ static int nl_batch_report(struct topo_nl_batch *batch, char *err, size_t errlen
     for (size_t i = 0; i < batch->count; i++)
         if (batch->entries[i].error < 0 && failures++ == 0) first = &batch->entries[i];
     if (!first) return 0;
-    topo_nl_fail(err, errlen, first->error, first->extack, "%s", first->what);
+    emu_nl_fail(err, errlen, first->error, first->extack, "%s", first->what);
     used = strlen(err);
     if (failures > 1 && used < errlen)
         snprintf(err + used, errlen - used, " [and %zu more failed]", failures - 1);
     return -1;
 }
 
-int topo_nl_batch_run(struct topo_nl_batch *batch, char *err, size_t errlen)
+int emu_nl_batch_run(struct emu_nl_batch *batch, char *err, size_t errlen)
 {
     struct nl_window w = {0};
     size_t next = 0;
@@ -335,7 +335,7 @@ int topo_nl_batch_run(struct topo_nl_batch *batch, char *err, size_t errlen)
     return nl_batch_report(batch, err, errlen);
 }
 
-void topo_nl_batch_free(struct topo_nl_batch *batch)
+void emu_nl_batch_free(struct emu_nl_batch *batch)
 {
     for (size_t i = 0; i < batch->count; i++)
         if (batch->entries[i].msg) nlmsg_free(batch->entries[i].msg);

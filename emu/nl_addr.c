@@ -14,7 +14,7 @@
 #include <netlink/msg.h>
 #include <netlink/route/addr.h>
 
-struct nl_msg *topo_nl_addr_build(int ifindex, uint32_t addr, unsigned prefix_len)
+struct nl_msg *emu_nl_addr_build(int ifindex, uint32_t addr, unsigned prefix_len)
 {
     uint32_t wire = htonl(addr);
     struct rtnl_addr *object = rtnl_addr_alloc();
@@ -34,8 +34,8 @@ struct nl_msg *topo_nl_addr_build(int ifindex, uint32_t addr, unsigned prefix_le
     return msg;
 }
 
-int topo_nl_addr_add(struct nl_sock *sock, int ifindex, uint32_t addr, unsigned prefix_len,
-                     const char *name, char *err, size_t errlen)
+int emu_nl_addr_add(struct nl_sock *sock, int ifindex, uint32_t addr, unsigned prefix_len,
+                    const char *name, char *err, size_t errlen)
 {
     char text[INET_ADDRSTRLEN];
     uint32_t wire = htonl(addr);
@@ -46,18 +46,18 @@ int topo_nl_addr_add(struct nl_sock *sock, int ifindex, uint32_t addr, unsigned 
         return -1;
     }
     if (name && *name)
-        return topo_nl_run(sock, topo_nl_addr_build(ifindex, addr, prefix_len), err, errlen,
-                           "add address %s/%u to %s", text, prefix_len, name);
-    return topo_nl_run(sock, topo_nl_addr_build(ifindex, addr, prefix_len), err, errlen,
-                       "add address %s/%u to ifindex %d", text, prefix_len, ifindex);
+        return emu_nl_run(sock, emu_nl_addr_build(ifindex, addr, prefix_len), err, errlen,
+                          "add address %s/%u to %s", text, prefix_len, name);
+    return emu_nl_run(sock, emu_nl_addr_build(ifindex, addr, prefix_len), err, errlen,
+                      "add address %s/%u to ifindex %d", text, prefix_len, ifindex);
 }
 
-int topo_nl_interface_up(struct nl_sock *sock, int ifindex, const char *name, uint32_t addr,
-                         unsigned prefix_len, char *err, size_t errlen)
+int emu_nl_interface_up(struct nl_sock *sock, int ifindex, const char *name, uint32_t addr,
+                        unsigned prefix_len, char *err, size_t errlen)
 {
     char text[INET_ADDRSTRLEN], label[32];
     uint32_t wire = htonl(addr);
-    struct topo_nl_batch batch;
+    struct emu_nl_batch batch;
     int rc;
 
     if (!name || !*name) {
@@ -65,19 +65,19 @@ int topo_nl_interface_up(struct nl_sock *sock, int ifindex, const char *name, ui
         name = label;
     }
     /* Both requests in one sendmsg(): this runs for every interface. */
-    topo_nl_batch_init(&batch, sock);
-    topo_nl_batch_add(&batch, topo_nl_link_updown_build(ifindex, 1), "set %s up", name);
+    emu_nl_batch_init(&batch, sock);
+    emu_nl_batch_add(&batch, emu_nl_link_updown_build(ifindex, 1), "set %s up", name);
     if (addr) {
         inet_ntop(AF_INET, &wire, text, sizeof text);
-        topo_nl_batch_add(&batch, topo_nl_addr_build(ifindex, addr, prefix_len),
-                          "add address %s/%u to %s", text, prefix_len, name);
+        emu_nl_batch_add(&batch, emu_nl_addr_build(ifindex, addr, prefix_len),
+                         "add address %s/%u to %s", text, prefix_len, name);
     }
-    rc = topo_nl_batch_run(&batch, err, errlen);
-    topo_nl_batch_free(&batch);
+    rc = emu_nl_batch_run(&batch, err, errlen);
+    emu_nl_batch_free(&batch);
     return rc;
 }
 
-int topo_nl_loopback_setup(struct nl_sock *sock, uint32_t node_addr, char *err, size_t errlen)
+int emu_nl_loopback_setup(struct nl_sock *sock, uint32_t node_addr, char *err, size_t errlen)
 {
-    return topo_nl_interface_up(sock, TOPO_NL_LOOPBACK_IFINDEX, "lo", node_addr, 32, err, errlen);
+    return emu_nl_interface_up(sock, EMU_NL_LOOPBACK_IFINDEX, "lo", node_addr, 32, err, errlen);
 }

@@ -31,9 +31,9 @@ static int link_name_check(const char *name, char *err, size_t errlen)
 {
     size_t len = name ? strlen(name) : 0;
 
-    if (len == 0 || len > TOPO_NL_IFNAME_MAX) {
+    if (len == 0 || len > EMU_NL_IFNAME_MAX) {
         snprintf(err, errlen, "bad interface name \"%s\": must be 1 to %d characters",
-                 name ? name : "", TOPO_NL_IFNAME_MAX);
+                 name ? name : "", EMU_NL_IFNAME_MAX);
         return -1;
     }
     if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
@@ -66,8 +66,8 @@ static void link_configure(struct rtnl_link *link, const char *name, int ns_fd, 
     if (up) rtnl_link_set_flags(link, IFF_UP);
 }
 
-struct nl_msg *topo_nl_veth_build(const struct topo_nl_veth_end *a,
-                                  const struct topo_nl_veth_end *b, unsigned mtu, int up)
+struct nl_msg *emu_nl_veth_build(const struct emu_nl_veth_end *a, const struct emu_nl_veth_end *b,
+                                 unsigned mtu, int up)
 {
     struct rtnl_link *link = rtnl_link_veth_alloc(), *peer;
     struct nl_msg *msg = NULL;
@@ -84,21 +84,20 @@ struct nl_msg *topo_nl_veth_build(const struct topo_nl_veth_end *a,
     return msg;
 }
 
-int topo_nl_veth_add(struct nl_sock *sock, const struct topo_nl_veth_end *a,
-                     const struct topo_nl_veth_end *b, unsigned mtu, int up, char *err,
-                     size_t errlen)
+int emu_nl_veth_add(struct nl_sock *sock, const struct emu_nl_veth_end *a,
+                    const struct emu_nl_veth_end *b, unsigned mtu, int up, char *err, size_t errlen)
 {
     if (link_name_check(a->name, err, errlen) < 0 || link_name_check(b->name, err, errlen) < 0)
         return -1;
-    return topo_nl_run(sock, topo_nl_veth_build(a, b, mtu, up), err, errlen, "create veth %s/%s",
-                       a->name, b->name);
+    return emu_nl_run(sock, emu_nl_veth_build(a, b, mtu, up), err, errlen, "create veth %s/%s",
+                      a->name, b->name);
 }
 
 /* Built by hand: libnl's bridge type writes no IFLA_INFO_DATA. Multicast
  * snooping is off: an emulated switch floods multicast like a plain hub
  * does broadcasts, and each port of a snooping bridge gets query timers and
  * group state (a thousand ports' worth at start and again at teardown). */
-struct nl_msg *topo_nl_bridge_build(const char *name, int ns_fd, int ifindex, int up)
+struct nl_msg *emu_nl_bridge_build(const char *name, int ns_fd, int ifindex, int up)
 {
     struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
     struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC,
@@ -122,12 +121,12 @@ struct nl_msg *topo_nl_bridge_build(const char *name, int ns_fd, int ifindex, in
     return msg;
 }
 
-int topo_nl_bridge_add(struct nl_sock *sock, const char *name, int ns_fd, int ifindex, int up,
-                       char *err, size_t errlen)
+int emu_nl_bridge_add(struct nl_sock *sock, const char *name, int ns_fd, int ifindex, int up,
+                      char *err, size_t errlen)
 {
     if (link_name_check(name, err, errlen) < 0) return -1;
-    return topo_nl_run(sock, topo_nl_bridge_build(name, ns_fd, ifindex, up), err, errlen,
-                       "create bridge %s", name);
+    return emu_nl_run(sock, emu_nl_bridge_build(name, ns_fd, ifindex, up), err, errlen,
+                      "create bridge %s", name);
 }
 
 /* RTM_NEWLINK without NLM_F_CREATE on an existing ifindex changes that link
@@ -175,13 +174,13 @@ static void ipv6_probe(void)
     ipv6_present = access("/proc/sys/net/ipv6", F_OK) == 0;
 }
 
-int topo_nl_host_has_ipv6(void)
+int emu_nl_host_has_ipv6(void)
 {
     pthread_once(&ipv6_once, ipv6_probe);
     return ipv6_present;
 }
 
-struct nl_msg *topo_nl_link_node_conf_build(const struct topo_nl_link_conf *conf)
+struct nl_msg *emu_nl_link_node_conf_build(const struct emu_nl_link_conf *conf)
 {
     struct rtnl_link *link = rtnl_link_alloc();
     struct nl_msg *msg = NULL;
@@ -201,7 +200,7 @@ struct nl_msg *topo_nl_link_node_conf_build(const struct topo_nl_link_conf *conf
     return msg;
 }
 
-struct nl_msg *topo_nl_link_ipv6_off_build(int ifindex)
+struct nl_msg *emu_nl_link_ipv6_off_build(int ifindex)
 {
     struct rtnl_link *link = rtnl_link_alloc();
     struct nl_msg *msg = NULL;
@@ -215,39 +214,38 @@ struct nl_msg *topo_nl_link_ipv6_off_build(int ifindex)
     return msg;
 }
 
-struct nl_msg *topo_nl_link_master_build(int ifindex, int master_ifindex)
+struct nl_msg *emu_nl_link_master_build(int ifindex, int master_ifindex)
 {
     return link_change_build(ifindex, link_edit_master, master_ifindex);
 }
 
-int topo_nl_link_set_master(struct nl_sock *sock, int ifindex, int master_ifindex, const char *name,
-                            char *err, size_t errlen)
+int emu_nl_link_set_master(struct nl_sock *sock, int ifindex, int master_ifindex, const char *name,
+                           char *err, size_t errlen)
 {
     char label[32];
-    return topo_nl_run(sock, topo_nl_link_master_build(ifindex, master_ifindex), err, errlen,
-                       "attach %s to bridge ifindex %d",
-                       link_label(name, ifindex, label, sizeof label), master_ifindex);
+    return emu_nl_run(sock, emu_nl_link_master_build(ifindex, master_ifindex), err, errlen,
+                      "attach %s to bridge ifindex %d",
+                      link_label(name, ifindex, label, sizeof label), master_ifindex);
 }
 
-struct nl_msg *topo_nl_link_updown_build(int ifindex, int up)
+struct nl_msg *emu_nl_link_updown_build(int ifindex, int up)
 {
     return link_change_build(ifindex, link_edit_updown, up);
 }
 
-int topo_nl_link_set_up(struct nl_sock *sock, int ifindex, int up, const char *name, char *err,
-                        size_t errlen)
+int emu_nl_link_set_up(struct nl_sock *sock, int ifindex, int up, const char *name, char *err,
+                       size_t errlen)
 {
     char label[32];
-    return topo_nl_run(sock, topo_nl_link_updown_build(ifindex, up), err, errlen, "set %s %s",
-                       link_label(name, ifindex, label, sizeof label), up ? "up" : "down");
+    return emu_nl_run(sock, emu_nl_link_updown_build(ifindex, up), err, errlen, "set %s %s",
+                      link_label(name, ifindex, label, sizeof label), up ? "up" : "down");
 }
 
 /* RTM_NEWLINK on an existing device with IFLA_NET_NS_FD: the kernel moves
  * it (down, addresses and qdiscs gone) into that namespace, under new_name
  * and as new_ifindex there (IFLA_NEW_IFINDEX), so that no lookup is needed
  * afterwards. A veth keeps its peer, a TAP its file descriptor. */
-struct nl_msg *topo_nl_link_move_build(int ifindex, int ns_fd, int new_ifindex,
-                                       const char *new_name)
+struct nl_msg *emu_nl_link_move_build(int ifindex, int ns_fd, int new_ifindex, const char *new_name)
 {
     struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWLINK, 0);
     struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = ifindex};
@@ -262,7 +260,7 @@ struct nl_msg *topo_nl_link_move_build(int ifindex, int ns_fd, int new_ifindex,
     return msg;
 }
 
-struct nl_msg *topo_nl_link_delete_build(int ifindex)
+struct nl_msg *emu_nl_link_delete_build(int ifindex)
 {
     struct rtnl_link *link = rtnl_link_alloc();
     struct nl_msg *msg = NULL;
@@ -274,12 +272,12 @@ struct nl_msg *topo_nl_link_delete_build(int ifindex)
     return msg;
 }
 
-int topo_nl_link_delete(struct nl_sock *sock, int ifindex, const char *name, char *err,
-                        size_t errlen)
+int emu_nl_link_delete(struct nl_sock *sock, int ifindex, const char *name, char *err,
+                       size_t errlen)
 {
     char label[32];
-    return topo_nl_run(sock, topo_nl_link_delete_build(ifindex), err, errlen, "delete %s",
-                       link_label(name, ifindex, label, sizeof label));
+    return emu_nl_run(sock, emu_nl_link_delete_build(ifindex), err, errlen, "delete %s",
+                      link_label(name, ifindex, label, sizeof label));
 }
 
 static void link_on_reply(const struct nlmsghdr *reply, void *ctx)
@@ -289,24 +287,24 @@ static void link_on_reply(const struct nlmsghdr *reply, void *ctx)
         *(int *)ctx = ifi->ifi_index;
 }
 
-int topo_nl_link_index(struct nl_sock *sock, const char *name, char *err, size_t errlen)
+int emu_nl_link_index(struct nl_sock *sock, const char *name, char *err, size_t errlen)
 {
-    char extack[TOPO_NL_EXTACK_MAX];
+    char extack[EMU_NL_EXTACK_MAX];
     struct nl_msg *msg = NULL;
     int ifindex = 0, error;
 
     if (link_name_check(name, err, errlen) < 0) return -1;
     if (rtnl_link_build_get_request(0, name, &msg) < 0)
-        return topo_nl_fail(err, errlen, -ENOMEM, NULL, "look up interface %s", name);
-    error = topo_nl_request(sock, msg, link_on_reply, &ifindex, extack, sizeof extack);
+        return emu_nl_fail(err, errlen, -ENOMEM, NULL, "look up interface %s", name);
+    error = emu_nl_request(sock, msg, link_on_reply, &ifindex, extack, sizeof extack);
     nlmsg_free(msg);
     if (error == 0 && ifindex <= 0) error = -ENODEV;
-    if (error < 0) return topo_nl_fail(err, errlen, error, extack, "look up interface %s", name);
+    if (error < 0) return emu_nl_fail(err, errlen, error, extack, "look up interface %s", name);
     return ifindex;
 }
 
 struct link_list {
-    topo_nl_link_fn fn;
+    emu_nl_link_fn fn;
     void *ctx;
 };
 
@@ -321,16 +319,16 @@ static void link_list_on_reply(const struct nlmsghdr *reply, void *ctx)
     list->fn(name ? (const char *)nla_data(name) : "", ifi->ifi_index, ifi->ifi_flags, list->ctx);
 }
 
-int topo_nl_link_list(struct nl_sock *sock, topo_nl_link_fn fn, void *ctx, char *err, size_t errlen)
+int emu_nl_link_list(struct nl_sock *sock, emu_nl_link_fn fn, void *ctx, char *err, size_t errlen)
 {
     struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
     struct link_list list = {.fn = fn, .ctx = ctx};
-    char extack[TOPO_NL_EXTACK_MAX] = "";
+    char extack[EMU_NL_EXTACK_MAX] = "";
     struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETLINK, NLM_F_DUMP);
     int error = -ENOMEM;
 
     if (msg && nlmsg_append(msg, &ifi, sizeof ifi, NLMSG_ALIGNTO) == 0)
-        error = topo_nl_request(sock, msg, link_list_on_reply, &list, extack, sizeof extack);
+        error = emu_nl_request(sock, msg, link_list_on_reply, &list, extack, sizeof extack);
     if (msg) nlmsg_free(msg);
-    return error < 0 ? topo_nl_fail(err, errlen, error, extack, "list interfaces") : 0;
+    return error < 0 ? emu_nl_fail(err, errlen, error, extack, "list interfaces") : 0;
 }

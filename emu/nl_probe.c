@@ -20,45 +20,45 @@
 
 #include "emu/netns.h"
 
-static const char *const probe_names[TOPO_NL_FEATURE_COUNT] = {
-    [TOPO_NL_FEATURE_VETH] = "veth", [TOPO_NL_FEATURE_BRIDGE] = "bridge",
-    [TOPO_NL_FEATURE_TUN] = "tun",   [TOPO_NL_FEATURE_HTB] = "htb",
-    [TOPO_NL_FEATURE_TBF] = "tbf",   [TOPO_NL_FEATURE_NETEM] = "netem",
-    [TOPO_NL_FEATURE_RED] = "red",
+static const char *const probe_names[EMU_NL_FEATURE_COUNT] = {
+    [EMU_NL_FEATURE_VETH] = "veth", [EMU_NL_FEATURE_BRIDGE] = "bridge",
+    [EMU_NL_FEATURE_TUN] = "tun",   [EMU_NL_FEATURE_HTB] = "htb",
+    [EMU_NL_FEATURE_TBF] = "tbf",   [EMU_NL_FEATURE_NETEM] = "netem",
+    [EMU_NL_FEATURE_RED] = "red",
 };
 
-const char *topo_nl_feature_name(enum topo_nl_feature feature)
+const char *emu_nl_feature_name(enum emu_nl_feature feature)
 {
-    return feature < TOPO_NL_FEATURE_COUNT ? probe_names[feature] : "?";
+    return feature < EMU_NL_FEATURE_COUNT ? probe_names[feature] : "?";
 }
 
-static void probe_record(struct topo_nl_features *features, enum topo_nl_feature feature, int rc,
+static void probe_record(struct emu_nl_features *features, enum emu_nl_feature feature, int rc,
                          const char *why)
 {
     features->available[feature] = rc == 0;
     snprintf(features->reason[feature], sizeof features->reason[feature], "%s", rc == 0 ? "" : why);
 }
 
-static void probe_link(struct nl_sock *sock, struct topo_nl_features *features,
-                       enum topo_nl_feature feature, struct nl_msg *msg)
+static void probe_link(struct nl_sock *sock, struct emu_nl_features *features,
+                       enum emu_nl_feature feature, struct nl_msg *msg)
 {
-    char why[TOPO_NL_EXTACK_MAX + 64];
-    int rc = topo_nl_run(sock, msg, why, sizeof why, "create a %s link", probe_names[feature]);
+    char why[EMU_NL_EXTACK_MAX + 64];
+    int rc = emu_nl_run(sock, msg, why, sizeof why, "create a %s link", probe_names[feature]);
     probe_record(features, feature, rc, why);
 }
 
 /* A TAP device lives while its fd is open, in the namespace the opening
  * thread is in, hence the enter/leave. Returns -1 only when the thread
  * could not get back to its namespace. */
-static int probe_tun(int ns_fd, struct topo_nl_features *features, char *err, size_t errlen)
+static int probe_tun(int ns_fd, struct emu_nl_features *features, char *err, size_t errlen)
 {
     struct ifreq ifr = {.ifr_flags = IFF_TAP | IFF_NO_PI};
-    char why[TOPO_NL_EXTACK_MAX + 64];
+    char why[EMU_NL_EXTACK_MAX + 64];
     int saved, fd, rc = -1;
 
     snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "hnprobetap");
-    if (topo_netns_enter(ns_fd, &saved, why, sizeof why) < 0) {
-        probe_record(features, TOPO_NL_FEATURE_TUN, -1, why);
+    if (emu_netns_enter(ns_fd, &saved, why, sizeof why) < 0) {
+        probe_record(features, EMU_NL_FEATURE_TUN, -1, why);
         return 0;
     }
     fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
@@ -67,57 +67,57 @@ static int probe_tun(int ns_fd, struct topo_nl_features *features, char *err, si
     else if ((rc = ioctl(fd, TUNSETIFF, &ifr)) < 0)
         snprintf(why, sizeof why, "create a TAP device: %s", strerror(errno));
     if (fd >= 0) close(fd);
-    if (topo_netns_leave(&saved, err, errlen) < 0) return -1;
-    probe_record(features, TOPO_NL_FEATURE_TUN, rc, why);
+    if (emu_netns_leave(&saved, err, errlen) < 0) return -1;
+    probe_record(features, EMU_NL_FEATURE_TUN, rc, why);
     return 0;
 }
 
 /* Installs a small plan on lo (every namespace has one) and removes it. */
-static void probe_qdisc(struct nl_sock *sock, struct topo_nl_features *features,
-                        enum topo_nl_feature feature, const struct topo_shape_request *request)
+static void probe_qdisc(struct nl_sock *sock, struct emu_nl_features *features,
+                        enum emu_nl_feature feature, const struct topo_shape_request *request)
 {
-    char why[TOPO_NL_EXTACK_MAX + 64], ignored[8];
+    char why[EMU_NL_EXTACK_MAX + 64], ignored[8];
     struct topo_shape_plan plan;
     int rc = topo_shape_plan(request, 1, &plan, why, sizeof why);
 
     if (rc == 0)
-        rc = topo_nl_shape_apply(sock, TOPO_NL_LOOPBACK_IFINDEX, "lo", &plan, why, sizeof why);
-    if (rc == 0) topo_nl_shape_clear(sock, TOPO_NL_LOOPBACK_IFINDEX, "lo", ignored, sizeof ignored);
+        rc = emu_nl_shape_apply(sock, EMU_NL_LOOPBACK_IFINDEX, "lo", &plan, why, sizeof why);
+    if (rc == 0) emu_nl_shape_clear(sock, EMU_NL_LOOPBACK_IFINDEX, "lo", ignored, sizeof ignored);
     probe_record(features, feature, rc, why);
 }
 
 /* A qdisc hiernet does not install yet: only whether the kernel has it. */
-static void probe_qdisc_kind(struct nl_sock *sock, struct topo_nl_features *features,
-                             enum topo_nl_feature feature)
+static void probe_qdisc_kind(struct nl_sock *sock, struct emu_nl_features *features,
+                             enum emu_nl_feature feature)
 {
-    char why[TOPO_NL_EXTACK_MAX + 64];
-    int rc = topo_nl_qdisc_kind_known(sock, TOPO_NL_LOOPBACK_IFINDEX, probe_names[feature], why,
-                                      sizeof why);
+    char why[EMU_NL_EXTACK_MAX + 64];
+    int rc = emu_nl_qdisc_kind_known(sock, EMU_NL_LOOPBACK_IFINDEX, probe_names[feature], why,
+                                     sizeof why);
     probe_record(features, feature, rc, why);
 }
 
-int topo_nl_probe(struct topo_nl_features *features, char *err, size_t errlen)
+int emu_nl_probe(struct emu_nl_features *features, char *err, size_t errlen)
 {
-    const struct topo_nl_veth_end a = {.ns_fd = -1, .name = "hnprobe0"};
-    const struct topo_nl_veth_end b = {.ns_fd = -1, .name = "hnprobe1"};
+    const struct emu_nl_veth_end a = {.ns_fd = -1, .name = "hnprobe0"};
+    const struct emu_nl_veth_end b = {.ns_fd = -1, .name = "hnprobe1"};
     const struct topo_shape_request htb = {.rate_bps = 1000000, .root = TOPO_SHAPE_ROOT_HTB};
     const struct topo_shape_request tbf = {.rate_bps = 1000000, .root = TOPO_SHAPE_ROOT_TBF};
     const struct topo_shape_request netem = {.delay_ns = 1000000, .loss = 0.01};
-    struct topo_netns ns;
+    struct emu_netns ns;
 
     memset(features, 0, sizeof *features);
-    if (topo_netns_create(&ns, TOPO_NETNS_SOCKET, err, errlen) < 0) return -1;
-    probe_link(ns.sock, features, TOPO_NL_FEATURE_VETH, topo_nl_veth_build(&a, &b, 0, 0));
-    probe_link(ns.sock, features, TOPO_NL_FEATURE_BRIDGE,
-               topo_nl_bridge_build("hnprobebr", -1, 0, 0));
+    if (emu_netns_create(&ns, EMU_NETNS_SOCKET, err, errlen) < 0) return -1;
+    probe_link(ns.sock, features, EMU_NL_FEATURE_VETH, emu_nl_veth_build(&a, &b, 0, 0));
+    probe_link(ns.sock, features, EMU_NL_FEATURE_BRIDGE,
+               emu_nl_bridge_build("hnprobebr", -1, 0, 0));
     if (probe_tun(ns.fd, features, err, errlen) < 0) {
-        topo_netns_close(&ns);
+        emu_netns_close(&ns);
         return -1;
     }
-    probe_qdisc(ns.sock, features, TOPO_NL_FEATURE_HTB, &htb);
-    probe_qdisc(ns.sock, features, TOPO_NL_FEATURE_TBF, &tbf);
-    probe_qdisc(ns.sock, features, TOPO_NL_FEATURE_NETEM, &netem);
-    probe_qdisc_kind(ns.sock, features, TOPO_NL_FEATURE_RED);
-    topo_netns_close(&ns);
+    probe_qdisc(ns.sock, features, EMU_NL_FEATURE_HTB, &htb);
+    probe_qdisc(ns.sock, features, EMU_NL_FEATURE_TBF, &tbf);
+    probe_qdisc(ns.sock, features, EMU_NL_FEATURE_NETEM, &netem);
+    probe_qdisc_kind(ns.sock, features, EMU_NL_FEATURE_RED);
+    emu_netns_close(&ns);
     return 0;
 }

@@ -156,8 +156,8 @@ static int qdisc_needs_bfifo(const struct topo_shape_plan *plan)
            !(plan->has_rate && plan->root == TOPO_SHAPE_ROOT_TBF);
 }
 
-int topo_nl_shape_build(const struct topo_shape_plan *plan, int ifindex, int change,
-                        struct nl_msg *msgs[3])
+int emu_nl_shape_build(const struct topo_shape_plan *plan, int ifindex, int change,
+                       struct nl_msg *msgs[3])
 {
     int flags = change ? 0 : NLM_F_CREATE | NLM_F_EXCL;
     uint32_t leaf_parent = plan->has_rate ? TOPO_SHAPE_CLASS_HANDLE : TC_H_ROOT;
@@ -213,40 +213,40 @@ static int qdisc_send(struct nl_sock *sock, int ifindex, const char *label,
 {
     static const char *const verbs[] = {"shape", "change shaping of"};
     struct nl_msg *msgs[3];
-    struct topo_nl_batch batch;
+    struct emu_nl_batch batch;
     char what[64];
-    int n = topo_nl_shape_build(plan, ifindex, change, msgs), rc;
+    int n = emu_nl_shape_build(plan, ifindex, change, msgs), rc;
 
-    if (n < 0) return topo_nl_fail(err, errlen, -ENOMEM, NULL, "%s %s", verbs[change], label);
-    topo_nl_batch_init(&batch, sock);
+    if (n < 0) return emu_nl_fail(err, errlen, -ENOMEM, NULL, "%s %s", verbs[change], label);
+    emu_nl_batch_init(&batch, sock);
     for (int i = 0; i < n; i++) {
         qdisc_describe(msgs[i], what, sizeof what);
-        topo_nl_batch_add(&batch, msgs[i], "%s %s: %s", verbs[change], label, what);
+        emu_nl_batch_add(&batch, msgs[i], "%s %s: %s", verbs[change], label, what);
     }
-    rc = topo_nl_batch_run(&batch, err, errlen);
+    rc = emu_nl_batch_run(&batch, err, errlen);
     *made_root = batch.count > 0 && batch.entries[0].error == 0;
-    topo_nl_batch_free(&batch);
+    emu_nl_batch_free(&batch);
     return rc;
 }
 
-int topo_nl_shape_clear(struct nl_sock *sock, int ifindex, const char *name, char *err,
-                        size_t errlen)
+int emu_nl_shape_clear(struct nl_sock *sock, int ifindex, const char *name, char *err,
+                       size_t errlen)
 {
-    char label[32], extack[TOPO_NL_EXTACK_MAX] = "";
+    char label[32], extack[EMU_NL_EXTACK_MAX] = "";
     /* No kind and no handle: whatever root qdisc there is. */
     struct nl_msg *msg = qdisc_msg(RTM_DELQDISC, 0, ifindex, TC_H_ROOT, 0, NULL);
     int error;
 
-    error = msg ? topo_nl_talk(sock, msg, extack, sizeof extack) : -ENOMEM;
+    error = msg ? emu_nl_talk(sock, msg, extack, sizeof extack) : -ENOMEM;
     if (msg) nlmsg_free(msg);
     if (error == 0 || error == -ENOENT) /* no tree (noqueue) is what we want */
         return 0;
-    return topo_nl_fail(err, errlen, error, extack, "remove shaping of %s",
-                        qdisc_label(name, ifindex, label, sizeof label));
+    return emu_nl_fail(err, errlen, error, extack, "remove shaping of %s",
+                       qdisc_label(name, ifindex, label, sizeof label));
 }
 
-int topo_nl_shape_apply(struct nl_sock *sock, int ifindex, const char *name,
-                        const struct topo_shape_plan *plan, char *err, size_t errlen)
+int emu_nl_shape_apply(struct nl_sock *sock, int ifindex, const char *name,
+                       const struct topo_shape_plan *plan, char *err, size_t errlen)
 {
     char label[32], ignored[8];
     int made_root = 0;
@@ -256,7 +256,7 @@ int topo_nl_shape_apply(struct nl_sock *sock, int ifindex, const char *name,
                    &made_root, err, errlen) < 0) {
         /* The kernel carries on after a failed request: remove what we made
          * (only what we made: a tree that was there before stays). */
-        if (made_root) topo_nl_shape_clear(sock, ifindex, name, ignored, sizeof ignored);
+        if (made_root) emu_nl_shape_clear(sock, ifindex, name, ignored, sizeof ignored);
         return -1;
     }
     return 0;
@@ -267,40 +267,40 @@ static int qdisc_same_tree(const struct topo_shape_plan *a, const struct topo_sh
     return a->has_rate == b->has_rate && (!a->has_rate || a->root == b->root) && a->leaf == b->leaf;
 }
 
-int topo_nl_shape_change(struct nl_sock *sock, int ifindex, const char *name,
-                         const struct topo_shape_plan *from, const struct topo_shape_plan *to,
-                         char *err, size_t errlen)
+int emu_nl_shape_change(struct nl_sock *sock, int ifindex, const char *name,
+                        const struct topo_shape_plan *from, const struct topo_shape_plan *to,
+                        char *err, size_t errlen)
 {
     char label[32];
     int made_root;
 
     if (to->leaf == TOPO_SHAPE_LEAF_NONE)
-        return topo_nl_shape_clear(sock, ifindex, name, err, errlen);
+        return emu_nl_shape_clear(sock, ifindex, name, err, errlen);
     if (from->leaf != TOPO_SHAPE_LEAF_NONE && qdisc_same_tree(from, to))
         return qdisc_send(sock, ifindex, qdisc_label(name, ifindex, label, sizeof label), to, 1,
                           &made_root, err, errlen);
     /* A different tree: packets queued in the old one are dropped. */
-    if (topo_nl_shape_clear(sock, ifindex, name, err, errlen) < 0) return -1;
-    return topo_nl_shape_apply(sock, ifindex, name, to, err, errlen);
+    if (emu_nl_shape_clear(sock, ifindex, name, err, errlen) < 0) return -1;
+    return emu_nl_shape_apply(sock, ifindex, name, to, err, errlen);
 }
 
-int topo_nl_qdisc_kind_known(struct nl_sock *sock, int ifindex, const char *kind, char *err,
-                             size_t errlen)
+int emu_nl_qdisc_kind_known(struct nl_sock *sock, int ifindex, const char *kind, char *err,
+                            size_t errlen)
 {
     struct nl_msg *msg = qdisc_msg(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_EXCL, ifindex, TC_H_ROOT,
                                    TOPO_SHAPE_ROOT_HANDLE, kind);
     struct nlattr *options = msg ? nla_nest_start(msg, TCA_OPTIONS) : NULL;
-    char extack[TOPO_NL_EXTACK_MAX];
+    char extack[EMU_NL_EXTACK_MAX];
 
     msg = qdisc_finish(msg, options, 0);
     if (!msg) return snprintf(err, errlen, "out of memory"), -1;
-    int rc = topo_nl_talk(sock, msg, extack, sizeof extack);
+    int rc = emu_nl_talk(sock, msg, extack, sizeof extack);
     nlmsg_free(msg);
     if (rc == 0) {
         char ignored[8];
-        topo_nl_shape_clear(sock, ifindex, kind, ignored, sizeof ignored);
+        emu_nl_shape_clear(sock, ifindex, kind, ignored, sizeof ignored);
         return 0;
     }
     if (rc == -EINVAL) return 0; /* it parsed our request: the kind exists */
-    return topo_nl_fail(err, errlen, rc, extack, "create a %s qdisc", kind);
+    return emu_nl_fail(err, errlen, rc, extack, "create a %s qdisc", kind);
 }

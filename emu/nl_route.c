@@ -29,7 +29,7 @@ static struct nl_addr *route_addr(uint32_t addr, unsigned prefix_len)
 }
 
 /* The single next hop; the route takes ownership of it. */
-static int route_set_nexthop(struct rtnl_route *object, const struct topo_nl_route *route)
+static int route_set_nexthop(struct rtnl_route *object, const struct emu_nl_route *route)
 {
     struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
     struct nl_addr *gateway = NULL;
@@ -57,7 +57,7 @@ static int route_set_nexthop(struct rtnl_route *object, const struct topo_nl_rou
  * applies to both ends of a connection (tcp_ca_openreq_child), and unlike
  * the namespace's default it may name an algorithm outside
  * tcp_allowed_congestion_control. */
-static int route_put_metrics(struct nl_msg *msg, const struct topo_nl_route *route)
+static int route_put_metrics(struct nl_msg *msg, const struct emu_nl_route *route)
 {
     if (!route->rto_min_ms && !route->init_cwnd && !route->cc[0]) return 0;
     struct nlattr *nest = nla_nest_start(msg, RTA_METRICS);
@@ -71,7 +71,7 @@ static int route_put_metrics(struct nl_msg *msg, const struct topo_nl_route *rou
 }
 
 /* A route object for route; NULL when out of memory or dst_len > 32. */
-static struct rtnl_route *route_object(const struct topo_nl_route *route)
+static struct rtnl_route *route_object(const struct emu_nl_route *route)
 {
     struct rtnl_route *object = rtnl_route_alloc();
     struct nl_addr *dst = route->dst_len <= 32 ? route_addr(route->dst, route->dst_len) : NULL;
@@ -98,7 +98,7 @@ static struct rtnl_route *route_object(const struct topo_nl_route *route)
     return object;
 }
 
-struct nl_msg *topo_nl_route_build(const struct topo_nl_route *route, int replace)
+struct nl_msg *emu_nl_route_build(const struct emu_nl_route *route, int replace)
 {
     struct rtnl_route *object = route_object(route);
     struct nl_msg *msg = NULL;
@@ -114,7 +114,7 @@ struct nl_msg *topo_nl_route_build(const struct topo_nl_route *route, int replac
     return msg;
 }
 
-struct nl_msg *topo_nl_route_delete_build(const struct topo_nl_route *route)
+struct nl_msg *emu_nl_route_delete_build(const struct emu_nl_route *route)
 {
     struct rtnl_route *object = route_object(route);
     struct nl_msg *msg = NULL;
@@ -126,7 +126,7 @@ struct nl_msg *topo_nl_route_delete_build(const struct topo_nl_route *route)
 }
 
 /* "10.0.0.4/30 via 10.0.0.1 dev ifindex 3" for messages. */
-static void route_describe(const struct topo_nl_route *route, char *buf, size_t buflen)
+static void route_describe(const struct emu_nl_route *route, char *buf, size_t buflen)
 {
     char dst[INET_ADDRSTRLEN + 8], gateway[INET_ADDRSTRLEN];
     uint32_t dst_wire = htonl(route->dst), gateway_wire = htonl(route->gateway);
@@ -144,8 +144,8 @@ static void route_describe(const struct topo_nl_route *route, char *buf, size_t 
                  route->gateway ? gateway : "", route->ifindex);
 }
 
-int topo_nl_route_add(struct nl_sock *sock, const struct topo_nl_route *route, int replace,
-                      char *err, size_t errlen)
+int emu_nl_route_add(struct nl_sock *sock, const struct emu_nl_route *route, int replace, char *err,
+                     size_t errlen)
 {
     char text[96];
 
@@ -154,16 +154,14 @@ int topo_nl_route_add(struct nl_sock *sock, const struct topo_nl_route *route, i
         snprintf(err, errlen, "add route %s: prefix length above 32", text);
         return -1;
     }
-    return topo_nl_run(sock, topo_nl_route_build(route, replace), err, errlen, "add route %s",
-                       text);
+    return emu_nl_run(sock, emu_nl_route_build(route, replace), err, errlen, "add route %s", text);
 }
 
-int topo_nl_route_delete(struct nl_sock *sock, const struct topo_nl_route *route, char *err,
-                         size_t errlen)
+int emu_nl_route_delete(struct nl_sock *sock, const struct emu_nl_route *route, char *err,
+                        size_t errlen)
 {
     char text[96];
 
     route_describe(route, text, sizeof text);
-    return topo_nl_run(sock, topo_nl_route_delete_build(route), err, errlen, "delete route %s",
-                       text);
+    return emu_nl_run(sock, emu_nl_route_delete_build(route), err, errlen, "delete route %s", text);
 }

@@ -14,7 +14,7 @@
 #include <netlink/attr.h>
 #include <netlink/msg.h>
 
-struct nl_msg *topo_nl_link_stats_build(void)
+struct nl_msg *emu_nl_link_stats_build(void)
 {
     struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
     struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETLINK, NLM_F_DUMP);
@@ -25,7 +25,7 @@ struct nl_msg *topo_nl_link_stats_build(void)
     return msg;
 }
 
-int topo_nl_link_stats_parse(const struct nlmsghdr *reply, struct topo_nl_link_stats *out)
+int emu_nl_link_stats_parse(const struct nlmsghdr *reply, struct emu_nl_link_stats *out)
 {
     const struct ifinfomsg *ifi = NLMSG_DATA(reply);
     if (reply->nlmsg_type != RTM_NEWLINK || reply->nlmsg_len < NLMSG_LENGTH(sizeof *ifi)) return -1;
@@ -36,7 +36,7 @@ int topo_nl_link_stats_parse(const struct nlmsghdr *reply, struct topo_nl_link_s
     if (!attr || (size_t)nla_len(attr) < offsetof(struct rtnl_link_stats64, multicast)) return -1;
     memcpy(&st, nla_data(attr),
            (size_t)nla_len(attr) < sizeof st ? (size_t)nla_len(attr) : sizeof st);
-    *out = (struct topo_nl_link_stats){
+    *out = (struct emu_nl_link_stats){
         .ifindex = ifi->ifi_index,
         .flags = ifi->ifi_flags,
         .rx_packets = st.rx_packets,
@@ -50,26 +50,25 @@ int topo_nl_link_stats_parse(const struct nlmsghdr *reply, struct topo_nl_link_s
 }
 
 struct stats_walk {
-    topo_nl_link_stats_fn fn;
+    emu_nl_link_stats_fn fn;
     void *ctx;
 };
 
 static void stats_on_reply(const struct nlmsghdr *reply, void *ctx)
 {
     struct stats_walk *walk = ctx;
-    struct topo_nl_link_stats stats;
-    if (topo_nl_link_stats_parse(reply, &stats) == 0) walk->fn(&stats, walk->ctx);
+    struct emu_nl_link_stats stats;
+    if (emu_nl_link_stats_parse(reply, &stats) == 0) walk->fn(&stats, walk->ctx);
 }
 
-int topo_nl_link_stats(struct nl_sock *sock, topo_nl_link_stats_fn fn, void *ctx, char *err,
-                       size_t errlen)
+int emu_nl_link_stats(struct nl_sock *sock, emu_nl_link_stats_fn fn, void *ctx, char *err,
+                      size_t errlen)
 {
     struct stats_walk walk = {.fn = fn, .ctx = ctx};
-    char extack[TOPO_NL_EXTACK_MAX] = "";
-    struct nl_msg *msg = topo_nl_link_stats_build();
+    char extack[EMU_NL_EXTACK_MAX] = "";
+    struct nl_msg *msg = emu_nl_link_stats_build();
     int error =
-        msg ? topo_nl_request(sock, msg, stats_on_reply, &walk, extack, sizeof extack) : -ENOMEM;
+        msg ? emu_nl_request(sock, msg, stats_on_reply, &walk, extack, sizeof extack) : -ENOMEM;
     if (msg) nlmsg_free(msg);
-    return error < 0 ? topo_nl_fail(err, errlen, error, extack, "read the interfaces' counters")
-                     : 0;
+    return error < 0 ? emu_nl_fail(err, errlen, error, extack, "read the interfaces' counters") : 0;
 }

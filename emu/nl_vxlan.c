@@ -24,10 +24,10 @@
 
 #include "emu/nl.h"
 
-static int vxlan_valid(const struct topo_nl_vxlan *vxlan)
+static int vxlan_valid(const struct emu_nl_vxlan *vxlan)
 {
     size_t len = vxlan->name ? strlen(vxlan->name) : 0;
-    return len > 0 && len <= TOPO_NL_IFNAME_MAX && vxlan->vni >= 1 &&
+    return len > 0 && len <= EMU_NL_IFNAME_MAX && vxlan->vni >= 1 &&
            vxlan->vni <= TOPO_VXLAN_VNI_MAX && vxlan->underlay_ifindex > 0 && vxlan->remote != 0;
 }
 
@@ -35,7 +35,7 @@ static int vxlan_valid(const struct topo_nl_vxlan *vxlan)
  * is the default (all-zeros) forwarding entry that IFLA_VXLAN_GROUP with a
  * unicast address makes, so every frame, broadcasts included, goes to the
  * other machine, and no entry is learnt from what arrives. */
-static int vxlan_put_data(struct nl_msg *msg, const struct topo_nl_vxlan *vxlan)
+static int vxlan_put_data(struct nl_msg *msg, const struct emu_nl_vxlan *vxlan)
 {
     uint16_t port = vxlan->port ? vxlan->port : TOPO_VXLAN_PORT;
 
@@ -49,7 +49,7 @@ static int vxlan_put_data(struct nl_msg *msg, const struct topo_nl_vxlan *vxlan)
                : 0;
 }
 
-struct nl_msg *topo_nl_vxlan_build(const struct topo_nl_vxlan *vxlan)
+struct nl_msg *emu_nl_vxlan_build(const struct emu_nl_vxlan *vxlan)
 {
     struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC,
                             .ifi_index = vxlan->ifindex > 0 ? vxlan->ifindex : 0};
@@ -74,8 +74,8 @@ struct nl_msg *topo_nl_vxlan_build(const struct topo_nl_vxlan *vxlan)
     return msg;
 }
 
-int topo_vxlan_mtu_check(const char *name, unsigned inner_mtu, const char *underlay_name,
-                         unsigned underlay_mtu, char *err, size_t errlen)
+int emu_vxlan_mtu_check(const char *name, unsigned inner_mtu, const char *underlay_name,
+                        unsigned underlay_mtu, char *err, size_t errlen)
 {
     if (underlay_mtu >= inner_mtu + TOPO_VXLAN_OVERHEAD) return 0;
     snprintf(err, errlen,
@@ -97,23 +97,23 @@ static void mtu_on_reply(const struct nlmsghdr *reply, void *ctx)
     if (mtu && nla_len(mtu) >= (int)sizeof(uint32_t)) *(int *)ctx = (int)nla_get_u32(mtu);
 }
 
-int topo_nl_link_mtu(struct nl_sock *sock, int ifindex, const char *name, char *err, size_t errlen)
+int emu_nl_link_mtu(struct nl_sock *sock, int ifindex, const char *name, char *err, size_t errlen)
 {
-    char extack[TOPO_NL_EXTACK_MAX] = "";
+    char extack[EMU_NL_EXTACK_MAX] = "";
     struct nl_msg *msg = NULL;
     int mtu = 0, error;
 
     if (rtnl_link_build_get_request(ifindex, NULL, &msg) < 0)
-        return topo_nl_fail(err, errlen, -ENOMEM, NULL, "MTU of %s", name);
-    error = topo_nl_request(sock, msg, mtu_on_reply, &mtu, extack, sizeof extack);
+        return emu_nl_fail(err, errlen, -ENOMEM, NULL, "MTU of %s", name);
+    error = emu_nl_request(sock, msg, mtu_on_reply, &mtu, extack, sizeof extack);
     nlmsg_free(msg);
     if (error == 0 && mtu <= 0) error = -ENODEV;
-    if (error < 0) return topo_nl_fail(err, errlen, error, extack, "MTU of %s", name);
+    if (error < 0) return emu_nl_fail(err, errlen, error, extack, "MTU of %s", name);
     return mtu;
 }
 
-int topo_nl_vxlan_add(struct nl_sock *machine_sock, const struct topo_nl_vxlan *vxlan,
-                      const char *underlay_name, char *err, size_t errlen)
+int emu_nl_vxlan_add(struct nl_sock *machine_sock, const struct emu_nl_vxlan *vxlan,
+                     const char *underlay_name, char *err, size_t errlen)
 {
     unsigned inner = vxlan->mtu ? vxlan->mtu : TOPO_VXLAN_INNER_MTU;
     int underlay_mtu;
@@ -122,15 +122,15 @@ int topo_nl_vxlan_add(struct nl_sock *machine_sock, const struct topo_nl_vxlan *
         snprintf(err, errlen,
                  "vxlan %s: needs a name of 1 to %d characters, a VNI of 1 to %d (got %u), "
                  "a remote address and an underlay device",
-                 vxlan->name ? vxlan->name : "(null)", TOPO_NL_IFNAME_MAX, TOPO_VXLAN_VNI_MAX,
+                 vxlan->name ? vxlan->name : "(null)", EMU_NL_IFNAME_MAX, TOPO_VXLAN_VNI_MAX,
                  vxlan->vni);
         return -1;
     }
     underlay_mtu =
-        topo_nl_link_mtu(machine_sock, vxlan->underlay_ifindex, underlay_name, err, errlen);
-    if (underlay_mtu < 0 || topo_vxlan_mtu_check(vxlan->name, inner, underlay_name,
-                                                 (unsigned)underlay_mtu, err, errlen) < 0)
+        emu_nl_link_mtu(machine_sock, vxlan->underlay_ifindex, underlay_name, err, errlen);
+    if (underlay_mtu < 0 || emu_vxlan_mtu_check(vxlan->name, inner, underlay_name,
+                                                (unsigned)underlay_mtu, err, errlen) < 0)
         return -1;
-    return topo_nl_run(machine_sock, topo_nl_vxlan_build(vxlan), err, errlen,
-                       "create vxlan %s (VNI %u)", vxlan->name, vxlan->vni);
+    return emu_nl_run(machine_sock, emu_nl_vxlan_build(vxlan), err, errlen,
+                      "create vxlan %s (VNI %u)", vxlan->name, vxlan->vni);
 }

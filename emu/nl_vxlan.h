@@ -26,7 +26,7 @@ struct nl_msg;
 #define TOPO_VXLAN_OVERHEAD 50
 #define TOPO_VXLAN_INNER_MTU 1500 /* what every emulated link carries */
 
-struct topo_nl_vxlan {
+struct emu_nl_vxlan {
     const char *name;     /* the device's name in the node's namespace, <= 15 characters */
     int node_ns_fd;       /* the node's namespace: where the device goes */
     int ifindex;          /* its ifindex there; 0 = the kernel picks */
@@ -42,19 +42,19 @@ struct topo_nl_vxlan {
  * the machine's (the underlay device and the UDP socket are looked up and
  * opened in the sender's namespace). NULL on bad arguments (no name, VNI
  * out of range, no underlay device) or out of memory. */
-struct nl_msg *topo_nl_vxlan_build(const struct topo_nl_vxlan *vxlan);
+struct nl_msg *emu_nl_vxlan_build(const struct emu_nl_vxlan *vxlan);
 
 /* Whether an inner MTU fits an underlay MTU: 0, or -1 with one line naming
  * the link, the underlay device and both figures. */
-int topo_vxlan_mtu_check(const char *name, unsigned inner_mtu, const char *underlay_name,
-                         unsigned underlay_mtu, char *err, size_t errlen);
+int emu_vxlan_mtu_check(const char *name, unsigned inner_mtu, const char *underlay_name,
+                        unsigned underlay_mtu, char *err, size_t errlen);
 
 /* The MTU of ifindex in the socket's namespace, or -1 (err says why). */
-int topo_nl_link_mtu(struct nl_sock *sock, int ifindex, const char *name, char *err, size_t errlen);
+int emu_nl_link_mtu(struct nl_sock *sock, int ifindex, const char *name, char *err, size_t errlen);
 
 /* Checks the name, the VNI and the underlay's MTU, then makes the device.
  * It is left down: bring it up from the node's namespace with its address
- * (topo_nl_interface_up), as the b end of a veth. Nothing is made when a
+ * (emu_nl_interface_up), as the b end of a veth. Nothing is made when a
  * check fails. */
-int topo_nl_vxlan_add(struct nl_sock *machine_sock, const struct topo_nl_vxlan *vxlan,
-                      const char *underlay_name, char *err, size_t errlen);
+int emu_nl_vxlan_add(struct nl_sock *machine_sock, const struct emu_nl_vxlan *vxlan,
+                     const char *underlay_name, char *err, size_t errlen);

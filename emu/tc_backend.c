@@ -20,35 +20,35 @@
 #include <unistd.h>
 
 /* Interface numbers are chosen up front from each namespace's free ones
- * (topo_netns_ifindex_alloc: a new namespace may already hold fallback
+ * (emu_netns_ifindex_alloc: a new namespace may already hold fallback
  * tunnel devices), so no lookups are needed between creating a veth and
  * configuring it. A switch's bridge takes the first. */
 
-struct topo_kernel {
+struct emu_tc {
     const struct topo_network *net;
     const struct topo_routing *routing; /* the caller's; replayed when a link comes back up */
-    struct topo_netns *ns;              /* one per node */
+    struct emu_netns *ns;               /* one per node */
     int *ifindex_a, *ifindex_b;         /* per link: its ifindex in a's and b's namespace */
     int *bridge_ifindex;                /* per node: its bridge (switches) */
     struct topo_shape_plan *plan_a;     /* per link: what is installed on a's end (towards b) */
     struct topo_shape_plan *plan_b;
-    struct topo_kernel_options opts;
+    struct emu_tc_options opts;
     bool shaped; /* qdiscs are ours to install (kernel backend) */
-    struct topo_kernel_timing timing;
+    struct emu_tc_timing timing;
     unsigned char **partitions; /* each: per node its group (1, 2) or 0; until healed */
     size_t n_partitions;
 };
 
-const struct topo_kernel_timing *topo_kernel_timing(const struct topo_kernel *k)
+const struct emu_tc_timing *emu_tc_timing(const struct emu_tc *k)
 {
     return &k->timing;
 }
 
 /* ---- allocation ---- */
 
-static struct topo_kernel *kernel_alloc(const struct topo_network *net)
+static struct emu_tc *kernel_alloc(const struct topo_network *net)
 {
-    struct topo_kernel *k = calloc(1, sizeof *k);
+    struct emu_tc *k = calloc(1, sizeof *k);
     if (!k) return NULL;
     size_t nn = net->n_nodes ? net->n_nodes : 1, nl = net->n_links ? net->n_links : 1;
     k->net = net;
@@ -60,7 +60,7 @@ static struct topo_kernel *kernel_alloc(const struct topo_network *net)
     k->bridge_ifindex = calloc(nn, sizeof *k->bridge_ifindex);
     if (!k->ns || !k->ifindex_a || !k->ifindex_b || !k->plan_a || !k->plan_b ||
         !k->bridge_ifindex) {
-        topo_kernel_destroy(k);
+        emu_tc_destroy(k);
         return NULL;
     }
     for (size_t i = 0; i < nn; i++)
@@ -68,11 +68,11 @@ static struct topo_kernel *kernel_alloc(const struct topo_network *net)
     return k;
 }
 
-void topo_kernel_destroy(struct topo_kernel *k)
+void emu_tc_destroy(struct emu_tc *k)
 {
     if (!k) return;
     for (size_t i = 0; k->ns && i < k->net->n_nodes; i++)
-        topo_netns_close(&k->ns[i]);
+        emu_netns_close(&k->ns[i]);
     free(k->ns);
     free(k->ifindex_a);
     free(k->ifindex_b);
@@ -85,40 +85,39 @@ void topo_kernel_destroy(struct topo_kernel *k)
     free(k);
 }
 
-int topo_kernel_node_ns(const struct topo_kernel *k, int node)
+int emu_tc_node_ns(const struct emu_tc *k, int node)
 {
     return k->ns[node].fd;
 }
 
-void topo_kernel_link_ifindex(const struct topo_kernel *k, int index, int *ifindex_a,
-                              int *ifindex_b)
+void emu_tc_link_ifindex(const struct emu_tc *k, int index, int *ifindex_a, int *ifindex_b)
 {
     *ifindex_a = k->ifindex_a[index];
     *ifindex_b = k->ifindex_b[index];
 }
 
-static void number_interfaces(struct topo_kernel *k)
+static void number_interfaces(struct emu_tc *k)
 {
     const struct topo_network *net = k->net;
     for (size_t i = 0; i < net->n_nodes; i++)
         if (net->nodes[i].kind == TOPO_NODE_SWITCH)
-            k->bridge_ifindex[i] = topo_netns_ifindex_alloc(&k->ns[i]);
+            k->bridge_ifindex[i] = emu_netns_ifindex_alloc(&k->ns[i]);
     for (size_t l = 0; l < net->n_links; l++) {
-        k->ifindex_a[l] = topo_netns_ifindex_alloc(&k->ns[net->links[l].a]);
-        k->ifindex_b[l] = topo_netns_ifindex_alloc(&k->ns[net->links[l].b]);
+        k->ifindex_a[l] = emu_netns_ifindex_alloc(&k->ns[net->links[l].a]);
+        k->ifindex_b[l] = emu_netns_ifindex_alloc(&k->ns[net->links[l].b]);
         /* A veth end whose ifindex equals its peer's looks to the kernel's
          * link watcher like a device without a lower link, whose carrier
          * changes it handles at most once a second: the end would drop
          * packets for up to a second after it came up. */
         if (k->ifindex_b[l] > 0 && k->ifindex_b[l] == k->ifindex_a[l])
-            k->ifindex_b[l] = topo_netns_ifindex_alloc(&k->ns[net->links[l].b]);
+            k->ifindex_b[l] = emu_netns_ifindex_alloc(&k->ns[net->links[l].b]);
     }
 }
 
 /* ---- shaping plans ---- */
 
-void topo_kernel_shape_request(const struct topo_link_params *p, enum topo_shape_root root,
-                               struct topo_shape_request *req)
+void emu_tc_shape_request(const struct topo_link_params *p, enum topo_shape_root root,
+                          struct topo_shape_request *req)
 {
     memset(req, 0, sizeof *req);
     req->rate_bps = p->rate_bps;
@@ -131,14 +130,14 @@ void topo_kernel_shape_request(const struct topo_link_params *p, enum topo_shape
 
 /* The plan of a link's qdiscs; an error names the link as `what` (NULL: the
  * cause only). */
-static int plan_link(const struct topo_kernel *k, const struct topo_link_params *p,
-                     const char *what, struct topo_shape_plan *plan, char *err, size_t errlen)
+static int plan_link(const struct emu_tc *k, const struct topo_link_params *p, const char *what,
+                     struct topo_shape_plan *plan, char *err, size_t errlen)
 {
     struct topo_shape_request req;
     struct topo_link_params installed;
     char why[256];
     topo_link_params_dilate(p, k->net->dilation, &installed);
-    topo_kernel_shape_request(&installed, k->opts.root, &req);
+    emu_tc_shape_request(&installed, k->opts.root, &req);
     if (topo_shape_plan(&req, k->opts.have_netem, plan, why, sizeof why) < 0) {
         if (what)
             snprintf(err, errlen, "link %s: %s", what, why);
@@ -151,52 +150,52 @@ static int plan_link(const struct topo_kernel *k, const struct topo_link_params 
 
 /* ---- building ---- */
 
-/* IPv6 is kept off per link end (topo_nl_link_conf.no_ipv6, in the request
+/* IPv6 is kept off per link end (emu_nl_link_conf.no_ipv6, in the request
  * that brings the end up), not with the namespace's conf/default sysctl:
  * every /proc/sys lookup walks one dentry per live namespace under the same
  * name, so a thousand namespaces paid a million compares under a global
  * lock, a tenth of the start's CPU. Every end is therefore made down and
  * brought up by our own request, after its IPv6 is off. */
-static int create_namespaces(struct topo_kernel *k, char *err, size_t errlen)
+static int create_namespaces(struct emu_tc *k, char *err, size_t errlen)
 {
-    unsigned flags = TOPO_NETNS_SOCKET | TOPO_NETNS_LO_UP | TOPO_NETNS_FORWARDING;
-    return topo_netns_create_many(k->ns, k->net->n_nodes, flags, 0, err, errlen);
+    unsigned flags = EMU_NETNS_SOCKET | EMU_NETNS_LO_UP | EMU_NETNS_FORWARDING;
+    return emu_netns_create_many(k->ns, k->net->n_nodes, flags, 0, err, errlen);
 }
 
 /* Every veth from one host-namespace socket, both ends down: each comes up
  * with its configuration in its own namespace (add_link_end). */
-static int create_veths(struct topo_kernel *k, char *err, size_t errlen)
+static int create_veths(struct emu_tc *k, char *err, size_t errlen)
 {
     const struct topo_network *net = k->net;
-    struct nl_sock *sock = topo_nl_open(err, errlen);
+    struct nl_sock *sock = emu_nl_open(err, errlen);
     if (!sock) return -1;
-    struct topo_nl_batch batch;
-    topo_nl_batch_init(&batch, sock);
+    struct emu_nl_batch batch;
+    emu_nl_batch_init(&batch, sock);
     for (size_t l = 0; l < net->n_links; l++) {
         const struct topo_link *link = &net->links[l];
-        struct topo_nl_veth_end a = {k->ns[link->a].fd, link->ifname_a, k->ifindex_a[l]};
-        struct topo_nl_veth_end b = {k->ns[link->b].fd, link->ifname_b, k->ifindex_b[l]};
-        topo_nl_batch_add(&batch, topo_nl_veth_build(&a, &b, 0, 0), "link %s-%s",
-                          net->nodes[link->a].name, net->nodes[link->b].name);
+        struct emu_nl_veth_end a = {k->ns[link->a].fd, link->ifname_a, k->ifindex_a[l]};
+        struct emu_nl_veth_end b = {k->ns[link->b].fd, link->ifname_b, k->ifindex_b[l]};
+        emu_nl_batch_add(&batch, emu_nl_veth_build(&a, &b, 0, 0), "link %s-%s",
+                         net->nodes[link->a].name, net->nodes[link->b].name);
     }
-    int rc = topo_nl_batch_run(&batch, err, errlen);
-    topo_nl_batch_free(&batch);
-    topo_nl_close(sock);
+    int rc = emu_nl_batch_run(&batch, err, errlen);
+    emu_nl_batch_free(&batch);
+    emu_nl_close(sock);
     return rc;
 }
 
-static int run_batch(struct topo_nl_batch *b, char *err, size_t errlen)
+static int run_batch(struct emu_nl_batch *b, char *err, size_t errlen)
 {
-    int rc = topo_nl_batch_run(b, err, errlen);
-    topo_nl_batch_free(b);
+    int rc = emu_nl_batch_run(b, err, errlen);
+    emu_nl_batch_free(b);
     return rc;
 }
 
-static void add_ipv6_off(struct topo_nl_batch *b, int ifindex, const char *node, const char *ifname)
+static void add_ipv6_off(struct emu_nl_batch *b, int ifindex, const char *node, const char *ifname)
 {
-    if (topo_nl_host_has_ipv6())
-        topo_nl_batch_add(b, topo_nl_link_ipv6_off_build(ifindex), "node %s: IPv6 off on %s", node,
-                          ifname);
+    if (emu_nl_host_has_ipv6())
+        emu_nl_batch_add(b, emu_nl_link_ipv6_off_build(ifindex), "node %s: IPv6 off on %s", node,
+                         ifname);
 }
 
 /* A switch's namespace holds a bridge and its ports, no process and no
@@ -206,14 +205,14 @@ static void add_ipv6_off(struct topo_nl_batch *b, int ifindex, const char *node,
  * (no multicast route per port, whose table every port's up and down would
  * walk: quadratic at a thousand ports). One /proc/sys write per switch:
  * cheap, unlike one per namespace (see create_namespaces). */
-static int switch_ipv6_off(struct topo_kernel *k, int node, char *err, size_t errlen)
+static int switch_ipv6_off(struct emu_tc *k, int node, char *err, size_t errlen)
 {
     int saved;
     char leave_err[256];
-    if (!topo_nl_host_has_ipv6()) return 0;
-    if (topo_netns_enter(k->ns[node].fd, &saved, err, errlen) < 0) return -1;
-    int rc = topo_netns_sysctl_write("net/ipv6/conf/default/disable_ipv6", "1", err, errlen);
-    if (topo_netns_leave(&saved, leave_err, sizeof leave_err) < 0) {
+    if (!emu_nl_host_has_ipv6()) return 0;
+    if (emu_netns_enter(k->ns[node].fd, &saved, err, errlen) < 0) return -1;
+    int rc = emu_netns_sysctl_write("net/ipv6/conf/default/disable_ipv6", "1", err, errlen);
+    if (emu_netns_leave(&saved, leave_err, sizeof leave_err) < 0) {
         snprintf(err, errlen, "%s", leave_err);
         rc = -1;
     }
@@ -229,19 +228,19 @@ static int switch_ipv6_off(struct topo_kernel *k, int node, char *err, size_t er
  * made by someone else (linkd's TAPs) cannot take a bridge's number. Each
  * is made down, in a namespace without IPv6, and comes up, before its
  * ports. */
-static int create_bridges(struct topo_kernel *k, char *err, size_t errlen)
+static int create_bridges(struct emu_tc *k, char *err, size_t errlen)
 {
     const struct topo_network *net = k->net;
     for (size_t i = 0; i < net->n_nodes; i++) {
         if (net->nodes[i].kind != TOPO_NODE_SWITCH) continue;
         if (switch_ipv6_off(k, (int)i, err, errlen) < 0) return -1;
-        struct topo_nl_batch b;
-        struct topo_nl_link_conf up = {.ifindex = k->bridge_ifindex[i], .up = 1};
-        topo_nl_batch_init(&b, k->ns[i].sock);
-        topo_nl_batch_add(&b, topo_nl_bridge_build("bridge", -1, up.ifindex, 0),
-                          "switch %s: bridge", net->nodes[i].name);
-        topo_nl_batch_add(&b, topo_nl_link_node_conf_build(&up), "switch %s: bridge up",
-                          net->nodes[i].name);
+        struct emu_nl_batch b;
+        struct emu_nl_link_conf up = {.ifindex = k->bridge_ifindex[i], .up = 1};
+        emu_nl_batch_init(&b, k->ns[i].sock);
+        emu_nl_batch_add(&b, emu_nl_bridge_build("bridge", -1, up.ifindex, 0), "switch %s: bridge",
+                         net->nodes[i].name);
+        emu_nl_batch_add(&b, emu_nl_link_node_conf_build(&up), "switch %s: bridge up",
+                         net->nodes[i].name);
         if (run_batch(&b, err, errlen) < 0) return -1;
     }
     return 0;
@@ -251,7 +250,7 @@ static int create_bridges(struct topo_kernel *k, char *err, size_t errlen)
  * nl.h says why; a switch has none, see switch_ipv6_off), then in one request a host's end becomes
  * a router's interface, a switch's end a port of its bridge, and it comes up (both ends are made
  * down). Then a host's end gets its address. */
-static void add_link_end(struct topo_kernel *k, int node, int l, struct topo_nl_batch *b)
+static void add_link_end(struct emu_tc *k, int node, int l, struct emu_nl_batch *b)
 {
     const struct topo_network *net = k->net;
     const struct topo_link *link = &net->links[l];
@@ -260,23 +259,23 @@ static void add_link_end(struct topo_kernel *k, int node, int l, struct topo_nl_
     int ifindex = is_a ? k->ifindex_a[l] : k->ifindex_b[l];
     const char *ifname = is_a ? link->ifname_a : link->ifname_b;
     uint32_t addr = is_a ? link->addr_a : link->addr_b;
-    struct topo_nl_link_conf conf = {ifindex, host, host ? 0 : k->bridge_ifindex[node], 1};
+    struct emu_nl_link_conf conf = {ifindex, host, host ? 0 : k->bridge_ifindex[node], 1};
     if (host) add_ipv6_off(b, ifindex, name, ifname);
-    topo_nl_batch_add(b, topo_nl_link_node_conf_build(&conf), "node %s: %s%s", name, ifname,
-                      host ? " as a router's interface" : " as a port");
+    emu_nl_batch_add(b, emu_nl_link_node_conf_build(&conf), "node %s: %s%s", name, ifname,
+                     host ? " as a router's interface" : " as a port");
     if (host && addr)
-        topo_nl_batch_add(b, topo_nl_addr_build(ifindex, addr, link->prefix_len),
-                          "node %s: address of %s", name, ifname);
+        emu_nl_batch_add(b, emu_nl_addr_build(ifindex, addr, link->prefix_len),
+                         "node %s: address of %s", name, ifname);
 }
 
-static void add_link_ends(struct topo_kernel *k, int node, struct topo_nl_batch *b)
+static void add_link_ends(struct emu_tc *k, int node, struct emu_nl_batch *b)
 {
     for (size_t l = 0; l < k->net->n_links; l++)
         if (k->net->links[l].a == node || k->net->links[l].b == node)
             add_link_end(k, node, (int)l, b);
 }
 
-static int link_ifindex_toward(const struct topo_kernel *k, int link, int node)
+static int link_ifindex_toward(const struct emu_tc *k, int link, int node)
 {
     return k->net->links[link].a == node ? k->ifindex_a[link] : k->ifindex_b[link];
 }
@@ -287,8 +286,8 @@ static int link_ifindex_toward(const struct topo_kernel *k, int link, int node)
  * link `keep` (the moved one, which is up whatever the model says). */
 #define ALL_LINKS (-2)
 
-static void add_routes_but(struct topo_kernel *k, int node, const struct topo_node_routes *nr,
-                           int replace, int keep, struct topo_nl_batch *b)
+static void add_routes_but(struct emu_tc *k, int node, const struct topo_node_routes *nr,
+                           int replace, int keep, struct emu_nl_batch *b)
 {
     const struct topo_network *net = k->net;
     for (size_t i = 0; i < nr->n_routes; i++) {
@@ -296,7 +295,7 @@ static void add_routes_but(struct topo_kernel *k, int node, const struct topo_no
         if (keep != ALL_LINKS && k->shaped && r->link != keep && !net->links[r->link].up) continue;
         /* Sources are node addresses, so replies find their way back along
          * routes that only know node addresses. */
-        struct topo_nl_route rt = {
+        struct emu_nl_route rt = {
             .dst = r->dst,
             .dst_len = r->dst_len,
             .gateway = r->gateway,
@@ -305,21 +304,20 @@ static void add_routes_but(struct topo_kernel *k, int node, const struct topo_no
             .rto_min_ms = topo_tcp_rto_min_metric_ms(&net->nodes[node].tcp, net->dilation),
             .init_cwnd = net->nodes[node].tcp.init_cwnd};
         snprintf(rt.cc, sizeof rt.cc, "%s", net->nodes[node].tcp.cc);
-        topo_nl_batch_add(b, topo_nl_route_build(&rt, replace), "node %s: route to %s",
-                          net->nodes[node].name,
-                          r->dst_node >= 0 ? net->nodes[r->dst_node].name : "default");
+        emu_nl_batch_add(b, emu_nl_route_build(&rt, replace), "node %s: route to %s",
+                         net->nodes[node].name,
+                         r->dst_node >= 0 ? net->nodes[r->dst_node].name : "default");
     }
 }
 
-static void add_routes(struct topo_kernel *k, int node, const struct topo_node_routes *nr,
-                       int replace, struct topo_nl_batch *b)
+static void add_routes(struct emu_tc *k, int node, const struct topo_node_routes *nr, int replace,
+                       struct emu_nl_batch *b)
 {
     add_routes_but(k, node, nr, replace, ALL_LINKS, b);
 }
 
 /* Shapes node's egress of every link it ends, from the link's parameters. */
-static int add_shaping(struct topo_kernel *k, int node, struct topo_nl_batch *b, char *err,
-                       size_t errlen)
+static int add_shaping(struct emu_tc *k, int node, struct emu_nl_batch *b, char *err, size_t errlen)
 {
     const struct topo_network *net = k->net;
     for (size_t l = 0; l < net->n_links; l++) {
@@ -330,41 +328,40 @@ static int add_shaping(struct topo_kernel *k, int node, struct topo_nl_batch *b,
         struct topo_shape_plan *plan = link->a == node ? &k->plan_a[l] : &k->plan_b[l];
         if (plan_link(k, &link->params, what, plan, err, errlen) < 0) return -1;
         struct nl_msg *msgs[3];
-        int n = topo_nl_shape_build(plan, link_ifindex_toward(k, (int)l, node), 0, msgs);
+        int n = emu_nl_shape_build(plan, link_ifindex_toward(k, (int)l, node), 0, msgs);
         if (n < 0) return snprintf(err, errlen, "link %s: out of memory", what), -1;
         for (int i = 0; i < n; i++)
-            topo_nl_batch_add(b, msgs[i], "link %s: qdisc on %s's end", what,
-                              net->nodes[node].name);
+            emu_nl_batch_add(b, msgs[i], "link %s: qdisc on %s's end", what, net->nodes[node].name);
     }
     return 0;
 }
 
 /* Pass 1: interfaces up, addresses, bridges. Routes need every link's far
  * end up (a gateway behind a link without carrier is refused), hence two passes. */
-static int configure_interfaces(struct topo_kernel *k, int node, char *err, size_t errlen)
+static int configure_interfaces(struct emu_tc *k, int node, char *err, size_t errlen)
 {
     const struct topo_node *n = &k->net->nodes[node];
-    struct topo_nl_batch b;
-    topo_nl_batch_init(&b, k->ns[node].sock);
+    struct emu_nl_batch b;
+    emu_nl_batch_init(&b, k->ns[node].sock);
     add_link_ends(k, node, &b);
     if (n->kind == TOPO_NODE_HOST)
-        topo_nl_batch_add(&b, topo_nl_addr_build(TOPO_NL_LOOPBACK_IFINDEX, n->node_addr, 32),
-                          "node %s: node address", n->name);
+        emu_nl_batch_add(&b, emu_nl_addr_build(EMU_NL_LOOPBACK_IFINDEX, n->node_addr, 32),
+                         "node %s: node address", n->name);
     return run_batch(&b, err, errlen);
 }
 
 /* A host's TCP sysctls (topo/tcp.h), written inside its namespace. */
-static int configure_tcp(struct topo_kernel *k, int node, char *err, size_t errlen)
+static int configure_tcp(struct emu_tc *k, int node, char *err, size_t errlen)
 {
     const struct topo_node *n = &k->net->nodes[node];
     int saved;
     char why[256];
     if (n->kind != TOPO_NODE_HOST || !topo_tcp_any(&n->tcp)) return 0;
-    if (topo_netns_enter(k->ns[node].fd, &saved, why, sizeof why) < 0)
+    if (emu_netns_enter(k->ns[node].fd, &saved, why, sizeof why) < 0)
         return snprintf(err, errlen, "node %s: %s", n->name, why), -1;
-    int rc = topo_tcp_apply_sysctls(&n->tcp, why, sizeof why);
+    int rc = emu_tcp_apply_sysctls(&n->tcp, why, sizeof why);
     char leave_err[256];
-    if (topo_netns_leave(&saved, leave_err, sizeof leave_err) < 0) {
+    if (emu_netns_leave(&saved, leave_err, sizeof leave_err) < 0) {
         snprintf(why, sizeof why, "%s", leave_err);
         rc = -1;
     }
@@ -373,16 +370,16 @@ static int configure_tcp(struct topo_kernel *k, int node, char *err, size_t errl
 }
 
 /* Pass 2: routes, TCP settings and shaping. */
-static int configure_routes(struct topo_kernel *k, int node, const struct topo_routing *routing,
+static int configure_routes(struct emu_tc *k, int node, const struct topo_routing *routing,
                             char *err, size_t errlen)
 {
     if (configure_tcp(k, node, err, errlen) < 0) return -1;
-    struct topo_nl_batch b;
-    topo_nl_batch_init(&b, k->ns[node].sock);
+    struct emu_nl_batch b;
+    emu_nl_batch_init(&b, k->ns[node].sock);
     if (k->net->nodes[node].kind == TOPO_NODE_HOST)
         add_routes(k, node, &routing->nodes[node], 0, &b);
     if (k->shaped && add_shaping(k, node, &b, err, errlen) < 0) {
-        topo_nl_batch_free(&b);
+        emu_nl_batch_free(&b);
         return -1;
     }
     return run_batch(&b, err, errlen);
@@ -399,13 +396,13 @@ static int configure_routes(struct topo_kernel *k, int node, const struct topo_r
 #define RUNNING_TIMEOUT_S 10.0
 
 struct running_check {
-    const struct topo_kernel *k;
+    const struct emu_tc *k;
     int node;
     int pending; /* link ends of node not running yet */
     int example; /* one of them, for the error */
 };
 
-static int link_end_at(const struct topo_kernel *k, int node, int ifindex)
+static int link_end_at(const struct emu_tc *k, int node, int ifindex)
 {
     for (size_t l = 0; l < k->net->n_links; l++) {
         const struct topo_link *link = &k->net->links[l];
@@ -427,8 +424,8 @@ static void count_not_running(const char *name, int ifindex, unsigned flags, voi
     c->example = link;
 }
 
-static int not_running_error(struct topo_kernel *k, int node, const struct running_check *c,
-                             char *err, size_t errlen)
+static int not_running_error(struct emu_tc *k, int node, const struct running_check *c, char *err,
+                             size_t errlen)
 {
     char what[80];
     topo_link_describe(k->net, &k->net->links[c->example], what, sizeof what);
@@ -457,20 +454,20 @@ static void await_link_change(struct nl_sock *watch, double left)
  * node's namespace subscribes to its link announcements before the next
  * listing, so no change between the two is missed, and the thread sleeps
  * until one comes (no polling). */
-static int wait_running(struct topo_kernel *k, int node, char *err, size_t errlen)
+static int wait_running(struct emu_tc *k, int node, char *err, size_t errlen)
 {
     double deadline = mono_s() + RUNNING_TIMEOUT_S;
     struct nl_sock *watch = NULL;
     int rc;
     for (;;) {
         struct running_check c = {k, node, 0, -1};
-        rc = topo_nl_link_list(k->ns[node].sock, count_not_running, &c, err, errlen);
+        rc = emu_nl_link_list(k->ns[node].sock, count_not_running, &c, err, errlen);
         if (rc < 0 || c.pending == 0) break;
         if (!watch) {
-            watch = topo_netns_nl_open(k->ns[node].fd, err, errlen);
+            watch = emu_netns_nl_open(k->ns[node].fd, err, errlen);
             if (!watch) return -1;
             if (nl_socket_add_membership(watch, RTNLGRP_LINK) < 0) {
-                topo_nl_close(watch);
+                emu_nl_close(watch);
                 return snprintf(err, errlen, "node %s: cannot watch its links (RTNLGRP_LINK)",
                                 k->net->nodes[node].name),
                        -1;
@@ -484,24 +481,24 @@ static int wait_running(struct topo_kernel *k, int node, char *err, size_t errle
         }
         await_link_change(watch, left);
     }
-    if (watch) topo_nl_close(watch);
+    if (watch) emu_nl_close(watch);
     return rc < 0 ? -1 : 0;
 }
 
-int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_options *opts,
-                       struct topo_kernel **out, char *err, size_t errlen)
+int emu_tc_create(const struct topo_network *net, const struct emu_tc_options *opts,
+                  struct emu_tc **out, char *err, size_t errlen)
 {
-    struct topo_kernel *k = kernel_alloc(net);
+    struct emu_tc *k = kernel_alloc(net);
     if (!k) return snprintf(err, errlen, "network '%s': out of memory", net->name), -1;
     k->opts = *opts;
     double t0 = mono_s();
     if (create_namespaces(k, err, errlen) < 0) {
-        topo_kernel_destroy(k);
+        emu_tc_destroy(k);
         return -1;
     }
     number_interfaces(k);
     if (create_bridges(k, err, errlen) < 0) {
-        topo_kernel_destroy(k);
+        emu_tc_destroy(k);
         return -1;
     }
     k->timing.namespaces = mono_s() - t0;
@@ -509,12 +506,12 @@ int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_
     return 0;
 }
 
-void topo_kernel_set_options(struct topo_kernel *k, const struct topo_kernel_options *opts)
+void emu_tc_set_options(struct emu_tc *k, const struct emu_tc_options *opts)
 {
     k->opts = *opts;
 }
 
-void topo_kernel_set_link_ifindex(struct topo_kernel *k, int link, int ifindex_a, int ifindex_b)
+void emu_tc_set_link_ifindex(struct emu_tc *k, int link, int ifindex_a, int ifindex_b)
 {
     k->ifindex_a[link] = ifindex_a;
     k->ifindex_b[link] = ifindex_b;
@@ -530,7 +527,7 @@ void topo_kernel_set_link_ifindex(struct topo_kernel *k, int link, int ifindex_a
 enum configure_pass { PASS_INTERFACES, PASS_ROUTES, PASS_RUNNING };
 
 struct configure_job {
-    struct topo_kernel *k;
+    struct emu_tc *k;
     enum configure_pass pass;
     size_t first, step; /* nodes first, first + step, ... */
     int rc;
@@ -550,7 +547,7 @@ static void *configure_worker(void *p)
     return NULL;
 }
 
-static int configure_pass(struct topo_kernel *k, enum configure_pass pass, char *err, size_t errlen)
+static int configure_pass(struct emu_tc *k, enum configure_pass pass, char *err, size_t errlen)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     size_t n = cores > 1 ? (size_t)cores : 1;
@@ -576,8 +573,8 @@ static int configure_pass(struct topo_kernel *k, enum configure_pass pass, char 
     return 0;
 }
 
-int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *routing, bool shape,
-                          char *err, size_t errlen)
+int emu_tc_configure(struct emu_tc *k, const struct topo_routing *routing, bool shape, char *err,
+                     size_t errlen)
 {
     k->routing = routing;
     k->shaped = shape;
@@ -595,7 +592,7 @@ int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *rout
     return 0;
 }
 
-int topo_kernel_add_veths(struct topo_kernel *k, char *err, size_t errlen)
+int emu_tc_add_veths(struct emu_tc *k, char *err, size_t errlen)
 {
     double t0 = mono_s();
     int rc = create_veths(k, err, errlen);
@@ -603,15 +600,14 @@ int topo_kernel_add_veths(struct topo_kernel *k, char *err, size_t errlen)
     return rc;
 }
 
-int topo_kernel_build(const struct topo_network *net, const struct topo_routing *routing,
-                      const struct topo_kernel_options *opts, struct topo_kernel **out, char *err,
-                      size_t errlen)
+int emu_tc_build(const struct topo_network *net, const struct topo_routing *routing,
+                 const struct emu_tc_options *opts, struct emu_tc **out, char *err, size_t errlen)
 {
-    struct topo_kernel *k;
-    if (topo_kernel_create(net, opts, &k, err, errlen) < 0) return -1;
-    if (topo_kernel_add_veths(k, err, errlen) < 0 ||
-        topo_kernel_configure(k, routing, true, err, errlen) < 0) {
-        topo_kernel_destroy(k);
+    struct emu_tc *k;
+    if (emu_tc_create(net, opts, &k, err, errlen) < 0) return -1;
+    if (emu_tc_add_veths(k, err, errlen) < 0 ||
+        emu_tc_configure(k, routing, true, err, errlen) < 0) {
+        emu_tc_destroy(k);
         return -1;
     }
     *out = k;
@@ -620,22 +616,22 @@ int topo_kernel_build(const struct topo_network *net, const struct topo_routing 
 
 /* ---- runtime ---- */
 
-int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_link_params *params,
-                         char *err, size_t errlen)
+int emu_tc_link_set(struct emu_tc *k, int index, const struct topo_link_params *params, char *err,
+                    size_t errlen)
 {
-    return topo_kernel_link_set_dir(k, index, TOPO_KERNEL_BOTH, params, err, errlen);
+    return emu_tc_link_set_dir(k, index, EMU_TC_BOTH, params, err, errlen);
 }
 
-int topo_kernel_link_check(const struct topo_kernel *k, const struct topo_link_params *params,
-                           char *err, size_t errlen)
+int emu_tc_link_check(const struct emu_tc *k, const struct topo_link_params *params, char *err,
+                      size_t errlen)
 {
     struct topo_shape_plan plan;
     return plan_link(k, params, NULL, &plan, err, errlen);
 }
 
 /* Direction a to b is shaped by end a's egress qdiscs, b to a by end b's. */
-int topo_kernel_link_set_dir(struct topo_kernel *k, int index, int dir,
-                             const struct topo_link_params *params, char *err, size_t errlen)
+int emu_tc_link_set_dir(struct emu_tc *k, int index, int dir, const struct topo_link_params *params,
+                        char *err, size_t errlen)
 {
     const struct topo_link *link = &k->net->links[index];
     struct topo_shape_plan to_a, to_b;
@@ -643,14 +639,14 @@ int topo_kernel_link_set_dir(struct topo_kernel *k, int index, int dir,
     if (plan_link(k, params, NULL, &to_a, err, errlen) < 0) return -1;
     to_b = to_a;
     if (dir != 1) {
-        if (topo_nl_shape_change(k->ns[link->a].sock, k->ifindex_a[index], link->ifname_a,
-                                 &k->plan_a[index], &to_a, err, errlen) < 0)
+        if (emu_nl_shape_change(k->ns[link->a].sock, k->ifindex_a[index], link->ifname_a,
+                                &k->plan_a[index], &to_a, err, errlen) < 0)
             return -1;
         k->plan_a[index] = to_a;
     }
     if (dir != 0) {
-        if (topo_nl_shape_change(k->ns[link->b].sock, k->ifindex_b[index], link->ifname_b,
-                                 &k->plan_b[index], &to_b, err, errlen) < 0)
+        if (emu_nl_shape_change(k->ns[link->b].sock, k->ifindex_b[index], link->ifname_b,
+                                &k->plan_b[index], &to_b, err, errlen) < 0)
             return -1;
         k->plan_b[index] = to_b;
     }
@@ -659,15 +655,15 @@ int topo_kernel_link_set_dir(struct topo_kernel *k, int index, int dir,
 
 /* node's blackholes towards every host of the other group of a partition
  * (replace: they take the place of host routes to those addresses). */
-static void add_blackholes(struct topo_kernel *k, int node, const unsigned char *side,
-                           struct topo_nl_batch *b)
+static void add_blackholes(struct emu_tc *k, int node, const unsigned char *side,
+                           struct emu_nl_batch *b)
 {
     const struct topo_network *net = k->net;
     for (size_t j = 0; j < net->n_nodes; j++) {
         if (!side[j] || side[j] == side[node] || net->nodes[j].kind != TOPO_NODE_HOST) continue;
-        struct topo_nl_route rt = {.dst = net->nodes[j].node_addr, .dst_len = 32, .blackhole = 1};
-        topo_nl_batch_add(b, topo_nl_route_build(&rt, 1), "node %s: blackhole to %s",
-                          net->nodes[node].name, net->nodes[j].name);
+        struct emu_nl_route rt = {.dst = net->nodes[j].node_addr, .dst_len = 32, .blackhole = 1};
+        emu_nl_batch_add(b, emu_nl_route_build(&rt, 1), "node %s: blackhole to %s",
+                         net->nodes[node].name, net->nodes[j].name);
     }
 }
 
@@ -675,24 +671,23 @@ static void add_blackholes(struct topo_kernel *k, int node, const unsigned char 
  * it back replays its two nodes' routes (replace: the others still exist),
  * and a partition's blackholes after them. keep: the link coming up (its
  * model still says down), or ALL_LINKS. */
-static int replay_routes(struct topo_kernel *k, int node, int keep, char *err, size_t errlen)
+static int replay_routes(struct emu_tc *k, int node, int keep, char *err, size_t errlen)
 {
     if (k->net->nodes[node].kind != TOPO_NODE_HOST) return 0;
-    struct topo_nl_batch b;
-    topo_nl_batch_init(&b, k->ns[node].sock);
+    struct emu_nl_batch b;
+    emu_nl_batch_init(&b, k->ns[node].sock);
     add_routes_but(k, node, &k->routing->nodes[node], 1, keep, &b);
     for (size_t p = 0; p < k->n_partitions; p++)
         if (k->partitions[p][node]) add_blackholes(k, node, k->partitions[p], &b);
     return run_batch(&b, err, errlen);
 }
 
-static int partition_apply(struct topo_kernel *k, const unsigned char *side, char *err,
-                           size_t errlen)
+static int partition_apply(struct emu_tc *k, const unsigned char *side, char *err, size_t errlen)
 {
     for (size_t i = 0; i < k->net->n_nodes; i++) {
         if (!side[i] || k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
-        struct topo_nl_batch b;
-        topo_nl_batch_init(&b, k->ns[i].sock);
+        struct emu_nl_batch b;
+        emu_nl_batch_init(&b, k->ns[i].sock);
         add_blackholes(k, (int)i, side, &b);
         if (run_batch(&b, err, errlen) < 0) return -1;
     }
@@ -709,7 +704,7 @@ static bool touched_by(unsigned char *const *parts, size_t n_parts, size_t node)
 /* Deletes node's blackholes, each once: partitions that overlap (the same
  * pair cut twice) installed one route, and a second delete of it would
  * fail and stop the heal halfway. cut: scratch of n_nodes bytes. */
-static int heal_node(struct topo_kernel *k, int node, unsigned char *const *parts, size_t n_parts,
+static int heal_node(struct emu_tc *k, int node, unsigned char *const *parts, size_t n_parts,
                      unsigned char *cut, char *err, size_t errlen)
 {
     const struct topo_network *net = k->net;
@@ -717,23 +712,23 @@ static int heal_node(struct topo_kernel *k, int node, unsigned char *const *part
     for (size_t p = 0; p < n_parts; p++)
         for (size_t j = 0; parts[p][node] && j < net->n_nodes; j++)
             if (parts[p][j] && parts[p][j] != parts[p][node]) cut[j] = 1;
-    struct topo_nl_batch b;
-    topo_nl_batch_init(&b, k->ns[node].sock);
+    struct emu_nl_batch b;
+    emu_nl_batch_init(&b, k->ns[node].sock);
     for (size_t j = 0; j < net->n_nodes; j++) {
         if (!cut[j] || net->nodes[j].kind != TOPO_NODE_HOST) continue;
-        struct topo_nl_route rt = {.dst = net->nodes[j].node_addr, .dst_len = 32, .blackhole = 1};
-        topo_nl_batch_add(&b, topo_nl_route_delete_build(&rt), "node %s: heal to %s",
-                          net->nodes[node].name, net->nodes[j].name);
+        struct emu_nl_route rt = {.dst = net->nodes[j].node_addr, .dst_len = 32, .blackhole = 1};
+        emu_nl_batch_add(&b, emu_nl_route_delete_build(&rt), "node %s: heal to %s",
+                         net->nodes[node].name, net->nodes[j].name);
     }
     return run_batch(&b, err, errlen);
 }
 
-size_t topo_kernel_partitions(const struct topo_kernel *k)
+size_t emu_tc_partitions(const struct emu_tc *k)
 {
     return k->n_partitions;
 }
 
-bool topo_kernel_separated(const struct topo_kernel *k, int a, int b)
+bool emu_tc_separated(const struct emu_tc *k, int a, int b)
 {
     for (size_t p = 0; p < k->n_partitions; p++) {
         const unsigned char *side = k->partitions[p];
@@ -743,7 +738,7 @@ bool topo_kernel_separated(const struct topo_kernel *k, int a, int b)
 }
 
 /* Whether partition p cuts the same two groups as side (either way round). */
-bool topo_kernel_same_cut(const unsigned char *p, const unsigned char *side, size_t n)
+bool emu_tc_same_cut(const unsigned char *p, const unsigned char *side, size_t n)
 {
     bool same = true, swapped = true;
     for (size_t i = 0; i < n; i++) {
@@ -754,10 +749,9 @@ bool topo_kernel_same_cut(const unsigned char *p, const unsigned char *side, siz
     return same || swapped;
 }
 
-int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char *err,
-                          size_t errlen)
+int emu_tc_partition(struct emu_tc *k, const unsigned char *side, char *err, size_t errlen)
 {
-    if (!side) return topo_kernel_heal(k, NULL, NULL, err, errlen);
+    if (!side) return emu_tc_heal(k, NULL, NULL, err, errlen);
     size_t n = k->net->n_nodes;
     unsigned char *copy = malloc(n);
     unsigned char **grown = realloc(k->partitions, (k->n_partitions + 1) * sizeof *grown);
@@ -775,14 +769,13 @@ int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char
 
 /* Moves the partitions that match (every one when match is NULL) out of
  * k's list into *out; returns how many moved, -1 when out of memory. */
-static ssize_t take_partitions(struct topo_kernel *k, const unsigned char *match,
-                               unsigned char ***out)
+static ssize_t take_partitions(struct emu_tc *k, const unsigned char *match, unsigned char ***out)
 {
     unsigned char **taken = malloc((k->n_partitions ? k->n_partitions : 1) * sizeof *taken);
     if (!taken) return -1;
     size_t n_taken = 0, n_kept = 0;
     for (size_t p = 0; p < k->n_partitions; p++) {
-        if (!match || topo_kernel_same_cut(k->partitions[p], match, k->net->n_nodes))
+        if (!match || emu_tc_same_cut(k->partitions[p], match, k->net->n_nodes))
             taken[n_taken++] = k->partitions[p];
         else
             k->partitions[n_kept++] = k->partitions[p];
@@ -792,8 +785,8 @@ static ssize_t take_partitions(struct topo_kernel *k, const unsigned char *match
     return (ssize_t)n_taken;
 }
 
-int topo_kernel_heal(struct topo_kernel *k, const unsigned char *side, size_t *healed, char *err,
-                     size_t errlen)
+int emu_tc_heal(struct emu_tc *k, const unsigned char *side, size_t *healed, char *err,
+                size_t errlen)
 {
     /* The healed partitions' blackholes go, then every node they touched
      * gets its routes back (replay adds the blackholes of the partitions
@@ -819,8 +812,8 @@ int topo_kernel_heal(struct topo_kernel *k, const unsigned char *side, size_t *h
 /* ---- a link end that moves (handover) ---- */
 
 /* Shapes node's egress of link l (a moved end has lost its qdiscs). */
-static int shape_link_end(struct topo_kernel *k, int node, int l, struct topo_nl_batch *b,
-                          char *err, size_t errlen)
+static int shape_link_end(struct emu_tc *k, int node, int l, struct emu_nl_batch *b, char *err,
+                          size_t errlen)
 {
     const struct topo_link *link = &k->net->links[l];
     char what[80];
@@ -828,39 +821,38 @@ static int shape_link_end(struct topo_kernel *k, int node, int l, struct topo_nl
     struct topo_shape_plan *plan = link->a == node ? &k->plan_a[l] : &k->plan_b[l];
     if (plan_link(k, &link->params, what, plan, err, errlen) < 0) return -1;
     struct nl_msg *msgs[3];
-    int n = topo_nl_shape_build(plan, link_ifindex_toward(k, l, node), 0, msgs);
+    int n = emu_nl_shape_build(plan, link_ifindex_toward(k, l, node), 0, msgs);
     if (n < 0) return snprintf(err, errlen, "link %s: out of memory", what), -1;
     for (int i = 0; i < n; i++)
-        topo_nl_batch_add(b, msgs[i], "link %s: qdisc on %s's end", what, k->net->nodes[node].name);
+        emu_nl_batch_add(b, msgs[i], "link %s: qdisc on %s's end", what, k->net->nodes[node].name);
     return 0;
 }
 
-int topo_kernel_link_move(struct topo_kernel *k, int l, bool end_a, int from, char *err,
-                          size_t errlen)
+int emu_tc_link_move(struct emu_tc *k, int l, bool end_a, int from, char *err, size_t errlen)
 {
     const struct topo_link *link = &k->net->links[l];
     int to = end_a ? link->a : link->b, stays = end_a ? link->b : link->a;
     int *ifindex = end_a ? &k->ifindex_a[l] : &k->ifindex_b[l];
     const char *ifname = end_a ? link->ifname_a : link->ifname_b;
-    int new_ifindex = topo_netns_ifindex_alloc(&k->ns[to]);
-    struct topo_nl_batch b;
-    topo_nl_batch_init(&b, k->ns[from].sock);
-    topo_nl_batch_add(&b, topo_nl_link_move_build(*ifindex, k->ns[to].fd, new_ifindex, ifname),
-                      "node %s: move its end of the link to %s to node %s",
-                      k->net->nodes[from].name, k->net->nodes[stays].name, k->net->nodes[to].name);
+    int new_ifindex = emu_netns_ifindex_alloc(&k->ns[to]);
+    struct emu_nl_batch b;
+    emu_nl_batch_init(&b, k->ns[from].sock);
+    emu_nl_batch_add(&b, emu_nl_link_move_build(*ifindex, k->ns[to].fd, new_ifindex, ifname),
+                     "node %s: move its end of the link to %s to node %s", k->net->nodes[from].name,
+                     k->net->nodes[stays].name, k->net->nodes[to].name);
     if (run_batch(&b, err, errlen) < 0) return -1;
     *ifindex = new_ifindex;
-    topo_nl_batch_init(&b, k->ns[to].sock);
+    emu_nl_batch_init(&b, k->ns[to].sock);
     add_link_end(k, to, l, &b);
     if (k->shaped && shape_link_end(k, to, l, &b, err, errlen) < 0) {
-        topo_nl_batch_free(&b);
+        emu_nl_batch_free(&b);
         return -1;
     }
     if (run_batch(&b, err, errlen) < 0) return -1;
     /* the end that stayed may have been set down for the gap */
     int stays_ifindex = end_a ? k->ifindex_b[l] : k->ifindex_a[l];
     const char *stays_ifname = end_a ? link->ifname_b : link->ifname_a;
-    if (topo_nl_link_set_up(k->ns[stays].sock, stays_ifindex, 1, stays_ifname, err, errlen) < 0)
+    if (emu_nl_link_set_up(k->ns[stays].sock, stays_ifindex, 1, stays_ifname, err, errlen) < 0)
         return -1;
     if (wait_running(k, to, err, errlen) < 0) return -1;
     return wait_running(k, stays, err, errlen);
@@ -882,7 +874,7 @@ static const struct topo_route *covering_route(const struct topo_node_routes *nr
  * it (of a routing before the move, or of an earlier reroute) would
  * otherwise stay, pointing where `to` was; other destinations' paths do not
  * change when a leaf moves, so that route is the only one that can go stale. */
-static void add_route_to(struct topo_kernel *k, int node, int to, int keep, struct topo_nl_batch *b)
+static void add_route_to(struct emu_tc *k, int node, int to, int keep, struct emu_nl_batch *b)
 {
     uint32_t dst = k->net->nodes[to].node_addr;
     const struct topo_route *c = covering_route(&k->routing->nodes[node], dst);
@@ -895,12 +887,12 @@ static void add_route_to(struct topo_kernel *k, int node, int to, int keep, stru
     add_routes_but(k, node, &one, 1, keep, b);
 }
 
-int topo_kernel_reroute(struct topo_kernel *k, int moved, int leaf, char *err, size_t errlen)
+int emu_tc_reroute(struct emu_tc *k, int moved, int leaf, char *err, size_t errlen)
 {
     for (size_t i = 0; i < k->net->n_nodes; i++) {
         if (k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
-        struct topo_nl_batch b;
-        topo_nl_batch_init(&b, k->ns[i].sock);
+        struct emu_nl_batch b;
+        emu_nl_batch_init(&b, k->ns[i].sock);
         add_routes_but(k, (int)i, &k->routing->nodes[i], 1, moved, &b);
         if ((int)i != leaf) add_route_to(k, (int)i, leaf, moved, &b);
         for (size_t p = 0; p < k->n_partitions; p++)
@@ -910,13 +902,13 @@ int topo_kernel_reroute(struct topo_kernel *k, int moved, int leaf, char *err, s
     return 0;
 }
 
-int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err, size_t errlen)
+int emu_tc_link_updown(struct emu_tc *k, int index, bool up, char *err, size_t errlen)
 {
     const struct topo_link *link = &k->net->links[index];
-    if (topo_nl_link_set_up(k->ns[link->a].sock, k->ifindex_a[index], up, link->ifname_a, err,
-                            errlen) < 0 ||
-        topo_nl_link_set_up(k->ns[link->b].sock, k->ifindex_b[index], up, link->ifname_b, err,
-                            errlen) < 0)
+    if (emu_nl_link_set_up(k->ns[link->a].sock, k->ifindex_a[index], up, link->ifname_a, err,
+                           errlen) < 0 ||
+        emu_nl_link_set_up(k->ns[link->b].sock, k->ifindex_b[index], up, link->ifname_b, err,
+                           errlen) < 0)
         return -1;
     if (!up) return 0;
     if (replay_routes(k, link->a, index, err, errlen) < 0) return -1;

@@ -21,96 +21,92 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct topo_kernel;
+struct emu_tc;
 
-struct topo_kernel_options {
+struct emu_tc_options {
     bool have_netem;           /* the kernel has sch_netem */
     enum topo_shape_root root; /* HTB (default) or TBF */
 };
 
 /* Seconds spent per phase of the last build (reported in the run's log). */
-struct topo_kernel_timing {
+struct emu_tc_timing {
     double namespaces, links, configure;
     double interfaces, routes, running; /* configure's passes */
 };
-const struct topo_kernel_timing *topo_kernel_timing(const struct topo_kernel *k);
+const struct emu_tc_timing *emu_tc_timing(const struct emu_tc *k);
 
 /* Builds everything; on failure nothing is left (the namespaces are closed). */
-int topo_kernel_build(const struct topo_network *net, const struct topo_routing *routing,
-                      const struct topo_kernel_options *opts, struct topo_kernel **out, char *err,
-                      size_t errlen);
+int emu_tc_build(const struct topo_network *net, const struct topo_routing *routing,
+                 const struct emu_tc_options *opts, struct emu_tc **out, char *err, size_t errlen);
 
 /* The same in steps, for links made by someone else (the user backend's
  * TAP pairs): create the namespaces, let the caller make each link and
  * report its two ifindexes, then configure addresses, bridges and routes
  * (and qdiscs when shape is true). */
-int topo_kernel_create(const struct topo_network *net, const struct topo_kernel_options *opts,
-                       struct topo_kernel **out, char *err, size_t errlen);
-void topo_kernel_set_link_ifindex(struct topo_kernel *k, int link, int ifindex_a, int ifindex_b);
-/* Options decided after topo_kernel_create (they only matter from the
+int emu_tc_create(const struct topo_network *net, const struct emu_tc_options *opts,
+                  struct emu_tc **out, char *err, size_t errlen);
+void emu_tc_set_link_ifindex(struct emu_tc *k, int link, int ifindex_a, int ifindex_b);
+/* Options decided after emu_tc_create (they only matter from the
  * shaping plans on). */
-void topo_kernel_set_options(struct topo_kernel *k, const struct topo_kernel_options *opts);
+void emu_tc_set_options(struct emu_tc *k, const struct emu_tc_options *opts);
 /* The kernel backend's links: every veth pair, straight into its namespaces. */
-int topo_kernel_add_veths(struct topo_kernel *k, char *err, size_t errlen);
-int topo_kernel_configure(struct topo_kernel *k, const struct topo_routing *routing, bool shape,
-                          char *err, size_t errlen);
+int emu_tc_add_veths(struct emu_tc *k, char *err, size_t errlen);
+int emu_tc_configure(struct emu_tc *k, const struct topo_routing *routing, bool shape, char *err,
+                     size_t errlen);
 /* The namespace fd of node i (for spawning its peer and node programs). */
-int topo_kernel_node_ns(const struct topo_kernel *k, int node);
+int emu_tc_node_ns(const struct emu_tc *k, int node);
 /* The ifindexes of link `index`'s ends, each in its node's namespace (for
  * reading the link's counters there). */
-void topo_kernel_link_ifindex(const struct topo_kernel *k, int index, int *ifindex_a,
-                              int *ifindex_b);
+void emu_tc_link_ifindex(const struct emu_tc *k, int index, int *ifindex_a, int *ifindex_b);
 /* Runtime changes of link `index` (both directions). The model's params are
  * the caller's to update once this succeeds. */
-int topo_kernel_link_set(struct topo_kernel *k, int index, const struct topo_link_params *params,
-                         char *err, size_t errlen);
+int emu_tc_link_set(struct emu_tc *k, int index, const struct topo_link_params *params, char *err,
+                    size_t errlen);
 /* The same for one direction (0: a to b, 1: b to a) or both. */
-#define TOPO_KERNEL_BOTH 2
-int topo_kernel_link_set_dir(struct topo_kernel *k, int index, int dir,
-                             const struct topo_link_params *params, char *err, size_t errlen);
-int topo_kernel_link_updown(struct topo_kernel *k, int index, bool up, char *err, size_t errlen);
+#define EMU_TC_BOTH 2
+int emu_tc_link_set_dir(struct emu_tc *k, int index, int dir, const struct topo_link_params *params,
+                        char *err, size_t errlen);
+int emu_tc_link_updown(struct emu_tc *k, int index, bool up, char *err, size_t errlen);
 /* Whether params can be installed (the qdisc plan: a delay or loss needs
  * sch_netem), without touching the kernel: 0, or -1 with the cause. */
-int topo_kernel_link_check(const struct topo_kernel *k, const struct topo_link_params *params,
-                           char *err, size_t errlen);
+int emu_tc_link_check(const struct emu_tc *k, const struct topo_link_params *params, char *err,
+                      size_t errlen);
 /* Handover: the model already has one end of link l at its new node (end
  * a or b; the caller renamed it, topo_name_link_end); the interface moves
- * there from node `from` (topo_nl_link_move_build), is set up as at build
+ * there from node `from` (emu_nl_link_move_build), is set up as at build
  * (router interface or bridge port, address, qdiscs), and both ends come
- * up and run. Routes are topo_kernel_reroute's. */
-int topo_kernel_link_move(struct topo_kernel *k, int l, bool end_a, int from, char *err,
-                          size_t errlen);
+ * up and run. Routes are emu_tc_reroute's. */
+int emu_tc_link_move(struct emu_tc *k, int l, bool end_a, int from, char *err, size_t errlen);
 /* Every host's routes as the routing the kernel was configured with now
  * says (the caller replaced its content after link `moved` moved, which
  * leaf ends), in replace requests, with a host route to leaf on every
  * other host (so that none keeps one towards where it was), partitions'
  * blackholes after. On the kernel backend routes over links set down wait
- * for their link up, except over `moved` (topo_kernel_link_move brought it
+ * for their link up, except over `moved` (emu_tc_link_move brought it
  * up). */
-int topo_kernel_reroute(struct topo_kernel *k, int moved, int leaf, char *err, size_t errlen);
+int emu_tc_reroute(struct emu_tc *k, int moved, int leaf, char *err, size_t errlen);
 /* A partition (side[node]: 1 or 2 for its two groups, 0 for neither; NULL:
  * heal): every host of one group drops, silently, what it sends or forwards
  * to a host of the other group (blackhole routes to their node addresses),
  * as a cut network does. Healing removes them and replays the routes they
  * replaced. Partitions add up (each cuts its two groups apart) until one
  * heal removes them all; routes replayed when a link comes up keep them. */
-int topo_kernel_partition(struct topo_kernel *k, const unsigned char *side, char *err,
-                          size_t errlen);
+int emu_tc_partition(struct emu_tc *k, const unsigned char *side, char *err, size_t errlen);
 /* Heals the partitions that cut the two groups of side (as given to
- * topo_kernel_partition, either group first; NULL: every partition), the
+ * emu_tc_partition, either group first; NULL: every partition), the
  * others staying in place; *healed (may be NULL) says how many went. */
-int topo_kernel_heal(struct topo_kernel *k, const unsigned char *side, size_t *healed, char *err,
-                     size_t errlen);
+int emu_tc_heal(struct emu_tc *k, const unsigned char *side, size_t *healed, char *err,
+                size_t errlen);
 /* Whether partition p cuts the same two groups as side (either first). */
-bool topo_kernel_same_cut(const unsigned char *p, const unsigned char *side, size_t n);
+bool emu_tc_same_cut(const unsigned char *p, const unsigned char *side, size_t n);
 /* How many partitions are in place (0 once healed). */
-size_t topo_kernel_partitions(const struct topo_kernel *k);
+size_t emu_tc_partitions(const struct emu_tc *k);
 /* Whether a partition in place puts nodes a and b in opposite groups. */
-bool topo_kernel_separated(const struct topo_kernel *k, int a, int b);
+bool emu_tc_separated(const struct emu_tc *k, int a, int b);
 /* Closes every namespace fd and socket; the namespaces vanish once no
  * process (peer, node program) is left in them. */
-void topo_kernel_destroy(struct topo_kernel *k);
+void emu_tc_destroy(struct emu_tc *k);
 
 /* The shaping request of one link direction (shared with the user backend). */
-void topo_kernel_shape_request(const struct topo_link_params *p, enum topo_shape_root root,
-                               struct topo_shape_request *req);
+void emu_tc_shape_request(const struct topo_link_params *p, enum topo_shape_root root,
+                          struct topo_shape_request *req);

@@ -3,12 +3,12 @@
 
 #include "emu/netns.h"
 
-int topo_tcp_apply_sysctls(const struct topo_tcp *t, char *err, size_t errlen)
+int emu_tcp_apply_sysctls(const struct topo_tcp *t, char *err, size_t errlen)
 {
     /* 1: ask for ECN on outgoing connections and accept it on incoming ones. */
     if (t->ecn != TOPO_TCP_ECN_DEFAULT &&
-        topo_netns_sysctl_write("net/ipv4/tcp_ecn", t->ecn == TOPO_TCP_ECN_ON ? "1" : "0", err,
-                                errlen) < 0)
+        emu_netns_sysctl_write("net/ipv4/tcp_ecn", t->ecn == TOPO_TCP_ECN_ON ? "1" : "0", err,
+                               errlen) < 0)
         return -1;
     return 0;
 }

@@ -8,4 +8,4 @@
 #include <stddef.h>
 
 /* Writes t's sysctls in the calling thread's namespace (ecn). */
-int topo_tcp_apply_sysctls(const struct topo_tcp *t, char *err, size_t errlen);
+int emu_tcp_apply_sysctls(const struct topo_tcp *t, char *err, size_t errlen);

@@ -1,7 +1,7 @@
 /* l_emulation.c — hn.emulation(): which backend `auto` would give a network that
  * uses everything (rates, delay/jitter/loss, switches) on this host, and
  * why, so that a scenario can say in one line what it falls back to. The
- * probe is topo_nl_probe() (it creates and removes one namespace), run once
+ * probe is emu_nl_probe() (it creates and removes one namespace), run once
  * per process off the loop (controller/host_probe.h): a call before it is
  * done suspends only the calling task. The decision is backend_pick.c's,
  * as for `hiernet doctor`. */
@@ -21,7 +21,7 @@
 static int push_emulation(lua_State *L)
 {
     char why[512], probe_err[256];
-    const struct topo_nl_features *f = host_probe_kernel(probe_err, sizeof probe_err);
+    const struct emu_nl_features *f = host_probe_kernel(probe_err, sizeof probe_err);
     int backend = doctor_pick_backend(f, why, sizeof why);
     if (!f) snprintf(why + strlen(why), sizeof why - strlen(why), " (%s)", probe_err);
     lua_pushstring(L, topo_backend_name((enum topo_backend)backend));

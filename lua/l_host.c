@@ -101,10 +101,10 @@ static char **collect_argv(lua_State *L, int i, char **argv)
  * we do not control gets no way to touch the host's network. -1 when this
  * process may not make one; the program then runs without the privilege
  * to change the network anyway. */
-static int sandbox_namespace(struct topo_netns *ns)
+static int sandbox_namespace(struct emu_netns *ns)
 {
     char err[256];
-    if (geteuid() != 0 || topo_netns_create(ns, 0, err, sizeof err) < 0) return -1;
+    if (geteuid() != 0 || emu_netns_create(ns, 0, err, sizeof err) < 0) return -1;
     return ns->fd;
 }
 
@@ -138,11 +138,11 @@ static int l_host_run(lua_State *L)
     /* No task to wake until sched_suspend below gives one: should it raise
      * (a coroutine that is not a task), the completion wakes nobody. */
     h->tok = (task_token){UINT32_MAX, 0};
-    struct topo_netns ns = {.fd = -1};
+    struct emu_netns ns = {.fd = -1};
     struct proc_spec spec = {sandbox ? sandbox_namespace(&ns) : -1, cwd, true};
     char err[512];
     h->proc = proc_spawn(rt->loop, &spec, argv, on_done, h, err, sizeof err);
-    topo_netns_close(&ns); /* the program holds its namespace now */
+    emu_netns_close(&ns); /* the program holds its namespace now */
     if (!h->proc) {
         free(h);
         return luaL_error(L, "%s", err);

@@ -51,56 +51,56 @@ static void make_mountinfo(const char *path, const char *v2_controllers)
 
 static void test_detect(void)
 {
-    struct topo_cgroup cg;
+    struct emu_cgroup cg;
     char mountinfo[512], expect[512], described[600];
 
     snprintf(mountinfo, sizeof mountinfo, "%s/mountinfo", dir);
     make_mountinfo(mountinfo, "cpuset cpu io memory pids\n");
-    CHECK(topo_cgroup_detect_from(mountinfo, &cg, err, sizeof err) == 0);
+    CHECK(emu_cgroup_detect_from(mountinfo, &cg, err, sizeof err) == 0);
     snprintf(expect, sizeof expect, "%s/v2", dir);
-    CHECK(cg.version == TOPO_CGROUP_V2);
+    CHECK(cg.version == EMU_CGROUP_V2);
     CHECK_STREQ(cg.root, expect);
-    topo_cgroup_describe(&cg, described, sizeof described);
+    emu_cgroup_describe(&cg, described, sizeof described);
     snprintf(expect, sizeof expect, "v2 at %s/v2", dir);
     CHECK_STREQ(described, expect);
 
     /* "cpuset" alone is not "cpu": v1's cpu wins; its \040 is a space. */
     make_mountinfo(mountinfo, "cpuset hugetlb\n");
-    CHECK(topo_cgroup_detect_from(mountinfo, &cg, err, sizeof err) == 0);
+    CHECK(emu_cgroup_detect_from(mountinfo, &cg, err, sizeof err) == 0);
     snprintf(expect, sizeof expect, "%s/cpu v1", dir);
-    CHECK(cg.version == TOPO_CGROUP_V1);
+    CHECK(cg.version == EMU_CGROUP_V1);
     CHECK_STREQ(cg.root, expect);
 
     write_file(mountinfo, "22 1 0:20 / /proc rw - proc proc rw\n"
                           "31 25 0:27 / /x rw - cgroup cgroup rw,cpuset\n");
-    CHECK(topo_cgroup_detect_from(mountinfo, &cg, err, sizeof err) == 0);
-    CHECK(cg.version == TOPO_CGROUP_NONE);
+    CHECK(emu_cgroup_detect_from(mountinfo, &cg, err, sizeof err) == 0);
+    CHECK(cg.version == EMU_CGROUP_NONE);
     CHECK_CONTAINS(err, "no cpu controller");
-    topo_cgroup_describe(&cg, described, sizeof described);
+    emu_cgroup_describe(&cg, described, sizeof described);
     CHECK_STREQ(described, "none");
-    CHECK(topo_cgroup_run_create(&cg, "r1", err, sizeof err) < 0);
+    CHECK(emu_cgroup_run_create(&cg, "r1", err, sizeof err) < 0);
     CHECK_STREQ(err, "no cgroup cpu controller on this host: cpu limits unavailable");
 
-    CHECK(topo_cgroup_detect_from("/nonexistent/mountinfo", &cg, err, sizeof err) < 0);
+    CHECK(emu_cgroup_detect_from("/nonexistent/mountinfo", &cg, err, sizeof err) < 0);
     CHECK_STREQ(err, "open /nonexistent/mountinfo: No such file or directory");
 }
 
 static void test_quota_and_names(void)
 {
     uint64_t quota;
-    CHECK(topo_cgroup_quota_us(0.25, &quota, err, sizeof err) == 0 && quota == 25000);
-    CHECK(topo_cgroup_quota_us(2, &quota, err, sizeof err) == 0 && quota == 200000);
-    CHECK(topo_cgroup_quota_us(0.001, &quota, err, sizeof err) == 0 && quota == 1000);
-    CHECK(topo_cgroup_quota_us(0, &quota, err, sizeof err) < 0);
+    CHECK(emu_cgroup_quota_us(0.25, &quota, err, sizeof err) == 0 && quota == 25000);
+    CHECK(emu_cgroup_quota_us(2, &quota, err, sizeof err) == 0 && quota == 200000);
+    CHECK(emu_cgroup_quota_us(0.001, &quota, err, sizeof err) == 0 && quota == 1000);
+    CHECK(emu_cgroup_quota_us(0, &quota, err, sizeof err) < 0);
     CHECK_STREQ(err, "bad cpu 0: must be more than 0 and at most 4096 (cores)");
-    CHECK(topo_cgroup_quota_us(-1, &quota, err, sizeof err) < 0);
+    CHECK(emu_cgroup_quota_us(-1, &quota, err, sizeof err) < 0);
 
-    CHECK(topo_cgroup_name_check("node", "edge-1.a_b", err, sizeof err) == 0);
-    CHECK(topo_cgroup_name_check("node", "../x", err, sizeof err) < 0);
+    CHECK(emu_cgroup_name_check("node", "edge-1.a_b", err, sizeof err) == 0);
+    CHECK(emu_cgroup_name_check("node", "../x", err, sizeof err) < 0);
     CHECK_STREQ(err, "bad node name \"../x\" for a cgroup: use 1 to 95 of A-Z a-z 0-9 _ . -");
-    CHECK(topo_cgroup_name_check("node", ".hidden", err, sizeof err) < 0);
-    CHECK(topo_cgroup_name_check("node", "", err, sizeof err) < 0);
-    CHECK(topo_cgroup_name_check("node", "a b", err, sizeof err) < 0);
+    CHECK(emu_cgroup_name_check("node", ".hidden", err, sizeof err) < 0);
+    CHECK(emu_cgroup_name_check("node", "", err, sizeof err) < 0);
+    CHECK(emu_cgroup_name_check("node", "a b", err, sizeof err) < 0);
 }
 
 /* Control files exist in a real cgroup; here the test makes them. */
@@ -116,7 +116,7 @@ static void make_group(const char *path, const char *const *files)
 
 static void test_writes(void)
 {
-    struct topo_cgroup v2 = {.version = TOPO_CGROUP_V2}, v1 = {.version = TOPO_CGROUP_V1};
+    struct emu_cgroup v2 = {.version = EMU_CGROUP_V2}, v1 = {.version = EMU_CGROUP_V1};
     const char *const v2_files[] = {"cgroup.subtree_control", "cpu.max", "cgroup.procs", NULL};
     const char *const v1_files[] = {"cpu.cfs_period_us", "cpu.cfs_quota_us", NULL};
     char path[512], group[512], file[600], text[700];
@@ -127,20 +127,19 @@ static void test_writes(void)
     make_group(path, v2_files);
     snprintf(path, sizeof path, "%s/hiernet-r1/n1", v2.root);
     make_group(path, v2_files);
-    CHECK(topo_cgroup_run_create(&v2, "r1", err, sizeof err) == 0);
+    CHECK(emu_cgroup_run_create(&v2, "r1", err, sizeof err) == 0);
     snprintf(file, sizeof file, "%s/hiernet-r1/cgroup.subtree_control", v2.root);
     read_file(file, text, sizeof text);
     CHECK_STREQ(text, "+cpu");
-    CHECK(topo_cgroup_node_create(&v2, "r1", "n1", 0.25, group, sizeof group, err, sizeof err) ==
-          0);
+    CHECK(emu_cgroup_node_create(&v2, "r1", "n1", 0.25, group, sizeof group, err, sizeof err) == 0);
     CHECK_STREQ(group, path);
     snprintf(file, sizeof file, "%s/cpu.max", group);
     read_file(file, text, sizeof text);
     CHECK_STREQ(text, "25000 100000");
-    CHECK(topo_cgroup_set_cpu(&v2, group, 0, err, sizeof err) == 0);
+    CHECK(emu_cgroup_set_cpu(&v2, group, 0, err, sizeof err) == 0);
     read_file(file, text, sizeof text);
     CHECK_STREQ(text, "max 100000");
-    CHECK(topo_cgroup_attach(group, 1234, err, sizeof err) == 0);
+    CHECK(emu_cgroup_attach(group, 1234, err, sizeof err) == 0);
     snprintf(file, sizeof file, "%s/cgroup.procs", group);
     read_file(file, text, sizeof text);
     CHECK_STREQ(text, "1234");
@@ -151,8 +150,8 @@ static void test_writes(void)
     make_group(path, v1_files);
     snprintf(path, sizeof path, "%s/hiernet-r1/n1", v1.root);
     make_group(path, v1_files);
-    CHECK(topo_cgroup_run_create(&v1, "r1", err, sizeof err) == 0);
-    CHECK(topo_cgroup_node_create(&v1, "r1", "n1", 1.5, group, sizeof group, err, sizeof err) == 0);
+    CHECK(emu_cgroup_run_create(&v1, "r1", err, sizeof err) == 0);
+    CHECK(emu_cgroup_node_create(&v1, "r1", "n1", 1.5, group, sizeof group, err, sizeof err) == 0);
     snprintf(file, sizeof file, "%s/cpu.cfs_quota_us", group);
     read_file(file, text, sizeof text);
     CHECK_STREQ(text, "150000");
@@ -163,10 +162,10 @@ static void test_writes(void)
     /* A missing control file is an error naming it. */
     snprintf(path, sizeof path, "%s/plain", dir);
     CHECK(mkdir(path, 0755) == 0);
-    CHECK(topo_cgroup_set_cpu(&v2, path, 1, err, sizeof err) < 0);
+    CHECK(emu_cgroup_set_cpu(&v2, path, 1, err, sizeof err) < 0);
     snprintf(text, sizeof text, "open %s/cpu.max: No such file or directory", path);
     CHECK_STREQ(err, text);
-    CHECK(topo_cgroup_run_remove(&v2, "never-made", err, sizeof err) == 0);
+    CHECK(emu_cgroup_run_remove(&v2, "never-made", err, sizeof err) == 0);
 }
 
 int main(void)

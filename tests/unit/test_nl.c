@@ -31,9 +31,9 @@ static uint32_t ip(const char *text)
 
 static void test_veth(void)
 {
-    struct topo_nl_veth_end a = {.ns_fd = 7, .name = "n1-e0", .ifindex = 12};
-    struct topo_nl_veth_end b = {.ns_fd = 9, .name = "n2-e0", .ifindex = 0};
-    struct nl_msg *msg = topo_nl_veth_build(&a, &b, 9000, 1);
+    struct emu_nl_veth_end a = {.ns_fd = 7, .name = "n1-e0", .ifindex = 12};
+    struct emu_nl_veth_end b = {.ns_fd = 9, .name = "n2-e0", .ifindex = 0};
+    struct nl_msg *msg = emu_nl_veth_build(&a, &b, 9000, 1);
     struct nlattr *info[IFLA_INFO_MAX + 1], *data[VETH_INFO_MAX + 1], *peer_tb[IFLA_MAX + 1];
     struct nlmsghdr *nlh;
     struct ifinfomsg *ifi, *peer;
@@ -68,7 +68,7 @@ static void test_veth(void)
 
 static void test_links(void)
 {
-    struct nl_msg *msg = topo_nl_bridge_build("sw0", -1, 0, 1);
+    struct nl_msg *msg = emu_nl_bridge_build("sw0", -1, 0, 1);
     struct nlattr *info[IFLA_INFO_MAX + 1];
     struct ifinfomsg *ifi;
 
@@ -78,31 +78,31 @@ static void test_links(void)
     CHECK(strcmp(nla_get_string(info[IFLA_INFO_KIND]), "bridge") == 0);
     nlmsg_free(msg);
 
-    msg = topo_nl_link_updown_build(5, 0);
+    msg = emu_nl_link_updown_build(5, 0);
     ifi = NLMSG_DATA(nlmsg_hdr(msg));
     CHECK(!(nlmsg_hdr(msg)->nlmsg_flags & NLM_F_CREATE));
     CHECK(ifi->ifi_index == 5 && ifi->ifi_flags == 0 && ifi->ifi_change == IFF_UP);
     nlmsg_free(msg);
 
-    msg = topo_nl_link_master_build(5, 3);
+    msg = emu_nl_link_master_build(5, 3);
     CHECK(nlmsg_parse(nlmsg_hdr(msg), sizeof *ifi, tb, IFLA_MAX, NULL) == 0);
     CHECK(tb[IFLA_MASTER] && nla_get_u32(tb[IFLA_MASTER]) == 3);
     nlmsg_free(msg);
 
-    msg = topo_nl_link_delete_build(5);
+    msg = emu_nl_link_delete_build(5);
     CHECK(nlmsg_hdr(msg)->nlmsg_type == RTM_DELLINK);
     nlmsg_free(msg);
 }
 
 static void test_addr_route(void)
 {
-    struct topo_nl_route route = {.dst = ip("10.1.0.7"),
-                                  .dst_len = 32,
-                                  .gateway = ip("10.0.0.2"),
-                                  .ifindex = 4,
-                                  .pref_src = ip("10.1.0.1"),
-                                  .onlink = 1};
-    struct nl_msg *msg = topo_nl_addr_build(4, ip("10.0.0.1"), 30);
+    struct emu_nl_route route = {.dst = ip("10.1.0.7"),
+                                 .dst_len = 32,
+                                 .gateway = ip("10.0.0.2"),
+                                 .ifindex = 4,
+                                 .pref_src = ip("10.1.0.1"),
+                                 .onlink = 1};
+    struct nl_msg *msg = emu_nl_addr_build(4, ip("10.0.0.1"), 30);
     struct ifaddrmsg *ifa = NLMSG_DATA(nlmsg_hdr(msg));
     struct rtmsg *rtm;
 
@@ -110,9 +110,9 @@ static void test_addr_route(void)
     CHECK(nlmsg_parse(nlmsg_hdr(msg), sizeof *ifa, tb, IFA_MAX, NULL) == 0);
     CHECK(tb[IFA_LOCAL] && nla_get_u32(tb[IFA_LOCAL]) == inet_addr("10.0.0.1"));
     nlmsg_free(msg);
-    CHECK(topo_nl_addr_build(4, 0, 33) == NULL);
+    CHECK(emu_nl_addr_build(4, 0, 33) == NULL);
 
-    msg = topo_nl_route_build(&route, 0);
+    msg = emu_nl_route_build(&route, 0);
     rtm = NLMSG_DATA(nlmsg_hdr(msg));
     CHECK(rtm->rtm_dst_len == 32 && rtm->rtm_protocol == RTPROT_STATIC);
     CHECK(rtm->rtm_table == RT_TABLE_MAIN && rtm->rtm_type == RTN_UNICAST);
@@ -125,8 +125,8 @@ static void test_addr_route(void)
     CHECK(tb[RTA_PREFSRC] && nla_get_u32(tb[RTA_PREFSRC]) == inet_addr("10.1.0.1"));
     nlmsg_free(msg);
 
-    route = (struct topo_nl_route){.gateway = ip("10.0.0.2"), .ifindex = 4};
-    msg = topo_nl_route_build(&route, 1);
+    route = (struct emu_nl_route){.gateway = ip("10.0.0.2"), .ifindex = 4};
+    msg = emu_nl_route_build(&route, 1);
     rtm = NLMSG_DATA(nlmsg_hdr(msg));
     CHECK(rtm->rtm_dst_len == 0 && !(rtm->rtm_flags & RTNH_F_ONLINK));
     CHECK(nlmsg_hdr(msg)->nlmsg_flags & NLM_F_REPLACE);
@@ -161,7 +161,7 @@ static void test_htb_tree(void)
     int n;
 
     CHECK(topo_shape_plan(&request, 0, &plan, err, sizeof err) == 0);
-    n = topo_nl_shape_build(&plan, 3, 0, msgs);
+    n = emu_nl_shape_build(&plan, 3, 0, msgs);
     CHECK(n == 3);
     if (n != 3) return;
     options = tc_options(msgs[0], &tcm, "htb");
@@ -188,7 +188,7 @@ static void test_htb_tree(void)
     free_all(msgs, n);
 
     /* A change leaves the HTB qdisc alone and carries no CREATE. */
-    n = topo_nl_shape_build(&plan, 3, 1, msgs);
+    n = emu_nl_shape_build(&plan, 3, 1, msgs);
     CHECK(n == 2 && nlmsg_hdr(msgs[0])->nlmsg_type == RTM_NEWTCLASS);
     CHECK(!(nlmsg_hdr(msgs[0])->nlmsg_flags & NLM_F_CREATE));
     free_all(msgs, n);
@@ -206,7 +206,7 @@ static void test_netem_layout(void)
     int n;
 
     CHECK(topo_shape_plan(&request, 1, &plan, err, sizeof err) == 0);
-    n = topo_nl_shape_build(&plan, 3, 0, msgs);
+    n = emu_nl_shape_build(&plan, 3, 0, msgs);
     CHECK(n == 1);
     if (n != 1) return;
     options = tc_options(msgs[0], &tcm, "netem");
@@ -236,7 +236,7 @@ static void test_tbf_tree(void)
     int n;
 
     CHECK(topo_shape_plan(&request, 0, &plan, err, sizeof err) == 0);
-    n = topo_nl_shape_build(&plan, 3, 0, msgs);
+    n = emu_nl_shape_build(&plan, 3, 0, msgs);
     CHECK(n == 1); /* TBF's own fifo is the queue */
     if (n != 1) return;
     options = tc_options(msgs[0], &tcm, "tbf");
@@ -267,7 +267,7 @@ static struct nl_msg *link_reply(int type, size_t len)
 
 static void test_link_stats(void)
 {
-    struct nl_msg *msg = topo_nl_link_stats_build();
+    struct nl_msg *msg = emu_nl_link_stats_build();
     CHECK(msg != NULL);
     if (!msg) return;
     struct nlmsghdr *nlh = nlmsg_hdr(msg);
@@ -276,36 +276,36 @@ static void test_link_stats(void)
     CHECK(nlh->nlmsg_len == NLMSG_LENGTH(sizeof *ifi) && ifi->ifi_family == AF_UNSPEC);
     nlmsg_free(msg);
 
-    struct topo_nl_link_stats st;
+    struct emu_nl_link_stats st;
     msg = link_reply(RTM_NEWLINK, sizeof(struct rtnl_link_stats64));
-    CHECK(topo_nl_link_stats_parse(nlmsg_hdr(msg), &st) == 0);
+    CHECK(emu_nl_link_stats_parse(nlmsg_hdr(msg), &st) == 0);
     CHECK(st.ifindex == 7 && (st.flags & IFF_UP));
     CHECK(st.rx_packets == 1 && st.tx_packets == 2 && st.rx_bytes == 3000);
     CHECK(st.tx_bytes == 4000000000000ull && st.rx_dropped == 5 && st.tx_dropped == 6);
     nlmsg_free(msg);
     /* an older kernel's shorter struct still holds the fields used */
     msg = link_reply(RTM_NEWLINK, offsetof(struct rtnl_link_stats64, multicast));
-    CHECK(topo_nl_link_stats_parse(nlmsg_hdr(msg), &st) == 0 && st.tx_dropped == 6);
+    CHECK(emu_nl_link_stats_parse(nlmsg_hdr(msg), &st) == 0 && st.tx_dropped == 6);
     nlmsg_free(msg);
     msg = link_reply(RTM_NEWLINK, offsetof(struct rtnl_link_stats64, rx_dropped));
-    CHECK(topo_nl_link_stats_parse(nlmsg_hdr(msg), &st) == -1);
+    CHECK(emu_nl_link_stats_parse(nlmsg_hdr(msg), &st) == -1);
     nlmsg_free(msg);
     msg = link_reply(RTM_NEWADDR, sizeof(struct rtnl_link_stats64));
-    CHECK(topo_nl_link_stats_parse(nlmsg_hdr(msg), &st) == -1);
+    CHECK(emu_nl_link_stats_parse(nlmsg_hdr(msg), &st) == -1);
     nlmsg_free(msg);
 }
 
 static void test_errors(void)
 {
     char err[256];
-    CHECK(topo_nl_fail(err, sizeof err, -EEXIST, "", "create veth %s/%s", "a", "b") == -1);
+    CHECK(emu_nl_fail(err, sizeof err, -EEXIST, "", "create veth %s/%s", "a", "b") == -1);
     CHECK_STREQ(err, "create veth a/b: File exists");
-    topo_nl_fail(err, sizeof err, -ENOENT, "Specified qdisc kind is unknown", "shape %s", "e0");
+    emu_nl_fail(err, sizeof err, -ENOENT, "Specified qdisc kind is unknown", "shape %s", "e0");
     CHECK_STREQ(err, "shape e0: No such file or directory (Specified qdisc kind is unknown)");
-    CHECK(topo_nl_veth_add(NULL, &(struct topo_nl_veth_end){.name = "much-too-long-name"},
-                           &(struct topo_nl_veth_end){.name = "b"}, 0, 1, err, sizeof err) == -1);
+    CHECK(emu_nl_veth_add(NULL, &(struct emu_nl_veth_end){.name = "much-too-long-name"},
+                          &(struct emu_nl_veth_end){.name = "b"}, 0, 1, err, sizeof err) == -1);
     CHECK_STREQ(err, "bad interface name \"much-too-long-name\": must be 1 to 15 characters");
-    CHECK(topo_nl_bridge_add(NULL, "a/b", -1, 0, 1, err, sizeof err) == -1);
+    CHECK(emu_nl_bridge_add(NULL, "a/b", -1, 0, 1, err, sizeof err) == -1);
     CHECK_STREQ(err, "bad interface name \"a/b\": no '/', ':' or spaces allowed");
 }
 
@@ -314,15 +314,15 @@ static void test_errors(void)
  * local, underlay device, port in network order, learning off, inner MTU. */
 static void test_vxlan(void)
 {
-    struct topo_nl_vxlan vx = {.name = "m2-vx7",
-                               .node_ns_fd = 11,
-                               .ifindex = 5,
-                               .vni = 0x123456,
-                               .local = ip("10.250.0.1"),
-                               .remote = ip("10.250.0.2"),
-                               .underlay_ifindex = 3};
+    struct emu_nl_vxlan vx = {.name = "m2-vx7",
+                              .node_ns_fd = 11,
+                              .ifindex = 5,
+                              .vni = 0x123456,
+                              .local = ip("10.250.0.1"),
+                              .remote = ip("10.250.0.2"),
+                              .underlay_ifindex = 3};
     struct nlattr *info[IFLA_INFO_MAX + 1], *data[IFLA_VXLAN_MAX + 1];
-    struct nl_msg *msg = topo_nl_vxlan_build(&vx);
+    struct nl_msg *msg = emu_nl_vxlan_build(&vx);
     struct ifinfomsg *ifi;
 
     CHECK(msg != NULL);
@@ -348,7 +348,7 @@ static void test_vxlan(void)
     nlmsg_free(msg);
 
     vx.port = 8472, vx.mtu = 1400, vx.local = 0;
-    msg = topo_nl_vxlan_build(&vx);
+    msg = emu_nl_vxlan_build(&vx);
     CHECK(msg && nlmsg_parse(nlmsg_hdr(msg), sizeof *ifi, tb, IFLA_MAX, NULL) == 0);
     CHECK(nla_get_u32(tb[IFLA_MTU]) == 1400);
     CHECK(nla_parse_nested(info, IFLA_INFO_MAX, tb[IFLA_LINKINFO], NULL) == 0);
@@ -357,24 +357,24 @@ static void test_vxlan(void)
     nlmsg_free(msg);
 
     vx.vni = TOPO_VXLAN_VNI_MAX + 1; /* 25 bits: refused */
-    CHECK(topo_nl_vxlan_build(&vx) == NULL);
+    CHECK(emu_nl_vxlan_build(&vx) == NULL);
     vx.vni = 0;
-    CHECK(topo_nl_vxlan_build(&vx) == NULL);
+    CHECK(emu_nl_vxlan_build(&vx) == NULL);
     vx.vni = 7, vx.underlay_ifindex = 0;
-    CHECK(topo_nl_vxlan_build(&vx) == NULL);
+    CHECK(emu_nl_vxlan_build(&vx) == NULL);
 }
 
 static void test_vxlan_mtu(void)
 {
     char err[256];
-    CHECK(topo_vxlan_mtu_check("vx1", 1500, "eth0", 1550, err, sizeof err) == 0);
-    CHECK(topo_vxlan_mtu_check("vx1", 1500, "eth0", 9000, err, sizeof err) == 0);
-    CHECK(topo_vxlan_mtu_check("vx1", 1450, "eth0", 1500, err, sizeof err) == 0);
-    CHECK(topo_vxlan_mtu_check("vx1", 1500, "eth0", 1549, err, sizeof err) == -1);
+    CHECK(emu_vxlan_mtu_check("vx1", 1500, "eth0", 1550, err, sizeof err) == 0);
+    CHECK(emu_vxlan_mtu_check("vx1", 1500, "eth0", 9000, err, sizeof err) == 0);
+    CHECK(emu_vxlan_mtu_check("vx1", 1450, "eth0", 1500, err, sizeof err) == 0);
+    CHECK(emu_vxlan_mtu_check("vx1", 1500, "eth0", 1549, err, sizeof err) == -1);
     CHECK_STREQ(err, "vxlan vx1: underlay eth0 has MTU 1549, below the 1550 that a 1500-byte "
                      "packet needs over VXLAN (50 bytes of headers): raise the underlay's MTU");
-    CHECK(topo_nl_vxlan_add(NULL, &(struct topo_nl_vxlan){.name = "vx1", .vni = 1 << 24}, "eth0",
-                            err, sizeof err) == -1);
+    CHECK(emu_nl_vxlan_add(NULL, &(struct emu_nl_vxlan){.name = "vx1", .vni = 1 << 24}, "eth0", err,
+                           sizeof err) == -1);
     CHECK_STREQ(err, "vxlan vx1: needs a name of 1 to 15 characters, a VNI of 1 to 16777215 (got "
                      "16777216), a remote address and an underlay device");
 }

@@ -394,25 +394,25 @@ static void test_cost(void)
  * Returns 0 when it could not run (main reports the skip). */
 static int test_sweep_cgroups(void)
 {
-    struct topo_cgroup cg;
+    struct emu_cgroup cg;
     char err[512], run_id[64], run_path[600], node_path[600], other_path[600];
     struct events e;
     struct registry_sweep_counts counts;
 
-    if (geteuid() != 0 || topo_cgroup_detect(&cg, err, sizeof err) < 0 ||
-        cg.version == TOPO_CGROUP_NONE) {
+    if (geteuid() != 0 || emu_cgroup_detect(&cg, err, sizeof err) < 0 ||
+        cg.version == EMU_CGROUP_NONE) {
         return 0;
     }
     snprintf(run_id, sizeof run_id, "regtest-%ld", (long)getpid());
-    snprintf(run_path, sizeof run_path, "%s/" TOPO_CGROUP_PREFIX "%s", cg.root, run_id);
+    snprintf(run_path, sizeof run_path, "%s/" EMU_CGROUP_PREFIX "%s", cg.root, run_id);
     pid_t peer = sleeper(), stranger = sleeper();
-    CHECK_MSG(topo_cgroup_run_create(&cg, run_id, err, sizeof err) == 0, "%s", err);
-    CHECK(topo_cgroup_node_create(&cg, run_id, "n0", 0.5, node_path, sizeof node_path, err,
-                                  sizeof err) == 0);
-    CHECK(topo_cgroup_node_create(&cg, run_id, "n1", 0.5, other_path, sizeof other_path, err,
-                                  sizeof err) == 0);
-    CHECK(topo_cgroup_attach(node_path, peer, err, sizeof err) == 0);
-    CHECK(topo_cgroup_attach(other_path, stranger, err, sizeof err) == 0);
+    CHECK_MSG(emu_cgroup_run_create(&cg, run_id, err, sizeof err) == 0, "%s", err);
+    CHECK(emu_cgroup_node_create(&cg, run_id, "n0", 0.5, node_path, sizeof node_path, err,
+                                 sizeof err) == 0);
+    CHECK(emu_cgroup_node_create(&cg, run_id, "n1", 0.5, other_path, sizeof other_path, err,
+                                 sizeof err) == 0);
+    CHECK(emu_cgroup_attach(node_path, peer, err, sizeof err) == 0);
+    CHECK(emu_cgroup_attach(other_path, stranger, err, sizeof err) == 0);
     register_dead_run("cg", &peer, 1, run_path);
 
     CHECK(sweep(&e, &counts) < 0); /* the stranger keeps n1 and the run group busy */
@@ -428,7 +428,7 @@ static int test_sweep_cgroups(void)
     CHECK(sweep(&e, &counts) == 0);
     CHECK_MSG(counts.runs == 1 && counts.cgroups == 2, "second sweep: %s", e.text);
     CHECK(!exists(run_path));
-    topo_cgroup_run_remove(&cg, run_id, err, sizeof err);
+    emu_cgroup_run_remove(&cg, run_id, err, sizeof err);
     return 1;
 }
 

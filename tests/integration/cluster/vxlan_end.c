@@ -47,25 +47,25 @@ static int node_side(int node_fd, const char *name, const char *cidr, uint64_t r
     struct topo_shape_plan plan;
     char addr[32];
     const char *slash = strchr(cidr, '/');
-    struct nl_sock *sock = topo_netns_nl_open(node_fd, err, sizeof err);
+    struct nl_sock *sock = emu_netns_nl_open(node_fd, err, sizeof err);
     int ifindex, rc = -1;
 
     if (!sock) return -1;
     snprintf(addr, sizeof addr, "%.*s", slash ? (int)(slash - cidr) : (int)strlen(cidr), cidr);
-    if ((ifindex = topo_nl_link_index(sock, name, err, sizeof err)) > 0 &&
-        topo_nl_interface_up(sock, ifindex, name, ip(addr), slash ? atoi(slash + 1) : 32, err,
-                             sizeof err) == 0 &&
-        topo_nl_loopback_setup(sock, 0, err, sizeof err) == 0 &&
+    if ((ifindex = emu_nl_link_index(sock, name, err, sizeof err)) > 0 &&
+        emu_nl_interface_up(sock, ifindex, name, ip(addr), slash ? atoi(slash + 1) : 32, err,
+                            sizeof err) == 0 &&
+        emu_nl_loopback_setup(sock, 0, err, sizeof err) == 0 &&
         (rate_bps == 0 || (topo_shape_plan(&request, 0, &plan, err, sizeof err) == 0 &&
-                           topo_nl_shape_apply(sock, ifindex, name, &plan, err, sizeof err) == 0)))
+                           emu_nl_shape_apply(sock, ifindex, name, &plan, err, sizeof err) == 0)))
         rc = 0;
-    topo_nl_close(sock);
+    emu_nl_close(sock);
     return rc;
 }
 
 int main(int argc, char **argv)
 {
-    struct topo_nl_vxlan vxlan = {0};
+    struct emu_nl_vxlan vxlan = {0};
     struct nl_sock *machine;
     int node_fd, rc = 1;
 
@@ -74,7 +74,7 @@ int main(int argc, char **argv)
                         "NODE_ADDR/PREFIX RATE_BPS\n");
         return 2;
     }
-    if ((node_fd = node_ns_open(argv[1])) < 0 || !(machine = topo_nl_open(err, sizeof err))) {
+    if ((node_fd = node_ns_open(argv[1])) < 0 || !(machine = emu_nl_open(err, sizeof err))) {
         fprintf(stderr, "hn-vxlan-end: %s\n", err);
         return 1;
     }
@@ -83,13 +83,13 @@ int main(int argc, char **argv)
     vxlan.vni = (uint32_t)strtoul(argv[3], NULL, 10);
     vxlan.local = ip(argv[4]);
     vxlan.remote = ip(argv[5]);
-    vxlan.underlay_ifindex = topo_nl_link_index(machine, argv[6], err, sizeof err);
+    vxlan.underlay_ifindex = emu_nl_link_index(machine, argv[6], err, sizeof err);
     if (vxlan.underlay_ifindex > 0 &&
-        topo_nl_vxlan_add(machine, &vxlan, argv[6], err, sizeof err) == 0 &&
+        emu_nl_vxlan_add(machine, &vxlan, argv[6], err, sizeof err) == 0 &&
         node_side(node_fd, argv[2], argv[7], strtoull(argv[8], NULL, 10)) == 0)
         rc = 0;
     if (rc) fprintf(stderr, "hn-vxlan-end: %s\n", err);
-    topo_nl_close(machine);
+    emu_nl_close(machine);
     close(node_fd);
     return rc;
 }

@@ -56,49 +56,49 @@ static double cpu_over(pid_t pid, double wall)
 
 int main(void)
 {
-    struct topo_cgroup cgroup;
+    struct emu_cgroup cgroup;
     char description[300], run_id[32], path[512], run_path[600];
     struct stat st;
     pid_t child;
     double used;
 
     helper_require_root("needs root (cgroup directories)");
-    CHECK_OK(topo_cgroup_detect(&cgroup, err, sizeof err));
-    topo_cgroup_describe(&cgroup, description, sizeof description);
+    CHECK_OK(emu_cgroup_detect(&cgroup, err, sizeof err));
+    emu_cgroup_describe(&cgroup, description, sizeof description);
     printf("cpu controller: %s\n", description);
-    if (cgroup.version == TOPO_CGROUP_NONE) CHECK_SKIP("no cgroup cpu controller mounted");
+    if (cgroup.version == EMU_CGROUP_NONE) CHECK_SKIP("no cgroup cpu controller mounted");
 
     snprintf(run_id, sizeof run_id, "h4test-%d", (int)getpid());
-    snprintf(run_path, sizeof run_path, "%s/" TOPO_CGROUP_PREFIX "%s", cgroup.root, run_id);
-    CHECK_OK(topo_cgroup_run_create(&cgroup, run_id, err, sizeof err));
+    snprintf(run_path, sizeof run_path, "%s/" EMU_CGROUP_PREFIX "%s", cgroup.root, run_id);
+    CHECK_OK(emu_cgroup_run_create(&cgroup, run_id, err, sizeof err));
     CHECK_OK(
-        topo_cgroup_node_create(&cgroup, run_id, "n1", 0.2, path, sizeof path, err, sizeof err));
+        emu_cgroup_node_create(&cgroup, run_id, "n1", 0.2, path, sizeof path, err, sizeof err));
     CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode));
 
     child = spin(10);
-    CHECK_OK(topo_cgroup_attach(path, child, err, sizeof err));
+    CHECK_OK(emu_cgroup_attach(path, child, err, sizeof err));
     used = cpu_over(child, 1.0);
     printf("cpu = 0.2: %.3f s of CPU in 1 s\n", used);
     CHECK_MSG(used >= 0 && used <= 0.3, "cpu = 0.2 let the child use %.3f s in 1 s", used);
 
-    CHECK_OK(topo_cgroup_set_cpu(&cgroup, path, 0.5, err, sizeof err));
+    CHECK_OK(emu_cgroup_set_cpu(&cgroup, path, 0.5, err, sizeof err));
     used = cpu_over(child, 1.0);
     printf("cpu = 0.5: %.3f s of CPU in 1 s\n", used);
     CHECK_MSG(used >= 0 && used <= 0.6, "cpu = 0.5 let the child use %.3f s in 1 s", used);
 
     /* Removing a group with a live process fails and says which; one pass
      * without waiting says it is busy. */
-    CHECK(topo_cgroup_run_remove_try(&cgroup, run_id, err, sizeof err) == 1);
+    CHECK(emu_cgroup_run_remove_try(&cgroup, run_id, err, sizeof err) == 1);
     CHECK_CONTAINS(err, "remove cgroup");
-    CHECK(topo_cgroup_run_remove(&cgroup, run_id, err, sizeof err) < 0);
+    CHECK(emu_cgroup_run_remove(&cgroup, run_id, err, sizeof err) < 0);
     CHECK_CONTAINS(err, "remove cgroup");
     kill(child, SIGKILL);
     helper_wait(child, mono_s() + 5);
-    CHECK_OK(topo_cgroup_run_remove(&cgroup, run_id, err, sizeof err));
+    CHECK_OK(emu_cgroup_run_remove(&cgroup, run_id, err, sizeof err));
     CHECK_MSG(stat(run_path, &st) < 0 && errno == ENOENT, "%s is still there", run_path);
-    CHECK_OK(topo_cgroup_run_remove(&cgroup, run_id, err, sizeof err)); /* nothing left: ok */
+    CHECK_OK(emu_cgroup_run_remove(&cgroup, run_id, err, sizeof err)); /* nothing left: ok */
 
-    CHECK(topo_cgroup_run_create(&cgroup, "../escape", err, sizeof err) < 0);
+    CHECK(emu_cgroup_run_create(&cgroup, "../escape", err, sizeof err) < 0);
     CHECK_CONTAINS(err, "bad run name \"../escape\"");
     return check_report();
 }

@@ -22,7 +22,7 @@ static char err[512], out[65536];
 #define CHECK_OK(call) CHECK_MSG((call) == 0, "%s", err)
 
 struct pair {
-    struct topo_netns a, b;
+    struct emu_netns a, b;
     int a_if, b_if;
 };
 
@@ -33,20 +33,20 @@ static uint32_t ip(const char *text)
 
 static int pair_create(struct pair *p)
 {
-    struct topo_nl_veth_end a = {.name = "hn-h4-a0"}, b = {.name = "hn-h4-b0"};
-    unsigned flags = TOPO_NETNS_LO_UP | TOPO_NETNS_NO_IPV6;
+    struct emu_nl_veth_end a = {.name = "hn-h4-a0"}, b = {.name = "hn-h4-b0"};
+    unsigned flags = EMU_NETNS_LO_UP | EMU_NETNS_NO_IPV6;
 
-    if (topo_netns_create(&p->a, flags, err, sizeof err) < 0 ||
-        topo_netns_create(&p->b, flags, err, sizeof err) < 0)
+    if (emu_netns_create(&p->a, flags, err, sizeof err) < 0 ||
+        emu_netns_create(&p->b, flags, err, sizeof err) < 0)
         return -1;
     a.ns_fd = p->a.fd;
     b.ns_fd = p->b.fd;
-    a.ifindex = p->a_if = topo_netns_ifindex_alloc(&p->a);
-    b.ifindex = p->b_if = topo_netns_ifindex_alloc(&p->b);
-    if (topo_nl_veth_add(p->a.sock, &a, &b, 1500, 1, err, sizeof err) < 0 ||
-        topo_nl_addr_add(p->a.sock, p->a_if, ip("10.253.0.1"), 30, "hn-h4-a0", err, sizeof err) ||
-        topo_nl_interface_up(p->b.sock, p->b_if, "hn-h4-b0", ip("10.253.0.2"), 30, err,
-                             sizeof err) < 0)
+    a.ifindex = p->a_if = emu_netns_ifindex_alloc(&p->a);
+    b.ifindex = p->b_if = emu_netns_ifindex_alloc(&p->b);
+    if (emu_nl_veth_add(p->a.sock, &a, &b, 1500, 1, err, sizeof err) < 0 ||
+        emu_nl_addr_add(p->a.sock, p->a_if, ip("10.253.0.1"), 30, "hn-h4-a0", err, sizeof err) ||
+        emu_nl_interface_up(p->b.sock, p->b_if, "hn-h4-b0", ip("10.253.0.2"), 30, err, sizeof err) <
+            0)
         return -1;
     return 0;
 }
@@ -56,10 +56,10 @@ static int pair_shape(struct pair *p, const struct topo_shape_plan *from,
                       const struct topo_shape_plan *to)
 {
     if (!from)
-        return topo_nl_shape_apply(p->a.sock, p->a_if, "hn-h4-a0", to, err, sizeof err) ||
-               topo_nl_shape_apply(p->b.sock, p->b_if, "hn-h4-b0", to, err, sizeof err);
-    return topo_nl_shape_change(p->a.sock, p->a_if, "hn-h4-a0", from, to, err, sizeof err) ||
-           topo_nl_shape_change(p->b.sock, p->b_if, "hn-h4-b0", from, to, err, sizeof err);
+        return emu_nl_shape_apply(p->a.sock, p->a_if, "hn-h4-a0", to, err, sizeof err) ||
+               emu_nl_shape_apply(p->b.sock, p->b_if, "hn-h4-b0", to, err, sizeof err);
+    return emu_nl_shape_change(p->a.sock, p->a_if, "hn-h4-a0", from, to, err, sizeof err) ||
+           emu_nl_shape_change(p->b.sock, p->b_if, "hn-h4-b0", from, to, err, sizeof err);
 }
 
 static struct topo_shape_plan plan_for(uint64_t rate_bps, enum topo_shape_root root)
@@ -97,8 +97,8 @@ int main(void)
     tbf100 = plan_for(100000000, TOPO_SHAPE_ROOT_TBF);
 
     CHECK_OK(pair_create(&p));
-    inodes[0] = topo_netns_inode(p.a.fd);
-    inodes[1] = topo_netns_inode(p.b.fd);
+    inodes[0] = emu_netns_inode(p.a.fd);
+    inodes[1] = emu_netns_inode(p.b.fd);
 
     CHECK_OK(pair_shape(&p, NULL, &htb100));
     expect_goodput(&p, "HTB 100 Mbit/s", 100000000);
@@ -108,17 +108,17 @@ int main(void)
     expect_goodput(&p, "HTB 30 Mbit/s (changed)", 30000000);
     CHECK_OK(pair_shape(&p, &htb30, &tbf100)); /* a different tree */
     expect_goodput(&p, "TBF 100 Mbit/s (replaced)", 100000000);
-    CHECK_OK(topo_nl_shape_clear(p.a.sock, p.a_if, "hn-h4-a0", err, sizeof err));
-    CHECK_OK(topo_nl_shape_clear(p.a.sock, p.a_if, "hn-h4-a0", err, sizeof err)); /* no tree: ok */
+    CHECK_OK(emu_nl_shape_clear(p.a.sock, p.a_if, "hn-h4-a0", err, sizeof err));
+    CHECK_OK(emu_nl_shape_clear(p.a.sock, p.a_if, "hn-h4-a0", err, sizeof err)); /* no tree: ok */
 
     /* A fresh 1 Gbit/s tree, applied rather than changed into. A second
      * tree on a shaped interface is refused, naming it, and the tree that
      * was there keeps shaping: one measurement proves both (a refusal that
      * removed the tree leaves the veth unshaped, several Gbit/s; one that
      * replaced it, 100 Mbit/s; a fresh tree shaping wrong, not 1 Gbit/s). */
-    CHECK_OK(topo_nl_shape_clear(p.b.sock, p.b_if, "hn-h4-b0", err, sizeof err));
+    CHECK_OK(emu_nl_shape_clear(p.b.sock, p.b_if, "hn-h4-b0", err, sizeof err));
     CHECK_OK(pair_shape(&p, NULL, &htb1g));
-    CHECK(topo_nl_shape_apply(p.a.sock, p.a_if, "hn-h4-a0", &htb100, err, sizeof err) < 0);
+    CHECK(emu_nl_shape_apply(p.a.sock, p.a_if, "hn-h4-a0", &htb100, err, sizeof err) < 0);
     CHECK_CONTAINS(err, "shape hn-h4-a0: qdisc htb (handle 1:): File exists");
     expect_goodput(&p, "HTB 1 Gbit/s (fresh, kept)", 1000000000);
 
@@ -132,8 +132,8 @@ int main(void)
            (got / topo_shape_tcp_goodput_bps(4000000000ULL, 1500) - 1) * 100);
     CHECK_MSG(got > 2e9, "4 Gbit/s link carried only %.2f Mbit/s", got / 1e6);
 
-    topo_netns_close(&p.a);
-    topo_netns_close(&p.b);
+    emu_netns_close(&p.a);
+    emu_netns_close(&p.b);
     CHECK(helper_namespaces_held(inodes, 2) == 0);
     return check_report();
 }

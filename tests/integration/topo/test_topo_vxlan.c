@@ -1,7 +1,7 @@
 /* test_topo_vxlan.c — a cross-machine link as a kernel VXLAN device (label
  * netns, root; issue 20). Two "machine" namespaces joined by an underlay
  * veth (10.250.0.1 and .2), a node namespace on each, and one VXLAN link
- * (VNI 4242) between the nodes made by topo_nl_vxlan_add from each
+ * (VNI 4242) between the nodes made by emu_nl_vxlan_add from each
  * machine's socket, shaped with HTB at both ends like any link:
  *   - an underlay of MTU 1500 is refused in one line, and nothing is made;
  *   - the device is in the node's namespace with the VNI, remote, local,
@@ -32,7 +32,7 @@ static char err[512], out[65536];
 
 /* One side: a machine with its underlay end, and its node. */
 struct side {
-    struct topo_netns machine, node;
+    struct emu_netns machine, node;
     int underlay_if, vxlan_if;
     const char *underlay_name, *vxlan_name, *underlay_addr, *node_addr;
 };
@@ -44,41 +44,41 @@ static uint32_t ip(const char *text)
 
 static int underlay_create(struct side *a, struct side *b, unsigned mtu)
 {
-    struct topo_nl_veth_end ea = {.ns_fd = a->machine.fd, .name = a->underlay_name};
-    struct topo_nl_veth_end eb = {.ns_fd = b->machine.fd, .name = b->underlay_name};
+    struct emu_nl_veth_end ea = {.ns_fd = a->machine.fd, .name = a->underlay_name};
+    struct emu_nl_veth_end eb = {.ns_fd = b->machine.fd, .name = b->underlay_name};
 
-    ea.ifindex = a->underlay_if = topo_netns_ifindex_alloc(&a->machine);
-    eb.ifindex = b->underlay_if = topo_netns_ifindex_alloc(&b->machine);
-    if (topo_nl_veth_add(a->machine.sock, &ea, &eb, mtu, 1, err, sizeof err) < 0 ||
-        topo_nl_addr_add(a->machine.sock, a->underlay_if, ip(a->underlay_addr), 24,
-                         a->underlay_name, err, sizeof err) < 0)
+    ea.ifindex = a->underlay_if = emu_netns_ifindex_alloc(&a->machine);
+    eb.ifindex = b->underlay_if = emu_netns_ifindex_alloc(&b->machine);
+    if (emu_nl_veth_add(a->machine.sock, &ea, &eb, mtu, 1, err, sizeof err) < 0 ||
+        emu_nl_addr_add(a->machine.sock, a->underlay_if, ip(a->underlay_addr), 24, a->underlay_name,
+                        err, sizeof err) < 0)
         return -1;
-    return topo_nl_interface_up(b->machine.sock, b->underlay_if, b->underlay_name,
-                                ip(b->underlay_addr), 24, err, sizeof err);
+    return emu_nl_interface_up(b->machine.sock, b->underlay_if, b->underlay_name,
+                               ip(b->underlay_addr), 24, err, sizeof err);
 }
 
-static struct topo_nl_vxlan vxlan_of(struct side *self, const struct side *other)
+static struct emu_nl_vxlan vxlan_of(struct side *self, const struct side *other)
 {
-    struct topo_nl_vxlan vxlan = {.name = self->vxlan_name,
-                                  .node_ns_fd = self->node.fd,
-                                  .vni = VNI,
-                                  .local = ip(self->underlay_addr),
-                                  .remote = ip(other->underlay_addr),
-                                  .underlay_ifindex = self->underlay_if};
+    struct emu_nl_vxlan vxlan = {.name = self->vxlan_name,
+                                 .node_ns_fd = self->node.fd,
+                                 .vni = VNI,
+                                 .local = ip(self->underlay_addr),
+                                 .remote = ip(other->underlay_addr),
+                                 .underlay_ifindex = self->underlay_if};
     return vxlan;
 }
 
 /* Both ends made, addressed, up and shaped alike. */
 static int link_create(struct side *s, const struct side *other, const struct topo_shape_plan *plan)
 {
-    struct topo_nl_vxlan vxlan = vxlan_of(s, other);
+    struct emu_nl_vxlan vxlan = vxlan_of(s, other);
 
-    vxlan.ifindex = s->vxlan_if = topo_netns_ifindex_alloc(&s->node);
-    if (topo_nl_vxlan_add(s->machine.sock, &vxlan, s->underlay_name, err, sizeof err) < 0 ||
-        topo_nl_interface_up(s->node.sock, s->vxlan_if, s->vxlan_name, ip(s->node_addr), 30, err,
-                             sizeof err) < 0)
+    vxlan.ifindex = s->vxlan_if = emu_netns_ifindex_alloc(&s->node);
+    if (emu_nl_vxlan_add(s->machine.sock, &vxlan, s->underlay_name, err, sizeof err) < 0 ||
+        emu_nl_interface_up(s->node.sock, s->vxlan_if, s->vxlan_name, ip(s->node_addr), 30, err,
+                            sizeof err) < 0)
         return -1;
-    return topo_nl_shape_apply(s->node.sock, s->vxlan_if, s->vxlan_name, plan, err, sizeof err);
+    return emu_nl_shape_apply(s->node.sock, s->vxlan_if, s->vxlan_name, plan, err, sizeof err);
 }
 
 /* Runs a command in a namespace, its output in out. */
@@ -110,10 +110,10 @@ static void expect_ping(struct side *a, struct side *b)
 
 static void expect_refused_small_underlay(struct side *a, struct side *b)
 {
-    struct topo_nl_vxlan vxlan = vxlan_of(a, b);
+    struct emu_nl_vxlan vxlan = vxlan_of(a, b);
 
-    vxlan.ifindex = topo_netns_ifindex_alloc(&a->node);
-    CHECK(topo_nl_vxlan_add(a->machine.sock, &vxlan, a->underlay_name, err, sizeof err) < 0);
+    vxlan.ifindex = emu_netns_ifindex_alloc(&a->node);
+    CHECK(emu_nl_vxlan_add(a->machine.sock, &vxlan, a->underlay_name, err, sizeof err) < 0);
     CHECK_STREQ(err, "vxlan hn-vx-a: underlay hn-u-a has MTU 1500, below the 1550 that a "
                      "1500-byte packet needs over VXLAN (50 bytes of headers): raise the "
                      "underlay's MTU");
@@ -168,12 +168,12 @@ static void expect_goodput(struct side *a, struct side *b)
 
 static void sides_create(struct side *a, struct side *b)
 {
-    unsigned flags = TOPO_NETNS_LO_UP | TOPO_NETNS_NO_IPV6;
+    unsigned flags = EMU_NETNS_LO_UP | EMU_NETNS_NO_IPV6;
     struct side *both[] = {a, b};
 
     for (int i = 0; i < 2; i++) {
-        CHECK_OK(topo_netns_create(&both[i]->machine, flags, err, sizeof err));
-        CHECK_OK(topo_netns_create(&both[i]->node, flags, err, sizeof err));
+        CHECK_OK(emu_netns_create(&both[i]->machine, flags, err, sizeof err));
+        CHECK_OK(emu_netns_create(&both[i]->node, flags, err, sizeof err));
     }
 }
 
@@ -196,8 +196,8 @@ int main(void)
         CHECK_SKIP("iperf3, ss (iproute2) or ping is not installed");
     CHECK_OK(topo_shape_plan(&request, 0, &plan, err, sizeof err));
     sides_create(&a, &b);
-    inodes[0] = topo_netns_inode(a.machine.fd), inodes[1] = topo_netns_inode(a.node.fd);
-    inodes[2] = topo_netns_inode(b.machine.fd), inodes[3] = topo_netns_inode(b.node.fd);
+    inodes[0] = emu_netns_inode(a.machine.fd), inodes[1] = emu_netns_inode(a.node.fd);
+    inodes[2] = emu_netns_inode(b.machine.fd), inodes[3] = emu_netns_inode(b.node.fd);
 
     CHECK_OK(underlay_create(&a, &b, 1500));
     expect_refused_small_underlay(&a, &b);
@@ -218,8 +218,8 @@ int main(void)
     expect_no_tcp_on_underlay(&a, &b);
     expect_goodput(&a, &b);
 
-    topo_netns_close(&a.node), topo_netns_close(&a.machine);
-    topo_netns_close(&b.node), topo_netns_close(&b.machine);
+    emu_netns_close(&a.node), emu_netns_close(&a.machine);
+    emu_netns_close(&b.node), emu_netns_close(&b.machine);
     CHECK(helper_namespaces_held(inodes, 4) == 0);
     CHECK(!helper_host_has_link("hn-vx-a") && !helper_host_has_link("hn-u-a"));
     return check_report();
