@@ -4,6 +4,7 @@
 #include "proto/msgmap.h"
 #include "proto/protocol.h"
 #include "proto/link_keys.h"
+#include "proto/linkd_methods.h"
 #include "topo/shape.h"
 
 #include <stdio.h>
@@ -144,8 +145,8 @@ int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a
     struct add_call *c = malloc(sizeof *c);
     if (!c) return snprintf(err, errlen, "out of memory"), -1;
     *c = (struct add_call){cb, ctx};
-    if (peer_client_call(lc->pc, "link_add", lc->buf.data, lc->buf.size, on_add_reply, c, err,
-                         errlen) < 0) {
+    if (peer_client_call(lc->pc, LINKD_METHOD_LINK_ADD, lc->buf.data, lc->buf.size, on_add_reply, c,
+                         err, errlen) < 0) {
         free(c);
         return -1;
     }
@@ -160,7 +161,8 @@ int linkd_client_drop_root(struct linkd_client *lc, uid_t uid, gid_t gid, peer_r
     msgmap_u64(&m, "uid", (uint32_t)uid);
     msgmap_u64(&m, "gid", (uint32_t)gid);
     if (set_params(lc, &m, err, errlen) < 0) return -1;
-    return peer_client_call(lc->pc, "drop_root", lc->buf.data, lc->buf.size, cb, ctx, err, errlen);
+    return peer_client_call(lc->pc, LINKD_METHOD_DROP_ROOT, lc->buf.data, lc->buf.size, cb, ctx,
+                            err, errlen);
 }
 
 /* ---- run-time requests ---- */
@@ -197,7 +199,7 @@ int linkd_client_link_set_dir(struct linkd_client *lc, int id, int dir,
         if (!msgmap_end(&one, &m.pk)) m.buf.failed = true;
     }
     if (set_params(lc, &m, err, errlen) < 0) return -1;
-    return call(lc, "link_set", cb, ctx, err, errlen);
+    return call(lc, LINKD_METHOD_LINK_SET, cb, ctx, err, errlen);
 }
 
 int linkd_client_link_schedule(struct linkd_client *lc, int id, int dir, const uint64_t *at_us,
@@ -214,7 +216,7 @@ int linkd_client_link_schedule(struct linkd_client *lc, int id, int dir, const u
     for (size_t i = 0; i < n; i++)
         msgpack_pack_uint64(&m.pk, at_us[i]);
     if (set_params(lc, &m, err, errlen) < 0) return -1;
-    return call(lc, "link_schedule", cb, ctx, err, errlen);
+    return call(lc, LINKD_METHOD_LINK_SCHEDULE, cb, ctx, err, errlen);
 }
 
 static int call_with_id(struct linkd_client *lc, const char *method, int id, peer_reply_fn cb,
@@ -230,13 +232,14 @@ static int call_with_id(struct linkd_client *lc, const char *method, int id, pee
 int linkd_client_link_updown(struct linkd_client *lc, int id, bool up, peer_reply_fn cb, void *ctx,
                              char *err, size_t errlen)
 {
-    return call_with_id(lc, up ? "link_up" : "link_down", id, cb, ctx, err, errlen);
+    return call_with_id(lc, up ? LINKD_METHOD_LINK_UP : LINKD_METHOD_LINK_DOWN, id, cb, ctx, err,
+                        errlen);
 }
 
 int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, void *ctx, char *err,
                             size_t errlen)
 {
-    return call_with_id(lc, "link_stats", id, cb, ctx, err, errlen);
+    return call_with_id(lc, LINKD_METHOD_LINK_STATS, id, cb, ctx, err, errlen);
 }
 
 int linkd_client_stats_all(struct linkd_client *lc, peer_reply_fn cb, void *ctx, char *err,
@@ -246,7 +249,7 @@ int linkd_client_stats_all(struct linkd_client *lc, peer_reply_fn cb, void *ctx,
     msgmap_init(&m);
     msgmap_bool(&m, "reset_peak", true);
     if (set_params(lc, &m, err, errlen) < 0) return -1;
-    return call(lc, "link_stats_all", cb, ctx, err, errlen);
+    return call(lc, LINKD_METHOD_LINK_STATS_ALL, cb, ctx, err, errlen);
 }
 
 /* ---- lifecycle ---- */

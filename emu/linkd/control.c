@@ -4,6 +4,7 @@
 #include "proto/msgmap.h"
 #include "common/privdrop.h"
 #include "proto/link_keys.h"
+#include "proto/linkd_methods.h"
 #include "emu/linkd/tap.h"
 
 #include <errno.h>
@@ -534,16 +535,16 @@ static const struct control_method {
     const char *name;
     control_handler handler;
 } control_methods[] = {
-    {"ping", on_ping},
-    {"link_add", on_link_add},
-    {"link_set", on_link_set},
-    {"link_schedule", on_link_schedule},
-    {"link_down", on_link_down},
-    {"link_up", on_link_up},
-    {"link_stats", on_link_stats},
-    {"link_stats_all", on_link_stats_all},
-    {"link_del", on_link_del},
-    {"drop_root", on_drop_root},
+    {LINKD_METHOD_PING, on_ping},
+    {LINKD_METHOD_LINK_ADD, on_link_add},
+    {LINKD_METHOD_LINK_SET, on_link_set},
+    {LINKD_METHOD_LINK_SCHEDULE, on_link_schedule},
+    {LINKD_METHOD_LINK_DOWN, on_link_down},
+    {LINKD_METHOD_LINK_UP, on_link_up},
+    {LINKD_METHOD_LINK_STATS, on_link_stats},
+    {LINKD_METHOD_LINK_STATS_ALL, on_link_stats_all},
+    {LINKD_METHOD_LINK_DEL, on_link_del},
+    {LINKD_METHOD_DROP_ROOT, on_drop_root},
 };
 
 static const struct control_method *control_method_find(const char *name, uint32_t len)

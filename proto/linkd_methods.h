@@ -1,0 +1,16 @@
+/* linkd_methods.h — the one list of hiernet-linkd's control methods, as
+ * the controller (controller/linkd_client.c) calls them and linkd
+ * (emu/linkd/control.c) dispatches them, so a method is named once.
+ * Macros only: any module may include it. */
+#pragma once
+
+#define LINKD_METHOD_PING "ping"
+#define LINKD_METHOD_LINK_ADD "link_add"
+#define LINKD_METHOD_LINK_SET "link_set"
+#define LINKD_METHOD_LINK_SCHEDULE "link_schedule"
+#define LINKD_METHOD_LINK_DOWN "link_down"
+#define LINKD_METHOD_LINK_UP "link_up"
+#define LINKD_METHOD_LINK_STATS "link_stats"
+#define LINKD_METHOD_LINK_STATS_ALL "link_stats_all"
+#define LINKD_METHOD_LINK_DEL "link_del"
+#define LINKD_METHOD_DROP_ROOT "drop_root"
