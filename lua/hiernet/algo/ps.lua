@@ -294,12 +294,12 @@ function Engine.new(J, policy, servers)
     -- took may count, so they go through slots.
     direct_add = policy.direct_add and not J.o.compress and J.on_failure ~= "drop",
     signals = {}, consumed = {}, parked = {}, fresh = {}, worker_version = {}, rows = {},
-    pull_ms = {}, pull_bytes = {}, task_running = {}, running = 0, apply_ms = 0,
+    pull_ms = {}, pull_bytes = {}, task_running = {}, apply_ms = 0,
   }, Engine)
   E.sync = ps.sync(policy, n, function(i) return J:alive(i) end)
   for i = 1, n do
     E.signals[i] = new_signal()
-    E.consumed[i] = true
+    E.consumed[i], E.rows[i] = true, {}
   end
   if policy.momentum_server then
     -- The momentum sums a geometric series: a steady update u would move w
@@ -523,11 +523,13 @@ function Engine:wake_all()
   for i = 1, self.n do self.signals[i].signal() end
 end
 
--- The server task: pushes in completion order until every worker is done.
+-- The server task: pushes in completion order until every worker's task
+-- has ended (run_engine's "end", after the workers' last events).
 function Engine:serve()
   local J, sync = self.J, self.sync
-  while self.running > 0 do
+  while true do
     local ev = self.events:pop()
+    if ev.kind == "end" then return end
     if ev.kind == "push" and not J:stopped() then
       self:on_push(ev)
     elseif ev.kind == "push" then
@@ -635,62 +637,52 @@ function Engine:wait_back(i)
   end
 end
 
--- Worker i's task. A failed command is the worker's failure (on_failure =
--- "drop" goes on without it), unless a fault took the worker away meanwhile
--- (Job:watch_faults): then it waits to be back and pulls the current model.
-function Engine:work(i)
+-- Worker i's step on the job's frame (J:worker_loops): wait for the
+-- policy, write the rows settled meanwhile, then pull, compute and push.
+function Engine:work_step(i)
   local J = self.J
-  self.task_running[i] = true
-  self.rows[i] = self.rows[i] or {}
-  while not J:stopped() do
-    if not J:alive(i) then
-      if J.killed[i] or J.dead[i] then break end
-      self:wait_back(i)
-    else
-      local ok, err = pcall(function()
-        local wait_ms = self:wait_for_start(i)
-        self:write_rows(i)
-        if J:stopped() or not J:alive(i) then return end
-        table.insert(self.rows[i], self:step(i, wait_ms))
-      end)
-      if not ok and J:alive(i) then
-        local handled, raised = pcall(J.worker_failed, J, i, err)
-        if not handled then
-          self.failure = self.failure or raised
-          J:stop("error")
-        end
-        self.sync:set_alive_count(J:alive_count())
-        self.events:push{ kind = "dead", worker = i }
-        break
-      elseif not ok then
-        self.consumed[i], self.fresh[i] = true, false -- a step cut short: pull before the next
-      end
-    end
-  end
-  self:write_rows(i, true)
-  self.task_running[i] = false
-  self.running = self.running - 1
-  self.events:push{ kind = "done", worker = i }
+  local wait_ms = self:wait_for_start(i)
+  self:write_rows(i)
+  if J:stopped() or not J:alive(i) then return end
+  table.insert(self.rows[i], self:step(i, wait_ms))
 end
 
-function Engine:spawn_worker(i)
-  self.running = self.running + 1
-  self.task_running[i] = true
-  hn.spawn(function() self:work(i) end)
+-- A live worker's failed command is its failure (on_failure = "drop" goes
+-- on without it; otherwise the training stops and the error is raised once
+-- the server has taken every push): the server's round counts who is left.
+function Engine:worker_failed(i, err)
+  local J = self.J
+  local handled, raised = pcall(J.worker_failed, J, i, err)
+  if not handled then
+    self.failure = self.failure or raised
+    J:stop("error")
+  end
+  self.sync:set_alive_count(J:alive_count())
+  self.events:push{ kind = "dead", worker = i }
+end
+
+-- A step a fault cut short (the worker is away): it pulls before the next.
+function Engine:cut_short(i)
+  self.consumed[i], self.fresh[i] = true, false
+end
+
+-- Worker i's task ended: its last rows, and the server hears of it.
+function Engine:worker_done(i)
+  self:write_rows(i, true)
+  self.events:push{ kind = "done", worker = i }
 end
 
 -- A fault took worker i away, or it is back (Job:watch_faults). Away: the
 -- transfers between it and the servers will never be acknowledged, so they
 -- are aborted on both ends and the tasks waiting for them move on; the
 -- server's round counts the live workers only. Back: it pulls the current
--- model (and gets a new task when it was restarted).
+-- model (a restarted one gets a new task from the frame, J:worker_loops).
 function Engine:on_fault(i, back)
   local w = self.J.workers[i]
   self.sync:set_alive_count(self.J:alive_count())
   if back then
     self.fresh[i] = false
     self.consumed[i] = true
-    if not self.task_running[i] and not self.J:stopped() then self:spawn_worker(i) end
   else
     self.J:abort_between(w, self.servers)
   end
@@ -821,17 +813,32 @@ local function check_summary(policy)
   end
 end
 
--- Runs the workers and the server until a stop condition holds; the server
--- task ends once every worker task has (a restarted worker gets a new one).
+-- Runs the workers on the job's frame and the server until a stop
+-- condition holds; the server task ends once every worker task has (a
+-- restarted worker gets a new one). An error of the server stops the job
+-- (a waiting worker sees the stop) and is raised first.
 local function run_engine(E)
-  local server_task = hn.spawn(function() E:serve() end)
-  for i = 1, E.n do E:spawn_worker(i) end
-  local ok, err = pcall(server_task.wait, server_task)
-  if not ok then
-    E.J:stop("error")
-    error(err, 0)
-  end
-  if E.J.fault_error then error(E.J.fault_error, 0) end
+  local J = E.J
+  local server_task = hn.spawn(function()
+    local ok, err = pcall(E.serve, E)
+    if not ok then
+      E.server_error = err
+      J:stop("error")
+      E:wake_all()
+    end
+  end)
+  local ok, err = pcall(J.worker_loops, J, {
+    own_steps = true, running = E.task_running,
+    step = function(i) E:work_step(i) end,
+    away = function(i) E:wait_back(i) end,
+    cut_short = function(i) E:cut_short(i) end,
+    failed = function(i, e) E:worker_failed(i, e) end,
+    finished = function(i) E:worker_done(i) end,
+  })
+  E.events:push{ kind = "end" }
+  server_task:wait()
+  if E.server_error then error(E.server_error, 0) end
+  if not ok then error(err, 0) end -- a synchronous job's fault (J.fault_error)
   if E.failure then error(E.failure, 0) end
 end
 
