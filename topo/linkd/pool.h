@@ -9,6 +9,7 @@
  * back with linkd_pool_put. */
 #pragma once
 
+#include "common/fifo.h"
 #include "topo/linkd/timerq.h"
 
 #include <stdbool.h>
@@ -23,7 +24,8 @@
 
 struct linkd_packet {
     struct linkd_timerq_node node; /* position in the delay line */
-    struct linkd_packet *next;     /* queue or free list */
+    struct fifo_link link;         /* position in its direction's queue */
+    struct linkd_packet *next;     /* free list */
     int64_t arrival;               /* read from the ingress TAP, CLOCK_MONOTONIC ns */
     uint32_t len;                  /* bytes in data, virtio-net header included */
     uint32_t frame_bytes;          /* Ethernet bytes after segmentation (no FCS) */
