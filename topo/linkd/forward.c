@@ -367,8 +367,8 @@ static void dir_process(struct linkd_dir *d, int64_t now)
  * a copy or a timer. */
 static bool dir_can_cut_through(const struct linkd_dir *d)
 {
-    return !d->p.rate_bps && !d->sched.n && !d->p.delay_ns && !d->p.jitter_ns && fifo_empty(&d->queue) &&
-           !linkd_timerq_peek(&d->delay_line);
+    return !d->p.rate_bps && !d->sched.n && !d->p.delay_ns && !d->p.jitter_ns &&
+           fifo_empty(&d->queue) && !linkd_timerq_peek(&d->delay_line);
 }
 
 /* Moves the frame just read into d->spare into a buffer of its own:
