@@ -661,17 +661,6 @@ function Engine:worker_failed(i, err)
   self.events:push{ kind = "dead", worker = i }
 end
 
--- A step a fault cut short (the worker is away): it pulls before the next.
-function Engine:cut_short(i)
-  self.consumed[i], self.fresh[i] = true, false
-end
-
--- Worker i's task ended: its last rows, and the server hears of it.
-function Engine:worker_done(i)
-  self:write_rows(i, true)
-  self.events:push{ kind = "done", worker = i }
-end
-
 -- A fault took worker i away, or it is back (Job:watch_faults). Away: the
 -- transfers between it and the servers will never be acknowledged, so they
 -- are aborted on both ends and the tasks waiting for them move on; the
@@ -831,9 +820,13 @@ local function run_engine(E)
     own_steps = true, running = E.task_running,
     step = function(i) E:work_step(i) end,
     away = function(i) E:wait_back(i) end,
-    cut_short = function(i) E:cut_short(i) end,
+    -- a step a fault cut short (the worker is away): it pulls before the next
+    cut_short = function(i) E.consumed[i], E.fresh[i] = true, false end,
     failed = function(i, e) E:worker_failed(i, e) end,
-    finished = function(i) E:worker_done(i) end,
+    finished = function(i) -- its last rows, and the server hears of the end
+      E:write_rows(i, true)
+      E.events:push{ kind = "done", worker = i }
+    end,
   })
   E.events:push{ kind = "end" }
   server_task:wait()
