@@ -319,30 +319,26 @@ end
 function Engine:setup_servers()
   local J, sharded = self.J, #self.servers > 1
   self.ranges = ps.shard_ranges(J.model_size, #self.servers)
-  local tasks = {}
-  for s, server in ipairs(self.servers) do
-    tasks[s] = hn.spawn(function()
-      local offset, count, cmds = self.ranges[s][1], self.ranges[s][2], {}
-      if sharded then cmds[#cmds + 1] = J:model_tensor("w", count, offset) end
-      if not self.policy.applies_each then cmds[#cmds + 1] = J:model_tensor("acc", count, offset) end
-      if self.policy.momentum_server then cmds[#cmds + 1] = J:model_tensor("mom", count, offset) end
-      if (sharded or self.o.overlap) and not self.direct_add and not self.o.compress then
-        -- A worker sends its range of the update into its slot at offset 0,
-        -- and a range lands only in a tensor that exists: on fresh servers
-        -- the first push was refused, and a slot left by an earlier training
-        -- of another model had the wrong size. With overlap every push is
-        -- ranges (one per bucket) into the worker's slot.
-        for i = 1, self.n do cmds[#cmds + 1] = J:model_tensor(slot_name(i), count, offset) end
-      end
-      for first = 1, #cmds, BATCH_MAX do -- one slot per worker: may be more than a batch holds
-        server:batch(table.move(cmds, first, math.min(#cmds, first + BATCH_MAX - 1), 1, {}))
-      end
-      if sharded then -- the shard of the one initial model, made on the first worker
-        J.workers[1]:send{ tensor = J.model_name, to = server, as = "w", range = self.ranges[s], at = 0 }
-      end
-    end)
-  end
-  hn.wait_all(tasks)
+  job.each(self.servers, function(s, server)
+    local offset, count, cmds = self.ranges[s][1], self.ranges[s][2], {}
+    if sharded then cmds[#cmds + 1] = J:model_tensor("w", count, offset) end
+    if not self.policy.applies_each then cmds[#cmds + 1] = J:model_tensor("acc", count, offset) end
+    if self.policy.momentum_server then cmds[#cmds + 1] = J:model_tensor("mom", count, offset) end
+    if (sharded or self.o.overlap) and not self.direct_add and not self.o.compress then
+      -- A worker sends its range of the update into its slot at offset 0,
+      -- and a range lands only in a tensor that exists: on fresh servers
+      -- the first push was refused, and a slot left by an earlier training
+      -- of another model had the wrong size. With overlap every push is
+      -- ranges (one per bucket) into the worker's slot.
+      for i = 1, self.n do cmds[#cmds + 1] = J:model_tensor(slot_name(i), count, offset) end
+    end
+    for first = 1, #cmds, BATCH_MAX do -- one slot per worker: may be more than a batch holds
+      server:batch(table.move(cmds, first, math.min(#cmds, first + BATCH_MAX - 1), 1, {}))
+    end
+    if sharded then -- the shard of the one initial model, made on the first worker
+      J.workers[1]:send{ tensor = J.model_name, to = server, as = "w", range = self.ranges[s], at = 0 }
+    end
+  end)
   self.base = {}
   for s, server in ipairs(self.servers) do self.base[s] = server:norm{ x = "w" }.version end
   for i = 1, self.n do self.worker_version[i], self.fresh[i] = 0, true end
@@ -361,13 +357,9 @@ end
 function Engine:take_push(p, kind, weight)
   if kind == "drop" or (kind == "fresh" and (self.direct_add or self.policy.applies_each)) then return end
   local into = kind == "fresh" and "acc" or self.policy.merge_into
-  local tasks = {}
-  for s, server in ipairs(self.servers) do
-    tasks[s] = hn.spawn(function()
-      worker.accumulate(server, slot_name(p.worker), into, weight, self.o.compress)
-    end)
-  end
-  hn.wait_all(tasks)
+  job.each(self.servers, function(_, server)
+    worker.accumulate(server, slot_name(p.worker), into, weight, self.o.compress)
+  end)
 end
 
 -- ||sum of the aggregated updates||^2 over every server's range.
@@ -443,33 +435,30 @@ function Engine:apply()
   end
   local version = self.sync.S.version
   local nodes, ids = self:workers_to_send()
-  local sent, tasks = {}, {}
-  for s, server in ipairs(self.servers) do
-    tasks[s] = hn.spawn(function()
-      local cmds, writes_w = self:apply_commands(s, k, members, nodes)
-      local ok, r = pcall(server.batch, server, cmds)
-      if not ok then
-        -- The model's sending failed when a fault took a receiver away (the
-        -- update itself, before it, was applied): who did not get it pulls.
-        if #nodes == 0 or not tostring(r):find("command " .. #cmds .. " (send)", 1, true)
-            or J:alive_count() == #J.workers then
-          error(r, 0)
-        end
-        for _, i in ipairs(ids) do self.fresh[i] = false end
-        ids, sent[s] = {}, false
-        return
+  local sent = {}
+  job.each(self.servers, function(s, server)
+    local cmds, writes_w = self:apply_commands(s, k, members, nodes)
+    local ok, r = pcall(server.batch, server, cmds)
+    if not ok then
+      -- The model's sending failed when a fault took a receiver away (the
+      -- update itself, before it, was applied): who did not get it pulls.
+      if #nodes == 0 or not tostring(r):find("command " .. #cmds .. " (send)", 1, true)
+          or J:alive_count() == #J.workers then
+        error(r, 0)
       end
-      local res = r.results
-      local v = self:version_of(s, res[writes_w].version)
-      if v ~= version then
-        error(string.format("ps: server %s holds model version %d, expected %d (something else wrote 'w')",
-                            server.name, v, version), 0)
-      end
-      sent[s] = res[#res]
-      for c = 1, (#nodes > 0) and #res - 1 or #res do self.apply_ms = self.apply_ms + res[c].ms end
-    end)
-  end
-  hn.wait_all(tasks)
+      for _, i in ipairs(ids) do self.fresh[i] = false end
+      ids, sent[s] = {}, false
+      return
+    end
+    local res = r.results
+    local v = self:version_of(s, res[writes_w].version)
+    if v ~= version then
+      error(string.format("ps: server %s holds model version %d, expected %d (something else wrote 'w')",
+                          server.name, v, version), 0)
+    end
+    sent[s] = res[#res]
+    for c = 1, (#nodes > 0) and #res - 1 or #res do self.apply_ms = self.apply_ms + res[c].ms end
+  end)
   local bytes = 0
   for s = 1, #self.servers do bytes = bytes + ((#ids > 0 and sent[s]) and sent[s].bytes or 0) end
   for _, i in ipairs(ids) do
@@ -566,16 +555,13 @@ function Engine:pull(i)
     return current, ms, bytes
   end
   local w, J = self.J.workers[i], self.J
-  local tasks, version, ms, bytes = {}, math.huge, 0, 0
-  for s, server in ipairs(self.servers) do
-    tasks[s] = hn.spawn(function()
-      local r = server:send{ tensor = "w", to = w, as = J.model_name,
-                             at = #self.servers > 1 and self.ranges[s][1] or nil }
-      version = math.min(version, self:version_of(s, r.version))
-      ms, bytes = math.max(ms, r.ms), bytes + r.bytes
-    end)
-  end
-  hn.wait_all(tasks)
+  local version, ms, bytes = math.huge, 0, 0
+  job.each(self.servers, function(s, server)
+    local r = server:send{ tensor = "w", to = w, as = J.model_name,
+                           at = #self.servers > 1 and self.ranges[s][1] or nil }
+    version = math.min(version, self:version_of(s, r.version))
+    ms, bytes = math.max(ms, r.ms), bytes + r.bytes
+  end)
   self.worker_version[i], self.fresh[i] = version, true
   return version, ms, bytes
 end
