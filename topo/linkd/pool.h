@@ -9,12 +9,13 @@
  * back with linkd_pool_put. */
 #pragma once
 
-#include "common/fifo.h"
 #include "topo/linkd/timerq.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "common/fifo.h" /* struct fifo_link, which every packet embeds */
 
 /* A small buffer holds the 10-byte virtio-net header, a VLAN-tagged 1500-byte
  * frame and slack; a large one the biggest GSO frame tun hands out (64 KiB IP
