@@ -1,5 +1,6 @@
 /* common/fifo.h: the one intrusive FIFO queue (the peer's worker jobs and
- * data-plane sends, the Lua scheduler's ready tasks). An item embeds a
+ * data-plane sends, the Lua scheduler's ready tasks, hiernet-linkd's
+ * frames waiting for a direction's transmitter). An item embeds a
  * struct fifo_link and is recovered from it with container_of, so queueing
  * allocates nothing and cannot fail. Header only; owns nothing (the items
  * stay their queuer's); no locking (callers that share a queue lock it). */

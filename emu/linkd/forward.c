@@ -183,7 +183,7 @@ static bool dir_queue_full(const struct linkd_dir *d, const struct linkd_packet 
 {
     /* An empty queue takes any frame, so a GSO frame of more segments than
      * the limit cannot wedge the link. */
-    if (!d->q_head) return false;
+    if (fifo_empty(&d->queue)) return false;
     if (d->p.queue && d->q_packets + pkt->segs > d->p.queue) return true;
     return d->p.queue_bytes && d->q_bytes + pkt->frame_bytes > d->p.queue_bytes;
 }
@@ -206,14 +206,16 @@ static void dir_mark_congestion(struct linkd_dir *d, struct linkd_packet *pkt)
         d->c.marked += pkt->segs;
 }
 
+/* The oldest queued frame, left queued; NULL when the queue is empty. */
+static struct linkd_packet *dir_head(const struct linkd_dir *d)
+{
+    struct fifo_link *first = fifo_first(&d->queue);
+    return first ? container_of(first, struct linkd_packet, link) : NULL;
+}
+
 static void dir_enqueue(struct linkd_dir *d, struct linkd_packet *pkt)
 {
-    pkt->next = NULL;
-    if (d->q_tail)
-        d->q_tail->next = pkt;
-    else
-        d->q_head = pkt;
-    d->q_tail = pkt;
+    fifo_push(&d->queue, &pkt->link);
     d->q_packets += pkt->segs;
     d->q_bytes += pkt->frame_bytes;
     if (d->q_packets > d->c.queue_peak) d->c.queue_peak = d->q_packets;
@@ -221,9 +223,7 @@ static void dir_enqueue(struct linkd_dir *d, struct linkd_packet *pkt)
 
 static struct linkd_packet *dir_dequeue(struct linkd_dir *d)
 {
-    struct linkd_packet *pkt = d->q_head;
-    d->q_head = pkt->next;
-    if (!d->q_head) d->q_tail = NULL;
+    struct linkd_packet *pkt = container_of(fifo_pop(&d->queue), struct linkd_packet, link);
     d->q_packets -= pkt->segs;
     d->q_bytes -= pkt->frame_bytes;
     return pkt;
@@ -264,7 +264,7 @@ static void dir_transmit_scheduled(struct linkd_dir *d, int64_t now);
 static void dir_transmit(struct linkd_dir *d, int64_t now)
 {
     if (d->sched.n) return dir_transmit_scheduled(d, now);
-    while (d->q_head && d->tx_free_at <= now) {
+    while (!fifo_empty(&d->queue) && d->tx_free_at <= now) {
         struct linkd_packet *pkt = dir_dequeue(d);
         int64_t start = pkt->arrival > d->tx_free_at ? pkt->arrival : d->tx_free_at;
         d->tx_free_at = start + dir_serialize_ns(d, pkt->wire_bytes);
@@ -290,8 +290,9 @@ static void dir_use_opportunity(struct linkd_dir *d, int64_t at)
 {
     struct linkd_schedule *s = &d->sched;
     uint32_t budget = LINKD_SCHEDULE_BYTES;
-    while (budget && d->q_head && d->q_head->arrival <= at) {
-        if (!s->head_left) s->head_left = packet_ip_bytes(d->q_head);
+    struct linkd_packet *head;
+    while (budget && (head = dir_head(d)) && head->arrival <= at) {
+        if (!s->head_left) s->head_left = packet_ip_bytes(head);
         uint32_t take = budget < s->head_left ? budget : s->head_left;
         s->head_left -= take;
         budget -= take;
@@ -328,10 +329,11 @@ static int64_t dir_next_event(const struct linkd_dir *d)
 {
     const struct linkd_timerq_node *n = linkd_timerq_peek(&d->delay_line);
     int64_t next = n ? n->at : INT64_MAX;
-    if (d->q_head && d->sched.n) {
+    bool queued = !fifo_empty(&d->queue);
+    if (queued && d->sched.n) {
         int64_t t = schedule_next_at(&d->sched);
         if (t < next) next = t;
-    } else if (d->q_head) {
+    } else if (queued) {
         /* Without jitter nothing serialized after tx_free_at is due before
          * tx_free_at + delay, so the transmitter may wait until then. */
         int64_t t = d->tx_free_at + (d->p.jitter_ns ? 0 : d->p.delay_ns);
@@ -365,8 +367,8 @@ static void dir_process(struct linkd_dir *d, int64_t now)
  * a copy or a timer. */
 static bool dir_can_cut_through(const struct linkd_dir *d)
 {
-    return !d->p.rate_bps && !d->sched.n && !d->p.delay_ns && !d->p.jitter_ns && !d->q_head &&
-           !linkd_timerq_peek(&d->delay_line);
+    return !d->p.rate_bps && !d->sched.n && !d->p.delay_ns && !d->p.jitter_ns &&
+           fifo_empty(&d->queue) && !linkd_timerq_peek(&d->delay_line);
 }
 
 /* Moves the frame just read into d->spare into a buffer of its own:
@@ -747,7 +749,7 @@ void linkd_link_schedule(struct linkd_link *l, int d, int64_t *at_ns, size_t n, 
 static void dir_flush(struct linkd_dir *d)
 {
     d->sched.head_left = 0;
-    while (d->q_head) {
+    while (!fifo_empty(&d->queue)) {
         struct linkd_packet *pkt = dir_dequeue(d);
         d->c.drops_down += pkt->segs;
         linkd_pool_put(&d->link->pool, pkt);

@@ -86,7 +86,10 @@ struct linkd_dir {
     struct linkd_params p;
     uint64_t rng; /* splitmix64 state */
     bool ge_bad;  /* Gilbert-Elliott state */
-    struct linkd_packet *q_head, *q_tail;
+    /* Frames waiting for the transmitter, in arrival order: a plain FIFO
+     * (common/fifo.h). The exact virtual-time schedule lives in the frames'
+     * arrival stamps and tx_free_at, not in the queue's structure. */
+    struct fifo queue;
     uint32_t q_packets;
     uint64_t q_bytes;
     int64_t tx_free_at;             /* when the transmitter finishes its current frame */

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/fifo.h" /* struct fifo_link, which every packet embeds */
+
 /* A small buffer holds the 10-byte virtio-net header, a VLAN-tagged 1500-byte
  * frame and slack; a large one the biggest GSO frame tun hands out (64 KiB IP
  * packet plus link-layer header). */
@@ -23,7 +25,8 @@
 
 struct linkd_packet {
     struct linkd_timerq_node node; /* position in the delay line */
-    struct linkd_packet *next;     /* queue or free list */
+    struct fifo_link link;         /* position in its direction's queue */
+    struct linkd_packet *next;     /* free list */
     int64_t arrival;               /* read from the ingress TAP, CLOCK_MONOTONIC ns */
     uint32_t len;                  /* bytes in data, virtio-net header included */
     uint32_t frame_bytes;          /* Ethernet bytes after segmentation (no FCS) */

@@ -7,7 +7,8 @@
 -- rather than at their timeout. J:rounds sees a change by itself and
 -- recovers once the change's aborts are answered; J:worker_loops steps
 -- every worker on its own, a worker away waits, and one that stays away
--- does not keep the job from its end.
+-- does not keep the job from its end; an engine's hooks (ps: own_steps,
+-- cut_short, failed, finished) are called as documented.
 local hn = require("hiernet")
 local job = require("hiernet.algo.job")
 local T = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "lib/algo_test.lua")
@@ -181,6 +182,42 @@ do
   T.eq(table.concat(made[2], ","), "1,2,3,4", "worker 2's steps: it goes on where it was")
   T.eq(table.concat(made[3], ","), "1,2", "worker 3's steps: none while away")
   T.eq(J.steps, 4, "J.steps: the fewest steps of a live worker")
+end
+
+-- J:worker_loops with an engine's hooks (ps): own_steps leaves J.steps to
+-- the family (here: every step counts one) and ends no worker at `steps`
+-- by itself; a step cut while its worker is away goes to cut_short, a live
+-- worker's failure to failed (not J:worker_failed: the job goes on), and
+-- finished hears of every task's end once.
+do
+  local J = new_job(6)
+  J.steps = 0
+  local made, cut, failed, finished = { 0, 0, 0 }, {}, {}, {}
+  J:worker_loops{
+    own_steps = true,
+    step = function(i, t)
+      made[i] = made[i] + 1
+      if i == 2 and t == 1 and #cut == 0 then
+        J:set_away(2, true, "is away (test)")
+        hn.spawn(function() hn.sleep(0.05); J:set_away(2, false, "back (test)") end)
+        error("wait: aborted", 0)
+      end
+      if i == 3 and t == 1 then error("step: broken", 0) end
+      J.steps = J.steps + 1
+      hn.sleep(0.02)
+    end,
+    cut_short = function(i) cut[#cut + 1] = i end,
+    failed = function(i, err) failed[#failed + 1] = i .. ":" .. err end,
+    finished = function(i) finished[i] = (finished[i] or 0) + 1 end,
+  }
+  T.eq(J:stopped(), "steps", "the family's count stopped the job")
+  T.eq(J.steps >= 6, true, "J.steps is the family's (the frame does not set it)")
+  T.eq(table.concat(cut, ","), "2", "the step cut while away")
+  T.eq(table.concat(failed, ","), "3:step: broken", "the live worker's failure, to the family")
+  T.eq(made[3], 1, "the failed worker's task ended")
+  T.eq(made[2] >= 2, true, "worker 2 stepped again once back")
+  T.eq(J.dead[3], nil, "failed replaces J:worker_failed")
+  T.eq(string.format("%s,%s,%s", finished[1], finished[2], finished[3]), "1,1,1", "finished: once per task")
 end
 
 -- J:others(i): the other workers, in order.

@@ -831,7 +831,7 @@ end
 -- its neighbours' messages of that step).
 local function next_step(J, L, i)
   local t = L.done[i] + 1
-  if J.o.steps and t > J.o.steps then return nil end
+  if J.o.steps and t > J.o.steps and not L.own_steps then return nil end
   -- A fault ends a synchronous training at once: a step started now would
   -- wait for neighbours that the fault has stopped.
   if J.fault_error then return nil end
@@ -858,17 +858,25 @@ end
 -- (a stop by steps or seconds is no event that could wake it).
 local AWAY_POLL_S = 0.02
 
+-- A live worker's failed step: the family's own handling (L.failed), or
+-- J:worker_failed (dropped with on_failure = "drop", else the error ends
+-- the task and the training).
+local function step_failed(J, L, i, err)
+  if L.failed then return L.failed(i, err) end
+  J:worker_failed(i, err)
+end
+
 -- Worker i's task: its steps until it has made them all or the job stops;
--- away, it waits to be back or the job's end (a killed one's task ends: a
--- restart spawns a new one). A failed step is the fault's when the worker
--- went away or the job stopped at a fault, else the worker's
--- (J:worker_failed).
+-- away, it waits to be back or the job's end (L.away(i), else a poll; a
+-- killed one's task ends: a restart spawns a new one). A failed step is
+-- the fault's when the worker went away (L.cut_short(i) resets what the
+-- family keeps of it) or the job stopped at a fault, else the worker's.
 local function work(J, L, i)
   L.running[i] = true
   while true do
     if not J:alive(i) then
       if J.killed[i] or J.dead[i] or J:stopped() then break end
-      hn.sleep(AWAY_POLL_S)
+      if L.away then L.away(i) else hn.sleep(AWAY_POLL_S) end
     else
       local t = next_step(J, L, i)
       if not t then break end
@@ -876,16 +884,19 @@ local function work(J, L, i)
       local ok, err = pcall(L.step, i, t)
       if ok then
         L.done[i] = t
-        count_steps(J, L)
+        if not L.own_steps then count_steps(J, L) end
       elseif J.fault_error then
         break -- the training ends with the fault's error
       elseif J:alive(i) then
-        J:worker_failed(i, err)
+        step_failed(J, L, i, err)
         break
+      elseif L.cut_short then
+        L.cut_short(i)
       end
     end
   end
   L.running[i] = false
+  if L.finished then L.finished(i) end
 end
 
 -- J:worker_loops{ step = function(i, t), lockstep =, running =, on_steps = }:
@@ -896,12 +907,22 @@ end
 -- live worker has made v steps (J.steps, the fewest any has made). A
 -- worker away waits to be back (or the end), a restarted one gets a new
 -- task.
+-- A family with an engine of its own (ps: a server task takes the pushes)
+-- adds: own_steps (it counts J.steps itself: the frame neither sets it nor
+-- ends a worker at `steps`), away(i) (worker i's wait while away, woken by
+-- the family), cut_short(i) (a step a fault cut while the worker was
+-- away), failed(i, err) (a live worker's failed step, instead of
+-- J:worker_failed), finished(i) (worker i's task ends).
 -- Returns once every task has ended; raises a synchronous job's fault.
 function Job:worker_loops(o)
   local L = { step = o.step, lockstep = o.lockstep, on_steps = o.on_steps, running = o.running or {},
-              done = {}, started = {}, tasks = {} }
+              own_steps = o.own_steps, away = o.away, cut_short = o.cut_short, failed = o.failed,
+              finished = o.finished, done = {}, started = {}, tasks = {} }
   for i = 1, #self.workers do L.done[i], L.started[i] = 0, 0 end
-  local function spawn(i) L.tasks[#L.tasks + 1] = hn.spawn(function() work(self, L, i) end) end
+  local function spawn(i)
+    L.running[i] = true -- before the task starts: a second wake-up spawns no twin
+    L.tasks[#L.tasks + 1] = hn.spawn(function() work(self, L, i) end)
+  end
   self.loops = {
     back = function(i) if not L.running[i] and not self:stopped() then spawn(i) end end,
   }
@@ -912,7 +933,7 @@ function Job:worker_loops(o)
     k = k + 1
   end
   self.loops = nil
-  count_steps(self, L)
+  if not L.own_steps then count_steps(self, L) end
   self:stopped() -- the reason, when every worker stopped at `steps` by itself
   if self.fault_error then error(self.fault_error, 0) end
 end

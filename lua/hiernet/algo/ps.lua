@@ -294,12 +294,12 @@ function Engine.new(J, policy, servers)
     -- took may count, so they go through slots.
     direct_add = policy.direct_add and not J.o.compress and J.on_failure ~= "drop",
     signals = {}, consumed = {}, parked = {}, fresh = {}, worker_version = {}, rows = {},
-    pull_ms = {}, pull_bytes = {}, task_running = {}, running = 0, apply_ms = 0,
+    pull_ms = {}, pull_bytes = {}, task_running = {}, apply_ms = 0,
   }, Engine)
   E.sync = ps.sync(policy, n, function(i) return J:alive(i) end)
   for i = 1, n do
     E.signals[i] = new_signal()
-    E.consumed[i] = true
+    E.consumed[i], E.rows[i] = true, {}
   end
   if policy.momentum_server then
     -- The momentum sums a geometric series: a steady update u would move w
@@ -319,30 +319,26 @@ end
 function Engine:setup_servers()
   local J, sharded = self.J, #self.servers > 1
   self.ranges = ps.shard_ranges(J.model_size, #self.servers)
-  local tasks = {}
-  for s, server in ipairs(self.servers) do
-    tasks[s] = hn.spawn(function()
-      local offset, count, cmds = self.ranges[s][1], self.ranges[s][2], {}
-      if sharded then cmds[#cmds + 1] = J:model_tensor("w", count, offset) end
-      if not self.policy.applies_each then cmds[#cmds + 1] = J:model_tensor("acc", count, offset) end
-      if self.policy.momentum_server then cmds[#cmds + 1] = J:model_tensor("mom", count, offset) end
-      if (sharded or self.o.overlap) and not self.direct_add and not self.o.compress then
-        -- A worker sends its range of the update into its slot at offset 0,
-        -- and a range lands only in a tensor that exists: on fresh servers
-        -- the first push was refused, and a slot left by an earlier training
-        -- of another model had the wrong size. With overlap every push is
-        -- ranges (one per bucket) into the worker's slot.
-        for i = 1, self.n do cmds[#cmds + 1] = J:model_tensor(slot_name(i), count, offset) end
-      end
-      for first = 1, #cmds, BATCH_MAX do -- one slot per worker: may be more than a batch holds
-        server:batch(table.move(cmds, first, math.min(#cmds, first + BATCH_MAX - 1), 1, {}))
-      end
-      if sharded then -- the shard of the one initial model, made on the first worker
-        J.workers[1]:send{ tensor = J.model_name, to = server, as = "w", range = self.ranges[s], at = 0 }
-      end
-    end)
-  end
-  hn.wait_all(tasks)
+  job.each(self.servers, function(s, server)
+    local offset, count, cmds = self.ranges[s][1], self.ranges[s][2], {}
+    if sharded then cmds[#cmds + 1] = J:model_tensor("w", count, offset) end
+    if not self.policy.applies_each then cmds[#cmds + 1] = J:model_tensor("acc", count, offset) end
+    if self.policy.momentum_server then cmds[#cmds + 1] = J:model_tensor("mom", count, offset) end
+    if (sharded or self.o.overlap) and not self.direct_add and not self.o.compress then
+      -- A worker sends its range of the update into its slot at offset 0,
+      -- and a range lands only in a tensor that exists: on fresh servers
+      -- the first push was refused, and a slot left by an earlier training
+      -- of another model had the wrong size. With overlap every push is
+      -- ranges (one per bucket) into the worker's slot.
+      for i = 1, self.n do cmds[#cmds + 1] = J:model_tensor(slot_name(i), count, offset) end
+    end
+    for first = 1, #cmds, BATCH_MAX do -- one slot per worker: may be more than a batch holds
+      server:batch(table.move(cmds, first, math.min(#cmds, first + BATCH_MAX - 1), 1, {}))
+    end
+    if sharded then -- the shard of the one initial model, made on the first worker
+      J.workers[1]:send{ tensor = J.model_name, to = server, as = "w", range = self.ranges[s], at = 0 }
+    end
+  end)
   self.base = {}
   for s, server in ipairs(self.servers) do self.base[s] = server:norm{ x = "w" }.version end
   for i = 1, self.n do self.worker_version[i], self.fresh[i] = 0, true end
@@ -361,13 +357,9 @@ end
 function Engine:take_push(p, kind, weight)
   if kind == "drop" or (kind == "fresh" and (self.direct_add or self.policy.applies_each)) then return end
   local into = kind == "fresh" and "acc" or self.policy.merge_into
-  local tasks = {}
-  for s, server in ipairs(self.servers) do
-    tasks[s] = hn.spawn(function()
-      worker.accumulate(server, slot_name(p.worker), into, weight, self.o.compress)
-    end)
-  end
-  hn.wait_all(tasks)
+  job.each(self.servers, function(_, server)
+    worker.accumulate(server, slot_name(p.worker), into, weight, self.o.compress)
+  end)
 end
 
 -- ||sum of the aggregated updates||^2 over every server's range.
@@ -443,33 +435,30 @@ function Engine:apply()
   end
   local version = self.sync.S.version
   local nodes, ids = self:workers_to_send()
-  local sent, tasks = {}, {}
-  for s, server in ipairs(self.servers) do
-    tasks[s] = hn.spawn(function()
-      local cmds, writes_w = self:apply_commands(s, k, members, nodes)
-      local ok, r = pcall(server.batch, server, cmds)
-      if not ok then
-        -- The model's sending failed when a fault took a receiver away (the
-        -- update itself, before it, was applied): who did not get it pulls.
-        if #nodes == 0 or not tostring(r):find("command " .. #cmds .. " (send)", 1, true)
-            or J:alive_count() == #J.workers then
-          error(r, 0)
-        end
-        for _, i in ipairs(ids) do self.fresh[i] = false end
-        ids, sent[s] = {}, false
-        return
+  local sent = {}
+  job.each(self.servers, function(s, server)
+    local cmds, writes_w = self:apply_commands(s, k, members, nodes)
+    local ok, r = pcall(server.batch, server, cmds)
+    if not ok then
+      -- The model's sending failed when a fault took a receiver away (the
+      -- update itself, before it, was applied): who did not get it pulls.
+      if #nodes == 0 or not tostring(r):find("command " .. #cmds .. " (send)", 1, true)
+          or J:alive_count() == #J.workers then
+        error(r, 0)
       end
-      local res = r.results
-      local v = self:version_of(s, res[writes_w].version)
-      if v ~= version then
-        error(string.format("ps: server %s holds model version %d, expected %d (something else wrote 'w')",
-                            server.name, v, version), 0)
-      end
-      sent[s] = res[#res]
-      for c = 1, (#nodes > 0) and #res - 1 or #res do self.apply_ms = self.apply_ms + res[c].ms end
-    end)
-  end
-  hn.wait_all(tasks)
+      for _, i in ipairs(ids) do self.fresh[i] = false end
+      ids, sent[s] = {}, false
+      return
+    end
+    local res = r.results
+    local v = self:version_of(s, res[writes_w].version)
+    if v ~= version then
+      error(string.format("ps: server %s holds model version %d, expected %d (something else wrote 'w')",
+                          server.name, v, version), 0)
+    end
+    sent[s] = res[#res]
+    for c = 1, (#nodes > 0) and #res - 1 or #res do self.apply_ms = self.apply_ms + res[c].ms end
+  end)
   local bytes = 0
   for s = 1, #self.servers do bytes = bytes + ((#ids > 0 and sent[s]) and sent[s].bytes or 0) end
   for _, i in ipairs(ids) do
@@ -523,11 +512,13 @@ function Engine:wake_all()
   for i = 1, self.n do self.signals[i].signal() end
 end
 
--- The server task: pushes in completion order until every worker is done.
+-- The server task: pushes in completion order until every worker's task
+-- has ended (run_engine's "end", after the workers' last events).
 function Engine:serve()
   local J, sync = self.J, self.sync
-  while self.running > 0 do
+  while true do
     local ev = self.events:pop()
+    if ev.kind == "end" then return end
     if ev.kind == "push" and not J:stopped() then
       self:on_push(ev)
     elseif ev.kind == "push" then
@@ -564,16 +555,13 @@ function Engine:pull(i)
     return current, ms, bytes
   end
   local w, J = self.J.workers[i], self.J
-  local tasks, version, ms, bytes = {}, math.huge, 0, 0
-  for s, server in ipairs(self.servers) do
-    tasks[s] = hn.spawn(function()
-      local r = server:send{ tensor = "w", to = w, as = J.model_name,
-                             at = #self.servers > 1 and self.ranges[s][1] or nil }
-      version = math.min(version, self:version_of(s, r.version))
-      ms, bytes = math.max(ms, r.ms), bytes + r.bytes
-    end)
-  end
-  hn.wait_all(tasks)
+  local version, ms, bytes = math.huge, 0, 0
+  job.each(self.servers, function(s, server)
+    local r = server:send{ tensor = "w", to = w, as = J.model_name,
+                           at = #self.servers > 1 and self.ranges[s][1] or nil }
+    version = math.min(version, self:version_of(s, r.version))
+    ms, bytes = math.max(ms, r.ms), bytes + r.bytes
+  end)
   self.worker_version[i], self.fresh[i] = version, true
   return version, ms, bytes
 end
@@ -635,62 +623,41 @@ function Engine:wait_back(i)
   end
 end
 
--- Worker i's task. A failed command is the worker's failure (on_failure =
--- "drop" goes on without it), unless a fault took the worker away meanwhile
--- (Job:watch_faults): then it waits to be back and pulls the current model.
-function Engine:work(i)
+-- Worker i's step on the job's frame (J:worker_loops): wait for the
+-- policy, write the rows settled meanwhile, then pull, compute and push.
+function Engine:work_step(i)
   local J = self.J
-  self.task_running[i] = true
-  self.rows[i] = self.rows[i] or {}
-  while not J:stopped() do
-    if not J:alive(i) then
-      if J.killed[i] or J.dead[i] then break end
-      self:wait_back(i)
-    else
-      local ok, err = pcall(function()
-        local wait_ms = self:wait_for_start(i)
-        self:write_rows(i)
-        if J:stopped() or not J:alive(i) then return end
-        table.insert(self.rows[i], self:step(i, wait_ms))
-      end)
-      if not ok and J:alive(i) then
-        local handled, raised = pcall(J.worker_failed, J, i, err)
-        if not handled then
-          self.failure = self.failure or raised
-          J:stop("error")
-        end
-        self.sync:set_alive_count(J:alive_count())
-        self.events:push{ kind = "dead", worker = i }
-        break
-      elseif not ok then
-        self.consumed[i], self.fresh[i] = true, false -- a step cut short: pull before the next
-      end
-    end
-  end
-  self:write_rows(i, true)
-  self.task_running[i] = false
-  self.running = self.running - 1
-  self.events:push{ kind = "done", worker = i }
+  local wait_ms = self:wait_for_start(i)
+  self:write_rows(i)
+  if J:stopped() or not J:alive(i) then return end
+  table.insert(self.rows[i], self:step(i, wait_ms))
 end
 
-function Engine:spawn_worker(i)
-  self.running = self.running + 1
-  self.task_running[i] = true
-  hn.spawn(function() self:work(i) end)
+-- A live worker's failed command is its failure (on_failure = "drop" goes
+-- on without it; otherwise the training stops and the error is raised once
+-- the server has taken every push): the server's round counts who is left.
+function Engine:worker_failed(i, err)
+  local J = self.J
+  local handled, raised = pcall(J.worker_failed, J, i, err)
+  if not handled then
+    self.failure = self.failure or raised
+    J:stop("error")
+  end
+  self.sync:set_alive_count(J:alive_count())
+  self.events:push{ kind = "dead", worker = i }
 end
 
 -- A fault took worker i away, or it is back (Job:watch_faults). Away: the
 -- transfers between it and the servers will never be acknowledged, so they
 -- are aborted on both ends and the tasks waiting for them move on; the
 -- server's round counts the live workers only. Back: it pulls the current
--- model (and gets a new task when it was restarted).
+-- model (a restarted one gets a new task from the frame, J:worker_loops).
 function Engine:on_fault(i, back)
   local w = self.J.workers[i]
   self.sync:set_alive_count(self.J:alive_count())
   if back then
     self.fresh[i] = false
     self.consumed[i] = true
-    if not self.task_running[i] and not self.J:stopped() then self:spawn_worker(i) end
   else
     self.J:abort_between(w, self.servers)
   end
@@ -821,17 +788,36 @@ local function check_summary(policy)
   end
 end
 
--- Runs the workers and the server until a stop condition holds; the server
--- task ends once every worker task has (a restarted worker gets a new one).
+-- Runs the workers on the job's frame and the server until a stop
+-- condition holds; the server task ends once every worker task has (a
+-- restarted worker gets a new one). An error of the server stops the job
+-- (a waiting worker sees the stop) and is raised first.
 local function run_engine(E)
-  local server_task = hn.spawn(function() E:serve() end)
-  for i = 1, E.n do E:spawn_worker(i) end
-  local ok, err = pcall(server_task.wait, server_task)
-  if not ok then
-    E.J:stop("error")
-    error(err, 0)
-  end
-  if E.J.fault_error then error(E.J.fault_error, 0) end
+  local J = E.J
+  local server_task = hn.spawn(function()
+    local ok, err = pcall(E.serve, E)
+    if not ok then
+      E.server_error = err
+      J:stop("error")
+      E:wake_all()
+    end
+  end)
+  local ok, err = pcall(J.worker_loops, J, {
+    own_steps = true, running = E.task_running,
+    step = function(i) E:work_step(i) end,
+    away = function(i) E:wait_back(i) end,
+    -- a step a fault cut short (the worker is away): it pulls before the next
+    cut_short = function(i) E.consumed[i], E.fresh[i] = true, false end,
+    failed = function(i, e) E:worker_failed(i, e) end,
+    finished = function(i) -- its last rows, and the server hears of the end
+      E:write_rows(i, true)
+      E.events:push{ kind = "done", worker = i }
+    end,
+  })
+  E.events:push{ kind = "end" }
+  server_task:wait()
+  if E.server_error then error(E.server_error, 0) end
+  if not ok then error(err, 0) end -- a synchronous job's fault (J.fault_error)
   if E.failure then error(E.failure, 0) end
 end
 
