@@ -41,8 +41,11 @@ local function iperf3(bytes)
     local r = a:run(string.format("iperf3 -c %s -n %d -J", b.addr, bytes))
     if r.status == 0 then out = r.out break end
   end
+  -- A server no client reached never exits by itself (-1 ends it after one
+  -- test): end it, or the bench waits for it forever.
+  if not out then server:kill() end
   server:wait()
-  assert(out, "iperf3 client failed")
+  assert(out, "iperf3 client failed: no client run reached the server in 50 tries")
   local bps = out:match('"sum_received"%s*:%s*{.-"bits_per_second"%s*:%s*([%d%.eE%+%-]+)')
   return assert(tonumber(bps), "no sum_received in iperf3 output")
 end
