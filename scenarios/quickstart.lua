@@ -35,7 +35,10 @@
 -- reach an accuracy of about 0.6-0.7 after 30 s here (measured 0.69 BSP,
 -- 0.61 ASP, whose stale gradients make it noisier). summary.json: per
 -- mode final and best accuracy, steps, updates, bytes, wall time. The
--- whole run took 65 s (one run, load average 10.6 from other programs).
+-- whole run took 65 s (one run, load average 10.6 from other programs);
+-- on the host otherwise idle 61.7 s, 1.8% of compute commands overran
+-- (run.json overload.overrun_share; they were the cloud server's
+-- sub-millisecond adds waking late) and no warning was printed.
 local hn = require("hiernet")
 local topo = require("hiernet.topo")
 local ps = require("hiernet.algo.ps")
