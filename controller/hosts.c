@@ -1,6 +1,8 @@
 /* hosts.c — the machines file or the Slurm allocation, read (see hosts.h). */
 #include "controller/hosts.h"
 
+#include "common/growbuf.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -51,25 +53,27 @@ static void scontrol_child(const char *nodelist, int out, int report)
     _exit(127);
 }
 
-/* Reads all of fd into a growing buffer (NUL-terminated); NULL when out of
+/* Reads all of fd (NUL-terminated; the caller frees it); NULL when out of
  * memory or past HOSTS_FILE_MAX bytes. */
 static char *read_all(int fd)
 {
-    size_t len = 0, cap = 4096;
-    char *buf = malloc(cap);
+    struct growbuf b;
+    char chunk[4096];
     ssize_t n;
-    while (buf && (n = read(fd, buf + len, cap - len - 1)) != 0) {
+    growbuf_init(&b, NULL, 0);
+    while ((n = read(fd, chunk, sizeof chunk)) != 0) {
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) break;
-        len += (size_t)n;
-        if (len + 1 == cap) {
-            char *grown = len < HOSTS_FILE_MAX ? realloc(buf, cap *= 2) : NULL;
-            if (!grown) free(buf);
-            buf = grown;
+        if (b.len + (size_t)n > HOSTS_FILE_MAX || !growbuf_append(&b, chunk, (size_t)n)) {
+            growbuf_free(&b);
+            return NULL;
         }
     }
-    if (buf) buf[len] = '\0';
-    return buf;
+    if (!growbuf_append(&b, "", 1)) {
+        growbuf_free(&b);
+        return NULL;
+    }
+    return b.data;
 }
 
 /* Why scontrol gave no host list, or NULL when it did. */

@@ -399,8 +399,9 @@ static void dp_add(struct dp_account *a, const struct overload_links *s,
     a->own_s += s->own_cpu_s;
     a->linkd_s += s->linkd_busy * s->wall_s;
     if (s->util_max >= 0) {
-        int bin = (int)(s->util_max / UTIL_BIN);
-        a->util_s[bin < UTIL_BINS ? bin : UTIL_BINS - 1] += s->wall_s;
+        /* Clamped as a double: a share past INT_MAX bins would overflow the cast. */
+        double bin = s->util_max / UTIL_BIN;
+        a->util_s[bin < UTIL_BINS ? (int)bin : UTIL_BINS - 1] += s->wall_s;
     }
     a->busy += now->busy - before->busy;
     a->total += now->total - before->total;

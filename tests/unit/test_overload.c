@@ -462,6 +462,23 @@ static void test_dataplane_choice(void)
               "%s", buf);
 }
 
+/* A share far past the last bin (a link of a few bit/s that carried a
+ * burst) lands in the last bin: the bin is clamped before the cast to int. */
+static void test_dataplane_huge_share(void)
+{
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct overload *o = overload_new(loop);
+    struct overload_links s = {.wall_s = 1, .util_max = 1e300};
+    overload_note_links(o, &s);
+    struct overload_report r;
+    overload_report(o, 1, &r);
+    CHECK_MSG(r.dataplane.samples == 1 && fabs(r.dataplane.link_utilization - 1.995) < 1e-9,
+              "%llu samples, utilization %g", (unsigned long long)r.dataplane.samples,
+              r.dataplane.link_utilization);
+    overload_free(o);
+    ev_loop_destroy(loop);
+}
+
 int main(void)
 {
     test_budget();
@@ -474,5 +491,6 @@ int main(void)
     test_auto_choice();
     test_dataplane_judge();
     test_dataplane_choice();
+    test_dataplane_huge_share();
     return check_report();
 }
