@@ -51,6 +51,7 @@ refused({ at = { 5 }, factor = 2 }, "option 'lr_decay'.factor: expected a number
 refused({ at = { 5 } }, "option 'lr_decay': give both 'at' (a list of steps) and 'factor'")
 refused({ at = {}, factor = 0.1 }, "option 'lr_decay'.at: expected at least one step")
 refused({ at = 5, factor = 0.1 }, "option 'lr_decay'.at: expected a list of steps, got 5")
+refused({ at = { 2, x = 6 }, factor = 0.1 }, "option 'lr_decay'.at: expected a list of steps, got keys other than 1..2")
 refused({ every = 5, factor = 0.1 }, "option 'lr_decay': unknown field 'every'")
 net:stop()
 hn.log("lr_decay: recorded rates, the decayed step exact, momentum unchanged at factor 1, bad settings refused")
