@@ -468,6 +468,10 @@ local function mobility(net, opts)
   local nodes, names = read_nodes(net, opts.nodes)
   local edges, edge_set = read_edges(net, opts.edges)
   if (opts.file == nil) == (opts.model == nil) then bad("net:mobility: give a file or a model (one of them)") end
+  -- a file's moves are as written: these would be ignored
+  for _, k in ipairs{ "seed", "dwell_s" } do
+    if opts.file and opts[k] ~= nil then bad("net:mobility: %s goes with model = \"random-waypoint\", not file", k) end
+  end
   if opts.model ~= nil and opts.model ~= "random-waypoint" then
     bad("net:mobility: model must be \"random-waypoint\", got '%s'", tostring(opts.model))
   end

@@ -102,6 +102,13 @@ end
 do
   local net, nodes, ref = network({ 1, 0.5, 1, 1 })
   local model = "mlp:784-32-16-10"
+  -- A pipeline's options would be ignored here: refused.
+  for _, k in ipairs{ "microbatches", "schedule" } do
+    local bad = { mode = "splitfed", clients = { nodes[1], nodes[2] }, model = model, dataset = DATA,
+                  parts = { { layers = "1-1" }, { node = nodes[3], layers = "2-" } }, batch = 8, steps = 1 }
+    bad[k] = k == "schedule" and "1f1b" or 2
+    T.fails("split.train: option '" .. k .. "' goes with a pipeline, not mode = \"splitfed\"", split.train, bad)
+  end
   local r = split.train{ mode = "splitfed", clients = { nodes[1], nodes[2] },
                          parts = { { layers = "1-1" }, { node = nodes[3], layers = "2-" } },
                          model = model, dataset = DATA, seed = SEED, batch = 8, steps = 2,

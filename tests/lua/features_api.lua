@@ -107,3 +107,19 @@ do
   os.remove(csv)
   tnet:stop()
 end
+
+-- net:mobility's random-waypoint options are refused with a file (its
+-- moves are as written: they would be ignored).
+do
+  local mnet = hn.network{ name = "fmob", backend = "none" }
+  local t, e1, e2 = mnet:node("t"), mnet:node("e1"), mnet:node("e2")
+  mnet:link(t, e1)
+  mnet:link(e1, e2)
+  for _, k in ipairs({ "seed", "dwell_s" }) do
+    local o = { nodes = { t }, edges = { e1, e2 }, file = "moves.csv" }
+    o[k] = k == "seed" and 1 or { 1, 2 }
+    local ok, e = pcall(mnet.mobility, mnet, o)
+    assert(not ok and tostring(e):find("net:mobility: " .. k .. " goes with model = \"random-waypoint\", not file", 1, true),
+           "net:mobility with file and " .. k .. ": " .. tostring(e))
+  end
+end

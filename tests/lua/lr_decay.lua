@@ -22,7 +22,9 @@ end
 -- Rates as recorded: 0.1 for steps 1-2, 0.05 for 3-4, 0.025 for 5.
 train{ steps = 5, lr_decay = { at = { 2, 4 }, factor = 0.5 }, prefix = "rates_" }
 local want = { 0.1, 0.1, 0.05, 0.05, 0.025 }
-for i, row in ipairs(T.csv("rates_steps")) do T.eq(row.lr, want[i], "steps.csv lr of step " .. i) end
+local rows = T.csv("rates_steps")
+T.eq(#rows, #want, "steps.csv rows (one worker, one a step)")
+for i, row in ipairs(rows) do T.eq(row.lr, want[i], "steps.csv lr of step " .. i) end
 
 -- The second step at half the rate: w1 = 2 w_half - w_full, with plain
 -- sgd (the update lr g) and with momentum (the rate goes into the optim
@@ -51,6 +53,7 @@ refused({ at = { 5 }, factor = 2 }, "option 'lr_decay'.factor: expected a number
 refused({ at = { 5 } }, "option 'lr_decay': give both 'at' (a list of steps) and 'factor'")
 refused({ at = {}, factor = 0.1 }, "option 'lr_decay'.at: expected at least one step")
 refused({ at = 5, factor = 0.1 }, "option 'lr_decay'.at: expected a list of steps, got 5")
+refused({ at = { 2, x = 6 }, factor = 0.1 }, "option 'lr_decay'.at: expected a list of steps, got keys other than 1..2")
 refused({ every = 5, factor = 0.1 }, "option 'lr_decay': unknown field 'every'")
 net:stop()
-hn.log("lr_decay: recorded rates, the decayed step exact, momentum unchanged at factor 1, bad settings refused")
+hn.log("lr_decay: recorded rates, the decayed step exact with sgd and momentum, bad settings refused")

@@ -157,6 +157,10 @@ local function new_job(opts)
   if o.workers ~= nil then fail("split.train: option 'workers': the parts name the nodes (clients = in splitfed)") end
   if splitfed then
     if not opts.clients then fail("split.train: mode = \"splitfed\" needs option 'clients'") end
+    -- a client sends its whole batch at once: these would be ignored
+    for _, k in ipairs{ "microbatches", "schedule" } do
+      if opts[k] ~= nil then fail("split.train: option '%s' goes with a pipeline, not mode = \"splitfed\"", k) end
+    end
     o.workers = opts.clients
   else
     if opts.clients then fail("split.train: option 'clients' goes with mode = \"splitfed\"") end

@@ -56,6 +56,12 @@ worker.DEFAULT_BUCKET_MB = 25
 local function check_lr_decay(what, v)
   local function list(w, x)
     if type(x) ~= "table" then job.fail("%s: expected a list of steps, got %s", w, tostring(x)) end
+    -- a key past the list (x = 6, or after a hole) would be skipped unread
+    local n = 0
+    for _ in pairs(x) do n = n + 1 end
+    for k = 1, n do
+      if x[k] == nil then job.fail("%s: expected a list of steps, got keys other than 1..%d", w, n) end
+    end
     return x
   end
   v = job.check.fields{ at = list, factor = job.check.fraction }(what, v)
