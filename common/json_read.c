@@ -294,6 +294,21 @@ static int next_element(struct reader *r, char closer, const char *what)
     return fail(r, "expected ',' or '%c' in %s", closer, what);
 }
 
+/* Room for element n of an array's items or an object's members (cap
+ * doubling), zeroed so that a failed parse frees only what it made. */
+static int grow_one(struct reader *r, void **items, size_t *cap, size_t n, size_t size)
+{
+    if (n == *cap) {
+        size_t more = *cap ? *cap * 2 : 4;
+        void *grown = realloc(*items, more * size);
+        if (!grown) return fail(r, "out of memory");
+        *items = grown;
+        *cap = more;
+    }
+    memset((char *)*items + n * size, 0, size);
+    return 0;
+}
+
 static int parse_array(struct reader *r, struct json_value *v)
 {
     v->type = JSON_ARRAY;
@@ -301,13 +316,7 @@ static int parse_array(struct reader *r, struct json_value *v)
     if (r->p < r->end && *r->p == ']') return r->p++, r->depth--, 0;
     size_t cap = 0;
     for (int more = 1; more > 0;) {
-        if (v->n == cap) {
-            cap = cap ? cap * 2 : 4;
-            struct json_value *grown = realloc(v->items, cap * sizeof *grown);
-            if (!grown) return fail(r, "out of memory");
-            v->items = grown;
-        }
-        memset(&v->items[v->n], 0, sizeof *v->items);
+        if (grow_one(r, (void **)&v->items, &cap, v->n, sizeof *v->items) < 0) return -1;
         v->n++;
         if (parse_value(r, &v->items[v->n - 1]) < 0) return -1;
         if ((more = next_element(r, ']', "an array")) < 0) return -1;
@@ -359,13 +368,7 @@ static int parse_object(struct reader *r, struct json_value *v)
     if (r->p < r->end && *r->p == '}') return r->p++, r->depth--, 0;
     size_t cap = 0;
     for (int more = 1; more > 0;) {
-        if (v->n == cap) {
-            cap = cap ? cap * 2 : 4;
-            struct json_member *grown = realloc(v->members, cap * sizeof *grown);
-            if (!grown) return fail(r, "out of memory");
-            v->members = grown;
-        }
-        memset(&v->members[v->n], 0, sizeof *v->members);
+        if (grow_one(r, (void **)&v->members, &cap, v->n, sizeof *v->members) < 0) return -1;
         v->n++;
         if (parse_member(r, &v->members[v->n - 1]) < 0) return -1;
         if ((more = next_element(r, '}', "an object")) < 0) return -1;

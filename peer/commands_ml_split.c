@@ -178,11 +178,18 @@ struct forward_params {
 static bool forward_parse(struct command_job *j, struct forward_params *p, struct proto_args *a)
 {
     strcpy(p->out, "act");
-    p->batch = SPLIT_BATCH_DEFAULT;
-    return part_parse(j, &p->part, a) && cmd_arg_name(a, "input", p->input) >= 0 &&
-           cmd_arg_name(a, "out", p->out) >= 0 && cmd_arg_name(a, "labels", p->labels) >= 0 &&
-           cmd_arg_name(a, "labels_out", p->labels_out) >= 0 &&
-           cmd_arg_int(a, "batch", false, 1, SPLIT_BATCH_MAX, &p->batch);
+    p->batch = 0; /* not given */
+    if (!part_parse(j, &p->part, a) || cmd_arg_name(a, "input", p->input) < 0 ||
+        cmd_arg_name(a, "out", p->out) < 0 || cmd_arg_name(a, "labels", p->labels) < 0 ||
+        cmd_arg_name(a, "labels_out", p->labels_out) < 0 ||
+        !cmd_arg_int(a, "batch", false, 1, SPLIT_BATCH_MAX, &p->batch))
+        return false;
+    /* input='s batch is its size: a batch= beside it would be ignored */
+    if (p->input[0] && p->batch)
+        return cmd_arg_fail(a,
+                            "param 'batch': only without input= (the input's size is its batch)");
+    if (!p->batch) p->batch = SPLIT_BATCH_DEFAULT;
+    return true;
 }
 
 /* The first part without input=: the next mini-batch of the train shard,

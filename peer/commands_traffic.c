@@ -99,6 +99,9 @@ static bool traffic_source_numbers(struct traffic_params *p, struct proto_args *
     if (p->pattern == TRAFFIC_ONOFF && !(p->on_s > 0 && p->off_s > 0))
         return cmd_arg_fail(a, "params 'on_s' and 'off_s': onoff needs both above 0 (got %g, %g)",
                             p->on_s, p->off_s);
+    /* as net:traffic{} does: times the pattern would ignore are refused */
+    if (p->pattern != TRAFFIC_ONOFF && (p->on_s != 0 || p->off_s != 0))
+        return cmd_arg_fail(a, "params 'on_s' and 'off_s': only with pattern onoff");
     return true;
 }
 

@@ -98,6 +98,9 @@ T.fails("no forward of micro-batch 9 to go back through", function()
   t1:backward{ model = "m", layers = { 1, 2 }, microbatch = 9 }
 end)
 T.fails("input= is missing", function() t1:forward{ model = "m", layers = { 2, 2 } } end)
+T.fails("param 'batch': only without input=", function()
+  t1:forward{ model = "m", layers = { 2, 2 }, input = "l1", batch = 3 }
+end)
 t1:model{ name = "r", arch = "cnn:resnet20" }
 T.fails("falls inside the residual block of layers 3-7", function()
   t1:forward{ model = "r", layers = { 1, 4 }, batch = 2 }

@@ -34,6 +34,9 @@ bad("on_s and off_s go with pattern = \"onoff\" (pattern is constant)",
     { from = a, to = b, rate = "1Mbit", on_s = 1 })
 bad("off_s -1 is negative", { from = a, to = b, rate = "1Mbit", pattern = "onoff", on_s = 1, off_s = -1 })
 bad("bytes must be a whole number >= 0, got 1.5", { from = a, to = b, rate = "1Mbit", bytes = 1.5 })
+-- The peer command itself refuses what its pattern would ignore.
+T.fails("params 'on_s' and 'off_s': only with pattern onoff", a.traffic_source, a,
+        { id = "bg1", to = "127.0.0.1:9", rate = 1000000, on_s = 1 })
 T.fails("no traffic flow 'bg1'", a.traffic_stats, a, { id = "bg1" }) -- bad input made no flow
 
 -- Waits (emulated time, bounded) until the flow's source has sent its bytes.
