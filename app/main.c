@@ -29,7 +29,7 @@ static const char main_usage[] =
     "  run SCENARIO.lua [options] [ARGS...]  run a scenario (see hiernet run --help)\n"
     "  draw SCENARIO.lua [--out FILE.dot]    the topology as Graphviz DOT (and SVG), nothing "
     "started\n"
-    "  place SCENARIO.lua --hosts FILE       which machine each node would run on, nothing "
+    "  place SCENARIO.lua [--hosts FILE]     which machine each node would run on, nothing "
     "started\n"
     "  plot DIR... [--out OUTDIR]            plots of results directories (accuracy, loss, ...)\n"
     "  report DIR... [--out OUTDIR]          one HTML page of runs: summary, plots, topology\n"
@@ -93,7 +93,9 @@ static const char place_usage[] =
     "\n"
     "Runs the scenario up to its first net:start() and prints where that network's\n"
     "nodes would run: the machines (cores, nodes, load), each node's machine, and\n"
-    "the links cut between machines with their configured delay. Nothing is created.\n"
+    "the links cut between machines with their configured delay and bandwidth.\n"
+    "Without machines (--hosts or a network's hosts=) every node is placed here.\n"
+    "Nothing is created. "
     "With --out the tables go to FILE instead of stdout.\n";
 
 static void print_version(void)
