@@ -136,7 +136,7 @@ int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a
 {
     struct msgmap m;
     msgmap_init(&m);
-    msgmap_i64(&m, "id", id);
+    msgmap_i64(&m, LINKD_ARG_ID, id);
     msgmap_u64(&m, "seed", seed);
     pack_end(&m, "a", ns_path_a, ifname_a);
     pack_end(&m, "b", ns_path_b, ifname_b);
@@ -188,7 +188,7 @@ int linkd_client_link_set_dir(struct linkd_client *lc, int id, int dir,
     static const char *const names[] = {"ab", "ba"};
     struct msgmap m;
     msgmap_init(&m);
-    msgmap_i64(&m, "id", id);
+    msgmap_i64(&m, LINKD_ARG_ID, id);
     if (dir == LINKD_CLIENT_BOTH) {
         pack_emulation(&m, params);
     } else {
@@ -208,10 +208,10 @@ int linkd_client_link_schedule(struct linkd_client *lc, int id, int dir, const u
 {
     struct msgmap m;
     msgmap_init(&m);
-    msgmap_i64(&m, "id", id);
-    msgmap_i64(&m, "dir", dir);
-    msgmap_u64(&m, "period_us", period_us);
-    msgmap_key(&m, "at_us");
+    msgmap_i64(&m, LINKD_ARG_ID, id);
+    msgmap_i64(&m, LINKD_ARG_DIR, dir);
+    msgmap_u64(&m, LINKD_ARG_PERIOD_US, period_us);
+    msgmap_key(&m, LINKD_ARG_AT_US);
     msgpack_pack_array(&m.pk, (uint32_t)n);
     for (size_t i = 0; i < n; i++)
         msgpack_pack_uint64(&m.pk, at_us[i]);
@@ -224,7 +224,7 @@ static int call_with_id(struct linkd_client *lc, const char *method, int id, pee
 {
     struct msgmap m;
     msgmap_init(&m);
-    msgmap_i64(&m, "id", id);
+    msgmap_i64(&m, LINKD_ARG_ID, id);
     if (set_params(lc, &m, err, errlen) < 0) return -1;
     return call(lc, method, cb, ctx, err, errlen);
 }

@@ -9,6 +9,7 @@
 #include "controller/log.h"
 #include "controller/record.h"
 #include "controller/tcp_counters.h"
+#include "proto/linkd_methods.h"
 #include "proto/protocol.h"
 
 #include <stdio.h>
@@ -69,7 +70,8 @@ static void record_link(struct netrun *nr, const char *t, const msgpack_object *
     int64_t id = -1;
     bool up = true;
     proto_arg_bool(&args, "up", &up);
-    if (proto_arg_i64(&args, "id", &id) != 1 || id < 0 || (size_t)id >= nr->net->n_links) return;
+    if (proto_arg_i64(&args, LINKD_ARG_ID, &id) != 1 || id < 0 || (size_t)id >= nr->net->n_links)
+        return;
     char name[80];
     topo_link_describe(nr->net, &nr->net->links[id], name, sizeof name);
     const msgpack_object *ab = proto_args_get(&args, "ab"), *ba = proto_args_get(&args, "ba");

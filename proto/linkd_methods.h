@@ -14,3 +14,11 @@
 #define LINKD_METHOD_LINK_STATS_ALL "link_stats_all"
 #define LINKD_METHOD_LINK_DEL "link_del"
 #define LINKD_METHOD_DROP_ROOT "drop_root"
+
+/* Argument keys both ends name: the link each link_* method acts on (also
+ * the key of each entry in link_stats_all's answer), and link_schedule's
+ * direction (0 a->b, 1 b->a), period and opportunities. */
+#define LINKD_ARG_ID "id"
+#define LINKD_ARG_DIR "dir"
+#define LINKD_ARG_PERIOD_US "period_us"
+#define LINKD_ARG_AT_US "at_us"

@@ -169,8 +169,8 @@ static int control_arg_fail(struct proto_args *a, char *err, size_t errlen)
 
 static int control_get_id(struct proto_args *a, int64_t *id, char *err, size_t errlen)
 {
-    int r = proto_arg_i64(a, "id", id);
-    if (r == 0) proto_args_missing(a, "id");
+    int r = proto_arg_i64(a, LINKD_ARG_ID, id);
+    if (r == 0) proto_args_missing(a, LINKD_ARG_ID);
     return r == 1 ? 0 : control_arg_fail(a, err, errlen);
 }
 
@@ -315,7 +315,7 @@ static int on_link_add(struct linkd_control *c, struct proto_args *a, uint32_t m
     }
     struct msgmap m;
     msgmap_init(&m);
-    msgmap_i64(&m, "id", id);
+    msgmap_i64(&m, LINKD_ARG_ID, id);
     control_pack_end(&m, "a", ifname[0], ifindex[0]);
     control_pack_end(&m, "b", ifname[1], ifindex[1]);
     return control_reply(c, &m, msgid, err, errlen);
@@ -347,7 +347,7 @@ static int on_link_set(struct linkd_control *c, struct proto_args *a, uint32_t m
     }
     struct msgmap m;
     msgmap_init(&m);
-    msgmap_i64(&m, "id", l->id);
+    msgmap_i64(&m, LINKD_ARG_ID, l->id);
     return control_reply(c, &m, msgid, err, errlen);
 }
 
@@ -385,19 +385,20 @@ static int on_link_schedule(struct linkd_control *c, struct proto_args *a, uint3
     struct linkd_link *l = control_get_link(c, a, err, errlen);
     if (!l) return -1;
     int64_t dir = -1, period_us = 0;
-    if (proto_arg_i64(a, "dir", &dir) != 1 || dir < 0 || dir > 1 ||
-        proto_arg_i64(a, "period_us", &period_us) != 1 || period_us <= 0)
+    if (proto_arg_i64(a, LINKD_ARG_DIR, &dir) != 1 || dir < 0 || dir > 1 ||
+        proto_arg_i64(a, LINKD_ARG_PERIOD_US, &period_us) != 1 || period_us <= 0)
         return snprintf(err, errlen, "link %lld: link_schedule needs dir 0|1 and period_us > 0",
                         (long long)l->id),
                -1;
     size_t n;
     char why[160] = "";
-    int64_t *at = control_parse_opportunities(proto_args_get(a, "at_us"), &n, why, sizeof why);
+    int64_t *at =
+        control_parse_opportunities(proto_args_get(a, LINKD_ARG_AT_US), &n, why, sizeof why);
     if (!at && why[0]) return snprintf(err, errlen, "link %lld: %s", (long long)l->id, why), -1;
     linkd_link_schedule(l, (int)dir, at, n, period_us * 1000);
     struct msgmap m;
     msgmap_init(&m);
-    msgmap_i64(&m, "id", l->id);
+    msgmap_i64(&m, LINKD_ARG_ID, l->id);
     return control_reply(c, &m, msgid, err, errlen);
 }
 
@@ -409,7 +410,7 @@ static int control_link_updown(struct linkd_control *c, struct proto_args *a, ui
     linkd_link_set_up(l, up);
     struct msgmap m;
     msgmap_init(&m);
-    msgmap_i64(&m, "id", l->id);
+    msgmap_i64(&m, LINKD_ARG_ID, l->id);
     msgmap_bool(&m, "up", up);
     return control_reply(c, &m, msgid, err, errlen);
 }
@@ -457,7 +458,7 @@ static void control_pack_counters(struct msgmap *link, const char *key, struct l
 static void control_pack_link_stats(struct msgmap *m, struct linkd_link *l, bool reset_peak)
 {
     linkd_link_sync(l); /* counters as of now, not as of the last wake-up */
-    msgmap_i64(m, "id", l->id);
+    msgmap_i64(m, LINKD_ARG_ID, l->id);
     msgmap_bool(m, "up", l->up);
     control_pack_counters(m, "ab", &l->dir[0], reset_peak);
     control_pack_counters(m, "ba", &l->dir[1], reset_peak);
@@ -504,7 +505,7 @@ static int on_link_del(struct linkd_control *c, struct proto_args *a, uint32_t m
     linkd_link_del(l);
     struct msgmap m;
     msgmap_init(&m);
-    msgmap_i64(&m, "id", id);
+    msgmap_i64(&m, LINKD_ARG_ID, id);
     return control_reply(c, &m, msgid, err, errlen);
 }
 
