@@ -152,5 +152,9 @@ expect_exit 0 "slurm" -- env SLURM_JOB_NODELIST='n[1-2]' SLURM_JOB_CPUS_PER_NODE
   "$HN" place pin.lua --hosts slurm --set x=n2 --set y=n2
 expect_out "network 'p': 2 nodes on 2 machines of slurm" "slurm"
 grep -qE '^n1 +n1 +8 +no +0 ' out.txt && grep -qE '^n2 +n2 +2 +no +2 ' out.txt && ok || bad "slurm: machines: $(cat out.txt)"
+expect_exit 2 "slurm, cores for one machine of two" -- env SLURM_JOB_NODELIST='n[1-2]' \
+  SLURM_JOB_CPUS_PER_NODE='8' PATH="$work/fakebin:$PATH" "$HN" place pin.lua --hosts slurm
+expect_err "slurm: SLURM_JOB_CPUS_PER_NODE '8' does not give the cores of the allocation's 2 machines (expected e.g. '8(x2),4')" "slurm bad cpus"
+one_line "slurm bad cpus"
 
 report
