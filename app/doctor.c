@@ -49,8 +49,8 @@ static void doctor_line(bool ok, const char *name, const char *reason)
         printf("MISSING %s: %s\n", name, reason);
 }
 
-/* The effective capability set from /proc/self/status (no libcap needed). */
-static uint64_t doctor_cap_effective(void)
+/* No libcap needed: the kernel's own status line. */
+unsigned long long cli_cap_effective(void)
 {
     char line[256];
     unsigned long long caps = 0;
@@ -65,7 +65,7 @@ static uint64_t doctor_cap_effective(void)
 
 static void doctor_privileges(void)
 {
-    uint64_t caps = doctor_cap_effective();
+    uint64_t caps = cli_cap_effective();
     static const struct {
         int bit;
         const char *name, *use;

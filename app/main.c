@@ -33,10 +33,12 @@ static const char main_usage[] =
     "started\n"
     "  plot DIR... [--out OUTDIR]            plots of results directories (accuracy, loss, ...)\n"
     "  report DIR... [--out OUTDIR]          one HTML page of runs: summary, plots, topology\n"
-    "  doctor                                privileges, kernel features, the backend auto picks\n"
+    "  doctor [--hosts FILE]                 privileges, kernel features, the backend auto picks\n"
     "  models [NAME]                         the model zoo and the device profiles\n"
     "  exec RUN NODE -- CMD...               run a command inside a node of a live run\n"
-    "  clean                                 remove what crashed runs left behind\n"
+    "  clean [--hosts FILE]                  remove what crashed runs left behind\n"
+    "  agent                                 one machine's end of a run on several (started\n"
+    "                                        by the controller over SSH or srun)\n"
     "  version                               print versions of hiernet and its libraries\n"
     "  help                                  this text\n"
     "\n"
@@ -253,6 +255,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "exec")) return cli_exec(argc - 2, argv + 2);
     if (!strcmp(cmd, "doctor")) return cli_doctor(argc - 2, argv + 2);
     if (!strcmp(cmd, "models")) return cli_models(argc - 2, argv + 2);
+    if (!strcmp(cmd, "agent")) return cli_agent(argc - 2, argv + 2);
     fprintf(stderr, "hiernet: unknown command '%s' (see hiernet --help)\n", cmd);
     return EXIT_USAGE;
 }
