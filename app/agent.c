@@ -245,7 +245,7 @@ static void on_idle(EV_P_ ev_timer *w, int revents)
 {
     struct agent *a = container_of(w, struct agent, idle_timer);
     char why[96];
-    snprintf(why, sizeof why, "no ping for %.0f s", a->idle_s);
+    snprintf(why, sizeof why, "no ping for %g s", a->idle_s);
     agent_finish(a, 1, why);
 }
 
