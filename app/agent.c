@@ -15,7 +15,6 @@
 #include "app/cli.h"
 #include "common/clock.h"
 #include "common/container.h"
-#include "emu/nl.h"
 #include "hiernet_version.h"
 #include "proto/agent_wire.h"
 #include "proto/protocol.h"
@@ -38,7 +37,6 @@
 
 #define EXIT_USAGE 2
 #define AGENT_IDLE_S 10.0 /* design notes: a hung connection is noticed by the pings */
-#define AGENT_CAP_NET_ADMIN 12
 #define AGENT_VERSION HIERNET_AGENT_VERSION
 
 static const char agent_usage[] =
@@ -164,21 +162,12 @@ static void find_underlay(const char *controller, struct agent_hello_reply *r)
     underlay_device(&src, r);
 }
 
-/* The features emu_nl_probe finds, as names; "" when it cannot run
- * (no privilege): the controller's doctor says so. */
+/* "" when the probe cannot run (no privilege): the controller's doctor says so. */
 static void probe_features(struct agent_hello_reply *r)
 {
-    struct emu_nl_features f;
     char err[256];
-    size_t at = 0;
-    if (emu_nl_probe(&f, err, sizeof err) < 0) {
+    if (cli_feature_names(r->features, sizeof r->features, err, sizeof err) < 0)
         agent_log("kernel features not probed: %s", err);
-        return;
-    }
-    for (int i = 0; i < EMU_NL_FEATURE_COUNT; i++)
-        if (f.available[i] && at < sizeof r->features)
-            at += (size_t)snprintf(r->features + at, sizeof r->features - at, "%s%s",
-                                   at ? " " : "", emu_nl_feature_name(i));
 }
 
 static void agent_describe(struct agent *a, const char *controller)
@@ -187,7 +176,7 @@ static void agent_describe(struct agent *a, const char *controller)
     snprintf(r->version, sizeof r->version, "%s", AGENT_VERSION);
     if (gethostname(r->hostname, sizeof r->hostname - 1) < 0) r->hostname[0] = '\0';
     r->uid = (int64_t)geteuid();
-    r->cap_net_admin = (cli_cap_effective() >> AGENT_CAP_NET_ADMIN) & 1;
+    r->cap_net_admin = (cli_cap_effective() >> CLI_CAP_NET_ADMIN) & 1;
     find_underlay(controller, r);
     probe_features(r);
 }

@@ -401,7 +401,9 @@ static void on_teardown_reply(void *ctx, const char *error, const msgpack_object
     if (ac->down) return;
     if (error && !peer_client_closed(ac->pc))
         ctl_log("machine '%s': teardown: %s", ac->machine.name, error);
-    agent_down(ac);
+    /* Down once the child exits (on_exit_hook): the agent exits after this
+     * answer, then ssh, which removes its ControlPath socket, and its last
+     * log lines are read first. The timer bounds the wait. */
 }
 
 void agent_client_teardown(struct agent_client *ac)
@@ -417,12 +419,13 @@ void agent_client_teardown(struct agent_client *ac)
     msgmap_init(&m);
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    char err[256];
+    char err[256] = "out of memory";
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    /* A failed call means the channel is down: the exit hook follows. */
     if (!msgmap_end(&m, &pk) || peer_client_call(ac->pc, agent_method_name(AGENT_TEARDOWN), sb.data,
                                                  sb.size, on_teardown_reply, ac, err, sizeof err) < 0)
-        agent_down(ac);
+        ctl_log("machine '%s': teardown not sent: %s", ac->machine.name, err);
     msgpack_sbuffer_destroy(&sb);
 }
 

@@ -15,7 +15,11 @@
 #   - `hiernet run` with a placement over m1..m3 starts the agents, records
 #     control_rtt_ms / clock_offset_ms / clock_error_ms / version per
 #     machine in run.json and log.txt, and is refused (exit 3) after they
-#     answered, saying so.
+#     answered, saying so;
+#   - `hiernet doctor --hosts` prints one table (m1 local, m2 and m3
+#     reachable, root, features, same version; an address where no machine
+#     answers is NO) and `hiernet clean --hosts` one line per machine, and
+#     removes the registry entry a SIGKILLed run left on m2.
 # Usage: test_cluster_agent.sh HN_AGENT_PROBE HIERNET
 set -uo pipefail
 PROBE=$1
@@ -153,6 +157,49 @@ for e in m:
 PY
 expect_eq "log.txt: one agent line per machine" "$(grep -c "network 'c': agent m[23]: control RTT" "$D/r/log.txt")" 2
 expect_eq "run: no agent, no ssh left" "$(agents_on 2)$(agents_on 3)$(ssh_on_m1)" ""
+
+# --- doctor --hosts ---
+cp "$D/hosts" "$D/hosts4"
+echo "m9 $(cluster_addr 9)" >>"$D/hosts4"
+cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" "$HN" doctor --hosts "$D/hosts4" >"$D/doctor.out" 2>"$D/doctor.err"
+expect_eq "doctor --hosts with an absent machine: exit 3" "$?" 3
+expect_eq "doctor: header" "$(head -n1 "$D/doctor.out" | tr -s ' ')" "machine address reachable privilege kernel features hiernet version"
+expect_eq "doctor: m1 row" "$(awk '$1 == "m1" {print $2, $3, $4, $NF}' "$D/doctor.out")" "$(cluster_addr 1) local root same"
+for m in 2 3; do
+  awk -v m="m$m" -v a="$(cluster_addr $m)" '$1 == m && $2 == a && $3 ~ /^[0-9.]+$/ && $4 == "ms" && $5 == "root" && / veth / && $NF == "same" {f = 1} END {exit !f}' "$D/doctor.out" &&
+    pass "doctor: m$m reachable, root, veth, same version" || fail "doctor: m$m row: $(cat "$D/doctor.out")"
+done
+awk '$1 == "m9" && $3 == "NO" {f = 1} END {exit !f}' "$D/doctor.out" && pass "doctor: m9 not reachable" ||
+  fail "doctor: m9 row: $(cat "$D/doctor.out")"
+grep -q "^  machine 'm9' (10.250.0.9): the agent's ssh exited with status 255: " "$D/doctor.out" &&
+  pass "doctor: m9's reason" || fail "doctor: m9's reason: $(cat "$D/doctor.out")"
+cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" "$HN" doctor --hosts "$D/hosts" >"$D/doctor.out" 2>&1
+expect_eq "doctor --hosts m1..m3: exit 0" "$?" 0
+
+# --- clean --hosts: a run SIGKILLed on m2 leaves its registry entry ---
+cat >"$D/stay.lua" <<'LUA'
+local hn = require("hiernet")
+local net = hn.network{ name = "s", backend = "none" }
+net:link(net:node("x"), net:node("y"), { delay = "1ms" })
+net:start()
+hn.sleep(60)
+LUA
+# bash writes its pid, then becomes hiernet: the controller's pid to SIGKILL.
+cluster_exec 2 bash -c 'echo $$ >"$1"; exec "$2" run "$3" --out "$4" --quiet' stay "$D/stay.pid" "$HN" \
+  "$D/stay.lua" "$D/r-stay" >/dev/null 2>&1 &
+stay=$!
+for _ in $(seq 300); do grep -q "hn.sleep\|started" "$D/r-stay/log.txt" 2>/dev/null && break; sleep 0.05; done
+sleep 0.5
+kill -KILL "$(cat "$D/stay.pid")"
+wait "$stay" 2>/dev/null
+cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" "$HN" clean --hosts "$D/hosts" >"$D/clean.out" 2>"$D/clean.err"
+expect_eq "clean --hosts: exit 0" "$?" 0
+expect_eq "clean --hosts: one line per machine" "$(cut -d: -f1 "$D/clean.out" | tr '\n' ' ')" "m1 m2 m3 "
+grep -qE "^m2: clean: removed 1 stale run" "$D/clean.out" && pass "clean --hosts: m2's stale run removed" ||
+  fail "clean --hosts: $(cat "$D/clean.out" "$D/clean.err")"
+grep -qE "^m1: clean: nothing stale" "$D/clean.out" && pass "clean --hosts: m1 had nothing" || fail "clean --hosts m1: $(cat "$D/clean.out")"
+cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" "$HN" clean --hosts "$D/hosts" >"$D/clean.out" 2>&1
+expect_eq "clean --hosts again: nothing stale anywhere" "$(grep -c ': clean: nothing stale' "$D/clean.out")" 3
 
 [[ $FAILED -eq 0 ]] && echo PASS || echo FAILED
 exit $FAILED
