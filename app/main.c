@@ -73,11 +73,14 @@ static const char run_usage[] =
     "                     run.json's dilation says which and why\n"
     "  --quiet            no log lines on stderr (they still go to log.txt)\n"
     "  --hosts FILE       machines to place the nodes on (overrides the networks' hosts=):\n"
-    "                     'name address [cores=N] [mem=GiB] [user=NAME]' a line (mem= and\n"
-    "                     user= are checked, used once the agent exists); 'slurm':\n"
-    "                     the current allocation's. The placement goes to run.json; a\n"
-    "                     placement that needs another machine than this one is refused\n"
-    "                     (exit 3) until the agent exists (docs/guide.md, Several machines)\n"
+    "                     'name address [cores=N] [mem=GiB] [user=NAME]' a line (user=: the\n"
+    "                     SSH login); 'slurm': the current allocation's. The placement goes\n"
+    "                     to run.json. A placement that needs other machines starts their\n"
+    "                     agents (ssh -o BatchMode=yes, $HIERNET_SSH_CONFIG as ssh -F, the\n"
+    "                     binary at this one's path or $HIERNET_REMOTE_BIN; srun for\n"
+    "                     slurm), records their control RTT and clock offset in run.json,\n"
+    "                     then is refused (exit 3): remote parts cannot be built yet\n"
+    "                     (docs/guide.md, Several machines)\n"
     "  ARGS               passed to the scenario chunk as ...\n";
 
 static const char draw_usage[] =
