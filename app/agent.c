@@ -69,8 +69,8 @@ struct agent {
     struct agent_hello_reply self; /* what hello answers, found at start */
     char machine[AGENT_NAME_MAX];
     double idle_s;
-    int exit_code;  /* once finishing: the code to exit with after the output drains */
-    bool finishing; /* no more input is read */
+    int exit_code;   /* once finishing: the code to exit with after the output drains */
+    bool finishing;  /* no more input is read */
     int64_t read_ns; /* when the bytes being decoded were read: a ping's t1 */
 };
 
@@ -156,8 +156,9 @@ static void find_underlay(const char *controller, struct agent_hello_reply *r)
                                                 : "no SSH_CONNECTION, no --controller");
         return;
     }
-    const void *in = src.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&src)->sin_addr
-                                              : (const void *)&((struct sockaddr_in6 *)&src)->sin6_addr;
+    const void *in = src.ss_family == AF_INET
+                         ? (const void *)&((struct sockaddr_in *)&src)->sin_addr
+                         : (const void *)&((struct sockaddr_in6 *)&src)->sin6_addr;
     inet_ntop(src.ss_family, in, r->underlay_address, sizeof r->underlay_address);
     underlay_device(&src, r);
 }
@@ -257,7 +258,8 @@ static void serve_hello(struct agent *a, const struct proto_msg *m)
 {
     struct agent_hello h;
     char err[512];
-    if (agent_wire_read_hello(m->params, &h, err, sizeof err) < 0) return reply_error(a, m->msgid, err);
+    if (agent_wire_read_hello(m->params, &h, err, sizeof err) < 0)
+        return reply_error(a, m->msgid, err);
     if (h.machine[0]) snprintf(a->machine, sizeof a->machine, "%s", h.machine);
     if (strcmp(h.version, AGENT_VERSION) != 0) {
         snprintf(err, sizeof err,
@@ -282,7 +284,8 @@ static void serve_ping(struct agent *a, const struct proto_msg *m)
 {
     struct agent_ping p;
     char err[256];
-    if (agent_wire_read_ping(m->params, &p, err, sizeof err) < 0) return reply_error(a, m->msgid, err);
+    if (agent_wire_read_ping(m->params, &p, err, sizeof err) < 0)
+        return reply_error(a, m->msgid, err);
     ev_timer_again(a->loop, &a->idle_timer);
     struct agent_pong pong = {a->read_ns, mono_ns()};
     struct msgmap r;
@@ -312,8 +315,8 @@ static void serve(struct agent *a, const struct proto_msg *m)
     case AGENT_TEARDOWN:
         return serve_teardown(a, m);
     case AGENT_UNKNOWN:
-        snprintf(err, sizeof err, "unknown method '%.*s'", (int)(m->method_len > 40 ? 40 : m->method_len),
-                 m->method ? m->method : "");
+        snprintf(err, sizeof err, "unknown method '%.*s'",
+                 (int)(m->method_len > 40 ? 40 : m->method_len), m->method ? m->method : "");
         return reply_error(a, m->msgid, err);
     default:
         snprintf(err, sizeof err, "%s: not available: this agent cannot build remote parts yet",

@@ -27,9 +27,11 @@ extern char **environ;
 /* The last non-empty line of text (len bytes) into out. */
 static void last_line(const char *text, size_t len, char *out, size_t cap)
 {
-    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r')) len--;
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        len--;
     size_t start = len;
-    while (start > 0 && text[start - 1] != '\n') start--;
+    while (start > 0 && text[start - 1] != '\n')
+        start--;
     snprintf(out, cap, "%.*s", (int)(len - start), text + start);
 }
 

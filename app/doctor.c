@@ -105,8 +105,8 @@ int cli_feature_names(char *out, size_t cap, char *err, size_t errlen)
     if (emu_nl_probe(&f, err, errlen) < 0) return -1;
     for (int i = 0; i < EMU_NL_FEATURE_COUNT; i++)
         if (f.available[i] && at < cap)
-            at += (size_t)snprintf(out + at, cap - at, "%s%s", at ? " " : "",
-                                   emu_nl_feature_name(i));
+            at +=
+                (size_t)snprintf(out + at, cap - at, "%s%s", at ? " " : "", emu_nl_feature_name(i));
     return 0;
 }
 

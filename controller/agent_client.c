@@ -29,7 +29,7 @@ struct agent_client {
     struct peer_client *pc;
     int err_fd; /* the child's stderr, -1 once closed */
     ev_io err_watcher;
-    ev_timer start_timer; /* hello deadline, then the ping interval */
+    ev_timer start_timer;             /* hello deadline, then the ping interval */
     char err_line[AGENT_STDERR_LINE]; /* a partial stderr line */
     size_t err_len;
     char last_err[AGENT_STDERR_LINE]; /* the last whole line: names why ssh failed */
@@ -215,8 +215,7 @@ static bool err_read(struct agent_client *ac)
     if (n < 0 && errno == EAGAIN) return false;
     if (n <= 0) return err_close(ac), false;
     for (ssize_t i = 0; i < n; i++) {
-        if (buf[i] == '\n' || ac->err_len + 1 >= sizeof ac->err_line)
-            err_line_done(ac);
+        if (buf[i] == '\n' || ac->err_len + 1 >= sizeof ac->err_line) err_line_done(ac);
         if (buf[i] != '\n' && buf[i] != '\r') ac->err_line[ac->err_len++] = buf[i];
     }
     return true;
@@ -242,7 +241,8 @@ static void on_exit_hook(void *ctx, int status)
     if (WIFEXITED(status))
         snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
     else
-        snprintf(how, sizeof how, "killed by signal %d", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+        snprintf(how, sizeof how, "killed by signal %d",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     agent_fail(ac, "the agent's %s %s%s%s", ac->opts.slurm ? "srun" : "ssh", how,
                ac->last_err[0] ? ": " : "", ac->last_err);
 }
@@ -423,8 +423,9 @@ void agent_client_teardown(struct agent_client *ac)
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     /* A failed call means the channel is down: the exit hook follows. */
-    if (!msgmap_end(&m, &pk) || peer_client_call(ac->pc, agent_method_name(AGENT_TEARDOWN), sb.data,
-                                                 sb.size, on_teardown_reply, ac, err, sizeof err) < 0)
+    if (!msgmap_end(&m, &pk) ||
+        peer_client_call(ac->pc, agent_method_name(AGENT_TEARDOWN), sb.data, sb.size,
+                         on_teardown_reply, ac, err, sizeof err) < 0)
         ctl_log("machine '%s': teardown not sent: %s", ac->machine.name, err);
     msgpack_sbuffer_destroy(&sb);
 }

@@ -114,7 +114,8 @@ struct agent_group *agent_group_start(struct ev_loop *loop, const struct topo_ma
     g->ctx = ctx;
     ev_idle_init(&g->later, on_later);
     g->later.data = g;
-    if ((!o->slurm && make_control_dir(g, err, errlen) < 0) || start_all(g, m, o, err, errlen) < 0) {
+    if ((!o->slurm && make_control_dir(g, err, errlen) < 0) ||
+        start_all(g, m, o, err, errlen) < 0) {
         agent_group_free(g);
         return NULL;
     }

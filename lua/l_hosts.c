@@ -116,7 +116,8 @@ int lnet_place_or_draw(struct l_network *net, char *err, size_t errlen)
     if (rt->draw) draw_placed(rt, net, &p);
     topo_placement_free(&p);
     if (rt->draw || remote == 0) return 0;
-    snprintf(err, errlen, "network '%s': %zu of its %zu nodes are placed on other machines than this one",
+    snprintf(err, errlen,
+             "network '%s': %zu of its %zu nodes are placed on other machines than this one",
              net->topo->name, remote, net->topo->n_nodes);
     return 1;
 }

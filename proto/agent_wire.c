@@ -12,12 +12,12 @@ static const struct {
     const char *name;
     bool served;
 } agent_methods[AGENT_METHOD_COUNT] = {
-    [AGENT_UNKNOWN] = {"", false},         [AGENT_HELLO] = {"hello", true},
-    [AGENT_PING] = {"ping", true},         [AGENT_TEARDOWN] = {"teardown", true},
-    [AGENT_BUILD] = {"build", false},      [AGENT_CALL] = {"call", false},
-    [AGENT_LINK] = {"link", false},        [AGENT_KILL] = {"kill", false},
-    [AGENT_RESTART] = {"restart", false},  [AGENT_PARTITION] = {"partition", false},
-    [AGENT_HEAL] = {"heal", false},        [AGENT_STATS] = {"stats", false},
+    [AGENT_UNKNOWN] = {"", false},        [AGENT_HELLO] = {"hello", true},
+    [AGENT_PING] = {"ping", true},        [AGENT_TEARDOWN] = {"teardown", true},
+    [AGENT_BUILD] = {"build", false},     [AGENT_CALL] = {"call", false},
+    [AGENT_LINK] = {"link", false},       [AGENT_KILL] = {"kill", false},
+    [AGENT_RESTART] = {"restart", false}, [AGENT_PARTITION] = {"partition", false},
+    [AGENT_HEAL] = {"heal", false},       [AGENT_STATS] = {"stats", false},
     [AGENT_EXIT] = {"exit", false},
 };
 
@@ -116,9 +116,18 @@ static int read_fields(const char *what, const msgpack_object *map, const struct
 #define NFIELDS(...) (sizeof FIELDS(__VA_ARGS__) / sizeof(struct field))
 #define READ_FIELDS(what, map, err, errlen, ...)                                                   \
     read_fields(what, map, FIELDS(__VA_ARGS__), NFIELDS(__VA_ARGS__), err, errlen)
-#define STR(key, buf) {key, FIELD_STR, (buf), sizeof(buf)}
-#define I64(key, ptr) {key, FIELD_I64, (ptr), 0}
-#define BOOL(key, ptr) {key, FIELD_BOOL, (ptr), 0}
+#define STR(key, buf)                                                                              \
+    {                                                                                              \
+        key, FIELD_STR, (buf), sizeof(buf)                                                         \
+    }
+#define I64(key, ptr)                                                                              \
+    {                                                                                              \
+        key, FIELD_I64, (ptr), 0                                                                   \
+    }
+#define BOOL(key, ptr)                                                                             \
+    {                                                                                              \
+        key, FIELD_BOOL, (ptr), 0                                                                  \
+    }
 
 int agent_wire_read_hello(const msgpack_object *map, struct agent_hello *out, char *err,
                           size_t errlen)
@@ -138,8 +147,7 @@ int agent_wire_read_hello_reply(const msgpack_object *map, struct agent_hello_re
                        STR("underlay_address", out->underlay_address),
                        STR("underlay_device", out->underlay_device),
                        I64("underlay_mtu", &out->underlay_mtu), I64("uid", &out->uid),
-                       BOOL("cap_net_admin", &out->cap_net_admin),
-                       I64("clock_ns", &out->clock_ns));
+                       BOOL("cap_net_admin", &out->cap_net_admin), I64("clock_ns", &out->clock_ns));
 }
 
 int agent_wire_read_ping(const msgpack_object *map, struct agent_ping *out, char *err,

@@ -57,8 +57,7 @@ static bool same_hello_t(const hello_t *a, const hello_t *b)
 static bool same_reply_t(const reply_t *a, const reply_t *b)
 {
     return !strcmp(a->version, b->version) && !strcmp(a->hostname, b->hostname) &&
-           !strcmp(a->features, b->features) &&
-           !strcmp(a->underlay_address, b->underlay_address) &&
+           !strcmp(a->features, b->features) && !strcmp(a->underlay_address, b->underlay_address) &&
            !strcmp(a->underlay_device, b->underlay_device) && a->underlay_mtu == b->underlay_mtu &&
            a->uid == b->uid && a->cap_net_admin == b->cap_net_admin && a->clock_ns == b->clock_ns;
 }

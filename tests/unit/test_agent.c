@@ -157,8 +157,8 @@ static void hello_ping_teardown(void)
     msgmap_init(&b);
     agent_send(&a, AGENT_BUILD, &b);
     CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_STR);
-    CHECK(m.error->via.str.size > 0 && memmem(m.error->via.str.ptr, m.error->via.str.size,
-                                              "build: not available", 20));
+    CHECK(m.error->via.str.size > 0 &&
+          memmem(m.error->via.str.ptr, m.error->via.str.size, "build: not available", 20));
     msgmap_init(&b);
     agent_send(&a, AGENT_TEARDOWN, &b);
     CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_NIL);

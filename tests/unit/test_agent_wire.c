@@ -68,11 +68,16 @@ static void hello_round_trip(void)
 
 static void reply_round_trip(void)
 {
-    struct agent_hello_reply h = {.version = "v1", .hostname = "m3", .features = "veth htb",
-                                  .underlay_address = "10.250.0.3", .underlay_device = "eth0",
-                                  .underlay_mtu = 1550, .uid = 0, .cap_net_admin = true,
+    struct agent_hello_reply h = {.version = "v1",
+                                  .hostname = "m3",
+                                  .features = "veth htb",
+                                  .underlay_address = "10.250.0.3",
+                                  .underlay_device = "eth0",
+                                  .underlay_mtu = 1550,
+                                  .uid = 0,
+                                  .cap_net_admin = true,
                                   .clock_ns = 123456789012345LL},
-                            back;
+                             back;
     struct msgmap m;
     struct proto_reader r;
     struct proto_msg msg;
