@@ -100,6 +100,10 @@ int cli_clean(int argc, char **argv)
         }
         if (!strncmp(argv[i], "--hosts=", 8) && argc == 1) return cli_clean_hosts(argv[i] + 8);
         if (!strcmp(argv[i], "--hosts") && argc == 2) return cli_clean_hosts(argv[1]);
+        if (!strcmp(argv[i], "--hosts") && argc == 1) {
+            fprintf(stderr, "hiernet clean: --hosts needs a value (see hiernet clean --help)\n");
+            return EXIT_USAGE;
+        }
         fprintf(stderr, "hiernet clean: unknown argument '%s' (see hiernet clean --help)\n",
                 argv[i]);
         return EXIT_USAGE;

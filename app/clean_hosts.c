@@ -111,15 +111,19 @@ static int clean_machine(const struct topo_machine *m, bool slurm)
     return ok ? 0 : -1;
 }
 
+bool cli_hosts_read(const char *cmd, const char *spec, struct topo_machines *m)
+{
+    char err[512];
+    if (hosts_load(spec, m, err, sizeof err) == 0) return true;
+    fprintf(stderr, "hiernet %s: --hosts: %s\n", cmd, err);
+    topo_machines_free(m);
+    return false;
+}
+
 int cli_clean_hosts(const char *spec)
 {
     struct topo_machines m;
-    char err[512];
-    if (hosts_load(spec, &m, err, sizeof err) < 0) {
-        fprintf(stderr, "hiernet clean: --hosts: %s\n", err);
-        topo_machines_free(&m);
-        return 2;
-    }
+    if (!cli_hosts_read("clean", spec, &m)) return 2;
     int failures = 0;
     for (size_t i = 0; i < m.n; i++)
         failures += clean_machine(&m.v[i], !strcmp(m.source, "slurm")) < 0;

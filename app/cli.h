@@ -8,6 +8,9 @@
  * input, 3 environment (missing privilege or feature, run not alive). */
 #pragma once
 
+#include "topo/machines.h"
+
+#include <stdbool.h>
 #include <stddef.h>
 
 int cli_clean(int argc, char **argv);
@@ -17,6 +20,9 @@ int cli_models(int argc, char **argv);
 int cli_agent(int argc, char **argv);
 /* clean --hosts SPEC (clean_hosts.c), doctor --hosts SPEC (doctor_hosts.c). */
 int cli_clean_hosts(const char *spec);
+/* hosts_load(spec) for subcommand cmd: false after one line on stderr
+ * (the file's line and value), with m freed. */
+bool cli_hosts_read(const char *cmd, const char *spec, struct topo_machines *m);
 int cli_doctor_hosts(const char *spec);
 
 /* The effective capability set from /proc/self/status (0 when unreadable):

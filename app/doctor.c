@@ -184,6 +184,10 @@ int cli_doctor(int argc, char **argv)
         }
         if (!strncmp(argv[i], "--hosts=", 8) && argc == 1) return cli_doctor_hosts(argv[i] + 8);
         if (!strcmp(argv[i], "--hosts") && argc == 2) return cli_doctor_hosts(argv[1]);
+        if (!strcmp(argv[i], "--hosts") && argc == 1) {
+            fprintf(stderr, "hiernet doctor: --hosts needs a value (see hiernet doctor --help)\n");
+            return EXIT_USAGE;
+        }
         fprintf(stderr, "hiernet doctor: unknown argument '%s' (see hiernet doctor --help)\n",
                 argv[i]);
         return EXIT_USAGE;

@@ -10,7 +10,6 @@
  * libev loop and torn down before the table is printed. */
 #include "app/cli.h"
 #include "controller/agent_client.h"
-#include "controller/hosts.h"
 #include "hiernet_version.h"
 
 #include <ev.h>
@@ -134,14 +133,12 @@ static int ask_agents(struct doctor_hosts *d, bool slurm)
 int cli_doctor_hosts(const char *spec)
 {
     struct topo_machines m;
-    char err[512];
-    if (hosts_load(spec, &m, err, sizeof err) < 0) {
-        fprintf(stderr, "hiernet doctor: --hosts: %s\n", err);
-        topo_machines_free(&m);
-        return 2;
-    }
+    if (!cli_hosts_read("doctor", spec, &m)) return 2;
     struct doctor_hosts d = {ev_default_loop(0), calloc(m.n, sizeof *d.rows), m.n, 0};
-    if (!d.rows) return fprintf(stderr, "hiernet doctor: out of memory\n"), EXIT_ENVIRONMENT;
+    if (!d.rows) {
+        topo_machines_free(&m);
+        return fprintf(stderr, "hiernet doctor: out of memory\n"), EXIT_ENVIRONMENT;
+    }
     for (size_t i = 0; i < m.n; i++)
         d.rows[i].machine = &m.v[i];
     ask_agents(&d, !strcmp(m.source, "slurm"));
