@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -415,6 +416,8 @@ void agent_client_teardown(struct agent_client *ac)
     /* A bounded wait for the answer: a hung agent must not hold the run. */
     ev_timer_set(&ac->start_timer, ac->opts.ping_timeout_s, 0);
     ev_timer_start(ac->loop, &ac->start_timer);
+    /* A failed agent may not listen any more: ending its ssh is its EOF. */
+    if (ac->failed) return peer_client_kill(ac->pc, SIGTERM);
     struct msgmap m;
     msgmap_init(&m);
     msgpack_sbuffer sb;

@@ -2,13 +2,14 @@
  * machine of a hosts file with controller/agent_group.h, as a run does,
  * for the cluster tests (issue 20).
  *
- *   hn-agent-probe HOSTS [--version V] [--hold]
+ *   hn-agent-probe HOSTS [--version V] [--hold] [--hello-timeout S]
  *
  * Prints one line per agent once all are ready ("ready m2: control RTT
  * ..."), then a line "json [...]" (run.json's "machines" entries). With
  * --hold it keeps them (a ping a second) until its stdin closes or it gets
  * SIGTERM; then tears them down. --version sends V in hello instead of
- * this build's. Exit 0, or 3 with the failure on stderr. */
+ * this build's; --hello-timeout bounds the start (default 30 s). Exit 0,
+ * or 3 with the failure on stderr. */
 #include "controller/agent_group.h"
 #include "controller/hosts.h"
 #include "hiernet_version.h"
@@ -80,6 +81,8 @@ int main(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--hold")) hold = true;
         if (!strcmp(argv[i], "--version") && i + 1 < argc) o.version = argv[++i];
+        if (!strcmp(argv[i], "--hello-timeout") && i + 1 < argc)
+            o.hello_timeout_s = atof(argv[++i]);
     }
     if (argc < 2 || hosts_load(argv[1], &m, err, sizeof err) < 0) {
         fprintf(stderr, "hn-agent-probe: %s\n", argc < 2 ? "usage: hn-agent-probe HOSTS" : err);
