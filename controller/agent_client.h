@@ -40,6 +40,7 @@ struct agent_client_options {
     const char *run_id;      /* in hello, for the agent's log */
     const char *version;     /* sent in hello: the agent refuses another than its own */
     const char *control_dir; /* private directory for ssh's ControlPath, or NULL: none */
+    unsigned control_slot;   /* the socket's name in it: one per machine of a group */
     bool slurm;              /* srun instead of ssh */
     double hello_timeout_s;  /* the whole start: hello and the first pings */
     int hello_pings;         /* pings before ready (CLOCK_ESTIMATE_SAMPLES) */

@@ -2,12 +2,14 @@
 #include "controller/agent_group.h"
 
 #include "common/json.h"
+#include "controller/registry.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 struct agent_group {
@@ -45,10 +47,32 @@ static void group_down_one(void *ctx, struct agent_client *ac)
     if (g->waiting > 0 && --g->waiting == 0 && g->on_down) g->on_down(g->down_ctx, g);
 }
 
+/* ssh binds ControlPath DIR/SLOT (a machine's index, not %C's 40 hex
+ * digits, so that a registry root under a test's temporary directory fits)
+ * under a temporary name 17 characters longer, and a socket's path must fit
+ * sun_path (108 bytes). */
+#define CONTROL_DIR_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1 - 1 - 5 - 17)
+
+/* The directory lives in the registry's root, named after this process
+ * (REGISTRY_SSH_PREFIX), so that `hiernet clean` removes it once this
+ * controller is gone, SIGKILLed included. */
 static int make_control_dir(struct agent_group *g, char *err, size_t errlen)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g->control_dir, sizeof g->control_dir, "%s/hn-ssh-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    char root[REGISTRY_PATH_MAX];
+    struct registry_proc self;
+    if (registry_root_for_write(root, sizeof root, err, errlen) < 0) return -1;
+    if (registry_proc_read(getpid(), &self) < 0)
+        return snprintf(err, errlen, "read /proc/self/stat: %s", strerror(errno)), -1;
+    snprintf(g->control_dir, sizeof g->control_dir, "%s/" REGISTRY_SSH_PREFIX "%ld-%llu-XXXXXX",
+             root, (long)self.pid, self.start);
+    if (strlen(g->control_dir) > CONTROL_DIR_MAX) {
+        snprintf(err, errlen,
+                 "ssh control directory %s: %zu characters, the most an ssh ControlPath "
+                 "socket allows is %zu (set HIERNET_RUN_DIR to a shorter directory)",
+                 g->control_dir, strlen(g->control_dir), (size_t)CONTROL_DIR_MAX);
+        g->control_dir[0] = '\0';
+        return -1;
+    }
     if (mkdtemp(g->control_dir)) return 0; /* mkdtemp makes it 0700: the sockets are ours */
     snprintf(err, errlen, "ssh control directory %s: %s", g->control_dir, strerror(errno));
     g->control_dir[0] = '\0';
@@ -78,6 +102,7 @@ static int start_all(struct agent_group *g, const struct topo_machines *m,
     opts.control_dir = o->slurm ? NULL : g->control_dir;
     for (size_t i = 0; i < m->n; i++) {
         if (m->v[i].local) continue;
+        opts.control_slot = (unsigned)i;
         g->v[g->n] = agent_client_start(g->loop, &m->v[i], &opts, &hooks, err, errlen);
         if (!g->v[g->n]) return -1;
         g->n++;

@@ -3,7 +3,9 @@
  * one is ready (hello and its first pings answered), torn down together.
  *
  * Owns the clients and the private directory of their ssh ControlPaths
- * (mode 0700, under $TMPDIR or /tmp), removed when the group is freed.
+ * (mode 0700, in the registry's root, named after this process so that
+ * `hiernet clean` removes what a SIGKILL left), removed when the group is
+ * freed.
  * On the libev loop; nothing here blocks. */
 #pragma once
 

@@ -21,13 +21,13 @@ static void ssh_line(void)
     const char *words[] = {"agent", "--machine", "m2", NULL};
     char *argv[32], store[4096], line[4096];
     agent_client_options_default(&o);
-    o.control_dir = "/tmp/hn-ssh-abc";
+    o.control_dir = "/run/hiernet/.ssh-1-2-abcdef";
     setenv(AGENT_ENV_REMOTE_BIN, "/opt/hier net/it's/hiernet", 1);
     setenv(AGENT_ENV_SSH_CONFIG, "/etc/cluster_config", 1);
     CHECK(agent_client_argv(&m, &o, words, argv, 32, store, sizeof store) == 0);
     join(argv, line, sizeof line);
     CHECK_STREQ(line, "ssh|-T|-o|BatchMode=yes|-F|/etc/cluster_config|-o|ControlMaster=auto|-o|"
-                      "ControlPath=/tmp/hn-ssh-abc/%C|-o|ControlPersist=no|-l|lab|--|10.250.0.2|"
+                      "ControlPath=/run/hiernet/.ssh-1-2-abcdef/0|-o|ControlPersist=no|-l|lab|--|10.250.0.2|"
                       "exec '/opt/hier net/it'\\''s/hiernet' 'agent' '--machine' 'm2'");
 
     /* without a config, a user or multiplexing */

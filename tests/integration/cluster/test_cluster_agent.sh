@@ -117,7 +117,15 @@ if hold_start; then
     "$(agents_on 2)$(agents_on 3)$(ssh_on_m1)" ""
   wait "$HOLD_PID" 2>/dev/null
   hold_end
-  rm -rf "$D"/hn-ssh-* # what a SIGKILLed controller leaves (an empty directory or a socket)
+  # What a SIGKILLed controller leaves: its ssh control directory, in m1's
+  # registry root, which `hiernet clean` removes.
+  expect_eq "SIGKILLed controller: its ssh control directory is left" \
+    "$(cluster_exec 1 sh -c 'ls -d /run/hiernet/.ssh-* 2>/dev/null | wc -l')" 1
+  cluster_exec 1 "$HN" clean >"$D/clean1.out" 2>&1
+  grep -q "ssh control directory of a controller that is gone" "$D/clean1.out" &&
+    pass "clean: says what it removed" || fail "clean after SIGKILL: $(cat "$D/clean1.out")"
+  expect_eq "clean: the ssh control directory is gone" \
+    "$(cluster_exec 1 sh -c 'ls -d /run/hiernet/.ssh-* 2>/dev/null')" ""
 fi
 
 # --- held, then SIGTERM: torn down, directory removed ---
@@ -129,7 +137,8 @@ if hold_start; then
   expect_eq "SIGTERM: probe exit status" "$?" 0
   expect_eq "SIGTERM: agents torn down on request" "$(grep -c 'tearing down: teardown requested' "$D/hold.err")" 2
   expect_eq "SIGTERM: no agent, no ssh left" "$(agents_on 2)$(agents_on 3)$(ssh_on_m1)" ""
-  expect_eq "SIGTERM: ssh control directory removed" "$(ls -d "$D"/hn-ssh-* 2>/dev/null)" ""
+  expect_eq "SIGTERM: ssh control directory removed" \
+    "$(cluster_exec 1 sh -c 'ls -d /run/hiernet/.ssh-* 2>/dev/null')" ""
   hold_end
 fi
 
