@@ -73,6 +73,14 @@ struct ml_state {
     int bucket_n;
     /* forward{}'s kept micro-batches, for their backward{} (commands_ml_split.c). */
     struct ml_stash *stashes;
+    /* backward{add}'s gradient before it is added: the device buffer the
+     * pass writes (kern_alloc'd in grad_ctx) and, off the CPU, its host
+     * copy. One for all stashes, since the worker runs one backward at a
+     * time: one per stash held a buffer of the whole model's size per
+     * micro-batch in flight (commands_ml_split.c). */
+    struct kern_ctx *grad_ctx;
+    float *grad_dscratch, *grad_scratch;
+    size_t grad_dscratch_cap, grad_scratch_cap;
 };
 
 /* grad{bucket_mb}: plans the model's buckets (kernels/buckets.h) over a

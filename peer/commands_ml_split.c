@@ -36,25 +36,27 @@ struct ml_stash {
     float *x;             /* the part's input */
     int32_t *y;           /* labels (last part) */
     float *dy;            /* the last part: d loss / d logits */
-    /* backward{add}: the part's gradient before it is added, on the device
-     * (dscratch, kern_alloc'd in the model's context) and its host copy. */
-    float *dscratch, *scratch;
-    size_t x_cap, y_cap, dy_cap, scratch_cap, dscratch_cap;
+    size_t x_cap, y_cap, dy_cap;
     int batch;
     bool live;       /* forward done, backward not yet */
     bool has_labels; /* y holds the batch's labels */
     struct ml_stash *next;
 };
 
-/* The stash's model and its device scratch, which lives in the model's
- * context. */
 static void stash_model_drop(struct ml_stash *s)
 {
-    if (s->dscratch) kern_free(kern_model_ctx(s->m), s->dscratch);
     kern_model_destroy(s->m);
     s->m = NULL;
-    s->dscratch = NULL;
-    s->dscratch_cap = 0;
+}
+
+/* backward{add}'s shared gradient scratch (struct ml_state). */
+static void grad_scratch_free(struct ml_state *ml)
+{
+    if (ml->grad_dscratch) kern_free(ml->grad_ctx, ml->grad_dscratch);
+    free(ml->grad_scratch);
+    ml->grad_ctx = NULL;
+    ml->grad_dscratch = ml->grad_scratch = NULL;
+    ml->grad_dscratch_cap = ml->grad_scratch_cap = 0;
 }
 
 void ml_stash_free_all(struct ml_state *ml)
@@ -65,10 +67,10 @@ void ml_stash_free_all(struct ml_state *ml)
         free(ml->stashes->x);
         free(ml->stashes->y);
         free(ml->stashes->dy);
-        free(ml->stashes->scratch);
         free(ml->stashes);
         ml->stashes = next;
     }
+    grad_scratch_free(ml);
 }
 
 static struct ml_stash *stash_find(struct ml_state *ml, const char *model, int first, int last,
@@ -435,36 +437,43 @@ static bool backward_add(struct command_job *j, const struct backward_params *p,
 }
 
 /* backward{add}: the device scratch the pass writes the whole-model
- * gradient into (only the part's slices are then read). */
+ * gradient into (only the part's slices are then read), in the stash
+ * model's context. */
 static float *backward_scratch(struct command_job *j, struct ml_stash *s, size_t n)
 {
+    struct ml_state *ml = j->ml;
     struct kern_ctx *ctx = kern_model_ctx(s->m);
-    if (n <= s->dscratch_cap) return s->dscratch;
-    kern_free(ctx, s->dscratch);
-    s->dscratch = NULL;
-    s->dscratch_cap = 0;
-    if (kern_alloc(ctx, n, &s->dscratch, j->err, sizeof j->err) < 0) return NULL;
-    s->dscratch_cap = n;
-    return s->dscratch;
+    if (ctx == ml->grad_ctx && n <= ml->grad_dscratch_cap) return ml->grad_dscratch;
+    if (ml->grad_dscratch) kern_free(ml->grad_ctx, ml->grad_dscratch);
+    ml->grad_dscratch = NULL;
+    ml->grad_dscratch_cap = 0;
+    ml->grad_ctx = ctx;
+    if (kern_alloc(ctx, n, &ml->grad_dscratch, j->err, sizeof j->err) < 0) return NULL;
+    ml->grad_dscratch_cap = n;
+    return ml->grad_dscratch;
 }
 
-/* The part's slices of the device scratch to the host scratch, then added
- * into the existing tensor. */
+/* The part's slices of the device scratch added into the existing tensor:
+ * read in place on the CPU (its device memory is host memory), through
+ * the host scratch from a GPU. */
 static bool backward_add_scratch(struct command_job *j, const struct backward_params *p,
                                  struct ml_stash *s, uint64_t n)
 {
+    struct ml_state *ml = j->ml;
     struct part_slices sl = part_slices_of(kern_model_layout(s->m), s->first, s->last);
-    if (!grow(j, (void **)&s->scratch, &s->scratch_cap, n, sizeof(float))) return false;
+    if (kern_ctx_device(ml->grad_ctx) == KERN_DEVICE_CPU)
+        return backward_add(j, p, &sl, ml->grad_dscratch, n);
+    if (!grow(j, (void **)&ml->grad_scratch, &ml->grad_scratch_cap, n, sizeof(float))) return false;
     for (int k = 0; k < 2; k++)
         if (sl.count[k] &&
-            kern_download(kern_model_ctx(s->m), s->scratch + sl.offset[k],
-                          s->dscratch + sl.offset[k], sl.count[k], j->err, sizeof j->err) < 0)
+            kern_download(ml->grad_ctx, ml->grad_scratch + sl.offset[k],
+                          ml->grad_dscratch + sl.offset[k], sl.count[k], j->err, sizeof j->err) < 0)
             return false;
-    return backward_add(j, p, &sl, s->scratch, n);
+    return backward_add(j, p, &sl, ml->grad_scratch, n);
 }
 
 /* Where the pass writes the gradient: a new tensor's device elements,
- * zeroed (the part writes its slices only), or with add= the stash's
+ * zeroed (the part writes its slices only), or with add= the shared
  * device scratch. */
 static float *backward_grad_target(struct command_job *j, const struct backward_params *p,
                                    struct ml_stash *s, uint64_t n, struct store_tensor **g)
@@ -478,7 +487,7 @@ static float *backward_grad_target(struct command_job *j, const struct backward_
 }
 
 /* The pass writes the part's slices of the gradient: into a new tensor,
- * zero elsewhere, or with add= into the stash's scratch, whose slices are
+ * zero elsewhere, or with add= into the shared scratch, whose slices are
  * then added to the existing tensor. */
 static bool backward_pass(struct command_job *j, const struct backward_params *p,
                           const struct store_tensor *params, struct ml_stash *s)

@@ -20,7 +20,7 @@ local hn = require("hiernet")
 local split = require("hiernet.algo.split")
 local ex = require("hiernet.experiment")
 
-local steps, batch = hn.param("steps", 6), hn.param("batch", 96)
+local steps, batch = hn.param("steps", 6), hn.param("batch", 1536)
 local dim = hn.param("input", 16)
 
 local function result(key, value)
@@ -53,7 +53,7 @@ local function step_figures(prefix)
   return n > 0 and transfer / n or 0, n > 0 and slowest / n or 0
 end
 
-local net = hn.network{ name = "pipe", backend = "none", dilation = hn.param("dilation", 4) }
+local net = hn.network{ name = "pipe", backend = "none", dilation = hn.param("dilation", 16) }
 local nodes = {}
 for i = 1, 3 do nodes[i] = net:node("s" .. i) end
 net:link(nodes[1], nodes[2])
