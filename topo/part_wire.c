@@ -608,7 +608,9 @@ int topo_part_decode(const void *bytes, size_t len, struct topo_part *out, char 
     size_t off = 0;
     msgpack_unpacked_init(&u);
     int rc;
-    if (msgpack_unpack_next(&u, bytes, len, &off) != MSGPACK_UNPACK_SUCCESS)
+    size_t scanned = 0;
+    if (proto_object_scan(bytes, len, &scanned) != 1 ||
+        msgpack_unpack_next(&u, bytes, len, &off) != MSGPACK_UNPACK_SUCCESS)
         rc = fail(&d, "not one MessagePack object");
     else if (off != len)
         rc = fail(&d, "%zu bytes after the part", len - off);

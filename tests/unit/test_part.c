@@ -382,6 +382,12 @@ static void test_refused(struct fixture *f)
     CHECK_CONTAINS(err, "1 bytes after the part");
     topo_part_free(&back);
     free(longer);
+    /* A header claiming 4 billion entries is refused before anything is
+     * allocated for them. */
+    static const unsigned char huge[] = {0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 'v', 0x01};
+    CHECK(topo_part_decode(huge, sizeof huge, &back, err, sizeof err) < 0);
+    CHECK_CONTAINS(err, "not one MessagePack object");
+    topo_part_free(&back);
     msgpack_sbuffer_destroy(&buf);
 }
 
@@ -398,11 +404,24 @@ static void test_bad_plan(struct fixture *f)
     topo_part_free(&p);
 }
 
-int main(void)
+/* test_part FILE: also writes m3's wire form to FILE (the fuzz seed,
+ * tests/fuzz/corpus/fuzz_part_wire/m3). */
+static void write_seed(const struct topo_part *p, const char *path)
+{
+    msgpack_sbuffer buf;
+    encode(p, &buf);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(buf.data, 1, buf.size, f) == buf.size);
+    if (f) fclose(f);
+    msgpack_sbuffer_destroy(&buf);
+}
+
+int main(int argc, char **argv)
 {
     struct fixture f;
     uint32_t base = 4242;
     fixture_up(&f, base);
+    if (argc > 1) write_seed(&f.parts[2], argv[1]);
     test_every_node_once(&f);
     test_cut_links(&f, base);
     test_routes(&f);
