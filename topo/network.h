@@ -113,6 +113,12 @@ void topo_network_free(struct topo_network *net);
 int topo_node_add(struct topo_network *net, const char *name, enum topo_node_kind kind, char *err,
                   size_t errlen);
 int topo_node_find(const struct topo_network *net, const char *name);
+/* A host whose peer runs on this machine: not a switch, not a part's
+ * remote node (topo/part.h). */
+static inline bool topo_node_local_host(const struct topo_node *n)
+{
+    return n->kind == TOPO_NODE_HOST && !n->remote;
+}
 /* Adds a link between two nodes; a self-link or a second link between the
  * same pair is an error naming both nodes. Returns its index or -1. */
 int topo_link_add(struct topo_network *net, int a, int b, const struct topo_link_params *params,

@@ -359,8 +359,7 @@ static int get_kind(const msgpack_object *map, enum topo_node_kind *kind, struct
 }
 
 /* A node's settings after its name and kind (topo_node_add's defaults go). */
-static int get_node_fields(const msgpack_object *map, struct topo_node *n, size_t n_nodes,
-                           struct dec *d)
+static int get_node_fields(const msgpack_object *map, struct topo_node *n, struct dec *d)
 {
     const msgpack_object *seg = field(map, "segment", d);
     double threads;
@@ -381,8 +380,7 @@ static int get_node_fields(const msgpack_object *map, struct topo_node *n, size_
     return 0;
 }
 
-static int decode_node(struct topo_part *part, const msgpack_object *map, size_t i,
-                       size_t n_nodes, struct dec *d)
+static int decode_node(struct topo_part *part, const msgpack_object *map, size_t i, struct dec *d)
 {
     char name[TOPO_NAME_MAX];
     enum topo_node_kind kind;
@@ -392,7 +390,11 @@ static int decode_node(struct topo_part *part, const msgpack_object *map, size_t
     snprintf(d->where, sizeof d->where, "node '%s'", name);
     char why[256];
     if (topo_node_add(part->net, name, kind, why, sizeof why) < 0) return fail(d, "%s", why);
-    return get_node_fields(map, &part->net->nodes[i], n_nodes, d);
+    struct topo_node *n = &part->net->nodes[i];
+    if (get_node_fields(map, n, d) < 0) return -1;
+    if (i > 0 && part->net->nodes[i - 1].remote && !n->remote)
+        return fail(d, "a node of this machine after a remote node (topo/part.h: remote last)");
+    return 0;
 }
 
 static int get_ifname(const msgpack_object *map, const char *key, char *dst, struct dec *d)
@@ -586,7 +588,7 @@ static int decode_top(struct topo_part *out, const msgpack_object *top, struct d
                                         : NULL;
     if (!links) return -1;
     for (uint32_t i = 0; i < nodes->via.array.size; i++)
-        if (decode_node(out, &nodes->via.array.ptr[i], i, nodes->via.array.size, d) < 0)
+        if (decode_node(out, &nodes->via.array.ptr[i], i, d) < 0)
             return -1;
     for (uint32_t i = 0; i < links->via.array.size; i++)
         if (decode_link(out, &links->via.array.ptr[i], i, d) < 0) return -1;

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# test_cluster_parts.sh — one network built as two parts on two machines of
+# the namespace cluster, each by part_build over SSH from m1, as the agent
+# will (label netns, serial: it measures a rate; issue 20):
+#   - hn-part-make encodes the parts on the host: h1 - s1 (a switch) on
+#     m1, s1 - h2 cut to m2 at RATE, no delay, kernel backend, h1 with
+#     cpu=0.5 (a cgroup);
+#   - hn-part-end builds each on its machine and holds it until its stdin
+#     closes; the cut link's end in h2 is VXLAN with the part's VNI;
+#   - h1 pings h2's node address across the machines, and a whole
+#     1500-byte packet with DF set crosses;
+#   - TCP goodput h1 -> h2 within 5% of RATE x 1448 / 1514;
+#   - while built: m1's registry holds RUN-m1, the cgroup hiernet-RUN-m1-net
+#     exists; once stdin is closed: the peers, their namespaces, the
+#     registry entries, the cgroup and hn-part-end are gone on both.
+# Usage: test_cluster_parts.sh HN_PART_MAKE HN_PART_END HIERNET_PEER
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/../../lib/cluster.sh"
+MAKE=$(realpath "$1")
+END=$(realpath "$2")
+PEER=$(realpath "$3")
+RATE=20000000 # a low packet rate: two cores shared with a loaded host must keep up
+RUN=parts$$
+
+FAILED=0
+fail() { echo "FAIL: $*"; FAILED=1; }
+pass() { echo "ok: $*"; }
+expect_eq() { [[ $2 == "$3" ]] && pass "$1" || fail "$1: got '$2', expected '$3'"; }
+
+cluster_require
+for tool in iperf3 ping python3; do
+  command -v "$tool" >/dev/null || cluster_skip "$tool is not installed"
+done
+cluster_up 2 || { echo "FAIL: cluster_up 2"; exit 1; }
+
+dir=$CLUSTER_DIR/parts
+mkdir -p "$dir"
+vni_base=$((RANDOM * 256 + 1))
+made=$("$MAKE" "$dir" "$RUN" "$vni_base" "$RATE") || { echo "FAIL: hn-part-make"; exit 1; }
+H2_ADDR=$(awk '$1 == "h2" {print $2}' <<<"$made")
+VNI=$(awk '$1 == "vni" {print $2}' <<<"$made")
+
+# Each part on its machine over SSH from m1, stdin a fifo we hold open.
+SSH_PIDS=()
+FDS=()
+for i in 1 2; do
+  mkfifo "$dir/in$i"
+  cluster_ssh 1 "$i" "$END" "$dir/m$i.part" "m$i" "$PEER" <"$dir/in$i" >"$dir/out$i" 2>"$dir/err$i" &
+  SSH_PIDS[$i]=$!
+  exec {fd}>"$dir/in$i"
+  FDS[$i]=$fd
+done
+close_inputs() {
+  local i
+  for i in 1 2; do [[ -n ${FDS[$i]:-} ]] && exec {FDS[$i]}>&-; FDS[$i]=; done
+}
+teardown() { close_inputs; cluster_end KILL "${SSH_PIDS[@]}"; cluster_down; }
+trap teardown EXIT
+trap 'teardown; exit 130' INT
+trap 'teardown; exit 143' TERM
+
+built() { grep -qx built "$dir/out$1"; }
+for _ in $(seq 600); do
+  built 1 && built 2 && break
+  cluster_alive "${SSH_PIDS[1]}" && cluster_alive "${SSH_PIDS[2]}" || break
+  sleep 0.1
+done
+for i in 1 2; do
+  built "$i" || { echo "FAIL: m$i's part was not built: $(cat "$dir/err$i")"; exit 1; }
+done
+pass "both parts built"
+pid_of() { awk -v n="$2" '$1 == "node" && $2 == n {print $4}' "$dir/out$1"; }
+H1=$(pid_of 1 h1)
+H2=$(pid_of 2 h2)
+node() { local pid=$1; shift; nsenter -t "$pid" -n -- "$@"; }
+PEER_NETNS=("$(readlink "/proc/$H1/ns/net")" "$(readlink "/proc/$H2/ns/net")")
+
+expect_eq "h2's end of the cut link is VXLAN with the part's VNI" \
+  "$(node "$H2" ip -d link show | grep -o 'vxlan id [0-9]*')" "vxlan id $VNI"
+node "$H1" ping -c 1 -W 2 -q "$H2_ADDR" >/dev/null && pass "h1 pings h2 across machines" ||
+  fail "h1 does not ping h2 ($H2_ADDR)"
+node "$H1" ping -c 1 -W 2 -M do -s 1472 -q "$H2_ADDR" >/dev/null &&
+  pass "a 1500-byte packet with DF crosses" || fail "a 1500-byte packet with DF did not cross"
+
+# goodput: iperf3 from h1 to h2, within 5% of the ideal in one of two
+# tries (test_cluster_vxlan.sh says why two).
+serve() {
+  nsenter -t "$H2" -n -- iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+  server=$!
+  for _ in $(seq 500); do [[ -n $(node "$H2" ss -Hltn "sport = :5201") ]] && break; sleep 0.01; done
+}
+ideal=$(python3 -c "print($RATE * 1448 / 1514)")
+for try in 1 2; do
+  serve
+  json=$(node "$H1" iperf3 -c "$H2_ADDR" -p 5201 -t 3 -O 1 -J)
+  cluster_end TERM "$server" || cluster_end KILL "$server"
+  wait "$server" 2>/dev/null
+  got=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"])' <<<"$json")
+  echo "goodput h1 -> h2: ideal $ideal bit/s, measured $got bit/s (try $try, load $(cut -d' ' -f1-3 /proc/loadavg))"
+  python3 -c "import sys; sys.exit(0 if abs($got / $ideal - 1) <= 0.05 else 1)" && break
+done
+python3 -c "import sys; sys.exit(0 if abs($got / $ideal - 1) <= 0.05 else 1)" &&
+  pass "the cut link's rate is applied" || fail "goodput $got is not within 5% of $ideal"
+
+expect_eq "m1's registry entry is named by run and machine" \
+  "$(awk '$1 == "registry" {print $2}' "$dir/out1")" "$RUN-m1"
+expect_eq "m1's registry holds it" "$(cluster_exec 1 ls /run/hiernet)" "$RUN-m1"
+expect_eq "m2's registry holds its own" "$(cluster_exec 2 ls /run/hiernet)" "$RUN-m2"
+cgroups() { find /sys/fs/cgroup -maxdepth 3 -type d -name "hiernet-$RUN-m*" 2>/dev/null; }
+[[ -n $(cgroups) ]] && pass "h1's cgroup is named by run and machine: $(cgroups | head -1)" ||
+  fail "no cgroup hiernet-$RUN-m1-net"
+
+# The end of the sessions' stdin releases both parts.
+close_inputs
+for i in 1 2; do
+  for _ in $(seq 300); do cluster_alive "${SSH_PIDS[$i]}" || break; sleep 0.1; done
+  wait "${SSH_PIDS[$i]}"
+  rc=$?
+  expect_eq "m$i's hn-part-end released its part and exited 0" "$(tail -1 "$dir/out$i") $rc" "released 0"
+done
+for pid in "$H1" "$H2"; do cluster_alive "$pid" && fail "peer $pid is alive"; done
+users=$(find /proc/[0-9]*/ns/net /proc/[0-9]*/fd -maxdepth 1 -lname 'net:*' -printf '%l\n' 2>/dev/null |
+  grep -cxF -f <(printf '%s\n' "${PEER_NETNS[@]}"))
+expect_eq "no process holds a node namespace" "$users" "0"
+expect_eq "m1's registry is empty" "$(cluster_exec 1 ls /run/hiernet)" ""
+expect_eq "m2's registry is empty" "$(cluster_exec 2 ls /run/hiernet)" ""
+expect_eq "no cgroup is left" "$(cgroups)" ""
+rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
+expect_eq "only the machines' holders and sshd are left in them" "$rest" ""
+
+pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
+teardown
+trap - EXIT INT TERM
+for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
+expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
+
+[[ $FAILED -eq 0 ]] && echo PASS || echo FAILED
+exit $FAILED
