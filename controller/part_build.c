@@ -80,8 +80,7 @@ static int part_open(struct part_run *run, const void *bytes, size_t len, struct
 }
 
 int part_build(struct ev_loop *loop, const void *bytes, size_t len,
-               const struct part_build_opts *opts, struct part_run **out,
-               struct net_error *error)
+               const struct part_build_opts *opts, struct part_run **out, struct net_error *error)
 {
     net_error_clear(error);
     struct part_run *run = calloc(1, sizeof *run);

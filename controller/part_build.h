@@ -39,8 +39,7 @@ struct part_build_opts {
  * begin (undecodable bytes, a part for another machine, no registry):
  * nothing is left and built is not called. */
 int part_build(struct ev_loop *loop, const void *bytes, size_t len,
-               const struct part_build_opts *opts, struct part_run **out,
-               struct net_error *error);
+               const struct part_build_opts *opts, struct part_run **out, struct net_error *error);
 struct netrun *part_netrun(const struct part_run *run);
 const struct topo_part *part_model(const struct part_run *run);
 /* The registry id of the part ("RUN-MACHINE", or with a -2 ... suffix). */

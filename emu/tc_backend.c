@@ -119,8 +119,7 @@ static void number_interfaces(struct emu_tc *k)
 {
     const struct topo_network *net = k->net;
     for (size_t i = 0; i < net->n_nodes; i++)
-        if (net->nodes[i].kind == TOPO_NODE_SWITCH)
-            k->bridge_ifindex[i] = ifindex_alloc(k, (int)i);
+        if (net->nodes[i].kind == TOPO_NODE_SWITCH) k->bridge_ifindex[i] = ifindex_alloc(k, (int)i);
     for (size_t l = 0; l < net->n_links; l++) {
         k->ifindex_a[l] = ifindex_alloc(k, net->links[l].a);
         k->ifindex_b[l] = ifindex_alloc(k, net->links[l].b);

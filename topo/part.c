@@ -120,8 +120,8 @@ static int add_link(struct topo_part *part, const struct topo_network *whole, si
 }
 
 static int add_links(struct topo_part *part, const struct topo_network *whole,
-                     const struct topo_part_plan *plan, const int *part_of, int *link_of,
-                     char *err, size_t errlen)
+                     const struct topo_part_plan *plan, const int *part_of, int *link_of, char *err,
+                     size_t errlen)
 {
     const struct topo_placement *p = plan->placement;
     long *cut_index = malloc((whole->n_links ? whole->n_links : 1) * sizeof *cut_index);
@@ -155,7 +155,8 @@ static int copy_routes(struct topo_part *part, const struct topo_routing *routin
     struct topo_node_routes *to = &part->routing.nodes[i];
     if (!from->n_routes) return 0;
     to->routes = malloc(from->n_routes * sizeof *to->routes);
-    if (!to->routes) return snprintf(err, errlen, "network '%s': out of memory", part->net->name), -1;
+    if (!to->routes)
+        return snprintf(err, errlen, "network '%s': out of memory", part->net->name), -1;
     for (size_t r = 0; r < from->n_routes; r++) {
         struct topo_route route = from->routes[r];
         route.link = link_of[route.link]; /* a link of node w: in the part */

@@ -64,8 +64,8 @@ int topo_part_make(const struct topo_network *whole, const struct topo_routing *
                    const struct topo_part_plan *plan, size_t machine, struct topo_part *out,
                    char *err, size_t errlen);
 /* An empty part with its network named name (the decoder's start). */
-int topo_part_init(struct topo_part *part, const char *name, enum topo_backend backend,
-                   char *err, size_t errlen);
+int topo_part_init(struct topo_part *part, const char *name, enum topo_backend backend, char *err,
+                   size_t errlen);
 void topo_part_free(struct topo_part *part);
 /* Nodes of the part that are the machine's own (not remote). */
 size_t topo_part_local_nodes(const struct topo_part *part);

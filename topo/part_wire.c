@@ -227,14 +227,13 @@ static int get_index(const msgpack_object *o, const char *key, int min, size_t m
     else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && o->via.i64 >= min)
         v = o->via.i64;
     else
-        return fail(d, "field '%s': not an index from %d to %zu", key, min,
-                    max ? max - 1 : 0);
+        return fail(d, "field '%s': not an index from %d to %zu", key, min, max ? max - 1 : 0);
     *out = (int)v;
     return 0;
 }
 
-static int get_f64(const msgpack_object *map, const char *key, double min, double max,
-                   double *out, struct dec *d)
+static int get_f64(const msgpack_object *map, const char *key, double min, double max, double *out,
+                   struct dec *d)
 {
     const msgpack_object *o = field(map, key, d);
     if (!o) return -1;
@@ -249,8 +248,7 @@ static int get_f64(const msgpack_object *map, const char *key, double min, doubl
     return 0;
 }
 
-static int get_str(const msgpack_object *map, const char *key, char *dst, size_t cap,
-                   struct dec *d)
+static int get_str(const msgpack_object *map, const char *key, char *dst, size_t cap, struct dec *d)
 {
     const msgpack_object *o = typed(map, key, MSGPACK_OBJECT_STR, d);
     if (!o) return -1;
@@ -274,8 +272,7 @@ static const msgpack_object *get_array(const msgpack_object *map, const char *ke
 {
     const msgpack_object *o = typed(map, key, MSGPACK_OBJECT_ARRAY, d);
     if (o && o->via.array.size > max)
-        return fail(d, "field '%s': %u entries, more than %zu", key, o->via.array.size, max),
-               NULL;
+        return fail(d, "field '%s': %u entries, more than %zu", key, o->via.array.size, max), NULL;
     return o;
 }
 
@@ -412,8 +409,9 @@ static int check_remote_end(const struct topo_network *net, const struct topo_li
     bool ra = net->nodes[l->a].remote, rb = net->nodes[l->b].remote;
     if (ra && rb) return fail(d, "both ends are remote nodes");
     if ((ra || rb) != (l->vni != 0) || (l->vni != 0) != (l->underlay_remote != 0))
-        return fail(d, "a link to a remote node needs a VNI (1..%d) and an underlay address, "
-                       "and only such a link has them (vni %u)",
+        return fail(d,
+                    "a link to a remote node needs a VNI (1..%d) and an underlay address, "
+                    "and only such a link has them (vni %u)",
                     TOPO_PART_VNI_MAX, l->vni);
     return 0;
 }
@@ -421,8 +419,7 @@ static int check_remote_end(const struct topo_network *net, const struct topo_li
 static int get_link_fields(const msgpack_object *map, struct topo_link *l, struct dec *d)
 {
     uint64_t prefix, vni;
-    if (get_bool(map, "up", &l->up, d) < 0 ||
-        get_ifname(map, "ifname_a", l->ifname_a, d) < 0 ||
+    if (get_bool(map, "up", &l->up, d) < 0 || get_ifname(map, "ifname_a", l->ifname_a, d) < 0 ||
         get_ifname(map, "ifname_b", l->ifname_b, d) < 0 ||
         get_u32(map, "addr_a", &l->addr_a, d) < 0 || get_u32(map, "addr_b", &l->addr_b, d) < 0 ||
         get_uint(map, "prefix_len", 32, &prefix, d) < 0 ||
@@ -503,7 +500,8 @@ static int decode_routing(struct topo_part *part, const msgpack_object *top, str
     size_t n = part->net->n_nodes;
     const msgpack_object *o = get_array(top, "routes", n, d);
     if (!o) return -1;
-    if (o->via.array.size != n) return fail(d, "%u route lists for %zu nodes", o->via.array.size, n);
+    if (o->via.array.size != n)
+        return fail(d, "%u route lists for %zu nodes", o->via.array.size, n);
     part->routing.nodes = calloc(n ? n : 1, sizeof *part->routing.nodes);
     if (!part->routing.nodes) return fail(d, "out of memory");
     part->routing.n_nodes = n;
@@ -519,8 +517,8 @@ static int decode_ints(const msgpack_object *top, const char *key, size_t n, int
     snprintf(d->where, sizeof d->where, "part");
     const msgpack_object *o = get_array(top, key, n, d);
     if (!o) return -1;
-    if (o->via.array.size != n) return fail(d, "field '%s': %u entries for %zu", key,
-                                            o->via.array.size, n);
+    if (o->via.array.size != n)
+        return fail(d, "field '%s': %u entries for %zu", key, o->via.array.size, n);
     if (!(*out = calloc(n ? n : 1, sizeof **out))) return fail(d, "out of memory");
     for (size_t i = 0; i < n; i++)
         if (get_index(&o->via.array.ptr[i], key, 0, INT32_MAX, &(*out)[i], d) < 0) return -1;
@@ -584,12 +582,11 @@ static int decode_top(struct topo_part *out, const msgpack_object *top, struct d
     if (top->type != MSGPACK_OBJECT_MAP) return fail(d, "not a map");
     if (decode_header(out, top, d) < 0) return -1;
     const msgpack_object *nodes = get_array(top, "nodes", TOPO_PART_WIRE_NODES_MAX, d);
-    const msgpack_object *links = nodes ? get_array(top, "links", 8 * TOPO_PART_WIRE_NODES_MAX, d)
-                                        : NULL;
+    const msgpack_object *links =
+        nodes ? get_array(top, "links", 8 * TOPO_PART_WIRE_NODES_MAX, d) : NULL;
     if (!links) return -1;
     for (uint32_t i = 0; i < nodes->via.array.size; i++)
-        if (decode_node(out, &nodes->via.array.ptr[i], i, d) < 0)
-            return -1;
+        if (decode_node(out, &nodes->via.array.ptr[i], i, d) < 0) return -1;
     for (uint32_t i = 0; i < links->via.array.size; i++)
         if (decode_link(out, &links->via.array.ptr[i], i, d) < 0) return -1;
     snprintf(d->where, sizeof d->where, "part");
@@ -599,8 +596,7 @@ static int decode_top(struct topo_part *out, const msgpack_object *top, struct d
     return decode_ints(top, "whole_link", out->net->n_links, &out->whole_link, d);
 }
 
-int topo_part_decode(const void *bytes, size_t len, struct topo_part *out, char *err,
-                     size_t errlen)
+int topo_part_decode(const void *bytes, size_t len, struct topo_part *out, char *err, size_t errlen)
 {
     struct dec d = {err, errlen, "part"};
     memset(out, 0, sizeof *out);

@@ -13,8 +13,8 @@ static void check_part(const struct topo_part *p)
 {
     const struct topo_network *net = p->net;
     for (size_t l = 0; l < net->n_links; l++)
-        if (net->links[l].a < 0 || (size_t)net->links[l].a >= net->n_nodes ||
-            net->links[l].b < 0 || (size_t)net->links[l].b >= net->n_nodes)
+        if (net->links[l].a < 0 || (size_t)net->links[l].a >= net->n_nodes || net->links[l].b < 0 ||
+            (size_t)net->links[l].b >= net->n_nodes)
             abort();
     for (size_t i = 0; i < p->routing.n_nodes; i++)
         for (size_t r = 0; r < p->routing.nodes[i].n_routes; r++) {

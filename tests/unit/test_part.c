@@ -88,11 +88,11 @@ static void fixture_up(struct fixture *f, uint32_t vni_base)
               "%s", err);
     for (size_t i = 0; i < sizeof f->secret; i++)
         f->secret[i] = (uint8_t)(i * 7 + 1);
-    f->plan = (struct topo_part_plan){"run1", &f->placement, &f->machines, f->underlay, vni_base,
-                                      f->secret};
+    f->plan = (struct topo_part_plan){"run1",      &f->placement, &f->machines,
+                                      f->underlay, vni_base,      f->secret};
     for (size_t m = 0; m < 3; m++)
-        CHECK_MSG(topo_part_make(f->net, &f->routing, &f->plan, m, &f->parts[m], err,
-                                 sizeof err) == 0,
+        CHECK_MSG(topo_part_make(f->net, &f->routing, &f->plan, m, &f->parts[m], err, sizeof err) ==
+                      0,
                   "%s", err);
 }
 
@@ -163,8 +163,7 @@ static void test_cut_links(const struct fixture *f, uint32_t base)
             const struct topo_network *pn = f->parts[m].net;
             const struct topo_link *pl = &pn->links[l];
             CHECK(pn->nodes[pl->a].remote != pn->nodes[pl->b].remote);
-            CHECK(local_index(&f->parts[m], m == ma ? wl->a : wl->b) ==
-                  (m == ma ? pl->a : pl->b));
+            CHECK(local_index(&f->parts[m], m == ma ? wl->a : wl->b) == (m == ma ? pl->a : pl->b));
             CHECK(pl->vni == topo_part_vni(base, c));
             CHECK(pl->underlay_remote == f->underlay[m == ma ? mb : ma]);
             CHECK(pl->addr_a == wl->addr_a && pl->addr_b == wl->addr_b);
@@ -242,10 +241,10 @@ static bool node_same(const struct topo_node *a, const struct topo_node *b)
     return !strcmp(a->name, b->name) && !strcmp(a->tier, b->tier) && a->kind == b->kind &&
            a->cpu == b->cpu && a->speed == b->speed && a->threads == b->threads &&
            !strcmp(a->device, b->device) && !strcmp(a->profile, b->profile) &&
-           !strcmp(a->addr, b->addr) && a->node_addr == b->node_addr &&
-           a->segment == b->segment && !strcmp(a->host, b->host) && a->remote == b->remote &&
-           !strcmp(a->tcp.cc, b->tcp.cc) && a->tcp.rto_min_ns == b->tcp.rto_min_ns &&
-           a->tcp.ecn == b->tcp.ecn && a->tcp.init_cwnd == b->tcp.init_cwnd;
+           !strcmp(a->addr, b->addr) && a->node_addr == b->node_addr && a->segment == b->segment &&
+           !strcmp(a->host, b->host) && a->remote == b->remote && !strcmp(a->tcp.cc, b->tcp.cc) &&
+           a->tcp.rto_min_ns == b->tcp.rto_min_ns && a->tcp.ecn == b->tcp.ecn &&
+           a->tcp.init_cwnd == b->tcp.init_cwnd;
 }
 
 static bool link_same(const struct topo_link *a, const struct topo_link *b)
@@ -323,8 +322,7 @@ static void test_round_trip(const struct fixture *f)
 
 /* part's wire form, after `spoil` changed a copy of it, is refused with a
  * one-line message containing want. */
-static void expect_refused(struct topo_part *p, void (*spoil)(struct topo_part *),
-                           const char *want)
+static void expect_refused(struct topo_part *p, void (*spoil)(struct topo_part *), const char *want)
 {
     msgpack_sbuffer buf;
     struct topo_part copy = *p, back;

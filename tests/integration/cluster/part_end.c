@@ -41,8 +41,10 @@ static void release(struct holder *h)
     ev_io_stop(h->loop, &h->input);
     ev_signal_stop(h->loop, &h->term);
     ev_signal_stop(h->loop, &h->intr);
-    if (h->run) part_release(h->run, on_released, h);
-    else ev_break(h->loop, EVBREAK_ALL); /* still building: netrun_free would join it */
+    if (h->run)
+        part_release(h->run, on_released, h);
+    else
+        ev_break(h->loop, EVBREAK_ALL); /* still building: netrun_free would join it */
     h->run = NULL;
 }
 

@@ -62,8 +62,7 @@ static int write_part(const struct topo_part *p, const char *dir)
     return rc;
 }
 
-static int make_parts(struct topo_network *net, const char *dir, const char *run,
-                      uint32_t vni_base)
+static int make_parts(struct topo_network *net, const char *dir, const char *run, uint32_t vni_base)
 {
     struct topo_routing routing = {0};
     struct topo_machines machines = {0};
