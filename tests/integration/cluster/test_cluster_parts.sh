@@ -17,16 +17,12 @@
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../../lib/cluster.sh"
+source "$here/../../lib/checks.sh"
 MAKE=$(realpath "$1")
 END=$(realpath "$2")
 PEER=$(realpath "$3")
 RATE=20000000 # a low packet rate: two cores shared with a loaded host must keep up
 RUN=parts$$
-
-FAILED=0
-fail() { echo "FAIL: $*"; FAILED=1; }
-pass() { echo "ok: $*"; }
-expect_eq() { [[ $2 == "$3" ]] && pass "$1" || fail "$1: got '$2', expected '$3'"; }
 
 cluster_require
 for tool in iperf3 ping python3; do
@@ -83,25 +79,8 @@ node "$H1" ping -c 1 -W 2 -q "$H2_ADDR" >/dev/null && pass "h1 pings h2 across m
 node "$H1" ping -c 1 -W 2 -M do -s 1472 -q "$H2_ADDR" >/dev/null &&
   pass "a 1500-byte packet with DF crosses" || fail "a 1500-byte packet with DF did not cross"
 
-# goodput: iperf3 from h1 to h2, within 5% of the ideal in one of two
-# tries (test_cluster_vxlan.sh says why two).
-serve() {
-  nsenter -t "$H2" -n -- iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
-  server=$!
-  for _ in $(seq 500); do [[ -n $(node "$H2" ss -Hltn "sport = :5201") ]] && break; sleep 0.01; done
-}
-ideal=$(python3 -c "print($RATE * 1448 / 1514)")
-for try in 1 2; do
-  serve
-  json=$(node "$H1" iperf3 -c "$H2_ADDR" -p 5201 -t 3 -O 1 -J)
-  cluster_end TERM "$server" || cluster_end KILL "$server"
-  wait "$server" 2>/dev/null
-  got=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"])' <<<"$json")
-  echo "goodput h1 -> h2: ideal $ideal bit/s, measured $got bit/s (try $try, load $(cut -d' ' -f1-3 /proc/loadavg))"
-  python3 -c "import sys; sys.exit(0 if abs($got / $ideal - 1) <= 0.05 else 1)" && break
-done
-python3 -c "import sys; sys.exit(0 if abs($got / $ideal - 1) <= 0.05 else 1)" &&
-  pass "the cut link's rate is applied" || fail "goodput $got is not within 5% of $ideal"
+goodput_check "goodput h1 -> h2 across the cut link" "$(python3 -c "print($RATE * 1448 / 1514)")" \
+  "$H2" "$H1" "$H2_ADDR"
 
 expect_eq "m1's registry entry is named by run and machine" \
   "$(awk '$1 == "registry" {print $2}' "$dir/out1")" "$RUN-m1"
@@ -135,5 +114,4 @@ trap - EXIT INT TERM
 for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
 expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
 
-[[ $FAILED -eq 0 ]] && echo PASS || echo FAILED
-exit $FAILED
+checks_exit
