@@ -8,13 +8,15 @@
  * "registry ID", one "node NAME pid PID" per host of the machine (its
  * peer, inside the node's namespace) and "built"; then it holds the part
  * until its stdin closes (the SSH session's end) or SIGTERM/SIGINT, and
- * releases it with part_release, printing "released". Exit 0, or 1 with
+ * releases it with part_release, printing "released" (stdin closed during
+ * the build: once built). Exit 0, or 1 with
  * one line on stderr. */
 #include "controller/part_build.h"
 
 #include "common/container.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@ struct holder {
     ev_io input;
     ev_signal term, intr;
     int rc;
+    bool closing; /* stdin closed or a signal came: release once built */
 };
 
 static void on_released(void *ctx)
@@ -41,10 +44,8 @@ static void release(struct holder *h)
     ev_io_stop(h->loop, &h->input);
     ev_signal_stop(h->loop, &h->term);
     ev_signal_stop(h->loop, &h->intr);
-    if (h->run)
-        part_release(h->run, on_released, h);
-    else
-        ev_break(h->loop, EVBREAK_ALL); /* still building: netrun_free would join it */
+    h->closing = true;
+    if (h->run) part_release(h->run, on_released, h); /* else once built (on_built) */
     h->run = NULL;
 }
 
@@ -74,7 +75,6 @@ static void on_built(void *ctx, struct part_run *run, const struct net_error *er
         ev_break(h->loop, EVBREAK_ALL);
         return;
     }
-    h->run = run;
     const struct topo_network *net = part_model(run)->net;
     printf("registry %s\n", part_registry_id(run));
     for (size_t i = 0; i < net->n_nodes; i++)
@@ -83,6 +83,10 @@ static void on_built(void *ctx, struct part_run *run, const struct net_error *er
                    (long)peer_client_pid(netrun_peer(part_netrun(run), (int)i)));
     printf("built\n");
     fflush(stdout);
+    if (h->closing)
+        part_release(run, on_released, h);
+    else
+        h->run = run;
 }
 
 static void *read_file(const char *path, size_t *len)

@@ -10,6 +10,8 @@
 #   - h1 pings h2's node address across the machines, and a whole
 #     1500-byte packet with DF set crosses;
 #   - TCP goodput h1 -> h2 within 5% of RATE x 1448 / 1514;
+#   - the same part built again on m1 fails in one line naming the link
+#     and its VNI (taken), and m1's part on m2 is refused;
 #   - while built: m1's registry holds RUN-m1, the cgroup hiernet-RUN-m1-net
 #     exists; once stdin is closed: the peers, their namespaces, the
 #     registry entries, the cgroup and hn-part-end are gone on both.
@@ -81,6 +83,16 @@ node "$H1" ping -c 1 -W 2 -M do -s 1472 -q "$H2_ADDR" >/dev/null &&
 
 goodput_check "goodput h1 -> h2 across the cut link" "$(python3 -c "print($RATE * 1448 / 1514)")" \
   "$H2" "$H1" "$H2_ADDR"
+
+# Bad input, one line each, nothing left: the same part again on m1 (its
+# VNI is taken there), and m1's part on m2.
+again=$(cluster_ssh 1 1 "$END" "$dir/m1.part" m1 "$PEER" </dev/null 2>&1)
+expect_eq "the same VNI again on m1 fails the build" "$? $(wc -l <<<"$again")" "1 1"
+[[ $again == *"link s1-h2: "*"VNI $VNI"* ]] && pass "... naming the link and the VNI: $again" ||
+  fail "the collision's message names neither the link nor the VNI: $again"
+wrong=$(cluster_ssh 1 2 "$END" "$dir/m1.part" m2 "$PEER" </dev/null 2>&1)
+expect_eq "m1's part on m2 is refused" "$? $wrong" \
+  "1 hn-part-end: part of network 'net' for machine 'm1' reached machine 'm2'"
 
 expect_eq "m1's registry entry is named by run and machine" \
   "$(awk '$1 == "registry" {print $2}' "$dir/out1")" "$RUN-m1"
