@@ -214,6 +214,23 @@ static void test_routes(const struct fixture *f)
     CHECK(def->dst_len == 0 && m2->net->links[def->link].vni != 0);
 }
 
+/* A copy of a part's routes (what netrun takes, netrun_config.routing). */
+static void test_routing_copy(const struct fixture *f)
+{
+    struct topo_routing copy;
+    const struct topo_routing *r = &f->parts[2].routing;
+    CHECK(topo_routing_copy(r, &copy) == 0);
+    CHECK(copy.n_nodes == r->n_nodes && copy.total_routes == r->total_routes);
+    for (size_t i = 0; i < r->n_nodes && i < copy.n_nodes; i++) {
+        CHECK(copy.nodes[i].n_routes == r->nodes[i].n_routes);
+        CHECK(!r->nodes[i].n_routes || copy.nodes[i].routes != r->nodes[i].routes);
+        for (size_t j = 0; j < r->nodes[i].n_routes && j < copy.nodes[i].n_routes; j++)
+            CHECK(copy.nodes[i].routes[j].dst == r->nodes[i].routes[j].dst &&
+                  copy.nodes[i].routes[j].link == r->nodes[i].routes[j].link);
+    }
+    topo_routing_free(&copy);
+}
+
 static void test_vni_numbers(void)
 {
     CHECK(topo_part_vni_base(0) == 1);
@@ -424,6 +441,7 @@ int main(int argc, char **argv)
     test_cut_links(&f, base);
     test_routes(&f);
     test_vni_numbers();
+    test_routing_copy(&f);
     test_round_trip(&f);
     test_refused(&f);
     test_bad_plan(&f);

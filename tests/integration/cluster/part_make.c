@@ -4,11 +4,13 @@
  *   h1 -- s1 (switch)     on m1
  *         s1 -- h2        h2 on m2: the cut link, RATE_BPS, no delay
  *
- *   hn-part-make OUT_DIR RUN_ID VNI_BASE RATE_BPS
+ *   hn-part-make OUT_DIR RUN_ID VNI_BASE RATE_BPS [BACKEND]
  *
  * Writes OUT_DIR/m1.part and OUT_DIR/m2.part (machines m1 10.250.0.1 and
  * m2 10.250.0.2, tests/lib/cluster.sh's), and prints "h1 ADDR" and
  * "h2 ADDR", the hosts' node addresses, and "vni N" of the cut link.
+ * BACKEND (default kernel) is the network's: "user" makes parts the
+ * build must refuse.
  * Exit 0, or 1 with one line on stderr. Pure computation: no root. */
 #include "topo/address.h"
 #include "topo/part.h"
@@ -28,9 +30,9 @@ static int node(struct topo_network *net, const char *name, enum topo_node_kind 
     return i;
 }
 
-static struct topo_network *network(uint64_t rate)
+static struct topo_network *network(uint64_t rate, enum topo_backend backend)
 {
-    struct topo_network *net = topo_network_new("net", TOPO_BACKEND_KERNEL, 1, err, sizeof err);
+    struct topo_network *net = topo_network_new("net", backend, 1, err, sizeof err);
     struct topo_link_params lan = {0}, cut = {0};
     cut.rate_bps = rate;
     if (!net) return NULL;
@@ -91,11 +93,13 @@ static int make_parts(struct topo_network *net, const char *dir, const char *run
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: hn-part-make OUT_DIR RUN_ID VNI_BASE RATE_BPS\n");
+    enum topo_backend backend = TOPO_BACKEND_KERNEL;
+    if ((argc != 5 && argc != 6) ||
+        (argc == 6 && topo_backend_parse(argv[5], &backend, err, sizeof err) < 0)) {
+        fprintf(stderr, "usage: hn-part-make OUT_DIR RUN_ID VNI_BASE RATE_BPS [BACKEND]\n");
         return 2;
     }
-    struct topo_network *net = network(strtoull(argv[4], NULL, 10));
+    struct topo_network *net = network(strtoull(argv[4], NULL, 10), backend);
     int rc = net ? make_parts(net, argv[1], argv[2], (uint32_t)strtoul(argv[3], NULL, 10)) : -1;
     if (rc == 0)
         printf("h1 %s\nh2 %s\n", net->nodes[topo_node_find(net, "h1")].addr,

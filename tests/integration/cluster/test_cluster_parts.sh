@@ -93,6 +93,11 @@ expect_eq "the same VNI again on m1 fails the build" "$? $(wc -l <<<"$again")" "
 wrong=$(cluster_ssh 1 2 "$END" "$dir/m1.part" m2 "$PEER" </dev/null 2>&1)
 expect_eq "m1's part on m2 is refused" "$? $wrong" \
   "1 hn-part-end: part of network 'net' for machine 'm1' reached machine 'm2'"
+mkdir -p "$dir/user"
+"$MAKE" "$dir/user" "$RUN" "$vni_base" "$RATE" user >/dev/null || fail "hn-part-make user"
+user=$(cluster_ssh 1 1 "$END" "$dir/user/m1.part" m1 "$PEER" </dev/null 2>&1)
+expect_eq "a part on the user backend is refused" "$? $user" \
+  "1 hn-part-end: network 'net': link s1-h2 crosses machines, which only backend 'kernel' carries so far (backend 'user' here: asked for)"
 
 expect_eq "m1's registry entry is named by run and machine" \
   "$(awk '$1 == "registry" {print $2}' "$dir/out1")" "$RUN-m1"
