@@ -373,9 +373,14 @@ static void add_routes_but(struct emu_tc *k, int node, const struct topo_node_ro
             .rto_min_ms = topo_tcp_rto_min_metric_ms(&net->nodes[node].tcp, net->dilation),
             .init_cwnd = net->nodes[node].tcp.init_cwnd};
         snprintf(rt.cc, sizeof rt.cc, "%s", net->nodes[node].tcp.cc);
+        char dst[TOPO_NAME_MAX] =
+            "default"; /* a part's route to another machine's host: its address */
+        if (r->dst_node >= 0)
+            snprintf(dst, sizeof dst, "%s", net->nodes[r->dst_node].name);
+        else if (r->dst_len)
+            topo_addr_format(r->dst, dst, sizeof dst);
         emu_nl_batch_add(b, emu_nl_route_build(&rt, replace), "node %s: route to %s",
-                         net->nodes[node].name,
-                         r->dst_node >= 0 ? net->nodes[r->dst_node].name : "default");
+                         net->nodes[node].name, dst);
     }
 }
 
