@@ -108,6 +108,7 @@ cgroups() { find /sys/fs/cgroup -maxdepth 3 -type d -name "hiernet-$RUN-m*" 2>/d
   fail "no cgroup hiernet-$RUN-m1-net"
 
 # The end of the sessions' stdin releases both parts.
+RELEASED=$(started self)
 close_inputs
 for i in 1 2; do
   for _ in $(seq 300); do cluster_alive "${SSH_PIDS[$i]}" || break; sleep 0.1; done
@@ -116,9 +117,22 @@ for i in 1 2; do
   expect_eq "m$i's hn-part-end released its part and exited 0" "$(tail -1 "$dir/out$i") $rc" "released 0"
 done
 for pid in "$H1" "$H2"; do cluster_alive "$pid" && fail "peer $pid is alive"; done
-users=$(find /proc/[0-9]*/ns/net /proc/[0-9]*/fd -maxdepth 1 -lname 'net:*' -printf '%l\n' 2>/dev/null |
-  grep -cxF -f <(printf '%s\n' "${PEER_NETNS[@]}"))
-expect_eq "no process holds a node namespace" "$users" "0"
+# Who holds a node's namespace: "/proc/PID/... -> net:[inode] (comm)".
+# Namespace inodes are reused once freed, and other tests on this host
+# make namespaces meanwhile: a process started after the release began
+# ($RELEASED, clock ticks since boot) holds a new namespace, not ours.
+started() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
+ns_holders() {
+  local line pid st
+  find /proc/[0-9]*/ns/net /proc/[0-9]*/fd -maxdepth 1 -lname 'net:*' -printf '%p -> %l\n' 2>/dev/null |
+    grep -F -f <(printf -- '-> %s\n' "${PEER_NETNS[@]}") | while read -r line; do
+    pid=$(cut -d/ -f3 <<<"$line")
+    st=$(started "$pid")
+    [[ -n $st ]] && ((st <= RELEASED)) && echo "$line ($(cat "/proc/$pid/comm" 2>/dev/null))"
+  done
+}
+for _ in $(seq 50); do [[ -z $(ns_holders) ]] && break; sleep 0.1; done
+expect_eq "no process holds a node namespace" "$(ns_holders)" ""
 expect_eq "m1's registry is empty" "$(cluster_exec 1 ls /run/hiernet)" ""
 expect_eq "m2's registry is empty" "$(cluster_exec 2 ls /run/hiernet)" ""
 expect_eq "no cgroup is left" "$(cgroups)" ""
