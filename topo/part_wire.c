@@ -1,6 +1,7 @@
 /* part_wire.c — a part's wire form (see part_wire.h). */
 #include "topo/part_wire.h"
 
+#include "common/quote.h"
 #include "proto/msgmap.h"
 #include "proto/protocol.h"
 
@@ -253,8 +254,10 @@ static int get_str(const msgpack_object *map, const char *key, char *dst, size_t
     const msgpack_object *o = typed(map, key, MSGPACK_OBJECT_STR, d);
     if (!o) return -1;
     uint32_t len = o->via.str.size;
-    if (len >= cap || (len && memchr(o->via.str.ptr, '\0', len)))
-        return fail(d, "field '%s': longer than %zu bytes or holds NUL", key, cap - 1);
+    if (len >= cap) return fail(d, "field '%s': longer than %zu bytes", key, cap - 1);
+    for (uint32_t i = 0; i < len; i++) /* every string ends up in messages or argv */
+        if ((unsigned char)o->via.str.ptr[i] < 0x20 || o->via.str.ptr[i] == 0x7f)
+            return fail(d, "field '%s': holds a control character", key);
     if (len) memcpy(dst, o->via.str.ptr, len);
     dst[len] = '\0';
     return 0;
@@ -349,8 +352,10 @@ static int get_kind(const msgpack_object *map, enum topo_node_kind *kind, struct
 {
     char text[8];
     if (get_str(map, "kind", text, sizeof text, d) < 0) return -1;
+    char quoted[40];
     if (strcmp(text, "host") && strcmp(text, "switch"))
-        return fail(d, "field 'kind': '%s' is neither host nor switch", text);
+        return fail(d, "field 'kind': '%s' is neither host nor switch",
+                    quote_printable(text, quoted, sizeof quoted));
     *kind = text[0] == 'h' ? TOPO_NODE_HOST : TOPO_NODE_SWITCH;
     return 0;
 }
@@ -384,9 +389,9 @@ static int decode_node(struct topo_part *part, const msgpack_object *map, size_t
     snprintf(d->where, sizeof d->where, "node %zu", i);
     if (map->type != MSGPACK_OBJECT_MAP) return fail(d, "not a map");
     if (get_str(map, "name", name, sizeof name, d) < 0 || get_kind(map, &kind, d) < 0) return -1;
-    snprintf(d->where, sizeof d->where, "node '%s'", name);
     char why[256];
     if (topo_node_add(part->net, name, kind, why, sizeof why) < 0) return fail(d, "%s", why);
+    snprintf(d->where, sizeof d->where, "node '%s'", name); /* a valid name now */
     struct topo_node *n = &part->net->nodes[i];
     if (get_node_fields(map, n, d) < 0) return -1;
     if (i > 0 && part->net->nodes[i - 1].remote && !n->remote)
@@ -556,6 +561,22 @@ static int decode_settings(struct topo_network *net, const msgpack_object *top, 
     return 0;
 }
 
+/* The run id and the machine name name files, cgroups and messages:
+ * [A-Za-z0-9_.-], not empty. */
+static int check_id(const char *text, const char *key, struct dec *d)
+{
+    size_t n = strlen(text);
+    bool ok = n > 0;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (text[i] >= 'a' && text[i] <= 'z') || (text[i] >= 'A' && text[i] <= 'Z') ||
+             (text[i] >= '0' && text[i] <= '9') || strchr("_.-", text[i]);
+    char quoted[160];
+    if (!ok)
+        return fail(d, "field '%s': '%s' is not 1 or more of [A-Za-z0-9_.-]", key,
+                    quote_printable(text, quoted, sizeof quoted));
+    return 0;
+}
+
 static int decode_header(struct topo_part *out, const msgpack_object *top, struct dec *d)
 {
     char name[TOPO_NAME_MAX], backend[16], why[256];
@@ -571,8 +592,11 @@ static int decode_header(struct topo_part *out, const msgpack_object *top, struc
         get_str(top, "backend", backend, sizeof backend, d) < 0 ||
         decode_secret(top, out->secret, d) < 0)
         return -1;
+    char quoted[80];
     if (topo_backend_parse(backend, &b, why, sizeof why) < 0 || b == TOPO_BACKEND_NONE)
-        return fail(d, "backend '%s': a part needs an emulating backend", backend);
+        return fail(d, "backend '%s': a part needs an emulating backend",
+                    quote_printable(backend, quoted, sizeof quoted));
+    if (check_id(out->run_id, "run", d) < 0 || check_id(out->machine, "machine", d) < 0) return -1;
     if (topo_part_init(out, name, b, why, sizeof why) < 0) return fail(d, "%s", why);
     return decode_settings(out->net, top, d);
 }
