@@ -16,7 +16,7 @@
 #define EXIT_ENVIRONMENT 3
 
 static const char clean_usage[] =
-    "usage: hiernet clean\n"
+    "usage: hiernet clean [--hosts FILE|slurm]\n"
     "\n"
     "Removes what runs whose controller has died left behind: peer processes\n"
     "that still run, the cgroups the run created and its entry in the run\n"
@@ -27,8 +27,15 @@ static const char clean_usage[] =
     "\"crashed\" (its results are complete up to the controller's death).\n"
     "Prints one line per thing removed and a summary.\n"
     "\n"
+    "With --hosts, runs `hiernet clean` on every machine of the hosts file (or\n"
+    "of the Slurm allocation): this machine's directly, the others' over SSH\n"
+    "(ssh -o BatchMode=yes, user= from the file, $HIERNET_SSH_CONFIG as ssh -F,\n"
+    "the binary at this one's path or $HIERNET_REMOTE_BIN) or srun, and prints\n"
+    "one line per machine: its summary, or why it failed.\n"
+    "\n"
     "exit codes: 0 nothing stale is left, 3 something could not be removed\n"
-    "(said on stderr; the next clean retries it), 2 usage.\n";
+    "(said on stderr; the next clean retries it) or, with --hosts, a machine\n"
+    "failed, 2 usage.\n";
 
 static void clean_report(void *ctx, enum registry_event event, const char *run_id,
                          const char *detail)
@@ -90,6 +97,12 @@ int cli_clean(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(clean_usage, stdout);
             return 0;
+        }
+        if (!strncmp(argv[i], "--hosts=", 8) && argc == 1) return cli_clean_hosts(argv[i] + 8);
+        if (!strcmp(argv[i], "--hosts") && argc == 2) return cli_clean_hosts(argv[1]);
+        if (!strcmp(argv[i], "--hosts") && argc == 1) {
+            fprintf(stderr, "hiernet clean: --hosts needs a value (see hiernet clean --help)\n");
+            return EXIT_USAGE;
         }
         fprintf(stderr, "hiernet clean: unknown argument '%s' (see hiernet clean --help)\n",
                 argv[i]);

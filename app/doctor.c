@@ -25,11 +25,9 @@
 
 #define EXIT_USAGE 2
 #define EXIT_ENVIRONMENT 3
-#define DOCTOR_CAP_NET_ADMIN 12 /* linux/capability.h */
-#define DOCTOR_CAP_SYS_ADMIN 21
 
 static const char doctor_usage[] =
-    "usage: hiernet doctor\n"
+    "usage: hiernet doctor [--hosts FILE|slurm]\n"
     "\n"
     "Checks what the topology engine needs on this host and prints one line per\n"
     "check (\"ok   NAME\" or \"MISSING NAME: reason\"): privileges, network\n"
@@ -38,8 +36,14 @@ static const char doctor_usage[] =
     "\"auto\" picks and why. Probes use scratch namespaces and cgroups of their\n"
     "own and remove them.\n"
     "\n"
-    "exit codes: 0 the auto backend can emulate links here, 3 something it\n"
-    "needs is missing (named above), 2 usage.\n";
+    "With --hosts, checks every machine of the hosts file (or of the Slurm\n"
+    "allocation) in one table: reachable (the control RTT of an agent started\n"
+    "as a run starts it, over SSH or srun), root or CAP_NET_ADMIN, the kernel\n"
+    "features found there, and whether its hiernet is this one's version.\n"
+    "\n"
+    "exit codes: 0 the auto backend can emulate links here (with --hosts: every\n"
+    "machine is reachable, privileged, has features and this version), 3\n"
+    "something is missing (named above), 2 usage.\n";
 
 static void doctor_line(bool ok, const char *name, const char *reason)
 {
@@ -49,8 +53,8 @@ static void doctor_line(bool ok, const char *name, const char *reason)
         printf("MISSING %s: %s\n", name, reason);
 }
 
-/* The effective capability set from /proc/self/status (no libcap needed). */
-static uint64_t doctor_cap_effective(void)
+/* No libcap needed: the kernel's own status line. */
+unsigned long long cli_cap_effective(void)
 {
     char line[256];
     unsigned long long caps = 0;
@@ -65,13 +69,13 @@ static uint64_t doctor_cap_effective(void)
 
 static void doctor_privileges(void)
 {
-    uint64_t caps = doctor_cap_effective();
+    uint64_t caps = cli_cap_effective();
     static const struct {
         int bit;
         const char *name, *use;
     } wanted[] = {
-        {DOCTOR_CAP_NET_ADMIN, "CAP_NET_ADMIN", "links, addresses, routes, qdiscs"},
-        {DOCTOR_CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "network namespaces, cgroups"},
+        {CLI_CAP_NET_ADMIN, "CAP_NET_ADMIN", "links, addresses, routes, qdiscs"},
+        {CLI_CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "network namespaces, cgroups"},
     };
     char reason[256];
 
@@ -91,6 +95,19 @@ static bool doctor_netns(void)
     if (ok) emu_netns_close(&ns);
     doctor_line(ok, "netns", err);
     return ok;
+}
+
+int cli_feature_names(char *out, size_t cap, char *err, size_t errlen)
+{
+    struct emu_nl_features f;
+    size_t at = 0;
+    out[0] = '\0';
+    if (emu_nl_probe(&f, err, errlen) < 0) return -1;
+    for (int i = 0; i < EMU_NL_FEATURE_COUNT; i++)
+        if (f.available[i] && at < cap)
+            at +=
+                (size_t)snprintf(out + at, cap - at, "%s%s", at ? " " : "", emu_nl_feature_name(i));
+    return 0;
 }
 
 /* Returns the probe result, or NULL when the probe could not run. */
@@ -164,6 +181,12 @@ int cli_doctor(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(doctor_usage, stdout);
             return 0;
+        }
+        if (!strncmp(argv[i], "--hosts=", 8) && argc == 1) return cli_doctor_hosts(argv[i] + 8);
+        if (!strcmp(argv[i], "--hosts") && argc == 2) return cli_doctor_hosts(argv[1]);
+        if (!strcmp(argv[i], "--hosts") && argc == 1) {
+            fprintf(stderr, "hiernet doctor: --hosts needs a value (see hiernet doctor --help)\n");
+            return EXIT_USAGE;
         }
         fprintf(stderr, "hiernet doctor: unknown argument '%s' (see hiernet doctor --help)\n",
                 argv[i]);

@@ -33,10 +33,12 @@ static const char main_usage[] =
     "started\n"
     "  plot DIR... [--out OUTDIR]            plots of results directories (accuracy, loss, ...)\n"
     "  report DIR... [--out OUTDIR]          one HTML page of runs: summary, plots, topology\n"
-    "  doctor                                privileges, kernel features, the backend auto picks\n"
+    "  doctor [--hosts FILE]                 privileges, kernel features, the backend auto picks\n"
     "  models [NAME]                         the model zoo and the device profiles\n"
     "  exec RUN NODE -- CMD...               run a command inside a node of a live run\n"
-    "  clean                                 remove what crashed runs left behind\n"
+    "  clean [--hosts FILE]                  remove what crashed runs left behind\n"
+    "  agent                                 one machine's end of a run on several (started\n"
+    "                                        by the controller over SSH or srun)\n"
     "  version                               print versions of hiernet and its libraries\n"
     "  help                                  this text\n"
     "\n"
@@ -71,11 +73,14 @@ static const char run_usage[] =
     "                     run.json's dilation says which and why\n"
     "  --quiet            no log lines on stderr (they still go to log.txt)\n"
     "  --hosts FILE       machines to place the nodes on (overrides the networks' hosts=):\n"
-    "                     'name address [cores=N] [mem=GiB] [user=NAME]' a line (mem= and\n"
-    "                     user= are checked, used once the agent exists); 'slurm':\n"
-    "                     the current allocation's. The placement goes to run.json; a\n"
-    "                     placement that needs another machine than this one is refused\n"
-    "                     (exit 3) until the agent exists (docs/guide.md, Several machines)\n"
+    "                     'name address [cores=N] [mem=GiB] [user=NAME]' a line (user=: the\n"
+    "                     SSH login); 'slurm': the current allocation's. The placement goes\n"
+    "                     to run.json. A placement that needs other machines starts their\n"
+    "                     agents (ssh -o BatchMode=yes, $HIERNET_SSH_CONFIG as ssh -F, the\n"
+    "                     binary at this one's path or $HIERNET_REMOTE_BIN; srun for\n"
+    "                     slurm), records their control RTT and clock offset in run.json,\n"
+    "                     then is refused (exit 3): remote parts cannot be built yet\n"
+    "                     (docs/guide.md, Several machines)\n"
     "  ARGS               passed to the scenario chunk as ...\n";
 
 static const char draw_usage[] =
@@ -253,6 +258,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "exec")) return cli_exec(argc - 2, argv + 2);
     if (!strcmp(cmd, "doctor")) return cli_doctor(argc - 2, argv + 2);
     if (!strcmp(cmd, "models")) return cli_models(argc - 2, argv + 2);
+    if (!strcmp(cmd, "agent")) return cli_agent(argc - 2, argv + 2);
     fprintf(stderr, "hiernet: unknown command '%s' (see hiernet --help)\n", cmd);
     return EXIT_USAGE;
 }

@@ -125,12 +125,21 @@ static int add_hostnames(struct topo_machines *out, char *text, char *err, size_
         if (topo_machines_add(out, h, h, 0, err, errlen) < 0) return -1;
     if (out->n == 0) return snprintf(err, errlen, "slurm: scontrol named no host"), -1;
     const char *spec = getenv("SLURM_JOB_CPUS_PER_NODE");
+    if (!spec || !spec[0]) return 0; /* cores unknown: placement weighs machines equally */
     int *cpus = calloc(out->n, sizeof *cpus);
-    if (spec && cpus && topo_machines_slurm_cpus(spec, cpus, out->n) == 0)
-        for (size_t i = 0; i < out->n; i++)
-            out->v[i].cores = cpus[i];
+    if (!cpus) return snprintf(err, errlen, "slurm: out of memory"), -1;
+    /* A value we cannot read would silently weigh every machine the same:
+     * refuse it, naming it, as a bad hosts file line is refused. */
+    int rc = topo_machines_slurm_cpus(spec, cpus, out->n);
+    if (rc < 0)
+        snprintf(err, errlen,
+                 "slurm: SLURM_JOB_CPUS_PER_NODE '%s' does not give the cores of the "
+                 "allocation's %zu machines (expected e.g. '8(x2),4')",
+                 spec, out->n);
+    for (size_t i = 0; rc == 0 && i < out->n; i++)
+        out->v[i].cores = cpus[i];
     free(cpus);
-    return 0;
+    return rc;
 }
 
 static int load_slurm(struct topo_machines *out, char *err, size_t errlen)

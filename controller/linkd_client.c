@@ -185,7 +185,7 @@ int linkd_client_link_set_dir(struct linkd_client *lc, int id, int dir,
                               const struct topo_link_params *params, peer_reply_fn cb, void *ctx,
                               char *err, size_t errlen)
 {
-    static const char *const names[] = {"ab", "ba"};
+    static const char *const names[] = {LINKD_DIR_AB, LINKD_DIR_BA};
     struct msgmap m;
     msgmap_init(&m);
     msgmap_i64(&m, LINKD_ARG_ID, id);

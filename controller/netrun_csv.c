@@ -59,7 +59,7 @@ static void note_direction(struct netrun *nr, int id, int dir, const msgpack_obj
     struct proto_args args;
     proto_args_init(&args, counters);
     int64_t bytes = 0;
-    if (proto_arg_i64(&args, "delivered_bytes", &bytes) == 1 && bytes >= 0)
+    if (proto_arg_i64(&args, LINKD_STATS_DELIVERED_BYTES, &bytes) == 1 && bytes >= 0)
         netrun_dataplane_direction(nr, id, dir, (uint64_t)bytes, mono_s());
 }
 
@@ -69,12 +69,13 @@ static void record_link(struct netrun *nr, const char *t, const msgpack_object *
     proto_args_init(&args, entry);
     int64_t id = -1;
     bool up = true;
-    proto_arg_bool(&args, "up", &up);
+    proto_arg_bool(&args, LINKD_STATS_UP, &up);
     if (proto_arg_i64(&args, LINKD_ARG_ID, &id) != 1 || id < 0 || (size_t)id >= nr->net->n_links)
         return;
     char name[80];
     topo_link_describe(nr->net, &nr->net->links[id], name, sizeof name);
-    const msgpack_object *ab = proto_args_get(&args, "ab"), *ba = proto_args_get(&args, "ba");
+    const msgpack_object *ab = proto_args_get(&args, LINKD_DIR_AB);
+    const msgpack_object *ba = proto_args_get(&args, LINKD_DIR_BA);
     if (ab) record_direction(nr, t, (int)id, name, "ab", up, ab);
     if (ba) record_direction(nr, t, (int)id, name, "ba", up, ba);
     if (ab) note_direction(nr, (int)id, 0, ab);

@@ -484,6 +484,11 @@ bool peer_client_exited(const struct peer_client *pc)
     return pc->exited;
 }
 
+bool peer_client_closed(const struct peer_client *pc)
+{
+    return pc->fd < 0;
+}
+
 pid_t peer_client_pid(const struct peer_client *pc)
 {
     return pc->pid;

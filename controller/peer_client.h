@@ -79,6 +79,8 @@ int peer_client_call(struct peer_client *pc, const char *method, const char *par
 void peer_client_close(struct peer_client *pc);
 void peer_client_kill(struct peer_client *pc, int sig);
 bool peer_client_exited(const struct peer_client *pc);
+/* Whether the channel is down (closed, EOF, broken): calls fail from now on. */
+bool peer_client_closed(const struct peer_client *pc);
 pid_t peer_client_pid(const struct peer_client *pc);
 const char *peer_client_node(const struct peer_client *pc);
 size_t peer_client_pending(const struct peer_client *pc);

@@ -881,7 +881,7 @@ int registry_dot_owner(const char *name, struct registry_proc *owner, const char
     long pid;
     int used = 0;
 
-    if (!strncmp(name, ".tmp-", 5))
+    if (!strncmp(name, ".tmp-", 5) || !strncmp(name, REGISTRY_SSH_PREFIX, 5))
         name += 5;
     else if (!strncmp(name, ".sweep-", 7) || !strncmp(name, ".stale-", 7))
         name += 7;

@@ -218,8 +218,14 @@ int registry_root_for_write(char *root, size_t rootlen, char *err, size_t errlen
 /* Removes a run directory and the plain files in it; a missing one is fine. */
 int registry_dir_remove(const char *path, char *err, size_t errlen);
 
-/* Parses ".tmp-<pid>-<start>-<n>", ".sweep-<pid>-<start>-<id>" and
- * ".stale-<pid>-<start>-<id>": the process that made the name (for .tmp and
- * .sweep, the one still working on it); *rest gets what follows. -1 when name
- * is none of them. */
+/* A controller's private directory for its ssh ControlPath sockets
+ * (controller/agent_group.c) is ".ssh-<pid>-<start>-<random>" in a registry
+ * root, so that a sweep removes it once that controller is gone (a SIGKILLed
+ * one cannot). */
+#define REGISTRY_SSH_PREFIX ".ssh-"
+
+/* Parses ".tmp-<pid>-<start>-<n>", ".ssh-<pid>-<start>-<random>",
+ * ".sweep-<pid>-<start>-<id>" and ".stale-<pid>-<start>-<id>": the process
+ * that made the name (for .tmp, .ssh and .sweep, the one still working on
+ * it); *rest gets what follows. -1 when name is none of them. */
 int registry_dot_owner(const char *name, struct registry_proc *owner, const char **rest);

@@ -320,7 +320,10 @@ static int sweep_claimed(struct sweep *s, const char *path)
             sweep_report(s, REGISTRY_EVENT_FAILED, "%s", err);
             return -1;
         }
-        sweep_report(s, REGISTRY_EVENT_RUN_REMOVED, "unfinished registration, nothing listed");
+        sweep_report(s, REGISTRY_EVENT_RUN_REMOVED, "%s",
+                     strncmp(s->run_id, REGISTRY_SSH_PREFIX, 5) == 0
+                         ? "ssh control directory of a controller that is gone"
+                         : "unfinished registration, nothing listed");
         return 0;
     }
     if (registry_run_load(path, s->run_id, &run, err, sizeof err) < 0) {
@@ -366,8 +369,9 @@ static int sweep_claim(struct sweep *s, const char *root, const char *name, char
     snprintf(path, sizeof path, "%s/%s", root, name);
     if (registry_dot_owner(name, &owner, &rest) == 0) {
         if (strncmp(name, ".stale-", 7) != 0 && registry_proc_alive(&owner)) return 1;
-        /* A ".tmp-" directory never got an id; the others keep theirs. */
-        snprintf(run_id, REGISTRY_ID_MAX, "%s", name[1] == 't' ? name : rest);
+        /* ".tmp-" and ".ssh-" directories never got an id; the others keep theirs. */
+        bool no_id = !strncmp(name, ".tmp-", 5) || !strncmp(name, REGISTRY_SSH_PREFIX, 5);
+        snprintf(run_id, REGISTRY_ID_MAX, "%s", no_id ? name : rest);
     } else {
         struct registry_run_entry run;
         if (registry_run_load(path, name, &run, err, sizeof err) < 0) {

@@ -43,6 +43,7 @@ void run_destroy(struct run *r)
     free(r->error);
     free(r->overload_json);
     free(r->placement_json);
+    free(r->machines_json);
     free(r->hosts_override);
     free(r->dilation_reason);
     free(r->dilation_dataplane);
@@ -456,6 +457,7 @@ static void write_json_body(FILE *f, const struct run *r)
     fprintf(f, ",\n  \"topology\": %s,\n", r->topology_json ? r->topology_json : "[]");
     if (r->overload_json) fprintf(f, "  \"overload\": %s,\n", r->overload_json);
     if (r->placement_json) fprintf(f, "  \"placement\": [%s],\n", r->placement_json);
+    if (r->machines_json) fprintf(f, "  \"machines\": [%s],\n", r->machines_json);
     write_versions(f, r->lua_release);
     fputs("  \"error\": ", f);
     if (r->error)
@@ -499,14 +501,23 @@ void run_set_overload(struct run *r, const char *json)
     r->overload_json = copy;
 }
 
-void run_add_placement(struct run *r, const char *json)
+/* *list, a comma-separated JSON list, with json appended. */
+static void json_list_append(char **list, const char *json)
 {
     char *joined = NULL;
-    if (r->placement_json ? asprintf(&joined, "%s, %s", r->placement_json, json) < 0
-                          : !(joined = strdup(json)))
-        return;
-    free(r->placement_json);
-    r->placement_json = joined;
+    if (*list ? asprintf(&joined, "%s, %s", *list, json) < 0 : !(joined = strdup(json))) return;
+    free(*list);
+    *list = joined;
+}
+
+void run_add_placement(struct run *r, const char *json)
+{
+    json_list_append(&r->placement_json, json);
+}
+
+void run_add_machines(struct run *r, const char *json)
+{
+    json_list_append(&r->machines_json, json);
 }
 
 void run_set_error(struct run *r, const char *msg)

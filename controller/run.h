@@ -37,6 +37,7 @@ struct run {
     char *error;          /* first line of the failure, for run.json */
     char *overload_json;  /* the overload report (controller/overload.h), or NULL */
     char *placement_json; /* JSON array: each placed network's machines (run_add_placement) */
+    char *machines_json;  /* JSON array: each agent's machine and clock (run_add_machines) */
     const char *status;
     double start_wall, end_wall; /* seconds since the epoch */
     const char *lua_release;     /* set by the scripting layer (static string) */
@@ -61,6 +62,9 @@ void run_init(struct run *r);
 /* Appends one network's placement over machines (a JSON object) to run.json's
  * "placement" array. */
 void run_add_placement(struct run *r, const char *json);
+/* Appends agents' entries (JSON objects, comma-separated: control RTT,
+ * clock offset and error, version per machine) to run.json's "machines". */
+void run_add_machines(struct run *r, const char *json);
 void run_destroy(struct run *r);
 /* Adds "name=value" from --set; a repeated name keeps the last value. */
 int run_set_param(struct run *r, const char *assignment, char *err, size_t errlen);

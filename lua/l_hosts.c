@@ -1,12 +1,15 @@
 /* l_hosts.c — a network's machines (hn.network{hosts = FILE}, --hosts), its
  * nodes' pins (net:node's host=) and its placement when it starts or is
  * drawn (issue 20). The file or Slurm is read by controller/hosts.c, the
- * placement made by topo/placement.c; this converts, records and refuses.
+ * placement made by topo/placement.c, the agents run by
+ * controller/agent_group.c; this converts, records and refuses.
  *
- * Until the agent exists (issue 20, item 2), a network whose placement puts
- * a node on another machine is refused at its start, after its placement is
- * logged and recorded in run.json. */
+ * Until remote parts can be built, a network whose placement puts a node
+ * on another machine is refused at its start, after its placement is
+ * logged and recorded in run.json and the agents of its other machines
+ * answered (their control RTT and clock offset logged and in run.json). */
 #include "controller/hosts.h"
+#include "hiernet_version.h"
 #include "lua/l_net.h"
 #include "topo/dot.h"
 #include "topo/placement.h"
@@ -113,10 +116,90 @@ int lnet_place_or_draw(struct l_network *net, char *err, size_t errlen)
     if (rt->draw) draw_placed(rt, net, &p);
     topo_placement_free(&p);
     if (rt->draw || remote == 0) return 0;
-    rt->env_failure = true;
     snprintf(err, errlen,
-             "network '%s': %zu of its %zu nodes are placed on other machines than this one: "
-             "multi-machine runs need the hiernet agent, not yet built",
+             "network '%s': %zu of its %zu nodes are placed on other machines than this one",
              net->topo->name, remote, net->topo->n_nodes);
-    return -1;
+    return 1;
+}
+
+/* ---- the agents of the other machines ---- */
+
+static void record_agents(struct l_network *net, struct agent_group *g)
+{
+    char *buf = NULL, line[768];
+    size_t len = 0;
+    for (size_t i = 0; i < agent_group_count(g); i++) {
+        agent_group_describe(g, i, line, sizeof line);
+        hn_logf(net->rt, "network '%s': agent %s", net->topo->name, line);
+    }
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return;
+    agent_group_write_json(g, net->topo->name, f);
+    if (fclose(f) == 0 && len) run_add_machines(net->rt->run, buf);
+    free(buf);
+}
+
+static void on_agents_down(void *ctx, struct agent_group *g)
+{
+    struct l_network *net = ctx;
+    agent_group_free(g);
+    net->agents = NULL;
+    sched_wake(net->rt->sched, net->agents_tok, NULL, NULL);
+}
+
+/* Every agent answered, or one failed: either way the start is refused
+ * now, with the reason, once the agents are torn down. */
+static void on_agents_ready(void *ctx, struct agent_group *g, const char *error)
+{
+    struct l_network *net = ctx;
+    size_t at = strlen(net->agents_error);
+    if (error) {
+        snprintf(net->agents_error + at, sizeof net->agents_error - at, ": %s", error);
+    } else {
+        record_agents(net, g);
+        snprintf(net->agents_error + at, sizeof net->agents_error - at,
+                 ": their %zu agent%s answered, but building remote parts is not available yet",
+                 agent_group_count(g), agent_group_count(g) == 1 ? "" : "s");
+    }
+    agent_group_teardown(g, on_agents_down, net);
+}
+
+static int agents_k(lua_State *L, int status, lua_KContext ctx)
+{
+    struct l_network *net = (struct l_network *)ctx;
+    net->rt->env_failure = true;
+    return luaL_error(L, "%s", net->agents_error);
+}
+
+/* The run's id for the agents' logs: its results directory's name. */
+static const char *run_name(const struct hn_runtime *rt)
+{
+    const char *dir = rt->run->dir ? rt->run->dir : "";
+    const char *slash = strrchr(dir, '/');
+    return slash ? slash + 1 : dir;
+}
+
+int lnet_agents_ask(lua_State *L, struct l_network *net, const char *refusal)
+{
+    struct agent_client_options o;
+    char err[512];
+    agent_client_options_default(&o);
+    o.version = HIERNET_AGENT_VERSION;
+    o.run_id = run_name(net->rt);
+    o.slurm = !strcmp(net->machines.source, "slurm");
+    snprintf(net->agents_error, sizeof net->agents_error, "%s", refusal);
+    net->agents =
+        agent_group_start(net->rt->loop, &net->machines, &o, on_agents_ready, net, err, sizeof err);
+    if (!net->agents) {
+        net->rt->env_failure = true;
+        return luaL_error(L, "%s: %s", refusal, err);
+    }
+    net->agents_tok = sched_suspend(L);
+    return lua_yieldk(L, 0, (lua_KContext)net, agents_k);
+}
+
+void lnet_agents_free(struct l_network *net)
+{
+    agent_group_free(net->agents);
+    net->agents = NULL;
 }

@@ -4,6 +4,7 @@
  * l_network.h. */
 #pragma once
 
+#include "controller/agent_group.h"
 #include "controller/netlife.h"
 #include "lua/runtime.h"
 #include "lua/sched.h"
@@ -39,6 +40,11 @@ struct l_network {
     /* hosts = FILE (or --hosts): the machines its nodes are placed on
      * (topo/placement.h); n == 0: none, everything runs here. */
     struct topo_machines machines;
+    /* The agents of its other machines while they are asked (l_hosts.c),
+     * the task waiting for them and the start's outcome for that task. */
+    struct agent_group *agents;
+    task_token agents_tok;
+    char agents_error[1024];
 };
 
 struct l_node {
@@ -130,6 +136,15 @@ void lnet_load_hosts(lua_State *L, struct hn_runtime *rt, const char *name, cons
  * and the machine when the network's machines do not list it. */
 void lnet_pin_node(lua_State *L, struct l_network *net, struct topo_node *n, const char *host);
 /* At the first start, or drawn: places the network over its machines (log,
- * run.json), draws it when drawing, and refuses a placement that needs
- * another machine (-1 with err, one line; also for a bad pin). */
+ * run.json) and draws it when drawing. -1 with err (one line) for a bad
+ * placement; 1 with err the refusal when a start needs other machines
+ * (then lnet_agents_ask). */
 int lnet_place_or_draw(struct l_network *net, char *err, size_t errlen);
+/* Starts the agents of the network's other machines and suspends the task
+ * until they answered (hello and pings, logged and in run.json's
+ * "machines") and were torn down; it then raises refusal (building remote
+ * parts does not exist yet) or the agent's failure. Yields: call as a
+ * tail. */
+int lnet_agents_ask(lua_State *L, struct l_network *net, const char *refusal);
+/* Ends agents still asked (the run is ending). */
+void lnet_agents_free(struct l_network *net);

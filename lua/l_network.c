@@ -564,8 +564,9 @@ static int l_net_start(lua_State *L)
         return luaL_error(L, "network '%s': start: the network has no nodes", net->topo->name);
     if (rt->draw) return draw_instead(L, net);
     char err[512];
-    if (!net->life && lnet_place_or_draw(net, err, sizeof err) < 0) /* first start only */
-        return luaL_error(L, "%s", err);
+    int placed = net->life ? 0 : lnet_place_or_draw(net, err, sizeof err); /* first start only */
+    if (placed < 0) return luaL_error(L, "%s", err);
+    if (placed > 0) return lnet_agents_ask(L, net, err);
     net->topo->dilation = rt->run->dilation;
     if (!network_life(net)) return luaL_error(L, "network '%s': out of memory", net->topo->name);
     struct netlife_options opts = {start_timeout_s(), STOP_DEADLINE_S};
@@ -761,6 +762,7 @@ void l_network_release_all(struct hn_runtime *rt)
         netlife_free(net->life); /* kills survivors and programs, releases the topology */
         net->life = NULL;
         free(net->stop_waiters);
+        lnet_agents_free(net);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->self_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->nodes_ref);
         luaL_unref(rt->L, LUA_REGISTRYINDEX, net->listeners_ref);

@@ -22,3 +22,28 @@
 #define LINKD_ARG_DIR "dir"
 #define LINKD_ARG_PERIOD_US "period_us"
 #define LINKD_ARG_AT_US "at_us"
+
+/* The two directions of a link, as link_set's per-direction maps and as
+ * each link's entry in link_stats / link_stats_all name them. */
+#define LINKD_DIR_AB "ab"
+#define LINKD_DIR_BA "ba"
+
+/* A stats entry is {id, up, ab = {counters}, ba = {counters}}. The
+ * counters, X(field of struct linkd_counters): the same names are
+ * links.csv's columns (controller/netrun_csv.c reads each column under its
+ * name). Beside them each direction carries its queue's present state:
+ * queue_len, queue_bytes, in_flight, tso. */
+#define LINKD_STATS_UP "up"
+#define LINKD_STATS_COUNTERS(X)                                                                    \
+    X(packets)                                                                                     \
+    X(bytes)                                                                                       \
+    X(delivered)                                                                                   \
+    X(delivered_bytes)                                                                             \
+    X(drops_loss)                                                                                  \
+    X(drops_queue)                                                                                 \
+    X(drops_down)                                                                                  \
+    X(drops_nobuf)                                                                                 \
+    X(drops_write)                                                                                 \
+    X(marked)                                                                                      \
+    X(queue_peak)
+#define LINKD_STATS_DELIVERED_BYTES "delivered_bytes"

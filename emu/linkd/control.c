@@ -101,7 +101,7 @@ static int control_parse_params(struct proto_args *a, struct linkd_params *p)
 static int control_parse_directions(struct proto_args *a, struct linkd_params p[2], char *err,
                                     size_t errlen)
 {
-    static const char *names[2] = {"ab", "ba"};
+    static const char *names[2] = {LINKD_DIR_AB, LINKD_DIR_BA};
     for (int i = 0; i < 2; i++) {
         if (control_parse_params(a, &p[i]) < 0) {
             snprintf(err, errlen, "%s", a->err);
@@ -433,17 +433,9 @@ static void control_pack_counters(struct msgmap *link, const char *key, struct l
     const struct linkd_counters *k = &d->c;
     struct msgmap m;
     msgmap_init(&m);
-    msgmap_i64(&m, "packets", (int64_t)k->packets);
-    msgmap_i64(&m, "bytes", (int64_t)k->bytes);
-    msgmap_i64(&m, "delivered", (int64_t)k->delivered);
-    msgmap_i64(&m, "delivered_bytes", (int64_t)k->delivered_bytes);
-    msgmap_i64(&m, "drops_loss", (int64_t)k->drops_loss);
-    msgmap_i64(&m, "drops_queue", (int64_t)k->drops_queue);
-    msgmap_i64(&m, "drops_down", (int64_t)k->drops_down);
-    msgmap_i64(&m, "drops_nobuf", (int64_t)k->drops_nobuf);
-    msgmap_i64(&m, "drops_write", (int64_t)k->drops_write);
-    msgmap_i64(&m, "marked", (int64_t)k->marked);
-    msgmap_i64(&m, "queue_peak", (int64_t)k->queue_peak);
+#define PACK_COUNTER(field) msgmap_i64(&m, #field, (int64_t)k->field);
+    LINKD_STATS_COUNTERS(PACK_COUNTER)
+#undef PACK_COUNTER
     msgmap_i64(&m, "queue_len", d->q_packets);
     msgmap_i64(&m, "queue_bytes", (int64_t)d->q_bytes);
     msgmap_i64(&m, "in_flight", linkd_dir_in_flight(d));
@@ -459,9 +451,9 @@ static void control_pack_link_stats(struct msgmap *m, struct linkd_link *l, bool
 {
     linkd_link_sync(l); /* counters as of now, not as of the last wake-up */
     msgmap_i64(m, LINKD_ARG_ID, l->id);
-    msgmap_bool(m, "up", l->up);
-    control_pack_counters(m, "ab", &l->dir[0], reset_peak);
-    control_pack_counters(m, "ba", &l->dir[1], reset_peak);
+    msgmap_bool(m, LINKD_STATS_UP, l->up);
+    control_pack_counters(m, LINKD_DIR_AB, &l->dir[0], reset_peak);
+    control_pack_counters(m, LINKD_DIR_BA, &l->dir[1], reset_peak);
 }
 
 static int on_link_stats(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,

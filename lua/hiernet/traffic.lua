@@ -65,6 +65,10 @@ local function check(net, o)
   if o.pattern ~= "onoff" and (o.on_s or o.off_s) then
     fail(net, "on_s and off_s go with pattern = \"onoff\" (pattern is %s)", o.pattern)
   end
+  if o.pattern == "constant" and o.seed ~= nil then
+    -- a constant schedule draws nothing: a seed there would be silently ignored
+    fail(net, "seed goes with pattern = \"poisson\" or \"onoff\" (pattern is constant)")
+  end
   for _, k in ipairs({ "seed", "bytes", "size" }) do
     local v = o[k]
     if v ~= nil and (math.type(v) ~= "integer" or v < 0) then

@@ -3,7 +3,9 @@
 # hn.network{hosts =}, --hosts slurm through scontrol), node pins (host=),
 # the placement shown by `hiernet place` and `hiernet draw --hosts`, and a
 # run whose placement needs another machine refused after its placement is
-# in run.json. Bad input is one line naming the file and line, or the node
+# in run.json and its agent was asked for (here a stand-in ssh that
+# refuses the connection, so the test needs no network: the failure names
+# the machine and ssh's own line; the command line is checked). Bad input is one line naming the file and line, or the node
 # and the machine, with exit 2.
 # Usage: test_hosts.sh HIERNET_BINARY
 set -u
@@ -38,7 +40,7 @@ LUA
 cat >hosts.txt <<'EOF'
 # the controller's machine and one that is not reachable (TEST-NET-1)
 m1 127.0.0.1 cores=4
-m2 192.0.2.7 cores=4 user=lab   # no agent there yet
+m2 192.0.2.7 cores=4 user=lab   # no agent there: ssh is refused
 EOF
 
 # --- bad machines files: file:line and the value, exit 2 ---
@@ -115,8 +117,21 @@ for row in "local 192.0.2.9 - yes" "me $(hostname) - yes" "lo 127.0.0.1 - yes" "
 done
 
 # --- a run that needs the other machine: refused after the placement is recorded ---
-expect_exit 3 "run on two machines" -- "$HN" run two.lua --hosts hosts.txt --out r-two --quiet
-expect_err "network 'two': 5 of its 10 nodes are placed on other machines than this one: multi-machine runs need the hiernet agent, not yet built" "run on two machines"
+mkdir fakebin
+cat >fakebin/ssh <<'SH'
+#!/bin/sh
+printf '%s\n' "$@" >"$(dirname "$0")/../ssh-args.txt"
+echo "ssh: connect to host 192.0.2.7 port 22: Connection refused" >&2
+exit 255
+SH
+chmod +x fakebin/ssh
+expect_exit 3 "run on two machines" -- env PATH="$work/fakebin:$PATH" "$HN" run two.lua --hosts hosts.txt --out r-two --quiet
+expect_err "network 'two': 5 of its 10 nodes are placed on other machines than this one: machine 'm2' (192.0.2.7): the agent's ssh exited with status 255: ssh: connect to host 192.0.2.7 port 22: Connection refused" "run on two machines"
+hn_abs=$(readlink -f "$HN")
+grep -qxF -- "-T -o BatchMode=yes -o ControlMaster=auto -o ControlPersist=no -l lab -- 192.0.2.7 exec '$hn_abs' 'agent' '--machine' 'm2'" \
+  <(tr '\n' ' ' <ssh-args.txt | sed -E 's/-o ControlPath=[^ ]*\/[0-9]+ //; s/ $//') && ok ||
+  bad "run on two machines: ssh's arguments: $(tr '\n' ' ' <ssh-args.txt)"
+grep -qE '^ControlPath=/.*/\.ssh-[0-9]+-[0-9]+-[A-Za-z0-9]{6}/1$' ssh-args.txt && ok || bad "no private ControlPath: $(cat ssh-args.txt)"
 grep -q '"status": "failed"' r-two/run.json && ok || bad "refused run: status not failed"
 grep -qE '"cut_links": \[\{"a": "sa", "b": "sb", "parallel": 0, "machine_a": "m[12]", "machine_b": "m[12]", "delay_us": 40000.000, "bw_bps": 1000000000\}\]' r-two/run.json &&
   ok || bad "refused run: run.json lacks the cut link: $(grep -o '"placement".*' r-two/run.json | head -c 600)"
@@ -152,5 +167,9 @@ expect_exit 0 "slurm" -- env SLURM_JOB_NODELIST='n[1-2]' SLURM_JOB_CPUS_PER_NODE
   "$HN" place pin.lua --hosts slurm --set x=n2 --set y=n2
 expect_out "network 'p': 2 nodes on 2 machines of slurm" "slurm"
 grep -qE '^n1 +n1 +8 +no +0 ' out.txt && grep -qE '^n2 +n2 +2 +no +2 ' out.txt && ok || bad "slurm: machines: $(cat out.txt)"
+expect_exit 2 "slurm, cores for one machine of two" -- env SLURM_JOB_NODELIST='n[1-2]' \
+  SLURM_JOB_CPUS_PER_NODE='8' PATH="$work/fakebin:$PATH" "$HN" place pin.lua --hosts slurm
+expect_err "slurm: SLURM_JOB_CPUS_PER_NODE '8' does not give the cores of the allocation's 2 machines (expected e.g. '8(x2),4')" "slurm bad cpus"
+one_line "slurm bad cpus"
 
 report

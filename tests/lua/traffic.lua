@@ -32,6 +32,8 @@ bad("constant udp traffic needs a rate", { from = a, to = b })
 bad("onoff needs on_s and off_s above 0", { from = a, to = b, rate = "1Mbit", pattern = "onoff", on_s = 1 })
 bad("on_s and off_s go with pattern = \"onoff\" (pattern is constant)",
     { from = a, to = b, rate = "1Mbit", on_s = 1 })
+bad("seed goes with pattern = \"poisson\" or \"onoff\" (pattern is constant)",
+    { from = a, to = b, rate = "1Mbit", seed = 3 })
 bad("off_s -1 is negative", { from = a, to = b, rate = "1Mbit", pattern = "onoff", on_s = 1, off_s = -1 })
 bad("bytes must be a whole number >= 0, got 1.5", { from = a, to = b, rate = "1Mbit", bytes = 1.5 })
 -- The peer command itself refuses what its pattern would ignore.
@@ -50,7 +52,7 @@ local function sent_all(h)
 end
 
 -- UDP: 10500 bytes in 1000-byte packets is 11 whole packets.
-local udp = net:traffic{ from = a, to = b, rate = "8Mbit", bytes = 10500, size = 1000, seed = 3 }
+local udp = net:traffic{ from = a, to = b, rate = "8Mbit", bytes = 10500, size = 1000 }
 T.eq(udp.name, "bg1", "the first flow's name")
 sent_all(udp)
 local u = udp:stop()

@@ -34,7 +34,8 @@ for pattern in patterns:gmatch("[^,]+") do
   for rate in rates:gmatch("[^,]+") do
     local key = pattern .. "_" .. rate
     local ca, cb = cpu_s(a), cpu_s(b)
-    local h = net:traffic{ from = a, to = b, rate = rate .. "Mbit", pattern = pattern, seed = 1 }
+    local h = net:traffic{ from = a, to = b, rate = rate .. "Mbit", pattern = pattern,
+                        seed = pattern ~= "constant" and 1 or nil }
     hn.sleep(seconds)
     local s = h:stop()
     local da, db = cpu_s(a) - ca, cpu_s(b) - cb

@@ -1,0 +1,425 @@
+/* agent.c — `hiernet agent`: one machine's end of a run spread over
+ * several (issue 20; docs/design-notes.md, "Several machines, the design").
+ *
+ * Started by the controller over SSH or srun, it speaks MessagePack-RPC
+ * (proto/agent_wire.h) on its stdin and stdout and logs on stderr, which
+ * the controller copies into the run's log. It listens on no socket. It
+ * serves hello (versions must be equal), ping (its clock, for the
+ * controller's offset estimate) and teardown; the part build's messages
+ * are named but answered "not available" until that exists. EOF on stdin
+ * (the controller or its SSH session is gone), SIGHUP, SIGTERM, SIGINT or
+ * --idle-timeout seconds without a ping end it after releasing its part.
+ *
+ * Owns: its libev loop, the reader and the output buffer. Its part of a
+ * network (once built) is released by agent_release on every exit path. */
+#include "app/cli.h"
+#include "common/clock.h"
+#include "common/container.h"
+#include "hiernet_version.h"
+#include "proto/agent_wire.h"
+#include "proto/protocol.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define EXIT_USAGE 2
+#define AGENT_IDLE_S 10.0 /* design notes: a hung connection is noticed by the pings */
+#define AGENT_VERSION HIERNET_AGENT_VERSION
+
+static const char agent_usage[] =
+    "usage: hiernet agent [--machine NAME] [--controller ADDRESS] [--idle-timeout S]\n"
+    "\n"
+    "One machine's end of a run spread over several machines. The controller\n"
+    "starts it (ssh -o BatchMode=yes MACHINE hiernet agent, or srun) and speaks\n"
+    "to it on its stdin and stdout; its log goes to stderr. It opens no\n"
+    "listening socket. It answers hello (the controller's hiernet version must\n"
+    "equal its own), ping and teardown. It tears down and exits on EOF on\n"
+    "stdin, SIGHUP, SIGTERM, SIGINT, or S seconds (default 10) without a ping.\n"
+    "\n"
+    "  --machine NAME        the machine's name in the hosts file (log lines)\n"
+    "  --controller ADDRESS  the controller's address, to find the underlay\n"
+    "                        interface that routes to it (default: from\n"
+    "                        SSH_CONNECTION, or SLURM_LAUNCH_NODE_IPADDR)\n"
+    "\n"
+    "exit codes: 0 torn down on request or EOF, 1 no ping for S seconds or a\n"
+    "broken channel, 2 usage or a controller of another version, 128+N signal N.\n";
+
+struct agent {
+    struct ev_loop *loop;
+    ev_io in_watcher, out_watcher;
+    ev_timer idle_timer;
+    ev_signal signals[4];
+    struct proto_reader reader;
+    msgpack_sbuffer out;
+    size_t out_sent;
+    msgpack_packer pk;
+    struct agent_hello_reply self; /* what hello answers, found at start */
+    char machine[AGENT_NAME_MAX];
+    double idle_s;
+    int exit_code;   /* once finishing: the code to exit with after the output drains */
+    bool finishing;  /* no more input is read */
+    int64_t read_ns; /* when the bytes being decoded were read: a ping's t1 */
+};
+
+static struct agent *agent_log_ctx;
+
+static void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void agent_log(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "agent %s: ", agent_log_ctx ? agent_log_ctx->machine : "?");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---- what hello answers ---- */
+
+/* The address to route toward: --controller, else the SSH client's, else
+ * the node srun was started from. */
+static const char *controller_address(const char *given, char *buf, size_t cap)
+{
+    const char *ssh = getenv("SSH_CONNECTION");
+    const char *slurm = getenv("SLURM_LAUNCH_NODE_IPADDR");
+    if (given) return given;
+    if (ssh && sscanf(ssh, "%63s", buf) == 1 && cap >= 64) return buf;
+    return slurm && *slurm ? slurm : NULL;
+}
+
+/* The source address the kernel picks toward peer: a connected UDP socket
+ * sends nothing. 0, or -1 when peer is no address or has no route. */
+static int route_source(const char *peer, struct sockaddr_storage *src)
+{
+    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_DGRAM}, *ai;
+    if (getaddrinfo(peer, "9", &hints, &ai) != 0) return -1;
+    int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    socklen_t len = sizeof *src;
+    int rc = fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+                     getsockname(fd, (struct sockaddr *)src, &len) == 0
+                 ? 0
+                 : -1;
+    if (fd >= 0) close(fd);
+    freeaddrinfo(ai);
+    return rc;
+}
+
+static bool same_address(const struct sockaddr *a, const struct sockaddr_storage *b)
+{
+    if (a->sa_family != b->ss_family) return false;
+    if (a->sa_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    return a->sa_family == AF_INET6 && !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                                               &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
+}
+
+/* The interface holding src, its name and MTU into r. */
+static void underlay_device(const struct sockaddr_storage *src, struct agent_hello_reply *r)
+{
+    struct ifaddrs *list;
+    if (getifaddrs(&list) < 0) return;
+    for (struct ifaddrs *a = list; a; a = a->ifa_next)
+        if (a->ifa_addr && same_address(a->ifa_addr, src)) {
+            snprintf(r->underlay_device, sizeof r->underlay_device, "%s", a->ifa_name);
+            break;
+        }
+    freeifaddrs(list);
+    struct ifreq ifr = {0};
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", r->underlay_device);
+    if (fd >= 0 && r->underlay_device[0] && ioctl(fd, SIOCGIFMTU, &ifr) == 0)
+        r->underlay_mtu = ifr.ifr_mtu;
+    if (fd >= 0) close(fd);
+}
+
+static void find_underlay(const char *controller, struct agent_hello_reply *r)
+{
+    char buf[64];
+    const char *peer = controller_address(controller, buf, sizeof buf);
+    struct sockaddr_storage src;
+    if (!peer || route_source(peer, &src) < 0) {
+        agent_log("no underlay found: %s", peer ? "no route to the controller's address"
+                                                : "no SSH_CONNECTION, no --controller");
+        return;
+    }
+    const void *in = src.ss_family == AF_INET
+                         ? (const void *)&((struct sockaddr_in *)&src)->sin_addr
+                         : (const void *)&((struct sockaddr_in6 *)&src)->sin6_addr;
+    inet_ntop(src.ss_family, in, r->underlay_address, sizeof r->underlay_address);
+    underlay_device(&src, r);
+}
+
+/* "" when the probe cannot run (no privilege): the controller's doctor says so. */
+static void probe_features(struct agent_hello_reply *r)
+{
+    char err[256];
+    if (cli_feature_names(r->features, sizeof r->features, err, sizeof err) < 0)
+        agent_log("kernel features not probed: %s", err);
+}
+
+static void agent_describe(struct agent *a, const char *controller)
+{
+    struct agent_hello_reply *r = &a->self;
+    snprintf(r->version, sizeof r->version, "%s", AGENT_VERSION);
+    if (gethostname(r->hostname, sizeof r->hostname - 1) < 0) r->hostname[0] = '\0';
+    r->uid = (int64_t)geteuid();
+    r->cap_net_admin = (cli_cap_effective() >> CLI_CAP_NET_ADMIN) & 1;
+    find_underlay(controller, r);
+    probe_features(r);
+}
+
+/* ---- output ---- */
+
+static void agent_flush(struct agent *a)
+{
+    while (a->out_sent < a->out.size) {
+        ssize_t n = write(STDOUT_FILENO, a->out.data + a->out_sent, a->out.size - a->out_sent);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) {
+            ev_io_start(a->loop, &a->out_watcher);
+            return;
+        }
+        if (n <= 0) { /* the controller is gone: nothing more can be said */
+            a->out_sent = a->out.size;
+            break;
+        }
+        a->out_sent += (size_t)n;
+    }
+    msgpack_sbuffer_clear(&a->out);
+    a->out_sent = 0;
+    ev_io_stop(a->loop, &a->out_watcher);
+    if (a->finishing) ev_break(a->loop, EVBREAK_ALL);
+}
+
+static void on_writable(EV_P_ ev_io *w, int revents)
+{
+    agent_flush(container_of(w, struct agent, out_watcher));
+}
+
+/* ---- ending ---- */
+
+/* Releases the machine's part. Nothing is built yet (the part build is a
+ * later step), so there is nothing to release but the channel. */
+static void agent_release(struct agent *a, const char *why)
+{
+    agent_log("tearing down: %s", why);
+}
+
+/* Stops reading, releases, and exits with code once the output is out. */
+static void agent_finish(struct agent *a, int code, const char *why)
+{
+    if (a->finishing) return;
+    a->finishing = true;
+    a->exit_code = code;
+    ev_io_stop(a->loop, &a->in_watcher);
+    ev_timer_stop(a->loop, &a->idle_timer);
+    agent_release(a, why);
+    agent_flush(a);
+}
+
+static void on_idle(EV_P_ ev_timer *w, int revents)
+{
+    struct agent *a = container_of(w, struct agent, idle_timer);
+    char why[96];
+    snprintf(why, sizeof why, "no ping for %g s", a->idle_s);
+    agent_finish(a, 1, why);
+}
+
+static void on_signal(EV_P_ ev_signal *w, int revents)
+{
+    struct agent *a = w->data;
+    char why[64];
+    snprintf(why, sizeof why, "signal %d (%s)", w->signum, strsignal(w->signum));
+    agent_finish(a, 128 + w->signum, why);
+}
+
+/* ---- requests ---- */
+
+static void reply_error(struct agent *a, uint32_t msgid, const char *message)
+{
+    proto_pack_error(&a->pk, msgid, message);
+}
+
+static void serve_hello(struct agent *a, const struct proto_msg *m)
+{
+    struct agent_hello h;
+    char err[512];
+    if (agent_wire_read_hello(m->params, &h, err, sizeof err) < 0)
+        return reply_error(a, m->msgid, err);
+    if (h.machine[0]) snprintf(a->machine, sizeof a->machine, "%s", h.machine);
+    if (strcmp(h.version, AGENT_VERSION) != 0) {
+        snprintf(err, sizeof err,
+                 "version mismatch: the controller is hiernet %s, this agent is hiernet %s",
+                 h.version, AGENT_VERSION);
+        agent_log("%s", err);
+        reply_error(a, m->msgid, err);
+        return agent_finish(a, EXIT_USAGE, "refused the controller's version");
+    }
+    agent_log("hello from run %s (pid %ld, underlay %s %s mtu %lld)", h.run_id, (long)getpid(),
+              a->self.underlay_device[0] ? a->self.underlay_device : "?",
+              a->self.underlay_address[0] ? a->self.underlay_address : "?",
+              (long long)a->self.underlay_mtu);
+    struct msgmap r;
+    msgmap_init(&r);
+    a->self.clock_ns = mono_ns();
+    agent_wire_hello_reply(&r, &a->self);
+    msgmap_response(&r, &a->pk, m->msgid);
+}
+
+static void serve_ping(struct agent *a, const struct proto_msg *m)
+{
+    struct agent_ping p;
+    char err[256];
+    if (agent_wire_read_ping(m->params, &p, err, sizeof err) < 0)
+        return reply_error(a, m->msgid, err);
+    ev_timer_again(a->loop, &a->idle_timer);
+    struct agent_pong pong = {a->read_ns, mono_ns()};
+    struct msgmap r;
+    msgmap_init(&r);
+    agent_wire_pong(&r, &pong);
+    msgmap_response(&r, &a->pk, m->msgid);
+}
+
+static void serve_teardown(struct agent *a, const struct proto_msg *m)
+{
+    struct msgmap r;
+    msgmap_init(&r);
+    msgmap_response(&r, &a->pk, m->msgid);
+    agent_finish(a, 0, "teardown requested");
+}
+
+static void serve(struct agent *a, const struct proto_msg *m)
+{
+    enum agent_method method = agent_method_find(m->method, m->method_len);
+    char err[160];
+    if (m->kind != PROTO_REQUEST) return; /* the controller sends no notification yet */
+    switch (method) {
+    case AGENT_HELLO:
+        return serve_hello(a, m);
+    case AGENT_PING:
+        return serve_ping(a, m);
+    case AGENT_TEARDOWN:
+        return serve_teardown(a, m);
+    case AGENT_UNKNOWN:
+        snprintf(err, sizeof err, "unknown method '%.*s'",
+                 (int)(m->method_len > 40 ? 40 : m->method_len), m->method ? m->method : "");
+        return reply_error(a, m->msgid, err);
+    default:
+        snprintf(err, sizeof err, "%s: not available: this agent cannot build remote parts yet",
+                 agent_method_name(method));
+        return reply_error(a, m->msgid, err);
+    }
+}
+
+static void drain(struct agent *a)
+{
+    struct proto_msg m;
+    bool has_msgid;
+    char err[160];
+    while (!a->finishing) {
+        enum proto_next r = proto_reader_next(&a->reader, &m, &has_msgid, err, sizeof err);
+        if (r == PROTO_NEXT_MORE) break;
+        if (r == PROTO_NEXT_FATAL) return agent_finish(a, 1, err);
+        if (r == PROTO_NEXT_INVALID && has_msgid) reply_error(a, m.msgid, err);
+        if (r == PROTO_NEXT_MESSAGE) serve(a, &m);
+    }
+    agent_flush(a);
+}
+
+static void on_readable(EV_P_ ev_io *w, int revents)
+{
+    struct agent *a = container_of(w, struct agent, in_watcher);
+    size_t avail;
+    char *buf = proto_reader_buffer(&a->reader, 4096, &avail);
+    if (!buf) return agent_finish(a, 1, "out of memory");
+    ssize_t n = read(STDIN_FILENO, buf, avail);
+    a->read_ns = mono_ns();
+    if (n > 0) {
+        proto_reader_consumed(&a->reader, (size_t)n);
+        drain(a);
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        agent_finish(a, 0, n == 0 ? "EOF on stdin: the controller is gone" : strerror(errno));
+    }
+}
+
+/* ---- main ---- */
+
+static int agent_options(int argc, char **argv, struct agent *a, const char **controller)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *opt = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) return fputs(agent_usage, stdout), 0;
+        if (!value || (strcmp(opt, "--machine") && strcmp(opt, "--controller") &&
+                       strcmp(opt, "--idle-timeout"))) {
+            fprintf(stderr, "hiernet agent: %s '%s' (see hiernet agent --help)\n",
+                    value ? "unknown argument" : "missing value or unknown argument", opt);
+            return EXIT_USAGE;
+        }
+        i++;
+        if (!strcmp(opt, "--machine")) snprintf(a->machine, sizeof a->machine, "%s", value);
+        if (!strcmp(opt, "--controller")) *controller = value;
+        if (!strcmp(opt, "--idle-timeout") && (a->idle_s = atof(value)) <= 0) {
+            fprintf(stderr, "hiernet agent: --idle-timeout '%s': not a positive number\n", value);
+            return EXIT_USAGE;
+        }
+    }
+    return -1;
+}
+
+static void agent_watch(struct agent *a)
+{
+    static const int sigs[4] = {SIGHUP, SIGTERM, SIGINT, SIGPIPE};
+    fcntl(STDIN_FILENO, F_SETFL, fcntl(STDIN_FILENO, F_GETFL) | O_NONBLOCK);
+    fcntl(STDOUT_FILENO, F_SETFL, fcntl(STDOUT_FILENO, F_GETFL) | O_NONBLOCK);
+    ev_io_init(&a->in_watcher, on_readable, STDIN_FILENO, EV_READ);
+    ev_io_init(&a->out_watcher, on_writable, STDOUT_FILENO, EV_WRITE);
+    ev_init(&a->idle_timer, on_idle);
+    a->idle_timer.repeat = a->idle_s;
+    ev_io_start(a->loop, &a->in_watcher);
+    ev_timer_again(a->loop, &a->idle_timer);
+    for (int i = 0; i < 4; i++) {
+        ev_signal_init(&a->signals[i], on_signal, sigs[i]);
+        a->signals[i].data = a;
+        /* SIGPIPE: a write to a closed stdout fails with EPIPE instead */
+        if (sigs[i] != SIGPIPE) ev_signal_start(a->loop, &a->signals[i]);
+    }
+    signal(SIGPIPE, SIG_IGN);
+}
+
+int cli_agent(int argc, char **argv)
+{
+    static struct agent a;
+    const char *controller = NULL;
+    a.idle_s = AGENT_IDLE_S;
+    snprintf(a.machine, sizeof a.machine, "?");
+    int rc = agent_options(argc, argv, &a, &controller);
+    if (rc >= 0) return rc;
+    agent_log_ctx = &a;
+    a.loop = ev_default_loop(0);
+    if (!a.loop || proto_reader_init(&a.reader, 0) < 0) {
+        agent_log("cannot start: no event loop or out of memory");
+        return 1;
+    }
+    msgpack_sbuffer_init(&a.out);
+    msgpack_packer_init(&a.pk, &a.out, msgpack_sbuffer_write);
+    agent_describe(&a, controller);
+    agent_watch(&a);
+    ev_run(a.loop, 0);
+    proto_reader_destroy(&a.reader);
+    msgpack_sbuffer_destroy(&a.out);
+    return a.exit_code;
+}

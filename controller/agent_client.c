@@ -1,0 +1,466 @@
+/* agent_client.c — the controller's end of one machine's agent (see agent_client.h). */
+#include "controller/agent_client.h"
+
+#include "common/clock.h"
+#include "common/container.h"
+#include "controller/log.h"
+#include "controller/peer_client.h"
+#include "controller/spawn.h"
+#include "proto/names.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define AGENT_ARGV_MAX 32
+#define AGENT_STDERR_LINE 512
+
+struct agent_client {
+    struct ev_loop *loop;
+    struct topo_machine machine;
+    struct agent_client_options opts;
+    struct agent_client_hooks hooks;
+    struct peer_client *pc;
+    int err_fd; /* the child's stderr, -1 once closed */
+    ev_io err_watcher;
+    ev_timer start_timer;             /* hello deadline, then the ping interval */
+    char err_line[AGENT_STDERR_LINE]; /* a partial stderr line */
+    size_t err_len;
+    char last_err[AGENT_STDERR_LINE]; /* the last whole line: names why ssh failed */
+    struct agent_hello_reply hello;
+    struct clock_estimate clock;
+    int pings_answered;
+    int64_t ping_sent_ns; /* of the outstanding ping, 0 when none */
+    bool ready, failed, tearing_down, down;
+};
+
+void agent_client_options_default(struct agent_client_options *o)
+{
+    *o = (struct agent_client_options){.version = "",
+                                       .run_id = "",
+                                       .hello_timeout_s = 30,
+                                       .hello_pings = CLOCK_ESTIMATE_SAMPLES,
+                                       .ping_interval_s = 1,
+                                       .ping_timeout_s = 10};
+}
+
+/* ---- the command ---- */
+
+struct argv_store {
+    char *at, *end;
+};
+
+static char *store_printf(struct argv_store *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static char *store_printf(struct argv_store *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(s->at, (size_t)(s->end - s->at), fmt, ap);
+    va_end(ap);
+    if (n < 0 || n >= s->end - s->at) return NULL;
+    char *out = s->at;
+    s->at += n + 1;
+    return out;
+}
+
+/* word in single quotes for the remote shell, each ' as '\''. */
+static bool shell_quote(struct argv_store *s, const char *word)
+{
+    if (s->end - s->at < 3) return false;
+    *s->at++ = '\'';
+    for (const char *c = word; *c; c++) {
+        const char *piece = *c == '\'' ? "'\\''" : NULL;
+        size_t n = piece ? 4 : 1;
+        if ((size_t)(s->end - s->at) < n + 3) return false;
+        memcpy(s->at, piece ? piece : c, n);
+        s->at += n;
+    }
+    *s->at++ = '\'';
+    *s->at++ = ' ';
+    return true;
+}
+
+/* "exec 'BIN' 'w1' 'w2'", NUL-terminated in the store. */
+static char *remote_command(struct argv_store *s, const char *bin, const char *const *words)
+{
+    char *start = s->at;
+    if (!store_printf(s, "exec")) return NULL;
+    s->at[-1] = ' '; /* the NUL becomes the separator */
+    if (!shell_quote(s, bin)) return NULL;
+    for (const char *const *w = words; *w; w++)
+        if (!shell_quote(s, *w)) return NULL;
+    s->at[-1] = '\0';
+    return start;
+}
+
+static int remote_bin(char *out, size_t cap)
+{
+    const char *env = getenv(AGENT_ENV_REMOTE_BIN);
+    if (env && *env) return snprintf(out, cap, "%s", env) < (int)cap ? 0 : -1;
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    if (n <= 0) return -1;
+    out[n] = '\0';
+    return 0;
+}
+
+struct argv_list {
+    char **v;
+    size_t n, cap;
+};
+
+static bool push(struct argv_list *l, char *arg)
+{
+    if (!arg || l->n + 1 >= l->cap) return false;
+    l->v[l->n++] = arg;
+    l->v[l->n] = NULL;
+    return true;
+}
+
+static bool ssh_options(struct argv_list *l, struct argv_store *s, const struct topo_machine *m,
+                        const struct agent_client_options *o)
+{
+    const char *config = getenv(AGENT_ENV_SSH_CONFIG);
+    bool ok = push(l, "ssh") && push(l, "-T") && push(l, "-o") && push(l, "BatchMode=yes");
+    if (config && *config) ok = ok && push(l, "-F") && push(l, (char *)config);
+    /* ControlPersist=no: the agent's ssh is the master and ends with it; a
+     * persisting master would be a detached process that no parent-death
+     * signal reaches, left behind by a SIGKILLed controller. */
+    if (o->control_dir)
+        ok = ok && push(l, "-o") && push(l, "ControlMaster=auto") && push(l, "-o") &&
+             push(l, store_printf(s, "ControlPath=%s/%u", o->control_dir, o->control_slot)) &&
+             push(l, "-o") &&
+             push(l, "ControlPersist=no");
+    if (m->user[0]) ok = ok && push(l, "-l") && push(l, (char *)m->user);
+    return ok && push(l, "--") && push(l, (char *)m->address);
+}
+
+int agent_client_argv(const struct topo_machine *m, const struct agent_client_options *o,
+                      const char *const *words, char **argv, size_t cap, char *store,
+                      size_t storecap)
+{
+    struct argv_store s = {store, store + storecap};
+    struct argv_list l = {argv, 0, cap};
+    char bin[PATH_MAX];
+    if (cap < 2 || remote_bin(bin, sizeof bin) < 0) return -1;
+    argv[0] = NULL;
+    if (o->slurm) {
+        bool ok = push(&l, "srun") && push(&l, "-N1") && push(&l, "-n1") && push(&l, "-w") &&
+                  push(&l, (char *)m->name) && push(&l, store_printf(&s, "%s", bin));
+        for (const char *const *w = words; ok && *w; w++)
+            ok = push(&l, (char *)*w);
+        return ok ? 0 : -1;
+    }
+    return ssh_options(&l, &s, m, o) && push(&l, remote_command(&s, bin, words)) ? 0 : -1;
+}
+
+/* ---- failing ---- */
+
+static void agent_fail(struct agent_client *ac, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void agent_fail(struct agent_client *ac, const char *fmt, ...)
+{
+    if (ac->failed || ac->tearing_down) return;
+    ac->failed = true;
+    ev_timer_stop(ac->loop, &ac->start_timer);
+    char why[768];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = snprintf(why, sizeof why, "machine '%s' (%s): ", ac->machine.name, ac->machine.address);
+    vsnprintf(why + n, sizeof why - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (ac->hooks.on_failed) ac->hooks.on_failed(ac->hooks.ctx, ac, why);
+}
+
+static void agent_down(struct agent_client *ac)
+{
+    if (!ac->tearing_down || ac->down) return;
+    ac->down = true;
+    ev_timer_stop(ac->loop, &ac->start_timer);
+    if (ac->hooks.on_down) ac->hooks.on_down(ac->hooks.ctx, ac);
+}
+
+/* ---- stderr: the agent's log (and ssh's complaints) ---- */
+
+static void err_line_done(struct agent_client *ac)
+{
+    ac->err_line[ac->err_len] = '\0';
+    if (ac->err_len) {
+        ctl_log("machine '%s': %s", ac->machine.name, ac->err_line);
+        snprintf(ac->last_err, sizeof ac->last_err, "%s", ac->err_line);
+    }
+    ac->err_len = 0;
+}
+
+static void err_close(struct agent_client *ac)
+{
+    if (ac->err_fd < 0) return;
+    err_line_done(ac);
+    ev_io_stop(ac->loop, &ac->err_watcher);
+    close(ac->err_fd);
+    ac->err_fd = -1;
+}
+
+/* One read: false when nothing more is there now (EAGAIN, or closed). */
+static bool err_read(struct agent_client *ac)
+{
+    char buf[1024];
+    ssize_t n = read(ac->err_fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) return true;
+    if (n < 0 && errno == EAGAIN) return false;
+    if (n <= 0) return err_close(ac), false;
+    for (ssize_t i = 0; i < n; i++) {
+        if (buf[i] == '\n' || ac->err_len + 1 >= sizeof ac->err_line) err_line_done(ac);
+        if (buf[i] != '\n' && buf[i] != '\r') ac->err_line[ac->err_len++] = buf[i];
+    }
+    return true;
+}
+
+static void on_stderr(EV_P_ ev_io *w, int revents)
+{
+    err_read(container_of(w, struct agent_client, err_watcher));
+}
+
+/* ---- the conversation ---- */
+
+static void send_ping(struct agent_client *ac);
+
+static void on_exit_hook(void *ctx, int status)
+{
+    struct agent_client *ac = ctx;
+    /* what the agent or ssh said last is in the pipe: read it first */
+    while (ac->err_fd >= 0 && err_read(ac)) {
+    }
+    agent_down(ac);
+    char how[64];
+    if (WIFEXITED(status))
+        snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
+    else
+        snprintf(how, sizeof how, "killed by signal %d",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    agent_fail(ac, "the agent's %s %s%s%s", ac->opts.slurm ? "srun" : "ssh", how,
+               ac->last_err[0] ? ": " : "", ac->last_err);
+}
+
+static void on_pong(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct agent_client *ac = ctx;
+    int64_t t3 = mono_ns(), t0 = ac->ping_sent_ns;
+    struct agent_pong p;
+    char err[256];
+    ac->ping_sent_ns = 0;
+    if (ac->failed || ac->tearing_down) return;
+    if (error && peer_client_closed(ac->pc)) return; /* the exit hook says why, with stderr */
+    if (error) return agent_fail(ac, "ping: %s", error);
+    if (agent_wire_read_pong(result, &p, err, sizeof err) < 0) return agent_fail(ac, "%s", err);
+    if (!clock_estimate_add(&ac->clock, t0, p.t1_ns, p.t2_ns, t3))
+        return agent_fail(ac, "ping: impossible times (agent %lld..%lld ns)", (long long)p.t1_ns,
+                          (long long)p.t2_ns);
+    if (ac->ready) return;
+    if (++ac->pings_answered < ac->opts.hello_pings) return send_ping(ac);
+    ac->ready = true;
+    ev_timer_stop(ac->loop, &ac->start_timer);
+    ev_timer_set(&ac->start_timer, ac->opts.ping_interval_s, ac->opts.ping_interval_s);
+    ev_timer_start(ac->loop, &ac->start_timer);
+    if (ac->hooks.on_ready) ac->hooks.on_ready(ac->hooks.ctx, ac);
+}
+
+static void send_request(struct agent_client *ac, enum agent_method method, struct msgmap *m,
+                         peer_reply_fn cb)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    char err[256];
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (!msgmap_end(m, &pk))
+        agent_fail(ac, "%s: out of memory", agent_method_name(method));
+    else if (peer_client_call(ac->pc, agent_method_name(method), sb.data, sb.size, cb, ac, err,
+                              sizeof err) < 0)
+        agent_fail(ac, "%s: %s", agent_method_name(method), err);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+static void send_ping(struct agent_client *ac)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    ac->ping_sent_ns = mono_ns();
+    agent_wire_ping(&m, &(struct agent_ping){ac->ping_sent_ns});
+    send_request(ac, AGENT_PING, &m, on_pong);
+}
+
+static void on_hello(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct agent_client *ac = ctx;
+    char err[256];
+    if (ac->failed || ac->tearing_down) return;
+    if (error && peer_client_closed(ac->pc)) return; /* the exit hook says why, with stderr */
+    if (error) return agent_fail(ac, "hello refused: %s", error);
+    if (agent_wire_read_hello_reply(result, &ac->hello, err, sizeof err) < 0)
+        return agent_fail(ac, "%s", err);
+    send_ping(ac);
+}
+
+static void send_hello(struct agent_client *ac)
+{
+    struct agent_hello h = {.clock_ns = mono_ns()};
+    struct msgmap m;
+    snprintf(h.version, sizeof h.version, "%s", ac->opts.version);
+    snprintf(h.run_id, sizeof h.run_id, "%s", ac->opts.run_id);
+    snprintf(h.machine, sizeof h.machine, "%s", ac->machine.name);
+    msgmap_init(&m);
+    agent_wire_hello(&m, &h);
+    send_request(ac, AGENT_HELLO, &m, on_hello);
+}
+
+/* Before ready: the start's deadline. After: the ping interval, which
+ * also checks that the outstanding ping is not too old. */
+static void on_timer(EV_P_ ev_timer *w, int revents)
+{
+    struct agent_client *ac = container_of(w, struct agent_client, start_timer);
+    if (ac->tearing_down) return agent_down(ac); /* the teardown's answer never came */
+    if (!ac->ready)
+        return agent_fail(ac, "the agent did not answer hello and %d pings within %.0f s",
+                          ac->opts.hello_pings, ac->opts.hello_timeout_s);
+    if (!ac->ping_sent_ns) return send_ping(ac);
+    double age = (double)(mono_ns() - ac->ping_sent_ns) / 1e9;
+    if (age >= ac->opts.ping_timeout_s)
+        agent_fail(ac, "the agent has not answered a ping for %.0f s", age);
+}
+
+/* ---- lifecycle ---- */
+
+static int start_child(struct agent_client *ac, int child_end, char *err, size_t errlen)
+{
+    char *argv[AGENT_ARGV_MAX], store[8192];
+    const char *words[] = {"agent", "--machine", ac->machine.name, NULL};
+    int pipefd[2];
+    if (agent_client_argv(&ac->machine, &ac->opts, words, argv, AGENT_ARGV_MAX, store,
+                          sizeof store) < 0)
+        return snprintf(err, errlen, "the command line does not fit"), -1;
+    if (pipe2(pipefd, O_CLOEXEC) < 0) return snprintf(err, errlen, "pipe: %s", strerror(errno)), -1;
+    char **envp = spawn_env(NULL);
+    struct spawn_spec s = {.path = argv[0],
+                           .argv = argv,
+                           .envp = envp,
+                           .netns_fd = -1,
+                           .from = {child_end, child_end, pipefd[1]},
+                           .to = {0, 1, 2},
+                           .n_fds = 3};
+    pid_t pid = envp ? spawn_child(&s, err, errlen) : -1;
+    if (!envp) snprintf(err, errlen, "out of memory");
+    spawn_env_free(envp);
+    close(pipefd[1]);
+    if (pid < 0) return close(pipefd[0]), -1;
+    ac->err_fd = pipefd[0];
+    fcntl(ac->err_fd, F_SETFL, fcntl(ac->err_fd, F_GETFL) | O_NONBLOCK);
+    ev_io_init(&ac->err_watcher, on_stderr, ac->err_fd, EV_READ);
+    ev_io_start(ac->loop, &ac->err_watcher);
+    peer_client_adopt(ac->pc, pid);
+    return 0;
+}
+
+struct agent_client *agent_client_start(struct ev_loop *loop, const struct topo_machine *m,
+                                        const struct agent_client_options *o,
+                                        const struct agent_client_hooks *hooks, char *err,
+                                        size_t errlen)
+{
+    struct agent_client *ac = calloc(1, sizeof *ac);
+    if (!ac) return snprintf(err, errlen, "machine '%s': out of memory", m->name), NULL;
+    *ac = (struct agent_client){.loop = loop, .machine = *m, .opts = *o, .err_fd = -1};
+    if (hooks) ac->hooks = *hooks;
+    clock_estimate_init(&ac->clock);
+    char label[HN_NODE_NAME_SIZE], why[400];
+    snprintf(label, sizeof label, "@%.*s", HN_NODE_NAME_MAX - 1, m->name);
+    struct peer_spawn spec = {.node = label, .netns_fd = -1};
+    struct peer_client_hooks ph = {NULL, on_exit_hook, ac};
+    int child_end;
+    ac->pc = peer_client_open(loop, &spec, &ph, &child_end, why, sizeof why);
+    if (!ac->pc || start_child(ac, child_end, why, sizeof why) < 0) {
+        snprintf(err, errlen, "machine '%s': cannot start its agent: %s", m->name, why);
+        if (ac->pc) close(child_end);
+        agent_client_free(ac);
+        return NULL;
+    }
+    close(child_end);
+    ev_timer_init(&ac->start_timer, on_timer, o->hello_timeout_s, 0);
+    ev_timer_start(loop, &ac->start_timer);
+    send_hello(ac);
+    return ac;
+}
+
+static void on_teardown_reply(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct agent_client *ac = ctx;
+    if (ac->down) return;
+    if (error && !peer_client_closed(ac->pc))
+        ctl_log("machine '%s': teardown: %s", ac->machine.name, error);
+    /* Down once the child exits (on_exit_hook): the agent exits after this
+     * answer, then ssh, which removes its ControlPath socket, and its last
+     * log lines are read first. The timer bounds the wait. */
+}
+
+void agent_client_teardown(struct agent_client *ac)
+{
+    if (ac->tearing_down) return;
+    ac->tearing_down = true;
+    ev_timer_stop(ac->loop, &ac->start_timer);
+    if (peer_client_exited(ac->pc)) return agent_down(ac);
+    /* A bounded wait for the answer: a hung agent must not hold the run. */
+    ev_timer_set(&ac->start_timer, ac->opts.ping_timeout_s, 0);
+    ev_timer_start(ac->loop, &ac->start_timer);
+    /* A failed agent may not listen any more: ending its ssh is its EOF. */
+    if (ac->failed) return peer_client_kill(ac->pc, SIGTERM);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    char err[256] = "out of memory";
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    /* A failed call means the channel is down: the exit hook follows. */
+    if (!msgmap_end(&m, &pk) ||
+        peer_client_call(ac->pc, agent_method_name(AGENT_TEARDOWN), sb.data, sb.size,
+                         on_teardown_reply, ac, err, sizeof err) < 0)
+        ctl_log("machine '%s': teardown not sent: %s", ac->machine.name, err);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+void agent_client_free(struct agent_client *ac)
+{
+    if (!ac) return;
+    ev_timer_stop(ac->loop, &ac->start_timer);
+    err_close(ac);
+    ac->tearing_down = ac->down = true; /* no hook runs from here on */
+    ac->failed = true;
+    peer_client_free(ac->pc);
+    free(ac);
+}
+
+const char *agent_client_machine(const struct agent_client *ac)
+{
+    return ac->machine.name;
+}
+
+bool agent_client_ready(const struct agent_client *ac)
+{
+    return ac->ready;
+}
+
+const struct agent_hello_reply *agent_client_hello(const struct agent_client *ac)
+{
+    return &ac->hello;
+}
+
+bool agent_client_clock(const struct agent_client *ac, struct clock_offset *out)
+{
+    return clock_estimate_get(&ac->clock, out);
+}

@@ -1,0 +1,88 @@
+/* agent_client.h — the controller's end of one machine's `hiernet agent`
+ * (issue 20; docs/design-notes.md, "Several machines, the design").
+ *
+ * Starts the agent with `ssh -o BatchMode=yes [-l USER] ADDRESS exec BIN
+ * agent ...` (OpenSSH, multiplexed through a ControlPath in the caller's
+ * private directory) or `srun -N1 -n1 -w HOST BIN agent ...`, the child's
+ * stdin and stdout one end of a socketpair that controller/peer_client.h
+ * drives (framing, request ids, replies), its stderr copied into the log
+ * line by line with the machine's name. On the libev loop, never blocking:
+ * hello, then `hello_pings` pings back to back (the clock estimate of
+ * controller/clock_estimate.h), then ready; after that a ping a second.
+ * Deadlines: no hello answer within hello_timeout_s, or a ping unanswered
+ * for ping_timeout_s, fails the agent naming the machine. Killing the ssh
+ * child (release, or the controller's death: its parent-death signal) is
+ * the agent's EOF.
+ *
+ * BIN is HIERNET_REMOTE_BIN when set, else this program's own path (the
+ * same binary at the same path on every machine). ssh reads the client
+ * configuration named by HIERNET_SSH_CONFIG (ssh -F) when set, else its
+ * usual ~/.ssh/config.
+ *
+ * Owns: the peer_client (hence the child), the stderr pipe and its
+ * watcher, the timers. */
+#pragma once
+
+#include "controller/clock_estimate.h"
+#include "proto/agent_wire.h"
+#include "topo/machines.h"
+
+#include <ev.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define AGENT_ENV_REMOTE_BIN "HIERNET_REMOTE_BIN"
+#define AGENT_ENV_SSH_CONFIG "HIERNET_SSH_CONFIG"
+
+struct agent_client;
+
+struct agent_client_options {
+    const char *run_id;      /* in hello, for the agent's log */
+    const char *version;     /* sent in hello: the agent refuses another than its own */
+    const char *control_dir; /* private directory for ssh's ControlPath, or NULL: none */
+    unsigned control_slot;   /* the socket's name in it: one per machine of a group */
+    bool slurm;              /* srun instead of ssh */
+    double hello_timeout_s;  /* the whole start: hello and the first pings */
+    int hello_pings;         /* pings before ready (CLOCK_ESTIMATE_SAMPLES) */
+    double ping_interval_s;  /* after ready */
+    double ping_timeout_s;   /* an unanswered ping this old fails the agent */
+};
+
+struct agent_client_hooks {
+    /* hello answered and the first pings back: the clock estimate holds. */
+    void (*on_ready)(void *ctx, struct agent_client *ac);
+    /* Once, before or after ready: why, one line naming the machine. */
+    void (*on_failed)(void *ctx, struct agent_client *ac, const char *why);
+    /* The teardown was answered, or the agent is gone: once per teardown. */
+    void (*on_down)(void *ctx, struct agent_client *ac);
+    void *ctx;
+};
+
+/* Defaults: 30 s for the start, 8 pings, one a second, 10 s to answer. */
+void agent_client_options_default(struct agent_client_options *o);
+
+/* Starts the agent of machine m (copied). NULL with err when no child
+ * could be started; every later failure goes to on_failed. */
+struct agent_client *agent_client_start(struct ev_loop *loop, const struct topo_machine *m,
+                                        const struct agent_client_options *o,
+                                        const struct agent_client_hooks *hooks, char *err,
+                                        size_t errlen);
+/* Asks the agent to tear down; on_down follows (at once when it is gone). */
+void agent_client_teardown(struct agent_client *ac);
+/* Ends the child (SIGKILL of ssh: the agent sees EOF) and frees. NULL ok. */
+void agent_client_free(struct agent_client *ac);
+
+const char *agent_client_machine(const struct agent_client *ac);
+bool agent_client_ready(const struct agent_client *ac);
+/* The agent's hello answer (valid once ready). */
+const struct agent_hello_reply *agent_client_hello(const struct agent_client *ac);
+/* The clock estimate from the last pings; false before any. */
+bool agent_client_clock(const struct agent_client *ac, struct clock_offset *out);
+
+/* The argv of a command run on machine m, `BIN words...` over ssh (the
+ * words shell-quoted into one remote command) or srun, into argv (cap
+ * entries, NULL-terminated), its strings in store (storecap bytes): the
+ * agent's, and `hiernet clean --hosts`'s. 0, or -1 when it does not fit. */
+int agent_client_argv(const struct topo_machine *m, const struct agent_client_options *o,
+                      const char *const *words, char **argv, size_t cap, char *store,
+                      size_t storecap);

@@ -1,0 +1,34 @@
+/* clock_estimate.c — an agent's clock offset (see clock_estimate.h). */
+#include "controller/clock_estimate.h"
+
+#include <string.h>
+
+void clock_estimate_init(struct clock_estimate *c)
+{
+    memset(c, 0, sizeof *c);
+}
+
+bool clock_estimate_add(struct clock_estimate *c, int64_t t0, int64_t t1, int64_t t2, int64_t t3)
+{
+    int64_t delay = (t3 - t0) - (t2 - t1);
+    if (t3 < t0 || t2 < t1 || delay < 0) return false;
+    /* Halved as doubles: two integer nanosecond sums may be odd. */
+    double offset = ((double)(t1 - t0) + (double)(t2 - t3)) / 2;
+    c->s[c->next] = (struct clock_sample){offset, delay};
+    c->next = (c->next + 1) % CLOCK_ESTIMATE_SAMPLES;
+    if (c->n < CLOCK_ESTIMATE_SAMPLES) c->n++;
+    c->total++;
+    return true;
+}
+
+bool clock_estimate_get(const struct clock_estimate *c, struct clock_offset *out)
+{
+    if (c->n == 0) return false;
+    const struct clock_sample *best = &c->s[0];
+    for (size_t i = 1; i < c->n; i++)
+        if (c->s[i].delay_ns < best->delay_ns) best = &c->s[i];
+    out->offset_ms = best->offset_ns / 1e6;
+    out->error_ms = (double)best->delay_ns / 2e6;
+    out->rtt_ms = (double)best->delay_ns / 1e6;
+    return true;
+}

@@ -1,0 +1,166 @@
+/* agent_wire.c — the agent's messages (see agent_wire.h). */
+#include "proto/agent_wire.h"
+
+#include "proto/protocol.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The one table of method names: the controller, the agent and the fuzz
+ * target all go through it. */
+static const struct {
+    const char *name;
+    bool served;
+} agent_methods[AGENT_METHOD_COUNT] = {
+    [AGENT_UNKNOWN] = {"", false},        [AGENT_HELLO] = {"hello", true},
+    [AGENT_PING] = {"ping", true},        [AGENT_TEARDOWN] = {"teardown", true},
+    [AGENT_BUILD] = {"build", false},     [AGENT_CALL] = {"call", false},
+    [AGENT_LINK] = {"link", false},       [AGENT_KILL] = {"kill", false},
+    [AGENT_RESTART] = {"restart", false}, [AGENT_PARTITION] = {"partition", false},
+    [AGENT_HEAL] = {"heal", false},       [AGENT_STATS] = {"stats", false},
+    [AGENT_EXIT] = {"exit", false},
+};
+
+const char *agent_method_name(enum agent_method m)
+{
+    return (unsigned)m < AGENT_METHOD_COUNT ? agent_methods[m].name : "";
+}
+
+enum agent_method agent_method_find(const char *name, uint32_t len)
+{
+    for (int m = AGENT_UNKNOWN + 1; m < AGENT_METHOD_COUNT; m++)
+        if (proto_method_is(agent_methods[m].name, name, len)) return (enum agent_method)m;
+    return AGENT_UNKNOWN;
+}
+
+bool agent_method_served(enum agent_method m)
+{
+    return (unsigned)m < AGENT_METHOD_COUNT && agent_methods[m].served;
+}
+
+/* ---- encoders ---- */
+
+void agent_wire_hello(struct msgmap *m, const struct agent_hello *h)
+{
+    msgmap_str(m, "version", h->version);
+    msgmap_str(m, "run", h->run_id);
+    msgmap_str(m, "machine", h->machine);
+    msgmap_i64(m, "clock_ns", h->clock_ns);
+}
+
+void agent_wire_hello_reply(struct msgmap *m, const struct agent_hello_reply *r)
+{
+    msgmap_str(m, "version", r->version);
+    msgmap_str(m, "hostname", r->hostname);
+    msgmap_str(m, "features", r->features);
+    msgmap_str(m, "underlay_address", r->underlay_address);
+    msgmap_str(m, "underlay_device", r->underlay_device);
+    msgmap_i64(m, "underlay_mtu", r->underlay_mtu);
+    msgmap_i64(m, "uid", r->uid);
+    msgmap_bool(m, "cap_net_admin", r->cap_net_admin);
+    msgmap_i64(m, "clock_ns", r->clock_ns);
+}
+
+void agent_wire_ping(struct msgmap *m, const struct agent_ping *p)
+{
+    msgmap_i64(m, "t0_ns", p->t0_ns);
+}
+
+void agent_wire_pong(struct msgmap *m, const struct agent_pong *p)
+{
+    msgmap_i64(m, "t1_ns", p->t1_ns);
+    msgmap_i64(m, "t2_ns", p->t2_ns);
+}
+
+/* ---- decoders ----
+ * Each message is a list of fields: key, kind and where it goes. */
+
+enum field_kind { FIELD_STR, FIELD_I64, FIELD_BOOL };
+
+struct field {
+    const char *key;
+    enum field_kind kind;
+    void *dst;
+    size_t cap; /* strings: the buffer's size */
+};
+
+static int read_field(struct proto_args *a, const struct field *f)
+{
+    switch (f->kind) {
+    case FIELD_STR:
+        return proto_arg_strcpy(a, f->key, f->dst, f->cap);
+    case FIELD_I64:
+        return proto_arg_i64(a, f->key, f->dst);
+    case FIELD_BOOL:
+        return proto_arg_bool(a, f->key, f->dst);
+    }
+    return -1;
+}
+
+static int read_fields(const char *what, const msgpack_object *map, const struct field *fields,
+                       size_t n, char *err, size_t errlen)
+{
+    if (!map || map->type != MSGPACK_OBJECT_MAP)
+        return snprintf(err, errlen, "%s: not a map", what), -1;
+    struct proto_args a;
+    proto_args_init(&a, map);
+    for (size_t i = 0; i < n; i++) {
+        int r = read_field(&a, &fields[i]);
+        if (r == 0) proto_args_missing(&a, fields[i].key);
+        if (r != 1) return snprintf(err, errlen, "%s: %s", what, a.err), -1;
+    }
+    return 0;
+}
+
+#define FIELDS(...) ((const struct field[]){__VA_ARGS__})
+#define NFIELDS(...) (sizeof FIELDS(__VA_ARGS__) / sizeof(struct field))
+#define READ_FIELDS(what, map, err, errlen, ...)                                                   \
+    read_fields(what, map, FIELDS(__VA_ARGS__), NFIELDS(__VA_ARGS__), err, errlen)
+#define STR(key, buf)                                                                              \
+    {                                                                                              \
+        key, FIELD_STR, (buf), sizeof(buf)                                                         \
+    }
+#define I64(key, ptr)                                                                              \
+    {                                                                                              \
+        key, FIELD_I64, (ptr), 0                                                                   \
+    }
+#define BOOL(key, ptr)                                                                             \
+    {                                                                                              \
+        key, FIELD_BOOL, (ptr), 0                                                                  \
+    }
+
+int agent_wire_read_hello(const msgpack_object *map, struct agent_hello *out, char *err,
+                          size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    return READ_FIELDS("hello", map, err, errlen, STR("version", out->version),
+                       STR("run", out->run_id), STR("machine", out->machine),
+                       I64("clock_ns", &out->clock_ns));
+}
+
+int agent_wire_read_hello_reply(const msgpack_object *map, struct agent_hello_reply *out, char *err,
+                                size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    return READ_FIELDS("hello reply", map, err, errlen, STR("version", out->version),
+                       STR("hostname", out->hostname), STR("features", out->features),
+                       STR("underlay_address", out->underlay_address),
+                       STR("underlay_device", out->underlay_device),
+                       I64("underlay_mtu", &out->underlay_mtu), I64("uid", &out->uid),
+                       BOOL("cap_net_admin", &out->cap_net_admin), I64("clock_ns", &out->clock_ns));
+}
+
+int agent_wire_read_ping(const msgpack_object *map, struct agent_ping *out, char *err,
+                         size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    return READ_FIELDS("ping", map, err, errlen, I64("t0_ns", &out->t0_ns));
+}
+
+int agent_wire_read_pong(const msgpack_object *map, struct agent_pong *out, char *err,
+                         size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    return READ_FIELDS("ping reply", map, err, errlen, I64("t1_ns", &out->t1_ns),
+                       I64("t2_ns", &out->t2_ns));
+}

@@ -1,0 +1,126 @@
+/* fuzz_agent_wire.c — libFuzzer target for the agent's messages
+ * (proto/agent_wire.c over proto/protocol.c's framing): the bytes an agent
+ * reads from its stdin and the controller from the agent's stdout.
+ *
+ * Every message decoded is looked up in the method table and its params
+ * (or result) handed to every decoder. A decoder that accepts must give
+ * NUL-terminated strings within their buffers, and its struct, encoded
+ * again and decoded, must come back the same (no field lost or bent). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/agent_wire.h"
+#include "proto/protocol.h"
+
+#define FUZZ_MAX_MESSAGE 4096
+
+static void fuzz_str(const char *s, size_t cap)
+{
+    if (strnlen(s, cap) >= cap) abort();
+}
+
+/* Encodes with enc, decodes with dec into a fresh struct, compares. */
+#define ROUND_TRIP(type, value, enc, dec)                                                          \
+    do {                                                                                           \
+        struct msgmap m;                                                                           \
+        msgmap_init(&m);                                                                           \
+        enc(&m, &(value));                                                                         \
+        msgpack_sbuffer sb;                                                                        \
+        msgpack_sbuffer_init(&sb);                                                                 \
+        msgpack_packer pk;                                                                         \
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);                                      \
+        if (!msgmap_end(&m, &pk)) abort();                                                         \
+        msgpack_unpacked u;                                                                        \
+        msgpack_unpacked_init(&u);                                                                 \
+        type again;                                                                                \
+        char e2[256];                                                                              \
+        if (msgpack_unpack_next(&u, sb.data, sb.size, NULL) != MSGPACK_UNPACK_SUCCESS) abort();    \
+        if (dec(&u.data, &again, e2, sizeof e2) != 0) abort();                                     \
+        if (!same_##type(&(value), &again)) abort();                                               \
+        msgpack_unpacked_destroy(&u);                                                              \
+        msgpack_sbuffer_destroy(&sb);                                                              \
+    } while (0)
+
+typedef struct agent_hello hello_t;
+typedef struct agent_hello_reply reply_t;
+typedef struct agent_ping ping_t;
+typedef struct agent_pong pong_t;
+
+static bool same_hello_t(const hello_t *a, const hello_t *b)
+{
+    return !strcmp(a->version, b->version) && !strcmp(a->run_id, b->run_id) &&
+           !strcmp(a->machine, b->machine) && a->clock_ns == b->clock_ns;
+}
+
+static bool same_reply_t(const reply_t *a, const reply_t *b)
+{
+    return !strcmp(a->version, b->version) && !strcmp(a->hostname, b->hostname) &&
+           !strcmp(a->features, b->features) && !strcmp(a->underlay_address, b->underlay_address) &&
+           !strcmp(a->underlay_device, b->underlay_device) && a->underlay_mtu == b->underlay_mtu &&
+           a->uid == b->uid && a->cap_net_admin == b->cap_net_admin && a->clock_ns == b->clock_ns;
+}
+
+static bool same_ping_t(const ping_t *a, const ping_t *b)
+{
+    return a->t0_ns == b->t0_ns;
+}
+
+static bool same_pong_t(const pong_t *a, const pong_t *b)
+{
+    return a->t1_ns == b->t1_ns && a->t2_ns == b->t2_ns;
+}
+
+static void fuzz_map(const msgpack_object *map)
+{
+    char err[256];
+    hello_t h;
+    reply_t r;
+    ping_t p;
+    pong_t q;
+    if (agent_wire_read_hello(map, &h, err, sizeof err) == 0) {
+        fuzz_str(h.version, sizeof h.version);
+        fuzz_str(h.machine, sizeof h.machine);
+        ROUND_TRIP(hello_t, h, agent_wire_hello, agent_wire_read_hello);
+    }
+    if (agent_wire_read_hello_reply(map, &r, err, sizeof err) == 0) {
+        fuzz_str(r.features, sizeof r.features);
+        ROUND_TRIP(reply_t, r, agent_wire_hello_reply, agent_wire_read_hello_reply);
+    }
+    if (agent_wire_read_ping(map, &p, err, sizeof err) == 0)
+        ROUND_TRIP(ping_t, p, agent_wire_ping, agent_wire_read_ping);
+    if (agent_wire_read_pong(map, &q, err, sizeof err) == 0)
+        ROUND_TRIP(pong_t, q, agent_wire_pong, agent_wire_read_pong);
+    if (strnlen(err, sizeof err) >= sizeof err) abort();
+}
+
+static void fuzz_message(const struct proto_msg *m)
+{
+    enum agent_method method = agent_method_find(m->method, m->method_len);
+    const char *name = agent_method_name(method);
+    if (method != AGENT_UNKNOWN && strlen(name) != m->method_len) abort();
+    fuzz_map(m->params);
+    fuzz_map(m->result);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct proto_reader r;
+    if (proto_reader_init(&r, FUZZ_MAX_MESSAGE) != 0) abort();
+    size_t avail;
+    char *buf = proto_reader_buffer(&r, size ? size : 1, &avail);
+    if (!buf) abort();
+    if (size) memcpy(buf, data, size);
+    proto_reader_consumed(&r, size);
+    for (;;) {
+        struct proto_msg m;
+        bool has_msgid;
+        char err[128];
+        enum proto_next next = proto_reader_next(&r, &m, &has_msgid, err, sizeof err);
+        if (next == PROTO_NEXT_MORE || next == PROTO_NEXT_FATAL) break;
+        if (next == PROTO_NEXT_MESSAGE) fuzz_message(&m);
+    }
+    proto_reader_destroy(&r);
+    return 0;
+}

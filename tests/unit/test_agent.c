@@ -1,0 +1,226 @@
+/* test_agent.c — `hiernet agent` (app/agent.c) spoken to over pipes, as
+ * ssh would: hello (the underlay toward --controller 127.0.0.1 is lo),
+ * pings on the same CLOCK_MONOTONIC as ours (so t0 <= t1 <= t2 <= t3
+ * exactly), a reserved message refused, teardown; a wrong version refused
+ * in one line naming both; EOF, SIGTERM and the idle timeout end it; it
+ * holds no socket. */
+#include "check.h"
+#include "common/clock.h"
+#include "hiernet_version.h"
+#include "proto/agent_wire.h"
+#include "proto/protocol.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+struct agent_proc {
+    pid_t pid;
+    int to, from; /* its stdin, its stdout */
+    struct proto_reader reader;
+    uint32_t msgid;
+};
+
+static char hiernet_path[4096];
+
+static void agent_start(struct agent_proc *a, const char *idle)
+{
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) abort();
+    a->pid = fork();
+    if (a->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        int null = open("/dev/null", O_WRONLY);
+        if (!getenv("TEST_AGENT_VERBOSE")) dup2(null, 2);
+        execl(hiernet_path, "hiernet", "agent", "--machine", "t1", "--controller", "127.0.0.1",
+              "--idle-timeout", idle, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    a->to = in[1];
+    a->from = out[0];
+    a->msgid = 1;
+    proto_reader_init(&a->reader, 0);
+}
+
+static void agent_send(struct agent_proc *a, enum agent_method method, struct msgmap *m)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgmap_request(m, &pk, a->msgid++, agent_method_name(method));
+    CHECK(write(a->to, sb.data, sb.size) == (ssize_t)sb.size);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* The next message; false on EOF. */
+static bool agent_next(struct agent_proc *a, struct proto_msg *m)
+{
+    for (;;) {
+        bool has_msgid;
+        char err[128];
+        enum proto_next r = proto_reader_next(&a->reader, m, &has_msgid, err, sizeof err);
+        if (r == PROTO_NEXT_MESSAGE) return true;
+        if (r != PROTO_NEXT_MORE) return false;
+        size_t avail;
+        char *buf = proto_reader_buffer(&a->reader, 4096, &avail);
+        ssize_t n = read(a->from, buf, avail);
+        if (n <= 0) return false;
+        proto_reader_consumed(&a->reader, (size_t)n);
+    }
+}
+
+/* Waits up to limit_s for the agent to exit; its wait status, or -1. */
+static int agent_wait(struct agent_proc *a, double limit_s)
+{
+    double end = mono_s() + limit_s;
+    int status;
+    while (mono_s() < end) {
+        if (waitpid(a->pid, &status, WNOHANG) == a->pid) return status;
+        usleep(10000);
+    }
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, &status, 0);
+    return -1;
+}
+
+static void agent_close(struct agent_proc *a)
+{
+    close(a->to);
+    close(a->from);
+    proto_reader_destroy(&a->reader);
+}
+
+static void send_hello(struct agent_proc *a, const char *version)
+{
+    struct agent_hello h = {.clock_ns = mono_ns()};
+    snprintf(h.version, sizeof h.version, "%s", version);
+    snprintf(h.run_id, sizeof h.run_id, "test-run");
+    snprintf(h.machine, sizeof h.machine, "t1");
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_hello(&m, &h);
+    agent_send(a, AGENT_HELLO, &m);
+}
+
+/* How many of pid's descriptors are sockets (an agent opens none). */
+static int socket_fds(pid_t pid)
+{
+    char dir[64], path[320], target[256];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len > 0 && (target[len] = '\0', !strncmp(target, "socket:", 7))) n++;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+static void hello_ping_teardown(void)
+{
+    struct agent_proc a;
+    struct proto_msg m;
+    struct agent_hello_reply r;
+    char err[256];
+    agent_start(&a, "10");
+    send_hello(&a, HIERNET_AGENT_VERSION);
+    CHECK(agent_next(&a, &m) && m.kind == PROTO_RESPONSE && m.error->type == MSGPACK_OBJECT_NIL);
+    CHECK(agent_wire_read_hello_reply(m.result, &r, err, sizeof err) == 0);
+    CHECK_STREQ(r.version, HIERNET_AGENT_VERSION);
+    CHECK_STREQ(r.underlay_address, "127.0.0.1");
+    CHECK_STREQ(r.underlay_device, "lo");
+    CHECK(r.underlay_mtu == 65536);
+    CHECK(r.uid == (int64_t)geteuid());
+    CHECK(socket_fds(a.pid) == 0);
+    for (int i = 0; i < 3; i++) {
+        struct agent_pong p;
+        struct msgmap q;
+        int64_t t0 = mono_ns();
+        msgmap_init(&q);
+        agent_wire_ping(&q, &(struct agent_ping){t0});
+        agent_send(&a, AGENT_PING, &q);
+        CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_NIL);
+        int64_t t3 = mono_ns();
+        CHECK(agent_wire_read_pong(m.result, &p, err, sizeof err) == 0);
+        CHECK_MSG(t0 <= p.t1_ns && p.t1_ns <= p.t2_ns && p.t2_ns <= t3, "%lld %lld %lld %lld",
+                  (long long)t0, (long long)p.t1_ns, (long long)p.t2_ns, (long long)t3);
+    }
+    struct msgmap b;
+    msgmap_init(&b);
+    agent_send(&a, AGENT_BUILD, &b);
+    CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_STR);
+    CHECK(m.error->via.str.size > 0 &&
+          memmem(m.error->via.str.ptr, m.error->via.str.size, "build: not available", 20));
+    msgmap_init(&b);
+    agent_send(&a, AGENT_TEARDOWN, &b);
+    CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_NIL);
+    int st = agent_wait(&a, 5);
+    CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    agent_close(&a);
+}
+
+static void wrong_version(void)
+{
+    struct agent_proc a;
+    struct proto_msg m;
+    char want[512];
+    agent_start(&a, "10");
+    send_hello(&a, "0.0-wrong");
+    CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_STR);
+    snprintf(want, sizeof want,
+             "version mismatch: the controller is hiernet 0.0-wrong, this agent is hiernet %s",
+             HIERNET_AGENT_VERSION);
+    CHECK(m.error->via.str.size == strlen(want) &&
+          !memcmp(m.error->via.str.ptr, want, strlen(want)));
+    int st = agent_wait(&a, 5);
+    CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d", st);
+    agent_close(&a);
+}
+
+/* EOF, SIGTERM, no ping: each ends the agent with its own status. */
+static void endings(void)
+{
+    struct agent_proc a;
+    struct proto_msg m;
+    agent_start(&a, "10");
+    send_hello(&a, HIERNET_AGENT_VERSION);
+    CHECK(agent_next(&a, &m));
+    close(a.to);
+    int st = agent_wait(&a, 5);
+    CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "EOF: status %d", st);
+    close(a.from);
+    proto_reader_destroy(&a.reader);
+
+    agent_start(&a, "10");
+    send_hello(&a, HIERNET_AGENT_VERSION);
+    CHECK(agent_next(&a, &m));
+    kill(a.pid, SIGTERM);
+    st = agent_wait(&a, 5);
+    CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM, "TERM: status %d", st);
+    agent_close(&a);
+
+    agent_start(&a, "0.3");
+    double t = mono_s();
+    st = agent_wait(&a, 10);
+    CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "idle: status %d", st);
+    CHECK_MSG(mono_s() - t >= 0.3, "idle: ended after %.3f s", mono_s() - t);
+    agent_close(&a);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    check_bin_path("hiernet", hiernet_path, sizeof hiernet_path);
+    hello_ping_teardown();
+    wrong_version();
+    endings();
+    return check_report();
+}
