@@ -79,7 +79,10 @@ static int plan_ends(struct link_sampler *s)
     int rc = 0;
     for (size_t i = 0; i < net->n_links && rc == 0; i++) {
         const struct topo_link *l = &net->links[i];
-        bool from_a = degree[l->a] >= degree[l->b];
+        /* A part's cross-machine link (topo/part.h) is read at its end
+         * here: its VXLAN device counts both directions as a veth end. */
+        bool from_a =
+            net->nodes[l->b].remote || (!net->nodes[l->a].remote && degree[l->a] >= degree[l->b]);
         int node = from_a ? l->a : l->b, ifindex_a, ifindex_b;
         emu_tc_link_ifindex(s->kernel, (int)i, &ifindex_a, &ifindex_b);
         s->samples[i].from_a = from_a;

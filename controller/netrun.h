@@ -38,6 +38,12 @@ struct netrun_config {
                                    being collected (called with the build's ctx) */
     const char *peer_path;      /* hiernet-peer; NULL: next to this executable (or
                                    HIERNET_PEER, which bypasses the peer template) */
+    /* A part of a network spread over machines (topo/part.h, whose net is
+     * planned): its routes, computed on the whole network (copied), and
+     * the run's data secret (32 bytes, copied). NULL: a network of its own,
+     * routed here, with a secret drawn here. */
+    const struct topo_routing *routing;
+    const uint8_t *data_secret;
 };
 
 typedef void (*netrun_exit_fn)(void *ctx, int node, int wait_status);

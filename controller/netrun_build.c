@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* How long start waits for the peer template to have forked a peer. */
 #define PEER_START_TIMEOUT_S 30.0
@@ -240,6 +241,9 @@ int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct ne
     nr->built_ctx = built_ctx;
     nr->links_made = cfg->links_made;
     if (cfg->peer_path) snprintf(nr->peer_path, sizeof nr->peer_path, "%s", cfg->peer_path);
+    if (cfg->data_secret) memcpy(nr->data_secret, cfg->data_secret, sizeof nr->data_secret);
+    nr->secret_given = cfg->data_secret != NULL;
+    nr->given_routing = cfg->routing;
     nr->peer_path_given = cfg->peer_path != NULL;
     /* Asked for at once: the namespaces' step runs meanwhile, and the
      * backend's choice waits for it only if it is not done by then. */

@@ -12,7 +12,7 @@
 static bool wants_cpu_limit(const struct topo_network *net)
 {
     for (size_t i = 0; i < net->n_nodes; i++)
-        if (net->nodes[i].kind == TOPO_NODE_HOST && net->nodes[i].cpu > 0) return true;
+        if (topo_node_local_host(&net->nodes[i]) && net->nodes[i].cpu > 0) return true;
     return false;
 }
 

@@ -196,7 +196,7 @@ static void sample_tcp(struct netrun *nr)
     snprintf(t, sizeof t, "%.3f", nr->clock(nr->clock_ctx));
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
         struct tcp_counters c;
-        if (nr->net->nodes[i].kind != TOPO_NODE_HOST) continue;
+        if (!topo_node_local_host(&nr->net->nodes[i])) continue;
         int rc = netrun_tcp_counters(nr, (int)i, &c, err, sizeof err);
         if (rc == -1 && !nr->tcp_warned) {
             nr->tcp_warned = true;

@@ -51,6 +51,8 @@ struct netrun {
     /* Proves a data connection belongs to this network (peer/data_auth.h):
      * handed to the peers with their address book, never on a command line. */
     uint8_t data_secret[32];
+    bool secret_given;                        /* netrun_config.data_secret: not drawn */
+    const struct topo_routing *given_routing; /* netrun_config.routing, until planned */
     struct registry *registry;
     uint32_t *loopback_next;
     netrun_exit_fn on_exit;

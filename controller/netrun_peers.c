@@ -23,7 +23,8 @@
 /* The identity peers and linkd drop to, and the network's data secret. */
 int netrun_prepare_helpers(struct netrun *nr, bool *env_error, char *err, size_t errlen)
 {
-    if (getrandom(nr->data_secret, sizeof nr->data_secret, 0) != (ssize_t)sizeof nr->data_secret) {
+    if (!nr->secret_given &&
+        getrandom(nr->data_secret, sizeof nr->data_secret, 0) != (ssize_t)sizeof nr->data_secret) {
         *env_error = true;
         return snprintf(err, errlen, "network '%s': getrandom: %s", nr->net->name, strerror(errno)),
                -1;
@@ -145,7 +146,7 @@ int netrun_request_peers(struct netrun *nr, int *node, char *err, size_t errlen)
         peer_template_on_settled(nr->template, netrun_on_template_settled, nr);
     }
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
-        if (nr->net->nodes[i].kind != TOPO_NODE_HOST) continue;
+        if (!topo_node_local_host(&nr->net->nodes[i])) continue;
         char why[512];
         if (request_peer(nr, (int)i, why, sizeof why) < 0) {
             *node = (int)i;

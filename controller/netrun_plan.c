@@ -66,6 +66,25 @@ static int keep_linkd_options(struct netrun *nr, const struct emu_nl_features *f
     return -1;
 }
 
+/* A part's cross-machine links are kernel VXLAN devices, which the kernel
+ * backend makes (emu/tc_backend.c); hiernet-linkd's TAPs cannot carry them
+ * yet, so a part that would go to the user backend is refused. */
+static int keep_kernel_for_vxlan(struct netrun *nr, char *err, size_t errlen)
+{
+    const struct topo_network *net = nr->net;
+    for (size_t l = 0; l < net->n_links && nr->backend != TOPO_BACKEND_KERNEL; l++) {
+        if (!net->links[l].vni) continue;
+        char what[80];
+        topo_link_describe(net, &net->links[l], what, sizeof what);
+        snprintf(err, errlen,
+                 "network '%s': link %s crosses machines, which only backend 'kernel' carries "
+                 "so far (backend '%s' here: %s)",
+                 net->name, what, topo_backend_name(nr->backend), nr->reason);
+        return -1;
+    }
+    return 0;
+}
+
 static unsigned link_needs(const struct topo_network *net)
 {
     unsigned needs = 0;
@@ -126,7 +145,7 @@ static void warn_ecn_senders(const struct topo_network *net)
     size_t n_no_ecn = 0, n_bbr = 0;
     for (size_t i = 0; i < net->n_nodes; i++) {
         const struct topo_node *n = &net->nodes[i];
-        if (n->kind != TOPO_NODE_HOST) continue;
+        if (!topo_node_local_host(n)) continue;
         const char *cc = n->tcp.cc[0] ? n->tcp.cc : host_cc;
         if (n->tcp.ecn != TOPO_TCP_ECN_ON && !n_no_ecn++) no_ecn = n->name;
         if (n->tcp.ecn == TOPO_TCP_ECN_ON && strcmp(cc, "bbr") == 0 && !n_bbr++) bbr = n->name;
@@ -176,7 +195,9 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
         snprintf(nr->reason, sizeof nr->reason, "asked for");
     }
     *env_error = false; /* from here on, the scenario asks for what cannot be */
-    if (keep_linkd_options(nr, f, env_error, err, errlen) < 0) return -1;
+    if (keep_linkd_options(nr, f, env_error, err, errlen) < 0 ||
+        keep_kernel_for_vxlan(nr, err, errlen) < 0)
+        return -1;
     warn_ecn_senders(net);
     if (nr->backend == TOPO_BACKEND_KERNEL && (needs & BACKEND_NEED_NETEM) &&
         !f->available[EMU_NL_FEATURE_NETEM]) {
@@ -201,7 +222,7 @@ int netrun_check_devices(struct netrun *nr, int *node, bool *env_error, char *er
         const struct topo_node *n = &nr->net->nodes[i];
         enum kern_device device;
         char why[256];
-        if (n->kind != TOPO_NODE_HOST) continue;
+        if (!topo_node_local_host(n)) continue;
         *node = (int)i;
         if (kern_device_parse(n->device, &device, why, sizeof why) < 0) {
             snprintf(err, errlen, "node '%s': %s", n->name, why);
@@ -226,7 +247,7 @@ int netrun_check_devices(struct netrun *nr, int *node, bool *env_error, char *er
 bool netrun_wants_cuda(const struct topo_network *net)
 {
     for (size_t i = 0; i < net->n_nodes; i++)
-        if (net->nodes[i].kind == TOPO_NODE_HOST && strcmp(net->nodes[i].device, "cuda") == 0)
+        if (topo_node_local_host(&net->nodes[i]) && strcmp(net->nodes[i].device, "cuda") == 0)
             return true;
     return false;
 }
@@ -254,10 +275,21 @@ static int check_switch_ports(const struct topo_network *net, int *node, char *e
     return 0;
 }
 
+/* A part's plan came with it (topo/part.h): its routes are copied. */
+static int take_part_plan(struct netrun *nr, char *err, size_t errlen)
+{
+    if (!nr->given_routing || nr->given_routing->n_nodes != nr->net->n_nodes)
+        return snprintf(err, errlen, "network '%s': a part needs its routes", nr->net->name), -1;
+    if (topo_routing_copy(nr->given_routing, &nr->routing) < 0)
+        return snprintf(err, errlen, "network '%s': out of memory", nr->net->name), -1;
+    return 0;
+}
+
 /* Addresses and routes: pure computation on the model. */
 static int plan_topology(struct netrun *nr, int *node, char *err, size_t errlen)
 {
     struct topo_network *net = nr->net;
+    if (net->planned) return take_part_plan(nr, err, errlen);
     if (nr->backend == TOPO_BACKEND_NONE) {
         if (topo_assign_loopback_addresses(net, nr->loopback_next, err, errlen) < 0) return -1;
         return net->n_links ? topo_routing_compute(net, &nr->routing, err, errlen) : 0;

@@ -134,3 +134,62 @@ int emu_nl_vxlan_add(struct nl_sock *machine_sock, const struct emu_nl_vxlan *vx
     return emu_nl_run(machine_sock, emu_nl_vxlan_build(vxlan), err, errlen,
                       "create vxlan %s (VNI %u)", vxlan->name, vxlan->vni);
 }
+
+/* ---- the underlay device: the one holding the machine's address ---- */
+
+struct addr_owner {
+    uint32_t addr; /* network byte order */
+    int ifindex;
+};
+
+static void owner_on_reply(const struct nlmsghdr *reply, void *ctx)
+{
+    struct addr_owner *o = ctx;
+    const struct ifaddrmsg *ifa = nlmsg_data(reply);
+    struct nlattr *local;
+
+    if (reply->nlmsg_type != RTM_NEWADDR || reply->nlmsg_len < NLMSG_LENGTH(sizeof *ifa) ||
+        ifa->ifa_family != AF_INET)
+        return;
+    local = nlmsg_find_attr((struct nlmsghdr *)reply, sizeof *ifa, IFA_LOCAL);
+    if (!local) local = nlmsg_find_attr((struct nlmsghdr *)reply, sizeof *ifa, IFA_ADDRESS);
+    if (local && nla_len(local) >= 4 && nla_get_u32(local) == o->addr && !o->ifindex)
+        o->ifindex = (int)ifa->ifa_index;
+}
+
+struct name_of {
+    int ifindex;
+    char *name;
+    size_t len;
+};
+
+static void name_on_link(const char *name, int ifindex, unsigned flags, void *ctx)
+{
+    struct name_of *n = ctx;
+    (void)flags;
+    if (ifindex == n->ifindex) snprintf(n->name, n->len, "%s", name);
+}
+
+int emu_nl_underlay_find(struct nl_sock *sock, uint32_t local, char *name, size_t namelen,
+                         char *err, size_t errlen)
+{
+    struct ifaddrmsg ifa = {.ifa_family = AF_INET};
+    struct addr_owner owner = {htonl(local), 0};
+    char extack[EMU_NL_EXTACK_MAX] = "", text[INET_ADDRSTRLEN];
+    struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETADDR, NLM_F_DUMP);
+    int error = -ENOMEM;
+
+    if (msg && nlmsg_append(msg, &ifa, sizeof ifa, NLMSG_ALIGNTO) == 0)
+        error = emu_nl_request(sock, msg, owner_on_reply, &owner, extack, sizeof extack);
+    if (msg) nlmsg_free(msg);
+    inet_ntop(AF_INET, &owner.addr, text, sizeof text);
+    if (error < 0) return emu_nl_fail(err, errlen, error, extack, "find underlay %s", text);
+    if (!owner.ifindex)
+        return snprintf(err, errlen, "underlay address %s is on no interface of this machine",
+                        text),
+               -1;
+    struct name_of n = {owner.ifindex, name, namelen};
+    snprintf(name, namelen, "ifindex %d", owner.ifindex);
+    if (emu_nl_link_list(sock, name_on_link, &n, err, errlen) < 0) return -1;
+    return owner.ifindex;
+}

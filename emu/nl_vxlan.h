@@ -58,3 +58,10 @@ int emu_nl_link_mtu(struct nl_sock *sock, int ifindex, const char *name, char *e
  * check fails. */
 int emu_nl_vxlan_add(struct nl_sock *machine_sock, const struct emu_nl_vxlan *vxlan,
                      const char *underlay_name, char *err, size_t errlen);
+
+/* The interface of the socket's namespace that holds the IPv4 address
+ * local (host order), the underlay of the machine's VXLAN ends: its
+ * ifindex, its name into name; -1 with err naming the address when no
+ * interface has it. */
+int emu_nl_underlay_find(struct nl_sock *sock, uint32_t local, char *name, size_t namelen,
+                         char *err, size_t errlen);

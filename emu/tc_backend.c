@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "emu/netns.h"
 #include "emu/nl.h"
+#include "emu/nl_vxlan.h"
 #include "emu/tcp_sysctl.h"
 
 #include <linux/rtnetlink.h>
@@ -96,21 +97,38 @@ void emu_tc_link_ifindex(const struct emu_tc *k, int index, int *ifindex_a, int 
     *ifindex_b = k->ifindex_b[index];
 }
 
+/* A part's node of another machine (topo/part.h): no namespace here. */
+static bool node_here(const struct emu_tc *k, int node)
+{
+    return !k->net->nodes[node].remote;
+}
+
+/* A host of this machine: routes, blackholes and TCP settings are its. */
+static bool host_here(const struct emu_tc *k, int node)
+{
+    return k->net->nodes[node].kind == TOPO_NODE_HOST && node_here(k, node);
+}
+
+/* An end at a remote node gets no number: nothing is made for it here. */
+static int ifindex_alloc(struct emu_tc *k, int node)
+{
+    return node_here(k, node) ? emu_netns_ifindex_alloc(&k->ns[node]) : 0;
+}
+
 static void number_interfaces(struct emu_tc *k)
 {
     const struct topo_network *net = k->net;
     for (size_t i = 0; i < net->n_nodes; i++)
-        if (net->nodes[i].kind == TOPO_NODE_SWITCH)
-            k->bridge_ifindex[i] = emu_netns_ifindex_alloc(&k->ns[i]);
+        if (net->nodes[i].kind == TOPO_NODE_SWITCH) k->bridge_ifindex[i] = ifindex_alloc(k, (int)i);
     for (size_t l = 0; l < net->n_links; l++) {
-        k->ifindex_a[l] = emu_netns_ifindex_alloc(&k->ns[net->links[l].a]);
-        k->ifindex_b[l] = emu_netns_ifindex_alloc(&k->ns[net->links[l].b]);
+        k->ifindex_a[l] = ifindex_alloc(k, net->links[l].a);
+        k->ifindex_b[l] = ifindex_alloc(k, net->links[l].b);
         /* A veth end whose ifindex equals its peer's looks to the kernel's
          * link watcher like a device without a lower link, whose carrier
          * changes it handles at most once a second: the end would drop
          * packets for up to a second after it came up. */
         if (k->ifindex_b[l] > 0 && k->ifindex_b[l] == k->ifindex_a[l])
-            k->ifindex_b[l] = emu_netns_ifindex_alloc(&k->ns[net->links[l].b]);
+            k->ifindex_b[l] = ifindex_alloc(k, net->links[l].b);
     }
 }
 
@@ -159,11 +177,60 @@ static int plan_link(const struct emu_tc *k, const struct topo_link_params *p, c
 static int create_namespaces(struct emu_tc *k, char *err, size_t errlen)
 {
     unsigned flags = EMU_NETNS_SOCKET | EMU_NETNS_LO_UP | EMU_NETNS_FORWARDING;
-    return emu_netns_create_many(k->ns, k->net->n_nodes, flags, 0, err, errlen);
+    size_t here = 0, n = k->net->n_nodes;
+    while (here < n && node_here(k, (int)here))
+        here++;
+    for (size_t i = here; i < n; i++)
+        if (node_here(k, (int)i))
+            return snprintf(err, errlen, "network '%s': node %s comes after remote nodes",
+                            k->net->name, k->net->nodes[i].name),
+                   -1; /* topo/part.h puts a part's remote nodes last */
+    return emu_netns_create_many(k->ns, here, flags, 0, err, errlen);
+}
+
+/* The local end of cross-machine link l (topo/part.h) as a VXLAN device
+ * in its node's namespace, made by sock, the machine's: down, like a veth
+ * end, and numbered as one. */
+static int create_vxlan_end(struct emu_tc *k, struct nl_sock *sock, size_t l, int underlay,
+                            const char *underlay_name, char *err, size_t errlen)
+{
+    const struct topo_link *link = &k->net->links[l];
+    bool at_a = node_here(k, link->a);
+    struct emu_nl_vxlan v = {.name = at_a ? link->ifname_a : link->ifname_b,
+                             .node_ns_fd = k->ns[at_a ? link->a : link->b].fd,
+                             .ifindex = at_a ? k->ifindex_a[l] : k->ifindex_b[l],
+                             .vni = link->vni,
+                             .local = k->net->underlay_local,
+                             .remote = link->underlay_remote,
+                             .underlay_ifindex = underlay};
+    char what[80], why[512];
+    topo_link_describe(k->net, link, what, sizeof what);
+    if (emu_nl_vxlan_add(sock, &v, underlay_name, why, sizeof why) == 0) return 0;
+    /* EEXIST: the VNI is another run's on this machine (part.h) */
+    return snprintf(err, errlen, "link %s: %s", what, why), -1;
+}
+
+static int create_vxlan_ends(struct emu_tc *k, struct nl_sock *sock, char *err, size_t errlen)
+{
+    int underlay = 0;
+    char name[IF_NAMESIZE + 16];
+    for (size_t l = 0; l < k->net->n_links; l++) {
+        if (!k->net->links[l].vni) continue;
+        if (!underlay) {
+            char why[256];
+            underlay = emu_nl_underlay_find(sock, k->net->underlay_local, name, sizeof name, why,
+                                            sizeof why);
+            if (underlay < 0)
+                return snprintf(err, errlen, "network '%s': %s", k->net->name, why), -1;
+        }
+        if (create_vxlan_end(k, sock, l, underlay, name, err, errlen) < 0) return -1;
+    }
+    return 0;
 }
 
 /* Every veth from one host-namespace socket, both ends down: each comes up
- * with its configuration in its own namespace (add_link_end). */
+ * with its configuration in its own namespace (add_link_end); a
+ * cross-machine link's end here is a VXLAN device instead. */
 static int create_veths(struct emu_tc *k, char *err, size_t errlen)
 {
     const struct topo_network *net = k->net;
@@ -173,6 +240,7 @@ static int create_veths(struct emu_tc *k, char *err, size_t errlen)
     emu_nl_batch_init(&batch, sock);
     for (size_t l = 0; l < net->n_links; l++) {
         const struct topo_link *link = &net->links[l];
+        if (link->vni) continue; /* a cross-machine link: create_vxlan_ends */
         struct emu_nl_veth_end a = {k->ns[link->a].fd, link->ifname_a, k->ifindex_a[l]};
         struct emu_nl_veth_end b = {k->ns[link->b].fd, link->ifname_b, k->ifindex_b[l]};
         emu_nl_batch_add(&batch, emu_nl_veth_build(&a, &b, 0, 0), "link %s-%s",
@@ -180,6 +248,7 @@ static int create_veths(struct emu_tc *k, char *err, size_t errlen)
     }
     int rc = emu_nl_batch_run(&batch, err, errlen);
     emu_nl_batch_free(&batch);
+    if (rc == 0) rc = create_vxlan_ends(k, sock, err, errlen);
     emu_nl_close(sock);
     return rc;
 }
@@ -232,7 +301,7 @@ static int create_bridges(struct emu_tc *k, char *err, size_t errlen)
 {
     const struct topo_network *net = k->net;
     for (size_t i = 0; i < net->n_nodes; i++) {
-        if (net->nodes[i].kind != TOPO_NODE_SWITCH) continue;
+        if (net->nodes[i].kind != TOPO_NODE_SWITCH || !node_here(k, (int)i)) continue;
         if (switch_ipv6_off(k, (int)i, err, errlen) < 0) return -1;
         struct emu_nl_batch b;
         struct emu_nl_link_conf up = {.ifindex = k->bridge_ifindex[i], .up = 1};
@@ -304,9 +373,14 @@ static void add_routes_but(struct emu_tc *k, int node, const struct topo_node_ro
             .rto_min_ms = topo_tcp_rto_min_metric_ms(&net->nodes[node].tcp, net->dilation),
             .init_cwnd = net->nodes[node].tcp.init_cwnd};
         snprintf(rt.cc, sizeof rt.cc, "%s", net->nodes[node].tcp.cc);
+        char dst[TOPO_NAME_MAX] =
+            "default"; /* a part's route to another machine's host: its address */
+        if (r->dst_node >= 0)
+            snprintf(dst, sizeof dst, "%s", net->nodes[r->dst_node].name);
+        else if (r->dst_len)
+            topo_addr_format(r->dst, dst, sizeof dst);
         emu_nl_batch_add(b, emu_nl_route_build(&rt, replace), "node %s: route to %s",
-                         net->nodes[node].name,
-                         r->dst_node >= 0 ? net->nodes[r->dst_node].name : "default");
+                         net->nodes[node].name, dst);
     }
 }
 
@@ -539,7 +613,8 @@ static void *configure_worker(void *p)
     struct configure_job *j = p;
     const struct topo_network *net = j->k->net;
     for (size_t i = j->first; i < net->n_nodes && j->rc == 0; i += j->step)
-        j->rc = j->pass == PASS_INTERFACES
+        j->rc = !node_here(j->k, (int)i) ? 0
+                : j->pass == PASS_INTERFACES
                     ? configure_interfaces(j->k, (int)i, j->err, sizeof j->err)
                 : j->pass == PASS_ROUTES
                     ? configure_routes(j->k, (int)i, j->k->routing, j->err, sizeof j->err)
@@ -638,13 +713,13 @@ int emu_tc_link_set_dir(struct emu_tc *k, int index, int dir, const struct topo_
     /* The caller names the link (lua/l_link.c): the cause only. */
     if (plan_link(k, params, NULL, &to_a, err, errlen) < 0) return -1;
     to_b = to_a;
-    if (dir != 1) {
+    if (dir != 1 && node_here(k, link->a)) { /* a remote end is shaped on its machine */
         if (emu_nl_shape_change(k->ns[link->a].sock, k->ifindex_a[index], link->ifname_a,
                                 &k->plan_a[index], &to_a, err, errlen) < 0)
             return -1;
         k->plan_a[index] = to_a;
     }
-    if (dir != 0) {
+    if (dir != 0 && node_here(k, link->b)) {
         if (emu_nl_shape_change(k->ns[link->b].sock, k->ifindex_b[index], link->ifname_b,
                                 &k->plan_b[index], &to_b, err, errlen) < 0)
             return -1;
@@ -673,7 +748,7 @@ static void add_blackholes(struct emu_tc *k, int node, const unsigned char *side
  * model still says down), or ALL_LINKS. */
 static int replay_routes(struct emu_tc *k, int node, int keep, char *err, size_t errlen)
 {
-    if (k->net->nodes[node].kind != TOPO_NODE_HOST) return 0;
+    if (!host_here(k, node)) return 0;
     struct emu_nl_batch b;
     emu_nl_batch_init(&b, k->ns[node].sock);
     add_routes_but(k, node, &k->routing->nodes[node], 1, keep, &b);
@@ -685,7 +760,7 @@ static int replay_routes(struct emu_tc *k, int node, int keep, char *err, size_t
 static int partition_apply(struct emu_tc *k, const unsigned char *side, char *err, size_t errlen)
 {
     for (size_t i = 0; i < k->net->n_nodes; i++) {
-        if (!side[i] || k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
+        if (!side[i] || !host_here(k, (int)i)) continue;
         struct emu_nl_batch b;
         emu_nl_batch_init(&b, k->ns[i].sock);
         add_blackholes(k, (int)i, side, &b);
@@ -797,7 +872,7 @@ int emu_tc_heal(struct emu_tc *k, const unsigned char *side, size_t *healed, cha
     unsigned char *cut = malloc(n ? n : 1);
     int rc = n_was >= 0 && cut ? 0 : (snprintf(err, errlen, "out of memory"), -1);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        if (!touched_by(was, (size_t)n_was, i) || k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
+        if (!touched_by(was, (size_t)n_was, i) || !host_here(k, (int)i)) continue;
         rc = heal_node(k, (int)i, was, (size_t)n_was, cut, err, errlen);
         if (rc == 0) rc = replay_routes(k, (int)i, ALL_LINKS, err, errlen);
     }
@@ -890,7 +965,7 @@ static void add_route_to(struct emu_tc *k, int node, int to, int keep, struct em
 int emu_tc_reroute(struct emu_tc *k, int moved, int leaf, char *err, size_t errlen)
 {
     for (size_t i = 0; i < k->net->n_nodes; i++) {
-        if (k->net->nodes[i].kind != TOPO_NODE_HOST) continue;
+        if (!host_here(k, (int)i)) continue;
         struct emu_nl_batch b;
         emu_nl_batch_init(&b, k->ns[i].sock);
         add_routes_but(k, (int)i, &k->routing->nodes[i], 1, moved, &b);
@@ -905,10 +980,10 @@ int emu_tc_reroute(struct emu_tc *k, int moved, int leaf, char *err, size_t errl
 int emu_tc_link_updown(struct emu_tc *k, int index, bool up, char *err, size_t errlen)
 {
     const struct topo_link *link = &k->net->links[index];
-    if (emu_nl_link_set_up(k->ns[link->a].sock, k->ifindex_a[index], up, link->ifname_a, err,
-                           errlen) < 0 ||
-        emu_nl_link_set_up(k->ns[link->b].sock, k->ifindex_b[index], up, link->ifname_b, err,
-                           errlen) < 0)
+    if ((node_here(k, link->a) && emu_nl_link_set_up(k->ns[link->a].sock, k->ifindex_a[index], up,
+                                                     link->ifname_a, err, errlen) < 0) ||
+        (node_here(k, link->b) && emu_nl_link_set_up(k->ns[link->b].sock, k->ifindex_b[index], up,
+                                                     link->ifname_b, err, errlen) < 0))
         return -1;
     if (!up) return 0;
     if (replay_routes(k, link->a, index, err, errlen) < 0) return -1;

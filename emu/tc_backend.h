@@ -8,6 +8,11 @@
  * their link addresses, forwarding and the static routes of topo/route.h; both
  * directions of every link are shaped on egress with the qdisc plans of
  * topo/shape.h (HTB + netem, or HTB + bfifo where netem is not needed).
+ * A part of a network spread over machines (topo/part.h) has remote nodes,
+ * for which nothing is made here (no namespace, interface or route), and
+ * cross-machine links, whose local end is a VXLAN device (emu/nl_vxlan.h)
+ * made by the machine's socket into the node's namespace and then set up
+ * and shaped as a veth end; their remote ends are the other machine's.
  *
  * All netlink goes through emu/nl.h in batches (one per namespace, one for
  * the veths) so a 1000-node network starts in well under a second.
@@ -49,7 +54,9 @@ void emu_tc_set_link_ifindex(struct emu_tc *k, int link, int ifindex_a, int ifin
 /* Options decided after emu_tc_create (they only matter from the
  * shaping plans on). */
 void emu_tc_set_options(struct emu_tc *k, const struct emu_tc_options *opts);
-/* The kernel backend's links: every veth pair, straight into its namespaces. */
+/* The kernel backend's links: every veth pair, straight into its
+ * namespaces, and each cross-machine link's local VXLAN end (a VNI taken
+ * on this machine, EEXIST, fails naming the link). */
 int emu_tc_add_veths(struct emu_tc *k, char *err, size_t errlen);
 int emu_tc_configure(struct emu_tc *k, const struct topo_routing *routing, bool shape, char *err,
                      size_t errlen);

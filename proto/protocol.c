@@ -102,6 +102,24 @@ static int frame_item_read(const uint8_t *p, size_t avail, struct frame_item *it
     return 1;
 }
 
+int proto_object_scan(const void *bytes, size_t len, size_t *object_len)
+{
+    const uint8_t *buf = bytes;
+    uint64_t pending = 1;
+    size_t at = 0;
+    while (pending > 0) {
+        struct frame_item it;
+        int got = frame_item_read(buf + at, len - at, &it);
+        if (got <= 0) return got;
+        if (it.header + it.payload > len - at) return 0;
+        at += it.header + it.payload;
+        pending = pending - 1 + it.children;
+        if (pending > len - at) return 0; /* each pending item needs a byte */
+    }
+    *object_len = at;
+    return 1;
+}
+
 static int frame_too_large(const struct proto_reader *r, char *err, size_t errlen)
 {
     snprintf(err, errlen, "message larger than %zu bytes", r->max_message);

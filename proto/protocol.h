@@ -61,6 +61,13 @@ void proto_reader_consumed(struct proto_reader *r, size_t n);
 enum proto_next proto_reader_next(struct proto_reader *r, struct proto_msg *msg, bool *has_msgid,
                                   char *err, size_t errlen);
 
+/* Whether bytes start with one whole MessagePack object whose headers claim
+ * no more than the bytes there (the reader's framing scan, for a decoder
+ * handed bytes rather than a stream: msgpack-c allocates what a header
+ * claims before it checks it): 1 and *object_len, 0 when it is cut short
+ * or claims more, -1 for a byte that starts no object. */
+int proto_object_scan(const void *bytes, size_t len, size_t *object_len);
+
 /* Encoding: each *_begin writes the envelope and opens the params/result map
  * of n_entries key/value pairs, which the caller then packs. Build maps
  * with proto/msgmap.h, whose msgmap_request/notify/response take the count

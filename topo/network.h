@@ -34,6 +34,10 @@ struct topo_node {
     int segment;         /* switches: index of their L2 segment, else -1 */
     struct topo_tcp tcp; /* hosts: TCP settings of its namespace (zero: the kernel's) */
     char host[64];       /* the machine it is pinned to (net:node's host=), "" = placed freely */
+    /* A part's node of another machine (topo/part.h): the far end of a
+     * cross-machine link, kept for its name and addresses; nothing is made
+     * or started for it on this machine. */
+    bool remote;
 };
 
 /* What a link emulates, per direction (both directions alike). Zero rate
@@ -64,6 +68,11 @@ struct topo_link {
     char ifname_a[TOPO_IFNAME_MAX], ifname_b[TOPO_IFNAME_MAX];
     uint32_t addr_a, addr_b; /* host byte order; 0 for a switch end */
     uint8_t prefix_len;
+    /* A part's cross-machine link (topo/part.h), whose end at a remote node
+     * is on another machine: its VXLAN network identifier and that
+     * machine's underlay address (host order). 0: a link of one machine. */
+    uint32_t vni;
+    uint32_t underlay_remote;
 };
 
 struct topo_network {
@@ -84,6 +93,10 @@ struct topo_network {
     uint32_t node_block;    /* the block every node address is in (address plan) */
     uint8_t node_block_len; /* its prefix length; 0 before the plan */
     size_t n_segments;      /* L2 segments: connected groups of switches */
+    /* A part (topo/part.h): the addresses above and the routes come with the
+     * model, computed on the whole network; the build plans neither. */
+    bool planned;
+    uint32_t underlay_local; /* a part: this machine's underlay address (host order) */
 };
 
 /* Checks a node or network name: 1..31 of [A-Za-z0-9_.-], starting with a
@@ -100,6 +113,12 @@ void topo_network_free(struct topo_network *net);
 int topo_node_add(struct topo_network *net, const char *name, enum topo_node_kind kind, char *err,
                   size_t errlen);
 int topo_node_find(const struct topo_network *net, const char *name);
+/* A host whose peer runs on this machine: not a switch, not a part's
+ * remote node (topo/part.h). */
+static inline bool topo_node_local_host(const struct topo_node *n)
+{
+    return n->kind == TOPO_NODE_HOST && !n->remote;
+}
 /* Adds a link between two nodes; a self-link or a second link between the
  * same pair is an error naming both nodes. Returns its index or -1. */
 int topo_link_add(struct topo_network *net, int a, int b, const struct topo_link_params *params,

@@ -388,6 +388,27 @@ void topo_routing_free(struct topo_routing *r)
     memset(r, 0, sizeof *r);
 }
 
+int topo_routing_copy(const struct topo_routing *from, struct topo_routing *to)
+{
+    memset(to, 0, sizeof *to);
+    to->nodes = calloc(from->n_nodes ? from->n_nodes : 1, sizeof *to->nodes);
+    if (!to->nodes) return -1;
+    to->n_nodes = from->n_nodes;
+    to->total_routes = from->total_routes;
+    for (size_t i = 0; i < from->n_nodes; i++) {
+        size_t n = from->nodes[i].n_routes;
+        if (!n) continue;
+        to->nodes[i].routes = malloc(n * sizeof *to->nodes[i].routes);
+        if (!to->nodes[i].routes) {
+            topo_routing_free(to);
+            return -1;
+        }
+        memcpy(to->nodes[i].routes, from->nodes[i].routes, n * sizeof *to->nodes[i].routes);
+        to->nodes[i].n_routes = n;
+    }
+    return 0;
+}
+
 /* ---- paths ---- */
 
 static const struct topo_route *route_to(const struct topo_node_routes *nr, int dst_node)

@@ -46,6 +46,9 @@ struct topo_routing {
 int topo_routing_compute(const struct topo_network *net, struct topo_routing *out, char *err,
                          size_t errlen);
 void topo_routing_free(struct topo_routing *r);
+/* A deep copy of from into to (which is overwritten): 0, or -1 when out of
+ * memory (to is then empty). */
+int topo_routing_copy(const struct topo_routing *from, struct topo_routing *to);
 
 /* The path packets take from host `from` to host `to`, as node indices
  * (both ends and any switches included), following each hop's own routes.

@@ -14,11 +14,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../../lib/cluster.sh"
-
-FAILED=0
-fail() { echo "FAIL: $*"; FAILED=1; }
-pass() { echo "ok: $*"; }
-expect_eq() { [[ $2 == "$3" ]] && pass "$1" || fail "$1: got '$2', expected '$3'"; }
+source "$here/../../lib/checks.sh"
 
 cluster_require
 cluster_up 3 || { echo "FAIL: cluster_up 3"; exit 1; }
@@ -112,5 +108,4 @@ child_check sigterm TERM
 child_check sigint INT
 child_check sigkill KILL
 
-[[ $FAILED -eq 0 ]] && echo PASS || echo FAILED
-exit $FAILED
+checks_exit

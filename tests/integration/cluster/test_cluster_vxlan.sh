@@ -17,13 +17,9 @@
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../../lib/cluster.sh"
+source "$here/../../lib/checks.sh"
 END=$(realpath "$1")  # run over SSH, from the home directory
 RATE=40000000  # a low packet rate: two cores shared with a loaded host must keep up
-
-FAILED=0
-fail() { echo "FAIL: $*"; FAILED=1; }
-pass() { echo "ok: $*"; }
-expect_eq() { [[ $2 == "$3" ]] && pass "$1" || fail "$1: got '$2', expected '$3'"; }
 
 cluster_require
 for tool in iperf3 ping python3; do
@@ -65,46 +61,20 @@ node 1 ping -c 1 -W 2 -q 10.0.0.2 >/dev/null && pass "ping across machines" || f
 node 1 ping -c 1 -W 2 -M do -s 1472 -q 10.0.0.2 >/dev/null &&
   pass "a 1500-byte packet with DF crosses" || fail "a 1500-byte packet with DF did not cross"
 
-# iperf3's server in node 2, until it answered one test (or is ended).
-serve() {
-  nsenter -t "${NODES[2]}" -n -- iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
-  server=$!
-  for _ in $(seq 500); do [[ -n $(node 2 ss -Hltn "sport = :5201") ]] && break; sleep 0.01; done
-}
-serve_end() {
-  cluster_end TERM "$server" || cluster_end KILL "$server"
-  wait "$server" 2>/dev/null
-}
-
-serve
+iperf_serve "${NODES[2]}"
 for i in 1 2; do
   expect_eq "m$i listens on its sshd only while a node serves" \
     "$(cluster_exec "$i" ss -Hltn | awk '{print $4}' | tr '\n' ' ')" "$(cluster_addr "$i"):22 "
 done
-serve_end
+iperf_serve_end
 
-# goodput NAME IDEAL: iperf3 from node 1 to node 2, within 5% of IDEAL, in
-# one of two tries: on a loaded host a run now and then loses most of a
-# second at its start (28 of 38 Mbit/s once, at load 12 on two cores),
-# while a wrong rate or an underlay that is not crossed fails both.
-goodput() {
-  local json got try
-  for try in 1 2; do
-    serve
-    json=$(node 1 iperf3 -c 10.0.0.2 -p 5201 -t 3 -O 1 -J)
-    serve_end
-    got=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"])' <<<"$json")
-    echo "$1: ideal $2 bit/s, measured $got bit/s (try $try)"
-    python3 -c "import sys; sys.exit(0 if abs($got / $2 - 1) <= 0.05 else 1)" &&
-      { pass "$1: goodput within 5% of the ideal"; return; }
-  done
-  fail "$1: goodput $got is not within 5% of $2 (two tries)"
-}
-goodput "vxlan across machines, HTB 40 Mbit/s" "$(python3 -c "print($RATE * 1448 / 1514)")"
+goodput_check "vxlan across machines, HTB 40 Mbit/s" "$(python3 -c "print($RATE * 1448 / 1514)")" \
+  "${NODES[2]}" "${NODES[1]}" 10.0.0.2
 # The packets do cross the underlay: limited to 20 Mbit/s there, where
 # each full packet is 1564 bytes (1514 + 50 of VXLAN), the goodput follows.
 cluster_underlay_rate 1 20mbit || fail "cannot shape m1's underlay"
-goodput "the same, m1's underlay at 20 Mbit/s" "$(python3 -c "print(20e6 * 1448 / 1564)")"
+goodput_check "the same, m1's underlay at 20 Mbit/s" "$(python3 -c "print(20e6 * 1448 / 1564)")" \
+  "${NODES[2]}" "${NODES[1]}" 10.0.0.2
 
 pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}" "${NODES[@]}")
 teardown
@@ -112,5 +82,4 @@ trap - EXIT INT TERM
 for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
 expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
 
-[[ $FAILED -eq 0 ]] && echo PASS || echo FAILED
-exit $FAILED
+checks_exit

@@ -1,0 +1,245 @@
+/* part.c — one machine's part of a network (see part.h). */
+#include "topo/part.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint32_t topo_part_vni_base(uint64_t random)
+{
+    return (uint32_t)(random % TOPO_PART_VNI_MAX) + 1;
+}
+
+uint32_t topo_part_vni(uint32_t base, size_t c)
+{
+    return (uint32_t)(((uint64_t)base - 1 + c) % TOPO_PART_VNI_MAX) + 1;
+}
+
+int topo_part_init(struct topo_part *part, const char *name, enum topo_backend backend, char *err,
+                   size_t errlen)
+{
+    part->net = topo_network_new(name, backend, 0, err, errlen);
+    if (!part->net) return -1;
+    part->net->planned = true;
+    return 0;
+}
+
+void topo_part_free(struct topo_part *part)
+{
+    topo_network_free(part->net);
+    topo_routing_free(&part->routing);
+    free(part->whole_node);
+    free(part->whole_link);
+    memset(part, 0, sizeof *part);
+}
+
+size_t topo_part_local_nodes(const struct topo_part *part)
+{
+    size_t n = 0;
+    for (size_t i = 0; part->net && i < part->net->n_nodes; i++)
+        n += !part->net->nodes[i].remote;
+    return n;
+}
+
+/* What a part's build keeps of the whole network's settings. */
+static void copy_settings(struct topo_network *net, const struct topo_network *whole)
+{
+    net->seed = whole->seed;
+    net->dilation = whole->dilation;
+    net->addr_base = whole->addr_base;
+    net->addr_prefix_len = whole->addr_prefix_len;
+    net->node_block = whole->node_block;
+    net->node_block_len = whole->node_block_len;
+    net->n_segments = whole->n_segments;
+}
+
+/* Whole node w joins the part (remote: as another machine's node). */
+static int add_node(struct topo_part *part, const struct topo_network *whole, int w, bool remote,
+                    int *part_of, char *err, size_t errlen)
+{
+    const struct topo_node *n = &whole->nodes[w];
+    int i = topo_node_add(part->net, n->name, n->kind, err, errlen);
+    if (i < 0) return -1;
+    part->net->nodes[i] = *n;
+    part->net->nodes[i].remote = remote;
+    part->whole_node[i] = w;
+    part_of[w] = i;
+    return 0;
+}
+
+/* The far end of every cut link of the machine, once each. */
+static int add_remote_nodes(struct topo_part *part, const struct topo_network *whole,
+                            const struct topo_part_plan *plan, size_t machine, int *part_of,
+                            char *err, size_t errlen)
+{
+    const struct topo_placement *p = plan->placement;
+    for (size_t c = 0; c < p->n_cut; c++) {
+        const struct topo_link *l = &whole->links[p->cut[c]];
+        int far = p->machine[l->a] == (int)machine ? l->b : l->a;
+        if (p->machine[far] == (int)machine || p->machine[l->a + l->b - far] != (int)machine)
+            continue; /* a cut between two other machines */
+        if (part_of[far] < 0 && add_node(part, whole, far, true, part_of, err, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int add_nodes(struct topo_part *part, const struct topo_network *whole,
+                     const struct topo_part_plan *plan, size_t machine, int *part_of, char *err,
+                     size_t errlen)
+{
+    for (size_t w = 0; w < whole->n_nodes; w++)
+        if (plan->placement->machine[w] == (int)machine &&
+            add_node(part, whole, (int)w, false, part_of, err, errlen) < 0)
+            return -1;
+    return add_remote_nodes(part, whole, plan, machine, part_of, err, errlen);
+}
+
+/* Whole link w, both ends in the part; cut (its index in the cut list,
+ * -1: not cut) marks the end at a remote node. */
+static int add_link(struct topo_part *part, const struct topo_network *whole, size_t w, long cut,
+                    const struct topo_part_plan *plan, const int *part_of, int *link_of, char *err,
+                    size_t errlen)
+{
+    const struct topo_link *wl = &whole->links[w];
+    int a = part_of[wl->a], b = part_of[wl->b];
+    int i = topo_link_add_parallel(part->net, a, b, &wl->params, err, errlen);
+    if (i < 0) return -1;
+    struct topo_link *l = &part->net->links[i];
+    *l = *wl;
+    l->a = a;
+    l->b = b;
+    if (cut >= 0) {
+        int far = part->net->nodes[a].remote ? wl->a : wl->b;
+        l->vni = topo_part_vni(plan->vni_base, (size_t)cut);
+        l->underlay_remote = plan->underlay[plan->placement->machine[far]];
+    }
+    part->whole_link[i] = (int)w;
+    link_of[w] = i;
+    return 0;
+}
+
+static int add_links(struct topo_part *part, const struct topo_network *whole,
+                     const struct topo_part_plan *plan, const int *part_of, int *link_of, char *err,
+                     size_t errlen)
+{
+    const struct topo_placement *p = plan->placement;
+    long *cut_index = malloc((whole->n_links ? whole->n_links : 1) * sizeof *cut_index);
+    if (!cut_index) return snprintf(err, errlen, "network '%s': out of memory", whole->name), -1;
+    for (size_t w = 0; w < whole->n_links; w++)
+        cut_index[w] = -1;
+    for (size_t c = 0; c < p->n_cut; c++)
+        cut_index[p->cut[c]] = (long)c;
+    int rc = 0;
+    for (size_t w = 0; w < whole->n_links && rc == 0; w++) {
+        const struct topo_link *wl = &whole->links[w];
+        if (part_of[wl->a] < 0 || part_of[wl->b] < 0) continue;
+        if (part->net->nodes[part_of[wl->a]].remote && part->net->nodes[part_of[wl->b]].remote)
+            continue; /* two far ends: a link of other machines */
+        rc = add_link(part, whole, w, cut_index[w], plan, part_of, link_of, err, errlen);
+    }
+    free(cut_index);
+    return rc;
+}
+
+static int map_index(const int *map, int i)
+{
+    return i >= 0 ? map[i] : i;
+}
+
+/* Node i's share of the whole network's routes (whole node w), renumbered. */
+static int copy_routes(struct topo_part *part, const struct topo_routing *routing, int i, int w,
+                       const int *part_of, const int *link_of, char *err, size_t errlen)
+{
+    const struct topo_node_routes *from = &routing->nodes[w];
+    struct topo_node_routes *to = &part->routing.nodes[i];
+    if (!from->n_routes) return 0;
+    to->routes = malloc(from->n_routes * sizeof *to->routes);
+    if (!to->routes)
+        return snprintf(err, errlen, "network '%s': out of memory", part->net->name), -1;
+    for (size_t r = 0; r < from->n_routes; r++) {
+        struct topo_route route = from->routes[r];
+        route.link = link_of[route.link]; /* a link of node w: in the part */
+        route.dst_node = map_index(part_of, route.dst_node);
+        if (route.via != TOPO_ROUTE_DIRECT) route.via = map_index(part_of, route.via);
+        to->routes[to->n_routes++] = route;
+    }
+    part->routing.total_routes += to->n_routes;
+    return 0;
+}
+
+static int copy_routing(struct topo_part *part, const struct topo_routing *routing,
+                        const int *part_of, const int *link_of, char *err, size_t errlen)
+{
+    size_t n = part->net->n_nodes;
+    part->routing.nodes = calloc(n ? n : 1, sizeof *part->routing.nodes);
+    if (!part->routing.nodes)
+        return snprintf(err, errlen, "network '%s': out of memory", part->net->name), -1;
+    part->routing.n_nodes = n;
+    for (size_t i = 0; i < n; i++) {
+        int w = part->whole_node[i];
+        if (part->net->nodes[i].remote || (size_t)w >= routing->n_nodes) continue;
+        if (copy_routes(part, routing, (int)i, w, part_of, link_of, err, errlen) < 0) return -1;
+    }
+    return 0;
+}
+
+static int check_input(const struct topo_network *whole, const struct topo_routing *routing,
+                       const struct topo_part_plan *plan, size_t machine, char *err, size_t errlen)
+{
+    if (machine >= plan->machines->n || plan->placement->n_nodes != whole->n_nodes)
+        return snprintf(err, errlen, "network '%s': no machine %zu in a placement of %zu nodes",
+                        whole->name, machine, plan->placement->n_nodes),
+               -1;
+    if (!whole->node_block_len || routing->n_nodes != whole->n_nodes)
+        return snprintf(err, errlen,
+                        "network '%s': a part needs the whole network's addresses and routes",
+                        whole->name),
+               -1;
+    if (plan->vni_base < 1 || plan->vni_base > TOPO_PART_VNI_MAX)
+        return snprintf(err, errlen, "network '%s': VNI base %u is not in 1..%d", whole->name,
+                        plan->vni_base, TOPO_PART_VNI_MAX),
+               -1;
+    return 0;
+}
+
+static int make_part(struct topo_part *out, const struct topo_network *whole,
+                     const struct topo_routing *routing, const struct topo_part_plan *plan,
+                     size_t machine, int *part_of, int *link_of, char *err, size_t errlen)
+{
+    if (add_nodes(out, whole, plan, machine, part_of, err, errlen) < 0 ||
+        add_links(out, whole, plan, part_of, link_of, err, errlen) < 0)
+        return -1;
+    return copy_routing(out, routing, part_of, link_of, err, errlen);
+}
+
+int topo_part_make(const struct topo_network *whole, const struct topo_routing *routing,
+                   const struct topo_part_plan *plan, size_t machine, struct topo_part *out,
+                   char *err, size_t errlen)
+{
+    if (check_input(whole, routing, plan, machine, err, errlen) < 0 ||
+        topo_part_init(out, whole->name, whole->backend, err, errlen) < 0)
+        return -1;
+    snprintf(out->run_id, sizeof out->run_id, "%s", plan->run_id ? plan->run_id : "run");
+    snprintf(out->machine, sizeof out->machine, "%s", plan->machines->v[machine].name);
+    memcpy(out->secret, plan->secret, sizeof out->secret);
+    copy_settings(out->net, whole);
+    out->net->underlay_local = plan->underlay[machine];
+    size_t nn = whole->n_nodes ? whole->n_nodes : 1, nl = whole->n_links ? whole->n_links : 1;
+    int *part_of = malloc(nn * sizeof *part_of), *link_of = malloc(nl * sizeof *link_of);
+    out->whole_node = malloc(nn * sizeof *out->whole_node);
+    out->whole_link = malloc(nl * sizeof *out->whole_link);
+    int rc = -1;
+    if (!part_of || !link_of || !out->whole_node || !out->whole_link)
+        snprintf(err, errlen, "network '%s': out of memory", whole->name);
+    else {
+        for (size_t i = 0; i < nn; i++)
+            part_of[i] = -1;
+        for (size_t i = 0; i < nl; i++)
+            link_of[i] = -1;
+        rc = make_part(out, whole, routing, plan, machine, part_of, link_of, err, errlen);
+    }
+    free(part_of);
+    free(link_of);
+    return rc;
+}

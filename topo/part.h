@@ -1,0 +1,71 @@
+/* part.h — one machine's part of a network spread over machines (issue 20;
+ * docs/design-notes.md, "Several machines, the design").
+ *
+ * A part is a network model of its own (struct topo_network, planned):
+ * the machine's nodes, in the whole network's order, then one remote node
+ * (topo_node.remote) for each node of another machine that a cut link
+ * reaches; every link between two of its nodes, and every cut link with
+ * its end at the remote node marked by vni and underlay_remote. Addresses
+ * are the whole network's (the address plan is made once, on the
+ * controller), and so are the routes: computed once for the whole network,
+ * each part keeps its nodes' share, with links and nodes renumbered, so a
+ * route may leave through a cut link like through any other.
+ *
+ * VNIs: cut link c of the placement's list gets topo_part_vni(base, c),
+ * the same on both machines; base is drawn per run (two runs on the same
+ * machines then rarely collide, and a collision is a start error naming
+ * the link, emu/tc_backend.c).
+ *
+ * Pure: no system calls. Owns its network, routes and index maps. */
+#pragma once
+
+#include "topo/machines.h"
+#include "topo/network.h"
+#include "topo/placement.h"
+#include "topo/route.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TOPO_PART_VNI_MAX 0xffffff /* VXLAN's 24 bits; 0 is not a VNI */
+#define TOPO_PART_SECRET_SIZE 32   /* the data plane's secret (peer/data_auth.h) */
+#define TOPO_PART_RUN_ID_MAX 64    /* the run id, NUL included (HN_RUN_ID_MAX + 1) */
+
+struct topo_part {
+    char run_id[TOPO_PART_RUN_ID_MAX];
+    char machine[TOPO_MACHINE_NAME_MAX];
+    struct topo_network *net;    /* the part's model (planned) */
+    struct topo_routing routing; /* per node of net; empty for switches and remote nodes */
+    int *whole_node;             /* per node of net: its index in the whole network */
+    int *whole_link;             /* per link of net: its index in the whole network */
+    uint8_t secret[TOPO_PART_SECRET_SIZE];
+};
+
+/* What the parts of one run share, besides the whole network and its routes. */
+struct topo_part_plan {
+    const char *run_id;
+    const struct topo_placement *placement;
+    const struct topo_machines *machines;
+    const uint32_t *underlay; /* per machine: its underlay IPv4 address, host order */
+    uint32_t vni_base;        /* 1 .. TOPO_PART_VNI_MAX: topo_part_vni_base */
+    const uint8_t *secret;    /* TOPO_PART_SECRET_SIZE bytes */
+};
+
+/* A VNI base from random bits: 1 .. TOPO_PART_VNI_MAX. */
+uint32_t topo_part_vni_base(uint64_t random);
+/* The VNI of cut link c (its index in the placement's cut list). */
+uint32_t topo_part_vni(uint32_t base, size_t c);
+
+/* Machine `machine`'s part of whole (addressed, routed by routing) into
+ * out, which starts zeroed and is the caller's to free even on failure.
+ * A machine without nodes gets an empty part. -1 with err on bad input
+ * (an address plan missing, a bad machine index) or out of memory. */
+int topo_part_make(const struct topo_network *whole, const struct topo_routing *routing,
+                   const struct topo_part_plan *plan, size_t machine, struct topo_part *out,
+                   char *err, size_t errlen);
+/* An empty part with its network named name (the decoder's start). */
+int topo_part_init(struct topo_part *part, const char *name, enum topo_backend backend, char *err,
+                   size_t errlen);
+void topo_part_free(struct topo_part *part);
+/* Nodes of the part that are the machine's own (not remote). */
+size_t topo_part_local_nodes(const struct topo_part *part);
