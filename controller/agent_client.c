@@ -136,8 +136,7 @@ static bool ssh_options(struct argv_list *l, struct argv_store *s, const struct 
     if (o->control_dir)
         ok = ok && push(l, "-o") && push(l, "ControlMaster=auto") && push(l, "-o") &&
              push(l, store_printf(s, "ControlPath=%s/%u", o->control_dir, o->control_slot)) &&
-             push(l, "-o") &&
-             push(l, "ControlPersist=no");
+             push(l, "-o") && push(l, "ControlPersist=no");
     if (m->user[0]) ok = ok && push(l, "-l") && push(l, (char *)m->user);
     return ok && push(l, "--") && push(l, (char *)m->address);
 }

@@ -26,9 +26,11 @@ static void ssh_line(void)
     setenv(AGENT_ENV_SSH_CONFIG, "/etc/cluster_config", 1);
     CHECK(agent_client_argv(&m, &o, words, argv, 32, store, sizeof store) == 0);
     join(argv, line, sizeof line);
-    CHECK_STREQ(line, "ssh|-T|-o|BatchMode=yes|-F|/etc/cluster_config|-o|ControlMaster=auto|-o|"
-                      "ControlPath=/run/hiernet/.ssh-1-2-abcdef/0|-o|ControlPersist=no|-l|lab|--|10.250.0.2|"
-                      "exec '/opt/hier net/it'\\''s/hiernet' 'agent' '--machine' 'm2'");
+    CHECK_STREQ(
+        line,
+        "ssh|-T|-o|BatchMode=yes|-F|/etc/cluster_config|-o|ControlMaster=auto|-o|"
+        "ControlPath=/run/hiernet/.ssh-1-2-abcdef/0|-o|ControlPersist=no|-l|lab|--|10.250.0.2|"
+        "exec '/opt/hier net/it'\\''s/hiernet' 'agent' '--machine' 'm2'");
 
     /* without a config, a user or multiplexing */
     unsetenv(AGENT_ENV_SSH_CONFIG);
