@@ -14,9 +14,9 @@
  *
  * The batch runs in chunks of whole images whose transformed tiles (V and
  * M) stay within WINO_CHUNK_BYTES, so the transforms and the GEMMs work in
- * cache. Each plane goes through a small zero-bordered copy first: the
- * transforms then read 4x4 windows without bounds checks, and maps of odd
- * size simply get a last tile half in the padding. */
+ * cache (1 MiB: 256 KiB and 4 MiB were slower, tools/bench/kernels). A
+ * map of odd size gets a last tile row or column half in the padding, whose
+ * inputs are zero and whose outputs are dropped. */
 #include "kernels/cpu/winograd.h"
 
 #include <cblas.h>
@@ -34,17 +34,16 @@
 
 #define WINO_TILE 16 /* 4 x 4 positions xi per tile */
 #ifndef WINO_CHUNK_BYTES /* overridable to measure other sizes */
-#define WINO_CHUNK_BYTES (1u << 20)
+#define WINO_CHUNK_BYTES (1024u << 10)
 #endif
 
 /* Tiles of a map and the scratch laid out in `work`. */
 struct wino_plan {
     int th, tw, tiles;        /* tile rows, columns, per image */
-    int pad_w;                /* row length of the zero-bordered input copy */
     int chunk;                /* images per chunk */
     float *u, *du;            /* 16 x K x C: transformed filter and its gradient */
-    float *in_pad, *out_pad;  /* (2 th + 2) x pad_w input copy; 2 th x 2 tw output */
-    float *dx_pad, *rows;     /* like in_pad, accumulating dx; 16 x pad_w of row sums */
+    float *steps;             /* 4 x 2 x (th + 1) x tw: a transform's row step */
+    float *row;               /* 2 tw + 2: one image row split in even | odd columns */
     float *v, *m;             /* 16 x C x T and 16 x K x T of one chunk */
 };
 
@@ -71,13 +70,16 @@ static size_t plan_layout(const struct wino_conv *cv, int batch, float *work, st
     p->th = (cv->h + 1) / 2;
     p->tw = (cv->w + 1) / 2;
     p->tiles = p->th * p->tw;
-    p->pad_w = 2 * p->tw + 2;
     p->chunk = wino_chunk_images(cv, batch);
-    size_t filter = (size_t)WINO_TILE * cv->out_c * cv->in_c, pad = (2 * p->th + 2) * p->pad_w;
+    size_t filter = (size_t)WINO_TILE * cv->out_c * cv->in_c;
     size_t chunk_tiles = (size_t)p->chunk * p->tiles;
-    size_t sizes[] = {filter, filter, pad, 4 * (size_t)p->th * p->tw, pad, 16 * (size_t)p->pad_w,
-                      WINO_TILE * cv->in_c * chunk_tiles, WINO_TILE * cv->out_c * chunk_tiles};
-    float **slots[] = {&p->u, &p->du, &p->in_pad, &p->out_pad, &p->dx_pad, &p->rows, &p->v, &p->m};
+    size_t sizes[] = {filter,
+                      filter,
+                      8 * (size_t)(p->th + 1) * p->tw,
+                      2 * (size_t)p->tw + 2,
+                      WINO_TILE * cv->in_c * chunk_tiles,
+                      WINO_TILE * cv->out_c * chunk_tiles};
+    float **slots[] = {&p->u, &p->du, &p->steps, &p->row, &p->v, &p->m};
     size_t used = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         *slots[i] = work ? work + used : NULL;
@@ -141,16 +143,19 @@ static void filter_gradient(const struct wino_conv *cv, const float *du, float *
 
 /* ---- tiles ----
  *
- * A tile's window starts at an even column, so every padded row is kept
- * split into its even and odd columns (E | O, each half pad_w / 2 long):
- * the window's columns 2tx .. 2tx+3 are then E[tx], O[tx], E[tx+1],
- * O[tx+1], and every loop below runs over tx with unit stride, which GCC
- * vectorises; the interleaved form (stride-2 accesses) stayed scalar and
- * made the transforms a third of a resnet20 step (perf). The split happens
- * once per pixel, in the copy between a plane and its padded form. */
+ * Each transform is separable: one 1-D combination along the rows, one
+ * along the columns. The row step runs per image row, on the row split
+ * into its even and odd columns (a window at column 2tx then reads E[tx],
+ * O[tx], E[tx+1], O[tx+1] with unit stride); its results are stored per
+ * row parity, with rows of tw tiles, so that the column step (rows 2ty,
+ * 2ty+1, 2ty+2, 2ty+3 = even[ty], odd[ty], even[ty+1], odd[ty+1]) is one
+ * flat loop over all of a plane's tiles, t and t + tw. Per-tile-row loops
+ * (4 to 14 tiles) and stride-2 accesses kept GCC's vectoriser out: the
+ * transforms were a third of a resnet20 step (perf). */
 
-/* Plane row src (w values) into padded row dst's halves, one column of
- * padding on the left: plane column x is padded column x + 1. */
+/* Plane row src (w values) into a padded row's halves, one column of
+ * padding on the left: plane column x is padded column x + 1. Only ever
+ * writes the same cells, so the padding stays as the caller zeroed it. */
 static void split_padded_row(const float *restrict src, int w, float *restrict dst, int half)
 {
     float *restrict even = dst, *restrict odd = dst + half;
@@ -174,8 +179,8 @@ static void join_padded_row(const float *restrict src, int half, float *restrict
         dst[2 * j - 1] = even[j];
 }
 
-/* Unpadded rows (an output or output-gradient row of 2 tw values): plane
- * column x in E[x / 2] or O[x / 2]. */
+/* Unpadded rows (outputs and their gradient, 2 tw columns): column x in
+ * E[x / 2] or O[x / 2]. */
 static void split_row(const float *restrict src, int w, float *restrict dst, int half)
 {
     VECTOR_LOOP
@@ -196,39 +201,49 @@ static void join_row(const float *restrict src, int half, float *restrict dst, i
         dst[2 * j + 1] = src[half + j];
 }
 
+/* Row r's slice of step buffer j (parity-major: rows 0, 2, 4, .. then
+ * 1, 3, 5, ..), rows of tw; `rows` rows per parity. */
+static float *step_row(const struct wino_plan *p, int j, int r, int rows)
+{
+    return p->steps + ((size_t)(2 * j + r % 2) * rows + r / 2) * p->tw;
+}
+
 /* V = B^T d B, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], for every tile
- * of one plane into v[xi * stride + tile]: the rows' combination over whole
- * padded rows, then the columns' per tile. */
+ * of one plane into v[xi * stride + tile]. Padded rows 0 and past h are
+ * the zero padding. */
 static void input_tiles(const struct wino_conv *cv, const struct wino_plan *p, const float *plane,
                         float *v, size_t stride)
 {
-    int pw = p->pad_w, half = pw / 2, tw = p->tw;
-    for (int y = 0; y < cv->h; y++)
-        split_padded_row(plane + (size_t)y * cv->w, cv->w, p->in_pad + (size_t)(y + 1) * pw, half);
-    float *restrict t0 = p->rows, *restrict t1 = t0 + pw, *restrict t2 = t1 + pw,
-                    *restrict t3 = t2 + pw;
-    for (int ty = 0; ty < p->th; ty++, v += tw) {
-        const float *r0 = p->in_pad + (size_t)(2 * ty) * pw, *r1 = r0 + pw, *r2 = r1 + pw,
-                    *r3 = r2 + pw;
-        VECTOR_LOOP
-        for (int j = 0; j < pw; j++) {
-            t0[j] = r0[j] - r2[j];
-            t1[j] = r1[j] + r2[j];
-            t2[j] = r2[j] - r1[j];
-            t3[j] = r1[j] - r3[j];
+    int tw = p->tw, half = tw + 1, rows = p->th + 1;
+    memset(p->row, 0, (size_t)2 * half * sizeof(float));
+    for (int r = 0; r < 2 * rows; r++) {
+        float *restrict h0 = step_row(p, 0, r, rows), *restrict h1 = step_row(p, 1, r, rows);
+        float *restrict h2 = step_row(p, 2, r, rows), *restrict h3 = step_row(p, 3, r, rows);
+        if (r < 1 || r > cv->h) {
+            memset(h0, 0, tw * sizeof(float)), memset(h1, 0, tw * sizeof(float));
+            memset(h2, 0, tw * sizeof(float)), memset(h3, 0, tw * sizeof(float));
+            continue;
         }
-        const float *t[4] = {t0, t1, t2, t3};
-        for (int i = 0; i < 4; i++) {
-            const float *restrict e = t[i], *restrict o = t[i] + half;
-            float *restrict o0 = v + (size_t)(4 * i) * stride, *restrict o1 = o0 + stride,
-                            *restrict o2 = o1 + stride, *restrict o3 = o2 + stride;
-            VECTOR_LOOP
-            for (int tx = 0; tx < tw; tx++) {
-                o0[tx] = e[tx] - e[tx + 1];
-                o1[tx] = o[tx] + e[tx + 1];
-                o2[tx] = e[tx + 1] - o[tx];
-                o3[tx] = o[tx] - o[tx + 1];
-            }
+        split_padded_row(plane + (size_t)(r - 1) * cv->w, cv->w, p->row, half);
+        const float *restrict e = p->row, *restrict o = p->row + half;
+        VECTOR_LOOP
+        for (int tx = 0; tx < tw; tx++) { /* d B */
+            h0[tx] = e[tx] - e[tx + 1];
+            h1[tx] = o[tx] + e[tx + 1];
+            h2[tx] = e[tx + 1] - o[tx];
+            h3[tx] = o[tx] - o[tx + 1];
+        }
+    }
+    for (int j = 0; j < 4; j++) { /* B^T (d B), rows even[t], odd[t], even[t+tw], odd[t+tw] */
+        const float *restrict a = step_row(p, j, 0, rows), *restrict b = step_row(p, j, 1, rows);
+        float *restrict o0 = v + (size_t)j * stride, *restrict o1 = o0 + 4 * stride;
+        float *restrict o2 = o1 + 4 * stride, *restrict o3 = o2 + 4 * stride;
+        VECTOR_LOOP
+        for (int t = 0; t < p->tiles; t++) {
+            o0[t] = a[t] - a[t + tw];
+            o1[t] = b[t] + a[t + tw];
+            o2[t] = a[t + tw] - b[t];
+            o3[t] = b[t] - b[t + tw];
         }
     }
 }
@@ -238,125 +253,113 @@ static void input_tiles(const struct wino_conv *cv, const struct wino_plan *p, c
 static void output_tiles(const struct wino_conv *cv, const struct wino_plan *p, const float *m,
                          size_t stride, float *plane)
 {
-    int tw = p->tw, ow = 2 * tw;
-    for (int ty = 0; ty < p->th; ty++, m += tw) {
-        float *restrict s0 = p->rows, *restrict s1 = s0 + 4 * tw; /* A^T M: 2 rows x 4 cols */
-        for (int j = 0; j < 4; j++) {
-            const float *restrict a = m + (size_t)j * stride, *restrict b = a + 4 * stride;
-            const float *restrict c = b + 4 * stride, *restrict d = c + 4 * stride;
-            VECTOR_LOOP
-            for (int tx = 0; tx < tw; tx++) {
-                s0[j * tw + tx] = a[tx] + b[tx] + c[tx];
-                s1[j * tw + tx] = b[tx] - c[tx] - d[tx];
-            }
-        }
-        float *restrict y0 = p->out_pad + (size_t)(2 * ty) * ow, *restrict y1 = y0 + ow;
+    int tw = p->tw, rows = p->th;
+    for (int j = 0; j < 4; j++) { /* A^T M: output rows 2ty and 2ty + 1 */
+        const float *restrict a = m + (size_t)j * stride, *restrict b = a + 4 * stride;
+        const float *restrict c = b + 4 * stride, *restrict d = c + 4 * stride;
+        float *restrict s0 = step_row(p, j, 0, rows), *restrict s1 = step_row(p, j, 1, rows);
         VECTOR_LOOP
-        for (int tx = 0; tx < tw; tx++) {
-            y0[tx] = s0[tx] + s0[tw + tx] + s0[2 * tw + tx];
-            y0[tw + tx] = s0[tw + tx] - s0[2 * tw + tx] - s0[3 * tw + tx];
-            y1[tx] = s1[tx] + s1[tw + tx] + s1[2 * tw + tx];
-            y1[tw + tx] = s1[tw + tx] - s1[2 * tw + tx] - s1[3 * tw + tx];
+        for (int t = 0; t < p->tiles; t++) {
+            s0[t] = a[t] + b[t] + c[t];
+            s1[t] = b[t] - c[t] - d[t];
         }
     }
-    for (int y = 0; y < cv->h; y++)
-        join_row(p->out_pad + (size_t)y * ow, tw, plane + (size_t)y * cv->w, cv->w);
-}
-
-/* One row (E | O) of A g times A^T: (e, e + o, e - o, -o) per tile. */
-static void gradient_row(const float *restrict r, int tw, float *restrict dm, size_t stride)
-{
-    float *restrict o0 = dm, *restrict o1 = o0 + stride, *restrict o2 = o1 + stride,
-                    *restrict o3 = o2 + stride;
-    VECTOR_LOOP
-    for (int tx = 0; tx < tw; tx++) {
-        float e = r[tx], o = r[tw + tx];
-        o0[tx] = e;
-        o1[tx] = e + o;
-        o2[tx] = e - o;
-        o3[tx] = -o;
+    for (int y = 0; y < cv->h; y++) { /* (A^T M) A, row by row */
+        const float *restrict s0 = step_row(p, 0, y, rows), *restrict s1 = step_row(p, 1, y, rows);
+        const float *restrict s2 = step_row(p, 2, y, rows), *restrict s3 = step_row(p, 3, y, rows);
+        float *restrict e = p->row, *restrict o = p->row + tw;
+        VECTOR_LOOP
+        for (int tx = 0; tx < tw; tx++) {
+            e[tx] = s0[tx] + s1[tx] + s2[tx];
+            o[tx] = s1[tx] - s2[tx] - s3[tx];
+        }
+        join_row(p->row, tw, plane + (size_t)y * cv->w, cv->w);
     }
 }
 
 /* dM = A dY A^T (the adjoint of output_tiles) for every tile of one plane
- * of dy; out_pad's cells past h x w stay zero: clipped outputs have no
- * gradient. */
+ * of dy: rows past h and the odd column past w are zero, clipped outputs
+ * having no gradient. */
 static void gradient_tiles(const struct wino_conv *cv, const struct wino_plan *p,
                            const float *plane, float *dm, size_t stride)
 {
-    int tw = p->tw, ow = 2 * tw;
-    for (int y = 0; y < cv->h; y++)
-        split_row(plane + (size_t)y * cv->w, cv->w, p->out_pad + (size_t)y * ow, tw);
-    float *restrict a = p->rows, *restrict b = a + 2 * tw; /* rows of A g */
-    for (int ty = 0; ty < p->th; ty++, dm += tw) {
-        const float *restrict g0 = p->out_pad + (size_t)(2 * ty) * ow, *restrict g1 = g0 + ow;
-        /* A g: rows g0, g0 + g1, g0 - g1, -g1 (each E | O), then A^T per row */
-        gradient_row(g0, tw, dm, stride);
-        VECTOR_LOOP
-        for (int j = 0; j < ow; j++) {
-            a[j] = g0[j] + g1[j];
-            b[j] = g0[j] - g1[j];
+    int tw = p->tw, rows = p->th;
+    memset(p->row, 0, (size_t)2 * tw * sizeof(float));
+    for (int y = 0; y < 2 * rows; y++) { /* g A^T: e, e + o, e - o, -o per tile */
+        float *restrict g0 = step_row(p, 0, y, rows), *restrict g1 = step_row(p, 1, y, rows);
+        float *restrict g2 = step_row(p, 2, y, rows), *restrict g3 = step_row(p, 3, y, rows);
+        if (y >= cv->h) {
+            memset(g0, 0, tw * sizeof(float)), memset(g1, 0, tw * sizeof(float));
+            memset(g2, 0, tw * sizeof(float)), memset(g3, 0, tw * sizeof(float));
+            continue;
         }
-        gradient_row(a, tw, dm + 4 * stride, stride);
-        gradient_row(b, tw, dm + 8 * stride, stride);
+        split_row(plane + (size_t)y * cv->w, cv->w, p->row, tw);
+        const float *restrict e = p->row, *restrict o = p->row + tw;
         VECTOR_LOOP
-        for (int j = 0; j < ow; j++)
-            a[j] = -g1[j];
-        gradient_row(a, tw, dm + 12 * stride, stride);
+        for (int tx = 0; tx < tw; tx++) {
+            g0[tx] = e[tx];
+            g1[tx] = e[tx] + o[tx];
+            g2[tx] = e[tx] - o[tx];
+            g3[tx] = -o[tx];
+        }
     }
-}
-
-/* Adds one row of B dV (4 columns of tw tiles) times B^T into a padded
- * row (E | O): per tile x0, x1 - x2 + x3, x1 + x2 - x0, -x3 at its 4
- * columns, the last two on the next tile's first two. */
-static void scatter_row(const float *restrict c, int tw, float *restrict row, int half)
-{
-    const float *restrict x0 = c, *restrict x1 = c + tw, *restrict x2 = x1 + tw,
-                          *restrict x3 = x2 + tw;
-    float *restrict e = row, *restrict o = row + half;
-    VECTOR_LOOP
-    for (int tx = 0; tx < tw; tx++) {
-        e[tx] += x0[tx];
-        o[tx] += x1[tx] - x2[tx] + x3[tx];
-    }
-    VECTOR_LOOP
-    for (int tx = 0; tx < tw; tx++) {
-        e[tx + 1] += x1[tx] + x2[tx] - x0[tx];
-        o[tx + 1] -= x3[tx];
+    for (int j = 0; j < 4; j++) { /* A (g A^T): rows a, a + b, a - b, -b */
+        const float *restrict a = step_row(p, j, 0, rows), *restrict b = step_row(p, j, 1, rows);
+        float *restrict o0 = dm + (size_t)j * stride, *restrict o1 = o0 + 4 * stride;
+        float *restrict o2 = o1 + 4 * stride, *restrict o3 = o2 + 4 * stride;
+        VECTOR_LOOP
+        for (int t = 0; t < p->tiles; t++) {
+            o0[t] = a[t];
+            o1[t] = a[t] + b[t];
+            o2[t] = a[t] - b[t];
+            o3[t] = -b[t];
+        }
     }
 }
 
 /* dx = the sum over tiles of B dV B^T (the adjoint of input_tiles) for one
- * plane, from dv[xi * stride + tile]: tiles overlap, so they accumulate in
- * dx_pad, whose interior is the plane's gradient. Each tile's right half
- * lands on the next tile's left half: two loops, so neither carries a
- * dependence from one tx to the next. */
+ * plane, from dv[xi * stride + tile]. Tiles overlap by two rows and two
+ * columns: tile row ty's last two rows land on tile row ty + 1's first two
+ * (t - tw below), and in a row each tile's last two columns on the next
+ * tile's first two (E[tx + 1], O[tx + 1]: a second loop, so that neither
+ * carries a dependence from one tx to the next). */
 static void scatter_tiles(const struct wino_conv *cv, const struct wino_plan *p, const float *dv,
                           size_t stride, float *plane)
 {
-    int pw = p->pad_w, half = pw / 2, tw = p->tw;
-    memset(p->dx_pad, 0, (size_t)(2 * p->th + 2) * pw * sizeof(float));
-    float *restrict c = p->rows; /* 4 rows x 4 columns of B dV, tw tiles each */
-    for (int ty = 0; ty < p->th; ty++, dv += tw) {
-        /* rows of B dV: x0, x1 - x2 + x3, x1 + x2 - x0, -x3 (x_r: dV's row r) */
-        for (int j = 0; j < 4; j++) {
-            const float *restrict x0 = dv + (size_t)j * stride, *restrict x1 = x0 + 4 * stride;
-            const float *restrict x2 = x1 + 4 * stride, *restrict x3 = x2 + 4 * stride;
-            float *restrict c0 = c + j * tw, *restrict c1 = c0 + 4 * tw, *restrict c2 = c1 + 4 * tw,
-                            *restrict c3 = c2 + 4 * tw;
-            VECTOR_LOOP
-            for (int tx = 0; tx < tw; tx++) {
-                c0[tx] = x0[tx];
-                c1[tx] = x1[tx] - x2[tx] + x3[tx];
-                c2[tx] = x1[tx] + x2[tx] - x0[tx];
-                c3[tx] = -x3[tx];
-            }
+    int tw = p->tw, half = tw + 1, rows = p->th + 1, tiles = p->tiles;
+    for (int j = 0; j < 4; j++) { /* B dV: rows x0, x1 - x2 + x3, x1 + x2 - x0, -x3 */
+        const float *restrict x0 = dv + (size_t)j * stride, *restrict x1 = x0 + 4 * stride;
+        const float *restrict x2 = x1 + 4 * stride, *restrict x3 = x2 + 4 * stride;
+        float *restrict even = step_row(p, j, 0, rows), *restrict odd = step_row(p, j, 1, rows);
+        VECTOR_LOOP
+        for (int t = 0; t < tiles; t++) {
+            even[t] = x0[t];
+            odd[t] = x1[t] - x2[t] + x3[t];
         }
-        for (int i = 0; i < 4; i++)
-            scatter_row(c + 4 * i * tw, tw, p->dx_pad + (size_t)(2 * ty + i) * pw, half);
+        memset(even + tiles, 0, tw * sizeof(float)), memset(odd + tiles, 0, tw * sizeof(float));
+        VECTOR_LOOP
+        for (int t = 0; t < tiles; t++) {
+            even[t + tw] += x1[t] + x2[t] - x0[t];
+            odd[t + tw] -= x3[t];
+        }
     }
-    for (int y = 0; y < cv->h; y++)
-        join_padded_row(p->dx_pad + (size_t)(y + 1) * pw, half, plane + (size_t)y * cv->w, cv->w);
+    for (int r = 1; r <= cv->h; r++) { /* (B dV) B^T, padded row by row */
+        const float *restrict z0 = step_row(p, 0, r, rows), *restrict z1 = step_row(p, 1, r, rows);
+        const float *restrict z2 = step_row(p, 2, r, rows), *restrict z3 = step_row(p, 3, r, rows);
+        float *restrict e = p->row, *restrict o = p->row + half;
+        e[tw] = o[tw] = 0.0f;
+        VECTOR_LOOP
+        for (int tx = 0; tx < tw; tx++) {
+            e[tx] = z0[tx];
+            o[tx] = z1[tx] - z2[tx] + z3[tx];
+        }
+        VECTOR_LOOP
+        for (int tx = 0; tx < tw; tx++) {
+            e[tx + 1] += z1[tx] + z2[tx] - z0[tx];
+            o[tx + 1] -= z3[tx];
+        }
+        join_padded_row(p->row, half, plane + (size_t)(r - 1) * cv->w, cv->w);
+    }
 }
 
 /* ---- passes ---- */
@@ -388,7 +391,6 @@ void wino_forward(const struct wino_conv *cv, const float *weights, const float 
     struct wino_plan p;
     plan_layout(cv, batch, work, &p);
     filter_transform(cv, weights, p.u);
-    memset(p.in_pad, 0, (size_t)(2 * p.th + 2) * p.pad_w * sizeof(float));
     int in_c = cv->in_c, out_c = cv->out_c;
     for (int first = 0; first < batch; first += p.chunk) {
         int count = batch - first < p.chunk ? batch - first : p.chunk;
@@ -430,8 +432,6 @@ void wino_backward(const struct wino_conv *cv, const float *weights, const float
     struct wino_plan p;
     plan_layout(cv, batch, work, &p);
     filter_transform(cv, weights, p.u);
-    memset(p.in_pad, 0, (size_t)(2 * p.th + 2) * p.pad_w * sizeof(float));
-    memset(p.out_pad, 0, (size_t)4 * p.th * p.tw * sizeof(float));
     for (int first = 0; first < batch; first += p.chunk) {
         int count = batch - first < p.chunk ? batch - first : p.chunk;
         struct wino_chunk c = {first, count, (size_t)count * p.tiles};
