@@ -590,8 +590,8 @@ static void conv_forward(struct model *m, int index, const float *params, const 
     }
     /* A conv without bias (resnet's) has no ReLU either: its batch norm has. */
     if (l->bias)
-        bias_relu_planes(y, l->out_c, (size_t)batch * l->out_h * l->out_w,
-                         params + l->bias_offset, l->relu);
+        bias_relu_planes(y, l->out_c, (size_t)batch * l->out_h * l->out_w, params + l->bias_offset,
+                         l->relu);
 }
 
 /* The weight gradient and dx (NULL: not wanted) by GEMMs against the

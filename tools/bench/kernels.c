@@ -5,7 +5,10 @@
  * (model_grad_flops() per sample) next to raw cblas_sgemm running the very
  * GEMM shapes model_grad performs (model_gemm_shapes()), timed in the same
  * run on the same thread count; the ratio is the share of time model_grad
- * spends in GEMM, i.e. what im2col, pooling, bias, ReLU and softmax cost.
+ * spends in GEMM, i.e. what im2col, pooling, bias, ReLU and softmax cost
+ * (and resnet20's Winograd transforms: its GFLOP/s count the direct
+ * convolution's flops, model_grad_flops(), so its sgemm figure exceeds
+ * what the GEMMs compute by up to 2.25x).
  * Readable lines first, the JSON summary as the very last line.
  *
  * Usage: bench_kernels [--batch N] [--seconds S] [--threads T] [--model SPEC]
