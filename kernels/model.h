@@ -91,8 +91,11 @@ int model_input_size(const struct model *m);
 int model_classes(const struct model *m);
 
 /* Multiply-add work per sample, counted as 2 flops per multiply-accumulate of
- * the dense and convolution layers (the GEMMs); elementwise work (bias, ReLU,
- * pooling, softmax) is not counted. grad = forward + backward. */
+ * the dense and convolution layers as direct (im2col) GEMMs would do them,
+ * also for the convolutions that run as Winograd F(2x2, 3x3) with 2.25x
+ * fewer multiplications (cpu/winograd.h): a nominal figure, comparable
+ * across implementations. Elementwise work (bias, ReLU, pooling, softmax)
+ * is not counted. grad = forward + backward. */
 double model_forward_flops(const struct model *m);
 double model_grad_flops(const struct model *m);
 
@@ -167,7 +170,8 @@ static inline double model_score_loss(const struct model_score *s)
 }
 
 /* GEMM shapes (row-major M x N x K) one model_grad call of `batch` samples
- * performs, in order, for benchmarks that time raw sgemm on the same shapes.
+ * performs, in order, for benchmarks that time raw sgemm on the same shapes
+ * (a Winograd convolution's 16 GEMMs per chunk of tiles included).
  * Returns how many there are, writing at most `cap` (shapes may be NULL when
  * cap is 0). trans_a/trans_b: operand transposed, as in cblas. */
 struct model_gemm_shape {

@@ -8,6 +8,7 @@
  * Owns each model's layer table, spec copy and one workspace block. */
 #include "kernels/model.h"
 #include "kernels/cpu/resnet_layers.h"
+#include "kernels/cpu/winograd.h"
 #include "kernels/kern_error.h"
 #include "kernels/model_spec.h"
 
@@ -58,6 +59,7 @@ struct model {
     float *bn_invstd[MODEL_MAX_LAYERS]; /* 1 / sqrt(biased variance + eps) */
     float *bn_var[MODEL_MAX_LAYERS];    /* and the biased variance */
     float *ones;                        /* all 1: bias gradients as GEMV row sums */
+    float *wino;                        /* scratch of the Winograd convolutions */
 };
 
 int model_create(const char *spec, int max_batch, struct model **out, char *err, size_t errlen)
@@ -121,6 +123,31 @@ int model_classes(const struct model *m)
 
 /* ---- workspace ---- */
 
+/* Channels from which a 3x3 stride-1 convolution runs as Winograd
+ * F(2x2, 3x3) (cpu/winograd.c) rather than im2col + GEMM: its 16 GEMMs
+ * have the input channels as inner dimension, and with one channel (a
+ * first layer on grey images) they would be rank-1 updates, which BLAS
+ * runs far below its peak (not measured against im2col here: resnet20's
+ * first layer is the only such one, and needs no input gradient). */
+#define MODEL_WINOGRAD_MIN_CHANNELS 8
+
+static int conv_uses_winograd(const struct model_layer *l)
+{
+    return l->kind == MODEL_LAYER_CONV && l->kernel == 3 && l->stride == 1 && l->pad == 1 &&
+           l->in_h == l->out_h && l->in_w == l->out_w && l->in_c >= MODEL_WINOGRAD_MIN_CHANNELS;
+}
+
+static struct wino_conv wino_conv_of(const struct model_layer *l)
+{
+    return (struct wino_conv){l->in_c, l->out_c, l->out_h, l->out_w};
+}
+
+/* The convolution columns of a layer per sample: none for Winograd's. */
+static size_t layer_columns(const struct model_layer *l)
+{
+    return conv_uses_winograd(l) ? 0 : l->col_size;
+}
+
 /* Rounds a float count up to a 64-byte boundary so every buffer is aligned
  * for the vector loads of OpenBLAS and our own loops. */
 static size_t aligned_floats(size_t n)
@@ -132,7 +159,7 @@ static size_t column_bytes_per_sample(const struct model *m)
 {
     size_t floats = 0;
     for (int i = 0; i < m->arch.layer_count; i++)
-        floats += m->arch.layers[i].col_size;
+        floats += layer_columns(&m->arch.layers[i]);
     return floats * sizeof(float);
 }
 
@@ -163,7 +190,7 @@ static void carve(float *base, size_t *used, size_t n, float **slot)
  * both, so the sizes and the pointers can never disagree. */
 static size_t workspace_layout(struct model *m, size_t batch, float *base)
 {
-    size_t used = 0, widest = 0, col = 0, ones = batch;
+    size_t used = 0, widest = 0, col = 0, ones = batch, wino = 0;
     int keep = keeps_columns(m, batch);
     float *unused;
     for (int i = 0; i < m->arch.layer_count; i++) {
@@ -177,7 +204,12 @@ static size_t workspace_layout(struct model *m, size_t batch, float *base)
             carve(base, &used, (size_t)l->out_c, &m->bn_var[i]);
         }
         if (l->kind != MODEL_LAYER_CONV) continue;
-        size_t chunk_cols = l->col_size * (size_t)conv_chunk(l, (int)batch, keep);
+        if (conv_uses_winograd(l)) {
+            struct wino_conv cv = wino_conv_of(l);
+            size_t need = wino_work_floats(&cv, (int)batch);
+            wino = need > wino ? need : wino;
+        }
+        size_t chunk_cols = layer_columns(l) * (size_t)conv_chunk(l, (int)batch, keep);
         if (keep) carve(base, &used, chunk_cols, &m->columns[i]);
         col = chunk_cols > col ? chunk_cols : col;
         ones = batch * l->out_h * l->out_w > ones ? batch * l->out_h * l->out_w : ones;
@@ -187,6 +219,7 @@ static size_t workspace_layout(struct model *m, size_t batch, float *base)
     carve(base, &used, widest * batch, &m->delta[1]);
     carve(base, &used, m->arch.arch == MODEL_ARCH_RESNET ? widest * batch : 0, &m->skip);
     carve(base, &used, ones, &m->ones);
+    carve(base, &used, wino, &m->wino);
     for (size_t i = 0; base && i < ones; i++)
         m->ones[i] = 1.0f;
     if (base) m->keep_columns = keep;
@@ -248,9 +281,29 @@ static int shape_put(struct model_gemm_shape *s, int cap, int n, int ta, int tb,
 
 /* The GEMMs of dense_forward/backward and conv_forward/backward, in the
  * order model_grad runs them; keep in step with those functions. */
+static int winograd_shapes(const struct model_layer *l, int batch, int backward, int first_layer,
+                           struct model_gemm_shape *s, int cap, int n)
+{
+    struct wino_conv cv = wino_conv_of(l);
+    int step = wino_chunk_images(&cv, batch);
+    for (int first = 0; first < batch; first += step) {
+        int tiles = wino_tiles(&cv, batch - first < step ? batch - first : step);
+        for (int xi = 0; xi < 16; xi++) {
+            if (!backward) {
+                n = shape_put(s, cap, n, 0, 0, l->out_c, tiles, l->in_c);
+                continue;
+            }
+            n = shape_put(s, cap, n, 0, 1, l->out_c, l->in_c, tiles);
+            if (!first_layer) n = shape_put(s, cap, n, 1, 0, l->in_c, tiles, l->out_c);
+        }
+    }
+    return n;
+}
+
 static int conv_shapes(const struct model_layer *l, int batch, int keep, int backward,
                        int first_layer, struct model_gemm_shape *s, int cap, int n)
 {
+    if (conv_uses_winograd(l)) return winograd_shapes(l, batch, backward, first_layer, s, cap, n);
     int pixels = l->out_h * l->out_w, patch = l->in_c * l->kernel * l->kernel;
     int step = conv_chunk(l, batch, keep);
     for (int first = 0; first < batch; first += step) {
@@ -509,8 +562,9 @@ static void bias_relu_planes(float *y, int channels, size_t n, const float *b, i
     }
 }
 
-static void conv_forward(struct model *m, int index, const float *params, const float *x, float *y,
-                         int batch)
+/* im2col + one GEMM per chunk of samples. */
+static void conv_forward_columns(struct model *m, int index, const float *params, const float *x,
+                                 float *y, int batch)
 {
     const struct model_layer *l = &m->arch.layers[index];
     int pixels = l->out_h * l->out_w, n = batch * pixels, patch = conv_patch(l);
@@ -523,26 +577,34 @@ static void conv_forward(struct model *m, int index, const float *params, const 
                     1.0f, params + l->weight_offset, patch, col, c.count * pixels, 0.0f,
                     y + (size_t)first * pixels, n);
     }
-    /* A conv without bias (resnet's) has no ReLU either: its batch norm has. */
-    if (l->bias) bias_relu_planes(y, l->out_c, (size_t)n, params + l->bias_offset, l->relu);
 }
 
-/* dy arrives masked by the ReLU when `masked` (a following pool did it).
- * Uses the forward pass's columns when they were kept, else rebuilds each
- * chunk's; either way the buffer then receives d col. dx may be NULL for the
- * first layer. */
-static void conv_backward(struct model *m, int index, const float *params, const float *x,
-                          float *dy, float *grad, float *dx, int batch, int masked)
+static void conv_forward(struct model *m, int index, const float *params, const float *x, float *y,
+                         int batch)
+{
+    const struct model_layer *l = &m->arch.layers[index];
+    if (conv_uses_winograd(l)) {
+        struct wino_conv cv = wino_conv_of(l);
+        wino_forward(&cv, params + l->weight_offset, x, y, batch, m->wino);
+    } else {
+        conv_forward_columns(m, index, params, x, y, batch);
+    }
+    /* A conv without bias (resnet's) has no ReLU either: its batch norm has. */
+    if (l->bias)
+        bias_relu_planes(y, l->out_c, (size_t)batch * l->out_h * l->out_w, params + l->bias_offset,
+                         l->relu);
+}
+
+/* The weight gradient and dx (NULL: not wanted) by GEMMs against the
+ * forward pass's columns when they were kept, else each chunk's rebuilt;
+ * either way the buffer then receives d col, which col2im folds into dx. */
+static void conv_backward_columns(struct model *m, int index, const float *params, const float *x,
+                                  const float *dy, float *grad, float *dx, int batch)
 {
     const struct model_layer *l = &m->arch.layers[index];
     int pixels = l->out_h * l->out_w, n = batch * pixels, patch = conv_patch(l);
     int step = conv_chunk(l, batch, m->keep_columns);
     float *col = m->keep_columns ? m->columns[index] : m->col;
-    const float *y = m->act[index];
-    if (l->relu && !masked) relu_mask(dy, y, (size_t)n * l->out_c);
-    if (l->bias)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, l->out_c, n, 1.0f, dy, n, m->ones, 1, 0.0f,
-                    grad + l->bias_offset, 1);
     for (int first = 0; first < batch; first += step) {
         struct conv_chunk c = {first, batch - first < step ? batch - first : step, batch};
         const float *dy_chunk = dy + (size_t)first * pixels;
@@ -555,6 +617,26 @@ static void conv_backward(struct model *m, int index, const float *params, const
                     1.0f, params + l->weight_offset, patch, dy_chunk, n, 0.0f, col,
                     c.count * pixels);
         col2im(l, col, dx, c);
+    }
+}
+
+/* dy arrives masked by the ReLU when `masked` (a following pool did it).
+ * dx may be NULL for the first layer. */
+static void conv_backward(struct model *m, int index, const float *params, const float *x,
+                          float *dy, float *grad, float *dx, int batch, int masked)
+{
+    const struct model_layer *l = &m->arch.layers[index];
+    int n = batch * l->out_h * l->out_w;
+    if (l->relu && !masked) relu_mask(dy, m->act[index], (size_t)n * l->out_c);
+    if (l->bias)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, l->out_c, n, 1.0f, dy, n, m->ones, 1, 0.0f,
+                    grad + l->bias_offset, 1);
+    if (conv_uses_winograd(l)) {
+        struct wino_conv cv = wino_conv_of(l);
+        wino_backward(&cv, params + l->weight_offset, x, dy, grad + l->weight_offset, dx, batch,
+                      m->wino);
+    } else {
+        conv_backward_columns(m, index, params, x, dy, grad, dx, batch);
     }
 }
 

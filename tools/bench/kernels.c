@@ -5,7 +5,10 @@
  * (model_grad_flops() per sample) next to raw cblas_sgemm running the very
  * GEMM shapes model_grad performs (model_gemm_shapes()), timed in the same
  * run on the same thread count; the ratio is the share of time model_grad
- * spends in GEMM, i.e. what im2col, pooling, bias, ReLU and softmax cost.
+ * spends in GEMM, i.e. what im2col, pooling, bias, ReLU and softmax cost
+ * (and resnet20's Winograd transforms: its GFLOP/s count the direct
+ * convolution's flops, model_grad_flops(), so its sgemm figure exceeds
+ * what the GEMMs compute by up to 2.25x).
  * Readable lines first, the JSON summary as the very last line.
  *
  * Usage: bench_kernels [--batch N] [--seconds S] [--threads T] [--model SPEC]
@@ -34,6 +37,7 @@ struct gemm_buffers {
     struct model_gemm_shape *shapes;
     int count;
     float **a, **b, **c;
+    int *owner; /* the shape whose buffers shape i uses: itself or its first twin */
 };
 
 struct result {
@@ -73,13 +77,15 @@ static int gemm_setup(struct gemm_buffers *g, const struct model *m, int batch, 
     g->a = calloc((size_t)g->count, sizeof *g->a);
     g->b = calloc((size_t)g->count, sizeof *g->b);
     g->c = calloc((size_t)g->count, sizeof *g->c);
-    if (!g->shapes || !g->a || !g->b || !g->c) return -1;
+    g->owner = calloc((size_t)g->count, sizeof *g->owner);
+    if (!g->shapes || !g->a || !g->b || !g->c || !g->owner) return -1;
     model_gemm_shapes(m, batch, g->shapes, g->count);
     for (int i = 0; i < g->count; i++) {
         const struct model_gemm_shape *s = &g->shapes[i];
         int twin = 0;
         while (twin < i && !same_shape(&g->shapes[twin], s))
             twin++;
+        g->owner[i] = twin;
         if (twin < i) continue; /* shares the buffers of shape `twin` (a is NULL here) */
         g->a[i] = random_floats(r, (size_t)s->m * s->k);
         g->b[i] = random_floats(r, (size_t)s->k * s->n);
@@ -100,15 +106,7 @@ static void gemm_free(struct gemm_buffers *g)
     free(g->a);
     free(g->b);
     free(g->c);
-}
-
-/* The buffers of shape i: its own, or those of the first identical shape. */
-static int gemm_owner(const struct gemm_buffers *g, int i)
-{
-    int owner = 0;
-    while (!g->a[i] && !same_shape(&g->shapes[owner], &g->shapes[i]))
-        owner++;
-    return g->a[i] ? i : owner;
+    free(g->owner);
 }
 
 /* One model step's worth of GEMMs, with the leading dimensions the model
@@ -117,7 +115,7 @@ static void gemm_step(const struct gemm_buffers *g)
 {
     for (int i = 0; i < g->count; i++) {
         const struct model_gemm_shape *s = &g->shapes[i];
-        int o = gemm_owner(g, i);
+        int o = g->owner[i]; /* looked up once: resnet20's Winograd layers run thousands */
         cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans,
                     s->trans_b ? CblasTrans : CblasNoTrans, s->m, s->n, s->k, 1.0f, g->a[o],
                     s->trans_a ? s->m : s->k, g->b[o], s->trans_b ? s->k : s->n, 0.0f, g->c[o],
