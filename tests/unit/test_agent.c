@@ -3,7 +3,7 @@
  * pings on the same CLOCK_MONOTONIC as ours (so t0 <= t1 <= t2 <= t3
  * exactly), a reserved message refused, teardown; a wrong version refused
  * in one line naming both; EOF, SIGTERM and the idle timeout end it; it
- * holds no socket. */
+ * holds no socket; a bad --idle-timeout is refused naming it. */
 #include "check.h"
 #include "common/clock.h"
 #include "hiernet_version.h"
@@ -215,6 +215,43 @@ static void endings(void)
     agent_close(&a);
 }
 
+/* hiernet agent --idle-timeout VALUE: its exit status and first stderr line. */
+static int agent_with_idle(const char *value, char *line, size_t cap)
+{
+    int err[2], status = -1;
+    if (pipe2(err, O_CLOEXEC) < 0) abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(err[1], 2);
+        execl(hiernet_path, "hiernet", "agent", "--idle-timeout", value, (char *)NULL);
+        _exit(127);
+    }
+    close(err[1]);
+    ssize_t n = read(err[0], line, cap - 1);
+    line[n > 0 ? n : 0] = '\0';
+    line[strcspn(line, "\n")] = '\0';
+    close(err[0]);
+    waitpid(pid, &status, 0);
+    return status;
+}
+
+/* atof took "5x" as 5 s and "nan" as a period. */
+static void bad_idle_timeout(void)
+{
+    static const char *const bad[] = {"5x", "nan", "inf", "0", "-1", ""};
+    char line[512], want[128];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int st = agent_with_idle(bad[i], line, sizeof line);
+        snprintf(want, sizeof want, "hiernet agent: --idle-timeout '%s': not a positive number",
+                 bad[i]);
+        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 2, "'%s': status %d", bad[i], st);
+        CHECK_STREQ(line, want);
+    }
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -222,5 +259,6 @@ int main(void)
     hello_ping_teardown();
     wrong_version();
     endings();
+    bad_idle_timeout();
     return check_report();
 }
