@@ -48,7 +48,8 @@ static const char agent_usage[] =
     "to it on its stdin and stdout; its log goes to stderr. It opens no\n"
     "listening socket. It answers hello (the controller's hiernet version must\n"
     "equal its own), ping and teardown. It tears down and exits on EOF on\n"
-    "stdin, SIGHUP, SIGTERM, SIGINT, or S seconds (default 10) without a ping.\n"
+    "stdin, SIGHUP, SIGTERM, SIGINT, or S seconds (default 10) without a ping;\n"
+    "answers the controller has not read by then get S more seconds to drain.\n"
     "\n"
     "  --machine NAME        the machine's name in the hosts file (log lines)\n"
     "  --controller ADDRESS  the controller's address, to find the underlay\n"
@@ -220,7 +221,9 @@ static void agent_release(struct agent *a, const char *why)
     agent_log("tearing down: %s", why);
 }
 
-/* Stops reading, releases, and exits with code once the output is out. */
+/* Stops reading, releases, and exits with code once the output is out.
+ * The output gets idle_s more to drain: a controller that reads nothing
+ * (hung, or its end of the pipe stopped) must not keep the agent alive. */
 static void agent_finish(struct agent *a, int code, const char *why)
 {
     if (a->finishing) return;
@@ -228,6 +231,8 @@ static void agent_finish(struct agent *a, int code, const char *why)
     a->exit_code = code;
     ev_io_stop(a->loop, &a->in_watcher);
     ev_timer_stop(a->loop, &a->idle_timer);
+    ev_timer_set(&a->idle_timer, a->idle_s, 0);
+    ev_timer_start(a->loop, &a->idle_timer);
     agent_release(a, why);
     agent_flush(a);
 }
@@ -235,6 +240,11 @@ static void agent_finish(struct agent *a, int code, const char *why)
 static void on_idle(EV_P_ ev_timer *w, int revents)
 {
     struct agent *a = container_of(w, struct agent, idle_timer);
+    if (a->finishing) {
+        agent_log("%zu bytes of answers not read by the controller in %g s: dropped",
+                  a->out.size - a->out_sent, a->idle_s);
+        return ev_break(a->loop, EVBREAK_ALL);
+    }
     char why[96];
     snprintf(why, sizeof why, "no ping for %g s", a->idle_s);
     agent_finish(a, 1, why);

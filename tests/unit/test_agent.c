@@ -3,7 +3,8 @@
  * pings on the same CLOCK_MONOTONIC as ours (so t0 <= t1 <= t2 <= t3
  * exactly), a reserved message refused, teardown; a wrong version refused
  * in one line naming both; EOF, SIGTERM and the idle timeout end it; it
- * holds no socket; a bad --idle-timeout is refused naming it. */
+ * holds no socket; answers a controller does not read hold it only for
+ * the idle timeout; a bad --idle-timeout is refused naming it. */
 #include "check.h"
 #include "common/clock.h"
 #include "hiernet_version.h"
@@ -14,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 
 struct agent_proc {
@@ -215,6 +217,36 @@ static void endings(void)
     agent_close(&a);
 }
 
+/* A controller that reads nothing: the agent's stdout pipe is full and
+ * answers wait in its buffer when SIGTERM comes. It gets --idle-timeout to
+ * drain them, then exits (it waited for ever). */
+static void unread_output(void)
+{
+    struct agent_proc a;
+    int queued = 0;
+    agent_start(&a, "1");
+    CHECK(fcntl(a.from, F_SETPIPE_SZ, 4096) >= 0);
+    send_hello(&a, HIERNET_AGENT_VERSION);
+    for (int i = 0; i < 1000; i++) {
+        struct msgmap q;
+        msgmap_init(&q);
+        agent_wire_ping(&q, &(struct agent_ping){mono_ns()});
+        agent_send(&a, AGENT_PING, &q);
+    }
+    /* 1000 answers are some 40 kB: with the pipe full, most wait in the agent */
+    for (double end = mono_s() + 5; mono_s() < end && queued < 4000; usleep(10000))
+        CHECK(ioctl(a.from, FIONREAD, &queued) == 0);
+    CHECK_MSG(queued >= 4000, "%d bytes in the agent's stdout pipe, not a full pipe", queued);
+    usleep(200000); /* the agent reads the rest of the pings */
+    double t = mono_s();
+    kill(a.pid, SIGTERM);
+    int st = agent_wait(&a, 5);
+    CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM, "status %d", st);
+    CHECK_MSG(mono_s() - t >= 0.9, "exited %.3f s after SIGTERM, before the drain's 1 s",
+              mono_s() - t);
+    agent_close(&a);
+}
+
 /* hiernet agent --idle-timeout VALUE: its exit status and first stderr line. */
 static int agent_with_idle(const char *value, char *line, size_t cap)
 {
@@ -259,6 +291,7 @@ int main(void)
     hello_ping_teardown();
     wrong_version();
     endings();
+    unread_output();
     bad_idle_timeout();
     return check_report();
 }
