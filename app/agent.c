@@ -15,6 +15,7 @@
 #include "app/cli.h"
 #include "common/clock.h"
 #include "common/container.h"
+#include "common/number.h"
 #include "hiernet_version.h"
 #include "proto/agent_wire.h"
 #include "proto/protocol.h"
@@ -24,7 +25,6 @@
 #include <ev.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
-#include <math.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <signal.h>
@@ -369,18 +369,6 @@ static void on_readable(EV_P_ ev_io *w, int revents)
 
 /* ---- main ---- */
 
-/* A positive, finite number of seconds, all of text: atof took "5x" as 5
- * and "nan" (whose comparisons are all false) as a timer's period. */
-static int parse_seconds(const char *text, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (end == text || *end || errno || !isfinite(v) || v <= 0) return -1;
-    *out = v;
-    return 0;
-}
-
 static int agent_options(int argc, char **argv, struct agent *a, const char **controller)
 {
     for (int i = 0; i < argc; i++) {
@@ -395,7 +383,7 @@ static int agent_options(int argc, char **argv, struct agent *a, const char **co
         i++;
         if (!strcmp(opt, "--machine")) snprintf(a->machine, sizeof a->machine, "%s", value);
         if (!strcmp(opt, "--controller")) *controller = value;
-        if (!strcmp(opt, "--idle-timeout") && parse_seconds(value, &a->idle_s) < 0) {
+        if (!strcmp(opt, "--idle-timeout") && number_parse_positive(value, &a->idle_s) < 0) {
             fprintf(stderr, "hiernet agent: --idle-timeout '%s': not a positive number\n", value);
             return EXIT_USAGE;
         }
