@@ -358,12 +358,18 @@ static void on_readable(EV_P_ ev_io *w, int revents)
     char *buf = proto_reader_buffer(&a->reader, 4096, &avail);
     if (!buf) return agent_finish(a, 1, "out of memory");
     ssize_t n = read(STDIN_FILENO, buf, avail);
+    int read_errno = errno;
     a->read_ns = mono_ns();
+    char why[96];
     if (n > 0) {
         proto_reader_consumed(&a->reader, (size_t)n);
         drain(a);
-    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-        agent_finish(a, 0, n == 0 ? "EOF on stdin: the controller is gone" : strerror(errno));
+    } else if (n == 0) {
+        agent_finish(a, 0, "EOF on stdin: the controller is gone");
+    } else if (read_errno != EAGAIN && read_errno != EINTR) {
+        /* a broken channel, not an ending asked for: exit 1, as --help says */
+        snprintf(why, sizeof why, "reading stdin: %s", strerror(read_errno));
+        agent_finish(a, 1, why);
     }
 }
 

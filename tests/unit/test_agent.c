@@ -4,7 +4,8 @@
  * exactly), a reserved message refused, teardown; a wrong version refused
  * in one line naming both; EOF, SIGTERM and the idle timeout end it; it
  * holds no socket; answers a controller does not read hold it only for
- * the idle timeout; a bad --idle-timeout is refused naming it. */
+ * the idle timeout; a bad --idle-timeout is refused naming it; an
+ * unreadable stdin ends it with status 1. */
 #include "check.h"
 #include "common/clock.h"
 #include "hiernet_version.h"
@@ -270,6 +271,34 @@ static int agent_with_idle(const char *value, char *line, size_t cap)
     return status;
 }
 
+/* A stdin that cannot be read (a directory: EISDIR) is a broken channel:
+ * exit 1, as --help says (it exited 0, as for a requested ending). */
+static void unreadable_stdin(void)
+{
+    int err[2], status = -1;
+    char line[512] = "";
+    if (pipe2(err, O_CLOEXEC) < 0) abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int dir = open("/", O_RDONLY | O_DIRECTORY), null = open("/dev/null", O_WRONLY);
+        dup2(dir, 0);
+        dup2(null, 1);
+        dup2(err[1], 2);
+        execl(hiernet_path, "hiernet", "agent", "--machine", "t1", "--controller", "127.0.0.1",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(err[1]);
+    size_t len = 0;
+    for (ssize_t n; len < sizeof line - 1 && (n = read(err[0], line + len, sizeof line - 1 - len)) > 0;)
+        len += (size_t)n;
+    line[len] = '\0';
+    close(err[0]);
+    waitpid(pid, &status, 0);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d", status);
+    CHECK_CONTAINS(line, "agent t1: tearing down: reading stdin: Is a directory");
+}
+
 /* atof took "5x" as 5 s and "nan" as a period. */
 static void bad_idle_timeout(void)
 {
@@ -293,5 +322,6 @@ int main(void)
     endings();
     unread_output();
     bad_idle_timeout();
+    unreadable_stdin();
     return check_report();
 }
