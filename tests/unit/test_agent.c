@@ -290,7 +290,8 @@ static void unreadable_stdin(void)
     }
     close(err[1]);
     size_t len = 0;
-    for (ssize_t n; len < sizeof line - 1 && (n = read(err[0], line + len, sizeof line - 1 - len)) > 0;)
+    for (ssize_t n;
+         len < sizeof line - 1 && (n = read(err[0], line + len, sizeof line - 1 - len)) > 0;)
         len += (size_t)n;
     line[len] = '\0';
     close(err[0]);
