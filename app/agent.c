@@ -71,9 +71,10 @@ struct agent {
     struct agent_hello_reply self; /* what hello answers, found at start */
     char machine[AGENT_NAME_MAX];
     double idle_s;
-    int exit_code;   /* once finishing: the code to exit with after the output drains */
-    bool finishing;  /* no more input is read */
-    int64_t read_ns; /* when the bytes being decoded were read: a ping's t1 */
+    int exit_code;      /* once finishing: the code to exit with after the output drains */
+    int stdio_flags[2]; /* stdin's and stdout's file status flags before O_NONBLOCK */
+    bool finishing;     /* no more input is read */
+    int64_t read_ns;    /* when the bytes being decoded were read: a ping's t1 */
 };
 
 static struct agent *agent_log_ctx;
@@ -400,8 +401,12 @@ static int agent_options(int argc, char **argv, struct agent *a, const char **co
 static void agent_watch(struct agent *a)
 {
     static const int sigs[4] = {SIGHUP, SIGTERM, SIGINT, SIGPIPE};
-    fcntl(STDIN_FILENO, F_SETFL, fcntl(STDIN_FILENO, F_GETFL) | O_NONBLOCK);
-    fcntl(STDOUT_FILENO, F_SETFL, fcntl(STDOUT_FILENO, F_GETFL) | O_NONBLOCK);
+    /* O_NONBLOCK is the open file's, shared with whoever else holds it (a
+     * terminal's shell, srun): restored by agent_stdio_restore. */
+    for (int fd = 0; fd < 2; fd++) {
+        a->stdio_flags[fd] = fcntl(fd, F_GETFL);
+        if (a->stdio_flags[fd] >= 0) fcntl(fd, F_SETFL, a->stdio_flags[fd] | O_NONBLOCK);
+    }
     ev_io_init(&a->in_watcher, on_readable, STDIN_FILENO, EV_READ);
     ev_io_init(&a->out_watcher, on_writable, STDOUT_FILENO, EV_WRITE);
     ev_init(&a->idle_timer, on_idle);
@@ -415,6 +420,12 @@ static void agent_watch(struct agent *a)
         if (sigs[i] != SIGPIPE) ev_signal_start(a->loop, &a->signals[i]);
     }
     signal(SIGPIPE, SIG_IGN);
+}
+
+static void agent_stdio_restore(const struct agent *a)
+{
+    for (int fd = 0; fd < 2; fd++)
+        if (a->stdio_flags[fd] >= 0) fcntl(fd, F_SETFL, a->stdio_flags[fd]);
 }
 
 int cli_agent(int argc, char **argv)
@@ -436,6 +447,7 @@ int cli_agent(int argc, char **argv)
     agent_describe(&a, controller);
     agent_watch(&a);
     ev_run(a.loop, 0);
+    agent_stdio_restore(&a);
     proto_reader_destroy(&a.reader);
     msgpack_sbuffer_destroy(&a.out);
     return a.exit_code;

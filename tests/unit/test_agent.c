@@ -5,7 +5,8 @@
  * in one line naming both; EOF, SIGTERM and the idle timeout end it; it
  * holds no socket; answers a controller does not read hold it only for
  * the idle timeout; a bad --idle-timeout is refused naming it; an
- * unreadable stdin ends it with status 1. */
+ * unreadable stdin ends it with status 1; its stdin's O_NONBLOCK is put
+ * back. */
 #include "check.h"
 #include "common/clock.h"
 #include "hiernet_version.h"
@@ -248,6 +249,30 @@ static void unread_output(void)
     agent_close(&a);
 }
 
+/* The agent makes its stdin non-blocking; that flag is the open file's,
+ * shared with whoever else holds it (a terminal's shell), so it is put
+ * back on exit (it was left set). */
+static void stdin_flags_restored(void)
+{
+    int in[2], status = -1;
+    if (pipe2(in, O_CLOEXEC) < 0) abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(in[0], 0);
+        dup2(null, 1);
+        dup2(null, 2);
+        execl(hiernet_path, "hiernet", "agent", "--controller", "127.0.0.1", (char *)NULL);
+        _exit(127);
+    }
+    usleep(300000); /* the agent is in its loop, stdin non-blocking */
+    close(in[1]);   /* EOF: it ends */
+    waitpid(pid, &status, 0);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+    CHECK_MSG(!(fcntl(in[0], F_GETFL) & O_NONBLOCK), "stdin left O_NONBLOCK");
+    close(in[0]);
+}
+
 /* hiernet agent --idle-timeout VALUE: its exit status and first stderr line. */
 static int agent_with_idle(const char *value, char *line, size_t cap)
 {
@@ -324,5 +349,6 @@ int main(void)
     unread_output();
     bad_idle_timeout();
     unreadable_stdin();
+    stdin_flags_restored();
     return check_report();
 }
