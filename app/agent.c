@@ -15,6 +15,7 @@
 #include "app/cli.h"
 #include "common/clock.h"
 #include "common/container.h"
+#include "common/number.h"
 #include "hiernet_version.h"
 #include "proto/agent_wire.h"
 #include "proto/protocol.h"
@@ -47,7 +48,8 @@ static const char agent_usage[] =
     "to it on its stdin and stdout; its log goes to stderr. It opens no\n"
     "listening socket. It answers hello (the controller's hiernet version must\n"
     "equal its own), ping and teardown. It tears down and exits on EOF on\n"
-    "stdin, SIGHUP, SIGTERM, SIGINT, or S seconds (default 10) without a ping.\n"
+    "stdin, SIGHUP, SIGTERM, SIGINT, or S seconds (default 10) without a ping;\n"
+    "answers the controller has not read by then get S more seconds to drain.\n"
     "\n"
     "  --machine NAME        the machine's name in the hosts file (log lines)\n"
     "  --controller ADDRESS  the controller's address, to find the underlay\n"
@@ -69,9 +71,10 @@ struct agent {
     struct agent_hello_reply self; /* what hello answers, found at start */
     char machine[AGENT_NAME_MAX];
     double idle_s;
-    int exit_code;   /* once finishing: the code to exit with after the output drains */
-    bool finishing;  /* no more input is read */
-    int64_t read_ns; /* when the bytes being decoded were read: a ping's t1 */
+    int exit_code;      /* once finishing: the code to exit with after the output drains */
+    int stdio_flags[2]; /* stdin's and stdout's file status flags before O_NONBLOCK */
+    bool finishing;     /* no more input is read */
+    int64_t read_ns;    /* when the bytes being decoded were read: a ping's t1 */
 };
 
 static struct agent *agent_log_ctx;
@@ -219,7 +222,9 @@ static void agent_release(struct agent *a, const char *why)
     agent_log("tearing down: %s", why);
 }
 
-/* Stops reading, releases, and exits with code once the output is out. */
+/* Stops reading, releases, and exits with code once the output is out.
+ * The output gets idle_s more to drain: a controller that reads nothing
+ * (hung, or its end of the pipe stopped) must not keep the agent alive. */
 static void agent_finish(struct agent *a, int code, const char *why)
 {
     if (a->finishing) return;
@@ -227,6 +232,8 @@ static void agent_finish(struct agent *a, int code, const char *why)
     a->exit_code = code;
     ev_io_stop(a->loop, &a->in_watcher);
     ev_timer_stop(a->loop, &a->idle_timer);
+    ev_timer_set(&a->idle_timer, a->idle_s, 0);
+    ev_timer_start(a->loop, &a->idle_timer);
     agent_release(a, why);
     agent_flush(a);
 }
@@ -234,6 +241,11 @@ static void agent_finish(struct agent *a, int code, const char *why)
 static void on_idle(EV_P_ ev_timer *w, int revents)
 {
     struct agent *a = container_of(w, struct agent, idle_timer);
+    if (a->finishing) {
+        agent_log("%zu bytes of answers not read by the controller in %g s: dropped",
+                  a->out.size - a->out_sent, a->idle_s);
+        return ev_break(a->loop, EVBREAK_ALL);
+    }
     char why[96];
     snprintf(why, sizeof why, "no ping for %g s", a->idle_s);
     agent_finish(a, 1, why);
@@ -347,12 +359,18 @@ static void on_readable(EV_P_ ev_io *w, int revents)
     char *buf = proto_reader_buffer(&a->reader, 4096, &avail);
     if (!buf) return agent_finish(a, 1, "out of memory");
     ssize_t n = read(STDIN_FILENO, buf, avail);
+    int read_errno = errno;
     a->read_ns = mono_ns();
+    char why[96];
     if (n > 0) {
         proto_reader_consumed(&a->reader, (size_t)n);
         drain(a);
-    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-        agent_finish(a, 0, n == 0 ? "EOF on stdin: the controller is gone" : strerror(errno));
+    } else if (n == 0) {
+        agent_finish(a, 0, "EOF on stdin: the controller is gone");
+    } else if (read_errno != EAGAIN && read_errno != EINTR) {
+        /* a broken channel, not an ending asked for: exit 1, as --help says */
+        snprintf(why, sizeof why, "reading stdin: %s", strerror(read_errno));
+        agent_finish(a, 1, why);
     }
 }
 
@@ -372,7 +390,7 @@ static int agent_options(int argc, char **argv, struct agent *a, const char **co
         i++;
         if (!strcmp(opt, "--machine")) snprintf(a->machine, sizeof a->machine, "%s", value);
         if (!strcmp(opt, "--controller")) *controller = value;
-        if (!strcmp(opt, "--idle-timeout") && (a->idle_s = atof(value)) <= 0) {
+        if (!strcmp(opt, "--idle-timeout") && number_parse_positive(value, &a->idle_s) < 0) {
             fprintf(stderr, "hiernet agent: --idle-timeout '%s': not a positive number\n", value);
             return EXIT_USAGE;
         }
@@ -383,8 +401,12 @@ static int agent_options(int argc, char **argv, struct agent *a, const char **co
 static void agent_watch(struct agent *a)
 {
     static const int sigs[4] = {SIGHUP, SIGTERM, SIGINT, SIGPIPE};
-    fcntl(STDIN_FILENO, F_SETFL, fcntl(STDIN_FILENO, F_GETFL) | O_NONBLOCK);
-    fcntl(STDOUT_FILENO, F_SETFL, fcntl(STDOUT_FILENO, F_GETFL) | O_NONBLOCK);
+    /* O_NONBLOCK is the open file's, shared with whoever else holds it (a
+     * terminal's shell, srun): restored by agent_stdio_restore. */
+    for (int fd = 0; fd < 2; fd++) {
+        a->stdio_flags[fd] = fcntl(fd, F_GETFL);
+        if (a->stdio_flags[fd] >= 0) fcntl(fd, F_SETFL, a->stdio_flags[fd] | O_NONBLOCK);
+    }
     ev_io_init(&a->in_watcher, on_readable, STDIN_FILENO, EV_READ);
     ev_io_init(&a->out_watcher, on_writable, STDOUT_FILENO, EV_WRITE);
     ev_init(&a->idle_timer, on_idle);
@@ -398,6 +420,12 @@ static void agent_watch(struct agent *a)
         if (sigs[i] != SIGPIPE) ev_signal_start(a->loop, &a->signals[i]);
     }
     signal(SIGPIPE, SIG_IGN);
+}
+
+static void agent_stdio_restore(const struct agent *a)
+{
+    for (int fd = 0; fd < 2; fd++)
+        if (a->stdio_flags[fd] >= 0) fcntl(fd, F_SETFL, a->stdio_flags[fd]);
 }
 
 int cli_agent(int argc, char **argv)
@@ -419,6 +447,7 @@ int cli_agent(int argc, char **argv)
     agent_describe(&a, controller);
     agent_watch(&a);
     ev_run(a.loop, 0);
+    agent_stdio_restore(&a);
     proto_reader_destroy(&a.reader);
     msgpack_sbuffer_destroy(&a.out);
     return a.exit_code;

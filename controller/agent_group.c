@@ -22,7 +22,7 @@ struct agent_group {
     agent_group_ready_fn on_ready;
     agent_group_down_fn on_down;
     void *ctx, *down_ctx;
-    ev_idle later; /* a countdown that ends with no agent runs its callback from the loop */
+    ev_idle later; /* runs the countdowns' callbacks from the loop (see group_down_one) */
 };
 
 static void group_ready_one(void *ctx, struct agent_client *ac)
@@ -41,10 +41,13 @@ static void group_failed(void *ctx, struct agent_client *ac, const char *why)
     g->on_ready(g->ctx, g, why);
 }
 
+/* The last one down calls on_down from the loop, never from here: this
+ * runs inside agent_group_teardown (an agent already gone is down at once)
+ * and inside the client's own callbacks, and on_down may free the group. */
 static void group_down_one(void *ctx, struct agent_client *ac)
 {
     struct agent_group *g = ctx;
-    if (g->waiting > 0 && --g->waiting == 0 && g->on_down) g->on_down(g->down_ctx, g);
+    if (g->waiting > 0 && --g->waiting == 0) ev_idle_start(g->loop, &g->later);
 }
 
 /* ssh binds ControlPath DIR/SLOT (a machine's index, not %C's 40 hex

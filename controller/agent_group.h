@@ -30,7 +30,8 @@ struct agent_group *agent_group_start(struct ev_loop *loop, const struct topo_ma
                                       const struct agent_client_options *o,
                                       agent_group_ready_fn on_ready, void *ctx, char *err,
                                       size_t errlen);
-/* Tears every agent down; on_down when the last is down (from the loop). */
+/* Tears every agent down; on_down when the last is down, always from the
+ * loop (never from inside this call), so on_down may free the group. */
 void agent_group_teardown(struct agent_group *g, agent_group_down_fn on_down, void *ctx);
 /* Ends what is left, removes the directory, frees. NULL ok. */
 void agent_group_free(struct agent_group *g);

@@ -10,10 +10,17 @@ void clock_estimate_init(struct clock_estimate *c)
 
 bool clock_estimate_add(struct clock_estimate *c, int64_t t0, int64_t t1, int64_t t2, int64_t t3)
 {
-    int64_t delay = (t3 - t0) - (t2 - t1);
-    if (t3 < t0 || t2 < t1 || delay < 0) return false;
+    /* t1 and t2 come off the wire: a difference that overflows int64 is
+     * as impossible as a negative delay (and signed overflow is undefined:
+     * it made INT64_MIN..INT64_MAX pass as a delay of 11 ns). */
+    int64_t rtt, held, delay, out, back;
+    if (__builtin_sub_overflow(t3, t0, &rtt) || __builtin_sub_overflow(t2, t1, &held) ||
+        __builtin_sub_overflow(rtt, held, &delay) || __builtin_sub_overflow(t1, t0, &out) ||
+        __builtin_sub_overflow(t2, t3, &back))
+        return false;
+    if (rtt < 0 || held < 0 || delay < 0) return false;
     /* Halved as doubles: two integer nanosecond sums may be odd. */
-    double offset = ((double)(t1 - t0) + (double)(t2 - t3)) / 2;
+    double offset = ((double)out + (double)back) / 2;
     c->s[c->next] = (struct clock_sample){offset, delay};
     c->next = (c->next + 1) % CLOCK_ESTIMATE_SAMPLES;
     if (c->n < CLOCK_ESTIMATE_SAMPLES) c->n++;

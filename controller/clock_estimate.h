@@ -32,7 +32,8 @@ struct clock_estimate {
 
 void clock_estimate_init(struct clock_estimate *c);
 /* Adds one ping's four times. A sample whose delay is negative (t3 before
- * t0, or the agent's time longer than the round trip) is impossible on
+ * t0, or the agent's time longer than the round trip), or whose times are
+ * so far apart that a difference overflows int64, is impossible on
  * monotonic clocks and is refused: false. */
 bool clock_estimate_add(struct clock_estimate *c, int64_t t0, int64_t t1, int64_t t2, int64_t t3);
 

@@ -4,11 +4,11 @@
 #include "kernels/profile.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/number.h"
 #include "kernels/kern_error.h"
 #include "kernels/profile_sources.h"
 
@@ -45,17 +45,6 @@ struct parse_at {
 static const struct profile_measured *measured_find(const struct device_profile *p,
                                                     const char *model, int batch);
 
-/* A positive finite number, the whole word. */
-static int parse_positive(const char *word, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(word, &end);
-    if (end == word || *end || errno || !isfinite(v) || v <= 0) return -1;
-    *out = v;
-    return 0;
-}
-
 static int key_rate(struct device_profile *p, char *args, const struct parse_at *at)
 {
     char *save;
@@ -66,7 +55,7 @@ static int key_rate(struct device_profile *p, char *args, const struct parse_at 
                          "%s:%d: rate: unknown op kind '%s' (conv, depthwise, dense, attention, "
                          "norm, elementwise, embedding)",
                          at->file, at->line, kind ? kind : "");
-    if (!value || strtok_r(NULL, " \t", &save) || parse_positive(value, &p->rate[op]) < 0)
+    if (!value || strtok_r(NULL, " \t", &save) || number_parse_positive(value, &p->rate[op]) < 0)
         return kern_fail(at->err, at->errlen, "%s:%d: rate %s: expected one FLOP/s figure > 0",
                          at->file, at->line, kind);
     return 0;
@@ -91,7 +80,7 @@ static int key_measured(struct device_profile *p, char *args, const struct parse
                          at->line, model);
     char *end;
     long b = strtol(batch, &end, 10);
-    if (*end || b < 1 || b > 65536 || parse_positive(seconds, &m->seconds) < 0)
+    if (*end || b < 1 || b > 65536 || number_parse_positive(seconds, &m->seconds) < 0)
         return kern_fail(at->err, at->errlen,
                          "%s:%d: measured %s: batch '%s' or seconds '%s' is not a positive number",
                          at->file, at->line, model, batch, seconds);
@@ -117,7 +106,7 @@ static int key_about(struct device_profile *p, char *args, const struct parse_at
 
 static int key_bandwidth(struct device_profile *p, char *args, const struct parse_at *at)
 {
-    if (parse_positive(args, &p->bandwidth) < 0)
+    if (number_parse_positive(args, &p->bandwidth) < 0)
         return kern_fail(at->err, at->errlen, "%s:%d: bandwidth: expected bytes/s > 0, got '%s'",
                          at->file, at->line, args);
     return 0;

@@ -133,9 +133,12 @@ static void record_agents(struct l_network *net, struct agent_group *g)
         hn_logf(net->rt, "network '%s': agent %s", net->topo->name, line);
     }
     FILE *f = open_memstream(&buf, &len);
-    if (!f) return;
-    agent_group_write_json(g, net->topo->name, f);
-    if (fclose(f) == 0 && len) run_add_machines(net->rt->run, buf);
+    if (f) agent_group_write_json(g, net->topo->name, f);
+    if (!f || fclose(f) != 0)
+        hn_logf(net->rt, "network '%s': its agents are not in run.json: out of memory",
+                net->topo->name);
+    else if (len)
+        run_add_machines(net->rt->run, buf);
     free(buf);
 }
 

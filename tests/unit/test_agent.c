@@ -3,7 +3,10 @@
  * pings on the same CLOCK_MONOTONIC as ours (so t0 <= t1 <= t2 <= t3
  * exactly), a reserved message refused, teardown; a wrong version refused
  * in one line naming both; EOF, SIGTERM and the idle timeout end it; it
- * holds no socket. */
+ * holds no socket; answers a controller does not read hold it only for
+ * the idle timeout; a bad --idle-timeout is refused naming it; an
+ * unreadable stdin ends it with status 1; its stdin's O_NONBLOCK is put
+ * back. */
 #include "check.h"
 #include "common/clock.h"
 #include "hiernet_version.h"
@@ -14,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 
 struct agent_proc {
@@ -215,6 +219,126 @@ static void endings(void)
     agent_close(&a);
 }
 
+/* A controller that reads nothing: the agent's stdout pipe is full and
+ * answers wait in its buffer when SIGTERM comes. It gets --idle-timeout to
+ * drain them, then exits (it waited for ever). */
+static void unread_output(void)
+{
+    struct agent_proc a;
+    int queued = 0;
+    agent_start(&a, "3"); /* 3 s: the pings are all read well within it */
+    CHECK(fcntl(a.from, F_SETPIPE_SZ, 4096) >= 0);
+    send_hello(&a, HIERNET_AGENT_VERSION);
+    for (int i = 0; i < 1000; i++) {
+        struct msgmap q;
+        msgmap_init(&q);
+        agent_wire_ping(&q, &(struct agent_ping){mono_ns()});
+        agent_send(&a, AGENT_PING, &q);
+    }
+    /* 1000 answers are some 40 kB: with the pipe full, most wait in the agent */
+    for (double end = mono_s() + 5; mono_s() < end && queued < 4000; usleep(10000))
+        CHECK(ioctl(a.from, FIONREAD, &queued) == 0);
+    CHECK_MSG(queued >= 4000, "%d bytes in the agent's stdout pipe, not a full pipe", queued);
+    usleep(200000); /* the agent reads the rest of the pings */
+    double t = mono_s();
+    kill(a.pid, SIGTERM);
+    int st = agent_wait(&a, 10);
+    CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM, "status %d", st);
+    CHECK_MSG(mono_s() - t >= 2.9, "exited %.3f s after SIGTERM, before the drain's 3 s",
+              mono_s() - t);
+    agent_close(&a);
+}
+
+/* The agent makes its stdin non-blocking; that flag is the open file's,
+ * shared with whoever else holds it (a terminal's shell), so it is put
+ * back on exit (it was left set). */
+static void stdin_flags_restored(void)
+{
+    int in[2], status = -1;
+    if (pipe2(in, O_CLOEXEC) < 0) abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(in[0], 0);
+        dup2(null, 1);
+        dup2(null, 2);
+        execl(hiernet_path, "hiernet", "agent", "--controller", "127.0.0.1", (char *)NULL);
+        _exit(127);
+    }
+    usleep(300000); /* the agent is in its loop, stdin non-blocking */
+    close(in[1]);   /* EOF: it ends */
+    waitpid(pid, &status, 0);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+    CHECK_MSG(!(fcntl(in[0], F_GETFL) & O_NONBLOCK), "stdin left O_NONBLOCK");
+    close(in[0]);
+}
+
+/* hiernet agent --idle-timeout VALUE: its exit status and first stderr line. */
+static int agent_with_idle(const char *value, char *line, size_t cap)
+{
+    int err[2], status = -1;
+    if (pipe2(err, O_CLOEXEC) < 0) abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(err[1], 2);
+        execl(hiernet_path, "hiernet", "agent", "--idle-timeout", value, (char *)NULL);
+        _exit(127);
+    }
+    close(err[1]);
+    ssize_t n = read(err[0], line, cap - 1);
+    line[n > 0 ? n : 0] = '\0';
+    line[strcspn(line, "\n")] = '\0';
+    close(err[0]);
+    waitpid(pid, &status, 0);
+    return status;
+}
+
+/* A stdin that cannot be read (a directory: EISDIR) is a broken channel:
+ * exit 1, as --help says (it exited 0, as for a requested ending). */
+static void unreadable_stdin(void)
+{
+    int err[2], status = -1;
+    char line[512] = "";
+    if (pipe2(err, O_CLOEXEC) < 0) abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int dir = open("/", O_RDONLY | O_DIRECTORY), null = open("/dev/null", O_WRONLY);
+        dup2(dir, 0);
+        dup2(null, 1);
+        dup2(err[1], 2);
+        execl(hiernet_path, "hiernet", "agent", "--machine", "t1", "--controller", "127.0.0.1",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(err[1]);
+    size_t len = 0;
+    for (ssize_t n;
+         len < sizeof line - 1 && (n = read(err[0], line + len, sizeof line - 1 - len)) > 0;)
+        len += (size_t)n;
+    line[len] = '\0';
+    close(err[0]);
+    waitpid(pid, &status, 0);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d", status);
+    CHECK_CONTAINS(line, "agent t1: tearing down: reading stdin: Is a directory");
+}
+
+/* atof took "5x" as 5 s and "nan" as a period. */
+static void bad_idle_timeout(void)
+{
+    static const char *const bad[] = {"5x", "nan", "inf", "0", "-1", ""};
+    char line[512], want[128];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int st = agent_with_idle(bad[i], line, sizeof line);
+        snprintf(want, sizeof want, "hiernet agent: --idle-timeout '%s': not a positive number",
+                 bad[i]);
+        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 2, "'%s': status %d", bad[i], st);
+        CHECK_STREQ(line, want);
+    }
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -222,5 +346,9 @@ int main(void)
     hello_ping_teardown();
     wrong_version();
     endings();
+    unread_output();
+    bad_idle_timeout();
+    unreadable_stdin();
+    stdin_flags_restored();
     return check_report();
 }

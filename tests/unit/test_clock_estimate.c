@@ -82,6 +82,11 @@ static void odd_sums_and_impossible(void)
     CHECK(!clock_estimate_add(&c, 10, 13, 12, 20)); /* agent answered before it read */
     CHECK(!clock_estimate_add(&c, 10, 0, 20, 15));  /* held longer than the round trip */
     CHECK(!clock_estimate_add(&c, 10, 11, 12, 9));  /* back before sent */
+    /* times whose differences overflow int64 (an agent's t1 and t2 are
+     * read off the wire): t2 - t1 wrapped to -1 made this a 11 ns delay */
+    CHECK(!clock_estimate_add(&c, 0, INT64_MIN, INT64_MAX, 10));
+    CHECK(!clock_estimate_add(&c, -10, INT64_MAX - 5, INT64_MAX, 10)); /* t1 - t0 overflows */
+    CHECK(!clock_estimate_add(&c, INT64_MIN, 0, 1, INT64_MAX));        /* t3 - t0 overflows */
     CHECK(c.total == 1);
 }
 

@@ -1,0 +1,108 @@
+/* test_agent_group.c — controller/agent_group.c's countdowns with agents
+ * whose ssh fails at once (a fake `ssh` on PATH that exits 255): the
+ * failure names the machine and what ssh said, and the teardown's on_down
+ * comes from the loop, never from inside agent_group_teardown, so that it
+ * may free the group as lua/l_hosts.c does (it was called from inside,
+ * with every agent already gone, and the teardown's loop then read the
+ * freed group). */
+#include "controller/agent_group.h"
+#include "check.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct probe {
+    struct ev_loop *loop;
+    struct agent_group *group;
+    bool in_teardown;
+    int down_calls;
+    bool down_inside; /* on_down ran inside agent_group_teardown */
+    char error[1024];
+};
+
+static void on_down(void *ctx, struct agent_group *g)
+{
+    struct probe *p = ctx;
+    p->down_calls++;
+    p->down_inside = p->in_teardown;
+    agent_group_free(g); /* what lua/l_hosts.c's on_agents_down does */
+    p->group = NULL;
+    ev_break(p->loop, EVBREAK_ALL);
+}
+
+static void on_ready(void *ctx, struct agent_group *g, const char *error)
+{
+    struct probe *p = ctx;
+    snprintf(p->error, sizeof p->error, "%s", error ? error : "(ready)");
+    p->in_teardown = true;
+    agent_group_teardown(g, on_down, p);
+    p->in_teardown = false;
+}
+
+static void on_deadline(EV_P_ ev_timer *w, int revents)
+{
+    ev_break(EV_A_ EVBREAK_ALL);
+}
+
+/* A directory with an executable `ssh` that says why it fails and exits 255. */
+static void fake_ssh(char *dir, size_t cap)
+{
+    char path[512];
+    snprintf(dir, cap, "/tmp/hn-agent-group-XXXXXX");
+    if (!mkdtemp(dir)) abort();
+    snprintf(path, sizeof path, "%s/ssh", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) abort();
+    fputs("#!/bin/sh\necho 'ssh: connect to host 10.9.9.9 port 22: Connection refused' >&2\n"
+          "exit 255\n",
+          f);
+    fclose(f);
+    chmod(path, 0755);
+}
+
+static void failed_start_then_teardown(size_t machines)
+{
+    struct topo_machines m = {.n = machines};
+    struct topo_machine v[2] = {{.name = "m2", .address = "10.9.9.9"},
+                                {.name = "m3", .address = "10.9.9.10"}};
+    struct agent_client_options o;
+    struct probe p = {.loop = ev_default_loop(0)};
+    char err[512];
+    ev_timer deadline;
+    m.v = v;
+    agent_client_options_default(&o);
+    o.version = "test";
+    p.group = agent_group_start(p.loop, &m, &o, on_ready, &p, err, sizeof err);
+    CHECK_MSG(p.group != NULL, "%s", err);
+    if (!p.group) return;
+    ev_timer_init(&deadline, on_deadline, 20, 0);
+    ev_timer_start(p.loop, &deadline);
+    ev_run(p.loop, 0);
+    ev_timer_stop(p.loop, &deadline);
+    CHECK_MSG(p.down_calls == 1, "on_down called %d times", p.down_calls);
+    CHECK(!p.down_inside);
+    CHECK_CONTAINS(p.error, "machine 'm");
+    CHECK_CONTAINS(p.error, "the agent's ssh exited with status 255: ssh: connect to host");
+    agent_group_free(p.group); /* NULL unless on_down never came */
+}
+
+int main(void)
+{
+    char dir[64], run_dir[64], path[4096];
+    fake_ssh(dir, sizeof dir);
+    snprintf(run_dir, sizeof run_dir, "/tmp/hn-agent-group-run-XXXXXX");
+    if (!mkdtemp(run_dir)) abort();
+    snprintf(path, sizeof path, "%s:%s", dir, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+    setenv("PATH", path, 1);
+    setenv("HIERNET_RUN_DIR", run_dir, 1);
+    setenv(AGENT_ENV_REMOTE_BIN, "/nonexistent/hiernet", 1);
+    failed_start_then_teardown(1);
+    failed_start_then_teardown(2);
+    snprintf(path, sizeof path, "%s/ssh", dir);
+    unlink(path);
+    rmdir(dir);
+    CHECK_MSG(rmdir(run_dir) == 0, "%s: not empty or not there (the ssh control directory left?)",
+              run_dir);
+    return check_report();
+}
