@@ -206,16 +206,25 @@ static const msgpack_object *typed(const msgpack_object *map, const char *key,
     return o;
 }
 
-static int get_uint(const msgpack_object *map, const char *key, uint64_t max, uint64_t *out,
-                    struct dec *d)
+/* An unsigned integer o, named key, up to max. */
+static int uint_value(const msgpack_object *o, const char *key, uint64_t max, uint64_t *out,
+                      struct dec *d)
 {
-    const msgpack_object *o = typed(map, key, MSGPACK_OBJECT_POSITIVE_INTEGER, d);
-    if (!o) return -1;
+    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return fail(d, "field '%s': expected %s, got %s", key,
+                    proto_type_name(MSGPACK_OBJECT_POSITIVE_INTEGER), proto_type_name(o->type));
     if (o->via.u64 > max)
         return fail(d, "field '%s': %llu is above %llu", key, (unsigned long long)o->via.u64,
                     (unsigned long long)max);
     *out = o->via.u64;
     return 0;
+}
+
+static int get_uint(const msgpack_object *map, const char *key, uint64_t max, uint64_t *out,
+                    struct dec *d)
+{
+    const msgpack_object *o = field(map, key, d);
+    return o ? uint_value(o, key, max, out, d) : -1;
 }
 
 /* An index field: min (-2, -1 or 0) .. max - 1. */
@@ -227,8 +236,15 @@ static int get_index(const msgpack_object *o, const char *key, int min, size_t m
         v = (int64_t)o->via.u64;
     else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && o->via.i64 >= min)
         v = o->via.i64;
+    else if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return fail(d, "field '%s': %llu is not an index from %d to %zu", key,
+                    (unsigned long long)o->via.u64, min, max ? max - 1 : 0);
+    else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        return fail(d, "field '%s': %lld is not an index from %d to %zu", key,
+                    (long long)o->via.i64, min, max ? max - 1 : 0);
     else
-        return fail(d, "field '%s': not an index from %d to %zu", key, min, max ? max - 1 : 0);
+        return fail(d, "field '%s': expected an index from %d to %zu, got %s", key, min,
+                    max ? max - 1 : 0, proto_type_name(o->type));
     *out = (int)v;
     return 0;
 }
@@ -458,26 +474,29 @@ static int decode_link(struct topo_part *part, const msgpack_object *map, size_t
     return check_remote_end(net, &net->links[l], d);
 }
 
-/* One route of node `node`: it leaves by one of the node's links. */
-static int decode_route(const struct topo_network *net, int node, const msgpack_object *o,
-                        struct topo_route *r, struct dec *d)
+/* Route `index` of node `node`: it leaves by one of the node's links. */
+static int decode_route(const struct topo_network *net, int node, uint32_t index,
+                        const msgpack_object *o, struct topo_route *r, struct dec *d)
 {
+    snprintf(d->where, sizeof d->where, "route %u of node '%s'", index, net->nodes[node].name);
     if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != ROUTE_FIELDS)
-        return fail(d, "a route is not an array of %d", ROUTE_FIELDS);
+        return fail(d, "not an array of %d", ROUTE_FIELDS);
     const msgpack_object *v = o->via.array.ptr;
-    if (v[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || v[0].via.u64 > UINT32_MAX ||
-        v[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER || v[1].via.u64 > 32 ||
-        v[4].type != MSGPACK_OBJECT_POSITIVE_INTEGER || v[4].via.u64 > UINT32_MAX)
-        return fail(d, "a route's destination, prefix length or gateway is out of range");
-    r->dst = (uint32_t)v[0].via.u64;
-    r->dst_len = (uint8_t)v[1].via.u64;
-    r->gateway = (uint32_t)v[4].via.u64;
+    uint64_t dst, dst_len, gateway;
+    if (uint_value(&v[0], "dst", UINT32_MAX, &dst, d) < 0 ||
+        uint_value(&v[1], "dst_len", 32, &dst_len, d) < 0 ||
+        uint_value(&v[4], "gateway", UINT32_MAX, &gateway, d) < 0)
+        return -1;
+    r->dst = (uint32_t)dst;
+    r->dst_len = (uint8_t)dst_len;
+    r->gateway = (uint32_t)gateway;
     if (get_index(&v[2], "dst_node", -1, net->n_nodes, &r->dst_node, d) < 0 ||
         get_index(&v[3], "link", 0, net->n_links, &r->link, d) < 0 ||
         get_index(&v[5], "via", TOPO_ROUTE_DIRECT, net->n_nodes, &r->via, d) < 0)
         return -1;
     const struct topo_link *l = &net->links[r->link];
-    if (l->a != node && l->b != node) return fail(d, "a route leaves by a link of other nodes");
+    if (l->a != node && l->b != node)
+        return fail(d, "field 'link': %d is a link of other nodes", r->link);
     return 0;
 }
 
@@ -495,7 +514,7 @@ static int decode_node_routes(struct topo_part *part, size_t i, const msgpack_ob
     if (!n) return 0;
     if (!(nr->routes = calloc(n, sizeof *nr->routes))) return fail(d, "out of memory");
     for (uint32_t r = 0; r < n; r++, nr->n_routes++)
-        if (decode_route(net, (int)i, &list->via.array.ptr[r], &nr->routes[r], d) < 0) return -1;
+        if (decode_route(net, (int)i, r, &list->via.array.ptr[r], &nr->routes[r], d) < 0) return -1;
     part->routing.total_routes += n;
     return 0;
 }
