@@ -53,7 +53,7 @@ close_inputs() {
   local i
   for i in 1 2; do [[ -n ${FDS[$i]:-} ]] && exec {FDS[$i]}>&-; FDS[$i]=; done
 }
-teardown() { close_inputs; cluster_end KILL "${SSH_PIDS[@]}"; cluster_down; }
+teardown() { iperf_serve_end; close_inputs; cluster_end KILL "${SSH_PIDS[@]}"; cluster_down; }
 trap teardown EXIT
 trap 'teardown; exit 130' INT
 trap 'teardown; exit 143' TERM
