@@ -401,7 +401,7 @@ static int get_node_fields(const msgpack_object *map, struct topo_node *n, struc
 static int decode_node(struct topo_part *part, const msgpack_object *map, size_t i, struct dec *d)
 {
     char name[TOPO_NAME_MAX];
-    enum topo_node_kind kind;
+    enum topo_node_kind kind = TOPO_NODE_HOST; /* set by get_kind (gcc cannot tell) */
     snprintf(d->where, sizeof d->where, "node %zu", i);
     if (map->type != MSGPACK_OBJECT_MAP) return fail(d, "not a map");
     if (get_str(map, "name", name, sizeof name, d) < 0 || get_kind(map, &kind, d) < 0) return -1;
@@ -457,7 +457,7 @@ static int decode_link(struct topo_part *part, const msgpack_object *map, size_t
     struct topo_network *net = part->net;
     struct topo_link_params params = {0};
     const msgpack_object *a, *b;
-    int ia, ib;
+    int ia = 0, ib = 0; /* set by get_index (gcc cannot tell) */
     snprintf(d->where, sizeof d->where, "link %zu", i);
     if (map->type != MSGPACK_OBJECT_MAP) return fail(d, "not a map");
     if (!(a = field(map, "a", d)) || get_index(a, "a", 0, net->n_nodes, &ia, d) < 0 ||
