@@ -620,6 +620,41 @@ static int decode_header(struct topo_part *out, const msgpack_object *top, struc
     return decode_settings(out->net, top, d);
 }
 
+struct vni_use {
+    uint32_t vni;
+    size_t link;
+};
+
+static int vni_use_compare(const void *x, const void *y)
+{
+    const struct vni_use *a = x, *b = y;
+    if (a->vni != b->vni) return a->vni < b->vni ? -1 : 1;
+    return a->link < b->link ? -1 : a->link > b->link;
+}
+
+/* Two links with one VNI would meet in the machine's VXLAN table: the
+ * build would fail with EEXIST, which reads as another run's VNI. */
+static int check_vnis_unique(const struct topo_network *net, struct dec *d)
+{
+    struct vni_use *use = malloc((net->n_links ? net->n_links : 1) * sizeof *use);
+    size_t n = 0;
+    if (!use) return fail(d, "out of memory");
+    for (size_t l = 0; l < net->n_links; l++)
+        if (net->links[l].vni) use[n++] = (struct vni_use){net->links[l].vni, l};
+    qsort(use, n, sizeof *use, vni_use_compare);
+    int rc = 0;
+    for (size_t i = 1; i < n && rc == 0; i++) {
+        if (use[i].vni != use[i - 1].vni) continue;
+        char first[80], second[80];
+        topo_link_describe(net, &net->links[use[i - 1].link], first, sizeof first);
+        topo_link_describe(net, &net->links[use[i].link], second, sizeof second);
+        snprintf(d->where, sizeof d->where, "link %s", second);
+        rc = fail(d, "VNI %u is link %s's too", use[i].vni, first);
+    }
+    free(use);
+    return rc;
+}
+
 static int decode_top(struct topo_part *out, const msgpack_object *top, struct dec *d)
 {
     if (top->type != MSGPACK_OBJECT_MAP) return fail(d, "not a map");
@@ -632,6 +667,7 @@ static int decode_top(struct topo_part *out, const msgpack_object *top, struct d
         if (decode_node(out, &nodes->via.array.ptr[i], i, d) < 0) return -1;
     for (uint32_t i = 0; i < links->via.array.size; i++)
         if (decode_link(out, &links->via.array.ptr[i], i, d) < 0) return -1;
+    if (check_vnis_unique(out->net, d) < 0) return -1;
     snprintf(d->where, sizeof d->where, "part");
     if (decode_routing(out, top, d) < 0 ||
         decode_ints(top, "whole_node", out->net->n_nodes, &out->whole_node, d) < 0)

@@ -382,6 +382,11 @@ static void end_past_nodes(struct topo_part *p)
     p->net->links[1].a = 7;
 }
 
+static void vni_twice(struct topo_part *p)
+{
+    p->net->links[1].vni = p->net->links[0].vni;
+}
+
 static void bad_interface(struct topo_part *p)
 {
     snprintf(p->net->links[1].ifname_b, TOPO_IFNAME_MAX, "a/b");
@@ -400,6 +405,10 @@ static void test_refused(struct fixture *f)
     expect_refused(m1, end_past_nodes,
                    "part wire: link 1: field 'a': 7 is not an index from 0 to 2");
     expect_refused(m1, bad_interface, "link cloud-e2: field 'ifname_b': bad name");
+    char want[128];
+    snprintf(want, sizeof want, "part wire: link cloud-e2: VNI %u is link cloud-e1's too",
+             m1->net->links[0].vni);
+    expect_refused(m1, vni_twice, want);
 
     msgpack_sbuffer buf;
     struct topo_part back;
