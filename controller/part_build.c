@@ -63,11 +63,13 @@ static void on_peer_exit(void *ctx, int node, int wait_status)
     if (run->opts.exited) run->opts.exited(run->opts.ctx, node, wait_status);
 }
 
-/* The part decoded, for this machine, and its registry entry. */
+/* The part decoded, for this machine, and its registry entry; a failure
+ * sets error->code: the part's fault, or the machine's (no registry). */
 static int part_open(struct part_run *run, const void *bytes, size_t len, struct net_error *error)
 {
     char *msg = error->message;
     size_t cap = sizeof error->message;
+    error->code = NET_ERR_SCENARIO;
     if (topo_part_decode(bytes, len, &run->part, msg, cap) < 0) return -1;
     if (strcmp(run->part.machine, run->opts.machine) != 0)
         return snprintf(msg, cap, "part of network '%s' for machine '%s' reached machine '%s'",
@@ -76,7 +78,9 @@ static int part_open(struct part_run *run, const void *bytes, size_t len, struct
     char hint[TOPO_PART_RUN_ID_MAX + TOPO_MACHINE_NAME_MAX + 1];
     snprintf(hint, sizeof hint, "%s@%s", run->part.run_id, run->part.machine);
     run->registry = registry_open(hint, NULL, msg, cap);
-    return run->registry ? 0 : -1;
+    if (!run->registry) return error->code = NET_ERR_ENVIRONMENT, -1;
+    error->code = NET_OK;
+    return 0;
 }
 
 int part_build(struct ev_loop *loop, const void *bytes, size_t len,
@@ -84,10 +88,12 @@ int part_build(struct ev_loop *loop, const void *bytes, size_t len,
 {
     net_error_clear(error);
     struct part_run *run = calloc(1, sizeof *run);
-    if (!run) return snprintf(error->message, sizeof error->message, "out of memory"), -1;
+    if (!run) {
+        error->code = NET_ERR_SCENARIO; /* as netrun_build's out of memory */
+        return snprintf(error->message, sizeof error->message, "out of memory"), -1;
+    }
     run->opts = *opts;
     if (part_open(run, bytes, len, error) < 0) {
-        error->code = NET_ERR_SCENARIO;
         part_run_free(run);
         return -1;
     }

@@ -36,8 +36,9 @@ struct part_build_opts {
 
 /* Decodes len bytes and begins the build; returns at once (0, *out set)
  * and opts->built follows from the loop. -1 with *error when it cannot
- * begin (undecodable bytes, a part for another machine, no registry):
- * nothing is left and built is not called. */
+ * begin (undecodable bytes, a part for another machine, out of memory:
+ * NET_ERR_SCENARIO; no registry: NET_ERR_ENVIRONMENT): nothing is left and
+ * built is not called. */
 int part_build(struct ev_loop *loop, const void *bytes, size_t len,
                const struct part_build_opts *opts, struct part_run **out, struct net_error *error);
 struct netrun *part_netrun(const struct part_run *run);

@@ -206,16 +206,25 @@ static const msgpack_object *typed(const msgpack_object *map, const char *key,
     return o;
 }
 
-static int get_uint(const msgpack_object *map, const char *key, uint64_t max, uint64_t *out,
-                    struct dec *d)
+/* An unsigned integer o, named key, up to max. */
+static int uint_value(const msgpack_object *o, const char *key, uint64_t max, uint64_t *out,
+                      struct dec *d)
 {
-    const msgpack_object *o = typed(map, key, MSGPACK_OBJECT_POSITIVE_INTEGER, d);
-    if (!o) return -1;
+    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return fail(d, "field '%s': expected %s, got %s", key,
+                    proto_type_name(MSGPACK_OBJECT_POSITIVE_INTEGER), proto_type_name(o->type));
     if (o->via.u64 > max)
         return fail(d, "field '%s': %llu is above %llu", key, (unsigned long long)o->via.u64,
                     (unsigned long long)max);
     *out = o->via.u64;
     return 0;
+}
+
+static int get_uint(const msgpack_object *map, const char *key, uint64_t max, uint64_t *out,
+                    struct dec *d)
+{
+    const msgpack_object *o = field(map, key, d);
+    return o ? uint_value(o, key, max, out, d) : -1;
 }
 
 /* An index field: min (-2, -1 or 0) .. max - 1. */
@@ -227,8 +236,15 @@ static int get_index(const msgpack_object *o, const char *key, int min, size_t m
         v = (int64_t)o->via.u64;
     else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && o->via.i64 >= min)
         v = o->via.i64;
+    else if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return fail(d, "field '%s': %llu is not an index from %d to %zu", key,
+                    (unsigned long long)o->via.u64, min, max ? max - 1 : 0);
+    else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        return fail(d, "field '%s': %lld is not an index from %d to %zu", key,
+                    (long long)o->via.i64, min, max ? max - 1 : 0);
     else
-        return fail(d, "field '%s': not an index from %d to %zu", key, min, max ? max - 1 : 0);
+        return fail(d, "field '%s': expected an index from %d to %zu, got %s", key, min,
+                    max ? max - 1 : 0, proto_type_name(o->type));
     *out = (int)v;
     return 0;
 }
@@ -385,7 +401,7 @@ static int get_node_fields(const msgpack_object *map, struct topo_node *n, struc
 static int decode_node(struct topo_part *part, const msgpack_object *map, size_t i, struct dec *d)
 {
     char name[TOPO_NAME_MAX];
-    enum topo_node_kind kind;
+    enum topo_node_kind kind = TOPO_NODE_HOST; /* set by get_kind (gcc cannot tell) */
     snprintf(d->where, sizeof d->where, "node %zu", i);
     if (map->type != MSGPACK_OBJECT_MAP) return fail(d, "not a map");
     if (get_str(map, "name", name, sizeof name, d) < 0 || get_kind(map, &kind, d) < 0) return -1;
@@ -441,7 +457,7 @@ static int decode_link(struct topo_part *part, const msgpack_object *map, size_t
     struct topo_network *net = part->net;
     struct topo_link_params params = {0};
     const msgpack_object *a, *b;
-    int ia, ib;
+    int ia = 0, ib = 0; /* set by get_index (gcc cannot tell) */
     snprintf(d->where, sizeof d->where, "link %zu", i);
     if (map->type != MSGPACK_OBJECT_MAP) return fail(d, "not a map");
     if (!(a = field(map, "a", d)) || get_index(a, "a", 0, net->n_nodes, &ia, d) < 0 ||
@@ -458,26 +474,29 @@ static int decode_link(struct topo_part *part, const msgpack_object *map, size_t
     return check_remote_end(net, &net->links[l], d);
 }
 
-/* One route of node `node`: it leaves by one of the node's links. */
-static int decode_route(const struct topo_network *net, int node, const msgpack_object *o,
-                        struct topo_route *r, struct dec *d)
+/* Route `index` of node `node`: it leaves by one of the node's links. */
+static int decode_route(const struct topo_network *net, int node, uint32_t index,
+                        const msgpack_object *o, struct topo_route *r, struct dec *d)
 {
+    snprintf(d->where, sizeof d->where, "route %u of node '%s'", index, net->nodes[node].name);
     if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != ROUTE_FIELDS)
-        return fail(d, "a route is not an array of %d", ROUTE_FIELDS);
+        return fail(d, "not an array of %d", ROUTE_FIELDS);
     const msgpack_object *v = o->via.array.ptr;
-    if (v[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || v[0].via.u64 > UINT32_MAX ||
-        v[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER || v[1].via.u64 > 32 ||
-        v[4].type != MSGPACK_OBJECT_POSITIVE_INTEGER || v[4].via.u64 > UINT32_MAX)
-        return fail(d, "a route's destination, prefix length or gateway is out of range");
-    r->dst = (uint32_t)v[0].via.u64;
-    r->dst_len = (uint8_t)v[1].via.u64;
-    r->gateway = (uint32_t)v[4].via.u64;
+    uint64_t dst, dst_len, gateway;
+    if (uint_value(&v[0], "dst", UINT32_MAX, &dst, d) < 0 ||
+        uint_value(&v[1], "dst_len", 32, &dst_len, d) < 0 ||
+        uint_value(&v[4], "gateway", UINT32_MAX, &gateway, d) < 0)
+        return -1;
+    r->dst = (uint32_t)dst;
+    r->dst_len = (uint8_t)dst_len;
+    r->gateway = (uint32_t)gateway;
     if (get_index(&v[2], "dst_node", -1, net->n_nodes, &r->dst_node, d) < 0 ||
         get_index(&v[3], "link", 0, net->n_links, &r->link, d) < 0 ||
         get_index(&v[5], "via", TOPO_ROUTE_DIRECT, net->n_nodes, &r->via, d) < 0)
         return -1;
     const struct topo_link *l = &net->links[r->link];
-    if (l->a != node && l->b != node) return fail(d, "a route leaves by a link of other nodes");
+    if (l->a != node && l->b != node)
+        return fail(d, "field 'link': %d is a link of other nodes", r->link);
     return 0;
 }
 
@@ -495,7 +514,7 @@ static int decode_node_routes(struct topo_part *part, size_t i, const msgpack_ob
     if (!n) return 0;
     if (!(nr->routes = calloc(n, sizeof *nr->routes))) return fail(d, "out of memory");
     for (uint32_t r = 0; r < n; r++, nr->n_routes++)
-        if (decode_route(net, (int)i, &list->via.array.ptr[r], &nr->routes[r], d) < 0) return -1;
+        if (decode_route(net, (int)i, r, &list->via.array.ptr[r], &nr->routes[r], d) < 0) return -1;
     part->routing.total_routes += n;
     return 0;
 }
@@ -601,6 +620,41 @@ static int decode_header(struct topo_part *out, const msgpack_object *top, struc
     return decode_settings(out->net, top, d);
 }
 
+struct vni_use {
+    uint32_t vni;
+    size_t link;
+};
+
+static int vni_use_compare(const void *x, const void *y)
+{
+    const struct vni_use *a = x, *b = y;
+    if (a->vni != b->vni) return a->vni < b->vni ? -1 : 1;
+    return a->link < b->link ? -1 : a->link > b->link;
+}
+
+/* Two links with one VNI would meet in the machine's VXLAN table: the
+ * build would fail with EEXIST, which reads as another run's VNI. */
+static int check_vnis_unique(const struct topo_network *net, struct dec *d)
+{
+    struct vni_use *use = malloc((net->n_links ? net->n_links : 1) * sizeof *use);
+    size_t n = 0;
+    if (!use) return fail(d, "out of memory");
+    for (size_t l = 0; l < net->n_links; l++)
+        if (net->links[l].vni) use[n++] = (struct vni_use){net->links[l].vni, l};
+    qsort(use, n, sizeof *use, vni_use_compare);
+    int rc = 0;
+    for (size_t i = 1; i < n && rc == 0; i++) {
+        if (use[i].vni != use[i - 1].vni) continue;
+        char first[80], second[80];
+        topo_link_describe(net, &net->links[use[i - 1].link], first, sizeof first);
+        topo_link_describe(net, &net->links[use[i].link], second, sizeof second);
+        snprintf(d->where, sizeof d->where, "link %s", second);
+        rc = fail(d, "VNI %u is link %s's too", use[i].vni, first);
+    }
+    free(use);
+    return rc;
+}
+
 static int decode_top(struct topo_part *out, const msgpack_object *top, struct dec *d)
 {
     if (top->type != MSGPACK_OBJECT_MAP) return fail(d, "not a map");
@@ -613,6 +667,7 @@ static int decode_top(struct topo_part *out, const msgpack_object *top, struct d
         if (decode_node(out, &nodes->via.array.ptr[i], i, d) < 0) return -1;
     for (uint32_t i = 0; i < links->via.array.size; i++)
         if (decode_link(out, &links->via.array.ptr[i], i, d) < 0) return -1;
+    if (check_vnis_unique(out->net, d) < 0) return -1;
     snprintf(d->where, sizeof d->where, "part");
     if (decode_routing(out, top, d) < 0 ||
         decode_ints(top, "whole_node", out->net->n_nodes, &out->whole_node, d) < 0)

@@ -4,6 +4,7 @@
 #   source tests/lib/checks.sh
 #   expect_eq "what" "$got" "expected"   # or pass "what" / fail "why"
 #   iperf_serve PID; ...; iperf_serve_end  # iperf3 -s -1 in PID's netns
+#                                        # (also in the test's teardown)
 #   goodput_check NAME IDEAL SERVER_PID CLIENT_PID ADDR
 #   checks_exit                          # PASS or FAILED, exit status
 FAILED=0
@@ -16,7 +17,9 @@ checks_exit() {
 }
 
 # iperf3's server in the network namespace of process $1, until it
-# answered one test (or is ended): IPERF_SERVER is its pid.
+# answered one test (or is ended): IPERF_SERVER is its pid. A test's
+# teardown calls iperf_serve_end too: a server left running when a signal
+# ends the test would hold a node's namespace after the test.
 iperf_serve() {
   local pid=$1 _
   nsenter -t "$pid" -n -- iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
@@ -27,8 +30,10 @@ iperf_serve() {
   done
 }
 iperf_serve_end() {
+  [[ -n ${IPERF_SERVER:-} ]] || return 0
   kill -TERM "$IPERF_SERVER" 2>/dev/null
   wait "$IPERF_SERVER" 2>/dev/null
+  IPERF_SERVER=
 }
 
 # goodput_check NAME IDEAL SERVER_PID CLIENT_PID ADDR: iperf3 from the

@@ -372,6 +372,21 @@ static void route_elsewhere(struct topo_part *p)
     p->routing.nodes[0].routes[0].link = (int)p->net->n_links; /* past the end */
 }
 
+static void prefix_too_long(struct topo_part *p)
+{
+    p->routing.nodes[0].routes[0].dst_len = 33;
+}
+
+static void end_past_nodes(struct topo_part *p)
+{
+    p->net->links[1].a = 7;
+}
+
+static void vni_twice(struct topo_part *p)
+{
+    p->net->links[1].vni = p->net->links[0].vni;
+}
+
 static void bad_interface(struct topo_part *p)
 {
     snprintf(p->net->links[1].ifname_b, TOPO_IFNAME_MAX, "a/b");
@@ -381,8 +396,19 @@ static void test_refused(struct fixture *f)
 {
     struct topo_part *m1 = &f->parts[0];
     expect_refused(m1, drop_vni, "part wire: link cloud-e1: a link to a remote node needs a VNI");
-    expect_refused(m1, route_elsewhere, "routes of node 'cloud': field 'link': not an index");
+    /* m1's part: cloud, e1 and e2 (remote); links cloud-e1 and cloud-e2. */
+    expect_refused(
+        m1, route_elsewhere,
+        "part wire: route 0 of node 'cloud': field 'link': 2 is not an index from 0 to 1");
+    expect_refused(m1, prefix_too_long,
+                   "part wire: route 0 of node 'cloud': field 'dst_len': 33 is above 32");
+    expect_refused(m1, end_past_nodes,
+                   "part wire: link 1: field 'a': 7 is not an index from 0 to 2");
     expect_refused(m1, bad_interface, "link cloud-e2: field 'ifname_b': bad name");
+    char want[128];
+    snprintf(want, sizeof want, "part wire: link cloud-e2: VNI %u is link cloud-e1's too",
+             m1->net->links[0].vni);
+    expect_refused(m1, vni_twice, want);
 
     msgpack_sbuffer buf;
     struct topo_part back;

@@ -53,7 +53,7 @@ close_inputs() {
   local i
   for i in 1 2; do [[ -n ${FDS[$i]:-} ]] && exec {FDS[$i]}>&-; FDS[$i]=; done
 }
-teardown() { close_inputs; cluster_end KILL "${SSH_PIDS[@]}"; cluster_down; }
+teardown() { iperf_serve_end; close_inputs; cluster_end KILL "${SSH_PIDS[@]}"; cluster_down; }
 trap teardown EXIT
 trap 'teardown; exit 130' INT
 trap 'teardown; exit 143' TERM
@@ -107,8 +107,12 @@ cgroups() { find /sys/fs/cgroup -maxdepth 3 -type d -name "hiernet-$RUN-m*" 2>/d
 [[ -n $(cgroups) ]] && pass "h1's cgroup is named by run and machine: $(cgroups | head -1)" ||
   fail "no cgroup hiernet-$RUN-m1-net"
 
-# The end of the sessions' stdin releases both parts.
+# The end of the sessions' stdin releases both parts. A process's start,
+# in clock ticks since boot (defined before RELEASED reads it: an unset
+# RELEASED made every holder look newer and the check below vacuous).
+started() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
 RELEASED=$(started self)
+[[ $RELEASED =~ ^[0-9]+$ ]] || fail "the release's start time is '$RELEASED'"
 close_inputs
 for i in 1 2; do
   for _ in $(seq 300); do cluster_alive "${SSH_PIDS[$i]}" || break; sleep 0.1; done
@@ -121,7 +125,6 @@ for pid in "$H1" "$H2"; do cluster_alive "$pid" && fail "peer $pid is alive"; do
 # Namespace inodes are reused once freed, and other tests on this host
 # make namespaces meanwhile: a process started after the release began
 # ($RELEASED, clock ticks since boot) holds a new namespace, not ours.
-started() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
 ns_holders() {
   local line pid st
   find /proc/[0-9]*/ns/net /proc/[0-9]*/fd -maxdepth 1 -lname 'net:*' -printf '%p -> %l\n' 2>/dev/null |

@@ -43,7 +43,7 @@ for i in 1 2; do
   CLUSTER_NETNS+=("$(readlink "/proc/${NODES[$i]}/ns/net")")
 done
 node() { local i=$1; shift; nsenter -t "${NODES[$i]}" -n -- "$@"; }
-teardown() { cluster_end KILL "${NODES[@]}"; cluster_down; }
+teardown() { iperf_serve_end; cluster_end KILL "${NODES[@]}"; cluster_down; }
 trap teardown EXIT
 trap 'teardown; exit 130' INT
 trap 'teardown; exit 143' TERM
