@@ -86,12 +86,12 @@
 /* The probe's data-plane window closes after this many active samples. */
 #define OVERLOAD_DP_PROBE_SAMPLES 3
 /* A rerun at the probe's D judges its own data-plane window again and may
- * start once more, at most this many times in all: the share carried at
+ * start once more, at most this many reruns in all: the share carried at
  * dilation 1 overstates what the host forwards once dilated (32 workers at
- * 100 Gbit/s: 4.5% carried at D = 1 chose D = 34, whose links then carried
- * about 2.2 Gbit/s of their 2.9, a Cu 1.32x its bound), and the share
- * measured near the host's limit is the better estimate. Each rerun costs
- * the whole scenario's start again: two bound the wall time. */
+ * 100 Gbit/s: 4.5% carried at D = 1 chose D = 34, whose Cu came to 1.32x
+ * its bound), and the share measured at the rerun's own D is the better
+ * estimate. Each rerun starts the whole scenario again and its window
+ * takes about 3 x D wall seconds: two bound the wall time. */
 #define OVERLOAD_AUTO_RERUNS 2
 
 /* One round of link samples (netrun_dataplane.c). */

@@ -60,8 +60,8 @@ void overload_choose_dataplane(const struct overload_dataplane *w, double d,
                      "its rate%s, host %.0f%% busy, the run's data plane %.2f cores (busiest "
                      "linkd %.0f%%)",
                      at, (unsigned long long)w->samples, w->active_s,
-                     w->link_utilization >= 0 ? 100 * w->link_utilization : 0,
-                     d > 1 ? " / D" : "", w->host_busy >= 0 ? 100 * w->host_busy : 0, w->own_cores, 100 * w->linkd_busy);
+                     w->link_utilization >= 0 ? 100 * w->link_utilization : 0, d > 1 ? " / D" : "",
+                     w->host_busy >= 0 ? 100 * w->host_busy : 0, w->own_cores, 100 * w->linkd_busy);
     size_t used = n > 0 && (size_t)n < sizeof choice->reason ? (size_t)n : 0;
     if (!choice->dp.limited)
         snprintf(choice->reason + used, sizeof choice->reason - used, ": %s", kept_because(w));

@@ -521,8 +521,9 @@ static void test_rerun_probe(void)
     struct overload_links s = {.wall_s = 1, .util_max = 0.555, .own_cpu_s = 4096};
     for (int i = 0; i < OVERLOAD_DP_PROBE_SAMPLES + 2; i++)
         overload_note_links(o, &s);
+    /* ceil(34 x 1.5 / 0.555), the share's bin's middle. */
     CHECK_MSG(calls.calls == 1 && calls.last.dataplane && calls.last.dilation == 92,
-              "%d calls, dilation %g", calls.calls, calls.last.dilation); /* ceil(34 x 1.5 / 0.555): its bin's middle */
+              "%d calls, dilation %g", calls.calls, calls.last.dilation);
     overload_free(o);
     ev_loop_destroy(loop);
 }
