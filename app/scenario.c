@@ -11,6 +11,7 @@
 #include "controller/log.h"
 #include "app/scenario.h"
 
+#include "common/json.h"
 #include "controller/host_probe.h"
 #include "controller/overload.h"
 #include "controller/reaper.h"
@@ -38,16 +39,22 @@
 
 #define TEARDOWN_DEADLINE_S 5.0
 
-/* dilation = "auto" whose probe asked for more than 1: the scenario runs
- * again from its start at that dilation, into the same results directory,
- * with the probe's records kept in its dilation-probe/ folder. */
+/* dilation = "auto" whose probe asked for more than the run's dilation:
+ * the scenario runs again from its start at that dilation, into the same
+ * results directory, with the ended run's records kept in its
+ * dilation-probe/ folder (which holds the run before it the same way). A
+ * rerun's data-plane window judges again, up to OVERLOAD_AUTO_RERUNS
+ * reruns in all. */
 struct auto_rerun {
-    double dilation; /* > 1 once the probe asked for it */
+    double dilation; /* > 1 once a probe asked for it: the next run's */
+    int reruns;      /* runs started again so far */
+    bool pending;    /* the run just ended asked for another */
     char reason[sizeof((struct overload_auto *)0)->reason];
-    char dataplane[320]; /* the probe's data-plane figures (JSON), "" when not judged */
-    double probe_s;      /* the probe run's wall seconds */
-    char *dir;           /* the results directory both runs share */
-    char *aside;         /* the probe's records while the rerun creates dir */
+    char dataplane[320]; /* the latest data-plane figures (JSON), "" when not judged */
+    double probe_s;      /* the ended runs' wall seconds together */
+    char *history;       /* the ended runs' decisions: JSON array items */
+    char *dir;           /* the results directory every run shares */
+    char *aside;         /* the ended run's records while the rerun creates dir */
 };
 
 #define PROBE_DIR_NAME "dilation-probe"
@@ -108,12 +115,13 @@ static int apply_options(struct scenario *sc, const struct scenario_options *o)
         sc->run.backend_override = strdup(o->backend);
     }
     if (o->hosts) sc->run.hosts_override = strdup(o->hosts);
-    if (sc->rerun->dilation > 1) { /* the probe's rerun: its choice is fixed */
+    if (sc->rerun->reruns > 0) { /* a probe's rerun: it starts at the probe's choice */
         sc->run.dilation = sc->rerun->dilation;
         sc->run.dilation_from_cli = sc->run.dilation_auto = true;
         sc->run.probe_s = sc->rerun->probe_s;
         run_set_dilation_reason(&sc->run, sc->rerun->reason);
         if (sc->rerun->dataplane[0]) run_set_dilation_dataplane(&sc->run, sc->rerun->dataplane);
+        run_set_dilation_history(&sc->run, sc->rerun->history);
     } else if (o->dilation && strcmp(o->dilation, "auto") == 0) {
         sc->run.dilation_from_cli = sc->run.dilation_auto = true;
     } else if (o->dilation) {
@@ -262,7 +270,7 @@ static void watch_signals(struct scenario *sc)
 /* ---- dilation = "auto" ---- */
 
 /* The data-plane window's figures into run.json's dilation (and the
- * rerun's, which does not probe again). */
+ * rerun's, until its own window replaces them). */
 static void keep_dataplane_figures(struct scenario *sc, const struct overload_auto *choice)
 {
     if (!choice->dataplane) return;
@@ -291,19 +299,19 @@ static void add_dilation_reason(struct scenario *sc, const char *reason)
 }
 
 /* The probe's verdicts (controller/overload.h), on the loop: one from the
- * compute window, one from the data plane's, whichever closes first. 1
- * keeps the run going as it is; more ends this run so that it can start
- * again at that dilation (links, peers and the clock are fixed once a
- * network starts). */
+ * compute window, one from the data plane's, whichever closes first (a
+ * rerun's: the data plane's alone). The run's dilation keeps the run going
+ * as it is; more ends this run so that it can start again at that dilation
+ * (links, peers and the clock are fixed once a network starts). */
 static void on_dilation_probe(void *ctx, const struct overload_auto *choice)
 {
     struct scenario *sc = ctx;
     if (sc->probe_stop) return; /* the other window asked for a rerun already */
     keep_dataplane_figures(sc, choice);
-    if (choice->dilation <= 1) {
+    if (choice->dilation <= sc->run.dilation) {
         char err[512];
         add_dilation_reason(sc, choice->reason);
-        hn_logf(&sc->rt, "dilation auto: 1 (%s)", choice->reason);
+        hn_logf(&sc->rt, "dilation auto: %g (%s)", sc->run.dilation, choice->reason);
         if (run_write_json_nowait(&sc->run, err, sizeof err) < 0)
             hn_logf(&sc->rt, "warning: %s", err);
         return;
@@ -332,12 +340,20 @@ static void close_dilation_probe(struct scenario *sc)
     hn_logf(&sc->rt, "dilation auto: 1 (%s)", reason);
 }
 
+/* The first run probes once its scenario names auto (or at once under
+ * --dilation auto); a rerun judges its data plane again while reruns are
+ * left, and the last one runs to its end whatever its window says. */
 static void arm_dilation_probe(struct scenario *sc)
 {
     sc->rt.dilation_probe = on_dilation_probe;
     sc->rt.dilation_probe_ctx = sc;
-    if (sc->run.dilation_auto && !sc->run.dilation_reason)
-        overload_probe_arm(sc->rt.overload, on_dilation_probe, sc);
+    if (!sc->run.dilation_auto) return;
+    if (sc->rerun->reruns > 0) {
+        if (sc->rerun->reruns < OVERLOAD_AUTO_RERUNS)
+            overload_probe_arm_dataplane(sc->rt.overload, on_dilation_probe, sc, sc->run.dilation);
+        return;
+    }
+    if (!sc->run.dilation_reason) overload_probe_arm(sc->rt.overload, on_dilation_probe, sc);
 }
 
 /* ---- running ---- */
@@ -542,6 +558,28 @@ static int finish_drawing(struct scenario *sc, int code)
     return code;
 }
 
+/* The ended run's decision appended to the history run.json keeps. */
+static int add_history(struct auto_rerun *rr, double dilation, double wall_s)
+{
+    char *items = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&items, &len);
+    if (!f) return -1;
+    if (rr->history) fprintf(f, "%s, ", rr->history);
+    fprintf(f, "{\"dilation\": %g, \"wall_s\": ", dilation);
+    json_write_number(f, wall_s);
+    fprintf(f, ", \"next\": %g, \"reason\": ", rr->dilation);
+    json_write_string_or_null(f, rr->reason);
+    fputc('}', f);
+    if (fclose(f) != 0) {
+        free(items);
+        return -1;
+    }
+    free(rr->history);
+    rr->history = items;
+    return 0;
+}
+
 /* The probe's run ends here: its records stay (run.json status "probe"),
  * its directory moves aside for the rerun. */
 static int end_probe_run(struct scenario *sc)
@@ -552,11 +590,14 @@ static int end_probe_run(struct scenario *sc)
     finish_run(sc);
     unregister_run(sc);
     struct auto_rerun *rr = sc->rerun;
-    rr->probe_s = sc->run.end_wall - sc->run.start_wall;
+    double wall_s = sc->run.end_wall - sc->run.start_wall;
+    rr->probe_s += wall_s;
+    free(rr->dir);
+    free(rr->aside);
     rr->dir = strdup(sc->run.dir);
     size_t n = strlen(sc->run.dir) + sizeof "." PROBE_DIR_NAME;
     rr->aside = rr->dir ? malloc(n) : NULL;
-    if (!rr->aside) {
+    if (!rr->aside || add_history(rr, sc->run.dilation, wall_s) < 0) {
         fprintf(stderr, "hiernet: out of memory\n");
         return 1;
     }
@@ -566,6 +607,7 @@ static int end_probe_run(struct scenario *sc)
                 sc->run.dir, strerror(errno));
         return 1;
     }
+    rr->pending = true;
     return 0;
 }
 
@@ -637,7 +679,12 @@ int scenario_run(const struct scenario_options *o)
 {
     struct auto_rerun rerun = {0};
     int code = scenario_attempt(o, &rerun);
-    if (code == 0 && rerun.dilation > 1 && rerun.aside) code = scenario_attempt(o, &rerun);
+    while (code == 0 && rerun.pending) {
+        rerun.pending = false;
+        rerun.reruns++;
+        code = scenario_attempt(o, &rerun);
+    }
+    free(rerun.history);
     free(rerun.dir);
     free(rerun.aside);
     return code;

@@ -60,6 +60,7 @@ struct probe {
     struct cpu_sample host_first;
     struct dp_account dp; /* the data plane's window */
     bool dp_closed;
+    double dp_dilation; /* the run's, which the data plane's window is judged at */
 };
 
 struct overload {
@@ -291,6 +292,15 @@ void overload_probe_arm(struct overload *o, overload_probe_fn fn, void *ctx)
     o->probe.armed = true;
     o->probe.fn = fn;
     o->probe.ctx = ctx;
+    o->probe.dp_dilation = 1;
+}
+
+void overload_probe_arm_dataplane(struct overload *o, overload_probe_fn fn, void *ctx, double d)
+{
+    if (!o || !fn || o->probe.armed) return;
+    overload_probe_arm(o, fn, ctx);
+    o->probe.closed = true; /* the compute window's choice was made at dilation 1 */
+    o->probe.dp_dilation = d > 1 ? d : 1;
 }
 
 void overload_probe_disarm(struct overload *o)
@@ -450,7 +460,7 @@ static void dp_probe_note(struct overload *o, const struct overload_links *s,
     struct overload_dataplane w;
     dp_figures(&p->dp, &w);
     struct overload_auto choice;
-    overload_choose_dataplane(&w, &choice);
+    overload_choose_dataplane(&w, p->dp_dilation, &choice);
     p->fn(p->ctx, &choice);
 }
 

@@ -35,19 +35,32 @@ static const char *kept_because(const struct overload_dataplane *w)
            "(windows, queues, loss)";
 }
 
-void overload_choose_dataplane(const struct overload_dataplane *w, struct overload_auto *choice)
+/* "at dilation D" in a rerun's reason ("" at 1: the first run's). */
+static void dilation_phrase(double d, char *buf, size_t len)
 {
+    if (d > 1)
+        snprintf(buf, len, " at dilation %g", d);
+    else
+        buf[0] = '\0';
+}
+
+void overload_choose_dataplane(const struct overload_dataplane *w, double d,
+                               struct overload_auto *choice)
+{
+    d = d > 1 ? d : 1;
     choice->dataplane = true;
     choice->dp = *w;
-    overload_judge_dataplane(&choice->dp, 1);
+    overload_judge_dataplane(&choice->dp, d);
     choice->dilation = choice->dp.suggested_dilation;
     choice->window_s = w->active_s;
+    char at[40];
+    dilation_phrase(d, at, sizeof at);
     int n = snprintf(choice->reason, sizeof choice->reason,
-                     "data plane, %llu samples in %.1f s: the busiest link carried %.0f%% of its "
-                     "rate, host %.0f%% busy, the run's data plane %.2f cores (busiest linkd "
-                     "%.0f%%)",
-                     (unsigned long long)w->samples, w->active_s,
-                     w->link_utilization >= 0 ? 100 * w->link_utilization : 0,
+                     "data plane%s, %llu samples in %.1f s: the busiest link carried %.0f%% of "
+                     "its rate%s, host %.0f%% busy, the run's data plane %.2f cores (busiest "
+                     "linkd %.0f%%)",
+                     at, (unsigned long long)w->samples, w->active_s,
+                     w->link_utilization >= 0 ? 100 * w->link_utilization : 0, d > 1 ? " / D" : "",
                      w->host_busy >= 0 ? 100 * w->host_busy : 0, w->own_cores, 100 * w->linkd_busy);
     size_t used = n > 0 && (size_t)n < sizeof choice->reason ? (size_t)n : 0;
     if (!choice->dp.limited)

@@ -47,6 +47,7 @@ void run_destroy(struct run *r)
     free(r->hosts_override);
     free(r->dilation_reason);
     free(r->dilation_dataplane);
+    free(r->dilation_history);
     memset(r, 0, sizeof *r);
 }
 
@@ -113,6 +114,12 @@ void run_set_dilation_dataplane(struct run *r, const char *json)
 {
     free(r->dilation_dataplane);
     r->dilation_dataplane = json ? strdup(json) : NULL;
+}
+
+void run_set_dilation_history(struct run *r, const char *items)
+{
+    free(r->dilation_history);
+    r->dilation_history = items ? strdup(items) : NULL;
 }
 
 double run_wall_clock(void)
@@ -413,8 +420,9 @@ static void write_versions(FILE *f, const char *lua_release)
 }
 
 /* "dilation": {"mode": "fixed"|"auto", "value": D, "reason": ..., "probe_s": ...,
- * "dataplane": {...}}: an auto run's reason is null until its probe decided,
- * its dataplane (the probe's data-plane window) absent until that window closed. */
+ * "dataplane": {...}, "history": [...]}: an auto run's reason is null until its
+ * probe decided, its dataplane (the latest data-plane window) absent until that
+ * window closed, its history (the runs it ended to start again) absent without one. */
 static void write_dilation(FILE *f, const struct run *r)
 {
     fprintf(f, ",\n  \"dilation\": {\"mode\": \"%s\", \"value\": %g, \"reason\": ",
@@ -423,6 +431,7 @@ static void write_dilation(FILE *f, const struct run *r)
     fputs(", \"probe_s\": ", f);
     json_write_number(f, r->probe_s);
     if (r->dilation_dataplane) fprintf(f, ", \"dataplane\": %s", r->dilation_dataplane);
+    if (r->dilation_history) fprintf(f, ", \"history\": [%s]", r->dilation_history);
     fputs("}", f);
 }
 

@@ -52,7 +52,10 @@ struct run {
     bool dilation_auto;
     char *dilation_reason;    /* NULL until the probe decided */
     char *dilation_dataplane; /* the data plane's window (JSON object), NULL until judged */
-    double probe_s;           /* wall seconds of a probe run that came before this one */
+    double probe_s;           /* wall seconds of the probe runs that came before this one */
+    /* The runs auto ended to start again, oldest first: the items of a JSON
+     * array ({"dilation", "wall_s", "next", "reason"} each), NULL without. */
+    char *dilation_history;
 };
 
 /* The largest dilation accepted: beyond it, timers of a few ms turn into minutes. */
@@ -112,6 +115,9 @@ enum run_dilation_outcome run_name_dilation_auto(struct run *r, bool started, co
 void run_set_dilation_reason(struct run *r, const char *reason);
 /* The probe's data-plane figures, a JSON object (copied; NULL clears). */
 void run_set_dilation_dataplane(struct run *r, const char *json);
+/* The earlier runs' decisions: a JSON array's items, comma-separated
+ * (copied; NULL clears). */
+void run_set_dilation_history(struct run *r, const char *items);
 double run_wall_clock(void);
 /* A run whose controller (pid) died: when dir/run.json still says "running"
  * for that pid, rewrites it with status "crashed", end_time the newest write

@@ -435,20 +435,20 @@ static void test_dataplane_choice(void)
 {
     struct overload_dataplane w = dataplane(0.5, 0.99, 1.2);
     struct overload_auto c;
-    overload_choose_dataplane(&w, &c);
+    overload_choose_dataplane(&w, 1, &c);
     CHECK(c.dataplane && c.dilation == 3 && c.window_s == 3 && c.dp.limited);
     CHECK(strcmp(c.reason,
                  "data plane, 3 samples in 3.0 s: the busiest link carried 50% of its "
                  "rate, host 99% busy, the run's data plane 1.20 cores (busiest linkd 0%): "
                  "the host cannot forward it; dilation 3 gives it room") == 0);
     w = dataplane(0.97, 1, 0.4);
-    overload_choose_dataplane(&w, &c);
+    overload_choose_dataplane(&w, 1, &c);
     CHECK(c.dilation == 1 && strstr(c.reason, ": the links keep their rate"));
     w = dataplane(0.3, 0.5, 0.4);
-    overload_choose_dataplane(&w, &c);
+    overload_choose_dataplane(&w, 1, &c);
     CHECK(c.dilation == 1 && strstr(c.reason, "the host's CPU has room"));
     w = dataplane(0.3, 1, 0.05);
-    overload_choose_dataplane(&w, &c);
+    overload_choose_dataplane(&w, 1, &c);
     CHECK(c.dilation == 1 && strstr(c.reason, "the host is busy with other programs"));
     char buf[512] = "";
     FILE *f = fmemopen(buf, sizeof buf, "w");
@@ -460,6 +460,72 @@ static void test_dataplane_choice(void)
                      "\"limited\": false, "
                      "\"suggested_dilation\": 1}") == 0,
               "%s", buf);
+}
+
+/* A rerun's window, judged at its dilation: the share of rate / D it
+ * carried there sets the next D (OVERLOAD_AUTO_RERUNS bounds how often). */
+static void test_dataplane_rerun_choice(void)
+{
+    /* 32 workers at 100 Gbit/s: D = 34 from the first probe, whose links
+     * then carried 75% of rate / 34 on a saturated host. */
+    struct overload_dataplane w = dataplane(0.75, 0.9, 1.1);
+    struct overload_auto c;
+    overload_choose_dataplane(&w, 34, &c);
+    CHECK_MSG(c.dataplane && c.dp.limited && c.dilation == 68, "%g", c.dilation);
+    CHECK_MSG(strcmp(c.reason,
+                     "data plane at dilation 34, 3 samples in 3.0 s: the busiest link carried 75% "
+                     "of its rate / D, host 90% busy, the run's data plane 1.10 cores (busiest "
+                     "linkd 0%): the host cannot forward it; dilation 68 gives it room") == 0,
+              "%s", c.reason);
+    /* Links at their rate / D keep the rerun's D, and so does a host with
+     * room: the choice never goes below the run's own dilation. */
+    w = dataplane(0.95, 1, 1.5);
+    overload_choose_dataplane(&w, 34, &c);
+    CHECK(!c.dp.limited && c.dilation == 34 && strstr(c.reason, ": the links keep their rate"));
+    w = dataplane(0.5, 0.6, 0.7);
+    overload_choose_dataplane(&w, 34, &c);
+    CHECK(!c.dp.limited && c.dilation == 34 && strstr(c.reason, "the host's CPU has room"));
+    /* A dilation under 1 is judged at 1 (the first run's wording). */
+    w = dataplane(0.5, 0.99, 1.2);
+    overload_choose_dataplane(&w, 0.5, &c);
+    CHECK(c.dilation == 3 && strncmp(c.reason, "data plane, 3 samples", 21) == 0);
+}
+
+struct probe_calls {
+    int calls;
+    struct overload_auto last;
+};
+
+static void on_probe(void *ctx, const struct overload_auto *choice)
+{
+    struct probe_calls *p = ctx;
+    p->calls++;
+    p->last = *choice;
+}
+
+/* A rerun's probe: the data plane's window alone, judged at the run's D;
+ * compute replies open no window. */
+static void test_rerun_probe(void)
+{
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct overload *o = overload_new(loop);
+    struct probe_calls calls = {0};
+    overload_probe_arm_dataplane(o, on_probe, &calls, 34);
+    int id = overload_add_node(o, "n", "w1", 1, true);
+    for (int i = 0; i < 2 * OVERLOAD_PROBE_COMMANDS; i++)
+        note(o, id, 40, 5, true); /* all starved: a compute window would dilate */
+    struct overload_auto open;
+    CHECK(calls.calls == 0 && !overload_probe_open(o, &open));
+    /* 55.5% of rate / D carried while the run's data plane took more cores
+     * than any host has: saturated by the run itself, whatever /proc/stat says. */
+    struct overload_links s = {.wall_s = 1, .util_max = 0.555, .own_cpu_s = 4096};
+    for (int i = 0; i < OVERLOAD_DP_PROBE_SAMPLES + 2; i++)
+        overload_note_links(o, &s);
+    /* ceil(34 x 1.5 / 0.555), the share's bin's middle. */
+    CHECK_MSG(calls.calls == 1 && calls.last.dataplane && calls.last.dilation == 92,
+              "%d calls, dilation %g", calls.calls, calls.last.dilation);
+    overload_free(o);
+    ev_loop_destroy(loop);
 }
 
 /* A share far past the last bin (a link of a few bit/s that carried a
@@ -491,6 +557,8 @@ int main(void)
     test_auto_choice();
     test_dataplane_judge();
     test_dataplane_choice();
+    test_dataplane_rerun_choice();
+    test_rerun_probe();
     test_dataplane_huge_share();
     return check_report();
 }

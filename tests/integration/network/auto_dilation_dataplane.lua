@@ -15,9 +15,19 @@
 --                  then exits 77)
 --   expect=keep    bw=20Mbit: the links keep their rate, so D stays 1 even
 --                  on a host busy with other programs
+--   expect=rejudge bw=10Gbit: the flows run in the reruns too, so each
+--                  rerun's own data-plane window judges again at its D: it
+--                  keeps D (its reason is added) or starts once more above
+--                  D, at most 2 reruns (the last runs no flows); checked:
+--                  run.json's history against the nested dilation-probe/
+--                  records, each step above the last, a rerun's judgement
+--                  worded at its dilation. SKIP when the first probe kept 1
+--                  (see dilate) or D is too large for the rerun's window to
+--                  close within the test's time (RERUN_WALL_S)
 -- Emulated time: 5 s of flows at D = 1 (the window needs 3 active samples
 -- of one emulated second after a first one); the rerun starts and stops.
 local hn = require("hiernet")
+local core = require("hiernet.core")
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local H = dofile(dir .. "common.lua")
 local A = H.args(...)
@@ -35,16 +45,6 @@ end
 net:start()
 H.own(net)
 local rerun = net.dilation > 1
--- The rerun only shows its dilation: flows at D of 100 and more would take
--- their peers tens of seconds to close.
-local started = {}
-for i = 1, rerun and 0 or flows do
-  started[i] = net:traffic{ from = hosts[i], to = hosts[i % n + 1], proto = "tcp" }
-end
-hn.sleep(rerun and 0.01 or 5)
-for _, f in ipairs(started) do f:stop() end
-local o = hn.overload()
-net:stop()
 
 local function read(path)
   local f = io.open(path)
@@ -53,6 +53,26 @@ local function read(path)
   f:close()
   return text
 end
+-- How many runs this one follows: each rerun's dilation-probe/ holds the
+-- run it ended, nested.
+local depth, probe_dir = 0, hn.results_dir()
+while read(probe_dir .. "/dilation-probe/run.json") do
+  depth, probe_dir = depth + 1, probe_dir .. "/dilation-probe"
+end
+-- 5 emulated seconds give the window its 3 active samples after a first
+-- one; a rerun's take D times that in wall seconds.
+local RERUN_WALL_S = 90
+local flowing = not rerun or (expect == "rejudge" and depth < 2 and 5 * net.dilation <= RERUN_WALL_S)
+-- Otherwise the rerun only shows its dilation: flows at D of 100 and more
+-- would take their peers tens of seconds to close.
+local started = {}
+for i = 1, flowing and flows or 0 do
+  started[i] = net:traffic{ from = hosts[i], to = hosts[i % n + 1], proto = "tcp" }
+end
+hn.sleep(flowing and 5 or 0.01)
+for _, f in ipairs(started) do f:stop() end
+local o = hn.overload()
+net:stop()
 local json = read(hn.results_dir() .. "/run.json") or ""
 local choice = json:match('"dilation": %b{}') or "missing"
 local dp = o.dataplane
@@ -63,6 +83,34 @@ if expect == "dilate" and not rerun and (choice:find("the host is busy with othe
                                          or choice:find("ended inside the probe", 1, true)) then
   H.log("SKIP: other programs left this run's data plane under 0.6 of a core or its links under 0.1%% of "
         .. "their rate: %s", choice)
+elseif expect == "rejudge" then
+  local got = assert(core._json_decode(read(hn.results_dir() .. "/run.json") or ""))
+  local d = got.dilation
+  local history = d.history or {}
+  if not rerun then
+    H.log("SKIP: the first probe kept dilation 1: %s", d.reason)
+  elseif depth == 1 and not flowing then
+    H.log("SKIP: dilation %g: a rerun's window would take over %d s here", net.dilation, RERUN_WALL_S)
+  else
+    H.check(#history == depth and depth >= 1 and depth <= 2, "%d history entries for %d runs before",
+            #history, depth)
+    local before = 1
+    for i, h in ipairs(history) do
+      H.check(h.dilation == before and h.next > h.dilation and h.reason:find("the host cannot forward it", 1, true),
+              "history %d: dilation %s, next %s: %s", i, h.dilation, h.next, h.reason)
+      H.check(i == 1 or h.reason:find(string.format("data plane at dilation %g,", h.dilation), 1, true),
+              "history %d: a rerun's reason not at its dilation: %s", i, h.reason)
+      before = h.next
+    end
+    H.check(net.dilation == before, "dilation %g, the history's last step %g", net.dilation, before)
+    -- A rerun that kept its D says so, worded at its dilation.
+    if depth == 1 then
+      H.check(d.reason:find(string.format("; data plane at dilation %g,", net.dilation), 1, true),
+              "the rerun's own judgement is missing from its reason: %s", d.reason)
+    end
+    H.check(math.abs(d.probe_s - (history[1].wall_s + (history[2] or { wall_s = 0 }).wall_s)) < 1e-6,
+            "probe_s %g is not the ended runs' wall seconds", d.probe_s)
+  end
 elseif expect == "dilate" then
   H.check(rerun, "auto kept dilation %g for %s links the host cannot forward: %s", net.dilation,
           link.bw, choice)
