@@ -128,7 +128,10 @@ static bool ssh_options(struct argv_list *l, struct argv_store *s, const struct 
                         const struct agent_client_options *o)
 {
     const char *config = getenv(AGENT_ENV_SSH_CONFIG);
-    bool ok = push(l, "ssh") && push(l, "-T") && push(l, "-o") && push(l, "BatchMode=yes");
+    /* ConnectTimeout: an unreachable machine fails in seconds, not after
+     * TCP's minutes (doctor and clean --hosts go machine by machine). */
+    bool ok = push(l, "ssh") && push(l, "-T") && push(l, "-o") && push(l, "BatchMode=yes") &&
+              push(l, "-o") && push(l, "ConnectTimeout=" AGENT_SSH_CONNECT_TIMEOUT);
     if (config && *config) ok = ok && push(l, "-F") && push(l, (char *)config);
     /* ControlPersist=no: the agent's ssh is the master and ends with it; a
      * persisting master would be a detached process that no parent-death

@@ -34,6 +34,9 @@
 #define AGENT_ENV_REMOTE_BIN "HIERNET_REMOTE_BIN"
 #define AGENT_ENV_SSH_CONFIG "HIERNET_SSH_CONFIG"
 
+/* Seconds ssh waits for a machine's TCP connection (ssh -o ConnectTimeout). */
+#define AGENT_SSH_CONNECT_TIMEOUT "15"
+
 struct agent_client;
 
 struct agent_client_options {

@@ -66,13 +66,14 @@ static int make_control_dir(struct agent_group *g, char *err, size_t errlen)
     if (registry_root_for_write(root, sizeof root, err, errlen) < 0) return -1;
     if (registry_proc_read(getpid(), &self) < 0)
         return snprintf(err, errlen, "read /proc/self/stat: %s", strerror(errno)), -1;
-    snprintf(g->control_dir, sizeof g->control_dir, "%s/" REGISTRY_SSH_PREFIX "%ld-%llu-XXXXXX",
-             root, (long)self.pid, self.start);
-    if (strlen(g->control_dir) > CONTROL_DIR_MAX) {
+    int len =
+        snprintf(g->control_dir, sizeof g->control_dir, "%s/" REGISTRY_SSH_PREFIX "%ld-%llu-XXXXXX",
+                 root, (long)self.pid, self.start);
+    if (len < 0 || (size_t)len > CONTROL_DIR_MAX) {
         snprintf(err, errlen,
-                 "ssh control directory %s: %zu characters, the most an ssh ControlPath "
+                 "ssh control directory %s: %d characters, the most an ssh ControlPath "
                  "socket allows is %zu (set HIERNET_RUN_DIR to a shorter directory)",
-                 g->control_dir, strlen(g->control_dir), (size_t)CONTROL_DIR_MAX);
+                 g->control_dir, len, (size_t)CONTROL_DIR_MAX);
         g->control_dir[0] = '\0';
         return -1;
     }

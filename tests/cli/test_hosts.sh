@@ -128,7 +128,7 @@ chmod +x fakebin/ssh
 expect_exit 3 "run on two machines" -- env PATH="$work/fakebin:$PATH" "$HN" run two.lua --hosts hosts.txt --out r-two --quiet
 expect_err "network 'two': 5 of its 10 nodes are placed on other machines than this one: machine 'm2' (192.0.2.7): the agent's ssh exited with status 255: ssh: connect to host 192.0.2.7 port 22: Connection refused" "run on two machines"
 hn_abs=$(readlink -f "$HN")
-grep -qxF -- "-T -o BatchMode=yes -o ControlMaster=auto -o ControlPersist=no -l lab -- 192.0.2.7 exec '$hn_abs' 'agent' '--machine' 'm2'" \
+grep -qxF -- "-T -o BatchMode=yes -o ConnectTimeout=15 -o ControlMaster=auto -o ControlPersist=no -l lab -- 192.0.2.7 exec '$hn_abs' 'agent' '--machine' 'm2'" \
   <(tr '\n' ' ' <ssh-args.txt | sed -E 's/-o ControlPath=[^ ]*\/[0-9]+ //; s/ $//') && ok ||
   bad "run on two machines: ssh's arguments: $(tr '\n' ' ' <ssh-args.txt)"
 grep -qE '^ControlPath=/.*/\.ssh-[0-9]+-[0-9]+-[A-Za-z0-9]{6}/1$' ssh-args.txt && ok || bad "no private ControlPath: $(cat ssh-args.txt)"

@@ -28,7 +28,8 @@ static void ssh_line(void)
     join(argv, line, sizeof line);
     CHECK_STREQ(
         line,
-        "ssh|-T|-o|BatchMode=yes|-F|/etc/cluster_config|-o|ControlMaster=auto|-o|"
+        "ssh|-T|-o|BatchMode=yes|-o|ConnectTimeout=15|-F|/etc/"
+        "cluster_config|-o|ControlMaster=auto|-o|"
         "ControlPath=/run/hiernet/.ssh-1-2-abcdef/0|-o|ControlPersist=no|-l|lab|--|10.250.0.2|"
         "exec '/opt/hier net/it'\\''s/hiernet' 'agent' '--machine' 'm2'");
 
@@ -38,7 +39,7 @@ static void ssh_line(void)
     o.control_dir = NULL;
     CHECK(agent_client_argv(&m, &o, words, argv, 32, store, sizeof store) == 0);
     join(argv, line, sizeof line);
-    CHECK_STREQ(line, "ssh|-T|-o|BatchMode=yes|--|10.250.0.2|"
+    CHECK_STREQ(line, "ssh|-T|-o|BatchMode=yes|-o|ConnectTimeout=15|--|10.250.0.2|"
                       "exec '/opt/hier net/it'\\''s/hiernet' 'agent' '--machine' 'm2'");
     /* too small a store or argv: refused, not cut */
     CHECK(agent_client_argv(&m, &o, words, argv, 32, store, 40) == -1);
