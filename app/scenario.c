@@ -281,7 +281,13 @@ static void keep_dataplane_figures(struct scenario *sc, const struct overload_au
     overload_write_dataplane_json(f, &choice->dp);
     if (fclose(f) == 0) {
         run_set_dilation_dataplane(&sc->run, text);
-        snprintf(sc->rerun->dataplane, sizeof sc->rerun->dataplane, "%s", text);
+        /* Cut JSON would make the rerun's run.json malformed: keep none. */
+        bool fits = len < sizeof sc->rerun->dataplane;
+        memcpy(sc->rerun->dataplane, fits ? text : "", fits ? len + 1 : 1);
+        if (!fits)
+            ctl_log("dilation: the data-plane figures (%zu bytes) do not fit the rerun's "
+                    "record; the rerun's run.json leaves them out",
+                    len);
     }
     free(text);
 }

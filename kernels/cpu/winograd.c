@@ -19,6 +19,7 @@
  * inputs are zero and whose outputs are dropped. */
 #include "kernels/cpu/winograd.h"
 
+#include <assert.h>
 #include <cblas.h>
 #include <string.h>
 
@@ -31,7 +32,11 @@
  * step buffers, the tiles); GCC cannot prove it for this many pointers and
  * left them scalar (perf); with this a resnet20 step went from 207 to
  * 174 ms. */
+#if defined(__GNUC__) && !defined(__clang__)
 #define VECTOR_LOOP _Pragma("GCC ivdep")
+#else
+#define VECTOR_LOOP
+#endif
 
 #define WINO_TILE 16     /* 4 x 4 positions xi per tile */
 #ifndef WINO_CHUNK_BYTES /* overridable to measure other sizes */
@@ -60,7 +65,9 @@ int wino_tiles(const struct wino_conv *cv, int images)
 
 int wino_chunk_images(const struct wino_conv *cv, int batch)
 {
-    size_t per_image = (size_t)WINO_TILE * wino_tiles(cv, 1) * (cv->in_c + cv->out_c) * 4;
+    assert(cv->in_c >= 1 && cv->out_c >= 1 && cv->h >= 1 && cv->w >= 1 && batch >= 1);
+    size_t per_image =
+        (size_t)WINO_TILE * wino_tiles(cv, 1) * (cv->in_c + cv->out_c) * sizeof(float);
     size_t n = WINO_CHUNK_BYTES / per_image;
     return n < 1 ? 1 : n > (size_t)batch ? batch : (int)n;
 }
@@ -430,6 +437,7 @@ static void chunk_gemms(const struct wino_conv *cv, const struct wino_plan *p, i
 void wino_backward(const struct wino_conv *cv, const float *weights, const float *x,
                    const float *dy, float *dweights, float *dx, int batch, float *work)
 {
+    assert(batch >= 1); /* with none, no chunk would write p.du that dweights reads */
     struct wino_plan p;
     plan_layout(cv, batch, work, &p);
     filter_transform(cv, weights, p.u);

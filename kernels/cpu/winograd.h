@@ -11,7 +11,7 @@
 /* One convolution: in_c -> out_c channels, h x w maps in and out. The
  * weights are out_c x in_c x 3 x 3 (cpu/model.c's (c, ky, kx) patch order). */
 struct wino_conv {
-    int in_c, out_c, h, w;
+    int in_c, out_c, h, w; /* each >= 1; the functions below also need batch >= 1 */
 };
 
 /* Floats of the scratch a pass over `batch` samples needs (filter, filter
