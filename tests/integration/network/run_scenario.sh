@@ -24,6 +24,8 @@ hn_snapshot "$HN_TMP/before"
 hn_run "$name" "$hiernet" "$scenario" "$@"
 [[ $HN_RC -eq 0 ]] || fail "$(basename "$scenario") $*: exit $HN_RC: $(head -n1 "$HN_TMP/$name.stderr")"
 hn_check_left "$HN_TMP/$name.owned" "$name" "$HN_TMP/before"
-# A scenario that cannot test its point on this host says so on a SKIP line.
-skip_line=$(grep -m1 '^SKIP: ' "$HN_TMP/$name.stdout") && skip "${skip_line#SKIP: }"
+# A scenario that cannot test its point on this host says so on a SKIP
+# line; a run that failed or left something behind fails all the same.
+skip_line=$(grep -m1 '^SKIP: ' "$HN_TMP/$name.stdout") && [[ $HN_FAILED -eq 0 ]] &&
+  skip "${skip_line#SKIP: }"
 hn_finish
