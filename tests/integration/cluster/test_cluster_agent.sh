@@ -26,11 +26,7 @@ PROBE=$1
 HN=$2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../../lib/cluster.sh"
-
-FAILED=0
-fail() { echo "FAIL: $*"; FAILED=1; }
-pass() { echo "ok: $*"; }
-expect_eq() { [[ $2 == "$3" ]] && pass "$1" || fail "$1: got '$2', expected '$3'"; }
+source "$here/../../lib/checks.sh"
 
 cluster_require
 cluster_up 3 || { echo "FAIL: cluster_up 3"; exit 1; }
@@ -210,5 +206,4 @@ grep -qE "^m1: clean: nothing stale" "$D/clean.out" && pass "clean --hosts: m1 h
 cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" "$HN" clean --hosts "$D/hosts" >"$D/clean.out" 2>&1
 expect_eq "clean --hosts again: nothing stale anywhere" "$(grep -c ': clean: nothing stale' "$D/clean.out")" 3
 
-[[ $FAILED -eq 0 ]] && echo PASS || echo FAILED
-exit $FAILED
+checks_exit
