@@ -159,8 +159,8 @@ static struct store_tensor *part_open(struct command_job *j, const struct part_p
     return ml_params_find(j, m);
 }
 
-/* A new tensor of n elements whose elements the caller writes, then
- * publishes with publish(). */
+/* Publishes t (a cmd_new_tensor whose elements the caller has written)
+ * and drops the caller's reference: the store keeps its own. */
 static bool publish(struct command_job *j, struct store_tensor *t)
 {
     store_publish(j->store, t);

@@ -20,7 +20,7 @@ struct topo_machine {
     char name[TOPO_MACHINE_NAME_MAX];
     char address[TOPO_MACHINE_ADDR_MAX];
     int cores;                        /* cores= (0: not given, counts as 1 in the placement) */
-    double mem_gib;                   /* mem= (0: not given) */
+    double mem_gib;                   /* mem= (0: not given); checked, not used yet */
     char user[TOPO_MACHINE_USER_MAX]; /* user= ("": SSH's default) */
     int line;                         /* of the file (0: not from a file) */
     bool local;                       /* the controller's own machine (controller/hosts.c) */

@@ -24,7 +24,10 @@
 #include <msgpack.h>
 #include <stddef.h>
 
-/* The largest part the decoder takes, bytes (a 10000-node part is ~3 MB). */
+/* The largest part the decoder takes, bytes. Measured (topo_part_encode
+ * of one machine's part of a cloud - edges - switch - terminals tree):
+ * 10001 nodes are 5.8 MB with 8 terminals an edge, 24.5 MB with 98
+ * (the routes, about one per terminal of the edge a node, dominate). */
 #define TOPO_PART_WIRE_MAX (64u << 20)
 #define TOPO_PART_WIRE_NODES_MAX 100000
 #define TOPO_PART_WIRE_ROUTES_MAX 1000000 /* of one node: one per host of the whole network */
