@@ -274,20 +274,31 @@ static void on_pong(void *ctx, const char *error, const msgpack_object *result)
     if (ac->hooks.on_ready) ac->hooks.on_ready(ac->hooks.ctx, ac);
 }
 
-static void send_request(struct agent_client *ac, enum agent_method method, struct msgmap *m,
-                         peer_reply_fn cb)
+/* m (ended and freed here) sent as method's params; -1 with err when it
+ * could not be. */
+static int call_agent(struct agent_client *ac, enum agent_method method, struct msgmap *m,
+                      peer_reply_fn cb, char *err, size_t errlen)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    char err[256];
+    int rc = -1;
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     if (!msgmap_end(m, &pk))
-        agent_fail(ac, "%s: out of memory", agent_method_name(method));
-    else if (peer_client_call(ac->pc, agent_method_name(method), sb.data, sb.size, cb, ac, err,
-                              sizeof err) < 0)
-        agent_fail(ac, "%s: %s", agent_method_name(method), err);
+        snprintf(err, errlen, "out of memory");
+    else
+        rc = peer_client_call(ac->pc, agent_method_name(method), sb.data, sb.size, cb, ac, err,
+                              errlen);
     msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+static void send_request(struct agent_client *ac, enum agent_method method, struct msgmap *m,
+                         peer_reply_fn cb)
+{
+    char err[256];
+    if (call_agent(ac, method, m, cb, err, sizeof err) < 0)
+        agent_fail(ac, "%s: %s", agent_method_name(method), err);
 }
 
 static void send_ping(struct agent_client *ac)
@@ -422,18 +433,11 @@ void agent_client_teardown(struct agent_client *ac)
     /* A failed agent may not listen any more: ending its ssh is its EOF. */
     if (ac->failed) return peer_client_kill(ac->pc, SIGTERM);
     struct msgmap m;
+    char err[256];
     msgmap_init(&m);
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    char err[256] = "out of memory";
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     /* A failed call means the channel is down: the exit hook follows. */
-    if (!msgmap_end(&m, &pk) ||
-        peer_client_call(ac->pc, agent_method_name(AGENT_TEARDOWN), sb.data, sb.size,
-                         on_teardown_reply, ac, err, sizeof err) < 0)
+    if (call_agent(ac, AGENT_TEARDOWN, &m, on_teardown_reply, err, sizeof err) < 0)
         ctl_log("machine '%s': teardown not sent: %s", ac->machine.name, err);
-    msgpack_sbuffer_destroy(&sb);
 }
 
 void agent_client_free(struct agent_client *ac)

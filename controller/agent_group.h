@@ -43,6 +43,6 @@ struct agent_client *agent_group_agent(const struct agent_group *g, size_t i);
  * -0.003 ms +- 0.10 ms, hiernet VERSION, underlay eth0 10.250.0.2 mtu 1550". */
 void agent_group_describe(const struct agent_group *g, size_t i, char *buf, size_t cap);
 /* The run.json entries, one object per agent ("{...}, {...}"), of network
- * `network`: machine, address, version, control_rtt_ms, clock_offset_ms,
- * clock_error_ms, underlay, mtu, features. */
+ * `network`: network, machine, version, control_rtt_ms, clock_offset_ms,
+ * clock_error_ms, underlay, underlay_device, mtu, features (docs/guide.md). */
 void agent_group_write_json(const struct agent_group *g, const char *network, FILE *f);

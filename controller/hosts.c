@@ -14,7 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define HOSTS_FILE_MAX (1u << 20) /* 4096 machines of a full line each fit */
+/* TOPO_MACHINES_MAX machines of 256 bytes a line fit (a line may hold up
+ * to 1024: a file of long lines reaches the limit with fewer machines). */
+#define HOSTS_FILE_MAX (1u << 20)
 
 static int read_file(const char *path, char **text, size_t *len, char *err, size_t errlen)
 {

@@ -420,8 +420,11 @@ int netlife_start(struct netlife *nl, const struct netlife_options *opts, struct
     net_error_clear(&nl->error);
     net_error_clear(&nl->start_error);
     struct registry *reg = netlife_run_registry(nl->run);
-    struct netrun_config cfg = {reg ? registry_run_id(reg) : "run", reg, run_loopback(nl->run),
-                                on_links_made, nl->run->peer_path};
+    struct netrun_config cfg = {.run_id = reg ? registry_run_id(reg) : "run",
+                                .registry = reg,
+                                .loopback_next = run_loopback(nl->run),
+                                .links_made = on_links_made,
+                                .peer_path = nl->run->peer_path};
     if (netrun_build(nl->run->loop, nl->topo, &cfg, on_peer_exit, nl, on_built, nl, &nl->nr,
                      error) < 0) {
         nl->nr = NULL;

@@ -80,7 +80,8 @@
 #define OVERLOAD_DP_OWN_CORES 0.6
 /* ... and the host counts as saturated by the run itself when its data
  * plane took this share of the cores (a 2-core host forwarding 100 Gbit/s
- * flows for 32 workers: 1.5 cores of data plane, the host 84.5% busy). */
+ * flows for 32 workers: 1.5 cores of data plane, the host 84.5% busy;
+ * tools/bench/workloads, docs/fidelity.md). */
 #define OVERLOAD_DP_OWN_SHARE 0.5
 #define OVERLOAD_DP_MARGIN 1.5
 /* The probe's data-plane window closes after this many active samples. */
@@ -89,9 +90,10 @@
  * start once more, at most this many reruns in all: the share carried at
  * dilation 1 overstates what the host forwards once dilated (32 workers at
  * 100 Gbit/s: 4.5% carried at D = 1 chose D = 34, whose Cu came to 1.32x
- * its bound), and the share measured at the rerun's own D is the better
- * estimate. Each rerun starts the whole scenario again and its window
- * takes about 3 x D wall seconds: two bound the wall time. */
+ * its bound: tools/bench/workloads, docs/fidelity.md), and the share
+ * measured at the rerun's own D is the better estimate. Each rerun starts
+ * the whole scenario again and its window takes about 3 x D wall seconds:
+ * two bound the wall time. */
 #define OVERLOAD_AUTO_RERUNS 2
 
 /* One round of link samples (netrun_dataplane.c). */

@@ -881,7 +881,9 @@ int registry_dot_owner(const char *name, struct registry_proc *owner, const char
     long pid;
     int used = 0;
 
-    if (!strncmp(name, ".tmp-", 5) || !strncmp(name, REGISTRY_SSH_PREFIX, 5))
+    /* one skip for both: the prefixes are as long */
+    _Static_assert(REGISTRY_SSH_PREFIX_LEN == 5, "REGISTRY_SSH_PREFIX is as long as .tmp-");
+    if (!strncmp(name, ".tmp-", 5) || !strncmp(name, REGISTRY_SSH_PREFIX, REGISTRY_SSH_PREFIX_LEN))
         name += 5;
     else if (!strncmp(name, ".sweep-", 7) || !strncmp(name, ".stale-", 7))
         name += 7;

@@ -223,6 +223,7 @@ int registry_dir_remove(const char *path, char *err, size_t errlen);
  * root, so that a sweep removes it once that controller is gone (a SIGKILLed
  * one cannot). */
 #define REGISTRY_SSH_PREFIX ".ssh-"
+#define REGISTRY_SSH_PREFIX_LEN (sizeof REGISTRY_SSH_PREFIX - 1)
 
 /* Parses ".tmp-<pid>-<start>-<n>", ".ssh-<pid>-<start>-<random>",
  * ".sweep-<pid>-<start>-<id>" and ".stale-<pid>-<start>-<id>": the process

@@ -321,7 +321,7 @@ static int sweep_claimed(struct sweep *s, const char *path)
             return -1;
         }
         sweep_report(s, REGISTRY_EVENT_RUN_REMOVED, "%s",
-                     strncmp(s->run_id, REGISTRY_SSH_PREFIX, 5) == 0
+                     strncmp(s->run_id, REGISTRY_SSH_PREFIX, REGISTRY_SSH_PREFIX_LEN) == 0
                          ? "ssh control directory of a controller that is gone"
                          : "unfinished registration, nothing listed");
         return 0;
@@ -370,7 +370,8 @@ static int sweep_claim(struct sweep *s, const char *root, const char *name, char
     if (registry_dot_owner(name, &owner, &rest) == 0) {
         if (strncmp(name, ".stale-", 7) != 0 && registry_proc_alive(&owner)) return 1;
         /* ".tmp-" and ".ssh-" directories never got an id; the others keep theirs. */
-        bool no_id = !strncmp(name, ".tmp-", 5) || !strncmp(name, REGISTRY_SSH_PREFIX, 5);
+        bool no_id = !strncmp(name, ".tmp-", 5) ||
+                     !strncmp(name, REGISTRY_SSH_PREFIX, REGISTRY_SSH_PREFIX_LEN);
         snprintf(run_id, REGISTRY_ID_MAX, "%s", no_id ? name : rest);
     } else {
         struct registry_run_entry run;

@@ -157,6 +157,9 @@ static void test_proc_identity(void)
     CHECK(registry_dot_owner(".sweep-12-345-demo-2", &owner, &rest) == 0 && owner.pid == 12 &&
           owner.start == 345 && !strcmp(rest, "demo-2"));
     CHECK(registry_dot_owner(".tmp-7-8-0", &owner, &rest) == 0 && owner.pid == 7);
+    /* a controller's ssh ControlPath directory (agent_group.c) */
+    CHECK(registry_dot_owner(REGISTRY_SSH_PREFIX "9-10-aB3xYz", &owner, &rest) == 0 &&
+          owner.pid == 9 && owner.start == 10 && !strcmp(rest, "aB3xYz"));
     CHECK(registry_dot_owner("demo", &owner, &rest) < 0);
     CHECK(registry_dot_owner(".sweep-x-1-a", &owner, &rest) < 0);
 }
