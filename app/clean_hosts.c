@@ -120,6 +120,35 @@ bool cli_hosts_read(const char *cmd, const char *spec, struct topo_machines *m)
     return false;
 }
 
+int cli_hosts_option(const char *cmd, const char *usage, int argc, char **argv,
+                     const char **spec)
+{
+    *spec = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!strncmp(argv[i], "--hosts=", 8) && argc == 1) {
+            *spec = argv[i] + 8;
+            return -1;
+        }
+        if (!strcmp(argv[i], "--hosts") && argc == 2) {
+            *spec = argv[1];
+            return -1;
+        }
+        if (!strcmp(argv[i], "--hosts") && argc == 1) {
+            fprintf(stderr, "hiernet %s: --hosts needs a value (see hiernet %s --help)\n", cmd,
+                    cmd);
+            return 2;
+        }
+        fprintf(stderr, "hiernet %s: unknown argument '%s' (see hiernet %s --help)\n", cmd,
+                argv[i], cmd);
+        return 2;
+    }
+    return -1;
+}
+
 int cli_clean_hosts(const char *spec)
 {
     struct topo_machines m;
