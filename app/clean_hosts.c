@@ -120,8 +120,7 @@ bool cli_hosts_read(const char *cmd, const char *spec, struct topo_machines *m)
     return false;
 }
 
-int cli_hosts_option(const char *cmd, const char *usage, int argc, char **argv,
-                     const char **spec)
+int cli_hosts_option(const char *cmd, const char *usage, int argc, char **argv, const char **spec)
 {
     *spec = NULL;
     for (int i = 0; i < argc; i++) {
@@ -142,8 +141,8 @@ int cli_hosts_option(const char *cmd, const char *usage, int argc, char **argv,
                     cmd);
             return 2;
         }
-        fprintf(stderr, "hiernet %s: unknown argument '%s' (see hiernet %s --help)\n", cmd,
-                argv[i], cmd);
+        fprintf(stderr, "hiernet %s: unknown argument '%s' (see hiernet %s --help)\n", cmd, argv[i],
+                cmd);
         return 2;
     }
     return -1;
