@@ -128,18 +128,18 @@ int cli_hosts_option(const char *cmd, const char *usage, int argc, char **argv, 
             fputs(usage, stdout);
             return 0;
         }
-        if (!strncmp(argv[i], "--hosts=", 8) && argc == 1) {
+        if (!*spec && !strncmp(argv[i], "--hosts=", 8)) {
             *spec = argv[i] + 8;
-            return -1;
+            continue;
         }
-        if (!strcmp(argv[i], "--hosts") && argc == 2) {
-            *spec = argv[1];
-            return -1;
-        }
-        if (!strcmp(argv[i], "--hosts") && argc == 1) {
-            fprintf(stderr, "hiernet %s: --hosts needs a value (see hiernet %s --help)\n", cmd,
-                    cmd);
-            return 2;
+        if (!*spec && !strcmp(argv[i], "--hosts")) {
+            if (i + 1 == argc) {
+                fprintf(stderr, "hiernet %s: --hosts needs a value (see hiernet %s --help)\n", cmd,
+                        cmd);
+                return 2;
+            }
+            *spec = argv[++i];
+            continue;
         }
         fprintf(stderr, "hiernet %s: unknown argument '%s' (see hiernet %s --help)\n", cmd, argv[i],
                 cmd);

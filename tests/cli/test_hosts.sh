@@ -59,6 +59,16 @@ expect_exit 2 "--hosts without a value" -- "$HN" place pin.lua --hosts
 expect_err "hiernet place: --hosts needs a value (see hiernet place --help)" "--hosts without a value"
 expect_exit 2 "draw --hosts without a value" -- "$HN" draw pin.lua --hosts
 expect_err "hiernet draw: --hosts needs a value (see hiernet draw --help)" "draw --hosts without a value"
+# clean and doctor share one parser of --hosts (app/clean_hosts.c)
+for cmd in clean doctor; do
+  expect_exit 2 "$cmd --hosts without a value" -- "$HN" "$cmd" --hosts
+  expect_err "hiernet $cmd: --hosts needs a value (see hiernet $cmd --help)" "$cmd --hosts without a value"
+  one_line "$cmd --hosts without a value"
+  expect_exit 2 "$cmd --hosts= a bad file" -- "$HN" "$cmd" --hosts=dup.txt
+  expect_err "hiernet $cmd: --hosts: dup.txt:2: duplicate machine address (first on line 1) '10.0.0.1'" "$cmd --hosts= a bad file"
+  expect_exit 2 "$cmd --hosts FILE and more" -- "$HN" "$cmd" --hosts dup.txt --frob
+  expect_err "hiernet $cmd: unknown argument '--frob' (see hiernet $cmd --help)" "$cmd --hosts FILE and more"
+done
 expect_exit 2 "missing file" -- "$HN" place pin.lua --hosts nowhere.txt
 expect_err "nowhere.txt: cannot read: No such file or directory" "missing file"
 expect_exit 2 "an empty --hosts" -- "$HN" place pin.lua --hosts ''
