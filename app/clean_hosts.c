@@ -6,7 +6,8 @@
  * (controller/agent_client.h: BatchMode, HIERNET_SSH_CONFIG, the remote
  * binary). Machine after machine, blocking: a command line tool with no
  * event loop. Each line is the machine and the last line its clean printed
- * (its summary), or why it failed. */
+ * (its summary), or why it failed. Also what clean and doctor share of
+ * --hosts: its parsing (cli_hosts_option) and reading (cli_hosts_read). */
 #include "app/cli.h"
 #include "controller/agent_client.h"
 #include "controller/hosts.h"
