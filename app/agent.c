@@ -99,7 +99,7 @@ static const char *controller_address(const char *given, char *buf, size_t cap)
     const char *ssh = getenv("SSH_CONNECTION");
     const char *slurm = getenv("SLURM_LAUNCH_NODE_IPADDR");
     if (given) return given;
-    if (ssh && sscanf(ssh, "%63s", buf) == 1 && cap >= 64) return buf;
+    if (ssh && cap >= 64 && sscanf(ssh, "%63s", buf) == 1) return buf;
     return slurm && *slurm ? slurm : NULL;
 }
 

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define EXIT_USAGE 2
 #define EXIT_ENVIRONMENT 3
 
 static const char clean_usage[] =
@@ -90,24 +89,13 @@ static void clean_summary(const struct registry_sweep_counts *c)
 int cli_clean(int argc, char **argv)
 {
     struct registry_sweep_counts counts;
+    const char *hosts;
     char err[512];
     int rc;
 
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(clean_usage, stdout);
-            return 0;
-        }
-        if (!strncmp(argv[i], "--hosts=", 8) && argc == 1) return cli_clean_hosts(argv[i] + 8);
-        if (!strcmp(argv[i], "--hosts") && argc == 2) return cli_clean_hosts(argv[1]);
-        if (!strcmp(argv[i], "--hosts") && argc == 1) {
-            fprintf(stderr, "hiernet clean: --hosts needs a value (see hiernet clean --help)\n");
-            return EXIT_USAGE;
-        }
-        fprintf(stderr, "hiernet clean: unknown argument '%s' (see hiernet clean --help)\n",
-                argv[i]);
-        return EXIT_USAGE;
-    }
+    rc = cli_hosts_option("clean", clean_usage, argc, argv, &hosts);
+    if (rc >= 0) return rc;
+    if (hosts) return cli_clean_hosts(hosts);
     rc = registry_sweep_stale_as("hiernet clean", clean_report, NULL, &counts, err, sizeof err);
     clean_summary(&counts);
     if (rc == 0) return 0;

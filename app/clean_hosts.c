@@ -6,7 +6,8 @@
  * (controller/agent_client.h: BatchMode, HIERNET_SSH_CONFIG, the remote
  * binary). Machine after machine, blocking: a command line tool with no
  * event loop. Each line is the machine and the last line its clean printed
- * (its summary), or why it failed. */
+ * (its summary), or why it failed. Also what clean and doctor share of
+ * --hosts: its parsing (cli_hosts_option) and reading (cli_hosts_read). */
 #include "app/cli.h"
 #include "controller/agent_client.h"
 #include "controller/hosts.h"
@@ -118,6 +119,34 @@ bool cli_hosts_read(const char *cmd, const char *spec, struct topo_machines *m)
     fprintf(stderr, "hiernet %s: --hosts: %s\n", cmd, err);
     topo_machines_free(m);
     return false;
+}
+
+int cli_hosts_option(const char *cmd, const char *usage, int argc, char **argv, const char **spec)
+{
+    *spec = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!*spec && !strncmp(argv[i], "--hosts=", 8)) {
+            *spec = argv[i] + 8;
+            continue;
+        }
+        if (!*spec && !strcmp(argv[i], "--hosts")) {
+            if (i + 1 == argc) {
+                fprintf(stderr, "hiernet %s: --hosts needs a value (see hiernet %s --help)\n", cmd,
+                        cmd);
+                return 2;
+            }
+            *spec = argv[++i];
+            continue;
+        }
+        fprintf(stderr, "hiernet %s: unknown argument '%s' (see hiernet %s --help)\n", cmd, argv[i],
+                cmd);
+        return 2;
+    }
+    return -1;
 }
 
 int cli_clean_hosts(const char *spec)

@@ -24,6 +24,10 @@ int cli_clean_hosts(const char *spec);
  * (the file's line and value), with m freed. */
 bool cli_hosts_read(const char *cmd, const char *spec, struct topo_machines *m);
 int cli_doctor_hosts(const char *spec);
+/* The arguments of `hiernet CMD [--hosts FILE|slurm]` (clean, doctor):
+ * -1 when CMD goes on, *spec then the --hosts value or NULL; else the exit
+ * code: 0 after usage on stdout (--help), 2 after one line on stderr. */
+int cli_hosts_option(const char *cmd, const char *usage, int argc, char **argv, const char **spec);
 
 /* The effective capability set from /proc/self/status (0 when unreadable):
  * doctor's privilege lines and the agent's hello. */

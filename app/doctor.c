@@ -23,7 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define EXIT_USAGE 2
 #define EXIT_ENVIRONMENT 3
 
 static const char doctor_usage[] =
@@ -174,24 +173,13 @@ int cli_doctor(int argc, char **argv)
 {
     struct emu_nl_features features;
     const struct emu_nl_features *probed = NULL;
+    const char *hosts;
     char why[1024];
-    int backend;
+    int backend, rc;
 
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(doctor_usage, stdout);
-            return 0;
-        }
-        if (!strncmp(argv[i], "--hosts=", 8) && argc == 1) return cli_doctor_hosts(argv[i] + 8);
-        if (!strcmp(argv[i], "--hosts") && argc == 2) return cli_doctor_hosts(argv[1]);
-        if (!strcmp(argv[i], "--hosts") && argc == 1) {
-            fprintf(stderr, "hiernet doctor: --hosts needs a value (see hiernet doctor --help)\n");
-            return EXIT_USAGE;
-        }
-        fprintf(stderr, "hiernet doctor: unknown argument '%s' (see hiernet doctor --help)\n",
-                argv[i]);
-        return EXIT_USAGE;
-    }
+    rc = cli_hosts_option("doctor", doctor_usage, argc, argv, &hosts);
+    if (rc >= 0) return rc;
+    if (hosts) return cli_doctor_hosts(hosts);
     doctor_privileges();
     if (doctor_netns())
         probed = doctor_features(&features);

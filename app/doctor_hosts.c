@@ -26,6 +26,7 @@ struct doctor_row {
     bool answered; /* hello and pings, or the failure, are in */
     bool down;
     char failure[768];
+    char note[300]; /* why this machine's kernel features were not probed */
     struct agent_hello_reply hello;
     double rtt_ms;
 };
@@ -81,7 +82,8 @@ static void local_row(struct doctor_row *r)
     snprintf(r->hello.version, sizeof r->hello.version, "%s", HIERNET_AGENT_VERSION);
     r->hello.uid = (int64_t)geteuid();
     r->hello.cap_net_admin = (cli_cap_effective() >> CLI_CAP_NET_ADMIN) & 1;
-    cli_feature_names(r->hello.features, sizeof r->hello.features, err, sizeof err);
+    if (cli_feature_names(r->hello.features, sizeof r->hello.features, err, sizeof err) < 0)
+        snprintf(r->note, sizeof r->note, "kernel features not probed: %s", err);
 }
 
 /* One row; returns whether the machine is fit for a run. */
@@ -103,6 +105,7 @@ static bool print_row(const struct doctor_row *r)
     snprintf(who, sizeof who, "%s", root ? "root" : h->cap_net_admin ? "CAP_NET_ADMIN" : "NO");
     printf("%-12s %-16s %-9s %-15s %-28s %s\n", m->name, m->address, reach, who,
            h->features[0] ? h->features : "NONE", same ? "same" : "DIFFERS");
+    if (r->note[0]) printf("  %s\n", r->note);
     return priv && same && h->features[0];
 }
 

@@ -59,6 +59,28 @@ expect_exit 2 "--hosts without a value" -- "$HN" place pin.lua --hosts
 expect_err "hiernet place: --hosts needs a value (see hiernet place --help)" "--hosts without a value"
 expect_exit 2 "draw --hosts without a value" -- "$HN" draw pin.lua --hosts
 expect_err "hiernet draw: --hosts needs a value (see hiernet draw --help)" "draw --hosts without a value"
+# clean and doctor share one parser of --hosts (app/clean_hosts.c)
+for cmd in clean doctor; do
+  expect_exit 2 "$cmd --hosts without a value" -- "$HN" "$cmd" --hosts
+  expect_err "hiernet $cmd: --hosts needs a value (see hiernet $cmd --help)" "$cmd --hosts without a value"
+  one_line "$cmd --hosts without a value"
+  expect_exit 2 "$cmd --hosts= a bad file" -- "$HN" "$cmd" --hosts=dup.txt
+  expect_err "hiernet $cmd: --hosts: dup.txt:2: duplicate machine address (first on line 1) '10.0.0.1'" "$cmd --hosts= a bad file"
+  expect_exit 2 "$cmd --hosts FILE and more" -- "$HN" "$cmd" --hosts dup.txt --frob
+  expect_err "hiernet $cmd: unknown argument '--frob' (see hiernet $cmd --help)" "$cmd --hosts FILE and more"
+done
+# doctor --hosts with this machine only (no agent): its row, and beneath
+# it why its kernel features were not probed when they could not be (here
+# as an unprivileged user, where the machine allows it).
+printf 'm1 127.0.0.1\n' >local.txt
+"$HN" doctor --hosts local.txt >out.txt 2>err.txt
+awk '$1 == "m1" && $3 == "local" {f = 1} END {exit !f}' out.txt && ok || bad "doctor --hosts local.txt: no local m1 row: $(cat out.txt err.txt)"
+nobody=(setpriv --reuid 65534 --regid 65534 --clear-groups)
+if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null && chmod o+rx . && chmod o+r local.txt &&
+  "${nobody[@]}" test -x "$HN" -a -r local.txt; then
+  expect_exit 3 "doctor --hosts unprivileged" -- "${nobody[@]}" "$HN" doctor --hosts local.txt
+  expect_out "  kernel features not probed: " "doctor --hosts unprivileged says why"
+fi
 expect_exit 2 "missing file" -- "$HN" place pin.lua --hosts nowhere.txt
 expect_err "nowhere.txt: cannot read: No such file or directory" "missing file"
 expect_exit 2 "an empty --hosts" -- "$HN" place pin.lua --hosts ''

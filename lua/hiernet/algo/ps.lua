@@ -294,7 +294,7 @@ function Engine.new(J, policy, servers)
     -- took may count, so they go through slots.
     direct_add = policy.direct_add and not J.o.compress and J.on_failure ~= "drop",
     signals = {}, consumed = {}, parked = {}, fresh = {}, worker_version = {}, rows = {},
-    pull_ms = {}, pull_bytes = {}, task_running = {}, apply_ms = 0,
+    pull_ms = {}, pull_bytes = {}, apply_ms = 0,
   }, Engine)
   E.sync = ps.sync(policy, n, function(i) return J:alive(i) end)
   for i = 1, n do
@@ -803,7 +803,7 @@ local function run_engine(E)
     end
   end)
   local ok, err = pcall(J.worker_loops, J, {
-    own_steps = true, running = E.task_running,
+    own_steps = true,
     step = function(i) E:work_step(i) end,
     away = function(i) E:wait_back(i) end,
     -- a step a fault cut short (the worker is away): it pulls before the next

@@ -4,8 +4,8 @@
 --
 --   local paper = require("hiernet.papers.adaptive_k")
 --   paper.ROWS[2]                -> { model, data, batch, cluster, cp, interval, cu = {mode = s} }
---   local cluster = paper.cluster(2, n_workers)
---   local net, server, workers, uplink = paper.build(row, cluster, { server_profile = true, backend = ..., })
+--   local cluster = paper.CLUSTERS[paper.ROWS[2].cluster]
+--   local net, server, workers, uplink = paper.build(cluster, n_workers, { server_profile = true, backend = ..., })
 --   local summary = paper.train(2, "easgd", server, { workers = workers, ... })
 local hn = require("hiernet")
 
