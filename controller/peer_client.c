@@ -232,10 +232,11 @@ static void handle_response(struct peer_client *pc, const struct proto_msg *m)
         ctl_log("node '%s': response to unknown request %u ignored", pc->node, m->msgid);
         return;
     }
-    if (m->error->type == MSGPACK_OBJECT_STR) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%.*s", (int)m->error->via.str.size, m->error->via.str.ptr);
-        p->cb(p->ctx, msg, NULL);
+    if (m->error->type != MSGPACK_OBJECT_NIL) {
+        /* a structured error (a map: an agent's build) also hands the map */
+        char msg[1024];
+        proto_error_text(m->error, msg, sizeof msg);
+        p->cb(p->ctx, msg, m->error->type == MSGPACK_OBJECT_MAP ? m->error : NULL);
     } else {
         p->cb(p->ctx, NULL, m->result);
     }

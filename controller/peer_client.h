@@ -34,7 +34,9 @@ struct peer_spawn {
     const char *const *env;  /* "NAME=value" settings for the child, NULL-terminated, or NULL */
 };
 
-/* Completion of one request: exactly one of error / result is non-NULL.
+/* Completion of one request: exactly one of error / result is non-NULL,
+ * except that an error given as a map (proto/protocol.h: an agent's build
+ * failure) comes as its "message" line in error and the map in result.
  * result (a msgpack map) is valid only during the call. */
 typedef void (*peer_reply_fn)(void *ctx, const char *error, const msgpack_object *result);
 /* A notification from the peer (e.g. "recv"); params valid only during the call. */

@@ -159,10 +159,10 @@ static void hello_ping_teardown(void)
     }
     struct msgmap b;
     msgmap_init(&b);
-    agent_send(&a, AGENT_BUILD, &b);
+    agent_send(&a, AGENT_LINK, &b); /* reserved: named, not served */
     CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_STR);
     CHECK(m.error->via.str.size > 0 &&
-          memmem(m.error->via.str.ptr, m.error->via.str.size, "build: not available", 20));
+          memmem(m.error->via.str.ptr, m.error->via.str.size, "link: not available", 19));
     msgmap_init(&b);
     agent_send(&a, AGENT_TEARDOWN, &b);
     CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_NIL);
