@@ -76,6 +76,21 @@ int peer_client_exec(struct peer_client *pc, const struct peer_spawn *spec, int 
 int peer_client_call(struct peer_client *pc, const char *method, const char *params,
                      size_t params_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen);
 
+/* A notification (no answer): params as for peer_client_call. -1 (err)
+ * when the channel is down. */
+int peer_client_notify(struct peer_client *pc, const char *method, const char *params,
+                       size_t params_len, char *err, size_t errlen);
+/* Bytes queued and not written yet: a relay stops feeding a client whose
+ * backlog passed its bound, and resumes when drained says it is empty. */
+size_t peer_client_backlog(const struct peer_client *pc);
+typedef void (*peer_drained_fn)(void *ctx);
+void peer_client_on_drained(struct peer_client *pc, peer_drained_fn fn, void *ctx);
+/* The end of a child that is not ours to reap (a remote node's peer, whose
+ * exit its machine's agent reports): as if it had exited with wait_status
+ * (pending calls fail, on_exit runs). No-op for a child adopted here, or
+ * once exited. */
+void peer_client_mark_exited(struct peer_client *pc, int wait_status);
+
 /* Closes the control channel: the peer exits on EOF. Pending requests fail
  * with "peer stopped". Idempotent. */
 void peer_client_close(struct peer_client *pc);
