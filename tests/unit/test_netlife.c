@@ -66,7 +66,7 @@ static bool run_until(struct netlife **nl, int n, enum netlife_state state, doub
     }
 }
 
-static const struct netlife_options opts = {10.0, 3.0};
+static const struct netlife_options opts = {.start_timeout_s = 10.0, .stop_timeout_s = 3.0};
 
 static void check_sequence(const struct watch *w, const enum netlife_state *want, int n)
 {
