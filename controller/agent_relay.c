@@ -19,9 +19,9 @@ struct relay_node {
     struct agent_relay *r;
     int node;
     struct peer_client *pc;
-    int fd;              /* the relay's end of pc's socketpair, -1 once closed */
-    ev_io rd, wr;        /* rd: pc's bytes to the agent; wr: the agent's to pc */
-    struct growbuf out;  /* the agent's bytes not yet written into fd */
+    int fd;             /* the relay's end of pc's socketpair, -1 once closed */
+    ev_io rd, wr;       /* rd: pc's bytes to the agent; wr: the agent's to pc */
+    struct growbuf out; /* the agent's bytes not yet written into fd */
     size_t out_sent;
 };
 
@@ -98,8 +98,8 @@ static void on_node_readable(EV_P_ ev_io *w, int revents)
 static void node_flush(struct relay_node *rn)
 {
     while (rn->fd >= 0 && rn->out_sent < rn->out.len) {
-        ssize_t n = send(rn->fd, rn->out.data + rn->out_sent, rn->out.len - rn->out_sent,
-                         MSG_NOSIGNAL);
+        ssize_t n =
+            send(rn->fd, rn->out.data + rn->out_sent, rn->out.len - rn->out_sent, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) return ev_io_start(rn->r->loop, &rn->wr);
         if (n < 0) return node_close(rn); /* the client closed: its peer's bytes go nowhere */
@@ -136,8 +136,9 @@ static void relay_call(struct agent_relay *r, const msgpack_object *params)
     if (agent_wire_read_call(params, &c, err, sizeof err) < 0)
         return ctl_log("machine '%s': %s (dropped)", r->machine, err);
     struct relay_node *rn = c.node <= INT32_MAX ? node_find(r, (int)c.node) : NULL;
-    if (!rn) return ctl_log("machine '%s': call for node %llu, not one of its nodes (dropped)",
-                            r->machine, (unsigned long long)c.node);
+    if (!rn)
+        return ctl_log("machine '%s': call for node %llu, not one of its nodes (dropped)",
+                       r->machine, (unsigned long long)c.node);
     if (rn->fd < 0) return;
     if (!growbuf_append(&rn->out, c.data, c.len)) {
         ctl_log("machine '%s': node '%s': out of memory relaying its peer", r->machine,
@@ -154,8 +155,9 @@ static void relay_exit(struct agent_relay *r, const msgpack_object *params)
     if (agent_wire_read_exit(params, &e, err, sizeof err) < 0)
         return ctl_log("machine '%s': %s (dropped)", r->machine, err);
     struct relay_node *rn = e.node <= INT32_MAX ? node_find(r, (int)e.node) : NULL;
-    if (!rn) return ctl_log("machine '%s': exit of node %llu, not one of its nodes (dropped)",
-                            r->machine, (unsigned long long)e.node);
+    if (!rn)
+        return ctl_log("machine '%s': exit of node %llu, not one of its nodes (dropped)",
+                       r->machine, (unsigned long long)e.node);
     /* What the peer wrote before it exited is in the relay's buffer: hand
      * it over first, as a local client reads its leftovers. */
     node_flush(rn);

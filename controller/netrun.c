@@ -43,8 +43,7 @@ int netrun_node_ns(const struct netrun *nr, int node)
     return nr->kernel ? emu_tc_node_ns(nr->kernel, node) : -1;
 }
 
-int netrun_node_here(const struct netrun *nr, int node, const char *what, char *err,
-                     size_t errlen)
+int netrun_node_here(const struct netrun *nr, int node, const char *what, char *err, size_t errlen)
 {
     return nr->parts && netrun_parts_node(nr, node, what, err, errlen) < 0 ? -1 : 0;
 }

@@ -92,8 +92,7 @@ int netrun_node_ns(const struct netrun *nr, int node); /* -1 on the none backend
 /* 0 when node is on this machine; -1 with err (one line naming the node
  * and its machine: "WHAT a remote node is not available yet") when a
  * network over machines has it on another. */
-int netrun_node_here(const struct netrun *nr, int node, const char *what, char *err,
-                     size_t errlen);
+int netrun_node_here(const struct netrun *nr, int node, const char *what, char *err, size_t errlen);
 /* Before node `from` sends to node `to`: queues peers{table = {to = its
  * address}} on from's channel, once per peer and target (again after a
  * restart), so that send{to = node} finds its target. Nodes without a peer

@@ -126,7 +126,8 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
 {
     if (nr->parts) {
         int l = netrun_parts_link(nr, link, "changing", err, errlen);
-        return l < 0 ? -1 : netrun_link_set(netrun_parts_inner(nr), l, params, cb, ctx, err, errlen);
+        return l < 0 ? -1
+                     : netrun_link_set(netrun_parts_inner(nr), l, params, cb, ctx, err, errlen);
     }
     struct topo_link_params installed; /* the kernel backend dilates its own plans */
     topo_link_params_dilate(params, nr->net->dilation, &installed);
@@ -265,7 +266,8 @@ static void move_link_end(struct topo_network *net, int l, int stays, int to, bo
 int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, size_t errlen)
 {
     if (nr->parts)
-        return snprintf(err, errlen, "moving a link of a network over machines is not available yet"),
+        return snprintf(err, errlen,
+                        "moving a link of a network over machines is not available yet"),
                -1;
     if (!nr->kernel) {
         snprintf(err, errlen, "backend '%s' emulates no links to move (use kernel, user or auto)",

@@ -50,8 +50,7 @@ static const char *machine_of(const struct netrun_parts *p, int node)
     return p->machines.v[p->placement.machine[node]].name;
 }
 
-int netrun_parts_node(const struct netrun *nr, int node, const char *what, char *err,
-                      size_t errlen)
+int netrun_parts_node(const struct netrun *nr, int node, const char *what, char *err, size_t errlen)
 {
     const struct netrun_parts *p = nr->parts;
     if (p->local_node[node] >= 0) return p->local_node[node];
@@ -60,8 +59,7 @@ int netrun_parts_node(const struct netrun *nr, int node, const char *what, char 
     return -1;
 }
 
-int netrun_parts_link(const struct netrun *nr, int link, const char *what, char *err,
-                      size_t errlen)
+int netrun_parts_link(const struct netrun *nr, int link, const char *what, char *err, size_t errlen)
 {
     const struct netrun_parts *p = nr->parts;
     if (p->local_link[link] >= 0) return p->local_link[link];
@@ -73,7 +71,8 @@ int netrun_parts_link(const struct netrun *nr, int link, const char *what, char 
                  "available yet",
                  nr->net->nodes[l->a].name, nr->net->nodes[l->b].name, ma, mb, what);
     else
-        snprintf(err, errlen, "link '%s-%s' is on machine %s: %s a remote link is not available yet",
+        snprintf(err, errlen,
+                 "link '%s-%s' is on machine %s: %s a remote link is not available yet",
                  nr->net->nodes[l->a].name, nr->net->nodes[l->b].name, ma, what);
     return -1;
 }
@@ -246,8 +245,8 @@ static void on_agent_built(void *ctx, struct agent_client *ac, const struct agen
     struct netrun_parts *p = ctx;
     if (e) {
         struct net_error ne;
-        enum net_error_code code = e->code == NET_ERR_SCENARIO ? NET_ERR_SCENARIO
-                                                               : NET_ERR_ENVIRONMENT;
+        enum net_error_code code =
+            e->code == NET_ERR_SCENARIO ? NET_ERR_SCENARIO : NET_ERR_ENVIRONMENT;
         net_error_set(&ne, code, e->node[0] ? topo_node_find(p->nr->net, e->node) : -1, -1,
                       e->message);
         part_failed(p, &ne);
@@ -270,7 +269,8 @@ static int underlay_of(struct netrun_parts *p, size_t m, uint32_t *out, char *er
         text = agent_client_hello(p->agent[m])->underlay_address;
     struct in_addr a;
     if (inet_pton(AF_INET, text, &a) != 1)
-        return snprintf(err, errlen, "machine %s: underlay address '%s' is not IPv4 (VXLAN needs one)",
+        return snprintf(err, errlen,
+                        "machine %s: underlay address '%s' is not IPv4 (VXLAN needs one)",
                         p->machines.v[m].name, text),
                -1;
     *out = ntohl(a.s_addr);
@@ -341,7 +341,8 @@ static int send_part(struct netrun_parts *p, size_t m, const struct topo_part *p
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     int rc = topo_part_encode(part, &pk) ? 0 : (snprintf(err, errlen, "out of memory"), -1);
-    if (rc == 0) rc = agent_client_build(p->agent[m], sb.data, sb.size, on_agent_built, p, err, errlen);
+    if (rc == 0)
+        rc = agent_client_build(p->agent[m], sb.data, sb.size, on_agent_built, p, err, errlen);
     msgpack_sbuffer_destroy(&sb);
     if (rc == 0) p->waiting++;
     return rc;
@@ -370,21 +371,25 @@ static int parts_begin(struct netrun_parts *p, const struct netrun_config *cfg,
     size_t errlen = sizeof error->message;
     uint32_t *underlay = calloc(p->machines.n, sizeof *underlay);
     uint64_t random = 0;
-    int rc = underlay && getrandom(p->nr->data_secret, sizeof p->nr->data_secret, 0) ==
-                                 (ssize_t)sizeof p->nr->data_secret &&
+    int rc = underlay &&
+                     getrandom(p->nr->data_secret, sizeof p->nr->data_secret, 0) ==
+                         (ssize_t)sizeof p->nr->data_secret &&
                      getrandom(&random, sizeof random, 0) == (ssize_t)sizeof random
                  ? 0
                  : (snprintf(err, errlen, "out of memory or no random bits"), -1);
     for (size_t m = 0; rc == 0 && m < p->machines.n; m++)
         rc = underlay_of(p, m, &underlay[m], err, errlen);
-    struct topo_part_plan plan = {cfg->run_id ? cfg->run_id : "run", &p->placement, &p->machines,
-                                  underlay, topo_part_vni_base(random), p->nr->data_secret};
+    struct topo_part_plan plan = {
+        cfg->run_id ? cfg->run_id : "run", &p->placement,     &p->machines, underlay,
+        topo_part_vni_base(random),        p->nr->data_secret};
     for (size_t m = 0; rc == 0 && m < p->machines.n; m++) {
         if (!p->placement.count[m]) continue;
         struct topo_part part = {0};
         rc = topo_part_make(p->nr->net, &p->routing, &plan, m, &part, err, errlen);
-        if (rc == 0 && m == p->local) p->part = part; /* kept: built here */
-        else if (rc == 0) rc = send_part(p, m, &part, err, errlen);
+        if (rc == 0 && m == p->local)
+            p->part = part; /* kept: built here */
+        else if (rc == 0)
+            rc = send_part(p, m, &part, err, errlen);
         if (m != p->local) topo_part_free(&part);
     }
     free(underlay);
@@ -411,10 +416,18 @@ int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
         net_error_set(error, NET_ERR_SCENARIO, -1, -1, "out of memory");
         return -1;
     }
-    *nr = (struct netrun){.loop = loop, .net = net, .backend = TOPO_BACKEND_KERNEL,
-                          .peers = nr->peers, .parts = p, .on_exit = on_exit, .ctx = ctx,
-                          .built = built, .built_ctx = built_ctx, .links_made = cfg->links_made,
-                          .building = true, .secret_given = true};
+    *nr = (struct netrun){.loop = loop,
+                          .net = net,
+                          .backend = TOPO_BACKEND_KERNEL,
+                          .peers = nr->peers,
+                          .parts = p,
+                          .on_exit = on_exit,
+                          .ctx = ctx,
+                          .built = built,
+                          .built_ctx = built_ctx,
+                          .links_made = cfg->links_made,
+                          .building = true,
+                          .secret_given = true};
     nr->start_s = nr->phase_mark = mono_s();
     p->nr = nr;
     p->agents = cfg->spread->agents;

@@ -165,7 +165,8 @@ int netrun_link_trace(struct netrun *nr, int link, int dir, struct topo_trace *t
 {
     if (nr->parts) {
         int l = netrun_parts_link(nr, link, "tracing", err, errlen);
-        if (l >= 0) return netrun_link_trace(netrun_parts_inner(nr), l, dir, trace, opts, err, errlen);
+        if (l >= 0)
+            return netrun_link_trace(netrun_parts_inner(nr), l, dir, trace, opts, err, errlen);
         topo_trace_free(trace);
         return -1;
     }

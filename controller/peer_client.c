@@ -375,7 +375,8 @@ static void on_writable(EV_P_ ev_io *w, int revents)
 static int channel_check(struct peer_client *pc, char *err, size_t errlen)
 {
     if (pc->fd >= 0) return 0;
-    snprintf(err, errlen, "%s", pc->gone_reason[0] ? pc->gone_reason : "peer control channel is closed");
+    snprintf(err, errlen, "%s",
+             pc->gone_reason[0] ? pc->gone_reason : "peer control channel is closed");
     return -1;
 }
 

@@ -561,9 +561,8 @@ static int start_engine(lua_State *L, struct l_network *net, const struct netrun
         if (spread) agent_group_free(spread->agents);
         return luaL_error(L, "network '%s': out of memory", net->topo->name);
     }
-    struct netlife_options opts = {.start_timeout_s = start_timeout_s(),
-                                   .stop_timeout_s = STOP_DEADLINE_S,
-                                   .spread = spread};
+    struct netlife_options opts = {
+        .start_timeout_s = start_timeout_s(), .stop_timeout_s = STOP_DEADLINE_S, .spread = spread};
     struct net_error error;
     if (netlife_start(net->life, &opts, &error) < 0) {
         rt->env_failure |= error.code == NET_ERR_ENVIRONMENT;
@@ -591,8 +590,10 @@ static int l_net_start(lua_State *L)
     if (rt->draw) return draw_instead(L, net);
     char err[512];
     if (net->spread)
-        return luaL_error(L, "network '%s': starting a network over machines again is not "
-                             "available yet", net->topo->name);
+        return luaL_error(L,
+                          "network '%s': starting a network over machines again is not "
+                          "available yet",
+                          net->topo->name);
     int placed = net->life ? 0 : lnet_place_or_draw(net, err, sizeof err); /* first start only */
     if (placed < 0) return luaL_error(L, "%s", err);
     if (placed > 0) return lnet_agents_ask(L, net, err);
@@ -606,7 +607,7 @@ int lnet_start_spread(lua_State *L, struct l_network *net, struct agent_group *g
     return start_engine(L, net, &spread);
 }
 
-/* ---- stop ---- *//* ---- stop ---- */
+/* ---- stop ---- */ /* ---- stop ---- */
 
 /* The engine stops the network (its programs first). True once stopped. */
 static bool stop_begin(struct l_network *net)

@@ -59,8 +59,7 @@ static void agent_read(struct fake_agent *a)
         while (proto_reader_next(&a->reader, &m, &has_msgid, err, sizeof err) ==
                PROTO_NEXT_MESSAGE) {
             struct agent_call c;
-            if (m.kind != PROTO_NOTIFY ||
-                agent_method_find(m.method, m.method_len) != AGENT_CALL ||
+            if (m.kind != PROTO_NOTIFY || agent_method_find(m.method, m.method_len) != AGENT_CALL ||
                 agent_wire_read_call(m.params, &c, err, sizeof err) < 0 || c.node != 3) {
                 a->bad++;
                 continue;
@@ -125,8 +124,7 @@ static void reply_bytes(uint32_t msgid, int64_t value, msgpack_sbuffer *sb)
     CHECK(msgmap_response(&m, &pk, msgid));
 }
 
-static void request_reply_exit(struct fake_agent *a, struct peer_client *node,
-                               struct node_probe *p)
+static void request_reply_exit(struct fake_agent *a, struct peer_client *node, struct node_probe *p)
 {
     char err[256];
     CHECK(peer_client_call(node, "ping", NULL, 0, on_reply, p, err, sizeof err) == 0);
@@ -134,8 +132,8 @@ static void request_reply_exit(struct fake_agent *a, struct peer_client *node,
     agent_read(a);
     /* exactly the bytes of [0, 1, "ping", {}] */
     const uint8_t want[] = {0x94, 0x00, 0x01, 0xa4, 'p', 'i', 'n', 'g', 0x80};
-    CHECK_MSG(a->len == sizeof want && !memcmp(a->bytes, want, sizeof want),
-              "%zu bytes relayed", a->len);
+    CHECK_MSG(a->len == sizeof want && !memcmp(a->bytes, want, sizeof want), "%zu bytes relayed",
+              a->len);
     CHECK(a->bad == 0);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
