@@ -90,7 +90,7 @@ static void on_node_readable(EV_P_ ev_io *w, int revents)
      * the remote peer, there is no per-node EOF in the contract). */
     if (n <= 0) return node_close(rn);
     if (send_chunk(rn, buf, (size_t)n) < 0) return node_close(rn); /* agent gone: lost follows */
-    if (peer_client_backlog(rn->r->channel) > AGENT_RELAY_BACKLOG_MAX) relay_pause(rn->r);
+    if (peer_client_queued(rn->r->channel) > AGENT_RELAY_BACKLOG_MAX) relay_pause(rn->r);
 }
 
 /* ---- agent to controller ---- */

@@ -60,6 +60,10 @@ struct peer_client {
     struct peer_client_hooks hooks;
     peer_drained_fn drained; /* the output backlog went to zero */
     void *drained_ctx;
+
+    /* Relay mode (peer_client_relay): bytes go to relay_fn as read. */
+    peer_bytes_fn relay_fn;
+    void *relay_ctx;
 };
 
 /* ---- child side ---- */
@@ -186,11 +190,15 @@ static void on_grace_timeout(EV_P_ ev_timer *w, int revents)
 }
 
 static int drain_messages(struct peer_client *pc);
+static ssize_t relay_read(struct peer_client *pc);
 
 /* The peer has exited, so all it wrote is in the socket: read it (a "fatal"
- * notification naming the cause, late replies) before failing the calls. */
+ * notification naming the cause, late replies) before failing the calls.
+ * A relay hands it on, paused or not: the peer is gone, so it is bounded. */
 static void read_leftovers(struct peer_client *pc)
 {
+    while (pc->fd >= 0 && pc->relay_fn)
+        if (relay_read(pc) <= 0) return;
     while (pc->fd >= 0) {
         size_t avail;
         char *buf = proto_reader_buffer(&pc->reader, 4096, &avail);
@@ -309,9 +317,23 @@ static int drain_messages(struct peer_client *pc)
     }
 }
 
+/* One read of a relayed channel, handed on as it is: n, 0 at EOF, -1. */
+static ssize_t relay_read(struct peer_client *pc)
+{
+    char buf[PEER_RELAY_CHUNK];
+    ssize_t n = read(pc->fd, buf, sizeof buf);
+    if (n > 0) pc->relay_fn(pc->relay_ctx, buf, (size_t)n);
+    return n;
+}
+
 static void on_readable(EV_P_ ev_io *w, int revents)
 {
     struct peer_client *pc = container_of(w, struct peer_client, read_watcher);
+    if (pc->relay_fn) {
+        ssize_t n = relay_read(pc);
+        if (pc->fd >= 0 && (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))) on_eof(pc);
+        return;
+    }
     size_t avail;
     char *buf = proto_reader_buffer(&pc->reader, 4096, &avail);
     if (!buf) {
@@ -393,6 +415,8 @@ static void queue_params(struct peer_client *pc, const char *params, size_t para
 int peer_client_call(struct peer_client *pc, const char *method, const char *params,
                      size_t params_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
+    if (pc->relay_fn)
+        return snprintf(err, errlen, "the control channel is relayed: no call of its own"), -1;
     if (channel_check(pc, err, errlen) < 0) return -1;
     struct pending *p = malloc(sizeof *p);
     if (!p) {
@@ -422,7 +446,40 @@ int peer_client_notify(struct peer_client *pc, const char *method, const char *p
     return 0;
 }
 
-size_t peer_client_backlog(const struct peer_client *pc)
+/* ---- relay ---- */
+
+int peer_client_relay(struct peer_client *pc, peer_bytes_fn on_bytes, void *ctx, char *err,
+                      size_t errlen)
+{
+    if (pc->n_pending)
+        return snprintf(err, errlen, "%zu calls of its own are pending", pc->n_pending), -1;
+    pc->relay_fn = on_bytes;
+    pc->relay_ctx = ctx;
+    /* Bytes read but not yet a whole message belong to the stream. */
+    msgpack_unpacker *u = &pc->reader.unpacker;
+    if (u->used > u->off) on_bytes(ctx, u->buffer + u->off, u->used - u->off);
+    u->off = u->used;
+    return 0;
+}
+
+int peer_client_relay_write(struct peer_client *pc, const void *bytes, size_t len)
+{
+    if (pc->fd < 0 || pc->output_broken) return -1;
+    msgpack_sbuffer_write(&pc->out, bytes, len);
+    if (!ev_is_active(&pc->write_watcher)) flush_output(pc);
+    return 0;
+}
+
+void peer_client_relay_pause(struct peer_client *pc, bool paused)
+{
+    if (pc->fd < 0) return;
+    if (paused)
+        ev_io_stop(pc->loop, &pc->read_watcher);
+    else
+        ev_io_start(pc->loop, &pc->read_watcher);
+}
+
+size_t peer_client_queued(const struct peer_client *pc)
 {
     return pc->out.size - pc->out_sent;
 }

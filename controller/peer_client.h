@@ -80,9 +80,8 @@ int peer_client_call(struct peer_client *pc, const char *method, const char *par
  * when the channel is down. */
 int peer_client_notify(struct peer_client *pc, const char *method, const char *params,
                        size_t params_len, char *err, size_t errlen);
-/* Bytes queued and not written yet: a relay stops feeding a client whose
- * backlog passed its bound, and resumes when drained says it is empty. */
-size_t peer_client_backlog(const struct peer_client *pc);
+/* A relay that stopped feeding a client whose peer_client_queued passed
+ * its bound resumes when drained says the queue is empty. */
 typedef void (*peer_drained_fn)(void *ctx);
 void peer_client_on_drained(struct peer_client *pc, peer_drained_fn fn, void *ctx);
 /* The end of a child that is not ours to reap (a remote node's peer, whose
@@ -90,6 +89,23 @@ void peer_client_on_drained(struct peer_client *pc, peer_drained_fn fn, void *ct
  * (pending calls fail, on_exit runs). No-op for a child adopted here, or
  * once exited. */
 void peer_client_mark_exited(struct peer_client *pc, int wait_status);
+/* Relay mode, for `hiernet agent` (issue 20): the channel then carries a
+ * byte stream the client neither frames nor answers, the controller's on
+ * another machine. What the peer writes goes to on_bytes as it is read
+ * (at most PEER_RELAY_CHUNK bytes a time, in order; bytes already read
+ * but not decoded first); relay_write queues bytes to the peer. EOF and
+ * the exit hook work as before; calls of the client's own are refused.
+ * -1 with err while calls are pending (their answers would be lost). */
+#define PEER_RELAY_CHUNK 65536
+typedef void (*peer_bytes_fn)(void *ctx, const void *bytes, size_t len);
+int peer_client_relay(struct peer_client *pc, peer_bytes_fn on_bytes, void *ctx, char *err,
+                      size_t errlen);
+/* 0, or -1 when the channel is down (the bytes are dropped). */
+int peer_client_relay_write(struct peer_client *pc, const void *bytes, size_t len);
+/* Stops (or resumes) reading from the peer: the reader downstream is full. */
+void peer_client_relay_pause(struct peer_client *pc, bool paused);
+/* Bytes queued toward the peer, not yet written. */
+size_t peer_client_queued(const struct peer_client *pc);
 
 /* Closes the control channel: the peer exits on EOF. Pending requests fail
  * with "peer stopped". Idempotent. */

@@ -6,7 +6,10 @@
  * holds no socket; answers a controller does not read hold it only for
  * the idle timeout; a bad --idle-timeout is refused naming it; an
  * unreadable stdin ends it with status 1; its stdin's O_NONBLOCK is put
- * back. */
+ * back. build's refusals (an error map, proto/agent_wire.h): before
+ * hello, params of the wrong type, part bytes that do not decode (naming
+ * the field), a second build; a call for a node of no part is dropped
+ * (the agent lives on). */
 #include "check.h"
 #include "common/clock.h"
 #include "hiernet_version.h"
@@ -339,11 +342,78 @@ static void bad_idle_timeout(void)
     }
 }
 
+/* The next message is an error response to build whose map says code
+ * NET_ERR_SCENARIO (1) and message want. */
+static void expect_build_error(struct agent_proc *a, const char *want)
+{
+    struct proto_msg m;
+    struct agent_build_error e;
+    char err[256];
+    CHECK(agent_next(a, &m) && m.kind == PROTO_RESPONSE);
+    CHECK(m.error && m.error->type == MSGPACK_OBJECT_MAP);
+    CHECK(agent_wire_read_build_error(m.error, &e, err, sizeof err) == 0);
+    CHECK(e.code == 1);
+    CHECK_STREQ(e.node, "");
+    CHECK_STREQ(e.link, "");
+    CHECK_STREQ(e.message, want);
+}
+
+static void send_build(struct agent_proc *a, const void *part, size_t len)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_build(&m, &(struct agent_build){part, (uint32_t)len});
+    agent_send(a, AGENT_BUILD, &m);
+}
+
+static void send_call(struct agent_proc *a, uint64_t node)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_call(&m, &(struct agent_call){node, (const uint8_t *)"\x94", 1});
+    msgmap_notify(&m, &pk, agent_method_name(AGENT_CALL));
+    CHECK(write(a->to, sb.data, sb.size) == (ssize_t)sb.size);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+static void build_refusals(void)
+{
+    static const uint8_t not_a_part[] = {0x81, 0xa3, 'r', 'u', 'n', 0x05}; /* {run = 5} */
+    struct agent_proc a;
+    struct proto_msg m;
+    agent_start(&a, "10");
+    send_build(&a, not_a_part, sizeof not_a_part);
+    expect_build_error(&a, "build: before hello");
+    send_hello(&a, HIERNET_AGENT_VERSION);
+    CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_NIL);
+    send_call(&a, 3); /* nothing built: dropped, logged once */
+    struct msgmap b;
+    msgmap_init(&b);
+    msgmap_str(&b, "part", "abc");
+    agent_send(&a, AGENT_BUILD, &b);
+    expect_build_error(&a, "build: param 'part': expected binary, got string");
+    send_build(&a, not_a_part, sizeof not_a_part);
+    expect_build_error(&a, "part wire: part: field 'v' is missing");
+    send_build(&a, not_a_part, sizeof not_a_part);
+    expect_build_error(&a, "build: this agent has had its build already (one part per agent)");
+    msgmap_init(&b);
+    agent_send(&a, AGENT_TEARDOWN, &b);
+    CHECK(agent_next(&a, &m) && m.kind == PROTO_RESPONSE && m.error->type == MSGPACK_OBJECT_NIL);
+    int st = agent_wait(&a, 5);
+    CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    agent_close(&a);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     check_bin_path("hiernet", hiernet_path, sizeof hiernet_path);
     hello_ping_teardown();
+    build_refusals();
     wrong_version();
     endings();
     unread_output();

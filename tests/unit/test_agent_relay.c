@@ -179,7 +179,7 @@ static void backpressure(struct fake_agent *a, struct peer_client *channel,
         CHECK(peer_client_call(node, "put", sb.data, sb.size, on_reply, p, err, sizeof err) == 0);
         sent += sb.size;
         spin(0.02);
-        if (peer_client_backlog(channel) > max_backlog) max_backlog = peer_client_backlog(channel);
+        if (peer_client_queued(channel) > max_backlog) max_backlog = peer_client_queued(channel);
     }
     /* the bound, one chunk over it and one message envelope */
     CHECK_MSG(max_backlog <= AGENT_RELAY_BACKLOG_MAX + AGENT_CALL_DATA_MAX + 64,

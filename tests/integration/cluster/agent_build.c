@@ -1,0 +1,484 @@
+/* agent_build.c — hn-agent-build, the test netns.agent_build (issue 20):
+ * the real `hiernet agent --machine m1` as a child over pipes on this
+ * host (the machine is this host: no SSH), driven as the controller will:
+ *
+ *   hn-agent-build HIERNET
+ *
+ *   - hello, then build with the part of h1 - s1 - h2 placed wholly on m1
+ *     (topo_part_make, kernel backend, h1 with cpu=0.5: a cgroup);
+ *     the answer names registry entry RUN-m1 and 3 nodes;
+ *   - a peer command relayed to h1 through call chunks cut at odd places
+ *     (tensor{x, size 4, fill 2.5} then norm{x}): the answers come back in
+ *     call chunks of node 0 only, and norm's value is exactly 5;
+ *   - a call for s1 (a switch) is dropped and the agent serves on;
+ *   - h2's peer SIGKILLed: an exit notification names node 2, signal 9;
+ *   - teardown answered, the agent exits 0, and nothing is left: no
+ *     registry entry, no peer, no cgroup, no process (started before the
+ *     teardown) holding a node's namespace.
+ * Prints "ok: ..." or "FAIL: ..." per check; exit 0, 1 on a failure, 77
+ * without root (one line). Its registry is a private HIERNET_RUN_DIR. */
+#include "controller/registry.h"
+#include "proto/agent_wire.h"
+#include "proto/protocol.h"
+#include "topo/address.h"
+#include "topo/part.h"
+#include "topo/part_wire.h"
+
+#include "hiernet_version.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RUN "agentbuild"
+#define WAIT_MS 60000 /* a build on a loaded host: namespaces, veths, peers */
+
+static int failed;
+static char err[1024];
+
+/* One line per check: "ok: ..." or "FAIL: ...". */
+static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(bool ok, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s", ok ? "ok: " : "FAIL: ");
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+    if (!ok) failed = 1;
+}
+
+/* ---- the part ---- */
+
+static struct topo_network *network(void)
+{
+    struct topo_network *net = topo_network_new("net", TOPO_BACKEND_KERNEL, 1, err, sizeof err);
+    struct topo_link_params lan = {0};
+    if (!net) return NULL;
+    int h1 = topo_node_add(net, "h1", TOPO_NODE_HOST, err, sizeof err);
+    int s1 = topo_node_add(net, "s1", TOPO_NODE_SWITCH, err, sizeof err);
+    int h2 = topo_node_add(net, "h2", TOPO_NODE_HOST, err, sizeof err);
+    if (h1 != 0 || s1 != 1 || h2 != 2 || topo_link_add(net, h1, s1, &lan, err, sizeof err) < 0 ||
+        topo_link_add(net, s1, h2, &lan, err, sizeof err) < 0 ||
+        topo_assign_addresses(net, err, sizeof err) < 0) {
+        topo_network_free(net);
+        return NULL;
+    }
+    net->nodes[h1].cpu = 0.5; /* a cgroup, which the release must remove */
+    return net;
+}
+
+/* m1's part (all of the network) encoded into out. */
+static int part_bytes(msgpack_sbuffer *out)
+{
+    struct topo_network *net = network();
+    struct topo_routing routing = {0};
+    struct topo_machines machines = {0};
+    struct topo_placement placement = {0};
+    struct topo_part part = {0};
+    uint32_t underlay[1] = {0x7f000001};
+    uint8_t secret[TOPO_PART_SECRET_SIZE] = {7};
+    struct topo_part_plan plan = {RUN, &placement, &machines, underlay, 4242, secret};
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+    int rc = net && topo_routing_compute(net, &routing, err, sizeof err) == 0 &&
+                     topo_machines_add(&machines, "m1", "127.0.0.1", 1, err, sizeof err) == 0 &&
+                     topo_placement_compute(net, &machines, &placement, err, sizeof err) == 0 &&
+                     topo_part_make(net, &routing, &plan, 0, &part, err, sizeof err) == 0 &&
+                     topo_part_encode(&part, &pk)
+                 ? 0
+                 : -1;
+    topo_part_free(&part);
+    topo_placement_free(&placement);
+    topo_machines_free(&machines);
+    topo_routing_free(&routing);
+    topo_network_free(net);
+    return rc;
+}
+
+/* ---- the agent over pipes ---- */
+
+struct agent {
+    pid_t pid;
+    int to, from;
+    struct proto_reader reader;
+    uint32_t msgid;
+};
+
+static int agent_start(struct agent *a, const char *hiernet)
+{
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) return -1;
+    a->pid = fork();
+    if (a->pid < 0) return -1;
+    if (a->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        execl(hiernet, "hiernet", "agent", "--machine", "m1", "--controller", "127.0.0.1",
+              "--idle-timeout", "120", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    a->to = in[1];
+    a->from = out[0];
+    a->msgid = 1;
+    return proto_reader_init(&a->reader, AGENT_MESSAGE_MAX);
+}
+
+static void agent_write(struct agent *a, msgpack_sbuffer *sb)
+{
+    if (write(a->to, sb->data, sb->size) != (ssize_t)sb->size) check(0, "write to the agent");
+    msgpack_sbuffer_clear(sb);
+}
+
+static uint32_t agent_request(struct agent *a, enum agent_method method, struct msgmap *m)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    uint32_t id = a->msgid++;
+    msgmap_request(m, &pk, id, agent_method_name(method));
+    agent_write(a, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    return id;
+}
+
+/* A call notification of len bytes for whole-network node `node`. */
+static void agent_call(struct agent *a, uint64_t node, const void *data, size_t len)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_call(&m, &(struct agent_call){node, data, (uint32_t)len});
+    msgmap_notify(&m, &pk, agent_method_name(AGENT_CALL));
+    agent_write(a, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* The agent's next message within WAIT_MS; false on EOF or timeout. */
+static bool agent_next(struct agent *a, struct proto_msg *m)
+{
+    for (;;) {
+        bool has_msgid;
+        char e[128];
+        enum proto_next r = proto_reader_next(&a->reader, m, &has_msgid, e, sizeof e);
+        if (r == PROTO_NEXT_MESSAGE) return true;
+        if (r != PROTO_NEXT_MORE) return false;
+        struct pollfd p = {a->from, POLLIN, 0};
+        if (poll(&p, 1, WAIT_MS) <= 0) return false;
+        size_t avail;
+        char *buf = proto_reader_buffer(&a->reader, 65536, &avail);
+        ssize_t n = read(a->from, buf, avail);
+        if (n <= 0) return false;
+        proto_reader_consumed(&a->reader, (size_t)n);
+    }
+}
+
+static bool is_method(const struct proto_msg *m, enum agent_method method)
+{
+    return m->kind == PROTO_NOTIFY && agent_method_find(m->method, m->method_len) == method;
+}
+
+/* ---- the peer's stream, reassembled from call chunks ---- */
+
+struct stream {
+    struct proto_reader reader;
+    int other_nodes; /* chunks for another node than 0 */
+};
+
+/* Reads agent messages until node 0's stream holds a response. */
+static bool stream_response(struct agent *a, struct stream *s, struct proto_msg *out)
+{
+    char e[256];
+    for (;;) {
+        bool has_msgid;
+        if (proto_reader_next(&s->reader, out, &has_msgid, e, sizeof e) == PROTO_NEXT_MESSAGE)
+            return out->kind == PROTO_RESPONSE;
+        struct proto_msg m;
+        struct agent_call c;
+        if (!agent_next(a, &m)) return false;
+        if (!is_method(&m, AGENT_CALL) || agent_wire_read_call(m.params, &c, e, sizeof e) < 0)
+            continue;
+        if (c.node != 0) {
+            s->other_nodes++;
+            continue;
+        }
+        size_t avail;
+        memcpy(proto_reader_buffer(&s->reader, c.len, &avail), c.data, c.len);
+        proto_reader_consumed(&s->reader, c.len);
+    }
+}
+
+/* tensor{x} and norm{x} to h1, cut into chunks of 1, 3 and the rest. */
+static void relay_to_h1(struct agent *a)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_str(&m, "name", "x");
+    msgmap_i64(&m, "size", 4);
+    msgmap_f64(&m, "fill", 2.5);
+    msgmap_request(&m, &pk, 41, "tensor");
+    msgmap_init(&m);
+    msgmap_str(&m, "x", "x");
+    msgmap_request(&m, &pk, 42, "norm");
+    agent_call(a, 0, sb.data, 1);
+    agent_call(a, 0, sb.data + 1, 3);
+    agent_call(a, 0, sb.data + 4, sb.size - 4);
+    msgpack_sbuffer_destroy(&sb);
+
+    struct stream s = {0};
+    struct proto_msg r;
+    proto_reader_init(&s.reader, 0);
+    bool ok = stream_response(a, &s, &r);
+    check(ok && r.msgid == 41 && r.error->type == MSGPACK_OBJECT_NIL,
+          "h1 answered tensor{} through call chunks");
+    ok = stream_response(a, &s, &r);
+    double value = -1;
+    struct proto_args args;
+    proto_args_init(&args, r.result);
+    if (ok && r.msgid == 42 && r.error->type == MSGPACK_OBJECT_NIL)
+        proto_arg_f64(&args, "value", &value);
+    check(value == 5.0, "norm{x} through the relay is exactly 5 (got %g)", value);
+    check(s.other_nodes == 0, "no chunk came for another node (%d)", s.other_nodes);
+    proto_reader_destroy(&s.reader);
+}
+
+/* ---- what the part holds, from its registry entry ---- */
+
+struct held {
+    struct registry_proc peers[2];
+    unsigned long netns[2];
+    char cgroups[4][600];
+    int n_peers, n_cgroups;
+};
+
+static void read_held(const char *dir, struct held *h)
+{
+    char path[600], net[64], node[64], line[512];
+    snprintf(path, sizeof path, "%s/nodes", dir);
+    FILE *f = fopen(path, "r");
+    long pid;
+    unsigned long long start;
+    unsigned long inode;
+    while (f && h->n_peers < 2 &&
+           fscanf(f, "%63s %63s %ld %llu %lu", net, node, &pid, &start, &inode) == 5) {
+        h->peers[h->n_peers] = (struct registry_proc){(pid_t)pid, start};
+        h->netns[h->n_peers++] = inode;
+    }
+    if (f) fclose(f);
+    snprintf(path, sizeof path, "%s/cgroups", dir);
+    f = fopen(path, "r");
+    while (f && h->n_cgroups < 4 && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0]) snprintf(h->cgroups[h->n_cgroups++], sizeof h->cgroups[0], "%s", line);
+    }
+    if (f) fclose(f);
+}
+
+static pid_t peer_of(const char *dir, const char *name)
+{
+    char path[600], net[64], node[64];
+    snprintf(path, sizeof path, "%s/nodes", dir);
+    FILE *f = fopen(path, "r");
+    long pid, found = -1;
+    unsigned long long start;
+    unsigned long inode;
+    while (f && fscanf(f, "%63s %63s %ld %llu %lu", net, node, &pid, &start, &inode) == 5)
+        if (!strcmp(node, name)) found = pid;
+    if (f) fclose(f);
+    return (pid_t)found;
+}
+
+/* Processes started no later than `before` (clock ticks since boot) that
+ * hold namespace inode, in their ns/net or an fd: inodes are reused once
+ * freed, and other tests make namespaces meanwhile. */
+static int ns_holders(unsigned long inode, unsigned long long before)
+{
+    char want[64], path[600], link[64];
+    snprintf(want, sizeof want, "net:[%lu]", inode);
+    DIR *proc = opendir("/proc");
+    int n = 0;
+    for (struct dirent *e; proc && (e = readdir(proc));) {
+        struct registry_proc p;
+        pid_t pid = (pid_t)atol(e->d_name);
+        if (pid <= 0 || registry_proc_read(pid, &p) < 0 || p.start > before) continue;
+        snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+        DIR *fds = opendir(path);
+        for (struct dirent *d; fds && (d = readdir(fds));) {
+            snprintf(path, sizeof path, "/proc/%d/fd/%s", (int)pid, d->d_name);
+            ssize_t len = readlink(path, link, sizeof link - 1);
+            if (len > 0 && (link[len] = '\0', !strcmp(link, want))) n++;
+        }
+        if (fds) closedir(fds);
+        snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+        ssize_t len = readlink(path, link, sizeof link - 1);
+        if (len > 0 && (link[len] = '\0', !strcmp(link, want))) n++;
+    }
+    if (proc) closedir(proc);
+    return n;
+}
+
+static void check_nothing_left(const struct held *h, const char *dir, unsigned long long before)
+{
+    struct stat st;
+    check(stat(dir, &st) < 0 && errno == ENOENT, "the registry entry %s is gone", dir);
+    for (int i = 0; i < h->n_peers; i++)
+        check(!registry_proc_alive(&h->peers[i]), "peer %d is gone", (int)h->peers[i].pid);
+    for (int i = 0; i < h->n_cgroups; i++)
+        check(stat(h->cgroups[i], &st) < 0 && errno == ENOENT, "cgroup %s is gone", h->cgroups[i]);
+    int holders = 0;
+    for (int i = 0; i < h->n_peers; i++) {
+        for (int t = 0; t < 50 && ns_holders(h->netns[i], before) > 0; t++)
+            usleep(100000);
+        holders += ns_holders(h->netns[i], before);
+    }
+    check(holders == 0, "no process holds a node's namespace (%d)", holders);
+}
+
+/* ---- the test ---- */
+
+static bool hello(struct agent *a)
+{
+    struct agent_hello h = {.clock_ns = 1};
+    struct proto_msg m;
+    snprintf(h.version, sizeof h.version, "%s", HIERNET_AGENT_VERSION);
+    snprintf(h.run_id, sizeof h.run_id, RUN);
+    snprintf(h.machine, sizeof h.machine, "m1");
+    struct msgmap q;
+    msgmap_init(&q);
+    agent_wire_hello(&q, &h);
+    agent_request(a, AGENT_HELLO, &q);
+    return agent_next(a, &m) && m.kind == PROTO_RESPONSE && m.error->type == MSGPACK_OBJECT_NIL;
+}
+
+/* build; 1 built (registry id into id), 0 failed, 77 the machine cannot. */
+static int build(struct agent *a, char *id, size_t cap)
+{
+    msgpack_sbuffer part;
+    msgpack_sbuffer_init(&part);
+    if (part_bytes(&part) < 0) return check(0, "the part: %s", err), 0;
+    struct msgmap q;
+    msgmap_init(&q);
+    agent_wire_build(&q, &(struct agent_build){(const uint8_t *)part.data, (uint32_t)part.size});
+    uint32_t want = agent_request(a, AGENT_BUILD, &q);
+    msgpack_sbuffer_destroy(&part);
+    struct proto_msg m;
+    struct agent_build_reply r;
+    struct agent_build_error e;
+    while (agent_next(a, &m) && m.kind != PROTO_RESPONSE)
+        continue;
+    if (m.kind != PROTO_RESPONSE || m.msgid != want) return check(0, "build answered"), 0;
+    if (m.error->type == MSGPACK_OBJECT_MAP &&
+        agent_wire_read_build_error(m.error, &e, err, sizeof err) == 0) {
+        if (e.code == 2) return printf("SKIP: this machine cannot build: %s\n", e.message), 77;
+        return check(0, "build: %s", e.message), 0;
+    }
+    int ok = m.error->type == MSGPACK_OBJECT_NIL &&
+             agent_wire_read_build_reply(m.result, &r, err, sizeof err) == 0;
+    check(ok && !strcmp(r.registry, RUN "-m1") && r.nodes == 3,
+          "build answered registry %s, %llu nodes", ok ? r.registry : "?",
+          ok ? (unsigned long long)r.nodes : 0ULL);
+    snprintf(id, cap, "%s", ok ? r.registry : "");
+    return ok;
+}
+
+static void kill_h2(struct agent *a, const char *dir)
+{
+    pid_t pid = peer_of(dir, "h2");
+    check(pid > 0 && kill(pid, SIGKILL) == 0, "h2's peer %d killed", (int)pid);
+    struct proto_msg m;
+    struct agent_exit x = {.node = 99};
+    while (agent_next(a, &m))
+        if (is_method(&m, AGENT_EXIT) && agent_wire_read_exit(m.params, &x, err, sizeof err) == 0)
+            break;
+    check(x.node == 2 && WIFSIGNALED(x.status) && WTERMSIG(x.status) == SIGKILL,
+          "exit names node 2 killed by signal 9 (node %llu, status %lld)",
+          (unsigned long long)x.node, (long long)x.status);
+}
+
+static void teardown(struct agent *a)
+{
+    struct msgmap q;
+    msgmap_init(&q);
+    uint32_t want = agent_request(a, AGENT_TEARDOWN, &q);
+    struct proto_msg m;
+    bool answered = false;
+    while (!answered && agent_next(a, &m))
+        answered = m.kind == PROTO_RESPONSE && m.msgid == want;
+    check(answered && m.error->type == MSGPACK_OBJECT_NIL, "teardown answered");
+    int status = -1;
+    for (int t = 0; t < 300 && waitpid(a->pid, &status, WNOHANG) == 0; t++)
+        usleep(100000);
+    check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the agent exited 0 (status %d)", status);
+}
+
+/* Now, in /proc/PID/stat's start unit: clock ticks since boot. */
+static unsigned long long boot_ticks(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (unsigned long long)(ts.tv_sec * sysconf(_SC_CLK_TCK) +
+                                ts.tv_nsec / (1000000000L / sysconf(_SC_CLK_TCK)));
+}
+
+static int run(const char *hiernet, const char *root)
+{
+    struct agent a;
+    char id[AGENT_REGISTRY_ID_MAX], dir[512];
+    struct held held = {0};
+    if (agent_start(&a, hiernet) < 0) return check(0, "start the agent"), 1;
+    check(hello(&a), "hello answered");
+    int built = build(&a, id, sizeof id);
+    if (built == 1) {
+        snprintf(dir, sizeof dir, "%s/%s", root, id);
+        read_held(dir, &held);
+        check(held.n_peers == 2 && held.n_cgroups >= 1, "registry: %d peers, %d cgroups",
+              held.n_peers, held.n_cgroups);
+        relay_to_h1(&a);
+        agent_call(&a, 1, "\x90", 1); /* s1: a switch, dropped */
+        kill_h2(&a, dir);
+    }
+    unsigned long long before = boot_ticks();
+    teardown(&a);
+    if (built == 1) check_nothing_left(&held, dir, before);
+    close(a.to);
+    close(a.from);
+    proto_reader_destroy(&a.reader);
+    return built == 77 ? 77 : failed;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) return fprintf(stderr, "usage: hn-agent-build HIERNET\n"), 2;
+    if (geteuid() != 0) return printf("SKIP: needs root (namespaces, veths, cgroups)\n"), 77;
+    signal(SIGPIPE, SIG_IGN);
+    char root[] = "/tmp/hn-agent-build-XXXXXX";
+    if (!mkdtemp(root)) return perror("mkdtemp"), 1;
+    setenv(REGISTRY_ENV_ROOT, root, 1);
+    int rc = run(argv[1], root);
+    if (rmdir(root) < 0) check(0, "the private registry %s is empty: %s", root, strerror(errno));
+    return rc == 77 ? 77 : failed;
+}
