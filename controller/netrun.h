@@ -89,9 +89,9 @@ const char *netrun_backend_reason(const struct netrun *nr);
 void netrun_describe_start(const struct netrun *nr, char *buf, size_t len);
 struct peer_client *netrun_peer(const struct netrun *nr, int node);
 int netrun_node_ns(const struct netrun *nr, int node); /* -1 on the none backend */
-/* 0 when node is on this machine; -1 with err (one line naming the node
- * and its machine: "WHAT a remote node is not available yet") when a
- * network over machines has it on another. */
+/* 0 when node is on this machine; -1 with err (the cause only, naming its
+ * machine: "it is on machine m2: WHAT a remote node is not available yet")
+ * when a network over machines has it on another. */
 int netrun_node_here(const struct netrun *nr, int node, const char *what, char *err, size_t errlen);
 /* Before node `from` sends to node `to`: queues peers{table = {to = its
  * address}} on from's channel, once per peer and target (again after a

@@ -54,8 +54,8 @@ int netrun_parts_node(const struct netrun *nr, int node, const char *what, char 
 {
     const struct netrun_parts *p = nr->parts;
     if (p->local_node[node] >= 0) return p->local_node[node];
-    snprintf(err, errlen, "node '%s' is on machine %s: %s a remote node is not available yet",
-             nr->net->nodes[node].name, machine_of(p, node), what);
+    snprintf(err, errlen, "it is on machine %s: %s a remote node is not available yet",
+             machine_of(p, node), what);
     return -1;
 }
 
@@ -67,13 +67,11 @@ int netrun_parts_link(const struct netrun *nr, int link, const char *what, char 
     const char *ma = machine_of(p, l->a), *mb = machine_of(p, l->b);
     if (strcmp(ma, mb))
         snprintf(err, errlen,
-                 "link '%s-%s' crosses machines %s and %s: %s a link between machines is not "
-                 "available yet",
-                 nr->net->nodes[l->a].name, nr->net->nodes[l->b].name, ma, mb, what);
+                 "it crosses machines %s and %s: %s a link between machines is not available yet",
+                 ma, mb, what);
     else
-        snprintf(err, errlen,
-                 "link '%s-%s' is on machine %s: %s a remote link is not available yet",
-                 nr->net->nodes[l->a].name, nr->net->nodes[l->b].name, ma, what);
+        snprintf(err, errlen, "it is on machine %s: %s a remote link is not available yet", ma,
+                 what);
     return -1;
 }
 

@@ -192,7 +192,7 @@ void netrun_peer_kill(struct netrun *nr, int node)
     if (nr->parts) {
         char err[512];
         int n = netrun_parts_node(nr, node, "killing", err, sizeof err);
-        if (n < 0) return ctl_log("network '%s': %s", nr->net->name, err);
+        if (n < 0) return ctl_log("node '%s': kill: %s", nr->net->nodes[node].name, err);
         netrun_peer_kill(netrun_parts_inner(nr), n);
     }
     nr->peers[node].killed = true;
