@@ -196,7 +196,7 @@ static void agent_fail(struct agent_client *ac, const char *fmt, ...)
     va_end(ap);
     /* Its peers are out of reach: each ends as a killed one (the run's
      * exit path), and a build in flight fails naming the machine. */
-    agent_relay_lost(ac->relay);
+    agent_relay_lost(ac->relay, why);
     build_failed(ac, NET_ERR_ENVIRONMENT, why);
     if (ac->hooks.on_failed) ac->hooks.on_failed(ac->hooks.ctx, ac, why);
 }
@@ -260,9 +260,7 @@ static void on_exit_hook(void *ctx, int status)
     /* what the agent or ssh said last is in the pipe: read it first */
     while (ac->err_fd >= 0 && err_read(ac)) {
     }
-    agent_relay_lost(ac->relay); /* those not reported exited are gone with the agent */
-    agent_down(ac);
-    char how[64];
+    char how[64], gone[400];
     if (WIFEXITED(status))
         snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
     else
@@ -270,6 +268,10 @@ static void on_exit_hook(void *ctx, int status)
                  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     agent_fail(ac, "the agent's %s %s%s%s", ac->opts.slurm ? "srun" : "ssh", how,
                ac->last_err[0] ? ": " : "", ac->last_err);
+    /* A teardown's peers not reported exited are gone with the agent. */
+    snprintf(gone, sizeof gone, "machine '%s': its agent is gone", ac->machine.name);
+    agent_relay_lost(ac->relay, gone);
+    agent_down(ac);
 }
 
 static void on_pong(void *ctx, const char *error, const msgpack_object *result)

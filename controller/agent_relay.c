@@ -161,7 +161,7 @@ static void relay_exit(struct agent_relay *r, const msgpack_object *params)
     /* What the peer wrote before it exited is in the relay's buffer: hand
      * it over first, as a local client reads its leftovers. */
     node_flush(rn);
-    peer_client_mark_exited(rn->pc, (int)e.status);
+    peer_client_mark_exited(rn->pc, (int)e.status, NULL);
 }
 
 bool agent_relay_notify(struct agent_relay *r, const char *method, uint32_t method_len,
@@ -228,11 +228,11 @@ struct peer_client *agent_relay_peer(const struct agent_relay *r, int node)
     return rn ? rn->pc : NULL;
 }
 
-void agent_relay_lost(struct agent_relay *r)
+void agent_relay_lost(struct agent_relay *r, const char *why)
 {
     for (size_t i = 0; r && i < r->n; i++) {
         node_close(r->v[i]);
-        peer_client_mark_exited(r->v[i]->pc, SIGKILL); /* a wait status: killed by SIGKILL */
+        peer_client_mark_exited(r->v[i]->pc, SIGKILL, why); /* a wait status: killed by SIGKILL */
     }
 }
 

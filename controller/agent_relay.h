@@ -47,6 +47,7 @@ struct peer_client *agent_relay_peer(const struct agent_relay *r, int node);
 bool agent_relay_notify(struct agent_relay *r, const char *method, uint32_t method_len,
                         const msgpack_object *params);
 /* The agent is gone: every node's client that has not exited ends as
- * killed (SIGKILL's wait status), its calls failing. */
-void agent_relay_lost(struct agent_relay *r);
+ * killed (SIGKILL's wait status), its calls failing with why (one line
+ * naming the machine). */
+void agent_relay_lost(struct agent_relay *r, const char *why);
 void agent_relay_free(struct agent_relay *r);

@@ -226,9 +226,10 @@ static void on_child(EV_P_ ev_child *w, int revents)
     child_exited(pc, w->rstatus);
 }
 
-void peer_client_mark_exited(struct peer_client *pc, int wait_status)
+void peer_client_mark_exited(struct peer_client *pc, int wait_status, const char *why)
 {
     if (pc->exited || pc->pid > 0) return; /* a child of ours is reaped, not told */
+    if (why && !pc->gone_reason[0]) snprintf(pc->gone_reason, sizeof pc->gone_reason, "%s", why);
     child_exited(pc, wait_status);
 }
 

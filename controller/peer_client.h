@@ -86,9 +86,9 @@ typedef void (*peer_drained_fn)(void *ctx);
 void peer_client_on_drained(struct peer_client *pc, peer_drained_fn fn, void *ctx);
 /* The end of a child that is not ours to reap (a remote node's peer, whose
  * exit its machine's agent reports): as if it had exited with wait_status
- * (pending calls fail, on_exit runs). No-op for a child adopted here, or
- * once exited. */
-void peer_client_mark_exited(struct peer_client *pc, int wait_status);
+ * (pending calls fail, with why when not NULL, else as the status says;
+ * on_exit runs). No-op for a child adopted here, or once exited. */
+void peer_client_mark_exited(struct peer_client *pc, int wait_status, const char *why);
 /* Relay mode, for `hiernet agent` (issue 20): the channel then carries a
  * byte stream the client neither frames nor answers, the controller's on
  * another machine. What the peer writes goes to on_bytes as it is read

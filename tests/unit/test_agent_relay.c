@@ -243,8 +243,11 @@ int main(void)
     struct peer_client *again = agent_relay_open(r, 3, "h2", &hooks, err, sizeof err);
     if (again) backpressure(a, channel, again, &q);
     /* the agent lost: the node ends as killed */
-    agent_relay_lost(r);
+    char left[256];
+    CHECK(peer_client_call(again, "ping", NULL, 0, on_reply, &q, left, sizeof left) == 0);
+    agent_relay_lost(r, "machine 'm2' (10.250.0.2): the agent's ssh exited with status 255");
     CHECK(q.exits == 1 && WIFSIGNALED(q.status) && WTERMSIG(q.status) == SIGKILL);
+    CHECK_STREQ(q.error, "machine 'm2' (10.250.0.2): the agent's ssh exited with status 255");
     agent_relay_free(r);
     peer_client_free(channel);
     close(a->fd);

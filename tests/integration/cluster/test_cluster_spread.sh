@@ -14,7 +14,14 @@
 #     naming the link or node and machine m2;
 #   - net:stop() returns; afterwards no peer, agent or ssh process, no
 #     registry entry and no cgroup is left on either machine, only the
-#     machines' holders and sshd.
+#     machines' holders and sshd;
+#   - a part m2's agent cannot build (h2 asks for a GPU m2 lacks) fails the
+#     start in one line naming the machine and the node (m1's part, built
+#     meanwhile, is released) and leaves nothing on either machine;
+#   - m2's agent SIGKILLed while the network runs: h2's next command fails
+#     in one line naming m2, h1's still answers, the stop ends the run, and
+#     m2's part's registry entry (the agent's, left by its SIGKILL) goes
+#     with `hiernet clean --hosts`: nothing is left.
 # Usage: test_cluster_spread.sh HIERNET
 set -uo pipefail
 HN=$(realpath "$1")
@@ -93,6 +100,95 @@ expect_eq "m1's registry is empty" "$(cluster_exec 1 ls -A /run/hiernet 2>/dev/n
 expect_eq "m2's registry is empty" "$(cluster_exec 2 ls -A /run/hiernet 2>/dev/null)" ""
 expect_eq "no cgroup of the run is left" \
   "$(find /sys/fs/cgroup -maxdepth 3 -type d -name "hiernet-*sp*" 2>/dev/null)" ""
+
+# Nothing of the cluster's machines is running but their holders and sshd,
+# no registry entry (m1 may keep its ssh control directory only while a
+# controller lives) and no cgroup of network NET.
+nothing_left() {
+  local what=$1 net=$2 rest _
+  for _ in $(seq 50); do
+    rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
+    [[ -z $rest ]] && break
+    sleep 0.1
+  done
+  expect_eq "$what: no process left on the machines" \
+    "$(for p in $rest; do echo "$p $(cat /proc/$p/comm 2>/dev/null)"; done)" ""
+  expect_eq "$what: registries empty" \
+    "$(cluster_exec 1 ls -A /run/hiernet 2>/dev/null)$(cluster_exec 2 ls -A /run/hiernet 2>/dev/null)" ""
+  expect_eq "$what: no cgroup left" \
+    "$(find /sys/fs/cgroup -maxdepth 3 -type d -name "hiernet-*-$net" 2>/dev/null)" ""
+}
+
+# --- a part that m2 cannot build (h2 asks for a GPU: none in the cluster) ---
+if [[ -e /dev/nvidia0 ]]; then
+  echo "skipped: the part m2 cannot build: this host has a GPU, which h2's part would get"
+else
+cat >"$D/bad.lua" <<LUA
+local hn = require("hiernet")
+local net = hn.network{ name = "bad", backend = "kernel", hosts = "$D/hosts" }
+local h1 = net:node("h1", { host = "m1" })
+local h2 = net:node("h2", { host = "m2", device = "cuda" })
+net:link(h1, h2, { bw = "100Mbit" })
+net:start()
+print("started")
+LUA
+cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" run "$D/bad.lua" \
+  --out "$D/rb" --quiet >"$D/bad.out" 2>"$D/bad.err"
+rc=$?
+[[ $rc -ne 0 ]] && pass "a part m2 cannot build fails the run (exit $rc)" || fail "bad part: exit 0"
+expect_eq "bad part: not started" "$(grep -c '^started$' "$D/bad.out")" 0
+line=$(grep "bad.lua:6: " "$D/bad.err" | head -n1)
+grep -q "machine 'm2'" <<<"$line" && grep -q "h2" <<<"$line" &&
+  pass "bad part: one line names m2 and h2: ${line#*bad.lua:6: }" || fail "bad part: $(tail -n3 "$D/bad.err")"
+nothing_left "bad part" bad
+fi
+
+# --- m2's agent lost while the network runs ---
+cat >"$D/lost.lua" <<LUA
+local hn = require("hiernet")
+local net = hn.network{ name = "lost", backend = "kernel", hosts = "$D/hosts" }
+local h1 = net:node("h1", { host = "m1" })
+local h2 = net:node("h2", { host = "m2" })
+net:link(h1, h2, { bw = "100Mbit" })
+net:start()
+h2:ping()
+io.open("$D/lost.up", "w"):close()
+for _ = 1, 300 do
+  if io.open("$D/lost.killed") then break end
+  hn.sleep(0.05)
+end
+hn.sleep(0.3)
+local ok, err = pcall(function() return h2:ping() end)
+print("h2 after: " .. tostring(ok) .. " " .. tostring(err))
+print("h1 after: " .. tostring(h1:ping().ms ~= nil))
+net:stop()
+print("stopped")
+LUA
+cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" run "$D/lost.lua" \
+  --out "$D/rl" --quiet >"$D/lost.out" 2>"$D/lost.err" &
+run_pid=$!
+for _ in $(seq 300); do [[ -e $D/lost.up ]] && break; sleep 0.05; done
+agent=""
+ns2=$(readlink "/proc/${CLUSTER_HOLDERS[2]}/ns/net")
+for pid in $(cluster_procs); do
+  [[ $(readlink "/proc/$pid/ns/net" 2>/dev/null) == "$ns2" ]] || continue
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "^$HN agent " && agent=$pid
+done
+[[ -n $agent ]] && pass "m2's agent runs ($agent)" || fail "no agent on m2"
+[[ -n $agent ]] && kill -KILL "$agent"
+touch "$D/lost.killed"
+wait "$run_pid"
+expect_eq "agent lost: the run still stops (exit 0)" "$?" 0
+grep -qE "^h2 after: false .*machine 'm2'" "$D/lost.out" &&
+  pass "agent lost: h2's command fails naming m2: $(grep '^h2 after' "$D/lost.out")" ||
+  fail "agent lost: $(cat "$D/lost.out") $(tail -n3 "$D/lost.err")"
+expect_eq "agent lost: h1 still answers" "$(grep '^h1 after' "$D/lost.out")" "h1 after: true"
+expect_eq "agent lost: stopped" "$(grep -c '^stopped$' "$D/lost.out")" 1
+# A SIGKILLed agent leaves its part's registry entry: clean --hosts ends it.
+expect_eq "agent lost: m2's registry keeps the part's entry" "$(cluster_exec 2 ls -A /run/hiernet)" "rl-m2"
+cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" "$HN" clean --hosts "$D/hosts" >"$D/clean.out" 2>&1
+expect_eq "agent lost: clean --hosts exit 0" "$?" 0
+nothing_left "agent lost, cleaned" lost
 
 pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
 cluster_down
