@@ -512,11 +512,13 @@ struct netprog *netlife_program_spawn(struct netlife *nl, int node, char *const 
     return netprog_spawn(&nl->programs, nl->run->loop, &place, argv, done, ctx, err, errlen);
 }
 
-void netlife_node_kill(struct netlife *nl, int node)
+int netlife_node_kill(struct netlife *nl, int node, char *err, size_t errlen)
 {
     struct netrun *nr = netlife_netrun(nl);
+    if (nr && netrun_node_here(nr, node, "killing", err, errlen) < 0) return -1;
     if (nr) netrun_peer_kill(nr, node);
     netprog_list_signal(&nl->programs, node, SIGKILL);
+    return 0;
 }
 
 int netlife_node_restart(struct netlife *nl, int node, char *err, size_t errlen)

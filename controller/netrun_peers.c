@@ -192,6 +192,7 @@ void netrun_peer_kill(struct netrun *nr, int node)
     if (nr->parts) {
         char err[512];
         int n = netrun_parts_node(nr, node, "killing", err, sizeof err);
+        /* netlife_node_kill refuses it first: never the wrong part's peer */
         if (n < 0) return ctl_log("node '%s': kill: %s", nr->net->nodes[node].name, err);
         netrun_peer_kill(netrun_parts_inner(nr), n);
     }

@@ -10,8 +10,10 @@
 #   - a tensor of 100000 uniform values made on h1 and sent h1 -> h2 over
 #     the emulated network (the cut link s1-h2 is a VXLAN device) reads
 #     back on h2 value for value equal to h1's;
-#   - changing the cut link, or running a program in h2, fails in one line
-#     naming the link or node and machine m2;
+#   - h2 sends it back to h1 (h2 told h1's address through the relay) and
+#     it arrives equal;
+#   - changing the cut link, running a program in h2 or killing h2 fails
+#     in one line naming the link or node and machine m2 (h2 still runs);
 #   - net:stop() returns; afterwards no peer, agent or ssh process, no
 #     registry entry and no cgroup is left on either machine, only the
 #     machines' holders and sshd;
@@ -62,10 +64,20 @@ for off = 0, 99999, 65536 do
   end
 end
 print("compared " .. n .. " " .. tostring(same))
+-- back: h2 learns h1's address through the relay, sends over the data plane
+h2:send{ tensor = "x", to = h1, as = "back" }
+local a = h1:read{ tensor = "x", range = { 0, 65536 } }.values
+local b = h1:read{ tensor = "back", range = { 0, 65536 } }.values
+local back = #b == 65536
+for i = 1, #a do if a[i] ~= b[i] then back = false end end
+print("back " .. tostring(back))
 local ok, err = pcall(function() cut:set{ bw = "50Mbit" } end)
 print("cut set: " .. tostring(ok) .. " " .. tostring(err))
 ok, err = pcall(function() return h2:run("true") end)
 print("h2 run: " .. tostring(ok) .. " " .. tostring(err))
+ok, err = pcall(function() h2:kill() end)
+print("h2 kill: " .. tostring(ok) .. " " .. tostring(err))
+print("h2 alive " .. tostring(h2:ping().ms ~= nil))
 net:stop()
 print("stopped")
 LUA
@@ -84,6 +96,11 @@ grep -qF "cut set: false" "$D/run.out" && grep -qF "link s1-h2: set: it crosses 
   pass "changing the cut link fails naming it and both machines: $(grep '^cut set' "$D/run.out")" || fail "cut set: $(grep '^cut set' "$D/run.out")"
 grep -qF "h2 run: false" "$D/run.out" && grep -qF "node 'h2': it is on machine m2: running a program in a remote node is not available yet" "$D/run.out" &&
   pass "a program in h2 fails naming its machine: $(grep '^h2 run' "$D/run.out")" || fail "h2 run: $(grep '^h2 run' "$D/run.out")"
+expect_eq "h2 -> h1: the tensor came back equal" "$(grep '^back ' "$D/run.out")" "back true"
+grep -qF "h2 kill: false" "$D/run.out" &&
+  grep -qF "node 'h2': kill: it is on machine m2: killing a remote node is not available yet" "$D/run.out" &&
+  pass "killing h2 is refused naming m2" || fail "h2 kill: $(grep '^h2 kill' "$D/run.out")"
+expect_eq "h2 still answers after the refused kill" "$(grep '^h2 alive' "$D/run.out")" "h2 alive true"
 expect_eq "stopped" "$(grep -c '^stopped$' "$D/run.out")" 1
 grep -q "machine m2 built its part" "$D/r/log.txt" 2>/dev/null && pass "log.txt: m2 built its part" ||
   fail "log.txt: no line of m2's part"
