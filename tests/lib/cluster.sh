@@ -215,6 +215,15 @@ cluster_procs() {
   cluster_netns_users | sed -n 's|^/proc/\([0-9]*\)/ns/net -> .*|\1|p'
 }
 
+# Pids of the processes in machine I's network namespace.
+cluster_procs_in() {
+  local ns pid
+  ns=$(readlink "/proc/${CLUSTER_HOLDERS[$1]}/ns/net")
+  for pid in $(cluster_procs); do
+    [[ $(readlink "/proc/$pid/ns/net" 2>/dev/null) == "$ns" ]] && echo "$pid"
+  done
+}
+
 # Whether pid is a process that has not exited (a zombie has).
 cluster_alive() {
   local state

@@ -40,19 +40,15 @@ on_m1() {
 
 # Pids of `hiernet agent` processes in machine I's namespace.
 agents_on() {
-  local ns pid
-  ns=$(readlink "/proc/${CLUSTER_HOLDERS[$1]}/ns/net")
-  for pid in $(cluster_procs); do
-    [[ $(readlink "/proc/$pid/ns/net" 2>/dev/null) == "$ns" ]] || continue
+  local pid
+  for pid in $(cluster_procs_in "$1"); do
     tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "^$HN agent " && echo "$pid"
   done
 }
 # ssh clients on m1 (the controller's side).
 ssh_on_m1() {
-  local ns pid
-  ns=$(readlink "/proc/${CLUSTER_HOLDERS[1]}/ns/net")
-  for pid in $(cluster_procs); do
-    [[ $(readlink "/proc/$pid/ns/net" 2>/dev/null) == "$ns" ]] || continue
+  local pid
+  for pid in $(cluster_procs_in 1); do
     [[ $(cat "/proc/$pid/comm" 2>/dev/null) == ssh ]] && echo "$pid"
   done
 }

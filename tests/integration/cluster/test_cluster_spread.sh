@@ -5,7 +5,8 @@
 # kernel. The controller builds m1's part itself and m2's through m2's
 # agent (controller/netrun_parts.c), relays h2's peer commands over the
 # agent's channel (controller/agent_relay.c), and:
-#   - net:start() returns, h2:ping() and h2:stats() answer (stats names h2
+#   - net:start() returns, with a cgroup for each machine's part (h1 and
+#     h2 have cpu = 0.5); h2:ping() and h2:stats() answer (stats names h2
 #     and a pid: the peer runs on m2);
 #   - a tensor of 100000 uniform values made on h1 and sent h1 -> h2 over
 #     the emulated network (the cut link s1-h2 is a VXLAN device) reads
@@ -35,17 +36,40 @@ cluster_require
 cluster_up 2 || { echo "FAIL: cluster_up 2"; exit 1; }
 D=$CLUSTER_DIR
 printf 'm1 %s\nm2 %s\n' "$(cluster_addr 1)" "$(cluster_addr 2)" >"$D/hosts"
+# hiernet on m1, the controller's machine, with the cluster's ssh config.
+hn_m1() { cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" "$@"; }
+
+# Nothing of the cluster's machines is running but their holders and sshd,
+# no registry entry and no cgroup of network NET.
+nothing_left() {
+  local what=$1 net=$2 rest _
+  for _ in $(seq 50); do
+    rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
+    [[ -z $rest ]] && break
+    sleep 0.1
+  done
+  expect_eq "$what: no process left on the machines" \
+    "$(for p in $rest; do echo "$p $(cat /proc/$p/comm 2>/dev/null)"; done)" ""
+  expect_eq "$what: registries empty" \
+    "$(cluster_exec 1 ls -A /run/hiernet 2>/dev/null)$(cluster_exec 2 ls -A /run/hiernet 2>/dev/null)" ""
+  expect_eq "$what: no cgroup left" \
+    "$(find /sys/fs/cgroup -maxdepth 3 -type d -name "hiernet-*-$net" 2>/dev/null)" ""
+}
 
 cat >"$D/spread.lua" <<LUA
 local hn = require("hiernet")
 local net = hn.network{ name = "sp", backend = "kernel", hosts = "$D/hosts" }
-local h1 = net:node("h1", { host = "m1" })
+local h1 = net:node("h1", { host = "m1", cpu = 0.5 })
 local s1 = net:switch("s1", { host = "m1" })
-local h2 = net:node("h2", { host = "m2" })
+local h2 = net:node("h2", { host = "m2", cpu = 0.5 })
 net:link(h1, s1, { bw = "100Mbit" })
 local cut = net:link(s1, h2, { bw = "100Mbit" }) -- no delay: this kernel has no netem
 net:start()
 print("started")
+-- each machine's part has its cgroup (the machines share this host's tree)
+local f = io.popen("find /sys/fs/cgroup -maxdepth 3 -type d -name 'hiernet-*-sp' | sed 's|.*/||' | sort")
+print("cgroups " .. f:read("a"):gsub("\n", " "))
+f:close()
 local p = h2:ping()
 print("ping h2 " .. tostring(p.ms ~= nil))
 local st = h2:stats()
@@ -71,23 +95,25 @@ local b = h1:read{ tensor = "back", range = { 0, 65536 } }.values
 local back = #b == 65536
 for i = 1, #a do if a[i] ~= b[i] then back = false end end
 print("back " .. tostring(back))
-local ok, err = pcall(function() cut:set{ bw = "50Mbit" } end)
-print("cut set: " .. tostring(ok) .. " " .. tostring(err))
-ok, err = pcall(function() return h2:run("true") end)
-print("h2 run: " .. tostring(ok) .. " " .. tostring(err))
-ok, err = pcall(function() h2:kill() end)
-print("h2 kill: " .. tostring(ok) .. " " .. tostring(err))
+local function try(label, fn)
+  local ok, err = pcall(fn)
+  print(label .. ": " .. tostring(ok) .. " " .. tostring(err))
+end
+try("cut set", function() cut:set{ bw = "50Mbit" } end)
+try("h2 run", function() return h2:run("true") end)
+try("h2 kill", function() h2:kill() end)
 print("h2 alive " .. tostring(h2:ping().ms ~= nil))
 net:stop()
 print("stopped")
 LUA
 
-cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" run "$D/spread.lua" \
-  --out "$D/r" >"$D/run.out" 2>"$D/run.err"
+hn_m1 run "$D/spread.lua" --out "$D/r" >"$D/run.out" 2>"$D/run.err"
 rc=$?
 expect_eq "run exit status" "$rc" 0
 [[ $rc -eq 0 ]] || { tail -n 20 "$D/run.err"; tail -n 20 "$D/r/log.txt" 2>/dev/null; }
 expect_eq "started" "$(grep -c '^started$' "$D/run.out")" 1
+# m1's part is the controller's run (its registry id r), m2's the agent's r-m2
+expect_eq "a cgroup per machine's part" "$(grep '^cgroups ' "$D/run.out")" "cgroups hiernet-r-m2-sp hiernet-r-sp "
 expect_eq "h2 answers ping over the relay" "$(grep '^ping h2 ' "$D/run.out")" "ping h2 true"
 expect_eq "h2's stats name it and its pid" "$(grep '^stats h2 ' "$D/run.out")" "stats h2 h2 true"
 grep -qE '^sent [0-9]+$' "$D/run.out" && pass "h1 -> h2 send returned" || fail "send: $(grep '^sent' "$D/run.out")"
@@ -105,36 +131,7 @@ expect_eq "stopped" "$(grep -c '^stopped$' "$D/run.out")" 1
 grep -q "machine m2 built its part" "$D/r/log.txt" 2>/dev/null && pass "log.txt: m2 built its part" ||
   fail "log.txt: no line of m2's part"
 
-# Nothing left on either machine.
-for _ in $(seq 50); do
-  rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
-  [[ -z $rest ]] && break
-  sleep 0.1
-done
-expect_eq "only the machines' holders and sshd are left in them" \
-  "$(for p in $rest; do echo "$p $(cat /proc/$p/comm 2>/dev/null)"; done)" ""
-expect_eq "m1's registry is empty" "$(cluster_exec 1 ls -A /run/hiernet 2>/dev/null | grep -v '^\.ssh-' )" ""
-expect_eq "m2's registry is empty" "$(cluster_exec 2 ls -A /run/hiernet 2>/dev/null)" ""
-expect_eq "no cgroup of the run is left" \
-  "$(find /sys/fs/cgroup -maxdepth 3 -type d -name "hiernet-*sp*" 2>/dev/null)" ""
-
-# Nothing of the cluster's machines is running but their holders and sshd,
-# no registry entry (m1 may keep its ssh control directory only while a
-# controller lives) and no cgroup of network NET.
-nothing_left() {
-  local what=$1 net=$2 rest _
-  for _ in $(seq 50); do
-    rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
-    [[ -z $rest ]] && break
-    sleep 0.1
-  done
-  expect_eq "$what: no process left on the machines" \
-    "$(for p in $rest; do echo "$p $(cat /proc/$p/comm 2>/dev/null)"; done)" ""
-  expect_eq "$what: registries empty" \
-    "$(cluster_exec 1 ls -A /run/hiernet 2>/dev/null)$(cluster_exec 2 ls -A /run/hiernet 2>/dev/null)" ""
-  expect_eq "$what: no cgroup left" \
-    "$(find /sys/fs/cgroup -maxdepth 3 -type d -name "hiernet-*-$net" 2>/dev/null)" ""
-}
+nothing_left "after the stop" sp
 
 # --- a part that m2 cannot build (h2 asks for a GPU: none in the cluster) ---
 if [[ -e /dev/nvidia0 ]]; then
@@ -149,8 +146,7 @@ net:link(h1, h2, { bw = "100Mbit" })
 net:start()
 print("started")
 LUA
-cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" run "$D/bad.lua" \
-  --out "$D/rb" --quiet >"$D/bad.out" 2>"$D/bad.err"
+hn_m1 run "$D/bad.lua" --out "$D/rb" --quiet >"$D/bad.out" 2>"$D/bad.err"
 rc=$?
 [[ $rc -ne 0 ]] && pass "a part m2 cannot build fails the run (exit $rc)" || fail "bad part: exit 0"
 expect_eq "bad part: not started" "$(grep -c '^started$' "$D/bad.out")" 0
@@ -181,14 +177,11 @@ print("h1 after: " .. tostring(h1:ping().ms ~= nil))
 net:stop()
 print("stopped")
 LUA
-cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" run "$D/lost.lua" \
-  --out "$D/rl" --quiet >"$D/lost.out" 2>"$D/lost.err" &
+hn_m1 run "$D/lost.lua" --out "$D/rl" --quiet >"$D/lost.out" 2>"$D/lost.err" &
 run_pid=$!
 for _ in $(seq 300); do [[ -e $D/lost.up ]] && break; sleep 0.05; done
 agent=""
-ns2=$(readlink "/proc/${CLUSTER_HOLDERS[2]}/ns/net")
-for pid in $(cluster_procs); do
-  [[ $(readlink "/proc/$pid/ns/net" 2>/dev/null) == "$ns2" ]] || continue
+for pid in $(cluster_procs_in 2); do
   tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "^$HN agent " && agent=$pid
 done
 [[ -n $agent ]] && pass "m2's agent runs ($agent)" || fail "no agent on m2"
@@ -203,7 +196,7 @@ expect_eq "agent lost: h1 still answers" "$(grep '^h1 after' "$D/lost.out")" "h1
 expect_eq "agent lost: stopped" "$(grep -c '^stopped$' "$D/lost.out")" 1
 # A SIGKILLed agent leaves its part's registry entry: clean --hosts ends it.
 expect_eq "agent lost: m2's registry keeps the part's entry" "$(cluster_exec 2 ls -A /run/hiernet)" "rl-m2"
-cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" "$HN" clean --hosts "$D/hosts" >"$D/clean.out" 2>&1
+hn_m1 clean --hosts "$D/hosts" >"$D/clean.out" 2>&1
 expect_eq "agent lost: clean --hosts exit 0" "$?" 0
 nothing_left "agent lost, cleaned" lost
 
