@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# test_cluster_spread.sh — `hiernet run` of one network over two machines
-# of the namespace cluster (label netns, serial; issue 20): h1 and the
-# switch s1 pinned to m1 (the controller's machine), h2 to m2, backend
-# kernel. The controller builds m1's part itself and m2's through m2's
-# agent (controller/netrun_parts.c), relays h2's peer commands over the
-# agent's channel (controller/agent_relay.c), and:
+# test_cluster_spread.sh — `hiernet run` of one network over three
+# machines of the namespace cluster (label netns, serial; issue 20): h1 and
+# the switch s1 pinned to m1 (the controller's machine), h2 to m2, h3 to
+# m3, backend kernel. The controller builds m1's part itself and the
+# others through their agents (controller/netrun_parts.c), relays h2's and
+# h3's peer commands over the agents' channels (controller/agent_relay.c),
+# and:
 #   - net:start() returns, with a cgroup for each machine's part (h1 and
 #     h2 have cpu = 0.5); h2:ping() and h2:stats() answer (stats names h2
 #     and a pid: the peer runs on m2);
@@ -12,7 +13,7 @@
 #     the emulated network (the cut link s1-h2 is a VXLAN device) reads
 #     back on h2 value for value equal to h1's;
 #   - h2 sends it back to h1 (h2 told h1's address through the relay) and
-#     it arrives equal;
+#     on to h3 (m2 to m3 through m1's switch): both arrive equal;
 #   - changing the cut link, running a program in h2 or killing h2 fails
 #     in one line naming the link or node and machine m2 (h2 still runs);
 #   - net:stop() returns; afterwards no peer, agent or ssh process, no
@@ -33,9 +34,9 @@ source "$here/../../lib/cluster.sh"
 source "$here/../../lib/checks.sh"
 
 cluster_require
-cluster_up 2 || { echo "FAIL: cluster_up 2"; exit 1; }
+cluster_up 3 || { echo "FAIL: cluster_up 3"; exit 1; }
 D=$CLUSTER_DIR
-printf 'm1 %s\nm2 %s\n' "$(cluster_addr 1)" "$(cluster_addr 2)" >"$D/hosts"
+printf 'm1 %s\nm2 %s\nm3 %s\n' "$(cluster_addr 1)" "$(cluster_addr 2)" "$(cluster_addr 3)" >"$D/hosts"
 # hiernet on m1, the controller's machine, with the cluster's ssh config.
 hn_m1() { cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" "$@"; }
 
@@ -51,7 +52,7 @@ nothing_left() {
   expect_eq "$what: no process left on the machines" \
     "$(for p in $rest; do echo "$p $(cat /proc/$p/comm 2>/dev/null)"; done)" ""
   expect_eq "$what: registries empty" \
-    "$(cluster_exec 1 ls -A /run/hiernet 2>/dev/null)$(cluster_exec 2 ls -A /run/hiernet 2>/dev/null)" ""
+    "$(for i in 1 2 3; do cluster_exec "$i" ls -A /run/hiernet 2>/dev/null; done)" ""
   expect_eq "$what: no cgroup left" \
     "$(find /sys/fs/cgroup -maxdepth 3 -type d -name "hiernet-*-$net" 2>/dev/null)" ""
 }
@@ -62,7 +63,9 @@ local net = hn.network{ name = "sp", backend = "kernel", hosts = "$D/hosts" }
 local h1 = net:node("h1", { host = "m1", cpu = 0.5 })
 local s1 = net:switch("s1", { host = "m1" })
 local h2 = net:node("h2", { host = "m2", cpu = 0.5 })
+local h3 = net:node("h3", { host = "m3" })
 net:link(h1, s1, { bw = "100Mbit" })
+net:link(s1, h3, { bw = "100Mbit" })
 local cut = net:link(s1, h2, { bw = "100Mbit" }) -- no delay: this kernel has no netem
 net:start()
 print("started")
@@ -95,6 +98,12 @@ local b = h1:read{ tensor = "back", range = { 0, 65536 } }.values
 local back = #b == 65536
 for i = 1, #a do if a[i] ~= b[i] then back = false end end
 print("back " .. tostring(back))
+-- between two remote machines (m2 -> s1 on m1 -> m3)
+h2:send{ tensor = "x", to = h3 }
+local c = h3:read{ tensor = "x", range = { 0, 65536 } }.values
+local third = #c == 65536
+for i = 1, #a do if a[i] ~= c[i] then third = false end end
+print("third " .. tostring(third))
 local function try(label, fn)
   local ok, err = pcall(fn)
   print(label .. ": " .. tostring(ok) .. " " .. tostring(err))
@@ -123,6 +132,7 @@ grep -qF "cut set: false" "$D/run.out" && grep -qF "link s1-h2: set: it crosses 
 grep -qF "h2 run: false" "$D/run.out" && grep -qF "node 'h2': it is on machine m2: running a program in a remote node is not available yet" "$D/run.out" &&
   pass "a program in h2 fails naming its machine: $(grep '^h2 run' "$D/run.out")" || fail "h2 run: $(grep '^h2 run' "$D/run.out")"
 expect_eq "h2 -> h1: the tensor came back equal" "$(grep '^back ' "$D/run.out")" "back true"
+expect_eq "h2 -> h3 (m2 to m3 through m1's switch): equal" "$(grep '^third ' "$D/run.out")" "third true"
 grep -qF "h2 kill: false" "$D/run.out" &&
   grep -qF "node 'h2': kill: it is on machine m2: killing a remote node is not available yet" "$D/run.out" &&
   pass "killing h2 is refused naming m2" || fail "h2 kill: $(grep '^h2 kill' "$D/run.out")"
