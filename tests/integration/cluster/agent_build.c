@@ -10,6 +10,8 @@
  *   - a peer command relayed to h1 through call chunks cut at odd places
  *     (tensor{x, size 4, fill 2.5} then norm{x}): the answers come back in
  *     call chunks of node 0 only, and norm's value is exactly 5;
+ *   - 40 read{} answers of h1 (13 MB) not read: the agent's memory grows
+ *     by less than 9 MiB (its 4 MiB output bound), then all arrive whole;
  *   - a call for s1 (a switch) is dropped and the agent serves on;
  *   - h2's peer SIGKILLed: an exit notification names node 2, signal 9;
  *   - teardown answered, the agent exits 0, and nothing is left: no
@@ -266,6 +268,73 @@ static void relay_to_h1(struct agent *a)
     proto_reader_destroy(&s.reader);
 }
 
+/* The agent's resident memory in KiB (VmRSS), -1 when unknown. */
+static long agent_rss_kib(pid_t pid)
+{
+    char path[64], line[128];
+    long kib = -1;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib;
+}
+
+#define BIG 65536 /* floats: read{} answers about 320 KiB */
+#define READS 40  /* answers: about 13 MB, three times the agent's bound */
+
+/* A read{big} answer: its values are BIG ones. */
+static bool read_answer_ok(const struct proto_msg *r, uint32_t msgid)
+{
+    struct proto_args args;
+    proto_args_init(&args, r->result);
+    const msgpack_object *v = proto_args_get(&args, "values");
+    return r->msgid == msgid && r->error->type == MSGPACK_OBJECT_NIL && v &&
+           v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size == BIG &&
+           v->via.array.ptr[0].via.f64 == 1.0 && v->via.array.ptr[BIG - 1].via.f64 == 1.0;
+}
+
+/* h1 answers READS reads while nobody reads the agent's stdout: the agent
+ * stops reading h1 near its 4 MiB bound instead of queueing all 13 MB
+ * (its memory grows by less than 9 MiB), and once read, every answer
+ * arrives whole and in order. */
+static void backpressure(struct agent *a)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_str(&m, "name", "big");
+    msgmap_i64(&m, "size", BIG);
+    msgmap_f64(&m, "fill", 1.0);
+    msgmap_request(&m, &pk, 99, "tensor");
+    for (uint32_t i = 0; i < READS; i++) {
+        msgmap_init(&m);
+        msgmap_str(&m, "tensor", "big");
+        msgmap_request(&m, &pk, 100 + i, "read");
+    }
+    long before = agent_rss_kib(a->pid);
+    agent_call(a, 0, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    sleep(3); /* h1 answers all it can meanwhile */
+    long grown = agent_rss_kib(a->pid) - before;
+    check(before > 0 && grown < 9 * 1024, "unread, the agent grew by %ld KiB for ~13 MB of answers",
+          grown);
+    struct stream s = {0};
+    struct proto_msg r;
+    proto_reader_init(&s.reader, 0);
+    bool ok = stream_response(a, &s, &r) && r.msgid == 99;
+    int whole = 0;
+    for (uint32_t i = 0; ok && i < READS; i++)
+        whole += stream_response(a, &s, &r) && read_answer_ok(&r, 100 + i);
+    check(ok && whole == READS, "then all %d read answers arrive whole and in order (%d)", READS,
+          whole);
+    proto_reader_destroy(&s.reader);
+}
+
 /* ---- what the part holds, from its registry entry ---- */
 
 struct held {
@@ -458,6 +527,7 @@ static int run(const char *hiernet, const char *root)
         check(held.n_peers == 2 && held.n_cgroups >= 1, "registry: %d peers, %d cgroups",
               held.n_peers, held.n_cgroups);
         relay_to_h1(&a);
+        backpressure(&a);
         agent_call(&a, 1, "\x90", 1); /* s1: a switch, dropped */
         kill_h2(&a, dir);
     }
