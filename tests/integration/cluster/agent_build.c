@@ -16,7 +16,10 @@
  *   - h2's peer SIGKILLed: an exit notification names node 2, signal 9;
  *   - teardown answered, the agent exits 0, and nothing is left: no
  *     registry entry, no peer, no cgroup, no process (started before the
- *     teardown) holding a node's namespace.
+ *     teardown) holding a node's namespace;
+ *   - more agents build the same part and end by EOF on stdin (exit 0),
+ *     SIGTERM (exit 143), and SIGTERM 20 ms after build was sent (exit
+ *     143, once built and released): nothing is left either.
  * Prints "ok: ..." or "FAIL: ..." per check; exit 0, 1 on a failure, 77
  * without root (one line). Its registry is a private HIERNET_RUN_DIR. */
 #include "controller/registry.h"
@@ -443,8 +446,8 @@ static bool hello(struct agent *a)
     return agent_next(a, &m) && m.kind == PROTO_RESPONSE && m.error->type == MSGPACK_OBJECT_NIL;
 }
 
-/* build; 1 built (registry id into id), 0 failed, 77 the machine cannot. */
-static int build(struct agent *a, char *id, size_t cap)
+/* Sends build; its msgid, 0 when the part cannot be made. */
+static uint32_t send_build(struct agent *a)
 {
     msgpack_sbuffer part;
     msgpack_sbuffer_init(&part);
@@ -454,6 +457,14 @@ static int build(struct agent *a, char *id, size_t cap)
     agent_wire_build(&q, &(struct agent_build){(const uint8_t *)part.data, (uint32_t)part.size});
     uint32_t want = agent_request(a, AGENT_BUILD, &q);
     msgpack_sbuffer_destroy(&part);
+    return want;
+}
+
+/* build; 1 built (registry id into id), 0 failed, 77 the machine cannot. */
+static int build(struct agent *a, char *id, size_t cap)
+{
+    uint32_t want = send_build(a);
+    if (!want) return 0;
     struct proto_msg m;
     struct agent_build_reply r;
     struct agent_build_error e;
@@ -488,20 +499,29 @@ static void kill_h2(struct agent *a, const char *dir)
           (unsigned long long)x.node, (long long)x.status);
 }
 
-static void teardown(struct agent *a)
+/* How a session ends: each releases the part (agent.c's exit paths). */
+enum ending { END_TEARDOWN, END_EOF, END_SIGTERM };
+static const char *const ending_name[] = {"teardown", "EOF on stdin", "SIGTERM"};
+
+static void end_session(struct agent *a, enum ending how)
 {
-    struct msgmap q;
-    msgmap_init(&q);
-    uint32_t want = agent_request(a, AGENT_TEARDOWN, &q);
-    struct proto_msg m;
-    bool answered = false;
-    while (!answered && agent_next(a, &m))
-        answered = m.kind == PROTO_RESPONSE && m.msgid == want;
-    check(answered && m.error->type == MSGPACK_OBJECT_NIL, "teardown answered");
-    int status = -1;
+    if (how == END_TEARDOWN) {
+        struct msgmap q;
+        msgmap_init(&q);
+        uint32_t want = agent_request(a, AGENT_TEARDOWN, &q);
+        struct proto_msg m;
+        bool answered = false;
+        while (!answered && agent_next(a, &m))
+            answered = m.kind == PROTO_RESPONSE && m.msgid == want;
+        check(answered && m.error->type == MSGPACK_OBJECT_NIL, "teardown answered");
+    }
+    if (how == END_EOF) close(a->to);
+    if (how == END_SIGTERM) kill(a->pid, SIGTERM);
+    int status = -1, want = how == END_SIGTERM ? 128 + SIGTERM : 0;
     for (int t = 0; t < 300 && waitpid(a->pid, &status, WNOHANG) == 0; t++)
         usleep(100000);
-    check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the agent exited 0 (status %d)", status);
+    check(WIFEXITED(status) && WEXITSTATUS(status) == want,
+          "after %s the agent exited %d (status %d)", ending_name[how], want, status);
 }
 
 /* Now, in /proc/PID/stat's start unit: clock ticks since boot. */
@@ -513,7 +533,8 @@ static unsigned long long boot_ticks(void)
                                 ts.tv_nsec / (1000000000L / sysconf(_SC_CLK_TCK)));
 }
 
-static int run(const char *hiernet, const char *root)
+/* One agent: hello, build, the relay's checks when `relay`, the end. */
+static int session(const char *hiernet, const char *root, enum ending how, bool relay)
 {
     struct agent a;
     char id[AGENT_REGISTRY_ID_MAX], dir[512];
@@ -526,18 +547,35 @@ static int run(const char *hiernet, const char *root)
         read_held(dir, &held);
         check(held.n_peers == 2 && held.n_cgroups >= 1, "registry: %d peers, %d cgroups",
               held.n_peers, held.n_cgroups);
+    }
+    if (built == 1 && relay) {
         relay_to_h1(&a);
         backpressure(&a);
         agent_call(&a, 1, "\x90", 1); /* s1: a switch, dropped */
         kill_h2(&a, dir);
     }
     unsigned long long before = boot_ticks();
-    teardown(&a);
+    end_session(&a, how);
     if (built == 1) check_nothing_left(&held, dir, before);
-    close(a.to);
+    if (how != END_EOF) close(a.to);
     close(a.from);
     proto_reader_destroy(&a.reader);
     return built == 77 ? 77 : failed;
+}
+
+/* SIGTERM right after build is sent, most often while it builds: the
+ * agent releases once built and exits 143 (the registry root is checked
+ * empty at the end). */
+static void during_build(const char *hiernet)
+{
+    struct agent a;
+    if (agent_start(&a, hiernet) < 0) return check(0, "start the agent");
+    check(hello(&a), "hello answered");
+    if (send_build(&a)) usleep(20000); /* read, not built: a build takes 100s of ms */
+    end_session(&a, END_SIGTERM);
+    close(a.to);
+    close(a.from);
+    proto_reader_destroy(&a.reader);
 }
 
 int main(int argc, char **argv)
@@ -548,7 +586,10 @@ int main(int argc, char **argv)
     char root[] = "/tmp/hn-agent-build-XXXXXX";
     if (!mkdtemp(root)) return perror("mkdtemp"), 1;
     setenv(REGISTRY_ENV_ROOT, root, 1);
-    int rc = run(argv[1], root);
+    int rc = session(argv[1], root, END_TEARDOWN, true);
+    if (rc != 77) during_build(argv[1]);
+    if (rc != 77) session(argv[1], root, END_EOF, false);
+    if (rc != 77) session(argv[1], root, END_SIGTERM, false);
     if (rmdir(root) < 0) check(0, "the private registry %s is empty: %s", root, strerror(errno));
     return rc == 77 ? 77 : failed;
 }
