@@ -28,6 +28,7 @@
 #include "topo/address.h"
 #include "topo/part.h"
 #include "topo/part_wire.h"
+#include "tests/lib/agent_pipe.h"
 
 #include "hiernet_version.h"
 
@@ -35,7 +36,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -117,85 +117,29 @@ static int part_bytes(msgpack_sbuffer *out)
 
 /* ---- the agent over pipes ---- */
 
-struct agent {
-    pid_t pid;
-    int to, from;
-    struct proto_reader reader;
-    uint32_t msgid;
-};
-
-static int agent_start(struct agent *a, const char *hiernet)
+static int agent_start(struct agent_pipe *a, const char *hiernet)
 {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) return -1;
-    a->pid = fork();
-    if (a->pid < 0) return -1;
-    if (a->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        execl(hiernet, "hiernet", "agent", "--machine", "m1", "--controller", "127.0.0.1",
-              "--idle-timeout", "120", (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    a->to = in[1];
-    a->from = out[0];
-    a->msgid = 1;
-    return proto_reader_init(&a->reader, AGENT_MESSAGE_MAX);
+    char *argv[] = {(char *)hiernet, "agent",          "--machine", "m1", "--controller",
+                    "127.0.0.1",     "--idle-timeout", "120",       NULL};
+    return agent_pipe_start(a, argv, false);
 }
 
-static void agent_write(struct agent *a, msgpack_sbuffer *sb)
+static uint32_t agent_request(struct agent_pipe *a, enum agent_method method, struct msgmap *m)
 {
-    if (write(a->to, sb->data, sb->size) != (ssize_t)sb->size) check(0, "write to the agent");
-    msgpack_sbuffer_clear(sb);
-}
-
-static uint32_t agent_request(struct agent *a, enum agent_method method, struct msgmap *m)
-{
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    uint32_t id = a->msgid++;
-    msgmap_request(m, &pk, id, agent_method_name(method));
-    agent_write(a, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    uint32_t id = agent_pipe_request(a, method, m);
+    if (!id) check(0, "write %s to the agent", agent_method_name(method));
     return id;
 }
 
-/* A call notification of len bytes for whole-network node `node`. */
-static void agent_call(struct agent *a, uint64_t node, const void *data, size_t len)
+static void agent_call(struct agent_pipe *a, uint64_t node, const void *data, size_t len)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    struct msgmap m;
-    msgmap_init(&m);
-    agent_wire_call(&m, &(struct agent_call){node, data, (uint32_t)len});
-    msgmap_notify(&m, &pk, agent_method_name(AGENT_CALL));
-    agent_write(a, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    if (!agent_pipe_call(a, node, data, len)) check(0, "write a call to the agent");
 }
 
 /* The agent's next message within WAIT_MS; false on EOF or timeout. */
-static bool agent_next(struct agent *a, struct proto_msg *m)
+static bool agent_next(struct agent_pipe *a, struct proto_msg *m)
 {
-    for (;;) {
-        bool has_msgid;
-        char e[128];
-        enum proto_next r = proto_reader_next(&a->reader, m, &has_msgid, e, sizeof e);
-        if (r == PROTO_NEXT_MESSAGE) return true;
-        if (r != PROTO_NEXT_MORE) return false;
-        struct pollfd p = {a->from, POLLIN, 0};
-        if (poll(&p, 1, WAIT_MS) <= 0) return false;
-        size_t avail;
-        char *buf = proto_reader_buffer(&a->reader, 65536, &avail);
-        ssize_t n = read(a->from, buf, avail);
-        if (n <= 0) return false;
-        proto_reader_consumed(&a->reader, (size_t)n);
-    }
+    return agent_pipe_next(a, m, WAIT_MS);
 }
 
 static bool is_method(const struct proto_msg *m, enum agent_method method)
@@ -211,7 +155,7 @@ struct stream {
 };
 
 /* Reads agent messages until node 0's stream holds a response. */
-static bool stream_response(struct agent *a, struct stream *s, struct proto_msg *out)
+static bool stream_response(struct agent_pipe *a, struct stream *s, struct proto_msg *out)
 {
     char e[256];
     for (;;) {
@@ -233,26 +177,40 @@ static bool stream_response(struct agent *a, struct stream *s, struct proto_msg 
     }
 }
 
-/* tensor{x} and norm{x} to h1, cut into chunks of 1, 3 and the rest. */
-static void relay_to_h1(struct agent *a)
-{
+/* Peer requests packed back to back: the bytes a controller's
+ * peer_client would write, relayed as call data. tensor{name, size, fill}
+ * opens them. */
+struct peer_bytes {
     msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+};
+
+static void peer_bytes_tensor(struct peer_bytes *b, uint32_t msgid, const char *name, int64_t size,
+                              double fill)
+{
+    msgpack_sbuffer_init(&b->sb);
+    msgpack_packer_init(&b->pk, &b->sb, msgpack_sbuffer_write);
     struct msgmap m;
     msgmap_init(&m);
-    msgmap_str(&m, "name", "x");
-    msgmap_i64(&m, "size", 4);
-    msgmap_f64(&m, "fill", 2.5);
-    msgmap_request(&m, &pk, 41, "tensor");
+    msgmap_str(&m, "name", name);
+    msgmap_i64(&m, "size", size);
+    msgmap_f64(&m, "fill", fill);
+    msgmap_request(&m, &b->pk, msgid, "tensor");
+}
+
+/* tensor{x} and norm{x} to h1, cut into chunks of 1, 3 and the rest. */
+static void relay_to_h1(struct agent_pipe *a)
+{
+    struct peer_bytes b;
+    peer_bytes_tensor(&b, 41, "x", 4, 2.5);
+    struct msgmap m;
     msgmap_init(&m);
     msgmap_str(&m, "x", "x");
-    msgmap_request(&m, &pk, 42, "norm");
-    agent_call(a, 0, sb.data, 1);
-    agent_call(a, 0, sb.data + 1, 3);
-    agent_call(a, 0, sb.data + 4, sb.size - 4);
-    msgpack_sbuffer_destroy(&sb);
+    msgmap_request(&m, &b.pk, 42, "norm");
+    agent_call(a, 0, b.sb.data, 1);
+    agent_call(a, 0, b.sb.data + 1, 3);
+    agent_call(a, 0, b.sb.data + 4, b.sb.size - 4);
+    msgpack_sbuffer_destroy(&b.sb);
 
     struct stream s = {0};
     struct proto_msg r;
@@ -302,26 +260,19 @@ static bool read_answer_ok(const struct proto_msg *r, uint32_t msgid)
  * stops reading h1 near its 4 MiB bound instead of queueing all 13 MB
  * (its memory grows by less than 9 MiB), and once read, every answer
  * arrives whole and in order. */
-static void backpressure(struct agent *a)
+static void backpressure(struct agent_pipe *a)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    struct msgmap m;
-    msgmap_init(&m);
-    msgmap_str(&m, "name", "big");
-    msgmap_i64(&m, "size", BIG);
-    msgmap_f64(&m, "fill", 1.0);
-    msgmap_request(&m, &pk, 99, "tensor");
+    struct peer_bytes b;
+    peer_bytes_tensor(&b, 99, "big", BIG, 1.0);
     for (uint32_t i = 0; i < READS; i++) {
+        struct msgmap m;
         msgmap_init(&m);
         msgmap_str(&m, "tensor", "big");
-        msgmap_request(&m, &pk, 100 + i, "read");
+        msgmap_request(&m, &b.pk, 100 + i, "read");
     }
     long before = agent_rss_kib(a->pid);
-    agent_call(a, 0, sb.data, sb.size);
-    msgpack_sbuffer_destroy(&sb);
+    agent_call(a, 0, b.sb.data, b.sb.size);
+    msgpack_sbuffer_destroy(&b.sb);
     sleep(3); /* h1 answers all it can meanwhile */
     long grown = agent_rss_kib(a->pid) - before;
     check(before > 0 && grown < 9 * 1024, "unread, the agent grew by %ld KiB for ~13 MB of answers",
@@ -432,7 +383,7 @@ static void check_nothing_left(const struct held *h, const char *dir, unsigned l
 
 /* ---- the test ---- */
 
-static bool hello(struct agent *a)
+static bool hello(struct agent_pipe *a)
 {
     struct agent_hello h = {.clock_ns = 1};
     struct proto_msg m;
@@ -447,7 +398,7 @@ static bool hello(struct agent *a)
 }
 
 /* Sends build; its msgid, 0 when the part cannot be made. */
-static uint32_t send_build(struct agent *a)
+static uint32_t send_build(struct agent_pipe *a)
 {
     msgpack_sbuffer part;
     msgpack_sbuffer_init(&part);
@@ -461,7 +412,7 @@ static uint32_t send_build(struct agent *a)
 }
 
 /* build; 1 built (registry id into id), 0 failed, 77 the machine cannot. */
-static int build(struct agent *a, char *id, size_t cap)
+static int build(struct agent_pipe *a, char *id, size_t cap)
 {
     uint32_t want = send_build(a);
     if (!want) return 0;
@@ -485,7 +436,7 @@ static int build(struct agent *a, char *id, size_t cap)
     return ok;
 }
 
-static void kill_h2(struct agent *a, const char *dir)
+static void kill_h2(struct agent_pipe *a, const char *dir)
 {
     pid_t pid = peer_of(dir, "h2");
     check(pid > 0 && kill(pid, SIGKILL) == 0, "h2's peer %d killed", (int)pid);
@@ -503,7 +454,7 @@ static void kill_h2(struct agent *a, const char *dir)
 enum ending { END_TEARDOWN, END_EOF, END_SIGTERM };
 static const char *const ending_name[] = {"teardown", "EOF on stdin", "SIGTERM"};
 
-static void end_session(struct agent *a, enum ending how)
+static void end_session(struct agent_pipe *a, enum ending how)
 {
     if (how == END_TEARDOWN) {
         struct msgmap q;
@@ -536,7 +487,7 @@ static unsigned long long boot_ticks(void)
 /* One agent: hello, build, the relay's checks when `relay`, the end. */
 static int session(const char *hiernet, const char *root, enum ending how, bool relay)
 {
-    struct agent a;
+    struct agent_pipe a;
     char id[AGENT_REGISTRY_ID_MAX], dir[512];
     struct held held = {0};
     if (agent_start(&a, hiernet) < 0) return check(0, "start the agent"), 1;
@@ -557,9 +508,8 @@ static int session(const char *hiernet, const char *root, enum ending how, bool 
     unsigned long long before = boot_ticks();
     end_session(&a, how);
     if (built == 1) check_nothing_left(&held, dir, before);
-    if (how != END_EOF) close(a.to);
-    close(a.from);
-    proto_reader_destroy(&a.reader);
+    if (how == END_EOF) a.to = -1;
+    agent_pipe_close(&a);
     return built == 77 ? 77 : failed;
 }
 
@@ -568,14 +518,12 @@ static int session(const char *hiernet, const char *root, enum ending how, bool 
  * empty at the end). */
 static void during_build(const char *hiernet)
 {
-    struct agent a;
+    struct agent_pipe a;
     if (agent_start(&a, hiernet) < 0) return check(0, "start the agent");
     check(hello(&a), "hello answered");
     if (send_build(&a)) usleep(20000); /* read, not built: a build takes 100s of ms */
     end_session(&a, END_SIGTERM);
-    close(a.to);
-    close(a.from);
-    proto_reader_destroy(&a.reader);
+    agent_pipe_close(&a);
 }
 
 int main(int argc, char **argv)
