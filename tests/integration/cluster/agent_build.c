@@ -10,11 +10,16 @@
  *   - a peer command relayed to h1 through call chunks cut at odd places
  *     (tensor{x, size 4, fill 2.5} then norm{x}): the answers come back in
  *     call chunks of node 0 only, and norm's value is exactly 5;
+ *   - 40 read{} answers of h1 (13 MB) not read: the agent's memory grows
+ *     by less than 9 MiB (its 4 MiB output bound), then all arrive whole;
  *   - a call for s1 (a switch) is dropped and the agent serves on;
  *   - h2's peer SIGKILLed: an exit notification names node 2, signal 9;
  *   - teardown answered, the agent exits 0, and nothing is left: no
  *     registry entry, no peer, no cgroup, no process (started before the
- *     teardown) holding a node's namespace.
+ *     teardown) holding a node's namespace;
+ *   - more agents build the same part and end by EOF on stdin (exit 0),
+ *     SIGTERM (exit 143), and SIGTERM 20 ms after build was sent (exit
+ *     143, once built and released): nothing is left either.
  * Prints "ok: ..." or "FAIL: ..." per check; exit 0, 1 on a failure, 77
  * without root (one line). Its registry is a private HIERNET_RUN_DIR. */
 #include "controller/registry.h"
@@ -23,6 +28,7 @@
 #include "topo/address.h"
 #include "topo/part.h"
 #include "topo/part_wire.h"
+#include "tests/lib/agent_pipe.h"
 
 #include "hiernet_version.h"
 
@@ -30,7 +36,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -112,85 +117,29 @@ static int part_bytes(msgpack_sbuffer *out)
 
 /* ---- the agent over pipes ---- */
 
-struct agent {
-    pid_t pid;
-    int to, from;
-    struct proto_reader reader;
-    uint32_t msgid;
-};
-
-static int agent_start(struct agent *a, const char *hiernet)
+static int agent_start(struct agent_pipe *a, const char *hiernet)
 {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) return -1;
-    a->pid = fork();
-    if (a->pid < 0) return -1;
-    if (a->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        execl(hiernet, "hiernet", "agent", "--machine", "m1", "--controller", "127.0.0.1",
-              "--idle-timeout", "120", (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    a->to = in[1];
-    a->from = out[0];
-    a->msgid = 1;
-    return proto_reader_init(&a->reader, AGENT_MESSAGE_MAX);
+    char *argv[] = {(char *)hiernet, "agent",          "--machine", "m1", "--controller",
+                    "127.0.0.1",     "--idle-timeout", "120",       NULL};
+    return agent_pipe_start(a, argv, false);
 }
 
-static void agent_write(struct agent *a, msgpack_sbuffer *sb)
+static uint32_t agent_request(struct agent_pipe *a, enum agent_method method, struct msgmap *m)
 {
-    if (write(a->to, sb->data, sb->size) != (ssize_t)sb->size) check(0, "write to the agent");
-    msgpack_sbuffer_clear(sb);
-}
-
-static uint32_t agent_request(struct agent *a, enum agent_method method, struct msgmap *m)
-{
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    uint32_t id = a->msgid++;
-    msgmap_request(m, &pk, id, agent_method_name(method));
-    agent_write(a, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    uint32_t id = agent_pipe_request(a, method, m);
+    if (!id) check(0, "write %s to the agent", agent_method_name(method));
     return id;
 }
 
-/* A call notification of len bytes for whole-network node `node`. */
-static void agent_call(struct agent *a, uint64_t node, const void *data, size_t len)
+static void agent_call(struct agent_pipe *a, uint64_t node, const void *data, size_t len)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    struct msgmap m;
-    msgmap_init(&m);
-    agent_wire_call(&m, &(struct agent_call){node, data, (uint32_t)len});
-    msgmap_notify(&m, &pk, agent_method_name(AGENT_CALL));
-    agent_write(a, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    if (!agent_pipe_call(a, node, data, len)) check(0, "write a call to the agent");
 }
 
 /* The agent's next message within WAIT_MS; false on EOF or timeout. */
-static bool agent_next(struct agent *a, struct proto_msg *m)
+static bool agent_next(struct agent_pipe *a, struct proto_msg *m)
 {
-    for (;;) {
-        bool has_msgid;
-        char e[128];
-        enum proto_next r = proto_reader_next(&a->reader, m, &has_msgid, e, sizeof e);
-        if (r == PROTO_NEXT_MESSAGE) return true;
-        if (r != PROTO_NEXT_MORE) return false;
-        struct pollfd p = {a->from, POLLIN, 0};
-        if (poll(&p, 1, WAIT_MS) <= 0) return false;
-        size_t avail;
-        char *buf = proto_reader_buffer(&a->reader, 65536, &avail);
-        ssize_t n = read(a->from, buf, avail);
-        if (n <= 0) return false;
-        proto_reader_consumed(&a->reader, (size_t)n);
-    }
+    return agent_pipe_next(a, m, WAIT_MS);
 }
 
 static bool is_method(const struct proto_msg *m, enum agent_method method)
@@ -206,7 +155,7 @@ struct stream {
 };
 
 /* Reads agent messages until node 0's stream holds a response. */
-static bool stream_response(struct agent *a, struct stream *s, struct proto_msg *out)
+static bool stream_response(struct agent_pipe *a, struct stream *s, struct proto_msg *out)
 {
     char e[256];
     for (;;) {
@@ -228,26 +177,40 @@ static bool stream_response(struct agent *a, struct stream *s, struct proto_msg 
     }
 }
 
-/* tensor{x} and norm{x} to h1, cut into chunks of 1, 3 and the rest. */
-static void relay_to_h1(struct agent *a)
-{
+/* Peer requests packed back to back: the bytes a controller's
+ * peer_client would write, relayed as call data. tensor{name, size, fill}
+ * opens them. */
+struct peer_bytes {
     msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+};
+
+static void peer_bytes_tensor(struct peer_bytes *b, uint32_t msgid, const char *name, int64_t size,
+                              double fill)
+{
+    msgpack_sbuffer_init(&b->sb);
+    msgpack_packer_init(&b->pk, &b->sb, msgpack_sbuffer_write);
     struct msgmap m;
     msgmap_init(&m);
-    msgmap_str(&m, "name", "x");
-    msgmap_i64(&m, "size", 4);
-    msgmap_f64(&m, "fill", 2.5);
-    msgmap_request(&m, &pk, 41, "tensor");
+    msgmap_str(&m, "name", name);
+    msgmap_i64(&m, "size", size);
+    msgmap_f64(&m, "fill", fill);
+    msgmap_request(&m, &b->pk, msgid, "tensor");
+}
+
+/* tensor{x} and norm{x} to h1, cut into chunks of 1, 3 and the rest. */
+static void relay_to_h1(struct agent_pipe *a)
+{
+    struct peer_bytes b;
+    peer_bytes_tensor(&b, 41, "x", 4, 2.5);
+    struct msgmap m;
     msgmap_init(&m);
     msgmap_str(&m, "x", "x");
-    msgmap_request(&m, &pk, 42, "norm");
-    agent_call(a, 0, sb.data, 1);
-    agent_call(a, 0, sb.data + 1, 3);
-    agent_call(a, 0, sb.data + 4, sb.size - 4);
-    msgpack_sbuffer_destroy(&sb);
+    msgmap_request(&m, &b.pk, 42, "norm");
+    agent_call(a, 0, b.sb.data, 1);
+    agent_call(a, 0, b.sb.data + 1, 3);
+    agent_call(a, 0, b.sb.data + 4, b.sb.size - 4);
+    msgpack_sbuffer_destroy(&b.sb);
 
     struct stream s = {0};
     struct proto_msg r;
@@ -263,6 +226,66 @@ static void relay_to_h1(struct agent *a)
         proto_arg_f64(&args, "value", &value);
     check(value == 5.0, "norm{x} through the relay is exactly 5 (got %g)", value);
     check(s.other_nodes == 0, "no chunk came for another node (%d)", s.other_nodes);
+    proto_reader_destroy(&s.reader);
+}
+
+/* The agent's resident memory in KiB (VmRSS), -1 when unknown. */
+static long agent_rss_kib(pid_t pid)
+{
+    char path[64], line[128];
+    long kib = -1;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib;
+}
+
+#define BIG 65536 /* floats: read{} answers about 320 KiB */
+#define READS 40  /* answers: about 13 MB, three times the agent's bound */
+
+/* A read{big} answer: its values are BIG ones. */
+static bool read_answer_ok(const struct proto_msg *r, uint32_t msgid)
+{
+    struct proto_args args;
+    proto_args_init(&args, r->result);
+    const msgpack_object *v = proto_args_get(&args, "values");
+    return r->msgid == msgid && r->error->type == MSGPACK_OBJECT_NIL && v &&
+           v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size == BIG &&
+           v->via.array.ptr[0].via.f64 == 1.0 && v->via.array.ptr[BIG - 1].via.f64 == 1.0;
+}
+
+/* h1 answers READS reads while nobody reads the agent's stdout: the agent
+ * stops reading h1 near its 4 MiB bound instead of queueing all 13 MB
+ * (its memory grows by less than 9 MiB), and once read, every answer
+ * arrives whole and in order. */
+static void backpressure(struct agent_pipe *a)
+{
+    struct peer_bytes b;
+    peer_bytes_tensor(&b, 99, "big", BIG, 1.0);
+    for (uint32_t i = 0; i < READS; i++) {
+        struct msgmap m;
+        msgmap_init(&m);
+        msgmap_str(&m, "tensor", "big");
+        msgmap_request(&m, &b.pk, 100 + i, "read");
+    }
+    long before = agent_rss_kib(a->pid);
+    agent_call(a, 0, b.sb.data, b.sb.size);
+    msgpack_sbuffer_destroy(&b.sb);
+    sleep(3); /* h1 answers all it can meanwhile */
+    long grown = agent_rss_kib(a->pid) - before;
+    check(before > 0 && grown < 9 * 1024, "unread, the agent grew by %ld KiB for ~13 MB of answers",
+          grown);
+    struct stream s = {0};
+    struct proto_msg r;
+    proto_reader_init(&s.reader, 0);
+    bool ok = stream_response(a, &s, &r) && r.msgid == 99;
+    int whole = 0;
+    for (uint32_t i = 0; ok && i < READS; i++)
+        whole += stream_response(a, &s, &r) && read_answer_ok(&r, 100 + i);
+    check(ok && whole == READS, "then all %d read answers arrive whole and in order (%d)", READS,
+          whole);
     proto_reader_destroy(&s.reader);
 }
 
@@ -360,7 +383,7 @@ static void check_nothing_left(const struct held *h, const char *dir, unsigned l
 
 /* ---- the test ---- */
 
-static bool hello(struct agent *a)
+static bool hello(struct agent_pipe *a)
 {
     struct agent_hello h = {.clock_ns = 1};
     struct proto_msg m;
@@ -374,8 +397,8 @@ static bool hello(struct agent *a)
     return agent_next(a, &m) && m.kind == PROTO_RESPONSE && m.error->type == MSGPACK_OBJECT_NIL;
 }
 
-/* build; 1 built (registry id into id), 0 failed, 77 the machine cannot. */
-static int build(struct agent *a, char *id, size_t cap)
+/* Sends build; its msgid, 0 when the part cannot be made. */
+static uint32_t send_build(struct agent_pipe *a)
 {
     msgpack_sbuffer part;
     msgpack_sbuffer_init(&part);
@@ -385,6 +408,14 @@ static int build(struct agent *a, char *id, size_t cap)
     agent_wire_build(&q, &(struct agent_build){(const uint8_t *)part.data, (uint32_t)part.size});
     uint32_t want = agent_request(a, AGENT_BUILD, &q);
     msgpack_sbuffer_destroy(&part);
+    return want;
+}
+
+/* build; 1 built (registry id into id), 0 failed, 77 the machine cannot. */
+static int build(struct agent_pipe *a, char *id, size_t cap)
+{
+    uint32_t want = send_build(a);
+    if (!want) return 0;
     struct proto_msg m;
     struct agent_build_reply r;
     struct agent_build_error e;
@@ -405,7 +436,7 @@ static int build(struct agent *a, char *id, size_t cap)
     return ok;
 }
 
-static void kill_h2(struct agent *a, const char *dir)
+static void kill_h2(struct agent_pipe *a, const char *dir)
 {
     pid_t pid = peer_of(dir, "h2");
     check(pid > 0 && kill(pid, SIGKILL) == 0, "h2's peer %d killed", (int)pid);
@@ -419,20 +450,29 @@ static void kill_h2(struct agent *a, const char *dir)
           (unsigned long long)x.node, (long long)x.status);
 }
 
-static void teardown(struct agent *a)
+/* How a session ends: each releases the part (agent.c's exit paths). */
+enum ending { END_TEARDOWN, END_EOF, END_SIGTERM };
+static const char *const ending_name[] = {"teardown", "EOF on stdin", "SIGTERM"};
+
+static void end_session(struct agent_pipe *a, enum ending how)
 {
-    struct msgmap q;
-    msgmap_init(&q);
-    uint32_t want = agent_request(a, AGENT_TEARDOWN, &q);
-    struct proto_msg m;
-    bool answered = false;
-    while (!answered && agent_next(a, &m))
-        answered = m.kind == PROTO_RESPONSE && m.msgid == want;
-    check(answered && m.error->type == MSGPACK_OBJECT_NIL, "teardown answered");
-    int status = -1;
+    if (how == END_TEARDOWN) {
+        struct msgmap q;
+        msgmap_init(&q);
+        uint32_t want = agent_request(a, AGENT_TEARDOWN, &q);
+        struct proto_msg m;
+        bool answered = false;
+        while (!answered && agent_next(a, &m))
+            answered = m.kind == PROTO_RESPONSE && m.msgid == want;
+        check(answered && m.error->type == MSGPACK_OBJECT_NIL, "teardown answered");
+    }
+    if (how == END_EOF) close(a->to);
+    if (how == END_SIGTERM) kill(a->pid, SIGTERM);
+    int status = -1, want = how == END_SIGTERM ? 128 + SIGTERM : 0;
     for (int t = 0; t < 300 && waitpid(a->pid, &status, WNOHANG) == 0; t++)
         usleep(100000);
-    check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the agent exited 0 (status %d)", status);
+    check(WIFEXITED(status) && WEXITSTATUS(status) == want,
+          "after %s the agent exited %d (status %d)", ending_name[how], want, status);
 }
 
 /* Now, in /proc/PID/stat's start unit: clock ticks since boot. */
@@ -444,9 +484,10 @@ static unsigned long long boot_ticks(void)
                                 ts.tv_nsec / (1000000000L / sysconf(_SC_CLK_TCK)));
 }
 
-static int run(const char *hiernet, const char *root)
+/* One agent: hello, build, the relay's checks when `relay`, the end. */
+static int session(const char *hiernet, const char *root, enum ending how, bool relay)
 {
-    struct agent a;
+    struct agent_pipe a;
     char id[AGENT_REGISTRY_ID_MAX], dir[512];
     struct held held = {0};
     if (agent_start(&a, hiernet) < 0) return check(0, "start the agent"), 1;
@@ -457,17 +498,32 @@ static int run(const char *hiernet, const char *root)
         read_held(dir, &held);
         check(held.n_peers == 2 && held.n_cgroups >= 1, "registry: %d peers, %d cgroups",
               held.n_peers, held.n_cgroups);
+    }
+    if (built == 1 && relay) {
         relay_to_h1(&a);
+        backpressure(&a);
         agent_call(&a, 1, "\x90", 1); /* s1: a switch, dropped */
         kill_h2(&a, dir);
     }
     unsigned long long before = boot_ticks();
-    teardown(&a);
+    end_session(&a, how);
     if (built == 1) check_nothing_left(&held, dir, before);
-    close(a.to);
-    close(a.from);
-    proto_reader_destroy(&a.reader);
+    if (how == END_EOF) a.to = -1;
+    agent_pipe_close(&a);
     return built == 77 ? 77 : failed;
+}
+
+/* SIGTERM right after build is sent, most often while it builds: the
+ * agent releases once built and exits 143 (the registry root is checked
+ * empty at the end). */
+static void during_build(const char *hiernet)
+{
+    struct agent_pipe a;
+    if (agent_start(&a, hiernet) < 0) return check(0, "start the agent");
+    check(hello(&a), "hello answered");
+    if (send_build(&a)) usleep(20000); /* read, not built: a build takes 100s of ms */
+    end_session(&a, END_SIGTERM);
+    agent_pipe_close(&a);
 }
 
 int main(int argc, char **argv)
@@ -478,7 +534,10 @@ int main(int argc, char **argv)
     char root[] = "/tmp/hn-agent-build-XXXXXX";
     if (!mkdtemp(root)) return perror("mkdtemp"), 1;
     setenv(REGISTRY_ENV_ROOT, root, 1);
-    int rc = run(argv[1], root);
+    int rc = session(argv[1], root, END_TEARDOWN, true);
+    if (rc != 77) during_build(argv[1]);
+    if (rc != 77) session(argv[1], root, END_EOF, false);
+    if (rc != 77) session(argv[1], root, END_SIGTERM, false);
     if (rmdir(root) < 0) check(0, "the private registry %s is empty: %s", root, strerror(errno));
     return rc == 77 ? 77 : failed;
 }
