@@ -206,6 +206,12 @@ static void agent_down(struct agent_client *ac)
     if (!ac->tearing_down || ac->down) return;
     ac->down = true;
     ev_timer_stop(ac->loop, &ac->start_timer);
+    /* Its peers not reported exited by now never will be (a teardown that
+     * timed out): they end here, so that a stop waiting for them ends. */
+    char gone[400];
+    snprintf(gone, sizeof gone, "machine '%s': its agent is gone or did not answer its teardown",
+             ac->machine.name);
+    agent_relay_lost(ac->relay, gone);
     if (ac->hooks.on_down) ac->hooks.on_down(ac->hooks.ctx, ac);
 }
 
@@ -260,7 +266,7 @@ static void on_exit_hook(void *ctx, int status)
     /* what the agent or ssh said last is in the pipe: read it first */
     while (ac->err_fd >= 0 && err_read(ac)) {
     }
-    char how[64], gone[400];
+    char how[64];
     if (WIFEXITED(status))
         snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
     else
@@ -268,10 +274,7 @@ static void on_exit_hook(void *ctx, int status)
                  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     agent_fail(ac, "the agent's %s %s%s%s", ac->opts.slurm ? "srun" : "ssh", how,
                ac->last_err[0] ? ": " : "", ac->last_err);
-    /* A teardown's peers not reported exited are gone with the agent. */
-    snprintf(gone, sizeof gone, "machine '%s': its agent is gone", ac->machine.name);
-    agent_relay_lost(ac->relay, gone);
-    agent_down(ac);
+    agent_down(ac); /* a teardown's peers not reported exited are gone with the agent */
 }
 
 static void on_pong(void *ctx, const char *error, const msgpack_object *result)
