@@ -272,6 +272,12 @@ static int underlay_of(struct netrun_parts *p, size_t m, uint32_t *out, char *er
                         p->machines.v[m].name, text),
                -1;
     *out = ntohl(a.s_addr);
+    if ((*out >> 24) == 127)
+        return snprintf(err, errlen,
+                        "machine %s: underlay address %s is loopback, which the other machines "
+                        "cannot reach (list it by an address they reach)",
+                        p->machines.v[m].name, text),
+               -1;
     return 0;
 }
 

@@ -22,6 +22,8 @@
 #   - a part m2's agent cannot build (h2 asks for a GPU m2 lacks) fails the
 #     start in one line naming the machine and the node (m1's part, built
 #     meanwhile, is released) and leaves nothing on either machine;
+#   - this machine listed by 127.0.0.1 (which m2 cannot reach) is refused
+#     in one line naming it and the address, and nothing is left;
 #   - m2's agent SIGKILLed while the network runs: h2's next command fails
 #     in one line naming m2, h1's still answers, the stop ends the run, and
 #     m2's part's registry entry (the agent's, left by its SIGKILL) goes
@@ -165,6 +167,16 @@ grep -q "machine 'm2'" <<<"$line" && grep -q "h2" <<<"$line" &&
   pass "bad part: one line names m2 and h2: ${line#*bad.lua:6: }" || fail "bad part: $(tail -n3 "$D/bad.err")"
 nothing_left "bad part" bad
 fi
+
+# --- this machine listed by a loopback address: refused before any part ---
+printf 'm1 127.0.0.1\nm2 %s\nm3 %s\n' "$(cluster_addr 2)" "$(cluster_addr 3)" >"$D/hosts.lo"
+sed "s|$D/hosts\"|$D/hosts.lo\"|; s|\"sp\"|\"lo\"|" "$D/spread.lua" >"$D/lo.lua"
+hn_m1 run "$D/lo.lua" --out "$D/rlo" --quiet >"$D/lo.out" 2>"$D/lo.err"
+rc=$?
+[[ $rc -ne 0 ]] && pass "loopback underlay: the run fails (exit $rc)" || fail "loopback underlay: exit 0"
+grep -qF "machine m1: underlay address 127.0.0.1 is loopback, which the other machines cannot reach" "$D/lo.err" &&
+  pass "loopback underlay: one line names m1 and the address" || fail "loopback underlay: $(tail -n3 "$D/lo.err")"
+nothing_left "loopback underlay" lo
 
 # --- m2's agent lost while the network runs ---
 cat >"$D/lost.lua" <<LUA
