@@ -129,17 +129,26 @@ static struct relay_node *node_find(const struct agent_relay *r, int node)
     return NULL;
 }
 
+/* The node a message names, or NULL (logged: the message is dropped):
+ * decoded is the decoder's result, err its line. */
+static struct relay_node *node_named(struct agent_relay *r, int decoded, const char *err,
+                                     uint64_t node, const char *what)
+{
+    if (decoded < 0) return ctl_log("machine '%s': %s (dropped)", r->machine, err), NULL;
+    struct relay_node *rn = node <= INT32_MAX ? node_find(r, (int)node) : NULL;
+    if (!rn)
+        ctl_log("machine '%s': %s node %llu, not one of its nodes (dropped)", r->machine, what,
+                (unsigned long long)node);
+    return rn;
+}
+
 static void relay_call(struct agent_relay *r, const msgpack_object *params)
 {
-    struct agent_call c;
+    struct agent_call c = {0};
     char err[256];
-    if (agent_wire_read_call(params, &c, err, sizeof err) < 0)
-        return ctl_log("machine '%s': %s (dropped)", r->machine, err);
-    struct relay_node *rn = c.node <= INT32_MAX ? node_find(r, (int)c.node) : NULL;
-    if (!rn)
-        return ctl_log("machine '%s': call for node %llu, not one of its nodes (dropped)",
-                       r->machine, (unsigned long long)c.node);
-    if (rn->fd < 0) return;
+    int rc = agent_wire_read_call(params, &c, err, sizeof err);
+    struct relay_node *rn = node_named(r, rc, err, c.node, "call for");
+    if (!rn || rn->fd < 0) return;
     if (!growbuf_append(&rn->out, c.data, c.len)) {
         ctl_log("machine '%s': node '%s': out of memory relaying its peer", r->machine,
                 peer_client_node(rn->pc));
@@ -150,14 +159,11 @@ static void relay_call(struct agent_relay *r, const msgpack_object *params)
 
 static void relay_exit(struct agent_relay *r, const msgpack_object *params)
 {
-    struct agent_exit e;
+    struct agent_exit e = {0};
     char err[256];
-    if (agent_wire_read_exit(params, &e, err, sizeof err) < 0)
-        return ctl_log("machine '%s': %s (dropped)", r->machine, err);
-    struct relay_node *rn = e.node <= INT32_MAX ? node_find(r, (int)e.node) : NULL;
-    if (!rn)
-        return ctl_log("machine '%s': exit of node %llu, not one of its nodes (dropped)",
-                       r->machine, (unsigned long long)e.node);
+    int rc = agent_wire_read_exit(params, &e, err, sizeof err);
+    struct relay_node *rn = node_named(r, rc, err, e.node, "exit of");
+    if (!rn) return;
     /* What the peer wrote before it exited is in the relay's buffer: hand
      * it over first, as a local client reads its leftovers. */
     node_flush(rn);

@@ -64,6 +64,11 @@ cluster_ssh() {
 }
 
 cluster_addr() { echo "$CLUSTER_SUBNET.$1"; }
+# A machines file listing m1..mN at their addresses, into FILE.
+cluster_hosts_file() {
+  local i
+  for ((i = 1; i <= $1; i++)); do echo "m$i $(cluster_addr "$i")"; done >"$2"
+}
 
 # A holder: `setpriv` arms the parent-death signal (kept across the execs),
 # `unshare` makes the namespaces, the script sets the machine up, touches its

@@ -31,7 +31,7 @@ source "$here/../../lib/checks.sh"
 cluster_require
 cluster_up 3 || { echo "FAIL: cluster_up 3"; exit 1; }
 D=$CLUSTER_DIR
-printf 'm1 %s\nm2 %s\nm3 %s\n' "$(cluster_addr 1)" "$(cluster_addr 2)" "$(cluster_addr 3)" >"$D/hosts"
+cluster_hosts_file 3 "$D/hosts"
 # The controller's environment on m1: the cluster's ssh client config, the
 # agent binary (the probe is not hiernet), scratch files in the cluster dir.
 on_m1() {

@@ -38,7 +38,7 @@ source "$here/../../lib/checks.sh"
 cluster_require
 cluster_up 3 || { echo "FAIL: cluster_up 3"; exit 1; }
 D=$CLUSTER_DIR
-printf 'm1 %s\nm2 %s\nm3 %s\n' "$(cluster_addr 1)" "$(cluster_addr 2)" "$(cluster_addr 3)" >"$D/hosts"
+cluster_hosts_file 3 "$D/hosts"
 # hiernet on m1, the controller's machine, with the cluster's ssh config.
 hn_m1() { cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" "$@"; }
 
