@@ -27,7 +27,10 @@
 #   - m2's agent SIGKILLed while the network runs: h2's next command fails
 #     in one line naming m2, h1's still answers, the stop ends the run, and
 #     m2's part's registry entry (the agent's, left by its SIGKILL) goes
-#     with `hiernet clean --hosts`: nothing is left.
+#     with `hiernet clean --hosts`: nothing is left;
+#   - the controller SIGTERMed while the network runs: the run ends and
+#     nothing is left on any machine (the agents tear their parts down);
+#     SIGKILLed: nothing is left after `hiernet clean --hosts`.
 # Usage: test_cluster_spread.sh HIERNET
 set -uo pipefail
 HN=$(realpath "$1")
@@ -221,6 +224,27 @@ expect_eq "agent lost: m2's registry keeps the part's entry" "$(cluster_exec 2 l
 hn_m1 clean --hosts "$D/hosts" >"$D/clean.out" 2>&1
 expect_eq "agent lost: clean --hosts exit 0" "$?" 0
 nothing_left "agent lost, cleaned" lost
+
+# --- the controller SIGTERMed, then SIGKILLed, while the network runs ---
+for sig in TERM KILL; do
+  sed "s|\"lost\"|\"$sig\"|; s|$D/lost\.|$D/$sig.|g" "$D/lost.lua" >"$D/$sig.lua"
+  hn_m1 run "$D/$sig.lua" --out "$D/r$sig" --quiet >"$D/$sig.out" 2>"$D/$sig.err" &
+  run_pid=$!
+  for _ in $(seq 300); do [[ -e $D/$sig.up ]] && break; sleep 0.05; done
+  controller=""
+  for pid in $(cluster_procs_in 1); do
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "^$HN run " && controller=$pid
+  done
+  [[ -n $controller ]] && pass "SIG$sig: the controller runs ($controller)" || fail "SIG$sig: no controller"
+  [[ -n $controller ]] && kill "-$sig" "$controller"
+  wait "$run_pid"
+  rc=$?
+  [[ $rc -ne 0 ]] && pass "SIG$sig: the run ends (exit $rc)" || fail "SIG$sig: exit 0"
+  # What a SIGKILL leaves (m1's part: the agents end theirs on their EOF)
+  # goes with clean --hosts.
+  [[ $sig == KILL ]] && { sleep 1; hn_m1 clean --hosts "$D/hosts" >"$D/clean2.out" 2>&1; }
+  nothing_left "controller SIG$sig" "$sig"
+done
 
 pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
 cluster_down
