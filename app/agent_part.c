@@ -29,10 +29,11 @@ struct agent_part {
     enum part_state state;
     struct part_run *run; /* from part_build's return until released */
     uint32_t build_msgid;
-    bool release_wanted;  /* teardown during the build: release once built */
-    bool paused;          /* the peers are not read: the output is full */
-    bool call_dropped;    /* a dropped call was logged (once) */
-    struct relay *relays; /* per node of the part's model */
+    bool release_wanted;      /* teardown during the build: release once built */
+    bool paused;              /* the peers are not read: the output is full */
+    struct relay *input_held; /* the agent's input is not read until its backlog is out */
+    bool call_dropped;        /* a dropped call was logged (once) */
+    struct relay *relays;     /* per node of the part's model */
     size_t n_relays;
 };
 
@@ -144,6 +145,21 @@ void agent_part_output_drained(struct agent_part *p)
         relay_pause_all(p, false);
 }
 
+/* The agent's input is read again: the peer that held it took its backlog
+ * (or is gone). */
+static void input_release(struct agent_part *p, const struct relay *r)
+{
+    if (!p->input_held || (r && p->input_held != r)) return;
+    p->input_held = NULL;
+    p->io.input(p->io.ctx, true);
+}
+
+static void on_peer_drained(void *ctx)
+{
+    struct relay *r = ctx;
+    input_release(r->p, r);
+}
+
 /* Every local host's channel into relay mode. */
 static int relay_start(struct agent_part *p, char *err, size_t errlen)
 {
@@ -158,7 +174,8 @@ static int relay_start(struct agent_part *p, char *err, size_t errlen)
         r->whole = (uint64_t)part->whole_node[i];
         if (!topo_node_local_host(&part->net->nodes[i])) continue;
         r->pc = netrun_peer(nr, (int)i);
-        if (r->pc && peer_client_relay(r->pc, on_peer_bytes, r, err, errlen) < 0) return -1;
+        if (r->pc && peer_client_relay(r->pc, on_peer_bytes, on_peer_drained, r, err, errlen) < 0)
+            return -1;
     }
     return 0;
 }
@@ -201,7 +218,13 @@ void agent_part_call(struct agent_part *p, const msgpack_object *params)
     if (peer_client_relay_write(r->pc, c.data, c.len) < 0) {
         snprintf(err, sizeof err, "node %llu: its peer's channel is closed",
                  (unsigned long long)c.node);
-        call_drop(p, err);
+        return call_drop(p, err);
+    }
+    /* A peer that does not read: hold the controller's stream rather than
+     * queue without bound (the pings wait too: --idle-timeout bounds it). */
+    if (!p->input_held && peer_client_queued(r->pc) > AGENT_PART_IN_HIGH) {
+        p->input_held = r;
+        p->io.input(p->io.ctx, false);
     }
 }
 
@@ -211,6 +234,8 @@ static void on_peer_exit(void *ctx, int node, int wait_status)
 {
     struct agent_part *p = ctx;
     if (!p->run) return;
+    if (p->input_held && p->input_held->whole == (uint64_t)part_model(p->run)->whole_node[node])
+        input_release(p, NULL); /* its backlog went with it */
     struct agent_exit x = {.node = (uint64_t)part_model(p->run)->whole_node[node],
                            .status = wait_status};
     struct msgmap m;
@@ -235,6 +260,7 @@ static void on_released(void *ctx)
 static void release_now(struct agent_part *p)
 {
     p->state = PART_RELEASING;
+    input_release(p, NULL);
     part_release(p->run, on_released, p);
 }
 

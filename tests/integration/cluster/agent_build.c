@@ -12,6 +12,9 @@
  *     call chunks of node 0 only, and norm's value is exactly 5;
  *   - 40 read{} answers of h1 (13 MB) not read: the agent's memory grows
  *     by less than 9 MiB (its 4 MiB output bound), then all arrive whole;
+ *   - h2's peer SIGSTOPped and 6 MiB of calls sent for it: the agent stops
+ *     reading its stdin (4 MiB bound toward one peer); after SIGCONT the
+ *     rest goes in and a ping is answered;
  *   - a call for s1 (a switch) is dropped and the agent serves on;
  *   - h2's peer SIGKILLed: an exit notification names node 2, signal 9;
  *   - teardown answered, the agent exits 0, and nothing is left: no
@@ -436,6 +439,85 @@ static int build(struct agent_pipe *a, char *id, size_t cap)
     return ok;
 }
 
+#define HELD_BYTES (6u << 20) /* toward a stopped peer: past the agent's 4 MiB bound */
+
+/* Call chunks of HELD_BYTES for h2 (two drop{} requests of 3 MiB names)
+ * into out, ready to be written to the agent. */
+static void held_calls(msgpack_sbuffer *out)
+{
+    static char name[3u << 20];
+    struct peer_bytes b;
+    msgpack_sbuffer_init(&b.sb);
+    msgpack_packer_init(&b.pk, &b.sb, msgpack_sbuffer_write);
+    memset(name, 'n', sizeof name - 1);
+    for (uint32_t i = 0; i < 2; i++) {
+        struct msgmap m;
+        msgmap_init(&m);
+        msgmap_str(&m, "name", name);
+        msgmap_request(&m, &b.pk, 200 + i, "drop");
+    }
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+    for (size_t off = 0; off < b.sb.size; off += AGENT_CALL_DATA_MAX) {
+        size_t len = b.sb.size - off < AGENT_CALL_DATA_MAX ? b.sb.size - off : AGENT_CALL_DATA_MAX;
+        struct msgmap m;
+        msgmap_init(&m);
+        agent_wire_call(&m,
+                        &(struct agent_call){2, (const uint8_t *)b.sb.data + off, (uint32_t)len});
+        msgmap_notify(&m, &pk, agent_method_name(AGENT_CALL));
+    }
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+/* Writes bytes to the agent without blocking until it takes no more for
+ * 1.5 s (or all are written): how many it took. */
+static size_t write_until_held(struct agent_pipe *a, const char *bytes, size_t len)
+{
+    size_t done = 0;
+    int flags = fcntl(a->to, F_GETFL);
+    fcntl(a->to, F_SETFL, flags | O_NONBLOCK);
+    for (int idle_ms = 0; done < len && idle_ms < 1500;) {
+        ssize_t n = write(a->to, bytes + done, len - done);
+        if (n > 0) {
+            done += (size_t)n;
+            idle_ms = 0;
+        } else {
+            usleep(10000);
+            idle_ms += 10;
+        }
+    }
+    fcntl(a->to, F_SETFL, flags);
+    return done;
+}
+
+/* h2's peer stopped, 6 MiB of calls for it: the agent stops reading its
+ * input near 4 MiB queued toward h2 (rather than queueing all); h2 goes
+ * on, the rest goes in and a ping is answered. */
+static void input_held(struct agent_pipe *a, const char *dir)
+{
+    pid_t pid = peer_of(dir, "h2");
+    msgpack_sbuffer calls;
+    msgpack_sbuffer_init(&calls);
+    held_calls(&calls);
+    check(pid > 0 && kill(pid, SIGSTOP) == 0, "h2's peer %d stopped", (int)pid);
+    size_t taken = write_until_held(a, calls.data, calls.size);
+    check(taken < calls.size, "the agent stopped reading after %zu of %zu bytes for a stopped peer",
+          taken, calls.size);
+    kill(pid, SIGCONT);
+    bool rest =
+        write(a->to, calls.data + taken, calls.size - taken) == (ssize_t)(calls.size - taken);
+    msgpack_sbuffer_destroy(&calls);
+    struct msgmap q;
+    msgmap_init(&q);
+    agent_wire_ping(&q, &(struct agent_ping){1});
+    uint32_t want = agent_request(a, AGENT_PING, &q);
+    struct proto_msg m;
+    bool answered = false;
+    while (!answered && agent_next(a, &m))
+        answered = m.kind == PROTO_RESPONSE && m.msgid == want;
+    check(rest && answered, "once h2 went on, the rest went in and a ping was answered");
+}
+
 static void kill_h2(struct agent_pipe *a, const char *dir)
 {
     pid_t pid = peer_of(dir, "h2");
@@ -502,6 +584,7 @@ static int session(const char *hiernet, const char *root, enum ending how, bool 
     if (built == 1 && relay) {
         relay_to_h1(&a);
         backpressure(&a);
+        input_held(&a, dir);
         agent_call(&a, 1, "\x90", 1); /* s1: a switch, dropped */
         kill_h2(&a, dir);
     }
