@@ -150,36 +150,6 @@ static bool is_method(const struct proto_msg *m, enum agent_method method)
     return m->kind == PROTO_NOTIFY && agent_method_find(m->method, m->method_len) == method;
 }
 
-/* ---- the peer's stream, reassembled from call chunks ---- */
-
-struct stream {
-    struct proto_reader reader;
-    int other_nodes; /* chunks for another node than 0 */
-};
-
-/* Reads agent messages until node 0's stream holds a response. */
-static bool stream_response(struct agent_pipe *a, struct stream *s, struct proto_msg *out)
-{
-    char e[256];
-    for (;;) {
-        bool has_msgid;
-        if (proto_reader_next(&s->reader, out, &has_msgid, e, sizeof e) == PROTO_NEXT_MESSAGE)
-            return out->kind == PROTO_RESPONSE;
-        struct proto_msg m;
-        struct agent_call c;
-        if (!agent_next(a, &m)) return false;
-        if (!is_method(&m, AGENT_CALL) || agent_wire_read_call(m.params, &c, e, sizeof e) < 0)
-            continue;
-        if (c.node != 0) {
-            s->other_nodes++;
-            continue;
-        }
-        size_t avail;
-        memcpy(proto_reader_buffer(&s->reader, c.len, &avail), c.data, c.len);
-        proto_reader_consumed(&s->reader, c.len);
-    }
-}
-
 /* Peer requests packed back to back: the bytes a controller's
  * peer_client would write, relayed as call data. tensor{name, size, fill}
  * opens them. */
@@ -215,13 +185,13 @@ static void relay_to_h1(struct agent_pipe *a)
     agent_call(a, 0, b.sb.data + 4, b.sb.size - 4);
     msgpack_sbuffer_destroy(&b.sb);
 
-    struct stream s = {0};
+    struct agent_pipe_stream s;
     struct proto_msg r;
-    proto_reader_init(&s.reader, 0);
-    bool ok = stream_response(a, &s, &r);
+    agent_pipe_stream_init(&s, 0);
+    bool ok = agent_pipe_stream_response(a, &s, &r, WAIT_MS);
     check(ok && r.msgid == 41 && r.error->type == MSGPACK_OBJECT_NIL,
           "h1 answered tensor{} through call chunks");
-    ok = stream_response(a, &s, &r);
+    ok = agent_pipe_stream_response(a, &s, &r, WAIT_MS);
     double value = -1;
     struct proto_args args;
     proto_args_init(&args, r.result);
@@ -229,7 +199,7 @@ static void relay_to_h1(struct agent_pipe *a)
         proto_arg_f64(&args, "value", &value);
     check(value == 5.0, "norm{x} through the relay is exactly 5 (got %g)", value);
     check(s.other_nodes == 0, "no chunk came for another node (%d)", s.other_nodes);
-    proto_reader_destroy(&s.reader);
+    agent_pipe_stream_destroy(&s);
 }
 
 /* The agent's resident memory in KiB (VmRSS), -1 when unknown. */
@@ -280,16 +250,16 @@ static void backpressure(struct agent_pipe *a)
     long grown = agent_rss_kib(a->pid) - before;
     check(before > 0 && grown < 9 * 1024, "unread, the agent grew by %ld KiB for ~13 MB of answers",
           grown);
-    struct stream s = {0};
+    struct agent_pipe_stream s;
     struct proto_msg r;
-    proto_reader_init(&s.reader, 0);
-    bool ok = stream_response(a, &s, &r) && r.msgid == 99;
+    agent_pipe_stream_init(&s, 0);
+    bool ok = agent_pipe_stream_response(a, &s, &r, WAIT_MS) && r.msgid == 99;
     int whole = 0;
     for (uint32_t i = 0; ok && i < READS; i++)
-        whole += stream_response(a, &s, &r) && read_answer_ok(&r, 100 + i);
+        whole += agent_pipe_stream_response(a, &s, &r, WAIT_MS) && read_answer_ok(&r, 100 + i);
     check(ok && whole == READS, "then all %d read answers arrive whole and in order (%d)", READS,
           whole);
-    proto_reader_destroy(&s.reader);
+    agent_pipe_stream_destroy(&s);
 }
 
 /* ---- what the part holds, from its registry entry ---- */
