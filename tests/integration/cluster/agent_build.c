@@ -32,6 +32,7 @@
 #include "topo/part.h"
 #include "topo/part_wire.h"
 #include "tests/lib/agent_pipe.h"
+#include "tests/lib/check_lines.h"
 
 #include "hiernet_version.h"
 
@@ -53,22 +54,7 @@
 #define RUN "agentbuild"
 #define WAIT_MS 60000 /* a build on a loaded host: namespaces, veths, peers */
 
-static int failed;
 static char err[1024];
-
-/* One line per check: "ok: ..." or "FAIL: ...". */
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s", ok ? "ok: " : "FAIL: ");
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-    if (!ok) failed = 1;
-}
 
 /* ---- the part ---- */
 
@@ -563,7 +549,7 @@ static int session(const char *hiernet, const char *root, enum ending how, bool 
     if (built == 1) check_nothing_left(&held, dir, before);
     if (how == END_EOF) a.to = -1;
     agent_pipe_close(&a);
-    return built == 77 ? 77 : failed;
+    return built == 77 ? 77 : check_failed;
 }
 
 /* SIGTERM right after build is sent, most often while it builds: the
@@ -592,5 +578,5 @@ int main(int argc, char **argv)
     if (rc != 77) session(argv[1], root, END_EOF, false);
     if (rc != 77) session(argv[1], root, END_SIGTERM, false);
     if (rmdir(root) < 0) check(0, "the private registry %s is empty: %s", root, strerror(errno));
-    return rc == 77 ? 77 : failed;
+    return rc == 77 ? 77 : check_failed;
 }

@@ -14,6 +14,7 @@
  * both torn down, each agent exiting 0. Prints "ok: ..." or "FAIL: ..."
  * per check, and "registry MACHINE ID" of each part; exit 0, or 1. */
 #include "tests/lib/agent_pipe.h"
+#include "tests/lib/check_lines.h"
 #include "topo/part.h"
 #include "topo/part_wire.h"
 
@@ -30,21 +31,6 @@
 #define WAIT_MS 60000 /* a build over SSH on a loaded host */
 #define H1 0          /* whole-network indices (hn-part-make's order) */
 #define H2 2
-
-static int failed;
-
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s", ok ? "ok: " : "FAIL: ");
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-    if (!ok) failed = 1;
-}
 
 static void *read_file(const char *path, size_t *len)
 {
@@ -234,5 +220,5 @@ int main(int argc, char **argv)
         if (ms[i].name) agent_pipe_stream_destroy(&ms[i].peer);
         free(ms[i].part);
     }
-    return failed;
+    return check_failed;
 }
