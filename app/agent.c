@@ -535,9 +535,10 @@ int cli_agent(int argc, char **argv)
                                .log = agent_log_line,
                                .input = agent_input,
                                .ctx = &a};
-    if (!a.loop || proto_reader_init(&a.reader, AGENT_MESSAGE_MAX) < 0 ||
-        !(a.part = agent_part_new(a.loop, a.machine, NULL, &io))) {
+    bool reader = a.loop && proto_reader_init(&a.reader, AGENT_MESSAGE_MAX) == 0;
+    if (!reader || !(a.part = agent_part_new(a.loop, a.machine, NULL, &io))) {
         agent_log("cannot start: no event loop or out of memory");
+        if (reader) proto_reader_destroy(&a.reader);
         msgpack_sbuffer_destroy(&a.out);
         return 1;
     }
