@@ -250,6 +250,17 @@ static void agent_log_line(void *ctx, const char *line)
     agent_log("%s", line);
 }
 
+/* A peer holds a backlog of the controller's bytes: stop reading them.
+ * Once finishing, input stays stopped. */
+static void agent_input(void *ctx, bool on)
+{
+    struct agent *a = ctx;
+    if (on && !a->finishing)
+        ev_io_start(a->loop, &a->in_watcher);
+    else
+        ev_io_stop(a->loop, &a->in_watcher);
+}
+
 /* ---- ending ---- */
 
 /* Once finishing: the loop ends when the part is released and the
@@ -517,11 +528,17 @@ int cli_agent(int argc, char **argv)
     a.loop = ev_default_loop(0);
     msgpack_sbuffer_init(&a.out);
     msgpack_packer_init(&a.pk, &a.out, msgpack_sbuffer_write);
-    struct agent_part_io io = {&a.pk,          agent_queued,   agent_flush_ctx,
-                               agent_released, agent_log_line, &a};
-    if (!a.loop || proto_reader_init(&a.reader, AGENT_MESSAGE_MAX) < 0 ||
-        !(a.part = agent_part_new(a.loop, a.machine, NULL, &io))) {
+    struct agent_part_io io = {.pk = &a.pk,
+                               .queued = agent_queued,
+                               .flush = agent_flush_ctx,
+                               .released = agent_released,
+                               .log = agent_log_line,
+                               .input = agent_input,
+                               .ctx = &a};
+    bool reader = a.loop && proto_reader_init(&a.reader, AGENT_MESSAGE_MAX) == 0;
+    if (!reader || !(a.part = agent_part_new(a.loop, a.machine, NULL, &io))) {
         agent_log("cannot start: no event loop or out of memory");
+        if (reader) proto_reader_destroy(&a.reader);
         msgpack_sbuffer_destroy(&a.out);
         return 1;
     }

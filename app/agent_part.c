@@ -29,10 +29,11 @@ struct agent_part {
     enum part_state state;
     struct part_run *run; /* from part_build's return until released */
     uint32_t build_msgid;
-    bool release_wanted;  /* teardown during the build: release once built */
-    bool paused;          /* the peers are not read: the output is full */
-    bool call_dropped;    /* a dropped call was logged (once) */
-    struct relay *relays; /* per node of the part's model */
+    bool release_wanted;      /* teardown during the build: release once built */
+    bool paused;              /* the peers are not read: the output is full */
+    struct relay *input_held; /* the agent's input is not read until its backlog is out */
+    bool call_dropped;        /* a dropped call was logged (once) */
+    struct relay *relays;     /* per node of the part's model */
     size_t n_relays;
 };
 
@@ -144,23 +145,43 @@ void agent_part_output_drained(struct agent_part *p)
         relay_pause_all(p, false);
 }
 
-/* Every local host's channel into relay mode. */
-static int relay_start(struct agent_part *p, char *err, size_t errlen)
+/* The agent's input is read again: the peer that held it took its backlog
+ * (or is gone). */
+static void input_release(struct agent_part *p, const struct relay *r)
+{
+    if (!p->input_held || (r && p->input_held != r)) return;
+    p->input_held = NULL;
+    p->io.input(p->io.ctx, true);
+}
+
+static void on_peer_drained(void *ctx)
+{
+    struct relay *r = ctx;
+    input_release(r->p, r);
+}
+
+/* Every local host's channel into relay mode. A channel that cannot be
+ * relayed is left out (its calls are dropped), and logged. */
+static void relay_start(struct agent_part *p)
 {
     const struct topo_part *part = part_model(p->run);
     struct netrun *nr = part_netrun(p->run);
+    char err[256];
+    p->relays = calloc(part->net->n_nodes ? part->net->n_nodes : 1, sizeof *p->relays);
+    if (!p->relays) return part_log(p, "relay: out of memory: every call will be dropped");
     p->n_relays = part->net->n_nodes;
-    p->relays = calloc(p->n_relays ? p->n_relays : 1, sizeof *p->relays);
-    if (!p->relays) return snprintf(err, errlen, "out of memory"), -1;
     for (size_t i = 0; i < p->n_relays; i++) {
         struct relay *r = &p->relays[i];
         r->p = p;
         r->whole = (uint64_t)part->whole_node[i];
         if (!topo_node_local_host(&part->net->nodes[i])) continue;
         r->pc = netrun_peer(nr, (int)i);
-        if (r->pc && peer_client_relay(r->pc, on_peer_bytes, r, err, errlen) < 0) return -1;
+        if (r->pc &&
+            peer_client_relay(r->pc, on_peer_bytes, on_peer_drained, r, err, sizeof err) < 0) {
+            part_log(p, "node %s: not relayed: %s", part->net->nodes[i].name, err);
+            r->pc = NULL;
+        }
     }
-    return 0;
 }
 
 /* The part's node of whole-network index whole: its own nodes come first,
@@ -192,7 +213,7 @@ void agent_part_call(struct agent_part *p, const msgpack_object *params)
     if (agent_wire_read_call(params, &c, err, sizeof err) < 0) return call_drop(p, err);
     if (p->state != PART_BUILT) return call_drop(p, "no part is built");
     long i = local_node(part_model(p->run), c.node);
-    struct relay *r = i >= 0 ? &p->relays[i] : NULL;
+    struct relay *r = i >= 0 && (size_t)i < p->n_relays ? &p->relays[i] : NULL;
     if (!r || !r->pc) {
         snprintf(err, sizeof err, "node %llu is not a host of machine %s's part",
                  (unsigned long long)c.node, p->machine);
@@ -201,7 +222,13 @@ void agent_part_call(struct agent_part *p, const msgpack_object *params)
     if (peer_client_relay_write(r->pc, c.data, c.len) < 0) {
         snprintf(err, sizeof err, "node %llu: its peer's channel is closed",
                  (unsigned long long)c.node);
-        call_drop(p, err);
+        return call_drop(p, err);
+    }
+    /* A peer that does not read: hold the controller's stream rather than
+     * queue without bound (the pings wait too: --idle-timeout bounds it). */
+    if (!p->input_held && peer_client_queued(r->pc) > AGENT_PART_IN_HIGH) {
+        p->input_held = r;
+        p->io.input(p->io.ctx, false);
     }
 }
 
@@ -211,6 +238,8 @@ static void on_peer_exit(void *ctx, int node, int wait_status)
 {
     struct agent_part *p = ctx;
     if (!p->run) return;
+    if (p->input_held && p->input_held->whole == (uint64_t)part_model(p->run)->whole_node[node])
+        input_release(p, NULL); /* its backlog went with it */
     struct agent_exit x = {.node = (uint64_t)part_model(p->run)->whole_node[node],
                            .status = wait_status};
     struct msgmap m;
@@ -235,13 +264,13 @@ static void on_released(void *ctx)
 static void release_now(struct agent_part *p)
 {
     p->state = PART_RELEASING;
+    input_release(p, NULL);
     part_release(p->run, on_released, p);
 }
 
 static void on_built(void *ctx, struct part_run *run, const struct net_error *error)
 {
     struct agent_part *p = ctx;
-    char err[256];
     if (error) {
         answer_net_error(p, p->build_msgid, error);
         p->run = NULL;
@@ -250,7 +279,7 @@ static void on_built(void *ctx, struct part_run *run, const struct net_error *er
         return;
     }
     p->state = PART_BUILT;
-    if (relay_start(p, err, sizeof err) < 0) part_log(p, "relay: %s", err);
+    relay_start(p);
     part_log(p, "part built: registry %s, %zu nodes", part_registry_id(run),
              topo_part_local_nodes(part_model(run)));
     answer_built(p);

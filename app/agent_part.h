@@ -9,7 +9,9 @@
  * `call` chunks, in order, never re-framed. A peer's exit is an `exit`
  * notification naming the node's whole-network index. The agent's output
  * is one stream for all peers: past AGENT_PART_OUT_HIGH bytes queued, the
- * peers are no longer read until it drains to AGENT_PART_OUT_LOW.
+ * peers are no longer read until it drains to AGENT_PART_OUT_LOW. The
+ * other way, past AGENT_PART_IN_HIGH bytes queued toward one peer, the
+ * agent's input is not read until that peer took them (or exited).
  *
  * Owns: the part_run (its netrun, peers, registry entry) until released,
  * and the relay table. Writes into the agent's output through io. */
@@ -23,6 +25,7 @@
 
 #define AGENT_PART_OUT_HIGH (4u << 20) /* design notes: the agent's stdout bound */
 #define AGENT_PART_OUT_LOW (1u << 20)
+#define AGENT_PART_IN_HIGH (4u << 20) /* toward one peer: a whole control message fits */
 
 struct agent_part;
 
@@ -32,6 +35,7 @@ struct agent_part_io {
     void (*flush)(void *ctx);    /* writes what can be written now */
     void (*released)(void *ctx); /* agent_part_release's end */
     void (*log)(void *ctx, const char *line);
+    void (*input)(void *ctx, bool on); /* read (or stop reading) the controller's stream */
     void *ctx;
 };
 

@@ -61,8 +61,10 @@ struct peer_client {
     peer_drained_fn drained; /* the output backlog went to zero */
     void *drained_ctx;
 
-    /* Relay mode (peer_client_relay): bytes go to relay_fn as read. */
+    /* Relay mode (peer_client_relay): bytes go to relay_fn as read, and
+     * relay_drained hears when the bytes queued toward the peer are out. */
     peer_bytes_fn relay_fn;
+    peer_drained_fn relay_drained;
     void *relay_ctx;
 };
 
@@ -392,7 +394,10 @@ static void flush_output(struct peer_client *pc)
 
 static void on_writable(EV_P_ ev_io *w, int revents)
 {
-    flush_output(container_of(w, struct peer_client, write_watcher));
+    struct peer_client *pc = container_of(w, struct peer_client, write_watcher);
+    flush_output(pc);
+    /* a relay's backlog is out (or lost with the channel): its writer may go on */
+    if (pc->relay_drained && !ev_is_active(&pc->write_watcher)) pc->relay_drained(pc->relay_ctx);
 }
 
 static int channel_check(struct peer_client *pc, char *err, size_t errlen)
@@ -449,12 +454,13 @@ int peer_client_notify(struct peer_client *pc, const char *method, const char *p
 
 /* ---- relay ---- */
 
-int peer_client_relay(struct peer_client *pc, peer_bytes_fn on_bytes, void *ctx, char *err,
-                      size_t errlen)
+int peer_client_relay(struct peer_client *pc, peer_bytes_fn on_bytes, peer_drained_fn on_drained,
+                      void *ctx, char *err, size_t errlen)
 {
     if (pc->n_pending)
         return snprintf(err, errlen, "%zu calls of its own are pending", pc->n_pending), -1;
     pc->relay_fn = on_bytes;
+    pc->relay_drained = on_drained;
     pc->relay_ctx = ctx;
     /* Bytes read but not yet a whole message belong to the stream. */
     msgpack_unpacker *u = &pc->reader.unpacker;

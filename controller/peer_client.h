@@ -93,13 +93,16 @@ void peer_client_mark_exited(struct peer_client *pc, int wait_status, const char
  * byte stream the client neither frames nor answers, the controller's on
  * another machine. What the peer writes goes to on_bytes as it is read
  * (at most PEER_RELAY_CHUNK bytes a time, in order; bytes already read
- * but not decoded first); relay_write queues bytes to the peer. EOF and
+ * but not decoded first); relay_write queues bytes to the peer, and
+ * on_drained (may be NULL) is called when a backlog that had to wait for
+ * the socket is written out (or dropped as the channel broke). EOF and
  * the exit hook work as before; calls of the client's own are refused.
  * -1 with err while calls are pending (their answers would be lost). */
 #define PEER_RELAY_CHUNK 65536
 typedef void (*peer_bytes_fn)(void *ctx, const void *bytes, size_t len);
-int peer_client_relay(struct peer_client *pc, peer_bytes_fn on_bytes, void *ctx, char *err,
-                      size_t errlen);
+typedef void (*peer_drained_fn)(void *ctx);
+int peer_client_relay(struct peer_client *pc, peer_bytes_fn on_bytes, peer_drained_fn on_drained,
+                      void *ctx, char *err, size_t errlen);
 /* 0, or -1 when the channel is down (the bytes are dropped). */
 int peer_client_relay_write(struct peer_client *pc, const void *bytes, size_t len);
 /* Stops (or resumes) reading from the peer: the reader downstream is full. */

@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 struct agent_pipe {
@@ -94,6 +95,58 @@ static inline bool agent_pipe_next(struct agent_pipe *a, struct proto_msg *m, in
         ssize_t n = buf ? read(a->from, buf, avail) : -1;
         if (n <= 0) return false;
         proto_reader_consumed(&a->reader, (size_t)n);
+    }
+}
+
+/* One node's peer control stream, put back together from the agent's call
+ * chunks. */
+struct agent_pipe_stream {
+    uint64_t node; /* whole-network index */
+    struct proto_reader reader;
+    int other_nodes; /* call chunks seen for other nodes (skipped) */
+};
+
+static inline void agent_pipe_stream_init(struct agent_pipe_stream *s, uint64_t node)
+{
+    s->node = node;
+    s->other_nodes = 0;
+    proto_reader_init(&s->reader, 0);
+}
+
+static inline void agent_pipe_stream_destroy(struct agent_pipe_stream *s)
+{
+    proto_reader_destroy(&s->reader);
+}
+
+/* Reads the agent's messages until s holds a response of the peer: true
+ * and *out (valid until s is read again). The peer's notifications, the
+ * agent's other messages and other nodes' chunks are skipped; false on
+ * EOF, a broken stream or timeout_ms of silence. */
+static inline bool agent_pipe_stream_response(struct agent_pipe *a, struct agent_pipe_stream *s,
+                                              struct proto_msg *out, int timeout_ms)
+{
+    char err[256];
+    for (;;) {
+        bool has_msgid;
+        enum proto_next r = proto_reader_next(&s->reader, out, &has_msgid, err, sizeof err);
+        if (r == PROTO_NEXT_MESSAGE && out->kind == PROTO_RESPONSE) return true;
+        if (r == PROTO_NEXT_FATAL) return false;
+        if (r != PROTO_NEXT_MORE) continue;
+        struct proto_msg m;
+        struct agent_call c;
+        if (!agent_pipe_next(a, &m, timeout_ms)) return false;
+        if (m.kind != PROTO_NOTIFY || agent_method_find(m.method, m.method_len) != AGENT_CALL ||
+            agent_wire_read_call(m.params, &c, err, sizeof err) < 0)
+            continue;
+        if (c.node != s->node) {
+            s->other_nodes++;
+            continue;
+        }
+        size_t avail;
+        char *buf = proto_reader_buffer(&s->reader, c.len, &avail);
+        if (!buf) return false;
+        memcpy(buf, c.data, c.len);
+        proto_reader_consumed(&s->reader, c.len);
     }
 }
 

@@ -12,6 +12,9 @@
  *     call chunks of node 0 only, and norm's value is exactly 5;
  *   - 40 read{} answers of h1 (13 MB) not read: the agent's memory grows
  *     by less than 9 MiB (its 4 MiB output bound), then all arrive whole;
+ *   - h2's peer SIGSTOPped and 6 MiB of calls sent for it: the agent stops
+ *     reading its stdin (4 MiB bound toward one peer); after SIGCONT the
+ *     rest goes in and a ping is answered;
  *   - a call for s1 (a switch) is dropped and the agent serves on;
  *   - h2's peer SIGKILLed: an exit notification names node 2, signal 9;
  *   - teardown answered, the agent exits 0, and nothing is left: no
@@ -29,6 +32,7 @@
 #include "topo/part.h"
 #include "topo/part_wire.h"
 #include "tests/lib/agent_pipe.h"
+#include "tests/lib/check_lines.h"
 
 #include "hiernet_version.h"
 
@@ -50,22 +54,7 @@
 #define RUN "agentbuild"
 #define WAIT_MS 60000 /* a build on a loaded host: namespaces, veths, peers */
 
-static int failed;
 static char err[1024];
-
-/* One line per check: "ok: ..." or "FAIL: ...". */
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s", ok ? "ok: " : "FAIL: ");
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-    if (!ok) failed = 1;
-}
 
 /* ---- the part ---- */
 
@@ -147,36 +136,6 @@ static bool is_method(const struct proto_msg *m, enum agent_method method)
     return m->kind == PROTO_NOTIFY && agent_method_find(m->method, m->method_len) == method;
 }
 
-/* ---- the peer's stream, reassembled from call chunks ---- */
-
-struct stream {
-    struct proto_reader reader;
-    int other_nodes; /* chunks for another node than 0 */
-};
-
-/* Reads agent messages until node 0's stream holds a response. */
-static bool stream_response(struct agent_pipe *a, struct stream *s, struct proto_msg *out)
-{
-    char e[256];
-    for (;;) {
-        bool has_msgid;
-        if (proto_reader_next(&s->reader, out, &has_msgid, e, sizeof e) == PROTO_NEXT_MESSAGE)
-            return out->kind == PROTO_RESPONSE;
-        struct proto_msg m;
-        struct agent_call c;
-        if (!agent_next(a, &m)) return false;
-        if (!is_method(&m, AGENT_CALL) || agent_wire_read_call(m.params, &c, e, sizeof e) < 0)
-            continue;
-        if (c.node != 0) {
-            s->other_nodes++;
-            continue;
-        }
-        size_t avail;
-        memcpy(proto_reader_buffer(&s->reader, c.len, &avail), c.data, c.len);
-        proto_reader_consumed(&s->reader, c.len);
-    }
-}
-
 /* Peer requests packed back to back: the bytes a controller's
  * peer_client would write, relayed as call data. tensor{name, size, fill}
  * opens them. */
@@ -212,13 +171,13 @@ static void relay_to_h1(struct agent_pipe *a)
     agent_call(a, 0, b.sb.data + 4, b.sb.size - 4);
     msgpack_sbuffer_destroy(&b.sb);
 
-    struct stream s = {0};
+    struct agent_pipe_stream s;
     struct proto_msg r;
-    proto_reader_init(&s.reader, 0);
-    bool ok = stream_response(a, &s, &r);
+    agent_pipe_stream_init(&s, 0);
+    bool ok = agent_pipe_stream_response(a, &s, &r, WAIT_MS);
     check(ok && r.msgid == 41 && r.error->type == MSGPACK_OBJECT_NIL,
           "h1 answered tensor{} through call chunks");
-    ok = stream_response(a, &s, &r);
+    ok = agent_pipe_stream_response(a, &s, &r, WAIT_MS);
     double value = -1;
     struct proto_args args;
     proto_args_init(&args, r.result);
@@ -226,7 +185,7 @@ static void relay_to_h1(struct agent_pipe *a)
         proto_arg_f64(&args, "value", &value);
     check(value == 5.0, "norm{x} through the relay is exactly 5 (got %g)", value);
     check(s.other_nodes == 0, "no chunk came for another node (%d)", s.other_nodes);
-    proto_reader_destroy(&s.reader);
+    agent_pipe_stream_destroy(&s);
 }
 
 /* The agent's resident memory in KiB (VmRSS), -1 when unknown. */
@@ -277,16 +236,16 @@ static void backpressure(struct agent_pipe *a)
     long grown = agent_rss_kib(a->pid) - before;
     check(before > 0 && grown < 9 * 1024, "unread, the agent grew by %ld KiB for ~13 MB of answers",
           grown);
-    struct stream s = {0};
+    struct agent_pipe_stream s;
     struct proto_msg r;
-    proto_reader_init(&s.reader, 0);
-    bool ok = stream_response(a, &s, &r) && r.msgid == 99;
+    agent_pipe_stream_init(&s, 0);
+    bool ok = agent_pipe_stream_response(a, &s, &r, WAIT_MS) && r.msgid == 99;
     int whole = 0;
     for (uint32_t i = 0; ok && i < READS; i++)
-        whole += stream_response(a, &s, &r) && read_answer_ok(&r, 100 + i);
+        whole += agent_pipe_stream_response(a, &s, &r, WAIT_MS) && read_answer_ok(&r, 100 + i);
     check(ok && whole == READS, "then all %d read answers arrive whole and in order (%d)", READS,
           whole);
-    proto_reader_destroy(&s.reader);
+    agent_pipe_stream_destroy(&s);
 }
 
 /* ---- what the part holds, from its registry entry ---- */
@@ -436,6 +395,85 @@ static int build(struct agent_pipe *a, char *id, size_t cap)
     return ok;
 }
 
+#define HELD_BYTES (6u << 20) /* toward a stopped peer: past the agent's 4 MiB bound */
+
+/* Call chunks of HELD_BYTES for h2 (two drop{} requests of 3 MiB names)
+ * into out, ready to be written to the agent. */
+static void held_calls(msgpack_sbuffer *out)
+{
+    static char name[3u << 20];
+    struct peer_bytes b;
+    msgpack_sbuffer_init(&b.sb);
+    msgpack_packer_init(&b.pk, &b.sb, msgpack_sbuffer_write);
+    memset(name, 'n', sizeof name - 1);
+    for (uint32_t i = 0; i < 2; i++) {
+        struct msgmap m;
+        msgmap_init(&m);
+        msgmap_str(&m, "name", name);
+        msgmap_request(&m, &b.pk, 200 + i, "drop");
+    }
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+    for (size_t off = 0; off < b.sb.size; off += AGENT_CALL_DATA_MAX) {
+        size_t len = b.sb.size - off < AGENT_CALL_DATA_MAX ? b.sb.size - off : AGENT_CALL_DATA_MAX;
+        struct msgmap m;
+        msgmap_init(&m);
+        agent_wire_call(&m,
+                        &(struct agent_call){2, (const uint8_t *)b.sb.data + off, (uint32_t)len});
+        msgmap_notify(&m, &pk, agent_method_name(AGENT_CALL));
+    }
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+/* Writes bytes to the agent without blocking until it takes no more for
+ * 1.5 s (or all are written): how many it took. */
+static size_t write_until_held(struct agent_pipe *a, const char *bytes, size_t len)
+{
+    size_t done = 0;
+    int flags = fcntl(a->to, F_GETFL);
+    fcntl(a->to, F_SETFL, flags | O_NONBLOCK);
+    for (int idle_ms = 0; done < len && idle_ms < 1500;) {
+        ssize_t n = write(a->to, bytes + done, len - done);
+        if (n > 0) {
+            done += (size_t)n;
+            idle_ms = 0;
+        } else {
+            usleep(10000);
+            idle_ms += 10;
+        }
+    }
+    fcntl(a->to, F_SETFL, flags);
+    return done;
+}
+
+/* h2's peer stopped, 6 MiB of calls for it: the agent stops reading its
+ * input near 4 MiB queued toward h2 (rather than queueing all); h2 goes
+ * on, the rest goes in and a ping is answered. */
+static void input_held(struct agent_pipe *a, const char *dir)
+{
+    pid_t pid = peer_of(dir, "h2");
+    msgpack_sbuffer calls;
+    msgpack_sbuffer_init(&calls);
+    held_calls(&calls);
+    check(pid > 0 && kill(pid, SIGSTOP) == 0, "h2's peer %d stopped", (int)pid);
+    size_t taken = write_until_held(a, calls.data, calls.size);
+    check(taken < calls.size, "the agent stopped reading after %zu of %zu bytes for a stopped peer",
+          taken, calls.size);
+    kill(pid, SIGCONT);
+    bool rest =
+        write(a->to, calls.data + taken, calls.size - taken) == (ssize_t)(calls.size - taken);
+    msgpack_sbuffer_destroy(&calls);
+    struct msgmap q;
+    msgmap_init(&q);
+    agent_wire_ping(&q, &(struct agent_ping){1});
+    uint32_t want = agent_request(a, AGENT_PING, &q);
+    struct proto_msg m;
+    bool answered = false;
+    while (!answered && agent_next(a, &m))
+        answered = m.kind == PROTO_RESPONSE && m.msgid == want;
+    check(rest && answered, "once h2 went on, the rest went in and a ping was answered");
+}
+
 static void kill_h2(struct agent_pipe *a, const char *dir)
 {
     pid_t pid = peer_of(dir, "h2");
@@ -502,6 +540,7 @@ static int session(const char *hiernet, const char *root, enum ending how, bool 
     if (built == 1 && relay) {
         relay_to_h1(&a);
         backpressure(&a);
+        input_held(&a, dir);
         agent_call(&a, 1, "\x90", 1); /* s1: a switch, dropped */
         kill_h2(&a, dir);
     }
@@ -510,7 +549,7 @@ static int session(const char *hiernet, const char *root, enum ending how, bool 
     if (built == 1) check_nothing_left(&held, dir, before);
     if (how == END_EOF) a.to = -1;
     agent_pipe_close(&a);
-    return built == 77 ? 77 : failed;
+    return built == 77 ? 77 : check_failed;
 }
 
 /* SIGTERM right after build is sent, most often while it builds: the
@@ -539,5 +578,5 @@ int main(int argc, char **argv)
     if (rc != 77) session(argv[1], root, END_EOF, false);
     if (rc != 77) session(argv[1], root, END_SIGTERM, false);
     if (rmdir(root) < 0) check(0, "the private registry %s is empty: %s", root, strerror(errno));
-    return rc == 77 ? 77 : failed;
+    return rc == 77 ? 77 : check_failed;
 }
