@@ -228,6 +228,31 @@ static int create_vxlan_ends(struct emu_tc *k, struct nl_sock *sock, char *err, 
     return 0;
 }
 
+/* The user backend's cut links ride linkd's UDP sockets, whose packets
+ * are as large as a VXLAN device's (emu/linkd/underlay.h): the same
+ * underlay and the same MTU rule as create_vxlan_ends, checked before
+ * linkd makes anything. */
+int emu_tc_underlay_check(const struct emu_tc *k, char *err, size_t errlen)
+{
+    size_t l = 0;
+    while (l < k->net->n_links && !k->net->links[l].vni)
+        l++;
+    if (l == k->net->n_links) return 0;
+    struct nl_sock *sock = emu_nl_open(err, errlen);
+    if (!sock) return -1;
+    char name[IF_NAMESIZE + 16], what[80], why[256];
+    topo_link_describe(k->net, &k->net->links[l], what, sizeof what);
+    int underlay =
+        emu_nl_underlay_find(sock, k->net->underlay_local, name, sizeof name, why, sizeof why);
+    int mtu = underlay < 0 ? -1 : emu_nl_link_mtu(sock, underlay, name, why, sizeof why);
+    int rc = mtu < 0 ? -1
+                     : emu_vxlan_mtu_check(what, TOPO_VXLAN_INNER_MTU, name, (unsigned)mtu, why,
+                                           sizeof why);
+    emu_nl_close(sock);
+    if (rc < 0) snprintf(err, errlen, "network '%s': %s", k->net->name, why);
+    return rc;
+}
+
 /* Every veth from one host-namespace socket, both ends down: each comes up
  * with its configuration in its own namespace (add_link_end); a
  * cross-machine link's end here is a VXLAN device instead. */
