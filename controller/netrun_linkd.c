@@ -173,7 +173,7 @@ static int request_user_links(struct netrun *nr, int *link_at, char *err, size_t
         /* The network's seed makes a run's losses and jitter reproducible. */
         uint64_t seed = net->seed * 1000003u + l;
         struct topo_link_params installed;
-        topo_link_params_dilate(&link->params, net->dilation, &installed);
+        topo_link_params_install(net, link, &link->params, &installed);
         nr->link_adds[l] = (struct link_add_ctx){nr, (int)l};
         char why[512];
         if (linkd_client_link_add(netrun_linkd_of(nr, (int)l), (int)l, &a, &b, &installed, seed,

@@ -148,13 +148,14 @@ void emu_tc_shape_request(const struct topo_link_params *p, enum topo_shape_root
 
 /* The plan of a link's qdiscs; an error names the link as `what` (NULL: the
  * cause only). */
-static int plan_link(const struct emu_tc *k, const struct topo_link_params *p, const char *what,
+static int plan_link(const struct emu_tc *k, const struct topo_link *link,
+                     const struct topo_link_params *p, const char *what,
                      struct topo_shape_plan *plan, char *err, size_t errlen)
 {
     struct topo_shape_request req;
     struct topo_link_params installed;
     char why[256];
-    topo_link_params_dilate(p, k->net->dilation, &installed);
+    topo_link_params_install(k->net, link, p, &installed);
     emu_tc_shape_request(&installed, k->opts.root, &req);
     if (topo_shape_plan(&req, k->opts.have_netem, plan, why, sizeof why) < 0) {
         if (what)
@@ -425,7 +426,7 @@ static int add_shaping(struct emu_tc *k, int node, struct emu_nl_batch *b, char 
         char what[80];
         topo_link_describe(net, link, what, sizeof what);
         struct topo_shape_plan *plan = link->a == node ? &k->plan_a[l] : &k->plan_b[l];
-        if (plan_link(k, &link->params, what, plan, err, errlen) < 0) return -1;
+        if (plan_link(k, link, &link->params, what, plan, err, errlen) < 0) return -1;
         struct nl_msg *msgs[3];
         int n = emu_nl_shape_build(plan, link_ifindex_toward(k, (int)l, node), 0, msgs);
         if (n < 0) return snprintf(err, errlen, "link %s: out of memory", what), -1;
@@ -726,7 +727,7 @@ int emu_tc_link_check(const struct emu_tc *k, const struct topo_link_params *par
                       size_t errlen)
 {
     struct topo_shape_plan plan;
-    return plan_link(k, params, NULL, &plan, err, errlen);
+    return plan_link(k, NULL, params, NULL, &plan, err, errlen);
 }
 
 /* Direction a to b is shaped by end a's egress qdiscs, b to a by end b's. */
@@ -736,7 +737,7 @@ int emu_tc_link_set_dir(struct emu_tc *k, int index, int dir, const struct topo_
     const struct topo_link *link = &k->net->links[index];
     struct topo_shape_plan to_a, to_b;
     /* The caller names the link (lua/l_link.c): the cause only. */
-    if (plan_link(k, params, NULL, &to_a, err, errlen) < 0) return -1;
+    if (plan_link(k, link, params, NULL, &to_a, err, errlen) < 0) return -1;
     to_b = to_a;
     if (dir != 1 && node_here(k, link->a)) { /* a remote end is shaped on its machine */
         if (emu_nl_shape_change(k->ns[link->a].sock, k->ifindex_a[index], link->ifname_a,
@@ -919,7 +920,7 @@ static int shape_link_end(struct emu_tc *k, int node, int l, struct emu_nl_batch
     char what[80];
     topo_link_describe(k->net, link, what, sizeof what);
     struct topo_shape_plan *plan = link->a == node ? &k->plan_a[l] : &k->plan_b[l];
-    if (plan_link(k, &link->params, what, plan, err, errlen) < 0) return -1;
+    if (plan_link(k, link, &link->params, what, plan, err, errlen) < 0) return -1;
     struct nl_msg *msgs[3];
     int n = emu_nl_shape_build(plan, link_ifindex_toward(k, l, node), 0, msgs);
     if (n < 0) return snprintf(err, errlen, "link %s: out of memory", what), -1;
