@@ -11,9 +11,15 @@
 #     (kernel), or a TAP of hiernet-linkd, whose UDP socket on m2's
 #     underlay address is connected to m1's on the VNI's port (user);
 #   - h1 pings h2's node address across the machines, and a whole
-#     1500-byte packet with DF set crosses; on user, the median RTT of
-#     twenty pings is within 0.3 ms of 2 x DELAY plus the underlay's RTT
-#     (the median of twenty pings between the machines);
+#     1500-byte packet with DF set crosses;
+#   - on user, m2's underlay has UNDERLAY of delay each way (a linkd link
+#     of its own: cluster_underlay_delay), which the parts declare for the
+#     cut link (topo_link.underlay_delay_us): the median RTT of twenty
+#     pings h1 -> h2 is within 0.3 ms of 2 x (DELAY - UNDERLAY) plus the
+#     underlay's RTT (the median of twenty pings between the machines) and
+#     a ping's serialization at RATE both ways, i.e. about 2 x DELAY, not
+#     2 x (DELAY + UNDERLAY); a part whose cut link's delay is below
+#     UNDERLAY is refused in one line naming the link and both figures;
 #   - TCP goodput h1 -> h2 within 5% of RATE x 1448 / 1514;
 #   - the same part built again on m1 fails in one line naming the link
 #     and its VNI (taken), and m1's part on m2 is refused;
@@ -21,7 +27,7 @@
 #     exists; once stdin is closed: the peers, their namespaces, the
 #     registry entries, the cgroup, linkd and its sockets, and hn-part-end
 #     are gone on both.
-# Usage: test_cluster_parts.sh HN_PART_MAKE HN_PART_END HIERNET_PEER [BACKEND HIERNET_LINKD]
+# Usage: test_cluster_parts.sh HN_PART_MAKE HN_PART_END HIERNET_PEER [BACKEND HIERNET_LINKD HN_LINKD_CTL]
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../../lib/cluster.sh"
@@ -34,19 +40,23 @@ BACKEND=${4:-kernel}
 END_ENV=(env "HIERNET_LINKD=$(realpath "${5:-/dev/null}")")
 RATE=20000000 # a low packet rate: two cores shared with a loaded host must keep up
 RUN=parts$$
-DELAY_US=0
-[[ $BACKEND == user ]] && DELAY_US=5000
+DELAY_US=0 UNDERLAY_US=0
+[[ $BACKEND == user ]] && DELAY_US=5000 UNDERLAY_US=1000
 
 cluster_require
 for tool in iperf3 ping python3; do
   command -v "$tool" >/dev/null || cluster_skip "$tool is not installed"
 done
 cluster_up 2 || { echo "FAIL: cluster_up 2"; exit 1; }
+if ((UNDERLAY_US)); then
+  cluster_underlay_delay 2 "$UNDERLAY_US" "$(realpath "$6")" "$(realpath "$5")" ||
+    { echo "FAIL: cluster_underlay_delay"; exit 1; }
+fi
 
 dir=$CLUSTER_DIR/parts
 mkdir -p "$dir"
 vni_base=$((RANDOM * 256 + 1))
-made=$("$MAKE" "$dir" "$RUN" "$vni_base" "$RATE" "$BACKEND" "$DELAY_US") ||
+made=$("$MAKE" "$dir" "$RUN" "$vni_base" "$RATE" "$BACKEND" "$DELAY_US" "$UNDERLAY_US") ||
   { echo "FAIL: hn-part-make"; exit 1; }
 H2_ADDR=$(awk '$1 == "h2" {print $2}' <<<"$made")
 VNI=$(awk '$1 == "vni" {print $2}' <<<"$made")
@@ -109,10 +119,12 @@ if [[ $BACKEND == user ]]; then
   read -r underlay _ < <(RTT_TO=10.250.0.2 rtt_stats cluster_exec 1)
   read -r rtt rtt_min rtt_max < <(RTT_TO=$H2_ADDR rtt_stats node "$H1")
   echo "RTT h1 -> h2: median $rtt ms (min $rtt_min, max $rtt_max); underlay's median $underlay ms;" \
-    "configured 2 x $DELAY_US us (load $(cut -d' ' -f1-3 /proc/loadavg))"
-  python3 -c "import sys; sys.exit(0 if abs($rtt - 2 * $DELAY_US / 1000 - $underlay) <= 0.3 else 1)" &&
-    pass "h1 -> h2 RTT within 0.3 ms of 2 x delay + the underlay's" ||
-    fail "h1 -> h2 RTT $rtt ms is not within 0.3 ms of 2 x $DELAY_US us + $underlay ms"
+    "configured 2 x $DELAY_US us, underlay 2 x $UNDERLAY_US us (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  # A ping's 98-byte frame also takes 98 x 8 / RATE to serialize each way.
+  want=$(python3 -c "print(round(2 * ($DELAY_US - $UNDERLAY_US) / 1000 + $underlay + 2 * 98 * 8e3 / $RATE, 3))")
+  python3 -c "import sys; sys.exit(0 if abs($rtt - $want) <= 0.3 else 1)" &&
+    pass "h1 -> h2 RTT within 0.3 ms of 2 x (delay - underlay delay + serialization) + the underlay's RTT, $want ms" ||
+    fail "h1 -> h2 RTT $rtt ms is not within 0.3 ms of $want ms"
 fi
 node "$H1" ping -c 1 -W 2 -M do -s 1472 -q "$H2_ADDR" >/dev/null &&
   pass "a 1500-byte packet with DF crosses" || fail "a 1500-byte packet with DF did not cross"
@@ -129,6 +141,14 @@ expect_eq "the same VNI again on m1 fails the build" "$? $(wc -l <<<"$again")" "
 wrong=$(cluster_ssh 1 2 "${END_ENV[@]}" "$END" "$dir/m1.part" m2 "$PEER" </dev/null 2>&1)
 expect_eq "m1's part on m2 is refused" "$? $wrong" \
   "1 hn-part-end: part of network 'net' for machine 'm1' reached machine 'm2'"
+if ((UNDERLAY_US)); then
+  mkdir -p "$dir/short"
+  "$MAKE" "$dir/short" "$RUN" "$vni_base" "$RATE" user 100 "$UNDERLAY_US" >/dev/null ||
+    fail "hn-part-make short"
+  short=$(cluster_ssh 1 1 "${END_ENV[@]}" "$END" "$dir/short/m1.part" m1 "$PEER" </dev/null 2>&1)
+  expect_eq "a cut link of less delay than the underlay's is refused" "$? $short" \
+    "1 hn-part-end: network 'net': link s1-h2: delay 0.1 ms is below the underlay's one-way delay of 1 ms between its machines, which every packet already takes"
+fi
 mkdir -p "$dir/none"
 "$MAKE" "$dir/none" "$RUN" "$vni_base" "$RATE" none >/dev/null || fail "hn-part-make none"
 none=$(cluster_ssh 1 1 "${END_ENV[@]}" "$END" "$dir/none/m1.part" m1 "$PEER" </dev/null 2>&1)
@@ -180,7 +200,7 @@ expect_eq "no socket is left on m2's port" "$(udp_on 2)" ""
 rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
 expect_eq "only the machines' holders and sshd are left in them" "$rest" ""
 
-pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
+pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}" $CLUSTER_UNDERLAY_CTL $CLUSTER_UNDERLAY_LINKD)
 teardown
 trap - EXIT INT TERM
 for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
