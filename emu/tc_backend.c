@@ -241,8 +241,9 @@ int emu_tc_underlay_check(const struct emu_tc *k, char *err, size_t errlen)
     if (l == k->net->n_links) return 0;
     struct nl_sock *sock = emu_nl_open(err, errlen);
     if (!sock) return -1;
-    char name[IF_NAMESIZE + 16], what[80], why[256];
-    topo_link_describe(k->net, &k->net->links[l], what, sizeof what);
+    char name[IF_NAMESIZE + 16], what[88], why[256];
+    snprintf(what, sizeof what, "link ");
+    topo_link_describe(k->net, &k->net->links[l], what + 5, sizeof what - 5);
     int underlay =
         emu_nl_underlay_find(sock, k->net->underlay_local, name, sizeof name, why, sizeof why);
     int mtu = underlay < 0 ? -1 : emu_nl_link_mtu(sock, underlay, name, why, sizeof why);

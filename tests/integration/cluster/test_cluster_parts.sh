@@ -22,7 +22,8 @@
 #     UNDERLAY is refused in one line naming the link and both figures;
 #   - TCP goodput h1 -> h2 within 5% of RATE x 1448 / 1514;
 #   - the same part built again on m1 fails in one line naming the link
-#     and its VNI (taken), and m1's part on m2 is refused;
+#     and its VNI (taken), and m1's part on m2 is refused; on user, so is
+#     one on m1 while its underlay's MTU is 1549, naming both figures;
 #   - while built: m1's registry holds RUN-m1, the cgroup hiernet-RUN-m1-net
 #     exists; once stdin is closed: the peers, their namespaces, the
 #     registry entries, the cgroup, linkd and its sockets, and hn-part-end
@@ -148,6 +149,14 @@ if ((UNDERLAY_US)); then
   short=$(cluster_ssh 1 1 "${END_ENV[@]}" "$END" "$dir/short/m1.part" m1 "$PEER" </dev/null 2>&1)
   expect_eq "a cut link of less delay than the underlay's is refused" "$? $short" \
     "1 hn-part-end: network 'net': link s1-h2: delay 0.1 ms is below the underlay's one-way delay of 1 ms between its machines, which every packet already takes"
+fi
+if [[ $BACKEND == user ]]; then # the VXLAN MTU rule holds for linkd's datagrams too
+  cluster_exec 1 ip link set eth0 mtu 1549
+  small=$(cluster_ssh 1 1 "${END_ENV[@]}" "$END" "$dir/m1.part" m1 "$PEER" </dev/null 2>&1)
+  rc=$?
+  cluster_exec 1 ip link set eth0 mtu "${CLUSTER_MTU:-1550}"
+  expect_eq "an underlay MTU below 1550 is refused" "$rc $small" \
+    "1 hn-part-end: network 'net': link s1-h2: underlay eth0 has MTU 1549, below the 1550 that a 1500-byte packet needs over VXLAN (50 bytes of headers): raise the underlay's MTU"
 fi
 mkdir -p "$dir/none"
 "$MAKE" "$dir/none" "$RUN" "$vni_base" "$RATE" none >/dev/null || fail "hn-part-make none"
