@@ -12,7 +12,11 @@
  * for which nothing is made here (no namespace, interface or route), and
  * cross-machine links, whose local end is a VXLAN device (emu/nl_vxlan.h)
  * made by the machine's socket into the node's namespace and then set up
- * and shaped as a veth end; their remote ends are the other machine's.
+ * and shaped as a veth end (shaped with the delay less the underlay's:
+ * topo_link_params_install); their remote ends are the other machine's.
+ * On the user backend hiernet-linkd makes a cut link's local end instead
+ * (a TAP, its far end a UDP socket: emu/linkd/underlay.h) and this module
+ * configures it as any linkd TAP, after emu_tc_underlay_check.
  *
  * All netlink goes through emu/nl.h in batches (one per namespace, one for
  * the veths) so a 1000-node network starts in well under a second.
