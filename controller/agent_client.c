@@ -160,8 +160,8 @@ int agent_client_argv(const struct topo_machine *m, const struct agent_client_op
          * agent on a machine (another network of the run, clean --hosts)
          * would otherwise wait for the first step's CPUs. */
         bool ok = push(&l, "srun") && push(&l, "-u") && push(&l, "--overlap") && push(&l, "-N1") &&
-                  push(&l, "-n1") && push(&l, "-w") &&
-                  push(&l, (char *)m->name) && push(&l, store_printf(&s, "%s", bin));
+                  push(&l, "-n1") && push(&l, "-w") && push(&l, (char *)m->name) &&
+                  push(&l, store_printf(&s, "%s", bin));
         for (const char *const *w = words; ok && *w; w++)
             ok = push(&l, (char *)*w);
         return ok ? 0 : -1;

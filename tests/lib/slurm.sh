@@ -29,7 +29,12 @@
 # Daemons are started by pid with SIGKILL as their parent-death signal and
 # in the foreground (-D, -F); slurm_down ends them by pid (TERM, then KILL
 # after 2 s), and cluster_down ends whatever they forked (slurmstepd) as it
-# ends every process left in a machine's namespaces.
+# ends every process left in a machine's namespaces; slurm_up's traps run
+# both on exit, SIGINT and SIGTERM. A SIGKILLed test runs no trap: its
+# daemons and salloc die of their parent-death signal, but a job step then
+# running outlives it (seen with `salloc srun sleep 600`: the orphaned srun
+# on the head, the step's slurmstepd, which slurmd forked away to init,
+# and its task), holding their machines' namespaces until they end.
 
 SLURM_DIR=
 SLURM_CONF=
@@ -45,11 +50,12 @@ slurm_require() {
   done
 }
 
-# slurm_exec I CMD...: CMD in machine I with the cluster's slurm.conf.
+# slurm_exec I CMD...: CMD in machine I with the cluster's slurm.conf,
+# ended with the test (a salloc must not outlive it).
 slurm_exec() {
   local i=$1
   shift
-  cluster_exec "$i" env SLURM_CONF="$SLURM_CONF" "$@"
+  cluster_exec "$i" setpriv --pdeathsig KILL env SLURM_CONF="$SLURM_CONF" "$@"
 }
 
 # slurm_daemon I NAME CMD...: CMD in machine I, in the background, its

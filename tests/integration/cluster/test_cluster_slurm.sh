@@ -7,6 +7,7 @@
 #   - `salloc -N 3 hiernet doctor --hosts slurm` prints one table: m2..m4
 #     reachable (an agent started by srun on each answered), root, veth,
 #     same version; each slurmd's log shows the step it launched;
+#   - `salloc -N 3 hiernet clean --hosts slurm`: one line per machine;
 #   - `salloc -N 3 hiernet run scenarios/quickstart.lua --hosts slurm`
 #     places the quickstart over m2..m4, whose agents (srun) answer: run.json
 #     names the 3 machines with their control RTT; the run then goes on, or
@@ -14,7 +15,10 @@
 #     line checked below;
 #   - no job, no agent and no step is left once salloc returned, and after
 #     slurm_down and cluster_down no process or namespace is left and
-#     nothing was written under the paths Slurm and MUNGE use by default.
+#     nothing was written under the paths Slurm and MUNGE use by default;
+#   - SIGTERM or SIGINT of a test while a job step runs (a child's cluster
+#     of two) leaves no process (daemons, salloc, srun, the step's
+#     slurmstepd and task), no namespace and no directory.
 # Usage: test_cluster_slurm.sh HIERNET
 set -uo pipefail
 HN=$1
@@ -64,7 +68,13 @@ for m in 2 3 4; do
     pass "m$m's slurmd launched the doctor's agent" || fail "m$m's slurmd.log: no step of job 1"
 done
 
-# --- the quickstart, placed over the allocation ---
+# --- clean ---
+on_head salloc -N 3 "$HN" clean --hosts slurm >"$D/clean.out" 2>"$D/clean.err"
+expect_eq "salloc -N 3 hiernet clean --hosts slurm: exit 0" "$?" 0
+expect_eq "clean: nothing stale on m2..m4, one line each" \
+  "$(sed -n 's/^\(m[0-9]\): clean: nothing stale.*/\1/p' "$D/clean.out" | tr '\n' ' ')" "m2 m3 m4 "
+
+# --- the quickstart, placed over the allocation (job 3) ---
 on_head salloc -N 3 "$HN" run "$root/scenarios/quickstart.lua" --hosts slurm --out "$D/r" --quiet \
   --set quick=true --set plots=false >"$D/run.out" 2>"$D/run.err"
 status=$?
@@ -96,5 +106,59 @@ cluster_down
 expect_eq "nothing left after slurm_down and cluster_down" "$(cluster_leftovers "${pids[@]}")" ""
 [[ ! -e $dir ]] && pass "cluster directory removed" || fail "$dir is still there"
 expect_eq "nothing written where Slurm and MUNGE write by default" "$(system_paths)" "$system_before"
+
+# --- a signal while a job step runs ---
+# A child brings a head and one node up, runs a step (srun sleep) and
+# notes its pids, its step's slurmstepd (a daemon that slurmd forked away:
+# its parent is init, so only cluster_down's sweep of the machines'
+# namespaces ends it), its namespaces and
+# directory, then waits for the signal.
+child() {
+  exec bash -c '
+    source "$1/cluster.sh"; source "$1/slurm.sh"
+    cluster_up 2 && slurm_up 2 || exit 1
+    slurm_exec 1 salloc -N 1 srun sleep 600 >/dev/null 2>&1 &
+    for _ in $(seq 200); do
+      stepd=$(for p in $(cluster_procs); do [[ $(cat /proc/$p/comm) == slurmstepd ]] && echo $p; done)
+      [[ -n $stepd ]] && break
+      sleep 0.1
+    done
+    { echo "${CLUSTER_HOLDERS[*]} ${CLUSTER_SSHD[*]} ${SLURM_DAEMONS[*]} $stepd"
+      echo "${CLUSTER_NETNS[*]}"; echo "$CLUSTER_DIR"; echo "$stepd"; } >"$2.tmp"
+    mv "$2.tmp" "$2"
+    wait
+  ' child "$here/../../lib" "$1"
+}
+
+# signal_check SIGNAL: as netns.cluster.ssh's child_check; job control
+# (set -m) keeps SIGINT deliverable to the background child.
+signal_check() {
+  local signal=$1 state status _
+  state=$(mktemp -u "${TMPDIR:-/tmp}/hn-slurm-state.XXXXXX")
+  set -m
+  child "$state" &
+  local pid=$!
+  set +m
+  for _ in $(seq 600); do [[ -e $state ]] && break; sleep 0.05; done
+  [[ -e $state ]] || { fail "SIG$signal: the child's cluster never came up"; kill -KILL -- -"$pid"; return; }
+  local -a cpids
+  read -ra cpids < <(sed -n 1p "$state")
+  read -ra CLUSTER_NETNS < <(sed -n 2p "$state")
+  local cdir stepd
+  cdir=$(sed -n 3p "$state")
+  stepd=$(sed -n 4p "$state")
+  rm -f "$state"
+  [[ -n $stepd && $(cat "/proc/$stepd/comm" 2>/dev/null) == slurmstepd ]] &&
+    pass "SIG$signal: a job step runs (slurmstepd $stepd)" ||
+    fail "SIG$signal: no slurmstepd in the child's cluster ('$stepd')"
+  kill "-$signal" "$pid"
+  wait "$pid" 2>/dev/null
+  status=$?
+  for _ in $(seq 50); do [[ -z $(cluster_leftovers "${cpids[@]}") ]] && break; sleep 0.1; done
+  expect_eq "SIG$signal: nothing left (child exit $status)" "$(cluster_leftovers "${cpids[@]}")" ""
+  [[ ! -e $cdir ]] && pass "SIG$signal: directory removed" || fail "SIG$signal: $cdir is still there"
+}
+signal_check TERM
+signal_check INT
 
 checks_exit
