@@ -32,14 +32,18 @@
 # ends every process left in a machine's namespaces; slurm_up's traps run
 # both on exit, SIGINT and SIGTERM. A SIGKILLed test runs no trap: its
 # daemons and salloc die of their parent-death signal, but a job step then
-# running outlives it (seen with `salloc srun sleep 600`: the orphaned srun
-# on the head, the step's slurmstepd, which slurmd forked away to init,
-# and its task), holding their machines' namespaces until they end.
+# running would outlive it (seen with `salloc srun sleep 600`: the orphaned
+# srun on the head, the step's slurmstepd, which slurmd forked away to
+# init, and its task), holding their machines' namespaces. So slurm_up
+# also starts a janitor: a subshell that outlives the test, sees it gone
+# (polling its pid) and then ends every process left in the machines'
+# namespaces and removes the directory. slurm_down ends it first, by pid.
 
 SLURM_DIR=
 SLURM_CONF=
 SLURM_HEAD=1
 SLURM_DAEMONS=() # pids of every munged, slurmctld and slurmd started
+SLURM_JANITOR=   # pid of the janitor (below)
 SLURM_MUNGE_SOCKET=/run/hn-munge/munge.socket
 
 slurm_require() {
@@ -165,7 +169,7 @@ slurm_up() {
   trap 'slurm_down; cluster_down' EXIT
   trap 'slurm_down; cluster_down; exit 130' INT
   trap 'slurm_down; cluster_down; exit 143' TERM
-  mkdir -p "$SLURM_DIR/ctld" && slurm_hosts_file >"$SLURM_DIR/hosts" &&
+  mkdir -p "$SLURM_DIR/ctld" && slurm_janitor_start && slurm_hosts_file >"$SLURM_DIR/hosts" &&
     slurm_config "$n" >"$SLURM_CONF" || return 1
   (umask 077 && head -c 1024 /dev/urandom >"$SLURM_DIR/munge.key") || return 1
   for ((i = 1; i <= n; i++)); do slurm_machine_up "$i" || return 1; done
@@ -180,9 +184,42 @@ slurm_up() {
     "${SLURM_DAEMONS[-1]}" slurm_nodes_idle "$n"
 }
 
+# Whether pid is alive and not a zombie, with builtins only: the janitor
+# polls without forking, and so leaves no child when it is ended.
+slurm_pid_alive() {
+  local stat
+  read -r stat <"/proc/$1/stat" 2>/dev/null && [[ ${stat##*) } != Z* ]]
+}
+
+# The janitor: runs no trap of the test (a subshell resets them), and
+# sweeps only once the test is gone (a zombie is gone too). It waits on a
+# FIFO that nothing writes, opened read-write so the open does not block.
+slurm_janitor_start() {
+  local test_pid=$BASHPID
+  mkfifo "$SLURM_DIR/janitor" || return 1
+  (
+    exec </dev/null >/dev/null 2>&1 9<>"$SLURM_DIR/janitor"
+    while slurm_pid_alive "$test_pid"; do read -r -t 0.5 -u 9; done
+    local rest _
+    for _ in $(seq 20); do
+      rest=$(cluster_procs)
+      [[ -z $rest ]] && break
+      kill -KILL $rest
+      sleep 0.1
+    done
+    rm -rf "$CLUSTER_DIR"
+  ) &
+  SLURM_JANITOR=$!
+  disown $!
+}
+
 slurm_down() {
   local -
   set +e
+  if [[ -n $SLURM_JANITOR ]]; then
+    cluster_end TERM "$SLURM_JANITOR" || cluster_end KILL "$SLURM_JANITOR"
+    SLURM_JANITOR=
+  fi
   [[ ${#SLURM_DAEMONS[@]} -gt 0 ]] || return 0
   cluster_end TERM "${SLURM_DAEMONS[@]}" || cluster_end KILL "${SLURM_DAEMONS[@]}"
   SLURM_DAEMONS=()

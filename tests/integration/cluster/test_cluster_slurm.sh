@@ -16,9 +16,9 @@
 #   - no job, no agent and no step is left once salloc returned, and after
 #     slurm_down and cluster_down no process or namespace is left and
 #     nothing was written under the paths Slurm and MUNGE use by default;
-#   - SIGTERM or SIGINT of a test while a job step runs (a child's cluster
-#     of two) leaves no process (daemons, salloc, srun, the step's
-#     slurmstepd and task), no namespace and no directory.
+#   - SIGTERM, SIGINT or SIGKILL of a test while a job step runs (a
+#     child's cluster of two) leaves no process (daemons, salloc, srun, the
+#     step's slurmstepd and task), no namespace and no directory within 5 s.
 # Usage: test_cluster_slurm.sh HIERNET
 set -uo pipefail
 HN=$1
@@ -154,11 +154,13 @@ signal_check() {
   kill "-$signal" "$pid"
   wait "$pid" 2>/dev/null
   status=$?
-  for _ in $(seq 50); do [[ -z $(cluster_leftovers "${cpids[@]}") ]] && break; sleep 0.1; done
+  for _ in $(seq 50); do [[ -z $(cluster_leftovers "${cpids[@]}") && ! -e $cdir ]] && break; sleep 0.1; done
   expect_eq "SIG$signal: nothing left (child exit $status)" "$(cluster_leftovers "${cpids[@]}")" ""
   [[ ! -e $cdir ]] && pass "SIG$signal: directory removed" || fail "SIG$signal: $cdir is still there"
+  rm -rf "$cdir"
 }
 signal_check TERM
 signal_check INT
+signal_check KILL # no trap runs: slurm.sh's janitor sweeps
 
 checks_exit
