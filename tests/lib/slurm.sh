@@ -141,6 +141,7 @@ SelectType=select/linear
 ReturnToService=2
 InactiveLimit=0
 KillWait=5
+MailProg=/bin/true
 SlurmctldDebug=info
 SlurmdDebug=info
 EOF

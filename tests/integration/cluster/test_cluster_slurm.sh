@@ -6,7 +6,8 @@
 #   - sinfo names m2..m4 idle, each node's NodeHostName its UTS hostname;
 #   - `salloc -N 3 hiernet doctor --hosts slurm` prints one table: m2..m4
 #     reachable (an agent started by srun on each answered), root, veth,
-#     same version; each slurmd's log shows the step it launched;
+#     same version; each slurmd's log shows the step it launched; run in a
+#     step on m2 (where sbatch runs a script), m2 is the local machine;
 #   - `salloc -N 3 hiernet clean --hosts slurm`: one line per machine;
 #   - `salloc -N 3 hiernet run scenarios/quickstart.lua --hosts slurm`
 #     places the quickstart over m2..m4, whose agents (srun) answer: run.json
@@ -66,6 +67,16 @@ for m in 2 3 4; do
     pass "doctor: m$m reachable through srun, root, veth, same version" || fail "doctor: m$m row: $(cat "$D/doctor.out" "$D/doctor.err")"
   grep -q 'launch task StepId=1\.[0-9]* request' "$D/slurm/m$m/slurmd.log" &&
     pass "m$m's slurmd launched the doctor's agent" || fail "m$m's slurmd.log: no step of job 1"
+done
+
+# --- doctor inside the allocation: a step on m2, as sbatch runs its
+# script on the first node: m2 is the controller's own machine ---
+on_head salloc -N 3 srun -N1 -n1 -w m2 "$HN" doctor --hosts slurm >"$D/doctor2.out" 2>"$D/doctor2.err"
+expect_eq "doctor in a step on m2: exit 0" "$?" 0
+expect_eq "doctor in a step on m2: m2 local" "$(awk '$1 == "m2" {print $2, $3, $4, $NF}' "$D/doctor2.out")" "m2 local root same"
+for m in 3 4; do
+  awk -v m="m$m" '$1 == m && $3 ~ /^[0-9.]+$/ && $4 == "ms" && $NF == "same" {f = 1} END {exit !f}' "$D/doctor2.out" &&
+    pass "doctor in a step on m2: m$m reachable through srun" || fail "doctor in a step on m2: $(cat "$D/doctor2.out" "$D/doctor2.err")"
 done
 
 # --- clean ---
