@@ -58,7 +58,8 @@ struct topo_machines;
  * (controller/agent_group.h): netrun_build makes each machine's part
  * (topo/part.h), builds this machine's here and sends every other to its
  * agent, and takes the group over (also when it fails). The machines are
- * read during netrun_build only. Backend kernel only. */
+ * read during netrun_build only. Not backend none: each part runs on the
+ * backend it picks (a cut link: VXLAN on kernel, linkd UDP on user). */
 struct netrun_spread {
     const struct topo_machines *machines;
     struct agent_group *agents;

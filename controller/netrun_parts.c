@@ -218,6 +218,12 @@ static void part_answered(struct netrun_parts *p)
     if (p->error.code != NET_OK) return parts_release(p); /* on_later tells `built` */
     p->built = true;
     nr->building = false;
+    if (p->inner) { /* what this machine's part runs on, and why */
+        nr->backend = p->inner->backend;
+        snprintf(nr->reason, sizeof nr->reason, "spread over %zu machines; here: %s", p->machines.n,
+                 p->inner->reason);
+    }
+    nr->net->backend_used = nr->backend; /* net.backend, as a local build says it */
     netrun_phase_end(nr, "parts");
     if (nr->links_made) nr->links_made(nr->built_ctx);
     nr->built(nr->built_ctx, nr, NULL);
@@ -422,7 +428,7 @@ int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
     }
     *nr = (struct netrun){.loop = loop,
                           .net = net,
-                          .backend = TOPO_BACKEND_KERNEL,
+                          .backend = net->backend, /* the local part's once built */
                           .peers = nr->peers,
                           .parts = p,
                           .on_exit = on_exit,
@@ -437,9 +443,7 @@ int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
     p->agents = cfg->spread->agents;
     ev_idle_init(&p->later, on_later);
     p->later.data = p;
-    snprintf(nr->reason, sizeof nr->reason,
-             "spread over %zu machines: the links between them are VXLAN devices, which only "
-             "backend kernel makes",
+    snprintf(nr->reason, sizeof nr->reason, "spread over %zu machines, each choosing its own",
              cfg->spread->machines->n);
     if (parts_plan(p, cfg->spread->machines, error->message, sizeof error->message) < 0)
         error->code = NET_ERR_SCENARIO;

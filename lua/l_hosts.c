@@ -8,8 +8,8 @@
  * agents of its other machines at its start, after its placement is
  * logged and recorded in run.json; once they answered (their control RTT
  * and clock offset logged and in run.json), the engine builds every
- * machine's part with them (netrun_spread). Backends none and user are
- * refused then, naming why. */
+ * machine's part with them (netrun_spread). Backend none is refused then,
+ * naming why. */
 #include "controller/hosts.h"
 #include "hiernet_version.h"
 #include "lua/l_net.h"
@@ -153,16 +153,14 @@ static void on_agents_down(void *ctx, struct agent_group *g)
 }
 
 /* Why the backend cannot spread over machines, or NULL: backend none keeps
- * every node on this machine's loopback, and only the kernel backend makes
- * the VXLAN devices of the links between machines. */
+ * every node on this machine's loopback; the kernel backend carries a link
+ * between machines as a VXLAN device, the user backend as hiernet-linkd's
+ * UDP socket. */
 static const char *backend_refusal(const struct topo_network *t)
 {
     if (t->backend == TOPO_BACKEND_NONE)
-        return "backend 'none' runs every node on this machine's loopback (use backend 'kernel' "
-               "or 'auto')";
-    if (t->backend == TOPO_BACKEND_USER)
-        return "backend 'user' cannot carry links between machines yet (use backend 'kernel' or "
-               "'auto')";
+        return "backend 'none' runs every node on this machine's loopback (use backend 'kernel', "
+               "'user' or 'auto')";
     return NULL;
 }
 

@@ -146,7 +146,7 @@ LUA
 cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" run "$D/three.lua" --out "$D/r" --quiet 2>"$D/run.err"
 expect_eq "run over m1..m3: exit 3" "$?" 3
 expect_eq "run over m1..m3: the refusal" "$(tail -n1 "$D/run.err" | sed 's/^.*network/network/')" \
-  "network 'c': 2 of its 3 nodes are placed on other machines than this one: their 2 agents answered, but backend 'none' runs every node on this machine's loopback (use backend 'kernel' or 'auto')"
+  "network 'c': 2 of its 3 nodes are placed on other machines than this one: their 2 agents answered, but backend 'none' runs every node on this machine's loopback (use backend 'kernel', 'user' or 'auto')"
 python3 - "$D/r/run.json" <<'PY' && pass "run.json machines" || fail "run.json machines: $(grep -o '"machines".*' "$D/r/run.json" | head -c 800)"
 import json, sys
 m = json.load(open(sys.argv[1]))["machines"]
