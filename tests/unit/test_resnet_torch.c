@@ -182,7 +182,8 @@ int main(int argc, char **argv)
     }
     CHECK_MSG(rc == 0, "resnet_torch_ref.py exited %d", rc);
     /* The betas the reference moved off the ReLUs' zeros. */
-    CHECK_MSG(read_floats("params.f32", p, n) == n, "no parameters of %zu floats back in %s", n, dir);
+    CHECK_MSG(read_floats("params.f32", p, n) == n, "no parameters of %zu floats back in %s", n,
+              dir);
     float loss;
     struct model_score score = {0};
     CHECK(model_grad(m, p, x, y, BATCH, g, &loss, err, sizeof err) == 0);
