@@ -154,8 +154,14 @@ int agent_client_argv(const struct topo_machine *m, const struct agent_client_op
     if (cap < 2 || remote_bin(bin, sizeof bin) < 0) return -1;
     argv[0] = NULL;
     if (o->slurm) {
-        bool ok = push(&l, "srun") && push(&l, "-N1") && push(&l, "-n1") && push(&l, "-w") &&
-                  push(&l, (char *)m->name) && push(&l, store_printf(&s, "%s", bin));
+        /* -u: without it slurmstepd forwards a task's stdout a line at a
+         * time, and a MessagePack reply with no newline byte waits there
+         * until the agent exits (netns.cluster.slurm); --overlap: a second
+         * agent on a machine (another network of the run, clean --hosts)
+         * would otherwise wait for the first step's CPUs. */
+        bool ok = push(&l, "srun") && push(&l, "-u") && push(&l, "--overlap") && push(&l, "-N1") &&
+                  push(&l, "-n1") && push(&l, "-w") && push(&l, (char *)m->name) &&
+                  push(&l, store_printf(&s, "%s", bin));
         for (const char *const *w = words; ok && *w; w++)
             ok = push(&l, (char *)*w);
         return ok ? 0 : -1;

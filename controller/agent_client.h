@@ -3,8 +3,8 @@
  *
  * Starts the agent with `ssh -o BatchMode=yes [-l USER] ADDRESS exec BIN
  * agent ...` (OpenSSH, multiplexed through a ControlPath in the caller's
- * private directory) or `srun -N1 -n1 -w HOST BIN agent ...`, the child's
- * stdin and stdout one end of a socketpair that controller/peer_client.h
+ * private directory) or `srun -u --overlap -N1 -n1 -w HOST BIN agent ...`,
+ * the child's stdin and stdout one end of a socketpair that controller/peer_client.h
  * drives (framing, request ids, replies), its stderr copied into the log
  * line by line with the machine's name. On the libev loop, never blocking:
  * hello, then `hello_pings` pings back to back (the clock estimate of

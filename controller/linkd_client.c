@@ -7,6 +7,7 @@
 #include "proto/linkd_methods.h"
 #include "topo/shape.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,12 +77,33 @@ static void pack_emulation(struct msgmap *m, const struct topo_link_params *p)
     }
 }
 
-static void pack_end(struct msgmap *m, const char *key, const char *ns_path, const char *ifname)
+static void pack_ipv4(struct msgmap *m, const char *key, uint32_t addr)
+{
+    struct in_addr a = {htonl(addr)};
+    char s[INET_ADDRSTRLEN];
+    msgmap_str(m, key, inet_ntop(AF_INET, &a, s, sizeof s) ? s : "");
+}
+
+/* A cut link's far end: linkd's socket on the underlay. */
+static void pack_underlay_end(struct msgmap *m, const char *key, const struct linkd_client_end *e)
 {
     struct msgmap end;
     msgmap_init(&end);
-    msgmap_str(&end, "netns_path", ns_path);
-    msgmap_str(&end, "ifname", ifname);
+    msgmap_u64(&end, LINKD_ARG_VNI, e->vni);
+    pack_ipv4(&end, LINKD_ARG_LOCAL, e->local);
+    pack_ipv4(&end, LINKD_ARG_REMOTE, e->remote);
+    msgmap_u64(&end, LINKD_ARG_PORT, LINKD_UNDERLAY_PORT(e->vni));
+    msgmap_key(m, key);
+    if (!msgmap_end(&end, &m->pk)) m->buf.failed = true;
+}
+
+static void pack_end(struct msgmap *m, const char *key, const struct linkd_client_end *e)
+{
+    if (e->vni) return pack_underlay_end(m, key, e);
+    struct msgmap end;
+    msgmap_init(&end);
+    msgmap_str(&end, "netns_path", e->ns_path);
+    msgmap_str(&end, "ifname", e->ifname);
     /* Down: the controller brings every end up itself, once IPv6 is off on
      * it (emu/tc_backend.c). */
     msgmap_bool(&end, "up", false);
@@ -108,6 +130,7 @@ struct add_call {
     void *ctx;
 };
 
+/* An underlay end has none: 0. */
 static int end_ifindex(const msgpack_object *result, const char *key)
 {
     struct proto_args args, end;
@@ -125,21 +148,21 @@ static void on_add_reply(void *ctx, const char *error, const msgpack_object *res
     free(ctx);
     if (error) return c.cb(c.ctx, -1, -1, error);
     int a = end_ifindex(result, "a"), b = end_ifindex(result, "b");
-    if (a <= 0 || b <= 0) return c.cb(c.ctx, -1, -1, "linkd: link_add reply lacks the ifindexes");
+    if (a < 0 || b < 0 || (a == 0 && b == 0))
+        return c.cb(c.ctx, -1, -1, "linkd: link_add reply lacks the ifindexes");
     c.cb(c.ctx, a, b, NULL);
 }
 
-int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a,
-                          const char *ifname_a, const char *ns_path_b, const char *ifname_b,
-                          const struct topo_link_params *params, uint64_t seed, linkd_added_fn cb,
-                          void *ctx, char *err, size_t errlen)
+int linkd_client_link_add(struct linkd_client *lc, int id, const struct linkd_client_end *a,
+                          const struct linkd_client_end *b, const struct topo_link_params *params,
+                          uint64_t seed, linkd_added_fn cb, void *ctx, char *err, size_t errlen)
 {
     struct msgmap m;
     msgmap_init(&m);
     msgmap_i64(&m, LINKD_ARG_ID, id);
     msgmap_u64(&m, "seed", seed);
-    pack_end(&m, "a", ns_path_a, ifname_a);
-    pack_end(&m, "b", ns_path_b, ifname_b);
+    pack_end(&m, "a", a);
+    pack_end(&m, "b", b);
     pack_emulation(&m, params);
     if (set_params(lc, &m, err, errlen) < 0) return -1;
     struct add_call *c = malloc(sizeof *c);

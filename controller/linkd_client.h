@@ -18,16 +18,24 @@
 struct linkd_client;
 
 struct linkd_client *linkd_client_start(struct ev_loop *loop, char *err, size_t errlen);
-/* Creates link `id` as a TAP pair: end a named ifname_a in the namespace at
- * ns_path_a (e.g. /proc/<pid>/fd/<n>), end b likewise; returns their
- * ifindexes. seed drives the link's loss and jitter draws. */
-/* The reply to link_add: the ends' ifindexes, or error (non-NULL). Called
- * once, from the loop (also when linkd's channel is lost). */
+/* One end of link_add: a TAP named ifname in the namespace at ns_path
+ * (e.g. /proc/<pid>/fd/<n>), or, when vni is set, the end of a cut link
+ * at another machine: linkd's UDP socket from this machine's underlay
+ * address `local` to the other's, `remote` (host order), on the VNI's port
+ * (proto/linkd_methods.h, LINKD_UNDERLAY_PORT). */
+struct linkd_client_end {
+    const char *ns_path, *ifname;
+    uint32_t vni, local, remote;
+};
+/* The reply to link_add: the ends' ifindexes (0 for an underlay end), or
+ * error (non-NULL). Called once, from the loop (also when linkd's channel
+ * is lost). */
 typedef void (*linkd_added_fn)(void *ctx, int ifindex_a, int ifindex_b, const char *error);
-int linkd_client_link_add(struct linkd_client *lc, int id, const char *ns_path_a,
-                          const char *ifname_a, const char *ns_path_b, const char *ifname_b,
-                          const struct topo_link_params *params, uint64_t seed, linkd_added_fn cb,
-                          void *ctx, char *err, size_t errlen);
+/* Creates link `id` between ends a and b (at most one of them the
+ * underlay); seed drives the link's loss and jitter draws. */
+int linkd_client_link_add(struct linkd_client *lc, int id, const struct linkd_client_end *a,
+                          const struct linkd_client_end *b, const struct topo_link_params *params,
+                          uint64_t seed, linkd_added_fn cb, void *ctx, char *err, size_t errlen);
 int linkd_client_link_set(struct linkd_client *lc, int id, const struct topo_link_params *params,
                           peer_reply_fn cb, void *ctx, char *err, size_t errlen);
 /* The same for one direction (0: a to b, 1: b to a) or both. */

@@ -125,7 +125,7 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
                     peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
     struct topo_link_params installed; /* the kernel backend dilates its own plans */
-    topo_link_params_dilate(params, nr->net->dilation, &installed);
+    topo_link_params_install(nr->net, &nr->net->links[link], params, &installed);
     if (nr->linkd)
         return linkd_client_link_set(netrun_linkd_of(nr, link), link, &installed, cb, ctx, err,
                                      errlen) < 0

@@ -1,6 +1,8 @@
 /* netrun_linkd.c — the user backend's links: the hiernet-linkd processes,
  * a link_add per link spread over them, root dropped once every TAP is
- * open, then the addresses and routes on the TAPs off the loop. */
+ * open, then the addresses and routes on the TAPs off the loop. A part's
+ * cut link is a TAP at its local end and linkd's UDP socket to the other
+ * machine's linkd at the remote one (emu/linkd/underlay.h). */
 #include "controller/netrun_internal.h"
 
 #include "common/container.h"
@@ -139,6 +141,23 @@ static void linkd_settled(struct netrun *nr)
     netrun_job_begin(nr, work_user_configure, netrun_links_done);
 }
 
+/* Link l's end at node: a TAP in the node's namespace, or, at a part's
+ * remote node (topo/part.h), linkd's socket to that node's machine. */
+static void user_link_end(const struct netrun *nr, size_t l, int node, const char *ifname,
+                          char path[64], struct linkd_client_end *end)
+{
+    const struct topo_network *net = nr->net;
+    if (net->nodes[node].remote) {
+        *end = (struct linkd_client_end){.vni = net->links[l].vni,
+                                         .local = net->underlay_local,
+                                         .remote = net->links[l].underlay_remote};
+        return;
+    }
+    /* linkd opens our namespace fds through /proc: they have no other name. */
+    snprintf(path, 64, "/proc/%d/fd/%d", (int)getpid(), emu_tc_node_ns(nr->kernel, node));
+    *end = (struct linkd_client_end){.ns_path = path, .ifname = ifname};
+}
+
 /* *link: the one whose request failed, or -1. */
 static int request_user_links(struct netrun *nr, int *link_at, char *err, size_t errlen)
 {
@@ -148,20 +167,17 @@ static int request_user_links(struct netrun *nr, int *link_at, char *err, size_t
     for (size_t l = 0; l < net->n_links; l++) {
         const struct topo_link *link = &net->links[l];
         char path_a[64], path_b[64];
-        /* linkd opens our namespace fds through /proc: they have no other name. */
-        snprintf(path_a, sizeof path_a, "/proc/%d/fd/%d", (int)getpid(),
-                 emu_tc_node_ns(nr->kernel, link->a));
-        snprintf(path_b, sizeof path_b, "/proc/%d/fd/%d", (int)getpid(),
-                 emu_tc_node_ns(nr->kernel, link->b));
+        struct linkd_client_end a, b;
+        user_link_end(nr, l, link->a, link->ifname_a, path_a, &a);
+        user_link_end(nr, l, link->b, link->ifname_b, path_b, &b);
         /* The network's seed makes a run's losses and jitter reproducible. */
         uint64_t seed = net->seed * 1000003u + l;
         struct topo_link_params installed;
-        topo_link_params_dilate(&link->params, net->dilation, &installed);
+        topo_link_params_install(net, link, &link->params, &installed);
         nr->link_adds[l] = (struct link_add_ctx){nr, (int)l};
         char why[512];
-        if (linkd_client_link_add(netrun_linkd_of(nr, (int)l), (int)l, path_a, link->ifname_a,
-                                  path_b, link->ifname_b, &installed, seed, on_link_added,
-                                  &nr->link_adds[l], why, sizeof why) < 0) {
+        if (linkd_client_link_add(netrun_linkd_of(nr, (int)l), (int)l, &a, &b, &installed, seed,
+                                  on_link_added, &nr->link_adds[l], why, sizeof why) < 0) {
             *link_at = (int)l;
             link_error(nr, (int)l, why, err, errlen);
             return -1;
@@ -175,7 +191,8 @@ void netrun_make_user_links(struct netrun *nr)
 {
     char err[1024];
     int link = -1;
-    if (start_linkds(nr, err, sizeof err) < 0 || request_user_links(nr, &link, err, sizeof err) < 0)
+    if (emu_tc_underlay_check(nr->kernel, err, sizeof err) < 0 ||
+        start_linkds(nr, err, sizeof err) < 0 || request_user_links(nr, &link, err, sizeof err) < 0)
         netrun_job_fail_at(nr, true, -1, link, err);
     if (nr->linkd_pending == 0) return linkd_settled(nr);
     ev_now_update(nr->loop); /* the linkds' starts took time the cached clock missed */

@@ -66,25 +66,6 @@ static int keep_linkd_options(struct netrun *nr, const struct emu_nl_features *f
     return -1;
 }
 
-/* A part's cross-machine links are kernel VXLAN devices, which the kernel
- * backend makes (emu/tc_backend.c); hiernet-linkd's TAPs cannot carry them
- * yet, so a part that would go to the user backend is refused. */
-static int keep_kernel_for_vxlan(struct netrun *nr, char *err, size_t errlen)
-{
-    const struct topo_network *net = nr->net;
-    for (size_t l = 0; l < net->n_links && nr->backend != TOPO_BACKEND_KERNEL; l++) {
-        if (!net->links[l].vni) continue;
-        char what[80];
-        topo_link_describe(net, &net->links[l], what, sizeof what);
-        snprintf(err, errlen,
-                 "network '%s': link %s crosses machines, which only backend 'kernel' carries "
-                 "so far (backend '%s' here: %s)",
-                 net->name, what, topo_backend_name(nr->backend), nr->reason);
-        return -1;
-    }
-    return 0;
-}
-
 static unsigned link_needs(const struct topo_network *net)
 {
     unsigned needs = 0;
@@ -195,9 +176,7 @@ static int choose_backend(struct netrun *nr, bool *env_error, char *err, size_t 
         snprintf(nr->reason, sizeof nr->reason, "asked for");
     }
     *env_error = false; /* from here on, the scenario asks for what cannot be */
-    if (keep_linkd_options(nr, f, env_error, err, errlen) < 0 ||
-        keep_kernel_for_vxlan(nr, err, errlen) < 0)
-        return -1;
+    if (keep_linkd_options(nr, f, env_error, err, errlen) < 0) return -1;
     warn_ecn_senders(net);
     if (nr->backend == TOPO_BACKEND_KERNEL && (needs & BACKEND_NEED_NETEM) &&
         !f->available[EMU_NL_FEATURE_NETEM]) {

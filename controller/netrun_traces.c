@@ -89,7 +89,7 @@ static void apply_trace(void *ctx, const struct topo_trace *t, const struct topo
     char err[512];
     int rc;
     if (nr->linkd) {
-        topo_link_params_dilate(&p, nr->net->dilation, &installed);
+        topo_link_params_install(nr->net, &nr->net->links[slot->link], &p, &installed);
         rc = linkd_client_link_set_dir(netrun_linkd_of(nr, slot->link), slot->link, slot->dir,
                                        &installed, on_trace_reply, NULL, err, sizeof err);
     } else if (nr->ops) { /* a change runs on the thread: this one goes after it */

@@ -72,7 +72,9 @@ static int part_open(struct part_run *run, const void *bytes, size_t len, struct
     char *msg = error->message;
     size_t cap = sizeof error->message;
     error->code = NET_ERR_SCENARIO;
-    if (topo_part_decode(bytes, len, &run->part, msg, cap) < 0) return -1;
+    if (topo_part_decode(bytes, len, &run->part, msg, cap) < 0 ||
+        topo_part_check_underlay(&run->part, msg, cap) < 0)
+        return -1;
     if (strcmp(run->part.machine, run->opts.machine) != 0)
         return snprintf(msg, cap, "part of network '%s' for machine '%s' reached machine '%s'",
                         run->part.net->name, run->part.machine, run->opts.machine),

@@ -74,14 +74,14 @@ struct nl_msg *emu_nl_vxlan_build(const struct emu_nl_vxlan *vxlan)
     return msg;
 }
 
-int emu_vxlan_mtu_check(const char *name, unsigned inner_mtu, const char *underlay_name,
+int emu_vxlan_mtu_check(const char *what, unsigned inner_mtu, const char *underlay_name,
                         unsigned underlay_mtu, char *err, size_t errlen)
 {
     if (underlay_mtu >= inner_mtu + TOPO_VXLAN_OVERHEAD) return 0;
     snprintf(err, errlen,
-             "vxlan %s: underlay %s has MTU %u, below the %u that a %u-byte packet needs "
+             "%s: underlay %s has MTU %u, below the %u that a %u-byte packet needs "
              "over VXLAN (%d bytes of headers): raise the underlay's MTU",
-             name, underlay_name, underlay_mtu, inner_mtu + TOPO_VXLAN_OVERHEAD, inner_mtu,
+             what, underlay_name, underlay_mtu, inner_mtu + TOPO_VXLAN_OVERHEAD, inner_mtu,
              TOPO_VXLAN_OVERHEAD);
     return -1;
 }
@@ -126,10 +126,12 @@ int emu_nl_vxlan_add(struct nl_sock *machine_sock, const struct emu_nl_vxlan *vx
                  vxlan->vni);
         return -1;
     }
+    char what[EMU_NL_IFNAME_MAX + 8];
+    snprintf(what, sizeof what, "vxlan %s", vxlan->name);
     underlay_mtu =
         emu_nl_link_mtu(machine_sock, vxlan->underlay_ifindex, underlay_name, err, errlen);
-    if (underlay_mtu < 0 || emu_vxlan_mtu_check(vxlan->name, inner, underlay_name,
-                                                (unsigned)underlay_mtu, err, errlen) < 0)
+    if (underlay_mtu < 0 ||
+        emu_vxlan_mtu_check(what, inner, underlay_name, (unsigned)underlay_mtu, err, errlen) < 0)
         return -1;
     return emu_nl_run(machine_sock, emu_nl_vxlan_build(vxlan), err, errlen,
                       "create vxlan %s (VNI %u)", vxlan->name, vxlan->vni);

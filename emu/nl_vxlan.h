@@ -45,8 +45,9 @@ struct emu_nl_vxlan {
 struct nl_msg *emu_nl_vxlan_build(const struct emu_nl_vxlan *vxlan);
 
 /* Whether an inner MTU fits an underlay MTU: 0, or -1 with one line naming
- * the link, the underlay device and both figures. */
-int emu_vxlan_mtu_check(const char *name, unsigned inner_mtu, const char *underlay_name,
+ * what (the device, "vxlan NAME", or the link, "link A-B"), the underlay
+ * device and both figures. */
+int emu_vxlan_mtu_check(const char *what, unsigned inner_mtu, const char *underlay_name,
                         unsigned underlay_mtu, char *err, size_t errlen);
 
 /* The MTU of ifindex in the socket's namespace, or -1 (err says why). */

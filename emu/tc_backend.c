@@ -148,13 +148,14 @@ void emu_tc_shape_request(const struct topo_link_params *p, enum topo_shape_root
 
 /* The plan of a link's qdiscs; an error names the link as `what` (NULL: the
  * cause only). */
-static int plan_link(const struct emu_tc *k, const struct topo_link_params *p, const char *what,
+static int plan_link(const struct emu_tc *k, const struct topo_link *link,
+                     const struct topo_link_params *p, const char *what,
                      struct topo_shape_plan *plan, char *err, size_t errlen)
 {
     struct topo_shape_request req;
     struct topo_link_params installed;
     char why[256];
-    topo_link_params_dilate(p, k->net->dilation, &installed);
+    topo_link_params_install(k->net, link, p, &installed);
     emu_tc_shape_request(&installed, k->opts.root, &req);
     if (topo_shape_plan(&req, k->opts.have_netem, plan, why, sizeof why) < 0) {
         if (what)
@@ -226,6 +227,32 @@ static int create_vxlan_ends(struct emu_tc *k, struct nl_sock *sock, char *err, 
         if (create_vxlan_end(k, sock, l, underlay, name, err, errlen) < 0) return -1;
     }
     return 0;
+}
+
+/* The user backend's cut links ride linkd's UDP sockets, whose packets
+ * are as large as a VXLAN device's (emu/linkd/underlay.h): the same
+ * underlay and the same MTU rule as create_vxlan_ends, checked before
+ * linkd makes anything. */
+int emu_tc_underlay_check(const struct emu_tc *k, char *err, size_t errlen)
+{
+    size_t l = 0;
+    while (l < k->net->n_links && !k->net->links[l].vni)
+        l++;
+    if (l == k->net->n_links) return 0;
+    struct nl_sock *sock = emu_nl_open(err, errlen);
+    if (!sock) return -1;
+    char name[IF_NAMESIZE + 16], what[88], why[256];
+    snprintf(what, sizeof what, "link ");
+    topo_link_describe(k->net, &k->net->links[l], what + 5, sizeof what - 5);
+    int underlay =
+        emu_nl_underlay_find(sock, k->net->underlay_local, name, sizeof name, why, sizeof why);
+    int mtu = underlay < 0 ? -1 : emu_nl_link_mtu(sock, underlay, name, why, sizeof why);
+    int rc = mtu < 0 ? -1
+                     : emu_vxlan_mtu_check(what, TOPO_VXLAN_INNER_MTU, name, (unsigned)mtu, why,
+                                           sizeof why);
+    emu_nl_close(sock);
+    if (rc < 0) snprintf(err, errlen, "network '%s': %s", k->net->name, why);
+    return rc;
 }
 
 /* Every veth from one host-namespace socket, both ends down: each comes up
@@ -400,7 +427,7 @@ static int add_shaping(struct emu_tc *k, int node, struct emu_nl_batch *b, char 
         char what[80];
         topo_link_describe(net, link, what, sizeof what);
         struct topo_shape_plan *plan = link->a == node ? &k->plan_a[l] : &k->plan_b[l];
-        if (plan_link(k, &link->params, what, plan, err, errlen) < 0) return -1;
+        if (plan_link(k, link, &link->params, what, plan, err, errlen) < 0) return -1;
         struct nl_msg *msgs[3];
         int n = emu_nl_shape_build(plan, link_ifindex_toward(k, (int)l, node), 0, msgs);
         if (n < 0) return snprintf(err, errlen, "link %s: out of memory", what), -1;
@@ -701,7 +728,7 @@ int emu_tc_link_check(const struct emu_tc *k, const struct topo_link_params *par
                       size_t errlen)
 {
     struct topo_shape_plan plan;
-    return plan_link(k, params, NULL, &plan, err, errlen);
+    return plan_link(k, NULL, params, NULL, &plan, err, errlen);
 }
 
 /* Direction a to b is shaped by end a's egress qdiscs, b to a by end b's. */
@@ -711,7 +738,7 @@ int emu_tc_link_set_dir(struct emu_tc *k, int index, int dir, const struct topo_
     const struct topo_link *link = &k->net->links[index];
     struct topo_shape_plan to_a, to_b;
     /* The caller names the link (lua/l_link.c): the cause only. */
-    if (plan_link(k, params, NULL, &to_a, err, errlen) < 0) return -1;
+    if (plan_link(k, link, params, NULL, &to_a, err, errlen) < 0) return -1;
     to_b = to_a;
     if (dir != 1 && node_here(k, link->a)) { /* a remote end is shaped on its machine */
         if (emu_nl_shape_change(k->ns[link->a].sock, k->ifindex_a[index], link->ifname_a,
@@ -894,7 +921,7 @@ static int shape_link_end(struct emu_tc *k, int node, int l, struct emu_nl_batch
     char what[80];
     topo_link_describe(k->net, link, what, sizeof what);
     struct topo_shape_plan *plan = link->a == node ? &k->plan_a[l] : &k->plan_b[l];
-    if (plan_link(k, &link->params, what, plan, err, errlen) < 0) return -1;
+    if (plan_link(k, link, &link->params, what, plan, err, errlen) < 0) return -1;
     struct nl_msg *msgs[3];
     int n = emu_nl_shape_build(plan, link_ifindex_toward(k, l, node), 0, msgs);
     if (n < 0) return snprintf(err, errlen, "link %s: out of memory", what), -1;

@@ -12,7 +12,11 @@
  * for which nothing is made here (no namespace, interface or route), and
  * cross-machine links, whose local end is a VXLAN device (emu/nl_vxlan.h)
  * made by the machine's socket into the node's namespace and then set up
- * and shaped as a veth end; their remote ends are the other machine's.
+ * and shaped as a veth end (shaped with the delay less the underlay's:
+ * topo_link_params_install); their remote ends are the other machine's.
+ * On the user backend hiernet-linkd makes a cut link's local end instead
+ * (a TAP, its far end a UDP socket: emu/linkd/underlay.h) and this module
+ * configures it as any linkd TAP, after emu_tc_underlay_check.
  *
  * All netlink goes through emu/nl.h in batches (one per namespace, one for
  * the veths) so a 1000-node network starts in well under a second.
@@ -61,6 +65,11 @@ int emu_tc_add_veths(struct emu_tc *k, char *err, size_t errlen);
 int emu_tc_configure(struct emu_tc *k, const struct topo_routing *routing, bool shape, char *err,
                      size_t errlen);
 /* The namespace fd of node i (for spawning its peer and node programs). */
+/* Backend user: the underlay of the part's cut links exists here and
+ * carries a full emulated packet plus its 50 bytes of tunnel (nl_vxlan.h);
+ * 0 when it does or there is no cut link, else -1 with one line naming
+ * the link, the underlay device and both MTUs. */
+int emu_tc_underlay_check(const struct emu_tc *k, char *err, size_t errlen);
 int emu_tc_node_ns(const struct emu_tc *k, int node);
 /* The ifindexes of link `index`'s ends, each in its node's namespace (for
  * reading the link's counters there). */

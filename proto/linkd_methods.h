@@ -23,6 +23,21 @@
 #define LINKD_ARG_PERIOD_US "period_us"
 #define LINKD_ARG_AT_US "at_us"
 
+/* link_add's end of a cut link (issue 20), instead of {netns_path,
+ * ifname}: {vni, local, remote, port}, the link's VNI, this machine's and
+ * the other machine's underlay IPv4 addresses (dotted) and the UDP port,
+ * the same at both ends (emu/linkd/underlay.h). The port is the VNI's
+ * place in a range of LINKD_UNDERLAY_PORTS from LINKD_UNDERLAY_PORT_BASE,
+ * below Linux's ephemeral ports (32768..60999), so both machines agree
+ * without talking and a firewall has one range to open. */
+#define LINKD_ARG_VNI "vni"
+#define LINKD_ARG_LOCAL "local"
+#define LINKD_ARG_REMOTE "remote"
+#define LINKD_ARG_PORT "port"
+#define LINKD_UNDERLAY_PORT_BASE 16384
+#define LINKD_UNDERLAY_PORTS 8192
+#define LINKD_UNDERLAY_PORT(vni) (LINKD_UNDERLAY_PORT_BASE + (vni) % LINKD_UNDERLAY_PORTS)
+
 /* The two directions of a link, as link_set's per-direction maps and as
  * each link's entry in link_stats / link_stats_all name them. */
 #define LINKD_DIR_AB "ab"

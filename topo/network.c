@@ -127,6 +127,14 @@ int topo_link_param_set(struct topo_link_params *p, const char *name, const char
     return -2;
 }
 
+void topo_link_params_install(const struct topo_network *net, const struct topo_link *link,
+                              const struct topo_link_params *p, struct topo_link_params *out)
+{
+    topo_link_params_dilate(p, net->dilation, out);
+    uint64_t underlay = link ? (uint64_t)link->underlay_delay_us * 1000 : 0;
+    out->delay_ns = out->delay_ns > underlay ? out->delay_ns - underlay : 0;
+}
+
 void topo_link_params_dilate(const struct topo_link_params *p, double d,
                              struct topo_link_params *out)
 {

@@ -73,6 +73,11 @@ struct topo_link {
      * machine's underlay address (host order). 0: a link of one machine. */
     uint32_t vni;
     uint32_t underlay_remote;
+    /* A cut link: the underlay's one-way delay between the two machines,
+     * as measured (real time, µs; 0: none known). The underlay adds it to
+     * every packet, so the backends install the link's delay less it
+     * (topo_link_params_install). */
+    uint32_t underlay_delay_us;
 };
 
 struct topo_network {
@@ -142,6 +147,12 @@ int topo_link_param_set(struct topo_link_params *p, const char *key, const char 
  * default queue of its emulated rate and delay, in bytes (with a 1500-byte
  * MTU's frames for its floor): its floor of 2 ms at the rate would shrink d
  * times at the dilated rate. */
+/* What a backend installs for link's parameters p (link: NULL for none):
+ * topo_link_params_dilate's, with the delay less the link's underlay
+ * delay, never below 0 (topo_part_check_underlay refuses a part whose
+ * link asks for less than its underlay gives). */
+void topo_link_params_install(const struct topo_network *net, const struct topo_link *link,
+                              const struct topo_link_params *p, struct topo_link_params *out);
 void topo_link_params_dilate(const struct topo_link_params *p, double d,
                              struct topo_link_params *out);
 /* "a-b" for messages, "a-b#2" for the second of parallel links, ... */

@@ -33,6 +33,28 @@ void topo_part_free(struct topo_part *part)
     memset(part, 0, sizeof *part);
 }
 
+int topo_part_check_underlay(const struct topo_part *part, char *err, size_t errlen)
+{
+    const struct topo_network *net = part->net;
+    for (size_t l = 0; net && l < net->n_links; l++) {
+        const struct topo_link *link = &net->links[l];
+        double real_ms = (double)link->params.delay_ns * net->dilation / 1e6;
+        double underlay_ms = link->underlay_delay_us / 1e3;
+        if (real_ms >= underlay_ms) continue;
+        char what[80], dilated[64] = "";
+        topo_link_describe(net, link, what, sizeof what);
+        if (net->dilation > 1)
+            snprintf(dilated, sizeof dilated, " (%g ms real at dilation %g)", real_ms,
+                     net->dilation);
+        snprintf(err, errlen,
+                 "network '%s': link %s: delay %g ms%s is below the underlay's one-way delay of "
+                 "%g ms between its machines, which every packet already takes",
+                 net->name, what, (double)link->params.delay_ns / 1e6, dilated, underlay_ms);
+        return -1;
+    }
+    return 0;
+}
+
 size_t topo_part_local_nodes(const struct topo_part *part)
 {
     size_t n = 0;

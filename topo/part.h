@@ -67,5 +67,13 @@ int topo_part_make(const struct topo_network *whole, const struct topo_routing *
 int topo_part_init(struct topo_part *part, const char *name, enum topo_backend backend, char *err,
                    size_t errlen);
 void topo_part_free(struct topo_part *part);
+/* The largest underlay one-way delay a cut link may carry (10 s): more
+ * is no underlay but a fault. */
+#define TOPO_PART_UNDERLAY_DELAY_MAX_US 10000000u
+/* Every cut link's delay (real time: times the dilation) covers its
+ * underlay's one-way delay, which the backends subtract from it
+ * (topo_link_params_install); else -1 with one line naming the first link
+ * that does not and both figures. */
+int topo_part_check_underlay(const struct topo_part *part, char *err, size_t errlen);
 /* Nodes of the part that are the machine's own (not remote). */
 size_t topo_part_local_nodes(const struct topo_part *part);

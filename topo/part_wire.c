@@ -93,6 +93,7 @@ static bool pack_link(msgpack_packer *pk, const struct topo_link *l)
     msgmap_u64(&m, "prefix_len", l->prefix_len);
     msgmap_u64(&m, "vni", l->vni);
     msgmap_u64(&m, "underlay_remote", l->underlay_remote);
+    msgmap_u64(&m, "underlay_delay_us", l->underlay_delay_us);
     msgmap_key(&m, "params");
     bool ok = pack_params(&m.pk, &l->params);
     return msgmap_end(&m, pk) && ok;
@@ -434,19 +435,24 @@ static int check_remote_end(const struct topo_network *net, const struct topo_li
                     "a link to a remote node needs a VNI (1..%d) and an underlay address, "
                     "and only such a link has them (vni %u)",
                     TOPO_PART_VNI_MAX, l->vni);
+    if (!l->vni && l->underlay_delay_us)
+        return fail(d, "field 'underlay_delay_us': %u on a link of one machine",
+                    l->underlay_delay_us);
     return 0;
 }
 
 static int get_link_fields(const msgpack_object *map, struct topo_link *l, struct dec *d)
 {
-    uint64_t prefix, vni;
+    uint64_t prefix, vni, underlay_delay;
     if (get_bool(map, "up", &l->up, d) < 0 || get_ifname(map, "ifname_a", l->ifname_a, d) < 0 ||
         get_ifname(map, "ifname_b", l->ifname_b, d) < 0 ||
         get_u32(map, "addr_a", &l->addr_a, d) < 0 || get_u32(map, "addr_b", &l->addr_b, d) < 0 ||
         get_uint(map, "prefix_len", 32, &prefix, d) < 0 ||
         get_uint(map, "vni", TOPO_PART_VNI_MAX, &vni, d) < 0 ||
-        get_u32(map, "underlay_remote", &l->underlay_remote, d) < 0)
+        get_u32(map, "underlay_remote", &l->underlay_remote, d) < 0 ||
+        get_uint(map, "underlay_delay_us", TOPO_PART_UNDERLAY_DELAY_MAX_US, &underlay_delay, d) < 0)
         return -1;
+    l->underlay_delay_us = (uint32_t)underlay_delay;
     l->prefix_len = (uint8_t)prefix;
     l->vni = (uint32_t)vni;
     return 0;

@@ -6,8 +6,8 @@
  * seed, the data secret (bin, 32 bytes), this machine's underlay address,
  * the address plan's figures; `nodes` (maps: name, tier, kind, cpu, speed,
  * threads, device, profile, address, segment, remote, tcp), `links` (maps:
- * ends, up, interface names and addresses, prefix length, vni and the
- * remote underlay address, params), `routes` (per node, arrays
+ * ends, up, interface names and addresses, prefix length, vni, the
+ * remote underlay address and the underlay's one-way delay, params), `routes` (per node, arrays
  * [dst, dst_len, dst_node, link, gateway, via]) and the part's indices in
  * the whole network. Every key is required.
  *

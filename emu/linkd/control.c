@@ -6,6 +6,9 @@
 #include "proto/link_keys.h"
 #include "proto/linkd_methods.h"
 #include "emu/linkd/tap.h"
+#include "emu/linkd/underlay.h"
+
+#include <arpa/inet.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -189,13 +192,46 @@ static struct linkd_link *control_get_link(struct linkd_control *c, struct proto
 struct control_end {
     char netns_path[PATH_MAX];
     struct linkd_tap_config cfg;
+    bool underlay; /* a cut link's far end: ucfg, not cfg */
+    struct linkd_underlay_config ucfg;
 };
+
+/* An IPv4 address in dotted form, into host order. */
+static int control_arg_ipv4(struct proto_args *ea, const char *key, uint32_t *out)
+{
+    char s[INET_ADDRSTRLEN];
+    struct in_addr a;
+    int r = proto_arg_strcpy(ea, key, s, sizeof s);
+    if (r == 0) proto_args_missing(ea, key);
+    if (r != 1) return -1;
+    if (inet_pton(AF_INET, s, &a) != 1 || a.s_addr == 0)
+        return snprintf(ea->err, sizeof ea->err, "param '%s': '%s' is not an IPv4 address", key, s),
+               -1;
+    *out = ntohl(a.s_addr);
+    return 0;
+}
+
+/* {vni, local, remote, port}: the underlay end of a cut link (underlay.h). */
+static int control_parse_underlay_end(struct proto_args *ea, struct control_end *e)
+{
+    int64_t vni = 0, port = 0;
+    e->underlay = true;
+    if (proto_arg_i64(ea, LINKD_ARG_VNI, &vni) != 1 || vni < 1 || vni > 0xffffff)
+        return snprintf(ea->err, sizeof ea->err, "param 'vni': give 1..16777215"), -1;
+    if (proto_arg_i64(ea, LINKD_ARG_PORT, &port) != 1 || port < 1 || port > 65535)
+        return snprintf(ea->err, sizeof ea->err, "param 'port': give 1..65535"), -1;
+    e->ucfg.vni = (uint32_t)vni;
+    e->ucfg.port = (uint16_t)port;
+    if (control_arg_ipv4(ea, LINKD_ARG_LOCAL, &e->ucfg.local) < 0) return -1;
+    return control_arg_ipv4(ea, LINKD_ARG_REMOTE, &e->ucfg.remote);
+}
 
 static int control_parse_end_fields(struct proto_args *ea, struct control_end *e)
 {
     char mac[24];
     int64_t mtu = 0;
     int r;
+    if (proto_args_get(ea, LINKD_ARG_VNI)) return control_parse_underlay_end(ea, e);
     if (proto_arg_strcpy(ea, "netns_path", e->netns_path, sizeof e->netns_path) < 0) return -1;
     if (proto_arg_strcpy(ea, "ifname", e->cfg.ifname, sizeof e->cfg.ifname) < 0) return -1;
     if (proto_arg_bool(ea, "up", &e->cfg.up) < 0) return -1;
@@ -287,6 +323,28 @@ static int control_link_add_parse(struct linkd_control *c, struct proto_args *a,
     return 0;
 }
 
+/* At most one end of a link is the underlay: linkd is no UDP relay. */
+static int control_link_cut(const struct control_end end[2], struct linkd_cut *cut, char *err,
+                            size_t errlen)
+{
+    if (end[0].underlay && end[1].underlay)
+        return snprintf(err, errlen, "param 'b': a link needs a TAP end (both are the underlay)"),
+               -1;
+    cut->end = end[0].underlay ? 0 : end[1].underlay ? 1 : LINKD_CUT_NONE;
+    cut->vni = end[0].underlay ? end[0].ucfg.vni : end[1].ucfg.vni;
+    return 0;
+}
+
+/* A TAP, or the underlay socket (which has no name nor index: "", 0). */
+static int control_open_end(struct control_end *e, char ifname[IFNAMSIZ], int *ifindex, char *err,
+                            size_t errlen)
+{
+    if (!e->underlay) return linkd_tap_open(&e->cfg, ifname, ifindex, err, errlen);
+    ifname[0] = '\0';
+    *ifindex = 0;
+    return linkd_underlay_open(&e->ucfg, err, errlen);
+}
+
 static int on_link_add(struct linkd_control *c, struct proto_args *a, uint32_t msgid, char *err,
                        size_t errlen)
 {
@@ -298,17 +356,19 @@ static int on_link_add(struct linkd_control *c, struct proto_args *a, uint32_t m
         control_parse_end(a, "a", &end[0], err, errlen) < 0 ||
         control_parse_end(a, "b", &end[1], err, errlen) < 0)
         return -1;
+    struct linkd_cut cut;
+    if (control_link_cut(end, &cut, err, errlen) < 0) return -1;
     char ifname[2][IFNAMSIZ];
     int ifindex[2], fd[2];
     char why[256];
-    fd[0] = linkd_tap_open(&end[0].cfg, ifname[0], &ifindex[0], why, sizeof why);
-    fd[1] = fd[0] < 0 ? -1 : linkd_tap_open(&end[1].cfg, ifname[1], &ifindex[1], why, sizeof why);
+    fd[0] = control_open_end(&end[0], ifname[0], &ifindex[0], why, sizeof why);
+    fd[1] = fd[0] < 0 ? -1 : control_open_end(&end[1], ifname[1], &ifindex[1], why, sizeof why);
     if (fd[1] < 0) {
         if (fd[0] >= 0) linkd_tap_remove(fd[0]);
         snprintf(err, errlen, "link %lld end %c: %s", (long long)id, fd[0] < 0 ? 'a' : 'b', why);
         return -1;
     }
-    if (!linkd_link_add(c->ld, id, fd[0], fd[1], &p[0], &p[1], offload, (uint64_t)seed, why,
+    if (!linkd_link_add(c->ld, id, fd[0], fd[1], &p[0], &p[1], offload, &cut, (uint64_t)seed, why,
                         sizeof why)) {
         snprintf(err, errlen, "link %lld: %s", (long long)id, why);
         return -1;

@@ -23,6 +23,11 @@
  * overhead (wire bytes per frame). Top-level keys apply to both directions,
  * ab / ba maps override one direction (a→b is what a's side sends).
  *
+ * An end may instead be {vni, local, remote, port} (proto/linkd_methods.h):
+ * the far end of a cut link, a UDP socket from this machine's underlay
+ * address to the other machine's (underlay.h); its reply is {ifname="",
+ * ifindex=0}. At most one end of a link is such.
+ *
  * An end with persist=true leaves its TAP to its namespace when linkd exits
  * (tap.h); link_del and a failed link_add still remove it.
  *

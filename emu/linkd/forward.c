@@ -18,6 +18,7 @@
 #include "common/container.h"
 #include "emu/linkd/ecn.h"
 #include "emu/linkd/tap.h"
+#include "emu/linkd/underlay.h"
 
 #include <errno.h>
 #include <linux/virtio_net.h>
@@ -229,19 +230,92 @@ static struct linkd_packet *dir_dequeue(struct linkd_dir *d)
     return pkt;
 }
 
+/* ---- the ends of a direction: TAPs, or a cut link's underlay socket ---- */
+
+static int dir_index(const struct linkd_dir *d)
+{
+    return d == &d->link->dir[0] ? 0 : 1;
+}
+
+/* Direction d reads its frames from the underlay. */
+static bool dir_from_underlay(const struct linkd_dir *d)
+{
+    return d->link->cut.end == dir_index(d);
+}
+
+static bool dir_to_underlay(const struct linkd_dir *d)
+{
+    return d->link->cut.end == 1 - dir_index(d);
+}
+
+/* A cut link's direction is emulated by both machines' linkds: the
+ * sender's the queue, rate and loss (where a wire's transmitter is), the
+ * receiver's the delay and jitter, so that the receiver can date a frame
+ * back by the wake-ups it waited on both machines (underlay.h) before the
+ * delay starts. p: what one direction of the link is given; the part of
+ * it that this end of d applies is kept. */
+static void dir_keep_own_params(const struct linkd_dir *d, struct linkd_params *p)
+{
+    if (dir_to_underlay(d)) {
+        p->delay_ns = p->jitter_ns = 0;
+    } else if (dir_from_underlay(d)) {
+        struct linkd_params own;
+        linkd_params_default(&own);
+        own.delay_ns = p->delay_ns;
+        own.jitter_ns = p->jitter_ns;
+        own.jitter_dist = p->jitter_dist;
+        own.reorder = p->reorder;
+        own.queue = 0; /* the sender's queue bounded it */
+        *p = own;
+    }
+}
+
+/* One frame (virtio-net header first) into buf; 0: nothing to forward.
+ * *late_ns: how long it waited on the other machine's linkd. */
+static ssize_t dir_read(struct linkd_dir *d, unsigned char *buf, int64_t *late_ns)
+{
+    *late_ns = 0;
+    if (!dir_from_underlay(d)) return read(d->in_fd, buf, LINKD_LARGE_BUF);
+    uint32_t late_us = 0;
+    ssize_t n = linkd_underlay_recv(d->in_fd, d->link->cut.vni, buf, LINKD_LARGE_BUF, VNET_HDR_LEN,
+                                    &late_us);
+    *late_ns = (int64_t)late_us * 1000;
+    return n;
+}
+
+/* How late a frame due at `due` leaves now, in µs, for the receiver. */
+static uint32_t late_us_since(int64_t due)
+{
+    int64_t late = linkd_now() - due;
+    return late <= 0                               ? 0
+           : late / 1000 > LINKD_UNDERLAY_LATE_MAX ? LINKD_UNDERLAY_LATE_MAX
+                                                   : (uint32_t)(late / 1000);
+}
+
 /* ---- transmitter, delay line, egress ---- */
 
-static void dir_write(struct linkd_dir *d, const struct linkd_packet *pkt)
+/* due: when the frame should leave (its release, or its arrival when it
+ * cuts through). */
+static void dir_write(struct linkd_dir *d, struct linkd_packet *pkt, int64_t due)
 {
-    ssize_t n = write(d->out_fd, pkt->data, pkt->len);
-    if (n == (ssize_t)pkt->len) {
+    ssize_t n, want = (ssize_t)pkt->len;
+    if (dir_to_underlay(d)) {
+        want -= VNET_HDR_LEN;
+        n = linkd_underlay_send(d->out_fd, d->link->cut.vni, late_us_since(due), pkt->data,
+                                pkt->len, VNET_HDR_LEN);
+    } else {
+        n = write(d->out_fd, pkt->data, pkt->len);
+    }
+    if (n == want) {
         d->c.delivered += pkt->segs;
         d->c.delivered_bytes += pkt->frame_bytes;
         return;
     }
-    /* Typically EIO while the egress interface is down; say so once. */
+    /* Typically EIO while the egress interface is down, or ECONNREFUSED
+     * while the other machine's linkd is not up yet; say so once. */
     if (!d->c.drops_write)
-        linkd_log("link %lld: write to TAP failed: %s", (long long)d->link->id,
+        linkd_log("link %lld: write to %s failed: %s", (long long)d->link->id,
+                  dir_to_underlay(d) ? "the underlay" : "TAP",
                   n < 0 ? strerror(errno) : "short write");
     d->c.drops_write += pkt->segs;
 }
@@ -320,7 +394,7 @@ static void dir_deliver(struct linkd_dir *d, int64_t now)
     while ((n = linkd_timerq_peek(&d->delay_line)) && n->at <= now) {
         linkd_timerq_pop(&d->delay_line);
         struct linkd_packet *pkt = container_of(n, struct linkd_packet, node);
-        dir_write(d, pkt);
+        dir_write(d, pkt, n->at);
         linkd_pool_put(&d->link->pool, pkt);
     }
 }
@@ -415,7 +489,7 @@ static void dir_arrive(struct linkd_dir *d, uint32_t len, int64_t now)
     }
     dir_mark_congestion(d, in);
     if (dir_can_cut_through(d)) {
-        dir_write(d, in);
+        dir_write(d, in, in->arrival);
         return;
     }
     struct linkd_packet *pkt = dir_take_buffer(d);
@@ -445,7 +519,8 @@ static void on_tap_readable(EV_P_ ev_io *w, int revents)
         if (!d->spare) d->spare = linkd_pool_get(&d->link->pool, true);
         /* Out of buffers: still drain the TAP, so the drop is ours and counted. */
         unsigned char *buf = d->spare ? d->spare->data : ld->scratch;
-        ssize_t n = read(d->in_fd, buf, LINKD_LARGE_BUF);
+        int64_t late;
+        ssize_t n = dir_read(d, buf, &late);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno != EAGAIN) dir_read_failed(d, errno);
@@ -456,7 +531,7 @@ static void on_tap_readable(EV_P_ ev_io *w, int revents)
         /* A frame found on waking waited for us as long as the CPU took to
          * wake: date it back by that, or every release would be late by an
          * idle exit (tens to hundreds of microseconds on a quiet host). */
-        int64_t arrival = now - ld->wake_delay;
+        int64_t arrival = now - ld->wake_delay - late;
         if (!d->spare) {
             d->c.packets++;
             d->c.drops_nobuf++;
@@ -612,9 +687,18 @@ struct linkd_link *linkd_link_find(struct linkd *ld, int64_t id)
     return NULL;
 }
 
+/* A cut link's TAP hands over whole, checksummed frames of at most the
+ * MTU: the underlay carries no virtio-net header, and a super-frame would
+ * not fit its MTU. */
+static bool link_is_cut(const struct linkd_link *l)
+{
+    return l->cut.end != LINKD_CUT_NONE;
+}
+
 static bool link_wants_tso(const struct linkd_link *l, int i)
 {
     const struct linkd_params *p = &l->dir[i].p;
+    if (link_is_cut(l)) return false;
     switch (l->offload) {
     case LINKD_OFFLOAD_ON:
         return true;
@@ -636,8 +720,9 @@ static int link_apply_offload(struct linkd_link *l, bool force, char *err, size_
     for (int i = 0; i < 2; i++) {
         bool tso = link_wants_tso(l, i);
         if (!force && tso == l->tso[i]) continue;
-        if (linkd_tap_set_offload(l->fd[i], l->offload != LINKD_OFFLOAD_OFF, tso, err, errlen) < 0)
-            return -1;
+        bool csum = l->offload != LINKD_OFFLOAD_OFF && !link_is_cut(l);
+        if (l->cut.end == i) continue; /* a socket: no offloads */
+        if (linkd_tap_set_offload(l->fd[i], csum, tso, err, errlen) < 0) return -1;
         l->tso[i] = tso;
     }
     return 0;
@@ -651,6 +736,7 @@ static void dir_init(struct linkd_dir *d, struct linkd_link *l, int i, const str
     d->in_fd = l->fd[i];
     d->out_fd = l->fd[1 - i];
     d->p = *p;
+    dir_keep_own_params(d, &d->p);
     d->rng = seed * 2 + (uint64_t)i; /* distinct streams per direction */
     linkd_timerq_init(&d->delay_line);
     linkd_timerq_node_init(&d->event);
@@ -674,8 +760,8 @@ static void link_free(struct linkd_link *l, bool remove_devices)
 
 struct linkd_link *linkd_link_add(struct linkd *ld, int64_t id, int fd_a, int fd_b,
                                   const struct linkd_params *ab, const struct linkd_params *ba,
-                                  enum linkd_offload offload, uint64_t seed, char *err,
-                                  size_t errlen)
+                                  enum linkd_offload offload, const struct linkd_cut *cut,
+                                  uint64_t seed, char *err, size_t errlen)
 {
     struct linkd_link *l = calloc(1, sizeof *l);
     if (!l) {
@@ -687,6 +773,7 @@ struct linkd_link *linkd_link_add(struct linkd *ld, int64_t id, int fd_a, int fd
     l->id = id;
     l->up = true;
     l->offload = offload;
+    l->cut = cut ? *cut : (struct linkd_cut){LINKD_CUT_NONE, 0};
     l->fd[0] = fd_a;
     l->fd[1] = fd_b;
     l->ld = ld;
@@ -722,6 +809,7 @@ int linkd_link_set(struct linkd_link *l, int d, const struct linkd_params *p, ch
     /* Frames whose serialization began under the old rate keep it. */
     dir_transmit(dir, now);
     dir->p = *p;
+    dir_keep_own_params(dir, &dir->p);
     if (p->ge_p == 0.0) dir->ge_bad = false;
     int rc = link_apply_offload(l, false, err, errlen);
     dir_process(dir, now);
@@ -731,6 +819,10 @@ int linkd_link_set(struct linkd_link *l, int d, const struct linkd_params *p, ch
 void linkd_link_schedule(struct linkd_link *l, int d, int64_t *at_ns, size_t n, int64_t period_ns)
 {
     struct linkd_dir *dir = &l->dir[d];
+    if (dir_from_underlay(dir)) { /* its transmitter is the other machine's */
+        free(at_ns);
+        return;
+    }
     int64_t now = linkd_now();
     dir_transmit(dir, now); /* what the old rule let out by now goes out */
     free(dir->sched.at_ns);

@@ -9,6 +9,9 @@
  *        → serialization at the link rate (bytes on the wire)
  *        → propagation delay + jitter (FIFO unless reorder) → write
  *
+ * A link of a part whose other end is on another machine has a UDP socket
+ * (underlay.h) in place of that end's TAP.
+ *
  * A link owns its TAP fds, its watchers and its packet pool; struct linkd
  * owns its links. Times are CLOCK_MONOTONIC nanoseconds. */
 #pragma once
@@ -101,11 +104,23 @@ struct linkd_dir {
     struct linkd_schedule sched; /* delivery opportunities instead of the rate, when n > 0 */
 };
 
+/* A cut link (issue 20): its end `end` (0 a, 1 b) is not a TAP but a
+ * UDP socket to the other machine's linkd (underlay.h), its datagrams
+ * tagged with vni. Each direction is given its whole parameters at both
+ * machines; the sender applies the queue, rate and loss, the receiver the
+ * delay and jitter (forward.c, dir_keep_own_params, says why). */
+#define LINKD_CUT_NONE (-1)
+struct linkd_cut {
+    int end; /* LINKD_CUT_NONE: both ends are TAPs */
+    uint32_t vni;
+};
+
 struct linkd_link {
     int64_t id;
     bool up;
     enum linkd_offload offload;
-    int fd[2];               /* TAP a, TAP b */
+    struct linkd_cut cut;
+    int fd[2];               /* TAP a, TAP b (or the underlay socket at cut.end) */
     bool tso[2];             /* TSO currently enabled on fd[i] */
     struct linkd_dir dir[2]; /* 0: a→b, 1: b→a */
     struct linkd_pool pool;
@@ -143,11 +158,12 @@ void linkd_destroy(struct linkd *ld);
 
 struct linkd_link *linkd_link_find(struct linkd *ld, int64_t id);
 /* Creates a link between TAP fds a and b and starts forwarding. Takes
- * ownership of both fds (closed on failure too). */
+ * ownership of both fds (closed on failure too). cut: NULL, or which end
+ * is an underlay socket (struct linkd_cut). */
 struct linkd_link *linkd_link_add(struct linkd *ld, int64_t id, int fd_a, int fd_b,
                                   const struct linkd_params *ab, const struct linkd_params *ba,
-                                  enum linkd_offload offload, uint64_t seed, char *err,
-                                  size_t errlen);
+                                  enum linkd_offload offload, const struct linkd_cut *cut,
+                                  uint64_t seed, char *err, size_t errlen);
 /* New parameters for direction `d` (0 a→b, 1 b→a); packets already queued keep
  * their place, every packet serialized from now on sees the new values. */
 int linkd_link_set(struct linkd_link *l, int d, const struct linkd_params *p, char *err,

@@ -122,10 +122,54 @@ cluster_machine_link() {
 # cluster_underlay_rate I RATE: limits what machine I sends into the
 # underlay to RATE (tc's units, e.g. 50mbit) with HTB on its eth0, which
 # counts whole outer frames (a full VXLAN packet: 1564 bytes). Delay on the
-# underlay needs sch_netem, which not every kernel has: not offered yet.
+# underlay needs sch_netem, which not every kernel has: cluster_underlay_delay
+# makes it with hiernet-linkd instead.
 cluster_underlay_rate() {
   cluster_exec "$1" tc qdisc replace dev eth0 root handle 1: htb default 1 &&
     cluster_exec "$1" tc class replace dev eth0 parent 1: classid 1:1 htb rate "$2" quantum 1564
+}
+
+# cluster_underlay_delay I US LINKD_CTL LINKD: machine I reaches the
+# underlay through a hiernet-linkd link that delays each direction by US
+# microseconds (so I's one-way delay to any machine is US): a TAP ul0 in
+# machine I, MTU as eth0's, takes eth0's address, and its peer ul<I> joins
+# the bridge. One such machine per cluster. hn-linkd-ctl (LINKD_CTL) runs
+# linkd in the host's namespace until cluster_down closes its input (or
+# the test dies: parent-death signal), and the TAPs go with linkd.
+CLUSTER_UNDERLAY_CTL=
+CLUSTER_UNDERLAY_LINKD= # linkd's pid, for cluster_leftovers
+CLUSTER_UNDERLAY_FD=
+cluster_underlay_delay() {
+  local i=$1 us=$2 ctl=$3 linkd=$4 mtu=${CLUSTER_MTU:-1550} reply m
+  mkfifo "$CLUSTER_DIR/ul.in" "$CLUSTER_DIR/ul.out" || return 1
+  setpriv --pdeathsig KILL "$ctl" "$linkd" <"$CLUSTER_DIR/ul.in" >"$CLUSTER_DIR/ul.out" 2>>"$CLUSTER_DIR/holders.log" &
+  CLUSTER_UNDERLAY_CTL=$!
+  exec {CLUSTER_UNDERLAY_FD}>"$CLUSTER_DIR/ul.in"
+  exec {m}<"$CLUSTER_DIR/ul.out"
+  read -r -t 10 reply <&$m # "linkd pid=N"
+  CLUSTER_UNDERLAY_LINKD=${reply#linkd pid=}
+  echo "link_add id=1 a.netns_path=/proc/${CLUSTER_HOLDERS[$i]}/ns/net a.ifname=ul0 a.mtu=$mtu" \
+    "a.up=true b.netns_path=/proc/${CLUSTER_HOLDERS[0]}/ns/net b.ifname=ul$i b.mtu=$mtu" \
+    "b.up=true delay=$us" >&$CLUSTER_UNDERLAY_FD
+  read -r -t 10 reply <&$m
+  exec {m}<&-
+  [[ $reply == ok* ]] || { echo "cluster_underlay_delay: $reply" >&2; return 1; }
+  local addr
+  addr=$(cluster_addr "$i")
+  cluster_exec 0 ip link set "ul$i" master br0 up &&
+    cluster_exec "$i" ip addr del "$addr/24" dev eth0 && cluster_exec "$i" ip link set eth0 down &&
+    cluster_exec "$i" ip addr add "$addr/24" dev ul0 || return 1
+  for ((m = 1; m <= CLUSTER_N; m++)); do cluster_exec "$m" ip neigh flush all; done
+}
+
+cluster_underlay_delay_end() {
+  [[ -n $CLUSTER_UNDERLAY_CTL ]] || return 0
+  exec {CLUSTER_UNDERLAY_FD}>&-
+  local _
+  for _ in $(seq 50); do cluster_alive "$CLUSTER_UNDERLAY_CTL" || break; sleep 0.1; done
+  cluster_alive "$CLUSTER_UNDERLAY_CTL" && kill -KILL "$CLUSTER_UNDERLAY_CTL"
+  wait "$CLUSTER_UNDERLAY_CTL" 2>/dev/null
+  CLUSTER_UNDERLAY_CTL=
 }
 
 cluster_keys() {
@@ -241,6 +285,7 @@ cluster_down() {
   set +e
   trap - EXIT INT TERM
   [[ -n $CLUSTER_DIR ]] || return 0
+  cluster_underlay_delay_end
   cluster_end TERM "${CLUSTER_SSHD[@]}" || cluster_end KILL "${CLUSTER_SSHD[@]}"
   # Sessions an sshd left (a client still connected) live in its machine.
   local rest

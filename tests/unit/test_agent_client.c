@@ -58,7 +58,7 @@ static void srun_line(void)
     setenv(AGENT_ENV_REMOTE_BIN, "/usr/bin/hiernet", 1);
     CHECK(agent_client_argv(&m, &o, words, argv, 32, store, sizeof store) == 0);
     join(argv, line, sizeof line);
-    CHECK_STREQ(line, "srun|-N1|-n1|-w|node07|/usr/bin/hiernet|clean");
+    CHECK_STREQ(line, "srun|-u|--overlap|-N1|-n1|-w|node07|/usr/bin/hiernet|clean");
 }
 
 /* The quoted command, run by sh, gives back the words exactly. */

@@ -367,10 +367,10 @@ static void test_vxlan(void)
 static void test_vxlan_mtu(void)
 {
     char err[256];
-    CHECK(emu_vxlan_mtu_check("vx1", 1500, "eth0", 1550, err, sizeof err) == 0);
-    CHECK(emu_vxlan_mtu_check("vx1", 1500, "eth0", 9000, err, sizeof err) == 0);
-    CHECK(emu_vxlan_mtu_check("vx1", 1450, "eth0", 1500, err, sizeof err) == 0);
-    CHECK(emu_vxlan_mtu_check("vx1", 1500, "eth0", 1549, err, sizeof err) == -1);
+    CHECK(emu_vxlan_mtu_check("vxlan vx1", 1500, "eth0", 1550, err, sizeof err) == 0);
+    CHECK(emu_vxlan_mtu_check("vxlan vx1", 1500, "eth0", 9000, err, sizeof err) == 0);
+    CHECK(emu_vxlan_mtu_check("vxlan vx1", 1450, "eth0", 1500, err, sizeof err) == 0);
+    CHECK(emu_vxlan_mtu_check("vxlan vx1", 1500, "eth0", 1549, err, sizeof err) == -1);
     CHECK_STREQ(err, "vxlan vx1: underlay eth0 has MTU 1549, below the 1550 that a 1500-byte "
                      "packet needs over VXLAN (50 bytes of headers): raise the underlay's MTU");
     CHECK(emu_nl_vxlan_add(NULL, &(struct emu_nl_vxlan){.name = "vx1", .vni = 1 << 24}, "eth0", err,

@@ -270,7 +270,7 @@ static bool link_same(const struct topo_link *a, const struct topo_link *b)
            !strcmp(a->ifname_a, b->ifname_a) && !strcmp(a->ifname_b, b->ifname_b) &&
            a->addr_a == b->addr_a && a->addr_b == b->addr_b && a->prefix_len == b->prefix_len &&
            a->vni == b->vni && a->underlay_remote == b->underlay_remote &&
-           params_same(&a->params, &b->params);
+           a->underlay_delay_us == b->underlay_delay_us && params_same(&a->params, &b->params);
 }
 
 static bool settings_same(const struct topo_network *a, const struct topo_network *b)
@@ -392,6 +392,46 @@ static void bad_interface(struct topo_part *p)
     snprintf(p->net->links[1].ifname_b, TOPO_IFNAME_MAX, "a/b");
 }
 
+static void underlay_on_local(struct topo_part *p)
+{
+    for (size_t l = 0; l < p->net->n_links; l++)
+        if (!p->net->links[l].vni) {
+            p->net->links[l].underlay_delay_us = 5;
+            return;
+        }
+}
+
+/* A cut link's underlay delay: carried by the wire, subtracted from what
+ * the backends install, refused when above the link's (real) delay, and
+ * refused on a link of one machine. */
+static void test_underlay_delay(struct fixture *f)
+{
+    struct topo_part *m1 = &f->parts[0];
+    struct topo_link *cut = &m1->net->links[0]; /* cloud-e1: 20 ms at dilation 2 */
+    cut->underlay_delay_us = 300;
+    msgpack_sbuffer buf;
+    struct topo_part back;
+    encode(m1, &buf);
+    CHECK(topo_part_decode(buf.data, buf.size, &back, err, sizeof err) == 0);
+    CHECK(back.net && back.net->links[0].underlay_delay_us == 300);
+    topo_part_free(&back);
+    msgpack_sbuffer_destroy(&buf);
+    struct topo_link_params installed;
+    topo_link_params_install(m1->net, cut, &cut->params, &installed);
+    CHECK(installed.delay_ns == 40000000 - 300000);
+    CHECK(topo_part_check_underlay(m1, err, sizeof err) == 0);
+    cut->underlay_delay_us = 50000;
+    topo_link_params_install(m1->net, cut, &cut->params, &installed);
+    CHECK(installed.delay_ns == 0);
+    CHECK(topo_part_check_underlay(m1, err, sizeof err) == -1);
+    CHECK_STREQ(err, "network 'tree': link cloud-e1: delay 20 ms (40 ms real at dilation 2) is "
+                     "below the underlay's one-way delay of 50 ms between its machines, which "
+                     "every packet already takes");
+    cut->underlay_delay_us = 0;
+    expect_refused(&f->parts[2], underlay_on_local,
+                   "field 'underlay_delay_us': 5 on a link of one machine");
+}
+
 static void test_refused(struct fixture *f)
 {
     struct topo_part *m1 = &f->parts[0];
@@ -462,7 +502,11 @@ int main(int argc, char **argv)
     struct fixture f;
     uint32_t base = 4242;
     fixture_up(&f, base);
-    if (argc > 1) write_seed(&f.parts[2], argv[1]);
+    if (argc > 1) { /* its cut link with an underlay delay, so the fuzzer sees one */
+        f.parts[2].net->links[0].underlay_delay_us = 200;
+        write_seed(&f.parts[2], argv[1]);
+        f.parts[2].net->links[0].underlay_delay_us = 0;
+    }
     test_every_node_once(&f);
     test_cut_links(&f, base);
     test_routes(&f);
@@ -470,6 +514,7 @@ int main(int argc, char **argv)
     test_routing_copy(&f);
     test_round_trip(&f);
     test_refused(&f);
+    test_underlay_delay(&f);
     test_bad_plan(&f);
     fixture_down(&f);
     /* A base at the top of the range: the second cut wraps to VNI 1. */

@@ -10,6 +10,11 @@
 #include "emu/linkd/forward.h"
 #include "emu/linkd/pool.h"
 #include "emu/linkd/timerq.h"
+#include "emu/linkd/underlay.h"
+#include "proto/linkd_methods.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <linux/virtio_net.h>
 #include <stdarg.h>
@@ -102,7 +107,8 @@ static void rig_open(struct rig *r, const struct linkd_params *p)
     CHECK(linkd_init(&r->ld, r->loop, err, sizeof err) == 0);
     r->a_user = sa[0];
     r->b_user = sb[0];
-    r->link = linkd_link_add(&r->ld, 1, sa[1], sb[1], p, p, LINKD_OFFLOAD_OFF, 42, err, sizeof err);
+    r->link =
+        linkd_link_add(&r->ld, 1, sa[1], sb[1], p, p, LINKD_OFFLOAD_OFF, NULL, 42, err, sizeof err);
     CHECK_MSG(r->link != NULL, "%s", err);
 }
 
@@ -246,6 +252,159 @@ static void test_down_up(void)
     rig_close(&r);
 }
 
+/* ---- cut links: two halves joined over UDP on loopback ---- */
+
+#define LOOP1 0x7f000001u /* 127.0.0.1: "machine" 1's underlay address */
+#define LOOP2 0x7f000002u
+
+/* One machine's half of a cut link: a "TAP" (a socketpair: *user is
+ * ours) at end a, the underlay socket to the other machine at end b, both
+ * directions configured with p (the underlay's must be ignored). */
+static struct linkd_link *cut_half(struct linkd *ld, int64_t id, uint32_t local, uint32_t remote,
+                                   uint16_t port, uint32_t vni, const struct linkd_params *p,
+                                   int *user)
+{
+    int sp[2];
+    char err[256];
+    CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, sp) == 0);
+    *user = sp[0];
+    struct linkd_underlay_config cfg = {local, remote, port, vni};
+    int u = linkd_underlay_open(&cfg, err, sizeof err);
+    CHECK_MSG(u >= 0, "%s", err);
+    struct linkd_cut cut = {1, vni};
+    struct linkd_link *l =
+        linkd_link_add(ld, id, sp[1], u, p, p, LINKD_OFFLOAD_AUTO, &cut, 7, err, sizeof err);
+    CHECK_MSG(l != NULL, "%s", err);
+    return l;
+}
+
+/* Runs the loop until a frame comes out of fd or timeout_ns passes: its
+ * length (0: none), *at its arrival. */
+static ssize_t cut_collect(struct ev_loop *loop, int fd, int64_t timeout_ns, unsigned char *f,
+                           int64_t *at)
+{
+    int64_t end = linkd_now() + timeout_ns;
+    while (linkd_now() < end) {
+        ev_run(loop, EVRUN_NOWAIT);
+        ssize_t n = read(fd, f, 2048);
+        if (n > 0) return *at = linkd_now(), n;
+    }
+    return 0;
+}
+
+/* Frame of 100 Ethernet bytes from one half's TAP to the other's: one
+ * delay (the sending half's), not two; the frame arrives whole, behind a
+ * zeroed virtio-net header. */
+static void cut_cross(struct ev_loop *loop, int from, int to, uint32_t seq)
+{
+    unsigned char f[2048] = {0}, g[2048];
+    size_t hdr = sizeof(struct virtio_net_hdr), len = hdr + 100;
+    for (size_t i = hdr; i < len; i++)
+        f[i] = (unsigned char)(i * 7 + seq);
+    f[0] = VIRTIO_NET_HDR_F_DATA_VALID; /* ours to drop: the underlay carries none */
+    int64_t sent = linkd_now(), at = 0;
+    CHECK(write(from, f, len) == (ssize_t)len);
+    CHECK(cut_collect(loop, to, 1000000000, g, &at) == (ssize_t)len);
+    f[0] = 0;
+    CHECK(memcmp(f, g, len) == 0);
+    /* 20 ms, never 40: the upper bound leaves a loaded host its lateness
+     * (up to 7 ms seen at load 9 on two cores) and still tells one delay
+     * from two. */
+    double ms = (at - sent) / 1e6;
+    CHECK_MSG(ms >= 19.0 && ms < 30.0, "one delay of 20 ms took %.3f ms", ms);
+}
+
+/* A datagram from `fd` (bound to LOOP1:port, connected to LOOP2:port)
+ * tagged with vni, sent late_us late: when it comes out of `to` (0: not
+ * within 50 ms), in ms after sending. */
+static double cut_forged(struct ev_loop *loop, int fd, int to, uint32_t vni, uint32_t late_us)
+{
+    unsigned char dg[LINKD_UNDERLAY_TAG + 100] = {0x08,
+                                                  (unsigned char)(late_us >> 16),
+                                                  (unsigned char)(late_us >> 8),
+                                                  (unsigned char)late_us,
+                                                  (unsigned char)(vni >> 16),
+                                                  (unsigned char)(vni >> 8),
+                                                  (unsigned char)vni,
+                                                  0};
+    unsigned char g[2048];
+    int64_t sent = linkd_now(), at;
+    CHECK(send(fd, dg, sizeof dg, 0) == (ssize_t)sizeof dg);
+    return cut_collect(loop, to, 50000000, g, &at) ? (at - sent) / 1e6 : 0;
+}
+
+static int udp_between(uint32_t local, uint32_t remote, uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in me = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(local)};
+    struct sockaddr_in peer = me;
+    peer.sin_addr.s_addr = htonl(remote);
+    CHECK(bind(fd, (struct sockaddr *)&me, sizeof me) == 0);
+    if (remote) CHECK(connect(fd, (struct sockaddr *)&peer, sizeof peer) == 0);
+    return fd;
+}
+
+static void test_cut_link(void)
+{
+    struct ev_loop *loop = ev_loop_new(EVBACKEND_EPOLL);
+    struct linkd ld;
+    char err[256];
+    CHECK(linkd_init(&ld, loop, err, sizeof err) == 0);
+    struct linkd_params p;
+    linkd_params_default(&p);
+    p.delay_ns = 20000000;
+    uint16_t port = (uint16_t)LINKD_UNDERLAY_PORT((uint32_t)getpid());
+    int u1, u2;
+    struct linkd_link *h1 = cut_half(&ld, 1, LOOP1, LOOP2, port, 77, &p, &u1);
+    struct linkd_link *h2 = cut_half(&ld, 2, LOOP2, LOOP1, port, 77, &p, &u2);
+    /* The delay is the receiver's: the sender's direction has none. */
+    CHECK(h1->dir[0].p.delay_ns == 0 && h1->dir[1].p.delay_ns == 20000000);
+    cut_cross(loop, u1, u2, 1);
+    cut_cross(loop, u2, u1, 2);
+    CHECK(h1->dir[0].c.delivered == 1 && h2->dir[1].c.delivered == 1);
+    /* link_set: the receiver keeps the delay, not the rate */
+    struct linkd_params q = p;
+    q.rate_bps = 1000000;
+    q.delay_ns = 30000000;
+    CHECK(linkd_link_set(h2, 1, &q, err, sizeof err) == 0);
+    CHECK(h2->dir[1].p.delay_ns == 30000000 && h2->dir[1].p.rate_bps == 0);
+    CHECK(linkd_link_set(h2, 1, &p, err, sizeof err) == 0);
+
+    /* A datagram from another address, though tagged right, never
+     * reaches the connected socket. */
+    int stranger = udp_between(0x7f000003u, 0, port);
+    struct sockaddr_in to = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(LOOP2)};
+    unsigned char dg[LINKD_UNDERLAY_TAG + 100] = {0x08, 0, 0, 0, 0, 0, 77, 0}, g[2048];
+    CHECK(sendto(stranger, dg, sizeof dg, 0, (struct sockaddr *)&to, sizeof to) ==
+          (ssize_t)sizeof dg);
+    int64_t at;
+    CHECK(cut_collect(loop, u2, 50000000, g, &at) == 0);
+    CHECK(h2->dir[1].c.packets == 1); /* the one frame of cut_cross only */
+    close(stranger);
+
+    /* From the right address: a frame the sender sent 15 ms late waits 15
+     * ms less (5 ms, not 20: the bound leaves a loaded host its
+     * lateness); one of another VNI is dropped. */
+    linkd_link_del(h1);
+    close(u1);
+    int fake = udp_between(LOOP1, LOOP2, port);
+    double ms = cut_forged(loop, fake, u2, 77, 15000);
+    CHECK_MSG(ms >= 4.0 && ms < 12.0, "20 ms less 15 ms of the sender's lateness took %.3f ms", ms);
+    CHECK(cut_forged(loop, fake, u2, 78, 0) == 0);
+    CHECK(h2->dir[1].c.packets == 2 && h2->dir[1].c.delivered == 2); /* not counted: VNI 78 */
+
+    /* The port is taken while the half lives. */
+    struct linkd_underlay_config again = {LOOP2, LOOP1, port, 79};
+    CHECK(linkd_underlay_open(&again, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "another link's");
+    close(fake);
+    linkd_destroy(&ld);
+    ev_loop_destroy(loop);
+    close(u2);
+}
+
 /* ---- ECN marking ---- */
 
 /* The RFC 1071 checksum of an IPv4 header: 0 when the header is intact. */
@@ -380,6 +539,7 @@ int main(void)
     test_loss();
     test_jitter_keeps_order();
     test_down_up();
+    test_cut_link();
     test_ecn_mark_frame();
     test_ecn_threshold();
     test_schedule();
