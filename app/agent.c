@@ -5,13 +5,18 @@
  * (proto/agent_wire.h) on its stdin and stdout and logs on stderr, which
  * the controller copies into the run's log. It listens on no socket. It
  * serves hello (versions must be equal), ping (its clock, for the
- * controller's offset estimate) and teardown; the part build's messages
- * are named but answered "not available" until that exists. EOF on stdin
- * (the controller or its SSH session is gone), SIGHUP, SIGTERM, SIGINT or
- * --idle-timeout seconds without a ping end it after releasing its part.
+ * controller's offset estimate), build (its part of the network, once,
+ * after hello) with the call relay and exit notifications of
+ * app/agent_part.h, and teardown; the other reserved messages are
+ * answered "not available". EOF on stdin (the controller or its SSH
+ * session is gone), SIGHUP, SIGTERM, SIGINT or --idle-timeout seconds
+ * without a ping end it after releasing its part.
  *
- * Owns: its libev loop, the reader and the output buffer. Its part of a
- * network (once built) is released by agent_release on every exit path. */
+ * Owns: its libev loop, the reader, the output buffer and the agent_part.
+ * The part is released by agent_finish on every exit path, and the
+ * process exits only once it is released and the output drained (or the
+ * drain timed out). */
+#include "app/agent_part.h"
 #include "app/cli.h"
 #include "common/clock.h"
 #include "common/container.h"
@@ -47,9 +52,14 @@ static const char agent_usage[] =
     "starts it (ssh -o BatchMode=yes MACHINE hiernet agent, or srun) and speaks\n"
     "to it on its stdin and stdout; its log goes to stderr. It opens no\n"
     "listening socket. It answers hello (the controller's hiernet version must\n"
-    "equal its own), ping and teardown. It tears down and exits on EOF on\n"
-    "stdin, SIGHUP, SIGTERM, SIGINT, or S seconds (default 10) without a ping;\n"
-    "answers the controller has not read by then get S more seconds to drain.\n"
+    "equal its own) and ping; after hello, build makes this machine's part of\n"
+    "the network once (namespaces, links, peers, cgroups, registry entry, as a\n"
+    "local run), then relays each local host's peer control stream in call\n"
+    "messages and reports a peer's exit. teardown releases the part, answers\n"
+    "and exits. It also releases its part and exits on EOF on stdin, SIGHUP,\n"
+    "SIGTERM, SIGINT, or S seconds (default 10) without a ping; answers the\n"
+    "controller has not read once the part is released get S more seconds to\n"
+    "drain.\n"
     "\n"
     "  --machine NAME        the machine's name in the hosts file (log lines)\n"
     "  --controller ADDRESS  the controller's address, to find the underlay\n"
@@ -75,6 +85,11 @@ struct agent {
     int stdio_flags[2]; /* stdin's and stdout's file status flags before O_NONBLOCK */
     bool finishing;     /* no more input is read */
     int64_t read_ns;    /* when the bytes being decoded were read: a ping's t1 */
+    struct agent_part *part;
+    bool greeted;          /* hello answered: build is allowed */
+    bool part_busy;        /* the part's release is under way */
+    bool teardown_pending; /* a teardown request to answer once released */
+    uint32_t teardown_msgid;
 };
 
 static struct agent *agent_log_ctx;
@@ -187,13 +202,17 @@ static void agent_describe(struct agent *a, const char *controller)
 
 /* ---- output ---- */
 
+static void agent_maybe_exit(struct agent *a);
+
 static void agent_flush(struct agent *a)
 {
+    size_t before = a->out_sent;
     while (a->out_sent < a->out.size) {
         ssize_t n = write(STDOUT_FILENO, a->out.data + a->out_sent, a->out.size - a->out_sent);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) {
             ev_io_start(a->loop, &a->out_watcher);
+            if (a->out_sent > before && a->part) agent_part_output_drained(a->part);
             return;
         }
         if (n <= 0) { /* the controller is gone: nothing more can be said */
@@ -205,7 +224,8 @@ static void agent_flush(struct agent *a)
     msgpack_sbuffer_clear(&a->out);
     a->out_sent = 0;
     ev_io_stop(a->loop, &a->out_watcher);
-    if (a->finishing) ev_break(a->loop, EVBREAK_ALL);
+    if (a->part) agent_part_output_drained(a->part);
+    agent_maybe_exit(a);
 }
 
 static void on_writable(EV_P_ ev_io *w, int revents)
@@ -213,18 +233,68 @@ static void on_writable(EV_P_ ev_io *w, int revents)
     agent_flush(container_of(w, struct agent, out_watcher));
 }
 
-/* ---- ending ---- */
-
-/* Releases the machine's part. Nothing is built yet (the part build is a
- * later step), so there is nothing to release but the channel. */
-static void agent_release(struct agent *a, const char *why)
+/* The agent_part's view of the output (agent_part_io). */
+static size_t agent_queued(void *ctx)
 {
-    agent_log("tearing down: %s", why);
+    struct agent *a = ctx;
+    return a->out.size - a->out_sent;
 }
 
-/* Stops reading, releases, and exits with code once the output is out.
- * The output gets idle_s more to drain: a controller that reads nothing
- * (hung, or its end of the pipe stopped) must not keep the agent alive. */
+static void agent_flush_ctx(void *ctx)
+{
+    agent_flush(ctx);
+}
+
+static void agent_log_line(void *ctx, const char *line)
+{
+    agent_log("%s", line);
+}
+
+/* A peer holds a backlog of the controller's bytes: stop reading them.
+ * Once finishing, input stays stopped. */
+static void agent_input(void *ctx, bool on)
+{
+    struct agent *a = ctx;
+    if (on && !a->finishing)
+        ev_io_start(a->loop, &a->in_watcher);
+    else
+        ev_io_stop(a->loop, &a->in_watcher);
+}
+
+/* ---- ending ---- */
+
+/* Once finishing: the loop ends when the part is released and the
+ * output is out (or its drain timed out, on_idle). */
+static void agent_maybe_exit(struct agent *a)
+{
+    if (a->finishing && !a->part_busy && a->out_sent == a->out.size) ev_break(a->loop, EVBREAK_ALL);
+}
+
+static void answer_teardown(struct agent *a)
+{
+    if (!a->teardown_pending) return;
+    a->teardown_pending = false;
+    struct msgmap r;
+    msgmap_init(&r);
+    msgmap_response(&r, &a->pk, a->teardown_msgid);
+}
+
+/* The part is released (or there was none): answer a teardown, then give
+ * the output idle_s to drain: a controller that reads nothing (hung, or
+ * its end of the pipe stopped) must not keep the agent alive. */
+static void agent_released(void *ctx)
+{
+    struct agent *a = ctx;
+    a->part_busy = false;
+    answer_teardown(a);
+    ev_timer_stop(a->loop, &a->idle_timer);
+    ev_timer_set(&a->idle_timer, a->idle_s, 0);
+    ev_timer_start(a->loop, &a->idle_timer);
+    agent_flush(a);
+}
+
+/* Stops reading, releases the part, and exits with code once it is
+ * released and the output is out. */
 static void agent_finish(struct agent *a, int code, const char *why)
 {
     if (a->finishing) return;
@@ -232,16 +302,15 @@ static void agent_finish(struct agent *a, int code, const char *why)
     a->exit_code = code;
     ev_io_stop(a->loop, &a->in_watcher);
     ev_timer_stop(a->loop, &a->idle_timer);
-    ev_timer_set(&a->idle_timer, a->idle_s, 0);
-    ev_timer_start(a->loop, &a->idle_timer);
-    agent_release(a, why);
-    agent_flush(a);
+    agent_log("tearing down: %s", why);
+    a->part_busy = a->part && agent_part_release(a->part);
+    if (!a->part_busy) agent_released(a);
 }
 
 static void on_idle(EV_P_ ev_timer *w, int revents)
 {
     struct agent *a = container_of(w, struct agent, idle_timer);
-    if (a->finishing) {
+    if (a->finishing) { /* only started once the part is released */
         agent_log("%zu bytes of answers not read by the controller in %g s: dropped",
                   a->out.size - a->out_sent, a->idle_s);
         return ev_break(a->loop, EVBREAK_ALL);
@@ -281,6 +350,7 @@ static void serve_hello(struct agent *a, const struct proto_msg *m)
         reply_error(a, m->msgid, err);
         return agent_finish(a, EXIT_USAGE, "refused the controller's version");
     }
+    a->greeted = true;
     agent_log("hello from run %s (pid %ld, underlay %s %s mtu %lld)", h.run_id, (long)getpid(),
               a->self.underlay_device[0] ? a->self.underlay_device : "?",
               a->self.underlay_address[0] ? a->self.underlay_address : "?",
@@ -306,19 +376,35 @@ static void serve_ping(struct agent *a, const struct proto_msg *m)
     msgmap_response(&r, &a->pk, m->msgid);
 }
 
+/* Answered once the part is released (agent_released). */
 static void serve_teardown(struct agent *a, const struct proto_msg *m)
 {
-    struct msgmap r;
-    msgmap_init(&r);
-    msgmap_response(&r, &a->pk, m->msgid);
+    a->teardown_pending = true;
+    a->teardown_msgid = m->msgid;
     agent_finish(a, 0, "teardown requested");
+}
+
+static void serve_build(struct agent *a, const struct proto_msg *m)
+{
+    if (!a->greeted) return agent_part_refuse(a->part, m->msgid, "build: before hello");
+    agent_part_build(a->part, m->msgid, m->params);
+}
+
+/* The controller's one notification: a chunk of a peer's control stream. */
+static void serve_notification(struct agent *a, const struct proto_msg *m)
+{
+    enum agent_method method = agent_method_find(m->method, m->method_len);
+    if (method == AGENT_CALL) return agent_part_call(a->part, m->params);
+    agent_log("notification '%.*s' ignored", (int)(m->method_len > 40 ? 40 : m->method_len),
+              m->method ? m->method : "");
 }
 
 static void serve(struct agent *a, const struct proto_msg *m)
 {
     enum agent_method method = agent_method_find(m->method, m->method_len);
     char err[160];
-    if (m->kind != PROTO_REQUEST) return; /* the controller sends no notification yet */
+    if (m->kind == PROTO_NOTIFY) return serve_notification(a, m);
+    if (m->kind != PROTO_REQUEST) return; /* the agent asks nothing: no response is due */
     switch (method) {
     case AGENT_HELLO:
         return serve_hello(a, m);
@@ -326,12 +412,14 @@ static void serve(struct agent *a, const struct proto_msg *m)
         return serve_ping(a, m);
     case AGENT_TEARDOWN:
         return serve_teardown(a, m);
+    case AGENT_BUILD:
+        return serve_build(a, m);
     case AGENT_UNKNOWN:
         snprintf(err, sizeof err, "unknown method '%.*s'",
                  (int)(m->method_len > 40 ? 40 : m->method_len), m->method ? m->method : "");
         return reply_error(a, m->msgid, err);
     default:
-        snprintf(err, sizeof err, "%s: not available: this agent cannot build remote parts yet",
+        snprintf(err, sizeof err, "%s: not available: this agent does not serve it yet",
                  agent_method_name(method));
         return reply_error(a, m->msgid, err);
     }
@@ -356,7 +444,7 @@ static void on_readable(EV_P_ ev_io *w, int revents)
 {
     struct agent *a = container_of(w, struct agent, in_watcher);
     size_t avail;
-    char *buf = proto_reader_buffer(&a->reader, 4096, &avail);
+    char *buf = proto_reader_buffer(&a->reader, 65536, &avail); /* a part comes in MiBs */
     if (!buf) return agent_finish(a, 1, "out of memory");
     ssize_t n = read(STDIN_FILENO, buf, avail);
     int read_errno = errno;
@@ -438,17 +526,28 @@ int cli_agent(int argc, char **argv)
     if (rc >= 0) return rc;
     agent_log_ctx = &a;
     a.loop = ev_default_loop(0);
-    if (!a.loop || proto_reader_init(&a.reader, 0) < 0) {
-        agent_log("cannot start: no event loop or out of memory");
-        return 1;
-    }
     msgpack_sbuffer_init(&a.out);
     msgpack_packer_init(&a.pk, &a.out, msgpack_sbuffer_write);
+    struct agent_part_io io = {.pk = &a.pk,
+                               .queued = agent_queued,
+                               .flush = agent_flush_ctx,
+                               .released = agent_released,
+                               .log = agent_log_line,
+                               .input = agent_input,
+                               .ctx = &a};
+    bool reader = a.loop && proto_reader_init(&a.reader, AGENT_MESSAGE_MAX) == 0;
+    if (!reader || !(a.part = agent_part_new(a.loop, a.machine, NULL, &io))) {
+        agent_log("cannot start: no event loop or out of memory");
+        if (reader) proto_reader_destroy(&a.reader);
+        msgpack_sbuffer_destroy(&a.out);
+        return 1;
+    }
     agent_describe(&a, controller);
     agent_watch(&a);
     ev_run(a.loop, 0);
     agent_stdio_restore(&a);
     proto_reader_destroy(&a.reader);
     msgpack_sbuffer_destroy(&a.out);
+    agent_part_free(a.part); /* released (or never built) by now */
     return a.exit_code;
 }

@@ -49,8 +49,10 @@ static void on_built(void *ctx, struct netrun *nr, const struct net_error *error
     struct part_run *run = ctx;
     struct part_build_opts opts = run->opts;
     if (error) {
-        part_run_free(run); /* the failed build left nothing */
+        /* the failed build left nothing but the model, which the callback
+         * may read (part_model) to name the error's node and link */
         opts.built(opts.ctx, NULL, error);
+        part_run_free(run);
         return;
     }
     run->nr = nr;

@@ -22,7 +22,9 @@
 struct part_run;
 
 /* The build's end: run is the built part and error NULL, or run is NULL
- * (nothing is left) and error says why. Called once, from the loop. */
+ * (nothing is left) and error says why; then the part's model of the run
+ * part_build gave (part_model) is still readable during the call, to name
+ * error's node and link, and freed after it. Called once, from the loop. */
 typedef void (*part_built_fn)(void *ctx, struct part_run *run, const struct net_error *error);
 typedef void (*part_released_fn)(void *ctx);
 

@@ -58,6 +58,12 @@ struct peer_client {
     struct pending *head, *tail;
     size_t n_pending;
     struct peer_client_hooks hooks;
+
+    /* Relay mode (peer_client_relay): bytes go to relay_fn as read, and
+     * relay_drained hears when the bytes queued toward the peer are out. */
+    peer_bytes_fn relay_fn;
+    peer_drained_fn relay_drained;
+    void *relay_ctx;
 };
 
 /* ---- child side ---- */
@@ -184,11 +190,15 @@ static void on_grace_timeout(EV_P_ ev_timer *w, int revents)
 }
 
 static int drain_messages(struct peer_client *pc);
+static ssize_t relay_read(struct peer_client *pc);
 
 /* The peer has exited, so all it wrote is in the socket: read it (a "fatal"
- * notification naming the cause, late replies) before failing the calls. */
+ * notification naming the cause, late replies) before failing the calls.
+ * A relay hands it on, paused or not: the peer is gone, so it is bounded. */
 static void read_leftovers(struct peer_client *pc)
 {
+    while (pc->fd >= 0 && pc->relay_fn)
+        if (relay_read(pc) <= 0) return;
     while (pc->fd >= 0) {
         size_t avail;
         char *buf = proto_reader_buffer(&pc->reader, 4096, &avail);
@@ -232,10 +242,11 @@ static void handle_response(struct peer_client *pc, const struct proto_msg *m)
         ctl_log("node '%s': response to unknown request %u ignored", pc->node, m->msgid);
         return;
     }
-    if (m->error->type == MSGPACK_OBJECT_STR) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%.*s", (int)m->error->via.str.size, m->error->via.str.ptr);
-        p->cb(p->ctx, msg, NULL);
+    if (m->error->type != MSGPACK_OBJECT_NIL) {
+        /* a structured error (a map: an agent's build) also hands the map */
+        char msg[1024];
+        proto_error_text(m->error, msg, sizeof msg);
+        p->cb(p->ctx, msg, m->error->type == MSGPACK_OBJECT_MAP ? m->error : NULL);
     } else {
         p->cb(p->ctx, NULL, m->result);
     }
@@ -295,9 +306,23 @@ static int drain_messages(struct peer_client *pc)
     }
 }
 
+/* One read of a relayed channel, handed on as it is: n, 0 at EOF, -1. */
+static ssize_t relay_read(struct peer_client *pc)
+{
+    char buf[PEER_RELAY_CHUNK];
+    ssize_t n = read(pc->fd, buf, sizeof buf);
+    if (n > 0) pc->relay_fn(pc->relay_ctx, buf, (size_t)n);
+    return n;
+}
+
 static void on_readable(EV_P_ ev_io *w, int revents)
 {
     struct peer_client *pc = container_of(w, struct peer_client, read_watcher);
+    if (pc->relay_fn) {
+        ssize_t n = relay_read(pc);
+        if (pc->fd >= 0 && (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))) on_eof(pc);
+        return;
+    }
     size_t avail;
     char *buf = proto_reader_buffer(&pc->reader, 4096, &avail);
     if (!buf) {
@@ -354,12 +379,17 @@ static void flush_output(struct peer_client *pc)
 
 static void on_writable(EV_P_ ev_io *w, int revents)
 {
-    flush_output(container_of(w, struct peer_client, write_watcher));
+    struct peer_client *pc = container_of(w, struct peer_client, write_watcher);
+    flush_output(pc);
+    /* a relay's backlog is out (or lost with the channel): its writer may go on */
+    if (pc->relay_drained && !ev_is_active(&pc->write_watcher)) pc->relay_drained(pc->relay_ctx);
 }
 
 int peer_client_call(struct peer_client *pc, const char *method, const char *params,
                      size_t params_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
+    if (pc->relay_fn)
+        return snprintf(err, errlen, "the control channel is relayed: no call of its own"), -1;
     if (pc->fd < 0) {
         snprintf(err, errlen, "%s",
                  pc->gone_reason[0] ? pc->gone_reason : "peer control channel is closed");
@@ -385,6 +415,45 @@ int peer_client_call(struct peer_client *pc, const char *method, const char *par
     /* With a backlog the write watcher is already running and keeps order. */
     if (!ev_is_active(&pc->write_watcher)) flush_output(pc);
     return 0;
+}
+
+/* ---- relay ---- */
+
+int peer_client_relay(struct peer_client *pc, peer_bytes_fn on_bytes, peer_drained_fn on_drained,
+                      void *ctx, char *err, size_t errlen)
+{
+    if (pc->n_pending)
+        return snprintf(err, errlen, "%zu calls of its own are pending", pc->n_pending), -1;
+    pc->relay_fn = on_bytes;
+    pc->relay_drained = on_drained;
+    pc->relay_ctx = ctx;
+    /* Bytes read but not yet a whole message belong to the stream. */
+    msgpack_unpacker *u = &pc->reader.unpacker;
+    if (u->used > u->off) on_bytes(ctx, u->buffer + u->off, u->used - u->off);
+    u->off = u->used;
+    return 0;
+}
+
+int peer_client_relay_write(struct peer_client *pc, const void *bytes, size_t len)
+{
+    if (pc->fd < 0 || pc->output_broken) return -1;
+    msgpack_sbuffer_write(&pc->out, bytes, len);
+    if (!ev_is_active(&pc->write_watcher)) flush_output(pc);
+    return 0;
+}
+
+void peer_client_relay_pause(struct peer_client *pc, bool paused)
+{
+    if (pc->fd < 0) return;
+    if (paused)
+        ev_io_stop(pc->loop, &pc->read_watcher);
+    else
+        ev_io_start(pc->loop, &pc->read_watcher);
+}
+
+size_t peer_client_queued(const struct peer_client *pc)
+{
+    return pc->out.size - pc->out_sent;
 }
 
 /* ---- lifecycle ---- */

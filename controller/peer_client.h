@@ -34,7 +34,9 @@ struct peer_spawn {
     const char *const *env;  /* "NAME=value" settings for the child, NULL-terminated, or NULL */
 };
 
-/* Completion of one request: exactly one of error / result is non-NULL.
+/* Completion of one request: exactly one of error / result is non-NULL,
+ * except that an error given as a map (proto/protocol.h: an agent's build
+ * failure) comes as its "message" line in error and the map in result.
  * result (a msgpack map) is valid only during the call. */
 typedef void (*peer_reply_fn)(void *ctx, const char *error, const msgpack_object *result);
 /* A notification from the peer (e.g. "recv"); params valid only during the call. */
@@ -73,6 +75,27 @@ int peer_client_exec(struct peer_client *pc, const struct peer_spawn *spec, int 
  * from inside this call. Fails (-1, err set) only when the peer is gone. */
 int peer_client_call(struct peer_client *pc, const char *method, const char *params,
                      size_t params_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen);
+
+/* Relay mode, for `hiernet agent` (issue 20): the channel then carries a
+ * byte stream the client neither frames nor answers, the controller's on
+ * another machine. What the peer writes goes to on_bytes as it is read
+ * (at most PEER_RELAY_CHUNK bytes a time, in order; bytes already read
+ * but not decoded first); relay_write queues bytes to the peer, and
+ * on_drained (may be NULL) is called when a backlog that had to wait for
+ * the socket is written out (or dropped as the channel broke). EOF and
+ * the exit hook work as before; calls of the client's own are refused.
+ * -1 with err while calls are pending (their answers would be lost). */
+#define PEER_RELAY_CHUNK 65536
+typedef void (*peer_bytes_fn)(void *ctx, const void *bytes, size_t len);
+typedef void (*peer_drained_fn)(void *ctx);
+int peer_client_relay(struct peer_client *pc, peer_bytes_fn on_bytes, peer_drained_fn on_drained,
+                      void *ctx, char *err, size_t errlen);
+/* 0, or -1 when the channel is down (the bytes are dropped). */
+int peer_client_relay_write(struct peer_client *pc, const void *bytes, size_t len);
+/* Stops (or resumes) reading from the peer: the reader downstream is full. */
+void peer_client_relay_pause(struct peer_client *pc, bool paused);
+/* Bytes queued toward the peer, not yet written. */
+size_t peer_client_queued(const struct peer_client *pc);
 
 /* Closes the control channel: the peer exits on EOF. Pending requests fail
  * with "peer stopped". Idempotent. */

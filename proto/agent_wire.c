@@ -14,11 +14,11 @@ static const struct {
 } agent_methods[AGENT_METHOD_COUNT] = {
     [AGENT_UNKNOWN] = {"", false},        [AGENT_HELLO] = {"hello", true},
     [AGENT_PING] = {"ping", true},        [AGENT_TEARDOWN] = {"teardown", true},
-    [AGENT_BUILD] = {"build", false},     [AGENT_CALL] = {"call", false},
+    [AGENT_BUILD] = {"build", true},      [AGENT_CALL] = {"call", true},
     [AGENT_LINK] = {"link", false},       [AGENT_KILL] = {"kill", false},
     [AGENT_RESTART] = {"restart", false}, [AGENT_PARTITION] = {"partition", false},
     [AGENT_HEAL] = {"heal", false},       [AGENT_STATS] = {"stats", false},
-    [AGENT_EXIT] = {"exit", false},
+    [AGENT_EXIT] = {"exit", true},
 };
 
 const char *agent_method_name(enum agent_method m)
@@ -72,21 +72,72 @@ void agent_wire_pong(struct msgmap *m, const struct agent_pong *p)
     msgmap_i64(m, "t2_ns", p->t2_ns);
 }
 
+void agent_wire_build(struct msgmap *m, const struct agent_build *b)
+{
+    msgmap_bin(m, "part", b->part, b->part_len);
+}
+
+void agent_wire_build_reply(struct msgmap *m, const struct agent_build_reply *r)
+{
+    msgmap_str(m, "registry", r->registry);
+    msgmap_u64(m, "nodes", r->nodes);
+}
+
+void agent_wire_build_error(struct msgmap *m, const struct agent_build_error *e)
+{
+    msgmap_i64(m, "code", e->code);
+    msgmap_str(m, "node", e->node);
+    msgmap_str(m, "link", e->link);
+    msgmap_str(m, "message", e->message);
+}
+
+void agent_wire_call(struct msgmap *m, const struct agent_call *c)
+{
+    msgmap_u64(m, "node", c->node);
+    msgmap_bin(m, "data", c->data, c->len);
+}
+
+void agent_wire_exit(struct msgmap *m, const struct agent_exit *e)
+{
+    msgmap_u64(m, "node", e->node);
+    msgmap_i64(m, "status", e->status);
+}
+
 /* ---- decoders ----
  * Each message is a list of fields: key, kind and where it goes. */
 
-enum field_kind { FIELD_STR, FIELD_I64, FIELD_BOOL };
+enum field_kind { FIELD_STR, FIELD_I64, FIELD_U64, FIELD_BOOL, FIELD_BIN };
 
 struct field {
     const char *key;
     enum field_kind kind;
     void *dst;
-    size_t cap; /* strings: the buffer's size */
+    size_t cap;    /* strings: the buffer's size; bins: the most bytes */
+    uint32_t *len; /* bins: where the length goes */
 };
+
+/* A bin of 1 .. f->cap bytes; dst is a const uint8_t ** into the message. */
+static int read_bin(struct proto_args *a, const struct field *f)
+{
+    const void *bytes;
+    int r = proto_arg_bin(a, f->key, &bytes, f->len);
+    if (r != 1) return r;
+    if (*f->len == 0 || *f->len > f->cap) {
+        snprintf(a->err, sizeof a->err, "param '%s': %u bytes, expected 1 to %zu", f->key, *f->len,
+                 f->cap);
+        return -1;
+    }
+    *(const uint8_t **)f->dst = bytes;
+    return 1;
+}
 
 static int read_field(struct proto_args *a, const struct field *f)
 {
     switch (f->kind) {
+    case FIELD_U64:
+        return proto_arg_u64(a, f->key, f->dst);
+    case FIELD_BIN:
+        return read_bin(a, f);
     case FIELD_STR:
         return proto_arg_strcpy(a, f->key, f->dst, f->cap);
     case FIELD_I64:
@@ -118,15 +169,23 @@ static int read_fields(const char *what, const msgpack_object *map, const struct
     read_fields(what, map, FIELDS(__VA_ARGS__), NFIELDS(__VA_ARGS__), err, errlen)
 #define STR(key, buf)                                                                              \
     {                                                                                              \
-        key, FIELD_STR, (buf), sizeof(buf)                                                         \
+        key, FIELD_STR, (buf), sizeof(buf), NULL                                                   \
     }
 #define I64(key, ptr)                                                                              \
     {                                                                                              \
-        key, FIELD_I64, (ptr), 0                                                                   \
+        key, FIELD_I64, (ptr), 0, NULL                                                             \
+    }
+#define U64(key, ptr)                                                                              \
+    {                                                                                              \
+        key, FIELD_U64, (ptr), 0, NULL                                                             \
     }
 #define BOOL(key, ptr)                                                                             \
     {                                                                                              \
-        key, FIELD_BOOL, (ptr), 0                                                                  \
+        key, FIELD_BOOL, (ptr), 0, NULL                                                            \
+    }
+#define BIN(key, ptr, max, lenp)                                                                   \
+    {                                                                                              \
+        key, FIELD_BIN, (ptr), (max), (lenp)                                                       \
     }
 
 int agent_wire_read_hello(const msgpack_object *map, struct agent_hello *out, char *err,
@@ -163,4 +222,45 @@ int agent_wire_read_pong(const msgpack_object *map, struct agent_pong *out, char
     memset(out, 0, sizeof *out);
     return READ_FIELDS("ping reply", map, err, errlen, I64("t1_ns", &out->t1_ns),
                        I64("t2_ns", &out->t2_ns));
+}
+
+int agent_wire_read_build(const msgpack_object *map, struct agent_build *out, char *err,
+                          size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    return READ_FIELDS("build", map, err, errlen,
+                       BIN("part", &out->part, AGENT_PART_MAX, &out->part_len));
+}
+
+int agent_wire_read_build_reply(const msgpack_object *map, struct agent_build_reply *out, char *err,
+                                size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    return READ_FIELDS("build reply", map, err, errlen, STR("registry", out->registry),
+                       U64("nodes", &out->nodes));
+}
+
+int agent_wire_read_build_error(const msgpack_object *map, struct agent_build_error *out, char *err,
+                                size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    return READ_FIELDS("build error", map, err, errlen, I64("code", &out->code),
+                       STR("node", out->node), STR("link", out->link),
+                       STR("message", out->message));
+}
+
+int agent_wire_read_call(const msgpack_object *map, struct agent_call *out, char *err,
+                         size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    return READ_FIELDS("call", map, err, errlen, U64("node", &out->node),
+                       BIN("data", &out->data, AGENT_CALL_DATA_MAX, &out->len));
+}
+
+int agent_wire_read_exit(const msgpack_object *map, struct agent_exit *out, char *err,
+                         size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    return READ_FIELDS("exit", map, err, errlen, U64("node", &out->node),
+                       I64("status", &out->status));
 }

@@ -4,14 +4,17 @@
  * The agent speaks MessagePack-RPC on its stdin and stdout, framed and
  * enveloped by proto/protocol.h exactly as a peer's control channel is;
  * this module names the messages (all of them, in one table, including
- * those the part build will carry and that nobody serves yet) and encodes
- * and decodes the params and results of the ones served today: hello,
- * ping and teardown. Decoders check every field and say which is wrong;
- * they copy what they keep, so a decoded struct outlives the message.
- * Encoders write a params or result map into a caller's msgmap. */
+ * those reserved that nobody serves yet) and encodes and decodes the
+ * params and results of the ones served today: hello, ping, teardown,
+ * build, call and exit. Decoders check every field and say which is
+ * wrong; they copy what they keep, so a decoded struct outlives the
+ * message, except the bytes of build's part and call's data, which point
+ * into the message (valid until the reader's next message). Encoders
+ * write a params or result map into a caller's msgmap. */
 #pragma once
 
 #include "proto/msgmap.h"
+#include "proto/names.h"
 
 #include <msgpack.h>
 #include <stdbool.h>
@@ -23,16 +26,16 @@ enum agent_method {
     AGENT_HELLO,    /* request: versions, machine, clocks */
     AGENT_PING,     /* request: the controller's send time */
     AGENT_TEARDOWN, /* request: release everything, then exit */
-    /* Reserved for the part build (not served yet: answered "not available"). */
-    AGENT_BUILD,
-    AGENT_CALL,
+    AGENT_BUILD,    /* request: build this machine's part (once) */
+    AGENT_CALL,     /* notification, both ways: bytes of a peer's control stream */
+    /* Reserved (not served yet: answered "not available"). */
     AGENT_LINK,
     AGENT_KILL,
     AGENT_RESTART,
     AGENT_PARTITION,
     AGENT_HEAL,
-    AGENT_STATS, /* notification, agent to controller */
-    AGENT_EXIT,  /* notification, agent to controller */
+    AGENT_STATS, /* notification, agent to controller (reserved) */
+    AGENT_EXIT,  /* notification, agent to controller: a peer of the part exited */
     AGENT_METHOD_COUNT
 };
 
@@ -96,4 +99,71 @@ int agent_wire_read_hello_reply(const msgpack_object *map, struct agent_hello_re
 int agent_wire_read_ping(const msgpack_object *map, struct agent_ping *out, char *err,
                          size_t errlen);
 int agent_wire_read_pong(const msgpack_object *map, struct agent_pong *out, char *err,
+                         size_t errlen);
+
+/* ---- the part build and the relay ---- */
+
+#define AGENT_REGISTRY_ID_MAX (HN_RUN_ID_MAX + 1) /* controller/registry.h REGISTRY_ID_MAX */
+#define AGENT_NODE_MAX HN_NODE_NAME_SIZE
+#define AGENT_LINK_MAX (2 * HN_NODE_NAME_SIZE) /* "a-b": a link named by its ends */
+#define AGENT_ERROR_MAX 1024                   /* controller/net_error.h's message */
+#define AGENT_CALL_DATA_MAX 65536              /* bytes of one call chunk */
+/* The bytes of a part (topo/part_wire.h TOPO_PART_WIRE_MAX): a build
+ * request may be this much larger than PROTO_MAX_MESSAGE, so the agent
+ * reads its channel with AGENT_MESSAGE_MAX. */
+#define AGENT_PART_MAX (64u << 20)
+#define AGENT_MESSAGE_MAX (AGENT_PART_MAX + 4096u)
+
+/* build's params: the part's topo/part_wire.h bytes (into the message). */
+struct agent_build {
+    const uint8_t *part;
+    uint32_t part_len; /* >= 1 */
+};
+
+/* build's result. */
+struct agent_build_reply {
+    char registry[AGENT_REGISTRY_ID_MAX]; /* the part's registry id */
+    uint64_t nodes;                       /* the part's own nodes */
+};
+
+/* build's failure: the response's error is this map, not a string
+ * (net_error's fields; node and link "" when none). */
+struct agent_build_error {
+    int64_t code; /* enum net_error_code */
+    char node[AGENT_NODE_MAX];
+    char link[AGENT_LINK_MAX];
+    char message[AGENT_ERROR_MAX]; /* one line naming node/link and value */
+};
+
+/* call: a chunk of one node's peer control byte stream, in order; node is
+ * its index in the whole network (topo/part.h keeps them). */
+struct agent_call {
+    uint64_t node;
+    const uint8_t *data; /* into the message */
+    uint32_t len;        /* 1 .. AGENT_CALL_DATA_MAX */
+};
+
+/* exit: a peer of the part exited. */
+struct agent_exit {
+    uint64_t node;  /* whole-network index */
+    int64_t status; /* its wait status */
+};
+
+void agent_wire_build(struct msgmap *m, const struct agent_build *b);
+void agent_wire_build_reply(struct msgmap *m, const struct agent_build_reply *r);
+/* The error map; send it with msgmap_error_response. */
+void agent_wire_build_error(struct msgmap *m, const struct agent_build_error *e);
+void agent_wire_call(struct msgmap *m, const struct agent_call *c);
+void agent_wire_exit(struct msgmap *m, const struct agent_exit *e);
+
+int agent_wire_read_build(const msgpack_object *map, struct agent_build *out, char *err,
+                          size_t errlen);
+int agent_wire_read_build_reply(const msgpack_object *map, struct agent_build_reply *out, char *err,
+                                size_t errlen);
+/* Of the response's error object (a map; a string is refused here). */
+int agent_wire_read_build_error(const msgpack_object *map, struct agent_build_error *out, char *err,
+                                size_t errlen);
+int agent_wire_read_call(const msgpack_object *map, struct agent_call *out, char *err,
+                         size_t errlen);
+int agent_wire_read_exit(const msgpack_object *map, struct agent_exit *out, char *err,
                          size_t errlen);

@@ -121,6 +121,15 @@ bool msgmap_notify(struct msgmap *m, msgpack_packer *out, const char *method)
     return msgmap_body(m, out);
 }
 
+bool msgmap_error_response(struct msgmap *m, msgpack_packer *out, uint32_t msgid)
+{
+    if (m->buf.failed) return msgmap_free(m), false;
+    proto_pack_error_map_begin(out, msgid);
+    bool ok = msgmap_end(m, out); /* cannot fail now: its buffer is whole */
+    msgpack_pack_nil(out);        /* the result */
+    return ok;
+}
+
 bool msgmap_response(struct msgmap *m, msgpack_packer *out, uint32_t msgid)
 {
     if (m->buf.failed) return msgmap_free(m), false;

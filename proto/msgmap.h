@@ -73,3 +73,5 @@ bool msgmap_end(struct msgmap *m, msgpack_packer *out);
 bool msgmap_request(struct msgmap *m, msgpack_packer *out, uint32_t msgid, const char *method);
 bool msgmap_notify(struct msgmap *m, msgpack_packer *out, const char *method);
 bool msgmap_response(struct msgmap *m, msgpack_packer *out, uint32_t msgid);
+/* A response whose error is m (a structured error) and result nil. */
+bool msgmap_error_response(struct msgmap *m, msgpack_packer *out, uint32_t msgid);

@@ -197,8 +197,9 @@ static enum proto_next proto_decode(const msgpack_object *o, struct proto_msg *m
         msg->params = &e[3];
         return PROTO_NEXT_MESSAGE;
     }
-    if (e[2].type != MSGPACK_OBJECT_NIL && e[2].type != MSGPACK_OBJECT_STR)
-        return invalid(err, errlen, "error is neither nil nor a string");
+    if (e[2].type != MSGPACK_OBJECT_NIL && e[2].type != MSGPACK_OBJECT_STR &&
+        e[2].type != MSGPACK_OBJECT_MAP)
+        return invalid(err, errlen, "error is neither nil, a string nor a map");
     if (e[2].type == MSGPACK_OBJECT_NIL && e[3].type != MSGPACK_OBJECT_MAP)
         return invalid(err, errlen, "result is not a map");
     msg->error = &e[2];
@@ -263,6 +264,13 @@ void proto_pack_response_begin(msgpack_packer *pk, uint32_t msgid, uint32_t n_en
     msgpack_pack_uint32(pk, msgid);
     msgpack_pack_nil(pk);
     msgpack_pack_map(pk, n_entries);
+}
+
+void proto_pack_error_map_begin(msgpack_packer *pk, uint32_t msgid)
+{
+    msgpack_pack_array(pk, 4);
+    msgpack_pack_uint8(pk, PROTO_RESPONSE);
+    msgpack_pack_uint32(pk, msgid);
 }
 
 void proto_pack_error(msgpack_packer *pk, uint32_t msgid, const char *message)
@@ -401,6 +409,51 @@ int proto_arg_i64(struct proto_args *a, const char *key, int64_t *out)
         return 1;
     }
     return wrong_type(a, key, "integer", o);
+}
+
+int proto_arg_u64(struct proto_args *a, const char *key, uint64_t *out)
+{
+    const msgpack_object *o = arg_lookup(a, key);
+    if (!o) return 0;
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        *out = o->via.u64;
+        return 1;
+    }
+    if (is_float(o) && o->via.f64 >= 0 && o->via.f64 < 0x1p64 &&
+        o->via.f64 == (double)(uint64_t)o->via.f64) {
+        *out = (uint64_t)o->via.f64;
+        return 1;
+    }
+    return wrong_type(a, key, "non-negative integer", o);
+}
+
+int proto_arg_bin(struct proto_args *a, const char *key, const void **bytes, uint32_t *len)
+{
+    const msgpack_object *o = arg_lookup(a, key);
+    if (!o) return 0;
+    if (o->type != MSGPACK_OBJECT_BIN) return wrong_type(a, key, "binary", o);
+    *bytes = o->via.bin.ptr;
+    *len = o->via.bin.size;
+    return 1;
+}
+
+void proto_error_text(const msgpack_object *error, char *buf, size_t cap)
+{
+    const char *s = NULL;
+    uint32_t len = 0;
+    if (error && error->type == MSGPACK_OBJECT_STR) {
+        s = error->via.str.ptr;
+        len = error->via.str.size;
+    } else if (error && error->type == MSGPACK_OBJECT_MAP) {
+        struct proto_args a;
+        proto_args_init(&a, error);
+        if (proto_arg_str(&a, "message", &s, &len) != 1) s = NULL;
+    }
+    if (!s || len == 0)
+        snprintf(buf, cap, "%s",
+                 error && error->type == MSGPACK_OBJECT_MAP ? "error without a message" : "error");
+    else
+        snprintf(buf, cap, "%.*s", (int)len, s);
 }
 
 int proto_arg_f64(struct proto_args *a, const char *key, double *out)

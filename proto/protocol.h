@@ -4,7 +4,9 @@
  *   request      [0, msgid, method, params]
  *   response     [1, msgid, error, result]
  *   notification [2, method, params]
- * with params/result msgpack maps and error nil or a string.
+ * with params/result msgpack maps and error nil, a string, or a map (a
+ * structured error: an agent's build failure, proto/agent_wire.h; its
+ * "message" entry is the line for a person, proto_error_text).
  *
  * The reader owns its unpacker; a decoded proto_msg points into it and is
  * valid until the next proto_reader_next() call. Encoding writes into a
@@ -84,6 +86,13 @@ void proto_pack_response_begin(msgpack_packer *pk, uint32_t msgid, uint32_t n_en
 /* A complete error response: [1, msgid, "message", nil]. */
 void proto_pack_error(msgpack_packer *pk, uint32_t msgid, const char *message);
 
+/* A response whose error is a map: writes [1, msgid, and the caller packs
+ * the map, then the nil result (msgmap_error_response does all three). */
+void proto_pack_error_map_begin(msgpack_packer *pk, uint32_t msgid);
+/* The line of a response's error (nil, string or map) into buf: the
+ * string, or the map's "message" entry. */
+void proto_error_text(const msgpack_object *error, char *buf, size_t cap);
+
 /* A string (never NULL), as msgpack str. */
 void proto_pack_str(msgpack_packer *pk, const char *s);
 
@@ -107,6 +116,10 @@ int proto_arg_str(struct proto_args *a, const char *key, const char **s, uint32_
 int proto_arg_strcpy(struct proto_args *a, const char *key, char *dst, size_t cap);
 int proto_arg_i64(struct proto_args *a, const char *key, int64_t *out);
 int proto_arg_f64(struct proto_args *a, const char *key, double *out); /* int or float */
+/* A non-negative integer (also an integral float, as Lua sends 3.0). */
+int proto_arg_u64(struct proto_args *a, const char *key, uint64_t *out);
+/* A msgpack bin; *bytes points into the message (NULL ok when *len is 0). */
+int proto_arg_bin(struct proto_args *a, const char *key, const void **bytes, uint32_t *len);
 int proto_arg_bool(struct proto_args *a, const char *key, bool *out);
 /* range = {offset, count}: two non-negative integers. */
 int proto_arg_range(struct proto_args *a, const char *key, uint64_t *offset, uint64_t *count);

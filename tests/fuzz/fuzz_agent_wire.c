@@ -47,6 +47,11 @@ typedef struct agent_hello hello_t;
 typedef struct agent_hello_reply reply_t;
 typedef struct agent_ping ping_t;
 typedef struct agent_pong pong_t;
+typedef struct agent_build build_t;
+typedef struct agent_build_reply build_reply_t;
+typedef struct agent_build_error build_error_t;
+typedef struct agent_call call_t;
+typedef struct agent_exit exit_t;
 
 static bool same_hello_t(const hello_t *a, const hello_t *b)
 {
@@ -72,8 +77,69 @@ static bool same_pong_t(const pong_t *a, const pong_t *b)
     return a->t1_ns == b->t1_ns && a->t2_ns == b->t2_ns;
 }
 
+static bool same_build_t(const build_t *a, const build_t *b)
+{
+    return a->part_len == b->part_len && !memcmp(a->part, b->part, a->part_len);
+}
+
+static bool same_build_reply_t(const build_reply_t *a, const build_reply_t *b)
+{
+    return !strcmp(a->registry, b->registry) && a->nodes == b->nodes;
+}
+
+static bool same_build_error_t(const build_error_t *a, const build_error_t *b)
+{
+    return a->code == b->code && !strcmp(a->node, b->node) && !strcmp(a->link, b->link) &&
+           !strcmp(a->message, b->message);
+}
+
+static bool same_call_t(const call_t *a, const call_t *b)
+{
+    return a->node == b->node && a->len == b->len && !memcmp(a->data, b->data, a->len);
+}
+
+static bool same_exit_t(const exit_t *a, const exit_t *b)
+{
+    return a->node == b->node && a->status == b->status;
+}
+
+/* The decoders of the part build and the relay; bytes they point to must
+ * lie within the bounds they promise. */
+static void fuzz_build_map(const msgpack_object *map)
+{
+    char err[256];
+    build_t b;
+    build_reply_t br;
+    build_error_t be;
+    call_t c;
+    exit_t x;
+    if (agent_wire_read_build(map, &b, err, sizeof err) == 0) {
+        if (b.part_len == 0 || b.part_len > AGENT_PART_MAX) abort();
+        ROUND_TRIP(build_t, b, agent_wire_build, agent_wire_read_build);
+    }
+    if (agent_wire_read_build_reply(map, &br, err, sizeof err) == 0) {
+        fuzz_str(br.registry, sizeof br.registry);
+        ROUND_TRIP(build_reply_t, br, agent_wire_build_reply, agent_wire_read_build_reply);
+    }
+    if (agent_wire_read_build_error(map, &be, err, sizeof err) == 0) {
+        fuzz_str(be.message, sizeof be.message);
+        ROUND_TRIP(build_error_t, be, agent_wire_build_error, agent_wire_read_build_error);
+    }
+    if (agent_wire_read_call(map, &c, err, sizeof err) == 0) {
+        if (c.len == 0 || c.len > AGENT_CALL_DATA_MAX) abort();
+        ROUND_TRIP(call_t, c, agent_wire_call, agent_wire_read_call);
+    }
+    if (agent_wire_read_exit(map, &x, err, sizeof err) == 0)
+        ROUND_TRIP(exit_t, x, agent_wire_exit, agent_wire_read_exit);
+    if (strnlen(err, sizeof err) >= sizeof err) abort();
+    char text[128];
+    proto_error_text(map, text, sizeof text);
+    if (strnlen(text, sizeof text) >= sizeof text) abort();
+}
+
 static void fuzz_map(const msgpack_object *map)
 {
+    fuzz_build_map(map);
     char err[256];
     hello_t h;
     reply_t r;
@@ -102,6 +168,7 @@ static void fuzz_message(const struct proto_msg *m)
     if (method != AGENT_UNKNOWN && strlen(name) != m->method_len) abort();
     fuzz_map(m->params);
     fuzz_map(m->result);
+    fuzz_map(m->error); /* a structured error is a map too */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

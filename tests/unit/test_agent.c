@@ -6,12 +6,16 @@
  * holds no socket; answers a controller does not read hold it only for
  * the idle timeout; a bad --idle-timeout is refused naming it; an
  * unreadable stdin ends it with status 1; its stdin's O_NONBLOCK is put
- * back. */
+ * back. build's refusals (an error map, proto/agent_wire.h): before
+ * hello, params of the wrong type, part bytes that do not decode (naming
+ * the field), a second build; a call for a node of no part is dropped
+ * (the agent lives on). */
 #include "check.h"
 #include "common/clock.h"
 #include "hiernet_version.h"
 #include "proto/agent_wire.h"
 #include "proto/protocol.h"
+#include "tests/lib/agent_pipe.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,67 +24,28 @@
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 
-struct agent_proc {
-    pid_t pid;
-    int to, from; /* its stdin, its stdout */
-    struct proto_reader reader;
-    uint32_t msgid;
-};
-
 static char hiernet_path[4096];
 
-static void agent_start(struct agent_proc *a, const char *idle)
+static void agent_start(struct agent_pipe *a, const char *idle)
 {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) abort();
-    a->pid = fork();
-    if (a->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        int null = open("/dev/null", O_WRONLY);
-        if (!getenv("TEST_AGENT_VERBOSE")) dup2(null, 2);
-        execl(hiernet_path, "hiernet", "agent", "--machine", "t1", "--controller", "127.0.0.1",
-              "--idle-timeout", idle, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    a->to = in[1];
-    a->from = out[0];
-    a->msgid = 1;
-    proto_reader_init(&a->reader, 0);
+    char *argv[] = {hiernet_path, "agent",          "--machine",  "t1", "--controller",
+                    "127.0.0.1",  "--idle-timeout", (char *)idle, NULL};
+    if (agent_pipe_start(a, argv, !getenv("TEST_AGENT_VERBOSE")) < 0) abort();
 }
 
-static void agent_send(struct agent_proc *a, enum agent_method method, struct msgmap *m)
+static void agent_send(struct agent_pipe *a, enum agent_method method, struct msgmap *m)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgmap_request(m, &pk, a->msgid++, agent_method_name(method));
-    CHECK(write(a->to, sb.data, sb.size) == (ssize_t)sb.size);
-    msgpack_sbuffer_destroy(&sb);
+    CHECK(agent_pipe_request(a, method, m) != 0);
 }
 
-/* The next message; false on EOF. */
-static bool agent_next(struct agent_proc *a, struct proto_msg *m)
+/* The next message; false on EOF (or 10 s of silence). */
+static bool agent_next(struct agent_pipe *a, struct proto_msg *m)
 {
-    for (;;) {
-        bool has_msgid;
-        char err[128];
-        enum proto_next r = proto_reader_next(&a->reader, m, &has_msgid, err, sizeof err);
-        if (r == PROTO_NEXT_MESSAGE) return true;
-        if (r != PROTO_NEXT_MORE) return false;
-        size_t avail;
-        char *buf = proto_reader_buffer(&a->reader, 4096, &avail);
-        ssize_t n = read(a->from, buf, avail);
-        if (n <= 0) return false;
-        proto_reader_consumed(&a->reader, (size_t)n);
-    }
+    return agent_pipe_next(a, m, 10000);
 }
 
 /* Waits up to limit_s for the agent to exit; its wait status, or -1. */
-static int agent_wait(struct agent_proc *a, double limit_s)
+static int agent_wait(struct agent_pipe *a, double limit_s)
 {
     double end = mono_s() + limit_s;
     int status;
@@ -93,14 +58,7 @@ static int agent_wait(struct agent_proc *a, double limit_s)
     return -1;
 }
 
-static void agent_close(struct agent_proc *a)
-{
-    close(a->to);
-    close(a->from);
-    proto_reader_destroy(&a->reader);
-}
-
-static void send_hello(struct agent_proc *a, const char *version)
+static void send_hello(struct agent_pipe *a, const char *version)
 {
     struct agent_hello h = {.clock_ns = mono_ns()};
     snprintf(h.version, sizeof h.version, "%s", version);
@@ -130,7 +88,7 @@ static int socket_fds(pid_t pid)
 
 static void hello_ping_teardown(void)
 {
-    struct agent_proc a;
+    struct agent_pipe a;
     struct proto_msg m;
     struct agent_hello_reply r;
     char err[256];
@@ -159,21 +117,21 @@ static void hello_ping_teardown(void)
     }
     struct msgmap b;
     msgmap_init(&b);
-    agent_send(&a, AGENT_BUILD, &b);
+    agent_send(&a, AGENT_LINK, &b); /* reserved: named, not served */
     CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_STR);
     CHECK(m.error->via.str.size > 0 &&
-          memmem(m.error->via.str.ptr, m.error->via.str.size, "build: not available", 20));
+          memmem(m.error->via.str.ptr, m.error->via.str.size, "link: not available", 19));
     msgmap_init(&b);
     agent_send(&a, AGENT_TEARDOWN, &b);
     CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_NIL);
     int st = agent_wait(&a, 5);
     CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
-    agent_close(&a);
+    agent_pipe_close(&a);
 }
 
 static void wrong_version(void)
 {
-    struct agent_proc a;
+    struct agent_pipe a;
     struct proto_msg m;
     char want[512];
     agent_start(&a, "10");
@@ -186,13 +144,13 @@ static void wrong_version(void)
           !memcmp(m.error->via.str.ptr, want, strlen(want)));
     int st = agent_wait(&a, 5);
     CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d", st);
-    agent_close(&a);
+    agent_pipe_close(&a);
 }
 
 /* EOF, SIGTERM, no ping: each ends the agent with its own status. */
 static void endings(void)
 {
-    struct agent_proc a;
+    struct agent_pipe a;
     struct proto_msg m;
     agent_start(&a, "10");
     send_hello(&a, HIERNET_AGENT_VERSION);
@@ -209,14 +167,14 @@ static void endings(void)
     kill(a.pid, SIGTERM);
     st = agent_wait(&a, 5);
     CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM, "TERM: status %d", st);
-    agent_close(&a);
+    agent_pipe_close(&a);
 
     agent_start(&a, "0.3");
     double t = mono_s();
     st = agent_wait(&a, 10);
     CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "idle: status %d", st);
     CHECK_MSG(mono_s() - t >= 0.3, "idle: ended after %.3f s", mono_s() - t);
-    agent_close(&a);
+    agent_pipe_close(&a);
 }
 
 /* A controller that reads nothing: the agent's stdout pipe is full and
@@ -224,7 +182,7 @@ static void endings(void)
  * drain them, then exits (it waited for ever). */
 static void unread_output(void)
 {
-    struct agent_proc a;
+    struct agent_pipe a;
     int queued = 0;
     agent_start(&a, "3"); /* 3 s: the pings are all read well within it */
     CHECK(fcntl(a.from, F_SETPIPE_SZ, 4096) >= 0);
@@ -246,7 +204,7 @@ static void unread_output(void)
     CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM, "status %d", st);
     CHECK_MSG(mono_s() - t >= 2.9, "exited %.3f s after SIGTERM, before the drain's 3 s",
               mono_s() - t);
-    agent_close(&a);
+    agent_pipe_close(&a);
 }
 
 /* The agent makes its stdin non-blocking; that flag is the open file's,
@@ -339,11 +297,64 @@ static void bad_idle_timeout(void)
     }
 }
 
+/* The next message is an error response to build whose map says code
+ * NET_ERR_SCENARIO (1) and message want. */
+static void expect_build_error(struct agent_pipe *a, const char *want)
+{
+    struct proto_msg m;
+    struct agent_build_error e;
+    char err[256];
+    CHECK(agent_next(a, &m) && m.kind == PROTO_RESPONSE);
+    CHECK(m.error && m.error->type == MSGPACK_OBJECT_MAP);
+    CHECK(agent_wire_read_build_error(m.error, &e, err, sizeof err) == 0);
+    CHECK(e.code == 1);
+    CHECK_STREQ(e.node, "");
+    CHECK_STREQ(e.link, "");
+    CHECK_STREQ(e.message, want);
+}
+
+static void send_build(struct agent_pipe *a, const void *part, size_t len)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_build(&m, &(struct agent_build){part, (uint32_t)len});
+    agent_send(a, AGENT_BUILD, &m);
+}
+
+static void build_refusals(void)
+{
+    static const uint8_t not_a_part[] = {0x81, 0xa3, 'r', 'u', 'n', 0x05}; /* {run = 5} */
+    struct agent_pipe a;
+    struct proto_msg m;
+    agent_start(&a, "10");
+    send_build(&a, not_a_part, sizeof not_a_part);
+    expect_build_error(&a, "build: before hello");
+    send_hello(&a, HIERNET_AGENT_VERSION);
+    CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_NIL);
+    CHECK(agent_pipe_call(&a, 3, "\x94", 1)); /* nothing built: dropped, logged once */
+    struct msgmap b;
+    msgmap_init(&b);
+    msgmap_str(&b, "part", "abc");
+    agent_send(&a, AGENT_BUILD, &b);
+    expect_build_error(&a, "build: param 'part': expected binary, got string");
+    send_build(&a, not_a_part, sizeof not_a_part);
+    expect_build_error(&a, "part wire: part: field 'v' is missing");
+    send_build(&a, not_a_part, sizeof not_a_part);
+    expect_build_error(&a, "build: this agent has had its build already (one part per agent)");
+    msgmap_init(&b);
+    agent_send(&a, AGENT_TEARDOWN, &b);
+    CHECK(agent_next(&a, &m) && m.kind == PROTO_RESPONSE && m.error->type == MSGPACK_OBJECT_NIL);
+    int st = agent_wait(&a, 5);
+    CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    agent_pipe_close(&a);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     check_bin_path("hiernet", hiernet_path, sizeof hiernet_path);
     hello_ping_teardown();
+    build_refusals();
     wrong_version();
     endings();
     unread_output();

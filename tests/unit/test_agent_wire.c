@@ -36,7 +36,10 @@ static void names(void)
     CHECK(agent_method_find(NULL, 0) == AGENT_UNKNOWN);
     CHECK(agent_method_served(AGENT_HELLO) && agent_method_served(AGENT_PING) &&
           agent_method_served(AGENT_TEARDOWN));
-    CHECK(!agent_method_served(AGENT_BUILD) && !agent_method_served(AGENT_CALL) &&
+    CHECK(agent_method_served(AGENT_BUILD) && agent_method_served(AGENT_CALL) &&
+          agent_method_served(AGENT_EXIT));
+    CHECK(agent_method_find("call", 4) == AGENT_CALL && agent_method_find("exit", 4) == AGENT_EXIT);
+    CHECK(!agent_method_served(AGENT_LINK) && !agent_method_served(AGENT_STATS) &&
           !agent_method_served(AGENT_UNKNOWN));
     /* every name is distinct and found back */
     for (int m = AGENT_UNKNOWN + 1; m < AGENT_METHOD_COUNT; m++) {
@@ -159,11 +162,159 @@ static void bad_fields(void)
     CHECK_STREQ(err, "ping reply: not a map");
 }
 
+static void build_round_trip(void)
+{
+    static const uint8_t part[5] = {0x93, 0x01, 0x00, 0xff, 0x02};
+    struct agent_build b = {part, sizeof part}, bb;
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    msgmap_init(&m);
+    agent_wire_build(&m, &b);
+    proto_reader_init(&r, 0);
+    CHECK(through_reader(&m, "build", &r, &msg));
+    CHECK(agent_method_find(msg.method, msg.method_len) == AGENT_BUILD);
+    CHECK(agent_wire_read_build(msg.params, &bb, err, sizeof err) == 0);
+    CHECK(bb.part_len == 5 && !memcmp(bb.part, part, 5));
+    proto_reader_destroy(&r);
+
+    struct agent_build_reply rep = {"quick-1-m1", 3}, rb;
+    msgmap_init(&m);
+    agent_wire_build_reply(&m, &rep);
+    proto_reader_init(&r, 0);
+    CHECK(through_reader(&m, "x", &r, &msg));
+    CHECK(agent_wire_read_build_reply(msg.params, &rb, err, sizeof err) == 0);
+    CHECK_STREQ(rb.registry, "quick-1-m1");
+    CHECK(rb.nodes == 3);
+    proto_reader_destroy(&r);
+}
+
+/* The error travels as the response's error map: the reader accepts it,
+ * proto_error_text gives its line, and the decoder gives every field. */
+static void build_error_round_trip(void)
+{
+    struct agent_build_error e = {.code = 2,
+                                  .node = "s1",
+                                  .link = "s1-h2",
+                                  .message = "link s1-h2: rate '0': must be positive"},
+                             eb;
+    struct msgmap m;
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgmap_init(&m);
+    agent_wire_build_error(&m, &e);
+    CHECK(msgmap_error_response(&m, &pk, 9));
+    struct proto_reader r;
+    proto_reader_init(&r, 0);
+    size_t avail;
+    memcpy(proto_reader_buffer(&r, sb.size, &avail), sb.data, sb.size);
+    proto_reader_consumed(&r, sb.size);
+    struct proto_msg msg;
+    bool has_msgid;
+    char err[256];
+    CHECK(proto_reader_next(&r, &msg, &has_msgid, err, sizeof err) == PROTO_NEXT_MESSAGE);
+    CHECK(msg.kind == PROTO_RESPONSE && msg.msgid == 9);
+    CHECK(msg.error->type == MSGPACK_OBJECT_MAP && msg.result->type == MSGPACK_OBJECT_NIL);
+    proto_error_text(msg.error, err, sizeof err);
+    CHECK_STREQ(err, "link s1-h2: rate '0': must be positive");
+    CHECK(agent_wire_read_build_error(msg.error, &eb, err, sizeof err) == 0);
+    CHECK(eb.code == 2);
+    CHECK_STREQ(eb.node, "s1");
+    CHECK_STREQ(eb.link, "s1-h2");
+    CHECK_STREQ(eb.message, e.message);
+    proto_reader_destroy(&r);
+    msgpack_sbuffer_destroy(&sb);
+
+    msgpack_object s = {.type = MSGPACK_OBJECT_STR, .via.str = {3, "bad"}};
+    proto_error_text(&s, err, sizeof err);
+    CHECK_STREQ(err, "bad");
+    CHECK(agent_wire_read_build_error(&s, &eb, err, sizeof err) == -1);
+    CHECK_STREQ(err, "build error: not a map");
+}
+
+static void call_exit_round_trip(void)
+{
+    static uint8_t data[AGENT_CALL_DATA_MAX];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(i * 7);
+    struct agent_call c = {123456789012ULL, data, sizeof data}, cb;
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    msgmap_init(&m);
+    agent_wire_call(&m, &c);
+    proto_reader_init(&r, 0);
+    CHECK(through_reader(&m, "call", &r, &msg));
+    CHECK(agent_wire_read_call(msg.params, &cb, err, sizeof err) == 0);
+    CHECK(cb.node == c.node && cb.len == sizeof data && !memcmp(cb.data, data, sizeof data));
+    proto_reader_destroy(&r);
+
+    struct agent_exit x = {4, 9 /* killed by SIGKILL */}, xb;
+    msgmap_init(&m);
+    agent_wire_exit(&m, &x);
+    proto_reader_init(&r, 0);
+    CHECK(through_reader(&m, "exit", &r, &msg));
+    CHECK(agent_wire_read_exit(msg.params, &xb, err, sizeof err) == 0);
+    CHECK(xb.node == 4 && xb.status == 9);
+    proto_reader_destroy(&r);
+}
+
+/* Decodes one map built by fill with dec and checks the refusal's line. */
+#define REFUSED(fill, dec, type, want)                                                             \
+    do {                                                                                           \
+        struct msgmap m;                                                                           \
+        struct proto_reader r;                                                                     \
+        struct proto_msg msg;                                                                      \
+        type out;                                                                                  \
+        char err[256];                                                                             \
+        msgmap_init(&m);                                                                           \
+        fill;                                                                                      \
+        proto_reader_init(&r, 0);                                                                  \
+        CHECK(through_reader(&m, "x", &r, &msg));                                                  \
+        CHECK(dec(msg.params, &out, err, sizeof err) == -1);                                       \
+        CHECK_STREQ(err, want);                                                                    \
+        proto_reader_destroy(&r);                                                                  \
+    } while (0)
+
+static void build_call_refusals(void)
+{
+    static uint8_t big[AGENT_CALL_DATA_MAX + 1];
+    REFUSED(msgmap_str(&m, "part", "abc"), agent_wire_read_build, struct agent_build,
+            "build: param 'part': expected binary, got string");
+    REFUSED(msgmap_bin(&m, "part", "", 0), agent_wire_read_build, struct agent_build,
+            "build: param 'part': 0 bytes, expected 1 to 67108864");
+    REFUSED(msgmap_i64(&m, "other", 1), agent_wire_read_build, struct agent_build,
+            "build: param 'part': missing");
+    REFUSED(msgmap_i64(&m, "node", -1), agent_wire_read_call, struct agent_call,
+            "call: param 'node': expected non-negative integer, got integer");
+    REFUSED((msgmap_u64(&m, "node", 1), msgmap_bin(&m, "data", big, sizeof big)),
+            agent_wire_read_call, struct agent_call,
+            "call: param 'data': 65537 bytes, expected 1 to 65536");
+    REFUSED(msgmap_u64(&m, "node", 1), agent_wire_read_call, struct agent_call,
+            "call: param 'data': missing");
+    REFUSED((msgmap_u64(&m, "node", 1), msgmap_str(&m, "status", "9")), agent_wire_read_exit,
+            struct agent_exit, "exit: param 'status': expected integer, got string");
+    REFUSED((msgmap_str(&m, "registry", "r"), msgmap_f64(&m, "nodes", 1.5)),
+            agent_wire_read_build_reply, struct agent_build_reply,
+            "build reply: param 'nodes': expected non-negative integer, got number");
+    REFUSED((msgmap_i64(&m, "code", 1), msgmap_str(&m, "node", ""), msgmap_nil(&m, "link")),
+            agent_wire_read_build_error, struct agent_build_error,
+            "build error: param 'link': missing");
+}
+
 int main(void)
 {
     names();
     hello_round_trip();
     reply_round_trip();
     bad_fields();
+    build_round_trip();
+    build_error_round_trip();
+    call_exit_round_trip();
+    build_call_refusals();
     return check_report();
 }
