@@ -170,15 +170,15 @@ static bool part_computes(struct command_job *j, const struct part_params *p,
  * that time makes the activations and gradients that cross the links. So
  * a pass's time is the emulated device's, whatever the host's cores and
  * memory are doing, unless the real pass overruns it. */
-static bool part_profile_time(struct command_job *j, const struct ml_model *m, int first,
-                              int last, bool backward, int batch)
+static bool part_profile_time(struct command_job *j, const struct ml_model *m, int first, int last,
+                              bool backward, int batch)
 {
     if (!m->profiled) return true;
     struct zoo_cost cost;
     if (zoo_range_cost(m->spec, first, last, &cost, j->err, sizeof j->err) < 0) return false;
     const char *basis = "flops";
-    double ms = 1e3 * profile_pass_seconds(j->server->cfg.profile, &m->arch, &cost, backward,
-                                           batch, &basis);
+    double ms = 1e3 * profile_pass_seconds(j->server->cfg.profile, &m->arch, &cost, backward, batch,
+                                           &basis);
     j->work.device_ms = ms;
     cmd_result_f64(j, "device_ms", ms);
     cmd_result_str(j, "basis", basis);
@@ -573,13 +573,13 @@ static bool backward_run(struct command_job *j, const struct backward_params *p)
     struct store_tensor *params = part_open(j, &p->part, &m, &first, &last);
     if (!params) return false;
     struct ml_stash *s = stash_find(j->ml, p->part.model, first, last, p->part.microbatch);
-    bool ok = s && s->live
-                  ? part_profile_time(j, m, first, last, true, s->batch) &&
-                        backward_pass(j, p, params, s)
-                  : cmd_fail(j,
-                             "layers {%d, %d}: no forward of micro-batch %" PRId64 " to go back "
-                             "through",
-                             first + 1, last + 1, p->part.microbatch);
+    bool ok =
+        s && s->live
+            ? part_profile_time(j, m, first, last, true, s->batch) && backward_pass(j, p, params, s)
+            : cmd_fail(j,
+                       "layers {%d, %d}: no forward of micro-batch %" PRId64 " to go back "
+                       "through",
+                       first + 1, last + 1, p->part.microbatch);
     store_tensor_release(params);
     return ok;
 }

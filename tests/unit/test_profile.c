@@ -176,7 +176,8 @@ static void test_range_cost(void)
 {
     struct zoo_cost c;
     CHECK(zoo_range_cost("mlp:16-1024-1024-10", 0, 0, &c, err, sizeof err) == 0);
-    CHECK(c.forward[ZOO_OP_DENSE] == 2.0 * 16 * 1024 && c.backward[ZOO_OP_DENSE] == 2.0 * 16 * 1024);
+    CHECK(c.forward[ZOO_OP_DENSE] == 2.0 * 16 * 1024 &&
+          c.backward[ZOO_OP_DENSE] == 2.0 * 16 * 1024);
     CHECK(c.forward[ZOO_OP_ELEMENTWISE] == 2048 && c.backward[ZOO_OP_ELEMENTWISE] == 2048);
     CHECK(zoo_range_cost("mlp:16-1024-1024-10", 1, 2, &c, err, sizeof err) == 0);
     CHECK(c.forward[ZOO_OP_DENSE] == 2.0 * 1024 * 1024 + 2.0 * 1024 * 10);
@@ -205,8 +206,8 @@ static void test_range_cost(void)
             CHECK_MSG(sum.forward[op] == whole.cost.forward[op] &&
                           sum.backward[op] == whole.cost.backward[op],
                       "%s: op %s: the parts sum to %g / %g, the whole is %g / %g", splits[i].spec,
-                      zoo_op_name(op), sum.forward[op], sum.backward[op],
-                      whole.cost.forward[op], whole.cost.backward[op]);
+                      zoo_op_name(op), sum.forward[op], sum.backward[op], whole.cost.forward[op],
+                      whole.cost.backward[op]);
     }
     CHECK(zoo_range_cost("mlp:16-1024-10", 0, 2, &c, err, sizeof err) == -1);
     CHECK_CONTAINS(err, "layers 1 to 2");
