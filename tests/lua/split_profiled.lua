@@ -7,8 +7,9 @@
 --     worker pads it, asleep);
 --   * split.train with compute = "profile" runs the same real passes: its
 --     final parameters equal, bit for bit, those of the same training by
---     kernel, it evaluates (the model itself learns), and each stage's
---     forward_ms is at least its M passes' profile time;
+--     kernel (a GPipe pipeline, and splitfed), it evaluates (the model
+--     itself learns), and each stage's forward_ms is at least its M
+--     passes' profile time;
 --   * the errors: a profiled model on a node without a profile, a
 --     surrogate's or a zoo model's layer range, a part node without a
 --     profile, learn = beside a split.
@@ -95,6 +96,19 @@ for _, row in ipairs(T.csv("profile_steps")) do
     error(string.format("step %d: stage 2's forward_ms %.3f, below its profile time %.3f", row.step, row.forward_ms, stage2_ms))
   end
 end
+
+-- splitfed by profile (clients nodes[1] and nodes[2], the server part on
+-- nodes[3]) trains the same model as by kernel, bit for bit.
+local function splitfed(compute, prefix)
+  split.train{ mode = "splitfed", clients = { nodes[1], nodes[2] }, compute = compute,
+               parts = { { layers = "1" }, { node = nodes[3], layers = "2-" } }, model = MODEL,
+               dataset = { name = "synthetic", n = 256, dim = 16, classes = 4, test_n = 32, seed = 4 },
+               seed = 9, batch = 8, steps = 2, worker_opt = { lr = 0.1 }, eval_every = 2, eval_limit = 32,
+               prefix = prefix, progress = false }
+  return T.read_all(nodes[3], "w", hn.model_check(MODEL))
+end
+local f_kernel, f_prof = splitfed(nil, "sfk_"), splitfed("profile", "sfp_")
+for i = 1, #f_kernel do T.eq(f_prof[i], f_kernel[i], "splitfed parameter " .. (i - 1) .. " by profile") end
 
 -- ---- the errors of split.train ----
 local base = { model = MODEL, compute = "profile", dataset = { name = "synthetic", n = 64, dim = 16, classes = 4 },
