@@ -575,7 +575,7 @@ static bool backward_run(struct command_job *j, const struct backward_params *p)
     struct ml_stash *s = stash_find(j->ml, p->part.model, first, last, p->part.microbatch);
     bool ok =
         s && s->live
-            ? part_profile_time(j, m, first, last, true, s->batch) && backward_pass(j, p, params, s)
+            ? backward_pass(j, p, params, s) && part_profile_time(j, m, first, last, true, s->batch)
             : cmd_fail(j,
                        "layers {%d, %d}: no forward of micro-batch %" PRId64 " to go back "
                        "through",
