@@ -175,6 +175,12 @@ static bool send_run(struct command_job *j, struct send_params *p)
     return part != NULL;
 }
 
+/* A snapshot by reference is brief; a range is copied (read and write). */
+static bool send_brief(struct command_job *j, const struct send_params *p)
+{
+    return !p->range.set || cmd_brief_elements(p->range.count, 2);
+}
+
 /* ---- send: transfers (loop thread) ---- */
 
 static void send_finish(struct send_params *p)
@@ -379,5 +385,5 @@ static const char *const keys_send[] = {"tensor", "to",  "to_addr", "as", "range
                                         "at",     "add", "nowait",  NULL};
 static const char *const keys_peers[] = {"table", "replace", "secret", NULL};
 
-COMMAND_DEFINE(data_cmd_send, send, COMMAND_WORKER, (parse, run, after, cleanup));
+COMMAND_DEFINE(data_cmd_send, send, COMMAND_WORKER, (parse, run, after, cleanup, brief));
 COMMAND_DEFINE(data_cmd_peers, peers, COMMAND_NOW, (parse, run, cleanup), .bare = true);

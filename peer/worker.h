@@ -115,6 +115,25 @@ void worker_submit(struct worker *w, struct worker_job *job);
 /* While a gate holds the worker: runs job next, ahead of the queue (jobs
  * submitted so run in their order). Loop thread. */
 void worker_submit_held(struct worker *w, struct worker_job *job);
+/* A job the loop thread may run itself (fewer wake-ups): a job handed to
+ * an idle worker waits for its thread to wake and get a core, which on a
+ * busy host (the worker runs at nice 10) takes 0.5 to several ms
+ * (docs/fidelity.md "Overload"), and a budget of the job's CPU time alone
+ * (dilation / speed <= 1) has no slack to hide it in: every such wake-up
+ * moved the emulated end. worker_claim says whether that is the case now:
+ * the worker is idle (nothing running, queued, or finished and not
+ * delivered; holder: the job is the holding gate's own, worker_submit_held)
+ * and its budget cannot outlast the job's CPU time (a CPU device at
+ * dilation <= speed, so running it needs no wait afterwards). When true the
+ * worker is claimed: call worker_run_here, or worker_unclaim to submit the
+ * job as usual. Loop thread; the caller decides which jobs are brief enough
+ * for it (the loop does not receive while a job runs there). */
+bool worker_claim(struct worker *w, bool holder);
+void worker_unclaim(struct worker *w);
+/* Runs job on the calling thread, timed and judged as on the worker (its
+ * start: now; its run-queue delay: this thread's), counts it and ends the
+ * claim. The caller then calls job->done itself. */
+void worker_run_here(struct worker *w, struct worker_job *job);
 /* Ends the hold of the gate that reached the head: the queue goes on. */
 void worker_release(struct worker *w);
 /* Safe from any thread. */
