@@ -150,6 +150,33 @@ static void worker_account(struct worker *w, struct worker_job *job)
     w->totals.compute_ms += job->wall_ms;
 }
 
+bool worker_late_end(const struct worker_timing *t, double budget_ms, double late_ms,
+                     double wake_delay_ms, bool *starved)
+{
+    if (!worker_overran(t, budget_ms, budget_ms + late_ms)) return false;
+    /* Without schedstat every late ms counts as waiting for a core, as in
+     * worker_judge. */
+    *starved = !(wake_delay_ms >= 0) || worker_overran(t, budget_ms, budget_ms + wake_delay_ms);
+    return true;
+}
+
+/* Waits out the rest of the job's budget (lock held). The wait ends on a
+ * timer and the thread then needs a core again: a late wake-up moves the
+ * job's end as much as a late run would, so it is judged the same way.
+ * delay_mark: the thread's run-queue delay before the wait. */
+static void worker_pad(struct worker *w, struct worker_job *job, double budget_ms,
+                       double delay_mark)
+{
+    double end_ms = job->start_ms + budget_ms;
+    worker_wait_until(w, end_ms);
+    double late_ms = mono_ms() - end_ms;
+    if (job->overrun || w->stopping || !worker_overran(&w->timing, budget_ms, budget_ms + late_ms))
+        return; /* the usual case: no file read under the lock */
+    double delay = thread_run_delay_ms();
+    double wake_delay = delay >= 0 && delay_mark >= 0 ? delay - delay_mark : -1;
+    job->overrun = worker_late_end(&w->timing, budget_ms, late_ms, wake_delay, &job->starved);
+}
+
 /* Runs one job and times it. Called with the lock released; returns with it
  * held. The emulated device takes the job when it arrives, or when the
  * previous one ends if that is later: the moment this thread actually gets a
@@ -161,8 +188,9 @@ static void worker_run_job(struct worker *w, struct worker_job *job)
     double submitted_ms = ts_ms(&job->submitted);
     double start_ms = submitted_ms > w->free_ms ? submitted_ms : w->free_ms;
     double budget_ms = worker_time_run(w, job, start_ms, w->run_delay_mark);
+    double delay_mark = thread_run_delay_ms();
     pthread_mutex_lock(&w->lock);
-    if (mono_ms() < start_ms + budget_ms) worker_wait_until(w, start_ms + budget_ms);
+    if (mono_ms() < start_ms + budget_ms) worker_pad(w, job, budget_ms, delay_mark);
     worker_account(w, job);
 }
 
@@ -170,6 +198,12 @@ static void worker_run_job(struct worker *w, struct worker_job *job)
 static struct worker_job *worker_next(struct worker *w)
 {
     return queue_pop(w->held ? &w->held_jobs : &w->pending);
+}
+
+/* A job is queued to run next (lock held). */
+static bool worker_has_next(const struct worker *w)
+{
+    return !fifo_empty(w->held ? &w->held_jobs : &w->pending);
 }
 
 /* A gate reached the head (lock held): the worker is held from now on and
@@ -234,10 +268,11 @@ static void *worker_main(void *arg)
         } else {
             worker_hold(w, job);
         }
+        bool wake = !(ran && job->quiet_done && worker_has_next(w));
         queue_push(&w->finished, job);
         pthread_mutex_unlock(&w->lock);
         if (ran) w->run_delay_mark = thread_run_delay_ms(); /* the next job's from here */
-        ev_async_send(w->loop, &w->wakeup);
+        if (wake) ev_async_send(w->loop, &w->wakeup);
         pthread_mutex_lock(&w->lock);
     }
     pthread_mutex_unlock(&w->lock);

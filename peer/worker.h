@@ -51,6 +51,12 @@ struct worker_job {
      * profiled grad, docs/fidelity.md), which then sets its budget instead
      * of its CPU time: dilation * device_ms / speed. */
     double device_ms;
+    /* Set by the submitter: the job's done only records its result (a
+     * batch's command with more queued behind it), so when the next job is
+     * queued already the worker goes on to it without waking the loop,
+     * whose thread (nice 0) would otherwise preempt it between the two;
+     * the next wake-up delivers both, in order. */
+    bool quiet_done;
     /* Filled in by the worker. */
     double start_ms;     /* before run: the emulated device's start (CLOCK_MONOTONIC ms): its
                             arrival, or the previous job's end. A job that pads itself to a
@@ -99,6 +105,14 @@ bool worker_overran(const struct worker_timing *t, double budget_ms, double real
  * larger dilation would not shorten. */
 bool worker_starved(const struct worker_timing *t, double budget_ms, double cpu_ms,
                     double run_delay_ms);
+
+/* A job that waited out its budget ended late_ms after it (the thread's
+ * wake-up from that wait): whether that end overran (as worker_overran),
+ * and then in *starved whether the thread's run-queue delay over the wait
+ * (wake_delay_ms; < 0 unknown, counted as all of it) alone explains it:
+ * waiting for a core after the timer fired, rather than a late timer. */
+bool worker_late_end(const struct worker_timing *t, double budget_ms, double late_ms,
+                     double wake_delay_ms, bool *starved);
 
 struct worker;
 

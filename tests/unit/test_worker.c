@@ -3,11 +3,15 @@
  * worker_run_here) only when the worker is idle and the job's budget has no
  * slack: not while a job runs, is queued or waits to be delivered, not for
  * a job outside the gate that holds the worker, not on a slow node, a
- * dilated one, a GPU or the background worker. */
+ * dilated one, a GPU or the background worker; and a job's end after a
+ * late wake-up from waiting out its budget is judged as an overrun; a
+ * quiet_done job's delivery waits for the job queued behind it. */
 #include "check.h"
 #include "peer/worker.h"
 
 #include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 
 struct probe_job {
     struct worker_job work; /* first: the job is the probe */
@@ -36,8 +40,7 @@ static void probe_done(struct worker_job *job, bool cancelled)
 
 static struct probe_job probe(double sleep_ms)
 {
-    return (struct probe_job){.work = {.run = probe_run, .done = probe_done},
-                              .sleep_ms = sleep_ms};
+    return (struct probe_job){.work = {.run = probe_run, .done = probe_done}, .sleep_ms = sleep_ms};
 }
 
 /* Runs the loop until job has been delivered (or a second has passed). */
@@ -142,6 +145,71 @@ static void test_no_claim_with_slack(struct ev_loop *loop)
     CHECK(worker_destroy(bg));
 }
 
+/* A job that blocks its thread until the test posts `go`. */
+struct gated_job {
+    struct probe_job probe; /* first */
+    sem_t go;
+    atomic_bool started;
+};
+
+static void gated_run(struct worker_job *job)
+{
+    struct gated_job *g = (struct gated_job *)job;
+    atomic_store(&g->started, true);
+    sem_wait(&g->go);
+}
+
+/* quiet_done: with the next job queued behind it, a finished job is not
+ * delivered until that one wakes the loop (both then, in order); without
+ * it, at once. */
+static void check_quiet_done(struct ev_loop *loop, bool quiet)
+{
+    struct worker *w = worker_create(loop, &host);
+    struct probe_job a = probe(0);
+    a.work.quiet_done = quiet;
+    struct gated_job b = {.probe = probe(0)};
+    b.probe.work.run = gated_run;
+    sem_init(&b.go, 0, 0);
+    int before = deliveries;
+    worker_submit(w, &a.work);
+    worker_submit(w, &b.probe.work);
+    for (int i = 0; i < 1000 && !atomic_load(&b.started); i++) {
+        struct timespec t = {0, 1000000L};
+        nanosleep(&t, NULL);
+    }
+    CHECK(atomic_load(&b.started)); /* a has run */
+    if (quiet) {
+        for (int i = 0; i < 20; i++)
+            ev_run(loop, EVRUN_NOWAIT);
+        CHECK_MSG(a.delivered == 0, "quiet: delivered while the next job ran");
+    } else {
+        deliver(loop, &a);
+        CHECK(a.delivered == before + 1 && b.probe.delivered == 0);
+    }
+    sem_post(&b.go);
+    deliver(loop, &b.probe);
+    CHECK(a.delivered == before + 1 && b.probe.delivered == before + 2);
+    CHECK(worker_destroy(w));
+    sem_destroy(&b.go);
+}
+
+/* A job that waited out its budget and woke late: its end is judged like
+ * a late run (5% + 0.5 ms), starved when the wake-up's run-queue delay
+ * alone passes that; unknown delay counts as starved. */
+static void test_late_end(void)
+{
+    const struct worker_timing slow = {.speed = 0.1, .dilation = 1, .cpu_device = true};
+    bool starved = false;
+    CHECK(!worker_late_end(&slow, 6, 0.7, 0.7, &starved)); /* under 0.3 + 0.5 ms */
+    CHECK(worker_late_end(&slow, 6, 0.9, 0.9, &starved) && starved);
+    starved = true;
+    CHECK(worker_late_end(&slow, 6, 0.9, 0.1, &starved) && !starved); /* the timer was late */
+    starved = false;
+    CHECK(worker_late_end(&slow, 6, 0.9, -1, &starved) && starved);
+    const struct worker_timing gpu = {.speed = 1, .dilation = 4, .cpu_device = false};
+    CHECK(!worker_late_end(&gpu, 6, 100, 100, &starved)); /* never counted on a GPU */
+}
+
 int main(void)
 {
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
@@ -149,6 +217,9 @@ int main(void)
     test_no_claim_out_of_order(loop);
     test_gate_holder(loop);
     test_no_claim_with_slack(loop);
+    test_late_end();
+    check_quiet_done(loop, false);
+    check_quiet_done(loop, true);
     ev_loop_destroy(loop);
     return check_report();
 }
