@@ -42,7 +42,6 @@ struct agent_part {
     struct agent_stats_feed *stats; /* app/agent_stats.c, once built */
 };
 
-
 void part_log(struct agent_part *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Sends the error map (code, node, link "" when none) for request msgid. */
 void part_answer_error(struct agent_part *p, uint32_t msgid, int code, const char *node,

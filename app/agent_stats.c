@@ -26,8 +26,8 @@ struct agent_stats_feed {
     ev_timer send; /* the loop's next turn: the sample's rows are all in */
     struct agent_stats_row *rows;
     size_t n_rows, cap_rows;
-    int64_t t_ns;  /* when the sample's first row arrived */
-    size_t cursor; /* the next link looked at first: rows come in link order */
+    int64_t t_ns;                  /* when the sample's first row arrived */
+    size_t cursor;                 /* the next link looked at first: rows come in link order */
     char (*names)[AGENT_LINK_MAX]; /* per link of the part: its links.csv name */
 };
 
@@ -117,7 +117,8 @@ struct agent_stats_feed *agent_stats_start(struct agent_part *p)
     char err[256];
     struct agent_stats_feed *f = calloc(1, sizeof *f);
     if (!f || n != COL_COUNTERS + ROW_COUNTERS) {
-        part_log(p, "stats: not sent: %s", f ? "links.csv's columns are not the wire's" : "out of memory");
+        part_log(p, "stats: not sent: %s",
+                 f ? "links.csv's columns are not the wire's" : "out of memory");
         free(f);
         return NULL;
     }

@@ -13,12 +13,12 @@ static const struct {
     const char *name;
     bool served;
 } agent_methods[AGENT_METHOD_COUNT] = {
-    [AGENT_UNKNOWN] = {"", false},        [AGENT_HELLO] = {"hello", true},
-    [AGENT_PING] = {"ping", true},        [AGENT_TEARDOWN] = {"teardown", true},
-    [AGENT_BUILD] = {"build", true},      [AGENT_CALL] = {"call", true},
-    [AGENT_LINK] = {"link", true},        [AGENT_KILL] = {"kill", true},
-    [AGENT_RESTART] = {"restart", true},  [AGENT_PARTITION] = {"partition", true},
-    [AGENT_HEAL] = {"heal", true},        [AGENT_STATS] = {"stats", true},
+    [AGENT_UNKNOWN] = {"", false},       [AGENT_HELLO] = {"hello", true},
+    [AGENT_PING] = {"ping", true},       [AGENT_TEARDOWN] = {"teardown", true},
+    [AGENT_BUILD] = {"build", true},     [AGENT_CALL] = {"call", true},
+    [AGENT_LINK] = {"link", true},       [AGENT_KILL] = {"kill", true},
+    [AGENT_RESTART] = {"restart", true}, [AGENT_PARTITION] = {"partition", true},
+    [AGENT_HEAL] = {"heal", true},       [AGENT_STATS] = {"stats", true},
     [AGENT_EXIT] = {"exit", true},
 };
 
@@ -275,8 +275,8 @@ int agent_wire_read_exit(const msgpack_object *map, struct agent_exit *out, char
 
 /* ---- run-time changes ---- */
 
-static const char *const link_ops[] = {[AGENT_LINK_SET] = "set", [AGENT_LINK_UP] = "up",
-                                       [AGENT_LINK_DOWN] = "down"};
+static const char *const link_ops[] = {
+    [AGENT_LINK_SET] = "set", [AGENT_LINK_UP] = "up", [AGENT_LINK_DOWN] = "down"};
 
 const char *agent_link_op_name(enum agent_link_op op)
 {
@@ -369,8 +369,7 @@ static int read_side_array(const char *what, const msgpack_object *o, struct age
         const msgpack_object *v = &o->via.array.ptr[i];
         if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 > 2) {
             agent_sides_free(out);
-            return snprintf(err, errlen, "%s: field 'sides': node %u: expected 0, 1 or 2", what,
-                            i),
+            return snprintf(err, errlen, "%s: field 'sides': node %u: expected 0, 1 or 2", what, i),
                    -1;
         }
         out->side[i] = (unsigned char)v->via.u64;

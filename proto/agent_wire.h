@@ -24,18 +24,18 @@
 
 enum agent_method {
     AGENT_UNKNOWN = 0,
-    AGENT_HELLO,    /* request: versions, machine, clocks */
-    AGENT_PING,     /* request: the controller's send time */
-    AGENT_TEARDOWN, /* request: release everything, then exit */
-    AGENT_BUILD,    /* request: build this machine's part (once) */
-    AGENT_CALL,     /* notification, both ways: bytes of a peer's control stream */
+    AGENT_HELLO,     /* request: versions, machine, clocks */
+    AGENT_PING,      /* request: the controller's send time */
+    AGENT_TEARDOWN,  /* request: release everything, then exit */
+    AGENT_BUILD,     /* request: build this machine's part (once) */
+    AGENT_CALL,      /* notification, both ways: bytes of a peer's control stream */
     AGENT_LINK,      /* request: set, up or down a link of the part */
     AGENT_KILL,      /* request: SIGKILL a node's peer */
     AGENT_RESTART,   /* request: a fresh peer in the node */
     AGENT_PARTITION, /* request: a partition, sides per whole-network node */
     AGENT_HEAL,      /* request: heal partitions */
     AGENT_STATS,     /* notification, agent to controller: links.csv rows of the part */
-    AGENT_EXIT,  /* notification, agent to controller: a peer of the part exited */
+    AGENT_EXIT,      /* notification, agent to controller: a peer of the part exited */
     AGENT_METHOD_COUNT
 };
 
@@ -239,8 +239,9 @@ int agent_wire_read_heal_reply(const msgpack_object *map, uint64_t *healed, char
  * backend counts no queue). The controller puts t_ns on its timeline
  * with its clock estimate of the agent. */
 #define AGENT_STATS_COUNTERS(X)                                                                    \
-    X(packets) X(bytes) X(delivered) X(delivered_bytes) X(drops_loss) X(drops_queue)               \
-        X(drops_down) X(queue_peak) X(queue_len) X(marked) X(bw_bps)
+    X(packets)                                                                                     \
+    X(bytes) X(delivered) X(delivered_bytes) X(drops_loss) X(drops_queue) X(drops_down)            \
+        X(queue_peak) X(queue_len) X(marked) X(bw_bps)
 #define AGENT_STATS_FIELD_(name) int64_t name;
 struct agent_stats_row {
     uint64_t link;

@@ -159,8 +159,7 @@ static void fuzz_change_map(const msgpack_object *map)
     stats_t st;
     uint64_t healed;
     fuzz_link(map);
-    if (read_kill(map, &n, err, sizeof err) == 0)
-        ROUND_TRIP(node_t, n, agent_wire_node, read_kill);
+    if (read_kill(map, &n, err, sizeof err) == 0) ROUND_TRIP(node_t, n, agent_wire_node, read_kill);
     if (read_partition(map, &s, err, sizeof err) == 0) {
         for (size_t i = 0; i < s.n; i++)
             if (s.side[i] > 2) abort();

@@ -46,7 +46,8 @@ static void names(void)
     CHECK(agent_method_find("link", 4) == AGENT_LINK && agent_method_find("kill", 4) == AGENT_KILL);
     CHECK(agent_method_find("restart", 7) == AGENT_RESTART &&
           agent_method_find("partition", 9) == AGENT_PARTITION);
-    CHECK(agent_method_find("heal", 4) == AGENT_HEAL && agent_method_find("stats", 5) == AGENT_STATS);
+    CHECK(agent_method_find("heal", 4) == AGENT_HEAL &&
+          agent_method_find("stats", 5) == AGENT_STATS);
     CHECK_STREQ(agent_link_op_name(AGENT_LINK_SET), "set");
     CHECK_STREQ(agent_link_op_name(AGENT_LINK_UP), "up");
     CHECK_STREQ(agent_link_op_name(AGENT_LINK_DOWN), "down");
@@ -390,12 +391,34 @@ static void change_round_trips(void)
 static void stats_round_trip(void)
 {
     struct agent_stats_row rows[2] = {
-        {.link = 4, .dir = "ab", .up = true, .packets = 10, .bytes = 15140, .delivered = 10,
-         .delivered_bytes = 15140, .drops_loss = -1, .drops_queue = -1, .drops_down = 0,
-         .queue_peak = -1, .queue_len = -1, .marked = -1, .bw_bps = 20000000},
-        {.link = 4, .dir = "ba", .up = false, .packets = 1, .bytes = 2, .delivered = 3,
-         .delivered_bytes = 4, .drops_loss = 5, .drops_queue = 6, .drops_down = 7,
-         .queue_peak = 8, .queue_len = 9, .marked = 10, .bw_bps = 11},
+        {.link = 4,
+         .dir = "ab",
+         .up = true,
+         .packets = 10,
+         .bytes = 15140,
+         .delivered = 10,
+         .delivered_bytes = 15140,
+         .drops_loss = -1,
+         .drops_queue = -1,
+         .drops_down = 0,
+         .queue_peak = -1,
+         .queue_len = -1,
+         .marked = -1,
+         .bw_bps = 20000000},
+        {.link = 4,
+         .dir = "ba",
+         .up = false,
+         .packets = 1,
+         .bytes = 2,
+         .delivered = 3,
+         .delivered_bytes = 4,
+         .drops_loss = 5,
+         .drops_queue = 6,
+         .drops_down = 7,
+         .queue_peak = 8,
+         .queue_len = 9,
+         .marked = 10,
+         .bw_bps = 11},
     };
     struct agent_stats st = {123456789012LL, rows, 2}, back;
     struct msgmap m;
@@ -439,7 +462,8 @@ static void change_refusals(void)
             "link: param 'link': missing");
     REFUSED(msgmap_i64(&m, "node", -2), read_kill, struct agent_node,
             "kill: param 'node': expected non-negative integer, got integer");
-    REFUSED(msgmap_u64(&m, "nodes", 2), read_kill, struct agent_node, "kill: param 'node': missing");
+    REFUSED(msgmap_u64(&m, "nodes", 2), read_kill, struct agent_node,
+            "kill: param 'node': missing");
 }
 
 static int read_kill(const msgpack_object *map, struct agent_node *out, char *err, size_t errlen)

@@ -513,7 +513,7 @@ static void test_link_params(void)
                                  .ge_r = 0.2,
                                  .ge_h = 0.3,
                                  .ge_k = 0.9},
-                             back;
+                            back;
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;

@@ -364,7 +364,8 @@ static uint32_t send_build(struct agent_pipe *a)
     if (part_bytes(&part) < 0) return check(0, "the part: %s", err), 0;
     struct msgmap q;
     msgmap_init(&q);
-    agent_wire_build(&q, &(struct agent_build){.part = (const uint8_t *)part.data, .part_len = (uint32_t)part.size});
+    agent_wire_build(&q, &(struct agent_build){.part = (const uint8_t *)part.data,
+                                               .part_len = (uint32_t)part.size});
     uint32_t want = agent_request(a, AGENT_BUILD, &q);
     msgpack_sbuffer_destroy(&part);
     return want;

@@ -312,7 +312,8 @@ static bool norm_of_h2(struct agent_pipe *a, uint32_t msgid)
     msgmap_init(&m);
     msgmap_str(&m, "x", "y");
     msgmap_request(&m, &pk, msgid + 1, "norm");
-    bool sent = agent_pipe_call(a, 2, sb.data, 3) && agent_pipe_call(a, 2, sb.data + 3, sb.size - 3);
+    bool sent =
+        agent_pipe_call(a, 2, sb.data, 3) && agent_pipe_call(a, 2, sb.data + 3, sb.size - 3);
     msgpack_sbuffer_destroy(&sb);
     struct agent_pipe_stream s;
     struct proto_msg r;
@@ -377,11 +378,12 @@ static int build(struct agent_pipe *a, char *id, size_t cap)
     struct agent_build_reply r;
     struct agent_build_error e;
     msgmap_init(&q);
-    agent_wire_build(&q, &(struct agent_build){(const uint8_t *)part.data, (uint32_t)part.size,
-                                               true});
+    agent_wire_build(&q,
+                     &(struct agent_build){(const uint8_t *)part.data, (uint32_t)part.size, true});
     bool answered = ask(a, AGENT_BUILD, &q, &e, &m);
     msgpack_sbuffer_destroy(&part);
-    if (answered && e.code == 2) return printf("SKIP: this machine cannot build: %s\n", e.message), 77;
+    if (answered && e.code == 2)
+        return printf("SKIP: this machine cannot build: %s\n", e.message), 77;
     bool ok = answered && !e.message[0] &&
               agent_wire_read_build_reply(m.result, &r, err, sizeof err) == 0;
     check(ok, "build with stats answered%s%s", e.message[0] ? ": " : "", e.message);
@@ -412,8 +414,8 @@ int main(int argc, char **argv)
     char root[] = "/tmp/hn-agent-ops-XXXXXX";
     if (!mkdtemp(root)) return perror("mkdtemp"), 1;
     setenv(REGISTRY_ENV_ROOT, root, 1);
-    char *args[] = {argv[1], "agent", "--machine", "m1", "--controller", "127.0.0.1",
-                    "--idle-timeout", "120", NULL};
+    char *args[] = {argv[1],     "agent",          "--machine", "m1", "--controller",
+                    "127.0.0.1", "--idle-timeout", "120",       NULL};
     struct agent_pipe a;
     char id[AGENT_REGISTRY_ID_MAX], dir[600];
     if (agent_pipe_start(&a, args, false) < 0) return printf("FAIL: start the agent\n"), 1;
