@@ -24,13 +24,8 @@
 #include "controller/registry.h"
 #include "proto/agent_wire.h"
 #include "proto/protocol.h"
-#include "topo/address.h"
-#include "topo/part.h"
-#include "topo/part_wire.h"
-#include "tests/lib/agent_pipe.h"
+#include "tests/lib/agent_part_fixture.h"
 #include "tests/lib/check_lines.h"
-
-#include "hiernet_version.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -55,50 +50,15 @@ static char h2_addr[INET_ADDRSTRLEN];
 static int64_t stats_bytes = -1;
 static int stats_seen, stats_bad;
 
-static struct topo_network *network(void)
-{
-    struct topo_network *net = topo_network_new("net", TOPO_BACKEND_KERNEL, 1, err, sizeof err);
-    struct topo_link_params lan = {0};
-    if (!net) return NULL;
-    int h1 = topo_node_add(net, "h1", TOPO_NODE_HOST, err, sizeof err);
-    int s1 = topo_node_add(net, "s1", TOPO_NODE_SWITCH, err, sizeof err);
-    int h2 = topo_node_add(net, "h2", TOPO_NODE_HOST, err, sizeof err);
-    if (h1 != 0 || s1 != 1 || h2 != 2 || topo_link_add(net, h1, s1, &lan, err, sizeof err) < 0 ||
-        topo_link_add(net, s1, h2, &lan, err, sizeof err) < 0 ||
-        topo_assign_addresses(net, err, sizeof err) < 0) {
-        topo_network_free(net);
-        return NULL;
-    }
-    struct in_addr in = {htonl(net->nodes[h2].node_addr)};
-    inet_ntop(AF_INET, &in, h2_addr, sizeof h2_addr);
-    return net;
-}
-
+/* The fixture's network, h2's address noted; its part in wire form. */
 static int part_bytes(msgpack_sbuffer *out)
 {
-    struct topo_network *net = network();
-    struct topo_routing routing = {0};
-    struct topo_machines machines = {0};
-    struct topo_placement placement = {0};
-    struct topo_part part = {0};
-    uint32_t underlay[1] = {0x7f000001};
-    uint8_t secret[TOPO_PART_SECRET_SIZE] = {9};
-    struct topo_part_plan plan = {RUN, &placement, &machines, underlay, 4243, secret};
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
-    int rc = net && topo_routing_compute(net, &routing, err, sizeof err) == 0 &&
-                     topo_machines_add(&machines, "m1", "127.0.0.1", 1, err, sizeof err) == 0 &&
-                     topo_placement_compute(net, &machines, &placement, err, sizeof err) == 0 &&
-                     topo_part_make(net, &routing, &plan, 0, &part, err, sizeof err) == 0 &&
-                     topo_part_encode(&part, &pk)
-                 ? 0
-                 : -1;
-    topo_part_free(&part);
-    topo_placement_free(&placement);
-    topo_machines_free(&machines);
-    topo_routing_free(&routing);
-    topo_network_free(net);
-    return rc;
+    struct topo_network *net = agent_fixture_network(err, sizeof err);
+    if (net) {
+        struct in_addr in = {htonl(net->nodes[2].node_addr)};
+        inet_ntop(AF_INET, &in, h2_addr, sizeof h2_addr);
+    }
+    return agent_fixture_part(net, RUN, 4243, out, err, sizeof err);
 }
 
 /* ---- the agent's messages ---- */
@@ -156,20 +116,6 @@ static bool done(struct agent_pipe *a, enum agent_method method, struct msgmap *
 }
 
 /* ---- the namespace's view ---- */
-
-static pid_t peer_of(const char *dir, const char *name)
-{
-    char path[700], net[64], node[64];
-    snprintf(path, sizeof path, "%s/nodes", dir);
-    FILE *f = fopen(path, "r");
-    long pid, found = -1;
-    unsigned long long start;
-    unsigned long inode;
-    while (f && fscanf(f, "%63s %63s %ld %llu %lu", net, node, &pid, &start, &inode) == 5)
-        if (!strcmp(node, name)) found = pid;
-    if (f) fclose(f);
-    return (pid_t)found;
-}
 
 /* Runs cmd in pid's network namespace: its exit status, its output in out. */
 static int in_ns(pid_t pid, const char *cmd, char *out, size_t cap)
@@ -353,20 +299,6 @@ static void kill_restart(struct agent_pipe *a)
 
 /* ---- the session ---- */
 
-static bool hello(struct agent_pipe *a)
-{
-    struct agent_hello h = {.clock_ns = 1};
-    struct proto_msg m;
-    snprintf(h.version, sizeof h.version, "%s", HIERNET_AGENT_VERSION);
-    snprintf(h.run_id, sizeof h.run_id, RUN);
-    snprintf(h.machine, sizeof h.machine, "m1");
-    struct msgmap q;
-    msgmap_init(&q);
-    agent_wire_hello(&q, &h);
-    agent_pipe_request(a, AGENT_HELLO, &q);
-    return agent_next(a, &m) && m.kind == PROTO_RESPONSE && m.error->type == MSGPACK_OBJECT_NIL;
-}
-
 /* build with stats: 1 built, 0 failed, 77 the machine cannot. */
 static int build(struct agent_pipe *a, char *id, size_t cap)
 {
@@ -419,10 +351,10 @@ int main(int argc, char **argv)
     struct agent_pipe a;
     char id[AGENT_REGISTRY_ID_MAX], dir[600];
     if (agent_pipe_start(&a, args, false) < 0) return printf("FAIL: start the agent\n"), 1;
-    check(hello(&a), "hello answered");
+    check(agent_fixture_hello(&a, RUN, WAIT_MS), "hello answered");
     int built = build(&a, id, sizeof id);
     snprintf(dir, sizeof dir, "%s/%s", root, id);
-    pid_t h1 = built == 1 ? peer_of(dir, "h1") : -1;
+    pid_t h1 = built == 1 ? agent_fixture_peer(dir, "h1") : -1;
     if (built == 1) {
         link_set_rate(&a, h1, 5000000, "5Mbit");
         link_set_rate(&a, h1, 7000000, "7Mbit");
