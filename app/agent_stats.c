@@ -110,13 +110,28 @@ static int names_make(struct agent_stats_feed *f)
     return 0;
 }
 
+/* Whether links.csv's columns after `up` are the wire's counters, in
+ * order: on_row copies them by position. */
+static bool columns_match(const char *const *columns, size_t n)
+{
+#define NAME_(name) #name,
+    static const char *const counters[] = {AGENT_STATS_COUNTERS(NAME_)};
+#undef NAME_
+    if (n != COL_COUNTERS + ROW_COUNTERS || strcmp(columns[COL_LINK], "link") ||
+        strcmp(columns[COL_DIR], "dir") || strcmp(columns[COL_UP], "up"))
+        return false;
+    for (size_t k = 0; k < ROW_COUNTERS; k++)
+        if (strcmp(columns[COL_COUNTERS + k], counters[k])) return false;
+    return true;
+}
+
 struct agent_stats_feed *agent_stats_start(struct agent_part *p)
 {
     size_t n;
     const char *const *columns = netrun_link_columns(&n);
     char err[256];
     struct agent_stats_feed *f = calloc(1, sizeof *f);
-    if (!f || n != COL_COUNTERS + ROW_COUNTERS) {
+    if (!f || !columns_match(columns, n)) {
         part_log(p, "stats: not sent: %s",
                  f ? "links.csv's columns are not the wire's" : "out of memory");
         free(f);

@@ -14,7 +14,8 @@
  *     heal answers healed = 1 and the ping goes through again;
  *   - stats: rows of link 0 (ab, h1's sending direction) arrive every
  *     second, and its bytes grow by at least the bytes 20 pings of 1000
- *     bytes put on the wire (20 x 1042), and by less than 4 KiB more;
+ *     bytes put on the wire (20 x 1042), and by less than 4 KiB more, each
+ *     stats t_ns on this host's CLOCK_MONOTONIC (the agent's) since the start;
  *   - kill h2: an exit notification names node 2, signal 9; restart h2:
  *     answered once relayed, and a norm{} sent to the new peer through
  *     call chunks is answered exactly;
@@ -35,6 +36,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define RUN "agentops"
@@ -49,6 +51,14 @@ static char h2_addr[INET_ADDRSTRLEN];
 /* The newest stats row of link 0, direction ab (bytes; -1 before any). */
 static int64_t stats_bytes = -1;
 static int stats_seen, stats_bad;
+static int64_t started_ns; /* this test's CLOCK_MONOTONIC at start: the agent's clock too */
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* The fixture's network, h2's address noted; its part in wire form. */
 static int part_bytes(msgpack_sbuffer *out)
@@ -72,6 +82,7 @@ static void note_stats(const struct proto_msg *m)
         stats_bad++;
         return;
     }
+    if (st.t_ns < started_ns || st.t_ns > now_ns()) stats_bad++; /* not on the host's clock */
     for (size_t i = 0; i < st.n_rows; i++)
         if (st.rows[i].link == 0 && !strcmp(st.rows[i].dir, "ab")) {
             stats_bytes = st.rows[i].bytes;
@@ -237,8 +248,9 @@ static void stats_grow(struct agent_pipe *a, pid_t h1)
     check(ping_h2(h1, PINGS), "%d pings of %d bytes from h1 to h2", PINGS, PING_SIZE);
     stats_wait(a, 2);
     int64_t grown = stats_bytes - before, least = PINGS * PING_WIRE;
-    check(before >= 0 && grown >= least && grown < least + 4096,
-          "link 0 ab's bytes grew by %lld, the pings put %lld on the wire (%d rows, %d bad)",
+    check(before >= 0 && grown >= least && grown < least + 4096 && stats_bad == 0,
+          "link 0 ab's bytes grew by %lld, the pings put %lld on the wire (%d rows, %d bad or "
+          "off the agent's clock)",
           (long long)grown, (long long)least, stats_seen, stats_bad);
 }
 
@@ -342,6 +354,7 @@ int main(int argc, char **argv)
 {
     if (argc != 2) return fprintf(stderr, "usage: hn-agent-ops HIERNET\n"), 2;
     if (geteuid() != 0) return printf("SKIP: needs root (namespaces, veths, qdiscs)\n"), 77;
+    started_ns = now_ns();
     signal(SIGPIPE, SIG_IGN);
     char root[] = "/tmp/hn-agent-ops-XXXXXX";
     if (!mkdtemp(root)) return perror("mkdtemp"), 1;
