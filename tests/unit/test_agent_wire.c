@@ -6,10 +6,12 @@
 #include "check.h"
 
 /* Packs m as a request's params and decodes the message back through a
- * reader; the reader stays open so *msg's objects remain valid. */
+ * reader it opens; the reader stays open (the caller destroys it) so
+ * *msg's objects remain valid. */
 static bool through_reader(struct msgmap *m, const char *method, struct proto_reader *r,
                            struct proto_msg *msg)
 {
+    proto_reader_init(r, 0);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
@@ -68,7 +70,6 @@ static void hello_round_trip(void)
     char err[256];
     msgmap_init(&m);
     agent_wire_hello(&m, &h);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, agent_method_name(AGENT_HELLO), &r, &msg));
     CHECK(agent_method_find(msg.method, msg.method_len) == AGENT_HELLO);
     CHECK(agent_wire_read_hello(msg.params, &back, err, sizeof err) == 0);
@@ -97,7 +98,6 @@ static void reply_round_trip(void)
     char err[256];
     msgmap_init(&m);
     agent_wire_hello_reply(&m, &h);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "x", &r, &msg));
     CHECK(agent_wire_read_hello_reply(msg.params, &back, err, sizeof err) == 0);
     CHECK_STREQ(back.version, "v1");
@@ -113,14 +113,12 @@ static void reply_round_trip(void)
     struct agent_ping q = {-33}, qb;
     msgmap_init(&m);
     agent_wire_pong(&m, &p);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "x", &r, &msg));
     CHECK(agent_wire_read_pong(msg.params, &pb, err, sizeof err) == 0);
     CHECK(pb.t1_ns == 11 && pb.t2_ns == 22);
     proto_reader_destroy(&r);
     msgmap_init(&m);
     agent_wire_ping(&m, &q);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "ping", &r, &msg));
     CHECK(agent_wire_read_ping(msg.params, &qb, err, sizeof err) == 0);
     CHECK(qb.t0_ns == -33);
@@ -137,7 +135,6 @@ static void bad_fields(void)
     char err[256], long_name[200];
     msgmap_init(&m);
     msgmap_i64(&m, "version", 3);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "hello", &r, &msg));
     CHECK(agent_wire_read_hello(msg.params, &h, err, sizeof err) == -1);
     CHECK_STREQ(err, "hello: param 'version': expected string, got integer");
@@ -147,7 +144,6 @@ static void bad_fields(void)
     msgmap_str(&m, "version", "v");
     msgmap_str(&m, "run", "r");
     msgmap_str(&m, "machine", "m");
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "hello", &r, &msg));
     CHECK(agent_wire_read_hello(msg.params, &h, err, sizeof err) == -1);
     CHECK_STREQ(err, "hello: param 'clock_ns': missing");
@@ -160,7 +156,6 @@ static void bad_fields(void)
     msgmap_str(&m, "run", "r");
     msgmap_str(&m, "machine", long_name);
     msgmap_i64(&m, "clock_ns", 1);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "hello", &r, &msg));
     CHECK(agent_wire_read_hello(msg.params, &h, err, sizeof err) == -1);
     CHECK_CONTAINS(err, "param 'machine': string too long");
@@ -182,7 +177,6 @@ static void build_round_trip(void)
     char err[256];
     msgmap_init(&m);
     agent_wire_build(&m, &b);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "build", &r, &msg));
     CHECK(agent_method_find(msg.method, msg.method_len) == AGENT_BUILD);
     CHECK(agent_wire_read_build(msg.params, &bb, err, sizeof err) == 0);
@@ -191,7 +185,6 @@ static void build_round_trip(void)
     b.stats = true; /* sent only when asked for */
     msgmap_init(&m);
     agent_wire_build(&m, &b);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "build", &r, &msg));
     CHECK(agent_wire_read_build(msg.params, &bb, err, sizeof err) == 0 && bb.stats);
     CHECK(msg.params->via.map.size == 2);
@@ -200,7 +193,6 @@ static void build_round_trip(void)
     struct agent_build_reply rep = {"quick-1-m1", 3}, rb;
     msgmap_init(&m);
     agent_wire_build_reply(&m, &rep);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "x", &r, &msg));
     CHECK(agent_wire_read_build_reply(msg.params, &rb, err, sizeof err) == 0);
     CHECK_STREQ(rb.registry, "quick-1-m1");
@@ -265,7 +257,6 @@ static void call_exit_round_trip(void)
     char err[256];
     msgmap_init(&m);
     agent_wire_call(&m, &c);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "call", &r, &msg));
     CHECK(agent_wire_read_call(msg.params, &cb, err, sizeof err) == 0);
     CHECK(cb.node == c.node && cb.len == sizeof data && !memcmp(cb.data, data, sizeof data));
@@ -274,7 +265,6 @@ static void call_exit_round_trip(void)
     struct agent_exit x = {4, 9 /* killed by SIGKILL */}, xb;
     msgmap_init(&m);
     agent_wire_exit(&m, &x);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "exit", &r, &msg));
     CHECK(agent_wire_read_exit(msg.params, &xb, err, sizeof err) == 0);
     CHECK(xb.node == 4 && xb.status == 9);
@@ -291,7 +281,6 @@ static void call_exit_round_trip(void)
         char err[256];                                                                             \
         msgmap_init(&m);                                                                           \
         fill;                                                                                      \
-        proto_reader_init(&r, 0);                                                                  \
         CHECK(through_reader(&m, "x", &r, &msg));                                                  \
         CHECK(dec(msg.params, &out, err, sizeof err) == -1);                                       \
         CHECK_STREQ(err, want);                                                                    \
@@ -336,7 +325,6 @@ static void change_round_trips(void)
     struct agent_link l;
     msgmap_init(&m);
     agent_wire_link(&m, 7, AGENT_LINK_SET, params, sizeof params);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "link", &r, &msg));
     CHECK(agent_wire_read_link(msg.params, &l, err, sizeof err) == 0);
     CHECK(l.link == 7 && l.op == AGENT_LINK_SET && l.params && l.params->via.map.size == 1);
@@ -344,7 +332,6 @@ static void change_round_trips(void)
     proto_reader_destroy(&r);
     msgmap_init(&m);
     agent_wire_link(&m, 0, AGENT_LINK_DOWN, NULL, 0);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "link", &r, &msg));
     CHECK(agent_wire_read_link(msg.params, &l, err, sizeof err) == 0);
     CHECK(l.link == 0 && l.op == AGENT_LINK_DOWN && !l.params && msg.params->via.map.size == 2);
@@ -353,7 +340,6 @@ static void change_round_trips(void)
     struct agent_node n;
     msgmap_init(&m);
     agent_wire_node(&m, &(struct agent_node){42});
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "restart", &r, &msg));
     CHECK(agent_wire_read_node("restart", msg.params, &n, err, sizeof err) == 0 && n.node == 42);
     proto_reader_destroy(&r);
@@ -362,7 +348,6 @@ static void change_round_trips(void)
     struct agent_sides s;
     msgmap_init(&m);
     agent_wire_sides(&m, &(struct agent_sides){side, 5});
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "partition", &r, &msg));
     CHECK(agent_wire_read_sides("partition", msg.params, true, &s, err, sizeof err) == 0);
     CHECK(s.n == 5 && !memcmp(s.side, side, 5));
@@ -371,7 +356,6 @@ static void change_round_trips(void)
     proto_reader_destroy(&r);
     msgmap_init(&m); /* heal {}: every partition */
     agent_wire_sides(&m, &(struct agent_sides){NULL, 0});
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "heal", &r, &msg));
     CHECK(msg.params->via.map.size == 0);
     CHECK(agent_wire_read_sides("heal", msg.params, false, &s, err, sizeof err) == 0 && !s.side);
@@ -382,7 +366,6 @@ static void change_round_trips(void)
     uint64_t healed = 0;
     msgmap_init(&m);
     agent_wire_heal_reply(&m, 3);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "x", &r, &msg));
     CHECK(agent_wire_read_heal_reply(msg.params, &healed, err, sizeof err) == 0 && healed == 3);
     proto_reader_destroy(&r);
@@ -427,7 +410,6 @@ static void stats_round_trip(void)
     char err[256];
     msgmap_init(&m);
     agent_wire_stats(&m, &st);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "stats", &r, &msg));
     CHECK(agent_wire_read_stats(msg.params, &back, err, sizeof err) == 0);
     CHECK(back.t_ns == 123456789012LL && back.n_rows == 2);
@@ -495,7 +477,6 @@ static void sides_refusals(void)
         }
         if (k == 1) msgpack_pack_array(&m.pk, 0);
         if (k == 2) proto_pack_str(&m.pk, "12");
-        proto_reader_init(&r, 0);
         CHECK(through_reader(&m, "partition", &r, &msg));
         CHECK(agent_wire_read_sides("partition", msg.params, true, &s, err, sizeof err) == -1);
         CHECK_STREQ(err, want[k]);
@@ -515,7 +496,6 @@ static void stats_refusals(void)
     char err[256];
     msgmap_init(&m);
     agent_wire_stats(&m, &st);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "stats", &r, &msg));
     CHECK(agent_wire_read_stats(msg.params, &back, err, sizeof err) == -1);
     CHECK_STREQ(err, "stats: row 0: field 'bytes': -2 is below -1");
@@ -525,7 +505,6 @@ static void stats_refusals(void)
     row.bytes = 0;
     msgmap_init(&m);
     agent_wire_stats(&m, &st);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "stats", &r, &msg));
     CHECK(agent_wire_read_stats(msg.params, &back, err, sizeof err) == -1);
     CHECK_STREQ(err, "stats: row 0: field 'dir': 'ac' is neither ab nor ba");
