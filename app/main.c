@@ -82,8 +82,8 @@ static const char run_usage[] =
     "                     agents (ssh -o BatchMode=yes, $HIERNET_SSH_CONFIG as ssh -F, the\n"
     "                     binary at this one's path or $HIERNET_REMOTE_BIN; srun for\n"
     "                     slurm), records their control RTT and clock offset in run.json,\n"
-    "                     then is refused (exit 3): remote parts cannot be built yet\n"
-    "                     (docs/guide.md, Several machines)\n"
+    "                     and builds each machine's part through its agent (backend none is\n"
+    "                     refused, exit 3; docs/guide.md, Several machines)\n"
     "  ARGS               passed to the scenario chunk as ...\n";
 
 static const char draw_usage[] =

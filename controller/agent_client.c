@@ -3,6 +3,7 @@
 
 #include "common/clock.h"
 #include "common/container.h"
+#include "controller/agent_relay.h"
 #include "controller/log.h"
 #include "controller/peer_client.h"
 #include "controller/spawn.h"
@@ -39,6 +40,9 @@ struct agent_client {
     int pings_answered;
     int64_t ping_sent_ns; /* of the outstanding ping, 0 when none */
     bool ready, failed, tearing_down, down;
+    struct agent_relay *relay; /* the remote nodes' control channels */
+    agent_built_fn built;      /* the build in flight, NULL when none */
+    void *built_ctx;
 };
 
 void agent_client_options_default(struct agent_client_options *o)
@@ -171,6 +175,18 @@ int agent_client_argv(const struct topo_machine *m, const struct agent_client_op
 
 /* ---- failing ---- */
 
+/* The build in flight ends with error (its message already names the
+ * machine). */
+static void build_failed(struct agent_client *ac, enum net_error_code code, const char *message)
+{
+    agent_built_fn built = ac->built;
+    if (!built) return;
+    ac->built = NULL;
+    struct agent_build_error e = {.code = code};
+    snprintf(e.message, sizeof e.message, "%s", message);
+    built(ac->built_ctx, ac, NULL, &e);
+}
+
 static void agent_fail(struct agent_client *ac, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void agent_fail(struct agent_client *ac, const char *fmt, ...)
@@ -184,6 +200,10 @@ static void agent_fail(struct agent_client *ac, const char *fmt, ...)
     int n = snprintf(why, sizeof why, "machine '%s' (%s): ", ac->machine.name, ac->machine.address);
     vsnprintf(why + n, sizeof why - (size_t)n, fmt, ap);
     va_end(ap);
+    /* Its peers are out of reach: each ends as a killed one (the run's
+     * exit path), and a build in flight fails naming the machine. */
+    agent_relay_lost(ac->relay, why);
+    build_failed(ac, NET_ERR_ENVIRONMENT, why);
     if (ac->hooks.on_failed) ac->hooks.on_failed(ac->hooks.ctx, ac, why);
 }
 
@@ -192,6 +212,12 @@ static void agent_down(struct agent_client *ac)
     if (!ac->tearing_down || ac->down) return;
     ac->down = true;
     ev_timer_stop(ac->loop, &ac->start_timer);
+    /* Its peers not reported exited by now never will be (a teardown that
+     * timed out): they end here, so that a stop waiting for them ends. */
+    char gone[400];
+    snprintf(gone, sizeof gone, "machine '%s': its agent is gone or did not answer its teardown",
+             ac->machine.name);
+    agent_relay_lost(ac->relay, gone);
     if (ac->hooks.on_down) ac->hooks.on_down(ac->hooks.ctx, ac);
 }
 
@@ -246,7 +272,6 @@ static void on_exit_hook(void *ctx, int status)
     /* what the agent or ssh said last is in the pipe: read it first */
     while (ac->err_fd >= 0 && err_read(ac)) {
     }
-    agent_down(ac);
     char how[64];
     if (WIFEXITED(status))
         snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
@@ -255,6 +280,7 @@ static void on_exit_hook(void *ctx, int status)
                  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     agent_fail(ac, "the agent's %s %s%s%s", ac->opts.slurm ? "srun" : "ssh", how,
                ac->last_err[0] ? ": " : "", ac->last_err);
+    agent_down(ac); /* a teardown's peers not reported exited are gone with the agent */
 }
 
 static void on_pong(void *ctx, const char *error, const msgpack_object *result)
@@ -355,6 +381,95 @@ static void on_timer(EV_P_ ev_timer *w, int revents)
         agent_fail(ac, "the agent has not answered a ping for %.0f s", age);
 }
 
+static void on_agent_notify(void *ctx, const char *method, uint32_t method_len,
+                            const msgpack_object *params)
+{
+    struct agent_client *ac = ctx;
+    if (!agent_relay_notify(ac->relay, method, method_len, params))
+        ctl_log("machine '%s': notification '%.*s' ignored", ac->machine.name, (int)method_len,
+                method);
+}
+
+/* ---- the part build ---- */
+
+/* The agent refused the part (or answered what cannot be read): the
+ * agent lives on, the build fails naming the machine. */
+static void agent_fail_build(struct agent_client *ac, struct agent_build_error *e)
+{
+    char line[AGENT_ERROR_MAX];
+    /* the agent's line was bounded by the same size: its end may go */
+    snprintf(line, sizeof line, "machine '%s': %.*s", ac->machine.name,
+             (int)(sizeof line - sizeof ac->machine.name - 16), e->message);
+    snprintf(e->message, sizeof e->message, "%s", line);
+    agent_built_fn built = ac->built;
+    ac->built = NULL;
+    built(ac->built_ctx, ac, NULL, e);
+}
+
+/* error with result: the agent's structured refusal (result is its map);
+ * error alone: a plain refusal, or the channel's loss. */
+static void on_build_reply(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct agent_client *ac = ctx;
+    char err[AGENT_ERROR_MAX];
+    struct agent_build_reply r;
+    struct agent_build_error e = {.code = NET_ERR_ENVIRONMENT};
+    if (!ac->built) return;
+    if (error && peer_client_closed(ac->pc)) /* the exit hook says why, naming the machine */
+        return build_failed(ac, NET_ERR_ENVIRONMENT, error);
+    if (error && result && agent_wire_read_build_error(result, &e, err, sizeof err) == 0)
+        return agent_fail_build(ac, &e);
+    if (error) {
+        snprintf(e.message, sizeof e.message, "%s", error);
+        return agent_fail_build(ac, &e);
+    }
+    if (agent_wire_read_build_reply(result, &r, err, sizeof err) < 0) {
+        snprintf(e.message, sizeof e.message, "%s", err);
+        return agent_fail_build(ac, &e);
+    }
+    agent_built_fn built = ac->built;
+    ac->built = NULL;
+    built(ac->built_ctx, ac, &r, NULL);
+}
+
+int agent_client_build(struct agent_client *ac, const void *part, size_t len, agent_built_fn built,
+                       void *ctx, char *err, size_t errlen)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct msgmap m;
+    int rc = -1;
+    if (ac->built || ac->failed || ac->tearing_down || len == 0 || len > AGENT_PART_MAX)
+        return snprintf(err, errlen, "machine '%s': cannot build a part of %zu bytes now",
+                        ac->machine.name, len),
+               -1;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgmap_init(&m);
+    agent_wire_build(&m, &(struct agent_build){part, (uint32_t)len});
+    if (!msgmap_end(&m, &pk))
+        snprintf(err, errlen, "machine '%s': out of memory", ac->machine.name);
+    else if ((rc = peer_client_call(ac->pc, agent_method_name(AGENT_BUILD), sb.data, sb.size,
+                                    on_build_reply, ac, err, errlen)) == 0) {
+        ac->built = built;
+        ac->built_ctx = ctx;
+    }
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+struct peer_client *agent_client_open_peer(struct agent_client *ac, int node, const char *name,
+                                           const struct peer_client_hooks *hooks, char *err,
+                                           size_t errlen)
+{
+    return agent_relay_open(ac->relay, node, name, hooks, err, errlen);
+}
+
+struct peer_client *agent_client_peer(const struct agent_client *ac, int node)
+{
+    return agent_relay_peer(ac->relay, node);
+}
+
 /* ---- lifecycle ---- */
 
 static int start_child(struct agent_client *ac, int child_end, char *err, size_t errlen)
@@ -400,10 +515,12 @@ struct agent_client *agent_client_start(struct ev_loop *loop, const struct topo_
     char label[HN_NODE_NAME_SIZE], why[400];
     snprintf(label, sizeof label, "@%.*s", HN_NODE_NAME_MAX - 1, m->name);
     struct peer_spawn spec = {.node = label, .netns_fd = -1};
-    struct peer_client_hooks ph = {NULL, on_exit_hook, ac};
+    struct peer_client_hooks ph = {on_agent_notify, on_exit_hook, ac};
     int child_end;
     ac->pc = peer_client_open(loop, &spec, &ph, &child_end, why, sizeof why);
-    if (!ac->pc || start_child(ac, child_end, why, sizeof why) < 0) {
+    if (ac->pc && !(ac->relay = agent_relay_new(loop, ac->pc, m->name)))
+        snprintf(why, sizeof why, "out of memory");
+    if (!ac->pc || !ac->relay || start_child(ac, child_end, why, sizeof why) < 0) {
         snprintf(err, errlen, "machine '%s': cannot start its agent: %s", m->name, why);
         if (ac->pc) close(child_end);
         agent_client_free(ac);
@@ -453,6 +570,8 @@ void agent_client_free(struct agent_client *ac)
     err_close(ac);
     ac->tearing_down = ac->down = true; /* no hook runs from here on */
     ac->failed = true;
+    ac->built = NULL;
+    agent_relay_free(ac->relay);
     peer_client_free(ac->pc);
     free(ac);
 }

@@ -19,11 +19,18 @@
  * configuration named by HIERNET_SSH_CONFIG (ssh -F) when set, else its
  * usual ~/.ssh/config.
  *
+ * Once ready: `build` sends the machine's part, and the remote nodes'
+ * peer control channels are relayed as `call` notifications (controller/
+ * agent_relay.h); the agent's `exit` notifications end them as a local
+ * peer's exit does, and so does the agent's loss.
+ *
  * Owns: the peer_client (hence the child), the stderr pipe and its
- * watcher, the timers. */
+ * watcher, the timers, the relay. */
 #pragma once
 
 #include "controller/clock_estimate.h"
+#include "controller/net_error.h"
+#include "controller/peer_client.h"
 #include "proto/agent_wire.h"
 #include "topo/machines.h"
 
@@ -70,6 +77,29 @@ struct agent_client *agent_client_start(struct ev_loop *loop, const struct topo_
                                         const struct agent_client_options *o,
                                         const struct agent_client_hooks *hooks, char *err,
                                         size_t errlen);
+/* The build's end: reply (the part's registry id and node count) and
+ * error NULL, or error (reply NULL): code is an enum net_error_code, node
+ * and link the names at fault ("" none), message one line that begins
+ * with "machine 'NAME': ". Called once, from the loop; the agent's loss
+ * during the build is such an error too. */
+typedef void (*agent_built_fn)(void *ctx, struct agent_client *ac,
+                               const struct agent_build_reply *reply,
+                               const struct agent_build_error *error);
+/* Sends the part (len bytes of topo/part_wire.h; copied) in `build`. 0,
+ * or -1 with err when it cannot be sent (a build already in flight, the
+ * agent failed or gone, the part too large): built is then not called. */
+int agent_client_build(struct agent_client *ac, const void *part, size_t len, agent_built_fn built,
+                       void *ctx, char *err, size_t errlen);
+/* Opens the relayed control channel of a node of this machine's part
+ * (node: its whole-network index, in increasing order; controller/
+ * agent_relay.h): a peer_client driven as a local peer's, hooks included,
+ * its exit the agent's `exit` notification or the agent's loss. The
+ * client stays the agent client's (freed with it). NULL with err. */
+struct peer_client *agent_client_open_peer(struct agent_client *ac, int node, const char *name,
+                                           const struct peer_client_hooks *hooks, char *err,
+                                           size_t errlen);
+/* The relayed client of node, or NULL. */
+struct peer_client *agent_client_peer(const struct agent_client *ac, int node);
 /* Asks the agent to tear down; on_down follows (at once when it is gone). */
 void agent_client_teardown(struct agent_client *ac);
 /* Ends the child (SIGKILL of ssh: the agent sees EOF) and frees. NULL ok. */

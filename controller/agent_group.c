@@ -36,7 +36,8 @@ static void group_ready_one(void *ctx, struct agent_client *ac)
 static void group_failed(void *ctx, struct agent_client *ac, const char *why)
 {
     struct agent_group *g = ctx;
-    if (g->reported) return; /* later losses: the run's part build will handle them */
+    if (g->reported)
+        return; /* later losses: each client ends its relayed peers (agent_relay_lost) */
     g->reported = true;
     g->on_ready(g->ctx, g, why);
 }

@@ -3,6 +3,7 @@
 
 #include "common/clock.h"
 #include "common/container.h"
+#include "controller/agent_group.h"
 #include "controller/log.h"
 #include "controller/loopback_claim.h"
 #include "controller/overload.h"
@@ -413,9 +414,11 @@ int netlife_start(struct netlife *nl, const struct netlife_options *opts, struct
     if (nl->state != NETLIFE_DEFINED) {
         snprintf(err, sizeof err, "network '%s': start: network is %s", nl->topo->name,
                  netlife_state_name(nl->state));
+        if (opts->spread) agent_group_free(opts->spread->agents); /* taken, as by a build */
         return net_error_set(error, NET_ERR_SCENARIO, -1, -1, err), -1;
     }
     nl->opts = *opts;
+    nl->opts.spread = NULL; /* read here only */
     nl->stop_requested = false;
     net_error_clear(&nl->error);
     net_error_clear(&nl->start_error);
@@ -424,7 +427,8 @@ int netlife_start(struct netlife *nl, const struct netlife_options *opts, struct
                                 .registry = reg,
                                 .loopback_next = run_loopback(nl->run),
                                 .links_made = on_links_made,
-                                .peer_path = nl->run->peer_path};
+                                .peer_path = nl->run->peer_path,
+                                .spread = opts->spread};
     if (netrun_build(nl->run->loop, nl->topo, &cfg, on_peer_exit, nl, on_built, nl, &nl->nr,
                      error) < 0) {
         nl->nr = NULL;
@@ -502,16 +506,19 @@ struct netprog *netlife_program_spawn(struct netlife *nl, int node, char *const 
     if (node < 0 || (size_t)node >= nl->topo->n_nodes ||
         nl->topo->nodes[node].kind != TOPO_NODE_HOST)
         return snprintf(err, errlen, "programs run in host nodes, not switches"), NULL;
+    if (netrun_node_here(nl->nr, node, "running a program in", err, errlen) < 0) return NULL;
     struct netprog_place place = {nl->run->registry, nl->topo->name, node,
                                   netrun_node_ns(nl->nr, node)};
     return netprog_spawn(&nl->programs, nl->run->loop, &place, argv, done, ctx, err, errlen);
 }
 
-void netlife_node_kill(struct netlife *nl, int node)
+int netlife_node_kill(struct netlife *nl, int node, char *err, size_t errlen)
 {
     struct netrun *nr = netlife_netrun(nl);
+    if (nr && netrun_node_here(nr, node, "killing", err, errlen) < 0) return -1;
     if (nr) netrun_peer_kill(nr, node);
     netprog_list_signal(&nl->programs, node, SIGKILL);
+    return 0;
 }
 
 int netlife_node_restart(struct netlife *nl, int node, char *err, size_t errlen)

@@ -98,6 +98,9 @@ struct netlife_hooks {
 struct netlife_options {
     double start_timeout_s; /* handshake deadline */
     double stop_timeout_s;  /* peers exit on EOF within this, or are SIGKILLed */
+    /* Its machines and their agents (netrun_config.spread: read by
+     * netlife_start, the agents taken over), or NULL: all of it here. */
+    const struct netrun_spread *spread;
 };
 
 /* A network in state defined; topo stays the caller's and must outlive it. */
@@ -128,8 +131,9 @@ int netlife_overload_id(const struct netlife *nl, int node);
 struct netprog *netlife_program_spawn(struct netlife *nl, int node, char *const argv[],
                                       netprog_done_fn done, void *ctx, char *err, size_t errlen);
 /* node:kill(): the node crashes: its peer is SIGKILLed (its pending calls
- * fail) and its programs too. No-op before the peers are built. */
-void netlife_node_kill(struct netlife *nl, int node);
+ * fail) and its programs too. No-op before the peers are built. -1 with
+ * err (the cause only) for a node of another machine (not available yet). */
+int netlife_node_kill(struct netlife *nl, int node, char *err, size_t errlen);
 /* node:restart(): a fresh peer (empty tensor store) in the same node. 0,
  * or -1 with err (the cause only). */
 int netlife_node_restart(struct netlife *nl, int node, char *err, size_t errlen);

@@ -35,11 +35,22 @@ struct peer_client *netrun_peer(const struct netrun *nr, int node)
 
 int netrun_node_ns(const struct netrun *nr, int node)
 {
+    if (nr->parts) {
+        char err[8];
+        int n = netrun_parts_node(nr, node, "", err, sizeof err);
+        return n < 0 ? -1 : netrun_node_ns(netrun_parts_inner(nr), n);
+    }
     return nr->kernel ? emu_tc_node_ns(nr->kernel, node) : -1;
+}
+
+int netrun_node_here(const struct netrun *nr, int node, const char *what, char *err, size_t errlen)
+{
+    return nr->parts && netrun_parts_node(nr, node, what, err, errlen) < 0 ? -1 : 0;
 }
 
 void netrun_close_peers(struct netrun *nr)
 {
+    if (nr->parts) return netrun_parts_close_peers(nr);
     ev_timer_stop(nr->loop, &nr->sample_timer);
     link_sampler_stop(nr->sampler); /* before the namespaces go */
     nr->sampler = NULL;
@@ -175,6 +186,7 @@ void netrun_on_release_timer(EV_P_ ev_timer *w, int revents)
 
 void netrun_release(struct netrun *nr, netrun_released_fn released, void *ctx)
 {
+    if (nr->parts) return netrun_parts_release(nr, released, ctx);
     release_begin(nr);
     nr->release.active = true;
     nr->release.released = released;
@@ -187,6 +199,7 @@ void netrun_release(struct netrun *nr, netrun_released_fn released, void *ctx)
 
 void netrun_free(struct netrun *nr)
 {
+    if (nr && nr->parts) return netrun_parts_free(nr);
     if (!nr) return;
     if (!nr->release.active) release_begin(nr);
     ev_timer_stop(nr->loop, &nr->release.timer);

@@ -15,6 +15,10 @@
  * survivor, then releases the namespaces, cgroups and registry entries,
  * waiting for the killed peers' exits, the template's and the cgroups'
  * removal on the loop (free, for when no loop runs, waits for them).
+ * A network spread over machines is one netrun of parts (netrun_spread;
+ * docs/design-notes.md, "The seam."): its build and release go to every
+ * part, its peers are the local part's and those its agents relay, and a
+ * change of one node or link of another machine's part fails naming it.
  * Owns: the backend state, one peer client per host node, the cgroups. */
 #pragma once
 
@@ -44,6 +48,21 @@ struct netrun_config {
      * routed here, with a secret drawn here. */
     const struct topo_routing *routing;
     const uint8_t *data_secret;
+    /* A network spread over machines (NULL: all of it here). */
+    const struct netrun_spread *spread;
+};
+
+struct agent_group;
+struct topo_machines;
+/* The machines of a network spread over several, and their agents, ready
+ * (controller/agent_group.h): netrun_build makes each machine's part
+ * (topo/part.h), builds this machine's here and sends every other to its
+ * agent, and takes the group over (also when it fails). The machines are
+ * read during netrun_build only. Not backend none: each part runs on the
+ * backend it picks (a cut link: VXLAN on kernel, linkd UDP on user). */
+struct netrun_spread {
+    const struct topo_machines *machines;
+    struct agent_group *agents;
 };
 
 typedef void (*netrun_exit_fn)(void *ctx, int node, int wait_status);
@@ -71,6 +90,10 @@ const char *netrun_backend_reason(const struct netrun *nr);
 void netrun_describe_start(const struct netrun *nr, char *buf, size_t len);
 struct peer_client *netrun_peer(const struct netrun *nr, int node);
 int netrun_node_ns(const struct netrun *nr, int node); /* -1 on the none backend */
+/* 0 when node is on this machine; -1 with err (the cause only, naming its
+ * machine: "it is on machine m2: WHAT a remote node is not available yet")
+ * when a network over machines has it on another. */
+int netrun_node_here(const struct netrun *nr, int node, const char *what, char *err, size_t errlen);
 /* Before node `from` sends to node `to`: queues peers{table = {to = its
  * address}} on from's channel, once per peer and target (again after a
  * restart), so that send{to = node} finds its target. Nodes without a peer

@@ -229,6 +229,8 @@ int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct ne
                  netrun_exit_fn on_exit, void *ctx, netrun_built_fn built, void *built_ctx,
                  struct netrun **out, struct net_error *error)
 {
+    if (cfg->spread)
+        return netrun_parts_build(loop, net, cfg, on_exit, ctx, built, built_ctx, out, error);
     net_error_clear(error);
     struct netrun *nr = netrun_alloc(loop, net, cfg);
     if (!nr)

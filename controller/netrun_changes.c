@@ -124,6 +124,11 @@ int netrun_link_not_emulated(struct netrun *nr, char *err, size_t errlen)
 int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *params,
                     peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
+    if (nr->parts) {
+        int l = netrun_parts_link(nr, link, "changing", err, errlen);
+        return l < 0 ? -1
+                     : netrun_link_set(netrun_parts_inner(nr), l, params, cb, ctx, err, errlen);
+    }
     struct topo_link_params installed; /* the kernel backend dilates its own plans */
     topo_link_params_install(nr->net, &nr->net->links[link], params, &installed);
     if (nr->linkd)
@@ -140,6 +145,10 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
 int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, void *ctx, char *err,
                        size_t errlen)
 {
+    if (nr->parts) {
+        int l = netrun_parts_link(nr, link, up ? "bringing up" : "taking down", err, errlen);
+        return l < 0 ? -1 : netrun_link_updown(netrun_parts_inner(nr), l, up, cb, ctx, err, errlen);
+    }
     if (nr->linkd)
         return linkd_client_link_updown(netrun_linkd_of(nr, link), link, up, cb, ctx, err, errlen) <
                        0
@@ -153,6 +162,10 @@ int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, v
 int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
                       size_t errlen)
 {
+    if (nr->parts) {
+        int l = netrun_parts_link(nr, link, "counting", err, errlen);
+        return l < 0 ? -1 : netrun_link_stats(netrun_parts_inner(nr), l, cb, ctx, err, errlen);
+    }
     if (nr->linkd)
         return linkd_client_link_stats(netrun_linkd_of(nr, link), link, cb, ctx, err, errlen) < 0
                    ? -1
@@ -193,6 +206,9 @@ static int cut_add(struct netrun *nr, const unsigned char *side, struct kernel_o
 int netrun_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn cb, void *ctx,
                      char *err, size_t errlen)
 {
+    if (nr->parts)
+        return snprintf(err, errlen, "partitioning a network over machines is not available yet"),
+               -1;
     if (!nr->kernel) {
         snprintf(err, errlen, "backend '%s' emulates no network to cut (use kernel, user or auto)",
                  netrun_backend(nr));
@@ -220,6 +236,10 @@ static size_t cuts_take(struct netrun *nr, const unsigned char *side)
 int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, peer_reply_fn cb,
                 void *ctx, char *err, size_t errlen)
 {
+    if (nr->parts) { /* nothing was ever cut */
+        if (healed) *healed = 0;
+        return 0;
+    }
     size_t n = nr->kernel ? cuts_take(nr, side) : 0; /* none: nothing was ever cut */
     if (healed) *healed = n;
     if (n == 0) return 0;
@@ -245,6 +265,10 @@ static void move_link_end(struct topo_network *net, int l, int stays, int to, bo
 
 int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, size_t errlen)
 {
+    if (nr->parts)
+        return snprintf(err, errlen,
+                        "moving a link of a network over machines is not available yet"),
+               -1;
     if (!nr->kernel) {
         snprintf(err, errlen, "backend '%s' emulates no links to move (use kernel, user or auto)",
                  netrun_backend(nr));

@@ -167,12 +167,20 @@ const char *const *netrun_tcp_columns(size_t *n)
 
 void netrun_sample_tcp(struct netrun *nr, struct record *rec)
 {
+    if (nr->parts) { /* this machine's part only, as yet */
+        if (netrun_parts_inner(nr)) netrun_sample_tcp(netrun_parts_inner(nr), rec);
+        return;
+    }
     nr->tcp_record = rec;
 }
 
 int netrun_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, char *err,
                         size_t errlen)
 {
+    if (nr->parts) {
+        int n = netrun_parts_node(nr, node, "reading the TCP counters of", err, errlen);
+        return n < 0 ? -1 : netrun_tcp_counters(netrun_parts_inner(nr), n, out, err, errlen);
+    }
     const struct topo_node *n = &nr->net->nodes[node];
     if (nr->backend == TOPO_BACKEND_NONE)
         return snprintf(err, errlen, "backend none: the peers share the host's TCP counters"), -1;
@@ -232,6 +240,10 @@ void netrun_on_sample_timer(EV_P_ ev_timer *w, int revents)
 
 void netrun_sample_links(struct netrun *nr, struct record *rec, netrun_clock_fn clock, void *ctx)
 {
+    if (nr->parts) { /* this machine's part only, as yet */
+        if (netrun_parts_inner(nr)) netrun_sample_links(netrun_parts_inner(nr), rec, clock, ctx);
+        return;
+    }
     bool veths = nr->backend == TOPO_BACKEND_KERNEL && nr->kernel;
     if ((!nr->linkd && !veths) || !rec) return;
     nr->links_record = rec;

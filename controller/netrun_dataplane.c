@@ -28,6 +28,10 @@ struct netrun_dataplane {
 
 void netrun_watch_dataplane(struct netrun *nr, struct overload *o)
 {
+    if (nr->parts) { /* this machine's part only, as yet */
+        if (netrun_parts_inner(nr)) netrun_watch_dataplane(netrun_parts_inner(nr), o);
+        return;
+    }
     if (!o || nr->dataplane) return;
     struct netrun_dataplane *dp = calloc(1, sizeof *dp);
     size_t n = 2 * (nr->net->n_links ? nr->net->n_links : 1);

@@ -129,6 +129,10 @@ struct netrun {
     struct kernel_op *ops, *ops_tail;
     unsigned char **cuts;
     size_t n_cuts;
+    /* A network spread over machines (netrun_parts.c), or NULL: then the
+     * fields above are unused but net, peers (borrowed clients), the
+     * secret, the phases and the callbacks. */
+    struct netrun_parts *parts;
 };
 
 struct netrun_trace_slot {
@@ -211,6 +215,25 @@ struct netrun_dataplane;
 void netrun_dataplane_direction(struct netrun *nr, int link, int dir, uint64_t bytes, double mono);
 void netrun_dataplane_round(struct netrun *nr);
 void netrun_dataplane_free(struct netrun_dataplane *dp);
+
+/* netrun_parts.c: a network over machines */
+int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
+                       const struct netrun_config *cfg, netrun_exit_fn on_exit, void *ctx,
+                       netrun_built_fn built, void *built_ctx, struct netrun **out,
+                       struct net_error *error);
+/* The local part's index of node (link), or -1 with err, the cause only
+ * (the caller names the node or link): "it is on machine m2: WHAT a remote
+ * node is not available yet", "it crosses machines m1 and m2: ...". */
+int netrun_parts_node(const struct netrun *nr, int node, const char *what, char *err,
+                      size_t errlen);
+int netrun_parts_link(const struct netrun *nr, int link, const char *what, char *err,
+                      size_t errlen);
+/* The local part's netrun once built, or NULL. */
+struct netrun *netrun_parts_inner(const struct netrun *nr);
+void netrun_parts_close_peers(struct netrun *nr);
+void netrun_parts_kill_peers(struct netrun *nr, int sig);
+void netrun_parts_release(struct netrun *nr, netrun_released_fn released, void *ctx);
+void netrun_parts_free(struct netrun *nr);
 
 /* netrun.c */
 void netrun_on_release_timer(EV_P_ ev_timer *w, int revents);

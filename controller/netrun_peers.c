@@ -189,6 +189,13 @@ bool netrun_peer_alive(const struct netrun *nr, int node)
 
 void netrun_peer_kill(struct netrun *nr, int node)
 {
+    if (nr->parts) {
+        char err[512];
+        int n = netrun_parts_node(nr, node, "killing", err, sizeof err);
+        /* netlife_node_kill refuses it first: never the wrong part's peer */
+        if (n < 0) return ctl_log("node '%s': kill: %s", nr->net->nodes[node].name, err);
+        netrun_peer_kill(netrun_parts_inner(nr), n);
+    }
     nr->peers[node].killed = true;
     if (nr->peers[node].client) peer_client_kill(nr->peers[node].client, SIGKILL);
 }
@@ -243,6 +250,10 @@ static int restart_after_exit(struct netrun *nr, struct netrun_peer *p, char *er
 
 int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
 {
+    if (nr->parts)
+        return snprintf(err, errlen,
+                        "restarting a node of a network over machines is not available yet"),
+               -1;
     struct netrun_peer *p = &nr->peers[node];
     if (p->old) return snprintf(err, errlen, "a restart is under way"), -1;
     p->killed = false;
@@ -328,6 +339,7 @@ bool netrun_peers_exited(const struct netrun *nr)
 
 void netrun_kill_peers(struct netrun *nr, int sig)
 {
+    if (nr->parts) return netrun_parts_kill_peers(nr, sig);
     for (size_t i = 0; i < nr->net->n_nodes; i++)
         if (nr->peers[i].client) peer_client_kill(nr->peers[i].client, sig);
 }

@@ -163,6 +163,13 @@ static bool kernel_refuses_trace(struct netrun *nr, int link, const struct topo_
 int netrun_link_trace(struct netrun *nr, int link, int dir, struct topo_trace *trace,
                       const struct trace_player_opts *opts, char *err, size_t errlen)
 {
+    if (nr->parts) {
+        int l = netrun_parts_link(nr, link, "tracing", err, errlen);
+        if (l >= 0)
+            return netrun_link_trace(netrun_parts_inner(nr), l, dir, trace, opts, err, errlen);
+        topo_trace_free(trace);
+        return -1;
+    }
     if (!nr->linkd && !nr->kernel) {
         topo_trace_free(trace);
         return netrun_link_not_emulated(nr, err, errlen);
@@ -204,6 +211,12 @@ static const struct trace_player *trace_of(const struct netrun *nr, int link, in
 size_t netrun_link_trace_changes(const struct netrun *nr, int link, int dir,
                                  const struct topo_trace_sample **out)
 {
+    if (nr->parts) {
+        char err[8];
+        int l = netrun_parts_link(nr, link, "", err, sizeof err);
+        *out = NULL;
+        return l < 0 ? 0 : netrun_link_trace_changes(netrun_parts_inner(nr), l, dir, out);
+    }
     const struct trace_player *p = trace_of(nr, link, dir);
     *out = NULL;
     return p ? trace_player_changes(p, out) : 0;

@@ -58,6 +58,8 @@ struct peer_client {
     struct pending *head, *tail;
     size_t n_pending;
     struct peer_client_hooks hooks;
+    peer_drained_fn drained; /* the output backlog went to zero */
+    void *drained_ctx;
 
     /* Relay mode (peer_client_relay): bytes go to relay_fn as read, and
      * relay_drained hears when the bytes queued toward the peer are out. */
@@ -209,16 +211,28 @@ static void read_leftovers(struct peer_client *pc)
     }
 }
 
+static void child_exited(struct peer_client *pc, int wait_status)
+{
+    read_leftovers(pc);
+    pc->exited = true;
+    pc->wait_status = wait_status;
+    if (pc->gone_reason[0] == '\0') describe_exit(pc);
+    channel_lost(pc);
+    if (pc->hooks.on_exit) pc->hooks.on_exit(pc->hooks.ctx, pc->wait_status);
+}
+
 static void on_child(EV_P_ ev_child *w, int revents)
 {
     struct peer_client *pc = container_of(w, struct peer_client, child_watcher);
     ev_child_stop(pc->loop, w);
-    read_leftovers(pc);
-    pc->exited = true;
-    pc->wait_status = w->rstatus;
-    if (pc->gone_reason[0] == '\0') describe_exit(pc);
-    channel_lost(pc);
-    if (pc->hooks.on_exit) pc->hooks.on_exit(pc->hooks.ctx, pc->wait_status);
+    child_exited(pc, w->rstatus);
+}
+
+void peer_client_mark_exited(struct peer_client *pc, int wait_status, const char *why)
+{
+    if (pc->exited || pc->pid > 0) return; /* a child of ours is reaped, not told */
+    if (why && !pc->gone_reason[0]) snprintf(pc->gone_reason, sizeof pc->gone_reason, "%s", why);
+    child_exited(pc, wait_status);
 }
 
 /* EOF: wait briefly for SIGCHLD so the error can say how the peer died. */
@@ -375,6 +389,7 @@ static void flush_output(struct peer_client *pc)
     msgpack_sbuffer_clear(&pc->out);
     pc->out_sent = 0;
     ev_io_stop(pc->loop, &pc->write_watcher);
+    if (pc->drained) pc->drained(pc->drained_ctx);
 }
 
 static void on_writable(EV_P_ ev_io *w, int revents)
@@ -385,35 +400,55 @@ static void on_writable(EV_P_ ev_io *w, int revents)
     if (pc->relay_drained && !ev_is_active(&pc->write_watcher)) pc->relay_drained(pc->relay_ctx);
 }
 
-int peer_client_call(struct peer_client *pc, const char *method, const char *params,
-                     size_t params_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen)
+static int channel_check(struct peer_client *pc, char *err, size_t errlen)
 {
-    if (pc->relay_fn)
-        return snprintf(err, errlen, "the control channel is relayed: no call of its own"), -1;
-    if (pc->fd < 0) {
-        snprintf(err, errlen, "%s",
-                 pc->gone_reason[0] ? pc->gone_reason : "peer control channel is closed");
-        return -1;
-    }
-    struct pending *p = malloc(sizeof *p);
-    if (!p) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    p->msgid = pc->next_msgid++;
-    p->cb = cb;
-    p->ctx = ctx;
-    pending_push(pc, p);
-    msgpack_pack_array(&pc->packer, 4);
-    msgpack_pack_uint8(&pc->packer, PROTO_REQUEST);
-    msgpack_pack_uint32(&pc->packer, p->msgid);
-    proto_pack_str(&pc->packer, method);
+    if (pc->fd >= 0) return 0;
+    snprintf(err, errlen, "%s",
+             pc->gone_reason[0] ? pc->gone_reason : "peer control channel is closed");
+    return -1;
+}
+
+static void queue_params(struct peer_client *pc, const char *params, size_t params_len)
+{
     if (params && params_len)
         msgpack_sbuffer_write(&pc->out, params, params_len);
     else
         msgpack_pack_map(&pc->packer, 0);
     /* With a backlog the write watcher is already running and keeps order. */
     if (!ev_is_active(&pc->write_watcher)) flush_output(pc);
+}
+
+int peer_client_call(struct peer_client *pc, const char *method, const char *params,
+                     size_t params_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen)
+{
+    if (pc->relay_fn)
+        return snprintf(err, errlen, "the control channel is relayed: no call of its own"), -1;
+    if (channel_check(pc, err, errlen) < 0) return -1;
+    struct pending *p = malloc(sizeof *p);
+    if (!p) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    p->cb = cb;
+    p->ctx = ctx;
+    p->msgid = pc->next_msgid++;
+    pending_push(pc, p);
+    msgpack_pack_array(&pc->packer, 4);
+    msgpack_pack_uint8(&pc->packer, PROTO_REQUEST);
+    msgpack_pack_uint32(&pc->packer, p->msgid);
+    proto_pack_str(&pc->packer, method);
+    queue_params(pc, params, params_len);
+    return 0;
+}
+
+int peer_client_notify(struct peer_client *pc, const char *method, const char *params,
+                       size_t params_len, char *err, size_t errlen)
+{
+    if (channel_check(pc, err, errlen) < 0) return -1;
+    msgpack_pack_array(&pc->packer, 3);
+    msgpack_pack_uint8(&pc->packer, PROTO_NOTIFY);
+    proto_pack_str(&pc->packer, method);
+    queue_params(pc, params, params_len);
     return 0;
 }
 
@@ -454,6 +489,12 @@ void peer_client_relay_pause(struct peer_client *pc, bool paused)
 size_t peer_client_queued(const struct peer_client *pc)
 {
     return pc->out.size - pc->out_sent;
+}
+
+void peer_client_on_drained(struct peer_client *pc, peer_drained_fn fn, void *ctx)
+{
+    pc->drained = fn;
+    pc->drained_ctx = ctx;
 }
 
 /* ---- lifecycle ---- */

@@ -76,6 +76,19 @@ int peer_client_exec(struct peer_client *pc, const struct peer_spawn *spec, int 
 int peer_client_call(struct peer_client *pc, const char *method, const char *params,
                      size_t params_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen);
 
+/* A notification (no answer): params as for peer_client_call. -1 (err)
+ * when the channel is down. */
+int peer_client_notify(struct peer_client *pc, const char *method, const char *params,
+                       size_t params_len, char *err, size_t errlen);
+/* A relay that stopped feeding a client whose peer_client_queued passed
+ * its bound resumes when drained says the queue is empty. */
+typedef void (*peer_drained_fn)(void *ctx);
+void peer_client_on_drained(struct peer_client *pc, peer_drained_fn fn, void *ctx);
+/* The end of a child that is not ours to reap (a remote node's peer, whose
+ * exit its machine's agent reports): as if it had exited with wait_status
+ * (pending calls fail, with why when not NULL, else as the status says;
+ * on_exit runs). No-op for a child adopted here, or once exited. */
+void peer_client_mark_exited(struct peer_client *pc, int wait_status, const char *why);
 /* Relay mode, for `hiernet agent` (issue 20): the channel then carries a
  * byte stream the client neither frames nor answers, the controller's on
  * another machine. What the peer writes goes to on_bytes as it is read

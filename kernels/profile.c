@@ -315,16 +315,44 @@ static const struct profile_measured *measured_find(const struct device_profile 
     return NULL;
 }
 
+/* Seconds of `flops` per sample (by op kind) over batch samples at the
+ * profile's rates. */
+static double flops_seconds(const struct device_profile *p, const double *flops, int batch)
+{
+    double seconds = 0;
+    for (int op = 0; op < ZOO_OP_COUNT; op++)
+        seconds += flops[op] * batch / p->rate[op];
+    return seconds;
+}
+
+/* The whole model's forward + backward by FLOPs. */
+static double grad_flops_seconds(const struct device_profile *p, const struct zoo_info *z,
+                                 int batch)
+{
+    double seconds = 0;
+    for (int op = 0; op < ZOO_OP_COUNT; op++)
+        seconds += (z->cost.forward[op] + z->cost.backward[op]) * batch / p->rate[op];
+    return seconds;
+}
+
 double profile_grad_seconds(const struct device_profile *p, const struct zoo_info *z, int batch,
                             const char **basis)
 {
     const struct profile_measured *m = measured_find(p, z->name, batch);
     if (basis) *basis = m ? "measured" : "flops";
-    if (m) return m->seconds;
-    double seconds = 0;
-    for (int op = 0; op < ZOO_OP_COUNT; op++)
-        seconds += (z->cost.forward[op] + z->cost.backward[op]) * batch / p->rate[op];
-    return seconds;
+    return m ? m->seconds : grad_flops_seconds(p, z, batch);
+}
+
+double profile_pass_seconds(const struct device_profile *p, const struct zoo_info *z,
+                            const struct zoo_cost *range, bool backward, int batch,
+                            const char **basis)
+{
+    double seconds = flops_seconds(p, backward ? range->backward : range->forward, batch);
+    const struct profile_measured *m = measured_find(p, z->name, batch);
+    if (basis) *basis = m ? "measured" : "flops";
+    if (!m) return seconds;
+    double whole = grad_flops_seconds(p, z, batch);
+    return whole > 0 ? seconds * m->seconds / whole : 0;
 }
 
 double profile_add_seconds(const struct device_profile *p, uint64_t elements)

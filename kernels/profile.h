@@ -15,6 +15,7 @@
  * Errors name the file and line. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,17 @@ int profile_measured_at(const struct device_profile *p, int i, const char **mode
  * batch where it has one (*basis "measured"), otherwise the sum over op
  * kinds of FLOPs x batch / rate (*basis "flops"). basis may be NULL. */
 double profile_grad_seconds(const struct device_profile *p, const struct zoo_info *z, int batch,
+                            const char **basis);
+
+/* Emulated seconds of one pass over `batch` samples through a range of z's
+ * layers whose FLOPs per sample are `range` (zoo_range_cost): its forward
+ * (backward false) or its backward, each op kind at the profile's rate.
+ * Where the profile measured z's step at this batch (*basis "measured")
+ * the time is scaled by measured / the whole model's FLOPs time, so the
+ * forwards and backwards of a split's parts add up to profile_grad_seconds
+ * either way; otherwise *basis is "flops". basis may be NULL. */
+double profile_pass_seconds(const struct device_profile *p, const struct zoo_info *z,
+                            const struct zoo_cost *range, bool backward, int batch,
                             const char **basis);
 
 /* Emulated seconds for this device to add `elements` float32 values into an

@@ -428,6 +428,39 @@ static void real_build_traced(const char *spec_text, const struct model_spec *sp
     out->params = spec->trainable_count; /* the tracing moved it along */
 }
 
+/* out += what the builder's sums grew by since `before`. */
+static void cost_add_delta(struct zoo_cost *out, const struct zoo_cost *now,
+                           const struct zoo_cost *before)
+{
+    for (int op = 0; op < ZOO_OP_COUNT; op++) {
+        out->forward[op] += now->forward[op] - before->forward[op];
+        out->backward[op] += now->backward[op] - before->backward[op];
+    }
+}
+
+int zoo_range_cost(const char *spec_text, int first, int last, struct zoo_cost *out, char *err,
+                   size_t errlen)
+{
+    struct model_spec spec;
+    if (!spec_text) return kern_fail(err, errlen, "model spec is missing");
+    if (model_spec_parse(spec_text, &spec, err, errlen) < 0 ||
+        model_spec_range_check(&spec, first, last, err, errlen) < 0)
+        return -1;
+    /* The whole model is built so that every layer sees the shape and the
+     * first-layer rule it has in the unsplit model; only the range's
+     * layers are summed. */
+    struct zoo_info z;
+    memset(&z, 0, sizeof z);
+    memset(out, 0, sizeof *out);
+    struct builder b = {&z, spec.in_c, spec.in_h, spec.in_w, true, NULL};
+    for (int i = 0; i <= last; i++) {
+        struct zoo_cost before = z.cost;
+        real_layer_cost(&b, &spec.layers[i]);
+        if (i >= first) cost_add_delta(out, &z.cost, &before);
+    }
+    return 0;
+}
+
 /* ---- queries ---- */
 
 int zoo_count(void)

@@ -92,6 +92,15 @@ typedef void (*zoo_layer_fn)(void *ctx, const struct zoo_layer *layer);
  * spec), first to last. 0, or -1 with err as zoo_lookup's. */
 int zoo_trace(const char *name, zoo_layer_fn fn, void *ctx, char *err, size_t errlen);
 
+/* The FLOPs per sample of layers first..last (0-based, inclusive) of a real
+ * architecture (a model spec), by op kind: the steps zoo_lookup sums for
+ * those layers, so the parts of a split add up to the whole (the model's
+ * first multiply-accumulate layer computes no input gradient, in whichever
+ * part it is). What a layer-range pass by profile costs (profile.h
+ * profile_pass_seconds). 0, or -1 with err naming the spec or the range. */
+int zoo_range_cost(const char *spec, int first, int last, struct zoo_cost *out, char *err,
+                   size_t errlen);
+
 /* "conv", "depthwise", ... for messages and profile files; NULL if out of
  * range. zoo_op_parse returns the kind or -1. */
 const char *zoo_op_name(enum zoo_op op);

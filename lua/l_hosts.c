@@ -4,10 +4,12 @@
  * placement made by topo/placement.c, the agents run by
  * controller/agent_group.c; this converts, records and refuses.
  *
- * Until remote parts can be built, a network whose placement puts a node
- * on another machine is refused at its start, after its placement is
- * logged and recorded in run.json and the agents of its other machines
- * answered (their control RTT and clock offset logged and in run.json). */
+ * A network whose placement puts a node on another machine starts the
+ * agents of its other machines at its start, after its placement is
+ * logged and recorded in run.json; once they answered (their control RTT
+ * and clock offset logged and in run.json), the engine builds every
+ * machine's part with them (netrun_spread). Backend none is refused then,
+ * naming why. */
 #include "controller/hosts.h"
 #include "hiernet_version.h"
 #include "lua/l_net.h"
@@ -150,26 +152,49 @@ static void on_agents_down(void *ctx, struct agent_group *g)
     sched_wake(net->rt->sched, net->agents_tok, NULL, NULL);
 }
 
-/* Every agent answered, or one failed: either way the start is refused
- * now, with the reason, once the agents are torn down. */
+/* Why the backend cannot spread over machines, or NULL: backend none keeps
+ * every node on this machine's loopback; the kernel backend carries a link
+ * between machines as a VXLAN device, the user backend as hiernet-linkd's
+ * UDP socket. */
+static const char *backend_refusal(const struct topo_network *t)
+{
+    if (t->backend == TOPO_BACKEND_NONE)
+        return "backend 'none' runs every node on this machine's loopback (use backend 'kernel', "
+               "'user' or 'auto')";
+    return NULL;
+}
+
+/* Every agent answered: the start goes on with them (agents_k); or one
+ * failed, or the backend cannot spread: the start is refused, with the
+ * reason, once the agents are torn down. */
 static void on_agents_ready(void *ctx, struct agent_group *g, const char *error)
 {
     struct l_network *net = ctx;
     size_t at = strlen(net->agents_error);
-    if (error) {
-        snprintf(net->agents_error + at, sizeof net->agents_error - at, ": %s", error);
-    } else {
-        record_agents(net, g);
-        snprintf(net->agents_error + at, sizeof net->agents_error - at,
-                 ": their %zu agent%s answered, but building remote parts is not available yet",
-                 agent_group_count(g), agent_group_count(g) == 1 ? "" : "s");
+    const char *refusal = error ? NULL : backend_refusal(net->topo);
+    if (!error) record_agents(net, g);
+    if (!error && !refusal) {
+        net->agents_ready = true;
+        sched_wake(net->rt->sched, net->agents_tok, NULL, NULL);
+        return;
     }
+    if (error)
+        snprintf(net->agents_error + at, sizeof net->agents_error - at, ": %s", error);
+    else
+        snprintf(net->agents_error + at, sizeof net->agents_error - at,
+                 ": their %zu agent%s answered, but %s", agent_group_count(g),
+                 agent_group_count(g) == 1 ? "" : "s", refusal);
     agent_group_teardown(g, on_agents_down, net);
 }
 
 static int agents_k(lua_State *L, int status, lua_KContext ctx)
 {
     struct l_network *net = (struct l_network *)ctx;
+    if (net->agents_ready && net->agents) {
+        struct agent_group *g = net->agents;
+        net->agents = NULL; /* the engine's from here on (netrun_build) */
+        return lnet_start_spread(L, net, g);
+    }
     net->rt->env_failure = true;
     return luaL_error(L, "%s", net->agents_error);
 }

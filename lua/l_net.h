@@ -45,6 +45,8 @@ struct l_network {
     struct agent_group *agents;
     task_token agents_tok;
     char agents_error[1024];
+    bool agents_ready; /* every agent answered: the start goes on with them */
+    bool spread;       /* started over machines once (its agents are gone since) */
 };
 
 struct l_node {
@@ -146,5 +148,8 @@ int lnet_place_or_draw(struct l_network *net, char *err, size_t errlen);
  * parts does not exist yet) or the agent's failure. Yields: call as a
  * tail. */
 int lnet_agents_ask(lua_State *L, struct l_network *net, const char *refusal);
+/* The start's rest (l_network.c) with the agents g of its other machines,
+ * which the engine takes over: the task waits for the build. */
+int lnet_start_spread(lua_State *L, struct l_network *net, struct agent_group *g);
 /* Ends agents still asked (the run is ending). */
 void lnet_agents_free(struct l_network *net);

@@ -12,6 +12,7 @@
 #include "lua/l_network.h"
 #include "kernels/profile.h"
 
+#include "controller/agent_group.h"
 #include "controller/host_probe.h"
 #include "controller/netlife.h"
 #include "controller/peer_client.h"
@@ -550,6 +551,30 @@ static struct netlife *network_life(struct l_network *net)
     return net->life;
 }
 
+/* The engine builds (over the machines of spread, which it takes, when
+ * not NULL); the task waits for the start's end. Network at index 1. */
+static int start_engine(lua_State *L, struct l_network *net, const struct netrun_spread *spread)
+{
+    struct hn_runtime *rt = net->rt;
+    net->topo->dilation = rt->run->dilation;
+    if (!network_life(net)) {
+        if (spread) agent_group_free(spread->agents);
+        return luaL_error(L, "network '%s': out of memory", net->topo->name);
+    }
+    struct netlife_options opts = {
+        .start_timeout_s = start_timeout_s(), .stop_timeout_s = STOP_DEADLINE_S, .spread = spread};
+    struct net_error error;
+    if (netlife_start(net->life, &opts, &error) < 0) {
+        rt->env_failure |= error.code == NET_ERR_ENVIRONMENT;
+        return luaL_error(L, "%s", error.message);
+    }
+    lua_pushvalue(L, 1);
+    net->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    net->start_waiting = true;
+    net->start_tok = sched_suspend(L);
+    return lua_yieldk(L, 0, 0, start_k);
+}
+
 /* net:start(): the engine builds, spawns and shakes hands from the loop;
  * this task waits (other tasks run) and raises its error, once. */
 static int l_net_start(lua_State *L)
@@ -564,25 +589,25 @@ static int l_net_start(lua_State *L)
         return luaL_error(L, "network '%s': start: the network has no nodes", net->topo->name);
     if (rt->draw) return draw_instead(L, net);
     char err[512];
+    if (net->spread)
+        return luaL_error(L,
+                          "network '%s': starting a network over machines again is not "
+                          "available yet",
+                          net->topo->name);
     int placed = net->life ? 0 : lnet_place_or_draw(net, err, sizeof err); /* first start only */
     if (placed < 0) return luaL_error(L, "%s", err);
     if (placed > 0) return lnet_agents_ask(L, net, err);
-    net->topo->dilation = rt->run->dilation;
-    if (!network_life(net)) return luaL_error(L, "network '%s': out of memory", net->topo->name);
-    struct netlife_options opts = {start_timeout_s(), STOP_DEADLINE_S};
-    struct net_error error;
-    if (netlife_start(net->life, &opts, &error) < 0) {
-        rt->env_failure |= error.code == NET_ERR_ENVIRONMENT;
-        return luaL_error(L, "%s", error.message);
-    }
-    lua_pushvalue(L, 1);
-    net->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    net->start_waiting = true;
-    net->start_tok = sched_suspend(L);
-    return lua_yieldk(L, 0, 0, start_k);
+    return start_engine(L, net, NULL);
 }
 
-/* ---- stop ---- */
+int lnet_start_spread(lua_State *L, struct l_network *net, struct agent_group *g)
+{
+    struct netrun_spread spread = {&net->machines, g};
+    net->spread = true;
+    return start_engine(L, net, &spread);
+}
+
+/* ---- stop ---- */ /* ---- stop ---- */
 
 /* The engine stops the network (its programs first). True once stopped. */
 static bool stop_begin(struct l_network *net)

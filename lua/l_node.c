@@ -230,8 +230,10 @@ static int l_node_kill(lua_State *L)
 {
     struct l_node *n = lnet_check_node(L, 1);
     const char *name = n->net->topo->nodes[n->index].name;
+    char err[512];
     node_client(L, n, "kill");
-    netlife_node_kill(n->net->life, n->index);
+    if (netlife_node_kill(n->net->life, n->index, err, sizeof err) < 0)
+        return luaL_error(L, "node '%s': kill: %s", name, err);
     hn_logf(n->net->rt, "node '%s': killed", name);
     lua_settop(L, 1);
     lua_getiuservalue(L, 1, 1); /* the network */

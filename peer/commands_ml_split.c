@@ -11,8 +11,9 @@
  * (kernels/device.h's layer ranges): the parameters are its device copy
  * (peer/devmirror.h), the gradient is computed there and written through
  * to the host tensor; activations and their gradients travel as host
- * tensors, as the data plane ships them. Worker thread only, like
- * ml_state. */
+ * tensors, as the data plane ships them. A model made with compute =
+ * "profile" runs the same passes, each padded to the node profile's time
+ * for its layers and batch. Worker thread only, like ml_state. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +21,13 @@
 #include "kernels/dataset.h"
 #include "kernels/model.h"
 #include "kernels/model_spec.h"
+#include "kernels/profile.h"
+#include "kernels/zoo.h"
 #include "peer/command_job.h"
 #include "peer/commands_ml.h"
 #include "peer/commands_ml_internal.h"
 #include "peer/devmirror.h"
+#include "peer/server.h"
 
 #define SPLIT_BATCH_DEFAULT 64
 #define SPLIT_BATCH_MAX 65536
@@ -139,18 +143,55 @@ static bool part_parse(struct command_job *j, struct part_params *p, struct prot
     return got > 0 && cmd_arg_int(a, "microbatch", false, 0, INT64_MAX, &p->microbatch);
 }
 
+/* Whether the layers have kernels to run: the architecture itself, by
+ * kernel or by profile (a profiled one needs the node's profile); not a
+ * profiled model's surrogate (learn=), whose layers are not the model's,
+ * nor a timing-only zoo model, which has no layer table. */
+static bool part_computes(struct command_job *j, const struct part_params *p,
+                          const struct ml_model *m)
+{
+    if (!m->model || strcmp(kern_model_spec(m->model), m->spec) != 0)
+        return cmd_fail(j,
+                        "model '%s' (%s): forward and backward need the architecture's own "
+                        "kernels (a real model, by kernel or by profile), not a surrogate or a "
+                        "timing-only zoo model",
+                        p->model, m->spec);
+    if (m->profiled && !j->server->cfg.profile)
+        return cmd_fail(j,
+                        "compute = \"profile\": node '%s' has no profile (net:node(name, { "
+                        "profile = ... }))",
+                        j->server->cfg.node);
+    return true;
+}
+
+/* compute = "profile": the pass takes the profile's time for its layers
+ * and batch (kernels/profile.h profile_pass_seconds), and the worker pads
+ * the job to it, asleep, as it does a profiled grad; the real pass inside
+ * that time makes the activations and gradients that cross the links. So
+ * a pass's time is the emulated device's, whatever the host's cores and
+ * memory are doing, unless the real pass overruns it. */
+static bool part_profile_time(struct command_job *j, const struct ml_model *m, int first, int last,
+                              bool backward, int batch)
+{
+    if (!m->profiled) return true;
+    struct zoo_cost cost;
+    if (zoo_range_cost(m->spec, first, last, &cost, j->err, sizeof j->err) < 0) return false;
+    const char *basis = "flops";
+    double ms = 1e3 * profile_pass_seconds(j->server->cfg.profile, &m->arch, &cost, backward, batch,
+                                           &basis);
+    j->work.device_ms = ms;
+    cmd_result_f64(j, "device_ms", ms);
+    cmd_result_str(j, "basis", basis);
+    return true;
+}
+
 /* The model, its host parameters (held) and the range, checked. */
 static struct store_tensor *part_open(struct command_job *j, const struct part_params *p,
                                       const struct ml_model **model, int *first, int *last)
 {
     const struct ml_model *m = ml_model_find(j, p->model);
     if (!m) return NULL;
-    if (!m->model || m->profiled)
-        return cmd_fail(j,
-                        "model '%s' (%s): forward and backward need a model with kernels, not "
-                        "a profiled one",
-                        p->model, m->spec),
-               NULL;
+    if (!part_computes(j, p, m)) return NULL;
     const struct model_spec *s = kern_model_layout(m->model);
     *first = p->layers[0] > (uint64_t)s->layer_count + 1 ? -1 : (int)p->layers[0] - 1;
     *last = p->layers[1] > (uint64_t)s->layer_count + 1 ? s->layer_count : (int)p->layers[1] - 1;
@@ -314,6 +355,10 @@ static bool forward_pass(struct command_job *j, const struct forward_params *p,
     if (kern_model_forward_range(s->m, dparams, first, last, s->x, s->batch, out->data, j->err,
                                  sizeof j->err) < 0 ||
         (last == spec->layer_count - 1 && s->has_labels && !forward_loss(j, s, out->data, n))) {
+        store_tensor_release(out);
+        return false;
+    }
+    if (!part_profile_time(j, m, first, last, false, s->batch)) {
         store_tensor_release(out);
         return false;
     }
@@ -528,12 +573,13 @@ static bool backward_run(struct command_job *j, const struct backward_params *p)
     struct store_tensor *params = part_open(j, &p->part, &m, &first, &last);
     if (!params) return false;
     struct ml_stash *s = stash_find(j->ml, p->part.model, first, last, p->part.microbatch);
-    bool ok = s && s->live
-                  ? backward_pass(j, p, params, s)
-                  : cmd_fail(j,
-                             "layers {%d, %d}: no forward of micro-batch %" PRId64 " to go back "
-                             "through",
-                             first + 1, last + 1, p->part.microbatch);
+    bool ok =
+        s && s->live
+            ? backward_pass(j, p, params, s) && part_profile_time(j, m, first, last, true, s->batch)
+            : cmd_fail(j,
+                       "layers {%d, %d}: no forward of micro-batch %" PRId64 " to go back "
+                       "through",
+                       first + 1, last + 1, p->part.microbatch);
     store_tensor_release(params);
     return ok;
 }

@@ -64,6 +64,11 @@ cluster_ssh() {
 }
 
 cluster_addr() { echo "$CLUSTER_SUBNET.$1"; }
+# A machines file listing m1..mN at their addresses, into FILE.
+cluster_hosts_file() {
+  local i
+  for ((i = 1; i <= $1; i++)); do echo "m$i $(cluster_addr "$i")"; done >"$2"
+}
 
 # A holder: `setpriv` arms the parent-death signal (kept across the execs),
 # `unshare` makes the namespaces, the script sets the machine up, touches its
@@ -257,6 +262,15 @@ cluster_netns_users() {
 # Pids of the processes whose network namespace is one of the cluster's.
 cluster_procs() {
   cluster_netns_users | sed -n 's|^/proc/\([0-9]*\)/ns/net -> .*|\1|p'
+}
+
+# Pids of the processes in machine I's network namespace.
+cluster_procs_in() {
+  local ns pid
+  ns=$(readlink "/proc/${CLUSTER_HOLDERS[$1]}/ns/net")
+  for pid in $(cluster_procs); do
+    [[ $(readlink "/proc/$pid/ns/net" 2>/dev/null) == "$ns" ]] && echo "$pid"
+  done
 }
 
 # Whether pid is a process that has not exited (a zombie has).

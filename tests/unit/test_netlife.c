@@ -66,7 +66,7 @@ static bool run_until(struct netlife **nl, int n, enum netlife_state state, doub
     }
 }
 
-static const struct netlife_options opts = {10.0, 3.0};
+static const struct netlife_options opts = {.start_timeout_s = 10.0, .stop_timeout_s = 3.0};
 
 static void check_sequence(const struct watch *w, const enum netlife_state *want, int n)
 {
@@ -352,7 +352,8 @@ static void test_running_network(struct netlife_run *run)
     CHECK_STREQ(ran.out, "hi\n");
     CHECK(netlife_program_spawn(nl, 1, sleeper, on_program, &killed, err, sizeof err) != NULL);
     CHECK(netlife_program_spawn(nl, 0, sleeper, on_program, &stopped, err, sizeof err) != NULL);
-    netlife_node_kill(nl, 1);
+    char kill_err[256];
+    CHECK(netlife_node_kill(nl, 1, kill_err, sizeof kill_err) == 0);
     CHECK(run_until_program(&killed, 10) && killed.status == 128 + SIGKILL);
     CHECK(!netlife_reachable(nl, 0, 1) && stopped.calls == 0);
 

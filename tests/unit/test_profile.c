@@ -1,7 +1,9 @@
 /* test_profile.c — kernels/profile.c: every built-in device profile loads,
  * a profile given as a file parses, bad names and bad files fail with one
  * line naming the profile (and the line), and the step time is the measured
- * one where the profile has it, the FLOP sum otherwise. */
+ * one where the profile has it, the FLOP sum otherwise; a layer range's
+ * FLOPs (zoo_range_cost) and its pass time (profile_pass_seconds) are the
+ * figures written out by hand, and the parts of a split sum to the whole. */
 #include "kernels/profile.h"
 #include "kernels/zoo.h"
 #include "tests/unit/check.h"
@@ -165,6 +167,91 @@ static void test_files(void)
     expect_bad(10, "measured cnn:lenet 64 1", 11, "measured cnn:lenet 64: given twice");
 }
 
+/* zoo_range_cost: layers of mlp:16-1024-1024-10 written out by hand (2
+ * FLOPs a multiply-accumulate; backward twice the forward but for the
+ * first layer, which computes no input gradient; bias and ReLU 1 FLOP an
+ * output element each way), and every split of real models sums to the
+ * whole. */
+static void test_range_cost(void)
+{
+    struct zoo_cost c;
+    CHECK(zoo_range_cost("mlp:16-1024-1024-10", 0, 0, &c, err, sizeof err) == 0);
+    CHECK(c.forward[ZOO_OP_DENSE] == 2.0 * 16 * 1024 &&
+          c.backward[ZOO_OP_DENSE] == 2.0 * 16 * 1024);
+    CHECK(c.forward[ZOO_OP_ELEMENTWISE] == 2048 && c.backward[ZOO_OP_ELEMENTWISE] == 2048);
+    CHECK(zoo_range_cost("mlp:16-1024-1024-10", 1, 2, &c, err, sizeof err) == 0);
+    CHECK(c.forward[ZOO_OP_DENSE] == 2.0 * 1024 * 1024 + 2.0 * 1024 * 10);
+    CHECK(c.backward[ZOO_OP_DENSE] == 4.0 * 1024 * 1024 + 4.0 * 1024 * 10);
+    CHECK(c.forward[ZOO_OP_ELEMENTWISE] == 2048 + 10 && c.forward[ZOO_OP_CONV] == 0);
+    static const struct {
+        const char *spec;
+        int cuts[4]; /* first layers of the parts, then the layer count */
+    } splits[] = {{"mlp:16-1024-1024-10", {0, 1, 2, 3}},
+                  {"cnn:lenet", {0, 2, 5, 8}},
+                  {"cnn:resnet20", {0, 2, 27, 49}}};
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+        struct zoo_info whole;
+        struct zoo_cost sum = {{0}, {0}}, part;
+        CHECK(zoo_lookup(splits[i].spec, &whole, err, sizeof err) == 0);
+        for (int k = 0; k < 3; k++) {
+            CHECK_MSG(zoo_range_cost(splits[i].spec, splits[i].cuts[k], splits[i].cuts[k + 1] - 1,
+                                     &part, err, sizeof err) == 0,
+                      "%s: %s", splits[i].spec, err);
+            for (int op = 0; op < ZOO_OP_COUNT; op++) {
+                sum.forward[op] += part.forward[op];
+                sum.backward[op] += part.backward[op];
+            }
+        }
+        for (int op = 0; op < ZOO_OP_COUNT; op++)
+            CHECK_MSG(sum.forward[op] == whole.cost.forward[op] &&
+                          sum.backward[op] == whole.cost.backward[op],
+                      "%s: op %s: the parts sum to %g / %g, the whole is %g / %g", splits[i].spec,
+                      zoo_op_name(op), sum.forward[op], sum.backward[op], whole.cost.forward[op],
+                      whole.cost.backward[op]);
+    }
+    CHECK(zoo_range_cost("mlp:16-1024-10", 0, 2, &c, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "layers 1 to 2");
+    CHECK(zoo_range_cost("cnn:resnet20", 3, 11, &c, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "residual block");
+    CHECK(zoo_range_cost("resnet50", 0, 1, &c, err, sizeof err) == -1);
+}
+
+/* profile_pass_seconds: a range's FLOPs at the profile's rates, exactly
+ * the figures written out here; scaled to a measured step, the parts'
+ * passes sum to it. */
+static void test_pass_seconds(void)
+{
+    char path[256];
+    CHECK(write_profile(good_profile, path, sizeof path) == 0);
+    struct device_profile *p = load(path);
+    remove_profile(path);
+    if (!p) return;
+    struct zoo_info mlp, lenet;
+    struct zoo_cost c;
+    const char *basis = NULL;
+    CHECK(zoo_lookup("mlp:16-1024-1024-10", &mlp, err, sizeof err) == 0);
+    CHECK(zoo_range_cost("mlp:16-1024-1024-10", 1, 1, &c, err, sizeof err) == 0);
+    /* dense at 2e12 FLOP/s, bias and ReLU (elementwise) at 5e9, 96 samples */
+    CHECK(profile_pass_seconds(p, &mlp, &c, false, 96, &basis) ==
+          2.0 * 1024 * 1024 * 96 / 2e12 + 2048.0 * 96 / 5e9);
+    CHECK_STREQ(basis, "flops");
+    CHECK(profile_pass_seconds(p, &mlp, &c, true, 96, NULL) ==
+          4.0 * 1024 * 1024 * 96 / 2e12 + 2048.0 * 96 / 5e9);
+    /* The profile measured cnn:lenet at batch 64 (0.002 s): the parts'
+     * forwards and backwards share it by their FLOPs' times. */
+    CHECK(zoo_lookup("cnn:lenet", &lenet, err, sizeof err) == 0);
+    static const int cuts[] = {0, 2, 5, 8};
+    double sum = 0;
+    for (int k = 0; k < 3; k++) {
+        CHECK(zoo_range_cost("cnn:lenet", cuts[k], cuts[k + 1] - 1, &c, err, sizeof err) == 0);
+        sum += profile_pass_seconds(p, &lenet, &c, false, 64, &basis) +
+               profile_pass_seconds(p, &lenet, &c, true, 64, NULL);
+        CHECK_STREQ(basis, "measured");
+    }
+    CHECK_NEAR(sum, 0.002, 1e-15);
+    profile_free(p);
+}
+
 static void test_bad_names(void)
 {
     struct device_profile *p = (struct device_profile *)1;
@@ -182,6 +269,8 @@ int main(void)
     test_builtins();
     test_grad_seconds();
     test_files();
+    test_range_cost();
+    test_pass_seconds();
     test_bad_names();
     return check_report();
 }

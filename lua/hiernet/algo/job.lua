@@ -168,7 +168,9 @@ local function pick_prefix(o, label)
   end
 end
 
--- job.new(algorithm, opts, spec) -> job. spec: { mode=, options = {key = checker} }.
+-- job.new(algorithm, opts, spec) -> job. spec: { mode=, options = {key = checker},
+-- profile_learns = true when the family's compute by profile still runs the
+-- real model's kernels (learning_of) }.
 function job.new(algorithm, opts, spec)
   spec = spec or {}
   local o = check_options(algorithm, opts, spec)
@@ -179,6 +181,7 @@ function job.new(algorithm, opts, spec)
     parameters = plain(opts),
     workers = o.workers,
     on_failure = o.on_failure or "fail",
+    profile_learns = spec.profile_learns == true,
     -- progress of the training
     steps = 0, updates_applied = 0, bytes = 0, samples = 0, compute_ms = 0,
     worker_steps = 0, steps_of = {},
@@ -226,15 +229,20 @@ end
 
 -- What learns (summary.json "learning"): the model itself, a surrogate
 -- beside a profiled model, or nothing (a timing-only run: no evaluation).
-local function learning_of(o)
+-- A family whose spec says profile_learns (split: its layer ranges run
+-- the architecture's own kernels, padded to the profile's time) learns
+-- the model itself by profile too.
+local function learning_of(J)
+  local o = J.o
   if o.compute ~= "profile" then return "real " .. o.model end
   if o.learn then return "surrogate " .. o.learn end
+  if J.profile_learns then return "real " .. o.model .. ", timed by profile" end
   return "none (timing only)"
 end
 
 -- A timing-only run has nothing to evaluate.
 function Job:learns()
-  return self.o.compute ~= "profile" or self.o.learn ~= nil
+  return self.o.compute ~= "profile" or self.o.learn ~= nil or self.profile_learns
 end
 
 -- The `tensor` command making `name` for elements [offset, offset + count)
@@ -354,7 +362,7 @@ local function setup(self, s)
   local made = origin:model(model_params(self))
   hn.wait_all(tasks)
   self.model_size, self.model_resident = made.size, made.resident or made.size
-  self.learning = learning_of(self.o)
+  self.learning = learning_of(self)
   self.nodes_used = { origin }
   for _, n in ipairs(holders) do self.nodes_used[#self.nodes_used + 1] = n end
   if #holders > 0 then origin:send{ tensor = name, to = holders } end

@@ -147,6 +147,27 @@ local function resolve_parts(o, layers, splitfed)
   return parts
 end
 
+-- compute = "profile": the parts run the model's own kernels, each pass
+-- padded to its node profile's time for its layers and micro-batch
+-- (docs/lua-api.md "forward and backward"), so the model must be a real
+-- one, with no surrogate, and every node that runs a part needs a profile
+-- (job.lua checks the workers: the first part's node or the clients).
+local function check_profiled(o, splitfed)
+  if o.learn then
+    fail("split.train: option 'learn': a split by profile runs the model's own layers (a surrogate's are others)")
+  end
+  local ok, err = hn.model_check(o.model)
+  if not ok then
+    fail("split.train: compute = \"profile\": model '%s' has no layer table to split (%s)", o.model, err)
+  end
+  for i, p in ipairs(o.parts) do
+    if p.node and not p.node.profile and not (splitfed and i == 1) then
+      fail("split.train: compute = \"profile\": part %d's node '%s' has no profile (net:node(name, { profile = ... }))",
+           i, p.node.name)
+    end
+  end
+end
+
 -- ---- set-up ----
 
 local function new_job(opts)
@@ -167,8 +188,9 @@ local function new_job(opts)
     check_parts("split.train: option 'parts'", opts.parts)
     o.workers = { opts.parts[1].node }
   end
-  local J = job.new("split", o, { mode = splitfed and "splitfed" or (opts.schedule or "gpipe"), options = OPTIONS })
-  if J.o.compute == "profile" then fail("split.train: compute = \"profile\" is not supported (forward{} runs real kernels)") end
+  local J = job.new("split", o, { mode = splitfed and "splitfed" or (opts.schedule or "gpipe"), options = OPTIONS,
+                                  profile_learns = true })
+  if J.o.compute == "profile" then check_profiled(J.o, splitfed) end
   if J.o.compress then fail("split.train: option 'compress' is not supported (activations are sent dense)") end
   J.layers = hn.model_layers(J.o.model)
   J.parts = resolve_parts(J.o, J.layers, splitfed)

@@ -14,8 +14,8 @@
 #     the ssh ControlPath directory;
 #   - `hiernet run` with a placement over m1..m3 starts the agents, records
 #     control_rtt_ms / clock_offset_ms / clock_error_ms / version per
-#     machine in run.json and log.txt, and is refused (exit 3) after they
-#     answered, saying so;
+#     machine in run.json and log.txt, and, its backend being none, is
+#     refused (exit 3) after they answered, saying why;
 #   - `hiernet doctor --hosts` prints one table (m1 local, m2 and m3
 #     reachable, root, features, same version; an address where no machine
 #     answers is NO) and `hiernet clean --hosts` one line per machine, and
@@ -31,7 +31,7 @@ source "$here/../../lib/checks.sh"
 cluster_require
 cluster_up 3 || { echo "FAIL: cluster_up 3"; exit 1; }
 D=$CLUSTER_DIR
-printf 'm1 %s\nm2 %s\nm3 %s\n' "$(cluster_addr 1)" "$(cluster_addr 2)" "$(cluster_addr 3)" >"$D/hosts"
+cluster_hosts_file 3 "$D/hosts"
 # The controller's environment on m1: the cluster's ssh client config, the
 # agent binary (the probe is not hiernet), scratch files in the cluster dir.
 on_m1() {
@@ -40,19 +40,15 @@ on_m1() {
 
 # Pids of `hiernet agent` processes in machine I's namespace.
 agents_on() {
-  local ns pid
-  ns=$(readlink "/proc/${CLUSTER_HOLDERS[$1]}/ns/net")
-  for pid in $(cluster_procs); do
-    [[ $(readlink "/proc/$pid/ns/net" 2>/dev/null) == "$ns" ]] || continue
+  local pid
+  for pid in $(cluster_procs_in "$1"); do
     tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "^$HN agent " && echo "$pid"
   done
 }
 # ssh clients on m1 (the controller's side).
 ssh_on_m1() {
-  local ns pid
-  ns=$(readlink "/proc/${CLUSTER_HOLDERS[1]}/ns/net")
-  for pid in $(cluster_procs); do
-    [[ $(readlink "/proc/$pid/ns/net" 2>/dev/null) == "$ns" ]] || continue
+  local pid
+  for pid in $(cluster_procs_in 1); do
     [[ $(cat "/proc/$pid/comm" 2>/dev/null) == ssh ]] && echo "$pid"
   done
 }
@@ -150,7 +146,7 @@ LUA
 cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" run "$D/three.lua" --out "$D/r" --quiet 2>"$D/run.err"
 expect_eq "run over m1..m3: exit 3" "$?" 3
 expect_eq "run over m1..m3: the refusal" "$(tail -n1 "$D/run.err" | sed 's/^.*network/network/')" \
-  "network 'c': 2 of its 3 nodes are placed on other machines than this one: their 2 agents answered, but building remote parts is not available yet"
+  "network 'c': 2 of its 3 nodes are placed on other machines than this one: their 2 agents answered, but backend 'none' runs every node on this machine's loopback (use backend 'kernel', 'user' or 'auto')"
 python3 - "$D/r/run.json" <<'PY' && pass "run.json machines" || fail "run.json machines: $(grep -o '"machines".*' "$D/r/run.json" | head -c 800)"
 import json, sys
 m = json.load(open(sys.argv[1]))["machines"]

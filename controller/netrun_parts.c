@@ -1,0 +1,489 @@
+/* netrun_parts.c — a network spread over machines (issue 20; docs/
+ * design-notes.md, "The seam."): one netrun whose parts are this
+ * machine's, a netrun of its own built by the same code as a local run
+ * (topo/part.h's planned network), and one per other machine, built by
+ * that machine's agent (controller/agent_client.h) from the part's wire
+ * form. The build goes to every part and ends when the last answers; the
+ * peers of every part are the outer netrun's (peers[node].client: the
+ * local part's clients and the agents' relayed ones, borrowed), so the
+ * handshake, the address book and every peer command are unchanged. The
+ * changes about one node or link go to the local part, and are refused in
+ * one line naming the machine when it is another's. Owns: the local part
+ * and its netrun, the agents (agent_group, taken over at the build). */
+#include "controller/netrun_internal.h"
+
+#include "common/clock.h"
+#include "controller/agent_group.h"
+#include "controller/log.h"
+#include "topo/address.h"
+#include "topo/part_wire.h"
+
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+struct netrun_parts {
+    struct netrun *nr; /* the outer one */
+    struct agent_group *agents;
+    struct topo_machines machines; /* names and addresses, for messages */
+    struct topo_placement placement;
+    struct topo_routing routing; /* the whole network's */
+    size_t local;                /* the controller's machine, or machines.n: none */
+    struct topo_part part;       /* the local machine's */
+    struct netrun *inner;        /* its netrun, once its build began */
+    int *local_node;             /* per whole node: its index in part, or -1 */
+    int *local_link;             /* per whole link: its index in part (not cut), or -1 */
+    struct agent_client **agent; /* per machine: its agent, NULL for the local one */
+    size_t waiting;              /* parts whose build has not answered */
+    struct net_error error;      /* the build's first failure */
+    bool built, inner_done, agents_down, tearing;
+    netrun_released_fn released;
+    void *released_ctx;
+    ev_idle later; /* the release's and the failed build's end, from the loop */
+};
+
+/* ---- helpers for the public functions ---- */
+
+static const char *machine_of(const struct netrun_parts *p, int node)
+{
+    return p->machines.v[p->placement.machine[node]].name;
+}
+
+int netrun_parts_node(const struct netrun *nr, int node, const char *what, char *err, size_t errlen)
+{
+    const struct netrun_parts *p = nr->parts;
+    if (p->local_node[node] >= 0) return p->local_node[node];
+    snprintf(err, errlen, "it is on machine %s: %s a remote node is not available yet",
+             machine_of(p, node), what);
+    return -1;
+}
+
+int netrun_parts_link(const struct netrun *nr, int link, const char *what, char *err, size_t errlen)
+{
+    const struct netrun_parts *p = nr->parts;
+    if (p->local_link[link] >= 0) return p->local_link[link];
+    const struct topo_link *l = &nr->net->links[link];
+    const char *ma = machine_of(p, l->a), *mb = machine_of(p, l->b);
+    if (strcmp(ma, mb))
+        snprintf(err, errlen,
+                 "it crosses machines %s and %s: %s a link between machines is not available yet",
+                 ma, mb, what);
+    else
+        snprintf(err, errlen, "it is on machine %s: %s a remote link is not available yet", ma,
+                 what);
+    return -1;
+}
+
+struct netrun *netrun_parts_inner(const struct netrun *nr)
+{
+    return nr->parts->inner && nr->parts->inner_done ? nr->parts->inner : NULL;
+}
+
+/* ---- the end of the build, of its failure and of the release ---- */
+
+static void parts_free(struct netrun_parts *p)
+{
+    ev_idle_stop(p->nr->loop, &p->later);
+    agent_group_free(p->agents); /* ends what is left: their ssh's EOF tears them down */
+    netrun_free(p->inner);
+    topo_part_free(&p->part);
+    topo_routing_free(&p->routing);
+    topo_placement_free(&p->placement);
+    topo_machines_free(&p->machines);
+    free(p->local_node);
+    free(p->local_link);
+    free(p->agent);
+    free(p);
+}
+
+/* The outer netrun: its peers' clients are the parts' (not freed here). */
+static void outer_free(struct netrun *nr)
+{
+    for (size_t i = 0; i < nr->net->n_nodes; i++)
+        free(nr->peers[i].told);
+    free(nr->peers);
+    parts_free(nr->parts);
+    free(nr);
+}
+
+/* Both halves gone (the local part released, the agents down): the
+ * release's or the failed build's end, from the loop. */
+static void on_later(EV_P_ ev_idle *w, int revents)
+{
+    struct netrun_parts *p = w->data;
+    struct netrun *nr = p->nr;
+    ev_idle_stop(nr->loop, w);
+    if (!p->built) {
+        struct net_error e = p->error;
+        netrun_built_fn built = nr->built;
+        void *ctx = nr->built_ctx;
+        outer_free(nr);
+        return built(ctx, NULL, &e);
+    }
+    netrun_released_fn released = p->released;
+    void *ctx = p->released_ctx;
+    outer_free(nr);
+    if (released) released(ctx);
+}
+
+static void maybe_done(struct netrun_parts *p)
+{
+    if (p->tearing && !p->inner && p->agents_down) ev_idle_start(p->nr->loop, &p->later);
+}
+
+static void on_inner_released(void *ctx)
+{
+    struct netrun_parts *p = ctx;
+    p->inner = NULL; /* freed by its release */
+    maybe_done(p);
+}
+
+static void on_agents_down(void *ctx, struct agent_group *g)
+{
+    struct netrun_parts *p = ctx;
+    p->agents_down = true;
+    maybe_done(p);
+}
+
+static void agents_teardown(struct netrun_parts *p)
+{
+    if (p->tearing) return;
+    p->tearing = true;
+    agent_group_teardown(p->agents, on_agents_down, p);
+}
+
+/* Every part let go: the local one released, the agents torn down (each
+ * releases its part, then exits). */
+static void parts_release(struct netrun_parts *p)
+{
+    agents_teardown(p);
+    if (p->inner && p->inner_done) {
+        netrun_release(p->inner, on_inner_released, p);
+    } else if (p->inner) { /* a build still running here: abandoned */
+        netrun_free(p->inner);
+        p->inner = NULL;
+    }
+    maybe_done(p);
+}
+
+/* ---- the peers of every part ---- */
+
+static void on_inner_exit(void *ctx, int node, int wait_status)
+{
+    struct netrun *nr = ctx;
+    int whole = nr->parts->part.whole_node[node];
+    if (nr->on_exit) nr->on_exit(nr->ctx, whole, wait_status);
+}
+
+static void on_remote_exit(void *ctx, int wait_status)
+{
+    struct netrun_peer *peer = ctx;
+    if (peer->nr->on_exit) peer->nr->on_exit(peer->nr->ctx, peer->node, wait_status);
+}
+
+/* Each host's client into the outer peers: the local part's, or one
+ * relayed by its machine's agent. */
+static int peers_gather(struct netrun *nr, char *err, size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    for (size_t i = 0; i < nr->net->n_nodes; i++) {
+        const struct topo_node *n = &nr->net->nodes[i];
+        struct netrun_peer *peer = &nr->peers[i];
+        *peer = (struct netrun_peer){.nr = nr, .node = (int)i, .template_id = -1};
+        if (n->kind != TOPO_NODE_HOST) continue;
+        if (p->local_node[i] >= 0) {
+            peer->client = netrun_peer(p->inner, p->local_node[i]);
+            continue;
+        }
+        struct peer_client_hooks hooks = {.on_exit = on_remote_exit, .ctx = peer};
+        struct agent_client *ac = p->agent[p->placement.machine[i]];
+        char why[256];
+        peer->client = agent_client_open_peer(ac, (int)i, n->name, &hooks, why, sizeof why);
+        if (!peer->client)
+            return snprintf(err, errlen, "node '%s' on machine %s: %s", n->name,
+                            machine_of(p, (int)i), why),
+                   -1;
+    }
+    return 0;
+}
+
+static void part_answered(struct netrun_parts *p)
+{
+    struct netrun *nr = p->nr;
+    if (--p->waiting > 0) return;
+    char err[512];
+    if (p->error.code == NET_OK && peers_gather(nr, err, sizeof err) < 0)
+        net_error_set(&p->error, NET_ERR_ENVIRONMENT, -1, -1, err);
+    if (p->error.code != NET_OK) return parts_release(p); /* on_later tells `built` */
+    p->built = true;
+    nr->building = false;
+    if (p->inner) { /* what this machine's part runs on, and why */
+        nr->backend = p->inner->backend;
+        snprintf(nr->reason, sizeof nr->reason, "spread over %zu machines; here: %s", p->machines.n,
+                 p->inner->reason);
+    }
+    nr->net->backend_used = nr->backend; /* net.backend, as a local build says it */
+    netrun_phase_end(nr, "parts");
+    if (nr->links_made) nr->links_made(nr->built_ctx);
+    nr->built(nr->built_ctx, nr, NULL);
+}
+
+static void part_failed(struct netrun_parts *p, const struct net_error *e)
+{
+    if (p->error.code == NET_OK) p->error = *e;
+}
+
+static void on_inner_built(void *ctx, struct netrun *inner, const struct net_error *error)
+{
+    struct netrun_parts *p = ctx;
+    p->inner = inner; /* NULL after a failure: freed, nothing left */
+    p->inner_done = inner != NULL;
+    if (error) part_failed(p, error);
+    part_answered(p);
+}
+
+static void on_agent_built(void *ctx, struct agent_client *ac, const struct agent_build_reply *r,
+                           const struct agent_build_error *e)
+{
+    struct netrun_parts *p = ctx;
+    if (e) {
+        struct net_error ne;
+        enum net_error_code code =
+            e->code == NET_ERR_SCENARIO ? NET_ERR_SCENARIO : NET_ERR_ENVIRONMENT;
+        net_error_set(&ne, code, e->node[0] ? topo_node_find(p->nr->net, e->node) : -1, -1,
+                      e->message);
+        part_failed(p, &ne);
+    } else {
+        ctl_log("network '%s': machine %s built its part (%llu nodes, registry %s)",
+                p->nr->net->name, agent_client_machine(ac), (unsigned long long)r->nodes,
+                r->registry);
+    }
+    part_answered(p);
+}
+
+/* ---- the build ---- */
+
+/* A machine's underlay address: its agent's (hello), else the machines
+ * file's, which must then be IPv4. */
+static int underlay_of(struct netrun_parts *p, size_t m, uint32_t *out, char *err, size_t errlen)
+{
+    const char *text = p->machines.v[m].address;
+    if (p->agent[m] && agent_client_hello(p->agent[m])->underlay_address[0])
+        text = agent_client_hello(p->agent[m])->underlay_address;
+    struct in_addr a;
+    if (inet_pton(AF_INET, text, &a) != 1)
+        return snprintf(err, errlen,
+                        "machine %s: underlay address '%s' is not IPv4 (VXLAN needs one)",
+                        p->machines.v[m].name, text),
+               -1;
+    *out = ntohl(a.s_addr);
+    if ((*out >> 24) == 127)
+        return snprintf(err, errlen,
+                        "machine %s: underlay address %s is loopback, which the other machines "
+                        "cannot reach (list it by an address they reach)",
+                        p->machines.v[m].name, text),
+               -1;
+    return 0;
+}
+
+static int agents_by_machine(struct netrun_parts *p, char *err, size_t errlen)
+{
+    p->agent = calloc(p->machines.n, sizeof *p->agent);
+    if (!p->agent) return snprintf(err, errlen, "out of memory"), -1;
+    p->local = p->machines.n;
+    for (size_t m = 0; m < p->machines.n; m++)
+        if (p->machines.v[m].local) p->local = m;
+    for (size_t i = 0; i < agent_group_count(p->agents); i++) {
+        struct agent_client *ac = agent_group_agent(p->agents, i);
+        int m = topo_machines_find(&p->machines, agent_client_machine(ac));
+        if (m >= 0) p->agent[m] = ac;
+    }
+    for (size_t m = 0; m < p->machines.n; m++)
+        if (m != p->local && p->placement.count[m] && !p->agent[m])
+            return snprintf(err, errlen, "machine %s has nodes but no agent",
+                            p->machines.v[m].name),
+                   -1;
+    return 0;
+}
+
+/* The whole network's address plan and routes, the placement. */
+static int parts_plan(struct netrun_parts *p, const struct topo_machines *machines, char *err,
+                      size_t errlen)
+{
+    struct topo_network *net = p->nr->net;
+    for (size_t m = 0; m < machines->n; m++)
+        if (topo_machines_add(&p->machines, machines->v[m].name, machines->v[m].address,
+                              machines->v[m].cores, err, errlen) < 0)
+            return -1;
+    for (size_t m = 0; m < machines->n; m++)
+        p->machines.v[m].local = machines->v[m].local;
+    if (topo_placement_compute(net, &p->machines, &p->placement, err, errlen) < 0 ||
+        agents_by_machine(p, err, errlen) < 0 || topo_assign_addresses(net, err, errlen) < 0)
+        return -1;
+    return topo_routing_compute(net, &p->routing, err, errlen);
+}
+
+/* The local part's indices by whole-network index. */
+static int local_maps(struct netrun_parts *p)
+{
+    const struct topo_network *net = p->nr->net;
+    p->local_node = malloc((net->n_nodes ? net->n_nodes : 1) * sizeof *p->local_node);
+    p->local_link = malloc((net->n_links ? net->n_links : 1) * sizeof *p->local_link);
+    if (!p->local_node || !p->local_link) return -1;
+    for (size_t i = 0; i < net->n_nodes; i++)
+        p->local_node[i] = -1;
+    for (size_t l = 0; l < net->n_links; l++)
+        p->local_link[l] = -1;
+    if (!p->part.net) return 0;
+    for (size_t i = 0; i < p->part.net->n_nodes; i++)
+        if (!p->part.net->nodes[i].remote) p->local_node[p->part.whole_node[i]] = (int)i;
+    for (size_t l = 0; l < p->part.net->n_links; l++)
+        if (!p->part.net->links[l].vni) p->local_link[p->part.whole_link[l]] = (int)l;
+    return 0;
+}
+
+static int send_part(struct netrun_parts *p, size_t m, const struct topo_part *part, char *err,
+                     size_t errlen)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int rc = topo_part_encode(part, &pk) ? 0 : (snprintf(err, errlen, "out of memory"), -1);
+    if (rc == 0)
+        rc = agent_client_build(p->agent[m], sb.data, sb.size, on_agent_built, p, err, errlen);
+    msgpack_sbuffer_destroy(&sb);
+    if (rc == 0) p->waiting++;
+    return rc;
+}
+
+static int build_local(struct netrun_parts *p, const struct netrun_config *cfg,
+                       struct net_error *error)
+{
+    struct netrun_config c = *cfg;
+    c.links_made = NULL;
+    c.routing = &p->part.routing;
+    c.data_secret = p->nr->data_secret;
+    c.spread = NULL;
+    if (netrun_build(p->nr->loop, p->part.net, &c, on_inner_exit, p->nr, on_inner_built, p,
+                     &p->inner, error) < 0)
+        return p->inner = NULL, -1;
+    p->waiting++;
+    return 0;
+}
+
+/* Every machine's part made; the remote ones sent, the local one begun. */
+static int parts_begin(struct netrun_parts *p, const struct netrun_config *cfg,
+                       struct net_error *error)
+{
+    char *err = error->message;
+    size_t errlen = sizeof error->message;
+    uint32_t *underlay = calloc(p->machines.n, sizeof *underlay);
+    uint64_t random = 0;
+    int rc = underlay &&
+                     getrandom(p->nr->data_secret, sizeof p->nr->data_secret, 0) ==
+                         (ssize_t)sizeof p->nr->data_secret &&
+                     getrandom(&random, sizeof random, 0) == (ssize_t)sizeof random
+                 ? 0
+                 : (snprintf(err, errlen, "out of memory or no random bits"), -1);
+    for (size_t m = 0; rc == 0 && m < p->machines.n; m++)
+        rc = underlay_of(p, m, &underlay[m], err, errlen);
+    struct topo_part_plan plan = {
+        cfg->run_id ? cfg->run_id : "run", &p->placement,     &p->machines, underlay,
+        topo_part_vni_base(random),        p->nr->data_secret};
+    for (size_t m = 0; rc == 0 && m < p->machines.n; m++) {
+        if (!p->placement.count[m]) continue;
+        struct topo_part part = {0};
+        rc = topo_part_make(p->nr->net, &p->routing, &plan, m, &part, err, errlen);
+        if (rc == 0 && m == p->local)
+            p->part = part; /* kept: built here */
+        else if (rc == 0)
+            rc = send_part(p, m, &part, err, errlen);
+        if (m != p->local) topo_part_free(&part);
+    }
+    free(underlay);
+    if (rc == 0 && local_maps(p) < 0) rc = (snprintf(err, errlen, "out of memory"), -1);
+    if (rc < 0) error->code = NET_ERR_SCENARIO;
+    if (rc == 0 && p->part.net) rc = build_local(p, cfg, error);
+    return rc;
+}
+
+int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
+                       const struct netrun_config *cfg, netrun_exit_fn on_exit, void *ctx,
+                       netrun_built_fn built, void *built_ctx, struct netrun **out,
+                       struct net_error *error)
+{
+    net_error_clear(error);
+    struct netrun *nr = calloc(1, sizeof *nr);
+    struct netrun_parts *p = nr ? calloc(1, sizeof *p) : NULL;
+    if (p) nr->peers = calloc(net->n_nodes ? net->n_nodes : 1, sizeof *nr->peers);
+    if (!p || !nr->peers) {
+        if (nr) free(nr->peers);
+        free(p);
+        free(nr);
+        agent_group_free(cfg->spread->agents);
+        net_error_set(error, NET_ERR_SCENARIO, -1, -1, "out of memory");
+        return -1;
+    }
+    *nr = (struct netrun){.loop = loop,
+                          .net = net,
+                          .backend = net->backend, /* the local part's once built */
+                          .peers = nr->peers,
+                          .parts = p,
+                          .on_exit = on_exit,
+                          .ctx = ctx,
+                          .built = built,
+                          .built_ctx = built_ctx,
+                          .links_made = cfg->links_made,
+                          .building = true,
+                          .secret_given = true};
+    nr->start_s = nr->phase_mark = mono_s();
+    p->nr = nr;
+    p->agents = cfg->spread->agents;
+    ev_idle_init(&p->later, on_later);
+    p->later.data = p;
+    snprintf(nr->reason, sizeof nr->reason, "spread over %zu machines, each choosing its own",
+             cfg->spread->machines->n);
+    if (parts_plan(p, cfg->spread->machines, error->message, sizeof error->message) < 0)
+        error->code = NET_ERR_SCENARIO;
+    if (error->code != NET_OK || parts_begin(p, cfg, error) < 0) {
+        if (error->code == NET_OK) error->code = NET_ERR_SCENARIO;
+        outer_free(nr);
+        return -1;
+    }
+    *out = nr;
+    return 0;
+}
+
+/* ---- the network's functions, over its parts ---- */
+
+void netrun_parts_close_peers(struct netrun *nr)
+{
+    struct netrun_parts *p = nr->parts;
+    if (netrun_parts_inner(nr)) netrun_close_peers(p->inner);
+    for (size_t i = 0; i < nr->net->n_nodes; i++)
+        if (nr->peers[i].client && p->local_node[i] < 0) peer_client_close(nr->peers[i].client);
+    /* A remote peer ends with its part: the agent releases it, reports
+     * its peers' exits, answers and exits (no per-node EOF crosses). */
+    agents_teardown(p);
+}
+
+void netrun_parts_kill_peers(struct netrun *nr, int sig)
+{
+    if (netrun_parts_inner(nr)) netrun_kill_peers(nr->parts->inner, sig);
+    agents_teardown(nr->parts);
+}
+
+void netrun_parts_release(struct netrun *nr, netrun_released_fn released, void *ctx)
+{
+    struct netrun_parts *p = nr->parts;
+    p->released = released;
+    p->released_ctx = ctx;
+    parts_release(p);
+}
+
+void netrun_parts_free(struct netrun *nr)
+{
+    outer_free(nr);
+}
