@@ -879,11 +879,15 @@ local function step_failed(J, L, i, err)
 end
 
 -- Whether worker i's failed step was a fault's whose event came after the
--- failure: a node lost with its machine fails its calls first and is
--- reported killed right after (lnet_fire_lost), so the event's listener
--- runs (hn.yield: every ready task first) before the failure counts as
--- the worker's.
+-- failure. A node lost with its machine is reported killed only once the
+-- controller sees its agent gone (lnet_fire_lost), while the data plane may
+-- fail a transfer to it before that (connection refused). A ping to the
+-- worker answers if it lives; if its machine is being lost it fails when
+-- the loss is known, the kill event queued behind the failure, whose
+-- listener runs on the yield (every ready task first).
 local function fault_follows(J, i)
+  local w = J.workers[i]
+  pcall(w.ping, w)
   hn.yield()
   return not J:alive(i) or J.fault_error ~= nil
 end
