@@ -278,8 +278,15 @@ static void on_exit_hook(void *ctx, int status)
     else
         snprintf(how, sizeof how, "killed by signal %d",
                  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    agent_fail(ac, "the agent's %s %s%s%s", ac->opts.slurm ? "srun" : "ssh", how,
-               ac->last_err[0] ? ": " : "", ac->last_err);
+    /* Before hello its stderr's last line is ssh's or srun's reason; once
+     * the agent ran it is the agent's last log line, which a SIGKILLed
+     * agent did not write as a cause: it is labelled so. */
+    const char *tool = ac->opts.slurm ? "srun" : "ssh";
+    if (ac->ready && ac->last_err[0])
+        agent_fail(ac, "the agent's %s %s (its last line on stderr: %s)", tool, how, ac->last_err);
+    else
+        agent_fail(ac, "the agent's %s %s%s%s", tool, how, ac->last_err[0] ? ": " : "",
+                   ac->last_err);
     agent_down(ac); /* a teardown's peers not reported exited are gone with the agent */
 }
 
