@@ -15,8 +15,8 @@
 # their parts; nothing is left on any machine afterwards.
 # The BSP round is the third figure (within 5%), printed, not
 # asserted: spread, it took 1.64, 1.64 and 1.61 times the single machine's
-# round in three runs (load average 12 to 25 on two shared cores) and 0.84
-# and 0.94 times in two others (load 8 to 16); 8 s of training make 6 to
+# round in three runs (load average 12 to 25 on two shared cores) and
+# 0.84, 0.94 and 0.95 times in three others (load 8 to 16); 8 s make 6 to
 # 13 rounds. Whether that is load or code is not settled (docs/guide.md,
 # "One machine against three"); tools/bench/multihost reports it.
 # Usage: test_cluster_quickstart.sh HIERNET
