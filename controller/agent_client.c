@@ -453,7 +453,7 @@ int agent_client_build(struct agent_client *ac, const void *part, size_t len, ag
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     msgmap_init(&m);
-    agent_wire_build(&m, &(struct agent_build){part, (uint32_t)len});
+    agent_wire_build(&m, &(struct agent_build){.part = part, .part_len = (uint32_t)len});
     if (!msgmap_end(&m, &pk))
         snprintf(err, errlen, "machine '%s': out of memory", ac->machine.name);
     else if ((rc = peer_client_call(ac->pc, agent_method_name(AGENT_BUILD), sb.data, sb.size,
