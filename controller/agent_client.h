@@ -33,6 +33,7 @@
 #include "controller/peer_client.h"
 #include "proto/agent_wire.h"
 #include "topo/machines.h"
+#include "topo/network.h"
 
 #include <ev.h>
 #include <stdbool.h>
@@ -100,6 +101,16 @@ struct peer_client *agent_client_open_peer(struct agent_client *ac, int node, co
                                            size_t errlen);
 /* The relayed client of node, or NULL. */
 struct peer_client *agent_client_peer(const struct agent_client *ac, int node);
+/* Run-time changes of this machine's part (link: whole-network index;
+ * params for AGENT_LINK_SET, emulated values, else NULL; node: whole-
+ * network index). 0 and a later cb from the loop, with error one line
+ * that begins with "machine 'NAME': " (the agent's refusal, or its loss)
+ * or NULL and the agent's result; or -1 with err (cb is then not called). */
+int agent_client_link(struct agent_client *ac, int link, enum agent_link_op op,
+                      const struct topo_link_params *params, peer_reply_fn cb, void *ctx, char *err,
+                      size_t errlen);
+int agent_client_kill(struct agent_client *ac, int node, peer_reply_fn cb, void *ctx, char *err,
+                      size_t errlen);
 /* Asks the agent to tear down; on_down follows (at once when it is gone). */
 void agent_client_teardown(struct agent_client *ac);
 /* Ends the child (SIGKILL of ssh: the agent sees EOF) and frees. NULL ok. */

@@ -125,9 +125,10 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
                     peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
     if (nr->parts) {
-        int l = netrun_parts_link(nr, link, "changing", err, errlen);
-        return l < 0 ? -1
-                     : netrun_link_set(netrun_parts_inner(nr), l, params, cb, ctx, err, errlen);
+        int l = netrun_parts_local_link(nr, link);
+        if (l < 0)
+            return netrun_parts_link_remote(nr, link, AGENT_LINK_SET, params, cb, ctx, err, errlen);
+        return netrun_link_set(netrun_parts_inner(nr), l, params, cb, ctx, err, errlen);
     }
     struct topo_link_params installed; /* the kernel backend dilates its own plans */
     topo_link_params_install(nr->net, &nr->net->links[link], params, &installed);
@@ -146,8 +147,11 @@ int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, v
                        size_t errlen)
 {
     if (nr->parts) {
-        int l = netrun_parts_link(nr, link, up ? "bringing up" : "taking down", err, errlen);
-        return l < 0 ? -1 : netrun_link_updown(netrun_parts_inner(nr), l, up, cb, ctx, err, errlen);
+        int l = netrun_parts_local_link(nr, link);
+        if (l < 0)
+            return netrun_parts_link_remote(nr, link, up ? AGENT_LINK_UP : AGENT_LINK_DOWN, NULL,
+                                            cb, ctx, err, errlen);
+        return netrun_link_updown(netrun_parts_inner(nr), l, up, cb, ctx, err, errlen);
     }
     if (nr->linkd)
         return linkd_client_link_updown(netrun_linkd_of(nr, link), link, up, cb, ctx, err, errlen) <

@@ -6,6 +6,7 @@
 
 #include "controller/netrun.h"
 #include "controller/privilege.h"
+#include "proto/agent_wire.h"
 #include "controller/reaper.h"
 #include "emu/cgroup.h"
 #include "topo/route.h"
@@ -228,6 +229,17 @@ int netrun_parts_node(const struct netrun *nr, int node, const char *what, char 
                       size_t errlen);
 int netrun_parts_link(const struct netrun *nr, int link, const char *what, char *err,
                       size_t errlen);
+/* The local part's index of link once built, or -1 (no message). */
+int netrun_parts_local_link(const struct netrun *nr, int link);
+/* A change of a link wholly on another machine, asked of its agent: 1
+ * and a later cb (error names the machine), or -1 with err (a local or
+ * cut link: netrun_parts_link's refusal, what being op's words). */
+int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
+                             const struct topo_link_params *params, peer_reply_fn cb, void *ctx,
+                             char *err, size_t errlen);
+/* SIGKILL of a node of another machine's part, asked of its agent (its
+ * exit comes as the agent's `exit`). 0, or -1 with err. */
+int netrun_parts_kill_remote(struct netrun *nr, int node, char *err, size_t errlen);
 /* The local part's netrun once built, or NULL. */
 struct netrun *netrun_parts_inner(const struct netrun *nr);
 void netrun_parts_close_peers(struct netrun *nr);

@@ -7,12 +7,15 @@
  * peers of every part are the outer netrun's (peers[node].client: the
  * local part's clients and the agents' relayed ones, borrowed), so the
  * handshake, the address book and every peer command are unchanged. The
- * changes about one node or link go to the local part, and are refused in
- * one line naming the machine when it is another's. Owns: the local part
+ * changes about one node or link go to the part that holds it: the local
+ * one, or the agent of the machine that holds the whole of it (link set,
+ * up and down, kill); the rest (a cut link, restart, partition) is refused
+ * in one line naming the machines. Owns: the local part
  * and its netrun, the agents (agent_group, taken over at the build). */
 #include "controller/netrun_internal.h"
 
 #include "common/clock.h"
+#include "controller/agent_client.h"
 #include "controller/agent_group.h"
 #include "controller/log.h"
 #include "topo/address.h"
@@ -73,6 +76,48 @@ int netrun_parts_link(const struct netrun *nr, int link, const char *what, char 
         snprintf(err, errlen, "it is on machine %s: %s a remote link is not available yet", ma,
                  what);
     return -1;
+}
+
+int netrun_parts_local_link(const struct netrun *nr, int link)
+{
+    return netrun_parts_inner(nr) ? nr->parts->local_link[link] : -1;
+}
+
+/* The agent of the machine that holds the whole of link, or NULL (a
+ * local link, or a cut one). */
+static struct agent_client *link_agent(const struct netrun_parts *p, const struct topo_link *l)
+{
+    int m = p->placement.machine[l->a];
+    return m == p->placement.machine[l->b] && (size_t)m != p->local ? p->agent[m] : NULL;
+}
+
+int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
+                             const struct topo_link_params *params, peer_reply_fn cb, void *ctx,
+                             char *err, size_t errlen)
+{
+    struct agent_client *ac = link_agent(nr->parts, &nr->net->links[link]);
+    if (!ac)
+        return netrun_parts_link(nr, link,
+                                 op == AGENT_LINK_SET  ? "changing"
+                                 : op == AGENT_LINK_UP ? "bringing up"
+                                                       : "taking down",
+                                 err, errlen);
+    return agent_client_link(ac, link, op, params, cb, ctx, err, errlen) < 0 ? -1 : 1;
+}
+
+static void on_remote_killed(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)ctx, (void)result;
+    if (error) ctl_log("kill: %s", error); /* the node's exit, or the agent's loss, ends it */
+}
+
+int netrun_parts_kill_remote(struct netrun *nr, int node, char *err, size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    struct agent_client *ac = p->agent[p->placement.machine[node]];
+    if (p->local_node[node] >= 0 || !ac)
+        return snprintf(err, errlen, "it is on no other machine's part"), -1;
+    return agent_client_kill(ac, node, on_remote_killed, NULL, err, errlen);
 }
 
 struct netrun *netrun_parts_inner(const struct netrun *nr)

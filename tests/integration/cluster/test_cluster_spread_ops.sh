@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# test_cluster_spread_ops.sh — run-time changes of a network spread over
+# two machines of the namespace cluster (label netns, serial; issue 20):
+# h1 on m1 (the controller's machine), the switch s2 and h2, h3 on m2,
+# backend kernel, every link 100Mbit. The controller asks m2's agent
+# (controller/agent_client.c, netrun_parts.c):
+#   - l:set{bw = "8Mbit"} on s2-h2, a link wholly on m2: a 1 MB tensor
+#     h3 -> h2 that took under 0.4 s at 100Mbit takes 0.8 s or more after
+#     (1 MB at 8 Mbit/s is 1.05 s): the agent changed m2's qdiscs;
+#   - l:down() and l:up() of that link answer;
+#   - h2:kill(): h2's calls fail afterwards, the log has h2's peer killed
+#     by signal 9 (its exit relayed by the agent), h3 on m2 still answers;
+#   - net:stop() returns and nothing is left on either machine.
+# Usage: test_cluster_spread_ops.sh HIERNET
+set -uo pipefail
+HN=$(realpath "$1")
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/../../lib/cluster.sh"
+source "$here/../../lib/checks.sh"
+
+cluster_require
+cluster_up 2 || { echo "FAIL: cluster_up 2"; exit 1; }
+D=$CLUSTER_DIR
+cluster_hosts_file 2 "$D/hosts"
+hn_m1() { cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" "$@"; }
+
+cat >"$D/ops.lua" <<LUA
+local hn = require("hiernet")
+local net = hn.network{ name = "ops", backend = "kernel", hosts = "$D/hosts" }
+local h1 = net:node("h1", { host = "m1" })
+local s2 = net:switch("s2", { host = "m2" })
+local h2 = net:node("h2", { host = "m2" })
+local h3 = net:node("h3", { host = "m2" })
+net:link(h1, s2, { bw = "100Mbit" })
+local l2 = net:link(s2, h2, { bw = "100Mbit" })
+net:link(s2, h3, { bw = "100Mbit" })
+net:start()
+print("started")
+h3:tensor{ name = "x", size = 250000, fill = "uniform", seed = 3 } -- 1 MB
+local fast = h3:send{ tensor = "x", to = h2 }.ms / 1000
+l2:set{ bw = "8Mbit" }
+local slow = h3:send{ tensor = "x", to = h2, as = "y" }.ms / 1000
+print(string.format("times %.3f %.3f", fast, slow))
+local function try(label, fn)
+  local ok, err = pcall(fn)
+  print(label .. ": " .. tostring(ok) .. " " .. tostring(err))
+end
+try("down", function() l2:down() end)
+try("up", function() l2:up() end)
+try("h2 kill", function() h2:kill() end)
+hn.sleep(0.5)
+try("h2 after", function() return h2:ping() end)
+print("h3 alive " .. tostring(h3:ping().ms ~= nil))
+net:stop()
+print("stopped")
+LUA
+
+hn_m1 run "$D/ops.lua" --out "$D/r" >"$D/run.out" 2>"$D/run.err"
+rc=$?
+expect_eq "run exit status" "$rc" 0
+[[ $rc -eq 0 ]] || { tail -n 20 "$D/run.err"; tail -n 20 "$D/r/log.txt" 2>/dev/null; }
+expect_eq "started" "$(grep -c '^started$' "$D/run.out")" 1
+read -r _ fast slow < <(grep '^times ' "$D/run.out")
+awk -v f="${fast:-9}" -v s="${slow:-0}" 'BEGIN { exit !(f < 0.4 && s >= 0.8) }' &&
+  pass "rate change on m2's link s2-h2: 1 MB took $fast s at 100Mbit, $slow s at 8Mbit" ||
+  fail "rate change on m2's link: times ${fast:-?} ${slow:-?}"
+expect_eq "m2's link goes down" "$(grep '^down: ' "$D/run.out")" "down: true nil"
+expect_eq "m2's link comes up" "$(grep '^up: ' "$D/run.out")" "up: true nil"
+expect_eq "h2 (on m2) killed" "$(grep '^h2 kill: ' "$D/run.out")" "h2 kill: true nil"
+grep -q "^h2 after: false" "$D/run.out" && pass "h2's calls fail after its kill: $(grep '^h2 after' "$D/run.out")" ||
+  fail "h2 after kill: $(grep '^h2 after' "$D/run.out")"
+grep -qF "node 'h2': peer killed by signal 9" "$D/r/log.txt" 2>/dev/null &&
+  pass "log.txt: h2's peer killed by signal 9 (relayed by m2's agent)" ||
+  fail "log.txt: no kill of h2: $(grep "h2" "$D/r/log.txt" 2>/dev/null | tail -n 3)"
+expect_eq "h3 on m2 still answers" "$(grep '^h3 alive' "$D/run.out")" "h3 alive true"
+expect_eq "stopped" "$(grep -c '^stopped$' "$D/run.out")" 1
+
+# Nothing left but the machines' holders and sshd, no registry entry.
+rest=
+for _ in $(seq 50); do
+  rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
+  [[ -z $rest ]] && break
+  sleep 0.1
+done
+expect_eq "no process left on the machines" "$rest" ""
+expect_eq "registries empty" "$(for i in 1 2; do cluster_exec "$i" ls -A /run/hiernet 2>/dev/null; done)" ""
+pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
+cluster_down
+for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
+expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
+checks_exit
