@@ -37,6 +37,7 @@ struct netrun_parts {
     struct netrun *inner;        /* its netrun, once its build began */
     int *local_node;             /* per whole node: its index in part, or -1 */
     int *local_link;             /* per whole link: its index in part (not cut), or -1 */
+    int *end_link;               /* per whole link: its index in part, cut ones too, or -1 */
     struct agent_client **agent; /* per machine: its agent, NULL for the local one */
     size_t waiting;              /* parts whose build has not answered */
     struct net_error error;      /* the build's first failure */
@@ -83,26 +84,60 @@ int netrun_parts_local_link(const struct netrun *nr, int link)
     return netrun_parts_inner(nr) ? nr->parts->local_link[link] : -1;
 }
 
-/* The agent of the machine that holds the whole of link, or NULL (a
- * local link, or a cut one). */
-static struct agent_client *link_agent(const struct netrun_parts *p, const struct topo_link *l)
+/* A change of a link of other machines: one request per machine that
+ * holds an end (both ends of a cut link), the caller told once when the
+ * last has answered, with the first failure. */
+struct link_countdown {
+    int left;
+    char error[AGENT_ERROR_MAX + 128];
+    peer_reply_fn cb;
+    void *ctx;
+};
+
+static void on_link_end_done(void *ctx, const char *error, const msgpack_object *result)
 {
-    int m = p->placement.machine[l->a];
-    return m == p->placement.machine[l->b] && (size_t)m != p->local ? p->agent[m] : NULL;
+    struct link_countdown *c = ctx;
+    (void)result;
+    if (error && !c->error[0]) snprintf(c->error, sizeof c->error, "%s", error);
+    if (--c->left > 0) return;
+    msgpack_object done = {.type = MSGPACK_OBJECT_MAP};
+    c->cb(c->ctx, c->error[0] ? c->error : NULL, c->error[0] ? NULL : &done);
+    free(c);
+}
+
+/* Asks the end of link on machine m (its agent, or the local part). */
+static int link_end_change(struct netrun *nr, int m, int link, enum agent_link_op op,
+                           const struct topo_link_params *params, struct link_countdown *c,
+                           char *err, size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    if ((size_t)m != p->local)
+        return agent_client_link(p->agent[m], link, op, params, on_link_end_done, c, err, errlen);
+    if (!netrun_parts_inner(nr) || p->end_link[link] < 0)
+        return snprintf(err, errlen, "the local part has no end of it"), -1;
+    int l = p->end_link[link];
+    int rc = op == AGENT_LINK_SET
+                 ? netrun_link_set(p->inner, l, params, on_link_end_done, c, err, errlen)
+                 : netrun_link_updown(p->inner, l, op == AGENT_LINK_UP, on_link_end_done, c, err,
+                                      errlen);
+    return rc < 0 ? -1 : 0;
 }
 
 int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
                              const struct topo_link_params *params, peer_reply_fn cb, void *ctx,
                              char *err, size_t errlen)
 {
-    struct agent_client *ac = link_agent(nr->parts, &nr->net->links[link]);
-    if (!ac)
-        return netrun_parts_link(nr, link,
-                                 op == AGENT_LINK_SET  ? "changing"
-                                 : op == AGENT_LINK_UP ? "bringing up"
-                                                       : "taking down",
-                                 err, errlen);
-    return agent_client_link(ac, link, op, params, cb, ctx, err, errlen) < 0 ? -1 : 1;
+    const struct topo_link *l = &nr->net->links[link];
+    int ma = nr->parts->placement.machine[l->a], mb = nr->parts->placement.machine[l->b];
+    struct link_countdown *c = calloc(1, sizeof *c);
+    if (!c) return snprintf(err, errlen, "out of memory"), -1;
+    *c = (struct link_countdown){.left = ma == mb ? 1 : 2, .cb = cb, .ctx = ctx};
+    /* The first end refused at once: nothing was asked. The second: the
+     * first's answer is still to come, and tells the caller. */
+    if (link_end_change(nr, ma, link, op, params, c, err, errlen) < 0) return free(c), -1;
+    if (ma != mb && link_end_change(nr, mb, link, op, params, c, c->error, sizeof c->error) < 0)
+        on_link_end_done(c, c->error, NULL);
+    return 1;
 }
 
 static void on_remote_killed(void *ctx, const char *error, const msgpack_object *result)
@@ -138,6 +173,7 @@ static void parts_free(struct netrun_parts *p)
     topo_machines_free(&p->machines);
     free(p->local_node);
     free(p->local_link);
+    free(p->end_link);
     free(p->agent);
     free(p);
 }
@@ -375,16 +411,19 @@ static int local_maps(struct netrun_parts *p)
     const struct topo_network *net = p->nr->net;
     p->local_node = malloc((net->n_nodes ? net->n_nodes : 1) * sizeof *p->local_node);
     p->local_link = malloc((net->n_links ? net->n_links : 1) * sizeof *p->local_link);
-    if (!p->local_node || !p->local_link) return -1;
+    p->end_link = malloc((net->n_links ? net->n_links : 1) * sizeof *p->end_link);
+    if (!p->local_node || !p->local_link || !p->end_link) return -1;
     for (size_t i = 0; i < net->n_nodes; i++)
         p->local_node[i] = -1;
     for (size_t l = 0; l < net->n_links; l++)
-        p->local_link[l] = -1;
+        p->local_link[l] = p->end_link[l] = -1;
     if (!p->part.net) return 0;
     for (size_t i = 0; i < p->part.net->n_nodes; i++)
         if (!p->part.net->nodes[i].remote) p->local_node[p->part.whole_node[i]] = (int)i;
-    for (size_t l = 0; l < p->part.net->n_links; l++)
+    for (size_t l = 0; l < p->part.net->n_links; l++) {
+        p->end_link[p->part.whole_link[l]] = (int)l;
         if (!p->part.net->links[l].vni) p->local_link[p->part.whole_link[l]] = (int)l;
+    }
     return 0;
 }
 

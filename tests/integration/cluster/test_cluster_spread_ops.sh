@@ -8,6 +8,10 @@
 #     h3 -> h2 that took under 0.4 s at 100Mbit takes 0.8 s or more after
 #     (1 MB at 8 Mbit/s is 1.05 s): the agent changed m2's qdiscs;
 #   - l:down() and l:up() of that link answer;
+#   - l:set{bw = "8Mbit"} on the cut link h1-s2 reaches both ends: 1 MB
+#     h1 -> h3 (shaped by m1's end, the controller's part) and h3 -> h1
+#     (m2's end, its agent) each go from under 0.4 s to 0.8 s or more;
+#     its l:down() and l:up() answer;
 #   - h2:kill(): h2's calls fail afterwards, the log has h2's peer killed
 #     by signal 9 (its exit relayed by the agent), h3 on m2 still answers;
 #   - net:stop() returns and nothing is left on either machine.
@@ -31,7 +35,7 @@ local h1 = net:node("h1", { host = "m1" })
 local s2 = net:switch("s2", { host = "m2" })
 local h2 = net:node("h2", { host = "m2" })
 local h3 = net:node("h3", { host = "m2" })
-net:link(h1, s2, { bw = "100Mbit" })
+local cut = net:link(h1, s2, { bw = "100Mbit" })
 local l2 = net:link(s2, h2, { bw = "100Mbit" })
 net:link(s2, h3, { bw = "100Mbit" })
 net:start()
@@ -45,6 +49,17 @@ local function try(label, fn)
   local ok, err = pcall(fn)
   print(label .. ": " .. tostring(ok) .. " " .. tostring(err))
 end
+-- the cut link h1-s2: m1's end (the controller's part) shapes h1 -> s2,
+-- m2's (its agent) s2 -> h1
+h1:tensor{ name = "z", size = 250000, fill = "uniform", seed = 5 }
+local f1 = h1:send{ tensor = "z", to = h3 }.ms / 1000
+local f2 = h3:send{ tensor = "x", to = h1 }.ms / 1000
+cut:set{ bw = "8Mbit" }
+local s1 = h1:send{ tensor = "z", to = h3, as = "z2" }.ms / 1000
+local s2 = h3:send{ tensor = "x", to = h1, as = "x2" }.ms / 1000
+print(string.format("cut %.3f %.3f %.3f %.3f", f1, s1, f2, s2))
+try("cut down", function() cut:down() end)
+try("cut up", function() cut:up() end)
 try("down", function() l2:down() end)
 try("up", function() l2:up() end)
 try("h2 kill", function() h2:kill() end)
@@ -64,6 +79,15 @@ read -r _ fast slow < <(grep '^times ' "$D/run.out")
 awk -v f="${fast:-9}" -v s="${slow:-0}" 'BEGIN { exit !(f < 0.4 && s >= 0.8) }' &&
   pass "rate change on m2's link s2-h2: 1 MB took $fast s at 100Mbit, $slow s at 8Mbit" ||
   fail "rate change on m2's link: times ${fast:-?} ${slow:-?}"
+read -r _ f1 s1 f2 s2 < <(grep '^cut ' "$D/run.out")
+awk -v f="${f1:-9}" -v s="${s1:-0}" 'BEGIN { exit !(f < 0.4 && s >= 0.8) }' &&
+  pass "rate change on the cut link h1-s2, m1's end: 1 MB h1 -> h3 took $f1 s, then $s1 s" ||
+  fail "cut link, m1's end: times ${f1:-?} ${s1:-?}"
+awk -v f="${f2:-9}" -v s="${s2:-0}" 'BEGIN { exit !(f < 0.4 && s >= 0.8) }' &&
+  pass "rate change on the cut link h1-s2, m2's end: 1 MB h3 -> h1 took $f2 s, then $s2 s" ||
+  fail "cut link, m2's end: times ${f2:-?} ${s2:-?}"
+expect_eq "the cut link goes down" "$(grep '^cut down: ' "$D/run.out")" "cut down: true nil"
+expect_eq "the cut link comes up" "$(grep '^cut up: ' "$D/run.out")" "cut up: true nil"
 expect_eq "m2's link goes down" "$(grep '^down: ' "$D/run.out")" "down: true nil"
 expect_eq "m2's link comes up" "$(grep '^up: ' "$D/run.out")" "up: true nil"
 expect_eq "h2 (on m2) killed" "$(grep '^h2 kill: ' "$D/run.out")" "h2 kill: true nil"
