@@ -44,6 +44,8 @@ struct agent_client {
     struct agent_relay *relay; /* the remote nodes' control channels */
     agent_built_fn built;      /* the build in flight, NULL when none */
     void *built_ctx;
+    agent_stats_fn on_stats; /* the part's links.csv rows, or NULL: ignored */
+    void *stats_ctx;
 };
 
 void agent_client_options_default(struct agent_client_options *o)
@@ -389,10 +391,24 @@ static void on_timer(EV_P_ ev_timer *w, int revents)
         agent_fail(ac, "the agent has not answered a ping for %.0f s", age);
 }
 
+/* A sample of the part's links: decoded and handed on (the agent sends
+ * them only when the build asked, i.e. when on_stats was set). */
+static void on_stats(struct agent_client *ac, const msgpack_object *params)
+{
+    struct agent_stats s;
+    char err[256];
+    if (!ac->on_stats) return;
+    if (agent_wire_read_stats(params, &s, err, sizeof err) < 0)
+        return ctl_log("machine '%s': stats ignored: %s", ac->machine.name, err);
+    ac->on_stats(ac->stats_ctx, ac, &s);
+    agent_stats_free(&s);
+}
+
 static void on_agent_notify(void *ctx, const char *method, uint32_t method_len,
                             const msgpack_object *params)
 {
     struct agent_client *ac = ctx;
+    if (agent_method_find(method, method_len) == AGENT_STATS) return on_stats(ac, params);
     if (!agent_relay_notify(ac->relay, method, method_len, params))
         ctl_log("machine '%s': notification '%.*s' ignored", ac->machine.name, (int)method_len,
                 method);
@@ -454,7 +470,8 @@ int agent_client_build(struct agent_client *ac, const void *part, size_t len, ag
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     msgmap_init(&m);
-    agent_wire_build(&m, &(struct agent_build){.part = part, .part_len = (uint32_t)len});
+    agent_wire_build(
+        &m, &(struct agent_build){.part = part, .part_len = (uint32_t)len, .stats = ac->on_stats});
     if (!msgmap_end(&m, &pk))
         snprintf(err, errlen, "machine '%s': out of memory", ac->machine.name);
     else if ((rc = peer_client_call(ac->pc, agent_method_name(AGENT_BUILD), sb.data, sb.size,
@@ -544,6 +561,12 @@ int agent_client_kill(struct agent_client *ac, int node, peer_reply_fn cb, void 
     msgmap_init(&m);
     agent_wire_node(&m, &(struct agent_node){(uint64_t)node});
     return send_change(ac, AGENT_KILL, &m, cb, ctx, err, errlen);
+}
+
+void agent_client_on_stats(struct agent_client *ac, agent_stats_fn fn, void *ctx)
+{
+    ac->on_stats = fn;
+    ac->stats_ctx = ctx;
 }
 
 struct peer_client *agent_client_open_peer(struct agent_client *ac, int node, const char *name,

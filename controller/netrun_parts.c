@@ -15,6 +15,7 @@
 #include "controller/netrun_internal.h"
 
 #include "common/clock.h"
+#include "controller/record.h"
 #include "controller/agent_client.h"
 #include "controller/agent_group.h"
 #include "controller/log.h"
@@ -160,6 +161,61 @@ struct netrun *netrun_parts_inner(const struct netrun *nr)
     return nr->parts->inner && nr->parts->inner_done ? nr->parts->inner : NULL;
 }
 
+/* ---- links.csv rows of the other machines' parts ---- */
+
+/* Whether machine m's row of link's direction dir is the one kept: a
+ * link with an end here is the local part's to count; a cut link between
+ * two other machines is counted once, by the sending end's machine. */
+static bool stats_row_kept(const struct netrun_parts *p, int m, const struct topo_link *l, int link,
+                           const char *dir)
+{
+    if (p->end_link[link] >= 0) return false;
+    int sender = p->placement.machine[dir[0] == 'a' ? l->a : l->b];
+    return sender == m || p->placement.machine[l->a] == p->placement.machine[l->b];
+}
+
+static void stats_record_row(struct netrun *nr, const char *t, const struct agent_stats_row *r)
+{
+    char name[80], cells[16][24];
+    topo_link_describe(nr->net, &nr->net->links[r->link], name, sizeof name);
+    const char *row[16] = {t, nr->net->name, name, r->dir, r->up ? "1" : "0"};
+    const int64_t v[] = {
+#define AGENT_STATS_VALUE_(field) r->field,
+        AGENT_STATS_COUNTERS(AGENT_STATS_VALUE_)
+#undef AGENT_STATS_VALUE_
+    };
+    for (size_t c = 0; c < sizeof v / sizeof *v; c++) {
+        if (v[c] >= 0) snprintf(cells[c], sizeof cells[c], "%lld", (long long)v[c]);
+        row[5 + c] = v[c] >= 0 ? cells[c] : ""; /* -1: an empty cell, as links.csv leaves it */
+    }
+    char err[256];
+    if (record_add(nr->links_record, row, err, sizeof err) < 0) ctl_log("%s", err);
+}
+
+/* An agent's sample, put on the run's clock: the agent's time less its
+ * clock offset is this machine's, which is as far back from now on the
+ * run's clock as it is in real seconds over the dilation. */
+static void on_agent_stats(void *ctx, struct agent_client *ac, const struct agent_stats *s)
+{
+    struct netrun_parts *p = ctx;
+    struct netrun *nr = p->nr;
+    struct clock_offset off = {0};
+    int m = topo_machines_find(&p->machines, agent_client_machine(ac));
+    if (!nr->links_record || !nr->clock || m < 0) return;
+    agent_client_clock(ac, &off);
+    double here_s = (double)s->t_ns / 1e9 - off.offset_ms / 1e3;
+    double dilation = nr->net->dilation > 1 ? nr->net->dilation : 1.0;
+    double age_s = mono_s() - here_s;
+    char t[32];
+    snprintf(t, sizeof t, "%.3f", nr->clock(nr->clock_ctx) - (age_s > 0 ? age_s : 0) / dilation);
+    for (size_t i = 0; i < s->n_rows; i++) {
+        const struct agent_stats_row *r = &s->rows[i];
+        if (r->link >= nr->net->n_links) continue;
+        if (stats_row_kept(p, m, &nr->net->links[r->link], (int)r->link, r->dir))
+            stats_record_row(nr, t, r);
+    }
+}
+
 /* ---- the end of the build, of its failure and of the release ---- */
 
 static void parts_free(struct netrun_parts *p)
@@ -238,6 +294,7 @@ static void agents_teardown(struct netrun_parts *p)
  * releases its part, then exits). */
 static void parts_release(struct netrun_parts *p)
 {
+    p->nr->links_record = NULL; /* the agents' last samples are not the run's any more */
     agents_teardown(p);
     if (p->inner && p->inner_done) {
         netrun_release(p->inner, on_inner_released, p);
@@ -435,6 +492,7 @@ static int send_part(struct netrun_parts *p, size_t m, const struct topo_part *p
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     int rc = topo_part_encode(part, &pk) ? 0 : (snprintf(err, errlen, "out of memory"), -1);
+    agent_client_on_stats(p->agent[m], on_agent_stats, p); /* links.csv's rows of its part */
     if (rc == 0)
         rc = agent_client_build(p->agent[m], sb.data, sb.size, on_agent_built, p, err, errlen);
     msgpack_sbuffer_destroy(&sb);

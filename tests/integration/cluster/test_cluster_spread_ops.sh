@@ -14,6 +14,9 @@
 #     its l:down() and l:up() answer;
 #   - h2:kill(): h2's calls fail afterwards, the log has h2's peer killed
 #     by signal 9 (its exit relayed by the agent), h3 on m2 still answers;
+#   - links.csv has m2's links (its agent's `stats`, mapped onto the run's
+#     clock with the agent's clock offset) with the bytes sent over them,
+#     and the cut link h1-s2 once per direction and sample;
 #   - net:stop() returns and nothing is left on either machine.
 # Usage: test_cluster_spread_ops.sh HIERNET
 set -uo pipefail
@@ -66,6 +69,7 @@ try("h2 kill", function() h2:kill() end)
 hn.sleep(0.5)
 try("h2 after", function() return h2:ping() end)
 print("h3 alive " .. tostring(h3:ping().ms ~= nil))
+hn.sleep(1.5) -- a links.csv sample after the sends
 net:stop()
 print("stopped")
 LUA
@@ -98,6 +102,27 @@ grep -qF "node 'h2': peer killed by signal 9" "$D/r/log.txt" 2>/dev/null &&
   fail "log.txt: no kill of h2: $(grep "h2" "$D/r/log.txt" 2>/dev/null | tail -n 3)"
 expect_eq "h3 on m2 still answers" "$(grep '^h3 alive' "$D/run.out")" "h3 alive true"
 expect_eq "stopped" "$(grep -c '^stopped$' "$D/run.out")" 1
+
+# links.csv: m2's links counted by its agent (two 1 MB sends h3 -> h2
+# cross s2-h2 from s2, four leave h3 over s2-h3), the cut link h1-s2 once
+# per direction and sample (by m1's part), every row on the run's clock.
+csv="$D/r/links.csv"
+last() { awk -F, -v l="$1" -v d="$2" '$3 == l && $4 == d { b = $7 } END { print b + 0 }' "$csv"; }
+rows() { awk -F, -v l="$1" '$3 == l' "$csv" | wc -l; }
+((${ab:=$(last s2-h2 ab)} >= 2000000 && ab < 2100000)) &&
+  pass "links.csv: s2-h2 (m2's agent) ab bytes $ab: the two 1 MB sends" || fail "links.csv: s2-h2 ab bytes $ab"
+((${ba:=$(last s2-h3 ba)} >= 4000000 && ba < 4400000)) &&
+  pass "links.csv: s2-h3 (m2's agent) ba bytes $ba: the four 1 MB sends from h3" || fail "links.csv: s2-h3 ba bytes $ba"
+awk -F, -v l=s2-h2 '$3 == l && $4 == "ab" { if (n++ == 0) f = $7; b = $7 } END { exit !(n >= 2 && f + 0 <= b + 0) }' "$csv" &&
+  pass "links.csv: s2-h2's counter does not shrink over $(rows s2-h2) rows" || fail "links.csv: s2-h2 rows"
+expect_eq "links.csv: the cut link h1-s2 once per direction and sample" \
+  "$(awk -F, '$3 == "h1-s2" { print $1, $4 }' "$csv" | sort | uniq -d)" ""
+((${n_cut:=$(rows h1-s2)} >= 2)) && pass "links.csv: h1-s2 has $n_cut rows (m1's part)" || fail "links.csv: h1-s2 rows $n_cut"
+awk -F, 'NR > 1 && $3 == "h1-s2" { if ($1 > m) m = $1 }
+         NR > 1 && $3 ~ /^s2-/ { t[++n] = $1 }
+         END { for (i = 1; i <= n; i++) if (t[i] < 0 || t[i] > m + 1.0) exit 1; exit !(n > 0) }' "$csv" &&
+  pass "links.csv: m2's rows lie on the run's clock (within the local rows' span)" ||
+  fail "links.csv: m2's times: $(awk -F, '$3 ~ /^s2-/ { print $1 }' "$csv" | tr '\n' ' ')"
 
 # Nothing left but the machines' holders and sshd, no registry entry.
 rest=
