@@ -569,6 +569,15 @@ void agent_client_on_stats(struct agent_client *ac, agent_stats_fn fn, void *ctx
     ac->stats_ctx = ctx;
 }
 
+int agent_client_sides(struct agent_client *ac, enum agent_method method, const unsigned char *side,
+                       size_t n, peer_reply_fn cb, void *ctx, char *err, size_t errlen)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_sides(&m, &(struct agent_sides){(unsigned char *)side, n});
+    return send_change(ac, method, &m, cb, ctx, err, errlen);
+}
+
 struct peer_client *agent_client_open_peer(struct agent_client *ac, int node, const char *name,
                                            const struct peer_client_hooks *hooks, char *err,
                                            size_t errlen)

@@ -115,6 +115,10 @@ int agent_client_link(struct agent_client *ac, int link, enum agent_link_op op,
                       size_t errlen);
 int agent_client_kill(struct agent_client *ac, int node, peer_reply_fn cb, void *ctx, char *err,
                       size_t errlen);
+/* partition (side: per whole-network node, n of them) or heal (side NULL:
+ * every partition), as agent_client_link. */
+int agent_client_sides(struct agent_client *ac, enum agent_method method, const unsigned char *side,
+                       size_t n, peer_reply_fn cb, void *ctx, char *err, size_t errlen);
 /* Asks the agent to tear down; on_down follows (at once when it is gone). */
 void agent_client_teardown(struct agent_client *ac);
 /* Ends the child (SIGKILL of ssh: the agent sees EOF) and frees. NULL ok. */

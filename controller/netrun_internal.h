@@ -202,6 +202,7 @@ int netrun_kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_r
                            void *ctx, char *err, size_t errlen);
 void netrun_kernel_ops_drop(struct netrun *nr);
 int netrun_link_not_emulated(struct netrun *nr, char *err, size_t errlen);
+void netrun_cuts_free(struct netrun *nr); /* the loop's view of the partitions */
 
 /* netrun_traces.c */
 uint64_t netrun_rate_now(const struct netrun *nr, int link, int dir);
@@ -239,6 +240,11 @@ int netrun_parts_local_link(const struct netrun *nr, int link);
 int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
                              const struct topo_link_params *params, peer_reply_fn cb, void *ctx,
                              char *err, size_t errlen);
+/* A partition (heal false; side per whole-network node) or a heal (side
+ * NULL: every partition) asked of every part: 1 and a later cb once all
+ * answered (error: the first failure), or -1 with err when none could be. */
+int netrun_parts_sides(struct netrun *nr, bool heal, const unsigned char *side, peer_reply_fn cb,
+                       void *ctx, char *err, size_t errlen);
 /* SIGKILL of a node of another machine's part, asked of its agent (its
  * exit comes as the agent's `exit`). 0, or -1 with err. */
 int netrun_parts_kill_remote(struct netrun *nr, int node, char *err, size_t errlen);

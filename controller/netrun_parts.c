@@ -85,19 +85,19 @@ int netrun_parts_local_link(const struct netrun *nr, int link)
     return netrun_parts_inner(nr) ? nr->parts->local_link[link] : -1;
 }
 
-/* A change of a link of other machines: one request per machine that
- * holds an end (both ends of a cut link), the caller told once when the
- * last has answered, with the first failure. */
-struct link_countdown {
-    int left;
+/* A change asked of several parts (both ends of a cut link, every part
+ * for a partition): the caller told once, when the last has answered,
+ * with the first failure. left counts a guard until every part was asked. */
+struct parts_countdown {
+    int left, asked;
     char error[AGENT_ERROR_MAX + 128];
     peer_reply_fn cb;
     void *ctx;
 };
 
-static void on_link_end_done(void *ctx, const char *error, const msgpack_object *result)
+static void on_part_done(void *ctx, const char *error, const msgpack_object *result)
 {
-    struct link_countdown *c = ctx;
+    struct parts_countdown *c = ctx;
     (void)result;
     if (error && !c->error[0]) snprintf(c->error, sizeof c->error, "%s", error);
     if (--c->left > 0) return;
@@ -106,22 +106,47 @@ static void on_link_end_done(void *ctx, const char *error, const msgpack_object 
     free(c);
 }
 
+static struct parts_countdown *countdown_new(peer_reply_fn cb, void *ctx)
+{
+    struct parts_countdown *c = calloc(1, sizeof *c);
+    if (c) *c = (struct parts_countdown){.left = 1, .cb = cb, .ctx = ctx};
+    return c;
+}
+
+/* One part's request went (rc >= 0: its answer is awaited, rc 0 from a
+ * local netrun_heal: nothing to do there) or failed at once (err). */
+static void countdown_asked(struct parts_countdown *c, int rc, bool answers, const char *err)
+{
+    if (rc < 0 && !c->error[0]) snprintf(c->error, sizeof c->error, "%s", err);
+    if (rc >= 0 && answers) c->left++, c->asked++;
+}
+
+/* Every part asked: 1 (cb follows), or -1 with err when none could be. */
+static int countdown_end(struct parts_countdown *c, char *err, size_t errlen)
+{
+    if (!c->asked && c->error[0]) {
+        snprintf(err, errlen, "%s", c->error);
+        free(c);
+        return -1;
+    }
+    on_part_done(c, NULL, NULL); /* the guard */
+    return 1;
+}
+
 /* Asks the end of link on machine m (its agent, or the local part). */
 static int link_end_change(struct netrun *nr, int m, int link, enum agent_link_op op,
-                           const struct topo_link_params *params, struct link_countdown *c,
+                           const struct topo_link_params *params, struct parts_countdown *c,
                            char *err, size_t errlen)
 {
     struct netrun_parts *p = nr->parts;
     if ((size_t)m != p->local)
-        return agent_client_link(p->agent[m], link, op, params, on_link_end_done, c, err, errlen);
+        return agent_client_link(p->agent[m], link, op, params, on_part_done, c, err, errlen);
     if (!netrun_parts_inner(nr) || p->end_link[link] < 0)
         return snprintf(err, errlen, "the local part has no end of it"), -1;
     int l = p->end_link[link];
-    int rc = op == AGENT_LINK_SET
-                 ? netrun_link_set(p->inner, l, params, on_link_end_done, c, err, errlen)
-                 : netrun_link_updown(p->inner, l, op == AGENT_LINK_UP, on_link_end_done, c, err,
-                                      errlen);
-    return rc < 0 ? -1 : 0;
+    return op == AGENT_LINK_SET
+               ? netrun_link_set(p->inner, l, params, on_part_done, c, err, errlen)
+               : netrun_link_updown(p->inner, l, op == AGENT_LINK_UP, on_part_done, c, err, errlen);
 }
 
 int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
@@ -129,16 +154,58 @@ int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
                              char *err, size_t errlen)
 {
     const struct topo_link *l = &nr->net->links[link];
-    int ma = nr->parts->placement.machine[l->a], mb = nr->parts->placement.machine[l->b];
-    struct link_countdown *c = calloc(1, sizeof *c);
+    int ends[2] = {nr->parts->placement.machine[l->a], nr->parts->placement.machine[l->b]};
+    struct parts_countdown *c = countdown_new(cb, ctx);
     if (!c) return snprintf(err, errlen, "out of memory"), -1;
-    *c = (struct link_countdown){.left = ma == mb ? 1 : 2, .cb = cb, .ctx = ctx};
-    /* The first end refused at once: nothing was asked. The second: the
-     * first's answer is still to come, and tells the caller. */
-    if (link_end_change(nr, ma, link, op, params, c, err, errlen) < 0) return free(c), -1;
-    if (ma != mb && link_end_change(nr, mb, link, op, params, c, c->error, sizeof c->error) < 0)
-        on_link_end_done(c, c->error, NULL);
-    return 1;
+    for (int e = 0; e < (ends[0] == ends[1] ? 1 : 2); e++) {
+        char why[AGENT_ERROR_MAX];
+        int rc = link_end_change(nr, ends[e], link, op, params, c, why, sizeof why);
+        countdown_asked(c, rc, true, why);
+    }
+    return countdown_end(c, err, errlen);
+}
+
+/* The local part's sides (per part node) of the whole network's, or NULL. */
+static unsigned char *local_sides(const struct netrun_parts *p, const unsigned char *side)
+{
+    unsigned char *out = malloc(p->part.net->n_nodes ? p->part.net->n_nodes : 1);
+    for (size_t i = 0; out && i < p->part.net->n_nodes; i++)
+        out[i] = side[p->part.whole_node[i]];
+    return out;
+}
+
+/* The local part's partition or heal (side NULL: every partition). */
+static int local_sides_change(struct netrun_parts *p, bool heal, const unsigned char *side,
+                              struct parts_countdown *c, char *err, size_t errlen)
+{
+    unsigned char *mine = side ? local_sides(p, side) : NULL;
+    if (side && !mine) return snprintf(err, errlen, "out of memory"), -1;
+    int rc = heal ? netrun_heal(p->inner, mine, NULL, on_part_done, c, err, errlen)
+                  : netrun_partition(p->inner, mine, on_part_done, c, err, errlen);
+    free(mine); /* copied by the part's netrun */
+    return rc;
+}
+
+int netrun_parts_sides(struct netrun *nr, bool heal, const unsigned char *side, peer_reply_fn cb,
+                       void *ctx, char *err, size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    struct parts_countdown *c = countdown_new(cb, ctx);
+    if (!c) return snprintf(err, errlen, "out of memory"), -1;
+    enum agent_method method = heal ? AGENT_HEAL : AGENT_PARTITION;
+    for (size_t m = 0; m < p->machines.n; m++) {
+        char why[AGENT_ERROR_MAX];
+        int rc;
+        if (!p->placement.count[m]) continue;
+        if (m == p->local && !netrun_parts_inner(nr)) continue;
+        if (m == p->local)
+            rc = local_sides_change(p, heal, side, c, why, sizeof why);
+        else
+            rc = agent_client_sides(p->agent[m], method, side, nr->net->n_nodes, on_part_done, c,
+                                    why, sizeof why);
+        countdown_asked(c, rc, m != p->local || rc > 0, why);
+    }
+    return countdown_end(c, err, errlen);
 }
 
 static void on_remote_killed(void *ctx, const char *error, const msgpack_object *result)
@@ -240,6 +307,7 @@ static void outer_free(struct netrun *nr)
     for (size_t i = 0; i < nr->net->n_nodes; i++)
         free(nr->peers[i].told);
     free(nr->peers);
+    netrun_cuts_free(nr);
     parts_free(nr->parts);
     free(nr);
 }

@@ -12,6 +12,8 @@
 #     h1 -> h3 (shaped by m1's end, the controller's part) and h3 -> h1
 #     (m2's end, its agent) each go from under 0.4 s to 0.8 s or more;
 #     its l:down() and l:up() answer;
+#   - net:partition({h1}, {h3}) goes to both parts: h1 cannot ping h3 (h2
+#     it can), net:reachable follows, net:heal() heals 1 and h1 pings h3;
 #   - h2:kill(): h2's calls fail afterwards, the log has h2's peer killed
 #     by signal 9 (its exit relayed by the agent), h3 on m2 still answers;
 #   - links.csv has m2's links (its agent's `stats`, mapped onto the run's
@@ -63,6 +65,15 @@ local s2 = h3:send{ tensor = "x", to = h1, as = "x2" }.ms / 1000
 print(string.format("cut %.3f %.3f %.3f %.3f", f1, s1, f2, s2))
 try("cut down", function() cut:down() end)
 try("cut up", function() cut:up() end)
+-- a partition over both machines: m1's part and m2's agent cut their routes
+local function ping_ok(to) return h1:run({ "ping", "-n", "-c", "1", "-W", "1", to.addr }).status == 0 end
+local before = ping_ok(h3)
+net:partition({ h1 }, { h3 })
+local cut_h3, to_h2 = ping_ok(h3), ping_ok(h2)
+local reach = net:reachable(h1, h3)
+local healed = net:heal()
+print(string.format("partition %s %s %s %s %s %s", tostring(before), tostring(cut_h3), tostring(to_h2),
+  tostring(reach), tostring(healed), tostring(ping_ok(h3))))
 try("down", function() l2:down() end)
 try("up", function() l2:up() end)
 try("h2 kill", function() h2:kill() end)
@@ -92,6 +103,8 @@ awk -v f="${f2:-9}" -v s="${s2:-0}" 'BEGIN { exit !(f < 0.4 && s >= 0.8) }' &&
   fail "cut link, m2's end: times ${f2:-?} ${s2:-?}"
 expect_eq "the cut link goes down" "$(grep '^cut down: ' "$D/run.out")" "cut down: true nil"
 expect_eq "the cut link comes up" "$(grep '^cut up: ' "$D/run.out")" "cut up: true nil"
+expect_eq "partition {h1} {h3}: h1 reaches h3 before, not during (h2 still), heal 1, h3 again" \
+  "$(grep '^partition ' "$D/run.out")" "partition true false true false 1 true"
 expect_eq "m2's link goes down" "$(grep '^down: ' "$D/run.out")" "down: true nil"
 expect_eq "m2's link comes up" "$(grep '^up: ' "$D/run.out")" "up: true nil"
 expect_eq "h2 (on m2) killed" "$(grep '^h2 kill: ' "$D/run.out")" "h2 kill: true nil"
