@@ -508,10 +508,11 @@ static void on_transition(void *ctx, enum netlife_state from, enum netlife_state
 
 /* A peer that ends while the network runs: a node of this machine ends by
  * node:kill() (which tells the listeners itself) or by a fault of its own,
- * which its next call reports. A node of another machine cannot be killed
- * from here, so its end is its machine's (the agent lost, or the peer
- * died there): the algorithms hear of it as of a killed node, with the
- * cause naming the machine, so an asynchronous one goes on without it. */
+ * which its next call reports. A node of another machine not killed from
+ * here (node:kill() asks its agent, and tells the listeners itself) ends
+ * by its machine's doing (the agent lost, or the peer died there): the
+ * algorithms hear of it as of a killed node, with the cause naming the
+ * machine, so an asynchronous one goes on without it. */
 static void on_peer_exit(void *ctx, int node, int wait_status)
 {
     (void)wait_status;
@@ -519,7 +520,9 @@ static void on_peer_exit(void *ctx, int node, int wait_status)
     char here[256];
     if (!netlife_running(net->life)) return;
     struct netrun *nr = netlife_netrun(net->life);
-    if (!nr || netrun_node_here(nr, node, "", here, sizeof here) == 0) return;
+    if (!nr || netrun_peer_killed(nr, node) ||
+        netrun_node_here(nr, node, "", here, sizeof here) == 0)
+        return;
     struct peer_client *pc = netlife_peer(net->life, node);
     const char *why = pc ? peer_client_gone_reason(pc) : "";
     hn_logf(net->rt, "node '%s': lost: %s", net->topo->nodes[node].name,
