@@ -21,8 +21,7 @@
 # 13 rounds. Measured again (the spread step session), same seed,
 # median three/one: 1.01, 1.00, 1.02, 0.99 at load 1 to 6; 1.07, 1.31, 1.36
 # at load 7 to 11 from other programs; 1.04 beside 10 spinning processes
-# (load 11), 0.82
-# beside 20 (load 20). No UDP buffer errors on any machine, no softnet
+# (load 11), 0.82 beside 20 (load 20). No UDP buffer errors on any machine, no softnet
 # drops, no drops on the cut links. The mean also moves with rounds in
 # which every worker's comm_ms grows by 200 to 400 ms at once, seen in
 # both placements (more of them spread in some runs); their cause is not
