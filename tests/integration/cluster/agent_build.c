@@ -86,7 +86,7 @@ static int part_bytes(msgpack_sbuffer *out)
     struct topo_part part = {0};
     uint32_t underlay[1] = {0x7f000001};
     uint8_t secret[TOPO_PART_SECRET_SIZE] = {7};
-    struct topo_part_plan plan = {RUN, &placement, &machines, underlay, 4242, secret};
+    struct topo_part_plan plan = {RUN, &placement, &machines, underlay, 4242, secret, NULL};
     msgpack_packer pk;
     msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
     int rc = net && topo_routing_compute(net, &routing, err, sizeof err) == 0 &&
