@@ -6,8 +6,8 @@
  * this module names the messages (all of them, in one table, including
  * those reserved that nobody serves yet) and encodes and decodes the
  * params and results of the ones served today: hello, ping, teardown,
- * build, call and exit. Decoders check every field and say which is
- * wrong; they copy what they keep, so a decoded struct outlives the
+ * build, call, exit and underlay. Decoders check every field and say
+ * which is wrong; they copy what they keep, so a decoded struct outlives the
  * message, except the bytes of build's part and call's data, which point
  * into the message (valid until the reader's next message). Encoders
  * write a params or result map into a caller's msgmap. */
@@ -34,8 +34,9 @@ enum agent_method {
     AGENT_RESTART,
     AGENT_PARTITION,
     AGENT_HEAL,
-    AGENT_STATS, /* notification, agent to controller (reserved) */
-    AGENT_EXIT,  /* notification, agent to controller: a peer of the part exited */
+    AGENT_STATS,    /* notification, agent to controller (reserved) */
+    AGENT_EXIT,     /* notification, agent to controller: a peer of the part exited */
+    AGENT_UNDERLAY, /* request: the round trip to another machine's underlay address */
     AGENT_METHOD_COUNT
 };
 
@@ -167,3 +168,23 @@ int agent_wire_read_call(const msgpack_object *map, struct agent_call *out, char
                          size_t errlen);
 int agent_wire_read_exit(const msgpack_object *map, struct agent_exit *out, char *err,
                          size_t errlen);
+
+/* ---- the underlay's round trip (issue 20 item 3) ---- */
+
+/* underlay's params: another machine's underlay address (IPv4 text). */
+struct agent_underlay {
+    char address[AGENT_ADDR_MAX];
+};
+
+/* underlay's result: the smallest ICMP echo round trip to it (emu/
+ * underlay_rtt.h), in ns (> 0). A failure is a plain error string. */
+struct agent_underlay_reply {
+    int64_t rtt_ns;
+};
+
+void agent_wire_underlay(struct msgmap *m, const struct agent_underlay *u);
+void agent_wire_underlay_reply(struct msgmap *m, const struct agent_underlay_reply *r);
+int agent_wire_read_underlay(const msgpack_object *map, struct agent_underlay *out, char *err,
+                             size_t errlen);
+int agent_wire_read_underlay_reply(const msgpack_object *map, struct agent_underlay_reply *out,
+                                   char *err, size_t errlen);
