@@ -308,8 +308,18 @@ static void on_pong(void *ctx, const char *error, const msgpack_object *result)
 
 /* m (ended and freed here) sent as method's params; -1 with err when it
  * could not be. */
+static int call_agent_with(struct agent_client *ac, enum agent_method method, struct msgmap *m,
+                           peer_reply_fn cb, void *ctx, char *err, size_t errlen);
+
 static int call_agent(struct agent_client *ac, enum agent_method method, struct msgmap *m,
                       peer_reply_fn cb, char *err, size_t errlen)
+{
+    return call_agent_with(ac, method, m, cb, ac, err, errlen);
+}
+
+/* call_agent with cb's own ctx. */
+static int call_agent_with(struct agent_client *ac, enum agent_method method, struct msgmap *m,
+                           peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -319,7 +329,7 @@ static int call_agent(struct agent_client *ac, enum agent_method method, struct 
     if (!msgmap_end(m, &pk))
         snprintf(err, errlen, "out of memory");
     else
-        rc = peer_client_call(ac->pc, agent_method_name(method), sb.data, sb.size, cb, ac, err,
+        rc = peer_client_call(ac->pc, agent_method_name(method), sb.data, sb.size, cb, ctx, err,
                               errlen);
     msgpack_sbuffer_destroy(&sb);
     return rc;
@@ -456,6 +466,19 @@ int agent_client_build(struct agent_client *ac, const void *part, size_t len, ag
     }
     msgpack_sbuffer_destroy(&sb);
     return rc;
+}
+
+int agent_client_underlay(struct agent_client *ac, const char *address, peer_reply_fn cb, void *ctx,
+                          char *err, size_t errlen)
+{
+    struct agent_underlay u;
+    struct msgmap m;
+    if (ac->failed || ac->tearing_down)
+        return snprintf(err, errlen, "machine '%s': the agent is gone", ac->machine.name), -1;
+    snprintf(u.address, sizeof u.address, "%s", address);
+    msgmap_init(&m);
+    agent_wire_underlay(&m, &u);
+    return call_agent_with(ac, AGENT_UNDERLAY, &m, cb, ctx, err, errlen);
 }
 
 struct peer_client *agent_client_open_peer(struct agent_client *ac, int node, const char *name,
