@@ -464,6 +464,11 @@ static void test_underlay_plan(struct fixture *f)
     for (size_t l = 0; l < parts[1].net->n_links; l++)
         if (!parts[1].net->links[l].vni) CHECK(parts[1].net->links[l].underlay_delay_us == 0);
     CHECK(topo_part_check_underlay(&parts[1], err, sizeof err) == 0);
+    /* a link of no delay asked is not refused: it gets the underlay's */
+    uint64_t asked = parts[0].net->links[1].params.delay_ns;
+    parts[0].net->links[1].params.delay_ns = 0;
+    CHECK(topo_part_check_underlay(&parts[0], err, sizeof err) == 0);
+    parts[0].net->links[1].params.delay_ns = asked;
     CHECK(topo_part_check_underlay(&parts[0], err, sizeof err) == -1);
     CHECK_STREQ(err, "network 'tree': link cloud-e2: delay 20 ms (40 ms real at dilation 2) is "
                      "below the underlay's one-way delay of 45 ms between its machines, which "
