@@ -7,11 +7,12 @@
  * serves hello (versions must be equal), ping (its clock, for the
  * controller's offset estimate), build (its part of the network, once,
  * after hello) with the call relay and exit notifications of
- * app/agent_part.h, teardown, and underlay (the ICMP echo round trip to
- * another machine's underlay address: emu/underlay_rtt.h); the other reserved messages are
- * answered "not available". EOF on stdin (the controller or its SSH
- * session is gone), SIGHUP, SIGTERM, SIGINT or --idle-timeout seconds
- * without a ping end it after releasing its part.
+ * app/agent_part.h, the run-time changes link, kill, restart, partition
+ * and heal (app/agent_ops.c), the stats notifications when build asks
+ * for them (app/agent_stats.c), teardown, and underlay (the ICMP echo round
+ * trip to another machine's underlay address: emu/underlay_rtt.h). EOF on stdin (the controller or
+ * its SSH session is gone), SIGHUP, SIGTERM, SIGINT or --idle-timeout seconds without a ping end it
+ * after releasing its part.
  *
  * Owns: its libev loop, the reader, the output buffer and the agent_part.
  * The part is released by agent_finish on every exit path, and the
@@ -57,7 +58,9 @@ static const char agent_usage[] =
     "equal its own) and ping; after hello, build makes this machine's part of\n"
     "the network once (namespaces, links, peers, cgroups, registry entry, as a\n"
     "local run), then relays each local host's peer control stream in call\n"
-    "messages and reports a peer's exit. teardown releases the part, answers\n"
+    "messages and reports a peer's exit; link, kill, restart, partition and\n"
+    "heal change the part as a local run would, and build's stats sends its\n"
+    "links.csv rows each emulated second. teardown releases the part, answers\n"
     "and exits. It also releases its part and exits on EOF on stdin, SIGHUP,\n"
     "SIGTERM, SIGINT, or S seconds (default 10) without a ping; answers the\n"
     "controller has not read once the part is released get S more seconds to\n"
@@ -443,15 +446,24 @@ static void serve(struct agent *a, const struct proto_msg *m)
         return serve_teardown(a, m);
     case AGENT_BUILD:
         return serve_build(a, m);
+    case AGENT_LINK:
+        return agent_part_link(a->part, m->msgid, m->params);
+    case AGENT_KILL:
+        return agent_part_kill(a->part, m->msgid, m->params);
+    case AGENT_RESTART:
+        return agent_part_restart(a->part, m->msgid, m->params);
+    case AGENT_PARTITION:
+        return agent_part_partition(a->part, m->msgid, m->params);
+    case AGENT_HEAL:
+        return agent_part_heal(a->part, m->msgid, m->params);
     case AGENT_UNDERLAY:
         return serve_underlay(a, m);
     case AGENT_UNKNOWN:
         snprintf(err, sizeof err, "unknown method '%.*s'",
                  (int)(m->method_len > 40 ? 40 : m->method_len), m->method ? m->method : "");
         return reply_error(a, m->msgid, err);
-    default:
-        snprintf(err, sizeof err, "%s: not available: this agent does not serve it yet",
-                 agent_method_name(method));
+    default: /* a notification's name (call, exit, stats) as a request */
+        snprintf(err, sizeof err, "%s: not a request", agent_method_name(method));
         return reply_error(a, m->msgid, err);
     }
 }

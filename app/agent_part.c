@@ -1,5 +1,6 @@
 /* agent_part.c — an agent's part and its peer relay (see agent_part.h). */
 #include "app/agent_part.h"
+#include "app/agent_part_internal.h"
 
 #include "controller/net_error.h"
 #include "controller/part_build.h"
@@ -12,34 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum part_state { PART_NONE, PART_BUILDING, PART_BUILT, PART_RELEASING, PART_GONE };
-
-/* One local host's relayed channel. */
-struct relay {
-    struct agent_part *p;
-    struct peer_client *pc; /* NULL: no relay (not a local host) */
-    uint64_t whole;         /* the node's whole-network index */
-};
-
-struct agent_part {
-    struct ev_loop *loop;
-    const char *machine; /* the agent's --machine, or hello's: read at build */
-    const char *peer_path;
-    struct agent_part_io io;
-    enum part_state state;
-    struct part_run *run; /* from part_build's return until released */
-    uint32_t build_msgid;
-    bool release_wanted;      /* teardown during the build: release once built */
-    bool paused;              /* the peers are not read: the output is full */
-    struct relay *input_held; /* the agent's input is not read until its backlog is out */
-    bool call_dropped;        /* a dropped call was logged (once) */
-    struct relay *relays;     /* per node of the part's model */
-    size_t n_relays;
-};
-
-static void part_log(struct agent_part *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void part_log(struct agent_part *p, const char *fmt, ...)
+void part_log(struct agent_part *p, const char *fmt, ...)
 {
     char line[1200];
     va_list ap;
@@ -69,6 +43,25 @@ static void answer_error(struct agent_part *p, uint32_t msgid, const struct agen
     msgmap_init(&m);
     agent_wire_build_error(&m, e);
     msgmap_error_response(&m, p->io.pk, msgid);
+    p->io.flush(p->io.ctx);
+}
+
+void part_answer_error(struct agent_part *p, uint32_t msgid, int code, const char *node,
+                       const char *link, const char *message)
+{
+    struct agent_build_error e = {.code = code};
+    snprintf(e.node, sizeof e.node, "%s", node ? node : "");
+    snprintf(e.link, sizeof e.link, "%s", link ? link : "");
+    snprintf(e.message, sizeof e.message, "%s", message);
+    part_log(p, "%s", message);
+    answer_error(p, msgid, &e);
+}
+
+void part_answer_done(struct agent_part *p, uint32_t msgid)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_response(&m, p->io.pk, msgid);
     p->io.flush(p->io.ctx);
 }
 
@@ -175,18 +168,25 @@ static void relay_start(struct agent_part *p)
         r->p = p;
         r->whole = (uint64_t)part->whole_node[i];
         if (!topo_node_local_host(&part->net->nodes[i])) continue;
-        r->pc = netrun_peer(nr, (int)i);
-        if (r->pc &&
-            peer_client_relay(r->pc, on_peer_bytes, on_peer_drained, r, err, sizeof err) < 0) {
+        struct peer_client *pc = netrun_peer(nr, (int)i);
+        if (pc && part_relay_attach(p, r, pc, err, sizeof err) < 0)
             part_log(p, "node %s: not relayed: %s", part->net->nodes[i].name, err);
-            r->pc = NULL;
-        }
     }
+}
+
+int part_relay_attach(struct agent_part *p, struct relay *r, struct peer_client *pc, char *err,
+                      size_t errlen)
+{
+    r->pc = NULL;
+    if (peer_client_relay(pc, on_peer_bytes, on_peer_drained, r, err, errlen) < 0) return -1;
+    if (p->paused) peer_client_relay_pause(pc, true);
+    r->pc = pc;
+    return 0;
 }
 
 /* The part's node of whole-network index whole: its own nodes come first,
  * in the whole network's order (topo/part.h). -1 when none. */
-static long local_node(const struct topo_part *part, uint64_t whole)
+long part_local_node(const struct topo_part *part, uint64_t whole)
 {
     size_t lo = 0, hi = topo_part_local_nodes(part);
     while (lo < hi) {
@@ -212,7 +212,7 @@ void agent_part_call(struct agent_part *p, const msgpack_object *params)
     char err[256];
     if (agent_wire_read_call(params, &c, err, sizeof err) < 0) return call_drop(p, err);
     if (p->state != PART_BUILT) return call_drop(p, "no part is built");
-    long i = local_node(part_model(p->run), c.node);
+    long i = part_local_node(part_model(p->run), c.node);
     struct relay *r = i >= 0 && (size_t)i < p->n_relays ? &p->relays[i] : NULL;
     if (!r || !r->pc) {
         snprintf(err, sizeof err, "node %llu is not a host of machine %s's part",
@@ -254,6 +254,8 @@ static void on_released(void *ctx)
     struct agent_part *p = ctx;
     p->run = NULL;
     p->state = PART_GONE;
+    agent_stats_stop(p->stats); /* after the netrun that wrote to its record */
+    p->stats = NULL;
     free(p->relays); /* their channels were netrun's, closed and freed with it */
     p->relays = NULL;
     p->n_relays = 0;
@@ -264,6 +266,7 @@ static void on_released(void *ctx)
 static void release_now(struct agent_part *p)
 {
     p->state = PART_RELEASING;
+    agent_ops_stop(p);
     input_release(p, NULL);
     part_release(p->run, on_released, p);
 }
@@ -283,6 +286,7 @@ static void on_built(void *ctx, struct part_run *run, const struct net_error *er
     part_log(p, "part built: registry %s, %zu nodes", part_registry_id(run),
              topo_part_local_nodes(part_model(run)));
     answer_built(p);
+    if (p->stats_wanted) p->stats = agent_stats_start(p);
     if (p->release_wanted) release_now(p);
 }
 
@@ -301,6 +305,7 @@ void agent_part_build(struct agent_part *p, uint32_t msgid, const msgpack_object
     struct part_build_opts opts = {p->machine, p->peer_path, on_built, on_peer_exit, p};
     struct net_error error;
     p->build_msgid = msgid;
+    p->stats_wanted = b.stats;
     if (part_build(p->loop, b.part, b.part_len, &opts, &p->run, &error) < 0) {
         p->run = NULL;
         p->state = PART_GONE; /* one build per agent, failed or not */

@@ -50,6 +50,16 @@ void agent_part_build(struct agent_part *p, uint32_t msgid, const msgpack_object
 void agent_part_refuse(struct agent_part *p, uint32_t msgid, const char *message);
 /* Serves a `call` notification: relays its bytes, or logs and drops. */
 void agent_part_call(struct agent_part *p, const msgpack_object *params);
+/* The run-time requests (app/agent_ops.c), each on the part's netrun with
+ * the netrun_* function a local run calls, by whole-network index: link
+ * (set, up, down), kill, restart, partition, heal. Each is answered once,
+ * now or from the loop: done (heal: {healed}), or the error map naming
+ * the node or link (one not in this part: the index and the machine). */
+void agent_part_link(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
+void agent_part_kill(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
+void agent_part_restart(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
+void agent_part_partition(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
+void agent_part_heal(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
 /* The agent's output was written out (partly): resume the peers' reads. */
 void agent_part_output_drained(struct agent_part *p);
 /* Begins releasing the part (once built, when building): true when

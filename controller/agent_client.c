@@ -8,6 +8,7 @@
 #include "controller/peer_client.h"
 #include "controller/spawn.h"
 #include "proto/names.h"
+#include "topo/part_wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +44,8 @@ struct agent_client {
     struct agent_relay *relay; /* the remote nodes' control channels */
     agent_built_fn built;      /* the build in flight, NULL when none */
     void *built_ctx;
+    agent_stats_fn on_stats; /* the part's links.csv rows, or NULL: ignored */
+    void *stats_ctx;
 };
 
 void agent_client_options_default(struct agent_client_options *o)
@@ -278,8 +281,15 @@ static void on_exit_hook(void *ctx, int status)
     else
         snprintf(how, sizeof how, "killed by signal %d",
                  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    agent_fail(ac, "the agent's %s %s%s%s", ac->opts.slurm ? "srun" : "ssh", how,
-               ac->last_err[0] ? ": " : "", ac->last_err);
+    /* Before hello its stderr's last line is ssh's or srun's reason; once
+     * the agent ran it is the agent's last log line, which a SIGKILLed
+     * agent did not write as a cause: it is labelled so. */
+    const char *tool = ac->opts.slurm ? "srun" : "ssh";
+    if (ac->ready && ac->last_err[0])
+        agent_fail(ac, "the agent's %s %s (its last line on stderr: %s)", tool, how, ac->last_err);
+    else
+        agent_fail(ac, "the agent's %s %s%s%s", tool, how, ac->last_err[0] ? ": " : "",
+                   ac->last_err);
     agent_down(ac); /* a teardown's peers not reported exited are gone with the agent */
 }
 
@@ -308,18 +318,8 @@ static void on_pong(void *ctx, const char *error, const msgpack_object *result)
 
 /* m (ended and freed here) sent as method's params; -1 with err when it
  * could not be. */
-static int call_agent_with(struct agent_client *ac, enum agent_method method, struct msgmap *m,
-                           peer_reply_fn cb, void *ctx, char *err, size_t errlen);
-
 static int call_agent(struct agent_client *ac, enum agent_method method, struct msgmap *m,
-                      peer_reply_fn cb, char *err, size_t errlen)
-{
-    return call_agent_with(ac, method, m, cb, ac, err, errlen);
-}
-
-/* call_agent with cb's own ctx. */
-static int call_agent_with(struct agent_client *ac, enum agent_method method, struct msgmap *m,
-                           peer_reply_fn cb, void *ctx, char *err, size_t errlen)
+                      peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -339,7 +339,7 @@ static void send_request(struct agent_client *ac, enum agent_method method, stru
                          peer_reply_fn cb)
 {
     char err[256];
-    if (call_agent(ac, method, m, cb, err, sizeof err) < 0)
+    if (call_agent(ac, method, m, cb, ac, err, sizeof err) < 0)
         agent_fail(ac, "%s: %s", agent_method_name(method), err);
 }
 
@@ -391,10 +391,24 @@ static void on_timer(EV_P_ ev_timer *w, int revents)
         agent_fail(ac, "the agent has not answered a ping for %.0f s", age);
 }
 
+/* A sample of the part's links: decoded and handed on (the agent sends
+ * them only when the build asked, i.e. when on_stats was set). */
+static void on_stats(struct agent_client *ac, const msgpack_object *params)
+{
+    struct agent_stats s;
+    char err[256];
+    if (!ac->on_stats) return;
+    if (agent_wire_read_stats(params, &s, err, sizeof err) < 0)
+        return ctl_log("machine '%s': stats ignored: %s", ac->machine.name, err);
+    ac->on_stats(ac->stats_ctx, ac, &s);
+    agent_stats_free(&s);
+}
+
 static void on_agent_notify(void *ctx, const char *method, uint32_t method_len,
                             const msgpack_object *params)
 {
     struct agent_client *ac = ctx;
+    if (agent_method_find(method, method_len) == AGENT_STATS) return on_stats(ac, params);
     if (!agent_relay_notify(ac->relay, method, method_len, params))
         ctl_log("machine '%s': notification '%.*s' ignored", ac->machine.name, (int)method_len,
                 method);
@@ -456,7 +470,8 @@ int agent_client_build(struct agent_client *ac, const void *part, size_t len, ag
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     msgmap_init(&m);
-    agent_wire_build(&m, &(struct agent_build){part, (uint32_t)len});
+    agent_wire_build(
+        &m, &(struct agent_build){.part = part, .part_len = (uint32_t)len, .stats = ac->on_stats});
     if (!msgmap_end(&m, &pk))
         snprintf(err, errlen, "machine '%s': out of memory", ac->machine.name);
     else if ((rc = peer_client_call(ac->pc, agent_method_name(AGENT_BUILD), sb.data, sb.size,
@@ -478,7 +493,102 @@ int agent_client_underlay(struct agent_client *ac, const char *address, peer_rep
     snprintf(u.address, sizeof u.address, "%s", address);
     msgmap_init(&m);
     agent_wire_underlay(&m, &u);
-    return call_agent_with(ac, AGENT_UNDERLAY, &m, cb, ctx, err, errlen);
+    return call_agent(ac, AGENT_UNDERLAY, &m, cb, ctx, err, errlen);
+}
+
+/* ---- run-time changes: link, kill ---- */
+
+/* One change in flight: the caller's completion, told once. */
+struct agent_change {
+    struct agent_client *ac;
+    enum agent_method method;
+    peer_reply_fn cb;
+    void *ctx;
+};
+
+/* The agent's answer: its agent_build_error map (or a plain error, or the
+ * channel's loss) becomes one line naming the machine; {} is done. */
+static void on_change_reply(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct agent_change *c = ctx;
+    struct agent_client *ac = c->ac;
+    char line[AGENT_ERROR_MAX + AGENT_NAME_MAX + 64], err[256];
+    struct agent_build_error e = {0};
+    const char *cause = error;
+    if (error && result && agent_wire_read_build_error(result, &e, err, sizeof err) == 0)
+        cause = e.message;
+    if (cause)
+        snprintf(line, sizeof line, "machine '%s': %s: %s", ac->machine.name,
+                 agent_method_name(c->method), cause);
+    c->cb(c->ctx, cause ? line : NULL, cause ? NULL : result);
+    free(c);
+}
+
+/* m (ended and freed here) sent as method's params, cb told once. */
+static int send_change(struct agent_client *ac, enum agent_method method, struct msgmap *m,
+                       peer_reply_fn cb, void *ctx, char *err, size_t errlen)
+{
+    struct agent_change *c = malloc(sizeof *c);
+    if (!c || ac->failed || ac->tearing_down) {
+        msgmap_free(m);
+        free(c);
+        return snprintf(err, errlen, "machine '%s': its agent %s", ac->machine.name,
+                        c ? "is gone" : "cannot be asked (out of memory)"),
+               -1;
+    }
+    *c = (struct agent_change){ac, method, cb, ctx};
+    char why[256];
+    int rc = call_agent(ac, method, m, on_change_reply, c, why, sizeof why);
+    if (rc < 0) {
+        snprintf(err, errlen, "machine '%s': %s: %s", ac->machine.name, agent_method_name(method),
+                 why);
+        free(c);
+    }
+    return rc;
+}
+
+int agent_client_link(struct agent_client *ac, int link, enum agent_link_op op,
+                      const struct topo_link_params *params, peer_reply_fn cb, void *ctx, char *err,
+                      size_t errlen)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct msgmap m;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (params && !topo_part_params_pack(&pk, params)) {
+        msgpack_sbuffer_destroy(&sb);
+        return snprintf(err, errlen, "machine '%s': out of memory", ac->machine.name), -1;
+    }
+    msgmap_init(&m);
+    agent_wire_link(&m, (uint64_t)link, op, params ? sb.data : NULL, params ? sb.size : 0);
+    int rc = send_change(ac, AGENT_LINK, &m, cb, ctx, err, errlen);
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+int agent_client_kill(struct agent_client *ac, int node, peer_reply_fn cb, void *ctx, char *err,
+                      size_t errlen)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_node(&m, &(struct agent_node){(uint64_t)node});
+    return send_change(ac, AGENT_KILL, &m, cb, ctx, err, errlen);
+}
+
+void agent_client_on_stats(struct agent_client *ac, agent_stats_fn fn, void *ctx)
+{
+    ac->on_stats = fn;
+    ac->stats_ctx = ctx;
+}
+
+int agent_client_sides(struct agent_client *ac, enum agent_method method, const unsigned char *side,
+                       size_t n, peer_reply_fn cb, void *ctx, char *err, size_t errlen)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_sides(&m, &(struct agent_sides){(unsigned char *)side, n});
+    return send_change(ac, method, &m, cb, ctx, err, errlen);
 }
 
 struct peer_client *agent_client_open_peer(struct agent_client *ac, int node, const char *name,
@@ -582,7 +692,7 @@ void agent_client_teardown(struct agent_client *ac)
     char err[256];
     msgmap_init(&m);
     /* A failed call means the channel is down: the exit hook follows. */
-    if (call_agent(ac, AGENT_TEARDOWN, &m, on_teardown_reply, err, sizeof err) < 0)
+    if (call_agent(ac, AGENT_TEARDOWN, &m, on_teardown_reply, ac, err, sizeof err) < 0)
         ctl_log("machine '%s': teardown not sent: %s", ac->machine.name, err);
 }
 

@@ -33,6 +33,7 @@
 #include "controller/peer_client.h"
 #include "proto/agent_wire.h"
 #include "topo/machines.h"
+#include "topo/network.h"
 
 #include <ev.h>
 #include <stdbool.h>
@@ -85,6 +86,10 @@ struct agent_client *agent_client_start(struct ev_loop *loop, const struct topo_
 typedef void (*agent_built_fn)(void *ctx, struct agent_client *ac,
                                const struct agent_build_reply *reply,
                                const struct agent_build_error *error);
+/* The agent's `stats` samples (rows valid during the call), asked for in
+ * the build when fn is set before agent_client_build. */
+typedef void (*agent_stats_fn)(void *ctx, struct agent_client *ac, const struct agent_stats *s);
+void agent_client_on_stats(struct agent_client *ac, agent_stats_fn fn, void *ctx);
 /* Sends the part (len bytes of topo/part_wire.h; copied) in `build`. 0,
  * or -1 with err when it cannot be sent (a build already in flight, the
  * agent failed or gone, the part too large): built is then not called. */
@@ -107,6 +112,20 @@ struct peer_client *agent_client_open_peer(struct agent_client *ac, int node, co
                                            size_t errlen);
 /* The relayed client of node, or NULL. */
 struct peer_client *agent_client_peer(const struct agent_client *ac, int node);
+/* Run-time changes of this machine's part (link: whole-network index;
+ * params for AGENT_LINK_SET, emulated values, else NULL; node: whole-
+ * network index). 0 and a later cb from the loop, with error one line
+ * that begins with "machine 'NAME': " (the agent's refusal, or its loss)
+ * or NULL and the agent's result; or -1 with err (cb is then not called). */
+int agent_client_link(struct agent_client *ac, int link, enum agent_link_op op,
+                      const struct topo_link_params *params, peer_reply_fn cb, void *ctx, char *err,
+                      size_t errlen);
+int agent_client_kill(struct agent_client *ac, int node, peer_reply_fn cb, void *ctx, char *err,
+                      size_t errlen);
+/* partition (side: per whole-network node, n of them) or heal (side NULL:
+ * every partition), as agent_client_link. */
+int agent_client_sides(struct agent_client *ac, enum agent_method method, const unsigned char *side,
+                       size_t n, peer_reply_fn cb, void *ctx, char *err, size_t errlen);
 /* Asks the agent to tear down; on_down follows (at once when it is gone). */
 void agent_client_teardown(struct agent_client *ac);
 /* Ends the child (SIGKILL of ssh: the agent sees EOF) and frees. NULL ok. */

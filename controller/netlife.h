@@ -131,8 +131,8 @@ int netlife_overload_id(const struct netlife *nl, int node);
 struct netprog *netlife_program_spawn(struct netlife *nl, int node, char *const argv[],
                                       netprog_done_fn done, void *ctx, char *err, size_t errlen);
 /* node:kill(): the node crashes: its peer is SIGKILLed (its pending calls
- * fail) and its programs too. No-op before the peers are built. -1 with
- * err (the cause only) for a node of another machine (not available yet). */
+ * fail) and its programs too; a node of another machine by its agent. No-op
+ * before the peers are built. 0 (err is for the callers' form). */
 int netlife_node_kill(struct netlife *nl, int node, char *err, size_t errlen);
 /* node:restart(): a fresh peer (empty tensor store) in the same node. 0,
  * or -1 with err (the cause only). */

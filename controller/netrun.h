@@ -171,6 +171,8 @@ int netrun_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, c
 int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, size_t errlen);
 /* node:kill(): SIGKILLs the node's peer; its pending calls fail. */
 void netrun_peer_kill(struct netrun *nr, int node);
+/* node:kill() asked its peer's end, and no restart since. */
+bool netrun_peer_killed(const struct netrun *nr, int node);
 /* The node's peer runs (not killed, not exited). */
 bool netrun_peer_alive(const struct netrun *nr, int node);
 /* Puts a partition in place (side[node]: group 1 or 2, 0 neither); see

@@ -23,8 +23,6 @@
  * after the build, so two changes never meet there; the loop keeps a view
  * of its own of the partitions asked for (cuts, for netrun_separated). */
 
-static void cuts_free(struct netrun *nr);
-
 static void work_kernel_op(struct netrun *nr)
 {
     struct kernel_op *op = nr->ops;
@@ -112,7 +110,7 @@ void netrun_kernel_ops_drop(struct netrun *nr)
         kernel_op_finish(op, "the network was released");
     }
     nr->ops_tail = NULL;
-    cuts_free(nr);
+    netrun_cuts_free(nr);
 }
 
 int netrun_link_not_emulated(struct netrun *nr, char *err, size_t errlen)
@@ -125,9 +123,10 @@ int netrun_link_set(struct netrun *nr, int link, const struct topo_link_params *
                     peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
     if (nr->parts) {
-        int l = netrun_parts_link(nr, link, "changing", err, errlen);
-        return l < 0 ? -1
-                     : netrun_link_set(netrun_parts_inner(nr), l, params, cb, ctx, err, errlen);
+        int l = netrun_parts_local_link(nr, link);
+        if (l < 0)
+            return netrun_parts_link_remote(nr, link, AGENT_LINK_SET, params, cb, ctx, err, errlen);
+        return netrun_link_set(netrun_parts_inner(nr), l, params, cb, ctx, err, errlen);
     }
     struct topo_link_params installed; /* the kernel backend dilates its own plans */
     topo_link_params_install(nr->net, &nr->net->links[link], params, &installed);
@@ -146,8 +145,11 @@ int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, v
                        size_t errlen)
 {
     if (nr->parts) {
-        int l = netrun_parts_link(nr, link, up ? "bringing up" : "taking down", err, errlen);
-        return l < 0 ? -1 : netrun_link_updown(netrun_parts_inner(nr), l, up, cb, ctx, err, errlen);
+        int l = netrun_parts_local_link(nr, link);
+        if (l < 0)
+            return netrun_parts_link_remote(nr, link, up ? AGENT_LINK_UP : AGENT_LINK_DOWN, NULL,
+                                            cb, ctx, err, errlen);
+        return netrun_link_updown(netrun_parts_inner(nr), l, up, cb, ctx, err, errlen);
     }
     if (nr->linkd)
         return linkd_client_link_updown(netrun_linkd_of(nr, link), link, up, cb, ctx, err, errlen) <
@@ -176,7 +178,7 @@ int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, 
     return -1;
 }
 
-static void cuts_free(struct netrun *nr)
+void netrun_cuts_free(struct netrun *nr)
 {
     for (size_t i = 0; i < nr->n_cuts; i++)
         free(nr->cuts[i]);
@@ -203,12 +205,23 @@ static int cut_add(struct netrun *nr, const unsigned char *side, struct kernel_o
     return 0;
 }
 
+/* Over machines: every part cuts its own routes; the outer netrun keeps
+ * the loop's view (netrun_separated, the heal's count). */
+static int parts_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn cb,
+                           void *ctx, char *err, size_t errlen)
+{
+    struct kernel_op op = {.kind = OP_PARTITION};
+    if (cut_add(nr, side, &op) < 0) return snprintf(err, errlen, "out of memory"), -1;
+    free(op.side); /* the parts copy side themselves */
+    int rc = netrun_parts_sides(nr, false, side, cb, ctx, err, errlen);
+    if (rc < 0) free(nr->cuts[--nr->n_cuts]); /* nothing was cut */
+    return rc;
+}
+
 int netrun_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn cb, void *ctx,
                      char *err, size_t errlen)
 {
-    if (nr->parts)
-        return snprintf(err, errlen, "partitioning a network over machines is not available yet"),
-               -1;
+    if (nr->parts) return parts_partition(nr, side, cb, ctx, err, errlen);
     if (!nr->kernel) {
         snprintf(err, errlen, "backend '%s' emulates no network to cut (use kernel, user or auto)",
                  netrun_backend(nr));
@@ -236,13 +249,11 @@ static size_t cuts_take(struct netrun *nr, const unsigned char *side)
 int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, peer_reply_fn cb,
                 void *ctx, char *err, size_t errlen)
 {
-    if (nr->parts) { /* nothing was ever cut */
-        if (healed) *healed = 0;
-        return 0;
-    }
-    size_t n = nr->kernel ? cuts_take(nr, side) : 0; /* none: nothing was ever cut */
+    /* the outer netrun of parts keeps the loop's view of the cuts too */
+    size_t n = nr->kernel || nr->parts ? cuts_take(nr, side) : 0; /* none: nothing was ever cut */
     if (healed) *healed = n;
     if (n == 0) return 0;
+    if (nr->parts) return netrun_parts_sides(nr, true, side, cb, ctx, err, errlen);
     struct kernel_op op = {.kind = OP_HEAL};
     if (side && !(op.side = malloc(nr->net->n_nodes)))
         return snprintf(err, errlen, "out of memory"), -1;

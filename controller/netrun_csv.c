@@ -240,8 +240,11 @@ void netrun_on_sample_timer(EV_P_ ev_timer *w, int revents)
 
 void netrun_sample_links(struct netrun *nr, struct record *rec, netrun_clock_fn clock, void *ctx)
 {
-    if (nr->parts) { /* this machine's part only, as yet */
+    if (nr->parts) { /* this machine's part; the agents' rows come as their stats */
         if (netrun_parts_inner(nr)) netrun_sample_links(netrun_parts_inner(nr), rec, clock, ctx);
+        nr->links_record = rec;
+        nr->clock = clock;
+        nr->clock_ctx = ctx;
         return;
     }
     bool veths = nr->backend == TOPO_BACKEND_KERNEL && nr->kernel;

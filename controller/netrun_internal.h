@@ -6,6 +6,7 @@
 
 #include "controller/netrun.h"
 #include "controller/privilege.h"
+#include "proto/agent_wire.h"
 #include "controller/reaper.h"
 #include "emu/cgroup.h"
 #include "topo/route.h"
@@ -201,6 +202,7 @@ int netrun_kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_r
                            void *ctx, char *err, size_t errlen);
 void netrun_kernel_ops_drop(struct netrun *nr);
 int netrun_link_not_emulated(struct netrun *nr, char *err, size_t errlen);
+void netrun_cuts_free(struct netrun *nr); /* the loop's view of the partitions */
 
 /* netrun_traces.c */
 uint64_t netrun_rate_now(const struct netrun *nr, int link, int dir);
@@ -228,6 +230,24 @@ int netrun_parts_node(const struct netrun *nr, int node, const char *what, char 
                       size_t errlen);
 int netrun_parts_link(const struct netrun *nr, int link, const char *what, char *err,
                       size_t errlen);
+/* The local part's index of link once built, or -1 (no message). */
+int netrun_parts_local_link(const struct netrun *nr, int link);
+/* A change of a link not wholly on this machine: asked of the agent of
+ * the machine that holds it, or of both ends' parts for a cut link (an
+ * agent's and the local part's, or two agents); 1 and a later cb, once,
+ * when every end has answered (error: the first failure, naming its
+ * machine), or -1 with err when the first end cannot be asked. */
+int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
+                             const struct topo_link_params *params, peer_reply_fn cb, void *ctx,
+                             char *err, size_t errlen);
+/* A partition (heal false; side per whole-network node) or a heal (side
+ * NULL: every partition) asked of every part: 1 and a later cb once all
+ * answered (error: the first failure), or -1 with err when none could be. */
+int netrun_parts_sides(struct netrun *nr, bool heal, const unsigned char *side, peer_reply_fn cb,
+                       void *ctx, char *err, size_t errlen);
+/* SIGKILL of a node of another machine's part, asked of its agent (its
+ * exit comes as the agent's `exit`). 0, or -1 with err. */
+int netrun_parts_kill_remote(struct netrun *nr, int node, char *err, size_t errlen);
 /* The local part's netrun once built, or NULL. */
 struct netrun *netrun_parts_inner(const struct netrun *nr);
 void netrun_parts_close_peers(struct netrun *nr);

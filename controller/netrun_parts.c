@@ -7,13 +7,17 @@
  * peers of every part are the outer netrun's (peers[node].client: the
  * local part's clients and the agents' relayed ones, borrowed), so the
  * handshake, the address book and every peer command are unchanged. The
- * changes about one node or link go to the local part, and are refused in
- * one line naming the machine when it is another's. Owns: the local part
+ * changes about one node or link go to the part that holds it: the local
+ * one, or the agent of the machine that holds the whole of it (link set,
+ * up and down, kill); the rest (a cut link, restart, partition) is refused
+ * in one line naming the machines. Owns: the local part
  * and its netrun, the agents (agent_group, taken over at the build). */
 #include "controller/netrun_internal.h"
 
 #include "common/clock.h"
 #include "common/json.h"
+#include "controller/record.h"
+#include "controller/agent_client.h"
 #include "controller/agent_group.h"
 #include "controller/log.h"
 #include "controller/parts_underlay.h"
@@ -37,6 +41,7 @@ struct netrun_parts {
     struct netrun *inner;        /* its netrun, once its build began */
     int *local_node;             /* per whole node: its index in part, or -1 */
     int *local_link;             /* per whole link: its index in part (not cut), or -1 */
+    int *end_link;               /* per whole link: its index in part, cut ones too, or -1 */
     struct agent_client **agent; /* per machine: its agent, NULL for the local one */
     size_t waiting;              /* parts whose build has not answered */
     struct net_error error;      /* the build's first failure */
@@ -85,9 +90,207 @@ int netrun_parts_link(const struct netrun *nr, int link, const char *what, char 
     return -1;
 }
 
+int netrun_parts_local_link(const struct netrun *nr, int link)
+{
+    return netrun_parts_inner(nr) ? nr->parts->local_link[link] : -1;
+}
+
+/* A change asked of several parts (both ends of a cut link, every part
+ * for a partition): the caller told once, when the last has answered,
+ * with the first failure. left counts a guard until every part was asked. */
+struct parts_countdown {
+    int left, asked;
+    char error[AGENT_ERROR_MAX + 128];
+    peer_reply_fn cb;
+    void *ctx;
+};
+
+static void on_part_done(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct parts_countdown *c = ctx;
+    (void)result;
+    if (error && !c->error[0]) snprintf(c->error, sizeof c->error, "%s", error);
+    if (--c->left > 0) return;
+    msgpack_object done = {.type = MSGPACK_OBJECT_MAP};
+    c->cb(c->ctx, c->error[0] ? c->error : NULL, c->error[0] ? NULL : &done);
+    free(c);
+}
+
+static struct parts_countdown *countdown_new(peer_reply_fn cb, void *ctx)
+{
+    struct parts_countdown *c = calloc(1, sizeof *c);
+    if (c) *c = (struct parts_countdown){.left = 1, .cb = cb, .ctx = ctx};
+    return c;
+}
+
+/* One part's request went (rc >= 0: its answer is awaited, rc 0 from a
+ * local netrun_heal: nothing to do there) or failed at once (err). */
+static void countdown_asked(struct parts_countdown *c, int rc, bool answers, const char *err)
+{
+    if (rc < 0 && !c->error[0]) snprintf(c->error, sizeof c->error, "%s", err);
+    if (rc >= 0 && answers) c->left++, c->asked++;
+}
+
+/* Every part asked: 1 (cb follows), or -1 with err when none could be. */
+static int countdown_end(struct parts_countdown *c, char *err, size_t errlen)
+{
+    if (!c->asked && c->error[0]) {
+        snprintf(err, errlen, "%s", c->error);
+        free(c);
+        return -1;
+    }
+    on_part_done(c, NULL, NULL); /* the guard */
+    return 1;
+}
+
+/* Asks the end of link on machine m (its agent, or the local part). */
+static int link_end_change(struct netrun *nr, int m, int link, enum agent_link_op op,
+                           const struct topo_link_params *params, struct parts_countdown *c,
+                           char *err, size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    if ((size_t)m != p->local)
+        return agent_client_link(p->agent[m], link, op, params, on_part_done, c, err, errlen);
+    if (!netrun_parts_inner(nr) || p->end_link[link] < 0)
+        return snprintf(err, errlen, "the local part has no end of it"), -1;
+    int l = p->end_link[link];
+    return op == AGENT_LINK_SET
+               ? netrun_link_set(p->inner, l, params, on_part_done, c, err, errlen)
+               : netrun_link_updown(p->inner, l, op == AGENT_LINK_UP, on_part_done, c, err, errlen);
+}
+
+int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
+                             const struct topo_link_params *params, peer_reply_fn cb, void *ctx,
+                             char *err, size_t errlen)
+{
+    const struct topo_link *l = &nr->net->links[link];
+    int ends[2] = {nr->parts->placement.machine[l->a], nr->parts->placement.machine[l->b]};
+    struct parts_countdown *c = countdown_new(cb, ctx);
+    if (!c) return snprintf(err, errlen, "out of memory"), -1;
+    for (int e = 0; e < (ends[0] == ends[1] ? 1 : 2); e++) {
+        char why[AGENT_ERROR_MAX];
+        int rc = link_end_change(nr, ends[e], link, op, params, c, why, sizeof why);
+        countdown_asked(c, rc, true, why);
+    }
+    return countdown_end(c, err, errlen);
+}
+
+/* The local part's sides (per part node) of the whole network's, or NULL. */
+static unsigned char *local_sides(const struct netrun_parts *p, const unsigned char *side)
+{
+    unsigned char *out = malloc(p->part.net->n_nodes ? p->part.net->n_nodes : 1);
+    for (size_t i = 0; out && i < p->part.net->n_nodes; i++)
+        out[i] = side[p->part.whole_node[i]];
+    return out;
+}
+
+/* The local part's partition or heal (side NULL: every partition). */
+static int local_sides_change(struct netrun_parts *p, bool heal, const unsigned char *side,
+                              struct parts_countdown *c, char *err, size_t errlen)
+{
+    unsigned char *mine = side ? local_sides(p, side) : NULL;
+    if (side && !mine) return snprintf(err, errlen, "out of memory"), -1;
+    int rc = heal ? netrun_heal(p->inner, mine, NULL, on_part_done, c, err, errlen)
+                  : netrun_partition(p->inner, mine, on_part_done, c, err, errlen);
+    free(mine); /* copied by the part's netrun */
+    return rc;
+}
+
+int netrun_parts_sides(struct netrun *nr, bool heal, const unsigned char *side, peer_reply_fn cb,
+                       void *ctx, char *err, size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    struct parts_countdown *c = countdown_new(cb, ctx);
+    if (!c) return snprintf(err, errlen, "out of memory"), -1;
+    enum agent_method method = heal ? AGENT_HEAL : AGENT_PARTITION;
+    for (size_t m = 0; m < p->machines.n; m++) {
+        char why[AGENT_ERROR_MAX];
+        int rc;
+        if (!p->placement.count[m]) continue;
+        if (m == p->local && !netrun_parts_inner(nr)) continue;
+        if (m == p->local)
+            rc = local_sides_change(p, heal, side, c, why, sizeof why);
+        else
+            rc = agent_client_sides(p->agent[m], method, side, nr->net->n_nodes, on_part_done, c,
+                                    why, sizeof why);
+        countdown_asked(c, rc, m != p->local || rc > 0, why);
+    }
+    return countdown_end(c, err, errlen);
+}
+
+static void on_remote_killed(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)ctx, (void)result;
+    if (error) ctl_log("kill: %s", error); /* the node's exit, or the agent's loss, ends it */
+}
+
+int netrun_parts_kill_remote(struct netrun *nr, int node, char *err, size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    struct agent_client *ac = p->agent[p->placement.machine[node]];
+    if (p->local_node[node] >= 0 || !ac)
+        return snprintf(err, errlen, "it is on no other machine's part"), -1;
+    return agent_client_kill(ac, node, on_remote_killed, NULL, err, errlen);
+}
+
 struct netrun *netrun_parts_inner(const struct netrun *nr)
 {
     return nr->parts->inner && nr->parts->inner_done ? nr->parts->inner : NULL;
+}
+
+/* ---- links.csv rows of the other machines' parts ---- */
+
+/* Whether machine m's row of link's direction dir is the one kept: a
+ * link with an end here is the local part's to count; a cut link between
+ * two other machines is counted once, by the sending end's machine. */
+static bool stats_row_kept(const struct netrun_parts *p, int m, const struct topo_link *l, int link,
+                           const char *dir)
+{
+    if (p->end_link[link] >= 0) return false;
+    int sender = p->placement.machine[dir[0] == 'a' ? l->a : l->b];
+    return sender == m || p->placement.machine[l->a] == p->placement.machine[l->b];
+}
+
+static void stats_record_row(struct netrun *nr, const char *t, const struct agent_stats_row *r)
+{
+    char name[80], cells[16][24];
+    topo_link_describe(nr->net, &nr->net->links[r->link], name, sizeof name);
+    const char *row[16] = {t, nr->net->name, name, r->dir, r->up ? "1" : "0"};
+    const int64_t v[] = {
+#define AGENT_STATS_VALUE_(field) r->field,
+        AGENT_STATS_COUNTERS(AGENT_STATS_VALUE_)
+#undef AGENT_STATS_VALUE_
+    };
+    for (size_t c = 0; c < sizeof v / sizeof *v; c++) {
+        if (v[c] >= 0) snprintf(cells[c], sizeof cells[c], "%lld", (long long)v[c]);
+        row[5 + c] = v[c] >= 0 ? cells[c] : ""; /* -1: an empty cell, as links.csv leaves it */
+    }
+    char err[256];
+    if (record_add(nr->links_record, row, err, sizeof err) < 0) ctl_log("%s", err);
+}
+
+/* An agent's sample, put on the run's clock: the agent's time less its
+ * clock offset is this machine's, which is as far back from now on the
+ * run's clock as it is in real seconds over the dilation. */
+static void on_agent_stats(void *ctx, struct agent_client *ac, const struct agent_stats *s)
+{
+    struct netrun_parts *p = ctx;
+    struct netrun *nr = p->nr;
+    struct clock_offset off = {0};
+    int m = topo_machines_find(&p->machines, agent_client_machine(ac));
+    if (!nr->links_record || !nr->clock || m < 0) return;
+    agent_client_clock(ac, &off);
+    double here_s = (double)s->t_ns / 1e9 - off.offset_ms / 1e3;
+    double dilation = nr->net->dilation > 1 ? nr->net->dilation : 1.0;
+    double age_s = mono_s() - here_s;
+    char t[32];
+    snprintf(t, sizeof t, "%.3f", nr->clock(nr->clock_ctx) - (age_s > 0 ? age_s : 0) / dilation);
+    for (size_t i = 0; i < s->n_rows; i++) {
+        const struct agent_stats_row *r = &s->rows[i];
+        if (r->link >= nr->net->n_links) continue;
+        if (stats_row_kept(p, m, &nr->net->links[r->link], (int)r->link, r->dir))
+            stats_record_row(nr, t, r);
+    }
 }
 
 /* ---- the end of the build, of its failure and of the release ---- */
@@ -106,6 +309,7 @@ static void parts_free(struct netrun_parts *p)
     topo_machines_free(&p->machines);
     free(p->local_node);
     free(p->local_link);
+    free(p->end_link);
     free(p->agent);
     free(p);
 }
@@ -116,6 +320,7 @@ static void outer_free(struct netrun *nr)
     for (size_t i = 0; i < nr->net->n_nodes; i++)
         free(nr->peers[i].told);
     free(nr->peers);
+    netrun_cuts_free(nr);
     parts_free(nr->parts);
     free(nr);
 }
@@ -170,6 +375,7 @@ static void agents_teardown(struct netrun_parts *p)
  * releases its part, then exits). */
 static void parts_release(struct netrun_parts *p)
 {
+    p->nr->links_record = NULL; /* the agents' last samples are not the run's any more */
     agents_teardown(p);
     if (p->inner && p->inner_done) {
         netrun_release(p->inner, on_inner_released, p);
@@ -343,16 +549,19 @@ static int local_maps(struct netrun_parts *p)
     const struct topo_network *net = p->nr->net;
     p->local_node = malloc((net->n_nodes ? net->n_nodes : 1) * sizeof *p->local_node);
     p->local_link = malloc((net->n_links ? net->n_links : 1) * sizeof *p->local_link);
-    if (!p->local_node || !p->local_link) return -1;
+    p->end_link = malloc((net->n_links ? net->n_links : 1) * sizeof *p->end_link);
+    if (!p->local_node || !p->local_link || !p->end_link) return -1;
     for (size_t i = 0; i < net->n_nodes; i++)
         p->local_node[i] = -1;
     for (size_t l = 0; l < net->n_links; l++)
-        p->local_link[l] = -1;
+        p->local_link[l] = p->end_link[l] = -1;
     if (!p->part.net) return 0;
     for (size_t i = 0; i < p->part.net->n_nodes; i++)
         if (!p->part.net->nodes[i].remote) p->local_node[p->part.whole_node[i]] = (int)i;
-    for (size_t l = 0; l < p->part.net->n_links; l++)
+    for (size_t l = 0; l < p->part.net->n_links; l++) {
+        p->end_link[p->part.whole_link[l]] = (int)l;
         if (!p->part.net->links[l].vni) p->local_link[p->part.whole_link[l]] = (int)l;
+    }
     return 0;
 }
 
@@ -364,6 +573,7 @@ static int send_part(struct netrun_parts *p, size_t m, const struct topo_part *p
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     int rc = topo_part_encode(part, &pk) ? 0 : (snprintf(err, errlen, "out of memory"), -1);
+    agent_client_on_stats(p->agent[m], on_agent_stats, p); /* links.csv's rows of its part */
     if (rc == 0)
         rc = agent_client_build(p->agent[m], sb.data, sb.size, on_agent_built, p, err, errlen);
     msgpack_sbuffer_destroy(&sb);

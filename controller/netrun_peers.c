@@ -181,6 +181,11 @@ int netrun_adopt_peers(struct netrun *nr, int *node, char *err, size_t errlen)
     return rc;
 }
 
+bool netrun_peer_killed(const struct netrun *nr, int node)
+{
+    return nr->peers[node].killed;
+}
+
 bool netrun_peer_alive(const struct netrun *nr, int node)
 {
     const struct peer_client *pc = nr->peers[node].client;
@@ -192,9 +197,11 @@ void netrun_peer_kill(struct netrun *nr, int node)
     if (nr->parts) {
         char err[512];
         int n = netrun_parts_node(nr, node, "killing", err, sizeof err);
-        /* netlife_node_kill refuses it first: never the wrong part's peer */
-        if (n < 0) return ctl_log("node '%s': kill: %s", nr->net->nodes[node].name, err);
-        netrun_peer_kill(netrun_parts_inner(nr), n);
+        if (n >= 0)
+            netrun_peer_kill(netrun_parts_inner(nr), n);
+        else if (netrun_parts_kill_remote(nr, node, err, sizeof err) < 0)
+            /* the agent is gone: its loss ended the node's relayed client */
+            ctl_log("node '%s': kill: %s", nr->net->nodes[node].name, err);
     }
     nr->peers[node].killed = true;
     if (nr->peers[node].client) peer_client_kill(nr->peers[node].client, SIGKILL);

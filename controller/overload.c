@@ -325,6 +325,9 @@ static bool own_starvation(const struct overload_report *r)
 void overload_choose(const struct overload_report *w, double need_p95, double window_s,
                      struct overload_auto *choice)
 {
+    /* Callers pass a fresh struct: nothing of it may be left unset
+     * (run.json's dilation.dataplane once read an unset dp). */
+    *choice = (struct overload_auto){0};
     choice->window_s = window_s;
     choice->dilation = 1;
     if (!w->commands) {

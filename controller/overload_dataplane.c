@@ -48,6 +48,7 @@ void overload_choose_dataplane(const struct overload_dataplane *w, double d,
                                struct overload_auto *choice)
 {
     d = d > 1 ? d : 1;
+    *choice = (struct overload_auto){0};
     choice->dataplane = true;
     choice->dp = *w;
     overload_judge_dataplane(&choice->dp, d);

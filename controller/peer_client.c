@@ -228,6 +228,11 @@ static void on_child(EV_P_ ev_child *w, int revents)
     child_exited(pc, w->rstatus);
 }
 
+const char *peer_client_gone_reason(const struct peer_client *pc)
+{
+    return pc->gone_reason;
+}
+
 void peer_client_mark_exited(struct peer_client *pc, int wait_status, const char *why)
 {
     if (pc->exited || pc->pid > 0) return; /* a child of ours is reaped, not told */

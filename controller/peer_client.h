@@ -89,6 +89,9 @@ void peer_client_on_drained(struct peer_client *pc, peer_drained_fn fn, void *ct
  * (pending calls fail, with why when not NULL, else as the status says;
  * on_exit runs). No-op for a child adopted here, or once exited. */
 void peer_client_mark_exited(struct peer_client *pc, int wait_status, const char *why);
+/* Why its calls fail once the channel is down (mark_exited's why, or what
+ * the exit status says); "" while it is up. */
+const char *peer_client_gone_reason(const struct peer_client *pc);
 /* Relay mode, for `hiernet agent` (issue 20): the channel then carries a
  * byte stream the client neither frames nor answers, the controller's on
  * another machine. What the peer writes goes to on_bytes as it is read

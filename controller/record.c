@@ -19,6 +19,8 @@ struct record {
     size_t n_columns;
     char *row; /* the row being built, reused */
     size_t row_len, row_cap;
+    record_row_fn sink; /* record_open_sink: rows go here, fd is -1 */
+    void *sink_ctx;
 };
 
 int record_name_valid(const char *name)
@@ -106,8 +108,9 @@ static int copy_columns(struct record *r, const char *const *columns, size_t n)
     return 0;
 }
 
-struct record *record_open(const char *dir, const char *name, const char *const *columns,
-                           size_t n_columns, char *err, size_t errlen)
+/* A record without a file: name and columns copied, nothing else. */
+static struct record *record_new(const char *name, const char *const *columns, size_t n_columns,
+                                 char *err, size_t errlen)
 {
     if (!record_name_valid(name)) {
         snprintf(err, errlen, "record name '%s' is not a valid file name ([A-Za-z0-9_.-]+)", name);
@@ -120,6 +123,24 @@ struct record *record_open(const char *dir, const char *name, const char *const 
         if (r) record_free(r);
         return NULL;
     }
+    return r;
+}
+
+struct record *record_open_sink(const char *name, const char *const *columns, size_t n_columns,
+                                record_row_fn fn, void *ctx, char *err, size_t errlen)
+{
+    struct record *r = record_new(name, columns, n_columns, err, errlen);
+    if (!r) return NULL;
+    r->sink = fn;
+    r->sink_ctx = ctx;
+    return r;
+}
+
+struct record *record_open(const char *dir, const char *name, const char *const *columns,
+                           size_t n_columns, char *err, size_t errlen)
+{
+    struct record *r = record_new(name, columns, n_columns, err, errlen);
+    if (!r) return NULL;
     char file[160];
     snprintf(file, sizeof file, "%s.csv", name);
     /* No directory (hiernet draw): rows go nowhere. Otherwise never
@@ -161,6 +182,10 @@ int record_column(const struct record *r, const char *name)
 
 int record_add(struct record *r, const char *const *cells, char *err, size_t errlen)
 {
+    if (r->sink) {
+        r->sink(r->sink_ctx, cells, r->n_columns);
+        return 0;
+    }
     if (r->fd < 0 || write_row(r, cells, r->n_columns) < 0) {
         snprintf(err, errlen, "record '%s': write failed: %s", r->name, strerror(errno));
         return -1;

@@ -16,6 +16,13 @@ struct record;
  * A NULL dir discards the rows (a run that keeps no results). */
 struct record *record_open(const char *dir, const char *name, const char *const *columns,
                            size_t n_columns, char *err, size_t errlen);
+/* A record whose rows go to fn(ctx, cells, n_columns) instead of a file
+ * (cells as given to record_add, valid during the call): how `hiernet
+ * agent` turns links.csv's rows into `stats` messages. The header is not
+ * passed on. fn may be called from record_add only. */
+typedef void (*record_row_fn)(void *ctx, const char *const *cells, size_t n_cells);
+struct record *record_open_sink(const char *name, const char *const *columns, size_t n_columns,
+                                record_row_fn fn, void *ctx, char *err, size_t errlen);
 size_t record_columns(const struct record *r);
 /* Index of a column, or -1. */
 int record_column(const struct record *r, const char *name);

@@ -4,7 +4,8 @@
  * algorithms react to: net:on("partition" | "heal" | "kill" | "restart", fn).
  * Each listener runs as a task of its own when the event happens: fn(net,
  * groupA, groupB) for a partition, fn(net) for a heal, fn(net, node) for a
- * node killed or restarted (node:kill(), node:restart(), l_node.c); and
+ * node killed or restarted (node:kill(), node:restart(), l_node.c),
+ * fn(net, node, why) for a node lost with its machine (lnet_fire_lost); and
  * net:churn{...}, whose schedule is lua/hiernet/churn.lua's.
  *
  * Owns the network's listener table (a registry reference in l_network).
@@ -77,6 +78,33 @@ void lnet_fire(lua_State *L, struct l_network *net, int net_index, const char *e
         lua_pop(L, 2);
     }
     lua_pop(L, nargs);
+}
+
+/* Run under lua_pcall: fires "kill" with (network, node, why). */
+static int fire_lost(lua_State *L)
+{
+    struct l_network *net = check_net(L, 1);
+    lnet_fire(L, net, 1, "kill", 2);
+    return 0;
+}
+
+void lnet_fire_lost(struct l_network *net, int node, const char *why)
+{
+    lua_State *L = net->rt->L;
+    int top = lua_gettop(L);
+    /* From a loop callback, outside any task: an error raised here (out of
+     * memory) must not reach Lua's panic, so it runs protected. */
+    if (!lua_checkstack(L, 4) || net->self_ref == LUA_NOREF) return;
+    lua_pushcfunction(L, fire_lost);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, net->self_ref);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, net->nodes_ref);
+    lua_rawgeti(L, -1, node + 1);
+    lua_replace(L, -2);
+    lua_pushstring(L, why);
+    if (lua_pcall(L, 3, 0, 0) != LUA_OK)
+        hn_logf(net->rt, "node '%s': its loss was not reported: %s", net->topo->nodes[node].name,
+                lua_tostring(L, -1));
+    lua_settop(L, top);
 }
 
 /* ---- partition ---- */

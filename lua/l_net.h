@@ -107,6 +107,10 @@ void lnet_traffic_methods(lua_State *L);
 /* Runs every listener of event as a task: fn(net, <the nargs values on top,
  * which are popped>); the network handle is at net_index. */
 void lnet_fire(lua_State *L, struct l_network *net, int net_index, const char *event, int nargs);
+/* Node's peer ended with its machine (its agent lost): the "kill" listeners
+ * run with (net, node, why), as for node:kill() but with the cause. Called
+ * from the loop, outside any task. */
+void lnet_fire_lost(struct l_network *net, int node, const char *why);
 /* Calls hiernet.churn's function fn with the first two arguments (the
  * handle and its option table) and returns its one result; fn may wait. */
 int lnet_call_library(lua_State *L, const char *fn);

@@ -506,6 +506,30 @@ static void on_transition(void *ctx, enum netlife_state from, enum netlife_state
     if (to == NETLIFE_STOPPED) wake_stop_waiters(net);
 }
 
+/* A peer that ends while the network runs: a node of this machine ends by
+ * node:kill() (which tells the listeners itself) or by a fault of its own,
+ * which its next call reports. A node of another machine not killed from
+ * here (node:kill() asks its agent, and tells the listeners itself) ends
+ * by its machine's doing (the agent lost, or the peer died there): the
+ * algorithms hear of it as of a killed node, with the cause naming the
+ * machine, so an asynchronous one goes on without it. */
+static void on_peer_exit(void *ctx, int node, int wait_status)
+{
+    (void)wait_status;
+    struct l_network *net = ctx;
+    char here[256];
+    if (!netlife_running(net->life)) return;
+    struct netrun *nr = netlife_netrun(net->life);
+    if (!nr || netrun_peer_killed(nr, node) ||
+        netrun_node_here(nr, node, "", here, sizeof here) == 0)
+        return;
+    struct peer_client *pc = netlife_peer(net->life, node);
+    const char *why = pc ? peer_client_gone_reason(pc) : "";
+    hn_logf(net->rt, "node '%s': lost: %s", net->topo->nodes[node].name,
+            why[0] ? why : "its peer ended on its machine");
+    lnet_fire_lost(net, node, why[0] ? why : "its peer ended on its machine");
+}
+
 static int start_k(lua_State *L, int status, lua_KContext ctx)
 {
     (void)status, (void)ctx;
@@ -545,7 +569,7 @@ static double start_timeout_s(void)
 static struct netlife *network_life(struct l_network *net)
 {
     if (!net->life) {
-        struct netlife_hooks hooks = {on_transition, NULL, net};
+        struct netlife_hooks hooks = {on_transition, on_peer_exit, net};
         net->life = netlife_new(&net->rt->life, net->topo, &hooks);
     }
     return net->life;

@@ -75,6 +75,11 @@ struct command {
     /* GATE: loop thread, at its turn; ends with command_job_finish. */
     void (*start)(struct command_job *job);
     void (*cleanup)(struct command_job *job);
+    /* WORKER, optional: loop thread, with the worker claimed (worker.h
+     * worker_claim: its state is the caller's): whether run() is brief
+     * enough to run on the loop thread: a snapshot by reference, or one
+     * pass over at most COMMAND_BRIEF_ELEMENTS elements (command_brief). */
+    bool (*brief)(struct command_job *job);
     size_t extra_size; /* bytes of job->extra, zeroed */
     bool bare;         /* the result has ms, not cpu_ms and queue_ms (ping, peers) */
 };
@@ -173,6 +178,19 @@ bool cmd_range_of(struct command_job *j, const struct cmd_range *r, const struct
  * bottleneck. Nothing elsewhere (a real tensor's pass is timed by its CPU
  * time). */
 void cmd_charge_virtual(struct command_job *j, const struct store_tensor *t, uint64_t elements);
+/* command brief (struct command's brief hook): a command that streams
+ * `passes` arrays of the elements of tensor name (those range selects; all
+ * without one) is brief when passes x elements <= COMMAND_BRIEF_ELEMENTS.
+ * Measured on the 2-core development host: the quickstart server's optim
+ * (sgd with momentum over 101,770 parameters, 4 passes) took 0.08-0.46 ms
+ * of CPU, scale over them 0.03 ms, i.e. 0.3-1.1 ns an element a pass, so
+ * the bound keeps a run on the loop thread near half a millisecond: the
+ * order of the worker's wake-up it saves (docs/fidelity.md "Overload").
+ * A tensor not there is brief: run() fails at once. Loop thread. */
+#define COMMAND_BRIEF_ELEMENTS (1u << 19)
+bool cmd_brief_pass(struct command_job *j, const char *name, const struct cmd_range *r,
+                    unsigned passes);
+bool cmd_brief_elements(uint64_t elements, unsigned passes);
 /* The resident part of those elements (store.h "Virtual tensors"), what a
  * computation works on: the elements left out are counted as skipped. */
 bool cmd_span(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,
@@ -217,6 +235,7 @@ int cmd_arg_name_list(struct proto_args *a, const char *key, struct cmd_names *n
  *   bool c_after(struct command_job *j, struct c_params *p);
  *   void c_start(struct command_job *j, struct c_params *p);
  *   void c_cleanup(struct c_params *p);
+ *   bool c_brief(struct command_job *j, struct c_params *p);
  * (p may be const where the handler only reads it). Then
  *   COMMAND_DEFINE(var, c, kind, (hooks...), more fields...);
  * defines `const struct command var`, each hook listed behind a generated
@@ -252,6 +271,12 @@ int cmd_arg_name_list(struct proto_args *a, const char *key, struct cmd_names *n
     {                                                                                              \
         struct c##_params *p = j->extra;                                                           \
         c##_start(j, p);                                                                           \
+    }
+#define COMMAND_ADAPTER_brief(c)                                                                   \
+    static bool c##_brief_job(struct command_job *j)                                               \
+    {                                                                                              \
+        struct c##_params *p = j->extra;                                                           \
+        return c##_brief(j, p);                                                                    \
     }
 #define COMMAND_ADAPTER_cleanup(c)                                                                 \
     static void c##_cleanup_job(struct command_job *j)                                             \

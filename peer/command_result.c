@@ -87,6 +87,22 @@ void cmd_charge_virtual(struct command_job *j, const struct store_tensor *t, uin
         j->work.device_ms += 1e3 * profile_add_seconds(profile, elements);
 }
 
+bool cmd_brief_elements(uint64_t elements, unsigned passes)
+{
+    return elements <= COMMAND_BRIEF_ELEMENTS / (passes ? passes : 1);
+}
+
+bool cmd_brief_pass(struct command_job *j, const char *name, const struct cmd_range *r,
+                    unsigned passes)
+{
+    if (r && r->set) return cmd_brief_elements(r->count, passes);
+    struct store_tensor *t = store_find(j->store, name);
+    if (!t) return true;
+    uint64_t size = t->size;
+    store_tensor_release(t);
+    return cmd_brief_elements(size, passes);
+}
+
 bool cmd_span(struct command_job *j, const struct cmd_range *r, const struct store_tensor *t,
               float **start, uint64_t *n)
 {

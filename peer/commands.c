@@ -221,6 +221,25 @@ static void command_job_done(struct worker_job *work, bool cancelled)
     } /* else kept by after() */
 }
 
+/* Runs a brief worker command on the loop thread when the worker is idle
+ * and its budget has no slack to hide a wake-up in (worker.h worker_claim):
+ * a server's aggregation or a send's snapshot then starts when it arrives,
+ * not when the worker's thread gets a core. Not on a peer with a device
+ * profile, whose budget may be the profile's (longer: a wait the loop must
+ * not do), nor while the peer is stopping. */
+static bool command_job_run_here(struct command_job *j)
+{
+    if (!j->cmd->brief || j->server->cfg.profile) return false;
+    if (!worker_claim(j->worker, j->parent != NULL)) return false;
+    if (!j->cmd->brief(j)) {
+        worker_unclaim(j->worker);
+        return false;
+    }
+    worker_run_here(j->worker, &j->work);
+    command_job_done(&j->work, false);
+    return true;
+}
+
 void command_job_start(struct command_job *j)
 {
     j->work.done = command_job_done;
@@ -233,6 +252,7 @@ void command_job_start(struct command_job *j)
         return;
     case COMMAND_WORKER:
         j->work.run = command_job_run;
+        if (command_job_run_here(j)) return;
         if (j->parent)
             worker_submit_held(j->worker, &j->work);
         else

@@ -665,6 +665,13 @@ static bool optim_run(struct command_job *j, const struct optim_params *p)
     return o && optim_apply(j, p, m->name, (size_t)m->size, trainable, what, o);
 }
 
+/* One pass over the parameters for each of w, the gradient and the
+ * method's state (momentum; Adam's two moments), and the write of w. */
+static bool optim_brief(struct command_job *j, const struct optim_params *p)
+{
+    return cmd_brief_pass(j, p->tensor[0] ? p->tensor : p->model, NULL, 4);
+}
+
 /* ---- compress ---- */
 
 struct compress_params {
@@ -855,6 +862,6 @@ static const char *const keys_decompress[] = {"tensor", "out", "add", NULL};
 COMMAND_DEFINE(ml_cmd_dataset, dataset, COMMAND_WORKER, (parse, run));
 COMMAND_DEFINE(ml_cmd_model, model, COMMAND_WORKER, (parse, run));
 COMMAND_DEFINE(ml_cmd_grad, grad, COMMAND_WORKER, (parse, run));
-COMMAND_DEFINE(ml_cmd_optim, optim, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(ml_cmd_optim, optim, COMMAND_WORKER, (parse, run, brief));
 COMMAND_DEFINE(ml_cmd_compress, compress, COMMAND_WORKER, (parse, run));
 COMMAND_DEFINE(ml_cmd_decompress, decompress, COMMAND_WORKER, (parse, run));

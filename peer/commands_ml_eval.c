@@ -209,6 +209,12 @@ static struct ml_background *eval_background_of(struct command_job *j)
 
 /* Loop thread: the snapshot goes to the background thread (started with the
  * first background eval). */
+/* In the background the worker's part is the snapshot, by reference. */
+static bool eval_brief(struct command_job *j, const struct eval_params *p)
+{
+    return p->background;
+}
+
 static bool eval_after(struct command_job *j, struct eval_params *p)
 {
     struct peer_server *s = j->server;
@@ -233,4 +239,4 @@ static void eval_cleanup(struct eval_params *p)
 
 static const char *const keys_eval[] = {"model", "split", "limit", "background", NULL};
 
-COMMAND_DEFINE(ml_cmd_eval, eval, COMMAND_WORKER, (parse, run, after, cleanup));
+COMMAND_DEFINE(ml_cmd_eval, eval, COMMAND_WORKER, (parse, run, after, cleanup, brief));

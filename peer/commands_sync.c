@@ -560,6 +560,8 @@ static void batch_step(struct command_job *j, struct batch_params *p)
                 p->detached++;
             else
                 p->in_flight++;
+            /* Its completion only records its result while the chain goes on. */
+            c->work.quiet_done = go_on && !c->detached;
             command_job_start(c);
         } while (go_on && p->next < p->n && !j->err[0]);
     } while (p->advance);

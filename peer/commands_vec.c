@@ -503,6 +503,44 @@ static void sum_cleanup(struct sum_params *p)
 
 /* ---- table entries ---- */
 
+/* ---- brief: which run on the loop thread (command_job.h cmd_brief_pass) ---- */
+
+/* A constant fill is one pass; random draws cost many times that. */
+static bool tensor_brief(struct command_job *j, const struct tensor_params *p)
+{
+    return p->fill == FILL_CONSTANT && cmd_brief_elements(p->resident, 1);
+}
+
+static bool copy_brief(struct command_job *j, const struct copy_params *p)
+{
+    return cmd_brief_pass(j, p->src, NULL, 2);
+}
+
+static bool drop_brief(struct command_job *j, const struct drop_params *p)
+{
+    return true; /* names out of a map: no pass over elements */
+}
+
+static bool axpy_brief(struct command_job *j, const struct axpy_params *p)
+{
+    return cmd_brief_pass(j, p->x, &p->range, 3);
+}
+
+static bool scale_brief(struct command_job *j, const struct scale_params *p)
+{
+    return cmd_brief_pass(j, p->x, &p->range, 2);
+}
+
+static bool norm_brief(struct command_job *j, const struct norm_params *p)
+{
+    return cmd_brief_pass(j, p->x, &p->range, 1);
+}
+
+static bool dot_brief(struct command_job *j, const struct dot_params *p)
+{
+    return cmd_brief_pass(j, p->x, &p->range, 2);
+}
+
 static const char *const keys_tensor[] = {"name", "size", "resident", "fill", "low",
                                           "high", "mean", "std",      "seed", NULL};
 static const char *const keys_copy[] = {"src", "dst", NULL};
@@ -514,12 +552,12 @@ static const char *const keys_norm[] = {"x", "range", NULL};
 static const char *const keys_dot[] = {"x", "y", "range", NULL};
 static const char *const keys_read[] = {"tensor", "range", NULL};
 
-COMMAND_DEFINE(vec_cmd_tensor, tensor, COMMAND_WORKER, (parse, run));
-COMMAND_DEFINE(vec_cmd_copy, copy, COMMAND_WORKER, (parse, run));
-COMMAND_DEFINE(vec_cmd_drop, drop, COMMAND_WORKER, (parse, run, cleanup));
-COMMAND_DEFINE(vec_cmd_axpy, axpy, COMMAND_WORKER, (parse, run));
-COMMAND_DEFINE(vec_cmd_scale, scale, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(vec_cmd_tensor, tensor, COMMAND_WORKER, (parse, run, brief));
+COMMAND_DEFINE(vec_cmd_copy, copy, COMMAND_WORKER, (parse, run, brief));
+COMMAND_DEFINE(vec_cmd_drop, drop, COMMAND_WORKER, (parse, run, cleanup, brief));
+COMMAND_DEFINE(vec_cmd_axpy, axpy, COMMAND_WORKER, (parse, run, brief));
+COMMAND_DEFINE(vec_cmd_scale, scale, COMMAND_WORKER, (parse, run, brief));
 COMMAND_DEFINE(vec_cmd_sum, sum, COMMAND_WORKER, (parse, run, cleanup));
-COMMAND_DEFINE(vec_cmd_norm, norm, COMMAND_WORKER, (parse, run));
-COMMAND_DEFINE(vec_cmd_dot, dot, COMMAND_WORKER, (parse, run));
+COMMAND_DEFINE(vec_cmd_norm, norm, COMMAND_WORKER, (parse, run, brief));
+COMMAND_DEFINE(vec_cmd_dot, dot, COMMAND_WORKER, (parse, run, brief));
 COMMAND_DEFINE(vec_cmd_read, read, COMMAND_WORKER, (parse, run));

@@ -103,19 +103,78 @@ bool worker_starved(const struct worker_timing *t, double budget_ms, double cpu_
 }
 
 /* Whether the job overran its budget, and if so whether the host's CPU is
- * why: its run-queue delay since the previous job's end (this job's
- * wake-up is in it) and its CPU time against the budget. */
-static void worker_judge(struct worker *w, struct worker_job *job, double budget_ms, double real_ms)
+ * why: the running thread's run-queue delay since delay_mark (the previous
+ * job's end on the worker thread, whose wake-up for this job is in it) and
+ * its CPU time against the budget. */
+static void worker_judge(struct worker *w, struct worker_job *job, double budget_ms, double real_ms,
+                         double delay_mark)
 {
     job->overrun = !w->background && worker_overran(&w->timing, budget_ms, real_ms);
     double delay = thread_run_delay_ms();
-    job->run_delay_ms = delay >= 0 && w->run_delay_mark >= 0 ? delay - w->run_delay_mark : -1;
+    job->run_delay_ms = delay >= 0 && delay_mark >= 0 ? delay - delay_mark : -1;
     /* Without schedstat every ms off the CPU counts as waiting for it:
      * the judgment before the kernel said. */
     if (job->run_delay_ms < 0)
         job->run_delay_ms = real_ms > job->cpu_ms ? real_ms - job->cpu_ms : 0;
     job->starved =
         job->overrun && worker_starved(&w->timing, budget_ms, job->cpu_ms, job->run_delay_ms);
+}
+
+/* Runs job on the calling thread from start_ms, times and judges it;
+ * returns its budget (real ms). */
+static double worker_time_run(struct worker *w, struct worker_job *job, double start_ms,
+                              double delay_mark)
+{
+    double cpu0 = clock_ms(CLOCK_THREAD_CPUTIME_ID);
+    job->start_ms = start_ms;
+    job->queue_ms = start_ms - ts_ms(&job->submitted);
+    job->device_ms = 0;
+    job->run(job);
+    job->cpu_ms = clock_ms(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    double real_ms = mono_ms() - start_ms;
+    /* A profiled job's time is the profile's; it waits out the rest idle. */
+    double budget_ms = job->device_ms > 0 ? w->timing.dilation * job->device_ms / w->timing.speed
+                                          : worker_budget_ms(&w->timing, job->cpu_ms, real_ms);
+    worker_judge(w, job, budget_ms, real_ms, delay_mark);
+    return budget_ms;
+}
+
+/* The job ended now (lock held): the device is free, the totals count it. */
+static void worker_account(struct worker *w, struct worker_job *job)
+{
+    double end_ms = mono_ms();
+    job->wall_ms = end_ms - job->start_ms;
+    w->free_ms = end_ms;
+    w->totals.jobs++;
+    w->totals.overruns += job->overrun;
+    w->totals.compute_ms += job->wall_ms;
+}
+
+bool worker_late_end(const struct worker_timing *t, double budget_ms, double late_ms,
+                     double wake_delay_ms, bool *starved)
+{
+    if (!worker_overran(t, budget_ms, budget_ms + late_ms)) return false;
+    /* Without schedstat every late ms counts as waiting for a core, as in
+     * worker_judge. */
+    *starved = !(wake_delay_ms >= 0) || worker_overran(t, budget_ms, budget_ms + wake_delay_ms);
+    return true;
+}
+
+/* Waits out the rest of the job's budget (lock held). The wait ends on a
+ * timer and the thread then needs a core again: a late wake-up moves the
+ * job's end as much as a late run would, so it is judged the same way.
+ * delay_mark: the thread's run-queue delay before the wait. */
+static void worker_pad(struct worker *w, struct worker_job *job, double budget_ms,
+                       double delay_mark)
+{
+    double end_ms = job->start_ms + budget_ms;
+    worker_wait_until(w, end_ms);
+    double late_ms = mono_ms() - end_ms;
+    if (job->overrun || w->stopping || !worker_overran(&w->timing, budget_ms, budget_ms + late_ms))
+        return; /* the usual case: no file read under the lock */
+    double delay = thread_run_delay_ms();
+    double wake_delay = delay >= 0 && delay_mark >= 0 ? delay - delay_mark : -1;
+    job->overrun = worker_late_end(&w->timing, budget_ms, late_ms, wake_delay, &job->starved);
 }
 
 /* Runs one job and times it. Called with the lock released; returns with it
@@ -128,31 +187,23 @@ static void worker_run_job(struct worker *w, struct worker_job *job)
 {
     double submitted_ms = ts_ms(&job->submitted);
     double start_ms = submitted_ms > w->free_ms ? submitted_ms : w->free_ms;
-    double cpu0 = clock_ms(CLOCK_THREAD_CPUTIME_ID);
-    job->start_ms = start_ms;
-    job->queue_ms = start_ms - submitted_ms;
-    job->device_ms = 0;
-    job->run(job);
-    job->cpu_ms = clock_ms(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-    double real_ms = mono_ms() - start_ms;
-    /* A profiled job's time is the profile's; it waits out the rest idle. */
-    double budget_ms = job->device_ms > 0 ? w->timing.dilation * job->device_ms / w->timing.speed
-                                          : worker_budget_ms(&w->timing, job->cpu_ms, real_ms);
-    worker_judge(w, job, budget_ms, real_ms);
+    double budget_ms = worker_time_run(w, job, start_ms, w->run_delay_mark);
+    double delay_mark = thread_run_delay_ms();
     pthread_mutex_lock(&w->lock);
-    if (real_ms < budget_ms) worker_wait_until(w, start_ms + budget_ms);
-    double end_ms = mono_ms();
-    job->wall_ms = end_ms - start_ms;
-    w->free_ms = end_ms;
-    w->totals.jobs++;
-    w->totals.overruns += job->overrun;
-    w->totals.compute_ms += job->wall_ms;
+    if (mono_ms() < start_ms + budget_ms) worker_pad(w, job, budget_ms, delay_mark);
+    worker_account(w, job);
 }
 
 /* The next job to run (lock held): while held, only the holder's. */
 static struct worker_job *worker_next(struct worker *w)
 {
     return queue_pop(w->held ? &w->held_jobs : &w->pending);
+}
+
+/* A job is queued to run next (lock held). */
+static bool worker_has_next(const struct worker *w)
+{
+    return !fifo_empty(w->held ? &w->held_jobs : &w->pending);
 }
 
 /* A gate reached the head (lock held): the worker is held from now on and
@@ -217,10 +268,11 @@ static void *worker_main(void *arg)
         } else {
             worker_hold(w, job);
         }
+        bool wake = !(ran && job->quiet_done && worker_has_next(w));
         queue_push(&w->finished, job);
         pthread_mutex_unlock(&w->lock);
         if (ran) w->run_delay_mark = thread_run_delay_ms(); /* the next job's from here */
-        ev_async_send(w->loop, &w->wakeup);
+        if (wake) ev_async_send(w->loop, &w->wakeup);
         pthread_mutex_lock(&w->lock);
     }
     pthread_mutex_unlock(&w->lock);
@@ -327,6 +379,50 @@ void worker_submit_held(struct worker *w, struct worker_job *job)
     pthread_mutex_lock(&w->lock);
     queue_push(&w->held_jobs, job);
     pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* No job is running, queued (for holder: among the holding gate's own, which
+ * alone could run next) or finished but not delivered: one run now is in
+ * order. Lock held. */
+static bool worker_idle(const struct worker *w, bool holder)
+{
+    if (w->busy || !fifo_empty(&w->finished) || w->held != holder) return false;
+    return fifo_empty(holder ? &w->held_jobs : &w->pending);
+}
+
+/* A budget that cannot outlast the CPU time it is made of: a CPU device at
+ * dilation / speed <= 1 (worker_budget_ms). */
+static bool worker_no_slack(const struct worker *w)
+{
+    return w->timing.cpu_device && w->timing.dilation <= w->timing.speed;
+}
+
+bool worker_claim(struct worker *w, bool holder)
+{
+    if (w->background || !worker_no_slack(w)) return false;
+    pthread_mutex_lock(&w->lock);
+    bool idle = !w->stopping && worker_idle(w, holder);
+    if (idle) w->busy = true;
+    pthread_mutex_unlock(&w->lock);
+    return idle;
+}
+
+void worker_unclaim(struct worker *w)
+{
+    pthread_mutex_lock(&w->lock);
+    w->busy = false;
+    pthread_mutex_unlock(&w->lock);
+}
+
+void worker_run_here(struct worker *w, struct worker_job *job)
+{
+    double delay_mark = thread_run_delay_ms(); /* a file read: before the job's start */
+    clock_gettime(CLOCK_MONOTONIC, &job->submitted);
+    (void)worker_time_run(w, job, ts_ms(&job->submitted), delay_mark);
+    pthread_mutex_lock(&w->lock);
+    worker_account(w, job);
+    w->busy = false;
     pthread_mutex_unlock(&w->lock);
 }
 

@@ -51,6 +51,12 @@ struct worker_job {
      * profiled grad, docs/fidelity.md), which then sets its budget instead
      * of its CPU time: dilation * device_ms / speed. */
     double device_ms;
+    /* Set by the submitter: the job's done only records its result (a
+     * batch's command with more queued behind it), so when the next job is
+     * queued already the worker goes on to it without waking the loop,
+     * whose thread (nice 0) would otherwise preempt it between the two;
+     * the next wake-up delivers both, in order. */
+    bool quiet_done;
     /* Filled in by the worker. */
     double start_ms;     /* before run: the emulated device's start (CLOCK_MONOTONIC ms): its
                             arrival, or the previous job's end. A job that pads itself to a
@@ -100,6 +106,14 @@ bool worker_overran(const struct worker_timing *t, double budget_ms, double real
 bool worker_starved(const struct worker_timing *t, double budget_ms, double cpu_ms,
                     double run_delay_ms);
 
+/* A job that waited out its budget ended late_ms after it (the thread's
+ * wake-up from that wait): whether that end overran (as worker_overran),
+ * and then in *starved whether the thread's run-queue delay over the wait
+ * (wake_delay_ms; < 0 unknown, counted as all of it) alone explains it:
+ * waiting for a core after the timer fired, rather than a late timer. */
+bool worker_late_end(const struct worker_timing *t, double budget_ms, double late_ms,
+                     double wake_delay_ms, bool *starved);
+
 struct worker;
 
 /* Starts the thread. NULL with errno on failure. */
@@ -115,6 +129,25 @@ void worker_submit(struct worker *w, struct worker_job *job);
 /* While a gate holds the worker: runs job next, ahead of the queue (jobs
  * submitted so run in their order). Loop thread. */
 void worker_submit_held(struct worker *w, struct worker_job *job);
+/* A job the loop thread may run itself (fewer wake-ups): a job handed to
+ * an idle worker waits for its thread to wake and get a core, which on a
+ * busy host (the worker runs at nice 10) takes 0.5 to several ms
+ * (docs/fidelity.md "Overload"), and a budget of the job's CPU time alone
+ * (dilation / speed <= 1) has no slack to hide it in: every such wake-up
+ * moved the emulated end. worker_claim says whether that is the case now:
+ * the worker is idle (nothing running, queued, or finished and not
+ * delivered; holder: the job is the holding gate's own, worker_submit_held)
+ * and its budget cannot outlast the job's CPU time (a CPU device at
+ * dilation <= speed, so running it needs no wait afterwards). When true the
+ * worker is claimed: call worker_run_here, or worker_unclaim to submit the
+ * job as usual. Loop thread; the caller decides which jobs are brief enough
+ * for it (the loop does not receive while a job runs there). */
+bool worker_claim(struct worker *w, bool holder);
+void worker_unclaim(struct worker *w);
+/* Runs job on the calling thread, timed and judged as on the worker (its
+ * start: now; its run-queue delay: this thread's), counts it and ends the
+ * claim. The caller then calls job->done itself. */
+void worker_run_here(struct worker *w, struct worker_job *job);
 /* Ends the hold of the gate that reached the head: the queue goes on. */
 void worker_release(struct worker *w);
 /* Safe from any thread. */

@@ -4,6 +4,7 @@
 #include "proto/protocol.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The one table of method names: the controller, the agent and the fuzz
@@ -12,13 +13,13 @@ static const struct {
     const char *name;
     bool served;
 } agent_methods[AGENT_METHOD_COUNT] = {
-    [AGENT_UNKNOWN] = {"", false},        [AGENT_HELLO] = {"hello", true},
-    [AGENT_PING] = {"ping", true},        [AGENT_TEARDOWN] = {"teardown", true},
-    [AGENT_BUILD] = {"build", true},      [AGENT_CALL] = {"call", true},
-    [AGENT_LINK] = {"link", false},       [AGENT_KILL] = {"kill", false},
-    [AGENT_RESTART] = {"restart", false}, [AGENT_PARTITION] = {"partition", false},
-    [AGENT_HEAL] = {"heal", false},       [AGENT_STATS] = {"stats", false},
-    [AGENT_EXIT] = {"exit", true},        [AGENT_UNDERLAY] = {"underlay", true},
+    [AGENT_UNKNOWN] = {"", false},       [AGENT_HELLO] = {"hello", true},
+    [AGENT_PING] = {"ping", true},       [AGENT_TEARDOWN] = {"teardown", true},
+    [AGENT_BUILD] = {"build", true},     [AGENT_CALL] = {"call", true},
+    [AGENT_LINK] = {"link", true},       [AGENT_KILL] = {"kill", true},
+    [AGENT_RESTART] = {"restart", true}, [AGENT_PARTITION] = {"partition", true},
+    [AGENT_HEAL] = {"heal", true},       [AGENT_STATS] = {"stats", true},
+    [AGENT_EXIT] = {"exit", true},       [AGENT_UNDERLAY] = {"underlay", true},
 };
 
 const char *agent_method_name(enum agent_method m)
@@ -75,6 +76,7 @@ void agent_wire_pong(struct msgmap *m, const struct agent_pong *p)
 void agent_wire_build(struct msgmap *m, const struct agent_build *b)
 {
     msgmap_bin(m, "part", b->part, b->part_len);
+    if (b->stats) msgmap_bool(m, "stats", true);
 }
 
 void agent_wire_build_reply(struct msgmap *m, const struct agent_build_reply *r)
@@ -228,8 +230,14 @@ int agent_wire_read_build(const msgpack_object *map, struct agent_build *out, ch
                           size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    return READ_FIELDS("build", map, err, errlen,
-                       BIN("part", &out->part, AGENT_PART_MAX, &out->part_len));
+    if (READ_FIELDS("build", map, err, errlen,
+                    BIN("part", &out->part, AGENT_PART_MAX, &out->part_len)) < 0)
+        return -1;
+    struct proto_args a;
+    proto_args_init(&a, map);
+    if (proto_arg_bool(&a, "stats", &out->stats) < 0) /* optional: absent is false */
+        return snprintf(err, errlen, "build: %s", a.err), -1;
+    return 0;
 }
 
 int agent_wire_read_build_reply(const msgpack_object *map, struct agent_build_reply *out, char *err,
@@ -294,4 +302,217 @@ int agent_wire_read_underlay_reply(const msgpack_object *map, struct agent_under
                         (long long)out->rtt_ns),
                -1;
     return 0;
+}
+
+/* ---- run-time changes ---- */
+
+static const char *const link_ops[] = {
+    [AGENT_LINK_SET] = "set", [AGENT_LINK_UP] = "up", [AGENT_LINK_DOWN] = "down"};
+
+const char *agent_link_op_name(enum agent_link_op op)
+{
+    return (unsigned)op <= AGENT_LINK_DOWN ? link_ops[op] : "";
+}
+
+void agent_wire_link(struct msgmap *m, uint64_t link, enum agent_link_op op, const void *params,
+                     size_t params_len)
+{
+    msgmap_u64(m, "link", link);
+    msgmap_str(m, "op", agent_link_op_name(op));
+    if (!params) return;
+    msgmap_key(m, "params");
+    msgmap_raw(m, params, params_len);
+}
+
+void agent_wire_node(struct msgmap *m, const struct agent_node *n)
+{
+    msgmap_u64(m, "node", n->node);
+}
+
+void agent_wire_sides(struct msgmap *m, const struct agent_sides *s)
+{
+    if (!s->side) return;
+    msgmap_key(m, "sides");
+    msgpack_pack_array(&m->pk, (uint32_t)s->n);
+    for (size_t i = 0; i < s->n; i++)
+        msgpack_pack_uint8(&m->pk, s->side[i]);
+}
+
+void agent_wire_heal_reply(struct msgmap *m, uint64_t healed)
+{
+    msgmap_u64(m, "healed", healed);
+}
+
+int agent_wire_read_node(const char *what, const msgpack_object *map, struct agent_node *out,
+                         char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    return READ_FIELDS(what, map, err, errlen, U64("node", &out->node));
+}
+
+static int link_op_find(const char *word, enum agent_link_op *op)
+{
+    for (int i = AGENT_LINK_SET; i <= AGENT_LINK_DOWN; i++)
+        if (!strcmp(word, link_ops[i])) return *op = (enum agent_link_op)i, 0;
+    return -1;
+}
+
+int agent_wire_read_link(const msgpack_object *map, struct agent_link *out, char *err,
+                         size_t errlen)
+{
+    char op[8];
+    memset(out, 0, sizeof *out);
+    if (READ_FIELDS("link", map, err, errlen, U64("link", &out->link), STR("op", op)) < 0)
+        return -1;
+    if (link_op_find(op, &out->op) < 0)
+        return snprintf(err, errlen, "link: field 'op': '%s' is none of set, up, down", op), -1;
+    struct proto_args a;
+    proto_args_init(&a, map);
+    const msgpack_object *params = proto_args_get(&a, "params");
+    if (out->op != AGENT_LINK_SET && params)
+        return snprintf(err, errlen, "link: field 'params': op '%s' takes none", op), -1;
+    if (out->op == AGENT_LINK_SET && !params)
+        return snprintf(err, errlen, "link: field 'params' is missing (op 'set')"), -1;
+    if (params && params->type != MSGPACK_OBJECT_MAP)
+        return snprintf(err, errlen, "link: field 'params': expected map, got %s",
+                        proto_type_name(params->type)),
+               -1;
+    out->params = params;
+    return 0;
+}
+
+/* sides: 1 .. AGENT_SIDES_MAX entries of 0, 1 or 2. */
+static int read_side_array(const char *what, const msgpack_object *o, struct agent_sides *out,
+                           char *err, size_t errlen)
+{
+    if (o->type != MSGPACK_OBJECT_ARRAY)
+        return snprintf(err, errlen, "%s: field 'sides': expected array, got %s", what,
+                        proto_type_name(o->type)),
+               -1;
+    uint32_t n = o->via.array.size;
+    if (n == 0 || n > AGENT_SIDES_MAX)
+        return snprintf(err, errlen, "%s: field 'sides': %u entries, expected 1 to %d", what, n,
+                        AGENT_SIDES_MAX),
+               -1;
+    if (!(out->side = malloc(n))) return snprintf(err, errlen, "%s: out of memory", what), -1;
+    out->n = n;
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object *v = &o->via.array.ptr[i];
+        if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 > 2) {
+            agent_sides_free(out);
+            return snprintf(err, errlen, "%s: field 'sides': node %u: expected 0, 1 or 2", what, i),
+                   -1;
+        }
+        out->side[i] = (unsigned char)v->via.u64;
+    }
+    return 0;
+}
+
+int agent_wire_read_sides(const char *what, const msgpack_object *map, bool required,
+                          struct agent_sides *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (!map || map->type != MSGPACK_OBJECT_MAP)
+        return snprintf(err, errlen, "%s: not a map", what), -1;
+    struct proto_args a;
+    proto_args_init(&a, map);
+    const msgpack_object *o = proto_args_get(&a, "sides");
+    if (!o && required) return snprintf(err, errlen, "%s: field 'sides' is missing", what), -1;
+    return o ? read_side_array(what, o, out, err, errlen) : 0;
+}
+
+void agent_sides_free(struct agent_sides *s)
+{
+    free(s->side);
+    s->side = NULL;
+    s->n = 0;
+}
+
+int agent_wire_read_heal_reply(const msgpack_object *map, uint64_t *healed, char *err,
+                               size_t errlen)
+{
+    *healed = 0;
+    return READ_FIELDS("heal reply", map, err, errlen, U64("healed", healed));
+}
+
+/* ---- stats ---- */
+
+static void pack_stats_row(msgpack_packer *pk, const struct agent_stats_row *r)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_u64(&m, "link", r->link);
+    msgmap_str(&m, "dir", r->dir);
+    msgmap_bool(&m, "up", r->up);
+#define PACK_COUNTER_(name) msgmap_i64(&m, #name, r->name);
+    AGENT_STATS_COUNTERS(PACK_COUNTER_)
+#undef PACK_COUNTER_
+    msgmap_end(&m, pk);
+}
+
+void agent_wire_stats(struct msgmap *m, const struct agent_stats *s)
+{
+    msgmap_i64(m, "t_ns", s->t_ns);
+    msgmap_key(m, "rows");
+    msgpack_pack_array(&m->pk, (uint32_t)s->n_rows);
+    for (size_t i = 0; i < s->n_rows; i++)
+        pack_stats_row(&m->pk, &s->rows[i]);
+}
+
+static int read_stats_row(const msgpack_object *o, size_t i, struct agent_stats_row *r, char *err,
+                          size_t errlen)
+{
+    char what[48];
+    snprintf(what, sizeof what, "stats: row %zu", i);
+#define READ_COUNTER_(name) , I64(#name, &r->name)
+    if (READ_FIELDS(what, o, err, errlen, U64("link", &r->link), STR("dir", r->dir),
+                    BOOL("up", &r->up) AGENT_STATS_COUNTERS(READ_COUNTER_)) < 0)
+        return -1;
+#undef READ_COUNTER_
+    if (strcmp(r->dir, "ab") && strcmp(r->dir, "ba"))
+        return snprintf(err, errlen, "%s: field 'dir': '%s' is neither ab nor ba", what, r->dir),
+               -1;
+#define CHECK_COUNTER_(name)                                                                       \
+    if (r->name < -1)                                                                              \
+        return snprintf(err, errlen, "%s: field '%s': %lld is below -1", what, #name,              \
+                        (long long)r->name),                                                       \
+               -1;
+    AGENT_STATS_COUNTERS(CHECK_COUNTER_)
+#undef CHECK_COUNTER_
+    return 0;
+}
+
+int agent_wire_read_stats(const msgpack_object *map, struct agent_stats *out, char *err,
+                          size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (READ_FIELDS("stats", map, err, errlen, I64("t_ns", &out->t_ns)) < 0) return -1;
+    struct proto_args a;
+    proto_args_init(&a, map);
+    const msgpack_object *rows = proto_args_get(&a, "rows");
+    if (!rows || rows->type != MSGPACK_OBJECT_ARRAY)
+        return snprintf(err, errlen, "stats: field 'rows': expected array, got %s",
+                        rows ? proto_type_name(rows->type) : "nothing"),
+               -1;
+    uint32_t n = rows->via.array.size;
+    if (n > AGENT_STATS_ROWS_MAX)
+        return snprintf(err, errlen, "stats: field 'rows': %u rows, at most %d", n,
+                        AGENT_STATS_ROWS_MAX),
+               -1;
+    if (n && !(out->rows = calloc(n, sizeof *out->rows)))
+        return snprintf(err, errlen, "stats: out of memory"), -1;
+    out->n_rows = n;
+    for (uint32_t i = 0; i < n; i++)
+        if (read_stats_row(&rows->via.array.ptr[i], i, &out->rows[i], err, errlen) < 0) {
+            agent_stats_free(out);
+            return -1;
+        }
+    return 0;
+}
+
+void agent_stats_free(struct agent_stats *s)
+{
+    free(s->rows);
+    s->rows = NULL;
+    s->n_rows = 0;
 }

@@ -3,14 +3,15 @@
  *
  * The agent speaks MessagePack-RPC on its stdin and stdout, framed and
  * enveloped by proto/protocol.h exactly as a peer's control channel is;
- * this module names the messages (all of them, in one table, including
- * those reserved that nobody serves yet) and encodes and decodes the
- * params and results of the ones served today: hello, ping, teardown,
- * build, call, exit and underlay. Decoders check every field and say
- * which is wrong; they copy what they keep, so a decoded struct outlives the
- * message, except the bytes of build's part and call's data, which point
- * into the message (valid until the reader's next message). Encoders
- * write a params or result map into a caller's msgmap. */
+ * this module names the messages (all of them, in one table) and encodes
+ * and decodes their params and results: hello, ping, teardown, build,
+ * call, exit, link, kill, restart, partition, heal, stats and underlay. Decoders
+ * check every field and say which is wrong; they copy what they keep, so
+ * a decoded struct outlives the message, except the bytes of build's part
+ * and call's data and link's params map, which point into the message
+ * (valid until the reader's next message); partition's sides and stats'
+ * rows are allocated (agent_sides_free, agent_stats_free). Encoders write
+ * a params or result map into a caller's msgmap. */
 #pragma once
 
 #include "proto/msgmap.h"
@@ -23,20 +24,19 @@
 
 enum agent_method {
     AGENT_UNKNOWN = 0,
-    AGENT_HELLO,    /* request: versions, machine, clocks */
-    AGENT_PING,     /* request: the controller's send time */
-    AGENT_TEARDOWN, /* request: release everything, then exit */
-    AGENT_BUILD,    /* request: build this machine's part (once) */
-    AGENT_CALL,     /* notification, both ways: bytes of a peer's control stream */
-    /* Reserved (not served yet: answered "not available"). */
-    AGENT_LINK,
-    AGENT_KILL,
-    AGENT_RESTART,
-    AGENT_PARTITION,
-    AGENT_HEAL,
-    AGENT_STATS,    /* notification, agent to controller (reserved) */
-    AGENT_EXIT,     /* notification, agent to controller: a peer of the part exited */
-    AGENT_UNDERLAY, /* request: the round trip to another machine's underlay address */
+    AGENT_HELLO,     /* request: versions, machine, clocks */
+    AGENT_PING,      /* request: the controller's send time */
+    AGENT_TEARDOWN,  /* request: release everything, then exit */
+    AGENT_BUILD,     /* request: build this machine's part (once) */
+    AGENT_CALL,      /* notification, both ways: bytes of a peer's control stream */
+    AGENT_LINK,      /* request: set, up or down a link of the part */
+    AGENT_KILL,      /* request: SIGKILL a node's peer */
+    AGENT_RESTART,   /* request: a fresh peer in the node */
+    AGENT_PARTITION, /* request: a partition, sides per whole-network node */
+    AGENT_HEAL,      /* request: heal partitions */
+    AGENT_STATS,     /* notification, agent to controller: links.csv rows of the part */
+    AGENT_EXIT,      /* notification, agent to controller: a peer of the part exited */
+    AGENT_UNDERLAY,  /* request: the round trip to another machine's underlay address */
     AGENT_METHOD_COUNT
 };
 
@@ -115,10 +115,14 @@ int agent_wire_read_pong(const msgpack_object *map, struct agent_pong *out, char
 #define AGENT_PART_MAX (64u << 20)
 #define AGENT_MESSAGE_MAX (AGENT_PART_MAX + 4096u)
 
-/* build's params: the part's topo/part_wire.h bytes (into the message). */
+/* build's params: the part's topo/part_wire.h bytes (into the message),
+ * and whether the agent sends `stats` (optional on the wire, false when
+ * absent): links.csv's rows of the part at netrun_sample_links' period,
+ * one emulated second. */
 struct agent_build {
     const uint8_t *part;
     uint32_t part_len; /* >= 1 */
+    bool stats;
 };
 
 /* build's result. */
@@ -127,8 +131,9 @@ struct agent_build_reply {
     uint64_t nodes;                       /* the part's own nodes */
 };
 
-/* build's failure: the response's error is this map, not a string
- * (net_error's fields; node and link "" when none). */
+/* The failure of build, link, kill, restart, partition and heal: the
+ * response's error is this map, not a string (net_error's fields; node
+ * and link "" when none). */
 struct agent_build_error {
     int64_t code; /* enum net_error_code */
     char node[AGENT_NODE_MAX];
@@ -188,3 +193,94 @@ int agent_wire_read_underlay(const msgpack_object *map, struct agent_underlay *o
                              size_t errlen);
 int agent_wire_read_underlay_reply(const msgpack_object *map, struct agent_underlay_reply *out,
                                    char *err, size_t errlen);
+
+/* ---- run-time changes (answered with an empty map, "done", or the
+ * agent_build_error map) ---- */
+
+/* More nodes than a part holds: the whole network's (partition's sides). */
+#define AGENT_SIDES_MAX 1000000
+#define AGENT_STATS_ROWS_MAX 2000000 /* two directions of a part's links */
+
+enum agent_link_op { AGENT_LINK_SET, AGENT_LINK_UP, AGENT_LINK_DOWN };
+/* The op's wire word ("set", "up", "down"). */
+const char *agent_link_op_name(enum agent_link_op op);
+
+/* link: {link = whole-network index, op = "set"|"up"|"down", params = the
+ * link's parameters (set only; absent for up and down)}. The params map
+ * is topo/part_wire.h's (topo_part_params_pack / _read), the one a part's
+ * links carry: netrun_link_set's struct topo_link_params, emulated
+ * (undilated) values. */
+struct agent_link {
+    uint64_t link;
+    enum agent_link_op op;
+    const msgpack_object *params; /* set: a map, into the message; else NULL */
+};
+
+/* kill and restart: {node = whole-network index}. */
+struct agent_node {
+    uint64_t node;
+};
+
+/* partition: {sides = [side of whole-network node 0, 1, ...]}, each 0
+ * (neither group), 1 or 2 (netrun_partition's side). heal: {} heals
+ * every partition, or {sides = ...} only those that cut its two groups
+ * (netrun_heal); heal's result is {healed = how many went}. */
+struct agent_sides {
+    unsigned char *side; /* NULL for heal's {} */
+    size_t n;
+};
+
+/* link's params: the bytes of one packed map (topo_part_params_pack), or
+ * NULL (len 0) for up and down. */
+void agent_wire_link(struct msgmap *m, uint64_t link, enum agent_link_op op, const void *params,
+                     size_t params_len);
+void agent_wire_node(struct msgmap *m, const struct agent_node *n);
+/* s->side NULL: nothing (heal's {}). */
+void agent_wire_sides(struct msgmap *m, const struct agent_sides *s);
+void agent_wire_heal_reply(struct msgmap *m, uint64_t healed);
+
+/* what: "kill" or "restart", which names the message in err. */
+int agent_wire_read_node(const char *what, const msgpack_object *map, struct agent_node *out,
+                         char *err, size_t errlen);
+int agent_wire_read_link(const msgpack_object *map, struct agent_link *out, char *err,
+                         size_t errlen);
+/* required: partition's sides must be there; heal's may be absent. */
+int agent_wire_read_sides(const char *what, const msgpack_object *map, bool required,
+                          struct agent_sides *out, char *err, size_t errlen);
+void agent_sides_free(struct agent_sides *s);
+int agent_wire_read_heal_reply(const msgpack_object *map, uint64_t *healed, char *err,
+                               size_t errlen);
+
+/* ---- stats (notification, agent to controller) ----
+ * {t_ns = the agent's CLOCK_MONOTONIC when the sample reached its loop,
+ *  rows = [{link = whole-network index, dir = "ab"|"ba", up = bool,
+ *           packets = .., bytes = .., ...}]}: one row per direction of each
+ * link of the part, links.csv's columns after `up` (AGENT_STATS_COUNTERS),
+ * each an integer, -1 where links.csv leaves the cell empty (the kernel
+ * backend counts no queue). The controller puts t_ns on its timeline
+ * with its clock estimate of the agent. */
+/* (clang-format 14 moves this list on every run: left as written) */
+/* clang-format off */
+#define AGENT_STATS_COUNTERS(X)                                                                    \
+    X(packets) X(bytes) X(delivered) X(delivered_bytes) X(drops_loss) X(drops_queue)               \
+    X(drops_down) X(queue_peak) X(queue_len) X(marked) X(bw_bps)
+/* clang-format on */
+#define AGENT_STATS_FIELD_(name) int64_t name;
+struct agent_stats_row {
+    uint64_t link;
+    char dir[3]; /* "ab" or "ba" */
+    bool up;
+    AGENT_STATS_COUNTERS(AGENT_STATS_FIELD_)
+};
+#undef AGENT_STATS_FIELD_
+
+struct agent_stats {
+    int64_t t_ns;
+    struct agent_stats_row *rows; /* decoded: allocated (agent_stats_free) */
+    size_t n_rows;
+};
+
+void agent_wire_stats(struct msgmap *m, const struct agent_stats *s);
+int agent_wire_read_stats(const msgpack_object *map, struct agent_stats *out, char *err,
+                          size_t errlen);
+void agent_stats_free(struct agent_stats *s);

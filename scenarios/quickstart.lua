@@ -35,10 +35,15 @@
 -- reach an accuracy of about 0.6-0.7 after 30 s here (measured 0.69 BSP,
 -- 0.61 ASP, whose stale gradients make it noisier). summary.json: per
 -- mode final and best accuracy, steps, updates, bytes, wall time. The
--- whole run took 65 s (one run, load average 10.6 from other programs);
--- on the host otherwise idle 61.7 s, 1.8% of compute commands overran
--- (run.json overload.overrun_share; they were the cloud server's
--- sub-millisecond adds waking late) and no warning was printed.
+-- whole run takes about 62 s here (61.3-63.6 s in 17 of 18 runs, 71 s in
+-- one, at load averages of 3 to 16 from other programs; plots off). Its
+-- overruns (run.json overload.overrun_share) were the cloud server's
+-- sends and optimizer steps waiting for the peer's worker thread to wake
+-- (3.1-4.8%); the peer now runs those on its loop, and what overruns is
+-- the terminals' waits out of their budgets ending late behind other
+-- programs' threads: 1.6-3.4% of commands in four runs, 6-10% in two
+-- where other programs saturated the host (then with a note naming
+-- others' load, and no warning: docs/fidelity.md "Overload").
 local hn = require("hiernet")
 local topo = require("hiernet.topo")
 local ps = require("hiernet.algo.ps")

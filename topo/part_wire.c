@@ -335,10 +335,8 @@ static int get_ge(const msgpack_object *map, struct topo_link_params *p, struct 
     return 0;
 }
 
-static int get_params(const msgpack_object *link, struct topo_link_params *p, struct dec *d)
+static int get_params_map(const msgpack_object *map, struct topo_link_params *p, struct dec *d)
 {
-    const msgpack_object *map = typed(link, "params", MSGPACK_OBJECT_MAP, d);
-    if (!map) return -1;
     uint64_t max_ns = UINT64_MAX / 1024; /* dilated (times the dilation) without overflow */
     if (get_uint(map, "rate", UINT64_MAX / 2, &p->rate_bps, d) < 0 ||
         get_uint(map, "delay", max_ns, &p->delay_ns, d) < 0 ||
@@ -349,6 +347,26 @@ static int get_params(const msgpack_object *link, struct topo_link_params *p, st
         get_bool(map, "gilbert", &p->gilbert, d) < 0)
         return -1;
     return get_ge(map, p, d);
+}
+
+static int get_params(const msgpack_object *link, struct topo_link_params *p, struct dec *d)
+{
+    const msgpack_object *map = typed(link, "params", MSGPACK_OBJECT_MAP, d);
+    return map ? get_params_map(map, p, d) : -1;
+}
+
+bool topo_part_params_pack(msgpack_packer *pk, const struct topo_link_params *p)
+{
+    return pack_params(pk, p);
+}
+
+int topo_part_params_read(const msgpack_object *map, struct topo_link_params *out, char *err,
+                          size_t errlen)
+{
+    struct dec d = {err, errlen, "link params"};
+    memset(out, 0, sizeof *out);
+    if (!map || map->type != MSGPACK_OBJECT_MAP) return fail(&d, "not a map");
+    return get_params_map(map, out, &d);
 }
 
 static int get_tcp(const msgpack_object *node, struct topo_tcp *t, struct dec *d)

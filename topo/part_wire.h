@@ -40,3 +40,11 @@ bool topo_part_encode(const struct topo_part *part, msgpack_packer *pk);
  * naming the field, the node or link and the value at fault. */
 int topo_part_decode(const void *bytes, size_t len, struct topo_part *out, char *err,
                      size_t errlen);
+
+/* A link's parameters alone, as a part's links carry them: the `link`
+ * message's params (proto/agent_wire.h, op set). Pack: false when out of
+ * memory. Read: every key required and checked as in a part; -1 with one
+ * line in err ("part wire: link params: field 'loss': ..."). */
+bool topo_part_params_pack(msgpack_packer *pk, const struct topo_link_params *p);
+int topo_part_params_read(const msgpack_object *map, struct topo_link_params *out, char *err,
+                          size_t errlen);

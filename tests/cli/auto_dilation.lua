@@ -9,12 +9,21 @@
 --                probe's 1 s, so the probe never judged):
 --                each gets at most an eighth of a core, so most of their
 --                commands are starved of CPU, by the run's own demand even
---                beside other programs' load
--- Prints "dilation D" (the run's) at the end; the network names "auto".
+--                beside other programs' load; the rerun (at the probe's
+--                dilation D > 1) computes 2 gradients each, as nothing of
+--                its work is checked but its dilation (24 would cost D x
+--                0.24 s of wall time and more)
+--   from=cli     the network names no dilation, so only --dilation auto can
+--                make it auto (from=scenario, the default: it names "auto")
+-- Prints "dilation D" (the run's) at the end.
 local hn = require("hiernet")
 
 local load = hn.param("load", "light")
-local net = hn.network{ name = "auto", backend = "none", dilation = "auto" }
+local from = hn.param("from", "scenario")
+if from ~= "scenario" and from ~= "cli" then
+  error(string.format("auto_dilation: from must be scenario or cli, got '%s'", from))
+end
+local net = hn.network{ name = "auto", backend = "none", dilation = from == "scenario" and "auto" or nil }
 local nodes, batch, count = {}, 64, 60
 if load == "light" then
   nodes[1] = net:node("light", { speed = 0.05 })
@@ -26,6 +35,7 @@ else
   error(string.format("auto_dilation: load must be light or starve, got '%s'", load))
 end
 net:start()
+if net.dilation > 1 then count = 2 end
 local tasks = {}
 for i, w in ipairs(nodes) do
   tasks[i] = hn.spawn(function()

@@ -8,8 +8,9 @@
 #     at a dilation > 1 and at most the CPU demand's (ceil(8 x 1.25) = 10):
 #     the rerun's run.json says so and why, the probe's records are in
 #     dilation-probe/ with status "probe", and the scenario saw that dilation;
-#   * --dilation auto does the same from the command line; --dilation autox
-#     is refused in one line (exit 2).
+#   * --dilation auto does the same from the command line, on the same
+#     scenario with a network that names no dilation (from=cli); --dilation
+#     autox is refused in one line (exit 2).
 # Exit 77 when other programs' load, not the run, starved the starving run
 # (the probe says "others' load": nothing of the rerun can be checked then).
 # Usage: test_auto_dilation.sh HIERNET SCENARIO
@@ -42,7 +43,7 @@ grep -q "warning" light/log.txt && bad "light run warned: $(grep warning light/l
 # A starving run, named by the scenario and by --dilation auto.
 for how in scenario cli; do
   args=(--out "starve-$how" --set load=starve)
-  [[ $how == cli ]] && args+=(--dilation auto)
+  [[ $how == cli ]] && args+=(--dilation auto --set from=cli)
   expect_exit 0 "starving run ($how)" -- "$hiernet" run "$scenario" "${args[@]}"
   d=$(dilation_of "starve-$how/run.json")
   # The premise: the run starves the host by itself. Beside other programs'

@@ -3,7 +3,8 @@
  * reads from its stdin and the controller from the agent's stdout.
  *
  * Every message decoded is looked up in the method table and its params
- * (or result) handed to every decoder. A decoder that accepts must give
+ * (or result) handed to every decoder, the run-time changes' (link, kill,
+ * partition, heal, stats) included. A decoder that accepts must give
  * NUL-terminated strings within their buffers, and its struct, encoded
  * again and decoded, must come back the same (no field lost or bent). */
 #include <stdint.h>
@@ -79,7 +80,101 @@ static bool same_pong_t(const pong_t *a, const pong_t *b)
 
 static bool same_build_t(const build_t *a, const build_t *b)
 {
-    return a->part_len == b->part_len && !memcmp(a->part, b->part, a->part_len);
+    return a->part_len == b->part_len && !memcmp(a->part, b->part, a->part_len) &&
+           a->stats == b->stats;
+}
+
+/* Encoders and decoders of the run-time changes under one signature, so
+ * ROUND_TRIP takes them. */
+typedef struct agent_node node_t;
+typedef struct agent_sides sides_t;
+typedef struct agent_stats stats_t;
+
+static bool same_node_t(const node_t *a, const node_t *b)
+{
+    return a->node == b->node;
+}
+
+static bool same_sides_t(const sides_t *a, const sides_t *b)
+{
+    bool same = a->n == b->n && !memcmp(a->side, b->side, a->n);
+    agent_sides_free((sides_t *)b); /* the round trip's copy */
+    return same;
+}
+
+static bool same_stats_t(const stats_t *a, const stats_t *b)
+{
+    bool same = a->t_ns == b->t_ns && a->n_rows == b->n_rows &&
+                (!a->n_rows || !memcmp(a->rows, b->rows, a->n_rows * sizeof *a->rows));
+    stats_t *again = (stats_t *)b;
+    agent_stats_free(again); /* the round trip's copy */
+    return same;
+}
+
+static int read_kill(const msgpack_object *map, node_t *out, char *err, size_t errlen)
+{
+    return agent_wire_read_node("kill", map, out, err, errlen);
+}
+
+static int read_partition(const msgpack_object *map, sides_t *out, char *err, size_t errlen)
+{
+    return agent_wire_read_sides("partition", map, true, out, err, errlen);
+}
+
+/* A link request: its params map, when set, must be a map; encoded again
+ * with those params' bytes it decodes the same. */
+static void fuzz_link(const msgpack_object *map)
+{
+    struct agent_link l, again;
+    char err[256];
+    if (agent_wire_read_link(map, &l, err, sizeof err) < 0) return;
+    if ((l.op == AGENT_LINK_SET) != (l.params != NULL)) abort();
+    if (l.params && l.params->type != MSGPACK_OBJECT_MAP) abort();
+    msgpack_sbuffer ps, sb;
+    msgpack_sbuffer_init(&ps);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &ps, msgpack_sbuffer_write);
+    if (l.params) msgpack_pack_object(&pk, *l.params);
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_link(&m, l.link, l.op, l.params ? ps.data : NULL, ps.size);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (!msgmap_end(&m, &pk)) abort();
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    if (msgpack_unpack_next(&u, sb.data, sb.size, NULL) != MSGPACK_UNPACK_SUCCESS) abort();
+    if (agent_wire_read_link(&u.data, &again, err, sizeof err) != 0) abort();
+    if (again.link != l.link || again.op != l.op || !again.params != !l.params) abort();
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&sb);
+    msgpack_sbuffer_destroy(&ps);
+}
+
+static void fuzz_change_map(const msgpack_object *map)
+{
+    char err[256];
+    node_t n;
+    sides_t s;
+    stats_t st;
+    uint64_t healed;
+    fuzz_link(map);
+    if (read_kill(map, &n, err, sizeof err) == 0) ROUND_TRIP(node_t, n, agent_wire_node, read_kill);
+    if (read_partition(map, &s, err, sizeof err) == 0) {
+        for (size_t i = 0; i < s.n; i++)
+            if (s.side[i] > 2) abort();
+        ROUND_TRIP(sides_t, s, agent_wire_sides, read_partition);
+        agent_sides_free(&s);
+    }
+    if (agent_wire_read_sides("heal", map, false, &s, err, sizeof err) == 0) agent_sides_free(&s);
+    if (agent_wire_read_stats(map, &st, err, sizeof err) == 0) {
+        for (size_t i = 0; i < st.n_rows; i++)
+            if (strcmp(st.rows[i].dir, "ab") && strcmp(st.rows[i].dir, "ba")) abort();
+        ROUND_TRIP(stats_t, st, agent_wire_stats, agent_wire_read_stats);
+        agent_stats_free(&st);
+    }
+    agent_wire_read_heal_reply(map, &healed, err, sizeof err);
+    if (strnlen(err, sizeof err) >= sizeof err) abort();
 }
 
 static bool same_build_reply_t(const build_reply_t *a, const build_reply_t *b)
@@ -140,6 +235,7 @@ static void fuzz_build_map(const msgpack_object *map)
 static void fuzz_map(const msgpack_object *map)
 {
     fuzz_build_map(map);
+    fuzz_change_map(map);
     char err[256];
     hello_t h;
     reply_t r;

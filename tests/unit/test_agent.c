@@ -117,10 +117,16 @@ static void hello_ping_teardown(void)
     }
     struct msgmap b;
     msgmap_init(&b);
-    agent_send(&a, AGENT_LINK, &b); /* reserved: named, not served */
+    agent_send(&a, AGENT_LINK, &b); /* before build: refused in the error map */
+    struct agent_build_error be;
+    CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_MAP);
+    CHECK(agent_wire_read_build_error(m.error, &be, err, sizeof err) == 0);
+    CHECK_STREQ(be.message, "link: machine t1 has no part built");
+    CHECK(be.code == 1 && !be.node[0] && !be.link[0]);
+    msgmap_init(&b);
+    agent_send(&a, AGENT_EXIT, &b); /* a notification's name as a request */
     CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_STR);
-    CHECK(m.error->via.str.size > 0 &&
-          memmem(m.error->via.str.ptr, m.error->via.str.size, "link: not available", 19));
+    CHECK(m.error->via.str.size == 19 && !memcmp(m.error->via.str.ptr, "exit: not a request", 19));
     msgmap_init(&b);
     agent_send(&a, AGENT_TEARDOWN, &b);
     CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_NIL);
@@ -317,7 +323,7 @@ static void send_build(struct agent_pipe *a, const void *part, size_t len)
 {
     struct msgmap m;
     msgmap_init(&m);
-    agent_wire_build(&m, &(struct agent_build){part, (uint32_t)len});
+    agent_wire_build(&m, &(struct agent_build){.part = part, .part_len = (uint32_t)len});
     agent_send(a, AGENT_BUILD, &m);
 }
 

@@ -6,10 +6,12 @@
 #include "check.h"
 
 /* Packs m as a request's params and decodes the message back through a
- * reader; the reader stays open so *msg's objects remain valid. */
+ * reader it opens; the reader stays open (the caller destroys it) so
+ * *msg's objects remain valid. */
 static bool through_reader(struct msgmap *m, const char *method, struct proto_reader *r,
                            struct proto_msg *msg)
 {
+    proto_reader_init(r, 0);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
@@ -39,8 +41,18 @@ static void names(void)
     CHECK(agent_method_served(AGENT_BUILD) && agent_method_served(AGENT_CALL) &&
           agent_method_served(AGENT_EXIT));
     CHECK(agent_method_find("call", 4) == AGENT_CALL && agent_method_find("exit", 4) == AGENT_EXIT);
-    CHECK(!agent_method_served(AGENT_LINK) && !agent_method_served(AGENT_STATS) &&
-          !agent_method_served(AGENT_UNKNOWN));
+    CHECK(agent_method_served(AGENT_LINK) && agent_method_served(AGENT_KILL) &&
+          agent_method_served(AGENT_RESTART) && agent_method_served(AGENT_PARTITION) &&
+          agent_method_served(AGENT_HEAL) && agent_method_served(AGENT_STATS));
+    CHECK(!agent_method_served(AGENT_UNKNOWN));
+    CHECK(agent_method_find("link", 4) == AGENT_LINK && agent_method_find("kill", 4) == AGENT_KILL);
+    CHECK(agent_method_find("restart", 7) == AGENT_RESTART &&
+          agent_method_find("partition", 9) == AGENT_PARTITION);
+    CHECK(agent_method_find("heal", 4) == AGENT_HEAL &&
+          agent_method_find("stats", 5) == AGENT_STATS);
+    CHECK_STREQ(agent_link_op_name(AGENT_LINK_SET), "set");
+    CHECK_STREQ(agent_link_op_name(AGENT_LINK_UP), "up");
+    CHECK_STREQ(agent_link_op_name(AGENT_LINK_DOWN), "down");
     /* every name is distinct and found back */
     for (int m = AGENT_UNKNOWN + 1; m < AGENT_METHOD_COUNT; m++) {
         const char *n = agent_method_name((enum agent_method)m);
@@ -58,7 +70,6 @@ static void hello_round_trip(void)
     char err[256];
     msgmap_init(&m);
     agent_wire_hello(&m, &h);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, agent_method_name(AGENT_HELLO), &r, &msg));
     CHECK(agent_method_find(msg.method, msg.method_len) == AGENT_HELLO);
     CHECK(agent_wire_read_hello(msg.params, &back, err, sizeof err) == 0);
@@ -87,7 +98,6 @@ static void reply_round_trip(void)
     char err[256];
     msgmap_init(&m);
     agent_wire_hello_reply(&m, &h);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "x", &r, &msg));
     CHECK(agent_wire_read_hello_reply(msg.params, &back, err, sizeof err) == 0);
     CHECK_STREQ(back.version, "v1");
@@ -103,14 +113,12 @@ static void reply_round_trip(void)
     struct agent_ping q = {-33}, qb;
     msgmap_init(&m);
     agent_wire_pong(&m, &p);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "x", &r, &msg));
     CHECK(agent_wire_read_pong(msg.params, &pb, err, sizeof err) == 0);
     CHECK(pb.t1_ns == 11 && pb.t2_ns == 22);
     proto_reader_destroy(&r);
     msgmap_init(&m);
     agent_wire_ping(&m, &q);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "ping", &r, &msg));
     CHECK(agent_wire_read_ping(msg.params, &qb, err, sizeof err) == 0);
     CHECK(qb.t0_ns == -33);
@@ -127,7 +135,6 @@ static void bad_fields(void)
     char err[256], long_name[200];
     msgmap_init(&m);
     msgmap_i64(&m, "version", 3);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "hello", &r, &msg));
     CHECK(agent_wire_read_hello(msg.params, &h, err, sizeof err) == -1);
     CHECK_STREQ(err, "hello: param 'version': expected string, got integer");
@@ -137,7 +144,6 @@ static void bad_fields(void)
     msgmap_str(&m, "version", "v");
     msgmap_str(&m, "run", "r");
     msgmap_str(&m, "machine", "m");
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "hello", &r, &msg));
     CHECK(agent_wire_read_hello(msg.params, &h, err, sizeof err) == -1);
     CHECK_STREQ(err, "hello: param 'clock_ns': missing");
@@ -150,7 +156,6 @@ static void bad_fields(void)
     msgmap_str(&m, "run", "r");
     msgmap_str(&m, "machine", long_name);
     msgmap_i64(&m, "clock_ns", 1);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "hello", &r, &msg));
     CHECK(agent_wire_read_hello(msg.params, &h, err, sizeof err) == -1);
     CHECK_CONTAINS(err, "param 'machine': string too long");
@@ -172,17 +177,22 @@ static void build_round_trip(void)
     char err[256];
     msgmap_init(&m);
     agent_wire_build(&m, &b);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "build", &r, &msg));
     CHECK(agent_method_find(msg.method, msg.method_len) == AGENT_BUILD);
     CHECK(agent_wire_read_build(msg.params, &bb, err, sizeof err) == 0);
-    CHECK(bb.part_len == 5 && !memcmp(bb.part, part, 5));
+    CHECK(bb.part_len == 5 && !memcmp(bb.part, part, 5) && !bb.stats);
+    proto_reader_destroy(&r);
+    b.stats = true; /* sent only when asked for */
+    msgmap_init(&m);
+    agent_wire_build(&m, &b);
+    CHECK(through_reader(&m, "build", &r, &msg));
+    CHECK(agent_wire_read_build(msg.params, &bb, err, sizeof err) == 0 && bb.stats);
+    CHECK(msg.params->via.map.size == 2);
     proto_reader_destroy(&r);
 
     struct agent_build_reply rep = {"quick-1-m1", 3}, rb;
     msgmap_init(&m);
     agent_wire_build_reply(&m, &rep);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "x", &r, &msg));
     CHECK(agent_wire_read_build_reply(msg.params, &rb, err, sizeof err) == 0);
     CHECK_STREQ(rb.registry, "quick-1-m1");
@@ -247,7 +257,6 @@ static void call_exit_round_trip(void)
     char err[256];
     msgmap_init(&m);
     agent_wire_call(&m, &c);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "call", &r, &msg));
     CHECK(agent_wire_read_call(msg.params, &cb, err, sizeof err) == 0);
     CHECK(cb.node == c.node && cb.len == sizeof data && !memcmp(cb.data, data, sizeof data));
@@ -256,7 +265,6 @@ static void call_exit_round_trip(void)
     struct agent_exit x = {4, 9 /* killed by SIGKILL */}, xb;
     msgmap_init(&m);
     agent_wire_exit(&m, &x);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, "exit", &r, &msg));
     CHECK(agent_wire_read_exit(msg.params, &xb, err, sizeof err) == 0);
     CHECK(xb.node == 4 && xb.status == 9);
@@ -273,7 +281,6 @@ static void call_exit_round_trip(void)
         char err[256];                                                                             \
         msgmap_init(&m);                                                                           \
         fill;                                                                                      \
-        proto_reader_init(&r, 0);                                                                  \
         CHECK(through_reader(&m, "x", &r, &msg));                                                  \
         CHECK(dec(msg.params, &out, err, sizeof err) == -1);                                       \
         CHECK_STREQ(err, want);                                                                    \
@@ -304,6 +311,206 @@ static void build_call_refusals(void)
     REFUSED((msgmap_i64(&m, "code", 1), msgmap_str(&m, "node", ""), msgmap_nil(&m, "link")),
             agent_wire_read_build_error, struct agent_build_error,
             "build error: param 'link': missing");
+}
+
+/* link, kill, restart, partition, heal and their answers. */
+static void change_round_trips(void)
+{
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    /* set carries a params map (topo_part_params_pack's; any map here) */
+    static const uint8_t params[] = {0x81, 0xa4, 'r', 'a', 't', 'e', 0xcd, 0x03, 0xe8};
+    struct agent_link l;
+    msgmap_init(&m);
+    agent_wire_link(&m, 7, AGENT_LINK_SET, params, sizeof params);
+    CHECK(through_reader(&m, "link", &r, &msg));
+    CHECK(agent_wire_read_link(msg.params, &l, err, sizeof err) == 0);
+    CHECK(l.link == 7 && l.op == AGENT_LINK_SET && l.params && l.params->via.map.size == 1);
+    CHECK(l.params->via.map.ptr[0].val.via.u64 == 1000);
+    proto_reader_destroy(&r);
+    msgmap_init(&m);
+    agent_wire_link(&m, 0, AGENT_LINK_DOWN, NULL, 0);
+    CHECK(through_reader(&m, "link", &r, &msg));
+    CHECK(agent_wire_read_link(msg.params, &l, err, sizeof err) == 0);
+    CHECK(l.link == 0 && l.op == AGENT_LINK_DOWN && !l.params && msg.params->via.map.size == 2);
+    proto_reader_destroy(&r);
+
+    struct agent_node n;
+    msgmap_init(&m);
+    agent_wire_node(&m, &(struct agent_node){42});
+    CHECK(through_reader(&m, "restart", &r, &msg));
+    CHECK(agent_wire_read_node("restart", msg.params, &n, err, sizeof err) == 0 && n.node == 42);
+    proto_reader_destroy(&r);
+
+    unsigned char side[5] = {1, 2, 2, 0, 1};
+    struct agent_sides s;
+    msgmap_init(&m);
+    agent_wire_sides(&m, &(struct agent_sides){side, 5});
+    CHECK(through_reader(&m, "partition", &r, &msg));
+    CHECK(agent_wire_read_sides("partition", msg.params, true, &s, err, sizeof err) == 0);
+    CHECK(s.n == 5 && !memcmp(s.side, side, 5));
+    agent_sides_free(&s);
+    CHECK(s.side == NULL && s.n == 0);
+    proto_reader_destroy(&r);
+    msgmap_init(&m); /* heal {}: every partition */
+    agent_wire_sides(&m, &(struct agent_sides){NULL, 0});
+    CHECK(through_reader(&m, "heal", &r, &msg));
+    CHECK(msg.params->via.map.size == 0);
+    CHECK(agent_wire_read_sides("heal", msg.params, false, &s, err, sizeof err) == 0 && !s.side);
+    CHECK(agent_wire_read_sides("partition", msg.params, true, &s, err, sizeof err) == -1);
+    CHECK_STREQ(err, "partition: field 'sides' is missing");
+    proto_reader_destroy(&r);
+
+    uint64_t healed = 0;
+    msgmap_init(&m);
+    agent_wire_heal_reply(&m, 3);
+    CHECK(through_reader(&m, "x", &r, &msg));
+    CHECK(agent_wire_read_heal_reply(msg.params, &healed, err, sizeof err) == 0 && healed == 3);
+    proto_reader_destroy(&r);
+}
+
+static void stats_round_trip(void)
+{
+    struct agent_stats_row rows[2] = {
+        {.link = 4,
+         .dir = "ab",
+         .up = true,
+         .packets = 10,
+         .bytes = 15140,
+         .delivered = 10,
+         .delivered_bytes = 15140,
+         .drops_loss = -1,
+         .drops_queue = -1,
+         .drops_down = 0,
+         .queue_peak = -1,
+         .queue_len = -1,
+         .marked = -1,
+         .bw_bps = 20000000},
+        {.link = 4,
+         .dir = "ba",
+         .up = false,
+         .packets = 1,
+         .bytes = 2,
+         .delivered = 3,
+         .delivered_bytes = 4,
+         .drops_loss = 5,
+         .drops_queue = 6,
+         .drops_down = 7,
+         .queue_peak = 8,
+         .queue_len = 9,
+         .marked = 10,
+         .bw_bps = 11},
+    };
+    struct agent_stats st = {123456789012LL, rows, 2}, back;
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    msgmap_init(&m);
+    agent_wire_stats(&m, &st);
+    CHECK(through_reader(&m, "stats", &r, &msg));
+    CHECK(agent_wire_read_stats(msg.params, &back, err, sizeof err) == 0);
+    CHECK(back.t_ns == 123456789012LL && back.n_rows == 2);
+    for (size_t i = 0; i < 2 && back.n_rows == 2; i++) {
+        const struct agent_stats_row *a = &rows[i], *b = &back.rows[i];
+        CHECK(a->link == b->link && !strcmp(a->dir, b->dir) && a->up == b->up);
+#define SAME_(name) CHECK_MSG(a->name == b->name, "row %zu %s", i, #name);
+        AGENT_STATS_COUNTERS(SAME_)
+#undef SAME_
+    }
+    /* 3 keys before the counters, 11 counters: links.csv after 'up' */
+    CHECK(msg.params->via.map.ptr[1].val.via.array.ptr[0].via.map.size == 14);
+    agent_stats_free(&back);
+    CHECK(!back.rows && !back.n_rows);
+    proto_reader_destroy(&r);
+}
+
+static int read_kill(const msgpack_object *map, struct agent_node *out, char *err, size_t errlen);
+
+static void change_refusals(void)
+{
+    REFUSED((msgmap_u64(&m, "link", 1), msgmap_str(&m, "op", "flap")), agent_wire_read_link,
+            struct agent_link, "link: field 'op': 'flap' is none of set, up, down");
+    REFUSED((msgmap_u64(&m, "link", 1), msgmap_str(&m, "op", "set")), agent_wire_read_link,
+            struct agent_link, "link: field 'params' is missing (op 'set')");
+    REFUSED((msgmap_u64(&m, "link", 1), msgmap_str(&m, "op", "up"), msgmap_i64(&m, "params", 1)),
+            agent_wire_read_link, struct agent_link, "link: field 'params': op 'up' takes none");
+    REFUSED((msgmap_u64(&m, "link", 1), msgmap_str(&m, "op", "set"), msgmap_i64(&m, "params", 1)),
+            agent_wire_read_link, struct agent_link,
+            "link: field 'params': expected map, got integer");
+    REFUSED(msgmap_str(&m, "op", "up"), agent_wire_read_link, struct agent_link,
+            "link: param 'link': missing");
+    REFUSED(msgmap_i64(&m, "node", -2), read_kill, struct agent_node,
+            "kill: param 'node': expected non-negative integer, got integer");
+    REFUSED(msgmap_u64(&m, "nodes", 2), read_kill, struct agent_node,
+            "kill: param 'node': missing");
+}
+
+static int read_kill(const msgpack_object *map, struct agent_node *out, char *err, size_t errlen)
+{
+    return agent_wire_read_node("kill", map, out, err, errlen);
+}
+
+/* sides: each 0, 1 or 2, an array of 1 to AGENT_SIDES_MAX. */
+static void sides_refusals(void)
+{
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    struct agent_sides s;
+    char err[256];
+    static const char *const want[] = {
+        "partition: field 'sides': node 2: expected 0, 1 or 2",
+        "partition: field 'sides': 0 entries, expected 1 to 1000000",
+        "partition: field 'sides': expected array, got string",
+    };
+    for (int k = 0; k < 3; k++) {
+        msgmap_init(&m);
+        msgmap_key(&m, "sides");
+        if (k == 0) {
+            msgpack_pack_array(&m.pk, 3);
+            msgpack_pack_uint8(&m.pk, 1);
+            msgpack_pack_uint8(&m.pk, 2);
+            msgpack_pack_uint8(&m.pk, 3);
+        }
+        if (k == 1) msgpack_pack_array(&m.pk, 0);
+        if (k == 2) proto_pack_str(&m.pk, "12");
+        CHECK(through_reader(&m, "partition", &r, &msg));
+        CHECK(agent_wire_read_sides("partition", msg.params, true, &s, err, sizeof err) == -1);
+        CHECK_STREQ(err, want[k]);
+        CHECK(!s.side);
+        proto_reader_destroy(&r);
+    }
+}
+
+/* A stats row names its field at fault. */
+static void stats_refusals(void)
+{
+    struct agent_stats_row row = {.link = 1, .dir = "ab", .bytes = -2};
+    struct agent_stats st = {5, &row, 1}, back;
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    msgmap_init(&m);
+    agent_wire_stats(&m, &st);
+    CHECK(through_reader(&m, "stats", &r, &msg));
+    CHECK(agent_wire_read_stats(msg.params, &back, err, sizeof err) == -1);
+    CHECK_STREQ(err, "stats: row 0: field 'bytes': -2 is below -1");
+    CHECK(!back.rows);
+    proto_reader_destroy(&r);
+    snprintf(row.dir, sizeof row.dir, "ac");
+    row.bytes = 0;
+    msgmap_init(&m);
+    agent_wire_stats(&m, &st);
+    CHECK(through_reader(&m, "stats", &r, &msg));
+    CHECK(agent_wire_read_stats(msg.params, &back, err, sizeof err) == -1);
+    CHECK_STREQ(err, "stats: row 0: field 'dir': 'ac' is neither ab nor ba");
+    proto_reader_destroy(&r);
+    REFUSED(msgmap_i64(&m, "t_ns", 1), agent_wire_read_stats, struct agent_stats,
+            "stats: field 'rows': expected array, got nothing");
 }
 
 /* underlay: the address there, the round trip back; a round trip <= 0 refused. */
@@ -348,6 +555,11 @@ int main(void)
     build_error_round_trip();
     call_exit_round_trip();
     build_call_refusals();
+    change_round_trips();
+    stats_round_trip();
+    change_refusals();
+    sides_refusals();
+    stats_refusals();
     underlay_round_trip();
     return check_report();
 }

@@ -349,7 +349,11 @@ static struct overload_auto choose_share(uint64_t commands, uint64_t starved, do
                                 .compute_share = compute_share,
                                 .host_cpu_saturation = 0.5};
     struct overload_auto c;
+    /* Whatever the caller's struct held, the choice is the compute window's
+     * alone: no data-plane figures (they once leaked into run.json). */
+    memset(&c, 0xa5, sizeof c);
     overload_choose(&w, need_p95, 1.25, &c);
+    CHECK(!c.dataplane && c.dp.samples == 0 && c.dp.active_s == 0);
     return c;
 }
 

@@ -542,6 +542,48 @@ static void write_seed(const struct topo_part *p, const char *path)
     msgpack_sbuffer_destroy(&buf);
 }
 
+/* The link message's params (proto/agent_wire.h): every field back
+ * exactly, and a refusal names the field and the value. */
+static void test_link_params(void)
+{
+    struct topo_link_params p = {.rate_bps = 20000000,
+                                 .delay_ns = 5000000,
+                                 .jitter_ns = 250000,
+                                 .loss = 0.01,
+                                 .queue = {100, 0, 0},
+                                 .ecn_threshold = {0, 30000, 0},
+                                 .reorder = true,
+                                 .gilbert = true,
+                                 .ge_p = 0.1,
+                                 .ge_r = 0.2,
+                                 .ge_h = 0.3,
+                                 .ge_k = 0.9},
+                            back;
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    CHECK(topo_part_params_pack(&pk, &p));
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    char err[256];
+    CHECK(msgpack_unpack_next(&u, sb.data, sb.size, NULL) == MSGPACK_UNPACK_SUCCESS);
+    CHECK(topo_part_params_read(&u.data, &back, err, sizeof err) == 0);
+    CHECK(back.rate_bps == p.rate_bps && back.delay_ns == p.delay_ns &&
+          back.jitter_ns == p.jitter_ns && back.loss == p.loss);
+    CHECK(back.queue.packets == 100 && back.queue.bytes == 0 && back.ecn_threshold.bytes == 30000);
+    CHECK(back.reorder && back.gilbert && back.ge_p == 0.1 && back.ge_r == 0.2 &&
+          back.ge_h == 0.3 && back.ge_k == 0.9);
+    u.data.via.map.ptr[3].val.via.f64 = 2; /* loss, the fourth key */
+    CHECK(topo_part_params_read(&u.data, &back, err, sizeof err) == -1);
+    CHECK_STREQ(err, "part wire: link params: field 'loss': 2 is not in 0..1");
+    msgpack_object nil = {.type = MSGPACK_OBJECT_NIL};
+    CHECK(topo_part_params_read(&nil, &back, err, sizeof err) == -1);
+    CHECK_STREQ(err, "part wire: link params: not a map");
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&sb);
+}
+
 int main(int argc, char **argv)
 {
     struct fixture f;
@@ -563,6 +605,7 @@ int main(int argc, char **argv)
     test_underlay_arithmetic();
     test_underlay_plan(&f);
     test_bad_plan(&f);
+    test_link_params();
     fixture_down(&f);
     /* A base at the top of the range: the second cut wraps to VNI 1. */
     fixture_up(&f, TOPO_PART_VNI_MAX);

@@ -633,18 +633,22 @@ function Job:watch_faults(hooks)
     return function(...) if not self.closed then return fn(...) end end
   end
   local on = function(event, fn) net:on(event, live(fn)) end
-  on("kill", function(_, node)
+  -- why: the cause of a node lost with its machine (its agent gone), nil
+  -- for node:kill()
+  on("kill", function(_, node, why)
     local i = self:worker_index(node)
     if i then
       -- a worker taking part is always inside a step: its gradient is lost
       if self:alive(i) and not self:stopped() then self.updates_lost = self.updates_lost + 1 end
       self.killed[i] = true
       self.kills[i] = (self.kills[i] or 0) + 1
-      self:set_away(i, true, "was killed")
+      self:set_away(i, true, why and ("was lost: " .. why) or "was killed")
     else
       for j = 1, #self.workers do
         for _, hub in ipairs(hubs_of(self, j)) do
-          if hub == node then self:set_away(j, true, "lost " .. node.name .. " (killed)") end
+          if hub == node then
+            self:set_away(j, true, "lost " .. node.name .. (why and (": " .. why) or " (killed)"))
+          end
         end
       end
     end
@@ -874,6 +878,20 @@ local function step_failed(J, L, i, err)
   J:worker_failed(i, err)
 end
 
+-- Whether worker i's failed step was a fault's whose event came after the
+-- failure. A node lost with its machine is reported killed only once the
+-- controller sees its agent gone (lnet_fire_lost), while the data plane may
+-- fail a transfer to it before that (connection refused). A ping to the
+-- worker answers if it lives; if its machine is being lost it fails when
+-- the loss is known, the kill event queued behind the failure, whose
+-- listener runs on the yield (every ready task first).
+local function fault_follows(J, i)
+  local w = J.workers[i]
+  pcall(w.ping, w)
+  hn.yield()
+  return not J:alive(i) or J.fault_error ~= nil
+end
+
 -- Worker i's task: its steps until it has made them all or the job stops;
 -- away, it waits to be back or the job's end (L.away(i), else a poll; a
 -- killed one's task ends: a restart spawns a new one). A failed step is
@@ -893,11 +911,11 @@ local function work(J, L, i)
       if ok then
         L.done[i] = t
         if not L.own_steps then count_steps(J, L) end
-      elseif J.fault_error then
-        break -- the training ends with the fault's error
-      elseif J:alive(i) then
+      elseif not J.fault_error and J:alive(i) and not fault_follows(J, i) then
         step_failed(J, L, i, err)
         break
+      elseif J.fault_error then
+        break -- the training ends with the fault's error
       elseif L.cut_short then
         L.cut_short(i)
       end

@@ -28,13 +28,8 @@
 #include "controller/registry.h"
 #include "proto/agent_wire.h"
 #include "proto/protocol.h"
-#include "topo/address.h"
-#include "topo/part.h"
-#include "topo/part_wire.h"
-#include "tests/lib/agent_pipe.h"
+#include "tests/lib/agent_part_fixture.h"
 #include "tests/lib/check_lines.h"
-
-#include "hiernet_version.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -58,50 +53,13 @@ static char err[1024];
 
 /* ---- the part ---- */
 
-static struct topo_network *network(void)
-{
-    struct topo_network *net = topo_network_new("net", TOPO_BACKEND_KERNEL, 1, err, sizeof err);
-    struct topo_link_params lan = {0};
-    if (!net) return NULL;
-    int h1 = topo_node_add(net, "h1", TOPO_NODE_HOST, err, sizeof err);
-    int s1 = topo_node_add(net, "s1", TOPO_NODE_SWITCH, err, sizeof err);
-    int h2 = topo_node_add(net, "h2", TOPO_NODE_HOST, err, sizeof err);
-    if (h1 != 0 || s1 != 1 || h2 != 2 || topo_link_add(net, h1, s1, &lan, err, sizeof err) < 0 ||
-        topo_link_add(net, s1, h2, &lan, err, sizeof err) < 0 ||
-        topo_assign_addresses(net, err, sizeof err) < 0) {
-        topo_network_free(net);
-        return NULL;
-    }
-    net->nodes[h1].cpu = 0.5; /* a cgroup, which the release must remove */
-    return net;
-}
-
-/* m1's part (all of the network) encoded into out. */
+/* m1's part (all of the network, h1 with cpu=0.5: a cgroup, which the
+ * release must remove) encoded into out. */
 static int part_bytes(msgpack_sbuffer *out)
 {
-    struct topo_network *net = network();
-    struct topo_routing routing = {0};
-    struct topo_machines machines = {0};
-    struct topo_placement placement = {0};
-    struct topo_part part = {0};
-    uint32_t underlay[1] = {0x7f000001};
-    uint8_t secret[TOPO_PART_SECRET_SIZE] = {7};
-    struct topo_part_plan plan = {RUN, &placement, &machines, underlay, 4242, secret, NULL};
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
-    int rc = net && topo_routing_compute(net, &routing, err, sizeof err) == 0 &&
-                     topo_machines_add(&machines, "m1", "127.0.0.1", 1, err, sizeof err) == 0 &&
-                     topo_placement_compute(net, &machines, &placement, err, sizeof err) == 0 &&
-                     topo_part_make(net, &routing, &plan, 0, &part, err, sizeof err) == 0 &&
-                     topo_part_encode(&part, &pk)
-                 ? 0
-                 : -1;
-    topo_part_free(&part);
-    topo_placement_free(&placement);
-    topo_machines_free(&machines);
-    topo_routing_free(&routing);
-    topo_network_free(net);
-    return rc;
+    struct topo_network *net = agent_fixture_network(err, sizeof err);
+    if (net) net->nodes[0].cpu = 0.5;
+    return agent_fixture_part(net, RUN, 4242, out, err, sizeof err);
 }
 
 /* ---- the agent over pipes ---- */
@@ -280,20 +238,6 @@ static void read_held(const char *dir, struct held *h)
     if (f) fclose(f);
 }
 
-static pid_t peer_of(const char *dir, const char *name)
-{
-    char path[600], net[64], node[64];
-    snprintf(path, sizeof path, "%s/nodes", dir);
-    FILE *f = fopen(path, "r");
-    long pid, found = -1;
-    unsigned long long start;
-    unsigned long inode;
-    while (f && fscanf(f, "%63s %63s %ld %llu %lu", net, node, &pid, &start, &inode) == 5)
-        if (!strcmp(node, name)) found = pid;
-    if (f) fclose(f);
-    return (pid_t)found;
-}
-
 /* Processes started no later than `before` (clock ticks since boot) that
  * hold namespace inode, in their ns/net or an fd: inodes are reused once
  * freed, and other tests make namespaces meanwhile. */
@@ -342,20 +286,6 @@ static void check_nothing_left(const struct held *h, const char *dir, unsigned l
 
 /* ---- the test ---- */
 
-static bool hello(struct agent_pipe *a)
-{
-    struct agent_hello h = {.clock_ns = 1};
-    struct proto_msg m;
-    snprintf(h.version, sizeof h.version, "%s", HIERNET_AGENT_VERSION);
-    snprintf(h.run_id, sizeof h.run_id, RUN);
-    snprintf(h.machine, sizeof h.machine, "m1");
-    struct msgmap q;
-    msgmap_init(&q);
-    agent_wire_hello(&q, &h);
-    agent_request(a, AGENT_HELLO, &q);
-    return agent_next(a, &m) && m.kind == PROTO_RESPONSE && m.error->type == MSGPACK_OBJECT_NIL;
-}
-
 /* Sends build; its msgid, 0 when the part cannot be made. */
 static uint32_t send_build(struct agent_pipe *a)
 {
@@ -364,7 +294,8 @@ static uint32_t send_build(struct agent_pipe *a)
     if (part_bytes(&part) < 0) return check(0, "the part: %s", err), 0;
     struct msgmap q;
     msgmap_init(&q);
-    agent_wire_build(&q, &(struct agent_build){(const uint8_t *)part.data, (uint32_t)part.size});
+    agent_wire_build(&q, &(struct agent_build){.part = (const uint8_t *)part.data,
+                                               .part_len = (uint32_t)part.size});
     uint32_t want = agent_request(a, AGENT_BUILD, &q);
     msgpack_sbuffer_destroy(&part);
     return want;
@@ -451,7 +382,7 @@ static size_t write_until_held(struct agent_pipe *a, const char *bytes, size_t l
  * on, the rest goes in and a ping is answered. */
 static void input_held(struct agent_pipe *a, const char *dir)
 {
-    pid_t pid = peer_of(dir, "h2");
+    pid_t pid = agent_fixture_peer(dir, "h2");
     msgpack_sbuffer calls;
     msgpack_sbuffer_init(&calls);
     held_calls(&calls);
@@ -476,7 +407,7 @@ static void input_held(struct agent_pipe *a, const char *dir)
 
 static void kill_h2(struct agent_pipe *a, const char *dir)
 {
-    pid_t pid = peer_of(dir, "h2");
+    pid_t pid = agent_fixture_peer(dir, "h2");
     check(pid > 0 && kill(pid, SIGKILL) == 0, "h2's peer %d killed", (int)pid);
     struct proto_msg m;
     struct agent_exit x = {.node = 99};
@@ -529,7 +460,7 @@ static int session(const char *hiernet, const char *root, enum ending how, bool 
     char id[AGENT_REGISTRY_ID_MAX], dir[512];
     struct held held = {0};
     if (agent_start(&a, hiernet) < 0) return check(0, "start the agent"), 1;
-    check(hello(&a), "hello answered");
+    check(agent_fixture_hello(&a, RUN, WAIT_MS), "hello answered");
     int built = build(&a, id, sizeof id);
     if (built == 1) {
         snprintf(dir, sizeof dir, "%s/%s", root, id);
@@ -559,7 +490,7 @@ static void during_build(const char *hiernet)
 {
     struct agent_pipe a;
     if (agent_start(&a, hiernet) < 0) return check(0, "start the agent");
-    check(hello(&a), "hello answered");
+    check(agent_fixture_hello(&a, RUN, WAIT_MS), "hello answered");
     if (send_build(&a)) usleep(20000); /* read, not built: a build takes 100s of ms */
     end_session(&a, END_SIGTERM);
     agent_pipe_close(&a);

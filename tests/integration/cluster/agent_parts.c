@@ -82,7 +82,7 @@ static void build_send(struct machine *m)
 {
     struct msgmap q;
     msgmap_init(&q);
-    agent_wire_build(&q, &(struct agent_build){m->part, (uint32_t)m->part_len});
+    agent_wire_build(&q, &(struct agent_build){.part = m->part, .part_len = (uint32_t)m->part_len});
     m->build_id = agent_pipe_request(&m->agent, AGENT_BUILD, &q);
 }
 

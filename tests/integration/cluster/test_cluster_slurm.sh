@@ -91,12 +91,8 @@ on_head salloc -N 3 "$HN" run "$root/scenarios/quickstart.lua" --hosts slurm --o
 status=$?
 echo "--- salloc -N 3 hiernet run quickstart.lua --hosts slurm: exit $status, stderr:"
 cat "$D/run.err"
-refusal="network 'quickstart': 9 of its 9 nodes are placed on other machines than this one: their 3 agents answered, but building remote parts is not available yet"
-if [[ $status -eq 3 ]]; then
-  expect_eq "run: the refusal" "$(grep -v '^salloc: ' "$D/run.err" | tail -n1 | sed 's/^.*network/network/')" "$refusal"
-else
-  expect_eq "run: exit 0 (remote parts built)" "$status" 0
-fi
+expect_eq "run: exit 0 (every machine's part built through its srun agent)" "$status" 0
+[[ -s $D/r/summary.json ]] && pass "run: summary.json written" || fail "run: no summary.json"
 python3 - "$D/r/run.json" <<'PY' && pass "run.json: m2..m4 answered" || fail "run.json machines: $(grep -o '"machines".*' "$D/r/run.json" | head -c 800)"
 import json, sys
 m = json.load(open(sys.argv[1]))["machines"]

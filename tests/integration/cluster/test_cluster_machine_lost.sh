@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# test_cluster_machine_lost.sh — a machine lost in the middle of a
+# training spread over three machines of the namespace cluster (label
+# netns, serial; issue 20: "a machine that dies mid-run ... fails the run
+# in one line naming it, or, for asynchronous algorithms, is handled like a
+# killed node"). The parameter server ps and worker w1 on m1 (the
+# controller's machine, with the switch sw), w2 and w3 on m2, w4 and w5 on
+# m3, every worker linked to sw (backend kernel: the links to m2 and m3
+# are VXLAN devices). Once the training has made 20 steps m3's agent is
+# SIGKILLed (its peers go with it):
+#   - ASP (mode asp, 6 s of training): the training goes on with w1..w3
+#     and ends normally (exit 0, more than 40 steps made, w4 and w5 not in
+#     steps.csv's last 30 rows); log.txt says that w4 and w5 were lost
+#     naming m3 and that the training goes on without them; summary.json
+#     gives w4's and w5's availability below 1 and w1's 1;
+#   - BSP (mode bsp, 300 steps): the run fails, its error one line naming a worker of
+#     m3 and the machine m3.
+# Both runs stop their network and, after `hiernet clean --hosts` (m3's
+# agent was SIGKILLed and left its part's registry entry), leave nothing on
+# any machine.
+# Usage: test_cluster_machine_lost.sh HIERNET
+set -uo pipefail
+HN=$(realpath "$1")
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/../../lib/cluster.sh"
+source "$here/../../lib/checks.sh"
+
+cluster_require
+command -v python3 >/dev/null || cluster_skip "python3 is not installed (reads summary.json)"
+cluster_up 3 || { echo "FAIL: cluster_up 3"; exit 1; }
+D=$CLUSTER_DIR
+cluster_hosts_file 3 "$D/hosts"
+
+cat >"$D/lost.lua" <<LUA
+local hn = require("hiernet")
+local ps = require("hiernet.algo.ps")
+local mode = hn.param("mode", "asp")
+local net = hn.network{ name = mode, backend = "kernel", seed = 1, hosts = "$D/hosts" }
+local server = net:node("ps", { host = "m1" })
+local sw = net:switch("sw", { host = "m1" })
+net:link(server, sw, { bw = "1Gbit" })
+local where = { "m1", "m2", "m2", "m3", "m3" }
+local workers = {}
+for i, m in ipairs(where) do
+  workers[i] = net:node("w" .. i, { host = m })
+  net:link(workers[i], sw, { bw = "100Mbit" })
+end
+net:start()
+-- After 20 steps the test kills m3's agent; the training waits for nothing.
+local function at_start(clock)
+  while clock.steps() < 20 and not clock.done() do hn.sleep(0.01) end
+  io.open("$D/" .. mode .. ".up", "w"):close()
+end
+local ok, s = pcall(ps.train, { server = server, workers = workers, mode = mode,
+  model = "logreg:32-4", batch = 32, seconds = mode == "asp" and 6 or nil,
+  steps = mode == "bsp" and 300 or nil, eval_every = 100000, final_eval_limit = 200,
+  dataset = { name = "synthetic", n = 2000, dim = 32, classes = 4, partition = "shuffle" },
+  worker_opt = { method = "sgd", lr = 0.1 }, server_opt = { method = "sgd", lr = 1.0 },
+  at_start = at_start })
+net:stop()
+if not ok then error(s, 0) end
+print(string.format("result steps %d", s.steps))
+LUA
+
+# Runs mode MODE and SIGKILLs m3's agent once the training made 20 steps.
+run_and_lose_m3() {
+  local mode=$1 _ pid agent=""
+  cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" run "$D/lost.lua" \
+    --out "$D/r-$mode" --quiet --set mode="$mode" >"$D/$mode.out" 2>"$D/$mode.err" &
+  local run_pid=$!
+  for _ in $(seq 1200); do [[ -e $D/$mode.up ]] && break; cluster_alive "$run_pid" || break; sleep 0.05; done
+  for pid in $(cluster_procs_in 3); do
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "^$HN agent " && agent=$pid
+  done
+  [[ -n $agent ]] && pass "$mode: m3's agent runs ($agent) after 20 steps" ||
+    fail "$mode: no agent on m3 at step 20: $(tail -n3 "$D/$mode.err")"
+  [[ -n $agent ]] && kill -KILL "$agent"
+  wait "$run_pid"
+  RC=$?
+}
+
+# Nothing left on the machines once clean --hosts removed m3's part's entry.
+nothing_left() {
+  local what=$1 rest _
+  cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" clean --hosts "$D/hosts" \
+    >"$D/clean-$what.out" 2>&1 || fail "$what: clean --hosts: $(cat "$D/clean-$what.out")"
+  for _ in $(seq 50); do
+    rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
+    [[ -z $rest ]] && break
+    sleep 0.1
+  done
+  expect_eq "$what: no process left on the machines" \
+    "$(for p in $rest; do echo "$p $(cat /proc/$p/comm 2>/dev/null)"; done)" ""
+  expect_eq "$what: registries empty" "$(for i in 1 2 3; do cluster_exec "$i" ls -A /run/hiernet; done)" ""
+}
+
+# --- ASP: handled like killed nodes ---
+run_and_lose_m3 asp
+expect_eq "asp: the run ends normally (exit 0)" "$RC" 0
+[[ $RC -eq 0 ]] || { tail -n 5 "$D/asp.err"; grep -i "lost\|error" "$D/r-asp/log.txt" | tail -n 5; }
+# 6 s of training; the loss came at step 20 and the others went on
+steps=$(grep '^result ' "$D/asp.out" | cut -d' ' -f3)
+((${steps:-0} > 40)) && pass "asp: $steps steps made in its 6 s, 20 before the loss" ||
+  fail "asp: steps '$steps' (expected more than 40)"
+grep -E "lost|goes on" "$D/r-asp/log.txt" | sed 's/^/  log: /' | head -n 6
+for w in w4 w5; do
+  line=$(grep -F "worker $w was lost: machine 'm3'" "$D/r-asp/log.txt" | head -n1)
+  grep -q "training goes on without it" <<<"$line" && pass "asp: log.txt: ${line#*] }" ||
+    fail "asp: log.txt has no line of $w lost with m3"
+done
+summary=$D/r-asp/summary.json
+avail() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['availability_workers'][sys.argv[2]])" "$summary" "$1" 2>/dev/null; }
+for w in w4 w5; do
+  a=$(avail "$w")
+  python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 1 else 1)" "${a:-1}" &&
+    pass "asp: summary.json: $w's availability $a < 1" || fail "asp: $w's availability '$a'"
+done
+expect_eq "asp: summary.json: w1's availability" "$(avail w1)" "1"
+# steps.csv: the last rows are the surviving workers' (w4, w5 stop at the loss)
+last=$(tail -n 30 "$D/r-asp/steps.csv" 2>/dev/null | grep -c ',w[45],')
+expect_eq "asp: no row of w4 or w5 among steps.csv's last 30" "$last" "0"
+nothing_left asp
+
+# --- BSP: the run fails in one line naming m3 ---
+run_and_lose_m3 bsp
+[[ $RC -ne 0 ]] && pass "bsp: the run fails (exit $RC)" || fail "bsp: exit 0"
+line=$(grep -E "lost.lua:[0-9]+: " "$D/bsp.err" | head -n1)
+grep -qE "worker w[45] was lost: machine 'm3'" <<<"$line" &&
+  pass "bsp: one line names the worker and m3: ${line#*lost.lua:}" || fail "bsp: $(tail -n3 "$D/bsp.err")"
+nothing_left bsp
+
+pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
+cluster_down
+for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
+expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
+checks_exit

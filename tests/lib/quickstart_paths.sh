@@ -1,0 +1,91 @@
+# shellcheck shell=bash
+# quickstart_paths.sh — the quickstart's paths and BSP step measured on the
+# namespace cluster (tests/lib/cluster.sh, sourced before this), shared by
+# netns.cluster.quickstart and tools/bench/multihost.
+#
+#   qs_paths HN NET_LUA NAME [HOSTS]   # starts the quickstart's network
+#       (quickstart_net.lua) on m1, placed over HOSTS when given, and
+#       prints "rtt_min_ms rtt_avg_ms goodput_bps" of the path t1 -> cloud1:
+#       50 pings, and the best of three 2 s iperf3 runs (a loaded host
+#       only ever lowers a run's goodput)
+#   qs_hold HN LUA NAME ARGS... / qs_release NAME   # a network held by
+#       LUA on m1 while the caller measures it from outside
+#   qs_iperf SERVER_PID CLIENT_PID ADDR # one 2 s iperf3, bits/s received
+#   qs_run HN NAME [HOSTS] [ARGS]       # scenarios/quickstart.lua (quick,
+#       no plots, backend user) on m1, results in $CLUSTER_DIR/q-NAME
+#   qs_step DIR                         # "step_s bsp_rounds": the mean BSP
+#       round of DIR/bsp_steps.csv (time between the ends of the first and
+#       last rounds over their count) and the number of rounds
+
+QS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+qs_hn() { cluster_exec 1 env HIERNET_SSH_CONFIG="$CLUSTER_DIR/ssh_config" TMPDIR="$CLUSTER_DIR" "$@"; }
+
+# The node's "PID ADDR" from the lines quickstart_net.lua printed.
+qs_node() { awk -v n="$2" '$1 == "node" && $2 == n { print $3, $4 }' "$1"; }
+
+qs_iperf() { # SERVER_PID CLIENT_PID ADDR: bits/s received
+  iperf_serve "$1"
+  nsenter -t "$2" -n -- iperf3 -c "$3" -p 5201 -t 2 -O 1 -J |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"])'
+  iperf_serve_end
+}
+
+# qs_hold HN LUA NAME ARGS...: runs LUA (quickstart_net.lua or one like it:
+# node lines, ready=, done=) on m1 in the background until it is ready;
+# QS_HOLD is its pid, its node lines in $CLUSTER_DIR/nout-NAME.
+qs_hold() {
+  local hn=$1 lua=$2 name=$3 d=$CLUSTER_DIR _
+  shift 3
+  qs_hn "$hn" run "$lua" --out "$d/n-$name" --quiet --set "ready=$d/ready-$name" \
+    --set "done=$d/done-$name" "$@" >"$d/nout-$name" 2>"$d/nerr-$name" &
+  QS_HOLD=$!
+  for _ in $(seq 1200); do
+    [[ -e $d/ready-$name ]] && return 0
+    cluster_alive "$QS_HOLD" || break
+    sleep 0.05
+  done
+  return 1
+}
+
+# qs_release NAME: ends what qs_hold NAME started (its run stops the network).
+qs_release() {
+  touch "$CLUSTER_DIR/done-$1"
+  wait "$QS_HOLD" || { echo "$1: the network's run failed: $(tail -n 2 "$CLUSTER_DIR/nerr-$1")" >&2; return 1; }
+}
+
+qs_paths() {
+  local hn=$1 lua=$2 name=$3 hosts=${4:-} t1 cloud rtt g=() _
+  qs_hold "$hn" "$lua" "$name" --set "hosts=$hosts"
+  t1=$(qs_node "$CLUSTER_DIR/nout-$name" t1)
+  cloud=$(qs_node "$CLUSTER_DIR/nout-$name" cloud1)
+  if [[ -n $t1 && -n $cloud ]]; then
+    rtt=$(nsenter -t "${t1% *}" -n -- ping -n -q -c 50 -i 0.02 "${cloud#* }" |
+      sed -n 's|^rtt [^=]*= \([0-9.]*\)/\([0-9.]*\)/.*|\1 \2|p')
+    for _ in 1 2 3; do g+=("$(qs_iperf "${cloud% *}" "${t1% *}" "${cloud#* }")"); done
+  fi
+  qs_release "$name" || return 1
+  [[ -n $rtt && ${#g[@]} -eq 3 && -n ${g[0]} && -n ${g[1]} && -n ${g[2]} ]] ||
+    { echo "qs_paths $name: no figures (rtt '$rtt', goodput '${g[*]}')" >&2; return 1; }
+  echo "$rtt $(printf '%s\n' "${g[@]}" | sort -g | tail -n1)"
+}
+
+qs_run() {
+  local hn=$1 name=$2 hosts=${3:-} args=()
+  shift 3
+  [[ -n $hosts ]] && args=(--hosts "$hosts")
+  qs_hn "$hn" run "$QS_ROOT/scenarios/quickstart.lua" "${args[@]}" --out "$CLUSTER_DIR/q-$name" --quiet \
+    --set quick=true --set plots=false --set backend=user "$@" >"$CLUSTER_DIR/qout-$name" 2>"$CLUSTER_DIR/qerr-$name"
+}
+
+qs_step() {
+  python3 - "$1/bsp_steps.csv" <<'PY'
+import csv, sys
+ends = {}
+for r in csv.DictReader(open(sys.argv[1])):
+    k = int(r["step"])
+    ends[k] = max(ends.get(k, 0.0), float(r["time"]))
+k = sorted(ends)
+print("%.4f %d" % ((ends[k[-1]] - ends[k[0]]) / (len(k) - 1), len(k)))
+PY
+}
