@@ -1,11 +1,13 @@
 -- The control channel's latency is not network time (issue 20 item 6): a
--- fake relay that holds w2's replies for DELAY_MS (as an agent across
--- machines does, backend none) leaves steps.csv's comm_ms of all-reduce
--- and hierarchical averaging where it was, and the new control_ms column
--- carries the delay; for all-reduce compute + comm + wait + control is the
--- step's time on the controller, so w1's wait for w2's reply is wait_ms.
+-- fake relay that holds one node's replies for DELAY_MS (as an agent across
+-- machines does; backend none) leaves steps.csv's comm_ms of all-reduce,
+-- hierarchical averaging and the parameter server where it was, and the
+-- control_ms column carries the delay; for all-reduce compute + comm +
+-- wait + control is the step's time on the controller, so w1's wait for
+-- w2's reply is wait_ms.
 local hn = require("hiernet")
 local ar = require("hiernet.algo.allreduce")
+local ps = require("hiernet.algo.ps")
 local hier = require("hiernet.algo.hier")
 local topo = require("hiernet.topo")
 local T = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "lib/algo_test.lua")
@@ -77,4 +79,18 @@ delayed = nil
 T.le(DELAY_MS, mean(hslow, "control_ms", term), "hier: control_ms of the delayed terminal")
 T.le(mean(hslow, "comm_ms", term), mean(hplain, "comm_ms", term) + DELAY_MS / 2, "hier: comm_ms with the delay")
 T.le(mean(hslow, "wait_ms", term), mean(hplain, "wait_ms", term) + DELAY_MS / 2, "hier: wait_ms with the delay")
+
+-- ---- parameter server (BSP) ----
+local _, server, pworkers = T.network("ctl_ps", 2)
+local function train_ps(prefix)
+  ps.train{ server = server, workers = pworkers, mode = "bsp", model = T.model, dataset = T.dataset, batch = 32,
+            steps = STEPS, worker_opt = { lr = 0.2 }, prefix = prefix, eval_limit = 100, progress = false }
+  return T.csv(prefix .. "steps")
+end
+local pplain = train_ps("ps_plain_")
+delayed = "w2"
+local pslow = train_ps("ps_slow_")
+delayed = nil
+T.le(DELAY_MS, mean(pslow, "control_ms", "w2"), "ps: control_ms of w2 holds the relay's delay")
+T.le(mean(pslow, "comm_ms", "w2"), mean(pplain, "comm_ms", "w2") + DELAY_MS / 2, "ps: comm_ms of w2 with the delay")
 print("control_latency: ok")
