@@ -41,17 +41,27 @@ mt.__index = function(node, key)
   return index(node, key)
 end
 
--- ---- all-reduce (ring) ----
-local function train_ar(prefix)
-  ar.train{ workers = workers, algo = "ring", model = T.model, dataset = T.dataset, batch = 32, steps = STEPS,
-            worker_opt = { lr = 0.2 }, prefix = prefix, eval_limit = 100, progress = false }
-  return T.csv(prefix .. "steps")
+-- The steps.csv rows of train(options) run twice: plainly, then with
+-- node's replies delayed. options: the common ones, with prefix name_plain_
+-- and name_slow_.
+local function plain_and_slow(name, node, train)
+  local function run(kind)
+    local prefix = name .. "_" .. kind .. "_"
+    train{ model = T.model, dataset = T.dataset, batch = 32, steps = STEPS, worker_opt = { lr = 0.2 },
+           prefix = prefix, eval_limit = 100, progress = false }
+    return T.csv(prefix .. "steps")
+  end
+  local plain = run("plain")
+  delayed = node
+  local slow = run("slow")
+  delayed = nil
+  return plain, slow
 end
-local plain = train_ar("ar_plain_")
-delayed = "w2"
-local slow = train_ar("ar_slow_")
-delayed = nil
 
+-- ---- all-reduce (ring) ----
+local plain, slow = plain_and_slow("ar", "w2", function(o)
+  ar.train(T.with(o, { workers = workers, algo = "ring" }))
+end)
 T.le(mean(plain, "control_ms", "w2"), DELAY_MS / 2, "ar: control_ms of w2 without the delay")
 T.le(DELAY_MS, mean(slow, "control_ms", "w2"), "ar: control_ms of w2 holds the relay's delay")
 T.le(mean(slow, "control_ms", "w1"), DELAY_MS / 2, "ar: control_ms of w1 (not delayed)")
@@ -65,32 +75,19 @@ T.le(DELAY_MS / 2, mean(slow, "wait_ms", "w1"), "ar: wait_ms of w1")
 local net = hn.network{ name = "ctl_hier", backend = "none" }
 local t = topo.hier(net, { clouds = 1, edges_per_cloud = 1, terminals_per_edge = 2 })
 net:start()
-local function train_hier(prefix)
-  hier.train{ workers = t.terminal, edges = t.edge, cloud = t.cloud[1], model = T.model, dataset = T.dataset,
-              batch = 32, steps = STEPS, tau1 = 1, tau2 = 2, worker_opt = { lr = 0.2 }, prefix = prefix,
-              eval_limit = 100, progress = false }
-  return T.csv(prefix .. "steps")
-end
 local term = t.terminal[1].name
-local hplain = train_hier("hier_plain_")
-delayed = term
-local hslow = train_hier("hier_slow_")
-delayed = nil
+local hplain, hslow = plain_and_slow("hier", term, function(o)
+  hier.train(T.with(o, { workers = t.terminal, edges = t.edge, cloud = t.cloud[1], tau1 = 1, tau2 = 2 }))
+end)
 T.le(DELAY_MS, mean(hslow, "control_ms", term), "hier: control_ms of the delayed terminal")
 T.le(mean(hslow, "comm_ms", term), mean(hplain, "comm_ms", term) + DELAY_MS / 2, "hier: comm_ms with the delay")
 T.le(mean(hslow, "wait_ms", term), mean(hplain, "wait_ms", term) + DELAY_MS / 2, "hier: wait_ms with the delay")
 
 -- ---- parameter server (BSP) ----
 local _, server, pworkers = T.network("ctl_ps", 2)
-local function train_ps(prefix)
-  ps.train{ server = server, workers = pworkers, mode = "bsp", model = T.model, dataset = T.dataset, batch = 32,
-            steps = STEPS, worker_opt = { lr = 0.2 }, prefix = prefix, eval_limit = 100, progress = false }
-  return T.csv(prefix .. "steps")
-end
-local pplain = train_ps("ps_plain_")
-delayed = "w2"
-local pslow = train_ps("ps_slow_")
-delayed = nil
+local pplain, pslow = plain_and_slow("ps", "w2", function(o)
+  ps.train(T.with(o, { server = server, workers = pworkers, mode = "bsp" }))
+end)
 T.le(DELAY_MS, mean(pslow, "control_ms", "w2"), "ps: control_ms of w2 holds the relay's delay")
 T.le(mean(pslow, "comm_ms", "w2"), mean(pplain, "comm_ms", "w2") + DELAY_MS / 2, "ps: comm_ms of w2 with the delay")
 print("control_latency: ok")
