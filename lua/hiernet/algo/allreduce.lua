@@ -164,17 +164,23 @@ local function record_step(J, run, ids, t_step)
   -- the rate this step was made with (J.steps already counts it)
   local lr = worker.decayed_lr(J.o.lr_decay, J.o.worker_opt.lr or 0.05, J.steps - 1)
   for r, i in ipairs(ids) do
-    local s = run.peers[r].summary
-    local comm = math.max(0, run.ms - s.compute_ms)
+    local p = run.peers[r]
+    local s, control, elapsed = p.summary, p.control_ms or 0, p.elapsed_ms or run.ms
+    -- the peer's own time of its batches less compute; the rest of the
+    -- collective's time on the controller is its control channel
+    -- (control_ms) and the wait for the other peers' replies (wait_ms)
+    local comm = math.max(0, elapsed - control - s.compute_ms)
     J:step_row{ worker = i, step = J.steps, time = t_step, loss = s.loss, compute_ms = s.compute_ms,
-                comm_ms = comm, wait_ms = 0, lr = lr, k = #ids,
-                bytes = s.bytes, samples = s.samples }
+                comm_ms = comm, wait_ms = math.max(0, run.ms - elapsed), lr = lr, k = #ids,
+                bytes = s.bytes, samples = s.samples, control_ms = control }
   end
 end
 -- Public as ar.record_step(J, run, ids, t_step): one steps.csv row per
 -- worker taking part (ids: their indices, in the order of run.peers; run:
--- what ar.run returned; k = #ids), comm_ms the collective's time less the
--- worker's compute.
+-- what ar.run returned; k = #ids): comm_ms the worker's own time of the
+-- collective less its compute, control_ms its control channel's share and
+-- wait_ms the wait for the other workers' replies; the four add up to the
+-- collective's time on the controller.
 ar.record_step = record_step
 
 local function active_ids(J)

@@ -264,12 +264,16 @@ function coll.rendezvous(peers, lists)
   end
 end
 
--- Runs cmds on node in batches of at most BATCH_MAX; results concatenated.
+-- Runs cmds on node in batches of at most BATCH_MAX; results concatenated,
+-- with control_ms and elapsed_ms (job.timed_batch) of all its batches.
 local function run_batches(node, cmds)
-  local results = {}
+  local results = { control_ms = 0, elapsed_ms = 0 }
   for first = 1, #cmds, BATCH_MAX do
     local part = table.move(cmds, first, math.min(#cmds, first + BATCH_MAX - 1), 1, {})
-    for _, r in ipairs(node:batch(part).results) do results[#results + 1] = r end
+    local reply, control_ms, elapsed_ms = job.timed_batch(node, part)
+    results.control_ms = results.control_ms + control_ms
+    results.elapsed_ms = results.elapsed_ms + elapsed_ms
+    for _, r in ipairs(reply.results) do results[#results + 1] = r end
   end
   return results
 end
@@ -372,7 +376,8 @@ function coll.plan(o)
 end
 
 -- Runs a plan; returns { ms=, bytes=, peers = per peer { results=, bytes=,
--- send_ms=, summary = job.batch_summary of its results } }.
+-- send_ms=, control_ms=, elapsed_ms= (the controller's dispatch-to-reply
+-- time of its batches), summary = job.batch_summary of its results } }.
 function coll.run(plan)
   local cmds = {}
   for r, l in ipairs(plan.lists) do cmds[r] = l.cmds end
@@ -381,7 +386,8 @@ function coll.run(plan)
   local out = { ms = (hn.now() - t0) * 1000, bytes = 0, peers = {} }
   for r, results in ipairs(all) do
     local s = job.batch_summary(results, cmds[r])
-    out.peers[r] = { results = results, bytes = s.bytes, send_ms = s.send_ms, summary = s }
+    out.peers[r] = { results = results, bytes = s.bytes, send_ms = s.send_ms, control_ms = results.control_ms,
+                     elapsed_ms = results.elapsed_ms, summary = s }
     out.bytes = out.bytes + s.bytes
   end
   return out

@@ -102,8 +102,8 @@ local function round(J, groups, shares, cloud, cloud_round, local_steps)
   if #edges > 0 then batches[#batches + 1] = { cloud, hier.cloud_commands(J, edges) } end
   local t0 = hn.now()
   job.all(batches, function(_, b)
-    local results = b[1]:batch(b[2]).results
-    if b[3] then b[3].res = results end
+    local reply, control_ms = job.timed_batch(b[1], b[2])
+    if b[3] then b[3].res, b[3].control_ms = reply.results, control_ms end
   end)
   return meta, (hn.now() - t0) * 1000
 end
@@ -112,9 +112,11 @@ local function record_round(J, meta, round_ms)
   for _, m in ipairs(meta) do
     local r = job.batch_summary(m.res, m.cmds)
     local compute = r.compute_ms + r.wait_ms
+    -- the round's wall time on the controller holds the control channel's
+    -- share (job.timed_batch): it is in control_ms, not in wait_ms
     J:step_row{ worker = m.i, step = J.steps, loss = r.loss, compute_ms = compute, comm_ms = r.send_ms,
-                wait_ms = math.max(0, round_ms - compute - r.send_ms), lr = J.o.worker_opt.lr,
-                bytes = r.bytes, samples = r.samples }
+                wait_ms = math.max(0, round_ms - compute - r.send_ms - m.control_ms), lr = J.o.worker_opt.lr,
+                bytes = r.bytes, samples = r.samples, control_ms = m.control_ms }
   end
 end
 

@@ -336,7 +336,7 @@ local function setup(self, s)
   -- train call that fails its checks leaves no files and frees no name.
   self.prefix = pick_prefix(self.o, self.label)
   local columns = { "time", "worker", "step", "loss", "compute_ms", "comm_ms", "wait_ms", "staleness",
-    "lr", "k", "bytes", "samples", "version" }
+    "lr", "k", "bytes", "samples", "version", "control_ms" }
   self.extra_columns = s.columns or {}
   for _, c in ipairs(self.extra_columns) do columns[#columns + 1] = c end
   self.steps_rec = hn.record(self.prefix .. "steps", columns)
@@ -979,8 +979,10 @@ end
 -- ---- metrics ----
 
 -- One row of steps.csv: {worker=i, step=, time=, loss=, compute_ms=,
--- comm_ms=, wait_ms=, staleness=, lr=, k=, bytes=, samples=, version=}; time
--- defaults to now. version: the model version the step's push was computed
+-- comm_ms=, wait_ms=, staleness=, lr=, k=, bytes=, samples=, version=,
+-- control_ms=}; time defaults to now; control_ms (default 0) is the
+-- control channel's share of the step (job.timed_batch), which comm_ms and
+-- wait_ms leave out. version: the model version the step's push was computed
 -- on, where the algorithm numbers its models (ps), so that a replay knows
 -- which model each update came from. node: the row's node when it is not
 -- a worker (a pipeline stage); the setup's extra columns are taken from r.
@@ -998,7 +1000,7 @@ function Job:step_row(r)
   local row = { time = r.time or self:now(), worker = name, step = r.step,
     loss = r.loss, compute_ms = r.compute_ms, comm_ms = r.comm_ms, wait_ms = r.wait_ms,
     staleness = r.staleness, lr = r.lr, k = r.k, bytes = r.bytes, samples = r.samples,
-    version = r.version }
+    version = r.version, control_ms = r.control_ms or 0 }
   for _, c in ipairs(self.extra_columns or {}) do row[c] = r[c] end
   self.steps_rec:add(row)
   self:progress()
@@ -1014,6 +1016,19 @@ function job.sum_ms(results, first, last)
   local s = 0
   for i = first or 1, last or #results do s = s + (results[i].ms or 0) end
   return s
+end
+
+-- node:batch(cmds) timed on both sides: returns its reply, the control
+-- channel's share of it, ms: the controller's dispatch-to-reply time less
+-- the peer's own time of the batch (reply.ms), and that dispatch-to-reply
+-- time. Across machines the share is the relay through the agent and the
+-- control round trip, which a step's comm_ms and wait_ms must not count as
+-- network time.
+function job.timed_batch(node, cmds)
+  local t0 = hn.now()
+  local reply = node:batch(cmds)
+  local elapsed = (hn.now() - t0) * 1000
+  return reply, math.max(0, elapsed - (reply.ms or elapsed)), elapsed
 end
 
 -- The token tensor of a receiver's rendezvous (ar.rendezvous): its sends

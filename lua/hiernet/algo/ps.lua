@@ -590,7 +590,7 @@ function Engine:step(i, wait_ms)
   while not self.consumed[i] and not self.J:stopped() do self.signals[i].wait() end
   return { worker = i, step = step, time = self.J:now(), loss = r.loss,
            compute_ms = r.compute_ms, comm_ms = pull_ms + r.push_ms, wait_ms = wait_ms,
-           lr = r.lr, bytes = pull_bytes + r.push_bytes, samples = r.samples, push = push }
+           control_ms = r.control_ms, lr = r.lr, bytes = pull_bytes + r.push_bytes, samples = r.samples, push = push }
 end
 
 local function write_row(J, row)

@@ -252,10 +252,13 @@ function W:bucket_push_commands(cmds, update, targets)
   if self.claim_model then cmds[#cmds + 1] = { "wait", { tensor = self.model, clear = true } } end
 end
 
--- What a batch's results say (job.batch_summary), its sends as the push.
-local function summarize(results, cmds)
-  local r = job.batch_summary(results, cmds)
-  r.push_ms, r.push_bytes = r.send_ms, r.bytes
+-- Runs a step's batch on node: what its results say (job.batch_summary),
+-- its sends as the push, control_ms its control channel's share
+-- (job.timed_batch).
+local function run_step_batch(node, cmds)
+  local reply, control_ms = job.timed_batch(node, cmds)
+  local r = job.batch_summary(reply.results, cmds)
+  r.push_ms, r.push_bytes, r.control_ms = r.send_ms, r.bytes, control_ms
   return r
 end
 
@@ -266,7 +269,7 @@ function W:step(i, targets)
   local cmds, update = self:update_commands(self.lr[i])
   if self.want_norm then cmds[#cmds + 1] = { "norm", { x = update } } end
   self:push_commands(cmds, update, targets)
-  local r = summarize(node:batch(cmds).results, cmds)
+  local r = run_step_batch(node, cmds)
   r.lr = self.lr[i]
   return r
 end
@@ -336,7 +339,7 @@ function W:bb_step(i, targets)
   self.lr[i] = lr
   local cmds = { { "scale", { x = "g", alpha = lr } } }
   self:push_commands(cmds, "g", targets)
-  local r = summarize(node:batch(cmds).results, cmds)
+  local r = run_step_batch(node, cmds)
   r.compute_ms = r.compute_ms + m.ms + armijo_ms
   r.loss, r.samples, r.lr = m.loss, m.samples, lr
   r.norm2 = lr * lr * m.gnorm2
