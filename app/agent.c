@@ -9,9 +9,10 @@
  * after hello) with the call relay and exit notifications of
  * app/agent_part.h, the run-time changes link, kill, restart, partition
  * and heal (app/agent_ops.c), the stats notifications when build asks
- * for them (app/agent_stats.c), and teardown. EOF on stdin (the controller or its SSH
- * session is gone), SIGHUP, SIGTERM, SIGINT or --idle-timeout seconds
- * without a ping end it after releasing its part.
+ * for them (app/agent_stats.c), teardown, and underlay (the ICMP echo round
+ * trip to another machine's underlay address: emu/underlay_rtt.h). EOF on stdin (the controller or
+ * its SSH session is gone), SIGHUP, SIGTERM, SIGINT or --idle-timeout seconds without a ping end it
+ * after releasing its part.
  *
  * Owns: its libev loop, the reader, the output buffer and the agent_part.
  * The part is released by agent_finish on every exit path, and the
@@ -22,6 +23,7 @@
 #include "common/clock.h"
 #include "common/container.h"
 #include "common/number.h"
+#include "emu/underlay_rtt.h"
 #include "hiernet_version.h"
 #include "proto/agent_wire.h"
 #include "proto/protocol.h"
@@ -393,6 +395,33 @@ static void serve_build(struct agent *a, const struct proto_msg *m)
     agent_part_build(a->part, m->msgid, m->params);
 }
 
+/* The round trip to another machine's underlay address (the controller
+ * subtracts half of it from each cut link's delay). The echoes hold the
+ * loop for UNDERLAY_RTT_SAMPLES x UNDERLAY_RTT_TIMEOUT_NS at most, once
+ * per peer machine before the build: well within the ping deadline. */
+static void serve_underlay(struct agent *a, const struct proto_msg *m)
+{
+    struct agent_underlay u;
+    struct agent_underlay_reply reply;
+    struct in_addr addr;
+    char err[256];
+    if (agent_wire_read_underlay(m->params, &u, err, sizeof err) < 0)
+        return reply_error(a, m->msgid, err);
+    if (inet_pton(AF_INET, u.address, &addr) != 1) {
+        snprintf(err, sizeof err, "underlay: field 'address': '%s' is not IPv4", u.address);
+        return reply_error(a, m->msgid, err);
+    }
+    if (underlay_rtt_measure(ntohl(addr.s_addr), UNDERLAY_RTT_SAMPLES, &reply.rtt_ns, err,
+                             sizeof err) < 0)
+        return reply_error(a, m->msgid, err);
+    agent_log("underlay round trip to %s: %.3f ms (least of %d)", u.address, reply.rtt_ns / 1e6,
+              UNDERLAY_RTT_SAMPLES);
+    struct msgmap r;
+    msgmap_init(&r);
+    agent_wire_underlay_reply(&r, &reply);
+    msgmap_response(&r, &a->pk, m->msgid);
+}
+
 /* The controller's one notification: a chunk of a peer's control stream. */
 static void serve_notification(struct agent *a, const struct proto_msg *m)
 {
@@ -427,6 +456,8 @@ static void serve(struct agent *a, const struct proto_msg *m)
         return agent_part_partition(a->part, m->msgid, m->params);
     case AGENT_HEAL:
         return agent_part_heal(a->part, m->msgid, m->params);
+    case AGENT_UNDERLAY:
+        return serve_underlay(a, m);
     case AGENT_UNKNOWN:
         snprintf(err, sizeof err, "unknown method '%.*s'",
                  (int)(m->method_len > 40 ? 40 : m->method_len), m->method ? m->method : "");

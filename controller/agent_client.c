@@ -483,6 +483,19 @@ int agent_client_build(struct agent_client *ac, const void *part, size_t len, ag
     return rc;
 }
 
+int agent_client_underlay(struct agent_client *ac, const char *address, peer_reply_fn cb, void *ctx,
+                          char *err, size_t errlen)
+{
+    struct agent_underlay u;
+    struct msgmap m;
+    if (ac->failed || ac->tearing_down)
+        return snprintf(err, errlen, "machine '%s': the agent is gone", ac->machine.name), -1;
+    snprintf(u.address, sizeof u.address, "%s", address);
+    msgmap_init(&m);
+    agent_wire_underlay(&m, &u);
+    return call_agent(ac, AGENT_UNDERLAY, &m, cb, ctx, err, errlen);
+}
+
 /* ---- run-time changes: link, kill ---- */
 
 /* One change in flight: the caller's completion, told once. */

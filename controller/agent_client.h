@@ -95,6 +95,13 @@ void agent_client_on_stats(struct agent_client *ac, agent_stats_fn fn, void *ctx
  * agent failed or gone, the part too large): built is then not called. */
 int agent_client_build(struct agent_client *ac, const void *part, size_t len, agent_built_fn built,
                        void *ctx, char *err, size_t errlen);
+/* Asks the agent for the round trip from its machine to another's
+ * underlay address (IPv4 text) in `underlay` (emu/underlay_rtt.h): cb
+ * gets the result map (proto/agent_wire.h agent_wire_read_underlay_reply)
+ * or the error, from the loop, also when the agent is lost. 0, or -1
+ * with err when it cannot be sent (cb is then not called). */
+int agent_client_underlay(struct agent_client *ac, const char *address, peer_reply_fn cb, void *ctx,
+                          char *err, size_t errlen);
 /* Opens the relayed control channel of a node of this machine's part
  * (node: its whole-network index, in increasing order; controller/
  * agent_relay.h): a peer_client driven as a local peer's, hooks included,

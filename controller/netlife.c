@@ -363,6 +363,14 @@ static void log_built(struct netlife *nl)
             phases);
 }
 
+/* A spread network's underlay round trips into run.json. */
+static void record_underlay(struct netlife *nl)
+{
+    char *json = nl->run->record ? netrun_underlay_json(nl->nr) : NULL;
+    if (json) run_add_underlay(nl->run->record, json);
+    free(json);
+}
+
 static void on_links_made(void *ctx)
 {
     struct netlife *nl = ctx;
@@ -375,6 +383,7 @@ static void on_built(void *ctx, struct netrun *nr, const struct net_error *error
     nl->nr = nr;
     if (!nr) return transition(nl, nl->stop_requested ? NETLIFE_STOPPED : NETLIFE_DEFINED, error);
     log_built(nl);
+    record_underlay(nl);
     nl->phase_t0 = mono_s();
     sample_links(nl->run, nr);
     if (nl->stop_requested) {

@@ -83,6 +83,11 @@ int netrun_build(struct ev_loop *loop, struct topo_network *net, const struct ne
 /* The backend actually used ("none", "kernel", "user") and why it was chosen. */
 const char *netrun_backend(const struct netrun *nr);
 const char *netrun_backend_reason(const struct netrun *nr);
+/* A spread network's underlay round trips, for run.json's "underlay": one
+ * JSON object per pair of machines a cut link joins ({network, a, b,
+ * rtt_ms, one_way_ms}), comma-separated; malloc'd, the caller's. NULL
+ * for a network of one machine (or out of memory). */
+char *netrun_underlay_json(const struct netrun *nr);
 /* "2.051 s: backend 0.001, plan 0.020, namespaces 0.502, ...": the start's
  * phases in order (links: the veths or linkd's TAPs; interfaces, routes+
  * qdiscs and running: emu/tc_backend.h's passes; peers asked and peers forked:

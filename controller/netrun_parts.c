@@ -16,14 +16,17 @@
 #include "controller/netrun_internal.h"
 
 #include "common/clock.h"
+#include "common/json.h"
 #include "controller/record.h"
 #include "controller/agent_client.h"
 #include "controller/agent_group.h"
 #include "controller/log.h"
+#include "controller/parts_underlay.h"
 #include "topo/address.h"
 #include "topo/part_wire.h"
 
 #include <arpa/inet.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -47,6 +50,13 @@ struct netrun_parts {
     netrun_released_fn released;
     void *released_ctx;
     ev_idle later; /* the release's and the failed build's end, from the loop */
+    /* The underlay's delays, measured before any part is made; the build's
+     * config kept until then (its strings copied: the caller's may go). */
+    struct parts_underlay *probe;
+    uint32_t *underlay; /* per machine: its underlay address */
+    struct netrun_config cfg;
+    char run_id[TOPO_PART_RUN_ID_MAX];
+    char peer_path[PATH_MAX];
 };
 
 /* ---- helpers for the public functions ---- */
@@ -326,7 +336,10 @@ static void on_agent_stats(void *ctx, struct agent_client *ac, const struct agen
 static void parts_free(struct netrun_parts *p)
 {
     ev_idle_stop(p->nr->loop, &p->later);
-    agent_group_free(p->agents); /* ends what is left: their ssh's EOF tears them down */
+    parts_underlay_cancel(p->probe); /* the agents' last answers are dropped */
+    agent_group_free(p->agents);     /* ends what is left: their ssh's EOF tears them down */
+    parts_underlay_free(p->probe);
+    free(p->underlay);
     netrun_free(p->inner);
     topo_part_free(&p->part);
     topo_routing_free(&p->routing);
@@ -621,40 +634,109 @@ static int build_local(struct netrun_parts *p, const struct netrun_config *cfg,
     return 0;
 }
 
-/* Every machine's part made; the remote ones sent, the local one begun. */
+/* Machine m's part into parts[m] (the local one kept in p->part). */
+static int parts_make(struct netrun_parts *p, const struct topo_part_plan *plan,
+                      struct topo_part *parts, char *err, size_t errlen)
+{
+    for (size_t m = 0; m < p->machines.n; m++)
+        if (p->placement.count[m] &&
+            topo_part_make(p->nr->net, &p->routing, plan, m, &parts[m], err, errlen) < 0)
+            return -1;
+    return 0;
+}
+
+/* Every cut link's delay covers its underlay's: checked on every part
+ * before any is sent, so a refusal leaves nothing built anywhere. */
+static int parts_check(struct netrun_parts *p, const struct topo_part *parts, char *err,
+                       size_t errlen)
+{
+    for (size_t m = 0; m < p->machines.n; m++)
+        if (p->placement.count[m] && topo_part_check_underlay(&parts[m], err, errlen) < 0)
+            return -1;
+    return 0;
+}
+
+/* Every machine's part made and checked; the remote ones sent, the local
+ * one begun. */
 static int parts_begin(struct netrun_parts *p, const struct netrun_config *cfg,
                        struct net_error *error)
 {
     char *err = error->message;
     size_t errlen = sizeof error->message;
-    uint32_t *underlay = calloc(p->machines.n, sizeof *underlay);
     uint64_t random = 0;
-    int rc = underlay &&
-                     getrandom(p->nr->data_secret, sizeof p->nr->data_secret, 0) ==
-                         (ssize_t)sizeof p->nr->data_secret &&
-                     getrandom(&random, sizeof random, 0) == (ssize_t)sizeof random
+    struct topo_part *parts = calloc(p->machines.n, sizeof *parts);
+    int rc = parts && getrandom(&random, sizeof random, 0) == (ssize_t)sizeof random
                  ? 0
                  : (snprintf(err, errlen, "out of memory or no random bits"), -1);
+    struct topo_part_plan plan = {p->run_id,
+                                  &p->placement,
+                                  &p->machines,
+                                  p->underlay,
+                                  topo_part_vni_base(random),
+                                  p->nr->data_secret,
+                                  parts_underlay_delays(p->probe)};
+    if (rc == 0) rc = parts_make(p, &plan, parts, err, errlen);
+    if (rc == 0) rc = parts_check(p, parts, err, errlen);
     for (size_t m = 0; rc == 0 && m < p->machines.n; m++)
-        rc = underlay_of(p, m, &underlay[m], err, errlen);
-    struct topo_part_plan plan = {
-        cfg->run_id ? cfg->run_id : "run", &p->placement,     &p->machines, underlay,
-        topo_part_vni_base(random),        p->nr->data_secret};
-    for (size_t m = 0; rc == 0 && m < p->machines.n; m++) {
-        if (!p->placement.count[m]) continue;
-        struct topo_part part = {0};
-        rc = topo_part_make(p->nr->net, &p->routing, &plan, m, &part, err, errlen);
+        if (p->placement.count[m] && m != p->local) rc = send_part(p, m, &parts[m], err, errlen);
+    for (size_t m = 0; parts && m < p->machines.n; m++)
         if (rc == 0 && m == p->local)
-            p->part = part; /* kept: built here */
-        else if (rc == 0)
-            rc = send_part(p, m, &part, err, errlen);
-        if (m != p->local) topo_part_free(&part);
-    }
-    free(underlay);
+            p->part = parts[m]; /* kept: built here */
+        else
+            topo_part_free(&parts[m]);
+    free(parts);
     if (rc == 0 && local_maps(p) < 0) rc = (snprintf(err, errlen, "out of memory"), -1);
     if (rc < 0) error->code = NET_ERR_SCENARIO;
     if (rc == 0 && p->part.net) rc = build_local(p, cfg, error);
     return rc;
+}
+
+/* The build's config, kept for parts_begin once the underlay is measured. */
+static void config_keep(struct netrun_parts *p, const struct netrun_config *cfg)
+{
+    p->cfg = *cfg;
+    p->cfg.spread = NULL; /* its agents are p's now, its machines copied */
+    snprintf(p->run_id, sizeof p->run_id, "%s", cfg->run_id ? cfg->run_id : "run");
+    p->cfg.run_id = p->run_id;
+    if (cfg->peer_path) snprintf(p->peer_path, sizeof p->peer_path, "%s", cfg->peer_path);
+    if (cfg->peer_path) p->cfg.peer_path = p->peer_path;
+}
+
+static void on_underlay_measured(void *ctx, struct parts_underlay *u, const char *error)
+{
+    struct netrun_parts *p = ctx;
+    struct net_error e;
+    net_error_clear(&e);
+    if (error)
+        net_error_set(&e, NET_ERR_ENVIRONMENT, -1, -1, error);
+    else if (parts_begin(p, &p->cfg, &e) == 0)
+        return;
+    part_failed(p, &e);
+    parts_release(p); /* on_later tells `built` */
+}
+
+/* The machines' underlay addresses and the delays between them: measured
+ * at once when this machine is one end of every pair, else parts_begin
+ * waits for the agents' answers (on_underlay_measured). */
+static int underlay_begin(struct netrun_parts *p, const struct netrun_config *cfg,
+                          struct net_error *error)
+{
+    char *err = error->message;
+    size_t errlen = sizeof error->message;
+    config_keep(p, cfg);
+    p->underlay = calloc(p->machines.n, sizeof *p->underlay);
+    int rc = p->underlay && getrandom(p->nr->data_secret, sizeof p->nr->data_secret, 0) ==
+                                (ssize_t)sizeof p->nr->data_secret
+                 ? 0
+                 : (snprintf(err, errlen, "out of memory or no random bits"), -1);
+    for (size_t m = 0; rc == 0 && m < p->machines.n; m++)
+        rc = underlay_of(p, m, &p->underlay[m], err, errlen);
+    if (rc < 0) return error->code = NET_ERR_SCENARIO, -1;
+    struct parts_underlay_setup setup = {p->nr->net, &p->placement, &p->machines,
+                                         p->local,   p->agent,      p->underlay};
+    rc = parts_underlay_start(&setup, on_underlay_measured, p, &p->probe, err, errlen);
+    if (rc < 0) return error->code = NET_ERR_ENVIRONMENT, -1;
+    return rc == 0 ? parts_begin(p, &p->cfg, error) : 0;
 }
 
 int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
@@ -695,7 +777,7 @@ int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
              cfg->spread->machines->n);
     if (parts_plan(p, cfg->spread->machines, error->message, sizeof error->message) < 0)
         error->code = NET_ERR_SCENARIO;
-    if (error->code != NET_OK || parts_begin(p, cfg, error) < 0) {
+    if (error->code != NET_OK || underlay_begin(p, cfg, error) < 0) {
         if (error->code == NET_OK) error->code = NET_ERR_SCENARIO;
         outer_free(nr);
         return -1;
@@ -705,6 +787,33 @@ int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
 }
 
 /* ---- the network's functions, over its parts ---- */
+
+char *netrun_underlay_json(const struct netrun *nr)
+{
+    const struct netrun_parts *p = nr->parts;
+    char *buf = NULL;
+    size_t len = 0;
+    if (!p || !p->probe) return NULL;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    const char *sep = "";
+    for (size_t a = 0; a < p->machines.n; a++)
+        for (size_t b = a + 1; b < p->machines.n; b++) {
+            int64_t rtt = parts_underlay_rtt_ns(p->probe, a, b);
+            if (!rtt) continue;
+            fprintf(f, "%s{\"network\": ", sep);
+            json_write_string(f, nr->net->name);
+            fputs(", \"a\": ", f);
+            json_write_string(f, p->machines.v[a].name);
+            fputs(", \"b\": ", f);
+            json_write_string(f, p->machines.v[b].name);
+            fprintf(f, ", \"rtt_ms\": %.3f, \"one_way_ms\": %.3f}", (double)rtt / 1e6,
+                    parts_underlay_delays(p->probe)[a * p->machines.n + b] / 1e3);
+            sep = ", ";
+        }
+    if (fclose(f) != 0 || !len) return free(buf), NULL;
+    return buf;
+}
 
 void netrun_parts_close_peers(struct netrun *nr)
 {

@@ -44,6 +44,7 @@ void run_destroy(struct run *r)
     free(r->overload_json);
     free(r->placement_json);
     free(r->machines_json);
+    free(r->underlay_json);
     free(r->hosts_override);
     free(r->dilation_reason);
     free(r->dilation_dataplane);
@@ -467,6 +468,7 @@ static void write_json_body(FILE *f, const struct run *r)
     if (r->overload_json) fprintf(f, "  \"overload\": %s,\n", r->overload_json);
     if (r->placement_json) fprintf(f, "  \"placement\": [%s],\n", r->placement_json);
     if (r->machines_json) fprintf(f, "  \"machines\": [%s],\n", r->machines_json);
+    if (r->underlay_json) fprintf(f, "  \"underlay\": [%s],\n", r->underlay_json);
     write_versions(f, r->lua_release);
     fputs("  \"error\": ", f);
     if (r->error)
@@ -527,6 +529,11 @@ void run_add_placement(struct run *r, const char *json)
 void run_add_machines(struct run *r, const char *json)
 {
     json_list_append(&r->machines_json, json);
+}
+
+void run_add_underlay(struct run *r, const char *json)
+{
+    json_list_append(&r->underlay_json, json);
 }
 
 void run_set_error(struct run *r, const char *msg)

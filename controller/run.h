@@ -38,6 +38,7 @@ struct run {
     char *overload_json;  /* the overload report (controller/overload.h), or NULL */
     char *placement_json; /* JSON array: each placed network's machines (run_add_placement) */
     char *machines_json;  /* JSON array: each agent's machine and clock (run_add_machines) */
+    char *underlay_json;  /* JSON array: each spread network's machine pairs (run_add_underlay) */
     const char *status;
     double start_wall, end_wall; /* seconds since the epoch */
     const char *lua_release;     /* set by the scripting layer (static string) */
@@ -68,6 +69,10 @@ void run_add_placement(struct run *r, const char *json);
 /* Appends agents' entries (JSON objects, comma-separated: control RTT,
  * clock offset and error, version per machine) to run.json's "machines". */
 void run_add_machines(struct run *r, const char *json);
+/* Appends a spread network's underlay round trips (JSON objects, one per
+ * pair of machines a cut link joins, comma-separated) to run.json's
+ * "underlay". */
+void run_add_underlay(struct run *r, const char *json);
 void run_destroy(struct run *r);
 /* Adds "name=value" from --set; a repeated name keeps the last value. */
 int run_set_param(struct run *r, const char *assignment, char *err, size_t errlen);

@@ -19,7 +19,7 @@ static const struct {
     [AGENT_LINK] = {"link", true},       [AGENT_KILL] = {"kill", true},
     [AGENT_RESTART] = {"restart", true}, [AGENT_PARTITION] = {"partition", true},
     [AGENT_HEAL] = {"heal", true},       [AGENT_STATS] = {"stats", true},
-    [AGENT_EXIT] = {"exit", true},
+    [AGENT_EXIT] = {"exit", true},       [AGENT_UNDERLAY] = {"underlay", true},
 };
 
 const char *agent_method_name(enum agent_method m)
@@ -271,6 +271,37 @@ int agent_wire_read_exit(const msgpack_object *map, struct agent_exit *out, char
     memset(out, 0, sizeof *out);
     return READ_FIELDS("exit", map, err, errlen, U64("node", &out->node),
                        I64("status", &out->status));
+}
+
+/* ---- the underlay's round trip ---- */
+
+void agent_wire_underlay(struct msgmap *m, const struct agent_underlay *u)
+{
+    msgmap_str(m, "address", u->address);
+}
+
+void agent_wire_underlay_reply(struct msgmap *m, const struct agent_underlay_reply *r)
+{
+    msgmap_i64(m, "rtt_ns", r->rtt_ns);
+}
+
+int agent_wire_read_underlay(const msgpack_object *map, struct agent_underlay *out, char *err,
+                             size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    return READ_FIELDS("underlay", map, err, errlen, STR("address", out->address));
+}
+
+int agent_wire_read_underlay_reply(const msgpack_object *map, struct agent_underlay_reply *out,
+                                   char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (READ_FIELDS("underlay reply", map, err, errlen, I64("rtt_ns", &out->rtt_ns)) < 0) return -1;
+    if (out->rtt_ns <= 0)
+        return snprintf(err, errlen, "underlay reply: field 'rtt_ns': %lld, expected > 0",
+                        (long long)out->rtt_ns),
+               -1;
+    return 0;
 }
 
 /* ---- run-time changes ---- */

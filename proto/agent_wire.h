@@ -5,7 +5,7 @@
  * enveloped by proto/protocol.h exactly as a peer's control channel is;
  * this module names the messages (all of them, in one table) and encodes
  * and decodes their params and results: hello, ping, teardown, build,
- * call, exit, link, kill, restart, partition, heal and stats. Decoders
+ * call, exit, link, kill, restart, partition, heal, stats and underlay. Decoders
  * check every field and say which is wrong; they copy what they keep, so
  * a decoded struct outlives the message, except the bytes of build's part
  * and call's data and link's params map, which point into the message
@@ -36,6 +36,7 @@ enum agent_method {
     AGENT_HEAL,      /* request: heal partitions */
     AGENT_STATS,     /* notification, agent to controller: links.csv rows of the part */
     AGENT_EXIT,      /* notification, agent to controller: a peer of the part exited */
+    AGENT_UNDERLAY,  /* request: the round trip to another machine's underlay address */
     AGENT_METHOD_COUNT
 };
 
@@ -172,6 +173,26 @@ int agent_wire_read_call(const msgpack_object *map, struct agent_call *out, char
                          size_t errlen);
 int agent_wire_read_exit(const msgpack_object *map, struct agent_exit *out, char *err,
                          size_t errlen);
+
+/* ---- the underlay's round trip (issue 20 item 3) ---- */
+
+/* underlay's params: another machine's underlay address (IPv4 text). */
+struct agent_underlay {
+    char address[AGENT_ADDR_MAX];
+};
+
+/* underlay's result: the smallest ICMP echo round trip to it (emu/
+ * underlay_rtt.h), in ns (> 0). A failure is a plain error string. */
+struct agent_underlay_reply {
+    int64_t rtt_ns;
+};
+
+void agent_wire_underlay(struct msgmap *m, const struct agent_underlay *u);
+void agent_wire_underlay_reply(struct msgmap *m, const struct agent_underlay_reply *r);
+int agent_wire_read_underlay(const msgpack_object *map, struct agent_underlay *out, char *err,
+                             size_t errlen);
+int agent_wire_read_underlay_reply(const msgpack_object *map, struct agent_underlay_reply *out,
+                                   char *err, size_t errlen);
 
 /* ---- run-time changes (answered with an empty map, "done", or the
  * agent_build_error map) ---- */

@@ -33,6 +33,13 @@ void topo_part_free(struct topo_part *part)
     memset(part, 0, sizeof *part);
 }
 
+uint32_t topo_part_underlay_delay_us(int64_t min_rtt_ns)
+{
+    if (min_rtt_ns <= 0) return 0;
+    int64_t us = min_rtt_ns / 2000;
+    return us > TOPO_PART_UNDERLAY_DELAY_MAX_US ? TOPO_PART_UNDERLAY_DELAY_MAX_US : (uint32_t)us;
+}
+
 int topo_part_check_underlay(const struct topo_part *part, char *err, size_t errlen)
 {
     const struct topo_network *net = part->net;
@@ -40,7 +47,9 @@ int topo_part_check_underlay(const struct topo_part *part, char *err, size_t err
         const struct topo_link *link = &net->links[l];
         double real_ms = (double)link->params.delay_ns * net->dilation / 1e6;
         double underlay_ms = link->underlay_delay_us / 1e3;
-        if (real_ms >= underlay_ms) continue;
+        /* no delay asked (0: e.g. a kernel without netem): it gets the
+         * underlay's, which the log and run.json show */
+        if (real_ms >= underlay_ms || link->params.delay_ns == 0) continue;
         char what[80], dilated[64] = "";
         topo_link_describe(net, link, what, sizeof what);
         if (net->dilation > 1)
@@ -135,6 +144,10 @@ static int add_link(struct topo_part *part, const struct topo_network *whole, si
         int far = part->net->nodes[a].remote ? wl->a : wl->b;
         l->vni = topo_part_vni(plan->vni_base, (size_t)cut);
         l->underlay_remote = plan->underlay[plan->placement->machine[far]];
+        if (plan->underlay_delay_us)
+            l->underlay_delay_us = plan->underlay_delay_us[(size_t)plan->placement->machine[wl->a] *
+                                                               plan->machines->n +
+                                                           (size_t)plan->placement->machine[wl->b]];
     }
     part->whole_link[i] = (int)w;
     link_of[w] = i;

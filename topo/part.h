@@ -49,6 +49,10 @@ struct topo_part_plan {
     const uint32_t *underlay; /* per machine: its underlay IPv4 address, host order */
     uint32_t vni_base;        /* 1 .. TOPO_PART_VNI_MAX: topo_part_vni_base */
     const uint8_t *secret;    /* TOPO_PART_SECRET_SIZE bytes */
+    /* Per pair of machines (a * machines->n + b, both orders): the
+     * underlay's one-way delay between them in µs, given to each cut
+     * link between them (topo_part_underlay_delay_us); NULL: none known. */
+    const uint32_t *underlay_delay_us;
 };
 
 /* A VNI base from random bits: 1 .. TOPO_PART_VNI_MAX. */
@@ -70,10 +74,17 @@ void topo_part_free(struct topo_part *part);
 /* The largest underlay one-way delay a cut link may carry (10 s): more
  * is no underlay but a fault. */
 #define TOPO_PART_UNDERLAY_DELAY_MAX_US 10000000u
+/* The underlay's one-way delay from the smallest measured round trip
+ * (ns): half of it, in µs rounded down, at most
+ * TOPO_PART_UNDERLAY_DELAY_MAX_US; 0 for a round trip <= 0. Half assumes
+ * both directions take as long: an asymmetric underlay is off by up to
+ * half their difference (docs/design-notes.md). */
+uint32_t topo_part_underlay_delay_us(int64_t min_rtt_ns);
 /* Every cut link's delay (real time: times the dilation) covers its
  * underlay's one-way delay, which the backends subtract from it
  * (topo_link_params_install); else -1 with one line naming the first link
- * that does not and both figures. */
+ * that does not and both figures. A link of no delay (0) is not refused:
+ * it asked for none and gets the underlay's (the log and run.json show it). */
 int topo_part_check_underlay(const struct topo_part *part, char *err, size_t errlen);
 /* Nodes of the part that are the machine's own (not remote). */
 size_t topo_part_local_nodes(const struct topo_part *part);

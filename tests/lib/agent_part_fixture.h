@@ -43,7 +43,7 @@ static inline int agent_fixture_part(struct topo_network *net, const char *run, 
     struct topo_part part = {0};
     uint32_t underlay[1] = {0x7f000001};
     uint8_t secret[TOPO_PART_SECRET_SIZE] = {7};
-    struct topo_part_plan plan = {run, &placement, &machines, underlay, vni_base, secret};
+    struct topo_part_plan plan = {run, &placement, &machines, underlay, vni_base, secret, NULL};
     msgpack_packer pk;
     msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
     int rc = net && topo_routing_compute(net, &routing, err, errlen) == 0 &&

@@ -264,6 +264,22 @@ cluster_procs() {
   cluster_netns_users | sed -n 's|^/proc/\([0-9]*\)/ns/net -> .*|\1|p'
 }
 
+# cluster_expect_nothing_left WHAT: checks (checks.sh's expect_eq) that the
+# machines run nothing but their holders and sshd (waiting up to 5 s for
+# what is ending) and that their registries are empty.
+cluster_expect_nothing_left() {
+  local what=$1 rest _ i
+  for _ in $(seq 50); do
+    rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
+    [[ -z $rest ]] && break
+    sleep 0.1
+  done
+  expect_eq "$what: no process left on the machines" \
+    "$(for p in $rest; do echo "$p $(cat /proc/$p/comm 2>/dev/null)"; done)" ""
+  expect_eq "$what: registries empty" \
+    "$(for ((i = 1; i <= CLUSTER_N; i++)); do cluster_exec "$i" ls -A /run/hiernet 2>/dev/null; done)" ""
+}
+
 # Pids of the processes in machine I's network namespace.
 cluster_procs_in() {
   local ns pid

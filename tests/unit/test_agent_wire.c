@@ -513,6 +513,38 @@ static void stats_refusals(void)
             "stats: field 'rows': expected array, got nothing");
 }
 
+/* underlay: the address there, the round trip back; a round trip <= 0 refused. */
+static void underlay_round_trip(void)
+{
+    struct agent_underlay u = {"10.250.0.2"}, ub;
+    struct agent_underlay_reply ur = {2051000}, urb;
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    CHECK(agent_method_find("underlay", 8) == AGENT_UNDERLAY &&
+          agent_method_served(AGENT_UNDERLAY));
+    msgmap_init(&m);
+    agent_wire_underlay(&m, &u);
+    proto_reader_init(&r, 0);
+    CHECK(through_reader(&m, agent_method_name(AGENT_UNDERLAY), &r, &msg));
+    CHECK(agent_wire_read_underlay(msg.params, &ub, err, sizeof err) == 0);
+    CHECK_STREQ(ub.address, "10.250.0.2");
+    proto_reader_destroy(&r);
+    for (int i = 0; i < 2; i++) {
+        msgmap_init(&m);
+        agent_wire_underlay_reply(&m, &ur);
+        proto_reader_init(&r, 0);
+        CHECK(through_reader(&m, "x", &r, &msg));
+        int rc = agent_wire_read_underlay_reply(msg.params, &urb, err, sizeof err);
+        if (i == 0) CHECK(rc == 0 && urb.rtt_ns == 2051000);
+        if (i == 1) CHECK(rc == -1);
+        if (i == 1) CHECK_STREQ(err, "underlay reply: field 'rtt_ns': 0, expected > 0");
+        proto_reader_destroy(&r);
+        ur.rtt_ns = 0;
+    }
+}
+
 int main(void)
 {
     names();
@@ -528,5 +560,6 @@ int main(void)
     change_refusals();
     sides_refusals();
     stats_refusals();
+    underlay_round_trip();
     return check_report();
 }

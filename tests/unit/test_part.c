@@ -88,8 +88,8 @@ static void fixture_up(struct fixture *f, uint32_t vni_base)
               "%s", err);
     for (size_t i = 0; i < sizeof f->secret; i++)
         f->secret[i] = (uint8_t)(i * 7 + 1);
-    f->plan = (struct topo_part_plan){"run1",      &f->placement, &f->machines,
-                                      f->underlay, vni_base,      f->secret};
+    f->plan = (struct topo_part_plan){"run1",   &f->placement, &f->machines, f->underlay,
+                                      vni_base, f->secret,     NULL};
     for (size_t m = 0; m < 3; m++)
         CHECK_MSG(topo_part_make(f->net, &f->routing, &f->plan, m, &f->parts[m], err, sizeof err) ==
                       0,
@@ -432,6 +432,51 @@ static void test_underlay_delay(struct fixture *f)
                    "field 'underlay_delay_us': 5 on a link of one machine");
 }
 
+/* The one-way delay from a round trip: half, in µs rounded down, capped. */
+static void test_underlay_arithmetic(void)
+{
+    CHECK(topo_part_underlay_delay_us(2000000) == 1000); /* 2 ms RTT: 1 ms each way */
+    CHECK(topo_part_underlay_delay_us(2003999) == 1001); /* rounded down: never over-subtracted */
+    CHECK(topo_part_underlay_delay_us(1999) == 0);
+    CHECK(topo_part_underlay_delay_us(0) == 0);
+    CHECK(topo_part_underlay_delay_us(-5) == 0);
+    CHECK(topo_part_underlay_delay_us(INT64_MAX) == TOPO_PART_UNDERLAY_DELAY_MAX_US);
+}
+
+/* The plan's per-pair delays reach each cut link of both ends' parts, and
+ * a pair slower than a link's delay is refused naming it and both figures. */
+static void test_underlay_plan(struct fixture *f)
+{
+    uint32_t delay[9] = {0};
+    delay[0 * 3 + 1] = delay[1 * 3 + 0] = 1500;  /* m1-m2 */
+    delay[0 * 3 + 2] = delay[2 * 3 + 0] = 45000; /* m1-m3: above cloud-e2's 40 ms real */
+    struct topo_part_plan plan = f->plan;
+    plan.underlay_delay_us = delay;
+    struct topo_part parts[3];
+    memset(parts, 0, sizeof parts);
+    for (size_t m = 0; m < 3; m++)
+        CHECK_MSG(topo_part_make(f->net, &f->routing, &plan, m, &parts[m], err, sizeof err) == 0,
+                  "%s", err);
+    CHECK(parts[0].net->links[0].underlay_delay_us == 1500);  /* cloud-e1 */
+    CHECK(parts[0].net->links[1].underlay_delay_us == 45000); /* cloud-e2 */
+    int e1_cut = link_index(&parts[1], 0);
+    CHECK(e1_cut >= 0 && parts[1].net->links[e1_cut].underlay_delay_us == 1500);
+    for (size_t l = 0; l < parts[1].net->n_links; l++)
+        if (!parts[1].net->links[l].vni) CHECK(parts[1].net->links[l].underlay_delay_us == 0);
+    CHECK(topo_part_check_underlay(&parts[1], err, sizeof err) == 0);
+    /* a link of no delay asked is not refused: it gets the underlay's */
+    uint64_t asked = parts[0].net->links[1].params.delay_ns;
+    parts[0].net->links[1].params.delay_ns = 0;
+    CHECK(topo_part_check_underlay(&parts[0], err, sizeof err) == 0);
+    parts[0].net->links[1].params.delay_ns = asked;
+    CHECK(topo_part_check_underlay(&parts[0], err, sizeof err) == -1);
+    CHECK_STREQ(err, "network 'tree': link cloud-e2: delay 20 ms (40 ms real at dilation 2) is "
+                     "below the underlay's one-way delay of 45 ms between its machines, which "
+                     "every packet already takes");
+    for (size_t m = 0; m < 3; m++)
+        topo_part_free(&parts[m]);
+}
+
 static void test_refused(struct fixture *f)
 {
     struct topo_part *m1 = &f->parts[0];
@@ -557,6 +602,8 @@ int main(int argc, char **argv)
     test_round_trip(&f);
     test_refused(&f);
     test_underlay_delay(&f);
+    test_underlay_arithmetic();
+    test_underlay_plan(&f);
     test_bad_plan(&f);
     test_link_params();
     fixture_down(&f);

@@ -87,7 +87,7 @@ static int make_parts(struct topo_network *net, const char *dir, const char *run
                     topo_machines_add(&machines, "m2", "10.250.0.2", 1, err, sizeof err) < 0 ||
                     topo_placement_compute(net, &machines, &placement, err, sizeof err) < 0))
         rc = -1;
-    struct topo_part_plan plan = {run, &placement, &machines, underlay, vni_base, secret};
+    struct topo_part_plan plan = {run, &placement, &machines, underlay, vni_base, secret, NULL};
     for (size_t m = 0; rc == 0 && m < 2; m++) {
         struct topo_part part = {0};
         rc = topo_part_make(net, &routing, &plan, m, &part, err, sizeof err);

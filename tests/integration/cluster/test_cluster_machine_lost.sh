@@ -81,17 +81,10 @@ run_and_lose_m3() {
 
 # Nothing left on the machines once clean --hosts removed m3's part's entry.
 nothing_left() {
-  local what=$1 rest _
+  local what=$1
   cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" clean --hosts "$D/hosts" \
     >"$D/clean-$what.out" 2>&1 || fail "$what: clean --hosts: $(cat "$D/clean-$what.out")"
-  for _ in $(seq 50); do
-    rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
-    [[ -z $rest ]] && break
-    sleep 0.1
-  done
-  expect_eq "$what: no process left on the machines" \
-    "$(for p in $rest; do echo "$p $(cat /proc/$p/comm 2>/dev/null)"; done)" ""
-  expect_eq "$what: registries empty" "$(for i in 1 2 3; do cluster_exec "$i" ls -A /run/hiernet; done)" ""
+  cluster_expect_nothing_left "$what"
 }
 
 # --- ASP: handled like killed nodes ---

@@ -9,16 +9,24 @@
 #     the scheduling delays of linkd and ping, tens of ms at load 14);
 #   - goodput of the same path (iperf3, its bottleneck the 20 Mbit/s
 #     terminal link, best of three 2 s runs) within 3%;
-#   - the BSP round of the quickstart itself (bsp_steps.csv): printed with
-#     its ratio, asserted only to be measured on both (see below).
+#   - the BSP round of the quickstart itself (bsp_steps.csv, qs_step:
+#     mean and median of the applied rounds): printed with their ratios,
+#     asserted only to be measured on both (see below).
 # The spread run must place the nodes over m1..m3 and have m2 and m3 build
 # their parts; nothing is left on any machine afterwards.
 # The BSP round is the issue's third figure (within 5%), printed, not
 # asserted: spread, it took 1.64, 1.64 and 1.61 times the single machine's
 # round in three runs (load average 12 to 25 on two shared cores) and
 # 0.84, 0.94 and 0.95 times in three others (load 8 to 16); 8 s make 6 to
-# 13 rounds. Whether that is load or code is not settled (docs/guide.md,
-# "One machine against three"); tools/bench/multihost reports it.
+# 13 rounds. Measured again (the issue's spread step session), same seed,
+# median three/one: 1.01, 1.00, 1.02, 0.99 at load 1 to 6; 1.07, 1.31, 1.36
+# at load 7 to 11 from other programs; 1.04 beside 10 spinning processes
+# (load 11), 0.82 beside 20 (load 20). No UDP buffer errors on any machine, no softnet
+# drops, no drops on the cut links. The mean also moves with rounds in
+# which every worker's comm_ms grows by 200 to 400 ms at once, seen in
+# both placements (more of them spread in some runs); their cause is not
+# settled (docs/guide.md, "One machine against three");
+# tools/bench/multihost reports it.
 # Usage: test_cluster_quickstart.sh HIERNET
 set -uo pipefail
 HN=$(realpath "$1")
@@ -64,10 +72,14 @@ expect_eq "quickstart: m2 and m3 built their parts" \
   "$(grep -sc 'machine m[23] built its part' "$D/q-three/log.txt")" 2
 step1=$(qs_step "$D/q-one")
 step3=$(qs_step "$D/q-three")
-echo "BSP round (s, rounds): one machine $step1; three $step3 (load $(load))"
+echo "BSP round (mean s, rounds, median s): one machine $step1; three $step3 (load $(load))"
 [[ ${step1%% *} =~ ^[0-9.]+$ && ${step3%% *} =~ ^[0-9.]+$ ]] && pass "BSP rounds measured on both" ||
   fail "BSP rounds: '$step1' '$step3'"
-[[ -n $step1 && -n $step3 ]] && python3 -c "import sys; r = ${step3%% *} / ${step1%% *}; print('BSP round ratio three/one %.3f%s' % (r, '' if abs(r - 1) <= 0.05 else ' (outside 5%: not asserted, see the header)'))"
+read -r mean1 _ median1 <<<"$step1"
+read -r mean3 _ median3 <<<"$step3"
+[[ -n ${median1:-} && -n ${median3:-} ]] && python3 -c "
+r, m = $mean3 / $mean1, $median3 / $median1
+print('BSP round ratio three/one: mean %.3f, median %.3f%s' % (r, m, '' if abs(m - 1) <= 0.05 else ' (outside 5%: not asserted, see the header)'))"
 
 rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
 expect_eq "no process left on the machines" "$rest" ""

@@ -49,18 +49,9 @@ hn_m1() { cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN
 # Nothing of the cluster's machines is running but their holders and sshd,
 # no registry entry and no cgroup of network NET.
 nothing_left() {
-  local what=$1 net=$2 rest _
-  for _ in $(seq 50); do
-    rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
-    [[ -z $rest ]] && break
-    sleep 0.1
-  done
-  expect_eq "$what: no process left on the machines" \
-    "$(for p in $rest; do echo "$p $(cat /proc/$p/comm 2>/dev/null)"; done)" ""
-  expect_eq "$what: registries empty" \
-    "$(for i in 1 2 3; do cluster_exec "$i" ls -A /run/hiernet 2>/dev/null; done)" ""
-  expect_eq "$what: no cgroup left" \
-    "$(find /sys/fs/cgroup -maxdepth 3 -type d -name "hiernet-*-$net" 2>/dev/null)" ""
+  cluster_expect_nothing_left "$1"
+  expect_eq "$1: no cgroup left" \
+    "$(find /sys/fs/cgroup -maxdepth 3 -type d -name "hiernet-*-$2" 2>/dev/null)" ""
 }
 
 cat >"$D/spread.lua" <<LUA

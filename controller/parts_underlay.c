@@ -1,0 +1,161 @@
+/* parts_underlay.c — the underlay's delay between machines (see
+ * parts_underlay.h). */
+#include "controller/parts_underlay.h"
+
+#include "controller/log.h"
+#include "emu/underlay_rtt.h"
+#include "proto/agent_wire.h"
+#include "topo/part.h"
+
+#include <arpa/inet.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One pair asked of machine a's agent: the request's context. */
+struct underlay_ask {
+    struct parts_underlay *u;
+    size_t a, b;
+};
+
+struct parts_underlay {
+    size_t n;           /* machines */
+    int64_t *rtt_ns;    /* n * n, both orders */
+    uint32_t *delay_us; /* n * n, both orders */
+    struct underlay_ask *asks;
+    char **names; /* per machine: its name (copied), for messages */
+    size_t pending;
+    bool cancelled;
+    char error[512]; /* the first failure */
+    parts_underlay_fn done;
+    void *ctx;
+};
+
+static void pair_set(struct parts_underlay *u, size_t a, size_t b, int64_t rtt_ns)
+{
+    u->rtt_ns[a * u->n + b] = u->rtt_ns[b * u->n + a] = rtt_ns;
+    u->delay_us[a * u->n + b] = u->delay_us[b * u->n + a] = topo_part_underlay_delay_us(rtt_ns);
+    ctl_log("underlay %s - %s: round trip %.3f ms (least of %d ICMP echoes), one-way %.3f ms "
+            "taken off their cut links' delay",
+            u->names[a], u->names[b], (double)rtt_ns / 1e6, UNDERLAY_RTT_SAMPLES,
+            u->delay_us[a * u->n + b] / 1e3);
+}
+
+static void on_answer(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct underlay_ask *ask = ctx;
+    struct parts_underlay *u = ask->u;
+    struct agent_underlay_reply r;
+    char why[256];
+    if (u->cancelled) return;
+    if (!error && agent_wire_read_underlay_reply(result, &r, why, sizeof why) == 0)
+        pair_set(u, ask->a, ask->b, r.rtt_ns);
+    else if (!u->error[0])
+        snprintf(u->error, sizeof u->error,
+                 "machine %s: the underlay's round trip to machine %s could not be measured: %s",
+                 u->names[ask->a], u->names[ask->b], error ? error : why);
+    if (--u->pending == 0) u->done(u->ctx, u, u->error[0] ? u->error : NULL);
+}
+
+/* The pairs a cut link joins, each once (a < b), into want (n * n). */
+static void pairs_wanted(const struct parts_underlay_setup *s, bool *want)
+{
+    size_t n = s->machines->n;
+    for (size_t l = 0; l < s->net->n_links; l++) {
+        size_t a = (size_t)s->placement->machine[s->net->links[l].a];
+        size_t b = (size_t)s->placement->machine[s->net->links[l].b];
+        if (a != b) want[a < b ? a * n + b : b * n + a] = true;
+    }
+}
+
+/* Pair (a, b): measured here when one is this machine, else asked of a's agent. */
+static int pair_begin(struct parts_underlay *u, const struct parts_underlay_setup *s, size_t a,
+                      size_t b, char *err, size_t errlen)
+{
+    size_t here = a == s->local ? a : b == s->local ? b : u->n, far = here == a ? b : a;
+    char why[256], text[INET_ADDRSTRLEN];
+    int64_t rtt;
+    if (here < u->n) {
+        if (underlay_rtt_measure(s->underlay[far], UNDERLAY_RTT_SAMPLES, &rtt, why, sizeof why) < 0)
+            return snprintf(err, errlen,
+                            "machine %s: the underlay's round trip to machine %s could not be "
+                            "measured: %s",
+                            u->names[here], u->names[far], why),
+                   -1;
+        pair_set(u, a, b, rtt);
+        return 0;
+    }
+    struct underlay_ask *ask = &u->asks[a * u->n + b];
+    *ask = (struct underlay_ask){u, a, b};
+    struct in_addr addr = {.s_addr = htonl(s->underlay[b])};
+    inet_ntop(AF_INET, &addr, text, sizeof text);
+    if (agent_client_underlay(s->agent[a], text, on_answer, ask, why, sizeof why) < 0)
+        return snprintf(err, errlen, "machine %s: %s", u->names[a], why), -1;
+    u->pending++;
+    return 0;
+}
+
+static struct parts_underlay *underlay_new(const struct topo_machines *machines)
+{
+    size_t n = machines->n;
+    struct parts_underlay *u = calloc(1, sizeof *u);
+    if (!u) return NULL;
+    u->n = n;
+    u->rtt_ns = calloc(n * n, sizeof *u->rtt_ns);
+    u->delay_us = calloc(n * n, sizeof *u->delay_us);
+    u->asks = calloc(n * n, sizeof *u->asks);
+    u->names = calloc(n, sizeof *u->names);
+    bool ok = u->rtt_ns && u->delay_us && u->asks && u->names;
+    for (size_t m = 0; ok && m < n; m++)
+        ok = (u->names[m] = strdup(machines->v[m].name)) != NULL;
+    if (!ok) parts_underlay_free(u);
+    return ok ? u : NULL;
+}
+
+int parts_underlay_start(const struct parts_underlay_setup *setup, parts_underlay_fn done,
+                         void *ctx, struct parts_underlay **out, char *err, size_t errlen)
+{
+    size_t n = setup->machines->n;
+    struct parts_underlay *u = *out = underlay_new(setup->machines);
+    bool *want = calloc(n ? n * n : 1, sizeof *want);
+    int rc = u && want ? 0 : (snprintf(err, errlen, "out of memory"), -1);
+    if (rc == 0) {
+        u->done = done;
+        u->ctx = ctx;
+        pairs_wanted(setup, want);
+    }
+    for (size_t a = 0; rc == 0 && a < n; a++)
+        for (size_t b = a + 1; rc == 0 && b < n; b++)
+            if (want[a * n + b]) rc = pair_begin(u, setup, a, b, err, errlen);
+    free(want);
+    if (rc < 0 && u) parts_underlay_cancel(u); /* those sent: their answers dropped */
+    return rc < 0 ? -1 : u->pending ? 1 : 0;
+}
+
+const uint32_t *parts_underlay_delays(const struct parts_underlay *u)
+{
+    return u->delay_us;
+}
+
+int64_t parts_underlay_rtt_ns(const struct parts_underlay *u, size_t a, size_t b)
+{
+    return a < u->n && b < u->n ? u->rtt_ns[a * u->n + b] : 0;
+}
+
+void parts_underlay_cancel(struct parts_underlay *u)
+{
+    if (u) u->cancelled = true;
+}
+
+void parts_underlay_free(struct parts_underlay *u)
+{
+    if (!u) return;
+    for (size_t m = 0; u->names && m < u->n; m++)
+        free(u->names[m]);
+    free(u->names);
+    free(u->rtt_ns);
+    free(u->delay_us);
+    free(u->asks);
+    free(u);
+}

@@ -1,0 +1,52 @@
+/* parts_underlay.h — the underlay's delay between the machines of a run
+ * spread over several (issue 20 item 3; docs/design-notes.md, "Several
+ * machines: the underlay's delay").
+ *
+ * Before any part is made, each pair of machines that a cut link joins
+ * gets its round trip measured (emu/underlay_rtt.h: the least of a few
+ * ICMP echoes): from here when one of the two is the controller's
+ * machine, else by the first one's agent (`underlay` request). Half of it
+ * is the pair's one-way delay (topo_part_underlay_delay_us), which the
+ * parts' cut links carry and the backends subtract.
+ *
+ * Owns: the per-pair round trips and delays, the requests' contexts. An
+ * answer that comes after parts_underlay_cancel is dropped. */
+#pragma once
+
+#include "controller/agent_client.h"
+#include "topo/machines.h"
+#include "topo/network.h"
+#include "topo/placement.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct parts_underlay;
+
+/* All pairs answered: error NULL, or one line naming both machines. */
+typedef void (*parts_underlay_fn)(void *ctx, struct parts_underlay *u, const char *error);
+
+struct parts_underlay_setup {
+    const struct topo_network *net;
+    const struct topo_placement *placement;
+    const struct topo_machines *machines;
+    size_t local;                      /* the controller's machine, or machines->n: none */
+    struct agent_client *const *agent; /* per machine, NULL for the local one */
+    const uint32_t *underlay;          /* per machine: its underlay IPv4 address, host order */
+};
+
+/* Measures what this machine can at once and asks the agents the rest
+ * (setup is read during the call only). Into *out (the caller's to free,
+ * also on failure): -1 with err when a measurement here failed or a
+ * request could not be sent (nothing pending then), 0 when every pair is
+ * measured already (done is not called), 1 when done follows from the loop. */
+int parts_underlay_start(const struct parts_underlay_setup *setup, parts_underlay_fn done,
+                         void *ctx, struct parts_underlay **out, char *err, size_t errlen);
+/* Per pair (a * n + b, both orders): the one-way delay in µs (0: the pair
+ * shares no cut link), for topo_part_plan.underlay_delay_us. */
+const uint32_t *parts_underlay_delays(const struct parts_underlay *u);
+/* The round trip of pair (a, b) in ns; 0: not measured. */
+int64_t parts_underlay_rtt_ns(const struct parts_underlay *u, size_t a, size_t b);
+/* Answers still to come are dropped; done is not called any more. */
+void parts_underlay_cancel(struct parts_underlay *u);
+void parts_underlay_free(struct parts_underlay *u);
