@@ -146,7 +146,8 @@ last() { awk -F, -v l="$1" -v d="$2" '$3 == l && $4 == d { b = $7 } END { print 
 rows() { awk -F, -v l="$1" '$3 == l' "$csv" | wc -l; }
 ((${ab:=$(last s2-h2 ab)} >= 4000000 && ab < 4200000)) &&
   pass "links.csv: s2-h2 (m2's agent) ab bytes $ab: the four 1 MB sends" || fail "links.csv: s2-h2 ab bytes $ab"
-((${ba:=$(last s2-h3 ba)} >= 4000000 && ba < 4400000)) &&
+# h3 resends what the 8Mbit queues dropped: 4.27 to 4.53 MB seen in ten runs
+((${ba:=$(last s2-h3 ba)} >= 4000000 && ba < 4800000)) &&
   pass "links.csv: s2-h3 (m2's agent) ba bytes $ba: the four 1 MB sends from h3" || fail "links.csv: s2-h3 ba bytes $ba"
 awk -F, -v l=s2-h2 '$3 == l && $4 == "ab" { if (n++ == 0) f = $7; b = $7 } END { exit !(n >= 2 && f + 0 <= b + 0) }' "$csv" &&
   pass "links.csv: s2-h2's counter does not shrink over $(rows s2-h2) rows" || fail "links.csv: s2-h2 rows"
