@@ -576,6 +576,42 @@ int agent_client_kill(struct agent_client *ac, int node, peer_reply_fn cb, void 
     return send_change(ac, AGENT_KILL, &m, cb, ctx, err, errlen);
 }
 
+/* The agent's answer to a restart: the node's held calls go, or fail. */
+struct agent_restart {
+    struct agent_client *ac;
+    int node;
+    peer_reply_fn cb;
+    void *ctx;
+};
+
+static void on_restart_reply(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct agent_restart *x = ctx;
+    agent_relay_resume(x->ac->relay, x->node, error);
+    x->cb(x->ctx, error, result);
+    free(x);
+}
+
+int agent_client_restart(struct agent_client *ac, int node, const char *name,
+                         const struct peer_client_hooks *hooks, struct peer_client **pc,
+                         peer_reply_fn cb, void *ctx, char *err, size_t errlen)
+{
+    struct agent_restart *x = malloc(sizeof *x);
+    if (!x) return snprintf(err, errlen, "out of memory"), -1;
+    *x = (struct agent_restart){ac, node, cb, ctx};
+    struct peer_client *fresh = agent_relay_restart(ac->relay, node, name, hooks, err, errlen);
+    if (!fresh) return free(x), -1;
+    *pc = fresh;
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_node(&m, &(struct agent_node){(uint64_t)node});
+    if (send_change(ac, AGENT_RESTART, &m, on_restart_reply, x, err, errlen) < 0) {
+        agent_relay_resume(ac->relay, node, err);
+        return free(x), -1;
+    }
+    return 0;
+}
+
 void agent_client_on_stats(struct agent_client *ac, agent_stats_fn fn, void *ctx)
 {
     ac->on_stats = fn;

@@ -122,6 +122,13 @@ int agent_client_link(struct agent_client *ac, int link, enum agent_link_op op,
                       size_t errlen);
 int agent_client_kill(struct agent_client *ac, int node, peer_reply_fn cb, void *ctx, char *err,
                       size_t errlen);
+/* node:restart() of node (named name) on this machine: its relayed
+ * client is replaced by a fresh one (*pc, with hooks; agent_relay_restart)
+ * whose calls wait for the agent's answer, then cb as agent_client_link.
+ * -1 with err: *pc, when set, is the new client, ended with err. */
+int agent_client_restart(struct agent_client *ac, int node, const char *name,
+                         const struct peer_client_hooks *hooks, struct peer_client **pc,
+                         peer_reply_fn cb, void *ctx, char *err, size_t errlen);
 /* partition (side: per whole-network node, n of them) or heal (side NULL:
  * every partition), as agent_client_link. */
 int agent_client_sides(struct agent_client *ac, enum agent_method method, const unsigned char *side,

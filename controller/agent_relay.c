@@ -23,6 +23,11 @@ struct relay_node {
     ev_io rd, wr;       /* rd: pc's bytes to the agent; wr: the agent's to pc */
     struct growbuf out; /* the agent's bytes not yet written into fd */
     size_t out_sent;
+    /* A restart asked of the agent and not answered: pc (the new peer's)
+     * is not read, its calls wait in the socketpair; old, the previous
+     * client until its exit arrives, takes that exit. */
+    bool held;
+    struct peer_client *old;
 };
 
 struct agent_relay {
@@ -58,7 +63,7 @@ static void on_channel_drained(void *ctx)
     if (!r->paused) return;
     r->paused = false;
     for (size_t i = 0; i < r->n; i++)
-        if (r->v[i]->fd >= 0) ev_io_start(r->loop, &r->v[i]->rd);
+        if (r->v[i]->fd >= 0 && !r->v[i]->held) ev_io_start(r->loop, &r->v[i]->rd);
 }
 
 /* One chunk as a `call` notification. -1 when the channel is down. */
@@ -115,6 +120,22 @@ static void on_node_writable(EV_P_ ev_io *w, int revents)
     node_flush(container_of(w, struct relay_node, wr));
 }
 
+/* rn's client and the relay's end of its socketpair (watchers not started). */
+static int node_connect(struct relay_node *rn, const char *name,
+                        const struct peer_client_hooks *hooks, char *err, size_t errlen)
+{
+    struct peer_spawn spec = {.node = name, .netns_fd = -1};
+    int fd;
+    struct peer_client *pc = peer_client_open(rn->r->loop, &spec, hooks, &fd, err, errlen);
+    if (!pc) return -1;
+    rn->pc = pc;
+    rn->fd = fd;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    ev_io_init(&rn->rd, on_node_readable, fd, EV_READ);
+    ev_io_init(&rn->wr, on_node_writable, fd, EV_WRITE);
+    return 0;
+}
+
 static struct relay_node *node_find(const struct agent_relay *r, int node)
 {
     size_t lo = 0, hi = r->n;
@@ -148,7 +169,8 @@ static void relay_call(struct agent_relay *r, const msgpack_object *params)
     char err[256];
     int rc = agent_wire_read_call(params, &c, err, sizeof err);
     struct relay_node *rn = node_named(r, rc, err, c.node, "call for");
-    if (!rn || rn->fd < 0) return;
+    /* held: the old peer's last bytes, nobody's to read now */
+    if (!rn || rn->fd < 0 || rn->held) return;
     if (!growbuf_append(&rn->out, c.data, c.len)) {
         ctl_log("machine '%s': node '%s': out of memory relaying its peer", r->machine,
                 peer_client_node(rn->pc));
@@ -164,6 +186,12 @@ static void relay_exit(struct agent_relay *r, const msgpack_object *params)
     int rc = agent_wire_read_exit(params, &e, err, sizeof err);
     struct relay_node *rn = node_named(r, rc, err, e.node, "exit of");
     if (!rn) return;
+    if (rn->held || rn->old) { /* the exit of the peer a restart replaces */
+        if (rn->old) peer_client_mark_exited(rn->old, (int)e.status, NULL);
+        peer_client_free(rn->old);
+        rn->old = NULL;
+        return;
+    }
     /* What the peer wrote before it exited is in the relay's buffer: hand
      * it over first, as a local client reads its leftovers. */
     node_flush(rn);
@@ -215,17 +243,45 @@ struct peer_client *agent_relay_open(struct agent_relay *r, int node, const char
         free(rn);
         return snprintf(err, errlen, "out of memory"), NULL;
     }
-    struct peer_spawn spec = {.node = name, .netns_fd = -1};
-    int fd;
-    struct peer_client *pc = peer_client_open(r->loop, &spec, hooks, &fd, err, errlen);
-    if (!pc) return free(rn), NULL;
-    *rn = (struct relay_node){.r = r, .node = node, .pc = pc, .fd = fd};
-    fcntl(rn->fd, F_SETFL, fcntl(rn->fd, F_GETFL) | O_NONBLOCK);
-    ev_io_init(&rn->rd, on_node_readable, rn->fd, EV_READ);
-    ev_io_init(&rn->wr, on_node_writable, rn->fd, EV_WRITE);
+    *rn = (struct relay_node){.r = r, .node = node, .fd = -1};
+    if (node_connect(rn, name, hooks, err, errlen) < 0) return free(rn), NULL;
     if (!r->paused) ev_io_start(r->loop, &rn->rd);
     r->v[r->n++] = rn;
     return rn->pc;
+}
+
+struct peer_client *agent_relay_restart(struct agent_relay *r, int node, const char *name,
+                                        const struct peer_client_hooks *hooks, char *err,
+                                        size_t errlen)
+{
+    struct relay_node *rn = node_find(r, node);
+    if (!rn) return snprintf(err, errlen, "node %d is not relayed", node), NULL;
+    if (rn->held || rn->old) return snprintf(err, errlen, "a restart is under way"), NULL;
+    struct peer_client *old = rn->pc;
+    /* The old channel ends here: what its peer still writes is dropped,
+     * its calls fail as the channel closes; its exit is still told. */
+    node_close(rn);
+    growbuf_free(&rn->out);
+    rn->out_sent = 0;
+    if (node_connect(rn, name, hooks, err, errlen) < 0) {
+        rn->pc = old; /* stays closed: its calls fail */
+        return NULL;
+    }
+    if (peer_client_exited(old))
+        peer_client_free(old);
+    else
+        rn->old = old;
+    rn->held = true;
+    return rn->pc;
+}
+
+void agent_relay_resume(struct agent_relay *r, int node, const char *why)
+{
+    struct relay_node *rn = node_find(r, node);
+    if (!rn || !rn->held) return;
+    rn->held = false;
+    if (why) return peer_client_mark_exited(rn->pc, SIGKILL, why), node_close(rn);
+    if (rn->fd >= 0 && !r->paused) ev_io_start(r->loop, &rn->rd);
 }
 
 struct peer_client *agent_relay_peer(const struct agent_relay *r, int node)
@@ -238,7 +294,9 @@ void agent_relay_lost(struct agent_relay *r, const char *why)
 {
     for (size_t i = 0; r && i < r->n; i++) {
         node_close(r->v[i]);
+        r->v[i]->held = false;
         peer_client_mark_exited(r->v[i]->pc, SIGKILL, why); /* a wait status: killed by SIGKILL */
+        if (r->v[i]->old) peer_client_mark_exited(r->v[i]->old, SIGKILL, why);
     }
 }
 
@@ -249,6 +307,7 @@ void agent_relay_free(struct agent_relay *r)
         node_close(r->v[i]);
         growbuf_free(&r->v[i]->out);
         peer_client_free(r->v[i]->pc);
+        peer_client_free(r->v[i]->old);
         free(r->v[i]);
     }
     peer_client_on_drained(r->channel, NULL, NULL);

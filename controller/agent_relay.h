@@ -40,6 +40,17 @@ struct agent_relay *agent_relay_new(struct ev_loop *loop, struct peer_client *ch
 struct peer_client *agent_relay_open(struct agent_relay *r, int node, const char *name,
                                      const struct peer_client_hooks *hooks, char *err,
                                      size_t errlen);
+/* node:restart() of a relayed node: its old client's channel ends (its
+ * calls fail; the agent's next `exit` of node is the old peer's) and a
+ * new client, returned, takes its place, with hooks; its calls are held
+ * (not sent to the agent) until agent_relay_resume. NULL with err (the
+ * node unknown, a restart already held, out of memory). */
+struct peer_client *agent_relay_restart(struct agent_relay *r, int node, const char *name,
+                                        const struct peer_client_hooks *hooks, char *err,
+                                        size_t errlen);
+/* The agent answered node's restart: why NULL, its new peer runs and the
+ * held calls go; else the new client ends, its calls failing with why. */
+void agent_relay_resume(struct agent_relay *r, int node, const char *why);
 /* The client of node, or NULL when the relay has none. */
 struct peer_client *agent_relay_peer(const struct agent_relay *r, int node);
 /* A notification from the agent: `call` and `exit` are the relay's (true),

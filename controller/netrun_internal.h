@@ -248,6 +248,10 @@ int netrun_parts_sides(struct netrun *nr, bool heal, const unsigned char *side, 
 /* SIGKILL of a node of another machine's part, asked of its agent (its
  * exit comes as the agent's `exit`). 0, or -1 with err. */
 int netrun_parts_kill_remote(struct netrun *nr, int node, char *err, size_t errlen);
+/* node:restart() of any host: the local part's restart, or its agent's
+ * (controller/agent_client.h); peers[node].client follows. 0, or -1 with
+ * err. */
+int netrun_parts_restart(struct netrun *nr, int node, char *err, size_t errlen);
 /* The local part's netrun once built, or NULL. */
 struct netrun *netrun_parts_inner(const struct netrun *nr);
 void netrun_parts_close_peers(struct netrun *nr);

@@ -9,8 +9,9 @@
  * handshake, the address book and every peer command are unchanged. The
  * changes about one node or link go to the part that holds it: the local
  * one, or the agent of the machine that holds the whole of it (link set,
- * up and down, kill); the rest (a cut link, restart, partition) is refused
- * in one line naming the machines. Owns: the local part
+ * up and down, kill, restart: a remote node's relayed client is replaced
+ * and holds its calls until the agent answers); a cut link's change, a
+ * partition and a heal go to every part concerned. Owns: the local part
  * and its netrun, the agents (agent_group, taken over at the build). */
 #include "controller/netrun_internal.h"
 
@@ -231,6 +232,43 @@ int netrun_parts_kill_remote(struct netrun *nr, int node, char *err, size_t errl
     if (p->local_node[node] >= 0 || !ac)
         return snprintf(err, errlen, "it is on no other machine's part"), -1;
     return agent_client_kill(ac, node, on_remote_killed, NULL, err, errlen);
+}
+
+static void on_remote_exit(void *ctx, int wait_status);
+
+static void on_remote_restarted(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)ctx, (void)result;
+    if (error) ctl_log("restart: %s", error); /* the new client's calls fail with it */
+}
+
+int netrun_parts_restart(struct netrun *nr, int node, char *err, size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    struct netrun_peer *peer = &nr->peers[node];
+    struct netrun *inner = netrun_parts_inner(nr);
+    struct peer_client *fresh = NULL;
+    int rc;
+    if (p->local_node[node] >= 0) {
+        if (!inner) return snprintf(err, errlen, "this machine's part is not built"), -1;
+        /* the local part's restart, as on one machine: secret included */
+        rc = netrun_peer_restart(inner, p->local_node[node], err, errlen);
+        fresh = netrun_peer(inner, p->local_node[node]);
+    } else {
+        struct agent_client *ac = p->agent[p->placement.machine[node]];
+        struct peer_client_hooks hooks = {.on_exit = on_remote_exit, .ctx = peer};
+        if (!ac) return snprintf(err, errlen, "it is on no other machine's part"), -1;
+        /* the agent gives the new peer its data secret before it answers */
+        rc = agent_client_restart(ac, node, nr->net->nodes[node].name, &hooks, &fresh,
+                                  on_remote_restarted, NULL, err, errlen);
+    }
+    if (fresh) { /* the old client may be freed: the borrowed one follows */
+        peer->client = fresh;
+        peer->killed = false;
+        free(peer->told); /* the fresh peer knows no address */
+        peer->told = NULL;
+    }
+    return rc;
 }
 
 struct netrun *netrun_parts_inner(const struct netrun *nr)

@@ -257,10 +257,7 @@ static int restart_after_exit(struct netrun *nr, struct netrun_peer *p, char *er
 
 int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
 {
-    if (nr->parts)
-        return snprintf(err, errlen,
-                        "restarting a node of a network over machines is not available yet"),
-               -1;
+    if (nr->parts) return netrun_parts_restart(nr, node, err, errlen);
     struct netrun_peer *p = &nr->peers[node];
     if (p->old) return snprintf(err, errlen, "a restart is under way"), -1;
     p->killed = false;

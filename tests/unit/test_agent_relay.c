@@ -6,7 +6,10 @@
  * wait status (its calls failing), a chunk for a node that is not the
  * relay's is dropped, and a fake agent that stops reading holds the
  * channel's backlog near AGENT_RELAY_BACKLOG_MAX (the nodes' ends are not
- * read any more) while every byte still arrives, in order, once it reads. */
+ * read any more) while every byte still arrives, in order, once it reads.
+ * A restart (agent_relay_restart) gives the node a new client whose calls
+ * are not relayed until agent_relay_resume, the old client taking the
+ * next `exit`; a resume with an error ends the new client with it. */
 #include "controller/agent_relay.h"
 #include "check.h"
 #include "proto/agent_wire.h"
@@ -158,6 +161,61 @@ static void request_reply_exit(struct fake_agent *a, struct peer_client *node, s
     CHECK(peer_client_exited(node) && peer_client_closed(node));
 }
 
+static void agent_exit(struct fake_agent *a, int status)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_exit(&m, &(struct agent_exit){3, (uint64_t)status});
+    agent_send(a, &m, AGENT_EXIT);
+}
+
+/* Node 3 (exited) restarted twice: its calls held until the agent
+ * answers; the second restart's old client takes the old peer's exit. */
+static void restart_hold(struct fake_agent *a, struct agent_relay *r)
+{
+    struct node_probe n1 = {0}, n2 = {0};
+    struct peer_client_hooks hooks = {.on_exit = on_node_exit, .ctx = &n1};
+    char err[256];
+    struct peer_client *fresh = agent_relay_restart(r, 3, "h2", &hooks, err, sizeof err);
+    CHECK_MSG(fresh && agent_relay_peer(r, 3) == fresh, "%s", fresh ? "" : err);
+    if (!fresh) return;
+    CHECK(agent_relay_restart(r, 3, "h2", &hooks, err, sizeof err) == NULL);
+    CHECK_STREQ(err, "a restart is under way");
+    agent_read(a); /* the old client's last call */
+    a->len = 0;
+    CHECK(peer_client_call(fresh, "ping", NULL, 0, on_reply, &n1, err, sizeof err) == 0);
+    spin(0.05);
+    agent_read(a);
+    CHECK_MSG(a->len == 0, "%zu bytes relayed before the agent answered", a->len);
+    agent_relay_resume(r, 3, NULL);
+    spin(0.05);
+    agent_read(a);
+    const uint8_t want[] = {0x94, 0x00, 0x01, 0xa4, 'p', 'i', 'n', 'g', 0x80}; /* its msgid 1 */
+    CHECK_MSG(a->len == sizeof want && !memcmp(a->bytes, want, sizeof want), "%zu bytes", a->len);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    reply_bytes(1, 7, &sb);
+    agent_call(a, 3, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    spin(0.05);
+    CHECK(n1.replies == 1 && n1.value == 7 && n1.error[0] == '\0');
+
+    /* restarted while running: the old peer's exit is the old client's */
+    hooks.ctx = &n2;
+    struct peer_client *third = agent_relay_restart(r, 3, "h2", &hooks, err, sizeof err);
+    CHECK_MSG(third != NULL, "%s", err);
+    if (!third) return;
+    agent_exit(a, SIGKILL);
+    spin(0.05);
+    CHECK(n1.exits == 1 && WIFSIGNALED(n1.status) && n2.exits == 0);
+    CHECK(!peer_client_exited(third));
+    CHECK(peer_client_call(third, "ping", NULL, 0, on_reply, &n2, err, sizeof err) == 0);
+    agent_relay_resume(r, 3, "machine 'm2': restart: node h2: its new peer did not answer in time");
+    spin(0.05);
+    CHECK(n2.exits == 1 && n2.replies == 1);
+    CHECK_STREQ(n2.error, "machine 'm2': restart: node h2: its new peer did not answer in time");
+}
+
 /* A fake agent that does not read: the nodes' ends stop being read. */
 static void backpressure(struct fake_agent *a, struct peer_client *channel,
                          struct peer_client *node, struct node_probe *p)
@@ -234,6 +292,7 @@ int main(void)
     CHECK(agent_relay_open(r, 2, "h1", &hooks, err, sizeof err) == NULL); /* out of order */
     CHECK(agent_relay_peer(r, 3) == h2 && agent_relay_peer(r, 2) == NULL);
     if (h2) request_reply_exit(a, h2, &p);
+    if (h2) restart_hold(a, r);
     agent_relay_free(r);
 
     /* a fresh relay: the same node, flooded */
