@@ -336,6 +336,17 @@ cluster_down() {
   CLUSTER_HOLDERS=()
 }
 
+# cluster_spread_up N: the start of a test of runs spread over machines:
+# the tools checked (exit 77 without them), N machines up, D their
+# directory and D/hosts their hosts file.
+cluster_spread_up() {
+  cluster_require
+  cluster_up "$1" || { echo "FAIL: cluster_up $1"; exit 1; }
+  D=$CLUSTER_DIR
+  cluster_hosts_file "$1" "$D/hosts"
+}
+
+
 # What is left of a cluster that went down (call with the pids noted
 # before): one line per process alive or namespace held.
 cluster_leftovers() {

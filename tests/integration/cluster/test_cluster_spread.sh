@@ -39,10 +39,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../../lib/cluster.sh"
 source "$here/../../lib/checks.sh"
 
-cluster_require
-cluster_up 3 || { echo "FAIL: cluster_up 3"; exit 1; }
-D=$CLUSTER_DIR
-cluster_hosts_file 3 "$D/hosts"
+cluster_spread_up 3
 # hiernet on m1, the controller's machine, with the cluster's ssh config.
 hn_m1() { cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" "$@"; }
 

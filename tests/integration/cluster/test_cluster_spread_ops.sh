@@ -30,10 +30,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../../lib/cluster.sh"
 source "$here/../../lib/checks.sh"
 
-cluster_require
-cluster_up 2 || { echo "FAIL: cluster_up 2"; exit 1; }
-D=$CLUSTER_DIR
-cluster_hosts_file 2 "$D/hosts"
+cluster_spread_up 2
 hn_m1() { cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" "$@"; }
 
 cat >"$D/ops.lua" <<LUA

@@ -18,10 +18,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../../lib/cluster.sh"
 source "$here/../../lib/checks.sh"
 
-cluster_require
-cluster_up 3 || { echo "FAIL: cluster_up 3"; exit 1; }
-D=$CLUSTER_DIR
-cluster_hosts_file 3 "$D/hosts"
+cluster_spread_up 3
 
 cat >"$D/ps.lua" <<LUA
 local hn = require("hiernet")
