@@ -95,6 +95,16 @@ struct agent {
     bool part_busy;        /* the part's release is under way */
     bool teardown_pending; /* a teardown request to answer once released */
     uint32_t teardown_msgid;
+    struct underlay_job *underlay_jobs; /* `underlay` requests whose echoes are under way */
+};
+
+/* An `underlay` request answered from its probe's callback. */
+struct underlay_job {
+    struct agent *a;
+    uint32_t msgid;
+    char address[INET_ADDRSTRLEN];
+    struct underlay_rtt *probe;
+    struct underlay_job *next;
 };
 
 static struct agent *agent_log_ctx;
@@ -268,6 +278,8 @@ static void agent_input(void *ctx, bool on)
 
 /* ---- ending ---- */
 
+static void underlay_jobs_cancel(struct agent *a);
+
 /* Once finishing: the loop ends when the part is released and the
  * output is out (or its drain timed out, on_idle). */
 static void agent_maybe_exit(struct agent *a)
@@ -307,6 +319,7 @@ static void agent_finish(struct agent *a, int code, const char *why)
     a->exit_code = code;
     ev_io_stop(a->loop, &a->in_watcher);
     ev_timer_stop(a->loop, &a->idle_timer);
+    underlay_jobs_cancel(a);
     agent_log("tearing down: %s", why);
     a->part_busy = a->part && agent_part_release(a->part);
     if (!a->part_busy) agent_released(a);
@@ -395,14 +408,54 @@ static void serve_build(struct agent *a, const struct proto_msg *m)
     agent_part_build(a->part, m->msgid, m->params);
 }
 
+static void underlay_job_unlink(struct underlay_job *job)
+{
+    struct underlay_job **at = &job->a->underlay_jobs;
+    while (*at != job)
+        at = &(*at)->next;
+    *at = job->next;
+}
+
+/* The probe's end: the deferred answer (the probe has freed itself). */
+static void on_underlay_measured(void *ctx, int64_t rtt_ns, const char *error)
+{
+    struct underlay_job *job = ctx;
+    struct agent *a = job->a;
+    underlay_job_unlink(job);
+    if (error) {
+        reply_error(a, job->msgid, error);
+    } else {
+        struct agent_underlay_reply reply = {.rtt_ns = rtt_ns};
+        agent_log("underlay round trip to %s: %.3f ms (least of %d)", job->address, rtt_ns / 1e6,
+                  UNDERLAY_RTT_SAMPLES);
+        struct msgmap r;
+        msgmap_init(&r);
+        agent_wire_underlay_reply(&r, &reply);
+        msgmap_response(&r, &a->pk, job->msgid);
+    }
+    free(job);
+    agent_flush(a);
+}
+
+/* Probes still running are stopped: their requests stay unanswered (the
+ * agent is ending). */
+static void underlay_jobs_cancel(struct agent *a)
+{
+    while (a->underlay_jobs) {
+        struct underlay_job *job = a->underlay_jobs;
+        a->underlay_jobs = job->next;
+        underlay_rtt_cancel(job->probe);
+        free(job);
+    }
+}
+
 /* The round trip to another machine's underlay address (the controller
- * subtracts half of it from each cut link's delay). The echoes hold the
- * loop for UNDERLAY_RTT_SAMPLES x UNDERLAY_RTT_TIMEOUT_NS at most, once
- * per peer machine before the build: well within the ping deadline. */
+ * subtracts half of it from each cut link's delay). The echoes run on the
+ * loop (pings and other requests are served meanwhile); the answer comes
+ * from on_underlay_measured. */
 static void serve_underlay(struct agent *a, const struct proto_msg *m)
 {
     struct agent_underlay u;
-    struct agent_underlay_reply reply;
     struct in_addr addr;
     char err[256];
     if (agent_wire_read_underlay(m->params, &u, err, sizeof err) < 0)
@@ -411,15 +464,14 @@ static void serve_underlay(struct agent *a, const struct proto_msg *m)
         snprintf(err, sizeof err, "underlay: field 'address': '%s' is not IPv4", u.address);
         return reply_error(a, m->msgid, err);
     }
-    if (underlay_rtt_measure(ntohl(addr.s_addr), UNDERLAY_RTT_SAMPLES, &reply.rtt_ns, err,
-                             sizeof err) < 0)
-        return reply_error(a, m->msgid, err);
-    agent_log("underlay round trip to %s: %.3f ms (least of %d)", u.address, reply.rtt_ns / 1e6,
-              UNDERLAY_RTT_SAMPLES);
-    struct msgmap r;
-    msgmap_init(&r);
-    agent_wire_underlay_reply(&r, &reply);
-    msgmap_response(&r, &a->pk, m->msgid);
+    struct underlay_job *job = calloc(1, sizeof *job);
+    if (!job) return reply_error(a, m->msgid, "underlay: out of memory");
+    *job = (struct underlay_job){.a = a, .msgid = m->msgid, .next = a->underlay_jobs};
+    snprintf(job->address, sizeof job->address, "%s", u.address);
+    job->probe = underlay_rtt_start(a->loop, ntohl(addr.s_addr), UNDERLAY_RTT_SAMPLES,
+                                    on_underlay_measured, job, err, sizeof err);
+    if (!job->probe) return free(job), reply_error(a, m->msgid, err);
+    a->underlay_jobs = job;
 }
 
 /* The controller's one notification: a chunk of a peer's control stream. */
@@ -588,6 +640,7 @@ int cli_agent(int argc, char **argv)
     agent_describe(&a, controller);
     agent_watch(&a);
     ev_run(a.loop, 0);
+    underlay_jobs_cancel(&a);
     agent_stdio_restore(&a);
     proto_reader_destroy(&a.reader);
     msgpack_sbuffer_destroy(&a.out);

@@ -732,8 +732,8 @@ static int underlay_begin(struct netrun_parts *p, const struct netrun_config *cf
     for (size_t m = 0; rc == 0 && m < p->machines.n; m++)
         rc = underlay_of(p, m, &p->underlay[m], err, errlen);
     if (rc < 0) return error->code = NET_ERR_SCENARIO, -1;
-    struct parts_underlay_setup setup = {p->nr->net, &p->placement, &p->machines,
-                                         p->local,   p->agent,      p->underlay};
+    struct parts_underlay_setup setup = {p->nr->loop, p->nr->net, &p->placement, &p->machines,
+                                         p->local,    p->agent,   p->underlay};
     rc = parts_underlay_start(&setup, on_underlay_measured, p, &p->probe, err, errlen);
     if (rc < 0) return error->code = NET_ERR_ENVIRONMENT, -1;
     return rc == 0 ? parts_begin(p, &p->cfg, error) : 0;

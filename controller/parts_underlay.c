@@ -16,7 +16,8 @@
 /* One pair asked of machine a's agent: the request's context. */
 struct underlay_ask {
     struct parts_underlay *u;
-    size_t a, b;
+    size_t a, b;               /* a: the machine measuring (this one, or its agent) */
+    struct underlay_rtt *echo; /* measured here: the probe running, else NULL */
 };
 
 struct parts_underlay {
@@ -42,20 +43,34 @@ static void pair_set(struct parts_underlay *u, size_t a, size_t b, int64_t rtt_n
             u->delay_us[a * u->n + b] / 1e3);
 }
 
-static void on_answer(void *ctx, const char *error, const msgpack_object *result)
+/* One pair measured (error NULL) or not: an agent's answer and this
+ * machine's own probe both end here. */
+static void ask_done(struct underlay_ask *ask, int64_t rtt_ns, const char *error)
 {
-    struct underlay_ask *ask = ctx;
     struct parts_underlay *u = ask->u;
-    struct agent_underlay_reply r;
-    char why[256];
     if (u->cancelled) return;
-    if (!error && agent_wire_read_underlay_reply(result, &r, why, sizeof why) == 0)
-        pair_set(u, ask->a, ask->b, r.rtt_ns);
+    if (!error)
+        pair_set(u, ask->a, ask->b, rtt_ns);
     else if (!u->error[0])
         snprintf(u->error, sizeof u->error,
                  "machine %s: the underlay's round trip to machine %s could not be measured: %s",
-                 u->names[ask->a], u->names[ask->b], error ? error : why);
+                 u->names[ask->a], u->names[ask->b], error);
     if (--u->pending == 0) u->done(u->ctx, u, u->error[0] ? u->error : NULL);
+}
+
+static void on_answer(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct agent_underlay_reply r = {0};
+    char why[256];
+    if (!error && agent_wire_read_underlay_reply(result, &r, why, sizeof why) < 0) error = why;
+    ask_done(ctx, r.rtt_ns, error);
+}
+
+static void on_echoes(void *ctx, int64_t rtt_ns, const char *error)
+{
+    struct underlay_ask *ask = ctx;
+    ask->echo = NULL; /* the probe frees itself */
+    ask_done(ask, rtt_ns, error);
 }
 
 /* The pairs a cut link joins, each once (a < b), into want (n * n). */
@@ -75,19 +90,21 @@ static int pair_begin(struct parts_underlay *u, const struct parts_underlay_setu
 {
     size_t here = a == s->local ? a : b == s->local ? b : u->n, far = here == a ? b : a;
     char why[256], text[INET_ADDRSTRLEN];
-    int64_t rtt;
+    struct underlay_ask *ask = &u->asks[a * u->n + b];
     if (here < u->n) {
-        if (underlay_rtt_measure(s->underlay[far], UNDERLAY_RTT_SAMPLES, &rtt, why, sizeof why) < 0)
+        *ask = (struct underlay_ask){u, here, far, NULL};
+        ask->echo = underlay_rtt_start(s->loop, s->underlay[far], UNDERLAY_RTT_SAMPLES, on_echoes,
+                                       ask, why, sizeof why);
+        if (!ask->echo)
             return snprintf(err, errlen,
                             "machine %s: the underlay's round trip to machine %s could not be "
                             "measured: %s",
                             u->names[here], u->names[far], why),
                    -1;
-        pair_set(u, a, b, rtt);
+        u->pending++;
         return 0;
     }
-    struct underlay_ask *ask = &u->asks[a * u->n + b];
-    *ask = (struct underlay_ask){u, a, b};
+    *ask = (struct underlay_ask){u, a, b, NULL};
     struct in_addr addr = {.s_addr = htonl(s->underlay[b])};
     inet_ntop(AF_INET, &addr, text, sizeof text);
     if (agent_client_underlay(s->agent[a], text, on_answer, ask, why, sizeof why) < 0)
@@ -143,14 +160,21 @@ int64_t parts_underlay_rtt_ns(const struct parts_underlay *u, size_t a, size_t b
     return a < u->n && b < u->n ? u->rtt_ns[a * u->n + b] : 0;
 }
 
+/* Stops this machine's probes still running (they hold the loop's watchers). */
 void parts_underlay_cancel(struct parts_underlay *u)
 {
-    if (u) u->cancelled = true;
+    if (!u) return;
+    u->cancelled = true;
+    for (size_t i = 0; u->asks && i < u->n * u->n; i++) {
+        underlay_rtt_cancel(u->asks[i].echo);
+        u->asks[i].echo = NULL;
+    }
 }
 
 void parts_underlay_free(struct parts_underlay *u)
 {
     if (!u) return;
+    parts_underlay_cancel(u);
     for (size_t m = 0; u->names && m < u->n; m++)
         free(u->names[m]);
     free(u->names);

@@ -9,8 +9,9 @@
  * is the pair's one-way delay (topo_part_underlay_delay_us), which the
  * parts' cut links carry and the backends subtract.
  *
- * Owns: the per-pair round trips and delays, the requests' contexts. An
- * answer that comes after parts_underlay_cancel is dropped. */
+ * Owns: the per-pair round trips and delays, the requests' contexts, this
+ * machine's probes while they run. An answer that comes after
+ * parts_underlay_cancel is dropped (the probes here are stopped). */
 #pragma once
 
 #include "controller/agent_client.h"
@@ -27,6 +28,7 @@ struct parts_underlay;
 typedef void (*parts_underlay_fn)(void *ctx, struct parts_underlay *u, const char *error);
 
 struct parts_underlay_setup {
+    struct ev_loop *loop; /* this machine's probes run on it */
     const struct topo_network *net;
     const struct topo_placement *placement;
     const struct topo_machines *machines;
@@ -35,11 +37,12 @@ struct parts_underlay_setup {
     const uint32_t *underlay;          /* per machine: its underlay IPv4 address, host order */
 };
 
-/* Measures what this machine can at once and asks the agents the rest
- * (setup is read during the call only). Into *out (the caller's to free,
- * also on failure): -1 with err when a measurement here failed or a
- * request could not be sent (nothing pending then), 0 when every pair is
- * measured already (done is not called), 1 when done follows from the loop. */
+/* Starts the probes of this machine's pairs on setup->loop and asks the
+ * agents the rest (setup is read during the call only): both answer
+ * through the loop. Into *out (the caller's to free, also on failure): -1
+ * with err when a probe could not start or a request could not be sent
+ * (nothing pending then), 0 when no pair is to measure (done is not
+ * called), 1 when done follows from the loop. */
 int parts_underlay_start(const struct parts_underlay_setup *setup, parts_underlay_fn done,
                          void *ctx, struct parts_underlay **out, char *err, size_t errlen);
 /* Per pair (a * n + b, both orders): the one-way delay in µs (0: the pair

@@ -3,14 +3,15 @@
 #include "emu/underlay_rtt.h"
 
 #include "common/clock.h"
+#include "common/container.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/ip.h>
 #include <netinet/ip_icmp.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,10 +24,10 @@ struct echo_socket {
 
 static int echo_socket_open(struct echo_socket *s)
 {
-    s->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_ICMP);
+    s->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, IPPROTO_ICMP);
     s->raw = false;
     if (s->fd < 0 && (errno == EACCES || errno == EPERM)) {
-        s->fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+        s->fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, IPPROTO_ICMP);
         s->raw = true;
     }
     s->id = (uint16_t)(getpid() ^ (mono_ns() >> 10));
@@ -75,51 +76,115 @@ static bool echo_is_reply(const struct echo_socket *s, const uint8_t *buf, ssize
            ntohs(h->un.echo.sequence) == seq && (!s->raw || ntohs(h->un.echo.id) == s->id);
 }
 
-/* Waits for seq's reply until deadline_ns: its arrival time, or -1. */
-static int64_t echo_wait(const struct echo_socket *s, const struct sockaddr_in *to, uint16_t seq,
-                         int64_t deadline_ns)
+struct underlay_rtt {
+    struct ev_loop *loop;
+    ev_io readable;
+    ev_timer timeout; /* the echo in flight: its answer's deadline */
+    struct echo_socket s;
+    struct sockaddr_in to;
+    char text[INET_ADDRSTRLEN];
+    int samples, sent; /* echoes to send, sent so far (the last one's seq) */
+    int64_t sent_ns;   /* when the echo in flight left */
+    int64_t best;      /* the least round trip so far, -1: none */
+    underlay_rtt_fn done;
+    void *ctx;
+};
+
+void underlay_rtt_cancel(struct underlay_rtt *p)
 {
-    uint8_t buf[512];
-    for (int64_t now = mono_ns(); now < deadline_ns; now = mono_ns()) {
-        struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
-        int ms = (int)((deadline_ns - now + 999999) / 1000000);
-        if (poll(&pfd, 1, ms) <= 0) continue;
-        struct sockaddr_in from;
-        socklen_t len = sizeof from;
-        ssize_t n = recvfrom(s->fd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &len);
-        int64_t at = mono_ns();
-        if (n > 0 && echo_is_reply(s, buf, n, &from, to, seq)) return at;
-    }
-    return -1;
+    if (!p) return;
+    ev_io_stop(p->loop, &p->readable);
+    ev_timer_stop(p->loop, &p->timeout);
+    close(p->s.fd);
+    free(p);
 }
 
-int underlay_rtt_measure(uint32_t address, int samples, int64_t *rtt_ns, char *err, size_t errlen)
+/* All echoes answered or timed out: the least round trip, or the failure. */
+static void probe_finish(struct underlay_rtt *p)
 {
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(address)};
-    char text[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &to.sin_addr, text, sizeof text);
-    struct echo_socket s;
-    if (echo_socket_open(&s) < 0)
-        return snprintf(err, errlen,
-                        "underlay %s: no ICMP socket to measure its round trip: %s (needs "
-                        "net.ipv4.ping_group_range or CAP_NET_RAW)",
-                        text, strerror(errno)),
-               -1;
-    int64_t best = -1;
-    for (int i = 0; i < samples; i++) {
-        uint16_t seq = (uint16_t)(i + 1);
-        int64_t sent = mono_ns();
-        if (echo_send(&s, &to, seq) < 0) continue;
-        int64_t back = echo_wait(&s, &to, seq, sent + UNDERLAY_RTT_TIMEOUT_NS);
-        if (back >= 0 && (best < 0 || back - sent < best)) best = back - sent;
-    }
-    close(s.fd);
+    char err[256] = "";
+    int64_t best = p->best;
+    underlay_rtt_fn done = p->done;
+    void *ctx = p->ctx;
     if (best < 0)
-        return snprintf(err, errlen,
-                        "underlay %s: no answer to %d ICMP echoes within %g s each (is ICMP "
-                        "echo let through between the machines?)",
-                        text, samples, UNDERLAY_RTT_TIMEOUT_NS / 1e9),
-               -1;
-    *rtt_ns = best;
-    return 0;
+        snprintf(err, sizeof err,
+                 "underlay %s: no answer to %d ICMP echoes within %g s each (is ICMP "
+                 "echo let through between the machines?)",
+                 p->text, p->samples, UNDERLAY_RTT_TIMEOUT_NS / 1e9);
+    underlay_rtt_cancel(p); /* done may free what ctx points to: nothing of p after it */
+    done(ctx, best < 0 ? 0 : best, best < 0 ? err : NULL);
+}
+
+/* The next echo, or the end; a send that fails counts as unanswered. */
+static void probe_next(struct underlay_rtt *p)
+{
+    ev_timer_stop(p->loop, &p->timeout);
+    while (p->sent < p->samples) {
+        p->sent++;
+        p->sent_ns = mono_ns();
+        if (echo_send(&p->s, &p->to, (uint16_t)p->sent) < 0) continue;
+        ev_timer_set(&p->timeout, UNDERLAY_RTT_TIMEOUT_NS / 1e9, 0.);
+        ev_timer_start(p->loop, &p->timeout);
+        return;
+    }
+    probe_finish(p);
+}
+
+static void on_timeout(EV_P_ ev_timer *w, int revents)
+{
+    (void)loop, (void)revents;
+    probe_next(container_of(w, struct underlay_rtt, timeout));
+}
+
+/* Every datagram waiting is read (none is waited for); the one answering
+ * the echo in flight moves on to the next. */
+static void on_readable(EV_P_ ev_io *w, int revents)
+{
+    (void)loop, (void)revents;
+    struct underlay_rtt *p = container_of(w, struct underlay_rtt, readable);
+    uint8_t buf[512];
+    for (;;) {
+        struct sockaddr_in from;
+        socklen_t len = sizeof from;
+        ssize_t n =
+            recvfrom(p->s.fd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &len);
+        if (n < 0) return; /* EAGAIN, or an ICMP error queued: the timer covers both */
+        int64_t rtt = mono_ns() - p->sent_ns;
+        if (!echo_is_reply(&p->s, buf, n, &from, &p->to, (uint16_t)p->sent)) continue;
+        if (p->best < 0 || rtt < p->best) p->best = rtt;
+        return probe_next(p);
+    }
+}
+
+struct underlay_rtt *underlay_rtt_start(struct ev_loop *loop, uint32_t address, int samples,
+                                        underlay_rtt_fn done, void *ctx, char *err, size_t errlen)
+{
+    struct underlay_rtt *p = calloc(1, sizeof *p);
+    struct in_addr a = {.s_addr = htonl(address)};
+    char text[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &a, text, sizeof text);
+    if (!p) return snprintf(err, errlen, "underlay %s: out of memory", text), NULL;
+    if (echo_socket_open(&p->s) < 0) {
+        snprintf(err, errlen,
+                 "underlay %s: no ICMP socket to measure its round trip: %s (needs "
+                 "net.ipv4.ping_group_range or CAP_NET_RAW)",
+                 text, strerror(errno));
+        free(p);
+        return NULL;
+    }
+    *p = (struct underlay_rtt){.loop = loop,
+                               .s = p->s,
+                               .samples = samples,
+                               .best = -1,
+                               .done = done,
+                               .ctx = ctx,
+                               .to = {.sin_family = AF_INET, .sin_addr = a}};
+    memcpy(p->text, text, sizeof text);
+    ev_io_init(&p->readable, on_readable, p->s.fd, EV_READ);
+    ev_io_start(loop, &p->readable);
+    ev_init(&p->timeout, on_timeout);
+    /* The first echo leaves from the loop too: done never runs inside this call. */
+    ev_timer_set(&p->timeout, 0., 0.);
+    ev_timer_start(loop, &p->timeout);
+    return p;
 }

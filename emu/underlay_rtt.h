@@ -5,19 +5,33 @@
  * The kernel of the far machine answers the echo itself, so nothing has
  * to listen there: the agents keep listening on nothing but VXLAN's port.
  * An unprivileged ICMP socket (SOCK_DGRAM, net.ipv4.ping_group_range) is
- * tried first, a raw one (CAP_NET_RAW) second. The wait is bounded
- * (samples x timeout at most) and happens before a spread build, once,
- * like the build's own netlink calls: the caller's loop is held for it.
- * Owns nothing past the call: the socket is closed before it returns. */
+ * tried first, a raw one (CAP_NET_RAW) second. The echoes go one after
+ * another on the caller's libev loop (an ev_io on the socket, an ev_timer
+ * per echo): the loop is never held, the result comes through a callback.
+ * Owns: a running probe owns its socket and watchers until it calls back
+ * (it frees itself then) or is cancelled. */
 #pragma once
 
+#include <ev.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define UNDERLAY_RTT_SAMPLES 5            /* echoes per address; the minimum is kept */
 #define UNDERLAY_RTT_TIMEOUT_NS 300000000 /* one echo's answer, at most (0.3 s) */
 
-/* The smallest of `samples` echo round trips to address (IPv4, host
- * order), in ns, into *rtt_ns. 0, or -1 with err naming the address and
- * why (no ICMP socket allowed, no answer to any echo within the timeout). */
-int underlay_rtt_measure(uint32_t address, int samples, int64_t *rtt_ns, char *err, size_t errlen);
+struct underlay_rtt;
+
+/* The smallest round trip in ns (> 0) with error NULL, or error one line
+ * naming the address and why (no answer to any echo within the timeout).
+ * Called from the loop, never from underlay_rtt_start; the probe is freed
+ * when it returns. */
+typedef void (*underlay_rtt_fn)(void *ctx, int64_t rtt_ns, const char *error);
+
+/* Starts `samples` echoes to address (IPv4, host order) on loop: done
+ * follows from the loop within samples x UNDERLAY_RTT_TIMEOUT_NS. NULL
+ * with err (naming the address) when no ICMP socket is allowed or memory
+ * is short; done is not called then. */
+struct underlay_rtt *underlay_rtt_start(struct ev_loop *loop, uint32_t address, int samples,
+                                        underlay_rtt_fn done, void *ctx, char *err, size_t errlen);
+/* Stops a running probe and frees it; done is not called. NULL: nothing. */
+void underlay_rtt_cancel(struct underlay_rtt *p);
