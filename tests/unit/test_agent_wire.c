@@ -526,7 +526,6 @@ static void underlay_round_trip(void)
           agent_method_served(AGENT_UNDERLAY));
     msgmap_init(&m);
     agent_wire_underlay(&m, &u);
-    proto_reader_init(&r, 0);
     CHECK(through_reader(&m, agent_method_name(AGENT_UNDERLAY), &r, &msg));
     CHECK(agent_wire_read_underlay(msg.params, &ub, err, sizeof err) == 0);
     CHECK_STREQ(ub.address, "10.250.0.2");
@@ -534,7 +533,6 @@ static void underlay_round_trip(void)
     for (int i = 0; i < 2; i++) {
         msgmap_init(&m);
         agent_wire_underlay_reply(&m, &ur);
-        proto_reader_init(&r, 0);
         CHECK(through_reader(&m, "x", &r, &msg));
         int rc = agent_wire_read_underlay_reply(msg.params, &urb, err, sizeof err);
         if (i == 0) CHECK(rc == 0 && urb.rtt_ns == 2051000);
