@@ -207,14 +207,14 @@ static struct ml_background *eval_background_of(struct command_job *j)
     return bg;
 }
 
-/* Loop thread: the snapshot goes to the background thread (started with the
- * first background eval). */
 /* In the background the worker's part is the snapshot, by reference. */
 static bool eval_brief(struct command_job *j, const struct eval_params *p)
 {
     return p->background;
 }
 
+/* Loop thread: the snapshot goes to the background thread (started with the
+ * first background eval). */
 static bool eval_after(struct command_job *j, struct eval_params *p)
 {
     struct peer_server *s = j->server;
