@@ -631,7 +631,7 @@ int lnet_start_spread(lua_State *L, struct l_network *net, struct agent_group *g
     return start_engine(L, net, &spread);
 }
 
-/* ---- stop ---- */ /* ---- stop ---- */
+/* ---- stop ---- */
 
 /* The engine stops the network (its programs first). True once stopped. */
 static bool stop_begin(struct l_network *net)
