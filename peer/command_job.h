@@ -78,7 +78,7 @@ struct command {
     /* WORKER, optional: loop thread, with the worker claimed (worker.h
      * worker_claim: its state is the caller's): whether run() is brief
      * enough to run on the loop thread: a snapshot by reference, or one
-     * pass over at most COMMAND_BRIEF_ELEMENTS elements (command_brief). */
+     * pass over at most COMMAND_BRIEF_ELEMENTS elements (cmd_brief_pass below). */
     bool (*brief)(struct command_job *job);
     size_t extra_size; /* bytes of job->extra, zeroed */
     bool bare;         /* the result has ms, not cpu_ms and queue_ms (ping, peers) */
