@@ -183,9 +183,10 @@ void cmd_charge_virtual(struct command_job *j, const struct store_tensor *t, uin
  * without one) is brief when passes x elements <= COMMAND_BRIEF_ELEMENTS.
  * Measured on the 2-core development host: the quickstart server's optim
  * (sgd with momentum over 101,770 parameters, 4 passes) took 0.08-0.46 ms
- * of CPU, scale over them 0.03 ms, i.e. 0.3-1.1 ns an element a pass, so
- * the bound keeps a run on the loop thread near half a millisecond: the
- * order of the worker's wake-up it saves (docs/fidelity.md "Overload").
+ * of CPU, scale over them (2 passes, as scale_brief counts) 0.03 ms, i.e.
+ * 0.15-1.1 ns an element a pass, so the bound keeps a run on the loop
+ * thread near half a millisecond: the order of the worker's wake-up it
+ * saves (docs/fidelity.md "Overload").
  * A tensor not there is brief: run() fails at once. Loop thread. */
 #define COMMAND_BRIEF_ELEMENTS (1u << 19)
 bool cmd_brief_pass(struct command_job *j, const char *name, const struct cmd_range *r,
