@@ -596,6 +596,10 @@ int agent_client_restart(struct agent_client *ac, int node, const char *name,
                          const struct peer_client_hooks *hooks, struct peer_client **pc,
                          peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
+    /* Refused before the relay swaps clients: a restart that cannot be
+     * sent would cut the old channel and end a fresh client never run. */
+    if (ac->failed || ac->tearing_down)
+        return snprintf(err, errlen, "machine '%s': its agent is gone", ac->machine.name), -1;
     struct agent_restart *x = malloc(sizeof *x);
     if (!x) return snprintf(err, errlen, "out of memory"), -1;
     *x = (struct agent_restart){ac, node, cb, ctx};

@@ -235,8 +235,9 @@ int netrun_parts_local_link(const struct netrun *nr, int link);
 /* A change of a link not wholly on this machine: asked of the agent of
  * the machine that holds it, or of both ends' parts for a cut link (an
  * agent's and the local part's, or two agents); 1 and a later cb, once,
- * when every end has answered (error: the first failure, naming its
- * machine), or -1 with err when the first end cannot be asked. */
+ * when every end asked has answered (error: the first failure, naming its
+ * machine, an end that could not be asked included), or -1 with err when
+ * no end could be asked. */
 int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
                              const struct topo_link_params *params, peer_reply_fn cb, void *ctx,
                              char *err, size_t errlen);

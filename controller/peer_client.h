@@ -103,7 +103,6 @@ const char *peer_client_gone_reason(const struct peer_client *pc);
  * -1 with err while calls are pending (their answers would be lost). */
 #define PEER_RELAY_CHUNK 65536
 typedef void (*peer_bytes_fn)(void *ctx, const void *bytes, size_t len);
-typedef void (*peer_drained_fn)(void *ctx);
 int peer_client_relay(struct peer_client *pc, peer_bytes_fn on_bytes, peer_drained_fn on_drained,
                       void *ctx, char *err, size_t errlen);
 /* 0, or -1 when the channel is down (the bytes are dropped). */
