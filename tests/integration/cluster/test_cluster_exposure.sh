@@ -115,7 +115,5 @@ for backend in kernel user; do
   expect_eq "$backend: stopped" "$(grep -c '^stopped$' "$D/$backend.out")" 1
 done
 
-rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
-expect_eq "no process left on the machines" "$rest" ""
-expect_eq "registries empty" "$(for i in 1 2 3; do cluster_exec "$i" ls -A /run/hiernet; done)" ""
+cluster_expect_nothing_left "the runs"
 checks_exit

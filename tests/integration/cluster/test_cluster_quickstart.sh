@@ -81,7 +81,5 @@ read -r mean3 _ median3 <<<"$step3"
 r, m = $mean3 / $mean1, $median3 / $median1
 print('BSP round ratio three/one: mean %.3f, median %.3f%s' % (r, m, '' if abs(m - 1) <= 0.05 else ' (outside 5%: not asserted, see the header)'))"
 
-rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
-expect_eq "no process left on the machines" "$rest" ""
-expect_eq "registries empty" "$(for i in 1 2 3; do cluster_exec "$i" ls -A /run/hiernet; done)" ""
+cluster_expect_nothing_left "the runs"
 checks_exit

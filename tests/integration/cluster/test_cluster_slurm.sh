@@ -22,7 +22,7 @@
 #     step's slurmstepd and task), no namespace and no directory within 5 s.
 # Usage: test_cluster_slurm.sh HIERNET
 set -uo pipefail
-HN=$1
+HN=$(realpath "$1") # the agents' command lines name the resolved path (/proc/self/exe)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 source "$here/../../lib/cluster.sh"

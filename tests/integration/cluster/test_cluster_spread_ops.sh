@@ -160,14 +160,7 @@ awk -F, 'NR > 1 && $3 == "h1-s2" { if ($1 > m) m = $1 }
   fail "links.csv: m2's times: $(awk -F, '$3 ~ /^s2-/ { print $1 }' "$csv" | tr '\n' ' ')"
 
 # Nothing left but the machines' holders and sshd, no registry entry.
-rest=
-for _ in $(seq 50); do
-  rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
-  [[ -z $rest ]] && break
-  sleep 0.1
-done
-expect_eq "no process left on the machines" "$rest" ""
-expect_eq "registries empty" "$(for i in 1 2; do cluster_exec "$i" ls -A /run/hiernet 2>/dev/null; done)" ""
+cluster_expect_nothing_left "the run"
 pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
 cluster_down
 for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done

@@ -63,7 +63,5 @@ one=$(grep '^result ' "$D/out-one")
 expect_eq "three machines: the same rounds, updates and accuracy" "$(grep '^result ' "$D/out-three")" "$one"
 expect_eq "three machines, backend user with delays and loss: the same" "$(grep '^result ' "$D/out-three_user")" "$one"
 
-rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
-expect_eq "no process left on the machines" "$rest" ""
-expect_eq "registries empty" "$(for i in 1 2 3; do cluster_exec "$i" ls -A /run/hiernet; done)" ""
+cluster_expect_nothing_left "the runs"
 checks_exit
