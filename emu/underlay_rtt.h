@@ -3,7 +3,8 @@
  * "Several machines: the underlay's delay").
  *
  * The kernel of the far machine answers the echo itself, so nothing has
- * to listen there: the agents keep listening on nothing but VXLAN's port.
+ * to listen there: a machine keeps listening on nothing but its cut links'
+ * UDP ports (VXLAN's 4789, or linkd's: proto/linkd_methods.h).
  * An unprivileged ICMP socket (SOCK_DGRAM, net.ipv4.ping_group_range) is
  * tried first, a raw one (CAP_NET_RAW) second. The echoes go one after
  * another on the caller's libev loop (an ev_io on the socket, an ev_timer
