@@ -7,11 +7,15 @@
 #include "controller/peer_client.h"
 #include "proto/agent_wire.h"
 #include "proto/msgmap.h"
+#include "topo/part_wire.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* proto/ cannot see topo/: the two bounds of a part's bytes are kept equal here. */
+_Static_assert(AGENT_PART_MAX == TOPO_PART_WIRE_MAX, "a build's part bound is the decoder's");
 
 void part_log(struct agent_part *p, const char *fmt, ...)
 {
