@@ -23,7 +23,8 @@
 struct underlay_rtt;
 
 /* The smallest round trip in ns (> 0) with error NULL, or error one line
- * naming the address and why (no answer to any echo within the timeout).
+ * naming the address and why (no answer to any echo within the timeout,
+ * or no echo could be sent: the send's errno, e.g. no route).
  * Called from the loop, never from underlay_rtt_start; the probe is freed
  * when it returns. */
 typedef void (*underlay_rtt_fn)(void *ctx, int64_t rtt_ns, const char *error);

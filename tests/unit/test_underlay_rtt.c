@@ -3,7 +3,8 @@
  * test exits): 127.0.0.1 answers within the timeout, through a raw ICMP
  * socket and then through a datagram one; 192.0.2.2 (TEST-NET,
  * routed to a veth whose peer has no address) never answers, and a 10 ms
- * timer keeps firing while the probe waits on it; a probe cancelled before
+ * timer keeps firing while the probe waits on it; 203.0.113.1 (no route)
+ * fails at once naming the send's error; a probe cancelled before
  * it ran never calls back. */
 #include "check.h"
 #include "common/clock.h"
@@ -115,6 +116,21 @@ static void test_silence_keeps_loop(struct ev_loop *loop)
     CHECK_MSG(r.ticks_then >= 20, "%d ticks of 10 ms while the probe waited", r.ticks_then);
 }
 
+/* 203.0.113.1 (TEST-NET-3) has no route here: every send fails at once,
+ * and the error says so rather than "no answer". */
+static void test_no_route(struct ev_loop *loop)
+{
+    struct result r = {0};
+    double t0 = mono_s();
+    start(loop, 0xcb007101, 2, &r);
+    while (r.calls == 0)
+        ev_run(loop, EVRUN_ONCE);
+    CHECK(r.calls == 1);
+    CHECK_CONTAINS(r.error, "underlay 203.0.113.1: no ICMP echo could be sent: ");
+    CHECK_CONTAINS(r.error, strerror(ENETUNREACH));
+    CHECK_MSG(r.at_s - t0 < UNDERLAY_RTT_TIMEOUT_NS / 1e9, "ended after %.3f s", r.at_s - t0);
+}
+
 static void on_stop(EV_P_ ev_timer *w, int revents)
 {
     (void)w, (void)revents;
@@ -157,6 +173,7 @@ int main(void)
     test_loopback_answers(loop);
     test_loopback_dgram(loop);
     test_silence_keeps_loop(loop);
+    test_no_route(loop);
     test_cancel(loop);
     ev_loop_destroy(loop);
     return check_report();
