@@ -7,11 +7,15 @@
 #include "controller/peer_client.h"
 #include "proto/agent_wire.h"
 #include "proto/msgmap.h"
+#include "topo/part_wire.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* proto/ cannot see topo/: the two bounds of a part's bytes are kept equal here. */
+_Static_assert(AGENT_PART_MAX == TOPO_PART_WIRE_MAX, "a build's part bound is the decoder's");
 
 void part_log(struct agent_part *p, const char *fmt, ...)
 {
@@ -81,10 +85,8 @@ static void name_fault(const struct topo_part *part, const struct net_error *err
     const struct topo_network *net = part ? part->net : NULL;
     if (net && error->node >= 0 && (size_t)error->node < net->n_nodes)
         snprintf(e->node, sizeof e->node, "%s", net->nodes[error->node].name);
-    if (net && error->link >= 0 && (size_t)error->link < net->n_links) {
-        const struct topo_link *l = &net->links[error->link];
-        snprintf(e->link, sizeof e->link, "%s-%s", net->nodes[l->a].name, net->nodes[l->b].name);
-    }
+    if (net && error->link >= 0 && (size_t)error->link < net->n_links)
+        topo_link_describe(net, &net->links[error->link], e->link, sizeof e->link);
 }
 
 static void answer_net_error(struct agent_part *p, uint32_t msgid, const struct net_error *error)

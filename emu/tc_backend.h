@@ -64,12 +64,12 @@ void emu_tc_set_options(struct emu_tc *k, const struct emu_tc_options *opts);
 int emu_tc_add_veths(struct emu_tc *k, char *err, size_t errlen);
 int emu_tc_configure(struct emu_tc *k, const struct topo_routing *routing, bool shape, char *err,
                      size_t errlen);
-/* The namespace fd of node i (for spawning its peer and node programs). */
 /* Backend user: the underlay of the part's cut links exists here and
  * carries a full emulated packet plus its 50 bytes of tunnel (nl_vxlan.h);
  * 0 when it does or there is no cut link, else -1 with one line naming
  * the link, the underlay device and both MTUs. */
 int emu_tc_underlay_check(const struct emu_tc *k, char *err, size_t errlen);
+/* The namespace fd of node i (for spawning its peer and node programs). */
 int emu_tc_node_ns(const struct emu_tc *k, int node);
 /* The ifindexes of link `index`'s ends, each in its node's namespace (for
  * reading the link's counters there). */

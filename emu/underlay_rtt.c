@@ -86,6 +86,8 @@ struct underlay_rtt {
     int samples, sent; /* echoes to send, sent so far (the last one's seq) */
     int64_t sent_ns;   /* when the echo in flight left */
     int64_t best;      /* the least round trip so far, -1: none */
+    int unsent;        /* echoes whose send failed, */
+    int send_errno;    /* the last one's errno */
     underlay_rtt_fn done;
     void *ctx;
 };
@@ -106,7 +108,10 @@ static void probe_finish(struct underlay_rtt *p)
     int64_t best = p->best;
     underlay_rtt_fn done = p->done;
     void *ctx = p->ctx;
-    if (best < 0)
+    if (best < 0 && p->unsent == p->samples)
+        snprintf(err, sizeof err, "underlay %s: no ICMP echo could be sent: %s", p->text,
+                 strerror(p->send_errno));
+    else if (best < 0)
         snprintf(err, sizeof err,
                  "underlay %s: no answer to %d ICMP echoes within %g s each (is ICMP "
                  "echo let through between the machines?)",
@@ -122,7 +127,11 @@ static void probe_next(struct underlay_rtt *p)
     while (p->sent < p->samples) {
         p->sent++;
         p->sent_ns = mono_ns();
-        if (echo_send(&p->s, &p->to, (uint16_t)p->sent) < 0) continue;
+        if (echo_send(&p->s, &p->to, (uint16_t)p->sent) < 0) {
+            p->unsent++;
+            p->send_errno = errno;
+            continue;
+        }
         ev_timer_set(&p->timeout, UNDERLAY_RTT_TIMEOUT_NS / 1e9, 0.);
         ev_timer_start(p->loop, &p->timeout);
         return;

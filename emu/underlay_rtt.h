@@ -3,7 +3,8 @@
  * "Several machines: the underlay's delay").
  *
  * The kernel of the far machine answers the echo itself, so nothing has
- * to listen there: the agents keep listening on nothing but VXLAN's port.
+ * to listen there: a machine keeps listening on nothing but its cut links'
+ * UDP ports (VXLAN's 4789, or linkd's: proto/linkd_methods.h).
  * An unprivileged ICMP socket (SOCK_DGRAM, net.ipv4.ping_group_range) is
  * tried first, a raw one (CAP_NET_RAW) second. The echoes go one after
  * another on the caller's libev loop (an ev_io on the socket, an ev_timer
@@ -22,7 +23,8 @@
 struct underlay_rtt;
 
 /* The smallest round trip in ns (> 0) with error NULL, or error one line
- * naming the address and why (no answer to any echo within the timeout).
+ * naming the address and why (no answer to any echo within the timeout,
+ * or no echo could be sent: the send's errno, e.g. no route).
  * Called from the loop, never from underlay_rtt_start; the probe is freed
  * when it returns. */
 typedef void (*underlay_rtt_fn)(void *ctx, int64_t rtt_ns, const char *error);

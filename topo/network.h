@@ -147,14 +147,14 @@ int topo_link_param_set(struct topo_link_params *p, const char *key, const char 
  * default queue of its emulated rate and delay, in bytes (with a 1500-byte
  * MTU's frames for its floor): its floor of 2 ms at the rate would shrink d
  * times at the dilated rate. */
+void topo_link_params_dilate(const struct topo_link_params *p, double d,
+                             struct topo_link_params *out);
 /* What a backend installs for link's parameters p (link: NULL for none):
  * topo_link_params_dilate's, with the delay less the link's underlay
  * delay, never below 0 (topo_part_check_underlay refuses a part whose
  * link asks for less than its underlay gives). */
 void topo_link_params_install(const struct topo_network *net, const struct topo_link *link,
                               const struct topo_link_params *p, struct topo_link_params *out);
-void topo_link_params_dilate(const struct topo_link_params *p, double d,
-                             struct topo_link_params *out);
 /* "a-b" for messages, "a-b#2" for the second of parallel links, ... */
 void topo_link_describe(const struct topo_network *net, const struct topo_link *l, char *buf,
                         size_t len);

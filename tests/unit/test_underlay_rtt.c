@@ -1,8 +1,10 @@
 /* test_underlay_rtt.c — the ICMP echo probe of emu/underlay_rtt.h on the
  * libev loop, in a network namespace of its own (unshare: gone when the
- * test exits): 127.0.0.1 answers within the timeout; 192.0.2.2 (TEST-NET,
+ * test exits): 127.0.0.1 answers within the timeout, through a raw ICMP
+ * socket and then through a datagram one; 192.0.2.2 (TEST-NET,
  * routed to a veth whose peer has no address) never answers, and a 10 ms
- * timer keeps firing while the probe waits on it; a probe cancelled before
+ * timer keeps firing while the probe waits on it; 203.0.113.1 (no route)
+ * fails at once naming the send's error; a probe cancelled before
  * it ran never calls back. */
 #include "check.h"
 #include "common/clock.h"
@@ -114,6 +116,21 @@ static void test_silence_keeps_loop(struct ev_loop *loop)
     CHECK_MSG(r.ticks_then >= 20, "%d ticks of 10 ms while the probe waited", r.ticks_then);
 }
 
+/* 203.0.113.1 (TEST-NET-3) has no route here: every send fails at once,
+ * and the error says so rather than "no answer". */
+static void test_no_route(struct ev_loop *loop)
+{
+    struct result r = {0};
+    double t0 = mono_s();
+    start(loop, 0xcb007101, 2, &r);
+    while (r.calls == 0)
+        ev_run(loop, EVRUN_ONCE);
+    CHECK(r.calls == 1);
+    CHECK_CONTAINS(r.error, "underlay 203.0.113.1: no ICMP echo could be sent: ");
+    CHECK_CONTAINS(r.error, strerror(ENETUNREACH));
+    CHECK_MSG(r.at_s - t0 < UNDERLAY_RTT_TIMEOUT_NS / 1e9, "ended after %.3f s", r.at_s - t0);
+}
+
 static void on_stop(EV_P_ ev_timer *w, int revents)
 {
     (void)w, (void)revents;
@@ -132,6 +149,21 @@ static void test_cancel(struct ev_loop *loop)
     CHECK(r.calls == 0);
 }
 
+/* A new namespace's ping_group_range is "1 0" (none): the probe above used
+ * a raw socket. Every group allowed, it takes the datagram ICMP socket,
+ * whose echo id is the kernel's. */
+static void test_loopback_dgram(struct ev_loop *loop)
+{
+    FILE *f = fopen("/proc/sys/net/ipv4/ping_group_range", "w");
+    bool set = f && fputs("0 2147483647\n", f) >= 0;
+    if (f && fclose(f) != 0) set = false;
+    if (!set) {
+        printf("note: ping_group_range not writable: the datagram socket is not tested\n");
+        return;
+    }
+    test_loopback_answers(loop);
+}
+
 int main(void)
 {
     netns_setup();
@@ -139,7 +171,9 @@ int main(void)
     CHECK(loop != NULL);
     if (!loop) return check_report();
     test_loopback_answers(loop);
+    test_loopback_dgram(loop);
     test_silence_keeps_loop(loop);
+    test_no_route(loop);
     test_cancel(loop);
     ev_loop_destroy(loop);
     return check_report();
