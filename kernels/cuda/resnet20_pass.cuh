@@ -141,9 +141,17 @@ struct kern_bn_backward {
     float *dx, *dgamma, *dbeta;
 };
 
+/* A functor's call operator for host and device code (KERN_HD is
+ * `static` for a host compiler, which a member cannot be). */
+#ifdef __CUDACC__
+#define KERN_HD_METHOD __host__ __device__
+#else
+#define KERN_HD_METHOD
+#endif
+
 /* The host's lane functor: one lane holds the total already. */
 struct kern_one_lane {
-    KERN_HD double operator()(double v) const
+    KERN_HD_METHOD double operator()(double v) const
     {
         return v;
     }

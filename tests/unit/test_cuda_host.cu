@@ -15,7 +15,8 @@
  * and for cnn:resnet20's (kernels/cuda/resnet20_pass.cuh: strided
  * convolutions, batch norm in training and evaluation mode with the batch
  * statistics in the gradient's tail, option-A residual adds, average
- * pooling), whose batch-norm channel functions run here as one lane.
+ * pooling), whose batch-norm channel functions run here as one lane and
+ * as 4 threads sharing each channel (the GPU's blocks' scheme).
  * Layer ranges (the passes of split learning and pipelines): each model
  * is cut into 2 and 3 parts, each part on buffers of its own as on its own
  * GPU; the parts' outputs and input gradients must match model.c's
@@ -25,6 +26,7 @@
  * What this cannot see (kernel launch geometry, device memory) is
  * test_cuda.c's job on a machine with a GPU. Built only with CUDA. */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -221,6 +223,86 @@ struct host_resnet_exec : host_conv_exec {
         for (size_t t = 0; t < (size_t)p.channels * batch * p.plane; t++)
             dx[t] = kern_avgpool_grad(p, dy, batch, t);
         return 0;
+    }
+};
+
+/* The GPU's way through a batch norm, on threads: LANES workers share each
+ * channel (every LANES-th value), and a sum is every worker's value
+ * totalled behind a barrier, as resnet.cu's block sum does with
+ * __syncthreads (other order of additions, so close to the one-lane
+ * executor, not equal). Checks what one lane cannot: the strided loops,
+ * the functor called by every lane, lane 0 alone writing the statistics. */
+enum { LANES = 4 };
+
+struct lane_sum {
+    pthread_barrier_t *barrier;
+    double *slots;
+    int lane;
+    double operator()(double v)
+    {
+        slots[lane] = v;
+        pthread_barrier_wait(barrier);
+        double total = 0;
+        for (int i = 0; i < LANES; i++)
+            total += slots[i];
+        pthread_barrier_wait(barrier); /* slots is reused by the next sum */
+        return total;
+    }
+};
+
+template <class S>
+static void bn_channel(const kern_bn_forward &a, int c, int lane, int lanes, S &sum)
+{
+    kern_bn_forward_channel(a, c, lane, lanes, sum);
+}
+
+template <class S>
+static void bn_channel(const kern_bn_backward &a, int c, int lane, int lanes, S &sum)
+{
+    kern_bn_backward_channel(a, c, lane, lanes, sum);
+}
+
+template <class A> struct lane_job {
+    const A *a;
+    pthread_barrier_t *barrier;
+    double *slots;
+    int lane;
+};
+
+template <class A> static void *lane_main(void *arg)
+{
+    lane_job<A> *j = (lane_job<A> *)arg;
+    lane_sum sum = {j->barrier, j->slots, j->lane};
+    for (int c = 0; c < j->a->channels; c++)
+        bn_channel(*j->a, c, j->lane, LANES, sum);
+    return NULL;
+}
+
+template <class A> static int run_lanes(const A &a)
+{
+    pthread_barrier_t barrier;
+    double slots[LANES];
+    pthread_t threads[LANES];
+    lane_job<A> jobs[LANES];
+    pthread_barrier_init(&barrier, NULL, LANES);
+    for (int i = 0; i < LANES; i++) {
+        jobs[i] = lane_job<A>{&a, &barrier, slots, i};
+        CHECK(pthread_create(&threads[i], NULL, lane_main<A>, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < LANES; i++)
+        pthread_join(threads[i], NULL);
+    pthread_barrier_destroy(&barrier);
+    return 0;
+}
+
+struct host_lanes_exec : host_resnet_exec {
+    int bn_forward(const kern_bn_forward &a)
+    {
+        return run_lanes(a);
+    }
+    int bn_backward(const kern_bn_backward &a)
+    {
+        return run_lanes(a);
     }
 };
 
@@ -547,8 +629,21 @@ static void test_resnet(int batch)
     printf("resnet20 batch %d: gradient scaled error %.2g, batch statistics %.2g\n", batch, ge, se);
     check_rows(s, nt, grad, want, batch);
 
+    /* The same pass with batch norm on LANES threads (the GPU's scheme). */
+    host_lanes_exec lanes;
+    float *lanes_grad = (float *)malloc(np * sizeof(float));
+    CHECK(kern_resnet_pass(lanes, s, b, params, batch, lanes_grad) == 0);
+    double le = scaled_error(lanes_grad, want, nt),
+           lse = scaled_error(lanes_grad + nt, want + nt, np - nt);
+    CHECK_MSG(le < 1e-5 && lse < 1e-5,
+              "resnet20 batch %d on %d lanes: gradient scaled error %g, "
+              "statistics %g",
+              batch, LANES, le, lse);
+    check_rows(s, nt, lanes_grad, want, batch);
+    free(lanes_grad);
+
     struct model_score score = {};
-    CHECK(kern_resnet_pass(e, s, b, params, batch, (float *)NULL) == 0);
+    CHECK(kern_resnet_pass(lanes, s, b, params, batch, (float *)NULL) == 0);
     CHECK(model_eval(ref, params, b.x, b.labels, (size_t)batch, &score, err, sizeof err) == 0);
     size_t hits = 0;
     double eval_loss = 0;
