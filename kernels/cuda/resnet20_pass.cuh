@@ -358,23 +358,33 @@ static inline struct kern_residual_shape kern_resnet_residual(const struct model
 
 /* A dense row as a one-layer dense_pass.cuh stack reading `in` and writing
  * `out`, so its passes run it. */
-static inline void kern_resnet_dense(const struct model_layer &l,
-                                     const struct kern_resnet_buffers &b, const float *in,
-                                     float *out, struct kern_dense_layout *d,
-                                     struct kern_dense_buffers *db)
+struct kern_resnet_dense_view {
+    struct kern_dense_layout l;
+    struct kern_dense_buffers b;
+};
+
+static inline struct kern_resnet_dense_view kern_resnet_dense(const struct model_layer &l,
+                                                              const struct kern_resnet_buffers &b,
+                                                              const float *in, float *out)
 {
-    d->count = 1;
-    d->in[0] = d->inputs = (int)l.in_size;
-    d->out[0] = d->classes = (int)l.out_size;
-    d->relu[0] = l.relu;
-    d->weight[0] = l.weight_offset;
-    d->bias[0] = l.bias_offset;
-    d->widest = d->in[0] > d->out[0] ? d->in[0] : d->out[0];
-    d->params = l.bias_offset + l.out_size;
-    *db = kern_dense_buffers{};
-    db->x = (float *)in;
-    db->act[0] = out;
-    db->ones = b.ones;
+    struct kern_resnet_dense_view v = {};
+    v.l.count = 1;
+    v.l.in[0] = v.l.inputs = (int)l.in_size;
+    v.l.out[0] = v.l.classes = (int)l.out_size;
+    v.l.relu[0] = l.relu;
+    v.l.weight[0] = l.weight_offset;
+    v.l.bias[0] = l.bias_offset;
+    v.l.widest = v.l.in[0] > v.l.out[0] ? v.l.in[0] : v.l.out[0];
+    v.l.params = l.bias_offset + l.out_size;
+    v.b.x = (float *)in;
+    v.b.act[0] = out;
+    v.b.ones = b.ones;
+    return v;
+}
+
+static inline struct kern_avgpool_shape kern_resnet_avgpool(const struct model_layer &l)
+{
+    return kern_avgpool_shape{l.in_c, (size_t)l.in_h * l.in_w};
 }
 
 static inline struct kern_bn_forward kern_resnet_bn_forward(const struct model_layer &l,
@@ -427,9 +437,6 @@ int kern_resnet_layer_forward(E &e, const struct model_spec &s, const struct ker
 {
     const struct model_layer &l = s.layers[i];
     const float *in = kern_resnet_input(b, i);
-    struct kern_avgpool_shape pool = {l.in_c, (size_t)l.in_h * l.in_w};
-    struct kern_dense_layout d;
-    struct kern_dense_buffers db;
     switch (l.kind) {
     case MODEL_LAYER_CONV:
         return kern_conv_forward(e, kern_resnet_conv(l), params, in, b.col, b.act[i], batch);
@@ -439,10 +446,11 @@ int kern_resnet_layer_forward(E &e, const struct model_spec &s, const struct ker
         return e.residual_forward(kern_resnet_residual(s, l), in,
                                   kern_resnet_input(b, l.skip_from + 1), batch, b.act[i]);
     case MODEL_LAYER_AVGPOOL:
-        return e.avgpool_forward(pool, in, batch, b.act[i]);
-    case MODEL_LAYER_DENSE:
-        kern_resnet_dense(l, b, in, b.act[i], &d, &db);
-        return kern_dense_forward_range(e, d, db, params, 0, 0, batch);
+        return e.avgpool_forward(kern_resnet_avgpool(l), in, batch, b.act[i]);
+    case MODEL_LAYER_DENSE: {
+        struct kern_resnet_dense_view v = kern_resnet_dense(l, b, in, b.act[i]);
+        return kern_dense_forward_range(e, v.l, v.b, params, 0, 0, batch);
+    }
     default:
         return -1; /* kern_resnet_runs refuses such tables */
     }
@@ -458,9 +466,6 @@ int kern_resnet_layer_backward(E &e, const struct model_spec &s,
 {
     const struct model_layer &l = s.layers[i];
     const float *in = kern_resnet_input(b, i);
-    struct kern_avgpool_shape pool = {l.in_c, (size_t)l.in_h * l.in_w};
-    struct kern_dense_layout d;
-    struct kern_dense_buffers db;
     switch (l.kind) {
     case MODEL_LAYER_CONV:
         return kern_conv_backward(e, kern_resnet_conv(l), params, in, dy, b.ones, b.col, grad, dx,
@@ -470,10 +475,11 @@ int kern_resnet_layer_backward(E &e, const struct model_spec &s,
     case MODEL_LAYER_RESIDUAL:
         return e.residual_backward(kern_resnet_residual(s, l), b.act[i], dy, batch, dx, b.skip);
     case MODEL_LAYER_AVGPOOL:
-        return dx ? e.avgpool_backward(pool, dy, batch, dx) : 0;
-    case MODEL_LAYER_DENSE:
-        kern_resnet_dense(l, b, in, b.act[i], &d, &db);
-        return kern_dense_layer_backward(e, d, db, params, grad, batch, 0, dy, dx);
+        return dx ? e.avgpool_backward(kern_resnet_avgpool(l), dy, batch, dx) : 0;
+    case MODEL_LAYER_DENSE: {
+        struct kern_resnet_dense_view v = kern_resnet_dense(l, b, in, b.act[i]);
+        return kern_dense_layer_backward(e, v.l, v.b, params, grad, batch, 0, dy, dx);
+    }
     default:
         return -1;
     }
