@@ -645,13 +645,15 @@ static int parts_make(struct netrun_parts *p, const struct topo_part_plan *plan,
     return 0;
 }
 
-/* Every cut link's delay covers its underlay's: checked on every part
- * before any is sent, so a refusal leaves nothing built anywhere. */
+/* Every cut link's delay covers its underlay's, and no two cut links of
+ * a machine share linkd's UDP port: checked on every part before any is
+ * sent, so a refusal leaves nothing built anywhere. */
 static int parts_check(struct netrun_parts *p, const struct topo_part *parts, char *err,
                        size_t errlen)
 {
     for (size_t m = 0; m < p->machines.n; m++)
-        if (p->placement.count[m] && topo_part_check_underlay(&parts[m], err, errlen) < 0)
+        if (p->placement.count[m] && (topo_part_check_underlay(&parts[m], err, errlen) < 0 ||
+                                      topo_part_check_ports(&parts[m], err, errlen) < 0))
             return -1;
     return 0;
 }
