@@ -193,6 +193,12 @@ size_t netrun_partitions(const struct netrun *nr);
 bool netrun_separated(const struct netrun *nr, int a, int b);
 /* node:restart(): a fresh peer (empty tensor store) in the same node. */
 int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen);
+/* The same on a network of one machine (an agent's part), done told once
+ * the new peer has taken its data secret (error: it refused, or its
+ * channel closed first): 0 (done follows), or -1 with err (done is not
+ * told). */
+int netrun_peer_restart_then(struct netrun *nr, int node, peer_reply_fn done, void *ctx, char *err,
+                             size_t errlen);
 
 /* Closes every control channel: the peers exit on EOF. Idempotent. */
 void netrun_close_peers(struct netrun *nr);

@@ -17,8 +17,10 @@
  *     bytes put on the wire (20 x 1042), and by less than 4 KiB more, each
  *     stats t_ns on this host's CLOCK_MONOTONIC (the agent's) since the start;
  *   - kill h2: an exit notification names node 2, signal 9; restart h2:
- *     answered once relayed, and a norm{} sent to the new peer through
- *     call chunks is answered exactly;
+ *     answered once relayed (the new peer's secret answered: no poll), a
+ *     call chunk for h2 sent before that answer is dropped and the log
+ *     says h2 is being restarted, and a norm{} sent to the new peer
+ *     through call chunks is answered exactly;
  *   - teardown answered, exit 0, no registry entry, no peer left.
  * Prints "ok: ..." or "FAIL: ..." per check; exit 0, 1 on a failure, 77
  * without root or where the part cannot be built (one line). */
@@ -99,12 +101,11 @@ static bool agent_next(struct agent_pipe *a, struct proto_msg *m)
     return ok;
 }
 
-/* Sends request method with params m; the answer's error (NULL: done)
- * into e, result kept in *res until the next message. false: no answer. */
-static bool ask(struct agent_pipe *a, enum agent_method method, struct msgmap *m,
-                struct agent_build_error *e, struct proto_msg *res)
+/* The answer to request id: its error (NULL: done) into e, result kept in
+ * *res until the next message. false: no answer. */
+static bool answer(struct agent_pipe *a, uint32_t id, struct agent_build_error *e,
+                   struct proto_msg *res)
 {
-    uint32_t id = agent_pipe_request(a, method, m);
     memset(e, 0, sizeof *e);
     while (id && agent_next(a, res))
         if (res->kind == PROTO_RESPONSE && res->msgid == id) {
@@ -115,6 +116,13 @@ static bool ask(struct agent_pipe *a, enum agent_method method, struct msgmap *m
             return true;
         }
     return false;
+}
+
+/* Sends request method with params m; its answer as answer() says. */
+static bool ask(struct agent_pipe *a, enum agent_method method, struct msgmap *m,
+                struct agent_build_error *e, struct proto_msg *res)
+{
+    return answer(a, agent_pipe_request(a, method, m), e, res);
 }
 
 static bool done(struct agent_pipe *a, enum agent_method method, struct msgmap *m,
@@ -309,7 +317,13 @@ static void kill_restart(struct agent_pipe *a)
           "exit names node 2 killed by signal 9 (node %llu)", (unsigned long long)x.node);
     msgmap_init(&m);
     agent_wire_node(&m, &(struct agent_node){2});
-    bool ok = done(a, AGENT_RESTART, &m, &r, "restart h2");
+    uint32_t id = agent_pipe_request(a, AGENT_RESTART, &m);
+    /* a chunk for h2 while its restart is under way: dropped, and the
+     * log says why (it said "not a host") */
+    check(agent_pipe_call(a, 2, "\x94", 1), "a call chunk for h2 sent during its restart");
+    struct agent_build_error e;
+    bool ok = answer(a, id, &e, &r) && !e.message[0];
+    check(ok, "restart h2 done%s%s", e.message[0] ? ": " : "", e.message);
     check(ok && norm_of_h2(a, 20), "the restarted h2 answers norm{} through the relay");
 }
 
@@ -337,6 +351,35 @@ static int build(struct agent_pipe *a, char *id, size_t cap)
     check(ok, "build with stats answered%s%s", e.message[0] ? ": " : "", e.message);
     snprintf(id, cap, "%s", ok ? r.registry : "");
     return ok;
+}
+
+/* The agent's stderr, in a file of its own (log_path) while it runs. */
+static char log_path[] = "/tmp/hn-agent-ops-log-XXXXXX";
+
+static int agent_start_logged(struct agent_pipe *a, char **args)
+{
+    int log = mkstemp(log_path), saved = dup(2);
+    if (log < 0 || saved < 0) return -1;
+    dup2(log, 2);
+    int rc = agent_pipe_start(a, args, false);
+    dup2(saved, 2);
+    close(saved);
+    close(log);
+    return rc;
+}
+
+/* The drop of the call for h2 during its restart, logged as such. */
+static void drop_logged(void)
+{
+    char text[1 << 16];
+    FILE *f = fopen(log_path, "r");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    if (f) fclose(f);
+    check(strstr(text, "call dropped: node 2 of machine m1's part is being restarted") != NULL,
+          "the agent logged the call for h2 as dropped because h2 is being restarted");
+    if (check_failed) fprintf(stderr, "the agent's log:\n%s", text);
+    unlink(log_path);
 }
 
 static void teardown(struct agent_pipe *a, const char *dir, pid_t h1)
@@ -367,7 +410,7 @@ int main(int argc, char **argv)
                     "127.0.0.1", "--idle-timeout", "120",       NULL};
     struct agent_pipe a;
     char id[AGENT_REGISTRY_ID_MAX], dir[600];
-    if (agent_pipe_start(&a, args, false) < 0) return printf("FAIL: start the agent\n"), 1;
+    if (agent_start_logged(&a, args) < 0) return printf("FAIL: start the agent\n"), 1;
     check(agent_fixture_hello(&a, RUN, WAIT_MS), "hello answered");
     int built = build(&a, id, sizeof id);
     snprintf(dir, sizeof dir, "%s/%s", root, id);
@@ -383,6 +426,10 @@ int main(int argc, char **argv)
     }
     teardown(&a, dir, h1);
     agent_pipe_close(&a);
+    if (built == 1)
+        drop_logged();
+    else
+        unlink(log_path);
     if (rmdir(root) < 0) check(0, "the private registry %s is empty: %s", root, strerror(errno));
     return built == 77 ? 77 : check_failed;
 }
