@@ -169,8 +169,14 @@ int netrun_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, c
  * its up/down). 0, or -1 with err (a move that would disconnect the
  * network is refused before anything changes). */
 int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, size_t errlen);
-/* node:kill(): SIGKILLs the node's peer; its pending calls fail. */
+/* node:kill(): SIGKILLs the node's peer; its pending calls fail. A node
+ * of another machine's part is killed by its agent, whose refusal is
+ * logged. */
 void netrun_peer_kill(struct netrun *nr, int node);
+/* The same, the agent's answer told to done (its refusal as the error,
+ * naming the machine): 1 when done follows, 0 when the kill is done (a
+ * node of this machine; or its agent is gone, whose loss ends the node). */
+int netrun_peer_kill_then(struct netrun *nr, int node, peer_reply_fn done, void *ctx);
 /* node:kill() asked its peer's end, and no restart since. */
 bool netrun_peer_killed(const struct netrun *nr, int node);
 /* The node's peer runs (not killed, not exited). */

@@ -247,8 +247,10 @@ int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
 int netrun_parts_sides(struct netrun *nr, bool heal, const unsigned char *side, peer_reply_fn cb,
                        void *ctx, char *err, size_t errlen);
 /* SIGKILL of a node of another machine's part, asked of its agent (its
- * exit comes as the agent's `exit`). 0, or -1 with err. */
-int netrun_parts_kill_remote(struct netrun *nr, int node, char *err, size_t errlen);
+ * exit comes as the agent's `exit`; cb told its answer). 0, or -1 with
+ * err (cb not told). */
+int netrun_parts_kill_remote(struct netrun *nr, int node, peer_reply_fn cb, void *ctx, char *err,
+                             size_t errlen);
 /* node:restart() of any host: the local part's restart, or its agent's
  * (controller/agent_client.h); peers[node].client follows. 0, or -1 with
  * err. */

@@ -219,19 +219,14 @@ int netrun_parts_sides(struct netrun *nr, bool heal, const unsigned char *side, 
     return countdown_end(c, err, errlen);
 }
 
-static void on_remote_killed(void *ctx, const char *error, const msgpack_object *result)
-{
-    (void)ctx, (void)result;
-    if (error) ctl_log("kill: %s", error); /* the node's exit, or the agent's loss, ends it */
-}
-
-int netrun_parts_kill_remote(struct netrun *nr, int node, char *err, size_t errlen)
+int netrun_parts_kill_remote(struct netrun *nr, int node, peer_reply_fn cb, void *ctx, char *err,
+                             size_t errlen)
 {
     struct netrun_parts *p = nr->parts;
     struct agent_client *ac = p->agent[p->placement.machine[node]];
     if (p->local_node[node] >= 0 || !ac)
         return snprintf(err, errlen, "it is on no other machine's part"), -1;
-    return agent_client_kill(ac, node, on_remote_killed, NULL, err, errlen);
+    return agent_client_kill(ac, node, cb, ctx, err, errlen);
 }
 
 static void on_remote_exit(void *ctx, int wait_status);

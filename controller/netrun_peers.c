@@ -192,19 +192,35 @@ bool netrun_peer_alive(const struct netrun *nr, int node)
     return pc && !nr->peers[node].killed && !peer_client_exited(pc);
 }
 
-void netrun_peer_kill(struct netrun *nr, int node)
+int netrun_peer_kill_then(struct netrun *nr, int node, peer_reply_fn done, void *ctx)
 {
+    int rc = 0;
     if (nr->parts) {
         char err[512];
         int n = netrun_parts_node(nr, node, "killing", err, sizeof err);
         if (n >= 0)
             netrun_peer_kill(netrun_parts_inner(nr), n);
-        else if (netrun_parts_kill_remote(nr, node, err, sizeof err) < 0)
+        else if (netrun_parts_kill_remote(nr, node, done, ctx, err, sizeof err) < 0)
             /* the agent is gone: its loss ended the node's relayed client */
             ctl_log("node '%s': kill: %s", nr->net->nodes[node].name, err);
+        else
+            rc = 1;
     }
     nr->peers[node].killed = true;
     if (nr->peers[node].client) peer_client_kill(nr->peers[node].client, SIGKILL);
+    return rc;
+}
+
+static void on_kill_answered(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)result;
+    const char *node = ctx;
+    if (error) ctl_log("node '%s': kill: %s", node, error);
+}
+
+void netrun_peer_kill(struct netrun *nr, int node)
+{
+    netrun_peer_kill_then(nr, node, on_kill_answered, nr->net->nodes[node].name);
 }
 
 static void on_restart_peers(void *ctx, const char *error, const msgpack_object *result)
