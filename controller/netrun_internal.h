@@ -128,8 +128,9 @@ struct netrun {
      * running on the build's thread; and the loop's own view of the
      * partitions in place (the kernel layer's record is the thread's). */
     struct kernel_op *ops, *ops_tail;
-    unsigned char **cuts;
+    unsigned char **cuts; /* each a side per node, then its uint64_t number */
     size_t n_cuts;
+    uint64_t cuts_added; /* the next cut's number (a heal takes those before it) */
     /* A network spread over machines (netrun_parts.c), or NULL: then the
      * fields above are unused but net, peers (borrowed clients), the
      * secret, the phases and the callbacks. */
