@@ -209,6 +209,10 @@ int netrun_peer_restart_then(struct netrun *nr, int node, peer_reply_fn done, vo
 /* Closes every control channel: the peers exit on EOF. Idempotent. */
 void netrun_close_peers(struct netrun *nr);
 bool netrun_peers_exited(const struct netrun *nr);
+/* Signals every peer. Over machines: the local part's peers, and the other
+ * parts' peers end by their agents' teardown, which SIGKILLs them (it is
+ * asked here if netrun_close_peers has not; netrun_parts.c says why that is
+ * the same for the one caller, the stop deadline's SIGKILL). */
 void netrun_kill_peers(struct netrun *nr, int sig);
 
 typedef void (*netrun_released_fn)(void *ctx);

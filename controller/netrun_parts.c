@@ -823,6 +823,15 @@ void netrun_parts_close_peers(struct netrun *nr)
     agents_teardown(p);
 }
 
+/* The signal reaches the local part's peers only. The other parts' peers
+ * need none: netrun_kill_peers' one caller is netlife's stop deadline
+ * (SIGKILL), after netrun_close_peers asked every agent to tear down, and
+ * an agent's teardown is netrun_release of its part, which SIGKILLs every
+ * peer of it still running at once, then answers (bounded by the agent
+ * client's ping timeout, after which its relayed peers end as killed).
+ * A kill op per node would find the agents tearing down (agent_client
+ * refuses new changes then); the teardown below only makes sure it was
+ * asked. */
 void netrun_parts_kill_peers(struct netrun *nr, int sig)
 {
     if (netrun_parts_inner(nr)) netrun_kill_peers(nr->parts->inner, sig);
