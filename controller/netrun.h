@@ -63,7 +63,14 @@ struct topo_machines;
 struct netrun_spread {
     const struct topo_machines *machines;
     struct agent_group *agents;
+    /* Every machine's part built within this (seconds; 0: the default,
+     * NETRUN_BUILD_TIMEOUT_S), or the build fails naming the machines
+     * whose agents have not answered, and every part is released. */
+    double build_timeout_s;
 };
+/* A 999-node tree's parts build in under 5 s (docs/guide.md, the
+ * multihost figures): 120 s is some 25 times that, for loaded machines. */
+#define NETRUN_BUILD_TIMEOUT_S 120.0
 
 typedef void (*netrun_exit_fn)(void *ctx, int node, int wait_status);
 

@@ -16,6 +16,7 @@
 #include "controller/netrun_internal.h"
 
 #include "common/clock.h"
+#include "common/container.h"
 #include "common/json.h"
 #include "controller/record.h"
 #include "controller/agent_client.h"
@@ -46,6 +47,8 @@ struct netrun_parts {
     struct agent_client **agent; /* per machine: its agent, NULL for the local one */
     size_t waiting;              /* parts whose build has not answered */
     struct net_error error;      /* the build's first failure */
+    ev_timer build_deadline;     /* every part answered by then, or the build fails */
+    double build_timeout_s;
     bool built, inner_done, agents_down, tearing;
     netrun_released_fn released;
     void *released_ctx;
@@ -331,6 +334,7 @@ static void on_agent_stats(void *ctx, struct agent_client *ac, const struct agen
 static void parts_free(struct netrun_parts *p)
 {
     ev_idle_stop(p->nr->loop, &p->later);
+    ev_timer_stop(p->nr->loop, &p->build_deadline);
     parts_underlay_cancel(p->probe); /* the agents' last answers are dropped */
     agent_group_free(p->agents);     /* ends what is left: their ssh's EOF tears them down */
     parts_underlay_free(p->probe);
@@ -464,6 +468,7 @@ static void part_answered(struct netrun_parts *p)
 {
     struct netrun *nr = p->nr;
     if (--p->waiting > 0) return;
+    ev_timer_stop(nr->loop, &p->build_deadline);
     char err[512];
     if (p->error.code == NET_OK && peers_gather(nr, err, sizeof err) < 0)
         net_error_set(&p->error, NET_ERR_ENVIRONMENT, -1, -1, err);
@@ -512,6 +517,42 @@ static void on_agent_built(void *ctx, struct agent_client *ac, const struct agen
                 r->registry);
     }
     part_answered(p);
+}
+
+/* The machines whose parts have not answered, into names (their agents'
+ * builds abandoned: a late answer is dropped). */
+static void parts_abandon(struct netrun_parts *p, char *names, size_t cap)
+{
+    size_t at = 0;
+    names[0] = '\0';
+    for (size_t m = 0; m < p->machines.n; m++) {
+        bool late = m == p->local ? p->inner && !p->inner_done
+                                  : p->agent[m] && agent_client_build_pending(p->agent[m]);
+        if (!late) continue;
+        if (m != p->local) agent_client_build_abandon(p->agent[m]);
+        int n = snprintf(names + at, cap - at, "%s%s", at ? ", " : "", p->machines.v[m].name);
+        if (n > 0 && (size_t)n < cap - at) at += (size_t)n;
+    }
+}
+
+/* An agent that answers pings but not its build must not hold the start
+ * for ever: the build fails naming the machines late, and every part,
+ * built or not, is released (on_later tells `built`). */
+static void on_build_deadline(EV_P_ ev_timer *w, int revents)
+{
+    (void)revents;
+    struct netrun_parts *p = container_of(w, struct netrun_parts, build_deadline);
+    char names[256], line[512];
+    parts_abandon(p, names, sizeof names);
+    snprintf(line, sizeof line,
+             "network '%s': machine(s) %s did not build their part within %g s "
+             "(HIERNET_BUILD_TIMEOUT); every part built is released",
+             p->nr->net->name, names[0] ? names : "?", p->build_timeout_s);
+    struct net_error e;
+    net_error_set(&e, NET_ERR_ENVIRONMENT, -1, -1, line);
+    part_failed(p, &e);
+    p->waiting = 0;
+    parts_release(p);
 }
 
 /* ---- the build ---- */
@@ -685,6 +726,10 @@ static int parts_begin(struct netrun_parts *p, const struct netrun_config *cfg,
     if (rc == 0 && local_maps(p) < 0) rc = (snprintf(err, errlen, "out of memory"), -1);
     if (rc < 0) error->code = NET_ERR_SCENARIO;
     if (rc == 0 && p->part.net) rc = build_local(p, cfg, error);
+    if (rc == 0) {
+        ev_timer_set(&p->build_deadline, p->build_timeout_s, 0);
+        ev_timer_start(p->nr->loop, &p->build_deadline);
+    }
     return rc;
 }
 
@@ -770,6 +815,9 @@ int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
     p->agents = cfg->spread->agents;
     ev_idle_init(&p->later, on_later);
     p->later.data = p;
+    ev_timer_init(&p->build_deadline, on_build_deadline, 0, 0);
+    p->build_timeout_s =
+        cfg->spread->build_timeout_s > 0 ? cfg->spread->build_timeout_s : NETRUN_BUILD_TIMEOUT_S;
     snprintf(nr->reason, sizeof nr->reason, "spread over %zu machines, each choosing its own",
              cfg->spread->machines->n);
     if (parts_plan(p, cfg->spread->machines, error->message, sizeof error->message) < 0)

@@ -559,11 +559,17 @@ static int draw_instead(lua_State *L, struct l_network *net)
     return lua_yield(L, 0);
 }
 
+/* A positive number of seconds from environment variable name, else fallback. */
+static double env_seconds(const char *name, double fallback)
+{
+    const char *env = getenv(name);
+    double v = env ? atof(env) : 0;
+    return v > 0 ? v : fallback;
+}
+
 static double start_timeout_s(void)
 {
-    const char *env = getenv("HIERNET_START_TIMEOUT");
-    double v = env ? atof(env) : 0;
-    return v > 0 ? v : START_DEADLINE_S;
+    return env_seconds("HIERNET_START_TIMEOUT", START_DEADLINE_S);
 }
 
 static struct netlife *network_life(struct l_network *net)
@@ -626,7 +632,9 @@ static int l_net_start(lua_State *L)
 
 int lnet_start_spread(lua_State *L, struct l_network *net, struct agent_group *g)
 {
-    struct netrun_spread spread = {&net->machines, g};
+    /* HIERNET_BUILD_TIMEOUT (seconds) overrides the parts' build deadline */
+    struct netrun_spread spread = {&net->machines, g,
+                                   env_seconds("HIERNET_BUILD_TIMEOUT", NETRUN_BUILD_TIMEOUT_S)};
     net->spread = true;
     return start_engine(L, net, &spread);
 }
