@@ -605,6 +605,24 @@ static int start_engine(lua_State *L, struct l_network *net, const struct netrun
     return lua_yieldk(L, 0, 0, start_k);
 }
 
+/* A network over machines starts once: its agents, placement and run.json
+ * records are made for one start (a second would need them again). The
+ * line says so, and why the first start ended. */
+static int refuse_second_spread_start(lua_State *L, struct l_network *net)
+{
+    const struct net_error *e = net->life ? netlife_start_error(net->life) : NULL;
+    if (e)
+        return luaL_error(L,
+                          "network '%s': start: a network over machines starts once, and its "
+                          "first start failed (%s): starting it again is not available yet; run "
+                          "the scenario again once that is fixed",
+                          net->topo->name, e->message);
+    return luaL_error(L,
+                      "network '%s': start: a network over machines starts once, and it was "
+                      "started and stopped: starting it again is not available yet",
+                      net->topo->name);
+}
+
 /* net:start(): the engine builds, spawns and shakes hands from the loop;
  * this task waits (other tasks run) and raises its error, once. */
 static int l_net_start(lua_State *L)
@@ -619,11 +637,7 @@ static int l_net_start(lua_State *L)
         return luaL_error(L, "network '%s': start: the network has no nodes", net->topo->name);
     if (rt->draw) return draw_instead(L, net);
     char err[512];
-    if (net->spread)
-        return luaL_error(L,
-                          "network '%s': starting a network over machines again is not "
-                          "available yet",
-                          net->topo->name);
+    if (net->spread) return refuse_second_spread_start(L, net);
     int placed = net->life ? 0 : lnet_place_or_draw(net, err, sizeof err); /* first start only */
     if (placed < 0) return luaL_error(L, "%s", err);
     if (placed > 0) return lnet_agents_ask(L, net, err);
