@@ -4,10 +4,10 @@
  * whole (so that an answer of the filter's own never splits one of the
  * agent's), except one kind:
  *
- *   hn-agent-filter refuse-kill HIERNET agent ARGS...
- *       a `kill` request is answered with the error map {code 1, message
- *       "kill: refused by hn-agent-filter"} and not passed on: an agent
- *       that refuses a kill;
+ *   hn-agent-filter refuse HIERNET agent ARGS...
+ *       a `kill` or `heal` request is answered with the error map {code 1,
+ *       message "kill: refused by hn-agent-filter"} (or "heal: ...") and
+ *       not passed on: an agent that refuses them;
  *   hn-agent-filter hold-build HIERNET agent ARGS...
  *       a `build` request is neither passed on nor answered (hello, pings
  *       and teardown are): an agent that answers pings but never builds.
@@ -30,7 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum mode { REFUSE_KILL, HOLD_BUILD };
+enum mode { REFUSE, HOLD_BUILD };
 
 static bool write_all(int fd, const char *p, size_t n)
 {
@@ -74,10 +74,11 @@ static bool forward(int fd, const struct proto_msg *m)
     return ok;
 }
 
-static bool refuse_kill(uint32_t msgid)
+static bool refuse(uint32_t msgid, enum agent_method method)
 {
     struct agent_build_error e = {.code = 1};
-    snprintf(e.message, sizeof e.message, "kill: refused by hn-agent-filter");
+    snprintf(e.message, sizeof e.message, "%s: refused by hn-agent-filter",
+             agent_method_name(method));
     msgpack_sbuffer sb;
     msgpack_packer pk;
     msgpack_sbuffer_init(&sb);
@@ -94,8 +95,9 @@ static bool refuse_kill(uint32_t msgid)
 static bool from_controller(enum mode mode, int fd, const struct proto_msg *m)
 {
     enum agent_method method = agent_method_find(m->method, m->method_len);
-    if (m->kind == PROTO_REQUEST && mode == REFUSE_KILL && method == AGENT_KILL)
-        return refuse_kill(m->msgid);
+    if (m->kind == PROTO_REQUEST && mode == REFUSE &&
+        (method == AGENT_KILL || method == AGENT_HEAL))
+        return refuse(m->msgid, method);
     if (m->kind == PROTO_REQUEST && mode == HOLD_BUILD && method == AGENT_BUILD) {
         fprintf(stderr, "hn-agent-filter: build %u held\n", m->msgid);
         return true;
@@ -144,10 +146,9 @@ static pid_t spawn(char **argv, int *to, int *from)
 
 int main(int argc, char **argv)
 {
-    if (argc < 4 || (strcmp(argv[1], "refuse-kill") && strcmp(argv[1], "hold-build")))
-        return fprintf(stderr, "usage: hn-agent-filter refuse-kill|hold-build HIERNET agent ...\n"),
-               2;
-    enum mode mode = strcmp(argv[1], "refuse-kill") == 0 ? REFUSE_KILL : HOLD_BUILD;
+    if (argc < 4 || (strcmp(argv[1], "refuse") && strcmp(argv[1], "hold-build")))
+        return fprintf(stderr, "usage: hn-agent-filter refuse|hold-build HIERNET agent ...\n"), 2;
+    enum mode mode = strcmp(argv[1], "refuse") == 0 ? REFUSE : HOLD_BUILD;
     signal(SIGPIPE, SIG_IGN);
     int to, from;
     pid_t child = spawn(argv + 2, &to, &from);

@@ -4,7 +4,12 @@
 # `hiernet agent` behind hn-agent-filter (HIERNET_REMOTE_BIN, a script that
 # wraps m2's agent only). h1 on m1 (the controller's machine), h2 on m2,
 # backend kernel, h3 on m2 too:
-#   - refuse-kill (m2's agent refuses `kill`): h2:kill() fails with one
+#   - refuse (m2's agent refuses `kill` and `heal`): after
+#     net:partition({h1}, {h2}), net:heal() fails naming m2, and the
+#     partition stays on record: h1 and h2 are still not reachable, and a
+#     second heal is tried again and fails the same (the record was
+#     dropped before the parts answered: a second heal healed 0, m2's
+#     routes still cut); h2:kill() fails with one
 #     line naming h2 and m2 (it reported success: the refusal was only
 #     logged) and the "kill" listeners do not run; then m2's agent is
 #     SIGKILLed: the listener gets (net, h3, why), why naming m2 (h2, whose
@@ -58,6 +63,11 @@ net:on("kill", function(_, node, why)
   lost = node.name .. " " .. tostring(why)
 end)
 net:start()
+net:partition({ h1 }, { h2 })
+for i = 1, 2 do
+  local ok, err = pcall(net.heal, net)
+  print(string.format("heal%d %s %s %s", i, tostring(ok), tostring(err), tostring(net:reachable(h1, h2))))
+end
 local ok, err = pcall(h2.kill, h2)
 hn.sleep(0.3) -- a listener would have run by now
 print(string.format("kill %s %s", tostring(ok), tostring(err)))
@@ -71,7 +81,7 @@ print("lost " .. tostring(lost))
 net:stop()
 LUA
 } >"$D/kill.lua"
-echo refuse-kill >"$D/mode"
+echo refuse >"$D/mode"
 hn_m1 run "$D/kill.lua" --out "$D/r-kill" --quiet >"$D/kill.out" 2>"$D/kill.err" &
 run=$!
 for _ in $(seq 600); do [[ -e $D/killed ]] && break; cluster_alive "$run" || break; sleep 0.05; done
@@ -81,7 +91,13 @@ for pid in $(cluster_procs_in 2); do
 done
 [[ -n $agent ]] && kill -KILL "$agent" || fail "no agent on m2 after the kill: $(tail -n 3 "$D/kill.err")"
 wait "$run"
-expect_eq "refuse-kill: run exit status" "$?" 0
+expect_eq "refuse: run exit status" "$?" 0
+for i in 1 2; do
+  line=$(grep "^heal$i " "$D/kill.out")
+  [[ $line == "heal$i false "*"machine 'm2': heal: heal: refused by hn-agent-filter false" ]] &&
+    pass "heal $i refused by m2's agent fails, h1 and h2 still apart: ${line#heal$i false }" ||
+    fail "heal $i with m2's agent refusing: '$line'"
+done
 line=$(grep '^kill ' "$D/kill.out")
 grep -qF "kill false " <<<"$line" &&
   grep -qF "node 'h2': kill: machine 'm2': kill: kill: refused by hn-agent-filter" <<<"$line" &&
@@ -95,7 +111,7 @@ lost=$(grep '^lost ' "$D/kill.out")
   fail "the kill listener on m2's loss: '$lost'"
 cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" clean --hosts "$D/hosts" \
   >"$D/clean.out" 2>&1 || fail "clean --hosts: $(cat "$D/clean.out")"
-cluster_expect_nothing_left "refuse-kill"
+cluster_expect_nothing_left "refuse"
 
 # --- hold-build ---
 {
