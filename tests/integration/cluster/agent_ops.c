@@ -21,7 +21,11 @@
  *     call chunk for h2 sent before that answer is dropped and the log
  *     says h2 is being restarted, and a norm{} sent to the new peer
  *     through call chunks is answered exactly;
- *   - teardown answered, exit 0, no registry entry, no peer left.
+ *   - teardown answered, exit 0, no registry entry, no peer left;
+ *   - a second agent builds m1's part of h1 (m1) - h2 (m2) on the user
+ *     backend whose cut link's UDP port (16384 + VNI mod 8192 on
+ *     127.0.0.1) this test holds: the build's error map names the link
+ *     (field `link` "h1-h2"), code 2 (the machine's), the message the bind.
  * Prints "ok: ..." or "FAIL: ..." per check; exit 0, 1 on a failure, 77
  * without root or where the part cannot be built (one line). */
 #include "controller/registry.h"
@@ -31,6 +35,8 @@
 #include "tests/lib/check_lines.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -327,6 +333,91 @@ static void kill_restart(struct agent_pipe *a)
     check(ok && norm_of_h2(a, 20), "the restarted h2 answers norm{} through the relay");
 }
 
+/* ---- a part whose cut link cannot be built ---- */
+
+#define CUT_VNI 4300u
+
+/* h1 on m1 (127.0.0.1) - h2 on m2 (127.0.0.2), user backend: m1's part. */
+static int cut_part_bytes(msgpack_sbuffer *out)
+{
+    struct topo_network *net = topo_network_new("cut", TOPO_BACKEND_USER, 1, err, sizeof err);
+    struct topo_link_params lan = {0};
+    struct topo_routing routing = {0};
+    struct topo_machines machines = {0};
+    struct topo_placement placement = {0};
+    struct topo_part part = {0};
+    uint32_t underlay[2] = {0x7f000001, 0x7f000002};
+    uint8_t secret[TOPO_PART_SECRET_SIZE] = {7};
+    struct topo_part_plan plan = {RUN, &placement, &machines, underlay, CUT_VNI, secret, NULL};
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+    int h1 = net ? topo_node_add(net, "h1", TOPO_NODE_HOST, err, sizeof err) : -1;
+    int h2 = net ? topo_node_add(net, "h2", TOPO_NODE_HOST, err, sizeof err) : -1;
+    if (h1 == 0 && h2 == 1) snprintf(net->nodes[1].host, sizeof net->nodes[1].host, "m2");
+    int rc = h1 == 0 && h2 == 1 && topo_link_add(net, h1, h2, &lan, err, sizeof err) >= 0 &&
+                     topo_assign_addresses(net, err, sizeof err) == 0 &&
+                     topo_routing_compute(net, &routing, err, sizeof err) == 0 &&
+                     topo_machines_add(&machines, "m1", "127.0.0.1", 1, err, sizeof err) == 0 &&
+                     topo_machines_add(&machines, "m2", "127.0.0.2", 1, err, sizeof err) == 0 &&
+                     topo_placement_compute(net, &machines, &placement, err, sizeof err) == 0 &&
+                     topo_part_make(net, &routing, &plan, 0, &part, err, sizeof err) == 0 &&
+                     topo_part_encode(&part, &pk)
+                 ? 0
+                 : -1;
+    topo_part_free(&part);
+    topo_placement_free(&placement);
+    topo_machines_free(&machines);
+    topo_routing_free(&routing);
+    topo_network_free(net);
+    return rc;
+}
+
+/* UDP 127.0.0.1 on the cut link's port, held (no SO_REUSEADDR): -1 on failure. */
+static int hold_cut_port(void)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons(16384 + CUT_VNI % 8192),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
+static void cut_link_refused(char **args)
+{
+    struct agent_pipe a;
+    msgpack_sbuffer part;
+    msgpack_sbuffer_init(&part);
+    int held = hold_cut_port();
+    check(held >= 0, "UDP 127.0.0.1:%u held", 16384 + CUT_VNI % 8192);
+    if (held < 0 || cut_part_bytes(&part) < 0 || agent_pipe_start(&a, args, false) < 0) {
+        check(0, "the cut part and its agent: %s", err);
+        return;
+    }
+    check(agent_fixture_hello(&a, RUN, WAIT_MS), "the second agent: hello answered");
+    struct msgmap q;
+    struct proto_msg m;
+    struct agent_build_error e;
+    msgmap_init(&q);
+    agent_wire_build(&q, &(struct agent_build){(const uint8_t *)part.data, (uint32_t)part.size});
+    bool answered = ask(&a, AGENT_BUILD, &q, &e, &m);
+    check(answered && e.code == 2 && !strcmp(e.link, "h1-h2") && !e.node[0] &&
+              strstr(e.message, "bind (the port is another link's on this machine)"),
+          "the cut link's build refused naming it: code %d, link '%s', node '%s': %s", e.code,
+          e.link, e.node, e.message);
+    msgmap_init(&q);
+    check(done(&a, AGENT_TEARDOWN, &q, &m, "the second agent's teardown"), "teardown answered");
+    int status = -1;
+    for (int t = 0; t < 300 && waitpid(a.pid, &status, WNOHANG) == 0; t++)
+        usleep(100000);
+    check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the second agent exited 0 (status %d)",
+          status);
+    agent_pipe_close(&a);
+    msgpack_sbuffer_destroy(&part);
+    close(held);
+}
+
 /* ---- the session ---- */
 
 /* build with stats: 1 built, 0 failed, 77 the machine cannot. */
@@ -430,6 +521,7 @@ int main(int argc, char **argv)
         drop_logged();
     else
         unlink(log_path);
+    if (built == 1) cut_link_refused(args);
     if (rmdir(root) < 0) check(0, "the private registry %s is empty: %s", root, strerror(errno));
     return built == 77 ? 77 : check_failed;
 }
