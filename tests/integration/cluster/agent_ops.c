@@ -342,34 +342,15 @@ static int cut_part_bytes(msgpack_sbuffer *out)
 {
     struct topo_network *net = topo_network_new("cut", TOPO_BACKEND_USER, 1, err, sizeof err);
     struct topo_link_params lan = {0};
-    struct topo_routing routing = {0};
-    struct topo_machines machines = {0};
-    struct topo_placement placement = {0};
-    struct topo_part part = {0};
-    uint32_t underlay[2] = {0x7f000001, 0x7f000002};
-    uint8_t secret[TOPO_PART_SECRET_SIZE] = {7};
-    struct topo_part_plan plan = {RUN, &placement, &machines, underlay, CUT_VNI, secret, NULL};
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
     int h1 = net ? topo_node_add(net, "h1", TOPO_NODE_HOST, err, sizeof err) : -1;
     int h2 = net ? topo_node_add(net, "h2", TOPO_NODE_HOST, err, sizeof err) : -1;
-    if (h1 == 0 && h2 == 1) snprintf(net->nodes[1].host, sizeof net->nodes[1].host, "m2");
-    int rc = h1 == 0 && h2 == 1 && topo_link_add(net, h1, h2, &lan, err, sizeof err) >= 0 &&
-                     topo_assign_addresses(net, err, sizeof err) == 0 &&
-                     topo_routing_compute(net, &routing, err, sizeof err) == 0 &&
-                     topo_machines_add(&machines, "m1", "127.0.0.1", 1, err, sizeof err) == 0 &&
-                     topo_machines_add(&machines, "m2", "127.0.0.2", 1, err, sizeof err) == 0 &&
-                     topo_placement_compute(net, &machines, &placement, err, sizeof err) == 0 &&
-                     topo_part_make(net, &routing, &plan, 0, &part, err, sizeof err) == 0 &&
-                     topo_part_encode(&part, &pk)
-                 ? 0
-                 : -1;
-    topo_part_free(&part);
-    topo_placement_free(&placement);
-    topo_machines_free(&machines);
-    topo_routing_free(&routing);
-    topo_network_free(net);
-    return rc;
+    if (h1 != 0 || h2 != 1 || topo_link_add(net, h1, h2, &lan, err, sizeof err) < 0 ||
+        topo_assign_addresses(net, err, sizeof err) < 0) {
+        topo_network_free(net);
+        return -1;
+    }
+    snprintf(net->nodes[1].host, sizeof net->nodes[1].host, "m2");
+    return agent_fixture_part_over(net, RUN, CUT_VNI, 2, out, err, sizeof err);
 }
 
 /* UDP 127.0.0.1 on the cut link's port, held (no SO_REUSEADDR): -1 on failure. */
