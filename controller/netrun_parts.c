@@ -412,6 +412,7 @@ static void agents_teardown(struct netrun_parts *p)
  * releases its part, then exits). */
 static void parts_release(struct netrun_parts *p)
 {
+    ev_timer_stop(p->nr->loop, &p->build_deadline);
     p->nr->links_record = NULL; /* the agents' last samples are not the run's any more */
     agents_teardown(p);
     if (p->inner && p->inner_done) {
@@ -535,19 +536,28 @@ static void parts_abandon(struct netrun_parts *p, char *names, size_t cap)
     }
 }
 
-/* An agent that answers pings but not its build must not hold the start
- * for ever: the build fails naming the machines late, and every part,
+/* An agent that answers pings but not its `underlay` or `build` must not
+ * hold the start for ever: the build fails naming the machines late (or
+ * the underlay's measurement, before any part was sent), and every part,
  * built or not, is released (on_later tells `built`). */
 static void on_build_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
     struct netrun_parts *p = container_of(w, struct netrun_parts, build_deadline);
     char names[256], line[512];
-    parts_abandon(p, names, sizeof names);
-    snprintf(line, sizeof line,
-             "network '%s': machine(s) %s did not build their part within %g s "
-             "(HIERNET_BUILD_TIMEOUT); every part built is released",
-             p->nr->net->name, names[0] ? names : "?", p->build_timeout_s);
+    if (p->waiting == 0) { /* no part sent yet: the underlay's round trips are out */
+        parts_underlay_cancel(p->probe);
+        snprintf(line, sizeof line,
+                 "network '%s': the underlay's round trips between the machines were not all "
+                 "measured within %g s (HIERNET_BUILD_TIMEOUT); nothing was built",
+                 p->nr->net->name, p->build_timeout_s);
+    } else {
+        parts_abandon(p, names, sizeof names);
+        snprintf(line, sizeof line,
+                 "network '%s': machine(s) %s did not build their part within %g s "
+                 "(HIERNET_BUILD_TIMEOUT); every part built is released",
+                 p->nr->net->name, names[0] ? names : "?", p->build_timeout_s);
+    }
     struct net_error e;
     net_error_set(&e, NET_ERR_ENVIRONMENT, -1, -1, line);
     part_failed(p, &e);
@@ -726,10 +736,6 @@ static int parts_begin(struct netrun_parts *p, const struct netrun_config *cfg,
     if (rc == 0 && local_maps(p) < 0) rc = (snprintf(err, errlen, "out of memory"), -1);
     if (rc < 0) error->code = NET_ERR_SCENARIO;
     if (rc == 0 && p->part.net) rc = build_local(p, cfg, error);
-    if (rc == 0) {
-        ev_timer_set(&p->build_deadline, p->build_timeout_s, 0);
-        ev_timer_start(p->nr->loop, &p->build_deadline);
-    }
     return rc;
 }
 
@@ -766,6 +772,9 @@ static int underlay_begin(struct netrun_parts *p, const struct netrun_config *cf
     char *err = error->message;
     size_t errlen = sizeof error->message;
     config_keep(p, cfg);
+    /* one deadline for the underlay's measurement and every part's build */
+    ev_timer_set(&p->build_deadline, p->build_timeout_s, 0);
+    ev_timer_start(p->nr->loop, &p->build_deadline);
     p->underlay = calloc(p->machines.n, sizeof *p->underlay);
     int rc = p->underlay && getrandom(p->nr->data_secret, sizeof p->nr->data_secret, 0) ==
                                 (ssize_t)sizeof p->nr->data_secret

@@ -10,7 +10,9 @@
  *       not passed on: an agent that refuses them;
  *   hn-agent-filter hold-build HIERNET agent ARGS...
  *       a `build` request is neither passed on nor answered (hello, pings
- *       and teardown are): an agent that answers pings but never builds.
+ *       and teardown are): an agent that answers pings but never builds;
+ *   hn-agent-filter hold-underlay HIERNET agent ARGS...
+ *       the same for `underlay` (the round trip to another machine).
  *
  * It is started as the agent is (HIERNET_REMOTE_BIN, through a script
  * that picks the mode). It ends when either side ends: the controller's
@@ -30,7 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum mode { REFUSE, HOLD_BUILD };
+enum mode { REFUSE, HOLD_BUILD, HOLD_UNDERLAY };
 
 static bool write_all(int fd, const char *p, size_t n)
 {
@@ -92,14 +94,15 @@ static bool refuse(uint32_t msgid, enum agent_method method)
 }
 
 /* One message of the controller's: passed on to the child (fd), or not. */
-static bool from_controller(enum mode mode, int fd, const struct proto_msg *m)
+static bool from_controller(int mode, int fd, const struct proto_msg *m)
 {
     enum agent_method method = agent_method_find(m->method, m->method_len);
     if (m->kind == PROTO_REQUEST && mode == REFUSE &&
         (method == AGENT_KILL || method == AGENT_HEAL))
         return refuse(m->msgid, method);
-    if (m->kind == PROTO_REQUEST && mode == HOLD_BUILD && method == AGENT_BUILD) {
-        fprintf(stderr, "hn-agent-filter: build %u held\n", m->msgid);
+    if (m->kind == PROTO_REQUEST && ((mode == HOLD_BUILD && method == AGENT_BUILD) ||
+                                     (mode == HOLD_UNDERLAY && method == AGENT_UNDERLAY))) {
+        fprintf(stderr, "hn-agent-filter: %s %u held\n", agent_method_name(method), m->msgid);
         return true;
     }
     return forward(fd, m);
@@ -107,7 +110,7 @@ static bool from_controller(enum mode mode, int fd, const struct proto_msg *m)
 
 /* Reads what fd has into r and hands each message on: to the child
  * (from the controller) or to stdout (from the child). false at EOF. */
-static bool pump(enum mode mode, int in, struct proto_reader *r, int out, bool controller)
+static bool pump(int mode, int in, struct proto_reader *r, int out, bool controller)
 {
     size_t avail;
     char *buf = proto_reader_buffer(r, 1 << 16, &avail);
@@ -146,9 +149,15 @@ static pid_t spawn(char **argv, int *to, int *from)
 
 int main(int argc, char **argv)
 {
-    if (argc < 4 || (strcmp(argv[1], "refuse") && strcmp(argv[1], "hold-build")))
-        return fprintf(stderr, "usage: hn-agent-filter refuse|hold-build HIERNET agent ...\n"), 2;
-    enum mode mode = strcmp(argv[1], "refuse") == 0 ? REFUSE : HOLD_BUILD;
+    static const char *const modes[] = {"refuse", "hold-build", "hold-underlay"};
+    int mode = -1;
+    for (int i = 0; argc >= 4 && i < 3; i++)
+        if (!strcmp(argv[1], modes[i])) mode = i;
+    if (mode < 0)
+        return fprintf(
+                   stderr,
+                   "usage: hn-agent-filter refuse|hold-build|hold-underlay HIERNET agent ...\n"),
+               2;
     signal(SIGPIPE, SIG_IGN);
     int to, from;
     pid_t child = spawn(argv + 2, &to, &from);

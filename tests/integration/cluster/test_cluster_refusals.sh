@@ -19,7 +19,11 @@
 #     line naming m2 and the timeout (it waited for ever), m1's part built
 #     meanwhile is released; a second net:start() is refused in one line
 #     that says the network starts once and gives the first start's error;
-#   - after each run, nothing is left on either machine.
+#   - hold-underlay (m2's agent never answers `underlay`), h3 on m3 linked
+#     to h2, so that m2's agent measures the pair m2-m3: net:start() fails
+#     at the same deadline in one line saying the underlay's round trips
+#     were not all measured, nothing built;
+#   - after each run, nothing is left on any machine.
 # Usage: test_cluster_refusals.sh HIERNET HN-AGENT-FILTER
 set -uo pipefail
 HN=$(realpath "$1")
@@ -28,7 +32,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../../lib/cluster.sh"
 source "$here/../../lib/checks.sh"
 
-cluster_spread_up 2
+cluster_spread_up 3
 # m2's agent through the filter, in the mode $D/mode names; m1 has none
 cat >"$D/agent-bin" <<SH
 #!/bin/sh
@@ -142,4 +146,24 @@ grep -qF "start2 false " <<<"$line" &&
   pass "a second start is refused in one line: ${line#start2 false }" ||
   fail "second start: '$line'"
 cluster_expect_nothing_left "hold-build"
+
+# --- hold-underlay ---
+{
+  net_lua
+  cat <<LUA
+local h4 = net:node("h4", { host = "m3" })
+net:link(h2, h4, { bw = "100Mbit" })
+local ok, err = pcall(net.start, net)
+print(string.format("start %s %s", tostring(ok), tostring(err)))
+LUA
+} >"$D/probe.lua"
+echo hold-underlay >"$D/mode"
+hn_m1 run "$D/probe.lua" --out "$D/r-probe" --quiet >"$D/probe.out" 2>"$D/probe.err"
+expect_eq "hold-underlay: run exit status (its error caught)" "$?" 0
+line=$(grep '^start ' "$D/probe.out")
+grep -qF "start false " <<<"$line" &&
+  grep -qF "network 'faulty': the underlay's round trips between the machines were not all measured within 3 s (HIERNET_BUILD_TIMEOUT); nothing was built" <<<"$line" &&
+  pass "an underlay probe m2's agent never answers fails at the deadline: ${line#start false }" ||
+  fail "start with m2 holding its underlay probe: '$line' $(tail -n 3 "$D/probe.err")"
+cluster_expect_nothing_left "hold-underlay"
 checks_exit
