@@ -113,7 +113,7 @@ static int echo_pairs(struct doctor_hosts *d, const bool *usable)
     d->machine_of = calloc(d->n ? d->n : 1, sizeof *d->machine_of);
     if (!d->pairs || !d->machine_of) return -1;
     for (size_t i = 0; i < d->n; i++) {
-        char name[16];
+        char name[24];
         snprintf(name, sizeof name, "m%zu", i);
         if (topo_node_add(d->pairs, name, TOPO_NODE_HOST, err, sizeof err) < 0) return -1;
         d->machine_of[i] = (int)i;

@@ -381,11 +381,12 @@ static void cut_link_refused(char **args)
     struct proto_msg m;
     struct agent_build_error e;
     msgmap_init(&q);
-    agent_wire_build(&q, &(struct agent_build){(const uint8_t *)part.data, (uint32_t)part.size});
+    agent_wire_build(&q,
+                     &(struct agent_build){(const uint8_t *)part.data, (uint32_t)part.size, false});
     bool answered = ask(&a, AGENT_BUILD, &q, &e, &m);
     check(answered && e.code == 2 && !strcmp(e.link, "h1-h2") && !e.node[0] &&
               strstr(e.message, "bind (the port is another link's on this machine)"),
-          "the cut link's build refused naming it: code %d, link '%s', node '%s': %s", e.code,
+          "the cut link's build refused naming it: code %d, link '%s', node '%s': %s", (int)e.code,
           e.link, e.node, e.message);
     msgmap_init(&q);
     check(done(&a, AGENT_TEARDOWN, &q, &m, "the second agent's teardown"), "teardown answered");
