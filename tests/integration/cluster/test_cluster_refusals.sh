@@ -45,6 +45,14 @@ hn_m1() {
     HIERNET_BUILD_TIMEOUT=3 "$HN" "$@"
 }
 
+# expect_refused LABEL OUT TAG WANT: OUT's line "TAG false MESSAGE" has WANT in MESSAGE.
+expect_refused() {
+  local label=$1 out=$2 tag=$3 want=$4 line
+  line=$(grep "^$tag " "$out")
+  grep -qF "$tag false " <<<"$line" && grep -qF "$want" <<<"$line" &&
+    pass "$label: ${line#"$tag false "}" || fail "$label: '$line' $(tail -n 3 "${out%.out}.err")"
+}
+
 net_lua() {
   cat <<LUA
 local hn = require("hiernet")
@@ -102,11 +110,8 @@ for i in 1 2; do
     pass "heal $i refused by m2's agent fails, h1 and h2 still apart: ${line#heal$i false }" ||
     fail "heal $i with m2's agent refusing: '$line'"
 done
-line=$(grep '^kill ' "$D/kill.out")
-grep -qF "kill false " <<<"$line" &&
-  grep -qF "node 'h2': kill: machine 'm2': kill: kill: refused by hn-agent-filter" <<<"$line" &&
-  pass "h2:kill() refused by m2's agent fails: ${line#kill false }" ||
-  fail "h2:kill() with m2's agent refusing: '$line' $(tail -n 3 "$D/kill.err")"
+expect_refused "h2:kill() refused by m2's agent fails" "$D/kill.out" kill \
+  "node 'h2': kill: machine 'm2': kill: kill: refused by hn-agent-filter"
 expect_eq "no kill listener ran for the refused kill" "$(grep '^kill listeners' "$D/kill.out")" \
   "kill listeners 0"
 lost=$(grep '^lost ' "$D/kill.out")
@@ -133,18 +138,12 @@ hn_m1 run "$D/hold.lua" --out "$D/r-hold" --quiet >"$D/hold.out" 2>"$D/hold.err"
 rc=$?
 took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 expect_eq "hold-build: run exit status (its errors caught)" "$rc" 0
-line=$(grep '^start1 ' "$D/hold.out")
-grep -qF "start1 false " <<<"$line" &&
-  grep -qF "network 'faulty': machine(s) m2 did not build their part within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released" <<<"$line" &&
-  pass "a build m2 never answers fails at the deadline: ${line#start1 false }" ||
-  fail "start with m2 holding its build: '$line' $(tail -n 3 "$D/hold.err")"
+expect_refused "a build m2 never answers fails at the deadline" "$D/hold.out" start1 \
+  "network 'faulty': machine(s) m2 did not build their part within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released"
 awk -v t="$took" 'BEGIN { exit !(t >= 3 && t < 60) }' && pass "the run took $took s (deadline 3 s)" ||
   fail "the run took $took s"
-line=$(grep '^start2 ' "$D/hold.out")
-grep -qF "start2 false " <<<"$line" &&
-  grep -qF "network 'faulty': start: a network over machines starts once, and its first start failed (network 'faulty': machine(s) m2 did not build" <<<"$line" &&
-  pass "a second start is refused in one line: ${line#start2 false }" ||
-  fail "second start: '$line'"
+expect_refused "a second start is refused in one line" "$D/hold.out" start2 \
+  "network 'faulty': start: a network over machines starts once, and its first start failed (network 'faulty': machine(s) m2 did not build"
 cluster_expect_nothing_left "hold-build"
 
 # --- hold-underlay ---
@@ -160,10 +159,7 @@ LUA
 echo hold-underlay >"$D/mode"
 hn_m1 run "$D/probe.lua" --out "$D/r-probe" --quiet >"$D/probe.out" 2>"$D/probe.err"
 expect_eq "hold-underlay: run exit status (its error caught)" "$?" 0
-line=$(grep '^start ' "$D/probe.out")
-grep -qF "start false " <<<"$line" &&
-  grep -qF "network 'faulty': the underlay's round trips between the machines were not all measured within 3 s (HIERNET_BUILD_TIMEOUT); nothing was built" <<<"$line" &&
-  pass "an underlay probe m2's agent never answers fails at the deadline: ${line#start false }" ||
-  fail "start with m2 holding its underlay probe: '$line' $(tail -n 3 "$D/probe.err")"
+expect_refused "an underlay probe m2's agent never answers fails at the deadline" "$D/probe.out" \
+  start "network 'faulty': the underlay's round trips between the machines were not all measured within 3 s (HIERNET_BUILD_TIMEOUT); nothing was built"
 cluster_expect_nothing_left "hold-underlay"
 checks_exit
