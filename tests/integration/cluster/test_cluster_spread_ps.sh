@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_cluster_spread_ps.sh — the same parameter-server training on one
 # machine and spread over three of the namespace cluster (label netns,
-# serial; issue 20): a cloud, 2 edges and 3 terminals an edge (topo.hier,
+# parallel pass; issue 20): a cloud, 2 edges and 3 terminals an edge (topo.hier,
 # backend kernel, rates only: this kernel has no netem), BSP for a fixed 6
 # rounds of a logistic regression on a synthetic data set. Placed over
 # m1..m3 the controller builds m1's part and the agents the others', every
