@@ -12,8 +12,8 @@
 #   - the BSP round of the quickstart itself (bsp_steps.csv, qs_step:
 #     mean and median of the applied rounds): printed with their ratios,
 #     asserted only to be measured on both (see below). Each training lasts
-#     4 s, not quick's 8: 5 to 7 rounds, enough to measure a round on
-#     both (tools/bench/multihost measures it over 8 s).
+#     4 s, not quick's 8: 5 rounds at load 17, enough to measure a round
+#     on both (tools/bench/multihost measures it over 8 s).
 # The spread run must place the nodes over m1..m3 and have m2 and m3 build
 # their parts; nothing is left on any machine afterwards.
 # The BSP round is the third figure (within 5%), printed, not
