@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_cluster_spread.sh — `hiernet run` of one network over three
-# machines of the namespace cluster (label netns, parallel pass; issue 20): h1 and
-# the switch s1 pinned to m1 (the controller's machine), h2 to m2, h3 to
-# m3, backend kernel. The controller builds m1's part itself and the
+# machines of the namespace cluster (label netns, parallel pass; issue
+# 20): h1 and the switch s1 pinned to m1 (the controller's machine), h2 to
+# m2, h3 to m3, backend kernel. The controller builds m1's part itself and the
 # others through their agents (controller/netrun_parts.c), relays h2's and
 # h3's peer commands over the agents' channels (controller/agent_relay.c),
 # and:
