@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_cluster_spread.sh — `hiernet run` of one network over three
-# machines of the namespace cluster (label netns, parallel pass; issue
-# 20): h1 and the switch s1 pinned to m1 (the controller's machine), h2 to
-# m2, h3 to m3, backend kernel. The controller builds m1's part itself and the
+# machines of the namespace cluster (label netns, serial; issue 20): h1 and
+# the switch s1 pinned to m1 (the controller's machine), h2 to m2, h3 to
+# m3, backend kernel. The controller builds m1's part itself and the
 # others through their agents (controller/netrun_parts.c), relays h2's and
 # h3's peer commands over the agents' channels (controller/agent_relay.c),
 # and:
@@ -43,19 +43,12 @@ cluster_spread_up 3
 # hiernet on m1, the controller's machine, with the cluster's ssh config.
 hn_m1() { cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" "$@"; }
 
-# cgroups of run RUN_ID's network NET: the controller's part's and each
-# agent's (hiernet-RUN_ID-mI-NET). Named by run and network both, as the
-# machines share this host's cgroup tree with whatever else runs here
-# (the parallel pass of tools/test).
-run_cgroups() {
-  find /sys/fs/cgroup -maxdepth 3 -type d -regextype posix-extended -regex ".*/hiernet-$1-(m[0-9]+-)?$2" 2>/dev/null
-}
-
 # Nothing of the cluster's machines is running but their holders and sshd,
-# no registry entry and no cgroup of run RUN_ID's network NET.
+# no registry entry and no cgroup of network NET.
 nothing_left() {
   cluster_expect_nothing_left "$1"
-  expect_eq "$1: no cgroup left" "$(run_cgroups "$2" "$3")" ""
+  expect_eq "$1: no cgroup left" \
+    "$(find /sys/fs/cgroup -maxdepth 3 -type d -name "hiernet-*-$2" 2>/dev/null)" ""
 }
 
 cat >"$D/spread.lua" <<LUA
@@ -71,8 +64,7 @@ local cut = net:link(s1, h2, { bw = "100Mbit" }) -- no delay: this kernel has no
 net:start()
 print("started")
 -- each machine's part has its cgroup (the machines share this host's tree)
-local f = io.popen("find /sys/fs/cgroup -maxdepth 3 -type d -regextype posix-extended" ..
-                   " -regex '.*/hiernet-r-(m[0-9]+-)?sp' | sed 's|.*/||' | sort")
+local f = io.popen("find /sys/fs/cgroup -maxdepth 3 -type d -name 'hiernet-*-sp' | sed 's|.*/||' | sort")
 print("cgroups " .. f:read("a"):gsub("\n", " "))
 f:close()
 local p = h2:ping()
@@ -139,7 +131,7 @@ expect_eq "stopped" "$(grep -c '^stopped$' "$D/run.out")" 1
 grep -q "machine m2 built its part" "$D/r/log.txt" 2>/dev/null && pass "log.txt: m2 built its part" ||
   fail "log.txt: no line of m2's part"
 
-nothing_left "after the stop" r sp
+nothing_left "after the stop" sp
 
 # --- a part that m2 cannot build (h2 asks for a GPU: none in the cluster) ---
 if [[ -e /dev/nvidia0 ]]; then
@@ -161,7 +153,7 @@ expect_eq "bad part: not started" "$(grep -c '^started$' "$D/bad.out")" 0
 line=$(grep "bad.lua:6: " "$D/bad.err" | head -n1)
 grep -q "machine 'm2'" <<<"$line" && grep -q "h2" <<<"$line" &&
   pass "bad part: one line names m2 and h2: ${line#*bad.lua:6: }" || fail "bad part: $(tail -n3 "$D/bad.err")"
-nothing_left "bad part" rb bad
+nothing_left "bad part" bad
 fi
 
 # --- this machine listed by a loopback address: refused before any part ---
@@ -172,7 +164,7 @@ rc=$?
 [[ $rc -ne 0 ]] && pass "loopback underlay: the run fails (exit $rc)" || fail "loopback underlay: exit 0"
 grep -qF "machine m1: underlay address 127.0.0.1 is loopback, which the other machines cannot reach" "$D/lo.err" &&
   pass "loopback underlay: one line names m1 and the address" || fail "loopback underlay: $(tail -n3 "$D/lo.err")"
-nothing_left "loopback underlay" rlo lo
+nothing_left "loopback underlay" lo
 
 # --- m2's agent lost while the network runs ---
 cat >"$D/lost.lua" <<LUA
@@ -216,7 +208,7 @@ expect_eq "agent lost: stopped" "$(grep -c '^stopped$' "$D/lost.out")" 1
 expect_eq "agent lost: m2's registry keeps the part's entry" "$(cluster_exec 2 ls -A /run/hiernet)" "rl-m2"
 hn_m1 clean --hosts "$D/hosts" >"$D/clean.out" 2>&1
 expect_eq "agent lost: clean --hosts exit 0" "$?" 0
-nothing_left "agent lost, cleaned" rl lost
+nothing_left "agent lost, cleaned" lost
 
 # --- the controller SIGTERMed, then SIGKILLed, while the network runs ---
 for sig in TERM KILL; do
@@ -236,7 +228,7 @@ for sig in TERM KILL; do
   # What a SIGKILL leaves (m1's part: the agents end theirs on their EOF)
   # goes with clean --hosts.
   [[ $sig == KILL ]] && { sleep 1; hn_m1 clean --hosts "$D/hosts" >"$D/clean2.out" 2>&1; }
-  nothing_left "controller SIG$sig" "r$sig" "$sig"
+  nothing_left "controller SIG$sig" "$sig"
 done
 
 pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
