@@ -189,7 +189,7 @@ function job.new(algorithm, opts, spec)
     evals = 0, evals_skipped = 0, eval_busy = false, eval_task = nil,
     stop_reason = nil, dead = {}, away = {}, killed = {}, fault_hooks = {}, t0 = nil,
     -- what the faults cost (summary.json availability, updates_lost)
-    away_since = {}, away_s = {}, updates_lost = 0, kills = {},
+    away_since = {}, away_s = {}, updates_lost = 0, kills = {}, kills_heard = 0,
   }, Job)
   -- The scenario's line of this train call: errors raised later, in tasks
   -- the library spawned, are reported there (Job:setup, Job:guard).
@@ -636,6 +636,7 @@ function Job:watch_faults(hooks)
   -- why: the cause of a node lost with its machine (its agent gone), nil
   -- for node:kill()
   on("kill", function(_, node, why)
+    self.kills_heard = self.kills_heard + 1 -- any node's: a step in flight may have failed of it
     local i = self:worker_index(node)
     if i then
       -- a worker taking part is always inside a step: its gradient is lost
@@ -671,6 +672,31 @@ function Job:watch_faults(hooks)
   end)
   on("partition", function() self:recheck_reach("partition") end)
   on("heal", function() self:recheck_reach("healed") end)
+end
+
+-- A node lost with its machine is reported killed only once the controller
+-- sees its agent gone (lnet_fire_lost), while the data plane may fail a
+-- transfer to it before that (connection reset or refused): a failure is
+-- the loss's or not only once the loss is known. J:settle_losses(nodes)
+-- pings nodes (default: every worker not killed and every hub) at once: a
+-- node that lives answers, one whose machine is being lost fails when the
+-- loss is known, its kill event queued behind, whose listeners run on the
+-- yield (every ready task first). Then J:alive, J.changed and
+-- J.fault_error say whether a fault came.
+function Job:settle_losses(nodes)
+  if not nodes then
+    nodes = {}
+    local seen = {}
+    local function add(n) if not seen[n] then seen[n], nodes[#nodes + 1] = true, n end end
+    for i, w in ipairs(self.workers) do
+      if not self.killed[i] then add(w) end
+      for _, hub in ipairs(hubs_of(self, i)) do add(hub) end
+    end
+  end
+  local tasks = {}
+  for _, n in ipairs(nodes) do tasks[#tasks + 1] = hn.spawn(function() pcall(n.ping, n) end) end
+  hn.wait_all(tasks)
+  hn.yield()
 end
 
 -- ---- the fault frame: aborts, partitions, rounds ----
@@ -805,6 +831,7 @@ local function run_round(J, r, state)
   end
   local result = table.pack(pcall(r.step, members))
   if not result[1] then
+    if not J.fault_error and not change_pending(J, state) then J:settle_losses() end
     if J.fault_error then error(J.fault_error, 0) end
     if not change_pending(J, state) then error(result[2], 0) end
     return false -- cut by a fault: run again with who is left
@@ -879,17 +906,12 @@ local function step_failed(J, L, i, err)
 end
 
 -- Whether worker i's failed step was a fault's whose event came after the
--- failure. A node lost with its machine is reported killed only once the
--- controller sees its agent gone (lnet_fire_lost), while the data plane may
--- fail a transfer to it before that (connection refused). A ping to the
--- worker answers if it lives; if its machine is being lost it fails when
--- the loss is known, the kill event queued behind the failure, whose
--- listener runs on the yield (every ready task first).
-local function fault_follows(J, i)
-  local w = J.workers[i]
-  pcall(w.ping, w)
-  hn.yield()
-  return not J:alive(i) or J.fault_error ~= nil
+-- failure (J:settle_losses): worker i went away, the job stopped at a
+-- fault, or a node was killed since the step began (kills: J.kills_heard
+-- then), a partner of the step perhaps.
+local function fault_follows(J, i, kills)
+  J:settle_losses()
+  return not J:alive(i) or J.fault_error ~= nil or J.kills_heard ~= kills
 end
 
 -- Worker i's task: its steps until it has made them all or the job stops;
@@ -907,11 +929,12 @@ local function work(J, L, i)
       local t = next_step(J, L, i)
       if not t then break end
       L.started[i] = t
+      local kills = J.kills_heard
       local ok, err = pcall(L.step, i, t)
       if ok then
         L.done[i] = t
         if not L.own_steps then count_steps(J, L) end
-      elseif not J.fault_error and J:alive(i) and not fault_follows(J, i) then
+      elseif not J.fault_error and J:alive(i) and not fault_follows(J, i, kills) then
         step_failed(J, L, i, err)
         break
       elseif J.fault_error then
