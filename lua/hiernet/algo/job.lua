@@ -498,12 +498,15 @@ end
 --
 -- J:watch_faults{ hub = function(i) -> the node worker i must reach (nil:
 -- none), on_change = function(i, back, why), rejoin = function(i) (set-up
--- a restarted worker's peer needs besides its data and model), sync = bool }
+-- a restarted worker's peer needs besides its data and model), sync = bool,
+-- essential = function(node) -> its role ("server") when the training
+-- cannot go on without that node (it holds the model) }
 -- follows the network's fault events: a worker that is killed, or cut off
 -- from its hub by a partition, is away (J:alive(i) false) until it is back
 -- (healed, or restarted and set up again); the algorithm hears of each change
 -- through on_change. A synchronous algorithm (sync) with on_failure = "fail"
--- stops at the first worker away, with an error naming it (J.fault_error).
+-- stops at the first worker away, with an error naming it (J.fault_error);
+-- any algorithm stops when an essential node is lost with its machine.
 
 -- The index of node among the workers, or nil.
 function Job:worker_index(node)
@@ -516,10 +519,10 @@ function Job:set_away(i, away, why)
   self:count_away(i, away)
   local w = self.workers[i].name
   if away then
-    if self.fault_sync and self.on_failure ~= "drop" then
-      self.fault_error = string.format("%s: step %d: worker %s %s", self.label, self.steps, w, why)
-      hn.log(self.fault_error)
-      self:stop("fault")
+    if self.fault_error then
+      -- the training fails already (its first fault says why): no more to say
+    elseif self.fault_sync and self.on_failure ~= "drop" then
+      self:fail_at_fault(string.format("worker %s %s", w, why))
     else
       hn.log(string.format("%s: worker %s %s; training goes on without it", self.label, w, why))
     end
@@ -530,6 +533,15 @@ function Job:set_away(i, away, why)
   self.changed = true
   if self.fault_hooks.on_change then self.fault_hooks.on_change(i, not away, why) end
   if not away and self.loops then self.loops.back(i) end
+end
+
+-- The training stops at a fault it cannot go on from: the error (J.fault_error,
+-- the first such fault's) names the step and what went wrong.
+function Job:fail_at_fault(what)
+  if self.fault_error then return end
+  self.fault_error = string.format("%s: step %d: %s", self.label, self.steps, what)
+  hn.log(self.fault_error)
+  self:stop("fault")
 end
 
 -- Worker i's time away (killed or cut off), for its availability: the
@@ -645,6 +657,11 @@ function Job:watch_faults(hooks)
       self.kills[i] = (self.kills[i] or 0) + 1
       self:set_away(i, true, why and ("was lost: " .. why) or "was killed")
     else
+      -- A node lost with its machine never comes back (a killed one may be
+      -- restarted): one the training cannot do without ends it, whatever
+      -- its mode; its workers still go away (their waits end).
+      local role = why and self.fault_hooks.essential and self.fault_hooks.essential(node)
+      if role then self:fail_at_fault(string.format("%s %s was lost: %s", role, node.name, why)) end
       for j = 1, #self.workers do
         for _, hub in ipairs(hubs_of(self, j)) do
           if hub == node then
