@@ -22,6 +22,8 @@
 --   "result steps N"   the training's summary steps
 -- A failed training's error is raised as it is (one line, the run's).
 local hn = require("hiernet")
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local H = dofile(here .. "../network/common.lua")
 local family = hn.param("family", "")
 local up_file = hn.param("up", "")
 local net = hn.network{ name = family, backend = "kernel", seed = 1, hosts = hn.param("hosts", "") }
@@ -41,11 +43,13 @@ end
 
 local FIVE = { names = { "w1", "w2", "w3", "w4", "w5" }, where = { "m1", "m2", "m2", "m3", "m3" } }
 
-local function build_ps()
+-- Workers w1..w4 (w1 on m1, w2 w3 on m2, w4 on m3) on a switch, and the
+-- node they all reach (key: the training's option) on m3 with w4.
+local function build_hub(name, key)
   local workers, sw = switch_star({ "w1", "w2", "w3", "w4" }, { "m1", "m2", "m2", "m3" })
-  local server = net:node("ps", { host = "m3" })
-  net:link(server, sw, { bw = "1Gbit" })
-  return { workers = workers, server = server, survivors = { 1, 2, 3 }, on_m3 = { "ps", "w4" } }
+  local hub = net:node(name, { host = "m3" })
+  net:link(hub, sw, { bw = "1Gbit" })
+  return { workers = workers, [key] = hub, survivors = { 1, 2, 3 }, on_m3 = { name, "w4" } }
 end
 
 local function build_hier()
@@ -66,15 +70,10 @@ local function build_five()
   return { workers = (switch_star(FIVE.names, FIVE.where)), survivors = { 1, 2, 3 }, on_m3 = { "w4", "w5" } }
 end
 
-local function build_easgd()
-  local workers, sw = switch_star({ "w1", "w2", "w3", "w4" }, { "m1", "m2", "m2", "m3" })
-  local center = net:node("c", { host = "m3" })
-  net:link(center, sw, { bw = "1Gbit" })
-  return { workers = workers, center = center, survivors = { 1, 2, 3 }, on_m3 = { "c", "w4" } }
-end
-
-local builders = { ps = build_ps, hier = build_hier, gossip = build_five, ring = build_five,
-                   dpsgd = build_five, easgd = build_easgd }
+local builders = {
+  ps = function() return build_hub("ps", "server") end, hier = build_hier, gossip = build_five,
+  ring = build_five, dpsgd = build_five, easgd = function() return build_hub("c", "center") end,
+}
 if not builders[family] then
   error("lost_family.lua: family '" .. family .. "': not ps, hier, gossip, ring, dpsgd or easgd", 0)
 end
@@ -84,15 +83,8 @@ net:start()
 local lost = {} -- node name -> why, from the kill listeners
 net:on("kill", function(_, node, why) lost[node.name] = tostring(why) end)
 
--- Waits until cond() holds or the training ended; false when it ended.
 local function wait_for(clock, cond, what)
-  local t0 = hn.now()
-  while not cond() do
-    if clock.done() then return false end
-    if hn.now() - t0 > LIVENESS_S then error(string.format("%s: not within %d s", what, LIVENESS_S), 0) end
-    hn.sleep(0.01)
-  end
-  return true
+  return H.wait_until(clock, cond, what, LIVENESS_S)
 end
 
 -- Every survivor made n more steps than in counts.
