@@ -442,6 +442,8 @@ function Engine:apply()
     if not ok then
       -- The model's sending failed when a fault took a receiver away (the
       -- update itself, before it, was applied): who did not get it pulls.
+      -- A receiver's machine may be being lost: known once settled.
+      if J:alive_count() == #J.workers then J:settle_losses() end
       if #nodes == 0 or not tostring(r):find("command " .. #cmds .. " (send)", 1, true)
           or J:alive_count() == #J.workers then
         error(r, 0)
