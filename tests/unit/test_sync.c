@@ -8,7 +8,8 @@
  * wait start only once it is satisfied (wait then sum as two requests),
  * while ping and stats keep answering. batch: order, results, the index and
  * name of a failing command, params checked before anything runs, limits,
- * a send completing before the next command, a wait inside. versions: every
+ * a send completing before the next command, a wait inside, nowait sends
+ * reaching their peer in the batch's order. versions: every
  * rule of docs/lua-api.md "Ordering and versions". Orderings are asserted
  * by which response comes first, never by durations. */
 #include "tests/unit/peer_harness.h"
@@ -293,6 +294,41 @@ static void test_batch_nowait_overtakes(void)
     CHECK(harness_wait(&a, id, &r) && r.ok);
     harness_reply_free(&r);
     CHECK(harness_values_are(&c, "held", 4, three));
+}
+
+/* Two nowait sends of a batch to one peer reach it in the batch's order,
+ * even when the first is queued on the worker and the second is brief
+ * enough to run on the loop: the scale keeps the worker busy while the
+ * first send queues behind it, the wait (satisfied at once: the token is
+ * already in) lets the second start at the scale's done, which came in
+ * the same wake-up as the first send's. The loop ran the second there and
+ * handed its transfer to the data plane before the first's was delivered,
+ * so b received them crossed (a ring's waits then took one bucket's data
+ * for another's: lua.overlap_exact). */
+static void test_batch_nowait_in_order(void)
+{
+    struct harness_reply r;
+    struct harness_batch bb;
+    HCALL_OK(&a, &r, "tensor", "name:s size:i fill:f", "big", 1LL << 20, 1.0);
+    HCALL_OK(&a, &r, "tensor", "name:s size:i fill:f", "o", 4LL, 3.0);
+    HCALL_OK(&b, &r, "tensor", "name:s size:i fill:f", "tok", 1LL, 1.0);
+    send_ok(&b, "tok", "a", "tok");
+    for (int round = 0; round < 5; round++) {
+        harness_batch_begin(&bb, 4);
+        harness_batch_add(&bb, "scale", "x:s alpha:f", "big", 1.0);
+        harness_batch_add(&bb, "send", "tensor:s to:s as:s nowait:b", "o", "b", "first", 1);
+        harness_batch_add(&bb, "wait", "tensor:s", "tok");
+        harness_batch_add(&bb, "send", "tensor:s to:s as:s nowait:b", "o", "b", "second", 1);
+        CHECK(harness_wait(&a, harness_batch_request(&a, &bb), &r) && r.ok);
+        harness_reply_free(&r);
+        HCALL_OK(&b, &r, "wait", "tensors:l k:i", 2, (const char *[]){"first", "second"}, 2LL);
+        expect_arrivals(&r, 2, (const char *[]){"first", "second"}, (const char *[]){"a", "a"});
+        harness_reply_free(&r);
+        send_ok(&b, "tok", "a", "tok"); /* the next round's */
+    }
+    HCALL_OK(&a, &r, "wait", "tensor:s clear:b", "tok", 1);
+    harness_reply_free(&r);
+    HCALL_OK(&a, &r, "drop", "name:s", "big");
 }
 
 static void test_batch_errors(void)
@@ -583,6 +619,7 @@ int main(void)
     test_batch_order();
     test_batch_nowait();
     test_batch_nowait_overtakes();
+    test_batch_nowait_in_order();
     test_batch_errors();
     test_batch_wait();
     test_abort();
