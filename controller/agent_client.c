@@ -576,6 +576,15 @@ int agent_client_kill(struct agent_client *ac, int node, peer_reply_fn cb, void 
     return send_change(ac, AGENT_KILL, &m, cb, ctx, err, errlen);
 }
 
+int agent_client_counters(struct agent_client *ac, int link, peer_reply_fn cb, void *ctx, char *err,
+                          size_t errlen)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_counters(&m, (uint64_t)link);
+    return send_change(ac, AGENT_COUNTERS, &m, cb, ctx, err, errlen);
+}
+
 /* The agent's answer to a restart: the node's held calls go, or fail. */
 struct agent_restart {
     struct agent_client *ac;

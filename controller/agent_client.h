@@ -122,6 +122,10 @@ int agent_client_link(struct agent_client *ac, int link, enum agent_link_op op,
                       size_t errlen);
 int agent_client_kill(struct agent_client *ac, int node, peer_reply_fn cb, void *ctx, char *err,
                       size_t errlen);
+/* l:stats of link (whole-network index) at this machine's end, as
+ * agent_client_link; the result is the agent's counters map. */
+int agent_client_counters(struct agent_client *ac, int link, peer_reply_fn cb, void *ctx, char *err,
+                          size_t errlen);
 /* node:restart() of node (named name) on this machine: its relayed
  * client is replaced by a fresh one (*pc, with hooks; agent_relay_restart)
  * whose calls wait for the agent's answer, then cb as agent_client_link.

@@ -254,6 +254,16 @@ int netrun_parts_kill_remote(struct netrun *nr, int node, char *err, size_t errl
  * err. */
 int netrun_parts_restart(struct netrun *nr, int node, char *err, size_t errlen);
 /* The local part's netrun once built, or NULL. */
+/* net:tcp over parts: a local host's read now, a remote one's from its
+ * agent's last stats sample (at most one emulated second old); -2 when
+ * its peer is not running or no sample came yet. */
+int netrun_parts_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, char *err,
+                              size_t errlen);
+/* l:stats over parts: a local link's from this machine's part, a remote
+ * one's from its machine's agent, a cut link's merged from both ends
+ * (each direction its sender's machine's); as netrun_link_stats. */
+int netrun_parts_counters(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
+                          size_t errlen);
 struct netrun *netrun_parts_inner(const struct netrun *nr);
 void netrun_parts_close_peers(struct netrun *nr);
 void netrun_parts_kill_peers(struct netrun *nr, int sig);

@@ -13,13 +13,14 @@ static const struct {
     const char *name;
     bool served;
 } agent_methods[AGENT_METHOD_COUNT] = {
-    [AGENT_UNKNOWN] = {"", false},       [AGENT_HELLO] = {"hello", true},
-    [AGENT_PING] = {"ping", true},       [AGENT_TEARDOWN] = {"teardown", true},
-    [AGENT_BUILD] = {"build", true},     [AGENT_CALL] = {"call", true},
-    [AGENT_LINK] = {"link", true},       [AGENT_KILL] = {"kill", true},
-    [AGENT_RESTART] = {"restart", true}, [AGENT_PARTITION] = {"partition", true},
-    [AGENT_HEAL] = {"heal", true},       [AGENT_STATS] = {"stats", true},
-    [AGENT_EXIT] = {"exit", true},       [AGENT_UNDERLAY] = {"underlay", true},
+    [AGENT_UNKNOWN] = {"", false},         [AGENT_HELLO] = {"hello", true},
+    [AGENT_PING] = {"ping", true},         [AGENT_TEARDOWN] = {"teardown", true},
+    [AGENT_BUILD] = {"build", true},       [AGENT_CALL] = {"call", true},
+    [AGENT_LINK] = {"link", true},         [AGENT_KILL] = {"kill", true},
+    [AGENT_RESTART] = {"restart", true},   [AGENT_PARTITION] = {"partition", true},
+    [AGENT_HEAL] = {"heal", true},         [AGENT_STATS] = {"stats", true},
+    [AGENT_EXIT] = {"exit", true},         [AGENT_UNDERLAY] = {"underlay", true},
+    [AGENT_COUNTERS] = {"counters", true},
 };
 
 const char *agent_method_name(enum agent_method m)
@@ -428,6 +429,17 @@ void agent_sides_free(struct agent_sides *s)
     s->n = 0;
 }
 
+void agent_wire_counters(struct msgmap *m, uint64_t link)
+{
+    msgmap_u64(m, "link", link);
+}
+
+int agent_wire_read_counters(const msgpack_object *map, uint64_t *link, char *err, size_t errlen)
+{
+    *link = 0;
+    return READ_FIELDS("counters", map, err, errlen, U64("link", link));
+}
+
 int agent_wire_read_heal_reply(const msgpack_object *map, uint64_t *healed, char *err,
                                size_t errlen)
 {
@@ -450,6 +462,17 @@ static void pack_stats_row(msgpack_packer *pk, const struct agent_stats_row *r)
     msgmap_end(&m, pk);
 }
 
+static void pack_tcp_row(msgpack_packer *pk, const struct agent_tcp_row *r)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_u64(&m, "node", r->node);
+#define PACK_TCP_(name) msgmap_u64(&m, #name, r->name);
+    AGENT_TCP_COUNTERS(PACK_TCP_)
+#undef PACK_TCP_
+    msgmap_end(&m, pk);
+}
+
 void agent_wire_stats(struct msgmap *m, const struct agent_stats *s)
 {
     msgmap_i64(m, "t_ns", s->t_ns);
@@ -457,11 +480,16 @@ void agent_wire_stats(struct msgmap *m, const struct agent_stats *s)
     msgpack_pack_array(&m->pk, (uint32_t)s->n_rows);
     for (size_t i = 0; i < s->n_rows; i++)
         pack_stats_row(&m->pk, &s->rows[i]);
+    if (!s->n_tcp) return; /* optional: a links-only sample */
+    msgmap_key(m, "tcp");
+    msgpack_pack_array(&m->pk, (uint32_t)s->n_tcp);
+    for (size_t i = 0; i < s->n_tcp; i++)
+        pack_tcp_row(&m->pk, &s->tcp[i]);
 }
 
-static int read_stats_row(const msgpack_object *o, size_t i, struct agent_stats_row *r, char *err,
-                          size_t errlen)
+static int read_stats_row(const msgpack_object *o, size_t i, void *row, char *err, size_t errlen)
 {
+    struct agent_stats_row *r = row;
     char what[48];
     snprintf(what, sizeof what, "stats: row %zu", i);
 #define READ_COUNTER_(name) , I64(#name, &r->name)
@@ -482,37 +510,69 @@ static int read_stats_row(const msgpack_object *o, size_t i, struct agent_stats_
     return 0;
 }
 
+static int read_tcp_row(const msgpack_object *o, size_t i, void *row, char *err, size_t errlen)
+{
+    struct agent_tcp_row *r = row;
+    char what[48];
+    snprintf(what, sizeof what, "stats: tcp row %zu", i);
+#define READ_TCP_(name) , U64(#name, &r->name)
+    return READ_FIELDS(what, o, err, errlen, U64("node", &r->node) AGENT_TCP_COUNTERS(READ_TCP_));
+#undef READ_TCP_
+}
+
+/* The array at key of the stats map into *out (allocated, n elements of
+ * size), each element read by read_row: 0, or -1 with err and nothing
+ * kept. An absent key is an error when required, else no rows. */
+static int read_row_array(const msgpack_object *map, const char *key, bool required, size_t size,
+                          int (*read_row)(const msgpack_object *, size_t, void *, char *, size_t),
+                          void **out, size_t *n_out, char *err, size_t errlen)
+{
+    struct proto_args a;
+    proto_args_init(&a, map);
+    const msgpack_object *rows = proto_args_get(&a, key);
+    if (!rows && !required) return 0;
+    if (!rows || rows->type != MSGPACK_OBJECT_ARRAY)
+        return snprintf(err, errlen, "stats: field '%s': expected array, got %s", key,
+                        rows ? proto_type_name(rows->type) : "nothing"),
+               -1;
+    uint32_t n = rows->via.array.size;
+    if (n > AGENT_STATS_ROWS_MAX)
+        return snprintf(err, errlen, "stats: field '%s': %u rows, at most %d", key, n,
+                        AGENT_STATS_ROWS_MAX),
+               -1;
+    char *v = n ? calloc(n, size) : NULL;
+    if (n && !v) return snprintf(err, errlen, "stats: out of memory"), -1;
+    for (uint32_t i = 0; i < n; i++)
+        if (read_row(&rows->via.array.ptr[i], i, v + i * size, err, errlen) < 0) return free(v), -1;
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
 int agent_wire_read_stats(const msgpack_object *map, struct agent_stats *out, char *err,
                           size_t errlen)
 {
     memset(out, 0, sizeof *out);
     if (READ_FIELDS("stats", map, err, errlen, I64("t_ns", &out->t_ns)) < 0) return -1;
-    struct proto_args a;
-    proto_args_init(&a, map);
-    const msgpack_object *rows = proto_args_get(&a, "rows");
-    if (!rows || rows->type != MSGPACK_OBJECT_ARRAY)
-        return snprintf(err, errlen, "stats: field 'rows': expected array, got %s",
-                        rows ? proto_type_name(rows->type) : "nothing"),
-               -1;
-    uint32_t n = rows->via.array.size;
-    if (n > AGENT_STATS_ROWS_MAX)
-        return snprintf(err, errlen, "stats: field 'rows': %u rows, at most %d", n,
-                        AGENT_STATS_ROWS_MAX),
-               -1;
-    if (n && !(out->rows = calloc(n, sizeof *out->rows)))
-        return snprintf(err, errlen, "stats: out of memory"), -1;
-    out->n_rows = n;
-    for (uint32_t i = 0; i < n; i++)
-        if (read_stats_row(&rows->via.array.ptr[i], i, &out->rows[i], err, errlen) < 0) {
-            agent_stats_free(out);
-            return -1;
-        }
+    void *rows = NULL, *tcp = NULL;
+    if (read_row_array(map, "rows", true, sizeof *out->rows, read_stats_row, &rows, &out->n_rows,
+                       err, errlen) < 0)
+        return -1;
+    out->rows = rows;
+    if (read_row_array(map, "tcp", false, sizeof *out->tcp, read_tcp_row, &tcp, &out->n_tcp, err,
+                       errlen) < 0) {
+        agent_stats_free(out);
+        return -1;
+    }
+    out->tcp = tcp;
     return 0;
 }
 
 void agent_stats_free(struct agent_stats *s)
 {
     free(s->rows);
+    free(s->tcp);
     s->rows = NULL;
-    s->n_rows = 0;
+    s->tcp = NULL;
+    s->n_rows = s->n_tcp = 0;
 }

@@ -5,7 +5,8 @@
  * enveloped by proto/protocol.h exactly as a peer's control channel is;
  * this module names the messages (all of them, in one table) and encodes
  * and decodes their params and results: hello, ping, teardown, build,
- * call, exit, link, kill, restart, partition, heal, stats and underlay. Decoders
+ * call, exit, link, kill, restart, partition, heal, stats, underlay and
+ * counters. Decoders
  * check every field and say which is wrong; they copy what they keep, so
  * a decoded struct outlives the message, except the bytes of build's part
  * and call's data and link's params map, which point into the message
@@ -37,6 +38,7 @@ enum agent_method {
     AGENT_STATS,     /* notification, agent to controller: links.csv rows of the part */
     AGENT_EXIT,      /* notification, agent to controller: a peer of the part exited */
     AGENT_UNDERLAY,  /* request: the round trip to another machine's underlay address */
+    AGENT_COUNTERS,  /* request: a link's counters (l:stats) in the part */
     AGENT_METHOD_COUNT
 };
 
@@ -239,6 +241,12 @@ void agent_wire_node(struct msgmap *m, const struct agent_node *n);
 void agent_wire_sides(struct msgmap *m, const struct agent_sides *s);
 void agent_wire_heal_reply(struct msgmap *m, uint64_t healed);
 
+/* counters: {link = whole-network index}; the result is the part's
+ * netrun_link_stats map (hiernet-linkd's {id, up, ab = {...}, ba = {...}}),
+ * its id the whole network's link, or the agent_build_error map. */
+void agent_wire_counters(struct msgmap *m, uint64_t link);
+int agent_wire_read_counters(const msgpack_object *map, uint64_t *link, char *err, size_t errlen);
+
 /* what: "kill" or "restart", which names the message in err. */
 int agent_wire_read_node(const char *what, const msgpack_object *map, struct agent_node *out,
                          char *err, size_t errlen);
@@ -257,8 +265,10 @@ int agent_wire_read_heal_reply(const msgpack_object *map, uint64_t *healed, char
  *           packets = .., bytes = .., ...}]}: one row per direction of each
  * link of the part, links.csv's columns after `up` (AGENT_STATS_COUNTERS),
  * each an integer, -1 where links.csv leaves the cell empty (the kernel
- * backend counts no queue). The controller puts t_ns on its timeline
- * with its clock estimate of the agent. */
+ * backend counts no queue), and optionally tcp = [{node = whole-network
+ * index, retrans = .., ...}]: tcp.csv's rows of the part's running hosts
+ * (AGENT_TCP_COUNTERS). The controller puts t_ns on its timeline with its
+ * clock estimate of the agent. */
 /* (clang-format 14 moves this list on every run: left as written) */
 /* clang-format off */
 #define AGENT_STATS_COUNTERS(X)                                                                    \
@@ -274,10 +284,26 @@ struct agent_stats_row {
 };
 #undef AGENT_STATS_FIELD_
 
+/* tcp.csv's counters of one host of the part (controller/tcp_counters.h
+ * TCP_COUNTER_NAMES, in that order), each >= 0. */
+/* clang-format off */
+#define AGENT_TCP_COUNTERS(X) X(retrans) X(rtos) X(fast_retrans) X(lost_retrans) X(recoveries)
+/* clang-format on */
+#define AGENT_TCP_FIELD_(name) uint64_t name;
+struct agent_tcp_row {
+    uint64_t node; /* whole-network index */
+    AGENT_TCP_COUNTERS(AGENT_TCP_FIELD_)
+};
+#undef AGENT_TCP_FIELD_
+
+/* A sample may carry link rows, tcp rows or both; `tcp` is optional on
+ * the wire (absent: none), so a links-only sample reads as before. */
 struct agent_stats {
     int64_t t_ns;
     struct agent_stats_row *rows; /* decoded: allocated (agent_stats_free) */
     size_t n_rows;
+    struct agent_tcp_row *tcp; /* tcp.csv's rows of the part's running hosts; allocated */
+    size_t n_tcp;
 };
 
 void agent_wire_stats(struct msgmap *m, const struct agent_stats *s);

@@ -4,7 +4,7 @@
  *
  * Every message decoded is looked up in the method table and its params
  * (or result) handed to every decoder, the run-time changes' (link, kill,
- * partition, heal, stats) included. A decoder that accepts must give
+ * partition, heal, stats, counters) included. A decoder that accepts must give
  * NUL-terminated strings within their buffers, and its struct, encoded
  * again and decoded, must come back the same (no field lost or bent). */
 #include <stdint.h>
@@ -104,11 +104,24 @@ static bool same_sides_t(const sides_t *a, const sides_t *b)
 
 static bool same_stats_t(const stats_t *a, const stats_t *b)
 {
-    bool same = a->t_ns == b->t_ns && a->n_rows == b->n_rows &&
-                (!a->n_rows || !memcmp(a->rows, b->rows, a->n_rows * sizeof *a->rows));
+    bool same = a->t_ns == b->t_ns && a->n_rows == b->n_rows && a->n_tcp == b->n_tcp &&
+                (!a->n_rows || !memcmp(a->rows, b->rows, a->n_rows * sizeof *a->rows)) &&
+                (!a->n_tcp || !memcmp(a->tcp, b->tcp, a->n_tcp * sizeof *a->tcp));
     stats_t *again = (stats_t *)b;
     agent_stats_free(again); /* the round trip's copy */
     return same;
+}
+
+typedef uint64_t counters_t;
+
+static bool same_counters_t(const counters_t *a, const counters_t *b)
+{
+    return *a == *b;
+}
+
+static void write_counters(struct msgmap *m, const counters_t *link)
+{
+    agent_wire_counters(m, *link);
 }
 
 static int read_kill(const msgpack_object *map, node_t *out, char *err, size_t errlen)
@@ -173,6 +186,9 @@ static void fuzz_change_map(const msgpack_object *map)
         ROUND_TRIP(stats_t, st, agent_wire_stats, agent_wire_read_stats);
         agent_stats_free(&st);
     }
+    counters_t link;
+    if (agent_wire_read_counters(map, &link, err, sizeof err) == 0)
+        ROUND_TRIP(counters_t, link, write_counters, agent_wire_read_counters);
     agent_wire_read_heal_reply(map, &healed, err, sizeof err);
     if (strnlen(err, sizeof err) >= sizeof err) abort();
 }

@@ -50,6 +50,8 @@ static void names(void)
           agent_method_find("partition", 9) == AGENT_PARTITION);
     CHECK(agent_method_find("heal", 4) == AGENT_HEAL &&
           agent_method_find("stats", 5) == AGENT_STATS);
+    CHECK(agent_method_served(AGENT_COUNTERS) &&
+          agent_method_find("counters", 8) == AGENT_COUNTERS);
     CHECK_STREQ(agent_link_op_name(AGENT_LINK_SET), "set");
     CHECK_STREQ(agent_link_op_name(AGENT_LINK_UP), "up");
     CHECK_STREQ(agent_link_op_name(AGENT_LINK_DOWN), "down");
@@ -427,6 +429,72 @@ static void stats_round_trip(void)
     proto_reader_destroy(&r);
 }
 
+/* stats with tcp rows: the node and the five counters come back; a
+ * links-only sample has no tcp key (older readers see what they saw). */
+static void stats_tcp_round_trip(void)
+{
+    struct agent_tcp_row tcp[] = {
+        {.node = 3, .retrans = 1, .rtos = 2, .fast_retrans = 3, .lost_retrans = 4, .recoveries = 5},
+        {.node = 999999, .retrans = 123456789012ULL},
+    };
+    struct agent_stats st = {42, NULL, 0, tcp, 2}, back;
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    msgmap_init(&m);
+    agent_wire_stats(&m, &st);
+    CHECK(through_reader(&m, "stats", &r, &msg));
+    CHECK(agent_wire_read_stats(msg.params, &back, err, sizeof err) == 0);
+    CHECK(back.t_ns == 42 && back.n_rows == 0 && back.n_tcp == 2);
+    for (size_t i = 0; i < 2 && back.n_tcp == 2; i++) {
+        const struct agent_tcp_row *a = &tcp[i], *b = &back.tcp[i];
+        CHECK(a->node == b->node);
+#define SAME_(name) CHECK_MSG(a->name == b->name, "tcp row %zu %s", i, #name);
+        AGENT_TCP_COUNTERS(SAME_)
+#undef SAME_
+    }
+    /* node and 5 counters: tcp.csv after 'node' */
+    CHECK(msg.params->via.map.size == 3 &&
+          msg.params->via.map.ptr[2].val.via.array.ptr[0].via.map.size == 6);
+    agent_stats_free(&back);
+    CHECK(!back.tcp && !back.n_tcp);
+    proto_reader_destroy(&r);
+    st.n_tcp = 0;
+    msgmap_init(&m);
+    agent_wire_stats(&m, &st);
+    CHECK(through_reader(&m, "stats", &r, &msg));
+    CHECK(msg.params->via.map.size == 2); /* t_ns and rows: no tcp key */
+    CHECK(agent_wire_read_stats(msg.params, &back, err, sizeof err) == 0 && back.n_tcp == 0);
+    proto_reader_destroy(&r);
+    REFUSED((msgmap_i64(&m, "t_ns", 1), msgmap_key(&m, "rows"), msgpack_pack_array(&m.pk, 0),
+             msgmap_i64(&m, "tcp", 3)),
+            agent_wire_read_stats, struct agent_stats,
+            "stats: field 'tcp': expected array, got integer");
+    REFUSED((msgmap_i64(&m, "t_ns", 1), msgmap_key(&m, "rows"), msgpack_pack_array(&m.pk, 0),
+             msgmap_key(&m, "tcp"), msgpack_pack_array(&m.pk, 1), msgpack_pack_map(&m.pk, 1),
+             msgpack_pack_str_with_body(&m.pk, "node", 4), msgpack_pack_int64(&m.pk, -1)),
+            agent_wire_read_stats, struct agent_stats,
+            "stats: tcp row 0: param 'node': expected non-negative integer, got integer");
+}
+
+/* counters: the whole network's link index there and back; none refused. */
+static void counters_round_trip(void)
+{
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    uint64_t link = 7;
+    msgmap_init(&m);
+    agent_wire_counters(&m, 12345);
+    CHECK(through_reader(&m, "counters", &r, &msg));
+    CHECK(agent_wire_read_counters(msg.params, &link, err, sizeof err) == 0 && link == 12345);
+    proto_reader_destroy(&r);
+    REFUSED(msgmap_str(&m, "x", "y"), agent_wire_read_counters, uint64_t,
+            "counters: param 'link': missing");
+}
+
 static int read_kill(const msgpack_object *map, struct agent_node *out, char *err, size_t errlen);
 
 static void change_refusals(void)
@@ -555,6 +623,8 @@ int main(void)
     build_call_refusals();
     change_round_trips();
     stats_round_trip();
+    stats_tcp_round_trip();
+    counters_round_trip();
     change_refusals();
     sides_refusals();
     stats_refusals();
