@@ -1,5 +1,6 @@
 /* agent_ops.c — an agent's run-time changes to its part: link, kill,
- * restart, partition and heal, and a link's counters (see agent_part.h). Each maps the
+ * restart, partition and heal, a link's counters and traces (see
+ * agent_part.h). Each maps the
  * controller's whole-network indices to the part's own and calls the
  * netrun_* function a local run calls (controller/netlife_ops.c does the
  * same on one machine); on a cut link that acts on this machine's end
@@ -10,7 +11,9 @@
 #include "common/container.h"
 #include "controller/peer_client.h"
 #include "proto/msgmap.h"
+#include "controller/trace_player.h"
 #include "topo/part_wire.h"
+#include "topo/trace_wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,6 +278,34 @@ void agent_part_counters(struct agent_part *p, uint32_t msgid, const msgpack_obj
     snprintf(line, sizeof line, "counters: link %s: %s", op->name, err);
     part_answer_error(p, msgid, NET_ERR_SCENARIO, NULL, op->name, line);
     free(op);
+}
+
+/* ---- a link's trace ---- */
+
+void agent_part_trace(struct agent_part *p, uint32_t msgid, const msgpack_object *params)
+{
+    char line[AGENT_ERROR_MAX], err[600], name[AGENT_LINK_MAX];
+    struct agent_trace req;
+    struct topo_trace trace;
+    const struct topo_part *part = built_part(p, msgid, "trace");
+    if (!part) return;
+    if (agent_wire_read_trace(params, &req, line, sizeof line) < 0) return refuse(p, msgid, line);
+    long l = part_local_link(part, req.link);
+    if (l < 0) {
+        snprintf(line, sizeof line, "trace: link %llu is not in machine %s's part",
+                 (unsigned long long)req.link, p->machine);
+        return refuse(p, msgid, line);
+    }
+    topo_link_describe(part->net, &part->net->links[l], name, sizeof name);
+    struct trace_player_opts o = {(enum topo_trace_interp)req.interp, req.loop,
+                                  (double)req.step_ns / 1e9, 1};
+    int rc = topo_trace_read(req.trace, &trace, err, sizeof err);
+    if (rc == 0) /* takes the trace, also on failure */
+        rc = netrun_link_trace(part_netrun(p->run), (int)l, (int)req.dir, &trace, &o, err,
+                               sizeof err);
+    if (rc == 0) return part_answer_done(p, msgid);
+    snprintf(line, sizeof line, "trace: link %s: %s", name, err);
+    part_answer_error(p, msgid, NET_ERR_SCENARIO, NULL, name, line);
 }
 
 /* ---- partitions ---- */

@@ -63,6 +63,9 @@ void agent_part_heal(struct agent_part *p, uint32_t msgid, const msgpack_object 
 /* counters of a link with an end in the part: answered with its
  * netrun_link_stats map (id: the whole network's link), or the error map. */
 void agent_part_counters(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
+/* trace: plays a link trace on the part's end of a link (netrun_link_trace,
+ * from now); done, or the error map. */
+void agent_part_trace(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
 /* The agent's output was written out (partly): resume the peers' reads. */
 void agent_part_output_drained(struct agent_part *p);
 /* Begins releasing the part (once built, when building): true when

@@ -576,6 +576,15 @@ int agent_client_kill(struct agent_client *ac, int node, peer_reply_fn cb, void 
     return send_change(ac, AGENT_KILL, &m, cb, ctx, err, errlen);
 }
 
+int agent_client_trace(struct agent_client *ac, const struct agent_trace *t, const void *trace,
+                       size_t trace_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_trace(&m, t, trace, trace_len);
+    return send_change(ac, AGENT_TRACE, &m, cb, ctx, err, errlen);
+}
+
 int agent_client_counters(struct agent_client *ac, int link, peer_reply_fn cb, void *ctx, char *err,
                           size_t errlen)
 {

@@ -122,6 +122,11 @@ int agent_client_link(struct agent_client *ac, int link, enum agent_link_op op,
                       size_t errlen);
 int agent_client_kill(struct agent_client *ac, int node, peer_reply_fn cb, void *ctx, char *err,
                       size_t errlen);
+/* l:trace of link (whole-network index) at this machine's end: t's fields
+ * but its trace, which is trace_len bytes of topo_trace_pack; as
+ * agent_client_link. */
+int agent_client_trace(struct agent_client *ac, const struct agent_trace *t, const void *trace,
+                       size_t trace_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen);
 /* l:stats of link (whole-network index) at this machine's end, as
  * agent_client_link; the result is the agent's counters map. */
 int agent_client_counters(struct agent_client *ac, int link, peer_reply_fn cb, void *ctx, char *err,

@@ -23,12 +23,15 @@
 #include "controller/log.h"
 #include "controller/parts_underlay.h"
 #include "controller/tcp_counters.h"
+#include "controller/trace_player.h"
 #include "proto/protocol.h"
 #include "topo/address.h"
 #include "topo/part_wire.h"
+#include "topo/trace_wire.h"
 
 #include <arpa/inet.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -184,6 +187,62 @@ int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
         countdown_asked(c, rc, true, why);
     }
     return countdown_end(c, err, errlen);
+}
+
+/* ---- a link's trace ---- */
+
+static void on_trace_answer(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)ctx, (void)result;
+    if (error) ctl_log("warning: %s", error); /* l:trace has returned: the line names it */
+}
+
+/* The local part's end of link plays the trace: a copy read back from its
+ * wire form, so that one code path gives the agents' and this one's. */
+static int trace_local_end(struct netrun_parts *p, int link, const struct agent_trace *t,
+                           const msgpack_sbuffer *sb, char *err, size_t errlen)
+{
+    struct topo_trace copy;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    int rc = msgpack_unpack_next(&u, sb->data, sb->size, NULL) == MSGPACK_UNPACK_SUCCESS
+                 ? topo_trace_read(&u.data, &copy, err, errlen)
+                 : (snprintf(err, errlen, "out of memory"), -1);
+    msgpack_unpacked_destroy(&u);
+    if (rc < 0) return -1;
+    struct trace_player_opts o = {(enum topo_trace_interp)t->interp, t->loop,
+                                  (double)t->step_ns / 1e9, 1};
+    if (!netrun_parts_inner(p->nr) || p->end_link[link] < 0) {
+        topo_trace_free(&copy);
+        return snprintf(err, errlen, "the local part has no end of it"), -1;
+    }
+    return netrun_link_trace(p->inner, p->end_link[link], (int)t->dir, &copy, &o, err, errlen);
+}
+
+int netrun_parts_trace(struct netrun *nr, int link, int dir, const struct topo_trace *trace,
+                       const struct trace_player_opts *opts, char *err, size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    const struct topo_link *l = &nr->net->links[link];
+    int ends[2] = {p->placement.machine[l->a], p->placement.machine[l->b]};
+    struct agent_trace t = {(uint64_t)link,
+                            (uint64_t)dir,
+                            (uint64_t)opts->interp,
+                            opts->loop,
+                            (uint64_t)llround(opts->step_s * 1e9),
+                            NULL};
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int rc = topo_trace_pack(&pk, trace) ? 0 : (snprintf(err, errlen, "out of memory"), -1);
+    for (int e = 0; rc == 0 && e < (ends[0] == ends[1] ? 1 : 2); e++)
+        rc = (size_t)ends[e] == p->local
+                 ? trace_local_end(p, link, &t, &sb, err, errlen)
+                 : agent_client_trace(p->agent[ends[e]], &t, sb.data, sb.size, on_trace_answer,
+                                      NULL, err, errlen);
+    msgpack_sbuffer_destroy(&sb);
+    return rc < 0 ? -1 : 0;
 }
 
 /* ---- a link's counters (l:stats) ---- */
@@ -553,6 +612,7 @@ static void outer_free(struct netrun *nr)
         free(nr->peers[i].told);
     free(nr->peers);
     netrun_cuts_free(nr);
+    netrun_free_traces(nr); /* the players that keep the agents' traces' changes */
     parts_free(nr->parts);
     free(nr);
 }

@@ -20,7 +20,7 @@ static const struct {
     [AGENT_RESTART] = {"restart", true},   [AGENT_PARTITION] = {"partition", true},
     [AGENT_HEAL] = {"heal", true},         [AGENT_STATS] = {"stats", true},
     [AGENT_EXIT] = {"exit", true},         [AGENT_UNDERLAY] = {"underlay", true},
-    [AGENT_COUNTERS] = {"counters", true},
+    [AGENT_COUNTERS] = {"counters", true}, [AGENT_TRACE] = {"trace", true},
 };
 
 const char *agent_method_name(enum agent_method m)
@@ -438,6 +438,45 @@ int agent_wire_read_counters(const msgpack_object *map, uint64_t *link, char *er
 {
     *link = 0;
     return READ_FIELDS("counters", map, err, errlen, U64("link", link));
+}
+
+void agent_wire_trace(struct msgmap *m, const struct agent_trace *t, const void *trace,
+                      size_t trace_len)
+{
+    msgmap_u64(m, "link", t->link);
+    msgmap_u64(m, "dir", t->dir);
+    msgmap_u64(m, "interp", t->interp);
+    msgmap_bool(m, "loop", t->loop);
+    msgmap_u64(m, "step_ns", t->step_ns);
+    msgmap_key(m, "trace");
+    msgmap_raw(m, trace, trace_len);
+}
+
+int agent_wire_read_trace(const msgpack_object *map, struct agent_trace *out, char *err,
+                          size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (READ_FIELDS("trace", map, err, errlen, U64("link", &out->link), U64("dir", &out->dir),
+                    U64("interp", &out->interp), BOOL("loop", &out->loop),
+                    U64("step_ns", &out->step_ns)) < 0)
+        return -1;
+    if (out->dir > 2)
+        return snprintf(err, errlen, "trace: field 'dir': %llu is not 0, 1 or 2",
+                        (unsigned long long)out->dir),
+               -1;
+    if (out->interp > 1)
+        return snprintf(err, errlen, "trace: field 'interp': %llu is not 0 or 1",
+                        (unsigned long long)out->interp),
+               -1;
+    if (!out->step_ns) return snprintf(err, errlen, "trace: field 'step_ns': 0 is not > 0"), -1;
+    struct proto_args a;
+    proto_args_init(&a, map);
+    out->trace = proto_args_get(&a, "trace");
+    if (!out->trace || out->trace->type != MSGPACK_OBJECT_MAP)
+        return snprintf(err, errlen, "trace: field 'trace': expected map, got %s",
+                        out->trace ? proto_type_name(out->trace->type) : "nothing"),
+               -1;
+    return 0;
 }
 
 int agent_wire_read_heal_reply(const msgpack_object *map, uint64_t *healed, char *err,

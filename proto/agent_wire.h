@@ -5,8 +5,8 @@
  * enveloped by proto/protocol.h exactly as a peer's control channel is;
  * this module names the messages (all of them, in one table) and encodes
  * and decodes their params and results: hello, ping, teardown, build,
- * call, exit, link, kill, restart, partition, heal, stats, underlay and
- * counters. Decoders
+ * call, exit, link, kill, restart, partition, heal, stats, underlay,
+ * counters and trace. Decoders
  * check every field and say which is wrong; they copy what they keep, so
  * a decoded struct outlives the message, except the bytes of build's part
  * and call's data and link's params map, which point into the message
@@ -39,6 +39,7 @@ enum agent_method {
     AGENT_EXIT,      /* notification, agent to controller: a peer of the part exited */
     AGENT_UNDERLAY,  /* request: the round trip to another machine's underlay address */
     AGENT_COUNTERS,  /* request: a link's counters (l:stats) in the part */
+    AGENT_TRACE,     /* request: play a link trace on the part's end of a link */
     AGENT_METHOD_COUNT
 };
 
@@ -246,6 +247,25 @@ void agent_wire_heal_reply(struct msgmap *m, uint64_t healed);
  * its id the whole network's link, or the agent_build_error map. */
 void agent_wire_counters(struct msgmap *m, uint64_t link);
 int agent_wire_read_counters(const msgpack_object *map, uint64_t *link, char *err, size_t errlen);
+
+/* trace: {link = whole-network index, dir = 0 (a to b), 1 or 2 (both),
+ * interp = 0 (step) or 1 (linear), loop = bool, step_ns = linear's step
+ * (> 0), trace = the trace's map (topo/trace_wire.h; into the message)}:
+ * the agent plays it on its end as netrun_link_trace does, from when it
+ * reads the request. Answered done, or the error map. */
+struct agent_trace {
+    uint64_t link;
+    uint64_t dir;    /* 0, 1, 2 */
+    uint64_t interp; /* enum topo_trace_interp */
+    bool loop;
+    uint64_t step_ns;
+    const msgpack_object *trace; /* a map, into the message */
+};
+/* trace's params; the trace map's bytes given packed (topo_trace_pack). */
+void agent_wire_trace(struct msgmap *m, const struct agent_trace *t, const void *trace,
+                      size_t trace_len);
+int agent_wire_read_trace(const msgpack_object *map, struct agent_trace *out, char *err,
+                          size_t errlen);
 
 /* what: "kill" or "restart", which names the message in err. */
 int agent_wire_read_node(const char *what, const msgpack_object *map, struct agent_node *out,

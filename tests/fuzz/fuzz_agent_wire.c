@@ -4,7 +4,7 @@
  *
  * Every message decoded is looked up in the method table and its params
  * (or result) handed to every decoder, the run-time changes' (link, kill,
- * partition, heal, stats, counters) included. A decoder that accepts must give
+ * partition, heal, stats, counters, trace) included. A decoder that accepts must give
  * NUL-terminated strings within their buffers, and its struct, encoded
  * again and decoded, must come back the same (no field lost or bent). */
 #include <stdint.h>
@@ -14,6 +14,7 @@
 
 #include "proto/agent_wire.h"
 #include "proto/protocol.h"
+#include "topo/trace_wire.h"
 
 #define FUZZ_MAX_MESSAGE 4096
 
@@ -124,6 +125,38 @@ static void write_counters(struct msgmap *m, const counters_t *link)
     agent_wire_counters(m, *link);
 }
 
+/* A trace request: its fields in range, its map through topo_trace_read
+ * (whose arrays are freed), and back. */
+static void fuzz_trace(const msgpack_object *map)
+{
+    struct agent_trace t, again;
+    struct topo_trace trace;
+    char err[256];
+    if (agent_wire_read_trace(map, &t, err, sizeof err) < 0) return;
+    if (t.dir > 2 || t.interp > 1 || !t.step_ns || t.trace->type != MSGPACK_OBJECT_MAP) abort();
+    if (topo_trace_read(t.trace, &trace, err, sizeof err) == 0) {
+        if (!trace.n_samples || trace.samples[0].t_s < 0) abort();
+        topo_trace_free(&trace);
+    }
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_trace(&m, &t, "\x80", 1); /* an empty map */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (!msgmap_end(&m, &pk)) abort();
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    if (msgpack_unpack_next(&u, sb.data, sb.size, NULL) != MSGPACK_UNPACK_SUCCESS ||
+        agent_wire_read_trace(&u.data, &again, err, sizeof err) != 0 || again.link != t.link ||
+        again.dir != t.dir || again.interp != t.interp || again.loop != t.loop ||
+        again.step_ns != t.step_ns)
+        abort();
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&sb);
+}
+
 static int read_kill(const msgpack_object *map, node_t *out, char *err, size_t errlen)
 {
     return agent_wire_read_node("kill", map, out, err, errlen);
@@ -189,6 +222,7 @@ static void fuzz_change_map(const msgpack_object *map)
     counters_t link;
     if (agent_wire_read_counters(map, &link, err, sizeof err) == 0)
         ROUND_TRIP(counters_t, link, write_counters, agent_wire_read_counters);
+    fuzz_trace(map);
     agent_wire_read_heal_reply(map, &healed, err, sizeof err);
     if (strnlen(err, sizeof err) >= sizeof err) abort();
 }

@@ -478,6 +478,39 @@ static void stats_tcp_round_trip(void)
             "stats: tcp row 0: param 'node': expected non-negative integer, got integer");
 }
 
+/* trace: the fields and the trace's map (into the message) there and
+ * back; a dir, interp or step out of range and a missing map refused. */
+static void trace_round_trip(void)
+{
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    const unsigned char map[] = {0x81, 0xa1, 'x', 0x07}; /* {x = 7}: any map goes through */
+    struct agent_trace t = {9, 1, 1, true, 100000000, NULL}, back;
+    msgmap_init(&m);
+    agent_wire_trace(&m, &t, map, sizeof map);
+    CHECK(through_reader(&m, "trace", &r, &msg));
+    CHECK(agent_wire_read_trace(msg.params, &back, err, sizeof err) == 0);
+    CHECK(back.link == 9 && back.dir == 1 && back.interp == 1 && back.loop &&
+          back.step_ns == 100000000);
+    CHECK(back.trace && back.trace->type == MSGPACK_OBJECT_MAP && back.trace->via.map.size == 1 &&
+          back.trace->via.map.ptr[0].val.via.u64 == 7);
+    proto_reader_destroy(&r);
+#define TRACE_FIELDS(dir, interp, step)                                                            \
+    msgmap_u64(&m, "link", 1), msgmap_u64(&m, "dir", dir), msgmap_u64(&m, "interp", interp),       \
+        msgmap_bool(&m, "loop", false), msgmap_u64(&m, "step_ns", step)
+    REFUSED((TRACE_FIELDS(3, 0, 1), msgmap_key(&m, "trace"), msgmap_raw(&m, map, sizeof map)),
+            agent_wire_read_trace, struct agent_trace, "trace: field 'dir': 3 is not 0, 1 or 2");
+    REFUSED((TRACE_FIELDS(2, 2, 1), msgmap_key(&m, "trace"), msgmap_raw(&m, map, sizeof map)),
+            agent_wire_read_trace, struct agent_trace, "trace: field 'interp': 2 is not 0 or 1");
+    REFUSED((TRACE_FIELDS(2, 0, 0), msgmap_key(&m, "trace"), msgmap_raw(&m, map, sizeof map)),
+            agent_wire_read_trace, struct agent_trace, "trace: field 'step_ns': 0 is not > 0");
+    REFUSED(TRACE_FIELDS(0, 0, 1), agent_wire_read_trace, struct agent_trace,
+            "trace: field 'trace': expected map, got nothing");
+#undef TRACE_FIELDS
+}
+
 /* counters: the whole network's link index there and back; none refused. */
 static void counters_round_trip(void)
 {
@@ -625,6 +658,7 @@ int main(void)
     stats_round_trip();
     stats_tcp_round_trip();
     counters_round_trip();
+    trace_round_trip();
     change_refusals();
     sides_refusals();
     stats_refusals();
