@@ -65,6 +65,16 @@ struct netrun_parts {
     /* Per whole node: a remote host's TCP counters in its agent's last
      * sample (net:tcp), NULL until the first sample. */
     struct remote_tcp *remote_tcp;
+    /* Programs in other machines' nodes, by the id their agents know. */
+    struct remote_program *programs;
+    size_t n_programs, cap_programs;
+    uint64_t last_program_id;
+};
+
+struct remote_program {
+    uint64_t id;
+    struct netprog *prog;
+    int machine;
 };
 
 struct remote_tcp {
@@ -187,6 +197,120 @@ int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
         countdown_asked(c, rc, true, why);
     }
     return countdown_end(c, err, errlen);
+}
+
+/* ---- programs in other machines' nodes ---- */
+
+static struct remote_program *program_find(struct netrun_parts *p, uint64_t id)
+{
+    for (size_t i = 0; i < p->n_programs; i++)
+        if (p->programs[i].id == id) return &p->programs[i];
+    return NULL;
+}
+
+static void on_program_signalled(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)ctx, (void)result;
+    if (error) ctl_log("warning: %s", error); /* the program's end, or its machine's loss */
+}
+
+static void program_signal(void *ctx, uint64_t id, int sig)
+{
+    struct netrun_parts *p = ctx;
+    struct remote_program *rp = program_find(p, id);
+    char err[256];
+    if (rp && agent_client_signal(p->agent[rp->machine], id, sig, on_program_signalled, NULL, err,
+                                  sizeof err) < 0)
+        ctl_log("warning: signal %d to a program on machine %s: %s", sig,
+                p->machines.v[rp->machine].name, err);
+}
+
+static void program_forget(void *ctx, uint64_t id)
+{
+    struct netrun_parts *p = ctx;
+    struct remote_program *rp = program_find(p, id);
+    if (rp) *rp = p->programs[--p->n_programs];
+}
+
+/* Its end: out and err copied to be NUL-terminated, as netprog gives them. */
+static void program_end(struct netrun_parts *p, uint64_t id, int status, const char *out,
+                        size_t out_len, const char *err, size_t err_len)
+{
+    struct remote_program *rp = program_find(p, id);
+    if (!rp) return; /* released meanwhile */
+    char *o = strndup(out ? out : "", out_len), *e = strndup(err ? err : "", err_len);
+    struct netprog_result r = {status, o ? o : "", e ? e : "", o ? out_len : 0, e ? err_len : 0};
+    netprog_remote_ended(rp->prog, &r); /* forget follows */
+    free(o);
+    free(e);
+}
+
+static void on_agent_program(void *ctx, struct agent_client *ac, const struct agent_program *x)
+{
+    (void)ac;
+    program_end(ctx, x->id, (int)x->status, x->out, x->out_len, x->err, x->err_len);
+}
+
+struct program_start {
+    struct netrun_parts *p;
+    uint64_t id;
+};
+
+/* The agent started it (its pid), or could not: a status of 127 and the
+ * agent's line as its stderr, as a shell says of a command it cannot run. */
+static void on_program_started(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct program_start *s = ctx;
+    struct remote_program *rp = program_find(s->p, s->id);
+    struct proto_args a;
+    int64_t pid = 0;
+    if (rp && !error && result) {
+        proto_args_init(&a, result);
+        if (proto_arg_i64(&a, "pid", &pid) == 1) netprog_remote_started(rp->prog, (pid_t)pid);
+    } else if (rp) {
+        const char *why = error ? error : "no answer";
+        program_end(s->p, s->id, 127, "", 0, why, strlen(why));
+    }
+    free(s);
+}
+
+struct netprog *netrun_program_remote(struct netrun *nr, struct netprog_list *list, int node,
+                                      char *const argv[], netprog_done_fn done, void *ctx,
+                                      char *err, size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    int m = p ? p->placement.machine[node] : -1;
+    if (!p || (size_t)m == p->local || !p->agent[m])
+        return snprintf(err, errlen, "it is on no other machine's part"), NULL;
+    struct remote_program *grown = p->programs;
+    if (p->n_programs == p->cap_programs) {
+        size_t cap = p->cap_programs ? 2 * p->cap_programs : 8;
+        if (!(grown = realloc(p->programs, cap * sizeof *grown)))
+            return snprintf(err, errlen, "out of memory"), NULL;
+        p->programs = grown;
+        p->cap_programs = cap;
+    }
+    struct program_start *s = malloc(sizeof *s);
+    uint64_t id = ++p->last_program_id;
+    struct netprog_remote hooks = {id, program_signal, program_forget, p};
+    struct netprog *prog =
+        s ? netprog_remote_add(list, node, &hooks, done, ctx, err, errlen) : NULL;
+    if (!prog) {
+        free(s);
+        return snprintf(err, errlen, "out of memory"), NULL;
+    }
+    p->programs[p->n_programs++] = (struct remote_program){id, prog, m};
+    *s = (struct program_start){p, id};
+    size_t argc = 0;
+    while (argv[argc])
+        argc++;
+    struct agent_run r = {(uint64_t)node, id, (char **)argv, argc};
+    if (agent_client_run(p->agent[m], &r, on_program_started, s, err, errlen) < 0) {
+        free(s);
+        netprog_remote_drop(prog); /* never started: no end to tell */
+        return NULL;
+    }
+    return prog;
 }
 
 /* ---- a link's trace ---- */
@@ -602,6 +726,7 @@ static void parts_free(struct netrun_parts *p)
     free(p->end_link);
     free(p->agent);
     free(p->remote_tcp);
+    free(p->programs); /* the netprogs are netlife's, released before */
     free(p);
 }
 
@@ -866,6 +991,7 @@ static int send_part(struct netrun_parts *p, size_t m, const struct topo_part *p
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     int rc = topo_part_encode(part, &pk) ? 0 : (snprintf(err, errlen, "out of memory"), -1);
     agent_client_on_stats(p->agent[m], on_agent_stats, p); /* links.csv's rows of its part */
+    agent_client_on_program(p->agent[m], on_agent_program, p);
     if (rc == 0)
         rc = agent_client_build(p->agent[m], sb.data, sb.size, on_agent_built, p, err, errlen);
     msgpack_sbuffer_destroy(&sb);

@@ -21,6 +21,8 @@ static const struct {
     [AGENT_HEAL] = {"heal", true},         [AGENT_STATS] = {"stats", true},
     [AGENT_EXIT] = {"exit", true},         [AGENT_UNDERLAY] = {"underlay", true},
     [AGENT_COUNTERS] = {"counters", true}, [AGENT_TRACE] = {"trace", true},
+    [AGENT_RUN] = {"run", true},           [AGENT_SIGNAL] = {"signal", true},
+    [AGENT_PROGRAM] = {"program", true},
 };
 
 const char *agent_method_name(enum agent_method m)
@@ -475,6 +477,107 @@ int agent_wire_read_trace(const msgpack_object *map, struct agent_trace *out, ch
     if (!out->trace || out->trace->type != MSGPACK_OBJECT_MAP)
         return snprintf(err, errlen, "trace: field 'trace': expected map, got %s",
                         out->trace ? proto_type_name(out->trace->type) : "nothing"),
+               -1;
+    return 0;
+}
+
+void agent_wire_run(struct msgmap *m, const struct agent_run *r)
+{
+    msgmap_u64(m, "node", r->node);
+    msgmap_u64(m, "id", r->id);
+    msgmap_key(m, "argv");
+    msgpack_pack_array(&m->pk, (uint32_t)r->argc);
+    for (size_t i = 0; i < r->argc; i++)
+        proto_pack_str(&m->pk, r->argv[i]);
+}
+
+void agent_wire_signal(struct msgmap *m, const struct agent_signal *s)
+{
+    msgmap_u64(m, "id", s->id);
+    msgmap_i64(m, "sig", s->sig);
+}
+
+void agent_wire_program(struct msgmap *m, const struct agent_program *p)
+{
+    msgmap_u64(m, "id", p->id);
+    msgmap_i64(m, "status", p->status);
+    msgmap_bin(m, "out", p->out, p->out_len);
+    msgmap_bin(m, "err", p->err, p->err_len);
+}
+
+void agent_run_free(struct agent_run *r)
+{
+    for (size_t i = 0; r->argv && i < r->argc; i++)
+        free(r->argv[i]);
+    free(r->argv);
+    r->argv = NULL;
+    r->argc = 0;
+}
+
+/* argv's strings copied, NUL-terminated, with a NULL after the last. */
+static int read_argv(const msgpack_object *a, struct agent_run *out, char *err, size_t errlen)
+{
+    if (!a || a->type != MSGPACK_OBJECT_ARRAY || !a->via.array.size ||
+        a->via.array.size > AGENT_ARGV_MAX)
+        return snprintf(err, errlen, "run: field 'argv': expected 1 to %d strings", AGENT_ARGV_MAX),
+               -1;
+    out->argv = calloc(a->via.array.size + 1, sizeof *out->argv);
+    if (!out->argv) return snprintf(err, errlen, "run: out of memory"), -1;
+    for (uint32_t i = 0; i < a->via.array.size; i++, out->argc++) {
+        const msgpack_object *s = &a->via.array.ptr[i];
+        if (s->type != MSGPACK_OBJECT_STR || memchr(s->via.str.ptr, 0, s->via.str.size))
+            return snprintf(err, errlen, "run: field 'argv': argument %u is not a string", i), -1;
+        if (!(out->argv[i] = strndup(s->via.str.ptr, s->via.str.size)))
+            return snprintf(err, errlen, "run: out of memory"), -1;
+    }
+    return 0;
+}
+
+int agent_wire_read_run(const msgpack_object *map, struct agent_run *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (READ_FIELDS("run", map, err, errlen, U64("node", &out->node), U64("id", &out->id)) < 0)
+        return -1;
+    struct proto_args a;
+    proto_args_init(&a, map);
+    if (read_argv(proto_args_get(&a, "argv"), out, err, errlen) < 0) {
+        agent_run_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+int agent_wire_read_signal(const msgpack_object *map, struct agent_signal *out, char *err,
+                           size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (READ_FIELDS("signal", map, err, errlen, U64("id", &out->id), I64("sig", &out->sig)) < 0)
+        return -1;
+    if (out->sig < 1 || out->sig > 64)
+        return snprintf(err, errlen, "signal: field 'sig': %lld is not 1 to 64",
+                        (long long)out->sig),
+               -1;
+    return 0;
+}
+
+int agent_wire_read_program(const msgpack_object *map, struct agent_program *out, char *err,
+                            size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    const void *o = NULL, *e = NULL;
+    if (READ_FIELDS("program", map, err, errlen, U64("id", &out->id), I64("status", &out->status)) <
+        0)
+        return -1;
+    struct proto_args a; /* out and err may be empty, which BIN refuses */
+    proto_args_init(&a, map);
+    if (proto_arg_bin(&a, "out", &o, &out->out_len) != 1 ||
+        proto_arg_bin(&a, "err", &e, &out->err_len) != 1)
+        return snprintf(err, errlen, "program: fields 'out' and 'err' must be bin"), -1;
+    out->out = o;
+    out->err = e;
+    if (out->status < 0 || out->status > 255)
+        return snprintf(err, errlen, "program: field 'status': %lld is not 0 to 255",
+                        (long long)out->status),
                -1;
     return 0;
 }

@@ -6,7 +6,7 @@
  * this module names the messages (all of them, in one table) and encodes
  * and decodes their params and results: hello, ping, teardown, build,
  * call, exit, link, kill, restart, partition, heal, stats, underlay,
- * counters and trace. Decoders
+ * counters, trace, run, signal and program. Decoders
  * check every field and say which is wrong; they copy what they keep, so
  * a decoded struct outlives the message, except the bytes of build's part
  * and call's data and link's params map, which point into the message
@@ -17,6 +17,7 @@
 
 #include "proto/msgmap.h"
 #include "proto/names.h"
+#include "proto/protocol.h"
 
 #include <msgpack.h>
 #include <stdbool.h>
@@ -40,6 +41,9 @@ enum agent_method {
     AGENT_UNDERLAY,  /* request: the round trip to another machine's underlay address */
     AGENT_COUNTERS,  /* request: a link's counters (l:stats) in the part */
     AGENT_TRACE,     /* request: play a link trace on the part's end of a link */
+    AGENT_RUN,       /* request: start a program in a host of the part */
+    AGENT_SIGNAL,    /* request: signal a program the agent started */
+    AGENT_PROGRAM,   /* notification, agent to controller: a program ended */
     AGENT_METHOD_COUNT
 };
 
@@ -266,6 +270,49 @@ void agent_wire_trace(struct msgmap *m, const struct agent_trace *t, const void 
                       size_t trace_len);
 int agent_wire_read_trace(const msgpack_object *map, struct agent_trace *out, char *err,
                           size_t errlen);
+
+/* ---- programs in the part's hosts (node:run, node:spawn) ---- */
+
+#define AGENT_ARGV_MAX 4096 /* arguments of one program */
+
+/* run: {node = whole-network index of a host of the part, id = the
+ * controller's name for the program, argv = [string, ...] (1 to
+ * AGENT_ARGV_MAX, no NUL inside)}; answered {pid} once started (its pid on
+ * that machine), or the error map. Decoded argv is allocated
+ * (agent_run_free), NULL-terminated. */
+struct agent_run {
+    uint64_t node, id;
+    char **argv;
+    size_t argc;
+};
+
+/* signal: {id, sig}: signals the program (1 .. 64), done or the error map. */
+struct agent_signal {
+    uint64_t id;
+    int64_t sig;
+};
+
+/* program: {id, status (exit code, or 128 + signal), out, err (bin)}: the
+ * program ended; out and err point into the message. The controller reads
+ * an agent's messages up to PROTO_MAX_MESSAGE, so each stream is cut at
+ * AGENT_PROGRAM_OUTPUT_MAX (a local program keeps 16 MiB of each). */
+#define AGENT_PROGRAM_OUTPUT_MAX (PROTO_MAX_MESSAGE / 2 - 4096)
+struct agent_program {
+    uint64_t id;
+    int64_t status;
+    const char *out, *err;
+    uint32_t out_len, err_len;
+};
+
+void agent_wire_run(struct msgmap *m, const struct agent_run *r);
+void agent_wire_signal(struct msgmap *m, const struct agent_signal *s);
+void agent_wire_program(struct msgmap *m, const struct agent_program *p);
+int agent_wire_read_run(const msgpack_object *map, struct agent_run *out, char *err, size_t errlen);
+void agent_run_free(struct agent_run *r);
+int agent_wire_read_signal(const msgpack_object *map, struct agent_signal *out, char *err,
+                           size_t errlen);
+int agent_wire_read_program(const msgpack_object *map, struct agent_program *out, char *err,
+                            size_t errlen);
 
 /* what: "kill" or "restart", which names the message in err. */
 int agent_wire_read_node(const char *what, const msgpack_object *map, struct agent_node *out,

@@ -125,6 +125,25 @@ static void write_counters(struct msgmap *m, const counters_t *link)
     agent_wire_counters(m, *link);
 }
 
+/* run (argv NULL-terminated, no NUL inside), signal and program: what a
+ * decoder accepts is in range. */
+static void fuzz_programs(const msgpack_object *map)
+{
+    struct agent_run r;
+    struct agent_signal s;
+    struct agent_program p;
+    char err[256];
+    if (agent_wire_read_run(map, &r, err, sizeof err) == 0) {
+        if (!r.argc || r.argv[r.argc]) abort();
+        for (size_t i = 0; i < r.argc; i++)
+            if (!r.argv[i]) abort();
+        agent_run_free(&r);
+    }
+    if (agent_wire_read_signal(map, &s, err, sizeof err) == 0 && (s.sig < 1 || s.sig > 64)) abort();
+    if (agent_wire_read_program(map, &p, err, sizeof err) == 0 && (p.status < 0 || p.status > 255))
+        abort();
+}
+
 /* A trace request: its fields in range, its map through topo_trace_read
  * (whose arrays are freed), and back. */
 static void fuzz_trace(const msgpack_object *map)
@@ -223,6 +242,7 @@ static void fuzz_change_map(const msgpack_object *map)
     if (agent_wire_read_counters(map, &link, err, sizeof err) == 0)
         ROUND_TRIP(counters_t, link, write_counters, agent_wire_read_counters);
     fuzz_trace(map);
+    fuzz_programs(map);
     agent_wire_read_heal_reply(map, &healed, err, sizeof err);
     if (strnlen(err, sizeof err) >= sizeof err) abort();
 }

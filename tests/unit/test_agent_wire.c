@@ -52,6 +52,10 @@ static void names(void)
           agent_method_find("stats", 5) == AGENT_STATS);
     CHECK(agent_method_served(AGENT_COUNTERS) &&
           agent_method_find("counters", 8) == AGENT_COUNTERS);
+    CHECK(agent_method_served(AGENT_TRACE) && agent_method_find("trace", 5) == AGENT_TRACE);
+    CHECK(agent_method_find("run", 3) == AGENT_RUN &&
+          agent_method_find("signal", 6) == AGENT_SIGNAL &&
+          agent_method_find("program", 7) == AGENT_PROGRAM);
     CHECK_STREQ(agent_link_op_name(AGENT_LINK_SET), "set");
     CHECK_STREQ(agent_link_op_name(AGENT_LINK_UP), "up");
     CHECK_STREQ(agent_link_op_name(AGENT_LINK_DOWN), "down");
@@ -511,6 +515,55 @@ static void trace_round_trip(void)
 #undef TRACE_FIELDS
 }
 
+/* run, signal and program: there and back; an empty argv, a NUL inside an
+ * argument, a signal out of range and a status out of range refused. */
+static void program_round_trips(void)
+{
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    char *argv[] = {"/bin/sh", "-c", "echo hi", NULL};
+    struct agent_run run = {5, 77, argv, 3}, rb;
+    msgmap_init(&m);
+    agent_wire_run(&m, &run);
+    CHECK(through_reader(&m, "run", &r, &msg));
+    CHECK(agent_wire_read_run(msg.params, &rb, err, sizeof err) == 0);
+    CHECK(rb.node == 5 && rb.id == 77 && rb.argc == 3 && rb.argv[3] == NULL);
+    for (size_t i = 0; i < 3 && rb.argc == 3; i++)
+        CHECK_STREQ(rb.argv[i], argv[i]);
+    agent_run_free(&rb);
+    CHECK(!rb.argv && !rb.argc);
+    proto_reader_destroy(&r);
+    struct agent_signal sg = {77, 15}, sb;
+    msgmap_init(&m);
+    agent_wire_signal(&m, &sg);
+    CHECK(through_reader(&m, "signal", &r, &msg));
+    CHECK(agent_wire_read_signal(msg.params, &sb, err, sizeof err) == 0 && sb.id == 77 &&
+          sb.sig == 15);
+    proto_reader_destroy(&r);
+    struct agent_program pg = {77, 3, "out\n", "", 4, 0}, pb;
+    msgmap_init(&m);
+    agent_wire_program(&m, &pg);
+    CHECK(through_reader(&m, "program", &r, &msg));
+    CHECK(agent_wire_read_program(msg.params, &pb, err, sizeof err) == 0);
+    CHECK(pb.id == 77 && pb.status == 3 && pb.out_len == 4 && !memcmp(pb.out, "out\n", 4) &&
+          pb.err_len == 0);
+    proto_reader_destroy(&r);
+    REFUSED((msgmap_u64(&m, "node", 1), msgmap_u64(&m, "id", 1), msgmap_key(&m, "argv"),
+             msgpack_pack_array(&m.pk, 0)),
+            agent_wire_read_run, struct agent_run, "run: field 'argv': expected 1 to 4096 strings");
+    REFUSED((msgmap_u64(&m, "node", 1), msgmap_u64(&m, "id", 1), msgmap_key(&m, "argv"),
+             msgpack_pack_array(&m.pk, 1), msgpack_pack_str_with_body(&m.pk, "a\0b", 3)),
+            agent_wire_read_run, struct agent_run, "run: field 'argv': argument 0 is not a string");
+    REFUSED((msgmap_u64(&m, "id", 1), msgmap_i64(&m, "sig", 65)), agent_wire_read_signal,
+            struct agent_signal, "signal: field 'sig': 65 is not 1 to 64");
+    REFUSED((msgmap_u64(&m, "id", 1), msgmap_i64(&m, "status", 256), msgmap_bin(&m, "out", "", 0),
+             msgmap_bin(&m, "err", "", 0)),
+            agent_wire_read_program, struct agent_program,
+            "program: field 'status': 256 is not 0 to 255");
+}
+
 /* counters: the whole network's link index there and back; none refused. */
 static void counters_round_trip(void)
 {
@@ -659,6 +712,7 @@ int main(void)
     stats_tcp_round_trip();
     counters_round_trip();
     trace_round_trip();
+    program_round_trips();
     change_refusals();
     sides_refusals();
     stats_refusals();
