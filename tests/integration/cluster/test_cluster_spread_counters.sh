@@ -25,22 +25,13 @@ HN=$(realpath "$1")
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../../lib/cluster.sh"
 source "$here/../../lib/checks.sh"
+source "$here/spread_two.sh"
 
-cluster_spread_up 2
-hn_m1() { cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" "$@"; }
+spread_two_up
 
-cat >"$D/counters.lua" <<LUA
-local hn = require("hiernet")
-local net = hn.network{ name = "cnt", backend = "user", hosts = "$D/hosts" }
-local h1 = net:node("h1", { host = "m1" })
-local s2 = net:switch("s2", { host = "m2" })
-local h2 = net:node("h2", { host = "m2" })
-local h3 = net:node("h3", { host = "m2" })
-local cut = net:link(h1, s2, { bw = "100Mbit" })
-local l2 = net:link(s2, h2, { bw = "100Mbit" })
-net:link(s2, h3, { bw = "100Mbit" })
-net:start()
-print("started")
+{
+  spread_two_lua cnt user
+  cat <<LUA
 local payload = 1000000
 local function tensor(n, name, seed) n:tensor{ name = name, size = payload / 4, fill = "uniform", seed = seed } end
 tensor(h1, "a", 1)
@@ -94,12 +85,8 @@ print(string.format("tcp1 %d %d", t1.h2.retrans, proc_retrans))
 net:stop()
 print("stopped")
 LUA
-
-hn_m1 run "$D/counters.lua" --out "$D/r" >"$D/run.out" 2>"$D/run.err"
-rc=$?
-expect_eq "run exit status" "$rc" 0
-[[ $rc -eq 0 ]] || { tail -n 20 "$D/run.err"; tail -n 20 "$D/r/log.txt" 2>/dev/null; }
-expect_eq "started" "$(grep -c '^started$' "$D/run.out")" 1
+} >"$D/counters.lua"
+spread_two_run "$D/counters.lua"
 expect_eq "net:tcp() of m2's h2 and h3 before any loss" "$(grep '^tcp0 ' "$D/run.out")" "tcp0 0 0"
 
 # 1 MB in 1448-byte segments, 66 bytes of headers each (Ethernet, IPv4,
@@ -125,7 +112,6 @@ read -r _ tcp_retrans proc_retrans < <(grep '^tcp1 ' "$D/run.out")
   fail "net:tcp().h2.retrans: ${tcp_retrans:-?}"
 expect_eq "net:tcp().h2.retrans (m2's agent) = RetransSegs read from h2's peer's /proc" \
   "${tcp_retrans:-?}" "${proc_retrans:-!}"
-expect_eq "stopped" "$(grep -c '^stopped$' "$D/run.out")" 1
 
 # tcp.csv: time_s,network,node,retrans,rtos,fast_retrans,lost_retrans,recoveries
 csv="$D/r/tcp.csv"
@@ -147,9 +133,4 @@ awk -F, 'NR > 1 && $3 == "h1" { if ($1 > m) m = $1 }
 awk -F, '$3 == "h2" { if ($4 + 0 < p) exit 1; p = $4 + 0 } END { exit 0 }' "$csv" &&
   pass "tcp.csv: h2's retrans never shrinks" || fail "tcp.csv: h2's retrans shrinks"
 
-cluster_expect_nothing_left "the run"
-pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
-cluster_down
-for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
-expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
-checks_exit
+spread_two_end

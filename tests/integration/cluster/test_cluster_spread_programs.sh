@@ -18,22 +18,13 @@ HN=$(realpath "$1")
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../../lib/cluster.sh"
 source "$here/../../lib/checks.sh"
+source "$here/spread_two.sh"
 
-cluster_spread_up 2
-hn_m1() { cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" "$@"; }
+spread_two_up
 
-cat >"$D/programs.lua" <<LUA
-local hn = require("hiernet")
-local net = hn.network{ name = "pr", backend = "kernel", hosts = "$D/hosts" }
-local h1 = net:node("h1", { host = "m1" })
-local s2 = net:switch("s2", { host = "m2" })
-local h2 = net:node("h2", { host = "m2" })
-local h3 = net:node("h3", { host = "m2" })
-net:link(h1, s2, { bw = "100Mbit" })
-net:link(s2, h2, { bw = "100Mbit" })
-net:link(s2, h3, { bw = "100Mbit" })
-net:start()
-print("started")
+{
+  spread_two_lua pr kernel
+  cat <<LUA
 local r = h2:run("hostname; echo out; echo err >&2; exit 3")
 print(string.format("run %d [%s] [%s]", r.status, (r.out:gsub("\\n", "|")), (r.err:gsub("\\n", "|"))))
 print("ping " .. h2:run({ "ping", "-n", "-c", "1", "-W", "2", h1.addr }).status)
@@ -50,22 +41,12 @@ h2:spawn({ "sleep", "60" }) -- ends with the network
 net:stop()
 print("stopped")
 LUA
-
-hn_m1 run "$D/programs.lua" --out "$D/r" >"$D/run.out" 2>"$D/run.err"
-rc=$?
-expect_eq "run exit status" "$rc" 0
-[[ $rc -eq 0 ]] || { tail -n 20 "$D/run.err"; tail -n 20 "$D/r/log.txt" 2>/dev/null; }
-expect_eq "started" "$(grep -c '^started$' "$D/run.out")" 1
+} >"$D/programs.lua"
+spread_two_run "$D/programs.lua"
 expect_eq "h2:run(): status, stdout (m2's hostname) and stderr" "$(grep '^run ' "$D/run.out")" "run 3 [m2|out|] [err|]"
 expect_eq "h2 pings h1 across machines" "$(grep '^ping ' "$D/run.out")" "ping 0"
 expect_eq "h3:spawn(): its pid once m2's agent answered, still running" "$(grep '^pid ' "$D/run.out")" "pid true false"
 expect_eq "p:kill() ends it: SIGTERM" "$(grep '^killed ' "$D/run.out")" "killed 143"
 expect_eq "h3:kill() ends its program: SIGKILL" "$(grep '^node killed ' "$D/run.out")" "node killed 137"
-expect_eq "stopped" "$(grep -c '^stopped$' "$D/run.out")" 1
 
-cluster_expect_nothing_left "the run"
-pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
-cluster_down
-for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
-expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
-checks_exit
+spread_two_end

@@ -19,23 +19,14 @@ HN=$(realpath "$1")
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../../lib/cluster.sh"
 source "$here/../../lib/checks.sh"
+source "$here/spread_two.sh"
 
-cluster_spread_up 2
-hn_m1() { cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" "$@"; }
+spread_two_up
 
 printf 't,bw\n0,100Mbit\n1,8Mbit\n' >"$D/drop.csv"
-cat >"$D/traces.lua" <<LUA
-local hn = require("hiernet")
-local net = hn.network{ name = "tr", backend = "user", hosts = "$D/hosts" }
-local h1 = net:node("h1", { host = "m1" })
-local s2 = net:switch("s2", { host = "m2" })
-local h2 = net:node("h2", { host = "m2" })
-local h3 = net:node("h3", { host = "m2" })
-local cut = net:link(h1, s2, { bw = "100Mbit" })
-local l2 = net:link(s2, h2, { bw = "100Mbit" })
-net:link(s2, h3, { bw = "100Mbit" })
-net:start()
-print("started")
+{
+  spread_two_lua tr user
+  cat <<LUA
 h1:tensor{ name = "a", size = 250000, fill = "uniform", seed = 1 } -- 1 MB
 h3:tensor{ name = "c", size = 250000, fill = "uniform", seed = 3 }
 local function s(v) return v.ms / 1000 end
@@ -61,12 +52,8 @@ hn.sleep(1.5) -- a links.csv sample after the change
 net:stop()
 print("stopped")
 LUA
-
-hn_m1 run "$D/traces.lua" --out "$D/r" >"$D/run.out" 2>"$D/run.err"
-rc=$?
-expect_eq "run exit status" "$rc" 0
-[[ $rc -eq 0 ]] || { tail -n 20 "$D/run.err"; tail -n 20 "$D/r/log.txt" 2>/dev/null; }
-expect_eq "started" "$(grep -c '^started$' "$D/run.out")" 1
+} >"$D/traces.lua"
+spread_two_run "$D/traces.lua"
 for what in l2 cut-ab cut-ba; do
   read -r _ _ fast slow < <(grep "^times $what " "$D/run.out")
   awk -v f="${fast:-9}" -v s="${slow:-0}" 'BEGIN { exit !(f < 0.4 && s >= 0.8) }' &&
@@ -77,7 +64,6 @@ expect_eq "l:trace_changes() of m2's link s2-h2" "$(grep '^changes l2 ' "$D/run.
   "changes l2 0 100000000 1 8000000"
 expect_eq "l:trace_changes() of the cut link h1-s2, both directions" "$(grep '^changes cut ' "$D/run.out")" \
   "changes cut 0 100000000 1 8000000 / 0 100000000 1 8000000"
-expect_eq "stopped" "$(grep -c '^stopped$' "$D/run.out")" 1
 # links.csv: time_s,network,link,dir,up,...,bw_bps (the 16th column)
 bw() { awk -F, -v l="$1" -v d="$2" '$3 == l && $4 == d { print $16 }' "$D/r/links.csv" | uniq | tr '\n' ' '; }
 expect_eq "links.csv: s2-h2's ab rate (m2's agent) follows its trace" "$(bw s2-h2 ab)" "100000000 8000000 "
@@ -85,9 +71,4 @@ expect_eq "links.csv: h1-s2's ab rate (m1's end) follows its trace" "$(bw h1-s2 
 echo "info: run.json's control RTTs: $(grep -o '"control_rtt_ms": *[0-9.]*' "$D/r/run.json" | tr '\n' ' ')" \
   "(an agent's trace starts about half of its machine's after the controller's player)"
 
-cluster_expect_nothing_left "the run"
-pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
-cluster_down
-for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
-expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
-checks_exit
+spread_two_end
