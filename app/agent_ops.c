@@ -231,7 +231,7 @@ static void on_counters(void *ctx, const char *error, const msgpack_object *resu
     struct counters_op *op = ctx;
     char line[AGENT_ERROR_MAX];
     if (error || !result || result->type != MSGPACK_OBJECT_MAP) {
-        snprintf(line, sizeof line, "counters: link %s: %s", op->name,
+        snprintf(line, sizeof line, "link %s: %s", op->name,
                  error ? error : "no counters in the answer");
         part_answer_error(op->p, op->msgid, NET_ERR_ENVIRONMENT, NULL, op->name, line);
         return free(op);
@@ -275,7 +275,7 @@ void agent_part_counters(struct agent_part *p, uint32_t msgid, const msgpack_obj
     topo_link_describe(part->net, &part->net->links[l], op->name, sizeof op->name);
     if (netrun_link_stats(part_netrun(p->run), (int)l, on_counters, op, err, sizeof err) > 0)
         return;
-    snprintf(line, sizeof line, "counters: link %s: %s", op->name, err);
+    snprintf(line, sizeof line, "link %s: %s", op->name, err);
     part_answer_error(p, msgid, NET_ERR_SCENARIO, NULL, op->name, line);
     free(op);
 }
@@ -304,7 +304,7 @@ void agent_part_trace(struct agent_part *p, uint32_t msgid, const msgpack_object
         rc = netrun_link_trace(part_netrun(p->run), (int)l, (int)req.dir, &trace, &o, err,
                                sizeof err);
     if (rc == 0) return part_answer_done(p, msgid);
-    snprintf(line, sizeof line, "trace: link %s: %s", name, err);
+    snprintf(line, sizeof line, "link %s: %s", name, err);
     part_answer_error(p, msgid, NET_ERR_SCENARIO, NULL, name, line);
 }
 

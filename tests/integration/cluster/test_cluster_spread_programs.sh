@@ -10,6 +10,8 @@
 #   - h3:spawn{sleep 30}: p.pid is set once m2's agent answered, p:kill()
 #     ends it: p:wait() gives 143 (SIGTERM); another one's h3:kill()
 #     (the node's kill) ends it with 137 (SIGKILL);
+#   - l:stats() of m2's link (the kernel backend keeps no counters) fails
+#     in one line naming m2 and the link;
 #   - a program still running at net:stop() ends with the network, and
 #     nothing is left on either machine.
 # Usage: test_cluster_spread_programs.sh HIERNET
@@ -37,6 +39,8 @@ local q = h3:spawn({ "sleep", "30" })
 hn.sleep(0.3)
 h3:kill()
 print("node killed " .. q:wait())
+local ok, why = pcall(function() return l2:stats() end)
+print("stats " .. tostring(ok) .. " " .. tostring(why))
 h2:spawn({ "sleep", "60" }) -- ends with the network
 net:stop()
 print("stopped")
@@ -48,5 +52,8 @@ expect_eq "h2 pings h1 across machines" "$(grep '^ping ' "$D/run.out")" "ping 0"
 expect_eq "h3:spawn(): its pid once m2's agent answered, still running" "$(grep '^pid ' "$D/run.out")" "pid true false"
 expect_eq "p:kill() ends it: SIGTERM" "$(grep '^killed ' "$D/run.out")" "killed 143"
 expect_eq "h3:kill() ends its program: SIGKILL" "$(grep '^node killed ' "$D/run.out")" "node killed 137"
+grep -qF "machine 'm2': counters: link s2-h2: counters come from the user backend" "$D/run.out" &&
+  pass "l:stats() of m2's link on the kernel backend fails naming m2: $(grep '^stats ' "$D/run.out")" ||
+  fail "l:stats() on the kernel backend: $(grep '^stats ' "$D/run.out")"
 
 spread_two_end
