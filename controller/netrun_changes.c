@@ -184,11 +184,21 @@ void netrun_cuts_free(struct netrun *nr)
     nr->n_cuts = 0;
 }
 
+/* A cut's number, stored after its sides: a heal answered later takes only
+ * the cuts made before it was asked (not a partition asked meanwhile). */
+static uint64_t cut_number(const struct netrun *nr, const unsigned char *cut)
+{
+    uint64_t k;
+    memcpy(&k, cut + nr->net->n_nodes, sizeof k);
+    return k;
+}
+
 /* The loop's view of a partition asked for: side copied into op and cuts. */
 static int cut_add(struct netrun *nr, const unsigned char *side, struct kernel_op *op)
 {
     size_t n = nr->net->n_nodes;
-    unsigned char *copy = malloc(n), **grown = realloc(nr->cuts, (nr->n_cuts + 1) * sizeof *grown);
+    unsigned char *copy = malloc(n + sizeof nr->cuts_added),
+                  **grown = realloc(nr->cuts, (nr->n_cuts + 1) * sizeof *grown);
     op->side = malloc(n);
     if (grown) nr->cuts = grown;
     if (!copy || !grown || !op->side) {
@@ -197,6 +207,8 @@ static int cut_add(struct netrun *nr, const unsigned char *side, struct kernel_o
         return -1;
     }
     memcpy(copy, side, n);
+    memcpy(copy + n, &nr->cuts_added, sizeof nr->cuts_added);
+    nr->cuts_added++;
     memcpy(op->side, side, n);
     nr->cuts[nr->n_cuts++] = copy;
     return 0;
@@ -229,33 +241,89 @@ int netrun_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn
     return netrun_kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
-/* The loop's view: the cuts that match side (NULL: all) go; how many. */
-static size_t cuts_take(struct netrun *nr, const unsigned char *side)
+/* Whether a heal of side (NULL: all) asked before cut number `before` heals cut. */
+static bool cut_healed_by(const struct netrun *nr, const unsigned char *cut,
+                          const unsigned char *side, uint64_t before)
 {
-    size_t kept = 0, n = nr->n_cuts;
-    for (size_t p = 0; p < n; p++) {
-        if (!side || emu_tc_same_cut(nr->cuts[p], side, nr->net->n_nodes))
+    return cut_number(nr, cut) < before && (!side || emu_tc_same_cut(cut, side, nr->net->n_nodes));
+}
+
+/* How many cuts a heal of side asked now would take. */
+static size_t cuts_count(const struct netrun *nr, const unsigned char *side)
+{
+    size_t n = 0;
+    for (size_t p = 0; p < nr->n_cuts; p++)
+        n += cut_healed_by(nr, nr->cuts[p], side, nr->cuts_added);
+    return n;
+}
+
+/* The loop's view: the cuts a heal asked before cut number `before` takes go. */
+static void cuts_take(struct netrun *nr, const unsigned char *side, uint64_t before)
+{
+    size_t kept = 0;
+    for (size_t p = 0; p < nr->n_cuts; p++)
+        if (cut_healed_by(nr, nr->cuts[p], side, before))
             free(nr->cuts[p]);
         else
             nr->cuts[kept++] = nr->cuts[p];
-    }
     nr->n_cuts = kept;
-    return n - kept;
+}
+
+/* A heal under way: the loop's view keeps its cuts until it is answered
+ * OK (every part's, or the kernel's), so that a failed heal leaves them on
+ * record and can be asked again. */
+struct heal_wait {
+    struct netrun *nr;
+    unsigned char *side; /* NULL: every cut */
+    uint64_t before;
+    peer_reply_fn cb;
+    void *ctx;
+};
+
+static void on_healed(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct heal_wait *w = ctx;
+    if (!error) cuts_take(w->nr, w->side, w->before);
+    w->cb(w->ctx, error, result);
+    free(w->side);
+    free(w);
+}
+
+static struct heal_wait *heal_wait_new(struct netrun *nr, const unsigned char *side,
+                                       peer_reply_fn cb, void *ctx)
+{
+    struct heal_wait *w = malloc(sizeof *w);
+    unsigned char *copy = side ? malloc(nr->net->n_nodes) : NULL;
+    if (!w || (side && !copy)) return free(w), free(copy), NULL;
+    if (side) memcpy(copy, side, nr->net->n_nodes);
+    *w = (struct heal_wait){nr, copy, nr->cuts_added, cb, ctx};
+    return w;
 }
 
 int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, peer_reply_fn cb,
                 void *ctx, char *err, size_t errlen)
 {
     /* the outer netrun of parts keeps the loop's view of the cuts too */
-    size_t n = nr->kernel || nr->parts ? cuts_take(nr, side) : 0; /* none: nothing was ever cut */
+    size_t n = nr->kernel || nr->parts ? cuts_count(nr, side) : 0;
     if (healed) *healed = n;
-    if (n == 0) return 0;
-    if (nr->parts) return netrun_parts_sides(nr, true, side, cb, ctx, err, errlen);
-    struct kernel_op op = {.kind = OP_HEAL};
-    if (side && !(op.side = malloc(nr->net->n_nodes)))
-        return snprintf(err, errlen, "out of memory"), -1;
-    if (side) memcpy(op.side, side, nr->net->n_nodes);
-    return netrun_kernel_op_queue(nr, &op, cb, ctx, err, errlen);
+    if (n == 0) return 0; /* none: nothing was ever cut */
+    struct heal_wait *w = heal_wait_new(nr, side, cb, ctx);
+    if (!w) return snprintf(err, errlen, "out of memory"), -1;
+    int rc;
+    if (nr->parts) {
+        rc = netrun_parts_sides(nr, true, side, on_healed, w, err, errlen);
+    } else {
+        struct kernel_op op = {.kind = OP_HEAL};
+        if (side && !(op.side = malloc(nr->net->n_nodes))) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+        } else {
+            if (side) memcpy(op.side, side, nr->net->n_nodes);
+            rc = netrun_kernel_op_queue(nr, &op, on_healed, w, err, errlen);
+        }
+    }
+    if (rc < 0) free(w->side), free(w);
+    return rc;
 }
 
 /* Puts link l's far end (not `stays`'s) at node `to` in the model, with a
