@@ -224,12 +224,10 @@ int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
                        const struct netrun_config *cfg, netrun_exit_fn on_exit, void *ctx,
                        netrun_built_fn built, void *built_ctx, struct netrun **out,
                        struct net_error *error);
-/* The local part's index of node (link), or -1 with err, the cause only
- * (the caller names the node or link): "it is on machine m2: WHAT a remote
- * node is not available yet", "it crosses machines m1 and m2: ...". */
+/* The local part's index of node, or -1 with err, the cause only (the
+ * caller names the node): "it is on machine m2: WHAT a remote node is not
+ * available yet". */
 int netrun_parts_node(const struct netrun *nr, int node, const char *what, char *err,
-                      size_t errlen);
-int netrun_parts_link(const struct netrun *nr, int link, const char *what, char *err,
                       size_t errlen);
 /* The local part's index of link once built, or -1 (no message). */
 int netrun_parts_local_link(const struct netrun *nr, int link);

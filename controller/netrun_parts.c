@@ -101,22 +101,6 @@ int netrun_parts_node(const struct netrun *nr, int node, const char *what, char 
     return -1;
 }
 
-int netrun_parts_link(const struct netrun *nr, int link, const char *what, char *err, size_t errlen)
-{
-    const struct netrun_parts *p = nr->parts;
-    if (p->local_link[link] >= 0) return p->local_link[link];
-    const struct topo_link *l = &nr->net->links[link];
-    const char *ma = machine_of(p, l->a), *mb = machine_of(p, l->b);
-    if (strcmp(ma, mb))
-        snprintf(err, errlen,
-                 "it crosses machines %s and %s: %s a link between machines is not available yet",
-                 ma, mb, what);
-    else
-        snprintf(err, errlen, "it is on machine %s: %s a remote link is not available yet", ma,
-                 what);
-    return -1;
-}
-
 int netrun_parts_local_link(const struct netrun *nr, int link)
 {
     return netrun_parts_inner(nr) ? nr->parts->local_link[link] : -1;
