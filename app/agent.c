@@ -511,6 +511,14 @@ static void serve(struct agent *a, const struct proto_msg *m)
         return agent_part_heal(a->part, m->msgid, m->params);
     case AGENT_UNDERLAY:
         return serve_underlay(a, m);
+    case AGENT_COUNTERS:
+        return agent_part_counters(a->part, m->msgid, m->params);
+    case AGENT_TRACE:
+        return agent_part_trace(a->part, m->msgid, m->params);
+    case AGENT_RUN:
+        return agent_part_run(a->part, m->msgid, m->params);
+    case AGENT_SIGNAL:
+        return agent_part_signal(a->part, m->msgid, m->params);
     case AGENT_UNKNOWN:
         snprintf(err, sizeof err, "unknown method '%.*s'",
                  (int)(m->method_len > 40 ? 40 : m->method_len), m->method ? m->method : "");

@@ -1,5 +1,6 @@
 /* agent_ops.c — an agent's run-time changes to its part: link, kill,
- * restart, partition and heal (see agent_part.h). Each maps the
+ * restart, partition and heal, a link's counters and traces (see
+ * agent_part.h). Each maps the
  * controller's whole-network indices to the part's own and calls the
  * netrun_* function a local run calls (controller/netlife_ops.c does the
  * same on one machine); on a cut link that acts on this machine's end
@@ -9,7 +10,9 @@
 #include "common/container.h"
 #include "controller/peer_client.h"
 #include "proto/msgmap.h"
+#include "controller/trace_player.h"
 #include "topo/part_wire.h"
+#include "topo/trace_wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,6 +248,99 @@ void agent_part_link(struct agent_part *p, uint32_t msgid, const msgpack_object 
     snprintf(line, sizeof line, "link %s: %s: %s", op->name, agent_link_op_name(op->req.op), err);
     part_answer_error(p, msgid, NET_ERR_SCENARIO, NULL, op->name, line);
     free(op);
+}
+
+/* ---- a link's counters ---- */
+
+struct counters_op {
+    struct agent_part *p;
+    uint32_t msgid;
+    uint64_t whole;
+    char name[AGENT_LINK_MAX];
+};
+
+/* The part's answer with the whole network's link as its id: the
+ * controller merges a cut link's two ends by it. */
+static void on_counters(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct counters_op *op = ctx;
+    char line[AGENT_ERROR_MAX];
+    if (error || !result || result->type != MSGPACK_OBJECT_MAP) {
+        snprintf(line, sizeof line, "link %s: %s", op->name,
+                 error ? error : "no counters in the answer");
+        part_answer_error(op->p, op->msgid, NET_ERR_ENVIRONMENT, NULL, op->name, line);
+        return free(op);
+    }
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_u64(&m, "id", op->whole);
+    for (uint32_t i = 0; i < result->via.map.size; i++) {
+        const msgpack_object_kv *kv = &result->via.map.ptr[i];
+        char key[32];
+        if (kv->key.type != MSGPACK_OBJECT_STR || kv->key.via.str.size >= sizeof key) continue;
+        snprintf(key, sizeof key, "%.*s", (int)kv->key.via.str.size, kv->key.via.str.ptr);
+        if (!strcmp(key, "id")) continue; /* the part's own index */
+        msgmap_key(&m, key);
+        msgpack_pack_object(&m.pk, kv->val);
+    }
+    if (!msgmap_response(&m, op->p->io.pk, op->msgid))
+        part_answer_error(op->p, op->msgid, NET_ERR_ENVIRONMENT, NULL, op->name,
+                          "counters: out of memory");
+    op->p->io.flush(op->p->io.ctx);
+    free(op);
+}
+
+void agent_part_counters(struct agent_part *p, uint32_t msgid, const msgpack_object *params)
+{
+    char line[600], err[400];
+    uint64_t whole;
+    const struct topo_part *part = built_part(p, msgid, "counters");
+    if (!part) return;
+    if (agent_wire_read_counters(params, &whole, line, sizeof line) < 0)
+        return refuse(p, msgid, line);
+    long l = part_local_link(part, whole);
+    if (l < 0) {
+        snprintf(line, sizeof line, "counters: link %llu is not in machine %s's part",
+                 (unsigned long long)whole, p->machine);
+        return refuse(p, msgid, line);
+    }
+    struct counters_op *op = calloc(1, sizeof *op);
+    if (!op) return refuse(p, msgid, "counters: out of memory");
+    *op = (struct counters_op){.p = p, .msgid = msgid, .whole = whole};
+    topo_link_describe(part->net, &part->net->links[l], op->name, sizeof op->name);
+    if (netrun_link_stats(part_netrun(p->run), (int)l, on_counters, op, err, sizeof err) > 0)
+        return;
+    snprintf(line, sizeof line, "link %s: %s", op->name, err);
+    part_answer_error(p, msgid, NET_ERR_SCENARIO, NULL, op->name, line);
+    free(op);
+}
+
+/* ---- a link's trace ---- */
+
+void agent_part_trace(struct agent_part *p, uint32_t msgid, const msgpack_object *params)
+{
+    char line[AGENT_ERROR_MAX], err[600], name[AGENT_LINK_MAX];
+    struct agent_trace req;
+    struct topo_trace trace;
+    const struct topo_part *part = built_part(p, msgid, "trace");
+    if (!part) return;
+    if (agent_wire_read_trace(params, &req, line, sizeof line) < 0) return refuse(p, msgid, line);
+    long l = part_local_link(part, req.link);
+    if (l < 0) {
+        snprintf(line, sizeof line, "trace: link %llu is not in machine %s's part",
+                 (unsigned long long)req.link, p->machine);
+        return refuse(p, msgid, line);
+    }
+    topo_link_describe(part->net, &part->net->links[l], name, sizeof name);
+    struct trace_player_opts o = {(enum topo_trace_interp)req.interp, req.loop,
+                                  (double)req.step_ns / 1e9, 1};
+    int rc = topo_trace_read(req.trace, &trace, err, sizeof err);
+    if (rc == 0) /* takes the trace, also on failure */
+        rc = netrun_link_trace(part_netrun(p->run), (int)l, (int)req.dir, &trace, &o, err,
+                               sizeof err);
+    if (rc == 0) return part_answer_done(p, msgid);
+    snprintf(line, sizeof line, "link %s: %s", name, err);
+    part_answer_error(p, msgid, NET_ERR_SCENARIO, NULL, name, line);
 }
 
 /* ---- partitions ---- */

@@ -274,6 +274,7 @@ static void release_now(struct agent_part *p)
 {
     p->state = PART_RELEASING;
     agent_ops_stop(p);
+    agent_programs_stop(p);
     input_release(p, NULL);
     part_release(p->run, on_released, p);
 }

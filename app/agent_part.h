@@ -60,6 +60,17 @@ void agent_part_kill(struct agent_part *p, uint32_t msgid, const msgpack_object 
 void agent_part_restart(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
 void agent_part_partition(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
 void agent_part_heal(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
+/* counters of a link with an end in the part: answered with its
+ * netrun_link_stats map (id: the whole network's link), or the error map. */
+void agent_part_counters(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
+/* trace: plays a link trace on the part's end of a link (netrun_link_trace,
+ * from now); done, or the error map. */
+void agent_part_trace(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
+/* run: a program in a host of the part (app/agent_programs.c), answered
+ * with its pid; its end follows as a `program` notification. signal:
+ * signals one, done. */
+void agent_part_run(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
+void agent_part_signal(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
 /* The agent's output was written out (partly): resume the peers' reads. */
 void agent_part_output_drained(struct agent_part *p);
 /* Begins releasing the part (once built, when building): true when

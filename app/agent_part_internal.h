@@ -6,6 +6,7 @@
 
 #include "app/agent_part.h"
 #include "controller/net_error.h"
+#include "controller/netprog.h"
 #include "controller/part_build.h"
 #include "proto/agent_wire.h"
 
@@ -37,8 +38,10 @@ struct agent_part {
     bool call_dropped;        /* a dropped call was logged (once) */
     struct relay *relays;     /* per node of the part's model */
     size_t n_relays;
-    bool stats_wanted;              /* build asked for `stats` */
-    struct agent_stats_feed *stats; /* app/agent_stats.c, once built */
+    bool stats_wanted;                    /* build asked for `stats` */
+    struct netprog_list program_list;     /* app/agent_programs.c */
+    struct agent_program_entry *programs; /* their ids */
+    struct agent_stats_feed *stats;       /* app/agent_stats.c, once built */
 };
 
 void part_log(struct agent_part *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -55,6 +58,10 @@ int part_relay_attach(struct agent_part *p, struct relay *r, struct peer_client 
 
 /* app/agent_ops.c: ends the restarts under way (the part is released). */
 void agent_ops_stop(struct agent_part *p);
+
+/* app/agent_programs.c: kills the programs left (the part is released). */
+struct agent_program_entry;
+void agent_programs_stop(struct agent_part *p);
 
 /* app/agent_stats.c: starts the links' rows (once built), and stops them
  * (before the netrun is released; frees). */

@@ -1,9 +1,10 @@
 /* agent_stats.c — the `stats` notifications of an agent's part: the rows
- * the engine writes to links.csv on one machine (netrun_sample_links,
- * once per emulated second) go into a record whose rows come here
- * (record_open_sink); the rows of one sample, which the engine writes in
- * one go from one callback, are sent as one notification from the loop's
- * next turn, each link by its whole-network index. */
+ * the engine writes to links.csv and tcp.csv on one machine
+ * (netrun_sample_links, netrun_sample_tcp, once per emulated second) go
+ * into records whose rows come here (record_open_sink); the rows of one
+ * sample, which the engine writes in one go from one callback, are sent
+ * as one notification from the loop's next turn, each link and node by
+ * its whole-network index. */
 #include "app/agent_part_internal.h"
 
 #include "common/clock.h"
@@ -26,8 +27,12 @@ struct agent_stats_feed {
     ev_timer send; /* the loop's next turn: the sample's rows are all in */
     struct agent_stats_row *rows;
     size_t n_rows, cap_rows;
+    struct record *tcp_rec; /* tcp.csv's rows of the part's hosts */
+    struct agent_tcp_row *tcp;
+    size_t n_tcp, cap_tcp;
     int64_t t_ns;                  /* when the sample's first row arrived */
     size_t cursor;                 /* the next link looked at first: rows come in link order */
+    size_t node_cursor;            /* the same for tcp.csv's nodes */
     char (*names)[AGENT_LINK_MAX]; /* per link of the part: its links.csv name */
 };
 
@@ -56,26 +61,37 @@ static void on_send(EV_P_ ev_timer *w, int revents)
 {
     struct agent_stats_feed *f = container_of(w, struct agent_stats_feed, send);
     struct agent_part *p = f->p;
-    struct agent_stats s = {f->t_ns, f->rows, f->n_rows};
+    struct agent_stats s = {f->t_ns, f->rows, f->n_rows, f->tcp, f->n_tcp};
     struct msgmap m;
     msgmap_init(&m);
     agent_wire_stats(&m, &s);
     if (!msgmap_notify(&m, p->io.pk, agent_method_name(AGENT_STATS)))
-        part_log(p, "stats: %zu rows dropped: out of memory", f->n_rows);
+        part_log(p, "stats: %zu rows dropped: out of memory", f->n_rows + f->n_tcp);
     p->io.flush(p->io.ctx);
-    f->n_rows = 0;
+    f->n_rows = f->n_tcp = 0;
 }
 
-static struct agent_stats_row *row_new(struct agent_stats_feed *f)
+/* A zeroed element appended to *v (n of cap, each size bytes), or NULL. */
+static void *element_new(void **v, size_t *n, size_t *cap, size_t size)
 {
-    if (f->n_rows == f->cap_rows) {
-        size_t cap = f->cap_rows ? 2 * f->cap_rows : 16;
-        struct agent_stats_row *grown = realloc(f->rows, cap * sizeof *grown);
+    if (*n == *cap) {
+        size_t grown_cap = *cap ? 2 * *cap : 16;
+        void *grown = realloc(*v, grown_cap * size);
         if (!grown) return NULL;
-        f->rows = grown;
-        f->cap_rows = cap;
+        *v = grown;
+        *cap = grown_cap;
     }
-    return memset(&f->rows[f->n_rows++], 0, sizeof *f->rows);
+    return memset((char *)*v + (*n)++ * size, 0, size);
+}
+
+/* The sample's first row (of either file) sets its time and sends it
+ * from the loop's next turn. */
+static void sample_begin(struct agent_stats_feed *f)
+{
+    if (f->n_rows || f->n_tcp) return;
+    f->t_ns = mono_ns();
+    ev_timer_set(&f->send, 0, 0);
+    ev_timer_start(f->p->loop, &f->send);
 }
 
 static void on_row(void *ctx, const char *const *cells, size_t n_cells)
@@ -84,12 +100,9 @@ static void on_row(void *ctx, const char *const *cells, size_t n_cells)
     if (f->p->state != PART_BUILT) return; /* releasing: the part's model is going */
     long l = cells[COL_LINK] ? link_by_name(f, cells[COL_LINK]) : -1;
     if (l < 0 || n_cells != COL_COUNTERS + ROW_COUNTERS) return;
-    if (f->n_rows == 0) {
-        f->t_ns = mono_ns();
-        ev_timer_set(&f->send, 0, 0);
-        ev_timer_start(f->p->loop, &f->send);
-    }
-    struct agent_stats_row *r = row_new(f);
+    sample_begin(f);
+    struct agent_stats_row *r =
+        element_new((void **)&f->rows, &f->n_rows, &f->cap_rows, sizeof *f->rows);
     if (!r) return part_log(f->p, "stats: a row dropped: out of memory");
     r->link = (uint64_t)part_model(f->p->run)->whole_link[l];
     snprintf(r->dir, sizeof r->dir, "%s", cells[COL_DIR] ? cells[COL_DIR] : "");
@@ -98,6 +111,39 @@ static void on_row(void *ctx, const char *const *cells, size_t n_cells)
 #define READ_CELL_(name) r->name = cell_value(*c++);
     AGENT_STATS_COUNTERS(READ_CELL_)
 #undef READ_CELL_
+}
+
+/* tcp.csv's columns: time_s, network, node, then the counters. */
+enum { TCP_COL_NODE = 2, TCP_COL_COUNTERS };
+#define TCP_COUNTERS_N (0 AGENT_TCP_COUNTERS(COUNT_ONE_))
+
+/* The part's node named name, or -1 (rows come in node order). */
+static long node_by_name(struct agent_stats_feed *f, const struct topo_network *net,
+                         const char *name)
+{
+    size_t n = net->n_nodes;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = (f->node_cursor + k) % n;
+        if (!strcmp(net->nodes[i].name, name)) return f->node_cursor = (i + 1) % n, (long)i;
+    }
+    return -1;
+}
+
+static void on_tcp_row(void *ctx, const char *const *cells, size_t n_cells)
+{
+    struct agent_stats_feed *f = ctx;
+    if (f->p->state != PART_BUILT) return; /* releasing: the part's model is going */
+    const struct topo_part *part = part_model(f->p->run);
+    long i = cells[TCP_COL_NODE] ? node_by_name(f, part->net, cells[TCP_COL_NODE]) : -1;
+    if (i < 0 || n_cells != TCP_COL_COUNTERS + TCP_COUNTERS_N) return;
+    sample_begin(f);
+    struct agent_tcp_row *r = element_new((void **)&f->tcp, &f->n_tcp, &f->cap_tcp, sizeof *f->tcp);
+    if (!r) return part_log(f->p, "stats: a tcp row dropped: out of memory");
+    r->node = (uint64_t)part->whole_node[i];
+    const char *const *c = cells + TCP_COL_COUNTERS;
+#define READ_TCP_(name) r->name = *c ? strtoull(*c, NULL, 10) : 0, c++;
+    AGENT_TCP_COUNTERS(READ_TCP_)
+#undef READ_TCP_
 }
 
 static int names_make(struct agent_stats_feed *f)
@@ -125,6 +171,25 @@ static bool columns_match(const char *const *columns, size_t n)
     return true;
 }
 
+/* tcp.csv's rows of the part's hosts: sent with the links' (the sample
+ * timer netrun_sample_links starts reads both); a failure costs only them. */
+static void tcp_start(struct agent_stats_feed *f)
+{
+    size_t n;
+    const char *const *columns = netrun_tcp_columns(&n);
+    char err[256];
+#define NAME_(name) #name,
+    static const char *const counters[] = {AGENT_TCP_COUNTERS(NAME_)};
+#undef NAME_
+    bool match = n == TCP_COL_COUNTERS + TCP_COUNTERS_N && !strcmp(columns[TCP_COL_NODE], "node");
+    for (size_t k = 0; match && k < TCP_COUNTERS_N; k++)
+        match = !strcmp(columns[TCP_COL_COUNTERS + k], counters[k]);
+    if (!match) return part_log(f->p, "stats: no tcp rows: tcp.csv's columns are not the wire's");
+    f->tcp_rec = record_open_sink("tcp", columns, n, on_tcp_row, f, err, sizeof err);
+    if (!f->tcp_rec) return part_log(f->p, "stats: no tcp rows: %s", err);
+    netrun_sample_tcp(part_netrun(f->p->run), f->tcp_rec);
+}
+
 struct agent_stats_feed *agent_stats_start(struct agent_part *p)
 {
     size_t n;
@@ -145,6 +210,7 @@ struct agent_stats_feed *agent_stats_start(struct agent_part *p)
         agent_stats_stop(f);
         return NULL;
     }
+    tcp_start(f);
     netrun_sample_links(part_netrun(p->run), f->rec, agent_clock, f);
     return f;
 }
@@ -154,7 +220,9 @@ void agent_stats_stop(struct agent_stats_feed *f)
     if (!f) return;
     ev_timer_stop(f->p->loop, &f->send);
     record_close(f->rec);
+    record_close(f->tcp_rec);
     free(f->rows);
+    free(f->tcp);
     free(f->names);
     free(f);
 }

@@ -46,6 +46,8 @@ struct agent_client {
     void *built_ctx;
     agent_stats_fn on_stats; /* the part's links.csv rows, or NULL: ignored */
     void *stats_ctx;
+    agent_program_fn on_program; /* its programs' ends, or NULL: ignored */
+    void *program_ctx;
 };
 
 void agent_client_options_default(struct agent_client_options *o)
@@ -404,11 +406,22 @@ static void on_stats(struct agent_client *ac, const msgpack_object *params)
     agent_stats_free(&s);
 }
 
+static void on_program(struct agent_client *ac, const msgpack_object *params)
+{
+    struct agent_program p;
+    char err[256];
+    if (!ac->on_program) return;
+    if (agent_wire_read_program(params, &p, err, sizeof err) < 0)
+        return ctl_log("machine '%s': program ignored: %s", ac->machine.name, err);
+    ac->on_program(ac->program_ctx, ac, &p);
+}
+
 static void on_agent_notify(void *ctx, const char *method, uint32_t method_len,
                             const msgpack_object *params)
 {
     struct agent_client *ac = ctx;
     if (agent_method_find(method, method_len) == AGENT_STATS) return on_stats(ac, params);
+    if (agent_method_find(method, method_len) == AGENT_PROGRAM) return on_program(ac, params);
     if (!agent_relay_notify(ac->relay, method, method_len, params))
         ctl_log("machine '%s': notification '%.*s' ignored", ac->machine.name, (int)method_len,
                 method);
@@ -584,6 +597,48 @@ int agent_client_kill(struct agent_client *ac, int node, peer_reply_fn cb, void 
     msgmap_init(&m);
     agent_wire_node(&m, &(struct agent_node){(uint64_t)node});
     return send_change(ac, AGENT_KILL, &m, cb, ctx, err, errlen);
+}
+
+int agent_client_trace(struct agent_client *ac, const struct agent_trace *t, const void *trace,
+                       size_t trace_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_trace(&m, t, trace, trace_len);
+    return send_change(ac, AGENT_TRACE, &m, cb, ctx, err, errlen);
+}
+
+int agent_client_run(struct agent_client *ac, const struct agent_run *r, peer_reply_fn cb,
+                     void *ctx, char *err, size_t errlen)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_run(&m, r);
+    return send_change(ac, AGENT_RUN, &m, cb, ctx, err, errlen);
+}
+
+int agent_client_signal(struct agent_client *ac, uint64_t id, int sig, peer_reply_fn cb, void *ctx,
+                        char *err, size_t errlen)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_signal(&m, &(struct agent_signal){id, sig});
+    return send_change(ac, AGENT_SIGNAL, &m, cb, ctx, err, errlen);
+}
+
+void agent_client_on_program(struct agent_client *ac, agent_program_fn fn, void *ctx)
+{
+    ac->on_program = fn;
+    ac->program_ctx = ctx;
+}
+
+int agent_client_counters(struct agent_client *ac, int link, peer_reply_fn cb, void *ctx, char *err,
+                          size_t errlen)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_counters(&m, (uint64_t)link);
+    return send_change(ac, AGENT_COUNTERS, &m, cb, ctx, err, errlen);
 }
 
 /* The agent's answer to a restart: the node's held calls go, or fail. */

@@ -127,6 +127,25 @@ int agent_client_link(struct agent_client *ac, int link, enum agent_link_op op,
                       size_t errlen);
 int agent_client_kill(struct agent_client *ac, int node, peer_reply_fn cb, void *ctx, char *err,
                       size_t errlen);
+/* l:trace of link (whole-network index) at this machine's end: t's fields
+ * but its trace, which is trace_len bytes of topo_trace_pack; as
+ * agent_client_link. */
+int agent_client_trace(struct agent_client *ac, const struct agent_trace *t, const void *trace,
+                       size_t trace_len, peer_reply_fn cb, void *ctx, char *err, size_t errlen);
+/* node:run / node:spawn in a host of this machine's part (r: node, id,
+ * argv), as agent_client_link; the result is {pid}. The end comes as the
+ * on_program hook's call. signal: signals the program named id. */
+int agent_client_run(struct agent_client *ac, const struct agent_run *r, peer_reply_fn cb,
+                     void *ctx, char *err, size_t errlen);
+int agent_client_signal(struct agent_client *ac, uint64_t id, int sig, peer_reply_fn cb, void *ctx,
+                        char *err, size_t errlen);
+/* The agent's `program` notifications (p valid during the call). */
+typedef void (*agent_program_fn)(void *ctx, struct agent_client *ac, const struct agent_program *p);
+void agent_client_on_program(struct agent_client *ac, agent_program_fn fn, void *ctx);
+/* l:stats of link (whole-network index) at this machine's end, as
+ * agent_client_link; the result is the agent's counters map. */
+int agent_client_counters(struct agent_client *ac, int link, peer_reply_fn cb, void *ctx, char *err,
+                          size_t errlen);
 /* node:restart() of node (named name) on this machine: its relayed
  * client is replaced by a fresh one (*pc, with hooks; agent_relay_restart)
  * whose calls wait for the agent's answer, then cb as agent_client_link.

@@ -515,7 +515,8 @@ struct netprog *netlife_program_spawn(struct netlife *nl, int node, char *const 
     if (node < 0 || (size_t)node >= nl->topo->n_nodes ||
         nl->topo->nodes[node].kind != TOPO_NODE_HOST)
         return snprintf(err, errlen, "programs run in host nodes, not switches"), NULL;
-    if (netrun_node_here(nl->nr, node, "running a program in", err, errlen) < 0) return NULL;
+    if (netrun_node_here(nl->nr, node, "running a program in", err, errlen) < 0) /* its agent's */
+        return netrun_program_remote(nl->nr, &nl->programs, node, argv, done, ctx, err, errlen);
     struct netprog_place place = {nl->run->registry, nl->topo->name, node,
                                   netrun_node_ns(nl->nr, node)};
     return netprog_spawn(&nl->programs, nl->run->loop, &place, argv, done, ctx, err, errlen);

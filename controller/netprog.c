@@ -22,6 +22,9 @@ struct netprog {
     netprog_done_fn done;
     void *ctx;
     struct netprog *prev, *next;
+    bool remote; /* another machine's agent runs it: proc NULL */
+    struct netprog_remote hooks;
+    pid_t remote_pid;
 };
 
 static void list_link(struct netprog_list *list, struct netprog *p)
@@ -80,6 +83,7 @@ static void finish(struct netprog *p, const struct netprog_result *result)
     registry_unlist_program(p);
     if (p->done) p->done(p->ctx, result);
     proc_free(p->proc); /* SIGKILLs its group if it still runs; never waits */
+    if (p->remote) p->hooks.forget(p->hooks.ctx, p->hooks.id);
     free(p);
 }
 
@@ -114,14 +118,48 @@ struct netprog *netprog_spawn(struct netprog_list *list, struct ev_loop *loop,
     return p;
 }
 
+struct netprog *netprog_remote_add(struct netprog_list *list, int node,
+                                   const struct netprog_remote *remote, netprog_done_fn done,
+                                   void *ctx, char *err, size_t errlen)
+{
+    struct netprog *p = calloc(1, sizeof *p);
+    if (!p) return snprintf(err, errlen, "out of memory"), NULL;
+    p->node = node;
+    p->done = done;
+    p->ctx = ctx;
+    p->remote = true;
+    p->hooks = *remote;
+    list_link(list, p);
+    return p;
+}
+
+void netprog_remote_started(struct netprog *p, pid_t pid)
+{
+    p->remote_pid = pid;
+}
+
+void netprog_remote_drop(struct netprog *p)
+{
+    p->done = NULL;
+    finish(p, NULL);
+}
+
+void netprog_remote_ended(struct netprog *p, const struct netprog_result *result)
+{
+    finish(p, result);
+}
+
 pid_t netprog_pid(const struct netprog *p)
 {
-    return proc_pid(p->proc);
+    return p->remote ? p->remote_pid : proc_pid(p->proc);
 }
 
 void netprog_kill(struct netprog *p, int sig)
 {
-    if (!proc_finished(p->proc)) proc_kill(p->proc, sig);
+    if (p->remote)
+        p->hooks.signal(p->hooks.ctx, p->hooks.id, sig);
+    else if (!proc_finished(p->proc))
+        proc_kill(p->proc, sig);
 }
 
 void netprog_list_signal(struct netprog_list *list, int node, int sig)
@@ -133,7 +171,7 @@ void netprog_list_signal(struct netprog_list *list, int node, int sig)
 void netprog_list_release(struct netprog_list *list)
 {
     while (list->head) {
-        proc_set_done(list->head->proc, NULL, NULL); /* its end is no longer heard */
+        if (list->head->proc) proc_set_done(list->head->proc, NULL, NULL); /* no longer heard */
         finish(list->head, NULL);
     }
 }

@@ -4,12 +4,16 @@
  * `hiernet clean` ends what it started should the controller be
  * SIGKILLed: registry.h, REGISTRY_PROGRAM_PREFIX), and kept on its
  * network's list, which a stop signals and a release kills.
+ * A program in a node of another machine (issue 20) is its agent's to
+ * run: here it is a remote netprog on the same list, signalled and told
+ * its end through hooks (controller/netrun_parts.c).
  * Owns: each program's proc and registry entry, until the program ends or
  * its network is released. */
 #pragma once
 
 #include <ev.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct registry;
@@ -48,6 +52,25 @@ struct netprog_place {
 struct netprog *netprog_spawn(struct netprog_list *list, struct ev_loop *loop,
                               const struct netprog_place *place, char *const argv[],
                               netprog_done_fn done, void *ctx, char *err, size_t errlen);
+/* A program another machine's agent runs, named id there: signal sends it
+ * a signal; forget says it is freed (its end will not be heard). ctx is
+ * the hooks'. */
+struct netprog_remote {
+    uint64_t id;
+    void (*signal)(void *ctx, uint64_t id, int sig);
+    void (*forget)(void *ctx, uint64_t id);
+    void *ctx;
+};
+/* Puts a remote program on list (its pid 0 until netprog_remote_started). */
+struct netprog *netprog_remote_add(struct netprog_list *list, int node,
+                                   const struct netprog_remote *remote, netprog_done_fn done,
+                                   void *ctx, char *err, size_t errlen);
+void netprog_remote_started(struct netprog *p, pid_t pid);
+/* Off its list and freed without its done (it could not be asked for). */
+void netprog_remote_drop(struct netprog *p);
+/* Its end: done is called, the program freed (forget follows). */
+void netprog_remote_ended(struct netprog *p, const struct netprog_result *result);
+/* Its pid (on its machine, for a remote one: 0 until started). */
 pid_t netprog_pid(const struct netprog *p);
 void netprog_kill(struct netprog *p, int sig);
 /* Signals every program still running in node (-1: in every node): a

@@ -23,6 +23,7 @@
 #pragma once
 
 #include "controller/net_error.h"
+#include "controller/netprog.h"
 #include "controller/peer_client.h"
 #include "topo/network.h"
 
@@ -106,6 +107,12 @@ int netrun_node_ns(const struct netrun *nr, int node); /* -1 on the none backend
  * machine: "it is on machine m2: WHAT a remote node is not available yet")
  * when a network over machines has it on another. */
 int netrun_node_here(const struct netrun *nr, int node, const char *what, char *err, size_t errlen);
+/* node:run / node:spawn in a node of another machine's part: its agent
+ * starts it (controller/netrun_parts.c); a remote netprog on list, its end
+ * told as a local one's. NULL with err when it cannot be asked. */
+struct netprog *netrun_program_remote(struct netrun *nr, struct netprog_list *list, int node,
+                                      char *const argv[], netprog_done_fn done, void *ctx,
+                                      char *err, size_t errlen);
 /* Before node `from` sends to node `to`: queues peers{table = {to = its
  * address}} on from's channel, once per peer and target (again after a
  * restart), so that send{to = node} finds its target. Nodes without a peer

@@ -164,10 +164,7 @@ int netrun_link_updown(struct netrun *nr, int link, bool up, peer_reply_fn cb, v
 int netrun_link_stats(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
                       size_t errlen)
 {
-    if (nr->parts) {
-        int l = netrun_parts_link(nr, link, "counting", err, errlen);
-        return l < 0 ? -1 : netrun_link_stats(netrun_parts_inner(nr), l, cb, ctx, err, errlen);
-    }
+    if (nr->parts) return netrun_parts_counters(nr, link, cb, ctx, err, errlen);
     if (nr->linkd)
         return linkd_client_link_stats(netrun_linkd_of(nr, link), link, cb, ctx, err, errlen) < 0
                    ? -1

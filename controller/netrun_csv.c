@@ -167,8 +167,9 @@ const char *const *netrun_tcp_columns(size_t *n)
 
 void netrun_sample_tcp(struct netrun *nr, struct record *rec)
 {
-    if (nr->parts) { /* this machine's part only, as yet */
+    if (nr->parts) { /* this machine's part; the agents' rows come with their stats */
         if (netrun_parts_inner(nr)) netrun_sample_tcp(netrun_parts_inner(nr), rec);
+        nr->tcp_record = rec;
         return;
     }
     nr->tcp_record = rec;
@@ -177,10 +178,7 @@ void netrun_sample_tcp(struct netrun *nr, struct record *rec)
 int netrun_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, char *err,
                         size_t errlen)
 {
-    if (nr->parts) {
-        int n = netrun_parts_node(nr, node, "reading the TCP counters of", err, errlen);
-        return n < 0 ? -1 : netrun_tcp_counters(netrun_parts_inner(nr), n, out, err, errlen);
-    }
+    if (nr->parts) return netrun_parts_tcp_counters(nr, node, out, err, errlen);
     const struct topo_node *n = &nr->net->nodes[node];
     if (nr->backend == TOPO_BACKEND_NONE)
         return snprintf(err, errlen, "backend none: the peers share the host's TCP counters"), -1;

@@ -224,12 +224,10 @@ int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
                        const struct netrun_config *cfg, netrun_exit_fn on_exit, void *ctx,
                        netrun_built_fn built, void *built_ctx, struct netrun **out,
                        struct net_error *error);
-/* The local part's index of node (link), or -1 with err, the cause only
- * (the caller names the node or link): "it is on machine m2: WHAT a remote
- * node is not available yet", "it crosses machines m1 and m2: ...". */
+/* The local part's index of node, or -1 with err, the cause only (the
+ * caller names the node): "it is on machine m2: WHAT a remote node is not
+ * available yet". */
 int netrun_parts_node(const struct netrun *nr, int node, const char *what, char *err,
-                      size_t errlen);
-int netrun_parts_link(const struct netrun *nr, int link, const char *what, char *err,
                       size_t errlen);
 /* The local part's index of link once built, or -1 (no message). */
 int netrun_parts_local_link(const struct netrun *nr, int link);
@@ -257,6 +255,22 @@ int netrun_parts_kill_remote(struct netrun *nr, int node, peer_reply_fn cb, void
  * err. */
 int netrun_parts_restart(struct netrun *nr, int node, char *err, size_t errlen);
 /* The local part's netrun once built, or NULL. */
+/* net:tcp over parts: a local host's read now, a remote one's from its
+ * agent's last stats sample (at most one emulated second old); -2 when
+ * its peer is not running or no sample came yet. */
+int netrun_parts_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, char *err,
+                              size_t errlen);
+/* l:trace of a link that is not this machine's part's alone: sent to the
+ * agents of its ends' machines (and the local part's end), each playing it
+ * from when it reads it; trace is not taken. 0, or -1 with err when a part
+ * could not be asked (an agent's later refusal is logged). */
+int netrun_parts_trace(struct netrun *nr, int link, int dir, const struct topo_trace *trace,
+                       const struct trace_player_opts *opts, char *err, size_t errlen);
+/* l:stats over parts: a local link's from this machine's part, a remote
+ * one's from its machine's agent, a cut link's merged from both ends
+ * (each direction its sender's machine's); as netrun_link_stats. */
+int netrun_parts_counters(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
+                          size_t errlen);
 struct netrun *netrun_parts_inner(const struct netrun *nr);
 void netrun_parts_close_peers(struct netrun *nr);
 void netrun_parts_kill_peers(struct netrun *nr, int sig);

@@ -23,11 +23,16 @@
 #include "controller/agent_group.h"
 #include "controller/log.h"
 #include "controller/parts_underlay.h"
+#include "controller/tcp_counters.h"
+#include "controller/trace_player.h"
+#include "proto/protocol.h"
 #include "topo/address.h"
 #include "topo/part_wire.h"
+#include "topo/trace_wire.h"
 
 #include <arpa/inet.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -60,6 +65,24 @@ struct netrun_parts {
     struct netrun_config cfg;
     char run_id[TOPO_PART_RUN_ID_MAX];
     char peer_path[PATH_MAX];
+    /* Per whole node: a remote host's TCP counters in its agent's last
+     * sample (net:tcp), NULL until the first sample. */
+    struct remote_tcp *remote_tcp;
+    /* Programs in other machines' nodes, by the id their agents know. */
+    struct remote_program *programs;
+    size_t n_programs, cap_programs;
+    uint64_t last_program_id;
+};
+
+struct remote_program {
+    uint64_t id;
+    struct netprog *prog;
+    int machine;
+};
+
+struct remote_tcp {
+    struct tcp_counters c;
+    bool seen;
 };
 
 /* ---- helpers for the public functions ---- */
@@ -75,22 +98,6 @@ int netrun_parts_node(const struct netrun *nr, int node, const char *what, char 
     if (p->local_node[node] >= 0) return p->local_node[node];
     snprintf(err, errlen, "it is on machine %s: %s a remote node is not available yet",
              machine_of(p, node), what);
-    return -1;
-}
-
-int netrun_parts_link(const struct netrun *nr, int link, const char *what, char *err, size_t errlen)
-{
-    const struct netrun_parts *p = nr->parts;
-    if (p->local_link[link] >= 0) return p->local_link[link];
-    const struct topo_link *l = &nr->net->links[link];
-    const char *ma = machine_of(p, l->a), *mb = machine_of(p, l->b);
-    if (strcmp(ma, mb))
-        snprintf(err, errlen,
-                 "it crosses machines %s and %s: %s a link between machines is not available yet",
-                 ma, mb, what);
-    else
-        snprintf(err, errlen, "it is on machine %s: %s a remote link is not available yet", ma,
-                 what);
     return -1;
 }
 
@@ -177,6 +184,302 @@ int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
         countdown_asked(c, rc, true, why);
     }
     return countdown_end(c, err, errlen);
+}
+
+/* ---- programs in other machines' nodes ---- */
+
+static struct remote_program *program_find(struct netrun_parts *p, uint64_t id)
+{
+    for (size_t i = 0; i < p->n_programs; i++)
+        if (p->programs[i].id == id) return &p->programs[i];
+    return NULL;
+}
+
+static void on_program_signalled(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)ctx, (void)result;
+    if (error) ctl_log("warning: %s", error); /* the program's end, or its machine's loss */
+}
+
+static void program_signal(void *ctx, uint64_t id, int sig)
+{
+    struct netrun_parts *p = ctx;
+    struct remote_program *rp = program_find(p, id);
+    char err[256];
+    if (rp && agent_client_signal(p->agent[rp->machine], id, sig, on_program_signalled, NULL, err,
+                                  sizeof err) < 0)
+        ctl_log("warning: signal %d to a program on machine %s: %s", sig,
+                p->machines.v[rp->machine].name, err);
+}
+
+static void program_forget(void *ctx, uint64_t id)
+{
+    struct netrun_parts *p = ctx;
+    struct remote_program *rp = program_find(p, id);
+    if (rp) *rp = p->programs[--p->n_programs];
+}
+
+/* Its end: out and err copied to be NUL-terminated, as netprog gives them. */
+static void program_end(struct netrun_parts *p, uint64_t id, int status, const char *out,
+                        size_t out_len, const char *err, size_t err_len)
+{
+    struct remote_program *rp = program_find(p, id);
+    if (!rp) return; /* released meanwhile */
+    char *o = strndup(out ? out : "", out_len), *e = strndup(err ? err : "", err_len);
+    struct netprog_result r = {status, o ? o : "", e ? e : "", o ? out_len : 0, e ? err_len : 0};
+    netprog_remote_ended(rp->prog, &r); /* forget follows */
+    free(o);
+    free(e);
+}
+
+static void on_agent_program(void *ctx, struct agent_client *ac, const struct agent_program *x)
+{
+    (void)ac;
+    program_end(ctx, x->id, (int)x->status, x->out, x->out_len, x->err, x->err_len);
+}
+
+struct program_start {
+    struct netrun_parts *p;
+    uint64_t id;
+};
+
+/* The agent started it (its pid), or could not: a status of 127 and the
+ * agent's line as its stderr, as a shell says of a command it cannot run. */
+static void on_program_started(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct program_start *s = ctx;
+    struct remote_program *rp = program_find(s->p, s->id);
+    struct proto_args a;
+    int64_t pid = 0;
+    if (rp && !error && result) {
+        proto_args_init(&a, result);
+        if (proto_arg_i64(&a, "pid", &pid) == 1) netprog_remote_started(rp->prog, (pid_t)pid);
+    } else if (rp) {
+        const char *why = error ? error : "no answer";
+        program_end(s->p, s->id, 127, "", 0, why, strlen(why));
+    }
+    free(s);
+}
+
+struct netprog *netrun_program_remote(struct netrun *nr, struct netprog_list *list, int node,
+                                      char *const argv[], netprog_done_fn done, void *ctx,
+                                      char *err, size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    int m = p ? p->placement.machine[node] : -1;
+    if (!p || (size_t)m == p->local || !p->agent[m])
+        return snprintf(err, errlen, "it is on no other machine's part"), NULL;
+    struct remote_program *grown = p->programs;
+    if (p->n_programs == p->cap_programs) {
+        size_t cap = p->cap_programs ? 2 * p->cap_programs : 8;
+        if (!(grown = realloc(p->programs, cap * sizeof *grown)))
+            return snprintf(err, errlen, "out of memory"), NULL;
+        p->programs = grown;
+        p->cap_programs = cap;
+    }
+    struct program_start *s = malloc(sizeof *s);
+    uint64_t id = ++p->last_program_id;
+    struct netprog_remote hooks = {id, program_signal, program_forget, p};
+    struct netprog *prog =
+        s ? netprog_remote_add(list, node, &hooks, done, ctx, err, errlen) : NULL;
+    if (!prog) {
+        free(s);
+        return snprintf(err, errlen, "out of memory"), NULL;
+    }
+    p->programs[p->n_programs++] = (struct remote_program){id, prog, m};
+    *s = (struct program_start){p, id};
+    size_t argc = 0;
+    while (argv[argc])
+        argc++;
+    struct agent_run r = {(uint64_t)node, id, (char **)argv, argc};
+    if (agent_client_run(p->agent[m], &r, on_program_started, s, err, errlen) < 0) {
+        free(s);
+        netprog_remote_drop(prog); /* never started: no end to tell */
+        return NULL;
+    }
+    return prog;
+}
+
+/* ---- a link's trace ---- */
+
+static void on_trace_answer(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)ctx, (void)result;
+    if (error) ctl_log("warning: %s", error); /* l:trace has returned: the line names it */
+}
+
+/* The local part's end of link plays the trace: a copy read back from its
+ * wire form, so that one code path gives the agents' and this one's. */
+static int trace_local_end(struct netrun_parts *p, int link, const struct agent_trace *t,
+                           const msgpack_sbuffer *sb, char *err, size_t errlen)
+{
+    struct topo_trace copy;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    int rc = msgpack_unpack_next(&u, sb->data, sb->size, NULL) == MSGPACK_UNPACK_SUCCESS
+                 ? topo_trace_read(&u.data, &copy, err, errlen)
+                 : (snprintf(err, errlen, "out of memory"), -1);
+    msgpack_unpacked_destroy(&u);
+    if (rc < 0) return -1;
+    struct trace_player_opts o = {(enum topo_trace_interp)t->interp, t->loop,
+                                  (double)t->step_ns / 1e9, 1};
+    if (!netrun_parts_inner(p->nr) || p->end_link[link] < 0) {
+        topo_trace_free(&copy);
+        return snprintf(err, errlen, "the local part has no end of it"), -1;
+    }
+    return netrun_link_trace(p->inner, p->end_link[link], (int)t->dir, &copy, &o, err, errlen);
+}
+
+int netrun_parts_trace(struct netrun *nr, int link, int dir, const struct topo_trace *trace,
+                       const struct trace_player_opts *opts, char *err, size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    const struct topo_link *l = &nr->net->links[link];
+    int ends[2] = {p->placement.machine[l->a], p->placement.machine[l->b]};
+    struct agent_trace t = {(uint64_t)link,
+                            (uint64_t)dir,
+                            (uint64_t)opts->interp,
+                            opts->loop,
+                            (uint64_t)llround(opts->step_s * 1e9),
+                            NULL};
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int rc = topo_trace_pack(&pk, trace) ? 0 : (snprintf(err, errlen, "out of memory"), -1);
+    for (int e = 0; rc == 0 && e < (ends[0] == ends[1] ? 1 : 2); e++)
+        rc = (size_t)ends[e] == p->local
+                 ? trace_local_end(p, link, &t, &sb, err, errlen)
+                 : agent_client_trace(p->agent[ends[e]], &t, sb.data, sb.size, on_trace_answer,
+                                      NULL, err, errlen);
+    msgpack_sbuffer_destroy(&sb);
+    return rc < 0 ? -1 : 0;
+}
+
+/* ---- a link's counters (l:stats) ---- */
+
+/* l:stats of a link between two machines: each direction is counted by
+ * its sending end's machine, where hiernet-linkd applies its queue, rate
+ * and loss (emu/linkd/forward.c, dir_keep_own_params; the receiving end
+ * only delays), as links.csv keeps it (stats_row_kept): `ab` from a's
+ * machine, `ba` from b's, `up` both ends'. */
+struct counters_merge {
+    struct counters_end {
+        struct counters_merge *merge;
+        msgpack_sbuffer answer; /* the end's result, packed */
+    } end[2];
+    int link, left;
+    peer_reply_fn cb;
+    void *ctx;
+    char error[AGENT_ERROR_MAX + 128];
+};
+
+static void merge_free(struct counters_merge *c)
+{
+    msgpack_sbuffer_destroy(&c->end[0].answer);
+    msgpack_sbuffer_destroy(&c->end[1].answer);
+    free(c);
+}
+
+/* The value of key in end e's answer (u holds it), or NULL. */
+static const msgpack_object *end_value(struct counters_merge *c, int e, msgpack_unpacked *u,
+                                       const char *key)
+{
+    msgpack_sbuffer *sb = &c->end[e].answer;
+    if (msgpack_unpack_next(u, sb->data, sb->size, NULL) != MSGPACK_UNPACK_SUCCESS) return NULL;
+    struct proto_args a;
+    proto_args_init(&a, &u->data);
+    return proto_args_get(&a, key);
+}
+
+/* Both ends answered: {id, up, ab = a's end's, ba = b's end's} to cb. */
+static void merge_finish(struct counters_merge *c)
+{
+    msgpack_unpacked u[4];
+    for (int k = 0; k < 4; k++)
+        msgpack_unpacked_init(&u[k]);
+    const msgpack_object *up_a = end_value(c, 0, &u[0], "up"), *up_b = end_value(c, 1, &u[1], "up");
+    const msgpack_object *ab = end_value(c, 0, &u[2], "ab"), *ba = end_value(c, 1, &u[3], "ba");
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_i64(&m, "id", c->link);
+    msgmap_bool(&m, "up",
+                up_a && up_b && up_a->type == MSGPACK_OBJECT_BOOLEAN &&
+                    up_b->type == MSGPACK_OBJECT_BOOLEAN && up_a->via.boolean && up_b->via.boolean);
+    msgmap_key(&m, "ab");
+    ab ? msgpack_pack_object(&m.pk, *ab) : msgpack_pack_map(&m.pk, 0);
+    msgmap_key(&m, "ba");
+    ba ? msgpack_pack_object(&m.pk, *ba) : msgpack_pack_map(&m.pk, 0);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_unpacked out;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_unpacked_init(&out);
+    bool ok = msgmap_end(&m, &pk) &&
+              msgpack_unpack_next(&out, sb.data, sb.size, NULL) == MSGPACK_UNPACK_SUCCESS;
+    c->cb(c->ctx, ok ? NULL : "counters: out of memory", ok ? &out.data : NULL);
+    msgpack_unpacked_destroy(&out);
+    msgpack_sbuffer_destroy(&sb);
+    for (int k = 0; k < 4; k++)
+        msgpack_unpacked_destroy(&u[k]);
+}
+
+static void on_end_counters(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct counters_end *end = ctx;
+    struct counters_merge *c = end->merge;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &end->answer, msgpack_sbuffer_write);
+    if (error && !c->error[0]) snprintf(c->error, sizeof c->error, "%s", error);
+    if (!error && result) msgpack_pack_object(&pk, *result);
+    if (--c->left > 0) return;
+    if (c->error[0])
+        c->cb(c->ctx, c->error, NULL);
+    else
+        merge_finish(c);
+    merge_free(c);
+}
+
+/* Asks the end of link on machine m for its counters: >= 0 (answered
+ * later), or -1 with err. */
+static int counters_ask(struct netrun *nr, int m, int link, struct counters_end *end, char *err,
+                        size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    if ((size_t)m != p->local)
+        return agent_client_counters(p->agent[m], link, on_end_counters, end, err, errlen);
+    if (!netrun_parts_inner(nr) || p->end_link[link] < 0)
+        return snprintf(err, errlen, "the local part has no end of it"), -1;
+    return netrun_link_stats(p->inner, p->end_link[link], on_end_counters, end, err, errlen);
+}
+
+int netrun_parts_counters(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
+                          size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    const struct topo_link *l = &nr->net->links[link];
+    int ends[2] = {p->placement.machine[l->a], p->placement.machine[l->b]};
+    if (p->local_link[link] >= 0) {
+        if (!netrun_parts_inner(nr))
+            return snprintf(err, errlen, "this machine's part is not built"), -1;
+        return netrun_link_stats(p->inner, p->local_link[link], cb, ctx, err, errlen);
+    }
+    if (ends[0] == ends[1])
+        return agent_client_counters(p->agent[ends[0]], link, cb, ctx, err, errlen) < 0 ? -1 : 1;
+    struct counters_merge *c = calloc(1, sizeof *c);
+    if (!c) return snprintf(err, errlen, "out of memory"), -1;
+    *c = (struct counters_merge){.link = link, .left = 2, .cb = cb, .ctx = ctx};
+    for (int e = 0; e < 2; e++) {
+        c->end[e].merge = c;
+        msgpack_sbuffer_init(&c->end[e].answer);
+    }
+    int failed = 0;
+    for (int e = 0; e < 2; e++)
+        if (counters_ask(nr, ends[e], link, &c->end[e], err, errlen) < 0) failed++, c->left--;
+    if (failed == 2) return merge_free(c), -1;
+    if (failed && !c->error[0]) snprintf(c->error, sizeof c->error, "%s", err);
+    return 1;
 }
 
 /* The local part's sides (per part node) of the whole network's, or NULL. */
@@ -305,28 +608,85 @@ static void stats_record_row(struct netrun *nr, const char *t, const struct agen
     if (record_add(nr->links_record, row, err, sizeof err) < 0) ctl_log("%s", err);
 }
 
-/* An agent's sample, put on the run's clock: the agent's time less its
- * clock offset is this machine's, which is as far back from now on the
- * run's clock as it is in real seconds over the dilation. */
+/* An agent's sample time t_ns, put on the run's clock into t: the
+ * agent's time less its clock offset is this machine's, which is as far
+ * back from now on the run's clock as it is in real seconds over the
+ * dilation. */
+static void agent_sample_time(const struct netrun *nr, struct agent_client *ac, int64_t t_ns,
+                              char *t, size_t tlen)
+{
+    struct clock_offset off = {0};
+    agent_client_clock(ac, &off);
+    double here_s = (double)t_ns / 1e9 - off.offset_ms / 1e3;
+    double dilation = nr->net->dilation > 1 ? nr->net->dilation : 1.0;
+    double age_s = mono_s() - here_s;
+    snprintf(t, tlen, "%.3f", nr->clock(nr->clock_ctx) - (age_s > 0 ? age_s : 0) / dilation);
+}
+
+/* A remote host's tcp.csv row, its counters kept for net:tcp. */
+static void tcp_record_row(struct netrun_parts *p, const char *t, const struct agent_tcp_row *r)
+{
+    struct netrun *nr = p->nr;
+    struct tcp_counters c = {
+#define AGENT_TCP_VALUE_(field) .field = r->field,
+        AGENT_TCP_COUNTERS(AGENT_TCP_VALUE_)
+#undef AGENT_TCP_VALUE_
+    };
+    if (p->remote_tcp) p->remote_tcp[r->node] = (struct remote_tcp){c, true};
+    if (!nr->tcp_record) return;
+    size_t n_columns;
+    netrun_tcp_columns(&n_columns);
+    char cells[TCP_COUNTERS][24], err[256];
+    const char *row[3 + TCP_COUNTERS] = {t, nr->net->name, nr->net->nodes[r->node].name};
+    uint64_t v[TCP_COUNTERS];
+    tcp_counters_values(&c, v);
+    for (size_t k = 0; k < TCP_COUNTERS && 3 + k < n_columns; k++) {
+        snprintf(cells[k], sizeof cells[k], "%llu", (unsigned long long)v[k]);
+        row[3 + k] = cells[k];
+    }
+    if (record_add(nr->tcp_record, row, err, sizeof err) < 0) ctl_log("%s", err);
+}
+
 static void on_agent_stats(void *ctx, struct agent_client *ac, const struct agent_stats *s)
 {
     struct netrun_parts *p = ctx;
     struct netrun *nr = p->nr;
-    struct clock_offset off = {0};
     int m = topo_machines_find(&p->machines, agent_client_machine(ac));
-    if (!nr->links_record || !nr->clock || m < 0) return;
-    agent_client_clock(ac, &off);
-    double here_s = (double)s->t_ns / 1e9 - off.offset_ms / 1e3;
-    double dilation = nr->net->dilation > 1 ? nr->net->dilation : 1.0;
-    double age_s = mono_s() - here_s;
+    if (!nr->clock || m < 0) return;
     char t[32];
-    snprintf(t, sizeof t, "%.3f", nr->clock(nr->clock_ctx) - (age_s > 0 ? age_s : 0) / dilation);
-    for (size_t i = 0; i < s->n_rows; i++) {
+    agent_sample_time(nr, ac, s->t_ns, t, sizeof t);
+    for (size_t i = 0; nr->links_record && i < s->n_rows; i++) {
         const struct agent_stats_row *r = &s->rows[i];
         if (r->link >= nr->net->n_links) continue;
         if (stats_row_kept(p, m, &nr->net->links[r->link], (int)r->link, r->dir))
             stats_record_row(nr, t, r);
     }
+    if (!p->remote_tcp && s->n_tcp)
+        p->remote_tcp = calloc(nr->net->n_nodes ? nr->net->n_nodes : 1, sizeof *p->remote_tcp);
+    for (size_t i = 0; i < s->n_tcp; i++) { /* only m's own hosts: another's may be local */
+        const struct agent_tcp_row *r = &s->tcp[i];
+        if (r->node < nr->net->n_nodes && p->local_node[r->node] < 0 &&
+            p->placement.machine[r->node] == m)
+            tcp_record_row(p, t, r);
+    }
+}
+
+int netrun_parts_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, char *err,
+                              size_t errlen)
+{
+    const struct netrun_parts *p = nr->parts;
+    if (p->local_node[node] >= 0) {
+        if (!netrun_parts_inner(nr))
+            return snprintf(err, errlen, "this machine's part is not built"), -1;
+        return netrun_tcp_counters(p->inner, p->local_node[node], out, err, errlen);
+    }
+    if (nr->net->nodes[node].kind != TOPO_NODE_HOST)
+        return snprintf(err, errlen, "a switch has no TCP"), -1;
+    const struct peer_client *pc = nr->peers[node].client;
+    if (!pc || peer_client_exited(pc) || !p->remote_tcp || !p->remote_tcp[node].seen)
+        return snprintf(err, errlen, "its peer is not running or not sampled yet"), -2;
+    *out = p->remote_tcp[node].c;
+    return 0;
 }
 
 /* ---- the end of the build, of its failure and of the release ---- */
@@ -348,6 +708,8 @@ static void parts_free(struct netrun_parts *p)
     free(p->local_link);
     free(p->end_link);
     free(p->agent);
+    free(p->remote_tcp);
+    free(p->programs); /* the netprogs are netlife's, released before */
     free(p);
 }
 
@@ -358,6 +720,7 @@ static void outer_free(struct netrun *nr)
         free(nr->peers[i].told);
     free(nr->peers);
     netrun_cuts_free(nr);
+    netrun_free_traces(nr); /* the players that keep the agents' traces' changes */
     parts_free(nr->parts);
     free(nr);
 }
@@ -658,6 +1021,7 @@ static int send_part(struct netrun_parts *p, size_t m, const struct topo_part *p
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     int rc = topo_part_encode(part, &pk) ? 0 : (snprintf(err, errlen, "out of memory"), -1);
     agent_client_on_stats(p->agent[m], on_agent_stats, p); /* links.csv's rows of its part */
+    agent_client_on_program(p->agent[m], on_agent_program, p);
     if (rc == 0)
         rc = agent_client_build(p->agent[m], sb.data, sb.size, on_agent_built, p, err, errlen);
     msgpack_sbuffer_destroy(&sb);

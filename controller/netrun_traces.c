@@ -1,6 +1,9 @@
 /* netrun_traces.c — link traces played on a running network: a player per
  * link direction, its changes sent to linkd or the kernel, Mahimahi
- * schedules to linkd. */
+ * schedules to linkd. Over several machines a link of this machine's part
+ * is its part's; another's is played by the agents of its ends' machines,
+ * and the controller keeps a player that applies nothing, for
+ * l:trace_changes. */
 #include "controller/netrun_internal.h"
 
 #include "controller/linkd_client.h"
@@ -85,6 +88,7 @@ static void apply_trace(void *ctx, const struct topo_trace *t, const struct topo
     struct netrun *nr = slot->nr;
     /* Mahimahi on the user backend: linkd's schedule rules, the series is shown */
     if (t->opportunities_ms && nr->linkd) return;
+    if (nr->parts) return; /* the ends' machines play it; this player only keeps its changes */
     struct topo_link_params p = traced_params(nr, slot->link, t, now), installed;
     char err[512];
     int rc;
@@ -160,17 +164,28 @@ static bool kernel_refuses_trace(struct netrun *nr, int link, const struct topo_
     return emu_tc_link_check(nr->kernel, &p, err, errlen) < 0;
 }
 
+/* A link of another machine, or between two: its machines' agents (and
+ * this machine's part, for an end here) play it; the player started here
+ * keeps its changes. */
+static int trace_elsewhere(struct netrun *nr, int link, int dir, struct topo_trace *trace,
+                           const struct trace_player_opts *opts, char *err, size_t errlen)
+{
+    int l = netrun_parts_local_link(nr, link);
+    if (l >= 0) return netrun_link_trace(netrun_parts_inner(nr), l, dir, trace, opts, err, errlen);
+    if (netrun_parts_trace(nr, link, dir, trace, opts, err, errlen) < 0) {
+        topo_trace_free(trace);
+        return -1;
+    }
+    return 1; /* the player follows */
+}
+
 int netrun_link_trace(struct netrun *nr, int link, int dir, struct topo_trace *trace,
                       const struct trace_player_opts *opts, char *err, size_t errlen)
 {
     if (nr->parts) {
-        int l = netrun_parts_link(nr, link, "tracing", err, errlen);
-        if (l >= 0)
-            return netrun_link_trace(netrun_parts_inner(nr), l, dir, trace, opts, err, errlen);
-        topo_trace_free(trace);
-        return -1;
-    }
-    if (!nr->linkd && !nr->kernel) {
+        int rc = trace_elsewhere(nr, link, dir, trace, opts, err, errlen);
+        if (rc <= 0) return rc;
+    } else if (!nr->linkd && !nr->kernel) {
         topo_trace_free(trace);
         return netrun_link_not_emulated(nr, err, errlen);
     }
@@ -211,12 +226,8 @@ static const struct trace_player *trace_of(const struct netrun *nr, int link, in
 size_t netrun_link_trace_changes(const struct netrun *nr, int link, int dir,
                                  const struct topo_trace_sample **out)
 {
-    if (nr->parts) {
-        char err[8];
-        int l = netrun_parts_link(nr, link, "", err, sizeof err);
-        *out = NULL;
-        return l < 0 ? 0 : netrun_link_trace_changes(netrun_parts_inner(nr), l, dir, out);
-    }
+    int l = nr->parts ? netrun_parts_local_link(nr, link) : -1;
+    if (l >= 0) return netrun_link_trace_changes(netrun_parts_inner(nr), l, dir, out);
     const struct trace_player *p = trace_of(nr, link, dir);
     *out = NULL;
     return p ? trace_player_changes(p, out) : 0;

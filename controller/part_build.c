@@ -29,6 +29,11 @@ const struct topo_part *part_model(const struct part_run *run)
     return &run->part;
 }
 
+struct registry *part_registry(const struct part_run *run)
+{
+    return run->registry;
+}
+
 const char *part_registry_id(const struct part_run *run)
 {
     return registry_run_id(run->registry);

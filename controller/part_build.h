@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 struct part_run;
+struct registry;
 
 /* The build's end: run is the built part and error NULL, or run is NULL
  * (nothing is left) and error says why; then the part's model of the run
@@ -47,6 +48,8 @@ struct netrun *part_netrun(const struct part_run *run);
 const struct topo_part *part_model(const struct part_run *run);
 /* The registry id of the part ("RUN-MACHINE", or with a -2 ... suffix). */
 const char *part_registry_id(const struct part_run *run);
+/* The part's registry entry (its programs are listed there). */
+struct registry *part_registry(const struct part_run *run);
 /* Closes the peers' channels and releases everything (netrun_release),
  * then the registry entry; released(ctx) follows from the loop (may be
  * NULL). Only once built. */

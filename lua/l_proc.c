@@ -22,6 +22,7 @@ static void on_program_done(void *ctx, const struct netprog_result *r)
 {
     struct l_proc *lp = ctx;
     lua_State *L = lp->net->rt->L;
+    lp->pid = netprog_pid(lp->prog); /* another machine's: known once its agent answered */
     lp->prog = NULL;
     int self = lp->self_ref;
     lp->self_ref = LUA_NOREF;
@@ -183,7 +184,7 @@ static int l_proc_index(lua_State *L)
     struct l_proc *lp = check_proc(L, 1);
     const char *key = luaL_checkstring(L, 2);
     if (strcmp(key, "pid") == 0) {
-        lua_pushinteger(L, lp->pid);
+        lua_pushinteger(L, lp->prog ? netprog_pid(lp->prog) : lp->pid);
         return 1;
     }
     if (strcmp(key, "done") == 0) {

@@ -13,13 +13,16 @@ static const struct {
     const char *name;
     bool served;
 } agent_methods[AGENT_METHOD_COUNT] = {
-    [AGENT_UNKNOWN] = {"", false},       [AGENT_HELLO] = {"hello", true},
-    [AGENT_PING] = {"ping", true},       [AGENT_TEARDOWN] = {"teardown", true},
-    [AGENT_BUILD] = {"build", true},     [AGENT_CALL] = {"call", true},
-    [AGENT_LINK] = {"link", true},       [AGENT_KILL] = {"kill", true},
-    [AGENT_RESTART] = {"restart", true}, [AGENT_PARTITION] = {"partition", true},
-    [AGENT_HEAL] = {"heal", true},       [AGENT_STATS] = {"stats", true},
-    [AGENT_EXIT] = {"exit", true},       [AGENT_UNDERLAY] = {"underlay", true},
+    [AGENT_UNKNOWN] = {"", false},         [AGENT_HELLO] = {"hello", true},
+    [AGENT_PING] = {"ping", true},         [AGENT_TEARDOWN] = {"teardown", true},
+    [AGENT_BUILD] = {"build", true},       [AGENT_CALL] = {"call", true},
+    [AGENT_LINK] = {"link", true},         [AGENT_KILL] = {"kill", true},
+    [AGENT_RESTART] = {"restart", true},   [AGENT_PARTITION] = {"partition", true},
+    [AGENT_HEAL] = {"heal", true},         [AGENT_STATS] = {"stats", true},
+    [AGENT_EXIT] = {"exit", true},         [AGENT_UNDERLAY] = {"underlay", true},
+    [AGENT_COUNTERS] = {"counters", true}, [AGENT_TRACE] = {"trace", true},
+    [AGENT_RUN] = {"run", true},           [AGENT_SIGNAL] = {"signal", true},
+    [AGENT_PROGRAM] = {"program", true},
 };
 
 const char *agent_method_name(enum agent_method m)
@@ -428,6 +431,157 @@ void agent_sides_free(struct agent_sides *s)
     s->n = 0;
 }
 
+void agent_wire_counters(struct msgmap *m, uint64_t link)
+{
+    msgmap_u64(m, "link", link);
+}
+
+int agent_wire_read_counters(const msgpack_object *map, uint64_t *link, char *err, size_t errlen)
+{
+    *link = 0;
+    return READ_FIELDS("counters", map, err, errlen, U64("link", link));
+}
+
+void agent_wire_trace(struct msgmap *m, const struct agent_trace *t, const void *trace,
+                      size_t trace_len)
+{
+    msgmap_u64(m, "link", t->link);
+    msgmap_u64(m, "dir", t->dir);
+    msgmap_u64(m, "interp", t->interp);
+    msgmap_bool(m, "loop", t->loop);
+    msgmap_u64(m, "step_ns", t->step_ns);
+    msgmap_key(m, "trace");
+    msgmap_raw(m, trace, trace_len);
+}
+
+int agent_wire_read_trace(const msgpack_object *map, struct agent_trace *out, char *err,
+                          size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (READ_FIELDS("trace", map, err, errlen, U64("link", &out->link), U64("dir", &out->dir),
+                    U64("interp", &out->interp), BOOL("loop", &out->loop),
+                    U64("step_ns", &out->step_ns)) < 0)
+        return -1;
+    if (out->dir > 2)
+        return snprintf(err, errlen, "trace: field 'dir': %llu is not 0, 1 or 2",
+                        (unsigned long long)out->dir),
+               -1;
+    if (out->interp > 1)
+        return snprintf(err, errlen, "trace: field 'interp': %llu is not 0 or 1",
+                        (unsigned long long)out->interp),
+               -1;
+    if (!out->step_ns) return snprintf(err, errlen, "trace: field 'step_ns': 0 is not > 0"), -1;
+    struct proto_args a;
+    proto_args_init(&a, map);
+    out->trace = proto_args_get(&a, "trace");
+    if (!out->trace || out->trace->type != MSGPACK_OBJECT_MAP)
+        return snprintf(err, errlen, "trace: field 'trace': expected map, got %s",
+                        out->trace ? proto_type_name(out->trace->type) : "nothing"),
+               -1;
+    return 0;
+}
+
+void agent_wire_run(struct msgmap *m, const struct agent_run *r)
+{
+    msgmap_u64(m, "node", r->node);
+    msgmap_u64(m, "id", r->id);
+    msgmap_key(m, "argv");
+    msgpack_pack_array(&m->pk, (uint32_t)r->argc);
+    for (size_t i = 0; i < r->argc; i++)
+        proto_pack_str(&m->pk, r->argv[i]);
+}
+
+void agent_wire_signal(struct msgmap *m, const struct agent_signal *s)
+{
+    msgmap_u64(m, "id", s->id);
+    msgmap_i64(m, "sig", s->sig);
+}
+
+void agent_wire_program(struct msgmap *m, const struct agent_program *p)
+{
+    msgmap_u64(m, "id", p->id);
+    msgmap_i64(m, "status", p->status);
+    msgmap_bin(m, "out", p->out, p->out_len);
+    msgmap_bin(m, "err", p->err, p->err_len);
+}
+
+void agent_run_free(struct agent_run *r)
+{
+    for (size_t i = 0; r->argv && i < r->argc; i++)
+        free(r->argv[i]);
+    free(r->argv);
+    r->argv = NULL;
+    r->argc = 0;
+}
+
+/* argv's strings copied, NUL-terminated, with a NULL after the last. */
+static int read_argv(const msgpack_object *a, struct agent_run *out, char *err, size_t errlen)
+{
+    if (!a || a->type != MSGPACK_OBJECT_ARRAY || !a->via.array.size ||
+        a->via.array.size > AGENT_ARGV_MAX)
+        return snprintf(err, errlen, "run: field 'argv': expected 1 to %d strings", AGENT_ARGV_MAX),
+               -1;
+    out->argv = calloc(a->via.array.size + 1, sizeof *out->argv);
+    if (!out->argv) return snprintf(err, errlen, "run: out of memory"), -1;
+    for (uint32_t i = 0; i < a->via.array.size; i++, out->argc++) {
+        const msgpack_object *s = &a->via.array.ptr[i];
+        if (s->type != MSGPACK_OBJECT_STR || memchr(s->via.str.ptr, 0, s->via.str.size))
+            return snprintf(err, errlen, "run: field 'argv': argument %u is not a string", i), -1;
+        if (!(out->argv[i] = strndup(s->via.str.ptr, s->via.str.size)))
+            return snprintf(err, errlen, "run: out of memory"), -1;
+    }
+    return 0;
+}
+
+int agent_wire_read_run(const msgpack_object *map, struct agent_run *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (READ_FIELDS("run", map, err, errlen, U64("node", &out->node), U64("id", &out->id)) < 0)
+        return -1;
+    struct proto_args a;
+    proto_args_init(&a, map);
+    if (read_argv(proto_args_get(&a, "argv"), out, err, errlen) < 0) {
+        agent_run_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+int agent_wire_read_signal(const msgpack_object *map, struct agent_signal *out, char *err,
+                           size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (READ_FIELDS("signal", map, err, errlen, U64("id", &out->id), I64("sig", &out->sig)) < 0)
+        return -1;
+    if (out->sig < 1 || out->sig > 64)
+        return snprintf(err, errlen, "signal: field 'sig': %lld is not 1 to 64",
+                        (long long)out->sig),
+               -1;
+    return 0;
+}
+
+int agent_wire_read_program(const msgpack_object *map, struct agent_program *out, char *err,
+                            size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    const void *o = NULL, *e = NULL;
+    if (READ_FIELDS("program", map, err, errlen, U64("id", &out->id), I64("status", &out->status)) <
+        0)
+        return -1;
+    struct proto_args a; /* out and err may be empty, which BIN refuses */
+    proto_args_init(&a, map);
+    if (proto_arg_bin(&a, "out", &o, &out->out_len) != 1 ||
+        proto_arg_bin(&a, "err", &e, &out->err_len) != 1)
+        return snprintf(err, errlen, "program: fields 'out' and 'err' must be bin"), -1;
+    out->out = o;
+    out->err = e;
+    if (out->status < 0 || out->status > 255)
+        return snprintf(err, errlen, "program: field 'status': %lld is not 0 to 255",
+                        (long long)out->status),
+               -1;
+    return 0;
+}
+
 int agent_wire_read_heal_reply(const msgpack_object *map, uint64_t *healed, char *err,
                                size_t errlen)
 {
@@ -450,6 +604,17 @@ static void pack_stats_row(msgpack_packer *pk, const struct agent_stats_row *r)
     msgmap_end(&m, pk);
 }
 
+static void pack_tcp_row(msgpack_packer *pk, const struct agent_tcp_row *r)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_u64(&m, "node", r->node);
+#define PACK_TCP_(name) msgmap_u64(&m, #name, r->name);
+    AGENT_TCP_COUNTERS(PACK_TCP_)
+#undef PACK_TCP_
+    msgmap_end(&m, pk);
+}
+
 void agent_wire_stats(struct msgmap *m, const struct agent_stats *s)
 {
     msgmap_i64(m, "t_ns", s->t_ns);
@@ -457,11 +622,16 @@ void agent_wire_stats(struct msgmap *m, const struct agent_stats *s)
     msgpack_pack_array(&m->pk, (uint32_t)s->n_rows);
     for (size_t i = 0; i < s->n_rows; i++)
         pack_stats_row(&m->pk, &s->rows[i]);
+    if (!s->n_tcp) return; /* optional: a links-only sample */
+    msgmap_key(m, "tcp");
+    msgpack_pack_array(&m->pk, (uint32_t)s->n_tcp);
+    for (size_t i = 0; i < s->n_tcp; i++)
+        pack_tcp_row(&m->pk, &s->tcp[i]);
 }
 
-static int read_stats_row(const msgpack_object *o, size_t i, struct agent_stats_row *r, char *err,
-                          size_t errlen)
+static int read_stats_row(const msgpack_object *o, size_t i, void *row, char *err, size_t errlen)
 {
+    struct agent_stats_row *r = row;
     char what[48];
     snprintf(what, sizeof what, "stats: row %zu", i);
 #define READ_COUNTER_(name) , I64(#name, &r->name)
@@ -482,37 +652,69 @@ static int read_stats_row(const msgpack_object *o, size_t i, struct agent_stats_
     return 0;
 }
 
+static int read_tcp_row(const msgpack_object *o, size_t i, void *row, char *err, size_t errlen)
+{
+    struct agent_tcp_row *r = row;
+    char what[48];
+    snprintf(what, sizeof what, "stats: tcp row %zu", i);
+#define READ_TCP_(name) , U64(#name, &r->name)
+    return READ_FIELDS(what, o, err, errlen, U64("node", &r->node) AGENT_TCP_COUNTERS(READ_TCP_));
+#undef READ_TCP_
+}
+
+/* The array at key of the stats map into *out (allocated, n elements of
+ * size), each element read by read_row: 0, or -1 with err and nothing
+ * kept. An absent key is an error when required, else no rows. */
+static int read_row_array(const msgpack_object *map, const char *key, bool required, size_t size,
+                          int (*read_row)(const msgpack_object *, size_t, void *, char *, size_t),
+                          void **out, size_t *n_out, char *err, size_t errlen)
+{
+    struct proto_args a;
+    proto_args_init(&a, map);
+    const msgpack_object *rows = proto_args_get(&a, key);
+    if (!rows && !required) return 0;
+    if (!rows || rows->type != MSGPACK_OBJECT_ARRAY)
+        return snprintf(err, errlen, "stats: field '%s': expected array, got %s", key,
+                        rows ? proto_type_name(rows->type) : "nothing"),
+               -1;
+    uint32_t n = rows->via.array.size;
+    if (n > AGENT_STATS_ROWS_MAX)
+        return snprintf(err, errlen, "stats: field '%s': %u rows, at most %d", key, n,
+                        AGENT_STATS_ROWS_MAX),
+               -1;
+    char *v = n ? calloc(n, size) : NULL;
+    if (n && !v) return snprintf(err, errlen, "stats: out of memory"), -1;
+    for (uint32_t i = 0; i < n; i++)
+        if (read_row(&rows->via.array.ptr[i], i, v + i * size, err, errlen) < 0) return free(v), -1;
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
 int agent_wire_read_stats(const msgpack_object *map, struct agent_stats *out, char *err,
                           size_t errlen)
 {
     memset(out, 0, sizeof *out);
     if (READ_FIELDS("stats", map, err, errlen, I64("t_ns", &out->t_ns)) < 0) return -1;
-    struct proto_args a;
-    proto_args_init(&a, map);
-    const msgpack_object *rows = proto_args_get(&a, "rows");
-    if (!rows || rows->type != MSGPACK_OBJECT_ARRAY)
-        return snprintf(err, errlen, "stats: field 'rows': expected array, got %s",
-                        rows ? proto_type_name(rows->type) : "nothing"),
-               -1;
-    uint32_t n = rows->via.array.size;
-    if (n > AGENT_STATS_ROWS_MAX)
-        return snprintf(err, errlen, "stats: field 'rows': %u rows, at most %d", n,
-                        AGENT_STATS_ROWS_MAX),
-               -1;
-    if (n && !(out->rows = calloc(n, sizeof *out->rows)))
-        return snprintf(err, errlen, "stats: out of memory"), -1;
-    out->n_rows = n;
-    for (uint32_t i = 0; i < n; i++)
-        if (read_stats_row(&rows->via.array.ptr[i], i, &out->rows[i], err, errlen) < 0) {
-            agent_stats_free(out);
-            return -1;
-        }
+    void *rows = NULL, *tcp = NULL;
+    if (read_row_array(map, "rows", true, sizeof *out->rows, read_stats_row, &rows, &out->n_rows,
+                       err, errlen) < 0)
+        return -1;
+    out->rows = rows;
+    if (read_row_array(map, "tcp", false, sizeof *out->tcp, read_tcp_row, &tcp, &out->n_tcp, err,
+                       errlen) < 0) {
+        agent_stats_free(out);
+        return -1;
+    }
+    out->tcp = tcp;
     return 0;
 }
 
 void agent_stats_free(struct agent_stats *s)
 {
     free(s->rows);
+    free(s->tcp);
     s->rows = NULL;
-    s->n_rows = 0;
+    s->tcp = NULL;
+    s->n_rows = s->n_tcp = 0;
 }

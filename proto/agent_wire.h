@@ -5,7 +5,8 @@
  * enveloped by proto/protocol.h exactly as a peer's control channel is;
  * this module names the messages (all of them, in one table) and encodes
  * and decodes their params and results: hello, ping, teardown, build,
- * call, exit, link, kill, restart, partition, heal, stats and underlay. Decoders
+ * call, exit, link, kill, restart, partition, heal, stats, underlay,
+ * counters, trace, run, signal and program. Decoders
  * check every field and say which is wrong; they copy what they keep, so
  * a decoded struct outlives the message, except the bytes of build's part
  * and call's data and link's params map, which point into the message
@@ -16,6 +17,7 @@
 
 #include "proto/msgmap.h"
 #include "proto/names.h"
+#include "proto/protocol.h"
 
 #include <msgpack.h>
 #include <stdbool.h>
@@ -37,6 +39,11 @@ enum agent_method {
     AGENT_STATS,     /* notification, agent to controller: links.csv rows of the part */
     AGENT_EXIT,      /* notification, agent to controller: a peer of the part exited */
     AGENT_UNDERLAY,  /* request: the round trip to another machine's underlay address */
+    AGENT_COUNTERS,  /* request: a link's counters (l:stats) in the part */
+    AGENT_TRACE,     /* request: play a link trace on the part's end of a link */
+    AGENT_RUN,       /* request: start a program in a host of the part */
+    AGENT_SIGNAL,    /* request: signal a program the agent started */
+    AGENT_PROGRAM,   /* notification, agent to controller: a program ended */
     AGENT_METHOD_COUNT
 };
 
@@ -239,6 +246,74 @@ void agent_wire_node(struct msgmap *m, const struct agent_node *n);
 void agent_wire_sides(struct msgmap *m, const struct agent_sides *s);
 void agent_wire_heal_reply(struct msgmap *m, uint64_t healed);
 
+/* counters: {link = whole-network index}; the result is the part's
+ * netrun_link_stats map (hiernet-linkd's {id, up, ab = {...}, ba = {...}}),
+ * its id the whole network's link, or the agent_build_error map. */
+void agent_wire_counters(struct msgmap *m, uint64_t link);
+int agent_wire_read_counters(const msgpack_object *map, uint64_t *link, char *err, size_t errlen);
+
+/* trace: {link = whole-network index, dir = 0 (a to b), 1 or 2 (both),
+ * interp = 0 (step) or 1 (linear), loop = bool, step_ns = linear's step
+ * (> 0), trace = the trace's map (topo/trace_wire.h; into the message)}:
+ * the agent plays it on its end as netrun_link_trace does, from when it
+ * reads the request. Answered done, or the error map. */
+struct agent_trace {
+    uint64_t link;
+    uint64_t dir;    /* 0, 1, 2 */
+    uint64_t interp; /* enum topo_trace_interp */
+    bool loop;
+    uint64_t step_ns;
+    const msgpack_object *trace; /* a map, into the message */
+};
+/* trace's params; the trace map's bytes given packed (topo_trace_pack). */
+void agent_wire_trace(struct msgmap *m, const struct agent_trace *t, const void *trace,
+                      size_t trace_len);
+int agent_wire_read_trace(const msgpack_object *map, struct agent_trace *out, char *err,
+                          size_t errlen);
+
+/* ---- programs in the part's hosts (node:run, node:spawn) ---- */
+
+#define AGENT_ARGV_MAX 4096 /* arguments of one program */
+
+/* run: {node = whole-network index of a host of the part, id = the
+ * controller's name for the program, argv = [string, ...] (1 to
+ * AGENT_ARGV_MAX, no NUL inside)}; answered {pid} once started (its pid on
+ * that machine), or the error map. Decoded argv is allocated
+ * (agent_run_free), NULL-terminated. */
+struct agent_run {
+    uint64_t node, id;
+    char **argv;
+    size_t argc;
+};
+
+/* signal: {id, sig}: signals the program (1 .. 64), done or the error map. */
+struct agent_signal {
+    uint64_t id;
+    int64_t sig;
+};
+
+/* program: {id, status (exit code, or 128 + signal), out, err (bin)}: the
+ * program ended; out and err point into the message. The controller reads
+ * an agent's messages up to PROTO_MAX_MESSAGE, so each stream is cut at
+ * AGENT_PROGRAM_OUTPUT_MAX (a local program keeps 16 MiB of each). */
+#define AGENT_PROGRAM_OUTPUT_MAX (PROTO_MAX_MESSAGE / 2 - 4096)
+struct agent_program {
+    uint64_t id;
+    int64_t status;
+    const char *out, *err;
+    uint32_t out_len, err_len;
+};
+
+void agent_wire_run(struct msgmap *m, const struct agent_run *r);
+void agent_wire_signal(struct msgmap *m, const struct agent_signal *s);
+void agent_wire_program(struct msgmap *m, const struct agent_program *p);
+int agent_wire_read_run(const msgpack_object *map, struct agent_run *out, char *err, size_t errlen);
+void agent_run_free(struct agent_run *r);
+int agent_wire_read_signal(const msgpack_object *map, struct agent_signal *out, char *err,
+                           size_t errlen);
+int agent_wire_read_program(const msgpack_object *map, struct agent_program *out, char *err,
+                            size_t errlen);
+
 /* what: "kill" or "restart", which names the message in err. */
 int agent_wire_read_node(const char *what, const msgpack_object *map, struct agent_node *out,
                          char *err, size_t errlen);
@@ -257,8 +332,10 @@ int agent_wire_read_heal_reply(const msgpack_object *map, uint64_t *healed, char
  *           packets = .., bytes = .., ...}]}: one row per direction of each
  * link of the part, links.csv's columns after `up` (AGENT_STATS_COUNTERS),
  * each an integer, -1 where links.csv leaves the cell empty (the kernel
- * backend counts no queue). The controller puts t_ns on its timeline
- * with its clock estimate of the agent. */
+ * backend counts no queue), and optionally tcp = [{node = whole-network
+ * index, retrans = .., ...}]: tcp.csv's rows of the part's running hosts
+ * (AGENT_TCP_COUNTERS). The controller puts t_ns on its timeline with its
+ * clock estimate of the agent. */
 /* (clang-format 14 moves this list on every run: left as written) */
 /* clang-format off */
 #define AGENT_STATS_COUNTERS(X)                                                                    \
@@ -274,10 +351,26 @@ struct agent_stats_row {
 };
 #undef AGENT_STATS_FIELD_
 
+/* tcp.csv's counters of one host of the part (controller/tcp_counters.h
+ * TCP_COUNTER_NAMES, in that order), each >= 0. */
+/* clang-format off */
+#define AGENT_TCP_COUNTERS(X) X(retrans) X(rtos) X(fast_retrans) X(lost_retrans) X(recoveries)
+/* clang-format on */
+#define AGENT_TCP_FIELD_(name) uint64_t name;
+struct agent_tcp_row {
+    uint64_t node; /* whole-network index */
+    AGENT_TCP_COUNTERS(AGENT_TCP_FIELD_)
+};
+#undef AGENT_TCP_FIELD_
+
+/* A sample may carry link rows, tcp rows or both; `tcp` is optional on
+ * the wire (absent: none), so a links-only sample reads as before. */
 struct agent_stats {
     int64_t t_ns;
     struct agent_stats_row *rows; /* decoded: allocated (agent_stats_free) */
     size_t n_rows;
+    struct agent_tcp_row *tcp; /* tcp.csv's rows of the part's running hosts; allocated */
+    size_t n_tcp;
 };
 
 void agent_wire_stats(struct msgmap *m, const struct agent_stats *s);

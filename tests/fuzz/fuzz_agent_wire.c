@@ -4,7 +4,7 @@
  *
  * Every message decoded is looked up in the method table and its params
  * (or result) handed to every decoder, the run-time changes' (link, kill,
- * partition, heal, stats) included. A decoder that accepts must give
+ * partition, heal, stats, counters, trace) included. A decoder that accepts must give
  * NUL-terminated strings within their buffers, and its struct, encoded
  * again and decoded, must come back the same (no field lost or bent). */
 #include <stdint.h>
@@ -14,6 +14,7 @@
 
 #include "proto/agent_wire.h"
 #include "proto/protocol.h"
+#include "topo/trace_wire.h"
 
 #define FUZZ_MAX_MESSAGE 4096
 
@@ -104,11 +105,75 @@ static bool same_sides_t(const sides_t *a, const sides_t *b)
 
 static bool same_stats_t(const stats_t *a, const stats_t *b)
 {
-    bool same = a->t_ns == b->t_ns && a->n_rows == b->n_rows &&
-                (!a->n_rows || !memcmp(a->rows, b->rows, a->n_rows * sizeof *a->rows));
+    bool same = a->t_ns == b->t_ns && a->n_rows == b->n_rows && a->n_tcp == b->n_tcp &&
+                (!a->n_rows || !memcmp(a->rows, b->rows, a->n_rows * sizeof *a->rows)) &&
+                (!a->n_tcp || !memcmp(a->tcp, b->tcp, a->n_tcp * sizeof *a->tcp));
     stats_t *again = (stats_t *)b;
     agent_stats_free(again); /* the round trip's copy */
     return same;
+}
+
+typedef uint64_t counters_t;
+
+static bool same_counters_t(const counters_t *a, const counters_t *b)
+{
+    return *a == *b;
+}
+
+static void write_counters(struct msgmap *m, const counters_t *link)
+{
+    agent_wire_counters(m, *link);
+}
+
+/* run (argv NULL-terminated, no NUL inside), signal and program: what a
+ * decoder accepts is in range. */
+static void fuzz_programs(const msgpack_object *map)
+{
+    struct agent_run r;
+    struct agent_signal s;
+    struct agent_program p;
+    char err[256];
+    if (agent_wire_read_run(map, &r, err, sizeof err) == 0) {
+        if (!r.argc || r.argv[r.argc]) abort();
+        for (size_t i = 0; i < r.argc; i++)
+            if (!r.argv[i]) abort();
+        agent_run_free(&r);
+    }
+    if (agent_wire_read_signal(map, &s, err, sizeof err) == 0 && (s.sig < 1 || s.sig > 64)) abort();
+    if (agent_wire_read_program(map, &p, err, sizeof err) == 0 && (p.status < 0 || p.status > 255))
+        abort();
+}
+
+/* A trace request: its fields in range, its map through topo_trace_read
+ * (whose arrays are freed), and back. */
+static void fuzz_trace(const msgpack_object *map)
+{
+    struct agent_trace t, again;
+    struct topo_trace trace;
+    char err[256];
+    if (agent_wire_read_trace(map, &t, err, sizeof err) < 0) return;
+    if (t.dir > 2 || t.interp > 1 || !t.step_ns || t.trace->type != MSGPACK_OBJECT_MAP) abort();
+    if (topo_trace_read(t.trace, &trace, err, sizeof err) == 0) {
+        if (!trace.n_samples || trace.samples[0].t_s < 0) abort();
+        topo_trace_free(&trace);
+    }
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_trace(&m, &t, "\x80", 1); /* an empty map */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (!msgmap_end(&m, &pk)) abort();
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    if (msgpack_unpack_next(&u, sb.data, sb.size, NULL) != MSGPACK_UNPACK_SUCCESS ||
+        agent_wire_read_trace(&u.data, &again, err, sizeof err) != 0 || again.link != t.link ||
+        again.dir != t.dir || again.interp != t.interp || again.loop != t.loop ||
+        again.step_ns != t.step_ns)
+        abort();
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&sb);
 }
 
 static int read_kill(const msgpack_object *map, node_t *out, char *err, size_t errlen)
@@ -173,6 +238,11 @@ static void fuzz_change_map(const msgpack_object *map)
         ROUND_TRIP(stats_t, st, agent_wire_stats, agent_wire_read_stats);
         agent_stats_free(&st);
     }
+    counters_t link;
+    if (agent_wire_read_counters(map, &link, err, sizeof err) == 0)
+        ROUND_TRIP(counters_t, link, write_counters, agent_wire_read_counters);
+    fuzz_trace(map);
+    fuzz_programs(map);
     agent_wire_read_heal_reply(map, &healed, err, sizeof err);
     if (strnlen(err, sizeof err) >= sizeof err) abort();
 }

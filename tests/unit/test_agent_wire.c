@@ -50,6 +50,12 @@ static void names(void)
           agent_method_find("partition", 9) == AGENT_PARTITION);
     CHECK(agent_method_find("heal", 4) == AGENT_HEAL &&
           agent_method_find("stats", 5) == AGENT_STATS);
+    CHECK(agent_method_served(AGENT_COUNTERS) &&
+          agent_method_find("counters", 8) == AGENT_COUNTERS);
+    CHECK(agent_method_served(AGENT_TRACE) && agent_method_find("trace", 5) == AGENT_TRACE);
+    CHECK(agent_method_find("run", 3) == AGENT_RUN &&
+          agent_method_find("signal", 6) == AGENT_SIGNAL &&
+          agent_method_find("program", 7) == AGENT_PROGRAM);
     CHECK_STREQ(agent_link_op_name(AGENT_LINK_SET), "set");
     CHECK_STREQ(agent_link_op_name(AGENT_LINK_UP), "up");
     CHECK_STREQ(agent_link_op_name(AGENT_LINK_DOWN), "down");
@@ -427,6 +433,154 @@ static void stats_round_trip(void)
     proto_reader_destroy(&r);
 }
 
+/* stats with tcp rows: the node and the five counters come back; a
+ * links-only sample has no tcp key (older readers see what they saw). */
+static void stats_tcp_round_trip(void)
+{
+    struct agent_tcp_row tcp[] = {
+        {.node = 3, .retrans = 1, .rtos = 2, .fast_retrans = 3, .lost_retrans = 4, .recoveries = 5},
+        {.node = 999999, .retrans = 123456789012ULL},
+    };
+    struct agent_stats st = {42, NULL, 0, tcp, 2}, back;
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    msgmap_init(&m);
+    agent_wire_stats(&m, &st);
+    CHECK(through_reader(&m, "stats", &r, &msg));
+    CHECK(agent_wire_read_stats(msg.params, &back, err, sizeof err) == 0);
+    CHECK(back.t_ns == 42 && back.n_rows == 0 && back.n_tcp == 2);
+    for (size_t i = 0; i < 2 && back.n_tcp == 2; i++) {
+        const struct agent_tcp_row *a = &tcp[i], *b = &back.tcp[i];
+        CHECK(a->node == b->node);
+#define SAME_(name) CHECK_MSG(a->name == b->name, "tcp row %zu %s", i, #name);
+        AGENT_TCP_COUNTERS(SAME_)
+#undef SAME_
+    }
+    /* node and 5 counters: tcp.csv after 'node' */
+    CHECK(msg.params->via.map.size == 3 &&
+          msg.params->via.map.ptr[2].val.via.array.ptr[0].via.map.size == 6);
+    agent_stats_free(&back);
+    CHECK(!back.tcp && !back.n_tcp);
+    proto_reader_destroy(&r);
+    st.n_tcp = 0;
+    msgmap_init(&m);
+    agent_wire_stats(&m, &st);
+    CHECK(through_reader(&m, "stats", &r, &msg));
+    CHECK(msg.params->via.map.size == 2); /* t_ns and rows: no tcp key */
+    CHECK(agent_wire_read_stats(msg.params, &back, err, sizeof err) == 0 && back.n_tcp == 0);
+    proto_reader_destroy(&r);
+    REFUSED((msgmap_i64(&m, "t_ns", 1), msgmap_key(&m, "rows"), msgpack_pack_array(&m.pk, 0),
+             msgmap_i64(&m, "tcp", 3)),
+            agent_wire_read_stats, struct agent_stats,
+            "stats: field 'tcp': expected array, got integer");
+    REFUSED((msgmap_i64(&m, "t_ns", 1), msgmap_key(&m, "rows"), msgpack_pack_array(&m.pk, 0),
+             msgmap_key(&m, "tcp"), msgpack_pack_array(&m.pk, 1), msgpack_pack_map(&m.pk, 1),
+             msgpack_pack_str_with_body(&m.pk, "node", 4), msgpack_pack_int64(&m.pk, -1)),
+            agent_wire_read_stats, struct agent_stats,
+            "stats: tcp row 0: param 'node': expected non-negative integer, got integer");
+}
+
+/* trace: the fields and the trace's map (into the message) there and
+ * back; a dir, interp or step out of range and a missing map refused. */
+static void trace_round_trip(void)
+{
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    const unsigned char map[] = {0x81, 0xa1, 'x', 0x07}; /* {x = 7}: any map goes through */
+    struct agent_trace t = {9, 1, 1, true, 100000000, NULL}, back;
+    msgmap_init(&m);
+    agent_wire_trace(&m, &t, map, sizeof map);
+    CHECK(through_reader(&m, "trace", &r, &msg));
+    CHECK(agent_wire_read_trace(msg.params, &back, err, sizeof err) == 0);
+    CHECK(back.link == 9 && back.dir == 1 && back.interp == 1 && back.loop &&
+          back.step_ns == 100000000);
+    CHECK(back.trace && back.trace->type == MSGPACK_OBJECT_MAP && back.trace->via.map.size == 1 &&
+          back.trace->via.map.ptr[0].val.via.u64 == 7);
+    proto_reader_destroy(&r);
+#define TRACE_FIELDS(dir, interp, step)                                                            \
+    msgmap_u64(&m, "link", 1), msgmap_u64(&m, "dir", dir), msgmap_u64(&m, "interp", interp),       \
+        msgmap_bool(&m, "loop", false), msgmap_u64(&m, "step_ns", step)
+    REFUSED((TRACE_FIELDS(3, 0, 1), msgmap_key(&m, "trace"), msgmap_raw(&m, map, sizeof map)),
+            agent_wire_read_trace, struct agent_trace, "trace: field 'dir': 3 is not 0, 1 or 2");
+    REFUSED((TRACE_FIELDS(2, 2, 1), msgmap_key(&m, "trace"), msgmap_raw(&m, map, sizeof map)),
+            agent_wire_read_trace, struct agent_trace, "trace: field 'interp': 2 is not 0 or 1");
+    REFUSED((TRACE_FIELDS(2, 0, 0), msgmap_key(&m, "trace"), msgmap_raw(&m, map, sizeof map)),
+            agent_wire_read_trace, struct agent_trace, "trace: field 'step_ns': 0 is not > 0");
+    REFUSED(TRACE_FIELDS(0, 0, 1), agent_wire_read_trace, struct agent_trace,
+            "trace: field 'trace': expected map, got nothing");
+#undef TRACE_FIELDS
+}
+
+/* run, signal and program: there and back; an empty argv, a NUL inside an
+ * argument, a signal out of range and a status out of range refused. */
+static void program_round_trips(void)
+{
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    char *argv[] = {"/bin/sh", "-c", "echo hi", NULL};
+    struct agent_run run = {5, 77, argv, 3}, rb;
+    msgmap_init(&m);
+    agent_wire_run(&m, &run);
+    CHECK(through_reader(&m, "run", &r, &msg));
+    CHECK(agent_wire_read_run(msg.params, &rb, err, sizeof err) == 0);
+    CHECK(rb.node == 5 && rb.id == 77 && rb.argc == 3 && rb.argv[3] == NULL);
+    for (size_t i = 0; i < 3 && rb.argc == 3; i++)
+        CHECK_STREQ(rb.argv[i], argv[i]);
+    agent_run_free(&rb);
+    CHECK(!rb.argv && !rb.argc);
+    proto_reader_destroy(&r);
+    struct agent_signal sg = {77, 15}, sb;
+    msgmap_init(&m);
+    agent_wire_signal(&m, &sg);
+    CHECK(through_reader(&m, "signal", &r, &msg));
+    CHECK(agent_wire_read_signal(msg.params, &sb, err, sizeof err) == 0 && sb.id == 77 &&
+          sb.sig == 15);
+    proto_reader_destroy(&r);
+    struct agent_program pg = {77, 3, "out\n", "", 4, 0}, pb;
+    msgmap_init(&m);
+    agent_wire_program(&m, &pg);
+    CHECK(through_reader(&m, "program", &r, &msg));
+    CHECK(agent_wire_read_program(msg.params, &pb, err, sizeof err) == 0);
+    CHECK(pb.id == 77 && pb.status == 3 && pb.out_len == 4 && !memcmp(pb.out, "out\n", 4) &&
+          pb.err_len == 0);
+    proto_reader_destroy(&r);
+    REFUSED((msgmap_u64(&m, "node", 1), msgmap_u64(&m, "id", 1), msgmap_key(&m, "argv"),
+             msgpack_pack_array(&m.pk, 0)),
+            agent_wire_read_run, struct agent_run, "run: field 'argv': expected 1 to 4096 strings");
+    REFUSED((msgmap_u64(&m, "node", 1), msgmap_u64(&m, "id", 1), msgmap_key(&m, "argv"),
+             msgpack_pack_array(&m.pk, 1), msgpack_pack_str_with_body(&m.pk, "a\0b", 3)),
+            agent_wire_read_run, struct agent_run, "run: field 'argv': argument 0 is not a string");
+    REFUSED((msgmap_u64(&m, "id", 1), msgmap_i64(&m, "sig", 65)), agent_wire_read_signal,
+            struct agent_signal, "signal: field 'sig': 65 is not 1 to 64");
+    REFUSED((msgmap_u64(&m, "id", 1), msgmap_i64(&m, "status", 256), msgmap_bin(&m, "out", "", 0),
+             msgmap_bin(&m, "err", "", 0)),
+            agent_wire_read_program, struct agent_program,
+            "program: field 'status': 256 is not 0 to 255");
+}
+
+/* counters: the whole network's link index there and back; none refused. */
+static void counters_round_trip(void)
+{
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    uint64_t link = 7;
+    msgmap_init(&m);
+    agent_wire_counters(&m, 12345);
+    CHECK(through_reader(&m, "counters", &r, &msg));
+    CHECK(agent_wire_read_counters(msg.params, &link, err, sizeof err) == 0 && link == 12345);
+    proto_reader_destroy(&r);
+    REFUSED(msgmap_str(&m, "x", "y"), agent_wire_read_counters, uint64_t,
+            "counters: param 'link': missing");
+}
+
 static int read_kill(const msgpack_object *map, struct agent_node *out, char *err, size_t errlen);
 
 static void change_refusals(void)
@@ -555,6 +709,10 @@ int main(void)
     build_call_refusals();
     change_round_trips();
     stats_round_trip();
+    stats_tcp_round_trip();
+    counters_round_trip();
+    trace_round_trip();
+    program_round_trips();
     change_refusals();
     sides_refusals();
     stats_refusals();

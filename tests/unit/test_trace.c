@@ -2,10 +2,12 @@
  * with their exact messages for bad input, the values at a time (steps,
  * linear interpolation, loops) against values computed here, the times of
  * the next change, and the player (controller/trace_player.c) on a real
- * event loop: the changes it applies, twice alike. */
+ * event loop: the changes it applies, twice alike; and the wire form
+ * (topo/trace_wire.c) there and back, and its refusals. */
 #include "check.h"
 #include "controller/trace_player.h"
 #include "topo/trace.h"
+#include "topo/trace_wire.h"
 
 #include <ev.h>
 #include <math.h>
@@ -204,6 +206,73 @@ static void test_player(void)
         CHECK(a.s[i].t_s == b.s[i].t_s && a.s[i].rate_bps == b.s[i].rate_bps);
 }
 
+/* ---- the wire form ---- */
+
+/* t packed, unpacked and read back into *back: 0, or -1 with err. */
+static int wire_back(const struct topo_trace *t, struct topo_trace *back)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_unpacked u;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_unpacked_init(&u);
+    CHECK(topo_trace_pack(&pk, t));
+    CHECK(msgpack_unpack_next(&u, sb.data, sb.size, NULL) == MSGPACK_UNPACK_SUCCESS);
+    int rc = topo_trace_read(&u.data, back, err, sizeof err);
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+static void same_trace(const struct topo_trace *a, const struct topo_trace *b)
+{
+    CHECK(a->n_samples == b->n_samples && a->has_delay == b->has_delay &&
+          a->has_loss == b->has_loss && a->period_s == b->period_s &&
+          a->n_opportunities == b->n_opportunities);
+    for (size_t i = 0; i < a->n_samples && i < b->n_samples; i++)
+        CHECK_MSG(a->samples[i].t_s == b->samples[i].t_s &&
+                      a->samples[i].rate_bps == b->samples[i].rate_bps &&
+                      a->samples[i].delay_ns == b->samples[i].delay_ns &&
+                      a->samples[i].loss == b->samples[i].loss,
+                  "sample %zu", i);
+    CHECK(a->n_opportunities == 0 || !memcmp(a->opportunities_ms, b->opportunities_ms,
+                                             a->n_opportunities * sizeof *a->opportunities_ms));
+}
+
+static void test_wire(void)
+{
+    struct topo_trace
+        t = csv("t,bw,delay,loss\n0,10Mbit,5ms,1%\n0.5,2Mbit,20ms,0\n2.25,1Kbit,1s,0.5\n"),
+        back;
+    CHECK_MSG(wire_back(&t, &back) == 0, "%s", err);
+    same_trace(&t, &back);
+    topo_trace_free(&back);
+    topo_trace_free(&t);
+    /* Mahimahi: opportunities of ms past 2^16 and 2^24 keep every byte */
+    CHECK(topo_trace_parse_mahimahi("1\n70000\n16777300\n", "cell.up", 0.1, &t, err, sizeof err) ==
+          0);
+    CHECK_MSG(wire_back(&t, &back) == 0, "%s", err);
+    same_trace(&t, &back);
+    CHECK(back.opportunities_ms && back.opportunities_ms[2] == 16777300u);
+    topo_trace_free(&back);
+    /* refusals: a time going back, a loss above 1, opportunities going back */
+    t.samples[1].t_s = -1;
+    CHECK(wire_back(&t, &back) == -1 && !back.samples && !back.opportunities_ms);
+    CHECK_STREQ(err, "trace: sample 1: time is not a number >= 0");
+    t.samples[1].t_s = 0.05;
+    t.samples[0].loss = 1.5;
+    CHECK(wire_back(&t, &back) == -1);
+    CHECK_STREQ(err, "trace: sample 0: loss is not a fraction in [0, 1]");
+    t.samples[0].loss = 0;
+    t.opportunities_ms[2] = 0;
+    CHECK(wire_back(&t, &back) == -1);
+    CHECK_STREQ(err, "trace: field 'opportunities': time 2 goes backwards");
+    topo_trace_free(&t);
+    CHECK(topo_trace_read(NULL, &back, err, sizeof err) == -1);
+    CHECK_STREQ(err, "trace: not a map");
+}
+
 int main(void)
 {
     test_csv_parse();
@@ -212,5 +281,6 @@ int main(void)
     test_mahimahi();
     test_load();
     test_player();
+    test_wire();
     return check_report();
 }

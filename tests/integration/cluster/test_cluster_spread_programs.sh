@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# test_cluster_spread_programs.sh — programs in the nodes of a network
+# spread over two machines of the namespace cluster (label netns, serial;
+# issue 20): h1 on m1 (the controller's machine), the switch s2 and h2, h3
+# on m2, backend kernel. m2's agent runs h2's and h3's programs
+# (`run`, `signal`, `program`: app/agent_programs.c):
+#   - h2:run(a shell command) gives exactly its status 3, its stdout (m2's
+#     hostname, then "out") and its stderr ("err"), as on one machine;
+#   - h2:run{ping h1} crosses the cut link from h2's namespace: status 0;
+#   - h3:spawn{sleep 30}: p.pid is set once m2's agent answered, p:kill()
+#     ends it: p:wait() gives 143 (SIGTERM); another one's h3:kill()
+#     (the node's kill) ends it with 137 (SIGKILL);
+#   - l:stats() of m2's link (the kernel backend keeps no counters) fails
+#     in one line naming m2 and the link;
+#   - a program still running at net:stop() ends with the network, and
+#     nothing is left on either machine.
+# Usage: test_cluster_spread_programs.sh HIERNET
+set -uo pipefail
+HN=$(realpath "$1")
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/../../lib/cluster.sh"
+source "$here/../../lib/checks.sh"
+source "$here/spread_two.sh"
+
+spread_two_up
+
+{
+  spread_two_lua pr kernel
+  cat <<LUA
+local r = h2:run("hostname; echo out; echo err >&2; exit 3")
+print(string.format("run %d [%s] [%s]", r.status, (r.out:gsub("\\n", "|")), (r.err:gsub("\\n", "|"))))
+print("ping " .. h2:run({ "ping", "-n", "-c", "1", "-W", "2", h1.addr }).status)
+local p = h3:spawn({ "sleep", "30" })
+hn.sleep(0.3)
+print("pid " .. tostring(p.pid > 0) .. " " .. tostring(p.done))
+p:kill()
+print("killed " .. p:wait())
+local q = h3:spawn({ "sleep", "30" })
+hn.sleep(0.3)
+h3:kill()
+print("node killed " .. q:wait())
+local ok, why = pcall(function() return l2:stats() end)
+print("stats " .. tostring(ok) .. " " .. tostring(why))
+h2:spawn({ "sleep", "60" }) -- ends with the network
+net:stop()
+print("stopped")
+LUA
+} >"$D/programs.lua"
+spread_two_run "$D/programs.lua"
+expect_eq "h2:run(): status, stdout (m2's hostname) and stderr" "$(grep '^run ' "$D/run.out")" "run 3 [m2|out|] [err|]"
+expect_eq "h2 pings h1 across machines" "$(grep '^ping ' "$D/run.out")" "ping 0"
+expect_eq "h3:spawn(): its pid once m2's agent answered, still running" "$(grep '^pid ' "$D/run.out")" "pid true false"
+expect_eq "p:kill() ends it: SIGTERM" "$(grep '^killed ' "$D/run.out")" "killed 143"
+expect_eq "h3:kill() ends its program: SIGKILL" "$(grep '^node killed ' "$D/run.out")" "node killed 137"
+grep -qF "machine 'm2': counters: link s2-h2: counters come from the user backend" "$D/run.out" &&
+  pass "l:stats() of m2's link on the kernel backend fails naming m2: $(grep '^stats ' "$D/run.out")" ||
+  fail "l:stats() on the kernel backend: $(grep '^stats ' "$D/run.out")"
+
+spread_two_end
