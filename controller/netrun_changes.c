@@ -187,11 +187,14 @@ void netrun_cuts_free(struct netrun *nr)
     nr->n_cuts = 0;
 }
 
-/* The loop's view of a partition asked for: side copied into op and cuts. */
+/* The loop's view of a partition asked for: side copied into op and cuts.
+ * An entry of cuts is the side and one byte more, set while a heal whose
+ * routes are not back yet has claimed it (heal_claim). */
 static int cut_add(struct netrun *nr, const unsigned char *side, struct kernel_op *op)
 {
     size_t n = nr->net->n_nodes;
-    unsigned char *copy = malloc(n), **grown = realloc(nr->cuts, (nr->n_cuts + 1) * sizeof *grown);
+    unsigned char *copy = calloc(n + 1, 1),
+                  **grown = realloc(nr->cuts, (nr->n_cuts + 1) * sizeof *grown);
     op->side = malloc(n);
     if (grown) nr->cuts = grown;
     if (!copy || !grown || !op->side) {
@@ -246,19 +249,107 @@ static size_t cuts_take(struct netrun *nr, const unsigned char *side)
     return n - kept;
 }
 
+/* A heal's cuts stay in the loop's view until its routes are back: until
+ * then a connection across them still fails at once (blackhole routes), and
+ * an algorithm that read the two nodes as reachable would take that failure
+ * for a fault of its own (gossip pushing to a neighbour as the heal began). */
+struct heal_wait {
+    struct netrun *nr;
+    unsigned char **cuts; /* the entries of nr->cuts it claimed (nr->cuts owns them) */
+    size_t n;
+    peer_reply_fn cb;
+    void *ctx;
+};
+
+/* Claims the cuts that match side (NULL: all) and no other heal claimed. */
+static void heal_claim(struct heal_wait *h, const unsigned char *side)
+{
+    struct netrun *nr = h->nr;
+    size_t n = nr->net->n_nodes;
+    for (size_t p = 0; p < nr->n_cuts; p++) {
+        unsigned char *cut = nr->cuts[p];
+        if (cut[n] || (side && !emu_tc_same_cut(cut, side, n))) continue;
+        cut[n] = 1;
+        h->cuts[h->n++] = cut;
+    }
+}
+
+/* The routes are back: the claimed cuts go. On an error they stay, as
+ * unclaimed (the routes may still be cut; a later heal tries again). */
+static void heal_settle(struct heal_wait *h, bool healed)
+{
+    struct netrun *nr = h->nr;
+    size_t n = nr->net->n_nodes, kept = 0;
+    for (size_t p = 0; p < nr->n_cuts; p++) {
+        unsigned char *cut = nr->cuts[p];
+        bool mine = false;
+        for (size_t i = 0; i < h->n && !mine; i++)
+            mine = h->cuts[i] == cut;
+        if (mine && healed) {
+            free(cut);
+            continue;
+        }
+        if (mine) cut[n] = 0;
+        nr->cuts[kept++] = cut;
+    }
+    nr->n_cuts = kept;
+}
+
+static void heal_wait_free(struct heal_wait *h)
+{
+    free(h->cuts);
+    free(h);
+}
+
+static void on_heal_done(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct heal_wait *h = ctx;
+    heal_settle(h, error == NULL);
+    h->cb(h->ctx, error, result);
+    heal_wait_free(h);
+}
+
+/* The kernel backend's heal: claimed now, counted in *healed, gone from
+ * the view once the routes are back. */
+static int kernel_heal(struct netrun *nr, const unsigned char *side, size_t *healed,
+                       peer_reply_fn cb, void *ctx, char *err, size_t errlen)
+{
+    size_t n = nr->net->n_nodes;
+    struct heal_wait *h = calloc(1, sizeof *h);
+    unsigned char **claimed = malloc((nr->n_cuts ? nr->n_cuts : 1) * sizeof *claimed);
+    if (!h || !claimed) {
+        free(h);
+        free(claimed);
+        return snprintf(err, errlen, "out of memory"), -1;
+    }
+    *h = (struct heal_wait){.nr = nr, .cuts = claimed, .cb = cb, .ctx = ctx};
+    heal_claim(h, side);
+    if (healed) *healed = h->n;
+    int rc = 0; /* nothing to heal */
+    struct kernel_op op = {.kind = OP_HEAL};
+    if (h->n && side && !(op.side = malloc(n))) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+    } else if (h->n) {
+        if (side) memcpy(op.side, side, n);
+        rc = netrun_kernel_op_queue(nr, &op, on_heal_done, h, err, errlen);
+    }
+    if (rc > 0) return rc; /* on_heal_done follows */
+    heal_settle(h, false);
+    heal_wait_free(h);
+    return rc;
+}
+
 int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, peer_reply_fn cb,
                 void *ctx, char *err, size_t errlen)
 {
-    /* the outer netrun of parts keeps the loop's view of the cuts too */
-    size_t n = nr->kernel || nr->parts ? cuts_take(nr, side) : 0; /* none: nothing was ever cut */
+    if (nr->kernel && !nr->parts) return kernel_heal(nr, side, healed, cb, ctx, err, errlen);
+    /* the outer netrun of parts keeps the loop's view of the cuts too (it
+     * goes at once: the parts answer on their own schedule) */
+    size_t n = nr->parts ? cuts_take(nr, side) : 0; /* none: nothing was ever cut */
     if (healed) *healed = n;
     if (n == 0) return 0;
-    if (nr->parts) return netrun_parts_sides(nr, true, side, cb, ctx, err, errlen);
-    struct kernel_op op = {.kind = OP_HEAL};
-    if (side && !(op.side = malloc(nr->net->n_nodes)))
-        return snprintf(err, errlen, "out of memory"), -1;
-    if (side) memcpy(op.side, side, nr->net->n_nodes);
-    return netrun_kernel_op_queue(nr, &op, cb, ctx, err, errlen);
+    return netrun_parts_sides(nr, true, side, cb, ctx, err, errlen);
 }
 
 /* Puts link l's far end (not `stays`'s) at node `to` in the model, with a
