@@ -458,6 +458,7 @@ static void serve_underlay(struct agent *a, const struct proto_msg *m)
     struct agent_underlay u;
     struct in_addr addr;
     char err[256];
+    if (!a->greeted) return reply_error(a, m->msgid, "underlay: before hello");
     if (agent_wire_read_underlay(m->params, &u, err, sizeof err) < 0)
         return reply_error(a, m->msgid, err);
     if (inet_pton(AF_INET, u.address, &addr) != 1) {

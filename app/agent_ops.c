@@ -6,7 +6,6 @@
  * only, as the other machine's agent does its own. */
 #include "app/agent_part_internal.h"
 
-#include "common/clock.h"
 #include "common/container.h"
 #include "controller/peer_client.h"
 #include "proto/msgmap.h"
@@ -16,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RESTART_POLL_S 0.005 /* how often a restart's new peer is looked at */
-#define RESTART_WAIT_S 30.0  /* its data secret answered within this, or the restart failed */
+/* A restart's new peer answers its data secret within this, or the
+ * restart failed: a peer starts in tens of ms, or waits for its old one's
+ * exit (the old one frees its memory first: tens of ms for half a GiB). */
+#define RESTART_WAIT_S 30.0
 
 /* The part, or an error answered: the request needs a built part. */
 static const struct topo_part *built_part(struct agent_part *p, uint32_t msgid, const char *what)
@@ -64,36 +65,66 @@ void agent_part_kill(struct agent_part *p, uint32_t msgid, const msgpack_object 
     part_answer_done(p, msgid);
 }
 
+/* A restart under way, until its secret call is answered. It outlives an
+ * answer given by the deadline or the release (cancelled): the call's
+ * answer still comes, and frees it. */
+struct restart_wait {
+    struct relay *r;
+    uint32_t msgid;
+    bool cancelled;
+};
+
+/* The restart is over for the relay (its answer is the caller's to give). */
 static void restart_end(struct relay *r)
 {
-    ev_timer_stop(r->p->loop, &r->restart_poll);
-    r->restarting = false;
+    ev_timer_stop(r->p->loop, &r->restart_deadline);
+    r->restart->cancelled = true;
+    r->restart = NULL;
 }
 
-/* The new peer takes its data secret through the client's own call
- * (netrun_peer_restart); the channel can be relayed once that is answered. */
-static void on_restart_poll(EV_P_ ev_timer *w, int revents)
+static const char *relay_node_name(const struct relay *r)
 {
-    struct relay *r = container_of(w, struct relay, restart_poll);
+    return part_model(r->p->run)->net->nodes[r - r->p->relays].name;
+}
+
+/* The new peer's answer to its data secret: the channel is relayed and the
+ * restart answered, or the restart fails with the peer's error. */
+static void on_restart_secret(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)result;
+    struct restart_wait *w = ctx;
+    if (w->cancelled) return free(w);
+    struct relay *r = w->r;
     struct agent_part *p = r->p;
-    const struct topo_part *part = part_model(p->run);
+    uint32_t msgid = w->msgid;
     long i = r - p->relays;
-    const char *name = part->net->nodes[i].name;
-    struct peer_client *pc = netrun_peer(part_netrun(p->run), (int)i);
-    char err[300], line[400];
-    bool gone = !pc || peer_client_closed(pc);
-    if (!gone && peer_client_pending(pc) > 0 && mono_s() < r->restart_deadline) return;
+    char err[300], line[600];
     restart_end(r);
-    if (gone || peer_client_pending(pc) > 0) {
-        snprintf(line, sizeof line, "restart: node %s: %s", name,
-                 gone ? "its new peer's channel closed" : "its new peer did not answer in time");
-        return part_answer_error(p, r->restart_msgid, NET_ERR_PEER, name, NULL, line);
+    free(w);
+    const char *name = relay_node_name(r);
+    if (error) {
+        snprintf(line, sizeof line, "restart: node %s: its new peer did not take its secret: %s",
+                 name, error);
+        return part_answer_error(p, msgid, NET_ERR_PEER, name, NULL, line);
     }
-    if (part_relay_attach(p, r, pc, err, sizeof err) < 0) {
+    if (part_relay_attach(p, r, netrun_peer(part_netrun(p->run), (int)i), err, sizeof err) < 0) {
         snprintf(line, sizeof line, "restart: node %s: not relayed: %s", name, err);
-        return part_answer_error(p, r->restart_msgid, NET_ERR_PEER, name, NULL, line);
+        return part_answer_error(p, msgid, NET_ERR_PEER, name, NULL, line);
     }
-    part_answer_done(p, r->restart_msgid);
+    part_answer_done(p, msgid);
+}
+
+static void on_restart_deadline(EV_P_ ev_timer *w, int revents)
+{
+    (void)revents;
+    struct relay *r = container_of(w, struct relay, restart_deadline);
+    uint32_t msgid = r->restart->msgid;
+    const char *name = relay_node_name(r);
+    char line[400];
+    restart_end(r);
+    snprintf(line, sizeof line, "restart: node %s: its new peer did not answer within %.0f s", name,
+             RESTART_WAIT_S);
+    part_answer_error(r->p, msgid, NET_ERR_PEER, name, NULL, line);
 }
 
 void agent_part_restart(struct agent_part *p, uint32_t msgid, const msgpack_object *params)
@@ -103,30 +134,34 @@ void agent_part_restart(struct agent_part *p, uint32_t msgid, const msgpack_obje
     struct relay *r = &p->relays[i];
     const char *name = part_model(p->run)->net->nodes[i].name;
     char err[300], line[400];
-    if (r->restarting) {
+    if (r->restart) {
         snprintf(line, sizeof line, "restart: node %s: a restart is under way", name);
         return part_answer_error(p, msgid, NET_ERR_SCENARIO, name, NULL, line);
     }
+    struct restart_wait *w = malloc(sizeof *w);
+    if (!w) return refuse(p, msgid, "restart: out of memory");
+    *w = (struct restart_wait){r, msgid, false};
     /* The old client may be freed by the restart: no relay write to it. */
     if (p->input_held == r) p->input_held = NULL, p->io.input(p->io.ctx, true);
     r->pc = NULL;
-    if (netrun_peer_restart(part_netrun(p->run), (int)i, err, sizeof err) < 0) {
+    if (netrun_peer_restart_then(part_netrun(p->run), (int)i, on_restart_secret, w, err,
+                                 sizeof err) < 0) {
+        free(w);
         snprintf(line, sizeof line, "restart: node %s: %s", name, err);
         return part_answer_error(p, msgid, NET_ERR_PEER, name, NULL, line);
     }
-    r->restarting = true;
-    r->restart_msgid = msgid;
-    r->restart_deadline = mono_s() + RESTART_WAIT_S;
-    ev_timer_init(&r->restart_poll, on_restart_poll, RESTART_POLL_S, RESTART_POLL_S);
-    ev_timer_start(p->loop, &r->restart_poll);
+    r->restart = w;
+    ev_timer_init(&r->restart_deadline, on_restart_deadline, RESTART_WAIT_S, 0);
+    ev_timer_start(p->loop, &r->restart_deadline);
 }
 
 void agent_ops_stop(struct agent_part *p)
 {
     for (size_t i = 0; i < p->n_relays; i++)
-        if (p->relays[i].restarting) {
+        if (p->relays[i].restart) {
+            uint32_t msgid = p->relays[i].restart->msgid;
             restart_end(&p->relays[i]);
-            part_answer_error(p, p->relays[i].restart_msgid, NET_ERR_STOPPED, NULL, NULL,
+            part_answer_error(p, msgid, NET_ERR_STOPPED, NULL, NULL,
                               "restart: the part is being released");
         }
 }

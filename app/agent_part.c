@@ -216,6 +216,11 @@ void agent_part_call(struct agent_part *p, const msgpack_object *params)
     if (p->state != PART_BUILT) return call_drop(p, "no part is built");
     long i = part_local_node(part_model(p->run), c.node);
     struct relay *r = i >= 0 && (size_t)i < p->n_relays ? &p->relays[i] : NULL;
+    if (r && r->restart) { /* the old peer's last bytes: its channel has ended */
+        snprintf(err, sizeof err, "node %llu of machine %s's part is being restarted",
+                 (unsigned long long)c.node, p->machine);
+        return call_drop(p, err);
+    }
     if (!r || !r->pc) {
         snprintf(err, sizeof err, "node %llu is not a host of machine %s's part",
                  (unsigned long long)c.node, p->machine);

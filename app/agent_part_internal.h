@@ -17,11 +17,10 @@ struct relay {
     struct peer_client *pc; /* NULL: no relay (not a local host) */
     uint64_t whole;         /* the node's whole-network index */
     /* A restart under way: its new peer's channel is relayed, and the
-     * request answered, once the peer has taken its data secret. */
-    ev_timer restart_poll;
-    uint32_t restart_msgid;
-    double restart_deadline;
-    bool restarting;
+     * request answered, once the peer has taken its data secret (the
+     * secret call's answer, app/agent_ops.c) or its deadline passed. */
+    struct restart_wait *restart; /* NULL: none */
+    ev_timer restart_deadline;
 };
 
 struct agent_part {

@@ -456,6 +456,16 @@ static void on_build_reply(void *ctx, const char *error, const msgpack_object *r
     built(ac->built_ctx, ac, &r, NULL);
 }
 
+bool agent_client_build_pending(const struct agent_client *ac)
+{
+    return ac->built != NULL;
+}
+
+void agent_client_build_abandon(struct agent_client *ac)
+{
+    ac->built = NULL; /* on_build_reply drops the answer */
+}
+
 int agent_client_build(struct agent_client *ac, const void *part, size_t len, agent_built_fn built,
                        void *ctx, char *err, size_t errlen)
 {

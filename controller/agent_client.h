@@ -93,6 +93,11 @@ void agent_client_on_stats(struct agent_client *ac, agent_stats_fn fn, void *ctx
 /* Sends the part (len bytes of topo/part_wire.h; copied) in `build`. 0,
  * or -1 with err when it cannot be sent (a build already in flight, the
  * agent failed or gone, the part too large): built is then not called. */
+/* A build sent and not answered yet. */
+bool agent_client_build_pending(const struct agent_client *ac);
+/* Forgets the build in flight: its answer, if one comes, is dropped and
+ * built is not called (the caller's deadline passed). */
+void agent_client_build_abandon(struct agent_client *ac);
 int agent_client_build(struct agent_client *ac, const void *part, size_t len, agent_built_fn built,
                        void *ctx, char *err, size_t errlen);
 /* Asks the agent for the round trip from its machine to another's

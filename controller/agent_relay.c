@@ -119,20 +119,25 @@ static void on_node_writable(EV_P_ ev_io *w, int revents)
     node_flush(container_of(w, struct relay_node, wr));
 }
 
-/* rn's client and the relay's end of its socketpair (watchers not started). */
-static int node_connect(struct relay_node *rn, const char *name,
-                        const struct peer_client_hooks *hooks, char *err, size_t errlen)
+/* A fresh client for node name and the relay's end of its socketpair;
+ * nothing of the relay is touched (a restart refused here changes nothing). */
+static struct peer_client *node_open(struct agent_relay *r, const char *name,
+                                     const struct peer_client_hooks *hooks, int *fd, char *err,
+                                     size_t errlen)
 {
     struct peer_spawn spec = {.node = name, .netns_fd = -1};
-    int fd;
-    struct peer_client *pc = peer_client_open(rn->r->loop, &spec, hooks, &fd, err, errlen);
-    if (!pc) return -1;
+    struct peer_client *pc = peer_client_open(r->loop, &spec, hooks, fd, err, errlen);
+    if (pc) fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK);
+    return pc;
+}
+
+/* rn relays pc over fd (watchers not started). */
+static void node_attach(struct relay_node *rn, struct peer_client *pc, int fd)
+{
     rn->pc = pc;
     rn->fd = fd;
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     ev_io_init(&rn->rd, on_node_readable, fd, EV_READ);
     ev_io_init(&rn->wr, on_node_writable, fd, EV_WRITE);
-    return 0;
 }
 
 static struct relay_node *node_find(const struct agent_relay *r, int node)
@@ -243,7 +248,10 @@ struct peer_client *agent_relay_open(struct agent_relay *r, int node, const char
         return snprintf(err, errlen, "out of memory"), NULL;
     }
     *rn = (struct relay_node){.r = r, .node = node, .fd = -1};
-    if (node_connect(rn, name, hooks, err, errlen) < 0) return free(rn), NULL;
+    int fd;
+    struct peer_client *pc = node_open(r, name, hooks, &fd, err, errlen);
+    if (!pc) return free(rn), NULL;
+    node_attach(rn, pc, fd);
     if (!r->paused) ev_io_start(r->loop, &rn->rd);
     r->v[r->n++] = rn;
     return rn->pc;
@@ -256,16 +264,18 @@ struct peer_client *agent_relay_restart(struct agent_relay *r, int node, const c
     struct relay_node *rn = node_find(r, node);
     if (!rn) return snprintf(err, errlen, "node %d is not relayed", node), NULL;
     if (rn->held || rn->old) return snprintf(err, errlen, "a restart is under way"), NULL;
+    /* The new channel first: a failure (no socketpair) leaves the old
+     * client and its channel as they were, the restart refused. */
+    int fd;
+    struct peer_client *fresh = node_open(r, name, hooks, &fd, err, errlen);
+    if (!fresh) return NULL;
     struct peer_client *old = rn->pc;
     /* The old channel ends here: what its peer still writes is dropped,
      * its calls fail as the channel closes; its exit is still told. */
     node_close(rn);
     growbuf_free(&rn->out);
     rn->out_sent = 0;
-    if (node_connect(rn, name, hooks, err, errlen) < 0) {
-        rn->pc = old; /* stays closed: its calls fail */
-        return NULL;
-    }
+    node_attach(rn, fresh, fd);
     if (peer_client_exited(old))
         peer_client_free(old);
     else

@@ -44,7 +44,8 @@ struct peer_client *agent_relay_open(struct agent_relay *r, int node, const char
  * calls fail; the agent's next `exit` of node is the old peer's) and a
  * new client, returned, takes its place, with hooks; its calls are held
  * (not sent to the agent) until agent_relay_resume. NULL with err (the
- * node unknown, a restart already held, out of memory). */
+ * node unknown, a restart already held, out of memory or descriptors):
+ * then nothing changed, the old client still relays its peer. */
 struct peer_client *agent_relay_restart(struct agent_relay *r, int node, const char *name,
                                         const struct peer_client_hooks *hooks, char *err,
                                         size_t errlen);

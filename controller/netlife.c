@@ -521,13 +521,12 @@ struct netprog *netlife_program_spawn(struct netlife *nl, int node, char *const 
     return netprog_spawn(&nl->programs, nl->run->loop, &place, argv, done, ctx, err, errlen);
 }
 
-int netlife_node_kill(struct netlife *nl, int node, char *err, size_t errlen)
+int netlife_node_kill(struct netlife *nl, int node, peer_reply_fn done, void *ctx)
 {
     struct netrun *nr = netlife_netrun(nl);
-    (void)err, (void)errlen; /* a remote node's kill goes to its agent */
-    if (nr) netrun_peer_kill(nr, node);
+    int rc = nr ? netrun_peer_kill_then(nr, node, done, ctx) : 0;
     netprog_list_signal(&nl->programs, node, SIGKILL);
-    return 0;
+    return rc;
 }
 
 int netlife_node_restart(struct netlife *nl, int node, char *err, size_t errlen)

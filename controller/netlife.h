@@ -131,9 +131,11 @@ int netlife_overload_id(const struct netlife *nl, int node);
 struct netprog *netlife_program_spawn(struct netlife *nl, int node, char *const argv[],
                                       netprog_done_fn done, void *ctx, char *err, size_t errlen);
 /* node:kill(): the node crashes: its peer is SIGKILLed (its pending calls
- * fail) and its programs too; a node of another machine by its agent. No-op
- * before the peers are built. 0 (err is for the callers' form). */
-int netlife_node_kill(struct netlife *nl, int node, char *err, size_t errlen);
+ * fail) and its programs too; a node of another machine by its agent,
+ * whose answer is done's (its refusal as the error, naming the machine):
+ * 1 when done follows, 0 when the kill is done (a node here, an agent
+ * gone, nothing built yet: done is not told). */
+int netlife_node_kill(struct netlife *nl, int node, peer_reply_fn done, void *ctx);
 /* node:restart(): a fresh peer (empty tensor store) in the same node. 0,
  * or -1 with err (the cause only). */
 int netlife_node_restart(struct netlife *nl, int node, char *err, size_t errlen);

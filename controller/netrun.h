@@ -63,7 +63,14 @@ struct topo_machines;
 struct netrun_spread {
     const struct topo_machines *machines;
     struct agent_group *agents;
+    /* Every machine's part built within this (seconds; 0: the default,
+     * NETRUN_BUILD_TIMEOUT_S), or the build fails naming the machines
+     * whose agents have not answered, and every part is released. */
+    double build_timeout_s;
 };
+/* A 999-node tree's parts build in under 5 s (docs/guide.md, the
+ * multihost figures): 120 s is some 25 times that, for loaded machines. */
+#define NETRUN_BUILD_TIMEOUT_S 120.0
 
 typedef void (*netrun_exit_fn)(void *ctx, int node, int wait_status);
 
@@ -169,8 +176,14 @@ int netrun_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, c
  * its up/down). 0, or -1 with err (a move that would disconnect the
  * network is refused before anything changes). */
 int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, size_t errlen);
-/* node:kill(): SIGKILLs the node's peer; its pending calls fail. */
+/* node:kill(): SIGKILLs the node's peer; its pending calls fail. A node
+ * of another machine's part is killed by its agent, whose refusal is
+ * logged. */
 void netrun_peer_kill(struct netrun *nr, int node);
+/* The same, the agent's answer told to done (its refusal as the error,
+ * naming the machine): 1 when done follows, 0 when the kill is done (a
+ * node of this machine; or its agent is gone, whose loss ends the node). */
+int netrun_peer_kill_then(struct netrun *nr, int node, peer_reply_fn done, void *ctx);
 /* node:kill() asked its peer's end, and no restart since. */
 bool netrun_peer_killed(const struct netrun *nr, int node);
 /* The node's peer runs (not killed, not exited). */
@@ -193,10 +206,20 @@ size_t netrun_partitions(const struct netrun *nr);
 bool netrun_separated(const struct netrun *nr, int a, int b);
 /* node:restart(): a fresh peer (empty tensor store) in the same node. */
 int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen);
+/* The same on a network of one machine (an agent's part), done told once
+ * the new peer has taken its data secret (error: it refused, or its
+ * channel closed first): 0 (done follows), or -1 with err (done is not
+ * told). */
+int netrun_peer_restart_then(struct netrun *nr, int node, peer_reply_fn done, void *ctx, char *err,
+                             size_t errlen);
 
 /* Closes every control channel: the peers exit on EOF. Idempotent. */
 void netrun_close_peers(struct netrun *nr);
 bool netrun_peers_exited(const struct netrun *nr);
+/* Signals every peer. Over machines: the local part's peers, and the other
+ * parts' peers end by their agents' teardown, which SIGKILLs them (it is
+ * asked here if netrun_close_peers has not; netrun_parts.c says why that is
+ * the same for the one caller, the stop deadline's SIGKILL). */
 void netrun_kill_peers(struct netrun *nr, int sig);
 
 typedef void (*netrun_released_fn)(void *ctx);

@@ -187,13 +187,20 @@ void netrun_cuts_free(struct netrun *nr)
     nr->n_cuts = 0;
 }
 
-/* The loop's view of a partition asked for: side copied into op and cuts.
- * An entry of cuts is the side and one byte more, set while a heal whose
- * routes are not back yet has claimed it (heal_claim). */
+/* A cut's number, stored after its sides: a heal answered later takes only
+ * the cuts made before it was asked (not a partition asked meanwhile). */
+static uint64_t cut_number(const struct netrun *nr, const unsigned char *cut)
+{
+    uint64_t k;
+    memcpy(&k, cut + nr->net->n_nodes, sizeof k);
+    return k;
+}
+
+/* The loop's view of a partition asked for: side copied into op and cuts. */
 static int cut_add(struct netrun *nr, const unsigned char *side, struct kernel_op *op)
 {
     size_t n = nr->net->n_nodes;
-    unsigned char *copy = calloc(n + 1, 1),
+    unsigned char *copy = malloc(n + sizeof nr->cuts_added),
                   **grown = realloc(nr->cuts, (nr->n_cuts + 1) * sizeof *grown);
     op->side = malloc(n);
     if (grown) nr->cuts = grown;
@@ -203,6 +210,8 @@ static int cut_add(struct netrun *nr, const unsigned char *side, struct kernel_o
         return -1;
     }
     memcpy(copy, side, n);
+    memcpy(copy + n, &nr->cuts_added, sizeof nr->cuts_added);
+    nr->cuts_added++;
     memcpy(op->side, side, n);
     nr->cuts[nr->n_cuts++] = copy;
     return 0;
@@ -235,121 +244,89 @@ int netrun_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn
     return netrun_kernel_op_queue(nr, &op, cb, ctx, err, errlen);
 }
 
-/* The loop's view: the cuts that match side (NULL: all) go; how many. */
-static size_t cuts_take(struct netrun *nr, const unsigned char *side)
+/* Whether a heal of side (NULL: all) asked before cut number `before` heals cut. */
+static bool cut_healed_by(const struct netrun *nr, const unsigned char *cut,
+                          const unsigned char *side, uint64_t before)
 {
-    size_t kept = 0, n = nr->n_cuts;
-    for (size_t p = 0; p < n; p++) {
-        if (!side || emu_tc_same_cut(nr->cuts[p], side, nr->net->n_nodes))
+    return cut_number(nr, cut) < before && (!side || emu_tc_same_cut(cut, side, nr->net->n_nodes));
+}
+
+/* How many cuts a heal of side asked now would take. */
+static size_t cuts_count(const struct netrun *nr, const unsigned char *side)
+{
+    size_t n = 0;
+    for (size_t p = 0; p < nr->n_cuts; p++)
+        n += cut_healed_by(nr, nr->cuts[p], side, nr->cuts_added);
+    return n;
+}
+
+/* The loop's view: the cuts a heal asked before cut number `before` takes go. */
+static void cuts_take(struct netrun *nr, const unsigned char *side, uint64_t before)
+{
+    size_t kept = 0;
+    for (size_t p = 0; p < nr->n_cuts; p++)
+        if (cut_healed_by(nr, nr->cuts[p], side, before))
             free(nr->cuts[p]);
         else
             nr->cuts[kept++] = nr->cuts[p];
-    }
     nr->n_cuts = kept;
-    return n - kept;
 }
 
-/* A heal's cuts stay in the loop's view until its routes are back: until
- * then a connection across them still fails at once (blackhole routes), and
- * an algorithm that read the two nodes as reachable would take that failure
- * for a fault of its own (gossip pushing to a neighbour as the heal began). */
+/* A heal under way: the loop's view keeps its cuts until it is answered
+ * OK (every part's, or the kernel's), so that a failed heal leaves them on
+ * record and can be asked again. */
 struct heal_wait {
     struct netrun *nr;
-    unsigned char **cuts; /* the entries of nr->cuts it claimed (nr->cuts owns them) */
-    size_t n;
+    unsigned char *side; /* NULL: every cut */
+    uint64_t before;
     peer_reply_fn cb;
     void *ctx;
 };
 
-/* Claims the cuts that match side (NULL: all) and no other heal claimed. */
-static void heal_claim(struct heal_wait *h, const unsigned char *side)
+static void on_healed(void *ctx, const char *error, const msgpack_object *result)
 {
-    struct netrun *nr = h->nr;
-    size_t n = nr->net->n_nodes;
-    for (size_t p = 0; p < nr->n_cuts; p++) {
-        unsigned char *cut = nr->cuts[p];
-        if (cut[n] || (side && !emu_tc_same_cut(cut, side, n))) continue;
-        cut[n] = 1;
-        h->cuts[h->n++] = cut;
-    }
+    struct heal_wait *w = ctx;
+    if (!error) cuts_take(w->nr, w->side, w->before);
+    w->cb(w->ctx, error, result);
+    free(w->side);
+    free(w);
 }
 
-/* The routes are back: the claimed cuts go. On an error they stay, as
- * unclaimed (the routes may still be cut; a later heal tries again). */
-static void heal_settle(struct heal_wait *h, bool healed)
+static struct heal_wait *heal_wait_new(struct netrun *nr, const unsigned char *side,
+                                       peer_reply_fn cb, void *ctx)
 {
-    struct netrun *nr = h->nr;
-    size_t n = nr->net->n_nodes, kept = 0;
-    for (size_t p = 0; p < nr->n_cuts; p++) {
-        unsigned char *cut = nr->cuts[p];
-        bool mine = false;
-        for (size_t i = 0; i < h->n && !mine; i++)
-            mine = h->cuts[i] == cut;
-        if (mine && healed) {
-            free(cut);
-            continue;
-        }
-        if (mine) cut[n] = 0;
-        nr->cuts[kept++] = cut;
-    }
-    nr->n_cuts = kept;
-}
-
-static void heal_wait_free(struct heal_wait *h)
-{
-    free(h->cuts);
-    free(h);
-}
-
-static void on_heal_done(void *ctx, const char *error, const msgpack_object *result)
-{
-    struct heal_wait *h = ctx;
-    heal_settle(h, error == NULL);
-    h->cb(h->ctx, error, result);
-    heal_wait_free(h);
-}
-
-/* The kernel backend's heal: claimed now, counted in *healed, gone from
- * the view once the routes are back. */
-static int kernel_heal(struct netrun *nr, const unsigned char *side, size_t *healed,
-                       peer_reply_fn cb, void *ctx, char *err, size_t errlen)
-{
-    size_t n = nr->net->n_nodes;
-    struct heal_wait *h = calloc(1, sizeof *h);
-    unsigned char **claimed = malloc((nr->n_cuts ? nr->n_cuts : 1) * sizeof *claimed);
-    if (!h || !claimed) {
-        free(h);
-        free(claimed);
-        return snprintf(err, errlen, "out of memory"), -1;
-    }
-    *h = (struct heal_wait){.nr = nr, .cuts = claimed, .cb = cb, .ctx = ctx};
-    heal_claim(h, side);
-    if (healed) *healed = h->n;
-    int rc = 0; /* nothing to heal */
-    struct kernel_op op = {.kind = OP_HEAL};
-    if (h->n && side && !(op.side = malloc(n))) {
-        snprintf(err, errlen, "out of memory");
-        rc = -1;
-    } else if (h->n) {
-        if (side) memcpy(op.side, side, n);
-        rc = netrun_kernel_op_queue(nr, &op, on_heal_done, h, err, errlen);
-    }
-    if (rc > 0) return rc; /* on_heal_done follows */
-    heal_settle(h, false);
-    heal_wait_free(h);
-    return rc;
+    struct heal_wait *w = malloc(sizeof *w);
+    unsigned char *copy = side ? malloc(nr->net->n_nodes) : NULL;
+    if (!w || (side && !copy)) return free(w), free(copy), NULL;
+    if (side) memcpy(copy, side, nr->net->n_nodes);
+    *w = (struct heal_wait){nr, copy, nr->cuts_added, cb, ctx};
+    return w;
 }
 
 int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, peer_reply_fn cb,
                 void *ctx, char *err, size_t errlen)
 {
-    if (nr->kernel && !nr->parts) return kernel_heal(nr, side, healed, cb, ctx, err, errlen);
-    /* the outer netrun of parts keeps the loop's view of the cuts too (it
-     * goes at once: the parts answer on their own schedule) */
-    size_t n = nr->parts ? cuts_take(nr, side) : 0; /* none: nothing was ever cut */
+    /* the outer netrun of parts keeps the loop's view of the cuts too */
+    size_t n = nr->kernel || nr->parts ? cuts_count(nr, side) : 0;
     if (healed) *healed = n;
-    if (n == 0) return 0;
-    return netrun_parts_sides(nr, true, side, cb, ctx, err, errlen);
+    if (n == 0) return 0; /* none: nothing was ever cut */
+    struct heal_wait *w = heal_wait_new(nr, side, cb, ctx);
+    if (!w) return snprintf(err, errlen, "out of memory"), -1;
+    int rc;
+    if (nr->parts) {
+        rc = netrun_parts_sides(nr, true, side, on_healed, w, err, errlen);
+    } else {
+        struct kernel_op op = {.kind = OP_HEAL};
+        if (side && !(op.side = malloc(nr->net->n_nodes))) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+        } else {
+            if (side) memcpy(op.side, side, nr->net->n_nodes);
+            rc = netrun_kernel_op_queue(nr, &op, on_healed, w, err, errlen);
+        }
+    }
+    if (rc < 0) free(w->side), free(w);
+    return rc;
 }
 
 /* Puts link l's far end (not `stays`'s) at node `to` in the model, with a

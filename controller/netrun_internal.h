@@ -128,8 +128,9 @@ struct netrun {
      * running on the build's thread; and the loop's own view of the
      * partitions in place (the kernel layer's record is the thread's). */
     struct kernel_op *ops, *ops_tail;
-    unsigned char **cuts;
+    unsigned char **cuts; /* each a side per node, then its uint64_t number */
     size_t n_cuts;
+    uint64_t cuts_added; /* the next cut's number (a heal takes those before it) */
     /* A network spread over machines (netrun_parts.c), or NULL: then the
      * fields above are unused but net, peers (borrowed clients), the
      * secret, the phases and the callbacks. */
@@ -247,8 +248,10 @@ int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
 int netrun_parts_sides(struct netrun *nr, bool heal, const unsigned char *side, peer_reply_fn cb,
                        void *ctx, char *err, size_t errlen);
 /* SIGKILL of a node of another machine's part, asked of its agent (its
- * exit comes as the agent's `exit`). 0, or -1 with err. */
-int netrun_parts_kill_remote(struct netrun *nr, int node, char *err, size_t errlen);
+ * exit comes as the agent's `exit`; cb told its answer). 0, or -1 with
+ * err (cb not told). */
+int netrun_parts_kill_remote(struct netrun *nr, int node, peer_reply_fn cb, void *ctx, char *err,
+                             size_t errlen);
 /* node:restart() of any host: the local part's restart, or its agent's
  * (controller/agent_client.h); peers[node].client follows. 0, or -1 with
  * err. */

@@ -16,6 +16,7 @@
 #include "controller/netrun_internal.h"
 
 #include "common/clock.h"
+#include "common/container.h"
 #include "common/json.h"
 #include "controller/record.h"
 #include "controller/agent_client.h"
@@ -46,6 +47,8 @@ struct netrun_parts {
     struct agent_client **agent; /* per machine: its agent, NULL for the local one */
     size_t waiting;              /* parts whose build has not answered */
     struct net_error error;      /* the build's first failure */
+    ev_timer build_deadline;     /* every part answered by then, or the build fails */
+    double build_timeout_s;
     bool built, inner_done, agents_down, tearing;
     netrun_released_fn released;
     void *released_ctx;
@@ -219,19 +222,14 @@ int netrun_parts_sides(struct netrun *nr, bool heal, const unsigned char *side, 
     return countdown_end(c, err, errlen);
 }
 
-static void on_remote_killed(void *ctx, const char *error, const msgpack_object *result)
-{
-    (void)ctx, (void)result;
-    if (error) ctl_log("kill: %s", error); /* the node's exit, or the agent's loss, ends it */
-}
-
-int netrun_parts_kill_remote(struct netrun *nr, int node, char *err, size_t errlen)
+int netrun_parts_kill_remote(struct netrun *nr, int node, peer_reply_fn cb, void *ctx, char *err,
+                             size_t errlen)
 {
     struct netrun_parts *p = nr->parts;
     struct agent_client *ac = p->agent[p->placement.machine[node]];
     if (p->local_node[node] >= 0 || !ac)
         return snprintf(err, errlen, "it is on no other machine's part"), -1;
-    return agent_client_kill(ac, node, on_remote_killed, NULL, err, errlen);
+    return agent_client_kill(ac, node, cb, ctx, err, errlen);
 }
 
 static void on_remote_exit(void *ctx, int wait_status);
@@ -336,6 +334,7 @@ static void on_agent_stats(void *ctx, struct agent_client *ac, const struct agen
 static void parts_free(struct netrun_parts *p)
 {
     ev_idle_stop(p->nr->loop, &p->later);
+    ev_timer_stop(p->nr->loop, &p->build_deadline);
     parts_underlay_cancel(p->probe); /* the agents' last answers are dropped */
     agent_group_free(p->agents);     /* ends what is left: their ssh's EOF tears them down */
     parts_underlay_free(p->probe);
@@ -413,6 +412,7 @@ static void agents_teardown(struct netrun_parts *p)
  * releases its part, then exits). */
 static void parts_release(struct netrun_parts *p)
 {
+    ev_timer_stop(p->nr->loop, &p->build_deadline);
     p->nr->links_record = NULL; /* the agents' last samples are not the run's any more */
     agents_teardown(p);
     if (p->inner && p->inner_done) {
@@ -469,6 +469,7 @@ static void part_answered(struct netrun_parts *p)
 {
     struct netrun *nr = p->nr;
     if (--p->waiting > 0) return;
+    ev_timer_stop(nr->loop, &p->build_deadline);
     char err[512];
     if (p->error.code == NET_OK && peers_gather(nr, err, sizeof err) < 0)
         net_error_set(&p->error, NET_ERR_ENVIRONMENT, -1, -1, err);
@@ -517,6 +518,51 @@ static void on_agent_built(void *ctx, struct agent_client *ac, const struct agen
                 r->registry);
     }
     part_answered(p);
+}
+
+/* The machines whose parts have not answered, into names (their agents'
+ * builds abandoned: a late answer is dropped). */
+static void parts_abandon(struct netrun_parts *p, char *names, size_t cap)
+{
+    size_t at = 0;
+    names[0] = '\0';
+    for (size_t m = 0; m < p->machines.n; m++) {
+        bool late = m == p->local ? p->inner && !p->inner_done
+                                  : p->agent[m] && agent_client_build_pending(p->agent[m]);
+        if (!late) continue;
+        if (m != p->local) agent_client_build_abandon(p->agent[m]);
+        int n = snprintf(names + at, cap - at, "%s%s", at ? ", " : "", p->machines.v[m].name);
+        if (n > 0 && (size_t)n < cap - at) at += (size_t)n;
+    }
+}
+
+/* An agent that answers pings but not its `underlay` or `build` must not
+ * hold the start for ever: the build fails naming the machines late (or
+ * the underlay's measurement, before any part was sent), and every part,
+ * built or not, is released (on_later tells `built`). */
+static void on_build_deadline(EV_P_ ev_timer *w, int revents)
+{
+    (void)revents;
+    struct netrun_parts *p = container_of(w, struct netrun_parts, build_deadline);
+    char names[256], line[512];
+    if (p->waiting == 0) { /* no part sent yet: the underlay's round trips are out */
+        parts_underlay_cancel(p->probe);
+        snprintf(line, sizeof line,
+                 "network '%s': the underlay's round trips between the machines were not all "
+                 "measured within %g s (HIERNET_BUILD_TIMEOUT); nothing was built",
+                 p->nr->net->name, p->build_timeout_s);
+    } else {
+        parts_abandon(p, names, sizeof names);
+        snprintf(line, sizeof line,
+                 "network '%s': machine(s) %s did not build their part within %g s "
+                 "(HIERNET_BUILD_TIMEOUT); every part built is released",
+                 p->nr->net->name, names[0] ? names : "?", p->build_timeout_s);
+    }
+    struct net_error e;
+    net_error_set(&e, NET_ERR_ENVIRONMENT, -1, -1, line);
+    part_failed(p, &e);
+    p->waiting = 0;
+    parts_release(p);
 }
 
 /* ---- the build ---- */
@@ -645,13 +691,15 @@ static int parts_make(struct netrun_parts *p, const struct topo_part_plan *plan,
     return 0;
 }
 
-/* Every cut link's delay covers its underlay's: checked on every part
- * before any is sent, so a refusal leaves nothing built anywhere. */
+/* Every cut link's delay covers its underlay's, and no two cut links of
+ * a machine share linkd's UDP port: checked on every part before any is
+ * sent, so a refusal leaves nothing built anywhere. */
 static int parts_check(struct netrun_parts *p, const struct topo_part *parts, char *err,
                        size_t errlen)
 {
     for (size_t m = 0; m < p->machines.n; m++)
-        if (p->placement.count[m] && topo_part_check_underlay(&parts[m], err, errlen) < 0)
+        if (p->placement.count[m] && (topo_part_check_underlay(&parts[m], err, errlen) < 0 ||
+                                      topo_part_check_ports(&parts[m], err, errlen) < 0))
             return -1;
     return 0;
 }
@@ -724,6 +772,9 @@ static int underlay_begin(struct netrun_parts *p, const struct netrun_config *cf
     char *err = error->message;
     size_t errlen = sizeof error->message;
     config_keep(p, cfg);
+    /* one deadline for the underlay's measurement and every part's build */
+    ev_timer_set(&p->build_deadline, p->build_timeout_s, 0);
+    ev_timer_start(p->nr->loop, &p->build_deadline);
     p->underlay = calloc(p->machines.n, sizeof *p->underlay);
     int rc = p->underlay && getrandom(p->nr->data_secret, sizeof p->nr->data_secret, 0) ==
                                 (ssize_t)sizeof p->nr->data_secret
@@ -773,6 +824,9 @@ int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
     p->agents = cfg->spread->agents;
     ev_idle_init(&p->later, on_later);
     p->later.data = p;
+    ev_timer_init(&p->build_deadline, on_build_deadline, 0, 0);
+    p->build_timeout_s =
+        cfg->spread->build_timeout_s > 0 ? cfg->spread->build_timeout_s : NETRUN_BUILD_TIMEOUT_S;
     snprintf(nr->reason, sizeof nr->reason, "spread over %zu machines, each choosing its own",
              cfg->spread->machines->n);
     if (parts_plan(p, cfg->spread->machines, error->message, sizeof error->message) < 0)
@@ -826,6 +880,15 @@ void netrun_parts_close_peers(struct netrun *nr)
     agents_teardown(p);
 }
 
+/* The signal reaches the local part's peers only. The other parts' peers
+ * need none: netrun_kill_peers' one caller is netlife's stop deadline
+ * (SIGKILL), after netrun_close_peers asked every agent to tear down, and
+ * an agent's teardown is netrun_release of its part, which SIGKILLs every
+ * peer of it still running at once, then answers (bounded by the agent
+ * client's ping timeout, after which its relayed peers end as killed).
+ * A kill op per node would find the agents tearing down (agent_client
+ * refuses new changes then); the teardown below only makes sure it was
+ * asked. */
 void netrun_parts_kill_peers(struct netrun *nr, int sig)
 {
     if (netrun_parts_inner(nr)) netrun_kill_peers(nr->parts->inner, sig);

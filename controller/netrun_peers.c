@@ -192,19 +192,35 @@ bool netrun_peer_alive(const struct netrun *nr, int node)
     return pc && !nr->peers[node].killed && !peer_client_exited(pc);
 }
 
-void netrun_peer_kill(struct netrun *nr, int node)
+int netrun_peer_kill_then(struct netrun *nr, int node, peer_reply_fn done, void *ctx)
 {
+    int rc = 0;
     if (nr->parts) {
         char err[512];
         int n = netrun_parts_node(nr, node, "killing", err, sizeof err);
         if (n >= 0)
             netrun_peer_kill(netrun_parts_inner(nr), n);
-        else if (netrun_parts_kill_remote(nr, node, err, sizeof err) < 0)
+        else if (netrun_parts_kill_remote(nr, node, done, ctx, err, sizeof err) < 0)
             /* the agent is gone: its loss ended the node's relayed client */
             ctl_log("node '%s': kill: %s", nr->net->nodes[node].name, err);
+        else
+            rc = 1;
     }
     nr->peers[node].killed = true;
     if (nr->peers[node].client) peer_client_kill(nr->peers[node].client, SIGKILL);
+    return rc;
+}
+
+static void on_kill_answered(void *ctx, const char *error, const msgpack_object *result)
+{
+    (void)result;
+    const char *node = ctx;
+    if (error) ctl_log("node '%s': kill: %s", node, error);
+}
+
+void netrun_peer_kill(struct netrun *nr, int node)
+{
+    netrun_peer_kill_then(nr, node, on_kill_answered, nr->net->nodes[node].name);
 }
 
 static void on_restart_peers(void *ctx, const char *error, const msgpack_object *result)
@@ -255,9 +271,13 @@ static int restart_after_exit(struct netrun *nr, struct netrun_peer *p, char *er
     return 0;
 }
 
-int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
+int netrun_peer_restart_then(struct netrun *nr, int node, peer_reply_fn done, void *ctx, char *err,
+                             size_t errlen)
 {
-    if (nr->parts) return netrun_parts_restart(nr, node, err, errlen);
+    if (nr->parts)
+        return snprintf(err, errlen,
+                        "a network over machines restarts through netrun_peer_restart"),
+               -1;
     struct netrun_peer *p = &nr->peers[node];
     if (p->old) return snprintf(err, errlen, "a restart is under way"), -1;
     p->killed = false;
@@ -270,16 +290,22 @@ int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
         p->client = NULL;
         if (spawn_peer(nr, nr->peer_path, node, err, errlen) < 0) return -1;
     }
+    /* Committed before the call: once it is queued, done is told. */
+    if (nr->registry && registry_commit(nr->registry, err, errlen) < 0) return -1;
     /* Its data secret, as at start: queued before any call of the
      * caller's, so the peer has it when it answers one. */
     msgpack_sbuffer secret;
     msgpack_sbuffer_init(&secret);
     netrun_pack_peer_secret(nr, &secret);
-    int rc = peer_client_call(p->client, "peers", secret.data, secret.size, on_restart_peers, NULL,
-                              err, errlen);
+    int rc = peer_client_call(p->client, "peers", secret.data, secret.size, done, ctx, err, errlen);
     msgpack_sbuffer_destroy(&secret);
-    if (rc < 0) return -1;
-    return nr->registry ? registry_commit(nr->registry, err, errlen) : 0;
+    return rc;
+}
+
+int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
+{
+    if (nr->parts) return netrun_parts_restart(nr, node, err, errlen);
+    return netrun_peer_restart_then(nr, node, on_restart_peers, NULL, err, errlen);
 }
 
 void netrun_pack_peer_secret(const struct netrun *nr, msgpack_sbuffer *out)

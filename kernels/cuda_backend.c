@@ -1,9 +1,10 @@
 /* cuda_backend.c — the cuda device's table (kernels/backend.h) over the
  * CUDA module's ops (kernels/cuda/cuda_backend.h, loaded by
  * device_probe.c): buffers in GPU memory, cuBLAS and the .cu kernels.
- * Architectures: the dense stacks (logreg, mlp) and cnn:lenet, sized from
- * the model's struct model_spec; parameters are initialised on the host
- * (model_init) and uploaded, so both devices start from the same values.
+ * Architectures: the dense stacks (logreg, mlp), cnn:lenet and
+ * cnn:resnet20, sized from the model's struct model_spec; parameters are
+ * initialised on the host (model_init) and uploaded, so both devices start
+ * from the same values.
  *
  * Owns each context's kern_cuda_ctx, each model's device workspace and each
  * optimizer's state buffers on the device. */
@@ -135,26 +136,31 @@ static int cuda_sgemm(struct kern_ctx *ctx, int trans_a, int trans_b, int m, int
 /* ---- models ---- */
 
 struct cuda_model {
-    struct kern_cuda_dense *dense; /* logreg and mlp */
-    struct kern_cuda_lenet *lenet; /* cnn:lenet */
-    int largest_batch;             /* the evaluation chunk follows it */
+    struct kern_cuda_dense *dense;   /* logreg and mlp */
+    struct kern_cuda_lenet *lenet;   /* cnn:lenet */
+    struct kern_cuda_resnet *resnet; /* cnn:resnet20 */
+    int largest_batch;               /* the evaluation chunk follows it */
 };
 
 static int cuda_model_reserve(struct kern_model *m, int batch, char *err, size_t errlen)
 {
     const struct kern_cuda_ops *ops = ops_of(m->ctx);
     struct cuda_model *cm = m->impl;
+    if (cm->resnet) return ops->resnet_reserve(cm->resnet, batch, err, errlen);
     return cm->lenet ? ops->lenet_reserve(cm->lenet, batch, err, errlen)
                      : ops->dense_reserve(cm->dense, batch, err, errlen);
 }
 
-/* One pass of either kind of model; grad NULL evaluates. */
+/* One pass of any kind of model; grad NULL evaluates. */
 static int cuda_model_run(struct kern_model *m, const float *params, const float *host_x,
                           const int32_t *host_labels, int batch, float *grad, double *loss_sum,
                           size_t *correct, char *err, size_t errlen)
 {
     const struct kern_cuda_ops *ops = ops_of(m->ctx);
     struct cuda_model *cm = m->impl;
+    if (cm->resnet)
+        return ops->resnet_run(cm->resnet, params, host_x, host_labels, batch, grad, loss_sum,
+                               correct, err, errlen);
     if (cm->lenet)
         return ops->lenet_run(cm->lenet, params, host_x, host_labels, batch, grad, loss_sum,
                               correct, err, errlen);
@@ -171,6 +177,9 @@ static int cuda_model_forward_range(struct kern_model *m, const float *params, i
 {
     const struct kern_cuda_ops *ops = ops_of(m->ctx);
     struct cuda_model *cm = m->impl;
+    if (cm->resnet)
+        return ops->resnet_forward_range(cm->resnet, params, first, last, host_x, batch, host_y,
+                                         err, errlen);
     if (cm->lenet)
         return ops->lenet_forward_range(cm->lenet, params, first, last, host_x, batch, host_y, err,
                                         errlen);
@@ -185,6 +194,9 @@ static int cuda_model_backward_range(struct kern_model *m, const float *params, 
     (void)host_x;
     const struct kern_cuda_ops *ops = ops_of(m->ctx);
     struct cuda_model *cm = m->impl;
+    if (cm->resnet)
+        return ops->resnet_backward_range(cm->resnet, params, first, last, host_dy, batch, host_dx,
+                                          grad, err, errlen);
     if (cm->lenet)
         return ops->lenet_backward_range(cm->lenet, params, first, last, host_dy, batch, host_dx,
                                          grad, err, errlen);
@@ -201,6 +213,8 @@ static int cuda_model_open(struct kern_model *m, int max_batch, char *err, size_
     int rc;
     if (m->spec->arch == MODEL_ARCH_LENET) {
         rc = ops->lenet_create(gpu_of(m->ctx), &cm->lenet, err, errlen);
+    } else if (m->spec->arch == MODEL_ARCH_RESNET) {
+        rc = ops->resnet_create(gpu_of(m->ctx), m->spec, &cm->resnet, err, errlen);
     } else {
         struct kern_cuda_dense_spec dense = {m->spec->n_sizes, m->spec->sizes};
         rc = ops->dense_create(gpu_of(m->ctx), &dense, &cm->dense, err, errlen);
@@ -216,6 +230,7 @@ static void cuda_model_close(struct kern_model *m)
     if (!cm) return;
     if (cm->dense) ops_of(m->ctx)->dense_destroy(cm->dense);
     if (cm->lenet) ops_of(m->ctx)->lenet_destroy(cm->lenet);
+    if (cm->resnet) ops_of(m->ctx)->resnet_destroy(cm->resnet);
     free(cm);
 }
 
@@ -369,7 +384,8 @@ static long cuda_optim_steps(const struct kern_optim *o)
 const struct kern_backend kern_cuda_backend = {
     .device = KERN_DEVICE_CUDA,
     .host_memory = 0,
-    .model_archs = MODEL_ARCH_BIT(MODEL_ARCH_DENSE) | MODEL_ARCH_BIT(MODEL_ARCH_LENET),
+    .model_archs = MODEL_ARCH_BIT(MODEL_ARCH_DENSE) | MODEL_ARCH_BIT(MODEL_ARCH_LENET) |
+                   MODEL_ARCH_BIT(MODEL_ARCH_RESNET),
     .ctx_open = cuda_ctx_open,
     .ctx_close = cuda_ctx_close,
     .alloc = cuda_alloc,

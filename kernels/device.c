@@ -34,10 +34,8 @@ static int backend_runs(enum kern_device device, const struct model_spec *parsed
 {
     const struct kern_backend *b = backend_of(device);
     if (b && !(b->model_archs & MODEL_ARCH_BIT(parsed->arch))) {
-        kern_fail(why, whylen,
-                  "model \"%s\": not supported on %s yet (%s runs logreg:IN-OUT, "
-                  "mlp:IN-H1-...-OUT and cnn:lenet; use device \"cpu\")",
-                  spec, kern_device_name(device), kern_device_name(device));
+        kern_fail(why, whylen, "model \"%s\": %s is not supported on %s yet (use device \"cpu\")",
+                  spec, model_arch_name(parsed->arch), kern_device_name(device));
         return 0;
     }
     return 1;

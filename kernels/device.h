@@ -133,10 +133,10 @@ int kern_model_eval(struct kern_model *m, const float *params, const float *host
  * host_dy, host_dx) host memory, as the peer ships them. The model keeps
  * what the backward pass needs on the device, so a pipeline holds one
  * kern_model per micro-batch in flight. host_dx is required when first > 0;
- * grad gets the range's slices only. cuda runs mlp, logreg and cnn:lenet
- * ranges with the kernels of its model_grad (cnn:resnet20 has no cuda
- * model). host_x of the backward is the forward's input again: the cpu
- * reads it (model_backward_range), cuda uses the copy it kept. */
+ * grad gets the range's slices only. cuda runs mlp, logreg, cnn:lenet and
+ * cnn:resnet20 ranges with the kernels of its model_grad. host_x of the
+ * backward is the forward's input again: the cpu reads it
+ * (model_backward_range), cuda uses the copy it kept. */
 int kern_model_forward_range(struct kern_model *m, const float *params, int first, int last,
                              const float *host_x, int batch, float *host_y, char *err,
                              size_t errlen);

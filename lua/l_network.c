@@ -559,11 +559,17 @@ static int draw_instead(lua_State *L, struct l_network *net)
     return lua_yield(L, 0);
 }
 
+/* A positive number of seconds from environment variable name, else fallback. */
+static double env_seconds(const char *name, double fallback)
+{
+    const char *env = getenv(name);
+    double v = env ? atof(env) : 0;
+    return v > 0 ? v : fallback;
+}
+
 static double start_timeout_s(void)
 {
-    const char *env = getenv("HIERNET_START_TIMEOUT");
-    double v = env ? atof(env) : 0;
-    return v > 0 ? v : START_DEADLINE_S;
+    return env_seconds("HIERNET_START_TIMEOUT", START_DEADLINE_S);
 }
 
 static struct netlife *network_life(struct l_network *net)
@@ -599,6 +605,24 @@ static int start_engine(lua_State *L, struct l_network *net, const struct netrun
     return lua_yieldk(L, 0, 0, start_k);
 }
 
+/* A network over machines starts once: its agents, placement and run.json
+ * records are made for one start (a second would need them again). The
+ * line says so, and why the first start ended. */
+static int refuse_second_spread_start(lua_State *L, struct l_network *net)
+{
+    const struct net_error *e = net->life ? netlife_start_error(net->life) : NULL;
+    if (e)
+        return luaL_error(L,
+                          "network '%s': start: a network over machines starts once, and its "
+                          "first start failed (%s): starting it again is not available yet; run "
+                          "the scenario again once that is fixed",
+                          net->topo->name, e->message);
+    return luaL_error(L,
+                      "network '%s': start: a network over machines starts once, and it was "
+                      "started and stopped: starting it again is not available yet",
+                      net->topo->name);
+}
+
 /* net:start(): the engine builds, spawns and shakes hands from the loop;
  * this task waits (other tasks run) and raises its error, once. */
 static int l_net_start(lua_State *L)
@@ -613,11 +637,7 @@ static int l_net_start(lua_State *L)
         return luaL_error(L, "network '%s': start: the network has no nodes", net->topo->name);
     if (rt->draw) return draw_instead(L, net);
     char err[512];
-    if (net->spread)
-        return luaL_error(L,
-                          "network '%s': starting a network over machines again is not "
-                          "available yet",
-                          net->topo->name);
+    if (net->spread) return refuse_second_spread_start(L, net);
     int placed = net->life ? 0 : lnet_place_or_draw(net, err, sizeof err); /* first start only */
     if (placed < 0) return luaL_error(L, "%s", err);
     if (placed > 0) return lnet_agents_ask(L, net, err);
@@ -626,7 +646,9 @@ static int l_net_start(lua_State *L)
 
 int lnet_start_spread(lua_State *L, struct l_network *net, struct agent_group *g)
 {
-    struct netrun_spread spread = {&net->machines, g};
+    /* HIERNET_BUILD_TIMEOUT (seconds) overrides the parts' build deadline */
+    struct netrun_spread spread = {&net->machines, g,
+                                   env_seconds("HIERNET_BUILD_TIMEOUT", NETRUN_BUILD_TIMEOUT_S)};
     net->spread = true;
     return start_engine(L, net, &spread);
 }

@@ -224,22 +224,44 @@ static int node_request(lua_State *L, struct l_node *n, const char *method, int 
 
 /* ---- node failures ---- */
 
-/* node:kill(): the node crashes: its peer is SIGKILLed and its programs
- * too; calls to it fail until node:restart(). */
-static int l_node_kill(lua_State *L)
+/* The kill done: logged, and the "kill" listeners run (node at 1). */
+static int node_killed(lua_State *L, struct l_node *n)
 {
-    struct l_node *n = lnet_check_node(L, 1);
-    const char *name = n->net->topo->nodes[n->index].name;
-    char err[512];
-    node_client(L, n, "kill");
-    if (netlife_node_kill(n->net->life, n->index, err, sizeof err) < 0)
-        return luaL_error(L, "node '%s': kill: %s", name, err);
-    hn_logf(n->net->rt, "node '%s': killed", name);
+    hn_logf(n->net->rt, "node '%s': killed", n->net->topo->nodes[n->index].name);
     lua_settop(L, 1);
     lua_getiuservalue(L, 1, 1); /* the network */
     lua_pushvalue(L, 1);
     lnet_fire(L, n->net, 2, "kill", 1);
     return 0;
+}
+
+static int kill_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status, (void)ctx;
+    if (!lua_toboolean(L, -2)) return luaL_error(L, "%s", lua_tostring(L, -1));
+    return node_killed(L, lnet_check_node(L, 1));
+}
+
+/* node:kill(): the node crashes: its peer is SIGKILLed and its programs
+ * too; calls to it fail until node:restart(). A node of another machine:
+ * the task waits for its agent's answer, and its refusal is an error
+ * naming the node and the machine (as link:set's is). */
+static int l_node_kill(lua_State *L)
+{
+    struct l_node *n = lnet_check_node(L, 1);
+    node_client(L, n, "kill");
+    struct call *c = calloc(1, sizeof *c);
+    if (!c)
+        return luaL_error(L, "node '%s': kill: out of memory", n->net->topo->nodes[n->index].name);
+    *c = (struct call){n->net->rt->sched, {0, 0}, "node", "", "kill", NULL, -1};
+    snprintf(c->node, sizeof c->node, "%s", n->net->topo->nodes[n->index].name);
+    lua_settop(L, 1);
+    if (netlife_node_kill(n->net->life, n->index, on_call_reply, c) == 0) {
+        free(c);
+        return node_killed(L, n);
+    }
+    c->tok = sched_suspend(L);
+    return lua_yieldk(L, 0, 0, kill_k);
 }
 
 /* node:restart(): a fresh peer (no tensors) in the same node; returns once it answers. */

@@ -175,14 +175,12 @@ static bool send_run(struct command_job *j, struct send_params *p)
     return part != NULL;
 }
 
-/* A snapshot of the whole tensor, by reference, is brief. A range stays on
- * the worker: run here, lua.overlap_exact's ring all-reduce of 2 workers
- * with gradient buckets ended on a model that changed from run to run in
- * its last bits, an ordering with the range sends that is not understood
- * yet (docs/design-notes.md "Time dilation and the overload account"). */
+/* A snapshot by reference is brief; a range is copied (read and write).
+ * Run here or on the worker, its transfer is handed to the data plane in
+ * command order (worker.c on_wakeup), which a ring's waits rely on. */
 static bool send_brief(struct command_job *j, const struct send_params *p)
 {
-    return !p->range.set && !p->has_at;
+    return !p->range.set || cmd_brief_elements(p->range.count, 2);
 }
 
 /* ---- send: transfers (loop thread) ---- */

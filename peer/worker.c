@@ -279,17 +279,30 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Delivers finished jobs on the loop thread, oldest first. */
+/* Delivers the jobs finished at the wake-up on the loop thread, oldest
+ * first, one at a time: each stays in `finished` until its done is called,
+ * so while an earlier one's done runs (and starts the next command of its
+ * batch) the later ones count as not delivered (worker_idle), and no job
+ * the loop runs itself (worker_run_here) overtakes their done. Taken out
+ * all at once, a send queued on the worker handed its transfer to the data
+ * plane after that of a send the loop ran behind it: two transfers to one
+ * peer crossed, and a ring's wait took one bucket's data for another's
+ * (lua.overlap_exact). Jobs finished meanwhile wait for their own wake-up,
+ * as before, so that the loop goes back to its other watchers between. */
 static void on_wakeup(EV_P_ ev_async *watcher, int revents)
 {
     struct worker *w = watcher->data;
     pthread_mutex_lock(&w->lock);
-    struct fifo finished = w->finished;
-    w->finished = (struct fifo){0};
+    const struct fifo_link *last = w->finished.tail; /* alive until its done */
     pthread_mutex_unlock(&w->lock);
-    struct worker_job *job;
-    while ((job = queue_pop(&finished)))
+    for (bool more = last != NULL; more;) {
+        pthread_mutex_lock(&w->lock);
+        struct worker_job *job = queue_pop(&w->finished);
+        pthread_mutex_unlock(&w->lock);
+        if (!job) return;
+        more = &job->link != last;
         job->done(job, false);
+    }
 }
 
 static int worker_init_sync(struct worker *w)

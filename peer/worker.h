@@ -136,7 +136,9 @@ void worker_submit_held(struct worker *w, struct worker_job *job);
  * (dilation / speed <= 1) has no slack to hide it in: every such wake-up
  * moved the emulated end. worker_claim says whether that is the case now:
  * the worker is idle (nothing running, queued, or finished and not
- * delivered; holder: the job is the holding gate's own, worker_submit_held)
+ * delivered, those of the wake-up being delivered included, so that a job
+ * run here cannot overtake their done, e.g. a send's, which hands its
+ * transfer to the data plane; holder: the job is the holding gate's own, worker_submit_held)
  * and its budget cannot outlast the job's CPU time (a CPU device at
  * dilation <= speed, so running it needs no wait afterwards). When true the
  * worker is claimed: call worker_run_here, or worker_unclaim to submit the

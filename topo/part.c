@@ -1,6 +1,8 @@
 /* part.c — one machine's part of a network (see part.h). */
 #include "topo/part.h"
 
+#include "proto/linkd_methods.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +64,38 @@ int topo_part_check_underlay(const struct topo_part *part, char *err, size_t err
         return -1;
     }
     return 0;
+}
+
+int topo_part_check_ports(const struct topo_part *part, char *err, size_t errlen)
+{
+    const struct topo_network *net = part->net;
+    if (!net || net->backend == TOPO_BACKEND_KERNEL || net->backend == TOPO_BACKEND_NONE) return 0;
+    long *owner = malloc(LINKD_UNDERLAY_PORTS * sizeof *owner); /* per port: its link, or -1 */
+    if (!owner) return snprintf(err, errlen, "out of memory"), -1;
+    for (size_t p = 0; p < LINKD_UNDERLAY_PORTS; p++)
+        owner[p] = -1;
+    int rc = 0;
+    for (size_t l = 0; rc == 0 && l < net->n_links; l++) {
+        if (!net->links[l].vni) continue;
+        unsigned port = LINKD_UNDERLAY_PORT(net->links[l].vni);
+        long *o = &owner[port - LINKD_UNDERLAY_PORT_BASE];
+        if (*o < 0) {
+            *o = (long)l;
+            continue;
+        }
+        char a[80], b[80];
+        topo_link_describe(net, &net->links[*o], a, sizeof a);
+        topo_link_describe(net, &net->links[l], b, sizeof b);
+        snprintf(err, errlen,
+                 "network '%s': cut links %s and %s would both use UDP port %u on machine %s "
+                 "(the user backend carries a cut link on port %d + VNI mod %d: at most %d cut "
+                 "links per machine; use backend 'kernel' or fewer cut links)",
+                 net->name, a, b, port, part->machine, LINKD_UNDERLAY_PORT_BASE,
+                 LINKD_UNDERLAY_PORTS, LINKD_UNDERLAY_PORTS);
+        rc = -1;
+    }
+    free(owner);
+    return rc;
 }
 
 size_t topo_part_local_nodes(const struct topo_part *part)

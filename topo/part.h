@@ -86,5 +86,12 @@ uint32_t topo_part_underlay_delay_us(int64_t min_rtt_ns);
  * that does not and both figures. A link of no delay (0) is not refused:
  * it asked for none and gets the underlay's (the log and run.json show it). */
 int topo_part_check_underlay(const struct topo_part *part, char *err, size_t errlen);
+/* hiernet-linkd carries a cut link over UDP port LINKD_UNDERLAY_PORT(vni)
+ * (proto/linkd_methods.h): two cut links of one machine whose VNIs are
+ * LINKD_UNDERLAY_PORTS apart would share it (past 8,192 cut links on a
+ * machine). A part whose backend may be the user one (user, auto) with such
+ * a pair: -1 with one line naming both links, the port and the machine;
+ * the kernel backend's VXLAN devices share one port and are not limited. */
+int topo_part_check_ports(const struct topo_part *part, char *err, size_t errlen);
 /* Nodes of the part that are the machine's own (not remote). */
 size_t topo_part_local_nodes(const struct topo_part *part);

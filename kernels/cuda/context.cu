@@ -227,6 +227,12 @@ static const struct kern_cuda_ops ops = {
     kern_cuda_lenet_forward_range,
     kern_cuda_lenet_backward_range,
     kern_cuda_optim_step,
+    kern_cuda_resnet_create,
+    kern_cuda_resnet_destroy,
+    kern_cuda_resnet_reserve,
+    kern_cuda_resnet_run,
+    kern_cuda_resnet_forward_range,
+    kern_cuda_resnet_backward_range,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct kern_cuda_ops *hiernet_cuda_ops(void)

@@ -17,13 +17,15 @@
 extern "C" {
 #endif
 
-#define KERN_CUDA_ABI 3
+#define KERN_CUDA_ABI 4
 #define KERN_CUDA_ENTRY "hiernet_cuda_ops"
 #define KERN_CUDA_MODULE_NAME "libhiernet_cuda.so"
 
-struct kern_cuda_ctx;   /* one GPU: stream, cuBLAS handle, reduction scratch */
-struct kern_cuda_dense; /* a dense-stack model's device workspace */
-struct kern_cuda_lenet; /* a cnn:lenet model's device workspace */
+struct kern_cuda_ctx;    /* one GPU: stream, cuBLAS handle, reduction scratch */
+struct kern_cuda_dense;  /* a dense-stack model's device workspace */
+struct kern_cuda_lenet;  /* a cnn:lenet model's device workspace */
+struct kern_cuda_resnet; /* a cnn:resnet20 model's device workspace */
+struct model_spec;       /* kernels/model_spec.h: a parsed layer table */
 
 enum kern_cuda_copy { KERN_CUDA_TO_DEVICE, KERN_CUDA_TO_HOST, KERN_CUDA_ON_DEVICE };
 
@@ -116,6 +118,27 @@ struct kern_cuda_ops {
     int (*optim_step)(struct kern_cuda_ctx *c, const struct kern_cuda_optim_step *step,
                       float *params, const float *grad, float *first, float *second, size_t n,
                       char *err, size_t errlen);
+
+    /* cnn:resnet20 (kernels/model.h: layers, flat parameter layout with the
+     * batch norms' running statistics in its tail): the model runs the
+     * rows of spec's layer table (copied; the caller's may go). The same
+     * calls as lenet's; run with grad writes the batch statistics in
+     * grad's tail as model_grad does and without grad (evaluation)
+     * normalises by the running statistics in params; a backward_range
+     * writes its rows' batch statistics too. */
+    int (*resnet_create)(struct kern_cuda_ctx *c, const struct model_spec *spec,
+                         struct kern_cuda_resnet **out, char *err, size_t errlen);
+    void (*resnet_destroy)(struct kern_cuda_resnet *n);
+    int (*resnet_reserve)(struct kern_cuda_resnet *n, int batch, char *err, size_t errlen);
+    int (*resnet_run)(struct kern_cuda_resnet *n, const float *params, const float *host_x,
+                      const int32_t *host_labels, int batch, float *grad, double *loss_sum,
+                      size_t *correct, char *err, size_t errlen);
+    int (*resnet_forward_range)(struct kern_cuda_resnet *n, const float *params, int first,
+                                int last, const float *host_x, int batch, float *host_y, char *err,
+                                size_t errlen);
+    int (*resnet_backward_range)(struct kern_cuda_resnet *n, const float *params, int first,
+                                 int last, const float *host_dy, int batch, float *host_dx,
+                                 float *grad, char *err, size_t errlen);
 };
 
 typedef const struct kern_cuda_ops *(*kern_cuda_entry_fn)(void);

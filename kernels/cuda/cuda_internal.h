@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cuda/conv_pass.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/kern_error.h"
 
@@ -82,6 +83,18 @@ struct kern_cuda_exec {
                 double *row_loss, int *row_hit);
 };
 
+/* lenet.cu: the executor of conv_pass.cuh's operations (im2col, col2im,
+ * per-channel bias), which lenet.cu and resnet.cu extend with their own. */
+struct kern_cuda_conv_exec : kern_cuda_exec {
+    kern_cuda_conv_exec(struct kern_cuda_ctx *ctx, char *e, size_t elen)
+        : kern_cuda_exec(ctx, e, elen)
+    {
+    }
+    int im2col(const struct kern_conv_shape &s, const float *in, int batch, float *col);
+    int col2im(const struct kern_conv_shape &s, const float *col, int batch, float *dx);
+    int bias_relu_planes(float *y, int channels, size_t plane, const float *b, int relu);
+};
+
 /* A model's workspace: one device block, carved into the model's buffers by
  * its layout function, and host staging for the per-row losses and hits
  * read back after a pass. It grows to the largest batch seen, never
@@ -151,6 +164,21 @@ int kern_cuda_lenet_forward_range(struct kern_cuda_lenet *n, const float *params
 int kern_cuda_lenet_backward_range(struct kern_cuda_lenet *n, const float *params, int first,
                                    int last, const float *host_dy, int batch, float *host_dx,
                                    float *grad, char *err, size_t errlen);
+
+/* resnet.cu */
+int kern_cuda_resnet_create(struct kern_cuda_ctx *c, const struct model_spec *spec,
+                            struct kern_cuda_resnet **out, char *err, size_t errlen);
+void kern_cuda_resnet_destroy(struct kern_cuda_resnet *n);
+int kern_cuda_resnet_reserve(struct kern_cuda_resnet *n, int batch, char *err, size_t errlen);
+int kern_cuda_resnet_run(struct kern_cuda_resnet *n, const float *params, const float *host_x,
+                         const int32_t *host_labels, int batch, float *grad, double *loss_sum,
+                         size_t *correct, char *err, size_t errlen);
+int kern_cuda_resnet_forward_range(struct kern_cuda_resnet *n, const float *params, int first,
+                                   int last, const float *host_x, int batch, float *host_y,
+                                   char *err, size_t errlen);
+int kern_cuda_resnet_backward_range(struct kern_cuda_resnet *n, const float *params, int first,
+                                    int last, const float *host_dy, int batch, float *host_dx,
+                                    float *grad, char *err, size_t errlen);
 
 /* optim.cu */
 int kern_cuda_optim_step(struct kern_cuda_ctx *c, const struct kern_cuda_optim_step *step,

@@ -1,7 +1,8 @@
 /* cuda/lenet.cu — cnn:lenet on the GPU: the passes of lenet_pass.cuh run by
  * dense.cu's executor (cuBLAS SGEMM/SGEMV, bias, ReLU, softmax) extended
- * with grid-stride kernels for im2col, col2im, per-channel bias, 2x2 max
- * pooling and flattening, each over an element function of lenet_pass.cuh.
+ * with grid-stride kernels for im2col, col2im and per-channel bias (the
+ * convolution executor of conv_pass.cuh, which resnet.cu shares), 2x2 max
+ * pooling and flattening, each over an element function of the .cuh.
  * Owns each model's device workspace (one cudaMalloc block: activations,
  * pooling argmax, im2col columns, activation gradients) and host staging
  * for the per-row losses; both are freed by kern_cuda_lenet_destroy. */
@@ -73,33 +74,38 @@ __global__ void kern_unflatten_kernel(const float *dy, int batch, int channels, 
         dx[kern_flatten_source(batch, channels, plane, t)] = dy[t];
 }
 
-/* ---- the executor of lenet_pass.cuh ---- */
+/* ---- the executors of conv_pass.cuh (cuda_internal.h) and lenet_pass.cuh ---- */
 
-struct lenet_exec : kern_cuda_exec {
-    lenet_exec(struct kern_cuda_ctx *ctx, char *e, size_t elen) : kern_cuda_exec(ctx, e, elen) {}
+int kern_cuda_conv_exec::im2col(const struct kern_conv_shape &s, const float *in, int batch,
+                                float *col)
+{
+    size_t n = kern_conv_patch(s) * batch * kern_conv_plane(s);
+    kern_im2col_kernel<<<kern_cuda_blocks(n), KERN_CUDA_THREADS, 0, c->stream>>>(s, in, batch, col,
+                                                                                 n);
+    return kern_cuda_launched("im2col", err, errlen);
+}
 
-    int im2col(const struct kern_conv_shape &s, const float *in, int batch, float *col)
+int kern_cuda_conv_exec::col2im(const struct kern_conv_shape &s, const float *col, int batch,
+                                float *dx)
+{
+    size_t n = (size_t)s.in_c * batch * s.in_h * s.in_w;
+    kern_col2im_kernel<<<kern_cuda_blocks(n), KERN_CUDA_THREADS, 0, c->stream>>>(s, col, batch, dx,
+                                                                                 n);
+    return kern_cuda_launched("col2im", err, errlen);
+}
+
+int kern_cuda_conv_exec::bias_relu_planes(float *y, int channels, size_t plane, const float *b,
+                                          int relu)
+{
+    size_t n = (size_t)channels * plane;
+    kern_bias_relu_planes_kernel<<<kern_cuda_blocks(n), KERN_CUDA_THREADS, 0, c->stream>>>(
+        y, channels, plane, b, relu);
+    return kern_cuda_launched("conv bias", err, errlen);
+}
+
+struct lenet_exec : kern_cuda_conv_exec {
+    lenet_exec(struct kern_cuda_ctx *ctx, char *e, size_t elen) : kern_cuda_conv_exec(ctx, e, elen)
     {
-        size_t n = kern_conv_patch(s) * batch * kern_conv_plane(s);
-        kern_im2col_kernel<<<kern_cuda_blocks(n), KERN_CUDA_THREADS, 0, c->stream>>>(s, in, batch,
-                                                                                     col, n);
-        return kern_cuda_launched("im2col", err, errlen);
-    }
-
-    int col2im(const struct kern_conv_shape &s, const float *col, int batch, float *dx)
-    {
-        size_t n = (size_t)s.in_c * batch * s.in_h * s.in_w;
-        kern_col2im_kernel<<<kern_cuda_blocks(n), KERN_CUDA_THREADS, 0, c->stream>>>(s, col, batch,
-                                                                                     dx, n);
-        return kern_cuda_launched("col2im", err, errlen);
-    }
-
-    int bias_relu_planes(float *y, int channels, size_t plane, const float *b, int relu)
-    {
-        size_t n = (size_t)channels * plane;
-        kern_bias_relu_planes_kernel<<<kern_cuda_blocks(n), KERN_CUDA_THREADS, 0, c->stream>>>(
-            y, channels, plane, b, relu);
-        return kern_cuda_launched("conv bias", err, errlen);
     }
 
     int pool_forward(const struct kern_pool_shape &s, const float *x, int batch, float *y,

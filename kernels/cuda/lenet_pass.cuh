@@ -5,18 +5,15 @@
  * they are checked against kernels/cpu/model.c without a GPU.
  *
  * Same semantics and layout as kernels/cpu/model.c: activations between
- * convolution layers are channel-major C x B x H x W; im2col builds
- * col[K][B*OH*OW] with K = C*k*k rows in (c, ky, kx) order and the GEMM
- * W[COUT][K] x col writes the output map in place; 2x2 max pooling sends each
+ * convolution layers are channel-major C x B x H x W; the convolutions are
+ * conv_pass.cuh's (im2col + GEMM); 2x2 max pooling sends each
  * gradient to the first input of its window (in the order x00, x01, x10,
  * x11) equal to the max, and applies the ReLU mask of the convolution below
  * (no gradient where the max is 0); the 16x5x5 map enters the first dense
  * layer flattened as c * 25 + y * 5 + x.
  *
- * E provides, besides dense_pass.cuh's operations, each returning 0 or -1:
- *   im2col(conv, in, batch, col)        col[t] = kern_im2col_value(conv, in, batch, t)
- *   col2im(conv, col, batch, dx)        dx[t] = kern_col2im_value(conv, col, batch, t)
- *   bias_relu_planes(y, channels, n, b, relu)   y[i] = kern_bias_relu(y[i], b[i / n], relu)
+ * E provides, besides dense_pass.cuh's and conv_pass.cuh's operations, each
+ * returning 0 or -1:
  *   pool_forward(pool, x, batch, y, argmax)     kern_pool_max per output
  *   pool_backward(pool, dy, y, argmax, batch, relu_below, dx)  kern_pool_grad per input
  *   flatten(x, batch, channels, plane, y)       y[t] = x[kern_flatten_source(...)]
@@ -26,15 +23,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cuda/conv_pass.cuh"
 #include "kernels/cuda/dense_pass.cuh"
 #include "kernels/elementwise.h"
-
-struct kern_conv_shape {
-    int in_c, in_h, in_w;
-    int out_c, out_h, out_w;
-    int kernel, pad;
-    size_t weight, bias; /* offsets in the flat parameters */
-};
 
 /* 2x2 windows, stride 2, odd trailing rows and columns dropped. */
 struct kern_pool_shape {
@@ -64,32 +55,6 @@ struct kern_lenet_buffers {
     float *dinput;      /* capacity x delta_per_sample: d loss / d a layer range's input */
     struct kern_dense_buffers dense;
 };
-
-KERN_HD size_t kern_conv_patch(const struct kern_conv_shape &c)
-{
-    return (size_t)c.in_c * c.kernel * c.kernel;
-}
-
-KERN_HD size_t kern_conv_plane(const struct kern_conv_shape &c)
-{
-    return (size_t)c.out_h * c.out_w;
-}
-
-static inline void kern_conv_shape_build(struct kern_conv_shape *c, int in_c, int in_h, int in_w,
-                                         int out_c, int kernel, int pad, size_t *params)
-{
-    c->in_c = in_c;
-    c->in_h = in_h;
-    c->in_w = in_w;
-    c->out_c = out_c;
-    c->kernel = kernel;
-    c->pad = pad;
-    c->out_h = in_h + 2 * pad - kernel + 1;
-    c->out_w = in_w + 2 * pad - kernel + 1;
-    c->weight = *params;
-    c->bias = *params + kern_conv_patch(*c) * out_c;
-    *params = c->bias + (size_t)out_c;
-}
 
 static inline void kern_pool_shape_build(struct kern_pool_shape *p, const struct kern_conv_shape &c)
 {
@@ -141,45 +106,6 @@ static inline void kern_lenet_layout_build(struct kern_lenet_layout *l)
 
 /* ---- element functions (one GPU thread each) ---- */
 
-/* Element t of col[K][batch * OH * OW]: row (c, ky, kx), column (b, oy, ox)
- * holds input pixel (oy + ky - pad, ox + kx - pad) of plane (c, b), zero
- * outside the image (model.c's im2col). */
-KERN_HD float kern_im2col_value(const struct kern_conv_shape &c, const float *in, int batch,
-                                size_t t)
-{
-    size_t plane = kern_conv_plane(c), cols = (size_t)batch * plane;
-    int row = (int)(t / cols), k = c.kernel;
-    size_t j = t % cols, b = j / plane, p = j % plane;
-    int ch = row / (k * k), ky = row / k % k, kx = row % k;
-    int iy = (int)(p / c.out_w) + ky - c.pad, ix = (int)(p % c.out_w) + kx - c.pad;
-    if (iy < 0 || iy >= c.in_h || ix < 0 || ix >= c.in_w) return 0.0f;
-    return in[((size_t)ch * batch + b) * c.in_h * c.in_w + (size_t)iy * c.in_w + ix];
-}
-
-/* Element t of dx (C x batch x H x W): the sum of the col entries im2col
- * copied pixel t into, added in (ky, kx) order from 0 as model.c's col2im
- * does, so the result is the CPU's to the bit. */
-KERN_HD float kern_col2im_value(const struct kern_conv_shape &c, const float *col, int batch,
-                                size_t t)
-{
-    size_t image = (size_t)c.in_h * c.in_w, plane = kern_conv_plane(c);
-    size_t cols = (size_t)batch * plane, ch = t / ((size_t)batch * image);
-    size_t b = t / image % batch, p = t % image;
-    int iy = (int)(p / c.in_w), ix = (int)(p % c.in_w), k = c.kernel;
-    float sum = 0.0f;
-    for (int ky = 0; ky < k; ky++) {
-        int oy = iy - ky + c.pad;
-        if (oy < 0 || oy >= c.out_h) continue;
-        for (int kx = 0; kx < k; kx++) {
-            int ox = ix - kx + c.pad;
-            if (ox < 0 || ox >= c.out_w) continue;
-            size_t row = ch * k * k + (size_t)ky * k + kx;
-            sum += col[row * cols + b * plane + (size_t)oy * c.out_w + ox];
-        }
-    }
-    return sum;
-}
-
 /* Output o of the pooling over C x batch planes: y[o] and which of the
  * window's inputs (0: x00, 1: x01, 2: x10, 3: x11) is the first equal to
  * it, model.c's pool_forward and the choice its pool_backward makes. */
@@ -216,45 +142,6 @@ KERN_HD size_t kern_flatten_source(int batch, int channels, size_t plane, size_t
 {
     size_t row = (size_t)channels * plane, b = t / row, f = t % row;
     return (f / plane * batch + b) * plane + f % plane;
-}
-
-/* ---- passes ---- */
-
-template <class E>
-int kern_conv_forward(E &e, const struct kern_conv_shape &c, const float *params, const float *in,
-                      float *col, float *y, int batch)
-{
-    int n = batch * (int)kern_conv_plane(c), patch = (int)kern_conv_patch(c);
-    /* y[COUT][n] = W[COUT][patch] col[patch][n] */
-    if (e.im2col(c, in, batch, col) < 0 ||
-        kern_gemm_rowmajor(e, 0, 0, c.out_c, n, patch, 1.0f, params + c.weight, patch, col, n, 0.0f,
-                           y, n) < 0)
-        return -1;
-    return e.bias_relu_planes(y, c.out_c, (size_t)n, params + c.bias, 1);
-}
-
-/* dy: d loss / d output, already ReLU-masked (by the pooling above). col
- * is rebuilt from in, then receives d col when dx is wanted. */
-template <class E>
-int kern_conv_backward(E &e, const struct kern_conv_shape &c, const float *params, const float *in,
-                       const float *dy, const float *ones, float *col, float *grad, float *dx,
-                       int batch)
-{
-    int n = batch * (int)kern_conv_plane(c), patch = (int)kern_conv_patch(c);
-    /* db = row sums of dy[COUT][n]: column-major n x COUT, transposed, times ones */
-    if (e.gemv_colmajor(1, n, c.out_c, 1.0f, dy, n, ones, 0.0f, grad + c.bias) < 0 ||
-        e.im2col(c, in, batch, col) < 0)
-        return -1;
-    /* dW[COUT][patch] = dy[COUT][n] col[patch][n]^T */
-    if (kern_gemm_rowmajor(e, 0, 1, c.out_c, patch, n, 1.0f, dy, n, col, n, 0.0f, grad + c.weight,
-                           patch) < 0)
-        return -1;
-    if (!dx) return 0;
-    /* d col[patch][n] = W[COUT][patch]^T dy[COUT][n] */
-    if (kern_gemm_rowmajor(e, 1, 0, patch, n, c.out_c, 1.0f, params + c.weight, patch, dy, n, 0.0f,
-                           col, n) < 0)
-        return -1;
-    return e.col2im(c, col, batch, dx);
 }
 
 /* ---- layers: the rows of kernels/model_spec.c's cnn:lenet table ----

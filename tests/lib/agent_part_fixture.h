@@ -1,6 +1,7 @@
 /* agent_part_fixture.h — what the drivers of a real agent over pipes
  * (netns.agent_build, netns.agent_ops) share: the network h1 - s1 - h2
- * (kernel backend, addressed), its part placed wholly on m1 in wire form,
+ * (kernel backend, addressed), its part placed wholly on m1 in wire form
+ * (or m1's part of a network over m1 and m2),
  * hello, and a peer's pid from the part's registry entry. Header only
  * (static functions); owns nothing past a call. */
 #pragma once
@@ -33,21 +34,26 @@ static inline struct topo_network *agent_fixture_network(char *err, size_t errle
     return net;
 }
 
-/* m1's part of net (all of it) for run, encoded into out; frees net. */
-static inline int agent_fixture_part(struct topo_network *net, const char *run, uint32_t vni_base,
-                                     msgpack_sbuffer *out, char *err, size_t errlen)
+/* m1's part of net for run over n_machines machines (1 or 2: m1 at
+ * 127.0.0.1, m2 at 127.0.0.2; pin nodes with their host field), encoded
+ * into out; frees net. */
+static inline int agent_fixture_part_over(struct topo_network *net, const char *run,
+                                          uint32_t vni_base, size_t n_machines,
+                                          msgpack_sbuffer *out, char *err, size_t errlen)
 {
     struct topo_routing routing = {0};
     struct topo_machines machines = {0};
     struct topo_placement placement = {0};
     struct topo_part part = {0};
-    uint32_t underlay[1] = {0x7f000001};
+    uint32_t underlay[2] = {0x7f000001, 0x7f000002};
     uint8_t secret[TOPO_PART_SECRET_SIZE] = {7};
     struct topo_part_plan plan = {run, &placement, &machines, underlay, vni_base, secret, NULL};
     msgpack_packer pk;
     msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
     int rc = net && topo_routing_compute(net, &routing, err, errlen) == 0 &&
                      topo_machines_add(&machines, "m1", "127.0.0.1", 1, err, errlen) == 0 &&
+                     (n_machines < 2 ||
+                      topo_machines_add(&machines, "m2", "127.0.0.2", 1, err, errlen) == 0) &&
                      topo_placement_compute(net, &machines, &placement, err, errlen) == 0 &&
                      topo_part_make(net, &routing, &plan, 0, &part, err, errlen) == 0 &&
                      topo_part_encode(&part, &pk)
@@ -59,6 +65,13 @@ static inline int agent_fixture_part(struct topo_network *net, const char *run, 
     topo_routing_free(&routing);
     topo_network_free(net);
     return rc;
+}
+
+/* m1's part of net (all of it) for run, encoded into out; frees net. */
+static inline int agent_fixture_part(struct topo_network *net, const char *run, uint32_t vni_base,
+                                     msgpack_sbuffer *out, char *err, size_t errlen)
+{
+    return agent_fixture_part_over(net, run, vni_base, 1, out, err, errlen);
 }
 
 /* hello as m1 of run, answered without error within timeout_ms. */

@@ -12,7 +12,10 @@
 --   * ring all-reduce with 3 workers, and halving-doubling, tree and
 --     hierarchical with 4, end on the same model to float tolerance: the
 --     schedules' chunks are cut per bucket, so an element's addends are
---     summed in another order (rounding only);
+--     summed in another order (rounding only), and on the same model bit
+--     for bit when run again (every sum in an order fixed by the schedule:
+--     a peer's sends to one peer arrive in the batch's order, whichever
+--     thread took their snapshots);
 --   * the peer's timing by profile: grad_ms, the plan's buckets, a grad
 --     ending no sooner than its first bucket and the last no sooner than
 --     the whole step (lower bounds only: the worker pads, never cuts);
@@ -140,6 +143,9 @@ local function compare(family, n, o, exact)
     local worst = 0
     for e = 1, #base do worst = math.max(worst, math.abs(base[e] - over[e])) end
     T.le(worst, 2e-5, what .. ": |overlap - none|")
+    -- rounding, but the same from run to run: every sum in a fixed order
+    local again = train(family, n, T.with(o, { model = DATA_MLP, overlap = true, bucket_mb = 0.0002 }))
+    R.same_bits(over, again, what .. ": overlap, run again")
   end
   hn.log(what .. ": same model with and without overlap")
 end

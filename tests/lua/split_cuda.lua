@@ -1,5 +1,6 @@
--- forward{} and backward{} on a cuda node: the parts' gradients of mlp and
--- cnn:lenet, split in 2 and 3 parts over a cuda node and two cpu nodes,
+-- forward{} and backward{} on a cuda node: the parts' gradients of mlp,
+-- cnn:lenet and cnn:resnet20 (batch statistics in the tail), split in 2
+-- and 3 parts over a cuda node and two cpu nodes,
 -- with the cuda node running each part in turn (the first, reading the
 -- data; a middle one; the last, starting from the loss), equal the cuda
 -- node's own grad{} (cuBLAS) to 1e-4 of the largest element. A cuda node
@@ -45,6 +46,8 @@ end
 for _, case in ipairs({
   { "mlp:784-32-16-10", { { { 1, 1 }, { 2, 3 } }, { { 1, 1 }, { 2, 2 }, { 3, 3 } } } },
   { "cnn:lenet", { { { 1, 4 }, { 5, 8 } }, { { 1, 2 }, { 3, 5 }, { 6, 8 } } } },
+  -- before stage 2's downsampling block; after the stem, before the pool
+  { "cnn:resnet20", { { { 1, 17 }, { 18, 49 } }, { { 1, 2 }, { 3, 47 }, { 48, 49 } } } },
 }) do
   local arch, cuts = case[1], case[2]
   for _, parts in ipairs(cuts) do

@@ -5,10 +5,10 @@
  * It exports the same hiernet_cuda_ops table (same ABI number and size, so
  * kernels/device_probe.c loads it through $HIERNET_CUDA_MODULE like the real one)
  * and computes on the CPU: vectors with kernels/cpu/vec.c, models (dense
- * stacks and cnn:lenet) with kernels/cpu/model.c, optimizer steps with the element functions the
- * GPU kernels use (kernels/elementwise.h). So a "cuda" context or peer runs every CUDA code
- * path of kernels/cuda_backend.c and of the peer, with results that can be compared with the cpu
- * ones.
+ * stacks, cnn:lenet and cnn:resnet20) with kernels/cpu/model.c, optimizer steps with the element
+ * functions the GPU kernels use (kernels/elementwise.h). So a "cuda" context or peer runs every
+ * CUDA code path of kernels/cuda_backend.c and of the peer, with results that can be compared with
+ * the cpu ones.
  *
  * What makes it a test rather than a second CPU backend: "device memory" is a
  * tracked pool. Every buffer this module hands out is registered and
@@ -261,9 +261,9 @@ static int sgemm(struct kern_cuda_ctx *c, int ta, int tb, int m, int n, int k, f
 
 /* ---- models: kernels/cpu/model.c on pool memory ----
  *
- * Dense stacks and cnn:lenet alike wrap the CPU model of the same spec, so
+ * Dense stacks, cnn:lenet and cnn:resnet20 alike wrap the CPU model of the same spec, so
  * the cuda paths of kernels/cuda_backend.c and of the peer see the CPU's results. The GPU
- * passes themselves (dense_pass.cuh, lenet_pass.cuh) are checked against
+ * passes themselves (dense_pass.cuh, lenet_pass.cuh, resnet20_pass.cuh) are checked against
  * that same CPU code by tests/unit/test_cuda_host.cu. */
 
 struct fake_model {
@@ -277,6 +277,10 @@ struct kern_cuda_dense {
 };
 
 struct kern_cuda_lenet {
+    struct fake_model m;
+};
+
+struct kern_cuda_resnet {
     struct fake_model m;
 };
 
@@ -480,6 +484,56 @@ static int lenet_backward_range(struct kern_cuda_lenet *n, const float *params, 
                                errlen);
 }
 
+static int resnet_create(struct kern_cuda_ctx *c, const struct model_spec *spec,
+                         struct kern_cuda_resnet **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    struct kern_cuda_resnet *n = calloc(1, sizeof *n);
+    if (!n) return kern_fail(err, errlen, "fake cuda: out of memory");
+    if (fake_model_create(model_arch_name(spec->arch), &n->m, err, errlen) < 0) {
+        free(n);
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
+static void resnet_destroy(struct kern_cuda_resnet *n)
+{
+    if (!n) return;
+    model_destroy(n->m.model);
+    free(n->m.x);
+    free(n);
+}
+
+static int resnet_reserve(struct kern_cuda_resnet *n, int batch, char *err, size_t errlen)
+{
+    return model_reserve(n->m.model, batch, err, errlen);
+}
+
+static int resnet_run(struct kern_cuda_resnet *n, const float *params, const float *host_x,
+                      const int32_t *host_labels, int batch, float *grad, double *loss_sum,
+                      size_t *correct, char *err, size_t errlen)
+{
+    return fake_model_run(&n->m, params, host_x, host_labels, batch, grad, loss_sum, correct, err,
+                          errlen);
+}
+
+static int resnet_forward_range(struct kern_cuda_resnet *n, const float *params, int first,
+                                int last, const float *host_x, int batch, float *host_y, char *err,
+                                size_t errlen)
+{
+    return fake_forward_range(&n->m, params, first, last, host_x, batch, host_y, err, errlen);
+}
+
+static int resnet_backward_range(struct kern_cuda_resnet *n, const float *params, int first,
+                                 int last, const float *host_dy, int batch, float *host_dx,
+                                 float *grad, char *err, size_t errlen)
+{
+    return fake_backward_range(&n->m, params, first, last, host_dy, batch, host_dx, grad, err,
+                               errlen);
+}
+
 /* ---- optimizers: the GPU kernels' element functions ---- */
 
 static int fake_optim_step(struct kern_cuda_ctx *c, const struct kern_cuda_optim_step *h, float *p,
@@ -542,6 +596,12 @@ static const struct kern_cuda_ops ops = {
     .lenet_forward_range = lenet_forward_range,
     .lenet_backward_range = lenet_backward_range,
     .optim_step = fake_optim_step,
+    .resnet_create = resnet_create,
+    .resnet_destroy = resnet_destroy,
+    .resnet_reserve = resnet_reserve,
+    .resnet_run = resnet_run,
+    .resnet_forward_range = resnet_forward_range,
+    .resnet_backward_range = resnet_backward_range,
 };
 
 __attribute__((visibility("default"))) const struct kern_cuda_ops *hiernet_cuda_ops(void)

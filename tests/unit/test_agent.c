@@ -7,9 +7,9 @@
  * the idle timeout; a bad --idle-timeout is refused naming it; an
  * unreadable stdin ends it with status 1; its stdin's O_NONBLOCK is put
  * back. build's refusals (an error map, proto/agent_wire.h): before
- * hello, params of the wrong type, part bytes that do not decode (naming
- * the field), a second build; a call for a node of no part is dropped
- * (the agent lives on). */
+ * hello (and underlay before hello, refused in a line), params of the wrong type, part bytes that
+ * do not decode (naming the field), a second build; a call for a node of no part is dropped (the
+ * agent lives on). */
 #include "check.h"
 #include "common/clock.h"
 #include "hiernet_version.h"
@@ -335,6 +335,13 @@ static void build_refusals(void)
     agent_start(&a, "10");
     send_build(&a, not_a_part, sizeof not_a_part);
     expect_build_error(&a, "build: before hello");
+    struct msgmap u; /* served before hello, it probed for anyone */
+    msgmap_init(&u);
+    agent_wire_underlay(&u, &(struct agent_underlay){.address = "127.0.0.1"});
+    agent_send(&a, AGENT_UNDERLAY, &u);
+    CHECK(agent_next(&a, &m) && m.kind == PROTO_RESPONSE && m.error->type == MSGPACK_OBJECT_STR);
+    CHECK(m.error->via.str.size == 22 &&
+          !memcmp(m.error->via.str.ptr, "underlay: before hello", 22));
     send_hello(&a, HIERNET_AGENT_VERSION);
     CHECK(agent_next(&a, &m) && m.error->type == MSGPACK_OBJECT_NIL);
     CHECK(agent_pipe_call(&a, 3, "\x94", 1)); /* nothing built: dropped, logged once */

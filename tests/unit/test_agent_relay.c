@@ -9,7 +9,10 @@
  * read any more) while every byte still arrives, in order, once it reads.
  * A restart (agent_relay_restart) gives the node a new client whose calls
  * are not relayed until agent_relay_resume, the old client taking the
- * next `exit`; a resume with an error ends the new client with it. */
+ * next `exit`; a resume with an error ends the new client with it. A
+ * restart that cannot open its new channel (no descriptor left) is
+ * refused and changes nothing: the old client still relays its peer (its
+ * channel was closed first, which left the old peer without one). */
 #include "controller/agent_relay.h"
 #include "check.h"
 #include "proto/agent_wire.h"
@@ -18,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -216,6 +220,32 @@ static void restart_hold(struct fake_agent *a, struct agent_relay *r)
     CHECK_STREQ(n2.error, "machine 'm2': restart: node h2: its new peer did not answer in time");
 }
 
+/* No descriptor left for the new channel: the restart is refused and the
+ * old client, still node 3's, relays its calls as before. */
+static void restart_refused(struct fake_agent *a, struct agent_relay *r, struct peer_client *node,
+                            struct node_probe *p)
+{
+    struct rlimit saved, none;
+    char err[256];
+    int lowest = dup(0); /* the lowest free descriptor: a limit there leaves none */
+    CHECK(lowest >= 0 && getrlimit(RLIMIT_NOFILE, &saved) == 0);
+    close(lowest);
+    none = (struct rlimit){(rlim_t)lowest, saved.rlim_max};
+    CHECK(setrlimit(RLIMIT_NOFILE, &none) == 0);
+    struct peer_client_hooks hooks = {.on_exit = on_node_exit, .ctx = p};
+    struct peer_client *fresh = agent_relay_restart(r, 3, "h2", &hooks, err, sizeof err);
+    CHECK(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+    CHECK(fresh == NULL);
+    CHECK_CONTAINS(err, "socketpair: Too many open files");
+    CHECK(agent_relay_peer(r, 3) == node && !peer_client_closed(node));
+    agent_read(a);
+    size_t before = a->len;
+    CHECK(peer_client_call(node, "ping", NULL, 0, on_reply, p, err, sizeof err) == 0);
+    spin(0.05);
+    agent_read(a);
+    CHECK_MSG(a->len > before, "the old client's call was not relayed after the refusal");
+}
+
 /* A fake agent that does not read: the nodes' ends stop being read. */
 static void backpressure(struct fake_agent *a, struct peer_client *channel,
                          struct peer_client *node, struct node_probe *p)
@@ -300,6 +330,7 @@ int main(void)
     hooks.ctx = &q;
     a->len = 0;
     struct peer_client *again = agent_relay_open(r, 3, "h2", &hooks, err, sizeof err);
+    if (again) restart_refused(a, r, again, &q);
     if (again) backpressure(a, channel, again, &q);
     /* the agent lost: the node ends as killed */
     char left[256];

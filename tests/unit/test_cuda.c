@@ -1,8 +1,9 @@
 /* test_cuda.c — the CUDA kernels (kernels/device.h on a cuda context)
  * against the CPU ones: every vector operation (with lengths past one grid
  * of blocks, ranges, x == y), sgemm in all four transpose combinations with
- * padded leading dimensions, logreg, mlp and cnn:lenet gradients and
- * evaluation against model_grad / model_eval, lenet trained by a few sgd
+ * padded leading dimensions, logreg, mlp, cnn:lenet and cnn:resnet20
+ * gradients (resnet20's with its batch statistics) and evaluation against
+ * model_grad / model_eval, lenet trained by a few sgd
  * steps as on the cpu, layer ranges (a model in 2 and 3 parts, each a
  * kern_model of its own, through kern_model_forward_range / loss /
  * backward_range) against model_grad, and three steps of every optimizer
@@ -249,7 +250,8 @@ static void compare_eval(const char *spec, struct model *ref, float *params, flo
     free(labels);
 }
 
-static void test_model(const char *spec, int batch)
+/* eval_n: samples of the evaluation (more than one chunk of the device's). */
+static void test_model(const char *spec, int batch, size_t eval_n)
 {
     struct model *ref;
     struct kern_model *km;
@@ -270,7 +272,7 @@ static void test_model(const char *spec, int batch)
     compare_grad(spec, ref, params, dparams, km, batch);
     compare_grad(spec, ref, params, dparams, km, batch * 3 + 1); /* the workspace grows */
     compare_grad(spec, ref, params, dparams, km, 1);
-    compare_eval(spec, ref, params, dparams, km, 1000);
+    compare_eval(spec, ref, params, dparams, km, eval_n);
 
     float loss;
     int32_t bad = -1;
@@ -498,16 +500,24 @@ int main(void)
     test_vectors();
     test_sum();
     test_sgemm();
-    test_model("logreg:784-10", 64);
-    test_model("mlp:784-64-32-10", 64);
-    test_model("mlp:5-3-4", 1);
-    test_model("cnn:lenet", 8);
+    test_model("logreg:784-10", 64, 1000);
+    test_model("mlp:784-64-32-10", 64, 1000);
+    test_model("mlp:5-3-4", 1, 1000);
+    test_model("cnn:lenet", 8, 1000);
+    /* 300: past the device's first evaluation chunk, and a short run on
+     * the cpu context (unit.test_cuda_on_cpu) */
+    test_model("cnn:resnet20", 4, 300);
     test_lenet_training();
     static const int mlp2[] = {0, 2}, mlp3[] = {0, 1, 2}, lenet2[] = {0, 5}, lenet3[] = {0, 1, 4};
+    /* resnet20: before stage 2's downsampling block (its shortcut reads
+     * the part's input); after the stem, inside stage 1, before the pool */
+    static const int resnet2[] = {0, 17}, resnet3[] = {0, 7, 47};
     test_range_split("mlp:784-64-32-10", 16, 2, mlp2);
     test_range_split("mlp:784-64-32-10", 16, 3, mlp3);
     test_range_split("cnn:lenet", 8, 2, lenet2);
     test_range_split("cnn:lenet", 8, 3, lenet3);
+    test_range_split("cnn:resnet20", 4, 2, resnet2);
+    test_range_split("cnn:resnet20", 4, 3, resnet3);
     test_spec_refused();
     for (int method = OPTIM_SGD; method <= OPTIM_ADAM; method++) {
         test_optim((enum optim_method)method, 0.0f);

@@ -11,7 +11,12 @@
  * devices; test_optim checks them against hand-computed steps.)
  * The same for cnn:lenet's passes (kernels/cuda/lenet_pass.cuh: im2col,
  * col2im, pooling with argmax, flattening, the dense tail), with a host
- * executor that loops over the element functions lenet.cu's kernels call.
+ * executor that loops over the element functions lenet.cu's kernels call,
+ * and for cnn:resnet20's (kernels/cuda/resnet20_pass.cuh: strided
+ * convolutions, batch norm in training and evaluation mode with the batch
+ * statistics in the gradient's tail, option-A residual adds, average
+ * pooling), whose batch-norm channel functions run here as one lane and
+ * as 4 threads sharing each channel (the GPU's blocks' scheme).
  * Layer ranges (the passes of split learning and pipelines): each model
  * is cut into 2 and 3 parts, each part on buffers of its own as on its own
  * GPU; the parts' outputs and input gradients must match model.c's
@@ -21,6 +26,7 @@
  * What this cannot see (kernel launch geometry, device memory) is
  * test_cuda.c's job on a machine with a GPU. Built only with CUDA. */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +38,7 @@ extern "C" {
 #include "kernels/cuda/dense_pass.cuh"
 #include "kernels/elementwise.h"
 #include "kernels/cuda/lenet_pass.cuh"
+#include "kernels/cuda/resnet20_pass.cuh"
 #include "tests/unit/check.h"
 
 static struct rng rng;
@@ -95,8 +102,8 @@ struct host_exec {
     }
 };
 
-/* lenet_pass.cuh's extra operations: one loop iteration per GPU thread. */
-struct host_lenet_exec : host_exec {
+/* conv_pass.cuh's operations: one loop iteration per GPU thread. */
+struct host_conv_exec : host_exec {
     int im2col(const kern_conv_shape &s, const float *in, int batch, float *col)
     {
         size_t n = kern_conv_patch(s) * batch * kern_conv_plane(s);
@@ -119,7 +126,10 @@ struct host_lenet_exec : host_exec {
             y[i] = kern_bias_relu(y[i], b[i / plane], relu);
         return 0;
     }
+};
 
+/* lenet_pass.cuh's extra operations. */
+struct host_lenet_exec : host_conv_exec {
     int pool_forward(const kern_pool_shape &s, const float *x, int batch, float *y, uint8_t *argmax)
     {
         for (size_t o = 0; o < (size_t)s.channels * batch * s.out_h * s.out_w; o++)
@@ -147,6 +157,152 @@ struct host_lenet_exec : host_exec {
         for (size_t t = 0; t < (size_t)batch * channels * plane; t++)
             dx[kern_flatten_source(batch, channels, plane, t)] = dy[t];
         return 0;
+    }
+};
+
+/* resnet20_pass.cuh's extra operations; a batch norm's channel is one
+ * lane, whose sums are the totals. */
+struct host_resnet_exec : host_conv_exec {
+    int bn_forward(const kern_bn_forward &a)
+    {
+        kern_one_lane sum;
+        for (int c = 0; c < a.channels; c++)
+            kern_bn_forward_channel(a, c, 0, 1, sum);
+        return 0;
+    }
+
+    int bn_backward(const kern_bn_backward &a)
+    {
+        kern_one_lane sum;
+        for (int c = 0; c < a.channels; c++)
+            kern_bn_backward_channel(a, c, 0, 1, sum);
+        return 0;
+    }
+
+    int bn_statistics(int channels, const float *mean, const float *var, double unbias, float *out)
+    {
+        for (int t = 0; t < 2 * channels; t++)
+            out[t] = kern_bn_statistic(mean, var, channels, unbias, t);
+        return 0;
+    }
+
+    int residual_forward(const kern_residual_shape &r, const float *x, const float *skip, int batch,
+                         float *y)
+    {
+        for (size_t t = 0; t < (size_t)r.c * batch * r.h * r.w; t++)
+            y[t] = kern_residual_value(r, x, skip, batch, t);
+        return 0;
+    }
+
+    int residual_backward(const kern_residual_shape &r, const float *y, const float *dy, int batch,
+                          float *dx, float *dskip)
+    {
+        for (size_t u = 0; u < (size_t)r.src_c * batch * r.src_h * r.src_w; u++)
+            dskip[u] = kern_residual_skip_grad(r, y, dy, batch, u);
+        for (size_t t = 0; dx && t < (size_t)r.c * batch * r.h * r.w; t++)
+            dx[t] = kern_relu_mask(dy[t], y[t]);
+        return 0;
+    }
+
+    int add(float *y, const float *x, size_t n)
+    {
+        for (size_t i = 0; i < n; i++)
+            y[i] += x[i];
+        return 0;
+    }
+
+    int avgpool_forward(const kern_avgpool_shape &p, const float *x, int batch, float *y)
+    {
+        for (size_t o = 0; o < (size_t)p.channels * batch; o++)
+            y[o] = kern_avgpool_value(p, x, batch, o);
+        return 0;
+    }
+
+    int avgpool_backward(const kern_avgpool_shape &p, const float *dy, int batch, float *dx)
+    {
+        for (size_t t = 0; t < (size_t)p.channels * batch * p.plane; t++)
+            dx[t] = kern_avgpool_grad(p, dy, batch, t);
+        return 0;
+    }
+};
+
+/* The GPU's way through a batch norm, on threads: LANES workers share each
+ * channel (every LANES-th value), and a sum is every worker's value
+ * totalled behind a barrier, as resnet.cu's block sum does with
+ * __syncthreads (other order of additions, so close to the one-lane
+ * executor, not equal). Checks what one lane cannot: the strided loops,
+ * the functor called by every lane, lane 0 alone writing the statistics. */
+enum { LANES = 4 };
+
+struct lane_sum {
+    pthread_barrier_t *barrier;
+    double *slots;
+    int lane;
+    double operator()(double v)
+    {
+        slots[lane] = v;
+        pthread_barrier_wait(barrier);
+        double total = 0;
+        for (int i = 0; i < LANES; i++)
+            total += slots[i];
+        pthread_barrier_wait(barrier); /* slots is reused by the next sum */
+        return total;
+    }
+};
+
+template <class S>
+static void bn_channel(const kern_bn_forward &a, int c, int lane, int lanes, S &sum)
+{
+    kern_bn_forward_channel(a, c, lane, lanes, sum);
+}
+
+template <class S>
+static void bn_channel(const kern_bn_backward &a, int c, int lane, int lanes, S &sum)
+{
+    kern_bn_backward_channel(a, c, lane, lanes, sum);
+}
+
+template <class A> struct lane_job {
+    const A *a;
+    pthread_barrier_t *barrier;
+    double *slots;
+    int lane;
+};
+
+template <class A> static void *lane_main(void *arg)
+{
+    lane_job<A> *j = (lane_job<A> *)arg;
+    lane_sum sum = {j->barrier, j->slots, j->lane};
+    for (int c = 0; c < j->a->channels; c++)
+        bn_channel(*j->a, c, j->lane, LANES, sum);
+    return NULL;
+}
+
+template <class A> static int run_lanes(const A &a)
+{
+    pthread_barrier_t barrier;
+    double slots[LANES];
+    pthread_t threads[LANES];
+    lane_job<A> jobs[LANES];
+    pthread_barrier_init(&barrier, NULL, LANES);
+    for (int i = 0; i < LANES; i++) {
+        jobs[i] = lane_job<A>{&a, &barrier, slots, i};
+        CHECK(pthread_create(&threads[i], NULL, lane_main<A>, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < LANES; i++)
+        pthread_join(threads[i], NULL);
+    pthread_barrier_destroy(&barrier);
+    return 0;
+}
+
+struct host_lanes_exec : host_resnet_exec {
+    int bn_forward(const kern_bn_forward &a)
+    {
+        return run_lanes(a);
+    }
+    int bn_backward(const kern_bn_backward &a)
+    {
+        return run_lanes(a);
     }
 };
 
@@ -198,12 +354,13 @@ static void test_gemm_mapping(void)
 
 struct host_buffers {
     kern_dense_buffers b;
-    void *blocks[KERN_DENSE_MAX_LAYERS + 8];
+    void *blocks[4 * MODEL_MAX_LAYERS + 16]; /* resnet: activations, 3 per batch norm, the rest */
     int count;
 };
 
 static void *host_alloc(host_buffers *h, size_t bytes)
 {
+    if (h->count == (int)(sizeof h->blocks / sizeof h->blocks[0])) abort(); /* the test's bug */
     return h->blocks[h->count++] = calloc(1, bytes ? bytes : 1);
 }
 
@@ -381,6 +538,129 @@ static void test_lenet(int batch)
     model_destroy(ref);
 }
 
+/* Host buffers for a resnet pass of `cap` samples, NaN-poisoned (all bits
+ * set) like lenet's, but for the ones. */
+static void resnet_buffers_create(host_buffers *h, kern_resnet_buffers *b,
+                                  const struct model_spec &s, int cap)
+{
+    h->count = 0;
+    kern_resnet_buffers_carve(s, (size_t)cap, b, [&](size_t bytes) {
+        void *p = host_alloc(h, bytes);
+        memset(p, 0xff, bytes);
+        return p;
+    });
+    for (int i = 0; i < cap; i++)
+        b->ones[i] = 1.0f;
+}
+
+/* model_init's parameters, moved off their defaults (gamma 1, beta 0,
+ * running mean 0 and variance 1), so every term of batch norm counts. */
+static float *resnet_params(const struct model *ref, uint64_t seed)
+{
+    size_t np = model_param_count(ref), nt = model_trainable_count(ref);
+    float *params = (float *)malloc(np * sizeof(float));
+    CHECK(model_init(ref, params, NULL, seed, err, sizeof err) == 0);
+    const struct model_spec *s = model_layout(ref);
+    for (size_t i = 0; i < nt; i++)
+        params[i] += 0.05f * (rng_uniform_float(&rng) - 0.5f);
+    for (int i = 0; i < s->layer_count; i++) {
+        const struct model_layer &l = s->layers[i];
+        for (int c = 0; l.kind == MODEL_LAYER_BATCHNORM && c < l.out_c; c++) {
+            params[l.stat_offset + c] = 0.2f * (rng_uniform_float(&rng) - 0.5f);
+            params[l.stat_offset + l.out_c + c] = 0.5f + rng_uniform_float(&rng);
+        }
+    }
+    return params;
+}
+
+/* The scaled error of each row's parameters' gradient (conv, batch norm,
+ * dense): a small layer's error would hide under the largest. */
+static void check_rows(const struct model_spec &s, size_t trainable, const float *grad,
+                       const float *want, int batch)
+{
+    for (int i = 0; i < s.layer_count; i++) {
+        const struct model_layer &l = s.layers[i];
+        if (l.kind != MODEL_LAYER_CONV && l.kind != MODEL_LAYER_BATCHNORM &&
+            l.kind != MODEL_LAYER_DENSE)
+            continue;
+        size_t end = trainable;
+        for (int j = i + 1; j < s.layer_count && end == trainable; j++)
+            if (s.layers[j].kind == MODEL_LAYER_CONV || s.layers[j].kind == MODEL_LAYER_BATCHNORM ||
+                s.layers[j].kind == MODEL_LAYER_DENSE)
+                end = s.layers[j].weight_offset;
+        double le =
+            scaled_error(grad + l.weight_offset, want + l.weight_offset, end - l.weight_offset);
+        CHECK_MSG(le < 1e-5, "resnet20 batch %d: row %d's gradient scaled error %g", batch, i + 1,
+                  le);
+    }
+}
+
+/* resnet20_pass.cuh against model.c: loss, every gradient element (the
+ * batch statistics in its tail too), then evaluation with the running
+ * statistics: hits and loss. */
+static void test_resnet(int batch)
+{
+    struct model *ref;
+    CHECK(model_create("cnn:resnet20", batch, &ref, err, sizeof err) == 0);
+    const struct model_spec &s = *model_layout(ref);
+    CHECK(kern_resnet_runs(s) && s.layer_count == 49);
+    size_t np = model_param_count(ref), nt = model_trainable_count(ref);
+    float *params = resnet_params(ref, 5), want_loss;
+    float *grad = (float *)malloc(np * sizeof(float)), *want = (float *)malloc(np * sizeof(float));
+    host_buffers h;
+    kern_resnet_buffers b;
+    resnet_buffers_create(&h, &b, s, batch);
+    for (size_t i = 0; i < (size_t)batch * s.layers[0].in_size; i++)
+        b.x[i] = rng_uniform_float(&rng);
+    for (int i = 0; i < batch; i++)
+        b.labels[i] = (int32_t)rng_below(&rng, 10);
+
+    host_resnet_exec e;
+    CHECK(kern_resnet_pass(e, s, b, params, batch, grad) == 0);
+    CHECK(model_grad(ref, params, b.x, b.labels, batch, want, &want_loss, err, sizeof err) == 0);
+    double loss = 0;
+    for (int i = 0; i < batch; i++)
+        loss += b.row_loss[i];
+    CHECK_MSG(fabs(loss / batch - want_loss) < 1e-5 * fabs(want_loss), "resnet20: loss %g vs %g",
+              loss / batch, want_loss);
+    double ge = scaled_error(grad, want, nt), se = scaled_error(grad + nt, want + nt, np - nt);
+    CHECK_MSG(ge < 1e-5, "resnet20 batch %d: gradient scaled error %g", batch, ge);
+    CHECK_MSG(se < 1e-5, "resnet20 batch %d: batch statistics scaled error %g", batch, se);
+    printf("resnet20 batch %d: gradient scaled error %.2g, batch statistics %.2g\n", batch, ge, se);
+    check_rows(s, nt, grad, want, batch);
+
+    /* The same pass with batch norm on LANES threads (the GPU's scheme). */
+    host_lanes_exec lanes;
+    float *lanes_grad = (float *)malloc(np * sizeof(float));
+    CHECK(kern_resnet_pass(lanes, s, b, params, batch, lanes_grad) == 0);
+    double le = scaled_error(lanes_grad, want, nt),
+           lse = scaled_error(lanes_grad + nt, want + nt, np - nt);
+    CHECK_MSG(le < 1e-5 && lse < 1e-5,
+              "resnet20 batch %d on %d lanes: gradient scaled error %g, "
+              "statistics %g",
+              batch, LANES, le, lse);
+    check_rows(s, nt, lanes_grad, want, batch);
+    free(lanes_grad);
+
+    struct model_score score = {};
+    CHECK(kern_resnet_pass(lanes, s, b, params, batch, (float *)NULL) == 0);
+    CHECK(model_eval(ref, params, b.x, b.labels, (size_t)batch, &score, err, sizeof err) == 0);
+    size_t hits = 0;
+    double eval_loss = 0;
+    for (int i = 0; i < batch; i++) {
+        hits += (size_t)b.row_hit[i];
+        eval_loss += b.row_loss[i];
+    }
+    CHECK_MSG(hits == score.correct, "resnet20: %zu vs %zu hits", hits, score.correct);
+    CHECK_NEAR(eval_loss, score.loss_sum, 1e-5 * score.loss_sum);
+
+    buffers_destroy(&h);
+    free(params);
+    free(grad);
+    free(want);
+    model_destroy(ref);
+}
+
 /* ---- layer ranges ---- */
 
 enum { SPLIT_MAX_PARTS = 3 };
@@ -498,6 +778,62 @@ struct lenet_part {
     }
 };
 
+struct resnet_part {
+    const struct model_spec *l;
+    host_buffers h;
+    kern_resnet_buffers b;
+    void create(const struct model_spec &layout, int cap)
+    {
+        l = &layout;
+        resnet_buffers_create(&h, &b, layout, cap);
+    }
+    void destroy()
+    {
+        buffers_destroy(&h);
+    }
+    float *input(int i)
+    {
+        return kern_resnet_input(b, i);
+    }
+    float *dinput()
+    {
+        return b.dinput;
+    }
+    float *output(int i)
+    {
+        return b.act[i];
+    }
+    float *delta()
+    {
+        return b.delta[0];
+    }
+    int32_t *labels()
+    {
+        return b.labels;
+    }
+    double *row_loss()
+    {
+        return b.row_loss;
+    }
+    int *row_hit()
+    {
+        return b.row_hit;
+    }
+    int forward(host_resnet_exec &e, const float *p, int first, int last, int batch)
+    {
+        return kern_resnet_forward_range(e, *l, b, p, first, last, batch, 1);
+    }
+    int backward(host_resnet_exec &e, const float *p, float *g, int first, int last, int batch)
+    {
+        return kern_resnet_backward_range(e, *l, b, p, g, batch, first, last,
+                                          first ? b.dinput : NULL);
+    }
+    int pass(host_resnet_exec &e, const float *p, float *g, int batch)
+    {
+        return kern_resnet_pass(e, *l, b, p, batch, g);
+    }
+};
+
 /* A model's parts: starts[k] is part k's first row (starts[0] = 0), the
  * last part ends at the last row. */
 struct split_case {
@@ -514,7 +850,7 @@ template <class P, class E, class L>
 static void check_split(const split_case &sc, const L &layout, E &e, const float *params, size_t np,
                         const float *x, const int32_t *labels, int batch)
 {
-    struct model *cpu[SPLIT_MAX_PARTS];
+    struct model *cpu[SPLIT_MAX_PARTS] = {};
     float *cpu_in[SPLIT_MAX_PARTS + 1]; /* part k's input on the CPU; [parts]: the logits */
     P part[SPLIT_MAX_PARTS], whole;
     int first[SPLIT_MAX_PARTS], last[SPLIT_MAX_PARTS], n = sc.parts;
@@ -645,6 +981,39 @@ static void test_split_lenet(void)
     free(x);
 }
 
+/* Cuts after the stem, inside stage 1, before each downsampling block
+ * (whose shortcut then reads the part's input: option A's subsampling and
+ * channel padding across a cut), before the average pool and before the
+ * dense layer. Rows 0-based: blocks start at 2, 7, ..., 42; 17 and 32
+ * halve the map. */
+static void test_split_resnet(void)
+{
+    static const split_case cases[] = {{"cnn:resnet20", 2, {0, 7}},
+                                       {"cnn:resnet20", 2, {0, 17}},
+                                       {"cnn:resnet20", 3, {0, 2, 47}},
+                                       {"cnn:resnet20", 3, {0, 32, 48}}};
+    struct model *ref;
+    CHECK(model_create("cnn:resnet20", 1, &ref, err, sizeof err) == 0);
+    const struct model_spec &s = *model_layout(ref);
+    for (const split_case &c : cases)
+        for (int k = 0; k < c.parts; k++)
+            CHECK(model_spec_range_check(&s, c.starts[k],
+                                         k + 1 < c.parts ? c.starts[k + 1] - 1 : s.layer_count - 1,
+                                         err, sizeof err) == 0);
+    enum { BATCH = 2 };
+    float *params = resnet_params(ref, 9);
+    float *x = random_floats((size_t)BATCH * s.layers[0].in_size, 0.0f, 1.0f);
+    int32_t labels[BATCH];
+    for (int i = 0; i < BATCH; i++)
+        labels[i] = (int32_t)rng_below(&rng, 10);
+    host_resnet_exec e;
+    for (const split_case &c : cases)
+        check_split<resnet_part>(c, s, e, params, model_param_count(ref), x, labels, BATCH);
+    free(params);
+    free(x);
+    model_destroy(ref);
+}
+
 static void test_layout_limits(void)
 {
     kern_dense_layout l;
@@ -668,7 +1037,10 @@ int main(void)
     test_dense("mlp:5-3-4", tiny, 3, 7);
     test_lenet(1);
     test_lenet(3);
+    test_resnet(1);
+    test_resnet(3);
     test_split_dense();
     test_split_lenet();
+    test_split_resnet();
     return check_report();
 }

@@ -9,8 +9,10 @@
  *     range), a tensor replaced by a CPU command (copy), and one patched in
  *     place on the host (compress's error-feedback residual);
  *   - cnn:lenet trains as on the cpu peer (losses, gradients, parameters,
- *     accuracy);
- *   - forward{} and backward{} (layer ranges) of cnn:lenet and an mlp, in
+ *     accuracy); so does cnn:resnet20 (its batch statistics folded into
+ *     the running ones on the device by optim, evaluation by them);
+ *   - forward{} and backward{} (layer ranges) of cnn:lenet, cnn:resnet20
+ *     and an mlp, in
  *     2 parts, with and without add=: the cuda peer runs them on the
  *     device's range passes (the fake module logs each call, through
  *     HIERNET_FAKE_CUDA_LOG) and gets the cpu peer's activations, losses
@@ -53,6 +55,26 @@ static void check_same_tensor(struct harness_peer *g, struct harness_peer *c, co
     if (rg.n_values == rc.n_values) check_same_values(rg.values, rc.values, rg.n_values, tol, name);
     harness_reply_free(&rg);
     harness_reply_free(&rc);
+}
+
+/* check_same_tensor for a tensor of `size` elements, more than one read
+ * returns (a model's parameters or gradient), read in ranges. */
+static void check_same_large_tensor(struct harness_peer *g, struct harness_peer *c,
+                                    const char *name, size_t size, double tol)
+{
+    const size_t piece = 65536;
+    for (size_t off = 0; off < size; off += piece) {
+        struct harness_reply rg, rc;
+        long long n = (long long)(size - off < piece ? size - off : piece);
+        HCALL_OK(g, &rg, "read", "tensor:s range:r", name, (long long)off, n);
+        HCALL_OK(c, &rc, "read", "tensor:s range:r", name, (long long)off, n);
+        CHECK_MSG(rg.n_values == (size_t)n && rc.n_values == (size_t)n,
+                  "%s at %zu: %zu vs %zu values", name, off, rg.n_values, rc.n_values);
+        if (rg.n_values == rc.n_values)
+            check_same_values(rg.values, rc.values, rg.n_values, tol, name);
+        harness_reply_free(&rg);
+        harness_reply_free(&rc);
+    }
 }
 
 /* Runs one command on both peers; returns the named number of each. */
@@ -244,12 +266,35 @@ static void test_lenet(struct harness_peer *g, struct harness_peer *c)
     CHECK_NEAR(a, b, 1e-5 * b);
 }
 
+/* cnn:resnet20 (after test_lenet, on its 784-pixel dataset): the same
+ * losses, gradients (batch statistics in the tail), parameters (running
+ * statistics folded in) and evaluation as the cpu peer. */
+static void test_resnet(struct harness_peer *g, struct harness_peer *c)
+{
+    double a, b;
+    both(g, c, "size", &a, &b, "model", "name:s arch:s seed:i", "r20", "cnn:resnet20", 4LL);
+    CHECK(a == b && a == 270810);
+    for (int step = 0; step < 2; step++) {
+        double lg, lc;
+        both(g, c, "loss", &lg, &lc, "grad", "model:s batch:i out:s", "r20", 8LL, "rgrad");
+        CHECK_MSG(fabs(lg - lc) <= 1e-5 * fabs(lc),
+                  "resnet20 step %d: loss %.9g on cuda, %.9g on cpu", step, lg, lc);
+        check_same_large_tensor(g, c, "rgrad", 270810, 1e-5);
+        both(g, c, NULL, &a, &b, "optim", "model:s grad:s method:s lr:f", "r20", "rgrad",
+             "momentum", 0.05);
+        check_same_large_tensor(g, c, "r20", 270810, 1e-5);
+    }
+    both(g, c, "loss", &a, &b, "eval", "model:s", "r20");
+    CHECK_NEAR(a, b, 1e-5 * b);
+}
+
 /* ---- layer ranges ---- */
 
-/* forward{} then backward{} of `model` cut before layer `cut` (1-based),
- * the two parts on the same peer, on both peers: equal results. */
+/* forward{} then backward{} of `model` (`params` elements) cut before
+ * layer `cut` (1-based), the two parts on the same peer, on both peers:
+ * equal results. */
 static void split_both(struct harness_peer *g, struct harness_peer *c, const char *model, int cut,
-                       int layers)
+                       int layers, size_t params)
 {
     double a, b;
     both(g, c, "batch", &a, &b, "forward", "model:s layers:r batch:i out:s labels_out:s", model,
@@ -263,11 +308,11 @@ static void split_both(struct harness_peer *g, struct harness_peer *c, const cha
     both(g, c, NULL, &a, &b, "backward", "model:s layers:r grad_out:s out:s", model, (long long)cut,
          (long long)layers, "dx", "g2");
     check_same_tensor(g, c, "dx", 0);
-    check_same_tensor(g, c, "g2", 0);
+    check_same_large_tensor(g, c, "g2", params, 0);
     /* add=: the first part's slices added into the second part's gradient. */
     both(g, c, NULL, &a, &b, "backward", "model:s layers:r grad_in:s out:s add:b", model, 1LL,
          (long long)cut - 1, "dx", "g2", 1);
-    check_same_tensor(g, c, "g2", 0);
+    check_same_large_tensor(g, c, "g2", params, 0);
 }
 
 /* The lines of the fake module's log that start with `pass` and name spec. */
@@ -289,14 +334,19 @@ static void test_split(struct harness_peer *g, struct harness_peer *c, const cha
     double a, b;
     /* Fresh models: the same parameters on both peers to the bit. */
     both(g, c, "size", &a, &b, "model", "name:s arch:s seed:i", "cnn2", "cnn:lenet", 8LL);
-    split_both(g, c, "cnn2", 4, 8); /* pool | conv ... dense */
+    split_both(g, c, "cnn2", 4, 8, 61706); /* pool | conv ... dense */
     double uploads = stat_of(g, "device_uploads");
-    split_both(g, c, "cnn2", 6, 8); /* flatten | dense */
+    split_both(g, c, "cnn2", 6, 8, 61706); /* flatten | dense */
     /* The parameters stayed on the device: nothing uploaded for a step. */
     CHECK_MSG(stat_of(g, "device_uploads") == uploads, "%g uploads in a split step",
               stat_of(g, "device_uploads") - uploads);
     both(g, c, "size", &a, &b, "model", "name:s arch:s seed:i", "m2", "mlp:784-16-12-10", 9LL);
-    split_both(g, c, "m2", 2, 3);
+    split_both(g, c, "m2", 2, 3, 784 * 16 + 16 + 16 * 12 + 12 + 12 * 10 + 10);
+    /* before stage 3's downsampling block (its input, 6 x 32 x 14 x 14
+     * values, fits one read) */
+    split_both(g, c, "r20", 33, 49, 270810);
+    CHECK(log_count(log, "forward_range", "cnn:resnet20") == 2 &&
+          log_count(log, "backward_range", "cnn:resnet20") == 2);
     CHECK_MSG(log_count(log, "forward_range", "cnn:lenet") == 4 &&
                   log_count(log, "backward_range", "cnn:lenet") == 4,
               "the cuda peer ran %d forward and %d backward lenet ranges on the device, not 4",
@@ -421,6 +471,7 @@ int main(void)
     test_received_range(&g, &c);
     test_host_writes(&g, &c);
     test_lenet(&g, &c);
+    test_resnet(&g, &c);
     test_split(&g, &c, log);
     test_split_create_failure(&g, flag);
     unlink(log);

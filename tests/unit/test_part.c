@@ -477,6 +477,29 @@ static void test_underlay_plan(struct fixture *f)
         topo_part_free(&parts[m]);
 }
 
+/* linkd's port of a cut link is 16384 + VNI mod 8192: two cut links of
+ * one machine 8,192 VNIs apart share it (past 8,192 cut links), which the
+ * user backend refuses naming both; the kernel backend's VXLAN does not. */
+static void test_port_collision(struct fixture *f)
+{
+    struct topo_part *m1 = &f->parts[0]; /* cloud-e1 and cloud-e2: VNIs 4242, 4243 */
+    CHECK(m1->net->links[0].vni == 4242 && m1->net->links[1].vni == 4243);
+    CHECK(topo_part_check_ports(m1, err, sizeof err) == 0);
+    m1->net->backend = TOPO_BACKEND_USER;
+    CHECK(topo_part_check_ports(m1, err, sizeof err) == 0);
+    m1->net->links[1].vni = 4242 + 8192;
+    CHECK(topo_part_check_ports(m1, err, sizeof err) == -1);
+    CHECK_STREQ(err, "network 'tree': cut links cloud-e1 and cloud-e2 would both use UDP port "
+                     "20626 on machine m1 (the user backend carries a cut link on port 16384 + "
+                     "VNI mod 8192: at most 8192 cut links per machine; use backend 'kernel' or "
+                     "fewer cut links)");
+    m1->net->backend = TOPO_BACKEND_AUTO; /* auto may choose user on that machine */
+    CHECK(topo_part_check_ports(m1, err, sizeof err) == -1);
+    m1->net->backend = TOPO_BACKEND_KERNEL;
+    CHECK(topo_part_check_ports(m1, err, sizeof err) == 0);
+    m1->net->links[1].vni = 4243;
+}
+
 static void test_refused(struct fixture *f)
 {
     struct topo_part *m1 = &f->parts[0];
@@ -604,6 +627,7 @@ int main(int argc, char **argv)
     test_underlay_delay(&f);
     test_underlay_arithmetic();
     test_underlay_plan(&f);
+    test_port_collision(&f);
     test_bad_plan(&f);
     test_link_params();
     fixture_down(&f);

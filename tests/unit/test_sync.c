@@ -8,7 +8,8 @@
  * wait start only once it is satisfied (wait then sum as two requests),
  * while ping and stats keep answering. batch: order, results, the index and
  * name of a failing command, params checked before anything runs, limits,
- * a send completing before the next command, a wait inside. versions: every
+ * a send completing before the next command, a wait inside, nowait sends
+ * reaching their peer in the batch's order. versions: every
  * rule of docs/lua-api.md "Ordering and versions". Orderings are asserted
  * by which response comes first, never by durations. */
 #include "tests/unit/peer_harness.h"
@@ -293,6 +294,53 @@ static void test_batch_nowait_overtakes(void)
     CHECK(harness_wait(&a, id, &r) && r.ok);
     harness_reply_free(&r);
     CHECK(harness_values_are(&c, "held", 4, three));
+}
+
+/* The batch of test_batch_nowait_in_order: a scale that keeps a's worker
+ * busy, a nowait send queued behind it, a wait satisfied at once (the
+ * token is in), a second nowait send; ranged: both send elements [1, 3)
+ * of "o" into b's tensors of the same names (which exist). */
+static void send_pair_batch(bool ranged)
+{
+    struct harness_batch bb;
+    struct harness_reply r;
+    harness_batch_begin(&bb, 4);
+    harness_batch_add(&bb, "scale", "x:s alpha:f", "big", 1.0);
+    const char *names[] = {"first", "second"};
+    for (int i = 0; i < 2; i++) {
+        if (ranged)
+            harness_batch_add(&bb, "send", "tensor:s to:s as:s range:r nowait:b", "o", "b",
+                              names[i], 1LL, 2LL, 1);
+        else
+            harness_batch_add(&bb, "send", "tensor:s to:s as:s nowait:b", "o", "b", names[i], 1);
+        if (i == 0) harness_batch_add(&bb, "wait", "tensor:s", "tok");
+    }
+    CHECK(harness_wait(&a, harness_batch_request(&a, &bb), &r) && r.ok);
+    harness_reply_free(&r);
+}
+
+/* Two nowait sends of a batch to one peer reach it in the batch's order,
+ * even when the first is queued on the worker and the second is brief
+ * enough to run on the loop (send_pair_batch): the second starts at the
+ * scale's done, which came in the same wake-up as the first send's. The
+ * loop ran the second there and handed its transfer to the data plane
+ * before the first's was delivered, so b received them crossed (a ring's
+ * waits then took one bucket's data for another's: lua.overlap_exact).
+ * Whole sends, then ranges (ranges have run on the loop too since). */
+static void test_batch_nowait_in_order(void)
+{
+    struct harness_reply r;
+    HCALL_OK(&a, &r, "tensor", "name:s size:i fill:f", "big", 1LL << 20, 1.0);
+    HCALL_OK(&a, &r, "tensor", "name:s size:i fill:f", "o", 4LL, 3.0);
+    HCALL_OK(&b, &r, "tensor", "name:s size:i fill:f", "tok", 1LL, 1.0);
+    for (int round = 0; round < 10; round++) {
+        send_ok(&b, "tok", "a", "tok");
+        send_pair_batch(round >= 5);
+        HCALL_OK(&b, &r, "wait", "tensors:l k:i", 2, (const char *[]){"first", "second"}, 2LL);
+        expect_arrivals(&r, 2, (const char *[]){"first", "second"}, (const char *[]){"a", "a"});
+        harness_reply_free(&r);
+    }
+    HCALL_OK(&a, &r, "drop", "name:s", "big");
 }
 
 static void test_batch_errors(void)
@@ -583,6 +631,7 @@ int main(void)
     test_batch_order();
     test_batch_nowait();
     test_batch_nowait_overtakes();
+    test_batch_nowait_in_order();
     test_batch_errors();
     test_batch_wait();
     test_abort();

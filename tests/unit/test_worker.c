@@ -5,7 +5,8 @@
  * a job outside the gate that holds the worker, not on a slow node, a
  * dilated one, a GPU or the background worker; and a job's end after a
  * late wake-up from waiting out its budget is judged as an overrun; a
- * quiet_done job's delivery waits for the job queued behind it. */
+ * quiet_done job's delivery waits for the job queued behind it; jobs that
+ * finished together are delivered one by one, no claim in between. */
 #include "check.h"
 #include "peer/worker.h"
 
@@ -193,6 +194,54 @@ static void check_quiet_done(struct ev_loop *loop, bool quiet)
     sem_destroy(&b.go);
 }
 
+/* A job whose done tries to claim the worker, as a batch's done does when
+ * it starts the next command, which may be brief. */
+struct claiming_job {
+    struct probe_job probe; /* first */
+    struct worker *worker;
+    int claimed; /* -1: not tried; else whether the claim was granted */
+};
+
+static void claiming_done(struct worker_job *job, bool cancelled)
+{
+    struct claiming_job *c = (struct claiming_job *)job;
+    probe_done(job, cancelled);
+    c->claimed = worker_claim(c->worker, false);
+    if (c->claimed) worker_unclaim(c->worker);
+}
+
+/* Jobs finished together are delivered one by one, and while the first
+ * one's done runs the next is not delivered yet: no claim. (They were taken
+ * out of the worker all at once, and a claim made then let a job run on the
+ * loop ahead of the next one's done: a send run so handed its transfer to
+ * the data plane before the send queued ahead of it.) The gate job keeps
+ * the worker busy until the three are queued, and quiet_done leaves the
+ * loop asleep until the last has run, so that one wake-up finds all. */
+static void test_no_claim_while_delivering(struct ev_loop *loop)
+{
+    struct worker *w = worker_create(loop, &host);
+    struct gated_job gate = {.probe = probe(0)};
+    gate.probe.work.run = gated_run;
+    gate.probe.work.quiet_done = true;
+    sem_init(&gate.go, 0, 0);
+    struct claiming_job first = {.probe = probe(0), .worker = w, .claimed = -1};
+    first.probe.work.done = claiming_done;
+    first.probe.work.quiet_done = true;
+    struct probe_job second = probe(0);
+    worker_submit(w, &gate.probe.work);
+    worker_submit(w, &first.probe.work);
+    worker_submit(w, &second.work);
+    sem_post(&gate.go);
+    deliver(loop, &second);
+    CHECK(first.probe.delivered > 0 && second.delivered == first.probe.delivered + 1);
+    CHECK_MSG(first.claimed == 0, "claimed while the next job was not delivered (%d)",
+              first.claimed);
+    CHECK(worker_claim(w, false)); /* all delivered */
+    worker_unclaim(w);
+    CHECK(worker_destroy(w));
+    sem_destroy(&gate.go);
+}
+
 /* A job that waited out its budget and woke late: its end is judged like
  * a late run (5% + 0.5 ms), starved when the wake-up's run-queue delay
  * alone passes that; unknown delay counts as starved. */
@@ -220,6 +269,7 @@ int main(void)
     test_late_end();
     check_quiet_done(loop, false);
     check_quiet_done(loop, true);
+    test_no_claim_while_delivering(loop);
     ev_loop_destroy(loop);
     return check_report();
 }

@@ -150,6 +150,7 @@ local function watch(J, groups, cloud, state)
   for _, w in ipairs(J.workers) do nodes[#nodes + 1] = w end
   J:watch_faults{
     hub = function(i) return edge_of[i] end,
+    essential = function(node) return node == cloud and "cloud" or nil end,
     on_change = function(i, back)
       if back then state.returning[i] = true else J:abort_among(nodes) end
     end,

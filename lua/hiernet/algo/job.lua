@@ -189,7 +189,7 @@ function job.new(algorithm, opts, spec)
     evals = 0, evals_skipped = 0, eval_busy = false, eval_task = nil,
     stop_reason = nil, dead = {}, away = {}, killed = {}, fault_hooks = {}, t0 = nil,
     -- what the faults cost (summary.json availability, updates_lost)
-    away_since = {}, away_s = {}, updates_lost = 0, kills = {},
+    away_since = {}, away_s = {}, updates_lost = 0, kills = {}, kills_heard = 0,
   }, Job)
   -- The scenario's line of this train call: errors raised later, in tasks
   -- the library spawned, are reported there (Job:setup, Job:guard).
@@ -498,12 +498,15 @@ end
 --
 -- J:watch_faults{ hub = function(i) -> the node worker i must reach (nil:
 -- none), on_change = function(i, back, why), rejoin = function(i) (set-up
--- a restarted worker's peer needs besides its data and model), sync = bool }
+-- a restarted worker's peer needs besides its data and model), sync = bool,
+-- essential = function(node) -> its role ("server") when the training
+-- cannot go on without that node (it holds the model) }
 -- follows the network's fault events: a worker that is killed, or cut off
 -- from its hub by a partition, is away (J:alive(i) false) until it is back
 -- (healed, or restarted and set up again); the algorithm hears of each change
 -- through on_change. A synchronous algorithm (sync) with on_failure = "fail"
--- stops at the first worker away, with an error naming it (J.fault_error).
+-- stops at the first worker away, with an error naming it (J.fault_error);
+-- any algorithm stops when an essential node is lost with its machine.
 
 -- The index of node among the workers, or nil.
 function Job:worker_index(node)
@@ -516,10 +519,10 @@ function Job:set_away(i, away, why)
   self:count_away(i, away)
   local w = self.workers[i].name
   if away then
-    if self.fault_sync and self.on_failure ~= "drop" then
-      self.fault_error = string.format("%s: step %d: worker %s %s", self.label, self.steps, w, why)
-      hn.log(self.fault_error)
-      self:stop("fault")
+    if self.fault_error then
+      -- the training fails already (its first fault says why): no more to say
+    elseif self.fault_sync and self.on_failure ~= "drop" then
+      self:fail_at_fault(string.format("worker %s %s", w, why))
     else
       hn.log(string.format("%s: worker %s %s; training goes on without it", self.label, w, why))
     end
@@ -530,6 +533,15 @@ function Job:set_away(i, away, why)
   self.changed = true
   if self.fault_hooks.on_change then self.fault_hooks.on_change(i, not away, why) end
   if not away and self.loops then self.loops.back(i) end
+end
+
+-- The training stops at a fault it cannot go on from: the error (J.fault_error,
+-- the first such fault's) names the step and what went wrong.
+function Job:fail_at_fault(what)
+  if self.fault_error then return end
+  self.fault_error = string.format("%s: step %d: %s", self.label, self.steps, what)
+  hn.log(self.fault_error)
+  self:stop("fault")
 end
 
 -- Worker i's time away (killed or cut off), for its availability: the
@@ -636,6 +648,7 @@ function Job:watch_faults(hooks)
   -- why: the cause of a node lost with its machine (its agent gone), nil
   -- for node:kill()
   on("kill", function(_, node, why)
+    self.kills_heard = self.kills_heard + 1 -- any node's: a step in flight may have failed of it
     local i = self:worker_index(node)
     if i then
       -- a worker taking part is always inside a step: its gradient is lost
@@ -644,6 +657,11 @@ function Job:watch_faults(hooks)
       self.kills[i] = (self.kills[i] or 0) + 1
       self:set_away(i, true, why and ("was lost: " .. why) or "was killed")
     else
+      -- A node lost with its machine never comes back (a killed one may be
+      -- restarted): one the training cannot do without ends it, whatever
+      -- its mode; its workers still go away (their waits end).
+      local role = why and self.fault_hooks.essential and self.fault_hooks.essential(node)
+      if role then self:fail_at_fault(string.format("%s %s was lost: %s", role, node.name, why)) end
       for j = 1, #self.workers do
         for _, hub in ipairs(hubs_of(self, j)) do
           if hub == node then
@@ -671,6 +689,31 @@ function Job:watch_faults(hooks)
   end)
   on("partition", function() self:recheck_reach("partition") end)
   on("heal", function() self:recheck_reach("healed") end)
+end
+
+-- A node lost with its machine is reported killed only once the controller
+-- sees its agent gone (lnet_fire_lost), while the data plane may fail a
+-- transfer to it before that (connection reset or refused): a failure is
+-- the loss's or not only once the loss is known. J:settle_losses(nodes)
+-- pings nodes (default: every worker not killed and every hub) at once: a
+-- node that lives answers, one whose machine is being lost fails when the
+-- loss is known, its kill event queued behind, whose listeners run on the
+-- yield (every ready task first). Then J:alive, J.changed and
+-- J.fault_error say whether a fault came.
+function Job:settle_losses(nodes)
+  if not nodes then
+    nodes = {}
+    local seen = {}
+    local function add(n) if not seen[n] then seen[n], nodes[#nodes + 1] = true, n end end
+    for i, w in ipairs(self.workers) do
+      if not self.killed[i] then add(w) end
+      for _, hub in ipairs(hubs_of(self, i)) do add(hub) end
+    end
+  end
+  local tasks = {}
+  for _, n in ipairs(nodes) do tasks[#tasks + 1] = hn.spawn(function() pcall(n.ping, n) end) end
+  hn.wait_all(tasks)
+  hn.yield()
 end
 
 -- ---- the fault frame: aborts, partitions, rounds ----
@@ -805,6 +848,7 @@ local function run_round(J, r, state)
   end
   local result = table.pack(pcall(r.step, members))
   if not result[1] then
+    if not J.fault_error and not change_pending(J, state) then J:settle_losses() end
     if J.fault_error then error(J.fault_error, 0) end
     if not change_pending(J, state) then error(result[2], 0) end
     return false -- cut by a fault: run again with who is left
@@ -879,17 +923,12 @@ local function step_failed(J, L, i, err)
 end
 
 -- Whether worker i's failed step was a fault's whose event came after the
--- failure. A node lost with its machine is reported killed only once the
--- controller sees its agent gone (lnet_fire_lost), while the data plane may
--- fail a transfer to it before that (connection refused). A ping to the
--- worker answers if it lives; if its machine is being lost it fails when
--- the loss is known, the kill event queued behind the failure, whose
--- listener runs on the yield (every ready task first).
-local function fault_follows(J, i)
-  local w = J.workers[i]
-  pcall(w.ping, w)
-  hn.yield()
-  return not J:alive(i) or J.fault_error ~= nil
+-- failure (J:settle_losses): worker i went away, the job stopped at a
+-- fault, or a node was killed since the step began (kills: J.kills_heard
+-- then), a partner of the step perhaps.
+local function fault_follows(J, i, kills)
+  J:settle_losses()
+  return not J:alive(i) or J.fault_error ~= nil or J.kills_heard ~= kills
 end
 
 -- Worker i's task: its steps until it has made them all or the job stops;
@@ -907,11 +946,12 @@ local function work(J, L, i)
       local t = next_step(J, L, i)
       if not t then break end
       L.started[i] = t
+      local kills = J.kills_heard
       local ok, err = pcall(L.step, i, t)
       if ok then
         L.done[i] = t
         if not L.own_steps then count_steps(J, L) end
-      elseif not J.fault_error and J:alive(i) and not fault_follows(J, i) then
+      elseif not J.fault_error and J:alive(i) and not fault_follows(J, i, kills) then
         step_failed(J, L, i, err)
         break
       elseif J.fault_error then

@@ -442,6 +442,8 @@ function Engine:apply()
     if not ok then
       -- The model's sending failed when a fault took a receiver away (the
       -- update itself, before it, was applied): who did not get it pulls.
+      -- A receiver's machine may be being lost: known once settled.
+      if J:alive_count() == #J.workers then J:settle_losses() end
       if #nodes == 0 or not tostring(r):find("command " .. #cmds .. " (send)", 1, true)
           or J:alive_count() == #J.workers then
         error(r, 0)
@@ -817,7 +819,8 @@ local function run_engine(E)
   E.events:push{ kind = "end" }
   server_task:wait()
   -- A synchronous job's fault comes first: a server error after it is its
-  -- consequence (a send its abort cut, failing once a heal has made the
+  -- consequence (a server lost with its machine, whose calls' errors say
+  -- less; a send the fault's abort cut, failing once a heal has made the
   -- workers whole again, where it would pass for the server's own).
   if J.fault_error then error(J.fault_error, 0) end
   if E.server_error then error(E.server_error, 0) end
@@ -852,7 +855,10 @@ function ps.train(opts)
                               bb = mode == "adaptive-k" and J.o.bb ~= false, bb_opts = J.o.bb_opts,
                               claim_model = true })
   E.compute:setup()
+  local is_server = {}
+  for _, node in ipairs(servers) do is_server[node] = true end
   J:watch_faults{ hub = function() return servers end, sync = mode == "bsp",
+                  essential = function(node) return is_server[node] and "server" end,
                   on_change = function(i, back) E:on_fault(i, back) end,
                   rejoin = function(i) E.compute:setup_worker(i) end }
   J:start_clock()

@@ -17,9 +17,15 @@
  *     bytes put on the wire (20 x 1042), and by less than 4 KiB more, each
  *     stats t_ns on this host's CLOCK_MONOTONIC (the agent's) since the start;
  *   - kill h2: an exit notification names node 2, signal 9; restart h2:
- *     answered once relayed, and a norm{} sent to the new peer through
- *     call chunks is answered exactly;
- *   - teardown answered, exit 0, no registry entry, no peer left.
+ *     answered once relayed (the new peer's secret answered: no poll), a
+ *     call chunk for h2 sent before that answer is dropped and the log
+ *     says h2 is being restarted, and a norm{} sent to the new peer
+ *     through call chunks is answered exactly;
+ *   - teardown answered, exit 0, no registry entry, no peer left;
+ *   - a second agent builds m1's part of h1 (m1) - h2 (m2) on the user
+ *     backend whose cut link's UDP port (16384 + VNI mod 8192 on
+ *     127.0.0.1) this test holds: the build's error map names the link
+ *     (field `link` "h1-h2"), code 2 (the machine's), the message the bind.
  * Prints "ok: ..." or "FAIL: ..." per check; exit 0, 1 on a failure, 77
  * without root or where the part cannot be built (one line). */
 #include "controller/registry.h"
@@ -29,6 +35,8 @@
 #include "tests/lib/check_lines.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -99,12 +107,11 @@ static bool agent_next(struct agent_pipe *a, struct proto_msg *m)
     return ok;
 }
 
-/* Sends request method with params m; the answer's error (NULL: done)
- * into e, result kept in *res until the next message. false: no answer. */
-static bool ask(struct agent_pipe *a, enum agent_method method, struct msgmap *m,
-                struct agent_build_error *e, struct proto_msg *res)
+/* The answer to request id: its error (NULL: done) into e, result kept in
+ * *res until the next message. false: no answer. */
+static bool answer(struct agent_pipe *a, uint32_t id, struct agent_build_error *e,
+                   struct proto_msg *res)
 {
-    uint32_t id = agent_pipe_request(a, method, m);
     memset(e, 0, sizeof *e);
     while (id && agent_next(a, res))
         if (res->kind == PROTO_RESPONSE && res->msgid == id) {
@@ -115,6 +122,13 @@ static bool ask(struct agent_pipe *a, enum agent_method method, struct msgmap *m
             return true;
         }
     return false;
+}
+
+/* Sends request method with params m; its answer as answer() says. */
+static bool ask(struct agent_pipe *a, enum agent_method method, struct msgmap *m,
+                struct agent_build_error *e, struct proto_msg *res)
+{
+    return answer(a, agent_pipe_request(a, method, m), e, res);
 }
 
 static bool done(struct agent_pipe *a, enum agent_method method, struct msgmap *m,
@@ -309,8 +323,81 @@ static void kill_restart(struct agent_pipe *a)
           "exit names node 2 killed by signal 9 (node %llu)", (unsigned long long)x.node);
     msgmap_init(&m);
     agent_wire_node(&m, &(struct agent_node){2});
-    bool ok = done(a, AGENT_RESTART, &m, &r, "restart h2");
+    uint32_t id = agent_pipe_request(a, AGENT_RESTART, &m);
+    /* a chunk for h2 while its restart is under way: dropped, and the
+     * log says why (it said "not a host") */
+    check(agent_pipe_call(a, 2, "\x94", 1), "a call chunk for h2 sent during its restart");
+    struct agent_build_error e;
+    bool ok = answer(a, id, &e, &r) && !e.message[0];
+    check(ok, "restart h2 done%s%s", e.message[0] ? ": " : "", e.message);
     check(ok && norm_of_h2(a, 20), "the restarted h2 answers norm{} through the relay");
+}
+
+/* ---- a part whose cut link cannot be built ---- */
+
+#define CUT_VNI 4300u
+
+/* h1 on m1 (127.0.0.1) - h2 on m2 (127.0.0.2), user backend: m1's part. */
+static int cut_part_bytes(msgpack_sbuffer *out)
+{
+    struct topo_network *net = topo_network_new("cut", TOPO_BACKEND_USER, 1, err, sizeof err);
+    struct topo_link_params lan = {0};
+    int h1 = net ? topo_node_add(net, "h1", TOPO_NODE_HOST, err, sizeof err) : -1;
+    int h2 = net ? topo_node_add(net, "h2", TOPO_NODE_HOST, err, sizeof err) : -1;
+    if (h1 != 0 || h2 != 1 || topo_link_add(net, h1, h2, &lan, err, sizeof err) < 0 ||
+        topo_assign_addresses(net, err, sizeof err) < 0) {
+        topo_network_free(net);
+        return -1;
+    }
+    snprintf(net->nodes[1].host, sizeof net->nodes[1].host, "m2");
+    return agent_fixture_part_over(net, RUN, CUT_VNI, 2, out, err, sizeof err);
+}
+
+/* UDP 127.0.0.1 on the cut link's port, held (no SO_REUSEADDR): -1 on failure. */
+static int hold_cut_port(void)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons(16384 + CUT_VNI % 8192),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
+static void cut_link_refused(char **args)
+{
+    struct agent_pipe a;
+    msgpack_sbuffer part;
+    msgpack_sbuffer_init(&part);
+    int held = hold_cut_port();
+    check(held >= 0, "UDP 127.0.0.1:%u held", 16384 + CUT_VNI % 8192);
+    if (held < 0 || cut_part_bytes(&part) < 0 || agent_pipe_start(&a, args, false) < 0) {
+        check(0, "the cut part and its agent: %s", err);
+        return;
+    }
+    check(agent_fixture_hello(&a, RUN, WAIT_MS), "the second agent: hello answered");
+    struct msgmap q;
+    struct proto_msg m;
+    struct agent_build_error e;
+    msgmap_init(&q);
+    agent_wire_build(&q,
+                     &(struct agent_build){(const uint8_t *)part.data, (uint32_t)part.size, false});
+    bool answered = ask(&a, AGENT_BUILD, &q, &e, &m);
+    check(answered && e.code == 2 && !strcmp(e.link, "h1-h2") && !e.node[0] &&
+              strstr(e.message, "bind (the port is another link's on this machine)"),
+          "the cut link's build refused naming it: code %d, link '%s', node '%s': %s", (int)e.code,
+          e.link, e.node, e.message);
+    msgmap_init(&q);
+    check(done(&a, AGENT_TEARDOWN, &q, &m, "the second agent's teardown"), "teardown answered");
+    int status = -1;
+    for (int t = 0; t < 300 && waitpid(a.pid, &status, WNOHANG) == 0; t++)
+        usleep(100000);
+    check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the second agent exited 0 (status %d)",
+          status);
+    agent_pipe_close(&a);
+    msgpack_sbuffer_destroy(&part);
+    close(held);
 }
 
 /* ---- the session ---- */
@@ -337,6 +424,35 @@ static int build(struct agent_pipe *a, char *id, size_t cap)
     check(ok, "build with stats answered%s%s", e.message[0] ? ": " : "", e.message);
     snprintf(id, cap, "%s", ok ? r.registry : "");
     return ok;
+}
+
+/* The agent's stderr, in a file of its own (log_path) while it runs. */
+static char log_path[] = "/tmp/hn-agent-ops-log-XXXXXX";
+
+static int agent_start_logged(struct agent_pipe *a, char **args)
+{
+    int log = mkstemp(log_path), saved = dup(2);
+    if (log < 0 || saved < 0) return -1;
+    dup2(log, 2);
+    int rc = agent_pipe_start(a, args, false);
+    dup2(saved, 2);
+    close(saved);
+    close(log);
+    return rc;
+}
+
+/* The drop of the call for h2 during its restart, logged as such. */
+static void drop_logged(void)
+{
+    char text[1 << 16];
+    FILE *f = fopen(log_path, "r");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    if (f) fclose(f);
+    check(strstr(text, "call dropped: node 2 of machine m1's part is being restarted") != NULL,
+          "the agent logged the call for h2 as dropped because h2 is being restarted");
+    if (check_failed) fprintf(stderr, "the agent's log:\n%s", text);
+    unlink(log_path);
 }
 
 static void teardown(struct agent_pipe *a, const char *dir, pid_t h1)
@@ -367,7 +483,7 @@ int main(int argc, char **argv)
                     "127.0.0.1", "--idle-timeout", "120",       NULL};
     struct agent_pipe a;
     char id[AGENT_REGISTRY_ID_MAX], dir[600];
-    if (agent_pipe_start(&a, args, false) < 0) return printf("FAIL: start the agent\n"), 1;
+    if (agent_start_logged(&a, args) < 0) return printf("FAIL: start the agent\n"), 1;
     check(agent_fixture_hello(&a, RUN, WAIT_MS), "hello answered");
     int built = build(&a, id, sizeof id);
     snprintf(dir, sizeof dir, "%s/%s", root, id);
@@ -383,6 +499,11 @@ int main(int argc, char **argv)
     }
     teardown(&a, dir, h1);
     agent_pipe_close(&a);
+    if (built == 1)
+        drop_logged();
+    else
+        unlink(log_path);
+    if (built == 1) cut_link_refused(args);
     if (rmdir(root) < 0) check(0, "the private registry %s is empty: %s", root, strerror(errno));
     return built == 77 ? 77 : check_failed;
 }

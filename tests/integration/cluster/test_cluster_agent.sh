@@ -18,7 +18,9 @@
 #     refused (exit 3) after they answered, saying why;
 #   - `hiernet doctor --hosts` prints one table (m1 local, m2 and m3
 #     reachable, root, features, same version; an address where no machine
-#     answers is NO) and `hiernet clean --hosts` one line per machine, and
+#     answers is NO), then a line per pair of machines with the ICMP
+#     echo's round trip between them (m3 ignoring echoes: its pairs FAIL,
+#     a line says why, exit 3), and `hiernet clean --hosts` one line per machine, and
 #     removes the registry entry a SIGKILLed run left on m2.
 # Usage: test_cluster_agent.sh HN_AGENT_PROBE HIERNET
 set -uo pipefail
@@ -176,6 +178,20 @@ grep -q "^  machine 'm9' (10.250.0.9): the agent's ssh exited with status 255: "
   pass "doctor: m9's reason" || fail "doctor: m9's reason: $(cat "$D/doctor.out")"
 cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" "$HN" doctor --hosts "$D/hosts" >"$D/doctor.out" 2>&1
 expect_eq "doctor --hosts m1..m3: exit 0" "$?" 0
+# the ICMP echo between every two machines (the underlay probe's), one line a pair
+expect_eq "doctor: an ICMP echo line per pair, each with its round trip" \
+  "$(sed -n 's/^  ICMP echo \(m[0-9] - m[0-9]\): [0-9.]* ms$/\1/p' "$D/doctor.out" | tr '\n' ' ')" \
+  "m1 - m2 m1 - m3 m2 - m3 "
+# m3 answers no echo: its pairs fail, doctor says so and exits 3
+cluster_exec 3 sysctl -qw net.ipv4.icmp_echo_ignore_all=1
+cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" "$HN" doctor --hosts "$D/hosts" >"$D/doctor.out" 2>&1
+expect_eq "doctor --hosts, m3 ignoring ICMP echo: exit 3" "$?" 3
+cluster_exec 3 sysctl -qw net.ipv4.icmp_echo_ignore_all=0
+expect_eq "doctor: m1 - m2 echoes, the pairs of m3 fail" \
+  "$(grep '^  ICMP echo m' "$D/doctor.out" | sed 's/: [0-9.]* ms$/: ms/' | tr '\n' '|')" \
+  "  ICMP echo m1 - m2: ms|  ICMP echo m1 - m3: FAILS|  ICMP echo m2 - m3: FAILS|"
+grep -q "^  ICMP echo: .*m3" "$D/doctor.out" && pass "doctor: the echo's failure line: $(grep '^  ICMP echo: ' "$D/doctor.out")" ||
+  fail "doctor: no line saying why the echo failed: $(cat "$D/doctor.out")"
 
 # --- clean --hosts: a run SIGKILLed on m2 leaves its registry entry ---
 cat >"$D/stay.lua" <<'LUA'

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_cluster_exposure.sh — what a run spread over three machines of the
-# namespace cluster exposes on their underlay (label netns, serial; issue
-# 20, "Exposure"): h1 and the switch s1 on m1 (the controller's machine),
-# h2 on m2, h3 on m3, every link a cut link but h1-s1. While the network
+# namespace cluster exposes on their underlay (label netns, parallel
+# pass; issue 20, "Exposure"): h1 and the switch s1 on m1 (the
+# controller's machine), h2 on m2, h3 on m3, every link a cut link but
+# h1-s1. While the network
 # runs (a tensor sent h1 -> h2 -> h3 first, so the data plane has been
 # used), every TCP and UDP socket of each machine's own network namespace
 # (not its nodes': those are the emulated network) is listed with ss, and

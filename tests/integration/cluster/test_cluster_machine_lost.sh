@@ -24,6 +24,7 @@ HN=$(realpath "$1")
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/../../lib/cluster.sh"
 source "$here/../../lib/checks.sh"
+source "$here/../../lib/cluster_lost.sh"
 
 cluster_require
 command -v python3 >/dev/null || cluster_skip "python3 is not installed (reads summary.json)"
@@ -63,29 +64,7 @@ print(string.format("result steps %d", s.steps))
 LUA
 
 # Runs mode MODE and SIGKILLs m3's agent once the training made 20 steps.
-run_and_lose_m3() {
-  local mode=$1 _ pid agent=""
-  cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" run "$D/lost.lua" \
-    --out "$D/r-$mode" --quiet --set mode="$mode" >"$D/$mode.out" 2>"$D/$mode.err" &
-  local run_pid=$!
-  for _ in $(seq 1200); do [[ -e $D/$mode.up ]] && break; cluster_alive "$run_pid" || break; sleep 0.05; done
-  for pid in $(cluster_procs_in 3); do
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "^$HN agent " && agent=$pid
-  done
-  [[ -n $agent ]] && pass "$mode: m3's agent runs ($agent) after 20 steps" ||
-    fail "$mode: no agent on m3 at step 20: $(tail -n3 "$D/$mode.err")"
-  [[ -n $agent ]] && kill -KILL "$agent"
-  wait "$run_pid"
-  RC=$?
-}
-
-# Nothing left on the machines once clean --hosts removed m3's part's entry.
-nothing_left() {
-  local what=$1
-  cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" clean --hosts "$D/hosts" \
-    >"$D/clean-$what.out" 2>&1 || fail "$what: clean --hosts: $(cat "$D/clean-$what.out")"
-  cluster_expect_nothing_left "$what"
-}
+run_and_lose_m3() { cluster_lost_run "$1" "$D/lost.lua" --set mode="$1"; }
 
 # --- ASP: handled like killed nodes ---
 run_and_lose_m3 asp
@@ -112,7 +91,7 @@ expect_eq "asp: summary.json: w1's availability" "$(avail w1)" "1"
 # steps.csv: the last rows are the surviving workers' (w4, w5 stop at the loss)
 last=$(tail -n 30 "$D/r-asp/steps.csv" 2>/dev/null | grep -c ',w[45],')
 expect_eq "asp: no row of w4 or w5 among steps.csv's last 30" "$last" "0"
-nothing_left asp
+cluster_lost_clean asp
 
 # --- BSP: the run fails in one line naming m3 ---
 run_and_lose_m3 bsp
@@ -120,7 +99,7 @@ run_and_lose_m3 bsp
 line=$(grep -E "lost.lua:[0-9]+: " "$D/bsp.err" | head -n1)
 grep -qE "worker w[45] was lost: machine 'm3'" <<<"$line" &&
   pass "bsp: one line names the worker and m3: ${line#*lost.lua:}" || fail "bsp: $(tail -n3 "$D/bsp.err")"
-nothing_left bsp
+cluster_lost_clean bsp
 
 pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
 cluster_down

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # test_cluster_spread_ps.sh — the same parameter-server training on one
 # machine and spread over three of the namespace cluster (label netns,
-# serial; issue 20): a cloud, 2 edges and 3 terminals an edge (topo.hier,
-# backend kernel, rates only: this kernel has no netem), BSP for a fixed 6
-# rounds of a logistic regression on a synthetic data set. Placed over
-# m1..m3 the controller builds m1's part and the agents the others', every
-# command of the algorithm to a remote node is relayed and the tensors
-# cross the machines' VXLAN links; the rounds, the updates applied and the
+# parallel pass; issue 20): a cloud, 2 edges and 3 terminals an edge
+# (topo.hier, backend kernel, rates only: this kernel has no netem), BSP
+# for a fixed 6 rounds of a logistic regression on a synthetic data set.
+# Placed over m1..m3 the controller builds m1's part and the agents the
+# others', every command of the algorithm to a remote node is relayed
+# and the tensors cross the machines' VXLAN links; the rounds, the updates applied and the
 # final accuracy equal the single-machine run's exactly (same seeds, same
 # order of the BSP rounds), on backend kernel and on backend user with
 # delays and loss on the links (hiernet-linkd carries the cut links over

@@ -24,6 +24,19 @@ function H.check(cond, fmt, ...)
   if not cond then error(string.format(fmt, ...), 2) end
 end
 
+-- H.wait_until(clock, cond, what, limit_s): waits until cond() holds,
+-- false when the training (at_start's clock) ended first; an error naming
+-- what after limit_s (a liveness bound, never a timing).
+function H.wait_until(clock, cond, what, limit_s)
+  local t0 = hn.now()
+  while not cond() do
+    if clock.done() then return false end
+    if hn.now() - t0 > limit_s then error(string.format("%s: not within %d s", what, limit_s), 0) end
+    hn.sleep(0.01)
+  end
+  return true
+end
+
 function H.log(fmt, ...)
   print(string.format(fmt, ...))
   io.stdout:flush()

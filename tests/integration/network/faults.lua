@@ -152,13 +152,8 @@ end
 -- ends the waits; the heal and the restart still come. sch.wait() returns
 -- once the schedule has run; at.err is its error, if any.
 local function wait_steps(clock, name, n, what)
-  local from, t0 = clock.steps_of(name), hn.now()
-  while clock.steps_of(name) < from + n do
-    if clock.done() then return false end
-    if hn.now() - t0 > LIVENESS_S then error(string.format("%s: not within %d s", what, LIVENESS_S), 0) end
-    hn.sleep(0.01)
-  end
-  return true
+  local from = clock.steps_of(name)
+  return H.wait_until(clock, function() return clock.steps_of(name) >= from + n end, what, LIVENESS_S)
 end
 
 local function schedule(cut_from, cut_to, back)

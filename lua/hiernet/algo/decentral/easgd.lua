@@ -90,6 +90,7 @@ function easgd.plan(J, extra, center)
     on_steps = function(v) if J:eval_due(v) then J:evaluate(v, center, "c") end end,
     faults = {
       hub = function() return center end,
+      essential = function(node) return node == center and "centre" or nil end,
       rejoin = function(i) center:send{ tensor = "c", to = J.workers[i], as = J.model_name } end,
       on_change = function(i, back)
         if not back then J:abort_between(J.workers[i], { center }) end

@@ -183,6 +183,8 @@ local function gossip_step(J, adj, rng, G, running)
     end
     local ok, r = pcall(node.batch, node, cmds)
     if not ok then
+      -- the neighbour's machine may be being lost: known once settled
+      if j and J:alive(j) then J:settle_losses{ J.workers[j] } end
       if not j or (J:alive(j) and node.network:reachable(node, J.workers[j])) then error(r, 0) end
       return -- the neighbour went away mid-send: its half stays here
     end

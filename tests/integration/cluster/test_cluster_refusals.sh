@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# test_cluster_refusals.sh — a network over two machines of the namespace
+# cluster (label netns, serial; issue 20) whose m2 agent is faulty: the real
+# `hiernet agent` behind hn-agent-filter (HIERNET_REMOTE_BIN, a script that
+# wraps m2's agent only). h1 on m1 (the controller's machine), h2 on m2,
+# backend kernel, h3 on m2 too:
+#   - refuse (m2's agent refuses `kill` and `heal`): after
+#     net:partition({h1}, {h2}), net:heal() fails naming m2, and the
+#     partition stays on record: h1 and h2 are still not reachable, and a
+#     second heal is tried again and fails the same (the record was
+#     dropped before the parts answered: a second heal healed 0, m2's
+#     routes still cut); h2:kill() fails with one
+#     line naming h2 and m2 (it reported success: the refusal was only
+#     logged) and the "kill" listeners do not run; then m2's agent is
+#     SIGKILLed: the listener gets (net, h3, why), why naming m2 (h2, whose
+#     client the refused kill ended all the same, is not lost again);
+#   - hold-build (m2's agent answers pings but never its build), with
+#     HIERNET_BUILD_TIMEOUT=3: net:start() fails within the deadline in one
+#     line naming m2 and the timeout (it waited for ever), m1's part built
+#     meanwhile is released; a second net:start() is refused in one line
+#     that says the network starts once and gives the first start's error;
+#   - hold-underlay (m2's agent never answers `underlay`), h3 on m3 linked
+#     to h2, so that m2's agent measures the pair m2-m3: net:start() fails
+#     at the same deadline in one line saying the underlay's round trips
+#     were not all measured, nothing built;
+#   - after each run, nothing is left on any machine.
+# Usage: test_cluster_refusals.sh HIERNET HN-AGENT-FILTER
+set -uo pipefail
+HN=$(realpath "$1")
+FILTER=$(realpath "$2")
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/../../lib/cluster.sh"
+source "$here/../../lib/checks.sh"
+
+cluster_spread_up 3
+# m2's agent through the filter, in the mode $D/mode names; m1 has none
+cat >"$D/agent-bin" <<SH
+#!/bin/sh
+case " \$* " in *" --machine m2 "*) exec "$FILTER" "\$(cat "$D/mode")" "$HN" "\$@";; esac
+exec "$HN" "\$@"
+SH
+chmod +x "$D/agent-bin"
+hn_m1() {
+  cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" HIERNET_REMOTE_BIN="$D/agent-bin" \
+    HIERNET_BUILD_TIMEOUT=3 "$HN" "$@"
+}
+
+# expect_refused LABEL OUT TAG WANT: OUT's line "TAG false MESSAGE" has WANT in MESSAGE.
+expect_refused() {
+  local label=$1 out=$2 tag=$3 want=$4 line
+  line=$(grep "^$tag " "$out")
+  grep -qF "$tag false " <<<"$line" && grep -qF "$want" <<<"$line" &&
+    pass "$label: ${line#"$tag false "}" || fail "$label: '$line' $(tail -n 3 "${out%.out}.err")"
+}
+
+net_lua() {
+  cat <<LUA
+local hn = require("hiernet")
+local net = hn.network{ name = "faulty", backend = "kernel", hosts = "$D/hosts" }
+local h1 = net:node("h1", { host = "m1" })
+local h2 = net:node("h2", { host = "m2" })
+local h3 = net:node("h3", { host = "m2" })
+net:link(h1, h2, { bw = "100Mbit" })
+net:link(h1, h3, { bw = "100Mbit" })
+LUA
+}
+
+# --- refuse-kill ---
+{
+  net_lua
+  cat <<LUA
+local kills, lost = 0, nil
+net:on("kill", function(_, node, why)
+  kills = kills + 1
+  lost = node.name .. " " .. tostring(why)
+end)
+net:start()
+net:partition({ h1 }, { h2 })
+for i = 1, 2 do
+  local ok, err = pcall(net.heal, net)
+  print(string.format("heal%d %s %s %s", i, tostring(ok), tostring(err), tostring(net:reachable(h1, h2))))
+end
+local ok, err = pcall(h2.kill, h2)
+hn.sleep(0.3) -- a listener would have run by now
+print(string.format("kill %s %s", tostring(ok), tostring(err)))
+print("kill listeners " .. kills)
+io.open("$D/killed", "w"):close()
+for _ = 1, 400 do
+  if lost then break end
+  hn.sleep(0.05)
+end
+print("lost " .. tostring(lost))
+net:stop()
+LUA
+} >"$D/kill.lua"
+echo refuse >"$D/mode"
+hn_m1 run "$D/kill.lua" --out "$D/r-kill" --quiet >"$D/kill.out" 2>"$D/kill.err" &
+run=$!
+for _ in $(seq 600); do [[ -e $D/killed ]] && break; cluster_alive "$run" || break; sleep 0.05; done
+agent=""
+for pid in $(cluster_procs_in 2); do
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "^$HN agent " && agent=$pid
+done
+[[ -n $agent ]] && kill -KILL "$agent" || fail "no agent on m2 after the kill: $(tail -n 3 "$D/kill.err")"
+wait "$run"
+expect_eq "refuse: run exit status" "$?" 0
+for i in 1 2; do
+  line=$(grep "^heal$i " "$D/kill.out")
+  [[ $line == "heal$i false "*"machine 'm2': heal: heal: refused by hn-agent-filter false" ]] &&
+    pass "heal $i refused by m2's agent fails, h1 and h2 still apart: ${line#heal$i false }" ||
+    fail "heal $i with m2's agent refusing: '$line'"
+done
+expect_refused "h2:kill() refused by m2's agent fails" "$D/kill.out" kill \
+  "node 'h2': kill: machine 'm2': kill: kill: refused by hn-agent-filter"
+expect_eq "no kill listener ran for the refused kill" "$(grep '^kill listeners' "$D/kill.out")" \
+  "kill listeners 0"
+lost=$(grep '^lost ' "$D/kill.out")
+[[ $lost == "lost h3 machine 'm2' ("* ]] &&
+  pass "m2's agent SIGKILLed: the kill listener's node and third argument: ${lost#lost }" ||
+  fail "the kill listener on m2's loss: '$lost'"
+cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" clean --hosts "$D/hosts" \
+  >"$D/clean.out" 2>&1 || fail "clean --hosts: $(cat "$D/clean.out")"
+cluster_expect_nothing_left "refuse"
+
+# --- hold-build ---
+{
+  net_lua
+  cat <<LUA
+local ok, err = pcall(net.start, net)
+print(string.format("start1 %s %s", tostring(ok), tostring(err)))
+ok, err = pcall(net.start, net)
+print(string.format("start2 %s %s", tostring(ok), tostring(err)))
+LUA
+} >"$D/hold.lua"
+echo hold-build >"$D/mode"
+t0=$(date +%s.%N)
+hn_m1 run "$D/hold.lua" --out "$D/r-hold" --quiet >"$D/hold.out" 2>"$D/hold.err"
+rc=$?
+took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+expect_eq "hold-build: run exit status (its errors caught)" "$rc" 0
+expect_refused "a build m2 never answers fails at the deadline" "$D/hold.out" start1 \
+  "network 'faulty': machine(s) m2 did not build their part within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released"
+awk -v t="$took" 'BEGIN { exit !(t >= 3 && t < 60) }' && pass "the run took $took s (deadline 3 s)" ||
+  fail "the run took $took s"
+expect_refused "a second start is refused in one line" "$D/hold.out" start2 \
+  "network 'faulty': start: a network over machines starts once, and its first start failed (network 'faulty': machine(s) m2 did not build"
+cluster_expect_nothing_left "hold-build"
+
+# --- hold-underlay ---
+{
+  net_lua
+  cat <<LUA
+local h4 = net:node("h4", { host = "m3" })
+net:link(h2, h4, { bw = "100Mbit" })
+local ok, err = pcall(net.start, net)
+print(string.format("start %s %s", tostring(ok), tostring(err)))
+LUA
+} >"$D/probe.lua"
+echo hold-underlay >"$D/mode"
+hn_m1 run "$D/probe.lua" --out "$D/r-probe" --quiet >"$D/probe.out" 2>"$D/probe.err"
+expect_eq "hold-underlay: run exit status (its error caught)" "$?" 0
+expect_refused "an underlay probe m2's agent never answers fails at the deadline" "$D/probe.out" \
+  start "network 'faulty': the underlay's round trips between the machines were not all measured within 3 s (HIERNET_BUILD_TIMEOUT); nothing was built"
+cluster_expect_nothing_left "hold-underlay"
+checks_exit
