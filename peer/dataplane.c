@@ -409,15 +409,62 @@ static struct dp_conn *dp_conn_find(struct dataplane *dp, const struct sockaddr_
     return NULL;
 }
 
-bool dataplane_abort(struct dataplane *dp, const char *name, const char *cause)
+/* Same host address, whatever the ports. */
+static bool dp_same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family) return false;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                  &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+}
+
+/* Is c a connection node `name` (at addr, when known) sends on? By the
+ * sender its frames named; before its first header, by its address (a
+ * node's connections come from its address, except on a host with several
+ * interfaces, whose frames name it soon enough). */
+static bool dp_conn_from(const struct dp_conn *c, const char *name,
+                         const struct sockaddr_storage *addr)
+{
+    if (c->outgoing) return false;
+    if (c->sender[0]) return strcmp(c->sender, name) == 0;
+    return addr && dp_same_host(&c->addr, addr);
+}
+
+/* Closes c with a reset (SO_LINGER 0): what its socket still holds is
+ * dropped, not retransmitted once a partition heals. */
+static void dp_conn_reset(struct dp_conn *c, const char *cause)
+{
+    struct linger now = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
+    dp_conn_close(c, cause, false); /* the controller logged the fault that asked for it */
+}
+
+/* Both ways, for a transfer cut by a fault must never land after the abort
+ * (an algorithm clears the arrivals, then goes on): the bytes a partition
+ * held up arrive when it heals, seconds later, after the TCP backoff. The
+ * outgoing connection is reset, so the kernel does not send what it holds;
+ * the incoming ones close, so what is still on its way there finds no
+ * socket. */
+unsigned dataplane_abort(struct dataplane *dp, const char *name, const char *cause)
 {
     struct sockaddr_storage addr;
     socklen_t len;
-    if (!dataplane_lookup(dp, name, &addr, &len)) return false;
-    struct dp_conn *c = dp_conn_find(dp, &addr, len);
-    if (!c) return false;
-    dp_conn_close(c, cause, false); /* the controller logged the fault that asked for it */
-    return true;
+    bool known = dataplane_lookup(dp, name, &addr, &len);
+    unsigned closed = 0;
+    struct dp_conn *out = known ? dp_conn_find(dp, &addr, len) : NULL;
+    if (out) {
+        dp_conn_reset(out, cause);
+        closed++;
+    }
+    for (struct dp_conn *c = dp->conns, *next; c; c = next) {
+        next = c->next;
+        if (!dp_conn_from(c, name, known ? &addr : NULL)) continue;
+        dp_conn_reset(c, cause);
+        closed++;
+    }
+    return closed;
 }
 
 /* Opens a connection to the send's address. NULL with error set. */
@@ -727,6 +774,7 @@ static bool dp_frame_begin(struct dp_conn *c, const uint8_t *buf)
         return dp_conn_malformed(c, c->outgoing ? "a tensor on a sending connection"
                                                 : "an ack on a receiving connection");
     if (c->outgoing) return dp_ack_received(c);
+    if (!c->sender[0]) snprintf(c->sender, sizeof c->sender, "%s", c->hdr.from);
     c->refusal[0] = '\0';
     c->payload_got = 0;
     dp_frame_destination(c);

@@ -154,10 +154,12 @@ size_t dataplane_peer_count(const struct dataplane *dp);
 bool dataplane_lookup(const struct dataplane *dp, const char *name, struct sockaddr_storage *addr,
                       socklen_t *len);
 
-/* Closes the outgoing connection to node name, failing its pending sends
- * with cause (a node cut off or dead: what was on the way will never be
- * acknowledged); the next send reconnects. False when there is none. */
-bool dataplane_abort(struct dataplane *dp, const char *name, const char *cause);
+/* A fault took node name away: resets the outgoing connection to it,
+ * failing its pending sends with cause (what was on the way will never be
+ * acknowledged; the next send reconnects), and closes the connections it
+ * sends on here (a frame of theirs still on its way never lands). Returns
+ * the connections closed. */
+unsigned dataplane_abort(struct dataplane *dp, const char *name, const char *cause);
 
 /* Queues a send; done runs later, or at once when it cannot start. */
 void dataplane_send(struct dataplane *dp, struct dataplane_send *send);

@@ -45,6 +45,7 @@ struct dp_conn {
     struct sockaddr_storage addr; /* the other end */
     socklen_t addr_len;
     char where[160];                      /* "to t2 (10.0.0.2:7000)" / "from 10.0.0.1:4711" */
+    char sender[FRAME_NODE_NAME_SIZE];    /* incoming: the `from` of its first frame; "" before */
     uint8_t hello[DATA_AUTH_HELLO_BYTES]; /* outgoing: proof of membership, sent first */
     size_t hello_len, hello_sent;
     ev_io read_watcher, write_watcher;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -353,8 +354,25 @@ static int template_main(int argc, char **argv)
     return peer_template_serve((int)fd, peer_main, argv[0], (size_t)(end - argv[0]));
 }
 
+/* glibc's malloc starts by mmapping every block over 128 KiB and raises
+ * that threshold only as such blocks are freed; until then each compute
+ * output of a model's size (every grad writes a new tensor) is fresh pages,
+ * page-faulted on first write inside the command, whose CPU time a slow
+ * node's speed multiplies: at speed 0.02 a fresh peer's first four grads of
+ * mlp:784-128-10 took 100 faults and 1.5x their time each. Starting at the
+ * ceiling glibc's own adjustment reaches (32 MiB; the trim threshold twice
+ * that, as it sets it) puts the steady state first. */
+static void peer_malloc_steady(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
+}
+
 int main(int argc, char **argv)
 {
+    peer_malloc_steady();
     if (argc > 1 && strcmp(argv[1], "--template") == 0) return template_main(argc, argv);
     return peer_main(argc, argv);
 }

@@ -5,7 +5,8 @@
  * concurrent sends both ways, range sends, overwriting an existing tensor,
  * the peers table and its errors, snapshots that a following axpy/scale
  * must not tear, receiving while the receiver computes, and malformed or
- * oversized frames that close only their own connection. */
+ * oversized frames that close only their own connection, and an abort
+ * closing what the aborted node sends on. */
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <poll.h>
@@ -332,8 +333,9 @@ static void expect_closed_after(const struct harness_peer *p, const void *bytes,
     close(fd);
 }
 
-/* A valid frame header for `count` floats to tensor "raw" (prefix included). */
-static size_t raw_header(uint8_t *buf, uint64_t count)
+/* A valid frame header from node `from` for `count` floats to tensor `as`
+ * (prefix included). */
+static size_t raw_header(uint8_t *buf, uint64_t count, const char *from, const char *as)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -342,8 +344,8 @@ static size_t raw_header(uint8_t *buf, uint64_t count)
     msgpack_pack_map(&pk, 8);
     pack_kv_str(&pk, "type", "tensor");
     pack_kv_i64(&pk, "id", 1);
-    pack_kv_str(&pk, "from", "raw");
-    pack_kv_str(&pk, "as", "raw");
+    pack_kv_str(&pk, "from", from);
+    pack_kv_str(&pk, "as", as);
     pack_kv_str(&pk, "dtype", "f32");
     pack_kv_i64(&pk, "count", (int64_t)count);
     pack_kv_i64(&pk, "bytes", (int64_t)(count * 4));
@@ -366,10 +368,10 @@ static void test_malformed(struct harness_peer *a, struct harness_peer *b)
     static const uint8_t huge[] = {'H', 'N', 'd', '2', 0x7f, 0, 0, 0};
     expect_closed_after(b, huge, sizeof huge);
     uint8_t frame[512 + 64];
-    size_t n = raw_header(frame, 4);
+    size_t n = raw_header(frame, 4, "raw", "raw");
     memset(frame + n, 0x3f, 32); /* 16 bytes more than the 4 floats announced */
     expect_closed_after(b, frame, n + 32);
-    n = raw_header(frame, 4);
+    n = raw_header(frame, 4, "raw", "raw");
     frame[8] = 0x81; /* a map of one entry instead of eight: trailing bytes */
     expect_closed_after(b, frame, n);
     /* b lives on, its other connections too, and took the good frame. */
@@ -377,6 +379,63 @@ static void test_malformed(struct harness_peer *a, struct harness_peer *b)
     HCALL_OK(b, &r, "read", "tensor:s", "raw");
     CHECK(r.n_values == 4);
     harness_reply_free(&r);
+}
+
+/* ---- abort: the connections the node sends on here close ---- */
+
+/* A raw connection to p's data port from local address src. The fd, or -1. */
+static int raw_connect_from(const struct harness_peer *p, const char *src)
+{
+    struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
+    inet_pton(AF_INET, src, &from.sin_addr);
+    inet_pton(AF_INET, p->addr, &to.sin_addr);
+    to.sin_port = htons((uint16_t)p->data_port);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && (bind(fd, (struct sockaddr *)&from, sizeof from) != 0 ||
+                    connect(fd, (struct sockaddr *)&to, sizeof to) != 0)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* True when the peer has closed fd (EOF or reset) within 5 s. */
+static bool raw_closed(int fd)
+{
+    struct pollfd pfd = {fd, POLLIN, 0};
+    char buf[64];
+    return poll(&pfd, 1, 5000) == 1 && read(fd, buf, sizeof buf) <= 0;
+}
+
+/* abort{nodes = {"a"}} on b closes the connections a sends on to b, so
+ * that the rest of a frame a partition held up cannot land once it heals:
+ * one found by the sender its frame named (from 127.0.0.1, naming "a"), one
+ * that has sent no header yet by a's address. What is written after the
+ * abort makes no arrival; a's next send reconnects. */
+static void test_abort_incoming(struct harness_peer *a, struct harness_peer *b)
+{
+    struct harness_reply r;
+    HCALL_OK(b, &r, "abort", "nodes:l", 1, (const char *[]){"a"}); /* earlier connections go */
+    uint8_t frame[FRAME_PREFIX_BYTES + FRAME_HEADER_MAX + 16] = {0};
+    size_t n = raw_header(frame, 4, "a", "cut"), half = n + 8;
+    int named = harness_raw_connect(b), unnamed = raw_connect_from(b, a->addr);
+    CHECK(named >= 0 && unnamed >= 0);
+    if (named < 0 || unnamed < 0) return;
+    double got = harness_stat(b, "bytes_received");
+    CHECK(harness_write_all(named, frame, half)); /* header and half the payload */
+    CHECK(harness_write_all(unnamed, frame, 4));  /* half the prefix */
+    CHECK(harness_wait_stat_above(b, "bytes_received", got + (double)half + 3, 5000));
+    HCALL_OK(b, &r, "abort", "nodes:l", 1, (const char *[]){"a"});
+    CHECK(harness_num(&r, "connections_closed") == 2);
+    CHECK_MSG(raw_closed(named), "the connection that named a stayed open");
+    CHECK_MSG(raw_closed(unnamed), "the connection from a's address stayed open");
+    send(named, frame + half, n + 16 - half, MSG_NOSIGNAL); /* finds no connection */
+    send(unnamed, frame + 4, n + 16 - 4, MSG_NOSIGNAL);
+    close(named);
+    close(unnamed);
+    HCALL_ERR(b, &r, "timeout after 0.3 s: 0 of 1 arrivals", "wait", "tensor:s timeout:f", "cut",
+              0.3);
+    HCALL_OK(a, &r, "send", "tensor:s to:s as:s", "w", b->node, "after_abort");
 }
 
 int main(void)
@@ -402,6 +461,7 @@ int main(void)
     test_snapshot(&a, &b);
     test_receive_while_computing(&a);
     test_malformed(&a, &b);
+    test_abort_incoming(&a, &b);
     test_peer_death();
 
     harness_stop(&a);

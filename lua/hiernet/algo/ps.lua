@@ -818,10 +818,13 @@ local function run_engine(E)
   })
   E.events:push{ kind = "end" }
   server_task:wait()
-  -- a server lost with its machine: its calls' errors say less than the fault's
+  -- A synchronous job's fault comes first: a server error after it is its
+  -- consequence (a server lost with its machine, whose calls' errors say
+  -- less; a send the fault's abort cut, failing once a heal has made the
+  -- workers whole again, where it would pass for the server's own).
   if J.fault_error then error(J.fault_error, 0) end
   if E.server_error then error(E.server_error, 0) end
-  if not ok then error(err, 0) end -- a synchronous job's fault (J.fault_error)
+  if not ok then error(err, 0) end
   if E.failure then error(E.failure, 0) end
 end
 

@@ -4,6 +4,10 @@
 --     other traffic flows; partitions add up; net:heal restores every route;
 --     net:reachable follows; the events reach net:on listeners in order;
 --     misuse names the network and the value;
+--   * a transfer a partition held up and an abort (either end's) cut never
+--     lands after the heal (no arrival, the tensor unchanged);
+--   * net:reachable turns true only once a heal's routes are back (a send
+--     on a new connection gets through as soon as it says so);
 --   * ASP goes on while a worker is cut off and while another is killed,
 --     and takes both back (after the heal, after the restart);
 --   * BSP with on_failure = "fail" stops with an error naming the cut-off
@@ -37,6 +41,10 @@ end
 net:start()
 H.own(net)
 
+-- A bound only, on every wait for progress: the schedules below stop the
+-- trainings that go on.
+local LIVENESS_S = 30
+
 -- ---- the network's side ----
 local events = {}
 for _, e in ipairs{ "partition", "heal", "kill", "restart" } do
@@ -69,10 +77,61 @@ H.check(not ok and err:find("node 'w1' is in both groups", 1, true), "one node i
 ok, err = pcall(net.on, net, "reboot", print)
 H.check(not ok and err:find("invalid option 'reboot'", 1, true), "unknown event: %s", tostring(err))
 
+-- A transfer that a partition holds up and an abort cuts never lands: its
+-- bytes stay in the sender's socket, and TCP would deliver them once the
+-- heal comes (after its backoff), when an algorithm has cleared the
+-- arrivals and gone on (the ring's stale rendezvous token made w2's model
+-- differ from the others'). Either end's abort alone stops it: the
+-- sender's resets its connection, the receiver's closes its end. An add of
+-- ones into ones: b's tensor must stay all ones, and no arrival come.
+local function held_up_send(abort_sender, abort_receiver, what)
+  local a, b, size = w[1], w[2], 700
+  a:tensor{ name = "held", size = size, fill = 1 }
+  a:send{ tensor = "held", to = b } -- the connection a -> b is open
+  b:wait{ tensor = "held", clear = true }
+  net:partition({ a }, { b })
+  local sent, t0 = a:stats().bytes_sent, hn.now()
+  local send = hn.spawn(function() return pcall(a.send, a, { tensor = "held", to = b, add = true }) end)
+  while a:stats().bytes_sent < sent + 4 * size do -- in a's socket, retransmitted into the cut
+    H.check(hn.now() - t0 < LIVENESS_S, "%s: a did not write the send within %d s", what, LIVENESS_S)
+    hn.sleep(0.01)
+  end
+  hn.sleep(0.05)
+  if abort_sender then
+    H.check(a:abort{ nodes = { b } }.connections_closed == 1, "%s: a's abort closes its connection", what)
+  end
+  if abort_receiver then
+    H.check(b:abort{ nodes = { a } }.connections_closed == 1, "%s: b's abort closes a's connection", what)
+  end
+  net:heal()
+  H.check(not send:wait(), "%s: the send held up by the partition fails", what)
+  b:wait{ tensor = "held", clear = true }
+  -- TCP's retransmissions come 0.2 and 0.6 s after the send (its minimum
+  -- timeout, then doubled): one of them is within 1 s of the heal
+  local landed = pcall(b.wait, b, { tensor = "held", timeout = 1 })
+  H.check(not landed, "%s: the aborted transfer landed after the heal", what)
+  local norm = b:norm{ x = "held" }.value
+  H.check(math.abs(norm - math.sqrt(size)) < 1e-3, "%s: b's tensor changed after the abort: norm %g", what, norm)
+end
+held_up_send(false, true, "receiver's abort")
+held_up_send(true, false, "sender's abort")
+
+-- net:reachable says true only once a heal's routes are back: before, a
+-- new connection across the cut fails at once (a blackhole route), and an
+-- algorithm that reads two nodes as reachable must reach them (gossip
+-- pushed to a neighbour as a heal began, and took the failure for a fault
+-- of its own). w3 has never sent w4 a tensor: its send connects anew.
+net:partition({ w[3] }, { w[4] })
+w[3]:tensor{ name = "probe", size = 4 }
+local probe = hn.spawn(function()
+  while not net:reachable(w[3], w[4]) do hn.sleep(0.001) end
+  return pcall(w[3].send, w[3], { tensor = "probe", to = w[4] })
+end)
+net:heal()
+local reached, why = probe:wait()
+H.check(reached, "a send as soon as net:reachable says so: %s", tostring(why))
+
 -- ---- the algorithms' side ----
--- A bound only, on every wait for progress: the schedules below stop the
--- trainings that go on.
-local LIVENESS_S = 30
 local data = { name = "synthetic", n = 2400, dim = 16, classes = 4, noise = 0.4, test_n = 600 }
 local function common(prefix, extra)
   local o = { workers = w, model = "mlp:16-32-4", dataset = data, batch = 32, seconds = 3 * LIVENESS_S,
