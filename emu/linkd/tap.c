@@ -24,12 +24,12 @@
  * orphans each frame, so TCP's small queues do not count it, and a host
  * with 32 connections bursts into the ring at memory speed. The default
  * 1000 frames cover a few ms of a loaded host's scheduling gap; a
- * 32-worker parameter server at 100 Gbit/s lost 110,000 frames there per
- * run (its TAP's tx_dropped) against 9,000 segments dropped by the
+ * 32-worker parameter server at 100 Gbit/s lost 110,000 frames there in
+ * one run (its TAP's tx_dropped) against 9,000 segments dropped by the
  * emulated queue, each a retransmission that the emulated link would not
  * have caused. 16384 frames are 128 KiB of ring per TAP and absorbed it
- * (tx_dropped 0); the emulated queue still drops what the link's queue
- * would (netns.linkd_burst). */
+ * (tx_dropped 0 in the same run after); the emulated queue still drops
+ * what the link's queue would (netns.linkd_burst). */
 #define LINKD_TAP_TXQLEN 16384
 
 static int tap_self_netns = -1; /* linkd's own namespace */
