@@ -2,7 +2,8 @@
  *
  * Provides opening a TAP (IFF_TAP | IFF_NO_PI | IFF_VNET_HDR) inside the
  * network namespace named by a path (/proc/<pid>/ns/net, /proc/<pid>/fd/<n>,
- * /run/netns/<name>), optional MAC / MTU / up of the new device, switching
+ * /run/netns/<name>), optional MAC / MTU / up of the new device (its queue
+ * holds LINKD_TAP_TXQLEN frames, tap.c says why), switching
  * its offloads and removing it. By default the device vanishes with the fd;
  * a persistent one outlives the fd and goes with its namespace. linkd enters
  * the target namespace only for the few syscalls that create the device and
