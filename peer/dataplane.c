@@ -421,9 +421,11 @@ static bool dp_same_host(const struct sockaddr_storage *a, const struct sockaddr
 }
 
 /* Is c a connection node `name` (at addr, when known) sends on? By the
- * sender its frames named; before its first header, by its address (a
- * node's connections come from its address, except on a host with several
- * interfaces, whose frames name it soon enough). */
+ * sender its frames named; before its first header, by its address. The
+ * latter finds only a connection that came from the node's own address:
+ * not on a host with several interfaces, nor on backend none, whose
+ * outgoing sockets are unbound and so come from 127.0.0.1 (the kernel's
+ * source for any loopback address); those close once a frame names them. */
 static bool dp_conn_from(const struct dp_conn *c, const char *name,
                          const struct sockaddr_storage *addr)
 {
