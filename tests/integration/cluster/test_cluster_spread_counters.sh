@@ -40,15 +40,41 @@ tensor(h3, "c", 3)
 hn.sleep(1.5) -- a tcp.csv sample before any loss
 local t0 = net:tcp()
 print(string.format("tcp0 %s %s", t0.h2 and t0.h2.retrans or "nil", t0.h3 and t0.h3.retrans or "nil"))
+-- RetransSegs of a node's peer, read from its /proc (every machine of the
+-- test cluster is a namespace of this host).
+local function proc_retrans(node)
+  local f = assert(io.open("/proc/" .. node:stats().pid .. "/net/snmp"))
+  local text = f:read("a")
+  f:close()
+  local names, values = text:match("Tcp: ([^\n]+)\nTcp: ([^\n]+)")
+  local vals, col = {}, 0
+  for v in values:gmatch("%S+") do vals[#vals + 1] = v end
+  for name in names:gmatch("%S+") do
+    col = col + 1
+    if name == "RetransSegs" then return tonumber(vals[col]) end
+  end
+end
+-- Waits (at most 10 s) until net:tcp() of `node` (a remote one's: its
+-- agent's sample, taken once an emulated second) has caught up with its
+-- peer's /proc: a loaded host may delay the agent's sample past any fixed
+-- sleep. Returns both figures; the caller compares them.
+local function tcp_settled(node)
+  local t0, seen, want = hn.now(), nil, nil
+  repeat
+    hn.sleep(0.25)
+    seen, want = (net:tcp()[node.name] or {}).retrans, proc_retrans(node)
+  until seen == want or hn.now() - t0 > 10
+  return seen, want
+end
 -- Bytes that entered a link's direction over one send, and the sender's
 -- retransmitted segments meanwhile (its tcp counters: a remote sender's
--- from its agent's sample, hence the sleeps).
+-- from its agent's sample, waited for until it matches /proc).
 local function measure(link, dir, sender, send)
   local tcp0, s0 = net:tcp()[sender.name].retrans, link:stats()
   send()
   hn.sleep(1.5)
   local s1 = link:stats()
-  return s1[dir].bytes - s0[dir].bytes, net:tcp()[sender.name].retrans - tcp0, s1
+  return s1[dir].bytes - s0[dir].bytes, tcp_settled(sender) - tcp0, s1
 end
 -- m2's link s2-h2: 1 MB h3 -> h2 goes s2 -> h2, its ab
 local b, r = measure(l2, "ab", h3, function() h3:send{ tensor = "c", to = h2 } end)
@@ -67,21 +93,8 @@ cut:up()
 l2:set{ loss = "5%" }
 h2:send{ tensor = "b", to = h3 }
 l2:set{ loss = 0 }
-hn.sleep(2.5) -- the agent's next sample
-local pid = h2:stats().pid
-local f = assert(io.open("/proc/" .. pid .. "/net/snmp"))
-local text = f:read("a")
-f:close()
-local names, values = text:match("Tcp: ([^\n]+)\nTcp: ([^\n]+)")
-local col, proc_retrans = 0, nil
-local vals = {}
-for v in values:gmatch("%S+") do vals[#vals + 1] = v end
-for name in names:gmatch("%S+") do
-  col = col + 1
-  if name == "RetransSegs" then proc_retrans = tonumber(vals[col]) end
-end
-local t1 = net:tcp()
-print(string.format("tcp1 %d %d", t1.h2.retrans, proc_retrans))
+local retrans, in_proc = tcp_settled(h2)
+print(string.format("tcp1 %d %d", retrans, in_proc))
 net:stop()
 print("stopped")
 LUA
