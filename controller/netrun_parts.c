@@ -336,6 +336,11 @@ int netrun_parts_trace(struct netrun *nr, int link, int dir, const struct topo_t
     struct netrun_parts *p = nr->parts;
     const struct topo_link *l = &nr->net->links[link];
     int ends[2] = {p->placement.machine[l->a], p->placement.machine[l->b]};
+    /* This machine's end first: its refusal (the kernel backend's of a
+     * delay or loss column) comes before any agent plays the trace, so a
+     * refused l:trace leaves no end playing it (an agent's refusal comes
+     * later and is only logged). */
+    if ((size_t)ends[1] == p->local) ends[1] = ends[0], ends[0] = (int)p->local;
     struct agent_trace t = {(uint64_t)link,
                             (uint64_t)dir,
                             (uint64_t)opts->interp,
