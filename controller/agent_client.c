@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define AGENT_ARGV_MAX 32
+#define AGENT_SSH_ARGV_MAX 32 /* words of the ssh or srun line */
 #define AGENT_STDERR_LINE 512
 
 struct agent_client {
@@ -712,10 +712,10 @@ struct peer_client *agent_client_peer(const struct agent_client *ac, int node)
 
 static int start_child(struct agent_client *ac, int child_end, char *err, size_t errlen)
 {
-    char *argv[AGENT_ARGV_MAX], store[8192];
+    char *argv[AGENT_SSH_ARGV_MAX], store[8192];
     const char *words[] = {"agent", "--machine", ac->machine.name, NULL};
     int pipefd[2];
-    if (agent_client_argv(&ac->machine, &ac->opts, words, argv, AGENT_ARGV_MAX, store,
+    if (agent_client_argv(&ac->machine, &ac->opts, words, argv, AGENT_SSH_ARGV_MAX, store,
                           sizeof store) < 0)
         return snprintf(err, errlen, "the command line does not fit"), -1;
     if (pipe2(pipefd, O_CLOEXEC) < 0) return snprintf(err, errlen, "pipe: %s", strerror(errno)), -1;
