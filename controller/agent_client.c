@@ -48,6 +48,8 @@ struct agent_client {
     void *stats_ctx;
     agent_program_fn on_program; /* its programs' ends, or NULL: ignored */
     void *program_ctx;
+    agent_lost_fn on_lost; /* told once when the agent fails, or NULL */
+    void *lost_ctx;
 };
 
 void agent_client_options_default(struct agent_client_options *o)
@@ -209,6 +211,7 @@ static void agent_fail(struct agent_client *ac, const char *fmt, ...)
      * exit path), and a build in flight fails naming the machine. */
     agent_relay_lost(ac->relay, why);
     build_failed(ac, NET_ERR_ENVIRONMENT, why);
+    if (ac->on_lost) ac->on_lost(ac->lost_ctx, ac, why);
     if (ac->hooks.on_failed) ac->hooks.on_failed(ac->hooks.ctx, ac, why);
 }
 
@@ -630,6 +633,12 @@ void agent_client_on_program(struct agent_client *ac, agent_program_fn fn, void 
 {
     ac->on_program = fn;
     ac->program_ctx = ctx;
+}
+
+void agent_client_on_lost(struct agent_client *ac, agent_lost_fn fn, void *ctx)
+{
+    ac->on_lost = fn;
+    ac->lost_ctx = ctx;
 }
 
 int agent_client_counters(struct agent_client *ac, int link, peer_reply_fn cb, void *ctx, char *err,
