@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define AGENT_ARGV_MAX 32
+#define AGENT_SSH_ARGV_MAX 32 /* words of the ssh or srun line */
 #define AGENT_STDERR_LINE 512
 
 struct agent_client {
@@ -48,6 +48,8 @@ struct agent_client {
     void *stats_ctx;
     agent_program_fn on_program; /* its programs' ends, or NULL: ignored */
     void *program_ctx;
+    agent_lost_fn on_lost; /* told once when the agent fails, or NULL */
+    void *lost_ctx;
 };
 
 void agent_client_options_default(struct agent_client_options *o)
@@ -209,6 +211,7 @@ static void agent_fail(struct agent_client *ac, const char *fmt, ...)
      * exit path), and a build in flight fails naming the machine. */
     agent_relay_lost(ac->relay, why);
     build_failed(ac, NET_ERR_ENVIRONMENT, why);
+    if (ac->on_lost) ac->on_lost(ac->lost_ctx, ac, why);
     if (ac->hooks.on_failed) ac->hooks.on_failed(ac->hooks.ctx, ac, why);
 }
 
@@ -632,6 +635,12 @@ void agent_client_on_program(struct agent_client *ac, agent_program_fn fn, void 
     ac->program_ctx = ctx;
 }
 
+void agent_client_on_lost(struct agent_client *ac, agent_lost_fn fn, void *ctx)
+{
+    ac->on_lost = fn;
+    ac->lost_ctx = ctx;
+}
+
 int agent_client_counters(struct agent_client *ac, int link, peer_reply_fn cb, void *ctx, char *err,
                           size_t errlen)
 {
@@ -712,10 +721,10 @@ struct peer_client *agent_client_peer(const struct agent_client *ac, int node)
 
 static int start_child(struct agent_client *ac, int child_end, char *err, size_t errlen)
 {
-    char *argv[AGENT_ARGV_MAX], store[8192];
+    char *argv[AGENT_SSH_ARGV_MAX], store[8192];
     const char *words[] = {"agent", "--machine", ac->machine.name, NULL};
     int pipefd[2];
-    if (agent_client_argv(&ac->machine, &ac->opts, words, argv, AGENT_ARGV_MAX, store,
+    if (agent_client_argv(&ac->machine, &ac->opts, words, argv, AGENT_SSH_ARGV_MAX, store,
                           sizeof store) < 0)
         return snprintf(err, errlen, "the command line does not fit"), -1;
     if (pipe2(pipefd, O_CLOEXEC) < 0) return snprintf(err, errlen, "pipe: %s", strerror(errno)), -1;

@@ -142,6 +142,10 @@ int agent_client_signal(struct agent_client *ac, uint64_t id, int sig, peer_repl
 /* The agent's `program` notifications (p valid during the call). */
 typedef void (*agent_program_fn)(void *ctx, struct agent_client *ac, const struct agent_program *p);
 void agent_client_on_program(struct agent_client *ac, agent_program_fn fn, void *ctx);
+/* The agent failed (why: one line naming the machine), told once, before
+ * on_failed: what it ran there will send no end (its programs). */
+typedef void (*agent_lost_fn)(void *ctx, struct agent_client *ac, const char *why);
+void agent_client_on_lost(struct agent_client *ac, agent_lost_fn fn, void *ctx);
 /* l:stats of link (whole-network index) at this machine's end, as
  * agent_client_link; the result is the agent's counters map. */
 int agent_client_counters(struct agent_client *ac, int link, peer_reply_fn cb, void *ctx, char *err,

@@ -261,9 +261,10 @@ int netrun_parts_restart(struct netrun *nr, int node, char *err, size_t errlen);
 int netrun_parts_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, char *err,
                               size_t errlen);
 /* l:trace of a link that is not this machine's part's alone: sent to the
- * agents of its ends' machines (and the local part's end), each playing it
- * from when it reads it; trace is not taken. 0, or -1 with err when a part
- * could not be asked (an agent's later refusal is logged). */
+ * agents of its ends' machines (and the local part's end, asked first),
+ * each playing it from when it reads it; trace is not taken. 0, or -1
+ * with err when a part could not be asked (an agent's later refusal is
+ * logged). */
 int netrun_parts_trace(struct netrun *nr, int link, int dir, const struct topo_trace *trace,
                        const struct trace_player_opts *opts, char *err, size_t errlen);
 /* l:stats over parts: a local link's from this machine's part, a remote

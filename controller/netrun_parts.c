@@ -33,6 +33,7 @@
 #include <arpa/inet.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -238,6 +239,20 @@ static void on_agent_program(void *ctx, struct agent_client *ac, const struct ag
     program_end(ctx, x->id, (int)x->status, x->out, x->out_len, x->err, x->err_len);
 }
 
+/* A machine lost: its programs will send no end, so each ends here as
+ * its node did (137, SIGKILL), the loss's line as its stderr; otherwise
+ * n:run and p:wait() in its nodes would wait until the network stops. */
+static void on_agent_lost(void *ctx, struct agent_client *ac, const char *why)
+{
+    struct netrun_parts *p = ctx;
+    int m = topo_machines_find(&p->machines, agent_client_machine(ac));
+    for (size_t i = 0; m >= 0 && i < p->n_programs;)
+        if (p->programs[i].machine == m) /* forgotten: the last one moves to i */
+            program_end(p, p->programs[i].id, 128 + SIGKILL, "", 0, why, strlen(why));
+        else
+            i++;
+}
+
 struct program_start {
     struct netrun_parts *p;
     uint64_t id;
@@ -336,6 +351,11 @@ int netrun_parts_trace(struct netrun *nr, int link, int dir, const struct topo_t
     struct netrun_parts *p = nr->parts;
     const struct topo_link *l = &nr->net->links[link];
     int ends[2] = {p->placement.machine[l->a], p->placement.machine[l->b]};
+    /* This machine's end first: its refusal (the kernel backend's of a
+     * delay or loss column) comes before any agent plays the trace, so a
+     * refused l:trace leaves no end playing it (an agent's refusal comes
+     * later and is only logged). */
+    if ((size_t)ends[1] == p->local) ends[1] = ends[0], ends[0] = (int)p->local;
     struct agent_trace t = {(uint64_t)link,
                             (uint64_t)dir,
                             (uint64_t)opts->interp,
@@ -1022,6 +1042,7 @@ static int send_part(struct netrun_parts *p, size_t m, const struct topo_part *p
     int rc = topo_part_encode(part, &pk) ? 0 : (snprintf(err, errlen, "out of memory"), -1);
     agent_client_on_stats(p->agent[m], on_agent_stats, p); /* links.csv's rows of its part */
     agent_client_on_program(p->agent[m], on_agent_program, p);
+    agent_client_on_lost(p->agent[m], on_agent_lost, p);
     if (rc == 0)
         rc = agent_client_build(p->agent[m], sb.data, sb.size, on_agent_built, p, err, errlen);
     msgpack_sbuffer_destroy(&sb);
