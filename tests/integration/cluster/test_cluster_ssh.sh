@@ -66,6 +66,7 @@ child() {
     cluster_up 2 || exit 1
     { echo "${CLUSTER_HOLDERS[*]} ${CLUSTER_SSHD[*]}"; echo "${CLUSTER_NETNS[*]}"; echo "$CLUSTER_DIR"; } >"$2.tmp"
     mv "$2.tmp" "$2"
+    for _ in $(seq 1000); do [[ -e $2.go ]] && break; sleep 0.02; done
     set -e
     if [[ $3 == error ]]; then false; fi
     setpriv --pdeathsig KILL sleep 60 >/dev/null 2>&1 & wait $!
@@ -84,15 +85,19 @@ child_check() {
   set +m
   for _ in $(seq 1000); do [[ -e $state ]] && break; sleep 0.02; done
   [[ -e $state ]] || { fail "$how: the child's cluster never came up"; kill -KILL -- -"$pid"; return; }
+  local -a cpids
+  read -ra cpids < <(sed -n 1p "$state")
+  # Pinned before the child goes on (its go file), so their inodes are
+  # still its namespaces' when the checks below look for them.
+  cluster_pin_noted "$(sed -n 1p "$state")" "$(sed -n 2p "$state")" ||
+    fail "$how: the child's namespaces could not be pinned"
+  touch "$state.go"
   [[ $signal != none ]] && kill "-$signal" "$pid"
   wait "$pid" 2>/dev/null
   status=$?
-  local -a cpids
-  read -ra cpids < <(sed -n 1p "$state")
-  read -ra CLUSTER_NETNS < <(sed -n 2p "$state")
   local cdir
   cdir=$(sed -n 3p "$state")
-  rm -f "$state"
+  rm -f "$state" "$state.go"
   for _ in $(seq 50); do [[ -z $(cluster_leftovers "${cpids[@]}") ]] && break; sleep 0.1; done
   expect_eq "$how: nothing left (child exit $status)" "$(cluster_leftovers "${cpids[@]}")" ""
   if [[ $signal == KILL ]]; then
