@@ -29,12 +29,22 @@
 # holder by pid, then any process still inside a machine's namespace, and
 # removes the directory. cluster_up traps EXIT, INT and TERM to run it: a
 # test with traps of its own calls cluster_down from them.
+#
+# The leftover checks find the cluster's namespaces by inode ("net:[N]"),
+# and the kernel gives a freed namespace's inode to the next one any
+# process makes: so each namespace noted is pinned (cluster_pin) by a
+# sleep outside it holding a descriptor on it, which cluster_down leaves
+# running. A pinned namespace keeps its inode until the test exits (the
+# pins have SIGKILL as parent-death signal; cluster_unpin ends them by
+# pid), so a check after cluster_down can only find what the cluster left,
+# whatever other tests make meanwhile; the pins themselves are not counted.
 
 CLUSTER_N=0
 CLUSTER_DIR=
 CLUSTER_HOLDERS=()  # index 0: the underlay; I: machine I
 CLUSTER_SSHD=()     # index I: machine I's sshd
 CLUSTER_NETNS=()    # "net:[inode]" of each namespace made, for cluster_leftovers
+CLUSTER_PINS=()     # pids of the processes pinning those namespaces (cluster_pin)
 CLUSTER_SUBNET=10.250.0
 
 cluster_skip() { echo "SKIP: $*"; exit 77; }
@@ -105,9 +115,55 @@ hostname m$1
 EOF
 }
 
+# cluster_pin PID [NS]: notes PID's network namespace in CLUSTER_NETNS and
+# pins it: a sleep (not in it, so no process of the machine) holds a
+# descriptor on it, so its inode is no other namespace's until the pin
+# ends. With NS ("net:[N]", noted earlier, e.g. by a child test), fails
+# unless PID's namespace is still NS (PID gone or reused). The descriptor
+# is opened here first, so the inode read is the one the pin holds.
+cluster_pin() {
+  local pid=$1 want=${2-} fd ns
+  exec {fd}<"/proc/$pid/ns/net" || return 1
+  ns=$(readlink "/proc/$BASHPID/fd/$fd")
+  if [[ -n $want && $ns != "$want" ]]; then
+    exec {fd}<&-
+    echo "cluster_pin: pid $pid is in $ns, not $want" >&2
+    return 1
+  fi
+  setpriv --pdeathsig KILL sleep infinity 3<&"$fd" </dev/null >/dev/null 2>&1 &
+  CLUSTER_PINS+=($!)
+  disown $!
+  exec {fd}<&-
+  [[ " ${CLUSTER_NETNS[*]} " == *" $ns "* ]] || CLUSTER_NETNS+=("$ns")
+}
+
+# cluster_pin_noted PIDS NS: pins the namespaces a child test noted (NS,
+# its CLUSTER_NETNS, space-separated) while the child still runs, through
+# their holders, the first pids of PIDS (its CLUSTER_HOLDERS first);
+# CLUSTER_NETNS becomes NS, for the checks once the child is gone.
+cluster_pin_noted() {
+  local -a pids ns
+  read -ra pids <<<"$1"
+  read -ra ns <<<"$2"
+  CLUSTER_NETNS=()
+  local i
+  for i in "${!ns[@]}"; do cluster_pin "${pids[$i]}" "${ns[$i]}" || return 1; done
+}
+
+# Ends the pins by pid: the namespaces they held may then go, and their
+# inodes be reused, so call it after the last leftover check (or not at
+# all: the pins die with the test).
+cluster_unpin() {
+  [[ ${#CLUSTER_PINS[@]} -gt 0 ]] || return 0
+  cluster_end KILL "${CLUSTER_PINS[@]}"
+  local pid
+  for pid in "${CLUSTER_PINS[@]}"; do wait "$pid" 2>/dev/null; done
+  CLUSTER_PINS=()
+}
+
 cluster_underlay_up() {
   cluster_holder_start "$CLUSTER_DIR/underlay.ready" "true" --net || return 1
-  CLUSTER_NETNS+=("$(readlink "/proc/${CLUSTER_HOLDERS[0]}/ns/net")")
+  cluster_pin "${CLUSTER_HOLDERS[0]}" || return 1
   cluster_exec 0 ip link add br0 type bridge &&
     cluster_exec 0 ip link set br0 up && cluster_exec 0 ip link set lo up
 }
@@ -245,18 +301,20 @@ cluster_up() {
   for ((i = 1; i <= n; i++)); do
     cluster_holder_start "$CLUSTER_DIR/m$i.ready" "$(cluster_machine_script "$i")" \
       --net --uts --mount || return 1
-    CLUSTER_NETNS+=("$(readlink "/proc/${CLUSTER_HOLDERS[$i]}/ns/net")")
+    cluster_pin "${CLUSTER_HOLDERS[$i]}" || return 1
     cluster_machine_link "$i" && cluster_sshd_start "$i" || return 1
   done
 }
 
 # "PATH -> net:[inode]" for every process namespace (/proc/PID/ns/net)
-# and descriptor that is one of the cluster's namespaces: one find, as a
-# readlink per descriptor would cost a fork each on a busy host.
+# and descriptor that is one of the cluster's namespaces, but the pins'
+# descriptors: one find, as a readlink per descriptor would cost a fork
+# each on a busy host.
 cluster_netns_users() {
   [[ ${#CLUSTER_NETNS[@]} -gt 0 ]] || return 0
   find /proc/[0-9]*/ns/net /proc/[0-9]*/fd -maxdepth 1 -lname 'net:*' -printf '%p -> %l\n' 2>/dev/null |
-    grep -F -f <(printf -- '-> %s\n' "${CLUSTER_NETNS[@]}")
+    grep -F -f <(printf -- '-> %s\n' "${CLUSTER_NETNS[@]}") |
+    grep -v -F -f <(printf '/proc/%s/fd/\n' "${CLUSTER_PINS[@]}" _)
 }
 
 # Pids of the processes whose network namespace is one of the cluster's.

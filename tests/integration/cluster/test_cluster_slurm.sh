@@ -166,7 +166,8 @@ signal_check() {
   [[ -e $state ]] || { fail "SIG$signal: the child's cluster never came up"; kill -KILL -- -"$pid"; return; }
   local -a cpids
   read -ra cpids < <(sed -n 1p "$state")
-  read -ra CLUSTER_NETNS < <(sed -n 2p "$state")
+  cluster_pin_noted "$(sed -n 1p "$state")" "$(sed -n 2p "$state")" ||
+    fail "SIG$signal: the child's namespaces could not be pinned"
   local cdir stepd
   cdir=$(sed -n 3p "$state")
   stepd=$(sed -n 4p "$state")

@@ -8,6 +8,9 @@
 #   - host keys are checked: without the cluster's known_hosts the
 #     connection is refused (BatchMode, StrictHostKeyChecking yes);
 #   - each machine listens on its underlay address on TCP 22 only;
+#   - a process holding a machine's namespace after cluster_down is
+#     reported by cluster_leftovers (the pins that keep the namespaces'
+#     inodes from reuse are not);
 #   - nothing is left after cluster_down, nor after a test that fails
 #     (set -e), is sent SIGTERM or SIGINT, or is SIGKILLed (the
 #     parent-death signal; only its directory remains, removed here).
@@ -50,10 +53,20 @@ for i in 1 2 3; do
     "$(cluster_exec "$i" ss -Hltn | awk '{print $4}' | tr '\n' ' ')" "$(cluster_addr $i):22 "
 done
 
-# Down: every sshd, holder and namespace gone, the directory too.
+# Down: every sshd, holder and namespace gone, the directory too. A
+# process outside the machines holding a descriptor on m2's namespace is
+# what the check must still see (the pins' descriptors it must not).
 pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
 dir=$CLUSTER_DIR
+m2_ns=$(readlink "/proc/${CLUSTER_HOLDERS[2]}/ns/net")
+setpriv --pdeathsig KILL sleep 300 3<"/proc/${CLUSTER_HOLDERS[2]}/ns/net" </dev/null >/dev/null 2>&1 &
+stray=$!
+for _ in $(seq 100); do [[ -e /proc/$stray/fd/3 ]] && break; sleep 0.01; done
 cluster_down
+expect_eq "after cluster_down, a process holding m2's namespace is left" \
+  "$(cluster_leftovers "${pids[@]}")" "/proc/$stray/fd/3 -> $m2_ns"
+kill -KILL "$stray"
+wait "$stray" 2>/dev/null
 expect_eq "nothing left after cluster_down" "$(cluster_leftovers "${pids[@]}")" ""
 [[ ! -e $dir ]] && pass "cluster directory removed" || fail "$dir is still there"
 
@@ -66,6 +79,7 @@ child() {
     cluster_up 2 || exit 1
     { echo "${CLUSTER_HOLDERS[*]} ${CLUSTER_SSHD[*]}"; echo "${CLUSTER_NETNS[*]}"; echo "$CLUSTER_DIR"; } >"$2.tmp"
     mv "$2.tmp" "$2"
+    for _ in $(seq 1000); do [[ -e $2.go ]] && break; sleep 0.02; done
     set -e
     if [[ $3 == error ]]; then false; fi
     setpriv --pdeathsig KILL sleep 60 >/dev/null 2>&1 & wait $!
@@ -84,15 +98,19 @@ child_check() {
   set +m
   for _ in $(seq 1000); do [[ -e $state ]] && break; sleep 0.02; done
   [[ -e $state ]] || { fail "$how: the child's cluster never came up"; kill -KILL -- -"$pid"; return; }
+  local -a cpids
+  read -ra cpids < <(sed -n 1p "$state")
+  # Pinned before the child goes on (its go file), so their inodes are
+  # still its namespaces' when the checks below look for them.
+  cluster_pin_noted "$(sed -n 1p "$state")" "$(sed -n 2p "$state")" ||
+    fail "$how: the child's namespaces could not be pinned"
+  touch "$state.go"
   [[ $signal != none ]] && kill "-$signal" "$pid"
   wait "$pid" 2>/dev/null
   status=$?
-  local -a cpids
-  read -ra cpids < <(sed -n 1p "$state")
-  read -ra CLUSTER_NETNS < <(sed -n 2p "$state")
   local cdir
   cdir=$(sed -n 3p "$state")
-  rm -f "$state"
+  rm -f "$state" "$state.go"
   for _ in $(seq 50); do [[ -z $(cluster_leftovers "${cpids[@]}") ]] && break; sleep 0.1; done
   expect_eq "$how: nothing left (child exit $status)" "$(cluster_leftovers "${cpids[@]}")" ""
   if [[ $signal == KILL ]]; then

@@ -40,7 +40,7 @@ for i in 1 2; do
     [[ $ns != "$(readlink /proc/self/ns/net)" && $ns != "$(readlink "/proc/${CLUSTER_HOLDERS[$i]}/ns/net")" ]] && break
     sleep 0.01
   done
-  CLUSTER_NETNS+=("$(readlink "/proc/${NODES[$i]}/ns/net")")
+  cluster_pin "${NODES[$i]}" || { echo "FAIL: node namespace of m$i not pinned"; exit 1; }
 done
 node() { local i=$1; shift; nsenter -t "${NODES[$i]}" -n -- "$@"; }
 teardown() { iperf_serve_end; cluster_end KILL "${NODES[@]}"; cluster_down; }

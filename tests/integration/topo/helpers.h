@@ -1,7 +1,8 @@
 /* helpers.h — shared by the netns tests of topo/: skip unless root, run a
  * program inside a namespace (fork, setns, exec: no `ip netns exec`, which
  * would need a named namespace), iperf3 goodput, and the check that no
- * process (ourselves included) still holds a namespace we made. */
+ * process (ourselves included) still holds a namespace we made, with the
+ * pins that keep its inode from being reused while it looks. */
 #pragma once
 
 #include <dirent.h>
@@ -131,9 +132,57 @@ static inline double helper_iperf3(int server_ns, int client_ns, const char *add
     return bps;
 }
 
+/* Pins: descriptors of ours that keep namespaces we closed alive until
+ * helper_netns_unpin, so that the kernel cannot give their inodes to a
+ * namespace another process makes while helper_namespaces_held looks for
+ * them (it skips the pins). One set per test program. */
+struct helper_pin_set {
+    int fd[128];
+    size_t count;
+};
+
+static inline struct helper_pin_set *helper_pins(void)
+{
+    static struct helper_pin_set pins;
+    return &pins;
+}
+
+/* Pins the namespace of ns_fd (call before closing ns_fd). */
+static inline void helper_netns_pin(int ns_fd)
+{
+    struct helper_pin_set *pins = helper_pins();
+    int fd = fcntl(ns_fd, F_DUPFD_CLOEXEC, 0);
+    CHECK_MSG(fd >= 0 && pins->count < sizeof pins->fd / sizeof pins->fd[0],
+              "cannot pin namespace fd %d (%zu pinned)", ns_fd, pins->count);
+    if (fd < 0) return;
+    if (pins->count == sizeof pins->fd / sizeof pins->fd[0]) {
+        close(fd); /* full: reported above */
+        return;
+    }
+    pins->fd[pins->count++] = fd;
+}
+
+/* Closes the pins, after the last helper_namespaces_held. */
+static inline void helper_netns_unpin(void)
+{
+    struct helper_pin_set *pins = helper_pins();
+    while (pins->count > 0)
+        close(pins->fd[--pins->count]);
+}
+
+/* Whether "/proc/PID/fd/FD" (pid and fd as names) is one of our pins. */
+static inline int helper_is_pin(const char *pid, const char *fd)
+{
+    const struct helper_pin_set *pins = helper_pins();
+    if (atol(pid) != (long)getpid()) return 0;
+    for (size_t i = 0; i < pins->count; i++)
+        if (atoi(fd) == pins->fd[i]) return 1;
+    return 0;
+}
+
 /* How many of the namespace inodes some process still holds, by fd or as
- * its namespace (any thread), after our fds are closed. Bind mounts would
- * show in mountinfo; we never make any. */
+ * its namespace (any thread), after our fds are closed, but our pins.
+ * Bind mounts would show in mountinfo; we never make any. */
 static inline int helper_namespaces_held(const unsigned long *inodes, size_t count)
 {
     char path[1100], link[64], want[64];
@@ -150,6 +199,7 @@ static inline int helper_namespaces_held(const unsigned long *inodes, size_t cou
             struct dirent *e;
             while (d && (e = readdir(d)) != NULL) {
                 if (e->d_name[0] == '.') continue;
+                if (s == 0 && helper_is_pin(p->d_name, e->d_name)) continue;
                 snprintf(path, sizeof path, "/proc/%s/%s/%s%s", p->d_name, subdirs[s], e->d_name,
                          s ? "/ns/net" : "");
                 ssize_t n = readlink(path, link, sizeof link - 1);

@@ -143,8 +143,10 @@ static void test_line(unsigned long *inodes)
     CHECK(emu_nl_link_index(ns[0].sock, "nonesuch", err, sizeof err) < 0);
     CHECK_CONTAINS(err, "look up interface nonesuch: No such device");
 
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
+        helper_netns_pin(ns[i].fd);
         emu_netns_close(&ns[i]);
+    }
 }
 
 struct link_count {
@@ -202,9 +204,12 @@ static void test_switch(unsigned long *inodes)
     CHECK(emu_nl_link_index(host[2].sock, "hn-h4-h2", err, sizeof err) < 0);
     CHECK_MSG(helper_ping(host[0].fd, "10.252.0.3") != 0, "h2 answers without a link");
     CHECK_MSG(helper_ping(host[0].fd, "10.252.0.2") == 0, "h1 lost its link too");
+    helper_netns_pin(sw.fd);
     emu_netns_close(&sw);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
+        helper_netns_pin(host[i].fd);
         emu_netns_close(&host[i]);
+    }
 }
 
 static void test_probe(void)
@@ -236,8 +241,10 @@ static void test_many(void)
     }
     CHECK(sockets == 64);
     CHECK_MSG(same == 0, "%d namespaces were the same", same);
-    for (int i = 0; i < 64; i++)
+    for (int i = 0; i < 64; i++) {
+        helper_netns_pin(ns[i].fd);
         emu_netns_close(&ns[i]);
+    }
     CHECK(helper_namespaces_held(inodes, 64) == 0);
 }
 
@@ -256,6 +263,7 @@ int main(void)
     test_many();
     CHECK_MSG(helper_namespaces_held(line, 3) == 0, "a namespace of the line is still held");
     CHECK_MSG(helper_namespaces_held(segment, 4) == 0, "a namespace of the switch is still held");
+    helper_netns_unpin();
     own_after = helper_count_fds();
     CHECK_MSG(own_after == own_before, "fd leak: %d fds before, %d after", own_before, own_after);
     return check_report();
