@@ -352,8 +352,10 @@ static void close_dilation_probe(struct scenario *sc)
     overload_probe_disarm(sc->rt.overload);
     if (sc->rerun->test && sc->rerun->reruns > 0 && !sc->judged) {
         char why[96];
-        snprintf(why, sizeof why, "the run ended before the test's window closed, so dilation %g "
-                 "stayed", sc->run.dilation);
+        snprintf(why, sizeof why,
+                 "the run ended before the test's window closed, so dilation %g "
+                 "stayed",
+                 sc->run.dilation);
         add_dilation_reason(sc, why);
         hn_logf(&sc->rt, "dilation auto: %g (%s)", sc->run.dilation, why);
         return;

@@ -115,7 +115,8 @@ void overload_choose_tested(const struct overload_dataplane *w, double d, double
     choice->base_utilization = base_util;
     if (!overload_dp_rose(base_util, w->link_utilization)) {
         choice->dilation = base_d;
-        snprintf(rest, left, ": no material rise from %.0f%% at dilation %g, so the shortfall is "
+        snprintf(rest, left,
+                 ": no material rise from %.0f%% at dilation %g, so the shortfall is "
                  "the emulation's own: dilation %g",
                  100 * base_util, base_d, base_d);
         return;

@@ -541,8 +541,8 @@ static void test_dataplane_test(void)
     /* Rose but still short on a saturated host: the limited verdict's step. */
     w = dataplane(0.5, 0.95, 1.0);
     overload_choose_tested(&w, 25, 1, 0.06, &c);
-    CHECK_MSG(c.dilation == 75 && strstr(c.reason, "still short: dilation 75"), "%g %s",
-              c.dilation, c.reason);
+    CHECK_MSG(c.dilation == 75 && strstr(c.reason, "still short: dilation 75"), "%g %s", c.dilation,
+              c.reason);
     /* No material rise: the emulation's own shortfall, back to D = 1. */
     w = dataplane(0.08, 0.9, 1.0);
     overload_choose_tested(&w, 25, 1, 0.06, &c);
