@@ -115,6 +115,14 @@
  * gradients 34% (the upper quartile of one-second samples) on a host 93%
  * busy, which a test at D = 5 confirmed were the emulation's own. */
 #define OVERLOAD_DP_TEST_BELOW 0.25
+/* ... and only where the CPU shares are ambiguous: the host at least this
+ * busy and the run's data plane on at least OVERLOAD_DP_TEST_OWN_CORES
+ * (the two 8-worker windows: 66% and 0.65 cores, 100% and 0.36). A host
+ * with room to spare was not the limit, and a run whose data plane took
+ * less than that (a compute-bound training whose links idle) is not
+ * restarted for a test: auto must not dilate a run the host keeps up with. */
+#define OVERLOAD_DP_TEST_HOST_BUSY 0.6
+#define OVERLOAD_DP_TEST_OWN_CORES 0.3
 
 /* One round of link samples (netrun_dataplane.c). */
 struct overload_links {

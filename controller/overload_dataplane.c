@@ -53,7 +53,9 @@ static const char *kept_because(const struct overload_dataplane *w)
 static bool worth_testing(const struct overload_dataplane *dp, double d)
 {
     return d <= 1 && !dp->limited && dp->samples > 0 && dp->link_utilization >= 0 &&
-           dp->link_utilization < OVERLOAD_DP_TEST_BELOW;
+           dp->link_utilization < OVERLOAD_DP_TEST_BELOW &&
+           dp->host_busy >= OVERLOAD_DP_TEST_HOST_BUSY &&
+           dp->own_cores >= OVERLOAD_DP_TEST_OWN_CORES;
 }
 
 /* Starts a choice of window w judged at d: its figures, and the reason's

@@ -455,9 +455,18 @@ static void test_dataplane_choice(void)
     w = dataplane(0.3, 0.5, 0.4);
     overload_choose_dataplane(&w, 1, &c);
     CHECK(!c.test && c.dilation == 1 && strstr(c.reason, "the host's CPU has room"));
-    w = dataplane(0.2, 0.5, 0.4);
+    w = dataplane(0.2, 0.7, 0.4);
     overload_choose_dataplane(&w, 1, &c);
     CHECK(c.test && c.dilation == 8 && strstr(c.reason, "the host's CPU has room"));
+    /* ... but not on a host with room to spare (OVERLOAD_DP_TEST_HOST_BUSY),
+     * nor when the run's data plane was a small load (a compute-bound run
+     * whose links idle: OVERLOAD_DP_TEST_OWN_CORES). */
+    w = dataplane(0.05, 0.5, 0.4);
+    overload_choose_dataplane(&w, 1, &c);
+    CHECK(!c.test && c.dilation == 1);
+    w = dataplane(0.05, 0.95, 0.2);
+    overload_choose_dataplane(&w, 1, &c);
+    CHECK(!c.test && c.dilation == 1);
     w = dataplane(0.3, 1, 0.05);
     overload_choose_dataplane(&w, 1, &c);
     CHECK(!c.test && c.dilation == 1 && strstr(c.reason, "the host is busy with other programs"));
