@@ -44,11 +44,15 @@
  * results directory, with the ended run's records kept in its
  * dilation-probe/ folder (which holds the run before it the same way). A
  * rerun's data-plane window judges again, up to OVERLOAD_AUTO_RERUNS
- * reruns in all. */
+ * reruns in all; a test's rerun (OVERLOAD_DP_RISE) judges its window
+ * against the first one's and may start the scenario once more at the
+ * first run's dilation. */
 struct auto_rerun {
     double dilation; /* > 1 once a probe asked for it: the next run's */
     int reruns;      /* runs started again so far */
     bool pending;    /* the run just ended asked for another */
+    bool test;       /* the next run tests its dilation against base_util at base_d */
+    double base_d, base_util;
     char reason[sizeof((struct overload_auto *)0)->reason];
     char dataplane[320]; /* the latest data-plane figures (JSON), "" when not judged */
     double probe_s;      /* the ended runs' wall seconds together */
@@ -63,6 +67,7 @@ struct scenario {
     struct hn_runtime rt;
     struct auto_rerun *rerun; /* in: a rerun's dilation; out: the probe's verdict */
     bool probe_stop;          /* the probe asked for more: the loop was broken */
+    bool judged;              /* a probe window of this run answered */
     struct run run;
     ev_signal sigint, sigterm;
     ev_timer teardown_timer;
@@ -313,8 +318,12 @@ static void on_dilation_probe(void *ctx, const struct overload_auto *choice)
 {
     struct scenario *sc = ctx;
     if (sc->probe_stop) return; /* the other window asked for a rerun already */
+    sc->judged = true;
     keep_dataplane_figures(sc, choice);
-    if (choice->dilation <= sc->run.dilation) {
+    /* Only a failed test goes below the run's dilation (back to the first
+     * run's); any other choice at or under it keeps the run going. */
+    bool back = choice->base_dilation > 0 && !choice->test;
+    if (choice->dilation == sc->run.dilation || (choice->dilation < sc->run.dilation && !back)) {
         char err[512];
         add_dilation_reason(sc, choice->reason);
         hn_logf(&sc->rt, "dilation auto: %g (%s)", sc->run.dilation, choice->reason);
@@ -323,6 +332,9 @@ static void on_dilation_probe(void *ctx, const struct overload_auto *choice)
         return;
     }
     sc->rerun->dilation = choice->dilation;
+    sc->rerun->test = choice->test;
+    sc->rerun->base_d = choice->base_dilation;
+    sc->rerun->base_util = choice->base_utilization;
     snprintf(sc->rerun->reason, sizeof sc->rerun->reason, "%s", choice->reason);
     run_set_dilation_reason(&sc->run, choice->reason);
     hn_logf(&sc->rt, "dilation auto: %g (%s); the scenario starts again at dilation %g",
@@ -338,6 +350,16 @@ static void close_dilation_probe(struct scenario *sc)
     struct overload_auto choice;
     bool open = overload_probe_open(sc->rt.overload, &choice);
     overload_probe_disarm(sc->rt.overload);
+    if (sc->rerun->test && sc->rerun->reruns > 0 && !sc->judged) {
+        char why[96];
+        snprintf(why, sizeof why,
+                 "the run ended before the test's window closed, so dilation %g "
+                 "stayed",
+                 sc->run.dilation);
+        add_dilation_reason(sc, why);
+        hn_logf(&sc->rt, "dilation auto: %g (%s)", sc->run.dilation, why);
+        return;
+    }
     if (!open || !sc->run.dilation_auto || sc->run.dilation_reason) return;
     char reason[sizeof choice.reason + 64];
     snprintf(reason, sizeof reason, "the run ended inside the probe, so dilation 1 stayed: %s",
@@ -354,8 +376,13 @@ static void arm_dilation_probe(struct scenario *sc)
     sc->rt.dilation_probe = on_dilation_probe;
     sc->rt.dilation_probe_ctx = sc;
     if (!sc->run.dilation_auto) return;
-    if (sc->rerun->reruns > 0) {
-        if (sc->rerun->reruns < OVERLOAD_AUTO_RERUNS)
+    struct auto_rerun *rr = sc->rerun;
+    if (rr->reruns > 0) {
+        if (rr->reruns >= OVERLOAD_AUTO_RERUNS) return;
+        if (rr->test)
+            overload_probe_arm_tested(sc->rt.overload, on_dilation_probe, sc, sc->run.dilation,
+                                      rr->base_d, rr->base_util);
+        else
             overload_probe_arm_dataplane(sc->rt.overload, on_dilation_probe, sc, sc->run.dilation);
         return;
     }
@@ -574,7 +601,8 @@ static int add_history(struct auto_rerun *rr, double dilation, double wall_s)
     if (rr->history) fprintf(f, "%s, ", rr->history);
     fprintf(f, "{\"dilation\": %g, \"wall_s\": ", dilation);
     json_write_number(f, wall_s);
-    fprintf(f, ", \"next\": %g, \"reason\": ", rr->dilation);
+    fprintf(f, ", \"next\": %g, \"test\": %s, \"reason\": ", rr->dilation,
+            rr->test ? "true" : "false");
     json_write_string_or_null(f, rr->reason);
     fputc('}', f);
     if (fclose(f) != 0) {

@@ -61,6 +61,9 @@ struct probe {
     struct dp_account dp; /* the data plane's window */
     bool dp_closed;
     double dp_dilation; /* the run's, which the data plane's window is judged at */
+    /* a tested rerun (overload_probe_arm_tested): the first window's share
+     * and dilation; dp_base_util < 0 otherwise */
+    double dp_base_d, dp_base_util;
 };
 
 struct overload {
@@ -293,6 +296,7 @@ void overload_probe_arm(struct overload *o, overload_probe_fn fn, void *ctx)
     o->probe.fn = fn;
     o->probe.ctx = ctx;
     o->probe.dp_dilation = 1;
+    o->probe.dp_base_util = -1;
 }
 
 void overload_probe_arm_dataplane(struct overload *o, overload_probe_fn fn, void *ctx, double d)
@@ -301,6 +305,15 @@ void overload_probe_arm_dataplane(struct overload *o, overload_probe_fn fn, void
     overload_probe_arm(o, fn, ctx);
     o->probe.closed = true; /* the compute window's choice was made at dilation 1 */
     o->probe.dp_dilation = d > 1 ? d : 1;
+}
+
+void overload_probe_arm_tested(struct overload *o, overload_probe_fn fn, void *ctx, double d,
+                               double base_d, double base_util)
+{
+    if (!o || !fn || o->probe.armed) return;
+    overload_probe_arm_dataplane(o, fn, ctx, d);
+    o->probe.dp_base_d = base_d;
+    o->probe.dp_base_util = base_util >= 0 ? base_util : 0;
 }
 
 void overload_probe_disarm(struct overload *o)
@@ -463,7 +476,10 @@ static void dp_probe_note(struct overload *o, const struct overload_links *s,
     struct overload_dataplane w;
     dp_figures(&p->dp, &w);
     struct overload_auto choice;
-    overload_choose_dataplane(&w, p->dp_dilation, &choice);
+    if (p->dp_base_util >= 0)
+        overload_choose_tested(&w, p->dp_dilation, p->dp_base_d, p->dp_base_util, &choice);
+    else
+        overload_choose_dataplane(&w, p->dp_dilation, &choice);
     p->fn(p->ctx, &choice);
 }
 

@@ -8,6 +8,16 @@
 #include <math.h>
 #include <stdio.h>
 
+/* The dilation that gives the host's forwarding room: a share carried at
+ * d was its limit, and at D' it is asked for d / D' of it. */
+static double dp_room(double util, double d)
+{
+    /* A link that carried (almost) nothing still gets a finite answer. */
+    double carried = util > 0.01 ? util : 0.01;
+    double want = ceil(d * OVERLOAD_DP_MARGIN / carried);
+    return want < HN_DILATION_MAX ? want : HN_DILATION_MAX;
+}
+
 void overload_judge_dataplane(struct overload_dataplane *dp, double d)
 {
     bool saturated =
@@ -16,12 +26,14 @@ void overload_judge_dataplane(struct overload_dataplane *dp, double d)
     dp->limited = dp->samples > 0 && dp->link_utilization >= 0 &&
                   dp->link_utilization < OVERLOAD_DP_KEPT && saturated &&
                   dp->own_cores >= OVERLOAD_DP_OWN_CORES;
-    dp->suggested_dilation = d;
-    if (!dp->limited) return;
-    /* A link that carried (almost) nothing still gets a finite answer. */
-    double carried = dp->link_utilization > 0.01 ? dp->link_utilization : 0.01;
-    double want = ceil(d * OVERLOAD_DP_MARGIN / carried);
-    dp->suggested_dilation = want < HN_DILATION_MAX ? want : HN_DILATION_MAX;
+    dp->suggested_dilation = dp->limited ? dp_room(dp->link_utilization, d) : d;
+}
+
+bool overload_dp_rose(double base_util, double util)
+{
+    if (!(util >= 0)) return false;
+    return util >= OVERLOAD_DP_KEPT ||
+           (util >= OVERLOAD_DP_RISE * base_util && util >= base_util + OVERLOAD_DP_RISE_MIN);
 }
 
 /* Why a window that is not limited keeps its dilation. */
@@ -35,27 +47,31 @@ static const char *kept_because(const struct overload_dataplane *w)
            "(windows, queues, loss)";
 }
 
-/* "at dilation D" in a rerun's reason ("" at 1: the first run's). */
-static void dilation_phrase(double d, char *buf, size_t len)
+/* A first window that the verdict would keep although its links fell short
+ * of their rate: CPU shares do not settle whose the shortfall was, a rerun
+ * does (OVERLOAD_DP_RISE). */
+static bool worth_testing(const struct overload_dataplane *dp, double d)
 {
-    if (d > 1)
-        snprintf(buf, len, " at dilation %g", d);
-    else
-        buf[0] = '\0';
+    return d <= 1 && !dp->limited && dp->samples > 0 && dp->link_utilization >= 0 &&
+           dp->link_utilization < OVERLOAD_DP_TEST_BELOW &&
+           dp->host_busy >= OVERLOAD_DP_TEST_HOST_BUSY &&
+           dp->own_cores >= OVERLOAD_DP_TEST_OWN_CORES;
 }
 
-void overload_choose_dataplane(const struct overload_dataplane *w, double d,
-                               struct overload_auto *choice)
+/* Starts a choice of window w judged at d: its figures, and the reason's
+ * opening ("data plane[ at dilation D], N samples ..."); returns the
+ * reason's length so far. */
+static size_t choice_open(const struct overload_dataplane *w, double d,
+                          struct overload_auto *choice)
 {
-    d = d > 1 ? d : 1;
     *choice = (struct overload_auto){0};
     choice->dataplane = true;
     choice->dp = *w;
     overload_judge_dataplane(&choice->dp, d);
     choice->dilation = choice->dp.suggested_dilation;
     choice->window_s = w->active_s;
-    char at[40];
-    dilation_phrase(d, at, sizeof at);
+    char at[40] = "";
+    if (d > 1) snprintf(at, sizeof at, " at dilation %g", d);
     int n = snprintf(choice->reason, sizeof choice->reason,
                      "data plane%s, %llu samples in %.1f s: the busiest link carried %.0f%% of "
                      "its rate%s, host %.0f%% busy, the run's data plane %.2f cores (busiest "
@@ -63,12 +79,54 @@ void overload_choose_dataplane(const struct overload_dataplane *w, double d,
                      at, (unsigned long long)w->samples, w->active_s,
                      w->link_utilization >= 0 ? 100 * w->link_utilization : 0, d > 1 ? " / D" : "",
                      w->host_busy >= 0 ? 100 * w->host_busy : 0, w->own_cores, 100 * w->linkd_busy);
-    size_t used = n > 0 && (size_t)n < sizeof choice->reason ? (size_t)n : 0;
-    if (!choice->dp.limited)
-        snprintf(choice->reason + used, sizeof choice->reason - used, ": %s", kept_because(w));
-    else
-        snprintf(choice->reason + used, sizeof choice->reason - used,
-                 ": the host cannot forward it; dilation %g gives it room", choice->dilation);
+    return n > 0 && (size_t)n < sizeof choice->reason ? (size_t)n : 0;
+}
+
+void overload_choose_dataplane(const struct overload_dataplane *w, double d,
+                               struct overload_auto *choice)
+{
+    d = d > 1 ? d : 1;
+    size_t used = choice_open(w, d, choice);
+    char *rest = choice->reason + used;
+    size_t left = sizeof choice->reason - used;
+    if (choice->dp.limited) {
+        snprintf(rest, left, ": the host cannot forward it; dilation %g gives it room",
+                 choice->dilation);
+    } else if (worth_testing(&choice->dp, d)) {
+        choice->test = true;
+        choice->base_dilation = d;
+        choice->base_utilization = w->link_utilization;
+        choice->dilation = dp_room(w->link_utilization, d);
+        snprintf(rest, left,
+                 ": the CPU shares would keep D (%s); dilation %g tests whether the host was "
+                 "the limit",
+                 kept_because(w), choice->dilation);
+    } else {
+        snprintf(rest, left, ": %s", kept_because(w));
+    }
+}
+
+void overload_choose_tested(const struct overload_dataplane *w, double d, double base_d,
+                            double base_util, struct overload_auto *choice)
+{
+    d = d > 1 ? d : 1;
+    size_t used = choice_open(w, d, choice);
+    char *rest = choice->reason + used;
+    size_t left = sizeof choice->reason - used;
+    choice->base_dilation = base_d;
+    choice->base_utilization = base_util;
+    if (!overload_dp_rose(base_util, w->link_utilization)) {
+        choice->dilation = base_d;
+        snprintf(rest, left,
+                 ": no material rise from %.0f%% at dilation %g, so the shortfall is "
+                 "the emulation's own: dilation %g",
+                 100 * base_util, base_d, base_d);
+        return;
+    }
+    if (choice->dilation < d) choice->dilation = d;
+    snprintf(rest, left, ": up from %.0f%% at dilation %g, so the host was the limit; %s %g",
+             100 * base_util, base_d, choice->dp.limited ? "still short: dilation" : "dilation",
+             choice->dilation);
 }
 
 void overload_write_dataplane_json(FILE *f, const struct overload_dataplane *dp)

@@ -448,12 +448,28 @@ static void test_dataplane_choice(void)
     w = dataplane(0.97, 1, 0.4);
     overload_choose_dataplane(&w, 1, &c);
     CHECK(c.dilation == 1 && strstr(c.reason, ": the links keep their rate"));
+    CHECK(!c.test);
+    /* Links a little short of their rate that the CPU shares would keep stay
+     * at D = 1; far short (under OVERLOAD_DP_TEST_BELOW) they are tested at
+     * ceil(1.5 / 0.2) instead (test_dataplane_test). */
     w = dataplane(0.3, 0.5, 0.4);
     overload_choose_dataplane(&w, 1, &c);
-    CHECK(c.dilation == 1 && strstr(c.reason, "the host's CPU has room"));
+    CHECK(!c.test && c.dilation == 1 && strstr(c.reason, "the host's CPU has room"));
+    w = dataplane(0.2, 0.7, 0.4);
+    overload_choose_dataplane(&w, 1, &c);
+    CHECK(c.test && c.dilation == 8 && strstr(c.reason, "the host's CPU has room"));
+    /* ... but not on a host with room to spare (OVERLOAD_DP_TEST_HOST_BUSY),
+     * nor when the run's data plane was a small load (a compute-bound run
+     * whose links idle: OVERLOAD_DP_TEST_OWN_CORES). */
+    w = dataplane(0.05, 0.5, 0.4);
+    overload_choose_dataplane(&w, 1, &c);
+    CHECK(!c.test && c.dilation == 1);
+    w = dataplane(0.05, 0.95, 0.2);
+    overload_choose_dataplane(&w, 1, &c);
+    CHECK(!c.test && c.dilation == 1);
     w = dataplane(0.3, 1, 0.05);
     overload_choose_dataplane(&w, 1, &c);
-    CHECK(c.dilation == 1 && strstr(c.reason, "the host is busy with other programs"));
+    CHECK(!c.test && c.dilation == 1 && strstr(c.reason, "the host is busy with other programs"));
     char buf[512] = "";
     FILE *f = fmemopen(buf, sizeof buf, "w");
     overload_write_dataplane_json(f, &c.dp);
@@ -495,6 +511,71 @@ static void test_dataplane_rerun_choice(void)
     CHECK(c.dilation == 3 && strncmp(c.reason, "data plane, 3 samples", 21) == 0);
 }
 
+/* The hypothesis test (OVERLOAD_DP_RISE): the two 8-worker ResNet-50 runs
+ * at 100 Gbit/s that the CPU shares kept at D = 1 (Cu 13.2x and 20.3x its
+ * bound) now rerun at the limited verdict's dilation, and that rerun's
+ * share of rate / D decides. */
+static void test_dataplane_test(void)
+{
+    /* (a) 6% carried, host 66% busy, 0.65 cores, busiest linkd 52%. */
+    struct overload_dataplane w = dataplane(0.06, 0.66, 0.65);
+    w.linkd_busy = 0.52;
+    struct overload_auto c;
+    overload_choose_dataplane(&w, 1, &c);
+    CHECK_MSG(c.test && !c.dp.limited && c.dilation == 25 && c.base_dilation == 1 &&
+                  c.base_utilization == 0.06,
+              "test %d dilation %g", c.test, c.dilation);
+    CHECK_MSG(strcmp(c.reason,
+                     "data plane, 3 samples in 3.0 s: the busiest link carried 6% of its rate, "
+                     "host 66% busy, the run's data plane 0.65 cores (busiest linkd 52%): the CPU "
+                     "shares would keep D (the host's CPU has room, so the links' shortfall is "
+                     "the emulation's own (windows, queues, loss)); dilation 25 tests whether "
+                     "the host was the limit") == 0,
+              "%s", c.reason);
+    /* (b) 2% carried, host 100% busy, the run's data plane 0.36 cores. */
+    w = dataplane(0.02, 1, 0.36);
+    overload_choose_dataplane(&w, 1, &c);
+    CHECK(c.test && c.dilation == 75 && strstr(c.reason, "busy with other programs"));
+    /* Only the first run tests: a rerun's window keeps its D as before. */
+    overload_choose_dataplane(&w, 25, &c);
+    CHECK(!c.test && c.dilation == 25);
+    /* Rose at the tested D: the host was the limit, D stays. */
+    w = dataplane(0.8, 0.5, 0.5);
+    overload_choose_tested(&w, 25, 1, 0.06, &c);
+    CHECK_MSG(!c.test && c.dilation == 25 && c.base_dilation == 1, "%g", c.dilation);
+    CHECK_MSG(strstr(c.reason, "data plane at dilation 25, 3 samples") &&
+                  strstr(c.reason, ": up from 6% at dilation 1, so the host was the limit; "
+                                   "dilation 25"),
+              "%s", c.reason);
+    /* Rose but still short on a saturated host: the limited verdict's step. */
+    w = dataplane(0.5, 0.95, 1.0);
+    overload_choose_tested(&w, 25, 1, 0.06, &c);
+    CHECK_MSG(c.dilation == 75 && strstr(c.reason, "still short: dilation 75"), "%g %s", c.dilation,
+              c.reason);
+    /* No material rise: the emulation's own shortfall, back to D = 1. */
+    w = dataplane(0.08, 0.9, 1.0);
+    overload_choose_tested(&w, 25, 1, 0.06, &c);
+    CHECK_MSG(c.dilation == 1 && strstr(c.reason, ": no material rise from 6% at dilation 1, so "
+                                                  "the shortfall is the emulation's own: "
+                                                  "dilation 1"),
+              "%g %s", c.dilation, c.reason);
+    w.samples = 0; /* no active sample at the tested D: no rise shown */
+    w.link_utilization = -1;
+    overload_choose_tested(&w, 25, 1, 0.06, &c);
+    CHECK(c.dilation == 1);
+}
+
+static void test_dp_rose(void)
+{
+    CHECK(!overload_dp_rose(0.06, 0.12)); /* doubled, but not by 0.1 */
+    CHECK(overload_dp_rose(0.06, 0.17));
+    CHECK(!overload_dp_rose(0.3, 0.59)); /* by 0.1, but not doubled */
+    CHECK(overload_dp_rose(0.3, 0.61));
+    CHECK(overload_dp_rose(0.5, 0.9)); /* its rate kept: risen whatever the base */
+    CHECK(!overload_dp_rose(0.5, 0.89));
+    CHECK(!overload_dp_rose(0.1, -1));
+}
+
 struct probe_calls {
     int calls;
     struct overload_auto last;
@@ -532,6 +613,26 @@ static void test_rerun_probe(void)
     ev_loop_destroy(loop);
 }
 
+/* A tested rerun's probe: the window at D = 25 against the first's share. */
+static void test_tested_probe(void)
+{
+    const double base[] = {0.06, 0.5};
+    const double want[] = {68, 1}; /* ceil(25 x 1.5 / 0.555): risen; no rise: back to 1 */
+    for (int k = 0; k < 2; k++) {
+        struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+        struct overload *o = overload_new(loop);
+        struct probe_calls calls = {0};
+        overload_probe_arm_tested(o, on_probe, &calls, 25, 1, base[k]);
+        struct overload_links s = {.wall_s = 1, .util_max = 0.555, .own_cpu_s = 4096};
+        for (int i = 0; i < OVERLOAD_DP_PROBE_SAMPLES + 2; i++)
+            overload_note_links(o, &s);
+        CHECK_MSG(calls.calls == 1 && calls.last.dilation == want[k] && !calls.last.test,
+                  "base %g: %d calls, dilation %g", base[k], calls.calls, calls.last.dilation);
+        overload_free(o);
+        ev_loop_destroy(loop);
+    }
+}
+
 /* A share far past the last bin (a link of a few bit/s that carried a
  * burst) lands in the last bin: the bin is clamped before the cast to int. */
 static void test_dataplane_huge_share(void)
@@ -562,6 +663,9 @@ int main(void)
     test_dataplane_judge();
     test_dataplane_choice();
     test_dataplane_rerun_choice();
+    test_dataplane_test();
+    test_dp_rose();
+    test_tested_probe();
     test_rerun_probe();
     test_dataplane_huge_share();
     return check_report();
