@@ -23,6 +23,7 @@
 #include "topo/route.h"
 
 #include <lauxlib.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -567,6 +568,19 @@ static double env_seconds(const char *name, double fallback)
     return v > 0 ? v : fallback;
 }
 
+/* A deadline variable that is set must be a number of seconds > 0: a typo
+ * is refused at the start, not silently replaced by the default. */
+static void check_env_seconds(lua_State *L, const struct l_network *net, const char *name)
+{
+    const char *env = getenv(name);
+    if (!env || !*env) return;
+    char *end;
+    double v = strtod(env, &end);
+    if (*end != '\0' || !(v > 0) || !isfinite(v))
+        luaL_error(L, "network '%s': start: %s='%s' is not a number of seconds above 0",
+                   net->topo->name, name, env);
+}
+
 static double start_timeout_s(void)
 {
     return env_seconds("HIERNET_START_TIMEOUT", START_DEADLINE_S);
@@ -630,6 +644,8 @@ static int l_net_start(lua_State *L)
     struct l_network *net = check_network(L, 1);
     struct hn_runtime *rt = net->rt;
     lua_settop(L, 1);
+    check_env_seconds(L, net, "HIERNET_START_TIMEOUT");
+    check_env_seconds(L, net, "HIERNET_BUILD_TIMEOUT");
     if (!netlife_defined(net->life))
         return luaL_error(L, "network '%s': start: network is %s", net->topo->name,
                           lnet_state_word(net));

@@ -125,4 +125,12 @@ grep -q "node 'clistart_n1': malformed message" r-odd/log.txt && ok ||
 grep -q "malformed message" err.txt && bad "--quiet run printed a library message: $(cat err.txt)" || ok
 for _ in $(seq 100); do [[ -z $(ps -eo args= | grep -E "^sleep 30\.733") ]] && break; sleep 0.05; done
 
+# --- a deadline variable set to what is not seconds is refused at the
+# start, naming it and the value, not replaced by its default ---
+HIERNET_BUILD_TIMEOUT=3s expect_exit 0 "HIERNET_BUILD_TIMEOUT=3s" -- "$HN" run start.lua --out r-badenv --quiet
+expect_out "start false after 0.0 s: network 's': start: HIERNET_BUILD_TIMEOUT='3s' is not a number of seconds above 0" \
+  "HIERNET_BUILD_TIMEOUT=3s"
+HIERNET_START_TIMEOUT=-1 expect_exit 0 "HIERNET_START_TIMEOUT=-1" -- "$HN" run start.lua --out r-badenv2 --quiet
+expect_out "HIERNET_START_TIMEOUT='-1' is not a number of seconds above 0" "HIERNET_START_TIMEOUT=-1"
+
 report
