@@ -28,8 +28,9 @@ net:start()
 -- far, through at_start's clock), never on wall-clock times: on a loaded
 -- host a time-based kill may land before any step or after the end.
 -- w3 dies after its third step; while it is dead, w1 must make STEPS_DEAD
--- steps (twice, with w3's count taken in between: a reply already on its
--- way at the kill is in by then); then w3 is restarted and must make
+-- steps (twice, with w3's count taken in between), counted once w3's
+-- task has ended (clock.stepping: the rows of pushes on their way at the
+-- kill are in by then); then w3 is restarted and must make
 -- STEPS_BACK steps, and the schedule stops the training.
 local STEPS_DEAD, STEPS_BACK = 3, 3
 -- A bound only: the schedule stops every training that goes on.
@@ -38,6 +39,9 @@ local BOUND_S = 3 * T.LIVENESS_S
 local function goes_on_schedule(clock, at)
   T.after_steps(clock, "w3", 3, "w3's first steps")
   w[3]:kill()
+  -- the rows of pushes on their way at the kill are written as w3's task
+  -- ends, which a loaded host may delay past w1's next steps
+  T.wait_for(clock, "w3's task to end after its kill", function() return not clock.stepping("w3") end)
   T.after_steps(clock, "w1", STEPS_DEAD, "w1 training while w3 is dead")
   at.w3_dead = clock.steps_of("w3")
   T.after_steps(clock, "w1", STEPS_DEAD, "w1 training while w3 is dead")

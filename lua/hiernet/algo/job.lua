@@ -395,6 +395,7 @@ local function clock_of(J)
     steps = function() return J.steps end,
     worker_steps = function() return J.worker_steps end,
     steps_of = function(name) return J.steps_of[name] or 0 end,
+    stepping = function(name) return J:stepping(name) end,
     done = function() return J.closed == true or J.stop_reason ~= nil end,
     stop = function(reason) J:stop(reason or "at_start") end,
   }
@@ -507,6 +508,19 @@ end
 -- through on_change. A synchronous algorithm (sync) with on_failure = "fail"
 -- stops at the first worker away, with an error naming it (J.fault_error);
 -- any algorithm stops when an essential node is lost with its machine.
+
+-- Whether the worker named `name` may still write steps.csv rows: its task
+-- runs (a killed worker's pending rows are written as its task ends, after
+-- the kill); on a family without worker tasks, whether it is alive.
+function Job:stepping(name)
+  for i, w in ipairs(self.workers) do
+    if w.name == name then
+      if self.loops then return self.loops.running[i] == true end
+      return self:alive(i)
+    end
+  end
+  error("clock.stepping: no worker named " .. tostring(name), 2)
+end
 
 -- The index of node among the workers, or nil.
 function Job:worker_index(node)
@@ -991,6 +1005,7 @@ function Job:worker_loops(o)
   end
   self.loops = {
     back = function(i) if not L.running[i] and not self:stopped() then spawn(i) end end,
+    running = L.running,
   }
   for i = 1, #self.workers do spawn(i) end
   local k = 1
