@@ -414,3 +414,19 @@ cluster_leftovers() {
   done
   cluster_netns_users
 }
+
+# cluster_down_checked TEARDOWN [PID...]: a test's end: TEARDOWN (a
+# command: cluster_down, or the test's own function that ends with it)
+# takes the cluster down and the traps go, then checks.sh's expect_eq
+# checks that nothing is left of it: no holder, sshd or PID given alive,
+# no namespace it noted held (waiting up to 5 s for what is ending).
+cluster_down_checked() {
+  local teardown=$1 pid _
+  shift
+  local pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
+  for pid in "$@"; do [[ -n $pid ]] && pids+=("$pid"); done
+  "$teardown"
+  trap - EXIT INT TERM
+  for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
+  expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
+}

@@ -46,9 +46,6 @@ spread_two_run() {
 # cluster down, nothing left of it, and the checks' exit status.
 spread_two_end() {
   cluster_expect_nothing_left "the run"
-  local pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
-  cluster_down
-  for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
-  expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
+  cluster_down_checked cluster_down
   checks_exit
 }

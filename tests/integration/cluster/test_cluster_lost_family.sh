@@ -91,8 +91,5 @@ case $family in
 esac
 cluster_lost_clean "$family"
 
-pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
-cluster_down
-for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
-expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
+cluster_down_checked cluster_down
 checks_exit

@@ -52,8 +52,5 @@ grep -q "^err machine 'm3'" "$D/prog.out" && pass "its stderr names m3: $(grep '
   fail "stderr: $(grep '^err ' "$D/prog.out"); $(tail -n 3 "$D/prog.err")"
 cluster_lost_clean prog
 
-pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
-cluster_down
-for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
-expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
+cluster_down_checked cluster_down
 checks_exit

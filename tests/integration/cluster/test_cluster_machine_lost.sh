@@ -101,8 +101,5 @@ grep -qE "worker w[45] was lost: machine 'm3'" <<<"$line" &&
   pass "bsp: one line names the worker and m3: ${line#*lost.lua:}" || fail "bsp: $(tail -n3 "$D/bsp.err")"
 cluster_lost_clean bsp
 
-pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
-cluster_down
-for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
-expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
+cluster_down_checked cluster_down
 checks_exit

@@ -209,10 +209,6 @@ expect_eq "no socket is left on m2's port" "$(udp_on 2)" ""
 rest=$(cluster_procs | grep -vxF -f <(printf '%s\n' "${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}"))
 expect_eq "only the machines' holders and sshd are left in them" "$rest" ""
 
-pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}" $CLUSTER_UNDERLAY_CTL $CLUSTER_UNDERLAY_LINKD)
-teardown
-trap - EXIT INT TERM
-for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
-expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
+cluster_down_checked teardown "$CLUSTER_UNDERLAY_CTL" "$CLUSTER_UNDERLAY_LINKD"
 
 checks_exit

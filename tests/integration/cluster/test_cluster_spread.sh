@@ -231,8 +231,5 @@ for sig in TERM KILL; do
   nothing_left "controller SIG$sig" "$sig"
 done
 
-pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
-cluster_down
-for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
-expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
+cluster_down_checked cluster_down
 checks_exit

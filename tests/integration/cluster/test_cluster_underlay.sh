@@ -100,8 +100,5 @@ line=$(grep -F "link h1-h2: delay 0.5 ms is below the underlay's one-way delay o
   fail "below: $(tail -n3 "$D/below.err")"
 cluster_expect_nothing_left "below"
 
-pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
-cluster_down
-for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
-expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
+cluster_down_checked cluster_down
 checks_exit

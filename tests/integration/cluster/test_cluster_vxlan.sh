@@ -76,10 +76,6 @@ cluster_underlay_rate 1 20mbit || fail "cannot shape m1's underlay"
 goodput_check "the same, m1's underlay at 20 Mbit/s" "$(python3 -c "print(20e6 * 1448 / 1564)")" \
   "${NODES[2]}" "${NODES[1]}" 10.0.0.2
 
-pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}" "${NODES[@]}")
-teardown
-trap - EXIT INT TERM
-for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
-expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
+cluster_down_checked teardown "${NODES[@]}"
 
 checks_exit
