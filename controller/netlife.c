@@ -328,7 +328,7 @@ static void begin_handshake(struct netlife *nl, msgpack_sbuffer *secret)
 {
     account_network(nl);
     transition(nl, NETLIFE_HANDSHAKE, NULL);
-    netrun_pack_peer_secret(nl->nr, secret);
+    netrun_pack_peer_secret(nl->nr, 0, secret);
     nl->outstanding = 0;
     char err[512];
     for (size_t i = 0; i < nl->topo->n_nodes && nl->error.code == NET_OK; i++) {

@@ -120,9 +120,14 @@ struct netprog *netrun_program_remote(struct netrun *nr, struct netprog_list *li
 int netrun_tell_address(struct netrun *nr, int from, int to, char *err, size_t errlen);
 /* Params of the peers' "peers" command that every peer gets at start and
  * after a restart: {secret = the network's data secret (peer/data_auth.h)},
- * so that its data connections prove they belong to the network. Appends to
- * out. */
-void netrun_pack_peer_secret(const struct netrun *nr, msgpack_sbuffer *out);
+ * so that its data connections prove they belong to the network, and after
+ * a restart its incarnation (nonzero: how many restarts made it), which its
+ * frames carry (peer/frame.h). Appends to out. */
+void netrun_pack_peer_secret(const struct netrun *nr, uint64_t incarnation, msgpack_sbuffer *out);
+/* How many times node's peer was restarted (node:restart()): the
+ * incarnation an abort{incarnations=} names, so that it spares the
+ * connections of a later one (peer/dataplane.h dataplane_abort). */
+uint64_t netrun_peer_incarnation(const struct netrun *nr, int node);
 
 /* Run-time link changes: 1 and a later cb (from the loop), or -1. Kernel
  * backend: done on a worker thread, in order with partitions and heals;

@@ -23,9 +23,10 @@ struct netrun_peer {
     struct netrun *nr;
     int node;
     struct peer_client *client;
-    int template_id; /* request to the peer template, -1 once adopted */
-    uint8_t *told;   /* bit per node: its address was sent (netrun_tell_address) */
-    bool killed;     /* netrun_peer_kill'ed, until a restart (its exit comes later) */
+    int template_id;      /* request to the peer template, -1 once adopted */
+    uint8_t *told;        /* bit per node: its address was sent (netrun_tell_address) */
+    bool killed;          /* netrun_peer_kill'ed, until a restart (its exit comes later) */
+    uint64_t incarnation; /* restarts of the node's peer (netrun_peer_incarnation) */
     /* A restart whose old peer is still exiting: the new peer's channel is
      * open (client) and its end kept for the exec that follows the exit. */
     struct peer_client *old;

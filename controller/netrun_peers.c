@@ -292,11 +292,12 @@ int netrun_peer_restart_then(struct netrun *nr, int node, peer_reply_fn done, vo
     }
     /* Committed before the call: once it is queued, done is told. */
     if (nr->registry && registry_commit(nr->registry, err, errlen) < 0) return -1;
-    /* Its data secret, as at start: queued before any call of the
-     * caller's, so the peer has it when it answers one. */
+    /* Its data secret, as at start, and its incarnation: queued before any
+     * call of the caller's, so the peer has them when it answers one. */
+    p->incarnation++;
     msgpack_sbuffer secret;
     msgpack_sbuffer_init(&secret);
-    netrun_pack_peer_secret(nr, &secret);
+    netrun_pack_peer_secret(nr, p->incarnation, &secret);
     int rc = peer_client_call(p->client, "peers", secret.data, secret.size, done, ctx, err, errlen);
     msgpack_sbuffer_destroy(&secret);
     return rc;
@@ -304,17 +305,27 @@ int netrun_peer_restart_then(struct netrun *nr, int node, peer_reply_fn done, vo
 
 int netrun_peer_restart(struct netrun *nr, int node, char *err, size_t errlen)
 {
-    if (nr->parts) return netrun_parts_restart(nr, node, err, errlen);
-    return netrun_peer_restart_then(nr, node, on_restart_peers, NULL, err, errlen);
+    if (!nr->parts) return netrun_peer_restart_then(nr, node, on_restart_peers, NULL, err, errlen);
+    /* The part's engine that restarts it (this machine's inner one, or an
+     * agent's) counts the same restart for the peer it starts. */
+    int rc = netrun_parts_restart(nr, node, err, errlen);
+    if (rc == 0) nr->peers[node].incarnation++;
+    return rc;
 }
 
-void netrun_pack_peer_secret(const struct netrun *nr, msgpack_sbuffer *out)
+uint64_t netrun_peer_incarnation(const struct netrun *nr, int node)
+{
+    return nr->peers[node].incarnation;
+}
+
+void netrun_pack_peer_secret(const struct netrun *nr, uint64_t incarnation, msgpack_sbuffer *out)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
     struct msgmap m;
     msgmap_init(&m);
     msgmap_bin(&m, "secret", nr->data_secret, sizeof nr->data_secret);
+    if (incarnation) msgmap_u64(&m, "incarnation", incarnation);
     msgmap_end(&m, &pk); /* the secret fits the builder's inline buffer: it cannot fail */
 }
 

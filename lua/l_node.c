@@ -5,6 +5,7 @@
 #include "lua/l_net.h"
 
 #include "controller/netlife.h"
+#include "controller/netrun.h"
 #include "controller/overload.h"
 #include "controller/peer_client.h"
 #include "lua/l_network.h"
@@ -321,6 +322,14 @@ static const char *const peer_commands[] = {PEER_COMMANDS(NODE_COMMAND)};
 
 /* ---- node handle ---- */
 
+/* n.incarnation: the restarts of its peer so far (0 before the start), what
+ * an abort{incarnations=} names to spare a later peer's connections. */
+static void push_incarnation(lua_State *L, const struct l_node *n)
+{
+    struct netrun *nr = netlife_netrun(n->net->life);
+    lua_pushinteger(L, nr ? (lua_Integer)netrun_peer_incarnation(nr, n->index) : 0);
+}
+
 static int l_node_index(lua_State *L)
 {
     struct l_node *n = lnet_check_node(L, 1);
@@ -344,6 +353,8 @@ static int l_node_index(lua_State *L)
         lua_pushnumber(L, tn->speed);
     else if (strcmp(key, "profile") == 0)
         tn->profile[0] ? (void)lua_pushstring(L, tn->profile) : lua_pushnil(L);
+    else if (strcmp(key, "incarnation") == 0)
+        push_incarnation(L, n);
     else {
         lua_getfield(L, lua_upvalueindex(1), key); /* methods */
         if (lua_isnil(L, -1))

@@ -285,7 +285,8 @@ static bool peers_entry(struct proto_args *a, const msgpack_object_kv *kv, int p
 
 struct peers_params {
     const msgpack_object *table; /* the request's, or `copy` in a batch; may be NULL */
-    bool replace, copied, has_secret;
+    bool replace, copied, has_secret, has_incarnation;
+    uint64_t incarnation; /* the node's restarts before this peer (dataplane.h) */
     uint8_t secret[DATA_AUTH_SECRET_BYTES];
     msgpack_sbuffer packed;
     msgpack_unpacked copy;
@@ -332,6 +333,9 @@ static bool peers_parse(struct command_job *j, struct peers_params *p, struct pr
     p->table = proto_args_get(a, "table");
     if (!cmd_arg_bool(a, "replace", &p->replace)) return false;
     if (!peers_parse_secret(p, a)) return false;
+    int inc = proto_arg_u64(a, "incarnation", &p->incarnation);
+    if (inc < 0) return false;
+    p->has_incarnation = inc == 1;
     if (!p->table && !p->has_secret) return proto_args_missing(a, "table");
     if (!p->table) return true;
     /* An empty Lua table arrives as an empty array. */
@@ -356,6 +360,7 @@ static bool peers_run(struct command_job *j, const struct peers_params *p)
     if (p->has_secret &&
         dataplane_set_secret(s->dataplane, p->secret, sizeof p->secret, why, sizeof why) < 0)
         return cmd_fail(j, "param 'secret': %s", why);
+    if (p->has_incarnation) dataplane_set_incarnation(s->dataplane, p->incarnation);
     uint32_t n = p->table && p->table->type == MSGPACK_OBJECT_MAP ? p->table->via.map.size : 0;
     struct proto_args a;
     struct sockaddr_storage addr;
@@ -385,7 +390,7 @@ static void peers_cleanup(struct peers_params *p)
 
 static const char *const keys_send[] = {"tensor", "to",  "to_addr", "as", "range",
                                         "at",     "add", "nowait",  NULL};
-static const char *const keys_peers[] = {"table", "replace", "secret", NULL};
+static const char *const keys_peers[] = {"table", "replace", "secret", "incarnation", NULL};
 
 COMMAND_DEFINE(data_cmd_send, send, COMMAND_WORKER, (parse, run, after, cleanup, brief));
 COMMAND_DEFINE(data_cmd_peers, peers, COMMAND_NOW, (parse, run, cleanup), .bare = true);

@@ -273,14 +273,18 @@ static const struct peer_module sync_module = {
 
 /* ---- abort ---- */
 
-/* abort{nodes = {...}, any_wait = false}: a fault took these nodes away. The pending wait (if
- * any, and unless its `from` names none of them) fails, ending the batch that holds it, and the
+/* abort{nodes = {...}, any_wait = false, incarnations = {node = n}}: a fault took these nodes
+ * away. incarnations: for a node named, the last incarnation the fault concerns (the restarts the
+ * controller knew of when it asked): connections of a later one, a restart that reconnected before
+ * this abort was processed, stay (dataplane_abort); a node not named there: all. The pending wait
+ * (if any, and unless its `from` names none of them) fails, ending the batch that holds it, and the
  * sends on their way to those nodes fail, so that the peer's queue moves on instead of waiting out
  * the timeouts. any_wait fails the pending wait whatever its `from`: in a collective step (a ring)
  * a peer waits on a live neighbour whose own step the lost node has stopped. Answered at once,
  * like ping. */
 struct abort_params {
     char (*nodes)[COMMAND_NAME_SIZE]; /* sorted; moves into the abort's mark */
+    uint64_t *upto;                   /* per node: its last incarnation aborted */
     uint32_t n_nodes;
     bool any_wait;
 };
@@ -378,13 +382,56 @@ static void abort_mark_add(struct peer_server *s, uint64_t received, struct abor
     st->aborts = m;
 }
 
+/* One entry of incarnations: a node of the list and a count. */
+static bool abort_incarnation(struct abort_params *p, struct proto_args *a,
+                              const msgpack_object_kv *kv)
+{
+    char name[COMMAND_NAME_SIZE];
+    if (kv->key.type != MSGPACK_OBJECT_STR || kv->key.via.str.size == 0 ||
+        kv->key.via.str.size >= sizeof name)
+        return cmd_arg_fail(a, "param 'incarnations': expected node names as keys");
+    uint32_t len = kv->key.via.str.size;
+    memcpy(name, kv->key.via.str.ptr, len);
+    name[len] = '\0';
+    const char(*at)[COMMAND_NAME_SIZE] =
+        bsearch(name, p->nodes, p->n_nodes, sizeof *p->nodes, name_compare);
+    if (!at) return cmd_arg_fail(a, "param 'incarnations': node '%s' is not in nodes", name);
+    if (kv->val.type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return cmd_arg_fail(a, "param 'incarnations': node '%s': expected a count, got %s", name,
+                            proto_type_name(kv->val.type));
+    p->upto[at - p->nodes] = kv->val.via.u64;
+    return true;
+}
+
+/* incarnations = {node = n}, after the sorted nodes: every node's last
+ * aborted incarnation, all of them (DATAPLANE_ALL_INCARNATIONS) unless named.
+ * An empty Lua table may arrive as an empty array. */
+static bool abort_parse_incarnations(struct abort_params *p, struct proto_args *a)
+{
+    p->upto = malloc((p->n_nodes ? p->n_nodes : 1) * sizeof *p->upto);
+    if (!p->upto) return cmd_arg_fail(a, "out of memory");
+    for (uint32_t i = 0; i < p->n_nodes; i++)
+        p->upto[i] = DATAPLANE_ALL_INCARNATIONS;
+    const msgpack_object *o = proto_args_get(a, "incarnations");
+    if (!o || o->type == MSGPACK_OBJECT_NIL ||
+        (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 0))
+        return true;
+    if (o->type != MSGPACK_OBJECT_MAP)
+        return cmd_arg_fail(a,
+                            "param 'incarnations': expected a map of node names to counts, got %s",
+                            proto_type_name(o->type));
+    for (uint32_t i = 0; i < o->via.map.size; i++)
+        if (!abort_incarnation(p, a, &o->via.map.ptr[i])) return false;
+    return true;
+}
+
 static bool abort_parse(struct command_job *j, struct abort_params *p, struct proto_args *a)
 {
     int rc = cmd_arg_names(a, "nodes", &p->nodes, &p->n_nodes);
     if (rc == 0) return proto_args_missing(a, "nodes");
     if (rc < 0 || !cmd_arg_bool(a, "any_wait", &p->any_wait)) return false;
     qsort(p->nodes, p->n_nodes, sizeof *p->nodes, name_compare);
-    return true;
+    return abort_parse_incarnations(p, a);
 }
 
 /* Does the pending wait count arrivals from one of the aborted nodes? A
@@ -402,8 +449,8 @@ static bool abort_run(struct command_job *j, struct abort_params *p)
     struct peer_server *s = j->server;
     uint64_t closed = 0;
     for (uint32_t i = 0; i < p->n_nodes; i++)
-        closed +=
-            dataplane_abort(s->dataplane, p->nodes[i], "aborted: the node was cut off or died");
+        closed += dataplane_abort(s->dataplane, p->nodes[i], p->upto[i],
+                                  "aborted: the node was cut off or died");
     struct command_job *w = sync_waiter(s);
     bool waited = w && (p->any_wait || wait_hears_from(wait_params_of(w), p));
     if (waited) {
@@ -419,6 +466,7 @@ static bool abort_run(struct command_job *j, struct abort_params *p)
 static void abort_cleanup(struct abort_params *p)
 {
     free(p->nodes);
+    free(p->upto);
 }
 
 /* ---- batch ---- */
@@ -627,7 +675,7 @@ static void batch_cleanup(struct batch_params *p)
 
 static const char *const keys_wait[] = {"tensors", "tensor", "k", "from", "timeout", "clear", NULL};
 static const char *const keys_batch[] = {"commands", NULL};
-static const char *const keys_abort[] = {"nodes", "any_wait", NULL};
+static const char *const keys_abort[] = {"nodes", "any_wait", "incarnations", NULL};
 
 COMMAND_DEFINE(sync_cmd_wait, wait, COMMAND_GATE, (parse, start, cleanup));
 COMMAND_DEFINE(sync_cmd_batch, batch, COMMAND_GATE, (parse, start, cleanup));

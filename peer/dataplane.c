@@ -420,7 +420,7 @@ static bool dp_same_host(const struct sockaddr_storage *a, const struct sockaddr
                   &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
 }
 
-/* Is c a connection node `name` (at addr, when known) sends on? By the
+/* Is c a connection node `name` (at addr, when known) may send on? By the
  * sender its frames named; before its first header, by its address. The
  * latter finds only a connection that came from the node's own address:
  * not on a host with several interfaces, nor on backend none, whose
@@ -449,7 +449,30 @@ static void dp_conn_reset(struct dp_conn *c, const char *cause)
  * outgoing connection is reset, so the kernel does not send what it holds;
  * the incoming ones close, so what is still on its way there finds no
  * socket. */
-unsigned dataplane_abort(struct dataplane *dp, const char *name, const char *cause)
+/* The cause an abort closes connections with (the commands' error too). */
+static const char dp_abort_cause[] = "aborted: the node was cut off or died";
+
+/* An incoming connection known by address only, of node `name`: whether
+ * the abort closes it now; if not, its first frame decides (dp_abort_due).
+ * One already marked for another node closes now, as with no incarnation. */
+static bool dp_conn_mark_abort(struct dp_conn *c, const char *name, uint64_t upto)
+{
+    if (upto == DATAPLANE_ALL_INCARNATIONS) return true;
+    if (c->abort_marked && strcmp(c->abort_name, name) != 0) return true;
+    if (!c->abort_marked || upto > c->abort_upto) c->abort_upto = upto;
+    c->abort_marked = true;
+    snprintf(c->abort_name, sizeof c->abort_name, "%s", name);
+    return false;
+}
+
+/* A marked connection's first frame came: is it of an aborted incarnation? */
+static bool dp_abort_due(const struct dp_conn *c)
+{
+    return c->abort_marked && strcmp(c->sender, c->abort_name) == 0 &&
+           c->sender_incarnation <= c->abort_upto;
+}
+
+unsigned dataplane_abort(struct dataplane *dp, const char *name, uint64_t upto, const char *cause)
 {
     struct sockaddr_storage addr;
     socklen_t len;
@@ -463,10 +486,17 @@ unsigned dataplane_abort(struct dataplane *dp, const char *name, const char *cau
     for (struct dp_conn *c = dp->conns, *next; c; c = next) {
         next = c->next;
         if (!dp_conn_from(c, name, known ? &addr : NULL)) continue;
+        bool now = c->sender[0] ? c->sender_incarnation <= upto : dp_conn_mark_abort(c, name, upto);
+        if (!now) continue;
         dp_conn_reset(c, cause);
         closed++;
     }
     return closed;
+}
+
+void dataplane_set_incarnation(struct dataplane *dp, uint64_t incarnation)
+{
+    dp->incarnation = incarnation;
 }
 
 /* Opens a connection to the send's address. NULL with error set. */
@@ -776,7 +806,14 @@ static bool dp_frame_begin(struct dp_conn *c, const uint8_t *buf)
         return dp_conn_malformed(c, c->outgoing ? "a tensor on a sending connection"
                                                 : "an ack on a receiving connection");
     if (c->outgoing) return dp_ack_received(c);
-    if (!c->sender[0]) snprintf(c->sender, sizeof c->sender, "%s", c->hdr.from);
+    if (!c->sender[0]) {
+        snprintf(c->sender, sizeof c->sender, "%s", c->hdr.from);
+        c->sender_incarnation = c->hdr.incarnation;
+        if (dp_abort_due(c)) { /* an abort came before it named itself */
+            dp_conn_reset(c, dp_abort_cause);
+            return false;
+        }
+    }
     c->refusal[0] = '\0';
     c->payload_got = 0;
     dp_frame_destination(c);
@@ -1114,7 +1151,8 @@ static void dp_send_header(struct dataplane *dp, struct dataplane_send *s)
                              .offset = s->offset,
                              .version = s->version,
                              .flags = s->add ? FRAME_FLAG_ADD : 0,
-                             .pattern = s->pattern};
+                             .pattern = s->pattern,
+                             .incarnation = dp->incarnation};
     snprintf(h.from, sizeof h.from, "%s", dp->node);
     snprintf(h.to, sizeof h.to, "%s", s->to);
     snprintf(h.as, sizeof h.as, "%s", s->as);

@@ -154,12 +154,25 @@ size_t dataplane_peer_count(const struct dataplane *dp);
 bool dataplane_lookup(const struct dataplane *dp, const char *name, struct sockaddr_storage *addr,
                       socklen_t *len);
 
+/* This peer's incarnation: how many times its node's peer was restarted
+ * before it (the `peers` command), sent in its tensor frames (frame.h). */
+void dataplane_set_incarnation(struct dataplane *dp, uint64_t incarnation);
+
+/* dataplane_abort's `upto` when the abort concerns every incarnation. */
+#define DATAPLANE_ALL_INCARNATIONS UINT64_MAX
+
 /* A fault took node name away: resets the outgoing connection to it,
  * failing its pending sends with cause (what was on the way will never be
  * acknowledged; the next send reconnects), and closes the connections it
- * sends on here (a frame of theirs still on its way never lands). Returns
- * the connections closed. */
-unsigned dataplane_abort(struct dataplane *dp, const char *name, const char *cause);
+ * sends on here (a frame of theirs still on its way never lands). Only
+ * those of its incarnations up to `upto`, the one the controller knew when
+ * it asked: a restarted node that reconnects before the abort is processed
+ * keeps its new connections. One known only by address so far (no frame
+ * yet) closes at once with DATAPLANE_ALL_INCARNATIONS, else when its first
+ * frame shows such an incarnation. The outgoing connection is reset
+ * whatever the receiver's incarnation (nothing here tells it). Returns the
+ * connections closed now. */
+unsigned dataplane_abort(struct dataplane *dp, const char *name, uint64_t upto, const char *cause);
 
 /* Queues a send; done runs later, or at once when it cannot start. */
 void dataplane_send(struct dataplane *dp, struct dataplane_send *send);

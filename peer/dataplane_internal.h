@@ -44,8 +44,15 @@ struct dp_conn {
     bool outgoing, connecting;
     struct sockaddr_storage addr; /* the other end */
     socklen_t addr_len;
-    char where[160];                      /* "to t2 (10.0.0.2:7000)" / "from 10.0.0.1:4711" */
-    char sender[FRAME_NODE_NAME_SIZE];    /* incoming: the `from` of its first frame; "" before */
+    char where[160];                   /* "to t2 (10.0.0.2:7000)" / "from 10.0.0.1:4711" */
+    char sender[FRAME_NODE_NAME_SIZE]; /* incoming: the `from` of its first frame; "" before */
+    uint64_t sender_incarnation;       /* incoming: the incarnation of its first frame */
+    /* Incoming, not named yet: an abort of node abort_name's incarnations up
+     * to abort_upto came while it was known by address only; its first
+     * frame says whether it is theirs (dataplane_abort). */
+    bool abort_marked;
+    uint64_t abort_upto;
+    char abort_name[FRAME_NODE_NAME_SIZE];
     uint8_t hello[DATA_AUTH_HELLO_BYTES]; /* outgoing: proof of membership, sent first */
     size_t hello_len, hello_sent;
     ev_io read_watcher, write_watcher;
@@ -90,6 +97,7 @@ struct dataplane {
     size_t n_peers;
     struct store_tensor *spares[DP_SPARES];
     uint64_t next_id;
+    uint64_t incarnation; /* this peer's, in its tensor frames (frame.h) */
     struct dataplane_totals totals;
     struct data_auth auth;
 };

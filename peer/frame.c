@@ -50,6 +50,7 @@ static bool frame_pack_tensor(msgpack_packer *pk, const struct frame_header *h)
     msgmap_u64(&m, "version", h->version);
     if (h->flags) msgmap_u64(&m, "flags", h->flags);
     if (h->pattern) msgmap_u64(&m, "pattern", h->pattern);
+    if (h->incarnation) msgmap_u64(&m, "incarnation", h->incarnation);
     if (h->has_range) {
         msgmap_key(&m, "range");
         msgpack_pack_array(&m.pk, 2);
@@ -251,11 +252,12 @@ enum {
     KEY_VERSION = 1 << 10,
     KEY_FLAGS = 1 << 11,
     KEY_PATTERN = 1 << 12,
+    KEY_INCARNATION = 1 << 13,
 };
 
-static const char *const frame_keys[] = {"type",    "id",    "from",   "to",    "as",
-                                         "dtype",   "count", "bytes",  "range", "error",
-                                         "version", "flags", "pattern"};
+static const char *const frame_keys[] = {"type",    "id",    "from",    "to",         "as",
+                                         "dtype",   "count", "bytes",   "range",      "error",
+                                         "version", "flags", "pattern", "incarnation"};
 
 /* Decodes the value of key number k. */
 static bool frame_value(struct mp_cursor *c, int k, struct frame_header *h, uint64_t *range_count)
@@ -285,6 +287,8 @@ static bool frame_value(struct mp_cursor *c, int k, struct frame_header *h, uint
         return mp_uint(c, &h->version);
     case 12:
         return mp_uint(c, &h->pattern);
+    case 13:
+        return mp_uint(c, &h->incarnation);
     default:
         return mp_uint(c, &h->flags);
     }

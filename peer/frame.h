@@ -33,6 +33,10 @@
  *            payload into the existing tensor `as` (its range, or the whole
  *            tensor, which must then have `count` elements) instead of
  *            replacing it; other bits are malformed
+ *     incarnation optional u64, 0 when absent: how many times the sending
+ *            node's peer was restarted before this one (the controller's
+ *            count), so that an abort asked for an earlier incarnation
+ *            spares a restarted node's new connections (dataplane_abort)
  *   ack frames: bytes = 0 and optional error (str): why the receiver did not
  *   store the tensor; absent when it did.
  *
@@ -64,10 +68,11 @@ struct frame_header {
     uint64_t id;
     uint64_t count, bytes; /* elements and payload bytes; 0 for acks */
     bool has_range;
-    uint64_t offset;  /* with has_range; the range's count is `count` */
-    uint64_t version; /* tensor frames */
-    uint64_t flags;   /* tensor frames: FRAME_FLAG_* */
-    uint64_t pattern; /* tensor frames: trailing payload elements that are the pattern */
+    uint64_t offset;      /* with has_range; the range's count is `count` */
+    uint64_t version;     /* tensor frames */
+    uint64_t flags;       /* tensor frames: FRAME_FLAG_* */
+    uint64_t pattern;     /* tensor frames: trailing payload elements that are the pattern */
+    uint64_t incarnation; /* tensor frames: the sender's (0 when absent) */
     char from[FRAME_NODE_NAME_SIZE];
     char to[FRAME_NODE_NAME_SIZE]; /* "" when absent */
     char as[STORE_NAME_MAX + 1];

@@ -388,8 +388,9 @@ static inline bool harness_write_all(int fd, const void *data, size_t n)
 
 /* Packs one param of type t: s string, i integer, f double, b bool, n nil,
  * r range (two ints), l list of strings (int n, const char **names),
- * m map of strings (int n, const char **keys, values), B binary (int n,
- * const void *bytes). */
+ * m map of strings (int n, const char **keys, values), M map of strings to
+ * integers (int n, const char **keys, const long long *values), B binary
+ * (int n, const void *bytes). */
 static inline void harness_pack_value(msgpack_packer *pk, char t, va_list *ap)
 {
     switch (t) {
@@ -438,6 +439,17 @@ static inline void harness_pack_value(msgpack_packer *pk, char t, va_list *ap)
         for (int i = 0; i < n; i++) {
             proto_pack_str(pk, keys[i]);
             proto_pack_str(pk, vals[i]);
+        }
+        break;
+    }
+    case 'M': {
+        int n = va_arg(*ap, int);
+        const char **keys = va_arg(*ap, const char **);
+        const long long *vals = va_arg(*ap, const long long *);
+        msgpack_pack_map(pk, (size_t)n);
+        for (int i = 0; i < n; i++) {
+            proto_pack_str(pk, keys[i]);
+            msgpack_pack_int64(pk, vals[i]);
         }
         break;
     }

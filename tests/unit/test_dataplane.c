@@ -6,7 +6,8 @@
  * the peers table and its errors, snapshots that a following axpy/scale
  * must not tear, receiving while the receiver computes, and malformed or
  * oversized frames that close only their own connection, and an abort
- * closing what the aborted node sends on. */
+ * closing what the aborted node sends on, only of the incarnations it
+ * names (a restarted node's new connections stay). */
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <poll.h>
@@ -333,15 +334,17 @@ static void expect_closed_after(const struct harness_peer *p, const void *bytes,
     close(fd);
 }
 
-/* A valid frame header from node `from` for `count` floats to tensor `as`
- * (prefix included). */
-static size_t raw_header(uint8_t *buf, uint64_t count, const char *from, const char *as)
+/* A valid frame header from node `from` (of that incarnation: its key only
+ * when nonzero) for `count` floats to tensor `as` (prefix included). */
+static size_t raw_header(uint8_t *buf, uint64_t count, const char *from, const char *as,
+                         uint64_t incarnation)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 8);
+    msgpack_pack_map(&pk, incarnation ? 9 : 8);
+    if (incarnation) pack_kv_i64(&pk, "incarnation", (int64_t)incarnation);
     pack_kv_str(&pk, "type", "tensor");
     pack_kv_i64(&pk, "id", 1);
     pack_kv_str(&pk, "from", from);
@@ -368,10 +371,10 @@ static void test_malformed(struct harness_peer *a, struct harness_peer *b)
     static const uint8_t huge[] = {'H', 'N', 'd', '2', 0x7f, 0, 0, 0};
     expect_closed_after(b, huge, sizeof huge);
     uint8_t frame[512 + 64];
-    size_t n = raw_header(frame, 4, "raw", "raw");
+    size_t n = raw_header(frame, 4, "raw", "raw", 0);
     memset(frame + n, 0x3f, 32); /* 16 bytes more than the 4 floats announced */
     expect_closed_after(b, frame, n + 32);
-    n = raw_header(frame, 4, "raw", "raw");
+    n = raw_header(frame, 4, "raw", "raw", 0);
     frame[8] = 0x81; /* a map of one entry instead of eight: trailing bytes */
     expect_closed_after(b, frame, n);
     /* b lives on, its other connections too, and took the good frame. */
@@ -417,7 +420,7 @@ static void test_abort_incoming(struct harness_peer *a, struct harness_peer *b)
     struct harness_reply r;
     HCALL_OK(b, &r, "abort", "nodes:l", 1, (const char *[]){"a"}); /* earlier connections go */
     uint8_t frame[FRAME_PREFIX_BYTES + FRAME_HEADER_MAX + 16] = {0};
-    size_t n = raw_header(frame, 4, "a", "cut"), half = n + 8;
+    size_t n = raw_header(frame, 4, "a", "cut", 0), half = n + 8;
     int named = harness_raw_connect(b), unnamed = raw_connect_from(b, a->addr);
     CHECK(named >= 0 && unnamed >= 0);
     if (named < 0 || unnamed < 0) return;
@@ -436,6 +439,69 @@ static void test_abort_incoming(struct harness_peer *a, struct harness_peer *b)
     HCALL_ERR(b, &r, "timeout after 0.3 s: 0 of 1 arrivals", "wait", "tensor:s timeout:f", "cut",
               0.3);
     HCALL_OK(a, &r, "send", "tensor:s to:s as:s", "w", b->node, "after_abort");
+}
+
+/* Two raw connections to b as node a of incarnation `incarnation`: one that
+ * sent a header and half its payload (named), one from a's address that
+ * sent half a prefix (known by address only). */
+struct raw_pair {
+    int named, unnamed;
+    uint8_t frame[FRAME_PREFIX_BYTES + FRAME_HEADER_MAX + 16];
+    size_t n;
+};
+
+static bool raw_pair_open(struct raw_pair *r, struct harness_peer *a, struct harness_peer *b,
+                          const char *as, uint64_t incarnation)
+{
+    memset(r->frame, 0, sizeof r->frame);
+    r->n = raw_header(r->frame, 4, "a", as, incarnation);
+    r->named = harness_raw_connect(b);
+    r->unnamed = raw_connect_from(b, a->addr);
+    return r->named >= 0 && r->unnamed >= 0 && harness_write_all(r->named, r->frame, r->n + 8) &&
+           harness_write_all(r->unnamed, r->frame, 4);
+}
+
+/* The rest of both frames; 0 when every byte was taken. */
+static int raw_pair_finish(struct raw_pair *r)
+{
+    ssize_t a = send(r->named, r->frame + r->n + 8, 8, MSG_NOSIGNAL);
+    ssize_t b = send(r->unnamed, r->frame + 4, r->n + 16 - 4, MSG_NOSIGNAL);
+    return a == 8 && b == (ssize_t)(r->n + 12) ? 0 : -1;
+}
+
+/* abort{nodes = {"a"}, incarnations = {a = 0}} on b when a restarted a
+ * (incarnation 1) has reconnected before it was processed: a's first
+ * incarnation's named connection closes at once, and its one known by
+ * address closes as its frame shows incarnation 0 (nothing of it lands);
+ * both connections of incarnation 1 stay and their frames land. */
+static void test_abort_incarnation(struct harness_peer *a, struct harness_peer *b)
+{
+    struct harness_reply r;
+    struct raw_pair old, fresh;
+    HCALL_OK(b, &r, "abort", "nodes:l", 1, (const char *[]){"a"}); /* earlier connections go */
+    double got = harness_stat(b, "bytes_received");
+    bool opened = raw_pair_open(&old, a, b, "inc0", 0) && raw_pair_open(&fresh, a, b, "inc1", 1);
+    CHECK_MSG(opened, "raw connections to b");
+    if (!opened) return;
+    double sent = (double)(old.n + 8 + 4 + fresh.n + 8 + 4);
+    CHECK(harness_wait_stat_above(b, "bytes_received", got + sent - 1, 5000));
+    HCALL_OK(b, &r, "abort", "nodes:l incarnations:M", 1, (const char *[]){"a"}, 1,
+             (const char *[]){"a"}, (const long long[]){0});
+    CHECK(harness_num(&r, "connections_closed") == 1);
+    CHECK_MSG(raw_closed(old.named), "incarnation 0's named connection stayed open");
+    CHECK(raw_pair_finish(&fresh) == 0);
+    raw_pair_finish(&old); /* its unnamed one takes its frame's header, then closes */
+    CHECK_MSG(raw_closed(old.unnamed), "incarnation 0's connection known by address stayed open");
+    HCALL_OK(b, &r, "wait", "tensors:l k:i timeout:f", 1, (const char *[]){"inc1"}, 2LL, 5.0);
+    HCALL_ERR(b, &r, "timeout after 0.3 s: 0 of 1 arrivals", "wait", "tensor:s timeout:f", "inc0",
+              0.3);
+    close(old.named);
+    close(old.unnamed);
+    close(fresh.named);
+    close(fresh.unnamed);
+    HCALL_ERR(b, &r, "param 'incarnations': node 'x' is not in nodes", "abort",
+              "nodes:l incarnations:M", 1, (const char *[]){"a"}, 1, (const char *[]){"x"},
+              (const long long[]){0});
 }
 
 int main(void)
@@ -462,6 +528,7 @@ int main(void)
     test_receive_while_computing(&a);
     test_malformed(&a, &b);
     test_abort_incoming(&a, &b);
+    test_abort_incarnation(&a, &b);
     test_peer_death();
 
     harness_stop(&a);

@@ -36,7 +36,8 @@ static void test_round_trips(void)
                              .has_range = true,
                              .offset = 12345,
                              .version = UINT64_MAX - 1,
-                             .flags = FRAME_FLAG_ADD};
+                             .flags = FRAME_FLAG_ADD,
+                             .incarnation = UINT64_MAX};
     memset(h.from, 'f', FRAME_NODE_NAME_SIZE - 1); /* the longest node name */
     memset(h.to, 't', FRAME_NODE_NAME_SIZE - 1);
     memset(h.as, 'a', STORE_NAME_MAX);
@@ -46,6 +47,7 @@ static void test_round_trips(void)
     CHECK(got.type == FRAME_TENSOR && got.id == UINT64_MAX && got.count == 1u << 30);
     CHECK(got.bytes == 4ull << 30 && got.has_range && got.offset == 12345);
     CHECK(got.version == UINT64_MAX - 1 && got.flags == FRAME_FLAG_ADD);
+    CHECK(got.incarnation == UINT64_MAX);
     CHECK(strcmp(got.from, h.from) == 0 && strcmp(got.to, h.to) == 0);
     CHECK(strcmp(got.as, h.as) == 0 && got.error[0] == '\0');
 
@@ -70,6 +72,13 @@ static void test_round_trips(void)
     plain.pattern = 0;
     n = encode(&plain, buf);
     CHECK(decode(buf, n, &got, err) == 0 && got.pattern == 0 && !memmem(buf, n, "pattern", 7));
+
+    /* The sender's incarnation (a restarted peer's): kept; 0 not encoded. */
+    CHECK(got.incarnation == 0 && !memmem(buf, n, "incarnation", 11));
+    plain.incarnation = 3;
+    n = encode(&plain, buf);
+    CHECK(decode(buf, n, &got, err) == 0 && got.incarnation == 3);
+    plain.incarnation = 0;
 
     struct frame_header ack = {.type = FRAME_ACK, .id = 77};
     strcpy(ack.error, "range target 'g' does not exist");
