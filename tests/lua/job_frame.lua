@@ -220,6 +220,64 @@ do
   T.eq(string.format("%s,%s,%s", finished[1], finished[2], finished[3]), "1,1,1", "finished: once per task")
 end
 
+-- J:abort_lost(node, partners): a partner's wait on a node lost with its
+-- machine ends at once (its timeout is 30 s); the lost node itself is
+-- asked nothing.
+do
+  local J = new_job(1)
+  local task = waiting(w[2], { w[1] })
+  hn.sleep(0.2) -- the wait is in
+  J:abort_lost(w[1], { w[1], w[2] })
+  T.eq(#J.aborts, 1, "one abort: the partner's, none on the lost node")
+  hn.wait_all(J.aborts)
+  local ok, err, s = task:wait()
+  T.eq(ok, false, "the partner's wait fails")
+  T.le(s, 10, "it fails at the abort, not at its 30 s timeout")
+  assert(tostring(err):find("abort", 1, true), "the wait says it was aborted: " .. tostring(err))
+end
+
+-- A failed step is the fault's only when a node it involves (the worker,
+-- its hubs, its partners) was killed since it began: w3's kill during w1's
+-- step leaves w1's own error w1's (not retried: `failed` hears it), while
+-- w2, whose step involves w3 (partners), has its failure taken for the
+-- kill's and steps again.
+do
+  local J = new_job(4)
+  J.steps = 0
+  J:watch_faults{ partners = function(i) return i == 2 and { w[3] } or {} end }
+  local failed, tries, killed = {}, { 0, 0 }, false
+  J:worker_loops{
+    own_steps = true,
+    step = function(i, t)
+      if i == 3 then -- steps until its kill is heard (its task then ends)
+        hn.sleep(0.01)
+        return
+      end
+      tries[i] = tries[i] + 1
+      if tries[i] == 1 then
+        if i == 1 then
+          w[3]:kill()
+          killed = true
+          hn.sleep(0.05) -- the kill's listeners ran
+          error("step: broken", 0)
+        end
+        while not killed do hn.sleep(0.01) end
+        error("send: to w3: connection reset", 0)
+      end
+      J.steps = J.steps + 1
+      hn.sleep(0.01)
+    end,
+    cut_short = function() end,
+    failed = function(i, err) failed[#failed + 1] = i .. ":" .. err end,
+  }
+  J.closed = true -- its kill listener falls silent
+  T.eq(table.concat(failed, ","), "1:step: broken", "w1's own error, though w3 was killed meanwhile")
+  T.eq(tries[1], 1, "w1 did not step again")
+  T.eq(tries[2] >= 2, true, "w2's failure was the kill's: it stepped again (" .. tries[2] .. " tries)")
+  T.eq(J.killed[3], true, "w3 was killed")
+  w[3]:restart()
+end
+
 -- J:others(i): the other workers, in order.
 do
   local J = new_job(1)

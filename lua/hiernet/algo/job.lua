@@ -189,7 +189,7 @@ function job.new(algorithm, opts, spec)
     evals = 0, evals_skipped = 0, eval_busy = false, eval_task = nil,
     stop_reason = nil, dead = {}, away = {}, killed = {}, fault_hooks = {}, t0 = nil,
     -- what the faults cost (summary.json availability, updates_lost)
-    away_since = {}, away_s = {}, updates_lost = 0, kills = {}, kills_heard = 0,
+    away_since = {}, away_s = {}, updates_lost = 0, kills = {}, kills_heard = 0, killed_at = {},
   }, Job)
   -- The scenario's line of this train call: errors raised later, in tasks
   -- the library spawned, are reported there (Job:setup, Job:guard).
@@ -498,7 +498,9 @@ end
 -- ---- faults (net:partition / heal, node:kill / restart) ----
 --
 -- J:watch_faults{ hub = function(i) -> the node worker i must reach (nil:
--- none), on_change = function(i, back, why), rejoin = function(i) (set-up
+-- none), partners = function(i) -> the other nodes a step of worker i
+-- involves (gossip's neighbours; default none besides its hubs),
+-- on_change = function(i, back, why), rejoin = function(i) (set-up
 -- a restarted worker's peer needs besides its data and model), sync = bool,
 -- essential = function(node) -> its role ("server") when the training
 -- cannot go on without that node (it holds the model) }
@@ -590,6 +592,16 @@ local function hubs_of(J, i)
   return { hub }
 end
 
+-- The nodes a step of worker i involves besides itself: its hubs and the
+-- hooks' partners(i) (gossip's neighbours, a collective's other workers).
+local function involved_with(J, i)
+  local out = {}
+  for _, n in ipairs(hubs_of(J, i)) do out[#out + 1] = n end
+  local partners = J.fault_hooks.partners and J.fault_hooks.partners(i) or {}
+  for _, n in ipairs(partners) do out[#out + 1] = n end
+  return out
+end
+
 -- Re-checks every worker against its hubs after a partition or a heal (or
 -- asks the hooks' cut_off(i) -> why or nil, for algorithms without hubs).
 function Job:recheck_reach(why)
@@ -662,7 +674,9 @@ function Job:watch_faults(hooks)
   -- why: the cause of a node lost with its machine (its agent gone), nil
   -- for node:kill()
   on("kill", function(_, node, why)
-    self.kills_heard = self.kills_heard + 1 -- any node's: a step in flight may have failed of it
+    -- a step in flight that involves the node may have failed of it (fault_follows)
+    self.kills_heard = self.kills_heard + 1
+    self.killed_at[node.name] = self.kills_heard
     local i = self:worker_index(node)
     if i then
       -- a worker taking part is always inside a step: its gradient is lost
@@ -670,19 +684,23 @@ function Job:watch_faults(hooks)
       self.killed[i] = true
       self.kills[i] = (self.kills[i] or 0) + 1
       self:set_away(i, true, why and ("was lost: " .. why) or "was killed")
+      if why then self:abort_lost(node, involved_with(self, i)) end
     else
       -- A node lost with its machine never comes back (a killed one may be
       -- restarted): one the training cannot do without ends it, whatever
       -- its mode; its workers still go away (their waits end).
       local role = why and self.fault_hooks.essential and self.fault_hooks.essential(node)
       if role then self:fail_at_fault(string.format("%s %s was lost: %s", role, node.name, why)) end
+      local lost_hub_of = {}
       for j = 1, #self.workers do
         for _, hub in ipairs(hubs_of(self, j)) do
           if hub == node then
+            lost_hub_of[#lost_hub_of + 1] = self.workers[j]
             self:set_away(j, true, "lost " .. node.name .. (why and (": " .. why) or " (killed)"))
           end
         end
       end
+      if why then self:abort_lost(node, lost_hub_of) end
     end
   end)
   on("restart", function(_, node)
@@ -740,9 +758,14 @@ end
 -- Spawns node:abort{ nodes = nodes, any_wait = any_wait } (an abort that
 -- fails, a dead node's, is of no matter: the fault is already known). The
 -- task is kept in J.aborts until J:rounds has seen it answered: an abort
--- that reached its peer late would cut the next round's transfers.
+-- that reached its peer late would cut the next round's transfers. It
+-- names the nodes' incarnations of now: a node restarted before the abort
+-- reaches its peer keeps its new connections there.
 local function spawn_abort(J, node, nodes, any_wait)
-  local task = hn.spawn(function() pcall(node.abort, node, { nodes = nodes, any_wait = any_wait }) end)
+  local incarnations = {}
+  for _, n in ipairs(nodes) do incarnations[n.name] = n.incarnation end
+  local p = { nodes = nodes, any_wait = any_wait, incarnations = incarnations }
+  local task = hn.spawn(function() pcall(node.abort, node, p) end)
   local kept = { task }
   for _, t in ipairs(J.aborts or {}) do
     if t:status() ~= "done" then kept[#kept + 1] = t end
@@ -769,6 +792,20 @@ function Job:abort_between(lost, partners, any_wait)
   return tasks
 end
 
+-- J:abort_lost(node, partners): a node lost with its machine never answers
+-- again, and a transfer to it may hang (a connect whose SYNs the vanished
+-- machine drops waits out the peer's 30 s connect timeout): every partner
+-- of its (those a step of theirs involves it with) not killed stops its
+-- transfers with it at once. Before it, gossip's w1 was still connecting to
+-- the lost w5 20 s after the loss in 1 of 5 runs of
+-- netns.cluster.lost_gossip at -j4. A killed node keeps its machine, whose
+-- kernel refuses the connect: no abort is needed there.
+function Job:abort_lost(node, partners)
+  for _, p in ipairs(partners) do
+    if p ~= node and not killed(self, p) then spawn_abort(self, p, { node }) end
+  end
+end
+
 -- J:abort_among(nodes) -> tasks: every node stops its transfers with all
 -- the others (a round that involves them all is cut).
 function Job:abort_among(nodes)
@@ -789,6 +826,7 @@ end
 function Job:group_faults()
   return {
     sync = true,
+    partners = function(i) return self:others(i) end,
     cut_off = function(i)
       if not self:main_group()[i] then return "is cut off from the other workers" end
     end,
@@ -938,11 +976,17 @@ end
 
 -- Whether worker i's failed step was a fault's whose event came after the
 -- failure (J:settle_losses): worker i went away, the job stopped at a
--- fault, or a node was killed since the step began (kills: J.kills_heard
--- then), a partner of the step perhaps.
+-- fault, or a node the step involves (its hubs and partners) was killed
+-- since the step began (kills: J.kills_heard then). A kill of any other
+-- node is no cause of this step's failure: its own error coinciding with
+-- an unrelated kill is the worker's, not retried.
 local function fault_follows(J, i, kills)
   J:settle_losses()
-  return not J:alive(i) or J.fault_error ~= nil or J.kills_heard ~= kills
+  if not J:alive(i) or J.fault_error ~= nil then return true end
+  for _, n in ipairs(involved_with(J, i)) do
+    if (J.killed_at[n.name] or 0) > kills then return true end
+  end
+  return false
 end
 
 -- Worker i's task: its steps until it has made them all or the job stops;

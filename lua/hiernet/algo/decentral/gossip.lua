@@ -261,6 +261,12 @@ function gossip.plan(J, extra, adj)
   return {
     step = gossip_step(J, adj, rng, G, running), running = running,
     faults = {
+      -- a step pushes to one of them (its failure, their loss: job.lua)
+      partners = function(i)
+        local out = {}
+        for _, j in ipairs(graphs.neighbours(adj, i)) do out[#out + 1] = J.workers[j] end
+        return out
+      end,
       rejoin = function(i)
         gossip_rejoin(J, i)
         if G then gossip_copies_rejoin(J, G, adj, i) end
