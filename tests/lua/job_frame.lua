@@ -96,6 +96,14 @@ local function waiting(node, from)
   end)
 end
 
+-- The partner's wait (a waiting() task) failed at an abort.
+local function expect_aborted(task)
+  local ok, err, s = task:wait()
+  T.eq(ok, false, "the partner's wait fails")
+  T.le(s, 10, "it fails at the abort, not at its 30 s timeout")
+  assert(tostring(err):find("abort", 1, true), "the wait says it was aborted: " .. tostring(err))
+end
+
 do
   local J = new_job(1)
   local task = waiting(w[2], { w[1] })
@@ -103,10 +111,7 @@ do
   local aborts = J:abort_between(w[1], { w[2], w[3] })
   T.eq(#aborts, 3, "one abort on the lost node, one per partner")
   hn.wait_all(aborts)
-  local ok, err, s = task:wait()
-  T.eq(ok, false, "the partner's wait fails")
-  T.le(s, 10, "it fails at the abort, not at its 30 s timeout")
-  assert(tostring(err):find("abort", 1, true), "the wait says it was aborted: " .. tostring(err))
+  expect_aborted(task)
 end
 
 -- J:abort_among(nodes): every node's wait on the others ends.
@@ -230,10 +235,7 @@ do
   J:abort_lost(w[1], { w[1], w[2] })
   T.eq(#J.aborts, 1, "one abort: the partner's, none on the lost node")
   hn.wait_all(J.aborts)
-  local ok, err, s = task:wait()
-  T.eq(ok, false, "the partner's wait fails")
-  T.le(s, 10, "it fails at the abort, not at its 30 s timeout")
-  assert(tostring(err):find("abort", 1, true), "the wait says it was aborted: " .. tostring(err))
+  expect_aborted(task)
 end
 
 -- A failed step is the fault's only when a node it involves (the worker,
