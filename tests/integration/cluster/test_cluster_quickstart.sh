@@ -80,8 +80,8 @@ expect_eq "quickstart: m2 and m3 built their parts" \
   "$(grep -sc 'machine m[23] built its part' "$D/q-three/log.txt")" 2
 read -r q1 n1 rto1 loss1 queue1 _ starved1 <<<"$(qs_rounds "$D/q-one")"
 read -r q3 n3 rto3 loss3 queue3 cut3 starved3 <<<"$(qs_rounds "$D/q-three")"
-echo "BSP round, lower quartile: one machine ${q1:-?} s ($n1 rounds, $rto1 RTOs, drops $loss1 by loss and" \
-  "$queue1 at queues); three ${q3:-?} s ($n3 rounds, $rto3 RTOs, drops $loss3 and $queue3)" \
+echo "BSP round, lower quartile: one machine ${q1:-?} s (of $n1 round times, $rto1 RTOs, drops $loss1 by loss and" \
+  "$queue1 at queues); three ${q3:-?} s (of $n3, $rto3 RTOs, drops $loss3 and $queue3)" \
   "(load $(load)); mean, rounds and median: $(qs_step "$D/q-one" 2>&1 | tail -n 1) /" \
   "$(qs_step "$D/q-three" 2>&1 | tail -n 1)"
 expect_eq "the cut links dropped nothing" "${cut3:-?}" 0
@@ -93,7 +93,7 @@ elif python3 -c "import sys; sys.exit($starved1 <= 0.05 and $starved3 <= 0.05)";
   echo "BSP round three/one: $q1 / $q3 s, not asserted: other programs starved $starved1 and $starved3" \
     "of the runs' compute commands of CPU (above 0.05)"
 elif [[ ${n1:-0} -lt 6 || ${n3:-0} -lt 6 ]]; then
-  fail "BSP rounds: ${n1:-0} and ${n3:-0} after the first, 6 needed on each"
+  fail "BSP round times: ${n1:-0} and ${n3:-0} from the second round on, 6 needed on each"
 else
   python3 -c "import sys; sys.exit(abs($q3 / $q1 - 1) > 0.05)" &&
     pass "BSP round within 5%: $q1 / $q3 s" || fail "BSP round: $q1 s on one machine, $q3 on three"
