@@ -23,6 +23,23 @@
 #       alone: an 8 s run has 9 to 13 rounds, and one round in which every
 #       worker's comm_ms grows by 200 to 400 ms at once moves the mean by
 #       2 to 4%.
+#   qs_rounds DIR                       # "q25_s gaps rtos drops_loss
+#       drops_queue cut_drops starved_share": the lower quartile of the BSP
+#       rounds from the second round's end on (0 with fewer than two) and
+#       their count, the training's RTOs (bsp_summary.json tcp.rtos), the
+#       run's drops on the links by cause (links.csv's last sample), those
+#       on the links whose ends are on two machines (run.json placement's
+#       cut_links; none on one machine), and the share of the run's compute
+#       commands other programs starved of CPU (run.json overload). The
+#       first gap is unlike the others (29 runs of four rounds or more, at
+#       load 27 to 107): 0.44 to 0.53 s in some, shorter than any later
+#       round, 1.1 to 2.1 s in others. Why the
+#       lower quartile: a round in which one of its twelve 407 KB transfers
+#       recovers lost segments, or waits out an RTO, is 100 to 400 ms
+#       longer, and such rounds come at random in either placement (the
+#       network's own losses: the links' 0.5% loss and their 100-frame
+#       queues overflowing in slow start); a spread run that is really
+#       slower is slower in every round, so in its lower quartile.
 
 QS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
@@ -95,5 +112,29 @@ for r in csv.DictReader(open(sys.argv[1])):
 ends = [statistics.median(times[k]) for k in sorted(times)]
 gaps = [b - a for a, b in zip(ends, ends[1:])]
 print("%.4f %d %.4f" % ((ends[-1] - ends[0]) / len(gaps), len(ends), statistics.median(gaps)))
+PY
+}
+
+qs_rounds() {
+  python3 - "$1" <<'PY'
+import csv, json, statistics, sys
+d = sys.argv[1]
+times = {}
+for r in csv.DictReader(open(d + "/bsp_steps.csv")):
+    if r["k"] != "":
+        times.setdefault(int(r["step"]), []).append(float(r["time"]))
+ends = [statistics.median(times[k]) for k in sorted(times)][1:]
+gaps = sorted(b - a for a, b in zip(ends, ends[1:]))
+q25 = statistics.quantiles(gaps, n=4, method="inclusive")[0] if len(gaps) >= 2 else 0
+run = json.load(open(d + "/run.json"))
+cut = {c["a"] + "-" + c["b"] for p in run.get("placement") or [] for c in p.get("cut_links") or []}
+last = {}
+for r in csv.DictReader(open(d + "/links.csv")):
+    last[(r["link"], r["dir"])] = (int(r["drops_loss"]), int(r["drops_queue"]), int(r["drops_down"]))
+cut_drops = sum(sum(v) for (link, _), v in last.items() if link in cut)
+over = run.get("overload") or {}
+rtos = json.load(open(d + "/bsp_summary.json")).get("tcp", {}).get("rtos", -1)
+print("%.4f %d %d %d %d %d %.3f" % (q25, len(gaps), rtos, sum(v[0] for v in last.values()),
+      sum(v[1] for v in last.values()), cut_drops, over.get("starved_share") or 0))
 PY
 }

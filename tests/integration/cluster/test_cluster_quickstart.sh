@@ -9,26 +9,30 @@
 #     the scheduling delays of linkd and ping, tens of ms at load 14);
 #   - goodput of the same path (iperf3, its bottleneck the 20 Mbit/s
 #     terminal link, best of three 2 s runs) within 3%;
-#   - the BSP round of the quickstart itself (bsp_steps.csv, qs_step:
-#     mean and median of the applied rounds): printed with their ratios,
-#     asserted only to be measured on both (see below). Each training lasts
-#     4 s, not quick's 8: 5 rounds at load 17, enough to measure a round
-#     on both (tools/bench/multihost measures it over 8 s).
-# The spread run must place the nodes over m1..m3 and have m2 and m3 build
-# their parts; nothing is left on any machine afterwards.
-# The BSP round is the issue's third figure (within 5%), printed, not
-# asserted: spread, it took 1.64, 1.64 and 1.61 times the single machine's
-# round in three runs (load average 12 to 25 on two shared cores) and
-# 0.84, 0.94 and 0.95 times in three others (load 8 to 16); 8 s made 6 to
-# 13 rounds. Measured again (the issue's spread step session), same seed,
-# median three/one: 1.01, 1.00, 1.02, 0.99 at load 1 to 6; 1.07, 1.31, 1.36
-# at load 7 to 11 from other programs; 1.04 beside 10 spinning processes
-# (load 11), 0.82 beside 20 (load 20). No UDP buffer errors on any machine, no softnet
-# drops, no drops on the cut links. The mean also moves with rounds in
-# which every worker's comm_ms grows by 200 to 400 ms at once, seen in
-# both placements (more of them spread in some runs); their cause is not
-# settled (docs/guide.md, "One machine against three");
-# tools/bench/multihost reports it.
+#   - the BSP round of the quickstart itself (BSP alone, 8 s of training:
+#     9 to 12 rounds where the host has room): the lower quartile of its
+#     rounds from the second on (qs_rounds) within 5%, asserted unless
+#     other programs starved more than 5% of either run's compute commands
+#     of CPU (run.json overload.starved_share; the ratio is then printed,
+#     "not asserted"). The cut links must drop nothing.
+# Why the lower quartile and not the mean: the quickstart's terminal links
+# lose packets by design (0.5% loss: 0.52% to 0.58% of their packets in 39
+# of 40 runs) and at their 100-frame queues when a 407 KB transfer
+# overshoots in slow start (0 to 1351 drops a run, both placements); the
+# cut links lost none. The server's pull is one send to all six workers,
+# as slow as its slowest destination, so a round in which one of its
+# twelve transfers recovers lost segments or waits out an RTO (200 ms at
+# least) is 100 to 400 ms longer for every worker at once. Which rounds
+# lose what differs from run to run (timing decides which packets the
+# seeded loss hits), so the mean of 10 rounds moves with how many were
+# hit, in either placement; a round no loss lengthened takes the same time
+# on one machine and on three, and the lower quartile is such a round. A
+# spread run that is really slower is slower in every round:
+# QS_THREE_ARGS="--set cloud_edge_delay=25ms" (the spread run's cut links
+# 20 ms slower each way) doubled its round at load 28 to 31 (not asserted
+# there: starved); 7ms, 2 ms slower, was lost in that load's noise. The
+# figures, all at load 27 to 107: docs/guide.md, "One machine against
+# three". The RTOs and drops of each run are printed.
 # Usage: test_cluster_quickstart.sh HIERNET
 set -uo pipefail
 HN=$(realpath "$1")
@@ -64,24 +68,36 @@ if [[ -n ${rtt1:-} && -n ${rtt3:-} ]]; then
     fail "goodput t1 -> cloud1: $good1 bit/s on one machine, $good3 on three"
 fi
 
-qs_run "$HN" one "" --set seconds=4
+# BSP alone (ASP is not compared), 8 s: 9 to 11 rounds at load 30 to 45.
+qs_run "$HN" one "" --set modes=bsp --set seconds=8
 expect_eq "quickstart on one machine: exit status" "$?" 0
-qs_run "$HN" three "$D/hosts" --set seconds=4
+# shellcheck disable=SC2086 # QS_THREE_ARGS: --set options, split on purpose
+qs_run "$HN" three "$D/hosts" --set modes=bsp --set seconds=8 ${QS_THREE_ARGS:-}
 expect_eq "quickstart over three machines: exit status" "$?" 0
 grep -q "placed over .*m2 .*m3" "$D/q-three/log.txt" 2>/dev/null && pass "quickstart: placed over m1..m3" ||
   fail "quickstart: $(grep -s 'placed over' "$D/q-three/log.txt") $(tail -n 2 "$D/qerr-three")"
 expect_eq "quickstart: m2 and m3 built their parts" \
   "$(grep -sc 'machine m[23] built its part' "$D/q-three/log.txt")" 2
-step1=$(qs_step "$D/q-one")
-step3=$(qs_step "$D/q-three")
-echo "BSP round (mean s, rounds, median s): one machine $step1; three $step3 (load $(load))"
-[[ ${step1%% *} =~ ^[0-9.]+$ && ${step3%% *} =~ ^[0-9.]+$ ]] && pass "BSP rounds measured on both" ||
-  fail "BSP rounds: '$step1' '$step3'"
-read -r mean1 _ median1 <<<"$step1"
-read -r mean3 _ median3 <<<"$step3"
-[[ -n ${median1:-} && -n ${median3:-} ]] && python3 -c "
-r, m = $mean3 / $mean1, $median3 / $median1
-print('BSP round ratio three/one: mean %.3f, median %.3f%s' % (r, m, '' if abs(m - 1) <= 0.05 else ' (outside 5%: not asserted, see the header)'))"
+read -r q1 n1 rto1 loss1 queue1 _ starved1 <<<"$(qs_rounds "$D/q-one")"
+read -r q3 n3 rto3 loss3 queue3 cut3 starved3 <<<"$(qs_rounds "$D/q-three")"
+echo "BSP round, lower quartile: one machine ${q1:-?} s (of $n1 round times, $rto1 RTOs, drops $loss1 by loss and" \
+  "$queue1 at queues); three ${q3:-?} s (of $n3, $rto3 RTOs, drops $loss3 and $queue3)" \
+  "(load $(load)); mean, rounds and median: $(qs_step "$D/q-one" 2>&1 | tail -n 1) /" \
+  "$(qs_step "$D/q-three" 2>&1 | tail -n 1)"
+expect_eq "the cut links dropped nothing" "${cut3:-?}" 0
+if ! [[ ${q1:-} =~ ^[0-9.]+$ && ${q3:-} =~ ^[0-9.]+$ && ${starved1:-} && ${starved3:-} ]]; then
+  fail "BSP rounds not measured: '$q1' '$q3' ($D/q-one, $D/q-three)"
+elif python3 -c "import sys; sys.exit($starved1 <= 0.05 and $starved3 <= 0.05)"; then
+  # Others' load stretches rounds at random in either run (doc: "One
+  # machine against three"); the run's own overload account says so.
+  echo "BSP round three/one: $q1 / $q3 s, not asserted: other programs starved $starved1 and $starved3" \
+    "of the runs' compute commands of CPU (above 0.05)"
+elif [[ ${n1:-0} -lt 6 || ${n3:-0} -lt 6 ]]; then
+  fail "BSP round times: ${n1:-0} and ${n3:-0} from the second round on, 6 needed on each"
+else
+  python3 -c "import sys; sys.exit(abs($q3 / $q1 - 1) > 0.05)" &&
+    pass "BSP round within 5%: $q1 / $q3 s" || fail "BSP round: $q1 s on one machine, $q3 on three"
+fi
 
 cluster_expect_nothing_left "the runs"
 checks_exit
