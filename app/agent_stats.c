@@ -146,14 +146,25 @@ static void on_tcp_row(void *ctx, const char *const *cells, size_t n_cells)
 #undef READ_TCP_
 }
 
+static void names_describe(struct agent_stats_feed *f)
+{
+    const struct topo_network *net = part_model(f->p->run)->net;
+    for (size_t l = 0; l < net->n_links; l++)
+        topo_link_describe(net, &net->links[l], f->names[l], sizeof f->names[l]);
+}
+
 static int names_make(struct agent_stats_feed *f)
 {
     const struct topo_network *net = part_model(f->p->run)->net;
     f->names = calloc(net->n_links ? net->n_links : 1, sizeof *f->names);
     if (!f->names) return -1;
-    for (size_t l = 0; l < net->n_links; l++)
-        topo_link_describe(net, &net->links[l], f->names[l], sizeof f->names[l]);
+    names_describe(f);
     return 0;
+}
+
+void agent_stats_rename(struct agent_stats_feed *f)
+{
+    if (f) names_describe(f);
 }
 
 /* Whether links.csv's columns after `up` are the wire's counters, in

@@ -204,6 +204,10 @@ int netrun_kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_r
 void netrun_kernel_ops_drop(struct netrun *nr);
 int netrun_link_not_emulated(struct netrun *nr, char *err, size_t errlen);
 void netrun_cuts_free(struct netrun *nr); /* the loop's view of the partitions */
+/* Link l's end that is not `stays`'s goes to `to` in net (renamed there);
+ * *end_a: whether it was end a; *from: the node it left. */
+void netrun_move_link_end(struct topo_network *net, int l, int stays, int to, bool *end_a,
+                          int *from);
 
 /* netrun_traces.c */
 uint64_t netrun_rate_now(const struct netrun *nr, int link, int dir);
@@ -220,6 +224,12 @@ void netrun_dataplane_round(struct netrun *nr);
 void netrun_dataplane_free(struct netrun_dataplane *dp);
 
 /* netrun_parts.c: a network over machines */
+/* netrun_link_move and its check over machines (see netrun.h). */
+int netrun_parts_move_check(const struct netrun *nr, int l, int stays, int to, char *err,
+                            size_t errlen);
+
+int netrun_parts_move(struct netrun *nr, int l, int stays, int to, peer_reply_fn cb, void *ctx,
+                      char *err, size_t errlen);
 int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
                        const struct netrun_config *cfg, netrun_exit_fn on_exit, void *ctx,
                        netrun_built_fn built, void *built_ctx, struct netrun **out,

@@ -326,6 +326,44 @@ static int uplink_of(lua_State *L, struct l_network *net, int node)
     return found;
 }
 
+/* ctx: the node, the link and `to`, 20 bits each. Pushes the link. */
+static int move_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    struct l_network *net = check_net(L, 1);
+    const struct topo_network *t = net->topo;
+    int node = (int)(ctx & 0xfffff), l = (int)((ctx >> 20) & 0xfffff), to = (int)(ctx >> 40);
+    if (!lua_isnil(L, -1))
+        return luaL_error(L, "node '%s': move to '%s': %s", t->nodes[node].name, t->nodes[to].name,
+                          lua_tostring(L, -1));
+    hn_logf(net->rt, "node '%s': moved to '%s'", t->nodes[node].name, t->nodes[to].name);
+    lnet_push_link(L, 1, net, l);
+    return 1;
+}
+
+/* The engine's move; over machines the task waits for every machine's
+ * answer (move_k), on one the move is done on return. */
+static int move_request(lua_State *L, struct l_network *net, int node, int l, int to)
+{
+    const struct topo_network *t = net->topo;
+    lua_KContext ctx = (lua_KContext)node | (lua_KContext)l << 20 | (lua_KContext)to << 40;
+    struct cut_wait *w = malloc(sizeof *w);
+    char err[1024];
+    if (!w) return luaL_error(L, "node '%s': move: out of memory", t->nodes[node].name);
+    w->sched = net->rt->sched;
+    int rc = netlife_link_move(net->life, l, node, to, on_cut_done, w, err, sizeof err);
+    if (rc <= 0) {
+        free(w);
+        if (rc < 0)
+            return luaL_error(L, "node '%s': move to '%s': %s", t->nodes[node].name,
+                              t->nodes[to].name, err);
+        lua_pushnil(L);
+        return move_k(L, LUA_OK, ctx);
+    }
+    w->tok = sched_suspend(L);
+    return lua_yieldk(L, 0, ctx, move_k);
+}
+
 /* net:_move_link(node, to, now): checks that node can move to `to` (no
  * `to`: that it can move at all) and, with now, moves its link's far end
  * there (netlife_link_move); returns the link's handle. Library use only
@@ -354,12 +392,10 @@ static int l_net_move_link(lua_State *L)
                      t->nodes[to].name);
     if (t->links[l].a == to || t->links[l].b == to)
         move_refused(L, net, name, "to '%s' is its edge already", t->nodes[to].name);
-    if (lua_toboolean(L, 4)) {
-        char err[512];
-        if (netlife_link_move(net->life, l, n->index, to, err, sizeof err) < 0)
-            return luaL_error(L, "node '%s': move to '%s': %s", name, t->nodes[to].name, err);
-        hn_logf(net->rt, "node '%s': moved to '%s'", name, t->nodes[to].name);
-    }
+    char err[1024];
+    if (netlife_link_move_check(net->life, l, n->index, to, err, sizeof err) < 0)
+        return luaL_error(L, "node '%s': move to '%s': %s", name, t->nodes[to].name, err);
+    if (lua_toboolean(L, 4)) return move_request(L, net, n->index, l, to);
     lnet_push_link(L, 1, net, l);
     return 1;
 }
