@@ -217,12 +217,14 @@ bool netrun_peer_alive(const struct netrun *nr, int node);
 /* Puts a partition in place (side[node]: group 1 or 2, 0 neither); see
  * emu_tc_partition. The emulated backends only. The routes change on
  * a worker thread, in order with the other kernel changes: 1 and cb once
- * they are in place (error: why not), or -1 at once. */
+ * they are in place (error: why not), 0 when in place at once (over
+ * machines, no part had anything to answer; cb not called), or -1. */
 int netrun_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn cb, void *ctx,
                      char *err, size_t errlen);
 /* Heals only the partitions that cut side's two groups (NULL: every one);
  * *healed (may be NULL) how many go (see emu_tc_heal). 0 when none
- * does (cb is not called), else 1 and cb once the routes are back (the
+ * does or they all went at once (over machines, no part had anything to
+ * answer; cb is not called), else 1 and cb once the routes are back (the
  * same worker thread), or -1 at once. */
 int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, peer_reply_fn cb,
                 void *ctx, char *err, size_t errlen);

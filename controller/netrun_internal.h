@@ -245,14 +245,15 @@ int netrun_parts_local_link(const struct netrun *nr, int link);
  * the machine that holds it, or of both ends' parts for a cut link (an
  * agent's and the local part's, or two agents); 1 and a later cb, once,
  * when every end asked has answered (error: the first failure, naming its
- * machine, an end that could not be asked included), or -1 with err when
- * no end could be asked. */
+ * machine, an end that could not be asked included), 0 when done at once
+ * (cb not called), or -1 with err when no end could be asked. */
 int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
                              const struct topo_link_params *params, peer_reply_fn cb, void *ctx,
                              char *err, size_t errlen);
 /* A partition (heal false; side per whole-network node) or a heal (side
  * NULL: every partition) asked of every part: 1 and a later cb once all
- * answered (error: the first failure), or -1 with err when none could be. */
+ * answered (error: the first failure), 0 when no part had anything to
+ * answer (done: cb not called), or -1 with err when none could be. */
 int netrun_parts_sides(struct netrun *nr, bool heal, const unsigned char *side, peer_reply_fn cb,
                        void *ctx, char *err, size_t errlen);
 /* SIGKILL of a node of another machine's part, asked of its agent (its

@@ -144,15 +144,18 @@ static void countdown_asked(struct parts_countdown *c, int rc, bool answers, con
     if (rc >= 0 && answers) c->left++, c->asked++;
 }
 
-/* Every part asked: 1 (cb follows), or -1 with err when none could be. */
+/* Every part asked: 1 (cb follows, from the loop), 0 when no part had an
+ * answer to give (all done at once: cb is not called, so that no caller
+ * hears of its change before the call returns), or -1 with err when no
+ * part could be asked. */
 static int countdown_end(struct parts_countdown *c, char *err, size_t errlen)
 {
-    if (!c->asked && c->error[0]) {
-        snprintf(err, errlen, "%s", c->error);
+    if (!c->asked) {
+        int rc = c->error[0] ? (snprintf(err, errlen, "%s", c->error), -1) : 0;
         free(c);
-        return -1;
+        return rc;
     }
-    on_part_done(c, NULL, NULL); /* the guard */
+    on_part_done(c, NULL, NULL); /* the guard: answers are awaited, none came yet */
     return 1;
 }
 
@@ -986,6 +989,7 @@ static int peers_gather(struct netrun *nr, char *err, size_t errlen)
 static void part_answered(struct netrun_parts *p)
 {
     struct netrun *nr = p->nr;
+    if (p->waiting == 0) return; /* the build's deadline gave up on every part already */
     if (--p->waiting > 0) return;
     ev_timer_stop(nr->loop, &p->build_deadline);
     char err[512];

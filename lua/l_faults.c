@@ -177,9 +177,15 @@ static int cut_request(lua_State *L, struct l_network *net, const unsigned char 
     if (!w) return luaL_error(L, "network '%s': %s: out of memory", net->topo->name, what);
     w->sched = net->rt->sched;
     char err[512];
-    if (netlife_partition(net->life, side, on_cut_done, w, err, sizeof err) < 0) {
+    int rc = netlife_partition(net->life, side, on_cut_done, w, err, sizeof err);
+    if (rc < 0) {
         free(w);
         return luaL_error(L, "network '%s': %s: %s", net->topo->name, what, err);
+    }
+    if (rc == 0) { /* in place already (no part had anything to answer) */
+        free(w);
+        lua_pushnil(L);
+        return k(L, LUA_OK, ctx);
     }
     /* The change's end comes from the loop, after this task yields. */
     w->tok = sched_suspend(L);
@@ -252,7 +258,7 @@ static int l_net_heal(lua_State *L)
     if (rc <= 0) { /* refused, or nothing to heal: nothing to wait for */
         free(w);
         if (rc < 0) return luaL_error(L, "network '%s': heal: %s", net->topo->name, err);
-        lua_pushinteger(L, 0);
+        lua_pushinteger(L, (lua_Integer)healed); /* 0, or those healed at once */
         return 1;
     }
     /* The routes change off the loop; the task waits (heal_k). */
