@@ -332,13 +332,23 @@ static int uplink_of(lua_State *L, struct l_network *net, int node)
     return found;
 }
 
-/* ctx: the node, the link and `to`, 20 bits each. Pushes the link. */
+/* `to` of net:_move_link (argument 3): a node of net or its name; -1. */
+static int move_target(lua_State *L, struct l_network *net)
+{
+    struct l_node *tn = luaL_testudata(L, 3, NODE_MT);
+    return tn && tn->net == net            ? tn->index
+           : lua_type(L, 3) == LUA_TSTRING ? topo_node_find(net->topo, lua_tostring(L, 3))
+                                           : -1;
+}
+
+/* ctx: the link; the node and `to` are still arguments 2 and 3 (checked
+ * before the move was asked). Pushes the link. */
 static int move_k(lua_State *L, int status, lua_KContext ctx)
 {
     (void)status;
     struct l_network *net = check_net(L, 1);
     const struct topo_network *t = net->topo;
-    int node = (int)(ctx & 0xfffff), l = (int)((ctx >> 20) & 0xfffff), to = (int)(ctx >> 40);
+    int node = lnet_check_node(L, 2)->index, l = (int)ctx, to = move_target(L, net);
     if (!lua_isnil(L, -1))
         return luaL_error(L, "node '%s': move to '%s': %s", t->nodes[node].name, t->nodes[to].name,
                           lua_tostring(L, -1));
@@ -352,7 +362,7 @@ static int move_k(lua_State *L, int status, lua_KContext ctx)
 static int move_request(lua_State *L, struct l_network *net, int node, int l, int to)
 {
     const struct topo_network *t = net->topo;
-    lua_KContext ctx = (lua_KContext)node | (lua_KContext)l << 20 | (lua_KContext)to << 40;
+    lua_KContext ctx = (lua_KContext)l;
     struct cut_wait *w = malloc(sizeof *w);
     char err[1024];
     if (!w) return luaL_error(L, "node '%s': move: out of memory", t->nodes[node].name);
@@ -386,10 +396,7 @@ static int l_net_move_link(lua_State *L)
         lnet_push_link(L, 1, net, l); /* the node's link only, checked */
         return 1;
     }
-    struct l_node *tn = luaL_testudata(L, 3, NODE_MT);
-    int to = tn && tn->net == net            ? tn->index
-             : lua_type(L, 3) == LUA_TSTRING ? topo_node_find(t, lua_tostring(L, 3))
-                                             : -1;
+    int to = move_target(L, net);
     if (to < 0)
         move_refused(L, net, name, "to %s is not a node of this network",
                      luaL_tolstring(L, 3, NULL));
