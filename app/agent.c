@@ -519,6 +519,8 @@ static void serve(struct agent *a, const struct proto_msg *m)
         return agent_part_run(a->part, m->msgid, m->params);
     case AGENT_SIGNAL:
         return agent_part_signal(a->part, m->msgid, m->params);
+    case AGENT_REROUTE:
+        return agent_part_reroute(a->part, m->msgid, m->params);
     case AGENT_UNKNOWN:
         snprintf(err, sizeof err, "unknown method '%.*s'",
                  (int)(m->method_len > 40 ? 40 : m->method_len), m->method ? m->method : "");

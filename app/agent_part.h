@@ -71,6 +71,10 @@ void agent_part_trace(struct agent_part *p, uint32_t msgid, const msgpack_object
  * signals one, done. */
 void agent_part_run(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
 void agent_part_signal(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
+/* reroute: a move over machines (app/agent_reroute.c): the moved link
+ * when the part holds it, then its hosts' changed routes; done, or the
+ * error map. */
+void agent_part_reroute(struct agent_part *p, uint32_t msgid, const msgpack_object *params);
 /* The agent's output was written out (partly): resume the peers' reads. */
 void agent_part_output_drained(struct agent_part *p);
 /* Begins releasing the part (once built, when building): true when

@@ -68,3 +68,5 @@ void agent_programs_stop(struct agent_part *p);
 struct agent_stats_feed;
 struct agent_stats_feed *agent_stats_start(struct agent_part *p);
 void agent_stats_stop(struct agent_stats_feed *f);
+/* A link of the part moved (reroute): links.csv names it by its new ends. */
+void agent_stats_rename(struct agent_stats_feed *f);

@@ -97,9 +97,10 @@ static void sample_begin(struct agent_stats_feed *f)
 static void on_row(void *ctx, const char *const *cells, size_t n_cells)
 {
     struct agent_stats_feed *f = ctx;
-    if (f->p->state != PART_BUILT) return; /* releasing: the part's model is going */
+    if (f->p->state != PART_BUILT) return;              /* releasing: the part's model is going */
+    if (n_cells != COL_COUNTERS + ROW_COUNTERS) return; /* before any cell is read */
     long l = cells[COL_LINK] ? link_by_name(f, cells[COL_LINK]) : -1;
-    if (l < 0 || n_cells != COL_COUNTERS + ROW_COUNTERS) return;
+    if (l < 0) return;
     sample_begin(f);
     struct agent_stats_row *r =
         element_new((void **)&f->rows, &f->n_rows, &f->cap_rows, sizeof *f->rows);
@@ -134,8 +135,9 @@ static void on_tcp_row(void *ctx, const char *const *cells, size_t n_cells)
     struct agent_stats_feed *f = ctx;
     if (f->p->state != PART_BUILT) return; /* releasing: the part's model is going */
     const struct topo_part *part = part_model(f->p->run);
+    if (n_cells != TCP_COL_COUNTERS + TCP_COUNTERS_N) return; /* before any cell is read */
     long i = cells[TCP_COL_NODE] ? node_by_name(f, part->net, cells[TCP_COL_NODE]) : -1;
-    if (i < 0 || n_cells != TCP_COL_COUNTERS + TCP_COUNTERS_N) return;
+    if (i < 0) return;
     sample_begin(f);
     struct agent_tcp_row *r = element_new((void **)&f->tcp, &f->n_tcp, &f->cap_tcp, sizeof *f->tcp);
     if (!r) return part_log(f->p, "stats: a tcp row dropped: out of memory");
@@ -146,14 +148,25 @@ static void on_tcp_row(void *ctx, const char *const *cells, size_t n_cells)
 #undef READ_TCP_
 }
 
+static void names_describe(struct agent_stats_feed *f)
+{
+    const struct topo_network *net = part_model(f->p->run)->net;
+    for (size_t l = 0; l < net->n_links; l++)
+        topo_link_describe(net, &net->links[l], f->names[l], sizeof f->names[l]);
+}
+
 static int names_make(struct agent_stats_feed *f)
 {
     const struct topo_network *net = part_model(f->p->run)->net;
     f->names = calloc(net->n_links ? net->n_links : 1, sizeof *f->names);
     if (!f->names) return -1;
-    for (size_t l = 0; l < net->n_links; l++)
-        topo_link_describe(net, &net->links[l], f->names[l], sizeof f->names[l]);
+    names_describe(f);
     return 0;
+}
+
+void agent_stats_rename(struct agent_stats_feed *f)
+{
+    if (f) names_describe(f);
 }
 
 /* Whether links.csv's columns after `up` are the wire's counters, in

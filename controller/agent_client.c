@@ -705,6 +705,15 @@ int agent_client_sides(struct agent_client *ac, enum agent_method method, const 
     return send_change(ac, method, &m, cb, ctx, err, errlen);
 }
 
+int agent_client_reroute(struct agent_client *ac, const struct agent_reroute *r, peer_reply_fn cb,
+                         void *ctx, char *err, size_t errlen)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    agent_wire_reroute(&m, r);
+    return send_change(ac, AGENT_REROUTE, &m, cb, ctx, err, errlen);
+}
+
 struct peer_client *agent_client_open_peer(struct agent_client *ac, int node, const char *name,
                                            const struct peer_client_hooks *hooks, char *err,
                                            size_t errlen)

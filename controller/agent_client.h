@@ -161,6 +161,9 @@ int agent_client_restart(struct agent_client *ac, int node, const char *name,
  * every partition), as agent_client_link. */
 int agent_client_sides(struct agent_client *ac, enum agent_method method, const unsigned char *side,
                        size_t n, peer_reply_fn cb, void *ctx, char *err, size_t errlen);
+/* reroute (a move over machines: proto/agent_wire.h), as agent_client_link. */
+int agent_client_reroute(struct agent_client *ac, const struct agent_reroute *r, peer_reply_fn cb,
+                         void *ctx, char *err, size_t errlen);
 /* Asks the agent to tear down; on_down follows (at once when it is gone). */
 void agent_client_teardown(struct agent_client *ac);
 /* Ends the child (SIGKILL of ssh: the agent sees EOF) and frees. NULL ok. */

@@ -187,8 +187,13 @@ int netlife_link_trace(struct netlife *nl, int link, int dir, struct topo_trace 
                        const struct trace_player_opts *opts, char *err, size_t errlen);
 size_t netlife_link_trace_changes(const struct netlife *nl, int link, int dir,
                                   const struct topo_trace_sample **out);
-/* node:move's handover: netrun_link_move. */
-int netlife_link_move(struct netlife *nl, int link, int stays, int to, char *err, size_t errlen);
+/* Whether that move can be made (netrun_link_move_check); 0 when the
+ * network is not running (the move itself says so). */
+int netlife_link_move_check(const struct netlife *nl, int link, int stays, int to, char *err,
+                            size_t errlen);
+/* node:move's handover: netrun_link_move (0 done, 1 cb follows, -1). */
+int netlife_link_move(struct netlife *nl, int link, int stays, int to, peer_reply_fn cb, void *ctx,
+                      char *err, size_t errlen);
 /* net:partition, net:heal: netrun_partition, netrun_heal. */
 int netlife_partition(struct netlife *nl, const unsigned char *side, peer_reply_fn cb, void *ctx,
                       char *err, size_t errlen);

@@ -135,10 +135,18 @@ size_t netlife_link_trace_changes(const struct netlife *nl, int link, int dir,
     return nr ? netrun_link_trace_changes(nr, link, dir, out) : 0;
 }
 
-int netlife_link_move(struct netlife *nl, int link, int stays, int to, char *err, size_t errlen)
+int netlife_link_move_check(const struct netlife *nl, int link, int stays, int to, char *err,
+                            size_t errlen)
+{
+    const struct netrun *nr = netlife_running(nl) ? netlife_netrun(nl) : NULL;
+    return nr ? netrun_link_move_check(nr, link, stays, to, err, errlen) : 0;
+}
+
+int netlife_link_move(struct netlife *nl, int link, int stays, int to, peer_reply_fn cb, void *ctx,
+                      char *err, size_t errlen)
 {
     struct netrun *nr = running(nl, err, errlen);
-    return nr ? netrun_link_move(nr, link, stays, to, err, errlen) : -1;
+    return nr ? netrun_link_move(nr, link, stays, to, cb, ctx, err, errlen) : -1;
 }
 
 /* ---- partitions ---- */

@@ -185,9 +185,28 @@ int netrun_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, c
  * other end at node `to` (a host): the interface moves between the
  * namespaces, every host's routes follow. The emulated backends only; on
  * the user backend the link's state in linkd is untouched (its parameters,
- * its up/down). 0, or -1 with err (a move that would disconnect the
- * network is refused before anything changes). */
-int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, size_t errlen);
+ * its up/down). 0 once done, or -1 with err (a move that would
+ * disconnect the network is refused before anything changes). A network
+ * over machines asks the machine that holds the link to move it and every
+ * machine to change its hosts' routes (netrun_parts_move): 1, and cb
+ * follows once all answered (error: the first failure); a move whose link
+ * would become, stop being or change a cut link is refused (-1). */
+int netrun_link_move(struct netrun *nr, int l, int stays, int to, peer_reply_fn cb, void *ctx,
+                     char *err, size_t errlen);
+/* Whether the engine can move link l so (over machines: not a link that
+ * would become, stop being or change a cut link): 0, or -1 with the line. */
+int netrun_link_move_check(const struct netrun *nr, int l, int stays, int to, char *err,
+                           size_t errlen);
+struct topo_route_change;
+/* A part's share of a move over machines: link l of its own moves (l -1:
+ * none here; its end at `stays` stays, the other goes to `to`, part
+ * indices), then its hosts' routes take the changes (part indices, each
+ * host's consecutive; topo/route_change.h) in its model and its kernel.
+ * The part's routes are the whole network's share, so they come computed,
+ * not from this part's own model. 0, or -1 with err. */
+int netrun_link_move_routes(struct netrun *nr, int l, int stays, int to,
+                            const struct topo_route_change *changes, size_t n, char *err,
+                            size_t errlen);
 /* node:kill(): SIGKILLs the node's peer; its pending calls fail. A node
  * of another machine's part is killed by its agent, whose refusal is
  * logged. */
@@ -203,12 +222,14 @@ bool netrun_peer_alive(const struct netrun *nr, int node);
 /* Puts a partition in place (side[node]: group 1 or 2, 0 neither); see
  * emu_tc_partition. The emulated backends only. The routes change on
  * a worker thread, in order with the other kernel changes: 1 and cb once
- * they are in place (error: why not), or -1 at once. */
+ * they are in place (error: why not), 0 when in place at once (over
+ * machines, no part had anything to answer; cb not called), or -1. */
 int netrun_partition(struct netrun *nr, const unsigned char *side, peer_reply_fn cb, void *ctx,
                      char *err, size_t errlen);
 /* Heals only the partitions that cut side's two groups (NULL: every one);
  * *healed (may be NULL) how many go (see emu_tc_heal). 0 when none
- * does (cb is not called), else 1 and cb once the routes are back (the
+ * does or they all went at once (over machines, no part had anything to
+ * answer; cb is not called), else 1 and cb once the routes are back (the
  * same worker thread), or -1 at once. */
 int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, peer_reply_fn cb,
                 void *ctx, char *err, size_t errlen);

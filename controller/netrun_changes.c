@@ -5,6 +5,7 @@
 
 #include "controller/linkd_client.h"
 #include "topo/address.h"
+#include "topo/route_change.h"
 #include "emu/tc_backend.h"
 
 #include <stdio.h>
@@ -322,16 +323,19 @@ int netrun_heal(struct netrun *nr, const unsigned char *side, size_t *healed, pe
             rc = netrun_kernel_op_queue(nr, &op, on_healed, w, err, errlen);
         }
     }
-    if (rc < 0) free(w->side), free(w);
+    if (rc == 0) cuts_take(nr, side, w->before); /* no part had any: healed at once */
+    if (rc <= 0) free(w->side), free(w);
     return rc;
 }
 
 /* Puts link l's far end (not `stays`'s) at node `to` in the model, with a
- * fresh interface name there; *end_a says which end moved. */
-static void move_link_end(struct topo_network *net, int l, int stays, int to, bool *end_a)
+ * fresh interface name there; *end_a says which end moved, *from where it was. */
+void netrun_move_link_end(struct topo_network *net, int l, int stays, int to, bool *end_a,
+                          int *from)
 {
     struct topo_link *link = &net->links[l];
     *end_a = link->b == stays;
+    *from = *end_a ? link->a : link->b;
     if (*end_a)
         link->a = to;
     else
@@ -339,23 +343,30 @@ static void move_link_end(struct topo_network *net, int l, int stays, int to, bo
     topo_name_link_end(net, (size_t)l, to, *end_a ? link->ifname_a : link->ifname_b);
 }
 
-int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, size_t errlen)
+static int move_refused_backend(struct netrun *nr, char *err, size_t errlen)
 {
-    if (nr->parts)
-        return snprintf(err, errlen,
-                        "moving a link of a network over machines is not available yet"),
-               -1;
-    if (!nr->kernel) {
-        snprintf(err, errlen, "backend '%s' emulates no links to move (use kernel, user or auto)",
-                 netrun_backend(nr));
-        return -1;
-    }
+    snprintf(err, errlen, "backend '%s' emulates no links to move (use kernel, user or auto)",
+             netrun_backend(nr));
+    return -1;
+}
+
+int netrun_link_move_check(const struct netrun *nr, int l, int stays, int to, char *err,
+                           size_t errlen)
+{
+    return nr->parts ? netrun_parts_move_check(nr, l, stays, to, err, errlen) : 0;
+}
+
+int netrun_link_move(struct netrun *nr, int l, int stays, int to, peer_reply_fn cb, void *ctx,
+                     char *err, size_t errlen)
+{
+    if (nr->parts) return netrun_parts_move(nr, l, stays, to, cb, ctx, err, errlen);
+    if (!nr->kernel) return move_refused_backend(nr, err, errlen);
     kernel_ops_settle(nr); /* the kernel layer and the routing are the loop's now */
     struct topo_network *net = nr->net;
     struct topo_link saved = net->links[l];
-    int from = saved.a == stays ? saved.b : saved.a;
+    int from;
     bool end_a;
-    move_link_end(net, l, stays, to, &end_a);
+    netrun_move_link_end(net, l, stays, to, &end_a, &from);
     struct topo_routing fresh;
     if (topo_routing_compute(net, &fresh, err, errlen) < 0) {
         net->links[l] = saved; /* nothing was touched yet */
@@ -365,6 +376,27 @@ int netrun_link_move(struct netrun *nr, int l, int stays, int to, char *err, siz
     nr->routing = fresh; /* the kernel layer reads it through its pointer */
     int rc = emu_tc_link_move(nr->kernel, l, end_a, from, err, errlen);
     return rc < 0 ? rc : emu_tc_reroute(nr->kernel, l, stays, err, errlen);
+}
+
+int netrun_link_move_routes(struct netrun *nr, int l, int stays, int to,
+                            const struct topo_route_change *changes, size_t n, char *err,
+                            size_t errlen)
+{
+    if (!nr->kernel) return move_refused_backend(nr, err, errlen);
+    kernel_ops_settle(nr);
+    for (size_t i = 0; i < n; i++) /* the model first: a link up replays it */
+        if (topo_routes_put(&nr->routing.nodes[changes[i].node], &changes[i].route) < 0)
+            return snprintf(err, errlen, "out of memory"), -1;
+    nr->routing.total_routes = 0;
+    for (size_t i = 0; i < nr->routing.n_nodes; i++)
+        nr->routing.total_routes += nr->routing.nodes[i].n_routes;
+    if (l >= 0) {
+        int from;
+        bool end_a;
+        netrun_move_link_end(nr->net, l, stays, to, &end_a, &from);
+        if (emu_tc_link_move(nr->kernel, l, end_a, from, err, errlen) < 0) return -1;
+    }
+    return emu_tc_routes_put(nr->kernel, changes, n, l, err, errlen);
 }
 
 size_t netrun_partitions(const struct netrun *nr)

@@ -205,6 +205,10 @@ int netrun_kernel_op_queue(struct netrun *nr, const struct kernel_op *op, peer_r
 void netrun_kernel_ops_drop(struct netrun *nr);
 int netrun_link_not_emulated(struct netrun *nr, char *err, size_t errlen);
 void netrun_cuts_free(struct netrun *nr); /* the loop's view of the partitions */
+/* Link l's end that is not `stays`'s goes to `to` in net (renamed there);
+ * *end_a: whether it was end a; *from: the node it left. */
+void netrun_move_link_end(struct topo_network *net, int l, int stays, int to, bool *end_a,
+                          int *from);
 
 /* netrun_traces.c */
 uint64_t netrun_rate_now(const struct netrun *nr, int link, int dir);
@@ -221,6 +225,12 @@ void netrun_dataplane_round(struct netrun *nr);
 void netrun_dataplane_free(struct netrun_dataplane *dp);
 
 /* netrun_parts.c: a network over machines */
+/* netrun_link_move and its check over machines (see netrun.h). */
+int netrun_parts_move_check(const struct netrun *nr, int l, int stays, int to, char *err,
+                            size_t errlen);
+
+int netrun_parts_move(struct netrun *nr, int l, int stays, int to, peer_reply_fn cb, void *ctx,
+                      char *err, size_t errlen);
 int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
                        const struct netrun_config *cfg, netrun_exit_fn on_exit, void *ctx,
                        netrun_built_fn built, void *built_ctx, struct netrun **out,
@@ -236,14 +246,15 @@ int netrun_parts_local_link(const struct netrun *nr, int link);
  * the machine that holds it, or of both ends' parts for a cut link (an
  * agent's and the local part's, or two agents); 1 and a later cb, once,
  * when every end asked has answered (error: the first failure, naming its
- * machine, an end that could not be asked included), or -1 with err when
- * no end could be asked. */
+ * machine, an end that could not be asked included), 0 when done at once
+ * (cb not called), or -1 with err when no end could be asked. */
 int netrun_parts_link_remote(struct netrun *nr, int link, enum agent_link_op op,
                              const struct topo_link_params *params, peer_reply_fn cb, void *ctx,
                              char *err, size_t errlen);
 /* A partition (heal false; side per whole-network node) or a heal (side
  * NULL: every partition) asked of every part: 1 and a later cb once all
- * answered (error: the first failure), or -1 with err when none could be. */
+ * answered (error: the first failure), 0 when no part had anything to
+ * answer (done: cb not called), or -1 with err when none could be. */
 int netrun_parts_sides(struct netrun *nr, bool heal, const unsigned char *side, peer_reply_fn cb,
                        void *ctx, char *err, size_t errlen);
 /* SIGKILL of a node of another machine's part, asked of its agent (its

@@ -28,6 +28,7 @@
 #include "proto/protocol.h"
 #include "topo/address.h"
 #include "topo/part_wire.h"
+#include "topo/route_change.h"
 #include "topo/trace_wire.h"
 
 #include <arpa/inet.h>
@@ -143,15 +144,18 @@ static void countdown_asked(struct parts_countdown *c, int rc, bool answers, con
     if (rc >= 0 && answers) c->left++, c->asked++;
 }
 
-/* Every part asked: 1 (cb follows), or -1 with err when none could be. */
+/* Every part asked: 1 (cb follows, from the loop), 0 when no part had an
+ * answer to give (all done at once: cb is not called, so that no caller
+ * hears of its change before the call returns), or -1 with err when no
+ * part could be asked. */
 static int countdown_end(struct parts_countdown *c, char *err, size_t errlen)
 {
-    if (!c->asked && c->error[0]) {
-        snprintf(err, errlen, "%s", c->error);
+    if (!c->asked) {
+        int rc = c->error[0] ? (snprintf(err, errlen, "%s", c->error), -1) : 0;
         free(c);
-        return -1;
+        return rc;
     }
-    on_part_done(c, NULL, NULL); /* the guard */
+    on_part_done(c, NULL, NULL); /* the guard: answers are awaited, none came yet */
     return 1;
 }
 
@@ -545,6 +549,140 @@ int netrun_parts_sides(struct netrun *nr, bool heal, const unsigned char *side, 
     return countdown_end(c, err, errlen);
 }
 
+/* ---- a move (t:move) ---- */
+
+/* A move the parts can make at run time: the link, its end that stays,
+ * where it was and where it goes all on one machine, so that it is no
+ * cut link before or after. Otherwise one line naming the link and the
+ * machines: a new VXLAN device or linkd UDP link would be needed, which
+ * the parts make at their build only. */
+static int move_placed(const struct netrun_parts *p, int l, int stays, int to, char *err,
+                       size_t errlen)
+{
+    const struct topo_network *net = p->nr->net;
+    const struct topo_link *link = &net->links[l];
+    int from = link->a == stays ? link->b : link->a;
+    const int *at = p->placement.machine;
+    if (at[stays] == at[from] && at[from] == at[to]) return 0;
+    char name[80];
+    topo_link_describe(net, link, name, sizeof name);
+    return snprintf(err, errlen,
+                    "link %s: moving its end from %s (machine %s) to %s (machine %s), %s staying "
+                    "on machine %s, would make or remove a link between machines at run time, "
+                    "which the engine cannot (only a link within one machine moves)",
+                    name, net->nodes[from].name, machine_of(p, from), net->nodes[to].name,
+                    machine_of(p, to), net->nodes[stays].name, machine_of(p, stays)),
+           -1;
+}
+
+int netrun_parts_move_check(const struct netrun *nr, int l, int stays, int to, char *err,
+                            size_t errlen)
+{
+    return move_placed(nr->parts, l, stays, to, err, errlen);
+}
+
+/* Machine m's hosts' changes from the routing before (p->routing) to fresh. */
+static int machine_changes(const struct netrun_parts *p, size_t m, const struct topo_routing *fresh,
+                           int leaf, struct topo_route_changes *out)
+{
+    const struct topo_network *net = p->nr->net;
+    for (size_t i = 0; i < net->n_nodes; i++)
+        if ((size_t)p->placement.machine[i] == m && net->nodes[i].kind == TOPO_NODE_HOST &&
+            topo_route_changes_of(net, &p->routing, fresh, (int)i, leaf, out) < 0)
+            return -1;
+    return 0;
+}
+
+/* The local part's share: its indices, then netrun_link_move_routes. */
+static int move_local(struct netrun_parts *p, const struct topo_route_changes *c, int l, int stays,
+                      int to, char *err, size_t errlen)
+{
+    struct topo_route_change *mine = calloc(c->n ? c->n : 1, sizeof *mine);
+    if (!mine) return snprintf(err, errlen, "out of memory"), -1;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < c->n; i++)
+        if (topo_part_route_from_whole(&p->part, c->v[i].node, &c->v[i].route, &mine[i].node,
+                                       &mine[i].route) < 0)
+            rc = (snprintf(err, errlen, "a route of node %s leaves the local part",
+                           p->nr->net->nodes[c->v[i].node].name),
+                  -1);
+    int part_l = l >= 0 ? p->local_link[l] : -1;
+    if (rc == 0)
+        rc = netrun_link_move_routes(p->inner, part_l, part_l >= 0 ? p->local_node[stays] : -1,
+                                     part_l >= 0 ? p->local_node[to] : -1, mine, c->n, err, errlen);
+    free(mine);
+    return rc;
+}
+
+/* Machine m's agent's share: the reroute request (cb follows). */
+static int move_remote(struct netrun_parts *p, size_t m, const struct topo_route_changes *c, int l,
+                       int stays, int to, struct parts_countdown *cd, char *err, size_t errlen)
+{
+    struct agent_route *routes = calloc(c->n ? c->n : 1, sizeof *routes);
+    if (!routes) return snprintf(err, errlen, "out of memory"), -1;
+    for (size_t i = 0; i < c->n; i++) {
+        const struct topo_route *r = &c->v[i].route;
+        routes[i] = (struct agent_route){(uint64_t)c->v[i].node,
+                                         (uint64_t)r->link,
+                                         r->dst,
+                                         r->gateway,
+                                         r->dst_len,
+                                         r->dst_node,
+                                         r->via};
+    }
+    struct agent_reroute req = {
+        l >= 0, (uint64_t)(l >= 0 ? l : 0), (uint64_t)stays, (uint64_t)to, routes, c->n};
+    int rc = agent_client_reroute(p->agent[m], &req, on_part_done, cd, err, errlen);
+    free(routes);
+    return rc;
+}
+
+/* Every machine's share; m holds the link (its move goes with its routes). */
+static void move_ask(struct netrun_parts *p, size_t holder, const struct topo_routing *fresh, int l,
+                     int stays, int to, struct parts_countdown *cd)
+{
+    for (size_t m = 0; m < p->machines.n; m++) {
+        char why[AGENT_ERROR_MAX];
+        struct topo_route_changes c = {0};
+        int rc, here = m == holder ? l : -1;
+        if (!p->placement.count[m] || (m == p->local && !netrun_parts_inner(p->nr))) continue;
+        if (machine_changes(p, m, fresh, stays, &c) < 0)
+            rc = (snprintf(why, sizeof why, "out of memory"), -1);
+        else if (m == p->local)
+            rc = move_local(p, &c, here, stays, to, why, sizeof why);
+        else
+            rc = move_remote(p, m, &c, here, stays, to, cd, why, sizeof why);
+        topo_route_changes_free(&c);
+        char line[AGENT_ERROR_MAX + 64]; /* an agent's line names its machine already */
+        snprintf(line, sizeof line, "%s%s%s", m == p->local ? p->machines.v[m].name : "",
+                 m == p->local ? ": " : "", why);
+        countdown_asked(cd, rc, m != p->local, line);
+    }
+}
+
+int netrun_parts_move(struct netrun *nr, int l, int stays, int to, peer_reply_fn cb, void *ctx,
+                      char *err, size_t errlen)
+{
+    struct netrun_parts *p = nr->parts;
+    if (move_placed(p, l, stays, to, err, errlen) < 0) return -1;
+    struct topo_link saved = nr->net->links[l];
+    int from;
+    bool end_a;
+    netrun_move_link_end(nr->net, l, stays, to, &end_a, &from);
+    struct topo_routing fresh;
+    struct parts_countdown *cd = countdown_new(cb, ctx);
+    if (!cd || topo_routing_compute(nr->net, &fresh, err, errlen) < 0) {
+        if (!cd) snprintf(err, errlen, "out of memory");
+        nr->net->links[l] = saved; /* nothing was asked yet */
+        free(cd);
+        return -1;
+    }
+    move_ask(p, (size_t)p->placement.machine[stays], &fresh, l, stays, to, cd);
+    topo_routing_free(&p->routing);
+    p->routing = fresh; /* the next move's "before" */
+    return countdown_end(cd, err, errlen);
+}
+
 int netrun_parts_kill_remote(struct netrun *nr, int node, peer_reply_fn cb, void *ctx, char *err,
                              size_t errlen)
 {
@@ -851,6 +989,7 @@ static int peers_gather(struct netrun *nr, char *err, size_t errlen)
 static void part_answered(struct netrun_parts *p)
 {
     struct netrun *nr = p->nr;
+    if (p->waiting == 0) return; /* the build's deadline gave up on every part already */
     if (--p->waiting > 0) return;
     ev_timer_stop(nr->loop, &p->build_deadline);
     char err[512];

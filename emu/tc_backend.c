@@ -960,32 +960,15 @@ int emu_tc_link_move(struct emu_tc *k, int l, bool end_a, int from, char *err, s
     return wait_running(k, stays, err, errlen);
 }
 
-/* The route of nr that covers address dst (the longest prefix), or NULL. */
-static const struct topo_route *covering_route(const struct topo_node_routes *nr, uint32_t dst)
-{
-    const struct topo_route *best = NULL;
-    for (size_t i = 0; i < nr->n_routes; i++) {
-        const struct topo_route *r = &nr->routes[i];
-        uint32_t mask = r->dst_len ? ~0u << (32 - r->dst_len) : 0;
-        if ((dst & mask) == (r->dst & mask) && (!best || r->dst_len > best->dst_len)) best = r;
-    }
-    return best;
-}
-
 /* A host route to node `to` along node's path now. An old host route to
  * it (of a routing before the move, or of an earlier reroute) would
  * otherwise stay, pointing where `to` was; other destinations' paths do not
  * change when a leaf moves, so that route is the only one that can go stale. */
 static void add_route_to(struct emu_tc *k, int node, int to, int keep, struct emu_nl_batch *b)
 {
-    uint32_t dst = k->net->nodes[to].node_addr;
-    const struct topo_route *c = covering_route(&k->routing->nodes[node], dst);
-    if (!c) return;
-    struct topo_route copy = *c;
-    copy.dst = dst;
-    copy.dst_len = 32;
-    copy.dst_node = to;
-    struct topo_node_routes one = {&copy, 1};
+    struct topo_route host;
+    if (!topo_route_host_to(k->net, &k->routing->nodes[node], to, &host)) return;
+    struct topo_node_routes one = {&host, 1};
     add_routes_but(k, node, &one, 1, keep, b);
 }
 
@@ -999,6 +982,27 @@ int emu_tc_reroute(struct emu_tc *k, int moved, int leaf, char *err, size_t errl
         if ((int)i != leaf) add_route_to(k, (int)i, leaf, moved, &b);
         for (size_t p = 0; p < k->n_partitions; p++)
             if (k->partitions[p][i]) add_blackholes(k, (int)i, k->partitions[p], &b);
+        if (run_batch(&b, err, errlen) < 0) return -1;
+    }
+    return 0;
+}
+
+int emu_tc_routes_put(struct emu_tc *k, const struct topo_route_change *changes, size_t n,
+                      int moved, char *err, size_t errlen)
+{
+    for (size_t i = 0, end; i < n; i = end) {
+        int node = changes[i].node;
+        for (end = i; end < n && changes[end].node == node; end++)
+            ;
+        if (!host_here(k, node)) continue;
+        struct emu_nl_batch b;
+        emu_nl_batch_init(&b, k->ns[node].sock);
+        for (size_t c = i; c < end; c++) {
+            struct topo_node_routes one = {(struct topo_route *)&changes[c].route, 1};
+            add_routes_but(k, node, &one, 1, moved, &b);
+        }
+        for (size_t p = 0; p < k->n_partitions; p++)
+            if (k->partitions[p][node]) add_blackholes(k, node, k->partitions[p], &b);
         if (run_batch(&b, err, errlen) < 0) return -1;
     }
     return 0;

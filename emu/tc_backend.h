@@ -25,6 +25,7 @@
 
 #include "topo/network.h"
 #include "topo/route.h"
+#include "topo/route_change.h"
 #include "topo/shape.h"
 
 #include <stdbool.h>
@@ -101,6 +102,14 @@ int emu_tc_link_move(struct emu_tc *k, int l, bool end_a, int from, char *err, s
  * for their link up, except over `moved` (emu_tc_link_move brought it
  * up). */
 int emu_tc_reroute(struct emu_tc *k, int moved, int leaf, char *err, size_t errlen);
+/* A part's share of a move over machines (topo/route_change.h): each
+ * change's route replaces its host's route to the same destination, in
+ * the kernel (the routing's model is the caller's to update), the hosts'
+ * partitions' blackholes after, as emu_tc_reroute; routes over links set
+ * down wait for their link up, except over `moved` (-1: none here).
+ * Changes of one host are consecutive. */
+int emu_tc_routes_put(struct emu_tc *k, const struct topo_route_change *changes, size_t n,
+                      int moved, char *err, size_t errlen);
 /* A partition (side[node]: 1 or 2 for its two groups, 0 for neither; NULL:
  * heal): every host of one group drops, silently, what it sends or forwards
  * to a host of the other group (blackhole routes to their node addresses),

@@ -177,9 +177,15 @@ static int cut_request(lua_State *L, struct l_network *net, const unsigned char 
     if (!w) return luaL_error(L, "network '%s': %s: out of memory", net->topo->name, what);
     w->sched = net->rt->sched;
     char err[512];
-    if (netlife_partition(net->life, side, on_cut_done, w, err, sizeof err) < 0) {
+    int rc = netlife_partition(net->life, side, on_cut_done, w, err, sizeof err);
+    if (rc < 0) {
         free(w);
         return luaL_error(L, "network '%s': %s: %s", net->topo->name, what, err);
+    }
+    if (rc == 0) { /* in place already (no part had anything to answer) */
+        free(w);
+        lua_pushnil(L);
+        return k(L, LUA_OK, ctx);
     }
     /* The change's end comes from the loop, after this task yields. */
     w->tok = sched_suspend(L);
@@ -252,7 +258,7 @@ static int l_net_heal(lua_State *L)
     if (rc <= 0) { /* refused, or nothing to heal: nothing to wait for */
         free(w);
         if (rc < 0) return luaL_error(L, "network '%s': heal: %s", net->topo->name, err);
-        lua_pushinteger(L, 0);
+        lua_pushinteger(L, (lua_Integer)healed); /* 0, or those healed at once */
         return 1;
     }
     /* The routes change off the loop; the task waits (heal_k). */
@@ -326,6 +332,54 @@ static int uplink_of(lua_State *L, struct l_network *net, int node)
     return found;
 }
 
+/* `to` of net:_move_link (argument 3): a node of net or its name; -1. */
+static int move_target(lua_State *L, struct l_network *net)
+{
+    struct l_node *tn = luaL_testudata(L, 3, NODE_MT);
+    return tn && tn->net == net            ? tn->index
+           : lua_type(L, 3) == LUA_TSTRING ? topo_node_find(net->topo, lua_tostring(L, 3))
+                                           : -1;
+}
+
+/* ctx: the link; the node and `to` are still arguments 2 and 3 (checked
+ * before the move was asked). Pushes the link. */
+static int move_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    struct l_network *net = check_net(L, 1);
+    const struct topo_network *t = net->topo;
+    int node = lnet_check_node(L, 2)->index, l = (int)ctx, to = move_target(L, net);
+    if (!lua_isnil(L, -1))
+        return luaL_error(L, "node '%s': move to '%s': %s", t->nodes[node].name, t->nodes[to].name,
+                          lua_tostring(L, -1));
+    hn_logf(net->rt, "node '%s': moved to '%s'", t->nodes[node].name, t->nodes[to].name);
+    lnet_push_link(L, 1, net, l);
+    return 1;
+}
+
+/* The engine's move; over machines the task waits for every machine's
+ * answer (move_k), on one the move is done on return. */
+static int move_request(lua_State *L, struct l_network *net, int node, int l, int to)
+{
+    const struct topo_network *t = net->topo;
+    lua_KContext ctx = (lua_KContext)l;
+    struct cut_wait *w = malloc(sizeof *w);
+    char err[1024];
+    if (!w) return luaL_error(L, "node '%s': move: out of memory", t->nodes[node].name);
+    w->sched = net->rt->sched;
+    int rc = netlife_link_move(net->life, l, node, to, on_cut_done, w, err, sizeof err);
+    if (rc <= 0) {
+        free(w);
+        if (rc < 0)
+            return luaL_error(L, "node '%s': move to '%s': %s", t->nodes[node].name,
+                              t->nodes[to].name, err);
+        lua_pushnil(L);
+        return move_k(L, LUA_OK, ctx);
+    }
+    w->tok = sched_suspend(L);
+    return lua_yieldk(L, 0, ctx, move_k);
+}
+
 /* net:_move_link(node, to, now): checks that node can move to `to` (no
  * `to`: that it can move at all) and, with now, moves its link's far end
  * there (netlife_link_move); returns the link's handle. Library use only
@@ -342,10 +396,7 @@ static int l_net_move_link(lua_State *L)
         lnet_push_link(L, 1, net, l); /* the node's link only, checked */
         return 1;
     }
-    struct l_node *tn = luaL_testudata(L, 3, NODE_MT);
-    int to = tn && tn->net == net            ? tn->index
-             : lua_type(L, 3) == LUA_TSTRING ? topo_node_find(t, lua_tostring(L, 3))
-                                             : -1;
+    int to = move_target(L, net);
     if (to < 0)
         move_refused(L, net, name, "to %s is not a node of this network",
                      luaL_tolstring(L, 3, NULL));
@@ -354,12 +405,10 @@ static int l_net_move_link(lua_State *L)
                      t->nodes[to].name);
     if (t->links[l].a == to || t->links[l].b == to)
         move_refused(L, net, name, "to '%s' is its edge already", t->nodes[to].name);
-    if (lua_toboolean(L, 4)) {
-        char err[512];
-        if (netlife_link_move(net->life, l, n->index, to, err, sizeof err) < 0)
-            return luaL_error(L, "node '%s': move to '%s': %s", name, t->nodes[to].name, err);
-        hn_logf(net->rt, "node '%s': moved to '%s'", name, t->nodes[to].name);
-    }
+    char err[1024];
+    if (netlife_link_move_check(net->life, l, n->index, to, err, sizeof err) < 0)
+        return luaL_error(L, "node '%s': move to '%s': %s", name, t->nodes[to].name, err);
+    if (lua_toboolean(L, 4)) return move_request(L, net, n->index, l, to);
     lnet_push_link(L, 1, net, l);
     return 1;
 }

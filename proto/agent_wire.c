@@ -22,7 +22,7 @@ static const struct {
     [AGENT_EXIT] = {"exit", true},         [AGENT_UNDERLAY] = {"underlay", true},
     [AGENT_COUNTERS] = {"counters", true}, [AGENT_TRACE] = {"trace", true},
     [AGENT_RUN] = {"run", true},           [AGENT_SIGNAL] = {"signal", true},
-    [AGENT_PROGRAM] = {"program", true},
+    [AGENT_PROGRAM] = {"program", true},   [AGENT_REROUTE] = {"reroute", true},
 };
 
 const char *agent_method_name(enum agent_method m)
@@ -665,7 +665,8 @@ static int read_tcp_row(const msgpack_object *o, size_t i, void *row, char *err,
 /* The array at key of the stats map into *out (allocated, n elements of
  * size), each element read by read_row: 0, or -1 with err and nothing
  * kept. An absent key is an error when required, else no rows. */
-static int read_row_array(const msgpack_object *map, const char *key, bool required, size_t size,
+static int read_row_array(const char *what, const msgpack_object *map, const char *key,
+                          bool required, size_t size, size_t max,
                           int (*read_row)(const msgpack_object *, size_t, void *, char *, size_t),
                           void **out, size_t *n_out, char *err, size_t errlen)
 {
@@ -674,16 +675,14 @@ static int read_row_array(const msgpack_object *map, const char *key, bool requi
     const msgpack_object *rows = proto_args_get(&a, key);
     if (!rows && !required) return 0;
     if (!rows || rows->type != MSGPACK_OBJECT_ARRAY)
-        return snprintf(err, errlen, "stats: field '%s': expected array, got %s", key,
+        return snprintf(err, errlen, "%s: field '%s': expected array, got %s", what, key,
                         rows ? proto_type_name(rows->type) : "nothing"),
                -1;
     uint32_t n = rows->via.array.size;
-    if (n > AGENT_STATS_ROWS_MAX)
-        return snprintf(err, errlen, "stats: field '%s': %u rows, at most %d", key, n,
-                        AGENT_STATS_ROWS_MAX),
-               -1;
+    if (n > max)
+        return snprintf(err, errlen, "%s: field '%s': %u rows, at most %zu", what, key, n, max), -1;
     char *v = n ? calloc(n, size) : NULL;
-    if (n && !v) return snprintf(err, errlen, "stats: out of memory"), -1;
+    if (n && !v) return snprintf(err, errlen, "%s: out of memory", what), -1;
     for (uint32_t i = 0; i < n; i++)
         if (read_row(&rows->via.array.ptr[i], i, v + i * size, err, errlen) < 0) return free(v), -1;
     *out = v;
@@ -697,12 +696,12 @@ int agent_wire_read_stats(const msgpack_object *map, struct agent_stats *out, ch
     memset(out, 0, sizeof *out);
     if (READ_FIELDS("stats", map, err, errlen, I64("t_ns", &out->t_ns)) < 0) return -1;
     void *rows = NULL, *tcp = NULL;
-    if (read_row_array(map, "rows", true, sizeof *out->rows, read_stats_row, &rows, &out->n_rows,
-                       err, errlen) < 0)
+    if (read_row_array("stats", map, "rows", true, sizeof *out->rows, AGENT_STATS_ROWS_MAX,
+                       read_stats_row, &rows, &out->n_rows, err, errlen) < 0)
         return -1;
     out->rows = rows;
-    if (read_row_array(map, "tcp", false, sizeof *out->tcp, read_tcp_row, &tcp, &out->n_tcp, err,
-                       errlen) < 0) {
+    if (read_row_array("stats", map, "tcp", false, sizeof *out->tcp, AGENT_STATS_ROWS_MAX,
+                       read_tcp_row, &tcp, &out->n_tcp, err, errlen) < 0) {
         agent_stats_free(out);
         return -1;
     }
@@ -717,4 +716,94 @@ void agent_stats_free(struct agent_stats *s)
     s->rows = NULL;
     s->tcp = NULL;
     s->n_rows = s->n_tcp = 0;
+}
+
+/* ---- reroute ---- */
+
+static void pack_route(msgpack_packer *pk, const struct agent_route *r)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_u64(&m, "node", r->node);
+    msgmap_u64(&m, "dst", r->dst);
+    msgmap_u64(&m, "dst_len", r->dst_len);
+    msgmap_u64(&m, "gateway", r->gateway);
+    msgmap_u64(&m, "link", r->link);
+    msgmap_i64(&m, "dst_node", r->dst_node);
+    msgmap_i64(&m, "via", r->via);
+    msgmap_end(&m, pk);
+}
+
+void agent_wire_reroute(struct msgmap *m, const struct agent_reroute *r)
+{
+    if (r->move) {
+        struct msgmap mv;
+        msgmap_init(&mv);
+        msgmap_u64(&mv, "link", r->link);
+        msgmap_u64(&mv, "stays", r->stays);
+        msgmap_u64(&mv, "to", r->to);
+        msgmap_key(m, "move");
+        msgmap_end(&mv, &m->pk);
+    }
+    msgmap_key(m, "routes");
+    msgpack_pack_array(&m->pk, (uint32_t)r->n_routes);
+    for (size_t i = 0; i < r->n_routes; i++)
+        pack_route(&m->pk, &r->routes[i]);
+}
+
+/* One route; its address fields must fit 32 bits, its prefix 0 .. 32. */
+static int read_route(const msgpack_object *o, size_t i, void *row, char *err, size_t errlen)
+{
+    struct agent_route *r = row;
+    uint64_t dst, gateway, len;
+    char what[48];
+    snprintf(what, sizeof what, "reroute: route %zu", i);
+    if (READ_FIELDS(what, o, err, errlen, U64("node", &r->node), U64("dst", &dst),
+                    U64("dst_len", &len), U64("gateway", &gateway), U64("link", &r->link),
+                    I64("dst_node", &r->dst_node), I64("via", &r->via)) < 0)
+        return -1;
+    if (dst > UINT32_MAX || gateway > UINT32_MAX)
+        return snprintf(err, errlen, "%s: field '%s': not an IPv4 address", what,
+                        dst > UINT32_MAX ? "dst" : "gateway"),
+               -1;
+    if (len > 32)
+        return snprintf(err, errlen, "%s: field 'dst_len': %llu, expected 0 to 32", what,
+                        (unsigned long long)len),
+               -1;
+    if (r->dst_node < -1 || r->via < -2)
+        return snprintf(err, errlen, "%s: field '%s': %lld is below %d", what,
+                        r->dst_node < -1 ? "dst_node" : "via",
+                        (long long)(r->dst_node < -1 ? r->dst_node : r->via),
+                        r->dst_node < -1 ? -1 : -2),
+               -1;
+    r->dst = (uint32_t)dst, r->gateway = (uint32_t)gateway, r->dst_len = (uint8_t)len;
+    return 0;
+}
+
+int agent_wire_read_reroute(const msgpack_object *map, struct agent_reroute *out, char *err,
+                            size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (!map || map->type != MSGPACK_OBJECT_MAP)
+        return snprintf(err, errlen, "reroute: not a map"), -1;
+    struct proto_args a;
+    proto_args_init(&a, map);
+    const msgpack_object *mv = proto_args_get(&a, "move");
+    if (mv && READ_FIELDS("reroute: move", mv, err, errlen, U64("link", &out->link),
+                          U64("stays", &out->stays), U64("to", &out->to)) < 0)
+        return -1;
+    out->move = mv != NULL;
+    void *routes = NULL;
+    if (read_row_array("reroute", map, "routes", true, sizeof *out->routes, AGENT_ROUTES_MAX,
+                       read_route, &routes, &out->n_routes, err, errlen) < 0)
+        return -1;
+    out->routes = routes;
+    return 0;
+}
+
+void agent_reroute_free(struct agent_reroute *r)
+{
+    free(r->routes);
+    r->routes = NULL;
+    r->n_routes = 0;
 }

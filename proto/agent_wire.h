@@ -6,12 +6,13 @@
  * this module names the messages (all of them, in one table) and encodes
  * and decodes their params and results: hello, ping, teardown, build,
  * call, exit, link, kill, restart, partition, heal, stats, underlay,
- * counters, trace, run, signal and program. Decoders
+ * counters, trace, run, signal, program and reroute. Decoders
  * check every field and say which is wrong; they copy what they keep, so
  * a decoded struct outlives the message, except the bytes of build's part
  * and call's data and link's params map, which point into the message
  * (valid until the reader's next message); partition's sides and stats'
- * rows are allocated (agent_sides_free, agent_stats_free). Encoders write
+ * rows and reroute's routes are allocated (agent_sides_free,
+ * agent_stats_free, agent_reroute_free). Encoders write
  * a params or result map into a caller's msgmap. */
 #pragma once
 
@@ -44,6 +45,7 @@ enum agent_method {
     AGENT_RUN,       /* request: start a program in a host of the part */
     AGENT_SIGNAL,    /* request: signal a program the agent started */
     AGENT_PROGRAM,   /* notification, agent to controller: a program ended */
+    AGENT_REROUTE,   /* request: a move's changes: the link (if held here), hosts' routes */
     AGENT_METHOD_COUNT
 };
 
@@ -377,3 +379,32 @@ void agent_wire_stats(struct msgmap *m, const struct agent_stats *s);
 int agent_wire_read_stats(const msgpack_object *map, struct agent_stats *out, char *err,
                           size_t errlen);
 void agent_stats_free(struct agent_stats *s);
+
+/* ---- a move over machines (t:move; controller/netrun_parts.c) ----
+ * reroute: {move = {link, stays, to} (only to the machine that holds the
+ * link: its end at node `stays` stays, the other goes to node `to`),
+ * routes = [{node, dst, dst_len, gateway, link, dst_node, via}, ...]}:
+ * the routes the move changes for the part's hosts, each replacing its
+ * host's route to the same dst/dst_len (topo/route_change.h), in the
+ * whole network's indices (dst_node -1: none; via -1 none, -2 on-link),
+ * each host's consecutive. Answered done, or the error map. */
+#define AGENT_ROUTES_MAX 4000000
+struct agent_route {
+    uint64_t node, link;
+    uint32_t dst, gateway;
+    uint8_t dst_len;  /* 0 .. 32 */
+    int64_t dst_node; /* >= -1 */
+    int64_t via;      /* >= -2 */
+};
+
+struct agent_reroute {
+    bool move;
+    uint64_t link, stays, to;   /* when move */
+    struct agent_route *routes; /* decoded: allocated (agent_reroute_free) */
+    size_t n_routes;
+};
+
+void agent_wire_reroute(struct msgmap *m, const struct agent_reroute *r);
+int agent_wire_read_reroute(const msgpack_object *map, struct agent_reroute *out, char *err,
+                            size_t errlen);
+void agent_reroute_free(struct agent_reroute *r);

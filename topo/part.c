@@ -312,3 +312,29 @@ int topo_part_make(const struct topo_network *whole, const struct topo_routing *
     free(link_of);
     return rc;
 }
+
+/* The part's index of whole node w, or -1 (a linear search: a move's
+ * changes are few per host). */
+static int part_node_of(const struct topo_part *part, int w)
+{
+    for (size_t i = 0; w >= 0 && i < part->net->n_nodes; i++)
+        if (part->whole_node[i] == w) return (int)i;
+    return -1;
+}
+
+int topo_part_route_from_whole(const struct topo_part *part, int node,
+                               const struct topo_route *whole, int *node_out,
+                               struct topo_route *out)
+{
+    int i = part_node_of(part, node), l = -1;
+    if (i < 0 || part->net->nodes[i].remote) return -1;
+    for (size_t k = 0; k < part->net->n_links && l < 0; k++)
+        if (part->whole_link[k] == whole->link) l = (int)k;
+    if (l < 0) return -1;
+    *out = *whole;
+    out->link = l;
+    out->dst_node = part_node_of(part, whole->dst_node);
+    if (whole->via != TOPO_ROUTE_DIRECT) out->via = part_node_of(part, whole->via);
+    *node_out = i;
+    return 0;
+}

@@ -95,3 +95,11 @@ int topo_part_check_underlay(const struct topo_part *part, char *err, size_t err
 int topo_part_check_ports(const struct topo_part *part, char *err, size_t errlen);
 /* Nodes of the part that are the machine's own (not remote). */
 size_t topo_part_local_nodes(const struct topo_part *part);
+/* A route of whole node `node` (whole-network indices, as the
+ * controller's routing has it) as the part's: its node, link, dst_node
+ * and via renumbered (dst_node and via -1 when the part lacks them: the
+ * route then goes by its address). 0, or -1 when node is not the part's
+ * own or the route's link not in the part. */
+int topo_part_route_from_whole(const struct topo_part *part, int node,
+                               const struct topo_route *whole, int *node_out,
+                               struct topo_route *out);

@@ -4,7 +4,7 @@
  *
  * Every message decoded is looked up in the method table and its params
  * (or result) handed to every decoder, the run-time changes' (link, kill,
- * partition, heal, stats, counters, trace) included. A decoder that accepts must give
+ * partition, heal, stats, counters, trace, reroute) included. A decoder that accepts must give
  * NUL-terminated strings within their buffers, and its struct, encoded
  * again and decoded, must come back the same (no field lost or bent). */
 #include <stdint.h>
@@ -216,6 +216,35 @@ static void fuzz_link(const msgpack_object *map)
     msgpack_sbuffer_destroy(&ps);
 }
 
+typedef struct agent_reroute reroute_t;
+
+static bool same_reroute_t(const reroute_t *a, const reroute_t *b)
+{
+    bool same = a->move == b->move &&
+                (!a->move || (a->link == b->link && a->stays == b->stays && a->to == b->to)) &&
+                a->n_routes == b->n_routes;
+    for (size_t i = 0; same && i < a->n_routes; i++) {
+        const struct agent_route *x = &a->routes[i], *y = &b->routes[i];
+        same = x->node == y->node && x->link == y->link && x->dst == y->dst &&
+               x->gateway == y->gateway && x->dst_len == y->dst_len && x->dst_node == y->dst_node &&
+               x->via == y->via;
+    }
+    agent_reroute_free((reroute_t *)b); /* the round trip's copy */
+    return same;
+}
+
+static void fuzz_reroute(const msgpack_object *map)
+{
+    char err[256];
+    reroute_t rr;
+    if (agent_wire_read_reroute(map, &rr, err, sizeof err) != 0) return;
+    for (size_t i = 0; i < rr.n_routes; i++)
+        if (rr.routes[i].dst_len > 32 || rr.routes[i].dst_node < -1 || rr.routes[i].via < -2)
+            abort();
+    ROUND_TRIP(reroute_t, rr, agent_wire_reroute, agent_wire_read_reroute);
+    agent_reroute_free(&rr);
+}
+
 static void fuzz_change_map(const msgpack_object *map)
 {
     char err[256];
@@ -243,6 +272,7 @@ static void fuzz_change_map(const msgpack_object *map)
         ROUND_TRIP(counters_t, link, write_counters, agent_wire_read_counters);
     fuzz_trace(map);
     fuzz_programs(map);
+    fuzz_reroute(map);
     agent_wire_read_heal_reply(map, &healed, err, sizeof err);
     if (strnlen(err, sizeof err) >= sizeof err) abort();
 }

@@ -697,6 +697,94 @@ static void underlay_round_trip(void)
     }
 }
 
+/* reroute: the move and every route field there and back (through the
+ * real framing), no move key when none, and the refusals naming the field. */
+static void reroute_round_trip(void)
+{
+    struct agent_route routes[] = {
+        {.node = 4,
+         .link = 7,
+         .dst = 0x0a000005,
+         .gateway = 0x0a010002,
+         .dst_len = 32,
+         .dst_node = 5,
+         .via = 6},
+        {.node = 4, .link = 2, .dst = 0, .gateway = 0, .dst_len = 0, .dst_node = -1, .via = -2},
+        {.node = 999999,
+         .link = 3,
+         .dst = 0xffffffff,
+         .gateway = 0xfffffffe,
+         .dst_len = 24,
+         .dst_node = -1,
+         .via = 0},
+    };
+    struct agent_reroute rr = {true, 11, 12, 13, routes, 3}, back;
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    msgmap_init(&m);
+    agent_wire_reroute(&m, &rr);
+    CHECK(through_reader(&m, agent_method_name(AGENT_REROUTE), &r, &msg));
+    CHECK(agent_method_find(msg.method, msg.method_len) == AGENT_REROUTE);
+    CHECK(agent_method_served(AGENT_REROUTE));
+    CHECK(agent_wire_read_reroute(msg.params, &back, err, sizeof err) == 0);
+    CHECK(back.move && back.link == 11 && back.stays == 12 && back.to == 13 && back.n_routes == 3);
+    for (size_t i = 0; i < 3 && back.n_routes == 3; i++) {
+        const struct agent_route *a = &routes[i], *b = &back.routes[i];
+        CHECK_MSG(a->node == b->node && a->link == b->link && a->dst == b->dst &&
+                      a->gateway == b->gateway && a->dst_len == b->dst_len &&
+                      a->dst_node == b->dst_node && a->via == b->via,
+                  "route %zu", i);
+    }
+    agent_reroute_free(&back);
+    CHECK(!back.routes && !back.n_routes);
+    proto_reader_destroy(&r);
+    rr.move = false; /* routes only: a machine that does not hold the link */
+    rr.n_routes = 0;
+    msgmap_init(&m);
+    agent_wire_reroute(&m, &rr);
+    CHECK(through_reader(&m, "reroute", &r, &msg));
+    CHECK(msg.params->via.map.size == 1);
+    CHECK(agent_wire_read_reroute(msg.params, &back, err, sizeof err) == 0);
+    CHECK(!back.move && back.n_routes == 0);
+    proto_reader_destroy(&r);
+}
+
+/* One route map whose field key is set to v (the others valid). */
+static void route_with(struct msgmap *m, const char *key, int64_t v)
+{
+    static const char *const keys[] = {"node", "dst",      "dst_len", "gateway",
+                                       "link", "dst_node", "via"};
+    msgmap_key(m, "routes");
+    msgpack_pack_array(&m->pk, 1);
+    msgpack_pack_map(&m->pk, 7);
+    for (size_t k = 0; k < 7; k++) {
+        msgpack_pack_str_with_body(&m->pk, keys[k], strlen(keys[k]));
+        msgpack_pack_int64(&m->pk, !strcmp(keys[k], key) ? v : 1);
+    }
+}
+
+static void reroute_refusals(void)
+{
+    REFUSED(msgmap_u64(&m, "x", 1), agent_wire_read_reroute, struct agent_reroute,
+            "reroute: field 'routes': expected array, got nothing");
+    REFUSED(route_with(&m, "dst_len", 33), agent_wire_read_reroute, struct agent_reroute,
+            "reroute: route 0: field 'dst_len': 33, expected 0 to 32");
+    REFUSED(route_with(&m, "dst", 0x100000000LL), agent_wire_read_reroute, struct agent_reroute,
+            "reroute: route 0: field 'dst': not an IPv4 address");
+    REFUSED(route_with(&m, "gateway", 0x100000000LL), agent_wire_read_reroute, struct agent_reroute,
+            "reroute: route 0: field 'gateway': not an IPv4 address");
+    REFUSED(route_with(&m, "dst_node", -2), agent_wire_read_reroute, struct agent_reroute,
+            "reroute: route 0: field 'dst_node': -2 is below -1");
+    REFUSED(route_with(&m, "via", -3), agent_wire_read_reroute, struct agent_reroute,
+            "reroute: route 0: field 'via': -3 is below -2");
+    REFUSED(route_with(&m, "node", -1), agent_wire_read_reroute, struct agent_reroute,
+            "reroute: route 0: param 'node': expected non-negative integer, got integer");
+    REFUSED((msgmap_key(&m, "move"), msgpack_pack_map(&m.pk, 0), route_with(&m, "via", 0)),
+            agent_wire_read_reroute, struct agent_reroute, "reroute: move: param 'link': missing");
+}
+
 int main(void)
 {
     names();
@@ -717,5 +805,7 @@ int main(void)
     sides_refusals();
     stats_refusals();
     underlay_round_trip();
+    reroute_round_trip();
+    reroute_refusals();
     return check_report();
 }
