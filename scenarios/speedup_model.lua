@@ -46,11 +46,13 @@
 -- all-reduce of ResNet-50 costs more than its step, so N = 2 is slower than
 -- one worker and N = 8 gains 1.7x. At the default 10 Gbit/s, one N per run
 -- (ns=N first=false total_steps=32 probes=3, under nice at load average 21
--- to 61): at a dilation the host could serve (D = 8 for N = 2 to 16, auto's
--- 7 at N = 32) the model within +12%, +1.4%, +0.9%, -16%, -6.9%; auto kept
--- D = 1 for N = 2 to 16 on that loaded host (its data plane looked a small
--- load beside other programs') and those runs are off by -32% to +172%
--- (docs/cookbook.md says why).
+-- to 61): at D = 8 for N = 2 to 16 and auto's 7 and 60 at N = 32 and 64
+-- (both judged host-limited at their end) the model within +12%, +1.4%,
+-- +0.9%, -16%, -6.9%, -12%, though an all-reduce alone took 1.5 to 43
+-- times the ring's 2 (N-1)/N S / B (drops, RTOs, and at N >= 32 the
+-- host); auto kept D = 1 for N = 2 to 16 on that loaded host (its data
+-- plane looked a small load beside other programs') and those runs are
+-- off by -32% to +172% (docs/cookbook.md says why).
 --     profiled=false  run the second part (quick: true, N = 2 only, 2 steps)
 --     max_n=64        the largest N (powers of two from 2)
 --     ns=            the N to run instead, comma-separated (e.g. 16,32):
