@@ -90,8 +90,18 @@
 -- On the GPU cluster (row 3, 10 Gbit/s) every Cu is 2-7x its bound and
 -- ASP +94%, SSP +48% over the paper's: this host's CPU cannot forward
 -- 32 x 97.5 MiB at 10 Gbit/s through hiernet-linkd (host_cpu_saturation
--- 0.88-0.999), so those Cu are upper bounds of the emulation; rows 4-7
--- (10 and 100 Gbit/s) need a bigger host. The server's profile adds a few
+-- 0.88-0.999), so those Cu are upper bounds of the emulation. Rows 1 and
+-- 4 (BSP and ASP, steps=2, one row per run, under nice at load average 21
+-- to 62): row 1 at auto's D = 1 (the server's link at 96.5% of its rate:
+-- the host kept up) BSP 3.3x and ASP 2.7x the paper's (incast and the
+-- workers' aligned start; the paper's BSP, 24.3 s, is itself below 2 N S
+-- / B = 44.6 s); row 4 at D = 8 (auto kept 1 on that loaded host) BSP
+-- 1.9x the paper's (the server's link at 40% of its rate, 601 RTOs; at D
+-- = 16 2.2x, with fewer drops and more RTOs: TCP's timers against the
+-- host's scheduling delay) and ASP 0.91x. Row 6 (100 Gbit/s) at auto's D = 150 had not finished its
+-- set-up in 12 minutes; rows 5-7 need a bigger or quieter host. Run one
+-- row per run (rows=N) so that `--dilation auto` chooses each row's D.
+-- The server's profile adds a few
 -- ms per update (one memory-bound pass), small beside Cu. EASGD (rows 2
 -- and 3, 32 workers, 2 exchanges each): Cp the paper's; Cu per local step
 -- 0.32 s (row 2) and 0.81 s (row 3) against the paper's 2.54 s and 8.64 s,

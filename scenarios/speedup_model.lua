@@ -44,9 +44,24 @@
 -- Measured on a shared 2-core host (N = 2, 4, 8, total_steps=16, bw=1Gbit;
 -- docs/cookbook.md): the model within -0.4%, +15%, +3%; at 1 Gbit/s an
 -- all-reduce of ResNet-50 costs more than its step, so N = 2 is slower than
--- one worker and N = 8 gains 1.7x.
+-- one worker and N = 8 gains 1.7x. At the default 10 Gbit/s, one N per run
+-- (ns=N first=false total_steps=32 probes=3, under nice at load average 21
+-- to 61): at D = 8 for N = 2 to 16 and auto's 7 and 60 at N = 32 and 64
+-- (both judged host-limited at their end) the model within +12%, +1.4%,
+-- +0.9%, -16%, -6.9%, -12%, though an all-reduce alone took 1.5 to 43
+-- times the ring's 2 (N-1)/N S / B (drops, RTOs, and at N >= 32 the
+-- host); auto kept D = 1 for N = 2 to 16 on that loaded host (its data
+-- plane looked a small load beside other programs') and those runs are
+-- off by -32% to +172% (docs/cookbook.md says why).
 --     profiled=false  run the second part (quick: true, N = 2 only, 2 steps)
 --     max_n=64        the largest N (powers of two from 2)
+--     ns=            the N to run instead, comma-separated (e.g. 16,32):
+--                    one N per run lets `--dilation auto` pick the D
+--                    each N needs (the run's D is chosen once, by its
+--                    first network)
+--     first=true     run the first part too (false: the second alone)
+--     probes=5       all-reduces of the model alone whose median is T_comm's
+--                    (both parts; fewer for a large N: each moves 2 N S)
 --     total_steps=64  steps of work split between the N workers
 --     bw=10Gbit       the links' rate
 local hn = require("hiernet")
@@ -57,17 +72,22 @@ local quick = hn.param("quick", false)
 local epochs = hn.param("epochs", quick and 0.05 or 1)
 local batch = 64
 local sizes = quick and { 1, 2, 4 } or { 1, 2, 4, 8 }
+if not hn.param("first", true) then sizes = {} end
 
 local function median(list)
   table.sort(list)
   return list[(#list + 1) // 2]
 end
 
--- The median time (ms) of five ring all-reduces of the model alone (a copy
--- of every worker's "w") on the workers' links.
+-- The median time (ms) of `probes` (5) ring all-reduces of the model alone
+-- (a copy of every worker's "w") on the workers' links.
+local probes = hn.param("probes", 5)
+if math.type(probes) ~= "integer" or probes < 1 then
+  error("--set probes: '" .. tostring(probes) .. "' is not a whole number >= 1", 0)
+end
 local function allreduce_ms(workers)
   local times = {}
-  for r = 1, 5 do
+  for r = 1, probes do
     for _, w in ipairs(workers) do w:copy{ src = "w", dst = "probe" } end
     times[r] = ar.allreduce{ peers = workers, tensor = "probe", algo = "ring" }.ms
   end
@@ -99,13 +119,30 @@ for _, n in ipairs(sizes) do
   net:stop()
 end
 
+-- The N of the second part: `ns` where given (each checked: one line
+-- naming the value at fault), else the powers of two from 2 to max_n.
+local function profiled_sizes(max_n)
+  local ns = hn.param("ns", "")
+  local out = {}
+  if ns == "" then
+    local n = 2
+    while n <= max_n do out[#out + 1], n = n, n * 2 end
+    return out
+  end
+  for _, n in ipairs(ex.list_param("ns", ns)) do
+    if math.type(n) ~= "integer" or n < 2 then error("--set ns: '" .. tostring(n) .. "' is not a whole N >= 2", 0) end
+    out[#out + 1] = n
+  end
+  return out
+end
+
 -- The second part: ResNet-50 by profile at N = 2..max_n (header).
 local function profiled_part()
   local max_n, total = hn.param("max_n", quick and 2 or 64), hn.param("total_steps", quick and 2 or 64)
   local bw, batch_rn = hn.param("bw", "10Gbit"), 32
   local cp = hn.profile_grad_seconds("rtx2080ti", "resnet50", batch_rn)
-  local t1_rn, rows, n = total * cp, {}, 2
-  while n <= max_n do
+  local t1_rn, rows = total * cp, {}
+  for _, n in ipairs(profiled_sizes(max_n)) do
     local net = hn.network{ name = "speedup_rn" .. n, backend = ex.backend(), seed = 1 }
     local sw, workers = net:switch("sw"), {}
     for i = 1, n do
@@ -124,7 +161,6 @@ local function profiled_part()
       t_comm_s = t_comm, model_time_s = model, speedup = t1_rn / s.wall_s, model_speedup = t1_rn / model,
       model_error = (s.wall_s - model) / model, limited = (s.overload or {}).limited })
     net:stop()
-    n = n * 2
   end
   ex.table(string.format("speedup_model: ResNet-50 by profile rtx2080ti, %d steps of batch %d, %s links, T_1 = %.4g s",
                          total, batch_rn, bw, t1_rn), rows,
@@ -134,7 +170,9 @@ local function profiled_part()
 end
 
 local profiled = hn.param("profiled", quick) and profiled_part() or nil
-ex.table(string.format("speedup_model: %.2f epochs of Fashion-MNIST, ring all-reduce", epochs), results,
-         { "label", "steps", "time_s", "t_comm_s", "model_time_s", "speedup", "model_speedup", "final_accuracy" })
+if #results > 0 then
+  ex.table(string.format("speedup_model: %.2f epochs of Fashion-MNIST, ring all-reduce", epochs), results,
+           { "label", "steps", "time_s", "t_comm_s", "model_time_s", "speedup", "model_speedup", "final_accuracy" })
+end
 ex.finish{ scenario = "speedup_model", paper = "data-parallel ring all-reduce: T_N = T_1/N + T_comm",
            epochs = epochs, results = results, profiled = profiled }

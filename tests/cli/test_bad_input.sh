@@ -111,6 +111,13 @@ bad_case raw_set_unread 2r "hiernet: --set stpes=100: the scenario never read 's
   --set stpes=100 --set seconds=2 --set path=x
 bad_case raw_set_unread_two 2r "hiernet: --set a=1, b=x: the scenario never read 'a', 'b' (it reads no parameter through hn.param)" \
   'return 1' --set a=1 --set b=x
+# A shipped scenario's own parameter checks (scenarios/speedup_model.lua:
+# the N of its second part, run one per run at the paper's size).
+speedup_model=$(readlink -f "$here/../../scenarios/speedup_model.lua")
+bad_case raw_speedup_ns 1 "--set ns: '1' is not a whole N >= 2" "dofile('$speedup_model')" \
+  --backend none --set first=false --set profiled=true --set ns=1
+bad_case raw_speedup_probes 1 "--set probes: '0' is not a whole number >= 1" "dofile('$speedup_model')" \
+  --backend none --set first=false --set probes=0
 
 # ---- networks (exit 1) ----
 bad_case raw_net_option 1 "c_raw_net_option.lua:2: hn.network: unknown option 'nme'" \
