@@ -134,8 +134,9 @@
  * OVERLOAD_DP_SUB_PERIOD_S of wall time (a phase at this host's limit is
  * seconds long: 2-3 s for that run's gradients at D = 1 and at D = 24). A
  * sub-sample is busy when it carried at least OVERLOAD_DP_SUB_FLOOR of the
- * round's busiest sub-sample (a control message between phases is orders
- * below a phase); in a run of OVERLOAD_DP_SUB_EDGES or more busy
+ * round's busiest sub-sample, or of the rate where that one seemed to carry
+ * more (a late reply's short interval; a control message between phases is
+ * orders below a phase); in a run of OVERLOAD_DP_SUB_EDGES or more busy
  * sub-samples the first and last are left out, since a phase began or
  * ended inside them, unless the run begins or ends the round (traffic
  * through the round's boundary has no edge there). */

@@ -34,6 +34,9 @@ double overload_busy_share(const struct overload_sub *s, size_t n, double *busy_
     *busy_s = 0;
     if (!(total_capacity > 0)) return -1;
     if (!(peak > 0)) return 0;
+    /* Past the rate is the replies' timing, not the link: the bar stays
+     * where a phase at the rate puts it. */
+    if (peak > 1) peak = 1;
     for (size_t i = 0; i < n;) {
         if (!sub_busy(&s[i], peak)) {
             i++;

@@ -64,6 +64,11 @@ static void test_busy_share_rule(void)
     double tail[] = {0, 0, 0.2, 0.9, 0.8};
     subs_of(s, tail, 5);
     CHECK_NEAR(overload_busy_share(s, 5, &busy_s), 0.85, 1e-12);
+    /* A sub-sample past the rate (a reply's late stamp) does not lift the
+     * bar above a tenth of the rate: the others stay busy. */
+    double jitter[] = {0.2, 0.25, 3.0, 0.2};
+    subs_of(s, jitter, 4);
+    CHECK_NEAR(overload_busy_share(s, 4, &busy_s), 3.65 / 4, 1e-12);
     /* Nothing carried: 0, not unknown. */
     double none[] = {0, 0, 0};
     subs_of(s, none, 3);
