@@ -174,10 +174,11 @@ struct overload_dataplane {
     double link_utilization;        /* the busiest direction's share of rate / D over its busy
                                        phases, upper quartile over their time (-1: none) */
     double link_utilization_rounds; /* the same over whole rounds, as judged before (-1: none) */
-    double host_busy;               /* the host's busy share over them (-1: unknown) */
-    double own_cores;               /* the run's data plane CPU, cores */
-    double linkd_busy;              /* the busiest linkd's share of its core, mean over time */
-    int host_cores;                 /* 0: unknown (own_cores alone never saturates) */
+    double host_busy;               /* the host's busy share over the active rounds (-1: unknown) */
+    double own_cores;          /* the run's data plane CPU over the links' busy time, cores (at most
+                                  host_cores) */
+    double linkd_busy;         /* the busiest linkd's share of its core over the same time */
+    int host_cores;            /* 0: unknown (own_cores alone never saturates) */
     bool limited;              /* links short of their rate, host busy, the data plane a load */
     double suggested_dilation; /* the run's when not limited */
 };
