@@ -265,14 +265,26 @@ int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, v
     return call_with_id(lc, LINKD_METHOD_LINK_STATS, id, cb, ctx, err, errlen);
 }
 
-int linkd_client_stats_all(struct linkd_client *lc, peer_reply_fn cb, void *ctx, char *err,
-                           size_t errlen)
+static int stats_all(struct linkd_client *lc, bool reset_peak, peer_reply_fn cb, void *ctx,
+                     char *err, size_t errlen)
 {
     struct msgmap m;
     msgmap_init(&m);
-    msgmap_bool(&m, "reset_peak", true);
+    msgmap_bool(&m, "reset_peak", reset_peak);
     if (set_params(lc, &m, err, errlen) < 0) return -1;
     return call(lc, LINKD_METHOD_LINK_STATS_ALL, cb, ctx, err, errlen);
+}
+
+int linkd_client_stats_all(struct linkd_client *lc, peer_reply_fn cb, void *ctx, char *err,
+                           size_t errlen)
+{
+    return stats_all(lc, true, cb, ctx, err, errlen);
+}
+
+int linkd_client_stats_peek(struct linkd_client *lc, peer_reply_fn cb, void *ctx, char *err,
+                            size_t errlen)
+{
+    return stats_all(lc, false, cb, ctx, err, errlen);
 }
 
 /* ---- lifecycle ---- */

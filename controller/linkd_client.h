@@ -57,6 +57,10 @@ int linkd_client_link_stats(struct linkd_client *lc, int id, peer_reply_fn cb, v
 /* Every link's counters; peak queue lengths restart after each sample. */
 int linkd_client_stats_all(struct linkd_client *lc, peer_reply_fn cb, void *ctx, char *err,
                            size_t errlen);
+/* The same between samples: the peaks keep running (links.csv's stay
+ * per sample). */
+int linkd_client_stats_peek(struct linkd_client *lc, peer_reply_fn cb, void *ctx, char *err,
+                            size_t errlen);
 /* Every link is made: linkd gives up root for uid/gid (common/privdrop.h)
  * and can make no more links. The reply goes to cb. */
 int linkd_client_drop_root(struct linkd_client *lc, uid_t uid, gid_t gid, peer_reply_fn cb,

@@ -52,6 +52,7 @@ void netrun_close_peers(struct netrun *nr)
 {
     if (nr->parts) return netrun_parts_close_peers(nr);
     ev_timer_stop(nr->loop, &nr->sample_timer);
+    netrun_dataplane_stop(nr);
     link_sampler_stop(nr->sampler); /* before the namespaces go */
     nr->sampler = NULL;
     netrun_free_traces(nr); /* the links change no more */

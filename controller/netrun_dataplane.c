@@ -1,30 +1,62 @@
 /* netrun_dataplane.c — the data plane's samples for the overload account
  * (controller/overload.h, "The data plane"): at every round of links.csv
  * samples, the share of its rate / D the busiest link direction carried
- * since the last round, and the CPU the network's own data plane took
- * meanwhile: its linkd processes (all of their time: they only forward)
- * and its peers' system time (TCP, sendfile, recv; their user time is
- * compute). Owns the previous round's counters. */
+ * since the last round, and over its busy phases (sub-samples read from
+ * linkd every OVERLOAD_DP_SUB_PERIOD_S between rounds; on the kernel
+ * backend a round is its one sub-sample), and the CPU the network's own
+ * data plane took meanwhile: its linkd processes (all of their time: they
+ * only forward) and its peers' system time (TCP, sendfile, recv; their
+ * user time is compute). Owns the previous round's counters and the
+ * round's sub-samples. */
 #include "controller/netrun_internal.h"
 
 #include "common/clock.h"
+#include "common/container.h"
 #include "controller/linkd_client.h"
 #include "controller/overload.h"
 #include "controller/peer_client.h"
+#include "proto/linkd_methods.h"
+#include "proto/protocol.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* One direction's sub-samples this round. */
+struct dp_subs {
+    struct overload_sub *s;
+    size_t n, cap;
+    uint64_t bytes; /* at its last sub-sample */
+    double mono;    /* when (0: never) */
+};
+
 struct netrun_dataplane {
     struct overload *overload;    /* the run's account (borrowed) */
+    struct netrun *nr;            /* the network sampled (borrowed: it owns this) */
     uint64_t *bytes;              /* per link direction (2 x link + dir): at its last sample */
     double *mono;                 /* when (0: never sampled) */
     double round_mono, own_cpu_s; /* the previous round: when, the data plane's CPU seconds */
     double *linkd_cpu_s;          /* the previous round: each linkd's CPU seconds */
     double util_max;              /* this round so far; -1: no rated direction */
+    size_t util_arg;              /* the direction of util_max */
+    struct dp_subs *subs;         /* per link direction */
+    bool sub_timer_on;            /* sub_timer runs: linkd is read between rounds */
+    ev_timer sub_timer;
+    size_t subs_pending; /* linkd replies awaited: a slow linkd skips a beat */
 };
+
+static void on_sub_timer(EV_P_ ev_timer *w, int revents);
+
+/* Reads linkd between rounds; the kernel backend's veths are read once a
+ * round (a netlink dump per link), which stays its only sub-sample. */
+static void sub_timer_start(struct netrun_dataplane *dp)
+{
+    if (!dp->nr->n_linkd) return;
+    ev_timer_init(&dp->sub_timer, on_sub_timer, OVERLOAD_DP_SUB_PERIOD_S, OVERLOAD_DP_SUB_PERIOD_S);
+    ev_timer_start(dp->nr->loop, &dp->sub_timer);
+    dp->sub_timer_on = true;
+}
 
 void netrun_watch_dataplane(struct netrun *nr, struct overload *o)
 {
@@ -39,24 +71,111 @@ void netrun_watch_dataplane(struct netrun *nr, struct overload *o)
         dp->bytes = calloc(n, sizeof *dp->bytes);
         dp->mono = calloc(n, sizeof *dp->mono);
         dp->linkd_cpu_s = calloc(nr->n_linkd ? nr->n_linkd : 1, sizeof *dp->linkd_cpu_s);
+        dp->subs = calloc(n, sizeof *dp->subs);
     }
     /* Out of memory: the account goes without this network. */
-    if (!dp || !dp->bytes || !dp->mono || !dp->linkd_cpu_s) {
+    if (!dp || !dp->bytes || !dp->mono || !dp->linkd_cpu_s || !dp->subs) {
         netrun_dataplane_free(dp);
         return;
     }
     dp->overload = o;
+    dp->nr = nr;
     dp->util_max = -1;
     nr->dataplane = dp;
+    sub_timer_start(dp);
+}
+
+void netrun_dataplane_stop(struct netrun *nr)
+{
+    struct netrun_dataplane *dp = nr->dataplane;
+    if (!dp || !dp->sub_timer_on) return;
+    ev_timer_stop(nr->loop, &dp->sub_timer);
+    dp->sub_timer_on = false;
 }
 
 void netrun_dataplane_free(struct netrun_dataplane *dp)
 {
     if (!dp) return;
+    if (dp->sub_timer_on) ev_timer_stop(dp->nr->loop, &dp->sub_timer);
+    size_t n = dp->nr ? 2 * dp->nr->net->n_links : 0; /* no nr: no sub-sample yet */
+    for (size_t i = 0; dp->subs && i < n; i++)
+        free(dp->subs[i].s);
+    free(dp->subs);
     free(dp->bytes);
     free(dp->mono);
     free(dp->linkd_cpu_s);
     free(dp);
+}
+
+/* Direction i's counter at mono: a sub-sample since its last one. */
+static void sub_note(struct netrun *nr, size_t i, uint64_t rate, uint64_t bytes, double mono)
+{
+    struct dp_subs *d = &nr->dataplane->subs[i];
+    double dt = mono - d->mono;
+    uint64_t before = d->bytes;
+    bool known = d->mono > 0;
+    /* A reply that came right after a late one: its stamp says little of
+     * when linkd read the counter, and a short interval magnifies that
+     * (a 1500x share seen under load); the next sub-sample spans both. */
+    if (known && dt > 0 && dt < OVERLOAD_DP_SUB_PERIOD_S / 4 && !(bytes < before)) return;
+    d->bytes = bytes;
+    d->mono = mono;
+    if (!known || !(dt > 0) || !rate || bytes < before) return; /* a restarted counter */
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? 2 * d->cap : 64;
+        struct overload_sub *grown = realloc(d->s, cap * sizeof *grown);
+        if (!grown) return; /* out of memory: the round judges what it has */
+        d->s = grown;
+        d->cap = cap;
+    }
+    double dilation = nr->net->dilation > 1 ? nr->net->dilation : 1.0;
+    d->s[d->n++] = (struct overload_sub){.bits = (double)(bytes - before) * 8.0,
+                                         .capacity = (double)rate * dt / dilation,
+                                         .wall_s = dt};
+}
+
+/* One linkd's counters between rounds. */
+static void on_sub_sampled(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct netrun *nr = ctx;
+    struct netrun_dataplane *dp = nr->dataplane;
+    if (!dp) return; /* a reply after the account went */
+    if (dp->subs_pending) dp->subs_pending--;
+    struct proto_args args;
+    proto_args_init(&args, result);
+    const msgpack_object *links = error ? NULL : proto_args_get(&args, "links");
+    if (!links || links->type != MSGPACK_OBJECT_ARRAY) return;
+    double mono = mono_s();
+    for (uint32_t k = 0; k < links->via.array.size; k++) {
+        struct proto_args la;
+        proto_args_init(&la, &links->via.array.ptr[k]);
+        int64_t id = -1;
+        if (proto_arg_i64(&la, LINKD_ARG_ID, &id) != 1 || id < 0 || (size_t)id >= nr->net->n_links)
+            continue;
+        for (int dir = 0; dir < 2; dir++) {
+            const msgpack_object *c = proto_args_get(&la, dir ? LINKD_DIR_BA : LINKD_DIR_AB);
+            struct proto_args ca;
+            int64_t bytes = 0;
+            if (!c) continue;
+            proto_args_init(&ca, c);
+            if (proto_arg_i64(&ca, LINKD_STATS_DELIVERED_BYTES, &bytes) == 1 && bytes >= 0)
+                sub_note(nr, 2 * (size_t)id + (size_t)dir, netrun_rate_now(nr, (int)id, dir),
+                         (uint64_t)bytes, mono);
+        }
+    }
+}
+
+static void on_sub_timer(EV_P_ ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct netrun_dataplane *dp = container_of(w, struct netrun_dataplane, sub_timer);
+    struct netrun *nr = dp->nr;
+    char err[256];
+    if (dp->subs_pending) return; /* linkd is slow to answer: skip a beat */
+    for (size_t i = 0; i < nr->n_linkd; i++)
+        if (linkd_client_stats_peek(nr->linkd[i], on_sub_sampled, nr, err, sizeof err) == 0)
+            dp->subs_pending++;
 }
 
 void netrun_dataplane_direction(struct netrun *nr, int link, int dir, uint64_t bytes, double mono)
@@ -70,10 +189,14 @@ void netrun_dataplane_direction(struct netrun *nr, int link, int dir, uint64_t b
     dp->bytes[i] = bytes;
     dp->mono[i] = mono;
     uint64_t rate = netrun_rate_now(nr, link, dir);
+    if (!dp->sub_timer_on) sub_note(nr, i, rate, bytes, mono);  /* the round is its sub-sample */
     if (!known || !(dt > 0) || !rate || bytes < before) return; /* a restarted counter */
     double d = nr->net->dilation > 1 ? nr->net->dilation : 1.0;
     double util = (double)(bytes - before) * 8.0 * d / ((double)rate * dt);
-    if (util > dp->util_max) dp->util_max = util;
+    if (util > dp->util_max) {
+        dp->util_max = util;
+        dp->util_arg = i;
+    }
 }
 
 /* CPU seconds of pid so far: user + system, or system only. */
@@ -125,8 +248,15 @@ void netrun_dataplane_round(struct netrun *nr)
         .wall_s = wall_s,
         .linkd_busy = wall_s > 0 ? linkd_s / wall_s : 0,
         .util_max = dp->util_max,
+        .util_busy = -1,
         .own_cpu_s = cpu > dp->own_cpu_s ? cpu - dp->own_cpu_s : 0, /* peers restarted: 0 */
     };
+    if (dp->util_max >= 0) {
+        const struct dp_subs *busiest = &dp->subs[dp->util_arg];
+        s.util_busy = overload_busy_share(busiest->s, busiest->n, &s.busy_s);
+    }
+    for (size_t i = 0; i < 2 * nr->net->n_links; i++)
+        dp->subs[i].n = 0;
     dp->round_mono = now;
     dp->own_cpu_s = cpu;
     dp->util_max = -1;

@@ -222,6 +222,8 @@ void netrun_on_sample_timer(EV_P_ ev_timer *w, int revents);
 struct netrun_dataplane;
 void netrun_dataplane_direction(struct netrun *nr, int link, int dir, uint64_t bytes, double mono);
 void netrun_dataplane_round(struct netrun *nr);
+/* Stops reading the links between rounds (the peers are closing). */
+void netrun_dataplane_stop(struct netrun *nr);
 void netrun_dataplane_free(struct netrun_dataplane *dp);
 
 /* netrun_parts.c: a network over machines */

@@ -42,10 +42,12 @@ struct overload_node {
 struct dp_account {
     uint64_t samples;
     double active_s;
-    double util_s[UTIL_BINS]; /* wall seconds of rated samples per share carried */
-    double own_s;             /* the run's data plane CPU seconds */
-    double linkd_s;           /* the busiest linkd's CPU seconds, sample by sample */
-    uint64_t busy, total;     /* the host's jiffies */
+    double util_s[UTIL_BINS];      /* wall seconds of rated samples per share carried */
+    double util_busy_s[UTIL_BINS]; /* busy seconds per share carried over them */
+    double own_s;                  /* the run's data plane CPU seconds */
+    double busy_s;                 /* the busiest directions' busy seconds (overload_busy_share) */
+    double linkd_s;                /* the busiest linkd's CPU seconds, sample by sample */
+    uint64_t busy, total;          /* the host's jiffies */
 };
 
 /* The automatic dilation's window: the first timed compute commands. */
@@ -417,18 +419,23 @@ void overload_note_batch(struct overload *o, int id, const msgpack_object *resul
 
 /* ---- the data plane ---- */
 
+static void util_bin_add(double *bins, double util, double seconds)
+{
+    /* Clamped as a double: a share past INT_MAX bins would overflow the cast. */
+    double bin = util / UTIL_BIN;
+    bins[bin < UTIL_BINS ? (int)bin : UTIL_BINS - 1] += seconds;
+}
+
 static void dp_add(struct dp_account *a, const struct overload_links *s,
                    const struct cpu_sample *before, const struct cpu_sample *now)
 {
     a->samples++;
     a->active_s += s->wall_s;
     a->own_s += s->own_cpu_s;
+    if (s->util_busy >= 0) a->busy_s += s->busy_s;
     a->linkd_s += s->linkd_busy * s->wall_s;
-    if (s->util_max >= 0) {
-        /* Clamped as a double: a share past INT_MAX bins would overflow the cast. */
-        double bin = s->util_max / UTIL_BIN;
-        a->util_s[bin < UTIL_BINS ? (int)bin : UTIL_BINS - 1] += s->wall_s;
-    }
+    if (s->util_max >= 0) util_bin_add(a->util_s, s->util_max, s->wall_s);
+    if (s->util_busy >= 0) util_bin_add(a->util_busy_s, s->util_busy, s->busy_s);
     a->busy += now->busy - before->busy;
     a->total += now->total - before->total;
 }
@@ -438,14 +445,14 @@ static void dp_add(struct dp_account *a, const struct overload_links *s,
  * sample leaves that sample short of the rate, and a run's phases are a few
  * samples long, so the quartile of the time the links were busiest is what
  * says whether they could reach their rate. */
-static double util_upper_quartile(const struct dp_account *a)
+static double util_upper_quartile(const double *bins)
 {
     double total = 0, seen = 0;
     for (int i = 0; i < UTIL_BINS; i++)
-        total += a->util_s[i];
+        total += bins[i];
     if (!(total > 0)) return -1;
     for (int i = 0; i < UTIL_BINS; i++) {
-        seen += a->util_s[i];
+        seen += bins[i];
         if (seen >= 0.75 * total) return (i + 0.5) * UTIL_BIN;
     }
     return UTIL_BINS * UTIL_BIN;
@@ -456,11 +463,21 @@ static void dp_figures(const struct dp_account *a, struct overload_dataplane *dp
     memset(dp, 0, sizeof *dp);
     dp->samples = a->samples;
     dp->active_s = a->active_s;
-    dp->link_utilization = util_upper_quartile(a);
+    dp->link_utilization_rounds = util_upper_quartile(a->util_s);
+    dp->link_utilization = util_upper_quartile(a->util_busy_s);
+    /* No busy phase: nothing was carried (0), or no link is rated (-1). */
+    if (dp->link_utilization < 0) dp->link_utilization = dp->link_utilization_rounds;
     dp->host_busy = a->total ? (double)a->busy / (double)a->total : -1;
-    dp->own_cores = a->active_s > 0 ? a->own_s / a->active_s : 0;
-    dp->linkd_busy = a->active_s > 0 ? a->linkd_s / a->active_s : 0;
     dp->host_cores = host_cores();
+    /* The data plane's CPU goes to moving the bytes, so it is judged over
+     * the links' busy time as their share is: over whole seconds a
+     * training's compute dilutes it too (at D = 24 the 8-worker run's data
+     * plane took 0.1 of a core per second, 0.8 while its links were busy). */
+    double over = a->busy_s > 0 ? a->busy_s : a->active_s;
+    dp->own_cores = over > 0 ? a->own_s / over : 0;
+    if (dp->host_cores > 0 && dp->own_cores > dp->host_cores) dp->own_cores = dp->host_cores;
+    dp->linkd_busy = over > 0 ? a->linkd_s / over : 0;
+    if (dp->linkd_busy > 1) dp->linkd_busy = 1; /* one event loop: one core at most */
     dp->suggested_dilation = 1;
 }
 
@@ -489,8 +506,9 @@ void overload_note_links(struct overload *o, const struct overload_links *s)
     struct cpu_sample before = o->dp_last, now = read_cpu();
     if (now.valid) o->dp_last = now;
     if (!(s->wall_s > 0) || !before.valid || !now.valid || now.total < before.total) return;
+    double over = s->util_busy >= 0 && s->busy_s > 0 ? s->busy_s : s->wall_s;
     bool active = s->util_max >= OVERLOAD_DP_ACTIVE_UTIL ||
-                  (s->own_cpu_s >= OVERLOAD_DP_ACTIVE_CORES * s->wall_s &&
+                  (s->own_cpu_s >= OVERLOAD_DP_ACTIVE_CORES * over &&
                    s->util_max >= OVERLOAD_DP_ACTIVE_MIN_UTIL);
     if (!active) return;
     dp_add(&o->dp, s, &before, &now);
@@ -586,12 +604,12 @@ bool overload_warning(const struct overload_report *r, char *buf, size_t len)
 {
     if (!r->limited && r->dataplane.limited) {
         const struct overload_dataplane *dp = &r->dataplane;
-        snprintf(buf, len,
-                 "warning: this run's data plane was limited by the host: its busiest link "
-                 "carried %.0f%% of its rate while the host's CPU was %.0f%% busy (the data "
-                 "plane %.2f cores); use slower links, fewer nodes, or dilation = %g",
-                 100 * dp->link_utilization, 100 * dp->host_busy, dp->own_cores,
-                 dp->suggested_dilation);
+        snprintf(
+            buf, len,
+            "warning: this run's data plane was limited by the host: its busiest link "
+            "carried %.0f%% of its rate while busy, and the host's CPU was %.0f%% busy (the data "
+            "plane %.2f cores); use slower links, fewer nodes, or dilation = %g",
+            100 * dp->link_utilization, 100 * dp->host_busy, dp->own_cores, dp->suggested_dilation);
         return true;
     }
     if (r->latency) {

@@ -60,7 +60,9 @@
  * account adds the host's CPU over the same wall time (/proc/stat). A
  * sample is active when the data plane worked: its busiest direction
  * carried OVERLOAD_DP_ACTIVE_UTIL of its rate, or its CPU passed
- * OVERLOAD_DP_ACTIVE_CORES while the links carried something
+ * OVERLOAD_DP_ACTIVE_CORES (over the links' busy time where they had some,
+ * as the share: at D = 24 a training's rounds took 0.05-0.1 of a core per
+ * second and 0.6-1.3 while busy) while the links carried something
  * (OVERLOAD_DP_ACTIVE_MIN_UTIL: the peers' start is system time too). Over the active samples, the
  * data plane was too much for the host when the busiest share's upper quartile over time (a sample
  * that a phase began or ended inside falls short, and phases are a few samples long) stayed under
@@ -124,26 +126,60 @@
 #define OVERLOAD_DP_TEST_HOST_BUSY 0.6
 #define OVERLOAD_DP_TEST_OWN_CORES 0.3
 
+/* The share is judged over a direction's busy phases, not whole rounds: a
+ * training's links idle while it computes, so a round's share of the rate
+ * is diluted by the compute's time (8 workers, ResNet-50 at 100 Gbit/s,
+ * D = 24: 8% of rate / D per round for a Cu 1.04x its bound, which the
+ * test took for no rise). Between rounds the counters are read every
+ * OVERLOAD_DP_SUB_PERIOD_S of wall time (a phase at this host's limit is
+ * seconds long: 2-3 s for that run's gradients at D = 1 and at D = 24). A
+ * sub-sample is busy when it carried at least OVERLOAD_DP_SUB_FLOOR of the
+ * round's busiest sub-sample, or of the rate where that one seemed to carry
+ * more (a late reply's short interval; a control message between phases is
+ * orders below a phase); in a run of OVERLOAD_DP_SUB_EDGES or more busy
+ * sub-samples the first and last are left out, since a phase began or
+ * ended inside them, unless the run begins or ends the round (traffic
+ * through the round's boundary has no edge there). */
+#define OVERLOAD_DP_SUB_PERIOD_S 0.1
+#define OVERLOAD_DP_SUB_FLOOR 0.1
+#define OVERLOAD_DP_SUB_EDGES 3
+
+/* One sub-sample of a direction: what it carried and could carry. */
+struct overload_sub {
+    double bits;     /* delivered */
+    double capacity; /* its rate / D x wall_s */
+    double wall_s;
+};
+/* The share of its capacity a direction carried over its busy sub-samples
+ * (the rule above) and their wall seconds into *busy_s; 0 when nothing
+ * was carried, -1 without capacity. Pure: the unit tests feed it. */
+double overload_busy_share(const struct overload_sub *s, size_t n, double *busy_s);
+
 /* One round of link samples (netrun_dataplane.c). */
 struct overload_links {
     double wall_s;   /* wall seconds since the previous round */
     double util_max; /* the busiest direction's carried bits / (its rate / D x wall_s); -1: no rated
                         link */
+    double util_busy;  /* that direction's share over its busy phases (overload_busy_share; -1:
+                          unknown, util_max stands) */
+    double busy_s;     /* the wall seconds of those phases */
     double own_cpu_s;  /* CPU seconds of the run's data plane over wall_s */
     double linkd_busy; /* the busiest linkd process's CPU seconds / wall_s (0: none) */
 };
 
 /* The data plane's figures over active samples, and the verdict. */
 struct overload_dataplane {
-    uint64_t samples; /* active samples */
-    double active_s;  /* wall seconds they covered */
-    double
-        link_utilization; /* the busiest share of rate / D, upper quartile over time (-1: none) */
-    double host_busy;     /* the host's busy share over them (-1: unknown) */
-    double own_cores;     /* the run's data plane CPU, cores */
-    double linkd_busy;    /* the busiest linkd's share of its core, mean over time */
-    int host_cores;       /* 0: unknown (own_cores alone never saturates) */
-    bool limited;         /* links short of their rate, host busy, the data plane a load */
+    uint64_t samples;               /* active samples */
+    double active_s;                /* wall seconds they covered */
+    double link_utilization;        /* the busiest direction's share of rate / D over its busy
+                                       phases, upper quartile over their time (-1: none) */
+    double link_utilization_rounds; /* the same over whole rounds, as judged before (-1: none) */
+    double host_busy;               /* the host's busy share over the active rounds (-1: unknown) */
+    double own_cores;          /* the run's data plane CPU over the links' busy time, cores (at most
+                                  host_cores) */
+    double linkd_busy;         /* the busiest linkd's share of its core over the same time */
+    int host_cores;            /* 0: unknown (own_cores alone never saturates) */
+    bool limited;              /* links short of their rate, host busy, the data plane a load */
     double suggested_dilation; /* the run's when not limited */
 };
 

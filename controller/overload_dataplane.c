@@ -18,6 +18,50 @@ static double dp_room(double util, double d)
     return want < HN_DILATION_MAX ? want : HN_DILATION_MAX;
 }
 
+/* Whether sub-sample s is busy against the round's busiest share peak. */
+static bool sub_busy(const struct overload_sub *s, double peak)
+{
+    return s->capacity > 0 && s->bits > 0 && s->bits >= OVERLOAD_DP_SUB_FLOOR * peak * s->capacity;
+}
+
+double overload_busy_share(const struct overload_sub *s, size_t n, double *busy_s)
+{
+    double peak = 0, total_capacity = 0, bits = 0, capacity = 0;
+    for (size_t i = 0; i < n; i++) {
+        total_capacity += s[i].capacity;
+        if (s[i].capacity > 0 && s[i].bits / s[i].capacity > peak) peak = s[i].bits / s[i].capacity;
+    }
+    *busy_s = 0;
+    if (!(total_capacity > 0)) return -1;
+    if (!(peak > 0)) return 0;
+    /* Past the rate is the replies' timing, not the link: the bar stays
+     * where a phase at the rate puts it. */
+    if (peak > 1) peak = 1;
+    for (size_t i = 0; i < n;) {
+        if (!sub_busy(&s[i], peak)) {
+            i++;
+            continue;
+        }
+        size_t end = i;
+        while (end < n && sub_busy(&s[end], peak))
+            end++;
+        /* A long phase's edges are partly idle (a short one has only
+         * edges); the round's own first and last are no phase's edge. */
+        size_t from = i, to = end;
+        if (end - i >= OVERLOAD_DP_SUB_EDGES) {
+            from += i > 0;
+            to -= end < n;
+        }
+        for (size_t k = from; k < to; k++) {
+            bits += s[k].bits;
+            capacity += s[k].capacity;
+            *busy_s += s[k].wall_s;
+        }
+        i = end;
+    }
+    return bits / capacity;
+}
+
 void overload_judge_dataplane(struct overload_dataplane *dp, double d)
 {
     bool saturated =
@@ -74,10 +118,11 @@ static size_t choice_open(const struct overload_dataplane *w, double d,
     if (d > 1) snprintf(at, sizeof at, " at dilation %g", d);
     int n = snprintf(choice->reason, sizeof choice->reason,
                      "data plane%s, %llu samples in %.1f s: the busiest link carried %.0f%% of "
-                     "its rate%s, host %.0f%% busy, the run's data plane %.2f cores (busiest "
-                     "linkd %.0f%%)",
+                     "its rate%s while busy (%.0f%% over whole samples), host %.0f%% busy, the "
+                     "run's data plane %.2f cores (busiest linkd %.0f%%)",
                      at, (unsigned long long)w->samples, w->active_s,
                      w->link_utilization >= 0 ? 100 * w->link_utilization : 0, d > 1 ? " / D" : "",
+                     w->link_utilization_rounds >= 0 ? 100 * w->link_utilization_rounds : 0,
                      w->host_busy >= 0 ? 100 * w->host_busy : 0, w->own_cores, 100 * w->linkd_busy);
     return n > 0 && (size_t)n < sizeof choice->reason ? (size_t)n : 0;
 }
@@ -135,6 +180,8 @@ void overload_write_dataplane_json(FILE *f, const struct overload_dataplane *dp)
     json_write_number(f, dp->active_s);
     fputs(", \"link_utilization\": ", f);
     json_write_number(f, dp->link_utilization >= 0 ? dp->link_utilization : NAN);
+    fputs(", \"link_utilization_rounds\": ", f);
+    json_write_number(f, dp->link_utilization_rounds >= 0 ? dp->link_utilization_rounds : NAN);
     fputs(", \"host_busy\": ", f);
     json_write_number(f, dp->host_busy >= 0 ? dp->host_busy : NAN);
     fputs(", \"own_cores\": ", f);

@@ -359,14 +359,17 @@ static void set_number(lua_State *L, const char *key, double v)
 }
 
 /* The data plane's part: {samples=, active_s=, link_utilization=,
- * host_busy=, own_cores=, limited=, suggested_dilation=}. */
+ * link_utilization_rounds=, host_busy=, own_cores=, limited=,
+ * suggested_dilation=}. */
 static void push_dataplane(lua_State *L, const struct overload_dataplane *dp)
 {
-    lua_createtable(L, 0, 7);
+    lua_createtable(L, 0, 8);
     lua_pushinteger(L, (lua_Integer)dp->samples);
     lua_setfield(L, -2, "samples");
     set_number(L, "active_s", dp->active_s);
     if (dp->link_utilization >= 0) set_number(L, "link_utilization", dp->link_utilization);
+    if (dp->link_utilization_rounds >= 0)
+        set_number(L, "link_utilization_rounds", dp->link_utilization_rounds);
     if (dp->host_busy >= 0) set_number(L, "host_busy", dp->host_busy);
     set_number(L, "own_cores", dp->own_cores);
     lua_pushboolean(L, dp->limited);

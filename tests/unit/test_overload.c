@@ -392,6 +392,7 @@ static struct overload_dataplane dataplane(double util, double busy, double own)
     return (struct overload_dataplane){.samples = 3,
                                        .active_s = 3,
                                        .link_utilization = util,
+                                       .link_utilization_rounds = util,
                                        .host_busy = busy,
                                        .own_cores = own,
                                        .host_cores = 2};
@@ -443,8 +444,9 @@ static void test_dataplane_choice(void)
     CHECK(c.dataplane && c.dilation == 3 && c.window_s == 3 && c.dp.limited);
     CHECK(strcmp(c.reason,
                  "data plane, 3 samples in 3.0 s: the busiest link carried 50% of its "
-                 "rate, host 99% busy, the run's data plane 1.20 cores (busiest linkd 0%): "
-                 "the host cannot forward it; dilation 3 gives it room") == 0);
+                 "rate while busy (50% over whole samples), host 99% busy, the run's data "
+                 "plane 1.20 cores (busiest linkd 0%): the host cannot forward it; dilation 3 "
+                 "gives it room") == 0);
     w = dataplane(0.97, 1, 0.4);
     overload_choose_dataplane(&w, 1, &c);
     CHECK(c.dilation == 1 && strstr(c.reason, ": the links keep their rate"));
@@ -476,7 +478,8 @@ static void test_dataplane_choice(void)
     fclose(f);
     CHECK_MSG(strcmp(buf,
                      "{\"samples\": 3, \"active_s\": 3, \"link_utilization\": 0.29999999999999999, "
-                     "\"host_busy\": 1, \"own_cores\": 0.050000000000000003, \"linkd_busy\": 0, "
+                     "\"link_utilization_rounds\": 0.29999999999999999, \"host_busy\": 1, "
+                     "\"own_cores\": 0.050000000000000003, \"linkd_busy\": 0, "
                      "\"limited\": false, "
                      "\"suggested_dilation\": 1}") == 0,
               "%s", buf);
@@ -494,7 +497,8 @@ static void test_dataplane_rerun_choice(void)
     CHECK_MSG(c.dataplane && c.dp.limited && c.dilation == 68, "%g", c.dilation);
     CHECK_MSG(strcmp(c.reason,
                      "data plane at dilation 34, 3 samples in 3.0 s: the busiest link carried 75% "
-                     "of its rate / D, host 90% busy, the run's data plane 1.10 cores (busiest "
+                     "of its rate / D while busy (75% over whole samples), host 90% busy, the "
+                     "run's data plane 1.10 cores (busiest "
                      "linkd 0%): the host cannot forward it; dilation 68 gives it room") == 0,
               "%s", c.reason);
     /* Links at their rate / D keep the rerun's D, and so does a host with
@@ -526,8 +530,9 @@ static void test_dataplane_test(void)
                   c.base_utilization == 0.06,
               "test %d dilation %g", c.test, c.dilation);
     CHECK_MSG(strcmp(c.reason,
-                     "data plane, 3 samples in 3.0 s: the busiest link carried 6% of its rate, "
-                     "host 66% busy, the run's data plane 0.65 cores (busiest linkd 52%): the CPU "
+                     "data plane, 3 samples in 3.0 s: the busiest link carried 6% of its rate "
+                     "while busy (6% over whole samples), host 66% busy, the run's data plane 0.65 "
+                     "cores (busiest linkd 52%): the CPU "
                      "shares would keep D (the host's CPU has room, so the links' shortfall is "
                      "the emulation's own (windows, queues, loss)); dilation 25 tests whether "
                      "the host was the limit") == 0,
