@@ -98,6 +98,17 @@ void host_probe_begin(struct ev_loop *loop, enum host_probe which)
     if (rc != 0) probe_main((void *)(long)which); /* no thread: here, once */
 }
 
+const struct emu_nl_features *host_probe_kernel_now(char *why, size_t whylen)
+{
+    if (!atomic_exchange(&probes[HOST_PROBE_KERNEL].begun, true)) {
+        probe_kernel();
+        atomic_store(&probes[HOST_PROBE_KERNEL].done, true);
+    }
+    if (!atomic_load(&probes[HOST_PROBE_KERNEL].done))
+        return snprintf(why, whylen, "the kernel's probe is still running"), NULL;
+    return host_probe_kernel(why, whylen);
+}
+
 bool host_probe_done(enum host_probe which)
 {
     return atomic_load(&probes[which].done);
