@@ -200,10 +200,10 @@ static void find_underlay(const char *controller, struct agent_hello_reply *r)
 
 /* "" when the probe cannot run (no privilege): the controller's doctor says so. */
 /* Through host_probe: the part's build uses this probe too. */
-static void probe_features(struct agent_hello_reply *r)
+static void probe_features(struct ev_loop *loop, struct agent_hello_reply *r)
 {
     char err[256];
-    const struct emu_nl_features *f = host_probe_kernel_now(err, sizeof err);
+    const struct emu_nl_features *f = host_probe_kernel_now(loop, err, sizeof err);
     if (f)
         cli_feature_names_of(f, r->features, sizeof r->features);
     else
@@ -218,7 +218,7 @@ static void agent_describe(struct agent *a, const char *controller)
     r->uid = (int64_t)geteuid();
     r->cap_net_admin = (cli_cap_effective() >> CLI_CAP_NET_ADMIN) & 1;
     find_underlay(controller, r);
-    probe_features(r);
+    probe_features(a->loop, r);
 }
 
 /* ---- output ---- */

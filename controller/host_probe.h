@@ -46,6 +46,6 @@ const struct emu_nl_features *host_probe_kernel(char *why, size_t whylen);
  * before its loop runs, the agent's hello, whose part's build then finds
  * the probe done instead of making a second scratch namespace beside its
  * own (one probe per agent, not two). */
-const struct emu_nl_features *host_probe_kernel_now(char *why, size_t whylen);
+const struct emu_nl_features *host_probe_kernel_now(struct ev_loop *loop, char *why, size_t whylen);
 /* Once done: whether a CUDA device can run here, and if not, why. */
 bool host_probe_cuda(char *why, size_t whylen);
