@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "common/container.h"
 #include "common/number.h"
+#include "controller/host_probe.h"
 #include "emu/underlay_rtt.h"
 #include "hiernet_version.h"
 #include "proto/agent_wire.h"
@@ -41,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -197,10 +199,14 @@ static void find_underlay(const char *controller, struct agent_hello_reply *r)
 }
 
 /* "" when the probe cannot run (no privilege): the controller's doctor says so. */
-static void probe_features(struct agent_hello_reply *r)
+/* Through host_probe: the part's build uses this probe too. */
+static void probe_features(struct ev_loop *loop, struct agent_hello_reply *r)
 {
     char err[256];
-    if (cli_feature_names(r->features, sizeof r->features, err, sizeof err) < 0)
+    const struct emu_nl_features *f = host_probe_kernel_now(loop, err, sizeof err);
+    if (f)
+        cli_feature_names_of(f, r->features, sizeof r->features);
+    else
         agent_log("kernel features not probed: %s", err);
 }
 
@@ -212,7 +218,7 @@ static void agent_describe(struct agent *a, const char *controller)
     r->uid = (int64_t)geteuid();
     r->cap_net_admin = (cli_cap_effective() >> CLI_CAP_NET_ADMIN) & 1;
     find_underlay(controller, r);
-    probe_features(r);
+    probe_features(a->loop, r);
 }
 
 /* ---- output ---- */
@@ -296,6 +302,24 @@ static void answer_teardown(struct agent *a)
     msgmap_response(&r, &a->pk, a->teardown_msgid);
 }
 
+static double timeval_s(struct timeval tv)
+{
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/* The CPU this machine's part took: the agent's threads, and the
+ * processes it and its peer template reaped (the peers; and whatever the
+ * login shell ran before it became the agent). A spread run's cost per
+ * machine is read from these lines (tools/bench/multihost). */
+static void log_cpu(void)
+{
+    struct rusage self, children;
+    if (getrusage(RUSAGE_SELF, &self) < 0 || getrusage(RUSAGE_CHILDREN, &children) < 0) return;
+    agent_log("cpu: agent %.3f s user, %.3f s sys; reaped children %.3f s user, %.3f s sys",
+              timeval_s(self.ru_utime), timeval_s(self.ru_stime), timeval_s(children.ru_utime),
+              timeval_s(children.ru_stime));
+}
+
 /* The part is released (or there was none): answer a teardown, then give
  * the output idle_s to drain: a controller that reads nothing (hung, or
  * its end of the pipe stopped) must not keep the agent alive. */
@@ -303,6 +327,7 @@ static void agent_released(void *ctx)
 {
     struct agent *a = ctx;
     a->part_busy = false;
+    log_cpu();
     answer_teardown(a);
     ev_timer_stop(a->loop, &a->idle_timer);
     ev_timer_set(&a->idle_timer, a->idle_s, 0);

@@ -291,8 +291,10 @@ static void on_built(void *ctx, struct part_run *run, const struct net_error *er
     }
     p->state = PART_BUILT;
     relay_start(p);
-    part_log(p, "part built: registry %s, %zu nodes", part_registry_id(run),
-             topo_part_local_nodes(part_model(run)));
+    char phases[512]; /* this machine's share of the start, beside the controller's */
+    netrun_describe_start(part_netrun(run), phases, sizeof phases);
+    part_log(p, "part built: registry %s, %zu nodes in %s", part_registry_id(run),
+             topo_part_local_nodes(part_model(run)), phases);
     answer_built(p);
     if (p->stats_wanted) p->stats = agent_stats_start(p);
     if (p->release_wanted) release_now(p);

@@ -35,6 +35,10 @@ unsigned long long cli_cap_effective(void);
 #define CLI_CAP_NET_ADMIN 12 /* linux/capability.h */
 #define CLI_CAP_SYS_ADMIN 21
 /* The kernel features emu_nl_probe finds here, space-separated ("veth
- * bridge htb"), into out: the agent's hello and doctor --hosts' own row.
- * -1 with err when the probe cannot run (no privilege); out is then "". */
+ * bridge htb"), into out: doctor --hosts' own row. -1 with err when the
+ * probe cannot run (no privilege); out is then "". */
 int cli_feature_names(char *out, size_t cap, char *err, size_t errlen);
+/* The same from features already probed (the agent's hello, from
+ * host_probe's, which its part's build reuses). */
+struct emu_nl_features;
+void cli_feature_names_of(const struct emu_nl_features *f, char *out, size_t cap);

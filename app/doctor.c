@@ -96,16 +96,22 @@ static bool doctor_netns(void)
     return ok;
 }
 
+void cli_feature_names_of(const struct emu_nl_features *f, char *out, size_t cap)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    for (int i = 0; i < EMU_NL_FEATURE_COUNT; i++)
+        if (f->available[i] && at < cap)
+            at +=
+                (size_t)snprintf(out + at, cap - at, "%s%s", at ? " " : "", emu_nl_feature_name(i));
+}
+
 int cli_feature_names(char *out, size_t cap, char *err, size_t errlen)
 {
     struct emu_nl_features f;
-    size_t at = 0;
     out[0] = '\0';
     if (emu_nl_probe(&f, err, errlen) < 0) return -1;
-    for (int i = 0; i < EMU_NL_FEATURE_COUNT; i++)
-        if (f.available[i] && at < cap)
-            at +=
-                (size_t)snprintf(out + at, cap - at, "%s%s", at ? " " : "", emu_nl_feature_name(i));
+    cli_feature_names_of(&f, out, cap);
     return 0;
 }
 

@@ -40,6 +40,9 @@ struct agent_client {
     struct clock_estimate clock;
     int pings_answered;
     int64_t ping_sent_ns; /* of the outstanding ping, 0 when none */
+    /* ssh started, hello answered, ready: where a spread start's first
+     * seconds go (agent_client_start_times) */
+    int64_t started_ns, hello_ns, ready_ns;
     bool ready, failed, tearing_down, down;
     struct agent_relay *relay; /* the remote nodes' control channels */
     agent_built_fn built;      /* the build in flight, NULL when none */
@@ -315,6 +318,7 @@ static void on_pong(void *ctx, const char *error, const msgpack_object *result)
     if (ac->ready) return;
     if (++ac->pings_answered < ac->opts.hello_pings) return send_ping(ac);
     ac->ready = true;
+    ac->ready_ns = mono_ns();
     ev_timer_stop(ac->loop, &ac->start_timer);
     ev_timer_set(&ac->start_timer, ac->opts.ping_interval_s, ac->opts.ping_interval_s);
     ev_timer_start(ac->loop, &ac->start_timer);
@@ -366,6 +370,7 @@ static void on_hello(void *ctx, const char *error, const msgpack_object *result)
     if (error) return agent_fail(ac, "hello refused: %s", error);
     if (agent_wire_read_hello_reply(result, &ac->hello, err, sizeof err) < 0)
         return agent_fail(ac, "%s", err);
+    ac->hello_ns = mono_ns();
     send_ping(ac);
 }
 
@@ -783,6 +788,7 @@ struct agent_client *agent_client_start(struct ev_loop *loop, const struct topo_
         return NULL;
     }
     close(child_end);
+    ac->started_ns = mono_ns();
     ev_timer_init(&ac->start_timer, on_timer, o->hello_timeout_s, 0);
     ev_timer_start(loop, &ac->start_timer);
     send_hello(ac);
@@ -830,6 +836,12 @@ void agent_client_free(struct agent_client *ac)
     agent_relay_free(ac->relay);
     peer_client_free(ac->pc);
     free(ac);
+}
+
+void agent_client_start_times(const struct agent_client *ac, double *hello_s, double *ready_s)
+{
+    *hello_s = ac->hello_ns ? (double)(ac->hello_ns - ac->started_ns) / 1e9 : 0;
+    *ready_s = ac->ready_ns ? (double)(ac->ready_ns - ac->started_ns) / 1e9 : 0;
 }
 
 const char *agent_client_machine(const struct agent_client *ac)

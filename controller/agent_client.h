@@ -175,6 +175,10 @@ bool agent_client_ready(const struct agent_client *ac);
 const struct agent_hello_reply *agent_client_hello(const struct agent_client *ac);
 /* The clock estimate from the last pings; false before any. */
 bool agent_client_clock(const struct agent_client *ac, struct clock_offset *out);
+/* Seconds from its ssh's start to the hello's answer (the connection, the
+ * agent's start and its kernel probe) and to ready (the clock's pings
+ * too); 0 for a step not reached. */
+void agent_client_start_times(const struct agent_client *ac, double *hello_s, double *ready_s);
 
 /* The argv of a command run on machine m, `BIN words...` over ssh (the
  * words shell-quoted into one remote command) or srun, into argv (cap

@@ -189,13 +189,16 @@ void agent_group_describe(const struct agent_group *g, size_t i, char *buf, size
 {
     const struct agent_hello_reply *h = agent_client_hello(g->v[i]);
     struct clock_offset c = {0};
+    double hello_s, ready_s;
     agent_client_clock(g->v[i], &c);
+    agent_client_start_times(g->v[i], &hello_s, &ready_s);
     snprintf(buf, cap,
              "%s: control RTT %.3f ms, clock offset %.3f ms +- %.3f ms, hiernet %s, underlay %s "
-             "%s mtu %lld",
+             "%s mtu %lld; hello %.3f s, ready %.3f s after its ssh started",
              agent_client_machine(g->v[i]), c.rtt_ms, c.offset_ms, c.error_ms, h->version,
              h->underlay_device[0] ? h->underlay_device : "?",
-             h->underlay_address[0] ? h->underlay_address : "?", (long long)h->underlay_mtu);
+             h->underlay_address[0] ? h->underlay_address : "?", (long long)h->underlay_mtu,
+             hello_s, ready_s);
 }
 
 static void write_one(struct agent_client *ac, const char *network, FILE *f)

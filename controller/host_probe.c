@@ -75,15 +75,19 @@ static void on_probe_done(EV_P_ ev_async *w, int revents)
     }
 }
 
+static void loop_attach(struct ev_loop *loop)
+{
+    if (probe_loop) return;
+    probe_loop = loop;
+    ev_async_init(&probe_done_async, on_probe_done);
+    ev_async_start(loop, &probe_done_async);
+    ev_unref(loop); /* a probe keeps the loop alive only for its waiters */
+}
+
 void host_probe_begin(struct ev_loop *loop, enum host_probe which)
 {
     if (atomic_exchange(&probes[which].begun, true)) return;
-    if (!probe_loop) {
-        probe_loop = loop;
-        ev_async_init(&probe_done_async, on_probe_done);
-        ev_async_start(loop, &probe_done_async);
-        ev_unref(loop); /* a probe keeps the loop alive only for its waiters */
-    }
+    loop_attach(loop);
     /* Every signal stays the loop's. */
     sigset_t all, old;
     sigfillset(&all);
@@ -96,6 +100,18 @@ void host_probe_begin(struct ev_loop *loop, enum host_probe which)
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) probe_main((void *)(long)which); /* no thread: here, once */
+}
+
+const struct emu_nl_features *host_probe_kernel_now(struct ev_loop *loop, char *why, size_t whylen)
+{
+    loop_attach(loop); /* as host_probe_begin would have: host_probe_wait needs it */
+    if (!atomic_exchange(&probes[HOST_PROBE_KERNEL].begun, true)) {
+        probe_kernel();
+        atomic_store(&probes[HOST_PROBE_KERNEL].done, true);
+    }
+    if (!atomic_load(&probes[HOST_PROBE_KERNEL].done))
+        return snprintf(why, whylen, "the kernel's probe is still running"), NULL;
+    return host_probe_kernel(why, whylen);
 }
 
 bool host_probe_done(enum host_probe which)

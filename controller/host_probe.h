@@ -41,5 +41,11 @@ void host_probe_forget(void *ctx);
 /* Once done: the kernel's features, or NULL with why (no privilege to
  * create a namespace, ...). */
 const struct emu_nl_features *host_probe_kernel(char *why, size_t whylen);
+/* The kernel's features probed here and now, unless a probe was begun
+ * (then its result, or NULL while it runs): for a process that needs them
+ * before its loop runs, the agent's hello, whose part's build then finds
+ * the probe done instead of making a second scratch namespace beside its
+ * own (one probe per agent, not two). */
+const struct emu_nl_features *host_probe_kernel_now(struct ev_loop *loop, char *why, size_t whylen);
 /* Once done: whether a CUDA device can run here, and if not, why. */
 bool host_probe_cuda(char *why, size_t whylen);

@@ -1004,7 +1004,7 @@ static void part_answered(struct netrun_parts *p)
                  p->inner->reason);
     }
     nr->net->backend_used = nr->backend; /* net.backend, as a local build says it */
-    netrun_phase_end(nr, "parts");
+    netrun_phase_end(nr, "parts built");
     if (nr->links_made) nr->links_made(nr->built_ctx);
     nr->built(nr->built_ctx, nr, NULL);
 }
@@ -1020,6 +1020,12 @@ static void on_inner_built(void *ctx, struct netrun *inner, const struct net_err
     p->inner = inner; /* NULL after a failure: freed, nothing left */
     p->inner_done = inner != NULL;
     if (error) part_failed(p, error);
+    if (inner) { /* its phases, as each agent logs its own */
+        char phases[512];
+        netrun_describe_start(inner, phases, sizeof phases);
+        ctl_log("network '%s': machine %s built its part (%zu nodes) in %s", p->nr->net->name,
+                p->machines.v[p->local].name, topo_part_local_nodes(&p->part), phases);
+    }
     part_answered(p);
 }
 
@@ -1247,10 +1253,12 @@ static int parts_begin(struct netrun_parts *p, const struct netrun_config *cfg,
                                   topo_part_vni_base(random),
                                   p->nr->data_secret,
                                   parts_underlay_delays(p->probe)};
+    netrun_phase_end(p->nr, "underlay");
     if (rc == 0) rc = parts_make(p, &plan, parts, err, errlen);
     if (rc == 0) rc = parts_check(p, parts, err, errlen);
     for (size_t m = 0; rc == 0 && m < p->machines.n; m++)
         if (p->placement.count[m] && m != p->local) rc = send_part(p, m, &parts[m], err, errlen);
+    netrun_phase_end(p->nr, "parts sent");
     for (size_t m = 0; parts && m < p->machines.n; m++)
         if (rc == 0 && m == p->local)
             p->part = parts[m]; /* kept: built here */
@@ -1355,6 +1363,7 @@ int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
              cfg->spread->machines->n);
     if (parts_plan(p, cfg->spread->machines, error->message, sizeof error->message) < 0)
         error->code = NET_ERR_SCENARIO;
+    netrun_phase_end(nr, "placement");
     if (error->code != NET_OK || underlay_begin(p, cfg, error) < 0) {
         if (error->code == NET_OK) error->code = NET_ERR_SCENARIO;
         outer_free(nr);
