@@ -93,7 +93,8 @@ print(string.format("h1 norm %.17g", norm(h1, "c")))
 h1:tensor{ name = "z", size = 250000, fill = "uniform", seed = 5 } -- the fresh peer has none
 h1:send{ tensor = "z", to = h2, as = "z3" }
 print("h2 got z3 " .. tostring(norm(h2, "z3") == norm(h1, "z")))
-hn.sleep(1.5) -- a links.csv sample after the sends
+-- a links.csv sample after the sends, waited for (a fixed 1.5 s before)
+dofile("$here/../network/common.lua").links_rows_after(hn.now(), { "s2-h2", "s2-h3", "h1-s2" }, 10)
 net:stop()
 print("stopped")
 LUA
