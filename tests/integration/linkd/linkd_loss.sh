@@ -42,6 +42,7 @@ p0=$(get ab.packets); l0=$(get ab.drops_loss); d0=$(get ab.delivered)
 udp_start 5301 10.9.1.2
 udp_start 5302 10.9.2.2
 wait "${UDP_PIDS[@]}"
+# shellcheck disable=SC2034 # read by lib.sh's exit trap
 BG_PIDS= # reaped: their pids may be another process's now
 read -r sent lost < <(udp_result 5301)
 rpc link_stats id=1
