@@ -161,5 +161,8 @@ awk -F, 'NR > 1 && $3 == "h1-s2" { if ($1 > m) m = $1 }
 
 # Nothing left but the machines' holders and sshd, no registry entry.
 cluster_expect_nothing_left "the run"
-cluster_down_checked cluster_down
+pids=("${CLUSTER_HOLDERS[@]}" "${CLUSTER_SSHD[@]}")
+cluster_down
+for _ in $(seq 50); do [[ -z $(cluster_leftovers "${pids[@]}") ]] && break; sleep 0.1; done
+expect_eq "nothing left" "$(cluster_leftovers "${pids[@]}")" ""
 checks_exit
