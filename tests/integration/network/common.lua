@@ -159,6 +159,43 @@ end
 
 -- ---- measurements ----
 
+-- H.links_rows_after(t, links, limit_s[, min_rows]): waits until links.csv
+-- holds a row of each link named in `links` (both directions) dated
+-- t + 0.25 s or later, and min_rows rows (default 1) of each in all, and
+-- returns links.csv's rows. The sampler writes a row per link
+-- and direction once an emulated second, later on a loaded host: a fixed
+-- sleep long enough for the worst case costs every run that second (twice
+-- under --dilation 2). The 0.25 s: a row is dated when the counters come
+-- back, a little after they were read. An error after limit_s emulated
+-- seconds (a liveness bound, never a timing).
+function H.links_rows_after(t, links, limit_s, min_rows)
+  local ex = require("hiernet.experiment")
+  local function fresh(rows)
+    local seen, count = {}, {}
+    for _, row in ipairs(rows) do
+      local key = row.link .. " " .. row.dir
+      count[key] = (count[key] or 0) + 1
+      if row.time_s >= t + 0.25 then seen[key] = true end
+    end
+    for _, link in ipairs(links) do
+      for _, key in ipairs({ link .. " ab", link .. " ba" }) do
+        if not seen[key] or count[key] < (min_rows or 1) then return false end
+      end
+    end
+    return true
+  end
+  local t0 = hn.now()
+  while true do
+    local ok, rows = pcall(ex.read_csv, "links") -- none yet: no sample so far
+    if ok and fresh(rows) then return rows end
+    if hn.now() - t0 > limit_s then
+      error(string.format("links.csv: no row of %s dated %.3f s or later within %g s", table.concat(links, ", "),
+                          t + 0.25, limit_s), 2)
+    end
+    hn.sleep(0.05)
+  end
+end
+
 -- One ping: true when a reply came back.
 function H.ping_ok(from, to, wait)
   local r = from:run({ "ping", "-n", "-c", "1", "-W", tostring(wait or 2), to.addr })

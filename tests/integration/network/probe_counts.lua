@@ -121,10 +121,10 @@ H.check(d.ba.packets == 0, "link ba carried %d packets during a one-way probe", 
 H.check(c.lost > 0.07 * N and c.lost < 0.13 * N, "10%% loss lost %d of %d", c.lost, N)
 
 -- links.csv's row after the probe (a sample follows within an emulated
--- second; nothing crosses the link meanwhile) holds the same counters.
-hn.sleep(1.5)
+-- second, waited for; nothing crosses the link meanwhile) holds the same
+-- counters as l:stats() once the probe ended.
 local last
-for _, row in ipairs(require("hiernet.experiment").read_csv("links")) do
+for _, row in ipairs(H.links_rows_after(hn.now(), { "h1-h2" }, 5)) do
   if row.network == "probe" and row.link == "h1-h2" and row.dir == "ab" then last = row end
 end
 H.check(last, "links.csv has no row of h1-h2 ab")

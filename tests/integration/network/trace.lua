@@ -1,9 +1,10 @@
 -- trace: link:trace{} replays a trace and the delivered rate follows it.
--- A CSV trace of 2-second steps (20, 6, 12, 4 Mbit) on direction ab of
+-- A CSV trace of STEP-second steps (20, 6, 12, 4 Mbit) on direction ab of
 -- h1 - h2, and at the same time a Mahimahi trace (1, 0.5 and 2/3
--- opportunities a ms, 2 s each) on direction ab of h3 - h4 (h1 - h2 - h3
--- - h4: the two replays' flows share no link; one after the other they
--- took 14 s of the test's 16 s);
+-- opportunities a ms, STEP s each) on direction ab of h3 - h4 (h1 - h2 -
+-- h3 - h4: the two replays' flows share no link; one after the other they
+-- took 14 s of the test's 16 s). STEP is 2 s, 1.5 s on the user backend
+-- under dilation (8 s less wall time at --dilation 2: see below);
 -- iperf3 TCP from h1 to h2 (h3 to h4) for the trace's length, the receiver's goodput
 -- per 0.5 s interval against the trace's (framing accounted: a 1448-byte
 -- segment is a 1514-byte frame, a 1500-byte IP packet per opportunity).
@@ -21,27 +22,7 @@ local H = dofile(dir .. "common.lua")
 local A = H.args(...)
 local backend = A.backend or "user"
 local target = backend == "user" and 0.05 or 0.10
-local STEP, RATES = 2, { 20e6, 6e6, 12e6, 4e6 }
-
-local function write(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
-
-local csv = os.tmpname()
-local lines = { "t,bw" }
-for i, r in ipairs(RATES) do lines[#lines + 1] = string.format("%d,%dMbit", (i - 1) * STEP, r // 1e6) end
-write(csv, table.concat(lines, "\n") .. "\n")
--- Mahimahi: 2000 ms with one opportunity a ms, 2000 ms with one every 2 ms,
--- then 2000 ms with two every 3 ms.
-local mm, opps = os.tmpname(), {}
-for ms = 1, 2000 do opps[#opps + 1] = tostring(ms) end
-for ms = 2002, 4000, 2 do opps[#opps + 1] = tostring(ms) end
-for ms = 4001, 6000 do
-  if ms % 3 ~= 0 then opps[#opps + 1] = tostring(ms) end
-end
-write(mm, table.concat(opps, "\n") .. "\n")
+local RATES = { 20e6, 6e6, 12e6, 4e6 }
 
 local net = hn.network{ name = "trace", backend = backend, seed = 3 }
 local h1, h2, h3, h4 = net:node("h1"), net:node("h2"), net:node("h3"), net:node("h4")
@@ -52,6 +33,31 @@ net:start()
 H.check(net.backend == backend, "backend %s, asked for %s", net.backend, backend)
 H.own(net)
 local D = net.dilation
+-- Under dilation iperf3's 0.5 s intervals are 0.25 s of the trace's time,
+-- so steps of 1.5 s still give 4 compared intervals each on the user
+-- backend (the kernel's HTB, 10% off, keeps 2 s); each trace second costs
+-- D wall seconds there.
+local STEP = (backend == "user" and D > 1) and 1.5 or 2
+
+local function write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
+local csv = os.tmpname()
+local lines = { "t,bw" }
+for i, r in ipairs(RATES) do lines[#lines + 1] = string.format("%g,%dMbit", (i - 1) * STEP, r // 1e6) end
+write(csv, table.concat(lines, "\n") .. "\n")
+-- Mahimahi: STEP s with one opportunity a ms, STEP s with one every 2 ms,
+-- then STEP s with two every 3 ms.
+local mm, opps, seg = os.tmpname(), {}, math.floor(STEP * 1000)
+for ms = 1, seg do opps[#opps + 1] = tostring(ms) end
+for ms = seg + 2, 2 * seg, 2 do opps[#opps + 1] = tostring(ms) end
+for ms = 2 * seg + 1, 3 * seg do
+  if ms % 3 ~= 0 then opps[#opps + 1] = tostring(ms) end
+end
+write(mm, table.concat(opps, "\n") .. "\n")
 
 -- The goodput (bit/s) the trace allows over [a, b] of its time.
 local function ideal_csv(a, b)
@@ -59,7 +65,7 @@ local function ideal_csv(a, b)
   return RATES[i] * 1448 / 1514
 end
 local function ideal_mm(a, b)
-  local per_ms = a < 2 and 1 or a < 4 and 0.5 or 2 / 3
+  local per_ms = a < STEP and 1 or a < 2 * STEP and 0.5 or 2 / 3
   return per_ms * 1000 * 1448 * 8
 end
 
@@ -71,7 +77,8 @@ local function replay(link, from, to, opts, length, ideal)
   H.own_proc(srv, "iperf3 server")
   hn.sleep(0.3)
   link:trace(opts)
-  local r = from:run({ "iperf3", "-c", to.addr, "-p", port, "-J", "-t", tostring(length * D), "-i", "0.5" })
+  local r = from:run({ "iperf3", "-c", to.addr, "-p", port, "-J", "-t", -- whole seconds (iperf3 reads -t as an integer); an interval past the trace's end is left out below
+                             string.format("%d", math.ceil(length * D - 1e-9)), "-i", "0.5" })
   local _, sout = srv:wait()
   H.check(r.status == 0, "iperf3 failed: %s %s", r.err, r.out:sub(1, 200))
   local errors, late = {}, 0
@@ -105,7 +112,7 @@ end
 
 local errors = hn.wait_all({
   hn.spawn(replay, l, h1, h2, { file = csv, dir = "ab" }, #RATES * STEP, ideal_csv),
-  hn.spawn(replay, l_mm, h3, h4, { file = mm, format = "mahimahi", dir = "ab" }, 6, ideal_mm),
+  hn.spawn(replay, l_mm, h3, h4, { file = mm, format = "mahimahi", dir = "ab" }, 3 * STEP, ideal_mm),
 })
 judge("csv", errors[1])
 judge("mahimahi", errors[2])
@@ -115,7 +122,8 @@ l:trace{ file = csv, dir = "ba", interp = "linear", step = "250ms" }
 hn.sleep(1.2) -- emulated
 local ab_changes, ba_changes = l_mm:trace_changes("ab"), l:trace_changes("ba")
 H.check(#ba_changes >= 4, "the linear trace made %d changes in 1.2 s", #ba_changes)
-local expect = { 20e6, 20e6 - 14e6 * 0.125, 20e6 - 14e6 * 0.25, 20e6 - 14e6 * 0.375 }
+local expect = {} -- 20 Mbit/s falling linearly to 6 over STEP s, a change every 0.25 s
+for i = 1, 4 do expect[i] = 20e6 - 14e6 * (i - 1) * 0.25 / STEP end
 for i, want in ipairs(expect) do
   H.check(ba_changes[i].t == (i - 1) * 0.25 and math.abs(ba_changes[i].bw - want) <= 1,
           "change %d: t %.3f bw %d, want t %.3f bw %d", i, ba_changes[i].t, ba_changes[i].bw, (i - 1) * 0.25, want)
