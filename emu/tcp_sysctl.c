@@ -6,8 +6,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-int emu_tcp_apply_sysctls(const struct topo_tcp *t, unsigned tso_rtt_log, char *err,
-                          size_t errlen)
+int emu_tcp_apply_sysctls(const struct topo_tcp *t, unsigned tso_rtt_log, char *err, size_t errlen)
 {
     /* Kernels before 5.18 have no such sysctl, and no RTT bonus to restore. */
     if (tso_rtt_log && access("/proc/sys/net/ipv4/tcp_tso_rtt_log", F_OK) == 0) {

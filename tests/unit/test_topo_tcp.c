@@ -12,7 +12,7 @@ static void test_tso_rtt_log(void)
     /* 9 plus log2(D), rounded: exact at powers of two. */
     CHECK(topo_tcp_tso_rtt_log(2) == 10);
     CHECK(topo_tcp_tso_rtt_log(8) == 12);
-    CHECK(topo_tcp_tso_rtt_log(43) == 14); /* log2 43 = 5.43: a 0.2 ms RTT at D 43 earns 64 KB */
+    CHECK(topo_tcp_tso_rtt_log(43) == 14);  /* log2 43 = 5.43: a 0.2 ms RTT at D 43 earns 64 KB */
     CHECK(topo_tcp_tso_rtt_log(150) == 16); /* 7.23 */
     CHECK(topo_tcp_tso_rtt_log(1024) == 19);
 }
