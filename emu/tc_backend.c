@@ -451,16 +451,21 @@ static int configure_interfaces(struct emu_tc *k, int node, char *err, size_t er
     return run_batch(&b, err, errlen);
 }
 
-/* A host's TCP sysctls (topo/tcp.h), written inside its namespace. */
+/* A host's TCP sysctls (topo/tcp.h), written inside its namespace, and
+ * under dilation the TSO sizing that keeps its bursts the emulated size
+ * (topo_tcp_tso_rtt_log): one more namespace write per host, only when
+ * dilated. */
 static int configure_tcp(struct emu_tc *k, int node, char *err, size_t errlen)
 {
     const struct topo_node *n = &k->net->nodes[node];
     int saved;
     char why[256];
-    if (n->kind != TOPO_NODE_HOST || !topo_tcp_any(&n->tcp)) return 0;
+    if (n->kind != TOPO_NODE_HOST) return 0;
+    unsigned tso_rtt_log = topo_tcp_tso_rtt_log(k->net->dilation);
+    if (!topo_tcp_any(&n->tcp) && !tso_rtt_log) return 0;
     if (emu_netns_enter(k->ns[node].fd, &saved, why, sizeof why) < 0)
         return snprintf(err, errlen, "node %s: %s", n->name, why), -1;
-    int rc = emu_tcp_apply_sysctls(&n->tcp, why, sizeof why);
+    int rc = emu_tcp_apply_sysctls(&n->tcp, tso_rtt_log, why, sizeof why);
     char leave_err[256];
     if (emu_netns_leave(&saved, leave_err, sizeof leave_err) < 0) {
         snprintf(why, sizeof why, "%s", leave_err);

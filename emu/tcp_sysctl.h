@@ -7,5 +7,6 @@
 
 #include <stddef.h>
 
-/* Writes t's sysctls in the calling thread's namespace (ecn). */
-int emu_tcp_apply_sysctls(const struct topo_tcp *t, char *err, size_t errlen);
+/* Writes t's sysctls in the calling thread's namespace (ecn) and, when
+ * tso_rtt_log > 0, net.ipv4.tcp_tso_rtt_log (topo_tcp_tso_rtt_log). */
+int emu_tcp_apply_sysctls(const struct topo_tcp *t, unsigned tso_rtt_log, char *err, size_t errlen);

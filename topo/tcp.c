@@ -72,6 +72,12 @@ unsigned topo_tcp_rto_min_metric_ms(const struct topo_tcp *t, double d)
     return (unsigned)llround((double)t->rto_min_ns / 1e6 * (d >= 1 ? d : 1));
 }
 
+unsigned topo_tcp_tso_rtt_log(double d)
+{
+    long extra = d > 1 ? lround(log2(d)) : 0;
+    return extra > 0 ? TOPO_TCP_TSO_RTT_LOG_KERNEL + (unsigned)extra : 0;
+}
+
 void topo_tcp_write_json(const struct topo_tcp *t, FILE *f)
 {
     const char *sep = "";

@@ -48,5 +48,18 @@ int topo_tcp_set_init_cwnd(struct topo_tcp *t, double cwnd, char *err, size_t er
  * kernel's timer runs in real time. 0 when rto_min is the kernel's. */
 unsigned topo_tcp_rto_min_metric_ms(const struct topo_tcp *t, double d);
 
+/* net.ipv4.tcp_tso_rtt_log for a host under dilation d; 0 = leave the
+ * kernel's. Linux sizes a TSO burst to about 1 ms of real time at the
+ * flow's pacing rate plus, for flows of a short minimum RTT, up to a whole
+ * 64 KB GSO frame: gso_max_size >> (min_rtt_us >> tcp_tso_rtt_log), the
+ * log 9 by default (tcp_tso_autosize, Linux 5.18). Dilation multiplies
+ * every RTT by d, so a flow whose emulated RTT earns it 64 KB bursts gets
+ * none of that in real time and sends 3 to 10 KB frames (32 flows at 100
+ * Gbit/s, d = 43), each a pass through the host's data plane. Adding
+ * log2(d) to the log, rounded, gives each flow the bonus of its emulated
+ * RTT again (exactly when d is a power of two), whatever its congestion
+ * control (BBR's own floor of 2 segments included). */
+#define TOPO_TCP_TSO_RTT_LOG_KERNEL 9 /* a new namespace's value (tcp_sk_init) */
+unsigned topo_tcp_tso_rtt_log(double d);
 /* t as a JSON object of the keys it sets ({} when none): run.json. */
 void topo_tcp_write_json(const struct topo_tcp *t, FILE *f);

@@ -2,7 +2,8 @@
 -- namespace: the sysctl tcp_ecn read from inside the node, the route
 -- metrics (congctl, rto_min locked, initcwnd) on the routes the backend
 -- installed, a peer connection's RTO below the kernel's 200 ms
--- minimum (ss), and run.json's record of each node's settings.
+-- minimum (ss), and run.json's record of each node's settings; under
+-- --dilation D, tcp_tso_rtt_log 9 + log2(D) in every host.
 --
 -- a - b, one 100 Mbit/s link. The network asks reno, rto_min 5ms, ecn,
 -- init_cwnd 20; b overrides cc and rto_min (the rest is the network's).
@@ -37,20 +38,33 @@ local function sysctl(n, key)
 end
 H.check(sysctl(a, "tcp_ecn") == "1" and sysctl(b, "tcp_ecn") == "1", "tcp_ecn: a %s, b %s",
         sysctl(a, "tcp_ecn"), sysctl(b, "tcp_ecn"))
+-- Under dilation D the TSO sizing's RTT log is the kernel's 9 plus log2(D), rounded
+-- (topo_tcp_tso_rtt_log); at D = 1 the kernel's own (kernels before 5.18 have none).
+local rtt_log = io.open("/proc/sys/net/ipv4/tcp_tso_rtt_log")
+if rtt_log then
+  rtt_log:close()
+  local d = net.dilation or 1
+  local want = tostring(d > 1 and 9 + math.floor(math.log(d, 2) + 0.5) or 9)
+  H.check(sysctl(a, "tcp_tso_rtt_log") == want and sysctl(b, "tcp_tso_rtt_log") == want,
+          "tcp_tso_rtt_log at dilation %g: a %s, b %s, want %s", d, sysctl(a, "tcp_tso_rtt_log"),
+          sysctl(b, "tcp_tso_rtt_log"), want)
+end
 
--- Every static route carries the metrics: `ip route` prints "rto_min lock 5ms initcwnd 20 congctl reno".
+-- Every static route carries the metrics: `ip route` prints "rto_min lock 5ms initcwnd 20 congctl reno"
+-- (rto_min in real time: D times the emulated one).
+local dil = net.dilation or 1
 local function routes(n)
   local r = n:run({ "ip", "-4", "route", "show", "proto", "static" })
   H.check(r.status == 0 and r.out ~= "", "node %s: no static routes: %s", n.name, r.err)
   return r.out
 end
 for line in routes(a):gmatch("[^\n]+") do
-  H.check(line:find("rto_min lock 5ms", 1, true) and line:find("initcwnd 20", 1, true) and
+  H.check(line:find(string.format("rto_min lock %gms", 5 * dil), 1, true) and line:find("initcwnd 20", 1, true) and
           line:find("congctl reno", 1, true),
           "a's route lacks the metrics: %s", line)
 end
 for line in routes(b):gmatch("[^\n]+") do
-  H.check(line:find("rto_min lock 2ms", 1, true) and line:find("initcwnd 20", 1, true) and
+  H.check(line:find(string.format("rto_min lock %gms", 2 * dil), 1, true) and line:find("initcwnd 20", 1, true) and
           line:find("congctl cubic", 1, true),
           "b's route lacks the metrics: %s", line)
 end
@@ -63,7 +77,8 @@ local ss = a:run({ "ss", "-tin", "state", "established" })
 H.check(ss.status == 0, "ss in a failed (%s): %s", tostring(ss.status), tostring(ss.err))
 H.check(ss.out:find("reno", 1, true), "a's connection is not reno: %s", ss.out)
 local rto = tonumber(ss.out:match("rto:([%d.]+)"))
-H.check(rto and rto < 100, "a's connection's rto is %s ms, not near rto_min 5ms: %s", tostring(rto), ss.out)
+H.check(rto and rto < 100 * dil, "a's connection's rto is %s ms, not near rto_min %g ms: %s", tostring(rto),
+        5 * dil, ss.out)
 H.log("a's connection: rto %s ms", rto)
 net:stop()
 
