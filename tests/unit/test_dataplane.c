@@ -479,6 +479,7 @@ static void test_abort_incarnation(struct harness_peer *a, struct harness_peer *
     struct harness_reply r;
     struct raw_pair old, fresh;
     HCALL_OK(b, &r, "abort", "nodes:l", 1, (const char *[]){"a"}); /* earlier connections go */
+    harness_reply_free(&r);
     double got = harness_stat(b, "bytes_received");
     bool opened = raw_pair_open(&old, a, b, "inc0", 0) && raw_pair_open(&fresh, a, b, "inc1", 1);
     CHECK_MSG(opened, "raw connections to b");
@@ -488,13 +489,16 @@ static void test_abort_incarnation(struct harness_peer *a, struct harness_peer *
     HCALL_OK(b, &r, "abort", "nodes:l incarnations:M", 1, (const char *[]){"a"}, 1,
              (const char *[]){"a"}, (const long long[]){0});
     CHECK(harness_num(&r, "connections_closed") == 1);
+    harness_reply_free(&r); /* its lists: the next call reuses r */
     CHECK_MSG(raw_closed(old.named), "incarnation 0's named connection stayed open");
     CHECK(raw_pair_finish(&fresh) == 0);
     raw_pair_finish(&old); /* its unnamed one takes its frame's header, then closes */
     CHECK_MSG(raw_closed(old.unnamed), "incarnation 0's connection known by address stayed open");
     HCALL_OK(b, &r, "wait", "tensors:l k:i timeout:f", 1, (const char *[]){"inc1"}, 2LL, 5.0);
+    harness_reply_free(&r);
     HCALL_ERR(b, &r, "timeout after 0.3 s: 0 of 1 arrivals", "wait", "tensor:s timeout:f", "inc0",
               0.3);
+    harness_reply_free(&r);
     close(old.named);
     close(old.unnamed);
     close(fresh.named);
@@ -502,6 +506,7 @@ static void test_abort_incarnation(struct harness_peer *a, struct harness_peer *
     HCALL_ERR(b, &r, "param 'incarnations': node 'x' is not in nodes", "abort",
               "nodes:l incarnations:M", 1, (const char *[]){"a"}, 1, (const char *[]){"x"},
               (const long long[]){0});
+    harness_reply_free(&r);
 }
 
 int main(void)
