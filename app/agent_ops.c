@@ -197,13 +197,6 @@ static void on_link_done(void *ctx, const char *error, const msgpack_object *res
     free(op);
 }
 
-static long part_local_link(const struct topo_part *part, uint64_t whole)
-{
-    for (size_t l = 0; l < part->net->n_links; l++)
-        if ((uint64_t)part->whole_link[l] == whole) return (long)l;
-    return -1;
-}
-
 /* The op filled from the request, or -1 with the refusal answered. */
 static long link_op_read(struct agent_part *p, uint32_t msgid, const msgpack_object *params,
                          struct link_op *op)

@@ -186,6 +186,14 @@ int part_relay_attach(struct agent_part *p, struct relay *r, struct peer_client 
     return 0;
 }
 
+/* The part's link of whole-network index whole, -1 when none. */
+long part_local_link(const struct topo_part *part, uint64_t whole)
+{
+    for (size_t l = 0; l < part->net->n_links; l++)
+        if ((uint64_t)part->whole_link[l] == whole) return (long)l;
+    return -1;
+}
+
 /* The part's node of whole-network index whole: its own nodes come first,
  * in the whole network's order (topo/part.h). -1 when none. */
 long part_local_node(const struct topo_part *part, uint64_t whole)

@@ -20,7 +20,8 @@ static int part_changes(const struct topo_part *part, const struct agent_reroute
         const struct agent_route *w = &r->routes[i];
         struct topo_route whole = {w->dst,       w->dst_len, (int)w->dst_node,
                                    (int)w->link, w->gateway, (int)w->via};
-        if (w->node > INT32_MAX || w->link > INT32_MAX ||
+        if (w->node > INT32_MAX || w->link > INT32_MAX || w->dst_node > INT32_MAX ||
+            w->via > INT32_MAX ||
             topo_part_route_from_whole(part, (int)w->node, &whole, &(*out)[i].node,
                                        &(*out)[i].route) < 0) {
             free(*out);
@@ -39,8 +40,8 @@ static int part_move(const struct topo_part *part, const struct agent_reroute *r
 {
     *l = *stays = *to = -1;
     if (!r->move) return 0;
-    for (size_t k = 0; k < part->net->n_links && *l < 0; k++)
-        if ((uint64_t)part->whole_link[k] == r->link && !part->net->links[k].vni) *l = (int)k;
+    long k = part_local_link(part, r->link);
+    if (k >= 0 && !part->net->links[k].vni) *l = (int)k; /* a cut link is not moved */
     *stays = (int)part_local_node(part, r->stays);
     *to = (int)part_local_node(part, r->to);
     if (*l >= 0 && *stays >= 0 && *to >= 0) return 0;

@@ -189,7 +189,8 @@ int netrun_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, c
  * disconnect the network is refused before anything changes). A network
  * over machines asks the machine that holds the link to move it and every
  * machine to change its hosts' routes (netrun_parts_move): 1, and cb
- * follows once all answered (error: the first failure); a move whose link
+ * follows once all answered (error: the first failure), or 0 when only
+ * this machine's part had changes (cb not called); a move whose link
  * would become, stop being or change a cut link is refused (-1). */
 int netrun_link_move(struct netrun *nr, int l, int stays, int to, peer_reply_fn cb, void *ctx,
                      char *err, size_t errlen);

@@ -642,7 +642,7 @@ static void move_ask(struct netrun_parts *p, size_t holder, const struct topo_ro
                      int stays, int to, struct parts_countdown *cd)
 {
     for (size_t m = 0; m < p->machines.n; m++) {
-        char why[AGENT_ERROR_MAX];
+        char why[AGENT_ERROR_MAX] = ""; /* read for every machine's line */
         struct topo_route_changes c = {0};
         int rc, here = m == holder ? l : -1;
         if (!p->placement.count[m] || (m == p->local && !netrun_parts_inner(p->nr))) continue;

@@ -432,10 +432,19 @@ static void dp_add(struct dp_account *a, const struct overload_links *s,
     a->samples++;
     a->active_s += s->wall_s;
     a->own_s += s->own_cpu_s;
-    if (s->util_busy >= 0) a->busy_s += s->busy_s;
     a->linkd_s += s->linkd_busy * s->wall_s;
     if (s->util_max >= 0) util_bin_add(a->util_s, s->util_max, s->wall_s);
-    if (s->util_busy >= 0) util_bin_add(a->util_busy_s, s->util_busy, s->busy_s);
+    /* A round without sub-samples (the first, a beat a slow linkd skipped,
+     * a direction linkd does not count) is its own one sub-sample, as on
+     * the kernel backend: its CPU is in own_s either way, so its time
+     * must be in busy_s too, or the cores over busy time come out high. */
+    if (s->util_busy >= 0) {
+        a->busy_s += s->busy_s;
+        util_bin_add(a->util_busy_s, s->util_busy, s->busy_s);
+    } else if (s->util_max >= 0) {
+        a->busy_s += s->wall_s;
+        util_bin_add(a->util_busy_s, s->util_max, s->wall_s);
+    }
     a->busy += now->busy - before->busy;
     a->total += now->total - before->total;
 }

@@ -12,6 +12,7 @@
 #include "lua/l_network.h"
 #include "kernels/profile.h"
 
+#include "common/number.h"
 #include "controller/agent_group.h"
 #include "controller/host_probe.h"
 #include "controller/netlife.h"
@@ -560,25 +561,23 @@ static int draw_instead(lua_State *L, struct l_network *net)
     return lua_yield(L, 0);
 }
 
-/* A positive number of seconds from environment variable name, else fallback. */
+/* The seconds of environment variable name, fallback when unset or empty,
+ * -1 when it is not a positive number (check_env_seconds refuses that). */
 static double env_seconds(const char *name, double fallback)
 {
     const char *env = getenv(name);
-    double v = env ? atof(env) : 0;
-    return v > 0 ? v : fallback;
+    double v;
+    if (!env || !*env) return fallback;
+    return number_parse_positive(env, &v) == 0 ? v : -1;
 }
 
 /* A deadline variable that is set must be a number of seconds > 0: a typo
  * is refused at the start, not silently replaced by the default. */
 static void check_env_seconds(lua_State *L, const struct l_network *net, const char *name)
 {
-    const char *env = getenv(name);
-    if (!env || !*env) return;
-    char *end;
-    double v = strtod(env, &end);
-    if (*end != '\0' || !(v > 0) || !isfinite(v))
+    if (env_seconds(name, 1) < 0)
         luaL_error(L, "network '%s': start: %s='%s' is not a number of seconds above 0",
-                   net->topo->name, name, env);
+                   net->topo->name, name, getenv(name));
 }
 
 static double start_timeout_s(void)

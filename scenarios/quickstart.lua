@@ -59,19 +59,14 @@ local ex = require("hiernet.experiment")
 local quick = hn.param("quick", false)
 local seconds = hn.param("seconds", quick and 8 or 30)
 
--- "bsp,asp" -> { "bsp", "asp" }; anything but those two is an error naming it.
-local function modes_of(list)
-  local modes = {}
-  for mode in list:gmatch("[^,]+") do
-    if mode ~= "bsp" and mode ~= "asp" then
-      error(string.format("--set modes=%s: '%s' is not a training (bsp or asp)", list, mode), 0)
-    end
-    modes[#modes + 1] = mode
+-- The trainings in order; anything but bsp and asp is an error naming it.
+local modes = ex.list_param("modes", "bsp,asp")
+for _, mode in ipairs(modes) do
+  if mode ~= "bsp" and mode ~= "asp" then
+    error(string.format("--set modes=%s: '%s' is not a training (bsp or asp)", hn.param("modes", ""), mode), 0)
   end
-  if #modes == 0 then error("--set modes=" .. list .. ": no training (bsp, asp or both)", 0) end
-  return modes
 end
-local modes = modes_of(hn.param("modes", "bsp,asp"))
+if #modes == 0 then error("--set modes=" .. hn.param("modes", "") .. ": no training (bsp, asp or both)", 0) end
 local cloud_edge_delay = hn.param("cloud_edge_delay", "5ms")
 
 local net = hn.network{ name = "quickstart", backend = ex.backend(), seed = 1, dilation = "auto" }

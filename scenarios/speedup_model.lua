@@ -73,6 +73,13 @@ local epochs = hn.param("epochs", quick and 0.05 or 1)
 local batch = 64
 local sizes = quick and { 1, 2, 4 } or { 1, 2, 4, 8 }
 if not hn.param("first", true) then sizes = {} end
+-- The second part's options are errors without it (one line each), not
+-- silently unused: checked before the first part runs.
+local with_profiled = hn.param("profiled", quick)
+if not with_profiled and hn.param("ns", "") ~= "" then
+  error("--set ns=" .. hn.param("ns", "") .. ": the N of the second part, which runs only with profiled=true", 0)
+end
+if not with_profiled and #sizes == 0 then error("--set first=false without profiled=true: nothing to run", 0) end
 
 local function median(list)
   table.sort(list)
@@ -169,7 +176,7 @@ local function profiled_part()
   return { t1_s = t1_rn, step_s = cp, total_steps = total, bw = bw, results = rows }
 end
 
-local profiled = hn.param("profiled", quick) and profiled_part() or nil
+local profiled = with_profiled and profiled_part() or nil
 if #results > 0 then
   ex.table(string.format("speedup_model: %.2f epochs of Fashion-MNIST, ring all-reduce", epochs), results,
            { "label", "steps", "time_s", "t_comm_s", "model_time_s", "speedup", "model_speedup", "final_accuracy" })

@@ -117,7 +117,9 @@ speedup_model=$(readlink -f "$here/../../scenarios/speedup_model.lua")
 bad_case raw_speedup_ns 1 "--set ns: '1' is not a whole N >= 2" "dofile('$speedup_model')" \
   --backend none --set first=false --set profiled=true --set ns=1
 bad_case raw_speedup_probes 1 "--set probes: '0' is not a whole number >= 1" "dofile('$speedup_model')" \
-  --backend none --set first=false --set probes=0
+  --backend none --set first=false --set profiled=true --set probes=0
+bad_case raw_speedup_ns_unused 1 "--set ns=16: the N of the second part, which runs only with profiled=true" \
+  "dofile('$speedup_model')" --backend none --set ns=16
 
 # ---- networks (exit 1) ----
 bad_case raw_net_option 1 "c_raw_net_option.lua:2: hn.network: unknown option 'nme'" \

@@ -76,16 +76,17 @@ static void test_leaf_move(void)
     CHECK(dflt && dflt->link == l_e2);
     r = change_to(&c, h1, e1);
     CHECK(r && r->link == l_e1 && r->dst_len == 32);
-    /* put: replaces h1's route to the same destination, then appends */
+    /* put: appends h1's first route to t1 (its old routes reach t1 by the
+     * default through e1), replaces one to the same destination after */
     struct topo_node_routes nr = {0};
     topo_routing_free(&fresh);
     CHECK(topo_routing_copy(&old, &fresh) == 0); /* fresh now a scratch copy */
     nr = fresh.nodes[h1];
     size_t before = nr.n_routes;
     CHECK(topo_routes_put(&nr, change_to(&c, h1, t1)) == 0);
-    CHECK(nr.n_routes == before || nr.n_routes == before + 1);
+    CHECK(nr.n_routes == before + 1 && nr.routes[before].link == l_e2);
     struct topo_route extra = {0x0a090909, 32, -1, l_e1, 0, -2};
-    CHECK(topo_routes_put(&nr, &extra) == 0 && nr.n_routes >= before + 1);
+    CHECK(topo_routes_put(&nr, &extra) == 0 && nr.n_routes == before + 2);
     size_t n = nr.n_routes;
     extra.link = l_e2;
     CHECK(topo_routes_put(&nr, &extra) == 0 && nr.n_routes == n && nr.routes[n - 1].link == l_e2);

@@ -19,14 +19,16 @@ static void test_tso_rtt_log(void)
 
 static void test_tso_rtt_log_restores_bonus(void)
 {
-    /* Linux adds gso_max_size >> (min_rtt_us >> log): a flow of emulated
-     * min RTT 200 µs gets it whole at D = 1 (200 >> 9 = 0) and, at D = 32,
-     * its real 6,400 µs under the scaled log (6400 >> 14 = 0) as well, where
-     * the kernel's log would give 65536 >> 12: 16 bytes. */
-    unsigned log = topo_tcp_tso_rtt_log(32);
-    CHECK(log == 14);
-    CHECK((200u * 32u >> log) == 0);
-    CHECK((200u * 32u >> TOPO_TCP_TSO_RTT_LOG_KERNEL) == 12);
+    /* Linux adds gso_max_size >> (min_rtt_us >> log): at D a flow's real
+     * min RTT is D times its emulated one, and the scaled log must give it
+     * the bonus the emulated RTT earns at D = 1 (exact for powers of two). */
+    const unsigned rtts_us[] = {100, 200, 511, 512, 1000, 5000, 20000};
+    for (unsigned d = 2; d <= 1024; d *= 2) {
+        unsigned log = topo_tcp_tso_rtt_log(d);
+        for (size_t i = 0; i < sizeof rtts_us / sizeof rtts_us[0]; i++)
+            CHECK_MSG((rtts_us[i] * d >> log) == (rtts_us[i] >> TOPO_TCP_TSO_RTT_LOG_KERNEL),
+                      "D %u, min RTT %u us", d, rtts_us[i]);
+    }
 }
 
 static void test_rto_min_metric(void)
