@@ -21,6 +21,11 @@
 #     host's load only adds to a ping, and the least of ten is the one it
 #     delayed least; the median was 2.5 ms above at load average 35 on two
 #     cores); the path without the move's new delay would be 4 ms short;
+#   - before it, the same move failing on m2 (a device named t1, as the
+#     moved end would be, made in e2 first: m2's kernel refuses the
+#     move with EEXIST) after m1's part changed h1's routes: one line
+#     naming m2 and what failed, m1's routes undone (the next hops as
+#     before), the model's link still e1-t1, t1 still answering;
 #   - t2:move{ to = h3 }, a link of m1 (the controller's part): h1 -> t2
 #     via h3, e1 (on m2: its agent's routes) -> t2 via h1 and its ping
 #     reaches t2;
@@ -58,7 +63,7 @@ local e2 = net:node("e2", { host = "m2" })
 local t1 = net:node("t1", { host = "m2" })
 net:link(h1, e1, opts("2ms"))
 net:link(h1, e2, opts("4ms"))
-net:link(e1, t1, opts("1ms"))
+local lt = net:link(e1, t1, opts("1ms"))
 net:link(h1, h3, opts("1ms"))
 net:link(h1, t2, opts("1ms"))
 net:start()
@@ -96,6 +101,18 @@ hops("before", { { h1, t1 }, { e1, t1 }, { t1, h1 }, { h3, t1 } })
 print(string.format("rtt before %d %.3f", rtt(h1, t1)))
 local fast = h1:send{ tensor = "x", to = t1 }.ms / 1000
 hn.sleep(1.2) -- a links.csv sample of e1-t1 before the move
+-- A move that fails on m2, the machine that holds the link: e2 has a
+-- device named as t1's end there would be (after t1), so m2's kernel
+-- refuses to move it in; m1's part had changed h1's routes already.
+e2:run({ "ip", "link", "add", "t1", "type", "veth", "peer", "name", "t1-x" })
+local failed, why = pcall(function() t1:move{ to = e2 } end)
+print("failed " .. tostring(not failed))
+io.stderr:write("failure: ", tostring(why), "\n")
+print("model " .. lt.name)
+owners()
+hops("undone", { { h1, t1 }, { e1, t1 }, { t1, h1 }, { h3, t1 } })
+print("t1 after failure " .. tostring(h1:run({ "ping", "-n", "-c", "1", "-W", "2", t1.addr }).status == 0))
+e2:run({ "ip", "link", "del", "t1" })
 t1:move{ to = e2, link = user and { bw = "8Mbit", delay = "3ms" } or { bw = "8Mbit" } }
 owners()
 hops("after", { { h1, t1 }, { e2, t1 }, { t1, h1 }, { h3, t1 }, { e1, t1 } })
@@ -122,6 +139,14 @@ expect_eq "run exit status" "$rc" 0
 expect_eq "started" "$(grep -c '^started$' "$D/run.out")" 1
 expect_eq "next hops before: h1 and h3 reach t1 over e1" "$(grep '^before ' "$D/run.out")" \
   "before h1>e1 e1>t1 t1>e1 h3>h1"
+expect_eq "a move that m2 fails fails" "$(grep '^failed ' "$D/run.out")" "failed true"
+line=$(grep -m1 '^failure: ' "$D/run.err")
+grep -qE "node 't1': move to 'e2': machine 'm2': .*File exists.*; the move was undone on every machine$" <<<"$line" &&
+  pass "one line names m2 and what failed: ${line#failure: }" || fail "failure line: $line"
+expect_eq "the model keeps t1 at e1 after the failed move" "$(grep '^model ' "$D/run.out")" "model e1-t1"
+expect_eq "next hops after the failed move: m1's routes undone, m2's never changed" \
+  "$(grep '^undone ' "$D/run.out")" "undone h1>e1 e1>t1 t1>e1 h3>h1"
+expect_eq "t1 answers h1 after the failed move" "$(grep '^t1 after failure' "$D/run.out")" "t1 after failure true"
 expect_eq "next hops after t1's move to e2 (m2's agent moved it; m1's and m2's routes changed)" \
   "$(grep '^after ' "$D/run.out")" "after h1>e2 e2>t1 t1>e2 h3>h1 e1>h1"
 read -r _ fast slow < <(grep '^times ' "$D/run.out")
