@@ -854,6 +854,11 @@ bool agent_client_ready(const struct agent_client *ac)
     return ac->ready;
 }
 
+bool agent_client_gone(const struct agent_client *ac)
+{
+    return ac->failed || ac->tearing_down;
+}
+
 const struct agent_hello_reply *agent_client_hello(const struct agent_client *ac)
 {
     return &ac->hello;

@@ -669,6 +669,7 @@ struct parts_move {
     unsigned char *state;      /* per machine: enum share_state */
     int left;                  /* answers awaited, plus a guard while asking */
     bool undoing;
+    char gone[128];                         /* machines not undone: their agents are gone */
     char error[AGENT_ERROR_MAX + 128];      /* the move's first failure */
     char undo_error[AGENT_ERROR_MAX + 128]; /* the undo's first failure */
     peer_reply_fn cb;
@@ -702,7 +703,7 @@ static void move_share_done(struct parts_move *mv, size_t m, const char *error)
 static void on_move_answer(void *ctx, const char *error, const msgpack_object *result);
 
 /* Machine m's share of the move (undo: its inverse): 0 done here, 1 its
- * answer follows, -1 with why. */
+ * answer follows, -1 with why, one line naming the machine. */
 static int move_share_ask(struct parts_move *mv, size_t m, bool undo, char *why, size_t len)
 {
     struct netrun_parts *p = mv->p;
@@ -714,16 +715,30 @@ static int move_share_ask(struct parts_move *mv, size_t m, bool undo, char *why,
     int l = m == mv->holder ? mv->l : -1, to = undo ? mv->from : mv->to;
     struct topo_route_changes c = {0};
     int rc;
+    char here[AGENT_ERROR_MAX] = "";
     if (machine_changes(p, m, before, after, mv->stays, &c) < 0)
-        rc = (snprintf(why, len, "out of memory"), -1);
+        rc = (snprintf(here, sizeof here, "out of memory"), -1);
     else if (m == p->local)
-        rc = move_local(p, &c, l, mv->stays, to, why, len);
-    else
+        rc = move_local(p, &c, l, mv->stays, to, here, sizeof here);
+    else /* its lines name the machine already */
         rc = move_remote(p, m, &c, l, mv->stays, to, on_move_answer, &mv->share[m], why, len) < 0
                  ? -1
                  : 1;
     topo_route_changes_free(&c);
+    if (here[0]) snprintf(why, len, "machine '%s': %s", p->machines.v[m].name, here);
     return rc;
+}
+
+/* Whether the undo skips machine m: its agent is gone (lost, its part
+ * torn down), so nothing there needs or can take the inverse. */
+static bool move_undo_skips(struct parts_move *mv, size_t m)
+{
+    struct netrun_parts *p = mv->p;
+    if (m == p->local || !agent_client_gone(p->agent[m])) return false;
+    size_t used = strlen(mv->gone);
+    snprintf(mv->gone + used, sizeof mv->gone - used, "%s%s", used ? ", " : "",
+             p->machines.v[m].name);
+    return true;
 }
 
 /* Asks every machine with nodes (undo: those that may have applied some of it). */
@@ -734,17 +749,15 @@ static void move_ask_all(struct parts_move *mv, bool undo)
     for (size_t m = 0; m < p->machines.n; m++) {
         bool ask = undo ? mv->state[m] == SHARE_DONE || mv->state[m] == SHARE_FAILED
                         : p->placement.count[m] && (m != p->local || netrun_parts_inner(p->nr));
-        if (!ask) continue;
-        char why[AGENT_ERROR_MAX] = "", line[AGENT_ERROR_MAX + 64];
+        if (!ask || (undo && move_undo_skips(mv, m))) continue;
+        char why[AGENT_ERROR_MAX + 64] = "";
         int rc = move_share_ask(mv, m, undo, why, sizeof why);
         if (rc == 1) {
             mv->left++;
             if (!undo) mv->state[m] = SHARE_PENDING;
             continue;
         }
-        /* an agent's answer names its machine already; these do not */
-        if (rc < 0) snprintf(line, sizeof line, "machine '%s': %s", p->machines.v[m].name, why);
-        move_share_done(mv, m, rc < 0 ? line : NULL);
+        move_share_done(mv, m, rc < 0 ? why : NULL);
         /* an agent's request that could not go applied nothing; the local
          * part's failure may have applied some of its routes */
         if (!undo && rc < 0 && m != p->local) mv->state[m] = SHARE_UNSENT;
@@ -778,6 +791,9 @@ static void move_result(const struct parts_move *mv, char *out, size_t len)
                  "%s; undoing the move failed too (%s): the machines may not agree on the "
                  "network any more, stop it",
                  mv->error, mv->undo_error);
+    else if (mv->gone[0])
+        snprintf(out, len, "%s; the move was undone on every machine but %s, whose agent is gone",
+                 mv->error, mv->gone);
     else
         snprintf(out, len, "%s; the move was undone on every machine", mv->error);
 }
