@@ -68,26 +68,9 @@ net:link(h1, h3, opts("1ms"))
 net:link(h1, t2, opts("1ms"))
 net:start()
 print("started")
-local nodes = { h1, h3, t2, e1, e2, t1 }
-local owner -- address -> the node that holds it (a moved end takes its address along)
-local function owners()
-  owner = {}
-  for _, n in ipairs(nodes) do
-    for a in n:run({ "ip", "-o", "-4", "addr", "show" }).out:gmatch("inet ([%d.]+)/") do owner[a] = n.name end
-  end
-end
-owners()
--- The next hop from n to node dst: the node holding the gateway, or dst itself (on-link).
-local function hop(n, dst)
-  local out = n:run({ "ip", "route", "get", dst.addr }).out
-  local via = out:match(" via ([%d.]+)")
-  return via and (owner[via] or ("?" .. via)) or (out:match(" dev ") and dst.name or "none")
-end
-local function hops(label, list)
-  local t = {}
-  for _, x in ipairs(list) do t[#t + 1] = x[1].name .. ">" .. hop(x[1], x[2]) end
-  print(label .. " " .. table.concat(t, " "))
-end
+local nh = dofile("$here/next_hops.lua")({ h1, h3, t2, e1, e2, t1 })
+local owners = nh.refresh
+local function hops(label, list) print(nh.line(label, list)) end
 local function rtt(a, b)
   a:run({ "ping", "-n", "-c", "1", "-W", "2", b.addr })
   local r = a:run({ "ping", "-n", "-c", "10", "-i", "0.05", "-W", "2", b.addr })
