@@ -49,9 +49,19 @@ static void kernel_op_finish(struct kernel_op *op, const char *error)
     free(op);
 }
 
+/* The model follows a link's up or down once the kernel took it: in a
+ * local run netlife sets the same flag, but a part's own model (the
+ * controller's part of a spread network) has no other writer, and a
+ * move's routes skip the links it says are down (emu_tc_routes_put). */
+static void kernel_op_record(struct netrun *nr, const struct kernel_op *op)
+{
+    if (op->kind == OP_LINK_UPDOWN && op->rc == 0) nr->net->links[op->link].up = op->up;
+}
+
 static void kernel_op_done(struct netrun *nr)
 {
     struct kernel_op *op = nr->ops;
+    kernel_op_record(nr, op);
     nr->ops = op->next;
     if (!nr->ops)
         nr->ops_tail = NULL;
@@ -96,6 +106,7 @@ static void kernel_ops_settle(struct netrun *nr)
     for (bool ran = true; nr->ops; ran = false) {
         struct kernel_op *op = nr->ops;
         if (!ran) work_kernel_op(nr); /* the first one ran on the thread */
+        kernel_op_record(nr, op);
         nr->ops = op->next;
         kernel_op_finish(op, op->rc < 0 ? op->err : NULL);
     }

@@ -26,6 +26,8 @@
 #     move with EEXIST) after m1's part changed h1's routes: one line
 #     naming m2 and what failed, m1's routes undone (the next hops as
 #     before), the model's link still e1-t1, t1 still answering;
+#   - the same refusal on m1 (a device named t2 in h3 first), whose
+#     part holds t2's link: one line naming m1, next hops as before;
 #   - t2:move{ to = h3 }, a link of m1 (the controller's part): h1 -> t2
 #     via h3, e1 (on m2: its agent's routes) -> t2 via h1 and its ping
 #     reaches t2;
@@ -102,6 +104,13 @@ hops("after", { { h1, t1 }, { e2, t1 }, { t1, h1 }, { h3, t1 }, { e1, t1 } })
 print(string.format("rtt after %d %.3f", rtt(h1, t1)))
 local slow = h1:send{ tensor = "x", to = t1, as = "y" }.ms / 1000
 print(string.format("times %.3f %.3f", fast, slow))
+-- The same refusal on m1, the controller's own part, which holds t2's
+-- link: m2's agent had the /32 to t2 to take back.
+h3:run({ "ip", "link", "add", "t2", "type", "veth", "peer", "name", "t2-x" })
+local lfailed, lwhy = pcall(function() t2:move{ to = h3 } end)
+io.stderr:write("local failure: ", tostring(lwhy), "\n")
+hops("undone-local " .. tostring(not lfailed), { { h1, t2 }, { e1, t2 }, { t2, e1 } })
+h3:run({ "ip", "link", "del", "t2" })
 t2:move{ to = h3 }
 owners()
 hops("local", { { h1, t2 }, { e1, t2 }, { t2, e1 } })
@@ -144,6 +153,11 @@ if [[ $BACKEND == user ]]; then
     pass "least RTT of 10 h1 -> t1 $before ms before (2 x (2 + 1)), $after ms after (2 x (4 + 3) + 0.2 ms of 8Mbit serialization) (load: $(cut -d' ' -f1-3 /proc/loadavg))" ||
     fail "RTT h1 -> t1: before ${before:-?} ms ($n1 replies), after ${after:-?} ms ($n2 replies)"
 fi
+line=$(grep -m1 '^local failure: ' "$D/run.err")
+grep -qE "node 't2': move to 'h3': machine 'm1': .*File exists.*; the move was undone on every machine$" <<<"$line" &&
+  pass "a move m1's part refuses: one line naming m1: ${line#local failure: }" || fail "local failure line: $line"
+expect_eq "next hops after the move m1 refused: as before" "$(grep '^undone-local ' "$D/run.out")" \
+  "undone-local true h1>t2 e1>h1 t2>h1"
 expect_eq "next hops after t2's move to h3 (m1's part moved it; m2's agent's routes changed)" \
   "$(grep '^local ' "$D/run.out")" "local h1>h3 e1>h1 t2>h3"
 expect_eq "e1 (m2) pings t2 at its new place" "$(grep '^e1 pings' "$D/run.out")" "e1 pings t2 true"
