@@ -730,11 +730,13 @@ static int move_share_ask(struct parts_move *mv, size_t m, bool undo, char *why,
 }
 
 /* Whether the undo skips machine m: its agent is gone (lost, its part
- * torn down), so nothing there needs or can take the inverse. */
+ * torn down), so nothing there needs or can take the inverse; the local
+ * part only once released. */
 static bool move_undo_skips(struct parts_move *mv, size_t m)
 {
     struct netrun_parts *p = mv->p;
-    if (m == p->local || !agent_client_gone(p->agent[m])) return false;
+    if (m == p->local) return !netrun_parts_inner(p->nr);
+    if (!agent_client_gone(p->agent[m])) return false;
     size_t used = strlen(mv->gone);
     snprintf(mv->gone + used, sizeof mv->gone - used, "%s%s", used ? ", " : "",
              p->machines.v[m].name);
@@ -778,6 +780,7 @@ static int move_phase_end(struct parts_move *mv)
     if (mv->undoing) return 0;
     mv->undoing = true;
     p->nr->net->links[mv->l] = mv->saved;
+    if (p->tearing) return 0; /* released meanwhile: nothing left to undo */
     move_ask_all(mv, true);
     return mv->left > 0;
 }
