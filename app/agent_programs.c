@@ -67,7 +67,7 @@ static void answer_pid(struct agent_part *p, uint32_t msgid, pid_t pid)
 static long host_of(struct agent_part *p, uint64_t node, char *line, size_t len)
 {
     const struct topo_part *part = part_model(p->run);
-    long i = part_local_node(part, node);
+    long i = topo_part_own_node(part, node);
     if (i >= 0 && topo_node_local_host(&part->net->nodes[i])) return i;
     snprintf(line, len, "run: node %llu is not a host of machine %s's part",
              (unsigned long long)node, p->machine);
