@@ -1,8 +1,9 @@
 /* l_proc.c — programs in nodes: node:run(cmd) waits for a command and
  * returns its status and output; node:spawn(argv) returns a handle with
- * :wait() and :kill() (:kill(0): whether it runs). The engine runs the program
- * (controller/netprog.h through netlife_program_spawn: its namespace, registry entry, and its end
- * with the network); this unit converts the arguments and keeps the result in the handle for the
+ * :wait() and :kill() (:kill(0) says whether it runs). The engine runs
+ * the program (controller/netprog.h through netlife_program_spawn: its
+ * namespace, registry entry, and its end with the network); this unit
+ * converts the arguments and keeps the result in the handle for the
  * tasks that wait for it. */
 #include "lua/l_net.h"
 
