@@ -217,6 +217,16 @@ static void program_signal(void *ctx, uint64_t id, int sig)
                 p->machines.v[rp->machine].name, err);
 }
 
+/* A liveness probe (signal 0): the agent answers {alive} (netprog.h). */
+static int program_probe(void *ctx, uint64_t id, peer_reply_fn cb, void *cb_ctx, char *err,
+                         size_t errlen)
+{
+    struct netrun_parts *p = ctx;
+    struct remote_program *rp = program_find(p, id);
+    if (!rp) return snprintf(err, errlen, "program %llu is not known", (unsigned long long)id), -1;
+    return agent_client_signal(p->agent[rp->machine], id, 0, cb, cb_ctx, err, errlen);
+}
+
 static void program_forget(void *ctx, uint64_t id)
 {
     struct netrun_parts *p = ctx;
@@ -298,7 +308,7 @@ struct netprog *netrun_program_remote(struct netrun *nr, struct netprog_list *li
     }
     struct program_start *s = malloc(sizeof *s);
     uint64_t id = ++p->last_program_id;
-    struct netprog_remote hooks = {id, program_signal, program_forget, p};
+    struct netprog_remote hooks = {id, program_signal, program_probe, program_forget, p};
     struct netprog *prog =
         s ? netprog_remote_add(list, node, &hooks, done, ctx, err, errlen) : NULL;
     if (!prog) {
