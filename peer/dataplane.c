@@ -458,10 +458,14 @@ static bool dp_conn_mark_abort(struct dp_conn *c, const char *name, uint64_t upt
 {
     if (upto == DATAPLANE_ALL_INCARNATIONS) return true;
     if (c->abort_marked && strcmp(c->abort_name, name) != 0) return true;
-    if (!c->abort_marked || upto > c->abort_upto) c->abort_upto = upto;
+    /* the cause goes with the incarnations it covers: a later abort of
+     * fewer leaves the one that will close it */
+    if (!c->abort_marked || upto > c->abort_upto) {
+        c->abort_upto = upto;
+        snprintf(c->abort_cause, sizeof c->abort_cause, "%s", cause);
+    }
     c->abort_marked = true;
     snprintf(c->abort_name, sizeof c->abort_name, "%s", name);
-    snprintf(c->abort_cause, sizeof c->abort_cause, "%s", cause);
     return false;
 }
 

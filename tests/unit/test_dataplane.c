@@ -8,7 +8,8 @@
  * oversized frames that close only their own connection, and an abort
  * closing what the aborted node sends on, only of the incarnations it
  * names (a restarted node's new connections stay), and one known by
- * address only closing on its first frame with the abort's own cause (the
+ * address only closing on its first frame with the abort's own cause (of
+ * two aborts, the one covering the most incarnations; the
  * data plane in this process). */
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -546,11 +547,12 @@ static bool loop_until_connections(struct ev_loop *loop, struct dataplane *dp, u
     return false;
 }
 
-/* A connection of node a known by address only when an abort of a's
- * incarnation 0 comes closes once its first frame names that incarnation,
- * and with the cause the abort's caller gave, not one of the data plane's
- * own (its line in the log says it). */
-static void test_abort_cause_deferred(void)
+/* A connection of node a known by address only, aborted by `aborts`
+ * (incarnations up to upto[i], cause[i]) before its first frame, which
+ * names incarnation 0: it closes then, and its line in the log gives
+ * `want` and the data plane's own words after it. */
+static void abort_cause_case(size_t aborts, const uint64_t *upto, const char *const *cause,
+                             const char *want)
 {
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     struct store *store = store_create();
@@ -567,17 +569,32 @@ static void test_abort_cause_deferred(void)
     CHECK(dataplane_set_peer(dp, "a", &ss, sizeof a_addr) == 0);
     int fd = raw_connect_to("127.0.7.3", dataplane_port(dp), "127.0.7.4");
     CHECK(fd >= 0 && loop_until_connections(loop, dp, 1));
-    CHECK(dataplane_abort(dp, "a", 0, "test cause: a was cut off") == 0); /* marked, still open */
+    for (size_t i = 0; i < aborts; i++) /* marked, still open */
+        CHECK(dataplane_abort(dp, "a", upto[i], cause[i]) == 0);
     uint8_t frame[FRAME_PREFIX_BYTES + FRAME_HEADER_MAX + 16] = {0};
     size_t n = raw_header(frame, 4, "a", "x", 0);
     CHECK(fd >= 0 && harness_write_all(fd, frame, n));
     CHECK_MSG(loop_until_connections(loop, dp, 0), "the aborted connection stayed open");
-    CHECK_CONTAINS(cap.text, "test cause: a was cut off; closed (node a, incarnation 0)");
+    CHECK_CONTAINS(cap.text, want);
     if (fd >= 0) close(fd);
 out:
     if (dp) dataplane_destroy(dp);
     if (store) store_destroy(store);
     if (loop) ev_loop_destroy(loop);
+}
+
+/* The connection closes with the cause the abort's caller gave, not one
+ * of the data plane's own; after two aborts, with the cause of the one
+ * that covers its incarnation the widest (the later abort of fewer
+ * incarnations, 0 after 0..1, does not replace it). */
+static void test_abort_cause_deferred(void)
+{
+    abort_cause_case(1, (const uint64_t[]){0}, (const char *const[]){"test cause: a was cut off"},
+                     "test cause: a was cut off; closed (node a, incarnation 0)");
+    abort_cause_case(2, (const uint64_t[]){1, 0},
+                     (const char *const[]){"test cause: a and its restart cut off",
+                                           "test cause: a's first incarnation"},
+                     "test cause: a and its restart cut off; closed (node a, incarnation 0)");
 }
 
 int main(void)
