@@ -13,8 +13,10 @@
 #     false; another one's h3:kill() (the node's kill) ends it with 137
 #     (SIGKILL);
 #   - a program that ended on m2 while this machine's loop was held (its
-#     end not read: p.done false) probes false, not an error: m2's agent
-#     no longer lists it;
+#     end not read: p.done false) probes false, not an error: the end,
+#     which m2's agent sent before its answer, is read first (the agent's
+#     own {alive = false} for a program it no longer lists is
+#     unit.test_agent_programs');
 #   - l:stats() of m2's link (the kernel backend keeps no counters) fails
 #     in one line naming m2 and the link;
 #   - a program still running at net:stop() ends with the network, and
@@ -66,7 +68,7 @@ expect_eq "h3:spawn(): its pid once m2's agent answered, still running" "$(grep 
 expect_eq "p:kill(0) asks m2's agent: running, twice (signal 0 ends nothing)" "$(grep '^probe ' "$D/run.out" | head -n1)" "probe true true false"
 expect_eq "p:kill() ends it: SIGTERM" "$(grep '^killed ' "$D/run.out")" "killed 143"
 expect_eq "p:kill(0) once it ended: false" "$(grep '^probe ended ' "$D/run.out")" "probe ended false"
-expect_eq "p:kill(0) of a program ended on m2, its end not read yet: false" "$(grep '^probe unread ' "$D/run.out")" "probe unread false false 0"
+expect_eq "p:kill(0) asked of a program ended on m2 before its end was read: false" "$(grep '^probe unread ' "$D/run.out")" "probe unread false false 0"
 expect_eq "h3:kill() ends its program: SIGKILL" "$(grep '^node killed ' "$D/run.out")" "node killed 137"
 grep -qF "machine 'm2': counters: link s2-h2: counters come from the user backend" "$D/run.out" &&
   pass "l:stats() of m2's link on the kernel backend fails naming m2: $(grep '^stats ' "$D/run.out")" ||
