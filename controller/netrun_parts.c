@@ -57,6 +57,9 @@ struct netrun_parts {
     ev_timer build_deadline;     /* every part answered by then, or the build fails */
     double build_timeout_s;
     bool built, inner_done, agents_down, tearing;
+    /* A move over machines is in flight (netrun_parts_move): p->routing is
+     * its "before" until every machine answered, so a second one waits. */
+    bool moving;
     netrun_released_fn released;
     void *released_ctx;
     ev_idle later; /* the release's and the failed build's end, from the loop */
@@ -631,7 +634,8 @@ static int move_remote(struct netrun_parts *p, size_t m, const struct topo_route
                        int stays, int to, peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
     struct agent_route *routes = calloc(c->n ? c->n : 1, sizeof *routes);
-    if (!routes) return snprintf(err, errlen, "out of memory"), -1;
+    if (!routes)
+        return snprintf(err, errlen, "machine '%s': out of memory", p->machines.v[m].name), -1;
     for (size_t i = 0; i < c->n; i++) {
         const struct topo_route *r = &c->v[i].route;
         routes[i] = (struct agent_route){(uint64_t)c->v[i].node,
@@ -673,12 +677,13 @@ struct parts_move {
     struct netrun_parts *p;
     int l, stays, to, from;
     size_t holder;             /* the machine that holds the link */
-    struct topo_link saved;    /* the link before (the undo restores it) */
+    struct topo_link saved;    /* the link before (the undo restores its ends) */
     struct topo_routing fresh; /* the whole network's routes after the move */
     struct move_share *share;  /* per machine: its answer's context */
     unsigned char *state;      /* per machine: enum share_state */
     int left;                  /* answers awaited, plus a guard while asking */
     bool undoing;
+    bool released;                          /* the network was being released: nothing undone */
     char gone[128];                         /* machines not undone: their agents are gone */
     char error[AGENT_ERROR_MAX + 128];      /* the move's first failure */
     char undo_error[AGENT_ERROR_MAX + 128]; /* the undo's first failure */
@@ -688,6 +693,7 @@ struct parts_move {
 
 static void parts_move_free(struct parts_move *mv)
 {
+    mv->p->moving = false;
     topo_routing_free(&mv->fresh); /* zeroed once committed */
     free(mv->share);
     free(mv->state);
@@ -777,6 +783,18 @@ static void move_ask_all(struct parts_move *mv, bool undo)
     mv->left--;
 }
 
+/* The link's ends and their interface names as before the move (what
+ * netrun_move_link_end changed), and only those: a link:set or up/down
+ * made while the move was in flight stays. */
+static void move_link_back(struct topo_network *net, const struct parts_move *mv)
+{
+    struct topo_link *link = &net->links[mv->l];
+    link->a = mv->saved.a;
+    link->b = mv->saved.b;
+    memcpy(link->ifname_a, mv->saved.ifname_a, sizeof link->ifname_a);
+    memcpy(link->ifname_b, mv->saved.ifname_b, sizeof link->ifname_b);
+}
+
 /* Every answer in: the commit, or the undo asked (1: its answers follow). */
 static int move_phase_end(struct parts_move *mv)
 {
@@ -789,8 +807,11 @@ static int move_phase_end(struct parts_move *mv)
     }
     if (mv->undoing) return 0;
     mv->undoing = true;
-    p->nr->net->links[mv->l] = mv->saved;
-    if (p->tearing) return 0; /* released meanwhile: nothing left to undo */
+    move_link_back(p->nr->net, mv);
+    if (p->tearing) { /* released meanwhile: nothing left to undo */
+        mv->released = true;
+        return 0;
+    }
     move_ask_all(mv, true);
     return mv->left > 0;
 }
@@ -804,6 +825,8 @@ static void move_result(const struct parts_move *mv, char *out, size_t len)
                  "%s; undoing the move failed too (%s): the machines may not agree on the "
                  "network any more, stop it",
                  mv->error, mv->undo_error);
+    else if (mv->released)
+        snprintf(out, len, "%s; not undone: the network is being released", mv->error);
     else if (mv->gone[0])
         snprintf(out, len, "%s; the move was undone on every machine but %s, whose agent is gone",
                  mv->error, mv->gone);
@@ -853,18 +876,35 @@ static struct parts_move *parts_move_new(struct netrun_parts *p, int l, int stay
     return mv;
 }
 
+/* One move over machines at a time: the next one's routes are computed
+ * from the committed ones (p->routing), which a move in flight has not
+ * replaced yet, and its link's ends in the model are not final. */
+static int move_alone(const struct netrun_parts *p, int l, char *err, size_t errlen)
+{
+    if (!p->moving) return 0;
+    char name[80];
+    topo_link_describe(p->nr->net, &p->nr->net->links[l], name, sizeof name);
+    return snprintf(err, errlen,
+                    "link %s: another move is still in flight over the machines (one at a time: "
+                    "wait for its end)",
+                    name),
+           -1;
+}
+
 int netrun_parts_move(struct netrun *nr, int l, int stays, int to, peer_reply_fn cb, void *ctx,
                       char *err, size_t errlen)
 {
     struct netrun_parts *p = nr->parts;
-    if (move_placed(p, l, stays, to, err, errlen) < 0) return -1;
+    if (move_placed(p, l, stays, to, err, errlen) < 0 || move_alone(p, l, err, errlen) < 0)
+        return -1;
     struct parts_move *mv = parts_move_new(p, l, stays, to, cb, ctx);
     if (!mv) return snprintf(err, errlen, "out of memory"), -1;
+    p->moving = true; /* until parts_move_free */
     int from;
     bool end_a;
     netrun_move_link_end(nr->net, l, stays, to, &end_a, &from);
     if (topo_routing_compute(nr->net, &mv->fresh, err, errlen) < 0) {
-        nr->net->links[l] = mv->saved; /* nothing was asked yet */
+        move_link_back(nr->net, mv); /* nothing was asked yet */
         parts_move_free(mv);
         return -1;
     }

@@ -26,8 +26,15 @@
 #     move with EEXIST) after m1's part changed h1's routes: one line
 #     naming m2 and what failed, m1's routes undone (the next hops as
 #     before), the model's link still e1-t1, t1 still answering;
+#   - that failing move again (net:_move_link, the engine's move under
+#     t:move), and while it waits for m2's answer a second move (t2 to
+#     h3): refused in one line naming its link h1-t2 (one move over
+#     machines at a time), nothing changed; the first fails as before
+#     and is undone (next hops as before, t2's too);
 #   - the same refusal on m1 (a device named t2 in h3 first), whose
-#     part holds t2's link: one line naming m1, next hops as before;
+#     part holds t2's link: one line naming m1, next hops as before (m1's
+#     undo: m2's inverse gives e1 the same /32 to t2 via h1 as the move
+#     did, m2 reaching m1 through h1 only, so nothing here can see it);
 #   - t2:move{ to = h3 }, a link of m1 (the controller's part): h1 -> t2
 #     via h3, e1 (on m2: its agent's routes) -> t2 via h1 and its ping
 #     reaches t2;
@@ -97,6 +104,18 @@ print("model " .. lt.name)
 owners()
 hops("undone", { { h1, t1 }, { e1, t1 }, { t1, h1 }, { h3, t1 } })
 print("t1 after failure " .. tostring(h1:run({ "ping", "-n", "-c", "1", "-W", "2", t1.addr }).status == 0))
+-- One move over machines at a time: the same failing move, straight to
+-- the engine (no link down), and while it waits for m2's answer another.
+local first = hn.spawn(function() return pcall(net._move_link, net, t1, e2, true) end)
+hn.yield() -- the first asks m1's part, then m2's agent, and waits
+print("first " .. first:status())
+local second, swhy = pcall(net._move_link, net, t2, h3, true)
+io.stderr:write("second: ", tostring(swhy), "\n")
+local fok, fwhy = first:wait()
+print("second refused " .. tostring(not second) .. ", first failed " .. tostring(not fok))
+io.stderr:write("first: ", tostring(fwhy), "\n")
+owners()
+hops("undone-twice", { { h1, t1 }, { e1, t1 }, { t1, h1 }, { h3, t1 }, { h1, t2 }, { e1, t2 } })
 e2:run({ "ip", "link", "del", "t1" })
 t1:move{ to = e2, link = user and { bw = "8Mbit", delay = "3ms" } or { bw = "8Mbit" } }
 owners()
@@ -105,7 +124,8 @@ print(string.format("rtt after %d %.3f", rtt(h1, t1)))
 local slow = h1:send{ tensor = "x", to = t1, as = "y" }.ms / 1000
 print(string.format("times %.3f %.3f", fast, slow))
 -- The same refusal on m1, the controller's own part, which holds t2's
--- link: m2's agent had the /32 to t2 to take back.
+-- link: m2's agent had the /32 to t2 to take back (its inverse puts the
+-- same /32 via h1 back: only m1's undo shows in the next hops).
 h3:run({ "ip", "link", "add", "t2", "type", "veth", "peer", "name", "t2-x" })
 local lfailed, lwhy = pcall(function() t2:move{ to = h3 } end)
 io.stderr:write("local failure: ", tostring(lwhy), "\n")
@@ -139,6 +159,17 @@ expect_eq "the model keeps t1 at e1 after the failed move" "$(grep '^model ' "$D
 expect_eq "next hops after the failed move: m1's routes undone, m2's never changed" \
   "$(grep '^undone ' "$D/run.out")" "undone h1>e1 e1>t1 t1>e1 h3>h1"
 expect_eq "t1 answers h1 after the failed move" "$(grep '^t1 after failure' "$D/run.out")" "t1 after failure true"
+expect_eq "a move in flight over machines waits for m2's answer" "$(grep '^first ' "$D/run.out")" "first waiting"
+expect_eq "a second move while the first is in flight is refused; the first fails as before" \
+  "$(grep '^second refused ' "$D/run.out")" "second refused true, first failed true"
+line=$(grep -m1 '^second: ' "$D/run.err")
+grep -qF "node 't2': move to 'h3': link h1-t2: another move is still in flight over the machines" <<<"$line" &&
+  pass "the second move's refusal names its link: ${line#second: }" || fail "second move's line: $line"
+line=$(grep -m1 '^first: ' "$D/run.err")
+grep -qE "machine 'm2': .*File exists.*; the move was undone on every machine$" <<<"$line" &&
+  pass "the first, in flight then, failed on m2 and was undone: ${line#first: }" || fail "first move's line: $line"
+expect_eq "next hops after both: as before, t2 not moved" "$(grep '^undone-twice ' "$D/run.out")" \
+  "undone-twice h1>e1 e1>t1 t1>e1 h3>h1 h1>t2 e1>h1"
 expect_eq "next hops after t1's move to e2 (m2's agent moved it; m1's and m2's routes changed)" \
   "$(grep '^after ' "$D/run.out")" "after h1>e2 e2>t1 t1>e2 h3>h1 e1>h1"
 read -r _ fast slow < <(grep '^times ' "$D/run.out")
