@@ -152,16 +152,19 @@ expect_refused "a second start is refused in one line" "$D/hold.out" start2 \
   "network 'faulty': start: a network over machines starts once, and its first start failed (network 'faulty': machine(s) m2 did not build"
 cluster_expect_nothing_left "hold-build"
 
-# --- hold-underlay ---
-{
+# h4_lua NODE: the network plus h4 on m3 linked to NODE, started once.
+h4_lua() {
   net_lua
   cat <<LUA
 local h4 = net:node("h4", { host = "m3" })
-net:link(h2, h4, { bw = "100Mbit" })
+net:link($1, h4, { bw = "100Mbit" })
 local ok, err = pcall(net.start, net)
 print(string.format("start %s %s", tostring(ok), tostring(err)))
 LUA
-} >"$D/probe.lua"
+}
+
+# --- hold-underlay ---
+h4_lua h2 >"$D/probe.lua"
 echo hold-underlay >"$D/mode"
 hn_m1 run "$D/probe.lua" --out "$D/r-probe" --quiet >"$D/probe.out" 2>"$D/probe.err"
 expect_eq "hold-underlay: run exit status (its error caught)" "$?" 0
@@ -170,15 +173,7 @@ expect_refused "an underlay probe m2's agent never answers fails at the deadline
 cluster_expect_nothing_left "hold-underlay"
 
 # --- no-hello: m2's agent never answers hello; m1 and m3 build meanwhile ---
-{
-  net_lua
-  cat <<LUA
-local h4 = net:node("h4", { host = "m3" })
-net:link(h1, h4, { bw = "100Mbit" })
-local ok, err = pcall(net.start, net)
-print(string.format("start %s %s", tostring(ok), tostring(err)))
-LUA
-} >"$D/nohello.lua"
+h4_lua h1 >"$D/nohello.lua"
 echo no-hello >"$D/mode"
 t0=$(date +%s.%N)
 hn_m1 run "$D/nohello.lua" --out "$D/r-nohello" --quiet >"$D/nohello.out" 2>"$D/nohello.err"
