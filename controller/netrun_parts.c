@@ -75,6 +75,7 @@ struct netrun_parts {
     char run_id[TOPO_PART_RUN_ID_MAX];
     char peer_path[PATH_MAX];
     char agents_why[512]; /* begins an agent's failure line (netrun_spread.why) */
+    struct agent_client_options agent_opts;
     netrun_agents_fn agents_ready;
     void *agents_ctx;
     /* Per whole node: a remote host's TCP counters in its agent's last
@@ -947,7 +948,8 @@ static void agents_teardown(struct netrun_parts *p)
 {
     if (p->tearing) return;
     p->tearing = true;
-    agent_group_teardown(p->agents, on_agents_down, p);
+    if (p->agents) return agent_group_teardown(p->agents, on_agents_down, p);
+    p->agents_down = true; /* the build failed before they were started */
 }
 
 /* Every part let go: the local one released, the agents torn down (each
@@ -1148,8 +1150,8 @@ static void on_build_deadline(EV_P_ ev_timer *w, int revents)
  * docs/guide.md) run while this machine's part builds. A part needs the
  * underlay addresses of the machines its cut links reach (the machines
  * file's when it gives IPv4, else the agent's, at its hello) and those
- * pairs' round trips (parts_underlay_begin: from here, or by the first
- * machine's agent once it answered hello); a remote part also needs its own agent's
+ * pairs' round trips (parts_underlay_begin: from here, or by the agent
+ * of the end that answered hello first); a remote part also needs its own agent's
  * hello, and is sent then (its clock pings go on meanwhile). progress()
  * takes every step that can go, after each event. */
 
@@ -1188,13 +1190,10 @@ static int underlay_known(struct netrun_parts *p, char *err, size_t errlen)
     return 0;
 }
 
+/* Each other machine's agent, once started (p->agent allocated by
+ * build_prepare). */
 static int agents_by_machine(struct netrun_parts *p, char *err, size_t errlen)
 {
-    p->agent = calloc(p->machines.n, sizeof *p->agent);
-    if (!p->agent) return snprintf(err, errlen, "out of memory"), -1;
-    p->local = p->machines.n;
-    for (size_t m = 0; m < p->machines.n; m++)
-        if (p->machines.v[m].local) p->local = m;
     for (size_t i = 0; i < agent_group_count(p->agents); i++) {
         struct agent_client *ac = agent_group_agent(p->agents, i);
         int m = topo_machines_find(&p->machines, agent_client_machine(ac));
@@ -1208,7 +1207,8 @@ static int agents_by_machine(struct netrun_parts *p, char *err, size_t errlen)
     return 0;
 }
 
-/* The whole network's address plan and routes, the placement. */
+/* The whole network's address plan and routes, the placement; the
+ * machines copied whole (an agent's ssh needs user=). */
 static int parts_plan(struct netrun_parts *p, const struct topo_machines *machines, char *err,
                       size_t errlen)
 {
@@ -1217,10 +1217,14 @@ static int parts_plan(struct netrun_parts *p, const struct topo_machines *machin
         if (topo_machines_add(&p->machines, machines->v[m].name, machines->v[m].address,
                               machines->v[m].cores, err, errlen) < 0)
             return -1;
-    for (size_t m = 0; m < machines->n; m++)
-        p->machines.v[m].local = machines->v[m].local;
+    snprintf(p->machines.source, sizeof p->machines.source, "%s", machines->source);
+    p->local = machines->n;
+    for (size_t m = 0; m < machines->n; m++) {
+        p->machines.v[m] = machines->v[m];
+        if (machines->v[m].local) p->local = m;
+    }
     if (topo_placement_compute(net, &p->machines, &p->placement, err, errlen) < 0 ||
-        agents_by_machine(p, err, errlen) < 0 || topo_assign_addresses(net, err, errlen) < 0)
+        topo_assign_addresses(net, err, errlen) < 0)
         return -1;
     return topo_routing_compute(net, &p->routing, err, errlen);
 }
@@ -1348,6 +1352,12 @@ static int progress(struct netrun_parts *p, struct net_error *e)
     return 0;
 }
 
+/* This machine's pairs all measured (or none to measure). */
+static bool local_pairs_done(const struct netrun_parts *p)
+{
+    return p->local == p->machines.n || parts_underlay_machine_done(p->probe, p->local);
+}
+
 static void progress_or_fail(struct netrun_parts *p)
 {
     struct net_error e;
@@ -1356,14 +1366,21 @@ static void progress_or_fail(struct netrun_parts *p)
     build_fail(p, &e);
 }
 
+static int agents_start(struct netrun_parts *p, struct net_error *e);
+
+/* The local part's pairs measured, the agents start; the first pair of
+ * another machine's part may then be measured, the part made, sent. */
 static void on_pair_measured(void *ctx, struct parts_underlay *u, size_t a, size_t b,
                              const char *error)
 {
     struct netrun_parts *p = ctx;
     struct net_error e;
     (void)u, (void)a, (void)b;
-    if (!error) return progress_or_fail(p);
-    net_error_set(&e, NET_ERR_ENVIRONMENT, -1, -1, error);
+    net_error_clear(&e);
+    if (error)
+        net_error_set(&e, NET_ERR_ENVIRONMENT, -1, -1, error);
+    else if (p->agents || !local_pairs_done(p) || agents_start(p, &e) == 0)
+        return progress_or_fail(p);
     build_fail(p, &e);
 }
 
@@ -1420,18 +1437,27 @@ static void config_keep(struct netrun_parts *p, const struct netrun_config *cfg)
     if (cfg->peer_path) p->cfg.peer_path = p->peer_path;
     const struct netrun_spread *s = cfg->spread;
     snprintf(p->agents_why, sizeof p->agents_why, "%s", s->why ? s->why : "");
+    p->agent_opts = *s->agents; /* its strings: the caller's, for the network's life */
     p->agents_ready = s->agents_ready;
     p->agents_ctx = s->agents_ctx;
     p->build_timeout_s = s->build_timeout_s > 0 ? s->build_timeout_s : NETRUN_BUILD_TIMEOUT_S;
 }
 
-/* The agents started first: their connections are the longest wait. */
-static int agents_start(struct netrun_parts *p, const struct netrun_spread *s, char *err,
-                        size_t errlen)
+/* The agents, once this machine's round trips are measured: their ssh
+ * connections are the longest wait of the start, but the echoes, a few
+ * round trips long, are measured on a machine not yet busy with them (the
+ * controller's ssh's key exchange, and on the namespace cluster every
+ * machine's login, share this host's cores; an echo delayed by them
+ * would lengthen the underlay's delay and so shorten the emulated one). */
+static int agents_start(struct netrun_parts *p, struct net_error *e)
 {
     struct agent_group_hooks hooks = {on_agent_hello, on_agents_ready, p};
-    p->agents = agent_group_start_each(p->nr->loop, s->machines, s->agents, &hooks, err, errlen);
-    return p->agents ? 0 : -1;
+    p->agents = agent_group_start_each(p->nr->loop, &p->machines, &p->agent_opts, &hooks,
+                                       e->message, sizeof e->message);
+    if (!p->agents || agents_by_machine(p, e->message, sizeof e->message) < 0)
+        return e->code = NET_ERR_ENVIRONMENT, -1;
+    netrun_phase_end(p->nr, "agents started");
+    return 0;
 }
 
 /* What every part shares: per-machine state, the data secret, the VNI
@@ -1445,7 +1471,8 @@ static int build_prepare(struct netrun_parts *p, char *err, size_t errlen)
     p->hello = calloc(n, sizeof *p->hello);
     p->stage = calloc(n, sizeof *p->stage);
     p->wire = calloc(n, sizeof *p->wire);
-    if (!p->underlay || !p->known || !p->hello || !p->stage || !p->wire ||
+    p->agent = calloc(n, sizeof *p->agent);
+    if (!p->underlay || !p->known || !p->hello || !p->stage || !p->wire || !p->agent ||
         local_maps_alloc(p) < 0 ||
         getrandom(p->nr->data_secret, sizeof p->nr->data_secret, 0) !=
             (ssize_t)sizeof p->nr->data_secret ||
@@ -1514,20 +1541,17 @@ int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
     config_keep(p, cfg);
     snprintf(nr->reason, sizeof nr->reason, "spread over %zu machines, each choosing its own",
              cfg->spread->machines->n);
-    if (agents_start(p, cfg->spread, err, errlen) < 0)
-        error->code = NET_ERR_ENVIRONMENT;
-    else if (parts_plan(p, cfg->spread->machines, err, errlen) < 0 ||
-             build_prepare(p, err, errlen) < 0)
+    if (parts_plan(p, cfg->spread->machines, err, errlen) < 0 || build_prepare(p, err, errlen) < 0)
         error->code = NET_ERR_SCENARIO;
     netrun_phase_end(nr, "placement");
     if (error->code == NET_OK) {
         /* one deadline for the agents, the underlay's round trips and every part's build */
         ev_timer_set(&p->build_deadline, p->build_timeout_s, 0);
         ev_timer_start(loop, &p->build_deadline);
-        progress(p, error);
+        if (progress(p, error) == 0 && local_pairs_done(p)) agents_start(p, error);
     }
     if (error->code != NET_OK) {
-        outer_free(nr); /* the agents' ssh ended: nothing was sent them */
+        outer_free(nr); /* the agents' ssh, if started, ended: nothing was sent them */
         return -1;
     }
     *out = nr;

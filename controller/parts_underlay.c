@@ -124,14 +124,17 @@ static int pair_ask(struct parts_underlay *u, const struct parts_underlay_setup 
 }
 
 /* Pair (a, b), a < b: measured here when one is this machine, else by
- * a's agent once it answered hello (always the same end, as `hiernet
- * doctor --hosts` tries it); 0 also when it must wait. */
+ * the first end whose agent answered hello (a's when both have, as
+ * `hiernet doctor --hosts` tries it): waiting for a's would hold b's part
+ * for the gap between the two hellos; 0 also when it must wait. */
 static int pair_begin(struct parts_underlay *u, const struct parts_underlay_setup *s, size_t a,
                       size_t b, const bool *hello, char *err, size_t errlen)
 {
     if (a == s->local || b == s->local)
         return pair_ask(u, s, a == s->local ? a : b, a == s->local ? b : a, err, errlen);
-    return hello[a] ? pair_ask(u, s, a, b, err, errlen) : 0;
+    if (hello[a] || hello[b])
+        return pair_ask(u, s, hello[a] ? a : b, hello[a] ? b : a, err, errlen);
+    return 0;
 }
 
 static struct parts_underlay *underlay_new(const struct topo_machines *machines)

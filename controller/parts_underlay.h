@@ -5,7 +5,8 @@
  * Before a part is made, each pair of machines that its cut links join
  * gets its round trip measured (emu/underlay_rtt.h: the least of a few
  * ICMP echoes): from here when one of the two is the controller's
- * machine, else by the first one's agent (`underlay` request). Half of it
+ * machine, else by the agent of the first of the two to answer hello (the
+ * first machine's when both have; `underlay` request). Half of it
  * is the pair's one-way delay (topo_part_underlay_delay_us), which the
  * parts' cut links carry and the backends subtract. Either all at once
  * (parts_underlay_start: `hiernet doctor --hosts`), or pair by pair as
@@ -60,9 +61,10 @@ struct parts_underlay *parts_underlay_new(const struct parts_underlay_setup *set
                                           parts_underlay_pair_fn pair, void *ctx);
 /* Begins every pair not begun whose two ends' addresses are known
  * (known[m]: setup->underlay[m] holds it) and that can be measured now:
- * from here when one end is this machine, else by the first end's agent
- * once it answered hello (hello[m]). 0, or -1 with err naming the pair
- * (its probe could not start or its request not be sent). */
+ * from here when one end is this machine, else by an end's agent that
+ * answered hello (hello[m]; the first end's when both have). 0, or -1
+ * with err naming the pair (its probe could not start or its request not
+ * be sent). */
 int parts_underlay_begin(struct parts_underlay *u, const struct parts_underlay_setup *setup,
                          const bool *known, const bool *hello, char *err, size_t errlen);
 /* Every pair of machine m measured (true when it has none). */

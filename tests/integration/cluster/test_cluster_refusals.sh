@@ -19,8 +19,9 @@
 #     line naming m2 and the timeout (it waited for ever), m1's part built
 #     meanwhile is released; a second net:start() is refused in one line
 #     that says the network starts once and gives the first start's error;
-#   - hold-underlay (m2's agent never answers `underlay`), h4 on m3 linked
-#     to h2, so that m2's agent measures the pair m2-m3: net:start() fails
+#   - hold-underlay (m2's and m3's agents never answer `underlay`), h4 on
+#     m3 linked to h2, so that an agent measures the pair m2-m3 (the one
+#     that answered hello first): net:start() fails
 #     at the same deadline in one line naming the pair not measured (m1's
 #     part, which needs no agent, was built meanwhile and is released);
 #   - no-hello (m2's "agent" is a cat that never answers), h4 on m3 linked
@@ -37,12 +38,14 @@ source "$here/../../lib/cluster.sh"
 source "$here/../../lib/checks.sh"
 
 cluster_spread_up 3
-# m2's agent through the filter, in the mode $D/mode names; m1 has none
+# m2's agent through the filter, in the mode $D/mode names (m3's too in
+# hold-underlay); m1 has none
 cat >"$D/agent-bin" <<SH
 #!/bin/sh
-case " \$* " in *" --machine m2 "*)
-  [ "\$(cat "$D/mode")" = no-hello ] && exec cat >/dev/null
-  exec "$FILTER" "\$(cat "$D/mode")" "$HN" "\$@";; esac
+mode=\$(cat "$D/mode")
+case "\$mode \$* " in hold-underlay*" --machine m3 "*|*" --machine m2 "*)
+  [ "\$mode" = no-hello ] && exec cat >/dev/null
+  exec "$FILTER" "\$mode" "$HN" "\$@";; esac
 exec "$HN" "\$@"
 SH
 chmod +x "$D/agent-bin"
