@@ -141,11 +141,16 @@ ok, err = pcall(net.start, net)
 print(string.format("start2 %s %s", tostring(ok), tostring(err)))
 LUA
 } >"$D/hold.lua"
-echo hold-build >"$D/mode"
-t0=$(date +%s.%N)
-hn_m1 run "$D/hold.lua" --out "$D/r-hold" --quiet >"$D/hold.out" 2>"$D/hold.err"
-rc=$?
-took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+# timed_run MODE NAME: $D/NAME.lua with m2's agent in MODE; rc and took (s) set.
+timed_run() {
+  echo "$1" >"$D/mode"
+  local t0
+  t0=$(date +%s.%N)
+  hn_m1 run "$D/$2.lua" --out "$D/r-$2" --quiet >"$D/$2.out" 2>"$D/$2.err"
+  rc=$?
+  took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+}
+timed_run hold-build hold
 expect_eq "hold-build: run exit status (its errors caught)" "$rc" 0
 expect_refused "a build m2 never answers fails at the deadline" "$D/hold.out" start1 \
   "network 'faulty': machine(s) m2 did not build their part within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released"
@@ -177,11 +182,7 @@ cluster_expect_nothing_left "hold-underlay"
 
 # --- no-hello: m2's agent never answers hello; m1 and m3 build meanwhile ---
 h4_lua h1 >"$D/nohello.lua"
-echo no-hello >"$D/mode"
-t0=$(date +%s.%N)
-hn_m1 run "$D/nohello.lua" --out "$D/r-nohello" --quiet >"$D/nohello.out" 2>"$D/nohello.err"
-rc=$?
-took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+timed_run no-hello nohello
 expect_eq "no-hello: run exit status (its error caught)" "$rc" 0
 expect_refused "an agent that never answers hello fails the start at the deadline" "$D/nohello.out" \
   start "network 'faulty': the agent(s) of machine(s) m2 did not answer hello within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released"
