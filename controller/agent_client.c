@@ -372,7 +372,7 @@ static void on_hello(void *ctx, const char *error, const msgpack_object *result)
         return agent_fail(ac, "%s", err);
     ac->hello_ns = mono_ns();
     send_ping(ac);
-    if (ac->hooks.on_hello) ac->hooks.on_hello(ac->hooks.ctx, ac);
+    if (!ac->failed && ac->hooks.on_hello) ac->hooks.on_hello(ac->hooks.ctx, ac);
 }
 
 static void send_hello(struct agent_client *ac)

@@ -1054,6 +1054,8 @@ static void parts_abandon(struct netrun_parts *p)
  * once built is no build's: the run's other paths (an agent's loss) say it. */
 static void build_fail(struct netrun_parts *p, const struct net_error *e)
 {
+    if (p->built && !p->releasing) /* an agent lost once built: on_agent_lost ends its nodes */
+        ctl_log("warning: network '%s': %s", p->nr->net->name, e->message);
     if (p->built || p->releasing) return;
     part_failed(p, e);
     parts_abandon(p);
