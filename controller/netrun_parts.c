@@ -1148,14 +1148,16 @@ static void on_build_deadline(EV_P_ ev_timer *w, int revents)
 /* ---- the build ----
  *
  * Every step starts as soon as what it needs is there, not once every
- * agent is: the agents' ssh connections (a good part of a second each,
- * docs/guide.md) run while this machine's part builds. A part needs the
- * underlay addresses of the machines its cut links reach (the machines
- * file's when it gives IPv4, else the agent's, at its hello) and those
- * pairs' round trips (parts_underlay_begin: from here, or by the agent
- * of the end that answered hello first); a remote part also needs its own agent's
- * hello, and is sent then (its clock pings go on meanwhile). progress()
- * takes every step that can go, after each event. */
+ * agent is: the placement and routes, this machine's round trips (a few
+ * echoes), then the agents, whose ssh connections (a good part of a
+ * second each, docs/guide.md) run while this machine's part builds. A
+ * part needs the underlay addresses of the machines its cut links reach
+ * (the machines file's when it gives IPv4, else the agent's, at its
+ * hello) and those pairs' round trips (parts_underlay_begin: from here,
+ * or by the agent of the end that answered hello first); a remote part
+ * also needs its own agent's hello, and is sent then (its clock pings go
+ * on meanwhile). progress() takes every step that can go, after each
+ * event. */
 
 /* An IPv4 address text into *out: 0, or -1 with err naming machine m. */
 static int underlay_parse(struct netrun_parts *p, size_t m, const char *text, uint32_t *out,
