@@ -1058,6 +1058,7 @@ static void build_fail(struct netrun_parts *p, const struct net_error *e)
         ctl_log("warning: network '%s': %s", p->nr->net->name, e->message);
     if (p->built || p->releasing) return;
     part_failed(p, e);
+    parts_underlay_cancel(p->probe); /* no pair's end starts an agent or a part now */
     parts_abandon(p);
     parts_release(p);
 }
@@ -1139,7 +1140,6 @@ static void on_build_deadline(EV_P_ ev_timer *w, int revents)
                  "(HIERNET_BUILD_TIMEOUT); every part built is released",
                  net, names[0] ? names : "?", p->build_timeout_s);
     }
-    parts_underlay_cancel(p->probe);
     struct net_error e;
     net_error_set(&e, NET_ERR_ENVIRONMENT, -1, -1, line);
     build_fail(p, &e);
@@ -1380,6 +1380,7 @@ static void on_pair_measured(void *ctx, struct parts_underlay *u, size_t a, size
     struct netrun_parts *p = ctx;
     struct net_error e;
     (void)u, (void)a, (void)b;
+    if (p->releasing) return;
     net_error_clear(&e);
     if (error)
         net_error_set(&e, NET_ERR_ENVIRONMENT, -1, -1, error);
