@@ -56,7 +56,7 @@ struct netrun_parts {
     struct net_error error;      /* the build's first failure */
     ev_timer build_deadline;     /* every part answered by then, or the build fails */
     double build_timeout_s;
-    bool built, inner_done, agents_down, tearing, releasing;
+    bool built, inner_done, agents_down, tearing, releasing, routed;
     netrun_released_fn released;
     void *released_ctx;
     ev_idle later; /* the release's and the failed build's end, from the loop */
@@ -1211,10 +1211,9 @@ static int agents_by_machine(struct netrun_parts *p, char *err, size_t errlen)
     return 0;
 }
 
-/* The whole network's address plan and routes, the placement; the
- * machines copied whole (an agent's ssh needs user=). */
-static int parts_plan(struct netrun_parts *p, const struct topo_machines *machines, char *err,
-                      size_t errlen)
+/* The placement; the machines copied whole (an agent's ssh needs user=). */
+static int parts_place(struct netrun_parts *p, const struct topo_machines *machines, char *err,
+                       size_t errlen)
 {
     struct topo_network *net = p->nr->net;
     for (size_t m = 0; m < machines->n; m++)
@@ -1227,10 +1226,20 @@ static int parts_plan(struct netrun_parts *p, const struct topo_machines *machin
         p->machines.v[m] = machines->v[m];
         if (machines->v[m].local) p->local = m;
     }
-    if (topo_placement_compute(net, &p->machines, &p->placement, err, errlen) < 0 ||
-        topo_assign_addresses(net, err, errlen) < 0)
-        return -1;
-    return topo_routing_compute(net, &p->routing, err, errlen);
+    return topo_placement_compute(net, &p->machines, &p->placement, err, errlen);
+}
+
+/* The whole network's address plan and routes, which every part needs,
+ * computed once the agents are started: their connections take longer
+ * (65 ms for the 999-node tree here, seconds for a large network). */
+static int parts_routes(struct netrun_parts *p, struct net_error *e)
+{
+    if (topo_assign_addresses(p->nr->net, e->message, sizeof e->message) < 0 ||
+        topo_routing_compute(p->nr->net, &p->routing, e->message, sizeof e->message) < 0)
+        return e->code = NET_ERR_SCENARIO, -1;
+    p->routed = true;
+    netrun_phase_end(p->nr, "routes");
+    return 0;
 }
 
 /* The local part's indices by whole-network index: -1 until it is made. */
@@ -1347,7 +1356,7 @@ static int progress(struct netrun_parts *p, struct net_error *e)
         0)
         return e->code = NET_ERR_ENVIRONMENT, -1;
     for (size_t m = 0; m < p->machines.n; m++) {
-        if (p->stage[m] == PART_WAITING && parts_underlay_machine_done(p->probe, m) &&
+        if (p->stage[m] == PART_WAITING && p->routed && parts_underlay_machine_done(p->probe, m) &&
             part_make(p, m, e) < 0)
             return -1;
         if (p->stage[m] == PART_MADE && (m == p->local || p->hello[m]) && part_begin(p, m, e) < 0)
@@ -1370,7 +1379,7 @@ static void progress_or_fail(struct netrun_parts *p)
     build_fail(p, &e);
 }
 
-static int agents_start(struct netrun_parts *p, struct net_error *e);
+static int agents_then_routes(struct netrun_parts *p, struct net_error *e);
 
 /* The local part's pairs measured, the agents start; the first pair of
  * another machine's part may then be measured, the part made, sent. */
@@ -1384,7 +1393,7 @@ static void on_pair_measured(void *ctx, struct parts_underlay *u, size_t a, size
     net_error_clear(&e);
     if (error)
         net_error_set(&e, NET_ERR_ENVIRONMENT, -1, -1, error);
-    else if (p->agents || !local_pairs_done(p) || agents_start(p, &e) == 0)
+    else if (p->agents || !local_pairs_done(p) || agents_then_routes(p, &e) == 0)
         return progress_or_fail(p);
     build_fail(p, &e);
 }
@@ -1463,6 +1472,11 @@ static int agents_start(struct netrun_parts *p, struct net_error *e)
         return e->code = NET_ERR_ENVIRONMENT, -1;
     netrun_phase_end(p->nr, "agents started");
     return 0;
+}
+
+static int agents_then_routes(struct netrun_parts *p, struct net_error *e)
+{
+    return agents_start(p, e) < 0 || parts_routes(p, e) < 0 ? -1 : 0;
 }
 
 /* What every part shares: per-machine state, the data secret, the VNI
@@ -1546,14 +1560,15 @@ int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
     config_keep(p, cfg);
     snprintf(nr->reason, sizeof nr->reason, "spread over %zu machines, each choosing its own",
              cfg->spread->machines->n);
-    if (parts_plan(p, cfg->spread->machines, err, errlen) < 0 || build_prepare(p, err, errlen) < 0)
+    if (parts_place(p, cfg->spread->machines, err, errlen) < 0 || build_prepare(p, err, errlen) < 0)
         error->code = NET_ERR_SCENARIO;
     netrun_phase_end(nr, "placement");
     if (error->code == NET_OK) {
         /* one deadline for the agents, the underlay's round trips and every part's build */
         ev_timer_set(&p->build_deadline, p->build_timeout_s, 0);
         ev_timer_start(loop, &p->build_deadline);
-        if (progress(p, error) == 0 && local_pairs_done(p)) agents_start(p, error);
+        if (progress(p, error) == 0 && local_pairs_done(p) && agents_then_routes(p, error) == 0)
+            progress(p, error);
     }
     if (error->code != NET_OK) {
         outer_free(nr); /* the agents' ssh, if started, ended: nothing was sent them */
