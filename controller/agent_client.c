@@ -520,7 +520,7 @@ int agent_client_underlay(struct agent_client *ac, const char *address, peer_rep
 {
     struct agent_underlay u;
     struct msgmap m;
-    if (ac->failed || ac->tearing_down)
+    if (agent_client_gone(ac))
         return snprintf(err, errlen, "machine '%s': the agent is gone", ac->machine.name), -1;
     snprintf(u.address, sizeof u.address, "%s", address);
     msgmap_init(&m);
@@ -561,7 +561,7 @@ static int send_change(struct agent_client *ac, enum agent_method method, struct
                        peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
     struct agent_change *c = malloc(sizeof *c);
-    if (!c || ac->failed || ac->tearing_down) {
+    if (!c || agent_client_gone(ac)) {
         msgmap_free(m);
         free(c);
         return snprintf(err, errlen, "machine '%s': its agent %s", ac->machine.name,
@@ -678,7 +678,7 @@ int agent_client_restart(struct agent_client *ac, int node, const char *name,
 {
     /* Refused before the relay swaps clients: a restart that cannot be
      * sent would cut the old channel and end a fresh client never run. */
-    if (ac->failed || ac->tearing_down)
+    if (agent_client_gone(ac))
         return snprintf(err, errlen, "machine '%s': its agent is gone", ac->machine.name), -1;
     struct agent_restart *x = malloc(sizeof *x);
     if (!x) return snprintf(err, errlen, "out of memory"), -1;
@@ -856,6 +856,11 @@ const char *agent_client_machine(const struct agent_client *ac)
 bool agent_client_ready(const struct agent_client *ac)
 {
     return ac->ready;
+}
+
+bool agent_client_gone(const struct agent_client *ac)
+{
+    return ac->failed || ac->tearing_down;
 }
 
 const struct agent_hello_reply *agent_client_hello(const struct agent_client *ac)

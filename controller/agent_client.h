@@ -176,6 +176,8 @@ void agent_client_free(struct agent_client *ac);
 
 const char *agent_client_machine(const struct agent_client *ac);
 bool agent_client_ready(const struct agent_client *ac);
+/* The agent failed (lost) or is tearing down: it takes no more changes. */
+bool agent_client_gone(const struct agent_client *ac);
 /* The agent's hello answer (valid once ready). */
 const struct agent_hello_reply *agent_client_hello(const struct agent_client *ac);
 /* The clock estimate from the last pings; false before any. */

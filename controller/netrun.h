@@ -201,9 +201,12 @@ int netrun_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, c
  * disconnect the network is refused before anything changes). A network
  * over machines asks the machine that holds the link to move it and every
  * machine to change its hosts' routes (netrun_parts_move): 1, and cb
- * follows once all answered (error: the first failure), or 0 when only
- * this machine's part had changes (cb not called); a move whose link
- * would become, stop being or change a cut link is refused (-1). */
+ * follows once all answered, or 0 when only this machine's part had
+ * changes (cb not called); the model takes the move only when every
+ * machine applied its share: a failure (the first one's line) is undone
+ * on every machine that applied some of it before cb (or -1) tells it; a
+ * move whose link would become, stop being or change a cut link is
+ * refused (-1). */
 int netrun_link_move(struct netrun *nr, int l, int stays, int to, peer_reply_fn cb, void *ctx,
                      char *err, size_t errlen);
 /* Whether the engine can move link l so (over machines: not a link that
@@ -216,7 +219,8 @@ struct topo_route_change;
  * indices), then its hosts' routes take the changes (part indices, each
  * host's consecutive; topo/route_change.h) in its model and its kernel.
  * The part's routes are the whole network's share, so they come computed,
- * not from this part's own model. 0, or -1 with err. */
+ * not from this part's own model. 0, or -1 with err; a link move the
+ * kernel refused before its interface left changes nothing. */
 int netrun_link_move_routes(struct netrun *nr, int l, int stays, int to,
                             const struct topo_route_change *changes, size_t n, char *err,
                             size_t errlen);

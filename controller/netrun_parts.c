@@ -57,6 +57,9 @@ struct netrun_parts {
     ev_timer build_deadline;     /* every part answered by then, or the build fails */
     double build_timeout_s;
     bool built, inner_done, agents_down, tearing, releasing, routed;
+    /* A move over machines is in flight (netrun_parts_move): p->routing is
+     * its "before" until every machine answered, so a second one waits. */
+    bool moving;
     netrun_released_fn released;
     void *released_ctx;
     ev_idle later; /* the release's and the failed build's end, from the loop */
@@ -233,6 +236,16 @@ static void program_signal(void *ctx, uint64_t id, int sig)
                 p->machines.v[rp->machine].name, err);
 }
 
+/* A liveness probe (signal 0): the agent answers {alive} (netprog.h). */
+static int program_probe(void *ctx, uint64_t id, peer_reply_fn cb, void *cb_ctx, char *err,
+                         size_t errlen)
+{
+    struct netrun_parts *p = ctx;
+    struct remote_program *rp = program_find(p, id);
+    if (!rp) return snprintf(err, errlen, "program %llu is not known", (unsigned long long)id), -1;
+    return agent_client_signal(p->agent[rp->machine], id, 0, cb, cb_ctx, err, errlen);
+}
+
 static void program_forget(void *ctx, uint64_t id)
 {
     struct netrun_parts *p = ctx;
@@ -314,7 +327,7 @@ struct netprog *netrun_program_remote(struct netrun *nr, struct netprog_list *li
     }
     struct program_start *s = malloc(sizeof *s);
     uint64_t id = ++p->last_program_id;
-    struct netprog_remote hooks = {id, program_signal, program_forget, p};
+    struct netprog_remote hooks = {id, program_signal, program_probe, program_forget, p};
     struct netprog *prog =
         s ? netprog_remote_add(list, node, &hooks, done, ctx, err, errlen) : NULL;
     if (!prog) {
@@ -597,14 +610,16 @@ int netrun_parts_move_check(const struct netrun *nr, int l, int stays, int to, c
     return move_placed(nr->parts, l, stays, to, err, errlen);
 }
 
-/* Machine m's hosts' changes from the routing before (p->routing) to fresh. */
-static int machine_changes(const struct netrun_parts *p, size_t m, const struct topo_routing *fresh,
+/* Machine m's hosts' changes from routing `before` to `after` (leaf: the
+ * node that moved, whose /32 every other host gets along its path). */
+static int machine_changes(const struct netrun_parts *p, size_t m,
+                           const struct topo_routing *before, const struct topo_routing *after,
                            int leaf, struct topo_route_changes *out)
 {
     const struct topo_network *net = p->nr->net;
     for (size_t i = 0; i < net->n_nodes; i++)
         if ((size_t)p->placement.machine[i] == m && net->nodes[i].kind == TOPO_NODE_HOST &&
-            topo_route_changes_of(net, &p->routing, fresh, (int)i, leaf, out) < 0)
+            topo_route_changes_of(net, before, after, (int)i, leaf, out) < 0)
             return -1;
     return 0;
 }
@@ -632,10 +647,11 @@ static int move_local(struct netrun_parts *p, const struct topo_route_changes *c
 
 /* Machine m's agent's share: the reroute request (cb follows). */
 static int move_remote(struct netrun_parts *p, size_t m, const struct topo_route_changes *c, int l,
-                       int stays, int to, struct parts_countdown *cd, char *err, size_t errlen)
+                       int stays, int to, peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
     struct agent_route *routes = calloc(c->n ? c->n : 1, sizeof *routes);
-    if (!routes) return snprintf(err, errlen, "out of memory"), -1;
+    if (!routes)
+        return snprintf(err, errlen, "machine '%s': out of memory", p->machines.v[m].name), -1;
     for (size_t i = 0; i < c->n; i++) {
         const struct topo_route *r = &c->v[i].route;
         routes[i] = (struct agent_route){(uint64_t)c->v[i].node,
@@ -648,55 +664,274 @@ static int move_remote(struct netrun_parts *p, size_t m, const struct topo_route
     }
     struct agent_reroute req = {
         l >= 0, (uint64_t)(l >= 0 ? l : 0), (uint64_t)stays, (uint64_t)to, routes, c->n};
-    int rc = agent_client_reroute(p->agent[m], &req, on_part_done, cd, err, errlen);
+    int rc = agent_client_reroute(p->agent[m], &req, cb, ctx, err, errlen);
     free(routes);
     return rc;
 }
 
-/* Every machine's share; m holds the link (its move goes with its routes). */
-static void move_ask(struct netrun_parts *p, size_t holder, const struct topo_routing *fresh, int l,
-                     int stays, int to, struct parts_countdown *cd)
+/* A move over machines, asked of every machine, committed to the model
+ * (p->routing, the link's ends) only when every machine has applied its
+ * share; otherwise undone on every machine that may have applied some of
+ * it, by the inverse share (docs/design-notes.md, "A move over machines
+ * that fails on one"). */
+enum share_state {
+    SHARE_NONE,    /* not asked: no nodes there, or the local part not built */
+    SHARE_PENDING, /* asked; its agent's answer is awaited */
+    SHARE_DONE,    /* applied */
+    SHARE_FAILED,  /* answered with an error: it may have applied some */
+    SHARE_UNSENT,  /* could not be asked: nothing applied */
+};
+
+struct parts_move;
+
+struct move_share {
+    struct parts_move *mv;
+    size_t m;
+};
+
+struct parts_move {
+    struct netrun_parts *p;
+    int l, stays, to, from;
+    size_t holder;             /* the machine that holds the link */
+    struct topo_link saved;    /* the link before (the undo restores its ends) */
+    struct topo_routing fresh; /* the whole network's routes after the move */
+    struct move_share *share;  /* per machine: its answer's context */
+    unsigned char *state;      /* per machine: enum share_state */
+    int left;                  /* answers awaited, plus a guard while asking */
+    bool undoing;
+    bool released;                          /* the network was being released: nothing undone */
+    char gone[128];                         /* machines not undone: their agents are gone */
+    char error[AGENT_ERROR_MAX + 128];      /* the move's first failure */
+    char undo_error[AGENT_ERROR_MAX + 128]; /* the undo's first failure */
+    peer_reply_fn cb;
+    void *ctx;
+};
+
+static void parts_move_free(struct parts_move *mv)
 {
-    for (size_t m = 0; m < p->machines.n; m++) {
-        char why[AGENT_ERROR_MAX] = ""; /* read for every machine's line */
-        struct topo_route_changes c = {0};
-        int rc, here = m == holder ? l : -1;
-        if (!p->placement.count[m] || (m == p->local && !netrun_parts_inner(p->nr))) continue;
-        if (machine_changes(p, m, fresh, stays, &c) < 0)
-            rc = (snprintf(why, sizeof why, "out of memory"), -1);
-        else if (m == p->local)
-            rc = move_local(p, &c, here, stays, to, why, sizeof why);
-        else
-            rc = move_remote(p, m, &c, here, stays, to, cd, why, sizeof why);
-        topo_route_changes_free(&c);
-        char line[AGENT_ERROR_MAX + 64]; /* an agent's line names its machine already */
-        snprintf(line, sizeof line, "%s%s%s", m == p->local ? p->machines.v[m].name : "",
-                 m == p->local ? ": " : "", why);
-        countdown_asked(cd, rc, m != p->local, line);
+    mv->p->moving = false;
+    topo_routing_free(&mv->fresh); /* zeroed once committed */
+    free(mv->share);
+    free(mv->state);
+    free(mv);
+}
+
+static void move_note(char *line, size_t len, const char *error)
+{
+    if (!line[0]) snprintf(line, len, "%s", error);
+}
+
+/* Machine m's answer (the move's, or the undo's when undoing). */
+static void move_share_done(struct parts_move *mv, size_t m, const char *error)
+{
+    if (mv->undoing) {
+        if (error) move_note(mv->undo_error, sizeof mv->undo_error, error);
+        return;
     }
+    mv->state[m] = error ? SHARE_FAILED : SHARE_DONE;
+    if (error) move_note(mv->error, sizeof mv->error, error);
+}
+
+static void on_move_answer(void *ctx, const char *error, const msgpack_object *result);
+
+/* Machine m's share of the move (undo: its inverse): 0 done here, 1 its
+ * answer follows, -1 with why, one line naming the machine. */
+static int move_share_ask(struct parts_move *mv, size_t m, bool undo, char *why, size_t len)
+{
+    struct netrun_parts *p = mv->p;
+    const struct topo_routing *before = undo ? &mv->fresh : &p->routing;
+    const struct topo_routing *after = undo ? &p->routing : &mv->fresh;
+    /* the holder gets the link back even when it failed: where its
+     * interface did not move, moving it back is a no-op
+     * (netrun_link_move_routes) */
+    int l = m == mv->holder ? mv->l : -1, to = undo ? mv->from : mv->to;
+    struct topo_route_changes c = {0};
+    int rc;
+    char here[AGENT_ERROR_MAX] = "";
+    if (machine_changes(p, m, before, after, mv->stays, &c) < 0)
+        rc = (snprintf(here, sizeof here, "out of memory"), -1);
+    else if (m == p->local)
+        rc = move_local(p, &c, l, mv->stays, to, here, sizeof here);
+    else /* its lines name the machine already */
+        rc = move_remote(p, m, &c, l, mv->stays, to, on_move_answer, &mv->share[m], why, len) < 0
+                 ? -1
+                 : 1;
+    topo_route_changes_free(&c);
+    if (here[0]) snprintf(why, len, "machine '%s': %s", p->machines.v[m].name, here);
+    return rc;
+}
+
+/* Whether the undo skips machine m: its agent is gone (lost, its part
+ * torn down), so nothing there needs or can take the inverse; the local
+ * part only once released. */
+static bool move_undo_skips(struct parts_move *mv, size_t m)
+{
+    struct netrun_parts *p = mv->p;
+    if (m == p->local) return !netrun_parts_inner(p->nr);
+    if (!agent_client_gone(p->agent[m])) return false;
+    size_t used = strlen(mv->gone);
+    snprintf(mv->gone + used, sizeof mv->gone - used, "%s%s", used ? ", " : "",
+             p->machines.v[m].name);
+    return true;
+}
+
+/* Asks every machine with nodes (undo: those that may have applied some of it). */
+static void move_ask_all(struct parts_move *mv, bool undo)
+{
+    struct netrun_parts *p = mv->p;
+    mv->left = 1; /* the guard, until every machine was asked */
+    for (size_t m = 0; m < p->machines.n; m++) {
+        bool ask = undo ? mv->state[m] == SHARE_DONE || mv->state[m] == SHARE_FAILED
+                        : p->placement.count[m] && (m != p->local || netrun_parts_inner(p->nr));
+        if (!ask || (undo && move_undo_skips(mv, m))) continue;
+        char why[AGENT_ERROR_MAX + 64] = "";
+        int rc = move_share_ask(mv, m, undo, why, sizeof why);
+        if (rc == 1) {
+            mv->left++;
+            if (!undo) mv->state[m] = SHARE_PENDING;
+            continue;
+        }
+        move_share_done(mv, m, rc < 0 ? why : NULL);
+        /* an agent's request that could not go applied nothing; the local
+         * part's failure may have applied some of its routes */
+        if (!undo && rc < 0 && m != p->local) mv->state[m] = SHARE_UNSENT;
+    }
+    mv->left--;
+}
+
+/* The link's ends and their interface names as before the move (what
+ * netrun_move_link_end changed), and only those: a link:set or up/down
+ * made while the move was in flight stays. */
+static void move_link_back(struct topo_network *net, const struct parts_move *mv)
+{
+    struct topo_link *link = &net->links[mv->l];
+    link->a = mv->saved.a;
+    link->b = mv->saved.b;
+    memcpy(link->ifname_a, mv->saved.ifname_a, sizeof link->ifname_a);
+    memcpy(link->ifname_b, mv->saved.ifname_b, sizeof link->ifname_b);
+}
+
+/* Every answer in: the commit, or the undo asked (1: its answers follow). */
+static int move_phase_end(struct parts_move *mv)
+{
+    struct netrun_parts *p = mv->p;
+    if (!mv->error[0]) {
+        topo_routing_free(&p->routing);
+        p->routing = mv->fresh; /* the next move's "before" */
+        mv->fresh = (struct topo_routing){0};
+        return 0;
+    }
+    if (mv->undoing) return 0;
+    mv->undoing = true;
+    move_link_back(p->nr->net, mv);
+    if (p->tearing) { /* released meanwhile: nothing left to undo */
+        mv->released = true;
+        return 0;
+    }
+    move_ask_all(mv, true);
+    return mv->left > 0;
+}
+
+/* The move's line once it ended: its failure and what the undo did. */
+static void move_result(const struct parts_move *mv, char *out, size_t len)
+{
+    if (!mv->error[0]) return;
+    if (mv->undo_error[0])
+        snprintf(out, len,
+                 "%s; undoing the move failed too (%s): the machines may not agree on the "
+                 "network any more, stop it",
+                 mv->error, mv->undo_error);
+    else if (mv->released)
+        snprintf(out, len, "%s; not undone: the network is being released", mv->error);
+    else if (mv->gone[0])
+        snprintf(out, len, "%s; the move was undone on every machine but %s, whose agent is gone",
+                 mv->error, mv->gone);
+    else
+        snprintf(out, len, "%s; the move was undone on every machine", mv->error);
+}
+
+static void on_move_answer(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct move_share *s = ctx;
+    struct parts_move *mv = s->mv;
+    (void)result;
+    move_share_done(mv, s->m, error);
+    if (--mv->left > 0 || move_phase_end(mv) > 0) return;
+    char line[3 * AGENT_ERROR_MAX];
+    move_result(mv, line, sizeof line);
+    msgpack_object done = {.type = MSGPACK_OBJECT_MAP};
+    mv->cb(mv->ctx, mv->error[0] ? line : NULL, mv->error[0] ? NULL : &done);
+    parts_move_free(mv);
+}
+
+static struct parts_move *parts_move_new(struct netrun_parts *p, int l, int stays, int to,
+                                         peer_reply_fn cb, void *ctx)
+{
+    struct parts_move *mv = calloc(1, sizeof *mv);
+    size_t n = p->machines.n ? p->machines.n : 1;
+    if (!mv || !(mv->share = calloc(n, sizeof *mv->share)) ||
+        !(mv->state = calloc(n, sizeof *mv->state))) {
+        if (mv) free(mv->share);
+        free(mv);
+        return NULL;
+    }
+    const struct topo_link *link = &p->nr->net->links[l];
+    *mv = (struct parts_move){.p = p,
+                              .l = l,
+                              .stays = stays,
+                              .to = to,
+                              .from = link->a == stays ? link->b : link->a,
+                              .holder = (size_t)p->placement.machine[stays],
+                              .saved = *link,
+                              .share = mv->share,
+                              .state = mv->state,
+                              .cb = cb,
+                              .ctx = ctx};
+    for (size_t m = 0; m < p->machines.n; m++)
+        mv->share[m] = (struct move_share){mv, m};
+    return mv;
+}
+
+/* One move over machines at a time: the next one's routes are computed
+ * from the committed ones (p->routing), which a move in flight has not
+ * replaced yet, and its link's ends in the model are not final. */
+static int move_alone(const struct netrun_parts *p, int l, char *err, size_t errlen)
+{
+    if (!p->moving) return 0;
+    char name[80];
+    topo_link_describe(p->nr->net, &p->nr->net->links[l], name, sizeof name);
+    return snprintf(err, errlen,
+                    "link %s: another move is still in flight over the machines (one at a time: "
+                    "wait for its end)",
+                    name),
+           -1;
 }
 
 int netrun_parts_move(struct netrun *nr, int l, int stays, int to, peer_reply_fn cb, void *ctx,
                       char *err, size_t errlen)
 {
     struct netrun_parts *p = nr->parts;
-    if (move_placed(p, l, stays, to, err, errlen) < 0) return -1;
-    struct topo_link saved = nr->net->links[l];
+    if (move_placed(p, l, stays, to, err, errlen) < 0 || move_alone(p, l, err, errlen) < 0)
+        return -1;
+    struct parts_move *mv = parts_move_new(p, l, stays, to, cb, ctx);
+    if (!mv) return snprintf(err, errlen, "out of memory"), -1;
+    p->moving = true; /* until parts_move_free */
     int from;
     bool end_a;
     netrun_move_link_end(nr->net, l, stays, to, &end_a, &from);
-    struct topo_routing fresh;
-    struct parts_countdown *cd = countdown_new(cb, ctx);
-    if (!cd || topo_routing_compute(nr->net, &fresh, err, errlen) < 0) {
-        if (!cd) snprintf(err, errlen, "out of memory");
-        nr->net->links[l] = saved; /* nothing was asked yet */
-        free(cd);
+    if (topo_routing_compute(nr->net, &mv->fresh, err, errlen) < 0) {
+        move_link_back(nr->net, mv); /* nothing was asked yet */
+        parts_move_free(mv);
         return -1;
     }
-    move_ask(p, (size_t)p->placement.machine[stays], &fresh, l, stays, to, cd);
-    topo_routing_free(&p->routing);
-    p->routing = fresh; /* the next move's "before" */
-    return countdown_end(cd, err, errlen);
+    move_ask_all(mv, false);
+    if (mv->left > 0 || move_phase_end(mv) > 0) return 1; /* on_move_answer ends it */
+    /* every share was this machine's (or failed at once): no cb */
+    char line[3 * AGENT_ERROR_MAX];
+    move_result(mv, line, sizeof line);
+    int rc = mv->error[0] ? (snprintf(err, errlen, "%s", line), -1) : 0;
+    parts_move_free(mv);
+    return rc;
 }
 
 int netrun_parts_kill_remote(struct netrun *nr, int node, peer_reply_fn cb, void *ctx, char *err,
