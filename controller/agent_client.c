@@ -372,6 +372,7 @@ static void on_hello(void *ctx, const char *error, const msgpack_object *result)
         return agent_fail(ac, "%s", err);
     ac->hello_ns = mono_ns();
     send_ping(ac);
+    if (!ac->failed && ac->hooks.on_hello) ac->hooks.on_hello(ac->hooks.ctx, ac);
 }
 
 static void send_hello(struct agent_client *ac)
@@ -815,8 +816,11 @@ void agent_client_teardown(struct agent_client *ac)
     /* A bounded wait for the answer: a hung agent must not hold the run. */
     ev_timer_set(&ac->start_timer, ac->opts.ping_timeout_s, 0);
     ev_timer_start(ac->loop, &ac->start_timer);
-    /* A failed agent may not listen any more: ending its ssh is its EOF. */
-    if (ac->failed) return peer_client_kill(ac->pc, SIGTERM);
+    /* A failed agent may not listen any more, and one that has not
+     * answered hello was asked nothing (no request goes before hello):
+     * ending its ssh, its EOF, is the whole teardown. A teardown request
+     * would wait behind a login that may never come. */
+    if (ac->failed || !ac->hello_ns) return peer_client_kill(ac->pc, SIGTERM);
     struct msgmap m;
     char err[256];
     msgmap_init(&m);

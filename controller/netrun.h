@@ -54,20 +54,32 @@ struct netrun_config {
 };
 
 struct agent_group;
+struct agent_client_options;
 struct topo_machines;
-/* The machines of a network spread over several, and their agents, ready
- * (controller/agent_group.h): netrun_build makes each machine's part
- * (topo/part.h), builds this machine's here and sends every other to its
- * agent, and takes the group over (also when it fails). The machines are
- * read during netrun_build only. Not backend none: each part runs on the
- * backend it picks (a cut link: VXLAN on kernel, linkd UDP on user). */
+/* Every agent of a spread build ready (hello and pings): g's agents may
+ * be described and recorded (agent_group_describe, _write_json). */
+typedef void (*netrun_agents_fn)(void *ctx, struct agent_group *g);
+/* The machines of a network spread over several, and how to start their
+ * agents: netrun_build starts them (controller/agent_group.h) first, makes
+ * each machine's part (topo/part.h) and, while the agents connect, builds
+ * this machine's here; it sends every other part to its agent once that
+ * agent is ready. The machines are read during netrun_build only; the
+ * agents' options' strings must outlive the network. Not backend none:
+ * each part runs on the backend it picks (a cut link: VXLAN on kernel,
+ * linkd UDP on user). */
 struct netrun_spread {
     const struct topo_machines *machines;
-    struct agent_group *agents;
+    const struct agent_client_options *agents;
+    /* Begins the line of an agent's failure before its part was sent
+     * (copied; NULL: none), e.g. "network 'x': 2 of its 3 nodes are
+     * placed on other machines than this one". */
+    const char *why;
     /* Every machine's part built within this (seconds; 0: the default,
-     * NETRUN_BUILD_TIMEOUT_S), or the build fails naming the machines
-     * whose agents have not answered, and every part is released. */
+     * NETRUN_BUILD_TIMEOUT_S), the agents' start included, or the build
+     * fails naming what is late, and every part is released. */
     double build_timeout_s;
+    netrun_agents_fn agents_ready; /* may be NULL */
+    void *agents_ctx;
 };
 /* A 999-node tree's parts build in under 5 s (docs/guide.md, the
  * multihost figures): 120 s is some 25 times that, for loaded machines. */

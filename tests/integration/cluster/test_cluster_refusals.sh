@@ -19,10 +19,15 @@
 #     line naming m2 and the timeout (it waited for ever), m1's part built
 #     meanwhile is released; a second net:start() is refused in one line
 #     that says the network starts once and gives the first start's error;
-#   - hold-underlay (m2's agent never answers `underlay`), h3 on m3 linked
-#     to h2, so that m2's agent measures the pair m2-m3: net:start() fails
-#     at the same deadline in one line saying the underlay's round trips
-#     were not all measured, nothing built;
+#   - hold-underlay (m2's and m3's agents never answer `underlay`), h4 on
+#     m3 linked to h2, so that an agent measures the pair m2-m3 (the one
+#     that answered hello first): net:start() fails
+#     at the same deadline in one line naming the pair not measured (m1's
+#     part, which needs no agent, was built meanwhile and is released);
+#   - no-hello (m2's "agent" is a cat that never answers), h4 on m3 linked
+#     to h1: net:start() fails at the deadline in one line naming m2's
+#     agent; m1's part was begun before any agent answered, and m1's and
+#     m3's parts, built meanwhile, are released;
 #   - after each run, nothing is left on any machine.
 # Usage: test_cluster_refusals.sh HIERNET HN-AGENT-FILTER
 set -uo pipefail
@@ -33,10 +38,14 @@ source "$here/../../lib/cluster.sh"
 source "$here/../../lib/checks.sh"
 
 cluster_spread_up 3
-# m2's agent through the filter, in the mode $D/mode names; m1 has none
+# m2's agent through the filter, in the mode $D/mode names (m3's too in
+# hold-underlay); m1 has none
 cat >"$D/agent-bin" <<SH
 #!/bin/sh
-case " \$* " in *" --machine m2 "*) exec "$FILTER" "\$(cat "$D/mode")" "$HN" "\$@";; esac
+mode=\$(cat "$D/mode")
+case "\$mode \$* " in hold-underlay*" --machine m3 "*|*" --machine m2 "*)
+  [ "\$mode" = no-hello ] && exec cat >/dev/null
+  exec "$FILTER" "\$mode" "$HN" "\$@";; esac
 exec "$HN" "\$@"
 SH
 chmod +x "$D/agent-bin"
@@ -132,11 +141,16 @@ ok, err = pcall(net.start, net)
 print(string.format("start2 %s %s", tostring(ok), tostring(err)))
 LUA
 } >"$D/hold.lua"
-echo hold-build >"$D/mode"
-t0=$(date +%s.%N)
-hn_m1 run "$D/hold.lua" --out "$D/r-hold" --quiet >"$D/hold.out" 2>"$D/hold.err"
-rc=$?
-took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+# timed_run MODE NAME: $D/NAME.lua with m2's agent in MODE; rc and took (s) set.
+timed_run() {
+  echo "$1" >"$D/mode"
+  local t0
+  t0=$(date +%s.%N)
+  hn_m1 run "$D/$2.lua" --out "$D/r-$2" --quiet >"$D/$2.out" 2>"$D/$2.err"
+  rc=$?
+  took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+}
+timed_run hold-build hold
 expect_eq "hold-build: run exit status (its errors caught)" "$rc" 0
 expect_refused "a build m2 never answers fails at the deadline" "$D/hold.out" start1 \
   "network 'faulty': machine(s) m2 did not build their part within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released"
@@ -146,20 +160,39 @@ expect_refused "a second start is refused in one line" "$D/hold.out" start2 \
   "network 'faulty': start: a network over machines starts once, and its first start failed (network 'faulty': machine(s) m2 did not build"
 cluster_expect_nothing_left "hold-build"
 
-# --- hold-underlay ---
-{
+# h4_lua NODE: the network plus h4 on m3 linked to NODE, started once.
+h4_lua() {
   net_lua
   cat <<LUA
 local h4 = net:node("h4", { host = "m3" })
-net:link(h2, h4, { bw = "100Mbit" })
+net:link($1, h4, { bw = "100Mbit" })
 local ok, err = pcall(net.start, net)
 print(string.format("start %s %s", tostring(ok), tostring(err)))
 LUA
-} >"$D/probe.lua"
+}
+
+# --- hold-underlay ---
+h4_lua h2 >"$D/probe.lua"
 echo hold-underlay >"$D/mode"
 hn_m1 run "$D/probe.lua" --out "$D/r-probe" --quiet >"$D/probe.out" 2>"$D/probe.err"
 expect_eq "hold-underlay: run exit status (its error caught)" "$?" 0
 expect_refused "an underlay probe m2's agent never answers fails at the deadline" "$D/probe.out" \
-  start "network 'faulty': the underlay's round trips between the machines were not all measured within 3 s (HIERNET_BUILD_TIMEOUT); nothing was built"
+  start "network 'faulty': the underlay's round trips between the machines were not all measured within 3 s (HIERNET_BUILD_TIMEOUT): m2 - m3; every part built is released"
 cluster_expect_nothing_left "hold-underlay"
+
+# --- no-hello: m2's agent never answers hello; m1 and m3 build meanwhile ---
+h4_lua h1 >"$D/nohello.lua"
+timed_run no-hello nohello
+expect_eq "no-hello: run exit status (its error caught)" "$rc" 0
+expect_refused "an agent that never answers hello fails the start at the deadline" "$D/nohello.out" \
+  start "network 'faulty': the agent(s) of machine(s) m2 did not answer hello within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released"
+# its ssh is ended, not asked to tear down (10 s more): the run ends soon after the deadline
+awk -v t="$took" 'BEGIN { exit !(t >= 3 && t < 60) }' && pass "no-hello: the run took $took s (deadline 3 s)" ||
+  fail "no-hello: the run took $took s"
+begun=$(grep -o "machine m1's part begun here [0-9.]* s into the build" "$D/r-nohello/log.txt")
+[[ -n $begun ]] && ! grep -q "agent m2: hello from" "$D/r-nohello/log.txt" &&
+  pass "no-hello: m1's part was begun without m2's agent: $begun" ||
+  fail "no-hello: m1's part not begun, or m2 said hello: '$begun'"
+echo "info: no-hello: built before the deadline: $(grep -o "machine m[13] built its part" "$D/r-nohello/log.txt" | tr '\n' ';')"
+cluster_expect_nothing_left "no-hello"
 checks_exit
