@@ -23,7 +23,9 @@
 #     to h2, so that m2's agent measures the pair m2-m3: net:start() fails
 #     at the same deadline in one line saying the underlay's round trips
 #     were not all measured, nothing built;
-#   - after each run, nothing is left on any machine.
+#   - after each run, nothing is left on any machine (hold-build and
+#     hold-underlay run at once, each with its own m2 agent, and are
+#     checked together: their deadlines were 3 s of waiting each).
 # Usage: test_cluster_refusals.sh HIERNET HN-AGENT-FILTER
 set -uo pipefail
 HN=$(realpath "$1")
@@ -33,15 +35,21 @@ source "$here/../../lib/cluster.sh"
 source "$here/../../lib/checks.sh"
 
 cluster_spread_up 3
-# m2's agent through the filter, in the mode $D/mode names; m1 has none
-cat >"$D/agent-bin" <<SH
+# $D/agent-MODE: m2's agent through the filter in MODE (a script per mode,
+# so that two runs at once each have theirs); m1 has none
+for mode in refuse hold-build hold-underlay; do
+  cat >"$D/agent-$mode" <<SH
 #!/bin/sh
-case " \$* " in *" --machine m2 "*) exec "$FILTER" "\$(cat "$D/mode")" "$HN" "\$@";; esac
+case " \$* " in *" --machine m2 "*) exec "$FILTER" "$mode" "$HN" "\$@";; esac
 exec "$HN" "\$@"
 SH
-chmod +x "$D/agent-bin"
+  chmod +x "$D/agent-$mode"
+done
+# hn_m1 MODE ARGS...: hiernet ARGS on m1, m2's agent in MODE.
 hn_m1() {
-  cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" HIERNET_REMOTE_BIN="$D/agent-bin" \
+  local mode=$1
+  shift
+  cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" HIERNET_REMOTE_BIN="$D/agent-$mode" \
     HIERNET_BUILD_TIMEOUT=3 "$HN" "$@"
 }
 
@@ -93,8 +101,7 @@ print("lost " .. tostring(lost))
 net:stop()
 LUA
 } >"$D/kill.lua"
-echo refuse >"$D/mode"
-hn_m1 run "$D/kill.lua" --out "$D/r-kill" --quiet >"$D/kill.out" 2>"$D/kill.err" &
+hn_m1 refuse run "$D/kill.lua" --out "$D/r-kill" --quiet >"$D/kill.out" 2>"$D/kill.err" &
 run=$!
 for _ in $(seq 600); do [[ -e $D/killed ]] && break; cluster_alive "$run" || break; sleep 0.05; done
 agent=""
@@ -122,7 +129,7 @@ cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" clean --
   >"$D/clean.out" 2>&1 || fail "clean --hosts: $(cat "$D/clean.out")"
 cluster_expect_nothing_left "refuse"
 
-# --- hold-build ---
+# --- hold-build and hold-underlay, at once ---
 {
   net_lua
   cat <<LUA
@@ -132,21 +139,6 @@ ok, err = pcall(net.start, net)
 print(string.format("start2 %s %s", tostring(ok), tostring(err)))
 LUA
 } >"$D/hold.lua"
-echo hold-build >"$D/mode"
-t0=$(date +%s.%N)
-hn_m1 run "$D/hold.lua" --out "$D/r-hold" --quiet >"$D/hold.out" 2>"$D/hold.err"
-rc=$?
-took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-expect_eq "hold-build: run exit status (its errors caught)" "$rc" 0
-expect_refused "a build m2 never answers fails at the deadline" "$D/hold.out" start1 \
-  "network 'faulty': machine(s) m2 did not build their part within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released"
-awk -v t="$took" 'BEGIN { exit !(t >= 3 && t < 60) }' && pass "the run took $took s (deadline 3 s)" ||
-  fail "the run took $took s"
-expect_refused "a second start is refused in one line" "$D/hold.out" start2 \
-  "network 'faulty': start: a network over machines starts once, and its first start failed (network 'faulty': machine(s) m2 did not build"
-cluster_expect_nothing_left "hold-build"
-
-# --- hold-underlay ---
 {
   net_lua
   cat <<LUA
@@ -156,10 +148,24 @@ local ok, err = pcall(net.start, net)
 print(string.format("start %s %s", tostring(ok), tostring(err)))
 LUA
 } >"$D/probe.lua"
-echo hold-underlay >"$D/mode"
-hn_m1 run "$D/probe.lua" --out "$D/r-probe" --quiet >"$D/probe.out" 2>"$D/probe.err"
+t0=$(date +%s.%N)
+hn_m1 hold-build run "$D/hold.lua" --out "$D/r-hold" --quiet >"$D/hold.out" 2>"$D/hold.err" &
+hold=$!
+hn_m1 hold-underlay run "$D/probe.lua" --out "$D/r-probe" --quiet >"$D/probe.out" 2>"$D/probe.err" &
+probe=$!
+wait "$hold"
+rc=$?
+took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+wait "$probe"
 expect_eq "hold-underlay: run exit status (its error caught)" "$?" 0
+expect_eq "hold-build: run exit status (its errors caught)" "$rc" 0
+expect_refused "a build m2 never answers fails at the deadline" "$D/hold.out" start1 \
+  "network 'faulty': machine(s) m2 did not build their part within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released"
+awk -v t="$took" 'BEGIN { exit !(t >= 3 && t < 60) }' && pass "the run took $took s (deadline 3 s)" ||
+  fail "the run took $took s"
+expect_refused "a second start is refused in one line" "$D/hold.out" start2 \
+  "network 'faulty': start: a network over machines starts once, and its first start failed (network 'faulty': machine(s) m2 did not build"
 expect_refused "an underlay probe m2's agent never answers fails at the deadline" "$D/probe.out" \
   start "network 'faulty': the underlay's round trips between the machines were not all measured within 3 s (HIERNET_BUILD_TIMEOUT); nothing was built"
-cluster_expect_nothing_left "hold-underlay"
+cluster_expect_nothing_left "hold-build and hold-underlay"
 checks_exit
