@@ -51,7 +51,7 @@ static long own_host(struct agent_part *p, uint32_t msgid, const char *what,
     if (!part) return -1;
     if (agent_wire_read_node(what, params, &n, line, sizeof line) < 0)
         return refuse(p, msgid, line), -1;
-    long i = part_local_node(part, n.node);
+    long i = topo_part_own_node(part, n.node);
     if (i < 0 || !topo_node_local_host(&part->net->nodes[i])) {
         snprintf(line, sizeof line, "%s: node %llu is not a host of machine %s's part", what,
                  (unsigned long long)n.node, p->machine);
@@ -206,7 +206,7 @@ static long link_op_read(struct agent_part *p, uint32_t msgid, const msgpack_obj
     if (!part) return -1;
     if (agent_wire_read_link(params, &op->req, line, sizeof line) < 0)
         return refuse(p, msgid, line), -1;
-    long l = part_local_link(part, op->req.link);
+    long l = topo_part_link(part, op->req.link);
     if (l < 0) {
         snprintf(line, sizeof line, "link: link %llu is not in machine %s's part",
                  (unsigned long long)op->req.link, p->machine);
@@ -291,7 +291,7 @@ void agent_part_counters(struct agent_part *p, uint32_t msgid, const msgpack_obj
     if (!part) return;
     if (agent_wire_read_counters(params, &whole, line, sizeof line) < 0)
         return refuse(p, msgid, line);
-    long l = part_local_link(part, whole);
+    long l = topo_part_link(part, whole);
     if (l < 0) {
         snprintf(line, sizeof line, "counters: link %llu is not in machine %s's part",
                  (unsigned long long)whole, p->machine);
@@ -318,7 +318,7 @@ void agent_part_trace(struct agent_part *p, uint32_t msgid, const msgpack_object
     const struct topo_part *part = built_part(p, msgid, "trace");
     if (!part) return;
     if (agent_wire_read_trace(params, &req, line, sizeof line) < 0) return refuse(p, msgid, line);
-    long l = part_local_link(part, req.link);
+    long l = topo_part_link(part, req.link);
     if (l < 0) {
         snprintf(line, sizeof line, "trace: link %llu is not in machine %s's part",
                  (unsigned long long)req.link, p->machine);

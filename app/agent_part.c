@@ -186,30 +186,6 @@ int part_relay_attach(struct agent_part *p, struct relay *r, struct peer_client 
     return 0;
 }
 
-/* The part's link of whole-network index whole, -1 when none. */
-long part_local_link(const struct topo_part *part, uint64_t whole)
-{
-    for (size_t l = 0; l < part->net->n_links; l++)
-        if ((uint64_t)part->whole_link[l] == whole) return (long)l;
-    return -1;
-}
-
-/* The part's node of whole-network index whole: its own nodes come first,
- * in the whole network's order (topo/part.h). -1 when none. */
-long part_local_node(const struct topo_part *part, uint64_t whole)
-{
-    size_t lo = 0, hi = topo_part_local_nodes(part);
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if ((uint64_t)part->whole_node[mid] == whole) return (long)mid;
-        if ((uint64_t)part->whole_node[mid] < whole)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -1;
-}
-
 static void call_drop(struct agent_part *p, const char *why)
 {
     if (!p->call_dropped) part_log(p, "call dropped: %s (further drops are not logged)", why);
@@ -222,7 +198,7 @@ void agent_part_call(struct agent_part *p, const msgpack_object *params)
     char err[256];
     if (agent_wire_read_call(params, &c, err, sizeof err) < 0) return call_drop(p, err);
     if (p->state != PART_BUILT) return call_drop(p, "no part is built");
-    long i = part_local_node(part_model(p->run), c.node);
+    long i = topo_part_own_node(part_model(p->run), c.node);
     struct relay *r = i >= 0 && (size_t)i < p->n_relays ? &p->relays[i] : NULL;
     if (r && r->restart) { /* the old peer's last bytes: its channel has ended */
         snprintf(err, sizeof err, "node %llu of machine %s's part is being restarted",

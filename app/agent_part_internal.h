@@ -50,10 +50,6 @@ void part_answer_error(struct agent_part *p, uint32_t msgid, int code, const cha
                        const char *link, const char *message);
 /* Sends an empty result ("done") for request msgid. */
 void part_answer_done(struct agent_part *p, uint32_t msgid);
-/* The part's node of whole-network index whole, -1 when none. */
-long part_local_node(const struct topo_part *part, uint64_t whole);
-/* The part's link of whole-network index whole, -1 when none. */
-long part_local_link(const struct topo_part *part, uint64_t whole);
 /* Puts a local host's channel into relay mode: 0, or -1 with err. */
 int part_relay_attach(struct agent_part *p, struct relay *r, struct peer_client *pc, char *err,
                       size_t errlen);

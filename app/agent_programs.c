@@ -3,7 +3,8 @@
  * engine's netprog (the node's namespace, the part's registry entry so
  * that `hiernet clean` ends it after a SIGKILL), answered with its pid;
  * its end goes to the controller as a `program` notification with its
- * status and output; `signal` signals it. The part's release kills what
+ * status and output; `signal` signals it (0: answers whether it runs,
+ * kill(2)'s probe). The part's release kills what
  * is left (no notification: the controller's network is going too).
  * Owns: the programs' list and their entries. */
 #include "app/agent_part_internal.h"
@@ -67,7 +68,7 @@ static void answer_pid(struct agent_part *p, uint32_t msgid, pid_t pid)
 static long host_of(struct agent_part *p, uint64_t node, char *line, size_t len)
 {
     const struct topo_part *part = part_model(p->run);
-    long i = part_local_node(part, node);
+    long i = topo_part_own_node(part, node);
     if (i >= 0 && topo_node_local_host(&part->net->nodes[i])) return i;
     snprintf(line, len, "run: node %llu is not a host of machine %s's part",
              (unsigned long long)node, p->machine);
@@ -108,14 +109,28 @@ void agent_part_run(struct agent_part *p, uint32_t msgid, const msgpack_object *
     if (!e) part_answer_error(p, msgid, NET_ERR_SCENARIO, NULL, NULL, line);
 }
 
+/* Signal 0, the liveness probe: {alive}. One not listed any more ended:
+ * its `program` notification went before this answer. */
+static void answer_alive(struct agent_part *p, uint32_t msgid, const struct agent_program_entry *e)
+{
+    struct msgmap m;
+    msgmap_init(&m);
+    msgmap_bool(&m, "alive", e && netprog_running(e->prog));
+    msgmap_response(&m, p->io.pk, msgid);
+    p->io.flush(p->io.ctx);
+}
+
 void agent_part_signal(struct agent_part *p, uint32_t msgid, const msgpack_object *params)
 {
     char line[300];
     struct agent_signal s;
     if (agent_wire_read_signal(params, &s, line, sizeof line) < 0)
         return part_answer_error(p, msgid, NET_ERR_SCENARIO, NULL, NULL, line);
-    for (struct agent_program_entry *e = p->programs; e; e = e->next)
-        if (e->id == s.id) netprog_kill(e->prog, (int)s.sig);
+    struct agent_program_entry *e = p->programs;
+    while (e && e->id != s.id)
+        e = e->next;
+    if (s.sig == 0) return answer_alive(p, msgid, e);
+    if (e) netprog_kill(e->prog, (int)s.sig);
     /* one that ended already: its `program` notification is on its way */
     part_answer_done(p, msgid);
 }

@@ -40,10 +40,10 @@ static int part_move(const struct topo_part *part, const struct agent_reroute *r
 {
     *l = *stays = *to = -1;
     if (!r->move) return 0;
-    long k = part_local_link(part, r->link);
+    long k = topo_part_link(part, r->link);
     if (k >= 0 && !part->net->links[k].vni) *l = (int)k; /* a cut link is not moved */
-    *stays = (int)part_local_node(part, r->stays);
-    *to = (int)part_local_node(part, r->to);
+    *stays = (int)topo_part_own_node(part, r->stays);
+    *to = (int)topo_part_own_node(part, r->to);
     if (*l >= 0 && *stays >= 0 && *to >= 0) return 0;
     return snprintf(line, len,
                     "reroute: move of link %llu from node %llu to node %llu: not wholly in this "

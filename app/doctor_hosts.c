@@ -231,7 +231,7 @@ static bool print_row(const struct doctor_row *r)
 static int ask_agents(struct doctor_hosts *d, bool slurm)
 {
     struct agent_client_options o;
-    struct agent_client_hooks hooks = {on_ready, on_failed, on_down, d};
+    struct agent_client_hooks hooks = {on_ready, on_failed, on_down, d, NULL};
     char err[512];
     agent_client_options_default(&o);
     o.version = HIERNET_AGENT_VERSION;

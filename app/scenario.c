@@ -54,7 +54,7 @@ struct auto_rerun {
     bool test;       /* the next run tests its dilation against base_util at base_d */
     double base_d, base_util;
     char reason[sizeof((struct overload_auto *)0)->reason];
-    char dataplane[320]; /* the latest data-plane figures (JSON), "" when not judged */
+    char dataplane[512]; /* the latest data-plane figures (JSON), "" when not judged */
     double probe_s;      /* the ended runs' wall seconds together */
     char *history;       /* the ended runs' decisions: JSON array items */
     char *dir;           /* the results directory every run shares */

@@ -372,6 +372,7 @@ static void on_hello(void *ctx, const char *error, const msgpack_object *result)
         return agent_fail(ac, "%s", err);
     ac->hello_ns = mono_ns();
     send_ping(ac);
+    if (!ac->failed && ac->hooks.on_hello) ac->hooks.on_hello(ac->hooks.ctx, ac);
 }
 
 static void send_hello(struct agent_client *ac)
@@ -519,7 +520,7 @@ int agent_client_underlay(struct agent_client *ac, const char *address, peer_rep
 {
     struct agent_underlay u;
     struct msgmap m;
-    if (ac->failed || ac->tearing_down)
+    if (agent_client_gone(ac))
         return snprintf(err, errlen, "machine '%s': the agent is gone", ac->machine.name), -1;
     snprintf(u.address, sizeof u.address, "%s", address);
     msgmap_init(&m);
@@ -560,7 +561,7 @@ static int send_change(struct agent_client *ac, enum agent_method method, struct
                        peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
     struct agent_change *c = malloc(sizeof *c);
-    if (!c || ac->failed || ac->tearing_down) {
+    if (!c || agent_client_gone(ac)) {
         msgmap_free(m);
         free(c);
         return snprintf(err, errlen, "machine '%s': its agent %s", ac->machine.name,
@@ -677,7 +678,7 @@ int agent_client_restart(struct agent_client *ac, int node, const char *name,
 {
     /* Refused before the relay swaps clients: a restart that cannot be
      * sent would cut the old channel and end a fresh client never run. */
-    if (ac->failed || ac->tearing_down)
+    if (agent_client_gone(ac))
         return snprintf(err, errlen, "machine '%s': its agent is gone", ac->machine.name), -1;
     struct agent_restart *x = malloc(sizeof *x);
     if (!x) return snprintf(err, errlen, "out of memory"), -1;
@@ -815,8 +816,11 @@ void agent_client_teardown(struct agent_client *ac)
     /* A bounded wait for the answer: a hung agent must not hold the run. */
     ev_timer_set(&ac->start_timer, ac->opts.ping_timeout_s, 0);
     ev_timer_start(ac->loop, &ac->start_timer);
-    /* A failed agent may not listen any more: ending its ssh is its EOF. */
-    if (ac->failed) return peer_client_kill(ac->pc, SIGTERM);
+    /* A failed agent may not listen any more, and one that has not
+     * answered hello was asked nothing (no request goes before hello):
+     * ending its ssh, its EOF, is the whole teardown. A teardown request
+     * would wait behind a login that may never come. */
+    if (ac->failed || !ac->hello_ns) return peer_client_kill(ac->pc, SIGTERM);
     struct msgmap m;
     char err[256];
     msgmap_init(&m);
@@ -852,6 +856,11 @@ const char *agent_client_machine(const struct agent_client *ac)
 bool agent_client_ready(const struct agent_client *ac)
 {
     return ac->ready;
+}
+
+bool agent_client_gone(const struct agent_client *ac)
+{
+    return ac->failed || ac->tearing_down;
 }
 
 const struct agent_hello_reply *agent_client_hello(const struct agent_client *ac)

@@ -67,6 +67,9 @@ struct agent_client_hooks {
     /* The teardown was answered, or the agent is gone: once per teardown. */
     void (*on_down)(void *ctx, struct agent_client *ac);
     void *ctx;
+    /* hello answered (the pings follow): requests may go from here on,
+     * `build` included. NULL: not told. */
+    void (*on_hello)(void *ctx, struct agent_client *ac);
 };
 
 /* Defaults: 30 s for the start, 8 pings, one a second, 10 s to answer. */
@@ -164,13 +167,17 @@ int agent_client_sides(struct agent_client *ac, enum agent_method method, const 
 /* reroute (a move over machines: proto/agent_wire.h), as agent_client_link. */
 int agent_client_reroute(struct agent_client *ac, const struct agent_reroute *r, peer_reply_fn cb,
                          void *ctx, char *err, size_t errlen);
-/* Asks the agent to tear down; on_down follows (at once when it is gone). */
+/* Asks the agent to tear down; on_down follows (at once when it is gone).
+ * One that has not answered hello (or failed) holds nothing: its ssh is
+ * ended instead. */
 void agent_client_teardown(struct agent_client *ac);
 /* Ends the child (SIGKILL of ssh: the agent sees EOF) and frees. NULL ok. */
 void agent_client_free(struct agent_client *ac);
 
 const char *agent_client_machine(const struct agent_client *ac);
 bool agent_client_ready(const struct agent_client *ac);
+/* The agent failed (lost) or is tearing down: it takes no more changes. */
+bool agent_client_gone(const struct agent_client *ac);
 /* The agent's hello answer (valid once ready). */
 const struct agent_hello_reply *agent_client_hello(const struct agent_client *ac);
 /* The clock estimate from the last pings; false before any. */

@@ -20,6 +20,7 @@ struct agent_group {
     bool reported;
     char control_dir[PATH_MAX];
     agent_group_ready_fn on_ready;
+    agent_group_one_fn on_hello;
     agent_group_down_fn on_down;
     void *ctx, *down_ctx;
     ev_idle later; /* runs the countdowns' callbacks from the loop (see group_down_one) */
@@ -31,6 +32,12 @@ static void group_ready_one(void *ctx, struct agent_client *ac)
     if (g->reported || --g->waiting > 0) return;
     g->reported = true;
     g->on_ready(g->ctx, g, NULL);
+}
+
+static void group_hello_one(void *ctx, struct agent_client *ac)
+{
+    struct agent_group *g = ctx;
+    if (!g->reported && g->on_hello) g->on_hello(g->ctx, g, ac);
 }
 
 static void group_failed(void *ctx, struct agent_client *ac, const char *why)
@@ -103,7 +110,8 @@ static int start_all(struct agent_group *g, const struct topo_machines *m,
                      const struct agent_client_options *o, char *err, size_t errlen)
 {
     struct agent_client_options opts = *o;
-    struct agent_client_hooks hooks = {group_ready_one, group_failed, group_down_one, g};
+    struct agent_client_hooks hooks = {group_ready_one, group_failed, group_down_one, g,
+                                       group_hello_one};
     opts.control_dir = o->slurm ? NULL : g->control_dir;
     for (size_t i = 0; i < m->n; i++) {
         if (m->v[i].local) continue;
@@ -133,6 +141,15 @@ struct agent_group *agent_group_start(struct ev_loop *loop, const struct topo_ma
                                       agent_group_ready_fn on_ready, void *ctx, char *err,
                                       size_t errlen)
 {
+    struct agent_group_hooks hooks = {NULL, on_ready, ctx};
+    return agent_group_start_each(loop, m, o, &hooks, err, errlen);
+}
+
+struct agent_group *agent_group_start_each(struct ev_loop *loop, const struct topo_machines *m,
+                                           const struct agent_client_options *o,
+                                           const struct agent_group_hooks *hooks, char *err,
+                                           size_t errlen)
+{
     struct agent_group *g = calloc(1, sizeof *g);
     if (g) g->v = calloc(m->n ? m->n : 1, sizeof *g->v);
     if (!g || !g->v) {
@@ -140,8 +157,9 @@ struct agent_group *agent_group_start(struct ev_loop *loop, const struct topo_ma
         return snprintf(err, errlen, "out of memory"), NULL;
     }
     g->loop = loop;
-    g->on_ready = on_ready;
-    g->ctx = ctx;
+    g->on_ready = hooks->on_ready;
+    g->on_hello = hooks->on_hello;
+    g->ctx = hooks->ctx;
     ev_idle_init(&g->later, on_later);
     g->later.data = g;
     if ((!o->slurm && make_control_dir(g, err, errlen) < 0) ||

@@ -22,6 +22,14 @@ struct agent_group;
 typedef void (*agent_group_ready_fn)(void *ctx, struct agent_group *g, const char *error);
 /* Every agent torn down (answered, gone or timed out). */
 typedef void (*agent_group_down_fn)(void *ctx, struct agent_group *g);
+/* One agent answered hello (its pings follow); from the loop. */
+typedef void (*agent_group_one_fn)(void *ctx, struct agent_group *g, struct agent_client *ac);
+
+struct agent_group_hooks {
+    agent_group_one_fn on_hello; /* NULL: not told */
+    agent_group_ready_fn on_ready;
+    void *ctx;
+};
 
 /* Starts an agent on every machine of m that is not local. o's
  * control_dir is the group's own. NULL with err when one cannot be
@@ -30,6 +38,12 @@ struct agent_group *agent_group_start(struct ev_loop *loop, const struct topo_ma
                                       const struct agent_client_options *o,
                                       agent_group_ready_fn on_ready, void *ctx, char *err,
                                       size_t errlen);
+/* The same, each agent also told as it answers hello (a spread build
+ * sends each machine its part then, not once every agent is ready). */
+struct agent_group *agent_group_start_each(struct ev_loop *loop, const struct topo_machines *m,
+                                           const struct agent_client_options *o,
+                                           const struct agent_group_hooks *hooks, char *err,
+                                           size_t errlen);
 /* Tears every agent down; on_down when the last is down, always from the
  * loop (never from inside this call), so on_down may free the group. */
 void agent_group_teardown(struct agent_group *g, agent_group_down_fn on_down, void *ctx);

@@ -3,7 +3,6 @@
 
 #include "common/clock.h"
 #include "common/container.h"
-#include "controller/agent_group.h"
 #include "controller/log.h"
 #include "controller/loopback_claim.h"
 #include "controller/overload.h"
@@ -423,7 +422,6 @@ int netlife_start(struct netlife *nl, const struct netlife_options *opts, struct
     if (nl->state != NETLIFE_DEFINED) {
         snprintf(err, sizeof err, "network '%s': start: network is %s", nl->topo->name,
                  netlife_state_name(nl->state));
-        if (opts->spread) agent_group_free(opts->spread->agents); /* taken, as by a build */
         return net_error_set(error, NET_ERR_SCENARIO, -1, -1, err), -1;
     }
     nl->opts = *opts;

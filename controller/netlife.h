@@ -98,8 +98,8 @@ struct netlife_hooks {
 struct netlife_options {
     double start_timeout_s; /* handshake deadline */
     double stop_timeout_s;  /* peers exit on EOF within this, or are SIGKILLed */
-    /* Its machines and their agents (netrun_config.spread: read by
-     * netlife_start, the agents taken over), or NULL: all of it here. */
+    /* Its machines and how to start their agents (netrun_config.spread:
+     * read by netlife_start), or NULL: all of it here. */
     const struct netrun_spread *spread;
 };
 

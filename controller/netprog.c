@@ -5,6 +5,7 @@
 #include "controller/proc.h"
 #include "controller/registry.h"
 #include "emu/netns.h"
+#include "proto/protocol.h"
 #include "topo/network.h"
 
 #include <stdbool.h>
@@ -160,6 +161,45 @@ void netprog_kill(struct netprog *p, int sig)
         p->hooks.signal(p->hooks.ctx, p->hooks.id, sig);
     else if (!proc_finished(p->proc))
         proc_kill(p->proc, sig);
+}
+
+bool netprog_running(const struct netprog *p)
+{
+    return !p->remote && !proc_finished(p->proc);
+}
+
+struct probe_wait {
+    netprog_probe_fn cb;
+    void *ctx;
+};
+
+/* The agent's answer to signal 0: {alive = bool}. */
+static void on_probe_answer(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct probe_wait *w = ctx;
+    bool alive = false;
+    if (!error && !result) error = "signal 0: the agent answered nothing";
+    if (!error) {
+        struct proto_args a;
+        proto_args_init(&a, result);
+        if (proto_arg_bool(&a, "alive", &alive) != 1)
+            error = "signal 0: the agent's answer has no boolean 'alive'";
+    }
+    w->cb(w->ctx, alive, error);
+    free(w);
+}
+
+int netprog_probe(struct netprog *p, netprog_probe_fn cb, void *ctx, char *err, size_t errlen)
+{
+    if (!p->remote) return netprog_running(p) ? NETPROG_RUNNING : NETPROG_ENDED;
+    struct probe_wait *w = malloc(sizeof *w);
+    if (!w) return snprintf(err, errlen, "out of memory"), -1;
+    *w = (struct probe_wait){cb, ctx};
+    if (p->hooks.probe(p->hooks.ctx, p->hooks.id, on_probe_answer, w, err, errlen) < 0) {
+        free(w);
+        return -1;
+    }
+    return NETPROG_ASKED;
 }
 
 void netprog_list_signal(struct netprog_list *list, int node, int sig)

@@ -12,9 +12,12 @@
 #pragma once
 
 #include <ev.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "controller/peer_client.h"
 
 struct registry;
 struct netprog;
@@ -53,11 +56,14 @@ struct netprog *netprog_spawn(struct netprog_list *list, struct ev_loop *loop,
                               const struct netprog_place *place, char *const argv[],
                               netprog_done_fn done, void *ctx, char *err, size_t errlen);
 /* A program another machine's agent runs, named id there: signal sends it
- * a signal; forget says it is freed (its end will not be heard). ctx is
- * the hooks'. */
+ * a signal; probe asks whether it runs (signal 0: cb gets the agent's
+ * {alive} map or an error, once; 0, or -1 with err when it cannot be
+ * asked); forget says it is freed (its end will not be heard). ctx is the
+ * hooks'. */
 struct netprog_remote {
     uint64_t id;
     void (*signal)(void *ctx, uint64_t id, int sig);
+    int (*probe)(void *ctx, uint64_t id, peer_reply_fn cb, void *cb_ctx, char *err, size_t errlen);
     void (*forget)(void *ctx, uint64_t id);
     void *ctx;
 };
@@ -73,6 +79,22 @@ void netprog_remote_ended(struct netprog *p, const struct netprog_result *result
 /* Its pid (on its machine, for a remote one: 0 until started). */
 pid_t netprog_pid(const struct netprog *p);
 void netprog_kill(struct netprog *p, int sig);
+/* Whether a program of this machine runs: false once its process ended
+ * (its done may still wait for the rest of its output); false for a
+ * remote one, whose agent netprog_probe asks. */
+bool netprog_running(const struct netprog *p);
+
+/* What netprog_probe answers at once. */
+enum netprog_probe { NETPROG_ENDED, NETPROG_RUNNING, NETPROG_ASKED };
+/* Told once: whether another machine's program ran when its agent
+ * answered, or why no answer came (error; running false). */
+typedef void (*netprog_probe_fn)(void *ctx, bool running, const char *error);
+/* kill(2)'s signal 0, a liveness probe: a program of this machine is
+ * answered at once (NETPROG_RUNNING or NETPROG_ENDED, cb not called); one
+ * of another machine is its agent's to answer (NETPROG_ASKED: cb tells,
+ * from the loop, without blocking it); -1 with err when it cannot be
+ * asked. */
+int netprog_probe(struct netprog *p, netprog_probe_fn cb, void *ctx, char *err, size_t errlen);
 /* Signals every program still running in node (-1: in every node): a
  * stop's SIGTERM, node:kill()'s SIGKILL. */
 void netprog_list_signal(struct netprog_list *list, int node, int sig);

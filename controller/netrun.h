@@ -54,20 +54,32 @@ struct netrun_config {
 };
 
 struct agent_group;
+struct agent_client_options;
 struct topo_machines;
-/* The machines of a network spread over several, and their agents, ready
- * (controller/agent_group.h): netrun_build makes each machine's part
- * (topo/part.h), builds this machine's here and sends every other to its
- * agent, and takes the group over (also when it fails). The machines are
- * read during netrun_build only. Not backend none: each part runs on the
- * backend it picks (a cut link: VXLAN on kernel, linkd UDP on user). */
+/* Every agent of a spread build ready (hello and pings): g's agents may
+ * be described and recorded (agent_group_describe, _write_json). */
+typedef void (*netrun_agents_fn)(void *ctx, struct agent_group *g);
+/* The machines of a network spread over several, and how to start their
+ * agents: netrun_build starts them (controller/agent_group.h) first, makes
+ * each machine's part (topo/part.h) and, while the agents connect, builds
+ * this machine's here; it sends every other part to its agent once that
+ * agent is ready. The machines are read during netrun_build only; the
+ * agents' options' strings must outlive the network. Not backend none:
+ * each part runs on the backend it picks (a cut link: VXLAN on kernel,
+ * linkd UDP on user). */
 struct netrun_spread {
     const struct topo_machines *machines;
-    struct agent_group *agents;
+    const struct agent_client_options *agents;
+    /* Begins the line of an agent's failure before its part was sent
+     * (copied; NULL: none), e.g. "network 'x': 2 of its 3 nodes are
+     * placed on other machines than this one". */
+    const char *why;
     /* Every machine's part built within this (seconds; 0: the default,
-     * NETRUN_BUILD_TIMEOUT_S), or the build fails naming the machines
-     * whose agents have not answered, and every part is released. */
+     * NETRUN_BUILD_TIMEOUT_S), the agents' start included, or the build
+     * fails naming what is late, and every part is released. */
     double build_timeout_s;
+    netrun_agents_fn agents_ready; /* may be NULL */
+    void *agents_ctx;
 };
 /* A 999-node tree's parts build in under 5 s (docs/guide.md, the
  * multihost figures): 120 s is some 25 times that, for loaded machines. */
@@ -189,9 +201,12 @@ int netrun_tcp_counters(struct netrun *nr, int node, struct tcp_counters *out, c
  * disconnect the network is refused before anything changes). A network
  * over machines asks the machine that holds the link to move it and every
  * machine to change its hosts' routes (netrun_parts_move): 1, and cb
- * follows once all answered (error: the first failure), or 0 when only
- * this machine's part had changes (cb not called); a move whose link
- * would become, stop being or change a cut link is refused (-1). */
+ * follows once all answered, or 0 when only this machine's part had
+ * changes (cb not called); the model takes the move only when every
+ * machine applied its share: a failure (the first one's line) is undone
+ * on every machine that applied some of it before cb (or -1) tells it; a
+ * move whose link would become, stop being or change a cut link is
+ * refused (-1). */
 int netrun_link_move(struct netrun *nr, int l, int stays, int to, peer_reply_fn cb, void *ctx,
                      char *err, size_t errlen);
 /* Whether the engine can move link l so (over machines: not a link that
@@ -204,7 +219,8 @@ struct topo_route_change;
  * indices), then its hosts' routes take the changes (part indices, each
  * host's consecutive; topo/route_change.h) in its model and its kernel.
  * The part's routes are the whole network's share, so they come computed,
- * not from this part's own model. 0, or -1 with err. */
+ * not from this part's own model. 0, or -1 with err; a link move the
+ * kernel refused before its interface left changes nothing. */
 int netrun_link_move_routes(struct netrun *nr, int l, int stays, int to,
                             const struct topo_route_change *changes, size_t n, char *err,
                             size_t errlen);

@@ -49,9 +49,19 @@ static void kernel_op_finish(struct kernel_op *op, const char *error)
     free(op);
 }
 
+/* The model follows a link's up or down once the kernel took it: in a
+ * local run netlife sets the same flag, but a part's own model (the
+ * controller's part of a spread network) has no other writer, and a
+ * move's routes skip the links it says are down (emu_tc_routes_put). */
+static void kernel_op_record(struct netrun *nr, const struct kernel_op *op)
+{
+    if (op->kind == OP_LINK_UPDOWN && op->rc == 0) nr->net->links[op->link].up = op->up;
+}
+
 static void kernel_op_done(struct netrun *nr)
 {
     struct kernel_op *op = nr->ops;
+    kernel_op_record(nr, op);
     nr->ops = op->next;
     if (!nr->ops)
         nr->ops_tail = NULL;
@@ -96,6 +106,7 @@ static void kernel_ops_settle(struct netrun *nr)
     for (bool ran = true; nr->ops; ran = false) {
         struct kernel_op *op = nr->ops;
         if (!ran) work_kernel_op(nr); /* the first one ran on the thread */
+        kernel_op_record(nr, op);
         nr->ops = op->next;
         kernel_op_finish(op, op->rc < 0 ? op->err : NULL);
     }
@@ -378,25 +389,45 @@ int netrun_link_move(struct netrun *nr, int l, int stays, int to, peer_reply_fn 
     return rc < 0 ? rc : emu_tc_reroute(nr->kernel, l, stays, err, errlen);
 }
 
+/* A part's link l moved in its model and its kernel (1; 0: it ends there
+ * already); when the kernel
+ * refused before the interface left its namespace (a name taken there),
+ * the model is put back too, so that the part answers the move's failure
+ * with nothing changed (netrun_parts.c undoes the other machines, and
+ * asks this one to move the link back: a no-op then). */
+static int move_part_link(struct netrun *nr, int l, int stays, int to, char *err, size_t errlen)
+{
+    struct topo_link saved = nr->net->links[l];
+    if ((saved.a == stays && saved.b == to) || (saved.b == stays && saved.a == to))
+        return 0; /* there already: the undo of a move this part refused */
+    int was_a, was_b, now_a, now_b, from;
+    bool end_a;
+    emu_tc_link_ifindex(nr->kernel, l, &was_a, &was_b);
+    netrun_move_link_end(nr->net, l, stays, to, &end_a, &from);
+    if (emu_tc_link_move(nr->kernel, l, end_a, from, err, errlen) == 0) return 1;
+    emu_tc_link_ifindex(nr->kernel, l, &now_a, &now_b);
+    if (now_a == was_a && now_b == was_b) nr->net->links[l] = saved;
+    return -1;
+}
+
 int netrun_link_move_routes(struct netrun *nr, int l, int stays, int to,
                             const struct topo_route_change *changes, size_t n, char *err,
                             size_t errlen)
 {
     if (!nr->kernel) return move_refused_backend(nr, err, errlen);
     kernel_ops_settle(nr);
+    /* the link first: a move it refuses leaves the routes as they were */
+    int moved = l >= 0 ? move_part_link(nr, l, stays, to, err, errlen) : 0;
+    if (moved < 0) return -1;
     for (size_t i = 0; i < n; i++) /* the model first: a link up replays it */
         if (topo_routes_put(&nr->routing.nodes[changes[i].node], &changes[i].route) < 0)
             return snprintf(err, errlen, "out of memory"), -1;
     nr->routing.total_routes = 0;
     for (size_t i = 0; i < nr->routing.n_nodes; i++)
         nr->routing.total_routes += nr->routing.nodes[i].n_routes;
-    if (l >= 0) {
-        int from;
-        bool end_a;
-        netrun_move_link_end(nr->net, l, stays, to, &end_a, &from);
-        if (emu_tc_link_move(nr->kernel, l, end_a, from, err, errlen) < 0) return -1;
-    }
-    return emu_tc_routes_put(nr->kernel, changes, n, l, err, errlen);
+    /* a link that did not move stays as it is (down for the gap: its
+     * routes wait for its up, as any down link's) */
+    return emu_tc_routes_put(nr->kernel, changes, n, moved ? l : -1, err, errlen);
 }
 
 size_t netrun_partitions(const struct netrun *nr)

@@ -61,6 +61,8 @@ static void note_direction(struct netrun *nr, int id, int dir, const msgpack_obj
     int64_t bytes = 0;
     if (proto_arg_i64(&args, LINKD_STATS_DELIVERED_BYTES, &bytes) == 1 && bytes >= 0)
         netrun_dataplane_direction(nr, id, dir, (uint64_t)bytes, mono_s());
+    int64_t peak = 0;
+    if (proto_arg_i64(&args, LINKD_STATS_QUEUE_PEAK, &peak) == 1) netrun_dataplane_queue(nr, peak);
 }
 
 static void record_link(struct netrun *nr, const char *t, const msgpack_object *entry)

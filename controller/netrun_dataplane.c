@@ -38,8 +38,10 @@ struct netrun_dataplane {
     double *mono;                 /* when (0: never sampled) */
     double round_mono, own_cpu_s; /* the previous round: when, the data plane's CPU seconds */
     double *linkd_cpu_s;          /* the previous round: each linkd's CPU seconds */
+    double *linkd_wait_s;         /* ... and its run-queue wait (-1: unknown) */
     double util_max;              /* this round so far; -1: no rated direction */
     size_t util_arg;              /* the direction of util_max */
+    int64_t queue_peak;           /* this round's longest queue, frames (-1: not read) */
     struct dp_subs *subs;         /* per link direction */
     bool sub_timer_on;            /* sub_timer runs: linkd is read between rounds */
     ev_timer sub_timer;
@@ -71,16 +73,18 @@ void netrun_watch_dataplane(struct netrun *nr, struct overload *o)
         dp->bytes = calloc(n, sizeof *dp->bytes);
         dp->mono = calloc(n, sizeof *dp->mono);
         dp->linkd_cpu_s = calloc(nr->n_linkd ? nr->n_linkd : 1, sizeof *dp->linkd_cpu_s);
+        dp->linkd_wait_s = calloc(nr->n_linkd ? nr->n_linkd : 1, sizeof *dp->linkd_wait_s);
         dp->subs = calloc(n, sizeof *dp->subs);
     }
     /* Out of memory: the account goes without this network. */
-    if (!dp || !dp->bytes || !dp->mono || !dp->linkd_cpu_s || !dp->subs) {
+    if (!dp || !dp->bytes || !dp->mono || !dp->linkd_cpu_s || !dp->linkd_wait_s || !dp->subs) {
         netrun_dataplane_free(dp);
         return;
     }
     dp->overload = o;
     dp->nr = nr;
     dp->util_max = -1;
+    dp->queue_peak = -1;
     nr->dataplane = dp;
     sub_timer_start(dp);
 }
@@ -104,6 +108,7 @@ void netrun_dataplane_free(struct netrun_dataplane *dp)
     free(dp->bytes);
     free(dp->mono);
     free(dp->linkd_cpu_s);
+    free(dp->linkd_wait_s);
     free(dp);
 }
 
@@ -199,6 +204,12 @@ void netrun_dataplane_direction(struct netrun *nr, int link, int dir, uint64_t b
     }
 }
 
+void netrun_dataplane_queue(struct netrun *nr, int64_t peak)
+{
+    struct netrun_dataplane *dp = nr->dataplane;
+    if (dp && peak > dp->queue_peak) dp->queue_peak = peak;
+}
+
 /* CPU seconds of pid so far: user + system, or system only. */
 static double process_cpu_s(pid_t pid, bool system_only)
 {
@@ -218,17 +229,45 @@ static double process_cpu_s(pid_t pid, bool system_only)
     return (double)(system_only ? stime : utime + stime) / (double)(tick > 0 ? tick : 100);
 }
 
-/* The data plane's CPU seconds so far; the busiest linkd's since the
- * previous round into *linkd_busy_s. */
-static double own_cpu_s(const struct netrun *nr, double *linkd_busy_s)
+/* Seconds pid has waited on a run queue so far (/proc/PID/schedstat, its
+ * second field, in ns: time runnable but not running); -1 when the kernel
+ * does not say. */
+static double process_wait_s(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return -1;
+    unsigned long long run_ns = 0, wait_ns = 0;
+    int got = fscanf(f, "%llu %llu", &run_ns, &wait_ns);
+    fclose(f);
+    return got == 2 ? (double)wait_ns / 1e9 : -1;
+}
+
+/* The busiest linkd since the previous round: its CPU seconds, and the
+ * longest run-queue wait of any linkd (-1: unknown). */
+struct linkd_round {
+    double busy_s, wait_s;
+};
+
+/* The data plane's CPU seconds so far; the busiest linkd's figures since
+ * the previous round into *lr. */
+static double own_cpu_s(const struct netrun *nr, struct linkd_round *lr)
 {
     double s = 0;
-    *linkd_busy_s = 0;
+    *lr = (struct linkd_round){0, nr->n_linkd ? 0 : -1};
     for (size_t i = 0; i < nr->n_linkd; i++) {
-        double cpu = process_cpu_s(linkd_client_pid(nr->linkd[i]), false);
-        double *before = &nr->dataplane->linkd_cpu_s[i];
-        if (cpu - *before > *linkd_busy_s) *linkd_busy_s = cpu - *before;
-        *before = cpu;
+        pid_t pid = linkd_client_pid(nr->linkd[i]);
+        double cpu = process_cpu_s(pid, false), wait = process_wait_s(pid);
+        double *cpu_before = &nr->dataplane->linkd_cpu_s[i];
+        double *wait_before = &nr->dataplane->linkd_wait_s[i];
+        if (cpu - *cpu_before > lr->busy_s) lr->busy_s = cpu - *cpu_before;
+        if (wait < 0 || *wait_before < 0)
+            lr->wait_s = -1; /* one linkd unknown: the figure would understate */
+        else if (lr->wait_s >= 0 && wait - *wait_before > lr->wait_s)
+            lr->wait_s = wait - *wait_before;
+        *cpu_before = cpu;
+        *wait_before = wait;
         s += cpu;
     }
     for (size_t i = 0; i < nr->net->n_nodes; i++) {
@@ -242,11 +281,14 @@ void netrun_dataplane_round(struct netrun *nr)
 {
     struct netrun_dataplane *dp = nr->dataplane;
     if (!dp) return;
-    double linkd_s, now = mono_s(), cpu = own_cpu_s(nr, &linkd_s);
+    struct linkd_round lr;
+    double now = mono_s(), cpu = own_cpu_s(nr, &lr);
     double wall_s = dp->round_mono > 0 ? now - dp->round_mono : 0;
     struct overload_links s = {
         .wall_s = wall_s,
-        .linkd_busy = wall_s > 0 ? linkd_s / wall_s : 0,
+        .linkd_busy = wall_s > 0 ? lr.busy_s / wall_s : 0,
+        .linkd_wait = wall_s > 0 && lr.wait_s >= 0 ? lr.wait_s / wall_s : -1,
+        .queue_peak = (double)dp->queue_peak,
         .util_max = dp->util_max,
         .util_busy = -1,
         .own_cpu_s = cpu > dp->own_cpu_s ? cpu - dp->own_cpu_s : 0, /* peers restarted: 0 */
@@ -260,5 +302,6 @@ void netrun_dataplane_round(struct netrun *nr)
     dp->round_mono = now;
     dp->own_cpu_s = cpu;
     dp->util_max = -1;
+    dp->queue_peak = -1;
     overload_note_links(dp->overload, &s);
 }

@@ -221,6 +221,8 @@ void netrun_on_sample_timer(EV_P_ ev_timer *w, int revents);
  * then, once every direction of the round is in, the round itself. */
 struct netrun_dataplane;
 void netrun_dataplane_direction(struct netrun *nr, int link, int dir, uint64_t bytes, double mono);
+/* A direction's queue peak (frames) since the previous round (linkd's). */
+void netrun_dataplane_queue(struct netrun *nr, int64_t peak);
 void netrun_dataplane_round(struct netrun *nr);
 /* Stops reading the links between rounds (the peers are closing). */
 void netrun_dataplane_stop(struct netrun *nr);

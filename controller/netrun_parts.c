@@ -52,21 +52,35 @@ struct netrun_parts {
     int *local_link;             /* per whole link: its index in part (not cut), or -1 */
     int *end_link;               /* per whole link: its index in part, cut ones too, or -1 */
     struct agent_client **agent; /* per machine: its agent, NULL for the local one */
-    size_t waiting;              /* parts whose build has not answered */
+    size_t parts_left;           /* machines with nodes whose part has not answered */
     struct net_error error;      /* the build's first failure */
     ev_timer build_deadline;     /* every part answered by then, or the build fails */
     double build_timeout_s;
-    bool built, inner_done, agents_down, tearing;
+    bool built, inner_done, agents_down, tearing, releasing, routed;
+    /* A move over machines is in flight (netrun_parts_move): p->routing is
+     * its "before" until every machine answered, so a second one waits. */
+    bool moving;
     netrun_released_fn released;
     void *released_ctx;
     ev_idle later; /* the release's and the failed build's end, from the loop */
-    /* The underlay's delays, measured before any part is made; the build's
-     * config kept until then (its strings copied: the caller's may go). */
+    /* The build, step by step (progress()): per machine its underlay
+     * address, whether it is known, whether its agent answered hello, its part's
+     * stage (enum part_stage) and a remote part's wire form until sent;
+     * the underlay's delays, measured pair by pair; the build's config
+     * (its strings copied: the caller's may go). */
     struct parts_underlay *probe;
-    uint32_t *underlay; /* per machine: its underlay address */
+    uint32_t *underlay;
+    bool *known, *hello;
+    unsigned char *stage;
+    msgpack_sbuffer *wire;
+    struct topo_part_plan plan;
     struct netrun_config cfg;
     char run_id[TOPO_PART_RUN_ID_MAX];
     char peer_path[PATH_MAX];
+    char agents_why[512]; /* begins an agent's failure line (netrun_spread.why) */
+    struct agent_client_options agent_opts;
+    netrun_agents_fn agents_ready;
+    void *agents_ctx;
     /* Per whole node: a remote host's TCP counters in its agent's last
      * sample (net:tcp), NULL until the first sample. */
     struct remote_tcp *remote_tcp;
@@ -75,6 +89,11 @@ struct netrun_parts {
     size_t n_programs, cap_programs;
     uint64_t last_program_id;
 };
+
+/* A machine's part: none (no nodes), waiting for its cut links' round
+ * trips, made (a remote one waits for its agent), sent or begun here,
+ * answered. */
+enum part_stage { PART_NONE, PART_WAITING, PART_MADE, PART_SENT, PART_ANSWERED };
 
 struct remote_program {
     uint64_t id;
@@ -217,6 +236,16 @@ static void program_signal(void *ctx, uint64_t id, int sig)
                 p->machines.v[rp->machine].name, err);
 }
 
+/* A liveness probe (signal 0): the agent answers {alive} (netprog.h). */
+static int program_probe(void *ctx, uint64_t id, peer_reply_fn cb, void *cb_ctx, char *err,
+                         size_t errlen)
+{
+    struct netrun_parts *p = ctx;
+    struct remote_program *rp = program_find(p, id);
+    if (!rp) return snprintf(err, errlen, "program %llu is not known", (unsigned long long)id), -1;
+    return agent_client_signal(p->agent[rp->machine], id, 0, cb, cb_ctx, err, errlen);
+}
+
 static void program_forget(void *ctx, uint64_t id)
 {
     struct netrun_parts *p = ctx;
@@ -298,7 +327,7 @@ struct netprog *netrun_program_remote(struct netrun *nr, struct netprog_list *li
     }
     struct program_start *s = malloc(sizeof *s);
     uint64_t id = ++p->last_program_id;
-    struct netprog_remote hooks = {id, program_signal, program_forget, p};
+    struct netprog_remote hooks = {id, program_signal, program_probe, program_forget, p};
     struct netprog *prog =
         s ? netprog_remote_add(list, node, &hooks, done, ctx, err, errlen) : NULL;
     if (!prog) {
@@ -581,14 +610,16 @@ int netrun_parts_move_check(const struct netrun *nr, int l, int stays, int to, c
     return move_placed(nr->parts, l, stays, to, err, errlen);
 }
 
-/* Machine m's hosts' changes from the routing before (p->routing) to fresh. */
-static int machine_changes(const struct netrun_parts *p, size_t m, const struct topo_routing *fresh,
+/* Machine m's hosts' changes from routing `before` to `after` (leaf: the
+ * node that moved, whose /32 every other host gets along its path). */
+static int machine_changes(const struct netrun_parts *p, size_t m,
+                           const struct topo_routing *before, const struct topo_routing *after,
                            int leaf, struct topo_route_changes *out)
 {
     const struct topo_network *net = p->nr->net;
     for (size_t i = 0; i < net->n_nodes; i++)
         if ((size_t)p->placement.machine[i] == m && net->nodes[i].kind == TOPO_NODE_HOST &&
-            topo_route_changes_of(net, &p->routing, fresh, (int)i, leaf, out) < 0)
+            topo_route_changes_of(net, before, after, (int)i, leaf, out) < 0)
             return -1;
     return 0;
 }
@@ -616,10 +647,11 @@ static int move_local(struct netrun_parts *p, const struct topo_route_changes *c
 
 /* Machine m's agent's share: the reroute request (cb follows). */
 static int move_remote(struct netrun_parts *p, size_t m, const struct topo_route_changes *c, int l,
-                       int stays, int to, struct parts_countdown *cd, char *err, size_t errlen)
+                       int stays, int to, peer_reply_fn cb, void *ctx, char *err, size_t errlen)
 {
     struct agent_route *routes = calloc(c->n ? c->n : 1, sizeof *routes);
-    if (!routes) return snprintf(err, errlen, "out of memory"), -1;
+    if (!routes)
+        return snprintf(err, errlen, "machine '%s': out of memory", p->machines.v[m].name), -1;
     for (size_t i = 0; i < c->n; i++) {
         const struct topo_route *r = &c->v[i].route;
         routes[i] = (struct agent_route){(uint64_t)c->v[i].node,
@@ -632,55 +664,274 @@ static int move_remote(struct netrun_parts *p, size_t m, const struct topo_route
     }
     struct agent_reroute req = {
         l >= 0, (uint64_t)(l >= 0 ? l : 0), (uint64_t)stays, (uint64_t)to, routes, c->n};
-    int rc = agent_client_reroute(p->agent[m], &req, on_part_done, cd, err, errlen);
+    int rc = agent_client_reroute(p->agent[m], &req, cb, ctx, err, errlen);
     free(routes);
     return rc;
 }
 
-/* Every machine's share; m holds the link (its move goes with its routes). */
-static void move_ask(struct netrun_parts *p, size_t holder, const struct topo_routing *fresh, int l,
-                     int stays, int to, struct parts_countdown *cd)
+/* A move over machines, asked of every machine, committed to the model
+ * (p->routing, the link's ends) only when every machine has applied its
+ * share; otherwise undone on every machine that may have applied some of
+ * it, by the inverse share (docs/design-notes.md, "A move over machines
+ * that fails on one"). */
+enum share_state {
+    SHARE_NONE,    /* not asked: no nodes there, or the local part not built */
+    SHARE_PENDING, /* asked; its agent's answer is awaited */
+    SHARE_DONE,    /* applied */
+    SHARE_FAILED,  /* answered with an error: it may have applied some */
+    SHARE_UNSENT,  /* could not be asked: nothing applied */
+};
+
+struct parts_move;
+
+struct move_share {
+    struct parts_move *mv;
+    size_t m;
+};
+
+struct parts_move {
+    struct netrun_parts *p;
+    int l, stays, to, from;
+    size_t holder;             /* the machine that holds the link */
+    struct topo_link saved;    /* the link before (the undo restores its ends) */
+    struct topo_routing fresh; /* the whole network's routes after the move */
+    struct move_share *share;  /* per machine: its answer's context */
+    unsigned char *state;      /* per machine: enum share_state */
+    int left;                  /* answers awaited, plus a guard while asking */
+    bool undoing;
+    bool released;                          /* the network was being released: nothing undone */
+    char gone[128];                         /* machines not undone: their agents are gone */
+    char error[AGENT_ERROR_MAX + 128];      /* the move's first failure */
+    char undo_error[AGENT_ERROR_MAX + 128]; /* the undo's first failure */
+    peer_reply_fn cb;
+    void *ctx;
+};
+
+static void parts_move_free(struct parts_move *mv)
 {
-    for (size_t m = 0; m < p->machines.n; m++) {
-        char why[AGENT_ERROR_MAX] = ""; /* read for every machine's line */
-        struct topo_route_changes c = {0};
-        int rc, here = m == holder ? l : -1;
-        if (!p->placement.count[m] || (m == p->local && !netrun_parts_inner(p->nr))) continue;
-        if (machine_changes(p, m, fresh, stays, &c) < 0)
-            rc = (snprintf(why, sizeof why, "out of memory"), -1);
-        else if (m == p->local)
-            rc = move_local(p, &c, here, stays, to, why, sizeof why);
-        else
-            rc = move_remote(p, m, &c, here, stays, to, cd, why, sizeof why);
-        topo_route_changes_free(&c);
-        char line[AGENT_ERROR_MAX + 64]; /* an agent's line names its machine already */
-        snprintf(line, sizeof line, "%s%s%s", m == p->local ? p->machines.v[m].name : "",
-                 m == p->local ? ": " : "", why);
-        countdown_asked(cd, rc, m != p->local, line);
+    mv->p->moving = false;
+    topo_routing_free(&mv->fresh); /* zeroed once committed */
+    free(mv->share);
+    free(mv->state);
+    free(mv);
+}
+
+static void move_note(char *line, size_t len, const char *error)
+{
+    if (!line[0]) snprintf(line, len, "%s", error);
+}
+
+/* Machine m's answer (the move's, or the undo's when undoing). */
+static void move_share_done(struct parts_move *mv, size_t m, const char *error)
+{
+    if (mv->undoing) {
+        if (error) move_note(mv->undo_error, sizeof mv->undo_error, error);
+        return;
     }
+    mv->state[m] = error ? SHARE_FAILED : SHARE_DONE;
+    if (error) move_note(mv->error, sizeof mv->error, error);
+}
+
+static void on_move_answer(void *ctx, const char *error, const msgpack_object *result);
+
+/* Machine m's share of the move (undo: its inverse): 0 done here, 1 its
+ * answer follows, -1 with why, one line naming the machine. */
+static int move_share_ask(struct parts_move *mv, size_t m, bool undo, char *why, size_t len)
+{
+    struct netrun_parts *p = mv->p;
+    const struct topo_routing *before = undo ? &mv->fresh : &p->routing;
+    const struct topo_routing *after = undo ? &p->routing : &mv->fresh;
+    /* the holder gets the link back even when it failed: where its
+     * interface did not move, moving it back is a no-op
+     * (netrun_link_move_routes) */
+    int l = m == mv->holder ? mv->l : -1, to = undo ? mv->from : mv->to;
+    struct topo_route_changes c = {0};
+    int rc;
+    char here[AGENT_ERROR_MAX] = "";
+    if (machine_changes(p, m, before, after, mv->stays, &c) < 0)
+        rc = (snprintf(here, sizeof here, "out of memory"), -1);
+    else if (m == p->local)
+        rc = move_local(p, &c, l, mv->stays, to, here, sizeof here);
+    else /* its lines name the machine already */
+        rc = move_remote(p, m, &c, l, mv->stays, to, on_move_answer, &mv->share[m], why, len) < 0
+                 ? -1
+                 : 1;
+    topo_route_changes_free(&c);
+    if (here[0]) snprintf(why, len, "machine '%s': %s", p->machines.v[m].name, here);
+    return rc;
+}
+
+/* Whether the undo skips machine m: its agent is gone (lost, its part
+ * torn down), so nothing there needs or can take the inverse; the local
+ * part only once released. */
+static bool move_undo_skips(struct parts_move *mv, size_t m)
+{
+    struct netrun_parts *p = mv->p;
+    if (m == p->local) return !netrun_parts_inner(p->nr);
+    if (!agent_client_gone(p->agent[m])) return false;
+    size_t used = strlen(mv->gone);
+    snprintf(mv->gone + used, sizeof mv->gone - used, "%s%s", used ? ", " : "",
+             p->machines.v[m].name);
+    return true;
+}
+
+/* Asks every machine with nodes (undo: those that may have applied some of it). */
+static void move_ask_all(struct parts_move *mv, bool undo)
+{
+    struct netrun_parts *p = mv->p;
+    mv->left = 1; /* the guard, until every machine was asked */
+    for (size_t m = 0; m < p->machines.n; m++) {
+        bool ask = undo ? mv->state[m] == SHARE_DONE || mv->state[m] == SHARE_FAILED
+                        : p->placement.count[m] && (m != p->local || netrun_parts_inner(p->nr));
+        if (!ask || (undo && move_undo_skips(mv, m))) continue;
+        char why[AGENT_ERROR_MAX + 64] = "";
+        int rc = move_share_ask(mv, m, undo, why, sizeof why);
+        if (rc == 1) {
+            mv->left++;
+            if (!undo) mv->state[m] = SHARE_PENDING;
+            continue;
+        }
+        move_share_done(mv, m, rc < 0 ? why : NULL);
+        /* an agent's request that could not go applied nothing; the local
+         * part's failure may have applied some of its routes */
+        if (!undo && rc < 0 && m != p->local) mv->state[m] = SHARE_UNSENT;
+    }
+    mv->left--;
+}
+
+/* The link's ends and their interface names as before the move (what
+ * netrun_move_link_end changed), and only those: a link:set or up/down
+ * made while the move was in flight stays. */
+static void move_link_back(struct topo_network *net, const struct parts_move *mv)
+{
+    struct topo_link *link = &net->links[mv->l];
+    link->a = mv->saved.a;
+    link->b = mv->saved.b;
+    memcpy(link->ifname_a, mv->saved.ifname_a, sizeof link->ifname_a);
+    memcpy(link->ifname_b, mv->saved.ifname_b, sizeof link->ifname_b);
+}
+
+/* Every answer in: the commit, or the undo asked (1: its answers follow). */
+static int move_phase_end(struct parts_move *mv)
+{
+    struct netrun_parts *p = mv->p;
+    if (!mv->error[0]) {
+        topo_routing_free(&p->routing);
+        p->routing = mv->fresh; /* the next move's "before" */
+        mv->fresh = (struct topo_routing){0};
+        return 0;
+    }
+    if (mv->undoing) return 0;
+    mv->undoing = true;
+    move_link_back(p->nr->net, mv);
+    if (p->tearing) { /* released meanwhile: nothing left to undo */
+        mv->released = true;
+        return 0;
+    }
+    move_ask_all(mv, true);
+    return mv->left > 0;
+}
+
+/* The move's line once it ended: its failure and what the undo did. */
+static void move_result(const struct parts_move *mv, char *out, size_t len)
+{
+    if (!mv->error[0]) return;
+    if (mv->undo_error[0])
+        snprintf(out, len,
+                 "%s; undoing the move failed too (%s): the machines may not agree on the "
+                 "network any more, stop it",
+                 mv->error, mv->undo_error);
+    else if (mv->released)
+        snprintf(out, len, "%s; not undone: the network is being released", mv->error);
+    else if (mv->gone[0])
+        snprintf(out, len, "%s; the move was undone on every machine but %s, whose agent is gone",
+                 mv->error, mv->gone);
+    else
+        snprintf(out, len, "%s; the move was undone on every machine", mv->error);
+}
+
+static void on_move_answer(void *ctx, const char *error, const msgpack_object *result)
+{
+    struct move_share *s = ctx;
+    struct parts_move *mv = s->mv;
+    (void)result;
+    move_share_done(mv, s->m, error);
+    if (--mv->left > 0 || move_phase_end(mv) > 0) return;
+    char line[3 * AGENT_ERROR_MAX];
+    move_result(mv, line, sizeof line);
+    msgpack_object done = {.type = MSGPACK_OBJECT_MAP};
+    mv->cb(mv->ctx, mv->error[0] ? line : NULL, mv->error[0] ? NULL : &done);
+    parts_move_free(mv);
+}
+
+static struct parts_move *parts_move_new(struct netrun_parts *p, int l, int stays, int to,
+                                         peer_reply_fn cb, void *ctx)
+{
+    struct parts_move *mv = calloc(1, sizeof *mv);
+    size_t n = p->machines.n ? p->machines.n : 1;
+    if (!mv || !(mv->share = calloc(n, sizeof *mv->share)) ||
+        !(mv->state = calloc(n, sizeof *mv->state))) {
+        if (mv) free(mv->share);
+        free(mv);
+        return NULL;
+    }
+    const struct topo_link *link = &p->nr->net->links[l];
+    *mv = (struct parts_move){.p = p,
+                              .l = l,
+                              .stays = stays,
+                              .to = to,
+                              .from = link->a == stays ? link->b : link->a,
+                              .holder = (size_t)p->placement.machine[stays],
+                              .saved = *link,
+                              .share = mv->share,
+                              .state = mv->state,
+                              .cb = cb,
+                              .ctx = ctx};
+    for (size_t m = 0; m < p->machines.n; m++)
+        mv->share[m] = (struct move_share){mv, m};
+    return mv;
+}
+
+/* One move over machines at a time: the next one's routes are computed
+ * from the committed ones (p->routing), which a move in flight has not
+ * replaced yet, and its link's ends in the model are not final. */
+static int move_alone(const struct netrun_parts *p, int l, char *err, size_t errlen)
+{
+    if (!p->moving) return 0;
+    char name[80];
+    topo_link_describe(p->nr->net, &p->nr->net->links[l], name, sizeof name);
+    return snprintf(err, errlen,
+                    "link %s: another move is still in flight over the machines (one at a time: "
+                    "wait for its end)",
+                    name),
+           -1;
 }
 
 int netrun_parts_move(struct netrun *nr, int l, int stays, int to, peer_reply_fn cb, void *ctx,
                       char *err, size_t errlen)
 {
     struct netrun_parts *p = nr->parts;
-    if (move_placed(p, l, stays, to, err, errlen) < 0) return -1;
-    struct topo_link saved = nr->net->links[l];
+    if (move_placed(p, l, stays, to, err, errlen) < 0 || move_alone(p, l, err, errlen) < 0)
+        return -1;
+    struct parts_move *mv = parts_move_new(p, l, stays, to, cb, ctx);
+    if (!mv) return snprintf(err, errlen, "out of memory"), -1;
+    p->moving = true; /* until parts_move_free */
     int from;
     bool end_a;
     netrun_move_link_end(nr->net, l, stays, to, &end_a, &from);
-    struct topo_routing fresh;
-    struct parts_countdown *cd = countdown_new(cb, ctx);
-    if (!cd || topo_routing_compute(nr->net, &fresh, err, errlen) < 0) {
-        if (!cd) snprintf(err, errlen, "out of memory");
-        nr->net->links[l] = saved; /* nothing was asked yet */
-        free(cd);
+    if (topo_routing_compute(nr->net, &mv->fresh, err, errlen) < 0) {
+        move_link_back(nr->net, mv); /* nothing was asked yet */
+        parts_move_free(mv);
         return -1;
     }
-    move_ask(p, (size_t)p->placement.machine[stays], &fresh, l, stays, to, cd);
-    topo_routing_free(&p->routing);
-    p->routing = fresh; /* the next move's "before" */
-    return countdown_end(cd, err, errlen);
+    move_ask_all(mv, false);
+    if (mv->left > 0 || move_phase_end(mv) > 0) return 1; /* on_move_answer ends it */
+    /* every share was this machine's (or failed at once): no cb */
+    char line[3 * AGENT_ERROR_MAX];
+    move_result(mv, line, sizeof line);
+    int rc = mv->error[0] ? (snprintf(err, errlen, "%s", line), -1) : 0;
+    parts_move_free(mv);
+    return rc;
 }
 
 int netrun_parts_kill_remote(struct netrun *nr, int node, peer_reply_fn cb, void *ctx, char *err,
@@ -856,6 +1107,12 @@ static void parts_free(struct netrun_parts *p)
     parts_underlay_cancel(p->probe); /* the agents' last answers are dropped */
     agent_group_free(p->agents);     /* ends what is left: their ssh's EOF tears them down */
     parts_underlay_free(p->probe);
+    for (size_t m = 0; p->wire && m < p->machines.n; m++)
+        msgpack_sbuffer_destroy(&p->wire[m]); /* NULL data once sent or never made: ok */
+    free(p->wire);
+    free(p->stage);
+    free(p->known);
+    free(p->hello);
     free(p->underlay);
     netrun_free(p->inner);
     topo_part_free(&p->part);
@@ -926,13 +1183,16 @@ static void agents_teardown(struct netrun_parts *p)
 {
     if (p->tearing) return;
     p->tearing = true;
-    agent_group_teardown(p->agents, on_agents_down, p);
+    if (p->agents) return agent_group_teardown(p->agents, on_agents_down, p);
+    p->agents_down = true; /* the build failed before they were started */
 }
 
 /* Every part let go: the local one released, the agents torn down (each
  * releases its part, then exits). */
 static void parts_release(struct netrun_parts *p)
 {
+    if (p->releasing) return;
+    p->releasing = true;
     ev_timer_stop(p->nr->loop, &p->build_deadline);
     p->nr->links_record = NULL; /* the agents' last samples are not the run's any more */
     agents_teardown(p);
@@ -986,16 +1246,18 @@ static int peers_gather(struct netrun *nr, char *err, size_t errlen)
     return 0;
 }
 
-static void part_answered(struct netrun_parts *p)
+static void part_answered(struct netrun_parts *p, size_t m)
 {
     struct netrun *nr = p->nr;
-    if (p->waiting == 0) return; /* the build's deadline gave up on every part already */
-    if (--p->waiting > 0) return;
+    if (p->releasing) return; /* the build failed: late answers are dropped */
+    p->stage[m] = PART_ANSWERED;
+    if (--p->parts_left > 0) return;
     ev_timer_stop(nr->loop, &p->build_deadline);
     char err[512];
-    if (p->error.code == NET_OK && peers_gather(nr, err, sizeof err) < 0)
+    if (peers_gather(nr, err, sizeof err) < 0) {
         net_error_set(&p->error, NET_ERR_ENVIRONMENT, -1, -1, err);
-    if (p->error.code != NET_OK) return parts_release(p); /* on_later tells `built` */
+        return parts_release(p); /* on_later tells `built` */
+    }
     p->built = true;
     nr->building = false;
     if (p->inner) { /* what this machine's part runs on, and why */
@@ -1014,19 +1276,39 @@ static void part_failed(struct netrun_parts *p, const struct net_error *e)
     if (p->error.code == NET_OK) p->error = *e;
 }
 
+/* The builds still in flight abandoned (a late answer is dropped). */
+static void parts_abandon(struct netrun_parts *p)
+{
+    for (size_t m = 0; m < p->machines.n; m++)
+        if (p->agent[m] && agent_client_build_pending(p->agent[m]))
+            agent_client_build_abandon(p->agent[m]);
+}
+
+/* The build's first failure (later ones are dropped): every part let go,
+ * built, building or not sent yet (on_later tells `built`). A failure
+ * once built is no build's: the run's other paths (an agent's loss) say it. */
+static void build_fail(struct netrun_parts *p, const struct net_error *e)
+{
+    if (p->built && !p->releasing) /* an agent lost once built: on_agent_lost ends its nodes */
+        ctl_log("warning: network '%s': %s", p->nr->net->name, e->message);
+    if (p->built || p->releasing) return;
+    part_failed(p, e);
+    parts_underlay_cancel(p->probe); /* no pair's end starts an agent or a part now */
+    parts_abandon(p);
+    parts_release(p);
+}
+
 static void on_inner_built(void *ctx, struct netrun *inner, const struct net_error *error)
 {
     struct netrun_parts *p = ctx;
     p->inner = inner; /* NULL after a failure: freed, nothing left */
     p->inner_done = inner != NULL;
-    if (error) part_failed(p, error);
-    if (inner) { /* its phases, as each agent logs its own */
-        char phases[512];
-        netrun_describe_start(inner, phases, sizeof phases);
-        ctl_log("network '%s': machine %s built its part (%zu nodes) in %s", p->nr->net->name,
-                p->machines.v[p->local].name, topo_part_local_nodes(&p->part), phases);
-    }
-    part_answered(p);
+    if (error) return build_fail(p, error);
+    char phases[512]; /* its phases, as each agent logs its own */
+    netrun_describe_start(inner, phases, sizeof phases);
+    ctl_log("network '%s': machine %s built its part (%zu nodes) in %s", p->nr->net->name,
+            p->machines.v[p->local].name, topo_part_local_nodes(&p->part), phases);
+    part_answered(p, p->local);
 }
 
 static void on_agent_built(void *ctx, struct agent_client *ac, const struct agent_build_reply *r,
@@ -1039,69 +1321,83 @@ static void on_agent_built(void *ctx, struct agent_client *ac, const struct agen
             e->code == NET_ERR_SCENARIO ? NET_ERR_SCENARIO : NET_ERR_ENVIRONMENT;
         net_error_set(&ne, code, e->node[0] ? topo_node_find(p->nr->net, e->node) : -1, -1,
                       e->message);
-        part_failed(p, &ne);
-    } else {
-        ctl_log("network '%s': machine %s built its part (%llu nodes, registry %s)",
-                p->nr->net->name, agent_client_machine(ac), (unsigned long long)r->nodes,
-                r->registry);
+        return build_fail(p, &ne);
     }
-    part_answered(p);
+    int m = topo_machines_find(&p->machines, agent_client_machine(ac));
+    ctl_log("network '%s': machine %s built its part (%llu nodes, registry %s)", p->nr->net->name,
+            agent_client_machine(ac), (unsigned long long)r->nodes, r->registry);
+    if (m >= 0) part_answered(p, (size_t)m);
 }
 
-/* The machines whose parts have not answered, into names (their agents'
- * builds abandoned: a late answer is dropped). */
-static void parts_abandon(struct netrun_parts *p, char *names, size_t cap)
+/* The machines with nodes in stage below `before` whose agent answered
+ * hello (hello true; this machine too) or not, "m2, m3" into names; how
+ * many. */
+static size_t machines_late(const struct netrun_parts *p, enum part_stage before, bool hello,
+                            char *names, size_t cap)
 {
-    size_t at = 0;
+    size_t at = 0, count = 0;
     names[0] = '\0';
     for (size_t m = 0; m < p->machines.n; m++) {
-        bool late = m == p->local ? p->inner && !p->inner_done
-                                  : p->agent[m] && agent_client_build_pending(p->agent[m]);
-        if (!late) continue;
-        if (m != p->local) agent_client_build_abandon(p->agent[m]);
-        int n = snprintf(names + at, cap - at, "%s%s", at ? ", " : "", p->machines.v[m].name);
+        if (p->stage[m] == PART_NONE || p->stage[m] >= before) continue;
+        if (m != p->local && p->hello[m] != hello) continue;
+        if (m == p->local && !hello) continue;
+        int n = snprintf(names + at, cap - at, "%s%s", count ? ", " : "", p->machines.v[m].name);
         if (n > 0 && (size_t)n < cap - at) at += (size_t)n;
+        count++;
     }
+    return count;
 }
 
-/* An agent that answers pings but not its `underlay` or `build` must not
- * hold the start for ever: the build fails naming the machines late (or
- * the underlay's measurement, before any part was sent), and every part,
- * built or not, is released (on_later tells `built`). */
+/* An agent that never answers hello, or answers pings but not its
+ * `underlay` or `build`, must not hold the start for ever: the build fails naming
+ * what is late (first the agents without hello, then the underlay's pairs,
+ * then the parts), and every part, built or not, is released. */
 static void on_build_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
     struct netrun_parts *p = container_of(w, struct netrun_parts, build_deadline);
     char names[256], line[512];
-    if (p->waiting == 0) { /* no part sent yet: the underlay's round trips are out */
-        parts_underlay_cancel(p->probe);
+    const char *net = p->nr->net->name;
+    if (machines_late(p, PART_ANSWERED, false, names, sizeof names))
+        snprintf(line, sizeof line,
+                 "network '%s': the agent(s) of machine(s) %s did not answer hello within %g s "
+                 "(HIERNET_BUILD_TIMEOUT); every part built is released",
+                 net, names, p->build_timeout_s);
+    else if (parts_underlay_unmeasured(p->probe, names, sizeof names))
         snprintf(line, sizeof line,
                  "network '%s': the underlay's round trips between the machines were not all "
-                 "measured within %g s (HIERNET_BUILD_TIMEOUT); nothing was built",
-                 p->nr->net->name, p->build_timeout_s);
-    } else {
-        parts_abandon(p, names, sizeof names);
+                 "measured within %g s (HIERNET_BUILD_TIMEOUT): %s; every part built is released",
+                 net, p->build_timeout_s, names);
+    else {
+        machines_late(p, PART_ANSWERED, true, names, sizeof names);
         snprintf(line, sizeof line,
                  "network '%s': machine(s) %s did not build their part within %g s "
                  "(HIERNET_BUILD_TIMEOUT); every part built is released",
-                 p->nr->net->name, names[0] ? names : "?", p->build_timeout_s);
+                 net, names[0] ? names : "?", p->build_timeout_s);
     }
     struct net_error e;
     net_error_set(&e, NET_ERR_ENVIRONMENT, -1, -1, line);
-    part_failed(p, &e);
-    p->waiting = 0;
-    parts_release(p);
+    build_fail(p, &e);
 }
 
-/* ---- the build ---- */
+/* ---- the build ----
+ *
+ * Every step starts as soon as what it needs is there, not once every
+ * agent is: the placement and routes, this machine's round trips (a few
+ * echoes), then the agents, whose ssh connections (a good part of a
+ * second each, docs/guide.md) run while this machine's part builds. A
+ * part needs the underlay addresses of the machines its cut links reach
+ * (the machines file's when it gives IPv4, else the agent's, at its
+ * hello) and those pairs' round trips (parts_underlay_begin: from here,
+ * or by the agent of the end that answered hello first); a remote part
+ * also needs its own agent's hello, and is sent then (its clock pings go
+ * on meanwhile). progress() takes every step that can go, after each
+ * event. */
 
-/* A machine's underlay address: its agent's (hello), else the machines
- * file's, which must then be IPv4. */
-static int underlay_of(struct netrun_parts *p, size_t m, uint32_t *out, char *err, size_t errlen)
+/* An IPv4 address text into *out: 0, or -1 with err naming machine m. */
+static int underlay_parse(struct netrun_parts *p, size_t m, const char *text, uint32_t *out,
+                          char *err, size_t errlen)
 {
-    const char *text = p->machines.v[m].address;
-    if (p->agent[m] && agent_client_hello(p->agent[m])->underlay_address[0])
-        text = agent_client_hello(p->agent[m])->underlay_address;
     struct in_addr a;
     if (inet_pton(AF_INET, text, &a) != 1)
         return snprintf(err, errlen,
@@ -1118,13 +1414,25 @@ static int underlay_of(struct netrun_parts *p, size_t m, uint32_t *out, char *er
     return 0;
 }
 
+/* The addresses known before any agent answers: this machine's and
+ * every IPv4 one of the machines file (a remote machine listed by name
+ * waits for its agent's). */
+static int underlay_known(struct netrun_parts *p, char *err, size_t errlen)
+{
+    struct in_addr a;
+    for (size_t m = 0; m < p->machines.n; m++) {
+        const char *text = p->machines.v[m].address;
+        if (m != p->local && inet_pton(AF_INET, text, &a) != 1) continue;
+        if (underlay_parse(p, m, text, &p->underlay[m], err, errlen) < 0) return -1;
+        p->known[m] = true;
+    }
+    return 0;
+}
+
+/* Each other machine's agent, once started (p->agent allocated by
+ * build_prepare). */
 static int agents_by_machine(struct netrun_parts *p, char *err, size_t errlen)
 {
-    p->agent = calloc(p->machines.n, sizeof *p->agent);
-    if (!p->agent) return snprintf(err, errlen, "out of memory"), -1;
-    p->local = p->machines.n;
-    for (size_t m = 0; m < p->machines.n; m++)
-        if (p->machines.v[m].local) p->local = m;
     for (size_t i = 0; i < agent_group_count(p->agents); i++) {
         struct agent_client *ac = agent_group_agent(p->agents, i);
         int m = topo_machines_find(&p->machines, agent_client_machine(ac));
@@ -1138,25 +1446,39 @@ static int agents_by_machine(struct netrun_parts *p, char *err, size_t errlen)
     return 0;
 }
 
-/* The whole network's address plan and routes, the placement. */
-static int parts_plan(struct netrun_parts *p, const struct topo_machines *machines, char *err,
-                      size_t errlen)
+/* The placement; the machines copied whole (an agent's ssh needs user=). */
+static int parts_place(struct netrun_parts *p, const struct topo_machines *machines, char *err,
+                       size_t errlen)
 {
     struct topo_network *net = p->nr->net;
     for (size_t m = 0; m < machines->n; m++)
         if (topo_machines_add(&p->machines, machines->v[m].name, machines->v[m].address,
                               machines->v[m].cores, err, errlen) < 0)
             return -1;
-    for (size_t m = 0; m < machines->n; m++)
-        p->machines.v[m].local = machines->v[m].local;
-    if (topo_placement_compute(net, &p->machines, &p->placement, err, errlen) < 0 ||
-        agents_by_machine(p, err, errlen) < 0 || topo_assign_addresses(net, err, errlen) < 0)
-        return -1;
-    return topo_routing_compute(net, &p->routing, err, errlen);
+    snprintf(p->machines.source, sizeof p->machines.source, "%s", machines->source);
+    p->local = machines->n;
+    for (size_t m = 0; m < machines->n; m++) {
+        p->machines.v[m] = machines->v[m];
+        if (machines->v[m].local) p->local = m;
+    }
+    return topo_placement_compute(net, &p->machines, &p->placement, err, errlen);
 }
 
-/* The local part's indices by whole-network index. */
-static int local_maps(struct netrun_parts *p)
+/* The whole network's address plan and routes, which every part needs,
+ * computed once the agents are started: their connections take longer
+ * (65 ms for the 999-node tree here, seconds for a large network). */
+static int parts_routes(struct netrun_parts *p, struct net_error *e)
+{
+    if (topo_assign_addresses(p->nr->net, e->message, sizeof e->message) < 0 ||
+        topo_routing_compute(p->nr->net, &p->routing, e->message, sizeof e->message) < 0)
+        return e->code = NET_ERR_SCENARIO, -1;
+    p->routed = true;
+    netrun_phase_end(p->nr, "routes");
+    return 0;
+}
+
+/* The local part's indices by whole-network index: -1 until it is made. */
+static int local_maps_alloc(struct netrun_parts *p)
 {
     const struct topo_network *net = p->nr->net;
     p->local_node = malloc((net->n_nodes ? net->n_nodes : 1) * sizeof *p->local_node);
@@ -1167,38 +1489,45 @@ static int local_maps(struct netrun_parts *p)
         p->local_node[i] = -1;
     for (size_t l = 0; l < net->n_links; l++)
         p->local_link[l] = p->end_link[l] = -1;
-    if (!p->part.net) return 0;
+    return 0;
+}
+
+static void local_maps_fill(struct netrun_parts *p)
+{
     for (size_t i = 0; i < p->part.net->n_nodes; i++)
         if (!p->part.net->nodes[i].remote) p->local_node[p->part.whole_node[i]] = (int)i;
     for (size_t l = 0; l < p->part.net->n_links; l++) {
         p->end_link[p->part.whole_link[l]] = (int)l;
         if (!p->part.net->links[l].vni) p->local_link[p->part.whole_link[l]] = (int)l;
     }
-    return 0;
 }
 
-static int send_part(struct netrun_parts *p, size_t m, const struct topo_part *part, char *err,
-                     size_t errlen)
+/* Machine m's part in its wire form, kept until its agent's hello. */
+static int part_encode(struct netrun_parts *p, size_t m, const struct topo_part *part, char *err,
+                       size_t errlen)
 {
-    msgpack_sbuffer sb;
     msgpack_packer pk;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    int rc = topo_part_encode(part, &pk) ? 0 : (snprintf(err, errlen, "out of memory"), -1);
+    msgpack_sbuffer_init(&p->wire[m]);
+    msgpack_packer_init(&pk, &p->wire[m], msgpack_sbuffer_write);
+    if (topo_part_encode(part, &pk)) return 0;
+    return snprintf(err, errlen, "out of memory"), -1;
+}
+
+static int send_part(struct netrun_parts *p, size_t m, char *err, size_t errlen)
+{
     agent_client_on_stats(p->agent[m], on_agent_stats, p); /* links.csv's rows of its part */
     agent_client_on_program(p->agent[m], on_agent_program, p);
     agent_client_on_lost(p->agent[m], on_agent_lost, p);
-    if (rc == 0)
-        rc = agent_client_build(p->agent[m], sb.data, sb.size, on_agent_built, p, err, errlen);
-    msgpack_sbuffer_destroy(&sb);
-    if (rc == 0) p->waiting++;
+    int rc = agent_client_build(p->agent[m], p->wire[m].data, p->wire[m].size, on_agent_built, p,
+                                err, errlen);
+    msgpack_sbuffer_destroy(&p->wire[m]); /* copied by the client */
+    p->wire[m] = (msgpack_sbuffer){0};
     return rc;
 }
 
-static int build_local(struct netrun_parts *p, const struct netrun_config *cfg,
-                       struct net_error *error)
+static int build_local(struct netrun_parts *p, struct net_error *error)
 {
-    struct netrun_config c = *cfg;
+    struct netrun_config c = p->cfg;
     c.links_made = NULL;
     c.routing = &p->part.routing;
     c.data_secret = p->nr->data_secret;
@@ -1206,128 +1535,223 @@ static int build_local(struct netrun_parts *p, const struct netrun_config *cfg,
     if (netrun_build(p->nr->loop, p->part.net, &c, on_inner_exit, p->nr, on_inner_built, p,
                      &p->inner, error) < 0)
         return p->inner = NULL, -1;
-    p->waiting++;
     return 0;
 }
 
-/* Machine m's part into parts[m] (the local one kept in p->part). */
-static int parts_make(struct netrun_parts *p, const struct topo_part_plan *plan,
-                      struct topo_part *parts, char *err, size_t errlen)
+/* Machine m's part made (its cut links' round trips all measured) and
+ * checked: every cut link's delay covers its underlay's, and no two cut
+ * links of the machine share linkd's UDP port. The local one kept, a
+ * remote one in its wire form. */
+static int part_make(struct netrun_parts *p, size_t m, struct net_error *e)
 {
-    for (size_t m = 0; m < p->machines.n; m++)
-        if (p->placement.count[m] &&
-            topo_part_make(p->nr->net, &p->routing, plan, m, &parts[m], err, errlen) < 0)
+    char *err = e->message;
+    size_t errlen = sizeof e->message;
+    struct topo_part part = {0};
+    int rc = topo_part_make(p->nr->net, &p->routing, &p->plan, m, &part, err, errlen);
+    if (rc == 0) rc = topo_part_check_underlay(&part, err, errlen);
+    if (rc == 0) rc = topo_part_check_ports(&part, err, errlen);
+    if (rc == 0 && m != p->local) rc = part_encode(p, m, &part, err, errlen);
+    if (rc == 0 && m == p->local) {
+        p->part = part; /* kept: built here */
+        local_maps_fill(p);
+    } else {
+        topo_part_free(&part);
+    }
+    if (rc < 0) return e->code = NET_ERR_SCENARIO, -1;
+    p->stage[m] = PART_MADE;
+    return 0;
+}
+
+/* Machine m's part sent to its agent, or begun here. */
+static int part_begin(struct netrun_parts *p, size_t m, struct net_error *e)
+{
+    int rc = m == p->local ? build_local(p, e) : send_part(p, m, e->message, sizeof e->message);
+    if (rc < 0 && m != p->local) e->code = NET_ERR_ENVIRONMENT;
+    if (rc < 0) return -1;
+    p->stage[m] = PART_SENT;
+    /* where a spread start's time goes (docs/guide.md, the multihost figures) */
+    ctl_log("network '%s': machine %s's part %s %.3f s into the build", p->nr->net->name,
+            p->machines.v[m].name, m == p->local ? "begun here" : "sent to its agent",
+            mono_s() - p->nr->start_s);
+    return 0;
+}
+
+static struct parts_underlay_setup underlay_setup(struct netrun_parts *p)
+{
+    return (struct parts_underlay_setup){p->nr->loop, p->nr->net, &p->placement, &p->machines,
+                                         p->local,    p->agent,   p->underlay};
+}
+
+/* Every step that can be taken now: pairs to measure, parts to make, to
+ * send, to build here. 0, or -1 with *e. */
+static int progress(struct netrun_parts *p, struct net_error *e)
+{
+    struct parts_underlay_setup setup = underlay_setup(p);
+    if (parts_underlay_begin(p->probe, &setup, p->known, p->hello, e->message, sizeof e->message) <
+        0)
+        return e->code = NET_ERR_ENVIRONMENT, -1;
+    for (size_t m = 0; m < p->machines.n; m++) {
+        if (p->stage[m] == PART_WAITING && p->routed && parts_underlay_machine_done(p->probe, m) &&
+            part_make(p, m, e) < 0)
             return -1;
-    return 0;
-}
-
-/* Every cut link's delay covers its underlay's, and no two cut links of
- * a machine share linkd's UDP port: checked on every part before any is
- * sent, so a refusal leaves nothing built anywhere. */
-static int parts_check(struct netrun_parts *p, const struct topo_part *parts, char *err,
-                       size_t errlen)
-{
-    for (size_t m = 0; m < p->machines.n; m++)
-        if (p->placement.count[m] && (topo_part_check_underlay(&parts[m], err, errlen) < 0 ||
-                                      topo_part_check_ports(&parts[m], err, errlen) < 0))
+        if (p->stage[m] == PART_MADE && (m == p->local || p->hello[m]) && part_begin(p, m, e) < 0)
             return -1;
+    }
     return 0;
 }
 
-/* Every machine's part made and checked; the remote ones sent, the local
- * one begun. */
-static int parts_begin(struct netrun_parts *p, const struct netrun_config *cfg,
-                       struct net_error *error)
+/* This machine's pairs all measured (or none to measure). */
+static bool local_pairs_done(const struct netrun_parts *p)
 {
-    char *err = error->message;
-    size_t errlen = sizeof error->message;
-    uint64_t random = 0;
-    struct topo_part *parts = calloc(p->machines.n, sizeof *parts);
-    int rc = parts && getrandom(&random, sizeof random, 0) == (ssize_t)sizeof random
-                 ? 0
-                 : (snprintf(err, errlen, "out of memory or no random bits"), -1);
-    struct topo_part_plan plan = {p->run_id,
-                                  &p->placement,
-                                  &p->machines,
-                                  p->underlay,
-                                  topo_part_vni_base(random),
-                                  p->nr->data_secret,
-                                  parts_underlay_delays(p->probe)};
-    netrun_phase_end(p->nr, "underlay");
-    if (rc == 0) rc = parts_make(p, &plan, parts, err, errlen);
-    if (rc == 0) rc = parts_check(p, parts, err, errlen);
-    for (size_t m = 0; rc == 0 && m < p->machines.n; m++)
-        if (p->placement.count[m] && m != p->local) rc = send_part(p, m, &parts[m], err, errlen);
-    netrun_phase_end(p->nr, "parts sent");
-    for (size_t m = 0; parts && m < p->machines.n; m++)
-        if (rc == 0 && m == p->local)
-            p->part = parts[m]; /* kept: built here */
-        else
-            topo_part_free(&parts[m]);
-    free(parts);
-    if (rc == 0 && local_maps(p) < 0) rc = (snprintf(err, errlen, "out of memory"), -1);
-    if (rc < 0) error->code = NET_ERR_SCENARIO;
-    if (rc == 0 && p->part.net) rc = build_local(p, cfg, error);
-    return rc;
+    return p->local == p->machines.n || parts_underlay_machine_done(p->probe, p->local);
 }
 
-/* The build's config, kept for parts_begin once the underlay is measured. */
+static void progress_or_fail(struct netrun_parts *p)
+{
+    struct net_error e;
+    net_error_clear(&e);
+    if (p->releasing || progress(p, &e) == 0) return;
+    build_fail(p, &e);
+}
+
+static int agents_then_routes(struct netrun_parts *p, struct net_error *e);
+
+/* The local part's pairs measured, the agents start; the first pair of
+ * another machine's part may then be measured, the part made, sent. */
+static void on_pair_measured(void *ctx, struct parts_underlay *u, size_t a, size_t b,
+                             const char *error)
+{
+    struct netrun_parts *p = ctx;
+    struct net_error e;
+    (void)u, (void)a, (void)b;
+    if (p->releasing) return;
+    net_error_clear(&e);
+    if (error)
+        net_error_set(&e, NET_ERR_ENVIRONMENT, -1, -1, error);
+    else if (p->agents || !local_pairs_done(p) || agents_then_routes(p, &e) == 0)
+        return progress_or_fail(p);
+    build_fail(p, &e);
+}
+
+/* Machine m's agent answered hello: its underlay address (the file's when
+ * it gave IPv4: the parts may be made with it already; a difference is
+ * logged), then whatever waited for it. */
+static void on_agent_hello(void *ctx, struct agent_group *g, struct agent_client *ac)
+{
+    struct netrun_parts *p = ctx;
+    const char *found = agent_client_hello(ac)->underlay_address;
+    int m = topo_machines_find(&p->machines, agent_client_machine(ac));
+    struct net_error e;
+    (void)g;
+    if (m < 0 || p->releasing) return;
+    net_error_clear(&e);
+    p->hello[m] = true;
+    if (!p->known[m] &&
+        underlay_parse(p, (size_t)m, found, &p->underlay[m], e.message, sizeof e.message) < 0)
+        return e.code = NET_ERR_ENVIRONMENT, build_fail(p, &e);
+    if (p->known[m] && found[0] && strcmp(found, p->machines.v[m].address) != 0)
+        ctl_log("network '%s': machine %s: its agent routes to this machine from %s; its cut "
+                "links use %s, its address in %s",
+                p->nr->net->name, p->machines.v[m].name, found, p->machines.v[m].address,
+                p->machines.source);
+    p->known[m] = true;
+    progress_or_fail(p);
+}
+
+/* Every agent ready (the spread's hook records them), or the first one
+ * that failed before: the build fails naming it. */
+static void on_agents_ready(void *ctx, struct agent_group *g, const char *error)
+{
+    struct netrun_parts *p = ctx;
+    struct net_error e;
+    if (!error) {
+        if (p->agents_ready) p->agents_ready(p->agents_ctx, g);
+        return;
+    }
+    net_error_set(&e, NET_ERR_ENVIRONMENT, -1, -1, "");
+    snprintf(e.message, sizeof e.message, "%s%s%s", p->agents_why, p->agents_why[0] ? ": " : "",
+             error);
+    build_fail(p, &e);
+}
+
+/* The build's config, kept for the local part's build (its strings
+ * copied: the caller's may go). */
 static void config_keep(struct netrun_parts *p, const struct netrun_config *cfg)
 {
     p->cfg = *cfg;
-    p->cfg.spread = NULL; /* its agents are p's now, its machines copied */
+    p->cfg.spread = NULL; /* its machines copied, its agents p's */
     snprintf(p->run_id, sizeof p->run_id, "%s", cfg->run_id ? cfg->run_id : "run");
     p->cfg.run_id = p->run_id;
     if (cfg->peer_path) snprintf(p->peer_path, sizeof p->peer_path, "%s", cfg->peer_path);
     if (cfg->peer_path) p->cfg.peer_path = p->peer_path;
+    const struct netrun_spread *s = cfg->spread;
+    snprintf(p->agents_why, sizeof p->agents_why, "%s", s->why ? s->why : "");
+    p->agent_opts = *s->agents; /* its strings: the caller's, for the network's life */
+    p->agents_ready = s->agents_ready;
+    p->agents_ctx = s->agents_ctx;
+    p->build_timeout_s = s->build_timeout_s > 0 ? s->build_timeout_s : NETRUN_BUILD_TIMEOUT_S;
 }
 
-static void on_underlay_measured(void *ctx, struct parts_underlay *u, const char *error)
+/* The agents, once this machine's round trips are measured: their ssh
+ * connections are the longest wait of the start, but the echoes, a few
+ * round trips long, are measured on a machine not yet busy with them (the
+ * controller's ssh's key exchange, and on the namespace cluster every
+ * machine's login, share this host's cores; an echo delayed by them
+ * would lengthen the underlay's delay and so shorten the emulated one). */
+static int agents_start(struct netrun_parts *p, struct net_error *e)
 {
-    struct netrun_parts *p = ctx;
-    struct net_error e;
-    net_error_clear(&e);
-    if (error)
-        net_error_set(&e, NET_ERR_ENVIRONMENT, -1, -1, error);
-    else if (parts_begin(p, &p->cfg, &e) == 0)
-        return;
-    part_failed(p, &e);
-    parts_release(p); /* on_later tells `built` */
+    struct agent_group_hooks hooks = {on_agent_hello, on_agents_ready, p};
+    p->agents = agent_group_start_each(p->nr->loop, &p->machines, &p->agent_opts, &hooks,
+                                       e->message, sizeof e->message);
+    if (!p->agents || agents_by_machine(p, e->message, sizeof e->message) < 0)
+        return e->code = NET_ERR_ENVIRONMENT, -1;
+    netrun_phase_end(p->nr, "agents started");
+    return 0;
 }
 
-/* The machines' underlay addresses and the delays between them: measured
- * at once when this machine is one end of every pair, else parts_begin
- * waits for the agents' answers (on_underlay_measured). */
-static int underlay_begin(struct netrun_parts *p, const struct netrun_config *cfg,
-                          struct net_error *error)
+static int agents_then_routes(struct netrun_parts *p, struct net_error *e)
 {
-    char *err = error->message;
-    size_t errlen = sizeof error->message;
-    config_keep(p, cfg);
-    /* one deadline for the underlay's measurement and every part's build */
-    ev_timer_set(&p->build_deadline, p->build_timeout_s, 0);
-    ev_timer_start(p->nr->loop, &p->build_deadline);
-    p->underlay = calloc(p->machines.n, sizeof *p->underlay);
-    int rc = p->underlay && getrandom(p->nr->data_secret, sizeof p->nr->data_secret, 0) ==
-                                (ssize_t)sizeof p->nr->data_secret
-                 ? 0
-                 : (snprintf(err, errlen, "out of memory or no random bits"), -1);
-    for (size_t m = 0; rc == 0 && m < p->machines.n; m++)
-        rc = underlay_of(p, m, &p->underlay[m], err, errlen);
-    if (rc < 0) return error->code = NET_ERR_SCENARIO, -1;
-    struct parts_underlay_setup setup = {p->nr->loop, p->nr->net, &p->placement, &p->machines,
-                                         p->local,    p->agent,   p->underlay};
-    rc = parts_underlay_start(&setup, on_underlay_measured, p, &p->probe, err, errlen);
-    if (rc < 0) return error->code = NET_ERR_ENVIRONMENT, -1;
-    return rc == 0 ? parts_begin(p, &p->cfg, error) : 0;
+    return agents_start(p, e) < 0 || parts_routes(p, e) < 0 ? -1 : 0;
 }
 
-int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
-                       const struct netrun_config *cfg, netrun_exit_fn on_exit, void *ctx,
-                       netrun_built_fn built, void *built_ctx, struct netrun **out,
-                       struct net_error *error)
+/* What every part shares: per-machine state, the data secret, the VNI
+ * base, the underlay's pairs to measure. */
+static int build_prepare(struct netrun_parts *p, char *err, size_t errlen)
 {
-    net_error_clear(error);
+    size_t n = p->machines.n;
+    uint64_t random = 0;
+    p->underlay = calloc(n, sizeof *p->underlay);
+    p->known = calloc(n, sizeof *p->known);
+    p->hello = calloc(n, sizeof *p->hello);
+    p->stage = calloc(n, sizeof *p->stage);
+    p->wire = calloc(n, sizeof *p->wire);
+    p->agent = calloc(n, sizeof *p->agent);
+    if (!p->underlay || !p->known || !p->hello || !p->stage || !p->wire || !p->agent ||
+        local_maps_alloc(p) < 0 ||
+        getrandom(p->nr->data_secret, sizeof p->nr->data_secret, 0) !=
+            (ssize_t)sizeof p->nr->data_secret ||
+        getrandom(&random, sizeof random, 0) != (ssize_t)sizeof random)
+        return snprintf(err, errlen, "out of memory or no random bits"), -1;
+    for (size_t m = 0; m < n; m++)
+        if (p->placement.count[m]) p->stage[m] = PART_WAITING, p->parts_left++;
+    if (underlay_known(p, err, errlen) < 0) return -1;
+    struct parts_underlay_setup setup = underlay_setup(p);
+    if (!(p->probe = parts_underlay_new(&setup, on_pair_measured, p)))
+        return snprintf(err, errlen, "out of memory"), -1;
+    p->plan = (struct topo_part_plan){p->run_id,
+                                      &p->placement,
+                                      &p->machines,
+                                      p->underlay,
+                                      topo_part_vni_base(random),
+                                      p->nr->data_secret,
+                                      parts_underlay_delays(p->probe)};
+    return 0;
+}
+
+static struct netrun *outer_new(struct ev_loop *loop, struct topo_network *net,
+                                const struct netrun_config *cfg, netrun_exit_fn on_exit, void *ctx,
+                                netrun_built_fn built, void *built_ctx)
+{
     struct netrun *nr = calloc(1, sizeof *nr);
     struct netrun_parts *p = nr ? calloc(1, sizeof *p) : NULL;
     if (p) nr->peers = calloc(net->n_nodes ? net->n_nodes : 1, sizeof *nr->peers);
@@ -1335,9 +1759,7 @@ int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
         if (nr) free(nr->peers);
         free(p);
         free(nr);
-        agent_group_free(cfg->spread->agents);
-        net_error_set(error, NET_ERR_SCENARIO, -1, -1, "out of memory");
-        return -1;
+        return NULL;
     }
     *nr = (struct netrun){.loop = loop,
                           .net = net,
@@ -1353,20 +1775,38 @@ int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
                           .secret_given = true};
     nr->start_s = nr->phase_mark = mono_s();
     p->nr = nr;
-    p->agents = cfg->spread->agents;
     ev_idle_init(&p->later, on_later);
     p->later.data = p;
     ev_timer_init(&p->build_deadline, on_build_deadline, 0, 0);
-    p->build_timeout_s =
-        cfg->spread->build_timeout_s > 0 ? cfg->spread->build_timeout_s : NETRUN_BUILD_TIMEOUT_S;
+    return nr;
+}
+
+int netrun_parts_build(struct ev_loop *loop, struct topo_network *net,
+                       const struct netrun_config *cfg, netrun_exit_fn on_exit, void *ctx,
+                       netrun_built_fn built, void *built_ctx, struct netrun **out,
+                       struct net_error *error)
+{
+    net_error_clear(error);
+    char *err = error->message;
+    size_t errlen = sizeof error->message;
+    struct netrun *nr = outer_new(loop, net, cfg, on_exit, ctx, built, built_ctx);
+    if (!nr) return net_error_set(error, NET_ERR_SCENARIO, -1, -1, "out of memory"), -1;
+    struct netrun_parts *p = nr->parts;
+    config_keep(p, cfg);
     snprintf(nr->reason, sizeof nr->reason, "spread over %zu machines, each choosing its own",
              cfg->spread->machines->n);
-    if (parts_plan(p, cfg->spread->machines, error->message, sizeof error->message) < 0)
+    if (parts_place(p, cfg->spread->machines, err, errlen) < 0 || build_prepare(p, err, errlen) < 0)
         error->code = NET_ERR_SCENARIO;
     netrun_phase_end(nr, "placement");
-    if (error->code != NET_OK || underlay_begin(p, cfg, error) < 0) {
-        if (error->code == NET_OK) error->code = NET_ERR_SCENARIO;
-        outer_free(nr);
+    if (error->code == NET_OK) {
+        /* one deadline for the agents, the underlay's round trips and every part's build */
+        ev_timer_set(&p->build_deadline, p->build_timeout_s, 0);
+        ev_timer_start(loop, &p->build_deadline);
+        if (progress(p, error) == 0 && local_pairs_done(p) && agents_then_routes(p, error) == 0)
+            progress(p, error);
+    }
+    if (error->code != NET_OK) {
+        outer_free(nr); /* the agents' ssh, if started, ended: nothing was sent them */
         return -1;
     }
     *out = nr;

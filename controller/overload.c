@@ -47,6 +47,9 @@ struct dp_account {
     double own_s;                  /* the run's data plane CPU seconds */
     double busy_s;                 /* the busiest directions' busy seconds (overload_busy_share) */
     double linkd_s;                /* the busiest linkd's CPU seconds, sample by sample */
+    double wait_s;                 /* a linkd's longest run-queue wait, sample by sample */
+    uint64_t wait_unknown;         /* samples without it */
+    double queue_peak;             /* the longest queue, frames (-1: never read) */
     uint64_t busy, total;          /* the host's jiffies */
 };
 
@@ -429,10 +432,15 @@ static void util_bin_add(double *bins, double util, double seconds)
 static void dp_add(struct dp_account *a, const struct overload_links *s,
                    const struct cpu_sample *before, const struct cpu_sample *now)
 {
-    a->samples++;
+    if (!a->samples++) a->queue_peak = -1; /* the account starts zeroed: 0 would be a reading */
     a->active_s += s->wall_s;
     a->own_s += s->own_cpu_s;
     a->linkd_s += s->linkd_busy * s->wall_s;
+    if (s->queue_peak > a->queue_peak) a->queue_peak = s->queue_peak;
+    if (s->linkd_wait >= 0)
+        a->wait_s += s->linkd_wait * s->wall_s;
+    else
+        a->wait_unknown++;
     if (s->util_max >= 0) util_bin_add(a->util_s, s->util_max, s->wall_s);
     /* A round without sub-samples (the first, a beat a slow linkd skipped,
      * a direction linkd does not count) is its own one sub-sample, as on
@@ -487,6 +495,10 @@ static void dp_figures(const struct dp_account *a, struct overload_dataplane *dp
     if (dp->host_cores > 0 && dp->own_cores > dp->host_cores) dp->own_cores = dp->host_cores;
     dp->linkd_busy = over > 0 ? a->linkd_s / over : 0;
     if (dp->linkd_busy > 1) dp->linkd_busy = 1; /* one event loop: one core at most */
+    dp->queue_peak = a->samples ? a->queue_peak : -1;
+    dp->linkd_wait = -1;
+    if (a->samples && !a->wait_unknown)
+        dp->linkd_wait = a->active_s > 0 ? a->wait_s / a->active_s : 0;
     dp->suggested_dilation = 1;
 }
 
@@ -516,9 +528,11 @@ void overload_note_links(struct overload *o, const struct overload_links *s)
     if (now.valid) o->dp_last = now;
     if (!(s->wall_s > 0) || !before.valid || !now.valid || now.total < before.total) return;
     double over = s->util_busy >= 0 && s->busy_s > 0 ? s->busy_s : s->wall_s;
+    bool starved = s->linkd_wait >= OVERLOAD_DP_WAIT && s->queue_peak >= OVERLOAD_DP_BACKLOG;
+    /* starved: its CPU says nothing of its work */
+    bool working = s->own_cpu_s >= OVERLOAD_DP_ACTIVE_CORES * over || starved;
     bool active = s->util_max >= OVERLOAD_DP_ACTIVE_UTIL ||
-                  (s->own_cpu_s >= OVERLOAD_DP_ACTIVE_CORES * over &&
-                   s->util_max >= OVERLOAD_DP_ACTIVE_MIN_UTIL);
+                  (working && s->util_max >= OVERLOAD_DP_ACTIVE_MIN_UTIL);
     if (!active) return;
     dp_add(&o->dp, s, &before, &now);
     dp_probe_note(o, s, &before, &now);
@@ -617,8 +631,10 @@ bool overload_warning(const struct overload_report *r, char *buf, size_t len)
             buf, len,
             "warning: this run's data plane was limited by the host: its busiest link "
             "carried %.0f%% of its rate while busy, and the host's CPU was %.0f%% busy (the data "
-            "plane %.2f cores); use slower links, fewer nodes, or dilation = %g",
-            100 * dp->link_utilization, 100 * dp->host_busy, dp->own_cores, dp->suggested_dilation);
+            "plane %.2f cores%s); use slower links, fewer nodes, or dilation = %g",
+            100 * dp->link_utilization, 100 * dp->host_busy, dp->own_cores,
+            dp->starved ? ", its linkd waiting for a core most of the time" : "",
+            dp->suggested_dilation);
         return true;
     }
     if (r->latency) {

@@ -86,6 +86,37 @@
  * tools/bench/workloads, docs/fidelity.md). */
 #define OVERLOAD_DP_OWN_SHARE 0.5
 #define OVERLOAD_DP_MARGIN 1.5
+/* A data plane that waits to run while its links are behind is starved,
+ * whoever holds the cores (other programs, or `nice` on the run): one
+ * hiernet-linkd process that waited on a run queue (/proc/PID/schedstat's
+ * second field) for at least this share of the active samples' wall time,
+ * while the links had a backlog (OVERLOAD_DP_BACKLOG) and fell short of
+ * OVERLOAD_DP_KEPT, is limited by the host whatever the CPU shares say:
+ * the CPU it got is no measure of its demand then. speedup_model's
+ * ResNet-50 ring (4 workers, 10 Gbit/s) under `nice -n 10` beside 4 busy
+ * loops carried 4.5% of its rate with linkd on 1-2% of a core and waiting
+ * 93-95% of the time, and the CPU shares (0.25 cores, "a small load") kept
+ * D = 1 for a model error of +563% (docs/fidelity.md, "Starved by others
+ * or by nice"). A sample whose linkd waited this much with a backlog is
+ * active too (it had work), whatever CPU it got. Over whole samples, not
+ * the links' busy phases, whose few tenths would magnify a light link's
+ * short waits. At dilation 1 only: once dilated, a linkd's frames come
+ * close enough to its wake-up lead that it polls for the next release
+ * (emu/linkd/forward.c), runnable without being behind, so its wait no
+ * longer tells starved from polling (the same run's rerun at D = 100: 71%
+ * waiting, 0.13 cores for 18 Mbit/s, where D = 1 forwarded 200 Mbit/s on
+ * 0.02); a rerun is judged by the CPU shares as before, and starvation
+ * alone does not raise it. */
+#define OVERLOAD_DP_WAIT 0.5
+/* ... while its links had a backlog: some direction's queue reached this
+ * many frames in the window. A linkd that forwards light traffic wakes for
+ * every frame and, niced on a busy host, waits at each wake-up too (two
+ * 20 Mbit/s UDP flows over 10 Gbit/s links under `nice -n 10` beside 2 busy
+ * loops: 90% of the time waiting, 1000-2000 wake-ups a second, the queues
+ * 24 frames at most), but its frames do not pile up; the starved ResNet-50
+ * ring's queues reached 160 frames in the first second and 1650 over the
+ * run. */
+#define OVERLOAD_DP_BACKLOG 64
 /* The probe's data-plane window closes after this many active samples. */
 #define OVERLOAD_DP_PROBE_SAMPLES 3
 /* A rerun at the probe's D judges its own data-plane window again and may
@@ -165,6 +196,10 @@ struct overload_links {
     double busy_s;     /* the wall seconds of those phases */
     double own_cpu_s;  /* CPU seconds of the run's data plane over wall_s */
     double linkd_busy; /* the busiest linkd process's CPU seconds / wall_s (0: none) */
+    double linkd_wait; /* the longest run-queue wait of a linkd process (/proc/PID/schedstat)
+                          / wall_s (-1: unknown or no linkd) */
+    double queue_peak; /* the longest queue of any link direction since the previous round, frames
+                          (linkd's; -1: unknown) */
 };
 
 /* The data plane's figures over active samples, and the verdict. */
@@ -175,11 +210,15 @@ struct overload_dataplane {
                                        phases, upper quartile over their time (-1: none) */
     double link_utilization_rounds; /* the same over whole rounds, as judged before (-1: none) */
     double host_busy;               /* the host's busy share over the active rounds (-1: unknown) */
-    double own_cores;          /* the run's data plane CPU over the links' busy time, cores (at most
-                                  host_cores) */
-    double linkd_busy;         /* the busiest linkd's share of its core over the same time */
-    int host_cores;            /* 0: unknown (own_cores alone never saturates) */
-    bool limited;              /* links short of their rate, host busy, the data plane a load */
+    double own_cores;  /* the run's data plane CPU over the links' busy time, cores (at most
+                          host_cores) */
+    double linkd_busy; /* the busiest linkd's share of its core over the same time */
+    double linkd_wait; /* a linkd's run-queue wait over the active samples' wall time, share
+                          (-1: unknown) */
+    double queue_peak; /* the longest queue of a link direction, frames (-1: unknown) */
+    int host_cores;    /* 0: unknown (own_cores alone never saturates) */
+    bool limited;      /* links short of their rate, host busy, the data plane a load, or starved */
+    bool starved;      /* linkd_wait and queue_peak past their bars (links short or not) */
     double suggested_dilation; /* the run's when not limited */
 };
 
@@ -245,7 +284,7 @@ void overload_write_dataplane_json(FILE *f, const struct overload_dataplane *dp)
 struct overload_auto {
     double dilation;  /* >= 1; 1 keeps the run as it is */
     double window_s;  /* wall seconds from the window's first command to its close */
-    char reason[480]; /* one line: the figures behind the choice */
+    char reason[640]; /* one line: the figures behind the choice */
     bool dataplane;   /* the data plane's window (figures in dp), not the compute's */
     struct overload_dataplane dp;
     /* dilation is a test (OVERLOAD_DP_RISE): a rerun there judges its window

@@ -67,9 +67,12 @@ void overload_judge_dataplane(struct overload_dataplane *dp, double d)
     bool saturated =
         dp->host_busy >= OVERLOAD_DP_BUSY || dp->linkd_busy >= OVERLOAD_DP_BUSY ||
         (dp->host_cores > 0 && dp->own_cores >= OVERLOAD_DP_OWN_SHARE * dp->host_cores);
-    dp->limited = dp->samples > 0 && dp->link_utilization >= 0 &&
-                  dp->link_utilization < OVERLOAD_DP_KEPT && saturated &&
-                  dp->own_cores >= OVERLOAD_DP_OWN_CORES;
+    dp->starved = dp->linkd_wait >= OVERLOAD_DP_WAIT && dp->queue_peak >= OVERLOAD_DP_BACKLOG;
+    bool short_of_rate =
+        dp->samples > 0 && dp->link_utilization >= 0 && dp->link_utilization < OVERLOAD_DP_KEPT;
+    /* Starvation decides at dilation 1 only: see OVERLOAD_DP_WAIT. */
+    dp->limited = short_of_rate && ((saturated && dp->own_cores >= OVERLOAD_DP_OWN_CORES) ||
+                                    (dp->starved && d <= 1));
     dp->suggested_dilation = dp->limited ? dp_room(dp->link_utilization, d) : d;
 }
 
@@ -102,6 +105,18 @@ static bool worth_testing(const struct overload_dataplane *dp, double d)
            dp->own_cores >= OVERLOAD_DP_TEST_OWN_CORES;
 }
 
+/* ", a linkd waited W% of the time for a core, queues up to Q frames"
+ * (empty when unknown). */
+static const char *wait_text(const struct overload_dataplane *w, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (w->linkd_wait >= 0)
+        snprintf(buf, len,
+                 ", a linkd waited %.0f%% of the time for a core, queues up to %.0f frames",
+                 100 * w->linkd_wait, w->queue_peak > 0 ? w->queue_peak : 0);
+    return buf;
+}
+
 /* Starts a choice of window w judged at d: its figures, and the reason's
  * opening ("data plane[ at dilation D], N samples ..."); returns the
  * reason's length so far. */
@@ -114,16 +129,17 @@ static size_t choice_open(const struct overload_dataplane *w, double d,
     overload_judge_dataplane(&choice->dp, d);
     choice->dilation = choice->dp.suggested_dilation;
     choice->window_s = w->active_s;
-    char at[40] = "";
+    char at[40] = "", wait[96];
     if (d > 1) snprintf(at, sizeof at, " at dilation %g", d);
     int n = snprintf(choice->reason, sizeof choice->reason,
                      "data plane%s, %llu samples in %.1f s: the busiest link carried %.0f%% of "
                      "its rate%s while busy (%.0f%% over whole samples), host %.0f%% busy, the "
-                     "run's data plane %.2f cores (busiest linkd %.0f%%)",
+                     "run's data plane %.2f cores (busiest linkd %.0f%%%s)",
                      at, (unsigned long long)w->samples, w->active_s,
                      w->link_utilization >= 0 ? 100 * w->link_utilization : 0, d > 1 ? " / D" : "",
                      w->link_utilization_rounds >= 0 ? 100 * w->link_utilization_rounds : 0,
-                     w->host_busy >= 0 ? 100 * w->host_busy : 0, w->own_cores, 100 * w->linkd_busy);
+                     w->host_busy >= 0 ? 100 * w->host_busy : 0, w->own_cores, 100 * w->linkd_busy,
+                     wait_text(w, wait, sizeof wait));
     return n > 0 && (size_t)n < sizeof choice->reason ? (size_t)n : 0;
 }
 
@@ -135,7 +151,8 @@ void overload_choose_dataplane(const struct overload_dataplane *w, double d,
     char *rest = choice->reason + used;
     size_t left = sizeof choice->reason - used;
     if (choice->dp.limited) {
-        snprintf(rest, left, ": the host cannot forward it; dilation %g gives it room",
+        snprintf(rest, left, ": the host cannot forward it%s; dilation %g gives it room",
+                 choice->dp.starved ? " (its linkd starved of CPU, whoever holds the cores)" : "",
                  choice->dilation);
     } else if (worth_testing(&choice->dp, d)) {
         choice->test = true;
@@ -188,7 +205,12 @@ void overload_write_dataplane_json(FILE *f, const struct overload_dataplane *dp)
     json_write_number(f, dp->own_cores);
     fputs(", \"linkd_busy\": ", f);
     json_write_number(f, dp->linkd_busy);
-    fprintf(f, ", \"limited\": %s, \"suggested_dilation\": ", dp->limited ? "true" : "false");
+    fputs(", \"linkd_wait\": ", f);
+    json_write_number(f, dp->linkd_wait >= 0 ? dp->linkd_wait : NAN);
+    fputs(", \"queue_peak\": ", f);
+    json_write_number(f, dp->queue_peak >= 0 ? dp->queue_peak : NAN);
+    fprintf(f, ", \"limited\": %s, \"starved\": %s, \"suggested_dilation\": ",
+            dp->limited ? "true" : "false", dp->starved ? "true" : "false");
     json_write_number(f, dp->suggested_dilation);
     fputc('}', f);
 }

@@ -2,12 +2,16 @@
  * spread over several (issue 20 item 3; docs/design-notes.md, "Several
  * machines: the underlay's delay").
  *
- * Before any part is made, each pair of machines that a cut link joins
+ * Before a part is made, each pair of machines that its cut links join
  * gets its round trip measured (emu/underlay_rtt.h: the least of a few
  * ICMP echoes): from here when one of the two is the controller's
- * machine, else by the first one's agent (`underlay` request). Half of it
+ * machine, else by the agent of the first of the two to answer hello (the
+ * first machine's when both have; `underlay` request). Half of it
  * is the pair's one-way delay (topo_part_underlay_delay_us), which the
- * parts' cut links carry and the backends subtract.
+ * parts' cut links carry and the backends subtract. Either all at once
+ * (parts_underlay_start: `hiernet doctor --hosts`), or pair by pair as
+ * both ends' addresses and a measuring end are there (parts_underlay_new
+ * and _begin: a spread build, whose agents get ready one by one).
  *
  * Owns: the per-pair round trips and delays, the requests' contexts, this
  * machine's probes while they run. An answer that comes after
@@ -19,6 +23,7 @@
 #include "topo/network.h"
 #include "topo/placement.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +31,9 @@ struct parts_underlay;
 
 /* All pairs answered: error NULL, or one line naming both machines. */
 typedef void (*parts_underlay_fn)(void *ctx, struct parts_underlay *u, const char *error);
+/* One pair (a < b) measured (error NULL) or not (one line naming both). */
+typedef void (*parts_underlay_pair_fn)(void *ctx, struct parts_underlay *u, size_t a, size_t b,
+                                       const char *error);
 
 struct parts_underlay_setup {
     struct ev_loop *loop; /* this machine's probes run on it */
@@ -45,8 +53,26 @@ struct parts_underlay_setup {
  * called), 1 when done follows from the loop. */
 int parts_underlay_start(const struct parts_underlay_setup *setup, parts_underlay_fn done,
                          void *ctx, struct parts_underlay **out, char *err, size_t errlen);
+
+/* A spread build's way (controller/netrun_parts.c), pair by pair as the
+ * machines' agents come: the pairs to measure, none begun; pair is told
+ * of each. NULL when out of memory. */
+struct parts_underlay *parts_underlay_new(const struct parts_underlay_setup *setup,
+                                          parts_underlay_pair_fn pair, void *ctx);
+/* Begins every pair not begun whose two ends' addresses are known
+ * (known[m]: setup->underlay[m] holds it) and that can be measured now:
+ * from here when one end is this machine, else by an end's agent that
+ * answered hello (hello[m]; the first end's when both have). 0, or -1
+ * with err naming the pair (its probe could not start or its request not
+ * be sent). */
+int parts_underlay_begin(struct parts_underlay *u, const struct parts_underlay_setup *setup,
+                         const bool *known, const bool *hello, char *err, size_t errlen);
+/* Every pair of machine m measured (true when it has none). */
+bool parts_underlay_machine_done(const struct parts_underlay *u, size_t m);
+/* The pairs not measured yet, "m2 - m3, m2 - m4", into names; how many. */
+size_t parts_underlay_unmeasured(const struct parts_underlay *u, char *names, size_t cap);
 /* Per pair (a * n + b, both orders): the one-way delay in µs (0: the pair
- * shares no cut link), for topo_part_plan.underlay_delay_us. */
+ * shares no cut link or is not measured), for topo_part_plan.underlay_delay_us. */
 const uint32_t *parts_underlay_delays(const struct parts_underlay *u);
 /* The round trip of pair (a, b) in ns; 0: not measured. */
 int64_t parts_underlay_rtt_ns(const struct parts_underlay *u, size_t a, size_t b);

@@ -4,12 +4,12 @@
  * placement made by topo/placement.c, the agents run by
  * controller/agent_group.c; this converts, records and refuses.
  *
- * A network whose placement puts a node on another machine starts the
- * agents of its other machines at its start, after its placement is
- * logged and recorded in run.json; once they answered (their control RTT
- * and clock offset logged and in run.json), the engine builds every
- * machine's part with them (netrun_spread). Backend none is refused then,
- * naming why. */
+ * A network whose placement puts a node on another machine is started
+ * by the engine over its machines (netrun_spread) once its placement is
+ * logged and recorded in run.json: the engine starts the agents and builds
+ * every machine's part as they come, and once all answered their control
+ * RTT and clock offset are logged and in run.json (lnet_agents_record).
+ * Backend none is refused once its agents answered, naming why. */
 #include "controller/hosts.h"
 #include "hiernet_version.h"
 #include "lua/l_net.h"
@@ -126,8 +126,9 @@ int lnet_place_or_draw(struct l_network *net, char *err, size_t errlen)
 
 /* ---- the agents of the other machines ---- */
 
-static void record_agents(struct l_network *net, struct agent_group *g)
+void lnet_agents_record(void *ctx, struct agent_group *g)
 {
+    struct l_network *net = ctx;
     char *buf = NULL, line[768];
     size_t len = 0;
     for (size_t i = 0; i < agent_group_count(g); i++) {
@@ -164,37 +165,27 @@ static const char *backend_refusal(const struct topo_network *t)
     return NULL;
 }
 
-/* Every agent answered: the start goes on with them (agents_k); or one
- * failed, or the backend cannot spread: the start is refused, with the
- * reason, once the agents are torn down. */
-static void on_agents_ready(void *ctx, struct agent_group *g, const char *error)
+/* Backend none: the agents answered (recorded, as a spread start records
+ * them), or one failed; the start is refused either way, with the
+ * reason, once they are torn down. */
+static void on_agents_answered(void *ctx, struct agent_group *g, const char *error)
 {
     struct l_network *net = ctx;
     size_t at = strlen(net->agents_error);
-    const char *refusal = error ? NULL : backend_refusal(net->topo);
-    if (!error) record_agents(net, g);
-    if (!error && !refusal) {
-        net->agents_ready = true;
-        sched_wake(net->rt->sched, net->agents_tok, NULL, NULL);
-        return;
-    }
-    if (error)
+    if (error) {
         snprintf(net->agents_error + at, sizeof net->agents_error - at, ": %s", error);
-    else
+    } else {
+        lnet_agents_record(net, g);
         snprintf(net->agents_error + at, sizeof net->agents_error - at,
                  ": their %zu agent%s answered, but %s", agent_group_count(g),
-                 agent_group_count(g) == 1 ? "" : "s", refusal);
+                 agent_group_count(g) == 1 ? "" : "s", backend_refusal(net->topo));
+    }
     agent_group_teardown(g, on_agents_down, net);
 }
 
 static int agents_k(lua_State *L, int status, lua_KContext ctx)
 {
     struct l_network *net = (struct l_network *)ctx;
-    if (net->agents_ready && net->agents) {
-        struct agent_group *g = net->agents;
-        net->agents = NULL; /* the engine's from here on (netrun_build) */
-        return lnet_start_spread(L, net, g);
-    }
     net->rt->env_failure = true;
     return luaL_error(L, "%s", net->agents_error);
 }
@@ -207,23 +198,37 @@ static const char *run_name(const struct hn_runtime *rt)
     return slash ? slash + 1 : dir;
 }
 
-int lnet_agents_ask(lua_State *L, struct l_network *net, const char *refusal)
+static void agent_options(struct l_network *net, struct agent_client_options *o)
+{
+    agent_client_options_default(o);
+    o->version = HIERNET_AGENT_VERSION;
+    o->run_id = run_name(net->rt); /* the run's: outlives the network */
+    o->slurm = !strcmp(net->machines.source, "slurm");
+}
+
+/* Backend none cannot spread: its agents are still asked (doctor's view
+ * of them in the log and run.json), then the start is refused. */
+static int agents_then_refuse(lua_State *L, struct l_network *net, const char *why)
 {
     struct agent_client_options o;
     char err[512];
-    agent_client_options_default(&o);
-    o.version = HIERNET_AGENT_VERSION;
-    o.run_id = run_name(net->rt);
-    o.slurm = !strcmp(net->machines.source, "slurm");
-    snprintf(net->agents_error, sizeof net->agents_error, "%s", refusal);
-    net->agents =
-        agent_group_start(net->rt->loop, &net->machines, &o, on_agents_ready, net, err, sizeof err);
+    agent_options(net, &o);
+    snprintf(net->agents_error, sizeof net->agents_error, "%s", why);
+    net->agents = agent_group_start(net->rt->loop, &net->machines, &o, on_agents_answered, net, err,
+                                    sizeof err);
     if (!net->agents) {
         net->rt->env_failure = true;
-        return luaL_error(L, "%s: %s", refusal, err);
+        return luaL_error(L, "%s: %s", why, err);
     }
     net->agents_tok = sched_suspend(L);
     return lua_yieldk(L, 0, (lua_KContext)net, agents_k);
+}
+
+int lnet_start_placed(lua_State *L, struct l_network *net, const char *why)
+{
+    if (backend_refusal(net->topo)) return agents_then_refuse(L, net, why);
+    agent_options(net, &net->agent_options);
+    return lnet_start_spread(L, net, &net->agent_options, why);
 }
 
 void lnet_agents_free(struct l_network *net)

@@ -40,13 +40,15 @@ struct l_network {
     /* hosts = FILE (or --hosts): the machines its nodes are placed on
      * (topo/placement.h); n == 0: none, everything runs here. */
     struct topo_machines machines;
-    /* The agents of its other machines while they are asked (l_hosts.c),
-     * the task waiting for them and the start's outcome for that task. */
+    /* Backend none over machines: its agents while they are asked
+     * (l_hosts.c), the task waiting for them and the refusal for that
+     * task. */
     struct agent_group *agents;
     task_token agents_tok;
     char agents_error[1024];
-    bool agents_ready; /* every agent answered: the start goes on with them */
-    bool spread;       /* started over machines once (its agents are gone since) */
+    /* How its agents are started by a spread start (the engine's). */
+    struct agent_client_options agent_options;
+    bool spread; /* started over machines once (its agents are gone since) */
 };
 
 struct l_node {
@@ -146,14 +148,18 @@ void lnet_pin_node(lua_State *L, struct l_network *net, struct topo_node *n, con
  * placement; 1 with err the refusal when a start needs other machines
  * (then lnet_agents_ask). */
 int lnet_place_or_draw(struct l_network *net, char *err, size_t errlen);
-/* Starts the agents of the network's other machines and suspends the task
- * until they answered (hello and pings, logged and in run.json's
- * "machines") and were torn down; it then raises refusal (building remote
- * parts does not exist yet) or the agent's failure. Yields: call as a
- * tail. */
-int lnet_agents_ask(lua_State *L, struct l_network *net, const char *refusal);
-/* The start's rest (l_network.c) with the agents g of its other machines,
- * which the engine takes over: the task waits for the build. */
-int lnet_start_spread(lua_State *L, struct l_network *net, struct agent_group *g);
+/* A start whose placement needs other machines (why: the line saying
+ * so): the engine starts their agents and builds over them
+ * (lnet_start_spread); backend none is refused once its agents answered
+ * (logged and in run.json's "machines"). Yields: call as a tail. */
+int lnet_start_placed(lua_State *L, struct l_network *net, const char *why);
+/* The start's rest (l_network.c) over the network's machines, their agents
+ * started by the engine with o (kept by the caller for the network's
+ * life); an agent's failure before its part was sent begins with why. */
+int lnet_start_spread(lua_State *L, struct l_network *net, const struct agent_client_options *o,
+                      const char *why);
+/* Every agent of a spread start ready: one log line each and run.json's
+ * "machines" (netrun_agents_fn; ctx the network). */
+void lnet_agents_record(void *ctx, struct agent_group *g);
 /* Ends agents still asked (the run is ending). */
 void lnet_agents_free(struct l_network *net);

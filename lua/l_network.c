@@ -600,10 +600,7 @@ static int start_engine(lua_State *L, struct l_network *net, const struct netrun
 {
     struct hn_runtime *rt = net->rt;
     net->topo->dilation = rt->run->dilation;
-    if (!network_life(net)) {
-        if (spread) agent_group_free(spread->agents);
-        return luaL_error(L, "network '%s': out of memory", net->topo->name);
-    }
+    if (!network_life(net)) return luaL_error(L, "network '%s': out of memory", net->topo->name);
     struct netlife_options opts = {
         .start_timeout_s = start_timeout_s(), .stop_timeout_s = STOP_DEADLINE_S, .spread = spread};
     struct net_error error;
@@ -655,15 +652,17 @@ static int l_net_start(lua_State *L)
     if (net->spread) return refuse_second_spread_start(L, net);
     int placed = net->life ? 0 : lnet_place_or_draw(net, err, sizeof err); /* first start only */
     if (placed < 0) return luaL_error(L, "%s", err);
-    if (placed > 0) return lnet_agents_ask(L, net, err);
+    if (placed > 0) return lnet_start_placed(L, net, err);
     return start_engine(L, net, NULL);
 }
 
-int lnet_start_spread(lua_State *L, struct l_network *net, struct agent_group *g)
+int lnet_start_spread(lua_State *L, struct l_network *net, const struct agent_client_options *o,
+                      const char *why)
 {
     /* HIERNET_BUILD_TIMEOUT (seconds) overrides the parts' build deadline */
-    struct netrun_spread spread = {&net->machines, g,
-                                   env_seconds("HIERNET_BUILD_TIMEOUT", NETRUN_BUILD_TIMEOUT_S)};
+    struct netrun_spread spread = {
+        &net->machines,     o,  why, env_seconds("HIERNET_BUILD_TIMEOUT", NETRUN_BUILD_TIMEOUT_S),
+        lnet_agents_record, net};
     net->spread = true;
     return start_engine(L, net, &spread);
 }

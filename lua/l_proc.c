@@ -1,14 +1,16 @@
 /* l_proc.c — programs in nodes: node:run(cmd) waits for a command and
  * returns its status and output; node:spawn(argv) returns a handle with
- * :wait() and :kill(). The engine runs the program (controller/netprog.h
- * through netlife_program_spawn: its namespace, registry entry, and its
- * end with the network); this unit converts the arguments and keeps the
- * result in the handle for the tasks that wait for it. */
+ * :wait() and :kill() (:kill(0) says whether it runs). The engine runs
+ * the program (controller/netprog.h through netlife_program_spawn: its
+ * namespace, registry entry, and its end with the network); this unit
+ * converts the arguments and keeps the result in the handle for the
+ * tasks that wait for it. */
 #include "lua/l_net.h"
 
 #include "controller/netlife.h"
 
 #include <lauxlib.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
@@ -170,11 +172,84 @@ int lnet_node_spawn(lua_State *L)
     return 1;
 }
 
+/* ---- p:kill(0): the liveness probe ---- */
+
+struct proc_probe {
+    struct sched *sched;
+    task_token tok;
+};
+
+struct probe_answer {
+    bool running;
+    const char *error;
+};
+
+static int push_probe_answer(lua_State *co, void *ud)
+{
+    const struct probe_answer *a = ud;
+    lua_pushboolean(co, a->running);
+    if (a->error)
+        lua_pushstring(co, a->error);
+    else
+        lua_pushnil(co);
+    return 2;
+}
+
+/* The agent answered (or could not): wakes the task; a stale token, a task
+ * gone meanwhile, makes it a no-op. */
+static void on_probe_answer(void *ctx, bool running, const char *error)
+{
+    struct proc_probe *w = ctx;
+    struct probe_answer a = {running, error};
+    sched_wake(w->sched, w->tok, push_probe_answer, &a);
+    free(w);
+}
+
+/* Handle at 1; the answer's running and error on top. A program that ended
+ * while the agent answered is not running; a failed question is an error
+ * unless the program has ended by then (its machine lost: it ended 137). */
+static int probe_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status, (void)ctx;
+    struct l_proc *lp = check_proc(L, 1);
+    bool ended = lp->done || !lp->prog;
+    if (!lua_isnil(L, -1) && !ended)
+        return luaL_error(L, "node '%s': kill(0): %s", lp->node, lua_tostring(L, -1));
+    lua_pushboolean(L, lua_toboolean(L, -2) && !ended);
+    return 1;
+}
+
+/* p:kill(0) -> whether the program runs: at once here, after its agent's
+ * answer on another machine (the task waits, the loop does not). */
+static int proc_probe(lua_State *L, struct l_proc *lp)
+{
+    lua_settop(L, 1);
+    struct proc_probe *w = lp->prog ? malloc(sizeof *w) : NULL;
+    if (lp->prog && !w) return luaL_error(L, "node '%s': kill(0): out of memory", lp->node);
+    /* A token no task has: should sched_suspend raise (not in a task), the
+     * answer wakes nobody, and frees w. */
+    if (w) *w = (struct proc_probe){lp->net->rt->sched, {UINT32_MAX, 0}};
+    char err[512];
+    int rc =
+        lp->prog ? netprog_probe(lp->prog, on_probe_answer, w, err, sizeof err) : NETPROG_ENDED;
+    if (rc != NETPROG_ASKED) free(w);
+    if (rc < 0) return luaL_error(L, "node '%s': kill(0): %s", lp->node, err);
+    if (rc != NETPROG_ASKED) {
+        lua_pushboolean(L, rc == NETPROG_RUNNING);
+        return 1;
+    }
+    w->tok = sched_suspend(L); /* the answer comes from the loop, after this yield */
+    return lua_yieldk(L, 0, 0, probe_k);
+}
+
+/* p:kill([signum]): signals the program (SIGTERM by default); one that
+ * ended is left alone. Signal 0 probes (proc_probe). */
 static int l_proc_kill(lua_State *L)
 {
     struct l_proc *lp = check_proc(L, 1);
     int sig = (int)luaL_optinteger(L, 2, SIGTERM);
-    if (sig < 1 || sig > 64) return luaL_error(L, "kill: bad signal number %d", sig);
+    if (sig < 0 || sig > 64) return luaL_error(L, "kill: bad signal number %d", sig);
+    if (sig == 0) return proc_probe(L, lp);
     if (lp->prog) netprog_kill(lp->prog, sig);
     return 0;
 }

@@ -359,11 +359,11 @@ static void set_number(lua_State *L, const char *key, double v)
 }
 
 /* The data plane's part: {samples=, active_s=, link_utilization=,
- * link_utilization_rounds=, host_busy=, own_cores=, limited=,
- * suggested_dilation=}. */
+ * link_utilization_rounds=, host_busy=, own_cores=, linkd_busy=,
+ * linkd_wait=, queue_peak=, limited=, starved=, suggested_dilation=}. */
 static void push_dataplane(lua_State *L, const struct overload_dataplane *dp)
 {
-    lua_createtable(L, 0, 8);
+    lua_createtable(L, 0, 12);
     lua_pushinteger(L, (lua_Integer)dp->samples);
     lua_setfield(L, -2, "samples");
     set_number(L, "active_s", dp->active_s);
@@ -372,8 +372,13 @@ static void push_dataplane(lua_State *L, const struct overload_dataplane *dp)
         set_number(L, "link_utilization_rounds", dp->link_utilization_rounds);
     if (dp->host_busy >= 0) set_number(L, "host_busy", dp->host_busy);
     set_number(L, "own_cores", dp->own_cores);
+    set_number(L, "linkd_busy", dp->linkd_busy);
+    if (dp->linkd_wait >= 0) set_number(L, "linkd_wait", dp->linkd_wait);
+    if (dp->queue_peak >= 0) set_number(L, "queue_peak", dp->queue_peak);
     lua_pushboolean(L, dp->limited);
     lua_setfield(L, -2, "limited");
+    lua_pushboolean(L, dp->starved);
+    lua_setfield(L, -2, "starved");
     set_number(L, "suggested_dilation", dp->suggested_dilation);
 }
 

@@ -234,7 +234,7 @@ static bool send_after(struct command_job *j, struct send_params *p)
         struct dataplane_send *ds = &p->dests[i].ds;
         p->dests[i].send = p;
         if (ds->to[0] && sync_aborted_since(s, j->received, ds->to)) {
-            send_dest_done(ds, "aborted: the node was cut off or died", false);
+            send_dest_done(ds, sync_abort_cause, false);
             continue;
         }
         store_tensor_hold(p->snapshot);

@@ -45,6 +45,10 @@ struct sync_state {
 
 static const struct peer_module sync_module;
 
+const char sync_abort_cause[] = "aborted: the node was cut off or died";
+const char sync_abort_wait_cause[] =
+    "aborted by the controller (a node it waited for was cut off or died)";
+
 static struct sync_state *sync_state_of(const struct peer_server *s)
 {
     return peer_server_state(s, &sync_module);
@@ -215,7 +219,7 @@ static void wait_start(struct command_job *j, struct wait_params *p)
     sync_forget_aborts(s, j->received);
     if (wait_try(p)) return;
     if (!p->clear && wait_aborted_since(s, p, j->received)) {
-        cmd_fail(j, "aborted by the controller (a node it waited for was cut off or died)");
+        cmd_fail(j, sync_abort_wait_cause);
         wait_end(p);
         return;
     }
@@ -449,12 +453,11 @@ static bool abort_run(struct command_job *j, struct abort_params *p)
     struct peer_server *s = j->server;
     uint64_t closed = 0;
     for (uint32_t i = 0; i < p->n_nodes; i++)
-        closed += dataplane_abort(s->dataplane, p->nodes[i], p->upto[i],
-                                  "aborted: the node was cut off or died");
+        closed += dataplane_abort(s->dataplane, p->nodes[i], p->upto[i], sync_abort_cause);
     struct command_job *w = sync_waiter(s);
     bool waited = w && (p->any_wait || wait_hears_from(wait_params_of(w), p));
     if (waited) {
-        cmd_fail(w, "aborted by the controller (a node it waited for was cut off or died)");
+        cmd_fail(w, sync_abort_wait_cause);
         wait_end(wait_params_of(w));
     }
     cmd_result_u64(j, "connections_closed", closed);

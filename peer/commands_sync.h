@@ -42,6 +42,11 @@ void sync_batch_stop(struct command_job *batch);
  * sent the abort because that node died or was cut off). Does an abort
  * received after the request numbered `received` name `node`? */
 bool sync_aborted_since(const struct peer_server *s, uint64_t received, const char *node);
+/* What a transfer from or to an aborted node fails with (the data plane's
+ * connections to and from it close with it, peer/dataplane.h), and what a
+ * wait on data from one fails with. */
+extern const char sync_abort_cause[];
+extern const char sync_abort_wait_cause[];
 /* A FIFO command received at `received` starts: commands start in arrival
  * order, so aborts that came before it concern nothing queued any more. */
 void sync_forget_aborts(struct peer_server *s, uint64_t received);

@@ -449,17 +449,21 @@ static void dp_conn_reset(struct dp_conn *c, const char *cause)
  * outgoing connection is reset, so the kernel does not send what it holds;
  * the incoming ones close, so what is still on its way there finds no
  * socket. */
-/* The cause an abort closes connections with (the commands' error too). */
-static const char dp_abort_cause[] = "aborted: the node was cut off or died";
-
 /* An incoming connection known by address only, of node `name`: whether
- * the abort closes it now; if not, its first frame decides (dp_abort_due).
- * One already marked for another node closes now, as with no incarnation. */
-static bool dp_conn_mark_abort(struct dp_conn *c, const char *name, uint64_t upto)
+ * the abort closes it now; if not, its first frame decides (dp_abort_due)
+ * and it then closes with this abort's cause. One already marked for
+ * another node closes now, as with no incarnation. */
+static bool dp_conn_mark_abort(struct dp_conn *c, const char *name, uint64_t upto,
+                               const char *cause)
 {
     if (upto == DATAPLANE_ALL_INCARNATIONS) return true;
     if (c->abort_marked && strcmp(c->abort_name, name) != 0) return true;
-    if (!c->abort_marked || upto > c->abort_upto) c->abort_upto = upto;
+    /* the cause goes with the incarnations it covers: a later abort of
+     * fewer leaves the one that will close it */
+    if (!c->abort_marked || upto > c->abort_upto) {
+        c->abort_upto = upto;
+        snprintf(c->abort_cause, sizeof c->abort_cause, "%s", cause);
+    }
     c->abort_marked = true;
     snprintf(c->abort_name, sizeof c->abort_name, "%s", name);
     return false;
@@ -486,7 +490,8 @@ unsigned dataplane_abort(struct dataplane *dp, const char *name, uint64_t upto, 
     for (struct dp_conn *c = dp->conns, *next; c; c = next) {
         next = c->next;
         if (!dp_conn_from(c, name, known ? &addr : NULL)) continue;
-        bool now = c->sender[0] ? c->sender_incarnation <= upto : dp_conn_mark_abort(c, name, upto);
+        bool now =
+            c->sender[0] ? c->sender_incarnation <= upto : dp_conn_mark_abort(c, name, upto, cause);
         if (!now) continue;
         dp_conn_reset(c, cause);
         closed++;
@@ -810,7 +815,11 @@ static bool dp_frame_begin(struct dp_conn *c, const uint8_t *buf)
         snprintf(c->sender, sizeof c->sender, "%s", c->hdr.from);
         c->sender_incarnation = c->hdr.incarnation;
         if (dp_abort_due(c)) { /* an abort came before it named itself */
-            dp_conn_reset(c, dp_abort_cause);
+            /* Logged, unlike an abort's other closes: the controller's line
+             * on the fault came before this connection said whose it was. */
+            dp_log(c->dp, "connection %s: %s; closed (node %s, incarnation %" PRIu64 ")", c->where,
+                   c->abort_cause, c->sender, c->sender_incarnation);
+            dp_conn_reset(c, c->abort_cause);
             return false;
         }
     }

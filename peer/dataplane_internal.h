@@ -16,6 +16,9 @@
 
 /* Read buffer of a connection: headers, acks and small payloads. */
 #define DP_RX_BUFFER (16u << 10)
+/* An abort's cause kept by a connection it closes later (a longer one is
+ * cut: the controller logged the fault whole). */
+#define DP_ABORT_CAUSE_SIZE 128
 /* Replaced tensors kept for reuse by the next receive of the same size. */
 #define DP_SPARES 2
 #define DP_PEER_BUCKETS 256
@@ -49,10 +52,12 @@ struct dp_conn {
     uint64_t sender_incarnation;       /* incoming: the incarnation of its first frame */
     /* Incoming, not named yet: an abort of node abort_name's incarnations up
      * to abort_upto came while it was known by address only; its first
-     * frame says whether it is theirs (dataplane_abort). */
+     * frame says whether it is theirs (dataplane_abort), and if so it
+     * closes with that abort's cause. */
     bool abort_marked;
     uint64_t abort_upto;
     char abort_name[FRAME_NODE_NAME_SIZE];
+    char abort_cause[DP_ABORT_CAUSE_SIZE];
     uint8_t hello[DATA_AUTH_HELLO_BYTES]; /* outgoing: proof of membership, sent first */
     size_t hello_len, hello_sent;
     ev_io read_watcher, write_watcher;

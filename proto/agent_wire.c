@@ -553,8 +553,8 @@ int agent_wire_read_signal(const msgpack_object *map, struct agent_signal *out, 
     memset(out, 0, sizeof *out);
     if (READ_FIELDS("signal", map, err, errlen, U64("id", &out->id), I64("sig", &out->sig)) < 0)
         return -1;
-    if (out->sig < 1 || out->sig > 64)
-        return snprintf(err, errlen, "signal: field 'sig': %lld is not 1 to 64",
+    if (out->sig < 0 || out->sig > 64)
+        return snprintf(err, errlen, "signal: field 'sig': %lld is not 0 to 64",
                         (long long)out->sig),
                -1;
     return 0;

@@ -288,7 +288,9 @@ struct agent_run {
     size_t argc;
 };
 
-/* signal: {id, sig}: signals the program (1 .. 64), done or the error map. */
+/* signal: {id, sig}: signals the program (1 .. 64), done or the error map;
+ * sig 0 is kill(2)'s liveness probe: {alive = bool}, false once the
+ * program ended (or is not known: its `program` notification went first). */
 struct agent_signal {
     uint64_t id;
     int64_t sig;

@@ -62,3 +62,4 @@
     X(marked)                                                                                      \
     X(queue_peak)
 #define LINKD_STATS_DELIVERED_BYTES "delivered_bytes"
+#define LINKD_STATS_QUEUE_PEAK "queue_peak"

@@ -98,12 +98,50 @@ int topo_part_check_ports(const struct topo_part *part, char *err, size_t errlen
     return rc;
 }
 
+/* A binary search for the first remote node: they come last (topo_part_make
+ * adds them so, topo_part_decode refuses another order). */
 size_t topo_part_local_nodes(const struct topo_part *part)
 {
-    size_t n = 0;
-    for (size_t i = 0; part->net && i < part->net->n_nodes; i++)
-        n += !part->net->nodes[i].remote;
-    return n;
+    size_t lo = 0, hi = part->net ? part->net->n_nodes : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (part->net->nodes[mid].remote)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+long topo_part_own_node(const struct topo_part *part, uint64_t whole)
+{
+    size_t lo = 0, hi = topo_part_local_nodes(part);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((uint64_t)part->whole_node[mid] == whole) return (long)mid;
+        if ((uint64_t)part->whole_node[mid] < whole)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+long topo_part_node(const struct topo_part *part, uint64_t whole)
+{
+    long i = topo_part_own_node(part, whole);
+    /* The remote nodes, in their cut links' order: a linear search, as a
+     * machine's cut links are few beside its nodes. */
+    for (size_t k = topo_part_local_nodes(part); i < 0 && part->net && k < part->net->n_nodes; k++)
+        if ((uint64_t)part->whole_node[k] == whole) i = (long)k;
+    return i;
+}
+
+long topo_part_link(const struct topo_part *part, uint64_t whole)
+{
+    for (size_t l = 0; part->net && l < part->net->n_links; l++)
+        if ((uint64_t)part->whole_link[l] == whole) return (long)l;
+    return -1;
 }
 
 /* What a part's build keeps of the whole network's settings. */
@@ -313,28 +351,23 @@ int topo_part_make(const struct topo_network *whole, const struct topo_routing *
     return rc;
 }
 
-/* The part's index of whole node w, or -1 (a linear search: a move's
- * changes are few per host). */
+/* The part's index of whole node w (a route's dst_node or via), or -1. */
 static int part_node_of(const struct topo_part *part, int w)
 {
-    for (size_t i = 0; w >= 0 && i < part->net->n_nodes; i++)
-        if (part->whole_node[i] == w) return (int)i;
-    return -1;
+    return w < 0 ? -1 : (int)topo_part_node(part, (uint64_t)w);
 }
 
 int topo_part_route_from_whole(const struct topo_part *part, int node,
                                const struct topo_route *whole, int *node_out,
                                struct topo_route *out)
 {
-    int i = part_node_of(part, node), l = -1;
-    if (i < 0 || part->net->nodes[i].remote) return -1;
-    for (size_t k = 0; k < part->net->n_links && l < 0; k++)
-        if (part->whole_link[k] == whole->link) l = (int)k;
-    if (l < 0) return -1;
+    long i = node < 0 ? -1 : topo_part_own_node(part, (uint64_t)node);
+    long l = whole->link < 0 ? -1 : topo_part_link(part, (uint64_t)whole->link);
+    if (i < 0 || l < 0) return -1;
     *out = *whole;
-    out->link = l;
+    out->link = (int)l;
     out->dst_node = part_node_of(part, whole->dst_node);
     if (whole->via != TOPO_ROUTE_DIRECT) out->via = part_node_of(part, whole->via);
-    *node_out = i;
+    *node_out = (int)i;
     return 0;
 }

@@ -93,8 +93,18 @@ int topo_part_check_underlay(const struct topo_part *part, char *err, size_t err
  * a pair: -1 with one line naming both links, the port and the machine;
  * the kernel backend's VXLAN devices share one port and are not limited. */
 int topo_part_check_ports(const struct topo_part *part, char *err, size_t errlen);
-/* Nodes of the part that are the machine's own (not remote). */
+/* Nodes of the part that are the machine's own (not remote): they come
+ * first, so they are part->net->nodes[0 .. this). */
 size_t topo_part_local_nodes(const struct topo_part *part);
+/* The part's own node of whole-network node `whole` (a binary search: its
+ * own nodes are in the whole network's order), or -1 when the part lacks
+ * it or has it as a remote node. */
+long topo_part_own_node(const struct topo_part *part, uint64_t whole);
+/* The part's node of whole-network node `whole`, its own or a remote one,
+ * or -1 when the part lacks it. */
+long topo_part_node(const struct topo_part *part, uint64_t whole);
+/* The part's link of whole-network link `whole`, or -1 when none. */
+long topo_part_link(const struct topo_part *part, uint64_t whole);
 /* A route of whole node `node` (whole-network indices, as the
  * controller's routing has it) as the part's: its node, link, dst_node
  * and via renumbered (dst_node and via -1 when the part lacks them: the

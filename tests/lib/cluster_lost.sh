@@ -22,8 +22,8 @@ cluster_lost_run() {
   for pid in $(cluster_procs_in 3); do
     tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "^$HN agent " && agent=$pid
   done
-  [[ -n $agent ]] && pass "$tag: m3's agent runs ($agent) after 20 steps" ||
-    fail "$tag: no agent on m3 at step 20: $(tail -n3 "$D/$tag.err")"
+  [[ -n $agent ]] && pass "$tag: m3's agent runs ($agent) when the scenario made $tag.up" ||
+    fail "$tag: no agent on m3 when the scenario made $tag.up: $(tail -n3 "$D/$tag.err")"
   [[ -n $agent ]] && kill -KILL "$agent"
   wait "$run_pid"
   RC=$?

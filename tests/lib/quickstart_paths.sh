@@ -29,7 +29,8 @@
 #       their count, the training's RTOs (bsp_summary.json tcp.rtos), the
 #       run's drops on the links by cause (links.csv's last sample), those
 #       on the links whose ends are on two machines (run.json placement's
-#       cut_links; none on one machine), and the share of the run's compute
+#       cut_links, by links.csv's names: "a-b#2" for the second of parallel
+#       links; none on one machine), and the share of the run's compute
 #       commands other programs starved of CPU (run.json overload). The
 #       first gap is unlike the others (29 runs of four rounds or more, at
 #       load 27 to 107): 0.44 to 0.53 s in some, shorter than any later
@@ -127,7 +128,10 @@ ends = [statistics.median(times[k]) for k in sorted(times)][1:]
 gaps = sorted(b - a for a, b in zip(ends, ends[1:]))
 q25 = statistics.quantiles(gaps, n=4, method="inclusive")[0] if len(gaps) >= 2 else 0
 run = json.load(open(d + "/run.json"))
-cut = {c["a"] + "-" + c["b"] for p in run.get("placement") or [] for c in p.get("cut_links") or []}
+# links.csv names a link as topo_link_describe does: "a-b", "a-b#2" for
+# the second of parallel links between a and b (cut_links' parallel 1).
+cut = {c["a"] + "-" + c["b"] + ("#%d" % (c["parallel"] + 1) if c.get("parallel") else "")
+       for p in run.get("placement") or [] for c in p.get("cut_links") or []}
 last = {}
 for r in csv.DictReader(open(d + "/links.csv")):
     last[(r["link"], r["dir"])] = (int(r["drops_loss"]), int(r["drops_queue"]), int(r["drops_down"]))

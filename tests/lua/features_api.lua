@@ -11,6 +11,10 @@
 --   p:kill(N)         p:wait()'s status is 128 + N (SIGKILL 137, the
 --                     default SIGTERM 143); n:run of a shell killed by
 --                     SIGUSR1 is 138
+--   p:kill(0)         the liveness probe: true while the program runs (and
+--                     it runs on: a later SIGTERM ends it with 143), false
+--                     once it ended, by a signal or its network's stop,
+--                     never an error; a signal out of 0..64 is an error
 local hn = require("hiernet")
 
 local function log_lines()
@@ -82,11 +86,22 @@ p:kill(9)
 eq(p:wait(), 137, "status after p:kill(9)")
 assert(p.done, "p.done after wait")
 p = h:spawn{ "sleep", "30" }
+eq(p:kill(0), true, "p:kill(0) while it runs")
+eq(p:kill(0), true, "p:kill(0) again: signal 0 ends nothing")
 p:kill()
 eq(p:wait(), 143, "status after p:kill() (SIGTERM)")
+eq(p:kill(0), false, "p:kill(0) once it ended")
+for _, bad in ipairs({ -1, 65 }) do
+  local ok, e = pcall(p.kill, p, bad)
+  assert(not ok and tostring(e):find("kill: bad signal number " .. bad, 1, true),
+         "p:kill(" .. bad .. "): " .. tostring(e))
+end
+local left = h:spawn{ "sleep", "30" } -- net2:stop() ends it
 eq(h:run("kill -USR1 $$").status, 138, "n:run of a shell killed by SIGUSR1")
 eq(h:run("exit 7").status, 7, "n:run exit status")
 net2:stop()
+eq(left:wait(), 143, "a program the network's stop ended (SIGTERM)")
+eq(left:kill(0), false, "p:kill(0) of a program the network's stop ended")
 
 -- l:trace options that go with one kind of trace only are refused elsewhere
 -- (they would be ignored): step without interp = "linear", bin without

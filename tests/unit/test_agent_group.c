@@ -4,7 +4,11 @@
  * comes from the loop, never from inside agent_group_teardown, so that it
  * may free the group as lua/l_hosts.c does (it was called from inside,
  * with every agent already gone, and the teardown's loop then read the
- * freed group). */
+ * freed group). And agents whose ssh never answers (the fake ssh reads
+ * and says nothing: FAKE_SSH=silent), torn down before any hello: each
+ * ssh is ended at once (no request waits behind a login that may never
+ * come), so on_down comes well before the 10 s a teardown request may
+ * wait, and neither hello nor ready is told. */
 #include "controller/agent_group.h"
 #include "check.h"
 
@@ -54,7 +58,8 @@ static void fake_ssh(char *dir, size_t cap)
     snprintf(path, sizeof path, "%s/ssh", dir);
     FILE *f = fopen(path, "w");
     if (!f) abort();
-    fputs("#!/bin/sh\necho 'ssh: connect to host 10.9.9.9 port 22: Connection refused' >&2\n"
+    fputs("#!/bin/sh\n[ \"$FAKE_SSH\" = silent ] && exec cat >/dev/null\n"
+          "echo 'ssh: connect to host 10.9.9.9 port 22: Connection refused' >&2\n"
           "exit 255\n",
           f);
     fclose(f);
@@ -87,6 +92,50 @@ static void failed_start_then_teardown(size_t machines)
     agent_group_free(p.group); /* NULL unless on_down never came */
 }
 
+static void on_hello(void *ctx, struct agent_group *g, struct agent_client *ac)
+{
+    struct probe *p = ctx;
+    snprintf(p->error, sizeof p->error, "hello from %s", agent_client_machine(ac));
+}
+
+static void on_ready_told(void *ctx, struct agent_group *g, const char *error)
+{
+    struct probe *p = ctx;
+    snprintf(p->error, sizeof p->error, "ready told: %s", error ? error : "(ready)");
+}
+
+static void teardown_before_hello(void)
+{
+    struct topo_machines m = {.n = 2};
+    struct topo_machine v[2] = {{.name = "m2", .address = "10.9.9.9"},
+                                {.name = "m3", .address = "10.9.9.10"}};
+    struct agent_client_options o;
+    struct probe p = {.loop = ev_default_loop(0)};
+    struct agent_group_hooks hooks = {on_hello, on_ready_told, &p};
+    char err[512];
+    ev_timer deadline;
+    m.v = v;
+    agent_client_options_default(&o);
+    o.version = "test";
+    setenv("FAKE_SSH", "silent", 1);
+    p.group = agent_group_start_each(p.loop, &m, &o, &hooks, err, sizeof err);
+    unsetenv("FAKE_SSH");
+    CHECK_MSG(p.group != NULL, "%s", err);
+    if (!p.group) return;
+    double t0 = ev_time();
+    agent_group_teardown(p.group, on_down, &p);
+    ev_timer_init(&deadline, on_deadline, 20, 0);
+    ev_timer_start(p.loop, &deadline);
+    ev_run(p.loop, 0);
+    ev_timer_stop(p.loop, &deadline);
+    double took = ev_time() - t0;
+    CHECK_MSG(p.down_calls == 1, "on_down called %d times", p.down_calls);
+    /* a teardown request would have waited for the ping timeout, 10 s */
+    CHECK_MSG(took < 5, "torn down in %.2f s", took);
+    CHECK_MSG(p.error[0] == '\0', "told: %s", p.error);
+    agent_group_free(p.group); /* NULL unless on_down never came */
+}
+
 int main(void)
 {
     char dir[64], run_dir[64], path[4096];
@@ -99,6 +148,7 @@ int main(void)
     setenv(AGENT_ENV_REMOTE_BIN, "/nonexistent/hiernet", 1);
     failed_start_then_teardown(1);
     failed_start_then_teardown(2);
+    teardown_before_hello();
     snprintf(path, sizeof path, "%s/ssh", dir);
     unlink(path);
     rmdir(dir);

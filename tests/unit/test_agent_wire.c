@@ -515,8 +515,9 @@ static void trace_round_trip(void)
 #undef TRACE_FIELDS
 }
 
-/* run, signal and program: there and back; an empty argv, a NUL inside an
- * argument, a signal out of range and a status out of range refused. */
+/* run, signal (0 too: the liveness probe) and program: there and back; an
+ * empty argv, a NUL inside an argument, a signal out of range and a status
+ * out of range refused. */
 static void program_round_trips(void)
 {
     struct msgmap m;
@@ -542,6 +543,12 @@ static void program_round_trips(void)
     CHECK(agent_wire_read_signal(msg.params, &sb, err, sizeof err) == 0 && sb.id == 77 &&
           sb.sig == 15);
     proto_reader_destroy(&r);
+    msgmap_init(&m); /* signal 0: the liveness probe */
+    agent_wire_signal(&m, &(struct agent_signal){78, 0});
+    CHECK(through_reader(&m, "signal", &r, &msg));
+    CHECK(agent_wire_read_signal(msg.params, &sb, err, sizeof err) == 0 && sb.id == 78 &&
+          sb.sig == 0);
+    proto_reader_destroy(&r);
     struct agent_program pg = {77, 3, "out\n", "", 4, 0}, pb;
     msgmap_init(&m);
     agent_wire_program(&m, &pg);
@@ -557,7 +564,9 @@ static void program_round_trips(void)
              msgpack_pack_array(&m.pk, 1), msgpack_pack_str_with_body(&m.pk, "a\0b", 3)),
             agent_wire_read_run, struct agent_run, "run: field 'argv': argument 0 is not a string");
     REFUSED((msgmap_u64(&m, "id", 1), msgmap_i64(&m, "sig", 65)), agent_wire_read_signal,
-            struct agent_signal, "signal: field 'sig': 65 is not 1 to 64");
+            struct agent_signal, "signal: field 'sig': 65 is not 0 to 64");
+    REFUSED((msgmap_u64(&m, "id", 1), msgmap_i64(&m, "sig", -1)), agent_wire_read_signal,
+            struct agent_signal, "signal: field 'sig': -1 is not 0 to 64");
     REFUSED((msgmap_u64(&m, "id", 1), msgmap_i64(&m, "status", 256), msgmap_bin(&m, "out", "", 0),
              msgmap_bin(&m, "err", "", 0)),
             agent_wire_read_program, struct agent_program,

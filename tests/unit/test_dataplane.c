@@ -7,12 +7,17 @@
  * must not tear, receiving while the receiver computes, and malformed or
  * oversized frames that close only their own connection, and an abort
  * closing what the aborted node sends on, only of the incarnations it
- * names (a restarted node's new connections stay). */
+ * names (a restarted node's new connections stay), and one known by
+ * address only closing on its first frame with the abort's own cause (of
+ * two aborts, the one covering the most incarnations; the
+ * data plane in this process). */
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <poll.h>
 
+#include "peer/dataplane.h"
 #include "peer/frame.h"
+#include "peer/store.h"
 #include "tests/unit/pack_kv.h"
 #include "tests/unit/peer_harness.h"
 
@@ -386,13 +391,13 @@ static void test_malformed(struct harness_peer *a, struct harness_peer *b)
 
 /* ---- abort: the connections the node sends on here close ---- */
 
-/* A raw connection to p's data port from local address src. The fd, or -1. */
-static int raw_connect_from(const struct harness_peer *p, const char *src)
+/* A raw connection to addr:port from local address src. The fd, or -1. */
+static int raw_connect_to(const char *addr, int port, const char *src)
 {
     struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
     inet_pton(AF_INET, src, &from.sin_addr);
-    inet_pton(AF_INET, p->addr, &to.sin_addr);
-    to.sin_port = htons((uint16_t)p->data_port);
+    inet_pton(AF_INET, addr, &to.sin_addr);
+    to.sin_port = htons((uint16_t)port);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd >= 0 && (bind(fd, (struct sockaddr *)&from, sizeof from) != 0 ||
                     connect(fd, (struct sockaddr *)&to, sizeof to) != 0)) {
@@ -400,6 +405,12 @@ static int raw_connect_from(const struct harness_peer *p, const char *src)
         return -1;
     }
     return fd;
+}
+
+/* A raw connection to p's data port from local address src. The fd, or -1. */
+static int raw_connect_from(const struct harness_peer *p, const char *src)
+{
+    return raw_connect_to(p->addr, p->data_port, src);
 }
 
 /* True when the peer has closed fd (EOF or reset) within 5 s. */
@@ -509,6 +520,83 @@ static void test_abort_incarnation(struct harness_peer *a, struct harness_peer *
     harness_reply_free(&r);
 }
 
+/* ---- an abort's cause, the data plane in this process ---- */
+
+struct log_capture {
+    char text[4096];
+    size_t len;
+};
+
+static void capture_line(void *ctx, const char *line)
+{
+    struct log_capture *cap = ctx;
+    int n = snprintf(cap->text + cap->len, sizeof cap->text - cap->len, "%s\n", line);
+    if (n > 0) cap->len = strnlen(cap->text, sizeof cap->text);
+}
+
+/* Runs loop until dp holds `want` connections (up to 5 s): whether it did. */
+static bool loop_until_connections(struct ev_loop *loop, struct dataplane *dp, uint64_t want)
+{
+    for (int i = 0; i < 2500; i++) {
+        struct dataplane_totals t;
+        dataplane_get_totals(dp, &t);
+        if (t.connections == want) return true;
+        ev_run(loop, EVRUN_NOWAIT);
+        nanosleep(&(struct timespec){0, 2 * 1000 * 1000}, NULL);
+    }
+    return false;
+}
+
+/* A connection of node a known by address only, aborted by `aborts`
+ * (incarnations up to upto[i], cause[i]) before its first frame, which
+ * names incarnation 0: it closes then, and its line in the log gives
+ * `want` and the data plane's own words after it. */
+static void abort_cause_case(size_t aborts, const uint64_t *upto, const char *const *cause,
+                             const char *want)
+{
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct store *store = store_create();
+    struct log_capture cap = {.len = 0};
+    struct dataplane_config cfg = {.node = "b", .addr = "127.0.7.3", .port = 0, .store = store};
+    struct dataplane_hooks hooks = {.log = capture_line, .ctx = &cap};
+    struct dataplane *dp = loop && store ? dataplane_create(loop, &cfg, &hooks) : NULL;
+    CHECK(dp && dataplane_port(dp) > 0);
+    if (!dp || dataplane_port(dp) <= 0) goto out;
+    struct sockaddr_in a_addr = {.sin_family = AF_INET, .sin_port = htons(7000)};
+    inet_pton(AF_INET, "127.0.7.4", &a_addr.sin_addr);
+    struct sockaddr_storage ss = {0};
+    memcpy(&ss, &a_addr, sizeof a_addr);
+    CHECK(dataplane_set_peer(dp, "a", &ss, sizeof a_addr) == 0);
+    int fd = raw_connect_to("127.0.7.3", dataplane_port(dp), "127.0.7.4");
+    CHECK(fd >= 0 && loop_until_connections(loop, dp, 1));
+    for (size_t i = 0; i < aborts; i++) /* marked, still open */
+        CHECK(dataplane_abort(dp, "a", upto[i], cause[i]) == 0);
+    uint8_t frame[FRAME_PREFIX_BYTES + FRAME_HEADER_MAX + 16] = {0};
+    size_t n = raw_header(frame, 4, "a", "x", 0);
+    CHECK(fd >= 0 && harness_write_all(fd, frame, n));
+    CHECK_MSG(loop_until_connections(loop, dp, 0), "the aborted connection stayed open");
+    CHECK_CONTAINS(cap.text, want);
+    if (fd >= 0) close(fd);
+out:
+    if (dp) dataplane_destroy(dp);
+    if (store) store_destroy(store);
+    if (loop) ev_loop_destroy(loop);
+}
+
+/* The connection closes with the cause the abort's caller gave, not one
+ * of the data plane's own; after two aborts, with the cause of the one
+ * that covers its incarnation the widest (the later abort of fewer
+ * incarnations, 0 after 0..1, does not replace it). */
+static void test_abort_cause_deferred(void)
+{
+    abort_cause_case(1, (const uint64_t[]){0}, (const char *const[]){"test cause: a was cut off"},
+                     "test cause: a was cut off; closed (node a, incarnation 0)");
+    abort_cause_case(2, (const uint64_t[]){1, 0},
+                     (const char *const[]){"test cause: a and its restart cut off",
+                                           "test cause: a's first incarnation"},
+                     "test cause: a and its restart cut off; closed (node a, incarnation 0)");
+}
+
 int main(void)
 {
     harness_init();
@@ -534,6 +622,7 @@ int main(void)
     test_malformed(&a, &b);
     test_abort_incoming(&a, &b);
     test_abort_incarnation(&a, &b);
+    test_abort_cause_deferred();
     test_peer_death();
 
     harness_stop(&a);

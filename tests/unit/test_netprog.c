@@ -3,7 +3,10 @@
  * its status and both outputs; each running program is listed in the run
  * registry as "@prog<pid>" of its network and unlisted when it ends; a
  * node's signal reaches that node's programs only; a release kills what
- * is left, calls done with NULL and leaves the list and registry empty. */
+ * is left, calls done with NULL and leaves the list and registry empty.
+ * The liveness probe (signal 0): a program here is answered at once; one
+ * of another machine waits for its agent's {alive} map, and an answer
+ * without it, or no answer, is an error. */
 #include "controller/netprog.h"
 #include "tests/unit/check.h"
 #include "tests/unit/registry_root.h"
@@ -107,6 +110,116 @@ static void test_programs(struct registry *reg)
     CHECK(kill(pid_c, 0) < 0);
 }
 
+/* ---- the liveness probe ---- */
+
+struct probe_seen {
+    int calls;
+    bool running;
+    char error[256];
+};
+
+static void on_probe(void *ctx, bool running, const char *error)
+{
+    struct probe_seen *s = ctx;
+    s->calls++;
+    s->running = running;
+    snprintf(s->error, sizeof s->error, "%s", error ? error : "");
+}
+
+/* Another machine's agent as its hooks see it: the last question kept. */
+struct fake_agent {
+    uint64_t id;
+    peer_reply_fn cb;
+    void *cb_ctx;
+    bool refuse;
+};
+
+static int fake_probe(void *ctx, uint64_t id, peer_reply_fn cb, void *cb_ctx, char *err,
+                      size_t errlen)
+{
+    struct fake_agent *f = ctx;
+    if (f->refuse) return snprintf(err, errlen, "machine 'm2': its agent is gone"), -1;
+    *f = (struct fake_agent){id, cb, cb_ctx, false};
+    return 0;
+}
+
+static void fake_signal(void *ctx, uint64_t id, int sig)
+{
+    (void)ctx, (void)id, (void)sig;
+}
+
+static void fake_forget(void *ctx, uint64_t id)
+{
+    (void)ctx, (void)id;
+}
+
+/* The agent answers the last question: {alive = alive}, or {} when
+ * alive < 0. */
+static void fake_answer(struct fake_agent *f, int alive)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, alive >= 0);
+    if (alive >= 0) {
+        msgpack_pack_str_with_body(&pk, "alive", 5);
+        alive ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+    }
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    CHECK(msgpack_unpack_next(&u, sb.data, sb.size, NULL) == MSGPACK_UNPACK_SUCCESS);
+    f->cb(f->cb_ctx, NULL, &u.data);
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* Asks p; whether it was asked of the agent (seen then reset). */
+static bool probe_asked(struct netprog *p, struct probe_seen *seen)
+{
+    char err[256];
+    *seen = (struct probe_seen){0};
+    return netprog_probe(p, on_probe, seen, err, sizeof err) == NETPROG_ASKED && seen->calls == 0;
+}
+
+static void test_probe(struct registry *reg)
+{
+    struct netprog_list list = {NULL};
+    struct outcome here = {0}, there = {0};
+    char *const sleeper[] = {"sleep", "600", NULL};
+    struct netprog *local = spawn(&list, reg, 0, sleeper, &here);
+    char err[256];
+    struct probe_seen seen = {0};
+    CHECK(local && netprog_probe(local, on_probe, &seen, err, sizeof err) == NETPROG_RUNNING);
+    CHECK(seen.calls == 0 && (!local || netprog_running(local)));
+    struct fake_agent f = {0};
+    struct netprog_remote hooks = {7, fake_signal, fake_probe, fake_forget, &f};
+    struct netprog *remote = netprog_remote_add(&list, 1, &hooks, on_done, &there, err, sizeof err);
+    CHECK(remote && !netprog_running(remote));
+    if (!remote) return;
+    CHECK(probe_asked(remote, &seen) && f.id == 7);
+    fake_answer(&f, 1);
+    CHECK(seen.calls == 1 && seen.running && !seen.error[0]);
+    CHECK(probe_asked(remote, &seen));
+    fake_answer(&f, 0);
+    CHECK(seen.calls == 1 && !seen.running && !seen.error[0]);
+    CHECK(probe_asked(remote, &seen));
+    fake_answer(&f, -1);
+    CHECK(seen.calls == 1 && !seen.running);
+    CHECK_STREQ(seen.error, "signal 0: the agent's answer has no boolean 'alive'");
+    CHECK(probe_asked(remote, &seen));
+    f.cb(f.cb_ctx, "machine 'm2': signal: the channel closed", NULL);
+    CHECK(seen.calls == 1 && !seen.running);
+    CHECK_STREQ(seen.error, "machine 'm2': signal: the channel closed");
+    f.refuse = true;
+    CHECK(netprog_probe(remote, on_probe, &seen, err, sizeof err) == -1);
+    CHECK_STREQ(err, "machine 'm2': its agent is gone");
+    netprog_remote_drop(remote);
+    netprog_list_release(&list);
+    CHECK(here.calls == 1 && here.released && there.calls == 0);
+    reaper_wait(NULL);
+}
+
 static char root[64];
 
 int main(void)
@@ -117,6 +230,7 @@ int main(void)
     struct registry *reg = registry_open("np", NULL, err, sizeof err);
     CHECK_MSG(reg != NULL, "registry_open: %s", err);
     if (reg) test_programs(reg);
+    if (reg) test_probe(reg);
     if (reg) CHECK(registry_close_and_remove(reg, err, sizeof err) == 0);
     registry_root_remove(root);
     return check_report();

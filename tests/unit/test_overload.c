@@ -445,7 +445,9 @@ static void test_dataplane_choice(void)
     CHECK(strcmp(c.reason,
                  "data plane, 3 samples in 3.0 s: the busiest link carried 50% of its "
                  "rate while busy (50% over whole samples), host 99% busy, the run's data "
-                 "plane 1.20 cores (busiest linkd 0%): the host cannot forward it; dilation 3 "
+                 "plane 1.20 cores (busiest linkd 0%, a linkd waited 0% of the time for a core, "
+                 "queues up to 0 frames): the "
+                 "host cannot forward it; dilation 3 "
                  "gives it room") == 0);
     w = dataplane(0.97, 1, 0.4);
     overload_choose_dataplane(&w, 1, &c);
@@ -480,7 +482,8 @@ static void test_dataplane_choice(void)
                      "{\"samples\": 3, \"active_s\": 3, \"link_utilization\": 0.29999999999999999, "
                      "\"link_utilization_rounds\": 0.29999999999999999, \"host_busy\": 1, "
                      "\"own_cores\": 0.050000000000000003, \"linkd_busy\": 0, "
-                     "\"limited\": false, "
+                     "\"linkd_wait\": 0, \"queue_peak\": 0, "
+                     "\"limited\": false, \"starved\": false, "
                      "\"suggested_dilation\": 1}") == 0,
               "%s", buf);
 }
@@ -499,7 +502,9 @@ static void test_dataplane_rerun_choice(void)
                      "data plane at dilation 34, 3 samples in 3.0 s: the busiest link carried 75% "
                      "of its rate / D while busy (75% over whole samples), host 90% busy, the "
                      "run's data plane 1.10 cores (busiest "
-                     "linkd 0%): the host cannot forward it; dilation 68 gives it room") == 0,
+                     "linkd 0%, a linkd waited 0% of the time for a core, queues up to 0 frames): "
+                     "the host cannot forward "
+                     "it; dilation 68 gives it room") == 0,
               "%s", c.reason);
     /* Links at their rate / D keep the rerun's D, and so does a host with
      * room: the choice never goes below the run's own dilation. */
@@ -532,7 +537,8 @@ static void test_dataplane_test(void)
     CHECK_MSG(strcmp(c.reason,
                      "data plane, 3 samples in 3.0 s: the busiest link carried 6% of its rate "
                      "while busy (6% over whole samples), host 66% busy, the run's data plane 0.65 "
-                     "cores (busiest linkd 52%): the CPU "
+                     "cores (busiest linkd 52%, a linkd waited 0% of the time for a core, queues "
+                     "up to 0 frames): the CPU "
                      "shares would keep D (the host's CPU has room, so the links' shortfall is "
                      "the emulation's own (windows, queues, loss)); dilation 25 tests whether "
                      "the host was the limit") == 0,

@@ -214,6 +214,61 @@ static void test_routes(const struct fixture *f)
     CHECK(def->dst_len == 0 && m2->net->links[def->link].vni != 0);
 }
 
+/* The lookups by whole-network index agree with a scan of the part: its own
+ * nodes (binary search), every node (remote ones too), links; a node the
+ * part lacks, or one past the network, is -1 for both. */
+static void test_lookups(const struct fixture *f)
+{
+    size_t absent = 0, remote = 0;
+    for (int m = 0; m < 3; m++) {
+        const struct topo_part *p = &f->parts[m];
+        for (size_t w = 0; w < f->net->n_nodes; w++) {
+            long own = topo_part_own_node(p, w), any = topo_part_node(p, w);
+            CHECK(own == local_index(p, (int)w));
+            CHECK(own < 0 || any == own);
+            CHECK(any < 0 || p->whole_node[any] == (int)w);
+            bool in = false;
+            for (size_t i = 0; i < p->net->n_nodes; i++)
+                in |= p->whole_node[i] == (int)w;
+            CHECK(in == (any >= 0));
+            absent += !in;
+            remote += in && own < 0;
+        }
+        for (size_t w = 0; w < f->net->n_links; w++)
+            CHECK(topo_part_link(p, w) == link_index(p, (int)w));
+        CHECK(topo_part_own_node(p, f->net->n_nodes) == -1);
+        CHECK(topo_part_node(p, UINT64_MAX) == -1);
+        CHECK(topo_part_link(p, f->net->n_links) == -1);
+    }
+    CHECK(absent > 0 && remote > 0); /* the fixture has both kinds */
+}
+
+/* A whole route of a node converts only in the part that owns the node:
+ * another machine's node, remote here or not here at all, is -1. */
+static void test_route_from_whole(const struct fixture *f)
+{
+    for (int m = 0; m < 3; m++) {
+        const struct topo_part *p = &f->parts[m];
+        for (size_t w = 0; w < f->routing.n_nodes; w++) {
+            if (!f->routing.nodes[w].n_routes) continue;
+            const struct topo_route *whole = &f->routing.nodes[w].routes[0];
+            struct topo_route mine;
+            int node = -2;
+            int rc = topo_part_route_from_whole(p, (int)w, whole, &node, &mine);
+            int own = local_index(p, (int)w);
+            CHECK(own < 0 ? rc == -1 && node == -2 : rc == 0 && node == own);
+            if (rc == 0) CHECK(route_same(p, &mine, whole));
+        }
+    }
+    /* m1 holds cloud, e1 and e2: t11 is not in its part at all. */
+    int t11 = topo_node_find(f->net, "t11");
+    struct topo_route mine;
+    int node = -2;
+    CHECK(topo_part_node(&f->parts[0], (uint64_t)t11) == -1);
+    CHECK(topo_part_route_from_whole(&f->parts[0], t11, &f->routing.nodes[t11].routes[0], &node,
+                                     &mine) == -1);
+}
+
 /* A copy of a part's routes (what netrun takes, netrun_config.routing). */
 static void test_routing_copy(const struct fixture *f)
 {
@@ -620,6 +675,8 @@ int main(int argc, char **argv)
     test_every_node_once(&f);
     test_cut_links(&f, base);
     test_routes(&f);
+    test_lookups(&f);
+    test_route_from_whole(&f);
     test_vni_numbers();
     test_routing_copy(&f);
     test_round_trip(&f);

@@ -19,13 +19,18 @@
 #     line naming m2 and the timeout (it waited for ever), m1's part built
 #     meanwhile is released; a second net:start() is refused in one line
 #     that says the network starts once and gives the first start's error;
-#   - hold-underlay (m2's agent never answers `underlay`), h3 on m3 linked
-#     to h2, so that m2's agent measures the pair m2-m3: net:start() fails
-#     at the same deadline in one line saying the underlay's round trips
-#     were not all measured, nothing built;
+#   - hold-underlay (m2's and m3's agents never answer `underlay`), h4 on
+#     m3 linked to h2, so that an agent measures the pair m2-m3 (the one
+#     that answered hello first): net:start() fails
+#     at the same deadline in one line naming the pair not measured (m1's
+#     part, which needs no agent, was built meanwhile and is released);
+#   - no-hello (m2's "agent" is a cat that never answers), h4 on m3 linked
+#     to h1: net:start() fails at the deadline in one line naming m2's
+#     agent; m1's part was begun before any agent answered, and m1's and
+#     m3's parts, built meanwhile, are released;
 #   - after each run, nothing is left on any machine (hold-build and
-#     hold-underlay run at once, each with its own m2 agent, and are
-#     checked together: their deadlines were 3 s of waiting each).
+#     hold-underlay run at once, each with its agents in its own mode, and
+#     are checked together: their deadlines were 3 s of waiting each).
 # Usage: test_cluster_refusals.sh HIERNET HN-AGENT-FILTER
 set -uo pipefail
 HN=$(realpath "$1")
@@ -35,17 +40,20 @@ source "$here/../../lib/cluster.sh"
 source "$here/../../lib/checks.sh"
 
 cluster_spread_up 3
-# $D/agent-MODE: m2's agent through the filter in MODE (a script per mode,
-# so that two runs at once each have theirs); m1 has none
-for mode in refuse hold-build hold-underlay; do
+# $D/agent-MODE: m2's agent through the filter in MODE (m3's too in
+# hold-underlay), a script per mode so that two runs at once each have
+# theirs; m1 has none
+for mode in refuse hold-build hold-underlay no-hello; do
   cat >"$D/agent-$mode" <<SH
 #!/bin/sh
-case " \$* " in *" --machine m2 "*) exec "$FILTER" "$mode" "$HN" "\$@";; esac
+case "$mode \$* " in hold-underlay*" --machine m3 "*|*" --machine m2 "*)
+  [ "$mode" = no-hello ] && exec cat >/dev/null
+  exec "$FILTER" "$mode" "$HN" "\$@";; esac
 exec "$HN" "\$@"
 SH
   chmod +x "$D/agent-$mode"
 done
-# hn_m1 MODE ARGS...: hiernet ARGS on m1, m2's agent in MODE.
+# hn_m1 MODE ARGS...: hiernet ARGS on m1, the agents in MODE.
 hn_m1() {
   local mode=$1
   shift
@@ -139,25 +147,33 @@ ok, err = pcall(net.start, net)
 print(string.format("start2 %s %s", tostring(ok), tostring(err)))
 LUA
 } >"$D/hold.lua"
-{
+# timed_run MODE NAME: $D/NAME.lua with the agents in MODE; "rc took_s"
+# into $D/NAME.time (so that it can run in the background).
+timed_run() {
+  local t0 rc
+  t0=$(date +%s.%N)
+  hn_m1 "$1" run "$D/$2.lua" --out "$D/r-$2" --quiet >"$D/$2.out" 2>"$D/$2.err"
+  rc=$?
+  echo "$rc $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')" >"$D/$2.time"
+}
+
+# h4_lua NODE: the network plus h4 on m3 linked to NODE, started once.
+h4_lua() {
   net_lua
   cat <<LUA
 local h4 = net:node("h4", { host = "m3" })
-net:link(h2, h4, { bw = "100Mbit" })
+net:link($1, h4, { bw = "100Mbit" })
 local ok, err = pcall(net.start, net)
 print(string.format("start %s %s", tostring(ok), tostring(err)))
 LUA
-} >"$D/probe.lua"
-t0=$(date +%s.%N)
-hn_m1 hold-build run "$D/hold.lua" --out "$D/r-hold" --quiet >"$D/hold.out" 2>"$D/hold.err" &
+}
+h4_lua h2 >"$D/probe.lua"
+
+timed_run hold-build hold &
 hold=$!
-hn_m1 hold-underlay run "$D/probe.lua" --out "$D/r-probe" --quiet >"$D/probe.out" 2>"$D/probe.err" &
-probe=$!
-wait "$hold"
-rc=$?
-took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-wait "$probe"
-expect_eq "hold-underlay: run exit status (its error caught)" "$?" 0
+timed_run hold-underlay probe &
+wait "$hold" "$!"
+read -r rc took <"$D/hold.time"
 expect_eq "hold-build: run exit status (its errors caught)" "$rc" 0
 expect_refused "a build m2 never answers fails at the deadline" "$D/hold.out" start1 \
   "network 'faulty': machine(s) m2 did not build their part within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released"
@@ -165,7 +181,26 @@ awk -v t="$took" 'BEGIN { exit !(t >= 3 && t < 60) }' && pass "the run took $too
   fail "the run took $took s"
 expect_refused "a second start is refused in one line" "$D/hold.out" start2 \
   "network 'faulty': start: a network over machines starts once, and its first start failed (network 'faulty': machine(s) m2 did not build"
+read -r rc _ <"$D/probe.time"
+expect_eq "hold-underlay: run exit status (its error caught)" "$rc" 0
 expect_refused "an underlay probe m2's agent never answers fails at the deadline" "$D/probe.out" \
-  start "network 'faulty': the underlay's round trips between the machines were not all measured within 3 s (HIERNET_BUILD_TIMEOUT); nothing was built"
+  start "network 'faulty': the underlay's round trips between the machines were not all measured within 3 s (HIERNET_BUILD_TIMEOUT): m2 - m3; every part built is released"
 cluster_expect_nothing_left "hold-build and hold-underlay"
+
+# --- no-hello: m2's agent never answers hello; m1 and m3 build meanwhile ---
+h4_lua h1 >"$D/nohello.lua"
+timed_run no-hello nohello
+read -r rc took <"$D/nohello.time"
+expect_eq "no-hello: run exit status (its error caught)" "$rc" 0
+expect_refused "an agent that never answers hello fails the start at the deadline" "$D/nohello.out" \
+  start "network 'faulty': the agent(s) of machine(s) m2 did not answer hello within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released"
+# its ssh is ended, not asked to tear down (10 s more): the run ends soon after the deadline
+awk -v t="$took" 'BEGIN { exit !(t >= 3 && t < 60) }' && pass "no-hello: the run took $took s (deadline 3 s)" ||
+  fail "no-hello: the run took $took s"
+begun=$(grep -o "machine m1's part begun here [0-9.]* s into the build" "$D/r-nohello/log.txt")
+[[ -n $begun ]] && ! grep -q "agent m2: hello from" "$D/r-nohello/log.txt" &&
+  pass "no-hello: m1's part was begun without m2's agent: $begun" ||
+  fail "no-hello: m1's part not begun, or m2 said hello: '$begun'"
+echo "info: no-hello: built before the deadline: $(grep -o "machine m[13] built its part" "$D/r-nohello/log.txt" | tr '\n' ';')"
+cluster_expect_nothing_left "no-hello"
 checks_exit

@@ -21,6 +21,20 @@
 #     host's load only adds to a ping, and the least of ten is the one it
 #     delayed least; the median was 2.5 ms above at load average 35 on two
 #     cores); the path without the move's new delay would be 4 ms short;
+#   - before it, the same move failing on m2 (a device named t1, as the
+#     moved end would be, made in e2 first: m2's kernel refuses the
+#     move with EEXIST) after m1's part changed h1's routes: one line
+#     naming m2 and what failed, m1's routes undone (the next hops as
+#     before), the model's link still e1-t1, t1 still answering;
+#   - that failing move again (net:_move_link, the engine's move under
+#     t:move), and while it waits for m2's answer a second move (t2 to
+#     h3): refused in one line naming its link h1-t2 (one move over
+#     machines at a time), nothing changed; the first fails as before
+#     and is undone (next hops as before, t2's too);
+#   - the same refusal on m1 (a device named t2 in h3 first), whose
+#     part holds t2's link: one line naming m1, next hops as before (m1's
+#     undo: m2's inverse gives e1 the same /32 to t2 via h1 as the move
+#     did, m2 reaching m1 through h1 only, so nothing here can see it);
 #   - t2:move{ to = h3 }, a link of m1 (the controller's part): h1 -> t2
 #     via h3, e1 (on m2: its agent's routes) -> t2 via h1 and its ping
 #     reaches t2;
@@ -58,31 +72,14 @@ local e2 = net:node("e2", { host = "m2" })
 local t1 = net:node("t1", { host = "m2" })
 net:link(h1, e1, opts("2ms"))
 net:link(h1, e2, opts("4ms"))
-net:link(e1, t1, opts("1ms"))
+local lt = net:link(e1, t1, opts("1ms"))
 net:link(h1, h3, opts("1ms"))
 net:link(h1, t2, opts("1ms"))
 net:start()
 print("started")
-local nodes = { h1, h3, t2, e1, e2, t1 }
-local owner -- address -> the node that holds it (a moved end takes its address along)
-local function owners()
-  owner = {}
-  for _, n in ipairs(nodes) do
-    for a in n:run({ "ip", "-o", "-4", "addr", "show" }).out:gmatch("inet ([%d.]+)/") do owner[a] = n.name end
-  end
-end
-owners()
--- The next hop from n to node dst: the node holding the gateway, or dst itself (on-link).
-local function hop(n, dst)
-  local out = n:run({ "ip", "route", "get", dst.addr }).out
-  local via = out:match(" via ([%d.]+)")
-  return via and (owner[via] or ("?" .. via)) or (out:match(" dev ") and dst.name or "none")
-end
-local function hops(label, list)
-  local t = {}
-  for _, x in ipairs(list) do t[#t + 1] = x[1].name .. ">" .. hop(x[1], x[2]) end
-  print(label .. " " .. table.concat(t, " "))
-end
+local nh = dofile("$here/next_hops.lua")({ h1, h3, t2, e1, e2, t1 })
+local owners = nh.refresh
+local function hops(label, list) print(nh.line(label, list)) end
 local function rtt(a, b)
   a:run({ "ping", "-n", "-c", "1", "-W", "2", b.addr })
   local r = a:run({ "ping", "-n", "-c", "10", "-i", "0.05", "-W", "2", b.addr })
@@ -96,12 +93,44 @@ hops("before", { { h1, t1 }, { e1, t1 }, { t1, h1 }, { h3, t1 } })
 print(string.format("rtt before %d %.3f", rtt(h1, t1)))
 local fast = h1:send{ tensor = "x", to = t1 }.ms / 1000
 hn.sleep(1.2) -- a links.csv sample of e1-t1 before the move
+-- A move that fails on m2, the machine that holds the link: e2 has a
+-- device named as t1's end there would be (after t1), so m2's kernel
+-- refuses to move it in; m1's part had changed h1's routes already.
+e2:run({ "ip", "link", "add", "t1", "type", "veth", "peer", "name", "t1-x" })
+local failed, why = pcall(function() t1:move{ to = e2 } end)
+print("failed " .. tostring(not failed))
+io.stderr:write("failure: ", tostring(why), "\n")
+print("model " .. lt.name)
+owners()
+hops("undone", { { h1, t1 }, { e1, t1 }, { t1, h1 }, { h3, t1 } })
+print("t1 after failure " .. tostring(h1:run({ "ping", "-n", "-c", "1", "-W", "2", t1.addr }).status == 0))
+-- One move over machines at a time: the same failing move, straight to
+-- the engine (no link down), and while it waits for m2's answer another.
+local first = hn.spawn(function() return pcall(net._move_link, net, t1, e2, true) end)
+hn.yield() -- the first asks m1's part, then m2's agent, and waits
+print("first " .. first:status())
+local second, swhy = pcall(net._move_link, net, t2, h3, true)
+io.stderr:write("second: ", tostring(swhy), "\n")
+local fok, fwhy = first:wait()
+print("second refused " .. tostring(not second) .. ", first failed " .. tostring(not fok))
+io.stderr:write("first: ", tostring(fwhy), "\n")
+owners()
+hops("undone-twice", { { h1, t1 }, { e1, t1 }, { t1, h1 }, { h3, t1 }, { h1, t2 }, { e1, t2 } })
+e2:run({ "ip", "link", "del", "t1" })
 t1:move{ to = e2, link = user and { bw = "8Mbit", delay = "3ms" } or { bw = "8Mbit" } }
 owners()
 hops("after", { { h1, t1 }, { e2, t1 }, { t1, h1 }, { h3, t1 }, { e1, t1 } })
 print(string.format("rtt after %d %.3f", rtt(h1, t1)))
 local slow = h1:send{ tensor = "x", to = t1, as = "y" }.ms / 1000
 print(string.format("times %.3f %.3f", fast, slow))
+-- The same refusal on m1, the controller's own part, which holds t2's
+-- link: m2's agent had the /32 to t2 to take back (its inverse puts the
+-- same /32 via h1 back: only m1's undo shows in the next hops).
+h3:run({ "ip", "link", "add", "t2", "type", "veth", "peer", "name", "t2-x" })
+local lfailed, lwhy = pcall(function() t2:move{ to = h3 } end)
+io.stderr:write("local failure: ", tostring(lwhy), "\n")
+hops("undone-local " .. tostring(not lfailed), { { h1, t2 }, { e1, t2 }, { t2, e1 } })
+h3:run({ "ip", "link", "del", "t2" })
 t2:move{ to = h3 }
 owners()
 hops("local", { { h1, t2 }, { e1, t2 }, { t2, e1 } })
@@ -122,6 +151,25 @@ expect_eq "run exit status" "$rc" 0
 expect_eq "started" "$(grep -c '^started$' "$D/run.out")" 1
 expect_eq "next hops before: h1 and h3 reach t1 over e1" "$(grep '^before ' "$D/run.out")" \
   "before h1>e1 e1>t1 t1>e1 h3>h1"
+expect_eq "a move that m2 fails fails" "$(grep '^failed ' "$D/run.out")" "failed true"
+line=$(grep -m1 '^failure: ' "$D/run.err")
+grep -qE "node 't1': move to 'e2': machine 'm2': .*File exists.*; the move was undone on every machine$" <<<"$line" &&
+  pass "one line names m2 and what failed: ${line#failure: }" || fail "failure line: $line"
+expect_eq "the model keeps t1 at e1 after the failed move" "$(grep '^model ' "$D/run.out")" "model e1-t1"
+expect_eq "next hops after the failed move: m1's routes undone, m2's never changed" \
+  "$(grep '^undone ' "$D/run.out")" "undone h1>e1 e1>t1 t1>e1 h3>h1"
+expect_eq "t1 answers h1 after the failed move" "$(grep '^t1 after failure' "$D/run.out")" "t1 after failure true"
+expect_eq "a move in flight over machines waits for m2's answer" "$(grep '^first ' "$D/run.out")" "first waiting"
+expect_eq "a second move while the first is in flight is refused; the first fails as before" \
+  "$(grep '^second refused ' "$D/run.out")" "second refused true, first failed true"
+line=$(grep -m1 '^second: ' "$D/run.err")
+grep -qF "node 't2': move to 'h3': link h1-t2: another move is still in flight over the machines" <<<"$line" &&
+  pass "the second move's refusal names its link: ${line#second: }" || fail "second move's line: $line"
+line=$(grep -m1 '^first: ' "$D/run.err")
+grep -qE "machine 'm2': .*File exists.*; the move was undone on every machine$" <<<"$line" &&
+  pass "the first, in flight then, failed on m2 and was undone: ${line#first: }" || fail "first move's line: $line"
+expect_eq "next hops after both: as before, t2 not moved" "$(grep '^undone-twice ' "$D/run.out")" \
+  "undone-twice h1>e1 e1>t1 t1>e1 h3>h1 h1>t2 e1>h1"
 expect_eq "next hops after t1's move to e2 (m2's agent moved it; m1's and m2's routes changed)" \
   "$(grep '^after ' "$D/run.out")" "after h1>e2 e2>t1 t1>e2 h3>h1 e1>h1"
 read -r _ fast slow < <(grep '^times ' "$D/run.out")
@@ -136,6 +184,11 @@ if [[ $BACKEND == user ]]; then
     pass "least RTT of 10 h1 -> t1 $before ms before (2 x (2 + 1)), $after ms after (2 x (4 + 3) + 0.2 ms of 8Mbit serialization) (load: $(cut -d' ' -f1-3 /proc/loadavg))" ||
     fail "RTT h1 -> t1: before ${before:-?} ms ($n1 replies), after ${after:-?} ms ($n2 replies)"
 fi
+line=$(grep -m1 '^local failure: ' "$D/run.err")
+grep -qE "node 't2': move to 'h3': machine 'm1': .*File exists.*; the move was undone on every machine$" <<<"$line" &&
+  pass "a move m1's part refuses: one line naming m1: ${line#local failure: }" || fail "local failure line: $line"
+expect_eq "next hops after the move m1 refused: as before" "$(grep '^undone-local ' "$D/run.out")" \
+  "undone-local true h1>t2 e1>h1 t2>h1"
 expect_eq "next hops after t2's move to h3 (m1's part moved it; m2's agent's routes changed)" \
   "$(grep '^local ' "$D/run.out")" "local h1>h3 e1>h1 t2>h3"
 expect_eq "e1 (m2) pings t2 at its new place" "$(grep '^e1 pings' "$D/run.out")" "e1 pings t2 true"

@@ -7,9 +7,16 @@
 #   - h2:run(a shell command) gives exactly its status 3, its stdout (m2's
 #     hostname, then "out") and its stderr ("err"), as on one machine;
 #   - h2:run{ping h1} crosses the cut link from h2's namespace: status 0;
-#   - h3:spawn{sleep 30}: p.pid is set once m2's agent answered, p:kill()
-#     ends it: p:wait() gives 143 (SIGTERM); another one's h3:kill()
-#     (the node's kill) ends it with 137 (SIGKILL);
+#   - h3:spawn{sleep 30}: p.pid is set once m2's agent answered, p:kill(0)
+#     (the liveness probe, asked of m2's agent) is true and ends nothing,
+#     p:kill() ends it: p:wait() gives 143 (SIGTERM), p:kill(0) is then
+#     false; another one's h3:kill() (the node's kill) ends it with 137
+#     (SIGKILL);
+#   - a program that ended on m2 while this machine's loop was held (its
+#     end not read: p.done false) probes false, not an error: the end,
+#     which m2's agent sent before its answer, is read first (the agent's
+#     own {alive = false} for a program it no longer lists is
+#     unit.test_agent_programs');
 #   - l:stats() of m2's link (the kernel backend keeps no counters) fails
 #     in one line naming m2 and the link;
 #   - a program still running at net:stop() ends with the network, and
@@ -33,8 +40,16 @@ print("ping " .. h2:run({ "ping", "-n", "-c", "1", "-W", "2", h1.addr }).status)
 local p = h3:spawn({ "sleep", "30" })
 hn.sleep(0.3)
 print("pid " .. tostring(p.pid > 0) .. " " .. tostring(p.done))
+print("probe " .. tostring(p:kill(0)) .. " " .. tostring(p:kill(0)) .. " " .. tostring(p.done))
 p:kill()
 print("killed " .. p:wait())
+print("probe ended " .. tostring(p:kill(0)))
+local e = h3:spawn({ "sleep", "0.3" })
+hn.sleep(0.2) -- m2's agent has started it
+local t0 = os.clock()
+while os.clock() - t0 < 2 do end -- holds the loop: its end arrives unread
+local was_done = e.done
+print("probe unread " .. tostring(was_done) .. " " .. tostring(e:kill(0)) .. " " .. e:wait())
 local q = h3:spawn({ "sleep", "30" })
 hn.sleep(0.3)
 h3:kill()
@@ -50,7 +65,10 @@ spread_two_run "$D/programs.lua"
 expect_eq "h2:run(): status, stdout (m2's hostname) and stderr" "$(grep '^run ' "$D/run.out")" "run 3 [m2|out|] [err|]"
 expect_eq "h2 pings h1 across machines" "$(grep '^ping ' "$D/run.out")" "ping 0"
 expect_eq "h3:spawn(): its pid once m2's agent answered, still running" "$(grep '^pid ' "$D/run.out")" "pid true false"
+expect_eq "p:kill(0) asks m2's agent: running, twice (signal 0 ends nothing)" "$(grep '^probe ' "$D/run.out" | head -n1)" "probe true true false"
 expect_eq "p:kill() ends it: SIGTERM" "$(grep '^killed ' "$D/run.out")" "killed 143"
+expect_eq "p:kill(0) once it ended: false" "$(grep '^probe ended ' "$D/run.out")" "probe ended false"
+expect_eq "p:kill(0) asked of a program ended on m2 before its end was read: false" "$(grep '^probe unread ' "$D/run.out")" "probe unread false false 0"
 expect_eq "h3:kill() ends its program: SIGKILL" "$(grep '^node killed ' "$D/run.out")" "node killed 137"
 grep -qF "machine 'm2': counters: link s2-h2: counters come from the user backend" "$D/run.out" &&
   pass "l:stats() of m2's link on the kernel backend fails naming m2: $(grep '^stats ' "$D/run.out")" ||

@@ -33,7 +33,12 @@ cleanup() {
     wait "$CTL_PID" 2>/dev/null
   fi
   for pid in ${BG_PIDS:-}; do kill "$pid" 2>/dev/null; done
+  # what runs in the test's namespaces (an iperf3 under a killed subshell)
+  for ns in "${NSLIST[@]}"; do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null; done
+  done
   for ns in "${NSLIST[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  rm -f -- "$PFX".* # the tests' scratch files, named after PFX in the working directory
 }
 trap cleanup EXIT
 

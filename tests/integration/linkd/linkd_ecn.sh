@@ -10,31 +10,44 @@ source "$(dirname "$0")/lib.sh" "$@"
 command -v iperf3 >/dev/null || skip "iperf3 not found"
 grep -qw cubic /proc/sys/net/ipv4/tcp_available_congestion_control || skip "no cubic congestion control"
 
-ns_add a; ns_add b
+# The two flows go at once, each between namespaces of its own (tcp_ecn is
+# a namespace's setting) over a link of its own, whose counters see only
+# its flow: 200 Mbit/s in all, a small load for one linkd.
+ns_add a1; ns_add b1; ns_add a2; ns_add b2
 ctl_start
-link_pair 1 a b 10.9.1 bw=100e6 delay=1000 queue=100 ecn_threshold=10
-nsx a ping -c 1 -W 2 10.9.1.2 >/dev/null
+for id in 1 2; do
+  link_pair "$id" "a$id" "b$id" "10.9.$id" bw=100e6 delay=1000 queue=100 ecn_threshold=10
+  nsx "a$id" ping -c 1 -W 2 "10.9.$id.2" >/dev/null
+done
 
-# bulk ECN PORT: one 3-second flow a→b with the sender's tcp_ecn set to
-# ECN; sets MARKED and DROPPED to what the a→b direction counted meanwhile.
+# bulk ID ECN: one 3-second flow a<ID> -> b<ID> over link ID with the
+# sender's tcp_ecn set to ECN, in the background (BULK_PIDS).
+BULK_PIDS=()
 bulk() {
-  nsx a sysctl -qw net.ipv4.tcp_ecn="$1"
-  rpc link_stats id=1
-  local m0 d0
-  m0=$(get ab.marked); d0=$(get ab.drops_queue)
-  nsx b iperf3 -s -1 -p "$2" >/dev/null 2>&1 &
-  local spid=$!
-  wait_listening b "$2"
-  nsx a iperf3 -C cubic -c 10.9.1.2 -p "$2" -t 3 >/dev/null 2>&1
-  wait "$spid"
-  rpc link_stats id=1
-  MARKED=$(( $(get ab.marked) - m0 )); DROPPED=$(( $(get ab.drops_queue) - d0 ))
+  nsx "a$1" sysctl -qw net.ipv4.tcp_ecn="$2"
+  nsx "b$1" iperf3 -s -1 -p 5301 >/dev/null 2>&1 &
+  BULK_PIDS+=($!)
+  wait_listening "b$1" 5301
+  nsx "a$1" iperf3 -C cubic -c "10.9.$1.2" -p 5301 -t 3 >/dev/null 2>&1 &
+  BULK_PIDS+=($!)
+  BG_PIDS=${BULK_PIDS[*]} # ended by the exit trap if the test is
+}
+# counted ID: sets MARKED and DROPPED to what link ID's a->b direction
+# counted since the start (the link is the flow's own).
+counted() {
+  rpc link_stats id="$1"
+  MARKED=$(get ab.marked) DROPPED=$(get ab.drops_queue)
 }
 
-bulk 1 5301
+bulk 1 1
+bulk 2 0
+wait "${BULK_PIDS[@]}"
+# shellcheck disable=SC2034 # read by lib.sh's exit trap
+BG_PIDS= # reaped: their pids may be another process's now
+counted 1
 check "ECN-capable flow: the link marks CE" "$MARKED > 0"
 check "ECN-capable flow: the queue drops nothing ($MARKED marked)" "$DROPPED == 0"
-bulk 0 5302
+counted 2
 check "Not-ECT flow: nothing is marked" "$MARKED == 0"
 check "Not-ECT flow: the queue drops as before" "$DROPPED > 0"
 finish
