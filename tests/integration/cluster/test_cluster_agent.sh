@@ -102,7 +102,7 @@ if hold_start; then
   done
   a2=$(agents_on 2) a3=$(agents_on 3)
   [[ -n $a2 && -n $a3 ]] && pass "one agent each on m2 and m3 ($a2, $a3)" || fail "agents: m2 '$a2' m3 '$a3'"
-  sleep 2.5 # a few of the once-a-second pings
+  sleep 1.2 # past the first once-a-second ping, so the SIGKILL meets agents past their start
   kill -KILL "$probe_pid"
   start=$(date +%s.%N)
   for _ in $(seq 100); do [[ -z $(agents_on 2)$(agents_on 3)$(ssh_on_m1) ]] && break; sleep 0.05; done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_cluster_lost_program.sh — a program in a node of a machine lost
-# mid-run (label netns, serial; issue 20). h1 and the switch sw on m1 (the
+# mid-run (label netns; issue 20). h1 and the switch sw on m1 (the
 # controller's machine), h3 on m3, backend kernel. h3:spawn{sleep 30}
 # runs on m3's agent; once it runs the test SIGKILLs that agent
 # (tests/lib/cluster_lost.sh). The program sends no end any more, so the

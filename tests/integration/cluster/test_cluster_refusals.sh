@@ -28,7 +28,9 @@
 #     to h1: net:start() fails at the deadline in one line naming m2's
 #     agent; m1's part was begun before any agent answered, and m1's and
 #     m3's parts, built meanwhile, are released;
-#   - after each run, nothing is left on any machine.
+#   - after each run, nothing is left on any machine (hold-build and
+#     hold-underlay run at once, each with its agents in its own mode, and
+#     are checked together: their deadlines were 3 s of waiting each).
 # Usage: test_cluster_refusals.sh HIERNET HN-AGENT-FILTER
 set -uo pipefail
 HN=$(realpath "$1")
@@ -38,19 +40,24 @@ source "$here/../../lib/cluster.sh"
 source "$here/../../lib/checks.sh"
 
 cluster_spread_up 3
-# m2's agent through the filter, in the mode $D/mode names (m3's too in
-# hold-underlay); m1 has none
-cat >"$D/agent-bin" <<SH
+# $D/agent-MODE: m2's agent through the filter in MODE (m3's too in
+# hold-underlay), a script per mode so that two runs at once each have
+# theirs; m1 has none
+for mode in refuse hold-build hold-underlay no-hello; do
+  cat >"$D/agent-$mode" <<SH
 #!/bin/sh
-mode=\$(cat "$D/mode")
-case "\$mode \$* " in hold-underlay*" --machine m3 "*|*" --machine m2 "*)
-  [ "\$mode" = no-hello ] && exec cat >/dev/null
-  exec "$FILTER" "\$mode" "$HN" "\$@";; esac
+case "$mode \$* " in hold-underlay*" --machine m3 "*|*" --machine m2 "*)
+  [ "$mode" = no-hello ] && exec cat >/dev/null
+  exec "$FILTER" "$mode" "$HN" "\$@";; esac
 exec "$HN" "\$@"
 SH
-chmod +x "$D/agent-bin"
+  chmod +x "$D/agent-$mode"
+done
+# hn_m1 MODE ARGS...: hiernet ARGS on m1, the agents in MODE.
 hn_m1() {
-  cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" HIERNET_REMOTE_BIN="$D/agent-bin" \
+  local mode=$1
+  shift
+  cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" HIERNET_REMOTE_BIN="$D/agent-$mode" \
     HIERNET_BUILD_TIMEOUT=3 "$HN" "$@"
 }
 
@@ -102,8 +109,7 @@ print("lost " .. tostring(lost))
 net:stop()
 LUA
 } >"$D/kill.lua"
-echo refuse >"$D/mode"
-hn_m1 run "$D/kill.lua" --out "$D/r-kill" --quiet >"$D/kill.out" 2>"$D/kill.err" &
+hn_m1 refuse run "$D/kill.lua" --out "$D/r-kill" --quiet >"$D/kill.out" 2>"$D/kill.err" &
 run=$!
 for _ in $(seq 600); do [[ -e $D/killed ]] && break; cluster_alive "$run" || break; sleep 0.05; done
 agent=""
@@ -131,7 +137,7 @@ cluster_exec 1 env HIERNET_SSH_CONFIG="$D/ssh_config" TMPDIR="$D" "$HN" clean --
   >"$D/clean.out" 2>&1 || fail "clean --hosts: $(cat "$D/clean.out")"
 cluster_expect_nothing_left "refuse"
 
-# --- hold-build ---
+# --- hold-build and hold-underlay, at once ---
 {
   net_lua
   cat <<LUA
@@ -141,24 +147,15 @@ ok, err = pcall(net.start, net)
 print(string.format("start2 %s %s", tostring(ok), tostring(err)))
 LUA
 } >"$D/hold.lua"
-# timed_run MODE NAME: $D/NAME.lua with m2's agent in MODE; rc and took (s) set.
+# timed_run MODE NAME: $D/NAME.lua with the agents in MODE; "rc took_s"
+# into $D/NAME.time (so that it can run in the background).
 timed_run() {
-  echo "$1" >"$D/mode"
-  local t0
+  local t0 rc
   t0=$(date +%s.%N)
-  hn_m1 run "$D/$2.lua" --out "$D/r-$2" --quiet >"$D/$2.out" 2>"$D/$2.err"
+  hn_m1 "$1" run "$D/$2.lua" --out "$D/r-$2" --quiet >"$D/$2.out" 2>"$D/$2.err"
   rc=$?
-  took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  echo "$rc $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')" >"$D/$2.time"
 }
-timed_run hold-build hold
-expect_eq "hold-build: run exit status (its errors caught)" "$rc" 0
-expect_refused "a build m2 never answers fails at the deadline" "$D/hold.out" start1 \
-  "network 'faulty': machine(s) m2 did not build their part within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released"
-awk -v t="$took" 'BEGIN { exit !(t >= 3 && t < 60) }' && pass "the run took $took s (deadline 3 s)" ||
-  fail "the run took $took s"
-expect_refused "a second start is refused in one line" "$D/hold.out" start2 \
-  "network 'faulty': start: a network over machines starts once, and its first start failed (network 'faulty': machine(s) m2 did not build"
-cluster_expect_nothing_left "hold-build"
 
 # h4_lua NODE: the network plus h4 on m3 linked to NODE, started once.
 h4_lua() {
@@ -170,19 +167,30 @@ local ok, err = pcall(net.start, net)
 print(string.format("start %s %s", tostring(ok), tostring(err)))
 LUA
 }
-
-# --- hold-underlay ---
 h4_lua h2 >"$D/probe.lua"
-echo hold-underlay >"$D/mode"
-hn_m1 run "$D/probe.lua" --out "$D/r-probe" --quiet >"$D/probe.out" 2>"$D/probe.err"
-expect_eq "hold-underlay: run exit status (its error caught)" "$?" 0
+
+timed_run hold-build hold &
+hold=$!
+timed_run hold-underlay probe &
+wait "$hold" "$!"
+read -r rc took <"$D/hold.time"
+expect_eq "hold-build: run exit status (its errors caught)" "$rc" 0
+expect_refused "a build m2 never answers fails at the deadline" "$D/hold.out" start1 \
+  "network 'faulty': machine(s) m2 did not build their part within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released"
+awk -v t="$took" 'BEGIN { exit !(t >= 3 && t < 60) }' && pass "the run took $took s (deadline 3 s)" ||
+  fail "the run took $took s"
+expect_refused "a second start is refused in one line" "$D/hold.out" start2 \
+  "network 'faulty': start: a network over machines starts once, and its first start failed (network 'faulty': machine(s) m2 did not build"
+read -r rc _ <"$D/probe.time"
+expect_eq "hold-underlay: run exit status (its error caught)" "$rc" 0
 expect_refused "an underlay probe m2's agent never answers fails at the deadline" "$D/probe.out" \
   start "network 'faulty': the underlay's round trips between the machines were not all measured within 3 s (HIERNET_BUILD_TIMEOUT): m2 - m3; every part built is released"
-cluster_expect_nothing_left "hold-underlay"
+cluster_expect_nothing_left "hold-build and hold-underlay"
 
 # --- no-hello: m2's agent never answers hello; m1 and m3 build meanwhile ---
 h4_lua h1 >"$D/nohello.lua"
 timed_run no-hello nohello
+read -r rc took <"$D/nohello.time"
 expect_eq "no-hello: run exit status (its error caught)" "$rc" 0
 expect_refused "an agent that never answers hello fails the start at the deadline" "$D/nohello.out" \
   start "network 'faulty': the agent(s) of machine(s) m2 did not answer hello within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released"

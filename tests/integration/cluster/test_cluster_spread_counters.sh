@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_cluster_spread_counters.sh — counters of a network spread over two
-# machines of the namespace cluster (label netns, serial; issue 20): h1 on
+# machines of the namespace cluster (label netns; issue 20): h1 on
 # m1 (the controller's machine), the switch s2 and h2, h3 on m2, backend
 # user (l:stats counts on hiernet-linkd), every link 100Mbit.
 #   - tcp.csv has rows of m2's hosts h2 and h3 (its agent's `stats`

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_cluster_spread_ops.sh — run-time changes of a network spread over
-# two machines of the namespace cluster (label netns, serial; issue 20):
+# two machines of the namespace cluster (label netns; issue 20):
 # h1 on m1 (the controller's machine), the switch s2 and h2, h3 on m2,
 # backend kernel, every link 100Mbit. The controller asks m2's agent
 # (controller/agent_client.c, netrun_parts.c):

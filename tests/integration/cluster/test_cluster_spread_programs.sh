@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_cluster_spread_programs.sh — programs in the nodes of a network
-# spread over two machines of the namespace cluster (label netns, serial;
+# spread over two machines of the namespace cluster (label netns;
 # issue 20): h1 on m1 (the controller's machine), the switch s2 and h2, h3
 # on m2, backend kernel. m2's agent runs h2's and h3's programs
 # (`run`, `signal`, `program`: app/agent_programs.c):
