@@ -23,7 +23,7 @@ struct linkd_client {
  * priority (its --priority). One linkd carries every link of a small
  * network; on a loaded host CFS left it runnable and not running for up to
  * 1.2 s, past TCP's RTO, and every flow timed out at once; at SCHED_FIFO
- * it waited at most 164 ms under the same load (docs/fidelity.md, "linkd
+ * it waited at most 164 ms under comparable load (docs/fidelity.md, "linkd
  * stalls and RTO episodes"). Off by default: a real-time linkd that polls
  * for its next release keeps a core from the run's peers and other
  * programs. *prio is "" when unset; -1 with err on a bad value. */
