@@ -8,6 +8,7 @@
 #include "topo/shape.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,18 +19,44 @@ struct linkd_client {
     msgpack_packer pk;
 };
 
+/* HIERNET_LINKD_PRIORITY=1..99 runs linkd at SCHED_FIFO with that
+ * priority (its --priority). One linkd carries every link of a small
+ * network; on a loaded host CFS left it runnable and not running for up to
+ * 1.2 s, past TCP's RTO, and every flow timed out at once; at SCHED_FIFO
+ * it waited at most 164 ms under comparable load (docs/fidelity.md, "linkd
+ * stalls and RTO episodes"). Off by default: a real-time linkd that polls
+ * for its next release keeps a core from the run's peers and other
+ * programs. *prio is "" when unset; -1 with err on a bad value. */
+static int linkd_priority_arg(char prio[4], char *err, size_t errlen)
+{
+    const char *v = getenv("HIERNET_LINKD_PRIORITY");
+    prio[0] = '\0';
+    if (!v || !*v) return 0;
+    char *end;
+    errno = 0;
+    long p = strtol(v, &end, 10);
+    if (errno || end == v || *end || p < 1 || p > 99) {
+        snprintf(err, errlen, "HIERNET_LINKD_PRIORITY=%s: not a real-time priority (1..99)", v);
+        return -1;
+    }
+    snprintf(prio, 4, "%ld", p);
+    return 0;
+}
+
 struct linkd_client *linkd_client_start(struct ev_loop *loop, char *err, size_t errlen)
 {
-    char path[4096];
+    char path[4096], prio[4];
     if (peer_client_sibling_path("hiernet-linkd", "HIERNET_LINKD", path, sizeof path) < 0) {
         snprintf(err, errlen, "cannot locate the hiernet-linkd executable");
         return NULL;
     }
+    if (linkd_priority_arg(prio, err, errlen) < 0) return NULL;
     struct linkd_client *lc = calloc(1, sizeof *lc);
     if (!lc) return snprintf(err, errlen, "out of memory"), NULL;
     msgpack_sbuffer_init(&lc->buf);
     msgpack_packer_init(&lc->pk, &lc->buf, msgpack_sbuffer_write);
-    struct peer_spawn spec = {"@linkd", path, NULL, -1, NULL};
+    const char *args[] = {"--priority", prio, NULL};
+    struct peer_spawn spec = {"@linkd", path, prio[0] ? args : NULL, -1, NULL};
     lc->pc = peer_client_spawn(loop, &spec, NULL, err, errlen);
     if (!lc->pc) {
         linkd_client_free(lc);
