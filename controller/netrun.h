@@ -60,13 +60,13 @@ struct topo_machines;
  * be described and recorded (agent_group_describe, _write_json). */
 typedef void (*netrun_agents_fn)(void *ctx, struct agent_group *g);
 /* The machines of a network spread over several, and how to start their
- * agents: netrun_build starts them (controller/agent_group.h) first, makes
- * each machine's part (topo/part.h) and, while the agents connect, builds
- * this machine's here; it sends every other part to its agent once that
- * agent is ready. The machines are read during netrun_build only; the
- * agents' options' strings must outlive the network. Not backend none:
- * each part runs on the backend it picks (a cut link: VXLAN on kernel,
- * linkd UDP on user). */
+ * agents: netrun_build measures this machine's underlay round trips, then
+ * starts them (controller/agent_group.h), makes each machine's part
+ * (topo/part.h) and, while the agents connect, builds this machine's
+ * here; it sends every other part to its agent at that agent's hello.
+ * The machines are read during netrun_build only; the agents' options'
+ * strings must outlive the network. Not backend none: each part runs on
+ * the backend it picks (a cut link: VXLAN on kernel, linkd UDP on user). */
 struct netrun_spread {
     const struct topo_machines *machines;
     const struct agent_client_options *agents;

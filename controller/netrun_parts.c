@@ -1350,20 +1350,28 @@ static size_t machines_late(const struct netrun_parts *p, enum part_stage before
 
 /* An agent that never answers hello, or answers pings but not its
  * `underlay` or `build`, must not hold the start for ever: the build fails naming
- * what is late (first the agents without hello, then the underlay's pairs,
- * then the parts), and every part, built or not, is released. */
+ * what is late (first this machine's round trips when the agents were not
+ * started for them, then the agents without hello, then the underlay's
+ * pairs, then the parts), and every part, built or not, is released. */
 static void on_build_deadline(EV_P_ ev_timer *w, int revents)
 {
     (void)revents;
     struct netrun_parts *p = container_of(w, struct netrun_parts, build_deadline);
     char names[256], line[512];
     const char *net = p->nr->net->name;
-    if (machines_late(p, PART_ANSWERED, false, names, sizeof names))
+    if (!p->agents) {
+        parts_underlay_unmeasured(p->probe, p->local, names, sizeof names);
+        snprintf(line, sizeof line,
+                 "network '%s': this machine's round trips to the other machines were not all "
+                 "measured within %g s (HIERNET_BUILD_TIMEOUT), so no agent was started: %s; "
+                 "every part built is released",
+                 net, p->build_timeout_s, names[0] ? names : "?");
+    } else if (machines_late(p, PART_ANSWERED, false, names, sizeof names))
         snprintf(line, sizeof line,
                  "network '%s': the agent(s) of machine(s) %s did not answer hello within %g s "
                  "(HIERNET_BUILD_TIMEOUT); every part built is released",
                  net, names, p->build_timeout_s);
-    else if (parts_underlay_unmeasured(p->probe, names, sizeof names))
+    else if (parts_underlay_unmeasured(p->probe, p->machines.n, names, sizeof names))
         snprintf(line, sizeof line,
                  "network '%s': the underlay's round trips between the machines were not all "
                  "measured within %g s (HIERNET_BUILD_TIMEOUT): %s; every part built is released",
@@ -1383,9 +1391,10 @@ static void on_build_deadline(EV_P_ ev_timer *w, int revents)
 /* ---- the build ----
  *
  * Every step starts as soon as what it needs is there, not once every
- * agent is: the placement and routes, this machine's round trips (a few
- * echoes), then the agents, whose ssh connections (a good part of a
- * second each, docs/guide.md) run while this machine's part builds. A
+ * agent is: the placement, this machine's round trips (a few echoes; to a
+ * machine listed by name, after its agent's hello), then the agents and
+ * the routes, computed while their ssh connections (a good part of a
+ * second each, docs/guide.md) run; this machine's part builds meanwhile. A
  * part needs the underlay addresses of the machines its cut links reach
  * (the machines file's when it gives IPv4, else the agent's, at its
  * hello) and those pairs' round trips (parts_underlay_begin: from here,
@@ -1446,21 +1455,21 @@ static int agents_by_machine(struct netrun_parts *p, char *err, size_t errlen)
     return 0;
 }
 
-/* The placement; the machines copied whole (an agent's ssh needs user=). */
+/* The placement; the machines copied whole, once (an agent's ssh needs
+ * user=; the list was checked when it was read). */
 static int parts_place(struct netrun_parts *p, const struct topo_machines *machines, char *err,
                        size_t errlen)
 {
     struct topo_network *net = p->nr->net;
-    for (size_t m = 0; m < machines->n; m++)
-        if (topo_machines_add(&p->machines, machines->v[m].name, machines->v[m].address,
-                              machines->v[m].cores, err, errlen) < 0)
-            return -1;
+    size_t n = machines->n;
+    if (!(p->machines.v = calloc(n ? n : 1, sizeof *p->machines.v)))
+        return snprintf(err, errlen, "out of memory"), -1;
+    memcpy(p->machines.v, machines->v, n * sizeof *p->machines.v);
+    p->machines.n = p->machines.cap = n;
     snprintf(p->machines.source, sizeof p->machines.source, "%s", machines->source);
-    p->local = machines->n;
-    for (size_t m = 0; m < machines->n; m++) {
-        p->machines.v[m] = machines->v[m];
+    p->local = n;
+    for (size_t m = 0; m < n; m++)
         if (machines->v[m].local) p->local = m;
-    }
     return topo_placement_compute(net, &p->machines, &p->placement, err, errlen);
 }
 
@@ -1600,10 +1609,13 @@ static int progress(struct netrun_parts *p, struct net_error *e)
     return 0;
 }
 
-/* This machine's pairs all measured (or none to measure). */
+/* This machine's pairs begun all measured (or none to measure): a pair
+ * whose far end is listed by name has no address before that agent's
+ * hello, so it must not hold the agents' start; it is measured from here
+ * after that hello (progress), before either end's part is made. */
 static bool local_pairs_done(const struct netrun_parts *p)
 {
-    return p->local == p->machines.n || parts_underlay_machine_done(p->probe, p->local);
+    return p->local == p->machines.n || parts_underlay_machine_begun_done(p->probe, p->local);
 }
 
 static void progress_or_fail(struct netrun_parts *p)

@@ -207,13 +207,25 @@ bool parts_underlay_machine_done(const struct parts_underlay *u, size_t m)
     return true;
 }
 
-size_t parts_underlay_unmeasured(const struct parts_underlay *u, char *names, size_t cap)
+bool parts_underlay_machine_begun_done(const struct parts_underlay *u, size_t m)
+{
+    for (size_t k = 0; k < u->n; k++) {
+        unsigned char st = u->state[(m < k ? m : k) * u->n + (m < k ? k : m)];
+        if (k != m && (st == PAIR_ASKED || (st == PAIR_SETTLED && !u->rtt_ns[m * u->n + k])))
+            return false;
+    }
+    return true;
+}
+
+size_t parts_underlay_unmeasured(const struct parts_underlay *u, size_t machine, char *names,
+                                 size_t cap)
 {
     size_t count = 0, at = 0;
     if (cap) names[0] = '\0';
     for (size_t a = 0; a < u->n; a++)
         for (size_t b = a + 1; b < u->n; b++) {
             if (u->state[a * u->n + b] == PAIR_NONE || u->rtt_ns[a * u->n + b]) continue;
+            if (machine < u->n && a != machine && b != machine) continue;
             int len = snprintf(names + at, cap - at, "%s%s - %s", count ? ", " : "", u->names[a],
                                u->names[b]);
             if (len > 0 && (size_t)len < cap - at) at += (size_t)len;

@@ -69,8 +69,14 @@ int parts_underlay_begin(struct parts_underlay *u, const struct parts_underlay_s
                          const bool *known, const bool *hello, char *err, size_t errlen);
 /* Every pair of machine m measured (true when it has none). */
 bool parts_underlay_machine_done(const struct parts_underlay *u, size_t m);
-/* The pairs not measured yet, "m2 - m3, m2 - m4", into names; how many. */
-size_t parts_underlay_unmeasured(const struct parts_underlay *u, char *names, size_t cap);
+/* Every pair of machine m begun is measured: a pair still waiting for
+ * an end's address (a machine listed by name, before its agent's hello)
+ * does not count. */
+bool parts_underlay_machine_begun_done(const struct parts_underlay *u, size_t m);
+/* The pairs not measured yet, "m2 - m3, m2 - m4", into names; how many.
+ * Only machine's pairs when machine < the machines' count. */
+size_t parts_underlay_unmeasured(const struct parts_underlay *u, size_t machine, char *names,
+                                 size_t cap);
 /* Per pair (a * n + b, both orders): the one-way delay in µs (0: the pair
  * shares no cut link or is not measured), for topo_part_plan.underlay_delay_us. */
 const uint32_t *parts_underlay_delays(const struct parts_underlay *u);

@@ -146,7 +146,7 @@ void lnet_pin_node(lua_State *L, struct l_network *net, struct topo_node *n, con
 /* At the first start, or drawn: places the network over its machines (log,
  * run.json) and draws it when drawing. -1 with err (one line) for a bad
  * placement; 1 with err the refusal when a start needs other machines
- * (then lnet_agents_ask). */
+ * (then lnet_start_placed). */
 int lnet_place_or_draw(struct l_network *net, char *err, size_t errlen);
 /* A start whose placement needs other machines (why: the line saying
  * so): the engine starts their agents and builds over them
