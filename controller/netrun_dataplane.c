@@ -292,6 +292,7 @@ void netrun_dataplane_round(struct netrun *nr)
         .util_max = dp->util_max,
         .util_busy = -1,
         .own_cpu_s = cpu > dp->own_cpu_s ? cpu - dp->own_cpu_s : 0, /* peers restarted: 0 */
+        .dilation = nr->net->dilation,
     };
     if (dp->util_max >= 0) {
         const struct dp_subs *busiest = &dp->subs[dp->util_arg];

@@ -528,7 +528,7 @@ void overload_note_links(struct overload *o, const struct overload_links *s)
     if (now.valid) o->dp_last = now;
     if (!(s->wall_s > 0) || !before.valid || !now.valid || now.total < before.total) return;
     double over = s->util_busy >= 0 && s->busy_s > 0 ? s->busy_s : s->wall_s;
-    bool starved = s->linkd_wait >= OVERLOAD_DP_WAIT && s->queue_peak >= OVERLOAD_DP_BACKLOG;
+    bool starved = overload_dp_starved(s->linkd_wait, s->queue_peak, s->dilation);
     /* starved: its CPU says nothing of its work */
     bool working = s->own_cpu_s >= OVERLOAD_DP_ACTIVE_CORES * over || starved;
     bool active = s->util_max >= OVERLOAD_DP_ACTIVE_UTIL ||

@@ -200,6 +200,7 @@ struct overload_links {
                           / wall_s (-1: unknown or no linkd) */
     double queue_peak; /* the longest queue of any link direction since the previous round, frames
                           (linkd's; -1: unknown) */
+    double dilation;   /* the run's (0 or 1: none): starvation is judged at 1 only */
 };
 
 /* The data plane's figures over active samples, and the verdict. */
@@ -218,7 +219,8 @@ struct overload_dataplane {
     double queue_peak; /* the longest queue of a link direction, frames (-1: unknown) */
     int host_cores;    /* 0: unknown (own_cores alone never saturates) */
     bool limited;      /* links short of their rate, host busy, the data plane a load, or starved */
-    bool starved;      /* linkd_wait and queue_peak past their bars (links short or not) */
+    bool starved;      /* linkd_wait and queue_peak past their bars (links short or not), at
+                          dilation 1 only */
     double suggested_dilation; /* the run's when not limited */
 };
 
@@ -275,6 +277,8 @@ void overload_write_json(FILE *f, const struct overload_report *r);
 /* One round of the data plane's samples; the probe's data-plane window
  * counts it too. */
 void overload_note_links(struct overload *o, const struct overload_links *s);
+/* A linkd starved of CPU (OVERLOAD_DP_WAIT, _BACKLOG): false at d > 1. */
+bool overload_dp_starved(double linkd_wait, double queue_peak, double d);
 /* The verdict from dp's figures at dilation d. Pure: the unit tests feed it. */
 void overload_judge_dataplane(struct overload_dataplane *dp, double d);
 /* The figures as a JSON object. */

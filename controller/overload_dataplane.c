@@ -62,17 +62,23 @@ double overload_busy_share(const struct overload_sub *s, size_t n, double *busy_
     return bits / capacity;
 }
 
+/* At dilation 1 only: once dilated a linkd polls for its next release,
+ * runnable without being behind (OVERLOAD_DP_WAIT). */
+bool overload_dp_starved(double linkd_wait, double queue_peak, double d)
+{
+    return d <= 1 && linkd_wait >= OVERLOAD_DP_WAIT && queue_peak >= OVERLOAD_DP_BACKLOG;
+}
+
 void overload_judge_dataplane(struct overload_dataplane *dp, double d)
 {
     bool saturated =
         dp->host_busy >= OVERLOAD_DP_BUSY || dp->linkd_busy >= OVERLOAD_DP_BUSY ||
         (dp->host_cores > 0 && dp->own_cores >= OVERLOAD_DP_OWN_SHARE * dp->host_cores);
-    dp->starved = dp->linkd_wait >= OVERLOAD_DP_WAIT && dp->queue_peak >= OVERLOAD_DP_BACKLOG;
+    dp->starved = overload_dp_starved(dp->linkd_wait, dp->queue_peak, d);
     bool short_of_rate =
         dp->samples > 0 && dp->link_utilization >= 0 && dp->link_utilization < OVERLOAD_DP_KEPT;
-    /* Starvation decides at dilation 1 only: see OVERLOAD_DP_WAIT. */
-    dp->limited = short_of_rate && ((saturated && dp->own_cores >= OVERLOAD_DP_OWN_CORES) ||
-                                    (dp->starved && d <= 1));
+    dp->limited =
+        short_of_rate && ((saturated && dp->own_cores >= OVERLOAD_DP_OWN_CORES) || dp->starved);
     dp->suggested_dilation = dp->limited ? dp_room(dp->link_utilization, d) : d;
 }
 
@@ -105,15 +111,16 @@ static bool worth_testing(const struct overload_dataplane *dp, double d)
            dp->own_cores >= OVERLOAD_DP_TEST_OWN_CORES;
 }
 
-/* ", a linkd waited W% of the time for a core, queues up to Q frames"
- * (empty when unknown). */
+/* ", a linkd waited W% of the time for a core[, queues up to Q frames]"
+ * (empty when the wait is unknown; no queues when theirs is). */
 static const char *wait_text(const struct overload_dataplane *w, char *buf, size_t len)
 {
     buf[0] = '\0';
-    if (w->linkd_wait >= 0)
-        snprintf(buf, len,
-                 ", a linkd waited %.0f%% of the time for a core, queues up to %.0f frames",
-                 100 * w->linkd_wait, w->queue_peak > 0 ? w->queue_peak : 0);
+    if (w->linkd_wait < 0) return buf;
+    int n =
+        snprintf(buf, len, ", a linkd waited %.0f%% of the time for a core", 100 * w->linkd_wait);
+    if (w->queue_peak >= 0 && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ", queues up to %.0f frames", w->queue_peak);
     return buf;
 }
 

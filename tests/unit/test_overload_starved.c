@@ -123,7 +123,19 @@ static void test_rerun_not_raised_by_wait(void)
                                              .host_cores = 2};
     struct overload_auto c;
     overload_choose_dataplane(&at100, 100, &c);
-    CHECK_MSG(c.dilation == 100 && c.dp.starved && !c.dp.limited, "%g %s", c.dilation, c.reason);
+    CHECK_MSG(c.dilation == 100 && !c.dp.starved && !c.dp.limited && !strstr(c.reason, "starved") &&
+                  strstr(c.reason, "queues up to 1097 frames"),
+              "%g %s", c.dilation, c.reason);
+    /* The same figures at D = 1 are starved: only the dilation tells. */
+    overload_choose_dataplane(&at100, 1, &c);
+    CHECK_MSG(c.dp.starved && c.dp.limited && strstr(c.reason, "starved of CPU"), "%s", c.reason);
+    /* The queues unknown (-1): the reason gives the wait alone, no "0 frames". */
+    struct overload_dataplane no_queues = at100;
+    no_queues.queue_peak = -1;
+    overload_choose_dataplane(&no_queues, 1, &c);
+    CHECK_MSG(strstr(c.reason, "a linkd waited 71% of the time for a core)") &&
+                  !strstr(c.reason, "queues up to") && !c.dp.starved,
+              "%s", c.reason);
     /* Saturated by the CPU shares' own rule (the 2-loop rerun at D = 24:
      * linkd 100% of its core, 1.27 cores): raised as before. */
     const struct overload_dataplane at24 = {.samples = 3,
@@ -143,7 +155,8 @@ static void test_rerun_not_raised_by_wait(void)
 /* Samples of a starved linkd are active although it got under a tenth of
  * a core (recorded: 1-2% of a core while it waited 93% of the time, the
  * links carrying 2-4% of their rate, queues up to 1642 frames): the window
- * closes on them. Without the wait they are not, and no window forms. */
+ * closes on them. Without the wait they are not, and no window forms; nor
+ * at D = 24, where the wait is a linkd's polling (OVERLOAD_DP_WAIT). */
 static void test_starved_samples_active(void)
 {
     struct overload_links s = {.wall_s = 1,
@@ -154,16 +167,20 @@ static void test_starved_samples_active(void)
                                .linkd_busy = 0.012,
                                .linkd_wait = 0.93,
                                .queue_peak = 1642};
-    for (int known = 1; known >= 0; known--) {
+    for (int known = 2; known >= 0; known--) {
         struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
         struct overload *o = overload_new(loop);
         s.linkd_wait = known ? 0.93 : -1;
+        s.dilation = known == 2 ? 24 : 1;
         for (int i = 0; i < 3; i++)
             overload_note_links(o, &s);
         struct overload_report r;
-        overload_report(o, 1, &r);
+        overload_report(o, s.dilation, &r);
         const struct overload_dataplane *dp = &r.dataplane;
-        if (known) {
+        if (known == 2) {
+            CHECK_MSG(dp->samples == 0 && !dp->starved && !dp->limited, "%llu samples at D = 24",
+                      (unsigned long long)dp->samples);
+        } else if (known) {
             CHECK_MSG(dp->samples == 3 && fabs(dp->linkd_wait - 0.93) < 1e-9 && dp->starved &&
                           dp->limited && dp->suggested_dilation == 34,
                       "%llu samples, wait %g, limited %d, D %g", (unsigned long long)dp->samples,
