@@ -679,6 +679,20 @@ static int check_vnis_unique(const struct topo_network *net, struct dec *d)
     return rc;
 }
 
+/* topo_part_own_node binary-searches this machine's nodes by whole node:
+ * they must come in strictly ascending order (topo_part_make adds them so). */
+static int check_local_order(const struct topo_part *part, struct dec *d)
+{
+    size_t local = topo_part_local_nodes(part);
+    for (size_t i = 1; i < local; i++)
+        if (part->whole_node[i] <= part->whole_node[i - 1]) {
+            snprintf(d->where, sizeof d->where, "node '%s'", part->net->nodes[i].name);
+            return fail(d, "field 'whole_node': %d after %d (this machine's nodes ascend)",
+                        part->whole_node[i], part->whole_node[i - 1]);
+        }
+    return 0;
+}
+
 static int decode_top(struct topo_part *out, const msgpack_object *top, struct dec *d)
 {
     if (top->type != MSGPACK_OBJECT_MAP) return fail(d, "not a map");
@@ -694,7 +708,8 @@ static int decode_top(struct topo_part *out, const msgpack_object *top, struct d
     if (check_vnis_unique(out->net, d) < 0) return -1;
     snprintf(d->where, sizeof d->where, "part");
     if (decode_routing(out, top, d) < 0 ||
-        decode_ints(top, "whole_node", out->net->n_nodes, &out->whole_node, d) < 0)
+        decode_ints(top, "whole_node", out->net->n_nodes, &out->whole_node, d) < 0 ||
+        check_local_order(out, d) < 0)
         return -1;
     return decode_ints(top, "whole_link", out->net->n_links, &out->whole_link, d);
 }

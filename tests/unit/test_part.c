@@ -555,6 +555,16 @@ static void test_port_collision(struct fixture *f)
     m1->net->links[1].vni = 4243;
 }
 
+/* The first two local nodes given the same whole node (into the copy's
+ * own array: the fixture's stays). */
+static void locals_not_ascending(struct topo_part *p)
+{
+    static int whole[16];
+    memcpy(whole, p->whole_node, p->net->n_nodes * sizeof *whole);
+    whole[1] = whole[0];
+    p->whole_node = whole;
+}
+
 static void test_refused(struct fixture *f)
 {
     struct topo_part *m1 = &f->parts[0];
@@ -572,6 +582,12 @@ static void test_refused(struct fixture *f)
     snprintf(want, sizeof want, "part wire: link cloud-e2: VNI %u is link cloud-e1's too",
              m1->net->links[0].vni);
     expect_refused(m1, vni_twice, want);
+    struct topo_part *m2 = &f->parts[1]; /* e1, t11, t12, t13; cloud remote */
+    CHECK(topo_part_local_nodes(m2) == 4);
+    snprintf(want, sizeof want,
+             "part wire: node '%s': field 'whole_node': %d after %d (this machine's nodes ascend)",
+             m2->net->nodes[1].name, m2->whole_node[0], m2->whole_node[0]);
+    expect_refused(m2, locals_not_ascending, want);
 
     msgpack_sbuffer buf;
     struct topo_part back;
