@@ -462,7 +462,7 @@ static bool dp_conn_mark_abort(struct dp_conn *c, const char *name, uint64_t upt
      * fewer leaves the one that will close it */
     if (!c->abort_marked || upto > c->abort_upto) {
         c->abort_upto = upto;
-        snprintf(c->abort_cause, sizeof c->abort_cause, "%s", cause);
+        c->abort_cause = cause;
     }
     c->abort_marked = true;
     snprintf(c->abort_name, sizeof c->abort_name, "%s", name);

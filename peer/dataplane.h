@@ -171,7 +171,8 @@ void dataplane_set_incarnation(struct dataplane *dp, uint64_t incarnation);
  * yet) closes at once with DATAPLANE_ALL_INCARNATIONS, else when its first
  * frame shows such an incarnation. The outgoing connection is reset
  * whatever the receiver's incarnation (nothing here tells it). Returns the
- * connections closed now. */
+ * connections closed now. cause must be a static string (a connection
+ * closed later keeps the pointer, not a copy). */
 unsigned dataplane_abort(struct dataplane *dp, const char *name, uint64_t upto, const char *cause);
 
 /* Queues a send; done runs later, or at once when it cannot start. */

@@ -16,9 +16,6 @@
 
 /* Read buffer of a connection: headers, acks and small payloads. */
 #define DP_RX_BUFFER (16u << 10)
-/* An abort's cause kept by a connection it closes later (a longer one is
- * cut: the controller logged the fault whole). */
-#define DP_ABORT_CAUSE_SIZE 128
 /* Replaced tensors kept for reuse by the next receive of the same size. */
 #define DP_SPARES 2
 #define DP_PEER_BUCKETS 256
@@ -57,7 +54,9 @@ struct dp_conn {
     bool abort_marked;
     uint64_t abort_upto;
     char abort_name[FRAME_NODE_NAME_SIZE];
-    char abort_cause[DP_ABORT_CAUSE_SIZE];
+    /* the cause of the abort that closes it later: a static string
+     * (dataplane_abort's callers pass constants), so no copy */
+    const char *abort_cause;
     uint8_t hello[DATA_AUTH_HELLO_BYTES]; /* outgoing: proof of membership, sent first */
     size_t hello_len, hello_sent;
     ev_io read_watcher, write_watcher;

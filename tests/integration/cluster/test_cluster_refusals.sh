@@ -194,8 +194,11 @@ read -r rc took <"$D/nohello.time"
 expect_eq "no-hello: run exit status (its error caught)" "$rc" 0
 expect_refused "an agent that never answers hello fails the start at the deadline" "$D/nohello.out" \
   start "network 'faulty': the agent(s) of machine(s) m2 did not answer hello within 3 s (HIERNET_BUILD_TIMEOUT); every part built is released"
-# its ssh is ended, not asked to tear down (10 s more): the run ends soon after the deadline
-awk -v t="$took" 'BEGIN { exit !(t >= 3 && t < 60) }' && pass "no-hello: the run took $took s (deadline 3 s)" ||
+# its ssh is ended, not asked to tear down: the run ends soon after the
+# deadline. A teardown that waited its 10 s for m2 would end at 13 s or
+# more, so the bound is under that; 10 s leaves 7 s past the deadline for
+# the start and stop of m1's and m3's parts on a loaded host (serial test)
+awk -v t="$took" 'BEGIN { exit !(t >= 3 && t < 10) }' && pass "no-hello: the run took $took s (deadline 3 s)" ||
   fail "no-hello: the run took $took s"
 begun=$(grep -o "machine m1's part begun here [0-9.]* s into the build" "$D/r-nohello/log.txt")
 [[ -n $begun ]] && ! grep -q "agent m2: hello from" "$D/r-nohello/log.txt" &&

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_cluster_spread_move_lost.sh — a move over three machines of the
 # namespace cluster that fails because one machine's agent is gone
-# (label netns, serial; issue 20): h1 on m1 (the controller's machine),
+# (label netns; issue 20): h1 on m1 (the controller's machine),
 # e1, e2, t1 on m2, h4 on m3; the cut links h1-e1, h1-e2 and h1-h4, the
 # link e1-t1; backend kernel. Once started, the test SIGKILLs m3's agent
 # (by pid) and the scenario waits until h4 is unreachable, then

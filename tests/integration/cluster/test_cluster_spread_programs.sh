@@ -44,10 +44,12 @@ print("probe " .. tostring(p:kill(0)) .. " " .. tostring(p:kill(0)) .. " " .. to
 p:kill()
 print("killed " .. p:wait())
 print("probe ended " .. tostring(p:kill(0)))
-local e = h3:spawn({ "sleep", "0.3" })
-hn.sleep(0.2) -- m2's agent has started it
+local e = h3:spawn({ "sleep", "1" })
+-- m2's agent has started it; 0.8 s of margin before it ends, so a timer
+-- that fires late on a loaded host (parallel pass) still reads no end
+hn.sleep(0.2)
 local t0 = os.clock()
-while os.clock() - t0 < 2 do end -- holds the loop: its end arrives unread
+while os.clock() - t0 < 3 do end -- holds the loop: its end arrives unread
 local was_done = e.done
 print("probe unread " .. tostring(was_done) .. " " .. tostring(e:kill(0)) .. " " .. e:wait())
 local q = h3:spawn({ "sleep", "30" })
