@@ -3,6 +3,7 @@
 #
 #   source tests/lib/checks.sh
 #   expect_eq "what" "$got" "expected"   # or pass "what" / fail "why"
+#   expect_line "what" PREFIX FILE ERE   # FILE's first PREFIX line matches
 #   iperf_serve PID; ...; iperf_serve_end  # iperf3 -s -1 in PID's netns
 #                                        # (also in the test's teardown)
 #   goodput_check NAME IDEAL SERVER_PID CLIENT_PID ADDR
@@ -11,6 +12,13 @@ FAILED=0
 fail() { echo "FAIL: $*"; FAILED=1; }
 pass() { echo "ok: $*"; }
 expect_eq() { [[ $2 == "$3" ]] && pass "$1" || fail "$1: got '$2', expected '$3'"; }
+# expect_line LABEL PREFIX FILE ERE: FILE's first line that begins with
+# PREFIX, without it, matches ERE (a run's one-line error, for example).
+expect_line() {
+  local line
+  line=$(awk -v p="$2" 'index($0, p) == 1 { print substr($0, length(p) + 1); exit }' "$3")
+  grep -qE -- "$4" <<<"$line" && pass "$1: $line" || fail "$1: got '$line'"
+}
 checks_exit() {
   [[ $FAILED -eq 0 ]] && echo PASS || echo FAILED
   exit $FAILED

@@ -152,9 +152,8 @@ expect_eq "started" "$(grep -c '^started$' "$D/run.out")" 1
 expect_eq "next hops before: h1 and h3 reach t1 over e1" "$(grep '^before ' "$D/run.out")" \
   "before h1>e1 e1>t1 t1>e1 h3>h1"
 expect_eq "a move that m2 fails fails" "$(grep '^failed ' "$D/run.out")" "failed true"
-line=$(grep -m1 '^failure: ' "$D/run.err")
-grep -qE "node 't1': move to 'e2': machine 'm2': .*File exists.*; the move was undone on every machine$" <<<"$line" &&
-  pass "one line names m2 and what failed: ${line#failure: }" || fail "failure line: $line"
+expect_line "one line names m2 and what failed" 'failure: ' "$D/run.err" \
+  "node 't1': move to 'e2': machine 'm2': .*File exists.*; the move was undone on every machine$"
 expect_eq "the model keeps t1 at e1 after the failed move" "$(grep '^model ' "$D/run.out")" "model e1-t1"
 expect_eq "next hops after the failed move: m1's routes undone, m2's never changed" \
   "$(grep '^undone ' "$D/run.out")" "undone h1>e1 e1>t1 t1>e1 h3>h1"
@@ -162,12 +161,10 @@ expect_eq "t1 answers h1 after the failed move" "$(grep '^t1 after failure' "$D/
 expect_eq "a move in flight over machines waits for m2's answer" "$(grep '^first ' "$D/run.out")" "first waiting"
 expect_eq "a second move while the first is in flight is refused; the first fails as before" \
   "$(grep '^second refused ' "$D/run.out")" "second refused true, first failed true"
-line=$(grep -m1 '^second: ' "$D/run.err")
-grep -qF "node 't2': move to 'h3': link h1-t2: another move is still in flight over the machines" <<<"$line" &&
-  pass "the second move's refusal names its link: ${line#second: }" || fail "second move's line: $line"
-line=$(grep -m1 '^first: ' "$D/run.err")
-grep -qE "machine 'm2': .*File exists.*; the move was undone on every machine$" <<<"$line" &&
-  pass "the first, in flight then, failed on m2 and was undone: ${line#first: }" || fail "first move's line: $line"
+expect_line "the second move's refusal names its link" 'second: ' "$D/run.err" \
+  "^node 't2': move to 'h3': link h1-t2: another move is still in flight over the machines"
+expect_line "the first, in flight then, failed on m2 and was undone" 'first: ' "$D/run.err" \
+  "machine 'm2': .*File exists.*; the move was undone on every machine$"
 expect_eq "next hops after both: as before, t2 not moved" "$(grep '^undone-twice ' "$D/run.out")" \
   "undone-twice h1>e1 e1>t1 t1>e1 h3>h1 h1>t2 e1>h1"
 expect_eq "next hops after t1's move to e2 (m2's agent moved it; m1's and m2's routes changed)" \
@@ -184,9 +181,8 @@ if [[ $BACKEND == user ]]; then
     pass "least RTT of 10 h1 -> t1 $before ms before (2 x (2 + 1)), $after ms after (2 x (4 + 3) + 0.2 ms of 8Mbit serialization) (load: $(cut -d' ' -f1-3 /proc/loadavg))" ||
     fail "RTT h1 -> t1: before ${before:-?} ms ($n1 replies), after ${after:-?} ms ($n2 replies)"
 fi
-line=$(grep -m1 '^local failure: ' "$D/run.err")
-grep -qE "node 't2': move to 'h3': machine 'm1': .*File exists.*; the move was undone on every machine$" <<<"$line" &&
-  pass "a move m1's part refuses: one line naming m1: ${line#local failure: }" || fail "local failure line: $line"
+expect_line "a move m1's part refuses: one line naming m1" 'local failure: ' "$D/run.err" \
+  "node 't2': move to 'h3': machine 'm1': .*File exists.*; the move was undone on every machine$"
 expect_eq "next hops after the move m1 refused: as before" "$(grep '^undone-local ' "$D/run.out")" \
   "undone-local true h1>t2 e1>h1 t2>h1"
 expect_eq "next hops after t2's move to h3 (m1's part moved it; m2's agent's routes changed)" \

@@ -64,9 +64,8 @@ expect_eq "started" "$(grep -c '^started$' "$D/move.out")" 1
 expect_eq "next hops before" "$(grep '^before ' "$D/move.out")" "before h1>e1 e1>t1 t1>e1"
 expect_eq "the controller saw m3 lost" "$(grep '^h4 lost' "$D/move.out")" "h4 lost true"
 expect_eq "the move fails" "$(grep '^failed ' "$D/move.out")" "failed true"
-line=$(grep -m1 '^failure: ' "$D/move.err")
-grep -qE "node 't1': move to 'e2': machine 'm3': .*gone.*; the move was undone on every machine$" <<<"$line" &&
-  pass "one line names m3 and what failed: ${line#failure: }" || fail "failure line: $line"
+expect_line "one line names m3 and what failed" 'failure: ' "$D/move.err" \
+  "node 't1': move to 'e2': machine 'm3': .*gone.*; the move was undone on every machine$"
 expect_eq "the model keeps t1 at e1" "$(grep '^model ' "$D/move.out")" "model e1-t1"
 expect_eq "next hops after the failed move: m1's routes and m2's link and routes undone" \
   "$(grep '^after ' "$D/move.out")" "after h1>e1 e1>t1 t1>e1"
