@@ -211,9 +211,32 @@ static void backpressure(struct agent_pipe *a)
 struct held {
     struct registry_proc peers[2];
     unsigned long netns[2];
+    int pin[2]; /* a descriptor on each node's namespace: its inode kept */
     char cgroups[4][600];
-    int n_peers, n_cgroups;
+    int n_peers, n_cgroups, n_pins;
 };
+
+/* Holds pid's namespace (if it is still `inode`) until unpin: a freed
+ * namespace's inode goes to the next one any process makes, and another
+ * test's controller holding that one read as a holder of ours (seen at
+ * -j6). Our own descriptor is not counted (ns_holders skips this process). */
+static void pin(struct held *h, pid_t pid, unsigned long inode)
+{
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fstat(fd, &st) == 0 && (unsigned long)st.st_ino == inode)
+        h->pin[h->n_pins++] = fd;
+    else if (fd >= 0)
+        close(fd);
+}
+
+static void unpin(struct held *h)
+{
+    while (h->n_pins > 0)
+        close(h->pin[--h->n_pins]);
+}
 
 static void read_held(const char *dir, struct held *h)
 {
@@ -227,6 +250,7 @@ static void read_held(const char *dir, struct held *h)
            fscanf(f, "%63s %63s %ld %llu %lu", net, node, &pid, &start, &inode) == 5) {
         h->peers[h->n_peers] = (struct registry_proc){(pid_t)pid, start};
         h->netns[h->n_peers++] = inode;
+        pin(h, (pid_t)pid, inode);
     }
     if (f) fclose(f);
     snprintf(path, sizeof path, "%s/cgroups", dir);
@@ -250,7 +274,8 @@ static int ns_holders(unsigned long inode, unsigned long long before)
     for (struct dirent *e; proc && (e = readdir(proc));) {
         struct registry_proc p;
         pid_t pid = (pid_t)atol(e->d_name);
-        if (pid <= 0 || registry_proc_read(pid, &p) < 0 || p.start > before) continue;
+        if (pid <= 0 || pid == getpid() || registry_proc_read(pid, &p) < 0 || p.start > before)
+            continue;
         snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
         DIR *fds = opendir(path);
         for (struct dirent *d; fds && (d = readdir(fds));) {
@@ -267,7 +292,7 @@ static int ns_holders(unsigned long inode, unsigned long long before)
     return n;
 }
 
-static void check_nothing_left(const struct held *h, const char *dir, unsigned long long before)
+static void check_nothing_left(struct held *h, const char *dir, unsigned long long before)
 {
     struct stat st;
     check(stat(dir, &st) < 0 && errno == ENOENT, "the registry entry %s is gone", dir);
@@ -282,6 +307,7 @@ static void check_nothing_left(const struct held *h, const char *dir, unsigned l
         holders += ns_holders(h->netns[i], before);
     }
     check(holders == 0, "no process holds a node's namespace (%d)", holders);
+    unpin(h);
 }
 
 /* ---- the test ---- */
