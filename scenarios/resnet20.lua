@@ -16,6 +16,8 @@
 --                    last steps' must be below it, and steps.csv must show
 --                    the decayed rates
 --     plots=true     plots and the report page at the end
+--     device=cpu     the node's device: cuda trains on the GPU's kernels
+--                    (kernels/cuda/), same model, data order and rates
 --
 -- Evaluations: every 100 steps on the first 2000 test images (quick: every
 -- 10 on 500), and at the end on all 10 000 (quick: 1000); the full run
@@ -32,6 +34,7 @@ local quick = hn.param("quick", false)
 local epochs = hn.param("epochs", 3)
 local batch = hn.param("batch", quick and 32 or 128)
 local lr = hn.param("lr", 0.05)
+local device = hn.param("device", "cpu")
 
 local steps_total = quick and 30 or math.ceil(epochs * 60000 / batch)
 -- The milestones, 2/3 and 5/6 of the steps; a short run (--set epochs or
@@ -47,7 +50,7 @@ end
 local decay = step_decay(steps_total)
 
 local net = hn.network{ name = "resnet20", backend = "none", seed = 1 }
-local node = net:node("n1", { tier = "cloud" })
+local node = net:node("n1", { tier = "cloud", device = device })
 net:start()
 
 local s = ar.train{ workers = { node }, model = "cnn:resnet20", seed = 1,
@@ -85,4 +88,5 @@ local row = ex.row("resnet20", s, { first_loss = first_loss, last_loss = last_lo
 ex.table("resnet20: Fashion-MNIST on one node", { row },
          { "label", "final_accuracy", "best_accuracy", "steps_to_target", "time_to_target_s", "steps", "first_loss",
            "last_loss", "wall_s" })
-ex.finish{ scenario = "resnet20", backend = net.backend, batch = batch, lr = lr, results = { row } }
+ex.finish{ scenario = "resnet20", backend = net.backend, batch = batch, lr = lr, device = device,
+           results = { row } }
