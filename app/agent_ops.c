@@ -28,7 +28,7 @@ static const struct topo_part *built_part(struct agent_part *p, uint32_t msgid, 
 {
     if (p->state == PART_BUILT) return part_model(p->run);
     char line[160];
-    snprintf(line, sizeof line, "%s: machine %s has no part built", what, p->machine);
+    snprintf(line, sizeof line, "%s: no part is built on this machine", what);
     part_answer_error(p, msgid, NET_ERR_SCENARIO, NULL, NULL, line);
     return NULL;
 }
@@ -53,8 +53,8 @@ static long own_host(struct agent_part *p, uint32_t msgid, const char *what,
         return refuse(p, msgid, line), -1;
     long i = topo_part_own_node(part, n.node);
     if (i < 0 || !topo_node_local_host(&part->net->nodes[i])) {
-        snprintf(line, sizeof line, "%s: node %llu is not a host of machine %s's part", what,
-                 (unsigned long long)n.node, p->machine);
+        snprintf(line, sizeof line, "%s: node %llu is not a host of this machine's part", what,
+                 (unsigned long long)n.node);
         return refuse(p, msgid, line), -1;
     }
     return i;
@@ -208,8 +208,8 @@ static long link_op_read(struct agent_part *p, uint32_t msgid, const msgpack_obj
         return refuse(p, msgid, line), -1;
     long l = topo_part_link(part, op->req.link);
     if (l < 0) {
-        snprintf(line, sizeof line, "link: link %llu is not in machine %s's part",
-                 (unsigned long long)op->req.link, p->machine);
+        snprintf(line, sizeof line, "link: link %llu is not in this machine's part",
+                 (unsigned long long)op->req.link);
         return refuse(p, msgid, line), -1;
     }
     op->link = &part->net->links[l];
@@ -293,8 +293,8 @@ void agent_part_counters(struct agent_part *p, uint32_t msgid, const msgpack_obj
         return refuse(p, msgid, line);
     long l = topo_part_link(part, whole);
     if (l < 0) {
-        snprintf(line, sizeof line, "counters: link %llu is not in machine %s's part",
-                 (unsigned long long)whole, p->machine);
+        snprintf(line, sizeof line, "counters: link %llu is not in this machine's part",
+                 (unsigned long long)whole);
         return refuse(p, msgid, line);
     }
     struct counters_op *op = calloc(1, sizeof *op);
@@ -320,8 +320,8 @@ void agent_part_trace(struct agent_part *p, uint32_t msgid, const msgpack_object
     if (agent_wire_read_trace(params, &req, line, sizeof line) < 0) return refuse(p, msgid, line);
     long l = topo_part_link(part, req.link);
     if (l < 0) {
-        snprintf(line, sizeof line, "trace: link %llu is not in machine %s's part",
-                 (unsigned long long)req.link, p->machine);
+        snprintf(line, sizeof line, "trace: link %llu is not in this machine's part",
+                 (unsigned long long)req.link);
         return refuse(p, msgid, line);
     }
     topo_link_describe(part->net, &part->net->links[l], name, sizeof name);
@@ -377,9 +377,9 @@ static unsigned char *local_sides(struct agent_part *p, uint32_t msgid, const ch
         size_t w = (size_t)part->whole_node[i];
         if (w >= whole->n) {
             snprintf(line, sizeof line,
-                     "%s: field 'sides': %zu entries, but node %s of machine %s's part is "
+                     "%s: field 'sides': %zu entries, but node %s of this machine's part is "
                      "node %zu of the whole network",
-                     what, whole->n, part->net->nodes[i].name, p->machine, w);
+                     what, whole->n, part->net->nodes[i].name, w);
             free(side);
             return refuse(p, msgid, line), NULL;
         }

@@ -70,8 +70,8 @@ static long host_of(struct agent_part *p, uint64_t node, char *line, size_t len)
     const struct topo_part *part = part_model(p->run);
     long i = topo_part_own_node(part, node);
     if (i >= 0 && topo_node_local_host(&part->net->nodes[i])) return i;
-    snprintf(line, len, "run: node %llu is not a host of machine %s's part",
-             (unsigned long long)node, p->machine);
+    snprintf(line, len, "run: node %llu is not a host of this machine's part",
+             (unsigned long long)node);
     return -1;
 }
 
@@ -80,7 +80,7 @@ void agent_part_run(struct agent_part *p, uint32_t msgid, const msgpack_object *
     char line[AGENT_ERROR_MAX], err[600];
     struct agent_run r;
     if (p->state != PART_BUILT) {
-        snprintf(line, sizeof line, "run: machine %s has no part built", p->machine);
+        snprintf(line, sizeof line, "run: no part is built on this machine");
         return part_answer_error(p, msgid, NET_ERR_SCENARIO, NULL, NULL, line);
     }
     if (agent_wire_read_run(params, &r, line, sizeof line) < 0)

@@ -60,7 +60,7 @@ void agent_part_reroute(struct agent_part *p, uint32_t msgid, const msgpack_obje
     struct topo_route_change *changes = NULL;
     int l, stays, to;
     if (p->state != PART_BUILT) {
-        snprintf(line, sizeof line, "reroute: machine %s has no part built", p->machine);
+        snprintf(line, sizeof line, "reroute: no part is built on this machine");
         return part_answer_error(p, msgid, NET_ERR_SCENARIO, NULL, NULL, line);
     }
     const struct topo_part *part = part_model(p->run);
@@ -70,7 +70,7 @@ void agent_part_reroute(struct agent_part *p, uint32_t msgid, const msgpack_obje
     if (rc == 0) rc = part_changes(part, &r, &changes, line, sizeof line);
     if (rc == 0 && netrun_link_move_routes(part_netrun(p->run), l, stays, to, changes, r.n_routes,
                                            err, sizeof err) < 0) {
-        snprintf(line, sizeof line, "reroute: machine %s: %s", p->machine, err);
+        snprintf(line, sizeof line, "reroute: %s", err);
         rc = -1;
     }
     free(changes);

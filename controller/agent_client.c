@@ -102,12 +102,27 @@ static bool shell_quote(struct argv_store *s, const char *word)
     return true;
 }
 
-/* "exec 'BIN' 'w1' 'w2'", NUL-terminated in the store. */
+/* Settings of this run that change how a machine's part runs, passed on
+ * to every agent with their values here: ssh starts the remote command
+ * with the login's environment, not ours (srun passes ours on by itself). */
+static const char *const forwarded_env[] = {"HIERNET_LINKD_PRIORITY", NULL};
+
+/* "exec ['env' 'NAME=value' ...] 'BIN' 'w1' 'w2'", NUL-terminated in the
+ * store; env only when one of forwarded_env is set. */
 static char *remote_command(struct argv_store *s, const char *bin, const char *const *words)
 {
     char *start = s->at;
     if (!store_printf(s, "exec")) return NULL;
     s->at[-1] = ' '; /* the NUL becomes the separator */
+    bool env_said = false;
+    for (const char *const *name = forwarded_env; *name; name++) {
+        const char *value = getenv(*name);
+        if (!value || !*value) continue;
+        char pair[256];
+        if (snprintf(pair, sizeof pair, "%s=%s", *name, value) >= (int)sizeof pair) return NULL;
+        if ((!env_said && !shell_quote(s, "env")) || !shell_quote(s, pair)) return NULL;
+        env_said = true;
+    }
     if (!shell_quote(s, bin)) return NULL;
     for (const char *const *w = words; *w; w++)
         if (!shell_quote(s, *w)) return NULL;
@@ -538,8 +553,20 @@ struct agent_change {
     void *ctx;
 };
 
+/* cause without the method's name in front: the agent's lines and its
+ * wire decoder's start with it (as the agent's own log shows them), and
+ * the line made here names the method once. */
+static const char *without_method(const char *cause, const char *method)
+{
+    size_t n = strlen(method);
+    while (!strncmp(cause, method, n) && cause[n] == ':' && cause[n + 1] == ' ')
+        cause += n + 2;
+    return cause;
+}
+
 /* The agent's answer: its agent_build_error map (or a plain error, or the
- * channel's loss) becomes one line naming the machine; {} is done. */
+ * channel's loss) becomes one line naming the machine and the method once;
+ * {} is done. */
 static void on_change_reply(void *ctx, const char *error, const msgpack_object *result)
 {
     struct agent_change *c = ctx;
@@ -549,9 +576,10 @@ static void on_change_reply(void *ctx, const char *error, const msgpack_object *
     const char *cause = error;
     if (error && result && agent_wire_read_build_error(result, &e, err, sizeof err) == 0)
         cause = e.message;
+    const char *method = agent_method_name(c->method);
     if (cause)
-        snprintf(line, sizeof line, "machine '%s': %s: %s", ac->machine.name,
-                 agent_method_name(c->method), cause);
+        snprintf(line, sizeof line, "machine '%s': %s: %s", ac->machine.name, method,
+                 without_method(cause, method));
     c->cb(c->ctx, cause ? line : NULL, cause ? NULL : result);
     free(c);
 }

@@ -41,6 +41,14 @@ static void ssh_line(void)
     join(argv, line, sizeof line);
     CHECK_STREQ(line, "ssh|-T|-o|BatchMode=yes|-o|ConnectTimeout=15|--|10.250.0.2|"
                       "exec '/opt/hier net/it'\\''s/hiernet' 'agent' '--machine' 'm2'");
+    /* HIERNET_LINKD_PRIORITY reaches the agent's linkd through env */
+    setenv("HIERNET_LINKD_PRIORITY", "7", 1);
+    CHECK(agent_client_argv(&m, &o, words, argv, 32, store, sizeof store) == 0);
+    join(argv, line, sizeof line);
+    CHECK_STREQ(line, "ssh|-T|-o|BatchMode=yes|-o|ConnectTimeout=15|--|10.250.0.2|"
+                      "exec 'env' 'HIERNET_LINKD_PRIORITY=7' '/opt/hier net/it'\\''s/hiernet' "
+                      "'agent' '--machine' 'm2'");
+    unsetenv("HIERNET_LINKD_PRIORITY");
     /* too small a store or argv: refused, not cut */
     CHECK(agent_client_argv(&m, &o, words, argv, 32, store, 40) == -1);
     CHECK(agent_client_argv(&m, &o, words, argv, 4, store, sizeof store) == -1);

@@ -220,12 +220,12 @@ static void refusals(struct agent_pipe *a)
     msgmap_init(&m);
     agent_wire_link(&m, 5, AGENT_LINK_UP, NULL, 0);
     check(ask(a, AGENT_LINK, &m, &e, &r) &&
-              !strcmp(e.message, "link: link 5 is not in machine m1's part") && e.code == 1,
+              !strcmp(e.message, "link: link 5 is not in this machine's part") && e.code == 1,
           "link 5 refused: '%s'", e.message);
     msgmap_init(&m);
     agent_wire_node(&m, &(struct agent_node){1});
     check(ask(a, AGENT_KILL, &m, &e, &r) &&
-              !strcmp(e.message, "kill: node 1 is not a host of machine m1's part"),
+              !strcmp(e.message, "kill: node 1 is not a host of this machine's part"),
           "kill of s1 refused: '%s'", e.message);
 }
 

@@ -121,12 +121,12 @@ wait "$run"
 expect_eq "refuse: run exit status" "$?" 0
 for i in 1 2; do
   line=$(grep "^heal$i " "$D/kill.out")
-  [[ $line == "heal$i false "*"machine 'm2': heal: heal: refused by hn-agent-filter false" ]] &&
+  [[ $line == "heal$i false "*"machine 'm2': heal: refused by hn-agent-filter false" ]] &&
     pass "heal $i refused by m2's agent fails, h1 and h2 still apart: ${line#heal$i false }" ||
     fail "heal $i with m2's agent refusing: '$line'"
 done
 expect_refused "h2:kill() refused by m2's agent fails" "$D/kill.out" kill \
-  "node 'h2': kill: machine 'm2': kill: kill: refused by hn-agent-filter"
+  "node 'h2': kill: machine 'm2': kill: refused by hn-agent-filter"
 expect_eq "no kill listener ran for the refused kill" "$(grep '^kill listeners' "$D/kill.out")" \
   "kill listeners 0"
 lost=$(grep '^lost ' "$D/kill.out")
