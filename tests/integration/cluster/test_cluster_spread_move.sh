@@ -153,7 +153,7 @@ expect_eq "next hops before: h1 and h3 reach t1 over e1" "$(grep '^before ' "$D/
   "before h1>e1 e1>t1 t1>e1 h3>h1"
 expect_eq "a move that m2 fails fails" "$(grep '^failed ' "$D/run.out")" "failed true"
 expect_line "one line names m2 and what failed" 'failure: ' "$D/run.err" \
-  "node 't1': move to 'e2': machine 'm2': .*File exists.*; the move was undone on every machine$"
+  "node 't1': move to 'e2': machine 'm2': reroute: node e1: [^:]*: File exists.*; the move was undone on every machine$"
 expect_eq "the model keeps t1 at e1 after the failed move" "$(grep '^model ' "$D/run.out")" "model e1-t1"
 expect_eq "next hops after the failed move: m1's routes undone, m2's never changed" \
   "$(grep '^undone ' "$D/run.out")" "undone h1>e1 e1>t1 t1>e1 h3>h1"
@@ -164,7 +164,7 @@ expect_eq "a second move while the first is in flight is refused; the first fail
 expect_line "the second move's refusal names its link" 'second: ' "$D/run.err" \
   "^node 't2': move to 'h3': link h1-t2: another move is still in flight over the machines"
 expect_line "the first, in flight then, failed on m2 and was undone" 'first: ' "$D/run.err" \
-  "machine 'm2': .*File exists.*; the move was undone on every machine$"
+  "machine 'm2': reroute: node e1: [^:]*: File exists.*; the move was undone on every machine$"
 expect_eq "next hops after both: as before, t2 not moved" "$(grep '^undone-twice ' "$D/run.out")" \
   "undone-twice h1>e1 e1>t1 t1>e1 h3>h1 h1>t2 e1>h1"
 expect_eq "next hops after t1's move to e2 (m2's agent moved it; m1's and m2's routes changed)" \
