@@ -23,6 +23,7 @@
 
 #include "kernels/model.h"
 #include "kernels/rng.h"
+#include "tools/bench/step_timer.h"
 
 struct options {
     int batch;
@@ -49,21 +50,6 @@ struct result {
  * (this host runs other tests alongside); with more threads, wall time. */
 static clockid_t bench_clock = CLOCK_THREAD_CPUTIME_ID;
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(bench_clock, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static float *random_floats(struct rng *r, size_t n)
-{
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; p && i < n; i++)
-        p[i] = rng_uniform_float(r) - 0.5f;
-    return p;
-}
-
 static int same_shape(const struct model_gemm_shape *x, const struct model_gemm_shape *y)
 {
     return x->trans_a == y->trans_a && x->trans_b == y->trans_b && x->m == y->m && x->n == y->n &&
@@ -87,9 +73,9 @@ static int gemm_setup(struct gemm_buffers *g, const struct model *m, int batch, 
             twin++;
         g->owner[i] = twin;
         if (twin < i) continue; /* shares the buffers of shape `twin` (a is NULL here) */
-        g->a[i] = random_floats(r, (size_t)s->m * s->k);
-        g->b[i] = random_floats(r, (size_t)s->k * s->n);
-        g->c[i] = random_floats(r, (size_t)s->m * s->n);
+        g->a[i] = step_timer_random_floats(r, (size_t)s->m * s->k);
+        g->b[i] = step_timer_random_floats(r, (size_t)s->k * s->n);
+        g->c[i] = step_timer_random_floats(r, (size_t)s->m * s->n);
         if (!g->a[i] || !g->b[i] || !g->c[i]) return -1;
     }
     return 0;
@@ -130,18 +116,6 @@ struct model_run {
     int batch;
 };
 
-/* Seconds per step of one timed round of at least `budget` seconds. */
-static double time_round(int (*step)(void *), void *arg, double budget)
-{
-    int n = 0;
-    double start = now(), elapsed;
-    do {
-        if (step(arg) < 0) return -1;
-        n++;
-    } while ((elapsed = now() - start) < budget);
-    return elapsed / n;
-}
-
 #define ROUNDS 5
 
 /* Best-of-ROUNDS for both, in alternating rounds, so that load from other
@@ -151,8 +125,8 @@ static int time_pair(int (*a)(void *), void *a_arg, int (*b)(void *), void *b_ar
 {
     *t_a = *t_b = 1e30;
     for (int round = 0; round < ROUNDS; round++) {
-        double ta = time_round(a, a_arg, budget / ROUNDS);
-        double tb = time_round(b, b_arg, budget / ROUNDS);
+        double ta = step_timer_round(a, a_arg, budget / ROUNDS, bench_clock);
+        double tb = step_timer_round(b, b_arg, budget / ROUNDS, bench_clock);
         if (ta < 0 || tb < 0) return -1;
         *t_a = ta < *t_a ? ta : *t_a;
         *t_b = tb < *t_b ? tb : *t_b;
@@ -191,7 +165,7 @@ static int bench_model(const char *spec, const struct options *o, struct result 
     size_t n = model_param_count(run.m), in = (size_t)model_input_size(run.m);
     run.params = malloc(n * sizeof(float));
     run.grad = malloc(n * sizeof(float));
-    run.x = random_floats(&r, in * o->batch);
+    run.x = step_timer_random_floats(&r, in * o->batch);
     run.labels = malloc((size_t)o->batch * sizeof(int32_t));
     model_init(run.m, run.params, NULL, 1, err, sizeof err);
     for (int i = 0; i < o->batch; i++)

@@ -9,6 +9,9 @@
  * Prints one readable line, then one JSON object. Exits 2 on bad usage,
  * 1 when the device or a kernel fails, 77 when the device is not available
  * here (the reason on stderr). Owns everything it allocates. */
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 #include "kernels/device.h"
 #include "kernels/model.h"
 #include "kernels/rng.h"
+#include "tools/bench/step_timer.h"
 
 #define ROUNDS 5
 
@@ -37,15 +41,9 @@ struct device_run {
     char err[256];
 };
 
-static double wall_now(void)
+static int step(void *arg)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int step(struct device_run *r)
-{
+    struct device_run *r = arg;
     float loss;
     return kern_model_grad(r->m, r->params, r->x, r->labels, r->batch, r->grad, &loss, r->err,
                            sizeof r->err);
@@ -56,13 +54,9 @@ static int time_steps(struct device_run *r, double seconds, double *best)
 {
     *best = 1e30;
     for (int round = 0; round < ROUNDS; round++) {
-        int n = 0;
-        double start = wall_now(), elapsed;
-        do {
-            if (step(r) < 0) return -1;
-            n++;
-        } while ((elapsed = wall_now() - start) < seconds / ROUNDS);
-        if (elapsed / n < *best) *best = elapsed / n;
+        double t = step_timer_round(step, r, seconds / ROUNDS, CLOCK_MONOTONIC);
+        if (t < 0) return -1;
+        if (t < *best) *best = t;
     }
     return 0;
 }
@@ -88,16 +82,14 @@ static int setup(struct device_run *r, const struct options *o)
         kern_alloc(r->ctx, n, &r->grad, r->err, sizeof r->err) < 0 ||
         kern_model_init(r->m, r->params, NULL, 1, r->err, sizeof r->err) < 0)
         return -1;
-    r->x = malloc(in * (size_t)o->batch * sizeof(float));
+    struct rng g;
+    rng_seed(&g, 1, 0);
+    r->x = step_timer_random_floats(&g, in * (size_t)o->batch);
     r->labels = malloc((size_t)o->batch * sizeof(int32_t));
     if (!r->x || !r->labels) {
         snprintf(r->err, sizeof r->err, "out of memory");
         return -1;
     }
-    struct rng g;
-    rng_seed(&g, 1, 0);
-    for (size_t i = 0; i < in * (size_t)o->batch; i++)
-        r->x[i] = rng_uniform_float(&g) - 0.5f;
     for (int i = 0; i < o->batch; i++)
         r->labels[i] = (int32_t)rng_below(&g, (uint64_t)kern_model_classes(r->m));
     return 0;
@@ -115,6 +107,15 @@ static void teardown(struct device_run *r)
     free(r->labels);
 }
 
+/* v as a positive number (whole when integer), or -1. */
+static double positive(const char *v, bool integer)
+{
+    char *end;
+    errno = 0;
+    double x = integer ? (double)strtol(v, &end, 10) : strtod(v, &end);
+    return errno || end == v || *end || !(x > 0) || (integer && x > INT_MAX) ? -1 : x;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){.device = KERN_DEVICE_CUDA, .batch = 64, .seconds = 1.5};
@@ -127,9 +128,9 @@ static int parse_options(int argc, char **argv, struct options *o)
         } else if (!strcmp(argv[i], "--model"))
             o->model = v;
         else if (!strcmp(argv[i], "--batch"))
-            o->batch = atoi(v);
+            o->batch = (int)positive(v, true);
         else if (!strcmp(argv[i], "--seconds"))
-            o->seconds = atof(v);
+            o->seconds = positive(v, false);
         else
             return -1;
     }

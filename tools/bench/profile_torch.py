@@ -5,9 +5,8 @@ no optimizer) of each zoo model PyTorch can build at the zoo's input
 (torchvision's resnet18/34/50/101/152, vgg16/19, mobilenet_v2 at 3x224x224;
 GPT-2 small from transformers, randomly initialised, 1024 tokens), in
 float32 with cuDNN choosing its algorithms. Each figure is the median of
-5 rounds timed with CUDA events after a warm-up. The models' parameter
-counts are printed beside the zoo's (hiernet models), so a mismatch
-shows.
+5 rounds timed with CUDA events after a warm-up. Each model's parameter
+count is printed, to hold against the zoo's (`hiernet models`).
 
 Prints readable lines, then one JSON object (its "measured" rows are the
 profile's `measured MODEL BATCH SECONDS` lines).
