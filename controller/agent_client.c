@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "common/container.h"
 #include "controller/agent_relay.h"
+#include "controller/linkd_client.h"
 #include "controller/log.h"
 #include "controller/peer_client.h"
 #include "controller/spawn.h"
@@ -102,27 +103,18 @@ static bool shell_quote(struct argv_store *s, const char *word)
     return true;
 }
 
-/* Settings of this run that change how a machine's part runs, passed on
- * to every agent with their values here: ssh starts the remote command
- * with the login's environment, not ours (srun passes ours on by itself). */
-static const char *const forwarded_env[] = {"HIERNET_LINKD_PRIORITY", NULL};
-
-/* "exec ['env' 'NAME=value' ...] 'BIN' 'w1' 'w2'", NUL-terminated in the
- * store; env only when one of forwarded_env is set. */
+/* "exec ['env' 'HIERNET_LINKD_PRIORITY=N'] 'BIN' 'w1' 'w2'",
+ * NUL-terminated in the store. The linkd priority of this run reaches
+ * every machine's linkd: ssh starts the remote command with the login's
+ * environment, not ours (srun passes ours on by itself). NULL when it
+ * does not fit or the priority is bad (start_child says which first). */
 static char *remote_command(struct argv_store *s, const char *bin, const char *const *words)
 {
-    char *start = s->at;
-    if (!store_printf(s, "exec")) return NULL;
+    char *start = s->at, prio[4], why[160], pair[40];
+    if (linkd_client_priority(prio, why, sizeof why) < 0 || !store_printf(s, "exec")) return NULL;
     s->at[-1] = ' '; /* the NUL becomes the separator */
-    bool env_said = false;
-    for (const char *const *name = forwarded_env; *name; name++) {
-        const char *value = getenv(*name);
-        if (!value || !*value) continue;
-        char pair[256];
-        if (snprintf(pair, sizeof pair, "%s=%s", *name, value) >= (int)sizeof pair) return NULL;
-        if ((!env_said && !shell_quote(s, "env")) || !shell_quote(s, pair)) return NULL;
-        env_said = true;
-    }
+    snprintf(pair, sizeof pair, "HIERNET_LINKD_PRIORITY=%s", prio);
+    if (prio[0] && (!shell_quote(s, "env") || !shell_quote(s, pair))) return NULL;
     if (!shell_quote(s, bin)) return NULL;
     for (const char *const *w = words; *w; w++)
         if (!shell_quote(s, *w)) return NULL;
@@ -764,9 +756,10 @@ struct peer_client *agent_client_peer(const struct agent_client *ac, int node)
 
 static int start_child(struct agent_client *ac, int child_end, char *err, size_t errlen)
 {
-    char *argv[AGENT_SSH_ARGV_MAX], store[8192];
+    char *argv[AGENT_SSH_ARGV_MAX], store[8192], prio[4];
     const char *words[] = {"agent", "--machine", ac->machine.name, NULL};
     int pipefd[2];
+    if (linkd_client_priority(prio, err, errlen) < 0) return -1;
     if (agent_client_argv(&ac->machine, &ac->opts, words, argv, AGENT_SSH_ARGV_MAX, store,
                           sizeof store) < 0)
         return snprintf(err, errlen, "the command line does not fit"), -1;

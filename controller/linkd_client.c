@@ -26,8 +26,9 @@ struct linkd_client {
  * it waited at most 164 ms under comparable load (docs/fidelity.md, "linkd
  * stalls and RTO episodes"). Off by default: a real-time linkd that polls
  * for its next release keeps a core from the run's peers and other
- * programs. *prio is "" when unset; -1 with err on a bad value. */
-static int linkd_priority_arg(char prio[4], char *err, size_t errlen)
+ * programs. *prio is "" when unset; -1 with err on a bad value. A run over
+ * several machines passes it on to every agent (controller/agent_client.c). */
+int linkd_client_priority(char prio[4], char *err, size_t errlen)
 {
     const char *v = getenv("HIERNET_LINKD_PRIORITY");
     prio[0] = '\0';
@@ -50,7 +51,7 @@ struct linkd_client *linkd_client_start(struct ev_loop *loop, char *err, size_t 
         snprintf(err, errlen, "cannot locate the hiernet-linkd executable");
         return NULL;
     }
-    if (linkd_priority_arg(prio, err, errlen) < 0) return NULL;
+    if (linkd_client_priority(prio, err, errlen) < 0) return NULL;
     struct linkd_client *lc = calloc(1, sizeof *lc);
     if (!lc) return snprintf(err, errlen, "out of memory"), NULL;
     msgpack_sbuffer_init(&lc->buf);

@@ -21,6 +21,9 @@ struct linkd_client;
  * HIERNET_LINKD_PRIORITY=1..99 it runs at SCHED_FIFO, see linkd_client.c).
  * NULL with err on failure or a bad HIERNET_LINKD_PRIORITY. */
 struct linkd_client *linkd_client_start(struct ev_loop *loop, char *err, size_t errlen);
+/* HIERNET_LINKD_PRIORITY checked: prio "" when unset, else the priority
+ * 1..99 in decimal; -1 with err naming the value otherwise. */
+int linkd_client_priority(char prio[4], char *err, size_t errlen);
 /* One end of link_add: a TAP named ifname in the namespace at ns_path
  * (e.g. /proc/<pid>/fd/<n>), or, when vni is set, the end of a cut link
  * at another machine: linkd's UDP socket from this machine's underlay

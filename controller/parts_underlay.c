@@ -197,24 +197,28 @@ int parts_underlay_start(const struct parts_underlay_setup *setup, parts_underla
     return rc < 0 ? -1 : u->pending ? 1 : 0;
 }
 
-bool parts_underlay_machine_done(const struct parts_underlay *u, size_t m)
+/* Whether every pair of machine m is measured: all of them, or (begun
+ * only) those whose probe has been sent, a pair still waiting for an
+ * address or an agent not counting. */
+static bool machine_measured(const struct parts_underlay *u, size_t m, bool begun_only)
 {
     for (size_t k = 0; k < u->n; k++) {
         unsigned char st = u->state[(m < k ? m : k) * u->n + (m < k ? k : m)];
-        if (k != m && st != PAIR_NONE && (st != PAIR_SETTLED || !u->rtt_ns[m * u->n + k]))
-            return false;
+        bool measured = st == PAIR_SETTLED && u->rtt_ns[m * u->n + k];
+        bool counts = begun_only ? st == PAIR_ASKED || st == PAIR_SETTLED : st != PAIR_NONE;
+        if (k != m && counts && !measured) return false;
     }
     return true;
 }
 
+bool parts_underlay_machine_done(const struct parts_underlay *u, size_t m)
+{
+    return machine_measured(u, m, false);
+}
+
 bool parts_underlay_machine_begun_done(const struct parts_underlay *u, size_t m)
 {
-    for (size_t k = 0; k < u->n; k++) {
-        unsigned char st = u->state[(m < k ? m : k) * u->n + (m < k ? k : m)];
-        if (k != m && (st == PAIR_ASKED || (st == PAIR_SETTLED && !u->rtt_ns[m * u->n + k])))
-            return false;
-    }
-    return true;
+    return machine_measured(u, m, true);
 }
 
 size_t parts_underlay_unmeasured(const struct parts_underlay *u, size_t machine, char *names,

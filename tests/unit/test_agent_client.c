@@ -21,6 +21,7 @@ static void ssh_line(void)
     const char *words[] = {"agent", "--machine", "m2", NULL};
     char *argv[32], store[4096], line[4096];
     agent_client_options_default(&o);
+    unsetenv("HIERNET_LINKD_PRIORITY"); /* a run's own setting would show in the line */
     o.control_dir = "/run/hiernet/.ssh-1-2-abcdef";
     setenv(AGENT_ENV_REMOTE_BIN, "/opt/hier net/it's/hiernet", 1);
     setenv(AGENT_ENV_SSH_CONFIG, "/etc/cluster_config", 1);
@@ -48,6 +49,8 @@ static void ssh_line(void)
     CHECK_STREQ(line, "ssh|-T|-o|BatchMode=yes|-o|ConnectTimeout=15|--|10.250.0.2|"
                       "exec 'env' 'HIERNET_LINKD_PRIORITY=7' '/opt/hier net/it'\\''s/hiernet' "
                       "'agent' '--machine' 'm2'");
+    setenv("HIERNET_LINKD_PRIORITY", "7x", 1); /* refused, not passed on */
+    CHECK(agent_client_argv(&m, &o, words, argv, 32, store, sizeof store) == -1);
     unsetenv("HIERNET_LINKD_PRIORITY");
     /* too small a store or argv: refused, not cut */
     CHECK(agent_client_argv(&m, &o, words, argv, 32, store, 40) == -1);
