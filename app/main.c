@@ -48,7 +48,8 @@ static const char main_usage[] =
 
 static const char run_usage[] =
     "usage: hiernet run SCENARIO.lua [--set name=value]... [--out DIR]\n"
-    "                   [--backend none|auto|kernel|user] [--dilation D|auto] [--quiet]\n"
+    "                   [--backend none|auto|kernel|user] [--dilation D|auto]\n"
+    "                   [--dilation-max M] [--quiet]\n"
     "                   [--hosts FILE|slurm] [ARGS...]\n"
     "\n"
     "Runs the scenario as a task on the event loop. Results go to\n"
@@ -74,6 +75,10 @@ static const char run_usage[] =
     "                     a rerun judges its links' samples again at its D and may\n"
     "                     start once more (2 reruns at most); run.json's dilation\n"
     "                     says which and why\n"
+    "  --dilation-max M   the most auto may choose, 1..1000 (overrides the networks'\n"
+    "                     dilation_max): a larger need is cut to M, the reason says\n"
+    "                     so, and the run's overload verdict shows what the host\n"
+    "                     could not keep up with\n"
     "  --quiet            no log lines on stderr (they still go to log.txt)\n"
     "  --hosts FILE       machines to place the nodes on (overrides the networks' hosts=):\n"
     "                     'name address [cores=N] [mem=GiB] [user=NAME]' a line (user=: the\n"
@@ -148,6 +153,8 @@ static int parse_scenario_options(const char *cmd, const char *usage, int argc, 
             o->backend = v;
         } else if ((v = option_value(cmd, argc, argv, &i, "--dilation"))) {
             o->dilation = v;
+        } else if ((v = option_value(cmd, argc, argv, &i, "--dilation-max"))) {
+            o->dilation_max = v;
         } else if ((v = option_value(cmd, argc, argv, &i, "--hosts"))) {
             o->hosts = v;
         } else if (!strcmp(argv[i], "--quiet")) {

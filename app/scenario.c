@@ -120,6 +120,17 @@ static int apply_options(struct scenario *sc, const struct scenario_options *o)
         sc->run.backend_override = strdup(o->backend);
     }
     if (o->hosts) sc->run.hosts_override = strdup(o->hosts);
+    if (o->dilation_max) {
+        char *end;
+        double m = strtod(o->dilation_max, &end);
+        if (end == o->dilation_max || *end || !(m >= 1 && m <= HN_DILATION_MAX)) {
+            fprintf(stderr, "hiernet: --dilation-max '%s': expected a number from 1 to %d\n",
+                    o->dilation_max, HN_DILATION_MAX);
+            return -1;
+        }
+        sc->run.dilation_auto_max = m;
+        sc->run.dilation_max_from_cli = true;
+    }
     if (sc->rerun->reruns > 0) { /* a probe's rerun: it starts at the probe's choice */
         sc->run.dilation = sc->rerun->dilation;
         sc->run.dilation_from_cli = sc->run.dilation_auto = true;
@@ -314,10 +325,27 @@ static void add_dilation_reason(struct scenario *sc, const char *reason)
  * rerun's: the data plane's alone). The run's dilation keeps the run going
  * as it is; more ends this run so that it can start again at that dilation
  * (links, peers and the clock are fixed once a network starts). */
-static void on_dilation_probe(void *ctx, const struct overload_auto *choice)
+/* The choice cut to the run's dilation_max, its reason saying so. */
+static void cap_choice(const struct scenario *sc, struct overload_auto *c)
+{
+    double most = sc->run.dilation_auto_max;
+    if (!(c->dilation > most)) return;
+    char reason[sizeof c->reason];
+    snprintf(reason, sizeof reason,
+             "%s; cut to dilation_max %g from the %g it asked for: the host will not keep up "
+             "(the overload verdict says how far)",
+             c->reason, most, c->dilation);
+    memcpy(c->reason, reason, sizeof reason);
+    c->dilation = most;
+}
+
+static void on_dilation_probe(void *ctx, const struct overload_auto *asked)
 {
     struct scenario *sc = ctx;
     if (sc->probe_stop) return; /* the other window asked for a rerun already */
+    struct overload_auto capped = *asked;
+    cap_choice(sc, &capped);
+    const struct overload_auto *choice = &capped;
     sc->judged = true;
     keep_dataplane_figures(sc, choice);
     /* Only a failed test goes below the run's dilation (back to the first

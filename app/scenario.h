@@ -6,11 +6,12 @@
 #include <stddef.h>
 
 struct scenario_options {
-    const char *path;        /* the scenario file */
-    const char *out_dir;     /* --out, or NULL for results/<stem>-<timestamp> */
-    const char *backend;     /* --backend, or NULL: each network's own */
-    const char *dilation;    /* --dilation D, or NULL: the networks' (default 1) */
-    const char *const *sets; /* --set name=value, n_sets of them */
+    const char *path;         /* the scenario file */
+    const char *out_dir;      /* --out, or NULL for results/<stem>-<timestamp> */
+    const char *backend;      /* --backend, or NULL: each network's own */
+    const char *dilation;     /* --dilation D, or NULL: the networks' (default 1) */
+    const char *dilation_max; /* --dilation-max M, or NULL: the networks' (none) */
+    const char *const *sets;  /* --set name=value, n_sets of them */
     size_t n_sets;
     const char *const *args; /* extra arguments, passed to the chunk as ... */
     size_t n_args;

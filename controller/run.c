@@ -25,6 +25,7 @@ void run_init(struct run *r)
     memset(r, 0, sizeof *r);
     r->status = "running";
     r->dilation = 1.0;
+    r->dilation_auto_max = HN_DILATION_MAX;
     r->start_wall = run_wall_clock();
     r->topology_json = strdup("[]");
 }
@@ -102,6 +103,29 @@ enum run_dilation_outcome run_name_dilation_auto(struct run *r, bool started, co
     }
     r->dilation_auto = true;
     r->dilation_named = true;
+    return RUN_DILATION_SET;
+}
+
+enum run_dilation_outcome run_name_dilation_max(struct run *r, double m, const char *network,
+                                                char *msg, size_t msglen)
+{
+    if (m == r->dilation_auto_max && (r->dilation_max_named || r->dilation_max_from_cli))
+        return RUN_DILATION_SET;
+    if (r->dilation_max_from_cli) {
+        snprintf(msg, msglen,
+                 "network '%s': dilation_max %g from --dilation-max replaces the scenario's %g",
+                 network, r->dilation_auto_max, m);
+        return RUN_DILATION_CLI_WINS;
+    }
+    if (r->dilation_max_named) {
+        snprintf(msg, msglen,
+                 "network '%s': dilation_max %g differs from the run's %g (every network of a "
+                 "run shares one clock)",
+                 network, m, r->dilation_auto_max);
+        return RUN_DILATION_CONFLICT;
+    }
+    r->dilation_auto_max = m;
+    r->dilation_max_named = true;
     return RUN_DILATION_SET;
 }
 
@@ -421,7 +445,8 @@ static void write_versions(FILE *f, const char *lua_release)
 }
 
 /* "dilation": {"mode": "fixed"|"auto", "value": D, "reason": ..., "probe_s": ...,
- * "dataplane": {...}, "history": [...]}: an auto run's reason is null until its
+ * "max": M, "dataplane": {...}, "history": [...]}: max only where one was named
+ * (dilation_max, --dilation-max); an auto run's reason is null until its
  * probe decided, its dataplane (the latest data-plane window) absent until that
  * window closed, its history (the runs it ended to start again) absent without one. */
 static void write_dilation(FILE *f, const struct run *r)
@@ -431,6 +456,8 @@ static void write_dilation(FILE *f, const struct run *r)
     json_write_string_or_null(f, r->dilation_reason);
     fputs(", \"probe_s\": ", f);
     json_write_number(f, r->probe_s);
+    if (r->dilation_max_named || r->dilation_max_from_cli)
+        fprintf(f, ", \"max\": %g", r->dilation_auto_max);
     if (r->dilation_dataplane) fprintf(f, ", \"dataplane\": %s", r->dilation_dataplane);
     if (r->dilation_history) fprintf(f, ", \"history\": [%s]", r->dilation_history);
     fputs("}", f);

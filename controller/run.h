@@ -51,6 +51,10 @@ struct run {
     /* dilation = "auto" (or --dilation auto): a probe of the first compute
      * commands chose it; reason names the figures (run.json, log.txt). */
     bool dilation_auto;
+    /* The most "auto" may choose (--dilation-max, or a network's
+     * dilation_max): HN_DILATION_MAX unless one was named. */
+    double dilation_auto_max;
+    bool dilation_max_from_cli, dilation_max_named;
     char *dilation_reason;    /* NULL until the probe decided */
     char *dilation_dataplane; /* the data plane's window (JSON object), NULL until judged */
     double probe_s;           /* wall seconds of the probe runs that came before this one */
@@ -116,6 +120,11 @@ enum run_dilation_outcome run_name_dilation(struct run *r, double d, bool starte
  * RUN_DILATION_CONFLICT when a network named a number or one started. */
 enum run_dilation_outcome run_name_dilation_auto(struct run *r, bool started, const char *network,
                                                  char *msg, size_t msglen);
+/* A network names dilation_max m (checked to lie in 1..HN_DILATION_MAX):
+ * the most an "auto" dilation may choose. --dilation-max wins; otherwise
+ * the first network that names one sets it and later ones must agree. */
+enum run_dilation_outcome run_name_dilation_max(struct run *r, double m, const char *network,
+                                                char *msg, size_t msglen);
 /* The probe's verdict: the run's dilation d and why (copied). */
 void run_set_dilation_reason(struct run *r, const char *reason);
 /* The probe's data-plane figures, a JSON object (copied; NULL clears). */

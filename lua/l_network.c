@@ -141,8 +141,8 @@ static void read_tcp_options(lua_State *L, int i, struct topo_tcp *t, const char
 
 /* ---- hn.network ---- */
 
-static const char *const network_options[] = {"name",     "backend", "seed",  "addr_base",
-                                              "dilation", "tcp",     "hosts", NULL};
+static const char *const network_options[] = {
+    "name", "backend", "seed", "addr_base", "dilation", "tcp", "dilation_max", "hosts", NULL};
 
 static bool any_network_started(const struct hn_runtime *rt)
 {
@@ -177,6 +177,27 @@ static void apply_auto_dilation(lua_State *L, struct hn_runtime *rt, const char 
     if (outcome == RUN_DILATION_SET && !rt->run->dilation_reason)
         overload_probe_arm(rt->overload, rt->dilation_probe, rt->dilation_probe_ctx);
     report_dilation(L, rt, outcome, msg);
+}
+
+/* dilation_max = M: the most an "auto" dilation may choose (app/scenario.c
+ * cuts a larger need to it); --dilation-max wins. */
+static void apply_dilation_max(lua_State *L, struct hn_runtime *rt, const char *name)
+{
+    if (lua_getfield(L, 1, "dilation_max") == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_pop(L, 1);
+    double m = lnet_opt_number(L, 1, "dilation_max", HN_DILATION_MAX, "hn.network");
+    char asked[32]; /* luaL_error has no %g */
+    snprintf(asked, sizeof asked, "%g", m);
+    if (!(m >= 1 && m <= HN_DILATION_MAX))
+        luaL_error(L, "network '%s': dilation_max must be a number from 1 to %d, got %s", name,
+                   HN_DILATION_MAX, asked);
+    char msg[512];
+    enum run_dilation_outcome outcome = run_name_dilation_max(rt->run, m, name, msg, sizeof msg);
+    if (outcome == RUN_DILATION_CLI_WINS) hn_logf(rt, "%s", msg);
+    if (outcome == RUN_DILATION_CONFLICT) luaL_error(L, "%s", msg);
 }
 
 /* dilation = D: the run's clock, shared by every network. --dilation wins;
@@ -217,6 +238,7 @@ static int l_network_new(lua_State *L)
                           seed);
     if (rt->run->backend_override) backend = rt->run->backend_override;
     apply_dilation(L, rt, name);
+    apply_dilation_max(L, rt, name);
     char err[256];
     enum topo_backend b;
     if (topo_backend_parse(backend, &b, err, sizeof err) < 0)

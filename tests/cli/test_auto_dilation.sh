@@ -9,8 +9,10 @@
 #     the rerun's run.json says so and why, the probe's records are in
 #     dilation-probe/ with status "probe", and the scenario saw that dilation;
 #   * --dilation auto does the same from the command line, on the same
-#     scenario with a network that names no dilation (from=cli); --dilation
-#     autox is refused in one line (exit 2).
+#     scenario with a network that names no dilation (from=cli), there with
+#     --dilation-max 2: the rerun runs at 2 exactly and run.json's dilation
+#     says "max": 2; --dilation autox and --dilation-max 0, 1001, x, 2x are
+#     refused in one line (exit 2) before a results directory exists.
 # Exit 77 when other programs' load, not the run, starved the starving run
 # (the probe says "others' load": nothing of the rerun can be checked then).
 # Usage: test_auto_dilation.sh HIERNET SCENARIO
@@ -28,6 +30,11 @@ dilation_of() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["dil
 expect_exit 2 "--dilation autox" -- "$hiernet" run "$scenario" --out bad --dilation autox
 expect_err "hiernet: --dilation 'autox': expected a number from 1 to 1000 or auto" "--dilation autox"
 [[ ! -e bad ]] && ok || bad "--dilation autox left a results directory"
+for m in 0 1001 x 2x; do
+  expect_exit 2 "--dilation-max $m" -- "$hiernet" run "$scenario" --out bad --dilation auto --dilation-max "$m"
+  expect_err "hiernet: --dilation-max '$m': expected a number from 1 to 1000" "--dilation-max $m"
+done
+[[ ! -e bad ]] && ok || bad "a bad --dilation-max left a results directory"
 
 # A light run: 1, exactly, decided by the probe.
 expect_exit 0 "light run" -- "$hiernet" run "$scenario" --out light --set load=light
@@ -43,7 +50,8 @@ grep -q "warning" light/log.txt && bad "light run warned: $(grep warning light/l
 # A starving run, named by the scenario and by --dilation auto.
 for how in scenario cli; do
   args=(--out "starve-$how" --set load=starve)
-  [[ $how == cli ]] && args+=(--dilation auto --set from=cli)
+  # from the command line with --dilation-max 2: the rerun at 2 exactly
+  [[ $how == cli ]] && args+=(--dilation auto --dilation-max 2 --set from=cli)
   expect_exit 0 "starving run ($how)" -- "$hiernet" run "$scenario" "${args[@]}"
   d=$(dilation_of "starve-$how/run.json")
   # The premise: the run starves the host by itself. Beside other programs'
@@ -67,5 +75,9 @@ for how in scenario cli; do
   grep -q '"status": "probe"' "starve-$how/dilation-probe/run.json" && ok ||
     bad "starving run ($how): no probe run.json in dilation-probe/"
   grep -q '"status": "completed"' "starve-$how/run.json" && ok || bad "starving run ($how): not completed"
+  if [[ $how == cli ]]; then
+    most=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dilation"].get("max"))' "starve-$how/run.json")
+    [[ $value == 2 && $most == 2 ]] && ok || bad "--dilation-max 2: dilation $value, run.json max $most"
+  fi
 done
 report

@@ -24,6 +24,9 @@
 --                  worded at its dilation. SKIP when the first probe kept 1
 --                  (see dilate) or D is too large for the rerun's window to
 --                  close within the test's time (RERUN_WALL_S)
+--   max=M          (with dilate) dilation_max = M: the rerun runs at M
+--                  exactly, its reason says the larger need was cut to M,
+--                  run.json's dilation has "max": M
 -- Emulated time: 5 s of flows at D = 1 (the window needs 3 active samples
 -- of one emulated second after a first one); the rerun starts and stops.
 local hn = require("hiernet")
@@ -34,7 +37,9 @@ local A = H.args(...)
 local expect = A.expect or "dilate"
 local flows = tonumber(A.flows or 4)
 
-local net = hn.network{ name = "autodp", backend = A.backend or "user", seed = 5, dilation = "auto" }
+local most = tonumber(A.max)
+local net = hn.network{ name = "autodp", backend = A.backend or "user", seed = 5, dilation = "auto",
+                        dilation_max = most }
 local sw, hosts, n = net:switch("s"), {}, math.max(4, flows)
 local link = { bw = A.bw or "100Gbit" }
 if (A.backend or "user") == "user" then link.delay = "0.05ms" end
@@ -140,6 +145,11 @@ elseif expect == "dilate" then
           and choice:find('"dataplane": {"samples": 3', 1, true), "run.json's dilation: %s", choice)
   local probe = read(hn.results_dir() .. "/dilation-probe/run.json")
   H.check(probe and probe:find('"status": "probe"', 1, true), "the probe's records are not kept")
+  if most then
+    H.check(net.dilation == most and choice:find(string.format("cut to dilation_max %g from the ", most), 1, true)
+            and choice:find(string.format('"max": %g', most), 1, true),
+            "dilation_max %g: the rerun's dilation %g, run.json's dilation: %s", most, net.dilation, choice)
+  end
 else
   H.check(not rerun and net.dilation == 1, "auto chose dilation %g for %s links: %s", net.dilation,
           link.bw, choice)
