@@ -101,6 +101,18 @@ static void on_teardown_deadline(EV_P_ ev_timer *w, int revents)
 
 /* ---- setup ---- */
 
+/* --option's value as a dilation, 1..HN_DILATION_MAX, or -1 with one line
+ * (`also` names what else it may be: " or auto", or ""). */
+static int cli_dilation(const char *option, const char *v, const char *also, double *out)
+{
+    char *end;
+    *out = strtod(v, &end);
+    if (end != v && !*end && *out >= 1 && *out <= HN_DILATION_MAX) return 0;
+    fprintf(stderr, "hiernet: %s '%s': expected a number from 1 to %d%s\n", option, v,
+            HN_DILATION_MAX, also);
+    return -1;
+}
+
 static int apply_options(struct scenario *sc, const struct scenario_options *o)
 {
     char err[512];
@@ -121,14 +133,8 @@ static int apply_options(struct scenario *sc, const struct scenario_options *o)
     }
     if (o->hosts) sc->run.hosts_override = strdup(o->hosts);
     if (o->dilation_max) {
-        char *end;
-        double m = strtod(o->dilation_max, &end);
-        if (end == o->dilation_max || *end || !(m >= 1 && m <= HN_DILATION_MAX)) {
-            fprintf(stderr, "hiernet: --dilation-max '%s': expected a number from 1 to %d\n",
-                    o->dilation_max, HN_DILATION_MAX);
+        if (cli_dilation("--dilation-max", o->dilation_max, "", &sc->run.dilation_auto_max) < 0)
             return -1;
-        }
-        sc->run.dilation_auto_max = m;
         sc->run.dilation_max_from_cli = true;
     }
     if (sc->rerun->reruns > 0) { /* a probe's rerun: it starts at the probe's choice */
@@ -141,14 +147,7 @@ static int apply_options(struct scenario *sc, const struct scenario_options *o)
     } else if (o->dilation && strcmp(o->dilation, "auto") == 0) {
         sc->run.dilation_from_cli = sc->run.dilation_auto = true;
     } else if (o->dilation) {
-        char *end;
-        double d = strtod(o->dilation, &end);
-        if (end == o->dilation || *end || !(d >= 1 && d <= HN_DILATION_MAX)) {
-            fprintf(stderr, "hiernet: --dilation '%s': expected a number from 1 to %d or auto\n",
-                    o->dilation, HN_DILATION_MAX);
-            return -1;
-        }
-        sc->run.dilation = d;
+        if (cli_dilation("--dilation", o->dilation, " or auto", &sc->run.dilation) < 0) return -1;
         sc->run.dilation_from_cli = true;
     }
     return 0;

@@ -179,21 +179,27 @@ static void apply_auto_dilation(lua_State *L, struct hn_runtime *rt, const char 
     report_dilation(L, rt, outcome, msg);
 }
 
+/* Option `field` of the table at 1 as a dilation, 1..HN_DILATION_MAX;
+ * raises naming the network and the value otherwise. */
+static double dilation_option(lua_State *L, const char *field, const char *name)
+{
+    double d = lnet_opt_number(L, 1, field, 1, "hn.network");
+    char asked[32]; /* luaL_error has no %g */
+    snprintf(asked, sizeof asked, "%g", d);
+    if (!(d >= 1 && d <= HN_DILATION_MAX))
+        luaL_error(L, "network '%s': %s must be a number from 1 to %d, got %s", name, field,
+                   HN_DILATION_MAX, asked);
+    return d;
+}
+
 /* dilation_max = M: the most an "auto" dilation may choose (app/scenario.c
  * cuts a larger need to it); --dilation-max wins. */
 static void apply_dilation_max(lua_State *L, struct hn_runtime *rt, const char *name)
 {
-    if (lua_getfield(L, 1, "dilation_max") == LUA_TNIL) {
-        lua_pop(L, 1);
-        return;
-    }
+    int type = lua_getfield(L, 1, "dilation_max");
     lua_pop(L, 1);
-    double m = lnet_opt_number(L, 1, "dilation_max", HN_DILATION_MAX, "hn.network");
-    char asked[32]; /* luaL_error has no %g */
-    snprintf(asked, sizeof asked, "%g", m);
-    if (!(m >= 1 && m <= HN_DILATION_MAX))
-        luaL_error(L, "network '%s': dilation_max must be a number from 1 to %d, got %s", name,
-                   HN_DILATION_MAX, asked);
+    if (type == LUA_TNIL) return;
+    double m = dilation_option(L, "dilation_max", name);
     char msg[512];
     enum run_dilation_outcome outcome = run_name_dilation_max(rt->run, m, name, msg, sizeof msg);
     if (outcome == RUN_DILATION_CLI_WINS) hn_logf(rt, "%s", msg);
@@ -212,12 +218,7 @@ static void apply_dilation(lua_State *L, struct hn_runtime *rt, const char *name
         apply_auto_dilation(L, rt, name);
         return;
     }
-    double d = lnet_opt_number(L, 1, "dilation", 1, "hn.network");
-    char asked[32]; /* luaL_error has no %g */
-    snprintf(asked, sizeof asked, "%g", d);
-    if (!(d >= 1 && d <= HN_DILATION_MAX))
-        luaL_error(L, "network '%s': dilation must be a number from 1 to %d, got %s", name,
-                   HN_DILATION_MAX, asked);
+    double d = dilation_option(L, "dilation", name);
     char msg[512];
     report_dilation(
         L, rt, run_name_dilation(rt->run, d, any_network_started(rt), name, msg, sizeof msg), msg);
