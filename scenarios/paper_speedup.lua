@@ -32,8 +32,10 @@
 --     plots=true     plots (speedup.png: the speed-up figure) and the
 --                    report page at the end
 --
--- Expected: nothing measured yet at the paper's size (docs/cookbook.md
--- "paper_speedup" says what was run). A mode that does not reach the
+-- Expected (docs/cookbook.md "paper_speedup" says what was run): at the
+-- paper's size only row 3 was run (BSP, ASP, adaptive-k): BSP reached 0.7
+-- in 208 emulated s; ASP and adaptive-k, at BSP's rate 0.1, did not learn
+-- (no speed-up). A mode that does not reach the
 -- target within `seconds` has no time and no speed-up (null), and so does
 -- every mode of a row whose BSP did not reach it.
 -- summary.json: per (row, mode) the time to the target, the speed-up over
