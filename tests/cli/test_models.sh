@@ -28,6 +28,7 @@ expect_exit 0 "models resnet50" -- "$HN" models resnet50
 expect_out "parameters 25557032" "resnet50 details"
 grep -qE "^  rtx2080ti +0\.86 s +\(measured\)" out.txt && ok || bad "resnet50 on rtx2080ti at 32 is measured"
 grep -qE "^  h100 +[0-9.e-]+ s +\(flops\)" out.txt && ok || bad "resnet50 on h100 from flops"
+grep -qE "^  h200 +0\.0379 s +\(measured\)" out.txt && ok || bad "resnet50 on h200 at 32 is measured"
 expect_exit 0 "models resnet50 --batch 16" -- "$HN" models resnet50 --batch 16
 grep -qE "^  rtx2080ti +[0-9.e-]+ s +\(flops\)" out.txt && ok || bad "batch 16: flops"
 expect_exit 0 "models mlp spec" -- "$HN" models mlp:784-128-10

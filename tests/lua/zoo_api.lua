@@ -50,9 +50,15 @@ for i, name in ipairs(profiles) do
   seen[name] = true
   if i > 1 then assert(profiles[i - 1] < name, "profiles sorted") end
 end
-for _, want in ipairs{ "i5-7500", "rtx2080ti", "v100", "a100", "h100", "rpi4", "jetson-nano" } do
+for _, want in ipairs{ "i5-7500", "rtx2080ti", "v100", "a100", "h100", "h200", "rpi4", "jetson-nano" } do
   assert(seen[want], "built-in profile " .. want)
 end
+-- h200's steps were measured (profiles/h200.profile): resnet50 at 32 is one.
+local h200 = assert(hn.profile("h200"))
+local measured = {}
+for _, m in ipairs(h200.measured) do measured[m.model .. "@" .. m.batch] = m.seconds end
+eq(#h200.measured, 9, "h200's measured steps")
+eq(measured["resnet50@32"], 0.0379, "h200 resnet50 at 32")
 
 local gpu = assert(hn.profile("rtx2080ti"))
 eq(gpu.name, "rtx2080ti", "profile name")
