@@ -132,6 +132,13 @@ static int apply_options(struct scenario *sc, const struct scenario_options *o)
         sc->run.backend_override = strdup(o->backend);
     }
     if (o->hosts) sc->run.hosts_override = strdup(o->hosts);
+    if (o->dilation_max && o->dilation && strcmp(o->dilation, "auto") != 0) {
+        fprintf(stderr,
+                "hiernet: --dilation-max '%s' bounds --dilation auto, not a fixed --dilation "
+                "'%s'\n",
+                o->dilation_max, o->dilation);
+        return -1;
+    }
     if (o->dilation_max) {
         if (cli_dilation("--dilation-max", o->dilation_max, "", &sc->run.dilation_auto_max) < 0)
             return -1;

@@ -200,6 +200,20 @@ static void apply_dilation_max(lua_State *L, struct hn_runtime *rt, const char *
     lua_pop(L, 1);
     if (type == LUA_TNIL) return;
     double m = dilation_option(L, "dilation_max", name);
+    const struct run *r = rt->run;
+    if (!r->dilation_auto && r->dilation_from_cli) {
+        hn_logf(rt, "network '%s': dilation_max %g has no effect: --dilation %g fixes the dilation",
+                name, m, r->dilation);
+        return;
+    }
+    if (!r->dilation_auto && r->dilation_named) {
+        char fixed[32]; /* luaL_error has no %g */
+        snprintf(fixed, sizeof fixed, "%g", r->dilation);
+        luaL_error(L,
+                   "network '%s': dilation_max bounds dilation \"auto\", but the run's dilation "
+                   "is fixed at %s",
+                   name, fixed);
+    }
     char msg[512];
     enum run_dilation_outcome outcome = run_name_dilation_max(rt->run, m, name, msg, sizeof msg);
     if (outcome == RUN_DILATION_CLI_WINS) hn_logf(rt, "%s", msg);

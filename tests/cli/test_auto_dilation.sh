@@ -34,6 +34,8 @@ for m in 0 1001 x 2x; do
   expect_exit 2 "--dilation-max $m" -- "$hiernet" run "$scenario" --out bad --dilation auto --dilation-max "$m"
   expect_err "hiernet: --dilation-max '$m': expected a number from 1 to 1000" "--dilation-max $m"
 done
+expect_exit 2 "--dilation 4 --dilation-max 2" -- "$hiernet" run "$scenario" --out bad --dilation 4 --dilation-max 2
+expect_err "hiernet: --dilation-max '2' bounds --dilation auto, not a fixed --dilation '4'" "--dilation-max beside a fixed --dilation"
 [[ ! -e bad ]] && ok || bad "a bad --dilation-max left a results directory"
 
 # A light run: 1, exactly, decided by the probe.

@@ -28,6 +28,10 @@ check(net.dilation == 4, "net.dilation is %s", tostring(net.dilation))
 ok, err = pcall(hn.network, { name = "other", backend = "none", dilation = 2 })
 check(not ok and err:find("differs from the run's 4", 1, true), "second dilation: %s", tostring(err))
 local same = hn.network{ name = "same", backend = "none", dilation = 4 }
+-- dilation_max bounds "auto": beside a fixed dilation it is refused, not ignored.
+ok, err = pcall(hn.network, { name = "fixedmax", backend = "none", dilation_max = 8 })
+check(not ok and err:find([[network 'fixedmax': dilation_max bounds dilation "auto", but the run's dilation is fixed at 4]], 1, true),
+      "dilation_max beside a fixed dilation: %s", tostring(err))
 check(same.dilation == 4, "same.dilation is %s", tostring(same.dilation))
 
 local w = net:node("w")
