@@ -558,6 +558,8 @@ static void report_overload(struct scenario *sc)
     char line[512];
     bool probe = strcmp(sc->run.status, "probe") == 0; /* the rerun will say its own */
     if (!probe && overload_warning(&r, line, sizeof line)) hn_logf(&sc->rt, "%s", line);
+    if (!probe && linkd_stalls_note_line(&r.linkd_stalls, line, sizeof line))
+        hn_logf(&sc->rt, "%s", line);
     netlife_run_publish_overload(&sc->rt.life);
 }
 

@@ -13,11 +13,13 @@
 #include "common/clock.h"
 #include "common/container.h"
 #include "controller/linkd_client.h"
+#include "controller/linkd_stalls.h"
 #include "controller/overload.h"
 #include "controller/peer_client.h"
 #include "proto/linkd_methods.h"
 #include "proto/protocol.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,9 @@ struct netrun_dataplane {
     double round_mono, own_cpu_s; /* the previous round: when, the data plane's CPU seconds */
     double *linkd_cpu_s;          /* the previous round: each linkd's CPU seconds */
     double *linkd_wait_s;         /* ... and its run-queue wait (-1: unknown) */
+    double *stall_wait_s;         /* each linkd's run-queue wait at the previous tick (-1: none) */
+    double stall_mono;            /* when that was read (0: never) */
+    double stall_threshold_s;     /* linkd_stall_threshold of the network */
     double util_max;              /* this round so far; -1: no rated direction */
     size_t util_arg;              /* the direction of util_max */
     int64_t queue_peak;           /* this round's longest queue, frames (-1: not read) */
@@ -74,10 +79,12 @@ void netrun_watch_dataplane(struct netrun *nr, struct overload *o)
         dp->mono = calloc(n, sizeof *dp->mono);
         dp->linkd_cpu_s = calloc(nr->n_linkd ? nr->n_linkd : 1, sizeof *dp->linkd_cpu_s);
         dp->linkd_wait_s = calloc(nr->n_linkd ? nr->n_linkd : 1, sizeof *dp->linkd_wait_s);
+        dp->stall_wait_s = calloc(nr->n_linkd ? nr->n_linkd : 1, sizeof *dp->stall_wait_s);
         dp->subs = calloc(n, sizeof *dp->subs);
     }
     /* Out of memory: the account goes without this network. */
-    if (!dp || !dp->bytes || !dp->mono || !dp->linkd_cpu_s || !dp->linkd_wait_s || !dp->subs) {
+    if (!dp || !dp->bytes || !dp->mono || !dp->linkd_cpu_s || !dp->linkd_wait_s ||
+        !dp->stall_wait_s || !dp->subs) {
         netrun_dataplane_free(dp);
         return;
     }
@@ -85,6 +92,10 @@ void netrun_watch_dataplane(struct netrun *nr, struct overload *o)
     dp->nr = nr;
     dp->util_max = -1;
     dp->queue_peak = -1;
+    for (size_t i = 0; i < nr->n_linkd; i++)
+        dp->stall_wait_s[i] = -1;
+    dp->stall_threshold_s = linkd_stall_threshold(nr->net);
+    if (nr->n_linkd) overload_watch_stalls(o, dp->stall_threshold_s);
     nr->dataplane = dp;
     sub_timer_start(dp);
 }
@@ -109,6 +120,7 @@ void netrun_dataplane_free(struct netrun_dataplane *dp)
     free(dp->mono);
     free(dp->linkd_cpu_s);
     free(dp->linkd_wait_s);
+    free(dp->stall_wait_s);
     free(dp);
 }
 
@@ -170,6 +182,29 @@ static void on_sub_sampled(void *ctx, const char *error, const msgpack_object *r
     }
 }
 
+static double process_wait_s(pid_t pid);
+
+/* Each linkd's run-queue wait since the previous tick: a rise that makes a
+ * stall (linkd_stalls.h) is noted with when it began on the run's clock. */
+static void stalls_check(struct netrun_dataplane *dp)
+{
+    struct netrun *nr = dp->nr;
+    double now = mono_s(), interval = dp->stall_mono > 0 ? now - dp->stall_mono : 0;
+    dp->stall_mono = now;
+    for (size_t i = 0; i < nr->n_linkd; i++) {
+        double wait = process_wait_s(linkd_client_pid(nr->linkd[i]));
+        double rise = wait - dp->stall_wait_s[i];
+        bool known = dp->stall_wait_s[i] >= 0 && wait >= 0;
+        dp->stall_wait_s[i] = wait;
+        if (!known || !(interval > 0) || !linkd_stall_is(rise, interval, dp->stall_threshold_s))
+            continue;
+        /* The wait is credited when linkd runs again: it ended about now. */
+        double d = nr->net->dilation > 1 ? nr->net->dilation : 1.0;
+        double at = nr->clock ? nr->clock(nr->clock_ctx) - rise / d : NAN;
+        overload_note_stall(dp->overload, at, rise);
+    }
+}
+
 static void on_sub_timer(EV_P_ ev_timer *w, int revents)
 {
     (void)loop;
@@ -177,6 +212,7 @@ static void on_sub_timer(EV_P_ ev_timer *w, int revents)
     struct netrun_dataplane *dp = container_of(w, struct netrun_dataplane, sub_timer);
     struct netrun *nr = dp->nr;
     char err[256];
+    stalls_check(dp);
     if (dp->subs_pending) return; /* linkd is slow to answer: skip a beat */
     for (size_t i = 0; i < nr->n_linkd; i++)
         if (linkd_client_stats_peek(nr->linkd[i], on_sub_sampled, nr, err, sizeof err) == 0)

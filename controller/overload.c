@@ -88,6 +88,7 @@ struct overload {
     struct probe probe;
     struct dp_account dp;      /* every active data-plane sample of the run */
     struct cpu_sample dp_last; /* /proc/stat at the previous round of link samples */
+    struct linkd_stalls stalls;
 };
 
 /* ---- the host: /proc/stat ---- */
@@ -521,6 +522,16 @@ static void dp_probe_note(struct overload *o, const struct overload_links *s,
     p->fn(p->ctx, &choice);
 }
 
+void overload_watch_stalls(struct overload *o, double threshold_s)
+{
+    if (o) linkd_stalls_watch(&o->stalls, threshold_s);
+}
+
+void overload_note_stall(struct overload *o, double at_s, double wall_s)
+{
+    if (o) linkd_stalls_note(&o->stalls, at_s, wall_s);
+}
+
 void overload_note_links(struct overload *o, const struct overload_links *s)
 {
     if (!o) return;
@@ -575,6 +586,7 @@ void overload_report(struct overload *o, double dilation, struct overload_report
     report_nodes(o, r);
     overload_judge(r, need_percentile(o->need, 0.95));
     dp_figures(&o->dp, &r->dataplane);
+    r->linkd_stalls = o->stalls;
     overload_judge_dataplane(&r->dataplane, dilation);
     if (r->dataplane.suggested_dilation > r->suggested_dilation)
         r->suggested_dilation = r->dataplane.suggested_dilation;
@@ -620,6 +632,8 @@ void overload_write_json(FILE *f, const struct overload_report *r)
             r->limited ? "true" : "false", r->latency ? "true" : "false",
             r->waited ? "true" : "false");
     overload_write_dataplane_json(f, &r->dataplane);
+    fputs(", \"linkd_stalls\": ", f);
+    linkd_stalls_write_json(f, &r->linkd_stalls);
     fputc('}', f);
 }
 

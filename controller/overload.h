@@ -20,6 +20,8 @@
  * alive). No Lua here: lua/ reads the report (hn.overload(), run.json). */
 #pragma once
 
+#include "controller/linkd_stalls.h"
+
 #include <ev.h>
 #include <msgpack.h>
 #include <stdbool.h>
@@ -246,6 +248,7 @@ struct overload_report {
     bool latency; /* starved as often, but the run's compute used less: others' load */
     bool waited;  /* neither, but overrun_share > OVERLOAD_WARN_SHARE: the overruns waited */
     struct overload_dataplane dataplane; /* the run's data plane (suggested_dilation covers it) */
+    struct linkd_stalls linkd_stalls;    /* this machine's linkd processes (linkd_stalls.h) */
 };
 
 /* Starts the host account now; samples once per second on loop. */
@@ -277,6 +280,11 @@ void overload_write_json(FILE *f, const struct overload_report *r);
 /* One round of the data plane's samples; the probe's data-plane window
  * counts it too. */
 void overload_note_links(struct overload *o, const struct overload_links *s);
+/* Stalls of a network's linkd processes are watched at threshold_s
+ * (linkd_stall_threshold), and one of wall_s real seconds began at at_s on
+ * the run's clock. */
+void overload_watch_stalls(struct overload *o, double threshold_s);
+void overload_note_stall(struct overload *o, double at_s, double wall_s);
 /* A linkd starved of CPU (OVERLOAD_DP_WAIT, _BACKLOG): false at d > 1. */
 bool overload_dp_starved(double linkd_wait, double queue_peak, double d);
 /* The verdict from dp's figures at dilation d. Pure: the unit tests feed it. */

@@ -382,6 +382,27 @@ static void push_dataplane(lua_State *L, const struct overload_dataplane *dp)
     set_number(L, "suggested_dilation", dp->suggested_dilation);
 }
 
+/* linkd's stalls: {threshold_wall_s=, count=, longest_wall_s=,
+ * total_wall_s=, stalls = {{at_s=, wall_s=}, ...}} (at_s absent when the
+ * run's clock was not known). */
+static void push_linkd_stalls(lua_State *L, const struct linkd_stalls *s)
+{
+    lua_createtable(L, 0, 5);
+    if (s->threshold_wall_s > 0) set_number(L, "threshold_wall_s", s->threshold_wall_s);
+    lua_pushinteger(L, (lua_Integer)s->count);
+    lua_setfield(L, -2, "count");
+    set_number(L, "longest_wall_s", s->longest_wall_s);
+    set_number(L, "total_wall_s", s->total_wall_s);
+    lua_createtable(L, (int)s->n_kept, 0);
+    for (size_t i = 0; i < s->n_kept; i++) {
+        lua_createtable(L, 0, 2);
+        if (isfinite(s->kept[i].at_s)) set_number(L, "at_s", s->kept[i].at_s);
+        set_number(L, "wall_s", s->kept[i].wall_s);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "stalls");
+}
+
 /* hn.overload() -> {host_cpu_saturation=, overrun_share=, worst_node=, ...,
  * dataplane = {...}}: the run so far (controller/overload.h). */
 static int l_overload(lua_State *L)
@@ -421,6 +442,8 @@ static int l_overload(lua_State *L)
     lua_setfield(L, -2, "waited");
     push_dataplane(L, &r.dataplane);
     lua_setfield(L, -2, "dataplane");
+    push_linkd_stalls(L, &r.linkd_stalls);
+    lua_setfield(L, -2, "linkd_stalls");
     return 1;
 }
 

@@ -52,6 +52,24 @@ assert(T.warning("bsp", 64, a):find("no link counted queue drops", 1, true), "wa
 eq(T.warning("bsp", 64, { rtos = 9312, rto_step_share = 0.19, rto_min_s = 0.2 }), nil, "below 20%")
 eq(T.warning("bsp", 64, { rtos = 0, rto_step_share = 0.9, rto_min_s = 0.2 }), nil, "slow steps, no RTO")
 
+-- linkd's stalls in training: the kept ones begun between t0 and t1 (one
+-- without a time is not placed); the warning names them before the advice.
+local st = { stalls = { { at_s = 1, wall_s = 0.3 }, { at_s = 5, wall_s = 0.47 }, { wall_s = 0.9 },
+                        { at_s = 12, wall_s = 0.25 } } }
+local n_st, longest = T.linkd_stalls(st, 2, 12)
+eq(n_st, 2, "stalls in [2, 12]")
+eq(longest, 0.47, "the longest of them")
+eq(T.linkd_stalls(nil, 0, 100), 0, "no account: no stalls")
+eq(T.warning("bsp", 6, { rtos = 15, rto_step_share = 0.3, rto_min_s = 0.2, linkd_stalls = 2,
+                         linkd_stall_longest_s = 0.47, queue_link = "ps-tor", queue_dir = "ba",
+                         queue_drops = 3 }),
+  "warning: bsp: 6 workers: 30% of worker steps waited at least one minimum RTO (200 ms) on the "
+  .. "network, 15 RTOs in training; link ps-tor (ba) dropped 3 packets at its queue; hiernet-linkd "
+  .. "waited for a core 2 times for at least the minimum RTO in training (longest 470 ms): timeouts "
+  .. "then were the emulation's, not the network's (HIERNET_LINKD_PRIORITY=10 runs it at "
+  .. "SCHED_FIFO); beyond those, raise queue, lower rto_min, or use ecn (ecn_threshold on the link, "
+  .. "tcp ecn on the nodes)", "warning with linkd stalls")
+
 -- Backend none: the peers share the host's counters, so there is no account.
 local net = hn.network{ name = "none", backend = "none" }
 local w = net:node("w")

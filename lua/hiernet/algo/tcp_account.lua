@@ -107,14 +107,39 @@ function M.worst_queue(t0, t1)
   return worst
 end
 
+-- linkd's stalls (hn.overload().linkd_stalls, docs/lua-api.md "Overload")
+-- that began between t0 and t1 on the run's clock, of the kept ones:
+-- their number and the longest's wall seconds. 0 without an account.
+function M.linkd_stalls(stalls, t0, t1)
+  local n, longest = 0, 0
+  for _, s in ipairs(stalls and stalls.stalls or {}) do
+    if s.at_s and s.at_s >= t0 and s.at_s <= t1 then
+      n = n + 1
+      longest = math.max(longest, s.wall_s)
+    end
+  end
+  return n, longest
+end
+
+local ADVICE = "raise queue, lower rto_min, or use ecn (ecn_threshold on the link, tcp ecn on the nodes)"
+
 -- The warning line, or nil: share of worker steps that waited an RTO.
+-- Where hiernet-linkd stalled meanwhile it says so first: those RTOs are
+-- the emulation's (docs/fidelity.md, "linkd stalls and RTO episodes").
 function M.warning(label, workers, a)
   if a.rtos == 0 or not a.rto_step_share or a.rto_step_share < M.WARN_SHARE then return nil end
   local where = a.queue_drops and string.format("link %s (%s) dropped %d packets at its queue",
     a.queue_link, a.queue_dir, a.queue_drops) or "no link counted queue drops (kernel backend: see tc -s qdisc)"
+  local advice = ADVICE
+  if (a.linkd_stalls or 0) > 0 then
+    advice = string.format("hiernet-linkd waited for a core %d time%s for at least the minimum RTO "
+      .. "in training (longest %.0f ms): timeouts then were the emulation's, not the network's "
+      .. "(HIERNET_LINKD_PRIORITY=10 runs it at SCHED_FIFO); beyond those, %s", a.linkd_stalls,
+      a.linkd_stalls == 1 and "" or "s", 1000 * a.linkd_stall_longest_s, ADVICE)
+  end
   return string.format("warning: %s: %d workers: %.0f%% of worker steps waited at least one "
-    .. "minimum RTO (%g ms) on the network, %d RTOs in training; %s; raise queue, lower rto_min, or use ecn (ecn_threshold on the link, tcp ecn on the nodes)",
-    label, workers, 100 * a.rto_step_share, a.rto_min_s * 1000, a.rtos, where)
+    .. "minimum RTO (%g ms) on the network, %d RTOs in training; %s; %s",
+    label, workers, 100 * a.rto_step_share, a.rto_min_s * 1000, a.rtos, where, advice)
 end
 
 -- Training ends: the account for summary.json (and the warning, logged).
@@ -125,8 +150,11 @@ function M.finish(acct, label, workers, worker_steps)
   local a = M.sums(acct.before, after)
   a.rto_min_s = acct.rto_min_s
   a.rto_steps, a.rto_step_share = M.rto_share(acct.rto_steps, a.rtos, workers, worker_steps)
-  local worst = M.worst_queue(acct.t0, hn.now())
+  local now = hn.now()
+  local worst = M.worst_queue(acct.t0, now)
   if worst then a.queue_link, a.queue_dir, a.queue_drops = worst.link, worst.dir, worst.drops end
+  local ok, o = pcall(hn.overload)
+  a.linkd_stalls, a.linkd_stall_longest_s = M.linkd_stalls(ok and o.linkd_stalls, acct.t0, now)
   local line = M.warning(label, workers, a)
   if line then hn.log(line); a.warning = line end
   return a
