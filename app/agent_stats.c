@@ -4,11 +4,14 @@
  * into records whose rows come here (record_open_sink); the rows of one
  * sample, which the engine writes in one go from one callback, are sent
  * as one notification from the loop's next turn, each link and node by
- * its whole-network index. */
+ * its whole-network index. The part's hiernet-linkd stalls
+ * (controller/linkd_stalls.h), seen by an overload account of its own
+ * watching the part's data plane, go out the same way. */
 #include "app/agent_part_internal.h"
 
 #include "common/clock.h"
 #include "common/container.h"
+#include "controller/overload.h"
 #include "controller/record.h"
 #include "proto/msgmap.h"
 
@@ -34,6 +37,10 @@ struct agent_stats_feed {
     size_t cursor;                 /* the next link looked at first: rows come in link order */
     size_t node_cursor;            /* the same for tcp.csv's nodes */
     char (*names)[AGENT_LINK_MAX]; /* per link of the part: its links.csv name */
+    struct overload *overload;     /* watches the part's data plane for stalls, or NULL */
+    struct agent_stall *stalls;    /* since the last notification */
+    size_t n_stalls, cap_stalls;
+    bool stalls_dropped; /* past AGENT_STALLS_MAX in one sample: logged once */
 };
 
 static double agent_clock(void *ctx)
@@ -61,14 +68,14 @@ static void on_send(EV_P_ ev_timer *w, int revents)
 {
     struct agent_stats_feed *f = container_of(w, struct agent_stats_feed, send);
     struct agent_part *p = f->p;
-    struct agent_stats s = {f->t_ns, f->rows, f->n_rows, f->tcp, f->n_tcp};
+    struct agent_stats s = {f->t_ns, f->rows, f->n_rows, f->tcp, f->n_tcp, f->stalls, f->n_stalls};
     struct msgmap m;
     msgmap_init(&m);
     agent_wire_stats(&m, &s);
     if (!msgmap_notify(&m, p->io.pk, agent_method_name(AGENT_STATS)))
-        part_log(p, "stats: %zu rows dropped: out of memory", f->n_rows + f->n_tcp);
+        part_log(p, "stats: %zu rows dropped: out of memory", f->n_rows + f->n_tcp + f->n_stalls);
     p->io.flush(p->io.ctx);
-    f->n_rows = f->n_tcp = 0;
+    f->n_rows = f->n_tcp = f->n_stalls = 0;
 }
 
 /* A zeroed element appended to *v (n of cap, each size bytes), or NULL. */
@@ -88,7 +95,7 @@ static void *element_new(void **v, size_t *n, size_t *cap, size_t size)
  * from the loop's next turn. */
 static void sample_begin(struct agent_stats_feed *f)
 {
-    if (f->n_rows || f->n_tcp) return;
+    if (f->n_rows || f->n_tcp || f->n_stalls) return;
     f->t_ns = mono_ns();
     ev_timer_set(&f->send, 0, 0);
     ev_timer_start(f->p->loop, &f->send);
@@ -146,6 +153,34 @@ static void on_tcp_row(void *ctx, const char *const *cells, size_t n_cells)
 #define READ_TCP_(name) r->name = *c ? strtoull(*c, NULL, 10) : 0, c++;
     AGENT_TCP_COUNTERS(READ_TCP_)
 #undef READ_TCP_
+}
+
+/* A stall of one of the part's linkd processes: sent from the loop's
+ * next turn, with a sample's rows if one is being gathered. */
+static void on_stall(void *ctx, const struct linkd_stall *st)
+{
+    struct agent_stats_feed *f = ctx;
+    if (f->n_stalls == AGENT_STALLS_MAX) {
+        if (!f->stalls_dropped)
+            part_log(f->p, "stats: stalls dropped: %d in one sample", AGENT_STALLS_MAX);
+        f->stalls_dropped = true;
+        return;
+    }
+    sample_begin(f);
+    struct agent_stall *s =
+        element_new((void **)&f->stalls, &f->n_stalls, &f->cap_stalls, sizeof *f->stalls);
+    if (!s) return part_log(f->p, "stats: a stall dropped: out of memory");
+    s->t_ns = (int64_t)(st->mono_s * 1e9);
+    s->wall_ns = (int64_t)(st->wall_s * 1e9);
+}
+
+/* The part's data plane watched for stalls; a failure costs only them. */
+static void stalls_start(struct agent_stats_feed *f)
+{
+    f->overload = overload_new(f->p->loop);
+    if (!f->overload) return part_log(f->p, "stats: no linkd stalls: out of memory");
+    overload_on_stall(f->overload, on_stall, f);
+    netrun_watch_dataplane(part_netrun(f->p->run), f->overload);
 }
 
 static void names_describe(struct agent_stats_feed *f)
@@ -225,6 +260,7 @@ struct agent_stats_feed *agent_stats_start(struct agent_part *p)
     }
     tcp_start(f);
     netrun_sample_links(part_netrun(p->run), f->rec, agent_clock, f);
+    stalls_start(f);
     return f;
 }
 
@@ -237,5 +273,7 @@ void agent_stats_stop(struct agent_stats_feed *f)
     free(f->rows);
     free(f->tcp);
     free(f->names);
+    overload_free(f->overload); /* the netrun that watched it is gone */
+    free(f->stalls);
     free(f);
 }

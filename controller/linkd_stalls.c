@@ -32,13 +32,12 @@ void linkd_stalls_watch(struct linkd_stalls *s, double threshold_s)
         s->threshold_wall_s = threshold_s;
 }
 
-void linkd_stalls_note(struct linkd_stalls *s, double at_s, double wall_s)
+void linkd_stalls_note(struct linkd_stalls *s, const struct linkd_stall *st)
 {
     s->count++;
-    s->total_wall_s += wall_s;
-    if (wall_s > s->longest_wall_s) s->longest_wall_s = wall_s;
-    if (s->n_kept < LINKD_STALLS_KEPT)
-        s->kept[s->n_kept++] = (struct linkd_stall){.at_s = at_s, .wall_s = wall_s};
+    s->total_wall_s += st->wall_s;
+    if (st->wall_s > s->longest_wall_s) s->longest_wall_s = st->wall_s;
+    if (s->n_kept < LINKD_STALLS_KEPT) s->kept[s->n_kept++] = *st;
 }
 
 void linkd_stalls_write_json(FILE *f, const struct linkd_stalls *s)
@@ -55,6 +54,8 @@ void linkd_stalls_write_json(FILE *f, const struct linkd_stalls *s)
         json_write_number(f, s->kept[i].at_s);
         fputs(", \"wall_s\": ", f);
         json_write_number(f, s->kept[i].wall_s);
+        fputs(", \"machine\": ", f);
+        json_write_string_or_null(f, s->kept[i].machine);
         fputc('}', f);
     }
     fputs("]}", f);

@@ -21,9 +21,14 @@ struct topo_network;
 /* The first stalls are kept with their times; later ones are counted. */
 #define LINKD_STALLS_KEPT 32
 
+/* A machine's name: TOPO_MACHINE_NAME_MAX (topo/machines.h). */
+#define LINKD_STALL_MACHINE_MAX 64
+
 struct linkd_stall {
     double at_s;   /* when it began, on the run's clock (emulated seconds; NAN: unknown) */
     double wall_s; /* how long linkd waited, real seconds */
+    double mono_s; /* when it began, CLOCK_MONOTONIC of its machine (NAN: not this one's) */
+    char machine[LINKD_STALL_MACHINE_MAX]; /* "" for this machine, else an agent's */
 };
 
 struct linkd_stalls {
@@ -49,11 +54,12 @@ bool linkd_stall_is(double rise_s, double interval_s, double threshold_s);
 /* Watches a network at threshold_s: the account's threshold is the
  * smallest watched. */
 void linkd_stalls_watch(struct linkd_stalls *s, double threshold_s);
-/* One stall of wall_s real seconds that began at at_s on the run's clock. */
-void linkd_stalls_note(struct linkd_stalls *s, double at_s, double wall_s);
+/* One stall of wall_s real seconds, as st says it (machine "" here). */
+void linkd_stalls_note(struct linkd_stalls *s, const struct linkd_stall *st);
 
 /* As a JSON object: {"threshold_wall_s", "count", "longest_wall_s",
- * "total_wall_s", "stalls": [{"at_s", "wall_s"}, ...]} (the kept ones). */
+ * "total_wall_s", "stalls": [{"at_s", "wall_s", "machine"}, ...]} (the kept
+ * ones; machine null for this machine's). */
 void linkd_stalls_write_json(FILE *f, const struct linkd_stalls *s);
 /* The note a run ends with when linkd stalled; false when it did not. */
 bool linkd_stalls_note_line(const struct linkd_stalls *s, char *buf, size_t len);

@@ -67,8 +67,9 @@ static void sub_timer_start(struct netrun_dataplane *dp)
 
 void netrun_watch_dataplane(struct netrun *nr, struct overload *o)
 {
-    if (nr->parts) { /* this machine's part only, as yet */
+    if (nr->parts) { /* this machine's part; of the others', their linkd stalls */
         if (netrun_parts_inner(nr)) netrun_watch_dataplane(netrun_parts_inner(nr), o);
+        if (o) netrun_parts_watch(nr, o);
         return;
     }
     if (!o || nr->dataplane) return;
@@ -200,8 +201,10 @@ static void stalls_check(struct netrun_dataplane *dp)
             continue;
         /* The wait is credited when linkd runs again: it ended about now. */
         double d = nr->net->dilation > 1 ? nr->net->dilation : 1.0;
-        double at = nr->clock ? nr->clock(nr->clock_ctx) - rise / d : NAN;
-        overload_note_stall(dp->overload, at, rise);
+        struct linkd_stall st = {.at_s = nr->clock ? nr->clock(nr->clock_ctx) - rise / d : NAN,
+                                 .wall_s = rise,
+                                 .mono_s = now - rise};
+        overload_note_stall(dp->overload, &st);
     }
 }
 

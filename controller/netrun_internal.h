@@ -289,6 +289,8 @@ int netrun_parts_trace(struct netrun *nr, int link, int dir, const struct topo_t
 int netrun_parts_counters(struct netrun *nr, int link, peer_reply_fn cb, void *ctx, char *err,
                           size_t errlen);
 struct netrun *netrun_parts_inner(const struct netrun *nr);
+/* The run's overload account takes the agents' linkd stalls (their stats). */
+void netrun_parts_watch(struct netrun *nr, struct overload *o);
 void netrun_parts_close_peers(struct netrun *nr);
 void netrun_parts_kill_peers(struct netrun *nr, int sig);
 void netrun_parts_release(struct netrun *nr, netrun_released_fn released, void *ctx);

@@ -21,7 +21,9 @@
 #include "controller/record.h"
 #include "controller/agent_client.h"
 #include "controller/agent_group.h"
+#include "controller/linkd_stalls.h"
 #include "controller/log.h"
+#include "controller/overload.h"
 #include "controller/parts_underlay.h"
 #include "controller/tcp_counters.h"
 #include "controller/trace_player.h"
@@ -88,6 +90,7 @@ struct netrun_parts {
     struct remote_program *programs;
     size_t n_programs, cap_programs;
     uint64_t last_program_id;
+    struct overload *overload; /* the run's account, for the agents' linkd stalls (borrowed) */
 };
 
 /* A machine's part: none (no nodes), waiting for its cut links' round
@@ -1017,19 +1020,36 @@ static void stats_record_row(struct netrun *nr, const char *t, const struct agen
     if (record_add(nr->links_record, row, err, sizeof err) < 0) ctl_log("%s", err);
 }
 
-/* An agent's sample time t_ns, put on the run's clock into t: the
- * agent's time less its clock offset is this machine's, which is as far
- * back from now on the run's clock as it is in real seconds over the
- * dilation. */
-static void agent_sample_time(const struct netrun *nr, struct agent_client *ac, int64_t t_ns,
-                              char *t, size_t tlen)
+/* An agent's time t_ns on the run's clock: the agent's time less its
+ * clock offset is this machine's, which is as far back from now on the
+ * run's clock as it is in real seconds over the dilation. */
+static double agent_run_time(const struct netrun *nr, struct agent_client *ac, int64_t t_ns)
 {
     struct clock_offset off = {0};
     agent_client_clock(ac, &off);
     double here_s = (double)t_ns / 1e9 - off.offset_ms / 1e3;
     double dilation = nr->net->dilation > 1 ? nr->net->dilation : 1.0;
     double age_s = mono_s() - here_s;
-    snprintf(t, tlen, "%.3f", nr->clock(nr->clock_ctx) - (age_s > 0 ? age_s : 0) / dilation);
+    return nr->clock(nr->clock_ctx) - (age_s > 0 ? age_s : 0) / dilation;
+}
+
+/* The agent's stalls into the run's account, named by its machine. */
+static void stalls_note(struct netrun_parts *p, struct agent_client *ac,
+                        const struct agent_stats *s)
+{
+    for (size_t i = 0; p->overload && i < s->n_stalls; i++) {
+        struct linkd_stall st = {.at_s = agent_run_time(p->nr, ac, s->stalls[i].t_ns),
+                                 .wall_s = (double)s->stalls[i].wall_ns / 1e9,
+                                 .mono_s = NAN};
+        snprintf(st.machine, sizeof st.machine, "%s", agent_client_machine(ac));
+        overload_note_stall(p->overload, &st);
+    }
+}
+
+void netrun_parts_watch(struct netrun *nr, struct overload *o)
+{
+    nr->parts->overload = o;
+    overload_watch_stalls(o, linkd_stall_threshold(nr->net));
 }
 
 /* A remote host's tcp.csv row, its counters kept for net:tcp. */
@@ -1062,8 +1082,9 @@ static void on_agent_stats(void *ctx, struct agent_client *ac, const struct agen
     struct netrun *nr = p->nr;
     int m = topo_machines_find(&p->machines, agent_client_machine(ac));
     if (!nr->clock || m < 0) return;
+    stalls_note(p, ac, s);
     char t[32];
-    agent_sample_time(nr, ac, s->t_ns, t, sizeof t);
+    snprintf(t, sizeof t, "%.3f", agent_run_time(nr, ac, s->t_ns));
     for (size_t i = 0; nr->links_record && i < s->n_rows; i++) {
         const struct agent_stats_row *r = &s->rows[i];
         if (r->link >= nr->net->n_links) continue;

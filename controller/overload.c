@@ -89,6 +89,8 @@ struct overload {
     struct dp_account dp;      /* every active data-plane sample of the run */
     struct cpu_sample dp_last; /* /proc/stat at the previous round of link samples */
     struct linkd_stalls stalls;
+    overload_stall_fn on_stall; /* overload_on_stall's hook, or NULL */
+    void *on_stall_ctx;
 };
 
 /* ---- the host: /proc/stat ---- */
@@ -527,9 +529,17 @@ void overload_watch_stalls(struct overload *o, double threshold_s)
     if (o) linkd_stalls_watch(&o->stalls, threshold_s);
 }
 
-void overload_note_stall(struct overload *o, double at_s, double wall_s)
+void overload_note_stall(struct overload *o, const struct linkd_stall *st)
 {
-    if (o) linkd_stalls_note(&o->stalls, at_s, wall_s);
+    if (!o) return;
+    linkd_stalls_note(&o->stalls, st);
+    if (o->on_stall) o->on_stall(o->on_stall_ctx, st);
+}
+
+void overload_on_stall(struct overload *o, overload_stall_fn fn, void *ctx)
+{
+    o->on_stall = fn;
+    o->on_stall_ctx = ctx;
 }
 
 void overload_note_links(struct overload *o, const struct overload_links *s)

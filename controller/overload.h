@@ -281,10 +281,12 @@ void overload_write_json(FILE *f, const struct overload_report *r);
  * counts it too. */
 void overload_note_links(struct overload *o, const struct overload_links *s);
 /* Stalls of a network's linkd processes are watched at threshold_s
- * (linkd_stall_threshold), and one of wall_s real seconds began at at_s on
- * the run's clock. */
+ * (linkd_stall_threshold), and one happened (linkd_stalls.h): counted, and
+ * passed to the hook when one is set (an agent sends its part's on). */
 void overload_watch_stalls(struct overload *o, double threshold_s);
-void overload_note_stall(struct overload *o, double at_s, double wall_s);
+void overload_note_stall(struct overload *o, const struct linkd_stall *st);
+typedef void (*overload_stall_fn)(void *ctx, const struct linkd_stall *st);
+void overload_on_stall(struct overload *o, overload_stall_fn fn, void *ctx);
 /* A linkd starved of CPU (OVERLOAD_DP_WAIT, _BACKLOG): false at d > 1. */
 bool overload_dp_starved(double linkd_wait, double queue_peak, double d);
 /* The verdict from dp's figures at dilation d. Pure: the unit tests feed it. */

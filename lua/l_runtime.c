@@ -383,8 +383,8 @@ static void push_dataplane(lua_State *L, const struct overload_dataplane *dp)
 }
 
 /* linkd's stalls: {threshold_wall_s=, count=, longest_wall_s=,
- * total_wall_s=, stalls = {{at_s=, wall_s=}, ...}} (at_s absent when the
- * run's clock was not known). */
+ * total_wall_s=, stalls = {{at_s=, wall_s=, machine=}, ...}} (at_s absent
+ * when the run's clock was not known, machine for another machine's). */
 static void push_linkd_stalls(lua_State *L, const struct linkd_stalls *s)
 {
     lua_createtable(L, 0, 5);
@@ -398,6 +398,10 @@ static void push_linkd_stalls(lua_State *L, const struct linkd_stalls *s)
         lua_createtable(L, 0, 2);
         if (isfinite(s->kept[i].at_s)) set_number(L, "at_s", s->kept[i].at_s);
         set_number(L, "wall_s", s->kept[i].wall_s);
+        if (s->kept[i].machine[0]) {
+            lua_pushstring(L, s->kept[i].machine);
+            lua_setfield(L, -2, "machine");
+        }
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "stalls");

@@ -622,11 +622,22 @@ void agent_wire_stats(struct msgmap *m, const struct agent_stats *s)
     msgpack_pack_array(&m->pk, (uint32_t)s->n_rows);
     for (size_t i = 0; i < s->n_rows; i++)
         pack_stats_row(&m->pk, &s->rows[i]);
-    if (!s->n_tcp) return; /* optional: a links-only sample */
-    msgmap_key(m, "tcp");
-    msgpack_pack_array(&m->pk, (uint32_t)s->n_tcp);
-    for (size_t i = 0; i < s->n_tcp; i++)
-        pack_tcp_row(&m->pk, &s->tcp[i]);
+    if (s->n_tcp) { /* optional: a links-only sample */
+        msgmap_key(m, "tcp");
+        msgpack_pack_array(&m->pk, (uint32_t)s->n_tcp);
+        for (size_t i = 0; i < s->n_tcp; i++)
+            pack_tcp_row(&m->pk, &s->tcp[i]);
+    }
+    if (!s->n_stalls) return;
+    msgmap_key(m, "stalls");
+    msgpack_pack_array(&m->pk, (uint32_t)s->n_stalls);
+    for (size_t i = 0; i < s->n_stalls; i++) {
+        struct msgmap st;
+        msgmap_init(&st);
+        msgmap_i64(&st, "t_ns", s->stalls[i].t_ns);
+        msgmap_i64(&st, "wall_ns", s->stalls[i].wall_ns);
+        msgmap_end(&st, &m->pk);
+    }
 }
 
 static int read_stats_row(const msgpack_object *o, size_t i, void *row, char *err, size_t errlen)
@@ -660,6 +671,20 @@ static int read_tcp_row(const msgpack_object *o, size_t i, void *row, char *err,
 #define READ_TCP_(name) , U64(#name, &r->name)
     return READ_FIELDS(what, o, err, errlen, U64("node", &r->node) AGENT_TCP_COUNTERS(READ_TCP_));
 #undef READ_TCP_
+}
+
+static int read_stall(const msgpack_object *o, size_t i, void *row, char *err, size_t errlen)
+{
+    struct agent_stall *st = row;
+    char what[48];
+    snprintf(what, sizeof what, "stats: stall %zu", i);
+    if (READ_FIELDS(what, o, err, errlen, I64("t_ns", &st->t_ns), I64("wall_ns", &st->wall_ns)) < 0)
+        return -1;
+    if (st->t_ns < 0 || st->wall_ns < 0)
+        return snprintf(err, errlen, "%s: a time below 0 (t_ns %lld, wall_ns %lld)", what,
+                        (long long)st->t_ns, (long long)st->wall_ns),
+               -1;
+    return 0;
 }
 
 /* The array at key of the stats map into *out (allocated, n elements of
@@ -706,6 +731,13 @@ int agent_wire_read_stats(const msgpack_object *map, struct agent_stats *out, ch
         return -1;
     }
     out->tcp = tcp;
+    void *stalls = NULL;
+    if (read_row_array("stats", map, "stalls", false, sizeof *out->stalls, AGENT_STALLS_MAX,
+                       read_stall, &stalls, &out->n_stalls, err, errlen) < 0) {
+        agent_stats_free(out);
+        return -1;
+    }
+    out->stalls = stalls;
     return 0;
 }
 
@@ -713,9 +745,11 @@ void agent_stats_free(struct agent_stats *s)
 {
     free(s->rows);
     free(s->tcp);
+    free(s->stalls);
     s->rows = NULL;
     s->tcp = NULL;
-    s->n_rows = s->n_tcp = 0;
+    s->stalls = NULL;
+    s->n_rows = s->n_tcp = s->n_stalls = 0;
 }
 
 /* ---- reroute ---- */

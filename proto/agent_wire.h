@@ -367,14 +367,25 @@ struct agent_tcp_row {
 };
 #undef AGENT_TCP_FIELD_
 
-/* A sample may carry link rows, tcp rows or both; `tcp` is optional on
- * the wire (absent: none), so a links-only sample reads as before. */
+/* A stall of one of the part's hiernet-linkd processes since the last
+ * sample (controller/linkd_stalls.h): when it began, the agent's
+ * CLOCK_MONOTONIC, and how long linkd waited for a core, both ns >= 0. */
+struct agent_stall {
+    int64_t t_ns, wall_ns;
+};
+#define AGENT_STALLS_MAX 4096 /* in one sample: 8 linkd x 10 readings a second */
+
+/* A sample may carry link rows, tcp rows or both; `tcp` and `stalls`
+ * ([{t_ns, wall_ns}]) are optional on the wire (absent: none), so a
+ * links-only sample reads as before. */
 struct agent_stats {
     int64_t t_ns;
     struct agent_stats_row *rows; /* decoded: allocated (agent_stats_free) */
     size_t n_rows;
     struct agent_tcp_row *tcp; /* tcp.csv's rows of the part's running hosts; allocated */
     size_t n_tcp;
+    struct agent_stall *stalls; /* allocated */
+    size_t n_stalls;
 };
 
 void agent_wire_stats(struct msgmap *m, const struct agent_stats *s);

@@ -482,6 +482,43 @@ static void stats_tcp_round_trip(void)
             "stats: tcp row 0: param 'node': expected non-negative integer, got integer");
 }
 
+/* stats with linkd stalls: each stall's t_ns and wall_ns come back, with
+ * or without rows; a sample without stalls has no stalls key; a negative
+ * time and a stall without its wait refused, naming the stall. */
+static void stats_stalls_round_trip(void)
+{
+    struct agent_stall stalls[] = {{.t_ns = 123456789012345LL, .wall_ns = 470000000},
+                                   {.t_ns = 0, .wall_ns = 1}};
+    struct agent_stats st = {7, NULL, 0, NULL, 0, stalls, 2}, back;
+    struct msgmap m;
+    struct proto_reader r;
+    struct proto_msg msg;
+    char err[256];
+    msgmap_init(&m);
+    agent_wire_stats(&m, &st);
+    CHECK(through_reader(&m, "stats", &r, &msg));
+    CHECK(msg.params->via.map.size == 3); /* t_ns, rows, stalls: no tcp key */
+    CHECK(agent_wire_read_stats(msg.params, &back, err, sizeof err) == 0);
+    CHECK(back.t_ns == 7 && back.n_rows == 0 && back.n_tcp == 0 && back.n_stalls == 2);
+    for (size_t i = 0; i < 2 && back.n_stalls == 2; i++)
+        CHECK_MSG(back.stalls[i].t_ns == stalls[i].t_ns &&
+                      back.stalls[i].wall_ns == stalls[i].wall_ns,
+                  "stall %zu", i);
+    agent_stats_free(&back);
+    CHECK(!back.stalls && !back.n_stalls);
+    proto_reader_destroy(&r);
+    REFUSED((msgmap_i64(&m, "t_ns", 1), msgmap_key(&m, "rows"), msgpack_pack_array(&m.pk, 0),
+             msgmap_key(&m, "stalls"), msgpack_pack_array(&m.pk, 1), msgpack_pack_map(&m.pk, 2),
+             msgpack_pack_str_with_body(&m.pk, "t_ns", 4), msgpack_pack_int64(&m.pk, -5),
+             msgpack_pack_str_with_body(&m.pk, "wall_ns", 7), msgpack_pack_int64(&m.pk, 1)),
+            agent_wire_read_stats, struct agent_stats,
+            "stats: stall 0: a time below 0 (t_ns -5, wall_ns 1)");
+    REFUSED((msgmap_i64(&m, "t_ns", 1), msgmap_key(&m, "rows"), msgpack_pack_array(&m.pk, 0),
+             msgmap_key(&m, "stalls"), msgpack_pack_array(&m.pk, 1), msgpack_pack_map(&m.pk, 1),
+             msgpack_pack_str_with_body(&m.pk, "t_ns", 4), msgpack_pack_int64(&m.pk, 5)),
+            agent_wire_read_stats, struct agent_stats, "stats: stall 0: param 'wall_ns': missing");
+}
+
 /* trace: the fields and the trace's map (into the message) there and
  * back; a dir, interp or step out of range and a missing map refused. */
 static void trace_round_trip(void)
@@ -807,6 +844,7 @@ int main(void)
     change_round_trips();
     stats_round_trip();
     stats_tcp_round_trip();
+    stats_stalls_round_trip();
     counters_round_trip();
     trace_round_trip();
     program_round_trips();

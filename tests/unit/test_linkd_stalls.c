@@ -65,7 +65,8 @@ static void test_account(void)
     linkd_stalls_watch(&s, 0.04);
     CHECK(s.threshold_wall_s == 0.04);
     for (int i = 0; i < LINKD_STALLS_KEPT + 8; i++)
-        linkd_stalls_note(&s, 10.0 + i, i == 3 ? 0.881 : 0.25);
+        linkd_stalls_note(&s,
+                          &(struct linkd_stall){.at_s = 10.0 + i, .wall_s = i == 3 ? 0.881 : 0.25});
     CHECK(s.count == LINKD_STALLS_KEPT + 8 && s.n_kept == LINKD_STALLS_KEPT);
     CHECK(s.longest_wall_s == 0.881);
     CHECK_NEAR(s.total_wall_s, 0.881 + 0.25 * (LINKD_STALLS_KEPT + 7), 1e-9);
@@ -78,7 +79,8 @@ static void test_account(void)
 
     /* Figures exact in binary, as JSON writes every digit. */
     struct linkd_stalls one = {.threshold_wall_s = 0.25};
-    linkd_stalls_note(&one, NAN, 0.375); /* the run's clock unknown */
+    /* the run's clock unknown; another machine's */
+    linkd_stalls_note(&one, &(struct linkd_stall){.at_s = NAN, .wall_s = 0.375, .machine = "m2"});
     char *json = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&json, &len);
@@ -86,12 +88,24 @@ static void test_account(void)
     if (!f) return;
     linkd_stalls_write_json(f, &one);
     fclose(f);
-    CHECK_STREQ(json,
-                "{\"threshold_wall_s\": 0.25, \"count\": 1, \"longest_wall_s\": 0.375, "
-                "\"total_wall_s\": 0.375, \"stalls\": [{\"at_s\": null, \"wall_s\": 0.375}]}");
+    CHECK_STREQ(json, "{\"threshold_wall_s\": 0.25, \"count\": 1, \"longest_wall_s\": 0.375, "
+                      "\"total_wall_s\": 0.375, \"stalls\": [{\"at_s\": null, \"wall_s\": 0.375, "
+                      "\"machine\": \"m2\"}]}");
     free(json);
     CHECK(linkd_stalls_note_line(&one, line, sizeof line));
     CHECK(strstr(line, "1 time for at least") && strstr(line, "(250 ms; longest 375 ms)"));
+}
+
+static struct {
+    int n;
+    struct linkd_stall last;
+} seen;
+
+static void on_stall(void *ctx, const struct linkd_stall *st)
+{
+    (void)ctx;
+    seen.n++;
+    seen.last = *st;
 }
 
 /* The overload account keeps them, and its report and JSON carry them. */
@@ -104,8 +118,12 @@ static void test_report(void)
     overload_report(o, 1, &r);
     CHECK(r.linkd_stalls.count == 0 && r.linkd_stalls.threshold_wall_s == 0);
     overload_watch_stalls(o, 0.25);
-    overload_note_stall(o, 3.5, 0.625);
-    overload_note_stall(NULL, 1, 1); /* no account: nothing */
+    struct linkd_stall st = {.at_s = 3.5, .wall_s = 0.625, .mono_s = 100};
+    seen.n = 0;
+    overload_on_stall(o, on_stall, &seen); /* an agent's hook sees each one */
+    overload_note_stall(o, &st);
+    overload_note_stall(NULL, &st); /* no account: nothing */
+    CHECK(seen.n == 1 && seen.last.mono_s == 100 && seen.last.wall_s == 0.625);
     overload_report(o, 1, &r);
     CHECK(r.linkd_stalls.count == 1 && r.linkd_stalls.kept[0].at_s == 3.5);
     char *json = NULL;
@@ -118,7 +136,7 @@ static void test_report(void)
         CHECK(json &&
               strstr(json, ", \"linkd_stalls\": {\"threshold_wall_s\": 0.25, \"count\": 1, "
                            "\"longest_wall_s\": 0.625, \"total_wall_s\": 0.625, \"stalls\": "
-                           "[{\"at_s\": 3.5, \"wall_s\": 0.625}]}}"));
+                           "[{\"at_s\": 3.5, \"wall_s\": 0.625, \"machine\": null}]}}"));
         free(json);
     }
     overload_free(o);
