@@ -300,6 +300,7 @@ void agent_part_build(struct agent_part *p, uint32_t msgid, const msgpack_object
     struct net_error error;
     p->build_msgid = msgid;
     p->stats_wanted = b.stats;
+    p->stall_threshold_s = (double)b.stall_threshold_ns / 1e9;
     if (part_build(p->loop, b.part, b.part_len, &opts, &p->run, &error) < 0) {
         p->run = NULL;
         p->state = PART_GONE; /* one build per agent, failed or not */

@@ -39,6 +39,7 @@ struct agent_part {
     struct relay *relays;     /* per node of the part's model */
     size_t n_relays;
     bool stats_wanted;                    /* build asked for `stats` */
+    double stall_threshold_s;             /* build's (0: the part's own hosts') */
     struct netprog_list program_list;     /* app/agent_programs.c */
     struct agent_program_entry *programs; /* their ids */
     struct agent_stats_feed *stats;       /* app/agent_stats.c, once built */

@@ -73,7 +73,8 @@ static void on_send(EV_P_ ev_timer *w, int revents)
     msgmap_init(&m);
     agent_wire_stats(&m, &s);
     if (!msgmap_notify(&m, p->io.pk, agent_method_name(AGENT_STATS)))
-        part_log(p, "stats: %zu rows dropped: out of memory", f->n_rows + f->n_tcp + f->n_stalls);
+        part_log(p, "stats: %zu rows and stalls dropped: out of memory",
+                 f->n_rows + f->n_tcp + f->n_stalls);
     p->io.flush(p->io.ctx);
     f->n_rows = f->n_tcp = f->n_stalls = 0;
 }
@@ -180,7 +181,7 @@ static void stalls_start(struct agent_stats_feed *f)
     f->overload = overload_new(f->p->loop);
     if (!f->overload) return part_log(f->p, "stats: no linkd stalls: out of memory");
     overload_on_stall(f->overload, on_stall, f);
-    netrun_watch_dataplane(part_netrun(f->p->run), f->overload);
+    netrun_watch_dataplane(part_netrun(f->p->run), f->overload, f->p->stall_threshold_s);
 }
 
 static void names_describe(struct agent_stats_feed *f)

@@ -48,7 +48,8 @@ struct agent_client {
     struct agent_relay *relay; /* the remote nodes' control channels */
     agent_built_fn built;      /* the build in flight, NULL when none */
     void *built_ctx;
-    agent_stats_fn on_stats; /* the part's links.csv rows, or NULL: ignored */
+    agent_stats_fn on_stats;     /* the part's links.csv rows, or NULL: ignored */
+    uint64_t stall_threshold_ns; /* sent in build with the stats wish */
     void *stats_ctx;
     agent_program_fn on_program; /* its programs' ends, or NULL: ignored */
     void *program_ctx;
@@ -509,8 +510,10 @@ int agent_client_build(struct agent_client *ac, const void *part, size_t len, ag
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     msgmap_init(&m);
-    agent_wire_build(
-        &m, &(struct agent_build){.part = part, .part_len = (uint32_t)len, .stats = ac->on_stats});
+    agent_wire_build(&m, &(struct agent_build){.part = part,
+                                               .part_len = (uint32_t)len,
+                                               .stats = ac->on_stats,
+                                               .stall_threshold_ns = ac->stall_threshold_ns});
     if (!msgmap_end(&m, &pk))
         snprintf(err, errlen, "machine '%s': out of memory", ac->machine.name);
     else if ((rc = peer_client_call(ac->pc, agent_method_name(AGENT_BUILD), sb.data, sb.size,
@@ -716,10 +719,12 @@ int agent_client_restart(struct agent_client *ac, int node, const char *name,
     return 0;
 }
 
-void agent_client_on_stats(struct agent_client *ac, agent_stats_fn fn, void *ctx)
+void agent_client_on_stats(struct agent_client *ac, agent_stats_fn fn, void *ctx,
+                           double stall_threshold_s)
 {
     ac->on_stats = fn;
     ac->stats_ctx = ctx;
+    ac->stall_threshold_ns = stall_threshold_s > 0 ? (uint64_t)(stall_threshold_s * 1e9) : 0;
 }
 
 int agent_client_sides(struct agent_client *ac, enum agent_method method, const unsigned char *side,

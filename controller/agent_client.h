@@ -90,9 +90,11 @@ typedef void (*agent_built_fn)(void *ctx, struct agent_client *ac,
                                const struct agent_build_reply *reply,
                                const struct agent_build_error *error);
 /* The agent's `stats` samples (rows valid during the call), asked for in
- * the build when fn is set before agent_client_build. */
+ * the build when fn is set before agent_client_build; its linkd stalls
+ * counted at stall_threshold_s (the whole network's; 0: its part's). */
 typedef void (*agent_stats_fn)(void *ctx, struct agent_client *ac, const struct agent_stats *s);
-void agent_client_on_stats(struct agent_client *ac, agent_stats_fn fn, void *ctx);
+void agent_client_on_stats(struct agent_client *ac, agent_stats_fn fn, void *ctx,
+                           double stall_threshold_s);
 /* Sends the part (len bytes of topo/part_wire.h; copied) in `build`. 0,
  * or -1 with err when it cannot be sent (a build already in flight, the
  * agent failed or gone, the part too large): built is then not called. */

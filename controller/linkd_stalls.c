@@ -23,7 +23,7 @@ double linkd_stall_threshold(const struct topo_network *net)
 
 bool linkd_stall_is(double rise_s, double interval_s, double threshold_s)
 {
-    return threshold_s > 0 && rise_s >= threshold_s && rise_s >= interval_s / 2;
+    return threshold_s > 0 && rise_s >= threshold_s && rise_s >= LINKD_STALL_SHARE * interval_s;
 }
 
 void linkd_stalls_watch(struct linkd_stalls *s, double threshold_s)

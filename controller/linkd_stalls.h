@@ -45,10 +45,13 @@ double linkd_stall_threshold(const struct topo_network *net);
 
 /* Whether a linkd whose run-queue wait rose by rise_s over a reading
  * interval of interval_s stalled at threshold_s: the rise reaches the
- * threshold and half the interval. The second bar keeps a controller that
- * read late (a long interval) from calling many short waits one stall: a
- * dilated linkd polls for its next release and waits up to 71% of the time
- * without being behind (controller/overload.h, OVERLOAD_DP_WAIT). */
+ * threshold and LINKD_STALL_SHARE of the interval. The second bar keeps
+ * many short waits from counting as one stall, in a reading that came late
+ * or under a threshold below the reading period (a tcp.rto_min of a few
+ * ms): a dilated linkd polls for its next release and waits up to 71% of
+ * the time without being behind (controller/overload.h, OVERLOAD_DP_WAIT).
+ * So a stall is also at least 80 ms long at the 0.1 s readings. */
+#define LINKD_STALL_SHARE 0.8
 bool linkd_stall_is(double rise_s, double interval_s, double threshold_s);
 
 /* Watches a network at threshold_s: the account's threshold is the

@@ -133,7 +133,7 @@ static void sample_links(struct netlife_run *run, struct netrun *nr)
         if (!run->tcp_record) ctl_log("warning: no tcp.csv: %s", err);
     }
     netrun_sample_tcp(nr, run->tcp_record); /* before the links: the timer starts there */
-    netrun_watch_dataplane(nr, run->overload);
+    netrun_watch_dataplane(nr, run->overload, 0);
     netrun_sample_links(nr, run->links_record, run->clock, run->clock_ctx);
 }
 

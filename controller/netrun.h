@@ -178,8 +178,10 @@ void netrun_sample_links(struct netrun *nr, struct record *rec, netrun_clock_fn 
 const char *const *netrun_link_columns(size_t *n);
 struct overload;
 /* Each round of those samples also goes to o's data-plane account
- * (overload_note_links): call before netrun_sample_links. */
-void netrun_watch_dataplane(struct netrun *nr, struct overload *o);
+ * (overload_note_links), and the stalls of the network's linkd processes
+ * (controller/linkd_stalls.h) at stall_threshold_s (0: the network's own
+ * linkd_stall_threshold): call before netrun_sample_links. */
+void netrun_watch_dataplane(struct netrun *nr, struct overload *o, double stall_threshold_s);
 /* tcp.csv: each host's TCP counters (controller/tcp_counters.h) into rec
  * at every links.csv sample, cumulative since its namespace was made.
  * Emulated backends only: on backend none every peer shares the host's

@@ -65,10 +65,11 @@ static void sub_timer_start(struct netrun_dataplane *dp)
     dp->sub_timer_on = true;
 }
 
-void netrun_watch_dataplane(struct netrun *nr, struct overload *o)
+void netrun_watch_dataplane(struct netrun *nr, struct overload *o, double stall_threshold_s)
 {
     if (nr->parts) { /* this machine's part; of the others', their linkd stalls */
-        if (netrun_parts_inner(nr)) netrun_watch_dataplane(netrun_parts_inner(nr), o);
+        struct netrun *inner = netrun_parts_inner(nr);
+        if (inner) netrun_watch_dataplane(inner, o, linkd_stall_threshold(nr->net));
         if (o) netrun_parts_watch(nr, o);
         return;
     }
@@ -95,7 +96,8 @@ void netrun_watch_dataplane(struct netrun *nr, struct overload *o)
     dp->queue_peak = -1;
     for (size_t i = 0; i < nr->n_linkd; i++)
         dp->stall_wait_s[i] = -1;
-    dp->stall_threshold_s = linkd_stall_threshold(nr->net);
+    dp->stall_threshold_s =
+        stall_threshold_s > 0 ? stall_threshold_s : linkd_stall_threshold(nr->net);
     if (nr->n_linkd) overload_watch_stalls(o, dp->stall_threshold_s);
     nr->dataplane = dp;
     sub_timer_start(dp);

@@ -1038,7 +1038,8 @@ static void stalls_note(struct netrun_parts *p, struct agent_client *ac,
                         const struct agent_stats *s)
 {
     for (size_t i = 0; p->overload && i < s->n_stalls; i++) {
-        struct linkd_stall st = {.at_s = agent_run_time(p->nr, ac, s->stalls[i].t_ns),
+        struct linkd_stall st = {.at_s = p->nr->clock ? agent_run_time(p->nr, ac, s->stalls[i].t_ns)
+                                                      : NAN,
                                  .wall_s = (double)s->stalls[i].wall_ns / 1e9,
                                  .mono_s = NAN};
         snprintf(st.machine, sizeof st.machine, "%s", agent_client_machine(ac));
@@ -1048,6 +1049,7 @@ static void stalls_note(struct netrun_parts *p, struct agent_client *ac,
 
 void netrun_parts_watch(struct netrun *nr, struct overload *o)
 {
+    if (nr->backend != TOPO_BACKEND_USER) return; /* no linkd: nothing stalls */
     nr->parts->overload = o;
     overload_watch_stalls(o, linkd_stall_threshold(nr->net));
 }
@@ -1081,8 +1083,8 @@ static void on_agent_stats(void *ctx, struct agent_client *ac, const struct agen
     struct netrun_parts *p = ctx;
     struct netrun *nr = p->nr;
     int m = topo_machines_find(&p->machines, agent_client_machine(ac));
+    stalls_note(p, ac, s); /* without the run's clock too: counted, their time unknown */
     if (!nr->clock || m < 0) return;
-    stalls_note(p, ac, s);
     char t[32];
     snprintf(t, sizeof t, "%.3f", agent_run_time(nr, ac, s->t_ns));
     for (size_t i = 0; nr->links_record && i < s->n_rows; i++) {
@@ -1545,7 +1547,8 @@ static int part_encode(struct netrun_parts *p, size_t m, const struct topo_part 
 
 static int send_part(struct netrun_parts *p, size_t m, char *err, size_t errlen)
 {
-    agent_client_on_stats(p->agent[m], on_agent_stats, p); /* links.csv's rows of its part */
+    /* links.csv's rows of its part, and its linkd stalls at the whole network's threshold */
+    agent_client_on_stats(p->agent[m], on_agent_stats, p, linkd_stall_threshold(p->nr->net));
     agent_client_on_program(p->agent[m], on_agent_program, p);
     agent_client_on_lost(p->agent[m], on_agent_lost, p);
     int rc = agent_client_build(p->agent[m], p->wire[m].data, p->wire[m].size, on_agent_built, p,

@@ -248,7 +248,7 @@ struct overload_report {
     bool latency; /* starved as often, but the run's compute used less: others' load */
     bool waited;  /* neither, but overrun_share > OVERLOAD_WARN_SHARE: the overruns waited */
     struct overload_dataplane dataplane; /* the run's data plane (suggested_dilation covers it) */
-    struct linkd_stalls linkd_stalls;    /* this machine's linkd processes (linkd_stalls.h) */
+    struct linkd_stalls linkd_stalls; /* the run's linkd processes, agents' too (linkd_stalls.h) */
 };
 
 /* Starts the host account now; samples once per second on loop. */

@@ -80,6 +80,7 @@ void agent_wire_build(struct msgmap *m, const struct agent_build *b)
 {
     msgmap_bin(m, "part", b->part, b->part_len);
     if (b->stats) msgmap_bool(m, "stats", true);
+    if (b->stall_threshold_ns) msgmap_u64(m, "stall_threshold_ns", b->stall_threshold_ns);
 }
 
 void agent_wire_build_reply(struct msgmap *m, const struct agent_build_reply *r)
@@ -238,7 +239,8 @@ int agent_wire_read_build(const msgpack_object *map, struct agent_build *out, ch
         return -1;
     struct proto_args a;
     proto_args_init(&a, map);
-    if (proto_arg_bool(&a, "stats", &out->stats) < 0) /* optional: absent is false */
+    if (proto_arg_bool(&a, "stats", &out->stats) < 0 || /* optional: absent is false */
+        proto_arg_u64(&a, "stall_threshold_ns", &out->stall_threshold_ns) < 0) /* absent: 0 */
         return snprintf(err, errlen, "build: %s", a.err), -1;
     return 0;
 }

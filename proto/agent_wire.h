@@ -132,6 +132,10 @@ struct agent_build {
     const uint8_t *part;
     uint32_t part_len; /* >= 1 */
     bool stats;
+    /* The whole network's linkd stall threshold (controller/linkd_stalls.h),
+     * ns: flows of hosts on every machine cross a part's links. 0 (absent
+     * on the wire): the part's own hosts'. */
+    uint64_t stall_threshold_ns;
 };
 
 /* build's result. */
@@ -373,7 +377,10 @@ struct agent_tcp_row {
 struct agent_stall {
     int64_t t_ns, wall_ns;
 };
-#define AGENT_STALLS_MAX 4096 /* in one sample: 8 linkd x 10 readings a second */
+/* A bound on one notification's stalls: a linkd makes at most one per
+ * reading (10 a second), a part has at most 4 x cores of them, and the
+ * agent sends from its loop's next turn; past it they are dropped, logged. */
+#define AGENT_STALLS_MAX 4096
 
 /* A sample may carry link rows, tcp rows or both; `tcp` and `stalls`
  * ([{t_ns, wall_ns}]) are optional on the wire (absent: none), so a

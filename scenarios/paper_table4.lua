@@ -98,9 +98,12 @@
 -- / B = 44.6 s); row 4 at D = 8 (auto kept 1 on that loaded host) BSP
 -- 1.9x the paper's (the server's link at 40% of its rate, 601 RTOs; at D
 -- = 16 2.2x, with fewer drops and more RTOs: TCP's timers against the
--- host's scheduling delay) and ASP 0.91x. Row 6 (100 Gbit/s) at auto's D = 150 had not finished its
--- set-up in 12 minutes; rows 5-7 need a bigger or quieter host. Run one
--- row per run (rows=N) so that `--dilation auto` chooses each row's D.
+-- host's scheduling delay) and ASP 0.91x. Row 6 (100 Gbit/s) at auto's
+-- D = 150 had not finished its set-up in 12 minutes on that loaded host;
+-- on a quiet one rows 5, 6 and 7 ran at auto's D = 1, 24 and 28 in 3 to
+-- 9 minutes each (BSP and ASP): BSP's Cu 1.06-1.07x its bound, ASP's
+-- 1.8-15x (the workers start together; docs/cookbook.md). Run one row per
+-- run (rows=N) so that `--dilation auto` chooses each row's D.
 -- The server's profile adds a few
 -- ms per update (one memory-bound pass), small beside Cu. EASGD (rows 2
 -- and 3, 32 workers, 2 exchanges each): Cp the paper's; Cu per local step
@@ -138,7 +141,7 @@ local function bound_of(number, mode, grad_bytes, link_bps, cp, hops)
 end
 
 -- Cp and Cu of a mean local step in steady state, and the steps counted,
--- from steps.csv. A worker's step k > 1 lasts from the end (`time`) of its
+-- from steps.csv (BSP's Cu: round_period, below). A worker's step k > 1 lasts from the end (`time`) of its
 -- step k - 1 to its own: the wait the synchronization model imposed (a BSP
 -- round closing), the pull, the compute and the push; Cu is that less the
 -- compute. Step 1 is left out (the workers start with the model: no pull),
@@ -161,6 +164,28 @@ local function step_parts(rows, wall_s)
   return cp_all / n_all, (span - cp) / n, n
 end
 
+-- BSP's steps are rounds that close with their last push, and a worker's
+-- step spans from its own previous push to its own: with few steps the
+-- mean of those spans is not a round (a worker whose push ended early in
+-- one round and late in the next, or the other way round; row 6 at
+-- steps=2: 0.864 s of spans against 0.964 s a round, docs/cookbook.md).
+-- So BSP's step lasts a round: the period of the rounds' closes (each
+-- step number's last end, cut steps left out as in step_parts), nil
+-- with fewer than two rounds.
+local function round_period(rows, wall_s)
+  local close = {}
+  for _, r in ipairs(rows) do
+    local cut = wall_s and r.k == nil and r.time >= wall_s - 1e-3
+    if not cut and r.step then close[r.step] = math.max(close[r.step] or r.time, r.time) end
+  end
+  local first, last
+  for k in pairs(close) do
+    first, last = math.min(first or k, k), math.max(last or k, k)
+  end
+  if not first or first == last then return nil end
+  return (close[last] - close[first]) / (last - first)
+end
+
 -- One mode on a started network: about `local_steps` local steps per
 -- worker by profile (timing only); returns the table row.
 local function run_mode(number, mode, server_kind, server, workers, uplink)
@@ -181,7 +206,11 @@ local function run_mode(number, mode, server_kind, server, workers, uplink)
     o.seconds = local_steps * (p.cp + 2 * one_way + 1)
   end
   local s = paper.train(number, mode, server, o)
-  local cp, cu, n_steps = step_parts(ex.read_csv(prefix .. "steps"), not paper.DECENTRAL[mode] and s.wall_s or nil)
+  local rows = ex.read_csv(prefix .. "steps")
+  local wall_s = not paper.DECENTRAL[mode] and s.wall_s or nil
+  local cp, cu, n_steps = step_parts(rows, wall_s)
+  local period = mode == "bsp" and round_period(rows, wall_s)
+  if period then cu = period - cp end
   local bound = bound_of(number, mode, hn.zoo(p.model).grad_bytes, uplink:params().bw, cp, paper.hops(cluster))
   local paper_cu = p.cu[mode]
   local ov = s.overload or {}

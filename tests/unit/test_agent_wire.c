@@ -193,7 +193,14 @@ static void build_round_trip(void)
     agent_wire_build(&m, &b);
     CHECK(through_reader(&m, "build", &r, &msg));
     CHECK(agent_wire_read_build(msg.params, &bb, err, sizeof err) == 0 && bb.stats);
-    CHECK(msg.params->via.map.size == 2);
+    CHECK(msg.params->via.map.size == 2 && bb.stall_threshold_ns == 0); /* absent: 0 */
+    proto_reader_destroy(&r);
+    b.stall_threshold_ns = 40000000; /* the whole network's linkd stall threshold */
+    msgmap_init(&m);
+    agent_wire_build(&m, &b);
+    CHECK(through_reader(&m, "build", &r, &msg));
+    CHECK(agent_wire_read_build(msg.params, &bb, err, sizeof err) == 0 &&
+          bb.stall_threshold_ns == 40000000 && msg.params->via.map.size == 3);
     proto_reader_destroy(&r);
 
     struct agent_build_reply rep = {"quick-1-m1", 3}, rb;

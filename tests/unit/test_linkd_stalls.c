@@ -46,10 +46,13 @@ static void test_rule(void)
     CHECK(linkd_stall_is(0.2, 0.1, 0.2));    /* the threshold itself */
     CHECK(!linkd_stall_is(0.199, 0.1, 0.2)); /* below it */
     CHECK(linkd_stall_is(0.47, 0.5, 0.2));   /* a late reading: still most of it */
-    /* A reading 1 s late whose 0.3 s may be many short waits of a linkd
-     * that polls: not a stall. */
-    CHECK(!linkd_stall_is(0.3, 1.0, 0.2));
-    CHECK(linkd_stall_is(0.5, 1.0, 0.2));
+    /* A reading 1 s late whose 0.71 s may be many short waits of a linkd
+     * that polls: not a stall; nor a punctual reading's 71 ms under a
+     * threshold of 8 ms (rto_min 1ms at D = 8). */
+    CHECK(!linkd_stall_is(0.71, 1.0, 0.2));
+    CHECK(linkd_stall_is(0.8, 1.0, 0.2));
+    CHECK(!linkd_stall_is(0.071, 0.1, 0.008));
+    CHECK(linkd_stall_is(0.085, 0.1, 0.008));
     CHECK(!linkd_stall_is(1.0, 0.1, 0)); /* nothing watched */
 }
 

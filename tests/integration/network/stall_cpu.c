@@ -1,8 +1,8 @@
 /* stall_cpu.c — hn-stall-cpu PID SECONDS: keeps process PID waiting on a
  * run queue for SECONDS, as a host busy with other work does to
  * hiernet-linkd (docs/fidelity.md, "linkd stalls and RTO episodes"): moves
- * PID onto this process's last allowed CPU, takes that CPU at SCHED_FIFO
- * priority 1 in a loop that ends by itself at its deadline (a timer or a
+ * PID onto this process's last allowed CPU, takes that CPU at SCHED_FIFO's
+ * top priority in a loop that ends by itself at its deadline (a timer or a
  * signal from a normal process could not run there meanwhile), then gives
  * both back: its policy first, then PID's CPUs.
  * Exit: 0 done, 1 PID or the arguments at fault, 77 the host cannot (one
@@ -62,7 +62,10 @@ int main(int argc, char **argv)
         sched_setaffinity((pid_t)pid, sizeof theirs, &theirs);
         return 1;
     }
-    struct sched_param fifo = {.sched_priority = 1}, normal = {.sched_priority = 0};
+    /* The top priority: a linkd at SCHED_FIFO (HIERNET_LINKD_PRIORITY) is
+     * held too, as an equal priority does not preempt. */
+    struct sched_param fifo = {.sched_priority = sched_get_priority_max(SCHED_FIFO)},
+                       normal = {.sched_priority = 0};
     if (sched_setscheduler(0, SCHED_FIFO, &fifo) < 0) {
         printf("hn-stall-cpu: SCHED_FIFO refused: %s\n", strerror(errno));
         sched_setaffinity((pid_t)pid, sizeof theirs, &theirs);
