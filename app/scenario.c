@@ -326,25 +326,28 @@ static void add_dilation_reason(struct scenario *sc, const char *reason)
     free(both);
 }
 
+/* The choice cut to the run's dilation_max, its reason saying so at its
+ * end (the asked-for reason shortened, where both do not fit). */
+static void cap_choice(const struct scenario *sc, struct overload_auto *c)
+{
+    double most = sc->run.dilation_auto_max;
+    if (!(c->dilation > most)) return;
+    char cut[192], reason[sizeof c->reason];
+    int n = snprintf(cut, sizeof cut,
+                     "; cut to dilation_max %g from the %g it asked for: the host will not keep "
+                     "up (the overload verdict says how far)",
+                     most, c->dilation);
+    int room = (int)sizeof reason - 1 - n;
+    snprintf(reason, sizeof reason, "%.*s%s", room > 0 ? room : 0, c->reason, cut);
+    memcpy(c->reason, reason, sizeof reason);
+    c->dilation = most;
+}
+
 /* The probe's verdicts (controller/overload.h), on the loop: one from the
  * compute window, one from the data plane's, whichever closes first (a
  * rerun's: the data plane's alone). The run's dilation keeps the run going
  * as it is; more ends this run so that it can start again at that dilation
  * (links, peers and the clock are fixed once a network starts). */
-/* The choice cut to the run's dilation_max, its reason saying so. */
-static void cap_choice(const struct scenario *sc, struct overload_auto *c)
-{
-    double most = sc->run.dilation_auto_max;
-    if (!(c->dilation > most)) return;
-    char reason[sizeof c->reason];
-    snprintf(reason, sizeof reason,
-             "%s; cut to dilation_max %g from the %g it asked for: the host will not keep up "
-             "(the overload verdict says how far)",
-             c->reason, most, c->dilation);
-    memcpy(c->reason, reason, sizeof reason);
-    c->dilation = most;
-}
-
 static void on_dilation_probe(void *ctx, const struct overload_auto *asked)
 {
     struct scenario *sc = ctx;
@@ -563,10 +566,24 @@ static void report_overload(struct scenario *sc)
     netlife_run_publish_overload(&sc->rt.life);
 }
 
+/* --dilation-max bounds "auto": a run that never was says so, rather than
+ * leave the option silently ignored (a network's dilation_max beside a
+ * fixed dilation is refused where it is named, lua/l_network.c). */
+static void note_unused_max(struct scenario *sc)
+{
+    const struct run *r = &sc->run;
+    if (r->dilation_max_from_cli && !r->dilation_auto && strcmp(r->status, "probe") != 0)
+        hn_logf(&sc->rt,
+                "note: --dilation-max %g had no effect: the run's dilation was fixed at %g, "
+                "not \"auto\"",
+                r->dilation_auto_max, r->dilation);
+}
+
 static void finish_run(struct scenario *sc)
 {
     char err[512];
     report_overload(sc);
+    note_unused_max(sc);
     close_records(&sc->rt);
     sc->run.end_wall = run_wall_clock();
     if (run_write_json(&sc->run, err, sizeof err) < 0) fprintf(stderr, "hiernet: %s\n", err);

@@ -1,8 +1,8 @@
 /* linkd_stalls.h — hiernet-linkd's stalls: the times a linkd process waited
  * on a run queue at least as long as the run's shortest TCP minimum RTO.
- * One hiernet-linkd carries every link of a network, so while the host does
- * not run it no frame moves on any link and every flow's retransmission
- * timer can fire at once: those RTOs are the emulation's, not the emulated
+ * One hiernet-linkd carries up to 16 links of a network (netrun_linkd.c),
+ * so while the host does not run it no frame moves on any of them and
+ * every flow across them can time out at once: those RTOs are the emulation's, not the emulated
  * network's (docs/fidelity.md, "linkd stalls and RTO episodes").
  *
  * The wait is /proc/PID/schedstat's second field, read every
@@ -10,6 +10,8 @@
  * the CPU, so one reading's rise of that much is one stall that just ended.
  * Pure bookkeeping here; controller/netrun_dataplane.c reads. */
 #pragma once
+
+#include "topo/machines.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,14 +23,11 @@ struct topo_network;
 /* The first stalls are kept with their times; later ones are counted. */
 #define LINKD_STALLS_KEPT 32
 
-/* A machine's name: TOPO_MACHINE_NAME_MAX (topo/machines.h). */
-#define LINKD_STALL_MACHINE_MAX 64
-
 struct linkd_stall {
     double at_s;   /* when it began, on the run's clock (emulated seconds; NAN: unknown) */
     double wall_s; /* how long linkd waited, real seconds */
     double mono_s; /* when it began, CLOCK_MONOTONIC of its machine (NAN: not this one's) */
-    char machine[LINKD_STALL_MACHINE_MAX]; /* "" for this machine, else an agent's */
+    char machine[TOPO_MACHINE_NAME_MAX]; /* "" for this machine, else an agent's */
 };
 
 struct linkd_stalls {

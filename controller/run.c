@@ -106,8 +106,8 @@ enum run_dilation_outcome run_name_dilation_auto(struct run *r, bool started, co
     return RUN_DILATION_SET;
 }
 
-enum run_dilation_outcome run_name_dilation_max(struct run *r, double m, const char *network,
-                                                char *msg, size_t msglen)
+enum run_dilation_outcome run_name_dilation_max(struct run *r, double m, bool started,
+                                                const char *network, char *msg, size_t msglen)
 {
     if (m == r->dilation_auto_max && (r->dilation_max_named || r->dilation_max_from_cli))
         return RUN_DILATION_SET;
@@ -117,10 +117,10 @@ enum run_dilation_outcome run_name_dilation_max(struct run *r, double m, const c
                  network, r->dilation_auto_max, m);
         return RUN_DILATION_CLI_WINS;
     }
-    if (r->dilation_max_named) {
+    if (r->dilation_max_named || started) {
         snprintf(msg, msglen,
-                 "network '%s': dilation_max %g differs from the run's %g (every network of a "
-                 "run shares one clock)",
+                 "network '%s': dilation_max %g differs from the run's %g (a run has one bound on "
+                 "\"auto\", fixed once a network names it or starts)",
                  network, m, r->dilation_auto_max);
         return RUN_DILATION_CONFLICT;
     }
@@ -446,7 +446,7 @@ static void write_versions(FILE *f, const char *lua_release)
 
 /* "dilation": {"mode": "fixed"|"auto", "value": D, "reason": ..., "probe_s": ...,
  * "max": M, "dataplane": {...}, "history": [...]}: max only where one was named
- * (dilation_max, --dilation-max); an auto run's reason is null until its
+ * (dilation_max, --dilation-max) for an auto run; an auto run's reason is null until its
  * probe decided, its dataplane (the latest data-plane window) absent until that
  * window closed, its history (the runs it ended to start again) absent without one. */
 static void write_dilation(FILE *f, const struct run *r)
@@ -456,7 +456,7 @@ static void write_dilation(FILE *f, const struct run *r)
     json_write_string_or_null(f, r->dilation_reason);
     fputs(", \"probe_s\": ", f);
     json_write_number(f, r->probe_s);
-    if (r->dilation_max_named || r->dilation_max_from_cli)
+    if (r->dilation_auto && (r->dilation_max_named || r->dilation_max_from_cli))
         fprintf(f, ", \"max\": %g", r->dilation_auto_max);
     if (r->dilation_dataplane) fprintf(f, ", \"dataplane\": %s", r->dilation_dataplane);
     if (r->dilation_history) fprintf(f, ", \"history\": [%s]", r->dilation_history);

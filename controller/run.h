@@ -123,8 +123,8 @@ enum run_dilation_outcome run_name_dilation_auto(struct run *r, bool started, co
 /* A network names dilation_max m (checked to lie in 1..HN_DILATION_MAX):
  * the most an "auto" dilation may choose. --dilation-max wins; otherwise
  * the first network that names one sets it and later ones must agree. */
-enum run_dilation_outcome run_name_dilation_max(struct run *r, double m, const char *network,
-                                                char *msg, size_t msglen);
+enum run_dilation_outcome run_name_dilation_max(struct run *r, double m, bool started,
+                                                const char *network, char *msg, size_t msglen);
 /* The probe's verdict: the run's dilation d and why (copied). */
 void run_set_dilation_reason(struct run *r, const char *reason);
 /* The probe's data-plane figures, a JSON object (copied; NULL clears). */

@@ -215,7 +215,8 @@ static void apply_dilation_max(lua_State *L, struct hn_runtime *rt, const char *
                    name, fixed);
     }
     char msg[512];
-    enum run_dilation_outcome outcome = run_name_dilation_max(rt->run, m, name, msg, sizeof msg);
+    enum run_dilation_outcome outcome =
+        run_name_dilation_max(rt->run, m, any_network_started(rt), name, msg, sizeof msg);
     if (outcome == RUN_DILATION_CLI_WINS) hn_logf(rt, "%s", msg);
     if (outcome == RUN_DILATION_CONFLICT) luaL_error(L, "%s", msg);
 }
@@ -233,6 +234,16 @@ static void apply_dilation(lua_State *L, struct hn_runtime *rt, const char *name
         return;
     }
     double d = dilation_option(L, "dilation", name);
+    const struct run *r = rt->run;
+    if (r->dilation_max_named && !r->dilation_from_cli && !r->dilation_auto) {
+        char asked[32], most[32]; /* luaL_error has no %g */
+        snprintf(asked, sizeof asked, "%g", d);
+        snprintf(most, sizeof most, "%g", r->dilation_auto_max);
+        luaL_error(L,
+                   "network '%s': dilation %s is fixed, but an earlier network's dilation_max %s "
+                   "bounds dilation \"auto\"",
+                   name, asked, most);
+    }
     char msg[512];
     report_dilation(
         L, rt, run_name_dilation(rt->run, d, any_network_started(rt), name, msg, sizeof msg), msg);

@@ -13,14 +13,7 @@ check(not ok and err:find("network 'bad': dilation must be a number from 1 to", 
       "dilation 0.5: %s", tostring(err))
 ok, err = pcall(hn.network, { name = "bad2", backend = "none", dilation = "x" })
 check(not ok and err:find("option 'dilation' must be a number", 1, true), "dilation 'x': %s", tostring(err))
-ok, err = pcall(hn.network, { name = "bad3", backend = "none", dilation_max = 0 })
-check(not ok and err:find("network 'bad3': dilation_max must be a number from 1 to 1000, got 0", 1, true),
-      "dilation_max 0: %s", tostring(err))
--- The first network's dilation_max is the run's; another is refused.
-hn.network{ name = "most", backend = "none", dilation_max = 8 }
-ok, err = pcall(hn.network, { name = "most2", backend = "none", dilation_max = 6 })
-check(not ok and err:find("network 'most2': dilation_max 6 differs from the run's 8", 1, true),
-      "second dilation_max: %s", tostring(err))
+-- (dilation_max before a fixed dilation: tests/lua/dilation_max.lua)
 
 local net = hn.network{ name = "dil", backend = "none", dilation = 4 }
 check(net.dilation == 4, "net.dilation is %s", tostring(net.dilation))

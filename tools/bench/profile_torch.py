@@ -16,8 +16,12 @@ import json
 import statistics
 import sys
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:  # a GPU machine's python without PyTorch: nothing to profile
+    print(f"SKIP: no PyTorch for {sys.executable} ({e}); HIERNET_PYTHON names another python")
+    sys.exit(77)
 
 ZOO_TORCHVISION = ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16", "vgg19",
                    "mobilenet_v2"]
