@@ -8,6 +8,7 @@
 #include <ev.h>
 #include <msgpack.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -136,8 +137,21 @@ static const char *option_value(const char *cmd, int argc, char **argv, int *i, 
     return argv[++*i];
 }
 
-/* Parses the options shared by run and draw into o (sets/args point into
- * argv). Returns -1 to go on, else the exit code (--help, bad usage). */
+/* argv[i] is an option of run alone (draw and place create nothing, so a
+ * backend, a dilation or quiet would be taken and ignored). */
+static bool run_only_option(const char *cmd, const char *arg)
+{
+    static const char *const run_only[] = {"--backend", "--dilation", "--dilation-max", "--quiet"};
+    if (!strcmp(cmd, "run")) return false;
+    for (size_t k = 0; k < sizeof run_only / sizeof *run_only; k++) {
+        size_t n = strlen(run_only[k]);
+        if (!strncmp(arg, run_only[k], n) && (arg[n] == '\0' || arg[n] == '=')) return true;
+    }
+    return false;
+}
+
+/* Parses the options shared by run, draw and place into o (sets/args point
+ * into argv). Returns -1 to go on, else the exit code (--help, bad usage). */
 static int parse_scenario_options(const char *cmd, const char *usage, int argc, char **argv,
                                   struct scenario_options *o, const char **sets, const char **args)
 {
@@ -146,6 +160,10 @@ static int parse_scenario_options(const char *cmd, const char *usage, int argc, 
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
             return 0;
+        } else if (run_only_option(cmd, argv[i])) {
+            fprintf(stderr, "hiernet %s: '%s' is an option of hiernet run: %s creates nothing "
+                    "(see hiernet %s --help)\n", cmd, argv[i], cmd, cmd);
+            return EXIT_USAGE;
         } else if ((v = option_value(cmd, argc, argv, &i, "--set"))) {
             sets[o->n_sets++] = v;
         } else if ((v = option_value(cmd, argc, argv, &i, "--out"))) {

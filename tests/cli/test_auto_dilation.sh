@@ -11,8 +11,10 @@
 #   * --dilation auto does the same from the command line, on the same
 #     scenario with a network that names no dilation (from=cli), there with
 #     --dilation-max 2: the rerun runs at 2 exactly and run.json's dilation
-#     says "max": 2; --dilation autox and --dilation-max 0, 1001, x, 2x are
-#     refused in one line (exit 2) before a results directory exists.
+#     says "max": 2 and its reason says the need was cut to 2 (when the
+#     scenario's run needed 4 or more); --dilation autox and --dilation-max
+#     0, 1001, x, 2x are refused in one line (exit 2) before a results
+#     directory exists.
 # Exit 77 when other programs' load, not the run, starved the starving run
 # (the probe says "others' load": nothing of the rerun can be checked then).
 # Usage: test_auto_dilation.sh HIERNET SCENARIO
@@ -80,6 +82,14 @@ for how in scenario cli; do
   if [[ $how == cli ]]; then
     most=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dilation"].get("max"))' "starve-$how/run.json")
     [[ $value == 2 && $most == 2 ]] && ok || bad "--dilation-max 2: dilation $value, run.json max $most"
+    # The same load asked for 4 or more from the scenario: the reason
+    # says it was cut, and from what.
+    if [[ $need_scenario -ge 4 ]]; then
+      [[ $(tail -n1 <<<"$d") == *"; cut to dilation_max 2 from the "*" it asked for"* ]] && ok ||
+        bad "--dilation-max 2: the reason does not say it cut the need: $(tail -n1 <<<"$d")"
+    fi
+  else
+    need_scenario=${value%.*}
   fi
 done
 report

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Documented command-line features, each with a check that fails when it
 # breaks: `hiernet draw` (DOT of the first network, nothing started or
-# created), HIERNET_TRACEBACK=1 (the traceback on stderr too), --backend
+# created; run's --backend, --dilation... refused by draw and place), HIERNET_TRACEBACK=1 (the traceback on stderr too), --backend
 # (overrides every network; run.json records it), --set booleans (every
 # spelling docs/lua-api.md lists; anything else an error naming it), the
 # default results directory (results/<scenario stem>-<timestamp>), and
@@ -37,6 +37,14 @@ grep -q "10Mbit" out.txt && grep -q "5ms" out.txt && ok || bad "draw: the link's
 [[ ! -e results ]] && ok || bad "draw created a results directory"
 MARK=$work/mark expect_exit 0 "draw --out" -- "$HN" draw draw.lua --out net.dot
 grep -q '"alpha"' net.dot && ok || bad "draw --out: net.dot lacks the nodes"
+# run's own options are refused, not taken and ignored, by draw and place
+for cmd in draw place; do
+  for opt in --dilation-max=4 --backend=user --quiet; do
+    MARK=$work/mark expect_exit 2 "$cmd $opt" -- "$HN" "$cmd" draw.lua "$opt"
+    expect_err "hiernet $cmd: '$opt' is an option of hiernet run: $cmd creates nothing" "$cmd $opt"
+  done
+done
+[[ ! -e mark ]] && ok || bad "draw or place with a run option ran the scenario"
 
 # --- HIERNET_TRACEBACK=1: the error's traceback on stderr as well ---
 cat >err.lua <<'LUA'

@@ -130,6 +130,18 @@ static long preemptions(void)
     return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_nivcsw : 0;
 }
 
+/* Seconds this process has waited on a run queue, ready but not running
+ * (/proc/self/schedstat's second field, ns), or -1 where the kernel keeps
+ * no schedstat: the part of a late tick the host, not the loop, caused. */
+static double runqueue_wait_s(void)
+{
+    FILE *f = fopen("/proc/self/schedstat", "r");
+    unsigned long long run_ns, wait_ns;
+    int n = f ? fscanf(f, "%llu %llu", &run_ns, &wait_ns) : 0;
+    if (f) fclose(f);
+    return n == 2 ? (double)wait_ns * 1e-9 : -1;
+}
+
 /* Two networks at once: the loop keeps serving a 5 ms timer meanwhile. */
 static void test_concurrent_starts(struct netlife_run *run)
 {
@@ -155,12 +167,14 @@ static void test_concurrent_starts(struct netlife_run *run)
         netlife_stop(nl[i]);
     CHECK(run_until(nl, 2, NETLIFE_STOPPED, 10));
     /* Released on the loop (peer templates reaped), the timer on time: late
-     * by 0.1 s at most, or 0.3 s where the host preempted this process
-     * meanwhile (a run at -j4 on 2 cores saw 0.104 s); a release that
+     * by 0.1 s at most beyond what this process waited on a run queue
+     * meanwhile (a run at -j4 on 2 cores saw 0.104 s late; without
+     * schedstat, 0.3 s where the host preempted it at all); a release that
      * blocked the loop until the peers had exited would be late by their
-     * exit, 0.1 s and more, without a preemption. */
+     * exit, 0.1 s and more, without waiting for a CPU. */
     t.worst = 0;
     long preempted = preemptions();
+    double waited = runqueue_wait_s();
     t0 = mono_s();
     for (int i = 0; i < 2; i++)
         netlife_release(nl[i]);
@@ -169,10 +183,14 @@ static void test_concurrent_starts(struct netlife_run *run)
         ev_run(EV_DEFAULT, EVRUN_ONCE);
     CHECK(netlife_released(nl[0]) && netlife_released(nl[1]));
     preempted = preemptions() - preempted;
-    printf("released in %.3f s, worst lateness %.4f s, %ld preemptions\n", mono_s() - t0, t.worst,
-           preempted);
-    CHECK_MSG(t.worst < (preempted ? 0.3 : 0.1),
-              "worst lateness %.4f s during the release (%ld preemptions)", t.worst, preempted);
+    double after = runqueue_wait_s();
+    waited = waited < 0 || after < 0 ? -1 : after - waited;
+    double host_share = waited >= 0 ? waited : preempted ? 0.2 : 0;
+    printf("released in %.3f s, worst lateness %.4f s, %ld preemptions, %.4f s on a run queue\n",
+           mono_s() - t0, t.worst, preempted, waited);
+    CHECK_MSG(t.worst < 0.1 + host_share,
+              "worst lateness %.4f s during the release (%ld preemptions, %.4f s on a run queue)",
+              t.worst, preempted, waited);
     ev_timer_stop(EV_DEFAULT, &t.timer);
     for (int i = 0; i < 2; i++) {
         netlife_free(nl[i]);

@@ -204,11 +204,11 @@ static int parse_options(int argc, char **argv, struct options *o)
     for (int i = 1; i + 1 < argc; i += 2) { /* --name value pairs */
         const char *v = argv[i + 1];
         if (!strcmp(argv[i], "--batch"))
-            o->batch = atoi(v);
+            o->batch = (int)step_timer_positive(v, true);
         else if (!strcmp(argv[i], "--seconds"))
-            o->seconds = atof(v);
+            o->seconds = step_timer_positive(v, false);
         else if (!strcmp(argv[i], "--threads"))
-            o->threads = atoi(v);
+            o->threads = (int)step_timer_positive(v, true);
         else if (!strcmp(argv[i], "--model"))
             o->model = v;
         else

@@ -9,9 +9,6 @@
  * Prints one readable line, then one JSON object. Exits 2 on bad usage,
  * 1 when the device or a kernel fails, 77 when the device is not available
  * here (the reason on stderr). Owns everything it allocates. */
-#include <errno.h>
-#include <limits.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,15 +104,6 @@ static void teardown(struct device_run *r)
     free(r->labels);
 }
 
-/* v as a positive number (whole when integer), or -1. */
-static double positive(const char *v, bool integer)
-{
-    char *end;
-    errno = 0;
-    double x = integer ? (double)strtol(v, &end, 10) : strtod(v, &end);
-    return errno || end == v || *end || !(x > 0) || (integer && x > INT_MAX) ? -1 : x;
-}
-
 static int parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){.device = KERN_DEVICE_CUDA, .batch = 64, .seconds = 1.5};
@@ -128,9 +116,9 @@ static int parse_options(int argc, char **argv, struct options *o)
         } else if (!strcmp(argv[i], "--model"))
             o->model = v;
         else if (!strcmp(argv[i], "--batch"))
-            o->batch = (int)positive(v, true);
+            o->batch = (int)step_timer_positive(v, true);
         else if (!strcmp(argv[i], "--seconds"))
-            o->seconds = positive(v, false);
+            o->seconds = step_timer_positive(v, false);
         else
             return -1;
     }

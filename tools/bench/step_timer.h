@@ -1,13 +1,26 @@
 /* step_timer.h — what the kernel benchmarks (kernels.c on the CPU,
- * kernels_device.c on a device) share: random inputs and a timed round of
- * steps on a given clock. Header-only: every tools/bench/*.c is its own
- * executable. */
+ * kernels_device.c on a device) share: their numeric options, random inputs
+ * and a timed round of steps on a given clock. Header-only: every
+ * tools/bench/*.c is its own executable. */
 #pragma once
 
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "kernels/rng.h"
+
+/* An option's value v as a positive number (whole when integer), or -1:
+ * "8x", "" and "0" are refused, not read as 8 or 0. */
+static inline double step_timer_positive(const char *v, bool integer)
+{
+    char *end;
+    errno = 0;
+    double x = integer ? (double)strtol(v, &end, 10) : strtod(v, &end);
+    return errno || end == v || *end || !(x > 0) || (integer && x > INT_MAX) ? -1 : x;
+}
 
 static inline double step_timer_now(clockid_t clock)
 {
