@@ -161,8 +161,10 @@ static int parse_scenario_options(const char *cmd, const char *usage, int argc, 
             fputs(usage, stdout);
             return 0;
         } else if (run_only_option(cmd, argv[i])) {
-            fprintf(stderr, "hiernet %s: '%s' is an option of hiernet run: %s creates nothing "
-                    "(see hiernet %s --help)\n", cmd, argv[i], cmd, cmd);
+            fprintf(stderr,
+                    "hiernet %s: '%s' is an option of hiernet run: %s creates nothing "
+                    "(see hiernet %s --help)\n",
+                    cmd, argv[i], cmd, cmd);
             return EXIT_USAGE;
         } else if ((v = option_value(cmd, argc, argv, &i, "--set"))) {
             sets[o->n_sets++] = v;

@@ -15,7 +15,7 @@
 --                  then exits 77)
 --   expect=keep    bw=20Mbit: the links keep their rate, so D stays 1 even
 --                  on a host busy with other programs
---   expect=rejudge bw=10Gbit: the flows run in the reruns too, so each
+--   expect=rejudge bw=5Gbit: the flows run in the reruns too, so each
 --                  rerun's own data-plane window judges again at its D: it
 --                  keeps D (its reason is added) or starts once more above
 --                  D, at most 2 reruns (the last runs no flows); checked:
@@ -23,7 +23,10 @@
 --                  records, each step above the last, a rerun's judgement
 --                  worded at its dilation. SKIP when the first probe kept 1
 --                  (see dilate) or D is too large for the rerun's window to
---                  close within the test's time (RERUN_WALL_S)
+--                  close within the test's time (RERUN_WALL_S). One linkd
+--                  carries all 4 flows, about 2 Gbit/s on a 2-core host
+--                  (32-38% of 5 Gbit/s, D 4-5, 22-26 s of test; at 10
+--                  Gbit/s D 7 and 35 s); a host 2.5 times faster keeps 1
 --   max=M          (with dilate) dilation_max = M: the rerun runs at M
 --                  exactly, its reason says the larger need was cut to M,
 --                  run.json's dilation has "max": M

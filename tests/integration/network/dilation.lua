@@ -9,13 +9,13 @@
 --                the kept connection)
 --   transfer_ms  median send{} of mb MB a->b
 --   dilation     the run's dilation (net.dilation)
--- Args: backend=user|kernel, mb=4, bw=100Mbit, delay=5ms (user backend only).
+-- Args: backend=user|kernel, mb=2, bw=100Mbit, delay=5ms (user backend only).
 local hn = require("hiernet")
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local H = dofile(dir .. "common.lua")
 local A = H.args(...)
 local backend = A.backend or "user"
-local mb = tonumber(A.mb or 4)
+local mb = tonumber(A.mb or 2)
 local params = { bw = A.bw or "100Mbit" }
 if backend == "user" then params.delay = A.delay or "5ms" end
 

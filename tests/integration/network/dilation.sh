@@ -3,9 +3,9 @@
 # runs on one link at --dilation 1 and at --dilation 4, and every emulated
 # figure of the second run is within 5% of the first's:
 #   user backend (hiernet-linkd, 100 Mbit, 5 ms):  ping RTT (system ping's real
-#     RTT / dilation), a 1-float send (one round trip) and a 4 MB transfer;
+#     RTT / dilation), a 1-float send (one round trip) and a 2 MB transfer;
 #     the RTT is also within 5% of the ideal 2 x 5 ms;
-#   kernel backend (veth + HTB, 100 Mbit; no netem here): the 4 MB transfer.
+#   kernel backend (veth + HTB, 100 Mbit; no netem here): the 2 MB transfer.
 # Both runs must leave nothing behind (lib.sh hn_check_left).
 # Usage: dilation.sh HIERNET BACKEND   Exit: 0 pass, 1 fail, 77 skipped.
 set -u

@@ -3,8 +3,8 @@
 -- h1 - h2, and at the same time a Mahimahi trace (1, 0.5 and 2/3
 -- opportunities a ms, STEP s each) on direction ab of h3 - h4 (h1 - h2 -
 -- h3 - h4: the two replays' flows share no link; one after the other they
--- took 14 s of the test's 16 s). STEP is 2 s, 1.5 s on the user backend
--- under dilation (8 s less wall time at --dilation 2: see below);
+-- took 14 s of the test's 16 s). STEP is 2 s, 1.25 s on the user backend
+-- under dilation (12 s less wall time at --dilation 2: see below);
 -- iperf3 TCP from h1 to h2 (h3 to h4) for the trace's length, the receiver's goodput
 -- per 0.5 s interval against the trace's (framing accounted: a 1448-byte
 -- segment is a 1514-byte frame, a 1500-byte IP packet per opportunity).
@@ -34,10 +34,10 @@ H.check(net.backend == backend, "backend %s, asked for %s", net.backend, backend
 H.own(net)
 local D = net.dilation
 -- Under dilation iperf3's 0.5 s intervals are 0.25 s of the trace's time,
--- so steps of 1.5 s still give 4 compared intervals each on the user
--- backend (the kernel's HTB, 10% off, keeps 2 s); each trace second costs
--- D wall seconds there.
-local STEP = (backend == "user" and D > 1) and 1.5 or 2
+-- so steps of 1.25 s still give 3 compared intervals each on the user
+-- backend, as 2 s steps give at D = 1 (the kernel's HTB, 10% off, keeps
+-- 2 s); each trace second costs D wall seconds there.
+local STEP = (backend == "user" and D > 1) and 1.25 or 2
 
 local function write(path, text)
   local f = assert(io.open(path, "w"))
