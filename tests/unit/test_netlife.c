@@ -163,19 +163,30 @@ static void test_concurrent_starts(struct netlife_run *run)
     printf("two 40-host starts: %.3f s, %d ticks, worst lateness %.4f s\n", took, t.ticks, t.worst);
     CHECK(t.ticks >= 2);
     CHECK_MSG(t.worst < 0.5 * took || t.worst < 0.01, "worst %.4f s of %.3f s", t.worst, took);
+    t.worst = 0;
+    double stop0 = mono_s();
     for (int i = 0; i < 2; i++)
         netlife_stop(nl[i]);
     CHECK(run_until(nl, 2, NETLIFE_STOPPED, 10));
+    /* Printed, not checked: the stop holds the loop for most of its time
+     * (two 40-host stops: 0.068-0.094 s, the timer late by 0.066-0.089 s
+     * in 3 runs on a 2-core host), which a check here would refuse; not
+     * yet looked into. */
+    printf("two stops: %.3f s, worst lateness %.4f s\n", mono_s() - stop0, t.worst);
     /* Released on the loop (peer templates reaped), the timer on time: late
      * by 0.1 s at most beyond what this process waited on a run queue
      * meanwhile (a run at -j4 on 2 cores saw 0.104 s late; without
      * schedstat, 0.3 s where the host preempted it at all); a release that
      * blocked the loop until the peers had exited would be late by their
      * exit, 0.1 s and more, without waiting for a CPU. */
-    t.worst = 0;
     long preempted = preemptions();
     double waited = runqueue_wait_s();
     t0 = mono_s();
+    /* Lateness from here on: the last tick may have come before the
+     * stop's end, and that gap is the stop's (a clean clone's CI saw
+     * 0.111 s with the release itself over in 0.012 s). */
+    t.worst = 0;
+    t.last = t0;
     for (int i = 0; i < 2; i++)
         netlife_release(nl[i]);
     CHECK(netlife_netrun(nl[0]) == NULL);
