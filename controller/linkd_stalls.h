@@ -2,8 +2,9 @@
  * on a run queue at least as long as the run's shortest TCP minimum RTO.
  * One hiernet-linkd carries up to 16 links of a network (netrun_linkd.c),
  * so while the host does not run it no frame moves on any of them and
- * every flow across them can time out at once: those RTOs are the emulation's, not the emulated
- * network's (docs/fidelity.md, "linkd stalls and RTO episodes").
+ * every flow across them can time out at once: those RTOs are the
+ * emulation's, not the emulated network's (docs/fidelity.md, "linkd stalls
+ * and RTO episodes").
  *
  * The wait is /proc/PID/schedstat's second field, read every
  * OVERLOAD_DP_SUB_PERIOD_S: the kernel credits a wait when the process gets

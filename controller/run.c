@@ -56,6 +56,13 @@ void run_destroy(struct run *r)
 enum run_dilation_outcome run_name_dilation(struct run *r, double d, bool started,
                                             const char *network, char *msg, size_t msglen)
 {
+    if (r->dilation_max_named && !r->dilation_from_cli && !r->dilation_auto) {
+        snprintf(msg, msglen,
+                 "network '%s': dilation %g is fixed, but an earlier network's dilation_max %g "
+                 "bounds dilation \"auto\"",
+                 network, d, r->dilation_auto_max);
+        return RUN_DILATION_CONFLICT;
+    }
     if (d == r->dilation) {
         if (!r->dilation_from_cli) r->dilation_named = true;
         return RUN_DILATION_SET;
@@ -109,6 +116,19 @@ enum run_dilation_outcome run_name_dilation_auto(struct run *r, bool started, co
 enum run_dilation_outcome run_name_dilation_max(struct run *r, double m, bool started,
                                                 const char *network, char *msg, size_t msglen)
 {
+    if (!r->dilation_auto && r->dilation_from_cli) {
+        snprintf(msg, msglen,
+                 "network '%s': dilation_max %g has no effect: --dilation %g fixes the dilation",
+                 network, m, r->dilation);
+        return RUN_DILATION_CLI_WINS;
+    }
+    if (!r->dilation_auto && r->dilation_named) {
+        snprintf(msg, msglen,
+                 "network '%s': dilation_max bounds dilation \"auto\", but the run's dilation "
+                 "is fixed at %g",
+                 network, r->dilation);
+        return RUN_DILATION_CONFLICT;
+    }
     if (m == r->dilation_auto_max && (r->dilation_max_named || r->dilation_max_from_cli))
         return RUN_DILATION_SET;
     if (r->dilation_max_from_cli) {

@@ -110,8 +110,9 @@ enum run_dilation_outcome {
 /* A network names dilation d (already checked to lie in 1..HN_DILATION_MAX).
  * The run has one clock: --dilation wins over every network's; otherwise
  * the first network that names one sets it, and a later network must agree
- * once one has named it or any has started (started). network names the
- * network in note and err. */
+ * once one has named it or any has started (started); a fixed d after a
+ * network's dilation_max (which bounds "auto") is refused. network names
+ * the network in note and err. */
 enum run_dilation_outcome run_name_dilation(struct run *r, double d, bool started,
                                             const char *network, char *msg, size_t msglen);
 /* A network names dilation "auto": the run's dilation is then chosen by a
@@ -122,7 +123,9 @@ enum run_dilation_outcome run_name_dilation_auto(struct run *r, bool started, co
                                                  char *msg, size_t msglen);
 /* A network names dilation_max m (checked to lie in 1..HN_DILATION_MAX):
  * the most an "auto" dilation may choose. --dilation-max wins; otherwise
- * the first network that names one sets it and later ones must agree. */
+ * the first network that names one sets it and later ones must agree.
+ * Beside a fixed dilation: RUN_DILATION_CLI_WINS (a note, nothing set)
+ * when --dilation fixed it, RUN_DILATION_CONFLICT when a network did. */
 enum run_dilation_outcome run_name_dilation_max(struct run *r, double m, bool started,
                                                 const char *network, char *msg, size_t msglen);
 /* The probe's verdict: the run's dilation d and why (copied). */

@@ -200,20 +200,6 @@ static void apply_dilation_max(lua_State *L, struct hn_runtime *rt, const char *
     lua_pop(L, 1);
     if (type == LUA_TNIL) return;
     double m = dilation_option(L, "dilation_max", name);
-    const struct run *r = rt->run;
-    if (!r->dilation_auto && r->dilation_from_cli) {
-        hn_logf(rt, "network '%s': dilation_max %g has no effect: --dilation %g fixes the dilation",
-                name, m, r->dilation);
-        return;
-    }
-    if (!r->dilation_auto && r->dilation_named) {
-        char fixed[32]; /* luaL_error has no %g */
-        snprintf(fixed, sizeof fixed, "%g", r->dilation);
-        luaL_error(L,
-                   "network '%s': dilation_max bounds dilation \"auto\", but the run's dilation "
-                   "is fixed at %s",
-                   name, fixed);
-    }
     char msg[512];
     enum run_dilation_outcome outcome =
         run_name_dilation_max(rt->run, m, any_network_started(rt), name, msg, sizeof msg);
@@ -234,16 +220,6 @@ static void apply_dilation(lua_State *L, struct hn_runtime *rt, const char *name
         return;
     }
     double d = dilation_option(L, "dilation", name);
-    const struct run *r = rt->run;
-    if (r->dilation_max_named && !r->dilation_from_cli && !r->dilation_auto) {
-        char asked[32], most[32]; /* luaL_error has no %g */
-        snprintf(asked, sizeof asked, "%g", d);
-        snprintf(most, sizeof most, "%g", r->dilation_auto_max);
-        luaL_error(L,
-                   "network '%s': dilation %s is fixed, but an earlier network's dilation_max %s "
-                   "bounds dilation \"auto\"",
-                   name, asked, most);
-    }
     char msg[512];
     report_dilation(
         L, rt, run_name_dilation(rt->run, d, any_network_started(rt), name, msg, sizeof msg), msg);
